@@ -1,0 +1,38 @@
+# Two commands do everything on a fresh machine: `make demo` (the main job) and `make test`.
+PYTHON ?= python3
+STAMP := .make/installed
+
+.PHONY: install demo test lint kafka kafka-stop accuracy clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@mkdir -p .make && touch $(STAMP)
+
+install: $(STAMP)
+
+## make demo: real Kafka broker, example RAG app, consumer, scores, alerts; ends by itself
+demo: $(STAMP)
+	$(PYTHON) examples/demo.py
+
+## make test: lint, unit tests and the integration tests against a real Kafka broker
+test: $(STAMP)
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m pytest -q
+
+lint: $(STAMP)
+	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check .
+
+## make kafka: start a detached development broker and print its bootstrap address
+kafka: $(STAMP)
+	@$(PYTHON) -m tracescore.testing.kafka_broker start
+
+kafka-stop: $(STAMP)
+	@$(PYTHON) -m tracescore.testing.kafka_broker stop
+
+## make accuracy: the offline judge's balanced accuracy on the labelled HaluEval dev set
+accuracy: $(STAMP)
+	$(PYTHON) benchmarks/halueval_accuracy.py
+
+clean:
+	rm -rf .make build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,137 @@
+"""How well does Faithfulness + OfflineJudge separate faithful from hallucinated answers?
+
+    python benchmarks/halueval_accuracy.py [PATH] [--show-errors N]
+
+PATH is a JSONL file of records (query, contexts, answer, label faithful|hallucinated); by default the
+HaluEval QA dev set next to the repository. A record is predicted hallucinated when its faithfulness score
+is below 0.5 or None (no score: nothing could be verified). Also prints a naive baseline measured in the
+same run: faithful iff every content word of the answer appears in the context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracescore.score._types import MetricResult, RagRecord
+from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges._offline_words import STOPWORDS
+from tracescore.score.metrics import Faithfulness
+
+DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/halueval_qa_dev.jsonl"
+_WORD = re.compile(r"\w+")
+
+
+@dataclass
+class Confusion:
+    """Counts with "hallucinated" as the positive class."""
+
+    tp: int = 0
+    fn: int = 0
+    tn: int = 0
+    fp: int = 0
+
+    def add(self, hallucinated: bool, predicted_hallucinated: bool) -> None:
+        if hallucinated:
+            self.tp += predicted_hallucinated
+            self.fn += not predicted_hallucinated
+        else:
+            self.fp += predicted_hallucinated
+            self.tn += not predicted_hallucinated
+
+    @property
+    def tpr(self) -> float:
+        return self.tp / max(1, self.tp + self.fn)
+
+    @property
+    def tnr(self) -> float:
+        return self.tn / max(1, self.tn + self.fp)
+
+    @property
+    def balanced_accuracy(self) -> float:
+        return (self.tpr + self.tnr) / 2
+
+    @property
+    def accuracy(self) -> float:
+        return (self.tp + self.tn) / max(1, self.tp + self.tn + self.fp + self.fn)
+
+
+def load(path: Path) -> list[tuple[RagRecord, bool]]:
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                raw = json.loads(line)
+                record = RagRecord(
+                    id=raw.get("id"), query=raw["query"], contexts=tuple(raw["contexts"]), answer=raw["answer"]
+                )
+                rows.append((record, raw["label"] == "hallucinated"))
+    return rows
+
+
+def naive_is_hallucinated(record: RagRecord) -> bool:
+    """The baseline: hallucinated unless every answer content word occurs somewhere in the context."""
+    context = {w.lower() for c in record.contexts for w in _WORD.findall(c)}
+    content = [w.lower() for w in _WORD.findall(record.answer) if w.lower() not in STOPWORDS]
+    return not all(w in context for w in content)
+
+
+async def score_all(records: list[RagRecord]) -> list[MetricResult]:
+    metric, judge = Faithfulness(), OfflineJudge()
+    return await asyncio.gather(*(metric.score(r, judge) for r in records))
+
+
+def evaluate(path: Path) -> tuple[Confusion, Confusion, int, float, list[tuple[RagRecord, bool, MetricResult]]]:
+    """(offline confusion, baseline confusion, None scores, records/second, misclassified rows)."""
+    rows = load(path)
+    started = time.perf_counter()
+    results = asyncio.run(score_all([r for r, _ in rows]))
+    elapsed = time.perf_counter() - started
+    offline, naive, nones, errors = Confusion(), Confusion(), 0, []
+    for (record, hallucinated), result in zip(rows, results, strict=True):
+        nones += result.score is None
+        predicted = result.score is None or result.score < 0.5
+        offline.add(hallucinated, predicted)
+        naive.add(hallucinated, naive_is_hallucinated(record))
+        if predicted != hallucinated:
+            errors.append((record, hallucinated, result))
+    return offline, naive, nones, len(rows) / max(elapsed, 1e-9), errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("--show-errors", type=int, default=0, metavar="N", help="print N misclassified records")
+    args = parser.parse_args(argv)
+    if not args.path.exists():
+        print(f"no such file: {args.path}", file=sys.stderr)
+        return 2
+    offline, naive, nones, speed, errors = evaluate(args.path)
+    total = offline.tp + offline.tn + offline.fp + offline.fn
+    print(f"records:                      {total}")
+    print(f"balanced accuracy (offline):  {offline.balanced_accuracy:.4f}")
+    print(f"accuracy (offline):           {offline.accuracy:.4f}")
+    print(f"TPR (hallucinated caught):    {offline.tpr:.4f}")
+    print(f"TNR (faithful passed):        {offline.tnr:.4f}")
+    print(f"None scores:                  {nones}")
+    print(f"balanced accuracy (naive):    {naive.balanced_accuracy:.4f}")
+    print(f"records/second:               {speed:.0f}")
+    for record, hallucinated, result in errors[: args.show_errors]:
+        print("\n---", record.id, "label:", "hallucinated" if hallucinated else "faithful", "score:", result.score)
+        print("Q:", record.query)
+        print("A:", record.answer)
+        for claim in result.details.get("claims", []):
+            print(f"  [{claim['verdict']}] {claim['reason']} | evidence: {claim['evidence'][:120]}")
+        if result.reason:
+            print("  reason:", result.reason)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Runnable examples of tracescore (see examples/rag_app)."""

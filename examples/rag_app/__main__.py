@@ -1,0 +1,66 @@
+"""CLI: python -m examples.rag_app --bootstrap HOST:PORT [--requests N] [--expected-out FILE]."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+if __package__:
+    from . import app
+    from .pipeline import Result, expectation_key
+    from .questions import schedule
+else:  # `python examples/rag_app ...`: import the package by its directory name instead.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rag_app import app
+    from rag_app.pipeline import Result, expectation_key
+    from rag_app.questions import schedule
+
+import tracescore
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m examples.rag_app", description=__doc__)
+    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server")
+    p.add_argument("--topic", default="otlp_spans", help="Kafka topic for spans (default: %(default)s)")
+    p.add_argument(
+        "--requests", type=int, default=36, metavar="N", help="requests to send, cycling the questions"
+    )
+    p.add_argument("--expected-out", type=Path, metavar="FILE", help="write the expected verdicts as JSON")
+    return p.parse_args(argv)
+
+
+def _expected(results: list[Result]) -> dict[str, dict[str, object]]:
+    return {
+        expectation_key(r.query, r.answer): {
+            "route": r.route,
+            "altered": r.altered,
+            "alteration": r.alteration,
+        }
+        for r in results
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    app.start(args.bootstrap, args.topic)
+    results: list[Result] = []
+    try:
+        for q in schedule(args.requests):
+            r = app.ask(q)
+            results.append(r)
+            flag = f"ALTERED({r.alteration})" if r.altered else "faithful"
+            print(f"{r.route:<9} {flag:<18} {r.query[:60]:<60} -> {r.answer[:60]}", flush=True)
+    finally:
+        tracescore.shutdown()  # flush buffered spans even if a request failed
+    if args.expected_out:
+        args.expected_out.parent.mkdir(parents=True, exist_ok=True)
+        args.expected_out.write_text(json.dumps(_expected(results), indent=2) + "\n", encoding="utf-8")
+    altered = sum(r.altered for r in results)
+    print(f"sent {len(results)} requests, {altered} deliberately unfaithful", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

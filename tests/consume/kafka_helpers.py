@@ -1,0 +1,85 @@
+"""Helpers for tests that talk to the real broker: produce raw messages, read a topic to its end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes]]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for key, value in messages:
+        producer.send(topic, key=key, value=value).get(timeout=30)
+    producer.close()
+
+
+def read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[ConsumerRecord]:
+    """Every message on `topic`, read without a group (no offsets committed)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    partitions = consumer.partitions_for_topic(topic) or set()
+    tps = [TopicPartition(topic, p) for p in partitions]
+    if not tps:
+        consumer.close()
+        return []
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    end = consumer.end_offsets(tps)
+    records: list[ConsumerRecord] = []
+    deadline_polls = int(timeout_s / 0.2)
+    for _ in range(deadline_polls):
+        if all(consumer.position(tp) >= end[tp] for tp in tps):
+            break
+        for batch in consumer.poll(timeout_ms=200).values():
+            records.extend(batch)
+    consumer.close()
+    return records
+
+
+def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False)
+    partitions = consumer.partitions_for_topic(topic) or set()
+    offsets = {p: consumer.committed(TopicPartition(topic, p)) for p in sorted(partitions)}
+    consumer.close(autocommit=False)
+    return offsets
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    ends = {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
+    consumer.close()
+    return ends
+
+
+def assert_all_committed(bootstrap: str, group_id: str, topic: str) -> None:
+    """The group's committed offset is the end of every partition that holds messages."""
+    ends = end_offsets(bootstrap, topic)
+    done = committed(bootstrap, group_id, topic)
+    assert {p: done[p] for p, end in ends.items() if end} == {p: end for p, end in ends.items() if end}
+
+
+def run_instrumented_app(bootstrap: str, topic: str, body: str) -> subprocess.CompletedProcess[str]:
+    """Run `body` as a separate application process that calls tracescore.init and shutdown, as a real app
+    does (the global TracerProvider is per process, so the SDK path is exercised end to end)."""
+    script = (
+        textwrap.dedent(
+            f"""
+        import tracescore
+        tracescore.init(service_name="test-app", kafka_bootstrap={bootstrap!r}, topic={topic!r})
+        """
+        )
+        + textwrap.dedent(body)
+        + "\ntracescore.shutdown()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done

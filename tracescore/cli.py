@@ -1,0 +1,199 @@
+"""The `tracescore` command: `consume` (the scoring service) and `score` (batch scoring of a file)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracescore import __version__
+
+__all__ = ["main"]
+
+_judge_options = [
+    click.option(
+        "--judge",
+        type=click.Choice(["offline", "openai"]),
+        default="offline",
+        show_default=True,
+        help="offline: deterministic, no network. openai: any OpenAI-compatible endpoint.",
+    ),
+    click.option("--model", default=None, help="Judge model (openai judge; env TRACESCORE_JUDGE_MODEL)."),
+    click.option(
+        "--base-url", default=None, help="OpenAI-compatible base URL (env TRACESCORE_JUDGE_BASE_URL)."
+    ),
+    click.option(
+        "--metrics", default="faithfulness", show_default=True, help="Comma-separated metric names."
+    ),
+]
+
+
+def _with_judge_options(fn: Any) -> Any:
+    for option in reversed(_judge_options):
+        fn = option(fn)
+    return fn
+
+
+@click.group()
+@click.version_option(__version__, prog_name="tracescore")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def main(verbose: bool) -> None:
+    """Catch hallucinations in production RAG."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # kafka-python is chatty at INFO (every connection); its warnings and errors still show.
+    logging.getLogger("kafka").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+@main.command()
+@click.option("--bootstrap-servers", envvar="TRACESCORE_BOOTSTRAP_SERVERS", required=True)
+@click.option("--topic", default="otlp_spans", show_default=True, help="Topic with OTLP protobuf spans.")
+@click.option("--group-id", default="tracescore", show_default=True, help="Kafka consumer group.")
+@click.option("--evaluations-topic", default="tracescore.evaluations", show_default=True)
+@click.option("--dlq-topic", default="tracescore.dlq", show_default=True)
+@click.option("--evaluation-spans-topic", default=None, help="Where evaluation spans go [default: --topic].")
+@click.option(
+    "--sample-ratio",
+    type=click.FloatRange(0, 1),
+    default=1.0,
+    show_default=True,
+    help="Share of traces to score, decided per trace id.",
+)
+@click.option(
+    "--max-records",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop after this many RAG spans were handled (scored, sampled out or skipped).",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Stop after this many seconds without a message.",
+)
+@click.option(
+    "--alert-threshold",
+    type=float,
+    default=0.7,
+    show_default=True,
+    help="Alert when rolling faithfulness of a (service, route) drops below this.",
+)
+@click.option("--alert-window", type=click.IntRange(min=1), default=20, show_default=True)
+@_with_judge_options
+def consume(
+    bootstrap_servers: str,
+    topic: str,
+    group_id: str,
+    evaluations_topic: str,
+    dlq_topic: str,
+    evaluation_spans_topic: str | None,
+    sample_ratio: float,
+    max_records: int | None,
+    idle_timeout: float | None,
+    alert_threshold: float,
+    alert_window: int,
+    judge: str,
+    model: str | None,
+    base_url: str | None,
+    metrics: str,
+) -> None:
+    """Score RAG spans from Kafka as a member of a consumer group."""
+    from tracescore.alert import LogNotifier, RollingScoreAlerter
+    from tracescore.consume import ConsumerSettings, EvaluationConsumer, OutputNotAcknowledged
+    from tracescore.sample import RatioSampler
+    from tracescore.score._factory import make_judge, make_metrics
+
+    settings = ConsumerSettings(
+        bootstrap_servers=bootstrap_servers,
+        topic=topic,
+        group_id=group_id,
+        evaluations_topic=evaluations_topic,
+        dlq_topic=dlq_topic,
+        evaluation_spans_topic=evaluation_spans_topic,
+        max_records=max_records,
+        idle_timeout_s=idle_timeout,
+    )
+    alerter = RollingScoreAlerter([LogNotifier()], threshold=alert_threshold, window=alert_window)
+    consumer = EvaluationConsumer(
+        settings,
+        judge=_or_usage_error(make_judge, judge, model=model, base_url=base_url),
+        metrics=_or_usage_error(make_metrics, _names(metrics)),
+        sampler=RatioSampler(sample_ratio),
+        on_evaluation=alerter.observe,
+    )
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: consumer.stop())
+    try:
+        stats = consumer.run()
+    except OutputNotAcknowledged as exc:
+        raise click.ClickException(str(exc)) from exc
+    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    click.echo(
+        f"messages={stats.messages} spans={stats.spans} rag_spans={stats.rag_spans} scored={stats.scored} "
+        f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} dead_letters={stats.dead_letters} "
+        f"skipped: {skipped}",
+        err=True,
+    )
+
+
+@main.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Output JSONL [default: stdout].",
+)
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@_with_judge_options
+def score(
+    input_path: Path,
+    out_path: Path | None,
+    concurrency: int,
+    no_progress: bool,
+    judge: str,
+    model: str | None,
+    base_url: str | None,
+    metrics: str,
+) -> None:
+    """Score a JSONL or CSV file of {id, query, contexts, answer} records; one output line per input line."""
+    from tracescore.score._batch import score_file
+    from tracescore.score._factory import make_judge, make_metrics
+
+    the_judge = _or_usage_error(make_judge, judge, model=model, base_url=base_url)
+    the_metrics = _or_usage_error(make_metrics, _names(metrics))
+    out = out_path.open("w", encoding="utf-8") if out_path else sys.stdout
+    try:
+        summary = score_file(
+            input_path,
+            out,
+            metrics=the_metrics,
+            judge=the_judge,
+            concurrency=concurrency,
+            progress=not no_progress,
+        )
+    finally:
+        if out_path:
+            out.close()
+    scored = ", ".join(f"{m}: {n} scored, {summary.unscored[m]} unscored" for m, n in summary.scored.items())
+    click.echo(f"{summary.records} records ({summary.invalid} invalid); {scored}", err=True)
+
+
+def _names(csv_names: str) -> list[str]:
+    return [n.strip() for n in csv_names.split(",") if n.strip()]
+
+
+def _or_usage_error(factory: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return factory(*args, **kwargs)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc

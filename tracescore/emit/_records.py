@@ -1,0 +1,60 @@
+"""Evaluation records: one JSON object per (scored span, metric) on the `tracescore.evaluations` topic."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tracescore._rag_span import RagSpan
+from tracescore.score import MetricResult, MetricStatus, Usage
+
+__all__ = ["SCHEMA_VERSION", "EvaluationRecord", "evaluation_record"]
+
+SCHEMA_VERSION = 1
+
+
+class EvaluationRecord(BaseModel):
+    """Versioned wire format. Add fields freely; renaming or removing one bumps `schema_version`."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    trace_id: str = Field(description="Scored span's trace id, 32 lowercase hex chars (as in OTLP JSON).")
+    span_id: str = Field(description="Scored span's id, 16 lowercase hex chars.")
+    evaluation_span_id: str | None = None
+    service_name: str
+    route: str
+    metric: str
+    score: float | None
+    label: str | None
+    status: MetricStatus
+    reason: str | None = None
+    judge: str
+    timestamp: datetime
+    details: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+
+    def to_kafka(self) -> tuple[bytes, bytes]:
+        """(key, value): keyed by trace id so a trace's evaluations stay in one partition, in order."""
+        return self.trace_id.encode(), self.model_dump_json().encode()
+
+
+def evaluation_record(
+    rag: RagSpan, result: MetricResult, evaluation_span_id: str | None, now: datetime | None = None
+) -> EvaluationRecord:
+    return EvaluationRecord(
+        trace_id=rag.span.trace_id,
+        span_id=rag.span.span_id,
+        evaluation_span_id=evaluation_span_id,
+        service_name=rag.span.service_name,
+        route=rag.route,
+        metric=result.metric,
+        score=result.score,
+        label=result.label,
+        status=result.status,
+        reason=result.reason,
+        judge=result.judge,
+        timestamp=now or datetime.now(UTC),
+        details=result.details,
+        usage=result.usage,
+    )

@@ -1,0 +1,61 @@
+"""Value objects shared by every metric and judge: what is scored and what comes back."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage"]
+
+
+class RagRecord(BaseModel):
+    """One RAG interaction: the question, what the retriever returned, and the answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str | None = None
+    query: str
+    contexts: tuple[str, ...] = ()
+    answer: str
+
+
+class Usage(BaseModel):
+    """Judge cost of one piece of work; added up per metric and per record."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+
+class MetricStatus(StrEnum):
+    OK = "ok"
+    # The record had nothing the metric can check (a refusal, an empty answer): the score is None on purpose.
+    NOT_APPLICABLE = "not_applicable"
+    # The judge failed after its retries; `reason` carries the cause.
+    ERROR = "error"
+
+
+class MetricResult(BaseModel):
+    """The outcome of one metric on one record. `score` is None exactly when status is not OK."""
+
+    metric: str
+    score: float | None
+    status: MetricStatus = MetricStatus.OK
+    label: str | None = None
+    reason: str | None = None
+    judge: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)

@@ -1,0 +1,309 @@
+"""The deterministic offline judge: answers metric tasks from lexical evidence, with no model and no network.
+
+Claims are the answer's sentences (refusals make none). A claim is judged by what it adds to the question:
+its *new* words, numbers and names must be in the context, and together with the words it shares with the
+question (its subject), because a hallucinated answer usually reuses the question's words and invents or
+misplaces only the answer part. On top of that grounding: a negation mismatch with the context is
+CONTRADICTORY, a pick between the named options of a "which ..., A or B?" question must agree with the
+figures or statements the context gives for A and B, and a bare yes/no is checked against what the context
+states about every entity the question names.
+
+Question, answer and context are only tokenised and compared (see _offline_text), never interpreted, so an
+instruction embedded in them has no effect beyond its words. Pure functions only: one instance serves any
+number of concurrent records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from tracescore.score._types import Usage
+from tracescore.score.judges._offline_text import (
+    Question,
+    Sentence,
+    Tok,
+    analyse_question,
+    index_context,
+    name_groups,
+    negated_keys,
+    tokens,
+    words,
+)
+from tracescore.score.judges._offline_words import NEGATIONS, REFUSAL_PATTERNS, YES_NO
+from tracescore.score.judges._protocol import JudgeError, JudgeTask, Judgement
+from tracescore.score.metrics._faithfulness import (
+    CLAIMS_TASK,
+    VERDICTS_TASK,
+    ClaimsInput,
+    ClaimsOutput,
+    ClaimVerdict,
+    SentenceClaims,
+    Verdict,
+    VerdictsInput,
+    VerdictsOutput,
+)
+
+__all__ = ["OfflineJudge", "answer_claims", "answer_verdicts"]
+
+_EVIDENCE_CHARS = 300
+_FRAGMENT_WORDS = 4  # an answer this short is a bare answer ("Golf Magazine"), not a statement
+_OFFLOAD_CHARS = 20_000  # inputs this large run in a worker thread so the event loop keeps serving
+_RANK = {Verdict.FULLY_SUPPORTED: 3, Verdict.PARTIALLY_SUPPORTED: 2, Verdict.NO_EVIDENCE: 1, Verdict.CONTRADICTORY: 0}
+
+_Outcome = tuple[Verdict, str]
+
+
+# --- evidence -------------------------------------------------------------------------------------------
+
+
+def _mentions(sentence: Sentence, entity: frozenset[str]) -> bool:
+    return len(entity & sentence.keys) * 2 >= len(entity)
+
+
+def _window(sentences: list[Sentence], weights: dict[str, int]) -> tuple[int, set[str]]:
+    """The sentence that best matches the claim, and the keys of it plus its neighbours: facts stated
+    across two adjacent sentences ("X was born in 1950. He founded Y.") still count as stated together."""
+    own = [sum(w for k, w in weights.items() if k in s.keys) for s in sentences]
+    best, best_score = -1, (0, 0)
+    for i in range(len(sentences)):
+        near = sentences[max(0, i - 1) : i + 2]
+        score = (sum(w for k, w in weights.items() if any(k in s.keys for s in near)), own[i])
+        if score > best_score:
+            best, best_score = i, score
+    if best < 0:
+        return -1, set()
+    return best, {k for s in sentences[max(0, best - 1) : best + 2] for k in s.keys if k in weights}
+
+
+def _value(sentences: list[Sentence], option: frozenset[str], question: Question) -> float | None:
+    """The figure the context gives for `option`: the first year after its name for time comparisons,
+    else the first number followed closely by a question word ("won 6 [Grand Slam] [titles]")."""
+    for sentence in sentences:
+        if not _mentions(sentence, option):
+            continue
+        order = sentence.order
+        start = max(i for i, k in enumerate(order) if k in option)
+        for i in range(start, len(order)):
+            key = order[i]
+            if not key[:1].isdigit():
+                continue
+            is_year = len(key) == 4 and key.isdigit() and 1000 <= int(key) <= 2100
+            if question.about_time and is_year:
+                return float(key)
+            if not question.about_time and not is_year and question.keys.intersection(order[i + 1 : i + 4]):
+                return float(key)
+    return None
+
+
+def _about(sentences: list[Sentence], group: frozenset[str]) -> set[str]:
+    """Keys stated about a name: sentences naming it plus the pronoun sentences that follow them."""
+    stated: set[str] = set()
+    following = False
+    for sentence in sentences:
+        following = _mentions(sentence, group) or (following and sentence.continues)
+        if following:
+            stated |= sentence.keys
+    return stated
+
+
+def _phrase(sentences: list[Sentence], seq: list[str]) -> bool:
+    """Does some sentence state `seq` as one phrase: its keys in order, at most one other word between?"""
+    if len(seq) < 2:
+        return True
+    wanted = set(seq)
+    for sentence in sentences:
+        if not wanted <= sentence.keys:
+            continue
+        order = sentence.order
+        for start in (i for i, k in enumerate(order) if k == seq[0]):
+            at, ok = start, True
+            for key in seq[1:]:
+                nxt = next((j for j in range(at + 1, min(at + 3, len(order))) if order[j] == key), None)
+                if nxt is None:
+                    ok = False
+                    break
+                at = nxt
+            if ok:
+                return True
+    return False
+
+
+def _coverage(sentences: list[Sentence], entity: frozenset[str], predicate: frozenset[str]) -> float:
+    """The largest share of `predicate` stated in one sentence that names `entity`."""
+    if not predicate:
+        return 0.0
+    return max((len(predicate & s.keys) / len(predicate) for s in sentences if _mentions(s, entity)), default=0.0)
+
+
+# --- claim verdicts -------------------------------------------------------------------------------------
+
+
+def _listed(toks: list[Tok]) -> str:
+    return ", ".join(f"'{t.surface}'" for t in toks[:6])
+
+
+def _judge_choice(picked: frozenset[str], question: Question, sentences: list[Sentence], context: frozenset[str]
+                  ) -> _Outcome | None:
+    """A pick between two named options, checked against the context's figures or statements."""
+    other = question.options[1] if picked == question.options[0] else question.options[0]
+    if question.direction is not None:
+        mine, theirs = _value(sentences, picked, question), _value(sentences, other, question)
+        if mine is not None and theirs is not None and mine != theirs:
+            if (mine < theirs) == (question.direction == "low"):
+                return Verdict.FULLY_SUPPORTED, f"The context's figures agree ({mine:g} against {theirs:g})."
+            return Verdict.CONTRADICTORY, f"The context's figures say otherwise ({mine:g} against {theirs:g})."
+        return None
+    predicate = (question.keys - picked - other) & context
+    mine, theirs = _coverage(sentences, picked, predicate), _coverage(sentences, other, predicate)
+    if mine - theirs >= 0.5:
+        return Verdict.FULLY_SUPPORTED, "The context states what was asked about the chosen option only."
+    if theirs - mine >= 0.5:
+        return Verdict.CONTRADICTORY, "The context states what was asked about the other option, not this one."
+    return None
+
+
+def _judge_yes_no(polarity: bool, question: Question, sentences: list[Sentence], context: frozenset[str]
+                  ) -> _Outcome:
+    """A yes/no: does the context state the question's predicate of every entity the question names?"""
+    predicate = question.keys.difference(*question.entities) & context if question.entities else frozenset()
+    if question.relational or not predicate:
+        return Verdict.PARTIALLY_SUPPORTED, "The context covers the question; the yes/no needs a comparison."
+    holds = all(_coverage(sentences, e, predicate) == 1.0 for e in question.entities)
+    if polarity and holds:
+        return Verdict.FULLY_SUPPORTED, "The context states the asked property of every entity."
+    if polarity:
+        return Verdict.NO_EVIDENCE, "The context does not state the asked property of every entity."
+    if holds:
+        return Verdict.CONTRADICTORY, "The context states the asked property of every entity."
+    return Verdict.PARTIALLY_SUPPORTED, "The context does not state the asked property of every entity."
+
+
+def _judge_claim(claim: str, question: Question, sentences: list[Sentence], context: frozenset[str]
+                 ) -> tuple[Verdict, str, Sentence | None]:
+    claim_words = words(claim)
+    polarity = YES_NO.get(claim_words[0]) if claim_words and question.yes_no else None
+    body = claim.split(None, 1)[1] if polarity is not None and len(claim.split()) > 1 else claim
+    toks = list({t.key: t for t in tokens(body if polarity is not None else claim)}.values())
+    claim_keys = frozenset(t.key for t in toks)
+    new = [t for t in toks if t.key not in question.keys]
+    repeat = [t for t in toks if t.key in question.keys and t.key in context]
+    missing = [t for t in new if t.key not in context]
+    weights = {t.key: 1 for t in repeat} | {t.key: 2 for t in new}
+    at, near = _window(sentences, weights)
+    best = sentences[at] if at >= 0 else None
+
+    def done(outcome: _Outcome) -> tuple[Verdict, str, Sentence | None]:
+        return outcome[0], outcome[1], best
+
+    hard = [t for t in missing if t.num or t.cap]
+    if hard:
+        kind = "number" if hard[0].num else "name"
+        return done((Verdict.NO_EVIDENCE, f"The context does not contain the {kind} {_listed(hard)}."))
+    if missing and len(missing) * 3 >= len(new):
+        return done((Verdict.NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."))
+
+    # Negation: a negative claim needs a negative statement in the context, and the other way round.
+    claim_negated = bool(NEGATIONS.intersection(words(body)))
+    if claim_negated and best is not None and not (negated_keys(body) & best.negated):
+        overlap = len(claim_keys & near) / max(1, len(claim_keys))
+        if overlap >= 0.6:
+            return done((Verdict.CONTRADICTORY, "The context states this without the claim's negation."))
+        return done((Verdict.NO_EVIDENCE, "The context states no such negation."))
+    if not claim_negated and best is not None and {t.key for t in new} & best.negated:
+        return done((Verdict.CONTRADICTORY, "The context negates what the claim states."))
+
+    outcomes: list[_Outcome] = []
+    picked = [o for o in question.options if len(o & claim_keys) * 2 >= len(o)]
+    if len(picked) == 1 and not claim_negated:
+        choice = _judge_choice(picked[0], question, sentences, context)
+        if choice is not None:
+            outcomes.append(choice)
+    if polarity is not None:
+        outcomes.append(_judge_yes_no(polarity, question, sentences, context))
+    if outcomes and (not new or min(_RANK[v] for v, _ in outcomes) < _RANK[Verdict.PARTIALLY_SUPPORTED]):
+        return done(min(outcomes, key=lambda o: _RANK[o[0]]))
+
+    if new:
+        # A new name or number must be stated about each question name the claim relates it to: hallucinated
+        # answers often take a real name from the context and attach it to the wrong subject.
+        named = {t.key for t in new if t.num or t.surface[:1].isupper()}
+        for group in name_groups(body) if named else ():
+            rest = named - group
+            if group & question.names and rest and not rest <= _about(sentences, group):
+                lost = [t for t in new if t.key in rest]
+                return done((Verdict.NO_EVIDENCE, f"The context never states {_listed(lost)} about that name."))
+        subject = [t for t in repeat if t.key in near]
+        if len(subject) * 2 < len(repeat):
+            lost = [t for t in repeat if t.key not in near]
+            return done((Verdict.NO_EVIDENCE, f"The context never states these together: {_listed(lost)}."))
+        if len(claim_words) <= _FRAGMENT_WORDS and not picked and not _phrase(sentences, [t.key for t in toks]):
+            return done((Verdict.NO_EVIDENCE, "The context never names this as one phrase."))
+        if missing:
+            return done((Verdict.PARTIALLY_SUPPORTED, f"Mostly stated; missing {_listed(missing)}."))
+        return done((Verdict.FULLY_SUPPORTED, f"Stated in the context: {_listed(new)}."))
+    if outcomes:
+        return done(outcomes[0])
+    if not toks:
+        return done((Verdict.NO_EVIDENCE, "The claim has no content words to check."))
+    if len(claim_words) <= _FRAGMENT_WORDS and _phrase(sentences, [t.key for t in toks]):
+        return done((Verdict.PARTIALLY_SUPPORTED, "The answer names something the question mentions."))
+    return done((Verdict.NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer."))
+
+
+# --- handlers and the judge -----------------------------------------------------------------------------
+
+
+def _is_refusal(sentence: str) -> bool:
+    low = sentence.casefold().replace("’", "'")
+    return any(p.search(low) for p in REFUSAL_PATTERNS)
+
+
+def answer_claims(data: ClaimsInput) -> ClaimsOutput:
+    """Each answer sentence is one claim (fragments too: the verdict sees the question); refusals none."""
+    return ClaimsOutput(
+        sentences=[
+            SentenceClaims(sentence_index=i, claims=[] if _is_refusal(s) or not words(s) else [s.strip()])
+            for i, s in enumerate(data.answer_sentences)
+        ]
+    )
+
+
+def answer_verdicts(data: VerdictsInput) -> VerdictsOutput:
+    """One verdict per claim, with the best-matching context sentence quoted as evidence."""
+    sentences = index_context(data.context)
+    context = frozenset().union(*(s.keys for s in sentences))
+    question = analyse_question(data.question)
+    verdicts = []
+    for i, claim in enumerate(data.claims):
+        verdict, reason, best = _judge_claim(claim, question, sentences, context)
+        evidence = best.text[:_EVIDENCE_CHARS].strip() if best is not None else ""
+        verdicts.append(ClaimVerdict(claim_index=i, verdict=verdict, reason=reason, evidence=evidence))
+    return VerdictsOutput(verdicts=verdicts)
+
+
+_HANDLERS: dict[str, Callable[[Any], BaseModel]] = {
+    CLAIMS_TASK.name: answer_claims,
+    VERDICTS_TASK.name: answer_verdicts,
+}
+
+
+class OfflineJudge:
+    """Deterministic, free and offline: answers the tasks it has a handler for, raises JudgeError otherwise."""
+
+    name = "offline"
+
+    async def run(self, task: JudgeTask[Any, Any], data: Any) -> Judgement[Any]:
+        handler = _HANDLERS.get(task.name)
+        if handler is None:
+            raise JudgeError(f"the offline judge cannot answer task '{task.name}'; use an LLM judge")
+        if not isinstance(data, task.input_model):
+            data = task.input_model.model_validate(data, from_attributes=True)
+        if sum(len(v) for v in data.model_dump().values() if isinstance(v, str)) > _OFFLOAD_CHARS:
+            output = await asyncio.to_thread(handler, data)
+        else:
+            output = handler(data)
+        return Judgement(output=task.output_model.model_validate(output, from_attributes=True), usage=Usage())

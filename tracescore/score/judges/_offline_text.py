@@ -1,0 +1,298 @@
+"""Text analysis for the offline judge: tokens, an index of context sentences, and the shape of a question.
+
+Everything here is a pure function of its input strings. Text is only tokenised and compared, never
+interpreted, so instructions embedded in a question, answer or context have no effect beyond their words.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tracescore.score._segment import split_sentences
+from tracescore.score.judges._offline_words import (
+    HIGH_WORDS,
+    LOW_WORDS,
+    NEGATIONS,
+    NUMBER_WORDS,
+    PRONOUNS,
+    STOPWORDS,
+    TIME_WORDS,
+    WH_WORDS,
+    YES_NO,
+    YES_NO_OPENER,
+)
+
+__all__ = [
+    "Question",
+    "Sentence",
+    "Tok",
+    "analyse_question",
+    "index_context",
+    "keys",
+    "name_groups",
+    "negated_keys",
+    "tokens",
+    "words",
+]
+
+_WORD = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+")
+_NOT = re.compile(r"n['’]t\b", re.IGNORECASE)
+# Scraped passages often glue sentences ("...century.First for Women is..."); pysbd keeps those as one
+# sentence, so a space is inserted at such a boundary before splitting.
+_GLUED = re.compile(r"(?<=[^\s.][a-z0-9)\"”’][.!?])(?=[A-Z][a-z]|[A-Z]\.\s)")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CHUNK = 2000  # pysbd is linear up to a few thousand characters and much slower beyond
+_NEGATION_SCOPE = 2  # content words after a negation that it applies to
+# "and" is left out on purpose: "Eatza Pizza and Your Pie" are two names, not one.
+_CONNECTORS = frozenset("of the for de la del du von van da di on &".split())
+_OPENERS = WH_WORDS | frozenset("is are was were do does did can could has have had will would should".split())
+# A capitalised adjective of nationality ("American") is a property, not part of a name.
+_DEMONYM = re.compile(r"^[A-Z][a-z]+(?:ian|an|ese|ish|ch|ic|i)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Tok:
+    key: str  # comparison form: folded, lowercased, lightly stemmed; numbers canonicalised
+    surface: str  # as written, for reasons
+    cap: bool  # capitalised and not a sentence opener: a proper-noun cue
+    num: bool
+
+
+def _fold(text: str) -> str:
+    """Accent-fold (Único == Unico) and expand n't; the text is otherwise unchanged."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", text)
+        text = unicodedata.normalize("NFC", "".join(c for c in text if not unicodedata.combining(c)))
+    text = text.replace("can't", "can not").replace("won't", "will not").replace("’", "'")
+    return _NOT.sub(" not", text)
+
+
+def _stem(word: str) -> str:
+    """A light suffix stripper; it only has to map the inflections of one word to one key."""
+    if len(word) <= 3:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("ing") and len(word) > 5:
+        word = word[:-3]
+    elif word.endswith("ed") and len(word) > 4:
+        word = word[:-2]
+    elif word.endswith(("ches", "shes", "sses", "xes")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+def _number(raw: str) -> str:
+    try:
+        value = float(raw.replace(",", ""))
+    except ValueError:
+        return raw
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def tokens(text: str) -> list[Tok]:
+    """Content tokens in order: stopwords dropped, numbers canonicalised, CJK runs cut into bigrams."""
+    out: list[Tok] = []
+    folded = _fold(text)
+    previous_end = -1
+    for match in _WORD.finditer(folded):
+        raw = match.group()
+        low = raw.casefold()
+        opener = previous_end < 0 or folded[previous_end : match.start()].strip()[-1:] in {".", "!", "?", ":"}
+        previous_end = match.end()
+        if raw[0].isdigit():
+            out.append(Tok(_number(raw), raw, False, True))
+        elif low in NUMBER_WORDS:
+            out.append(Tok(NUMBER_WORDS[low], raw, False, True))
+        elif low in STOPWORDS or low in YES_NO:
+            continue
+        elif len(low) > 2 and _CJK.search(low):
+            out.extend(Tok(low[i : i + 2], low[i : i + 2], False, False) for i in range(len(low) - 1))
+        else:
+            out.append(Tok(_stem(low), raw, raw[0].isupper() and not opener, False))
+    return out
+
+
+def words(text: str) -> list[str]:
+    """Every lowercased word, stopwords included (for negation, yes/no and comparison cues)."""
+    return [m.group().casefold() for m in _WORD.finditer(_fold(text))]
+
+
+def keys(text: str) -> frozenset[str]:
+    return frozenset(t.key for t in tokens(text))
+
+
+def negated_keys(text: str) -> frozenset[str]:
+    """Keys of the content words a negation applies to ("not [an American] [band]")."""
+    scoped: set[str] = set()
+    left = 0
+    for word in words(text):
+        if word in NEGATIONS:
+            left = _NEGATION_SCOPE
+        elif left and word not in STOPWORDS:
+            scoped.add(_number(word) if word[0].isdigit() else NUMBER_WORDS.get(word, _stem(word)))
+            left -= 1
+    return frozenset(scoped)
+
+
+# --- context --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    text: str
+    keys: frozenset[str]
+    order: tuple[str, ...]
+    negated: frozenset[str]  # keys under a negation
+    continues: bool  # opens with a pronoun ("He founded ..."), so it is about the previous sentence's subject
+
+
+@lru_cache(maxsize=4096)
+def _split_block(block: str) -> tuple[str, ...]:
+    """Sentences of one block. Cached because RAG systems retrieve the same passages again and again; the
+    function is pure, so the cache changes speed only."""
+    return tuple(split_sentences(_GLUED.sub(" ", block)))
+
+
+def _blocks(context: str) -> Iterator[str]:
+    """Lines of at most ~_CHUNK characters, long ones cut at a sentence-looking boundary."""
+    for line in context.splitlines():
+        rest = line.strip()
+        while len(rest) > _CHUNK:
+            cut = rest.rfind(". ", 0, _CHUNK) + 1 or rest.rfind(" ", 0, _CHUNK)
+            cut = cut if cut > _CHUNK // 2 else _CHUNK
+            yield rest[:cut]
+            rest = rest[cut:].lstrip()
+        if rest:
+            yield rest
+
+
+def index_context(context: str) -> list[Sentence]:
+    sentences = []
+    for block in _blocks(context):
+        for text in _split_block(block):
+            toks = tokens(text)
+            order = tuple(t.key for t in toks)
+            opener = text.split(None, 1)[0].strip("\"“'(").casefold() if text.split() else ""
+            sentences.append(Sentence(text, frozenset(order), order, negated_keys(text), opener in PRONOUNS))
+    return sentences
+
+
+# --- question -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    keys: frozenset[str]
+    options: tuple[frozenset[str], ...]  # the two named choices of "A or B" questions, else ()
+    direction: str | None  # "low"/"high": the option with the smaller/larger figure is the answer
+    about_time: bool  # the figures to compare are years
+    yes_no: bool
+    entities: tuple[frozenset[str], ...]  # the named things a yes/no question asks about
+    relational: bool  # "same"/"different"/"in common": two facts compared, beyond lexical checking
+    names: frozenset[str]  # keys of every capitalised run (named entity) of the question
+
+
+def _capital_run(seq: list[str], backwards: bool = False, start: int = 0) -> list[str]:
+    """The run of capitalised words at seq[start] onwards (connectors such as 'of' allowed inside).
+
+    Walking backwards, a word ending in ',' or ':' belongs to the previous clause and ends the run."""
+    run: list[str] = []
+    for i in range(start, len(seq)):
+        word = seq[i]
+        if backwards and i > start and word.endswith((",", ":", ";")):
+            break
+        bare = word.strip("\"“”'‘’()?,:;.!")
+        following = seq[i + 1].strip("\"“”'‘’(") if i + 1 < len(seq) else ""
+        if bare[:1].isupper() or bare[:1].isdigit():
+            run.append(word)
+        elif bare.lower() in _CONNECTORS and run and following[:1].isupper():
+            run.append(word)
+        else:
+            break
+        if not backwards and word.endswith((",", "?", ":", ";")):
+            break
+    return run[::-1] if backwards else run
+
+
+def _trim(run: list[str]) -> list[str]:
+    """Drop question words ("Is", "Which") and trailing nationality adjectives from a name."""
+    while run and run[0].lower().strip(",") in _OPENERS:
+        run = run[1:]
+    while run and _DEMONYM.match(run[-1].strip("\"“”'‘’()?,:;.!")):
+        run = run[:-1]
+    return run
+
+
+def _options(question: str) -> tuple[str, str] | None:
+    """The two named choices of "Which X, A or B?", "Is A or B the ...?", "between A and B ..."."""
+    first = question.split()[0].lower() if question.split() else ""
+    low = question.lower()
+    if " or " in question and first in _OPENERS:
+        conjunction = " or "
+    elif re.search(r"\bbetween\b|\bwhich one\b|\bwhich of\b", low) and " and " in question:
+        conjunction = " and "
+    else:
+        return None
+    # The last " or " of a question, the first " and ": that is where two names meet in practice.
+    at = question.rfind(conjunction) if conjunction == " or " else question.find(conjunction)
+    left, right = question[:at], question[at + len(conjunction) :]
+    left_run = _trim(_capital_run(left.split()[::-1], backwards=True))
+    if not left_run:
+        # "Which band was founded first, Hole, the band of ..., or The Wolfhounds?": first named clause.
+        clauses = [c.strip() for c in left.split(",")[1:]]
+        left_run = next((c.split() for c in clauses if c[:1].isupper()), [])
+    right_run = _trim(_capital_run(right.split()))
+    if not left_run or not right_run:
+        return None
+    return " ".join(left_run), " ".join(right_run)
+
+
+def _names(seq: list[str]) -> Iterator[list[str]]:
+    """Every capitalised run of a word sequence, in one pass."""
+    i = 0
+    while i < len(seq):
+        run = _capital_run(seq, start=i)
+        if run and _trim(run):
+            yield _trim(run)
+        i += max(1, len(run))
+
+
+def name_groups(text: str) -> list[frozenset[str]]:
+    """Key sets of the capitalised runs (names) in `text`, sentence openers included."""
+    return [k for k in (keys(" ".join(run)) for run in _names(text.split())) if k]
+
+
+def analyse_question(question: str) -> Question:
+    word_list = words(question)
+    word_set = set(word_list)
+    parsed = _options(question)
+    options = (keys(parsed[0]), keys(parsed[1])) if parsed else ()
+    if options and (not options[0] or not options[1] or options[0] == options[1]):
+        options = ()
+    direction = "low" if word_set & LOW_WORDS else "high" if word_set & HIGH_WORDS else None
+    if direction and word_set & {"rank", "ranking", "ranked"}:
+        direction = "low" if direction == "high" else "high"  # rank 1 is the highest ranking
+    names = frozenset().union(*(keys(" ".join(r)) for r in _names(question.split())))
+    yes_no = not options and bool(YES_NO_OPENER.match(question))
+    entities: tuple[frozenset[str], ...] = ()
+    if yes_no:
+        body = question.split(None, 1)[1] if len(question.split()) > 1 else ""
+        parts = re.split(r",|\band\b|\bor\b|\bboth\b", body)
+        entities = tuple(e for e in (keys(" ".join(_trim(_capital_run(p.split())))) for p in parts) if e)
+    return Question(
+        keys=keys(question),
+        options=options,
+        direction=direction if options else None,
+        about_time=bool(word_set & TIME_WORDS),
+        yes_no=yes_no,
+        entities=entities,
+        relational=bool(word_set & {"same", "different", "similar", "common"}),
+        names=names,
+    )

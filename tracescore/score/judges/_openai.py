@@ -1,0 +1,366 @@
+"""An LLM judge over any OpenAI-compatible chat completions endpoint (OpenAI, vLLM, Ollama, a test server).
+
+One retry policy (tenacity; the openai client's own retries are off), a per-judge concurrency limit,
+structured output with a json_object fallback for servers that reject json_schema, one repair round for
+invalid replies, and usage/cost accounting that includes every HTTP call made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import openai
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from tracescore.score._types import Usage
+from tracescore.score.judges._prompt import (
+    TrimmedField,
+    fit_to_budget,
+    minimal_schema,
+    render_messages,
+    repair_message,
+    schema_name,
+)
+from tracescore.score.judges._protocol import InT, JudgeError, Judgement, JudgeTask, OutT
+
+__all__ = ["OpenAIJudge", "OpenAIJudgeSettings", "OpenAIJudgement", "TrimmedField"]
+
+logger = logging.getLogger(__name__)
+
+_TRANSIENT_STATUS = frozenset({408, 409, 429})
+
+
+class OpenAIJudgeSettings(BaseSettings):
+    """Judge configuration; every field reads TRACESCORE_JUDGE_<FIELD> from the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_JUDGE_", frozen=True, extra="ignore")
+
+    base_url: str | None = None  # None: the openai default (api.openai.com)
+    model: str = "gpt-4o-mini"
+    # Falls back to OPENAI_API_KEY; local servers take any placeholder, e.g. "unused".
+    api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("api_key", "TRACESCORE_JUDGE_API_KEY", "OPENAI_API_KEY")
+    )
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)  # retries after the first attempt
+    retry_base_s: float = Field(default=0.5, ge=0)  # exponential backoff with full jitter from here...
+    retry_max_s: float = Field(default=20.0, ge=0)  # ...capped here (also caps a server's retry-after)
+    concurrency: int = Field(default=8, ge=1)  # in-flight requests per judge
+    temperature: float = 0.0
+    structured_output: Literal["json_schema", "json_object", "auto"] = "auto"
+    prompt_price_per_1m: float = Field(default=0.0, ge=0)  # USD per 1M prompt tokens
+    completion_price_per_1m: float = Field(default=0.0, ge=0)  # USD per 1M completion tokens
+    max_context_chars: int = Field(default=40_000, ge=100)  # total text in one judge input
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens * self.prompt_price_per_1m + completion_tokens * self.completion_price_per_1m
+        ) / 1e6
+
+
+@dataclass(frozen=True)
+class OpenAIJudgement(Judgement[OutT]):
+    """A Judgement that also says which input fields were trimmed to fit `max_context_chars`."""
+
+    trimmed: tuple[TrimmedField, ...] = ()
+
+
+class _Spent:
+    """Usage of one `run`, accumulated across retries, the fallback and the repair call."""
+
+    def __init__(self, settings: OpenAIJudgeSettings) -> None:
+        self._settings = settings
+        self.usage = Usage()
+
+    def add(self, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        cost = self._settings.cost_usd(prompt_tokens, completion_tokens)
+        self.usage += Usage(
+            calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost
+        )
+
+
+class _InvalidReply(Exception):
+    """The reply could not become the output model; `content` goes back in the repair call."""
+
+    def __init__(self, problem: str, content: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.content = content
+
+
+@dataclass
+class _LoopState:
+    client: openai.AsyncOpenAI
+    limiter: asyncio.Semaphore
+    closer: AsyncGenerator[None, None] | None = None
+
+
+async def _close_at_loop_shutdown(client: openai.AsyncOpenAI) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+class OpenAIJudge:
+    """Judge backed by chat completions. Safe to share across concurrent records and across event loops."""
+
+    def __init__(
+        self, settings: OpenAIJudgeSettings | None = None, *, client: openai.AsyncOpenAI | None = None
+    ) -> None:
+        self.settings = settings or OpenAIJudgeSettings()
+        # An injected client is used as is (its owner closes it) except that its own retries are turned off.
+        self._client = client.with_options(max_retries=0) if client is not None else None
+        # Clients and semaphores bind to the event loop they first ran on, so each loop gets its own.
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopState] = {}
+        self._loops_lock = threading.Lock()
+        # Config discovery, not per-call state: once the server rejects json_schema, stop offering it.
+        # A plain bool: writes are atomic and every writer writes the same value.
+        self._json_object_only = self.settings.structured_output == "json_object"
+        if self._client is None and self.settings.api_key is None and self.settings.base_url is None:
+            raise ValueError("OpenAIJudge needs an API key: set TRACESCORE_JUDGE_API_KEY or OPENAI_API_KEY")
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self.settings.model}"
+
+    @property
+    def structured_output_mode(self) -> Literal["json_schema", "json_object"]:
+        """What the next call sends as response_format."""
+        return "json_object" if self._json_object_only else "json_schema"
+
+    async def aclose(self) -> None:
+        """Close the client this judge built for the running loop now (an injected client is left alone).
+
+        Optional: a client built for a loop is closed anyway when asyncio.run() finalises that loop.
+        """
+        with self._loops_lock:
+            state = self._loops.pop(asyncio.get_running_loop(), None)
+        if state is not None and state.closer is not None:
+            await state.closer.aclose()
+
+    async def __aenter__(self) -> OpenAIJudge:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def run(self, task: JudgeTask[InT, OutT], data: InT) -> OpenAIJudgement[OutT]:
+        spent = _Spent(self.settings)
+        payload, trimmed = fit_to_budget(data.model_dump(mode="json"), self.settings.max_context_chars)
+        if trimmed:
+            logger.warning(
+                "judge input for %s trimmed to %d chars: %s",
+                task.name,
+                self.settings.max_context_chars,
+                ", ".join(f"{t.path} {t.original_chars}->{t.kept_chars}" for t in trimmed),
+            )
+        messages = render_messages(task, payload)
+        try:
+            content = await self._complete(task, messages, spent)
+            try:
+                output = _parse(task, content)
+            except _InvalidReply as bad:
+                # One repair round: the model sees its own reply and what is wrong with it.
+                content = await self._complete(
+                    task, messages + repair_message(bad.content, bad.problem), spent
+                )
+                try:
+                    output = _parse(task, content)
+                except _InvalidReply as still_bad:
+                    raise JudgeError(f"invalid judge output after one repair: {still_bad.problem}") from None
+        except JudgeError as exc:
+            raise JudgeError(exc.cause, usage=spent.usage) from exc.__cause__
+        return OpenAIJudgement(output=output, usage=spent.usage, trimmed=trimmed)
+
+    # -- one completion: fallback, retries, refusals ----------------------------------------------------
+    async def _complete(
+        self, task: JudgeTask[Any, Any], messages: list[dict[str, str]], spent: _Spent
+    ) -> _Reply:
+        use_schema = not self._json_object_only
+        try:
+            return await self._with_retries(task, messages, spent, use_schema=use_schema)
+        except openai.BadRequestError as exc:
+            if use_schema and self.settings.structured_output == "auto" and _rejects_json_schema(exc):
+                logger.info("%s rejected json_schema; using json_object from now on", self.name)
+                self._json_object_only = True
+                try:
+                    return await self._with_retries(task, messages, spent, use_schema=False)
+                except openai.OpenAIError as again:
+                    raise JudgeError(_describe(again, 1)) from again
+            raise JudgeError(_describe(exc, 1)) from exc
+
+    async def _with_retries(
+        self, task: JudgeTask[Any, Any], messages: list[dict[str, str]], spent: _Spent, *, use_schema: bool
+    ) -> _Reply:
+        attempts = 0
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(_is_transient),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    return await self._call(task, messages, spent, use_schema=use_schema)
+        except openai.BadRequestError:
+            raise  # _complete decides between fallback and failure
+        except openai.OpenAIError as exc:
+            raise JudgeError(_describe(exc, attempts, self.settings.timeout_s)) from exc
+        raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+    async def _call(
+        self, task: JudgeTask[Any, Any], messages: list[dict[str, str]], spent: _Spent, *, use_schema: bool
+    ) -> _Reply:
+        state = await self._state()
+        if use_schema:
+            schema = minimal_schema(task.output_model)
+            fmt: Any = {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name(task), "schema": schema, "strict": False},
+            }
+        else:
+            fmt = {"type": "json_object"}
+        async with state.limiter:
+            try:
+                response = await state.client.chat.completions.create(
+                    model=self.settings.model,
+                    messages=messages,  # type: ignore[arg-type]
+                    temperature=self.settings.temperature,
+                    response_format=fmt,
+                    timeout=self.settings.timeout_s,
+                )
+            except openai.OpenAIError:
+                spent.add()  # a failed attempt is still a call
+                raise
+        usage = response.usage
+        spent.add(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
+        if not response.choices:
+            raise JudgeError("judge returned no choices")
+        choice = response.choices[0]
+        message = choice.message
+        if message.refusal:
+            raise JudgeError(f"judge refused: {_one_line(message.refusal)}")
+        if choice.finish_reason == "content_filter":
+            raise JudgeError("judge refused: the reply was blocked by the content filter")
+        if not (message.content or "").strip() and choice.finish_reason != "length":
+            raise JudgeError("judge refused: empty reply")
+        return _Reply(content=message.content or "", finish_reason=choice.finish_reason or "")
+
+    async def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        with self._loops_lock:
+            state = self._loops.get(loop)
+            if state is not None:
+                return state
+            # States of loops that have ended are dead weight (their clients were closed at loop shutdown).
+            for old in [old for old in self._loops if old.is_closed()]:
+                del self._loops[old]
+            client = self._client or self._build_client()
+            state = _LoopState(client=client, limiter=asyncio.Semaphore(self.settings.concurrency))
+            self._loops[loop] = state
+        if self._client is None:
+            # asyncio.run (and pytest-asyncio) finalise pending async generators before closing the loop:
+            # a suspended generator is the loop-shutdown hook that closes the client we built for it.
+            state.closer = _close_at_loop_shutdown(client)
+            await anext(state.closer)
+        return state
+
+    def _build_client(self) -> openai.AsyncOpenAI:
+        key = self.settings.api_key.get_secret_value() if self.settings.api_key else "unused"
+        return openai.AsyncOpenAI(
+            api_key=key, base_url=self.settings.base_url, timeout=self.settings.timeout_s, max_retries=0
+        )
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Jittered exponential backoff, stretched to the server's retry-after when it asks for longer."""
+        backoff = wait_random_exponential(
+            multiplier=self.settings.retry_base_s, max=self.settings.retry_max_s
+        )(state)
+        exc = state.outcome.exception() if state.outcome else None
+        hint = _retry_after(exc)
+        return min(self.settings.retry_max_s, max(backoff, hint)) if hint is not None else backoff
+
+
+@dataclass(frozen=True)
+class _Reply:
+    content: str
+    finish_reason: str
+
+
+def _parse(task: JudgeTask[Any, OutT], reply: _Reply) -> OutT:
+    if reply.finish_reason == "length":
+        raise _InvalidReply(
+            "it was cut off (finish_reason=length); keep it shorter and complete", reply.content
+        )
+    text = _strip_code_fence(reply.content)
+    try:
+        return task.output_model.model_validate_json(text)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False)
+        problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in errors[:3])
+        raise _InvalidReply(_one_line(problem), reply.content) from None
+
+
+def _strip_code_fence(text: str) -> str:
+    # Models in json_object mode still like ```json fences.
+    match = re.fullmatch(r"\s*```(?:json)?\s*(.*?)\s*```\s*", text, re.DOTALL)
+    return match.group(1) if match else text
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    return isinstance(exc, openai.APIStatusError) and (
+        exc.status_code in _TRANSIENT_STATUS or exc.status_code >= 500
+    )
+
+
+def _rejects_json_schema(exc: openai.BadRequestError) -> bool:
+    text = f"{exc.message} {exc.param or ''}".lower()
+    return any(word in text for word in ("response_format", "json_schema", "unsupported", "not supported"))
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    raw = exc.response.headers.get("retry-after")
+    try:
+        return max(0.0, float(raw)) if raw is not None else None
+    except ValueError:
+        return None  # an HTTP date; the backoff is good enough
+
+
+def _describe(exc: BaseException, attempts: int, timeout_s: float | None = None) -> str:
+    after = f" after {attempts} attempt{'s' if attempts != 1 else ''}"
+    if isinstance(exc, openai.APITimeoutError):
+        return f"timeout{after}" + (f" ({timeout_s:g}s each)" if timeout_s else "")
+    if isinstance(exc, openai.APIConnectionError):
+        return f"connection error{after}: {_one_line(str(exc))}"
+    if isinstance(exc, openai.APIStatusError):
+        # exc.body is the API's error object; its message reads better than the "Error code: ..." repr.
+        body = exc.body if isinstance(exc.body, dict) else {}
+        message = body.get("message") or exc.message
+        return f"HTTP {exc.status_code}{after if attempts > 1 else ''}: {_one_line(str(message))}"
+    return f"{type(exc).__name__}: {_one_line(str(exc))}"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,268 @@
+"""Faithfulness: claims extracted from the answer, each judged against the retrieved context.
+
+Two judge calls per record whatever the number of claims: one to extract claims, one batched verdict call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from tracescore.score._segment import split_sentences
+from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
+
+__all__ = [
+    "CLAIMS_TASK",
+    "VERDICTS_TASK",
+    "ClaimVerdict",
+    "ClaimsInput",
+    "ClaimsOutput",
+    "Faithfulness",
+    "SentenceClaims",
+    "Verdict",
+    "VerdictsInput",
+    "VerdictsOutput",
+]
+
+
+class Verdict(StrEnum):
+    FULLY_SUPPORTED = "FULLY_SUPPORTED"
+    PARTIALLY_SUPPORTED = "PARTIALLY_SUPPORTED"
+    NO_EVIDENCE = "NO_EVIDENCE"
+    CONTRADICTORY = "CONTRADICTORY"
+
+
+DEFAULT_VERDICT_SCORES: Mapping[Verdict, float] = {
+    Verdict.FULLY_SUPPORTED: 1.0,
+    Verdict.PARTIALLY_SUPPORTED: 0.5,
+    Verdict.NO_EVIDENCE: 0.0,
+    Verdict.CONTRADICTORY: -1.0,
+}
+
+
+class ClaimsInput(BaseModel):
+    question: str
+    answer_sentences: list[str] = Field(description="The answer, already split into numbered sentences.")
+
+
+class SentenceClaims(BaseModel):
+    sentence_index: int = Field(description="Index into answer_sentences.")
+    claims: list[str] = Field(description="Atomic, self-contained claims of that sentence; no pronouns.")
+
+
+class ClaimsOutput(BaseModel):
+    sentences: list[SentenceClaims]
+
+
+class VerdictsInput(BaseModel):
+    question: str
+    context: str
+    claims: list[str]
+
+
+class ClaimVerdict(BaseModel):
+    claim_index: int
+    verdict: Verdict
+    reason: str = Field(description="One sentence on why.")
+    evidence: str = Field(default="", description="The quoted context span the verdict rests on, or empty.")
+
+
+class VerdictsOutput(BaseModel):
+    verdicts: list[ClaimVerdict]
+
+
+CLAIMS_TASK: JudgeTask[ClaimsInput, ClaimsOutput] = JudgeTask(
+    name="faithfulness.claims",
+    instruction=(
+        "Break each answer sentence into atomic claims. Every claim must stand on its own: replace pronouns "
+        "with the names they refer to, and use the question to complete fragments (answer 'Delhi' to "
+        "'Where is the head office?' becomes 'The head office is in Delhi.'). Greetings, hedges and "
+        "refusals ('I don't know') carry no claim: return an empty list for them."
+    ),
+    input_model=ClaimsInput,
+    output_model=ClaimsOutput,
+    examples=(
+        (
+            ClaimsInput(
+                question="Who wrote Hamlet and when?",
+                answer_sentences=["Shakespeare wrote it around 1600.", "He was English."],
+            ),
+            ClaimsOutput(
+                sentences=[
+                    SentenceClaims(
+                        sentence_index=0,
+                        claims=["Shakespeare wrote Hamlet.", "Hamlet was written around 1600."],
+                    ),
+                    SentenceClaims(sentence_index=1, claims=["Shakespeare was English."]),
+                ]
+            ),
+        ),
+    ),
+)
+
+VERDICTS_TASK: JudgeTask[VerdictsInput, VerdictsOutput] = JudgeTask(
+    name="faithfulness.verdicts",
+    instruction=(
+        "Judge every claim against the context only, never against your own knowledge. Verdicts: "
+        "FULLY_SUPPORTED (the context states it), PARTIALLY_SUPPORTED (part of it is stated, the rest is "
+        "missing), NO_EVIDENCE (the context says nothing about it), CONTRADICTORY (the context states "
+        "otherwise). Quote the context words the verdict rests on as evidence. Return one verdict per claim, "
+        "in claim order."
+    ),
+    input_model=VerdictsInput,
+    output_model=VerdictsOutput,
+    examples=(
+        (
+            VerdictsInput(
+                question="Where is the Oberoi Group's head office?",
+                context="The Oberoi Group is a hotel company with its head office in Delhi.",
+                claims=[
+                    "The Oberoi Group's head office is in Mumbai.",
+                    "The Oberoi Group is a hotel company.",
+                ],
+            ),
+            VerdictsOutput(
+                verdicts=[
+                    ClaimVerdict(
+                        claim_index=0,
+                        verdict=Verdict.CONTRADICTORY,
+                        reason="The context puts the head office in Delhi.",
+                        evidence="with its head office in Delhi",
+                    ),
+                    ClaimVerdict(
+                        claim_index=1,
+                        verdict=Verdict.FULLY_SUPPORTED,
+                        reason="Stated directly.",
+                        evidence="The Oberoi Group is a hotel company",
+                    ),
+                ]
+            ),
+        ),
+    ),
+)
+
+
+class Faithfulness:
+    """Share of the answer's claims that the context supports, verdict-weighted and clamped to [0, 1].
+
+    `strict_mode` scores NO_EVIDENCE as -1 (unsupported is as bad as contradicted); `binary` reproduces
+    RAGAS' supported/total; `verdict_scores` overrides the weights. Stateless: one instance serves any
+    number of concurrent records.
+    """
+
+    name = "faithfulness"
+
+    def __init__(
+        self,
+        *,
+        strict_mode: bool = False,
+        binary: bool = False,
+        verdict_scores: Mapping[Verdict, float] | None = None,
+        threshold: float = 0.5,
+    ) -> None:
+        scores = dict(verdict_scores or DEFAULT_VERDICT_SCORES)
+        if strict_mode:
+            scores[Verdict.NO_EVIDENCE] = -1.0
+        if binary:
+            scores = {v: 1.0 if v is Verdict.FULLY_SUPPORTED else 0.0 for v in Verdict}
+        self._verdict_scores: Mapping[Verdict, float] = scores
+        self.threshold = threshold
+
+    async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
+        sentences = split_sentences(record.answer)
+        if not sentences:
+            return self._not_applicable(judge, "the answer is empty", Usage())
+        if not any(c.strip() for c in record.contexts):
+            return self._not_applicable(judge, "no retrieved context to check the answer against", Usage())
+        usage = Usage()
+        try:
+            extracted = await judge.run(
+                CLAIMS_TASK, ClaimsInput(question=record.query, answer_sentences=sentences)
+            )
+            usage += extracted.usage
+            claims = _claims_in_order(extracted.output, len(sentences))
+            if not claims:
+                return self._not_applicable(judge, "the answer makes no checkable claim", usage)
+            judged = await judge.run(
+                VERDICTS_TASK,
+                VerdictsInput(
+                    question=record.query,
+                    context="\n\n".join(c for c in record.contexts if c.strip()),
+                    claims=[text for _, text in claims],
+                ),
+            )
+            usage += judged.usage
+        except JudgeError as exc:
+            return MetricResult(
+                metric=self.name,
+                score=None,
+                status=MetricStatus.ERROR,
+                reason=exc.cause,
+                judge=judge.name,
+                usage=usage + exc.usage,
+            )
+        return self._result(claims, sentences, judged.output, judge.name, usage)
+
+    def _result(
+        self,
+        claims: list[tuple[int, str]],
+        sentences: list[str],
+        judged: VerdictsOutput,
+        judge_name: str,
+        usage: Usage,
+    ) -> MetricResult:
+        by_index = {v.claim_index: v for v in judged.verdicts}
+        rows = []
+        for index, (sentence_index, text) in enumerate(claims):
+            verdict = by_index.get(index)
+            rows.append(
+                {
+                    "claim": text,
+                    "sentence": sentences[sentence_index],
+                    # A claim the judge skipped is unsupported, not silently dropped from the mean.
+                    "verdict": (verdict.verdict if verdict else Verdict.NO_EVIDENCE).value,
+                    "reason": verdict.reason if verdict else "the judge returned no verdict for this claim",
+                    "evidence": verdict.evidence if verdict else "",
+                }
+            )
+        weights = [self._verdict_scores[Verdict(row["verdict"])] for row in rows]
+        score = min(1.0, max(0.0, sum(weights) / len(weights)))
+        counts = Counter(row["verdict"] for row in rows)
+        return MetricResult(
+            metric=self.name,
+            score=score,
+            label="faithful" if score >= self.threshold else "hallucinated",
+            judge=judge_name,
+            usage=usage,
+            details={
+                "total_claims": len(rows),
+                "verdict_counts": {v.value: counts.get(v.value, 0) for v in Verdict},
+                "claims": rows,
+            },
+        )
+
+    def _not_applicable(self, judge: Judge, reason: str, usage: Usage) -> MetricResult:
+        return MetricResult(
+            metric=self.name,
+            score=None,
+            status=MetricStatus.NOT_APPLICABLE,
+            reason=reason,
+            judge=judge.name,
+            usage=usage,
+        )
+
+
+def _claims_in_order(extracted: ClaimsOutput, sentence_count: int) -> list[tuple[int, str]]:
+    """(sentence index, claim) pairs in answer order; indices outside the answer are dropped."""
+    pairs = [
+        (group.sentence_index, claim.strip())
+        for group in sorted(extracted.sentences, key=lambda g: g.sentence_index)
+        if 0 <= group.sentence_index < sentence_count
+        for claim in group.claims
+        if claim.strip()
+    ]
+    return pairs

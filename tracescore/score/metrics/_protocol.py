@@ -1,0 +1,46 @@
+"""The Metric seam and the helper that runs several metrics on one record."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from tracescore.score._types import MetricResult, MetricStatus, RagRecord
+from tracescore.score.judges._protocol import Judge
+
+__all__ = ["Metric", "evaluate"]
+
+_log = logging.getLogger("tracescore.score")
+
+
+@runtime_checkable
+class Metric(Protocol):
+    """Scores one record. Stateless and async: one instance is shared by all concurrent records."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def score(self, record: RagRecord, judge: Judge) -> MetricResult: ...
+
+
+async def evaluate(record: RagRecord, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult]:
+    """Every metric's result for `record`, in `metrics` order. A metric that raises becomes an ERROR result
+    with the exception as its reason: one broken metric never loses the others' scores."""
+    outcomes = await asyncio.gather(*(m.score(record, judge) for m in metrics), return_exceptions=True)
+    results = []
+    for metric, outcome in zip(metrics, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, Exception):
+                raise outcome
+            _log.error("metric %s failed on record %s", metric.name, record.id, exc_info=outcome)
+            outcome = MetricResult(
+                metric=metric.name,
+                score=None,
+                status=MetricStatus.ERROR,
+                reason=f"{type(outcome).__name__}: {outcome}",
+                judge=judge.name,
+            )
+        results.append(outcome)
+    return results

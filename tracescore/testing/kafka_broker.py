@@ -1,0 +1,320 @@
+"""A real single-node Apache Kafka 4.x broker (KRaft, combined broker+controller) for dev, tests and demos.
+
+The broker's jars come from Maven Central through the machine's Maven into a cache outside the repo, so the
+first start downloads (seconds on a fast link) and every later start only formats storage and launches the
+JVM. Nothing here is a fake: it is the Apache Kafka server, `kafka.Kafka`, on a free loopback port.
+
+    python -m tracescore.testing.kafka_broker start   # prints the bootstrap address, leaves it running
+    python -m tracescore.testing.kafka_broker stop
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+__all__ = ["KafkaBroker", "KafkaUnavailable", "fetch_kafka_jars"]
+
+KAFKA_VERSION = os.environ.get("TRACESCORE_KAFKA_VERSION", "4.1.1")
+LOG4J_VERSION = "2.24.3"
+CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
+STATE_DIR = CACHE_ROOT / "run" / "kafka"
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>tracescore</groupId><artifactId>kafka-runtime</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>
+      <version>{kafka}</version></dependency>
+    <!-- Kafka logs through slf4j 1.x; this binding sends it to log4j2 so server.log is written. -->
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
+      <version>{log4j}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+_LOG4J2 = """<Configuration status="WARN">
+  <Appenders>
+    <File name="file" fileName="${{sys:kafka.logs.dir}}/server.log">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="{level}"><AppenderRef ref="file"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+class KafkaUnavailable(RuntimeError):
+    """The broker could not be fetched or started; the message carries the command and its output."""
+
+
+def fetch_kafka_jars(version: str = KAFKA_VERSION, cache_root: Path = CACHE_ROOT) -> Path:
+    """The directory holding the broker's runtime classpath, resolved with Maven on first use."""
+    home = cache_root / f"kafka-{version}"
+    libs = home / "libs"
+    if (home / ".complete").exists():
+        return libs
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaUnavailable("Maven ('mvn') is not on PATH; it fetches the Kafka jars from Maven Central")
+    command = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(home / "pom.xml"),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={libs}",
+        "-DincludeScope=runtime",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise KafkaUnavailable(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    (home / ".complete").write_text(version)
+    return libs
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _cluster_id() -> str:
+    # Kafka's own format (what StorageTool random-uuid prints): URL-safe base64 of a UUID, unpadded.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+@dataclass
+class KafkaBroker:
+    """One broker process. Use as a context manager, or start()/stop()."""
+
+    data_dir: Path | None = None
+    partitions: int = 3
+    heap: str = "512m"
+    log_level: str = "WARN"
+    port: int = field(default_factory=_free_port)
+    controller_port: int = field(default_factory=_free_port)
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _owns_data_dir: bool = field(default=False, init=False)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 60.0) -> KafkaBroker:
+        libs = fetch_kafka_jars()
+        java = (
+            shutil.which("java", path=str(Path(os.environ["JAVA_HOME"]) / "bin"))
+            if "JAVA_HOME" in os.environ
+            else None
+        )
+        java = java or shutil.which("java")
+        if java is None:
+            raise KafkaUnavailable("no 'java' on PATH (Kafka 4 needs Java 17+)")
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="tracescore-kafka-"))
+            self._owns_data_dir = True
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        properties = self._write_config()
+        classpath = f"{libs}/*"
+        jvm = [
+            java,
+            f"-Xmx{self.heap}",
+            "-Xms128m",
+            f"-Dkafka.logs.dir={self.data_dir}",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.xml'}",
+            "-cp",
+            classpath,
+        ]
+        formatted = subprocess.run(
+            [
+                *jvm,
+                "kafka.tools.StorageTool",
+                "format",
+                "--ignore-formatted",
+                "-t",
+                _cluster_id(),
+                "-c",
+                str(properties),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if formatted.returncode != 0:
+            raise KafkaUnavailable(f"StorageTool format failed:\n{formatted.stdout}{formatted.stderr}")
+        stdout = (self.data_dir / "stdout.log").open("wb")
+        self.process = subprocess.Popen(
+            [*jvm, "kafka.Kafka", str(properties)],
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C in the parent's terminal must not kill the broker mid-test
+        )
+        self._wait_ready(timeout_s)
+        return self
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        if self._owns_data_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _write_config(self) -> Path:
+        assert self.data_dir is not None
+        (self.data_dir / "log4j2.xml").write_text(_LOG4J2.format(level=self.log_level))
+        config = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir / "data"),
+            "num.partitions": str(self.partitions),
+            # Single node: internal topics cannot have more replicas than brokers.
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "3",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            # Tests and demos start consumer groups constantly; the default 3 s delay only slows them.
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+        }
+        path = self.data_dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+        return path
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise KafkaUnavailable(
+                    f"kafka.Kafka exited with {self.process.returncode}:\n{self._log_tail()}"
+                )
+            if self._answers_metadata():
+                return
+            time.sleep(0.3)
+        self.stop()
+        raise KafkaUnavailable(f"broker not ready after {timeout_s:.0f}s:\n{self._log_tail()}")
+
+    def _answers_metadata(self) -> bool:
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                pass
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=3000)
+        except (OSError, KafkaError):
+            return False
+        try:
+            admin.list_topics()
+            return True
+        except KafkaError:
+            return False
+        finally:
+            admin.close()
+
+    def _log_tail(self, lines: int = 40) -> str:
+        assert self.data_dir is not None
+        text = ""
+        for name in ("stdout.log", "server.log"):
+            with contextlib.suppress(OSError):
+                text += (self.data_dir / name).read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+# --- `make kafka` / `make kafka-stop`: a detached broker whose pid and address live in STATE_DIR ---------
+
+
+@click.group()
+def cli() -> None:
+    """Run a development Apache Kafka broker from Maven Central jars."""
+
+
+@cli.command()
+@click.option("--state-dir", type=click.Path(path_type=Path), default=STATE_DIR, show_default=True)
+def start(state_dir: Path) -> None:
+    """Start a detached broker (reusing a running one) and print its bootstrap address."""
+    state = state_dir / "broker.json"
+    if state.exists():
+        running = json.loads(state.read_text())
+        if _pid_alive(running["pid"]):
+            click.echo(running["bootstrap_servers"])
+            return
+    broker = KafkaBroker(data_dir=state_dir / "broker").start()
+    assert broker.process is not None
+    state.write_text(json.dumps({"pid": broker.process.pid, "bootstrap_servers": broker.bootstrap_servers}))
+    click.echo(broker.bootstrap_servers)
+
+
+@cli.command()
+@click.option("--state-dir", type=click.Path(path_type=Path), default=STATE_DIR, show_default=True)
+def stop(state_dir: Path) -> None:
+    """Stop the detached broker and delete its data."""
+    state = state_dir / "broker.json"
+    if not state.exists():
+        click.echo("no broker running")
+        return
+    pid = json.loads(state.read_text())["pid"]
+    if _pid_alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            if not _pid_alive(pid):
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    state.unlink()
+    shutil.rmtree(state_dir / "broker", ignore_errors=True)
+    click.echo(f"stopped broker (pid {pid})")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child still answers kill(0); treat it as gone.
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
