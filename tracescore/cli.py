@@ -180,6 +180,7 @@ def score(
             judge=the_judge,
             concurrency=concurrency,
             progress=not no_progress,
+            report=lambda line: click.echo(line, err=True),
         )
     finally:
         if out_path:
@@ -197,3 +198,7 @@ def _or_usage_error(factory: Any, *args: Any, **kwargs: Any) -> Any:
         return factory(*args, **kwargs)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
+
+
+if __name__ == "__main__":
+    main()

@@ -433,14 +433,9 @@ def test_functools_wraps_preserved() -> None:
     assert list(inspect.signature(answer).parameters) == ["query", "contexts"]
 
 
-# --- known bugs (see the report): strict xfails flip to failures once fixed -------------------------
+# --- regressions: defaults, record_contexts failures, streaming span scope ---------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_record_inputs uses Signature.bind_partial without apply_defaults(): parameter defaults "
-    "(contexts, route_arg) are not recorded",
-)
 def test_parameter_defaults_are_recorded(exporter: InMemorySpanExporter) -> None:
     @tracescore.rag(route_arg="route")
     def answer(query: str, contexts: tuple[str, ...] = ("default doc",), route: str = "/default") -> str:
@@ -452,11 +447,6 @@ def test_parameter_defaults_are_recorded(exporter: InMemorySpanExporter) -> None
     assert span.attributes[semconv.TRACESCORE_ROUTE] == "/default"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="record_contexts() is not wrapped in _guarded: a recording failure raises into the app",
-)
 def test_record_contexts_failure_does_not_break_the_call(exporter: InMemorySpanExporter) -> None:
     @tracescore.rag
     def answer(query: str) -> str:
@@ -466,11 +456,6 @@ def test_record_contexts_failure_does_not_break_the_call(exporter: InMemorySpanE
     assert answer("q") == "a"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="generator wrappers hold start_as_current_span across `yield`: between chunks the RAG span is "
-    "the caller's current span, so the caller's own spans become its children",
-)
 def test_generator_does_not_leak_its_span_into_the_caller(exporter: InMemorySpanExporter) -> None:
     @tracescore.rag
     def stream(query: str, contexts: list[str]) -> Iterator[str]:

@@ -57,6 +57,10 @@ class RollingScoreAlerter:
         window: int = 20,
         min_samples: int = 5,
     ) -> None:
+        if window < 1 or not 1 <= min_samples <= window:
+            raise ValueError(
+                f"need 1 <= min_samples <= window, got min_samples={min_samples}, window={window}"
+            )
         self._notifiers = notifiers
         self.metric = metric
         self.threshold = threshold

@@ -10,13 +10,13 @@ import functools
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from opentelemetry import trace
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Status, StatusCode
 
 from tracescore import semconv
 
@@ -49,6 +49,7 @@ class _RagSpec:
 
 @dataclass
 class _Outcome:
+    span: Span
     value: Any = None
     chunks: list[Any] = field(default_factory=list)
 
@@ -90,9 +91,9 @@ def rag(
     return decorate(func) if func is not None else decorate
 
 
-def record_contexts(contexts: Sequence[Any]) -> None:
+def record_contexts(contexts: Iterable[Any]) -> None:
     """Attach retrieved contexts to the current RAG span, for functions that retrieve inside themselves."""
-    _set_contexts(trace.get_current_span(), contexts)
+    _guarded(_set_contexts, trace.get_current_span(), contexts)
 
 
 def _build_spec(
@@ -140,15 +141,26 @@ def _wrap(fn: F, spec: _RagSpec) -> F:
 
         async def async_gen_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
             with _rag_span(spec, args, kwargs) as outcome:
-                async for chunk in fn(*args, **kwargs):
-                    outcome.chunks.append(chunk)
-                    yield chunk
+                stream = fn(*args, **kwargs)
+                try:
+                    while True:
+                        # Current only while the stream advances, so the caller's own spans between chunks
+                        # are not parented to the RAG span.
+                        with _current(outcome):
+                            try:
+                                chunk = await stream.__anext__()
+                            except StopAsyncIteration:
+                                break
+                        outcome.chunks.append(chunk)
+                        yield chunk
+                finally:
+                    await stream.aclose()
 
         wrapper: Callable[..., Any] = async_gen_wrapper
     elif inspect.iscoroutinefunction(fn):
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            with _rag_span(spec, args, kwargs) as outcome:
+            with _rag_span(spec, args, kwargs) as outcome, _current(outcome):
                 outcome.value = await fn(*args, **kwargs)
                 return outcome.value
 
@@ -157,15 +169,24 @@ def _wrap(fn: F, spec: _RagSpec) -> F:
 
         def gen_wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
             with _rag_span(spec, args, kwargs) as outcome:
-                for chunk in fn(*args, **kwargs):
-                    outcome.chunks.append(chunk)
-                    yield chunk
+                stream = fn(*args, **kwargs)
+                try:
+                    while True:
+                        with _current(outcome):
+                            try:
+                                chunk = next(stream)
+                            except StopIteration:
+                                break
+                        outcome.chunks.append(chunk)
+                        yield chunk
+                finally:
+                    stream.close()
 
         wrapper = gen_wrapper
     else:
 
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            with _rag_span(spec, args, kwargs) as outcome:
+            with _rag_span(spec, args, kwargs) as outcome, _current(outcome):
                 outcome.value = fn(*args, **kwargs)
                 return outcome.value
 
@@ -175,11 +196,28 @@ def _wrap(fn: F, spec: _RagSpec) -> F:
 
 @contextmanager
 def _rag_span(spec: _RagSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[_Outcome]:
-    with _tracer.start_as_current_span(spec.span_name) as span:
+    """The one span lifecycle behind all four wrappers: start, record inputs, record the answer or the
+    error, end. The wrappers make the span current (`_current`) only around the application's own code."""
+    span = _tracer.start_span(spec.span_name)
+    outcome = _Outcome(span)
+    try:
         _guarded(_record_inputs, span, spec, args, kwargs)
-        outcome = _Outcome()
         yield outcome
         _guarded(_record_answer, span, spec, outcome)
+    except GeneratorExit:
+        raise  # the caller stopped consuming a stream: not an error of the RAG call
+    except BaseException as exc:
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        span.end()
+
+
+def _current(outcome: _Outcome) -> AbstractContextManager[Span]:
+    return trace.use_span(
+        outcome.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    )
 
 
 def _guarded(record: Callable[..., None], *args: Any) -> None:
@@ -193,7 +231,9 @@ def _guarded(record: Callable[..., None], *args: Any) -> None:
 def _record_inputs(span: Span, spec: _RagSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     if not span.is_recording():
         return
-    bound = spec.signature.bind_partial(*args, **kwargs).arguments
+    call = spec.signature.bind_partial(*args, **kwargs)
+    call.apply_defaults()  # a defaulted `contexts=` or `route=` is still what the call used
+    bound = call.arguments
     query = bound.get(spec.query_param)
     span.set_attribute(semconv.OPENINFERENCE_SPAN_KIND, "CHAIN")
     if query is not None:
@@ -234,7 +274,7 @@ def _record_answer(span: Span, spec: _RagSpec, outcome: _Outcome) -> None:
 def _set_contexts(span: Span, contexts: Any) -> None:
     if not span.is_recording():
         return
-    if isinstance(contexts, str | bytes) or not isinstance(contexts, Sequence):
+    if isinstance(contexts, str | bytes | Mapping) or not isinstance(contexts, Iterable):
         contexts = [contexts]
     for index, item in enumerate(contexts):
         span.set_attribute(semconv.document_content_key(index), _context_text(item))

@@ -6,7 +6,7 @@ import asyncio
 import csv
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -95,8 +95,9 @@ def _short_error(exc: Exception) -> str:
     return str(exc)
 
 
-def _output_row(line: _Line, results: Sequence[MetricResult]) -> dict[str, Any]:
+def _output_row(line: _Line, metric_names: Sequence[str], results: Sequence[MetricResult]) -> dict[str, Any]:
     row: dict[str, Any] = {"id": line.record.id if line.record else None, "line": line.number}
+    row.update(dict.fromkeys(metric_names))  # an invalid line still names every metric, as null
     reasons = []
     for result in results:
         row[result.metric] = result.score
@@ -136,7 +137,11 @@ def score_file(
     judge: Judge,
     concurrency: int = 8,
     progress: bool = True,
+    report: Callable[[str], None] | None = None,
 ) -> BatchSummary:
+    """Score `source` into `out`. `report` receives one line per invalid input line (default: the log)."""
+    report = report or _log.warning
+    names = [m.name for m in metrics]
     summary = BatchSummary(scored={m.name: 0 for m in metrics}, unscored={m.name: 0 for m in metrics})
 
     async def run() -> None:
@@ -145,11 +150,11 @@ def score_file(
                 summary.records += 1
                 if line.error is not None:
                     summary.invalid += 1
-                    _log.warning("%s line %d: %s", source, line.number, line.error)
+                    report(f"{source} line {line.number}: {line.error}")
                 for result in results:
                     bucket = summary.scored if result.score is not None else summary.unscored
                     bucket[result.metric] += 1
-                out.write(json.dumps(_output_row(line, results), ensure_ascii=False) + "\n")
+                out.write(json.dumps(_output_row(line, names, results), ensure_ascii=False) + "\n")
                 bar.update()
 
     asyncio.run(run())

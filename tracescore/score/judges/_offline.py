@@ -29,11 +29,10 @@ from tracescore.score.judges._offline_text import (
     analyse_question,
     index_context,
     name_groups,
-    negated_keys,
     tokens,
     words,
 )
-from tracescore.score.judges._offline_words import NEGATIONS, REFUSAL_PATTERNS, YES_NO
+from tracescore.score.judges._offline_words import AUXILIARIES, NEGATIONS, PRONOUNS, REFUSAL_PATTERNS, YES_NO
 from tracescore.score.judges._protocol import JudgeError, JudgeTask, Judgement
 from tracescore.score.metrics._faithfulness import (
     CLAIMS_TASK,
@@ -182,19 +181,32 @@ def _judge_yes_no(polarity: bool, question: Question, sentences: list[Sentence],
     return Verdict.PARTIALLY_SUPPORTED, "The context does not state the asked property of every entity."
 
 
-def _judge_claim(claim: str, question: Question, sentences: list[Sentence], context: frozenset[str]
-                 ) -> tuple[Verdict, str, Sentence | None]:
+def _judge_claim(
+    claim: str,
+    question: Question,
+    sentences: list[Sentence],
+    context: frozenset[str],
+    variants: Callable[[Tok], Tok],
+) -> tuple[Verdict, str, Sentence | None]:
     claim_words = words(claim)
     polarity = YES_NO.get(claim_words[0]) if claim_words and question.yes_no else None
     body = claim.split(None, 1)[1] if polarity is not None and len(claim.split()) > 1 else claim
-    toks = list({t.key: t for t in tokens(body if polarity is not None else claim)}.values())
+    toks = list({t.key: t for t in map(variants, tokens(body if polarity is not None else claim))}.values())
     claim_keys = frozenset(t.key for t in toks)
     new = [t for t in toks if t.key not in question.keys]
     repeat = [t for t in toks if t.key in question.keys and t.key in context]
     missing = [t for t in new if t.key not in context]
-    weights = {t.key: 1 for t in repeat} | {t.key: 2 for t in new}
+    # A bare yes/no has no words of its own: the evidence is then what the context says on the question.
+    weights = {t.key: 1 for t in repeat} | {t.key: 2 for t in new} or dict.fromkeys(question.keys & context, 1)
     at, near = _window(sentences, weights)
     best = sentences[at] if at >= 0 else None
+
+    # A bare answer ("Lake Erie State Park") rather than a statement: short, no auxiliary, pronoun or verb.
+    fragment = (
+        len(claim_words) <= _FRAGMENT_WORDS
+        and not any(w in AUXILIARIES or w in PRONOUNS for w in claim_words)
+        and not any(w.islower() and w.rstrip(".,;!?").endswith("ed") for w in body.split())
+    )
 
     def done(outcome: _Outcome) -> tuple[Verdict, str, Sentence | None]:
         return outcome[0], outcome[1], best
@@ -203,12 +215,12 @@ def _judge_claim(claim: str, question: Question, sentences: list[Sentence], cont
     if hard:
         kind = "number" if hard[0].num else "name"
         return done((Verdict.NO_EVIDENCE, f"The context does not contain the {kind} {_listed(hard)}."))
-    if missing and len(missing) * 3 >= len(new):
+    if missing and len(missing) * 4 >= len(new):
         return done((Verdict.NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."))
 
     # Negation: a negative claim needs a negative statement in the context, and the other way round.
     claim_negated = bool(NEGATIONS.intersection(words(body)))
-    if claim_negated and best is not None and not (negated_keys(body) & best.negated):
+    if claim_negated and best is not None and not best.has_negation:
         overlap = len(claim_keys & near) / max(1, len(claim_keys))
         if overlap >= 0.6:
             return done((Verdict.CONTRADICTORY, "The context states this without the claim's negation."))
@@ -240,7 +252,7 @@ def _judge_claim(claim: str, question: Question, sentences: list[Sentence], cont
         if len(subject) * 2 < len(repeat):
             lost = [t for t in repeat if t.key not in near]
             return done((Verdict.NO_EVIDENCE, f"The context never states these together: {_listed(lost)}."))
-        if len(claim_words) <= _FRAGMENT_WORDS and not picked and not _phrase(sentences, [t.key for t in toks]):
+        if fragment and not picked and not _phrase(sentences, [t.key for t in toks]):
             return done((Verdict.NO_EVIDENCE, "The context never names this as one phrase."))
         if missing:
             return done((Verdict.PARTIALLY_SUPPORTED, f"Mostly stated; missing {_listed(missing)}."))
@@ -249,7 +261,7 @@ def _judge_claim(claim: str, question: Question, sentences: list[Sentence], cont
         return done(outcomes[0])
     if not toks:
         return done((Verdict.NO_EVIDENCE, "The claim has no content words to check."))
-    if len(claim_words) <= _FRAGMENT_WORDS and _phrase(sentences, [t.key for t in toks]):
+    if fragment and _phrase(sentences, [t.key for t in toks]):
         return done((Verdict.PARTIALLY_SUPPORTED, "The answer names something the question mentions."))
     return done((Verdict.NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer."))
 
@@ -277,9 +289,19 @@ def answer_verdicts(data: VerdictsInput) -> VerdictsOutput:
     sentences = index_context(data.context)
     context = frozenset().union(*(s.keys for s in sentences))
     question = analyse_question(data.question)
+    # Derived forms of one long word ("eukaryotes", "eukaryotic") share a 7-letter prefix; a lowercase claim
+    # word missing from the context is matched to such a sibling. Names must match exactly.
+    siblings = {k[:7]: k for k in sorted(context, reverse=True) if len(k) >= 8 and k.isalpha()}
+
+    def variants(tok: Tok) -> Tok:
+        if tok.key in context or tok.num or tok.surface[:1].isupper() or len(tok.key) < 8:
+            return tok
+        sibling = siblings.get(tok.key[:7])
+        return tok if sibling is None else Tok(sibling, tok.surface, tok.cap, tok.num)
+
     verdicts = []
     for i, claim in enumerate(data.claims):
-        verdict, reason, best = _judge_claim(claim, question, sentences, context)
+        verdict, reason, best = _judge_claim(claim, question, sentences, context, variants)
         evidence = best.text[:_EVIDENCE_CHARS].strip() if best is not None else ""
         verdicts.append(ClaimVerdict(claim_index=i, verdict=verdict, reason=reason, evidence=evidence))
     return VerdictsOutput(verdicts=verdicts)

@@ -14,6 +14,9 @@ from functools import lru_cache
 
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges._offline_words import (
+    AUXILIARIES,
+    CJK_STOPWORDS,
+    CONNECTORS,
     HIGH_WORDS,
     LOW_WORDS,
     NEGATIONS,
@@ -39,17 +42,20 @@ __all__ = [
     "words",
 ]
 
-_WORD = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+")
+# Words: numbers, then one token per CJK ideograph, runs of katakana / hiragana / hangul, then other letters.
+_IDEOGRAPH = "\u3400-\u9fff\uf900-\ufaff"
+_HIRAGANA, _KATAKANA, _HANGUL = "\u3040-\u309f", "\u30a0-\u30ff", "\uac00-\ud7af"
+_WORD = re.compile(
+    rf"\d+(?:[.,]\d+)*|[{_IDEOGRAPH}]|[{_KATAKANA}]+|[{_HIRAGANA}]+|[{_HANGUL}]+"
+    rf"|[^\W\d_{_IDEOGRAPH}{_HIRAGANA}{_KATAKANA}{_HANGUL}]+"
+)
 _NOT = re.compile(r"n['’]t\b", re.IGNORECASE)
 # Scraped passages often glue sentences ("...century.First for Women is..."); pysbd keeps those as one
 # sentence, so a space is inserted at such a boundary before splitting.
 _GLUED = re.compile(r"(?<=[^\s.][a-z0-9)\"”’][.!?])(?=[A-Z][a-z]|[A-Z]\.\s)")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _CHUNK = 2000  # pysbd is linear up to a few thousand characters and much slower beyond
 _NEGATION_SCOPE = 2  # content words after a negation that it applies to
-# "and" is left out on purpose: "Eatza Pizza and Your Pie" are two names, not one.
-_CONNECTORS = frozenset("of the for de la del du von van da di on &".split())
-_OPENERS = WH_WORDS | frozenset("is are was were do does did can could has have had will would should".split())
+_OPENERS = WH_WORDS | AUXILIARIES
 # A capitalised adjective of nationality ("American") is a property, not part of a name.
 _DEMONYM = re.compile(r"^[A-Z][a-z]+(?:ian|an|ese|ish|ch|ic|i)$")
 
@@ -65,8 +71,13 @@ class Tok:
 def _fold(text: str) -> str:
     """Accent-fold (Único == Unico) and expand n't; the text is otherwise unchanged."""
     if not text.isascii():
-        text = unicodedata.normalize("NFKD", text)
-        text = unicodedata.normalize("NFC", "".join(c for c in text if not unicodedata.combining(c)))
+        # Marks are dropped after Latin, Greek and Cyrillic letters only: a Japanese voicing mark or a
+        # Devanagari vowel sign changes the word.
+        kept: list[str] = []
+        for char in unicodedata.normalize("NFKD", text):
+            if not (kept and unicodedata.combining(char) and kept[-1] < "\u0530"):
+                kept.append(char)
+        text = unicodedata.normalize("NFC", "".join(kept))
     text = text.replace("can't", "can not").replace("won't", "will not").replace("’", "'")
     return _NOT.sub(" not", text)
 
@@ -85,6 +96,8 @@ def _stem(word: str) -> str:
         word = word[:-2]
     elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
+    elif word.endswith("ly") and len(word) > 5:
+        word = word[:-2]
     return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
@@ -96,8 +109,20 @@ def _number(raw: str) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
+def _cjk(run: str) -> list[Tok]:
+    """Unspaced scripts: an ideograph is a token (function characters dropped), hiragana is grammar and is
+    dropped, katakana runs (loanwords, names) are whole tokens, hangul runs are cut into bigrams so that an
+    attached particle does not hide the word."""
+    first = run[0]
+    if "\u3040" <= first <= "\u309f" or run in CJK_STOPWORDS:
+        return []
+    if "\uac00" <= first <= "\ud7af" and len(run) > 2:
+        return [Tok(run[i : i + 2], run[i : i + 2], False, False) for i in range(len(run) - 1)]
+    return [Tok(run, run, False, False)]
+
+
 def tokens(text: str) -> list[Tok]:
-    """Content tokens in order: stopwords dropped, numbers canonicalised, CJK runs cut into bigrams."""
+    """Content tokens in order: stopwords dropped, numbers canonicalised, CJK handled by _cjk."""
     out: list[Tok] = []
     folded = _fold(text)
     previous_end = -1
@@ -110,10 +135,10 @@ def tokens(text: str) -> list[Tok]:
             out.append(Tok(_number(raw), raw, False, True))
         elif low in NUMBER_WORDS:
             out.append(Tok(NUMBER_WORDS[low], raw, False, True))
-        elif low in STOPWORDS or low in YES_NO:
+        elif low in STOPWORDS or low in YES_NO or low in NEGATIONS:  # negation is checked on its own
             continue
-        elif len(low) > 2 and _CJK.search(low):
-            out.extend(Tok(low[i : i + 2], low[i : i + 2], False, False) for i in range(len(low) - 1))
+        elif "\u3040" <= low[0] <= "\ud7af":
+            out.extend(_cjk(low))
         else:
             out.append(Tok(_stem(low), raw, raw[0].isupper() and not opener, False))
     return out
@@ -128,11 +153,11 @@ def keys(text: str) -> frozenset[str]:
     return frozenset(t.key for t in tokens(text))
 
 
-def negated_keys(text: str) -> frozenset[str]:
-    """Keys of the content words a negation applies to ("not [an American] [band]")."""
+def negated_keys(all_words: list[str]) -> frozenset[str]:
+    """Keys of the content words a negation applies to ("not [an American] [band]"), from words()."""
     scoped: set[str] = set()
     left = 0
-    for word in words(text):
+    for word in all_words:
         if word in NEGATIONS:
             left = _NEGATION_SCOPE
         elif left and word not in STOPWORDS:
@@ -150,6 +175,7 @@ class Sentence:
     keys: frozenset[str]
     order: tuple[str, ...]
     negated: frozenset[str]  # keys under a negation
+    has_negation: bool
     continues: bool  # opens with a pronoun ("He founded ..."), so it is about the previous sentence's subject
 
 
@@ -180,7 +206,17 @@ def index_context(context: str) -> list[Sentence]:
             toks = tokens(text)
             order = tuple(t.key for t in toks)
             opener = text.split(None, 1)[0].strip("\"“'(").casefold() if text.split() else ""
-            sentences.append(Sentence(text, frozenset(order), order, negated_keys(text), opener in PRONOUNS))
+            all_words = words(text)
+            sentences.append(
+                Sentence(
+                    text=text,
+                    keys=frozenset(order),
+                    order=order,
+                    negated=negated_keys(all_words),
+                    has_negation=not NEGATIONS.isdisjoint(all_words),
+                    continues=opener in PRONOUNS,
+                )
+            )
     return sentences
 
 
@@ -212,7 +248,7 @@ def _capital_run(seq: list[str], backwards: bool = False, start: int = 0) -> lis
         following = seq[i + 1].strip("\"“”'‘’(") if i + 1 < len(seq) else ""
         if bare[:1].isupper() or bare[:1].isdigit():
             run.append(word)
-        elif bare.lower() in _CONNECTORS and run and following[:1].isupper():
+        elif bare.lower() in CONNECTORS and run and following[:1].isupper():
             run.append(word)
         else:
             break

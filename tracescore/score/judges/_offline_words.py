@@ -1,8 +1,7 @@
-"""Small vocabulary resources for the offline judge: stopwords, negations, refusals, comparisons.
+"""Small vocabulary resources for the offline judge: stopwords, negations, refusals, comparison cues.
 
-Kept deliberately short and general (function words of English, not domain terms) so the judge's
-behaviour stays explainable. Every entry is in the normalised form the judge compares: lowercased,
-accents folded, possessive 's removed, *not* stemmed (stopwords are checked before stemming).
+Kept short and general (English function words, not domain terms) so the judge's behaviour stays
+explainable. Entries are in the form the judge compares before stemming: lowercased, accents folded.
 """
 
 from __future__ import annotations
@@ -10,6 +9,9 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "AUXILIARIES",
+    "CJK_STOPWORDS",
+    "CONNECTORS",
     "HIGH_WORDS",
     "LOW_WORDS",
     "NEGATIONS",
@@ -23,22 +25,57 @@ __all__ = [
     "YES_NO_OPENER",
 ]
 
-# Function words plus question/answer filler ("also", "known", "called") that carry no checkable fact.
-STOPWORDS: frozenset[str] = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "aren", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "down", "during", "each", "either", "else", "etc", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "let", "many", "me", "might", "more", "most", "much", "must", "my", "myself", "neither", "nor", "now", "of", "off", "on", "once", "one", "only", "onto", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "per", "same", "she", "should", "since", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "thus", "to", "too", "under", "until", "up", "upon", "us", "very", "via", "was", "we", "were", "what", "when", "where", "whereas", "which", "while", "who", "whom", "whose", "why", "will", "with", "within", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "d", "ll", "m", "o", "re", "ve", "y", "st", "nd", "rd", "th", "actually", "approximately", "around", "called", "currently", "exactly", "famous", "known", "named", "overall", "really", "roughly", "well", "name", "type", "kind", "form"]
+
+def _set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Function words, plus filler and light verbs ("known", "called", "get", "based") that carry no checkable
+# fact: an answer that paraphrases with them is not thereby unsupported.
+STOPWORDS = _set(
+    """
+    a about above after again against all also am an and any are aren as at be because been before being
+    below between both but by can could did do does doing done down during each either else etc for from
+    further had has have having he her here hers herself him himself his how i if in into is it its itself
+    just let many me might more most much must my myself neither nor now of off on once one only onto or
+    other our ours ourselves out over own per same she should since so some such than that the their theirs
+    them themselves then there these they this those through thus to too under until up upon us very via
+    was we were what when where whereas which while who whom whose why will with within would you your
+    yours yourself yourselves
+    s t d ll m o re ve y st nd rd th
+    actually approximately around called currently exactly famous known named overall really roughly well
+    name type kind form although however therefore instead still yet even though
+    get gets got getting make makes made making use uses used using take takes took taken give gives gave
+    given giving go goes went gone going come came coming start started starting begin began begun taking
+    include includes included including
+    receive received become became based
+    """
 )
 
-# Wh-words and auxiliaries that open a question; used to tell yes/no questions from open ones.
-WH_WORDS: frozenset[str] = frozenset(["what", "which", "who", "whom", "whose", "where", "when", "why", "how"])
-_YES_NO_OPENERS = ["is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had", "will", "would", "should"]
-YES_NO_OPENER = re.compile(r"^\s*(?:" + "|".join(_YES_NO_OPENERS) + r")\b", re.IGNORECASE)
+# Copulas and auxiliaries: a short answer without any is a bare answer ("Lake Erie State Park"), not a
+# statement ("Blurred vision is rare").
+AUXILIARIES = _set("is are was were be been being am has have had do does did will would can could may might must shall should")
+
+# Lowercase words allowed inside a name ("Sex and the City" is cut at "and" on purpose: "Eatza Pizza and
+# Your Pie" are two names).
+CONNECTORS = _set("of the for de la del du von van da di on &")
+
+# Chinese/Japanese function characters that carry no fact on their own.
+CJK_STOPWORDS = _set("的 是 了 在 和 与 及 也 就 而 之 其 这 那 个 为 以 于 被 把 吗 呢 吧 啊 や")
+
+# Wh-words and auxiliaries that open a question: they tell yes/no questions from open ones.
+WH_WORDS = _set("what which who whom whose where when why how")
+YES_NO_OPENER = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I)
 
 YES_NO: dict[str, bool] = {"yes": True, "yeah": True, "yep": True, "correct": True, "no": False, "nope": False}
 
 # Negation cues; the judge rewrites "n't" to " not" before tokenising.
-NEGATIONS: frozenset[str] = frozenset(["not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot", "without"])
+NEGATIONS = _set("not no never none nobody nothing neither nor cannot without")
 
-# Answers that decline to answer make no claim. Matched against the whole (lowercased) sentence.
+# A sentence opening with one of these is about the previous sentence's subject ("He founded ...").
+PRONOUNS = _set("he she it they his her its their this these him them")
+
+# Answers that decline to answer make no claim. Matched against the lowercased sentence.
 REFUSAL_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
@@ -54,28 +91,27 @@ REFUSAL_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 
-# Small number words mapped to digits so "nine weeks" and "9 weeks" ground each other.
+# Number words mapped to digits so "nine weeks" and "9 weeks" ground each other. "one" is left out: it is
+# mostly a pronoun ("one of the ...").
 NUMBER_WORDS: dict[str, str] = {
-    w: str(i)
-    for i, w in enumerate(
-        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+    word: str(value)
+    for value, word in enumerate(
+        (
+            "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+            "sixteen seventeen eighteen nineteen twenty"
+        ).split()
     )
-    # "one" is mostly a pronoun ("one of the ...") and "zero" rare: neither is a checkable number.
-    if i >= 2
-}
-NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "thousand": "1000"})
+    if value >= 2
+} | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "thousand": "1000"}
 
-# Comparison cues in "which X ..., A or B?" questions: the option with the smaller number (year, rank)
-# wins for LOW_WORDS, the larger for HIGH_WORDS. TIME_WORDS mark comparisons of dates (years only).
-LOW_WORDS: frozenset[str] = frozenset(
-    ["first", "earlier", "earliest", "older", "oldest", "before", "smaller", "smallest", "fewer", "less", "least", "shorter", "shortest", "lower", "lowest"]
+# Comparison cues of "which X ..., A or B?" questions: the option with the smaller figure (year, count)
+# is the answer for LOW_WORDS, the larger for HIGH_WORDS. TIME_WORDS mean the figures are years.
+LOW_WORDS = _set("first earlier earliest older oldest before smaller smallest fewer less least shorter shortest lower lowest")
+HIGH_WORDS = _set(
+    "later latest last younger youngest newer newest recent more most larger largest bigger biggest longer "
+    "longest higher highest taller tallest greater greatest"
 )
-HIGH_WORDS: frozenset[str] = frozenset(
-    ["later", "latest", "last", "younger", "youngest", "newer", "newest", "recent", "more", "most", "larger", "largest", "bigger", "biggest", "longer", "longest", "higher", "highest", "taller", "tallest", "greater", "greatest"]
+TIME_WORDS = _set(
+    "first earlier earliest older oldest before later latest last younger youngest newer newest recent born "
+    "founded formed established released started created published opened built"
 )
-TIME_WORDS: frozenset[str] = frozenset(
-    ["first", "earlier", "earliest", "older", "oldest", "before", "later", "latest", "last", "younger", "youngest", "newer", "newest", "recent", "born", "founded", "formed", "established", "released", "started", "created", "published", "opened", "built"]
-)
-
-# A sentence opening with one of these is about the previous sentence's subject ("He founded ...").
-PRONOUNS: frozenset[str] = frozenset("he she it they his her its their this these him them".split())
