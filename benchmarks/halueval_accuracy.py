@@ -69,7 +69,10 @@ def load(path: Path) -> list[tuple[RagRecord, bool]]:
             if line.strip():
                 raw = json.loads(line)
                 record = RagRecord(
-                    id=raw.get("id"), query=raw["query"], contexts=tuple(raw["contexts"]), answer=raw["answer"]
+                    id=raw.get("id"),
+                    query=raw["query"],
+                    contexts=tuple(raw["contexts"]),
+                    answer=raw["answer"],
                 )
                 rows.append((record, raw["label"] == "hallucinated"))
     return rows
@@ -87,7 +90,9 @@ async def score_all(records: list[RagRecord]) -> list[MetricResult]:
     return await asyncio.gather(*(metric.score(r, judge) for r in records))
 
 
-def evaluate(path: Path) -> tuple[Confusion, Confusion, int, float, list[tuple[RagRecord, bool, MetricResult]]]:
+def evaluate(
+    path: Path,
+) -> tuple[Confusion, Confusion, int, float, list[tuple[RagRecord, bool, MetricResult]]]:
     """(offline confusion, baseline confusion, None scores, records/second, misclassified rows)."""
     rows = load(path)
     started = time.perf_counter()
@@ -107,7 +112,9 @@ def evaluate(path: Path) -> tuple[Confusion, Confusion, int, float, list[tuple[R
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
-    parser.add_argument("--show-errors", type=int, default=0, metavar="N", help="print N misclassified records")
+    parser.add_argument(
+        "--show-errors", type=int, default=0, metavar="N", help="print N misclassified records"
+    )
     args = parser.parse_args(argv)
     if not args.path.exists():
         print(f"no such file: {args.path}", file=sys.stderr)
@@ -123,7 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"balanced accuracy (naive):    {naive.balanced_accuracy:.4f}")
     print(f"records/second:               {speed:.0f}")
     for record, hallucinated, result in errors[: args.show_errors]:
-        print("\n---", record.id, "label:", "hallucinated" if hallucinated else "faithful", "score:", result.score)
+        print(
+            "\n---",
+            record.id,
+            "label:",
+            "hallucinated" if hallucinated else "faithful",
+            "score:",
+            result.score,
+        )
         print("Q:", record.query)
         print("A:", record.answer)
         for claim in result.details.get("claims", []):

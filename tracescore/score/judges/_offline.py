@@ -33,7 +33,7 @@ from tracescore.score.judges._offline_text import (
     words,
 )
 from tracescore.score.judges._offline_words import AUXILIARIES, NEGATIONS, PRONOUNS, REFUSAL_PATTERNS, YES_NO
-from tracescore.score.judges._protocol import JudgeError, JudgeTask, Judgement
+from tracescore.score.judges._protocol import JudgeError, Judgement, JudgeTask
 from tracescore.score.metrics._faithfulness import (
     CLAIMS_TASK,
     VERDICTS_TASK,
@@ -49,9 +49,14 @@ from tracescore.score.metrics._faithfulness import (
 __all__ = ["OfflineJudge", "answer_claims", "answer_verdicts"]
 
 _EVIDENCE_CHARS = 300
-_FRAGMENT_WORDS = 4  # an answer this short is a bare answer ("Golf Magazine"), not a statement
+_FRAGMENT_WORDS = 6  # an answer this short is a bare answer ("Golf Magazine"), not a statement
 _OFFLOAD_CHARS = 20_000  # inputs this large run in a worker thread so the event loop keeps serving
-_RANK = {Verdict.FULLY_SUPPORTED: 3, Verdict.PARTIALLY_SUPPORTED: 2, Verdict.NO_EVIDENCE: 1, Verdict.CONTRADICTORY: 0}
+_RANK = {
+    Verdict.FULLY_SUPPORTED: 3,
+    Verdict.PARTIALLY_SUPPORTED: 2,
+    Verdict.NO_EVIDENCE: 1,
+    Verdict.CONTRADICTORY: 0,
+}
 
 _Outcome = tuple[Verdict, str]
 
@@ -135,7 +140,9 @@ def _coverage(sentences: list[Sentence], entity: frozenset[str], predicate: froz
     """The largest share of `predicate` stated in one sentence that names `entity`."""
     if not predicate:
         return 0.0
-    return max((len(predicate & s.keys) / len(predicate) for s in sentences if _mentions(s, entity)), default=0.0)
+    return max(
+        (len(predicate & s.keys) / len(predicate) for s in sentences if _mentions(s, entity)), default=0.0
+    )
 
 
 # --- claim verdicts -------------------------------------------------------------------------------------
@@ -145,8 +152,9 @@ def _listed(toks: list[Tok]) -> str:
     return ", ".join(f"'{t.surface}'" for t in toks[:6])
 
 
-def _judge_choice(picked: frozenset[str], question: Question, sentences: list[Sentence], context: frozenset[str]
-                  ) -> _Outcome | None:
+def _judge_choice(
+    picked: frozenset[str], question: Question, sentences: list[Sentence], context: frozenset[str]
+) -> _Outcome | None:
     """A pick between two named options, checked against the context's figures or statements."""
     other = question.options[1] if picked == question.options[0] else question.options[0]
     if question.direction is not None:
@@ -154,19 +162,26 @@ def _judge_choice(picked: frozenset[str], question: Question, sentences: list[Se
         if mine is not None and theirs is not None and mine != theirs:
             if (mine < theirs) == (question.direction == "low"):
                 return Verdict.FULLY_SUPPORTED, f"The context's figures agree ({mine:g} against {theirs:g})."
-            return Verdict.CONTRADICTORY, f"The context's figures say otherwise ({mine:g} against {theirs:g})."
+            return (
+                Verdict.CONTRADICTORY,
+                f"The context's figures say otherwise ({mine:g} against {theirs:g}).",
+            )
         return None
     predicate = (question.keys - picked - other) & context
     mine, theirs = _coverage(sentences, picked, predicate), _coverage(sentences, other, predicate)
     if mine - theirs >= 0.5:
         return Verdict.FULLY_SUPPORTED, "The context states what was asked about the chosen option only."
     if theirs - mine >= 0.5:
-        return Verdict.CONTRADICTORY, "The context states what was asked about the other option, not this one."
+        return (
+            Verdict.CONTRADICTORY,
+            "The context states what was asked about the other option, not this one.",
+        )
     return None
 
 
-def _judge_yes_no(polarity: bool, question: Question, sentences: list[Sentence], context: frozenset[str]
-                  ) -> _Outcome:
+def _judge_yes_no(
+    polarity: bool, question: Question, sentences: list[Sentence], context: frozenset[str]
+) -> _Outcome:
     """A yes/no: does the context state the question's predicate of every entity the question names?"""
     predicate = question.keys.difference(*question.entities) & context if question.entities else frozenset()
     if question.relational or not predicate:
@@ -190,20 +205,25 @@ def _judge_claim(
 ) -> tuple[Verdict, str, Sentence | None]:
     claim_words = words(claim)
     polarity = YES_NO.get(claim_words[0]) if claim_words and question.yes_no else None
-    body = claim.split(None, 1)[1] if polarity is not None and len(claim.split()) > 1 else claim
-    toks = list({t.key: t for t in map(variants, tokens(body if polarity is not None else claim))}.values())
+    # The claim without its leading yes/no, which is judged on its own against the question.
+    body = claim if polarity is None else (claim.split(None, 1)[1:] or [""])[0]
+    toks = list({t.key: t for t in map(variants, tokens(body))}.values())
     claim_keys = frozenset(t.key for t in toks)
     new = [t for t in toks if t.key not in question.keys]
     repeat = [t for t in toks if t.key in question.keys and t.key in context]
     missing = [t for t in new if t.key not in context]
     # A bare yes/no has no words of its own: the evidence is then what the context says on the question.
-    weights = {t.key: 1 for t in repeat} | {t.key: 2 for t in new} or dict.fromkeys(question.keys & context, 1)
+    weights = {t.key: 1 for t in repeat} | {t.key: 2 for t in new} or dict.fromkeys(
+        question.keys & context, 1
+    )
     at, near = _window(sentences, weights)
     best = sentences[at] if at >= 0 else None
 
     # A bare answer ("Lake Erie State Park") rather than a statement: short, no auxiliary, pronoun or verb.
+    # English cues, so only Latin-script claims qualify (a Russian statement needs no verb).
     fragment = (
         len(claim_words) <= _FRAGMENT_WORDS
+        and all(c < "\u0250" for c in body if c.isalpha())
         and not any(w in AUXILIARIES or w in PRONOUNS for w in claim_words)
         and not any(w.islower() and w.rstrip(".,;!?").endswith("ed") for w in body.split())
     )
@@ -247,7 +267,9 @@ def _judge_claim(
             rest = named - group
             if group & question.names and rest and not rest <= _about(sentences, group):
                 lost = [t for t in new if t.key in rest]
-                return done((Verdict.NO_EVIDENCE, f"The context never states {_listed(lost)} about that name."))
+                return done(
+                    (Verdict.NO_EVIDENCE, f"The context never states {_listed(lost)} about that name.")
+                )
         subject = [t for t in repeat if t.key in near]
         if len(subject) * 2 < len(repeat):
             lost = [t for t in repeat if t.key not in near]
@@ -314,7 +336,7 @@ _HANDLERS: dict[str, Callable[[Any], BaseModel]] = {
 
 
 class OfflineJudge:
-    """Deterministic, free and offline: answers the tasks it has a handler for, raises JudgeError otherwise."""
+    """Deterministic, free and offline. Answers the tasks it has a handler for; JudgeError for any other."""
 
     name = "offline"
 

@@ -56,8 +56,9 @@ _GLUED = re.compile(r"(?<=[^\s.][a-z0-9)\"”’][.!?])(?=[A-Z][a-z]|[A-Z]\.\s)"
 _CHUNK = 2000  # pysbd is linear up to a few thousand characters and much slower beyond
 _NEGATION_SCOPE = 2  # content words after a negation that it applies to
 _OPENERS = WH_WORDS | AUXILIARIES
-# A capitalised adjective of nationality ("American") is a property, not part of a name.
-_DEMONYM = re.compile(r"^[A-Z][a-z]+(?:ian|an|ese|ish|ch|ic|i)$")
+# A capitalised adjective of nationality ("Kings of Leon [American] rock bands") is a property, not a name.
+_DEMONYM = re.compile(r"^[A-Z][a-z]+(?:ian|ican|ean|ese|ish)$")
+_PUNCTUATION = "\"“”'‘’()?,:;.!"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +91,7 @@ def _stem(word: str) -> str:
         word = word[:-3] + "y"
     elif word.endswith("ing") and len(word) > 5:
         word = word[:-3]
-    elif word.endswith("ed") and len(word) > 4:
-        word = word[:-2]
-    elif word.endswith(("ches", "shes", "sses", "xes")):
+    elif (word.endswith("ed") and len(word) > 4) or word.endswith(("ches", "shes", "sses", "xes")):
         word = word[:-2]
     elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
@@ -111,14 +110,13 @@ def _number(raw: str) -> str:
 
 def _cjk(run: str) -> list[Tok]:
     """Unspaced scripts: an ideograph is a token (function characters dropped), hiragana is grammar and is
-    dropped, katakana runs (loanwords, names) are whole tokens, hangul runs are cut into bigrams so that an
-    attached particle does not hide the word."""
+    dropped, katakana runs (loanwords, names) are whole tokens, and a hangul word is keyed by its first two
+    syllables so that an attached particle or ending ("서울은", "서울입니다") does not hide the word."""
     first = run[0]
     if "\u3040" <= first <= "\u309f" or run in CJK_STOPWORDS:
         return []
-    if "\uac00" <= first <= "\ud7af" and len(run) > 2:
-        return [Tok(run[i : i + 2], run[i : i + 2], False, False) for i in range(len(run) - 1)]
-    return [Tok(run, run, False, False)]
+    key = run[:2] if "\uac00" <= first <= "\ud7af" else run
+    return [Tok(key, run, False, False)]
 
 
 def tokens(text: str) -> list[Tok]:
@@ -244,25 +242,24 @@ def _capital_run(seq: list[str], backwards: bool = False, start: int = 0) -> lis
         word = seq[i]
         if backwards and i > start and word.endswith((",", ":", ";")):
             break
-        bare = word.strip("\"“”'‘’()?,:;.!")
-        following = seq[i + 1].strip("\"“”'‘’(") if i + 1 < len(seq) else ""
-        if bare[:1].isupper() or bare[:1].isdigit():
-            run.append(word)
-        elif bare.lower() in CONNECTORS and run and following[:1].isupper():
-            run.append(word)
-        else:
+        bare = word.strip(_PUNCTUATION)
+        following = seq[i + 1].strip(_PUNCTUATION) if i + 1 < len(seq) else ""
+        named = bare[:1].isupper() or bare[:1].isdigit()
+        if not (named or (bare.lower() in CONNECTORS and run and following[:1].isupper())):
+            # Stopped by a lowercase word: a nationality just before it is an adjective ("American rock").
+            while not backwards and run and _DEMONYM.match(run[-1]):
+                run.pop()
             break
+        run.append(word)
         if not backwards and word.endswith((",", "?", ":", ";")):
             break
     return run[::-1] if backwards else run
 
 
 def _trim(run: list[str]) -> list[str]:
-    """Drop question words ("Is", "Which") and trailing nationality adjectives from a name."""
+    """Drop question words ("Is", "Which") from the start of a name."""
     while run and run[0].lower().strip(",") in _OPENERS:
         run = run[1:]
-    while run and _DEMONYM.match(run[-1].strip("\"“”'‘’()?,:;.!")):
-        run = run[:-1]
     return run
 
 
@@ -321,7 +318,10 @@ def analyse_question(question: str) -> Question:
     if yes_no:
         body = question.split(None, 1)[1] if len(question.split()) > 1 else ""
         parts = re.split(r",|\band\b|\bor\b|\bboth\b", body)
-        entities = tuple(e for e in (keys(" ".join(_trim(_capital_run(p.split())))) for p in parts) if e)
+        runs = (_trim(_capital_run(p.split())) for p in parts)
+        # "Are A and B both American?": the lone nationality is the property asked about, not an entity.
+        named = (r for r in runs if r and not all(_DEMONYM.match(w.strip(_PUNCTUATION)) for w in r))
+        entities = tuple(e for e in (keys(" ".join(r)) for r in named) if e)
     return Question(
         keys=keys(question),
         options=options,

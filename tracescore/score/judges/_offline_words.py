@@ -54,7 +54,10 @@ STOPWORDS = _set(
 
 # Copulas and auxiliaries: a short answer without any is a bare answer ("Lake Erie State Park"), not a
 # statement ("Blurred vision is rare").
-AUXILIARIES = _set("is are was were be been being am has have had do does did will would can could may might must shall should")
+AUXILIARIES = _set(
+    "is are was were be been being am has have had do does did will would can could may might must shall "
+    "should"
+)
 
 # Lowercase words allowed inside a name ("Sex and the City" is cut at "and" on purpose: "Eatza Pizza and
 # Your Pie" are two names).
@@ -65,9 +68,18 @@ CJK_STOPWORDS = _set("的 是 了 在 和 与 及 也 就 而 之 其 这 那 �
 
 # Wh-words and auxiliaries that open a question: they tell yes/no questions from open ones.
 WH_WORDS = _set("what which who whom whose where when why how")
-YES_NO_OPENER = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I)
+YES_NO_OPENER = re.compile(
+    r"^\s*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should)\b", re.I
+)
 
-YES_NO: dict[str, bool] = {"yes": True, "yeah": True, "yep": True, "correct": True, "no": False, "nope": False}
+YES_NO: dict[str, bool] = {
+    "yes": True,
+    "yeah": True,
+    "yep": True,
+    "correct": True,
+    "no": False,
+    "nope": False,
+}
 
 # Negation cues; the judge rewrites "n't" to " not" before tokenising.
 NEGATIONS = _set("not no never none nobody nothing neither nor cannot without")
@@ -106,7 +118,10 @@ NUMBER_WORDS: dict[str, str] = {
 
 # Comparison cues of "which X ..., A or B?" questions: the option with the smaller figure (year, count)
 # is the answer for LOW_WORDS, the larger for HIGH_WORDS. TIME_WORDS mean the figures are years.
-LOW_WORDS = _set("first earlier earliest older oldest before smaller smallest fewer less least shorter shortest lower lowest")
+LOW_WORDS = _set(
+    "first earlier earliest older oldest before smaller smallest fewer less least shorter shortest lower "
+    "lowest"
+)
 HIGH_WORDS = _set(
     "later latest last younger youngest newer newest recent more most larger largest bigger biggest longer "
     "longest higher highest taller tallest greater greatest"

@@ -1,0 +1,175 @@
+"""Faithfulness scoring: verdict weights, modes, and explicit results where there is nothing to score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from pydantic import BaseModel
+
+from tracescore.score import MetricStatus, RagRecord, Usage
+from tracescore.score.judges import JudgeError, Judgement, JudgeTask
+from tracescore.score.metrics import Faithfulness, Verdict
+from tracescore.score.metrics._faithfulness import (
+    ClaimsOutput,
+    ClaimVerdict,
+    SentenceClaims,
+    VerdictsInput,
+    VerdictsOutput,
+)
+
+RECORD = RagRecord(
+    id="r1",
+    query="Who wrote Hamlet and when?",
+    contexts=("Shakespeare wrote Hamlet around 1600.",),
+    answer="Shakespeare wrote Hamlet. It was written in 1700. He lived in Paris.",
+)
+
+
+class ScriptedJudge:
+    """A Judge that answers claims with one claim per sentence and verdicts from a list."""
+
+    name = "scripted"
+
+    def __init__(self, verdicts: Sequence[Verdict], *, claims_per_sentence: int = 1) -> None:
+        self._verdicts = list(verdicts)
+        self._per_sentence = claims_per_sentence
+        self.calls: list[str] = []
+        self.verdict_inputs: list[VerdictsInput] = []
+
+    async def run(self, task: JudgeTask, data: BaseModel) -> Judgement:
+        self.calls.append(task.name)
+        usage = Usage(calls=1, prompt_tokens=10, completion_tokens=5)
+        if task.name == "faithfulness.claims":
+            groups = [
+                SentenceClaims(sentence_index=i, claims=[s] * self._per_sentence)
+                for i, s in enumerate(data.answer_sentences)  # type: ignore[attr-defined]
+            ]
+            return Judgement(ClaimsOutput(sentences=groups), usage)
+        assert isinstance(data, VerdictsInput)
+        self.verdict_inputs.append(data)
+        out = [
+            ClaimVerdict(claim_index=i, verdict=v, reason=f"because {i}", evidence="Shakespeare wrote Hamlet")
+            for i, v in enumerate(self._verdicts)
+        ]
+        return Judgement(VerdictsOutput(verdicts=out), usage)
+
+
+V = Verdict
+
+
+async def test_score_is_the_clamped_mean_of_verdict_weights() -> None:
+    judge = ScriptedJudge([V.FULLY_SUPPORTED, V.PARTIALLY_SUPPORTED, V.NO_EVIDENCE])
+    result = await Faithfulness().score(RECORD, judge)
+    assert result.status is MetricStatus.OK
+    assert result.score == pytest.approx(0.5)
+    assert judge.calls == ["faithfulness.claims", "faithfulness.verdicts"], (
+        "two calls whatever the claim count"
+    )
+    assert result.usage == Usage(calls=2, prompt_tokens=20, completion_tokens=10)
+    details = result.details
+    assert details["total_claims"] == 3
+    assert details["verdict_counts"] == {
+        "FULLY_SUPPORTED": 1, "PARTIALLY_SUPPORTED": 1, "NO_EVIDENCE": 1, "CONTRADICTORY": 0,
+    }  # fmt: skip
+    first = details["claims"][0]
+    assert (
+        first["sentence"] == "Shakespeare wrote Hamlet." and first["evidence"] == "Shakespeare wrote Hamlet"
+    )
+
+
+async def test_contradictions_pull_the_score_down_but_not_below_zero() -> None:
+    result = await Faithfulness().score(
+        RECORD, ScriptedJudge([V.CONTRADICTORY, V.CONTRADICTORY, V.NO_EVIDENCE])
+    )
+    assert result.score == 0.0 and result.label == "hallucinated"
+
+
+async def test_strict_mode_counts_no_evidence_as_contradiction() -> None:
+    verdicts = [V.FULLY_SUPPORTED, V.FULLY_SUPPORTED, V.NO_EVIDENCE]
+    lenient = await Faithfulness().score(RECORD, ScriptedJudge(verdicts))
+    strict = await Faithfulness(strict_mode=True).score(RECORD, ScriptedJudge(verdicts))
+    assert lenient.score == pytest.approx(2 / 3)
+    assert strict.score == pytest.approx(1 / 3)
+
+
+async def test_binary_mode_is_supported_over_total() -> None:
+    verdicts = [V.FULLY_SUPPORTED, V.PARTIALLY_SUPPORTED, V.CONTRADICTORY]
+    result = await Faithfulness(binary=True).score(RECORD, ScriptedJudge(verdicts))
+    assert result.score == pytest.approx(1 / 3)
+
+
+async def test_custom_verdict_scores() -> None:
+    scores = {V.FULLY_SUPPORTED: 1.0, V.PARTIALLY_SUPPORTED: 1.0, V.NO_EVIDENCE: 0.0, V.CONTRADICTORY: 0.0}
+    result = await Faithfulness(verdict_scores=scores).score(
+        RECORD, ScriptedJudge([V.FULLY_SUPPORTED, V.PARTIALLY_SUPPORTED, V.NO_EVIDENCE])
+    )
+    assert result.score == pytest.approx(2 / 3)
+
+
+async def test_a_claim_the_judge_skipped_counts_as_unsupported() -> None:
+    result = await Faithfulness().score(RECORD, ScriptedJudge([V.FULLY_SUPPORTED]))
+    assert result.score == pytest.approx(1 / 3)
+    assert result.details["claims"][2]["reason"] == "the judge returned no verdict for this claim"
+
+
+async def test_claims_keep_their_sentence_and_go_to_one_verdict_call() -> None:
+    judge = ScriptedJudge([V.FULLY_SUPPORTED] * 6, claims_per_sentence=2)
+    result = await Faithfulness().score(RECORD, judge)
+    assert result.details["total_claims"] == 6
+    assert len(judge.verdict_inputs) == 1 and len(judge.verdict_inputs[0].claims) == 6
+    assert [c["sentence"] for c in result.details["claims"]][:2] == ["Shakespeare wrote Hamlet."] * 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "contexts", "reason"),
+    [
+        ("", ("ctx",), "the answer is empty"),
+        ("   ", ("ctx",), "the answer is empty"),
+        ("Shakespeare.", (), "no retrieved context"),
+        ("Shakespeare.", ("  ",), "no retrieved context"),
+    ],
+)
+async def test_nothing_to_check_is_an_explicit_not_applicable(
+    answer: str, contexts: tuple, reason: str
+) -> None:
+    judge = ScriptedJudge([])
+    result = await Faithfulness().score(
+        RECORD.model_copy(update={"answer": answer, "contexts": contexts}), judge
+    )
+    assert result.score is None and result.status is MetricStatus.NOT_APPLICABLE
+    assert reason in result.reason
+    assert judge.calls == [], "no judge call is spent on a record that cannot be scored"
+
+
+async def test_an_answer_without_claims_is_not_applicable_with_a_reason() -> None:
+    class NoClaims(ScriptedJudge):
+        async def run(self, task: JudgeTask, data: BaseModel) -> Judgement:
+            return Judgement(ClaimsOutput(sentences=[]), Usage(calls=1))
+
+    result = await Faithfulness().score(RECORD, NoClaims([]))
+    assert result.status is MetricStatus.NOT_APPLICABLE and result.score is None
+    assert "no checkable claim" in result.reason and result.usage.calls == 1
+
+
+async def test_a_judge_error_becomes_an_error_result_with_the_cause_and_usage() -> None:
+    class Failing(ScriptedJudge):
+        async def run(self, task: JudgeTask, data: BaseModel) -> Judgement:
+            if task.name == "faithfulness.verdicts":
+                raise JudgeError("HTTP 429 after 4 attempts", usage=Usage(calls=4))
+            return await super().run(task, data)
+
+    result = await Faithfulness().score(RECORD, Failing([]))
+    assert result.status is MetricStatus.ERROR and result.score is None
+    assert result.reason == "HTTP 429 after 4 attempts"
+    assert result.usage.calls == 5
+
+
+async def test_one_instance_serves_concurrent_records() -> None:
+    import asyncio
+
+    metric = Faithfulness()
+    good = ScriptedJudge([V.FULLY_SUPPORTED] * 3)
+    bad = ScriptedJudge([V.CONTRADICTORY] * 3)
+    results = await asyncio.gather(*(metric.score(RECORD, j) for j in [good, bad] * 10))
+    assert [r.score for r in results] == [1.0, 0.0] * 10
