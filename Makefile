@@ -2,7 +2,7 @@
 PYTHON ?= python3
 STAMP := .make/installed
 
-.PHONY: install demo test lint kafka kafka-stop accuracy clean
+.PHONY: install browser demo test lint kafka kafka-stop accuracy clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -14,8 +14,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PYTHON) examples/demo.py
 
+## make browser: Debian's Chromium, for the test that opens the HTML report in a real browser
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing chromium (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 ## make test: lint, unit tests and the integration tests against a real Kafka broker
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest -q

@@ -154,12 +154,28 @@ def consume(
 )
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write a self-contained HTML report here.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Scores below this count as failing in the report.",
+)
 @_with_judge_options
 def score(
     input_path: Path,
     out_path: Path | None,
     concurrency: int,
     no_progress: bool,
+    report_path: Path | None,
+    threshold: float,
     judge: str,
     model: str | None,
     base_url: str | None,
@@ -171,6 +187,11 @@ def score(
 
     the_judge = _or_usage_error(make_judge, judge, model=model, base_url=base_url)
     the_metrics = _or_usage_error(make_metrics, _names(metrics))
+    collector = None
+    if report_path:
+        from tracescore.score._report import ReportCollector
+
+        collector = ReportCollector(threshold=threshold)
     out = out_path.open("w", encoding="utf-8") if out_path else sys.stdout
     try:
         summary = score_file(
@@ -181,12 +202,19 @@ def score(
             concurrency=concurrency,
             progress=not no_progress,
             report=lambda line: click.echo(line, err=True),
+            on_row=collector,
         )
     finally:
         if out_path:
             out.close()
     scored = ", ".join(f"{m}: {n} scored, {summary.unscored[m]} unscored" for m, n in summary.scored.items())
     click.echo(f"{summary.records} records ({summary.invalid} invalid); {scored}", err=True)
+    if report_path and collector is not None:
+        from tracescore.score._report import render_report
+
+        html = render_report(collector, threshold=threshold, title=f"tracescore report: {input_path.name}")
+        report_path.write_text(html, encoding="utf-8")
+        click.echo(f"report: {report_path}", err=True)
 
 
 def _names(csv_names: str) -> list[str]:

@@ -14,7 +14,13 @@ from typing import Any
 import openai
 import pytest
 
-from tracescore.testing.judge_server import Fault, JudgeServer, estimate_tokens, hashed_embedding
+from tracescore.testing.judge_server import (
+    Fault,
+    JudgeServer,
+    default_responder,
+    estimate_tokens,
+    hashed_embedding,
+)
 
 
 @pytest.fixture
@@ -31,7 +37,7 @@ def client(server: JudgeServer) -> Iterator[openai.OpenAI]:
 
 def _claims_request(sentences: list[str], *, schema: bool = True) -> dict[str, Any]:
     fmt: dict[str, Any] = (
-        {"type": "json_schema", "json_schema": {"name": "faithfulness_claims", "schema": {"type": "object"}}}
+        {"type": "json_schema", "json_schema": {"name": "answer_analysis", "schema": {"type": "object"}}}
         if schema
         else {"type": "json_object"}
     )
@@ -39,7 +45,7 @@ def _claims_request(sentences: list[str], *, schema: bool = True) -> dict[str, A
     return {
         "model": "judge-test",
         "messages": [
-            {"role": "system", "content": "Task: faithfulness.claims\nExtract claims."},
+            {"role": "system", "content": "Task: answer.analysis\nExtract claims."},
             {"role": "user", "content": f"<<<DATA\n{data}\nDATA>>>"},
         ],
         "response_format": fmt,
@@ -71,12 +77,11 @@ def test_unknown_route_is_404(server: JudgeServer) -> None:
 def test_default_responder_answers_claims_by_task(client: openai.OpenAI, schema: bool) -> None:
     # The task comes from the json_schema name, or from the "Task:" line in json_object mode.
     reply = json.loads(_content(client, _claims_request(["A is B.", "C is D."], schema=schema)))
-    assert reply == {
-        "sentences": [
-            {"sentence_index": 0, "claims": ["A is B."]},
-            {"sentence_index": 1, "claims": ["C is D."]},
-        ]
-    }
+    assert reply["sentences"] == [
+        {"sentence_index": 0, "claims": ["A is B."]},
+        {"sentence_index": 1, "claims": ["C is D."]},
+    ]
+    assert reply["noncommittal"] is False and 1 <= reply["relevance"] <= 5
 
 
 def test_default_responder_answers_verdicts(client: openai.OpenAI) -> None:
@@ -150,7 +155,7 @@ def test_timeout_sleeps_past_the_client_timeout(server: JudgeServer) -> None:
 def test_invalid_json_truncated_and_refusal_replies(server: JudgeServer, client: openai.OpenAI) -> None:
     server.inject(Fault.INVALID_JSON, Fault.TRUNCATED, Fault.REFUSAL)
     request = _claims_request(["A is B."])
-    full = json.dumps({"sentences": [{"sentence_index": 0, "claims": ["A is B."]}]})
+    full = json.dumps(default_responder(request))
 
     invalid = client.chat.completions.create(**request).choices[0]
     with pytest.raises(json.JSONDecodeError):

@@ -18,9 +18,13 @@ from tracescore.score._types import MetricResult, RagRecord
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric, evaluate
 
-__all__ = ["BatchSummary", "read_records", "score_file"]
+__all__ = ["BatchSummary", "RowCallback", "read_records", "score_file"]
 
 _log = logging.getLogger("tracescore.score")
+
+# Receives each input record (None for an invalid line) with its output row, e.g. to build a report
+# that needs the texts without writing them to the JSONL.
+RowCallback = Callable[[RagRecord | None, dict[str, Any]], None]
 
 
 @dataclass
@@ -138,8 +142,10 @@ def score_file(
     concurrency: int = 8,
     progress: bool = True,
     report: Callable[[str], None] | None = None,
+    on_row: RowCallback | None = None,
 ) -> BatchSummary:
-    """Score `source` into `out`. `report` receives one line per invalid input line (default: the log)."""
+    """Score `source` into `out`. `report` receives one line per invalid input line (default: the log);
+    `on_row` receives (record, row) for every output row, in input order."""
     report = report or _log.warning
     names = [m.name for m in metrics]
     summary = BatchSummary(scored={m.name: 0 for m in metrics}, unscored={m.name: 0 for m in metrics})
@@ -154,7 +160,10 @@ def score_file(
                 for result in results:
                     bucket = summary.scored if result.score is not None else summary.unscored
                     bucket[result.metric] += 1
-                out.write(json.dumps(_output_row(line, names, results), ensure_ascii=False) + "\n")
+                row = _output_row(line, names, results)
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                if on_row is not None:
+                    on_row(line.record, row)
                 bar.update()
 
     asyncio.run(run())

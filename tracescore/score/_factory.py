@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
+from tracescore.score._registry import resolve_metrics
 from tracescore.score.judges._protocol import Judge
-from tracescore.score.metrics._faithfulness import Faithfulness
 from tracescore.score.metrics._protocol import Metric
 
-__all__ = ["METRICS", "make_judge", "make_metrics"]
-
-METRICS: dict[str, Callable[[], Metric]] = {"faithfulness": Faithfulness}
+__all__ = ["make_judge", "make_metrics"]
 
 
-def make_metrics(names: Sequence[str]) -> list[Metric]:
-    unknown = [n for n in names if n not in METRICS]
-    if unknown:
-        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(sorted(METRICS))}")
-    return [METRICS[name]() for name in names]
+def make_metrics(names: Sequence[str], config: Path | None = None) -> list[Metric]:
+    """Metrics by name: built-ins, plugins, dotted paths and those declared in `config` (TOML).
+    Raises ValueError (a MetricLoadError) on a name that cannot be resolved."""
+    return resolve_metrics(names, config=config)
 
 
 def make_judge(kind: str, *, model: str | None = None, base_url: str | None = None) -> Judge:

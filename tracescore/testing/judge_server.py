@@ -269,9 +269,15 @@ def fenced_data(body: dict[str, Any]) -> dict[str, Any]:
 def default_responder(body: dict[str, Any]) -> dict[str, Any]:
     task = task_of(body) or ""
     data = fenced_data(body)
-    if task.endswith("claims"):
+    if task.endswith("analysis"):
         sentences = data.get("answer_sentences", [])
-        return {"sentences": [{"sentence_index": i, "claims": [s]} for i, s in enumerate(sentences)]}
+        return {
+            "sentences": [{"sentence_index": i, "claims": [s]} for i, s in enumerate(sentences)],
+            "questions": [data.get("question", "")] * int(data.get("questions_to_generate", 0)),
+            "noncommittal": False,
+            "relevance": 5,
+            "relevance_reason": "Answers the question.",
+        }
     if task.endswith("verdicts"):
         supported = {"verdict": "FULLY_SUPPORTED", "reason": "Stated in the context.", "evidence": ""}
         return {"verdicts": [{"claim_index": i, **supported} for i, _ in enumerate(data.get("claims", []))]}

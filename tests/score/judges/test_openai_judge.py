@@ -18,13 +18,8 @@ from tracescore.score._types import MetricStatus, RagRecord
 from tracescore.score.judges import Judge, JudgeError
 from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN
-from tracescore.score.metrics._faithfulness import (
-    CLAIMS_TASK,
-    VERDICTS_TASK,
-    ClaimsInput,
-    Faithfulness,
-    VerdictsInput,
-)
+from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput
+from tracescore.score.metrics._faithfulness import VERDICTS_TASK, Faithfulness, VerdictsInput
 from tracescore.testing.judge_server import Fault, JudgeServer
 
 RECORD = RagRecord(
@@ -96,7 +91,7 @@ async def test_faithfulness_end_to_end_with_scripted_replies(
     assert [c["verdict"] for c in result.details["claims"]] == ["FULLY_SUPPORTED", "NO_EVIDENCE"]
     assert server.stats.chat_requests == 2
     tasks = [body["response_format"]["json_schema"]["name"] for body in server.chat_requests]
-    assert tasks == ["faithfulness_claims", "faithfulness_verdicts"]
+    assert tasks == ["answer_analysis", "faithfulness_verdicts"]
     assert result.usage.calls == 2
     assert result.usage.prompt_tokens == server.stats.prompt_tokens > 0
     assert result.usage.completion_tokens == server.stats.completion_tokens > 0
@@ -154,7 +149,7 @@ async def test_retry_after_header_stretches_the_backoff(server: JudgeServer, mak
     server.inject(Fault.RATE_LIMIT)
     judge = make_judge(retry_max_s=1.0)
     started = time.perf_counter()
-    await judge.run(CLAIMS_TASK, ClaimsInput(question="q", answer_sentences=["A is B."]))
+    await judge.run(ANALYSIS_TASK, AnalysisInput(question="q", answer_sentences=["A is B."]))
     assert time.perf_counter() - started >= 0.2
 
 
@@ -176,7 +171,7 @@ async def test_timeout_is_retried_then_succeeds(server: JudgeServer, make_judge:
     server.timeout_sleep_s = 1.0
     server.inject(Fault.TIMEOUT)
     judgement = await make_judge(timeout_s=0.2).run(
-        CLAIMS_TASK, ClaimsInput(question="q", answer_sentences=["A is B."])
+        ANALYSIS_TASK, AnalysisInput(question="q", answer_sentences=["A is B."])
     )
     assert judgement.usage.calls == 2
     assert judgement.output.sentences[0].claims == ["A is B."]
@@ -219,7 +214,7 @@ async def test_still_invalid_after_repair_is_a_judge_error(
 ) -> None:
     server.script('{"sentences": "nope"}', '{"sentences": [{"claims": []}]}')
     with pytest.raises(JudgeError) as caught:
-        await make_judge().run(CLAIMS_TASK, ClaimsInput(question="q", answer_sentences=["A."]))
+        await make_judge().run(ANALYSIS_TASK, AnalysisInput(question="q", answer_sentences=["A."]))
     assert (
         caught.value.cause
         == "invalid judge output after one repair: sentences.0.sentence_index: Field required"
@@ -239,12 +234,12 @@ async def test_refusal_is_an_error_result(server: JudgeServer, make_judge: MakeJ
 async def test_empty_reply_counts_as_refusal(server: JudgeServer, make_judge: MakeJudge) -> None:
     server.script("   ")
     with pytest.raises(JudgeError, match="judge refused: empty reply"):
-        await make_judge().run(CLAIMS_TASK, ClaimsInput(question="q", answer_sentences=["A."]))
+        await make_judge().run(ANALYSIS_TASK, AnalysisInput(question="q", answer_sentences=["A."]))
 
 
 async def test_markdown_fenced_json_is_accepted(server: JudgeServer, make_judge: MakeJudge) -> None:
     server.script('```json\n{"sentences": []}\n```')
-    judgement = await make_judge().run(CLAIMS_TASK, ClaimsInput(question="q", answer_sentences=["A."]))
+    judgement = await make_judge().run(ANALYSIS_TASK, AnalysisInput(question="q", answer_sentences=["A."]))
     assert judgement.output.sentences == []
     assert judgement.usage.calls == 1
 
@@ -284,9 +279,9 @@ async def test_concurrency_limit_bounds_requests_in_flight(
 ) -> None:
     server.latency_s = 0.05
     judge = make_judge(concurrency=2)
-    data = ClaimsInput(question="q", answer_sentences=["A is B."])
+    data = AnalysisInput(question="q", answer_sentences=["A is B."])
 
-    await asyncio.gather(*(judge.run(CLAIMS_TASK, data) for _ in range(8)))
+    await asyncio.gather(*(judge.run(ANALYSIS_TASK, data) for _ in range(8)))
 
     assert server.stats.chat_requests == 8
     assert server.stats.max_in_flight == 2
@@ -324,11 +319,11 @@ async def test_long_inputs_are_trimmed_and_reported(
 
 def test_judge_survives_separate_event_loops(make_judge: MakeJudge) -> None:
     judge = make_judge()
-    data = ClaimsInput(question="q", answer_sentences=["A is B."])
+    data = AnalysisInput(question="q", answer_sentences=["A is B."])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         for _ in range(3):
-            assert asyncio.run(judge.run(CLAIMS_TASK, data)).usage.calls == 1
+            assert asyncio.run(judge.run(ANALYSIS_TASK, data)).usage.calls == 1
         gc.collect()
     # The client built for each loop was closed when that loop ended: no socket left behind.
     assert not [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
@@ -341,7 +336,7 @@ async def test_injected_client_retries_are_disabled(server: JudgeServer) -> None
     server.inject(Fault.SERVER_ERROR, times=5)
     try:
         with pytest.raises(JudgeError, match="HTTP 500 after 2 attempts"):
-            await judge.run(CLAIMS_TASK, ClaimsInput(question="q", answer_sentences=["A."]))
+            await judge.run(ANALYSIS_TASK, AnalysisInput(question="q", answer_sentences=["A."]))
     finally:
         await client.close()
     assert server.stats.chat_requests == 2

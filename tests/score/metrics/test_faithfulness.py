@@ -10,13 +10,8 @@ from pydantic import BaseModel
 from tracescore.score import MetricStatus, RagRecord, Usage
 from tracescore.score.judges import JudgeError, Judgement, JudgeTask
 from tracescore.score.metrics import Faithfulness, Verdict
-from tracescore.score.metrics._faithfulness import (
-    ClaimsOutput,
-    ClaimVerdict,
-    SentenceClaims,
-    VerdictsInput,
-    VerdictsOutput,
-)
+from tracescore.score.metrics._analysis import AnswerAnalysis, SentenceClaims
+from tracescore.score.metrics._faithfulness import ClaimVerdict, VerdictsInput, VerdictsOutput
 
 RECORD = RagRecord(
     id="r1",
@@ -40,12 +35,12 @@ class ScriptedJudge:
     async def run(self, task: JudgeTask, data: BaseModel) -> Judgement:
         self.calls.append(task.name)
         usage = Usage(calls=1, prompt_tokens=10, completion_tokens=5)
-        if task.name == "faithfulness.claims":
+        if task.name == "answer.analysis":
             groups = [
                 SentenceClaims(sentence_index=i, claims=[s] * self._per_sentence)
                 for i, s in enumerate(data.answer_sentences)  # type: ignore[attr-defined]
             ]
-            return Judgement(ClaimsOutput(sentences=groups), usage)
+            return Judgement(AnswerAnalysis(sentences=groups), usage)
         assert isinstance(data, VerdictsInput)
         self.verdict_inputs.append(data)
         out = [
@@ -63,9 +58,7 @@ async def test_score_is_the_clamped_mean_of_verdict_weights() -> None:
     result = await Faithfulness().score(RECORD, judge)
     assert result.status is MetricStatus.OK
     assert result.score == pytest.approx(0.5)
-    assert judge.calls == ["faithfulness.claims", "faithfulness.verdicts"], (
-        "two calls whatever the claim count"
-    )
+    assert judge.calls == ["answer.analysis", "faithfulness.verdicts"], "two calls whatever the claim count"
     assert result.usage == Usage(calls=2, prompt_tokens=20, completion_tokens=10)
     details = result.details
     assert details["total_claims"] == 3
@@ -145,7 +138,7 @@ async def test_nothing_to_check_is_an_explicit_not_applicable(
 async def test_an_answer_without_claims_is_not_applicable_with_a_reason() -> None:
     class NoClaims(ScriptedJudge):
         async def run(self, task: JudgeTask, data: BaseModel) -> Judgement:
-            return Judgement(ClaimsOutput(sentences=[]), Usage(calls=1))
+            return Judgement(AnswerAnalysis(sentences=[]), Usage(calls=1))
 
     result = await Faithfulness().score(RECORD, NoClaims([]))
     assert result.status is MetricStatus.NOT_APPLICABLE and result.score is None

@@ -1,10 +1,11 @@
 """The deterministic offline judge: answers metric tasks from lexical evidence, with no model and no network.
 
-Claims are the answer's sentences (refusals make none). A claim is judged by what it adds to the question:
-its *new* words, numbers and names must be in the context, and together with the words it shares with the
-question (its subject), because a hallucinated answer usually reuses the question's words and invents or
-misplaces only the answer part. On top of that grounding: a negation mismatch with the context is
-CONTRADICTORY, a pick between the named options of a "which ..., A or B?" question must agree with the
+Claims are the answer's sentences (refusals make none). A claim is judged by what it adds to the question,
+because a hallucinated answer usually reuses the question's words and invents or misplaces only the answer
+part: its *new* words, numbers and names must be in the context; a new name or number must be stated about
+the question's names it is attached to; a bare answer ("Lake Erie State Park") must occur as one phrase; a
+claim that only restates the question supports nothing. On top of that: a negation mismatch with the context
+is CONTRADICTORY, a pick between the named options of a "which ..., A or B?" question must agree with the
 figures or statements the context gives for A and B, and a bare yes/no is checked against what the context
 states about every entity the question names.
 
@@ -22,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tracescore.score._types import Usage
+from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
 from tracescore.score.judges._offline_text import (
     Question,
     Sentence,
@@ -34,13 +36,11 @@ from tracescore.score.judges._offline_text import (
 )
 from tracescore.score.judges._offline_words import AUXILIARIES, NEGATIONS, PRONOUNS, REFUSAL_PATTERNS, YES_NO
 from tracescore.score.judges._protocol import JudgeError, Judgement, JudgeTask
+from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput, AnswerAnalysis, SentenceClaims
+from tracescore.score.metrics._context_relevance import CONTEXT_RELEVANCE_TASK
 from tracescore.score.metrics._faithfulness import (
-    CLAIMS_TASK,
     VERDICTS_TASK,
-    ClaimsInput,
-    ClaimsOutput,
     ClaimVerdict,
-    SentenceClaims,
     Verdict,
     VerdictsInput,
     VerdictsOutput,
@@ -233,8 +233,7 @@ def _judge_claim(
 
     hard = [t for t in missing if t.num or t.cap]
     if hard:
-        kind = "number" if hard[0].num else "name"
-        return done((Verdict.NO_EVIDENCE, f"The context does not contain the {kind} {_listed(hard)}."))
+        return done((Verdict.NO_EVIDENCE, f"The context does not contain {_listed(hard)}."))
     if missing and len(missing) * 4 >= len(new):
         return done((Verdict.NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."))
 
@@ -266,14 +265,10 @@ def _judge_claim(
         for group in name_groups(body) if named else ():
             rest = named - group
             if group & question.names and rest and not rest <= _about(sentences, group):
-                lost = [t for t in new if t.key in rest]
+                lost, about = [t for t in new if t.key in rest], " ".join(sorted(group))
                 return done(
-                    (Verdict.NO_EVIDENCE, f"The context never states {_listed(lost)} about that name.")
+                    (Verdict.NO_EVIDENCE, f"The context never states {_listed(lost)} about '{about}'.")
                 )
-        subject = [t for t in repeat if t.key in near]
-        if len(subject) * 2 < len(repeat):
-            lost = [t for t in repeat if t.key not in near]
-            return done((Verdict.NO_EVIDENCE, f"The context never states these together: {_listed(lost)}."))
         if fragment and not picked and not _phrase(sentences, [t.key for t in toks]):
             return done((Verdict.NO_EVIDENCE, "The context never names this as one phrase."))
         if missing:
@@ -296,14 +291,22 @@ def _is_refusal(sentence: str) -> bool:
     return any(p.search(low) for p in REFUSAL_PATTERNS)
 
 
-def answer_claims(data: ClaimsInput) -> ClaimsOutput:
-    """Each answer sentence is one claim (fragments too: the verdict sees the question); refusals none."""
-    return ClaimsOutput(
-        sentences=[
-            SentenceClaims(sentence_index=i, claims=[] if _is_refusal(s) or not words(s) else [s.strip()])
-            for i, s in enumerate(data.answer_sentences)
-        ]
-    )
+def answer_claims(data: AnalysisInput) -> AnswerAnalysis:
+    """Each answer sentence is one claim (fragments too: the verdict sees the question); refusals none.
+    No reverse questions (that needs a language model): answer relevancy uses the direct rating."""
+    sentences = [
+        SentenceClaims(sentence_index=i, claims=[] if _is_refusal(s) or not words(s) else [s.strip()])
+        for i, s in enumerate(data.answer_sentences)
+    ]
+    if not any(group.claims for group in sentences):
+        return AnswerAnalysis(
+            sentences=sentences,
+            noncommittal=True,
+            relevance=1,
+            relevance_reason="The answer declines to answer.",
+        )
+    rating, reason = rate_answer(data.question, " ".join(data.answer_sentences))
+    return AnswerAnalysis(sentences=sentences, relevance=rating, relevance_reason=reason)
 
 
 def answer_verdicts(data: VerdictsInput) -> VerdictsOutput:
@@ -330,8 +333,9 @@ def answer_verdicts(data: VerdictsInput) -> VerdictsOutput:
 
 
 _HANDLERS: dict[str, Callable[[Any], BaseModel]] = {
-    CLAIMS_TASK.name: answer_claims,
+    ANALYSIS_TASK.name: answer_claims,
     VERDICTS_TASK.name: answer_verdicts,
+    CONTEXT_RELEVANCE_TASK.name: rate_chunks,
 }
 
 

@@ -1,6 +1,23 @@
 """Metrics: a pydantic task for the judge plus a pure scoring function. Stateless and async."""
 
+from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
+from tracescore.score.metrics._context_relevance import ContextRelevance
+from tracescore.score.metrics._custom import DistinctN, LLMJudgeMetric, PythonMetric, python_metric
 from tracescore.score.metrics._faithfulness import Faithfulness, Verdict
 from tracescore.score.metrics._protocol import Metric, evaluate
+from tracescore.score.metrics._quality import Quality, letter_grade
 
-__all__ = ["Faithfulness", "Metric", "Verdict", "evaluate"]
+__all__ = [
+    "AnswerRelevancy",
+    "ContextRelevance",
+    "DistinctN",
+    "Faithfulness",
+    "LLMJudgeMetric",
+    "Metric",
+    "PythonMetric",
+    "Quality",
+    "Verdict",
+    "evaluate",
+    "letter_grade",
+    "python_metric",
+]

@@ -1,6 +1,7 @@
 """Faithfulness: claims extracted from the answer, each judged against the retrieved context.
 
-Two judge calls per record whatever the number of claims: one to extract claims, one batched verdict call.
+Two judge calls per record whatever the number of claims: the answer analysis (shared with answer relevancy,
+see _analysis.py) extracts the claims, and one batched call judges them all.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ from pydantic import BaseModel, Field
 from tracescore.score._segment import split_sentences
 from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
+from tracescore.score.metrics._analysis import AnswerAnalysis, analyse_answer
 
 __all__ = [
-    "CLAIMS_TASK",
     "VERDICTS_TASK",
     "ClaimVerdict",
-    "ClaimsInput",
-    "ClaimsOutput",
     "Faithfulness",
-    "SentenceClaims",
     "Verdict",
     "VerdictsInput",
     "VerdictsOutput",
@@ -44,20 +42,6 @@ DEFAULT_VERDICT_SCORES: Mapping[Verdict, float] = {
 }
 
 
-class ClaimsInput(BaseModel):
-    question: str
-    answer_sentences: list[str] = Field(description="The answer, already split into numbered sentences.")
-
-
-class SentenceClaims(BaseModel):
-    sentence_index: int = Field(description="Index into answer_sentences.")
-    claims: list[str] = Field(description="Atomic, self-contained claims of that sentence; no pronouns.")
-
-
-class ClaimsOutput(BaseModel):
-    sentences: list[SentenceClaims]
-
-
 class VerdictsInput(BaseModel):
     question: str
     context: str
@@ -74,35 +58,6 @@ class ClaimVerdict(BaseModel):
 class VerdictsOutput(BaseModel):
     verdicts: list[ClaimVerdict]
 
-
-CLAIMS_TASK: JudgeTask[ClaimsInput, ClaimsOutput] = JudgeTask(
-    name="faithfulness.claims",
-    instruction=(
-        "Break each answer sentence into atomic claims. Every claim must stand on its own: replace pronouns "
-        "with the names they refer to, and use the question to complete fragments (answer 'Delhi' to "
-        "'Where is the head office?' becomes 'The head office is in Delhi.'). Greetings, hedges and "
-        "refusals ('I don't know') carry no claim: return an empty list for them."
-    ),
-    input_model=ClaimsInput,
-    output_model=ClaimsOutput,
-    examples=(
-        (
-            ClaimsInput(
-                question="Who wrote Hamlet and when?",
-                answer_sentences=["Shakespeare wrote it around 1600.", "He was English."],
-            ),
-            ClaimsOutput(
-                sentences=[
-                    SentenceClaims(
-                        sentence_index=0,
-                        claims=["Shakespeare wrote Hamlet.", "Hamlet was written around 1600."],
-                    ),
-                    SentenceClaims(sentence_index=1, claims=["Shakespeare was English."]),
-                ]
-            ),
-        ),
-    ),
-)
 
 VERDICTS_TASK: JudgeTask[VerdictsInput, VerdictsOutput] = JudgeTask(
     name="faithfulness.verdicts",
@@ -180,9 +135,7 @@ class Faithfulness:
             return self._not_applicable(judge, "no retrieved context to check the answer against", Usage())
         usage = Usage()
         try:
-            extracted = await judge.run(
-                CLAIMS_TASK, ClaimsInput(question=record.query, answer_sentences=sentences)
-            )
+            extracted = await analyse_answer(record.query, sentences, judge)
             usage += extracted.usage
             claims = _claims_in_order(extracted.output, len(sentences))
             if not claims:
@@ -256,7 +209,7 @@ class Faithfulness:
         )
 
 
-def _claims_in_order(extracted: ClaimsOutput, sentence_count: int) -> list[tuple[int, str]]:
+def _claims_in_order(extracted: AnswerAnalysis, sentence_count: int) -> list[tuple[int, str]]:
     """(sentence index, claim) pairs in answer order; indices outside the answer are dropped."""
     pairs = [
         (group.sentence_index, claim.strip())

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from tracescore.score._types import MetricResult, MetricStatus, RagRecord
+from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.judges._protocol import Judge
 
 __all__ = ["Metric", "evaluate"]
@@ -26,9 +27,11 @@ class Metric(Protocol):
 
 
 async def evaluate(record: RagRecord, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult]:
-    """Every metric's result for `record`, in `metrics` order. A metric that raises becomes an ERROR result
-    with the exception as its reason: one broken metric never loses the others' scores."""
-    outcomes = await asyncio.gather(*(m.score(record, judge) for m in metrics), return_exceptions=True)
+    """Every metric's result for `record`, in `metrics` order. Metrics share identical judge calls (see
+    SharedCallsJudge). A metric that raises becomes an ERROR result with the exception as its reason: one
+    broken metric never loses the others' scores."""
+    shared = SharedCallsJudge(judge)
+    outcomes = await asyncio.gather(*(m.score(record, shared) for m in metrics), return_exceptions=True)
     results = []
     for metric, outcome in zip(metrics, outcomes, strict=True):
         if isinstance(outcome, BaseException):

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# A separate virtualenv for the RAGAS comparison (benchmarks/judge_cost.py), outside the repo so RAGAS and
+# its LangChain stack never leak into tracescore's own environment. Idempotent: an existing venv with the
+# pinned versions is left as it is. Prints the venv's python on the last line.
+#
+#   bash benchmarks/ragas_env.sh && "$(bash benchmarks/ragas_env.sh | tail -n1)" benchmarks/judge_cost.py
+set -euo pipefail
+
+RAGAS_VERSION="0.4.3"
+LANGCHAIN_OPENAI_VERSION="1.1.0"
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${TRACESCORE_CACHE_DIR:-$HOME/.cache/tracescore}"
+venv="$cache/ragas-venv"
+# The stamp records what was installed: bumping a pin rebuilds, anything else is a no-op.
+stamp="$venv/.tracescore-ragas-$RAGAS_VERSION-lco-$LANGCHAIN_OPENAI_VERSION"
+python="${PYTHON:-python3}"
+
+if [[ -f "$stamp" && -x "$venv/bin/python" ]]; then
+  echo "ragas venv ready: $venv" >&2
+  echo "$venv/bin/python"
+  exit 0
+fi
+
+echo "creating ragas venv at $venv (ragas==$RAGAS_VERSION)" >&2
+mkdir -p "$cache"
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
+"${pip[@]}" install --upgrade pip
+"${pip[@]}" install "ragas==$RAGAS_VERSION" "langchain-openai==$LANGCHAIN_OPENAI_VERSION"
+# Editable, so the benchmark imports JudgeServer and the metrics of this working tree.
+"${pip[@]}" install -e "$repo"
+"$venv/bin/python" -c "import ragas, tracescore.testing.judge_server; print('ragas', ragas.__version__)" >&2
+touch "$stamp"
+echo "$venv/bin/python"

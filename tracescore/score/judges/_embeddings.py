@@ -1,0 +1,53 @@
+"""Embeddings for answer relevancy: any OpenAI-compatible /v1/embeddings endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import openai
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Embedder", "OpenAIEmbedder", "OpenAIEmbedderSettings"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class OpenAIEmbedderSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_EMBEDDINGS_")
+
+    base_url: str | None = None
+    model: str = "text-embedding-3-small"
+    api_key: str | None = None
+    timeout_s: float = 30.0
+    max_retries: int = 3
+
+
+class OpenAIEmbedder:
+    """One request per call, all texts batched. Retries are the openai client's own (429/5xx/timeouts)."""
+
+    def __init__(
+        self, settings: OpenAIEmbedderSettings | None = None, *, client: openai.AsyncOpenAI | None = None
+    ):
+        self.settings = settings or OpenAIEmbedderSettings()
+        self._client = client
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        client = self._client or self._new_client()
+        try:
+            response = await client.embeddings.create(model=self.settings.model, input=list(texts))
+        finally:
+            if self._client is None:
+                await client.close()
+        return [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        s = self.settings
+        # A local endpoint needs no key; the openai client insists on one, so a placeholder is passed.
+        key = s.api_key or (None if s.base_url is None else "unused")
+        return openai.AsyncOpenAI(
+            base_url=s.base_url, api_key=key, timeout=s.timeout_s, max_retries=s.max_retries
+        )

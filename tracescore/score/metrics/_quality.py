@@ -1,0 +1,85 @@
+"""Combined quality: one number (and a letter) from faithfulness, answer relevancy and context relevance.
+
+It calls its sub-metrics itself; under `evaluate()` their judge calls are shared with the same metrics
+requested on their own, so asking for `quality` next to them costs no extra judge call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+
+from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.score.judges._protocol import Judge
+from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
+from tracescore.score.metrics._context_relevance import ContextRelevance
+from tracescore.score.metrics._faithfulness import Faithfulness
+from tracescore.score.metrics._protocol import Metric
+
+__all__ = ["DEFAULT_WEIGHTS", "Quality", "letter_grade"]
+
+DEFAULT_WEIGHTS: Mapping[str, float] = {
+    "faithfulness": 0.4,
+    "answer_relevancy": 0.3,
+    "context_relevance": 0.3,
+}
+_GRADES = ((0.9, "A"), (0.8, "B"), (0.7, "C"), (0.6, "D"))
+
+
+def letter_grade(score: float) -> str:
+    return next((grade for bound, grade in _GRADES if score >= bound), "F")
+
+
+class Quality:
+    name = "quality"
+
+    def __init__(
+        self,
+        metrics: Sequence[Metric] | None = None,
+        *,
+        weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+        threshold: float = 0.5,
+    ) -> None:
+        self._metrics = tuple(metrics or (Faithfulness(), AnswerRelevancy(), ContextRelevance()))
+        missing = [m.name for m in self._metrics if weights.get(m.name, 0) <= 0]
+        if missing:
+            raise ValueError(f"no positive weight for sub-metric(s) {', '.join(missing)}")
+        self._weights = dict(weights)
+        self.threshold = threshold
+
+    async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
+        results = await asyncio.gather(*(m.score(record, judge) for m in self._metrics))
+        usage = sum((r.usage for r in results), Usage())
+        scored = {r.metric: r.score for r in results if r.score is not None}
+        unscored = {r.metric: f"{r.status.value}: {r.reason}" for r in results if r.score is None}
+        components = {r.metric: r.score for r in results}
+        if not scored:
+            return MetricResult(
+                metric=self.name,
+                score=None,
+                status=MetricStatus.NOT_APPLICABLE,
+                judge=judge.name,
+                usage=usage,
+                reason="no sub-metric could be scored: " + "; ".join(f"{k} {v}" for k, v in unscored.items()),
+                details={"components": components},
+            )
+        # Weights are renormalised over the sub-metrics that scored; the missing ones are named in details.
+        total = sum(self._weights[name] for name in scored)
+        weighted = sum(self._weights[name] * score for name, score in scored.items()) / total
+        harmonic = 0.0 if min(scored.values()) == 0 else len(scored) / sum(1 / s for s in scored.values())
+        return MetricResult(
+            metric=self.name,
+            score=weighted,
+            label=letter_grade(weighted),
+            judge=judge.name,
+            usage=usage,
+            details={
+                "components": components,
+                "weights": {name: self._weights[name] for name in components},
+                "weighted_mean": weighted,
+                "harmonic_mean": harmonic,
+                "minimum": min(scored.values()),
+                "grade": letter_grade(weighted),
+                "unscored": unscored,
+            },
+        )
