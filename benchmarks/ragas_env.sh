@@ -6,14 +6,22 @@
 #   bash benchmarks/ragas_env.sh && "$(bash benchmarks/ragas_env.sh | tail -n1)" benchmarks/judge_cost.py
 set -euo pipefail
 
+# ragas pins none of its dependencies; these are the versions it was benchmarked with. langchain-community
+# 0.4.2 dropped chat_models.vertexai, which ragas 0.4.3 imports at start-up, hence the explicit pin.
 RAGAS_VERSION="0.4.3"
-LANGCHAIN_OPENAI_VERSION="1.1.0"
+PINS=(
+  "ragas==$RAGAS_VERSION"
+  "instructor==1.17.0"
+  "openai==2.54.0"
+  "langchain-community==0.4.1"
+  "langchain-openai==1.1.9"
+)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${TRACESCORE_CACHE_DIR:-$HOME/.cache/tracescore}"
 venv="$cache/ragas-venv"
 # The stamp records what was installed: bumping a pin rebuilds, anything else is a no-op.
-stamp="$venv/.tracescore-ragas-$RAGAS_VERSION-lco-$LANGCHAIN_OPENAI_VERSION"
+stamp="$venv/.tracescore-pins-$(printf '%s ' "${PINS[@]}" | cksum | cut -d' ' -f1)"
 python="${PYTHON:-python3}"
 
 if [[ -f "$stamp" && -x "$venv/bin/python" ]]; then
@@ -28,7 +36,7 @@ rm -rf "$venv"
 "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
 "${pip[@]}" install --upgrade pip
-"${pip[@]}" install "ragas==$RAGAS_VERSION" "langchain-openai==$LANGCHAIN_OPENAI_VERSION"
+"${pip[@]}" install "${PINS[@]}"
 # Editable, so the benchmark imports JudgeServer and the metrics of this working tree.
 "${pip[@]}" install -e "$repo"
 "$venv/bin/python" -c "import ragas, tracescore.testing.judge_server; print('ragas', ragas.__version__)" >&2

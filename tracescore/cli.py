@@ -27,7 +27,17 @@ _judge_options = [
         "--base-url", default=None, help="OpenAI-compatible base URL (env TRACESCORE_JUDGE_BASE_URL)."
     ),
     click.option(
-        "--metrics", default="faithfulness", show_default=True, help="Comma-separated metric names."
+        "--metrics",
+        default="faithfulness",
+        show_default=True,
+        help="Comma-separated metric names: faithfulness, answer_relevancy, context_relevance, quality, "
+        "distinct_2, names from --metric-config, installed plugins or package.module:attr paths.",
+    ),
+    click.option(
+        "--metric-config",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help="TOML file declaring custom metrics ([[metric]] tables).",
     ),
 ]
 
@@ -103,6 +113,7 @@ def consume(
     model: str | None,
     base_url: str | None,
     metrics: str,
+    metric_config: Path | None,
 ) -> None:
     """Score RAG spans from Kafka as a member of a consumer group."""
     from tracescore.alert import LogNotifier, RollingScoreAlerter
@@ -124,7 +135,7 @@ def consume(
     consumer = EvaluationConsumer(
         settings,
         judge=_or_usage_error(make_judge, judge, model=model, base_url=base_url),
-        metrics=_or_usage_error(make_metrics, _names(metrics)),
+        metrics=_or_usage_error(make_metrics, _names(metrics), metric_config),
         sampler=RatioSampler(sample_ratio),
         on_evaluation=alerter.observe,
     )
@@ -180,13 +191,14 @@ def score(
     model: str | None,
     base_url: str | None,
     metrics: str,
+    metric_config: Path | None,
 ) -> None:
     """Score a JSONL or CSV file of {id, query, contexts, answer} records; one output line per input line."""
     from tracescore.score._batch import score_file
     from tracescore.score._factory import make_judge, make_metrics
 
     the_judge = _or_usage_error(make_judge, judge, model=model, base_url=base_url)
-    the_metrics = _or_usage_error(make_metrics, _names(metrics))
+    the_metrics = _or_usage_error(make_metrics, _names(metrics), metric_config)
     collector = None
     if report_path:
         from tracescore.score._report import ReportCollector

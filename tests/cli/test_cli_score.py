@@ -79,3 +79,27 @@ def test_csv_input(tmp_path: Path) -> None:
 def test_unknown_metric_is_a_usage_error(tmp_path: Path) -> None:
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--metrics", "faithfulness,nonsense")
     assert code == 2 and "unknown metric" in output and "nonsense" in output
+
+
+def test_openai_judge_with_all_three_metrics_costs_three_calls_per_record(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from tracescore.testing.judge_server import JudgeServer
+
+    monkeypatch.setenv("TRACESCORE_JUDGE_API_KEY", "test-key")
+    with JudgeServer() as server:
+        rows, output, code = _run(
+            tmp_path,
+            [json.dumps(GOOD), json.dumps({**GOOD, "id": "b"})],
+            "--judge", "openai", "--model", "judge-test", "--base-url", server.base_url,
+            "--metrics", "faithfulness,answer_relevancy,context_relevance,quality",
+        )  # fmt: skip
+        chat_requests = server.stats.chat_requests
+    assert code == 0, output
+    assert [r["id"] for r in rows] == ["a", "b"]
+    for row in rows:
+        for metric in ("faithfulness", "answer_relevancy", "context_relevance", "quality"):
+            assert row[metric] is not None, (metric, row["reason"])
+            assert row["results"][metric]["judge"] == "openai:judge-test"
+        assert sum(r["usage"]["calls"] for r in row["results"].values()) == 3
+    assert chat_requests == 6

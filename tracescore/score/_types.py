@@ -59,3 +59,5 @@ class MetricResult(BaseModel):
     judge: str
     details: dict[str, Any] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
+    # Caveats on a valid score, e.g. a 100k-character context trimmed before judging.
+    warnings: list[str] = Field(default_factory=list)

@@ -41,7 +41,8 @@ class SharedCallsJudge:
         if shared is not None:
             # Errors are shared too: a failed call is not retried by the next metric (the judge already
             # retried); each metric reports the same cause.
-            return Judgement(output=(await asyncio.shield(shared)).output, usage=Usage())
+            first = await asyncio.shield(shared)
+            return Judgement(output=first.output, usage=Usage(), warnings=first.warnings)
         future: asyncio.Future[Judgement[Any]] = asyncio.get_running_loop().create_future()
         self._calls[key] = future
         try:

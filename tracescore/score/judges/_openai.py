@@ -185,7 +185,10 @@ class OpenAIJudge:
                     raise JudgeError(f"invalid judge output after one repair: {still_bad.problem}") from None
         except JudgeError as exc:
             raise JudgeError(exc.cause, usage=spent.usage) from exc.__cause__
-        return OpenAIJudgement(output=output, usage=spent.usage, trimmed=trimmed)
+        warnings = tuple(
+            f"judge input {t.path} trimmed from {t.original_chars} to {t.kept_chars} chars" for t in trimmed
+        )
+        return OpenAIJudgement(output=output, usage=spent.usage, warnings=warnings, trimmed=trimmed)
 
     # -- one completion: fallback, retries, refusals ----------------------------------------------------
     async def _complete(

@@ -35,6 +35,8 @@ class JudgeTask(Generic[InT, OutT]):
 class Judgement(Generic[OutT]):
     output: OutT
     usage: Usage
+    # What the caller should know about how the output was obtained (e.g. an input trimmed to fit).
+    warnings: tuple[str, ...] = ()
 
 
 class JudgeError(Exception):

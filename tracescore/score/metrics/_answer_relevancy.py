@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from tracescore.score._segment import split_sentences
 from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges._embeddings import Embedder
-from tracescore.score.judges._protocol import Judge, JudgeError
-from tracescore.score.metrics._analysis import analyse_answer
+from tracescore.score.judges._protocol import Judge, JudgeError, Judgement
+from tracescore.score.metrics._analysis import AnswerAnalysis, analyse_answer
 
 __all__ = ["AnswerRelevancy", "cosine"]
 
@@ -43,6 +43,13 @@ class AnswerRelevancy:
             analysed = await analyse_answer(record.query, sentences, judge)
         except JudgeError as exc:
             return self._result(judge, None, exc.usage, status=MetricStatus.ERROR, reason=exc.cause)
+        result = await self._from_analysis(record, analysed, judge)
+        result.warnings.extend(analysed.warnings)
+        return result
+
+    async def _from_analysis(
+        self, record: RagRecord, analysed: Judgement[AnswerAnalysis], judge: Judge
+    ) -> MetricResult:
         analysis = analysed.output
         details: dict[str, object] = {
             "noncommittal": analysis.noncommittal,

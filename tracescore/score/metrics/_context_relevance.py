@@ -100,9 +100,11 @@ class ContextRelevance:
         by_index = {r.chunk_index: r for r in judged.output.ratings}
         # A chunk the judge did not rate counts as irrelevant rather than vanishing from the mean.
         ratings = [by_index[i].rating if i in by_index else 0 for i in range(len(chunks))]
-        return self.result_from(
+        result = self.result_from(
             ratings, [by_index.get(i) for i in range(len(chunks))], judge.name, judged.usage
         )
+        result.warnings.extend(judged.warnings)
+        return result
 
     def result_from(
         self, ratings: list[int], rated: list[ChunkRating | None], judge_name: str, usage: Usage

@@ -158,7 +158,9 @@ class Faithfulness:
                 judge=judge.name,
                 usage=usage + exc.usage,
             )
-        return self._result(claims, sentences, judged.output, judge.name, usage)
+        result = self._result(claims, sentences, judged.output, judge.name, usage)
+        result.warnings.extend(dict.fromkeys(extracted.warnings + judged.warnings))
+        return result
 
     def _result(
         self,

@@ -73,6 +73,7 @@ class Quality:
             label=letter_grade(weighted),
             judge=judge.name,
             usage=usage,
+            warnings=list(dict.fromkeys(w for r in results for w in r.warnings)),
             details={
                 "components": components,
                 "weights": {name: self._weights[name] for name in components},
