@@ -96,6 +96,13 @@ def main(verbose: bool) -> None:
     help="Alert when rolling faithfulness of a (service, route) drops below this.",
 )
 @click.option("--alert-window", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--otlp-metrics-endpoint",
+    envvar="TRACESCORE_OTLP_METRICS_ENDPOINT",
+    default=None,
+    help="Send the consumer's OTel metrics (score histograms, counts) over OTLP/HTTP, "
+    "e.g. http://127.0.0.1:4318/v1/metrics.",
+)
 @_with_judge_options
 def consume(
     bootstrap_servers: str,
@@ -109,6 +116,7 @@ def consume(
     idle_timeout: float | None,
     alert_threshold: float,
     alert_window: int,
+    otlp_metrics_endpoint: str | None,
     judge: str,
     model: str | None,
     base_url: str | None,
@@ -118,6 +126,7 @@ def consume(
     """Score RAG spans from Kafka as a member of a consumer group."""
     from tracescore.alert import LogNotifier, RollingScoreAlerter
     from tracescore.consume import ConsumerSettings, EvaluationConsumer, OutputNotAcknowledged
+    from tracescore.emit import EvaluationMetrics
     from tracescore.sample import RatioSampler
     from tracescore.score._factory import make_judge, make_metrics
 
@@ -131,6 +140,7 @@ def consume(
         max_records=max_records,
         idle_timeout_s=idle_timeout,
     )
+    meter_provider = _meter_provider(otlp_metrics_endpoint)
     alerter = RollingScoreAlerter([LogNotifier()], threshold=alert_threshold, window=alert_window)
     consumer = EvaluationConsumer(
         settings,
@@ -138,6 +148,7 @@ def consume(
         metrics=_or_usage_error(make_metrics, _names(metrics), metric_config),
         sampler=RatioSampler(sample_ratio),
         on_evaluation=alerter.observe,
+        metrics_out=EvaluationMetrics(meter_provider.get_meter("tracescore.consumer", __version__)),
     )
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: consumer.stop())
@@ -145,6 +156,8 @@ def consume(
         stats = consumer.run()
     except OutputNotAcknowledged as exc:
         raise click.ClickException(str(exc)) from exc
+    finally:
+        meter_provider.shutdown()  # exports what was recorded since the last interval
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
         f"messages={stats.messages} spans={stats.spans} rag_spans={stats.rag_spans} scored={stats.scored} "
@@ -227,6 +240,21 @@ def score(
         html = render_report(collector, threshold=threshold, title=f"tracescore report: {input_path.name}")
         report_path.write_text(html, encoding="utf-8")
         click.echo(f"report: {report_path}", err=True)
+
+
+def _meter_provider(otlp_endpoint: str | None) -> Any:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+    readers = []
+    if otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=otlp_endpoint)))
+    return MeterProvider(
+        metric_readers=readers, resource=Resource.create({SERVICE_NAME: "tracescore-consumer"})
+    )
 
 
 def _names(csv_names: str) -> list[str]:

@@ -8,6 +8,8 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka_helpers import assert_all_committed, committed, produce, read_all, run_instrumented_app
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tracescore.consume import (
     ConsumerSettings,
@@ -16,7 +18,7 @@ from tracescore.consume import (
     classify,
     decode_message,
 )
-from tracescore.emit import EvaluationRecord
+from tracescore.emit import EvaluationMetrics, EvaluationRecord
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 
@@ -40,7 +42,7 @@ ANSWERS = {
 
 
 def _consumer(
-    bootstrap: str, prefix: str, **overrides: object
+    bootstrap: str, prefix: str, *, metrics_out: EvaluationMetrics | None = None, **overrides: object
 ) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
     seen: list[EvaluationRecord] = []
     config: dict[str, object] = {
@@ -53,7 +55,11 @@ def _consumer(
     }
     settings = ConsumerSettings.model_validate({**config, **overrides})
     consumer = EvaluationConsumer(
-        settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
+        settings,
+        judge=OfflineJudge(),
+        metrics=[Faithfulness()],
+        on_evaluation=seen.append,
+        metrics_out=metrics_out,
     )
     return consumer, seen
 
@@ -120,10 +126,22 @@ def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(bootstrap: str, 
         good("capital of France?", ["Paris is the capital of France."])
         """,
     )
-    consumer, seen = _consumer(bootstrap, topic_prefix)
+    reader = InMemoryMetricReader()
+    metrics_out = EvaluationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    consumer, seen = _consumer(bootstrap, topic_prefix, metrics_out=metrics_out)
 
     stats = consumer.run()
 
+    counted = {
+        (m.name, tuple(sorted(p.attributes.items()))): p.value
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name != "tracescore.evaluation.score"
+        for p in m.data.data_points
+    }
+    assert counted[("tracescore.messages.dead_lettered", ())] == 2
+    assert counted[("tracescore.spans.skipped", (("reason", "empty_context"),))] == 1
     assert stats.dead_letters == 2
     assert stats.skipped["missing_answer"] == 1 and stats.skipped["empty_context"] == 1
     assert stats.scored == 1 and [r.score for r in seen] == [1.0]

@@ -22,7 +22,7 @@ from kafka.structs import OffsetAndMetadata
 
 from tracescore.consume._decode import NotOtlp, RagSpan, Skip, classify, decode_message
 from tracescore.consume._settings import ConsumerSettings
-from tracescore.emit import EvaluationRecord, evaluation_record, evaluation_span
+from tracescore.emit import EvaluationMetrics, EvaluationRecord, evaluation_record, evaluation_span
 from tracescore.export import encode_trace_messages
 from tracescore.sample import AlwaysSample, Sampler
 from tracescore.score import MetricResult
@@ -81,6 +81,7 @@ class EvaluationConsumer:
         metrics: Sequence[Metric],
         sampler: Sampler | None = None,
         on_evaluation: Callable[[EvaluationRecord], None] | None = None,
+        metrics_out: EvaluationMetrics | None = None,
         consumer: KafkaConsumer | None = None,
         producer: KafkaProducer | None = None,
     ) -> None:
@@ -90,6 +91,7 @@ class EvaluationConsumer:
         self._metrics = tuple(metrics)
         self._sampler = sampler or AlwaysSample()
         self._on_evaluation = on_evaluation
+        self._metrics_out = metrics_out or EvaluationMetrics()
         self._consumer = consumer or KafkaConsumer(
             bootstrap_servers=settings.bootstrap_servers,
             group_id=settings.group_id,
@@ -157,8 +159,9 @@ class EvaluationConsumer:
         for message in batch:
             tp = TopicPartition(message.topic, message.partition)
             self._stored[tp] = OffsetAndMetadata(message.offset + 1, "", -1)
-        if self._on_evaluation is not None:
-            for record in records:
+        for record in records:
+            self._metrics_out.evaluated(record)
+            if self._on_evaluation is not None:
                 self._on_evaluation(record)
 
     def commit_stored(self) -> None:
@@ -191,6 +194,7 @@ class EvaluationConsumer:
 
     def _dead_letter(self, message: ConsumerRecord, error: NotOtlp) -> Any:
         self.stats.dead_letters += 1
+        self._metrics_out.dead_lettered()
         _log.warning(
             "dead-lettered %s[%d]@%d to %s: %s",
             message.topic,
@@ -210,6 +214,7 @@ class EvaluationConsumer:
 
     def _skip(self, skip: Skip) -> None:
         self.stats.skipped[skip.reason] += 1
+        self._metrics_out.skipped(skip.reason)
         if not skip.expected:
             _log.warning("skipped (%s): %s", skip.reason, skip.detail)
 

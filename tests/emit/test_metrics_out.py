@@ -1,0 +1,57 @@
+"""The consumer's OTel metrics: what an operator graphs and alerts on."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from tracescore.emit import EvaluationMetrics, EvaluationRecord
+from tracescore.score import MetricStatus, Usage
+
+
+def _record(score: float | None, status: MetricStatus = MetricStatus.OK) -> EvaluationRecord:
+    return EvaluationRecord(
+        trace_id="0" * 31 + "1", span_id="0" * 15 + "1", service_name="bot", route="/billing",
+        metric="faithfulness", score=score, label=None, status=status, judge="openai:m",
+        timestamp=datetime.now(UTC), usage=Usage(calls=2, prompt_tokens=100, completion_tokens=20),
+    )  # fmt: skip
+
+
+def _points(reader: InMemoryMetricReader) -> dict[str, list]:
+    data = reader.get_metrics_data()
+    return {
+        metric.name: list(metric.data.data_points)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+    }
+
+
+def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> None:
+    reader = InMemoryMetricReader()
+    out = EvaluationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+
+    out.evaluated(_record(0.2))
+    out.evaluated(_record(0.9))
+    out.evaluated(_record(None, MetricStatus.ERROR))
+    out.skipped("empty_context")
+    out.dead_lettered()
+
+    points = _points(reader)
+    (histogram,) = points["tracescore.evaluation.score"]
+    assert histogram.count == 2 and histogram.sum == 1.1
+    assert histogram.attributes == {
+        "service.name": "bot",
+        "tracescore.route": "/billing",
+        "metric": "faithfulness",
+    }
+    by_status = {p.attributes["status"]: p.value for p in points["tracescore.evaluations"]}
+    assert by_status == {"ok": 2, "error": 1}
+    tokens = {p.attributes["type"]: p.value for p in points["tracescore.judge.tokens"]}
+    assert tokens == {"input": 300, "output": 60}
+    assert [(p.attributes, p.value) for p in points["tracescore.spans.skipped"]] == [
+        ({"reason": "empty_context"}, 1)
+    ]
+    assert points["tracescore.messages.dead_lettered"][0].value == 1
