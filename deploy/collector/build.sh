@@ -13,11 +13,11 @@
 # A warm run (the binary for this manifest exists) prints its path and exits at once. Editing the
 # manifest (anything but comments) builds a new binary next to the old one.
 #
-# Needs Go (the 0.161.0 components require go >= 1.26.0) and access to the Go module proxy.
+# Needs Go (the 0.158.0 components require go >= 1.25.0) and access to the Go module proxy.
 # The build runs under `nice`/`ionice`: the machine is shared.
 set -euo pipefail
 
-OTELCOL_VERSION="0.161.0"
+OTELCOL_VERSION="0.158.0"
 BINARY_NAME="otelcol-tracescore"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -281,6 +281,9 @@ def default_responder(body: dict[str, Any]) -> dict[str, Any]:
     if task.endswith("verdicts"):
         supported = {"verdict": "FULLY_SUPPORTED", "reason": "Stated in the context.", "evidence": ""}
         return {"verdicts": [{"claim_index": i, **supported} for i, _ in enumerate(data.get("claims", []))]}
+    if task.endswith("relevance"):
+        relevant = {"rating": 2, "reason": "On the question."}
+        return {"ratings": [{"chunk_index": i, **relevant} for i, _ in enumerate(data.get("chunks", []))]}
     fmt = body.get("response_format") or {}
     schema = (fmt.get("json_schema") or {}).get("schema") if isinstance(fmt, dict) else None
     example = _instance_of(schema) if isinstance(schema, dict) else {}

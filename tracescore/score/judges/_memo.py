@@ -12,7 +12,7 @@ import asyncio
 from typing import Any
 
 from tracescore.score._types import Usage
-from tracescore.score.judges._protocol import Judge, Judgement, JudgeTask
+from tracescore.score.judges._protocol import Judge, JudgeError, Judgement, JudgeTask
 
 __all__ = ["SharedCallsJudge"]
 
@@ -41,7 +41,11 @@ class SharedCallsJudge:
         if shared is not None:
             # Errors are shared too: a failed call is not retried by the next metric (the judge already
             # retried); each metric reports the same cause.
-            first = await asyncio.shield(shared)
+            try:
+                first = await asyncio.shield(shared)
+            except JudgeError as exc:
+                # Same cause, but the spend was charged to the first caller already.
+                raise JudgeError(exc.cause) from exc
             return Judgement(output=first.output, usage=Usage(), warnings=first.warnings)
         future: asyncio.Future[Judgement[Any]] = asyncio.get_running_loop().create_future()
         self._calls[key] = future

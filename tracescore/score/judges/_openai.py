@@ -11,7 +11,7 @@ import asyncio
 import logging
 import re
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -36,6 +36,9 @@ from tracescore.score.judges._prompt import (
     schema_name,
 )
 from tracescore.score.judges._protocol import InT, JudgeError, Judgement, JudgeTask, OutT
+
+# Builds the messages; the flag says whether the output schema must be spelled out in the prompt.
+_Prompt = Callable[[bool], list[dict[str, str]]]
 
 __all__ = ["OpenAIJudge", "OpenAIJudgeSettings", "OpenAIJudgement", "TrimmedField"]
 
@@ -169,16 +172,18 @@ class OpenAIJudge:
                 self.settings.max_context_chars,
                 ", ".join(f"{t.path} {t.original_chars}->{t.kept_chars}" for t in trimmed),
             )
-        messages = render_messages(task, payload)
+
+        def prompt(with_schema: bool) -> list[dict[str, str]]:
+            return render_messages(task, payload, schema_in_prompt=with_schema)
+
         try:
-            content = await self._complete(task, messages, spent)
+            content = await self._complete(task, prompt, spent)
             try:
                 output = _parse(task, content)
             except _InvalidReply as bad:
                 # One repair round: the model sees its own reply and what is wrong with it.
-                content = await self._complete(
-                    task, messages + repair_message(bad.content, bad.problem), spent
-                )
+                turns = repair_message(bad.content, bad.problem)
+                content = await self._complete(task, lambda with_schema: prompt(with_schema) + turns, spent)
                 try:
                     output = _parse(task, content)
                 except _InvalidReply as still_bad:
@@ -191,9 +196,7 @@ class OpenAIJudge:
         return OpenAIJudgement(output=output, usage=spent.usage, warnings=warnings, trimmed=trimmed)
 
     # -- one completion: fallback, retries, refusals ----------------------------------------------------
-    async def _complete(
-        self, task: JudgeTask[Any, Any], messages: list[dict[str, str]], spent: _Spent
-    ) -> _Reply:
+    async def _complete(self, task: JudgeTask[Any, Any], messages: _Prompt, spent: _Spent) -> _Reply:
         use_schema = not self._json_object_only
         try:
             return await self._with_retries(task, messages, spent, use_schema=use_schema)
@@ -208,7 +211,7 @@ class OpenAIJudge:
             raise JudgeError(_describe(exc, 1)) from exc
 
     async def _with_retries(
-        self, task: JudgeTask[Any, Any], messages: list[dict[str, str]], spent: _Spent, *, use_schema: bool
+        self, task: JudgeTask[Any, Any], messages: _Prompt, spent: _Spent, *, use_schema: bool
     ) -> _Reply:
         attempts = 0
         retrying = AsyncRetrying(
@@ -229,7 +232,7 @@ class OpenAIJudge:
         raise AssertionError("unreachable: tenacity either returns or re-raises")
 
     async def _call(
-        self, task: JudgeTask[Any, Any], messages: list[dict[str, str]], spent: _Spent, *, use_schema: bool
+        self, task: JudgeTask[Any, Any], messages: _Prompt, spent: _Spent, *, use_schema: bool
     ) -> _Reply:
         state = await self._state()
         if use_schema:
@@ -244,7 +247,9 @@ class OpenAIJudge:
             try:
                 response = await state.client.chat.completions.create(
                     model=self.settings.model,
-                    messages=messages,  # type: ignore[arg-type]
+                    # With json_schema the schema travels in response_format (and the server enforces
+                    # it), so the prompt need not repeat it; json_object mode carries it in the prompt.
+                    messages=messages(not use_schema),  # type: ignore[arg-type]
                     temperature=self.settings.temperature,
                     response_format=fmt,
                     timeout=self.settings.timeout_s,

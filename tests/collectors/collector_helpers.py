@@ -1,0 +1,129 @@
+"""Running the real OpenTelemetry Collector in tests: free loopback ports and a managed process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.consumer.fetcher import ConsumerRecord
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "deploy" / "collector" / "build.sh"
+COLLECTORS = REPO / "collectors"
+# A cold build (Go modules and compilation) takes minutes on two cores; warm runs return at once.
+BUILD_TIMEOUT_S = 45 * 60
+READY_LINE = "Everything is ready. Begin running and processing data."
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class CollectorProcess:
+    """One `otelcol --config ...` process on loopback ports. A context manager: on exit it is terminated
+    (SIGTERM lets the Collector drain its queues), waited for, and killed if it hangs."""
+
+    def __init__(self, binary: Path, configs: Sequence[Path], env: Mapping[str, str], log_path: Path) -> None:
+        self.binary = binary
+        self.configs = list(configs)
+        self.env = {**os.environ, **env}
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60.0) -> CollectorProcess:
+        args = [str(self.binary)]
+        for config in self.configs:
+            args += ["--config", str(config)]
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.log_path.parent
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"the Collector exited with {self.process.returncode} at startup:\n{self.log()}"
+                )
+            if READY_LINE in self.log():
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"the Collector was not ready after {timeout_s:.0f}s:\n{self.log()}")
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def __enter__(self) -> CollectorProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1) for name in names])
+    finally:
+        admin.close()
+
+
+def read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[ConsumerRecord]:
+    """Every message on `topic`, read without a consumer group."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(consumer.position(tp) < end[tp] for tp in tps):
+            for batch in consumer.poll(timeout_ms=200).values():
+                records.extend(batch)
+        return records
+    finally:
+        consumer.close()
+
+
+def wait_for_messages(
+    bootstrap: str, topic: str, count: int, timeout_s: float = 60.0
+) -> list[ConsumerRecord]:
+    """Read `topic` until it holds at least `count` messages."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = read_all(bootstrap, topic)
+        if len(records) >= count or time.monotonic() > deadline:
+            return records
+        time.sleep(0.5)
