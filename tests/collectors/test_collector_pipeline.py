@@ -39,8 +39,14 @@ from google.protobuf.json_format import MessageToDict
 from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracescore.consume import ConsumerSettings, ConsumerStats, EvaluationConsumer, classify, decode_message
-from tracescore.consume._decode import RagSpan
+from tracescore.consume import (
+    ConsumerSettings,
+    ConsumerStats,
+    EvaluationConsumer,
+    RagSpan,
+    classify,
+    decode_message,
+)
 from tracescore.emit import EvaluationRecord
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness
