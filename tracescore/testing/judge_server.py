@@ -201,9 +201,13 @@ class JudgeServer:
             stats.embedding_requests += path.endswith("/embeddings")
             stats.max_in_flight = max(stats.max_in_flight, state.in_flight)
 
-    def _leave(self, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+    def _leave(self) -> None:
         with self._lock:
             self._state.in_flight -= 1
+
+    def _count_tokens(self, prompt_tokens: int, completion_tokens: int) -> None:
+        # Counted before the reply is sent, so a client reading stats after its reply sees its own tokens.
+        with self._lock:
             self._state.stats.prompt_tokens += prompt_tokens
             self._state.stats.completion_tokens += completion_tokens
 
@@ -343,24 +347,21 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, _error(f"no route POST {self.path}", "not_found"))
 
-    def _guarded(
-        self, path: str, body: dict[str, Any], handle: Callable[[dict[str, Any]], tuple[int, int]]
-    ) -> None:
+    def _guarded(self, path: str, body: dict[str, Any], handle: Callable[[dict[str, Any]], None]) -> None:
         self.server_ref._enter("POST", path, body)
-        tokens = (0, 0)
         try:
-            tokens = handle(body)  # (prompt, completion) tokens
+            handle(body)
         finally:
-            self.server_ref._leave(*tokens)
+            self.server_ref._leave()
 
-    def _chat(self, body: dict[str, Any]) -> tuple[int, int]:
+    def _chat(self, body: dict[str, Any]) -> None:
         server = self.server_ref
         fault = server._next_fault(body)
         if fault in _ERROR_REPLIES:
             status, message, kind, param = _ERROR_REPLIES[fault]
             headers = {"retry-after": f"{server.retry_after_s:g}"} if status == 429 else None
             self._send(status, _error(message, kind, param=param), headers)
-            return 0, 0
+            return
         server._sleep(server.timeout_sleep_s if fault is Fault.TIMEOUT else server.latency_s)
         content: str | None
         refusal: str | None = None
@@ -388,10 +389,10 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": {**usage, "total_tokens": prompt_tokens + completion_tokens},
         }
+        server._count_tokens(prompt_tokens, completion_tokens)
         self._send(200, reply)
-        return prompt_tokens, completion_tokens
 
-    def _embeddings(self, body: dict[str, Any]) -> tuple[int, int]:
+    def _embeddings(self, body: dict[str, Any]) -> None:
         server = self.server_ref
         inputs = body.get("input", [])
         texts = [inputs] if isinstance(inputs, str) else list(inputs)
@@ -399,7 +400,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(
                 400, _error("only string inputs are supported", "invalid_request_error", param="input")
             )
-            return 0, 0
+            return
         dim = int(body.get("dimensions") or server.embedding_dim)
         as_base64 = body.get("encoding_format") == "base64"
         data = []
@@ -410,10 +411,10 @@ class _Handler(BaseHTTPRequestHandler):
             data.append({"object": "embedding", "index": index, "embedding": vector})
         tokens = sum(estimate_tokens(t) for t in texts)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        server._count_tokens(tokens, 0)
         self._send(
             200, {"object": "list", "data": data, "model": body.get("model", server.model), "usage": usage}
         )
-        return tokens, 0
 
     def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         raw = json.dumps(payload).encode()

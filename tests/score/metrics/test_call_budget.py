@@ -301,3 +301,20 @@ async def test_each_evaluate_gets_its_own_shared_judge() -> None:
     assert [c["claim"] for c in first[0].details["claims"]] == [RECORD.query]
     assert [c["claim"] for c in second[0].details["claims"]] == [OTHER.query]
     assert [c["claim"] for c in again[0].details["claims"]] == [RECORD.query]
+
+
+async def test_a_cancelled_first_caller_does_not_cancel_the_waiters() -> None:
+    inner = GatedJudge()
+    shared = SharedCallsJudge(inner)
+    first = asyncio.create_task(shared.run(ANALYSIS_TASK, _analysis_input()))
+    await _settle()
+    waiter = asyncio.create_task(shared.run(ANALYSIS_TASK, _analysis_input()))
+    await _settle()
+    first.cancel()
+    await _settle()
+    inner.gate.set()
+    judgement = await waiter
+    assert judgement.output.sentences, "the waiter made the call itself"
+    assert len(inner.calls) == 2
+    # A later ask in the same record is answered from the waiter's call, not with a CancelledError.
+    assert (await shared.run(ANALYSIS_TASK, _analysis_input())).usage == Usage()

@@ -172,3 +172,9 @@ def test_decay_of_one_is_allowed() -> None:
 async def test_a_custom_threshold_decides_the_label() -> None:
     result = await score([2, 2, 0], ContextRelevance(threshold=0.8))
     assert result.score == pytest.approx(2 / 3) and result.label == "not_relevant"
+
+
+@pytest.mark.parametrize("k", [0, -1])
+def test_k_below_one_is_rejected(k: int) -> None:
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        ContextRelevance(k=k)

@@ -201,3 +201,25 @@ async def test_the_default_sub_metrics_are_the_three_builtins() -> None:
     result = await Quality().score(RECORD, OfflineJudge())
     assert list(result.details["components"]) == ["faithfulness", "answer_relevancy", "context_relevance"]
     assert result.usage == Usage()
+
+
+async def test_a_sub_metric_that_raises_leaves_the_others_scored() -> None:
+    class Broken(Fixed):
+        async def score(self, record: RagRecord, judge: object) -> MetricResult:
+            raise RuntimeError("boom")
+
+    subs = [Broken("faithfulness", 1.0), Fixed("answer_relevancy", 0.8), Fixed("context_relevance", 0.6)]
+    result = await quality(subs)
+    assert result.score == pytest.approx((0.3 * 0.8 + 0.3 * 0.6) / 0.6)
+    assert "boom" in result.details["unscored"]["faithfulness"]
+
+
+async def test_weights_follow_the_sub_metric_name_even_if_its_result_says_otherwise() -> None:
+    class Renamed(Fixed):
+        async def score(self, record: RagRecord, judge: object) -> MetricResult:
+            result = await super().score(record, judge)
+            return result.model_copy(update={"metric": "something_else"})
+
+    subs = [Renamed("faithfulness", 1.0), Fixed("answer_relevancy", 0.0), Fixed("context_relevance", 0.0)]
+    result = await quality(subs)
+    assert result.score == pytest.approx(0.4)

@@ -46,11 +46,21 @@ class SharedCallsJudge:
             except JudgeError as exc:
                 # Same cause, but the spend was charged to the first caller already.
                 raise JudgeError(exc.cause) from exc
+            except asyncio.CancelledError:
+                if not shared.cancelled():
+                    raise  # this waiter itself was cancelled
+                # The caller that was making the call was cancelled, not us: make it ourselves.
+                return await self.run(task, data)
             return Judgement(output=first.output, usage=Usage(), warnings=first.warnings)
         future: asyncio.Future[Judgement[Any]] = asyncio.get_running_loop().create_future()
         self._calls[key] = future
         try:
             result = await self._judge.run(task, data)
+        except asyncio.CancelledError:
+            # Forget the call so the next ask makes it again instead of inheriting our cancellation.
+            del self._calls[key]
+            future.cancel()
+            raise
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # mark retrieved: nobody else may be waiting

@@ -34,7 +34,7 @@ def rate_answer(question: str, answer: str) -> tuple[int, str]:
             return 3, f"A short answer, but {expected_miss}."
         return 5, "A short, direct answer to the question."
     coverage = len(asked & given) / len(asked) if asked else 1.0
-    rating = 2 + min(3, round(coverage / 0.5 * 3))
+    rating = 1 + min(4, round(coverage / 0.5 * 4))  # half the question's words or more: fully on topic
     if expected_miss:
         rating -= 1
     reason = f"Shares {len(asked & given)} of the question's {len(asked)} content words"

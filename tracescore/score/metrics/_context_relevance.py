@@ -70,6 +70,8 @@ class ContextRelevance:
     def __init__(self, *, k: int | None = None, decay: float = 0.9, threshold: float = 0.5) -> None:
         if not 0 < decay <= 1:
             raise ValueError(f"decay must be within (0, 1], got {decay}")
+        if k is not None and k < 1:
+            raise ValueError(f"k must be at least 1 (or None for all chunks), got {k}")
         self.k = k
         self.decay = decay
         self.threshold = threshold
@@ -112,7 +114,7 @@ class ContextRelevance:
         scores = [r / 2 for r in ratings]
         weights = [self.decay**i for i in range(len(scores))]
         k = min(self.k or len(scores), len(scores))
-        relevant = [s >= 0.5 for s in scores]
+        relevant = [rating == 2 for rating in ratings]  # 1 is "on topic but does not help answer"
         mean = sum(scores) / len(scores)
         return MetricResult(
             metric=self.name,

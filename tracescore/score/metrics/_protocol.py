@@ -11,7 +11,7 @@ from tracescore.score._types import MetricResult, MetricStatus, RagRecord
 from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.judges._protocol import Judge
 
-__all__ = ["Metric", "evaluate"]
+__all__ = ["Metric", "evaluate", "evaluate_each"]
 
 _log = logging.getLogger("tracescore.score")
 
@@ -27,11 +27,15 @@ class Metric(Protocol):
 
 
 async def evaluate(record: RagRecord, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult]:
-    """Every metric's result for `record`, in `metrics` order. Metrics share identical judge calls (see
-    SharedCallsJudge). A metric that raises becomes an ERROR result with the exception as its reason: one
-    broken metric never loses the others' scores."""
-    shared = SharedCallsJudge(judge)
-    outcomes = await asyncio.gather(*(m.score(record, shared) for m in metrics), return_exceptions=True)
+    """Every metric's result for `record`, in `metrics` order, sharing identical judge calls between the
+    metrics (see SharedCallsJudge). One broken metric never loses the others' scores."""
+    return await evaluate_each(record, metrics, SharedCallsJudge(judge))
+
+
+async def evaluate_each(record: RagRecord, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult]:
+    """The metrics run concurrently on `judge` as given; a metric that raises becomes an ERROR result with
+    the exception as its reason."""
+    outcomes = await asyncio.gather(*(m.score(record, judge) for m in metrics), return_exceptions=True)
     results = []
     for metric, outcome in zip(metrics, outcomes, strict=True):
         if isinstance(outcome, BaseException):

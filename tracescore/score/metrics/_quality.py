@@ -6,7 +6,6 @@ requested on their own, so asking for `quality` next to them costs no extra judg
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 
 from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
@@ -14,7 +13,7 @@ from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
 from tracescore.score.metrics._faithfulness import Faithfulness
-from tracescore.score.metrics._protocol import Metric
+from tracescore.score.metrics._protocol import Metric, evaluate_each
 
 __all__ = ["DEFAULT_WEIGHTS", "Quality", "letter_grade"]
 
@@ -38,21 +37,21 @@ class Quality:
         metrics: Sequence[Metric] | None = None,
         *,
         weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-        threshold: float = 0.5,
     ) -> None:
         self._metrics = tuple(metrics or (Faithfulness(), AnswerRelevancy(), ContextRelevance()))
         missing = [m.name for m in self._metrics if weights.get(m.name, 0) <= 0]
         if missing:
             raise ValueError(f"no positive weight for sub-metric(s) {', '.join(missing)}")
         self._weights = dict(weights)
-        self.threshold = threshold
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
-        results = await asyncio.gather(*(m.score(record, judge) for m in self._metrics))
+        results = await evaluate_each(record, self._metrics, judge)
         usage = sum((r.usage for r in results), Usage())
-        scored = {r.metric: r.score for r in results if r.score is not None}
-        unscored = {r.metric: f"{r.status.value}: {r.reason}" for r in results if r.score is None}
-        components = {r.metric: r.score for r in results}
+        # Keyed by the sub-metric's own name, the name its weight was given under.
+        named = list(zip((m.name for m in self._metrics), results, strict=True))
+        scored = {name: r.score for name, r in named if r.score is not None}
+        unscored = {name: f"{r.status.value}: {r.reason}" for name, r in named if r.score is None}
+        components = {name: r.score for name, r in named}
         if not scored:
             return MetricResult(
                 metric=self.name,
