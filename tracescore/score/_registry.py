@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from tracescore.score._types import MetricResult, RagRecord
+from tracescore.score.judges._embeddings import embedder_from_env
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
@@ -54,7 +55,7 @@ _SHAPE = (
 # The one table of built-in metrics, by the names the CLI and configs use.
 BUILTIN_METRICS: dict[str, Callable[[], Metric]] = {
     "faithfulness": Faithfulness,
-    "answer_relevancy": AnswerRelevancy,
+    "answer_relevancy": lambda: AnswerRelevancy(embedder=embedder_from_env()),
     "context_relevance": ContextRelevance,
     "quality": Quality,
     "distinct_2": DistinctN,

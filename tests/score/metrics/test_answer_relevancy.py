@@ -287,3 +287,15 @@ def test_cosine(a: list[float], b: list[float], expected: float) -> None:
 def test_cosine_rejects_vectors_of_different_lengths() -> None:
     with pytest.raises(ValueError):
         cosine([1.0, 0.0], [1.0])
+
+
+def test_the_cli_switches_to_embeddings_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracescore.score._factory import make_metrics
+
+    monkeypatch.delenv("TRACESCORE_EMBEDDINGS_MODEL", raising=False)
+    monkeypatch.delenv("TRACESCORE_EMBEDDINGS_BASE_URL", raising=False)
+    (direct,) = make_metrics(["answer_relevancy"])
+    assert direct._embedder is None
+    monkeypatch.setenv("TRACESCORE_EMBEDDINGS_BASE_URL", "http://127.0.0.1:1/v1")
+    (embedding,) = make_metrics(["answer_relevancy"])
+    assert embedding._embedder is not None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import openai
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Embedder", "OpenAIEmbedder", "OpenAIEmbedderSettings"]
+__all__ = ["Embedder", "OpenAIEmbedder", "OpenAIEmbedderSettings", "embedder_from_env"]
 
 
 @runtime_checkable
@@ -51,3 +52,11 @@ class OpenAIEmbedder:
         return openai.AsyncOpenAI(
             base_url=s.base_url, api_key=key, timeout=s.timeout_s, max_retries=s.max_retries
         )
+
+
+def embedder_from_env() -> OpenAIEmbedder | None:
+    """An embedder when TRACESCORE_EMBEDDINGS_MODEL or _BASE_URL is set (the CLI's way to switch answer
+    relevancy to reverse questions + cosine similarity), else None (the judge's direct rating)."""
+    if os.environ.get("TRACESCORE_EMBEDDINGS_MODEL") or os.environ.get("TRACESCORE_EMBEDDINGS_BASE_URL"):
+        return OpenAIEmbedder()
+    return None
