@@ -6,8 +6,7 @@ End to end through the real `openai` client against the local JudgeServer, plus 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import pytest
 from pydantic import BaseModel
@@ -15,7 +14,7 @@ from pydantic import BaseModel
 from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges import JudgeError, Judgement, JudgeTask
 from tracescore.score.judges._memo import SharedCallsJudge
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges._openai import OpenAIJudge
 from tracescore.score.metrics import (
     AnswerRelevancy,
     ContextRelevance,
@@ -50,7 +49,7 @@ OTHER = RagRecord(
 )
 EXPECTED_TASKS = ["answer_analysis", "context_relevance", "faithfulness_verdicts"]
 
-MakeJudge = Callable[..., OpenAIJudge]
+MakeJudge = Callable[..., OpenAIJudge]  # the make_judge fixture (tests/score/conftest.py)
 
 
 def three() -> list[Metric]:
@@ -59,29 +58,6 @@ def three() -> list[Metric]:
 
 def calls(results: Sequence[MetricResult]) -> int:
     return sum(r.usage.calls for r in results)
-
-
-@pytest.fixture
-def server() -> Iterator[JudgeServer]:
-    with JudgeServer() as running:
-        yield running
-
-
-@pytest.fixture
-def make_judge(server: JudgeServer) -> MakeJudge:
-    def make(**overrides: Any) -> OpenAIJudge:
-        fields: dict[str, Any] = {
-            "base_url": server.base_url,
-            "api_key": "unused",
-            "model": "judge-test",
-            "timeout_s": 2.0,
-            "max_retries": 2,
-            "retry_base_s": 0.001,
-            "retry_max_s": 0.01,
-        }
-        return OpenAIJudge(OpenAIJudgeSettings(**{**fields, **overrides}))
-
-    return make
 
 
 def _prompt_tokens_sent(server: JudgeServer) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -27,18 +27,12 @@ RECORD = RagRecord(
 )
 POLITENESS = "Rate how polite the answer is to the question."
 
-
-@pytest.fixture
-def server() -> Iterator[JudgeServer]:
-    with JudgeServer() as running:
-        yield running
+MakeJudge = Callable[..., OpenAIJudge]  # the make_judge fixture (tests/score/conftest.py)
 
 
 @pytest.fixture
-def judge(server: JudgeServer) -> OpenAIJudge:
-    return OpenAIJudge(
-        OpenAIJudgeSettings(base_url=server.base_url, retry_base_s=0.001, retry_max_s=0.01, max_retries=1)
-    )
+def judge(make_judge: MakeJudge) -> OpenAIJudge:
+    return make_judge(max_retries=1)
 
 
 def reply(score: int, reason: str = "Polite enough.") -> dict[str, object]:
