@@ -58,10 +58,9 @@ class _RagSpansOnly(SpanProcessor):
 class Instrumentation:
     """What `init()` set up; `shutdown()` flushes every queued span and stops exporting."""
 
-    def __init__(self, provider: TracerProvider, processor: SpanProcessor, owns_provider: bool) -> None:
+    def __init__(self, provider: TracerProvider, processor: SpanProcessor) -> None:
         self.provider = provider
         self.processor = processor
-        self._owns_provider = owns_provider
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.processor.force_flush(timeout_millis)
@@ -104,9 +103,9 @@ def init(
             exporter = KafkaSpanExporter(settings.kafka_bootstrap, settings.topic)
         batch = BatchSpanProcessor(exporter, schedule_delay_millis=settings.batch_delay_ms)
         processor: SpanProcessor = batch if settings.export_all_spans else _RagSpansOnly(batch)
-        provider, owns = _provider_for(settings.service_name)
+        provider = _provider_for(settings.service_name)
         provider.add_span_processor(processor)
-        _current = Instrumentation(provider, processor, owns)
+        _current = Instrumentation(provider, processor)
         return _current
 
 
@@ -119,10 +118,10 @@ def shutdown() -> None:
             _current = None
 
 
-def _provider_for(service_name: str) -> tuple[TracerProvider, bool]:
+def _provider_for(service_name: str) -> TracerProvider:
     existing = trace.get_tracer_provider()
     if isinstance(existing, TracerProvider):
-        return existing, False
+        return existing
     if not isinstance(existing, trace.ProxyTracerProvider):
         raise RuntimeError(
             f"the global TracerProvider is a {type(existing).__name__}, which cannot take span processors; "
@@ -130,4 +129,4 @@ def _provider_for(service_name: str) -> tuple[TracerProvider, bool]:
         )
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
     trace.set_tracer_provider(provider)
-    return provider, True
+    return provider
