@@ -103,3 +103,28 @@ def test_openai_judge_with_all_three_metrics_costs_three_calls_per_record(
             assert row["results"][metric]["judge"] == "openai:judge-test"
         assert sum(r["usage"]["calls"] for r in row["results"].values()) == 3
     assert chat_requests == 6
+
+
+def test_a_failing_judge_gives_error_results_with_the_cause_and_the_batch_goes_on(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from tracescore.testing.judge_server import Fault, JudgeServer
+
+    monkeypatch.setenv("TRACESCORE_JUDGE_API_KEY", "test-key")
+    monkeypatch.setenv("TRACESCORE_JUDGE_MAX_RETRIES", "1")
+    monkeypatch.setenv("TRACESCORE_JUDGE_RETRY_BASE_S", "0.001")
+    with JudgeServer() as server:
+        # Both attempts of the first record's first call fail; everything after is answered.
+        server.inject(Fault.SERVER_ERROR, Fault.SERVER_ERROR)
+        rows, output, code = _run(
+            tmp_path,
+            [json.dumps({**GOOD, "id": "first"}), json.dumps({**GOOD, "id": "second"})],
+            "--judge", "openai", "--base-url", server.base_url, "--concurrency", "1",
+        )  # fmt: skip
+    assert code == 0, output
+    first, second = rows
+    assert first["faithfulness"] is None
+    assert first["results"]["faithfulness"]["status"] == "error"
+    assert "500" in first["reason"] and "2 attempts" in first["reason"]
+    assert second["faithfulness"] is not None
+    assert "1 unscored" in output
