@@ -14,7 +14,7 @@ SERVICE_NAME = "northwind-assistant"
 _retriever = Retriever()
 
 
-def start(bootstrap: str, topic: str = "otlp_spans") -> object:
+def start(bootstrap: str, topic: str = "otlp_spans") -> tracescore.Instrumentation:
     return tracescore.init(service_name=SERVICE_NAME, kafka_bootstrap=bootstrap, topic=topic)
 
 
