@@ -77,6 +77,13 @@ def main(verbose: bool) -> None:
     help="Share of traces to score, decided per trace id.",
 )
 @click.option(
+    "--max-poll-records",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="Records per poll; every batch must be scored within max.poll.interval.ms (5 min).",
+)
+@click.option(
     "--max-records",
     type=click.IntRange(min=1),
     default=None,
@@ -112,6 +119,7 @@ def consume(
     dlq_topic: str,
     evaluation_spans_topic: str | None,
     sample_ratio: float,
+    max_poll_records: int,
     max_records: int | None,
     idle_timeout: float | None,
     alert_threshold: float,
@@ -137,6 +145,7 @@ def consume(
         evaluations_topic=evaluations_topic,
         dlq_topic=dlq_topic,
         evaluation_spans_topic=evaluation_spans_topic,
+        max_poll_records=max_poll_records,
         max_records=max_records,
         idle_timeout_s=idle_timeout,
     )

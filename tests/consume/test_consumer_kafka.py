@@ -42,7 +42,12 @@ ANSWERS = {
 
 
 def _consumer(
-    bootstrap: str, prefix: str, *, metrics_out: EvaluationMetrics | None = None, **overrides: object
+    bootstrap: str,
+    prefix: str,
+    *,
+    metrics_out: EvaluationMetrics | None = None,
+    judge: OfflineJudge | None = None,
+    **overrides: object,
 ) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
     seen: list[EvaluationRecord] = []
     config: dict[str, object] = {
@@ -56,7 +61,7 @@ def _consumer(
     settings = ConsumerSettings.model_validate({**config, **overrides})
     consumer = EvaluationConsumer(
         settings,
-        judge=OfflineJudge(),
+        judge=judge or OfflineJudge(),
         metrics=[Faithfulness()],
         on_evaluation=seen.append,
         metrics_out=metrics_out,
@@ -231,3 +236,41 @@ def test_classify_reads_what_the_sdk_wrote(bootstrap: str, topic_prefix: str) ->
     rag = classify(span)
     assert rag.record.query == "why?" and rag.record.contexts == ("because", "and so")
     assert rag.record.answer == "ok" and rag.route == "/why" and span.service_name == "test-app"
+
+
+def test_a_batch_slower_than_the_poll_interval_is_scored_again_not_lost(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import asyncio
+
+    class SlowOnce(OfflineJudge):
+        """The first judge call outlives max_poll_interval_ms, so the group takes the partition away."""
+
+        slept = False
+
+        async def run(self, task, data):  # type: ignore[no-untyped-def]
+            if not SlowOnce.slept:
+                SlowOnce.slept = True
+                await asyncio.sleep(4)
+            return await super().run(task, data)
+
+    run_instrumented_app(
+        bootstrap,
+        f"{topic_prefix}.spans",
+        """
+        @tracescore.rag
+        def good(query, contexts):
+            return "Paris is the capital of France."
+
+        good("capital of France?", ["Paris is the capital of France."])
+        """,
+    )
+    consumer, seen = _consumer(
+        bootstrap, topic_prefix, judge=SlowOnce(), max_poll_interval_ms=1000, idle_timeout_s=8
+    )
+
+    consumer.run()
+
+    assert "offsets not committed, the group rebalanced" in caplog.text
+    assert len(seen) == 2 and seen[0].span_id == seen[1].span_id, "scored twice, never lost"
+    assert_all_committed(bootstrap, f"{topic_prefix}.group", f"{topic_prefix}.spans")

@@ -17,7 +17,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import KafkaError
+from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from tracescore.consume._decode import NotOtlp, RagSpan, Skip, classify, decode_message
@@ -98,6 +98,7 @@ class EvaluationConsumer:
             enable_auto_commit=False,
             auto_offset_reset=settings.auto_offset_reset,
             max_poll_records=settings.max_poll_records,
+            max_poll_interval_ms=settings.max_poll_interval_ms,
         )
         self._producer = producer or KafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all")
         self._stored: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -165,9 +166,19 @@ class EvaluationConsumer:
                 self._on_evaluation(record)
 
     def commit_stored(self) -> None:
-        if self._stored:
+        if not self._stored:
+            return
+        try:
             self._consumer.commit(offsets=dict(self._stored))
-            self._stored.clear()
+        except CommitFailedError as exc:
+            # The group rebalanced while we scored (a batch slower than max_poll_interval_ms): the partitions'
+            # new owner re-reads these messages, so their outputs may appear twice, never zero times.
+            _log.warning(
+                "offsets not committed, the group rebalanced during the batch (%s); those messages will be "
+                "scored again. Lower --max-poll-records or raise max_poll_interval_ms if this repeats.",
+                exc,
+            )
+        self._stored.clear()
 
     def _score(
         self, rags: list[RagSpan], runner: asyncio.Runner, pending: list[Any]

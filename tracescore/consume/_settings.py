@@ -25,7 +25,10 @@ class ConsumerSettings(BaseSettings):
     evaluation_spans_topic: str | None = None
     auto_offset_reset: str = "earliest"
     poll_timeout_ms: int = Field(default=500, ge=1)
+    # A batch must be scored within max_poll_interval_ms or the group moves its partitions elsewhere: with
+    # a slow LLM judge, poll fewer records.
     max_poll_records: int = Field(default=200, ge=1)
+    max_poll_interval_ms: int = Field(default=300_000, ge=1_000)
     ack_timeout_s: float = Field(default=30.0, gt=0)
     max_records: int | None = Field(default=None, ge=1)
     idle_timeout_s: float | None = Field(default=None, gt=0)
