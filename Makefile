@@ -2,7 +2,7 @@
 PYTHON ?= python3
 STAMP := .make/installed
 
-.PHONY: install browser demo test lint kafka kafka-stop accuracy clean
+.PHONY: install browser promtool demo test lint kafka kafka-stop accuracy clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -20,8 +20,14 @@ browser:
 		echo "installing chromium (apt-get)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+## make promtool: Prometheus' promtool, for the test of the shipped alerting rules
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+		echo "installing prometheus (for promtool, apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+
 ## make test: lint, unit tests and the integration tests against a real Kafka broker
-test: $(STAMP) browser
+test: $(STAMP) browser promtool
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest -q
