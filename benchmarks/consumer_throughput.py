@@ -208,6 +208,7 @@ class ConsumerRun:
     loop_s: float
     consumer: TimedConsumer
     judge_rate: float = 0.0  # the judge alone, mean of the runs just before and after this one
+    crc_rate: float = 0.0  # kafka-python's CRC32C in MB/s, likewise measured just before and after
 
 
 def consume(bootstrap: str, topic: str, n: int, poll_records: int) -> ConsumerRun:
@@ -240,7 +241,6 @@ def print_runs(
     judge_rates: list[float],
     segmentation: tuple[float, float],
     uncached_rate: float,
-    crc_rate: float,
     runs: list[ConsumerRun],
 ) -> None:
     judge_rate = statistics.median(judge_rates)
@@ -279,14 +279,14 @@ def print_runs(
             + " ".join(f"{p:6.1f} ({p / run.loop_s:4.0%})" for p in parts)
             + f" {(run.loop_s - c.t_score) / n * 1e3:8.2f}"
         )
-    print(f"\nkafka-python CRC32C: {crc32c_implementation()}, {crc_rate:.1f} MB/s here")
+    print(f"\nkafka-python CRC32C: {crc32c_implementation()}")
     for run in runs:
         c = run.consumer
-        crc_s = (c.bytes_in + c.bytes_out) / (crc_rate * 1e6)
+        crc_s = (c.bytes_in + c.bytes_out) / (run.crc_rate * 1e6)
         print(
-            f"{run.poll_records:>16}: {c.bytes_in / n:.0f} B in + {c.bytes_out / n:.0f} B out per span -> "
-            f"~{crc_s / n * 1e3:.2f} ms/span of CRC32C, ~{crc_s / (run.loop_s - c.t_score):.0%} of the "
-            "time not spent scoring"
+            f"{run.poll_records:>16}: {c.bytes_in / n:.0f} B in + {c.bytes_out / n:.0f} B out per span at "
+            f"{run.crc_rate:.1f} MB/s -> ~{crc_s / n * 1e3:.2f} ms/span of CRC32C, "
+            f"~{crc_s / (run.loop_s - c.t_score):.0%} of the time not spent scoring"
         )
 
 
@@ -320,16 +320,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"produced through @tracescore.rag + KafkaSpanExporter: {rate:.0f} spans/s")
         # The judge alone runs before, between and after the consumer runs; each consumer run is compared
         # with the two judge runs next to it, because this machine's speed drifts within a minute.
-        judge_rates = [judge_alone(records)]
+        judge_rates, crc_rates = [judge_alone(records)], [crc32c_mb_per_s()]
         runs = []
         for poll_records in args.poll_records:
             runs.append(consume(broker.bootstrap_servers, topic, args.spans, poll_records))
             judge_rates.append(judge_alone(records))
+            crc_rates.append(crc32c_mb_per_s())
             runs[-1].judge_rate = (judge_rates[-2] + judge_rates[-1]) / 2
+            runs[-1].crc_rate = (crc_rates[-2] + crc_rates[-1]) / 2
         segmentation = segmentation_seconds(records)
         uncached_rate = judge_alone_uncached(records[:1000])
-        crc_rate = crc32c_mb_per_s()
-    print_runs(args.spans, judge_rates, segmentation, uncached_rate, crc_rate, runs)
+    print_runs(args.spans, judge_rates, segmentation, uncached_rate, runs)
     return 0
 
 

@@ -33,6 +33,13 @@ _ANSWER_FIELDS = ("answer", "output", "response", "result")
 
 _tracer = trace.get_tracer(SCOPE_NAME)
 
+# GenAI message lists with one text part; only the text needs JSON-encoding on the hot path (the result is
+# the same bytes json.dumps gives for the whole structure).
+_USER_MESSAGES = '[{"role": "user", "parts": [{"type": "text", "content": %s}]}]'
+_ASSISTANT_MESSAGES = (
+    '[{"role": "assistant", "parts": [{"type": "text", "content": %s}], "finish_reason": "stop"}]'
+)
+
 
 @dataclass(frozen=True)
 class _RagSpec:
@@ -239,10 +246,7 @@ def _record_inputs(span: Span, spec: _RagSpec, args: tuple[Any, ...], kwargs: di
     if query is not None:
         span.set_attribute(semconv.INPUT_VALUE, str(query))
         span.set_attribute(semconv.INPUT_MIME_TYPE, "text/plain")
-        span.set_attribute(
-            semconv.GEN_AI_INPUT_MESSAGES,
-            json.dumps([{"role": "user", "parts": [{"type": "text", "content": str(query)}]}]),
-        )
+        span.set_attribute(semconv.GEN_AI_INPUT_MESSAGES, _USER_MESSAGES % json.dumps(str(query)))
     route = bound.get(spec.route_param) if spec.route_param else spec.route
     if route is not None:
         span.set_attribute(semconv.TRACESCORE_ROUTE, str(route))
@@ -263,12 +267,7 @@ def _record_answer(span: Span, spec: _RagSpec, outcome: _Outcome) -> None:
     text = str(value)
     span.set_attribute(semconv.OUTPUT_VALUE, text)
     span.set_attribute(semconv.OUTPUT_MIME_TYPE, "text/plain")
-    span.set_attribute(
-        semconv.GEN_AI_OUTPUT_MESSAGES,
-        json.dumps(
-            [{"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}]
-        ),
-    )
+    span.set_attribute(semconv.GEN_AI_OUTPUT_MESSAGES, _ASSISTANT_MESSAGES % json.dumps(text))
 
 
 def _set_contexts(span: Span, contexts: Any) -> None:
