@@ -49,6 +49,7 @@ from tracescore.testing.judge_server import (
     default_responder,
     estimate_tokens,
     fenced_data,
+    messages_text,
     task_of,
 )
 
@@ -175,18 +176,6 @@ class Measurement:
         return value / self.records if self.records else 0.0
 
 
-def _messages_text(body: dict[str, Any]) -> str:
-    # The server's own accounting: every message content joined by newlines (checked against its stats).
-    parts: list[str] = []
-    for message in body.get("messages", []):
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
-    return "\n".join(parts)
-
-
 def _kind_of(body: dict[str, Any]) -> str:
     task = task_of(body)
     messages = body.get("messages", [])
@@ -231,7 +220,7 @@ def measure(
     for request in server.requests:
         _account(result, request)
         if request.path.endswith("/chat/completions"):
-            chat_prompt_tokens += estimate_tokens(_messages_text(request.body))
+            chat_prompt_tokens += estimate_tokens(messages_text(request.body))
     # The server adds embedding inputs to the same prompt_tokens counter; keep them apart.
     result.prompt_tokens = stats.prompt_tokens - result.embedding_tokens
     if chat_prompt_tokens != result.prompt_tokens:
@@ -265,7 +254,7 @@ def _account(result: Measurement, request: RecordedRequest) -> None:
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         result.schema_tokens += estimate_tokens(json.dumps((fmt.get("json_schema") or {}).get("schema", {})))
-    text = _messages_text(body)
+    text = messages_text(body)
     if _O200K is not None:
         result.o200k_tokens += len(_O200K.encode(text))
     row = result.by_kind.setdefault(_kind_of(body), [0, 0])

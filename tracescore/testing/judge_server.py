@@ -42,6 +42,7 @@ __all__ = [
     "estimate_tokens",
     "fenced_data",
     "hashed_embedding",
+    "messages_text",
     "task_of",
 ]
 
@@ -236,7 +237,8 @@ def _wants_json_schema(body: dict[str, Any]) -> bool:
     return isinstance(fmt, dict) and fmt.get("type") == "json_schema"
 
 
-def _messages_text(body: dict[str, Any]) -> str:
+def messages_text(body: dict[str, Any]) -> str:
+    """Every message content of a chat request, joined by newlines: what the token estimate counts."""
     parts: list[str] = []
     for message in body.get("messages", []):
         content = message.get("content")
@@ -255,7 +257,7 @@ def task_of(body: dict[str, Any]) -> str | None:
         name = (fmt.get("json_schema") or {}).get("name")
         if name:
             return str(name)
-    match = _TASK_MARKER.search(_messages_text(body))
+    match = _TASK_MARKER.search(messages_text(body))
     return match.group(1) if match else None
 
 
@@ -377,7 +379,7 @@ class _Handler(BaseHTTPRequestHandler):
             content = server._reply_for(body)
             if fault is Fault.TRUNCATED:
                 content, finish = content[: max(1, len(content) // 2)], "length"
-        prompt_tokens = estimate_tokens(_messages_text(body))
+        prompt_tokens = estimate_tokens(messages_text(body))
         completion_tokens = estimate_tokens(content or refusal or "")
         message = {"role": "assistant", "content": content, "refusal": refusal}
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
