@@ -1,14 +1,17 @@
-"""The unit that flows from consume through sample and score to emit: a decoded span and its RAG record."""
+"""The units that flow from consume through extract, sample and score to emit: decoded spans, the trace they
+assemble into, and the RAG interactions recognised in that trace."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tracescore.score._types import RagRecord
 
-__all__ = ["DecodedSpan", "RagSpan"]
+__all__ = ["DecodedSpan", "RagSpan", "Trace"]
 
 
 @dataclass(frozen=True)
@@ -20,10 +23,93 @@ class DecodedSpan:
     scope_name: str
     attributes: Mapping[str, Any]
     end_time_unix_nano: int
+    parent_span_id: str | None = None  # None for a root span
+    start_time_unix_nano: int = 0
+
+    def attr(self, key: str) -> Any:
+        return self.attributes.get(key)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The spans of one trace that arrived before it was released for extraction.
+
+    `incomplete` says why it was released early (memory bound, too many spans) so recognisers and the
+    records can say the score was built from part of the trace. Navigation tolerates what real traffic
+    holds: missing parents (a span whose parent never arrived is treated as a root) and cycles.
+    """
+
+    trace_id: str
+    spans: tuple[DecodedSpan, ...]
+    incomplete: str | None = None
+
+    @cached_property
+    def by_id(self) -> dict[str, DecodedSpan]:
+        return {span.span_id: span for span in self.spans}
+
+    @cached_property
+    def _children(self) -> dict[str | None, list[DecodedSpan]]:
+        children: dict[str | None, list[DecodedSpan]] = defaultdict(list)
+        for span in self.spans:
+            parent = span.parent_span_id if span.parent_span_id in self.by_id else None
+            children[parent].append(span)
+        for siblings in children.values():
+            siblings.sort(key=lambda s: (s.start_time_unix_nano, s.end_time_unix_nano))
+        return children
+
+    def children(self, span: DecodedSpan) -> list[DecodedSpan]:
+        return self._children.get(span.span_id, [])
+
+    @property
+    def roots(self) -> list[DecodedSpan]:
+        """Spans without a parent in this trace, in start order (a span whose parent is missing counts)."""
+        return self._children.get(None, [])
+
+    def descendants(self, span: DecodedSpan) -> Iterator[DecodedSpan]:
+        """Depth-first, in start order; each span at most once even if parent ids form a cycle."""
+        seen = {span.span_id}
+        stack = list(reversed(self.children(span)))
+        while stack:
+            current = stack.pop()
+            if current.span_id in seen:
+                continue
+            seen.add(current.span_id)
+            yield current
+            stack.extend(reversed(self.children(current)))
+
+    def ancestors(self, span: DecodedSpan) -> Iterator[DecodedSpan]:
+        """Parent first, up to the root; stops on a cycle."""
+        seen = {span.span_id}
+        parent = self.by_id.get(span.parent_span_id or "")
+        while parent is not None and parent.span_id not in seen:
+            seen.add(parent.span_id)
+            yield parent
+            parent = self.by_id.get(parent.parent_span_id or "")
+
+    def in_order(self) -> Iterator[DecodedSpan]:
+        """Every span once, roots first then depth-first; spans caught in a parent cycle come last."""
+        emitted: set[str] = set()
+        for root in self.roots:
+            for span in (root, *self.descendants(root)):
+                if span.span_id not in emitted:
+                    emitted.add(span.span_id)
+                    yield span
+        for span in self.spans:
+            if span.span_id not in emitted:
+                emitted.add(span.span_id)
+                yield span
 
 
 @dataclass(frozen=True)
 class RagSpan:
+    """One RAG interaction found in a trace: what to score, and the span the results attach to.
+
+    `convention` names the recogniser that read it (tracescore, openinference, openllmetry, genai);
+    `span_ids` are the spans it was read from, so two conventions describing one interaction score once.
+    """
+
     span: DecodedSpan
     record: RagRecord
     route: str
+    convention: str = "tracescore"
+    span_ids: frozenset[str] = field(default_factory=frozenset)

@@ -7,6 +7,7 @@ backends understand. Producer (instrument) and consumer (consume) both use this 
 from __future__ import annotations
 
 __all__ = [
+    "ERROR_TYPE",
     "EVALUATION_EVENT",
     "EVALUATOR_SCOPE",
     "GEN_AI_EVALUATION_EXPLANATION",
@@ -19,10 +20,14 @@ __all__ = [
     "HTTP_ROUTE",
     "INPUT_MIME_TYPE",
     "INPUT_VALUE",
+    "METADATA",
     "OPENINFERENCE_SPAN_KIND",
     "OUTPUT_MIME_TYPE",
     "OUTPUT_VALUE",
     "RETRIEVAL_DOCUMENTS",
+    "SDK_SCOPE",
+    "TRACESCORE_ANNOTATOR_KIND",
+    "TRACESCORE_CONVENTION",
     "TRACESCORE_EVALUATED_SPAN_ID",
     "TRACESCORE_JUDGE",
     "TRACESCORE_ROUTE",
@@ -36,6 +41,7 @@ INPUT_MIME_TYPE = "input.mime_type"
 OUTPUT_VALUE = "output.value"
 OUTPUT_MIME_TYPE = "output.mime_type"
 RETRIEVAL_DOCUMENTS = "retrieval.documents"
+METADATA = "metadata"
 
 
 def document_content_key(index: int) -> str:
@@ -53,10 +59,17 @@ GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 HTTP_ROUTE = "http.route"
+ERROR_TYPE = "error.type"
 
 # tracescore's own
 TRACESCORE_ROUTE = "tracescore.route"
+# Instrumentation scope of the SDK's spans (`@tracescore.rag`).
+SDK_SCOPE = "tracescore"
 # Instrumentation scope of the evaluation spans the consumer writes (and skips when it reads them back).
 EVALUATOR_SCOPE = "tracescore.consumer"
 TRACESCORE_JUDGE = "tracescore.judge"
 TRACESCORE_EVALUATED_SPAN_ID = "tracescore.evaluated_span_id"
+# CODE for the offline judge, LLM for a model judge (Phoenix's annotator kinds).
+TRACESCORE_ANNOTATOR_KIND = "tracescore.annotator_kind"
+# The instrumentation convention the evaluated interaction was read from (tracescore, openinference, ...).
+TRACESCORE_CONVENTION = "tracescore.convention"

@@ -43,11 +43,10 @@ from tracescore.consume import (
     ConsumerSettings,
     ConsumerStats,
     EvaluationConsumer,
-    RagSpan,
-    classify,
     decode_message,
 )
 from tracescore.emit import EvaluationRecord
+from tracescore.extract import RagSpan, Trace, extract
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -276,10 +275,10 @@ def test_collector_messages_are_keyed_by_hex_trace_id(pipeline: PipelineRun) -> 
 def test_collector_spans_decode_as_rag_spans_and_are_scored(pipeline: PipelineRun) -> None:
     rag_spans = []
     for message in pipeline.collector_messages:
-        for span in decode_message(message.value):
-            outcome = classify(span)
-            assert isinstance(outcome, RagSpan), outcome
-            rag_spans.append(outcome)
+        spans = decode_message(message.value)
+        found = extract(Trace(spans[0].trace_id, tuple(spans)))
+        assert found.skips == [], found.skips
+        rag_spans += found.interactions
     assert sorted(r.record.query for r in rag_spans) == sorted(ANSWERS)
     assert {(r.span.service_name, r.route) for r in rag_spans} == {("collector-app", "/ask")}
 

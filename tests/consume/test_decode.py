@@ -1,10 +1,10 @@
-"""decode_message (Kafka bytes -> spans) and classify (span -> RAG record or a reason to skip)."""
+"""decode_message: Kafka bytes (OTLP protobuf or OTLP JSON) -> spans."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -14,9 +14,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracescore
-from tracescore import semconv
-from tracescore.consume import DecodedSpan, NotOtlp, RagSpan, Skip, classify, decode_message
+from tracescore._rag_span import DecodedSpan
+from tracescore.consume import NotOtlp, decode_message
 from tracescore.export import encode_trace_messages
+from tracescore.extract import RagSpan, Trace, extract
 from tracescore.score import RagRecord
 
 
@@ -52,26 +53,6 @@ def round_trip(spans: tuple[ReadableSpan, ...] | list[ReadableSpan]) -> list[Dec
     return [d for _, value in encode_trace_messages(spans) for d in decode_message(value)]
 
 
-def decoded(attributes: dict[str, Any], name: str = "answer", scope: str = "tracescore") -> DecodedSpan:
-    return DecodedSpan(
-        trace_id="0af7651916cd43dd8448eb211c80319c",
-        span_id="b7ad6b7169203331",
-        name=name,
-        service_name="rag-api",
-        scope_name=scope,
-        attributes=attributes,
-        end_time_unix_nano=1,
-    )
-
-
-RAG_ATTRS = {
-    semconv.INPUT_VALUE: "Capital of France?",
-    semconv.document_content_key(0): "Paris is the capital of France.",
-    semconv.document_content_key(1): "France is in Europe.",
-    semconv.OUTPUT_VALUE: "Paris.",
-}
-
-
 # --- decode_message ---------------------------------------------------------------------------------
 
 
@@ -92,7 +73,7 @@ def test_decode_round_trip_of_a_decorated_call(decorated_spans: InMemorySpanExpo
     assert span.end_time_unix_nano == original.end_time
     assert span.attributes == dict(original.attributes)
 
-    result = classify(span)
+    (result,) = extract(Trace(span.trace_id, (span,))).interactions
     assert isinstance(result, RagSpan)
     assert result.span is span
     assert result.route == "/ask"
@@ -161,83 +142,81 @@ def test_non_otlp_messages_raise_not_otlp(value: bytes | None) -> None:
     assert any(word in message for word in ("empty", "OTLP")), message
 
 
-# --- classify ---------------------------------------------------------------------------------------
+# --- OTLP JSON (the Collector's otlp_json encoding) --------------------------------------------------
 
 
-def test_classify_full_rag_span() -> None:
-    result = classify(decoded({**RAG_ATTRS, semconv.TRACESCORE_ROUTE: "/billing"}))
-    assert isinstance(result, RagSpan)
-    assert result.route == "/billing"
-    assert result.record.query == "Capital of France?"
-    assert result.record.contexts == ("Paris is the capital of France.", "France is in Europe.")
-    assert result.record.answer == "Paris."
+def _otlp_json(spans: list[ReadableSpan]) -> bytes:
+    """OTLP JSON as the Collector writes it: protobuf's JSON mapping, but trace and span ids in hex."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    document = MessageToDict(encode_spans(spans))
+    for resource_spans in document["resourceSpans"]:
+        for scope_spans in resource_spans["scopeSpans"]:
+            for span in scope_spans["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(document).encode()
 
 
-def test_route_falls_back_to_http_route_then_span_name() -> None:
-    with_http = classify(decoded({**RAG_ATTRS, semconv.HTTP_ROUTE: "/v1/ask"}))
-    assert isinstance(with_http, RagSpan)
-    assert with_http.route == "/v1/ask"
+def test_otlp_json_decodes_to_the_same_spans_as_protobuf() -> None:
+    provider, exporter = local_spans(service="json-service")
+    tracer = provider.get_tracer("lib")
+    with tracer.start_as_current_span("parent") as parent:
+        parent.set_attribute("input.value", "q")
+        with tracer.start_as_current_span("child") as child:
+            child.set_attribute("tags", ["a", "b"])
+    finished = list(exporter.get_finished_spans())
+    [(_, proto)] = encode_trace_messages(finished)
 
-    preferred = classify(
-        decoded({**RAG_ATTRS, semconv.HTTP_ROUTE: "/v1/ask", semconv.TRACESCORE_ROUTE: "/billing"})
-    )
-    assert isinstance(preferred, RagSpan)
-    assert preferred.route == "/billing"
+    from_json = decode_message(_otlp_json(finished))
 
-    by_name = classify(decoded(RAG_ATTRS, name="support-answer"))
-    assert isinstance(by_name, RagSpan)
-    assert by_name.route == "support-answer"
-
-
-@pytest.mark.parametrize("query", [None, "", "   "])
-def test_missing_query_is_an_unexpected_skip(query: str | None) -> None:
-    attrs = {k: v for k, v in RAG_ATTRS.items() if k != semconv.INPUT_VALUE}
-    if query is not None:
-        attrs[semconv.INPUT_VALUE] = query
-    result = classify(decoded(attrs))
-    assert isinstance(result, Skip)
-    assert result.reason == "missing_query"
-    assert result.expected is False
-    assert semconv.INPUT_VALUE in result.detail
+    assert from_json == decode_message(proto)
+    by_name = {s.name: s for s in from_json}
+    assert by_name["child"].parent_span_id == by_name["parent"].span_id
+    assert by_name["parent"].parent_span_id is None
+    assert by_name["parent"].trace_id == format(parent.get_span_context().trace_id, "032x")
 
 
-def test_missing_answer_is_an_unexpected_skip() -> None:
-    attrs = {k: v for k, v in RAG_ATTRS.items() if k != semconv.OUTPUT_VALUE}
-    result = classify(decoded(attrs))
-    assert isinstance(result, Skip)
-    assert result.reason == "missing_answer"
-    assert result.expected is False
+def test_otlp_json_with_leading_whitespace_is_detected() -> None:
+    provider, exporter = local_spans()
+    with provider.get_tracer("lib").start_as_current_span("only"):
+        pass
+    [span] = decode_message(b"\n  " + _otlp_json(list(exporter.get_finished_spans())))
+    assert span.name == "only"
 
 
 @pytest.mark.parametrize(
-    "contexts",
-    [pytest.param([], id="no-documents"), pytest.param(["  ", "\n\t"], id="whitespace-only")],
-)
-def test_empty_context_is_an_unexpected_skip(contexts: list[str]) -> None:
-    attrs = {semconv.INPUT_VALUE: "q", semconv.OUTPUT_VALUE: "a"}
-    attrs.update({semconv.document_content_key(i): text for i, text in enumerate(contexts)})
-    result = classify(decoded(attrs))
-    assert isinstance(result, Skip)
-    assert result.reason == "empty_context"
-    assert result.expected is False
-
-
-def test_plain_non_rag_span_is_an_expected_skip() -> None:
-    result = classify(decoded({"http.method": "GET", semconv.HTTP_ROUTE: "/health"}, scope="app"))
-    assert isinstance(result, Skip)
-    assert result.reason == "not_rag"
-    assert result.expected is True
-
-
-@pytest.mark.parametrize(
-    ("attributes", "scope"),
+    "value",
     [
-        pytest.param(RAG_ATTRS, semconv.EVALUATOR_SCOPE, id="evaluator-scope"),
-        pytest.param({semconv.GEN_AI_EVALUATION_NAME: "faithfulness"}, "other-evaluator", id="attribute"),
+        pytest.param(b"{not json", id="broken-json"),
+        pytest.param(b"{}", id="empty-object"),
+        pytest.param(b'{"resourceSpans": "nope"}', id="wrong-shape"),
+        pytest.param(
+            b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz","spanId":"00","name":"x"}]}]}]}',
+            id="non-hex-id",
+        ),
+        pytest.param(
+            b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0af7","spanId":"b7ad","name":"x"}]}]}]}',
+            id="short-ids",
+        ),
+        pytest.param(b"{" * 5000 + b"}" * 5000, id="deeply-nested"),
+        pytest.param(b'{"a": "\xff\xfe"}', id="not-utf8"),
     ],
 )
-def test_evaluation_span_is_an_expected_skip(attributes: dict[str, Any], scope: str) -> None:
-    result = classify(decoded(attributes, scope=scope))
-    assert isinstance(result, Skip)
-    assert result.reason == "evaluation_span"
-    assert result.expected is True
+def test_bad_otlp_json_raises_not_otlp_with_the_cause(value: bytes) -> None:
+    with pytest.raises(NotOtlp) as excinfo:
+        decode_message(value)
+    assert "OTLP" in str(excinfo.value) or "id" in str(excinfo.value)
+
+
+def test_parent_ids_and_start_times_are_decoded() -> None:
+    provider, exporter = local_spans()
+    tracer = provider.get_tracer("lib")
+    with tracer.start_as_current_span("root"), tracer.start_as_current_span("leaf"):
+        pass
+    spans = {s.name: s for s in round_trip(exporter.get_finished_spans())}
+    assert spans["leaf"].parent_span_id == spans["root"].span_id
+    assert spans["root"].parent_span_id is None
+    assert 0 < spans["root"].start_time_unix_nano <= spans["leaf"].start_time_unix_nano

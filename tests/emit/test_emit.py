@@ -10,7 +10,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tracescore import semconv
 from tracescore._rag_span import DecodedSpan, RagSpan
-from tracescore.consume import Skip, classify, decode_message
+from tracescore.consume import decode_message
+from tracescore.extract import Trace, extract
 from tracescore.emit import SCHEMA_VERSION, evaluation_record, evaluation_span
 from tracescore.export import encode_trace_messages
 from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
@@ -114,10 +115,11 @@ def test_evaluation_span_round_trips_and_is_skipped_by_the_consumer() -> None:
     assert decoded.scope_name == semconv.EVALUATOR_SCOPE
     assert decoded.attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] == 0.5
 
-    result = classify(decoded)
-    assert isinstance(result, Skip)
-    assert result.reason == "evaluation_span"
-    assert result.expected is True
+    assert [(link.context.span_id, link.context.trace_id) for link in span.links] == [
+        (int(SPAN_ID, 16), int(TRACE_ID, 16))
+    ], "linked to the evaluated span"
+    found = extract(Trace(TRACE_ID, (decoded,)))
+    assert found.interactions == [], "an evaluation span is never read as a RAG answer"
 
 
 # --- evaluation_record ------------------------------------------------------------------------------

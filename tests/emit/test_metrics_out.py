@@ -36,7 +36,7 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
     out.evaluated(_record(0.2))
     out.evaluated(_record(0.9))
     out.evaluated(_record(None, MetricStatus.ERROR))
-    out.skipped("empty_context")
+    out.skipped("empty_context", "rag-api", "openinference.instrumentation.langchain")
     out.dead_lettered()
 
     points = _points(reader)
@@ -52,6 +52,13 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
     tokens = {p.attributes["type"]: p.value for p in points["tracescore.judge.tokens"]}
     assert tokens == {"input": 300, "output": 60}
     assert [(p.attributes, p.value) for p in points["tracescore.spans.skipped"]] == [
-        ({"reason": "empty_context"}, 1)
+        (
+            {
+                "reason": "empty_context",
+                "service.name": "rag-api",
+                "otel.scope.name": "openinference.instrumentation.langchain",
+            },
+            1,
+        )
     ]
     assert points["tracescore.messages.dead_lettered"][0].value == 1

@@ -1,54 +1,46 @@
-"""Kafka message bytes -> spans -> RAG records. Pure functions, no I/O."""
+"""Kafka message bytes -> decoded spans. Pure functions, no I/O.
+
+Two encodings are read, detected per message: OTLP protobuf (the Collector's `otlp_proto`, our exporter) and
+OTLP JSON (the Collector's `otlp_json`). A protobuf ExportTraceServiceRequest starts with field 1's tag
+(0x0A); OTLP JSON starts with `{`, so the first non-blank byte tells them apart.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import base64
+import json
 from typing import Any
 
+from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tracescore import semconv
-from tracescore._rag_span import DecodedSpan, RagSpan
-from tracescore.score import RagRecord
+from tracescore._rag_span import DecodedSpan
 
-__all__ = ["DecodedSpan", "NotOtlp", "RagSpan", "Skip", "classify", "decode_message"]
+__all__ = ["NotOtlp", "decode_message"]
 
-EVALUATOR_SCOPE = semconv.EVALUATOR_SCOPE
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
 class NotOtlp(ValueError):
-    """The message is not an OTLP protobuf ExportTraceServiceRequest with spans."""
-
-
-@dataclass(frozen=True)
-class Skip:
-    """Why a span is not scored. `expected` skips (other instrumentations' spans, our own evaluation spans)
-    are counted quietly; the others are counted and logged."""
-
-    reason: str
-    detail: str
-    expected: bool = False
+    """The message is not an OTLP ExportTraceServiceRequest (protobuf or JSON) with spans."""
 
 
 def decode_message(value: bytes | None) -> list[DecodedSpan]:
     if not value:
         raise NotOtlp("empty message")
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(value)
-    except DecodeError as exc:
-        raise NotOtlp(f"not OTLP protobuf: {exc}") from exc
+    request = _parse_json(value) if value.lstrip()[:1] == b"{" else _parse_protobuf(value)
     spans = [
         DecodedSpan(
             trace_id=span.trace_id.hex(),
             span_id=span.span_id.hex(),
+            parent_span_id=span.parent_span_id.hex() or None,
             name=span.name,
             service_name=str(resource_attrs.get("service.name", "unknown_service")),
             scope_name=scope_spans.scope.name,
             attributes=_attributes(span.attributes),
+            start_time_unix_nano=span.start_time_unix_nano,
             end_time_unix_nano=span.end_time_unix_nano,
         )
         for resource_spans in request.resource_spans
@@ -57,41 +49,62 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
         for span in scope_spans.spans
     ]
     # Arbitrary bytes sometimes parse as an empty protobuf message; an OTLP export always carries spans.
-    if not spans or any(len(s.trace_id) != 32 or len(s.span_id) != 16 for s in spans):
-        raise NotOtlp("no valid OTLP spans in the message (wrong topic or encoding?)")
+    if not spans:
+        raise NotOtlp("no OTLP spans in the message (wrong topic or encoding?)")
+    bad = next((s for s in spans if len(s.trace_id) != 32 or len(s.span_id) != 16), None)
+    if bad is not None:
+        raise NotOtlp(f"a span has an invalid trace id {bad.trace_id!r} or span id {bad.span_id!r}")
     return spans
 
 
-def classify(span: DecodedSpan) -> RagSpan | Skip:
-    attrs = span.attributes
-    if span.scope_name == EVALUATOR_SCOPE or semconv.GEN_AI_EVALUATION_NAME in attrs:
-        return Skip("evaluation_span", "an evaluation span", expected=True)
-    query = attrs.get(semconv.INPUT_VALUE)
-    answer = attrs.get(semconv.OUTPUT_VALUE)
-    contexts = _contexts(attrs)
-    if query is None and answer is None and not contexts:
-        return Skip("not_rag", "no query, answer or retrieved documents", expected=True)
-    where = f"span {span.span_id} of trace {span.trace_id} ({span.service_name}/{span.name})"
-    if not str(query or "").strip():
-        return Skip("missing_query", f"{where} has no query ({semconv.INPUT_VALUE})")
-    if answer is None:
-        return Skip("missing_answer", f"{where} has no answer ({semconv.OUTPUT_VALUE})")
-    if not any(c.strip() for c in contexts):
-        return Skip("empty_context", f"{where} has no retrieved context to check the answer against")
-    route = attrs.get(semconv.TRACESCORE_ROUTE) or attrs.get(semconv.HTTP_ROUTE) or span.name
-    record = RagRecord(
-        id=f"{span.trace_id}:{span.span_id}", query=str(query), contexts=tuple(contexts), answer=str(answer)
-    )
-    return RagSpan(span=span, record=record, route=str(route))
+def _parse_protobuf(value: bytes) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(value)
+    except DecodeError as exc:
+        raise NotOtlp(f"not OTLP protobuf: {exc}") from exc
+    return request
 
 
-def _contexts(attrs: Mapping[str, Any]) -> list[str]:
-    contexts = []
-    index = 0
-    while (content := attrs.get(semconv.document_content_key(index))) is not None:
-        contexts.append(str(content))
-        index += 1
-    return contexts
+def _parse_json(value: bytes) -> ExportTraceServiceRequest:
+    try:
+        document = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise NotOtlp(f"not OTLP JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise NotOtlp("not OTLP JSON: the top level is not an object")
+    try:
+        _hex_ids_to_base64(document)
+        return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        raise NotOtlp(f"not OTLP JSON: {exc}") from exc
+
+
+def _hex_ids_to_base64(document: dict[str, Any]) -> None:
+    # OTLP JSON writes trace and span ids as hex; protobuf's JSON mapping expects base64 for bytes fields.
+    for resource_spans in _list(document, "resourceSpans", "resource_spans"):
+        for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
+            for span in _list(scope_spans, "spans"):
+                for holder in (span, *_list(span, "links")):
+                    for key in _ID_FIELDS:
+                        if isinstance(holder, dict) and isinstance(holder.get(key), str):
+                            holder[key] = _hex_to_base64(holder[key])
+
+
+def _list(holder: Any, *keys: str) -> list[Any]:
+    if not isinstance(holder, dict):
+        return []
+    for key in keys:
+        if isinstance(holder.get(key), list):
+            return holder[key]
+    return []
+
+
+def _hex_to_base64(hex_id: str) -> str:
+    try:
+        return base64.b64encode(bytes.fromhex(hex_id)).decode()
+    except ValueError as exc:
+        raise ValueError(f"id {hex_id[:40]!r} is not hex") from exc
 
 
 def _attributes(key_values: Any) -> dict[str, Any]:

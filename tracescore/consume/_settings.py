@@ -7,13 +7,16 @@ import re
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tracescore.consume._assemble import AssemblySettings
+
 __all__ = ["ConsumerSettings"]
 
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 class ConsumerSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TRACESCORE_")
+    # Nested settings from the environment: TRACESCORE_ASSEMBLY__GRACE_S=5
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_", env_nested_delimiter="__")
 
     bootstrap_servers: str = "127.0.0.1:9092"
     topic: str = "otlp_spans"
@@ -32,6 +35,8 @@ class ConsumerSettings(BaseSettings):
     ack_timeout_s: float = Field(default=30.0, gt=0)
     max_records: int | None = Field(default=None, ge=1)
     idle_timeout_s: float | None = Field(default=None, gt=0)
+    # How long spans wait for the rest of their trace, and how much may wait at once.
+    assembly: AssemblySettings = Field(default_factory=AssemblySettings)
 
     @field_validator("topic", "evaluations_topic", "dlq_topic", "evaluation_spans_topic")
     @classmethod

@@ -31,7 +31,8 @@ class EvaluationMetrics:
             "tracescore.judge.tokens", unit="{token}", description="Judge tokens spent, by type."
         )
         self._skipped = meter.create_counter(
-            "tracescore.spans.skipped", description="Spans not scored, by reason."
+            "tracescore.spans.skipped",
+            description="Traces or interactions not scored, by reason, service and instrumentation scope.",
         )
         self._dead_letters = meter.create_counter(
             "tracescore.messages.dead_lettered", description="Input messages sent to the dead-letter topic."
@@ -52,8 +53,8 @@ class EvaluationMetrics:
         if record.usage.completion_tokens:
             self._tokens.add(record.usage.completion_tokens, {**judge, "type": "output"})
 
-    def skipped(self, reason: str) -> None:
-        self._skipped.add(1, {"reason": reason})
+    def skipped(self, reason: str, service: str = "", scope: str = "") -> None:
+        self._skipped.add(1, {"reason": reason, "service.name": service, "otel.scope.name": scope})
 
     def dead_lettered(self) -> None:
         self._dead_letters.add(1)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tracescore._rag_span import RagSpan
+from tracescore.emit._explain import annotator_kind, explanation
 from tracescore.score import MetricResult, MetricStatus, Usage
 
 __all__ = ["SCHEMA_VERSION", "EvaluationRecord", "evaluation_record"]
@@ -30,6 +31,10 @@ class EvaluationRecord(BaseModel):
     status: MetricStatus
     reason: str | None = None
     judge: str
+    annotator_kind: str = Field(default="LLM", description="CODE (offline judge) or LLM (a model judge).")
+    convention: str = Field(
+        default="tracescore", description="Instrumentation convention the interaction was read from."
+    )
     timestamp: datetime
     details: dict[str, Any] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
@@ -52,8 +57,10 @@ def evaluation_record(
         score=result.score,
         label=result.label,
         status=result.status,
-        reason=result.reason,
+        reason=explanation(result),
         judge=result.judge,
+        annotator_kind=annotator_kind(result.judge),
+        convention=rag.convention,
         timestamp=now or datetime.now(UTC),
         details=result.details,
         usage=result.usage,

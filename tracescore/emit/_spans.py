@@ -1,22 +1,29 @@
 """Evaluation spans: a child of the scored span, in the same trace, carrying the score.
 
+Each is an OpenInference EVALUATOR span (kind, `input.value` naming what was judged, `output.value` with the
+result as JSON, `metadata` with the evaluator and annotator kind) with the OTel GenAI evaluation attributes
+and event beside them, and a span link to the evaluated span, so backends that follow links rather than
+parents (or show evaluations in their own lane) still join the two.
+
 Built directly as read-only SDK spans (no global tracer involved), so the consumer decides exactly when
 they are sent and can wait for Kafka's acknowledgement before committing the input offsets.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import Attributes
 
 from tracescore import __version__, semconv
 from tracescore._rag_span import RagSpan
+from tracescore.emit._explain import annotator_kind, explanation
 from tracescore.score import MetricResult, MetricStatus
 
 __all__ = ["evaluation_span"]
@@ -32,12 +39,24 @@ def evaluation_span(
     trace_id = int(rag.span.trace_id, 16)
     parent = SpanContext(trace_id, int(rag.span.span_id, 16), is_remote=True, trace_flags=TraceFlags(1))
     context = SpanContext(trace_id, _ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(1))
+    annotator = annotator_kind(result.judge)
+    why = explanation(result)
     attributes: dict[str, str | float | int] = {
         semconv.OPENINFERENCE_SPAN_KIND: "EVALUATOR",
+        semconv.INPUT_VALUE: f"{result.metric} of span {rag.span.span_id} ({rag.span.name})",
+        semconv.OUTPUT_VALUE: json.dumps(
+            {"score": result.score, "label": result.label, "explanation": why}, ensure_ascii=False
+        ),
+        semconv.OUTPUT_MIME_TYPE: "application/json",
+        semconv.METADATA: json.dumps(
+            {"evaluator_name": result.metric, "annotator_kind": annotator, "judge": result.judge}
+        ),
         semconv.GEN_AI_EVALUATION_NAME: result.metric,
         semconv.TRACESCORE_JUDGE: result.judge,
+        semconv.TRACESCORE_ANNOTATOR_KIND: annotator,
         semconv.TRACESCORE_ROUTE: rag.route,
         semconv.TRACESCORE_EVALUATED_SPAN_ID: rag.span.span_id,
+        semconv.TRACESCORE_CONVENTION: rag.convention,
         "tracescore.evaluation.status": result.status.value,
         "tracescore.evaluated_service": rag.span.service_name,
     }
@@ -45,10 +64,14 @@ def evaluation_span(
         attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = result.score
     if result.label is not None:
         attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = result.label
-    if result.reason:
-        attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = result.reason
+    if why:
+        attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = why
+    if result.status is MetricStatus.ERROR:
+        attributes[semconv.ERROR_TYPE] = str(result.details.get("error_type") or "_OTHER")
     end_ns = end_ns or time.time_ns()
     event_attrs: Attributes = {k: v for k, v in attributes.items() if k.startswith("gen_ai.evaluation.")}
+    if semconv.ERROR_TYPE in attributes:
+        event_attrs = {**event_attrs, semconv.ERROR_TYPE: attributes[semconv.ERROR_TYPE]}
     return ReadableSpan(
         name=f"evaluation {result.metric}",
         context=context,
@@ -56,6 +79,7 @@ def evaluation_span(
         resource=_resource,
         attributes=attributes,
         events=(Event(semconv.EVALUATION_EVENT, event_attrs, end_ns),),
+        links=(Link(parent, {"tracescore.link": "evaluated_span"}),),
         kind=SpanKind.INTERNAL,
         instrumentation_scope=_scope,
         status=Status(StatusCode.ERROR, result.reason) if result.status is MetricStatus.ERROR else Status(),

@@ -25,7 +25,7 @@ __all__ = ["rag", "record_contexts"]
 _log = logging.getLogger("tracescore.instrument")
 F = TypeVar("F", bound=Callable[..., Any])
 
-SCOPE_NAME = "tracescore"
+SCOPE_NAME = semconv.SDK_SCOPE
 _QUERY_PARAMS = ("query", "question")
 _CONTEXT_PARAMS = ("contexts", "documents", "docs")
 _TEXT_FIELDS = ("page_content", "content", "text")

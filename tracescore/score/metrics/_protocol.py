@@ -48,6 +48,7 @@ async def evaluate_each(record: RagRecord, metrics: Sequence[Metric], judge: Jud
                 status=MetricStatus.ERROR,
                 reason=f"{type(outcome).__name__}: {outcome}",
                 judge=judge.name,
+                details={"error_type": type(outcome).__name__},
             )
         results.append(outcome)
     return results

@@ -1,0 +1,161 @@
+"""Trace assembly: buffer decoded spans by trace id until the trace is whole enough to read.
+
+A trace is released when its root span has arrived and `grace_s` passed without a new span, or when
+`max_wait_s` passed since its last span (a root that never arrives, or lives in another service). Memory is
+bounded by trace count and bytes: past either bound the least recently fed trace is released early and
+marked incomplete, so it is still read, never silently dropped. Time is the consumer's monotonic clock, not
+span timestamps, so clock skew between services cannot hold a trace or release it early.
+
+Offsets: every buffered trace remembers the lowest offset per partition it was read from. `low_watermarks`
+gives, per partition, the lowest offset still held, which the consumer never commits past, so a crash
+replays every buffered trace (at-least-once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from tracescore._rag_span import DecodedSpan, Trace
+
+__all__ = ["AssemblySettings", "TraceAssembler"]
+
+
+class AssemblySettings(BaseModel):
+    grace_s: float = Field(default=2.0, ge=0, description="Wait after a trace's root arrived.")
+    max_wait_s: float = Field(
+        default=30.0, gt=0, description="Release a trace this long after its last span."
+    )
+    max_traces: int = Field(default=20_000, ge=1, description="Traces buffered at once.")
+    max_bytes: int = Field(default=256 * 1024 * 1024, ge=1, description="Bytes of spans buffered at once.")
+    max_spans_per_trace: int = Field(default=50_000, ge=1, description="A larger trace is read early.")
+    remember_released: int = Field(
+        default=100_000, ge=0, description="Recently released trace ids, to count late spans."
+    )
+
+
+@dataclass
+class _Buffered:
+    trace_id: str
+    spans: dict[str, DecodedSpan] = field(default_factory=dict)
+    has_root: bool = False
+    last_seen: float = 0.0
+    size: int = 0
+    offsets: dict[Hashable, int] = field(default_factory=dict)  # partition -> lowest offset held
+
+
+class TraceAssembler:
+    """Not thread-safe: one consumer loop owns it."""
+
+    def __init__(self, settings: AssemblySettings | None = None, clock: Callable[[], float] = time.monotonic):
+        self.settings = settings or AssemblySettings()
+        self._clock = clock
+        self._by_last_seen: OrderedDict[str, _Buffered] = OrderedDict()
+        self._rooted: OrderedDict[str, _Buffered] = OrderedDict()
+        self._released: OrderedDict[str, None] = OrderedDict()
+        self._bytes = 0
+        self.counts: Counter[str] = Counter()  # duplicate_spans, late_spans, released_<why>
+
+    @property
+    def buffered_traces(self) -> int:
+        return len(self._by_last_seen)
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._bytes
+
+    def add(self, spans: Iterable[DecodedSpan], partition: Hashable, offset: int, size: int) -> list[Trace]:
+        """Buffer the spans of one message (`size` bytes); returns traces released early to stay in bounds."""
+        spans = list(spans)
+        per_span = size // max(1, len(spans))
+        now = self._clock()
+        early: list[Trace] = []
+        for span in spans:
+            if span.trace_id in self._released:
+                self.counts["late_spans"] += 1
+                continue
+            entry = self._by_last_seen.get(span.trace_id)
+            if entry is None:
+                entry = _Buffered(span.trace_id)
+                self._by_last_seen[span.trace_id] = entry
+            elif span.span_id in entry.spans:
+                self.counts["duplicate_spans"] += 1
+                continue
+            entry.spans[span.span_id] = span
+            entry.size += per_span
+            self._bytes += per_span
+            entry.last_seen = now
+            entry.offsets[partition] = min(offset, entry.offsets.get(partition, offset))
+            self._by_last_seen.move_to_end(span.trace_id)
+            if span.parent_span_id is None:
+                entry.has_root = True
+            if entry.has_root:
+                self._rooted[span.trace_id] = entry
+                self._rooted.move_to_end(span.trace_id)
+            if len(entry.spans) >= self.settings.max_spans_per_trace:
+                early.append(self._release(entry, "too_many_spans"))
+        while self._by_last_seen and (
+            len(self._by_last_seen) > self.settings.max_traces or self._bytes > self.settings.max_bytes
+        ):
+            oldest = next(iter(self._by_last_seen.values()))
+            early.append(self._release(oldest, "evicted_memory"))
+        return early
+
+    def ready(self) -> list[Trace]:
+        """Traces whose root arrived `grace_s` ago, or whose last span arrived `max_wait_s` ago."""
+        now = self._clock()
+        out: list[Trace] = []
+        while self._rooted:
+            entry = next(iter(self._rooted.values()))
+            if now - entry.last_seen < self.settings.grace_s:
+                break
+            out.append(self._release(entry, None))
+        while self._by_last_seen:
+            entry = next(iter(self._by_last_seen.values()))
+            if now - entry.last_seen < self.settings.max_wait_s:
+                break
+            out.append(self._release(entry, None if entry.has_root else "no_root_span"))
+        return out
+
+    def release_all(self) -> list[Trace]:
+        """Everything buffered, e.g. when the stream has gone idle and no more spans are expected."""
+        return [
+            self._release(entry, None if entry.has_root else "no_root_span")
+            for entry in list(self._by_last_seen.values())
+        ]
+
+    def clear(self) -> int:
+        """Forget every buffered trace (partitions revoked: their new owner re-reads them). Returns count.
+
+        Released trace ids are forgotten too: messages after the committed offsets are read again, and
+        their traces must be assembled and scored again, not counted as late."""
+        dropped = len(self._by_last_seen)
+        self._by_last_seen.clear()
+        self._rooted.clear()
+        self._released.clear()
+        self._bytes = 0
+        return dropped
+
+    def low_watermarks(self) -> dict[Hashable, int]:
+        """Per partition, the lowest offset a buffered trace was read from: commit no further than this."""
+        marks: dict[Hashable, int] = {}
+        for entry in self._by_last_seen.values():
+            for partition, offset in entry.offsets.items():
+                if offset < marks.get(partition, offset + 1):
+                    marks[partition] = offset
+        return marks
+
+    def _release(self, entry: _Buffered, incomplete: str | None) -> Trace:
+        self._by_last_seen.pop(entry.trace_id, None)
+        self._rooted.pop(entry.trace_id, None)
+        self._bytes -= entry.size
+        self.counts[f"released_{incomplete or 'complete'}"] += 1
+        if self.settings.remember_released:
+            self._released[entry.trace_id] = None
+            while len(self._released) > self.settings.remember_released:
+                self._released.popitem(last=False)
+        return Trace(entry.trace_id, tuple(entry.spans.values()), incomplete=incomplete)

@@ -1,0 +1,51 @@
+"""Words for a result: the judge's own reason, or one built from the claims and their verdicts, and whether
+a person, a model or code gave the score (the annotator kind Phoenix shows)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+from tracescore.score import MetricResult, MetricStatus
+
+__all__ = ["annotator_kind", "explanation"]
+
+_MAX_QUOTED = 3
+_QUOTE_CHARS = 160
+
+
+def annotator_kind(judge_name: str) -> Literal["LLM", "CODE"]:
+    """The offline judge is code; every other judge asks a language model."""
+    return "CODE" if judge_name.split(":", 1)[0] == "offline" else "LLM"
+
+
+def explanation(result: MetricResult) -> str | None:
+    if result.reason:
+        return result.reason
+    if result.status is not MetricStatus.OK:
+        return None
+    claims = result.details.get("claims")
+    if isinstance(claims, list) and claims:
+        return _claims_explanation(claims)
+    relevant, total = result.details.get("relevant_chunks"), result.details.get("total_chunks")
+    if isinstance(relevant, int) and isinstance(total, int):
+        return f"{relevant} of {total} retrieved chunks are relevant to the question."
+    return None
+
+
+def _claims_explanation(claims: list[Any]) -> str:
+    verdicts = Counter(str(c.get("verdict", "")) for c in claims if isinstance(c, dict))
+    supported = verdicts.get("FULLY_SUPPORTED", 0)
+    text = f"{supported} of {len(claims)} claims fully supported by the retrieved context"
+    doubtful = [c for c in claims if isinstance(c, dict) and c.get("verdict") != "FULLY_SUPPORTED"]
+    if not doubtful:
+        return text + "."
+    quoted = "; ".join(
+        f"{c.get('verdict', '?').lower()}: {_clip(str(c.get('claim', '')))}" for c in doubtful[:_MAX_QUOTED]
+    )
+    more = f" (+{len(doubtful) - _MAX_QUOTED} more)" if len(doubtful) > _MAX_QUOTED else ""
+    return f"{text}. {quoted}{more}"
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 1] + "…"

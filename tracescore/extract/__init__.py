@@ -1,0 +1,24 @@
+"""Extract: assembled traces -> RAG interactions, one recogniser per instrumentation convention."""
+
+from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, extract
+from tracescore.extract._genai import GenAIRecognizer
+from tracescore.extract._openinference import OpenInferenceRecognizer
+from tracescore.extract._openllmetry import OpenLLMetryRecognizer
+from tracescore.extract._protocol import Recognizer, Skip
+from tracescore.extract._tracescore import TracescoreRecognizer
+
+__all__ = [
+    "DEFAULT_RECOGNIZERS",
+    "DecodedSpan",
+    "Extraction",
+    "GenAIRecognizer",
+    "OpenInferenceRecognizer",
+    "OpenLLMetryRecognizer",
+    "RagSpan",
+    "Recognizer",
+    "Skip",
+    "Trace",
+    "TracescoreRecognizer",
+    "extract",
+]

@@ -1,0 +1,83 @@
+"""OpenTelemetry GenAI semantic conventions: `gen_ai.operation.name` with message content on the span.
+
+The interaction is the outermost `invoke_workflow` / `invoke_agent` span, or without one each outermost
+`chat` / `text_completion` / `generate_content` span. The question is the last user message of
+`gen_ai.input.messages`, the answer the assistant text of `gen_ai.output.messages`; the documents come from
+`retrieval` spans (`gen_ai.retrieval.documents`) below the interaction, or beside a chat span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tracescore import semconv
+from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.extract._protocol import Skip, interaction
+from tracescore.extract._read import documents_of, last_message_text, parse_json
+
+__all__ = ["GenAIRecognizer"]
+
+_WORKFLOWS = frozenset({"invoke_workflow", "invoke_agent"})
+_GENERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_RETRIEVAL = "retrieval"
+RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
+RETRIEVAL_QUERY = "gen_ai.retrieval.query.text"
+
+
+def _operation(span: DecodedSpan) -> str:
+    return str(span.attributes.get(semconv.GEN_AI_OPERATION_NAME) or "")
+
+
+class GenAIRecognizer:
+    name = "genai"
+
+    def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
+        spans = [s for s in trace.in_order() if _operation(s)]
+        workflows = [s for s in spans if _operation(s) in _WORKFLOWS and not _under(trace, s, _WORKFLOWS)]
+        if workflows:
+            for anchor in workflows:
+                yield self._read(trace, anchor, list(trace.descendants(anchor)))
+            return
+        for anchor in (
+            s for s in spans if _operation(s) in _GENERATIONS and not _under(trace, s, _GENERATIONS)
+        ):
+            parent = trace.by_id.get(anchor.parent_span_id or "")
+            around = list(trace.descendants(parent)) if parent is not None else list(trace.in_order())
+            yield self._read(trace, anchor, around)
+
+    def _read(self, trace: Trace, anchor: DecodedSpan, around: list[DecodedSpan]) -> RagSpan | Skip:
+        retrievals = [s for s in around if _operation(s) == _RETRIEVAL]
+        contexts = [
+            doc for s in retrievals for doc in (documents_of(s.attributes.get(RETRIEVAL_DOCUMENTS)) or [])
+        ]
+        chats = [s for s in around if _operation(s) in _GENERATIONS]
+        question = _question(anchor)
+        answer = _answer(anchor)
+        if answer is None and chats:
+            answer = _answer(chats[-1])
+        if question is None and retrievals:
+            query = retrievals[0].attributes.get(RETRIEVAL_QUERY)
+            question = str(query) if query is not None else None
+        return interaction(
+            trace,
+            anchor,
+            convention=self.name,
+            question=question,
+            contexts=contexts,
+            answer=answer,
+            sources=[*retrievals, *chats],
+        )
+
+
+def _under(trace: Trace, span: DecodedSpan, operations: frozenset[str]) -> bool:
+    return any(_operation(a) in operations for a in trace.ancestors(span))
+
+
+def _question(span: DecodedSpan) -> str | None:
+    messages = parse_json(span.attributes.get(semconv.GEN_AI_INPUT_MESSAGES))
+    return last_message_text(messages, roles=("user", "human"))
+
+
+def _answer(span: DecodedSpan) -> str | None:
+    messages = parse_json(span.attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES))
+    return last_message_text(messages, roles=("assistant", "ai", "model"))

@@ -1,0 +1,107 @@
+"""OpenLLMetry (traceloop-sdk): `traceloop.span.kind` workflow / task spans and `gen_ai.prompt.N.*` LLM spans.
+
+The interaction is the outermost `workflow` (or `agent`) span: the question is read from its
+`traceloop.entity.input` (the decorated function's arguments as JSON), the answer from its
+`traceloop.entity.output`, or else from the last LLM completion (`gen_ai.completion.0.content`). Documents
+come from the retrieval tasks below it: a task whose name says it retrieves (retrieve, search, ...) and whose
+output is a list of documents. Where no retrieval was recorded (traceloop's LangChain mode puts the
+documents only inside the prompt), the workflow is skipped with that explanation: the prompt's text is not
+a reliable split into question and documents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.extract._protocol import Skip, interaction
+from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, parse_json, text_of
+
+__all__ = ["OpenLLMetryRecognizer"]
+
+SPAN_KIND = "traceloop.span.kind"
+ENTITY_NAME = "traceloop.entity.name"
+ENTITY_INPUT = "traceloop.entity.input"
+ENTITY_OUTPUT = "traceloop.entity.output"
+_ANSWERING = frozenset({"workflow", "agent"})
+_RETRIEVAL_NAME = re.compile(r"retriev|search|lookup|fetch_?doc|get_?doc|context|knowledge", re.IGNORECASE)
+
+
+def _kind(span: DecodedSpan) -> str:
+    return str(span.attributes.get(SPAN_KIND) or "").lower()
+
+
+class OpenLLMetryRecognizer:
+    name = "openllmetry"
+
+    def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
+        for anchor in trace.in_order():
+            if _kind(anchor) in _ANSWERING and not any(
+                _kind(a) in _ANSWERING for a in trace.ancestors(anchor)
+            ):
+                yield self._read(trace, anchor)
+
+    def _read(self, trace: Trace, anchor: DecodedSpan) -> RagSpan | Skip:
+        below = list(trace.descendants(anchor))
+        retrievals = [s for s in below if _is_retrieval(s)]
+        contexts = [doc for s in retrievals for doc in (documents_of(s.attributes.get(ENTITY_OUTPUT)) or [])]
+        llms = [s for s in below if indexed(s.attributes, "gen_ai.completion", "content")]
+        question = _question(anchor.attributes.get(ENTITY_INPUT))
+        answer = text_of(anchor.attributes.get(ENTITY_OUTPUT), ANSWER_KEYS)
+        if answer is None and llms:
+            answer = str(indexed(llms[-1].attributes, "gen_ai.completion", "content")[-1])
+        if question is None and retrievals:
+            question = _question(retrievals[0].attributes.get(ENTITY_INPUT))
+        if not retrievals and question and answer:
+            where = (
+                "no retrieval task recorded its documents (traceloop's LangChain instrumentation puts "
+                "them only inside the LLM prompt); decorate the retriever with @task(name='retrieve') or "
+                "use tracescore's decorators"
+            )
+            return Skip(
+                "no_retrieval",
+                f"openllmetry workflow {anchor.span_id} '{anchor.name}' of trace {trace.trace_id} "
+                f"({anchor.service_name}): {where}",
+                span=anchor,
+                convention=self.name,
+            )
+        return interaction(
+            trace,
+            anchor,
+            convention=self.name,
+            question=question,
+            contexts=contexts,
+            answer=answer,
+            sources=[*retrievals, *llms],
+        )
+
+
+def _is_retrieval(span: DecodedSpan) -> bool:
+    if _kind(span) not in ("task", "tool"):
+        return False
+    name = str(span.attributes.get(ENTITY_NAME) or span.name)
+    return bool(_RETRIEVAL_NAME.search(name)) and documents_of(span.attributes.get(ENTITY_OUTPUT)) is not None
+
+
+def _question(entity_input: Any) -> str | None:
+    """traceloop records a call as {"args": [...], "kwargs": {...}}: a question keyword, else the first
+    string argument, else the text of a single dict argument (a LangChain chain's input)."""
+    call = parse_json(entity_input)
+    if not isinstance(call, Mapping):
+        return text_of(call, QUESTION_KEYS)
+    kwargs = call.get("kwargs") if isinstance(call.get("kwargs"), Mapping) else {}
+    for key in QUESTION_KEYS:
+        if isinstance(kwargs.get(key), str) and kwargs[key].strip():
+            return kwargs[key]
+    args = call.get("args") if isinstance(call.get("args"), list) else []
+    for arg in args:
+        if isinstance(arg, str) and arg.strip():
+            return arg
+    for arg in args:
+        if (text := text_of(arg, QUESTION_KEYS)) is not None:
+            return text
+    if "args" not in call and "kwargs" not in call:
+        return text_of(call, QUESTION_KEYS)
+    return None

@@ -1,0 +1,88 @@
+"""The extract stage's seam: a recogniser reads one convention's spans in an assembled trace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from tracescore import semconv
+from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.score import RagRecord
+
+__all__ = ["Recognizer", "Skip", "interaction"]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why something in a trace is not scored. `expected` skips (traffic that is not RAG, our own evaluation
+    spans) are counted quietly after the first log line; the others are counted and logged as warnings."""
+
+    reason: str
+    detail: str
+    expected: bool = False
+    span: DecodedSpan | None = None
+    convention: str | None = None
+
+
+class Recognizer(Protocol):
+    """Turns an assembled trace into the RAG interactions one instrumentation convention describes.
+
+    Yields an interaction for each answer it can pair with a question and retrieved documents, and a Skip
+    for each answer it recognises but cannot score (naming what is missing). Yields nothing for traces
+    that do not use its convention. Stateless: one instance serves every trace.
+    """
+
+    name: str
+
+    def recognize(self, trace: Trace) -> Iterable[RagSpan | Skip]: ...
+
+
+def interaction(
+    trace: Trace,
+    anchor: DecodedSpan,
+    *,
+    convention: str,
+    question: str | None,
+    contexts: list[str] | None,
+    answer: str | None,
+    sources: Iterable[DecodedSpan] = (),
+    looked_in: Mapping[str, str] | None = None,
+) -> RagSpan | Skip:
+    """An interaction anchored on `anchor`, or the Skip that names the missing part and, from `looked_in`
+    (part -> attributes), where it was looked for."""
+    place = f"{convention} span {anchor.span_id} '{anchor.name}' of trace {trace.trace_id}"
+    place += f" ({anchor.service_name})"
+    looked_in = looked_in or {}
+
+    def missing(reason: str, part: str, what: str) -> Skip:
+        where = f" (looked in {looked_in[part]})" if part in looked_in else ""
+        return Skip(reason, f"{place} has {what}{where}", span=anchor, convention=convention)
+
+    if not (question or "").strip():
+        return missing("missing_query", "question", "no question")
+    if answer is None or not answer.strip():
+        return missing("missing_answer", "answer", "no answer")
+    texts = tuple(c for c in (contexts or ()) if c.strip())
+    if not texts:
+        return missing("empty_context", "documents", "no retrieved documents to check the answer against")
+    return RagSpan(
+        span=anchor,
+        record=RagRecord(
+            id=f"{trace.trace_id}:{anchor.span_id}", query=question, contexts=texts, answer=answer
+        ),
+        route=route_of(trace, anchor),
+        convention=convention,
+        span_ids=frozenset({anchor.span_id, *(s.span_id for s in sources)}),
+    )
+
+
+def route_of(trace: Trace, anchor: DecodedSpan) -> str:
+    """The route results are grouped by: an explicit tracescore route, else the HTTP route of the request
+    the interaction served (often on an ancestor span), else the anchor span's name."""
+    for key in (semconv.TRACESCORE_ROUTE, semconv.HTTP_ROUTE):
+        for span in (anchor, *trace.ancestors(anchor)):
+            value = span.attributes.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return anchor.name

@@ -1,0 +1,155 @@
+"""Reading text out of attribute values that instrumentations fill very differently: plain strings, JSON of
+a function's arguments or return value, chat messages, lists of documents. Every function returns None
+rather than guess when the shape is not one it knows, so a score is never built from the wrong text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "ANSWER_KEYS",
+    "QUESTION_KEYS",
+    "documents_of",
+    "indexed",
+    "last_message_text",
+    "parse_json",
+    "text_of",
+]
+
+# Field names that hold the user's question or the final answer in chain inputs / outputs of LangChain,
+# LlamaIndex, Haystack, DSPy and hand-written pipelines.
+QUESTION_KEYS = ("question", "query", "input", "user_input", "user_query", "q", "prompt", "text", "message")
+ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "output_text", "generation")
+_DOC_TEXT_KEYS = ("page_content", "pageContent", "content", "text", "document.content", "chunk", "body")
+_DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "nodes", "results", "context")
+_MAX_DEPTH = 6
+_MAX_JSON_CHARS = 8_000_000  # a bigger attribute is not parsed: never worth the memory of a parse tree
+
+
+def parse_json(value: Any) -> Any:
+    """`value` parsed if it is a JSON object, array or string literal in a string (function arguments and
+    return values are recorded JSON-encoded); otherwise `value` itself."""
+    if isinstance(value, str) and len(value) <= _MAX_JSON_CHARS:
+        stripped = value.lstrip()
+        if stripped[:1] in ("{", "[", '"'):
+            try:
+                return json.loads(stripped)
+            except (ValueError, RecursionError):
+                return value
+    return value
+
+
+def text_of(value: Any, keys: Sequence[str], depth: int = 0) -> str | None:
+    """The text in `value`: itself if a string, else the first of `keys` in a mapping (recursively), the
+    only string of a one-field mapping or one-item list, or the last user/assistant message's text."""
+    if depth > _MAX_DEPTH or value is None:
+        return None
+    value = parse_json(value)
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, Mapping):
+        if _looks_like_message(value):
+            return _message_text(value)
+        for key in keys:
+            if key in value and (found := text_of(value[key], keys, depth + 1)) is not None:
+                return found
+        strings = [v for v in value.values() if v is not None]
+        if len(strings) == 1:
+            return text_of(strings[0], keys, depth + 1)
+        return None
+    if isinstance(value, list):
+        if value and all(isinstance(m, Mapping) and _looks_like_message(m) for m in value):
+            return last_message_text(value, roles=("user", "human", "assistant", "ai"))
+        if len(value) == 1:
+            return text_of(value[0], keys, depth + 1)
+    return None
+
+
+def last_message_text(messages: Any, roles: Sequence[str]) -> str | None:
+    """Text of the last message with one of `roles`, from chat messages in OpenAI, OTel GenAI (`parts`),
+    LangChain (`type`, `kwargs.content`) shape."""
+    messages = parse_json(messages)
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and _role(message) in roles:
+            text = _message_text(message)
+            if text:
+                return text
+    return None
+
+
+def documents_of(value: Any, depth: int = 0) -> list[str] | None:
+    """Document texts from a retriever's output: a list of strings or of document objects, possibly under
+    a `documents`-like key. None when the value is not recognisably a list of documents."""
+    if depth > _MAX_DEPTH:
+        return None
+    value = parse_json(value)
+    if isinstance(value, Mapping):
+        for key in _DOC_LIST_KEYS:
+            if key in value:
+                return documents_of(value[key], depth + 1)
+        if (kwargs := value.get("kwargs")) is not None:  # a LangChain-serialised object
+            return documents_of(kwargs, depth + 1)
+        return None
+    if not isinstance(value, list):
+        return None
+    texts = []
+    for item in value:
+        text = _document_text(item)
+        if text is None:
+            return None
+        texts.append(text)
+    return texts
+
+
+def indexed(attributes: Mapping[str, Any], prefix: str, suffix: str) -> list[Any]:
+    """Values of flattened list attributes `prefix.0.suffix`, `prefix.1.suffix`, ... up to the first gap."""
+    values = []
+    index = 0
+    while (value := attributes.get(f"{prefix}.{index}.{suffix}")) is not None:
+        values.append(value)
+        index += 1
+    return values
+
+
+def _document_text(item: Any) -> str | None:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Mapping):
+        for key in _DOC_TEXT_KEYS:
+            if isinstance(item.get(key), str):
+                return item[key]
+        for nested in ("document", "node", "kwargs"):  # OpenInference, LlamaIndex NodeWithScore, LangChain
+            if isinstance(item.get(nested), Mapping):
+                return _document_text(item[nested])
+    return None
+
+
+def _looks_like_message(value: Mapping[str, Any]) -> bool:
+    return ("role" in value or "type" in value) and any(k in value for k in ("content", "parts", "kwargs"))
+
+
+def _role(message: Mapping[str, Any]) -> str:
+    role = message.get("role") or message.get("type") or ""
+    return str(role).lower()
+
+
+def _message_text(message: Mapping[str, Any]) -> str | None:
+    content = message.get("content")
+    if content is None and isinstance(message.get("kwargs"), Mapping):
+        content = message["kwargs"].get("content")
+    if isinstance(content, str):
+        return content if content.strip() else None
+    parts = content if isinstance(content, list) else message.get("parts")
+    if isinstance(parts, list):
+        texts = [
+            str(part.get("content") or part.get("text") or "")
+            for part in parts
+            if isinstance(part, Mapping) and part.get("type", "text") == "text"
+        ]
+        joined = "".join(texts)
+        return joined if joined.strip() else None
+    return None

@@ -1,0 +1,40 @@
+"""tracescore's own spans (`@tracescore.rag`): question, documents and answer on one span, by name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tracescore import semconv
+from tracescore._rag_span import RagSpan, Trace
+from tracescore.extract._protocol import Skip, interaction
+from tracescore.extract._read import indexed
+
+__all__ = ["TracescoreRecognizer"]
+
+_LOOKED_IN = {
+    "question": semconv.INPUT_VALUE,
+    "answer": semconv.OUTPUT_VALUE,
+    "documents": semconv.document_content_key(0).replace(".0.", ".N."),
+}
+
+
+class TracescoreRecognizer:
+    name = "tracescore"
+
+    def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
+        for span in trace.in_order():
+            if span.scope_name != semconv.SDK_SCOPE:
+                continue
+            attrs = span.attributes
+            query = attrs.get(semconv.INPUT_VALUE)
+            answer = attrs.get(semconv.OUTPUT_VALUE)
+            contexts = [str(c) for c in indexed(attrs, semconv.RETRIEVAL_DOCUMENTS, "document.content")]
+            yield interaction(
+                trace,
+                span,
+                convention=self.name,
+                question=None if query is None else str(query),
+                contexts=contexts,
+                answer=None if answer is None else str(answer),
+                looked_in=_LOOKED_IN,
+            )
