@@ -1,0 +1,154 @@
+"""Whole traces through the real broker: a trace split over messages is scored once, with what every part
+carries; offsets never pass a buffered trace, so a stop or crash replays it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka_helpers import assert_all_committed, committed, produce
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tracescore.consume import AssemblySettings, ConsumerSettings, EvaluationConsumer
+from tracescore.emit import EvaluationRecord
+from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+
+pytestmark = pytest.mark.kafka
+
+KIND = "openinference.span.kind"
+QUESTION = "How long does the Aurora X2 battery last?"
+DOC = "The Aurora X2 battery lasts 14 hours on a single charge."
+
+
+def openinference_trace(answer: str) -> list[ReadableSpan]:
+    """CHAIN -> RETRIEVER, LLM, as an OpenInference-instrumented chain writes them (children end first)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "shop-assistant"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("openinference.instrumentation.langchain")
+    with tracer.start_as_current_span("RunnableSequence") as chain:
+        chain.set_attributes({KIND: "CHAIN", "input.value": QUESTION, "output.value": answer})
+        with tracer.start_as_current_span("VectorStoreRetriever") as retriever:
+            retriever.set_attributes(
+                {KIND: "RETRIEVER", "input.value": QUESTION, "retrieval.documents.0.document.content": DOC}
+            )
+        with tracer.start_as_current_span("ChatModel") as llm:
+            llm.set_attributes({KIND: "LLM", "llm.output_messages.0.message.content": answer})
+    spans = list(exporter.get_finished_spans())
+    assert [s.name for s in spans] == ["VectorStoreRetriever", "ChatModel", "RunnableSequence"]
+    return spans
+
+
+def messages(spans: list[ReadableSpan]) -> list[tuple[bytes, bytes]]:
+    """One Kafka message per span, keyed by trace id as the Collector keys them."""
+    return [
+        (format(s.context.trace_id, "032x").encode(), encode_spans([s]).SerializeToString()) for s in spans
+    ]
+
+
+def consumer_for(
+    bootstrap: str, prefix: str, **overrides: object
+) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
+    seen: list[EvaluationRecord] = []
+    settings = ConsumerSettings.model_validate(
+        {
+            "bootstrap_servers": bootstrap,
+            "topic": f"{prefix}.spans",
+            "group_id": f"{prefix}.group",
+            "evaluations_topic": f"{prefix}.evaluations",
+            "dlq_topic": f"{prefix}.dlq",
+            "evaluation_spans_topic": f"{prefix}.evaluation-spans",
+            "idle_timeout_s": 3,
+            **overrides,
+        }
+    )
+    consumer = EvaluationConsumer(
+        settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
+    )
+    return consumer, seen
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("answer", "direction"),
+    [
+        pytest.param("The Aurora X2 battery lasts 14 hours.", "faithful", id="faithful"),
+        pytest.param("The Aurora X2 battery lasts 40 hours.", "hallucinated", id="unfaithful"),
+    ],
+)
+def test_a_trace_split_over_messages_is_scored_once_on_its_answering_span(
+    bootstrap: str, topic_prefix: str, answer: str, direction: str
+) -> None:
+    spans = openinference_trace(answer)
+    produce(bootstrap, f"{topic_prefix}.spans", messages(spans))
+    consumer, seen = consumer_for(bootstrap, topic_prefix)
+
+    stats = consumer.run()
+
+    [record] = seen
+    chain = spans[-1]
+    assert record.span_id == format(chain.context.span_id, "016x"), "scored on the CHAIN, not the retriever"
+    assert record.convention == "openinference" and record.label == direction
+    assert stats.messages == 3 and stats.traces == 1 and stats.scored == 1
+    assert_all_committed(bootstrap, f"{topic_prefix}.group", f"{topic_prefix}.spans")
+
+
+def test_a_stopped_consumer_commits_nothing_past_a_buffered_trace_and_the_next_member_scores_it(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}.spans"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])  # one partition: offsets in produce order
+    admin.close()
+    spans = openinference_trace("The Aurora X2 battery lasts 14 hours.")
+    children, root = messages(spans[:2]), messages(spans[2:])
+    # A finished trace first, so there is something to commit before the buffered one.
+    done = openinference_trace("It lasts 14 hours.")
+    produce(bootstrap, topic, [*messages(done), *children])
+    waiting, seen_first = consumer_for(
+        bootstrap, topic_prefix, idle_timeout_s=None, assembly=AssemblySettings(grace_s=0, max_wait_s=3600)
+    )
+    runner = threading.Thread(target=waiting.run)
+    runner.start()
+    wait_for(lambda: len(seen_first) == 1 and waiting.stats.messages == 5, "the finished trace to be scored")
+    waiting.stop()
+    runner.join(60)
+    assert not runner.is_alive()
+
+    # Every message before the buffered trace is committed; its first message (offset 3) is not.
+    assert committed(bootstrap, f"{topic_prefix}.group", topic) == {0: 3}
+
+    produce(bootstrap, topic, root)
+    after, seen_after = consumer_for(bootstrap, topic_prefix)
+    stats = after.run()
+
+    [record] = seen_after
+    assert record.span_id == format(spans[-1].context.span_id, "016x") and record.label == "faithful"
+    assert stats.messages == 3, "replayed from the buffered trace's first message"
+    assert_all_committed(bootstrap, f"{topic_prefix}.group", topic)
+
+
+def test_spans_of_other_services_in_a_trace_are_read_with_it(bootstrap: str, topic_prefix: str) -> None:
+    spans = openinference_trace("The Aurora X2 battery lasts 14 hours.")
+    not_rag = json.dumps({"unrelated": True}).encode()
+    produce(bootstrap, f"{topic_prefix}.spans", [*messages(spans), (b"k", not_rag)])
+    consumer, seen = consumer_for(bootstrap, topic_prefix)
+    stats = consumer.run()
+    assert len(seen) == 1 and stats.dead_letters == 1
