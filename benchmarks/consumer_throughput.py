@@ -38,8 +38,9 @@ from kafka.consumer.fetcher import ConsumerRecord
 from kafka.record import util as kafka_record_util
 
 import tracescore
-from tracescore.consume import ConsumerSettings, EvaluationConsumer, RagSpan
+from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.export import KafkaSpanExporter
+from tracescore.extract import RagSpan
 from tracescore.score import MetricResult, RagRecord
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges import _offline_text
@@ -172,12 +173,14 @@ class TimedConsumer(EvaluationConsumer):
 
         self._producer.send = counting_send  # type: ignore[method-assign]
 
-    def process(self, batch: Sequence[ConsumerRecord], runner: asyncio.Runner) -> None:
+    def process(
+        self, batch: Sequence[ConsumerRecord], runner: asyncio.Runner, release_all: bool = False
+    ) -> None:
         started = time.perf_counter()
-        if self.first_batch_at is None:
+        if self.first_batch_at is None and batch:
             self.first_batch_at = started
         self.bytes_in += sum(len(m.value or b"") + len(m.key or b"") for m in batch)
-        super().process(batch, runner)
+        super().process(batch, runner, release_all)
         self.batches += 1
         self.t_process += time.perf_counter() - started
 

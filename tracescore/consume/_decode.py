@@ -31,23 +31,25 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
     if not value:
         raise NotOtlp("empty message")
     request = _parse_json(value) if value.lstrip()[:1] == b"{" else _parse_protobuf(value)
-    spans = [
-        DecodedSpan(
-            trace_id=span.trace_id.hex(),
-            span_id=span.span_id.hex(),
-            parent_span_id=span.parent_span_id.hex() or None,
-            name=span.name,
-            service_name=str(resource_attrs.get("service.name", "unknown_service")),
-            scope_name=scope_spans.scope.name,
-            attributes=_attributes(span.attributes),
-            start_time_unix_nano=span.start_time_unix_nano,
-            end_time_unix_nano=span.end_time_unix_nano,
-        )
-        for resource_spans in request.resource_spans
-        for resource_attrs in [_attributes(resource_spans.resource.attributes)]
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-    ]
+    spans = []
+    for resource_spans in request.resource_spans:
+        service = str(_attributes(resource_spans.resource.attributes).get("service.name", "unknown_service"))
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope.name
+            spans.extend(
+                DecodedSpan(
+                    span.trace_id.hex(),
+                    span.span_id.hex(),
+                    span.name,
+                    service,
+                    scope,
+                    _attributes(span.attributes),
+                    span.end_time_unix_nano,
+                    span.parent_span_id.hex() or None,
+                    span.start_time_unix_nano,
+                )
+                for span in scope_spans.spans
+            )
     # Arbitrary bytes sometimes parse as an empty protobuf message; an OTLP export always carries spans.
     if not spans:
         raise NotOtlp("no OTLP spans in the message (wrong topic or encoding?)")
@@ -108,7 +110,15 @@ def _hex_to_base64(hex_id: str) -> str:
 
 
 def _attributes(key_values: Any) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in key_values}
+    attributes = {}
+    for kv in key_values:
+        value = kv.value
+        # Strings are nearly every attribute: one oneof lookup for them instead of the general path.
+        if value.WhichOneof("value") == "string_value":
+            attributes[kv.key] = value.string_value
+        else:
+            attributes[kv.key] = _value(value)
+    return attributes
 
 
 def _value(value: AnyValue) -> Any:

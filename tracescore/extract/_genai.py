@@ -25,14 +25,15 @@ RETRIEVAL_QUERY = "gen_ai.retrieval.query.text"
 
 
 def _operation(span: DecodedSpan) -> str:
-    return str(span.attributes.get(semconv.GEN_AI_OPERATION_NAME) or "")
+    operation = span.attributes.get(semconv.GEN_AI_OPERATION_NAME)
+    return operation if isinstance(operation, str) else ""
 
 
 class GenAIRecognizer:
     name = "genai"
 
     def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
-        spans = [s for s in trace.in_order() if _operation(s)]
+        spans = trace.select(lambda s: semconv.GEN_AI_OPERATION_NAME in s.attributes)
         workflows = [s for s in spans if _operation(s) in _WORKFLOWS and not _under(trace, s, _WORKFLOWS)]
         if workflows:
             for anchor in workflows:

@@ -25,14 +25,15 @@ _RETRIEVING = frozenset({"RETRIEVER", "RERANKER"})
 
 
 def _kind(span: DecodedSpan) -> str:
-    return str(span.attributes.get(_KIND) or "").upper()
+    kind = span.attributes.get(_KIND)
+    return kind.upper() if isinstance(kind, str) else ""
 
 
 class OpenInferenceRecognizer:
     name = "openinference"
 
     def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
-        spans = [s for s in trace.in_order() if _kind(s)]
+        spans = trace.select(lambda s: _KIND in s.attributes)
         if not spans:
             return
         anchors = [s for s in spans if _kind(s) in _ANSWERING and not self._under(trace, s, _ANSWERING)]

@@ -30,17 +30,16 @@ _RETRIEVAL_NAME = re.compile(r"retriev|search|lookup|fetch_?doc|get_?doc|context
 
 
 def _kind(span: DecodedSpan) -> str:
-    return str(span.attributes.get(SPAN_KIND) or "").lower()
+    kind = span.attributes.get(SPAN_KIND)
+    return kind.lower() if isinstance(kind, str) else ""
 
 
 class OpenLLMetryRecognizer:
     name = "openllmetry"
 
     def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
-        for anchor in trace.in_order():
-            if _kind(anchor) in _ANSWERING and not any(
-                _kind(a) in _ANSWERING for a in trace.ancestors(anchor)
-            ):
+        for anchor in trace.select(lambda s: _kind(s) in _ANSWERING):
+            if not any(_kind(a) in _ANSWERING for a in trace.ancestors(anchor)):
                 yield self._read(trace, anchor)
 
     def _read(self, trace: Trace, anchor: DecodedSpan) -> RagSpan | Skip:

@@ -22,9 +22,7 @@ class TracescoreRecognizer:
     name = "tracescore"
 
     def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
-        for span in trace.in_order():
-            if span.scope_name != semconv.SDK_SCOPE:
-                continue
+        for span in trace.select(lambda s: s.scope_name == semconv.SDK_SCOPE):
             attrs = span.attributes
             query = attrs.get(semconv.INPUT_VALUE)
             answer = attrs.get(semconv.OUTPUT_VALUE)

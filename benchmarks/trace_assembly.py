@@ -1,0 +1,200 @@
+"""Decode + assemble + recognise on the unsampled path, through a real Kafka broker, on one core.
+
+    python benchmarks/trace_assembly.py [--traces 20000] [--spans-per-trace 5]
+
+Builds OpenInference-shaped traces (CHAIN -> RETRIEVER, EMBEDDING, PROMPT, LLM: 5 spans, ~2 KB of attributes
+each trace), one OTLP protobuf message per trace keyed by trace id as the Collector writes them, and produces
+them to a real Apache Kafka 4 broker. Then, with this process pinned to one core (the broker's JVM runs on
+the other), it times:
+
+1. in process, no Kafka: decode_message + TraceAssembler + extract over the same message bytes;
+2. `EvaluationConsumer` reading the topic from the start with a sampler that keeps nothing (every trace is
+   assembled and its interactions recognised, none is scored), grace period 0 so the figure is CPU, not the
+   grace wait; spans/s from its first polled batch to the last trace read.
+
+Also: memory per buffered trace (tracemalloc, 10,000 five-span traces held in the assembler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+import tracemalloc
+import uuid
+from collections.abc import Sequence
+
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.consumer.fetcher import ConsumerRecord
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tracescore.consume import (
+    AssemblySettings,
+    ConsumerSettings,
+    EvaluationConsumer,
+    TraceAssembler,
+    decode_message,
+)
+from tracescore.extract import extract
+from tracescore.sample import RatioSampler
+from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing.kafka_broker import KafkaBroker
+
+KIND = "openinference.span.kind"
+DOC = "The Aurora X2 battery lasts 14 hours on a single charge and recharges in 90 minutes. " * 4
+
+
+def build_messages(traces: int, spans_per_trace: int) -> list[tuple[bytes, bytes]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "bench-shop"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("openinference.instrumentation.langchain")
+    kinds = ["RETRIEVER", "EMBEDDING", "PROMPT", "LLM", "TOOL"]
+    messages = []
+    for i in range(traces):
+        exporter.clear()
+        question = f"How long does the Aurora X2 battery last? ({i})"
+        with tracer.start_as_current_span("RunnableSequence") as chain:
+            chain.set_attributes({KIND: "CHAIN", "input.value": question, "output.value": "14 hours."})
+            for k in range(spans_per_trace - 1):
+                kind = kinds[k % len(kinds)]
+                with tracer.start_as_current_span(kind.title()) as child:
+                    child.set_attribute(KIND, kind)
+                    if kind == "RETRIEVER":
+                        child.set_attribute("input.value", question)
+                        child.set_attribute("retrieval.documents.0.document.content", DOC)
+                        child.set_attribute("retrieval.documents.1.document.content", DOC[::-1])
+                    elif kind == "LLM":
+                        child.set_attribute("llm.output_messages.0.message.content", "14 hours.")
+        spans = exporter.get_finished_spans()
+        key = format(spans[0].context.trace_id, "032x").encode()
+        messages.append((key, encode_spans(spans).SerializeToString()))
+    return messages
+
+
+def in_process(messages: Sequence[tuple[bytes, bytes]]) -> float:
+    """Spans/s of decode + assemble + extract, without Kafka."""
+    assembler = TraceAssembler(AssemblySettings(grace_s=0))
+    spans = 0
+    started = time.perf_counter()
+    for offset, (_, value) in enumerate(messages):
+        decoded = decode_message(value)
+        spans += len(decoded)
+        released = assembler.add(decoded, 0, offset, len(value)) + assembler.ready()
+        for trace in released:
+            extract(trace)
+    return spans / (time.perf_counter() - started)
+
+
+class TimedConsumer(EvaluationConsumer):
+    def __init__(self, *args: object, target_traces: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.target_traces = target_traces
+        self.first_at: float | None = None
+        self.done_at: float | None = None
+
+    def process(
+        self, batch: Sequence[ConsumerRecord], runner: asyncio.Runner, release_all: bool = False
+    ) -> None:
+        if batch and self.first_at is None:
+            self.first_at = time.perf_counter()
+        super().process(batch, runner, release_all)
+        if self.done_at is None and self.stats.traces >= self.target_traces:
+            self.done_at = time.perf_counter()
+            self.stop()
+
+
+def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, TimedConsumer]:
+    settings = ConsumerSettings(
+        bootstrap_servers=bootstrap,
+        topic=topic,
+        group_id=f"bench-{uuid.uuid4().hex[:8]}",
+        evaluations_topic=f"{topic}.evaluations",
+        dlq_topic=f"{topic}.dlq",
+        max_poll_records=2000,
+        idle_timeout_s=30,
+        assembly=AssemblySettings(grace_s=0),
+    )
+    consumer = TimedConsumer(
+        settings,
+        judge=OfflineJudge(),
+        metrics=[Faithfulness()],
+        sampler=RatioSampler(0.0),
+        target_traces=traces,
+    )
+    consumer.run()
+    if consumer.first_at is None or consumer.done_at is None:
+        raise RuntimeError(f"read {consumer.stats.traces} of {traces} traces")
+    return consumer.stats.spans / (consumer.done_at - consumer.first_at), consumer
+
+
+def memory_per_trace(messages: Sequence[tuple[bytes, bytes]], held: int = 10_000) -> float:
+    decoded = [decode_message(value) for _, value in messages[:held]]
+    assembler = TraceAssembler(AssemblySettings(grace_s=3600, max_wait_s=3600))
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for offset, spans in enumerate(decoded):
+        assembler.add(spans, 0, offset, 2000)
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    # The decoded spans are the trace's content; the rest is the buffer's own bookkeeping.
+    return (after - before) / len(decoded)
+
+
+def decoded_size_per_trace(messages: Sequence[tuple[bytes, bytes]], sample: int = 2_000) -> float:
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = [decode_message(value) for _, value in messages[:sample]]
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del kept
+    return (after - before) / sample
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=int, default=20_000)
+    parser.add_argument("--spans-per-trace", type=int, default=5)
+    args = parser.parse_args()
+
+    print(f"building {args.traces} traces of {args.spans_per_trace} spans ...", flush=True)
+    messages = build_messages(args.traces, args.spans_per_trace)
+    mean_bytes = sum(len(v) for _, v in messages) / len(messages)
+    with KafkaBroker(heap="1g") as broker:
+        topic = f"assembly-{uuid.uuid4().hex[:8]}"
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        admin.create_topics([NewTopic(topic, 3, 1)])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all")
+        for key, value in messages:
+            producer.send(topic, key=key, value=value)
+        producer.flush()
+        producer.close()
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {0})  # one core for this process; the broker's JVM keeps the other
+        alone = in_process(messages)
+        kafka_rate, consumer = through_kafka(broker.bootstrap_servers, topic, args.traces)
+    per_trace = memory_per_trace(messages)
+    content = decoded_size_per_trace(messages)
+
+    stats = consumer.stats
+    print(f"\n{args.traces} traces x {args.spans_per_trace} spans, {mean_bytes:.0f} B per message")
+    print(f"decode+assemble+extract, in process      : {alone:10,.0f} spans/s")
+    print(
+        f"through Kafka (EvaluationConsumer, 1 core): {kafka_rate:10,.0f} spans/s  ({kafka_rate / alone:.2f}x)"
+    )
+    print(f"  traces read {stats.traces}, interactions {stats.rag_spans}, sampled out {stats.sampled_out}")
+    print(
+        f"memory per buffered trace: {per_trace / 1024:.1f} KiB (decoded spans alone {content / 1024:.1f} KiB)"
+    )
+
+
+if __name__ == "__main__":
+    main()
