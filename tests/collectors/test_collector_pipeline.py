@@ -46,7 +46,7 @@ from tracescore.consume import (
     decode_message,
 )
 from tracescore.emit import EvaluationRecord
-from tracescore.extract import RagSpan, Trace, extract
+from tracescore.extract import Trace, extract
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
