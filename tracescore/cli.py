@@ -64,7 +64,9 @@ def main(verbose: bool) -> None:
 
 @main.command()
 @click.option("--bootstrap-servers", envvar="TRACESCORE_BOOTSTRAP_SERVERS", required=True)
-@click.option("--topic", default="otlp_spans", show_default=True, help="Topic with OTLP protobuf spans.")
+@click.option(
+    "--topic", default="otlp_spans", show_default=True, help="Topic of OTLP spans, protobuf or JSON."
+)
 @click.option("--group-id", default="tracescore", show_default=True, help="Kafka consumer group.")
 @click.option("--evaluations-topic", default="tracescore.evaluations", show_default=True)
 @click.option("--dlq-topic", default="tracescore.dlq", show_default=True)
@@ -131,14 +133,14 @@ def consume(
     metrics: str,
     metric_config: Path | None,
 ) -> None:
-    """Score RAG spans from Kafka as a member of a consumer group."""
+    """Score the RAG interactions in traces read from Kafka, as a member of a consumer group."""
     from tracescore.alert import LogNotifier, RollingScoreAlerter
-    from tracescore.consume import ConsumerSettings, EvaluationConsumer, OutputNotAcknowledged
+    from tracescore.consume import EvaluationConsumer, OutputNotAcknowledged
     from tracescore.emit import EvaluationMetrics
     from tracescore.sample import RatioSampler
     from tracescore.score._factory import make_judge, make_metrics
 
-    settings = ConsumerSettings(
+    settings = _consumer_settings(
         bootstrap_servers=bootstrap_servers,
         topic=topic,
         group_id=group_id,
@@ -169,11 +171,16 @@ def consume(
         meter_provider.shutdown()  # exports what was recorded since the last interval
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
-        f"messages={stats.messages} spans={stats.spans} rag_spans={stats.rag_spans} scored={stats.scored} "
-        f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} dead_letters={stats.dead_letters} "
-        f"skipped: {skipped}",
+        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans} "
+        f"scored={stats.scored} sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
+        f"dead_letters={stats.dead_letters} skipped: {skipped}",
         err=True,
     )
+    for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
+        click.echo(f"  not scored: {count} x {reason} from service {service!r}, scope {scope!r}", err=True)
+    assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if "released" not in k)
+    if assembly:
+        click.echo(f"  assembly: {assembly}", err=True)
 
 
 @main.command()
@@ -264,6 +271,30 @@ def _meter_provider(otlp_endpoint: str | None) -> Any:
     return MeterProvider(
         metric_readers=readers, resource=Resource.create({SERVICE_NAME: "tracescore-consumer"})
     )
+
+
+# ConsumerSettings fields whose `consume` option is not simply the field name with dashes.
+_OPTION_OF_FIELD = {"idle_timeout_s": "--idle-timeout"}
+
+
+def _consumer_settings(**values: Any) -> Any:
+    """ConsumerSettings from the options; an invalid value is a one-line usage error, not a traceback."""
+    from pydantic import ValidationError
+
+    from tracescore.consume import ConsumerSettings
+
+    try:
+        return ConsumerSettings(**values)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"])
+            if field in values:
+                where = _OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+            else:  # only the environment can set the other fields
+                where = "TRACESCORE_" + field.upper().replace(".", "__")
+            problems.append(f"invalid value for {where}: {error['msg'].removeprefix('Value error, ')}")
+        raise click.UsageError("; ".join(problems)) from exc
 
 
 def _names(csv_names: str) -> list[str]:

@@ -1,7 +1,21 @@
 """Emit: attach scores where people look: evaluation spans on the trace, records on Kafka, metrics."""
 
+from tracescore.emit._explain import AnnotatorKind, annotator_kind, explanation
 from tracescore.emit._metrics import EvaluationMetrics
+from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.emit._records import SCHEMA_VERSION, EvaluationRecord, evaluation_record
 from tracescore.emit._spans import evaluation_span
 
-__all__ = ["SCHEMA_VERSION", "EvaluationMetrics", "EvaluationRecord", "evaluation_record", "evaluation_span"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "AnnotatorKind",
+    "EvaluationMetrics",
+    "EvaluationRecord",
+    "PhoenixAnnotations",
+    "PhoenixSettings",
+    "annotator_kind",
+    "evaluation_record",
+    "evaluation_span",
+    "explanation",
+    "span_annotation",
+]

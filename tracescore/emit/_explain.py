@@ -8,15 +8,18 @@ from typing import Any, Literal
 
 from tracescore.score import MetricResult, MetricStatus
 
-__all__ = ["annotator_kind", "explanation"]
+__all__ = ["AnnotatorKind", "annotator_kind", "explanation"]
+
+AnnotatorKind = Literal["LLM", "CODE"]
 
 _MAX_QUOTED = 3
 _QUOTE_CHARS = 160
 
 
-def annotator_kind(judge_name: str) -> Literal["LLM", "CODE"]:
-    """The offline judge is code; every other judge asks a language model."""
-    return "CODE" if judge_name.split(":", 1)[0] == "offline" else "LLM"
+def annotator_kind(judge_name: str) -> AnnotatorKind:
+    """CODE for the deterministic offline judge ("offline"); every other judge ("openai:<model>", a custom
+    judge wrapping a model) answers through an LLM."""
+    return "CODE" if judge_name.split(":", 1)[0].strip().lower() == "offline" else "LLM"
 
 
 def explanation(result: MetricResult) -> str | None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from tracescore._rag_span import RagSpan
-from tracescore.emit._explain import annotator_kind, explanation
+from tracescore.emit._explain import AnnotatorKind, annotator_kind, explanation
 from tracescore.score import MetricResult, MetricStatus, Usage
 
 __all__ = ["SCHEMA_VERSION", "EvaluationRecord", "evaluation_record"]
@@ -31,13 +31,21 @@ class EvaluationRecord(BaseModel):
     status: MetricStatus
     reason: str | None = None
     judge: str
-    annotator_kind: str = Field(default="LLM", description="CODE (offline judge) or LLM (a model judge).")
+    # Derived from `judge` when absent (records written before this field existed read the same way).
+    annotator_kind: AnnotatorKind = Field(default="LLM", description="CODE (offline judge) or LLM (a model).")
     convention: str = Field(
         default="tracescore", description="Instrumentation convention the interaction was read from."
     )
     timestamp: datetime
     details: dict[str, Any] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _annotator_from_judge(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "annotator_kind" not in data and isinstance(data.get("judge"), str):
+            return {**data, "annotator_kind": annotator_kind(data["judge"])}
+        return data
 
     def to_kafka(self) -> tuple[bytes, bytes]:
         """(key, value): keyed by trace id so a trace's evaluations stay in one partition, in order."""

@@ -67,7 +67,16 @@ class GenAIRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *chats],
+            looked_in=_LOOKED_IN,
         )
+
+
+_LOOKED_IN = {
+    "question": f"the last user message of {semconv.GEN_AI_INPUT_MESSAGES}",
+    "answer": f"the assistant message of {semconv.GEN_AI_OUTPUT_MESSAGES}",
+    "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans; document ids "
+    "alone cannot be checked",
+}
 
 
 def _under(trace: Trace, span: DecodedSpan, operations: frozenset[str]) -> bool:

@@ -48,7 +48,7 @@ class OpenLLMetryRecognizer:
         contexts = [doc for s in retrievals for doc in (documents_of(s.attributes.get(ENTITY_OUTPUT)) or [])]
         llms = [s for s in below if indexed(s.attributes, "gen_ai.completion", "content")]
         question = _question(anchor.attributes.get(ENTITY_INPUT))
-        answer = text_of(anchor.attributes.get(ENTITY_OUTPUT), ANSWER_KEYS)
+        answer = _answer(anchor.attributes.get(ENTITY_OUTPUT))
         if answer is None and llms:
             answer = str(indexed(llms[-1].attributes, "gen_ai.completion", "content")[-1])
         if question is None and retrievals:
@@ -84,10 +84,21 @@ def _is_retrieval(span: DecodedSpan) -> bool:
     return bool(_RETRIEVAL_NAME.search(name)) and documents_of(span.attributes.get(ENTITY_OUTPUT)) is not None
 
 
+def _answer(entity_output: Any) -> str | None:
+    """The return value as JSON; traceloop's LangChain mode wraps it as {"outputs": ...}."""
+    output = parse_json(entity_output)
+    if isinstance(output, Mapping) and "outputs" in output:
+        output = output["outputs"]
+    return text_of(output, ANSWER_KEYS)
+
+
 def _question(entity_input: Any) -> str | None:
     """traceloop records a call as {"args": [...], "kwargs": {...}}: a question keyword, else the first
-    string argument, else the text of a single dict argument (a LangChain chain's input)."""
+    string argument, else the text of a single dict argument (a LangChain chain's input). Its LangChain
+    mode records {"inputs": ..., "kwargs": {...}} instead."""
     call = parse_json(entity_input)
+    if isinstance(call, Mapping) and "inputs" in call:
+        return text_of(call["inputs"], QUESTION_KEYS)
     if not isinstance(call, Mapping):
         return text_of(call, QUESTION_KEYS)
     kwargs = call.get("kwargs") if isinstance(call.get("kwargs"), Mapping) else {}

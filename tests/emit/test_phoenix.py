@@ -1,0 +1,313 @@
+"""Evaluation records as Phoenix span annotations, checked against a real Phoenix server.
+
+The span is sent to Phoenix the way an app sends it (OTLP/HTTP protobuf), the annotations through
+PhoenixAnnotations, and what landed is read back from Phoenix's own REST API.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import httpx2
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from tracescore.emit import (
+    EvaluationRecord,
+    PhoenixAnnotations,
+    PhoenixSettings,
+    annotator_kind,
+    span_annotation,
+)
+from tracescore.score import MetricStatus
+from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.testing.phoenix import PhoenixServer
+
+T = TypeVar("T")
+
+LLM_JUDGE = "openai:gpt-4o-mini"
+PROJECT = "default"  # where Phoenix puts spans whose resource names no project
+
+
+@dataclass(frozen=True)
+class SpanIds:
+    trace_id: str
+    span_id: str
+
+
+def _record(span: SpanIds, **fields: Any) -> EvaluationRecord:
+    values: dict[str, Any] = {
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "service_name": "rag-api",
+        "route": "/billing",
+        "metric": "faithfulness",
+        "score": 0.5,
+        "label": "partially_faithful",
+        "status": MetricStatus.OK,
+        "reason": "one of two claims is unsupported",
+        "judge": "offline",
+        "timestamp": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        "details": {"claims": 2},
+    }
+    return EvaluationRecord(**{**values, **fields})
+
+
+def _wait_for(fetch: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
+    """Poll until `fetch` returns something truthy. Phoenix inserts spans and annotations asynchronously."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fetch()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not visible in Phoenix after {timeout_s:.0f}s")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def phoenix_api(phoenix_server: PhoenixServer) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=phoenix_server.base_url, timeout=10.0) as client:
+        yield client
+
+
+@pytest.fixture
+def traced_span(phoenix_server: PhoenixServer, phoenix_api: httpx2.Client) -> SpanIds:
+    """A fresh span, exported to Phoenix over OTLP/HTTP and visible through its REST API."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-api"}))
+    provider.add_span_processor(
+        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix_server.base_url}/v1/traces"))
+    )
+    with provider.get_tracer("tests").start_as_current_span("answer") as span:
+        context = span.get_span_context()
+    provider.shutdown()
+    ids = SpanIds(format(context.trace_id, "032x"), format(context.span_id, "016x"))
+
+    def spans() -> list[dict[str, Any]]:
+        response = phoenix_api.get(f"/v1/projects/{PROJECT}/spans", params={"span_id": ids.span_id})
+        return response.json()["data"] if response.status_code == 200 else []
+
+    _wait_for(spans, f"span {ids.span_id}")
+    return ids
+
+
+def _annotations(api: httpx2.Client, span: SpanIds) -> dict[str, list[dict[str, Any]]]:
+    """The span's annotations in Phoenix, by name."""
+    response = api.get(f"/v1/projects/{PROJECT}/span_annotations", params={"span_ids": span.span_id})
+    response.raise_for_status()
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for annotation in response.json()["data"]:
+        by_name.setdefault(annotation["name"], []).append(annotation)
+    return by_name
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- against the real Phoenix ---------------------------------------------------------------------------
+
+
+def test_records_become_annotations_on_the_scored_span(
+    phoenix_server: PhoenixServer, phoenix_api: httpx2.Client, traced_span: SpanIds
+) -> None:
+    records = [
+        _record(traced_span),  # the offline judge
+        _record(
+            traced_span,
+            metric="answer_relevancy",
+            score=0.875,
+            label="relevant",
+            reason="the answer addresses the question",
+            judge=LLM_JUDGE,
+        ),
+        _record(
+            traced_span,
+            metric="context_relevance",
+            score=None,
+            label=None,
+            status=MetricStatus.ERROR,
+            reason="judge timed out",
+            judge=LLM_JUDGE,
+        ),
+    ]
+    with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
+        assert sink.send(records) == 3
+        assert (sink.sent, sink.failed) == (3, 0)
+
+    def all_three() -> dict[str, list[dict[str, Any]]] | None:
+        found = _annotations(phoenix_api, traced_span)
+        return found if len(found) == 3 else None
+
+    landed = _wait_for(all_three, "three annotations")
+    assert {name: len(found) for name, found in landed.items()} == {
+        "faithfulness": 1,
+        "answer_relevancy": 1,
+        "context_relevance": 1,
+    }
+    faithfulness = landed["faithfulness"][0]
+    assert faithfulness["annotator_kind"] == "CODE"
+    assert faithfulness["result"] == {
+        "label": "partially_faithful",
+        "score": 0.5,
+        "explanation": "one of two claims is unsupported",
+    }
+    assert faithfulness["metadata"]["trace_id"] == traced_span.trace_id
+    assert faithfulness["metadata"]["details"] == {"claims": 2}
+
+    relevancy = landed["answer_relevancy"][0]
+    assert relevancy["annotator_kind"] == "LLM"
+    assert relevancy["result"] == {
+        "label": "relevant",
+        "score": 0.875,
+        "explanation": "the answer addresses the question",
+    }
+    assert relevancy["metadata"]["judge"] == LLM_JUDGE
+
+    failed = landed["context_relevance"][0]
+    assert failed["annotator_kind"] == "LLM"
+    assert failed["result"] == {"label": "error", "score": None, "explanation": "error: judge timed out"}
+
+
+def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
+    phoenix_server: PhoenixServer, phoenix_api: httpx2.Client, traced_span: SpanIds
+) -> None:
+    record = _record(traced_span)
+    with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
+        sink.send([record])
+        first = _wait_for(lambda: _annotations(phoenix_api, traced_span).get("faithfulness"), "annotation")
+        # At-least-once delivery: the same record again, then a re-score of the same span and metric.
+        sink.send([record])
+        sink.send([record.model_copy(update={"score": 1.0, "label": "faithful"})])
+        assert (sink.sent, sink.failed) == (3, 0)
+
+    # Phoenix applies queued annotations in order, so once the re-score shows, the replay was applied.
+    def rescore() -> list[dict[str, Any]]:
+        faithfulness = _annotations(phoenix_api, traced_span)["faithfulness"]
+        return [a for a in faithfulness if a["result"]["score"] == 1.0]
+
+    rescored = _wait_for(rescore, "the re-scored annotation")
+    annotations = _annotations(phoenix_api, traced_span)["faithfulness"]
+    assert len(annotations) == 1
+    assert annotations[0]["id"] == first[0]["id"] == rescored[0]["id"]
+    assert annotations[0]["result"]["label"] == "faithful"
+
+
+def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = PhoenixSettings(
+        endpoint=f"http://127.0.0.1:{_closed_port()}",
+        api_key="phx-secret-key",
+        max_retries=2,
+        retry_base_s=0.0,
+        batch_size=2,
+    )
+    records = [_record(SpanIds("ab" * 16, f"{i:016x}")) for i in range(3)]
+    with caplog.at_level(logging.DEBUG, logger="tracescore.emit"), PhoenixAnnotations(settings) as sink:
+        assert sink.send(records) == 0
+        assert sink.send(records[:1]) == 0
+
+    assert (sink.sent, sink.failed) == (0, 4)
+    logged = [r for r in caplog.records if r.name.startswith("tracescore.emit")]
+    warnings = [r for r in logged if r.levelno >= logging.INFO]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert warnings[0].levelno == logging.WARNING
+    assert "ConnectError" in warnings[0].getMessage()
+    assert "phx-secret-key" not in caplog.text
+
+
+# --- without a server: mapping, judge kinds, retry policy -----------------------------------------------
+
+
+def test_span_annotation_is_the_phoenix_payload_for_the_record() -> None:
+    span = SpanIds("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
+    payload = span_annotation(_record(span, judge=LLM_JUDGE, evaluation_span_id="00f067aa0ba902b7"))
+    assert payload == {
+        "span_id": "b7ad6b7169203331",
+        "name": "faithfulness",
+        "annotator_kind": "LLM",
+        "identifier": f"tracescore:{LLM_JUDGE}",
+        "result": {
+            "label": "partially_faithful",
+            "score": 0.5,
+            "explanation": "one of two claims is unsupported",
+        },
+        "metadata": {
+            "trace_id": "0af7651916cd43dd8448eb211c80319c",
+            "evaluation_span_id": "00f067aa0ba902b7",
+            "service_name": "rag-api",
+            "route": "/billing",
+            "status": "ok",
+            "judge": LLM_JUDGE,
+            "details": {"claims": 2},
+        },
+    }
+    # Nothing to score is not an error: the label says why there is no score.
+    skipped = span_annotation(
+        _record(span, score=None, label=None, status=MetricStatus.NOT_APPLICABLE, reason="a refusal")
+    )
+    assert skipped["result"] == {"label": "not_applicable", "score": None, "explanation": "a refusal"}
+
+
+def test_annotator_kind_follows_the_judges_own_names() -> None:
+    assert annotator_kind(OfflineJudge().name) == "CODE"
+    assert annotator_kind(OpenAIJudge(OpenAIJudgeSettings(api_key="unused", model="gpt-4o")).name) == "LLM"
+    assert annotator_kind("some-custom-llm-judge") == "LLM"
+
+
+def _sink_over(handler: Callable[[httpx2.Request], httpx2.Response], **settings: Any) -> PhoenixAnnotations:
+    values: dict[str, Any] = {"endpoint": "http://phoenix.test", "retry_base_s": 0.0, **settings}
+    return PhoenixAnnotations(PhoenixSettings(**values), transport=httpx2.MockTransport(handler))
+
+
+def test_overload_is_retried_and_a_rejected_batch_is_not() -> None:
+    statuses = iter([503, 429, 200, 422])
+    seen: list[httpx2.Request] = []
+
+    def phoenix(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(next(statuses), json={"data": []})
+
+    span = SpanIds("ab" * 16, "cd" * 8)
+    with _sink_over(phoenix, max_retries=2, api_key="phx-key") as sink:
+        assert sink.send([_record(span)]) == 1  # 503, 429, then accepted
+        assert sink.send([_record(span)]) == 0  # 422: the same body would be rejected again
+    assert len(seen) == 4
+    assert (sink.sent, sink.failed) == (1, 1)
+    assert seen[0].url.path == "/v1/span_annotations"
+    assert seen[0].url.params["sync"] == "false"
+    assert seen[0].headers["Authorization"] == "Bearer phx-key"
+
+
+def test_after_a_failure_phoenix_gets_one_attempt_per_batch_until_it_recovers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    statuses = iter([503, 503, 503, 200, 200])
+
+    def phoenix(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(next(statuses), json={"data": []})
+
+    span = SpanIds("ab" * 16, "cd" * 8)
+    with caplog.at_level(logging.INFO, logger="tracescore.emit"), _sink_over(phoenix, max_retries=1) as sink:
+        assert sink.send([_record(span)]) == 0  # two attempts, both 503
+        assert sink.send([_record(span)]) == 0  # failing: a single attempt, no retry stall
+        assert sink.send([_record(span)]) == 1
+        assert sink.send([_record(span)]) == 1
+    assert (sink.sent, sink.failed) == (2, 2)
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("tracescore.emit")]
+    assert len(messages) == 2, messages
+    assert "not accepting annotations" in messages[0]
+    assert "accepts annotations again; 2 were dropped meanwhile" in messages[1]

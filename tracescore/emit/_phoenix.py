@@ -1,0 +1,192 @@
+"""Phoenix span annotations: each evaluation record becomes an annotation on the span it scored.
+
+Arize Phoenix shows annotations next to the trace, so people reading a trace there see its scores. Records
+go to `POST {endpoint}/v1/span_annotations` in batches. Phoenix is a viewer, not the record of truth (that
+is the evaluations topic), so this sink never raises: when Phoenix is down, slow or rejects a batch, the
+batch is dropped, counted in `failed`, and one warning is logged per run of failures.
+
+Requests use `sync=false`: Phoenix queues the annotations and, when the scored span has not reached it
+yet (the app's exporter and the scorer race), retries inside the server for about ten minutes before
+discarding them. The flip side: a span that never reaches Phoenix loses its annotations silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import httpx2
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from tracescore.emit._records import EvaluationRecord
+from tracescore.score import MetricStatus
+
+__all__ = ["PhoenixAnnotations", "PhoenixSettings", "span_annotation"]
+
+logger = logging.getLogger(__name__)
+
+
+_IDENTIFIER_PREFIX = "tracescore"
+_TRANSIENT_STATUS = frozenset({408, 429})
+
+
+class PhoenixSettings(BaseSettings):
+    """Where and how to send annotations; each field reads TRACESCORE_PHOENIX_<FIELD> from the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_PHOENIX_", frozen=True, extra="ignore")
+
+    endpoint: str = "http://127.0.0.1:6006"  # Phoenix's base URL, without /v1
+    # Sent as `Authorization: Bearer <key>` (Phoenix with auth on); falls back to Phoenix's own variable.
+    api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("api_key", "TRACESCORE_PHOENIX_API_KEY", "PHOENIX_API_KEY"),
+    )
+    timeout_s: float = Field(default=5.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)  # retries after the first attempt, while Phoenix is healthy
+    retry_base_s: float = Field(default=0.5, ge=0)  # exponential backoff with full jitter from here...
+    retry_max_s: float = Field(default=5.0, ge=0)  # ...capped here
+    batch_size: int = Field(default=100, ge=1)
+
+
+def span_annotation(record: EvaluationRecord) -> dict[str, Any]:
+    """One element of the `data` list of POST /v1/span_annotations.
+
+    Failed evaluations are sent too, with no score, label "error" and the cause as the explanation: in
+    Phoenix a missing annotation looks like "not scored yet", an error label can be filtered on.
+    """
+    if record.status == MetricStatus.ERROR:
+        label: str | None = MetricStatus.ERROR.value
+        explanation = f"error: {record.reason}" if record.reason else "error"
+    else:
+        label = record.label
+        if label is None and record.status != MetricStatus.OK:
+            label = record.status.value  # "not_applicable": say why there is no score
+        explanation = record.reason
+    return {
+        "span_id": record.span_id,
+        "name": record.metric,
+        "annotator_kind": record.annotator_kind,
+        # Phoenix upserts on (span, name, identifier): a replayed record (the consumer is at-least-once)
+        # overwrites its earlier copy, while two judges scoring the same span keep one annotation each.
+        "identifier": f"{_IDENTIFIER_PREFIX}:{record.judge}",
+        "result": {"label": label, "score": record.score, "explanation": explanation},
+        "metadata": record.model_dump(
+            mode="json",
+            include={"trace_id", "judge", "status", "service_name", "route", "evaluation_span_id", "details"},
+        ),
+    }
+
+
+class PhoenixAnnotations:
+    """Posts evaluation records to Phoenix as span annotations. Synchronous; one thread at a time.
+
+    `send` never raises. `sent` and `failed` count records over the sink's life.
+    """
+
+    def __init__(
+        self, settings: PhoenixSettings | None = None, *, transport: httpx2.BaseTransport | None = None
+    ) -> None:
+        self.settings = settings or PhoenixSettings()
+        headers = {}
+        if self.settings.api_key is not None:
+            headers["Authorization"] = f"Bearer {self.settings.api_key.get_secret_value()}"
+        self._client = httpx2.Client(
+            base_url=self.settings.endpoint,
+            headers=headers,
+            timeout=self.settings.timeout_s,
+            transport=transport,
+        )
+        # For log lines: credentials in the URL stay out of the logs like the API key does.
+        self._where = str(httpx2.URL(self.settings.endpoint).copy_with(userinfo=b""))
+        self.sent = 0
+        self.failed = 0
+        self._failing = False
+        self._dropped_while_failing = 0
+
+    def send(self, records: Iterable[EvaluationRecord]) -> int:
+        """Post `records` in batches; returns how many Phoenix accepted."""
+        pending: Sequence[EvaluationRecord] = list(records)
+        accepted = 0
+        size = self.settings.batch_size
+        for start in range(0, len(pending), size):
+            batch = pending[start : start + size]
+            try:
+                self._post([span_annotation(r) for r in batch])
+            except Exception as exc:  # never into the caller: scoring must go on without Phoenix
+                if _transient(exc):
+                    # Down or overloaded: the rest of this call would only wait the same way.
+                    self._dropped(len(pending) - start, exc)
+                    break
+                self._dropped(len(batch), exc)
+                continue
+            accepted += len(batch)
+            self.sent += len(batch)
+            if self._failing:
+                logger.info(
+                    "Phoenix at %s accepts annotations again; %d were dropped meanwhile",
+                    self._where,
+                    self._dropped_while_failing,
+                )
+                self._failing = False
+                self._dropped_while_failing = 0
+        return accepted
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> PhoenixAnnotations:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _post(self, data: list[dict[str, Any]]) -> None:
+        # While Phoenix is failing, one attempt per batch: retries would only stall the scoring loop.
+        attempts = 1 if self._failing else self.settings.max_retries + 1
+        settings = self.settings
+        retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait_random_exponential(multiplier=settings.retry_base_s, max=settings.retry_max_s),
+            retry=retry_if_exception(_transient),
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt:
+                response = self._client.post(
+                    "/v1/span_annotations", params={"sync": False}, json={"data": data}
+                )
+                response.raise_for_status()
+
+    def _dropped(self, count: int, exc: Exception) -> None:
+        self.failed += count
+        self._dropped_while_failing += count
+        if self._failing:
+            logger.debug("Phoenix at %s: dropped %d annotations: %s", self._where, count, _describe(exc))
+            return
+        self._failing = True
+        logger.warning(
+            "Phoenix at %s is not accepting annotations (%s); dropped %d. "
+            "Further failures are not logged until it accepts again.",
+            self._where,
+            _describe(exc),
+            count,
+        )
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, httpx2.TransportError):
+        return True
+    if isinstance(exc, httpx2.HTTPStatusError):
+        status = exc.response.status_code
+        return status >= 500 or status in _TRANSIENT_STATUS
+    return False
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, httpx2.HTTPStatusError):
+        # Phoenix's error body says what it rejected ("Spans ... do not exist", a validation error).
+        return f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,225 @@
+"""A real Arize Phoenix server for dev and tests: `phoenix serve` from PyPI, on free loopback ports.
+
+Phoenix lives in its own virtualenv outside the repo (its dependency tree is large and pins things tracescore
+does not), created by pip on first use under ~/.cache/tracescore/peers/phoenix-<version>/. Later starts
+reuse it and only launch the server, with a throwaway working directory (SQLite database included) and
+telemetry off so it makes no outbound connections.
+
+    python -m tracescore.testing.phoenix install   # create the virtualenv now (minutes the first time)
+    python -m tracescore.testing.phoenix serve     # run one in the foreground, print its URL
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+__all__ = ["PHOENIX_VERSION", "PhoenixServer", "PhoenixUnavailable", "install_phoenix"]
+
+PHOENIX_VERSION = os.environ.get("TRACESCORE_PHOENIX_VERSION", "20.26.1")
+CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
+# A cold install downloads ~100 wheels (pyarrow, pandas, grpc, ...); a slow mirror needs many minutes.
+INSTALL_TIMEOUT_S = 1800.0
+
+
+class PhoenixUnavailable(RuntimeError):
+    """Phoenix could not be installed or started; the message carries the command and its output."""
+
+
+def install_phoenix(
+    version: str = PHOENIX_VERSION, cache_root: Path = CACHE_ROOT, timeout_s: float = INSTALL_TIMEOUT_S
+) -> Path:
+    """The `phoenix` executable of a virtualenv holding arize-phoenix==`version`, created on first use."""
+    home = cache_root / "peers" / f"phoenix-{version}"
+    executable = home / "bin" / "phoenix"
+    marker = home / ".complete"
+    home.parent.mkdir(parents=True, exist_ok=True)
+    # Parallel test sessions share the cache: one installs, the others wait and then reuse it.
+    with _locked(home.parent / f"phoenix-{version}.lock"):
+        if marker.exists() and executable.exists():
+            return executable
+        # An unmarked virtualenv is a half-finished install (killed, out of disk): start it afresh.
+        _run([sys.executable, "-m", "venv", "--clear", str(home)], timeout_s, "creating the virtualenv")
+        pip = [str(home / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "--no-input"]
+        _run([*pip, "install", "--progress-bar", "off", f"arize-phoenix=={version}"], timeout_s, "pip")
+        if not executable.exists():
+            raise PhoenixUnavailable(f"arize-phoenix=={version} installed but {executable} is missing")
+        marker.write_text(version)
+    return executable
+
+
+def _run(command: list[str], timeout_s: float, what: str) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        output = _text(exc.stdout) + _text(exc.stderr)
+        raise PhoenixUnavailable(
+            f"{what} timed out after {timeout_s:.0f}s: {' '.join(command)}\n{output}"
+        ) from exc
+    if done.returncode != 0:
+        raise PhoenixUnavailable(
+            f"{what} failed ({done.returncode}): {' '.join(command)}\n{done.stdout}{done.stderr}"
+        )
+
+
+def _text(output: bytes | str | None) -> str:
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class PhoenixServer:
+    """One `phoenix serve` process. Use as a context manager, or start()/stop()."""
+
+    working_dir: Path | None = None
+    version: str = PHOENIX_VERSION
+    port: int = field(default_factory=_free_port)
+    grpc_port: int = field(default_factory=_free_port)
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _owns_working_dir: bool = field(default=False, init=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 180.0, install_timeout_s: float = INSTALL_TIMEOUT_S) -> PhoenixServer:
+        executable = install_phoenix(self.version, timeout_s=install_timeout_s)
+        if self.working_dir is None:
+            self.working_dir = Path(tempfile.mkdtemp(prefix="tracescore-phoenix-"))
+            self._owns_working_dir = True
+        self.working_dir.mkdir(parents=True, exist_ok=True)
+        log = (self.working_dir / "phoenix.log").open("wb")
+        self.process = subprocess.Popen(
+            [str(executable), "serve"],
+            env=self._environment(),
+            cwd=self.working_dir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C in the parent's terminal must not kill it mid-test
+        )
+        log.close()  # the child holds its own descriptor
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()  # __exit__ does not run when __enter__ raises
+            raise
+        return self
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        if self._owns_working_dir and self.working_dir is not None:
+            shutil.rmtree(self.working_dir, ignore_errors=True)
+            self.working_dir = None
+
+    def __enter__(self) -> PhoenixServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _environment(self) -> dict[str, str]:
+        assert self.working_dir is not None
+        # Only what Phoenix needs from ours: a PHOENIX_* variable of the developer's (a Postgres URL, auth
+        # on) would otherwise leak into the test server.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PHOENIX_", "OTEL_"))}
+        env.update(
+            {
+                "PHOENIX_WORKING_DIR": str(self.working_dir),
+                "PHOENIX_HOST": "127.0.0.1",
+                "PHOENIX_PORT": str(self.port),
+                "PHOENIX_GRPC_PORT": str(self.grpc_port),
+                # No outbound traffic: no analytics pixels, web fonts or sandbox downloads (the second
+                # switch also covers them), and no PXI agent that could call out to an LLM or GitHub.
+                "PHOENIX_TELEMETRY_ENABLED": "false",
+                "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+                "PHOENIX_DISABLE_AGENT_ASSISTANT": "true",
+            }
+        )
+        return env
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        import httpx2
+
+        deadline = time.monotonic() + timeout_s
+        with httpx2.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.process is not None and self.process.poll() is not None:
+                    raise PhoenixUnavailable(
+                        f"phoenix serve exited with {self.process.returncode}:\n{self._log_tail()}"
+                    )
+                with contextlib.suppress(httpx2.TransportError):
+                    if client.get(f"{self.base_url}/healthz").status_code == 200:
+                        return
+                time.sleep(0.3)
+        raise PhoenixUnavailable(f"phoenix serve not ready after {timeout_s:g}s:\n{self._log_tail()}")
+
+    def _log_tail(self, lines: int = 60) -> str:
+        if self.working_dir is None:
+            return ""
+        with contextlib.suppress(OSError):
+            text = (self.working_dir / "phoenix.log").read_text(errors="replace")
+            return "\n".join(text.splitlines()[-lines:])
+        return ""
+
+
+@click.group()
+def cli() -> None:
+    """Install and run a development Arize Phoenix server."""
+
+
+@cli.command()
+def install() -> None:
+    """Create (or reuse) the Phoenix virtualenv and print its `phoenix` executable."""
+    click.echo(install_phoenix())
+
+
+@cli.command()
+@click.option("--port", type=int, default=6006, show_default=True)
+def serve(port: int) -> None:
+    """Run Phoenix in the foreground on `port` until Ctrl-C; its data is deleted on exit."""
+    with PhoenixServer(port=port) as server:
+        click.echo(server.base_url)
+        with contextlib.suppress(KeyboardInterrupt):
+            assert server.process is not None
+            server.process.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
