@@ -1,0 +1,48 @@
+"""Spans recorded from the real OpenInference, OpenLLMetry and OTel GenAI libraries read right: the
+question, documents and answer the application used, on the interaction's own span; never a retrieval
+span's output read as an answer; an explained skip where the library records no usable retrieval."""
+
+from __future__ import annotations
+
+import pytest
+from recorded import Recording, recordings
+
+from tracescore.consume import decode_message
+from tracescore.extract import Trace, extract
+
+RETRIEVAL_KINDS = {"RETRIEVER", "RERANKER", "EMBEDDING", "TOOL", "PROMPT"}
+
+
+@pytest.mark.parametrize("recording", recordings(), ids=lambda r: r.id)
+def test_a_recorded_trace_is_read_as_the_application_ran_it(recording: Recording) -> None:
+    spans = decode_message(recording.payload)
+    assert {s.trace_id for s in spans} == {recording.trace_id}
+    found = extract(Trace(recording.trace_id, tuple(spans)))
+    outcome, name = recording.expected
+    if outcome == "skip":
+        assert found.interactions == [], "a score built from the wrong text is worse than none"
+        [skip] = found.skips
+        assert skip.reason == name and skip.detail
+        return
+    [interaction] = found.interactions
+    assert found.skips == []
+    assert interaction.convention == name
+    assert interaction.record.query == recording.question
+    assert interaction.record.answer == recording.answer
+    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    kind = str(interaction.span.attributes.get("openinference.span.kind", ""))
+    assert (
+        kind not in RETRIEVAL_KINDS
+        and interaction.span.attributes.get("gen_ai.operation.name") != "retrieval"
+    )
+
+
+@pytest.mark.parametrize("recording", recordings(), ids=lambda r: r.id)
+def test_a_recorded_trace_in_any_span_order_reads_the_same(recording: Recording) -> None:
+    spans = decode_message(recording.payload)
+    forward = extract(Trace(recording.trace_id, tuple(spans)))
+    backward = extract(Trace(recording.trace_id, tuple(reversed(spans))))
+    assert [(r.span.span_id, r.record) for r in forward.interactions] == [
+        (r.span.span_id, r.record) for r in backward.interactions
+    ]
+    assert [s.reason for s in forward.skips] == [s.reason for s in backward.skips]
