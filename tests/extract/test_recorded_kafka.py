@@ -19,8 +19,9 @@ pytestmark = pytest.mark.kafka
 
 
 def test_recorded_traces_are_scored_once_each_in_the_right_direction(
-    bootstrap: str, topic_prefix: str
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
     recorded = recordings()
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for recording in recorded:
