@@ -4,6 +4,7 @@ scored on a retrieval span; the traces without usable retrieval skipped with the
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
