@@ -95,7 +95,7 @@ def main(verbose: bool) -> None:
     "--idle-timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Stop after this many seconds without a message.",
+    help="Stop after this many seconds without a message, counted from the first partition assignment.",
 )
 @click.option(
     "--alert-threshold",
@@ -112,6 +112,13 @@ def main(verbose: bool) -> None:
     help="Send the consumer's OTel metrics (score histograms, counts) over OTLP/HTTP, "
     "e.g. http://127.0.0.1:4318/v1/metrics.",
 )
+@click.option(
+    "--phoenix-endpoint",
+    envvar="TRACESCORE_PHOENIX_ENDPOINT",
+    default=None,
+    help="Also post every result to this Arize Phoenix as a span annotation, e.g. http://127.0.0.1:6006 "
+    "(API key from TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY).",
+)
 @_with_judge_options
 def consume(
     bootstrap_servers: str,
@@ -127,6 +134,7 @@ def consume(
     alert_threshold: float,
     alert_window: int,
     otlp_metrics_endpoint: str | None,
+    phoenix_endpoint: str | None,
     judge: str,
     model: str | None,
     base_url: str | None,
@@ -136,7 +144,7 @@ def consume(
     """Score the RAG interactions in traces read from Kafka, as a member of a consumer group."""
     from tracescore.alert import LogNotifier, RollingScoreAlerter
     from tracescore.consume import EvaluationConsumer, OutputNotAcknowledged
-    from tracescore.emit import EvaluationMetrics
+    from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import RatioSampler
     from tracescore.score._factory import make_judge, make_metrics
 
@@ -160,6 +168,7 @@ def consume(
         sampler=RatioSampler(sample_ratio),
         on_evaluation=alerter.observe,
         metrics_out=EvaluationMetrics(meter_provider.get_meter("tracescore.consumer", __version__)),
+        sinks=[PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else [],
     )
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: consumer.stop())

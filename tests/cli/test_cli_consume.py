@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -26,11 +27,33 @@ def test_consume_stops_on_idle_timeout_and_reports_counts(bootstrap: str, topic_
     assert "dead-lettered" in done.stderr
 
 
-def test_illegal_topic_name_fails_at_startup() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", "127.0.0.1:1",
-         "--evaluations-topic", "no spaces allowed"],
-        capture_output=True, text=True, timeout=60, check=False,
+def _consume_with_bad_input(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    # Port 1: nothing listens there, so the command must fail on its input before any Kafka I/O.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", "127.0.0.1:1", *args],
+        capture_output=True, text=True, timeout=60, check=False, env={**clean, **(env or {})},
     )  # fmt: skip
-    assert done.returncode != 0
-    assert "not a legal Kafka topic name" in done.stderr
+
+
+def _error_lines(stderr: str) -> list[str]:
+    assert "Traceback" not in stderr, f"a crash, not a clear error:\n{stderr}"
+    return [line for line in stderr.splitlines() if line.startswith("Error:")]
+
+
+def test_illegal_topic_name_fails_at_startup_with_a_one_line_error() -> None:
+    done = _consume_with_bad_input("--evaluations-topic", "no spaces allowed")
+    assert done.returncode == 2, f"a usage error, not a crash ({done.returncode}):\n{done.stderr}"
+    assert _error_lines(done.stderr) == [
+        "Error: invalid value for --evaluations-topic: 'no spaces allowed' is not a legal Kafka topic name "
+        "(1-249 of [a-zA-Z0-9._-])"
+    ]
+
+
+def test_invalid_setting_from_the_environment_names_the_variable() -> None:
+    done = _consume_with_bad_input(env={"TRACESCORE_POLL_TIMEOUT_MS": "0"})
+    assert done.returncode == 2, f"a usage error, not a crash ({done.returncode}):\n{done.stderr}"
+    [error] = _error_lines(done.stderr)
+    assert error.startswith("Error: invalid value for TRACESCORE_POLL_TIMEOUT_MS: "), error

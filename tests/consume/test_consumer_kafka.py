@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from kafka import KafkaAdminClient
@@ -15,10 +16,10 @@ from tracescore.consume import (
     ConsumerSettings,
     EvaluationConsumer,
     OutputNotAcknowledged,
-    classify,
     decode_message,
 )
 from tracescore.emit import EvaluationMetrics, EvaluationRecord
+from tracescore.extract import Trace, extract
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 
@@ -146,7 +147,13 @@ def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(bootstrap: str, 
         for p in m.data.data_points
     }
     assert counted[("tracescore.messages.dead_lettered", ())] == 2
-    assert counted[("tracescore.spans.skipped", (("reason", "empty_context"),))] == 1
+    skipped_here = (
+        ("otel.scope.name", "tracescore"),
+        ("reason", "empty_context"),
+        ("service.name", "test-app"),
+    )
+    assert counted[("tracescore.spans.skipped", skipped_here)] == 1
+    assert stats.skipped_by_source[("test-app", "tracescore", "empty_context")] == 1
     assert stats.dead_letters == 2
     assert stats.skipped["missing_answer"] == 1 and stats.skipped["empty_context"] == 1
     assert stats.scored == 1 and [r.score for r in seen] == [1.0]
@@ -219,7 +226,7 @@ def test_two_group_members_share_the_partitions_and_score_everything_once(
     assert len(scored_spans) == 12 and len(set(scored_spans)) == 12
 
 
-def test_classify_reads_what_the_sdk_wrote(bootstrap: str, topic_prefix: str) -> None:
+def test_extract_reads_what_the_sdk_wrote(bootstrap: str, topic_prefix: str) -> None:
     run_instrumented_app(
         bootstrap,
         f"{topic_prefix}.spans",
@@ -233,9 +240,23 @@ def test_classify_reads_what_the_sdk_wrote(bootstrap: str, topic_prefix: str) ->
     )
     (message,) = read_all(bootstrap, f"{topic_prefix}.spans")
     (span,) = decode_message(message.value)
-    rag = classify(span)
+    (rag,) = extract(Trace(span.trace_id, (span,))).interactions
     assert rag.record.query == "why?" and rag.record.contexts == ("because", "and so")
     assert rag.record.answer == "ok" and rag.route == "/why" and span.service_name == "test-app"
+
+
+def _wait_until_the_group_has_no_member(bootstrap: str, group_id: str, timeout_s: float = 60.0) -> bool:
+    """True once the broker's view of the group has no member left, i.e. nobody owns its partitions."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not admin.describe_groups([group_id])[group_id]["members"]:
+                return True
+            time.sleep(0.2)
+        return False
+    finally:
+        admin.close()
 
 
 def test_a_batch_slower_than_the_poll_interval_is_scored_again_not_lost(
@@ -243,15 +264,20 @@ def test_a_batch_slower_than_the_poll_interval_is_scored_again_not_lost(
 ) -> None:
     import asyncio
 
-    class SlowOnce(OfflineJudge):
-        """The first judge call outlives max_poll_interval_ms, so the group takes the partition away."""
+    group_id = f"{topic_prefix}.group"
 
-        slept = False
+    class SlowOnce(OfflineJudge):
+        """The first judge call lasts until the group has taken the partition away (max_poll_interval_ms
+        passed, the member was evicted): slower than the poll interval on any machine, and no slower."""
+
+        slow_call_started = False
+        evicted = False
 
         async def run(self, task, data):  # type: ignore[no-untyped-def]
-            if not SlowOnce.slept:
-                SlowOnce.slept = True
-                await asyncio.sleep(4)
+            if not self.slow_call_started:
+                self.slow_call_started = True
+                wait = _wait_until_the_group_has_no_member
+                self.evicted = await asyncio.to_thread(wait, bootstrap, group_id)
             return await super().run(task, data)
 
     run_instrumented_app(
@@ -265,12 +291,22 @@ def test_a_batch_slower_than_the_poll_interval_is_scored_again_not_lost(
         good("capital of France?", ["Paris is the capital of France."])
         """,
     )
+    judge = SlowOnce()
+    # Stops once the span was handled twice; the long idle timeout only ends a run that lost it. Evaluation
+    # spans go elsewhere, so the spans topic ends with the app's message and "all committed" means it.
     consumer, seen = _consumer(
-        bootstrap, topic_prefix, judge=SlowOnce(), max_poll_interval_ms=1000, idle_timeout_s=8
+        bootstrap,
+        topic_prefix,
+        judge=judge,
+        max_poll_interval_ms=1000,
+        max_records=2,
+        idle_timeout_s=60,
+        evaluation_spans_topic=f"{topic_prefix}.evaluation-spans",
     )
 
     consumer.run()
 
+    assert judge.evicted, "the group never took the partition away from the slow member"
     assert "offsets not committed, the group rebalanced" in caplog.text
     assert len(seen) == 2 and seen[0].span_id == seen[1].span_id, "scored twice, never lost"
-    assert_all_committed(bootstrap, f"{topic_prefix}.group", f"{topic_prefix}.spans")
+    assert_all_committed(bootstrap, group_id, f"{topic_prefix}.spans")

@@ -311,3 +311,66 @@ def test_after_a_failure_phoenix_gets_one_attempt_per_batch_until_it_recovers(
     assert len(messages) == 2, messages
     assert "not accepting annotations" in messages[0]
     assert "accepts annotations again; 2 were dropped meanwhile" in messages[1]
+
+
+# --- the consumer's --phoenix-endpoint, end to end --------------------------------------------------------
+
+
+def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
+    phoenix_server: PhoenixServer, phoenix_api: httpx2.Client, bootstrap: str, topic_prefix: str
+) -> None:
+    """The app's span goes to Phoenix (OTLP) and to Kafka; `tracescore consume --phoenix-endpoint` scores it
+    from Kafka and its result appears in Phoenix on that span, as a CODE annotation."""
+    import subprocess
+    import sys
+
+    from kafka import KafkaProducer
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tracescore.export import encode_trace_messages
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-api"}))
+    provider.add_span_processor(
+        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix_server.base_url}/v1/traces"))
+    )
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("tracescore").start_as_current_span("answer") as span:
+        span.set_attributes(
+            {
+                "openinference.span.kind": "CHAIN",
+                "input.value": "How long does the battery last?",
+                "retrieval.documents.0.document.content": "The battery lasts 14 hours.",
+                "output.value": "The battery lasts 40 hours.",
+            }
+        )
+        context = span.get_span_context()
+    provider.shutdown()
+    ids = SpanIds(format(context.trace_id, "032x"), format(context.span_id, "016x"))
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for key, value in encode_trace_messages(memory.get_finished_spans()):
+        producer.send(f"{topic_prefix}.spans", key=key, value=value).get(30)
+    producer.close()
+
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "tracescore.cli", "consume",
+            "--bootstrap-servers", bootstrap,
+            "--topic", f"{topic_prefix}.spans",
+            "--group-id", f"{topic_prefix}.group",
+            "--evaluations-topic", f"{topic_prefix}.evaluations",
+            "--dlq-topic", f"{topic_prefix}.dlq",
+            "--idle-timeout", "3",
+            "--phoenix-endpoint", phoenix_server.base_url,
+        ],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "scored=1" in done.stderr, done.stderr
+
+    annotations = _wait_for(lambda: _annotations(phoenix_api, ids).get("faithfulness"), "the annotation")
+    [annotation] = annotations
+    assert annotation["annotator_kind"] == "CODE"
+    assert annotation["result"]["label"] == "hallucinated"
+    assert annotation["result"]["score"] < 0.5
+    assert "40 hours" in annotation["result"]["explanation"], "the explanation names the unsupported claim"

@@ -4,15 +4,19 @@ pydantic) is most of each one's time."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 PRELUDE = """
+import json
+
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -29,34 +33,56 @@ def answer(query, contexts):
 
 def names(exporter):
     return sorted(s.name for s in exporter.get_finished_spans())
+
+
+def kind(provider):
+    return type(provider).__name__
+
+
+def error_of(call):
+    try:
+        call()
+    except Exception as exc:
+        return {"type": type(exc).__name__, "message": str(exc)}
+    return None
+
+
+def report(**observed):
+    # The last stdout line; the test asserts on it, this process only observes.
+    print(json.dumps(observed))
 """
 
+# Each scenario observes and reports; every check is a pytest assertion below.
 SCENARIOS = {
     "installs_provider": """
-        assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        before = kind(trace.get_tracer_provider())
         exporter = InMemorySpanExporter()
         instrumentation = tracescore.init("checkout-rag", exporter=exporter)
         provider = trace.get_tracer_provider()
-        assert isinstance(provider, TracerProvider)
-        assert instrumentation.provider is provider
-        assert provider.resource.attributes[SERVICE_NAME] == "checkout-rag"
         answer("q", ["c"])
         tracescore.shutdown()
-        [span] = exporter.get_finished_spans()
-        assert span.resource.attributes[SERVICE_NAME] == "checkout-rag"
+        report(
+            before=before,
+            after=kind(provider),
+            instrumentation_provider_is_global=instrumentation.provider is provider,
+            provider_service=provider.resource.attributes.get(SERVICE_NAME),
+            spans=[[s.name, s.resource.attributes.get(SERVICE_NAME)] for s in exporter.get_finished_spans()],
+        )
     """,
     "keeps_app_provider": """
         app_provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "app-service"}))
         trace.set_tracer_provider(app_provider)
         exporter = InMemorySpanExporter()
         instrumentation = tracescore.init("ignored-name", exporter=exporter)
-        assert trace.get_tracer_provider() is app_provider
-        assert instrumentation.provider is app_provider
-        assert app_provider.resource.attributes[SERVICE_NAME] == "app-service"
+        global_is_app = trace.get_tracer_provider() is app_provider
         answer("q", ["c"])
         tracescore.shutdown()
-        [span] = exporter.get_finished_spans()
-        assert span.resource.attributes[SERVICE_NAME] == "app-service"
+        report(
+            global_is_app=global_is_app,
+            instrumentation_provider_is_app=instrumentation.provider is app_provider,
+            provider_service=app_provider.resource.attributes.get(SERVICE_NAME),
+            spans=[[s.name, s.resource.attributes.get(SERVICE_NAME)] for s in exporter.get_finished_spans()],
+        )
     """,
     "rag_spans_only": """
         exporter = InMemorySpanExporter()
@@ -64,7 +90,7 @@ SCENARIOS = {
         with trace.get_tracer("app").start_as_current_span("POST /ask"):
             answer("q", ["c"])
         tracescore.shutdown()
-        print(names(exporter))
+        report(spans=names(exporter))
     """,
     "export_all_spans": """
         exporter = InMemorySpanExporter()
@@ -72,28 +98,24 @@ SCENARIOS = {
         with trace.get_tracer("app").start_as_current_span("POST /ask"):
             answer("q", ["c"])
         tracescore.shutdown()
-        print(names(exporter))
+        report(spans=names(exporter))
     """,
     "no_destination": """
-        tracescore.shutdown()  # harmless before init()
-        try:
-            tracescore.init("svc")
-        except ValueError as exc:
-            message = str(exc)
-        else:
-            raise AssertionError("init() without a destination must fail")
-        assert "kafka_bootstrap" in message and "exporter" in message, message
-        # Nothing was installed by the failed call.
-        assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        early_shutdown = error_of(tracescore.shutdown)  # before init()
+        error = error_of(lambda: tracescore.init("svc"))
+        report(early_shutdown=early_shutdown, error=error, provider_after=kind(trace.get_tracer_provider()))
     """,
     "second_init": """
         first_exporter, second_exporter = InMemorySpanExporter(), InMemorySpanExporter()
         first = tracescore.init("svc", exporter=first_exporter)
-        assert tracescore.init("other", exporter=second_exporter) is first
+        second = tracescore.init("other", exporter=second_exporter)
         answer("q", ["c"])
         tracescore.shutdown()
-        assert names(first_exporter) == ["answer"]
-        assert names(second_exporter) == []
+        report(
+            second_is_first=second is first,
+            first_spans=names(first_exporter),
+            second_spans=names(second_exporter),
+        )
     """,
     "shutdown_flushes": """
         exporter = InMemorySpanExporter()
@@ -101,19 +123,18 @@ SCENARIOS = {
         tracescore.init("svc", exporter=exporter, settings=InstrumentSettings(batch_delay_ms=600_000))
         for _ in range(3):
             answer("q", ["c"])
-        assert names(exporter) == []
+        before_shutdown = names(exporter)
         tracescore.shutdown()
-        assert names(exporter) == ["answer", "answer", "answer"]
-        tracescore.shutdown()  # a second call is harmless
+        after_shutdown = names(exporter)
+        report(
+            before_shutdown=before_shutdown,
+            after_shutdown=after_shutdown,
+            second_shutdown=error_of(tracescore.shutdown),
+        )
     """,
     "noop_provider": """
         trace.set_tracer_provider(trace.NoOpTracerProvider())
-        try:
-            tracescore.init("svc", exporter=InMemorySpanExporter())
-        except RuntimeError as exc:
-            assert "NoOpTracerProvider" in str(exc), exc
-        else:
-            raise AssertionError("a NoOpTracerProvider cannot export spans")
+        report(error=error_of(lambda: tracescore.init("svc", exporter=InMemorySpanExporter())))
     """,
 }
 
@@ -137,7 +158,7 @@ def outcomes() -> Iterator[Outcomes]:
     try:
         done: Outcomes = {}
         for name, proc in running.items():
-            stdout, stderr = proc.communicate(timeout=60)
+            stdout, stderr = proc.communicate(timeout=120)
             done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
         yield done
     finally:
@@ -147,39 +168,67 @@ def outcomes() -> Iterator[Outcomes]:
                 proc.wait()
 
 
-def stdout_of(outcomes: Outcomes, scenario: str) -> str:
+def observed(outcomes: Outcomes, scenario: str) -> dict[str, Any]:
+    """What the scenario's interpreter reported (its last stdout line)."""
     result = outcomes[scenario]
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
+    assert result.returncode == 0, f"{scenario} crashed:\n{result.stderr}"
+    lines = result.stdout.strip().splitlines()
+    assert lines, f"{scenario} reported nothing:\n{result.stderr}"
+    report: dict[str, Any] = json.loads(lines[-1])
+    return report
 
 
 def test_init_installs_a_provider_named_after_the_service(outcomes: Outcomes) -> None:
-    stdout_of(outcomes, "installs_provider")
+    seen = observed(outcomes, "installs_provider")
+    assert seen["before"] == "ProxyTracerProvider", "no provider was installed before init()"
+    assert seen["after"] == "TracerProvider", "init() installs an SDK TracerProvider"
+    assert seen["instrumentation_provider_is_global"], "init() returns the provider it installed"
+    assert seen["provider_service"] == "checkout-rag"
+    assert seen["spans"] == [["answer", "checkout-rag"]], "the RAG span carries the service name"
 
 
 def test_init_adds_to_the_apps_provider_without_replacing_it(outcomes: Outcomes) -> None:
-    stdout_of(outcomes, "keeps_app_provider")
+    seen = observed(outcomes, "keeps_app_provider")
+    assert seen["global_is_app"], "the app's provider stays the global one"
+    assert seen["instrumentation_provider_is_app"], "tracescore adds its processor to the app's provider"
+    assert seen["provider_service"] == "app-service", "the app's resource is not renamed"
+    assert seen["spans"] == [["answer", "app-service"]], "the RAG span goes out under the app's service"
 
 
 def test_only_tracescore_spans_are_exported_by_default(outcomes: Outcomes) -> None:
-    assert stdout_of(outcomes, "rag_spans_only") == "['answer']"
+    assert observed(outcomes, "rag_spans_only")["spans"] == ["answer"], "the app's own span stays out"
 
 
 def test_export_all_spans_exports_the_apps_spans_too(outcomes: Outcomes) -> None:
-    assert stdout_of(outcomes, "export_all_spans") == "['POST /ask', 'answer']"
+    assert observed(outcomes, "export_all_spans")["spans"] == ["POST /ask", "answer"]
 
 
 def test_init_without_kafka_or_exporter_is_a_clear_value_error(outcomes: Outcomes) -> None:
-    stdout_of(outcomes, "no_destination")
+    seen = observed(outcomes, "no_destination")
+    assert seen["early_shutdown"] is None, "shutdown() before init() is harmless"
+    error = seen["error"]
+    assert error is not None, "init() without a destination must fail"
+    assert error["type"] == "ValueError"
+    assert "kafka_bootstrap" in error["message"] and "exporter" in error["message"], error["message"]
+    assert seen["provider_after"] == "ProxyTracerProvider", "the failed call installed nothing"
 
 
 def test_second_init_returns_the_first_instrumentation(outcomes: Outcomes) -> None:
-    stdout_of(outcomes, "second_init")
+    seen = observed(outcomes, "second_init")
+    assert seen["second_is_first"], "a second init() returns the first instrumentation"
+    assert seen["first_spans"] == ["answer"], "spans keep going to the first exporter"
+    assert seen["second_spans"] == [], "the second exporter is ignored"
 
 
 def test_shutdown_flushes_spans_ended_right_before_it(outcomes: Outcomes) -> None:
-    stdout_of(outcomes, "shutdown_flushes")
+    seen = observed(outcomes, "shutdown_flushes")
+    assert seen["before_shutdown"] == [], "the batch delay holds the spans back until shutdown"
+    assert seen["after_shutdown"] == ["answer", "answer", "answer"], "shutdown() flushes every ended span"
+    assert seen["second_shutdown"] is None, "a second shutdown() is harmless"
 
 
 def test_init_refuses_a_provider_that_cannot_take_processors(outcomes: Outcomes) -> None:
-    stdout_of(outcomes, "noop_provider")
+    error = observed(outcomes, "noop_provider")["error"]
+    assert error is not None, "a NoOpTracerProvider cannot export spans"
+    assert error["type"] == "RuntimeError"
+    assert "NoOpTracerProvider" in error["message"], error["message"]

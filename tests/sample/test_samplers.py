@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tracescore._rag_span import DecodedSpan, RagSpan
-from tracescore.sample import AlwaysSample, RatioSampler, Sampler
+from tracescore.sample import AlwaysSample, RatioSampler
 from tracescore.score import RagRecord
 
 
@@ -41,9 +41,30 @@ def test_ratio_one_keeps_all(spans: list[RagSpan]) -> None:
     assert sampler.should_sample(rag_span("f" * 32))
 
 
-def test_ratio_half_keeps_roughly_half(spans: list[RagSpan]) -> None:
-    kept = sum(RatioSampler(0.5).should_sample(s) for s in spans)
-    assert 850 <= kept <= 1150
+@pytest.mark.parametrize("ratio", [0.1, 0.5, 0.9])
+def test_the_ratio_is_respected_over_many_traces(spans: list[RagSpan], ratio: float) -> None:
+    kept = sum(RatioSampler(ratio).should_sample(s) for s in spans)
+    # 2000 traces: the binomial standard deviation is at most ~22, so +-5% (100) is over 4 sigma.
+    assert abs(kept - ratio * len(spans)) <= 100, f"kept {kept} of {len(spans)} at ratio {ratio}"
+
+
+def test_decisions_match_otel_trace_id_ratio_sampling(spans: list[RagSpan]) -> None:
+    # An app that head-samples with TraceIdRatioBased(r) and a consumer at the same r keep the same traces.
+    from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
+
+    for ratio in (0.05, 0.3, 0.75):
+        ours, otel = RatioSampler(ratio), TraceIdRatioBased(ratio)
+        for span in spans:
+            theirs = otel.should_sample(None, int(span.span.trace_id, 16), "answer").decision
+            assert ours.should_sample(span) == (theirs is Decision.RECORD_AND_SAMPLE), span.span.trace_id
+
+
+def test_the_decision_depends_on_the_low_64_bits_of_the_trace_id() -> None:
+    sampler = RatioSampler(0.5)
+    low_kept, low_dropped = "0" * 16, "f" * 16
+    for high in ("0" * 16, "f" * 16, "4bf92f3577b34da6"):
+        assert sampler.should_sample(rag_span(high + low_kept))
+        assert not sampler.should_sample(rag_span(high + low_dropped))
 
 
 def test_decisions_are_deterministic_per_trace(spans: list[RagSpan]) -> None:
@@ -71,7 +92,7 @@ def test_invalid_ratios_raise_value_error(ratio: float) -> None:
         RatioSampler(ratio)
 
 
-def test_samplers_satisfy_the_protocol() -> None:
-    assert isinstance(RatioSampler(0.5), Sampler)
-    assert isinstance(AlwaysSample(), Sampler)
-    assert AlwaysSample().should_sample(rag_span("0" * 32))
+def test_always_sample_keeps_every_span(spans: list[RagSpan]) -> None:
+    sampler = AlwaysSample()
+    assert all(sampler.should_sample(s) for s in spans)
+    assert sampler.should_sample(rag_span("0" * 32)) and sampler.should_sample(rag_span("f" * 32))

@@ -17,6 +17,7 @@ import pytest
 from tracescore.testing.judge_server import (
     Fault,
     JudgeServer,
+    Reply,
     default_responder,
     estimate_tokens,
     hashed_embedding,
@@ -31,7 +32,8 @@ def server() -> Iterator[JudgeServer]:
 
 @pytest.fixture
 def client(server: JudgeServer) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=2.0) as c:
+    # Generous: a loaded machine must not turn a normal reply into a timeout; no test relies on it firing.
+    with openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=60.0) as c:
         yield c
 
 
@@ -69,7 +71,7 @@ def test_base_url_needs_a_running_server() -> None:
 
 def test_unknown_route_is_404(server: JudgeServer) -> None:
     with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(f"{server.base_url}/nope", timeout=2)
+        urllib.request.urlopen(f"{server.base_url}/nope", timeout=60)
     assert caught.value.code == 404
 
 
@@ -142,14 +144,26 @@ def test_rate_limit_carries_retry_after(server: JudgeServer, client: openai.Open
     assert caught.value.response.headers["retry-after"] == "1.5"
 
 
-def test_timeout_sleeps_past_the_client_timeout(server: JudgeServer) -> None:
-    server.timeout_sleep_s = 1.0
+def test_timeout_sleeps_past_the_client_timeout(server: JudgeServer, client: openai.OpenAI) -> None:
+    server.timeout_sleep_s = 3600.0  # closing the server wakes it; no client waits this long
     server.inject(Fault.TIMEOUT)
-    with openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=0.1) as impatient:
-        with pytest.raises(openai.APITimeoutError):
-            impatient.chat.completions.create(**_claims_request(["A."]))
-        # The next request is served normally.
-        assert json.loads(_content(impatient, _claims_request(["A."])))["sentences"]
+    with (
+        openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=0.5) as impatient,
+        pytest.raises(openai.APITimeoutError),
+    ):
+        impatient.chat.completions.create(**_claims_request(["A."]))
+    # The fault is consumed; the next request is served normally while the first still sleeps.
+    assert json.loads(_content(client, _claims_request(["A."])))["sentences"]
+    assert server.stats.faults_served == 1
+
+
+def test_timeout_answers_no_sooner_than_timeout_sleep_s(server: JudgeServer, client: openai.OpenAI) -> None:
+    server.timeout_sleep_s = 0.5
+    server.inject(Fault.TIMEOUT)
+    started = time.monotonic()
+    reply = client.chat.completions.create(**_claims_request(["A."]))  # a patient client gets the reply
+    assert time.monotonic() - started >= 0.5, "the reply was held back for timeout_sleep_s"
+    assert json.loads(reply.choices[0].message.content or "")["sentences"]
 
 
 def test_invalid_json_truncated_and_refusal_replies(server: JudgeServer, client: openai.OpenAI) -> None:
@@ -203,14 +217,20 @@ def test_requests_are_recorded_and_tokens_estimated(server: JudgeServer, client:
 
 
 def test_max_in_flight_is_recorded(server: JudgeServer) -> None:
-    server.latency_s = 0.2
     clients = [openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0) for _ in range(4)]
-    start = threading.Barrier(len(clients))
+    # The responder runs inside each request; holding every reply until all four arrived makes them overlap
+    # on any machine, where a fixed latency only makes overlap likely.
+    all_in = threading.Barrier(len(clients), timeout=60)
+
+    def hold_until_all_in(body: dict[str, Any]) -> Reply:
+        all_in.wait()
+        return default_responder(body)
+
+    server.responder = hold_until_all_in
     errors: list[BaseException] = []
 
     def one(c: openai.OpenAI) -> None:
         try:
-            start.wait(timeout=5)
             c.chat.completions.create(**_claims_request(["A."]))
         except BaseException as exc:  # surfaced below; a thread cannot fail the test itself
             errors.append(exc)
@@ -256,14 +276,34 @@ def test_embedding_dimensions_and_single_input(server: JudgeServer, client: open
     assert server.stats.embedding_requests == 1
 
 
-def test_close_does_not_wait_for_a_sleeping_timeout(server: JudgeServer) -> None:
-    server.timeout_sleep_s = 30.0
+def test_close_wakes_a_sleeping_timeout_instead_of_waiting_for_it(server: JudgeServer) -> None:
+    server.timeout_sleep_s = 3600.0
     server.inject(Fault.TIMEOUT)
-    with (
-        openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=0.1) as impatient,
-        pytest.raises(openai.APITimeoutError),
-    ):
-        impatient.chat.completions.create(**_claims_request(["A."]))
-    started = time.perf_counter()
-    server.close()
-    assert time.perf_counter() - started < 2.0
+    replies: list[openai.types.chat.ChatCompletion | BaseException] = []
+
+    def ask() -> None:
+        with openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=600) as patient:
+            try:
+                replies.append(patient.chat.completions.create(**_claims_request(["A."])))
+            except BaseException as exc:  # surfaced below
+                replies.append(exc)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    # The request is in: its handler is (about to be) asleep for an hour.
+    for _ in range(600):
+        if server.stats.faults_served:
+            break
+        time.sleep(0.1)
+    assert server.stats.faults_served == 1 and not replies, "the TIMEOUT request is being held"
+
+    closer = threading.Thread(target=server.close)
+    closer.start()
+    # Bounds far below the hour the handler would sleep: they catch a hang, not slowness.
+    closer.join(120)
+    assert not closer.is_alive(), "close() waited for the sleeping handler"
+    asker.join(120)
+    assert not asker.is_alive(), "the sleeping handler was not woken by close()"
+    [reply] = replies
+    assert not isinstance(reply, BaseException), reply
+    assert json.loads(reply.choices[0].message.content or "")["sentences"], "woken, it still answers"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -9,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from tracescore.testing import kafka_broker
 from tracescore.testing.kafka_broker import KafkaBroker, _pid_alive, fetch_kafka_jars
 
 pytestmark = pytest.mark.kafka
@@ -22,6 +24,88 @@ def _cli(*args: str) -> str:
         capture_output=True, text=True, timeout=180, check=True,
     )  # fmt: skip
     return done.stdout.strip()
+
+
+def _read(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value on partition 0 of `topic`, from the start (no group, nothing committed)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    end = consumer.end_offsets([tp])[tp]
+    values: list[bytes] = []
+    for _ in range(300):  # bounded: at most ~60 s of empty polls
+        if consumer.position(tp) >= end:
+            break
+        for batch in consumer.poll(timeout_ms=200).values():
+            values.extend(m.value for m in batch)
+    consumer.close()
+    return values
+
+
+def _meta_cluster_id(broker: KafkaBroker) -> str:
+    assert broker.data_dir is not None
+    meta = (broker.data_dir / "data" / "meta.properties").read_text()
+    return next(line.split("=", 1)[1] for line in meta.splitlines() if line.startswith("cluster.id="))
+
+
+def test_generated_cluster_ids_are_kafka_uuids() -> None:
+    ids = {kafka_broker._cluster_id() for _ in range(200)}
+    assert len(ids) == 200
+    for cluster_id in ids:
+        assert len(cluster_id) == 22 and "=" not in cluster_id
+        assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
+
+
+def test_a_cluster_id_starting_with_a_dash_formats_and_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One generated id in 64 starts with "-"; StorageTool once read it as an option and refused to format.
+    dashed = "-" + kafka_broker._cluster_id()[1:]
+    monkeypatch.setattr(kafka_broker, "_cluster_id", lambda: dashed)
+    with KafkaBroker(partitions=1) as broker:
+        assert broker.cluster_id == dashed
+        assert _meta_cluster_id(broker) == dashed, "storage was formatted with the dashed id"
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
+        assert producer.send("dashed", b"hello").get(timeout=30).offset == 0
+        producer.close()
+        assert _read(broker.bootstrap_servers, "dashed") == [b"hello"]
+
+
+def test_restart_keeps_address_cluster_and_messages() -> None:
+    with KafkaBroker(partitions=1) as broker:
+        bootstrap, cluster_id, data_dir = broker.bootstrap_servers, broker.cluster_id, broker.data_dir
+        assert data_dir is not None
+        # One producer across the restart, as an application's would be mid-stream.
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        before = [f"before-{i}".encode() for i in range(5)]
+        for value in before:
+            producer.send("restarted", value).get(timeout=30)
+
+        broker.stop()
+        assert broker.process is None
+        assert (data_dir / "data" / "meta.properties").exists(), "stop() keeps the data for a restart"
+        broker.start()
+
+        assert broker.bootstrap_servers == bootstrap and broker.cluster_id == cluster_id
+        assert broker.data_dir == data_dir and _meta_cluster_id(broker) == cluster_id
+        assert _read(bootstrap, "restarted") == before, "messages from before the restart are still there"
+        assert producer.send("restarted", b"after").get(timeout=60).offset == len(before)
+        producer.close()
+        assert _read(bootstrap, "restarted") == [*before, b"after"]
+
+        broker.restart()
+        assert broker.bootstrap_servers == bootstrap
+        assert _read(bootstrap, "restarted") == [*before, b"after"]
+    assert not data_dir.exists(), "leaving the with block deletes the data directory it created"
+
+
+def test_a_data_dir_formatted_for_another_cluster_is_refused_before_kafka_starts(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    other = kafka_broker._cluster_id()
+    (tmp_path / "data" / "meta.properties").write_text(f"cluster.id={other}\nnode.id=1\nversion=1\n")
+    broker = KafkaBroker(data_dir=tmp_path, cluster_id="-" + other[1:])
+    with pytest.raises(kafka_broker.KafkaUnavailable, match="formatted for cluster"):
+        broker.start()
+    assert broker.process is None
 
 
 def test_jars_are_cached_outside_the_repo() -> None:
@@ -50,9 +134,20 @@ def test_detached_broker_starts_once_is_reused_and_stops(tmp_path: Path) -> None
     assert _cli("stop", "--state-dir", str(state)) == "no broker running"
 
 
-def test_stopping_frees_the_port() -> None:
+def test_stopping_frees_the_ports() -> None:
     broker = KafkaBroker().start()
-    port = broker.port
-    broker.stop()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", port))
+    process = broker.process
+    assert process is not None
+    try:
+        broker.stop()
+        assert process.poll() is not None, "the broker process has exited"
+        for port in (broker.port, broker.controller_port):
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            with socket.socket() as sock:
+                # SO_REUSEADDR ignores TIME_WAIT leftovers but still fails while anything listens there.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("127.0.0.1", port))
+                sock.listen()
+    finally:
+        broker.close()

@@ -27,7 +27,13 @@ from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._settings import ConsumerSettings
-from tracescore.emit import EvaluationMetrics, EvaluationRecord, evaluation_record, evaluation_span
+from tracescore.emit import (
+    EvaluationMetrics,
+    EvaluationRecord,
+    RecordSink,
+    evaluation_record,
+    evaluation_span,
+)
 from tracescore.export import encode_trace_messages
 from tracescore.extract import Skip, extract
 from tracescore.sample import AlwaysSample, Sampler
@@ -77,6 +83,8 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         _log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
+        if self._owner.first_assigned_at is None:
+            self._owner.first_assigned_at = time.monotonic()
 
 
 class EvaluationConsumer:
@@ -92,6 +100,7 @@ class EvaluationConsumer:
         sampler: Sampler | None = None,
         on_evaluation: Callable[[EvaluationRecord], None] | None = None,
         metrics_out: EvaluationMetrics | None = None,
+        sinks: Sequence[RecordSink] = (),
         consumer: KafkaConsumer | None = None,
         producer: KafkaProducer | None = None,
     ) -> None:
@@ -102,6 +111,7 @@ class EvaluationConsumer:
         self._sampler = sampler or AlwaysSample()
         self._on_evaluation = on_evaluation
         self._metrics_out = metrics_out or EvaluationMetrics()
+        self._sinks = tuple(sinks)
         self._consumer = consumer or KafkaConsumer(
             bootstrap_servers=settings.bootstrap_servers,
             group_id=settings.group_id,
@@ -118,6 +128,9 @@ class EvaluationConsumer:
         self._committed: dict[TopicPartition, int] = {}
         self._logged_skips: set[tuple[str, str, str]] = set()
         self._stopping = False
+        # --idle-timeout counts from the first assignment: waiting to join the group (a dead member's
+        # session still holding the partitions) is not idleness.
+        self.first_assigned_at: float | None = None
 
     def stop(self) -> None:
         """Finish the current batch, commit it and return from run(). Safe from a signal handler."""
@@ -126,7 +139,7 @@ class EvaluationConsumer:
     def run(self) -> ConsumerStats:
         self._ensure_topics()
         self._consumer.subscribe([self.settings.topic], listener=_CommitOnRevoke(self))
-        last_message = time.monotonic()
+        last_message: float | None = None
         try:
             with asyncio.Runner() as runner:
                 while not self._stopping:
@@ -148,6 +161,8 @@ class EvaluationConsumer:
             self.commit_stored()
             self._producer.close(timeout=self.settings.ack_timeout_s)
             self._consumer.close(autocommit=False)
+            for sink in self._sinks:
+                sink.close()
         return self.stats
 
     def process(
@@ -191,6 +206,9 @@ class EvaluationConsumer:
             self._metrics_out.evaluated(record)
             if self._on_evaluation is not None:
                 self._on_evaluation(record)
+        if records:
+            for sink in self._sinks:
+                sink.send(records)
 
     def forget_buffered(self) -> None:
         """Partitions were revoked: drop buffered traces; whoever owns the partitions next re-reads them
@@ -337,6 +355,9 @@ class EvaluationConsumer:
         finally:
             admin.close()
 
-    def _idle_for(self, last_message: float) -> bool:
+    def _idle_for(self, last_message: float | None) -> bool:
         timeout = self.settings.idle_timeout_s
-        return timeout is not None and time.monotonic() - last_message >= timeout
+        if timeout is None or self.first_assigned_at is None:
+            return False
+        since = max(last_message or 0.0, self.first_assigned_at)
+        return time.monotonic() - since >= timeout

@@ -4,6 +4,7 @@ from tracescore.emit._explain import AnnotatorKind, annotator_kind, explanation
 from tracescore.emit._metrics import EvaluationMetrics
 from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.emit._records import SCHEMA_VERSION, EvaluationRecord, evaluation_record
+from tracescore.emit._sink import RecordSink
 from tracescore.emit._spans import evaluation_span
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "EvaluationRecord",
     "PhoenixAnnotations",
     "PhoenixSettings",
+    "RecordSink",
     "annotator_kind",
     "evaluation_record",
     "evaluation_span",

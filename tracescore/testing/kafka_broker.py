@@ -99,13 +99,30 @@ def _free_port() -> int:
 
 
 def _cluster_id() -> str:
-    # Kafka's own format (what StorageTool random-uuid prints): URL-safe base64 of a UUID, unpadded.
+    # Kafka's own format (what StorageTool random-uuid prints): URL-safe base64 of a UUID, unpadded. One in
+    # 64 starts with "-", so it must only ever be passed as `--cluster-id=<id>`, never as its own argument.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _formatted_cluster_id(data_dir: Path) -> str | None:
+    """The cluster id a previous format wrote into `data_dir`, if it was formatted."""
+    meta = data_dir / "data" / "meta.properties"
+    with contextlib.suppress(OSError):
+        for line in meta.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "cluster.id":
+                return value.strip()
+    return None
 
 
 @dataclass
 class KafkaBroker:
-    """One broker process. Use as a context manager, or start()/stop()."""
+    """One broker process. Use as a context manager, or start()/close().
+
+    stop() ends the process but keeps its data, cluster id and ports, so start() (or restart()) brings the
+    same broker back at the same bootstrap address with every topic, message and committed offset. close()
+    stops it for good and deletes a data directory the broker created itself.
+    """
 
     data_dir: Path | None = None
     partitions: int = 3
@@ -113,6 +130,8 @@ class KafkaBroker:
     log_level: str = "WARN"
     port: int = field(default_factory=_free_port)
     controller_port: int = field(default_factory=_free_port)
+    # None: the id an existing data_dir was formatted with, else a new one; fixed from the first start on.
+    cluster_id: str | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _owns_data_dir: bool = field(default=False, init=False)
 
@@ -134,6 +153,7 @@ class KafkaBroker:
             self.data_dir = Path(tempfile.mkdtemp(prefix="tracescore-kafka-"))
             self._owns_data_dir = True
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        cluster_id = self._resolve_cluster_id()
         properties = self._write_config()
         classpath = f"{libs}/*"
         jvm = [
@@ -151,8 +171,7 @@ class KafkaBroker:
                 "kafka.tools.StorageTool",
                 "format",
                 "--ignore-formatted",
-                "-t",
-                _cluster_id(),
+                f"--cluster-id={cluster_id}",  # one argument: an id starting with "-" is not an option
                 "-c",
                 str(properties),
             ],
@@ -162,17 +181,19 @@ class KafkaBroker:
         )
         if formatted.returncode != 0:
             raise KafkaUnavailable(f"StorageTool format failed:\n{formatted.stdout}{formatted.stderr}")
-        stdout = (self.data_dir / "stdout.log").open("wb")
-        self.process = subprocess.Popen(
-            [*jvm, "kafka.Kafka", str(properties)],
-            stdout=stdout,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C in the parent's terminal must not kill the broker mid-test
-        )
+        # Appended, so the output of the runs before a restart stays readable; the child keeps its own copy.
+        with (self.data_dir / "stdout.log").open("ab") as stdout:
+            self.process = subprocess.Popen(
+                [*jvm, "kafka.Kafka", str(properties)],
+                stdout=stdout,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C in the parent's terminal must not kill the broker mid-test
+            )
         self._wait_ready(timeout_s)
         return self
 
     def stop(self, timeout_s: float = 20.0) -> None:
+        """End the broker process; its data, cluster id and ports stay for a later start()."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -181,14 +202,40 @@ class KafkaBroker:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+    def restart(self, timeout_s: float = 60.0) -> KafkaBroker:
+        """Stop and start again on the same data and ports: clients reconnect to the same address."""
+        self.stop()
+        return self.start(timeout_s)
+
+    def close(self) -> None:
+        """Stop for good, deleting the data directory if this broker created it."""
+        self.stop()
         if self._owns_data_dir and self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir, self._owns_data_dir = None, False
 
     def __enter__(self) -> KafkaBroker:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.close()  # __exit__ never runs when __enter__ raises
+            raise
 
     def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        self.close()
+
+    def _resolve_cluster_id(self) -> str:
+        assert self.data_dir is not None
+        formatted = _formatted_cluster_id(self.data_dir)
+        if self.cluster_id is None:
+            self.cluster_id = formatted or _cluster_id()
+        elif formatted is not None and formatted != self.cluster_id:
+            # Kafka would refuse to start ("Invalid cluster.id"); say why before launching the JVM.
+            raise KafkaUnavailable(
+                f"{self.data_dir} was formatted for cluster {formatted!r}, not {self.cluster_id!r}"
+            )
+        return self.cluster_id
 
     def _write_config(self) -> Path:
         assert self.data_dir is not None
@@ -228,7 +275,7 @@ class KafkaBroker:
             if self._answers_metadata():
                 return
             time.sleep(0.3)
-        self.stop()
+        self.stop()  # keeps the data directory, so the log tail below is still there
         raise KafkaUnavailable(f"broker not ready after {timeout_s:.0f}s:\n{self._log_tail()}")
 
     def _answers_metadata(self) -> bool:

