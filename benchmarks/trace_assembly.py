@@ -18,7 +18,6 @@ Also: memory per buffered trace (tracemalloc, 10,000 five-span traces held in th
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import time
 import tracemalloc
@@ -100,12 +99,10 @@ class TimedConsumer(EvaluationConsumer):
         self.first_at: float | None = None
         self.done_at: float | None = None
 
-    def process(
-        self, batch: Sequence[ConsumerRecord], runner: asyncio.Runner, release_all: bool = False
-    ) -> None:
+    def _take(self, batch: Sequence[ConsumerRecord]) -> None:
         if batch and self.first_at is None:
             self.first_at = time.perf_counter()
-        super().process(batch, runner, release_all)
+        super()._take(batch)
         if self.done_at is None and self.stats.traces >= self.target_traces:
             self.done_at = time.perf_counter()
             self.stop()

@@ -4,7 +4,7 @@ assemble into, and the RAG interactions recognised in that trace."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +44,21 @@ class Trace:
     indexes are built once, up front: every recogniser walks the tree.
     """
 
-    __slots__ = ("_children", "by_id", "incomplete", "spans", "trace_id")
+    __slots__ = ("_children", "by_id", "incomplete", "offsets", "spans", "trace_id")
 
-    def __init__(self, trace_id: str, spans: tuple[DecodedSpan, ...], incomplete: str | None = None) -> None:
+    def __init__(
+        self,
+        trace_id: str,
+        spans: tuple[DecodedSpan, ...],
+        incomplete: str | None = None,
+        offsets: Mapping[Hashable, int] | None = None,
+    ) -> None:
         self.trace_id = trace_id
         self.spans = spans
         self.incomplete = incomplete
+        # Where the spans were read from (partition -> lowest offset), so whoever scores the trace can hold
+        # those offsets uncommitted until its outputs are acknowledged.
+        self.offsets: Mapping[Hashable, int] = offsets or {}
         self.by_id = {span.span_id: span for span in spans}
         children: dict[str | None, list[DecodedSpan]] = defaultdict(list)
         for span in spans:

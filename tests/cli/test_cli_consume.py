@@ -56,4 +56,5 @@ def test_invalid_setting_from_the_environment_names_the_variable() -> None:
     done = _consume_with_bad_input(env={"TRACESCORE_POLL_TIMEOUT_MS": "0"})
     assert done.returncode == 2, f"a usage error, not a crash ({done.returncode}):\n{done.stderr}"
     [error] = _error_lines(done.stderr)
-    assert error.startswith("Error: invalid value for TRACESCORE_POLL_TIMEOUT_MS: "), error
+    assert error.startswith("Error: invalid value for TRACESCORE_POLL_TIMEOUT_MS "), error
+    assert "greater than or equal to 1" in error

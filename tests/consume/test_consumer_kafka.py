@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from kafka import KafkaAdminClient
@@ -245,39 +244,23 @@ def test_extract_reads_what_the_sdk_wrote(bootstrap: str, topic_prefix: str) -> 
     assert rag.record.answer == "ok" and rag.route == "/why" and span.service_name == "test-app"
 
 
-def _wait_until_the_group_has_no_member(bootstrap: str, group_id: str, timeout_s: float = 60.0) -> bool:
-    """True once the broker's view of the group has no member left, i.e. nobody owns its partitions."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not admin.describe_groups([group_id])[group_id]["members"]:
-                return True
-            time.sleep(0.2)
-        return False
-    finally:
-        admin.close()
-
-
-def test_a_batch_slower_than_the_poll_interval_is_scored_again_not_lost(
+def test_a_judge_slower_than_the_poll_interval_never_costs_the_partition(
     bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Judges run off the Kafka thread, which keeps polling: a judge call lasting three poll intervals
+    neither gets the member evicted nor scores anything twice."""
     import asyncio
 
     group_id = f"{topic_prefix}.group"
+    poll_interval_s = 3.0
 
     class SlowOnce(OfflineJudge):
-        """The first judge call lasts until the group has taken the partition away (max_poll_interval_ms
-        passed, the member was evicted): slower than the poll interval on any machine, and no slower."""
-
-        slow_call_started = False
-        evicted = False
+        slow_call_done = False
 
         async def run(self, task, data):  # type: ignore[no-untyped-def]
-            if not self.slow_call_started:
-                self.slow_call_started = True
-                wait = _wait_until_the_group_has_no_member
-                self.evicted = await asyncio.to_thread(wait, bootstrap, group_id)
+            if not self.slow_call_done:
+                await asyncio.sleep(3 * poll_interval_s)  # a lower bound only: slower is fine
+                self.slow_call_done = True
             return await super().run(task, data)
 
     run_instrumented_app(
@@ -292,21 +275,18 @@ def test_a_batch_slower_than_the_poll_interval_is_scored_again_not_lost(
         """,
     )
     judge = SlowOnce()
-    # Stops once the span was handled twice; the long idle timeout only ends a run that lost it. Evaluation
-    # spans go elsewhere, so the spans topic ends with the app's message and "all committed" means it.
     consumer, seen = _consumer(
         bootstrap,
         topic_prefix,
         judge=judge,
-        max_poll_interval_ms=1000,
-        max_records=2,
-        idle_timeout_s=60,
+        max_poll_interval_ms=int(poll_interval_s * 1000),
+        idle_timeout_s=3,
         evaluation_spans_topic=f"{topic_prefix}.evaluation-spans",
     )
 
     consumer.run()
 
-    assert judge.evicted, "the group never took the partition away from the slow member"
-    assert "offsets not committed, the group rebalanced" in caplog.text
-    assert len(seen) == 2 and seen[0].span_id == seen[1].span_id, "scored twice, never lost"
+    assert judge.slow_call_done
+    assert "rebalanced" not in caplog.text and "Consumer poll timeout has expired" not in caplog.text
+    assert len(seen) == 1, "scored once"
     assert_all_committed(bootstrap, group_id, f"{topic_prefix}.spans")

@@ -1,17 +1,22 @@
 """Consume: read OTLP spans from Kafka in a consumer group, assemble whole traces, score them, commit."""
 
 from tracescore.consume._assemble import AssemblySettings, TraceAssembler
-from tracescore.consume._consumer import ConsumerStats, EvaluationConsumer, OutputNotAcknowledged
+from tracescore.consume._consumer import BrokerUnreachable, EvaluationConsumer, OutputNotAcknowledged
 from tracescore.consume._decode import NotOtlp, decode_message
-from tracescore.consume._settings import ConsumerSettings
+from tracescore.consume._settings import ConfigFileError, ConsumerSettings, KafkaSecurity
+from tracescore.consume._status import ConsumerStats, RateLimitedLogs
 
 __all__ = [
     "AssemblySettings",
+    "BrokerUnreachable",
+    "ConfigFileError",
     "ConsumerSettings",
     "ConsumerStats",
     "EvaluationConsumer",
+    "KafkaSecurity",
     "NotOtlp",
     "OutputNotAcknowledged",
+    "RateLimitedLogs",
     "TraceAssembler",
     "decode_message",
 ]

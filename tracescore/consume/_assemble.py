@@ -158,4 +158,6 @@ class TraceAssembler:
             self._released[entry.trace_id] = None
             while len(self._released) > self.settings.remember_released:
                 self._released.popitem(last=False)
-        return Trace(entry.trace_id, tuple(entry.spans.values()), incomplete=incomplete)
+        return Trace(
+            entry.trace_id, tuple(entry.spans.values()), incomplete=incomplete, offsets=entry.offsets
+        )

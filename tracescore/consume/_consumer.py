@@ -1,18 +1,23 @@
-"""The consumer loop: poll -> decode -> assemble traces -> extract interactions -> sample -> score -> emit ->
-wait for acks -> store offsets -> commit.
+"""The scoring service's loop, on one thread that owns every Kafka call:
 
-At-least-once: a partition's offset is committed only up to the first message that still holds a buffered
-trace, and only after every output of the released traces (evaluation records, evaluation spans, dead
-letters) is acknowledged by Kafka. A crash before that replays those messages.
+    poll -> decode -> assemble traces -> extract interactions -> sample -> submit to the judges
+    ... judges run on their own loop (ScoringWorker) while this thread keeps polling ...
+    collect results -> emit (KafkaEvaluationSink) -> acknowledged -> release offsets -> commit
+
+No barrier between batches: up to `max_in_flight` interactions are scored at once whatever batch they came
+from; past that the partitions are paused (polling goes on, so the group never thinks the member dead).
+At-least-once: a partition commits only up to its first message whose trace is still buffered, being scored,
+or has outputs Kafka has not acknowledged (OffsetTracker), so a crash replays exactly the unfinished work.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import socket
 import time
-from collections import Counter
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,60 +31,58 @@ from tracescore import semconv
 from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._decode import NotOtlp, decode_message
+from tracescore.consume._offsets import OffsetTracker
+from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
-from tracescore.emit import (
-    EvaluationMetrics,
-    EvaluationRecord,
-    RecordSink,
-    evaluation_record,
-    evaluation_span,
-)
-from tracescore.export import encode_trace_messages
+from tracescore.consume._status import ConsumerStats, StatusLine
+from tracescore.emit import EvaluationMetrics, EvaluationRecord, RecordSink
+from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.extract import Skip, extract
 from tracescore.sample import AlwaysSample, Sampler
-from tracescore.score import MetricResult
+from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
-from tracescore.score.metrics import Metric, evaluate
+from tracescore.score.metrics import Metric
 
-__all__ = ["ConsumerStats", "EvaluationConsumer", "OutputNotAcknowledged"]
+__all__ = ["BrokerUnreachable", "ConsumerStats", "EvaluationConsumer", "OutputNotAcknowledged"]
 
 _log = logging.getLogger("tracescore.consume")
-EVALUATOR_SCOPE = semconv.EVALUATOR_SCOPE
+_BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emitted promptly
 
 
 class OutputNotAcknowledged(RuntimeError):
-    """Kafka did not acknowledge an output; the batch's offsets were not committed and will be replayed."""
+    """Kafka did not acknowledge an output after its retries; offsets of that work were not committed and
+    it will be read again by whoever owns the partition next."""
+
+
+class BrokerUnreachable(RuntimeError):
+    """No Kafka broker answered within the connect timeout."""
 
 
 @dataclass
-class ConsumerStats:
-    messages: int = 0
-    spans: int = 0
-    traces: int = 0
-    rag_spans: int = 0  # interactions recognised
-    scored: int = 0
-    sampled_out: int = 0
-    evaluations: int = 0
-    dead_letters: int = 0
-    # Traces (or interactions in them) not scored, by reason; and by (service, scope, reason) to show whose.
-    skipped: Counter[str] = field(default_factory=Counter)
-    skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    # Assembly: late_spans, duplicate_spans, evaluation_spans (ours, read back), released_<why>.
-    assembly: Counter[str] = field(default_factory=Counter)
+class _Work:
+    """What one released trace (or one dead letter) still waits for before its offsets may be committed."""
 
-    @property
-    def handled(self) -> int:
-        """Interactions dealt with: scored, sampled out, or skipped with a logged reason."""
-        return self.scored + self.sampled_out + sum(n for r, n in self.skipped.items() if r != "not_rag")
+    offsets: dict[Any, int]
+    generation: int
+    scoring: int = 0
+    outputs: list[Output] = field(default_factory=list)
+    records: list[EvaluationRecord] = field(default_factory=list)
 
 
-class _CommitOnRevoke(ConsumerRebalanceListener):
+@dataclass
+class _Scoring:
+    work: _Work
+    interaction: RagSpan
+    started: float
+    started_ns: int
+
+
+class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, owner: EvaluationConsumer) -> None:
         self._owner = owner
 
     def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
-        self._owner.commit_stored()
-        self._owner.forget_buffered()
+        self._owner.partitions_revoked()
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         _log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
@@ -88,8 +91,9 @@ class _CommitOnRevoke(ConsumerRebalanceListener):
 
 
 class EvaluationConsumer:
-    """A member of a Kafka consumer group that scores RAG interactions. Scale out by starting more members:
-    the Collector and our exporter key messages by trace id, so one member sees all of a trace."""
+    """A member of a Kafka consumer group that scores the RAG interactions in the traces it reads. Scale out
+    by starting more members: the Collector and tracescore's exporter key messages by trace id, so one member
+    sees all of a trace."""
 
     def __init__(
         self,
@@ -112,194 +116,309 @@ class EvaluationConsumer:
         self._on_evaluation = on_evaluation
         self._metrics_out = metrics_out or EvaluationMetrics()
         self._sinks = tuple(sinks)
-        self._consumer = consumer or KafkaConsumer(
-            bootstrap_servers=settings.bootstrap_servers,
-            group_id=settings.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset=settings.auto_offset_reset,
-            max_poll_records=settings.max_poll_records,
-            max_poll_interval_ms=settings.max_poll_interval_ms,
-        )
-        self._producer = producer or KafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all")
+        self._consumer = consumer
+        self._producer = producer
         self._assembler = TraceAssembler(settings.assembly)
-        self._read_up_to: dict[TopicPartition, int] = {}  # next offset after the last message taken in
-        self._read_from: dict[TopicPartition, int] = {}  # first offset taken in since the assignment
-        self._stored: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._committed: dict[TopicPartition, int] = {}
+        self._offsets = OffsetTracker()
+        self._status = StatusLine(self.stats, settings.status_interval_s)
+        self._queue: deque[tuple[_Work, RagSpan]] = deque()
+        self._scoring: dict[Future[list[MetricResult]], _Scoring] = {}
+        self._settling: list[_Work] = []
         self._logged_skips: set[tuple[str, str, str]] = set()
+        self._paused = False
         self._stopping = False
+        self._last_commit = 0.0
         # --idle-timeout counts from the first assignment: waiting to join the group (a dead member's
         # session still holding the partitions) is not idleness.
         self.first_assigned_at: float | None = None
 
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
     def stop(self) -> None:
-        """Finish the current batch, commit it and return from run(). Safe from a signal handler."""
+        """Stop taking new work, finish what is being scored (up to `drain_timeout_s`), commit and return
+        from run(). Safe from a signal handler."""
         self._stopping = True
 
     def run(self) -> ConsumerStats:
+        self._connect()
         self._ensure_topics()
-        self._consumer.subscribe([self.settings.topic], listener=_CommitOnRevoke(self))
+        assert self._consumer is not None and self._producer is not None
+        sink = KafkaEvaluationSink(
+            self._producer,
+            KafkaOutputSettings(
+                evaluations_topic=self.settings.evaluations_topic,
+                dlq_topic=self.settings.dlq_topic,
+                spans_topic=self.settings.spans_out_topic,
+                max_message_bytes=self.settings.max_message_bytes,
+            ),
+        )
+        self._sink = sink
+        worker = ScoringWorker(self._judge, self._metrics)
+        self._worker = worker
+        self._consumer.subscribe([self.settings.topic], listener=_Rebalance(self))
         last_message: float | None = None
+        finishing: str | None = None  # why the loop is winding down: idle, max_records, stop
+        drain_deadline = float("inf")
         try:
-            with asyncio.Runner() as runner:
-                while not self._stopping:
-                    polled = self._consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
+            while True:
+                if self._stopping and finishing is None:
+                    finishing, drain_deadline = "stop", time.monotonic() + self.settings.drain_timeout_s
+                    self._queue.clear()  # not started: left uncommitted, read again after a restart
+                    _log.info("stopping: finishing %d interactions being scored", len(self._scoring))
+                busy = bool(self._scoring or self._queue or self._settling)
+                if finishing is None:
+                    polled = self._consumer.poll(
+                        timeout_ms=_BUSY_POLL_MS if busy else self.settings.poll_timeout_ms
+                    )
                     batch = [m for messages in polled.values() for m in messages]
-                    idle = False
-                    if batch:
-                        last_message = time.monotonic()
-                    elif self._idle_for(last_message):
-                        idle = True
-                    self.process(batch, runner, release_all=idle)
-                    self.commit_stored()
-                    if idle:
-                        _log.info("no message for %.1fs; stopping", self.settings.idle_timeout_s)
-                        break
-                    if self.settings.max_records and self.stats.handled >= self.settings.max_records:
-                        break
+                else:
+                    batch = []
+                    self._wait_briefly(busy)
+                if batch:
+                    last_message = time.monotonic()
+                    self._take(batch)
+                elif finishing is None and self._idle_for(last_message):
+                    self._check_broker("the stream went idle")
+                    finishing = "idle"
+                    _log.info(
+                        "no message for %.1fs; finishing the buffered traces", self.settings.idle_timeout_s
+                    )
+                    self._release(self._assembler.release_all())
+                if finishing is None:
+                    self._release(self._assembler.ready())
+                if finishing != "stop":
+                    self._submit()
+                self._collect()
+                self._settle()
+                if finishing is None:
+                    self._backpressure()
+                self._maybe_commit(force=False)
+                if self._status.due():
+                    self._log_status()
+                if (
+                    finishing is None
+                    and self.settings.max_records
+                    and self.stats.handled >= self.settings.max_records
+                ):
+                    finishing = "max_records"
+                if finishing is not None and not (
+                    self._scoring or self._settling or (finishing != "stop" and self._queue)
+                ):
+                    break
+                if finishing == "stop" and time.monotonic() > drain_deadline:
+                    _log.warning(
+                        "drain timeout: %d interactions still being scored are left to be read again",
+                        len(self._scoring),
+                    )
+                    break
         finally:
-            self.commit_stored()
+            worker.close()
+            self._finish_outputs()
+            self._maybe_commit(force=True)
             self._producer.close(timeout=self.settings.ack_timeout_s)
             self._consumer.close(autocommit=False)
-            for sink in self._sinks:
-                sink.close()
+            for extra in self._sinks:
+                extra.close()
+            self.stats.truncated_outputs = sink.truncated
         return self.stats
 
-    def process(
-        self, batch: Sequence[ConsumerRecord], runner: asyncio.Runner, release_all: bool = False
-    ) -> None:
-        """Take one polled batch into the trace buffer, score the traces that are ready, and store the
-        offsets that no buffered trace still needs once every output is acknowledged.
+    def partitions_revoked(self) -> None:
+        """Commit what is finished; leave everything else to the partitions' next owner, which reads it again
+        from the committed offsets (work still being scored finishes and is emitted, possibly twice)."""
+        self._maybe_commit(force=True)
+        dropped = self._assembler.clear()
+        queued = len(self._queue)
+        self._queue.clear()
+        self._offsets.reset()
+        if dropped or queued:
+            _log.info(
+                "rebalance: %d buffered traces and %d queued interactions left to the next owner",
+                dropped,
+                queued,
+            )
 
-        `release_all` reads every buffered trace now (the stream went idle: nothing more is coming)."""
-        pending: list[Any] = []
+    # --- the steps -----------------------------------------------------------------------------------------
+
+    def _take(self, batch: Sequence[ConsumerRecord]) -> None:
         released: list[Trace] = []
         for message in batch:
             self.stats.messages += 1
             tp = TopicPartition(message.topic, message.partition)
-            self._read_up_to[tp] = message.offset + 1
-            self._read_from.setdefault(tp, message.offset)
+            self._offsets.read(tp, message.offset)
+            if any(key == EVALUATION_SPANS_HEADER for key, _ in message.headers or ()):
+                self.stats.assembly["evaluation_span_messages"] += 1  # ours, read back: never decoded
+                continue
             try:
                 spans = decode_message(message.value)
             except NotOtlp as exc:
-                pending.append(self._dead_letter(message, exc))
+                self._dead_letter(message, tp, exc)
                 continue
             self.stats.spans += len(spans)
-            # Our own evaluation spans come back on the input topic by default: never buffer them.
-            ours = [s for s in spans if s.scope_name == EVALUATOR_SCOPE]
+            # Evaluation spans written by an older version or another producer, without our header.
+            ours = [s for s in spans if s.scope_name == semconv.EVALUATOR_SCOPE]
             if ours:
                 self.stats.assembly["evaluation_spans"] += len(ours)
-                spans = [s for s in spans if s.scope_name != EVALUATOR_SCOPE]
-            size = len(message.value or b"")
-            released += self._assembler.add(spans, tp, message.offset, size)
-        released += self._assembler.release_all() if release_all else self._assembler.ready()
-        to_score: list[RagSpan] = []
-        for trace in released:
-            to_score += self._interactions(trace)
-        records = self._score(to_score, runner, pending) if to_score else []
-        self._await_acks(pending)
-        self.stats.evaluations += len(records)
+                spans = [s for s in spans if s.scope_name != semconv.EVALUATOR_SCOPE]
+            released += self._assembler.add(spans, tp, message.offset, len(message.value or b""))
+        self._release(released)
+
+    def _release(self, traces: list[Trace]) -> None:
         self.stats.assembly.update(self._assembler.counts)
         self._assembler.counts.clear()
-        self._store_offsets()
-        for record in records:
-            self._metrics_out.evaluated(record)
-            if self._on_evaluation is not None:
-                self._on_evaluation(record)
-        if records:
-            for sink in self._sinks:
-                sink.send(records)
+        for trace in traces:
+            self.stats.traces += 1
+            found = extract(trace)
+            for skip in found.skips:
+                self._skip(skip)
+            wanted = []
+            for interaction in found.interactions:
+                self.stats.rag_spans += 1
+                if self._sampler.should_sample(interaction):
+                    wanted.append(interaction)
+                else:
+                    self.stats.sampled_out += 1
+            if wanted:
+                work = _Work(dict(trace.offsets), self._offsets.hold(trace.offsets), scoring=len(wanted))
+                self._queue.extend((work, interaction) for interaction in wanted)
 
-    def forget_buffered(self) -> None:
-        """Partitions were revoked: drop buffered traces; whoever owns the partitions next re-reads them
-        from the committed offsets, which never passed a buffered trace."""
-        dropped = self._assembler.clear()
-        self._read_up_to.clear()
-        self._read_from.clear()
-        self._committed.clear()
-        if dropped:
-            _log.info("rebalance: %d buffered traces left to the partitions' next owner", dropped)
+    def _submit(self) -> None:
+        while self._queue and len(self._scoring) < self.settings.max_in_flight:
+            work, interaction = self._queue.popleft()
+            future = self._worker.submit(interaction)
+            self._scoring[future] = _Scoring(work, interaction, time.monotonic(), time.time_ns())
 
-    def _interactions(self, trace: Trace) -> list[RagSpan]:
-        self.stats.traces += 1
-        found = extract(trace)
-        for skip in found.skips:
-            self._skip(skip)
-        wanted = []
-        for interaction in found.interactions:
-            self.stats.rag_spans += 1
-            if self._sampler.should_sample(interaction):
-                wanted.append(interaction)
-            else:
-                self.stats.sampled_out += 1
-        return wanted
+    def _collect(self) -> None:
+        for future in [f for f in self._scoring if f.done()]:
+            scoring = self._scoring.pop(future)
+            self._status.judged(time.monotonic() - scoring.started)
+            results = self._results(future, scoring.interaction)
+            self.stats.scored += 1
+            self.stats.judge_errors += sum(r.status is MetricStatus.ERROR for r in results)
+            records, outputs = self._sink.write(scoring.interaction, results, scoring.started_ns)
+            work = scoring.work
+            work.records += records
+            work.outputs += outputs
+            work.scoring -= 1
+            if work.scoring == 0:
+                self._settling.append(work)
 
-    def _store_offsets(self) -> None:
-        held = self._assembler.low_watermarks()
-        for tp, next_offset in self._read_up_to.items():
-            offset = min(next_offset, held.get(tp, next_offset))
-            # Nothing new is done below the first offset read: committing it would only restate the group's.
-            if offset > self._read_from[tp] and self._committed.get(tp) != offset:
-                self._stored[tp] = OffsetAndMetadata(offset, "", -1)
+    def _settle(self) -> None:
+        """Work whose outputs are all acknowledged releases its offsets and reaches the other sinks."""
+        still = []
+        for work in self._settling:
+            if not self._acknowledged(work):
+                still.append(work)
+                continue
+            self._offsets.release(work.offsets, work.generation)
+            self.stats.evaluations += len(work.records)
+            for record in work.records:
+                self._metrics_out.evaluated(record)
+                self._status.recorded(record)
+                if self._on_evaluation is not None:
+                    self._on_evaluation(record)
+            if work.records:
+                for extra in self._sinks:
+                    extra.send(work.records)
+        self._settling = still
 
-    def commit_stored(self) -> None:
-        if not self._stored:
+    def _acknowledged(self, work: _Work) -> bool:
+        for index, output in enumerate(work.outputs):
+            if not output.done:
+                return False
+            if output.error is None:
+                continue
+            if output.too_large and output.fallback is not None:
+                _log.warning("Kafka rejected %s as too large; sending a smaller record instead", output.what)
+                work.outputs[index] = output.fallback()
+                return False
+            if output.too_large and output.droppable:
+                _log.warning(
+                    "Kafka rejected %s as too large; it is dropped (the record carries the score)",
+                    output.what,
+                )
+                work.outputs[index] = Output(_Acked(), output.what)
+                continue
+            raise OutputNotAcknowledged(
+                f"Kafka did not acknowledge {output.what} ({output.error!r}); its input offsets were not "
+                "committed and will be read again"
+            )
+        return True
+
+    def _finish_outputs(self) -> None:
+        """On the way out: wait (bounded) for the acknowledgements of work already emitted, so its offsets
+        can be committed; anything not acknowledged stays uncommitted."""
+        if not self._settling or self._producer is None:
+            return
+        self._producer.flush(timeout=self.settings.ack_timeout_s)
+        try:
+            self._settle()
+        except OutputNotAcknowledged as exc:
+            _log.warning("%s", exc)
+
+    def _maybe_commit(self, force: bool) -> None:
+        if self._consumer is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_commit < self.settings.commit_interval_s:
+            return
+        self._last_commit = now
+        offsets = self._offsets.committable(self._assembler.low_watermarks())
+        if not offsets:
             return
         try:
-            self._consumer.commit(offsets=dict(self._stored))
-            self._committed.update({tp: meta.offset for tp, meta in self._stored.items()})
+            self._consumer.commit(offsets={tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
+            self._offsets.committed(offsets)
         except CommitFailedError as exc:
-            # The group rebalanced while we scored (a batch slower than max_poll_interval_ms): the partitions'
-            # new owner re-reads these messages, so their outputs may appear twice, never zero times.
+            # The group rebalanced under us: the partitions' new owner re-reads from the last commit, so
+            # outputs may appear twice, never zero times.
             _log.warning(
-                "offsets not committed, the group rebalanced during the batch (%s); those messages will be "
-                "scored again. Lower --max-poll-records or raise max_poll_interval_ms if this repeats.",
-                exc,
+                "offsets not committed, the group rebalanced (%s); that work will be read again", exc
             )
-        self._stored.clear()
+        except KafkaError as exc:
+            _log.warning("offsets not committed (%s); retrying at the next commit", exc)
 
-    def _score(
-        self, rags: list[RagSpan], runner: asyncio.Runner, pending: list[Any]
-    ) -> list[EvaluationRecord]:
-        started = time.time_ns()
-        all_results: list[list[MetricResult]] = runner.run(self._evaluate_all(rags))
-        records = []
-        eval_spans = []
-        for rag, results in zip(rags, all_results, strict=True):
-            self.stats.scored += 1
-            for result in results:
-                span = evaluation_span(rag, result, start_ns=started)
-                eval_spans.append(span)
-                record = evaluation_record(rag, result, format(span.context.span_id, "016x"))
-                records.append(record)
-                key, value = record.to_kafka()
-                pending.append(self._producer.send(self.settings.evaluations_topic, key=key, value=value))
-        for key, value in encode_trace_messages(eval_spans):
-            pending.append(self._producer.send(self.settings.spans_out_topic, key=key, value=value))
-        return records
+    def _backpressure(self) -> None:
+        assert self._consumer is not None
+        pending = len(self._scoring) + len(self._queue)
+        if not self._paused and pending >= self.settings.max_in_flight:
+            self._paused = True
+            _log.debug("pausing partitions: %d interactions pending", pending)
+        elif self._paused and pending <= self.settings.max_in_flight // 2:
+            self._paused = False
+            self._consumer.resume(*self._consumer.assignment())
+        if self._paused:
+            # Re-applied every loop: a rebalance gives back partitions unpaused.
+            self._consumer.pause(*self._consumer.assignment())
 
-    async def _evaluate_all(self, rags: list[RagSpan]) -> list[list[MetricResult]]:
-        return list(await asyncio.gather(*(evaluate(r.record, self._metrics, self._judge) for r in rags)))
+    # --- helpers -------------------------------------------------------------------------------------------
 
-    def _dead_letter(self, message: ConsumerRecord, error: NotOtlp) -> Any:
+    def _results(self, future: Future[list[MetricResult]], interaction: RagSpan) -> list[MetricResult]:
+        try:
+            return future.result()
+        except BaseException as exc:  # a judge bug or a cancelled task must not stop the service
+            reason = f"scoring failed: {type(exc).__name__}: {exc}"
+            _log.error("%s (trace %s)", reason, interaction.span.trace_id)
+            return [
+                MetricResult(
+                    metric=m.name, score=None, status=MetricStatus.ERROR, reason=reason,
+                    judge=self._judge.name, details={"error_type": type(exc).__name__},
+                )
+                for m in self._metrics
+            ]  # fmt: skip
+
+    def _dead_letter(self, message: ConsumerRecord, tp: TopicPartition, error: NotOtlp) -> None:
         self.stats.dead_letters += 1
         self._metrics_out.dead_lettered()
         _log.warning(
             "dead-lettered %s[%d]@%d to %s: %s",
-            message.topic,
-            message.partition,
-            message.offset,
-            self.settings.dlq_topic,
-            error,
-        )
-        headers = [
-            ("tracescore.error", str(error).encode()),
-            ("tracescore.source", f"{message.topic}[{message.partition}]@{message.offset}".encode()),
-            *((k, v) for k, v in (message.headers or [])),
-        ]
-        return self._producer.send(
-            self.settings.dlq_topic, key=message.key, value=message.value or b"", headers=headers
-        )
+            message.topic, message.partition, message.offset, self.settings.dlq_topic, error,
+        )  # fmt: skip
+        output = self._sink.dead_letter(
+            message.topic, message.partition, message.offset, message.key, message.value,
+            list(message.headers or ()), str(error),
+        )  # fmt: skip
+        offsets = {tp: message.offset}
+        self._settling.append(_Work(offsets, self._offsets.hold(offsets), outputs=[output]))
 
     def _skip(self, skip: Skip) -> None:
         service = skip.span.service_name if skip.span else "unknown_service"
@@ -324,16 +443,77 @@ class EvaluationConsumer:
         else:
             _log.debug("not scored (%s): %s", skip.reason, skip.detail)
 
-    def _await_acks(self, pending: list[Any]) -> None:
-        if not pending:
+    def _log_status(self) -> None:
+        assert self._consumer is not None
+        lag: dict[str, int | None] = {}
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            try:
+                position = self._consumer.position(tp, timeout_ms=0)
+            except KafkaError:
+                position = None
+            lag[f"{tp.topic}[{tp.partition}]"] = None if high is None or position is None else high - position
+        self._status.log(lag, len(self._scoring), len(self._queue), self._assembler.buffered_traces)
+
+    def _wait_briefly(self, busy: bool) -> None:
+        if busy:
+            time.sleep(_BUSY_POLL_MS / 1000)
+
+    def _idle_for(self, last_message: float | None) -> bool:
+        timeout = self.settings.idle_timeout_s
+        if timeout is None or self.first_assigned_at is None or self._scoring or self._queue:
+            return False
+        since = max(last_message or 0.0, self.first_assigned_at)
+        return time.monotonic() - since >= timeout
+
+    def _connect(self) -> None:
+        """Create the Kafka clients once a broker answers; a clear error, not a stream of client logs, when
+        none does within `connect_timeout_s`."""
+        if self._consumer is not None and self._producer is not None:
             return
-        self._producer.flush(timeout=self.settings.ack_timeout_s)
-        failures = [f.exception for f in pending if not f.is_done or f.failed()]
-        if failures:
-            raise OutputNotAcknowledged(
-                f"{len(failures)} of {len(pending)} outputs not acknowledged by Kafka "
-                f"(first: {failures[0]!r}); offsets not committed, the batch will be re-read"
+        self._check_broker("starting", wait_s=self.settings.connect_timeout_s)
+        config = self.settings.client_config()
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(
+                **config,
+                group_id=self.settings.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset=self.settings.auto_offset_reset,
+                max_poll_records=self.settings.max_poll_records,
+                max_poll_interval_ms=self.settings.max_poll_interval_ms,
             )
+        if self._producer is None:
+            self._producer = KafkaProducer(
+                **config,
+                acks="all",
+                # Not idempotent: kafka-python treats a rejected batch of an idempotent producer (one record
+                # too large for a topic) as fatal and aborts every batch in flight. Outputs are at least once
+                # anyway (replays re-emit them), so a retry's duplicate costs nothing new.
+                enable_idempotence=False,
+                linger_ms=5,
+                max_request_size=self.settings.max_message_bytes + 64 * 1024,
+                # Metadata of an output topic: after 10 s fail that output, never block the loop longer.
+                max_block_ms=10_000,
+            )
+
+    def _check_broker(self, when: str, wait_s: float = 5.0) -> None:
+        """Raise BrokerUnreachable unless a bootstrap server accepts a TCP connection within `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        last_error: OSError | None = None
+        while True:
+            for address in self.settings.bootstrap_servers.split(","):
+                host, _, port = address.strip().rpartition(":")
+                try:
+                    with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=2):
+                        return
+                except (OSError, ValueError) as exc:
+                    last_error = exc if isinstance(exc, OSError) else OSError(str(exc))
+            if time.monotonic() >= deadline:
+                raise BrokerUnreachable(
+                    f"no Kafka broker reachable at {self.settings.bootstrap_servers} ({when}; tried for "
+                    f"{wait_s:.0f}s, last error: {last_error})"
+                )
+            time.sleep(0.5)
 
     def _ensure_topics(self) -> None:
         """Create missing topics with the broker's defaults. Best effort: where the consumer may not create
@@ -341,7 +521,7 @@ class EvaluationConsumer:
         s = self.settings
         wanted = {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic}
         try:
-            admin = KafkaAdminClient(bootstrap_servers=s.bootstrap_servers)
+            admin = KafkaAdminClient(**s.client_config())
         except KafkaError as exc:
             _log.debug("cannot check topics: %s", exc)
             return
@@ -355,9 +535,11 @@ class EvaluationConsumer:
         finally:
             admin.close()
 
-    def _idle_for(self, last_message: float | None) -> bool:
-        timeout = self.settings.idle_timeout_s
-        if timeout is None or self.first_assigned_at is None:
-            return False
-        since = max(last_message or 0.0, self.first_assigned_at)
-        return time.monotonic() - since >= timeout
+
+class _Acked:
+    """An output counted as settled (dropped with a warning)."""
+
+    is_done = True
+
+    def failed(self) -> bool:
+        return False

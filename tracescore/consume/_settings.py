@@ -1,42 +1,126 @@
-"""Consumer configuration: a typed value object; every field falls back to a TRACESCORE_* env variable."""
+"""Consumer configuration: typed, validated, read once, with one precedence:
+flags (init values) > TRACESCORE_* environment variables > config file (TOML) > defaults.
+
+The defaults live here and only here: the CLI generates its options from these fields (help text, env var
+name and default shown), so a default is never written twice.
+"""
 
 from __future__ import annotations
 
 import re
+import tomllib
+from collections.abc import Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from tracescore.consume._assemble import AssemblySettings
 
-__all__ = ["ConsumerSettings"]
+__all__ = ["ConfigFileError", "ConsumerSettings", "KafkaSecurity"]
 
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_config_file: ContextVar[Path | None] = ContextVar("tracescore_consume_config_file", default=None)
+
+
+class ConfigFileError(ValueError):
+    """The config file cannot be read or is not TOML."""
+
+
+class KafkaSecurity(BaseModel):
+    """How every Kafka client of the service (consumer, producer, admin) authenticates and encrypts.
+    From the environment: TRACESCORE_KAFKA__SECURITY_PROTOCOL, TRACESCORE_KAFKA__SASL_PASSWORD, ..."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None  # never logged: SecretStr prints as '**********'
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_password: SecretStr | None = None
+    ssl_check_hostname: bool = True
+
+    def client_config(self) -> dict[str, Any]:
+        """kafka-python keyword arguments, shared by KafkaConsumer, KafkaProducer and KafkaAdminClient."""
+        config: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.security_protocol.startswith("SASL_"):
+            config["sasl_mechanism"] = self.sasl_mechanism or "PLAIN"
+            config["sasl_plain_username"] = self.sasl_username
+            config["sasl_plain_password"] = (
+                self.sasl_password.get_secret_value() if self.sasl_password else None
+            )
+        if self.security_protocol.endswith("SSL"):
+            config["ssl_check_hostname"] = self.ssl_check_hostname
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                if (path := getattr(self, name)) is not None:
+                    config[name] = str(path)
+            if self.ssl_password is not None:
+                config["ssl_password"] = self.ssl_password.get_secret_value()
+        return config
 
 
 class ConsumerSettings(BaseSettings):
-    # Nested settings from the environment: TRACESCORE_ASSEMBLY__GRACE_S=5
-    model_config = SettingsConfigDict(env_prefix="TRACESCORE_", env_nested_delimiter="__")
+    # Nested settings from the environment: TRACESCORE_ASSEMBLY__GRACE_S=5, TRACESCORE_KAFKA__SASL_USERNAME
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_", env_nested_delimiter="__", extra="forbid")
 
-    bootstrap_servers: str = "127.0.0.1:9092"
-    topic: str = "otlp_spans"
-    group_id: str = "tracescore"
-    evaluations_topic: str = "tracescore.evaluations"
-    dlq_topic: str = "tracescore.dlq"
-    # Evaluation spans join the scored trace; by default they go where the app's spans go, so a Collector
-    # reading that topic forwards them to the same backend. The consumer recognises and skips its own.
-    evaluation_spans_topic: str | None = None
-    auto_offset_reset: str = "earliest"
-    poll_timeout_ms: int = Field(default=500, ge=1)
-    # A batch must be scored within max_poll_interval_ms or the group moves its partitions elsewhere: with
-    # a slow LLM judge, poll fewer records.
-    max_poll_records: int = Field(default=200, ge=1)
-    max_poll_interval_ms: int = Field(default=300_000, ge=1_000)
-    ack_timeout_s: float = Field(default=30.0, gt=0)
-    max_records: int | None = Field(default=None, ge=1)
-    idle_timeout_s: float | None = Field(default=None, gt=0)
-    # How long spans wait for the rest of their trace, and how much may wait at once.
+    bootstrap_servers: str = Field(default="127.0.0.1:9092", description="Kafka brokers, host:port[,...].")
+    topic: str = Field(default="otlp_spans", description="Topic of OTLP spans (protobuf or JSON) to score.")
+    group_id: str = Field(default="tracescore", description="Kafka consumer group; members share partitions.")
+    evaluations_topic: str = Field(
+        default="tracescore.evaluations", description="Where evaluation records go."
+    )
+    dlq_topic: str = Field(default="tracescore.dlq", description="Where undecodable messages go.")
+    evaluation_spans_topic: str | None = Field(
+        default=None,
+        description="Where evaluation spans go [default: the spans topic, so a Collector forwards them with "
+        "the app's spans; the consumer skips its own by a message header, without decoding them].",
+    )
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        default="earliest", description="Where a new group starts reading."
+    )
+    poll_timeout_ms: int = Field(default=500, ge=1, description="Longest wait in one poll.")
+    max_poll_records: int = Field(default=500, ge=1, description="Records per poll.")
+    max_poll_interval_ms: int = Field(
+        default=300_000,
+        ge=1_000,
+        description="Kafka's max.poll.interval.ms. The loop polls while judges run, so a slow judge never "
+        "risks it.",
+    )
+    max_in_flight: int = Field(
+        default=64,
+        ge=1,
+        description="Interactions being scored at once, across batches; past it partitions are paused.",
+    )
+    ack_timeout_s: float = Field(default=30.0, gt=0, description="Wait for Kafka's acknowledgements on exit.")
+    commit_interval_s: float = Field(default=1.0, ge=0, description="Commit finished offsets this often.")
+    status_interval_s: float = Field(
+        default=30.0, ge=0, description="Log a status line this often (0: never)."
+    )
+    drain_timeout_s: float = Field(
+        default=60.0, ge=0, description="On SIGTERM/SIGINT, wait this long for interactions being scored."
+    )
+    connect_timeout_s: float = Field(
+        default=30.0, gt=0, description="Give up with an error if no broker answers within this time."
+    )
+    max_message_bytes: int = Field(
+        default=900_000, ge=1024, description="Largest output message; bigger records are cut to fit."
+    )
+    max_records: int | None = Field(
+        default=None, ge=1, description="Stop after this many interactions were handled."
+    )
+    idle_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Stop after this many seconds without a message, counted from the first assignment.",
+    )
     assembly: AssemblySettings = Field(default_factory=AssemblySettings)
+    kafka: KafkaSecurity = Field(default_factory=KafkaSecurity)
 
     @field_validator("topic", "evaluations_topic", "dlq_topic", "evaluation_spans_topic")
     @classmethod
@@ -49,3 +133,48 @@ class ConsumerSettings(BaseSettings):
     @property
     def spans_out_topic(self) -> str:
         return self.evaluation_spans_topic or self.topic
+
+    def client_config(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers, **self.kafka.client_config()}
+
+    @classmethod
+    def load(cls, flags: Mapping[str, Any], config_file: Path | None = None) -> ConsumerSettings:
+        """Settings from explicit flags, the environment and `config_file`, in that order of precedence."""
+        token = _config_file.set(config_file)
+        try:
+            return cls(**flags)
+        finally:
+            _config_file.reset(token)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = _config_file.get()
+        if path is None:
+            return (init_settings, env_settings)
+        return (init_settings, env_settings, _TomlTable(settings_cls, path))
+
+
+class _TomlTable(PydanticBaseSettingsSource):
+    """The `[consume]` table of a TOML file (or the whole file when it has none)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
+        super().__init__(settings_cls)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigFileError(f"cannot read config file {path}: {exc}") from exc
+        table = data.get("consume", data)
+        self._values = table if isinstance(table, dict) else {}
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._values)

@@ -1,0 +1,277 @@
+"""`tracescore consume`: the scoring service's command line.
+
+Its Kafka and loop options are generated from ConsumerSettings, so each option's help, environment
+variable and default come from the one place they are defined. Values given as flags go to the settings
+as init values, which outrank the environment, which outranks the `--config` file, which outranks the
+defaults. Validation errors are one line naming the flag or variable, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
+
+import click
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from tracescore import __version__
+from tracescore.consume._settings import ConfigFileError, ConsumerSettings
+
+__all__ = ["consume", "settings_options"]
+
+# Options whose name is not simply the field's: the seconds suffix reads better off ("--idle-timeout").
+_RENAMED = {"bootstrap_servers": "--bootstrap-servers"}
+_NESTED = {"assembly": "assembly", "kafka": "kafka"}
+
+
+def _option_name(path: tuple[str, ...]) -> str:
+    dotted = ".".join(path)
+    if dotted in _RENAMED:
+        return _RENAMED[dotted]
+    name = "-".join(path).replace("_", "-")
+    return "--" + name.removesuffix("-s")
+
+
+def _env_name(path: tuple[str, ...]) -> str:
+    return "TRACESCORE_" + "__".join(p.upper() for p in path)
+
+
+def _fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    out = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            out += _fields(annotation, (*prefix, name))
+        else:
+            out.append(((*prefix, name), info))
+    return out
+
+
+def _click_type(annotation: Any) -> tuple[Any, bool]:
+    """(click type, is a boolean flag) for a field annotation."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) in (Union, UnionType) and len(args) == 1:
+        annotation = args[0]
+    if get_origin(annotation) is Literal:
+        return click.Choice([str(a) for a in get_args(annotation)]), False
+    if annotation is bool:
+        return click.BOOL, True
+    if annotation is int:
+        return click.INT, False
+    if annotation is float:
+        return click.FLOAT, False
+    if annotation is Path:
+        return click.Path(path_type=Path), False
+    return click.STRING, False
+
+
+def settings_options(model: type[BaseModel]) -> Callable[[Any], Any]:
+    """Click options for every field of `model` (nested models flattened); values land in `**flags`."""
+
+    def decorate(fn: Any) -> Any:
+        for path, info in reversed(_fields(model)):
+            kind, is_flag = _click_type(info.annotation)
+            default = info.get_default(call_default_factory=True)
+            shown = "********" if info.annotation in (SecretStr, SecretStr | None) and default else default
+            help_text = (info.description or "").rstrip(".")
+            default_text = "" if default is None else f"; default: {shown}"
+            help_text += f". [env: {_env_name(path)}{default_text}]"
+            name = _option_name(path)
+            declaration = f"{name}/--no-{name[2:]}" if is_flag else name
+            fn = click.option(
+                declaration, "__".join(path), type=kind, default=None, help=help_text.lstrip(". ")
+            )(fn)
+        return fn
+
+    return decorate
+
+
+def _nest(flags: dict[str, Any]) -> dict[str, Any]:
+    """{"assembly__grace_s": 1} -> {"assembly": {"grace_s": 1}}, leaving out flags not given."""
+    nested: dict[str, Any] = {}
+    for key, value in flags.items():
+        if value is None:
+            continue
+        *parents, leaf = key.split("__")
+        target = nested
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    return nested
+
+
+def load_settings(flags: dict[str, Any], config_file: Path | None) -> ConsumerSettings:
+    given = _nest(flags)
+    try:
+        return ConsumerSettings.load(given, config_file)
+    except ConfigFileError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            path = tuple(str(part) for part in error["loc"])
+            where = (
+                _option_name(path)
+                if "__".join(path) in flags and flags["__".join(path)] is not None
+                else None
+            )
+            where = where or f"{_env_name(path)} (or `{'.'.join(path)}` in --config)"
+            problems.append(f"invalid value for {where}: {error['msg'].removeprefix('Value error, ')}")
+        raise click.UsageError("; ".join(problems)) from exc
+
+
+def _judge_and_metrics(
+    judge: str, model: str | None, base_url: str | None, metrics: str, config: Path | None
+) -> tuple[Any, Any]:
+    from tracescore.score._factory import make_judge, make_metrics
+
+    names = [n.strip() for n in metrics.split(",") if n.strip()]
+    try:
+        return make_judge(judge, model=model, base_url=base_url), make_metrics(names, config)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML file of settings (a [consume] table of the options' field names); flags and TRACESCORE_* "
+    "variables override it.",
+)
+@settings_options(ConsumerSettings)
+@click.option(
+    "--sample-ratio",
+    type=click.FloatRange(0, 1),
+    default=1.0,
+    show_default=True,
+    help="Share of traces to score, decided per trace id.",
+)
+@click.option(
+    "--alert-threshold",
+    type=float,
+    default=0.7,
+    show_default=True,
+    help="Alert when rolling faithfulness of a (service, route) drops below this.",
+)
+@click.option("--alert-window", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--otlp-metrics-endpoint",
+    envvar="TRACESCORE_OTLP_METRICS_ENDPOINT",
+    show_envvar=True,
+    default=None,
+    help="Send the consumer's OTel metrics (score histograms, counts) over OTLP/HTTP, "
+    "e.g. http://127.0.0.1:4318/v1/metrics.",
+)
+@click.option(
+    "--phoenix-endpoint",
+    envvar="TRACESCORE_PHOENIX_ENDPOINT",
+    show_envvar=True,
+    default=None,
+    help="Also post every result to this Arize Phoenix as a span annotation, e.g. http://127.0.0.1:6006 "
+    "(API key from TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY).",
+)
+@click.option(
+    "--judge",
+    type=click.Choice(["offline", "openai"]),
+    default="offline",
+    show_default=True,
+    help="offline: deterministic, no network. openai: any OpenAI-compatible endpoint.",
+)
+@click.option("--model", default=None, help="Judge model (openai judge; env TRACESCORE_JUDGE_MODEL).")
+@click.option("--base-url", default=None, help="OpenAI-compatible base URL (env TRACESCORE_JUDGE_BASE_URL).")
+@click.option(
+    "--metrics",
+    default="faithfulness",
+    show_default=True,
+    help="Comma-separated metric names (see `tracescore score --help`).",
+)
+@click.option(
+    "--metric-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML file declaring custom metrics ([[metric]] tables).",
+)
+def consume(
+    config_file: Path | None,
+    sample_ratio: float,
+    alert_threshold: float,
+    alert_window: int,
+    otlp_metrics_endpoint: str | None,
+    phoenix_endpoint: str | None,
+    judge: str,
+    model: str | None,
+    base_url: str | None,
+    metrics: str,
+    metric_config: Path | None,
+    **flags: Any,
+) -> None:
+    """Score the RAG interactions in traces read from Kafka, as a member of a consumer group.
+
+    Start more processes with the same --group-id to scale out. SIGTERM/SIGINT finish the interactions
+    being scored, commit and exit.
+    """
+    from tracescore.alert import LogNotifier, RollingScoreAlerter
+    from tracescore.consume._consumer import BrokerUnreachable, EvaluationConsumer, OutputNotAcknowledged
+    from tracescore.consume._status import RateLimitedLogs
+    from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
+    from tracescore.sample import RatioSampler
+
+    settings = load_settings(flags, config_file)
+    chosen_judge, chosen_metrics = _judge_and_metrics(judge, model, base_url, metrics, metric_config)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RateLimitedLogs())
+    meter_provider = _meter_provider(otlp_metrics_endpoint)
+    alerter = RollingScoreAlerter([LogNotifier()], threshold=alert_threshold, window=alert_window)
+    consumer = EvaluationConsumer(
+        settings,
+        judge=chosen_judge,
+        metrics=chosen_metrics,
+        sampler=RatioSampler(sample_ratio),
+        on_evaluation=alerter.observe,
+        metrics_out=EvaluationMetrics(meter_provider.get_meter("tracescore.consumer", __version__)),
+        sinks=[PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else [],
+    )
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: consumer.stop())
+    try:
+        stats = consumer.run()
+    except (OutputNotAcknowledged, BrokerUnreachable) as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        meter_provider.shutdown()  # exports what was recorded since the last interval
+    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    click.echo(
+        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans} "
+        f"scored={stats.scored} sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
+        f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
+        err=True,
+    )
+    for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
+        click.echo(f"  not scored: {count} x {reason} from service {service!r}, scope {scope!r}", err=True)
+    assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if "released" not in k)
+    if assembly:
+        click.echo(f"  assembly: {assembly}", err=True)
+    if stats.truncated_outputs:
+        click.echo(f"  {stats.truncated_outputs} records were cut to fit Kafka's message limit", err=True)
+
+
+def _meter_provider(otlp_endpoint: str | None) -> Any:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+    readers = []
+    if otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=otlp_endpoint)))
+    return MeterProvider(
+        metric_readers=readers, resource=Resource.create({SERVICE_NAME: "tracescore-consumer"})
+    )

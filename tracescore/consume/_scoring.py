@@ -1,0 +1,49 @@
+"""Scoring off the Kafka thread: judges run on an asyncio loop in a thread of their own.
+
+The Kafka thread keeps polling (heartbeats, `max.poll.interval.ms`) while judges run, submits interactions
+here and collects finished ones; kafka-python's consumer is not thread-safe, so it never leaves that thread.
+Results come back through `concurrent.futures.Future`s, so the Kafka thread never blocks on a judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Sequence
+
+from tracescore._rag_span import RagSpan
+from tracescore.score import MetricResult
+from tracescore.score.judges import Judge
+from tracescore.score.metrics import Metric, evaluate
+
+__all__ = ["ScoringWorker"]
+
+
+class ScoringWorker:
+    def __init__(self, judge: Judge, metrics: Sequence[Metric]) -> None:
+        self._judge = judge
+        self._metrics = tuple(metrics)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="tracescore-scoring", daemon=True)
+        self._thread.start()
+
+    def submit(self, interaction: RagSpan) -> concurrent.futures.Future[list[MetricResult]]:
+        coroutine = evaluate(interaction.record, self._metrics, self._judge)
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def close(self) -> None:
+        """Cancel what is still running and stop the loop (callers drain first if they want results)."""
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        if not self._loop.is_running():
+            self._loop.close()

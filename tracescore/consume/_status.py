@@ -1,0 +1,124 @@
+"""What the service is doing, for its operator: counters, a periodic status line, quiet client logs."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from tracescore.emit import EvaluationRecord
+from tracescore.score import MetricStatus
+
+__all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine"]
+
+_log = logging.getLogger("tracescore.consume")
+
+
+@dataclass
+class ConsumerStats:
+    messages: int = 0
+    spans: int = 0
+    traces: int = 0
+    rag_spans: int = 0  # interactions recognised
+    scored: int = 0
+    sampled_out: int = 0
+    evaluations: int = 0
+    judge_errors: int = 0
+    dead_letters: int = 0
+    truncated_outputs: int = 0
+    # Traces (or interactions in them) not scored, by reason; and by (service, scope, reason) to show whose.
+    skipped: Counter[str] = field(default_factory=Counter)
+    skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    # Assembly: late_spans, duplicate_spans, evaluation_spans (ours, read back), released_<why>.
+    assembly: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def handled(self) -> int:
+        """Interactions dealt with: scored, sampled out, or skipped with a logged reason."""
+        return self.scored + self.sampled_out + sum(n for r, n in self.skipped.items() if r != "not_rag")
+
+
+class StatusLine:
+    """Logs, every `interval_s`, rates since the last line, lag, work in flight, skips, judge health and the
+    mean score per route: what an operator needs to see that the service keeps up and what it finds."""
+
+    def __init__(self, stats: ConsumerStats, interval_s: float, clock: Callable[[], float] = time.monotonic):
+        self._stats = stats
+        self._interval_s = interval_s
+        self._clock = clock
+        self._last_at = clock()
+        self._last = (0, 0, 0)
+        self._latencies: deque[float] = deque(maxlen=2000)
+        self._scores: defaultdict[tuple[str, str], list[float]] = defaultdict(list)
+
+    def judged(self, latency_s: float) -> None:
+        self._latencies.append(latency_s)
+
+    def recorded(self, record: EvaluationRecord) -> None:
+        if record.score is not None and record.status is MetricStatus.OK:
+            self._scores[(record.route, record.metric)].append(record.score)
+
+    def due(self) -> bool:
+        return self._interval_s > 0 and self._clock() - self._last_at >= self._interval_s
+
+    def log(self, lag: Mapping[str, int | None], in_flight: int, queued: int, buffered: int) -> None:
+        now = self._clock()
+        elapsed = max(now - self._last_at, 1e-9)
+        s = self._stats
+        messages, spans, scored = (s.messages, s.spans, s.scored)
+        rates = (
+            f"{(messages - self._last[0]) / elapsed:.1f} msg/s, "
+            f"{(spans - self._last[1]) / elapsed:.1f} spans/s, "
+            f"{(scored - self._last[2]) / elapsed:.2f} scored/s"
+        )
+        lags = ", ".join(f"{p}={'?' if n is None else n}" for p, n in sorted(lag.items())) or "none assigned"
+        skipped = ", ".join(f"{r}={n}" for r, n in sorted(s.skipped.items())) or "none"
+        latency = "n/a"
+        if self._latencies:
+            ordered = sorted(self._latencies)
+            p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+            latency = f"mean {statistics.fmean(ordered):.3f}s p95 {p95:.3f}s"
+        means = ", ".join(
+            f"{route} {metric} {statistics.fmean(v):.2f} (n={len(v)})"
+            for (route, metric), v in sorted(self._scores.items())
+        )
+        _log.info(
+            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d, skipped %s, "
+            "dead letters %d, judge errors %d, judge latency %s | mean score since last: %s",
+            rates, lags, in_flight, queued, buffered, s.scored, skipped, s.dead_letters, s.judge_errors,
+            latency, means or "none",
+        )  # fmt: skip
+        self._last_at = now
+        self._last = (messages, spans, scored)
+        self._latencies.clear()
+        self._scores.clear()
+
+
+class RateLimitedLogs(logging.Filter):
+    """For a log handler: lets each distinct warning/error template of the `kafka` client loggers through
+    once per `every_s`, with a count of what was held back — a broker outage makes kafka-python log the same
+    connection error many times a second."""
+
+    def __init__(self, every_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._every_s = every_s
+        self._clock = clock
+        self._last: dict[tuple[str, object], float] = {}
+        self._held: Counter[tuple[str, object]] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not record.name.startswith("kafka"):
+            return True
+        key = (record.name, record.msg)
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self._every_s:
+            self._held[key] += 1
+            return False
+        self._last[key] = now
+        if held := self._held.pop(key, 0):
+            record.msg = f"{record.msg} [{held} similar messages in the last {self._every_s:.0f}s not shown]"
+        return True
