@@ -382,6 +382,7 @@ class EvaluationConsumer:
         pending = len(self._scoring) + len(self._queue)
         if not self._paused and pending >= self.settings.max_in_flight:
             self._paused = True
+            self.stats.pauses += 1
             _log.debug("pausing partitions: %d interactions pending", pending)
         elif self._paused and pending <= self.settings.max_in_flight // 2:
             self._paused = False

@@ -29,6 +29,7 @@ class ConsumerStats:
     judge_errors: int = 0
     dead_letters: int = 0
     truncated_outputs: int = 0
+    pauses: int = 0  # times the partitions were paused because scoring was full (back-pressure)
     # Traces (or interactions in them) not scored, by reason; and by (service, scope, reason) to show whose.
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)

@@ -1,0 +1,205 @@
+"""The scoring service under what production sends it, through the real broker: oversized input and output,
+a slow judge, a broker that is not there, and what the operator sees meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka_helpers import assert_all_committed, read_all, run_instrumented_app
+
+from tracescore.consume import BrokerUnreachable, ConsumerSettings, EvaluationConsumer
+from tracescore.emit import EvaluationRecord
+from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing.kafka_broker import KafkaBroker
+
+pytestmark = pytest.mark.kafka
+
+GOOD_APP = """
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "Paris is the capital of France."
+
+for i in range({n}):
+    answer(f"capital of France? ({{i}})", ["Paris is the capital of France."])
+"""
+
+
+def consumer_for(
+    bootstrap: str, prefix: str, judge: OfflineJudge | None = None, **overrides: object
+) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
+    seen: list[EvaluationRecord] = []
+    settings = ConsumerSettings.model_validate(
+        {
+            "bootstrap_servers": bootstrap,
+            "topic": f"{prefix}.spans",
+            "group_id": f"{prefix}.group",
+            "evaluations_topic": f"{prefix}.evaluations",
+            "dlq_topic": f"{prefix}.dlq",
+            "idle_timeout_s": 3,
+            **overrides,
+        }
+    )
+    consumer = EvaluationConsumer(
+        settings, judge=judge or OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
+    )
+    return consumer, seen
+
+
+def test_a_5_mb_undecodable_message_is_dead_lettered_as_a_prefix_and_the_service_goes_on(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}.spans"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"max.message.bytes": str(8 * 1024 * 1024)})])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=8 * 1024 * 1024, acks="all")
+    producer.send(topic, key=b"junk", value=b"\xff" * (5 * 1024 * 1024), headers=[("app", b"x")]).get(60)
+    producer.close()
+    run_instrumented_app(bootstrap, topic, GOOD_APP.format(n=1))
+    consumer, seen = consumer_for(bootstrap, topic_prefix)
+
+    stats = consumer.run()
+
+    assert stats.dead_letters == 1 and stats.scored == 1 and len(seen) == 1, (
+        "the good span after it is scored"
+    )
+    [dead] = read_all(bootstrap, f"{topic_prefix}.dlq")
+    headers = dict(dead.headers)
+    assert headers["tracescore.truncated"] == b"1"
+    assert headers["tracescore.original-size"] == str(5 * 1024 * 1024).encode()
+    assert headers["app"] == b"x" and b"OTLP" in headers["tracescore.error"]
+    assert 0 < len(dead.value) <= 64 * 1024 and dead.value == b"\xff" * len(dead.value)
+    assert_all_committed(bootstrap, f"{topic_prefix}.group", topic)
+
+
+def test_a_record_larger_than_the_output_limit_is_cut_to_fit_and_says_so(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    sentences = " ".join(f"The Aurora unit number {i} ships with a {i + 3} hour battery." for i in range(300))
+    run_instrumented_app(
+        bootstrap,
+        f"{topic_prefix}.spans",
+        f"""
+        @tracescore.rag
+        def answer(query, contexts):
+            return {sentences!r}
+
+        answer("What ships with the Aurora?", ["The Aurora ships with a charger."])
+        """,
+    )
+    consumer, _ = consumer_for(bootstrap, topic_prefix, max_message_bytes=8_000)
+
+    stats = consumer.run()
+
+    assert stats.scored == 1 and stats.truncated_outputs == 1
+    [message] = read_all(bootstrap, f"{topic_prefix}.evaluations")
+    assert len(message.value) <= 8_000
+    record = EvaluationRecord.model_validate_json(message.value)
+    assert record.details["truncated"]["original_bytes"] > 8_000 and record.details["total_claims"] >= 300
+    assert record.label == "hallucinated"
+
+
+def test_a_slow_judge_fills_the_in_flight_bound_and_partitions_pause_until_it_drains(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    class Slow(OfflineJudge):
+        async def run(self, task, data):  # type: ignore[no-untyped-def]
+            await asyncio.sleep(0.2)
+            return await super().run(task, data)
+
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", GOOD_APP.format(n=12))
+    consumer, seen = consumer_for(
+        bootstrap,
+        topic_prefix,
+        judge=Slow(),
+        max_in_flight=2,
+        max_records=12,
+        evaluation_spans_topic=f"{topic_prefix}.evaluation-spans",  # "all committed" means the app's spans
+    )
+
+    stats = consumer.run()
+
+    assert stats.scored == 12 and len({r.span_id for r in seen}) == 12
+    assert stats.pauses >= 1, "past max_in_flight the partitions were paused"
+    assert_all_committed(bootstrap, f"{topic_prefix}.group", f"{topic_prefix}.spans")
+
+
+def test_our_evaluation_spans_read_back_are_skipped_without_decoding(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", GOOD_APP.format(n=3))
+    first, _ = consumer_for(bootstrap, topic_prefix, max_records=3)
+    first.run()  # writes 3 messages of evaluation spans back onto the spans topic
+    again, seen = consumer_for(bootstrap, f"{topic_prefix}", group_id=f"{topic_prefix}.other")
+
+    stats = again.run()
+
+    # Its own evaluation spans come back too; neither set is decoded.
+    assert stats.assembly["evaluation_span_messages"] >= 3 and stats.spans == 3, (
+        "only the app's spans decoded"
+    )
+    assert len(seen) == 3
+
+
+def test_the_status_line_tells_the_operator_rates_lag_and_scores(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", GOOD_APP.format(n=3))
+    consumer, _ = consumer_for(bootstrap, topic_prefix, status_interval_s=0.5)
+    consumer.run()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("status:")]
+    assert lines, "no status line in a run of several seconds"
+    assert any("scored 3" in line and "/ask faithfulness 1.00 (n=3)" in line for line in lines), lines
+    assert all("msg/s" in line and f"{topic_prefix}.spans[" in line for line in lines)
+
+
+def test_an_unreachable_broker_is_one_clear_error_and_a_failing_exit() -> None:
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "tracescore.cli", "consume",
+            "--bootstrap-servers", "127.0.0.1:1", "--connect-timeout", "2", "--idle-timeout", "1",
+        ],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [
+        "Error: no Kafka broker reachable at 127.0.0.1:1 (starting; tried for 2s, last error: "
+        "[Errno 111] Connection refused)"
+    ]
+    assert len(done.stderr.splitlines()) <= 3, done.stderr
+
+
+def test_a_broker_gone_while_idle_is_an_error_not_a_successful_stop(topic_prefix: str) -> None:
+    with KafkaBroker() as broker:
+        consumer, _ = consumer_for(broker.bootstrap_servers, topic_prefix, idle_timeout_s=5)
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                consumer.run()
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while consumer.first_assigned_at is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert consumer.first_assigned_at is not None, "never assigned"
+        broker.stop()
+        thread.join(120)
+    assert outcome and isinstance(outcome[0], BrokerUnreachable), outcome
+    assert "the stream went idle" in str(outcome[0])

@@ -1,0 +1,82 @@
+"""Consumer settings: one precedence (flags > environment > config file > defaults), clear errors, secrets
+that never print."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracescore.consume import ConfigFileError, ConsumerSettings
+from tracescore.consume._cli import consume
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "tracescore.toml"
+    path.write_text(text)
+    return path
+
+
+def test_flags_beat_environment_beat_file_beat_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write(
+        tmp_path,
+        """
+        [consume]
+        topic = "from-file"
+        group_id = "file-group"
+        dlq_topic = "file-dlq"
+        [consume.assembly]
+        grace_s = 7.0
+        """,
+    )
+    monkeypatch.setenv("TRACESCORE_GROUP_ID", "env-group")
+    monkeypatch.setenv("TRACESCORE_DLQ_TOPIC", "env-dlq")
+    monkeypatch.setenv("TRACESCORE_ASSEMBLY__MAX_WAIT_S", "9")
+    settings = ConsumerSettings.load({"dlq_topic": "flag-dlq"}, config)
+    assert settings.dlq_topic == "flag-dlq", "a flag beats the environment and the file"
+    assert settings.group_id == "env-group", "the environment beats the file"
+    assert settings.topic == "from-file", "the file beats the default"
+    assert settings.evaluations_topic == "tracescore.evaluations", "the default otherwise"
+    assert (settings.assembly.grace_s, settings.assembly.max_wait_s) == (7.0, 9.0), "nested from both"
+
+
+def test_a_config_file_that_is_not_toml_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigFileError, match=r"cannot read config file .*tracescore.toml"):
+        ConsumerSettings.load({}, write(tmp_path, "topic = [unclosed"))
+
+
+def test_unknown_settings_in_the_file_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="topik"):
+        ConsumerSettings.load({}, write(tmp_path, 'topik = "typo"'))
+
+
+def test_sasl_password_never_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACESCORE_KAFKA__SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("TRACESCORE_KAFKA__SASL_USERNAME", "scorer")
+    monkeypatch.setenv("TRACESCORE_KAFKA__SASL_PASSWORD", "hunter2-secret")
+    settings = ConsumerSettings.load({})
+    assert "hunter2-secret" not in repr(settings) and "hunter2-secret" not in str(settings.model_dump())
+    config = settings.client_config()
+    assert config["sasl_plain_password"] == "hunter2-secret" and config["sasl_mechanism"] == "PLAIN"
+    assert config["security_protocol"] == "SASL_PLAINTEXT"
+
+
+def test_help_names_every_option_s_environment_variable_and_default() -> None:
+    shown = CliRunner().invoke(consume, ["--help"], terminal_width=400).output
+    for line in (
+        "TRACESCORE_BOOTSTRAP_SERVERS",
+        "TRACESCORE_ASSEMBLY__GRACE_S",
+        "TRACESCORE_KAFKA__SASL_PASSWORD",
+    ):
+        assert line in shown
+    assert "--idle-timeout" in shown and "--max-in-flight" in shown and "--kafka-security-protocol" in shown
+    assert "default: otlp_spans" in shown
+
+
+def test_an_invalid_flag_is_one_usage_line_naming_the_flag() -> None:
+    result = CliRunner().invoke(consume, ["--max-in-flight", "0"])
+    assert result.exit_code == 2
+    assert "invalid value for --max-in-flight: Input should be greater than or equal to 1" in result.output
