@@ -183,8 +183,9 @@ def main() -> None:
             for seed in range(args.streams)
         ]
         recalls = [r.recall for r in runs]
+        spread = f"streams: {min(recalls):.0%}-{max(recalls):.0%}"
         print(
-            f"| {percent:g}% | **{statistics.mean(recalls):.1%}** (streams: {min(recalls):.0%}-{max(recalls):.0%}) "
+            f"| {percent:g}% | **{statistics.mean(recalls):.1%}** ({spread}) "
             f"| {statistics.mean(r.uniform_recall for r in runs):.1%} "
             f"| {statistics.mean(r.llm_share for r in runs):.2%} "
             f"| {statistics.mean(r.baseline for r in runs) / args.spans:.2%} "

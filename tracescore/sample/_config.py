@@ -117,6 +117,18 @@ class BudgetConfig(_Strict):
     # pass a nearly spent budget; replaced by the running mean of charged escalations once there is one.
     estimated_tokens_per_evaluation: int = Field(default=2_000, ge=1)
 
+    @model_validator(mode="after")
+    def _fits_one_evaluation(self) -> Self:
+        # Otherwise every escalation would be counted as `budget` forever, which looks like a working policy.
+        for name in ("tokens_per_hour", "tokens_per_day"):
+            limit = getattr(self, name)
+            if limit is not None and 0 < limit < self.estimated_tokens_per_evaluation:
+                raise ValueError(
+                    f"{name} ({limit}) is below estimated_tokens_per_evaluation "
+                    f"({self.estimated_tokens_per_evaluation}): the LLM judge could never send anything"
+                )
+        return self
+
 
 class CascadeConfig(_Strict):
     """Which offline-judged interactions go to the LLM judge.
@@ -236,5 +248,5 @@ def _one_line(exc: ValidationError) -> str:
     problems = []
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"]) or "settings"
-        problems.append(f"{where}: {error['msg']}")
+        problems.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
     return "; ".join(problems)
