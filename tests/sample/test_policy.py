@@ -278,3 +278,30 @@ async def test_real_offline_judge_results_drive_the_cascade(make_interaction: An
 def test_a_disabled_cascade_sends_nothing(make_interaction: Any) -> None:
     policy = CascadePolicy(config(cascade={"enabled": False, "baseline_rate": 1.0}))
     assert not policy.escalate(make_interaction("b" * 32), faithfulness(0.0)).to_llm
+
+
+def test_the_cascade_leaves_the_baseline_its_share_of_the_hour(
+    make_interaction: Any, trace_ids: list[str]
+) -> None:
+    # One suspicious answer a second for an hour, a budget for 400 evaluations, a 5% baseline (~180 expected):
+    # were the cascade first come first served it would spend everything in the first minutes.
+    clock = Clock()
+    policy = CascadePolicy(
+        config(
+            llm_budget={"tokens_per_hour": 40_000, "estimated_tokens_per_evaluation": 100},
+            cascade={"baseline_rate": 0.05},
+        ),
+        clock=clock,
+    )
+    baseline_last_quarter = 0
+    for second in range(3600):
+        clock.now = HOUR + second
+        escalation = policy.escalate(
+            make_interaction(trace_ids[second % 2000] + str(second)), faithfulness(0.0)
+        )
+        if escalation.to_llm:
+            policy.charge(100, reserved=escalation.reserved_tokens)
+            baseline_last_quarter += second >= 2700 and escalation.selection is Selection.BASELINE
+    assert policy.budget_used()["hour"] <= 40_000
+    assert policy.selections["cascade"] > 100 and policy.selections["baseline"] > 120, policy.selections
+    assert baseline_last_quarter > 20, baseline_last_quarter

@@ -48,10 +48,13 @@ class TokenBudget:
         window, spent = self._spent.get(length, (index, 0))
         return spent if window == index else 0
 
-    def available(self, tokens: int) -> bool:
-        """Whether `tokens` more fit in every window (tokens in flight included)."""
+    def available(self, tokens: int, hold_per_s: float = 0.0) -> bool:
+        """Whether `tokens` more fit in every window (tokens in flight included), leaving `hold_per_s` tokens
+        for every second left in the window."""
+        now = self._clock()
         return all(
-            limit is None or self._used(length) + self.reserved + tokens <= limit
+            limit is None
+            or self._used(length) + self.reserved + tokens + hold_per_s * (length - now % length) <= limit
             for length, limit in self._limits.items()
         )
 

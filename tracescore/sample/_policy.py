@@ -116,7 +116,8 @@ class CascadePolicy:
         )
         budget = self.config.llm_budget
         self._budget = TokenBudget(budget.tokens_per_hour, budget.tokens_per_day, clock)
-        self._arrivals = ArrivalMeter(clock)
+        self._arrivals = ArrivalMeter(clock)  # candidates offered to admit, for thinning
+        self._scored = ArrivalMeter(clock)  # candidates offered to escalate, for the baseline's budget hold
         self._offline_cost_s: float | None = None
         self._charged = (0, 0)  # (escalations charged, tokens): their mean becomes the reservation
 
@@ -166,6 +167,7 @@ class CascadePolicy:
         if not cascade.enabled:
             return Escalation(to_llm=False)
         why = suspicion(offline_results, cascade)
+        candidates_per_s = self._scored.tick()
         if keep(interaction.span.trace_id, "baseline", cascade.baseline_rate):
             selection: Selection | None = Selection.BASELINE
         elif why is not None:
@@ -173,7 +175,10 @@ class CascadePolicy:
         else:
             return Escalation(to_llm=False, suspicion=why)
         estimate = self._token_estimate()
-        if not self._budget.available(estimate):
+        # The cascade leaves the baseline its expected share of the rest of the window, so a run of suspicious
+        # answers cannot starve the unbiased sample (and the estimates built on it) until the window ends.
+        hold = cascade.baseline_rate * candidates_per_s * estimate if selection is Selection.CASCADE else 0.0
+        if not self._budget.available(estimate, hold):
             self.skips[SkipReason.BUDGET] += 1
             return Escalation(to_llm=False, selection=selection, skip=SkipReason.BUDGET, suspicion=why)
         self._budget.reserved += estimate
