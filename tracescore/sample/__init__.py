@@ -1,5 +1,47 @@
-"""Sample: choose which decoded RAG spans get scored."""
+"""Sample: choose which RAG interactions get scored, and which of those the LLM judge sees."""
 
+from tracescore.sample._config import (
+    AttributeFilter,
+    BudgetConfig,
+    CascadeConfig,
+    FilterConfig,
+    OfflineConfig,
+    RateLimitConfig,
+    RateRule,
+    SamplingConfig,
+    SamplingConfigError,
+    load_sampling_config,
+)
+from tracescore.sample._policy import (
+    CascadePolicy,
+    Decision,
+    Escalation,
+    SamplingPolicy,
+    Selection,
+    SkipReason,
+)
 from tracescore.sample._samplers import AlwaysSample, RatioSampler, Sampler
+from tracescore.sample._suspicion import suspicion
 
-__all__ = ["AlwaysSample", "RatioSampler", "Sampler"]
+__all__ = [
+    "AlwaysSample",
+    "AttributeFilter",
+    "BudgetConfig",
+    "CascadeConfig",
+    "CascadePolicy",
+    "Decision",
+    "Escalation",
+    "FilterConfig",
+    "OfflineConfig",
+    "RateLimitConfig",
+    "RateRule",
+    "RatioSampler",
+    "Sampler",
+    "SamplingConfig",
+    "SamplingConfigError",
+    "SamplingPolicy",
+    "Selection",
+    "SkipReason",
+    "load_sampling_config",
+    "suspicion",
+]

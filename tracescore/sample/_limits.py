@@ -1,0 +1,84 @@
+"""Load-dependent limits: a token bucket, an hourly/daily token budget and an arrival-rate meter.
+
+Each reads time from an injected clock (seconds since the epoch), so tests drive them without sleeping.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+__all__ = ["ArrivalMeter", "TokenBucket", "TokenBudget"]
+
+Clock = Callable[[], float]
+
+
+class TokenBucket:
+    """`rate` tokens a second up to `capacity`; starts full."""
+
+    def __init__(self, rate: float, capacity: float, clock: Clock) -> None:
+        self._rate = rate
+        self._capacity = capacity
+        self._clock = clock
+        self._tokens = capacity
+        self._last = clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        # max(0, ...): a wall clock stepped backwards must not drain the bucket.
+        self._tokens = min(self._capacity, self._tokens + max(0.0, now - self._last) * self._rate)
+        self._last = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+
+class TokenBudget:
+    """Tokens spent (plus reserved) per UTC clock hour and day; either limit may be None (unlimited)."""
+
+    def __init__(self, per_hour: int | None, per_day: int | None, clock: Clock) -> None:
+        self._limits = {3600: per_hour, 86_400: per_day}
+        self._clock = clock
+        self._spent: dict[int, tuple[int, int]] = {}  # window length -> (window index, tokens)
+        self.reserved = 0
+
+    def _used(self, length: int) -> int:
+        index = int(self._clock() // length)
+        window, spent = self._spent.get(length, (index, 0))
+        return spent if window == index else 0
+
+    def available(self, tokens: int, hold_per_s: float = 0.0) -> bool:
+        """Whether `tokens` more fit in every window (tokens in flight included), leaving `hold_per_s` tokens
+        for every second left in the window."""
+        now = self._clock()
+        return all(
+            limit is None
+            or self._used(length) + self.reserved + tokens + hold_per_s * (length - now % length) <= limit
+            for length, limit in self._limits.items()
+        )
+
+    def spend(self, tokens: int) -> None:
+        for length in self._limits:
+            index = int(self._clock() // length)
+            self._spent[length] = (index, self._used(length) + tokens)
+
+    def used(self) -> dict[str, int]:
+        return {"hour": self._used(3600), "day": self._used(86_400)}
+
+
+class ArrivalMeter:
+    """Events per second, exponentially averaged over about `horizon_s` seconds."""
+
+    def __init__(self, clock: Clock, horizon_s: float = 10.0) -> None:
+        self._clock = clock
+        self._horizon = horizon_s
+        self._level = 0.0
+        self._last = clock()
+
+    def tick(self) -> float:
+        """Counts one event; returns the current rate."""
+        now = self._clock()
+        self._level = self._level * math.exp(-max(0.0, now - self._last) / self._horizon) + 1.0
+        self._last = now
+        return self._level / self._horizon

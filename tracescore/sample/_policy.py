@@ -1,0 +1,225 @@
+"""The suspicion-first cascade: which interactions are scored, and which of those the LLM judge sees.
+
+Two steps for the caller:
+
+1. `admit(interaction)` before any scoring: filters, rates per service/route/metric, offline CPU thinning
+   and the evaluations-per-minute limit decide whether (and for which metrics) it is scored offline.
+2. `escalate(interaction, offline_results)` after the offline judge: suspicious or uncertain answers
+   (cascade) and a uniform baseline share go to the LLM judge while the token budget lasts; `charge`
+   reports what each LLM evaluation really cost.
+
+Filters, rates and the baseline depend only on the trace id and the span, so every instance and every replay
+agrees; thinning, the rate limit and the budget depend on load by nature (thinning is still uniform, by a
+trace-id hash against a load-dependent share). Every skip is counted by reason in `skips`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from tracescore._rag_span import RagSpan
+from tracescore.sample._config import SamplingConfig
+from tracescore.sample._hashing import keep, position, within
+from tracescore.sample._limits import ArrivalMeter, TokenBucket, TokenBudget
+from tracescore.sample._suspicion import suspicion
+from tracescore.score._types import MetricResult
+
+__all__ = ["CascadePolicy", "Decision", "Escalation", "SamplingPolicy", "Selection", "SkipReason"]
+
+_RATES_CACHE = 4096  # (service, route) pairs remembered; routes come from traffic, so the cache is bounded
+_COST_WEIGHT = 0.1  # weight of the newest offline cost in its running mean
+
+
+class SkipReason(StrEnum):
+    FILTER = "filter"  # an attribute filter excluded it
+    RATE = "rate"  # outside the configured share for its service/route/metrics
+    THINNED = "thinned"  # the stream outran the offline judge's CPU share
+    RATE_LIMIT = "rate_limit"  # evaluations per minute reached
+    BUDGET = "budget"  # would have gone to the LLM judge, but its token budget is spent
+
+
+class Selection(StrEnum):
+    CASCADE = "cascade"  # the offline judge found it suspicious or uncertain: a biased, targeted sample
+    BASELINE = "baseline"  # uniform on the trace id: unbiased, use these for rolling estimates
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Whether to score an interaction, and with which metrics (a subset of the policy's, in its order)."""
+
+    metrics: tuple[str, ...]
+    skip: SkipReason | None = None
+
+    @property
+    def sampled(self) -> bool:
+        return self.skip is None
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """Whether the LLM judge scores this interaction too, and why.
+
+    `selection` is how it was chosen (also set when the budget stopped it: what it would have been); write
+    it into the LLM judge's records. `reserved_tokens` must be handed back through `charge`.
+    """
+
+    to_llm: bool
+    selection: Selection | None = None
+    skip: SkipReason | None = None
+    suspicion: str | None = None
+    reserved_tokens: int = 0
+
+    @property
+    def reason(self) -> str:
+        """`cascade`, `baseline`, `budget`, or `offline_only` (nothing suspicious, not in the baseline)."""
+        if self.skip is not None:
+            return self.skip.value
+        return self.selection.value if self.selection is not None else "offline_only"
+
+
+@runtime_checkable
+class SamplingPolicy(Protocol):
+    def admit(self, interaction: RagSpan) -> Decision: ...
+
+    def escalate(self, interaction: RagSpan, offline_results: Sequence[MetricResult]) -> Escalation: ...
+
+    def charge(self, tokens: int, *, reserved: int = 0) -> None: ...
+
+
+class CascadePolicy:
+    """The configured policy for one consumer process (budgets and limits are per process).
+
+    Not thread-safe: call it from the consumer's event loop. `metrics` are the names of the metrics the
+    caller runs; `clock` returns seconds since the epoch (budget windows are UTC hours and days).
+    """
+
+    def __init__(
+        self,
+        config: SamplingConfig | None = None,
+        *,
+        metrics: Sequence[str] = ("faithfulness",),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config or SamplingConfig()
+        self.metrics = tuple(metrics)
+        self.skips: Counter[str] = Counter()
+        self.selections: Counter[str] = Counter()
+        self._rates: dict[tuple[str, str], tuple[float, ...]] = {}
+        limit = self.config.rate_limit
+        self._bucket = (
+            None if limit.per_minute is None else TokenBucket(limit.per_minute / 60.0, limit.capacity, clock)
+        )
+        budget = self.config.llm_budget
+        self._budget = TokenBudget(budget.tokens_per_hour, budget.tokens_per_day, clock)
+        self._arrivals = ArrivalMeter(clock)  # candidates offered to admit, for thinning
+        self._scored = ArrivalMeter(clock)  # candidates offered to escalate, for the baseline's budget hold
+        self._offline_cost_s: float | None = None
+        self._charged = (0, 0)  # (escalations charged, tokens): their mean becomes the reservation
+
+    # --- step 1 ---------------------------------------------------------------------------------------
+
+    def admit(self, interaction: RagSpan) -> Decision:
+        span = interaction.span
+        filters = self.config.filters
+        if not all(f.matches(span.attributes) for f in filters.include) or any(
+            f.matches(span.attributes) for f in filters.exclude
+        ):
+            return self._skipped(SkipReason.FILTER)
+        rates = self._rates_for(span.service_name, interaction.route)
+        # One hash for every metric: a trace kept for a 10% metric is also kept for a 50% one.
+        at = position(span.trace_id, "rate")
+        metrics = tuple(m for m, rate in zip(self.metrics, rates, strict=True) if within(at, rate))
+        if not metrics:
+            return self._skipped(SkipReason.RATE)
+        if not keep(span.trace_id, "thin", self.offline_share()):
+            return self._skipped(SkipReason.THINNED)
+        if self._bucket is not None and not self._bucket.take():
+            return self._skipped(SkipReason.RATE_LIMIT)
+        return Decision(metrics=metrics)
+
+    def offline_share(self) -> float:
+        """The share of candidates the offline judge keeps up with (1.0 unless it is falling behind).
+
+        Counts one arrival: call once per candidate (admit does)."""
+        arrivals_per_s = self._arrivals.tick()
+        cpu_share = self.config.offline.cpu_share
+        if cpu_share is None or not self._offline_cost_s:
+            return 1.0
+        return min(1.0, cpu_share / self._offline_cost_s / arrivals_per_s)
+
+    def observe_offline(self, seconds: float) -> None:
+        """Report how long one interaction's offline scoring took (CPU or wall seconds); thinning uses the
+        running mean to know how many candidates a second the offline CPU share can score."""
+        if seconds <= 0:
+            return
+        mean = self._offline_cost_s
+        self._offline_cost_s = seconds if mean is None else mean + _COST_WEIGHT * (seconds - mean)
+
+    # --- step 2 ---------------------------------------------------------------------------------------
+
+    def escalate(self, interaction: RagSpan, offline_results: Sequence[MetricResult]) -> Escalation:
+        cascade = self.config.cascade
+        if not cascade.enabled:
+            return Escalation(to_llm=False)
+        why = suspicion(offline_results, cascade)
+        candidates_per_s = self._scored.tick()
+        if keep(interaction.span.trace_id, "baseline", cascade.baseline_rate):
+            selection: Selection | None = Selection.BASELINE
+        elif why is not None:
+            selection = Selection.CASCADE
+        else:
+            return Escalation(to_llm=False, suspicion=why)
+        estimate = self._token_estimate()
+        # The cascade leaves the baseline its expected share of the rest of the window, so a run of suspicious
+        # answers cannot starve the unbiased sample (and the estimates built on it) until the window ends.
+        hold = cascade.baseline_rate * candidates_per_s * estimate if selection is Selection.CASCADE else 0.0
+        if not self._budget.available(estimate, hold):
+            self.skips[SkipReason.BUDGET] += 1
+            return Escalation(to_llm=False, selection=selection, skip=SkipReason.BUDGET, suspicion=why)
+        self._budget.reserved += estimate
+        self.selections[selection] += 1
+        return Escalation(to_llm=True, selection=selection, suspicion=why, reserved_tokens=estimate)
+
+    def charge(self, tokens: int, *, reserved: int = 0) -> None:
+        """Account `tokens` the LLM judge really used for one escalation (also when it failed), releasing
+        the `reserved` tokens its Escalation carried."""
+        self._budget.reserved = max(0, self._budget.reserved - reserved)
+        self._budget.spend(max(0, tokens))
+        count, total = self._charged
+        self._charged = (count + 1, total + max(0, tokens))
+
+    def budget_used(self) -> dict[str, int]:
+        """LLM tokens spent in the current UTC hour and day, for status lines."""
+        return self._budget.used()
+
+    # --- the plain Sampler seam ----------------------------------------------------------------------
+
+    def should_sample(self, span: RagSpan) -> bool:
+        """Step 1 only, for a caller that knows the Sampler protocol (skips are still counted)."""
+        return self.admit(span).sampled
+
+    # --- helpers -------------------------------------------------------------------------------------
+
+    def _skipped(self, reason: SkipReason) -> Decision:
+        self.skips[reason] += 1
+        return Decision(metrics=(), skip=reason)
+
+    def _rates_for(self, service: str, route: str) -> tuple[float, ...]:
+        key = (service, route)
+        rates = self._rates.get(key)
+        if rates is None:
+            if len(self._rates) >= _RATES_CACHE:
+                self._rates.clear()
+            rates = self._rates[key] = tuple(self.config.rate_for(service, route, m) for m in self.metrics)
+        return rates
+
+    def _token_estimate(self) -> int:
+        count, total = self._charged
+        if count and total:
+            return max(1, round(total / count))
+        return self.config.llm_budget.estimated_tokens_per_evaluation
