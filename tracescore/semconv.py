@@ -31,6 +31,7 @@ __all__ = [
     "TRACESCORE_EVALUATED_SPAN_ID",
     "TRACESCORE_JUDGE",
     "TRACESCORE_ROUTE",
+    "TRACESCORE_SELECTION",
     "document_content_key",
 ]
 
@@ -73,3 +74,5 @@ TRACESCORE_EVALUATED_SPAN_ID = "tracescore.evaluated_span_id"
 TRACESCORE_ANNOTATOR_KIND = "tracescore.annotator_kind"
 # The instrumentation convention the evaluated interaction was read from (tracescore, openinference, ...).
 TRACESCORE_CONVENTION = "tracescore.convention"
+# Why an LLM judge scored it: cascade (the offline judge found it suspicious) or baseline (uniform sample).
+TRACESCORE_SELECTION = "tracescore.selection"

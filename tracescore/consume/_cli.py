@@ -149,9 +149,18 @@ def _judge_and_metrics(
 @click.option(
     "--sample-ratio",
     type=click.FloatRange(0, 1),
-    default=1.0,
+    default=None,
+    help="Share of traces to score, decided per trace id: the sampling policy's default_rate "
+    "[env: TRACESCORE_SAMPLING__DEFAULT_RATE; default: 1.0]. Rates per service/route/metric, filters, "
+    "rate limit and LLM token budgets: the [sampling] table of --config.",
+)
+@click.option(
+    "--cascade/--no-cascade",
+    default=True,
     show_default=True,
-    help="Share of traces to score, decided per trace id.",
+    help="With an LLM judge: the offline judge scores every admitted interaction and the LLM judge those "
+    "it finds suspicious plus a uniform baseline, within the token budget. --no-cascade: the LLM judge "
+    "scores all.",
 )
 @click.option(
     "--alert-threshold",
@@ -200,7 +209,8 @@ def _judge_and_metrics(
 )
 def consume(
     config_file: Path | None,
-    sample_ratio: float,
+    sample_ratio: float | None,
+    cascade: bool,
     alert_threshold: float,
     alert_window: int,
     otlp_metrics_endpoint: str | None,
@@ -221,10 +231,20 @@ def consume(
     from tracescore.consume._consumer import BrokerUnreachable, EvaluationConsumer, OutputNotAcknowledged
     from tracescore.consume._status import RateLimitedLogs
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
-    from tracescore.sample import RatioSampler
+    from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
+    from tracescore.score.judges._offline import OfflineJudge
 
     settings = load_settings(flags, config_file)
     chosen_judge, chosen_metrics = _judge_and_metrics(judge, model, base_url, metrics, metric_config)
+    try:
+        rate = {} if sample_ratio is None else {"default_rate": sample_ratio}
+        sampling = load_sampling_config(config_file, **rate)
+    except SamplingConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    policy = CascadePolicy(sampling, metrics=[m.name for m in chosen_metrics])
+    llm_judge = None
+    if judge != "offline" and cascade:
+        chosen_judge, llm_judge = OfflineJudge(), chosen_judge
     for handler in logging.getLogger().handlers:
         handler.addFilter(RateLimitedLogs())
     meter_provider = _meter_provider(otlp_metrics_endpoint)
@@ -233,7 +253,8 @@ def consume(
         settings,
         judge=chosen_judge,
         metrics=chosen_metrics,
-        sampler=RatioSampler(sample_ratio),
+        policy=policy,
+        llm_judge=llm_judge,
         on_evaluation=alerter.observe,
         metrics_out=EvaluationMetrics(meter_provider.get_meter("tracescore.consumer", __version__)),
         sinks=[PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else [],

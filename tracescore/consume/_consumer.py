@@ -30,6 +30,7 @@ from kafka.structs import OffsetAndMetadata
 from tracescore import semconv
 from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
+from tracescore.consume._cascade import LockedPolicy, Scored, Scorer
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._offsets import OffsetTracker
 from tracescore.consume._scoring import ScoringWorker
@@ -38,7 +39,7 @@ from tracescore.consume._status import ConsumerStats, StatusLine
 from tracescore.emit import EvaluationMetrics, EvaluationRecord, RecordSink
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.extract import Skip, extract
-from tracescore.sample import AlwaysSample, Sampler
+from tracescore.sample import AlwaysSample, Sampler, SamplingPolicy
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric
@@ -102,6 +103,8 @@ class EvaluationConsumer:
         judge: Judge,
         metrics: Sequence[Metric],
         sampler: Sampler | None = None,
+        policy: SamplingPolicy | None = None,
+        llm_judge: Judge | None = None,
         on_evaluation: Callable[[EvaluationRecord], None] | None = None,
         metrics_out: EvaluationMetrics | None = None,
         sinks: Sequence[RecordSink] = (),
@@ -113,6 +116,10 @@ class EvaluationConsumer:
         self._judge = judge
         self._metrics = tuple(metrics)
         self._sampler = sampler or AlwaysSample()
+        # With a policy, it admits instead of the sampler; with an LLM judge too, the cascade: `judge`
+        # (the offline judge) scores every admitted interaction, the LLM judge those the policy escalates.
+        self._policy = LockedPolicy(policy) if policy is not None else None
+        self._scorer = Scorer(judge, metrics, llm_judge=llm_judge, policy=self._policy)
         self._on_evaluation = on_evaluation
         self._metrics_out = metrics_out or EvaluationMetrics()
         self._sinks = tuple(sinks)
@@ -121,8 +128,8 @@ class EvaluationConsumer:
         self._assembler = TraceAssembler(settings.assembly)
         self._offsets = OffsetTracker()
         self._status = StatusLine(self.stats, settings.status_interval_s)
-        self._queue: deque[tuple[_Work, RagSpan]] = deque()
-        self._scoring: dict[Future[list[MetricResult]], _Scoring] = {}
+        self._queue: deque[tuple[_Work, RagSpan, tuple[str, ...] | None]] = deque()
+        self._scoring: dict[Future[Scored], _Scoring] = {}
         self._settling: list[_Work] = []
         self._logged_skips: set[tuple[str, str, str]] = set()
         self._paused = False
@@ -153,7 +160,7 @@ class EvaluationConsumer:
             ),
         )
         self._sink = sink
-        worker = ScoringWorker(self._judge, self._metrics)
+        worker = ScoringWorker()
         self._worker = worker
         self._consumer.subscribe([self.settings.topic], listener=_Rebalance(self))
         last_message: float | None = None
@@ -270,31 +277,52 @@ class EvaluationConsumer:
             found = extract(trace)
             for skip in found.skips:
                 self._skip(skip)
-            wanted = []
+            wanted: list[tuple[RagSpan, tuple[str, ...] | None]] = []
             for interaction in found.interactions:
                 self.stats.rag_spans += 1
-                if self._sampler.should_sample(interaction):
-                    wanted.append(interaction)
+                admitted, metrics = self._admit(interaction)
+                if admitted:
+                    wanted.append((interaction, metrics))
                 else:
                     self.stats.sampled_out += 1
             if wanted:
                 work = _Work(dict(trace.offsets), self._offsets.hold(trace.offsets), scoring=len(wanted))
-                self._queue.extend((work, interaction) for interaction in wanted)
+                self._queue.extend((work, interaction, metrics) for interaction, metrics in wanted)
+
+    def _admit(self, interaction: RagSpan) -> tuple[bool, tuple[str, ...] | None]:
+        if self._policy is None:
+            return self._sampler.should_sample(interaction), None
+        decision = self._policy.admit(interaction)
+        if decision.skip is not None:
+            self.stats.sampling[decision.skip.value] += 1
+            self._metrics_out.skipped(
+                decision.skip.value, interaction.span.service_name, interaction.span.scope_name
+            )
+            return False, None
+        return True, decision.metrics
 
     def _submit(self) -> None:
         while self._queue and len(self._scoring) < self.settings.max_in_flight:
-            work, interaction = self._queue.popleft()
-            future = self._worker.submit(interaction)
+            work, interaction, metrics = self._queue.popleft()
+            future = self._worker.submit(self._scorer.score(interaction, metrics))
             self._scoring[future] = _Scoring(work, interaction, time.monotonic(), time.time_ns())
 
     def _collect(self) -> None:
         for future in [f for f in self._scoring if f.done()]:
             scoring = self._scoring.pop(future)
             self._status.judged(time.monotonic() - scoring.started)
-            results = self._results(future, scoring.interaction)
+            scored = self._results(future, scoring.interaction)
             self.stats.scored += 1
-            self.stats.judge_errors += sum(r.status is MetricStatus.ERROR for r in results)
-            records, outputs = self._sink.write(scoring.interaction, results, scoring.started_ns)
+            self.stats.judge_errors += sum(r.status is MetricStatus.ERROR for r in scored.results)
+            if scored.selection is not None:
+                self.stats.escalated[scored.selection] += 1
+
+            def selection(result: MetricResult, scored: Scored = scored) -> str | None:
+                return scored.selection if result.judge == scored.llm_judge else None
+
+            records, outputs = self._sink.write(
+                scoring.interaction, scored.results, scoring.started_ns, selection
+            )
             work = scoring.work
             work.records += records
             work.outputs += outputs
@@ -393,19 +421,19 @@ class EvaluationConsumer:
 
     # --- helpers -------------------------------------------------------------------------------------------
 
-    def _results(self, future: Future[list[MetricResult]], interaction: RagSpan) -> list[MetricResult]:
+    def _results(self, future: Future[Scored], interaction: RagSpan) -> Scored:
         try:
             return future.result()
         except BaseException as exc:  # a judge bug or a cancelled task must not stop the service
             reason = f"scoring failed: {type(exc).__name__}: {exc}"
             _log.error("%s (trace %s)", reason, interaction.span.trace_id)
-            return [
+            return Scored([
                 MetricResult(
                     metric=m.name, score=None, status=MetricStatus.ERROR, reason=reason,
                     judge=self._judge.name, details={"error_type": type(exc).__name__},
                 )
                 for m in self._metrics
-            ]  # fmt: skip
+            ])  # fmt: skip
 
     def _dead_letter(self, message: ConsumerRecord, tp: TopicPartition, error: NotOtlp) -> None:
         self.stats.dead_letters += 1

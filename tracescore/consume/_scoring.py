@@ -10,26 +10,21 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Sequence
-
-from tracescore._rag_span import RagSpan
-from tracescore.score import MetricResult
-from tracescore.score.judges import Judge
-from tracescore.score.metrics import Metric, evaluate
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 __all__ = ["ScoringWorker"]
 
+T = TypeVar("T")
+
 
 class ScoringWorker:
-    def __init__(self, judge: Judge, metrics: Sequence[Metric]) -> None:
-        self._judge = judge
-        self._metrics = tuple(metrics)
+    def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="tracescore-scoring", daemon=True)
         self._thread.start()
 
-    def submit(self, interaction: RagSpan) -> concurrent.futures.Future[list[MetricResult]]:
-        coroutine = evaluate(interaction.record, self._metrics, self._judge)
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
     def close(self) -> None:

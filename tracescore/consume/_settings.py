@@ -162,7 +162,7 @@ class ConsumerSettings(BaseSettings):
 
 
 class _TomlTable(PydanticBaseSettingsSource):
-    """The `[consume]` table of a TOML file (or the whole file when it has none)."""
+    """The `[consume]` table of a TOML file (or the whole file when it has no command tables)."""
 
     def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
         super().__init__(settings_cls)
@@ -170,7 +170,9 @@ class _TomlTable(PydanticBaseSettingsSource):
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigFileError(f"cannot read config file {path}: {exc}") from exc
-        table = data.get("consume", data)
+        # One file may configure several commands: [consume], [sampling], [alert] tables.
+        sectioned = any(isinstance(data.get(k), dict) for k in ("consume", "sampling", "alert"))
+        table = data.get("consume", {}) if sectioned else data
         self._values = table if isinstance(table, dict) else {}
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:

@@ -30,6 +30,10 @@ class ConsumerStats:
     dead_letters: int = 0
     truncated_outputs: int = 0
     pauses: int = 0  # times the partitions were paused because scoring was full (back-pressure)
+    # Interactions the sampling policy did not admit, by reason (rate, filter, thinned, rate_limit).
+    sampling: Counter[str] = field(default_factory=Counter)
+    # Interactions the LLM judge scored too, by why (cascade, baseline).
+    escalated: Counter[str] = field(default_factory=Counter)
     # Traces (or interactions in them) not scored, by reason; and by (service, scope, reason) to show whose.
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)

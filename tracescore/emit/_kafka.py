@@ -79,13 +79,22 @@ class KafkaEvaluationSink:
         self.truncated = 0
 
     def write(
-        self, interaction: RagSpan, results: Sequence[MetricResult], start_ns: int
+        self,
+        interaction: RagSpan,
+        results: Sequence[MetricResult],
+        start_ns: int,
+        selection: Callable[[MetricResult], str | None] = lambda _: None,
     ) -> tuple[list[EvaluationRecord], list[Output]]:
+        """Records and evaluation spans for `results`; `selection` says, per result, why it was scored
+        (cascade / baseline for an LLM judge behind the sampling policy)."""
         records, spans, outputs = [], [], []
         for result in results:
-            span = evaluation_span(interaction, _bounded(result), start_ns=start_ns)
+            chosen = selection(result)
+            span = evaluation_span(interaction, _bounded(result), start_ns=start_ns, selection=chosen)
             spans.append(span)
-            record = evaluation_record(interaction, result, format(span.context.span_id, "016x"))
+            record = evaluation_record(
+                interaction, result, format(span.context.span_id, "016x"), selection=chosen
+            )
             records.append(record)
             outputs.append(self._record(record))
         for key, value in encode_trace_messages(spans):

@@ -33,6 +33,11 @@ class EvaluationRecord(BaseModel):
     judge: str
     # Derived from `judge` when absent (records written before this field existed read the same way).
     annotator_kind: AnnotatorKind = Field(default="LLM", description="CODE (offline judge) or LLM (a model).")
+    selection: str | None = Field(
+        default=None,
+        description="Why an LLM judge behind the sampling policy scored it: cascade (suspicious offline) or "
+        "baseline (uniform, unbiased: use these for rolling estimates); None otherwise.",
+    )
     convention: str = Field(
         default="tracescore", description="Instrumentation convention the interaction was read from."
     )
@@ -53,7 +58,11 @@ class EvaluationRecord(BaseModel):
 
 
 def evaluation_record(
-    rag: RagSpan, result: MetricResult, evaluation_span_id: str | None, now: datetime | None = None
+    rag: RagSpan,
+    result: MetricResult,
+    evaluation_span_id: str | None,
+    now: datetime | None = None,
+    selection: str | None = None,
 ) -> EvaluationRecord:
     return EvaluationRecord(
         trace_id=rag.span.trace_id,
@@ -69,6 +78,7 @@ def evaluation_record(
         judge=result.judge,
         annotator_kind=annotator_kind(result.judge),
         convention=rag.convention,
+        selection=selection,
         timestamp=now or datetime.now(UTC),
         details=result.details,
         usage=result.usage,

@@ -34,7 +34,11 @@ _resource = Resource.create({SERVICE_NAME: "tracescore"})
 
 
 def evaluation_span(
-    rag: RagSpan, result: MetricResult, start_ns: int, end_ns: int | None = None
+    rag: RagSpan,
+    result: MetricResult,
+    start_ns: int,
+    end_ns: int | None = None,
+    selection: str | None = None,
 ) -> ReadableSpan:
     trace_id = int(rag.span.trace_id, 16)
     parent = SpanContext(trace_id, int(rag.span.span_id, 16), is_remote=True, trace_flags=TraceFlags(1))
@@ -60,6 +64,8 @@ def evaluation_span(
         "tracescore.evaluation.status": result.status.value,
         "tracescore.evaluated_service": rag.span.service_name,
     }
+    if selection is not None:
+        attributes[semconv.TRACESCORE_SELECTION] = selection
     if result.score is not None:
         attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = result.score
     if result.label is not None:

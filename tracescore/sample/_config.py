@@ -238,7 +238,9 @@ def _read(path: Path) -> dict[str, Any]:
         raise SamplingConfigError(f"{path}: not valid {path.suffix.lstrip('.').upper()}: {detail}") from None
     if not isinstance(data, dict):
         raise SamplingConfigError(f"{path}: expected a table of settings, got {type(data).__name__}")
-    section = data.get("sampling", data)
+    # One file may configure several commands: [consume], [sampling], [alert] tables.
+    sectioned = any(isinstance(data.get(k), dict) for k in ("consume", "sampling", "alert"))
+    section = data.get("sampling", {}) if sectioned else data
     if not isinstance(section, dict):
         raise SamplingConfigError(f"{path}: 'sampling' must be a table of settings")
     return section

@@ -1,0 +1,95 @@
+"""How the service scores one admitted interaction: the offline judge always, an LLM judge where the sampling
+policy sends it (the suspicion-first cascade), or the one configured judge alone.
+
+The policy is shared by the Kafka thread (admit) and the scoring loop (escalate, charge): `LockedPolicy`
+serialises the calls, which are cheap, so neither thread sees it half-updated.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tracescore._rag_span import RagSpan
+from tracescore.sample import Decision, Escalation, SamplingPolicy
+from tracescore.score import MetricResult
+from tracescore.score.judges import Judge
+from tracescore.score.metrics import Metric, evaluate
+
+__all__ = ["LockedPolicy", "Scored", "Scorer"]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The results of one interaction; `selection` (cascade / baseline) says why the LLM judge's results
+    exist, so rolling estimates can use the unbiased baseline alone."""
+
+    results: list[MetricResult]
+    selection: str | None = None
+    llm_judge: str | None = None
+
+
+class LockedPolicy:
+    def __init__(self, policy: SamplingPolicy) -> None:
+        self.policy = policy
+        self._lock = threading.Lock()
+
+    def admit(self, interaction: RagSpan) -> Decision:
+        with self._lock:
+            return self.policy.admit(interaction)
+
+    def escalate(self, interaction: RagSpan, offline: Sequence[MetricResult]) -> Escalation:
+        with self._lock:
+            return self.policy.escalate(interaction, offline)
+
+    def charge(self, tokens: int, reserved: int) -> None:
+        with self._lock:
+            self.policy.charge(tokens, reserved=reserved)
+
+    def observe_offline(self, seconds: float) -> None:
+        observe = getattr(self.policy, "observe_offline", None)
+        if observe is not None:
+            with self._lock:
+                observe(seconds)
+
+
+class Scorer:
+    """Stateless per call: one instance serves every interaction concurrently."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        metrics: Sequence[Metric],
+        *,
+        llm_judge: Judge | None = None,
+        policy: LockedPolicy | None = None,
+    ) -> None:
+        self.judge = judge
+        self.metrics = tuple(metrics)
+        self.llm_judge = llm_judge
+        self.policy = policy
+
+    def metrics_named(self, names: Sequence[str] | None) -> tuple[Metric, ...]:
+        return self.metrics if not names else tuple(m for m in self.metrics if m.name in names)
+
+    async def score(self, interaction: RagSpan, metric_names: Sequence[str] | None = None) -> Scored:
+        metrics = self.metrics_named(metric_names)
+        started = time.process_time()
+        first = await evaluate(interaction.record, metrics, self.judge)
+        if self.llm_judge is None or self.policy is None:
+            return Scored(first)
+        self.policy.observe_offline(time.process_time() - started)
+        escalation = self.policy.escalate(interaction, first)
+        if not escalation.to_llm:
+            return Scored(first)
+        try:
+            second = await evaluate(interaction.record, metrics, self.llm_judge)
+        finally:
+            # Charged even when the call failed, or the reservation would never be released.
+            spent = locals().get("second") or []
+            tokens = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in spent)
+            self.policy.charge(tokens, escalation.reserved_tokens)
+        selection = escalation.selection.value if escalation.selection is not None else None
+        return Scored([*first, *second], selection=selection, llm_judge=self.llm_judge.name)
