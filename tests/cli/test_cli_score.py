@@ -120,6 +120,7 @@ def test_a_failing_judge_gives_error_results_with_the_cause_and_the_batch_goes_o
             tmp_path,
             [json.dumps({**GOOD, "id": "first"}), json.dumps({**GOOD, "id": "second"})],
             "--judge", "openai", "--base-url", server.base_url, "--concurrency", "1",
+            "--metrics", "faithfulness",
         )  # fmt: skip
     assert code == 0, output
     first, second = rows
