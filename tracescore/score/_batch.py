@@ -98,29 +98,46 @@ def _jsonl_rows(lines: _Decoded) -> Iterator[tuple[int, Any, str | None]]:
 
 
 def _table_rows(lines: _Decoded, delimiter: str) -> Iterator[tuple[int, Any, str | None]]:
-    reader = csv.reader(iter(lines), delimiter=delimiter)
-    header = next(reader, None)
+    # strict: a quote that closes early (`"Where is it?,...` then a quote on a later line) is an error
+    # instead of text silently merged with the next record.
+    reader = csv.reader(iter(lines), delimiter=delimiter, strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        yield reader.line_num, None, f"the header line is not valid CSV: {exc}"
+        return
     if header is None:
         return
     header = [h.strip() for h in header]
     last = reader.line_num
-    for fields in reader:
+    while True:
+        problem = None
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            fields, problem = [], str(exc)
         first, last = last + 1, reader.line_num
         span = range(first, last + 1)
         bad = [lines.bad[n] for n in span if n in lines.bad]
-        if not fields or (len(fields) == 1 and not fields[0].strip() and len(span) == 1):
+        if problem is None and (
+            not fields or (len(fields) == 1 and not fields[0].strip() and len(span) == 1)
+        ):
             continue  # a blank line
         if bad:
             for number in span:
                 yield number, None, lines.bad.get(number, f"part of the record at line {first}: {bad[0]}")
-        elif len(fields) != len(header):
+            continue
+        if problem is None and len(fields) != len(header):
             problem = f"expected {len(header)} fields, got {len(fields)}"
-            if len(span) > 1:
-                problem = f"unbalanced quote: the record runs from line {first} to {last} ({problem})"
-            for number in span:
-                yield number, None, problem
-        else:
+        if problem is None:
             yield first, dict(zip(header, fields, strict=True)), None
+            continue
+        if len(span) > 1:
+            problem = f"unbalanced quote: the record runs from line {first} to {last} ({problem})"
+        for number in span:
+            yield number, None, problem
 
 
 def score_file(

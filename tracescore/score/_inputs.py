@@ -38,10 +38,20 @@ def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecor
         return row
     if not isinstance(row, Mapping):
         raise InputError(f"expected a record (a mapping or RagRecord), got {type(row).__name__}")
+    column_map = column_map or {}
+    unmapped = [
+        f"{column_map[f]!r} for {f}" for f in FIELD_ALIASES if f in column_map and column_map[f] not in row
+    ]
+    if unmapped:
+        raise InputError(
+            f"column_map names no such column: {', '.join(unmapped)}; the record's columns: {_columns(row)}"
+        )
     values: dict[str, Any] = {}
     missing = []
     for field, aliases in FIELD_ALIASES.items():
-        column = _column(row, field, aliases, column_map or {})
+        column = column_map.get(field) or next(
+            (a for a in aliases if a in row and not _is_null(row[a])), None
+        )
         if column is None:
             if field in ("query", "answer"):
                 missing.append(field)
@@ -63,24 +73,14 @@ def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecor
         ) from None
 
 
-def _column(
-    row: Mapping[str, Any], field: str, aliases: tuple[str, ...], column_map: Mapping[str, str]
-) -> Any:
-    if field in column_map:
-        wanted = column_map[field]
-        if wanted not in row:
-            raise InputError(
-                f"column_map names column {wanted!r} for {field}, but the record has no such column"
-            )
-        return wanted
-    return next((a for a in aliases if a in row and not _is_null(row[a])), None)
-
-
 def _missing_message(missing: list[str], row: Mapping[str, Any]) -> str:
     wanted = "; ".join(f"no {f} (looked for {', '.join(FIELD_ALIASES[f])})" for f in missing)
-    columns = ", ".join(map(str, list(row)[:12])) or "none"
     hint = ", ".join(f"{f!r}: '<column>'" for f in missing)
-    return f"{wanted}; the record's columns: {columns}; map them with column_map={{{hint}}}"
+    return f"{wanted}; the record's columns: {_columns(row)}; map them with column_map={{{hint}}}"
+
+
+def _columns(row: Mapping[str, Any]) -> str:
+    return ", ".join(map(str, list(row)[:12])) or "none"
 
 
 def _is_null(value: Any) -> bool:
