@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tracescore.score._segment import split_sentences
+from tracescore.score._segment import split_context_sentences
 from tracescore.score.judges._offline_words import (
     AUXILIARIES,
     CJK_STOPWORDS,
@@ -53,7 +53,7 @@ _NOT = re.compile(r"n['’]t\b", re.IGNORECASE)
 # Scraped passages often glue sentences ("...century.First for Women is..."); pysbd keeps those as one
 # sentence, so a space is inserted at such a boundary before splitting.
 _GLUED = re.compile(r"(?<=[^\s.][a-z0-9)\"”’][.!?])(?=[A-Z][a-z]|[A-Z]\.\s)")
-_CHUNK = 2000  # pysbd is linear up to a few thousand characters and much slower beyond
+_CHUNK = 2000  # blocks of this size keep the per-block cache useful and the splitting linear
 _NEGATION_SCOPE = 2  # content words after a negation that it applies to
 _OPENERS = WH_WORDS | AUXILIARIES
 # A capitalised adjective of nationality ("Kings of Leon [American] rock bands") is a property, not a name.
@@ -181,7 +181,7 @@ class Sentence:
 def _split_block(block: str) -> tuple[str, ...]:
     """Sentences of one block. Cached because RAG systems retrieve the same passages again and again; the
     function is pure, so the cache changes speed only."""
-    return tuple(split_sentences(_GLUED.sub(" ", block)))
+    return tuple(split_context_sentences(_GLUED.sub(" ", block)))
 
 
 def _blocks(context: str) -> Iterator[str]:
