@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracescore.score.judges._offline_text import keys, tokens, words
+from tracescore.score.judges._offline_text import index_context, keys, tokens, words
 
 __all__ = ["rate_answer", "rate_chunks"]
 
@@ -54,7 +54,8 @@ def rate_chunks(data: Any) -> dict[str, Any]:
     asked = keys(data.question)
     ratings = []
     for index, chunk in enumerate(data.chunks):
-        shared = asked & keys(chunk)
+        # From the indexed passage, which the claim verdicts of the same record read too.
+        shared = asked & frozenset().union(*(s.keys for s in index_context(chunk)))
         coverage = len(shared) / len(asked) if asked else 0.0
         rating = 2 if coverage >= 0.5 else 1 if coverage >= 0.2 else 0
         reason = f"Contains {len(shared)} of the question's {len(asked)} content words."
