@@ -1,18 +1,26 @@
 """How well does Faithfulness + OfflineJudge separate faithful from hallucinated answers?
 
-    python benchmarks/halueval_accuracy.py [PATH] [--show-errors N]
+    python benchmarks/halueval_accuracy.py [PATH] [--show-errors N] [--folds K]
 
 PATH is a JSONL file of records (query, contexts, answer, label faithful|hallucinated); by default the
 HaluEval QA dev set next to the repository. A record is predicted hallucinated when its faithfulness score
 is below 0.5 or None (no score: nothing could be verified). Also prints a naive baseline measured in the
 same run: faithful iff every content word of the answer appears in the context.
+
+Then the honest figure: K-fold cross-validation over questions (both answers of a question stay in one
+fold). On each fold the judge's tuned thresholds (OfflineTuning: missing-word share, bare-answer length)
+and the decision threshold are chosen on the other K-1 folds and measured on the held-out fold; the
+held-out predictions of all folds are pooled into one confusion matrix, beside the naive rule's on the
+same records.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import random
 import re
 import sys
 import time
@@ -20,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracescore.score._types import MetricResult, RagRecord
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges._offline import OfflineJudge, OfflineTuning
 from tracescore.score.judges._offline_words import STOPWORDS
 from tracescore.score.metrics import Faithfulness
 
@@ -85,9 +93,71 @@ def naive_is_hallucinated(record: RagRecord) -> bool:
     return not all(w in context for w in content)
 
 
-async def score_all(records: list[RagRecord]) -> list[MetricResult]:
-    metric, judge = Faithfulness(), OfflineJudge()
+async def score_all(records: list[RagRecord], tuning: OfflineTuning | None = None) -> list[MetricResult]:
+    metric, judge = Faithfulness(), OfflineJudge(tuning)
     return await asyncio.gather(*(metric.score(r, judge) for r in records))
+
+
+# The search space of the cross-validation: the judge's two tuned thresholds and the decision threshold.
+MISSING_SHARES = (0.15, 0.25, 0.34, 0.5, 0.75, 1.0)
+FRAGMENT_WORDS = (3, 4, 6, 8, 10)
+DECISION_THRESHOLDS = (0.25, 0.5, 0.75)
+Setting = tuple[float, int, float]
+
+
+def _predict(score: float | None, threshold: float) -> bool:
+    return score is None or score < threshold
+
+
+def _confusion(labels: list[bool], predictions: list[bool]) -> Confusion:
+    confusion = Confusion()
+    for hallucinated, predicted in zip(labels, predictions, strict=True):
+        confusion.add(hallucinated, predicted)
+    return confusion
+
+
+def _accuracy(
+    scores: dict[tuple[float, int], list[float | None]], labels: list[bool], rows: list[int], setting: Setting
+) -> float:
+    share, fragment, threshold = setting
+    predictions = [_predict(scores[(share, fragment)][i], threshold) for i in rows]
+    return _confusion([labels[i] for i in rows], predictions).balanced_accuracy
+
+
+def cross_validate(
+    rows: list[tuple[RagRecord, bool]], folds: int, seed: int = 0
+) -> tuple[Confusion, Confusion, list[Setting]]:
+    """(pooled held-out confusion of the tuned judge, the naive rule's on the same records, the settings
+    chosen per fold)."""
+    records, labels = [r for r, _ in rows], [h for _, h in rows]
+    scores: dict[tuple[float, int], list[float | None]] = {}
+    for share, fragment in itertools.product(MISSING_SHARES, FRAGMENT_WORDS):
+        results = asyncio.run(score_all(records, OfflineTuning(missing_share=share, fragment_words=fragment)))
+        scores[(share, fragment)] = [r.score for r in results]
+    questions = sorted({r.query for r in records})
+    random.Random(seed).shuffle(questions)
+    fold_of = {q: i % folds for i, q in enumerate(questions)}
+    held_labels: list[bool] = []
+    held_predictions: list[bool] = []
+    naive_predictions: list[bool] = []
+    chosen: list[Setting] = []
+    for fold in range(folds):
+        train = [i for i, r in enumerate(records) if fold_of[r.query] != fold]
+        test = [i for i, r in enumerate(records) if fold_of[r.query] == fold]
+
+        settings = itertools.product(MISSING_SHARES, FRAGMENT_WORDS, DECISION_THRESHOLDS)
+        share, fragment, threshold = best = max(  # the first best on ties
+            settings, key=lambda setting, train=train: _accuracy(scores, labels, train, setting)
+        )
+        chosen.append(best)
+        held_labels += [labels[i] for i in test]
+        held_predictions += [_predict(scores[(share, fragment)][i], threshold) for i in test]
+        naive_predictions += [naive_is_hallucinated(records[i]) for i in test]
+    return (
+        _confusion(held_labels, held_predictions),
+        _confusion(held_labels, naive_predictions),
+        chosen,
+    )
 
 
 def evaluate(
@@ -115,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--show-errors", type=int, default=0, metavar="N", help="print N misclassified records"
     )
+    parser.add_argument(
+        "--folds", type=int, default=5, help="cross-validation folds over questions (0: skip)"
+    )
     args = parser.parse_args(argv)
     if not args.path.exists():
         print(f"no such file: {args.path}", file=sys.stderr)
@@ -129,6 +202,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"None scores:                  {nones}")
     print(f"balanced accuracy (naive):    {naive.balanced_accuracy:.4f}")
     print(f"records/second:               {speed:.0f}")
+    if args.folds > 1:
+        held, naive_held, chosen = cross_validate(load(args.path), args.folds)
+        print(
+            f"\n{args.folds}-fold cross-validation over questions "
+            "(tuned on K-1 folds, measured on the other):"
+        )
+        print(f"balanced accuracy (offline, held out): {held.balanced_accuracy:.4f}")
+        print(f"TPR / TNR (held out):                  {held.tpr:.4f} / {held.tnr:.4f}")
+        print(f"balanced accuracy (naive, same folds): {naive_held.balanced_accuracy:.4f}")
+        settings = ", ".join(
+            f"({share:g}, {fragment}, {threshold:g})" for share, fragment, threshold in chosen
+        )
+        print(f"chosen (missing share, bare-answer words, decision threshold) per fold: {settings}")
     for record, hallucinated, result in errors[: args.show_errors]:
         print(
             "\n---",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tracescore.cli import main
@@ -120,6 +121,7 @@ def test_a_failing_judge_gives_error_results_with_the_cause_and_the_batch_goes_o
             tmp_path,
             [json.dumps({**GOOD, "id": "first"}), json.dumps({**GOOD, "id": "second"})],
             "--judge", "openai", "--base-url", server.base_url, "--concurrency", "1",
+            "--metrics", "faithfulness",
         )  # fmt: skip
     assert code == 0, output
     first, second = rows
@@ -128,3 +130,148 @@ def test_a_failing_judge_gives_error_results_with_the_cause_and_the_batch_goes_o
     assert "500" in first["reason"] and "2 attempts" in first["reason"]
     assert second["faithfulness"] is not None
     assert "1 unscored" in output
+
+
+# --- the CI gate -------------------------------------------------------------------------------------------
+
+HALLUCINATED = {**GOOD, "id": "h", "answer": "The head office is in Mumbai."}
+
+
+def test_fail_under_exits_1_naming_the_metric_and_passes_when_met(tmp_path: Path) -> None:
+    lines = [json.dumps(GOOD), json.dumps(HALLUCINATED)]
+    _, output, code = _run(tmp_path, lines, "--fail-under", "faithfulness=0.8")
+    assert code == 1 and "FAIL faithfulness: mean 0.500 is below 0.8" in output
+    _, output, code = _run(
+        tmp_path, lines, "--fail-under", "faithfulness=0.5", "--fail-under", "context_relevance=0.5"
+    )
+    assert code == 0, output and "FAIL" not in output
+
+
+def test_the_closing_summary_gives_means_share_below_and_judge_spend(tmp_path: Path) -> None:
+    _, output, code = _run(tmp_path, [json.dumps(GOOD), json.dumps(HALLUCINATED)])
+    assert code == 0
+    assert "faithfulness: 2 scored, 0 unscored; mean 0.500, 50% below 0.5" in output
+    assert "answer_relevancy:" in output and "context_relevance:" in output, "three metrics by default"
+    assert "judge calls 0, tokens 0 prompt + 0 completion" in output
+
+
+def test_tokens_and_cost_are_totalled_for_an_llm_judge(tmp_path: Path, monkeypatch) -> None:
+    from tracescore.testing.judge_server import JudgeServer
+
+    monkeypatch.setenv("TRACESCORE_JUDGE_API_KEY", "test-key")
+    monkeypatch.setenv("TRACESCORE_JUDGE_PROMPT_PRICE_PER_1M", "1000")
+    with JudgeServer() as server:
+        _, output, code = _run(
+            tmp_path, [json.dumps(GOOD)], "--judge", "openai", "--base-url", server.base_url
+        )
+        prompt_tokens = server.stats.prompt_tokens
+    assert code == 0, output
+    assert f"judge calls 3, tokens {prompt_tokens} prompt" in output
+    assert f"cost ${prompt_tokens * 1000 / 1e6:.4f}" in output
+    assert "HTTP Request" not in output, "no httpx line per judge call"
+
+
+def test_nothing_scored_exits_1(tmp_path: Path) -> None:
+    _, output, code = _run(tmp_path, ["{broken", json.dumps({"id": "x"})])
+    assert code == 1 and "nothing could be scored" in output
+
+
+def test_fail_under_on_a_metric_not_scored_or_malformed_is_a_usage_error(tmp_path: Path) -> None:
+    _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--fail-under", "quality=0.5")
+    assert code == 2 and "not in --metrics: quality" in output
+    _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--fail-under", "faithfulness")
+    assert code == 2 and "METRIC=MIN" in output
+
+
+def test_an_llm_only_metric_with_the_offline_judge_is_refused_up_front(tmp_path: Path) -> None:
+    config = tmp_path / "metrics.toml"
+    config.write_text('[[metric]]\nname = "politeness"\ntemplate = "Rate how polite the answer is."\n')
+    rows, output, code = _run(
+        tmp_path, [json.dumps(GOOD)], "--metrics", "faithfulness,politeness", "--metric-config", str(config)
+    )
+    assert code == 2 and "politeness need an LLM judge" in output and "--judge openai" in output
+    assert rows == [] and "Traceback" not in output
+
+
+# --- input that must keep one output line per input line ---------------------------------------------------
+
+
+def _score_bytes(tmp_path: Path, name: str, data: bytes, *args: str) -> tuple[list[dict], str, int]:
+    source = tmp_path / name
+    source.write_bytes(data)
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(
+        main, ["score", str(source), "--out", str(out), "--no-progress", "--metrics", "faithfulness", *args]
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    return rows, result.output, result.exit_code
+
+
+def test_a_non_utf8_line_is_reported_and_the_rest_is_scored(tmp_path: Path) -> None:
+    data = (json.dumps(GOOD) + "\n").encode() + b'{"id": "latin", "answer": "caf\xe9"}\n'
+    data += (json.dumps(GOOD) + "\n").encode()
+    rows, output, code = _score_bytes(tmp_path, "in.jsonl", data)
+    assert code == 0, output
+    assert [r["line"] for r in rows] == [1, 2, 3]
+    assert "not valid UTF-8" in rows[1]["reason"] and rows[2]["faithfulness"] == 1.0
+    assert "line 2" in output and "Traceback" not in output
+
+
+def test_a_byte_order_mark_does_not_spoil_the_first_line(tmp_path: Path) -> None:
+    rows, _, code = _score_bytes(tmp_path, "in.jsonl", b"\xef\xbb\xbf" + (json.dumps(GOOD) + "\n").encode())
+    assert code == 0 and rows[0]["faithfulness"] == 1.0
+    csv_data = "\ufeffid,query,contexts,answer\nx,Where is it?,It is in Delhi.,Delhi\n".encode()
+    rows, _, code = _score_bytes(tmp_path, "in.csv", csv_data)
+    assert code == 0 and rows[0]["id"] == "x" and rows[0]["faithfulness"] is not None
+
+
+def test_an_unbalanced_quote_in_a_csv_swallows_no_record_silently(tmp_path: Path) -> None:
+    good = 'ok{n},"Where is it?","[""It is in Delhi.""]",Delhi'
+    lines = ["id,query,contexts,answer", good.format(n=1), 'bad,"Where is it?,It is in Delhi.,Delhi']
+    lines += [good.format(n=n) for n in range(2, 6)]
+    rows, output, code = _score_bytes(tmp_path, "in.csv", ("\n".join(lines) + "\n").encode())
+    assert code == 0, output
+    assert len(rows) == 6, "6 records in, 6 lines out"
+    assert rows[0]["faithfulness"] is not None
+    broken = [r for r in rows if r["reason"] and "unbalanced quote" in r["reason"]]
+    assert broken and all(r["faithfulness"] is None for r in broken)
+    assert [r["line"] for r in broken] == [3, 4], "the swallowed line is reported, not lost"
+    assert [r["id"] for r in rows if r["faithfulness"] is not None] == ["ok1", "ok3", "ok4", "ok5"]
+
+
+def test_a_pandas_csv_with_a_list_column_and_ragas_names(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {
+            "user_input": [GOOD["query"]],
+            "retrieved_contexts": [["Unrelated first passage.", GOOD["contexts"][0]]],
+            "response": ["Delhi"],
+        }
+    )
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(main, ["score", str(tmp_path / "in.csv"), "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["faithfulness"] == 1.0
+    assert row["results"]["context_relevance"]["details"]["total_chunks"] == 2, "the list is two passages"
+
+
+def test_a_tsv_file_is_read_as_tsv(tmp_path: Path) -> None:
+    data = b"id\tquery\tcontexts\tanswer\nt1\tWhere is it?\tIt is in Delhi.\tDelhi\n"
+    rows, output, code = _score_bytes(tmp_path, "in.tsv", data)
+    assert code == 0, output
+    assert rows[0]["id"] == "t1" and rows[0]["faithfulness"] is not None
+
+
+def test_out_into_a_missing_directory_is_created(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
+    out = tmp_path / "new" / "dir" / "out.jsonl"
+    result = CliRunner().invoke(main, ["score", str(source), "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["faithfulness"] == 1.0
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    result = CliRunner().invoke(main, ["score", str(source), "--out", str(blocked / "out.jsonl")])
+    assert result.exit_code == 1 and "cannot write" in result.output and "Traceback" not in result.output

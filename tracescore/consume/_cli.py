@@ -232,6 +232,7 @@ def consume(
     from tracescore.consume._status import RateLimitedLogs
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
+    from tracescore.score import check_judge
     from tracescore.score.judges._offline import OfflineJudge
 
     settings = load_settings(flags, config_file)
@@ -245,6 +246,11 @@ def consume(
     llm_judge = None
     if judge != "offline" and cascade:
         chosen_judge, llm_judge = OfflineJudge(), chosen_judge
+    try:
+        check_judge(chosen_metrics, chosen_judge)
+    except ValueError as exc:
+        hint = " (with --cascade the offline judge scores first: add --no-cascade)" if llm_judge else ""
+        raise click.UsageError(f"{exc}{hint}") from exc
     for handler in logging.getLogger().handlers:
         handler.addFilter(RateLimitedLogs())
     meter_provider = _meter_provider(otlp_metrics_endpoint)

@@ -1,4 +1,10 @@
-"""`tracescore score`: score a file of RAG records. Every input line yields exactly one output line."""
+"""`tracescore score`: score a file of RAG records. Every input record yields exactly one output line.
+
+Files are read as bytes and decoded line by line, so one line that is not UTF-8 is reported by number
+instead of stopping the run; a UTF-8 byte-order mark is dropped. CSV (`.csv`) and TSV (`.tsv`) records
+may span lines inside quotes, but a record that spans lines *and* has the wrong number of fields is an
+unbalanced quote: each line it swallowed gets its own error line, so N records in give N lines out.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +12,19 @@ import asyncio
 import csv
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
-from pydantic import ValidationError
 from tqdm import tqdm
 
-from tracescore.score._types import MetricResult, RagRecord
+from tracescore.score._evaluate import evaluate_many, result_row
+from tracescore.score._inputs import InputError, to_record
+from tracescore.score._summary import BatchSummary
+from tracescore.score._types import RagRecord
 from tracescore.score.judges._protocol import Judge
-from tracescore.score.metrics._protocol import Metric, evaluate
+from tracescore.score.metrics._protocol import Metric
 
 __all__ = ["BatchSummary", "RowCallback", "read_records", "score_file"]
 
@@ -27,110 +35,109 @@ _log = logging.getLogger("tracescore.score")
 RowCallback = Callable[[RagRecord | None, dict[str, Any]], None]
 
 
-@dataclass
-class BatchSummary:
-    records: int = 0
-    invalid: int = 0
-    scored: dict[str, int] = field(default_factory=dict)
-    unscored: dict[str, int] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class _Line:
     number: int
     record: RagRecord | None
     error: str | None = None
+    label: Any = None
 
 
 def read_records(path: Path) -> Iterator[_Line]:
-    """Records from JSONL (one object per line) or CSV (contexts as a JSON list or a single string)."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = _csv_rows(handle) if path.suffix.lower() == ".csv" else _jsonl_rows(handle)
+    """Records from JSONL (one object per line), CSV or TSV (contexts as a JSON or Python list, or one
+    string); the format comes from the file suffix."""
+    suffix = path.suffix.lower()
+    with path.open("rb") as handle:
+        lines = _Decoded(handle)
+        if suffix in (".csv", ".tsv"):
+            rows = _table_rows(lines, "\t" if suffix == ".tsv" else ",")
+        else:
+            rows = _jsonl_rows(lines)
         for number, row, error in rows:
             if error is not None:
                 yield _Line(number, None, error)
                 continue
+            label = row.get("label") if isinstance(row, dict) else None
             try:
-                yield _Line(number, _to_record(row))
-            except (ValidationError, TypeError, ValueError) as exc:
-                yield _Line(number, None, _short_error(exc))
+                yield _Line(number, to_record(row), label=label)
+            except InputError as exc:
+                yield _Line(number, None, str(exc), label)
 
 
-def _jsonl_rows(handle: TextIO) -> Iterator[tuple[int, Any, str | None]]:
-    for number, line in enumerate(handle, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line), None
-        except json.JSONDecodeError as exc:
-            yield number, None, f"not JSON: {exc.msg} at column {exc.colno}"
+class _Decoded:
+    """Text lines of a binary file; `bad` holds the numbers of lines that were not valid UTF-8."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self.number = 0
+        self.bad: dict[int, str] = {}
+
+    def __iter__(self) -> Iterator[str]:
+        for raw in self._handle:
+            self.number += 1
+            try:
+                text = raw.decode("utf-8-sig" if self.number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                self.bad[self.number] = f"not valid UTF-8 (byte {exc.start + 1} of the line)"
+                text = raw.decode("utf-8", errors="replace")
+            yield text
 
 
-def _csv_rows(handle: TextIO) -> Iterator[tuple[int, Any, str | None]]:
-    for index, row in enumerate(csv.DictReader(handle), start=2):  # line 1 is the header
-        contexts = row.get("contexts") or ""
-        try:
-            parsed = json.loads(contexts) if contexts.lstrip().startswith("[") else [contexts]
-        except json.JSONDecodeError:
-            parsed = [contexts]
-        yield index, {**row, "contexts": parsed}, None
-
-
-def _to_record(row: Any) -> RagRecord:
-    if not isinstance(row, dict):
-        raise TypeError(f"expected a JSON object, got {type(row).__name__}")
-    contexts = row.get("contexts")
-    if isinstance(contexts, str):
-        contexts = [contexts]
-    record_id = row.get("id")
-    return RagRecord.model_validate(
-        {
-            "id": None if record_id is None else str(record_id),
-            "query": row.get("query", row.get("question")),
-            "contexts": tuple(contexts or ()),
-            "answer": row.get("answer"),
-        }
-    )
-
-
-def _short_error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    return str(exc)
-
-
-def _output_row(line: _Line, metric_names: Sequence[str], results: Sequence[MetricResult]) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": line.record.id if line.record else None, "line": line.number}
-    row.update(dict.fromkeys(metric_names))  # an invalid line still names every metric, as null
-    reasons = []
-    for result in results:
-        row[result.metric] = result.score
-        if result.score is None:
-            reasons.append(f"{result.metric}: {result.reason}")
-    if line.error is not None:
-        reasons.append(f"invalid input: {line.error}")
-    row["reason"] = "; ".join(reasons) or None
-    row["results"] = {r.metric: r.model_dump(mode="json") for r in results}
-    return row
-
-
-async def _scored(
-    lines: Iterator[_Line], metrics: Sequence[Metric], judge: Judge, concurrency: int
-) -> AsyncIterator[tuple[_Line, list[MetricResult]]]:
-    """Results in input order, with at most `concurrency` records in flight (bounded memory)."""
-    window: list[tuple[_Line, asyncio.Task[list[MetricResult]] | None]] = []
-
-    async def none() -> list[MetricResult]:
-        return []
-
+def _jsonl_rows(lines: _Decoded) -> Iterator[tuple[int, Any, str | None]]:
     for line in lines:
-        task = asyncio.ensure_future(evaluate(line.record, metrics, judge) if line.record else none())
-        window.append((line, task))
-        if len(window) >= concurrency:
-            head, head_task = window.pop(0)
-            yield head, await head_task if head_task else []
-    for line, task in window:
-        yield line, await task if task else []
+        number = lines.number
+        if number in lines.bad:
+            yield number, None, lines.bad[number]
+        elif not line.strip():
+            continue
+        else:
+            try:
+                yield number, json.loads(line), None
+            except json.JSONDecodeError as exc:
+                yield number, None, f"not JSON: {exc.msg} at column {exc.colno}"
+
+
+def _table_rows(lines: _Decoded, delimiter: str) -> Iterator[tuple[int, Any, str | None]]:
+    # strict: a quote that closes early (`"Where is it?,...` then a quote on a later line) is an error
+    # instead of text silently merged with the next record.
+    reader = csv.reader(iter(lines), delimiter=delimiter, strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        yield reader.line_num, None, f"the header line is not valid CSV: {exc}"
+        return
+    if header is None:
+        return
+    header = [h.strip() for h in header]
+    last = reader.line_num
+    while True:
+        problem = None
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            fields, problem = [], str(exc)
+        first, last = last + 1, reader.line_num
+        span = range(first, last + 1)
+        bad = [lines.bad[n] for n in span if n in lines.bad]
+        if problem is None and (
+            not fields or (len(fields) == 1 and not fields[0].strip() and len(span) == 1)
+        ):
+            continue  # a blank line
+        if bad:
+            for number in span:
+                yield number, None, lines.bad.get(number, f"part of the record at line {first}: {bad[0]}")
+            continue
+        if problem is None and len(fields) != len(header):
+            problem = f"expected {len(header)} fields, got {len(fields)}"
+        if problem is None:
+            yield first, dict(zip(header, fields, strict=True)), None
+            continue
+        if len(span) > 1:
+            problem = f"unbalanced quote: the record runs from line {first} to {last} ({problem})"
+        for number in span:
+            yield number, None, problem
 
 
 def score_file(
@@ -141,26 +148,34 @@ def score_file(
     judge: Judge,
     concurrency: int = 8,
     progress: bool = True,
+    threshold: float = 0.5,
     report: Callable[[str], None] | None = None,
     on_row: RowCallback | None = None,
 ) -> BatchSummary:
-    """Score `source` into `out`. `report` receives one line per invalid input line (default: the log);
-    `on_row` receives (record, row) for every output row, in input order."""
+    """Score `source` into `out`, rows in input order. `report` receives one line per invalid input line
+    (default: the log); `on_row` receives (record, row) for every output row."""
     report = report or _log.warning
     names = [m.name for m in metrics]
-    summary = BatchSummary(scored={m.name: 0 for m in metrics}, unscored={m.name: 0 for m in metrics})
+    summary = BatchSummary(threshold=threshold)
 
     async def run() -> None:
         with tqdm(desc="scoring", unit="rec", disable=not progress) as bar:
-            async for line, results in _scored(read_records(source), metrics, judge, max(1, concurrency)):
-                summary.records += 1
+            scored = evaluate_many(
+                read_records(source),
+                metrics,
+                judge,
+                concurrency=concurrency,
+                ordered=True,
+                record_of=lambda line: line.record,
+            )
+            async for line, results in scored:
+                summary.add(results, metric_names=names)
                 if line.error is not None:
-                    summary.invalid += 1
                     report(f"{source} line {line.number}: {line.error}")
-                for result in results:
-                    bucket = summary.scored if result.score is not None else summary.unscored
-                    bucket[result.metric] += 1
-                row = _output_row(line, names, results)
+                extra: dict[str, Any] = {"line": line.number}
+                if line.label is not None:
+                    extra["label"] = line.label
+                row = result_row(line.record, names, results, error=line.error, extra=extra)
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 if on_row is not None:
                     on_row(line.record, row)

@@ -259,6 +259,8 @@ class _Renamed:
     def __init__(self, name: str, inner: Metric) -> None:
         self.name = name
         self.inner = inner
+        # The judge tasks it needs, so an unsuitable judge is refused before scoring starts.
+        self.tasks = tuple(getattr(inner, "tasks", ()))
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         result = await self.inner.score(record, judge)

@@ -1,7 +1,10 @@
-"""`tracescore score --report`: a self-contained HTML page summarising a scored batch.
+"""`tracescore score --report` and `tracescore report`: a self-contained HTML page summarising a scored batch.
 
 Memory stays bounded on large batches: every score is kept (histograms, medians), but texts are kept only
-for the worst `limit` records (a heap) and the first `limit` unscored ones.
+for the worst `limit` records (a heap) and the first `limit` unscored ones. When rows carry a `label`
+(faithful/hallucinated, pass/fail, ...), the page adds a confusion matrix and the balanced accuracy of
+"rank metric below the threshold" against it. One small inline script sorts, filters and searches the
+tables; the page stays one file with no external resource.
 """
 
 from __future__ import annotations
@@ -9,23 +12,30 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from tracescore.score._types import RagRecord
 
-__all__ = ["ReportCollector", "render_report"]
+__all__ = ["ReportCollector", "read_scores", "render_report"]
 
 DEFAULT_TITLE = "tracescore report"
 RANK_METRIC = "faithfulness"
-_NOT_METRICS = frozenset({"id", "line", "reason", "results", "query", "answer", "contexts"})
+_NOT_METRICS = frozenset({"id", "line", "reason", "results", "query", "answer", "contexts", "label"})
+# Labels read as "the answer is bad" (the positive class) or "good"; anything else is counted as unknown.
+_BAD_LABELS = frozenset(
+    {"hallucinated", "hallucination", "unfaithful", "fail", "failed", "bad", "false", "0"}
+)
+_GOOD_LABELS = frozenset({"faithful", "grounded", "pass", "passed", "good", "true", "1"})
 # Worst first: a sentence holding several claims takes the colour of its worst verdict.
 _VERDICT_SEVERITY = {"CONTRADICTORY": 3, "NO_EVIDENCE": 2, "PARTIALLY_SUPPORTED": 1, "FULLY_SUPPORTED": 0}
 _CONTEXT_CHARS = 20_000  # per record: a pathological context must not blow up the page
@@ -62,6 +72,9 @@ class ReportCollector:
         self.record_min: list[float] = []  # lowest score of each scored record: the below-threshold count
         self.unscored_total = 0
         self.unscored_kept: list[_Kept] = []
+        # (label says bad, rank metric says bad) -> records; only rows with a readable label and a score.
+        self.confusion: Counter[tuple[bool, bool]] = Counter()
+        self.unlabelled = 0
         self._worst: list[tuple[tuple[float, ...], int, _Kept]] = []  # max-heap on the negated rank key
         self._seq = itertools.count()
 
@@ -80,6 +93,7 @@ class ReportCollector:
                 self.scores[name].append(float(score))
             elif name in results:  # an invalid line has no result: it is counted as invalid, not here
                 self.unscored[name][(results[name] or {}).get("reason") or "no reason given"] += 1
+        self._count_label(row.get("label"), scores.get(self.rank_metric))
         present = [float(v) for v in scores.values() if v is not None]
         if present:
             self.record_min.append(min(present))
@@ -90,6 +104,15 @@ class ReportCollector:
                 kept = _kept(record, row, scores)
                 kept.contexts = []  # the unscored table shows the reason, not the context
                 self.unscored_kept.append(kept)
+
+    def _count_label(self, label: Any, score: Any) -> None:
+        if label is None:
+            return
+        truth = _label_is_bad(label)
+        if truth is None or score is None:
+            self.unlabelled += 1
+            return
+        self.confusion[(truth, float(score) < self.threshold)] += 1
 
     def _keep_if_worst(
         self, record: RagRecord | None, row: Mapping[str, Any], scores: Mapping[str, Any], lowest: float
@@ -117,6 +140,62 @@ class ReportCollector:
         for row in rows:
             collector(None, row)
         return collector
+
+
+def _label_is_bad(label: Any) -> bool | None:
+    text = str(label).strip().casefold()
+    if text in _BAD_LABELS:
+        return True
+    if text in _GOOD_LABELS:
+        return False
+    return None
+
+
+def read_scores(
+    scores: Path, records: Path | None = None
+) -> Iterator[tuple[RagRecord | None, dict[str, Any]]]:
+    """(record, row) for each row of a `tracescore score` JSONL; with `records` (the scored input file)
+    each row gets its record by line number, for the texts. ValueError names a line that is not a row."""
+    by_line: dict[int, RagRecord] = {}
+    if records is not None:
+        from tracescore.score._batch import read_records
+
+        by_line = {line.number: line.record for line in read_records(records) if line.record is not None}
+    with scores.open(encoding="utf-8-sig") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(
+                    f"{scores} line {number}: not JSON ({exc.msg}); is it a `tracescore score` output?"
+                ) from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{scores} line {number}: expected a JSON object")
+            yield by_line.get(row.get("line")) if isinstance(row.get("line"), int) else None, row
+
+
+def _confusion_view(collector: ReportCollector) -> dict[str, Any] | None:
+    counts = collector.confusion
+    if not counts:
+        return None
+    tp, fn = counts[(True, True)], counts[(True, False)]
+    tn, fp = counts[(False, False)], counts[(False, True)]
+    tpr = tp / (tp + fn) if tp + fn else None
+    tnr = tn / (tn + fp) if tn + fp else None
+    rates = [r for r in (tpr, tnr) if r is not None]
+    return {
+        "metric": collector.rank_metric,
+        "tp": tp,
+        "fn": fn,
+        "tn": tn,
+        "fp": fp,
+        "tpr": tpr,
+        "tnr": tnr,
+        "balanced_accuracy": sum(rates) / len(rates) if rates else None,
+        "unlabelled": collector.unlabelled,
+    }
 
 
 def _is_metric(key: str, value: Any) -> bool:
@@ -277,6 +356,7 @@ def _record_view(kept: _Kept, metrics: list[str], threshold: float) -> dict[str,
         )
     answer = kept.answer
     return {
+        "verdicts": " ".join(sorted({_css(c.get("verdict")) for c in claims})),
         "id": kept.id,
         "line": kept.line,
         "scores": scores,
@@ -346,6 +426,7 @@ def render_report(
         unscored_total=collector.unscored_total,
         limit=collector.limit,
         rank_metric=RANK_METRIC if RANK_METRIC in metrics else None,
+        confusion=_confusion_view(collector),
         verdicts=list(_VERDICT_SEVERITY)[::-1],
         css=_css,
     )

@@ -61,3 +61,45 @@ class MetricResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     # Caveats on a valid score, e.g. a 100k-character context trimmed before judging.
     warnings: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def error(
+        cls,
+        metric: str,
+        reason: str,
+        *,
+        judge: str,
+        usage: Usage | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> MetricResult:
+        """The judge (or the metric) failed: no score, and `reason` says why in one line."""
+        return cls(
+            metric=metric,
+            score=None,
+            status=MetricStatus.ERROR,
+            reason=reason,
+            judge=judge,
+            usage=usage or Usage(),
+            details=details or {},
+        )
+
+    @classmethod
+    def not_applicable(
+        cls,
+        metric: str,
+        reason: str,
+        *,
+        judge: str,
+        usage: Usage | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> MetricResult:
+        """Nothing the metric can check (a refusal, no context): no score on purpose, `reason` says why."""
+        return cls(
+            metric=metric,
+            score=None,
+            status=MetricStatus.NOT_APPLICABLE,
+            reason=reason,
+            judge=judge,
+            usage=usage or Usage(),
+            details=details or {},
+        )

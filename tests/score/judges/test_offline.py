@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -211,13 +212,28 @@ async def test_a_100k_character_context_is_searched_whole() -> None:
     assert results[0].evidence == needle
 
 
-async def test_unknown_task_raises_judge_error() -> None:
+async def test_free_form_criteria_are_refused_whatever_the_task_is_named() -> None:
+    # Named like a task the judge answers, but asking free-form criteria: the kind decides, not the name.
     task = JudgeTask(
-        name="relevance.score", instruction="", input_model=AnalysisInput, output_model=AnalysisInput
+        name=ANALYSIS_TASK.name, instruction="", input_model=AnalysisInput, output_model=AnalysisInput
     )
+    assert not OfflineJudge().can_answer(task)
     with pytest.raises(JudgeError) as caught:
         await OfflineJudge().run(task, AnalysisInput(question="q", answer_sentences=["a"]))
-    assert caught.value.cause == "the offline judge cannot answer task 'relevance.score'; use an LLM judge"
+    assert caught.value.cause == (
+        "the offline judge cannot answer task 'answer.analysis' (free-form criteria); use an LLM judge"
+    )
+
+
+async def test_a_task_is_answered_by_its_kind_under_any_name() -> None:
+    renamed = dataclasses.replace(VERDICTS_TASK, name="my_metric.verdicts")
+    judged = await OfflineJudge().run(
+        renamed,
+        VerdictsInput(
+            question="Where is the head office?", context="The head office is in Delhi.", claims=["Delhi"]
+        ),
+    )
+    assert [v.verdict for v in judged.output.verdicts] == [Verdict.FULLY_SUPPORTED]
 
 
 async def test_deterministic_and_safe_to_share_across_concurrent_records() -> None:

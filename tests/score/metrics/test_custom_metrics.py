@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tracescore.score import rubric
 from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
@@ -55,6 +56,31 @@ async def test_samples_are_averaged_and_normalised(server: JudgeServer, judge: O
     assert result.usage.calls == 3 and result.usage.prompt_tokens > 0
     assert server.stats.chat_requests == 3
     assert {task_of(body) for body in server.chat_requests} == {"custom_politeness"}
+
+
+async def test_samples_are_separate_judge_calls_under_evaluate(
+    server: JudgeServer, judge: OpenAIJudge
+) -> None:
+    # evaluate() shares identical calls between a record's metrics; N samples must stay N calls.
+    server.script(reply(5), reply(1), reply(3))
+    (result,) = await evaluate(RECORD, [LLMJudgeMetric("politeness", POLITENESS, samples=3)], judge)
+    assert server.stats.chat_requests == 3
+    assert sorted(result.details["raw_scores"]) == [1, 3, 5] and result.usage.calls == 3
+    assert result.score == pytest.approx(0.5)
+
+
+async def test_a_rubric_in_one_line(server: JudgeServer, judge: OpenAIJudge) -> None:
+    concise = rubric("concise", "The answer is at most two sentences.")
+    gate = rubric("cites", "The answer names the city.", scale="pass/fail")
+    server.script(reply(4), reply(0, "Names no city."))
+    rated, judged = await evaluate(RECORD, [concise, gate], judge)
+    assert rated.metric == "concise" and rated.score == pytest.approx(0.75) and rated.label == "pass"
+    assert judged.metric == "cites" and judged.score == 0.0 and judged.label == "fail"
+    assert judged.details["scale"] == [0, 1]
+    bodies = {task_of(body): body for body in server.chat_requests}
+    assert "at most two sentences" in str(bodies["custom_concise"]["messages"])
+    with pytest.raises(ValueError, match="pass/fail"):
+        rubric("x", "criteria", scale="good/bad")
 
 
 async def test_samples_run_concurrently() -> None:

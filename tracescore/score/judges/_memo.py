@@ -25,7 +25,7 @@ class SharedCallsJudge:
 
     def __init__(self, judge: Judge) -> None:
         self._judge = judge
-        self._calls: dict[tuple[str, str], asyncio.Future[Judgement[Any]]] = {}
+        self._calls: dict[tuple[str, int, str], asyncio.Future[Judgement[Any]]] = {}
 
     @property
     def name(self) -> str:
@@ -36,7 +36,7 @@ class SharedCallsJudge:
         return self._judge
 
     async def run(self, task: JudgeTask[Any, Any], data: Any) -> Judgement[Any]:
-        key = (task.name, data.model_dump_json())
+        key = (task.name, task.sample, data.model_dump_json())
         shared = self._calls.get(key)
         if shared is not None:
             # Errors are shared too: a failed call is not retried by the next metric (the judge already

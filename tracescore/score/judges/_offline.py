@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-
-from pydantic import BaseModel
 
 from tracescore.score._types import Usage
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
@@ -35,30 +34,35 @@ from tracescore.score.judges._offline_text import (
     words,
 )
 from tracescore.score.judges._offline_words import AUXILIARIES, NEGATIONS, PRONOUNS, REFUSAL_PATTERNS, YES_NO
-from tracescore.score.judges._protocol import JudgeError, Judgement, JudgeTask
-from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput, AnswerAnalysis, SentenceClaims
-from tracescore.score.metrics._context_relevance import CONTEXT_RELEVANCE_TASK
-from tracescore.score.metrics._faithfulness import (
-    VERDICTS_TASK,
-    ClaimVerdict,
-    Verdict,
-    VerdictsInput,
-    VerdictsOutput,
-)
+from tracescore.score.judges._protocol import JudgeError, Judgement, JudgeTask, TaskKind
 
-__all__ = ["OfflineJudge", "answer_claims", "answer_verdicts"]
+__all__ = ["OfflineJudge", "OfflineTuning", "answer_claims", "answer_verdicts"]
 
 _EVIDENCE_CHARS = 300
-_FRAGMENT_WORDS = 6  # an answer this short is a bare answer ("Golf Magazine"), not a statement
 _OFFLOAD_CHARS = 20_000  # inputs this large run in a worker thread so the event loop keeps serving
-_RANK = {
-    Verdict.FULLY_SUPPORTED: 3,
-    Verdict.PARTIALLY_SUPPORTED: 2,
-    Verdict.NO_EVIDENCE: 1,
-    Verdict.CONTRADICTORY: 0,
-}
 
-_Outcome = tuple[Verdict, str]
+# The verdict vocabulary of the claim-verdicts task (plain strings: the judge answers the task's output
+# model by validation and needs no metric module).
+FULLY, PARTIAL, NO_EVIDENCE, CONTRADICTORY = (
+    "FULLY_SUPPORTED",
+    "PARTIALLY_SUPPORTED",
+    "NO_EVIDENCE",
+    "CONTRADICTORY",
+)
+_RANK = {FULLY: 3, PARTIAL: 2, NO_EVIDENCE: 1, CONTRADICTORY: 0}
+
+_Outcome = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class OfflineTuning:
+    """The offline judge's two tuned thresholds (benchmarks/halueval_accuracy.py chooses them by
+    cross-validation over questions; these defaults are what it picks on the full dev set)."""
+
+    # A claim whose new words are missing from the context at this share or more is NO_EVIDENCE.
+    missing_share: float = 0.25
+    # An answer of at most this many words is a bare answer ("Golf Magazine"), not a statement.
+    fragment_words: int = 6
 
 
 # --- evidence -------------------------------------------------------------------------------------------
@@ -161,19 +165,19 @@ def _judge_choice(
         mine, theirs = _value(sentences, picked, question), _value(sentences, other, question)
         if mine is not None and theirs is not None and mine != theirs:
             if (mine < theirs) == (question.direction == "low"):
-                return Verdict.FULLY_SUPPORTED, f"The context's figures agree ({mine:g} against {theirs:g})."
+                return FULLY, f"The context's figures agree ({mine:g} against {theirs:g})."
             return (
-                Verdict.CONTRADICTORY,
+                CONTRADICTORY,
                 f"The context's figures say otherwise ({mine:g} against {theirs:g}).",
             )
         return None
     predicate = (question.keys - picked - other) & context
     mine, theirs = _coverage(sentences, picked, predicate), _coverage(sentences, other, predicate)
     if mine - theirs >= 0.5:
-        return Verdict.FULLY_SUPPORTED, "The context states what was asked about the chosen option only."
+        return FULLY, "The context states what was asked about the chosen option only."
     if theirs - mine >= 0.5:
         return (
-            Verdict.CONTRADICTORY,
+            CONTRADICTORY,
             "The context states what was asked about the other option, not this one.",
         )
     return None
@@ -185,15 +189,15 @@ def _judge_yes_no(
     """A yes/no: does the context state the question's predicate of every entity the question names?"""
     predicate = question.keys.difference(*question.entities) & context if question.entities else frozenset()
     if question.relational or not predicate:
-        return Verdict.PARTIALLY_SUPPORTED, "The context covers the question; the yes/no needs a comparison."
+        return PARTIAL, "The context covers the question; the yes/no needs a comparison."
     holds = all(_coverage(sentences, e, predicate) == 1.0 for e in question.entities)
     if polarity and holds:
-        return Verdict.FULLY_SUPPORTED, "The context states the asked property of every entity."
+        return FULLY, "The context states the asked property of every entity."
     if polarity:
-        return Verdict.NO_EVIDENCE, "The context does not state the asked property of every entity."
+        return NO_EVIDENCE, "The context does not state the asked property of every entity."
     if holds:
-        return Verdict.CONTRADICTORY, "The context states the asked property of every entity."
-    return Verdict.PARTIALLY_SUPPORTED, "The context does not state the asked property of every entity."
+        return CONTRADICTORY, "The context states the asked property of every entity."
+    return PARTIAL, "The context does not state the asked property of every entity."
 
 
 def _judge_claim(
@@ -202,7 +206,8 @@ def _judge_claim(
     sentences: list[Sentence],
     context: frozenset[str],
     variants: Callable[[Tok], Tok],
-) -> tuple[Verdict, str, Sentence | None]:
+    tuning: OfflineTuning,
+) -> tuple[str, str, Sentence | None]:
     claim_words = words(claim)
     polarity = YES_NO.get(claim_words[0]) if claim_words and question.yes_no else None
     # The claim without its leading yes/no, which is judged on its own against the question.
@@ -222,30 +227,30 @@ def _judge_claim(
     # A bare answer ("Lake Erie State Park") rather than a statement: short, no auxiliary, pronoun or verb.
     # English cues, so only Latin-script claims qualify (a Russian statement needs no verb).
     fragment = (
-        len(claim_words) <= _FRAGMENT_WORDS
+        len(claim_words) <= tuning.fragment_words
         and all(c < "\u0250" for c in body if c.isalpha())
         and not any(w in AUXILIARIES or w in PRONOUNS for w in claim_words)
         and not any(w.islower() and w.rstrip(".,;!?").endswith("ed") for w in body.split())
     )
 
-    def done(outcome: _Outcome) -> tuple[Verdict, str, Sentence | None]:
+    def done(outcome: _Outcome) -> tuple[str, str, Sentence | None]:
         return outcome[0], outcome[1], best
 
     hard = [t for t in missing if t.num or t.cap]
     if hard:
-        return done((Verdict.NO_EVIDENCE, f"The context does not contain {_listed(hard)}."))
-    if missing and len(missing) * 4 >= len(new):
-        return done((Verdict.NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."))
+        return done((NO_EVIDENCE, f"The context does not contain {_listed(hard)}."))
+    if missing and len(missing) >= tuning.missing_share * len(new):
+        return done((NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."))
 
     # Negation: a negative claim needs a negative statement in the context, and the other way round.
     claim_negated = bool(NEGATIONS.intersection(words(body)))
     if claim_negated and best is not None and not best.has_negation:
         overlap = len(claim_keys & near) / max(1, len(claim_keys))
         if overlap >= 0.6:
-            return done((Verdict.CONTRADICTORY, "The context states this without the claim's negation."))
-        return done((Verdict.NO_EVIDENCE, "The context states no such negation."))
+            return done((CONTRADICTORY, "The context states this without the claim's negation."))
+        return done((NO_EVIDENCE, "The context states no such negation."))
     if not claim_negated and best is not None and {t.key for t in new} & best.negated:
-        return done((Verdict.CONTRADICTORY, "The context negates what the claim states."))
+        return done((CONTRADICTORY, "The context negates what the claim states."))
 
     outcomes: list[_Outcome] = []
     picked = [o for o in question.options if len(o & claim_keys) * 2 >= len(o)]
@@ -255,7 +260,7 @@ def _judge_claim(
             outcomes.append(choice)
     if polarity is not None:
         outcomes.append(_judge_yes_no(polarity, question, sentences, context))
-    if outcomes and (not new or min(_RANK[v] for v, _ in outcomes) < _RANK[Verdict.PARTIALLY_SUPPORTED]):
+    if outcomes and (not new or min(_RANK[v] for v, _ in outcomes) < _RANK[PARTIAL]):
         return done(min(outcomes, key=lambda o: _RANK[o[0]]))
 
     if new:
@@ -266,21 +271,19 @@ def _judge_claim(
             rest = named - group
             if group & question.names and rest and not rest <= _about(sentences, group):
                 lost, about = [t for t in new if t.key in rest], " ".join(sorted(group))
-                return done(
-                    (Verdict.NO_EVIDENCE, f"The context never states {_listed(lost)} about '{about}'.")
-                )
+                return done((NO_EVIDENCE, f"The context never states {_listed(lost)} about '{about}'."))
         if fragment and not picked and not _phrase(sentences, [t.key for t in toks]):
-            return done((Verdict.NO_EVIDENCE, "The context never names this as one phrase."))
+            return done((NO_EVIDENCE, "The context never names this as one phrase."))
         if missing:
-            return done((Verdict.PARTIALLY_SUPPORTED, f"Mostly stated; missing {_listed(missing)}."))
-        return done((Verdict.FULLY_SUPPORTED, f"Stated in the context: {_listed(new)}."))
+            return done((PARTIAL, f"Mostly stated; missing {_listed(missing)}."))
+        return done((FULLY, f"Stated in the context: {_listed(new)}."))
     if outcomes:
         return done(outcomes[0])
     if not toks:
-        return done((Verdict.NO_EVIDENCE, "The claim has no content words to check."))
+        return done((NO_EVIDENCE, "The claim has no content words to check."))
     if fragment and _phrase(sentences, [t.key for t in toks]):
-        return done((Verdict.PARTIALLY_SUPPORTED, "The answer names something the question mentions."))
-    return done((Verdict.NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer."))
+        return done((PARTIAL, "The answer names something the question mentions."))
+    return done((NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer."))
 
 
 # --- handlers and the judge -----------------------------------------------------------------------------
@@ -291,25 +294,25 @@ def _is_refusal(sentence: str) -> bool:
     return any(p.search(low) for p in REFUSAL_PATTERNS)
 
 
-def answer_claims(data: AnalysisInput) -> AnswerAnalysis:
+def answer_claims(data: Any) -> dict[str, Any]:
     """Each answer sentence is one claim (fragments too: the verdict sees the question); refusals none.
     No reverse questions (that needs a language model): answer relevancy uses the direct rating."""
     sentences = [
-        SentenceClaims(sentence_index=i, claims=[] if _is_refusal(s) or not words(s) else [s.strip()])
+        {"sentence_index": i, "claims": [] if _is_refusal(s) or not words(s) else [s.strip()]}
         for i, s in enumerate(data.answer_sentences)
     ]
-    if not any(group.claims for group in sentences):
-        return AnswerAnalysis(
-            sentences=sentences,
-            noncommittal=True,
-            relevance=1,
-            relevance_reason="The answer declines to answer.",
-        )
+    if not any(group["claims"] for group in sentences):
+        return {
+            "sentences": sentences,
+            "noncommittal": True,
+            "relevance": 1,
+            "relevance_reason": "The answer declines to answer.",
+        }
     rating, reason = rate_answer(data.question, " ".join(data.answer_sentences))
-    return AnswerAnalysis(sentences=sentences, relevance=rating, relevance_reason=reason)
+    return {"sentences": sentences, "relevance": rating, "relevance_reason": reason}
 
 
-def answer_verdicts(data: VerdictsInput) -> VerdictsOutput:
+def answer_verdicts(data: Any, tuning: OfflineTuning = OfflineTuning()) -> dict[str, Any]:
     """One verdict per claim, with the best-matching context sentence quoted as evidence."""
     sentences = index_context(data.context)
     context = frozenset().union(*(s.keys for s in sentences))
@@ -326,32 +329,40 @@ def answer_verdicts(data: VerdictsInput) -> VerdictsOutput:
 
     verdicts = []
     for i, claim in enumerate(data.claims):
-        verdict, reason, best = _judge_claim(claim, question, sentences, context, variants)
+        verdict, reason, best = _judge_claim(claim, question, sentences, context, variants, tuning)
         evidence = best.text[:_EVIDENCE_CHARS].strip() if best is not None else ""
-        verdicts.append(ClaimVerdict(claim_index=i, verdict=verdict, reason=reason, evidence=evidence))
-    return VerdictsOutput(verdicts=verdicts)
-
-
-_HANDLERS: dict[str, Callable[[Any], BaseModel]] = {
-    ANALYSIS_TASK.name: answer_claims,
-    VERDICTS_TASK.name: answer_verdicts,
-    CONTEXT_RELEVANCE_TASK.name: rate_chunks,
-}
+        verdicts.append({"claim_index": i, "verdict": verdict, "reason": reason, "evidence": evidence})
+    return {"verdicts": verdicts}
 
 
 class OfflineJudge:
-    """Deterministic, free and offline. Answers the tasks it has a handler for; JudgeError for any other."""
+    """Deterministic, free and offline. Answers the task kinds it can compute (claims, claim verdicts,
+    chunk ratings) whichever metric asks; refuses free-form criteria, which need a language model."""
 
     name = "offline"
 
+    def __init__(self, tuning: OfflineTuning | None = None) -> None:
+        self.tuning = tuning or OfflineTuning()
+        handlers: dict[TaskKind, Callable[[Any], dict[str, Any]]] = {
+            TaskKind.ANSWER_CLAIMS: answer_claims,
+            TaskKind.CLAIM_VERDICTS: lambda data: answer_verdicts(data, self.tuning),
+            TaskKind.CHUNK_RATINGS: rate_chunks,
+        }
+        self._handlers = handlers
+
+    def can_answer(self, task: JudgeTask[Any, Any]) -> bool:
+        return task.kind in self._handlers
+
     async def run(self, task: JudgeTask[Any, Any], data: Any) -> Judgement[Any]:
-        handler = _HANDLERS.get(task.name)
+        handler = self._handlers.get(task.kind)
         if handler is None:
-            raise JudgeError(f"the offline judge cannot answer task '{task.name}'; use an LLM judge")
+            raise JudgeError(
+                f"the offline judge cannot answer task '{task.name}' (free-form criteria); use an LLM judge"
+            )
         if not isinstance(data, task.input_model):
             data = task.input_model.model_validate(data, from_attributes=True)
         if sum(len(v) for v in data.model_dump().values() if isinstance(v, str)) > _OFFLOAD_CHARS:
             output = await asyncio.to_thread(handler, data)
         else:
             output = handler(data)
-        return Judgement(output=task.output_model.model_validate(output, from_attributes=True), usage=Usage())
+        return Judgement(output=task.output_model.model_validate(output), usage=Usage())

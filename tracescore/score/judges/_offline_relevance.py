@@ -7,9 +7,9 @@ from an unrelated sentence reliably, so these ratings are coarse (and say so in 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from tracescore.score.judges._offline_text import keys, tokens, words
-from tracescore.score.metrics._context_relevance import ChunkRating, ContextRatings, ContextRelevanceInput
+from tracescore.score.judges._offline_text import index_context, keys, tokens, words
 
 __all__ = ["rate_answer", "rate_chunks"]
 
@@ -49,13 +49,15 @@ def _expected_type_missing(question: str, answer_tokens: list) -> str | None:
     return None
 
 
-def rate_chunks(data: ContextRelevanceInput) -> ContextRatings:
+def rate_chunks(data: Any) -> dict[str, Any]:
+    """One 0-2 rating per chunk (`data.question`, `data.chunks`) by the share of question words it holds."""
     asked = keys(data.question)
     ratings = []
     for index, chunk in enumerate(data.chunks):
-        shared = asked & keys(chunk)
+        # From the indexed passage, which the claim verdicts of the same record read too.
+        shared = asked & frozenset().union(*(s.keys for s in index_context(chunk)))
         coverage = len(shared) / len(asked) if asked else 0.0
         rating = 2 if coverage >= 0.5 else 1 if coverage >= 0.2 else 0
         reason = f"Contains {len(shared)} of the question's {len(asked)} content words."
-        ratings.append(ChunkRating(chunk_index=index, rating=rating, reason=reason))
-    return ContextRatings(ratings=ratings)
+        ratings.append({"chunk_index": index, "rating": rating, "reason": reason})
+    return {"ratings": ratings}

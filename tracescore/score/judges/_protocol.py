@@ -7,17 +7,29 @@ same output model deterministically. Metrics never see which one answered.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from enum import StrEnum
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
 from tracescore.score._types import Usage
 
-__all__ = ["Judge", "JudgeError", "JudgeTask", "Judgement"]
+__all__ = ["Judge", "JudgeError", "JudgeTask", "Judgement", "TaskKind", "can_answer", "unanswerable"]
 
 InT = TypeVar("InT", bound=BaseModel)
 OutT = TypeVar("OutT", bound=BaseModel)
+
+
+class TaskKind(StrEnum):
+    """What a task asks, independent of which metric asks it: a judge without a language model answers
+    the kinds it can compute and refuses the rest (free-form criteria) before any record is scored."""
+
+    ANSWER_CLAIMS = "answer_claims"  # the answer's claims per sentence, plus its relevance to the question
+    CLAIM_VERDICTS = "claim_verdicts"  # one verdict per claim against the context
+    CHUNK_RATINGS = "chunk_ratings"  # one relevance rating per retrieved chunk
+    CRITERIA = "criteria"  # free-form criteria (a rubric): needs a language model
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,9 @@ class JudgeTask(Generic[InT, OutT]):
     input_model: type[InT]
     output_model: type[OutT]
     examples: tuple[tuple[InT, OutT], ...] = ()
+    kind: TaskKind = TaskKind.CRITERIA
+    # Distinct samples of one question are distinct calls: per-record call sharing keys on it.
+    sample: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,3 +71,19 @@ class Judge(Protocol):
     def name(self) -> str: ...
 
     async def run(self, task: JudgeTask[InT, OutT], data: InT) -> Judgement[OutT]: ...
+
+
+def can_answer(judge: Judge, task: JudgeTask[Any, Any]) -> bool:
+    """Whether `judge` can answer `task`. Judges that do not say (LLM judges) are assumed to answer all."""
+    check = getattr(judge, "can_answer", None)
+    return True if check is None else bool(check(task))
+
+
+def unanswerable(judge: Judge, metrics: Iterable[Any]) -> dict[str, list[str]]:
+    """Metric name -> names of its tasks `judge` cannot answer, for metrics that list their `tasks`."""
+    refused: dict[str, list[str]] = {}
+    for metric in metrics:
+        names = [t.name for t in getattr(metric, "tasks", ()) if not can_answer(judge, t)]
+        if names:
+            refused[metric.name] = names
+    return refused

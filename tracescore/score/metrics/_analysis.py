@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from tracescore.score.judges._protocol import Judge, Judgement, JudgeTask
+from tracescore.score.judges._protocol import Judge, Judgement, JudgeTask, TaskKind
 
 __all__ = ["ANALYSIS_TASK", "AnalysisInput", "AnswerAnalysis", "SentenceClaims", "analyse_answer"]
 
@@ -47,6 +47,7 @@ ANALYSIS_TASK: JudgeTask[AnalysisInput, AnswerAnalysis] = JudgeTask(
     ),
     input_model=AnalysisInput,
     output_model=AnswerAnalysis,
+    kind=TaskKind.ANSWER_CLAIMS,
     examples=(
         (
             AnalysisInput(

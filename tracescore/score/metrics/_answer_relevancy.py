@@ -12,10 +12,10 @@ import math
 from collections.abc import Sequence
 
 from tracescore.score._segment import split_sentences
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.score._types import MetricResult, RagRecord, Usage
 from tracescore.score.judges._embeddings import Embedder
 from tracescore.score.judges._protocol import Judge, JudgeError, Judgement
-from tracescore.score.metrics._analysis import AnswerAnalysis, analyse_answer
+from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnswerAnalysis, analyse_answer
 
 __all__ = ["AnswerRelevancy", "cosine"]
 
@@ -28,6 +28,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 class AnswerRelevancy:
     name = "answer_relevancy"
+    tasks = (ANALYSIS_TASK,)
 
     def __init__(self, *, embedder: Embedder | None = None, threshold: float = 0.5) -> None:
         self._embedder = embedder
@@ -36,13 +37,11 @@ class AnswerRelevancy:
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         sentences = split_sentences(record.answer)
         if not sentences:
-            return self._result(
-                judge, None, Usage(), status=MetricStatus.NOT_APPLICABLE, reason="the answer is empty"
-            )
+            return MetricResult.not_applicable(self.name, "the answer is empty", judge=judge.name)
         try:
             analysed = await analyse_answer(record.query, sentences, judge)
         except JudgeError as exc:
-            return self._result(judge, None, exc.usage, status=MetricStatus.ERROR, reason=exc.cause)
+            return MetricResult.error(self.name, exc.cause, judge=judge.name, usage=exc.usage)
         result = await self._from_analysis(record, analysed, judge)
         result.warnings.extend(analysed.warnings)
         return result
@@ -64,7 +63,7 @@ class AnswerRelevancy:
                 vectors = await self._embedder.embed([record.query, *questions])
             except Exception as exc:  # the embeddings endpoint is a separate service with its own faults
                 reason = f"embeddings failed: {type(exc).__name__}: {exc}"
-                return self._result(judge, None, analysed.usage, status=MetricStatus.ERROR, reason=reason)
+                return MetricResult.error(self.name, reason, judge=judge.name, usage=analysed.usage)
             similarities = [cosine(vectors[0], v) for v in vectors[1:]]
             score = min(1.0, max(0.0, sum(similarities) / len(similarities)))
             details |= {
@@ -77,22 +76,12 @@ class AnswerRelevancy:
         return self._result(judge, score, analysed.usage, details={**details, "method": "direct_rating"})
 
     def _result(
-        self,
-        judge: Judge,
-        score: float | None,
-        usage: Usage,
-        *,
-        status: MetricStatus = MetricStatus.OK,
-        reason: str | None = None,
-        details: dict[str, object] | None = None,
+        self, judge: Judge, score: float, usage: Usage, *, details: dict[str, object] | None = None
     ) -> MetricResult:
-        label = None if score is None else ("relevant" if score >= self.threshold else "not_relevant")
         return MetricResult(
             metric=self.name,
             score=score,
-            status=status,
-            label=label,
-            reason=reason,
+            label="relevant" if score >= self.threshold else "not_relevant",
             judge=judge.name,
             details=details or {},
             usage=usage,

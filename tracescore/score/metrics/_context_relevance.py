@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
-from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
+from tracescore.score._types import MetricResult, RagRecord, Usage
+from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
 
 __all__ = [
     "CONTEXT_RELEVANCE_TASK",
@@ -44,6 +44,7 @@ CONTEXT_RELEVANCE_TASK: JudgeTask[ContextRelevanceInput, ContextRatings] = Judge
     ),
     input_model=ContextRelevanceInput,
     output_model=ContextRatings,
+    kind=TaskKind.CHUNK_RATINGS,
     examples=(
         (
             ContextRelevanceInput(
@@ -66,6 +67,7 @@ CONTEXT_RELEVANCE_TASK: JudgeTask[ContextRelevanceInput, ContextRatings] = Judge
 
 class ContextRelevance:
     name = "context_relevance"
+    tasks = (CONTEXT_RELEVANCE_TASK,)
 
     def __init__(self, *, k: int | None = None, decay: float = 0.9, threshold: float = 0.5) -> None:
         if not 0 < decay <= 1:
@@ -79,26 +81,13 @@ class ContextRelevance:
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         chunks = [c for c in record.contexts if c.strip()]
         if not chunks:
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                status=MetricStatus.NOT_APPLICABLE,
-                reason="no retrieved context",
-                judge=judge.name,
-            )
+            return MetricResult.not_applicable(self.name, "no retrieved context", judge=judge.name)
         try:
             judged = await judge.run(
                 CONTEXT_RELEVANCE_TASK, ContextRelevanceInput(question=record.query, chunks=chunks)
             )
         except JudgeError as exc:
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                status=MetricStatus.ERROR,
-                reason=exc.cause,
-                judge=judge.name,
-                usage=exc.usage,
-            )
+            return MetricResult.error(self.name, exc.cause, judge=judge.name, usage=exc.usage)
         by_index = {r.chunk_index: r for r in judged.output.ratings}
         # A chunk the judge did not rate counts as irrelevant rather than vanishing from the mean.
         ratings = [by_index[i].rating if i in by_index else 0 for i in range(len(chunks))]

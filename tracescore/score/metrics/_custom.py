@@ -7,6 +7,7 @@ import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, overload
 
 import jinja2
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field, create_model
 from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
 
-__all__ = ["DistinctN", "LLMJudgeMetric", "PythonMetric", "python_metric"]
+__all__ = ["DistinctN", "LLMJudgeMetric", "PythonMetric", "python_metric", "rubric"]
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _WORD = re.compile(r"\w+")
@@ -97,6 +98,10 @@ class LLMJudgeMetric:
             input_model=_input_model(name, fields),
             output_model=_output_model(name, lo, hi),
         )
+        # One task per sample: per-record call sharing must not collapse N samples into one call.
+        self.tasks: tuple[JudgeTask[BaseModel, BaseModel], ...] = tuple(
+            replace(self.task, sample=i) for i in range(samples)
+        )
 
     def judge_input(self, record: RagRecord) -> BaseModel:
         """The task input for `record`: the referenced record fields, as data."""
@@ -111,7 +116,7 @@ class LLMJudgeMetric:
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         data = self.judge_input(record)
         outcomes = await asyncio.gather(
-            *(judge.run(self.task, data) for _ in range(self.samples)), return_exceptions=True
+            *(judge.run(task, data) for task in self.tasks), return_exceptions=True
         )
         usage = Usage()
         scores: list[int] = []
@@ -138,14 +143,8 @@ class LLMJudgeMetric:
         }
         if not scores:
             causes = list(dict.fromkeys(f["cause"] for f in failures))
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                status=MetricStatus.ERROR,
-                reason="; ".join(causes),
-                judge=judge.name,
-                details=details,
-                usage=usage,
+            return MetricResult.error(
+                self.name, "; ".join(causes), judge=judge.name, details=details, usage=usage
             )
         mean = sum(scores) / len(scores)
         score = (mean - lo) / (hi - lo)
@@ -161,6 +160,25 @@ class LLMJudgeMetric:
             details=details,
             usage=usage,
         )
+
+
+def rubric(
+    name: str, criteria: str, *, scale: tuple[int, int] | str = (1, 5), samples: int = 1
+) -> LLMJudgeMetric:
+    """A metric from one line of criteria: `rubric("concise", "The answer is at most two sentences.")`
+    scores 1-5 (normalised to 0..1); `scale="pass/fail"` asks for 0 (fail) or 1 (pass)."""
+    if scale == "pass/fail":
+        return LLMJudgeMetric(
+            name,
+            f"Does the answer meet this criterion? {criteria} Score 1 if it does, 0 if it does not.",
+            scale=(0, 1),
+            samples=samples,
+        )
+    if isinstance(scale, str):
+        raise ValueError(f"scale must be two integers or 'pass/fail', got {scale!r}")
+    return LLMJudgeMetric(
+        name, f"Rate the answer against this criterion: {criteria}", scale=scale, samples=samples
+    )
 
 
 def _check_scale(scale: Any) -> tuple[int, int]:
@@ -244,11 +262,9 @@ class DistinctN:
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         tokens = _WORD.findall(record.answer.casefold())
         if len(tokens) < self.n:
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                status=MetricStatus.NOT_APPLICABLE,
-                reason=f"the answer has {len(tokens)} token(s); {self.name} needs at least {self.n}",
+            return MetricResult.not_applicable(
+                self.name,
+                f"the answer has {len(tokens)} token(s); {self.name} needs at least {self.n}",
                 judge=judge.name,
             )
         grams = [tuple(tokens[i : i + self.n]) for i in range(len(tokens) - self.n + 1)]
@@ -295,14 +311,7 @@ class PythonMetric:
         return MetricResult(metric=self.name, score=float(value), judge=judge.name)
 
     def _error(self, problem: str, judge: Judge, usage: Usage) -> MetricResult:
-        return MetricResult(
-            metric=self.name,
-            score=None,
-            status=MetricStatus.ERROR,
-            reason=f"{self.name} {problem}",
-            judge=judge.name,
-            usage=usage,
-        )
+        return MetricResult.error(self.name, f"{self.name} {problem}", judge=judge.name, usage=usage)
 
     def __repr__(self) -> str:
         return f"PythonMetric({self.name!r})"

@@ -13,9 +13,9 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from tracescore.score._segment import split_sentences
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
-from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
-from tracescore.score.metrics._analysis import AnswerAnalysis, analyse_answer
+from tracescore.score._types import MetricResult, RagRecord, Usage
+from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
+from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnswerAnalysis, analyse_answer
 
 __all__ = [
     "VERDICTS_TASK",
@@ -70,6 +70,7 @@ VERDICTS_TASK: JudgeTask[VerdictsInput, VerdictsOutput] = JudgeTask(
     ),
     input_model=VerdictsInput,
     output_model=VerdictsOutput,
+    kind=TaskKind.CLAIM_VERDICTS,
     examples=(
         (
             VerdictsInput(
@@ -110,6 +111,7 @@ class Faithfulness:
     """
 
     name = "faithfulness"
+    tasks = (ANALYSIS_TASK, VERDICTS_TASK)
 
     def __init__(
         self,
@@ -150,14 +152,7 @@ class Faithfulness:
             )
             usage += judged.usage
         except JudgeError as exc:
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                status=MetricStatus.ERROR,
-                reason=exc.cause,
-                judge=judge.name,
-                usage=usage + exc.usage,
-            )
+            return MetricResult.error(self.name, exc.cause, judge=judge.name, usage=usage + exc.usage)
         result = self._result(claims, sentences, judged.output, judge.name, usage)
         result.warnings.extend(dict.fromkeys(extracted.warnings + judged.warnings))
         return result
@@ -201,14 +196,7 @@ class Faithfulness:
         )
 
     def _not_applicable(self, judge: Judge, reason: str, usage: Usage) -> MetricResult:
-        return MetricResult(
-            metric=self.name,
-            score=None,
-            status=MetricStatus.NOT_APPLICABLE,
-            reason=reason,
-            judge=judge.name,
-            usage=usage,
-        )
+        return MetricResult.not_applicable(self.name, reason, judge=judge.name, usage=usage)
 
 
 def _claims_in_order(extracted: AnswerAnalysis, sentence_count: int) -> list[tuple[int, str]]:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord
+from tracescore.score._types import MetricResult, RagRecord
 from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.judges._protocol import Judge
 
@@ -42,11 +42,9 @@ async def evaluate_each(record: RagRecord, metrics: Sequence[Metric], judge: Jud
             if not isinstance(outcome, Exception):
                 raise outcome
             _log.error("metric %s failed on record %s", metric.name, record.id, exc_info=outcome)
-            outcome = MetricResult(
-                metric=metric.name,
-                score=None,
-                status=MetricStatus.ERROR,
-                reason=f"{type(outcome).__name__}: {outcome}",
+            outcome = MetricResult.error(
+                metric.name,
+                f"{type(outcome).__name__}: {outcome}",
                 judge=judge.name,
                 details={"error_type": type(outcome).__name__},
             )

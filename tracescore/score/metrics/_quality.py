@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.score._types import MetricResult, RagRecord, Usage
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
@@ -43,6 +43,7 @@ class Quality:
         if missing:
             raise ValueError(f"no positive weight for sub-metric(s) {', '.join(missing)}")
         self._weights = dict(weights)
+        self.tasks = tuple(t for m in self._metrics for t in getattr(m, "tasks", ()))
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         results = await evaluate_each(record, self._metrics, judge)
@@ -53,13 +54,11 @@ class Quality:
         unscored = {name: f"{r.status.value}: {r.reason}" for name, r in named if r.score is None}
         components = {name: r.score for name, r in named}
         if not scored:
-            return MetricResult(
-                metric=self.name,
-                score=None,
-                status=MetricStatus.NOT_APPLICABLE,
+            return MetricResult.not_applicable(
+                self.name,
+                "no sub-metric could be scored: " + "; ".join(f"{k} {v}" for k, v in unscored.items()),
                 judge=judge.name,
                 usage=usage,
-                reason="no sub-metric could be scored: " + "; ".join(f"{k} {v}" for k, v in unscored.items()),
                 details={"components": components},
             )
         # Weights are renormalised over the sub-metrics that scored; the missing ones are named in details.

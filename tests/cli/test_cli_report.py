@@ -1,0 +1,93 @@
+"""`tracescore report`: the HTML page rebuilt from a scored JSONL, without re-scoring; checked in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tests.score.test_report import _chromium
+from tracescore.cli import main
+
+BASE = {
+    "query": "Where is the Oberoi Group's head office?",
+    "contexts": ["The Oberoi Group is a hotel company with its head office in Delhi."],
+}
+RECORDS = [
+    {**BASE, "id": "ok", "answer": "The head office is in Delhi.", "label": "faithful"},
+    {**BASE, "id": "mumbai", "answer": "The head office is in Mumbai.", "label": "hallucinated"},
+    {**BASE, "id": "paris", "answer": "The head office is in Paris.", "label": "hallucinated"},
+    {**BASE, "id": "missed", "answer": "The head office is in Delhi.", "label": "hallucinated"},
+    {**BASE, "id": "empty", "answer": "", "label": "faithful"},
+    {**BASE, "id": "half", "answer": "The head office is in Delhi. It opened in 1950.", "label": "faithful"},
+]
+
+
+def _scored(tmp_path: Path) -> tuple[Path, Path]:
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    scores = tmp_path / "scores.jsonl"
+    result = CliRunner().invoke(
+        main, ["score", str(source), "--out", str(scores), "--no-progress", "--metrics", "faithfulness"]
+    )
+    assert result.exit_code == 0, result.output
+    return source, scores
+
+
+def _report(*args: str) -> str:
+    result = CliRunner().invoke(main, ["report", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_report_is_rebuilt_from_scores_with_labels_and_texts(tmp_path: Path) -> None:
+    source, scores = _scored(tmp_path)
+    assert all(json.loads(line)["label"] for line in scores.read_text().splitlines()), "labels kept"
+    page = tmp_path / "report.html"
+    _report(str(scores), "--records", str(source), "--out", str(page))
+    html = page.read_text(encoding="utf-8")
+    cells = dict(re.findall(r'id="(tp|fn|fp|tn|balanced-accuracy)">([^<]*)<', html))
+    # mumbai and paris caught, "missed" passed though labelled hallucinated, "ok" and "half" (0.5) passed,
+    # "empty" unscored.
+    assert cells == {"tp": "2", "fn": "1", "fp": "0", "tn": "2", "balanced-accuracy": "0.833"}
+    assert "The head office is in Mumbai." in html, "texts joined from --records"
+    assert "1 labelled row(s) without a score" in html
+
+    bare = tmp_path / "bare.html"
+    _report(str(scores), "--out", str(bare), "--rows", "1")
+    html = bare.read_text(encoding="utf-8")
+    assert "answer text not available" in html and html.count('<tr class="record"') == 2, "1 per table"
+
+
+def test_a_file_that_is_not_scores_is_one_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\nnot json\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["report", str(bad), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 1 and "line 2: not JSON" in result.output and "Traceback" not in result.output
+
+
+def _visible_ids(dom: str) -> list[str]:
+    table = dom.split('id="worst"')[1].split("</table>")[0]
+    rows = re.findall(r'<tr class="record"([^>]*)>\s*<td>\d+<div class="id">([^<]*)</div>', table)
+    return [record_id for attrs, record_id in rows if "hidden" not in attrs]
+
+
+def test_search_filter_and_sort_work_in_headless_chromium(tmp_path: Path) -> None:
+    source, scores = _scored(tmp_path)
+    page = tmp_path / "report.html"
+    _report(str(scores), "--records", str(source), "--out", str(page), "--threshold", "1.0")
+
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+    assert _visible_ids(dom) == ["mumbai", "paris", "half"], "worst first"
+    assert "3 of 3 shown" in dom, "the script ran"
+
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri() + "#q=paris").stdout
+    assert _visible_ids(dom) == ["paris"] and "1 of 3 shown" in dom
+
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri() + "#verdict=fully-supported").stdout
+    assert _visible_ids(dom) == ["half"] and "1 of 3 shown" in dom
+
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri() + "#sort=faithfulness:desc").stdout
+    assert _visible_ids(dom) == ["half", "mumbai", "paris"]

@@ -1,0 +1,212 @@
+"""The library API: what a notebook or a pipeline imports from `tracescore.score`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import tracescore.score as score_api
+from tracescore.score import (
+    EvaluationResult,
+    Faithfulness,
+    IncompatibleJudge,
+    MetricResult,
+    OfflineJudge,
+    RagRecord,
+    aevaluate_dataset,
+    evaluate,
+    evaluate_dataset,
+    evaluate_many,
+    python_metric,
+    rubric,
+)
+
+GROUNDED = {
+    "id": "grounded",
+    "query": "Where is the Oberoi Group's head office?",
+    "contexts": ["The Oberoi Group is a hotel company with its head office in Delhi."],
+    "answer": "The head office is in Delhi.",
+}
+HALLUCINATED = {**GROUNDED, "id": "hallucinated", "answer": "The head office is in Mumbai."}
+
+
+def test_everything_documented_is_importable_from_one_place() -> None:
+    for name in score_api.__all__:
+        assert getattr(score_api, name) is not None, name
+    for name in ("OfflineJudge", "OpenAIJudge", "OpenAIEmbedder", "Faithfulness", "evaluate_dataset"):
+        assert name in score_api.__all__
+    with pytest.raises(AttributeError):
+        score_api.no_such_name  # noqa: B018
+
+
+def test_evaluate_one_dict_with_the_default_metrics_and_judge() -> None:
+    results = evaluate(HALLUCINATED)
+    assert [r.metric for r in results] == ["faithfulness", "answer_relevancy", "context_relevance"]
+    assert results[0].score == 0.0 and results[0].judge == "offline"
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {  # RAGAS
+            "user_input": GROUNDED["query"],
+            "retrieved_contexts": GROUNDED["contexts"],
+            "response": HALLUCINATED["answer"],
+        },
+        {  # DeepEval
+            "input": GROUNDED["query"],
+            "retrieval_context": GROUNDED["contexts"],
+            "actual_output": HALLUCINATED["answer"],
+        },
+    ],
+)
+def test_ragas_and_deepeval_names_are_recognised(row: dict[str, Any]) -> None:
+    (result,) = evaluate(row, [Faithfulness()])
+    assert result.score == 0.0
+
+
+def test_a_column_map_reads_other_names_and_a_missing_column_says_how_to_map_it() -> None:
+    row = {"prompt": GROUNDED["query"], "docs_text": GROUNDED["contexts"], "output": GROUNDED["answer"]}
+    result = evaluate_dataset(
+        [row, {"prompt": "q"}],
+        ["faithfulness"],
+        column_map={"query": "prompt", "contexts": "docs_text", "answer": "output"},
+    )
+    assert result.rows[0]["faithfulness"] == 1.0
+    assert result.rows[1]["faithfulness"] is None
+    assert "no such column" in result.rows[1]["reason"]
+    assert (
+        "'docs_text' for contexts" in result.rows[1]["reason"]
+        and "'output' for answer" in result.rows[1]["reason"]
+    )
+
+    unmapped = evaluate_dataset([row], ["faithfulness"])
+    reason = unmapped.rows[0]["reason"]
+    assert "no query" in reason and "user_input" in reason and "column_map=" in reason
+    assert unmapped.summary.invalid == 1
+
+
+def test_dataset_rows_come_back_in_input_order_with_labels_and_a_summary() -> None:
+    records = [RagRecord.model_validate(HALLUCINATED), {**GROUNDED, "label": "faithful"}, GROUNDED]
+    result = evaluate_dataset(records, [Faithfulness()], OfflineJudge(), concurrency=2)
+    assert isinstance(result, EvaluationResult)
+    assert [r["id"] for r in result.rows] == ["hallucinated", "grounded", "grounded"]
+    assert [r["faithfulness"] for r in result.rows] == [0.0, 1.0, 1.0]
+    assert result.rows[1]["label"] == "faithful" and "label" not in result.rows[0]
+    assert result.means() == {"faithfulness": pytest.approx(2 / 3)}
+    assert result.summary.below_share("faithfulness") == pytest.approx(1 / 3)
+    assert result.summary.gate({"faithfulness": 0.8}) == ["faithfulness: mean 0.667 is below 0.8"]
+
+
+async def test_the_sync_api_works_inside_a_running_event_loop() -> None:
+    # As in a Jupyter cell: a loop is running in this thread.
+    asyncio.get_running_loop()
+    result = evaluate_dataset([GROUNDED, HALLUCINATED], ["faithfulness"])
+    assert [r["faithfulness"] for r in result.rows] == [1.0, 0.0]
+    (one,) = evaluate(GROUNDED, ["faithfulness"])
+    assert one.score == 1.0
+    awaited = await aevaluate_dataset([GROUNDED], ["faithfulness"])
+    assert awaited.rows[0]["faithfulness"] == 1.0
+
+
+def test_dataframe_in_and_out() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {
+            "user_input": [GROUNDED["query"], GROUNDED["query"]],
+            "retrieved_contexts": [GROUNDED["contexts"], GROUNDED["contexts"]],
+            "response": [GROUNDED["answer"], HALLUCINATED["answer"]],
+            "label": ["faithful", "hallucinated"],
+        }
+    )
+    out = evaluate_dataset(frame, ["faithfulness"]).to_pandas()
+    assert list(out["faithfulness"]) == [1.0, 0.0]
+    assert list(out["label"]) == ["faithful", "hallucinated"]
+    assert "results" not in out.columns
+
+
+def test_a_metric_the_judge_cannot_answer_is_refused_before_any_record_is_scored() -> None:
+    calls: list[str] = []
+
+    @python_metric
+    def counted(record: RagRecord) -> float:
+        calls.append(record.answer)
+        return 1.0
+
+    concise = rubric("concise", "The answer is at most two sentences.")
+    with pytest.raises(IncompatibleJudge, match=r"concise need an LLM judge.*--judge openai"):
+        evaluate_dataset([GROUNDED] * 3, [counted, concise], OfflineJudge())
+    assert calls == []
+
+
+# --- evaluate_many: the routine a service calls -----------------------------------------------------------
+
+
+class _Gate:
+    """A metric that holds each record until released, counting how many are held at once."""
+
+    name = "gate"
+
+    def __init__(self) -> None:
+        self.held = 0
+        self.most_held = 0
+        self.release: dict[str, asyncio.Event] = {}
+        self.started: asyncio.Queue[str] = asyncio.Queue()
+
+    async def score(self, record: RagRecord, judge: Any) -> MetricResult:
+        self.held += 1
+        self.most_held = max(self.most_held, self.held)
+        event = self.release.setdefault(record.answer, asyncio.Event())
+        await self.started.put(record.answer)
+        try:
+            await event.wait()
+        finally:
+            self.held -= 1
+        return MetricResult(metric=self.name, score=1.0, judge=judge.name)
+
+
+def _records(n: int) -> list[RagRecord]:
+    return [RagRecord(query="q", contexts=("c",), answer=str(i)) for i in range(n)]
+
+
+async def test_evaluate_many_bounds_concurrency_and_yields_as_records_complete() -> None:
+    gate = _Gate()
+    stream = evaluate_many(_records(5), [gate], OfflineJudge(), concurrency=2)
+    first = asyncio.ensure_future(anext(stream))
+    started = {await gate.started.get(), await gate.started.get()}
+    assert started == {"0", "1"} and gate.held == 2
+    gate.release.setdefault("1", asyncio.Event()).set()  # the second finishes first...
+    record, results = await first
+    assert record.answer == "1" and results[0].score == 1.0  # ...and comes out first
+    for answer in "02345":
+        gate.release.setdefault(answer, asyncio.Event()).set()
+    rest = [record.answer async for record, _ in stream]
+    assert sorted(rest) == ["0", "2", "3", "4"]
+    assert gate.most_held == 2
+
+
+async def test_evaluate_many_in_input_order_and_unreadable_items_keep_their_place() -> None:
+    items = [("a", RagRecord(**{k: v for k, v in GROUNDED.items() if k != "id"})), ("bad", None)]
+    items.append(("b", RagRecord(**{k: v for k, v in HALLUCINATED.items() if k != "id"})))
+    out = [
+        (key, None if results is None else results[0].score)
+        async for (key, _), results in evaluate_many(
+            items, [Faithfulness()], OfflineJudge(), ordered=True, record_of=lambda item: item[1]
+        )
+    ]
+    assert out == [("a", 1.0), ("bad", None), ("b", 0.0)]
+
+
+async def test_closing_the_stream_cancels_records_in_flight() -> None:
+    gate = _Gate()
+    stream = evaluate_many(_records(4), [gate], OfflineJudge(), concurrency=2)
+    first = asyncio.ensure_future(anext(stream))
+    await gate.started.get()
+    await gate.started.get()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await stream.aclose()
+    assert gate.held == 0, "nothing left running after the caller stopped"

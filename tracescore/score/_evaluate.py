@@ -1,0 +1,287 @@
+"""The one record-scoring routine behind the library, `tracescore score` and the consumer.
+
+`evaluate_many` scores a stream of items with at most `concurrency` records in flight and yields each
+item's results as they complete (or in input order); it keeps no state between calls, so a long-running
+service can call it per batch from its own event loop. `evaluate` / `evaluate_dataset` are the notebook
+and pipeline entry points built on it, sync (safe inside a running event loop, e.g. Jupyter) and async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections import deque
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from tracescore.score._factory import DEFAULT_METRICS, make_metrics
+from tracescore.score._inputs import InputError, iter_inputs, to_record
+from tracescore.score._summary import BatchSummary
+from tracescore.score._types import MetricResult, RagRecord
+from tracescore.score.judges._protocol import Judge, unanswerable
+from tracescore.score.metrics._protocol import Metric
+from tracescore.score.metrics._protocol import evaluate as evaluate_record
+
+__all__ = [
+    "EvaluationResult",
+    "IncompatibleJudge",
+    "aevaluate",
+    "aevaluate_dataset",
+    "check_judge",
+    "evaluate",
+    "evaluate_dataset",
+    "evaluate_many",
+    "result_row",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+DEFAULT_CONCURRENCY = 8
+
+
+class IncompatibleJudge(ValueError):
+    """A metric needs a kind of judgement the judge cannot give (free-form criteria to the offline judge)."""
+
+
+def check_judge(metrics: Sequence[Metric], judge: Judge) -> None:
+    """Refuse, before any record is scored, metrics whose tasks `judge` cannot answer."""
+    refused = unanswerable(judge, metrics)
+    if refused:
+        names = ", ".join(sorted(refused))
+        raise IncompatibleJudge(
+            f"metric(s) {names} need an LLM judge: the {judge.name} judge cannot answer free-form "
+            "criteria; use --judge openai (in Python: OpenAIJudge()) or drop them from the metrics"
+        )
+
+
+async def evaluate_many(
+    items: Iterable[T] | AsyncIterable[T],
+    metrics: Sequence[Metric],
+    judge: Judge,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    ordered: bool = False,
+    record_of: Callable[[T], RagRecord | None] | None = None,
+) -> AsyncIterator[tuple[T, list[MetricResult] | None]]:
+    """(item, results) for every item, with at most `concurrency` records scored at once.
+
+    `record_of` picks the record out of an item (default: the item is a RagRecord); an item whose record
+    is None is passed through with results None (an unreadable input line keeps its place). Results come
+    as they complete, or in input order with `ordered=True`. Items are pulled lazily, so memory is
+    bounded by `concurrency` whatever the stream's length; closing the iterator cancels what is in flight.
+    """
+    check_judge(metrics, judge)
+    limit = max(1, concurrency)
+    pick: Callable[[T], RagRecord | None] = record_of or (lambda item: item)  # type: ignore[assignment,return-value]
+
+    async def one(item: T) -> tuple[T, list[MetricResult] | None]:
+        record = pick(item)
+        return item, None if record is None else await evaluate_record(record, metrics, judge)
+
+    source = _aiter(items)
+    in_flight: deque[asyncio.Task[tuple[T, list[MetricResult] | None]]] = deque()
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(in_flight) < limit:
+                try:
+                    item = await anext(source)
+                except StopAsyncIteration:
+                    exhausted = True
+                    break
+                in_flight.append(asyncio.ensure_future(one(item)))
+            if not in_flight:
+                return
+            if ordered:
+                yield await in_flight.popleft()
+                continue
+            done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            for task in [t for t in in_flight if t in done]:
+                in_flight.remove(task)
+                yield task.result()
+    finally:
+        for task in in_flight:
+            task.cancel()
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+
+async def _aiter(items: Iterable[T] | AsyncIterable[T]) -> AsyncIterator[T]:
+    if isinstance(items, AsyncIterable):
+        async for item in items:
+            yield item
+    else:
+        for item in items:
+            yield item
+
+
+# --- rows: one per input, the same shape in the library and the CLI's JSONL -----------------------------
+
+
+def result_row(
+    record: RagRecord | None,
+    metric_names: Sequence[str],
+    results: Sequence[MetricResult] | None,
+    *,
+    error: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`id`, `extra` (e.g. the input line or label), one key per metric (score or None), `reason` (why
+    a score is None) and `results` (every MetricResult as JSON)."""
+    row: dict[str, Any] = {"id": record.id if record else None, **(extra or {})}
+    row.update(dict.fromkeys(metric_names))  # an unreadable input still names every metric, as None
+    reasons = []
+    for result in results or ():
+        row[result.metric] = result.score
+        if result.score is None:
+            reasons.append(f"{result.metric}: {result.reason}")
+    if error is not None:
+        reasons.append(f"invalid input: {error}")
+    row["reason"] = "; ".join(reasons) or None
+    row["results"] = {r.metric: r.model_dump(mode="json") for r in results or ()}
+    return row
+
+
+@dataclass
+class EvaluationResult:
+    """What `evaluate_dataset` returns: one row per input record, in input order, and the summary."""
+
+    rows: list[dict[str, Any]]
+    results: list[list[MetricResult] | None]
+    summary: BatchSummary
+    metrics: list[str] = field(default_factory=list)
+
+    def means(self) -> dict[str, float | None]:
+        return {m: self.summary.mean(m) for m in self.metrics}
+
+    def to_pandas(self, *, with_results: bool = False) -> Any:
+        """A DataFrame with one row per record (needs pandas; `results` column only if asked)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install pandas") from None
+        rows = (
+            self.rows if with_results else [{k: v for k, v in r.items() if k != "results"} for r in self.rows]
+        )
+        return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class _Input:
+    position: int
+    record: RagRecord | None
+    error: str | None
+    label: Any
+
+
+def _inputs(data: Any, column_map: Mapping[str, str] | None) -> Iterator[_Input]:
+    for position, row in enumerate(iter_inputs(data)):
+        label = row.get("label") if isinstance(row, Mapping) else None
+        try:
+            yield _Input(position, to_record(row, column_map), None, label)
+        except InputError as exc:
+            yield _Input(position, None, str(exc), label)
+
+
+def _setup(metrics: Sequence[Metric | str] | None, judge: Judge | None) -> tuple[list[Metric], Judge]:
+    if judge is None:
+        from tracescore.score.judges._offline import OfflineJudge
+
+        judge = OfflineJudge()
+    names = [m for m in metrics or DEFAULT_METRICS if isinstance(m, str)]
+    built = iter(make_metrics(names)) if names else iter(())
+    resolved = [next(built) if isinstance(m, str) else m for m in metrics or DEFAULT_METRICS]
+    check_judge(resolved, judge)
+    return resolved, judge
+
+
+async def aevaluate_dataset(
+    data: Any,
+    metrics: Sequence[Metric | str] | None = None,
+    judge: Judge | None = None,
+    *,
+    column_map: Mapping[str, str] | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    threshold: float = 0.5,
+    progress: bool = False,
+) -> EvaluationResult:
+    """Score many records: RagRecords, dicts (tracescore, RAGAS or DeepEval names; `column_map` for
+    others), an iterable of them or a pandas DataFrame. Default metrics: faithfulness, answer relevancy and
+    context relevance; default judge: the offline judge. An unreadable record gets a row with the reason."""
+    resolved, the_judge = _setup(metrics, judge)
+    names = [m.name for m in resolved]
+    inputs = list(_inputs(data, column_map))
+    by_position: list[list[MetricResult] | None] = [None] * len(inputs)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(inputs), desc="scoring", unit="rec", disable=not progress) as bar:
+        async for item, results in evaluate_many(
+            inputs, resolved, the_judge, concurrency=concurrency, record_of=lambda i: i.record
+        ):
+            by_position[item.position] = results
+            bar.update()
+    summary = BatchSummary(threshold=threshold)
+    rows = []
+    for item, results in zip(inputs, by_position, strict=True):
+        summary.add(results, metric_names=names)
+        extra = {} if item.label is None else {"label": item.label}
+        rows.append(result_row(item.record, names, results, error=item.error, extra=extra))
+    return EvaluationResult(rows=rows, results=by_position, summary=summary, metrics=names)
+
+
+def evaluate_dataset(
+    data: Any,
+    metrics: Sequence[Metric | str] | None = None,
+    judge: Judge | None = None,
+    **options: Any,
+) -> EvaluationResult:
+    """`aevaluate_dataset` for synchronous code; also works inside a running event loop (a notebook)."""
+    return run_sync(lambda: aevaluate_dataset(data, metrics, judge, **options))
+
+
+async def aevaluate(
+    record: RagRecord | Mapping[str, Any],
+    metrics: Sequence[Metric | str] | None = None,
+    judge: Judge | None = None,
+    *,
+    column_map: Mapping[str, str] | None = None,
+) -> list[MetricResult]:
+    """Every metric's result for one record (a RagRecord or a dict), judge calls shared between metrics."""
+    resolved, the_judge = _setup(metrics, judge)
+    return await evaluate_record(to_record(record, column_map), resolved, the_judge)
+
+
+def evaluate(
+    record: RagRecord | Mapping[str, Any],
+    metrics: Sequence[Metric | str] | None = None,
+    judge: Judge | None = None,
+    *,
+    column_map: Mapping[str, str] | None = None,
+) -> list[MetricResult]:
+    """`aevaluate` for synchronous code; also works inside a running event loop (a notebook)."""
+    return run_sync(lambda: aevaluate(record, metrics, judge, column_map=column_map))
+
+
+def run_sync(make: Callable[[], Awaitable[R]]) -> R:
+    """Run a coroutine to completion from sync code. Inside a running loop (Jupyter) it runs on a fresh
+    loop in a worker thread: blocking the caller's loop on itself would deadlock."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await(make))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore") as pool:
+        return pool.submit(lambda: asyncio.run(_await(make))).result()
+
+
+async def _await(make: Callable[[], Awaitable[R]]) -> R:
+    return await make()

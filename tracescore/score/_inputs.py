@@ -1,0 +1,136 @@
+"""Records from what users have: RagRecords, dicts (tracescore, RAGAS or DeepEval names), a DataFrame.
+
+One field reader serves the library and the CLI's JSONL/CSV reader, so a column is understood the same way
+everywhere: `contexts` may be a list, a JSON list, a Python list repr (what `pandas.to_csv` writes for a
+list column) or a single string.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from tracescore.score._types import RagRecord
+
+__all__ = ["FIELD_ALIASES", "InputError", "iter_inputs", "parse_contexts", "to_record"]
+
+# tracescore field -> column names recognised without a mapping, in order of preference.
+FIELD_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "id": ("id", "record_id"),
+    "query": ("query", "question", "user_input", "input"),  # RAGAS: user_input; DeepEval: input
+    "contexts": ("contexts", "retrieved_contexts", "retrieval_context", "context", "documents"),
+    "answer": ("answer", "response", "actual_output"),  # RAGAS: response; DeepEval: actual_output
+}
+
+
+class InputError(ValueError):
+    """A record that cannot be read; the message is one line naming what is missing and how to map it."""
+
+
+def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecord:
+    """A RagRecord from a RagRecord or a mapping. `column_map` maps tracescore fields to column names
+    (`{"query": "prompt"}`); without it the names in FIELD_ALIASES are recognised."""
+    if isinstance(row, RagRecord):
+        return row
+    if not isinstance(row, Mapping):
+        raise InputError(f"expected a record (a mapping or RagRecord), got {type(row).__name__}")
+    column_map = column_map or {}
+    unmapped = [
+        f"{column_map[f]!r} for {f}" for f in FIELD_ALIASES if f in column_map and column_map[f] not in row
+    ]
+    if unmapped:
+        raise InputError(
+            f"column_map names no such column: {', '.join(unmapped)}; the record's columns: {_columns(row)}"
+        )
+    values: dict[str, Any] = {}
+    missing = []
+    for field, aliases in FIELD_ALIASES.items():
+        column = column_map.get(field) or next(
+            (a for a in aliases if a in row and not _is_null(row[a])), None
+        )
+        if column is None:
+            if field in ("query", "answer"):
+                missing.append(field)
+            continue
+        values[field] = row[column]
+    if missing:
+        raise InputError(_missing_message(missing, row))
+    record_id = values.get("id")
+    try:
+        return RagRecord(
+            id=None if _is_null(record_id) else str(record_id),
+            query=values["query"],
+            contexts=parse_contexts(values.get("contexts")),
+            answer=values["answer"],
+        )
+    except ValidationError as exc:
+        raise InputError(
+            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        ) from None
+
+
+def _missing_message(missing: list[str], row: Mapping[str, Any]) -> str:
+    wanted = "; ".join(f"no {f} (looked for {', '.join(FIELD_ALIASES[f])})" for f in missing)
+    hint = ", ".join(f"{f!r}: '<column>'" for f in missing)
+    return f"{wanted}; the record's columns: {_columns(row)}; map them with column_map={{{hint}}}"
+
+
+def _columns(row: Mapping[str, Any]) -> str:
+    return ", ".join(map(str, list(row)[:12])) or "none"
+
+
+def _is_null(value: Any) -> bool:
+    # pandas gives NaN for an empty cell.
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def parse_contexts(value: Any) -> tuple[str, ...]:
+    """Contexts as a tuple of strings from a list (or array), a JSON list, a Python list repr or a string."""
+    if _is_null(value):
+        return ()
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return ()
+        if text.startswith("["):
+            parsed = _list_literal(text)
+            if parsed is not None:
+                return tuple(str(item) for item in parsed)
+        return (value,)
+    if isinstance(value, Mapping):
+        raise InputError("contexts: expected a list of strings, got a mapping")
+    if isinstance(value, Iterable):
+        return tuple(str(item) for item in value)
+    raise InputError(f"contexts: expected a list of strings, got {type(value).__name__}")
+
+
+def _list_literal(text: str) -> list[Any] | None:
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            parsed = ast.literal_eval(text)  # literals only: never evaluates code
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return parsed if isinstance(parsed, list | tuple) else None
+
+
+def iter_inputs(data: Any) -> Iterator[Any]:
+    """The rows of `data`: a pandas DataFrame (row dicts), one record or mapping, or an iterable of them."""
+    if _is_dataframe(data):
+        yield from data.to_dict(orient="records")
+    elif isinstance(data, RagRecord | Mapping):
+        yield data
+    elif isinstance(data, str | bytes):
+        raise InputError("expected records, a list of records or a DataFrame, got a string")
+    else:
+        yield from data
+
+
+def _is_dataframe(data: Any) -> bool:
+    # Checked by shape, not by import: pandas is optional.
+    return hasattr(data, "to_dict") and hasattr(data, "columns") and hasattr(data, "iloc")
