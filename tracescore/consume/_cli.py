@@ -232,8 +232,8 @@ def consume(
     from tracescore.consume._status import RateLimitedLogs
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
-    from tracescore.score import check_judge
-    from tracescore.score.judges._offline import OfflineJudge
+    from tracescore.score import OfflineJudge
+    from tracescore.score._evaluate import check_judge
 
     settings = load_settings(flags, config_file)
     chosen_judge, chosen_metrics = _judge_and_metrics(judge, model, base_url, metrics, metric_config)
