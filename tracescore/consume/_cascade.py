@@ -29,6 +29,9 @@ class Scored:
     results: list[MetricResult]
     selection: str | None = None
     llm_judge: str | None = None
+    not_escalated: str | None = (
+        None  # "budget" when the LLM judge would have scored it but its budget is spent
+    )
 
 
 class LockedPolicy:
@@ -83,7 +86,7 @@ class Scorer:
         self.policy.observe_offline(time.process_time() - started)
         escalation = self.policy.escalate(interaction, first)
         if not escalation.to_llm:
-            return Scored(first)
+            return Scored(first, not_escalated=escalation.skip.value if escalation.skip else None)
         try:
             second = await evaluate(interaction.record, metrics, self.llm_judge)
         finally:

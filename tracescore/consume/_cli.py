@@ -280,6 +280,10 @@ def consume(
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )
+    if stats.sampling or stats.escalated:
+        policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.sampling.items())) or "none"
+        llm = ", ".join(f"{k}={v}" for k, v in sorted(stats.escalated.items())) or "none"
+        click.echo(f"  sampling: not admitted {policy_line}; to the LLM judge {llm}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
         click.echo(f"  not scored: {count} x {reason} from service {service!r}, scope {scope!r}", err=True)
     assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if "released" not in k)

@@ -316,6 +316,8 @@ class EvaluationConsumer:
             self.stats.judge_errors += sum(r.status is MetricStatus.ERROR for r in scored.results)
             if scored.selection is not None:
                 self.stats.escalated[scored.selection] += 1
+            if scored.not_escalated is not None:
+                self.stats.sampling[scored.not_escalated] += 1
 
             def selection(result: MetricResult, scored: Scored = scored) -> str | None:
                 return scored.selection if result.judge == scored.llm_judge else None

@@ -80,7 +80,8 @@ class StatusLine:
             f"{(scored - self._last[2]) / elapsed:.2f} scored/s"
         )
         lags = ", ".join(f"{p}={'?' if n is None else n}" for p, n in sorted(lag.items())) or "none assigned"
-        skipped = ", ".join(f"{r}={n}" for r, n in sorted(s.skipped.items())) or "none"
+        skipped = ", ".join(f"{r}={n}" for r, n in sorted((s.skipped + s.sampling).items())) or "none"
+        escalated = ", ".join(f"{r}={n}" for r, n in sorted(s.escalated.items())) or "none"
         latency = "n/a"
         if self._latencies:
             ordered = sorted(self._latencies)
@@ -92,9 +93,10 @@ class StatusLine:
         )
         _log.info(
             "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d, skipped %s, "
-            "dead letters %d, judge errors %d, judge latency %s | mean score since last: %s",
-            rates, lags, in_flight, queued, buffered, s.scored, skipped, s.dead_letters, s.judge_errors,
-            latency, means or "none",
+            "to the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | mean score since "
+            "last: %s",
+            rates, lags, in_flight, queued, buffered, s.scored, skipped, escalated, s.dead_letters,
+            s.judge_errors, latency, means or "none",
         )  # fmt: skip
         self._last_at = now
         self._last = (messages, spans, scored)

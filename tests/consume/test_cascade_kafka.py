@@ -1,0 +1,90 @@
+"""The suspicion-first cascade in the running service, through the real broker and the real `openai` client
+against the local judge server: every admitted interaction is scored offline, the LLM judge sees the ones
+the offline judge finds suspicious (and a baseline), and a spent budget is counted, never silent."""
+
+from __future__ import annotations
+
+import pytest
+from kafka_helpers import run_instrumented_app
+
+from tracescore.consume import ConsumerSettings, EvaluationConsumer
+from tracescore.emit import EvaluationRecord
+from tracescore.sample import CascadePolicy, load_sampling_config
+from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing.judge_server import JudgeServer
+
+pytestmark = pytest.mark.kafka
+
+APP = """
+@tracescore.rag(route="/support")
+def answer(query, contexts, reply):
+    return reply
+
+DOC = ["The Aurora X2 battery lasts 14 hours on a single charge."]
+for i in range(4):
+    answer(f"How long does the battery last? ({i})", DOC, "The Aurora X2 battery lasts 14 hours.")
+for i in range(2):
+    answer(f"How long does the battery last?! ({i})", DOC, "The Aurora X2 battery lasts 40 hours.")
+"""
+
+
+def run(
+    bootstrap: str, prefix: str, server: JudgeServer, **sampling: object
+) -> tuple[list[EvaluationRecord], EvaluationConsumer]:
+    seen: list[EvaluationRecord] = []
+    settings = ConsumerSettings(
+        bootstrap_servers=bootstrap,
+        topic=f"{prefix}.spans",
+        group_id=f"{prefix}.group",
+        evaluations_topic=f"{prefix}.evaluations",
+        dlq_topic=f"{prefix}.dlq",
+        evaluation_spans_topic=f"{prefix}.evaluation-spans",
+        idle_timeout_s=3,
+    )
+    llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
+    policy = CascadePolicy(load_sampling_config(None, **sampling), metrics=["faithfulness"])
+    consumer = EvaluationConsumer(
+        settings, judge=OfflineJudge(), llm_judge=llm, policy=policy, metrics=[Faithfulness()],
+        on_evaluation=seen.append,
+    )  # fmt: skip
+    consumer.run()
+    return seen, consumer
+
+
+def test_only_suspicious_answers_reach_the_llm_judge(bootstrap: str, topic_prefix: str) -> None:
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
+    with JudgeServer() as server:
+        seen, consumer = run(bootstrap, topic_prefix, server, cascade={"baseline_rate": 0.0})
+        llm_requests = server.stats.chat_requests
+
+    offline = [r for r in seen if r.judge == "offline"]
+    llm = [r for r in seen if r.judge == "openai:judge-test"]
+    assert len(offline) == 6, "the offline judge scores every admitted interaction"
+    assert {r.label for r in offline} == {"faithful", "hallucinated"}
+    suspicious = {r.span_id for r in offline if r.label == "hallucinated"}
+    assert len(suspicious) == 2 and {r.span_id for r in llm} == suspicious, "the LLM judge sees those alone"
+    assert {r.selection for r in llm} == {"cascade"} and all(r.annotator_kind == "LLM" for r in llm)
+    assert all(r.selection is None for r in offline)
+    assert consumer.stats.escalated == {"cascade": 2}
+    assert llm_requests == 2 * 2, "two calls per escalated interaction (claims, verdicts), none for the rest"
+
+
+def test_a_spent_llm_budget_is_counted_and_the_offline_score_stays(bootstrap: str, topic_prefix: str) -> None:
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
+    with JudgeServer() as server:
+        seen, consumer = run(
+            bootstrap,
+            topic_prefix,
+            server,
+            cascade={"baseline_rate": 0.0},
+            llm_budget={
+                "tokens_per_hour": 1000,
+                "tokens_per_day": 1000,
+                "estimated_tokens_per_evaluation": 1000,
+            },
+        )
+    llm = [r for r in seen if r.judge != "offline"]
+    assert len([r for r in seen if r.judge == "offline"]) == 6
+    assert len(llm) <= 1, "at most one escalation fits a 1,000-token hour"
+    assert consumer.stats.sampling["budget"] == 2 - len(llm)
