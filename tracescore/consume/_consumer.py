@@ -35,7 +35,7 @@ from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._offsets import OffsetTracker
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
-from tracescore.consume._status import ConsumerStats, StatusLine
+from tracescore.consume._status import ConsumerStats, StatusLine, redact_in_client_logs
 from tracescore.emit import EvaluationMetrics, EvaluationRecord, RecordSink
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.extract import Skip, extract
@@ -503,6 +503,24 @@ class EvaluationConsumer:
         if self._consumer is not None and self._producer is not None:
             return
         self._check_broker("starting", wait_s=self.settings.connect_timeout_s)
+        security = self.settings.kafka
+        redact_in_client_logs(
+            *(
+                secret.get_secret_value()
+                for secret in (security.sasl_password, security.ssl_password)
+                if secret
+            )
+        )
+        try:
+            self._create_clients()
+        except KafkaError as exc:
+            # Authentication, TLS or protocol problems: one line naming the cause, never a traceback.
+            raise BrokerUnreachable(
+                f"cannot connect to Kafka at {self.settings.bootstrap_servers} "
+                f"({self.settings.kafka.security_protocol}): {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _create_clients(self) -> None:
         config = self.settings.client_config()
         if self._consumer is None:
             self._consumer = KafkaConsumer(

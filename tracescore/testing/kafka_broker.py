@@ -132,12 +132,20 @@ class KafkaBroker:
     controller_port: int = field(default_factory=_free_port)
     # None: the id an existing data_dir was formatted with, else a new one; fixed from the first start on.
     cluster_id: str | None = None
+    # Users (name -> password) of an extra SASL_PLAINTEXT listener with the PLAIN mechanism on `sasl_port`,
+    # for tests of clients that authenticate; None: no such listener.
+    sasl_users: dict[str, str] | None = None
+    sasl_port: int = field(default_factory=_free_port)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _owns_data_dir: bool = field(default=False, init=False)
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
 
     def start(self, timeout_s: float = 60.0) -> KafkaBroker:
         libs = fetch_kafka_jars()
@@ -261,6 +269,16 @@ class KafkaBroker:
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
         }
+        if self.sasl_users:
+            sasl = f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            users = " ".join(f'user_{name}="{password}"' for name, password in self.sasl_users.items())
+            config["listeners"] += f",{sasl}"
+            config["advertised.listeners"] += f",{sasl}"
+            config["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            config["sasl.enabled.mechanisms"] = "PLAIN"
+            config["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+            )
         path = self.data_dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
         return path

@@ -1,0 +1,83 @@
+"""SASL: the service authenticates to a real broker that requires it, and its password never shows."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+from kafka_helpers import run_instrumented_app
+
+from tracescore.consume import BrokerUnreachable, ConsumerSettings, EvaluationConsumer
+from tracescore.emit import EvaluationRecord
+from tracescore.score import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing.kafka_broker import KafkaBroker
+
+pytestmark = pytest.mark.kafka
+
+PASSWORD = "s3cret-scorer-password"
+
+
+@pytest.fixture(scope="module")
+def sasl_broker() -> Iterator[KafkaBroker]:
+    with KafkaBroker(sasl_users={"scorer": PASSWORD}) as broker:
+        yield broker
+
+
+def consumer_for(
+    broker: KafkaBroker, prefix: str, password: str
+) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
+    seen: list[EvaluationRecord] = []
+    settings = ConsumerSettings.model_validate(
+        {
+            "bootstrap_servers": broker.sasl_bootstrap_servers,
+            "topic": f"{prefix}.spans",
+            "group_id": f"{prefix}.group",
+            "evaluations_topic": f"{prefix}.evaluations",
+            "dlq_topic": f"{prefix}.dlq",
+            "idle_timeout_s": 3,
+            "connect_timeout_s": 10,
+            "kafka": {
+                "security_protocol": "SASL_PLAINTEXT",
+                "sasl_mechanism": "PLAIN",
+                "sasl_username": "scorer",
+                "sasl_password": password,
+            },
+        }
+    )
+    consumer = EvaluationConsumer(
+        settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
+    )
+    return consumer, seen
+
+
+def test_the_service_scores_through_a_sasl_listener_and_never_logs_the_password(
+    sasl_broker: KafkaBroker, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    run_instrumented_app(
+        sasl_broker.bootstrap_servers,
+        f"{topic_prefix}.spans",
+        """
+        @tracescore.rag
+        def good(query, contexts):
+            return "Paris is the capital of France."
+
+        good("capital of France?", ["Paris is the capital of France."])
+        """,
+    )
+    consumer, seen = consumer_for(sasl_broker, topic_prefix, PASSWORD)
+    stats = consumer.run()
+    assert stats.scored == 1 and len(seen) == 1
+    assert PASSWORD not in caplog.text
+    assert all(PASSWORD not in record.model_dump_json() for record in seen)
+
+
+def test_a_wrong_password_is_one_clear_error(sasl_broker: KafkaBroker, topic_prefix: str) -> None:
+    consumer, _ = consumer_for(sasl_broker, topic_prefix, "not-the-password")
+    with pytest.raises(BrokerUnreachable) as caught:
+        consumer.run()
+    message = str(caught.value)
+    assert "cannot connect to Kafka" in message and "SASL_PLAINTEXT" in message
+    assert "not-the-password" not in message
