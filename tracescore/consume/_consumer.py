@@ -495,7 +495,25 @@ class EvaluationConsumer:
         if timeout is None or self.first_assigned_at is None or self._scoring or self._queue:
             return False
         since = max(last_message or 0.0, self.first_assigned_at)
-        return time.monotonic() - since >= timeout
+        # Idle means nothing left to read, not a slow first fetch on a loaded machine.
+        return time.monotonic() - since >= timeout and self._caught_up()
+
+    def _caught_up(self) -> bool:
+        """Every assigned partition's fetch position has reached its high watermark (both known).
+
+        Reads the positions kafka-python already holds (position() would make network calls every loop);
+        if that internal state is not there, time alone decides."""
+        assert self._consumer is not None
+        state = getattr(getattr(self._consumer, "_subscription", None), "assignment", None)
+        if not isinstance(state, dict):
+            return True
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            fetch_position = getattr(state.get(tp), "position", None)
+            offset = getattr(fetch_position, "offset", None)
+            if high is None or offset is None or offset < high:
+                return False
+        return True
 
     def _connect(self) -> None:
         """Create the Kafka clients once a broker answers; a clear error, not a stream of client logs, when
