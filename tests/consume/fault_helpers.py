@@ -29,7 +29,9 @@ WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soo
 SESSION_TIMEOUT_MS = 6_000
 
 
-def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S, every_s: float = 0.05) -> Any:
+def wait_until(
+    condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S, every_s: float = 0.05
+) -> Any:
     """Poll `condition` until it returns something truthy (returned); fail naming `what` after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -100,7 +102,12 @@ class ConsumerProcess:
     """`python -m tracescore.cli consume ...` as a child process, its stderr collected line by line."""
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
-        full_env = {**os.environ, "PYTHONPATH": str(REPO), "TRACESCORE_JUDGE_API_KEY": "unused", **(env or {})}
+        full_env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "TRACESCORE_JUDGE_API_KEY": "unused",
+            **(env or {}),
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tracescore.cli", "consume", *args],
             stdout=subprocess.DEVNULL,
@@ -230,7 +237,8 @@ def outcome(
     """Counts from the evaluations topic and the DLQ. A record of a span not in `expected` is unexplained
     unless `others_allowed` (fuzzed input that happens to hold a scorable span)."""
     records = [
-        EvaluationRecord.model_validate_json(m.value) for m in read_all(topics.bootstrap, topics.evaluations, 60)
+        EvaluationRecord.model_validate_json(m.value)
+        for m in read_all(topics.bootstrap, topics.evaluations, 60)
     ]
     keys = Counter((r.trace_id, r.span_id, r.metric) for r in records)
     latest = {(r.trace_id, r.span_id, r.metric): r for r in records}
@@ -256,8 +264,8 @@ def outcome(
 
 
 def report(fault: str, result: Outcome) -> None:
-    """Appends the run's counts to $TRACESCORE_FAULT_COUNTS (JSON lines) when set: benchmarks/consumer_faults.py
-    runs this suite and tabulates them for BENCHMARKS.md."""
+    """Appends the run's counts to $TRACESCORE_FAULT_COUNTS (JSON lines) when set:
+    benchmarks/consumer_faults.py runs this suite and tabulates them for BENCHMARKS.md."""
     path = os.environ.get("TRACESCORE_FAULT_COUNTS")
     if path:
         with Path(path).open("a", encoding="utf-8") as handle:

@@ -95,7 +95,9 @@ class _EvaluationsWritten:
         return sum(end_offsets(self._topics.bootstrap, self._topics.evaluations).values())
 
 
-def _early(proc: ConsumerProcess, server: GatedJudgeServer, topics: Topics, offsets: CommittedOffsets) -> None:
+def _early(
+    proc: ConsumerProcess, server: GatedJudgeServer, topics: Topics, offsets: CommittedOffsets
+) -> None:
     proc.wait_for_line("assigned partitions")  # every judge reply is held: nothing can be committed yet
 
 
@@ -289,7 +291,8 @@ def _absurd(rng: random.Random, template: ExportTraceServiceRequest) -> bytes:
 
 def _poison(rng: random.Random, template: bytes) -> Iterator[tuple[str, bytes]]:
     parsed = ExportTraceServiceRequest.FromString(template)
-    as_json = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "é"}]}]}]}, ensure_ascii=False)
+    document = {"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "é"}]}]}]}
+    as_json = json.dumps(document, ensure_ascii=False)
     for i in range(1000):
         kind = i % 10
         if kind in (0, 1):
@@ -301,16 +304,19 @@ def _poison(rng: random.Random, template: bytes) -> Iterator[tuple[str, bytes]]:
         elif kind in (2, 3):
             yield "garbage", rng.randbytes(rng.randrange(1, 4096))
         elif kind == 4:
-            yield "wrong_encoding", rng.choice(
-                [
-                    as_json.encode("utf-16"),
-                    as_json.encode("latin-1"),
-                    gzip.compress(template),
-                    base64.b64encode(template),
-                    b"{" + rng.randbytes(100),
-                    b'{"resourceSpans": 5}',
-                    b"[" * 100_000,
-                ]
+            yield (
+                "wrong_encoding",
+                rng.choice(
+                    [
+                        as_json.encode("utf-16"),
+                        as_json.encode("latin-1"),
+                        gzip.compress(template),
+                        base64.b64encode(template),
+                        b"{" + rng.randbytes(100),
+                        b'{"resourceSpans": 5}',
+                        b"[" * 100_000,
+                    ]
+                ),
             )
         elif kind == 5:
             yield "empty", rng.choice([b"", b" ", b"\n", b"{}", b"\x0a\x00"])
@@ -369,12 +375,11 @@ def test_a_judge_failing_30_percent_of_calls(topics: Topics) -> None:
     run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=40))
     expected = rag_spans_on(topics.bootstrap, topics.spans)
     with FlakyJudgeServer(every=(0, 3, 6), period=10, faults=faults, timeout_sleep_s=3) as server:
-        judge = OpenAIJudge(
-            OpenAIJudgeSettings(
-                base_url=server.base_url, api_key="unused", model="judge-test",
-                timeout_s=1, max_retries=1, retry_base_s=0.01, retry_max_s=0.05,
-            )  # fmt: skip
-        )
+        judge_settings = OpenAIJudgeSettings(
+            base_url=server.base_url, api_key="unused", model="judge-test",
+            timeout_s=1, max_retries=1, retry_base_s=0.01, retry_max_s=0.05,
+        )  # fmt: skip
+        judge = OpenAIJudge(judge_settings)
         settings = ConsumerSettings.model_validate(
             {
                 "bootstrap_servers": topics.bootstrap, "topic": topics.spans, "group_id": topics.group,
@@ -397,4 +402,3 @@ def test_a_judge_failing_30_percent_of_calls(topics: Topics) -> None:
     report("judge failing 30% of calls", result)
     assert result.lost == 0 and result.unexplained == 0, result
     assert result.explained_errors == stats.judge_errors
-
