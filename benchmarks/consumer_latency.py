@@ -21,6 +21,7 @@ one after the other; the judge's concurrency limit and the consumer's `max_in_fl
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import subprocess
@@ -42,7 +43,7 @@ from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.emit import EvaluationRecord
 from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
-from tracescore.score.metrics import Faithfulness
+from tracescore.score.metrics import Faithfulness, evaluate
 from tracescore.testing.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -160,6 +161,29 @@ def throughput(bootstrap: str, base_url: str, records: list, concurrency: int) -
     return middle, len(times) / (times[-1] - started)
 
 
+def judge_alone(base_url: str, records: list, concurrency: int) -> float:
+    """Spans/s of the same judge and metric with no Kafka at all (C records at once, middle 80%): the
+    ceiling the consumer can reach on this machine, to tell the consumer's cost from the client's."""
+    judge = OpenAIJudge(
+        OpenAIJudgeSettings(base_url=base_url, api_key="unused", model="judge-test", concurrency=concurrency)
+    )
+    times: list[float] = []
+
+    async def run_all() -> None:
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(record: Any) -> None:
+            async with limit:
+                await evaluate(record, [Faithfulness()], judge)
+                times.append(time.monotonic())
+
+        await asyncio.gather(*(one(r) for r in records))
+
+    asyncio.run(run_all())
+    low, high = int(len(times) * 0.1), int(len(times) * 0.9)
+    return (high - low) / (times[high] - times[low])
+
+
 def latency(
     bootstrap: str, base_url: str, records: list, concurrency: int, rate: float, seconds: float
 ) -> dict:
@@ -234,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     judge = JudgeProcess(args.latency)
     try:
         with KafkaBroker() as broker:
+            # The judge alone before and after the consumer run: this machine's speed drifts within a minute.
+            alone = [judge_alone(judge.base_url, records, args.concurrency)]
             middle, whole = throughput(broker.bootstrap_servers, judge.base_url, records, args.concurrency)
+            alone.append(judge_alone(judge.base_url, records, args.concurrency))
             lat = latency(
                 broker.bootstrap_servers, judge.base_url, records, args.concurrency,
                 rate=args.load * middle, seconds=args.seconds,
@@ -242,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server = judge.close()
     c, latency_s = args.concurrency, args.latency
-    calls_per_span = server["chat_requests"] / (args.spans + lat["spans"])
+    calls_per_span = server["chat_requests"] / (3 * args.spans + lat["spans"])
     bound = c / latency_s / calls_per_span
     print(f"judge latency L = {latency_s} s, C = {c} (judge concurrency = consumer max_in_flight)")
     print(
@@ -251,6 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"bound C/L = {c / latency_s:.1f} calls/s = {bound:.1f} spans/s")
     print(f"(a) throughput, middle 80%: {middle:.1f} spans/s = {middle / bound:.0%} of the bound")
+    ceiling = sum(alone) / 2
+    print(
+        f"    the same judge alone, no Kafka (before, after): {alone[0]:.1f}, {alone[1]:.1f} spans/s = "
+        f"{ceiling / bound:.0%} of the bound; the consumer reaches {middle / ceiling:.0%} of the judge alone"
+    )
     print(f"    whole run (start to last record, incl. ramp-up): {whole:.1f} spans/s = {whole / bound:.0%}")
     print(
         f"(b) steady load {lat['rate']:.1f} spans/s ({args.load:.0%} of (a)) for {args.seconds:.0f} s: "
