@@ -217,12 +217,16 @@ def test_broker_stopped_and_restarted_mid_stream(own_broker: KafkaBroker, topic_
         run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=10))  # the stream goes on
         server.open()
         first_exit = proc.wait()
+        errors = [line for line in proc.lines if line.startswith("Error:")]
+        assert first_exit == 0 or len(errors) == 1, f"a failing exit says why in one line:\n{proc.log}"
         expected = rag_spans_on(topics.bootstrap, topics.spans)
         assert len(expected) == SPANS + 10
 
         _finish(topics, server, expected)
 
-    _assert_nothing_lost("broker restarted mid-stream", topics, expected, first_run_exit=first_exit)
+    _assert_nothing_lost(
+        "broker restarted mid-stream", topics, expected, first_run_exit=first_exit, first_run_error=errors
+    )
 
 
 def test_a_member_joining_then_one_killed_rebalances_with_nothing_lost(
