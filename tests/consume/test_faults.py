@@ -358,7 +358,9 @@ def test_1000_fuzzed_messages_among_200_good_spans(topics: Topics) -> None:
     dead = read_all(topics.bootstrap, topics.dlq, 60)
     assert len(dead) == stats.dead_letters > 0, "every undecodable message is on the DLQ, once"
     assert all(dict(m.headers).get("tracescore.error") for m in dead), "each says why"
-    assert all(len(m.value) < 1_000_000 for m in dead)
+    cut = [m for m in dead if dict(m.headers).get("tracescore.truncated") == b"1"]
+    assert len(cut) == kinds["huge"], "the huge ones are kept as a prefix, with their original size"
+    assert all(len(m.value) <= 64 * 1024 and dict(m.headers)["tracescore.original-size"] for m in cut)
     # Decodable poison ends as a score or a counted skip.
     assert stats.scored >= 200 and sum(stats.skipped.values()) > 0
     assert_all_committed(topics.bootstrap, topics.group, topics.spans)
