@@ -138,6 +138,7 @@ class EvaluationConsumer:
         # --idle-timeout counts from the first assignment: waiting to join the group (a dead member's
         # session still holding the partitions) is not idleness.
         self.first_assigned_at: float | None = None
+        self._busy_at = 0.0  # last time the loop had work in hand, for --idle-timeout
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -182,8 +183,9 @@ class EvaluationConsumer:
                     batch = []
                     self._wait_briefly(busy)
                 if batch:
-                    last_message = time.monotonic()
                     self._take(batch)
+                    # After taking it: decoding a large batch is not time without messages.
+                    last_message = time.monotonic()
                 elif finishing is None and self._idle_for(last_message):
                     self._check_broker("the stream went idle")
                     finishing = "idle"
@@ -492,9 +494,13 @@ class EvaluationConsumer:
 
     def _idle_for(self, last_message: float | None) -> bool:
         timeout = self.settings.idle_timeout_s
-        if timeout is None or self.first_assigned_at is None or self._scoring or self._queue:
+        if timeout is None or self.first_assigned_at is None:
             return False
-        since = max(last_message or 0.0, self.first_assigned_at)
+        if self._scoring or self._queue or self._paused:
+            # Busy (or paused, so nothing could be read): idleness starts when the work is done.
+            self._busy_at = time.monotonic()
+            return False
+        since = max(last_message or 0.0, self.first_assigned_at, self._busy_at)
         # Idle means nothing left to read, not a slow first fetch on a loaded machine.
         return time.monotonic() - since >= timeout and self._caught_up()
 
@@ -548,6 +554,9 @@ class EvaluationConsumer:
                 auto_offset_reset=self.settings.auto_offset_reset,
                 max_poll_records=self.settings.max_poll_records,
                 max_poll_interval_ms=self.settings.max_poll_interval_ms,
+                session_timeout_ms=self.settings.session_timeout_ms,
+                # Kafka's rule of thumb: a heartbeat at most a third of the session, so two may be lost.
+                heartbeat_interval_ms=min(3_000, self.settings.session_timeout_ms // 3),
             )
         if self._producer is None:
             self._producer = KafkaProducer(

@@ -92,6 +92,12 @@ class ConsumerSettings(BaseSettings):
         description="Kafka's max.poll.interval.ms. The loop polls while judges run, so a slow judge never "
         "risks it.",
     )
+    session_timeout_ms: int = Field(
+        default=45_000,
+        ge=1_000,
+        description="Kafka's session.timeout.ms: how long a crashed member holds its partitions before the "
+        "group gives them to the others (the broker bounds it, 6 s to 30 min by default).",
+    )
     max_in_flight: int = Field(
         default=64,
         ge=1,

@@ -1,0 +1,410 @@
+"""The fault suite: the scoring service crashed, stopped, starved and fed garbage, through the real broker.
+
+Each test ends in counts read back from the topics: every span must end with a score or an explained error
+record (0 lost, 0 unexplained); records are at least once, so duplicates are counted and reported, not
+failed. Judge calls are held in flight by the test itself (GatedJudgeServer), so every fault lands at the
+moment it names, with no race against a fixed latency. `benchmarks/consumer_faults.py` runs this file and
+tabulates the counts for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import random
+from collections.abc import Callable, Iterator
+
+import pytest
+from fault_helpers import (
+    CommittedOffsets,
+    ConsumerProcess,
+    FlakyJudgeServer,
+    GatedJudgeServer,
+    Topics,
+    outcome,
+    rag_spans_on,
+    report,
+    wait_until,
+)
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka_helpers import assert_all_committed, end_offsets, read_all, run_instrumented_app
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from tracescore.consume import ConsumerSettings, EvaluationConsumer
+from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing.judge_server import Fault
+from tracescore.testing.kafka_broker import KafkaBroker
+
+pytestmark = pytest.mark.kafka
+
+APP = """
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "Paris is the capital of France. It lies on the Seine."
+
+for i in range({n}):
+    answer(f"Where is the capital of France? ({{i}})", ["Paris, on the Seine, is the capital of France."])
+"""
+SPANS = 20  # per kill run: enough to spread over the 3 partitions and keep work queued behind the judge
+
+
+@pytest.fixture
+def topics(bootstrap: str, topic_prefix: str) -> Topics:
+    return Topics(bootstrap, topic_prefix)
+
+
+@pytest.fixture
+def judge_server() -> Iterator[GatedJudgeServer]:
+    with GatedJudgeServer() as server:
+        yield server
+
+
+def _finish(topics: Topics, server: GatedJudgeServer, expected: set[tuple[str, str]]) -> ConsumerProcess:
+    """The restart after a fault: a new consumer process that must finish the topic and exit 0."""
+    server.open()
+    restart = ConsumerProcess(topics.cli_args(base_url=server.base_url))
+    assert restart.wait() == 0, restart.log
+    assert_all_committed(topics.bootstrap, topics.group, topics.spans)
+    return restart
+
+
+def _assert_nothing_lost(fault: str, topics: Topics, expected: set[tuple[str, str]], **extra: object) -> None:
+    result = outcome(topics, expected)
+    result.extra.update(extra)
+    report(fault, result)
+    assert result.lost == 0 and result.unexplained == 0, result
+    assert result.unique == len(expected), result
+
+
+# --- kill -9 at five moments -----------------------------------------------------------------------------
+
+
+class _EvaluationsWritten:
+    """How many messages the evaluations topic holds (0 until the consumer created it)."""
+
+    def __init__(self, topics: Topics) -> None:
+        self._topics = topics
+
+    def __call__(self) -> int:
+        return sum(end_offsets(self._topics.bootstrap, self._topics.evaluations).values())
+
+
+def _early(
+    proc: ConsumerProcess, server: GatedJudgeServer, topics: Topics, offsets: CommittedOffsets
+) -> None:
+    proc.wait_for_line("assigned partitions")  # every judge reply is held: nothing can be committed yet
+
+
+def _mid_scoring(
+    proc: ConsumerProcess, server: GatedJudgeServer, topics: Topics, offsets: CommittedOffsets
+) -> None:
+    wait_until(lambda: server.stats.chat_requests >= 4, "4 judge calls in flight")
+
+
+def _outputs_in_flight(
+    proc: ConsumerProcess, server: GatedJudgeServer, topics: Topics, offsets: CommittedOffsets
+) -> None:
+    # Two judge calls per span: of SPANS + 3 replies let through, at least 3 spans got both, whatever the
+    # order; the rest stay in flight.
+    server.hold(allow=SPANS + 3)
+    wait_until(_EvaluationsWritten(topics), "the first evaluation records on their topic", every_s=0.1)
+
+
+def _after_commit(
+    proc: ConsumerProcess, server: GatedJudgeServer, topics: Topics, offsets: CommittedOffsets
+) -> None:
+    server.open()
+    wait_until(offsets.any, "the group's first committed offset", every_s=0.02)
+
+
+def _during_shutdown(
+    proc: ConsumerProcess, server: GatedJudgeServer, topics: Topics, offsets: CommittedOffsets
+) -> None:
+    wait_until(lambda: server.stats.chat_requests >= 1, "a judge call in flight")
+    proc.terminate()
+    proc.wait_for_line("stopping: finishing")  # draining, judge replies still held
+
+
+MOMENTS: dict[str, Callable[[ConsumerProcess, GatedJudgeServer, Topics, CommittedOffsets], None]] = {
+    "early": _early,
+    "mid_scoring": _mid_scoring,
+    "outputs_in_flight": _outputs_in_flight,
+    "after_commit": _after_commit,
+    "during_shutdown": _during_shutdown,
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_kill_9_then_a_restart_finishes_the_topic_with_nothing_lost(
+    moment: str, topics: Topics, judge_server: GatedJudgeServer
+) -> None:
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS))
+    expected = rag_spans_on(topics.bootstrap, topics.spans)
+    assert len(expected) == SPANS
+    judge_server.hold()
+    proc = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url, idle_timeout_s=60))
+    offsets = CommittedOffsets(topics)
+    try:
+        MOMENTS[moment](proc, judge_server, topics, offsets)
+        proc.kill()
+        committed_at_kill = offsets.any()
+    finally:
+        offsets.close()
+    if moment == "early":
+        assert not committed_at_kill, "killed before the first commit"
+    if moment == "after_commit":
+        assert committed_at_kill
+    records_at_kill = len(read_all(topics.bootstrap, topics.evaluations))
+
+    _finish(topics, judge_server, expected)
+
+    _assert_nothing_lost(f"kill -9 {moment}", topics, expected, records_before_restart=records_at_kill)
+
+
+# --- SIGTERM drain ---------------------------------------------------------------------------------------
+
+
+def test_sigterm_finishes_the_judge_calls_in_flight_commits_them_and_exits_0(
+    topics: Topics, judge_server: GatedJudgeServer
+) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    admin.create_topics([NewTopic(topics.spans, 1, 1)])  # one partition: "all committed" is one offset
+    admin.close()
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=4))
+    expected = rag_spans_on(topics.bootstrap, topics.spans)
+    judge_server.hold()
+    proc = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url, idle_timeout_s=60))
+    wait_until(lambda: judge_server.stats.chat_requests >= 4, "all 4 interactions at the judge")
+
+    proc.terminate()
+    proc.wait_for_line("stopping: finishing 4 interactions being scored")
+    judge_server.open()
+
+    assert proc.wait() == 0, proc.log
+    assert "scored=4" in proc.log
+    assert len(read_all(topics.bootstrap, topics.evaluations)) == 4, "each finished and emitted once"
+    assert_all_committed(topics.bootstrap, topics.group, topics.spans)
+    restart = _finish(topics, judge_server, expected)
+    assert "scored=0" in restart.log, "nothing left to read again after a drained stop"
+    _assert_nothing_lost("SIGTERM drain (judge calls in flight)", topics, expected)
+
+
+# --- the broker restarted, a rebalance ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_broker() -> Iterator[KafkaBroker]:
+    """A broker of this test's own: restarting the session's broker would fault every other test."""
+    with KafkaBroker() as broker:
+        yield broker
+
+
+def test_broker_stopped_and_restarted_mid_stream(own_broker: KafkaBroker, topic_prefix: str) -> None:
+    topics = Topics(own_broker.bootstrap_servers, topic_prefix)
+    with GatedJudgeServer() as server:
+        run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS))
+        server.hold()
+        proc = ConsumerProcess(topics.cli_args(base_url=server.base_url, idle_timeout_s=10))
+        wait_until(lambda: server.stats.chat_requests >= 4, "judge calls in flight")
+
+        own_broker.restart()  # same data, same port
+        run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=10))  # the stream goes on
+        server.open()
+        first_exit = proc.wait()
+        errors = [line for line in proc.lines if line.startswith("Error:")]
+        assert first_exit == 0 or len(errors) == 1, f"a failing exit says why in one line:\n{proc.log}"
+        expected = rag_spans_on(topics.bootstrap, topics.spans)
+        assert len(expected) == SPANS + 10
+
+        _finish(topics, server, expected)
+
+    _assert_nothing_lost(
+        "broker restarted mid-stream", topics, expected, first_run_exit=first_exit, first_run_error=errors
+    )
+
+
+def test_a_member_joining_then_one_killed_rebalances_with_nothing_lost(
+    topics: Topics, judge_server: GatedJudgeServer
+) -> None:
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS))
+    expected = rag_spans_on(topics.bootstrap, topics.spans)
+    judge_server.hold()
+    first = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url, idle_timeout_s=60))
+    first.wait_for_line("assigned partitions")
+    wait_until(lambda: judge_server.stats.chat_requests >= 1, "the first member scoring")
+    # Idle long enough to outlive the dead member's session and take its partitions over.
+    second = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url, idle_timeout_s=20))
+    second.wait_for_line("assigned partitions")
+    first.wait_for_line("assigned partitions", times=2)  # the group rebalanced over both
+
+    first.kill()
+    judge_server.open()
+
+    assert second.wait() == 0, second.log
+    assert second.count("assigned partitions") >= 2, "the survivor took the dead member's partitions"
+    assert_all_committed(topics.bootstrap, topics.group, topics.spans)
+    _assert_nothing_lost("rebalance: member joins, one killed", topics, expected)
+
+
+# --- 1,000 fuzzed messages among 200 good spans -------------------------------------------------------------
+
+
+def _kv(key: str, value: AnyValue) -> KeyValue:
+    return KeyValue(key=key, value=value)
+
+
+def _absurd(rng: random.Random, template: ExportTraceServiceRequest) -> bytes:
+    """Valid protobuf, absurd content: what a buggy or hostile producer can send."""
+    request = ExportTraceServiceRequest()
+    request.CopyFrom(template)
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    span.trace_id, span.span_id = rng.randbytes(16), rng.randbytes(8)
+    kind = rng.randrange(8)
+    if kind == 0:  # ids of the wrong length
+        span.trace_id = rng.randbytes(rng.choice([0, 3, 15, 17, 64]))
+    elif kind == 1:  # clock skew: ends before it starts, in the year 2200
+        span.start_time_unix_nano, span.end_time_unix_nano = 7_258_118_400 * 10**9, 1
+    elif kind == 2:  # thousands of attributes
+        span.attributes.extend(_kv(f"a{i}", AnyValue(int_value=-(2**63))) for i in range(2000))
+    elif kind == 3:  # the RAG attributes with the wrong types
+        for kv in span.attributes:
+            kv.value.CopyFrom(AnyValue(array_value={"values": [AnyValue(double_value=float("nan"))] * 50}))
+    elif kind == 4:  # deeply nested values
+        value = AnyValue(string_value="leaf")
+        for _ in range(25):  # protobuf itself refuses messages nested past 100 levels
+            value = AnyValue(kvlist_value={"values": [_kv("k", value)]})
+        span.attributes.append(_kv("nested", value))
+    elif kind == 5:  # a span that is its own parent, and a thousand copies of it in one trace
+        span.parent_span_id = span.span_id
+        spans = request.resource_spans[0].scope_spans[0].spans
+        spans.extend([Span(**{"trace_id": span.trace_id, "span_id": span.span_id, "name": "x"})] * 1000)
+    elif kind == 6:  # no spans at all
+        del request.resource_spans[0].scope_spans[0].spans[:]
+    else:  # empty strings everywhere
+        span.name = ""
+        for kv in span.attributes:
+            kv.value.CopyFrom(AnyValue(string_value=""))
+    return request.SerializeToString()
+
+
+def _poison(rng: random.Random, template: bytes) -> Iterator[tuple[str, bytes]]:
+    parsed = ExportTraceServiceRequest.FromString(template)
+    document = {"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "é"}]}]}]}
+    as_json = json.dumps(document, ensure_ascii=False)
+    for i in range(1000):
+        kind = i % 10
+        if kind in (0, 1):
+            fresh = ExportTraceServiceRequest()
+            fresh.CopyFrom(parsed)
+            fresh.resource_spans[0].scope_spans[0].spans[0].trace_id = rng.randbytes(16)
+            whole = fresh.SerializeToString()
+            yield "truncated", whole[: rng.randrange(1, len(whole))]
+        elif kind in (2, 3):
+            yield "garbage", rng.randbytes(rng.randrange(1, 4096))
+        elif kind == 4:
+            yield (
+                "wrong_encoding",
+                rng.choice(
+                    [
+                        as_json.encode("utf-16"),
+                        as_json.encode("latin-1"),
+                        gzip.compress(template),
+                        base64.b64encode(template),
+                        b"{" + rng.randbytes(100),
+                        b'{"resourceSpans": 5}',
+                        b"[" * 100_000,
+                    ]
+                ),
+            )
+        elif kind == 5:
+            yield "empty", rng.choice([b"", b" ", b"\n", b"{}", b"\x0a\x00"])
+        elif i % 200 == 6:
+            yield "huge", (b"\x0a" + rng.randbytes(900_000)) if i % 400 == 6 else b"{" * 900_000
+        else:
+            yield "absurd", _absurd(rng, parsed)
+
+
+def test_1000_fuzzed_messages_among_200_good_spans(topics: Topics) -> None:
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=200))
+    good_messages = read_all(topics.bootstrap, topics.spans)
+    expected = rag_spans_on(topics.bootstrap, topics.spans)
+    assert len(expected) == 200
+    rng = random.Random(8)
+    kinds: dict[str, int] = {}
+    producer = KafkaProducer(bootstrap_servers=topics.bootstrap, acks="all", max_request_size=1_000_000)
+    for kind, value in _poison(rng, good_messages[0].value):
+        kinds[kind] = kinds.get(kind, 0) + 1
+        producer.send(topics.spans, key=rng.randbytes(8).hex().encode(), value=value)
+    producer.flush(60)
+    producer.close()
+    settings = ConsumerSettings.model_validate(
+        {
+            "bootstrap_servers": topics.bootstrap, "topic": topics.spans, "group_id": topics.group,
+            "evaluations_topic": topics.evaluations, "dlq_topic": topics.dlq,
+            "evaluation_spans_topic": f"{topics.prefix}.evaluation-spans", "idle_timeout_s": 3,
+            "assembly": {"grace_s": 0.2},
+        }
+    )  # fmt: skip
+
+    stats = EvaluationConsumer(settings, judge=OfflineJudge(), metrics=[Faithfulness()]).run()
+
+    assert stats.messages == 1200 == sum(end_offsets(topics.bootstrap, topics.spans).values())
+    dead = read_all(topics.bootstrap, topics.dlq, 60)
+    assert len(dead) == stats.dead_letters > 0, "every undecodable message is on the DLQ, once"
+    assert all(dict(m.headers).get("tracescore.error") for m in dead), "each says why"
+    cut = [m for m in dead if dict(m.headers).get("tracescore.truncated") == b"1"]
+    assert len(cut) == kinds["huge"], "the huge ones are kept as a prefix, with their original size"
+    assert all(len(m.value) <= 64 * 1024 and dict(m.headers)["tracescore.original-size"] for m in cut)
+    # Decodable poison ends as a score or a counted skip.
+    assert stats.scored >= 200 and sum(stats.skipped.values()) > 0
+    assert_all_committed(topics.bootstrap, topics.group, topics.spans)
+    result = outcome(topics, expected, others_allowed=True)
+    result.extra.update(
+        poison=kinds, dead_lettered=stats.dead_letters, skipped=dict(stats.skipped), scored=stats.scored
+    )
+    report("1,000 fuzzed messages among 200 good spans", result)
+    assert result.lost == 0 and result.unexplained == 0, result
+    assert result.unique == stats.scored, "every scored interaction has its record"
+
+
+# --- a judge failing 30% of calls -------------------------------------------------------------------------
+
+
+def test_a_judge_failing_30_percent_of_calls(topics: Topics) -> None:
+    faults = (Fault.RATE_LIMIT, Fault.SERVER_ERROR, Fault.TIMEOUT, Fault.INVALID_JSON, Fault.TRUNCATED)
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=40))
+    expected = rag_spans_on(topics.bootstrap, topics.spans)
+    with FlakyJudgeServer(every=(0, 3, 6), period=10, faults=faults, timeout_sleep_s=3) as server:
+        judge_settings = OpenAIJudgeSettings(
+            base_url=server.base_url, api_key="unused", model="judge-test",
+            timeout_s=1, max_retries=1, retry_base_s=0.01, retry_max_s=0.05,
+        )  # fmt: skip
+        judge = OpenAIJudge(judge_settings)
+        settings = ConsumerSettings.model_validate(
+            {
+                "bootstrap_servers": topics.bootstrap, "topic": topics.spans, "group_id": topics.group,
+                "evaluations_topic": topics.evaluations, "dlq_topic": topics.dlq,
+                "evaluation_spans_topic": f"{topics.prefix}.evaluation-spans", "idle_timeout_s": 3,
+                "assembly": {"grace_s": 0.2},
+            }
+        )  # fmt: skip
+
+        stats = EvaluationConsumer(settings, judge=judge, metrics=[Faithfulness()]).run()
+        served = dict(server.served)
+        calls = server.stats.chat_requests
+
+    assert set(served) == set(faults), served
+    assert sum(served.values()) * 10 >= calls * 3 - 10, "about 30% of calls failed"
+    assert stats.scored == 40
+    assert_all_committed(topics.bootstrap, topics.group, topics.spans)
+    result = outcome(topics, expected)
+    result.extra.update(judge_calls=calls, faults=served, judge_errors=stats.judge_errors)
+    report("judge failing 30% of calls", result)
+    assert result.lost == 0 and result.unexplained == 0, result
+    assert result.explained_errors == stats.judge_errors
