@@ -1,4 +1,5 @@
-"""The `tracescore` command: `consume` (the scoring service) and `score` (batch scoring of a file)."""
+"""The `tracescore` command: `consume` (the scoring service), `alert` (the alerting service) and `score`
+(batch scoring of a file)."""
 
 from __future__ import annotations
 
@@ -190,6 +191,59 @@ def consume(
     assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if "released" not in k)
     if assembly:
         click.echo(f"  assembly: {assembly}", err=True)
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="TRACESCORE_ALERT_CONFIG",
+    default=None,
+    help="Alert config YAML: rules, judge health, sinks (see README, Alerting).",
+)
+@click.option("--bootstrap-servers", default=None, help="[default: from the config, else localhost:9092]")
+@click.option("--evaluations-topic", default=None, help="[default: tracescore.evaluations]")
+@click.option(
+    "--group-id", default=None, help="Consumer group of the alert instances [default: tracescore-alert]."
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Stop after this many seconds without an evaluation record (demos, tests).",
+)
+def alert(
+    config_path: Path | None,
+    bootstrap_servers: str | None,
+    evaluations_topic: str | None,
+    group_id: str | None,
+    idle_timeout: float | None,
+) -> None:
+    """Alert on rolling scores per service and route, across every scoring consumer of the group."""
+    from tracescore.alert import AlertConfigError, AlertService, load_alert_config, make_sink
+
+    try:
+        config = load_alert_config(
+            config_path,
+            bootstrap_servers=bootstrap_servers,
+            evaluations_topic=evaluations_topic,
+            group_id=group_id,
+        )
+    except AlertConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    sinks = [_or_usage_error(make_sink, sink) for sink in config.sinks]
+    service = AlertService(config, sinks)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: service.stop())
+    stats = service.run(idle_timeout_s=idle_timeout)
+    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    click.echo(
+        f"records={stats.records} notifications={stats.notifications} "
+        f"delivery_failures={stats.delivery_failures} evicted_routes={stats.evicted_routes} "
+        f"skipped: {skipped}",
+        err=True,
+    )
 
 
 @main.command()
