@@ -277,9 +277,10 @@ class AlertEvaluator:
         threshold = rule.critical if level == "critical" else rule.warning
         shown = "n/a" if mean is None else f"{mean:.2f}"
         if state == "firing":
+            evidence = "no recent scores" if bound is None else f"upper bound {bound:.2f}"
             summary = (
                 f"{key.metric} of {key.service} {key.route} dropped to {shown} over {len(scores)} answers "
-                f"(upper bound {bound:.2f} < {level} threshold {threshold:.2f})"
+                f"({evidence} < {level} threshold {threshold:.2f})"
             )
         else:
             summary = (
