@@ -59,7 +59,7 @@ class _Rebuild(ConsumerRebalanceListener):
         self._service.evaluator.forget_partitions(tp.partition for tp in revoked)
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
-        self._service.rebuild_from(assigned)
+        self._service.assigned(assigned)
 
 
 class AlertService:
@@ -80,6 +80,7 @@ class AlertService:
         self._stopping = False
         self._logged_skips: set[str] = set()
         self._replay_until: dict[TopicPartition, int] = {}
+        self._pending_rebuild: set[TopicPartition] = set()
         self._last_resend: float = time.monotonic()
         servers = config.bootstrap_servers
         self._ingest = KafkaConsumer(
@@ -170,26 +171,41 @@ class AlertService:
             _log.warning("skipped evaluation record (%s): %s; further ones are only counted", reason, detail)
 
     # -- stage 2: alert state per route -----------------------------------------------------------------
-    def rebuild_from(self, assigned: Sequence[TopicPartition]) -> None:
-        """Seek newly assigned partitions back to the start of the longest window; what precedes the
-        committed offset was already evaluated, so it only refills the windows."""
+    def assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        """Rebalance callback (on the client's IO thread, which must not block): park the partitions until
+        the main loop has positioned them for the rebuild."""
         if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
-        longest = max(
-            [r.window_seconds for r in self.config.rules] + [self.config.judge_health.window_seconds]
-        )
+        self._pending_rebuild.update(assigned)
+        self._routes.pause(*assigned)
+
+    def _rebuild(self) -> None:
+        """Seek newly assigned partitions back to the start of the longest window; what precedes the
+        committed offset was already evaluated, so it only refills the windows."""
+        assigned = sorted(self._pending_rebuild & self._routes.assignment())
+        self._pending_rebuild.clear()
+        if not assigned:
+            return
+        longest = max([r.window_seconds for r in self.config.rules] + [self.config.judge_health.window_seconds])
         since_ms = int((self._clock().timestamp() - longest) * 1000)
         starts = self._routes.offsets_for_times({tp: since_ms for tp in assigned})
         for tp in assigned:
-            committed = self._routes.committed(tp) or 0
+            committed = self._routes.committed(tp)
             start = starts.get(tp)
-            if start is not None and start.offset < committed:
-                self._replay_until[tp] = committed
-                self._routes.seek(tp, start.offset)
+            if committed is None:
+                continue  # a new group: auto_offset_reset decides, nothing was evaluated before
+            begin = min(start.offset, committed) if start is not None else committed
+            self._replay_until[tp] = committed
+            self._routes.seek(tp, begin)
+        self._routes.resume(*assigned)
 
     def _evaluate(self, polled: dict[TopicPartition, list]) -> int:
         count = 0
         now = self._clock()
+        if self._pending_rebuild:
+            # Anything fetched for them before the seek is read again from the rebuild position.
+            polled = {tp: m for tp, m in polled.items() if tp not in self._pending_rebuild}
+            self._rebuild()
         for tp, messages in polled.items():
             replay_until = self._replay_until.get(tp, 0)
             for message in messages:
