@@ -32,7 +32,9 @@ def config(bootstrap: str, prefix: str) -> AlertConfig:
         state_topic=f"{prefix}.state",
         group_id=f"{prefix}-alert",
         tick_seconds=0.5,
-        rules=[RuleConfig(window_count=8, min_samples=8, critical=None, cooldown_seconds=0, no_data_seconds=None)],
+        rules=[
+            RuleConfig(window_count=8, min_samples=8, critical=None, cooldown_seconds=0, no_data_seconds=None)
+        ],
     )
 
 

@@ -186,7 +186,7 @@ class AlertService:
         self._pending_rebuild.clear()
         if not assigned:
             return
-        longest = max([r.window_seconds for r in self.config.rules] + [self.config.judge_health.window_seconds])
+        longest = max(r.window_seconds for r in [*self.config.rules, self.config.judge_health])
         since_ms = int((self._clock().timestamp() - longest) * 1000)
         starts = self._routes.offsets_for_times({tp: since_ms for tp in assigned})
         for tp in assigned:
