@@ -45,9 +45,14 @@ class ReceivedRequest:
 class WebhookReceiver:
     """An HTTP server on 127.0.0.1 recording every POST. `mode` decides the answer: ok (200), fail (500),
     hang (never answers until closed), redirect (307 to /moved). `fail_first` answers 500 to that many
-    requests before the mode applies."""
+    requests before the mode applies. `on_request` sees each request as it arrives (the demo prints them)."""
 
-    def __init__(self, mode: Mode = "ok", fail_first: int = 0) -> None:
+    def __init__(
+        self,
+        mode: Mode = "ok",
+        fail_first: int = 0,
+        on_request: Callable[[ReceivedRequest], None] | None = None,
+    ) -> None:
         self.mode: Mode = mode
         self.fail_first = fail_first
         self.requests: list[ReceivedRequest] = []
@@ -58,8 +63,11 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                request = ReceivedRequest(self.path, dict(self.headers.items()), body)
+                if on_request is not None:
+                    on_request(request)
                 with receiver._changed:
-                    receiver.requests.append(ReceivedRequest(self.path, dict(self.headers.items()), body))
+                    receiver.requests.append(request)
                     attempt = len(receiver.requests)
                     receiver._changed.notify_all()
                 if attempt <= receiver.fail_first or receiver.mode == "fail":
