@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from alert_records import record
@@ -77,9 +78,10 @@ def _is(request: ReceivedRequest, route: str, state: str) -> bool:
 
 
 def test_fires_per_route_skips_bad_records_and_resolves_after_a_restart(
-    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, tmp_path: Path
 ) -> None:
-    cfg = config(bootstrap, topic_prefix)
+    alive = tmp_path / "alive"
+    cfg = config(bootstrap, topic_prefix).model_copy(update={"health_file": alive})
     evaluations = cfg.evaluations_topic
     bad = [json.dumps({"schema_version": 99, "metric": "faithfulness"}).encode(), b"not json"]
     with Running(cfg, receiver) as service:
@@ -90,6 +92,7 @@ def test_fires_per_route_skips_bad_records_and_resolves_after_a_restart(
         produce(bootstrap, evaluations, scores("/support", 0.9, n=1))
         _wait(lambda: service.stats.records >= 17)
         assert service.stats.skipped == {"unknown_schema_version": 1, "invalid_record": 1}
+    assert alive.is_file()  # the liveness file the Kubernetes probe checks
     assert not any(_is(r, "/support", "firing") for r in receiver.requests)
     assert len(receiver.requests) == receiver_count
 

@@ -150,6 +150,8 @@ class AlertConfig(BaseSettings):
     state_topic: str = "tracescore.alert.state"
     max_routes: int = Field(default=10_000, ge=1, description="oldest idle routes beyond this are evicted")
     tick_seconds: float = Field(default=5.0, gt=0, description="how often time-based conditions are checked")
+    # Touched on every pass of the service loop: a liveness probe that checks its age sees a stuck loop.
+    health_file: Path | None = None
     extra_metrics: list[str] = Field(default_factory=list, description="custom metric names to accept")
     rules: list[RuleConfig] = Field(default_factory=lambda: [RuleConfig()])
     judge_health: JudgeHealthConfig = Field(default_factory=JudgeHealthConfig)

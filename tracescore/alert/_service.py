@@ -111,6 +111,8 @@ class AlertService:
         last_tick = 0.0
         try:
             while not self._stopping:
+                if self.config.health_file is not None:
+                    self.config.health_file.touch()
                 moved = self._forward(self._ingest.poll(timeout_ms=200))
                 moved += self._evaluate(self._routes.poll(timeout_ms=200))
                 if moved:
