@@ -10,33 +10,23 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx2
 import pytest
+from deploy_stack import (
+    REPO,
+    PrometheusStack,
+    http_ok,
+    python_env,
+    rules_without_for_delays,
+    wait_until,
+)
 
 from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver, free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 
-REPO = Path(__file__).resolve().parents[2]
-RULES = REPO / "deploy" / "prometheus" / "tracescore-rules.yaml"
 BUILD_TIMEOUT_S = 45 * 60  # a cold Collector build takes minutes on two cores
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 180.0) -> Any:
-    """Poll `check` until it returns something truthy; fail naming `what` after a generous timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {timeout_s:.0f}s")
-        time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")
@@ -52,51 +42,6 @@ def otelcol() -> Path:
     if done.returncode != 0 or not lines:
         pytest.fail(f"the Collector build failed:\n{done.stderr[-3000:]}", pytrace=False)
     return Path(lines[-1])
-
-
-def rules_without_for_delays(tmp: Path) -> Path:
-    """The shipped rules with `for:` set to 0s, so the test need not wait minutes; every expression, metric
-    and label name stays exactly as shipped."""
-    text = RULES.read_text()
-    fast = "\n".join(
-        line.split("for:")[0] + "for: 0s" if line.strip().startswith("for:") else line
-        for line in text.splitlines()
-    )
-    assert fast.count("for: 0s") == 2, "the shipped rules changed: update this test"
-    path = tmp / "tracescore-rules.yaml"
-    path.write_text(fast + "\n")
-    return path
-
-
-@dataclass
-class PrometheusStack:
-    prometheus: PrometheusProcess
-    alertmanager: AlertmanagerProcess
-    receiver: WebhookReceiver
-    bootstrap: str
-    topic: str
-
-    def run_app(self, phase: str, requests: int = 36) -> None:
-        subprocess.run(
-            [
-                *(sys.executable, "-m", "examples.rag_app", "--bootstrap", self.bootstrap),
-                *("--topic", self.topic, "--requests", str(requests), "--phase", phase),
-            ],
-            cwd=REPO,
-            env=_env(),
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-
-    def value(self, promql: str) -> float:
-        result = self.prometheus.query(promql)["result"]
-        return sum(float(r["value"][1]) for r in result)
-
-
-def _env(**extra: str) -> dict[str, str]:
-    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +67,7 @@ def prometheus_stack(
     try:
         wait_until(
             "the Collector's prometheus exporter answers",
-            lambda: _answers(f"http://127.0.0.1:{exporter_port}/metrics"),
+            lambda: http_ok(f"http://127.0.0.1:{exporter_port}/metrics"),
         )
         with WebhookReceiver() as receiver, AlertmanagerProcess(receiver.url + "/am") as alertmanager:
             config = f"""
@@ -147,7 +92,7 @@ scrape_configs:
                         *("--group-id", f"{topic}-scorers"),
                         *("--otlp-metrics-endpoint", f"http://127.0.0.1:{otlp_port}/v1/metrics"),
                     ],
-                    env=_env(
+                    env=python_env(
                         OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_RESOURCE_ATTRIBUTES="service.instance.id=c1"
                     ),
                     stdout=subprocess.DEVNULL,
@@ -166,13 +111,6 @@ scrape_configs:
                     process.kill()
                     process.wait()
         collector_log.close()
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx2.get(url, timeout=2).status_code == 200
-    except httpx2.TransportError:
-        return False
 
 
 @pytest.fixture(scope="session")

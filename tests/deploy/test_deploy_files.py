@@ -17,7 +17,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import REPO
+from deploy_stack import REPO
 
 from tracescore.alert import load_alert_config
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, PrometheusStack
+from deploy_stack import REPO, PrometheusStack
 
 pytestmark = pytest.mark.kafka
 

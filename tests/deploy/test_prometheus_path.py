@@ -4,7 +4,7 @@ one route reaches a webhook through the real Alertmanager; healthy routes stay q
 from __future__ import annotations
 
 import pytest
-from conftest import PrometheusStack, wait_until
+from deploy_stack import PrometheusStack, wait_until
 
 pytestmark = pytest.mark.kafka
 
