@@ -111,3 +111,17 @@ def _wait(condition, timeout_s: float = 60.0) -> None:  # type: ignore[no-untype
         if datetime.now(UTC).timestamp() > deadline:
             raise AssertionError("condition not met in time")
         done.wait(0.1)
+
+
+def test_two_instances_split_the_routes_and_notify_each_alert_once(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    cfg = config(bootstrap, topic_prefix)
+    routes = [f"/r{i}" for i in range(6)]
+    with Running(cfg, receiver) as first, Running(cfg, receiver) as second:
+        _wait(lambda: first.first_assigned_at is not None and second.first_assigned_at is not None)
+        produce(bootstrap, cfg.evaluations_topic, [v for route in routes for v in scores(route, 0.1)])
+        receiver.wait_for(lambda got: all(any(_is(r, route, "firing") for r in got) for route in routes))
+        _wait(lambda: first.stats.records + second.stats.records >= len(routes) * 8)
+    firing = sorted(r.json()["route"] for r in receiver.requests if r.json()["state"] == "firing")
+    assert firing == routes  # each route's alert exactly once, whichever instance owned it

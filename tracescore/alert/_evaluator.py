@@ -81,7 +81,10 @@ class AlertEvaluator:
 
     # -- input ------------------------------------------------------------------------------------------
     def restore(self, key: AlertKey, state: AlertState | None) -> None:
-        """The last notified state of `key` from the state topic (None: a tombstone)."""
+        """The last notified state of `key` from the state topic (None: a tombstone). A route held in memory
+        keeps its own, newer state."""
+        if key in self._routes:
+            return
         if state is None:
             self._restored.pop(key, None)
         else:
@@ -174,6 +177,7 @@ class AlertEvaluator:
             next(iter(self._routes)),
         )
         del self._routes[victim]
+        self._restored.pop(victim, None)
         self._dirty.add(victim)
         self.evicted += 1
 

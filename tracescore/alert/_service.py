@@ -104,7 +104,6 @@ class AlertService:
 
     def run(self, idle_timeout_s: float | None = None) -> AlertStats:
         self._ensure_topics()
-        self._restore_states()
         self._ingest.subscribe([self.config.evaluations_topic])
         self._routes.subscribe([self.config.routes_topic], listener=_Rebuild(self))
         last_message = time.monotonic()
@@ -188,6 +187,8 @@ class AlertService:
         self._pending_rebuild.clear()
         if not assigned:
             return
+        # The previous owner persisted each state change before committing the offsets that caused it.
+        self._restore_states()
         longest = max(r.window_seconds for r in [*self.config.rules, self.config.judge_health])
         since_ms = int((self._clock().timestamp() - longest) * 1000)
         starts = self._routes.offsets_for_times({tp: since_ms for tp in assigned})
