@@ -151,3 +151,20 @@ def test_restored_state_is_not_renotified_and_recovery_resolves(restored_level: 
         ev.add(record(0.5, T0 + timedelta(seconds=i)))
     notes = ev.evaluate(KEY, T0 + timedelta(seconds=10))
     assert [n.state for n in notes] == ([] if restored_level == "warning" else ["firing"])
+
+
+def test_a_restored_route_that_stays_quiet_gets_its_no_data_alert_and_keeps_firing() -> None:
+    from tracescore.alert import AlertState
+
+    ev = evaluator(no_data_seconds=600)
+    other = AlertKey("rag-api", "/elsewhere", "faithfulness")
+    ev.restore(KEY, AlertState(level="warning", level_since=T0, notified_at=T0, last_seen=T0))
+    ev.restore(other, AlertState(last_seen=T0))
+    ev.adopt_restored(lambda key: 3 if key == KEY else None)  # this instance owns KEY's partition only
+    assert len(ev) == 1
+    notes = ev.tick(T0 + timedelta(seconds=700))
+    assert [(n.alertname, n.state) for n in notes] == [("TracescoreNoData", "firing")]
+    assert [(n.alertname, n.state) for n in ev.firing(T0)] == [
+        ("TracescoreFaithfulnessDropped", "firing"),
+        ("TracescoreNoData", "firing"),
+    ]

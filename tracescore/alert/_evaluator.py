@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from statistics import NormalDist
 from typing import Literal
@@ -109,6 +109,15 @@ class AlertEvaluator:
             self._dirty.add(key)
         self._routes.move_to_end(key)
         return key
+
+    def adopt_restored(self, partition_of: Callable[[AlertKey], int | None]) -> None:
+        """Hold in memory the restored routes this instance owns (`partition_of` gives the partition of a key
+        it owns, else None), so a route that stayed quiet since the restart still gets its no-data alert
+        and its firing alerts are still re-sent."""
+        for key in list(self._restored):
+            partition = partition_of(key)
+            if partition is not None and key not in self._routes:
+                self._route(key, partition)
 
     def forget_partitions(self, partitions: Iterable[int]) -> None:
         """Partitions now owned by another instance: their routes are its business."""

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
+from kafka.partitioner.default import murmur2
 from pydantic import ValidationError
 
 from tracescore.alert._config import AlertConfig
@@ -189,6 +190,15 @@ class AlertService:
             return
         # The previous owner persisted each state change before committing the offsets that caused it.
         self._restore_states()
+        partitions = len(self._routes.partitions_for_topic(self.config.routes_topic) or ()) or 1
+        mine = {tp.partition for tp in assigned}
+
+        def partition_of(key: AlertKey) -> int | None:
+            # The producer's default partitioner (murmur2, as the Java client) placed the key there.
+            partition = (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+            return partition if partition in mine else None
+
+        self.evaluator.adopt_restored(partition_of)
         longest = max(r.window_seconds for r in [*self.config.rules, self.config.judge_health])
         since_ms = int((self._clock().timestamp() - longest) * 1000)
         starts = self._routes.offsets_for_times({tp: since_ms for tp in assigned})
