@@ -232,11 +232,16 @@ def alert(
         )
     except AlertConfigError as exc:
         raise click.UsageError(str(exc)) from exc
+    from kafka.errors import KafkaError
+
     sinks = [_or_usage_error(make_sink, sink) for sink in config.sinks]
-    service = AlertService(config, sinks)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: service.stop())
-    stats = service.run(idle_timeout_s=idle_timeout)
+    try:
+        service = AlertService(config, sinks)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: service.stop())
+        stats = service.run(idle_timeout_s=idle_timeout)
+    except KafkaError as exc:  # unreachable brokers, missing rights: one line, not a traceback
+        raise click.ClickException(f"Kafka at {config.bootstrap_servers}: {exc}") from exc
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
         f"records={stats.records} notifications={stats.notifications} "

@@ -38,3 +38,13 @@ def test_config_mistakes_are_one_line_errors(tmp_path: Path, config: str, messag
 def test_a_missing_config_file_is_named(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["alert", "--config", str(tmp_path / "missing.yaml")])
     assert result.exit_code == 2 and "missing.yaml does not exist" in result.output
+
+
+def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
+    from tracescore.alert.testing import free_port
+
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    result = CliRunner().invoke(main, ["alert", "--bootstrap-servers", address])
+    assert result.exit_code == 1
+    assert f"Error: Kafka at {address}:" in result.output
+    assert "Traceback" not in result.output
