@@ -4,6 +4,9 @@ webhook receiver; bad records are counted and skipped; alert state survives a re
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -14,7 +17,7 @@ from alert_records import record
 from kafka import KafkaProducer
 
 from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
-from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
+from tracescore.alert.testing import ReceivedRequest, WebhookReceiver, free_port
 
 pytestmark = pytest.mark.kafka
 
@@ -125,3 +128,64 @@ def test_two_instances_split_the_routes_and_notify_each_alert_once(
         _wait(lambda: first.stats.records + second.stats.records >= len(routes) * 8)
     firing = sorted(r.json()["route"] for r in receiver.requests if r.json()["state"] == "firing")
     assert firing == routes  # each route's alert exactly once, whichever instance owned it
+
+
+def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    """The real app drifts on /billing while the LLM judge is unreachable: the real consumer writes error
+    records, and the only alerts are judge-health ones."""
+    cfg = config(bootstrap, topic_prefix)
+    spans = f"{topic_prefix}.spans"
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "examples.rag_app",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            spans,
+            "--phase",
+            "drift",
+        ],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    judge_down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every judge call fails at once
+    consume = subprocess.run(
+        [
+            *(sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap),
+            *(
+                "--topic",
+                spans,
+                "--group-id",
+                f"{topic_prefix}-scorers",
+                "--evaluations-topic",
+                cfg.evaluations_topic,
+            ),
+            *("--judge", "openai", "--base-url", judge_down, "--model", "judge-test"),
+            *("--max-records", "36", "--idle-timeout", "60"),
+        ],
+        env={**env, "TRACESCORE_JUDGE_API_KEY": "unused", "TRACESCORE_JUDGE_MAX_RETRIES": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert consume.returncode == 0, consume.stderr[-3000:]
+    with Running(cfg, receiver) as service:
+        receiver.wait_for(
+            lambda got: (
+                {r.json()["route"] for r in got if r.json()["alertname"] == "TracescoreJudgeUnhealthy"}
+                == {"/billing", "/support", "/product"}
+            )
+        )
+        _wait(lambda: service.stats.records >= 36)
+    alerts = [r.json() for r in receiver.requests]
+    assert {a["alertname"] for a in alerts} == {"TracescoreJudgeUnhealthy"}
+    assert all("scores are missing, not low" in a["summary"] for a in alerts)
