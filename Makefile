@@ -2,7 +2,7 @@
 PYTHON ?= python3
 STAMP := .make/installed
 
-.PHONY: install browser promtool demo test lint kafka kafka-stop accuracy clean
+.PHONY: install browser promtool alertmanager demo test lint kafka kafka-stop accuracy clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -26,8 +26,16 @@ promtool:
 		echo "installing prometheus (for promtool, apt-get)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 
+## make alertmanager: Debian's Prometheus and Alertmanager (with amtool), for the alerting tests that run
+## the real programs (tests/alert, tests/deploy)
+alertmanager:
+	@{ command -v prometheus >/dev/null 2>&1 && command -v prometheus-alertmanager >/dev/null 2>&1 \
+		&& command -v amtool >/dev/null 2>&1; } || { \
+		echo "installing prometheus and prometheus-alertmanager (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; }
+
 ## make test: lint, unit tests and the integration tests against a real Kafka broker
-test: $(STAMP) browser promtool
+test: $(STAMP) browser promtool alertmanager
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest -q

@@ -1,31 +1,62 @@
 """`make demo`: the whole flow on a real broker, ending by itself.
 
-1. start Apache Kafka (KRaft, from Maven Central jars) on a free port
-2. run the example RAG app: 36 instrumented requests, some deliberately unfaithful -> spans on Kafka
-3. run `tracescore consume` (offline judge) until every RAG span is scored
-4. read the evaluation records back, print a table, a summary and the alerts; stop the broker
+1. start Apache Kafka (KRaft, from Maven Central jars) on a free port, a local webhook receiver, and two
+   services in the background: `tracescore consume` (offline judge) and `tracescore alert` (its rules in
+   a YAML file, notifications signed and posted to the receiver)
+2. the example RAG app answers faithfully, then its /billing route starts answering unfaithfully (drift):
+   /billing's rolling faithfulness drops and the alert fires on the receiver; then the app recovers and
+   the alert resolves. Every step waits for its event (a notification), never for a fixed time.
+3. read the evaluation records back: a table, a summary, the alerts, and an HTML report
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from tracescore.alert import RollingScoreAlerter
+from tracescore.alert import SIGNATURE_HEADER, sign
+from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.consume import decode_message
 from tracescore.emit import EvaluationRecord
+from tracescore.score._report import render_report
 from tracescore.testing.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[1]
-REQUESTS = 36
+REQUESTS = 36  # per phase: 12 per route
 SPANS_TOPIC = "otlp_spans"
 EVALUATIONS_TOPIC = "tracescore.evaluations"
+REPORT = REPO / "out" / "demo-report.html"
+WAIT_S = 300  # generous: a shared two-core machine can be slow, and the wait ends at the event
+SECRET = "demo-webhook-secret"  # the demo's own HMAC key, passed to `tracescore alert` in its environment
+ALERT_CONFIG = """
+rules:
+  - metric: faithfulness
+    window_count: 8       # the last 8 scores of a route...
+    window_seconds: 600   # ...from the last 10 minutes
+    min_samples: 6
+    warning: 0.7
+    critical: null        # one severity keeps the story short; see README for warning + critical
+    confidence: 0.9       # fire only when the 90% upper bound of the mean is below the threshold
+    hysteresis: 0.05      # resolve at 0.75, so a route hovering at 0.7 does not flap
+    cooldown_seconds: 0
+    renotify_seconds: 3600
+    no_data_seconds: null
+sinks:
+  - type: log
+  - type: webhook
+    url: {url}/hooks/tracescore
+    secret_env: DEMO_WEBHOOK_SECRET
+"""
 
 
 def read_topic(bootstrap: str, topic: str) -> list[bytes]:
@@ -46,95 +77,147 @@ def step(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
+def print_alert(request: ReceivedRequest) -> None:
+    verified = request.headers.get(SIGNATURE_HEADER) == sign(SECRET.encode(), request.body)
+    body = request.json()
+    print(
+        f"  webhook <- [{body['state'].upper()}:{body['severity']}] {body['summary']}"
+        f" (signature {'verified' if verified else 'INVALID'})",
+        flush=True,
+    )
+
+
+def is_alert(state: str, route: str = "/billing") -> Callable[[list[ReceivedRequest]], bool]:
+    return lambda got: any(r.json()["state"] == state and r.json()["route"] == route for r in got)
+
+
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="tracescore-demo-") as tmp:
-        expected_path = Path(tmp) / "expected.json"
-        step("starting Apache Kafka (KRaft, single node)")
-        with KafkaBroker() as broker:
+    with tempfile.TemporaryDirectory(prefix="tracescore-demo-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        step("starting Apache Kafka (KRaft, single node) and a local webhook receiver")
+        with KafkaBroker() as broker, WebhookReceiver(on_request=print_alert) as receiver:
             bootstrap = broker.bootstrap_servers
-            print(f"broker at {bootstrap}")
-
-            step(f"example RAG app: {REQUESTS} requests -> spans on topic {SPANS_TOPIC!r}")
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "examples.rag_app",
-                    "--bootstrap",
-                    bootstrap,
-                    "--topic",
-                    SPANS_TOPIC,
-                    "--requests",
-                    str(REQUESTS),
-                    "--expected-out",
-                    str(expected_path),
-                ],
-                cwd=REPO,
-                check=True,
-            )
-
-            step("tracescore consume (offline judge) until every RAG span is scored")
-            subprocess.run(
-                [
-                    "tracescore",
-                    "consume",
-                    "--bootstrap-servers",
-                    bootstrap,
-                    "--topic",
-                    SPANS_TOPIC,
-                    "--group-id",
-                    "demo",
-                    "--max-records",
-                    str(REQUESTS),
-                    "--idle-timeout",
-                    "30",
-                    "--alert-window",
-                    "8",
-                    "--alert-threshold",
-                    "0.7",
-                ],
-                check=True,
-            )
-
-            queries = {}
-            for value in read_topic(bootstrap, SPANS_TOPIC):
-                for span in decode_message(value):
-                    if "input.value" in span.attributes:
-                        queries[span.span_id] = (
-                            span.attributes["input.value"],
-                            span.attributes.get("output.value", ""),
-                        )
+            print(f"broker at {bootstrap}, webhook receiver at {receiver.url}")
+            config = tmp / "alert.yaml"
+            config.write_text(ALERT_CONFIG.format(url=receiver.url))
+            env = {**os.environ, "DEMO_WEBHOOK_SECRET": SECRET, "PYTHONPATH": _pythonpath()}
+            step("background services: tracescore consume (offline judge) and tracescore alert")
+            services = [
+                _start(["consume", "--bootstrap-servers", bootstrap, "--topic", SPANS_TOPIC], env, tmp),
+                _start(["alert", "--config", str(config), "--bootstrap-servers", bootstrap], env, tmp),
+            ]
+            expected: dict[str, Any] = {}
+            try:
+                for phase, title, waiting_for in (
+                    ("healthy", "the app answers faithfully", None),
+                    ("drift", "/billing starts answering unfaithfully", "firing"),
+                    ("healthy", "/billing recovers", "resolved"),
+                ):
+                    step(f"example RAG app, {REQUESTS} requests: {title}")
+                    expected |= run_app(bootstrap, phase, tmp / f"expected-{phase}-{len(expected)}.json")
+                    if waiting_for:
+                        print(f"  waiting for the /billing alert to be {waiting_for} ...", flush=True)
+                        receiver.wait_for(is_alert(waiting_for), timeout_s=WAIT_S)
+            finally:
+                step("stopping the services")
+                for name, process in services:
+                    _stop(name, process, tmp)
+            queries = spans_by_id(read_topic(bootstrap, SPANS_TOPIC))
             records = [
                 EvaluationRecord.model_validate_json(v) for v in read_topic(bootstrap, EVALUATIONS_TOPIC)
             ]
-        expected = json.loads(expected_path.read_text())
+            alerts = [r.json() for r in receiver.requests]
+    report(records, queries, expected, alerts)
+    return 0 if is_alert("resolved")(receiver.requests) else 1
 
-    report(records, queries, expected)
-    return 0 if len(records) >= REQUESTS else 1
+
+def run_app(bootstrap: str, phase: str, expected_path: Path) -> dict[str, Any]:
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "examples.rag_app", "--bootstrap", bootstrap, "--topic", SPANS_TOPIC),
+            *("--requests", str(REQUESTS), "--phase", phase, "--expected-out", str(expected_path)),
+        ],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return json.loads(expected_path.read_text())
 
 
-def report(records: list[EvaluationRecord], queries: dict[str, tuple[str, str]], expected: dict) -> None:
+def _pythonpath() -> str:
+    return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def _start(args: list[str], env: dict[str, str], tmp: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    # The services log to files (the demo prints what the receiver gets); their closing summary is shown.
+    with (tmp / f"{args[0]}.log").open("wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "tracescore.cli", *args], env=env, stderr=log)
+    return args[0], process
+
+
+def _stop(name: str, process: subprocess.Popen[bytes], tmp: Path) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        print(f"tracescore {name} did not stop in time and was killed", flush=True)
+    lines = (tmp / f"{name}.log").read_text(errors="replace").splitlines()
+    summary = [line for line in lines if not line[:4].isdigit()]  # the summary lines carry no timestamp
+    print(f"tracescore {name} stopped: " + " | ".join(summary[-3:]), flush=True)
+
+
+def spans_by_id(values: list[bytes]) -> dict[str, dict[str, Any]]:
+    spans = {}
+    for value in values:
+        for span in decode_message(value):
+            if "input.value" in span.attributes:
+                contexts = [
+                    str(v) for k, v in sorted(span.attributes.items()) if k.startswith("retrieval.documents.")
+                ]
+                spans[span.span_id] = {
+                    "query": str(span.attributes["input.value"]),
+                    "answer": str(span.attributes.get("output.value", "")),
+                    "contexts": contexts,
+                }
+    return spans
+
+
+def report(
+    records: list[EvaluationRecord],
+    spans: dict[str, dict[str, Any]],
+    expected: dict[str, Any],
+    alerts: list[dict[str, Any]],
+) -> None:
     step("scores")
     print(f"{'route':<9} {'faithfulness':>12}  {'verdict':<12} {'deliberate':<10} query")
     caught = missed = false_alarms = 0
     by_route: dict[str, list[float]] = defaultdict(list)
-    alerter = RollingScoreAlerter([], window=8, threshold=0.7)
-    alerts = []
-    for record in sorted(records, key=lambda r: r.timestamp):
-        query, answer = queries.get(record.span_id, ("?", "?"))
-        truth = expected.get(f"{query}\n{answer}", {})
-        altered = bool(truth.get("altered"))
+    rows = []
+    for i, record in enumerate(sorted(records, key=lambda r: r.timestamp)):
+        span = spans.get(record.span_id, {"query": "?", "answer": "?", "contexts": []})
+        altered = bool(expected.get(f"{span['query']}\n{span['answer']}", {}).get("altered"))
         score = "n/a" if record.score is None else f"{record.score:.2f}"
         verdict = record.label or record.status.value
-        print(f"{record.route:<9} {score:>12}  {verdict:<12} {'altered' if altered else '':<10} {query[:70]}")
+        deliberate = "altered" if altered else ""
+        print(f"{record.route:<9} {score:>12}  {verdict:<12} {deliberate:<10} {span['query'][:70]}")
+        rows.append(
+            {
+                **span,
+                "id": f"{record.route} {record.trace_id[:8]}",
+                "line": i + 1,
+                record.metric: record.score,
+                "reason": record.reason if record.score is None else None,
+                "results": {record.metric: record.model_dump(mode="json")},
+            }
+        )
         if record.score is not None:
             by_route[record.route].append(record.score)
             flagged = record.score < 0.5
             caught += altered and flagged
             missed += altered and not flagged
             false_alarms += (not altered) and flagged
-        if alert := alerter.observe(record):
-            alerts.append(alert)
 
     step("summary")
     scored = [s for scores in by_route.values() for s in scores]
@@ -145,11 +228,14 @@ def report(records: list[EvaluationRecord], queries: dict[str, tuple[str, str]],
         f"deliberately unfaithful answers caught: {caught}/{caught + missed}; "
         f"faithful answers flagged: {false_alarms}/{len(scored) - caught - missed}"
     )
-    step("alerts (rolling faithfulness per service and route, window 8, threshold 0.70)")
+    step("alerts received by the webhook (tracescore alert: rolling faithfulness per service and route)")
     for alert in alerts:
-        print(alert.summary())
+        print(f"{alert['state'].upper():<9} {alert['severity']:<8} {alert['summary']}")
     if not alerts:
         print("none")
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(render_report(rows, threshold=0.5, title="tracescore demo: Northwind assistant"))
+    print(f"\nHTML report: {REPORT}")
 
 
 if __name__ == "__main__":

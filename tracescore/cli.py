@@ -1,9 +1,10 @@
-"""The `tracescore` command: `consume` (the scoring service), `score` (batch scoring of a file, a CI gate)
-and `report` (the HTML report of a scored file)."""
+"""The `tracescore` command: `consume` (the scoring service), `alert` (the alerting service), `score`
+(batch scoring of a file, a CI gate) and `report` (the HTML report of a scored file)."""
 
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,64 @@ def main(verbose: bool) -> None:
     )
     # kafka-python is chatty at INFO (every connection); its warnings and errors still show.
     logging.getLogger("kafka").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="TRACESCORE_ALERT_CONFIG",
+    default=None,
+    help="Alert config YAML: rules, judge health, sinks (see README, Alerting).",
+)
+@click.option("--bootstrap-servers", default=None, help="[default: from the config, else localhost:9092]")
+@click.option("--evaluations-topic", default=None, help="[default: tracescore.evaluations]")
+@click.option(
+    "--group-id", default=None, help="Consumer group of the alert instances [default: tracescore-alert]."
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Stop after this many seconds without an evaluation record (demos, tests).",
+)
+def alert(
+    config_path: Path | None,
+    bootstrap_servers: str | None,
+    evaluations_topic: str | None,
+    group_id: str | None,
+    idle_timeout: float | None,
+) -> None:
+    """Alert on rolling scores per service and route, across every scoring consumer of the group."""
+    from tracescore.alert import AlertConfigError, AlertService, load_alert_config, make_sink
+
+    try:
+        config = load_alert_config(
+            config_path,
+            bootstrap_servers=bootstrap_servers,
+            evaluations_topic=evaluations_topic,
+            group_id=group_id,
+        )
+    except AlertConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    from kafka.errors import KafkaError
+
+    sinks = [_or_usage_error(make_sink, sink) for sink in config.sinks]
+    try:
+        service = AlertService(config, sinks)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: service.stop())
+        stats = service.run(idle_timeout_s=idle_timeout)
+    except KafkaError as exc:  # unreachable brokers, missing rights: one line, not a traceback
+        raise click.ClickException(f"Kafka at {config.bootstrap_servers}: {exc}") from exc
+    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    click.echo(
+        f"records={stats.records} notifications={stats.notifications} "
+        f"delivery_failures={stats.delivery_failures} evicted_routes={stats.evicted_routes} "
+        f"skipped: {skipped}",
+        err=True,
+    )
 
 
 @main.command()

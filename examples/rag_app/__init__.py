@@ -8,11 +8,12 @@ Only `app` and `__main__` import tracescore; the rest is standard library.
 
 from .answerer import ALTERATIONS, alter, extract, respond
 from .pipeline import Result, expectation_key, run
-from .questions import QUESTIONS, Question, schedule
+from .questions import PHASES, QUESTIONS, Question, schedule
 from .retriever import Retriever, load_corpus, split_sentences
 
 __all__ = [
     "ALTERATIONS",
+    "PHASES",
     "QUESTIONS",
     "Question",
     "Result",

@@ -1,4 +1,4 @@
-"""CLI: python -m examples.rag_app --bootstrap HOST:PORT [--requests N] [--expected-out FILE]."""
+"""CLI: python -m examples.rag_app --bootstrap HOST:PORT [--requests N] [--phase P] [--expected-out FILE]."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from pathlib import Path
 if __package__:
     from . import app
     from .pipeline import Result, expectation_key
-    from .questions import schedule
+    from .questions import PHASES, schedule
 else:  # `python examples/rag_app ...`: import the package by its directory name instead.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from rag_app import app
     from rag_app.pipeline import Result, expectation_key
-    from rag_app.questions import schedule
+    from rag_app.questions import PHASES, schedule
 
 import tracescore
 
@@ -26,6 +26,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--topic", default="otlp_spans", help="Kafka topic for spans (default: %(default)s)")
     p.add_argument(
         "--requests", type=int, default=36, metavar="N", help="requests to send, cycling the questions"
+    )
+    p.add_argument(
+        "--phase",
+        choices=PHASES,
+        default="mixed",
+        help="mixed: some answers unfaithful; healthy: none; drift: all /billing ones (default: %(default)s)",
     )
     p.add_argument("--expected-out", type=Path, metavar="FILE", help="write the expected verdicts as JSON")
     return p.parse_args(argv)
@@ -47,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     app.start(args.bootstrap, args.topic)
     results: list[Result] = []
     try:
-        for q in schedule(args.requests):
+        for q in schedule(args.requests, args.phase):
             r = app.ask(q)
             results.append(r)
             flag = f"ALTERED({r.alteration})" if r.altered else "faithful"

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain, zip_longest
 
 
@@ -72,6 +72,22 @@ QUESTIONS: tuple[Question, ...] = tuple(
 )
 
 
-def schedule(n: int) -> list[Question]:
-    """The first `n` requests of a run: the question list, cycled."""
-    return [QUESTIONS[i % len(QUESTIONS)] for i in range(n)]
+PHASES = ("mixed", "healthy", "drift")
+DRIFTING_ROUTE = _B
+
+
+def schedule(n: int, phase: str = "mixed") -> list[Question]:
+    """The first `n` requests of a run: the question list, cycled.
+
+    phase "mixed" alters the answers marked in the list; "healthy" answers everything faithfully; "drift"
+    makes every /billing answer unfaithful (as if its prompt or index broke) and the other routes faithful,
+    so the demo can show /billing's alert fire and, back to "healthy", resolve."""
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}; expected one of {PHASES}")
+    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(n)]
+    if phase == "mixed":
+        return questions
+    return [
+        replace(q, alter=(q.alter or "addition") if phase == "drift" and q.route == DRIFTING_ROUTE else None)
+        for q in questions
+    ]

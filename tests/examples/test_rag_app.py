@@ -144,3 +144,15 @@ def test_run_is_deterministic() -> None:
 def test_expectation_keys_are_unique_per_question(retriever: Retriever) -> None:
     keys = {expectation_key(r.query, r.answer) for r in (run(q, retriever) for q in QUESTIONS)}
     assert len(keys) == len(QUESTIONS)
+
+
+def test_phases_drift_only_billing_and_healthy_alters_nothing(retriever: Retriever) -> None:
+    from rag_app import PHASES
+
+    assert PHASES == ("mixed", "healthy", "drift")
+    drift = [run(q, retriever) for q in schedule(36, "drift")]
+    assert all(r.altered == (r.route == "/billing") for r in drift)
+    assert not any(run(q, retriever).altered for q in schedule(36, "healthy"))
+    assert schedule(36, "mixed") == schedule(36)
+    with pytest.raises(ValueError, match="unknown phase"):
+        schedule(3, "sideways")

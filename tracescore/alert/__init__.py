@@ -1,5 +1,61 @@
-"""Alert: watch rolling scores per service and route and notify when they drop."""
+"""Alert: rolling scores per service and route -> notifications (log, webhook, Slack, Alertmanager).
 
+`RollingScoreAlerter` is the consumer's in-process log alert; `AlertService` (`tracescore alert`) is the
+group-wide alerting service reading the evaluation records.
+"""
+
+from tracescore.alert._config import (
+    AlertConfig,
+    AlertConfigError,
+    AlertmanagerSinkConfig,
+    JudgeHealthConfig,
+    LogSinkConfig,
+    RuleConfig,
+    SlackSinkConfig,
+    WebhookSinkConfig,
+    load_alert_config,
+)
+from tracescore.alert._evaluator import AlertEvaluator, AlertState
+from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._rolling import Alert, LogNotifier, Notifier, RollingScoreAlerter
+from tracescore.alert._service import AlertService, AlertStats
+from tracescore.alert._sinks import (
+    SIGNATURE_HEADER,
+    AlertmanagerSink,
+    LogSink,
+    Sink,
+    SlackSink,
+    WebhookSink,
+    make_sink,
+    sign,
+)
 
-__all__ = ["Alert", "LogNotifier", "Notifier", "RollingScoreAlerter"]
+__all__ = [
+    "SIGNATURE_HEADER",
+    "Alert",
+    "AlertConfig",
+    "AlertConfigError",
+    "AlertEvaluator",
+    "AlertKey",
+    "AlertService",
+    "AlertState",
+    "AlertStats",
+    "AlertmanagerSink",
+    "AlertmanagerSinkConfig",
+    "JudgeHealthConfig",
+    "LogNotifier",
+    "LogSink",
+    "LogSinkConfig",
+    "Notification",
+    "Notifier",
+    "RollingScoreAlerter",
+    "RuleConfig",
+    "Sink",
+    "SlackSink",
+    "SlackSinkConfig",
+    "WebhookSink",
+    "WebhookSinkConfig",
+    "load_alert_config",
+    "make_sink",
+    "sign",
+]

@@ -1,0 +1,83 @@
+"""The alert config file: impossible settings and unknown metrics are clear errors; flags > env > file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracescore.alert import AlertConfigError, WebhookSinkConfig, load_alert_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "alert.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ("metric: faithfulnes", "unknown metric faithfulnes"),
+        ("warning: 0.5\n    critical: 0.6", "critical (0.6) must be below warning (0.5)"),
+        ("min_samples: 30\n    window_count: 20", "min_samples (30) exceeds window_count (20)"),
+        ("warning: 1.5", "rules.0.warning: Input should be less than or equal to 1"),
+        ("warning: 0.98\n    hysteresis: 0.05\n    critical: null", "could never resolve"),
+        ("confidence: 1.0", "rules.0.confidence"),
+        ("treshold: 0.7", "rules.0.treshold: Extra inputs are not permitted"),
+    ],
+)
+def test_impossible_rules_are_one_clear_error(tmp_path: Path, rule: str, message: str) -> None:
+    with pytest.raises(AlertConfigError) as caught:
+        load_alert_config(write(tmp_path, f"rules:\n  - {rule}\n"))
+    assert message in str(caught.value)
+    assert str(tmp_path / "alert.yaml") in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_custom_metrics_are_accepted_when_declared(tmp_path: Path) -> None:
+    config = load_alert_config(write(tmp_path, "extra_metrics: [tone]\nrules:\n  - metric: tone\n"))
+    assert config.rules[0].metric == "tone"
+
+
+def test_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(AlertConfigError, match="does not exist"):
+        load_alert_config(tmp_path / "nope.yaml")
+
+
+def test_flags_beat_environment_beat_file_beat_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(
+        tmp_path, "group_id: from-file\nevaluations_topic: file-topic\nbootstrap_servers: file:9092\n"
+    )
+    monkeypatch.setenv("TRACESCORE_ALERT_EVALUATIONS_TOPIC", "env-topic")
+    monkeypatch.setenv("TRACESCORE_ALERT_BOOTSTRAP_SERVERS", "env:9092")
+    config = load_alert_config(path, bootstrap_servers="flag:9092", group_id=None)
+    assert config.bootstrap_servers == "flag:9092"
+    assert config.evaluations_topic == "env-topic"
+    assert config.group_id == "from-file"
+    assert config.state_topic == "tracescore.alert.state"
+
+
+def test_sinks_and_rules_are_read_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(
+        tmp_path,
+        """
+rules:
+  - routes: ["/billing*"]
+    warning: 0.8
+  - warning: 0.6
+sinks:
+  - type: log
+  - type: webhook
+    url: http://127.0.0.1:9/hook
+    secret_env: HOOK_SECRET
+""",
+    )
+    config = load_alert_config(path)
+    assert config.rule_for("bot", "/billing/eu", "faithfulness").warning == 0.8
+    assert config.rule_for("bot", "/support", "faithfulness").warning == 0.6
+    assert config.rule_for("bot", "/support", "answer_relevancy") is None
+    assert isinstance(config.sinks[1], WebhookSinkConfig)
+    assert config.sinks[1].secret_env == "HOOK_SECRET"

@@ -1,0 +1,170 @@
+"""AlertEvaluator: when an alert fires, resolves, repeats and stays quiet, on an explicit clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from alert_records import T0, record
+
+from tracescore.alert import AlertConfig, AlertEvaluator, AlertKey, Notification, RuleConfig
+from tracescore.alert._evaluator import upper_bound
+from tracescore.score import MetricStatus
+
+KEY = AlertKey("rag-api", "/billing", "faithfulness")
+
+
+def evaluator(max_routes: int = 100, **rule: Any) -> AlertEvaluator:
+    settings: dict[str, Any] = {
+        "window_count": 20,
+        "window_seconds": 900,
+        "warning": 0.7,
+        "critical": 0.4,
+        "min_samples": 5,
+        "confidence": 0.9,
+        "hysteresis": 0.05,
+        "cooldown_seconds": 300,
+        "renotify_seconds": 3600,
+        "no_data_seconds": 600,
+        **rule,
+    }
+    return AlertEvaluator(AlertConfig(rules=[RuleConfig(**settings)], max_routes=max_routes))
+
+
+def feed(
+    ev: AlertEvaluator, scores: list[float | None], start_s: float = 0, route: str = "/billing"
+) -> list[Notification]:
+    out = []
+    for i, score in enumerate(scores):
+        at = T0 + timedelta(seconds=start_s + i)
+        key = ev.add(record(score, at, route=route))
+        assert key is not None
+        out += ev.evaluate(key, at)
+    return out
+
+
+def test_fires_once_when_the_window_is_confidently_below_the_threshold() -> None:
+    ev = evaluator()
+    notes = feed(ev, [0.2, 0.3, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5])
+    assert [(n.state, n.severity, n.alertname) for n in notes] == [
+        ("firing", "warning", "TracescoreFaithfulnessDropped")
+    ]
+    assert notes[0].bound is not None and notes[0].bound < 0.7
+    assert notes[0].labels()["tracescore_route"] == "/billing"
+
+
+def test_needs_the_minimum_sample_count() -> None:
+    assert feed(evaluator(), [0.0, 0.0, 0.0, 0.0]) == []
+
+
+def test_a_noisy_window_whose_mean_is_barely_low_does_not_fire() -> None:
+    # Mean 0.65 but the scores swing between 0.3 and 1.0: the upper bound is above 0.7.
+    scores = [1.0, 0.3, 1.0, 0.3, 1.0, 0.3]
+    mean, bound = upper_bound(scores, 0.9)
+    assert mean < 0.7 < bound
+    assert feed(evaluator(), scores) == []
+
+
+def test_escalates_to_critical_then_resolves_only_above_threshold_plus_hysteresis() -> None:
+    ev = evaluator(window_count=6, min_samples=6)
+    notes = feed(ev, [0.1] * 6)
+    assert [(n.state, n.severity) for n in notes] == [("firing", "critical")]
+    # Back to 0.6-ish: critical resolves (above 0.4 + 0.05) but warning fires.
+    notes = feed(ev, [0.6] * 6, start_s=10)
+    assert [(n.state, n.severity) for n in notes] == [("resolved", "critical"), ("firing", "warning")]
+    # 0.72 is above 0.7 but inside the hysteresis band: still firing, no flapping.
+    assert feed(ev, [0.72] * 6, start_s=20) == []
+    notes = feed(ev, [0.9] * 6, start_s=30)
+    assert [(n.state, n.severity) for n in notes] == [("resolved", "warning")]
+    assert notes[0].ends_at is not None
+
+
+def test_cooldown_holds_a_refire_after_resolve() -> None:
+    ev = evaluator(window_count=5, min_samples=5, cooldown_seconds=300, critical=None)
+    feed(ev, [0.1] * 5)
+    assert [n.state for n in feed(ev, [1.0] * 5, start_s=10)] == ["resolved"]
+    assert feed(ev, [0.1] * 5, start_s=20) == []  # within 300 s of the resolve
+    assert ev.suppressed_by_cooldown > 0
+    assert [n.state for n in feed(ev, [0.1] * 5, start_s=400)] == ["firing"]
+
+
+def test_renotifies_while_firing_and_ages_out_old_scores() -> None:
+    ev = evaluator(renotify_seconds=60, no_data_seconds=None)
+    feed(ev, [0.1] * 5)
+    assert ev.tick(T0 + timedelta(seconds=30)) == []
+    repeat = ev.tick(T0 + timedelta(seconds=70))
+    assert [(n.state, n.repeat) for n in repeat] == [("firing", True)]
+    # After the window (900 s) the scores are gone: too little evidence, the alert holds rather than resolves.
+    assert ev.tick(T0 + timedelta(seconds=1000))[0].samples == 0
+
+
+def test_no_data_alert_fires_for_a_quiet_route_and_resolves_when_records_return() -> None:
+    ev = evaluator(no_data_seconds=600)
+    feed(ev, [0.9] * 5)
+    assert ev.tick(T0 + timedelta(seconds=300)) == []
+    notes = ev.tick(T0 + timedelta(seconds=700))
+    assert [(n.alertname, n.state) for n in notes] == [("TracescoreNoData", "firing")]
+    notes = feed(ev, [0.9], start_s=800)
+    assert [(n.alertname, n.state) for n in notes] == [("TracescoreNoData", "resolved")]
+
+
+def test_judge_outage_is_a_judge_alert_never_a_faithfulness_drop() -> None:
+    ev = evaluator()
+    feed(ev, [0.9] * 5)
+    out = []
+    for i in range(10):
+        at = T0 + timedelta(seconds=10 + i)
+        err = record(None, at, status=MetricStatus.ERROR, reason="judge call timed out (ReadTimeout)")
+        out += ev.evaluate(ev.add(err), at)  # type: ignore[arg-type]
+    assert [(n.alertname, n.state) for n in out] == [("TracescoreJudgeUnhealthy", "firing")]
+    assert "timeouts" in out[0].summary and "missing, not low" in out[0].summary
+    out = feed(ev, [0.9] * 50, start_s=30)
+    assert [(n.alertname, n.state) for n in out] == [("TracescoreJudgeUnhealthy", "resolved")]
+
+
+def test_routes_are_independent_and_unmatched_metrics_are_counted() -> None:
+    ev = evaluator()
+    notes = feed(ev, [0.1] * 5, route="/billing") + feed(ev, [0.95] * 5, route="/support")
+    assert {(n.route, n.state) for n in notes} == {("/billing", "firing")}
+    assert ev.add(record(0.1, metric="answer_relevancy")) is None
+    assert ev.unmatched == 1
+
+
+def test_thousands_of_routes_stay_bounded_evicting_idle_ones_first() -> None:
+    ev = evaluator(max_routes=50)
+    feed(ev, [0.1] * 5, route="/firing")
+    for i in range(2000):
+        ev.add(record(0.9, T0 + timedelta(seconds=i), route=f"/r{i}"))
+    assert len(ev) == 50
+    assert ev.evicted == 2000 + 1 - 50
+    assert any(n.route == "/firing" for n in ev.firing(T0))  # the firing route was kept
+
+
+@pytest.mark.parametrize("restored_level", ["warning", "ok"])
+def test_restored_state_is_not_renotified_and_recovery_resolves(restored_level: str) -> None:
+    from tracescore.alert import AlertState
+
+    ev = evaluator()
+    ev.restore(KEY, AlertState(level=restored_level, level_since=T0, notified_at=T0))
+    for i in range(5):  # the rebuilt window: still low
+        ev.add(record(0.5, T0 + timedelta(seconds=i)))
+    notes = ev.evaluate(KEY, T0 + timedelta(seconds=10))
+    assert [n.state for n in notes] == ([] if restored_level == "warning" else ["firing"])
+
+
+def test_a_restored_route_that_stays_quiet_gets_its_no_data_alert_and_keeps_firing() -> None:
+    from tracescore.alert import AlertState
+
+    ev = evaluator(no_data_seconds=600)
+    other = AlertKey("rag-api", "/elsewhere", "faithfulness")
+    ev.restore(KEY, AlertState(level="warning", level_since=T0, notified_at=T0, last_seen=T0))
+    ev.restore(other, AlertState(last_seen=T0))
+    ev.adopt_restored(lambda key: 3 if key == KEY else None)  # this instance owns KEY's partition only
+    assert len(ev) == 1
+    notes = ev.tick(T0 + timedelta(seconds=700))
+    assert [(n.alertname, n.state) for n in notes] == [("TracescoreNoData", "firing")]
+    assert [(n.alertname, n.state) for n in ev.firing(T0)] == [
+        ("TracescoreFaithfulnessDropped", "firing"),
+        ("TracescoreNoData", "firing"),
+    ]

@@ -1,0 +1,191 @@
+"""`AlertService` on the real broker: records from the evaluations topic fire and resolve alerts on a real
+webhook receiver; bad records are counted and skipped; alert state survives a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alert_records import record
+from kafka import KafkaProducer
+
+from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
+from tracescore.alert.testing import ReceivedRequest, WebhookReceiver, free_port
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver() as r:
+        yield r
+
+
+def config(bootstrap: str, prefix: str) -> AlertConfig:
+    return AlertConfig(
+        bootstrap_servers=bootstrap,
+        evaluations_topic=f"{prefix}.evaluations",
+        routes_topic=f"{prefix}.routes",
+        state_topic=f"{prefix}.state",
+        group_id=f"{prefix}-alert",
+        tick_seconds=0.5,
+        rules=[
+            RuleConfig(window_count=8, min_samples=8, critical=None, cooldown_seconds=0, no_data_seconds=None)
+        ],
+    )
+
+
+class Running:
+    """An AlertService on its own thread, stopped and joined on exit."""
+
+    def __init__(self, cfg: AlertConfig, receiver: WebhookReceiver) -> None:
+        self.service = AlertService(cfg, [WebhookSink(WebhookSinkConfig(url=receiver.url))])
+        self._thread = threading.Thread(target=self.service.run, daemon=True)
+
+    def __enter__(self) -> AlertService:
+        self._thread.start()
+        return self.service
+
+    def __exit__(self, *exc: object) -> None:
+        self.service.stop()
+        self._thread.join(60)
+        assert not self._thread.is_alive()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i, value in enumerate(values):
+        producer.send(topic, key=f"{i:032x}".encode(), value=value)
+    producer.flush()
+    producer.close()
+
+
+def scores(route: str, value: float, n: int = 8) -> list[bytes]:
+    return [record(value, datetime.now(UTC), route=route).model_dump_json().encode() for _ in range(n)]
+
+
+def about(route: str, state: str):  # type: ignore[no-untyped-def]
+    return lambda got: any(_is(r, route, state) for r in got)
+
+
+def _is(request: ReceivedRequest, route: str, state: str) -> bool:
+    body = request.json()
+    return body["route"] == route and body["state"] == state and body["alertname"].endswith("Dropped")
+
+
+def test_fires_per_route_skips_bad_records_and_resolves_after_a_restart(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    alive = tmp_path / "alive"
+    cfg = config(bootstrap, topic_prefix).model_copy(update={"health_file": alive})
+    evaluations = cfg.evaluations_topic
+    bad = [json.dumps({"schema_version": 99, "metric": "faithfulness"}).encode(), b"not json"]
+    with Running(cfg, receiver) as service:
+        produce(bootstrap, evaluations, scores("/billing", 0.1) + scores("/support", 0.95) + bad)
+        receiver.wait_for(about("/billing", "firing"))
+        # Every record (good and bad) went through before the counts are read.
+        receiver_count = len(receiver.requests)
+        produce(bootstrap, evaluations, scores("/support", 0.9, n=1))
+        _wait(lambda: service.stats.records >= 17)
+        assert service.stats.skipped == {"unknown_schema_version": 1, "invalid_record": 1}
+    assert alive.is_file()  # the liveness file the Kubernetes probe checks
+    assert not any(_is(r, "/support", "firing") for r in receiver.requests)
+    assert len(receiver.requests) == receiver_count
+
+    # A new process with the same group: the firing alert is known (not repeated) and resolves on recovery.
+    with Running(cfg, receiver):
+        produce(bootstrap, evaluations, scores("/billing", 0.95))
+        receiver.wait_for(about("/billing", "resolved"))
+    firing = [r for r in receiver.requests if _is(r, "/billing", "firing")]
+    assert len(firing) == 1
+
+
+def _wait(condition, timeout_s: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    done = threading.Event()
+    deadline = datetime.now(UTC).timestamp() + timeout_s
+    while not condition():
+        if datetime.now(UTC).timestamp() > deadline:
+            raise AssertionError("condition not met in time")
+        done.wait(0.1)
+
+
+def test_two_instances_split_the_routes_and_notify_each_alert_once(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    cfg = config(bootstrap, topic_prefix)
+    routes = [f"/r{i}" for i in range(6)]
+    with Running(cfg, receiver) as first, Running(cfg, receiver) as second:
+        _wait(lambda: first.first_assigned_at is not None and second.first_assigned_at is not None)
+        produce(bootstrap, cfg.evaluations_topic, [v for route in routes for v in scores(route, 0.1)])
+        receiver.wait_for(lambda got: all(any(_is(r, route, "firing") for r in got) for route in routes))
+        _wait(lambda: first.stats.records + second.stats.records >= len(routes) * 8)
+    firing = sorted(r.json()["route"] for r in receiver.requests if r.json()["state"] == "firing")
+    assert firing == routes  # each route's alert exactly once, whichever instance owned it
+
+
+def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    """The real app drifts on /billing while the LLM judge is unreachable: the real consumer writes error
+    records, and the only alerts are judge-health ones."""
+    cfg = config(bootstrap, topic_prefix)
+    spans = f"{topic_prefix}.spans"
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "examples.rag_app",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            spans,
+            "--phase",
+            "drift",
+        ],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    judge_down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every judge call fails at once
+    consume = subprocess.run(
+        [
+            *(sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap),
+            *(
+                "--topic",
+                spans,
+                "--group-id",
+                f"{topic_prefix}-scorers",
+                "--evaluations-topic",
+                cfg.evaluations_topic,
+            ),
+            *("--judge", "openai", "--base-url", judge_down, "--model", "judge-test"),
+            *("--max-records", "36", "--idle-timeout", "60"),
+        ],
+        env={**env, "TRACESCORE_JUDGE_API_KEY": "unused", "TRACESCORE_JUDGE_MAX_RETRIES": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert consume.returncode == 0, consume.stderr[-3000:]
+    with Running(cfg, receiver) as service:
+        receiver.wait_for(
+            lambda got: (
+                {r.json()["route"] for r in got if r.json()["alertname"] == "TracescoreJudgeUnhealthy"}
+                == {"/billing", "/support", "/product"}
+            )
+        )
+        _wait(lambda: service.stats.records >= 36)
+    alerts = [r.json() for r in receiver.requests]
+    assert {a["alertname"] for a in alerts} == {"TracescoreJudgeUnhealthy"}
+    assert all("scores are missing, not low" in a["summary"] for a in alerts)

@@ -1,0 +1,127 @@
+"""The Prometheus path with real programs, shared by the rules and dashboard tests:
+
+example app -> Kafka -> tracescore consume --OTLP/HTTP--> Collector (prometheus exporter)
+    <-scrape- Prometheus (the shipped rules) --> Alertmanager --> webhook receiver
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deploy_stack import (
+    REPO,
+    PrometheusStack,
+    http_ok,
+    python_env,
+    rules_without_for_delays,
+    wait_until,
+)
+
+from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver, free_port
+from tracescore.testing.kafka_broker import KafkaBroker
+
+BUILD_TIMEOUT_S = 45 * 60  # a cold Collector build takes minutes on two cores
+
+
+@pytest.fixture(scope="session")
+def otelcol() -> Path:
+    done = subprocess.run(
+        ["bash", str(REPO / "deploy" / "collector" / "build.sh")],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        pytest.fail(f"the Collector build failed:\n{done.stderr[-3000:]}", pytrace=False)
+    return Path(lines[-1])
+
+
+@pytest.fixture(scope="session")
+def prometheus_stack(
+    kafka_broker: KafkaBroker, otelcol: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusStack]:
+    tmp = tmp_path_factory.mktemp("prometheus-path")
+    topic = f"promspans{os.getpid()}"
+    otlp_port, exporter_port = free_port(), free_port()
+    collector_log = (tmp / "collector.log").open("wb")
+    collector = subprocess.Popen(
+        [str(otelcol), "--config", str(REPO / "collectors" / "otlp-metrics-to-prometheus.yaml")],
+        env={
+            **os.environ,
+            "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{otlp_port}",
+            "PROMETHEUS_EXPORTER_ENDPOINT": f"127.0.0.1:{exporter_port}",
+            "OTELCOL_METRICS_PORT": str(free_port()),
+        },
+        stdout=collector_log,
+        stderr=subprocess.STDOUT,
+    )
+    consumer = None
+    try:
+        wait_until(
+            "the Collector's prometheus exporter answers",
+            lambda: http_ok(f"http://127.0.0.1:{exporter_port}/metrics"),
+        )
+        with WebhookReceiver() as receiver, AlertmanagerProcess(receiver.url + "/am") as alertmanager:
+            config = f"""
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: ["{rules_without_for_delays(tmp)}"]
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ["127.0.0.1:{alertmanager.port}"]
+scrape_configs:
+  - job_name: tracescore-metrics
+    static_configs:
+      - targets: ["127.0.0.1:{exporter_port}"]
+"""
+            with PrometheusProcess(config) as prometheus:
+                consumer = subprocess.Popen(
+                    [
+                        *(sys.executable, "-m", "tracescore.cli", "consume"),
+                        *("--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic),
+                        *("--group-id", f"{topic}-scorers"),
+                        *("--otlp-metrics-endpoint", f"http://127.0.0.1:{otlp_port}/v1/metrics"),
+                    ],
+                    env=python_env(
+                        OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_RESOURCE_ATTRIBUTES="service.instance.id=c1"
+                    ),
+                    stdout=subprocess.DEVNULL,
+                    stderr=(tmp / "consume.log").open("wb"),
+                )
+                yield PrometheusStack(
+                    prometheus, alertmanager, receiver, kafka_broker.bootstrap_servers, topic
+                )
+    finally:
+        for process in (consumer, collector):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        collector_log.close()
+
+
+@pytest.fixture(scope="session")
+def drifted_stack(prometheus_stack: PrometheusStack) -> PrometheusStack:
+    """The stack after a healthy phase (scraped) and then a drift of /billing: what the rules alert on."""
+    stack = prometheus_stack
+    stack.run_app("healthy")
+    billing = 'sum(tracescore_evaluation_score_count{tracescore_route="/billing", metric="faithfulness"})'
+    wait_until(
+        "Prometheus scraped the healthy phase's 12 /billing scores", lambda: stack.value(billing) >= 12
+    )
+    stack.run_app("drift")
+    wait_until("Prometheus scraped the drift phase's /billing scores", lambda: stack.value(billing) >= 24)
+    return stack

@@ -1,0 +1,219 @@
+"""The deployment files, validated as far as this machine allows: compose against the compose-spec JSON
+schema, Kubernetes manifests with kubeconform (Kubernetes schemas and KEDA's CRD schema), Prometheus and
+Alertmanager configs with promtool and amtool, alert configs with tracescore's own loader, the Dockerfile's
+sources and entry point. (No container runtime here: images are neither built nor run.)"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from deploy_stack import REPO
+
+from tracescore.alert import load_alert_config
+
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "k8s"
+K8S_VERSION = "v1.34.0"
+
+
+@pytest.fixture(scope="session")
+def tools() -> tuple[Path, Path, Path]:
+    """kubeconform, compose-spec.json and KEDA's CRD directory, fetched through the Go module proxy."""
+    done = subprocess.run(
+        ["bash", str(DEPLOY / "tools.sh")], capture_output=True, text=True, timeout=45 * 60, check=False
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or len(lines) != 3:
+        pytest.fail(f"deploy/tools.sh failed:\n{done.stderr[-3000:]}", pytrace=False)
+    kubeconform, compose_schema, keda_crds = (Path(line) for line in lines)
+    return kubeconform, compose_schema, keda_crds
+
+
+def test_compose_file_follows_the_compose_spec(tools: tuple[Path, Path, Path]) -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    schema = json.loads(tools[1].read_text())
+    jsonschema.validate(compose, schema)
+    assert {"kafka", "otelcol-ingest", "otelcol-metrics", "tracescore-consume", "tracescore-alert"} <= set(
+        compose["services"]
+    )
+    assert {"prometheus", "alertmanager", "grafana", "kafka-exporter"} <= set(compose["services"])
+
+
+def test_compose_mounts_and_builds_files_that_exist() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (DEPLOY / source).exists(), f"{name} mounts {source}, which does not exist"
+        if "build" in service:
+            assert (DEPLOY / service["build"]["context"] / service["build"]["dockerfile"]).is_file()
+    # The Collector configs the compose file runs are the repository's, which the Collector validates.
+    commands = " ".join(" ".join(s.get("command", [])) for s in compose["services"].values())
+    for config in re.findall(r"/etc/otelcol/([\w-]+\.yaml)", commands):
+        assert (REPO / "collectors" / config).is_file()
+
+
+def test_dockerfile_copies_what_exists_and_runs_the_console_script() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    for sources in re.findall(r"^COPY (.+) \S+$", text, flags=re.MULTILINE):
+        for source in sources.split():
+            assert (REPO / source).exists(), source
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert 'ENTRYPOINT ["tracescore"]' in text and "tracescore" in scripts
+    assert re.search(r"^USER \d+", text, flags=re.MULTILINE), "the image must not run as root"
+
+
+def test_prometheus_config_and_rules_pass_promtool() -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is not installed: make promtool"
+    done = subprocess.run(
+        [promtool, "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_alertmanager_config_passes_amtool() -> None:
+    amtool = shutil.which("amtool")
+    assert amtool, "amtool is not installed: make alertmanager (Debian package prometheus-alertmanager)"
+    done = subprocess.run(
+        [amtool, "check-config", str(DEPLOY / "alertmanager" / "alertmanager.yml")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_shipped_alert_configs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = load_alert_config(DEPLOY / "alert" / "alert.yaml")
+    assert [s.type for s in config.sinks] == ["log", "webhook", "alertmanager"]
+    (configmap,) = [d for d in _k8s_documents() if d["kind"] == "ConfigMap" and "alert.yaml" in d["data"]]
+    path = tmp_path / "alert.yaml"
+    path.write_text(configmap["data"]["alert.yaml"])
+    assert load_alert_config(path).health_file == Path("/tmp/tracescore-alert.alive")
+
+
+def test_kubernetes_manifests_pass_kubeconform_with_the_keda_schema(
+    tools: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    kubeconform, _, keda_crds = tools
+    schemas = tmp_path / "schemas"
+    kinds = {(d["apiVersion"], d["kind"]) for d in _k8s_documents()}
+    _standalone_kubernetes_schemas(schemas / K8S_VERSION, kinds)
+    _crd_schemas(keda_crds / "keda.sh_scaledobjects.yaml", schemas / "crds")
+    done = subprocess.run(
+        [
+            str(kubeconform),
+            *("-strict", "-summary", "-output", "text", "-kubernetes-version", K8S_VERSION[1:]),
+            *("-schema-location", str(schemas / K8S_VERSION) + "/{{ .ResourceKind }}{{ .KindSuffix }}.json"),
+            *(
+                "-schema-location",
+                str(schemas / "crds") + "/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json",
+            ),
+            str(K8S),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Invalid: 0, Errors: 0, Skipped: 0" in done.stdout
+    assert ("keda.sh/v1alpha1", "ScaledObject") in kinds
+
+
+def test_kubeconform_rejects_a_broken_scaled_object(tools: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """The KEDA schema really is applied: a misspelt field fails."""
+    kubeconform, _, keda_crds = tools
+    _crd_schemas(keda_crds / "keda.sh_scaledobjects.yaml", tmp_path / "crds")
+    broken = tmp_path / "broken.yaml"
+    text = (K8S / "keda-scaledobject.yaml").read_text().replace("maxReplicaCount:", "maxReplicas:")
+    broken.write_text(text)
+    done = subprocess.run(
+        [
+            str(kubeconform),
+            "-strict",
+            *(
+                "-schema-location",
+                str(tmp_path / "crds") + "/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json",
+            ),
+            str(broken),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "maxReplicas" in done.stdout, done.stdout + done.stderr
+
+
+def test_deployments_reference_secrets_and_request_resources() -> None:
+    deployments = {d["metadata"]["name"]: d for d in _k8s_documents() if d["kind"] == "Deployment"}
+    assert set(deployments) == {"tracescore-consume", "tracescore-alert"}
+    for name, deployment in deployments.items():
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["resources"]["requests"], name
+        refs = [
+            e["valueFrom"]["secretKeyRef"]
+            for e in container["env"]
+            if "secretKeyRef" in e.get("valueFrom", {})
+        ]
+        assert refs, f"{name} takes its secrets from a Secret"
+    alert = deployments["tracescore-alert"]["spec"]["template"]["spec"]["containers"][0]
+    assert "livenessProbe" in alert and "readinessProbe" in alert
+    assert not any(d["kind"] == "Secret" for d in _k8s_documents()), "never ship a Secret's values"
+
+
+def _k8s_documents() -> list[dict[str, Any]]:
+    return [d for path in sorted(K8S.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _standalone_kubernetes_schemas(target: Path, kinds: set[tuple[str, str]]) -> None:
+    """kubernetes-validate's strict schemas (PyPI) made standalone: definitions inlined as $defs."""
+    source = (
+        Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"{K8S_VERSION}-local-strict"
+    )
+    definitions = json.loads((source / "_definitions.json").read_text())["$defs"]
+    target.mkdir(parents=True, exist_ok=True)
+    for api_version, kind in kinds:
+        group, _, version = api_version.rpartition("/")
+        suffix = f"-{group.split('.')[0]}-{version}" if group else f"-{version}"
+        name = f"{kind.lower()}{suffix}.json"
+        if not (source / name).is_file():
+            continue  # a CRD kind: its schema comes from the CRD
+        schema = json.loads((source / name).read_text())
+        schema["$defs"] = definitions
+        text = json.dumps(schema).replace('"/api/_definitions.json#/$defs/', '"#/$defs/')
+        (target / name).write_text(text)
+
+
+def _crd_schemas(crd_path: Path, target: Path) -> None:
+    """A CRD's openAPIV3Schema per served version, as kubeconform looks it up: {group}/{kind}_{version}.json,
+    strict (no unknown fields), as kubeconform's own openapi2jsonschema does."""
+    crd = yaml.safe_load(crd_path.read_text())
+    group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"].lower()
+    (target / group).mkdir(parents=True, exist_ok=True)
+    for version in crd["spec"]["versions"]:
+        schema = _strict(version["schema"]["openAPIV3Schema"])
+        (target / group / f"{kind}_{version['name']}.json").write_text(json.dumps(schema))
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {k: _strict(v) for k, v in node.items()}
+        if out.get("type") == "object" and "properties" in out and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [_strict(v) for v in node]
+    return node

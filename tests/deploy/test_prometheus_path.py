@@ -1,0 +1,60 @@
+"""The shipped Prometheus rules on metrics that went through the real Collector and Prometheus: a drift on
+one route reaches a webhook through the real Alertmanager; healthy routes stay quiet."""
+
+from __future__ import annotations
+
+import pytest
+from deploy_stack import PrometheusStack, wait_until
+
+pytestmark = pytest.mark.kafka
+
+
+def _alerts(stack: PrometheusStack, status: str) -> list[dict]:
+    return [
+        a
+        for r in stack.receiver.requests
+        if r.path == "/am"
+        for a in r.json()["alerts"]
+        if a["status"] == status
+    ]
+
+
+def test_faithfulness_drop_on_one_route_reaches_the_webhook_through_alertmanager(
+    drifted_stack: PrometheusStack,
+) -> None:
+    stack = drifted_stack
+
+    def billing_alert() -> list[dict]:
+        return [
+            a
+            for a in _alerts(stack, "firing")
+            if a["labels"]["alertname"] == "TracescoreFaithfulnessDropped"
+            and a["labels"]["tracescore_route"] == "/billing"
+        ]
+
+    (alert, *_) = wait_until("the /billing alert reached the webhook", billing_alert)
+    assert alert["labels"]["service_name"] == "northwind-assistant"
+    assert alert["labels"]["severity"] == "warning"
+    assert alert["annotations"]["summary"].startswith(
+        "Faithfulness of northwind-assistant /billing dropped to 0."
+    )
+    firing_routes = {a["labels"].get("tracescore_route") for a in _alerts(stack, "firing")}
+    assert firing_routes == {"/billing"}
+    mean = stack.value('tracescore:faithfulness:mean_15m{tracescore_route="/support"}')
+    assert mean > 0.7
+
+
+def test_the_rules_metric_names_are_the_ones_the_collector_exports(drifted_stack: PrometheusStack) -> None:
+    result = drifted_stack.prometheus.query('count by (__name__) ({__name__=~"tracescore_.*"})')["result"]
+    exported = {r["metric"]["__name__"] for r in result}
+    for name in (
+        "tracescore_evaluation_score_sum",
+        "tracescore_evaluation_score_count",
+        "tracescore_evaluation_score_bucket",
+        "tracescore_evaluations_total",
+    ):
+        assert name in exported, f"{name} not exported; got {sorted(exported)}"
+    labels = drifted_stack.prometheus.query('tracescore_evaluations_total{tracescore_route="/billing"}')[
+        "result"
+    ]
+    assert {r["metric"]["status"] for r in labels} == {"ok"}

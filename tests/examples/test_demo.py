@@ -1,0 +1,34 @@
+"""`make demo` (examples/demo.py) tells the story and ends by itself: the drift on /billing fires an alert
+on the webhook, the recovery resolves it, and the HTML report is written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.kafka
+
+
+def test_demo_fires_then_resolves_and_writes_the_report() -> None:
+    report = REPO / "out" / "demo-report.html"
+    report.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "examples/demo.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    fired = out.index("webhook <- [FIRING:warning] faithfulness of northwind-assistant /billing dropped")
+    resolved = out.index(
+        "webhook <- [RESOLVED:warning] faithfulness of northwind-assistant /billing recovered"
+    )
+    assert fired < resolved
+    assert "(signature verified)" in out and "INVALID" not in out
+    assert "/support" not in out[out.index("== alerts received") :]
+    assert "108 evaluations" in out
+    assert report.is_file() and "/billing" in report.read_text()

@@ -1,0 +1,212 @@
+"""The `tracescore alert` configuration: one YAML file, validated once, with clear errors.
+
+Precedence: command-line flags > environment variables (TRACESCORE_ALERT_..., nested with `__`) > the file >
+the defaults written here (and only here).
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from tracescore.score._registry import ENTRY_POINT_GROUP, builtin_metrics
+
+__all__ = [
+    "AlertConfig",
+    "AlertConfigError",
+    "AlertmanagerSinkConfig",
+    "JudgeHealthConfig",
+    "LogSinkConfig",
+    "RuleConfig",
+    "SinkConfig",
+    "SlackSinkConfig",
+    "WebhookSinkConfig",
+    "load_alert_config",
+]
+
+
+class AlertConfigError(ValueError):
+    """The alert configuration is impossible; the message names every problem, one per clause."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RuleConfig(_Strict):
+    """Rolling score alert for one metric on the (service, route) pairs it matches."""
+
+    metric: str = "faithfulness"
+    services: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
+    routes: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
+    window_count: int = Field(default=50, ge=1, description="at most this many recent scores")
+    window_seconds: float = Field(default=900.0, gt=0, description="... no older than this")
+    warning: float = Field(default=0.7, ge=0, le=1)
+    critical: float | None = Field(default=0.5, ge=0, le=1)
+    min_samples: int = Field(default=10, ge=1)
+    # Fire only when the upper bound of the window mean at this one-sided confidence is below the threshold,
+    # so a few unlucky answers on a noisy route do not page.
+    confidence: float = Field(default=0.9, ge=0.5, lt=1)
+    hysteresis: float = Field(default=0.05, ge=0, le=0.5, description="resolve at threshold + this")
+    cooldown_seconds: float = Field(default=300.0, ge=0, description="no re-fire this soon after resolve")
+    renotify_seconds: float | None = Field(default=3600.0, gt=0, description="repeat while firing")
+    no_data_seconds: float | None = Field(default=1800.0, gt=0, description="alert on a route gone quiet")
+
+    @model_validator(mode="after")
+    def _possible(self) -> RuleConfig:
+        if self.min_samples > self.window_count:
+            raise ValueError(
+                f"min_samples ({self.min_samples}) exceeds window_count ({self.window_count}): never fires"
+            )
+        if self.critical is not None and self.critical >= self.warning:
+            raise ValueError(f"critical ({self.critical}) must be below warning ({self.warning})")
+        if self.warning + self.hysteresis > 1:
+            raise ValueError(
+                f"warning + hysteresis ({self.warning} + {self.hysteresis}) exceeds 1: could never resolve"
+            )
+        return self
+
+    def matches(self, service: str, route: str, metric: str) -> bool:
+        return (
+            metric == self.metric
+            and any(fnmatchcase(service, p) for p in self.services)
+            and any(fnmatchcase(route, p) for p in self.routes)
+        )
+
+
+class JudgeHealthConfig(_Strict):
+    """Judge errors are their own alert: an outage means scores are missing, not that answers got worse."""
+
+    enabled: bool = True
+    window_count: int = Field(default=50, ge=1)
+    window_seconds: float = Field(default=600.0, gt=0)
+    max_error_rate: float = Field(default=0.2, gt=0, le=1)
+    min_samples: int = Field(default=5, ge=1)
+
+    @model_validator(mode="after")
+    def _possible(self) -> JudgeHealthConfig:
+        if self.min_samples > self.window_count:
+            raise ValueError(f"min_samples ({self.min_samples}) exceeds window_count ({self.window_count})")
+        return self
+
+
+class _HttpSink(_Strict):
+    url: str
+    timeout_seconds: float = Field(default=5.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    retry_base_seconds: float = Field(default=0.5, ge=0)
+
+
+class LogSinkConfig(_Strict):
+    type: Literal["log"] = "log"
+
+
+class WebhookSinkConfig(_HttpSink):
+    type: Literal["webhook"] = "webhook"
+    # The HMAC key; give it in the environment (TRACESCORE_ALERT_SINKS__<n>__SECRET or secret_env), never
+    # in a file under version control.
+    secret: SecretStr | None = None
+    secret_env: str | None = Field(default=None, description="read the HMAC key from this variable")
+
+
+class SlackSinkConfig(_HttpSink):
+    type: Literal["slack"] = "slack"
+
+
+class AlertmanagerSinkConfig(_HttpSink):
+    type: Literal["alertmanager"] = "alertmanager"
+    # Alertmanager resolves an alert nobody re-sent within its resolve_timeout: re-send firing ones.
+    resend_seconds: float = Field(default=60.0, gt=0)
+
+
+SinkConfig = Annotated[
+    LogSinkConfig | WebhookSinkConfig | SlackSinkConfig | AlertmanagerSinkConfig, Field(discriminator="type")
+]
+
+
+class AlertConfig(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TRACESCORE_ALERT_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    bootstrap_servers: str = "localhost:9092"
+    evaluations_topic: str = "tracescore.evaluations"
+    group_id: str = "tracescore-alert"
+    # Records are keyed by trace id; this topic holds them again keyed by (service, route, metric), so
+    # each alert instance owns whole routes however many instances run.
+    routes_topic: str = "tracescore.alert.routes"
+    routes_partitions: int = Field(default=6, ge=1)
+    # Compacted: the last notified state per alert, so a restart neither repeats nor forgets alerts.
+    state_topic: str = "tracescore.alert.state"
+    max_routes: int = Field(default=10_000, ge=1, description="oldest idle routes beyond this are evicted")
+    tick_seconds: float = Field(default=5.0, gt=0, description="how often time-based conditions are checked")
+    # Touched on every pass of the service loop: a liveness probe that checks its age sees a stuck loop.
+    health_file: Path | None = None
+    extra_metrics: list[str] = Field(default_factory=list, description="custom metric names to accept")
+    rules: list[RuleConfig] = Field(default_factory=lambda: [RuleConfig()])
+    judge_health: JudgeHealthConfig = Field(default_factory=JudgeHealthConfig)
+    sinks: list[SinkConfig] = Field(default_factory=lambda: [LogSinkConfig()])
+
+    @model_validator(mode="after")
+    def _known_metrics(self) -> AlertConfig:
+        known = set(builtin_metrics()) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+        known |= set(self.extra_metrics)
+        unknown = sorted({r.metric for r in self.rules} - known)
+        if unknown:
+            raise ValueError(
+                f"unknown metric {', '.join(unknown)} (known: {', '.join(sorted(known))}; "
+                "list custom metrics under extra_metrics)"
+            )
+        return self
+
+    def rule_for(self, service: str, route: str, metric: str) -> RuleConfig | None:
+        """The first rule matching, so specific rules go before catch-alls."""
+        return next((r for r in self.rules if r.matches(service, route, metric)), None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        yaml_file = settings_cls.model_config.get("yaml_file")
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        if yaml_file:
+            sources += (YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file),)
+        return sources
+
+
+def load_alert_config(path: Path | None = None, **flags: Any) -> AlertConfig:
+    """The configuration from flags (None means not given), the environment, `path` and the defaults."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    settings_cls: type[AlertConfig] = AlertConfig
+    if path is not None:
+        if not path.is_file():
+            raise AlertConfigError(f"alert config {path} does not exist")
+        settings_cls = type(
+            "AlertConfigFromFile",
+            (AlertConfig,),
+            {"model_config": {**AlertConfig.model_config, "yaml_file": path}},
+        )
+    try:
+        return settings_cls(**given)
+    except ValidationError as exc:
+        where = f" in {path}" if path else ""
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"]) or "config"
+            problems.append(f"{field}: {error['msg'].removeprefix('Value error, ')}")
+        raise AlertConfigError(f"invalid alert config{where}: " + "; ".join(problems)) from exc

@@ -1,0 +1,380 @@
+"""Alert state per (service, route, metric): rolling windows, the statistical guard, hysteresis, cooldown,
+re-notification, no-data and judge health. Pure logic on an injected clock; no Kafka, no HTTP.
+
+`add` feeds a record's outcome into the windows (also while rebuilding state after a restart); `evaluate`
+and `tick` compare the windows with the last notified state and return the notifications to send.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from statistics import NormalDist
+from typing import Literal
+
+from pydantic import BaseModel
+
+from tracescore.alert._config import AlertConfig, RuleConfig
+from tracescore.alert._notification import AlertKey, Notification, Severity
+from tracescore.emit import EvaluationRecord
+from tracescore.score import MetricStatus
+
+__all__ = ["AlertEvaluator", "AlertState"]
+
+Level = Literal["ok", "warning", "critical"]
+JUDGE_ALERT = "TracescoreJudgeUnhealthy"
+NO_DATA_ALERT = "TracescoreNoData"
+
+
+class AlertState(BaseModel):
+    """What was last notified for one key; the value of the compacted state topic."""
+
+    level: Level = "ok"
+    level_since: datetime | None = None
+    notified_at: datetime | None = None
+    resolved_at: datetime | None = None
+    judge_firing: bool = False
+    judge_since: datetime | None = None
+    judge_notified_at: datetime | None = None
+    no_data_firing: bool = False
+    no_data_since: datetime | None = None
+    last_seen: datetime | None = None
+
+
+class _Route:
+    __slots__ = ("judge", "partition", "rule", "scores", "state")
+
+    def __init__(self, rule: RuleConfig, judge_window: int, partition: int, state: AlertState) -> None:
+        self.rule = rule
+        self.partition = partition
+        self.scores: deque[tuple[datetime, float]] = deque(maxlen=rule.window_count)
+        # (time, judge failed, failure was a timeout)
+        self.judge: deque[tuple[datetime, bool, bool]] = deque(maxlen=judge_window)
+        self.state = state
+
+
+def alert_name(metric: str) -> str:
+    return "Tracescore" + "".join(part.capitalize() for part in metric.split("_")) + "Dropped"
+
+
+def upper_bound(scores: list[float], confidence: float) -> tuple[float, float]:
+    """(mean, one-sided upper confidence bound of the mean), normal approximation."""
+    n = len(scores)
+    mean = sum(scores) / n
+    if n < 2:
+        return mean, 1.0  # one score says nothing about the spread
+    sd = math.sqrt(sum((s - mean) ** 2 for s in scores) / (n - 1))
+    return mean, min(1.0, mean + NormalDist().inv_cdf(confidence) * sd / math.sqrt(n))
+
+
+class AlertEvaluator:
+    def __init__(self, config: AlertConfig) -> None:
+        self.config = config
+        self._routes: OrderedDict[AlertKey, _Route] = OrderedDict()
+        self._restored: dict[AlertKey, AlertState] = {}
+        self._dirty: set[AlertKey] = set()
+        self.evicted = 0
+        self.unmatched = 0
+        self.suppressed_by_cooldown = 0
+
+    # -- input ------------------------------------------------------------------------------------------
+    def restore(self, key: AlertKey, state: AlertState | None) -> None:
+        """The last notified state of `key` from the state topic (None: a tombstone). A route held in memory
+        keeps its own, newer state."""
+        if key in self._routes:
+            return
+        if state is None:
+            self._restored.pop(key, None)
+        else:
+            self._restored[key] = state
+
+    def add(self, record: EvaluationRecord, partition: int = 0) -> AlertKey | None:
+        """Feed one record; returns its key, or None when no rule covers it (counted)."""
+        key = AlertKey(record.service_name, record.route, record.metric)
+        route = self._route(key, partition)
+        if route is None:
+            self.unmatched += 1
+            return None
+        at = record.timestamp
+        if record.status is MetricStatus.ERROR:
+            route.judge.append((at, True, "timeout" in (record.reason or "").lower()))
+        else:
+            route.judge.append((at, False, False))
+        if record.score is not None:
+            route.scores.append((at, record.score))
+        if route.state.last_seen is None or at > route.state.last_seen:
+            route.state.last_seen = at
+            self._dirty.add(key)
+        self._routes.move_to_end(key)
+        return key
+
+    def adopt_restored(self, partition_of: Callable[[AlertKey], int | None]) -> None:
+        """Hold in memory the restored routes this instance owns (`partition_of` gives the partition of a key
+        it owns, else None), so a route that stayed quiet since the restart still gets its no-data alert
+        and its firing alerts are still re-sent."""
+        for key in list(self._restored):
+            partition = partition_of(key)
+            if partition is not None and key not in self._routes:
+                self._route(key, partition)
+
+    def forget_partitions(self, partitions: Iterable[int]) -> None:
+        """Partitions now owned by another instance: their routes are its business."""
+        gone = set(partitions)
+        for key in [k for k, r in self._routes.items() if r.partition in gone]:
+            del self._routes[key]
+
+    # -- output -----------------------------------------------------------------------------------------
+    def evaluate(self, key: AlertKey, now: datetime) -> list[Notification]:
+        route = self._routes.get(key)
+        if route is None:
+            return []
+        out = self._no_data(key, route, now)
+        out += self._scores(key, route, now)
+        if self.config.judge_health.enabled:
+            out += self._judge(key, route, now)
+        if out:
+            self._dirty.add(key)
+        return out
+
+    def tick(self, now: datetime) -> list[Notification]:
+        """Time-based conditions for every route: windows ageing out, quiet routes, re-notification."""
+        return [n for key in list(self._routes) for n in self.evaluate(key, now)]
+
+    def firing(self, now: datetime) -> list[Notification]:
+        """Every alert currently firing (for sinks that must hear about them again, like Alertmanager)."""
+        out = []
+        for key, route in self._routes.items():
+            state = route.state
+            if state.level != "ok":
+                out.append(self._score_note(key, route, "firing", state.level, now, repeat=True))
+            if state.judge_firing:
+                out.append(self._judge_note(key, route, "firing", now, repeat=True))
+            if state.no_data_firing:
+                out.append(self._no_data_note(key, route, "firing", now, repeat=True))
+        return out
+
+    def take_changed_states(self) -> dict[AlertKey, AlertState | None]:
+        """States changed since the last call (None: evicted), to write to the state topic."""
+        changed = {k: (self._routes[k].state if k in self._routes else None) for k in self._dirty}
+        self._dirty.clear()
+        return changed
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    # -- internals --------------------------------------------------------------------------------------
+    def _route(self, key: AlertKey, partition: int) -> _Route | None:
+        route = self._routes.get(key)
+        if route is not None:
+            route.partition = partition
+            return route
+        rule = self.config.rule_for(*key)
+        if rule is None:
+            return None
+        state = self._restored.pop(key, None) or AlertState()
+        route = self._routes[key] = _Route(rule, self.config.judge_health.window_count, partition, state)
+        if len(self._routes) > self.config.max_routes:
+            self._evict()
+        return route
+
+    def _evict(self) -> None:
+        # The least recently fed route that is not firing; a firing one only if every route fires.
+        victim = next(
+            (k for k, r in self._routes.items() if r.state.level == "ok" and not r.state.judge_firing),
+            next(iter(self._routes)),
+        )
+        del self._routes[victim]
+        self._restored.pop(victim, None)
+        self._dirty.add(victim)
+        self.evicted += 1
+
+    def _no_data(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
+        state, limit = route.state, route.rule.no_data_seconds
+        if limit is None or state.last_seen is None:
+            return []
+        quiet = now - state.last_seen > timedelta(seconds=limit)
+        if quiet and not state.no_data_firing:
+            state.no_data_firing, state.no_data_since = True, now
+            return [self._no_data_note(key, route, "firing", now)]
+        if not quiet and state.no_data_firing:
+            note = self._no_data_note(key, route, "resolved", now)
+            state.no_data_firing = False
+            return [note]
+        return []
+
+    def _window(self, route: _Route, now: datetime) -> list[float]:
+        horizon = now - timedelta(seconds=route.rule.window_seconds)
+        while route.scores and route.scores[0][0] < horizon:
+            route.scores.popleft()
+        return [s for _, s in route.scores]
+
+    def _scores(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
+        rule, state = route.rule, route.state
+        scores = self._window(route, now)
+        level = self._level(rule, state.level, scores)
+        cooling = state.resolved_at is not None and now - state.resolved_at < timedelta(
+            seconds=rule.cooldown_seconds
+        )
+        if level != "ok" and state.level == "ok" and cooling:
+            self.suppressed_by_cooldown += 1
+            return []
+        out: list[Notification] = []
+        if level != state.level:
+            if state.level != "ok":
+                out.append(self._score_note(key, route, "resolved", state.level, now))
+            state.level, state.level_since = level, now
+            if level == "ok":
+                state.resolved_at, state.notified_at = now, None
+            else:
+                out.append(self._score_note(key, route, "firing", level, now))
+                state.notified_at = now
+        elif level != "ok" and self._due(state.notified_at, rule.renotify_seconds, now):
+            out.append(self._score_note(key, route, "firing", level, now, repeat=True))
+            state.notified_at = now
+        return out
+
+    @staticmethod
+    def _level(rule: RuleConfig, current: Level, scores: list[float]) -> Level:
+        if len(scores) < rule.min_samples:
+            return current  # too little evidence to fire or to resolve
+        mean, bound = upper_bound(scores, rule.confidence)
+        for level, threshold in (("critical", rule.critical), ("warning", rule.warning)):
+            if threshold is None:
+                continue
+            if bound < threshold:
+                return level  # type: ignore[return-value]
+            held = current == level or (current == "critical" and level == "warning")
+            if held and mean < threshold + rule.hysteresis:
+                return level  # type: ignore[return-value]
+        return "ok"
+
+    def _judge(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
+        health, state = self.config.judge_health, route.state
+        horizon = now - timedelta(seconds=health.window_seconds)
+        while route.judge and route.judge[0][0] < horizon:
+            route.judge.popleft()
+        n = len(route.judge)
+        if n < health.min_samples:
+            return []
+        rate = sum(failed for _, failed, _ in route.judge) / n
+        if rate > health.max_error_rate and not state.judge_firing:
+            state.judge_firing, state.judge_since, state.judge_notified_at = True, now, now
+            return [self._judge_note(key, route, "firing", now)]
+        if state.judge_firing and rate <= health.max_error_rate / 2:  # hysteresis: half the limit
+            note = self._judge_note(key, route, "resolved", now)
+            state.judge_firing = False
+            return [note]
+        if state.judge_firing and self._due(state.judge_notified_at, route.rule.renotify_seconds, now):
+            state.judge_notified_at = now
+            return [self._judge_note(key, route, "firing", now, repeat=True)]
+        return []
+
+    @staticmethod
+    def _due(last: datetime | None, interval: float | None, now: datetime) -> bool:
+        return interval is not None and last is not None and now - last >= timedelta(seconds=interval)
+
+    def _score_note(
+        self,
+        key: AlertKey,
+        route: _Route,
+        state: Literal["firing", "resolved"],
+        level: Level,
+        now: datetime,
+        repeat: bool = False,
+    ) -> Notification:
+        rule = route.rule
+        scores = [s for _, s in route.scores]
+        mean, bound = upper_bound(scores, rule.confidence) if scores else (None, None)
+        threshold = rule.critical if level == "critical" else rule.warning
+        shown = "n/a" if mean is None else f"{mean:.2f}"
+        if state == "firing":
+            evidence = "no recent scores" if bound is None else f"upper bound {bound:.2f}"
+            summary = (
+                f"{key.metric} of {key.service} {key.route} dropped to {shown} over {len(scores)} answers "
+                f"({evidence} < {level} threshold {threshold:.2f})"
+            )
+        else:
+            summary = (
+                f"{key.metric} of {key.service} {key.route} recovered to {shown} over {len(scores)} answers"
+            )
+        severity: Severity = "critical" if level == "critical" else "warning"
+        return Notification(
+            alertname=alert_name(key.metric),
+            state=state,
+            severity=severity,
+            service=key.service,
+            route=key.route,
+            metric=key.metric,
+            summary=summary,
+            value=mean,
+            bound=bound,
+            threshold=threshold,
+            samples=len(scores),
+            starts_at=route.state.level_since or now,
+            ends_at=now if state == "resolved" else None,
+            repeat=repeat,
+        )
+
+    def _judge_note(
+        self,
+        key: AlertKey,
+        route: _Route,
+        state: Literal["firing", "resolved"],
+        now: datetime,
+        repeat: bool = False,
+    ) -> Notification:
+        n = len(route.judge)
+        failed = sum(f for _, f, _ in route.judge)
+        timeouts = sum(t for _, _, t in route.judge)
+        rate = failed / n if n else 0.0
+        summary = (
+            f"judge errors on {key.service} {key.route} ({key.metric}): {failed} of {n} evaluations failed"
+            f" ({timeouts} timeouts); scores are missing, not low"
+            if state == "firing"
+            else f"judge healthy again on {key.service} {key.route} ({key.metric}): {failed} of {n} failed"
+        )
+        return Notification(
+            alertname=JUDGE_ALERT,
+            state=state,
+            severity="warning",
+            service=key.service,
+            route=key.route,
+            metric=key.metric,
+            summary=summary,
+            value=rate,
+            threshold=self.config.judge_health.max_error_rate,
+            samples=n,
+            starts_at=route.state.judge_since or now,
+            ends_at=now if state == "resolved" else None,
+            repeat=repeat,
+        )
+
+    def _no_data_note(
+        self,
+        key: AlertKey,
+        route: _Route,
+        state: Literal["firing", "resolved"],
+        now: datetime,
+        repeat: bool = False,
+    ) -> Notification:
+        last = route.state.last_seen
+        seen = last.astimezone(UTC).isoformat(timespec="seconds") if last else "never"
+        summary = (
+            f"no evaluations of {key.service} {key.route} ({key.metric}) since {seen}"
+            if state == "firing"
+            else f"evaluations of {key.service} {key.route} ({key.metric}) arrive again"
+        )
+        return Notification(
+            alertname=NO_DATA_ALERT,
+            state=state,
+            severity="info",
+            service=key.service,
+            route=key.route,
+            metric=key.metric,
+            summary=summary,
+            starts_at=route.state.no_data_since or now,
+            ends_at=now if state == "resolved" else None,
+            repeat=repeat,
+        )

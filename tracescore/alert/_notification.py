@@ -1,0 +1,63 @@
+"""What an alert says, the same for every sink: a firing or resolved notification with Prometheus-style
+labels, so Alertmanager, a webhook and a Slack message all name the alert alike."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel
+
+__all__ = ["AlertKey", "Notification"]
+
+Severity = Literal["info", "warning", "critical"]
+
+
+class AlertKey(NamedTuple):
+    service: str
+    route: str
+    metric: str
+
+    def encode(self) -> bytes:
+        """Kafka key of the routes and state topics: one partition per (service, route, metric)."""
+        return "\x1f".join(self).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> AlertKey:
+        service, route, metric = raw.decode().split("\x1f")
+        return cls(service, route, metric)
+
+
+class Notification(BaseModel):
+    alertname: str
+    state: Literal["firing", "resolved"]
+    severity: Severity
+    service: str
+    route: str
+    metric: str
+    summary: str
+    value: float | None = None  # the window's mean score, or the judge error rate
+    bound: float | None = None  # upper confidence bound of the mean (score alerts)
+    threshold: float | None = None
+    samples: int = 0
+    starts_at: datetime
+    ends_at: datetime | None = None  # set on resolve
+    repeat: bool = False  # a re-notification of an alert already sent
+
+    @property
+    def fingerprint(self) -> str:
+        return "|".join((self.alertname, self.severity, self.service, self.route, self.metric))
+
+    def labels(self) -> dict[str, str]:
+        # The label names of deploy/prometheus/tracescore-rules.yaml, so both paths group and silence alike.
+        return {
+            "alertname": self.alertname,
+            "severity": self.severity,
+            "service_name": self.service,
+            "tracescore_route": self.route,
+            "metric": self.metric,
+            "source": "tracescore-alert",
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.model_dump(mode="json"), "labels": self.labels()}

@@ -1,0 +1,300 @@
+"""`tracescore alert`: evaluation records from Kafka -> alert state per (service, route, metric) -> sinks.
+
+    tracescore.evaluations --(group G, keyed by trace id)--> re-keyed by (service, route, metric)
+        --> tracescore.alert.routes --(group G.routes)--> AlertEvaluator --> sinks
+                                                              |
+                                                              v  last notified state, compacted
+                                                       tracescore.alert.state
+
+Evaluation records are keyed by trace id, so one route's records are spread over every partition. The first
+stage writes them again keyed by route, so with several alert instances each owns whole routes and its alert
+state is complete. After a restart or rebalance, an instance rebuilds its routes' windows by re-reading the
+routes topic from the window's start (without notifying) and knows what it already notified from the
+compacted state topic: a firing alert is neither repeated nor forgotten, and one that recovered meanwhile
+is resolved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
+from kafka.partitioner.default import murmur2
+from pydantic import ValidationError
+
+from tracescore.alert._config import AlertConfig
+from tracescore.alert._evaluator import AlertEvaluator, AlertState
+from tracescore.alert._notification import AlertKey, Notification
+from tracescore.alert._sinks import AlertmanagerSink, Sink
+from tracescore.emit import SCHEMA_VERSION, EvaluationRecord
+
+__all__ = ["AlertService", "AlertStats"]
+
+_log = logging.getLogger("tracescore.alert")
+Clock = Callable[[], datetime]
+
+
+@dataclass
+class AlertStats:
+    records: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)  # unknown_schema_version, invalid_record
+    notifications: int = 0
+    evicted_routes: int = 0
+    delivery_failures: int = 0
+
+
+class _Rebuild(ConsumerRebalanceListener):
+    def __init__(self, service: AlertService) -> None:
+        self._service = service
+
+    def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        self._service.evaluator.forget_partitions(tp.partition for tp in revoked)
+
+    def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        self._service.assigned(assigned)
+
+
+class AlertService:
+    def __init__(
+        self,
+        config: AlertConfig,
+        sinks: Sequence[Sink],
+        *,
+        clock: Clock = lambda: datetime.now(UTC),
+        on_notification: Callable[[Notification], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.sinks = list(sinks)
+        self.evaluator = AlertEvaluator(config)
+        self.stats = AlertStats()
+        self._clock = clock
+        self._on_notification = on_notification
+        self._stopping = False
+        self._logged_skips: set[str] = set()
+        self._replay_until: dict[TopicPartition, int] = {}
+        self._pending_rebuild: set[TopicPartition] = set()
+        self._last_resend: float = time.monotonic()
+        servers = config.bootstrap_servers
+        self._ingest = KafkaConsumer(
+            bootstrap_servers=servers,
+            group_id=config.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        self._routes = KafkaConsumer(
+            bootstrap_servers=servers,
+            group_id=f"{config.group_id}.routes",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        self._producer = KafkaProducer(bootstrap_servers=servers, acks="all")
+        self.first_assigned_at: float | None = None
+
+    def stop(self) -> None:
+        """Return from run() after the current batch. Safe from a signal handler."""
+        self._stopping = True
+
+    def run(self, idle_timeout_s: float | None = None) -> AlertStats:
+        self._ensure_topics()
+        self._ingest.subscribe([self.config.evaluations_topic])
+        self._routes.subscribe([self.config.routes_topic], listener=_Rebuild(self))
+        last_message = time.monotonic()
+        last_tick = 0.0
+        try:
+            while not self._stopping:
+                if self.config.health_file is not None:
+                    self.config.health_file.touch()
+                moved = self._forward(self._ingest.poll(timeout_ms=200))
+                moved += self._evaluate(self._routes.poll(timeout_ms=200))
+                if moved:
+                    last_message = time.monotonic()
+                if time.monotonic() - last_tick >= self.config.tick_seconds:
+                    last_tick = time.monotonic()
+                    self._deliver(self.evaluator.tick(self._clock()))
+                    self._resend_firing()
+                    self._persist()
+                if idle_timeout_s and time.monotonic() - last_message > idle_timeout_s:
+                    _log.info("no evaluation record for %.1fs; stopping", idle_timeout_s)
+                    break
+        finally:
+            self._persist()
+            self._producer.close(timeout=30)
+            self._ingest.close(autocommit=False)
+            self._routes.close(autocommit=False)
+            for sink in self.sinks:
+                sink.close()
+        self.stats.evicted_routes = self.evaluator.evicted
+        return self.stats
+
+    # -- stage 1: re-key by route -----------------------------------------------------------------------
+    def _forward(self, polled: dict[TopicPartition, list]) -> int:
+        count = 0
+        for messages in polled.values():
+            for message in messages:
+                count += 1
+                record = self._parse(message.value)
+                if record is None:
+                    continue
+                key = AlertKey(record.service_name, record.route, record.metric)
+                self._producer.send(self.config.routes_topic, key=key.encode(), value=message.value)
+        if count:
+            self._producer.flush(timeout=30)
+            self._ingest.commit()
+        return count
+
+    def _parse(self, value: bytes | None) -> EvaluationRecord | None:
+        try:
+            data = json.loads(value or b"")
+            version = data.get("schema_version") if isinstance(data, dict) else None
+            if version != SCHEMA_VERSION:
+                self._skip(
+                    "unknown_schema_version",
+                    f"schema_version {version!r}; this version reads {SCHEMA_VERSION}",
+                )
+                return None
+            return EvaluationRecord.model_validate(data)
+        except (ValueError, ValidationError) as exc:
+            self._skip("invalid_record", str(exc).splitlines()[0][:200])
+            return None
+
+    def _skip(self, reason: str, detail: str) -> None:
+        self.stats.skipped[reason] += 1
+        if reason not in self._logged_skips:  # once per reason: a flood of bad records is not a flood of logs
+            self._logged_skips.add(reason)
+            _log.warning("skipped evaluation record (%s): %s; further ones are only counted", reason, detail)
+
+    # -- stage 2: alert state per route -----------------------------------------------------------------
+    def assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        """Rebalance callback (on the client's IO thread, which must not block): park the partitions until
+        the main loop has positioned them for the rebuild."""
+        if self.first_assigned_at is None:
+            self.first_assigned_at = time.monotonic()
+        self._pending_rebuild.update(assigned)
+        self._routes.pause(*assigned)
+
+    def _rebuild(self) -> None:
+        """Seek newly assigned partitions back to the start of the longest window; what precedes the
+        committed offset was already evaluated, so it only refills the windows."""
+        assigned = sorted(self._pending_rebuild & self._routes.assignment())
+        self._pending_rebuild.clear()
+        if not assigned:
+            return
+        # The previous owner persisted each state change before committing the offsets that caused it.
+        self._restore_states()
+        partitions = len(self._routes.partitions_for_topic(self.config.routes_topic) or ()) or 1
+        mine = {tp.partition for tp in assigned}
+
+        def partition_of(key: AlertKey) -> int | None:
+            # The producer's default partitioner (murmur2, as the Java client) placed the key there.
+            partition = (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+            return partition if partition in mine else None
+
+        self.evaluator.adopt_restored(partition_of)
+        longest = max(r.window_seconds for r in [*self.config.rules, self.config.judge_health])
+        since_ms = int((self._clock().timestamp() - longest) * 1000)
+        starts = self._routes.offsets_for_times({tp: since_ms for tp in assigned})
+        for tp in assigned:
+            committed = self._routes.committed(tp)
+            start = starts.get(tp)
+            if committed is None:
+                continue  # a new group: auto_offset_reset decides, nothing was evaluated before
+            begin = min(start.offset, committed) if start is not None else committed
+            self._replay_until[tp] = committed
+            self._routes.seek(tp, begin)
+        self._routes.resume(*assigned)
+
+    def _evaluate(self, polled: dict[TopicPartition, list]) -> int:
+        count = 0
+        now = self._clock()
+        if self._pending_rebuild:
+            # Anything fetched for them before the seek is read again from the rebuild position.
+            polled = {tp: m for tp, m in polled.items() if tp not in self._pending_rebuild}
+            self._rebuild()
+        for tp, messages in polled.items():
+            replay_until = self._replay_until.get(tp, 0)
+            for message in messages:
+                count += 1
+                record = self._parse(message.value)
+                if record is None:
+                    continue
+                self.stats.records += 1
+                key = self.evaluator.add(record, tp.partition)
+                if key is not None and message.offset >= replay_until:
+                    self._deliver(self.evaluator.evaluate(key, now))
+        if count:
+            self._persist()
+            self._routes.commit()
+        return count
+
+    def _deliver(self, notifications: Sequence[Notification]) -> None:
+        for note in notifications:
+            self.stats.notifications += 1
+            for sink in self.sinks:
+                if not sink.send(note):
+                    self.stats.delivery_failures += 1
+            if self._on_notification:
+                self._on_notification(note)
+
+    def _resend_firing(self) -> None:
+        managers = [s for s in self.sinks if isinstance(s, AlertmanagerSink)]
+        if not managers:
+            return
+        interval = min(s.resend_seconds for s in managers)
+        if time.monotonic() - self._last_resend < interval:
+            return
+        self._last_resend = time.monotonic()
+        for note in self.evaluator.firing(self._clock()):
+            for sink in managers:
+                sink.send(note)
+
+    # -- state topic ------------------------------------------------------------------------------------
+    def _persist(self) -> None:
+        changed = self.evaluator.take_changed_states()
+        for key, state in changed.items():
+            value = state.model_dump_json().encode() if state is not None else None
+            self._producer.send(self.config.state_topic, key=key.encode(), value=value)
+        if changed:
+            self._producer.flush(timeout=30)
+
+    def _restore_states(self) -> None:
+        reader = KafkaConsumer(
+            bootstrap_servers=self.config.bootstrap_servers, group_id=None, enable_auto_commit=False
+        )
+        try:
+            tps = [
+                TopicPartition(self.config.state_topic, p)
+                for p in reader.partitions_for_topic(self.config.state_topic) or ()
+            ]
+            if not tps:
+                return
+            reader.assign(tps)
+            reader.seek_to_beginning(*tps)
+            end = reader.end_offsets(tps)
+            while any(reader.position(tp) < end[tp] for tp in tps):
+                for messages in reader.poll(timeout_ms=500).values():
+                    for m in messages:
+                        state = AlertState.model_validate_json(m.value) if m.value else None
+                        self.evaluator.restore(AlertKey.decode(m.key), state)
+        finally:
+            reader.close()
+
+    def _ensure_topics(self) -> None:
+        admin = KafkaAdminClient(bootstrap_servers=self.config.bootstrap_servers)
+        try:
+            for topic in (
+                NewTopic(self.config.routes_topic, self.config.routes_partitions, -1),
+                NewTopic(self.config.state_topic, 1, -1, topic_configs={"cleanup.policy": "compact"}),
+            ):
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    admin.create_topics([topic])
+        finally:
+            admin.close()

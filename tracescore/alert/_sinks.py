@@ -1,0 +1,227 @@
+"""Where notifications go: the log, a generic signed webhook, Slack, Alertmanager.
+
+Every sink is a `Sink`: `send(notification)` never raises; a receiver that hangs, fails or redirects is
+retried a bounded number of times (transient failures only), then the notification is counted as failed
+and logged in one line. Redirects are never followed: a webhook URL that moved is a configuration error,
+and following it could carry the signature somewhere unintended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+from typing import Any, Protocol, runtime_checkable
+
+import httpx2
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from tracescore.alert._config import (
+    AlertmanagerSinkConfig,
+    LogSinkConfig,
+    SinkConfig,
+    SlackSinkConfig,
+    WebhookSinkConfig,
+    _HttpSink,
+)
+from tracescore.alert._notification import Notification
+
+__all__ = [
+    "SIGNATURE_HEADER",
+    "AlertmanagerSink",
+    "LogSink",
+    "Sink",
+    "SlackSink",
+    "WebhookSink",
+    "make_sink",
+    "sign",
+]
+
+_log = logging.getLogger("tracescore.alert")
+SIGNATURE_HEADER = "X-Tracescore-Signature"
+
+
+@runtime_checkable
+class Sink(Protocol):
+    name: str
+    sent: int
+    failed: int
+
+    def send(self, notification: Notification) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def sign(secret: bytes, body: bytes) -> str:
+    """The signature header's value: `sha256=` and the hex HMAC-SHA256 of the exact body bytes."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+class LogSink:
+    name = "log"
+
+    def __init__(self, config: LogSinkConfig | None = None) -> None:
+        self.sent = 0
+        self.failed = 0
+
+    def send(self, notification: Notification) -> bool:
+        level = (
+            logging.INFO
+            if notification.state == "resolved" or notification.severity == "info"
+            else logging.WARNING
+        )
+        again = " (still firing)" if notification.repeat else ""
+        _log.log(level, "[%s] %s%s", notification.state.upper(), notification.summary, again)
+        self.sent += 1
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class _HttpPoster:
+    """A JSON POST with a timeout and bounded retries on transient failures; the body is serialised once so
+    a signature covers exactly the bytes sent."""
+
+    def __init__(self, name: str, config: _HttpSink, transport: httpx2.BaseTransport | None = None) -> None:
+        self.name = name
+        self.config = config
+        self.sent = 0
+        self.failed = 0
+        self._client = httpx2.Client(
+            timeout=config.timeout_seconds, follow_redirects=False, transport=transport
+        )
+        # For log lines: never the URL's credentials, path or query (Slack's secret is its path).
+        url = httpx2.URL(config.url)
+        self._where = f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
+
+    def post(self, url: str, payload: Any, headers: dict[str, str] | None = None) -> bool:
+        body = json.dumps(payload, separators=(",", ":"), default=str).encode()
+        all_headers = {"Content-Type": "application/json", **self._sign(body), **(headers or {})}
+        retrying = Retrying(
+            stop=stop_after_attempt(self.config.max_attempts),
+            wait=wait_random_exponential(multiplier=self.config.retry_base_seconds, max=10),
+            retry=retry_if_exception(_transient),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    response = self._client.post(url, content=body, headers=all_headers)
+                    if response.is_redirect:
+                        raise _Redirected(response.headers.get("location", "?"))
+                    response.raise_for_status()
+        except Exception as exc:  # never into the service: the next notification must still go out
+            self.failed += 1
+            _log.warning(
+                "%s sink at %s: notification not delivered: %s", self.name, self._where, _describe(exc)
+            )
+            return False
+        self.sent += 1
+        return True
+
+    def _sign(self, body: bytes) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _Redirected(Exception):
+    def __init__(self, location: str) -> None:
+        super().__init__(f"redirected to {location}; redirects are not followed, configure the final URL")
+
+
+class WebhookSink(_HttpPoster):
+    """POSTs the notification as JSON, signed with HMAC-SHA256 in the X-Tracescore-Signature header."""
+
+    def __init__(self, config: WebhookSinkConfig, transport: httpx2.BaseTransport | None = None) -> None:
+        super().__init__("webhook", config, transport)
+        secret = config.secret.get_secret_value() if config.secret else None
+        if secret is None and config.secret_env:
+            secret = os.environ.get(config.secret_env)
+            if secret is None:
+                raise ValueError(f"webhook sink: environment variable {config.secret_env} is not set")
+        self._secret = secret.encode() if secret else None
+
+    def _sign(self, body: bytes) -> dict[str, str]:
+        return {SIGNATURE_HEADER: sign(self._secret, body)} if self._secret else {}
+
+    def send(self, notification: Notification) -> bool:
+        return self.post(self.config.url, notification.to_json())
+
+
+class SlackSink(_HttpPoster):
+    """Slack incoming-webhook message: one line of text plus a coloured attachment with the details."""
+
+    def __init__(self, config: SlackSinkConfig, transport: httpx2.BaseTransport | None = None) -> None:
+        super().__init__("slack", config, transport)
+
+    def send(self, notification: Notification) -> bool:
+        return self.post(self.config.url, slack_message(notification))
+
+
+def slack_message(n: Notification) -> dict[str, Any]:
+    icon = {"firing": ":rotating_light:", "resolved": ":white_check_mark:"}[n.state]
+    color = {"critical": "#d00000", "warning": "#e8a317", "info": "#439fe0"}[n.severity]
+    fields = [
+        {"title": "service", "value": n.service, "short": True},
+        {"title": "route", "value": n.route, "short": True},
+        {"title": "metric", "value": n.metric, "short": True},
+        {"title": "samples", "value": str(n.samples), "short": True},
+    ]
+    return {
+        "text": f"{icon} [{n.state.upper()}:{n.severity}] {n.summary}",
+        "attachments": [{"color": "#2eb886" if n.state == "resolved" else color, "fields": fields}],
+    }
+
+
+class AlertmanagerSink(_HttpPoster):
+    """Alertmanager's v2 API: POST /api/v2/alerts; a resolve is the same alert with endsAt set."""
+
+    def __init__(self, config: AlertmanagerSinkConfig, transport: httpx2.BaseTransport | None = None) -> None:
+        super().__init__("alertmanager", config, transport)
+        self.resend_seconds = config.resend_seconds
+
+    def send(self, notification: Notification) -> bool:
+        return self.post(self.config.url.rstrip("/") + "/api/v2/alerts", [alertmanager_alert(notification)])
+
+
+def alertmanager_alert(n: Notification) -> dict[str, Any]:
+    alert: dict[str, Any] = {
+        "labels": n.labels(),
+        "annotations": {"summary": n.summary},
+        "startsAt": n.starts_at.isoformat(),
+    }
+    if n.ends_at is not None:
+        alert["endsAt"] = n.ends_at.isoformat()
+    return alert
+
+
+def make_sink(config: SinkConfig, transport: httpx2.BaseTransport | None = None) -> Sink:
+    if isinstance(config, WebhookSinkConfig):
+        return WebhookSink(config, transport)
+    if isinstance(config, SlackSinkConfig):
+        return SlackSink(config, transport)
+    if isinstance(config, AlertmanagerSinkConfig):
+        return AlertmanagerSink(config, transport)
+    return LogSink(config)
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, httpx2.TransportError):  # refused, reset, timed out
+        return True
+    if isinstance(exc, httpx2.HTTPStatusError):
+        status = exc.response.status_code
+        return status >= 500 or status == 429
+    return False
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}: {exc.response.text[:200]}"
+    if isinstance(exc, httpx2.TimeoutException):
+        return f"timed out ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"
