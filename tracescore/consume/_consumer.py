@@ -138,6 +138,7 @@ class EvaluationConsumer:
         # --idle-timeout counts from the first assignment: waiting to join the group (a dead member's
         # session still holding the partitions) is not idleness.
         self.first_assigned_at: float | None = None
+        self._broker_checked_at = 0.0
         self._busy_at = 0.0  # last time the loop had work in hand, for --idle-timeout
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -186,8 +187,7 @@ class EvaluationConsumer:
                     self._take(batch)
                     # After taking it: decoding a large batch is not time without messages.
                     last_message = time.monotonic()
-                elif finishing is None and self._idle_for(last_message):
-                    self._check_broker("the stream went idle")
+                elif finishing is None and self._idle_for(last_message) and self._nothing_left():
                     finishing = "idle"
                     _log.info(
                         "no message for %.1fs; finishing the buffered traces", self.settings.idle_timeout_s
@@ -501,8 +501,17 @@ class EvaluationConsumer:
             self._busy_at = time.monotonic()
             return False
         since = max(last_message or 0.0, self.first_assigned_at, self._busy_at)
-        # Idle means nothing left to read, not a slow first fetch on a loaded machine.
-        return time.monotonic() - since >= timeout and self._caught_up()
+        return time.monotonic() - since >= timeout
+
+    def _nothing_left(self) -> bool:
+        """After the idle timeout: idle means every partition is read to its end, not a slow first fetch on a
+        loaded machine; and a broker that is gone is an error (BrokerUnreachable), never a clean stop. The
+        broker is probed at most once every 5 s."""
+        now = time.monotonic()
+        if now - self._broker_checked_at >= 5.0:
+            self._broker_checked_at = now
+            self._check_broker("the stream went idle")
+        return self._caught_up()
 
     def _caught_up(self) -> bool:
         """Every assigned partition's fetch position has reached its high watermark (both known).
