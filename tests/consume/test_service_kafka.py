@@ -104,7 +104,9 @@ def test_a_record_larger_than_the_output_limit_is_cut_to_fit_and_says_so(
     [message] = read_all(bootstrap, f"{topic_prefix}.evaluations")
     assert len(message.value) <= 8_000
     record = EvaluationRecord.model_validate_json(message.value)
-    assert record.details["truncated"]["original_bytes"] > 8_000 and record.details["total_claims"] >= 300
+    assert record.details["truncated"]["original_bytes"] > 8_000
+    assert record.details["total_claims"] == 200, "claims per answer are capped (max_claims)"
+    assert record.details["capped"]["answer_sentences"] == 300
     assert record.label == "hallucinated"
 
 
@@ -203,3 +205,38 @@ def test_a_broker_gone_while_idle_is_an_error_not_a_successful_stop(topic_prefix
         thread.join(120)
     assert outcome and isinstance(outcome[0], BrokerUnreachable), outcome
     assert "the stream went idle" in str(outcome[0])
+
+
+def test_prometheus_can_scrape_the_running_service(bootstrap: str, topic_prefix: str) -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", GOOD_APP.format(n=2))
+    service = subprocess.Popen(
+        [
+            sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
+            "--topic", f"{topic_prefix}.spans", "--group-id", f"{topic_prefix}.group",
+            "--evaluations-topic", f"{topic_prefix}.evaluations", "--dlq-topic", f"{topic_prefix}.dlq",
+            "--prometheus-port", str(port), "--prometheus-host", "127.0.0.1",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        scraped = ""
+        while "tracescore_evaluations_total" not in scraped and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    scraped = response.read().decode()
+            except OSError:
+                pass
+            time.sleep(0.2)
+    finally:
+        service.terminate()
+        _, stderr = service.communicate(timeout=120)
+    assert "tracescore_evaluations_total" in scraped, stderr
+    assert 'tracescore_route="/ask"' in scraped and "tracescore_evaluation_score" in scraped
+    assert service.returncode == 0, stderr

@@ -179,6 +179,31 @@ def _judge_and_metrics(
     "e.g. http://127.0.0.1:4318/v1/metrics.",
 )
 @click.option(
+    "--prometheus-port",
+    envvar="TRACESCORE_PROMETHEUS_PORT",
+    show_envvar=True,
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Also serve the consumer's metrics for Prometheus to scrape at http://HOST:PORT/metrics.",
+)
+@click.option(
+    "--prometheus-host",
+    envvar="TRACESCORE_PROMETHEUS_HOST",
+    show_envvar=True,
+    default="0.0.0.0",
+    show_default=True,
+    help="Address the Prometheus endpoint listens on.",
+)
+@click.option(
+    "--max-claims",
+    envvar="TRACESCORE_MAX_CLAIMS",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=None,
+    help="Claims judged per answer; the rest of a very long answer is not judged and the record says so "
+    "(details.capped) [default: 200].",
+)
+@click.option(
     "--phoenix-endpoint",
     envvar="TRACESCORE_PHOENIX_ENDPOINT",
     show_envvar=True,
@@ -214,6 +239,9 @@ def consume(
     alert_threshold: float,
     alert_window: int,
     otlp_metrics_endpoint: str | None,
+    prometheus_port: int | None,
+    prometheus_host: str,
+    max_claims: int | None,
     phoenix_endpoint: str | None,
     judge: str,
     model: str | None,
@@ -237,6 +265,10 @@ def consume(
 
     settings = load_settings(flags, config_file)
     chosen_judge, chosen_metrics = _judge_and_metrics(judge, model, base_url, metrics, metric_config)
+    if max_claims is not None:
+        for metric in chosen_metrics:
+            if hasattr(metric, "max_claims"):
+                metric.max_claims = max_claims  # set once at start-up, before any scoring
     try:
         rate = {} if sample_ratio is None else {"default_rate": sample_ratio}
         sampling = load_sampling_config(config_file, **rate)
@@ -253,7 +285,7 @@ def consume(
         raise click.UsageError(f"{exc}{hint}") from exc
     for handler in logging.getLogger().handlers:
         handler.addFilter(RateLimitedLogs())
-    meter_provider = _meter_provider(otlp_metrics_endpoint)
+    meter_provider = _meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
     alerter = RollingScoreAlerter([LogNotifier()], threshold=alert_threshold, window=alert_window)
     consumer = EvaluationConsumer(
         settings,
@@ -293,11 +325,27 @@ def consume(
         click.echo(f"  {stats.truncated_outputs} records were cut to fit Kafka's message limit", err=True)
 
 
-def _meter_provider(otlp_endpoint: str | None) -> Any:
+def _meter_provider(otlp_endpoint: str | None, prometheus_host: str, prometheus_port: int | None) -> Any:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
-    readers = []
+    readers: list[Any] = []
+    if prometheus_port is not None:
+        try:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from prometheus_client import start_http_server
+        except ImportError as exc:
+            raise click.UsageError(
+                "--prometheus-port needs opentelemetry-exporter-prometheus: "
+                "pip install 'tracescore[consumer]'"
+            ) from exc
+        try:
+            start_http_server(prometheus_port, addr=prometheus_host)
+        except OSError as exc:
+            raise click.UsageError(
+                f"cannot serve metrics on {prometheus_host}:{prometheus_port}: {exc}"
+            ) from exc
+        readers.append(PrometheusMetricReader())
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader

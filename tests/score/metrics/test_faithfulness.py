@@ -166,3 +166,26 @@ async def test_one_instance_serves_concurrent_records() -> None:
     bad = ScriptedJudge([V.CONTRADICTORY] * 3)
     results = await asyncio.gather(*(metric.score(RECORD, j) for j in [good, bad] * 10))
     assert [r.score for r in results] == [1.0, 0.0] * 10
+
+
+async def test_claims_per_answer_are_capped_and_the_cap_is_recorded() -> None:
+    from tracescore.score import OfflineJudge, RagRecord
+    from tracescore.score.metrics import Faithfulness
+
+    answer = " ".join(f"Unit {i} has a {i + 3} hour battery." for i in range(30))
+    record = RagRecord(query="Which units?", contexts=("Unit 1 has a 4 hour battery.",), answer=answer)
+    result = await Faithfulness(max_claims=10).score(record, OfflineJudge())
+    assert result.details["total_claims"] == 10
+    assert result.details["capped"] == {
+        "max_claims": 10, "answer_sentences": 30, "sentences_judged": 10, "claims_judged": 10,
+    }  # fmt: skip
+    assert any("max_claims=10" in warning for warning in result.warnings)
+
+
+def test_max_claims_must_be_positive() -> None:
+    import pytest
+
+    from tracescore.score.metrics import Faithfulness
+
+    with pytest.raises(ValueError, match="max_claims"):
+        Faithfulness(max_claims=0)

@@ -34,6 +34,8 @@ class Verdict(StrEnum):
     CONTRADICTORY = "CONTRADICTORY"
 
 
+DEFAULT_MAX_CLAIMS = 200
+
 DEFAULT_VERDICT_SCORES: Mapping[Verdict, float] = {
     Verdict.FULLY_SUPPORTED: 1.0,
     Verdict.PARTIALLY_SUPPORTED: 0.5,
@@ -120,7 +122,10 @@ class Faithfulness:
         binary: bool = False,
         verdict_scores: Mapping[Verdict, float] | None = None,
         threshold: float = 0.5,
+        max_claims: int = DEFAULT_MAX_CLAIMS,
     ) -> None:
+        if max_claims < 1:
+            raise ValueError(f"max_claims must be at least 1, got {max_claims}")
         scores = dict(verdict_scores or DEFAULT_VERDICT_SCORES)
         if strict_mode:
             scores[Verdict.NO_EVIDENCE] = -1.0
@@ -128,6 +133,9 @@ class Faithfulness:
             scores = {v: 1.0 if v is Verdict.FULLY_SUPPORTED else 0.0 for v in Verdict}
         self._verdict_scores: Mapping[Verdict, float] = scores
         self.threshold = threshold
+        # Judging time grows faster than the answer; past this many sentences/claims the rest is not judged,
+        # and the result says so (details["capped"], a warning).
+        self.max_claims = max_claims
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         sentences = split_sentences(record.answer)
@@ -136,10 +144,14 @@ class Faithfulness:
         if not any(c.strip() for c in record.contexts):
             return self._not_applicable(judge, "no retrieved context to check the answer against", Usage())
         usage = Usage()
+        total_sentences = len(sentences)
+        judged_sentences = sentences[: self.max_claims]
         try:
-            extracted = await analyse_answer(record.query, sentences, judge)
+            extracted = await analyse_answer(record.query, judged_sentences, judge)
             usage += extracted.usage
-            claims = _claims_in_order(extracted.output, len(sentences))
+            claims = _claims_in_order(extracted.output, len(judged_sentences))
+            total_claims = len(claims)
+            claims = claims[: self.max_claims]
             if not claims:
                 return self._not_applicable(judge, "the answer makes no checkable claim", usage)
             judged = await judge.run(
@@ -155,6 +167,17 @@ class Faithfulness:
             return MetricResult.error(self.name, exc.cause, judge=judge.name, usage=usage + exc.usage)
         result = self._result(claims, sentences, judged.output, judge.name, usage)
         result.warnings.extend(dict.fromkeys(extracted.warnings + judged.warnings))
+        if total_sentences > len(judged_sentences) or total_claims > len(claims):
+            result.details["capped"] = {
+                "max_claims": self.max_claims,
+                "answer_sentences": total_sentences,
+                "sentences_judged": len(judged_sentences),
+                "claims_judged": len(claims),
+            }
+            result.warnings.append(
+                f"only the first {len(claims)} claims of an answer of {total_sentences} sentences were "
+                f"judged (max_claims={self.max_claims})"
+            )
         return result
 
     def _result(
