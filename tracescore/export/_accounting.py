@@ -22,8 +22,8 @@ DROP_REASONS = ("queue_full", "unavailable", "delivery_failed", "shutdown")
 
 
 class SpanAccounting:
-    """Thread-safe counts of delivered and dropped spans, also OTel metrics (`tracescore.sdk.spans.delivered`,
-    `tracescore.sdk.spans.dropped{reason}`) through the global MeterProvider (a no-op until the app sets one)."""
+    """Thread-safe counts of delivered and dropped spans, also OTel metrics through the global MeterProvider
+    (a no-op until the app sets one): `tracescore.sdk.spans.delivered`, `tracescore.sdk.spans.dropped`."""
 
     def __init__(self, log_interval_s: float = 60.0) -> None:
         self._lock = threading.Lock()

@@ -67,6 +67,7 @@ class KafkaSpanExporter(SpanExporter):
         self._producer = producer
         self._lock = threading.Lock()
         self._pending = 0  # spans accepted by the producer and not yet settled
+        self._unsent = 0  # spans of the export() in progress not yet handed to the producer
         self._settled_all = False  # after shutdown: late callbacks were already counted
         self._shutdown = False
 
@@ -77,22 +78,26 @@ class KafkaSpanExporter(SpanExporter):
         # Our own producer traffic must never be traced, or exporting would create spans to export.
         token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
         try:
+            with self._lock:
+                self._unsent = len(spans)
             return self._send(_encode(spans))
         finally:
             detach(token)
 
     def _send(self, messages: list[tuple[bytes, bytes, int]]) -> SpanExportResult:
-        for position, (key, value, count) in enumerate(messages):
+        for key, value, count in messages:
             try:
                 future = self._get_producer().send(self.topic, key=key, value=value)
             except (KafkaError, OSError, ValueError, AssertionError) as exc:
                 # No broker (metadata or bootstrap timed out) or a record Kafka cannot take: the rest of the
                 # batch would only wait as long again, so it is dropped with it.
-                rest = sum(c for _, _, c in messages[position:])
+                with self._lock:
+                    rest, self._unsent = (0 if self._settled_all else self._unsent), 0
                 self.accounting.drop(rest, "unavailable")
                 _log.debug("Kafka topic %r unavailable: %s", self.topic, exc)
                 return SpanExportResult.FAILURE
             with self._lock:
+                self._unsent -= count
                 self._pending += count
             future.add_callback(self._settle, count, False)
             future.add_errback(self._settle, count, True)
@@ -122,16 +127,19 @@ class KafkaSpanExporter(SpanExporter):
         """Flush within the bound, count what is still pending as dropped, close. Never raises."""
         self._shutdown = True
         producer = self._producer
+        timeout_s = max(0.0, timeout_millis / 1000)
+        if producer is not None:
+            try:
+                producer.flush(timeout=timeout_s)
+            except Exception as exc:
+                _log.debug("Kafka flush did not finish within %.1f s: %s", timeout_s, exc)
+        with self._lock:
+            lost = self._pending + self._unsent
+            self._pending = self._unsent = 0
+            self._settled_all = True  # an export still blocked on the broker, or late callbacks: counted here
+        self.accounting.drop(lost, "shutdown")
         if producer is None:
             return
-        timeout_s = max(0.0, timeout_millis / 1000)
-        try:
-            producer.flush(timeout=timeout_s)
-        except Exception as exc:
-            _log.debug("Kafka flush did not finish within %.1f s: %s", timeout_s, exc)
-        with self._lock:
-            pending, self._pending, self._settled_all = self._pending, 0, True
-        self.accounting.drop(pending, "shutdown")
         try:
             producer.close(timeout=0)
         except Exception:
@@ -141,7 +149,8 @@ class KafkaSpanExporter(SpanExporter):
                 sender.force_close()
 
     def _get_producer(self) -> KafkaProducer:
-        with self._lock:
-            if self._producer is None:
-                self._producer = KafkaProducer(bootstrap_servers=self._bootstrap_servers, **self._config)
-            return self._producer
+        # Only the export thread creates the producer, and creating it may wait for a broker: not under
+        # self._lock, which shutdown() and the delivery callbacks take.
+        if self._producer is None:
+            self._producer = KafkaProducer(bootstrap_servers=self._bootstrap_servers, **self._config)
+        return self._producer

@@ -49,6 +49,7 @@ class BoundedSpanProcessor(SpanProcessor):
         self._flushes_done = 0
         self._stopping = False
         self._take_lock = threading.Lock()
+        self._in_flight = 0  # spans of the batch the worker is exporting
         self._worker = threading.Thread(target=self._run, name="tracescore-export", daemon=True)
         self._worker.start()
 
@@ -64,9 +65,10 @@ class BoundedSpanProcessor(SpanProcessor):
             self.accounting.drop(1, "shutdown")
             return
         queue = self._queue
-        if len(queue) == queue.maxlen:
-            self.accounting.drop(1, "queue_full")  # the deque drops its oldest span to take this one
-        queue.append(span)
+        with self._take_lock:  # so a drop is counted only when the deque really evicts its oldest span
+            if len(queue) == queue.maxlen:
+                self.accounting.drop(1, "queue_full")
+            queue.append(span)
         if len(queue) >= self._max_batch_size:
             self._wake.set()
 
@@ -91,7 +93,12 @@ class BoundedSpanProcessor(SpanProcessor):
         self._wake.set()
         # Half the bound for the queue, the rest for the exporter's own flush of what it accepted.
         self._worker.join(max(0.0, bound_s / 2))
-        self.accounting.drop(len(self._take(len(self._queue))), "shutdown")
+        with self._take_lock:
+            # An export still running past the bound: an exporter that settles its own spans counts them in
+            # its shutdown below; for any other the batch counts as lost here, and not again when it returns.
+            lost = 0 if self._exporter_accounts else self._in_flight
+            self._in_flight = 0
+        self.accounting.drop(lost + len(self._take(len(self._queue))), "shutdown")
         try:
             self.exporter.shutdown(timeout_millis=max(0.0, deadline - time.monotonic()) * 1000)  # type: ignore[call-arg]
         except TypeError:
@@ -116,15 +123,18 @@ class BoundedSpanProcessor(SpanProcessor):
 
     def _drain(self) -> None:
         while batch := self._take(self._max_batch_size):
+            self._in_flight = len(batch)
             try:
                 result = self.exporter.export(batch)
             except Exception:
                 result = SpanExportResult.FAILURE
-            if not self._exporter_accounts:
+            with self._take_lock:
+                counted, self._in_flight = self._in_flight, 0
+            if not self._exporter_accounts and counted:
                 if result is SpanExportResult.SUCCESS:
-                    self.accounting.deliver(len(batch))
+                    self.accounting.deliver(counted)
                 else:
-                    self.accounting.drop(len(batch), "unavailable")
+                    self.accounting.drop(counted, "unavailable")
 
     def _take(self, count: int) -> list[ReadableSpan]:
         with self._take_lock:

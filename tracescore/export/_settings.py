@@ -1,6 +1,6 @@
 """Typed settings of the Kafka producer the SDK exports through, SASL/SSL included.
 
-Part of `InstrumentSettings` (env `TRACESCORE_KAFKA__*`, e.g. `TRACESCORE_KAFKA__SASL_MECHANISM=SCRAM-SHA-512`).
+Part of `InstrumentSettings`: env `TRACESCORE_KAFKA__*`, e.g. TRACESCORE_KAFKA__SASL_MECHANISM=SCRAM-SHA-512.
 Defaults favour the application: records are retried for two minutes (a broker restart loses nothing), but
 nothing the app calls ever waits on the broker.
 """

@@ -63,8 +63,8 @@ class InstrumentSettings(BaseSettings):
     def _old_broker_name(self) -> InstrumentSettings:
         if self.kafka_bootstrap is not None:
             warnings.warn(
-                "TRACESCORE_KAFKA_BOOTSTRAP / kafka_bootstrap is deprecated: use TRACESCORE_BOOTSTRAP_SERVERS / "
-                "bootstrap_servers (the name the consumer reads too)",
+                "TRACESCORE_KAFKA_BOOTSTRAP (kafka_bootstrap) is deprecated: use TRACESCORE_BOOTSTRAP_SERVERS"
+                " (bootstrap_servers), the name the consumer reads too",
                 DeprecationWarning,
                 stacklevel=2,
             )
