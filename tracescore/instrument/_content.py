@@ -55,7 +55,7 @@ BUILTIN_REDACTORS: dict[str, Redactor] = {
     # Card numbers run first (see `ContentSettings.redact`), so a card is never half-eaten as a phone number.
     "card": _redact_cards,
     "phone": _pattern_redactor(
-        r"(?<![\w+])\+?\d{1,3}?[ .-]?\(?\d{2,4}\)?(?:[ .-]?\d{2,4}){2,3}\b", "[REDACTED_PHONE]"
+        r"(?<![\w+])(?:\+?\d{1,3}[ .-]?)?\(?\d{2,4}\)?(?:[ .-]?\d{2,4}){2,3}\b", "[REDACTED_PHONE]"
     ),
     "api_key": _pattern_redactor(
         r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}"

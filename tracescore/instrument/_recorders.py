@@ -304,7 +304,7 @@ class RetrieverRecorder(Recorder, _DocumentsMixin):
         )
         self.span.set_attributes(out)
         if self._rag is not None:
-            self._rag.add_documents(kept)
+            self._rag.add_documents(docs)  # the rag span applies (and marks) its own document limit
 
     add_contexts = add_documents
 
