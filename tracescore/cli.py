@@ -8,9 +8,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
-
 from tracescore import __version__
+
+# `pip install tracescore` is the SDK only; the command is the scoring service and needs its extra.
+_NEEDS_CONSUMER_EXTRA = "the tracescore command needs the consumer extra ({} is not installed): " + (
+    "pip install 'tracescore[consumer]'"
+)
+
+try:
+    import click
+except ModuleNotFoundError as missing:
+    raise SystemExit(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
 
 __all__ = ["main"]
 
@@ -53,6 +61,12 @@ def _with_judge_options(fn: Any) -> Any:
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def main(verbose: bool) -> None:
     """Catch hallucinations in production RAG."""
+    try:
+        import tracescore.consume
+        import tracescore.emit
+        import tracescore.score  # noqa: F401
+    except ModuleNotFoundError as missing:
+        raise click.ClickException(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
