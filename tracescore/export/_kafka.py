@@ -62,7 +62,7 @@ class KafkaSpanExporter(SpanExporter):
     ) -> None:
         self.topic = topic
         self.accounting = accounting or SpanAccounting()
-        self._bootstrap_servers = bootstrap_servers
+        self.bootstrap_servers = bootstrap_servers
         self._config = (settings or KafkaProducerSettings()).producer_config()
         self._producer = producer
         self._lock = threading.Lock()
@@ -152,5 +152,5 @@ class KafkaSpanExporter(SpanExporter):
         # Only the export thread creates the producer, and creating it may wait for a broker: not under
         # self._lock, which shutdown() and the delivery callbacks take.
         if self._producer is None:
-            self._producer = KafkaProducer(bootstrap_servers=self._bootstrap_servers, **self._config)
+            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._config)
         return self._producer

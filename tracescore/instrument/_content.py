@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import NoDecode
 
 __all__ = ["BUILTIN_REDACTORS", "ContentPolicy", "ContentSettings", "Redactor", "safe_json", "safe_str"]
 
@@ -77,7 +78,7 @@ class ContentSettings(BaseModel):
     max_attribute_chars: int = Field(default=16_384, ge=16)
     max_documents: int = Field(default=50, ge=0)
     # Built-in redactors by name (email, phone, card, api_key); "all" for every one.
-    redact: tuple[str, ...] = ()
+    redact: Annotated[tuple[str, ...], NoDecode] = ()  # env: a comma-separated list, not JSON
 
     @field_validator("redact", mode="before")
     @classmethod

@@ -62,11 +62,9 @@ class InstrumentSettings(BaseSettings):
     @model_validator(mode="after")
     def _old_broker_name(self) -> InstrumentSettings:
         if self.kafka_bootstrap is not None:
-            warnings.warn(
+            _deprecated(
                 "TRACESCORE_KAFKA_BOOTSTRAP (kafka_bootstrap) is deprecated: use TRACESCORE_BOOTSTRAP_SERVERS"
-                " (bootstrap_servers), the name the consumer reads too",
-                DeprecationWarning,
-                stacklevel=2,
+                " (bootstrap_servers), the name the consumer reads too"
             )
             if self.bootstrap_servers is None:
                 self.bootstrap_servers = self.kafka_bootstrap
@@ -115,9 +113,7 @@ def init(
     on every text before it is put on a span. Idempotent: a second call keeps the first configuration."""
     global _current
     if kafka_bootstrap is not None:
-        warnings.warn(
-            "init(kafka_bootstrap=) is deprecated: use bootstrap_servers=", DeprecationWarning, stacklevel=2
-        )
+        _deprecated("init(kafka_bootstrap=) is deprecated: use bootstrap_servers=")
         bootstrap_servers = bootstrap_servers or kafka_bootstrap
     overrides = {
         k: v
@@ -162,6 +158,12 @@ def shutdown(timeout_s: float | None = None) -> None:
             except Exception:
                 _log.warning("tracescore shutdown failed", exc_info=True)
             _current = None
+
+
+def _deprecated(message: str) -> None:
+    # A DeprecationWarning for test suites and -W flags, and a log line, which people actually see.
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+    _log.warning(message)
 
 
 def _is_tracescore_span(span: ReadableSpan) -> bool:
