@@ -97,7 +97,7 @@ class ContentSettings(BaseModel):
 class ContentPolicy:
     """The settings made callable once: a pipeline of redactors and the limits. Immutable after init."""
 
-    __slots__ = ("_redactors", "capture", "max_chars", "max_documents")
+    __slots__ = ("_redactors", "capture", "max_chars", "max_documents", "verbatim")
 
     def __init__(self, settings: ContentSettings | None = None, redact: Redactor | None = None) -> None:
         settings = settings or ContentSettings()
@@ -107,6 +107,8 @@ class ContentPolicy:
         self._redactors: tuple[Redactor, ...] = tuple(BUILTIN_REDACTORS[n] for n in settings.redact) + (
             (redact,) if redact is not None else ()
         )
+        # No redactor: a str within the limit is recorded as it is (the hot path, one length check).
+        self.verbatim = not self._redactors
 
     def text(self, value: Any) -> tuple[str, bool]:
         """The recordable form of `value` and whether it was truncated."""

@@ -191,14 +191,22 @@ class _DocumentsMixin:
     _documents_omitted: int
     _text: Callable[[str, Any, dict[str, Any]], str | None]
 
-    def _put_documents(self, documents: list[Document], first_index: int, out: dict[str, Any]) -> int:
+    def _put_documents(self, documents: list[Document | str], first_index: int, out: dict[str, Any]) -> int:
         """Write up to max_documents in total; returns how many were written."""
-        room = max(0, self.policy.max_documents - first_index)
+        policy = self.policy
+        room = max(0, policy.max_documents - first_index)
         kept = documents[:room]
         self._documents_omitted += len(documents) - len(kept)
+        verbatim, max_chars, capture = policy.verbatim, policy.max_chars, policy.capture
         for offset, doc in enumerate(kept):
             index = first_index + offset
-            self._text(semconv.document_key(index, "content"), doc.content, out)
+            if type(doc) is str:  # the common case, kept cheap: most retrievers return plain text
+                if capture and verbatim and len(doc) <= max_chars:
+                    out[_content_key(index)] = doc
+                elif capture:
+                    self._text(_content_key(index), doc, out)
+                continue
+            self._text(_content_key(index), doc.content, out)
             if doc.id is not None:
                 out[semconv.document_key(index, "id")] = safe_str(doc.id)
             if doc.score is not None:
@@ -208,9 +216,20 @@ class _DocumentsMixin:
         return len(kept)
 
 
-def read_documents(items: Any) -> list[Document]:
-    documents = []
+_CONTENT_KEYS = tuple(semconv.document_key(index, "content") for index in range(256))
+
+
+def _content_key(index: int) -> str:
+    return _CONTENT_KEYS[index] if index < len(_CONTENT_KEYS) else semconv.document_key(index, "content")
+
+
+def read_documents(items: Any) -> list[Document | str]:
+    """Documents from any supported shape; plain strings stay strings (no object per document)."""
+    documents: list[Document | str] = []
     for item in flat_items(items):
+        if type(item) is str:
+            documents.append(item)
+            continue
         try:
             documents.append(read_document(item))
         except Exception:  # an object whose attributes raise is still one document
@@ -247,7 +266,7 @@ class RagRecorder(Recorder, _DocumentsMixin):
         self.add_documents(read_documents(contexts))
 
     @_guarded
-    def add_documents(self, documents: list[Document]) -> None:
+    def add_documents(self, documents: list[Document | str]) -> None:
         out: dict[str, Any] = {}
         with self._lock:
             self._document_count += self._put_documents(documents, self._document_count, out)
@@ -290,18 +309,12 @@ class RetrieverRecorder(Recorder, _DocumentsMixin):
 
     @_guarded
     def add_documents(self, documents: Any) -> None:
-        docs = (
-            documents
-            if isinstance(documents, list) and all(type(d) is Document for d in documents)
-            else read_documents(documents)
-        )
+        docs = read_documents(documents)
         out: dict[str, Any] = {}
         written = self._put_documents(docs, self._document_count, out)
         self._document_count += written
         kept = docs[:written]
-        out[semconv.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps(
-            [{k: v for k, v in (("id", _id(d)), ("score", d.score)) if v is not None} for d in kept]
-        )
+        out[semconv.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps([_id_and_score(d) for d in kept])
         self.span.set_attributes(out)
         if self._rag is not None:
             self._rag.add_documents(docs)  # the rag span applies (and marks) its own document limit
@@ -357,8 +370,14 @@ class GenerationRecorder(Recorder):
     set_answer = set_output
 
 
-def _id(doc: Document) -> str | None:
-    return None if doc.id is None else safe_str(doc.id)
+def _id_and_score(doc: Document | str) -> dict[str, Any]:
+    if type(doc) is str:
+        return {}
+    assert isinstance(doc, Document)
+    fields: dict[str, Any] = {} if doc.id is None else {"id": safe_str(doc.id)}
+    if doc.score is not None:
+        fields["score"] = doc.score
+    return fields
 
 
 def _role_content(message: Any) -> tuple[str, Any]:
