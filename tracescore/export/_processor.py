@@ -91,8 +91,8 @@ class BoundedSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + bound_s
         self._stopping = True
         self._wake.set()
-        # Half the bound for the queue, the rest for the exporter's own flush of what it accepted.
-        self._worker.join(max(0.0, bound_s / 2))
+        # The queue first (usually quick), then the exporter's own flush of what it accepted, in what is left.
+        self._worker.join(max(0.0, deadline - time.monotonic()))
         with self._take_lock:
             # An export still running past the bound: an exporter that settles its own spans counts them in
             # its shutdown below; for any other the batch counts as lost here, and not again when it returns.

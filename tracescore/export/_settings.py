@@ -27,8 +27,9 @@ class KafkaProducerSettings(BaseModel):
     # How long an accepted record may take to reach the broker, retries included, before it counts as dropped.
     delivery_timeout_ms: int = Field(default=120_000, ge=1_000)
     request_timeout_ms: int = Field(default=30_000, ge=1_000)
-    # Longest the export thread (never the app) waits for a broker when none is known.
-    max_block_ms: int = Field(default=2_000, ge=0)
+    # Longest the export thread (never the app) waits for a broker or a new topic's metadata; shutdown() is
+    # bounded on its own, so a long wait here costs the application nothing.
+    max_block_ms: int = Field(default=60_000, ge=0)
     client_id: str = "tracescore-sdk"
 
     # Security: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL with PLAIN or SCRAM.
