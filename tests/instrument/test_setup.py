@@ -160,6 +160,27 @@ SCENARIOS = {
             deprecations=[str(w.message) for w in caught if w.category is DeprecationWarning],
         )
     """,
+    "drop_metric": """
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        settings = InstrumentSettings(max_queue_size=5, bootstrap_servers="127.0.0.1:1", shutdown_timeout_s=1)
+        tracescore.init("svc", settings=settings)
+        for _ in range(40):
+            answer("q", ["c"])
+        tracescore.shutdown()
+        dropped = {}
+        for resource in reader.get_metrics_data().resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == "tracescore.sdk.spans.dropped":
+                        for point in metric.data.data_points:
+                            dropped[point.attributes["reason"]] = point.value
+        report(dropped=dropped)
+    """,
     "content_from_env": """
         exporter = InMemorySpanExporter()
         tracescore.init("svc", exporter=exporter)
@@ -326,3 +347,9 @@ def test_redaction_hook_from_init_and_builtin_redactors_from_environment(outcome
     assert attributes["output.value"] == "[CITY]."
     assert attributes["retrieval.documents.0.document.content"] == "c" * 30
     assert attributes["tracescore.truncated"] == ["retrieval.documents.0.document.content"]
+
+
+def test_dropped_spans_are_an_otel_metric_by_reason(outcomes: Outcomes) -> None:
+    dropped = observed(outcomes, "drop_metric")["dropped"]
+    assert sum(dropped.values()) == 40, dropped
+    assert dropped["queue_full"] >= 30  # a queue of 5 against 40 spans and no broker
