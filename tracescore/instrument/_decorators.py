@@ -94,11 +94,12 @@ class _Spec:
     join: Callable[[list[Any]], Any]  # a stream's chunks as one output
 
     def start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Recorder:
-        recorder = self.make(self.span_name, self.static)
+        recorder = self.make(self.span_name, self.static, start=False)
         for param, method in self.inputs:
             value = param.read(args, kwargs)
             if value is not None:
                 getattr(recorder, method)(value)
+        recorder.begin()
         return recorder
 
 

@@ -107,23 +107,39 @@ class Recorder:
     kind = semconv.SPAN_KIND_CHAIN
     operation = "invoke_workflow"
 
-    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
+        """`start=False` (the decorators): inputs recorded before `begin()` go into the span's start
+        attributes, one attribute update less per call on the application's path."""
         self.policy = _policy
+        self._name = name
         self._truncated: list[str] = []
         self._documents_omitted = 0
-        start: dict[str, Any] = {
+        pending: dict[str, Any] = {
             semconv.OPENINFERENCE_SPAN_KIND: self.kind,
             semconv.GEN_AI_OPERATION_NAME: self.operation,
         }
         inherited = otel_context.get_value(_ATTRIBUTES_KEY)
         if inherited:
-            start.update(inherited)  # type: ignore[call-overload]
+            pending.update(inherited)  # type: ignore[call-overload]
         if attributes:
-            start.update(attributes)
+            pending.update(attributes)
         if not self.policy.capture:
-            start[semconv.TRACESCORE_CONTENT_CAPTURED] = False
-        self.span: Span = _tracer.start_span(name, attributes=start)
+            pending[semconv.TRACESCORE_CONTENT_CAPTURED] = False
+        self._pending: dict[str, Any] | None = pending
+        if start:
+            self.begin()
+
+    def begin(self) -> None:
+        """Start the span with everything recorded so far."""
+        pending, self._pending = self._pending, None
+        self.span: Span = _tracer.start_span(self._name, attributes=pending)
         self.context = trace.set_span_in_context(self.span)
+
+    def _put(self, attributes: dict[str, Any]) -> None:
+        if self._pending is not None:
+            self._pending.update(attributes)
+        else:
+            self.span.set_attributes(attributes)
 
     def _text(self, key: str, value: Any, out: dict[str, Any]) -> str | None:
         """Put the policy's form of `value` under `key` in `out`; None when content is not captured."""
@@ -137,29 +153,31 @@ class Recorder:
 
     @_guarded
     def set_attribute(self, key: str, value: Any) -> None:
-        self.span.set_attribute(key, value)
+        self._put({key: value})
 
     @_guarded
     def set_route(self, route: Any) -> None:
-        self.span.set_attribute(semconv.TRACESCORE_ROUTE, safe_str(route))
+        self._put({semconv.TRACESCORE_ROUTE: safe_str(route)})
 
     @_guarded
     def set_session(self, session_id: Any) -> None:
         text = safe_str(session_id)
-        self.span.set_attributes({semconv.SESSION_ID: text, semconv.GEN_AI_CONVERSATION_ID: text})
+        self._put({semconv.SESSION_ID: text, semconv.GEN_AI_CONVERSATION_ID: text})
 
     @_guarded
     def set_user(self, user_id: Any) -> None:
-        self.span.set_attribute(semconv.USER_ID, safe_str(user_id))
+        self._put({semconv.USER_ID: safe_str(user_id)})
 
     @_guarded
     def set_metadata(self, metadata: Mapping[str, Any]) -> None:
         out: dict[str, Any] = {}
         self._text(semconv.METADATA, safe_json(dict(metadata)), out)
-        self.span.set_attributes(out)
+        self._put(out)
 
     def end(self, error: BaseException | None = None) -> None:
         """End the span, marking what the content controls changed and the error, if any. Never raises."""
+        if self._pending is not None:
+            self.begin()
         try:
             if error is not None:
                 self.span.record_exception(error)
@@ -173,6 +191,9 @@ class Recorder:
             _log.warning("tracescore could not mark a span", exc_info=True)
         finally:
             self.span.end()
+            # A rag span's context refers back to its recorder: drop the cycle now rather than leave it to the
+            # garbage collector, whose passes grow with every span still queued for export.
+            self.context = None  # type: ignore[assignment]
 
     def __enter__(self) -> Recorder:
         self._token = otel_context.attach(self.context)
@@ -243,10 +264,13 @@ class RagRecorder(Recorder, _DocumentsMixin):
     kind = semconv.SPAN_KIND_CHAIN
     operation = "invoke_workflow"
 
-    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
-        super().__init__(name, attributes)
+    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
         self._document_count = 0
         self._lock = threading.Lock()  # retrievers may run in threads that copied this context
+        super().__init__(name, attributes, start=start)
+
+    def begin(self) -> None:
+        super().begin()
         self.context = otel_context.set_value(_RAG_KEY, self, self.context)
 
     @_guarded
@@ -258,7 +282,7 @@ class RagRecorder(Recorder, _DocumentsMixin):
         if text is not None:
             out[semconv.INPUT_MIME_TYPE] = "text/plain"
             out[semconv.GEN_AI_INPUT_MESSAGES] = _USER_MESSAGES % json.dumps(text)
-        self.span.set_attributes(out)
+        self._put(out)
 
     @_guarded
     def add_contexts(self, contexts: Any) -> None:
@@ -270,7 +294,7 @@ class RagRecorder(Recorder, _DocumentsMixin):
         out: dict[str, Any] = {}
         with self._lock:
             self._document_count += self._put_documents(documents, self._document_count, out)
-        self.span.set_attributes(out)
+        self._put(out)
 
     @_guarded
     def set_answer(self, answer: Any) -> None:
@@ -281,7 +305,7 @@ class RagRecorder(Recorder, _DocumentsMixin):
         if text is not None:
             out[semconv.OUTPUT_MIME_TYPE] = "text/plain"
             out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % json.dumps(text)
-        self.span.set_attributes(out)
+        self._put(out)
 
 
 class RetrieverRecorder(Recorder, _DocumentsMixin):
@@ -291,10 +315,10 @@ class RetrieverRecorder(Recorder, _DocumentsMixin):
     kind = semconv.SPAN_KIND_RETRIEVER
     operation = "retrieval"
 
-    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
         self._rag = current_rag()
-        super().__init__(name, attributes)
         self._document_count = 0
+        super().__init__(name, attributes, start=start)
 
     @_guarded
     def set_query(self, query: Any) -> None:
@@ -305,7 +329,7 @@ class RetrieverRecorder(Recorder, _DocumentsMixin):
         if text is not None:
             out[semconv.GEN_AI_RETRIEVAL_QUERY_TEXT] = text
             out[semconv.INPUT_MIME_TYPE] = "text/plain"
-        self.span.set_attributes(out)
+        self._put(out)
 
     @_guarded
     def add_documents(self, documents: Any) -> None:
@@ -315,7 +339,7 @@ class RetrieverRecorder(Recorder, _DocumentsMixin):
         self._document_count += written
         kept = docs[:written]
         out[semconv.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps([_id_and_score(d) for d in kept])
-        self.span.set_attributes(out)
+        self._put(out)
         if self._rag is not None:
             self._rag.add_documents(docs)  # the rag span applies (and marks) its own document limit
 
@@ -332,7 +356,7 @@ class GenerationRecorder(Recorder):
     def set_model(self, model: Any) -> None:
         if model is not None:
             name = safe_str(model)
-            self.span.set_attributes({semconv.LLM_MODEL_NAME: name, semconv.GEN_AI_REQUEST_MODEL: name})
+            self._put({semconv.LLM_MODEL_NAME: name, semconv.GEN_AI_REQUEST_MODEL: name})
 
     @_guarded
     def set_messages(self, messages: Any) -> None:
@@ -353,7 +377,7 @@ class GenerationRecorder(Recorder):
         if self.policy.capture:
             out[semconv.GEN_AI_INPUT_MESSAGES] = out[semconv.INPUT_VALUE] = json.dumps(genai)
             out[semconv.INPUT_MIME_TYPE] = "application/json"
-        self.span.set_attributes(out)
+        self._put(out)
 
     @_guarded
     def set_output(self, output: Any) -> None:
@@ -365,7 +389,7 @@ class GenerationRecorder(Recorder):
             out[semconv.OUTPUT_VALUE] = text
             out[semconv.OUTPUT_MIME_TYPE] = "text/plain"
             out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % json.dumps(text)
-        self.span.set_attributes(out)
+        self._put(out)
 
     set_answer = set_output
 
