@@ -144,6 +144,8 @@ def flat_items(value: Any) -> Iterable[Any]:
     """An iterable of items from one item or many (a single str/bytes/mapping is one item)."""
     if value is None:
         return ()
+    if type(value) is list or type(value) is tuple:  # the common case, without the ABC checks below
+        return value  # type: ignore[no-any-return]
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         return (value,)
     return value

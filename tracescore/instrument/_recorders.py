@@ -47,6 +47,9 @@ _ASSISTANT_MESSAGES = (
 )
 
 _policy = ContentPolicy()
+# Retrievers of one rag call may run in threads that copied its context; numbering their documents is the
+# only shared step, and brief, so one lock serves every rag span.
+_DOCUMENT_NUMBERING = threading.Lock()
 _warned: set[str] = set()
 
 
@@ -266,7 +269,6 @@ class RagRecorder(Recorder, _DocumentsMixin):
 
     def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
         self._document_count = 0
-        self._lock = threading.Lock()  # retrievers may run in threads that copied this context
         super().__init__(name, attributes, start=start)
 
     def begin(self) -> None:
@@ -287,14 +289,15 @@ class RagRecorder(Recorder, _DocumentsMixin):
     @_guarded
     def add_contexts(self, contexts: Any) -> None:
         """Retrieved documents: strings, mappings, LangChain Documents, LlamaIndex NodeWithScore."""
-        self.add_documents(read_documents(contexts))
+        self._add_documents(read_documents(contexts))
 
-    @_guarded
-    def add_documents(self, documents: list[Document | str]) -> None:
+    def _add_documents(self, documents: list[Document | str]) -> None:
         out: dict[str, Any] = {}
-        with self._lock:
+        with _DOCUMENT_NUMBERING:
             self._document_count += self._put_documents(documents, self._document_count, out)
         self._put(out)
+
+    add_documents = _guarded(_add_documents)
 
     @_guarded
     def set_answer(self, answer: Any) -> None:
