@@ -227,3 +227,13 @@ def test_an_abandoned_generator_ends_its_span_without_an_error_and_leaks_no_cont
     assert recorded.end_time is not None
     assert recorded.status.status_code is not StatusCode.ERROR
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_metadata_from_the_context_is_redacted_too(
+    exporter: InMemorySpanExporter, use_policy: Callable[..., None]
+) -> None:
+    use_policy(redact="email")
+    with tracescore.attributes(metadata={"contact": "ann@example.com"}):
+        answer("q")
+    metadata = json.loads(span(exporter, "answer").attributes[semconv.METADATA])
+    assert metadata == {"contact": "[REDACTED_EMAIL]"}

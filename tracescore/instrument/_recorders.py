@@ -124,6 +124,9 @@ class Recorder:
         inherited = otel_context.get_value(_ATTRIBUTES_KEY)
         if inherited:
             pending.update(inherited)  # type: ignore[call-overload]
+            metadata = pending.pop(semconv.METADATA, None)
+            if metadata is not None:  # free text: under the content controls like any other
+                self._text(semconv.METADATA, metadata, pending)
         if attributes:
             pending.update(attributes)
         if not self.policy.capture:
@@ -173,6 +176,7 @@ class Recorder:
 
     @_guarded
     def set_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Free metadata (JSON), under the content controls."""
         out: dict[str, Any] = {}
         self._text(semconv.METADATA, safe_json(dict(metadata)), out)
         self._put(out)
