@@ -4,9 +4,11 @@ broker at all")."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -147,9 +149,9 @@ def test_every_span_reaches_the_topic_and_is_counted_delivered(bootstrap: str, t
 def test_no_broker_at_all_costs_counted_drops_and_a_bounded_shutdown(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # The worker would wait 60 s per record for a broker; shutdown must not inherit that wait.
+    # The worker waits 20 s for a broker; shutdown must not inherit that wait.
     exporter = KafkaSpanExporter(
-        f"127.0.0.1:{_closed_port()}", "spans", settings=KafkaProducerSettings(max_block_ms=60_000)
+        f"127.0.0.1:{_closed_port()}", "spans", settings=KafkaProducerSettings(max_block_ms=20_000)
     )
     provider, bounded = _pipeline(exporter, max_queue_size=100, max_batch_size=10, schedule_delay_s=0.01)
     _make(provider, 3_000)  # never raises, whatever the exporter is doing
@@ -158,7 +160,7 @@ def test_no_broker_at_all_costs_counted_drops_and_a_bounded_shutdown(
     with caplog.at_level(logging.WARNING, logger="tracescore.export"):
         shutdown = threading.Thread(target=lambda: (bounded.shutdown(timeout_millis=1_000), done.set()))
         shutdown.start()
-        assert done.wait(30), "shutdown() did not return within its 1 s bound (allowing 30 s of slack)"
+        assert done.wait(10), "shutdown() did not return within its 1 s bound (allowing 10 s of slack)"
 
     accounting = exporter.accounting
     assert accounting.delivered == 0
@@ -167,6 +169,20 @@ def test_no_broker_at_all_costs_counted_drops_and_a_bounded_shutdown(
     drop_logs = [r for r in caplog.records if r.name == "tracescore.export" and "dropped" in r.getMessage()]
     assert len(drop_logs) == 1, [r.getMessage() for r in drop_logs]  # one summary, never one line per span
     assert "3000 spans" in drop_logs[0].getMessage()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _reap_producers_left_by_outages() -> Iterator[None]:
+    """kafka-python leaves the sockets of failed connection attempts (a bootstrap that never found a broker,
+    reconnects to a stopped one) to the garbage collector. Collect them here, once the export threads left
+    waiting for a broker are done, so they never reach a later test's resource checks."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "tracescore-export":
+            thread.join(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 @pytest.fixture(scope="module")
