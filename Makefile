@@ -5,7 +5,7 @@ STAMP := .make/installed
 .PHONY: install browser promtool alertmanager demo test lint kafka kafka-stop accuracy clean
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[consumer,otlp,dev]'
 	@mkdir -p .make && touch $(STAMP)
 
 install: $(STAMP)

@@ -9,10 +9,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
-
 from tracescore import __version__
-from tracescore.score._factory import DEFAULT_METRICS
+
+# `pip install tracescore` is the SDK only; the command is the scoring service and needs its extra.
+_NEEDS_CONSUMER_EXTRA = "the tracescore command needs the consumer extra ({} is not installed): " + (
+    "pip install 'tracescore[consumer]'"
+)
+
+try:
+    import click
+
+    from tracescore.score._factory import DEFAULT_METRICS
+except ModuleNotFoundError as missing:
+    raise SystemExit(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
 
 __all__ = ["main"]
 
@@ -63,6 +72,12 @@ def _with_judge_options(default_metrics: str) -> Any:
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def main(verbose: bool) -> None:
     """Catch hallucinations in production RAG."""
+    try:
+        import tracescore.consume
+        import tracescore.emit
+        import tracescore.score  # noqa: F401
+    except ModuleNotFoundError as missing:
+        raise click.ClickException(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -297,8 +312,10 @@ def _or_usage_error(factory: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _add_service_commands() -> None:
-    from tracescore.consume._cli import consume
-
+    try:
+        from tracescore.consume._cli import consume
+    except ModuleNotFoundError as missing:
+        raise SystemExit(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
     main.add_command(consume)
 
 

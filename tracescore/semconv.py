@@ -10,6 +10,7 @@ __all__ = [
     "ERROR_TYPE",
     "EVALUATION_EVENT",
     "EVALUATOR_SCOPE",
+    "GEN_AI_CONVERSATION_ID",
     "GEN_AI_EVALUATION_EXPLANATION",
     "GEN_AI_EVALUATION_NAME",
     "GEN_AI_EVALUATION_SCORE_LABEL",
@@ -17,22 +18,38 @@ __all__ = [
     "GEN_AI_INPUT_MESSAGES",
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_OUTPUT_MESSAGES",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_RETRIEVAL_DOCUMENTS",
+    "GEN_AI_RETRIEVAL_QUERY_TEXT",
     "HTTP_ROUTE",
     "INPUT_MIME_TYPE",
     "INPUT_VALUE",
+    "LLM_INPUT_MESSAGES",
+    "LLM_MODEL_NAME",
+    "LLM_OUTPUT_MESSAGES",
     "METADATA",
     "OPENINFERENCE_SPAN_KIND",
     "OUTPUT_MIME_TYPE",
     "OUTPUT_VALUE",
     "RETRIEVAL_DOCUMENTS",
     "SDK_SCOPE",
+    "SESSION_ID",
+    "SPAN_KIND_CHAIN",
+    "SPAN_KIND_LLM",
+    "SPAN_KIND_RETRIEVER",
+    "TAG_TAGS",
     "TRACESCORE_ANNOTATOR_KIND",
+    "TRACESCORE_CONTENT_CAPTURED",
     "TRACESCORE_CONVENTION",
+    "TRACESCORE_DOCUMENTS_OMITTED",
     "TRACESCORE_EVALUATED_SPAN_ID",
     "TRACESCORE_JUDGE",
     "TRACESCORE_ROUTE",
     "TRACESCORE_SELECTION",
+    "TRACESCORE_TRUNCATED",
+    "USER_ID",
     "document_content_key",
+    "document_key",
 ]
 
 # OpenInference
@@ -43,6 +60,15 @@ OUTPUT_VALUE = "output.value"
 OUTPUT_MIME_TYPE = "output.mime_type"
 RETRIEVAL_DOCUMENTS = "retrieval.documents"
 METADATA = "metadata"
+SESSION_ID = "session.id"
+USER_ID = "user.id"
+TAG_TAGS = "tag.tags"
+LLM_MODEL_NAME = "llm.model_name"
+LLM_INPUT_MESSAGES = "llm.input_messages"
+LLM_OUTPUT_MESSAGES = "llm.output_messages"
+SPAN_KIND_CHAIN = "CHAIN"
+SPAN_KIND_RETRIEVER = "RETRIEVER"
+SPAN_KIND_LLM = "LLM"
 
 
 def document_content_key(index: int) -> str:
@@ -50,10 +76,19 @@ def document_content_key(index: int) -> str:
     return f"{RETRIEVAL_DOCUMENTS}.{index}.document.content"
 
 
+def document_key(index: int, field: str) -> str:
+    """retrieval.documents.N.document.<field>: content, id, score or metadata (a JSON string)."""
+    return f"{RETRIEVAL_DOCUMENTS}.{index}.document.{field}"
+
+
 # OpenTelemetry GenAI semantic conventions
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text"
+GEN_AI_RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 EVALUATION_EVENT = "gen_ai.evaluation.result"
 GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
@@ -64,6 +99,10 @@ ERROR_TYPE = "error.type"
 
 # tracescore's own
 TRACESCORE_ROUTE = "tracescore.route"
+# Content controls mark what they changed: a shortened or withheld value is never taken for the real one.
+TRACESCORE_TRUNCATED = "tracescore.truncated"  # keys of the attributes cut to max_attribute_chars
+TRACESCORE_DOCUMENTS_OMITTED = "tracescore.documents.omitted"  # documents past max_documents
+TRACESCORE_CONTENT_CAPTURED = "tracescore.content.captured"  # false when content capture is off
 # Instrumentation scope of the SDK's spans (`@tracescore.rag`).
 SDK_SCOPE = "tracescore"
 # Instrumentation scope of the evaluation spans the consumer writes (and skips when it reads them back).

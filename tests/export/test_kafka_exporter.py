@@ -1,21 +1,33 @@
-"""KafkaSpanExporter and its encoding, with the Kafka producer replaced at its injection seam."""
+"""KafkaSpanExporter and its encoding: the bytes it writes, and delivery through a real Kafka broker (the
+session broker for the happy path, a broker of this module's own for outages, and a closed port for "no
+broker at all")."""
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import Sequence
+import socket
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from kafka.errors import KafkaTimeoutError
+from export_helpers import read_all
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tracescore.export import KafkaSpanExporter, encode_trace_messages
+from tracescore.export import (
+    BoundedSpanProcessor,
+    KafkaProducerSettings,
+    KafkaSpanExporter,
+    encode_trace_messages,
+)
+from tracescore.testing.kafka_broker import KafkaBroker
 
 
 def make_spans() -> list[ReadableSpan]:
@@ -36,40 +48,6 @@ def make_spans() -> list[ReadableSpan]:
 
 def attributes_of(span: Any) -> dict[str, Any]:
     return {kv.key: kv.value.string_value for kv in span.attributes}
-
-
-class _Delivered:
-    """A completed delivery future, like kafka-python's FutureRecordMetadata after the broker acked."""
-
-    def __init__(self, error: Exception | None = None) -> None:
-        self._error = error
-        self.timeouts: list[float | None] = []
-
-    def get(self, timeout: float | None = None) -> None:
-        self.timeouts.append(timeout)
-        if self._error is not None:
-            raise self._error
-
-
-class RecordingProducer:
-    def __init__(self, error: Exception | None = None) -> None:
-        self.error = error
-        self.sent: list[tuple[str, bytes | None, bytes]] = []
-        self.futures: list[_Delivered] = []
-        self.flushes = 0
-        self.closed = False
-
-    def send(self, topic: str, key: bytes | None = None, value: bytes = b"") -> _Delivered:
-        self.sent.append((topic, key, value))
-        future = _Delivered(self.error)
-        self.futures.append(future)
-        return future
-
-    def flush(self, timeout: float | None = None) -> None:
-        self.flushes += 1
-
-    def close(self, timeout: float | None = None) -> None:
-        self.closed = True
 
 
 def group_by_trace(spans: Sequence[ReadableSpan]) -> dict[int, list[ReadableSpan]]:
@@ -125,57 +103,181 @@ def test_no_spans_no_messages() -> None:
     assert encode_trace_messages([]) == []
 
 
-# --- KafkaSpanExporter ------------------------------------------------------------------------------
+# --- KafkaSpanExporter through a real broker --------------------------------------------------------
 
 
-def test_export_sends_each_trace_to_the_topic_and_waits_for_acks() -> None:
-    producer = RecordingProducer()
-    exporter = KafkaSpanExporter("unused:9092", "rag_spans", producer=producer, timeout_s=3.0)
-    spans = make_spans()
-
-    assert exporter.export(spans) is SpanExportResult.SUCCESS
-    assert [topic for topic, _, _ in producer.sent] == ["rag_spans", "rag_spans"]
-    assert [(key, value) for _, key, value in producer.sent] == encode_trace_messages(spans)
-    assert all(f.timeouts == [3.0] for f in producer.futures)
-    assert exporter.exported_spans == 3
-    assert exporter.failed_spans == 0
+def _pipeline(exporter: KafkaSpanExporter, **processor: Any) -> tuple[TracerProvider, BoundedSpanProcessor]:
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "rag-api"}))
+    bounded = BoundedSpanProcessor(exporter, **processor)
+    provider.add_span_processor(bounded)
+    return provider, bounded
 
 
-def test_default_topic_is_otlp_spans() -> None:
-    producer = RecordingProducer()
-    exporter = KafkaSpanExporter("unused:9092", producer=producer)
-    assert exporter.export(make_spans()) is SpanExportResult.SUCCESS
-    assert {topic for topic, _, _ in producer.sent} == {"otlp_spans"}
+def _make(provider: TracerProvider, count: int, start: int = 0) -> None:
+    tracer = provider.get_tracer("tracescore")
+    for index in range(start, start + count):
+        with tracer.start_as_current_span(f"rag-{index}") as span:
+            span.set_attribute("input.value", f"question {index}")
 
 
-def test_delivery_timeout_is_a_counted_and_logged_failure(caplog: pytest.LogCaptureFixture) -> None:
-    producer = RecordingProducer(error=KafkaTimeoutError("no ack from the broker"))
-    exporter = KafkaSpanExporter("unused:9092", "rag_spans", producer=producer)
-    spans = make_spans()
-
-    with caplog.at_level(logging.ERROR, logger="tracescore.export"):
-        assert exporter.export(spans) is SpanExportResult.FAILURE
-    assert exporter.failed_spans == len(spans)
-    assert exporter.exported_spans == 0
-    errors = [r for r in caplog.records if r.name == "tracescore.export" and r.levelno == logging.ERROR]
-    assert len(errors) == 1
-    assert "rag_spans" in errors[0].getMessage()
-    assert "no ack from the broker" in errors[0].getMessage()
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
-def test_export_after_shutdown_fails_without_sending() -> None:
-    producer = RecordingProducer()
-    exporter = KafkaSpanExporter("unused:9092", "rag_spans", producer=producer)
-    exporter.shutdown()
-    assert producer.flushes == 1
-    assert producer.closed
+@pytest.mark.kafka
+def test_every_span_reaches_the_topic_and_is_counted_delivered(bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}.spans"
+    exporter = KafkaSpanExporter(bootstrap, topic)
+    provider, bounded = _pipeline(exporter, schedule_delay_s=0.05)
+    _make(provider, 20)
+    bounded.shutdown(timeout_millis=60_000)
 
-    assert exporter.export(make_spans()) is SpanExportResult.FAILURE
-    assert producer.sent == []
+    records = read_all(bootstrap, topic, timeout_s=30)
+    names = set()
+    for record in records:
+        request = ExportTraceServiceRequest.FromString(record.value)
+        spans = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        assert record.key == spans[0].trace_id.hex().encode()
+        names.update(s.name for s in spans)
+    assert names == {f"rag-{i}" for i in range(20)}
+    assert exporter.accounting.delivered == 20
+    assert not exporter.accounting.dropped
 
 
-def test_force_flush_flushes_the_producer() -> None:
-    producer = RecordingProducer()
-    exporter = KafkaSpanExporter("unused:9092", producer=producer)
-    assert exporter.force_flush() is True
-    assert producer.flushes == 1
+def test_no_broker_at_all_costs_counted_drops_and_a_bounded_shutdown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The worker waits 20 s for a broker; shutdown must not inherit that wait.
+    exporter = KafkaSpanExporter(
+        f"127.0.0.1:{_closed_port()}", "spans", settings=KafkaProducerSettings(max_block_ms=20_000)
+    )
+    provider, bounded = _pipeline(exporter, max_queue_size=100, max_batch_size=10, schedule_delay_s=0.01)
+    _make(provider, 3_000)  # never raises, whatever the exporter is doing
+
+    done = threading.Event()
+    with caplog.at_level(logging.WARNING, logger="tracescore.export"):
+        shutdown = threading.Thread(target=lambda: (bounded.shutdown(timeout_millis=1_000), done.set()))
+        shutdown.start()
+        assert done.wait(10), "shutdown() did not return within its 1 s bound (allowing 10 s of slack)"
+
+    accounting = exporter.accounting
+    assert accounting.delivered == 0
+    assert sum(accounting.dropped.values()) == 3_000, accounting.dropped
+    assert accounting.dropped["queue_full"] >= 2_800
+    drop_logs = [r for r in caplog.records if r.name == "tracescore.export" and "dropped" in r.getMessage()]
+    assert len(drop_logs) == 1, [r.getMessage() for r in drop_logs]  # one summary, never one line per span
+    assert "3000 spans" in drop_logs[0].getMessage()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _reap_producers_left_by_outages() -> Iterator[None]:
+    """kafka-python leaves the sockets of failed connection attempts (a bootstrap that never found a broker,
+    reconnects to a stopped one) to the garbage collector. Collect them here, once the export threads left
+    waiting for a broker are done, so they never reach a later test's resource checks."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "tracescore-export":
+            thread.join(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+
+
+@pytest.fixture(scope="module")
+def own_broker() -> Iterator[KafkaBroker]:
+    # Outages are staged on this module's own broker, so the session broker stays up for every other test.
+    with KafkaBroker(partitions=1) as broker:
+        yield broker
+
+
+@pytest.mark.kafka
+def test_an_outage_inside_the_delivery_timeout_loses_and_drops_nothing(
+    own_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}.outage"
+    exporter = KafkaSpanExporter(own_broker.bootstrap_servers, topic)
+    provider, bounded = _pipeline(exporter, schedule_delay_s=0.05)
+    _make(provider, 100)
+    assert bounded.force_flush(60_000)
+    own_broker.stop()
+    try:
+        _make(provider, 200, start=100)  # handed to the producer while the broker is down
+        assert bounded.force_flush(60_000)
+    finally:
+        own_broker.start()
+    bounded.shutdown(timeout_millis=90_000)
+
+    names = set()
+    for record in read_all(own_broker.bootstrap_servers, topic, timeout_s=30):
+        request = ExportTraceServiceRequest.FromString(record.value)
+        names.update(s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
+    assert names == {f"rag-{i}" for i in range(300)}
+    assert exporter.accounting.delivered == 300
+    assert not exporter.accounting.dropped, exporter.accounting.dropped
+
+
+@pytest.mark.kafka
+def test_records_pending_when_the_broker_is_gone_are_counted_at_a_bounded_shutdown(
+    own_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}.gone"
+    exporter = KafkaSpanExporter(own_broker.bootstrap_servers, topic)
+    provider, bounded = _pipeline(exporter, schedule_delay_s=0.05)
+    _make(provider, 10)
+    assert bounded.force_flush(60_000)
+    own_broker.stop()
+    try:
+        _make(provider, 50, start=10)
+        assert bounded.force_flush(60_000)
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def stop() -> None:
+            try:
+                bounded.shutdown(timeout_millis=1_000)
+            except BaseException as exc:  # must not happen: shutdown never raises into the app
+                errors.append(exc)
+            done.set()
+
+        threading.Thread(target=stop).start()
+        assert done.wait(30), "shutdown() did not return within its 1 s bound (allowing 30 s of slack)"
+    finally:
+        own_broker.start()
+    assert errors == []
+    assert exporter.accounting.delivered == 10
+    assert exporter.accounting.dropped == {"shutdown": 50}
+
+
+# --- settings -------------------------------------------------------------------------------------
+
+
+def test_producer_defaults_are_safe_for_the_application() -> None:
+    config = KafkaProducerSettings().producer_config()
+    assert config["acks"] == "all" and config["enable_idempotence"] is True
+    assert config["compression_type"] == "gzip" and config["linger_ms"] > 0
+    assert config["security_protocol"] == "PLAINTEXT" and "sasl_mechanism" not in config
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_ssl_settings_reach_the_producer_and_the_secret_stays_out_of_reprs(mechanism: str) -> None:
+    settings = KafkaProducerSettings(
+        security_protocol="SASL_SSL",
+        sasl_mechanism=mechanism,
+        sasl_username="svc",
+        sasl_password="s3cr3t-pw",
+        ssl_cafile="/etc/ca.pem",
+    )
+    config = settings.producer_config()
+    assert config["sasl_mechanism"] == mechanism
+    assert (config["sasl_plain_username"], config["sasl_plain_password"]) == ("svc", "s3cr3t-pw")
+    assert config["ssl_cafile"] == "/etc/ca.pem"
+    assert "s3cr3t-pw" not in repr(settings) and "s3cr3t-pw" not in str(settings.model_dump())
+
+
+def test_sasl_without_credentials_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="needs sasl_mechanism, sasl_username and sasl_password"):
+        KafkaProducerSettings(security_protocol="SASL_SSL")
+    with pytest.raises(ValueError, match="needs security_protocol SASL_PLAINTEXT or SASL_SSL"):
+        KafkaProducerSettings(sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p")

@@ -132,12 +132,94 @@ SCENARIOS = {
             second_shutdown=error_of(tracescore.shutdown),
         )
     """,
+    "broker_name_from_env": """
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            instrumentation = tracescore.init("svc")
+        exporter = instrumentation.processor.exporter
+        results = [answer("q", ["c"]) for _ in range(50)]  # the broker is down: every call still answers
+        tracescore.shutdown()
+        report(
+            exporter=type(exporter).__name__,
+            bootstrap=exporter.bootstrap_servers,
+            deprecations=[str(w.message) for w in caught if w.category is DeprecationWarning],
+            results=sorted(set(results)),
+            stats=instrumentation.stats(),
+        )
+    """,
+    "old_broker_name_from_env": """
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            instrumentation = tracescore.init("svc")
+        exporter = instrumentation.processor.exporter
+        tracescore.shutdown()
+        report(
+            bootstrap=exporter.bootstrap_servers,
+            deprecations=[str(w.message) for w in caught if w.category is DeprecationWarning],
+        )
+    """,
+    "drop_metric": """
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        settings = InstrumentSettings(max_queue_size=5, bootstrap_servers="127.0.0.1:1", shutdown_timeout_s=1)
+        tracescore.init("svc", settings=settings)
+        for _ in range(40):
+            answer("q", ["c"])
+        tracescore.shutdown()
+        dropped = {}
+        for resource in reader.get_metrics_data().resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == "tracescore.sdk.spans.dropped":
+                        for point in metric.data.data_points:
+                            dropped[point.attributes["reason"]] = point.value
+        report(dropped=dropped)
+    """,
+    "content_from_env": """
+        exporter = InMemorySpanExporter()
+        tracescore.init("svc", exporter=exporter)
+        answer("mail ann@example.com", ["c"])
+        tracescore.shutdown()
+        [span] = exporter.get_finished_spans()
+        report(attributes=dict(span.attributes))
+    """,
+    "redact_hook_and_env": """
+        exporter = InMemorySpanExporter()
+        tracescore.init("svc", exporter=exporter, redact=lambda text: text.replace("Paris", "[CITY]"))
+        answer("mail ann@example.com", ["c" * 100])
+        tracescore.shutdown()
+        [span] = exporter.get_finished_spans()
+        report(attributes=dict(span.attributes))
+    """,
     "noop_provider": """
         trace.set_tracer_provider(trace.NoOpTracerProvider())
         report(error=error_of(lambda: tracescore.init("svc", exporter=InMemorySpanExporter())))
     """,
 }
 
+
+# Environment per scenario, over one cleared of TRACESCORE_* and OTEL_* variables. Port 1: nobody listens.
+SCENARIO_ENV = {
+    "broker_name_from_env": {
+        "TRACESCORE_BOOTSTRAP_SERVERS": "127.0.0.1:1",
+        "TRACESCORE_SHUTDOWN_TIMEOUT_S": "1",
+    },
+    "old_broker_name_from_env": {
+        "TRACESCORE_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+        "TRACESCORE_SHUTDOWN_TIMEOUT_S": "1",
+    },
+    "content_from_env": {"TRACESCORE_CONTENT__CAPTURE": "false"},
+    "redact_hook_and_env": {
+        "TRACESCORE_CONTENT__REDACT": "email",
+        "TRACESCORE_CONTENT__MAX_ATTRIBUTE_CHARS": "30",
+    },
+}
 
 Outcomes = dict[str, subprocess.CompletedProcess[str]]
 
@@ -151,7 +233,7 @@ def outcomes() -> Iterator[Outcomes]:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
+            env=env | SCENARIO_ENV.get(name, {}),
         )
         for name, code in SCENARIOS.items()
     }
@@ -209,7 +291,8 @@ def test_init_without_kafka_or_exporter_is_a_clear_value_error(outcomes: Outcome
     error = seen["error"]
     assert error is not None, "init() without a destination must fail"
     assert error["type"] == "ValueError"
-    assert "kafka_bootstrap" in error["message"] and "exporter" in error["message"], error["message"]
+    message = error["message"]
+    assert "TRACESCORE_BOOTSTRAP_SERVERS" in message and "OTEL_EXPORTER_OTLP_ENDPOINT" in message, message
     assert seen["provider_after"] == "ProxyTracerProvider", "the failed call installed nothing"
 
 
@@ -232,3 +315,41 @@ def test_init_refuses_a_provider_that_cannot_take_processors(outcomes: Outcomes)
     assert error is not None, "a NoOpTracerProvider cannot export spans"
     assert error["type"] == "RuntimeError"
     assert "NoOpTracerProvider" in error["message"], error["message"]
+
+
+def test_the_broker_address_is_tracescore_bootstrap_servers_as_for_the_consumer(outcomes: Outcomes) -> None:
+    seen = observed(outcomes, "broker_name_from_env")
+    assert (seen["exporter"], seen["bootstrap"]) == ("KafkaSpanExporter", "127.0.0.1:1")
+    assert seen["deprecations"] == []
+    assert seen["results"] == ["Paris."]
+    assert seen["stats"]["delivered"] == 0
+    assert sum(seen["stats"]["dropped"].values()) == 50  # every span accounted for, none silently lost
+
+
+def test_the_old_broker_variable_still_works_with_a_deprecation_warning(outcomes: Outcomes) -> None:
+    seen = observed(outcomes, "old_broker_name_from_env")
+    assert seen["bootstrap"] == "127.0.0.1:1"
+    assert len(seen["deprecations"]) == 1 and "TRACESCORE_BOOTSTRAP_SERVERS" in seen["deprecations"][0]
+    assert "deprecated" in outcomes["old_broker_name_from_env"].stderr  # logged too, where people look
+
+
+def test_content_capture_switched_off_by_environment_variable(outcomes: Outcomes) -> None:
+    attributes = observed(outcomes, "content_from_env")["attributes"]
+    assert attributes["tracescore.content.captured"] is False
+    assert not [
+        key for key in attributes if key.startswith(("input.", "output.", "retrieval.", "gen_ai.input"))
+    ]
+
+
+def test_redaction_hook_from_init_and_builtin_redactors_from_environment(outcomes: Outcomes) -> None:
+    attributes = observed(outcomes, "redact_hook_and_env")["attributes"]
+    assert attributes["input.value"] == "mail [REDACTED_EMAIL]"
+    assert attributes["output.value"] == "[CITY]."
+    assert attributes["retrieval.documents.0.document.content"] == "c" * 30
+    assert attributes["tracescore.truncated"] == ["retrieval.documents.0.document.content"]
+
+
+def test_dropped_spans_are_an_otel_metric_by_reason(outcomes: Outcomes) -> None:
+    dropped = observed(outcomes, "drop_metric")["dropped"]
+    assert sum(dropped.values()) == 40, dropped
+    assert dropped["queue_full"] >= 30  # a queue of 5 against 40 spans and no broker

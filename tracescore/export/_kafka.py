@@ -3,6 +3,10 @@
 The OpenTelemetry Collector's kafka exporter (encoding `otlp_proto`, `partition_traces_by_id: true`)
 writes one serialized `ExportTraceServiceRequest` per trace, keyed by the 32-char hex trace id. We write
 the same, so a Collector and this exporter can feed the same topic and any consumer reads both.
+
+`export()` hands records to the producer and returns: delivery is settled per record by the producer's
+callbacks, so a span counts as dropped only when Kafka gave up on it (a 30 s outage inside the delivery
+timeout loses and counts nothing), and `shutdown()` never raises and never waits past its bound.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import Any
 
 from kafka import KafkaProducer
@@ -21,6 +24,9 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from tracescore.export._accounting import SpanAccounting
+from tracescore.export._settings import KafkaProducerSettings
+
 __all__ = ["KafkaSpanExporter", "encode_trace_messages"]
 
 _log = logging.getLogger("tracescore.export")
@@ -28,77 +34,123 @@ _log = logging.getLogger("tracescore.export")
 
 def encode_trace_messages(spans: Sequence[ReadableSpan]) -> list[tuple[bytes, bytes]]:
     """(key, value) Kafka messages: one OTLP ExportTraceServiceRequest per trace, key = hex trace id."""
+    return [(key, value) for key, value, _ in _encode(spans)]
+
+
+def _encode(spans: Sequence[ReadableSpan]) -> list[tuple[bytes, bytes, int]]:
     by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
     for span in spans:
         by_trace[span.context.trace_id].append(span)
     return [
-        (format(trace_id, "032x").encode(), encode_spans(group).SerializeToString())
+        (format(trace_id, "032x").encode(), encode_spans(group).SerializeToString(), len(group))
         for trace_id, group in by_trace.items()
     ]
 
 
 class KafkaSpanExporter(SpanExporter):
-    """Exports spans to `topic`. The producer is created lazily, so a broker that is down at application
-    start delays spans instead of failing the application; every failed batch is logged and counted."""
+    """Exports spans to `topic`. The producer is created on first export (on the export thread), so a broker
+    that is down when the application starts costs counted drops, never a failed start."""
 
     def __init__(
         self,
         bootstrap_servers: str,
         topic: str = "otlp_spans",
         *,
+        settings: KafkaProducerSettings | None = None,
+        accounting: SpanAccounting | None = None,
         producer: KafkaProducer | None = None,
-        timeout_s: float = 10.0,
-        **producer_config: Any,
     ) -> None:
         self.topic = topic
-        self._bootstrap_servers = bootstrap_servers
+        self.accounting = accounting or SpanAccounting()
+        self.bootstrap_servers = bootstrap_servers
+        self._config = (settings or KafkaProducerSettings()).producer_config()
         self._producer = producer
-        self._producer_config = {"acks": "all", "linger_ms": 5, **producer_config}
-        self._timeout_s = timeout_s
         self._lock = threading.Lock()
+        self._pending = 0  # spans accepted by the producer and not yet settled
+        self._unsent = 0  # spans of the export() in progress not yet handed to the producer
+        self._settled_all = False  # after shutdown: late callbacks were already counted
         self._shutdown = False
-        self.exported_spans = 0
-        self.failed_spans = 0
-
-    def send(self, spans: Sequence[ReadableSpan]) -> list[Future[Any]]:
-        """Queue the spans on the producer and return the delivery futures (for callers that batch acks)."""
-        producer = self._get_producer()
-        return [
-            producer.send(self.topic, key=key, value=value) for key, value in encode_trace_messages(spans)
-        ]
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
+            self.accounting.drop(len(spans), "shutdown")
             return SpanExportResult.FAILURE
         # Our own producer traffic must never be traced, or exporting would create spans to export.
         token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
         try:
-            for future in self.send(spans):
-                future.get(timeout=self._timeout_s)
-        except (KafkaError, OSError) as exc:
-            self.failed_spans += len(spans)
-            _log.error("could not export %d spans to Kafka topic %r: %s", len(spans), self.topic, exc)
-            return SpanExportResult.FAILURE
+            with self._lock:
+                self._unsent = len(spans)
+            return self._send(_encode(spans))
         finally:
             detach(token)
-        self.exported_spans += len(spans)
+
+    def _send(self, messages: list[tuple[bytes, bytes, int]]) -> SpanExportResult:
+        for key, value, count in messages:
+            try:
+                future = self._get_producer().send(self.topic, key=key, value=value)
+            except (KafkaError, OSError, ValueError, AssertionError) as exc:
+                # No broker (metadata or bootstrap timed out) or a record Kafka cannot take: the rest of the
+                # batch would only wait as long again, so it is dropped with it.
+                with self._lock:
+                    rest, self._unsent = (0 if self._settled_all else self._unsent), 0
+                self.accounting.drop(rest, "unavailable")
+                _log.debug("Kafka topic %r unavailable: %s", self.topic, exc)
+                return SpanExportResult.FAILURE
+            with self._lock:
+                self._unsent -= count
+                self._pending += count
+            future.add_callback(self._settle, count, False)
+            future.add_errback(self._settle, count, True)
         return SpanExportResult.SUCCESS
 
+    def _settle(self, count: int, failed: bool, _outcome: Any) -> None:
+        with self._lock:
+            if self._settled_all:
+                return
+            self._pending -= count
+        if failed:
+            self.accounting.drop(count, "delivery_failed")
+        else:
+            self.accounting.deliver(count)
+
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        if self._producer is not None:
-            self._producer.flush(timeout=timeout_millis / 1000)
+        producer = self._producer
+        if producer is None:
+            return True
+        try:
+            producer.flush(timeout=timeout_millis / 1000)
+        except KafkaError:
+            return False
         return True
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout_millis: float = 5_000) -> None:
+        """Flush within the bound, count what is still pending as dropped, close. Never raises."""
         self._shutdown = True
-        if self._producer is not None:
-            self._producer.flush(timeout=self._timeout_s)
-            self._producer.close(timeout=self._timeout_s)
+        producer = self._producer
+        timeout_s = max(0.0, timeout_millis / 1000)
+        if producer is not None:
+            try:
+                producer.flush(timeout=timeout_s)
+            except Exception as exc:
+                _log.debug("Kafka flush did not finish within %.1f s: %s", timeout_s, exc)
+        with self._lock:
+            lost = self._pending + self._unsent
+            self._pending = self._unsent = 0
+            self._settled_all = True  # an export still blocked on the broker, or late callbacks: counted here
+        self.accounting.drop(lost, "shutdown")
+        if producer is None:
+            return
+        try:
+            producer.close(timeout=0)
+        except Exception:
+            # close() flushes first and raises on records still pending; force the sender down instead.
+            sender = getattr(producer, "_sender", None)
+            if sender is not None:
+                sender.force_close()
 
     def _get_producer(self) -> KafkaProducer:
-        with self._lock:
-            if self._producer is None:
-                self._producer = KafkaProducer(
-                    bootstrap_servers=self._bootstrap_servers, **self._producer_config
-                )
-            return self._producer
+        # Only the export thread creates the producer, and creating it may wait for a broker: not under
+        # self._lock, which shutdown() and the delivery callbacks take.
+        if self._producer is None:
+            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._config)
+        return self._producer

@@ -1,20 +1,34 @@
-"""`tracescore.init()`: wire RAG spans to Kafka, reusing the application's TracerProvider when it has one."""
+"""`tracescore.init()`: wire tracescore's spans to Kafka (or OTLP), reusing the application's TracerProvider.
+
+Settings are read once, here, with one precedence: `init()` arguments > `TRACESCORE_*` environment variables
+> defaults. The broker address is `TRACESCORE_BOOTSTRAP_SERVERS`, the same name the consumer reads.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import warnings
+from typing import Any, Literal
 
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from pydantic import Field
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tracescore.export import KafkaSpanExporter
-from tracescore.instrument._decorators import SCOPE_NAME
+from tracescore import semconv
+from tracescore.export import (
+    BoundedSpanProcessor,
+    KafkaProducerSettings,
+    KafkaSpanExporter,
+    SpanAccounting,
+    otlp_configured,
+    otlp_span_exporter,
+)
+from tracescore.instrument._content import ContentPolicy, ContentSettings, Redactor
+from tracescore.instrument._recorders import set_policy
 
 __all__ = ["InstrumentSettings", "Instrumentation", "init", "shutdown"]
 
@@ -22,52 +36,62 @@ _log = logging.getLogger("tracescore.instrument")
 
 
 class InstrumentSettings(BaseSettings):
-    """SDK settings; every field falls back to a TRACESCORE_* environment variable."""
+    """SDK settings; every field falls back to a TRACESCORE_* environment variable (nested ones with `__`:
+    TRACESCORE_CONTENT__CAPTURE=false, TRACESCORE_KAFKA__SASL_MECHANISM=PLAIN)."""
 
-    model_config = SettingsConfigDict(env_prefix="TRACESCORE_")
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_", env_nested_delimiter="__")
 
     service_name: str = "unknown_service"
-    kafka_bootstrap: str | None = None
+    bootstrap_servers: str | None = None
+    # Deprecated name of bootstrap_servers (TRACESCORE_KAFKA_BOOTSTRAP); still read, with a warning.
+    kafka_bootstrap: str | None = Field(default=None, exclude=True)
     topic: str = "otlp_spans"
-    # Only tracescore's RAG spans go to Kafka by default; the app's other spans keep their own exporters.
+    # kafka: needs bootstrap_servers. otlp: the standard OTEL_EXPORTER_OTLP_* variables. Unset: kafka when a
+    # broker is configured, else otlp when an OTLP endpoint is.
+    exporter: Literal["kafka", "otlp"] | None = None
+    # Only tracescore's spans are exported by default; the app's other spans keep their own exporters.
     export_all_spans: bool = False
     batch_delay_ms: int = Field(default=1000, ge=1)
+    max_queue_size: int = Field(default=2048, ge=1)
+    max_export_batch_size: int = Field(default=512, ge=1)
+    shutdown_timeout_s: float = Field(default=5.0, ge=0)
+    drop_log_interval_s: float = Field(default=60.0, gt=0)
+    kafka: KafkaProducerSettings = Field(default_factory=KafkaProducerSettings)
+    content: ContentSettings = Field(default_factory=ContentSettings)
 
-
-class _RagSpansOnly(SpanProcessor):
-    """Forwards only spans created by `@tracescore.rag` to the wrapped processor."""
-
-    def __init__(self, inner: SpanProcessor) -> None:
-        self._inner = inner
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return None
-
-    def on_end(self, span: ReadableSpan) -> None:
-        scope = span.instrumentation_scope
-        if scope is not None and scope.name == SCOPE_NAME:
-            self._inner.on_end(span)
-
-    def shutdown(self) -> None:
-        self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self._inner.force_flush(timeout_millis)
+    @model_validator(mode="after")
+    def _old_broker_name(self) -> InstrumentSettings:
+        if self.kafka_bootstrap is not None:
+            _deprecated(
+                "TRACESCORE_KAFKA_BOOTSTRAP (kafka_bootstrap) is deprecated: use TRACESCORE_BOOTSTRAP_SERVERS"
+                " (bootstrap_servers), the name the consumer reads too"
+            )
+            if self.bootstrap_servers is None:
+                self.bootstrap_servers = self.kafka_bootstrap
+            self.kafka_bootstrap = None
+        return self
 
 
 class Instrumentation:
-    """What `init()` set up; `shutdown()` flushes every queued span and stops exporting."""
+    """What `init()` set up. `stats()` says how many spans were delivered and dropped (by reason)."""
 
-    def __init__(self, provider: TracerProvider, processor: SpanProcessor) -> None:
+    def __init__(self, provider: TracerProvider, processor: BoundedSpanProcessor) -> None:
         self.provider = provider
         self.processor = processor
+
+    @property
+    def accounting(self) -> SpanAccounting:
+        return self.processor.accounting
+
+    def stats(self) -> dict[str, Any]:
+        return {"delivered": self.accounting.delivered, "dropped": dict(self.accounting.dropped)}
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.processor.force_flush(timeout_millis)
 
-    def shutdown(self) -> None:
-        # Shutting down our processor flushes it; the app's own provider (if any) stays the app's to stop.
-        self.processor.shutdown()
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        # Our processor only; the app's own provider (if any) stays the app's to stop.
+        self.processor.shutdown(None if timeout_s is None else timeout_s * 1000)
 
 
 _state_lock = threading.Lock()
@@ -76,18 +100,28 @@ _current: Instrumentation | None = None
 
 def init(
     service_name: str | None = None,
-    kafka_bootstrap: str | None = None,
+    bootstrap_servers: str | None = None,
     topic: str | None = None,
     *,
     exporter: SpanExporter | None = None,
     settings: InstrumentSettings | None = None,
+    redact: Redactor | None = None,
+    kafka_bootstrap: str | None = None,
 ) -> Instrumentation:
-    """Export RAG spans to Kafka (or to `exporter`). Uses the global TracerProvider if the app set one, and
-    never replaces it; otherwise installs one with `service.name = service_name`. Idempotent."""
+    """Export tracescore's spans to Kafka (or OTLP, or `exporter`). Uses the global TracerProvider if the app
+    set one, and never replaces it; otherwise installs one with `service.name = service_name`. `redact` runs
+    on every text before it is put on a span. Idempotent: a second call keeps the first configuration."""
     global _current
+    if kafka_bootstrap is not None:
+        _deprecated("init(kafka_bootstrap=) is deprecated: use bootstrap_servers=")
+        bootstrap_servers = bootstrap_servers or kafka_bootstrap
     overrides = {
         k: v
-        for k, v in {"service_name": service_name, "kafka_bootstrap": kafka_bootstrap, "topic": topic}.items()
+        for k, v in {
+            "service_name": service_name,
+            "bootstrap_servers": bootstrap_servers,
+            "topic": topic,
+        }.items()
         if v is not None
     }
     settings = (settings or InstrumentSettings()).model_copy(update=overrides)
@@ -95,27 +129,62 @@ def init(
         if _current is not None:
             _log.warning("tracescore.init() called again; keeping the first configuration")
             return _current
-        if exporter is None:
-            if not settings.kafka_bootstrap:
-                raise ValueError(
-                    "tracescore.init needs kafka_bootstrap= (or TRACESCORE_KAFKA_BOOTSTRAP) or exporter="
-                )
-            exporter = KafkaSpanExporter(settings.kafka_bootstrap, settings.topic)
-        batch = BatchSpanProcessor(exporter, schedule_delay_millis=settings.batch_delay_ms)
-        processor: SpanProcessor = batch if settings.export_all_spans else _RagSpansOnly(batch)
+        accounting = SpanAccounting(log_interval_s=settings.drop_log_interval_s)
+        exporter = exporter or _exporter_for(settings, accounting)
+        set_policy(ContentPolicy(settings.content, redact))
+        processor = BoundedSpanProcessor(
+            exporter,
+            accept=None if settings.export_all_spans else _is_tracescore_span,
+            accounting=getattr(exporter, "accounting", None) or accounting,
+            max_queue_size=settings.max_queue_size,
+            max_batch_size=settings.max_export_batch_size,
+            schedule_delay_s=settings.batch_delay_ms / 1000,
+            shutdown_timeout_s=settings.shutdown_timeout_s,
+        )
         provider = _provider_for(settings.service_name)
         provider.add_span_processor(processor)
         _current = Instrumentation(provider, processor)
         return _current
 
 
-def shutdown() -> None:
-    """Flush and stop what `init()` started. Safe to call when init() never ran."""
+def shutdown(timeout_s: float | None = None) -> None:
+    """Deliver what can be delivered within `timeout_s` (default `shutdown_timeout_s`, 5 s), count the rest as
+    dropped, stop. Never raises into the application. Safe to call when init() never ran."""
     global _current
     with _state_lock:
         if _current is not None:
-            _current.shutdown()
+            try:
+                _current.shutdown(timeout_s)
+            except Exception:
+                _log.warning("tracescore shutdown failed", exc_info=True)
             _current = None
+
+
+def _deprecated(message: str) -> None:
+    # A DeprecationWarning for test suites and -W flags, and a log line, which people actually see.
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+    _log.warning(message)
+
+
+def _is_tracescore_span(span: ReadableSpan) -> bool:
+    scope = span.instrumentation_scope
+    return scope is not None and scope.name == semconv.SDK_SCOPE
+
+
+def _exporter_for(settings: InstrumentSettings, accounting: SpanAccounting) -> SpanExporter:
+    kind = settings.exporter or (
+        "kafka" if settings.bootstrap_servers else "otlp" if otlp_configured() else None
+    )
+    if kind == "otlp":
+        return otlp_span_exporter()
+    if kind is None or not settings.bootstrap_servers:
+        raise ValueError(
+            "tracescore.init needs a destination: bootstrap_servers= (or TRACESCORE_BOOTSTRAP_SERVERS), "
+            "an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT), or exporter="
+        )
+    return KafkaSpanExporter(
+        settings.bootstrap_servers, settings.topic, settings=settings.kafka, accounting=accounting
+    )
 
 
 def _provider_for(service_name: str) -> TracerProvider:

@@ -1,0 +1,84 @@
+"""An application process instrumented with `tracescore.init` writes through the real broker, and what the
+consumer reads back (decode, then the extraction it scores) is the RAG call: the query, the documents the
+`@retriever` returned rolled up onto the `@rag` span, and the answer; scored once, not once per span."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from tracescore._rag_span import Trace
+from tracescore.consume._decode import decode_message
+from tracescore.extract import extract
+
+APP = """
+import json, sys
+import tracescore
+
+instrumentation = tracescore.init("shop", topic=sys.argv[1])  # the broker from TRACESCORE_BOOTSTRAP_SERVERS
+
+@tracescore.retriever
+def search(query):
+    return [{"content": "Returns are free within 30 days.", "id": "policy-7", "score": 0.8}]
+
+@tracescore.generation(model="gpt-4o-mini")
+async def generate(messages):
+    return "Free within 30 days."
+
+@tracescore.rag(route="/returns")
+async def answer(query):
+    search(query)
+    return await generate([{"role": "user", "content": query}])
+
+import asyncio
+asyncio.run(answer("Can I return my order?"))
+tracescore.shutdown(timeout_s=60)
+print(json.dumps(instrumentation.stats()))
+"""
+
+
+def _read(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or set()]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        end = consumer.end_offsets(tps)
+        values: list[bytes] = []
+        while any(consumer.position(tp) < end[tp] for tp in tps):
+            for batch in consumer.poll(timeout_ms=500).values():
+                values.extend(record.value for record in batch)
+        return values
+    finally:
+        consumer.close()
+
+
+@pytest.mark.kafka
+def test_an_instrumented_app_is_read_back_as_one_rag_interaction(bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}.spans"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    env["TRACESCORE_BOOTSTRAP_SERVERS"] = bootstrap
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(APP), topic],
+        capture_output=True, text=True, timeout=180, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"delivered": 3, "dropped": {}}
+
+    spans = [span for value in _read(bootstrap, topic) for span in decode_message(value)]
+    assert sorted(s.name for s in spans) == ["answer", "generate", "search"]
+    assert {s.scope_name for s in spans} == {"tracescore"}
+    found = extract(Trace(spans[0].trace_id, tuple(spans)))
+    assert not found.skips
+    [interaction] = found.interactions
+    assert interaction.span.name == "answer"
+    assert interaction.route == "/returns"
+    assert interaction.record.query == "Can I return my order?"
+    assert interaction.record.contexts == ("Returns are free within 30 days.",)
+    assert interaction.record.answer == "Free within 30 days."

@@ -1,0 +1,187 @@
+"""`pip install tracescore` (no extras) into a fresh virtualenv outside the repo: what it pulls in, and a
+decorated call running there.
+
+The virtualenv holds the default dependencies only and is cached under ~/.cache/tracescore, keyed by the
+content of pyproject.toml (parallel sessions share it under a lock). The package itself is built from this
+tree on every run and installed beside it with --target, so the code under test is always the current one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
+PIP_TIMEOUT_S = 900
+
+# What the scoring service or other transports need, and the SDK must not pull in.
+NOT_IN_THE_SDK = {
+    "grpcio",
+    "openai",
+    "jinja2",
+    "click",
+    "pysbd",
+    "tqdm",
+    "tenacity",
+    "httpx2",
+    "httpx",
+    "requests",
+}
+SDK_NEEDS = {"opentelemetry-api", "opentelemetry-sdk", "opentelemetry-proto", "kafka-python", "pydantic"}
+
+
+def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False, **kwargs
+    )
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy: setuptools leaves build/ and *.egg-info beside the sources it builds.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    shutil.copytree(REPO / "tracescore", source / "tracescore", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path_factory.mktemp("wheel")
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)])
+    [built] = out.glob("tracescore-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def bare_venv(wheel: Path) -> Path:
+    key = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    home = CACHE_ROOT / "bare-install" / key
+    with _locked(CACHE_ROOT / "bare-install" / f"{key}.lock"):
+        if not (home / ".complete").exists():
+            _run([sys.executable, "-m", "venv", "--clear", str(home)])
+            pip = [str(home / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "--quiet"]
+            _run([*pip, "install", str(wheel)])  # the default dependencies, exactly as a user gets them
+            _run([*pip, "uninstall", "-y", "tracescore"])  # the package comes from each run's own wheel
+            (home / ".complete").write_text(key)
+    return home
+
+
+@pytest.fixture(scope="module")
+def package_dir(wheel: Path, bare_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    python = str(bare_venv / "bin" / "python")
+    _run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)])
+    return target
+
+
+def _bare_python(bare_venv: Path, package_dir: Path, code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_", "PYTHON"))}
+    env["PYTHONPATH"] = str(package_dir)
+    return subprocess.run(
+        [str(bare_venv / "bin" / "python"), "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=package_dir.parent,  # outside the repo: nothing imports from the working tree
+        env=env,
+    )
+
+
+def test_the_bare_install_holds_only_what_the_sdk_needs(bare_venv: Path) -> None:
+    listed = _run([str(bare_venv / "bin" / "python"), "-m", "pip", "list", "--format=json"]).stdout
+    installed = {entry["name"].lower() for entry in json.loads(listed)}
+    assert installed >= SDK_NEEDS, SDK_NEEDS - installed
+    assert not installed & NOT_IN_THE_SDK, installed & NOT_IN_THE_SDK
+    assert not [name for name in installed if name.startswith("opentelemetry-exporter-otlp-proto-g")]
+
+
+def test_a_decorated_call_runs_on_the_bare_install(bare_venv: Path, package_dir: Path) -> None:
+    done = _bare_python(
+        bare_venv,
+        package_dir,
+        """
+        import json, socket, sys
+        import tracescore
+
+        with socket.socket() as s:  # a port nobody listens on: the broker is down
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        instrumentation = tracescore.init("bare-app", bootstrap_servers=f"127.0.0.1:{port}")
+
+        @tracescore.retriever
+        def search(query):
+            return [{"content": "Paris is the capital of France.", "id": "d1", "score": 0.9}]
+
+        @tracescore.rag
+        def answer(query):
+            search(query)
+            return "Paris."
+
+        result = answer("Capital of France?")
+        tracescore.shutdown(timeout_s=1)
+        heavy = sorted(m for m in ("openai", "jinja2", "click", "grpc", "httpx2") if m in sys.modules)
+        print(json.dumps({"result": result, "stats": instrumentation.stats(), "heavy": heavy,
+                          "from": tracescore.__file__}))
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["result"] == "Paris."
+    assert report["heavy"] == []
+    assert report["from"].startswith(str(package_dir))
+    assert sum(report["stats"]["dropped"].values()) == 2  # the rag and the retriever span, counted
+
+
+def test_the_command_says_which_extra_to_install(bare_venv: Path, package_dir: Path) -> None:
+    done = _bare_python(
+        bare_venv, package_dir, "import runpy; runpy.run_module('tracescore.cli', run_name='__main__')"
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "the tracescore command needs the consumer extra (click is not installed): "
+        "pip install 'tracescore[consumer]'"
+    ]
+
+
+def test_otlp_export_without_its_extra_names_the_extra(bare_venv: Path, package_dir: Path) -> None:
+    done = _bare_python(
+        bare_venv,
+        package_dir,
+        """
+        import os
+        import tracescore
+
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:4318"
+        try:
+            tracescore.init("bare-app")
+        except ImportError as exc:
+            print(exc)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "OTLP export over http/protobuf needs the otlp extra: pip install 'tracescore[otlp]'"
+    )

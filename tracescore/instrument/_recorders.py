@@ -1,0 +1,417 @@
+"""Span recorders: the one place where RAG, retrieval and generation content becomes span attributes.
+
+The decorators and the manual spans (`rag_span`, `retriever_span`, `generation_span`) both drive these, so
+what a span carries never depends on how it was made. Every method is guarded: a recording problem is
+logged (once per kind of problem) and never reaches the application.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from tracescore import semconv
+from tracescore.instrument._content import ContentPolicy, flat_items, safe_json, safe_str
+from tracescore.instrument._documents import Document, read_document
+
+__all__ = [
+    "GenerationRecorder",
+    "RagRecorder",
+    "Recorder",
+    "RetrieverRecorder",
+    "context_attributes",
+    "current_rag",
+    "policy",
+    "set_policy",
+]
+
+_log = logging.getLogger("tracescore.instrument")
+_tracer = trace.get_tracer(semconv.SDK_SCOPE)
+_RAG_KEY = otel_context.create_key("tracescore.rag")
+_ATTRIBUTES_KEY = otel_context.create_key("tracescore.attributes")
+_R = TypeVar("_R")
+
+# GenAI message lists with one text part; only the text needs JSON-encoding (same bytes as json.dumps of the
+# whole structure, a third of the cost).
+_USER_MESSAGES = '[{"role": "user", "parts": [{"type": "text", "content": %s}]}]'
+_ASSISTANT_MESSAGES = (
+    '[{"role": "assistant", "parts": [{"type": "text", "content": %s}], "finish_reason": "stop"}]'
+)
+
+_policy = ContentPolicy()
+# Retrievers of one rag call may run in threads that copied its context; numbering their documents is the
+# only shared step, and brief, so one lock serves every rag span.
+_DOCUMENT_NUMBERING = threading.Lock()
+_warned: set[str] = set()
+
+
+def policy() -> ContentPolicy:
+    return _policy
+
+
+def set_policy(new: ContentPolicy) -> None:
+    """Installed by `tracescore.init()`; recorders read it when a span starts."""
+    global _policy
+    _policy = new
+
+
+def _guarded(method: Callable[..., _R]) -> Callable[..., _R | None]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> _R | None:
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:
+            # Instrumentation must never break the application; log each kind of failure once, not per call.
+            what = f"{method.__qualname__}: {type(exc).__name__}"
+            if what not in _warned:
+                _warned.add(what)
+                _log.warning("tracescore could not record %s", what, exc_info=True)
+            return None
+
+    return call
+
+
+def current_rag() -> RagRecorder | None:
+    value = otel_context.get_value(_RAG_KEY)
+    return value if isinstance(value, RagRecorder) else None
+
+
+def context_attributes(
+    session_id: str | None = None,
+    user_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    tags: Iterable[str] | None = None,
+) -> otel_context.Context:
+    """A context whose tracescore spans carry these attributes (merged over any already in the context)."""
+    attrs: dict[str, Any] = dict(otel_context.get_value(_ATTRIBUTES_KEY) or {})  # type: ignore[call-overload]
+    if session_id is not None:
+        attrs[semconv.SESSION_ID] = safe_str(session_id)
+        attrs[semconv.GEN_AI_CONVERSATION_ID] = safe_str(session_id)
+    if user_id is not None:
+        attrs[semconv.USER_ID] = safe_str(user_id)
+    if metadata is not None:
+        attrs[semconv.METADATA] = safe_json(dict(metadata))
+    if tags is not None:
+        attrs[semconv.TAG_TAGS] = [safe_str(t) for t in tags]
+    return otel_context.set_value(_ATTRIBUTES_KEY, attrs)
+
+
+class Recorder:
+    """One span and what has been recorded on it. Created per call; never shared between calls."""
+
+    kind = semconv.SPAN_KIND_CHAIN
+    operation = "invoke_workflow"
+
+    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
+        """`start=False` (the decorators): inputs recorded before `begin()` go into the span's start
+        attributes, one attribute update less per call on the application's path."""
+        self.policy = _policy
+        self._name = name
+        self._truncated: list[str] = []
+        self._documents_omitted = 0
+        pending: dict[str, Any] = {
+            semconv.OPENINFERENCE_SPAN_KIND: self.kind,
+            semconv.GEN_AI_OPERATION_NAME: self.operation,
+        }
+        inherited = otel_context.get_value(_ATTRIBUTES_KEY)
+        if inherited:
+            pending.update(inherited)  # type: ignore[call-overload]
+            metadata = pending.pop(semconv.METADATA, None)
+            if metadata is not None:  # free text: under the content controls like any other
+                self._text(semconv.METADATA, metadata, pending)
+        if attributes:
+            pending.update(attributes)
+        if not self.policy.capture:
+            pending[semconv.TRACESCORE_CONTENT_CAPTURED] = False
+        self._pending: dict[str, Any] | None = pending
+        if start:
+            self.begin()
+
+    def begin(self) -> None:
+        """Start the span with everything recorded so far."""
+        pending, self._pending = self._pending, None
+        self.span: Span = _tracer.start_span(self._name, attributes=pending)
+        self.context = trace.set_span_in_context(self.span)
+
+    def _put(self, attributes: dict[str, Any]) -> None:
+        if self._pending is not None:
+            self._pending.update(attributes)
+        else:
+            self.span.set_attributes(attributes)
+
+    def _text(self, key: str, value: Any, out: dict[str, Any]) -> str | None:
+        """Put the policy's form of `value` under `key` in `out`; None when content is not captured."""
+        if not self.policy.capture:
+            return None
+        text, truncated = self.policy.text(value)
+        if truncated:
+            self._truncated.append(key)
+        out[key] = text
+        return text
+
+    @_guarded
+    def set_attribute(self, key: str, value: Any) -> None:
+        self._put({key: value})
+
+    @_guarded
+    def set_route(self, route: Any) -> None:
+        self._put({semconv.TRACESCORE_ROUTE: safe_str(route)})
+
+    @_guarded
+    def set_session(self, session_id: Any) -> None:
+        text = safe_str(session_id)
+        self._put({semconv.SESSION_ID: text, semconv.GEN_AI_CONVERSATION_ID: text})
+
+    @_guarded
+    def set_user(self, user_id: Any) -> None:
+        self._put({semconv.USER_ID: safe_str(user_id)})
+
+    @_guarded
+    def set_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Free metadata (JSON), under the content controls."""
+        out: dict[str, Any] = {}
+        self._text(semconv.METADATA, safe_json(dict(metadata)), out)
+        self._put(out)
+
+    def end(self, error: BaseException | None = None) -> None:
+        """End the span, marking what the content controls changed and the error, if any. Never raises."""
+        if self._pending is not None:
+            self.begin()
+        try:
+            if error is not None:
+                self.span.record_exception(error)
+                self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {safe_str(error)}"))
+                self.span.set_attribute(semconv.ERROR_TYPE, type(error).__qualname__)
+            if self._truncated:
+                self.span.set_attribute(semconv.TRACESCORE_TRUNCATED, self._truncated)
+            if self._documents_omitted:
+                self.span.set_attribute(semconv.TRACESCORE_DOCUMENTS_OMITTED, self._documents_omitted)
+        except Exception:
+            _log.warning("tracescore could not mark a span", exc_info=True)
+        finally:
+            self.span.end()
+            # A rag span's context refers back to its recorder: drop the cycle now rather than leave it to the
+            # garbage collector, whose passes grow with every span still queued for export.
+            self.context = None  # type: ignore[assignment]
+
+    def __enter__(self) -> Recorder:
+        self._token = otel_context.attach(self.context)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        otel_context.detach(self._token)
+        self.end(exc if exc is not None and not isinstance(exc, GeneratorExit) else None)
+
+
+class _DocumentsMixin:
+    """Documents as OpenInference `retrieval.documents.N.document.*`, numbered on from earlier ones."""
+
+    span: Span
+    policy: ContentPolicy
+    _documents_omitted: int
+    _text: Callable[[str, Any, dict[str, Any]], str | None]
+
+    def _put_documents(self, documents: list[Document | str], first_index: int, out: dict[str, Any]) -> int:
+        """Write up to max_documents in total; returns how many were written."""
+        policy = self.policy
+        room = max(0, policy.max_documents - first_index)
+        kept = documents[:room]
+        self._documents_omitted += len(documents) - len(kept)
+        verbatim, max_chars, capture = policy.verbatim, policy.max_chars, policy.capture
+        for offset, doc in enumerate(kept):
+            index = first_index + offset
+            if type(doc) is str:  # the common case, kept cheap: most retrievers return plain text
+                if capture and verbatim and len(doc) <= max_chars:
+                    out[_content_key(index)] = doc
+                elif capture:
+                    self._text(_content_key(index), doc, out)
+                continue
+            self._text(_content_key(index), doc.content, out)
+            if doc.id is not None:
+                out[semconv.document_key(index, "id")] = safe_str(doc.id)
+            if doc.score is not None:
+                out[semconv.document_key(index, "score")] = doc.score
+            if doc.metadata:
+                self._text(semconv.document_key(index, "metadata"), safe_json(doc.metadata), out)
+        return len(kept)
+
+
+_CONTENT_KEYS = tuple(semconv.document_key(index, "content") for index in range(256))
+
+
+def _content_key(index: int) -> str:
+    return _CONTENT_KEYS[index] if index < len(_CONTENT_KEYS) else semconv.document_key(index, "content")
+
+
+def read_documents(items: Any) -> list[Document | str]:
+    """Documents from any supported shape; plain strings stay strings (no object per document)."""
+    documents: list[Document | str] = []
+    for item in flat_items(items):
+        if type(item) is str:
+            documents.append(item)
+            continue
+        try:
+            documents.append(read_document(item))
+        except Exception:  # an object whose attributes raise is still one document
+            documents.append(Document(safe_str(item)))
+    return documents
+
+
+class RagRecorder(Recorder, _DocumentsMixin):
+    """The `rag` span: query, documents (its own and its retrievers'), answer. What the consumer scores."""
+
+    kind = semconv.SPAN_KIND_CHAIN
+    operation = "invoke_workflow"
+
+    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
+        self._document_count = 0
+        super().__init__(name, attributes, start=start)
+
+    def begin(self) -> None:
+        super().begin()
+        self.context = otel_context.set_value(_RAG_KEY, self, self.context)
+
+    @_guarded
+    def set_query(self, query: Any) -> None:
+        if query is None:
+            return
+        out: dict[str, Any] = {}
+        text = self._text(semconv.INPUT_VALUE, query, out)
+        if text is not None:
+            out[semconv.INPUT_MIME_TYPE] = "text/plain"
+            out[semconv.GEN_AI_INPUT_MESSAGES] = _USER_MESSAGES % json.dumps(text)
+        self._put(out)
+
+    @_guarded
+    def add_contexts(self, contexts: Any) -> None:
+        """Retrieved documents: strings, mappings, LangChain Documents, LlamaIndex NodeWithScore."""
+        self._add_documents(read_documents(contexts))
+
+    def _add_documents(self, documents: list[Document | str]) -> None:
+        out: dict[str, Any] = {}
+        with _DOCUMENT_NUMBERING:
+            self._document_count += self._put_documents(documents, self._document_count, out)
+        self._put(out)
+
+    add_documents = _guarded(_add_documents)
+
+    @_guarded
+    def set_answer(self, answer: Any) -> None:
+        if answer is None:
+            return
+        out: dict[str, Any] = {}
+        text = self._text(semconv.OUTPUT_VALUE, answer, out)
+        if text is not None:
+            out[semconv.OUTPUT_MIME_TYPE] = "text/plain"
+            out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % json.dumps(text)
+        self._put(out)
+
+
+class RetrieverRecorder(Recorder, _DocumentsMixin):
+    """A RETRIEVER span (`retrieval`): the query and the documents; the documents roll up onto the enclosing
+    `rag` span, which is what the consumer scores."""
+
+    kind = semconv.SPAN_KIND_RETRIEVER
+    operation = "retrieval"
+
+    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
+        self._rag = current_rag()
+        self._document_count = 0
+        super().__init__(name, attributes, start=start)
+
+    @_guarded
+    def set_query(self, query: Any) -> None:
+        if query is None:
+            return
+        out: dict[str, Any] = {}
+        text = self._text(semconv.INPUT_VALUE, query, out)
+        if text is not None:
+            out[semconv.GEN_AI_RETRIEVAL_QUERY_TEXT] = text
+            out[semconv.INPUT_MIME_TYPE] = "text/plain"
+        self._put(out)
+
+    @_guarded
+    def add_documents(self, documents: Any) -> None:
+        docs = read_documents(documents)
+        out: dict[str, Any] = {}
+        written = self._put_documents(docs, self._document_count, out)
+        self._document_count += written
+        kept = docs[:written]
+        out[semconv.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps([_id_and_score(d) for d in kept])
+        self._put(out)
+        if self._rag is not None:
+            self._rag.add_documents(docs)  # the rag span applies (and marks) its own document limit
+
+    add_contexts = add_documents
+
+
+class GenerationRecorder(Recorder):
+    """An LLM span (`chat`): the prompt messages, the output and the model."""
+
+    kind = semconv.SPAN_KIND_LLM
+    operation = "chat"
+
+    @_guarded
+    def set_model(self, model: Any) -> None:
+        if model is not None:
+            name = safe_str(model)
+            self._put({semconv.LLM_MODEL_NAME: name, semconv.GEN_AI_REQUEST_MODEL: name})
+
+    @_guarded
+    def set_messages(self, messages: Any) -> None:
+        """A prompt string (one user message) or chat messages (mappings or objects with role/content)."""
+        if messages is None:
+            return
+        if isinstance(messages, str | bytes):
+            messages = [{"role": "user", "content": messages}]
+        out: dict[str, Any] = {}
+        genai = []
+        for index, message in enumerate(flat_items(messages)):
+            role, content = _role_content(message)
+            prefix = f"{semconv.LLM_INPUT_MESSAGES}.{index}.message"
+            out[f"{prefix}.role"] = role
+            text = self._text(f"{prefix}.content", content, out)
+            if text is not None:
+                genai.append({"role": role, "parts": [{"type": "text", "content": text}]})
+        if self.policy.capture:
+            out[semconv.GEN_AI_INPUT_MESSAGES] = out[semconv.INPUT_VALUE] = json.dumps(genai)
+            out[semconv.INPUT_MIME_TYPE] = "application/json"
+        self._put(out)
+
+    @_guarded
+    def set_output(self, output: Any) -> None:
+        if output is None:
+            return
+        out: dict[str, Any] = {f"{semconv.LLM_OUTPUT_MESSAGES}.0.message.role": "assistant"}
+        text = self._text(f"{semconv.LLM_OUTPUT_MESSAGES}.0.message.content", output, out)
+        if text is not None:
+            out[semconv.OUTPUT_VALUE] = text
+            out[semconv.OUTPUT_MIME_TYPE] = "text/plain"
+            out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % json.dumps(text)
+        self._put(out)
+
+    set_answer = set_output
+
+
+def _id_and_score(doc: Document | str) -> dict[str, Any]:
+    if type(doc) is str:
+        return {}
+    assert isinstance(doc, Document)
+    fields: dict[str, Any] = {} if doc.id is None else {"id": safe_str(doc.id)}
+    if doc.score is not None:
+        fields["score"] = doc.score
+    return fields
+
+
+def _role_content(message: Any) -> tuple[str, Any]:
+    if isinstance(message, Mapping):
+        return safe_str(message.get("role", "user")), message.get("content")
+    return safe_str(getattr(message, "role", "user")), getattr(message, "content", message)
