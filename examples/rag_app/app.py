@@ -15,7 +15,7 @@ _retriever = Retriever()
 
 
 def start(bootstrap: str, topic: str = "otlp_spans") -> tracescore.Instrumentation:
-    return tracescore.init(service_name=SERVICE_NAME, kafka_bootstrap=bootstrap, topic=topic)
+    return tracescore.init(service_name=SERVICE_NAME, bootstrap_servers=bootstrap, topic=topic)
 
 
 @tracescore.rag(route_arg="route")

@@ -72,7 +72,7 @@ def run_instrumented_app(bootstrap: str, topic: str, body: str) -> subprocess.Co
         textwrap.dedent(
             f"""
         import tracescore
-        tracescore.init(service_name="test-app", kafka_bootstrap={bootstrap!r}, topic={topic!r})
+        tracescore.init(service_name="test-app", bootstrap_servers={bootstrap!r}, topic={topic!r})
         """
         )
         + textwrap.dedent(body)

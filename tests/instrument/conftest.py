@@ -12,8 +12,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tracescore.testing.phoenix import PhoenixServer
-
 
 @pytest.fixture(scope="session")
 def _module_exporter() -> InMemorySpanExporter:
@@ -36,10 +34,3 @@ def exporter(_module_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExp
     _module_exporter.clear()
     yield _module_exporter
     _module_exporter.clear()
-
-
-@pytest.fixture(scope="session")
-def phoenix_server() -> Iterator[PhoenixServer]:
-    # No skip on failure: a test that needs Phoenix and cannot get it must fail loudly (PhoenixUnavailable).
-    with PhoenixServer() as server:
-        yield server
