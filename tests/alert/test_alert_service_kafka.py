@@ -169,7 +169,8 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
                 "--evaluations-topic",
                 cfg.evaluations_topic,
             ),
-            *("--judge", "openai", "--base-url", judge_down, "--model", "judge-test"),
+            # The LLM judge scores every span (no offline first pass), so its outage leaves no score at all.
+            *("--judge", "openai", "--no-cascade", "--base-url", judge_down, "--model", "judge-test"),
             *("--max-records", "36", "--idle-timeout", "60"),
         ],
         env={**env, "TRACESCORE_JUDGE_API_KEY": "unused", "TRACESCORE_JUDGE_MAX_RETRIES": "0"},
