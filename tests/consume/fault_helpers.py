@@ -175,7 +175,9 @@ class Topics:
 
     def cli_args(self, *extra: str, idle_timeout_s: float = 3, base_url: str | None = None) -> list[str]:
         """The options every fault run shares: topics of its own, short timeouts, the judge server."""
-        judge = ["--judge", "openai", "--base-url", base_url, "--model", "judge-test"] if base_url else []
+        # --no-cascade: the judge server scores every span, so each fault lands on judge calls in flight.
+        judge = ["--judge", "openai", "--no-cascade", "--base-url", base_url, "--model", "judge-test"]
+        judge = judge if base_url else []
         return [
             "--bootstrap-servers", self.bootstrap, "--topic", self.spans, "--group-id", self.group,
             "--evaluations-topic", self.evaluations, "--dlq-topic", self.dlq,
