@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -73,6 +74,14 @@ def read_topic(bootstrap: str, topic: str) -> list[bytes]:
     return values
 
 
+def wait_for_records(bootstrap: str, topic: str, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(read_topic(bootstrap, topic)) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the consumer wrote fewer than {count} evaluation records in {timeout_s:.0f}s")
+        time.sleep(0.5)
+
+
 def step(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
@@ -118,6 +127,8 @@ def main() -> int:
                     if waiting_for:
                         print(f"  waiting for the /billing alert to be {waiting_for} ...", flush=True)
                         receiver.wait_for(is_alert(waiting_for), timeout_s=WAIT_S)
+                # Stopping the scorer leaves traces it has not read yet for a restart: wait until it read all.
+                wait_for_records(bootstrap, EVALUATIONS_TOPIC, len(expected), timeout_s=WAIT_S)
             finally:
                 step("stopping the services")
                 for name, process in services:

@@ -106,7 +106,7 @@ def test_a_record_larger_than_the_output_limit_is_cut_to_fit_and_says_so(
     record = EvaluationRecord.model_validate_json(message.value)
     assert record.details["truncated"]["original_bytes"] > 8_000
     assert record.details["total_claims"] == 200, "claims per answer are capped (max_claims)"
-    assert record.details["capped"]["answer_sentences"] == 300
+    assert record.details["capped"]["answer_sentences"] > 200
     assert record.label == "hallucinated"
 
 
