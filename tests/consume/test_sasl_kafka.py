@@ -81,3 +81,52 @@ def test_a_wrong_password_is_one_clear_error(sasl_broker: KafkaBroker, topic_pre
     message = str(caught.value)
     assert "cannot connect to Kafka" in message and "SASL_PLAINTEXT" in message
     assert "not-the-password" not in message
+
+
+def test_the_sdk_exports_through_the_sasl_listener_with_its_env_settings(
+    sasl_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    """The SDK and the service read the same TRACESCORE_KAFKA__* variables: an app configured only by
+    environment exports through the authenticated listener, and the service scores what it wrote."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from kafka_helpers import REPO
+
+    app = textwrap.dedent(
+        """
+        import tracescore
+        tracescore.init(service_name="sasl-app")
+
+        @tracescore.rag
+        def good(query, contexts):
+            return "Paris is the capital of France."
+
+        good("capital of France?", ["Paris is the capital of France."])
+        tracescore.shutdown()
+        """
+    )
+    env = {
+        **os.environ,
+        "TRACESCORE_BOOTSTRAP_SERVERS": sasl_broker.sasl_bootstrap_servers,
+        "TRACESCORE_TOPIC": f"{topic_prefix}.spans",
+        "TRACESCORE_KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "TRACESCORE_KAFKA__SASL_MECHANISM": "PLAIN",
+        "TRACESCORE_KAFKA__SASL_USERNAME": "scorer",
+        "TRACESCORE_KAFKA__SASL_PASSWORD": PASSWORD,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", app],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert PASSWORD not in done.stderr
+    consumer, seen = consumer_for(sasl_broker, topic_prefix, PASSWORD)
+    assert consumer.run().scored == 1 and seen[0].service_name == "sasl-app"
