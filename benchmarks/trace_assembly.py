@@ -40,7 +40,7 @@ from tracescore.consume import (
     TraceAssembler,
     decode_message,
 )
-from tracescore.extract import extract
+from tracescore.extract import Trace, extract
 from tracescore.sample import RatioSampler
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness
@@ -103,6 +103,9 @@ class TimedConsumer(EvaluationConsumer):
         if batch and self.first_at is None:
             self.first_at = time.perf_counter()
         super()._take(batch)
+
+    def _release(self, traces: list[Trace]) -> None:
+        super()._release(traces)
         if self.done_at is None and self.stats.traces >= self.target_traces:
             self.done_at = time.perf_counter()
             self.stop()
