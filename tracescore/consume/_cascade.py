@@ -81,9 +81,12 @@ class Scorer:
         metrics = self.metrics_named(metric_names)
         started = time.process_time()
         first = await evaluate(interaction.record, metrics, self.judge)
+        offline_first = self.llm_judge is not None or self.judge.name == "offline"
+        if self.policy is not None and offline_first:
+            # Feeds the policy's thinning: what one interaction costs the offline judge's CPU share.
+            self.policy.observe_offline(time.process_time() - started)
         if self.llm_judge is None or self.policy is None:
             return Scored(first)
-        self.policy.observe_offline(time.process_time() - started)
         escalation = self.policy.escalate(interaction, first)
         if not escalation.to_llm:
             return Scored(first, not_escalated=escalation.skip.value if escalation.skip else None)
