@@ -90,12 +90,12 @@ class Scorer:
         escalation = self.policy.escalate(interaction, first)
         if not escalation.to_llm:
             return Scored(first, not_escalated=escalation.skip.value if escalation.skip else None)
+        second: list[MetricResult] = []
         try:
             second = await evaluate(interaction.record, metrics, self.llm_judge)
         finally:
             # Charged even when the call failed, or the reservation would never be released.
-            spent = locals().get("second") or []
-            tokens = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in spent)
+            tokens = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in second)
             self.policy.charge(tokens, escalation.reserved_tokens)
         selection = escalation.selection.value if escalation.selection is not None else None
         return Scored([*first, *second], selection=selection, llm_judge=self.llm_judge.name)

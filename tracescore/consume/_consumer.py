@@ -480,11 +480,7 @@ class EvaluationConsumer:
         assert self._consumer is not None
         lag: dict[str, int | None] = {}
         for tp in self._consumer.assignment():
-            high = self._consumer.highwater(tp)
-            try:
-                position = self._consumer.position(tp, timeout_ms=0)
-            except KafkaError:
-                position = None
+            high, position = self._consumer.highwater(tp), self._fetch_position(tp)
             lag[f"{tp.topic}[{tp.partition}]"] = None if high is None or position is None else high - position
         self._status.log(lag, len(self._scoring), len(self._queue), self._assembler.buffered_traces)
 
@@ -519,16 +515,20 @@ class EvaluationConsumer:
         Reads the positions kafka-python already holds (position() would make network calls every loop);
         if that internal state is not there, time alone decides."""
         assert self._consumer is not None
-        state = getattr(getattr(self._consumer, "_subscription", None), "assignment", None)
-        if not isinstance(state, dict):
+        if not isinstance(getattr(getattr(self._consumer, "_subscription", None), "assignment", None), dict):
             return True
         for tp in self._consumer.assignment():
-            high = self._consumer.highwater(tp)
-            fetch_position = getattr(state.get(tp), "position", None)
-            offset = getattr(fetch_position, "offset", None)
-            if high is None or offset is None or offset < high:
+            high, position = self._consumer.highwater(tp), self._fetch_position(tp)
+            if high is None or position is None or position < high:
                 return False
         return True
+
+    def _fetch_position(self, tp: TopicPartition) -> int | None:
+        """The next offset kafka-python will fetch, from the state it already holds: position() would make
+        network calls (committed offsets, resets) every time it is asked."""
+        state = getattr(getattr(self._consumer, "_subscription", None), "assignment", None)
+        entry = state.get(tp) if isinstance(state, dict) else None
+        return getattr(getattr(entry, "position", None), "offset", None)
 
     def _connect(self) -> None:
         """Create the Kafka clients once a broker answers; a clear error, not a stream of client logs, when
