@@ -72,7 +72,9 @@ async def test_samples_are_separate_judge_calls_under_evaluate(
 async def test_a_rubric_in_one_line(server: JudgeServer, judge: OpenAIJudge) -> None:
     concise = rubric("concise", "The answer is at most two sentences.")
     gate = rubric("cites", "The answer names the city.", scale="pass/fail")
-    server.script(reply(4), reply(0, "Names no city."))
+    # evaluate() runs a record's metrics concurrently: answer by task, not by arrival order.
+    replies = {"custom_concise": reply(4), "custom_cites": reply(0, "Names no city.")}
+    server.responder = lambda body: replies[str(task_of(body))]
     rated, judged = await evaluate(RECORD, [concise, gate], judge)
     assert rated.metric == "concise" and rated.score == pytest.approx(0.75) and rated.label == "pass"
     assert judged.metric == "cites" and judged.score == 0.0 and judged.label == "fail"
