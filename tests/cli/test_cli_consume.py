@@ -58,3 +58,19 @@ def test_invalid_setting_from_the_environment_names_the_variable() -> None:
     [error] = _error_lines(done.stderr)
     assert error.startswith("Error: invalid value for TRACESCORE_POLL_TIMEOUT_MS "), error
     assert "greater than or equal to 1" in error
+
+
+def test_each_consumer_process_reports_metrics_as_its_own_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracescore.consume._cli import _consumer_resource
+
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    one, other = _consumer_resource().attributes, _consumer_resource().attributes
+    assert one["service.name"] == "tracescore-consumer"
+    assert one["service.instance.id"] != other["service.instance.id"]  # a group's series stay apart
+
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "evals-eu")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.instance.id=pod-7,deployment.environment=prod")
+    configured = _consumer_resource().attributes
+    assert configured["service.name"] == "evals-eu" and configured["service.instance.id"] == "pod-7"
+    assert configured["deployment.environment"] == "prod"

@@ -42,6 +42,9 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
     points = _points(reader)
     (histogram,) = points["tracescore.evaluation.score"]
     assert histogram.count == 2 and histogram.sum == 1.1
+    # Buckets fit 0..1 scores, so a quantile over them means something: 0.2 and 0.9 land apart.
+    assert histogram.explicit_bounds[-1] == 1.0 and len(histogram.explicit_bounds) >= 10
+    assert sum(1 for c in histogram.bucket_counts if c) == 2
     assert histogram.attributes == {
         "service.name": "bot",
         "tracescore.route": "/billing",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import UnionType
@@ -327,7 +328,6 @@ def consume(
 
 def _meter_provider(otlp_endpoint: str | None, prometheus_host: str, prometheus_port: int | None) -> Any:
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
     readers: list[Any] = []
     if prometheus_port is not None:
@@ -351,6 +351,19 @@ def _meter_provider(otlp_endpoint: str | None, prometheus_host: str, prometheus_
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=otlp_endpoint)))
-    return MeterProvider(
-        metric_readers=readers, resource=Resource.create({SERVICE_NAME: "tracescore-consumer"})
+    return MeterProvider(metric_readers=readers, resource=_consumer_resource())
+
+
+def _consumer_resource() -> Any:
+    """Who reports the metrics. Each process has its own service.instance.id, so the cumulative series of
+    the consumers in one group stay apart in an OTLP backend; OTEL_SERVICE_NAME and
+    OTEL_RESOURCE_ATTRIBUTES still win."""
+    from opentelemetry.sdk.resources import (
+        SERVICE_INSTANCE_ID,
+        SERVICE_NAME,
+        OTELResourceDetector,
+        Resource,
     )
+
+    defaults = {SERVICE_NAME: "tracescore-consumer", SERVICE_INSTANCE_ID: str(uuid.uuid4())}
+    return Resource.create({**defaults, **OTELResourceDetector().detect().attributes})

@@ -13,7 +13,10 @@ from opentelemetry.metrics import Meter
 from tracescore import __version__
 from tracescore.emit._records import EvaluationRecord
 
-__all__ = ["EvaluationMetrics"]
+__all__ = ["SCORE_BUCKETS", "EvaluationMetrics"]
+
+# Scores live in 0..1; the SDK's default buckets (0, 5, 10, ... 10000) would put every score in one bucket.
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 class EvaluationMetrics:
@@ -23,6 +26,7 @@ class EvaluationMetrics:
             "tracescore.evaluation.score",
             unit="1",
             description="Metric scores of evaluated RAG spans (0..1).",
+            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
         )
         self._evaluations = meter.create_counter(
             "tracescore.evaluations", description="Evaluation results, by metric and status (ok, error, ...)."
