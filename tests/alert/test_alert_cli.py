@@ -37,7 +37,8 @@ def test_config_mistakes_are_one_line_errors(tmp_path: Path, config: str, messag
 
 def test_a_missing_config_file_is_named(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["alert", "--config", str(tmp_path / "missing.yaml")])
-    assert result.exit_code == 2 and "missing.yaml does not exist" in result.output
+    assert result.exit_code == 2, result.output
+    assert "missing.yaml: cannot read the config file (No such file or directory)" in result.output
 
 
 def test_unreachable_kafka_is_one_line_naming_the_address() -> None:

@@ -103,7 +103,7 @@ def test_a_bad_file_gives_one_line_naming_the_file_and_key(tmp_path: Path, text:
 
 def test_missing_file_wrong_suffix_and_bad_yaml_are_one_line_errors(tmp_path: Path) -> None:
     for path, expected in [
-        (tmp_path / "absent.toml", "cannot read the sampling config"),
+        (tmp_path / "absent.toml", "cannot read the config file"),
         (write(tmp_path, "s.json", "{}"), "must be .toml, .yaml or .yml"),
         (write(tmp_path, "s.yaml", "rates: [unclosed\n"), "not valid YAML"),
         (write(tmp_path, "list.yaml", "- 1\n- 2\n"), "expected a table of settings"),

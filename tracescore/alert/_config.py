@@ -12,13 +12,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    YamlConfigSettingsSource,
-)
+from pydantic_settings import SettingsConfigDict
 
+from tracescore._config import ConfigFileError, FileSettings, one_line, read_table
 from tracescore.score._registry import ENTRY_POINT_GROUP, builtin_metrics
 
 __all__ = [
@@ -35,7 +31,7 @@ __all__ = [
 ]
 
 
-class AlertConfigError(ValueError):
+class AlertConfigError(ConfigFileError):
     """The alert configuration is impossible; the message names every problem, one per clause."""
 
 
@@ -134,7 +130,7 @@ SinkConfig = Annotated[
 ]
 
 
-class AlertConfig(BaseSettings):
+class AlertConfig(FileSettings):
     model_config = SettingsConfigDict(
         env_prefix="TRACESCORE_ALERT_", env_nested_delimiter="__", extra="forbid", frozen=True
     )
@@ -173,40 +169,13 @@ class AlertConfig(BaseSettings):
         """The first rule matching, so specific rules go before catch-alls."""
         return next((r for r in self.rules if r.matches(service, route, metric)), None)
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        yaml_file = settings_cls.model_config.get("yaml_file")
-        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
-        if yaml_file:
-            sources += (YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file),)
-        return sources
-
 
 def load_alert_config(path: Path | None = None, **flags: Any) -> AlertConfig:
     """The configuration from flags (None means not given), the environment, `path` and the defaults."""
     given = {k: v for k, v in flags.items() if v is not None}
-    settings_cls: type[AlertConfig] = AlertConfig
-    if path is not None:
-        if not path.is_file():
-            raise AlertConfigError(f"alert config {path} does not exist")
-        settings_cls = type(
-            "AlertConfigFromFile",
-            (AlertConfig,),
-            {"model_config": {**AlertConfig.model_config, "yaml_file": path}},
-        )
+    file_values = read_table(path, "alert", AlertConfigError) if path is not None else {}
     try:
-        return settings_cls(**given)
+        return AlertConfig.from_sources(given, file_values)
     except ValidationError as exc:
         where = f" in {path}" if path else ""
-        problems = []
-        for error in exc.errors():
-            field = ".".join(str(part) for part in error["loc"]) or "config"
-            problems.append(f"{field}: {error['msg'].removeprefix('Value error, ')}")
-        raise AlertConfigError(f"invalid alert config{where}: " + "; ".join(problems)) from exc
+        raise AlertConfigError(f"invalid alert config{where}: {one_line(exc)}") from exc

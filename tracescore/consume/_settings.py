@@ -1,5 +1,5 @@
 """Consumer configuration: typed, validated, read once, with one precedence:
-flags (init values) > TRACESCORE_* environment variables > config file (TOML) > defaults.
+flags (init values) > TRACESCORE_* environment variables > config file (its `[consume]` table) > defaults.
 
 The defaults live here and only here: the CLI generates its options from these fields (help text, env var
 name and default shown), so a default is never written twice.
@@ -8,26 +8,19 @@ name and default shown), so a default is never written twice.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from tracescore._config import ConfigFileError, FileSettings, read_table
 from tracescore.consume._assemble import AssemblySettings
 
 __all__ = ["ConfigFileError", "ConsumerSettings", "KafkaSecurity"]
 
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_config_file: ContextVar[Path | None] = ContextVar("tracescore_consume_config_file", default=None)
-
-
-class ConfigFileError(ValueError):
-    """The config file cannot be read or is not TOML."""
 
 
 class KafkaSecurity(BaseModel):
@@ -65,7 +58,7 @@ class KafkaSecurity(BaseModel):
         return config
 
 
-class ConsumerSettings(BaseSettings):
+class ConsumerSettings(FileSettings):
     # Nested settings from the environment: TRACESCORE_ASSEMBLY__GRACE_S=5, TRACESCORE_KAFKA__SASL_USERNAME
     model_config = SettingsConfigDict(env_prefix="TRACESCORE_", env_nested_delimiter="__", extra="forbid")
 
@@ -146,43 +139,4 @@ class ConsumerSettings(BaseSettings):
     @classmethod
     def load(cls, flags: Mapping[str, Any], config_file: Path | None = None) -> ConsumerSettings:
         """Settings from explicit flags, the environment and `config_file`, in that order of precedence."""
-        token = _config_file.set(config_file)
-        try:
-            return cls(**flags)
-        finally:
-            _config_file.reset(token)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = _config_file.get()
-        if path is None:
-            return (init_settings, env_settings)
-        return (init_settings, env_settings, _TomlTable(settings_cls, path))
-
-
-class _TomlTable(PydanticBaseSettingsSource):
-    """The `[consume]` table of a TOML file (or the whole file when it has no command tables)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
-        super().__init__(settings_cls)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigFileError(f"cannot read config file {path}: {exc}") from exc
-        # One file may configure several commands: [consume], [sampling], [alert] tables.
-        sectioned = any(isinstance(data.get(k), dict) for k in ("consume", "sampling", "alert"))
-        table = data.get("consume", {}) if sectioned else data
-        self._values = table if isinstance(table, dict) else {}
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self._values.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self._values)
+        return cls.from_sources(flags, read_table(config_file, "consume") if config_file else {})

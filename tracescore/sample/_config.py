@@ -7,14 +7,13 @@ Precedence: explicit values (the CLI's flags) > `TRACESCORE_SAMPLING__*` environ
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from pathlib import Path
 from typing import Any, Self
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from tracescore._config import ConfigFileError, FileSettings, one_line, read_table
 from tracescore.score.metrics import Verdict
 
 __all__ = [
@@ -33,7 +32,7 @@ __all__ = [
 _GLOB_CHARS = frozenset("*?[")
 
 
-class SamplingConfigError(ValueError):
+class SamplingConfigError(ConfigFileError):
     """A sampling configuration that cannot be used; the message is one line meant for the operator."""
 
 
@@ -154,7 +153,7 @@ class OfflineConfig(_Strict):
     cpu_share: float | None = Field(default=None, gt=0)
 
 
-class SamplingConfig(BaseSettings):
+class SamplingConfig(FileSettings):
     """Everything the sampling policy decides with. Rates: the most specific matching rule wins (ties: the
     first listed); no matching rule means `default_rate`."""
 
@@ -198,57 +197,10 @@ def load_sampling_config(path: str | Path | None = None, **overrides: Any) -> Sa
     with one line naming the file and the offending key.
     """
     source = str(path) if path is not None else "sampling settings"
-    file_values = _read(Path(path)) if path is not None else {}
-
-    class _FromFile(SamplingConfig):
-        @classmethod
-        def settings_customise_sources(
-            cls,
-            settings_cls: type[BaseSettings],
-            init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource,
-            dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
-        ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return init_settings, env_settings, InitSettingsSource(settings_cls, file_values)
-
+    file_values = read_table(Path(path), "sampling", SamplingConfigError) if path is not None else {}
     try:
-        loaded = _FromFile(**overrides)
+        return SamplingConfig.from_sources(overrides, file_values)
     except ValidationError as exc:
-        raise SamplingConfigError(f"{source}: {_one_line(exc)}") from None
+        raise SamplingConfigError(f"{source}: {one_line(exc)}") from None
     except ValueError as exc:  # an environment value that is not valid JSON for a list or table
         raise SamplingConfigError(f"{source}: {exc}") from None
-    return SamplingConfig.model_construct(**dict(loaded))
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SamplingConfigError(f"{path}: cannot read the sampling config ({exc.strerror})") from None
-    try:
-        if path.suffix.lower() == ".toml":
-            data: Any = tomllib.loads(text)
-        elif path.suffix.lower() in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
-        else:
-            raise SamplingConfigError(f"{path}: a sampling config must be .toml, .yaml or .yml")
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        detail = " ".join(str(exc).split())
-        raise SamplingConfigError(f"{path}: not valid {path.suffix.lstrip('.').upper()}: {detail}") from None
-    if not isinstance(data, dict):
-        raise SamplingConfigError(f"{path}: expected a table of settings, got {type(data).__name__}")
-    # One file may configure several commands: [consume], [sampling], [alert] tables.
-    sectioned = any(isinstance(data.get(k), dict) for k in ("consume", "sampling", "alert"))
-    section = data.get("sampling", {}) if sectioned else data
-    if not isinstance(section, dict):
-        raise SamplingConfigError(f"{path}: 'sampling' must be a table of settings")
-    return section
-
-
-def _one_line(exc: ValidationError) -> str:
-    problems = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "settings"
-        problems.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
-    return "; ".join(problems)
