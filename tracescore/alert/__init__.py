@@ -1,7 +1,7 @@
 """Alert: rolling scores per service and route -> notifications (log, webhook, Slack, Alertmanager).
 
-`RollingScoreAlerter` is the consumer's in-process log alert; `AlertService` (`tracescore alert`) is the
-group-wide alerting service reading the evaluation records.
+`InProcessAlerts` is the consumer's in-process log alert (the same evaluator, one rule); `AlertService`
+(`tracescore alert`) is the group-wide alerting service reading the evaluation records.
 """
 
 from tracescore.alert._config import (
@@ -16,8 +16,8 @@ from tracescore.alert._config import (
     load_alert_config,
 )
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
+from tracescore.alert._in_process import InProcessAlerts
 from tracescore.alert._notification import AlertKey, Notification
-from tracescore.alert._rolling import Alert, LogNotifier, Notifier, RollingScoreAlerter
 from tracescore.alert._service import AlertService, AlertStats
 from tracescore.alert._sinks import (
     SIGNATURE_HEADER,
@@ -32,7 +32,6 @@ from tracescore.alert._sinks import (
 
 __all__ = [
     "SIGNATURE_HEADER",
-    "Alert",
     "AlertConfig",
     "AlertConfigError",
     "AlertEvaluator",
@@ -42,13 +41,11 @@ __all__ = [
     "AlertStats",
     "AlertmanagerSink",
     "AlertmanagerSinkConfig",
+    "InProcessAlerts",
     "JudgeHealthConfig",
-    "LogNotifier",
     "LogSink",
     "LogSinkConfig",
     "Notification",
-    "Notifier",
-    "RollingScoreAlerter",
     "RuleConfig",
     "Sink",
     "SlackSink",

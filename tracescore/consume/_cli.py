@@ -165,10 +165,11 @@ def _judge_and_metrics(
 )
 @click.option(
     "--alert-threshold",
-    type=float,
+    type=click.FloatRange(0.0, 1.0),
     default=0.7,
     show_default=True,
-    help="Alert when rolling faithfulness of a (service, route) drops below this.",
+    help="Log an alert when the rolling faithfulness of a (service, route) in this process's partitions "
+    "drops below this (tracescore alert's logic, one rule; run tracescore alert for the whole group).",
 )
 @click.option("--alert-window", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option(
@@ -256,7 +257,7 @@ def consume(
     Start more processes with the same --group-id to scale out. SIGTERM/SIGINT finish the interactions
     being scored, commit and exit.
     """
-    from tracescore.alert import LogNotifier, RollingScoreAlerter
+    from tracescore.alert import InProcessAlerts
     from tracescore.consume._consumer import BrokerUnreachable, EvaluationConsumer, OutputNotAcknowledged
     from tracescore.consume._status import RateLimitedLogs
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
@@ -287,14 +288,14 @@ def consume(
     for handler in logging.getLogger().handlers:
         handler.addFilter(RateLimitedLogs())
     meter_provider = _meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
-    alerter = RollingScoreAlerter([LogNotifier()], threshold=alert_threshold, window=alert_window)
+    alerts = InProcessAlerts.for_threshold("faithfulness", alert_threshold, alert_window)
     consumer = EvaluationConsumer(
         settings,
         judge=chosen_judge,
         metrics=chosen_metrics,
         policy=policy,
         llm_judge=llm_judge,
-        on_evaluation=alerter.observe,
+        on_evaluation=alerts.observe,
         metrics_out=EvaluationMetrics(meter_provider.get_meter("tracescore.consumer", __version__)),
         sinks=[PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else [],
     )

@@ -105,7 +105,7 @@ class EvaluationConsumer:
         sampler: Sampler | None = None,
         policy: SamplingPolicy | None = None,
         llm_judge: Judge | None = None,
-        on_evaluation: Callable[[EvaluationRecord], None] | None = None,
+        on_evaluation: Callable[[EvaluationRecord], object] | None = None,
         metrics_out: EvaluationMetrics | None = None,
         sinks: Sequence[RecordSink] = (),
         consumer: KafkaConsumer | None = None,

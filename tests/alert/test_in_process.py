@@ -1,0 +1,55 @@
+"""The consumer's in-process alert log: the alert service's evaluator with one rule from two flags."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import pytest
+
+from tracescore.alert import InProcessAlerts
+from tracescore.emit import EvaluationRecord
+from tracescore.score import MetricStatus
+
+
+def record(score: float, route: str = "/billing", metric: str = "faithfulness") -> EvaluationRecord:
+    return EvaluationRecord(
+        trace_id="0af7651916cd43dd8448eb211c80319c", span_id="b7ad6b7169203331", service_name="rag-api",
+        route=route, metric=metric, score=score, label=None, status=MetricStatus.OK, judge="offline",
+        timestamp=datetime.now(UTC),
+    )  # fmt: skip
+
+
+def feed(alerts: InProcessAlerts, scores: list[float], **kw: str) -> list[str]:
+    return [f"{n.state}:{n.route}" for s in scores for n in alerts.observe(record(s, **kw))]
+
+
+def test_a_drop_fires_once_and_a_recovery_resolves_once(caplog: pytest.LogCaptureFixture) -> None:
+    alerts = InProcessAlerts.for_threshold("faithfulness", threshold=0.7, window=10)
+    caplog.set_level(logging.INFO, logger="tracescore.alert")
+
+    assert feed(alerts, [1.0] * 10) == []
+    assert feed(alerts, [0.0] * 10) == ["firing:/billing"]  # one notification, not one per low score
+    assert feed(alerts, [1.0] * 10) == ["resolved:/billing"]
+
+    assert "[FIRING] faithfulness of rag-api /billing dropped" in caplog.text
+    assert "[RESOLVED]" in caplog.text
+
+
+def test_routes_are_separate_and_other_metrics_are_ignored() -> None:
+    alerts = InProcessAlerts.for_threshold("faithfulness", threshold=0.7, window=5)
+    assert feed(alerts, [0.0] * 5, route="/faq") == ["firing:/faq"]
+    assert feed(alerts, [1.0] * 5, route="/billing") == []
+    assert feed(alerts, [0.0] * 5, metric="answer_relevancy") == []
+
+
+def test_a_few_low_scores_in_a_noisy_window_do_not_fire() -> None:
+    # The service's statistical guard applies here too: a mean just under the threshold over a spread of
+    # scores is not evidence enough.
+    alerts = InProcessAlerts.for_threshold("faithfulness", threshold=0.7, window=10)
+    assert feed(alerts, [1.0, 0.3] * 5) == []
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.3, 1.0])
+def test_any_threshold_the_flag_accepts_makes_a_valid_rule(threshold: float) -> None:
+    InProcessAlerts.for_threshold("faithfulness", threshold=threshold, window=1)

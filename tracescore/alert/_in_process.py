@@ -1,0 +1,53 @@
+"""The consumer's own alert log: `tracescore alert`'s evaluator with one rule, its notifications logged.
+
+A consumer sees only its partitions' share of a route, so this is a hint in the consumer's log; the alerts a
+team acts on come from `tracescore alert`, which reads every consumer's records with the same logic.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from tracescore.alert._config import AlertConfig, JudgeHealthConfig, RuleConfig
+from tracescore.alert._evaluator import AlertEvaluator
+from tracescore.alert._notification import Notification
+from tracescore.alert._sinks import LogSink, Sink
+from tracescore.emit import EvaluationRecord
+
+__all__ = ["InProcessAlerts"]
+
+
+class InProcessAlerts:
+    """Feed it evaluation records; it logs a notification when a route's rolling score crosses `rule`."""
+
+    def __init__(self, rule: RuleConfig, sink: Sink | None = None) -> None:
+        # model_construct: this is not the alert service's configuration, so TRACESCORE_ALERT_* must not
+        # leak in; the rule itself was validated when it was built.
+        config = AlertConfig.model_construct(rules=[rule], judge_health=JudgeHealthConfig(enabled=False))
+        self._evaluator = AlertEvaluator(config)
+        self._sink = sink or LogSink()
+
+    @classmethod
+    def for_threshold(cls, metric: str, threshold: float, window: int) -> InProcessAlerts:
+        """One rule from the consumer's --alert-threshold and --alert-window; no timers (no-data, repeats):
+        the consumer only reacts to the records it scores."""
+        rule = RuleConfig(
+            metric=metric,
+            warning=threshold,
+            critical=None,
+            window_count=window,
+            min_samples=min(window, RuleConfig.model_fields["min_samples"].default),
+            hysteresis=min(RuleConfig.model_fields["hysteresis"].default, 1 - threshold),
+            renotify_seconds=None,
+            no_data_seconds=None,
+        )
+        return cls(rule)
+
+    def observe(self, record: EvaluationRecord) -> list[Notification]:
+        key = self._evaluator.add(record)
+        if key is None:
+            return []
+        notifications = self._evaluator.evaluate(key, datetime.now(UTC))
+        for notification in notifications:
+            self._sink.send(notification)
+        return notifications
