@@ -103,6 +103,17 @@ class Trace:
             yield parent
             parent = self.by_id.get(parent.parent_span_id or "")
 
+    def outermost(self, keep: Callable[[DecodedSpan], bool]) -> list[DecodedSpan]:
+        """The spans `keep` accepts that have no accepted ancestor, in start order: where a convention's
+        interaction is anchored (a chain that calls a chain is one interaction)."""
+        return [s for s in self.select(keep) if not any(keep(a) for a in self.ancestors(s))]
+
+    def beside(self, span: DecodedSpan) -> list[DecodedSpan]:
+        """The spans under `span`'s parent (the whole trace when it has none): the retrievals that fed an
+        LLM call ran beside it."""
+        parent = self.by_id.get(span.parent_span_id or "")
+        return list(self.descendants(parent)) if parent is not None else self.in_order()
+
     def in_order(self) -> list[DecodedSpan]:
         """Every span once, roots first then depth-first; spans caught in a parent cycle come last."""
         ordered: dict[str, DecodedSpan] = {}

@@ -33,18 +33,13 @@ class GenAIRecognizer:
     name = "genai"
 
     def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
-        spans = trace.select(lambda s: semconv.GEN_AI_OPERATION_NAME in s.attributes)
-        workflows = [s for s in spans if _operation(s) in _WORKFLOWS and not _under(trace, s, _WORKFLOWS)]
+        workflows = trace.outermost(lambda s: _operation(s) in _WORKFLOWS)
         if workflows:
             for anchor in workflows:
                 yield self._read(trace, anchor, list(trace.descendants(anchor)))
             return
-        for anchor in (
-            s for s in spans if _operation(s) in _GENERATIONS and not _under(trace, s, _GENERATIONS)
-        ):
-            parent = trace.by_id.get(anchor.parent_span_id or "")
-            around = list(trace.descendants(parent)) if parent is not None else list(trace.in_order())
-            yield self._read(trace, anchor, around)
+        for anchor in trace.outermost(lambda s: _operation(s) in _GENERATIONS):
+            yield self._read(trace, anchor, trace.beside(anchor))
 
     def _read(self, trace: Trace, anchor: DecodedSpan, around: list[DecodedSpan]) -> RagSpan | Skip:
         retrievals = [s for s in around if _operation(s) == _RETRIEVAL]
@@ -77,10 +72,6 @@ _LOOKED_IN = {
     "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans; document ids "
     "alone cannot be checked",
 }
-
-
-def _under(trace: Trace, span: DecodedSpan, operations: frozenset[str]) -> bool:
-    return any(_operation(a) in operations for a in trace.ancestors(span))
 
 
 def _question(span: DecodedSpan) -> str | None:

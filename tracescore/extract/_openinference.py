@@ -33,24 +33,15 @@ class OpenInferenceRecognizer:
     name = "openinference"
 
     def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
-        spans = trace.select(lambda s: _KIND in s.attributes)
-        if not spans:
+        if not trace.select(lambda s: _KIND in s.attributes):
             return
-        anchors = [s for s in spans if _kind(s) in _ANSWERING and not self._under(trace, s, _ANSWERING)]
+        anchors = trace.outermost(lambda s: _kind(s) in _ANSWERING)
         if anchors:
             for anchor in anchors:
                 yield self._read(trace, anchor, list(trace.descendants(anchor)))
             return
-        for anchor in (s for s in spans if _kind(s) == "LLM" and not self._under(trace, s, {"LLM"})):
-            parent = trace.by_id.get(anchor.parent_span_id or "")
-            # An LLM call's documents come from retrievals beside it: under the same parent, or anywhere
-            # in a trace that has no parent span for them.
-            around = list(trace.descendants(parent)) if parent is not None else list(trace.in_order())
-            yield self._read(trace, anchor, around)
-
-    @staticmethod
-    def _under(trace: Trace, span: DecodedSpan, kinds: set[str] | frozenset[str]) -> bool:
-        return any(_kind(a) in kinds for a in trace.ancestors(span))
+        for anchor in trace.outermost(lambda s: _kind(s) == "LLM"):
+            yield self._read(trace, anchor, trace.beside(anchor))
 
     def _read(self, trace: Trace, anchor: DecodedSpan, around: list[DecodedSpan]) -> RagSpan | Skip:
         retrievals = [s for s in around if _kind(s) in _RETRIEVING]

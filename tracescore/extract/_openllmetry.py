@@ -38,9 +38,8 @@ class OpenLLMetryRecognizer:
     name = "openllmetry"
 
     def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
-        for anchor in trace.select(lambda s: _kind(s) in _ANSWERING):
-            if not any(_kind(a) in _ANSWERING for a in trace.ancestors(anchor)):
-                yield self._read(trace, anchor)
+        for anchor in trace.outermost(lambda s: _kind(s) in _ANSWERING):
+            yield self._read(trace, anchor)
 
     def _read(self, trace: Trace, anchor: DecodedSpan) -> RagSpan | Skip:
         below = list(trace.descendants(anchor))
