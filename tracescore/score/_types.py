@@ -73,15 +73,7 @@ class MetricResult(BaseModel):
         details: dict[str, Any] | None = None,
     ) -> MetricResult:
         """The judge (or the metric) failed: no score, and `reason` says why in one line."""
-        return cls(
-            metric=metric,
-            score=None,
-            status=MetricStatus.ERROR,
-            reason=reason,
-            judge=judge,
-            usage=usage or Usage(),
-            details=details or {},
-        )
+        return cls._unscored(MetricStatus.ERROR, metric, reason, judge, usage, details)
 
     @classmethod
     def not_applicable(
@@ -94,10 +86,22 @@ class MetricResult(BaseModel):
         details: dict[str, Any] | None = None,
     ) -> MetricResult:
         """Nothing the metric can check (a refusal, no context): no score on purpose, `reason` says why."""
+        return cls._unscored(MetricStatus.NOT_APPLICABLE, metric, reason, judge, usage, details)
+
+    @classmethod
+    def _unscored(
+        cls,
+        status: MetricStatus,
+        metric: str,
+        reason: str,
+        judge: str,
+        usage: Usage | None,
+        details: dict[str, Any] | None,
+    ) -> MetricResult:
         return cls(
             metric=metric,
             score=None,
-            status=MetricStatus.NOT_APPLICABLE,
+            status=status,
             reason=reason,
             judge=judge,
             usage=usage or Usage(),
