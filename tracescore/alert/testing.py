@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,15 +19,11 @@ from typing import Any, Literal
 
 import httpx2
 
+from tracescore.testing._process import end_process, free_port, wait_ready
+
 __all__ = ["AlertmanagerProcess", "PrometheusProcess", "ReceivedRequest", "WebhookReceiver", "free_port"]
 
 Mode = Literal["ok", "fail", "hang", "redirect"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -144,18 +138,19 @@ class _Program:
     def start(self, timeout_s: float = 120.0) -> _Program:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.executable} exited with {self.process.returncode}:\n{self.log()}")
+
+        def ready() -> bool:
             try:
-                if httpx2.get(self.url + self.ready_path, timeout=2).status_code == 200:
-                    return self
+                return httpx2.get(self.url + self.ready_path, timeout=2).status_code == 200
             except httpx2.TransportError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"{self.executable} was not ready after {timeout_s:.0f}s:\n{self.log()}")
+                return False
+
+        try:
+            wait_ready(self.process, ready, what=self.executable, timeout_s=timeout_s, log=self.log)
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
 
     def log(self) -> str:
         try:
@@ -164,14 +159,8 @@ class _Program:
             return ""
 
     def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        end_process(self.process, timeout_s=30)
+        self.process = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __exit__(

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import click
 
+from tracescore.testing._process import end_process, free_port, locked, log_tail, wait_ready
+
 __all__ = ["KafkaBroker", "KafkaUnavailable", "fetch_kafka_jars"]
 
 KAFKA_VERSION = os.environ.get("TRACESCORE_KAFKA_VERSION", "4.1.1")
@@ -68,8 +70,27 @@ def fetch_kafka_jars(version: str = KAFKA_VERSION, cache_root: Path = CACHE_ROOT
     """The directory holding the broker's runtime classpath, resolved with Maven on first use."""
     home = cache_root / f"kafka-{version}"
     libs = home / "libs"
-    if (home / ".complete").exists():
-        return libs
+    home.mkdir(parents=True, exist_ok=True)
+    # Parallel test sessions share the cache: one fetches, the others wait and then reuse it.
+    with locked(cache_root / f"kafka-{version}.lock"):
+        if (home / ".complete").exists():
+            return libs
+        (home / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise KafkaUnavailable(
+                "Maven ('mvn') is not on PATH; it fetches the Kafka jars from Maven Central"
+            )
+        command = [
+            mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
+            f"-DoutputDirectory={libs}", "-DincludeScope=runtime",
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            output = f"{done.stdout}{done.stderr}"
+            raise KafkaUnavailable(f"{' '.join(command)} failed ({done.returncode}):\n{output}")
+        (home / ".complete").write_text(version)
+    return libs
     home.mkdir(parents=True, exist_ok=True)
     (home / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
     mvn = shutil.which("mvn")
@@ -90,12 +111,6 @@ def fetch_kafka_jars(version: str = KAFKA_VERSION, cache_root: Path = CACHE_ROOT
         raise KafkaUnavailable(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     (home / ".complete").write_text(version)
     return libs
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _cluster_id() -> str:
@@ -128,14 +143,14 @@ class KafkaBroker:
     partitions: int = 3
     heap: str = "512m"
     log_level: str = "WARN"
-    port: int = field(default_factory=_free_port)
-    controller_port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
     # None: the id an existing data_dir was formatted with, else a new one; fixed from the first start on.
     cluster_id: str | None = None
     # Users (name -> password) of an extra SASL_PLAINTEXT listener with the PLAIN mechanism on `sasl_port`,
     # for tests of clients that authenticate; None: no such listener.
     sasl_users: dict[str, str] | None = None
-    sasl_port: int = field(default_factory=_free_port)
+    sasl_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _owns_data_dir: bool = field(default=False, init=False)
 
@@ -202,13 +217,7 @@ class KafkaBroker:
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """End the broker process; its data, cluster id and ports stay for a later start()."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        end_process(self.process, timeout_s)
         self.process = None
 
     def restart(self, timeout_s: float = 60.0) -> KafkaBroker:
@@ -284,17 +293,15 @@ class KafkaBroker:
         return path
 
     def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise KafkaUnavailable(
-                    f"kafka.Kafka exited with {self.process.returncode}:\n{self._log_tail()}"
-                )
-            if self._answers_metadata():
-                return
-            time.sleep(0.3)
-        self.stop()  # keeps the data directory, so the log tail below is still there
-        raise KafkaUnavailable(f"broker not ready after {timeout_s:.0f}s:\n{self._log_tail()}")
+        assert self.process is not None
+        try:
+            wait_ready(
+                self.process, self._answers_metadata, what="kafka.Kafka", timeout_s=timeout_s,
+                log=self._log_tail, error=KafkaUnavailable, interval_s=0.3,
+            )  # fmt: skip
+        except KafkaUnavailable:
+            self.stop()  # keeps the data directory, so the log tail stays readable
+            raise
 
     def _answers_metadata(self) -> bool:
         from kafka import KafkaAdminClient
@@ -316,11 +323,7 @@ class KafkaBroker:
 
     def _log_tail(self, lines: int = 40) -> str:
         assert self.data_dir is not None
-        text = ""
-        for name in ("stdout.log", "server.log"):
-            with contextlib.suppress(OSError):
-                text += (self.data_dir / name).read_text(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.data_dir / "stdout.log", self.data_dir / "server.log", lines=lines)
 
 
 # --- `make kafka` / `make kafka-stop`: a detached broker whose pid and address live in STATE_DIR ---------

@@ -12,20 +12,17 @@ telemetry off so it makes no outbound connections.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
+
+from tracescore.testing._process import end_process, free_port, locked, log_tail, wait_ready
 
 __all__ = ["PHOENIX_VERSION", "PhoenixServer", "PhoenixUnavailable", "install_phoenix"]
 
@@ -48,7 +45,7 @@ def install_phoenix(
     marker = home / ".complete"
     home.parent.mkdir(parents=True, exist_ok=True)
     # Parallel test sessions share the cache: one installs, the others wait and then reuse it.
-    with _locked(home.parent / f"phoenix-{version}.lock"):
+    with locked(home.parent / f"phoenix-{version}.lock"):
         if marker.exists() and executable.exists():
             return executable
         # An unmarked virtualenv is a half-finished install (killed, out of disk): start it afresh.
@@ -81,30 +78,14 @@ def _text(output: bytes | str | None) -> str:
     return output or ""
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass
 class PhoenixServer:
     """One `phoenix serve` process. Use as a context manager, or start()/stop()."""
 
     working_dir: Path | None = None
     version: str = PHOENIX_VERSION
-    port: int = field(default_factory=_free_port)
-    grpc_port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
+    grpc_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _owns_working_dir: bool = field(default=False, init=False)
 
@@ -136,13 +117,7 @@ class PhoenixServer:
         return self
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        end_process(self.process, timeout_s)
         self.process = None
         if self._owns_working_dir and self.working_dir is not None:
             shutil.rmtree(self.working_dir, ignore_errors=True)
@@ -177,26 +152,21 @@ class PhoenixServer:
     def _wait_ready(self, timeout_s: float) -> None:
         import httpx2
 
-        deadline = time.monotonic() + timeout_s
+        assert self.process is not None
         with httpx2.Client(timeout=2.0) as client:
-            while time.monotonic() < deadline:
-                if self.process is not None and self.process.poll() is not None:
-                    raise PhoenixUnavailable(
-                        f"phoenix serve exited with {self.process.returncode}:\n{self._log_tail()}"
-                    )
+
+            def healthy() -> bool:
                 with contextlib.suppress(httpx2.TransportError):
-                    if client.get(f"{self.base_url}/healthz").status_code == 200:
-                        return
-                time.sleep(0.3)
-        raise PhoenixUnavailable(f"phoenix serve not ready after {timeout_s:g}s:\n{self._log_tail()}")
+                    return client.get(f"{self.base_url}/healthz").status_code == 200
+                return False
+
+            wait_ready(
+                self.process, healthy, what="phoenix serve", timeout_s=timeout_s, log=self._log_tail,
+                error=PhoenixUnavailable, interval_s=0.3,
+            )  # fmt: skip
 
     def _log_tail(self, lines: int = 60) -> str:
-        if self.working_dir is None:
-            return ""
-        with contextlib.suppress(OSError):
-            text = (self.working_dir / "phoenix.log").read_text(errors="replace")
-            return "\n".join(text.splitlines()[-lines:])
-        return ""
+        return log_tail(self.working_dir / "phoenix.log", lines=lines) if self.working_dir else ""
 
 
 @click.group()

@@ -1,0 +1,75 @@
+"""What every real third-party program run for dev and tests needs: a free loopback port, one installer at a
+time, a wait until it answers, a clean end, and its log's tail when it does not come up."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+__all__ = ["end_process", "free_port", "locked", "log_tail", "wait_ready"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path`: parallel test sessions share the caches; one installs, the others wait."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def wait_ready(
+    process: subprocess.Popen[bytes],
+    answers: Callable[[], bool],
+    *,
+    what: str,
+    timeout_s: float,
+    log: Callable[[], str],
+    error: type[Exception] = RuntimeError,
+    interval_s: float = 0.2,
+) -> None:
+    """Poll `answers()` until it holds; raise `error` with the log's tail if the process exits or time runs
+    out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise error(f"{what} exited with {process.returncode}:\n{log()}")
+        if answers():
+            return
+        time.sleep(interval_s)
+    raise error(f"{what} not ready after {timeout_s:g}s:\n{log()}")
+
+
+def end_process(process: subprocess.Popen[bytes] | None, timeout_s: float = 20.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def log_tail(*paths: Path, lines: int = 40) -> str:
+    """The last `lines` lines of the files, read in order (missing ones are skipped)."""
+    text = ""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            text += path.read_text(errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
