@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -15,18 +13,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
+from tracescore.testing._process import end_process, wait_ready
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "deploy" / "collector" / "build.sh"
 COLLECTORS = REPO / "collectors"
 # A cold build (Go modules and compilation) takes minutes on two cores; warm runs return at once.
 BUILD_TIMEOUT_S = 45 * 60
 READY_LINE = "Everything is ready. Begin running and processing data."
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class CollectorProcess:
@@ -48,28 +42,20 @@ class CollectorProcess:
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.log_path.parent
             )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"the Collector exited with {self.process.returncode} at startup:\n{self.log()}"
-                )
-            if READY_LINE in self.log():
-                return self
-            time.sleep(0.2)
-        self.stop()
-        raise AssertionError(f"the Collector was not ready after {timeout_s:.0f}s:\n{self.log()}")
+        try:
+            wait_ready(
+                self.process, lambda: READY_LINE in self.log(), what="the Collector", timeout_s=timeout_s,
+                log=self.log, error=AssertionError,
+            )  # fmt: skip
+        except AssertionError:
+            self.stop()
+            raise
+        return self
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        # SIGTERM first: the Collector drains its queues on it.
+        end_process(self.process, timeout_s)
+        self.process = None
 
     def log(self) -> str:
         try:

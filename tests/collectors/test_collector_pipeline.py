@@ -31,7 +31,6 @@ from collector_helpers import (
     REPO,
     CollectorProcess,
     create_topics,
-    free_port,
     read_all,
     wait_for_messages,
 )
@@ -49,6 +48,7 @@ from tracescore.emit import EvaluationRecord
 from tracescore.extract import Trace, extract
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness
+from tracescore.testing._process import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka

@@ -8,7 +8,6 @@ tree on every run and installed beside it with --target, so the code under test 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -16,11 +15,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tracescore.testing._process import locked
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
@@ -50,17 +49,6 @@ def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[st
     return done
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Built from a copy: setuptools leaves build/ and *.egg-info beside the sources it builds.
@@ -78,7 +66,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bare_venv(wheel: Path) -> Path:
     key = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
     home = CACHE_ROOT / "bare-install" / key
-    with _locked(CACHE_ROOT / "bare-install" / f"{key}.lock"):
+    (CACHE_ROOT / "bare-install").mkdir(parents=True, exist_ok=True)
+    with locked(CACHE_ROOT / "bare-install" / f"{key}.lock"):
         if not (home / ".complete").exists():
             _run([sys.executable, "-m", "venv", "--clear", str(home)])
             pip = [str(home / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "--quiet"]
