@@ -8,10 +8,18 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[consumer,otlp,dev]'
 	@mkdir -p .make && touch $(STAMP)
 
-install: $(STAMP)
+# The stamp lies when this interpreter's tracescore is another checkout (an editable install made from a
+# second clone): then install again. Run from / so the current directory does not shadow the install.
+.PHONY: check-install
+check-install:
+	@cd / && $(PYTHON) -c "import pathlib, sys, tracescore; \
+		sys.exit(pathlib.Path(tracescore.__file__).resolve().parents[1] != pathlib.Path('$(CURDIR)').resolve())" \
+		2>/dev/null || rm -f $(CURDIR)/$(STAMP)
+
+install: check-install $(STAMP)
 
 ## make demo: real Kafka broker, example RAG app, consumer, scores, alerts; ends by itself
-demo: $(STAMP)
+demo: check-install $(STAMP)
 	$(PYTHON) examples/demo.py
 
 ## make browser: Debian's Chromium, for the test that opens the HTML report in a real browser
@@ -35,7 +43,7 @@ alertmanager:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; }
 
 ## make test: lint, unit tests and the integration tests against a real Kafka broker
-test: $(STAMP) browser promtool alertmanager
+test: check-install $(STAMP) browser promtool alertmanager
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest -q
