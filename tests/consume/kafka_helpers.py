@@ -58,11 +58,15 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     return ends
 
 
-def assert_all_committed(bootstrap: str, group_id: str, topic: str) -> None:
-    """The group's committed offset is the end of every partition that holds messages."""
+def assert_all_committed(bootstrap: str, group_id: str, topic: str, *logs: str) -> None:
+    """The group's committed offset is the end of every partition that holds messages. `logs` (the
+    consumers' output) are shown when it is not, to say why."""
     ends = end_offsets(bootstrap, topic)
     done = committed(bootstrap, group_id, topic)
-    assert {p: done[p] for p, end in ends.items() if end} == {p: end for p, end in ends.items() if end}
+    expected = {p: end for p, end in ends.items() if end}
+    assert {p: done[p] for p in expected} == expected, "\n\n".join(
+        [f"committed {done} but the partitions end at {ends}", *logs]
+    )
 
 
 def run_instrumented_app(bootstrap: str, topic: str, body: str) -> subprocess.CompletedProcess[str]:

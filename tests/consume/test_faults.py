@@ -253,7 +253,7 @@ def test_a_member_joining_then_one_killed_rebalances_with_nothing_lost(
         # group finishes that work, it never means a commit always lands.
         restart = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url))
         assert restart.wait() == 0, restart.log
-    assert_all_committed(topics.bootstrap, topics.group, topics.spans)
+    assert_all_committed(topics.bootstrap, topics.group, topics.spans, first.log, second.log)
     _assert_nothing_lost("rebalance: member joins, one killed", topics, expected)
 
 
