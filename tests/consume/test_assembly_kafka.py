@@ -152,3 +152,49 @@ def test_spans_of_other_services_in_a_trace_are_read_with_it(bootstrap: str, top
     consumer, seen = consumer_for(bootstrap, topic_prefix)
     stats = consumer.run()
     assert len(seen) == 1 and stats.dead_letters == 1
+
+
+def test_a_partition_kept_through_a_rebalance_is_read_again_from_its_first_unfinished_message(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    # kafka-python keeps a kept partition's fetch position through a rebalance, past the spans the member
+    # dropped from its buffer on revoke; unless it seeks back, those traces lose their children for good.
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic, group = f"{topic_prefix}.spans", f"{topic_prefix}.group"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.close()
+    traces = [openinference_trace("The Aurora X2 battery lasts 14 hours.") for _ in range(4)]
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+
+    def send(part: slice) -> None:
+        for i, spans in enumerate(traces):  # each trace on one partition, both partitions used
+            for key, value in messages(spans[part]):
+                producer.send(topic, value, key=key, partition=i % 2)
+        producer.flush()
+
+    send(slice(0, 2))  # the children now: every trace waits in the buffer for its root
+    member, seen = consumer_for(
+        bootstrap, topic_prefix, idle_timeout_s=None, max_records=len(traces),
+        assembly=AssemblySettings(grace_s=0, max_wait_s=3600),
+    )  # fmt: skip
+    runner = threading.Thread(target=member.run)
+    runner.start()
+    wait_for(lambda: member.stats.messages == 2 * len(traces), "every child span to be buffered")
+
+    # A second member joins (one partition each) and leaves: the first member keeps one partition throughout.
+    other = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    wait_for(lambda: bool(other.poll(timeout_ms=200) is not None and other.assignment()), "a rebalance")
+    other.close()
+
+    send(slice(2, 3))  # the roots
+    runner.join(120)
+    if runner.is_alive():
+        member.stop()
+        runner.join(60)
+    producer.close()
+    chains = {format(spans[-1].context.span_id, "016x") for spans in traces}
+    assert {r.span_id for r in seen} == chains, f"scored {len(seen)} of {len(traces)}: {member.stats}"
+    assert all(r.label == "faithful" for r in seen), "each scored with its retrieved documents"
+    assert_all_committed(bootstrap, group, topic)

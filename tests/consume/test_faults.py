@@ -248,11 +248,8 @@ def test_a_member_joining_then_one_killed_rebalances_with_nothing_lost(
 
     assert second.wait() == 0, second.log
     assert second.count("assigned partitions") >= 2, "the survivor took the dead member's partitions"
-    if "offsets not committed" in second.log:
-        # A commit can lose a race with the group's own rebalance; at least once means a restart in the
-        # group finishes that work, it never means a commit always lands.
-        restart = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url))
-        assert restart.wait() == 0, restart.log
+    # The survivor kept its own partitions through both rebalances: it read again what it had dropped on
+    # revoke, so it commits everything itself.
     assert_all_committed(topics.bootstrap, topics.group, topics.spans, first.log, second.log)
     _assert_nothing_lost("rebalance: member joins, one killed", topics, expected)
 

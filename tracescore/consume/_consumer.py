@@ -16,7 +16,7 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +89,7 @@ class _Rebalance(ConsumerRebalanceListener):
         _log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
         if self._owner.first_assigned_at is None:
             self._owner.first_assigned_at = time.monotonic()
+        self._owner.partitions_assigned(assigned)
 
 
 class EvaluationConsumer:
@@ -127,6 +128,7 @@ class EvaluationConsumer:
         self._producer = producer
         self._assembler = TraceAssembler(settings.assembly)
         self._offsets = OffsetTracker()
+        self._rewind: dict[Hashable, int] = {}  # revoked partition -> where to resume if it comes back
         self._status = StatusLine(self.stats, settings.status_interval_s)
         self._queue: deque[tuple[_Work, RagSpan, tuple[str, ...] | None]] = deque()
         self._scoring: dict[Future[Scored], _Scoring] = {}
@@ -238,13 +240,22 @@ class EvaluationConsumer:
         dropped = self._assembler.clear()
         queued = len(self._queue)
         self._queue.clear()
-        self._offsets.reset()
+        self._rewind = self._offsets.reset()
         if dropped or queued:
             _log.info(
                 "rebalance: %d buffered traces and %d queued interactions left to the next owner",
                 dropped,
                 queued,
             )
+
+    def partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        """A partition kept through the rebalance keeps kafka-python's fetch position, past the messages
+        whose work was dropped on revoke: read it again from the first offset not committed."""
+        rewind, self._rewind = self._rewind, {}
+        assert self._consumer is not None
+        for tp in assigned:
+            if tp in rewind:
+                self._consumer.seek(tp, rewind[tp])
 
     # --- the steps -----------------------------------------------------------------------------------------
 

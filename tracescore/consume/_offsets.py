@@ -63,13 +63,18 @@ class OffsetTracker:
     def committed(self, offsets: Mapping[Hashable, int]) -> None:
         self._committed.update(offsets)
 
-    def reset(self) -> None:
-        """Partitions revoked: forget everything; work in flight keeps running but releases nothing."""
+    def reset(self) -> dict[Hashable, int]:
+        """Partitions revoked: forget everything; work in flight keeps running but releases nothing.
+
+        Returns, per partition read since the last reset, the first offset not known to be committed: where
+        reading must resume if the partition comes back, since what was forgotten is not finished."""
+        rewind = {p: self._committed.get(p, start) for p, start in self._read_from.items()}
         self.generation += 1
         self._read_up_to.clear()
         self._read_from.clear()
         self._holds.clear()
         self._committed.clear()
+        return rewind
 
     @property
     def holding(self) -> int:

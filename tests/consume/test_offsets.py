@@ -1,0 +1,54 @@
+"""OffsetTracker: a partition commits only up to the first message whose work is unfinished."""
+
+from __future__ import annotations
+
+from tracescore.consume._offsets import OffsetTracker
+
+
+def read(tracker: OffsetTracker, partition: int, *offsets: int) -> None:
+    for offset in offsets:
+        tracker.read(partition, offset)
+
+
+def test_work_in_flight_holds_its_partition_back_until_released() -> None:
+    tracker = OffsetTracker()
+    read(tracker, 0, 10, 11, 12)
+    generation = tracker.hold({0: 11})
+    assert tracker.committable({}) == {0: 11}  # 10 is finished, 11 is still being scored
+    tracker.release({0: 11}, generation)
+    assert tracker.committable({}) == {0: 13}
+
+
+def test_the_trace_buffer_holds_back_too() -> None:
+    tracker = OffsetTracker()
+    read(tracker, 0, 10, 11, 12)
+    assert tracker.committable({0: 12}) == {0: 12}
+
+
+def test_nothing_is_restated_once_committed() -> None:
+    tracker = OffsetTracker()
+    read(tracker, 0, 10, 11)
+    tracker.committed(tracker.committable({}))
+    assert tracker.committable({}) == {}
+
+
+def test_work_from_before_a_rebalance_releases_nothing_after_it() -> None:
+    tracker = OffsetTracker()
+    read(tracker, 0, 10)
+    old = tracker.hold({0: 10})
+    tracker.reset()
+    read(tracker, 0, 20, 21)
+    held = tracker.hold({0: 20})
+    tracker.release({0: 10}, old)  # stale: must not free the new generation's hold
+    assert tracker.committable({}) == {}  # 20, the first offset read, is still held
+    tracker.release({0: 20}, held)
+    assert tracker.committable({}) == {0: 22}
+
+
+def test_a_reset_says_where_each_partition_must_be_read_again() -> None:
+    tracker = OffsetTracker()
+    read(tracker, 0, 10, 11, 12, 13)
+    read(tracker, 1, 5, 6)
+    tracker.committed({0: 12})  # 12 and 13 were dropped unfinished; partition 1 never committed
+    assert tracker.reset() == {0: 12, 1: 5}
+    assert tracker.reset() == {}  # nothing read since
