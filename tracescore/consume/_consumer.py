@@ -83,7 +83,10 @@ class _Rebalance(ConsumerRebalanceListener):
         self._owner = owner
 
     def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
-        self._owner.partitions_revoked()
+        self._owner.partitions_revoked(lost=False)
+
+    def on_partitions_lost(self, lost: Sequence[TopicPartition]) -> None:
+        self._owner.partitions_revoked(lost=True)
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         _log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
@@ -233,14 +236,19 @@ class EvaluationConsumer:
             self.stats.truncated_outputs = sink.truncated
         return self.stats
 
-    def partitions_revoked(self) -> None:
+    def partitions_revoked(self, *, lost: bool) -> None:
         """Commit what is finished; leave everything else to the partitions' next owner, which reads it again
-        from the committed offsets (work still being scored finishes and is emitted, possibly twice)."""
-        self._maybe_commit(force=True)
+        from the committed offsets (work still being scored finishes and is emitted, possibly twice).
+
+        `lost`: the member was removed from the group (session expired), so a commit would be refused, and
+        kafka-python starts every partition it gets back from the group's committed offset."""
+        if not lost:
+            self._maybe_commit(force=True)
         dropped = self._assembler.clear()
         queued = len(self._queue)
         self._queue.clear()
-        self._rewind = self._offsets.reset()
+        rewind = self._offsets.reset()
+        self._rewind = {} if lost else rewind
         if dropped or queued:
             _log.info(
                 "rebalance: %d buffered traces and %d queued interactions left to the next owner",
