@@ -25,7 +25,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from tracescore.alert import SIGNATURE_HEADER, sign
+from tracescore.alert import SIGNATURE_HEADER, AlertConfig, sign
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.consume import decode_message
 from tracescore.emit import EvaluationRecord
@@ -63,6 +63,9 @@ sinks:
 def read_topic(bootstrap: str, topic: str) -> list[bytes]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    if not tps:  # not created yet
+        consumer.close()
+        return []
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
     end = consumer.end_offsets(tps)
@@ -79,6 +82,38 @@ def wait_for_records(bootstrap: str, topic: str, count: int, timeout_s: float) -
     while len(read_topic(bootstrap, topic)) < count:
         if time.monotonic() > deadline:
             raise SystemExit(f"the consumer wrote fewer than {count} evaluation records in {timeout_s:.0f}s")
+        time.sleep(0.5)
+
+
+def wait_for_alert_service(bootstrap: str, timeout_s: float) -> None:
+    """Until `tracescore alert` has read every evaluation record written so far (both of its stages have
+    committed up to the ends of their topics). Then the next phase's records reach its windows after this
+    phase's, as in a live stream; had it joined its group late, it would read both phases' records one
+    evaluations partition after the other, mixed."""
+    stages = (
+        (AlertConfig.model_fields["group_id"].default, EVALUATIONS_TOPIC),
+        (
+            f"{AlertConfig.model_fields['group_id'].default}.routes",
+            AlertConfig.model_fields["routes_topic"].default,
+        ),
+    )
+
+    def caught_up() -> bool:
+        for group, topic in stages:  # in order: the first stage feeds the second's topic
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+            try:
+                tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+                ends = consumer.end_offsets(tps)
+                if not tps or any(end and (consumer.committed(tp) or 0) < end for tp, end in ends.items()):
+                    return False
+            finally:
+                consumer.close()
+        return True
+
+    deadline = time.monotonic() + timeout_s
+    while not caught_up():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"tracescore alert did not read the evaluation records in {timeout_s:.0f}s")
         time.sleep(0.5)
 
 
@@ -124,7 +159,10 @@ def main() -> int:
                 ):
                     step(f"example RAG app, {REQUESTS} requests: {title}")
                     expected |= run_app(bootstrap, phase, tmp / f"expected-{phase}-{len(expected)}.json")
-                    if waiting_for:
+                    if waiting_for is None:  # the baseline is in the alert windows before the drift starts
+                        wait_for_records(bootstrap, EVALUATIONS_TOPIC, len(expected), timeout_s=WAIT_S)
+                        wait_for_alert_service(bootstrap, timeout_s=WAIT_S)
+                    else:
                         print(f"  waiting for the /billing alert to be {waiting_for} ...", flush=True)
                         receiver.wait_for(is_alert(waiting_for), timeout_s=WAIT_S)
                 # Stopping the scorer leaves traces it has not read yet for a restart: wait until it read all.
