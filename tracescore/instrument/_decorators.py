@@ -103,77 +103,60 @@ class _Spec:
         return recorder
 
 
-class _Current:
-    """Makes the span current while the application's own code runs (re-entered for each chunk of a stream,
-    so a generator's consumer never inherits it)."""
-
-    __slots__ = ("_context", "_token")
-
-    def __init__(self, recorder: Recorder) -> None:
-        self._context = recorder.context
-        self._token: object = None
-
-    def __enter__(self) -> None:
-        self._token = otel_context.attach(self._context)
-
-    def __exit__(self, *exc_info: object) -> None:
-        otel_context.detach(self._token)  # type: ignore[arg-type]
-
-
-class _Ending:
-    """Ends the span when the call is over, with the error that escaped it; a stream its consumer closed
-    early (GeneratorExit) ended normally."""
-
-    __slots__ = ("_recorder",)
-
-    def __init__(self, recorder: Recorder) -> None:
-        self._recorder = recorder
-
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        failed = exc_type is not None and not issubclass(exc_type, GeneratorExit)
-        self._recorder.end(exc if failed else None)
-
-
 def _wrap(fn: Any, spec_for: Callable[[Callable[..., Any]], _Spec]) -> Any:
     # A classmethod/staticmethod object (decorator applied above @classmethod): wrap its function, re-wrap.
     if isinstance(fn, classmethod | staticmethod):
         return type(fn)(_wrap(fn.__func__, spec_for))
     spec = spec_for(fn)
-    # The four call shapes differ only in how the application's code is driven; the span's lifecycle is
-    # _Ending and _Current around it in each.
     if inspect.isasyncgenfunction(fn):
 
         async def async_gen_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
             recorder = spec.start(args, kwargs)
-            current, chunks = _Current(recorder), []
-            with _Ending(recorder):
-                with current:
+            chunks: list[Any] = []
+            error: BaseException | None = None
+            try:
+                token = otel_context.attach(recorder.context)
+                try:
                     stream = fn(*args, **kwargs)
+                finally:
+                    otel_context.detach(token)
                 try:
                     while True:
-                        with current:
-                            try:
-                                chunk = await stream.__anext__()
-                            except StopAsyncIteration:
-                                break
+                        token = otel_context.attach(recorder.context)
+                        try:
+                            chunk = await stream.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        finally:
+                            otel_context.detach(token)
                         chunks.append(chunk)
                         yield chunk
                 finally:
                     await stream.aclose()
                 spec.output(recorder, spec.join(chunks))
+            except GeneratorExit:
+                raise  # the consumer stopped early: not an error of the call
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                recorder.end(error)
 
         wrapper: Callable[..., Any] = async_gen_wrapper
     elif inspect.iscoroutinefunction(fn):
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             recorder = spec.start(args, kwargs)
-            with _Ending(recorder):
-                with _Current(recorder):
-                    value = await fn(*args, **kwargs)
-                spec.output(recorder, value)
+            token = otel_context.attach(recorder.context)
+            try:
+                value = await fn(*args, **kwargs)
+            except BaseException as exc:
+                otel_context.detach(token)
+                recorder.end(exc)
+                raise
+            otel_context.detach(token)
+            spec.output(recorder, value)
+            recorder.end()
             return value
 
         wrapper = async_wrapper
@@ -181,32 +164,47 @@ def _wrap(fn: Any, spec_for: Callable[[Callable[..., Any]], _Spec]) -> Any:
 
         def gen_wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
             recorder = spec.start(args, kwargs)
-            current, chunks = _Current(recorder), []
-            with _Ending(recorder):
-                with current:
-                    stream = fn(*args, **kwargs)
+            chunks: list[Any] = []
+            error: BaseException | None = None
+            try:
+                stream = fn(*args, **kwargs)
                 try:
                     while True:
-                        with current:
-                            try:
-                                chunk = next(stream)
-                            except StopIteration:
-                                break
+                        token = otel_context.attach(recorder.context)
+                        try:
+                            chunk = next(stream)
+                        except StopIteration:
+                            break
+                        finally:
+                            otel_context.detach(token)
                         chunks.append(chunk)
                         yield chunk
                 finally:
                     stream.close()
                 spec.output(recorder, spec.join(chunks))
+            except GeneratorExit:
+                raise
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                recorder.end(error)
 
         wrapper = gen_wrapper
     else:
 
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
             recorder = spec.start(args, kwargs)
-            with _Ending(recorder):
-                with _Current(recorder):
-                    value = fn(*args, **kwargs)
-                spec.output(recorder, value)
+            token = otel_context.attach(recorder.context)
+            try:
+                value = fn(*args, **kwargs)
+            except BaseException as exc:
+                otel_context.detach(token)
+                recorder.end(exc)
+                raise
+            otel_context.detach(token)
+            spec.output(recorder, value)
+            recorder.end()
             return value
 
         wrapper = sync_wrapper
