@@ -80,10 +80,13 @@ def run_instrumented_app(bootstrap: str, topic: str, body: str) -> subprocess.Co
         """
         )
         + textwrap.dedent(body)
-        + "\ntracescore.shutdown()\n"
+        # Generous: on a broker started moments ago, creating the topic can outlast the default 5 s bound,
+        # and the test needs its spans, not a bounded exit.
+        + "\ntracescore.shutdown(timeout_s=60)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO, check=False
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=REPO, check=False
     )
     assert done.returncode == 0, done.stderr
+    assert "tracescore dropped" not in done.stderr, f"the app's spans did not all reach Kafka:\n{done.stderr}"
     return done

@@ -105,7 +105,7 @@ def test_the_sdk_exports_through_the_sasl_listener_with_its_env_settings(
             return "Paris is the capital of France."
 
         good("capital of France?", ["Paris is the capital of France."])
-        tracescore.shutdown()
+        tracescore.shutdown(timeout_s=60)  # the topic is new on a broker started moments ago
         """
     )
     env = {
@@ -127,6 +127,7 @@ def test_the_sdk_exports_through_the_sasl_listener_with_its_env_settings(
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert "tracescore dropped" not in done.stderr, done.stderr
     assert PASSWORD not in done.stderr
     consumer, seen = consumer_for(sasl_broker, topic_prefix, PASSWORD)
     assert consumer.run().scored == 1 and seen[0].service_name == "sasl-app"
