@@ -59,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
             flag = f"ALTERED({r.alteration})" if r.altered else "faithful"
             print(f"{r.route:<9} {flag:<18} {r.query[:60]:<60} -> {r.answer[:60]}", flush=True)
     finally:
-        tracescore.shutdown()  # flush buffered spans even if a request failed
+        # Flush buffered spans even if a request failed. A script that exits right after its requests waits
+        # for delivery longer than a server's default 5 s: on a new broker, creating the topic takes seconds.
+        tracescore.shutdown(timeout_s=60)
     if args.expected_out:
         args.expected_out.parent.mkdir(parents=True, exist_ok=True)
         args.expected_out.write_text(json.dumps(_expected(results), indent=2) + "\n", encoding="utf-8")
