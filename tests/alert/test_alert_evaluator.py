@@ -99,6 +99,29 @@ def test_renotifies_while_firing_and_ages_out_old_scores() -> None:
     assert ev.tick(T0 + timedelta(seconds=1000))[0].samples == 0
 
 
+def test_the_window_holds_the_newest_scores_whatever_order_they_arrive_in() -> None:
+    # After lag, a route's records arrive interleaved from several partitions. Healthy answers from the last
+    # minute are read first, then failures from ten minutes ago: the window must stay the newest answers.
+    ev = evaluator(window_count=6, min_samples=6, no_data_seconds=None)
+    assert feed(ev, [1.0] * 6, start_s=600) == []
+    assert feed(ev, [0.0] * 6, start_s=0) == []
+    now = T0 + timedelta(seconds=610)
+    assert ev.tick(now) == []
+    # And failures newer than the window's scores, read late, do displace them.
+    notes = feed(ev, [0.0] * 6, start_s=620)
+    assert notes and (notes[-1].state, notes[-1].severity) == ("firing", "critical")
+
+
+def test_scores_read_out_of_order_age_out_by_their_own_time() -> None:
+    ev = evaluator(window_count=10, min_samples=3, window_seconds=100, no_data_seconds=None, critical=None)
+    for offset in (50, 10, 90, 30, 70):  # read out of order
+        key = ev.add(record(0.1, T0 + timedelta(seconds=offset)))
+    assert key is not None
+    # At 135 s the window reaches back to 35 s: 50, 70 and 90 remain, not whatever was read first.
+    notes = ev.evaluate(key, T0 + timedelta(seconds=135))
+    assert [(n.state, n.samples) for n in notes] == [("firing", 3)]
+
+
 def test_no_data_alert_fires_for_a_quiet_route_and_resolves_when_records_return() -> None:
     ev = evaluator(no_data_seconds=600)
     feed(ev, [0.9] * 5)

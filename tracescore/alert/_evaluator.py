@@ -7,12 +7,13 @@ and `tick` compare the windows with the last notified state and return the notif
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -53,6 +54,26 @@ class _Route:
         # (time, judge failed, failure was a timeout)
         self.judge: deque[tuple[datetime, bool, bool]] = deque(maxlen=judge_window)
         self.state = state
+
+
+_Timed = TypeVar("_Timed", bound=tuple[Any, ...])  # (time, ...)
+
+
+def _insert_in_time_order(window: deque[_Timed], item: _Timed) -> None:
+    """Add `item` (whose first field is its time) to a bounded window kept in time order.
+
+    Records reach the evaluator in the order they were read, which after lag or a restart interleaves
+    partitions: a window filled in arrival order could hold older scores while newer ones fell out. Kept in
+    time order, the window is always the newest scores known; one older than a full window's oldest has no
+    place in it."""
+    if not window or item[0] >= window[-1][0]:
+        window.append(item)  # the usual case: in order; a full deque drops its oldest
+        return
+    if len(window) == window.maxlen:
+        if item[0] < window[0][0]:
+            return
+        window.popleft()
+    window.insert(bisect.bisect_right(window, item[0], key=lambda entry: entry[0]), item)
 
 
 def alert_name(metric: str) -> str:
@@ -98,12 +119,11 @@ class AlertEvaluator:
             self.unmatched += 1
             return None
         at = record.timestamp
-        if record.status is MetricStatus.ERROR:
-            route.judge.append((at, True, "timeout" in (record.reason or "").lower()))
-        else:
-            route.judge.append((at, False, False))
+        failed = record.status is MetricStatus.ERROR
+        timed_out = failed and "timeout" in (record.reason or "").lower()
+        _insert_in_time_order(route.judge, (at, failed, timed_out))
         if record.score is not None:
-            route.scores.append((at, record.score))
+            _insert_in_time_order(route.scores, (at, record.score))
         if route.state.last_seen is None or at > route.state.last_seen:
             route.state.last_seen = at
             self._dirty.add(key)
