@@ -18,9 +18,9 @@ import yaml
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
-__all__ = ["COMMAND_TABLES", "ConfigFileError", "FileSettings", "one_line", "read_table"]
+__all__ = ["ConfigFileError", "FileSettings", "one_line", "read_table"]
 
-COMMAND_TABLES = ("consume", "sampling", "alert")
+_COMMAND_TABLES = ("consume", "sampling", "alert")
 
 # The file's values for the settings being built now; a ContextVar, so concurrent loads cannot mix files.
 _file_values: ContextVar[Mapping[str, Any] | None] = ContextVar("tracescore_config_file_values", default=None)
@@ -52,7 +52,7 @@ def read_table(path: Path, table: str, error: type[ConfigFileError] = ConfigFile
         raise error(f"{path}: not valid {suffix.lstrip('.').upper()}: {detail}") from None
     if not isinstance(data, dict):
         raise error(f"{path}: expected a table of settings, got {type(data).__name__}")
-    sectioned = any(isinstance(data.get(name), dict) for name in COMMAND_TABLES)
+    sectioned = any(isinstance(data.get(name), dict) for name in _COMMAND_TABLES)
     section = data.get(table, {}) if sectioned else data
     if not isinstance(section, dict):
         raise error(f"{path}: '{table}' must be a table of settings")

@@ -1,7 +1,8 @@
 """Consume: read OTLP spans from Kafka in a consumer group, assemble whole traces, score them, commit."""
 
 from tracescore.consume._assemble import AssemblySettings, TraceAssembler
-from tracescore.consume._consumer import BrokerUnreachable, EvaluationConsumer, OutputNotAcknowledged
+from tracescore.consume._clients import BrokerUnreachable
+from tracescore.consume._consumer import EvaluationConsumer, OutputNotAcknowledged
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings, KafkaSecurity
 from tracescore.consume._status import ConsumerStats, RateLimitedLogs

@@ -258,7 +258,8 @@ def consume(
     being scored, commit and exit.
     """
     from tracescore.alert import InProcessAlerts
-    from tracescore.consume._consumer import BrokerUnreachable, EvaluationConsumer, OutputNotAcknowledged
+    from tracescore.consume._clients import BrokerUnreachable
+    from tracescore.consume._consumer import EvaluationConsumer, OutputNotAcknowledged
     from tracescore.consume._status import RateLimitedLogs
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config

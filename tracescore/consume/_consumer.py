@@ -13,7 +13,6 @@ or has outputs Kafka has not acknowledged (OffsetTracker), so a crash replays ex
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -21,8 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
@@ -31,11 +29,12 @@ from tracescore import semconv
 from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._cascade import LockedPolicy, Scored, Scorer
+from tracescore.consume._clients import check_broker, connect, ensure_topics
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._offsets import OffsetTracker
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
-from tracescore.consume._status import ConsumerStats, StatusLine, redact_in_client_logs
+from tracescore.consume._status import ConsumerStats, StatusLine
 from tracescore.emit import EvaluationMetrics, EvaluationRecord, RecordSink
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.extract import Skip, extract
@@ -44,7 +43,7 @@ from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric
 
-__all__ = ["BrokerUnreachable", "ConsumerStats", "EvaluationConsumer", "OutputNotAcknowledged"]
+__all__ = ["ConsumerStats", "EvaluationConsumer", "OutputNotAcknowledged"]
 
 _log = logging.getLogger("tracescore.consume")
 _BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emitted promptly
@@ -53,10 +52,6 @@ _BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emi
 class OutputNotAcknowledged(RuntimeError):
     """Kafka did not acknowledge an output after its retries; offsets of that work were not committed and
     it will be read again by whoever owns the partition next."""
-
-
-class BrokerUnreachable(RuntimeError):
-    """No Kafka broker answered within the connect timeout."""
 
 
 @dataclass
@@ -550,94 +545,14 @@ class EvaluationConsumer:
         return getattr(getattr(entry, "position", None), "offset", None)
 
     def _connect(self) -> None:
-        """Create the Kafka clients once a broker answers; a clear error, not a stream of client logs, when
-        none does within `connect_timeout_s`."""
-        if self._consumer is not None and self._producer is not None:
-            return
-        self._check_broker("starting", wait_s=self.settings.connect_timeout_s)
-        security = self.settings.kafka
-        redact_in_client_logs(
-            *(
-                secret.get_secret_value()
-                for secret in (security.sasl_password, security.ssl_password)
-                if secret
-            )
-        )
-        try:
-            self._create_clients()
-        except KafkaError as exc:
-            # Authentication, TLS or protocol problems: one line naming the cause, never a traceback.
-            raise BrokerUnreachable(
-                f"cannot connect to Kafka at {self.settings.bootstrap_servers} "
-                f"({self.settings.kafka.security_protocol}): {type(exc).__name__}: {exc}"
-            ) from exc
-
-    def _create_clients(self) -> None:
-        config = self.settings.client_config()
-        if self._consumer is None:
-            self._consumer = KafkaConsumer(
-                **config,
-                group_id=self.settings.group_id,
-                enable_auto_commit=False,
-                auto_offset_reset=self.settings.auto_offset_reset,
-                max_poll_records=self.settings.max_poll_records,
-                max_poll_interval_ms=self.settings.max_poll_interval_ms,
-                session_timeout_ms=self.settings.session_timeout_ms,
-                # Kafka's rule of thumb: a heartbeat at most a third of the session, so two may be lost.
-                heartbeat_interval_ms=min(3_000, self.settings.session_timeout_ms // 3),
-            )
-        if self._producer is None:
-            self._producer = KafkaProducer(
-                **config,
-                acks="all",
-                # Not idempotent: kafka-python treats a rejected batch of an idempotent producer (one record
-                # too large for a topic) as fatal and aborts every batch in flight. Outputs are at least once
-                # anyway (replays re-emit them), so a retry's duplicate costs nothing new.
-                enable_idempotence=False,
-                linger_ms=5,
-                max_request_size=self.settings.max_message_bytes + 64 * 1024,
-                # Metadata of an output topic: after 10 s fail that output, never block the loop longer.
-                max_block_ms=10_000,
-            )
+        self._consumer, self._producer = connect(self.settings, self._consumer, self._producer)
 
     def _check_broker(self, when: str, wait_s: float = 5.0) -> None:
-        """Raise BrokerUnreachable unless a bootstrap server accepts a TCP connection within `wait_s`."""
-        deadline = time.monotonic() + wait_s
-        last_error: OSError | None = None
-        while True:
-            for address in self.settings.bootstrap_servers.split(","):
-                host, _, port = address.strip().rpartition(":")
-                try:
-                    with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=2):
-                        return
-                except (OSError, ValueError) as exc:
-                    last_error = exc if isinstance(exc, OSError) else OSError(str(exc))
-            if time.monotonic() >= deadline:
-                raise BrokerUnreachable(
-                    f"no Kafka broker reachable at {self.settings.bootstrap_servers} ({when}; tried for "
-                    f"{wait_s:.0f}s, last error: {last_error})"
-                )
-            time.sleep(0.5)
+        check_broker(self.settings.bootstrap_servers, when, wait_s)
 
     def _ensure_topics(self) -> None:
-        """Create missing topics with the broker's defaults. Best effort: where the consumer may not create
-        topics, the broker's auto-creation or the operator's provisioning applies."""
         s = self.settings
-        wanted = {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic}
-        try:
-            admin = KafkaAdminClient(**s.client_config())
-        except KafkaError as exc:
-            _log.debug("cannot check topics: %s", exc)
-            return
-        try:
-            missing = wanted - set(admin.list_topics())
-            if missing:
-                admin.create_topics([NewTopic(name) for name in sorted(missing)], raise_errors=False)
-                _log.info("created topics: %s", ", ".join(sorted(missing)))
-        except KafkaError as exc:
-            _log.debug("could not create topics %s: %s", wanted, exc)
-        finally:
-            admin.close()
+        ensure_topics(s, {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic})
 
 
 class _Acked:
