@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 from kafka_helpers import run_instrumented_app
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
-from tracescore.emit import EvaluationRecord
+from tracescore.emit import EvaluationMetrics, EvaluationRecord
 from tracescore.sample import CascadePolicy, load_sampling_config
 from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.metrics import Faithfulness
@@ -29,10 +31,23 @@ for i in range(2):
 """
 
 
+def escalations(reader: InMemoryMetricReader) -> dict[str, int]:
+    """The `tracescore.llm_judge.escalations` counter by outcome, as an operator's backend receives it."""
+    return {
+        point.attributes["outcome"]: point.value
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "tracescore.llm_judge.escalations"
+        for point in metric.data.data_points
+    }
+
+
 def run(
     bootstrap: str, prefix: str, server: JudgeServer, **sampling: object
-) -> tuple[list[EvaluationRecord], EvaluationConsumer]:
+) -> tuple[list[EvaluationRecord], EvaluationConsumer, InMemoryMetricReader]:
     seen: list[EvaluationRecord] = []
+    reader = InMemoryMetricReader()
     settings = ConsumerSettings(
         bootstrap_servers=bootstrap,
         topic=f"{prefix}.spans",
@@ -47,15 +62,16 @@ def run(
     consumer = EvaluationConsumer(
         settings, judge=OfflineJudge(), llm_judge=llm, policy=policy, metrics=[Faithfulness()],
         on_evaluation=seen.append,
+        metrics_out=EvaluationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test")),
     )  # fmt: skip
     consumer.run()
-    return seen, consumer
+    return seen, consumer, reader
 
 
 def test_only_suspicious_answers_reach_the_llm_judge(bootstrap: str, topic_prefix: str) -> None:
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
     with JudgeServer() as server:
-        seen, consumer = run(bootstrap, topic_prefix, server, cascade={"baseline_rate": 0.0})
+        seen, consumer, reader = run(bootstrap, topic_prefix, server, cascade={"baseline_rate": 0.0})
         llm_requests = server.stats.chat_requests
 
     offline = [r for r in seen if r.judge == "offline"]
@@ -67,13 +83,14 @@ def test_only_suspicious_answers_reach_the_llm_judge(bootstrap: str, topic_prefi
     assert {r.selection for r in llm} == {"cascade"} and all(r.annotator_kind == "LLM" for r in llm)
     assert all(r.selection is None for r in offline)
     assert consumer.stats.escalated == {"cascade": 2}
+    assert escalations(reader) == {"cascade": 2, "offline_only": 4}
     assert llm_requests == 2 * 2, "two calls per escalated interaction (claims, verdicts), none for the rest"
 
 
 def test_a_spent_llm_budget_is_counted_and_the_offline_score_stays(bootstrap: str, topic_prefix: str) -> None:
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
     with JudgeServer() as server:
-        seen, consumer = run(
+        seen, consumer, reader = run(
             bootstrap,
             topic_prefix,
             server,
@@ -88,3 +105,5 @@ def test_a_spent_llm_budget_is_counted_and_the_offline_score_stays(bootstrap: st
     assert len([r for r in seen if r.judge == "offline"]) == 6
     assert len(llm) <= 1, "at most one escalation fits a 1,000-token hour"
     assert consumer.stats.sampling["budget"] == 2 - len(llm)
+    # Where an operator sees it: the escalations counter, which the shipped Prometheus rules alert on.
+    assert escalations(reader)["budget"] == 2 - len(llm)

@@ -38,6 +38,9 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
     out.evaluated(_record(None, MetricStatus.ERROR))
     out.skipped("empty_context", "rag-api", "openinference.instrumentation.langchain")
     out.dead_lettered()
+    out.escalation("cascade", "rag-api")
+    out.escalation("budget", "rag-api")
+    out.escalation("budget", "rag-api")
 
     points = _points(reader)
     (histogram,) = points["tracescore.evaluation.score"]
@@ -65,3 +68,5 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
         )
     ]
     assert points["tracescore.messages.dead_lettered"][0].value == 1
+    by_outcome = {p.attributes["outcome"]: p.value for p in points["tracescore.llm_judge.escalations"]}
+    assert by_outcome == {"cascade": 1, "budget": 2}, "a spent LLM budget is visible, not silent"

@@ -29,9 +29,8 @@ class Scored:
     results: list[MetricResult]
     selection: str | None = None
     llm_judge: str | None = None
-    not_escalated: str | None = (
-        None  # "budget" when the LLM judge would have scored it but its budget is spent
-    )
+    # In the cascade, what followed the offline judge: cascade, baseline, budget or offline_only.
+    escalation: str | None = None
 
 
 class LockedPolicy:
@@ -89,7 +88,7 @@ class Scorer:
             return Scored(first)
         escalation = self.policy.escalate(interaction, first)
         if not escalation.to_llm:
-            return Scored(first, not_escalated=escalation.skip.value if escalation.skip else None)
+            return Scored(first, escalation=escalation.reason)
         second: list[MetricResult] = []
         try:
             second = await evaluate(interaction.record, metrics, self.llm_judge)
@@ -98,4 +97,5 @@ class Scorer:
             tokens = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in second)
             self.policy.charge(tokens, escalation.reserved_tokens)
         selection = escalation.selection.value if escalation.selection is not None else None
-        return Scored([*first, *second], selection=selection, llm_judge=self.llm_judge.name)
+        llm_judge = self.llm_judge.name
+        return Scored([*first, *second], selection, llm_judge, escalation=escalation.reason)

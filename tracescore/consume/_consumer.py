@@ -38,7 +38,7 @@ from tracescore.consume._status import ConsumerStats, StatusLine
 from tracescore.emit import EvaluationMetrics, EvaluationRecord, RecordSink
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.extract import Skip, extract
-from tracescore.sample import AlwaysSample, Sampler, SamplingPolicy
+from tracescore.sample import AlwaysSample, Sampler, SamplingPolicy, SkipReason
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric
@@ -332,8 +332,10 @@ class EvaluationConsumer:
             self.stats.judge_errors += sum(r.status is MetricStatus.ERROR for r in scored.results)
             if scored.selection is not None:
                 self.stats.escalated[scored.selection] += 1
-            if scored.not_escalated is not None:
-                self.stats.sampling[scored.not_escalated] += 1
+            if scored.escalation is not None:
+                self._metrics_out.escalation(scored.escalation, scoring.interaction.span.service_name)
+                if scored.escalation == SkipReason.BUDGET:
+                    self.stats.sampling[scored.escalation] += 1
 
             def selection(result: MetricResult, scored: Scored = scored) -> str | None:
                 return scored.selection if result.judge == scored.llm_judge else None

@@ -1,5 +1,5 @@
 """OTel metrics from the consumer: score distributions per service, route and metric, and the counts an
-operator alerts on (dead letters, skipped spans, judge errors, judge tokens).
+operator alerts on (dead letters, skipped spans, judge errors, judge tokens, the LLM judge's spent budget).
 
 Instruments come from the Meter passed in, so the process's MeterProvider (OTLP, Prometheus, ...) decides
 where they go; with no provider configured they are no-ops.
@@ -38,6 +38,11 @@ class EvaluationMetrics:
             "tracescore.spans.skipped",
             description="Traces or interactions not scored, by reason, service and instrumentation scope.",
         )
+        self._escalations = meter.create_counter(
+            "tracescore.llm_judge.escalations",
+            description="Interactions the cascade's offline judge scored, by what followed: cascade or "
+            "baseline (sent to the LLM judge), budget (its token budget was spent) or offline_only.",
+        )
         self._dead_letters = meter.create_counter(
             "tracescore.messages.dead_lettered", description="Input messages sent to the dead-letter topic."
         )
@@ -59,6 +64,9 @@ class EvaluationMetrics:
 
     def skipped(self, reason: str, service: str = "", scope: str = "") -> None:
         self._skipped.add(1, {"reason": reason, "service.name": service, "otel.scope.name": scope})
+
+    def escalation(self, outcome: str, service: str = "") -> None:
+        self._escalations.add(1, {"outcome": outcome, "service.name": service})
 
     def dead_lettered(self) -> None:
         self._dead_letters.add(1)
