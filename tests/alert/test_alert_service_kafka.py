@@ -107,6 +107,44 @@ def test_fires_per_route_skips_bad_records_and_resolves_after_a_restart(
     assert len(firing) == 1
 
 
+def test_no_name_or_stored_state_stops_the_service(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    cfg = config(bootstrap, topic_prefix)
+    # Valid JSON whose route is no Unicode text (a lone surrogate escape): it could never become a Kafka key.
+    not_unicode = scores("/x", 0.1, n=1)[0].replace(b'"/x"', b'"/x\\ud800"')
+    assert b"\\ud800" in not_unicode
+    odd_route = "/billing\x1fv2\\"  # a separator and a backslash, as any span attribute may hold
+    produce_keyed(
+        bootstrap,
+        cfg.state_topic,
+        [(b"\xff\xfe", b"{}"), (b"one\x1ftwo", b"{}"), (b"s\x1f/r\x1fm", b"{not json")],
+    )
+    with Running(cfg, receiver) as service:
+        produce(bootstrap, cfg.evaluations_topic, [not_unicode, *scores(odd_route, 0.1)])
+        receiver.wait_for(about(odd_route, "firing"))
+        _wait(lambda: service.stats.records >= 8 and service.first_assigned_at is not None)
+        # The state topic is read at every assignment: 3 bad entries each time, never a stop.
+        assert service.stats.skipped["invalid_record"] == 1
+        assert service.stats.skipped["invalid_state"] >= 3 and set(service.stats.skipped) == {
+            "invalid_record",
+            "invalid_state",
+        }
+    # Restarted, it finds the odd route's state under its own key: no second page, and the recovery resolves.
+    with Running(cfg, receiver):
+        produce(bootstrap, cfg.evaluations_topic, scores(odd_route, 0.95))
+        receiver.wait_for(about(odd_route, "resolved"))
+    assert len([r for r in receiver.requests if _is(r, odd_route, "firing")]) == 1
+
+
+def produce_keyed(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for key, value in messages:
+        producer.send(topic, key=key, value=value)
+    producer.flush()
+    producer.close()
+
+
 def _wait(condition, timeout_s: float = 60.0) -> None:  # type: ignore[no-untyped-def]
     done = threading.Event()
     deadline = datetime.now(UTC).timestamp() + timeout_s

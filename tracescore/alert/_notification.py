@@ -3,6 +3,7 @@ labels, so Alertmanager, a webhook and a Slack message all name the alert alike.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -13,18 +14,33 @@ __all__ = ["AlertKey", "Notification"]
 Severity = Literal["info", "warning", "critical"]
 
 
+_SEPARATOR = "\x1f"  # ASCII unit separator: no real service, route or metric name holds one
+_ESCAPED = re.compile(r"\\(\\|x1f)")
+
+
 class AlertKey(NamedTuple):
     service: str
     route: str
     metric: str
 
     def encode(self) -> bytes:
-        """Kafka key of the routes and state topics: one partition per (service, route, metric)."""
-        return "\x1f".join(self).encode()
+        """Kafka key of the routes and state topics: one partition per (service, route, metric).
+
+        Names come from span attributes, so a separator or backslash in one is escaped: two keys never
+        encode alike, and every encoded key decodes (the state topic is read back at every start)."""
+        return _SEPARATOR.join(
+            name.replace("\\", "\\\\").replace(_SEPARATOR, "\\x1f") for name in self
+        ).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> AlertKey:
-        service, route, metric = raw.decode().split("\x1f")
+        """The key `encode` wrote; ValueError for anything else."""
+        names = raw.decode().split(_SEPARATOR)
+        if len(names) != 3:
+            raise ValueError(f"an alert key has 3 names, this one {len(names)}")
+        service, route, metric = (
+            _ESCAPED.sub(lambda m: "\\" if m.group(1) == "\\" else _SEPARATOR, name) for name in names
+        )
         return cls(service, route, metric)
 
 

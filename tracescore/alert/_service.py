@@ -46,10 +46,20 @@ Clock = Callable[[], datetime]
 @dataclass
 class AlertStats:
     records: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)  # unknown_schema_version, invalid_record
+    # unknown_schema_version, invalid_record (evaluations topic), invalid_state (state topic)
+    skipped: Counter[str] = field(default_factory=Counter)
     notifications: int = 0
     evicted_routes: int = 0
     delivery_failures: int = 0
+
+
+def _schema_version(value: bytes | None) -> object:
+    """The schema_version a JSON object claims, else None."""
+    try:
+        data = json.loads(value or b"")
+    except ValueError:
+        return None
+    return data.get("schema_version") if isinstance(data, dict) else None
 
 
 class _Rebuild(ConsumerRebalanceListener):
@@ -152,19 +162,25 @@ class AlertService:
         return count
 
     def _parse(self, value: bytes | None) -> EvaluationRecord | None:
+        # pydantic's JSON parser, not json.loads: it also refuses text that is not Unicode (a lone surrogate
+        # escape), which could not be written as a Kafka key later.
         try:
-            data = json.loads(value or b"")
-            version = data.get("schema_version") if isinstance(data, dict) else None
-            if version != SCHEMA_VERSION:
-                self._skip(
-                    "unknown_schema_version",
-                    f"schema_version {version!r}; this version reads {SCHEMA_VERSION}",
-                )
-                return None
-            return EvaluationRecord.model_validate(data)
-        except (ValueError, ValidationError) as exc:
-            self._skip("invalid_record", str(exc).splitlines()[0][:200])
+            record = EvaluationRecord.model_validate_json(value or b"")
+        except ValidationError as exc:
+            version = _schema_version(value)
+            if version is not None and version != SCHEMA_VERSION:
+                self._skip_version(version)
+            else:
+                self._skip("invalid_record", str(exc).splitlines()[0][:200])
             return None
+        if "schema_version" not in record.model_fields_set:
+            self._skip_version(None)  # a record that does not say which format it is, is none we know
+            return None
+        return record
+
+    def _skip_version(self, version: object) -> None:
+        detail = f"schema_version {version!r}; this version reads {SCHEMA_VERSION}"
+        self._skip("unknown_schema_version", detail)
 
     def _skip(self, reason: str, detail: str) -> None:
         self.stats.skipped[reason] += 1
@@ -282,8 +298,14 @@ class AlertService:
             while any(reader.position(tp) < end[tp] for tp in tps):
                 for messages in reader.poll(timeout_ms=500).values():
                     for m in messages:
-                        state = AlertState.model_validate_json(m.value) if m.value else None
-                        self.evaluator.restore(AlertKey.decode(m.key), state)
+                        try:
+                            key = AlertKey.decode(m.key or b"")
+                            state = AlertState.model_validate_json(m.value) if m.value else None
+                        except ValueError as exc:  # ValidationError too
+                            # Not what _persist writes: read at every start, so skipping is the only way on.
+                            self._skip("invalid_state", str(exc).splitlines()[0][:200])
+                            continue
+                        self.evaluator.restore(key, state)
         finally:
             reader.close()
 
