@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from alert_records import record
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
 
 from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver, free_port
@@ -107,29 +108,36 @@ def test_fires_per_route_skips_bad_records_and_resolves_after_a_restart(
     assert len(firing) == 1
 
 
-def test_no_name_or_stored_state_stops_the_service(
+def test_no_record_name_or_stored_state_stops_the_service(
     bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
 ) -> None:
     cfg = config(bootstrap, topic_prefix)
+    odd_route = "/billing\x1fv2\\"  # a separator and a backslash, as any span attribute may hold
     # Valid JSON whose route is no Unicode text (a lone surrogate escape): it could never become a Kafka key.
     not_unicode = scores("/x", 0.1, n=1)[0].replace(b'"/x"', b'"/x\\ud800"')
     assert b"\\ud800" in not_unicode
-    odd_route = "/billing\x1fv2\\"  # a separator and a backslash, as any span attribute may hold
+    # An evaluations topic that allows 8 MB: a record with 2 MB of details, and one whose route is 1.5 MB.
+    big = record(0.1, datetime.now(UTC), route=odd_route).model_copy(update={"details": {"x": "y" * 2**21}})
+    huge_route = scores("/" + "r" * 1_500_000, 0.1, n=1)[0]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    allows_8_mb = {"max.message.bytes": str(2**23)}
+    admin.create_topics([NewTopic(cfg.evaluations_topic, 1, 1, topic_configs=allows_8_mb)])
+    admin.close()
     produce_keyed(
         bootstrap,
         cfg.state_topic,
         [(b"\xff\xfe", b"{}"), (b"one\x1ftwo", b"{}"), (b"s\x1f/r\x1fm", b"{not json")],
     )
     with Running(cfg, receiver) as service:
-        produce(bootstrap, cfg.evaluations_topic, [not_unicode, *scores(odd_route, 0.1)])
+        values = [not_unicode, huge_route, big.model_dump_json().encode(), *scores(odd_route, 0.1, n=7)]
+        produce_keyed(bootstrap, cfg.evaluations_topic, [(b"k", value) for value in values])
         receiver.wait_for(about(odd_route, "firing"))
-        _wait(lambda: service.stats.records >= 8 and service.first_assigned_at is not None)
-        # The state topic is read at every assignment: 3 bad entries each time, never a stop.
+        _wait(lambda: service.stats.records >= 8)
         assert service.stats.skipped["invalid_record"] == 1
-        assert service.stats.skipped["invalid_state"] >= 3 and set(service.stats.skipped) == {
-            "invalid_record",
-            "invalid_state",
-        }
+        assert service.stats.skipped["oversized_record"] == 1
+        # The state topic is read at every assignment: 3 bad entries each time, never a stop.
+        assert service.stats.skipped["invalid_state"] >= 3
+        assert set(service.stats.skipped) == {"invalid_record", "oversized_record", "invalid_state"}
     # Restarted, it finds the odd route's state under its own key: no second page, and the recovery resolves.
     with Running(cfg, receiver):
         produce(bootstrap, cfg.evaluations_topic, scores(odd_route, 0.95))
@@ -138,10 +146,9 @@ def test_no_name_or_stored_state_stops_the_service(
 
 
 def produce_keyed(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2**23)
     for key, value in messages:
-        producer.send(topic, key=key, value=value)
-    producer.flush()
+        producer.send(topic, key=key, value=value).get(60)
     producer.close()
 
 

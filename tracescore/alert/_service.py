@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import MessageSizeTooLargeError, TopicAlreadyExistsError
 from kafka.partitioner.default import murmur2
 from pydantic import ValidationError
 
@@ -36,21 +36,32 @@ from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._sinks import AlertmanagerSink, Sink
 from tracescore.emit import SCHEMA_VERSION, EvaluationRecord
+from tracescore.score import Usage
 
 __all__ = ["AlertService", "AlertStats"]
 
 _log = logging.getLogger("tracescore.alert")
 Clock = Callable[[], datetime]
+_ROUTES_REASON_CHARS = 1_000
 
 
 @dataclass
 class AlertStats:
     records: int = 0
-    # unknown_schema_version, invalid_record (evaluations topic), invalid_state (state topic)
+    # evaluations topic: unknown_schema_version, invalid_record, oversized_record; state topic: invalid_state
     skipped: Counter[str] = field(default_factory=Counter)
     notifications: int = 0
     evicted_routes: int = 0
     delivery_failures: int = 0
+
+
+def _for_routes(record: EvaluationRecord) -> bytes:
+    """What alerting reads of a record: without its details and usage, and with the reason (read only to tell
+    timeouts from other failures) cut short, so a routes-topic message stays small whatever the evaluations
+    topic allows."""
+    reason = record.reason[:_ROUTES_REASON_CHARS] if record.reason else record.reason
+    slim = record.model_copy(update={"details": {}, "usage": Usage(), "reason": reason})
+    return slim.model_dump_json().encode()
 
 
 def _schema_version(value: bytes | None) -> object:
@@ -155,7 +166,10 @@ class AlertService:
                 if record is None:
                     continue
                 key = AlertKey(record.service_name, record.route, record.metric)
-                self._producer.send(self.config.routes_topic, key=key.encode(), value=message.value)
+                try:
+                    self._producer.send(self.config.routes_topic, key=key.encode(), value=_for_routes(record))
+                except MessageSizeTooLargeError as exc:  # only names of hundreds of KB get here
+                    self._skip("oversized_record", str(exc).splitlines()[0][:200])
         if count:
             self._producer.flush(timeout=30)
             self._ingest.commit()
