@@ -8,10 +8,10 @@
 
 Evaluation records are keyed by trace id, so one route's records are spread over every partition. The first
 stage writes them again (what alerting reads of them: no details) keyed by route, so with several alert
-instances each owns whole routes and its alert state is complete. After a restart or rebalance, an instance rebuilds its routes' windows by re-reading the
-routes topic from the window's start (without notifying) and knows what it already notified from the
-compacted state topic: a firing alert is neither repeated nor forgotten, and one that recovered meanwhile
-is resolved.
+instances each owns whole routes and its alert state is complete. After a restart or rebalance, an instance
+rebuilds its routes' windows by re-reading the routes topic from the window's start (without notifying) and
+knows what it already notified from the compacted state topic: a firing alert is neither repeated nor
+forgotten, and one that recovered meanwhile is resolved.
 """
 
 from __future__ import annotations
