@@ -31,6 +31,7 @@ from kafka.errors import MessageSizeTooLargeError, TopicAlreadyExistsError
 from kafka.partitioner.default import murmur2
 from pydantic import ValidationError
 
+from tracescore._kafka import wait_for_partitions
 from tracescore.alert._config import AlertConfig
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._notification import AlertKey, Notification
@@ -126,6 +127,8 @@ class AlertService:
 
     def run(self, idle_timeout_s: float | None = None) -> AlertStats:
         self._ensure_topics()
+        topics = [self.config.evaluations_topic, self.config.routes_topic]
+        wait_for_partitions({"bootstrap_servers": self.config.bootstrap_servers}, topics)
         self._ingest.subscribe([self.config.evaluations_topic])
         self._routes.subscribe([self.config.routes_topic], listener=_Rebuild(self))
         last_message = time.monotonic()
@@ -327,6 +330,8 @@ class AlertService:
         admin = KafkaAdminClient(bootstrap_servers=self.config.bootstrap_servers)
         try:
             for topic in (
+                # With the broker's defaults, as `tracescore consume` creates it, when alerting starts first.
+                NewTopic(self.config.evaluations_topic, -1, -1),
                 NewTopic(self.config.routes_topic, self.config.routes_partitions, -1),
                 NewTopic(self.config.state_topic, 1, -1, topic_configs={"cleanup.policy": "compact"}),
             ):

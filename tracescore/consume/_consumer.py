@@ -26,6 +26,7 @@ from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from tracescore import semconv
+from tracescore._kafka import wait_for_partitions
 from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._cascade import LockedPolicy, Scored, Scorer
@@ -555,6 +556,7 @@ class EvaluationConsumer:
     def _ensure_topics(self) -> None:
         s = self.settings
         ensure_topics(s, {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic})
+        wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
 
 
 class _Acked:
