@@ -198,3 +198,48 @@ def test_a_partition_kept_through_a_rebalance_is_read_again_from_its_first_unfin
     assert {r.span_id for r in seen} == chains, f"scored {len(seen)} of {len(traces)}: {member.stats}"
     assert all(r.label == "faithful" for r in seen), "each scored with its retrieved documents"
     assert_all_committed(bootstrap, group, topic)
+
+
+def test_finished_work_is_committed_when_a_rebalance_revokes_it_and_the_member_goes_on(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    # The rebalance listener runs on kafka-python's IO thread: a blocking commit there raised, and the error,
+    # thrown out of poll, stopped the member whenever it held finished work not yet committed.
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic, group = f"{topic_prefix}.spans", f"{topic_prefix}.group"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.close()
+    traces = [openinference_trace("The Aurora X2 battery lasts 14 hours.") for _ in range(4)]
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i, spans in enumerate(traces):
+        for key, value in messages(spans):
+            producer.send(topic, value, key=key, partition=i % 2)
+    producer.close()
+    # No periodic commit: at the rebalance, all finished work is still to be committed.
+    member, seen = consumer_for(bootstrap, topic_prefix, idle_timeout_s=None, commit_interval_s=3600)
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            member.run()
+        except BaseException as exc:  # the test's verdict, not a crash of the test runner
+            failures.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    wait_for(lambda: member.stats.evaluations == len(traces), "every trace scored")
+    assert set(committed(bootstrap, group, topic).values()) == {None}, "nothing committed yet"
+
+    other = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    wait_for(lambda: bool(other.poll(timeout_ms=200) is not None and other.assignment()), "a rebalance")
+    other.close()
+    back = "the member to take both partitions back"
+    wait_for(lambda: len(member._consumer.assignment()) == 2 or bool(failures), back)
+    member.stop()
+    runner.join(60)
+
+    assert not failures, f"the member stopped: {failures[0]!r}"
+    assert_all_committed(bootstrap, group, topic)
+    assert len(seen) == len(traces), "finished work committed at the revoke is not scored again"

@@ -238,19 +238,41 @@ class EvaluationConsumer:
 
         `lost`: the member was removed from the group (session expired), so a commit would be refused, and
         kafka-python starts every partition it gets back from the group's committed offset."""
-        if not lost:
-            self._maybe_commit(force=True)
+        committing = {} if lost else self._offsets.committable(self._assembler.low_watermarks())
         dropped = self._assembler.clear()
         queued = len(self._queue)
         self._queue.clear()
         rewind = self._offsets.reset()
         self._rewind = {} if lost else rewind
+        if committing:
+            self._commit_on_revoke(committing)
         if dropped or queued:
             _log.info(
                 "rebalance: %d buffered traces and %d queued interactions left to the next owner",
                 dropped,
                 queued,
             )
+
+    def _commit_on_revoke(self, offsets: dict[Hashable, int]) -> None:
+        """Commit finished work before the group rejoins, so the next owner does not read it again.
+
+        The rebalance listener runs on kafka-python's IO thread, where a blocking commit raises (and the
+        error, out of poll, stopped the member): the commit is sent without waiting. Its response arrives
+        before the new assignment (same connection, in order), and a kept partition then resumes after it."""
+        assert self._consumer is not None
+
+        def committed(_: object) -> None:
+            for tp, offset in offsets.items():
+                if tp in self._rewind:
+                    self._rewind[tp] = max(self._rewind[tp], offset)
+
+        try:
+            future = self._consumer.commit_async(
+                offsets={tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()}
+            )
+            future.add_callback(committed)
+        except KafkaError as exc:
+            _log.warning("offsets not committed before the rebalance (%s); that work will be read again", exc)
 
     def partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         """A partition kept through the rebalance keeps kafka-python's fetch position, past the messages
