@@ -154,27 +154,48 @@ def test_spans_of_other_services_in_a_trace_are_read_with_it(bootstrap: str, top
     assert len(seen) == 1 and stats.dead_letters == 1
 
 
+class TwoPartitionTraces:
+    """Four traces on a spans topic of two partitions (each trace on one, both used), sent in parts, and a
+    second group member that joins and leaves."""
+
+    def __init__(self, bootstrap: str, prefix: str) -> None:
+        from kafka import KafkaProducer
+
+        self.bootstrap, self.topic, self.group = bootstrap, f"{prefix}.spans", f"{prefix}.group"
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(self.topic, 2, 1)])
+        admin.close()
+        self.traces = [openinference_trace("The Aurora X2 battery lasts 14 hours.") for _ in range(4)]
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap)
+
+    def send(self, part: slice = slice(None)) -> None:
+        for i, spans in enumerate(self.traces):
+            for key, value in messages(spans[part]):
+                self._producer.send(self.topic, value, key=key, partition=i % 2)
+        self._producer.flush()
+
+    def rebalance(self) -> None:
+        """A second member joins (one partition each) and leaves: the first keeps one partition throughout."""
+        from kafka import KafkaConsumer
+
+        other = KafkaConsumer(
+            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False
+        )
+        wait_for(lambda: bool(other.poll(timeout_ms=200) is not None and other.assignment()), "a rebalance")
+        other.close()
+
+    def close(self) -> None:
+        self._producer.close()
+
+
 def test_a_partition_kept_through_a_rebalance_is_read_again_from_its_first_unfinished_message(
     bootstrap: str, topic_prefix: str
 ) -> None:
     # kafka-python keeps a kept partition's fetch position through a rebalance, past the spans the member
     # dropped from its buffer on revoke; unless it seeks back, those traces lose their children for good.
-    from kafka import KafkaConsumer, KafkaProducer
-
-    topic, group = f"{topic_prefix}.spans", f"{topic_prefix}.group"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(topic, 2, 1)])
-    admin.close()
-    traces = [openinference_trace("The Aurora X2 battery lasts 14 hours.") for _ in range(4)]
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-
-    def send(part: slice) -> None:
-        for i, spans in enumerate(traces):  # each trace on one partition, both partitions used
-            for key, value in messages(spans[part]):
-                producer.send(topic, value, key=key, partition=i % 2)
-        producer.flush()
-
-    send(slice(0, 2))  # the children now: every trace waits in the buffer for its root
+    topic = TwoPartitionTraces(bootstrap, topic_prefix)
+    traces = topic.traces
+    topic.send(slice(0, 2))  # the children now: every trace waits in the buffer for its root
     member, seen = consumer_for(
         bootstrap, topic_prefix, idle_timeout_s=None, max_records=len(traces),
         assembly=AssemblySettings(grace_s=0, max_wait_s=3600),
@@ -183,21 +204,18 @@ def test_a_partition_kept_through_a_rebalance_is_read_again_from_its_first_unfin
     runner.start()
     wait_for(lambda: member.stats.messages == 2 * len(traces), "every child span to be buffered")
 
-    # A second member joins (one partition each) and leaves: the first member keeps one partition throughout.
-    other = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    wait_for(lambda: bool(other.poll(timeout_ms=200) is not None and other.assignment()), "a rebalance")
-    other.close()
+    topic.rebalance()
 
-    send(slice(2, 3))  # the roots
+    topic.send(slice(2, 3))  # the roots
     runner.join(120)
     if runner.is_alive():
         member.stop()
         runner.join(60)
-    producer.close()
+    topic.close()
     chains = {format(spans[-1].context.span_id, "016x") for spans in traces}
     assert {r.span_id for r in seen} == chains, f"scored {len(seen)} of {len(traces)}: {member.stats}"
     assert all(r.label == "faithful" for r in seen), "each scored with its retrieved documents"
-    assert_all_committed(bootstrap, group, topic)
+    assert_all_committed(bootstrap, topic.group, topic.topic)
 
 
 def test_finished_work_is_committed_when_a_rebalance_revokes_it_and_the_member_goes_on(
@@ -205,18 +223,9 @@ def test_finished_work_is_committed_when_a_rebalance_revokes_it_and_the_member_g
 ) -> None:
     # The rebalance listener runs on kafka-python's IO thread: a blocking commit there raised, and the error,
     # thrown out of poll, stopped the member whenever it held finished work not yet committed.
-    from kafka import KafkaConsumer, KafkaProducer
-
-    topic, group = f"{topic_prefix}.spans", f"{topic_prefix}.group"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(topic, 2, 1)])
-    admin.close()
-    traces = [openinference_trace("The Aurora X2 battery lasts 14 hours.") for _ in range(4)]
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    for i, spans in enumerate(traces):
-        for key, value in messages(spans):
-            producer.send(topic, value, key=key, partition=i % 2)
-    producer.close()
+    topic = TwoPartitionTraces(bootstrap, topic_prefix)
+    topic.send()
+    topic.close()
     # No periodic commit: at the rebalance, all finished work is still to be committed.
     member, seen = consumer_for(bootstrap, topic_prefix, idle_timeout_s=None, commit_interval_s=3600)
     failures: list[BaseException] = []
@@ -229,17 +238,15 @@ def test_finished_work_is_committed_when_a_rebalance_revokes_it_and_the_member_g
 
     runner = threading.Thread(target=run)
     runner.start()
-    wait_for(lambda: member.stats.evaluations == len(traces), "every trace scored")
-    assert set(committed(bootstrap, group, topic).values()) == {None}, "nothing committed yet"
+    wait_for(lambda: member.stats.evaluations == len(topic.traces), "every trace scored")
+    assert set(committed(bootstrap, topic.group, topic.topic).values()) == {None}, "nothing committed yet"
 
-    other = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    wait_for(lambda: bool(other.poll(timeout_ms=200) is not None and other.assignment()), "a rebalance")
-    other.close()
+    topic.rebalance()
     back = "the member to take both partitions back"
     wait_for(lambda: len(member._consumer.assignment()) == 2 or bool(failures), back)
     member.stop()
     runner.join(60)
 
     assert not failures, f"the member stopped: {failures[0]!r}"
-    assert_all_committed(bootstrap, group, topic)
-    assert len(seen) == len(traces), "finished work committed at the revoke is not scored again"
+    assert_all_committed(bootstrap, topic.group, topic.topic)
+    assert len(seen) == len(topic.traces), "finished work committed at the revoke is not scored again"
