@@ -266,13 +266,18 @@ class EvaluationConsumer:
                 if tp in self._rewind:
                     self._rewind[tp] = max(self._rewind[tp], offset)
 
+        def not_committed(exc: object) -> None:
+            # Nothing is lost (the work is read again), but say why its outputs appear twice.
+            _log.warning("offsets not committed before the rebalance (%s); that work will be read again", exc)
+
         try:
             future = self._consumer.commit_async(
                 offsets={tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()}
             )
             future.add_callback(committed)
+            future.add_errback(not_committed)
         except KafkaError as exc:
-            _log.warning("offsets not committed before the rebalance (%s); that work will be read again", exc)
+            not_committed(exc)
 
     def partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         """A partition kept through the rebalance keeps kafka-python's fetch position, past the messages
