@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from export_helpers import read_all
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -146,6 +148,46 @@ def test_every_span_reaches_the_topic_and_is_counted_delivered(bootstrap: str, t
     assert not exporter.accounting.dropped
 
 
+@pytest.mark.kafka
+def test_force_flush_returns_once_spans_are_delivered_to_a_topic_still_being_created(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    # Created now and not waited for: the first sends meet a partition without a leader yet and are retried
+    # by the producer, so "handed to the exporter" and "delivered" are seconds apart.
+    topic = f"{topic_prefix}.new"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 3, 1)])
+    finally:
+        admin.close()
+    exporter = KafkaSpanExporter(bootstrap, topic)
+    provider, bounded = _pipeline(exporter, schedule_delay_s=60)  # only the flush sends anything
+    _make(provider, 20)
+    try:
+        assert bounded.force_flush(60_000)
+        assert exporter.accounting.delivered == 20, "force_flush() returned True before delivery"
+        assert not exporter.accounting.dropped
+        assert len(read_all(bootstrap, topic, timeout_s=30)) == 20
+        _make(provider, 5, start=20)
+        assert bounded.force_flush(60_000) and exporter.accounting.delivered == 25
+    finally:
+        bounded.shutdown(timeout_millis=10_000)
+
+
+def test_force_flush_is_false_when_spans_were_dropped() -> None:
+    exporter = KafkaSpanExporter(
+        f"127.0.0.1:{_closed_port()}", "spans", settings=KafkaProducerSettings(max_block_ms=500)
+    )
+    provider, bounded = _pipeline(exporter, schedule_delay_s=60)
+    _make(provider, 3)
+    try:
+        assert not bounded.force_flush(30_000), "no broker: nothing was delivered"
+        assert exporter.accounting.dropped == {"unavailable": 3}
+        assert bounded.force_flush(30_000), "nothing ended since the last flush, nothing dropped since"
+    finally:
+        bounded.shutdown(timeout_millis=1_000)
+
+
 def test_no_broker_at_all_costs_counted_drops_and_a_bounded_shutdown(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -204,9 +246,12 @@ def test_an_outage_inside_the_delivery_timeout_loses_and_drops_nothing(
     own_broker.stop()
     try:
         _make(provider, 200, start=100)  # handed to the producer while the broker is down
-        assert bounded.force_flush(60_000)
+        assert not bounded.force_flush(2_000), "nothing can be delivered while the broker is down"
+        assert exporter.accounting.delivered == 100
     finally:
         own_broker.start()
+    assert bounded.force_flush(90_000), "delivered once the broker is back, inside the delivery timeout"
+    assert exporter.accounting.delivered == 300
     bounded.shutdown(timeout_millis=90_000)
 
     names = set()
@@ -227,10 +272,12 @@ def test_records_pending_when_the_broker_is_gone_are_counted_at_a_bounded_shutdo
     provider, bounded = _pipeline(exporter, schedule_delay_s=0.05)
     _make(provider, 10)
     assert bounded.force_flush(60_000)
+    assert exporter.accounting.delivered == 10, "force_flush() returned before the records were delivered"
     own_broker.stop()
     try:
         _make(provider, 50, start=10)
-        assert bounded.force_flush(60_000)
+        # Handed to the producer, which cannot deliver them: the flush says so within its bound.
+        assert not bounded.force_flush(2_000)
         done = threading.Event()
         errors: list[BaseException] = []
 

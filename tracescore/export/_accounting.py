@@ -53,6 +53,10 @@ class SpanAccounting:
             self._unlogged[reason] += count
         self._dropped_metric.add(count, {"reason": reason})
 
+    def total_dropped(self) -> int:
+        with self._lock:
+            return sum(self.dropped.values())
+
     def log_if_due(self, force: bool = False) -> None:
         """One warning for everything dropped since the last one, at most once per interval."""
         now = time.monotonic()

@@ -6,13 +6,15 @@ the same, so a Collector and this exporter can feed the same topic and any consu
 
 `export()` hands records to the producer and returns: delivery is settled per record by the producer's
 callbacks, so a span counts as dropped only when Kafka gave up on it (a 30 s outage inside the delivery
-timeout loses and counts nothing), and `shutdown()` never raises and never waits past its bound.
+timeout loses and counts nothing). `force_flush()` returns once every record handed over so far is settled
+(True only if all were delivered), and `shutdown()` never raises and never waits past its bound.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -66,7 +68,10 @@ class KafkaSpanExporter(SpanExporter):
         self._config = (settings or KafkaProducerSettings()).producer_config()
         self._producer = producer
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified whenever pending spans settle
         self._pending = 0  # spans accepted by the producer and not yet settled
+        self._failed = 0  # spans this exporter counted as dropped (unavailable, delivery_failed), ever
+        self._failed_at_flush = 0  # ... as of the last force_flush()
         self._unsent = 0  # spans of the export() in progress not yet handed to the producer
         self._settled_all = False  # after shutdown: late callbacks were already counted
         self._shutdown = False
@@ -93,6 +98,7 @@ class KafkaSpanExporter(SpanExporter):
                 # batch would only wait as long again, so it is dropped with it.
                 with self._lock:
                     rest, self._unsent = (0 if self._settled_all else self._unsent), 0
+                    self._failed += rest
                 self.accounting.drop(rest, "unavailable")
                 _log.debug("Kafka topic %r unavailable: %s", self.topic, exc)
                 return SpanExportResult.FAILURE
@@ -108,20 +114,34 @@ class KafkaSpanExporter(SpanExporter):
             if self._settled_all:
                 return
             self._pending -= count
+            if failed:
+                self._failed += count
+            self._settled.notify_all()
         if failed:
             self.accounting.drop(count, "delivery_failed")
         else:
             self.accounting.deliver(count)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Wait until every span handed to `export()` so far is delivered or counted as dropped: True when
+        none failed since the previous flush and none is still pending when the timeout runs out."""
+        deadline = time.monotonic() + max(0.0, timeout_millis / 1000)
+        with self._lock:
+            failed_before = self._failed_at_flush
         producer = self._producer
-        if producer is None:
-            return True
-        try:
-            producer.flush(timeout=timeout_millis / 1000)
-        except KafkaError:
-            return False
-        return True
+        if producer is not None:
+            try:
+                # Sends what lingers now; raises when records are still unsettled at the timeout.
+                producer.flush(timeout=max(0.0, deadline - time.monotonic()))
+            except KafkaError as exc:
+                _log.debug("Kafka flush did not finish: %s", exc)
+        with self._lock:
+            # Callbacks run on the producer's IO thread and may land just after flush() returned.
+            settled = self._settled.wait_for(
+                lambda: self._pending == 0 or self._settled_all, max(0.0, deadline - time.monotonic())
+            )
+            self._failed_at_flush = self._failed
+            return settled and self._pending == 0 and self._failed == failed_before
 
     def shutdown(self, timeout_millis: float = 5_000) -> None:
         """Flush within the bound, count what is still pending as dropped, close. Never raises."""
@@ -137,6 +157,7 @@ class KafkaSpanExporter(SpanExporter):
             lost = self._pending + self._unsent
             self._pending = self._unsent = 0
             self._settled_all = True  # an export still blocked on the broker, or late callbacks: counted here
+            self._settled.notify_all()
         self.accounting.drop(lost, "shutdown")
         if producer is None:
             return

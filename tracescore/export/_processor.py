@@ -47,6 +47,7 @@ class BoundedSpanProcessor(SpanProcessor):
         self._flushed = threading.Condition()
         self._flush_requests = 0
         self._flushes_done = 0
+        self._dropped_at_flush = 0  # the accounting's drop total as of the last force_flush()
         self._stopping = False
         self._take_lock = threading.Lock()
         self._in_flight = 0  # spans of the batch the worker is exporting
@@ -73,14 +74,25 @@ class BoundedSpanProcessor(SpanProcessor):
             self._wake.set()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Export everything queued now; False if that did not finish within the timeout."""
+        """Export everything queued now and wait for the exporter's own flush (Kafka: until the producer has
+        every record acknowledged or given up on), all within the timeout. True only when every span that
+        ended since the previous flush was delivered: False on a timeout or any span dropped meanwhile."""
         if self._stopping:
             return False
+        deadline = time.monotonic() + timeout_millis / 1000
         with self._flushed:
             self._flush_requests += 1
             wanted = self._flush_requests
             self._wake.set()
-            return self._flushed.wait_for(lambda: self._flushes_done >= wanted, timeout_millis / 1000)
+            if not self._flushed.wait_for(lambda: self._flushes_done >= wanted, timeout_millis / 1000):
+                return False
+        # Handed to the exporter is not delivered: a serverless runtime freezes the process right after the
+        # handler returns, with records still in the exporter's buffers.
+        flushed = self.exporter.force_flush(int(max(0.0, deadline - time.monotonic()) * 1000))
+        dropped = self.accounting.total_dropped()
+        with self._flushed:
+            clean, self._dropped_at_flush = dropped == self._dropped_at_flush, dropped
+        return bool(flushed) and clean
 
     def shutdown(self, timeout_millis: float | None = None) -> None:
         """Deliver what can be delivered within the bound (default `shutdown_timeout_s`), count the rest as

@@ -12,7 +12,13 @@ from tracescore.instrument._decorators import (
     retriever,
     retriever_span,
 )
-from tracescore.instrument._setup import Instrumentation, InstrumentSettings, init, shutdown
+from tracescore.instrument._setup import (
+    Instrumentation,
+    InstrumentSettings,
+    force_flush,
+    init,
+    shutdown,
+)
 
 __all__ = [
     "BUILTIN_REDACTORS",
@@ -20,6 +26,7 @@ __all__ = [
     "InstrumentSettings",
     "Instrumentation",
     "attributes",
+    "force_flush",
     "generation",
     "generation_span",
     "init",

@@ -30,7 +30,7 @@ from tracescore.export import (
 from tracescore.instrument._content import ContentPolicy, ContentSettings, Redactor
 from tracescore.instrument._recorders import set_policy
 
-__all__ = ["InstrumentSettings", "Instrumentation", "init", "shutdown"]
+__all__ = ["InstrumentSettings", "Instrumentation", "force_flush", "init", "shutdown"]
 
 _log = logging.getLogger("tracescore.instrument")
 
@@ -145,6 +145,21 @@ def init(
         provider.add_span_processor(processor)
         _current = Instrumentation(provider, processor)
         return _current
+
+
+def force_flush(timeout_s: float = 30.0) -> bool:
+    """Wait until every span ended so far is delivered (or dropped and counted), at most `timeout_s`. True
+    only when all were delivered. Call it before a serverless handler returns (AWS Lambda freezes the process
+    right after): spans still in the Kafka producer are otherwise lost. Never raises; True without init()."""
+    with _state_lock:
+        current = _current
+    if current is None:
+        return True
+    try:
+        return current.force_flush(int(timeout_s * 1000))
+    except Exception:
+        _log.warning("tracescore force_flush failed", exc_info=True)
+        return False
 
 
 def shutdown(timeout_s: float | None = None) -> None:
