@@ -55,13 +55,48 @@ def test_unknown_settings_in_the_file_are_refused(tmp_path: Path) -> None:
 
 def test_sasl_password_never_prints(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACESCORE_KAFKA__SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("TRACESCORE_KAFKA__SASL_MECHANISM", "SCRAM-SHA-512")
     monkeypatch.setenv("TRACESCORE_KAFKA__SASL_USERNAME", "scorer")
     monkeypatch.setenv("TRACESCORE_KAFKA__SASL_PASSWORD", "hunter2-secret")
     settings = ConsumerSettings.load({})
     assert "hunter2-secret" not in repr(settings) and "hunter2-secret" not in str(settings.model_dump())
     config = settings.client_config()
-    assert config["sasl_plain_password"] == "hunter2-secret" and config["sasl_mechanism"] == "PLAIN"
+    assert config["sasl_plain_password"] == "hunter2-secret" and config["sasl_mechanism"] == "SCRAM-SHA-512"
     assert config["security_protocol"] == "SASL_PLAINTEXT"
+
+
+def test_the_sdk_s_producer_settings_in_the_shared_environment_are_accepted_and_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One ConfigMap for the app and the service: the SDK's knobs must not stop the consumer.
+    monkeypatch.setenv("TRACESCORE_KAFKA__DELIVERY_TIMEOUT_MS", "60000")
+    monkeypatch.setenv("TRACESCORE_KAFKA__LINGER_MS", "20")
+    settings = ConsumerSettings.load({})
+    assert settings.kafka.delivery_timeout_ms == 60_000
+    config = settings.client_config()
+    assert "delivery_timeout_ms" not in config and "linger_ms" not in config
+    help_text = CliRunner().invoke(consume, ["--help"], terminal_width=400).output
+    assert "--kafka-delivery-timeout-ms" not in help_text and "--kafka-sasl-mechanism" in help_text
+
+
+def test_an_unknown_kafka_variable_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACESCORE_KAFKA__DELIVERY_TIMEOUT", "60000")  # _MS missing
+    result = CliRunner().invoke(consume, [])
+    assert result.exit_code == 2
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert "TRACESCORE_KAFKA__DELIVERY_TIMEOUT " in line and "Extra inputs are not permitted" in line
+
+
+def test_sasl_without_a_mechanism_is_one_line_for_the_consumer_as_for_the_sdk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TRACESCORE_KAFKA__SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("TRACESCORE_KAFKA__SASL_USERNAME", "scorer")
+    monkeypatch.setenv("TRACESCORE_KAFKA__SASL_PASSWORD", "hunter2-secret")
+    result = CliRunner().invoke(consume, [])
+    assert result.exit_code == 2
+    assert "needs sasl_mechanism, sasl_username and sasl_password" in result.output
+    assert "hunter2-secret" not in result.output
 
 
 def test_help_names_every_option_s_environment_variable_and_default() -> None:

@@ -20,6 +20,7 @@ import click
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from tracescore import __version__
+from tracescore._kafka_config import PRODUCER_ONLY
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings
 
 __all__ = ["consume", "settings_options"]
@@ -44,6 +45,8 @@ def _env_name(path: tuple[str, ...]) -> str:
 def _fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
     out = []
     for name, info in model.model_fields.items():
+        if prefix == ("kafka",) and name in PRODUCER_ONLY:
+            continue  # the SDK's producer tuning: accepted from the environment, no use for a flag here
         annotation = info.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             out += _fields(annotation, (*prefix, name))

@@ -12,50 +12,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, read_table
+from tracescore._kafka_config import KafkaConnection, KafkaSecurity, KafkaSettings
 from tracescore.consume._assemble import AssemblySettings
 
 __all__ = ["ConfigFileError", "ConsumerSettings", "KafkaSecurity"]
 
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-
-
-class KafkaSecurity(BaseModel):
-    """How every Kafka client of the service (consumer, producer, admin) authenticates and encrypts.
-    From the environment: TRACESCORE_KAFKA__SECURITY_PROTOCOL, TRACESCORE_KAFKA__SASL_PASSWORD, ..."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None  # never logged: SecretStr prints as '**********'
-    ssl_cafile: Path | None = None
-    ssl_certfile: Path | None = None
-    ssl_keyfile: Path | None = None
-    ssl_password: SecretStr | None = None
-    ssl_check_hostname: bool = True
-
-    def client_config(self) -> dict[str, Any]:
-        """kafka-python keyword arguments, shared by KafkaConsumer, KafkaProducer and KafkaAdminClient."""
-        config: dict[str, Any] = {"security_protocol": self.security_protocol}
-        if self.security_protocol.startswith("SASL_"):
-            config["sasl_mechanism"] = self.sasl_mechanism or "PLAIN"
-            config["sasl_plain_username"] = self.sasl_username
-            config["sasl_plain_password"] = (
-                self.sasl_password.get_secret_value() if self.sasl_password else None
-            )
-        if self.security_protocol.endswith("SSL"):
-            config["ssl_check_hostname"] = self.ssl_check_hostname
-            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-                if (path := getattr(self, name)) is not None:
-                    config[name] = str(path)
-            if self.ssl_password is not None:
-                config["ssl_password"] = self.ssl_password.get_secret_value()
-        return config
 
 
 class ConsumerSettings(FileSettings):
@@ -105,7 +71,9 @@ class ConsumerSettings(FileSettings):
         default=60.0, ge=0, description="On SIGTERM/SIGINT, wait this long for interactions being scored."
     )
     connect_timeout_s: float = Field(
-        default=30.0, gt=0, description="Give up with an error if no broker answers within this time."
+        default=KafkaConnection.model_fields["connect_timeout_s"].default,
+        gt=0,
+        description="Give up with an error if no broker answers within this time.",
     )
     max_message_bytes: int = Field(
         default=900_000, ge=1024, description="Largest output message; bigger records are cut to fit."
@@ -119,7 +87,9 @@ class ConsumerSettings(FileSettings):
         description="Stop after this many seconds without a message, counted from the first assignment.",
     )
     assembly: AssemblySettings = Field(default_factory=AssemblySettings)
-    kafka: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    # TRACESCORE_KAFKA__*, the model the SDK and `tracescore alert` read too: its security applies to every
+    # client here; its producer tuning is the SDK's and is ignored here.
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
 
     @field_validator("topic", "evaluations_topic", "dlq_topic", "evaluation_spans_topic")
     @classmethod
@@ -133,8 +103,15 @@ class ConsumerSettings(FileSettings):
     def spans_out_topic(self) -> str:
         return self.evaluation_spans_topic or self.topic
 
+    def connection(self) -> KafkaConnection:
+        return KafkaConnection(
+            bootstrap_servers=self.bootstrap_servers,
+            connect_timeout_s=self.connect_timeout_s,
+            security=self.kafka.security(),
+        )
+
     def client_config(self) -> dict[str, Any]:
-        return {"bootstrap_servers": self.bootstrap_servers, **self.kafka.client_config()}
+        return self.connection().client_config()
 
     @classmethod
     def load(cls, flags: Mapping[str, Any], config_file: Path | None = None) -> ConsumerSettings:

@@ -1,0 +1,164 @@
+"""One Kafka client configuration for every process: the SDK's producer, `tracescore consume` and
+`tracescore alert` read the same `TRACESCORE_KAFKA__*` variables into the same model, so one environment
+(one ConfigMap, one `.env`) configures them all.
+
+- `KafkaSecurity`: how a client authenticates and encrypts (used by every client of every process).
+- `ProducerTuning`: the SDK producer's knobs; accepted by every process, used only by the SDK (the
+  services' own producers are tuned for their outputs).
+- `KafkaSettings`: both, the model behind `TRACESCORE_KAFKA__*`. Unknown names are refused.
+- `KafkaConnection`: what a client needs to reach the cluster (bootstrap servers, connect timeout, security).
+
+Pydantic only: importing this module imports no Kafka client, so the SDK's light install stays light.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = [
+    "PRODUCER_ONLY",
+    "KafkaConnection",
+    "KafkaSecurity",
+    "KafkaSettings",
+    "ProducerTuning",
+    "kafka_settings_from_env",
+]
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class KafkaSecurity(BaseModel):
+    """Security of every Kafka client: TRACESCORE_KAFKA__SECURITY_PROTOCOL, __SASL_MECHANISM, ..."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    security_protocol: SecurityProtocol = Field(
+        default="PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
+    )
+    # No default mechanism: a SASL client that guessed one would fail at the broker with a vaguer error.
+    sasl_mechanism: SaslMechanism | None = Field(
+        default=None, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (needed with SASL_*)."
+    )
+    sasl_username: str | None = Field(default=None, description="SASL user.")
+    # Never logged: SecretStr prints as '**********'.
+    sasl_password: SecretStr | None = Field(
+        default=None, description="SASL password (prefer the environment variable to the flag)."
+    )
+    ssl_cafile: Path | None = Field(default=None, description="CA bundle (PEM) to verify the brokers.")
+    ssl_certfile: Path | None = Field(default=None, description="Client certificate (PEM), for mTLS.")
+    ssl_keyfile: Path | None = Field(default=None, description="Client key (PEM), for mTLS.")
+    ssl_password: SecretStr | None = Field(default=None, description="Password of the client key.")
+    ssl_check_hostname: bool = Field(default=True, description="Check the broker's certificate hostname.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSecurity:
+        uses_sasl = self.security_protocol.startswith("SASL_")
+        if uses_sasl and (
+            self.sasl_mechanism is None or not self.sasl_username or self.sasl_password is None
+        ):
+            raise ValueError(
+                f"security_protocol {self.security_protocol} needs sasl_mechanism, sasl_username and "
+                "sasl_password (TRACESCORE_KAFKA__SASL_MECHANISM, __SASL_USERNAME, __SASL_PASSWORD)"
+            )
+        if self.sasl_mechanism is not None and not uses_sasl:
+            raise ValueError(
+                f"sasl_mechanism {self.sasl_mechanism} needs security_protocol SASL_PLAINTEXT or SASL_SSL"
+            )
+        return self
+
+    def secrets(self) -> list[str]:
+        """The secret values, for redaction in client logs."""
+        return [s.get_secret_value() for s in (self.sasl_password, self.ssl_password) if s is not None]
+
+    def client_config(self) -> dict[str, Any]:
+        """kafka-python keyword arguments, shared by KafkaConsumer, KafkaProducer and KafkaAdminClient
+        (secrets revealed only here)."""
+        config: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.sasl_mechanism is not None:
+            config["sasl_mechanism"] = self.sasl_mechanism
+            config["sasl_plain_username"] = self.sasl_username
+            config["sasl_plain_password"] = (
+                self.sasl_password.get_secret_value() if self.sasl_password else None
+            )
+        if self.security_protocol.endswith("SSL"):
+            config["ssl_check_hostname"] = self.ssl_check_hostname
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+                if (path := getattr(self, name)) is not None:
+                    config[name] = str(path)
+            if self.ssl_password is not None:
+                config["ssl_password"] = self.ssl_password.get_secret_value()
+        return config
+
+
+class ProducerTuning(BaseModel):
+    """The SDK producer's delivery settings. Defaults favour the application: records are retried for two
+    minutes (a broker restart loses nothing), but nothing the app calls ever waits on the broker."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # The idempotent producer (no duplicates on retry) needs acks=all.
+    acks: Literal["all"] = "all"
+    enable_idempotence: bool = True
+    compression_type: Literal["gzip", "snappy", "lz4", "zstd"] | None = "gzip"
+    linger_ms: int = Field(default=50, ge=0)
+    batch_size: int = Field(default=256 * 1024, ge=1024)
+    max_request_size: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # How long an accepted record may take to reach the broker, retries included, before it counts as dropped.
+    delivery_timeout_ms: int = Field(default=120_000, ge=1_000)
+    request_timeout_ms: int = Field(default=30_000, ge=1_000)
+    # Longest the export thread (never the app) waits for a broker or a new topic's metadata; shutdown() is
+    # bounded on its own, so a long wait here costs the application nothing.
+    max_block_ms: int = Field(default=60_000, ge=0)
+    client_id: str = "tracescore-sdk"
+
+
+# Fields of KafkaSettings that only the SDK's producer reads (the services offer no flag for them).
+PRODUCER_ONLY = frozenset(ProducerTuning.model_fields)
+
+
+class KafkaSettings(KafkaSecurity, ProducerTuning):
+    """Everything `TRACESCORE_KAFKA__*` may set, for every process: security (all clients) and the SDK
+    producer's tuning (ignored by the services, never an error there)."""
+
+    def producer_config(self) -> dict[str, Any]:
+        """kafka-python `KafkaProducer` keyword arguments of the SDK's producer."""
+        tuning = {name: getattr(self, name) for name in ProducerTuning.model_fields}
+        return {
+            **tuning,
+            "bootstrap_timeout_ms": max(self.max_block_ms, 1),
+            **self.client_config(),
+        }
+
+    def security(self) -> KafkaSecurity:
+        return KafkaSecurity(**{name: getattr(self, name) for name in KafkaSecurity.model_fields})
+
+
+class KafkaConnection(BaseModel):
+    """How a service's clients reach the cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bootstrap_servers: str
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+
+    def client_config(self) -> dict[str, Any]:
+        return {"bootstrap_servers": self.bootstrap_servers, **self.security.client_config()}
+
+
+class _KafkaEnvironment(BaseSettings):
+    # Only the `kafka` table of TRACESCORE_*: the other variables belong to other settings.
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_", env_nested_delimiter="__", extra="ignore")
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+
+
+def kafka_settings_from_env(**overrides: Any) -> KafkaSettings:
+    """`TRACESCORE_KAFKA__*` with `overrides` (flags) on top; raises pydantic's ValidationError."""
+    given = {name: value for name, value in overrides.items() if value is not None}
+    return _KafkaEnvironment(kafka=given).kafka  # type: ignore[arg-type]
