@@ -1,17 +1,97 @@
-"""Kafka client steps shared by the services."""
+"""Every Kafka client step the services share (`tracescore consume`, `tracescore alert`): connect with one
+clear error, probe the broker, create topics, wait for a new topic's partitions, the rebalance listener,
+log-once, and lag read through kafka-python's public API only."""
 
 from __future__ import annotations
 
 import logging
+import socket
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from kafka import KafkaConsumer
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 
-__all__ = ["wait_for_partitions"]
+from tracescore._kafka_config import KafkaConnection
+
+__all__ = [
+    "BrokerUnreachable",
+    "LogOnce",
+    "RebalanceListener",
+    "caught_up",
+    "check_broker",
+    "connect",
+    "ensure_topics",
+    "lag",
+    "redact_in_client_logs",
+    "wait_for_partitions",
+]
 
 _log = logging.getLogger("tracescore")
+T = TypeVar("T")
+
+
+class BrokerUnreachable(RuntimeError):
+    """No Kafka broker answered within the connect timeout, or it refused the client (authentication, TLS)."""
+
+
+def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None:
+    """Raise BrokerUnreachable unless a bootstrap server accepts a TCP connection within `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    last_error: OSError | None = None
+    while True:
+        for address in bootstrap_servers.split(","):
+            host, _, port = address.strip().rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=2):
+                    return
+            except (OSError, ValueError) as exc:
+                last_error = exc if isinstance(exc, OSError) else OSError(str(exc))
+        if time.monotonic() >= deadline:
+            raise BrokerUnreachable(
+                f"no Kafka broker reachable at {bootstrap_servers} ({when}; tried for {wait_s:.0f}s, "
+                f"last error: {last_error})"
+            )
+        time.sleep(0.5)
+
+
+def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -> T:
+    """`build(client_config)` once a broker answers: one clear error, not a stream of client logs, when
+    none does within the connect timeout or the broker refuses the client."""
+    check_broker(connection.bootstrap_servers, "starting", wait_s=connection.connect_timeout_s)
+    redact_in_client_logs(*connection.security.secrets())
+    try:
+        return build(connection.client_config())
+    except KafkaError as exc:
+        # Authentication, TLS or protocol problems: one line naming the cause, never a traceback.
+        raise BrokerUnreachable(
+            f"cannot connect to Kafka at {connection.bootstrap_servers} "
+            f"({connection.security.security_protocol}): {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic]) -> None:
+    """Create the missing topics (a name: with the broker's defaults). Best effort: where this client may
+    not create topics, the broker's auto-creation or the operator's provisioning applies."""
+    wanted = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t, -1, -1) for t in topics)}
+    try:
+        admin = KafkaAdminClient(**connection.client_config())
+    except KafkaError as exc:
+        _log.debug("cannot check topics: %s", exc)
+        return
+    try:
+        existing = set(admin.list_topics())
+        missing = [topic for name, topic in sorted(wanted.items()) if name not in existing]
+        if missing:
+            # raise_errors=False: another process creating the same topic at the same moment is fine.
+            admin.create_topics(missing, raise_errors=False)
+            _log.info("created topics: %s", ", ".join(t.name for t in missing))
+    except KafkaError as exc:
+        _log.debug("could not create topics %s: %s", sorted(wanted), exc)
+    finally:
+        admin.close()
 
 
 def wait_for_partitions(
@@ -42,3 +122,121 @@ def wait_for_partitions(
             time.sleep(0.2)
     finally:
         probe.close()
+
+
+Partitions = Callable[[Sequence[TopicPartition]], None]
+
+
+class RebalanceListener(ConsumerRebalanceListener):
+    """Forwards a group member's rebalance callbacks (run on the client's IO thread: they must not block),
+    logs each assignment and remembers when the first one came (`first_assigned_at`, monotonic)."""
+
+    def __init__(
+        self,
+        log: logging.Logger,
+        *,
+        assigned: Partitions,
+        revoked: Partitions,
+        lost: Partitions | None = None,
+    ) -> None:
+        self._log = log
+        self._assigned = assigned
+        self._revoked = revoked
+        self._lost = lost or revoked
+        self.first_assigned_at: float | None = None
+
+    def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        self._revoked(revoked)
+
+    def on_partitions_lost(self, lost: Sequence[TopicPartition]) -> None:
+        self._lost(lost)
+
+    def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        self._log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
+        if self.first_assigned_at is None:
+            self.first_assigned_at = time.monotonic()
+        self._assigned(assigned)
+
+
+class LogOnce:
+    """A warning the first time a key is seen, and only a count after: a flood of bad input is not a flood
+    of logs."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._log = log
+        self._seen: set[Hashable] = set()
+
+    def __call__(self, key: Hashable, message: str, *args: object) -> bool:
+        """Log `message % args` if `key` is new; True when it was logged."""
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        self._log.warning(message, *args)
+        return True
+
+
+def lag(consumer: KafkaConsumer, ask_broker: bool = False) -> dict[TopicPartition, int | None]:
+    """Messages left per assigned partition: the end offset minus the next offset to fetch (None while
+    either is unknown). `ask_broker`: the end offsets from the broker (a network call, for a status line);
+    otherwise the high watermarks the last fetches returned (free, for a check every loop)."""
+    assigned = list(consumer.assignment())
+    if not assigned:
+        return {}
+    ends: Mapping[TopicPartition, int | None]
+    if ask_broker:
+        try:
+            ends = consumer.end_offsets(assigned)
+        except KafkaError:
+            ends = {tp: consumer.highwater(tp) for tp in assigned}
+    else:
+        ends = {tp: consumer.highwater(tp) for tp in assigned}
+    out: dict[TopicPartition, int | None] = {}
+    for tp in assigned:
+        end, position = ends.get(tp), _position(consumer, tp)
+        out[tp] = None if end is None or position is None else max(0, end - position)
+    return out
+
+
+def caught_up(consumer: KafkaConsumer) -> bool:
+    """Every assigned partition read to its high watermark (both known)."""
+    return all(left == 0 for left in lag(consumer).values())
+
+
+def _position(consumer: KafkaConsumer, tp: TopicPartition) -> int | None:
+    # position() returns the held position without a network call once every assigned partition has one;
+    # the short timeout bounds the call otherwise (a partition just assigned).
+    try:
+        return consumer.position(tp, timeout_ms=100)
+    except KafkaError:
+        return None
+
+
+class _Redact(logging.Filter):
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if any(secret in message for secret in self.secrets):
+            for secret in self.secrets:
+                message = message.replace(secret, "**********")
+            record.msg, record.args = message, None
+        return True
+
+
+def redact_in_client_logs(*secrets: str | None) -> None:
+    """Mask `secrets` in every kafka-python log record: at DEBUG it dumps requests, SASL credentials
+    included. Filters sit on the client's loggers themselves, so every handler (ours, pytest's, the
+    application's) only ever sees the masked text."""
+    wanted = tuple(s for s in secrets if s)
+    if not wanted:
+        return
+    names = [n for n in logging.Logger.manager.loggerDict if n == "kafka" or n.startswith("kafka.")]
+    for name in names:
+        logger = logging.getLogger(name)
+        existing = next((f for f in logger.filters if isinstance(f, _Redact)), None)
+        if existing is None:
+            logger.addFilter(_Redact(wanted))
+        else:
+            existing.secrets = tuple(dict.fromkeys((*existing.secrets, *wanted)))

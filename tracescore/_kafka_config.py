@@ -25,6 +25,8 @@ __all__ = [
     "KafkaSecurity",
     "KafkaSettings",
     "ProducerTuning",
+    "SaslMechanism",
+    "SecurityProtocol",
     "kafka_settings_from_env",
 ]
 

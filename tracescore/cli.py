@@ -7,9 +7,10 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from tracescore import __version__
+from tracescore._kafka_config import KafkaConnection
 
 # `pip install tracescore` is the SDK only; the command is the scoring service and needs its extra.
 _NEEDS_CONSUMER_EXTRA = "the tracescore command needs the consumer extra ({} is not installed): " + (
@@ -87,6 +88,51 @@ def main(verbose: bool) -> None:
     logging.getLogger("kafka").setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
+def _kafka_security_options(fn: Any) -> Any:
+    """`tracescore consume`'s Kafka security flags (the password only from the environment)."""
+    from tracescore._kafka_config import KafkaSecurity, SaslMechanism, SecurityProtocol
+
+    fields = KafkaSecurity.model_fields
+    choices = {"security_protocol": get_args(SecurityProtocol), "sasl_mechanism": get_args(SaslMechanism)}
+    for name in reversed(
+        ["security_protocol", "sasl_mechanism", "sasl_username", "ssl_cafile", "ssl_certfile", "ssl_keyfile"]
+    ):
+        kind = click.Choice(choices[name]) if name in choices else click.STRING
+        env = f"TRACESCORE_KAFKA__{name.upper()}"
+        help_text = f"{(fields[name].description or '').rstrip('.')}. [env: {env}]"
+        fn = click.option(f"--kafka-{name.replace('_', '-')}", f"kafka_{name}", type=kind, help=help_text)(fn)
+    return fn
+
+
+def _alert_connection(config: Any, connect_timeout: float | None, flags: dict[str, Any]) -> KafkaConnection:
+    """How `tracescore alert` reaches Kafka: TRACESCORE_KAFKA__* with the flags on top; the brokers from
+    --bootstrap-servers > TRACESCORE_ALERT_BOOTSTRAP_SERVERS > the config file > TRACESCORE_BOOTSTRAP_SERVERS
+    (the name the SDK and consume read) > the default."""
+    import os
+
+    from pydantic import ValidationError
+
+    from tracescore._kafka_config import kafka_settings_from_env
+
+    given = {key.removeprefix("kafka_"): value for key, value in flags.items()}
+    try:
+        security = kafka_settings_from_env(**given).security()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            path = [str(part) for part in error["loc"]]
+            name = path[-1] if len(path) > 1 else ""
+            where = f"--kafka-{name.replace('_', '-')}" if given.get(name) is not None else None
+            where = where or "TRACESCORE_" + "__".join(p.upper() for p in path)
+            problems.append(f"invalid value for {where}: {error['msg'].removeprefix('Value error, ')}")
+        raise click.UsageError("; ".join(problems)) from None
+    servers = config.bootstrap_servers
+    if "bootstrap_servers" not in config.model_fields_set:
+        servers = os.environ.get("TRACESCORE_BOOTSTRAP_SERVERS") or servers
+    timeout = {} if connect_timeout is None else {"connect_timeout_s": connect_timeout}
+    return KafkaConnection(bootstrap_servers=servers, security=security, **timeout)
+
+
 @main.command()
 @click.option(
     "--config",
@@ -107,14 +153,30 @@ def main(verbose: bool) -> None:
     default=None,
     help="Stop after this many seconds without an evaluation record (demos, tests).",
 )
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    envvar="TRACESCORE_CONNECT_TIMEOUT_S",
+    show_envvar=True,
+    default=None,
+    help="Give up with an error if no broker answers within this time "
+    f"[default: {KafkaConnection.model_fields['connect_timeout_s'].default:g}].",
+)
+@_kafka_security_options
 def alert(
     config_path: Path | None,
     bootstrap_servers: str | None,
     evaluations_topic: str | None,
     group_id: str | None,
     idle_timeout: float | None,
+    connect_timeout: float | None,
+    **security: Any,
 ) -> None:
-    """Alert on rolling scores per service and route, across every scoring consumer of the group."""
+    """Alert on rolling scores per service and route, across every scoring consumer of the group.
+
+    Kafka security as for `tracescore consume` and the SDK: TRACESCORE_KAFKA__* (the password only from
+    TRACESCORE_KAFKA__SASL_PASSWORD), the flags below on top."""
+    from tracescore._kafka import BrokerUnreachable
     from tracescore.alert import AlertConfigError, AlertService, load_alert_config, make_sink
 
     try:
@@ -128,14 +190,17 @@ def alert(
         raise click.UsageError(str(exc)) from exc
     from kafka.errors import KafkaError
 
+    connection = _alert_connection(config, connect_timeout, security)
     sinks = [_or_usage_error(make_sink, sink) for sink in config.sinks]
     try:
-        service = AlertService(config, sinks)
+        service = AlertService(config, sinks, kafka=connection)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: service.stop())
         stats = service.run(idle_timeout_s=idle_timeout)
-    except KafkaError as exc:  # unreachable brokers, missing rights: one line, not a traceback
-        raise click.ClickException(f"Kafka at {config.bootstrap_servers}: {exc}") from exc
+    except BrokerUnreachable as exc:
+        raise click.ClickException(str(exc)) from exc
+    except KafkaError as exc:  # missing rights and the like: one line, not a traceback
+        raise click.ClickException(f"Kafka at {connection.bootstrap_servers}: {exc}") from exc
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
         f"records={stats.records} notifications={stats.notifications} "

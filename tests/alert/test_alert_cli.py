@@ -45,7 +45,30 @@ def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
     from tracescore.alert.testing import free_port
 
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
-    result = CliRunner().invoke(main, ["alert", "--bootstrap-servers", address])
+    result = CliRunner().invoke(main, ["alert", "--bootstrap-servers", address, "--connect-timeout", "1"])
     assert result.exit_code == 1
-    assert f"Error: Kafka at {address}:" in result.output
+    # The line `tracescore consume` prints for the same mistake.
+    assert f"Error: no Kafka broker reachable at {address} (starting; tried for 1s" in result.output
     assert "Traceback" not in result.output
+
+
+def test_the_alert_reads_the_kafka_security_everyone_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK's producer knobs in the shared environment are accepted; a SASL setting without its
+    # mechanism is the same one-line error as for consume and the SDK; a flag names itself.
+    monkeypatch.setenv("TRACESCORE_KAFKA__DELIVERY_TIMEOUT_MS", "60000")
+    monkeypatch.setenv("TRACESCORE_KAFKA__SASL_USERNAME", "scorer")
+    monkeypatch.setenv("TRACESCORE_KAFKA__SASL_PASSWORD", "hunter2-secret")
+    result = CliRunner().invoke(main, ["alert", "--kafka-security-protocol", "SASL_SSL"])
+    assert result.exit_code == 2
+    assert "needs sasl_mechanism, sasl_username and sasl_password" in result.output
+    assert "hunter2-secret" not in result.output
+    monkeypatch.setenv("TRACESCORE_KAFKA__SASL_MECHANISM", "SCRAM-SHA-256")
+    result = CliRunner().invoke(main, ["alert"])  # SASL mechanism without a SASL protocol
+    assert result.exit_code == 2
+    assert "invalid value for TRACESCORE_KAFKA: sasl_mechanism SCRAM-SHA-256 needs security_protocol" in (
+        result.output
+    )
+    monkeypatch.setenv("TRACESCORE_KAFKA__LINGER", "5")
+    result = CliRunner().invoke(main, ["alert"])
+    assert result.exit_code == 2
+    assert "invalid value for TRACESCORE_KAFKA__LINGER: Extra inputs are not permitted" in result.output

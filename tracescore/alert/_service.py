@@ -16,7 +16,6 @@ forgotten, and one that recovered meanwhile is resolved.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
@@ -24,14 +23,16 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import MessageSizeTooLargeError, TopicAlreadyExistsError
+from kafka.errors import MessageSizeTooLargeError
 from kafka.partitioner.default import murmur2
 from pydantic import ValidationError
 
-from tracescore._kafka import wait_for_partitions
+from tracescore._kafka import LogOnce, RebalanceListener, connect, ensure_topics, wait_for_partitions
+from tracescore._kafka_config import KafkaConnection
 from tracescore.alert._config import AlertConfig
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._notification import AlertKey, Notification
@@ -74,23 +75,13 @@ def _schema_version(value: bytes | None) -> object:
     return data.get("schema_version") if isinstance(data, dict) else None
 
 
-class _Rebuild(ConsumerRebalanceListener):
-    def __init__(self, service: AlertService) -> None:
-        self._service = service
-
-    def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
-        self._service.evaluator.forget_partitions(tp.partition for tp in revoked)
-
-    def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
-        self._service.assigned(assigned)
-
-
 class AlertService:
     def __init__(
         self,
         config: AlertConfig,
         sinks: Sequence[Sink],
         *,
+        kafka: KafkaConnection | None = None,
         clock: Clock = lambda: datetime.now(UTC),
         on_notification: Callable[[Notification], None] | None = None,
     ) -> None:
@@ -101,25 +92,25 @@ class AlertService:
         self._clock = clock
         self._on_notification = on_notification
         self._stopping = False
-        self._logged_skips: set[str] = set()
+        self._warn_once = LogOnce(_log)
         self._replay_until: dict[TopicPartition, int] = {}
         self._pending_rebuild: set[TopicPartition] = set()
         self._last_resend: float = time.monotonic()
-        servers = config.bootstrap_servers
-        self._ingest = KafkaConsumer(
-            bootstrap_servers=servers,
-            group_id=config.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
-        self._routes = KafkaConsumer(
-            bootstrap_servers=servers,
-            group_id=f"{config.group_id}.routes",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
-        self._producer = KafkaProducer(bootstrap_servers=servers, acks="all")
+        # Plaintext to config.bootstrap_servers unless given (`tracescore alert` gives TRACESCORE_KAFKA__*).
+        self.connection = kafka or KafkaConnection(bootstrap_servers=config.bootstrap_servers)
+        # BrokerUnreachable (one line) when no broker answers within the connect timeout.
+        self._ingest, self._routes, self._producer = connect(self.connection, self._clients)
         self.first_assigned_at: float | None = None
+
+    def _clients(self, client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
+        group = self.config.group_id
+        ingest = KafkaConsumer(
+            **client, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        routes = KafkaConsumer(
+            **client, group_id=f"{group}.routes", enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        return ingest, routes, KafkaProducer(**client, acks="all")
 
     def stop(self) -> None:
         """Return from run() after the current batch. Safe from a signal handler."""
@@ -128,9 +119,14 @@ class AlertService:
     def run(self, idle_timeout_s: float | None = None) -> AlertStats:
         self._ensure_topics()
         topics = [self.config.evaluations_topic, self.config.routes_topic]
-        wait_for_partitions({"bootstrap_servers": self.config.bootstrap_servers}, topics)
+        wait_for_partitions(self.connection.client_config(), topics, self.connection.connect_timeout_s)
         self._ingest.subscribe([self.config.evaluations_topic])
-        self._routes.subscribe([self.config.routes_topic], listener=_Rebuild(self))
+        listener = RebalanceListener(
+            _log,
+            assigned=self.assigned,
+            revoked=lambda revoked: self.evaluator.forget_partitions(tp.partition for tp in revoked),
+        )
+        self._routes.subscribe([self.config.routes_topic], listener=listener)
         last_message = time.monotonic()
         last_tick = 0.0
         try:
@@ -201,9 +197,9 @@ class AlertService:
 
     def _skip(self, reason: str, detail: str) -> None:
         self.stats.skipped[reason] += 1
-        if reason not in self._logged_skips:  # once per reason: a flood of bad records is not a flood of logs
-            self._logged_skips.add(reason)
-            _log.warning("skipped evaluation record (%s): %s; further ones are only counted", reason, detail)
+        self._warn_once(
+            reason, "skipped evaluation record (%s): %s; further ones are only counted", reason, detail
+        )
 
     # -- stage 2: alert state per route -----------------------------------------------------------------
     def assigned(self, assigned: Sequence[TopicPartition]) -> None:
@@ -299,9 +295,7 @@ class AlertService:
             self._producer.flush(timeout=30)
 
     def _restore_states(self) -> None:
-        reader = KafkaConsumer(
-            bootstrap_servers=self.config.bootstrap_servers, group_id=None, enable_auto_commit=False
-        )
+        reader = KafkaConsumer(**self.connection.client_config(), group_id=None, enable_auto_commit=False)
         try:
             tps = [
                 TopicPartition(self.config.state_topic, p)
@@ -327,15 +321,12 @@ class AlertService:
             reader.close()
 
     def _ensure_topics(self) -> None:
-        admin = KafkaAdminClient(bootstrap_servers=self.config.bootstrap_servers)
-        try:
-            for topic in (
-                # With the broker's defaults, as `tracescore consume` creates it, when alerting starts first.
-                NewTopic(self.config.evaluations_topic, -1, -1),
-                NewTopic(self.config.routes_topic, self.config.routes_partitions, -1),
-                NewTopic(self.config.state_topic, 1, -1, topic_configs={"cleanup.policy": "compact"}),
-            ):
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    admin.create_topics([topic])
-        finally:
-            admin.close()
+        c = self.config
+        ensure_topics(
+            self.connection,
+            [
+                c.evaluations_topic,  # with the broker's defaults, as `tracescore consume` creates it
+                NewTopic(c.routes_topic, c.routes_partitions, -1),
+                NewTopic(c.state_topic, 1, -1, topic_configs={"cleanup.policy": "compact"}),
+            ],
+        )

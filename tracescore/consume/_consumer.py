@@ -26,11 +26,11 @@ from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from tracescore import semconv
-from tracescore._kafka import wait_for_partitions
+from tracescore._kafka import check_broker, ensure_topics, wait_for_partitions
 from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._cascade import LockedPolicy, Scored, Scorer
-from tracescore.consume._clients import check_broker, connect, ensure_topics
+from tracescore.consume._clients import connect
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._offsets import OffsetTracker
 from tracescore.consume._scoring import ScoringWorker
@@ -582,7 +582,7 @@ class EvaluationConsumer:
 
     def _ensure_topics(self) -> None:
         s = self.settings
-        ensure_topics(s, {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic})
+        ensure_topics(s.connection(), {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic})
         wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
 
 

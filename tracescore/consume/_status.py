@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from tracescore.emit import EvaluationRecord
 from tracescore.score import MetricStatus
 
-__all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine", "redact_in_client_logs"]
+__all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine"]
 
 _log = logging.getLogger("tracescore.consume")
 
@@ -129,34 +129,3 @@ class RateLimitedLogs(logging.Filter):
         if held := self._held.pop(key, 0):
             record.msg = f"{record.msg} [{held} similar messages in the last {self._every_s:.0f}s not shown]"
         return True
-
-
-class _Redact(logging.Filter):
-    def __init__(self, secrets: tuple[str, ...]) -> None:
-        super().__init__()
-        self.secrets = secrets
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if any(secret in message for secret in self.secrets):
-            for secret in self.secrets:
-                message = message.replace(secret, "**********")
-            record.msg, record.args = message, None
-        return True
-
-
-def redact_in_client_logs(*secrets: str | None) -> None:
-    """Mask `secrets` in every kafka-python log record: at DEBUG it dumps requests, SASL credentials
-    included. Filters sit on the client's loggers themselves, so every handler (ours, pytest's, the
-    application's) only ever sees the masked text."""
-    wanted = tuple(s for s in secrets if s)
-    if not wanted:
-        return
-    names = [n for n in logging.Logger.manager.loggerDict if n == "kafka" or n.startswith("kafka.")]
-    for name in names:
-        logger = logging.getLogger(name)
-        existing = next((f for f in logger.filters if isinstance(f, _Redact)), None)
-        if existing is None:
-            logger.addFilter(_Redact(wanted))
-        else:
-            existing.secrets = tuple(dict.fromkeys((*existing.secrets, *wanted)))

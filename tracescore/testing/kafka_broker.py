@@ -147,9 +147,10 @@ class KafkaBroker:
     controller_port: int = field(default_factory=free_port)
     # None: the id an existing data_dir was formatted with, else a new one; fixed from the first start on.
     cluster_id: str | None = None
-    # Users (name -> password) of an extra SASL_PLAINTEXT listener with the PLAIN mechanism on `sasl_port`,
-    # for tests of clients that authenticate; None: no such listener.
+    # Users (name -> password) of an extra SASL_PLAINTEXT listener on `sasl_port`, for tests of clients that
+    # authenticate, with `sasl_mechanism` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512); None: no such listener.
     sasl_users: dict[str, str] | None = None
+    sasl_mechanism: str = "PLAIN"
     sasl_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _owns_data_dir: bool = field(default=False, init=False)
@@ -197,6 +198,7 @@ class KafkaBroker:
                 f"--cluster-id={cluster_id}",  # one argument: an id starting with "-" is not an option
                 "-c",
                 str(properties),
+                *self._scram_credentials(),
             ],
             capture_output=True,
             text=True,
@@ -284,13 +286,25 @@ class KafkaBroker:
             config["listeners"] += f",{sasl}"
             config["advertised.listeners"] += f",{sasl}"
             config["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
-            config["sasl.enabled.mechanisms"] = "PLAIN"
-            config["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+            config["sasl.enabled.mechanisms"] = self.sasl_mechanism
+            mechanism = self.sasl_mechanism.lower()
+            config[f"listener.name.sasl_plaintext.{mechanism}.sasl.jaas.config"] = (
                 f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+                if self.sasl_mechanism == "PLAIN"
+                # SCRAM users live in the cluster metadata, written at format time (_scram_credentials).
+                else "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             )
         path = self.data_dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
         return path
+
+    def _scram_credentials(self) -> list[str]:
+        if not self.sasl_users or not self.sasl_mechanism.startswith("SCRAM-"):
+            return []
+        return [
+            f"--add-scram={self.sasl_mechanism}=[name={name},password={password}]"
+            for name, password in self.sasl_users.items()
+        ]
 
     def _wait_ready(self, timeout_s: float) -> None:
         assert self.process is not None
