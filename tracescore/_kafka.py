@@ -159,19 +159,19 @@ class RebalanceListener(ConsumerRebalanceListener):
 
 
 class LogOnce:
-    """A warning the first time a key is seen, and only a count after: a flood of bad input is not a flood
-    of logs."""
+    """A line (a warning unless told) the first time a key is seen, none after: a flood of bad input is not
+    a flood of logs; the caller's counts carry the rest."""
 
     def __init__(self, log: logging.Logger) -> None:
         self._log = log
         self._seen: set[Hashable] = set()
 
-    def __call__(self, key: Hashable, message: str, *args: object) -> bool:
+    def __call__(self, key: Hashable, message: str, *args: object, level: int = logging.WARNING) -> bool:
         """Log `message % args` if `key` is new; True when it was logged."""
         if key in self._seen:
             return False
         self._seen.add(key)
-        self._log.warning(message, *args)
+        self._log.log(level, message, *args)
         return True
 
 

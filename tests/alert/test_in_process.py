@@ -52,4 +52,8 @@ def test_a_few_low_scores_in_a_noisy_window_do_not_fire() -> None:
 
 @pytest.mark.parametrize("threshold", [0.0, 0.3, 1.0])
 def test_any_threshold_the_flag_accepts_makes_a_valid_rule(threshold: float) -> None:
-    InProcessAlerts.for_threshold("faithfulness", threshold=threshold, window=1)
+    # Valid means it works as the flag says: perfect scores never fire, a window of zeros fires below any
+    # threshold above 0 (and nothing can be below 0).
+    alerts = InProcessAlerts.for_threshold("faithfulness", threshold=threshold, window=10)
+    assert feed(alerts, [1.0] * 10) == []
+    assert feed(alerts, [0.0] * 10) == ([] if threshold == 0.0 else ["firing:/billing"])

@@ -144,7 +144,8 @@ def test_fail_under_exits_1_naming_the_metric_and_passes_when_met(tmp_path: Path
     _, output, code = _run(
         tmp_path, lines, "--fail-under", "faithfulness=0.5", "--fail-under", "context_relevance=0.5"
     )
-    assert code == 0, output and "FAIL" not in output
+    assert code == 0, output
+    assert "FAIL" not in output, output
 
 
 def test_the_closing_summary_gives_means_share_below_and_judge_spend(tmp_path: Path) -> None:

@@ -9,38 +9,21 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
-from kafka_helpers import REPO, read_all
+from kafka_helpers import REPO, WAIT_S, read_all, wait_until
 
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.emit import EvaluationRecord
 from tracescore.score import MetricStatus
 from tracescore.testing.judge_server import Fault, JudgeServer, default_responder
 
-WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soon as the condition holds
 # Short enough that a restart after kill -9 gets the dead member's partitions quickly; the broker's minimum.
 SESSION_TIMEOUT_MS = 6_000
-
-
-def wait_until(
-    condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S, every_s: float = 0.05
-) -> Any:
-    """Poll `condition` until it returns something truthy (returned); fail naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(every_s)
 
 
 class GatedJudgeServer(JudgeServer):

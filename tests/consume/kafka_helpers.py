@@ -5,12 +5,35 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
+from tracescore.consume import ConsumerSettings, EvaluationConsumer
+from tracescore.emit import EvaluationRecord
+from tracescore.score import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+
 REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soon as the condition holds
+
+
+def wait_until(
+    condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S, every_s: float = 0.05
+) -> Any:
+    """Poll `condition` until it returns something truthy (returned); fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(every_s)
 
 
 def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes]]) -> None:
@@ -90,3 +113,37 @@ def run_instrumented_app(bootstrap: str, topic: str, body: str) -> subprocess.Co
     assert done.returncode == 0, done.stderr
     assert "tracescore dropped" not in done.stderr, f"the app's spans did not all reach Kafka:\n{done.stderr}"
     return done
+
+
+class ConsumerFactory(Protocol):
+    def __call__(
+        self, bootstrap: str, prefix: str, **overrides: Any
+    ) -> tuple[EvaluationConsumer, list[EvaluationRecord]]: ...
+
+
+def make_consumer(
+    bootstrap: str, prefix: str, *, judge: Any = None, metrics_out: Any = None, **overrides: Any
+) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
+    """A consumer of `<prefix>.spans` in group `<prefix>.group` writing to `<prefix>.evaluations` and
+    `<prefix>.dlq`, stopping after 3 s idle, scoring faithfulness with the offline judge (unless
+    overridden); the records it wrote are collected in the returned list."""
+    seen: list[EvaluationRecord] = []
+    settings = ConsumerSettings.model_validate(
+        {
+            "bootstrap_servers": bootstrap,
+            "topic": f"{prefix}.spans",
+            "group_id": f"{prefix}.group",
+            "evaluations_topic": f"{prefix}.evaluations",
+            "dlq_topic": f"{prefix}.dlq",
+            "idle_timeout_s": 3,
+            **overrides,
+        }
+    )
+    consumer = EvaluationConsumer(
+        settings,
+        judge=judge or OfflineJudge(),
+        metrics=[Faithfulness()],
+        on_evaluation=seen.append,
+        metrics_out=metrics_out,
+    )
+    return consumer, seen

@@ -7,20 +7,24 @@ import json
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka_helpers import assert_all_committed, committed, produce, read_all, run_instrumented_app
+from kafka_helpers import (
+    ConsumerFactory,
+    assert_all_committed,
+    committed,
+    produce,
+    read_all,
+    run_instrumented_app,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tracescore.consume import (
-    ConsumerSettings,
-    EvaluationConsumer,
     OutputNotAcknowledged,
     decode_message,
 )
-from tracescore.emit import EvaluationMetrics, EvaluationRecord
+from tracescore.emit import EvaluationMetrics
 from tracescore.extract import Trace, extract
 from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics import Faithfulness
 
 pytestmark = pytest.mark.kafka
 
@@ -41,37 +45,11 @@ ANSWERS = {
 }
 
 
-def _consumer(
-    bootstrap: str,
-    prefix: str,
-    *,
-    metrics_out: EvaluationMetrics | None = None,
-    judge: OfflineJudge | None = None,
-    **overrides: object,
-) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
-    seen: list[EvaluationRecord] = []
-    config: dict[str, object] = {
-        "bootstrap_servers": bootstrap,
-        "topic": f"{prefix}.spans",
-        "group_id": f"{prefix}.group",
-        "evaluations_topic": f"{prefix}.evaluations",
-        "dlq_topic": f"{prefix}.dlq",
-        "idle_timeout_s": 3,
-    }
-    settings = ConsumerSettings.model_validate({**config, **overrides})
-    consumer = EvaluationConsumer(
-        settings,
-        judge=judge or OfflineJudge(),
-        metrics=[Faithfulness()],
-        on_evaluation=seen.append,
-        metrics_out=metrics_out,
-    )
-    return consumer, seen
-
-
-def test_decorated_calls_come_back_scored(bootstrap: str, topic_prefix: str) -> None:
+def test_decorated_calls_come_back_scored(
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str
+) -> None:
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP.format(answers=ANSWERS))
-    consumer, seen = _consumer(bootstrap, topic_prefix, max_records=3)
+    consumer, seen = consumer_for(bootstrap, topic_prefix, max_records=3)
 
     stats = consumer.run()
 
@@ -103,11 +81,13 @@ def test_decorated_calls_come_back_scored(bootstrap: str, topic_prefix: str) -> 
         assert span.attributes["gen_ai.evaluation.name"] == "faithfulness"
         assert 0.0 <= span.attributes["gen_ai.evaluation.score.value"] <= 1.0
     # Every input message is committed once its outputs were acknowledged: a restart re-scores nothing.
-    again, _ = _consumer(bootstrap, topic_prefix)
+    again, _ = consumer_for(bootstrap, topic_prefix)
     assert again.run().scored == 0
 
 
-def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(bootstrap: str, topic_prefix: str) -> None:
+def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str
+) -> None:
     spans_topic = f"{topic_prefix}.spans"
     produce(bootstrap, spans_topic, [(b"k1", b"this is not OTLP"), (None, b'{"resourceSpans": []}')])
     run_instrumented_app(
@@ -133,7 +113,7 @@ def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(bootstrap: str, 
     )
     reader = InMemoryMetricReader()
     metrics_out = EvaluationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
-    consumer, seen = _consumer(bootstrap, topic_prefix, metrics_out=metrics_out)
+    consumer, seen = consumer_for(bootstrap, topic_prefix, metrics_out=metrics_out)
 
     stats = consumer.run()
 
@@ -166,7 +146,7 @@ def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(bootstrap: str, 
 
 
 def test_offsets_are_not_committed_when_outputs_are_not_acknowledged(
-    bootstrap: str, topic_prefix: str
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str
 ) -> None:
     spans_topic = f"{topic_prefix}.spans"
     run_instrumented_app(
@@ -185,19 +165,19 @@ def test_offsets_are_not_committed_when_outputs_are_not_acknowledged(
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(tiny, 1, 1, topic_configs={"max.message.bytes": "64"})])
     admin.close()
-    consumer, _ = _consumer(bootstrap, topic_prefix, evaluations_topic=tiny, ack_timeout_s=5)
+    consumer, _ = consumer_for(bootstrap, topic_prefix, evaluations_topic=tiny, ack_timeout_s=5)
 
     with pytest.raises(OutputNotAcknowledged):
         consumer.run()
 
     assert set(committed(bootstrap, f"{topic_prefix}.group", spans_topic).values()) == {None}
     # Nothing was lost: a healthy consumer in the same group scores the span.
-    healthy, seen = _consumer(bootstrap, topic_prefix)
+    healthy, seen = consumer_for(bootstrap, topic_prefix)
     assert healthy.run().scored == 1 and len(seen) == 1
 
 
 def test_two_group_members_share_the_partitions_and_score_everything_once(
-    bootstrap: str, topic_prefix: str
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str
 ) -> None:
     import threading
 
@@ -214,7 +194,7 @@ def test_two_group_members_share_the_partitions_and_score_everything_once(
             good(q, ["Paris is the capital of France."])
         """,
     )
-    members = [_consumer(bootstrap, topic_prefix, idle_timeout_s=6) for _ in range(2)]
+    members = [consumer_for(bootstrap, topic_prefix, idle_timeout_s=6) for _ in range(2)]
     threads = [threading.Thread(target=consumer.run) for consumer, _ in members]
     for thread in threads:
         thread.start()
@@ -245,7 +225,7 @@ def test_extract_reads_what_the_sdk_wrote(bootstrap: str, topic_prefix: str) -> 
 
 
 def test_a_judge_slower_than_the_poll_interval_never_costs_the_partition(
-    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Judges run off the Kafka thread, which keeps polling: a judge call lasting three poll intervals
     neither gets the member evicted nor scores anything twice."""
@@ -275,7 +255,7 @@ def test_a_judge_slower_than_the_poll_interval_never_costs_the_partition(
         """,
     )
     judge = SlowOnce()
-    consumer, seen = _consumer(
+    consumer, seen = consumer_for(
         bootstrap,
         topic_prefix,
         judge=judge,

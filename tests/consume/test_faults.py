@@ -25,11 +25,10 @@ from fault_helpers import (
     outcome,
     rag_spans_on,
     report,
-    wait_until,
 )
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
-from kafka_helpers import assert_all_committed, end_offsets, read_all, run_instrumented_app
+from kafka_helpers import assert_all_committed, end_offsets, read_all, run_instrumented_app, wait_until
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span

@@ -7,12 +7,10 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from kafka_helpers import run_instrumented_app
+from kafka_helpers import make_consumer, run_instrumented_app
 
-from tracescore.consume import BrokerUnreachable, ConsumerSettings, EvaluationConsumer
+from tracescore.consume import BrokerUnreachable, EvaluationConsumer
 from tracescore.emit import EvaluationRecord
-from tracescore.score import OfflineJudge
-from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
@@ -29,28 +27,17 @@ def sasl_broker() -> Iterator[KafkaBroker]:
 def consumer_for(
     broker: KafkaBroker, prefix: str, password: str
 ) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
-    seen: list[EvaluationRecord] = []
-    settings = ConsumerSettings.model_validate(
-        {
-            "bootstrap_servers": broker.sasl_bootstrap_servers,
-            "topic": f"{prefix}.spans",
-            "group_id": f"{prefix}.group",
-            "evaluations_topic": f"{prefix}.evaluations",
-            "dlq_topic": f"{prefix}.dlq",
-            "idle_timeout_s": 3,
-            "connect_timeout_s": 10,
-            "kafka": {
-                "security_protocol": "SASL_PLAINTEXT",
-                "sasl_mechanism": "SCRAM-SHA-512",
-                "sasl_username": "scorer",
-                "sasl_password": password,
-            },
-        }
+    return make_consumer(
+        broker.sasl_bootstrap_servers,
+        prefix,
+        connect_timeout_s=10,
+        kafka={
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": "scorer",
+            "sasl_password": password,
+        },
     )
-    consumer = EvaluationConsumer(
-        settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
-    )
-    return consumer, seen
 
 
 def test_the_service_scores_through_a_sasl_listener_and_never_logs_the_password(

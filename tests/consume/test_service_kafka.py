@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
-from kafka_helpers import assert_all_committed, read_all, run_instrumented_app
+from kafka_helpers import ConsumerFactory, assert_all_committed, read_all, run_instrumented_app, wait_until
 
-from tracescore.consume import BrokerUnreachable, ConsumerSettings, EvaluationConsumer
+from tracescore.consume import BrokerUnreachable
 from tracescore.emit import EvaluationRecord
 from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
@@ -33,29 +32,8 @@ for i in range({n}):
 """
 
 
-def consumer_for(
-    bootstrap: str, prefix: str, judge: OfflineJudge | None = None, **overrides: object
-) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
-    seen: list[EvaluationRecord] = []
-    settings = ConsumerSettings.model_validate(
-        {
-            "bootstrap_servers": bootstrap,
-            "topic": f"{prefix}.spans",
-            "group_id": f"{prefix}.group",
-            "evaluations_topic": f"{prefix}.evaluations",
-            "dlq_topic": f"{prefix}.dlq",
-            "idle_timeout_s": 3,
-            **overrides,
-        }
-    )
-    consumer = EvaluationConsumer(
-        settings, judge=judge or OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
-    )
-    return consumer, seen
-
-
 def test_a_5_mb_undecodable_message_is_dead_lettered_as_a_prefix_and_the_service_goes_on(
-    bootstrap: str, topic_prefix: str
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str
 ) -> None:
     topic = f"{topic_prefix}.spans"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -82,7 +60,7 @@ def test_a_5_mb_undecodable_message_is_dead_lettered_as_a_prefix_and_the_service
 
 
 def test_a_record_larger_than_the_output_limit_is_cut_to_fit_and_says_so(
-    bootstrap: str, topic_prefix: str
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str
 ) -> None:
     sentences = " ".join(f"The Aurora unit number {i} ships with a {i + 3} hour battery." for i in range(300))
     run_instrumented_app(
@@ -111,7 +89,7 @@ def test_a_record_larger_than_the_output_limit_is_cut_to_fit_and_says_so(
 
 
 def test_a_slow_judge_fills_the_in_flight_bound_and_partitions_pause_until_it_drains(
-    bootstrap: str, topic_prefix: str
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str
 ) -> None:
     class Slow(OfflineJudge):
         async def run(self, task, data):  # type: ignore[no-untyped-def]
@@ -136,7 +114,7 @@ def test_a_slow_judge_fills_the_in_flight_bound_and_partitions_pause_until_it_dr
 
 
 def test_our_evaluation_spans_read_back_are_skipped_without_decoding(
-    bootstrap: str, topic_prefix: str
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str
 ) -> None:
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", GOOD_APP.format(n=3))
     first, _ = consumer_for(bootstrap, topic_prefix, max_records=3)
@@ -153,7 +131,7 @@ def test_our_evaluation_spans_read_back_are_skipped_without_decoding(
 
 
 def test_the_status_line_tells_the_operator_rates_lag_and_scores(
-    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+    consumer_for: ConsumerFactory, bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="tracescore.consume")
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", GOOD_APP.format(n=3))
@@ -161,8 +139,17 @@ def test_the_status_line_tells_the_operator_rates_lag_and_scores(
     consumer.run()
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("status:")]
     assert lines, "no status line in a run of several seconds"
-    assert any("scored 3" in line and "/ask faithfulness 1.00 (n=3)" in line for line in lines), lines
     assert all("msg/s" in line and f"{topic_prefix}.spans[" in line for line in lines)
+    # Each line has the mean per route since the line before: over the lines, every score once.
+    means = [re.search(r"/ask faithfulness (\S+) \(n=(\d+)\)", line) for line in lines]
+    assert {m.group(1) for m in means if m} == {"1.00"}, lines
+    assert sum(int(m.group(2)) for m in means if m) == 3, lines
+    # The idle timeout (3 s) outlasts several lines after the last score: the last shows the end state,
+    # every partition read to its end (lag from the broker's end offsets, not "?").
+    last = lines[-1]
+    assert "scored 3," in last, last
+    partition_lags = re.findall(rf"{re.escape(topic_prefix)}\.spans\[\d+\]=(\S+?)[,\s]", last)
+    assert partition_lags and set(partition_lags) == {"0"}, last
 
 
 def test_an_unreachable_broker_is_one_clear_error_and_a_failing_exit() -> None:
@@ -183,7 +170,9 @@ def test_an_unreachable_broker_is_one_clear_error_and_a_failing_exit() -> None:
     assert len(done.stderr.splitlines()) <= 3, done.stderr
 
 
-def test_a_broker_gone_while_idle_is_an_error_not_a_successful_stop(topic_prefix: str) -> None:
+def test_a_broker_gone_while_idle_is_an_error_not_a_successful_stop(
+    consumer_for: ConsumerFactory, topic_prefix: str
+) -> None:
     with KafkaBroker() as broker:
         consumer, _ = consumer_for(broker.bootstrap_servers, topic_prefix, idle_timeout_s=5)
         outcome: list[BaseException | None] = []
@@ -197,10 +186,7 @@ def test_a_broker_gone_while_idle_is_an_error_not_a_successful_stop(topic_prefix
 
         thread = threading.Thread(target=run)
         thread.start()
-        deadline = time.monotonic() + 60
-        while consumer.first_assigned_at is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert consumer.first_assigned_at is not None, "never assigned"
+        wait_until(lambda: consumer.first_assigned_at is not None, "the first assignment", timeout_s=60)
         broker.stop()
         thread.join(120)
     assert outcome and isinstance(outcome[0], BrokerUnreachable), outcome
@@ -225,15 +211,17 @@ def test_prometheus_can_scrape_the_running_service(bootstrap: str, topic_prefix:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        scraped = ""
-        while "tracescore_evaluations_total" not in scraped and time.monotonic() < deadline:
+
+        def scrape() -> str:
+            """The scraped page once it counts evaluations, else ''."""
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-                    scraped = response.read().decode()
+                    text = str(response.read().decode())
             except OSError:
-                pass
-            time.sleep(0.2)
+                return ""
+            return text if "tracescore_evaluations_total" in text else ""
+
+        scraped = wait_until(scrape, "evaluations in the scraped metrics", every_s=0.2)
     finally:
         service.terminate()
         _, stderr = service.communicate(timeout=120)

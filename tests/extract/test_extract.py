@@ -109,8 +109,12 @@ def test_a_parent_cycle_neither_hangs_nor_builds_a_score() -> None:
         span("y", {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC}, sid=b, parent=a),
     ]
     found = extract(trace(*looped))
-    assert found.interactions == [] or all(r.record.contexts for r in found.interactions)
-    assert found.interactions or found.skips
+    # Returns (no endless walk up the parents), and reads the one interaction there is, once, with its
+    # documents: no interaction without contexts, none twice.
+    [interaction] = found.interactions
+    assert interaction.span.name == "x" and interaction.record.contexts == (DOC,)
+    assert (interaction.record.query, interaction.record.answer) == (QUESTION, ANSWER)
+    assert found.skips == []
 
 
 def test_non_json_retriever_output_is_an_explained_skip_not_a_score() -> None:

@@ -20,13 +20,21 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from tracescore import semconv
-from tracescore._kafka import check_broker, ensure_topics, wait_for_partitions
+from tracescore._kafka import (
+    LogOnce,
+    RebalanceListener,
+    caught_up,
+    check_broker,
+    ensure_topics,
+    lag,
+    wait_for_partitions,
+)
 from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._cascade import LockedPolicy, Scored, Scorer
@@ -74,23 +82,6 @@ class _Scoring:
     started_ns: int
 
 
-class _Rebalance(ConsumerRebalanceListener):
-    def __init__(self, owner: EvaluationConsumer) -> None:
-        self._owner = owner
-
-    def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
-        self._owner.partitions_revoked(lost=False)
-
-    def on_partitions_lost(self, lost: Sequence[TopicPartition]) -> None:
-        self._owner.partitions_revoked(lost=True)
-
-    def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
-        _log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
-        if self._owner.first_assigned_at is None:
-            self._owner.first_assigned_at = time.monotonic()
-        self._owner.partitions_assigned(assigned)
-
-
 class EvaluationConsumer:
     """A member of a Kafka consumer group that scores the RAG interactions in the traces it reads. Scale out
     by starting more members: the Collector and tracescore's exporter key messages by trace id, so one member
@@ -132,13 +123,16 @@ class EvaluationConsumer:
         self._queue: deque[tuple[_Work, RagSpan, tuple[str, ...] | None]] = deque()
         self._scoring: dict[Future[Scored], _Scoring] = {}
         self._settling: list[_Work] = []
-        self._logged_skips: set[tuple[str, str, str]] = set()
+        self._log_once = LogOnce(_log)
         self._paused = False
         self._stopping = False
         self._last_commit = 0.0
-        # --idle-timeout counts from the first assignment: waiting to join the group (a dead member's
-        # session still holding the partitions) is not idleness.
-        self.first_assigned_at: float | None = None
+        self._rebalance = RebalanceListener(
+            _log,
+            assigned=self.partitions_assigned,
+            revoked=lambda _: self.partitions_revoked(lost=False),
+            lost=lambda _: self.partitions_revoked(lost=True),
+        )
         self._broker_checked_at = 0.0
         self._busy_at = 0.0  # last time the loop had work in hand, for --idle-timeout
 
@@ -165,7 +159,7 @@ class EvaluationConsumer:
         self._sink = sink
         worker = ScoringWorker()
         self._worker = worker
-        self._consumer.subscribe([self.settings.topic], listener=_Rebalance(self))
+        self._consumer.subscribe([self.settings.topic], listener=self._rebalance)
         last_message: float | None = None
         finishing: str | None = None  # why the loop is winding down: idle, max_records, stop
         drain_deadline = float("inf")
@@ -504,29 +498,21 @@ class EvaluationConsumer:
         self.stats.skipped[skip.reason] += 1
         self.stats.skipped_by_source[source] += 1
         self._metrics_out.skipped(skip.reason, service, scope)
-        if source not in self._logged_skips:
-            # Once per (service, scope, reason), so a user sees at once why their traffic is not scored
-            # without a line per trace; the counts carry the rest.
-            self._logged_skips.add(source)
-            level = logging.INFO if skip.expected else logging.WARNING
-            _log.log(
-                level,
-                "not scored (%s) from %s/%s: %s [logged once]",
-                skip.reason,
-                service,
-                scope,
-                skip.detail,
-            )
-        else:
+        # Once per (service, scope, reason), so a user sees at once why their traffic is not scored without a
+        # line per trace; the counts carry the rest.
+        logged = self._log_once(
+            source,
+            "not scored (%s) from %s/%s: %s [logged once]",
+            *(skip.reason, service, scope, skip.detail),
+            level=logging.INFO if skip.expected else logging.WARNING,
+        )
+        if not logged:
             _log.debug("not scored (%s): %s", skip.reason, skip.detail)
 
     def _log_status(self) -> None:
         assert self._consumer is not None
-        lag: dict[str, int | None] = {}
-        for tp in self._consumer.assignment():
-            high, position = self._consumer.highwater(tp), self._fetch_position(tp)
-            lag[f"{tp.topic}[{tp.partition}]"] = None if high is None or position is None else high - position
-        self._status.log(lag, len(self._scoring), len(self._queue), self._assembler.buffered_traces)
+        left = {f"{tp.topic}[{tp.partition}]": n for tp, n in lag(self._consumer, ask_broker=True).items()}
+        self._status.log(left, len(self._scoring), len(self._queue), self._assembler.buffered_traces)
 
     def _wait_briefly(self, busy: bool) -> None:
         if busy:
@@ -554,25 +540,15 @@ class EvaluationConsumer:
         return self._caught_up()
 
     def _caught_up(self) -> bool:
-        """Every assigned partition's fetch position has reached its high watermark (both known).
-
-        Reads the positions kafka-python already holds (position() would make network calls every loop);
-        if that internal state is not there, time alone decides."""
+        """Every assigned partition's fetch position has reached its high watermark (both known)."""
         assert self._consumer is not None
-        if not isinstance(getattr(getattr(self._consumer, "_subscription", None), "assignment", None), dict):
-            return True
-        for tp in self._consumer.assignment():
-            high, position = self._consumer.highwater(tp), self._fetch_position(tp)
-            if high is None or position is None or position < high:
-                return False
-        return True
+        return caught_up(self._consumer)
 
-    def _fetch_position(self, tp: TopicPartition) -> int | None:
-        """The next offset kafka-python will fetch, from the state it already holds: position() would make
-        network calls (committed offsets, resets) every time it is asked."""
-        state = getattr(getattr(self._consumer, "_subscription", None), "assignment", None)
-        entry = state.get(tp) if isinstance(state, dict) else None
-        return getattr(getattr(entry, "position", None), "offset", None)
+    @property
+    def first_assigned_at(self) -> float | None:
+        """When the first partitions were assigned (monotonic). --idle-timeout counts from then: waiting to
+        join the group (a dead member's session still holding the partitions) is not idleness."""
+        return self._rebalance.first_assigned_at
 
     def _connect(self) -> None:
         self._consumer, self._producer = connect(self.settings, self._consumer, self._producer)
