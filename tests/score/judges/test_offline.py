@@ -263,3 +263,16 @@ async def test_halueval_dev_set_balanced_accuracy() -> None:
     assert (tpr + tnr) / 2 >= DEV_SET_FLOOR, (
         f"balanced accuracy {(tpr + tnr) / 2:.4f} (TPR {tpr:.3f}, TNR {tnr:.3f})"
     )
+
+
+async def test_verdicts_carry_a_confidence_that_tells_invention_from_weak_evidence() -> None:
+    invented, restated = await verdicts(
+        "When was Acme Corp founded?",
+        ACME,
+        "Acme Corp was founded in 1960 by John Smith.",
+        "Acme Corp was founded.",
+    )
+    assert invented.verdict is Verdict.NO_EVIDENCE and invented.confidence is not None
+    assert invented.confidence >= 0.5, "a name and a number the context lacks: sure"
+    assert restated.verdict is Verdict.NO_EVIDENCE and restated.confidence is not None
+    assert restated.confidence < 0.5, "restating the question is no evidence of invention"

@@ -50,6 +50,11 @@ FULLY, PARTIAL, NO_EVIDENCE, CONTRADICTORY = (
     "CONTRADICTORY",
 )
 _RANK = {FULLY: 3, PARTIAL: 2, NO_EVIDENCE: 1, CONTRADICTORY: 0}
+# How sure a lexical verdict is (ClaimVerdict.confidence), by the evidence it rests on: a name or number the
+# context lacks is near certain; a negation mismatch or a name tied to another subject likely; a claim that
+# adds nothing checkable is weak evidence of invention. The label rule counts unsupported verdicts at >= 0.5.
+_SURE, _LIKELY, _WEAK = 0.9, 0.7, 0.3
+_CONFIDENCE = {FULLY: _LIKELY, PARTIAL: 0.5, NO_EVIDENCE: _LIKELY, CONTRADICTORY: _LIKELY}
 
 _Outcome = tuple[str, str]
 
@@ -207,7 +212,7 @@ def _judge_claim(
     context: frozenset[str],
     variants: Callable[[Tok], Tok],
     tuning: OfflineTuning,
-) -> tuple[str, str, Sentence | None]:
+) -> tuple[str, str, float, Sentence | None]:
     claim_words = words(claim)
     polarity = YES_NO.get(claim_words[0]) if claim_words and question.yes_no else None
     # The claim without its leading yes/no, which is judged on its own against the question.
@@ -233,14 +238,15 @@ def _judge_claim(
         and not any(w.islower() and w.rstrip(".,;!?").endswith("ed") for w in body.split())
     )
 
-    def done(outcome: _Outcome) -> tuple[str, str, Sentence | None]:
-        return outcome[0], outcome[1], best
+    def done(outcome: _Outcome, confidence: float | None = None) -> tuple[str, str, float, Sentence | None]:
+        return outcome[0], outcome[1], _CONFIDENCE[outcome[0]] if confidence is None else confidence, best
 
     hard = [t for t in missing if t.num or t.cap]
     if hard:
-        return done((NO_EVIDENCE, f"The context does not contain {_listed(hard)}."))
+        return done((NO_EVIDENCE, f"The context does not contain {_listed(hard)}."), _SURE)
     if missing and len(missing) >= tuning.missing_share * len(new):
-        return done((NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."))
+        share = round(min(_SURE, len(missing) / len(new)), 2)  # the more is missing, the surer
+        return done((NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."), share)
 
     # Negation: a negative claim needs a negative statement in the context, and the other way round.
     claim_negated = bool(NEGATIONS.intersection(words(body)))
@@ -248,7 +254,7 @@ def _judge_claim(
         overlap = len(claim_keys & near) / max(1, len(claim_keys))
         if overlap >= 0.6:
             return done((CONTRADICTORY, "The context states this without the claim's negation."))
-        return done((NO_EVIDENCE, "The context states no such negation."))
+        return done((NO_EVIDENCE, "The context states no such negation."), 0.5)
     if not claim_negated and best is not None and {t.key for t in new} & best.negated:
         return done((CONTRADICTORY, "The context negates what the claim states."))
 
@@ -273,17 +279,17 @@ def _judge_claim(
                 lost, about = [t for t in new if t.key in rest], " ".join(sorted(group))
                 return done((NO_EVIDENCE, f"The context never states {_listed(lost)} about '{about}'."))
         if fragment and not picked and not _phrase(sentences, [t.key for t in toks]):
-            return done((NO_EVIDENCE, "The context never names this as one phrase."))
+            return done((NO_EVIDENCE, "The context never names this as one phrase."), 0.6)
         if missing:
             return done((PARTIAL, f"Mostly stated; missing {_listed(missing)}."))
         return done((FULLY, f"Stated in the context: {_listed(new)}."))
     if outcomes:
         return done(outcomes[0])
     if not toks:
-        return done((NO_EVIDENCE, "The claim has no content words to check."))
+        return done((NO_EVIDENCE, "The claim has no content words to check."), _WEAK)
     if fragment and _phrase(sentences, [t.key for t in toks]):
         return done((PARTIAL, "The answer names something the question mentions."))
-    return done((NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer."))
+    return done((NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer."), _WEAK)
 
 
 # --- handlers and the judge -----------------------------------------------------------------------------
@@ -329,9 +335,19 @@ def answer_verdicts(data: Any, tuning: OfflineTuning = OfflineTuning()) -> dict[
 
     verdicts = []
     for i, claim in enumerate(data.claims):
-        verdict, reason, best = _judge_claim(claim, question, sentences, context, variants, tuning)
+        verdict, reason, confidence, best = _judge_claim(
+            claim, question, sentences, context, variants, tuning
+        )
         evidence = best.text[:_EVIDENCE_CHARS].strip() if best is not None else ""
-        verdicts.append({"claim_index": i, "verdict": verdict, "reason": reason, "evidence": evidence})
+        verdicts.append(
+            {
+                "claim_index": i,
+                "verdict": verdict,
+                "reason": reason,
+                "evidence": evidence,
+                "confidence": confidence,
+            }
+        )
     return {"verdicts": verdicts}
 
 
