@@ -310,3 +310,20 @@ async def test_irregular_and_regular_verb_forms_match_their_lemma() -> None:
     assert [v.verdict for v in found] == [Verdict.FULLY_SUPPORTED] * 5, [v.reason for v in found]
     (bought,) = await verdicts("What did Acme do?", context, "Acme bought anvils.")
     assert bought.verdict is Verdict.NO_EVIDENCE, "another verb is not a form of this one"
+
+
+async def test_a_negation_reaches_no_further_than_its_clause_or_a_hyphenated_compound() -> None:
+    context = (
+        "GMT is equivalent to UTC for civil purposes (but this is not formalised) and for navigation is "
+        "equivalent to UT1. The not-for-profit Hospital Center is licensed for 926 beds."
+    )
+    navigation, beds = await verdicts(
+        "What is GMT?",
+        context,
+        "GMT for navigation is equivalent to UT1.",
+        "The Hospital Center is licensed for 926 beds.",
+    )
+    assert navigation.verdict is Verdict.FULLY_SUPPORTED, navigation.reason
+    assert beds.verdict is Verdict.FULLY_SUPPORTED, beds.reason
+    (formalised,) = await verdicts("What is GMT?", context, "This is formalised.")
+    assert formalised.verdict is Verdict.CONTRADICTORY, "inside its clause the negation still counts"

@@ -51,6 +51,9 @@ _WORD = re.compile(
     rf"|[^\W\d_{_IDEOGRAPH}{_HIRAGANA}{_KATAKANA}{_HANGUL}]+"
 )
 _NOT = re.compile(r"n['’]t\b", re.IGNORECASE)
+# "not-for-profit", "non-stop": a hyphenated compound is a word of its own, not a negation.
+_NOT_COMPOUND = re.compile(r"\b(not|non|no)-(?=\w)", re.IGNORECASE)
+_SCOPE_BREAK = re.compile(r"[,;:()]")
 # Scraped passages often glue sentences ("...century.First for Women is..."); pysbd keeps those as one
 # sentence, so a space is inserted at such a boundary before splitting.
 _GLUED = re.compile(r"(?<=[^\s.][a-z0-9)\"”’][.!?])(?=[A-Z][a-z]|[A-Z]\.\s)")
@@ -61,7 +64,8 @@ _OPENERS = WH_WORDS | AUXILIARIES
 _DEMONYM = re.compile(r"^[A-Z][a-z]+(?:ian|ican|ean|ese|ish)$")
 _PUNCTUATION = "\"“”'‘’()?,:;.!"
 # Where a sentence's conjunct clauses meet: "..., and sells", "... but closed", "...; it".
-_CONJUNCT = re.compile(r",?\s+(?:and|but|while|whereas|yet)\s+(?=[a-z])|\s*;\s+")
+# A determiner after "and" opens a noun phrase ("Me First and the Gimme Gimmes"), not a clause.
+_CONJUNCT = re.compile(r",?\s+(?:and|but|while|whereas|yet)\s+(?!(?:the|a|an)\b)(?=[a-z])|\s*;\s+")
 _MAX_SUBJECT = 6  # keys; more is a lead-in ("In the summer of 1999 the ..."), not a subject
 
 
@@ -84,7 +88,7 @@ def _fold(text: str) -> str:
                 kept.append(char)
         text = unicodedata.normalize("NFC", "".join(kept))
     text = text.replace("can't", "can not").replace("won't", "will not").replace("’", "'")
-    return _NOT.sub(" not", text)
+    return _NOT.sub(" not", _NOT_COMPOUND.sub(r"\1", text))
 
 
 @lru_cache(maxsize=65536)  # a vocabulary-sized memo of a pure function: words repeat across texts
@@ -218,7 +222,8 @@ def _sentence(text: str) -> Sentence:
         text=text,
         keys=frozenset(order),
         order=order,
-        negated=negated_keys(all_words),
+        # A negation reaches no further than its clause: "(but this is not formalised) and for navigation".
+        negated=frozenset().union(*(negated_keys(words(part)) for part in _SCOPE_BREAK.split(text))),
         has_negation=not NEGATIONS.isdisjoint(all_words),
         continues=opener in PRONOUNS,
         clauses=_clauses(text),
