@@ -29,6 +29,7 @@ from tracescore.alert import SIGNATURE_HEADER, AlertConfig, sign
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.consume import decode_message
 from tracescore.emit import EvaluationRecord
+from tracescore.score import is_flagged
 from tracescore.score._report import render_report
 from tracescore.testing.kafka_broker import KafkaBroker
 
@@ -263,7 +264,9 @@ def report(
         )
         if record.score is not None:
             by_route[record.route].append(record.score)
-            flagged = record.score < 0.5
+            # The record's label is the metric's (README, What "hallucinated" means): an invented sentence
+            # beside a true one scores 0.5 and is still hallucinated.
+            flagged = is_flagged({"score": record.score, "label": record.label})
             caught += altered and flagged
             missed += altered and not flagged
             false_alarms += (not altered) and flagged

@@ -242,6 +242,13 @@ def alert(
     metavar="METRIC=MIN",
     help="CI gate: exit 1 when the metric's mean is below MIN (repeatable), e.g. faithfulness=0.8.",
 )
+@click.option(
+    "--max-flagged",
+    metavar="N|SHARE",
+    default=None,
+    help="CI gate: exit 1 when more faithfulness results are flagged (labelled hallucinated, see README) "
+    "than a count (3) or a share of the scored records (0.05).",
+)
 @_with_judge_options(default_metrics=",".join(DEFAULT_METRICS))
 def score(
     input_path: Path,
@@ -251,6 +258,7 @@ def score(
     report_path: Path | None,
     threshold: float,
     fail_under: tuple[str, ...],
+    max_flagged: str | None,
     judge: str,
     model: str | None,
     base_url: str | None,
@@ -258,20 +266,23 @@ def score(
     metric_config: Path | None,
 ) -> None:
     """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records; one output line per input
-    record. Exits 1 when nothing could be scored or a --fail-under mean is missed."""
+    record. Exits 1 when nothing could be scored, a --fail-under mean is missed or --max-flagged exceeded."""
     from tracescore.score._batch import score_file
     from tracescore.score._evaluate import check_judge
     from tracescore.score._factory import make_judge, make_metrics
-    from tracescore.score._summary import parse_fail_under
+    from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
 
     # One line per judge call at INFO would scroll the progress bar away.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     gate = _or_usage_error(parse_fail_under, fail_under)
+    flag_limit = _or_usage_error(parse_max_flagged, max_flagged)
     the_judge = _or_usage_error(make_judge, judge, model=model, base_url=base_url)
     the_metrics = _or_usage_error(make_metrics, _names(metrics), metric_config)
     not_scored = sorted(set(gate) - {m.name for m in the_metrics})
     if not_scored:
         raise click.UsageError(f"--fail-under names metric(s) not in --metrics: {', '.join(not_scored)}")
+    if flag_limit is not None and FLAGGED_METRIC not in {m.name for m in the_metrics}:
+        raise click.UsageError(f"--max-flagged counts {FLAGGED_METRIC} flags: add it to --metrics")
     _or_usage_error(check_judge, the_metrics, the_judge)
     collector = None
     if report_path:
@@ -305,7 +316,7 @@ def score(
     if not summary.anything_scored:
         click.echo(f"error: nothing could be scored in {input_path} (see the reasons above)", err=True)
         sys.exit(EXIT_GATE_FAILED)
-    failures = summary.gate(gate)
+    failures = summary.gate(gate, flag_limit)
     for failure in failures:
         click.echo(f"FAIL {failure}", err=True)
     if failures:

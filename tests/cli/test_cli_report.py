@@ -21,7 +21,13 @@ RECORDS = [
     {**BASE, "id": "paris", "answer": "The head office is in Paris.", "label": "hallucinated"},
     {**BASE, "id": "missed", "answer": "The head office is in Delhi.", "label": "hallucinated"},
     {**BASE, "id": "empty", "answer": "", "label": "faithful"},
-    {**BASE, "id": "half", "answer": "The head office is in Delhi. It opened in 1950.", "label": "faithful"},
+    # One true sentence and one invented: score 0.5, and hallucinated under the default label rule.
+    {
+        **BASE,
+        "id": "half",
+        "answer": "The head office is in Delhi. It opened in 1950.",
+        "label": "hallucinated",
+    },
 ]
 
 
@@ -49,9 +55,9 @@ def test_report_is_rebuilt_from_scores_with_labels_and_texts(tmp_path: Path) -> 
     _report(str(scores), "--records", str(source), "--out", str(page))
     html = page.read_text(encoding="utf-8")
     cells = dict(re.findall(r'id="(tp|fn|fp|tn|balanced-accuracy)">([^<]*)<', html))
-    # mumbai and paris caught, "missed" passed though labelled hallucinated, "ok" and "half" (0.5) passed,
-    # "empty" unscored.
-    assert cells == {"tp": "2", "fn": "1", "fp": "0", "tn": "2", "balanced-accuracy": "0.833"}
+    # mumbai, paris and "half" (0.5 with an invented claim) caught, "missed" passed though labelled
+    # hallucinated, "ok" passed, "empty" unscored.
+    assert cells == {"tp": "3", "fn": "1", "fp": "0", "tn": "1", "balanced-accuracy": "0.875"}
     assert "The head office is in Mumbai." in html, "texts joined from --records"
     assert "1 labelled row(s) without a score" in html
 

@@ -276,3 +276,32 @@ def test_out_into_a_missing_directory_is_created(tmp_path: Path) -> None:
     blocked.write_text("")
     result = CliRunner().invoke(main, ["score", str(source), "--out", str(blocked / "out.jsonl")])
     assert result.exit_code == 1 and "cannot write" in result.output and "Traceback" not in result.output
+
+
+# One true sentence and one invented: 0.5, labelled hallucinated under the default label rule.
+HALF = {**GOOD, "id": "half", "answer": "The head office is in Delhi. It opened in 1950."}
+
+
+def test_max_flagged_counts_answers_labelled_hallucinated_even_at_half_score(tmp_path: Path) -> None:
+    lines = [json.dumps(GOOD), json.dumps(HALF)]
+    rows, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "0")
+    half = rows[1]["results"]["faithfulness"]
+    assert half["score"] == 0.5 and half["label"] == "hallucinated"
+    assert code == 1 and "FAIL faithfulness: 1 records flagged (50.0% of scored), more than 0" in output
+    assert "faithfulness: 2 scored, 0 unscored; mean 0.750, 0% below 0.5, 1 flagged" in output
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "1")
+    assert code == 0 and "FAIL" not in output
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "0.25")
+    assert code == 1 and "more than 25% of scored" in output
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "0.5")
+    assert code == 0, output
+
+
+def test_max_flagged_malformed_or_without_faithfulness_is_a_usage_error(tmp_path: Path) -> None:
+    for bad in ("-1", "1.5", "lots"):
+        _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--max-flagged", bad)
+        assert code == 2 and "--max-flagged" in output, bad
+    _, output, code = _run(
+        tmp_path, [json.dumps(GOOD)], "--metrics", "context_relevance", "--max-flagged", "0"
+    )
+    assert code == 2 and "add it to --metrics" in output

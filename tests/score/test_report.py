@@ -282,7 +282,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
 
     dom = _chromium(tmp_path, "--dump-dom", report.as_uri()).stdout
     assert 'id="records">4<' in dom and 'id="invalid">1<' in dom
-    assert "Records below threshold" in dom and "Score distributions" in dom
+    assert "Flagged records" in dom and "Score distributions" in dom
     hallucinated = next(r for r in rows if r["id"] == "hallucinated")
     verdicts = {c["verdict"] for c in hallucinated["results"]["faithfulness"]["details"]["claims"]}
     marks = _Elements(dom).verdict_marks()

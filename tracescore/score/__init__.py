@@ -29,10 +29,12 @@ _LAZY = {
     "BatchSummary": "tracescore.score._summary",
     "assert_scores": "tracescore.score._assertions",
     "ScoreAssertionError": "tracescore.score._assertions",
+    "is_flagged": "tracescore.score._labels",
     # metrics
     "Metric": "tracescore.score.metrics._protocol",
     "Faithfulness": "tracescore.score.metrics._faithfulness",
     "Verdict": "tracescore.score.metrics._faithfulness",
+    "faithfulness_label": "tracescore.score.metrics._faithfulness",
     "AnswerRelevancy": "tracescore.score.metrics._answer_relevancy",
     "ContextRelevance": "tracescore.score.metrics._context_relevance",
     "Quality": "tracescore.score.metrics._quality",

@@ -1,10 +1,11 @@
 """`tracescore score --report` and `tracescore report`: a self-contained HTML page summarising a scored batch.
 
 Memory stays bounded on large batches: every score is kept (histograms, medians), but texts are kept only
-for the worst `limit` records (a heap) and the first `limit` unscored ones. When rows carry a `label`
-(faithful/hallucinated, pass/fail, ...), the page adds a confusion matrix and the balanced accuracy of
-"rank metric below the threshold" against it. One small inline script sorts, filters and searches the
-tables; the page stays one file with no external resource.
+for the worst `limit` records (a heap) and the first `limit` unscored ones. A record is flagged as
+`is_flagged` reads its results: a bad label (Faithfulness' label rule) or a score below the threshold. When
+rows carry a `label` (faithful/hallucinated, pass/fail, ...), the page adds a confusion matrix and the
+balanced accuracy of "rank metric flagged" against it. One small inline script sorts, filters and searches
+the tables; the page stays one file with no external resource.
 """
 
 from __future__ import annotations
@@ -13,48 +14,32 @@ import functools
 import heapq
 import itertools
 import json
-import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from tracescore.score._labels import is_flagged, label_is_bad
+from tracescore.score._report_views import (
+    RANK_METRIC,
+    VERDICT_SEVERITY,
+    Kept,
+    css,
+    histogram,
+    kept,
+    record_view,
+    snippet,
+)
 from tracescore.score._types import RagRecord
 
 __all__ = ["ReportCollector", "read_scores", "render_report"]
 
 DEFAULT_TITLE = "tracescore report"
-RANK_METRIC = "faithfulness"
 _NOT_METRICS = frozenset({"id", "line", "reason", "results", "query", "answer", "contexts", "label"})
-# Labels read as "the answer is bad" (the positive class) or "good"; anything else is counted as unknown.
-_BAD_LABELS = frozenset(
-    {"hallucinated", "hallucination", "unfaithful", "fail", "failed", "bad", "false", "0"}
-)
-_GOOD_LABELS = frozenset({"faithful", "grounded", "pass", "passed", "good", "true", "1"})
-# Worst first: a sentence holding several claims takes the colour of its worst verdict.
-_VERDICT_SEVERITY = {"CONTRADICTORY": 3, "NO_EVIDENCE": 2, "PARTIALLY_SUPPORTED": 1, "FULLY_SUPPORTED": 0}
-_CONTEXT_CHARS = 20_000  # per record: a pathological context must not blow up the page
-_SNIPPET_CHARS = 300
-_BINS = 10
-
-
-@dataclass
-class _Kept:
-    """What the report shows of one record: scores, per-metric results and (when known) the texts."""
-
-    id: str | None
-    line: int | None
-    scores: dict[str, float | None]
-    results: dict[str, Any]
-    reason: str | None
-    query: str | None = None
-    answer: str | None = None
-    contexts: list[str] = field(default_factory=list)
 
 
 class ReportCollector:
@@ -69,13 +54,14 @@ class ReportCollector:
         self.metrics: list[str] = []  # in first-seen order, so columns follow the CLI's --metrics
         self.scores: dict[str, list[float]] = {}
         self.unscored: dict[str, Counter[str]] = {}
-        self.record_min: list[float] = []  # lowest score of each scored record: the below-threshold count
+        self.flagged: Counter[str] = Counter()  # metric -> records it flags
+        self.flagged_records = 0  # records flagged by at least one metric
         self.unscored_total = 0
-        self.unscored_kept: list[_Kept] = []
-        # (label says bad, rank metric says bad) -> records; only rows with a readable label and a score.
+        self.unscored_kept: list[Kept] = []
+        # (label says bad, rank metric flags it) -> records; only rows with a readable label and a score.
         self.confusion: Counter[tuple[bool, bool]] = Counter()
         self.unlabelled = 0
-        self._worst: list[tuple[tuple[float, ...], int, _Kept]] = []  # max-heap on the negated rank key
+        self._worst: list[tuple[tuple[float, ...], int, Kept]] = []  # max-heap on the negated rank key
         self._seq = itertools.count()
 
     def __call__(self, record: RagRecord | None, row: Mapping[str, Any]) -> None:
@@ -84,6 +70,7 @@ class ReportCollector:
         if not results and str(row.get("reason") or "").startswith("invalid input"):
             self.invalid += 1
         scores = {k: v for k, v in row.items() if _is_metric(k, v)}
+        flags: dict[str, bool] = {}
         for name, score in scores.items():
             if name not in self.scores:
                 self.metrics.append(name)
@@ -91,45 +78,58 @@ class ReportCollector:
                 self.unscored[name] = Counter()
             if score is not None:
                 self.scores[name].append(float(score))
+                flags[name] = is_flagged(_result(results, name, score), self.threshold)
+                self.flagged[name] += flags[name]
             elif name in results:  # an invalid line has no result: it is counted as invalid, not here
                 self.unscored[name][(results[name] or {}).get("reason") or "no reason given"] += 1
-        self._count_label(row.get("label"), scores.get(self.rank_metric))
+        self._count_label(row.get("label"), scores.get(self.rank_metric), flags.get(self.rank_metric, False))
         present = [float(v) for v in scores.values() if v is not None]
         if present:
-            self.record_min.append(min(present))
-            self._keep_if_worst(record, row, scores, min(present))
+            self.flagged_records += any(flags.values())
+            self._keep_if_worst(record, row, scores, min(present), any(flags.values()))
         if any(v is None for v in scores.values()) or not scores:
             self.unscored_total += 1
             if len(self.unscored_kept) < self.limit:
-                kept = _kept(record, row, scores)
-                kept.contexts = []  # the unscored table shows the reason, not the context
-                self.unscored_kept.append(kept)
+                view = kept(record, row, scores)
+                view.contexts = []  # the unscored table shows the reason, not the context
+                self.unscored_kept.append(view)
 
-    def _count_label(self, label: Any, score: Any) -> None:
+    def _count_label(self, label: Any, score: Any, flagged: bool) -> None:
         if label is None:
             return
-        truth = _label_is_bad(label)
+        truth = label_is_bad(label)
         if truth is None or score is None:
             self.unlabelled += 1
             return
-        self.confusion[(truth, float(score) < self.threshold)] += 1
+        self.confusion[(truth, flagged)] += 1
 
     def _keep_if_worst(
-        self, record: RagRecord | None, row: Mapping[str, Any], scores: Mapping[str, Any], lowest: float
+        self,
+        record: RagRecord | None,
+        row: Mapping[str, Any],
+        scores: Mapping[str, Any],
+        lowest: float,
+        flagged: bool,
     ) -> None:
         rank = scores.get(self.rank_metric)
-        # Records below the threshold on any metric first, then by the rank metric, lowest first.
-        below = 0.0 if lowest < self.threshold else 1.0
-        key = (below, 2.0 if rank is None else float(rank), lowest, float(row.get("line") or 0))
-        entry = (tuple(-k for k in key), next(self._seq), _kept(record, row, scores))
+        # Flagged records first, then by the rank metric, lowest first.
+        key = (
+            0.0 if flagged else 1.0,
+            2.0 if rank is None else float(rank),
+            lowest,
+            float(row.get("line") or 0),
+        )
+        view = kept(record, row, scores)
+        view.flagged = flagged
+        entry = (tuple(-k for k in key), next(self._seq), view)
         if len(self._worst) < self.limit:
             heapq.heappush(self._worst, entry)
         elif entry[0] > self._worst[0][0]:  # lower rank key than the best of the kept worst
             heapq.heapreplace(self._worst, entry)
 
-    def worst(self) -> list[_Kept]:
-        """Kept worst records, lowest rank-metric score first."""
-        return [kept for _, _, kept in sorted(self._worst, key=lambda e: (tuple(-k for k in e[0]), e[1]))]
+    def worst(self) -> list[Kept]:
+        """Kept worst records, flagged first, then lowest rank-metric score first."""
+        return [view for _, _, view in sorted(self._worst, key=lambda e: (tuple(-k for k in e[0]), e[1]))]
 
     @classmethod
     def from_rows(
@@ -142,13 +142,10 @@ class ReportCollector:
         return collector
 
 
-def _label_is_bad(label: Any) -> bool | None:
-    text = str(label).strip().casefold()
-    if text in _BAD_LABELS:
-        return True
-    if text in _GOOD_LABELS:
-        return False
-    return None
+def _result(results: Mapping[str, Any], name: str, score: Any) -> Mapping[str, Any]:
+    """The row's score with the label of the metric's result, when the row has one."""
+    result = results.get(name)
+    return {"score": score, "label": result.get("label") if isinstance(result, Mapping) else None}
 
 
 def read_scores(
@@ -204,37 +201,9 @@ def _is_metric(key: str, value: Any) -> bool:
     return value is None or isinstance(value, int | float)
 
 
-def _kept(record: RagRecord | None, row: Mapping[str, Any], scores: Mapping[str, Any]) -> _Kept:
-    contexts = list(record.contexts) if record else list(row.get("contexts") or [])
-    return _Kept(
-        id=row.get("id"),
-        line=row.get("line"),
-        scores=dict(scores),
-        results=dict(row.get("results") or {}),
-        reason=row.get("reason"),
-        query=record.query if record else row.get("query"),
-        answer=record.answer if record else row.get("answer"),
-        contexts=_capped(contexts),
-    )
-
-
-def _capped(contexts: list[str]) -> list[str]:
-    out, budget = [], _CONTEXT_CHARS
-    for text in contexts:
-        text = str(text)
-        if budget <= 0:
-            break
-        out.append(text if len(text) <= budget else text[:budget] + " … [truncated]")
-        budget -= len(text)
-    return out
-
-
-# --- view models: plain dicts and lists, so the template stays logic-free -------------------------------
-
-
 def _metric_summary(collector: ReportCollector, name: str, threshold: float) -> dict[str, Any]:
     scores = collector.scores[name]
-    below = sum(s < threshold for s in scores)
+    below = collector.flagged[name]
     return {
         "name": name,
         "scored": len(scores),
@@ -244,142 +213,8 @@ def _metric_summary(collector: ReportCollector, name: str, threshold: float) -> 
         "median": statistics.median(scores) if scores else None,
         "below": below,
         "below_share": below / len(scores) if scores else None,
-        "histogram": _histogram(scores, threshold),
+        "histogram": histogram(scores, threshold),
     }
-
-
-def _histogram(scores: list[float], threshold: float) -> dict[str, Any]:
-    """Geometry of an inline SVG bar chart: 10 bins over [0, 1], the last one closed."""
-    counts = [0] * _BINS
-    for s in scores:
-        counts[min(_BINS - 1, max(0, math.floor(s * _BINS)))] += 1
-    width, height, left, bottom, top = 420, 190, 44, 36, 18
-    plot_w, plot_h = width - left - 10, height - bottom - top
-    peak = max(counts) or 1
-    bar_w = plot_w / _BINS
-    bars = []
-    for i, count in enumerate(counts):
-        bar_h = plot_h * count / peak
-        bars.append(
-            {
-                "x": round(left + i * bar_w + 1, 1),
-                "y": round(top + plot_h - bar_h, 1),
-                "w": round(bar_w - 2, 1),
-                "h": round(bar_h, 1),
-                "count": count,
-                "low": (i + 1) / _BINS <= threshold,
-                "range": f"{i / _BINS:.1f}–{(i + 1) / _BINS:.1f}",
-            }
-        )
-    ticks = [{"x": round(left + i * bar_w, 1), "label": f"{i / _BINS:g}"} for i in range(0, _BINS + 1, 2)]
-    return {
-        "width": width,
-        "height": height,
-        "left": left,
-        "top": top,
-        "base": top + plot_h,
-        "right": left + plot_w,
-        "peak": peak,
-        "bars": bars,
-        "ticks": ticks,
-        "threshold_x": round(left + plot_w * min(1.0, max(0.0, threshold)), 1),
-    }
-
-
-def _highlight(answer: str, claims: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The answer cut into segments; sentences that carry claims become marks coloured by verdict."""
-    by_sentence: dict[str, list[Mapping[str, Any]]] = {}
-    for claim in claims:
-        sentence = str(claim.get("sentence") or "").strip()
-        if sentence:
-            by_sentence.setdefault(sentence, []).append(claim)
-    spans: list[tuple[int, int, list[Mapping[str, Any]]]] = []
-    cursor = 0
-    for sentence, group in by_sentence.items():
-        # Sentences come in answer order, so search after the previous one first, then anywhere free.
-        start = answer.find(sentence, cursor)
-        if start < 0:
-            start = answer.find(sentence)
-        end = start + len(sentence)
-        if start < 0 or any(start < e and s < end for s, e, _ in spans):
-            continue  # not found verbatim: the claim is still listed under the answer
-        spans.append((start, end, group))
-        cursor = end
-    segments, position = [], 0
-    for start, end, group in sorted(spans, key=lambda s: s[0]):
-        if start > position:
-            segments.append({"text": answer[position:start]})
-        worst = max(group, key=lambda c: _VERDICT_SEVERITY.get(str(c.get("verdict")), 2))
-        segments.append(
-            {
-                "text": answer[start:end],
-                "verdict": _css(worst.get("verdict")),
-                "title": "\n\n".join(_claim_tooltip(c) for c in group),
-            }
-        )
-        position = end
-    if position < len(answer):
-        segments.append({"text": answer[position:]})
-    return segments
-
-
-def _claim_tooltip(claim: Mapping[str, Any]) -> str:
-    text = f"{claim.get('verdict', '?')}: {claim.get('claim', '')}"
-    if claim.get("reason"):
-        text += f"\n{claim['reason']}"
-    if claim.get("evidence"):
-        text += f'\nEvidence: "{claim["evidence"]}"'
-    return text
-
-
-def _css(verdict: Any) -> str:
-    return str(verdict or "unknown").lower().replace("_", "-")
-
-
-def _record_view(kept: _Kept, metrics: list[str], threshold: float) -> dict[str, Any]:
-    faith = kept.results.get(RANK_METRIC) or {}
-    details = faith.get("details") if isinstance(faith, Mapping) else None
-    claims = details.get("claims") if isinstance(details, Mapping) else None
-    claims = [c for c in claims if isinstance(c, Mapping)] if isinstance(claims, list) else []
-    scores = []
-    for name in metrics:
-        result = kept.results.get(name) or {}
-        score = kept.scores.get(name)
-        scores.append(
-            {
-                "name": name,
-                "score": score,
-                "low": score is not None and score < threshold,
-                "label": result.get("label") if isinstance(result, Mapping) else None,
-                "reason": result.get("reason") if isinstance(result, Mapping) else None,
-            }
-        )
-    answer = kept.answer
-    return {
-        "verdicts": " ".join(sorted({_css(c.get("verdict")) for c in claims})),
-        "id": kept.id,
-        "line": kept.line,
-        "scores": scores,
-        "query": kept.query,
-        "answer": answer,
-        "segments": _highlight(answer, claims) if answer is not None else [],
-        "claims": [_claim_view(c) for c in claims],
-        "contexts": kept.contexts,
-        "reason": kept.reason,
-    }
-
-
-def _claim_view(claim: Mapping[str, Any]) -> dict[str, str]:
-    """Every key the template reads, as text: a judge may leave any of them out."""
-    view = {k: str(claim.get(k) or "") for k in ("claim", "verdict", "reason", "evidence")}
-    view["css"] = _css(claim.get("verdict"))
-    return view
-
-
-def _snippet(text: str | None) -> str | None:
-    if text is None or len(text) <= _SNIPPET_CHARS:
-        return text
-    return text[:_SNIPPET_CHARS] + "…"
 
 
 @functools.cache
@@ -408,11 +243,11 @@ def render_report(
     else:
         collector = ReportCollector.from_rows(rows, threshold=threshold, limit=limit)
     metrics = collector.metrics
-    worst = [k for k in collector.worst() if any(s is not None and s < threshold for s in k.scores.values())]
+    worst = [k for k in collector.worst() if k.flagged]
     unscored = []
-    for kept in collector.unscored_kept:
-        view = _record_view(kept, metrics, threshold)
-        view.update(query=_snippet(kept.query), answer=_snippet(kept.answer))
+    for kept_record in collector.unscored_kept:
+        view = record_view(kept_record, metrics, threshold)
+        view.update(query=snippet(kept_record.query), answer=snippet(kept_record.answer))
         unscored.append(view)
     return _template().render(
         title=title,
@@ -420,13 +255,13 @@ def render_report(
         records=collector.records,
         invalid=collector.invalid,
         metrics=[_metric_summary(collector, m, threshold) for m in metrics],
-        below_total=sum(m < threshold for m in collector.record_min),
-        worst=[_record_view(k, metrics, threshold) for k in worst],
+        below_total=collector.flagged_records,
+        worst=[record_view(k, metrics, threshold) for k in worst],
         unscored=unscored,
         unscored_total=collector.unscored_total,
         limit=collector.limit,
         rank_metric=RANK_METRIC if RANK_METRIC in metrics else None,
         confusion=_confusion_view(collector),
-        verdicts=list(_VERDICT_SEVERITY)[::-1],
-        css=_css,
+        verdicts=list(VERDICT_SEVERITY)[::-1],
+        css=css,
     )

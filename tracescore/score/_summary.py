@@ -1,4 +1,4 @@
-"""What a scored batch adds up to, and the CI gate on it: means, share below threshold, judge spend."""
+"""What a scored batch adds up to, and the CI gate on it: means, flagged records, judge spend."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tracescore.score._labels import is_flagged
 from tracescore.score._types import MetricResult, Usage
 
-__all__ = ["BatchSummary", "parse_fail_under"]
+__all__ = ["FLAGGED_METRIC", "BatchSummary", "parse_fail_under", "parse_max_flagged"]
+
+# The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
+FLAGGED_METRIC = "faithfulness"
 
 
 @dataclass
@@ -20,6 +24,9 @@ class BatchSummary:
     invalid: int = 0
     scores: dict[str, list[float]] = field(default_factory=dict)
     unscored: dict[str, int] = field(default_factory=dict)
+    # Per metric, scored records it flags (`is_flagged`: a bad label such as "hallucinated", or a score
+    # below `threshold`).
+    flagged: dict[str, int] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
 
     def add(self, results: Sequence[MetricResult] | None, *, metric_names: Sequence[str] = ()) -> None:
@@ -28,16 +35,19 @@ class BatchSummary:
         for name in metric_names:
             self.scores.setdefault(name, [])
             self.unscored.setdefault(name, 0)
+            self.flagged.setdefault(name, 0)
         if results is None:
             self.invalid += 1
             return
         for result in results:
             self.scores.setdefault(result.metric, [])
             self.unscored.setdefault(result.metric, 0)
+            self.flagged.setdefault(result.metric, 0)
             if result.score is None:
                 self.unscored[result.metric] += 1
             else:
                 self.scores[result.metric].append(result.score)
+                self.flagged[result.metric] += is_flagged(result, self.threshold)
             self.usage += result.usage
 
     @property
@@ -56,9 +66,25 @@ class BatchSummary:
         values = self.scores.get(metric) or []
         return sum(v < self.threshold for v in values) / len(values) if values else None
 
-    def gate(self, fail_under: Mapping[str, float]) -> list[str]:
-        """One line per failed condition of the CI gate; empty when the batch passes."""
+    def flagged_share(self, metric: str) -> float | None:
+        values = self.scores.get(metric) or []
+        return self.flagged.get(metric, 0) / len(values) if values else None
+
+    def gate(self, fail_under: Mapping[str, float], max_flagged: float | None = None) -> list[str]:
+        """One line per failed condition of the CI gate; empty when the batch passes. `max_flagged` is a
+        count of faithfulness-flagged records (>= 1 or 0) or a share of the scored ones (0 < x < 1)."""
         failures = []
+        if max_flagged is not None:
+            flagged, share = self.flagged.get(FLAGGED_METRIC, 0), self.flagged_share(FLAGGED_METRIC)
+            if share is None:
+                failures.append(
+                    f"{FLAGGED_METRIC}: no record could be scored (--max-flagged {max_flagged:g})"
+                )
+            elif (share > max_flagged) if 0 < max_flagged < 1 else (flagged > max_flagged):
+                limit = f"{max_flagged:.0%} of scored" if 0 < max_flagged < 1 else f"{max_flagged:g}"
+                failures.append(
+                    f"{FLAGGED_METRIC}: {flagged} records flagged ({share:.1%} of scored), more than {limit}"
+                )
         for metric, minimum in fail_under.items():
             mean = self.mean(metric)
             if mean is None:
@@ -73,7 +99,12 @@ class BatchSummary:
         for metric, values in self.scores.items():
             mean = self.mean(metric)
             share = self.below_share(metric)
-            stats = "no score" if mean is None else f"mean {mean:.3f}, {share:.0%} below {self.threshold:g}"
+            flagged = self.flagged.get(metric, 0)
+            stats = (
+                "no score"
+                if mean is None
+                else f"mean {mean:.3f}, {share:.0%} below {self.threshold:g}, {flagged} flagged"
+            )
             out.append(f"  {metric}: {len(values)} scored, {self.unscored.get(metric, 0)} unscored; {stats}")
         spend = f"judge calls {self.usage.calls}, tokens {self.usage.prompt_tokens} prompt + "
         spend += f"{self.usage.completion_tokens} completion"
@@ -95,4 +126,18 @@ def parse_fail_under(specs: Sequence[str]) -> dict[str, float]:
         if not sep or not metric.strip() or not 0.0 <= minimum <= 1.0:
             raise ValueError(f"--fail-under {spec!r}: expected METRIC=MIN with MIN within 0..1")
         parsed[metric.strip()] = minimum
+    return parsed
+
+
+def parse_max_flagged(value: str | None) -> float | None:
+    """`--max-flagged`: a whole count ("3") or a share of the scored records ("0.05"); None when unset."""
+    if value is None:
+        return None
+    try:
+        parsed = float(value)
+    except ValueError:
+        parsed = float("nan")
+    whole = parsed.is_integer() and "." not in value
+    if not (parsed >= 0 and (whole or parsed < 1)):
+        raise ValueError(f"--max-flagged {value!r}: expected a count (e.g. 3) or a share below 1 (e.g. 0.05)")
     return parsed

@@ -263,3 +263,67 @@ async def test_halueval_dev_set_balanced_accuracy() -> None:
     assert (tpr + tnr) / 2 >= DEV_SET_FLOOR, (
         f"balanced accuracy {(tpr + tnr) / 2:.4f} (TPR {tpr:.3f}, TNR {tnr:.3f})"
     )
+
+
+async def test_verdicts_carry_a_confidence_that_tells_invention_from_weak_evidence() -> None:
+    invented, restated = await verdicts(
+        "When was Acme Corp founded?",
+        ACME,
+        "Acme Corp was founded in 1960 by John Smith.",
+        "Acme Corp was founded.",
+    )
+    assert invented.verdict is Verdict.NO_EVIDENCE and invented.confidence is not None
+    assert invented.confidence >= 0.5, "a name and a number the context lacks: sure"
+    assert restated.verdict is Verdict.NO_EVIDENCE and restated.confidence is not None
+    assert restated.confidence < 0.5, "restating the question is no evidence of invention"
+
+
+CONJUNCTS = "Acme Corp was founded in 1999 and sells anvils; its plant in Ohio employs 40 people."
+
+
+@pytest.mark.parametrize("question", ["What does Acme Corp sell?", "Tell me about Acme.", ""])
+async def test_a_claim_that_is_one_conjunct_of_a_context_sentence_is_supported(question: str) -> None:
+    (sells,) = await verdicts(question, CONJUNCTS, "Acme Corp sells anvils.")
+    assert sells.verdict is Verdict.FULLY_SUPPORTED, sells.reason
+
+
+async def test_a_conjunct_with_an_invented_part_is_not_supported() -> None:
+    rockets, founded = await verdicts(
+        "What does Acme Corp sell?", CONJUNCTS, "Acme Corp sells rockets.", "Acme Corp was founded in 1989."
+    )
+    assert rockets.verdict is Verdict.NO_EVIDENCE and founded.verdict is Verdict.NO_EVIDENCE
+
+
+async def test_irregular_and_regular_verb_forms_match_their_lemma() -> None:
+    context = (
+        "Jane Doe wrote the novel in 1990. She began teaching in 1995. Acme sells anvils and stopped rockets."
+    )
+    found = await verdicts(
+        "Who wrote the novel?",
+        context,
+        "Jane Doe has written the novel.",
+        "Jane Doe writes novels.",
+        "She begins teaching in 1995.",
+        "Acme sold anvils.",
+        "Acme is stopping rockets.",
+    )
+    assert [v.verdict for v in found] == [Verdict.FULLY_SUPPORTED] * 5, [v.reason for v in found]
+    (bought,) = await verdicts("What did Acme do?", context, "Acme bought anvils.")
+    assert bought.verdict is Verdict.NO_EVIDENCE, "another verb is not a form of this one"
+
+
+async def test_a_negation_reaches_no_further_than_its_clause_or_a_hyphenated_compound() -> None:
+    context = (
+        "GMT is equivalent to UTC for civil purposes (but this is not formalised) and for navigation is "
+        "equivalent to UT1. The not-for-profit Hospital Center is licensed for 926 beds."
+    )
+    navigation, beds = await verdicts(
+        "What is GMT?",
+        context,
+        "GMT for navigation is equivalent to UT1.",
+        "The Hospital Center is licensed for 926 beds.",
+    )
+    assert navigation.verdict is Verdict.FULLY_SUPPORTED, navigation.reason
+    assert beds.verdict is Verdict.FULLY_SUPPORTED, beds.reason
+    (formalised,) = await verdicts("What is GMT?", context, "This is formalised.")
+    assert formalised.verdict is Verdict.CONTRADICTORY, "inside its clause the negation still counts"

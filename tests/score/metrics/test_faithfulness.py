@@ -189,3 +189,66 @@ def test_max_claims_must_be_positive() -> None:
 
     with pytest.raises(ValueError, match="max_claims"):
         Faithfulness(max_claims=0)
+
+
+# --- the label rule ---------------------------------------------------------------------------------------
+
+
+def _judge_with_confidence(verdicts: Sequence[tuple[Verdict, float | None]]) -> ScriptedJudge:
+    judge = ScriptedJudge([v for v, _ in verdicts])
+    original = judge.run
+
+    async def run(task: JudgeTask, data: BaseModel) -> Judgement:
+        judgement = await original(task, data)
+        if task.name == "faithfulness.verdicts":
+            for verdict, (_, confidence) in zip(judgement.output.verdicts, verdicts, strict=True):
+                verdict.confidence = confidence
+        return judgement
+
+    judge.run = run  # type: ignore[method-assign]
+    return judge
+
+
+async def test_one_invented_claim_beside_true_ones_is_hallucinated_by_default() -> None:
+    verdicts = [V.FULLY_SUPPORTED, V.FULLY_SUPPORTED, V.NO_EVIDENCE]
+    result = await Faithfulness().score(RECORD, ScriptedJudge(verdicts))
+    assert result.score == pytest.approx(2 / 3) and result.label == "hallucinated"
+    assert result.details["unsupported_claims"] == 1 and result.details["label_rule"] == "any_unsupported"
+    lenient = await Faithfulness(label_rule="threshold").score(RECORD, ScriptedJudge(verdicts))
+    assert lenient.score == result.score and lenient.label == "faithful"
+
+
+async def test_an_unsure_unsupported_verdict_does_not_decide_the_label() -> None:
+    verdicts = [(V.FULLY_SUPPORTED, 0.9), (V.FULLY_SUPPORTED, None), (V.NO_EVIDENCE, 0.3)]
+    unsure = await Faithfulness().score(RECORD, _judge_with_confidence(verdicts))
+    assert unsure.label == "faithful" and unsure.details["unsupported_claims"] == 0
+    assert unsure.details["claims"][2]["confidence"] == 0.3
+    strict = await Faithfulness(min_confidence=0.2).score(RECORD, _judge_with_confidence(verdicts))
+    assert strict.label == "hallucinated"
+
+
+async def test_partial_support_alone_is_not_hallucinated_but_a_low_score_always_is() -> None:
+    partial = await Faithfulness().score(
+        RECORD, ScriptedJudge([V.FULLY_SUPPORTED, V.PARTIALLY_SUPPORTED] * 2)
+    )
+    assert partial.label == "faithful"
+    low = await Faithfulness(label_rule="threshold").score(
+        RECORD, ScriptedJudge([V.NO_EVIDENCE, V.NO_EVIDENCE, V.FULLY_SUPPORTED])
+    )
+    assert low.label == "hallucinated"
+
+
+def test_faithfulness_label_is_the_same_function_everywhere() -> None:
+    from tracescore.score import faithfulness_label
+
+    claims = [{"verdict": "FULLY_SUPPORTED"}, {"verdict": "CONTRADICTORY", "confidence": 0.8}]
+    assert faithfulness_label(0.5, claims) == "hallucinated"
+    assert faithfulness_label(0.5, claims, rule="threshold") == "faithful"
+    assert faithfulness_label(0.4, [{"verdict": "FULLY_SUPPORTED"}], rule="threshold") == "hallucinated"
+
+
+def test_bad_label_rule_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="label_rule"):
+        Faithfulness(label_rule="majority")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="min_confidence"):
+        Faithfulness(min_confidence=1.5)

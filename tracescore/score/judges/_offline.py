@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracescore.score._types import Usage
+from tracescore.score.judges._offline_evidence import about, coverage, phrase, value, window
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
 from tracescore.score.judges._offline_text import (
     Question,
@@ -50,6 +51,11 @@ FULLY, PARTIAL, NO_EVIDENCE, CONTRADICTORY = (
     "CONTRADICTORY",
 )
 _RANK = {FULLY: 3, PARTIAL: 2, NO_EVIDENCE: 1, CONTRADICTORY: 0}
+# How sure a lexical verdict is (ClaimVerdict.confidence), by the evidence it rests on: a name or number the
+# context lacks is near certain; a negation mismatch or a name tied to another subject likely; a claim that
+# adds nothing checkable is weak evidence of invention. The label rule counts unsupported verdicts at >= 0.5.
+_SURE, _LIKELY, _WEAK = 0.9, 0.7, 0.3
+_CONFIDENCE = {FULLY: _LIKELY, PARTIAL: 0.5, NO_EVIDENCE: _LIKELY, CONTRADICTORY: _LIKELY}
 
 _Outcome = tuple[str, str]
 
@@ -65,90 +71,6 @@ class OfflineTuning:
     fragment_words: int = 6
 
 
-# --- evidence -------------------------------------------------------------------------------------------
-
-
-def _mentions(sentence: Sentence, entity: frozenset[str]) -> bool:
-    return len(entity & sentence.keys) * 2 >= len(entity)
-
-
-def _window(sentences: list[Sentence], weights: dict[str, int]) -> tuple[int, set[str]]:
-    """The sentence that best matches the claim, and the keys of it plus its neighbours: facts stated
-    across two adjacent sentences ("X was born in 1950. He founded Y.") still count as stated together."""
-    own = [sum(w for k, w in weights.items() if k in s.keys) for s in sentences]
-    best, best_score = -1, (0, 0)
-    for i in range(len(sentences)):
-        near = sentences[max(0, i - 1) : i + 2]
-        score = (sum(w for k, w in weights.items() if any(k in s.keys for s in near)), own[i])
-        if score > best_score:
-            best, best_score = i, score
-    if best < 0:
-        return -1, set()
-    return best, {k for s in sentences[max(0, best - 1) : best + 2] for k in s.keys if k in weights}
-
-
-def _value(sentences: list[Sentence], option: frozenset[str], question: Question) -> float | None:
-    """The figure the context gives for `option`: the first year after its name for time comparisons,
-    else the first number followed closely by a question word ("won 6 [Grand Slam] [titles]")."""
-    for sentence in sentences:
-        if not _mentions(sentence, option):
-            continue
-        order = sentence.order
-        start = max(i for i, k in enumerate(order) if k in option)
-        for i in range(start, len(order)):
-            key = order[i]
-            if not key[:1].isdigit():
-                continue
-            is_year = len(key) == 4 and key.isdigit() and 1000 <= int(key) <= 2100
-            if question.about_time and is_year:
-                return float(key)
-            if not question.about_time and not is_year and question.keys.intersection(order[i + 1 : i + 4]):
-                return float(key)
-    return None
-
-
-def _about(sentences: list[Sentence], group: frozenset[str]) -> set[str]:
-    """Keys stated about a name: sentences naming it plus the pronoun sentences that follow them."""
-    stated: set[str] = set()
-    following = False
-    for sentence in sentences:
-        following = _mentions(sentence, group) or (following and sentence.continues)
-        if following:
-            stated |= sentence.keys
-    return stated
-
-
-def _phrase(sentences: list[Sentence], seq: list[str]) -> bool:
-    """Does some sentence state `seq` as one phrase: its keys in order, at most one other word between?"""
-    if len(seq) < 2:
-        return True
-    wanted = set(seq)
-    for sentence in sentences:
-        if not wanted <= sentence.keys:
-            continue
-        order = sentence.order
-        for start in (i for i, k in enumerate(order) if k == seq[0]):
-            at, ok = start, True
-            for key in seq[1:]:
-                nxt = next((j for j in range(at + 1, min(at + 3, len(order))) if order[j] == key), None)
-                if nxt is None:
-                    ok = False
-                    break
-                at = nxt
-            if ok:
-                return True
-    return False
-
-
-def _coverage(sentences: list[Sentence], entity: frozenset[str], predicate: frozenset[str]) -> float:
-    """The largest share of `predicate` stated in one sentence that names `entity`."""
-    if not predicate:
-        return 0.0
-    return max(
-        (len(predicate & s.keys) / len(predicate) for s in sentences if _mentions(s, entity)), default=0.0
-    )
-
-
 # --- claim verdicts -------------------------------------------------------------------------------------
 
 
@@ -162,7 +84,7 @@ def _judge_choice(
     """A pick between two named options, checked against the context's figures or statements."""
     other = question.options[1] if picked == question.options[0] else question.options[0]
     if question.direction is not None:
-        mine, theirs = _value(sentences, picked, question), _value(sentences, other, question)
+        mine, theirs = value(sentences, picked, question), value(sentences, other, question)
         if mine is not None and theirs is not None and mine != theirs:
             if (mine < theirs) == (question.direction == "low"):
                 return FULLY, f"The context's figures agree ({mine:g} against {theirs:g})."
@@ -172,7 +94,7 @@ def _judge_choice(
             )
         return None
     predicate = (question.keys - picked - other) & context
-    mine, theirs = _coverage(sentences, picked, predicate), _coverage(sentences, other, predicate)
+    mine, theirs = coverage(sentences, picked, predicate), coverage(sentences, other, predicate)
     if mine - theirs >= 0.5:
         return FULLY, "The context states what was asked about the chosen option only."
     if theirs - mine >= 0.5:
@@ -190,7 +112,7 @@ def _judge_yes_no(
     predicate = question.keys.difference(*question.entities) & context if question.entities else frozenset()
     if question.relational or not predicate:
         return PARTIAL, "The context covers the question; the yes/no needs a comparison."
-    holds = all(_coverage(sentences, e, predicate) == 1.0 for e in question.entities)
+    holds = all(coverage(sentences, e, predicate) == 1.0 for e in question.entities)
     if polarity and holds:
         return FULLY, "The context states the asked property of every entity."
     if polarity:
@@ -207,7 +129,7 @@ def _judge_claim(
     context: frozenset[str],
     variants: Callable[[Tok], Tok],
     tuning: OfflineTuning,
-) -> tuple[str, str, Sentence | None]:
+) -> tuple[str, str, float, Sentence | None]:
     claim_words = words(claim)
     polarity = YES_NO.get(claim_words[0]) if claim_words and question.yes_no else None
     # The claim without its leading yes/no, which is judged on its own against the question.
@@ -221,7 +143,7 @@ def _judge_claim(
     weights = {t.key: 1 for t in repeat} | {t.key: 2 for t in new} or dict.fromkeys(
         question.keys & context, 1
     )
-    at, near = _window(sentences, weights)
+    at, near = window(sentences, weights)
     best = sentences[at] if at >= 0 else None
 
     # A bare answer ("Lake Erie State Park") rather than a statement: short, no auxiliary, pronoun or verb.
@@ -233,14 +155,15 @@ def _judge_claim(
         and not any(w.islower() and w.rstrip(".,;!?").endswith("ed") for w in body.split())
     )
 
-    def done(outcome: _Outcome) -> tuple[str, str, Sentence | None]:
-        return outcome[0], outcome[1], best
+    def done(outcome: _Outcome, confidence: float | None = None) -> tuple[str, str, float, Sentence | None]:
+        return outcome[0], outcome[1], _CONFIDENCE[outcome[0]] if confidence is None else confidence, best
 
     hard = [t for t in missing if t.num or t.cap]
     if hard:
-        return done((NO_EVIDENCE, f"The context does not contain {_listed(hard)}."))
+        return done((NO_EVIDENCE, f"The context does not contain {_listed(hard)}."), _SURE)
     if missing and len(missing) >= tuning.missing_share * len(new):
-        return done((NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."))
+        share = round(min(_SURE, len(missing) / len(new)), 2)  # the more is missing, the surer
+        return done((NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}."), share)
 
     # Negation: a negative claim needs a negative statement in the context, and the other way round.
     claim_negated = bool(NEGATIONS.intersection(words(body)))
@@ -248,7 +171,7 @@ def _judge_claim(
         overlap = len(claim_keys & near) / max(1, len(claim_keys))
         if overlap >= 0.6:
             return done((CONTRADICTORY, "The context states this without the claim's negation."))
-        return done((NO_EVIDENCE, "The context states no such negation."))
+        return done((NO_EVIDENCE, "The context states no such negation."), 0.5)
     if not claim_negated and best is not None and {t.key for t in new} & best.negated:
         return done((CONTRADICTORY, "The context negates what the claim states."))
 
@@ -269,21 +192,21 @@ def _judge_claim(
         named = {t.key for t in new if t.num or t.surface[:1].isupper()}
         for group in name_groups(body) if named else ():
             rest = named - group
-            if group & question.names and rest and not rest <= _about(sentences, group):
-                lost, about = [t for t in new if t.key in rest], " ".join(sorted(group))
-                return done((NO_EVIDENCE, f"The context never states {_listed(lost)} about '{about}'."))
-        if fragment and not picked and not _phrase(sentences, [t.key for t in toks]):
-            return done((NO_EVIDENCE, "The context never names this as one phrase."))
+            if group & question.names and rest and not rest <= about(sentences, group):
+                lost, subject = [t for t in new if t.key in rest], " ".join(sorted(group))
+                return done((NO_EVIDENCE, f"The context never states {_listed(lost)} about '{subject}'."))
+        if fragment and not picked and not phrase(sentences, [t.key for t in toks]):
+            return done((NO_EVIDENCE, "The context never names this as one phrase."), 0.6)
         if missing:
             return done((PARTIAL, f"Mostly stated; missing {_listed(missing)}."))
         return done((FULLY, f"Stated in the context: {_listed(new)}."))
     if outcomes:
         return done(outcomes[0])
     if not toks:
-        return done((NO_EVIDENCE, "The claim has no content words to check."))
-    if fragment and _phrase(sentences, [t.key for t in toks]):
+        return done((NO_EVIDENCE, "The claim has no content words to check."), _WEAK)
+    if fragment and phrase(sentences, [t.key for t in toks]):
         return done((PARTIAL, "The answer names something the question mentions."))
-    return done((NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer."))
+    return done((NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer."), _WEAK)
 
 
 # --- handlers and the judge -----------------------------------------------------------------------------
@@ -329,9 +252,19 @@ def answer_verdicts(data: Any, tuning: OfflineTuning = OfflineTuning()) -> dict[
 
     verdicts = []
     for i, claim in enumerate(data.claims):
-        verdict, reason, best = _judge_claim(claim, question, sentences, context, variants, tuning)
+        verdict, reason, confidence, best = _judge_claim(
+            claim, question, sentences, context, variants, tuning
+        )
         evidence = best.text[:_EVIDENCE_CHARS].strip() if best is not None else ""
-        verdicts.append({"claim_index": i, "verdict": verdict, "reason": reason, "evidence": evidence})
+        verdicts.append(
+            {
+                "claim_index": i,
+                "verdict": verdict,
+                "reason": reason,
+                "evidence": evidence,
+                "confidence": confidence,
+            }
+        )
     return {"verdicts": verdicts}
 
 

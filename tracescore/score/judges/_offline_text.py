@@ -18,6 +18,7 @@ from tracescore.score.judges._offline_words import (
     CJK_STOPWORDS,
     CONNECTORS,
     HIGH_WORDS,
+    IRREGULAR_VERBS,
     LOW_WORDS,
     NEGATIONS,
     NUMBER_WORDS,
@@ -50,6 +51,9 @@ _WORD = re.compile(
     rf"|[^\W\d_{_IDEOGRAPH}{_HIRAGANA}{_KATAKANA}{_HANGUL}]+"
 )
 _NOT = re.compile(r"n['’]t\b", re.IGNORECASE)
+# "not-for-profit", "non-stop": a hyphenated compound is a word of its own, not a negation.
+_NOT_COMPOUND = re.compile(r"\b(not|non|no)-(?=\w)", re.IGNORECASE)
+_SCOPE_BREAK = re.compile(r"[,;:()]")
 # Scraped passages often glue sentences ("...century.First for Women is..."); pysbd keeps those as one
 # sentence, so a space is inserted at such a boundary before splitting.
 _GLUED = re.compile(r"(?<=[^\s.][a-z0-9)\"”’][.!?])(?=[A-Z][a-z]|[A-Z]\.\s)")
@@ -59,6 +63,10 @@ _OPENERS = WH_WORDS | AUXILIARIES
 # A capitalised adjective of nationality ("Kings of Leon [American] rock bands") is a property, not a name.
 _DEMONYM = re.compile(r"^[A-Z][a-z]+(?:ian|ican|ean|ese|ish)$")
 _PUNCTUATION = "\"“”'‘’()?,:;.!"
+# Where a sentence's conjunct clauses meet: "..., and sells", "... but closed", "...; it".
+# A determiner after "and" opens a noun phrase ("Me First and the Gimme Gimmes"), not a clause.
+_CONJUNCT = re.compile(r",?\s+(?:and|but|while|whereas|yet)\s+(?!(?:the|a|an)\b)(?=[a-z])|\s*;\s+")
+_MAX_SUBJECT = 6  # keys; more is a lead-in ("In the summer of 1999 the ..."), not a subject
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,25 +88,37 @@ def _fold(text: str) -> str:
                 kept.append(char)
         text = unicodedata.normalize("NFC", "".join(kept))
     text = text.replace("can't", "can not").replace("won't", "will not").replace("’", "'")
-    return _NOT.sub(" not", text)
+    return _NOT.sub(" not", _NOT_COMPOUND.sub(r"\1", text))
 
 
 @lru_cache(maxsize=65536)  # a vocabulary-sized memo of a pure function: words repeat across texts
 def _stem(word: str) -> str:
-    """A light suffix stripper; it only has to map the inflections of one word to one key."""
+    """A light suffix stripper; it only has to map the inflections of one word to one key. Irregular verb
+    forms go to their base first ("sold", "sells" -> "sell"), and a consonant doubled before -ing/-ed is
+    undoubled ("beginning", "begins" -> "begin")."""
+    word = IRREGULAR_VERBS.get(word, word)
     if len(word) <= 3:
         return word
     if word.endswith("ies") and len(word) > 4:
         word = word[:-3] + "y"
     elif word.endswith("ing") and len(word) > 5:
-        word = word[:-3]
-    elif (word.endswith("ed") and len(word) > 4) or word.endswith(("ches", "shes", "sses", "xes")):
+        word = _undouble(word[:-3])
+    elif word.endswith("ed") and len(word) > 4:
+        word = _undouble(word[:-2])
+    elif word.endswith(("ches", "shes", "sses", "xes")):
         word = word[:-2]
     elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
     elif word.endswith("ly") and len(word) > 5:
         word = word[:-2]
     return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+def _undouble(stem: str) -> str:
+    # Only consonants English doubles before a suffix; "added" and "passed" keep theirs (add, pass).
+    if len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] in "bgmnprt":
+        return stem[:-1]
+    return stem
 
 
 def _number(raw: str) -> str:
@@ -176,6 +196,9 @@ class Sentence:
     negated: frozenset[str]  # keys under a negation
     has_negation: bool
     continues: bool  # opens with a pronoun ("He founded ..."), so it is about the previous sentence's subject
+    # Key orders of its conjunct clauses, each with the subject they share: "Acme Corp was founded in 1999
+    # and sells anvils" also states "Acme Corp sells anvils" as one phrase. Empty for a single clause.
+    clauses: tuple[tuple[str, ...], ...] = ()
 
 
 @lru_cache(maxsize=4096)
@@ -199,10 +222,32 @@ def _sentence(text: str) -> Sentence:
         text=text,
         keys=frozenset(order),
         order=order,
-        negated=negated_keys(all_words),
+        # A negation reaches no further than its clause: "(but this is not formalised) and for navigation".
+        negated=frozenset().union(*(negated_keys(words(part)) for part in _SCOPE_BREAK.split(text))),
         has_negation=not NEGATIONS.isdisjoint(all_words),
         continues=opener in PRONOUNS,
+        clauses=_clauses(text),
     )
+
+
+def _clauses(text: str) -> tuple[tuple[str, ...], ...]:
+    """Conjunct clauses of a sentence as key orders. A clause opening in lowercase after "and"/"but"/";"
+    continues the first clause's subject (its words before the first auxiliary, else its leading name), so
+    the subject is put in front; a capitalised one has its own subject."""
+    parts = _CONJUNCT.split(text)
+    if len(parts) < 2:
+        return ()
+    head = parts[0].split()
+    aux = next((i for i, w in enumerate(head) if w.casefold() in AUXILIARIES), 0)
+    subject_words = head[:aux] if aux else _capital_run(head)
+    subject = tuple(t.key for t in tokens(" ".join(subject_words)))
+    if len(subject) > _MAX_SUBJECT:  # a long lead-in is not a subject: no clause gets it
+        subject = ()
+    clauses = [tuple(t.key for t in tokens(parts[0]))]
+    for part in parts[1:]:
+        own = tuple(t.key for t in tokens(part))
+        clauses.append(own if part[:1].isupper() else subject + own)
+    return tuple(c for c in clauses if c)
 
 
 def _blocks(context: str) -> Iterator[str]:

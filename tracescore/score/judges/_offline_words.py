@@ -13,6 +13,7 @@ __all__ = [
     "CJK_STOPWORDS",
     "CONNECTORS",
     "HIGH_WORDS",
+    "IRREGULAR_VERBS",
     "LOW_WORDS",
     "NEGATIONS",
     "NUMBER_WORDS",
@@ -46,9 +47,9 @@ STOPWORDS = _set(
     actually approximately around called currently exactly famous known named overall really roughly well
     name type kind form although however therefore instead still yet even though
     get gets got getting make makes made making use uses used using take takes took taken give gives gave
-    given giving go goes went gone going come came coming start started starting begin began begun taking
-    include includes included including
-    receive received become became based
+    given giving go goes went gone going come comes came coming start starts started starting begin begins
+    beginning began begun taking include includes included including
+    receive receives received receiving become becomes became becoming based
     """
 )
 
@@ -129,4 +130,121 @@ HIGH_WORDS = _set(
 TIME_WORDS = _set(
     "first earlier earliest older oldest before later latest last younger youngest newer newest recent born "
     "founded formed established released started created published opened built"
+)
+
+
+def _irregular(table: str) -> dict[str, str]:
+    """Rows of "base past participle" -> {inflected form: base}; a slash separates variants."""
+    forms: dict[str, str] = {}
+    for row in table.strip().splitlines():
+        base, *inflected = row.split()
+        for form in (f for cell in inflected for f in cell.split("/")):
+            if form != base:
+                forms[form] = base
+    return forms
+
+
+# English irregular verbs: a claim in another tense ("Acme sold anvils", "she has written") is checked
+# against the context's form of the same verb. Forms that are also common other words are left out (found:
+# to found; saw, left, felt, rose, lay, ground, wound, bore), so they never merge two different words.
+IRREGULAR_VERBS: dict[str, str] = _irregular(
+    """
+    arise arose arisen
+    awake awoke awoken
+    beat beat beaten
+    bend bent bent
+    bet bet bet
+    bind bound bound
+    bite bit bitten
+    bleed bled bled
+    blow blew blown
+    break broke broken
+    breed bred bred
+    bring brought brought
+    build built built
+    burn burnt burnt
+    buy bought bought
+    catch caught caught
+    choose chose chosen
+    cling clung clung
+    creep crept crept
+    deal dealt dealt
+    dig dug dug
+    draw drew drawn
+    dream dreamt dreamt
+    drink drank drunk
+    drive drove driven
+    eat ate eaten
+    fall fell fallen
+    feed fed fed
+    fight fought fought
+    flee fled fled
+    fly flew flown
+    forbid forbade forbidden
+    forget forgot forgotten
+    forgive forgave forgiven
+    freeze froze frozen
+    grow grew grown
+    hang hung hung
+    hear heard heard
+    hide hid hidden
+    hold held held
+    keep kept kept
+    kneel knelt knelt
+    know knew known
+    lead led led
+    lean leant leant
+    leap leapt leapt
+    lend lent lent
+    lose lost lost
+    mean meant meant
+    meet met met
+    pay paid paid
+    ride rode ridden
+    ring rang rung
+    run ran run
+    say said said
+    see seen seen
+    seek sought sought
+    sell sold sold
+    send sent sent
+    shake shook shaken
+    shine shone shone
+    shoot shot shot
+    show showed shown
+    shrink shrank/shrunk shrunk
+    sing sang sung
+    sink sank sunk
+    sit sat sat
+    sleep slept slept
+    slide slid slid
+    speak spoke spoken
+    spend spent spent
+    spin spun spun
+    spring sprang sprung
+    stand stood stood
+    steal stole stolen
+    stick stuck stuck
+    sting stung stung
+    stride strode stridden
+    strike struck struck/stricken
+    strive strove striven
+    swear swore sworn
+    sweep swept swept
+    swim swam swum
+    swing swung swung
+    teach taught taught
+    tear tore torn
+    tell told told
+    think thought thought
+    throw threw thrown
+    understand understood understood
+    wake woke woken
+    wear wore worn
+    weave wove woven
+    weep wept wept
+    win won won
+    withdraw withdrew withdrawn
+    write wrote written
+    """
 )

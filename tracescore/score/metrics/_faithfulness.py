@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +25,7 @@ __all__ = [
     "Verdict",
     "VerdictsInput",
     "VerdictsOutput",
+    "faithfulness_label",
 ]
 
 
@@ -35,6 +37,11 @@ class Verdict(StrEnum):
 
 
 DEFAULT_MAX_CLAIMS = 200
+# The label rule's defaults (README, What "hallucinated" means): one confidently unsupported claim is enough.
+DEFAULT_LABEL_RULE = "any_unsupported"
+DEFAULT_MIN_CONFIDENCE = 0.5
+LabelRule = Literal["any_unsupported", "threshold"]
+_UNSUPPORTED = frozenset({"NO_EVIDENCE", "CONTRADICTORY"})
 
 DEFAULT_VERDICT_SCORES: Mapping[Verdict, float] = {
     Verdict.FULLY_SUPPORTED: 1.0,
@@ -55,6 +62,8 @@ class ClaimVerdict(BaseModel):
     verdict: Verdict
     reason: str = Field(description="One sentence on why.")
     evidence: str = Field(default="", description="The quoted context span the verdict rests on, or empty.")
+    # How sure the judge is of the verdict, 0..1; None when it does not say (then read as sure).
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class VerdictsOutput(BaseModel):
@@ -108,8 +117,11 @@ class Faithfulness:
     """Share of the answer's claims that the context supports, verdict-weighted and clamped to [0, 1].
 
     `strict_mode` scores NO_EVIDENCE as -1 (unsupported is as bad as contradicted); `binary` reproduces
-    RAGAS' supported/total; `verdict_scores` overrides the weights. Stateless: one instance serves any
-    number of concurrent records.
+    RAGAS' supported/total; `verdict_scores` overrides the weights. The label is `faithfulness_label`:
+    with `label_rule="any_unsupported"` (the default) one claim judged NO_EVIDENCE or CONTRADICTORY with
+    confidence >= `min_confidence` makes the answer "hallucinated" whatever the score; with "threshold"
+    only a score below `threshold` does (as does a low score under either rule). Stateless: one instance
+    serves any number of concurrent records.
     """
 
     name = "faithfulness"
@@ -123,9 +135,17 @@ class Faithfulness:
         verdict_scores: Mapping[Verdict, float] | None = None,
         threshold: float = 0.5,
         max_claims: int = DEFAULT_MAX_CLAIMS,
+        label_rule: LabelRule = DEFAULT_LABEL_RULE,
+        min_confidence: float = DEFAULT_MIN_CONFIDENCE,
     ) -> None:
         if max_claims < 1:
             raise ValueError(f"max_claims must be at least 1, got {max_claims}")
+        if label_rule not in ("any_unsupported", "threshold"):
+            raise ValueError(f"label_rule must be 'any_unsupported' or 'threshold', got {label_rule!r}")
+        if not 0.0 <= min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be within 0..1, got {min_confidence!r}")
+        self.label_rule: LabelRule = label_rule
+        self.min_confidence = min_confidence
         scores = dict(verdict_scores or DEFAULT_VERDICT_SCORES)
         if strict_mode:
             scores[Verdict.NO_EVIDENCE] = -1.0
@@ -200,20 +220,30 @@ class Faithfulness:
                     "verdict": (verdict.verdict if verdict else Verdict.NO_EVIDENCE).value,
                     "reason": verdict.reason if verdict else "the judge returned no verdict for this claim",
                     "evidence": verdict.evidence if verdict else "",
+                    "confidence": verdict.confidence if verdict else None,
                 }
             )
         weights = [self._verdict_scores[Verdict(row["verdict"])] for row in rows]
         score = min(1.0, max(0.0, sum(weights) / len(weights)))
         counts = Counter(row["verdict"] for row in rows)
+        label = faithfulness_label(
+            score,
+            rows,
+            threshold=self.threshold,
+            rule=self.label_rule,
+            min_confidence=self.min_confidence,
+        )
         return MetricResult(
             metric=self.name,
             score=score,
-            label="faithful" if score >= self.threshold else "hallucinated",
+            label=label,
             judge=judge_name,
             usage=usage,
             details={
                 "total_claims": len(rows),
                 "verdict_counts": {v.value: counts.get(v.value, 0) for v in Verdict},
+                "unsupported_claims": len(_confidently_unsupported(rows, self.min_confidence)),
+                "label_rule": self.label_rule,
                 "claims": rows,
             },
         )
@@ -232,3 +262,34 @@ def _claims_in_order(extracted: AnswerAnalysis, sentence_count: int) -> list[tup
         if claim.strip()
     ]
     return pairs
+
+
+def faithfulness_label(
+    score: float,
+    claims: list[Mapping[str, Any]],
+    *,
+    threshold: float = 0.5,
+    rule: LabelRule = DEFAULT_LABEL_RULE,
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+) -> str:
+    """ "hallucinated" or "faithful". A score below `threshold` is hallucinated under every rule; under
+    "any_unsupported" so is an answer with one claim (a row with `verdict`, optional `confidence`) judged
+    NO_EVIDENCE or CONTRADICTORY with confidence >= `min_confidence`: an invented sentence beside a true
+    one is not faithful at 0.5."""
+    if score < threshold:
+        return "hallucinated"
+    if rule == "any_unsupported" and _confidently_unsupported(claims, min_confidence):
+        return "hallucinated"
+    return "faithful"
+
+
+def _confidently_unsupported(
+    claims: list[Mapping[str, Any]], min_confidence: float
+) -> list[Mapping[str, Any]]:
+    # A verdict without a confidence (an LLM judge that does not say) counts as sure.
+    return [
+        c
+        for c in claims
+        if c.get("verdict") in _UNSUPPORTED
+        and (c.get("confidence") is None or float(c["confidence"]) >= min_confidence)
+    ]

@@ -1,0 +1,49 @@
+"""One reading of "is this answer flagged?" for records, the report, the CI gate and the demo.
+
+A metric's result carries its own label (Faithfulness: `faithfulness_label`, README "What 'hallucinated'
+means"); everything downstream reads that label rather than re-deriving it from the score, so a strict
+label rule applies the same way everywhere. Results without a known label fall back to the score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tracescore.score._types import MetricResult
+
+__all__ = ["BAD_LABELS", "GOOD_LABELS", "is_flagged", "label_is_bad"]
+
+# Labels read as "the answer is bad" (the positive class) or "good"; anything else is unknown.
+BAD_LABELS = frozenset(
+    {"hallucinated", "hallucination", "unfaithful", "fail", "failed", "bad", "false", "0", "not_relevant"}
+)
+GOOD_LABELS = frozenset({"faithful", "grounded", "pass", "passed", "good", "true", "1", "relevant"})
+
+
+def label_is_bad(label: Any) -> bool | None:
+    """True for a bad label, False for a good one, None when unknown (or absent)."""
+    if label is None:
+        return None
+    text = str(label).strip().casefold()
+    if text in BAD_LABELS:
+        return True
+    if text in GOOD_LABELS:
+        return False
+    return None
+
+
+def is_flagged(result: MetricResult | Mapping[str, Any] | None, threshold: float = 0.5) -> bool:
+    """Whether a scored result marks its answer as bad: a bad label (Faithfulness labels an answer with a
+    confidently unsupported claim "hallucinated" whatever its score) or a score below `threshold` (the
+    caller's, e.g. `tracescore score --threshold`). Unscored results (errors, not applicable) are never
+    flagged: they are counted apart."""
+    if result is None:
+        return False
+    if isinstance(result, MetricResult):
+        score, label = result.score, result.label
+    else:
+        score, label = result.get("score"), result.get("label")
+    if not isinstance(score, int | float) or isinstance(score, bool):
+        return False
+    return bool(score < threshold) or label_is_bad(label) is True
