@@ -1,0 +1,54 @@
+"""Admission by running quantile: the most suspicious `share` of recent interactions go to the LLM judge."""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+
+__all__ = ["RunningQuantile"]
+
+# Fewer recent scores than this rank nothing (a quantile of a handful is noise): all above the floor go,
+# the budget's hard limit still applies.
+MIN_RANKED = 100
+
+
+class RunningQuantile:
+    """The last `size` suspicion scores, kept sorted, to rank a new score against."""
+
+    def __init__(self, size: int) -> None:
+        self._recent: deque[float] = deque()
+        self._sorted: list[float] = []
+        self._size = size
+
+    def __len__(self) -> int:
+        return len(self._sorted)
+
+    def add(self, score: float) -> None:
+        score = _key(score)
+        if len(self._recent) >= self._size:
+            oldest = self._recent.popleft()
+            del self._sorted[bisect.bisect_left(self._sorted, oldest)]
+        self._recent.append(score)
+        bisect.insort(self._sorted, score)
+
+    def admission(self, score: float, share: float) -> float:
+        """The chance that `score` is within the top `share` of the recent scores: 1 above the quantile,
+        0 below, and for a score tied with others at the quantile, the part of the tie that fits."""
+        if share <= 0.0:
+            return 0.0
+        n = len(self._sorted)
+        if n < MIN_RANKED or share >= 1.0:
+            return 1.0
+        score = _key(score)
+        above = (n - bisect.bisect_right(self._sorted, score)) / n
+        tied = (bisect.bisect_right(self._sorted, score) - bisect.bisect_left(self._sorted, score)) / n
+        if above >= share:
+            return 0.0
+        if above + tied <= share or not tied:
+            return 1.0
+        return (share - above) / tied
+
+
+def _key(score: float) -> float:
+    # Equal features give equal scores; rounding makes float noise from the arithmetic order a tie too.
+    return round(score, 9)
