@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Callable, Hashable
 
 __all__ = ["RunningQuantile"]
 
@@ -13,23 +14,33 @@ MIN_RANKED = 100
 
 
 class RunningQuantile:
-    """The last `size` suspicion scores, kept sorted, to rank a new score against."""
+    """The last `size` suspicion scores, kept sorted, to rank a new score against; with what they were
+    computed from, so they can be scored again when the model learns (a new score must not be ranked
+    against scores of an older model)."""
 
     def __init__(self, size: int) -> None:
-        self._recent: deque[float] = deque()
+        self._recent: deque[tuple[float, Hashable]] = deque()
         self._sorted: list[float] = []
         self._size = size
 
     def __len__(self) -> int:
         return len(self._sorted)
 
-    def add(self, score: float) -> None:
+    def add(self, score: float, source: Hashable = None) -> None:
         score = _key(score)
         if len(self._recent) >= self._size:
-            oldest = self._recent.popleft()
+            oldest, _ = self._recent.popleft()
             del self._sorted[bisect.bisect_left(self._sorted, oldest)]
-        self._recent.append(score)
+        self._recent.append((score, source))
         bisect.insort(self._sorted, score)
+
+    def rescore(self, score: Callable[[Hashable], float]) -> None:
+        """Score every remembered source again (equal sources once: traffic repeats its feature vectors)."""
+        cache: dict[Hashable, float] = {}
+        self._recent = deque(
+            (_key(cache[s] if s in cache else cache.setdefault(s, score(s))), s) for _, s in self._recent
+        )
+        self._sorted = sorted(k for k, _ in self._recent)
 
     def admission(self, score: float, share: float) -> float:
         """The chance that `score` is within the top `share` of the recent scores: 1 above the quantile,

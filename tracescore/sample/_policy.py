@@ -38,6 +38,7 @@ __all__ = ["CascadePolicy", "Decision", "Escalation", "SamplingPolicy", "Selecti
 _RATES_CACHE = 4096  # (service, route) pairs remembered; routes come from traffic, so the cache is bounded
 _COST_WEIGHT = 0.1  # weight of the newest offline cost in its running mean
 _PACE_HORIZON_S = 300.0  # arrivals averaged over this long to pace the budget (seconds are too noisy)
+_PACE_MARGIN = 1.1  # admit a little ahead of pace: the hard limit stops overspend, lag would waste budget
 
 
 class SkipReason(StrEnum):
@@ -181,7 +182,8 @@ class CascadePolicy:
         if not cascade.enabled:
             return Escalation(to_llm=False)
         trace_id = interaction.span.trace_id
-        suspect = suspicion(offline_results, cascade, self.models, _route_key(interaction))
+        route = _route_key(interaction)
+        suspect = suspicion(offline_results, cascade, self.models, route)
         candidates_per_s = self._scored.tick()
         arrivals_per_s = self._paced.tick()
         estimate = self._token_estimate()
@@ -193,7 +195,7 @@ class CascadePolicy:
             share = 1.0 if suspect.features is None else self._cascade_share(estimate, arrivals_per_s)
             admission = self._recent.admission(suspect.probability, share)
         if suspect is not None and suspect.features is not None:
-            self._recent.add(suspect.probability)
+            self._recent.add(suspect.probability, (route, suspect.features))
         why = None if suspect is None else suspect.reason
         score = None if suspect is None or suspect.features is None else suspect.probability
         if keep(trace_id, "baseline", cascade.baseline_rate):
@@ -243,6 +245,7 @@ class CascadePolicy:
         if suspect is None or suspect.features is None:
             return False
         self.models.learn(_route_key(interaction), suspect.features, hallucinated)
+        self._recent.rescore(lambda source: self.models.probability(*source))  # type: ignore[misc]
         return True
 
     def save(self) -> None:
@@ -256,7 +259,7 @@ class CascadePolicy:
         pace = self._budget.pace(estimate)
         share = cascade.share if cascade.share is not None else 1.0
         if pace is not None:
-            share = min(share, pace / max(arrivals_per_s, 1e-9) - cascade.baseline_rate)
+            share = min(share, _PACE_MARGIN * pace / max(arrivals_per_s, 1e-9) - cascade.baseline_rate)
         return max(0.0, share)
 
     def charge(self, tokens: int, *, reserved: int = 0) -> None:
