@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracescore._rag_span import RagSpan
-from tracescore.sample import Decision, Escalation, SamplingPolicy, Selection
+from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate
@@ -59,25 +59,23 @@ class LockedPolicy:
     ) -> bool:
         """Hand the LLM judge's verdict on a baseline interaction to the policy as a label for its suspicion
         score. A failed or missing LLM result is no label. Returns whether one was learned."""
-        learn = getattr(self.policy, "learn", None)
-        metric = getattr(
-            getattr(getattr(self.policy, "config", None), "cascade", None), "metric", "faithfulness"
-        )
+        if not isinstance(self.policy, CascadePolicy):
+            return False  # a policy of the caller's own has no suspicion score to teach
+        metric = self.policy.config.cascade.metric
         verdict = next((r for r in llm if r.metric == metric and r.status is MetricStatus.OK), None)
-        if learn is None or verdict is None or (verdict.label is None and verdict.score is None):
+        if verdict is None or (verdict.label is None and verdict.score is None):
             return False
         if verdict.label is not None:
             hallucinated = verdict.label in _BAD_LABELS
         else:
             hallucinated = verdict.score is not None and verdict.score < 0.5
         with self._lock:
-            return bool(learn(interaction, offline, hallucinated))
+            return self.policy.learn(interaction, offline, hallucinated)
 
     def save(self) -> None:
-        save = getattr(self.policy, "save", None)
-        if save is not None:
+        if isinstance(self.policy, CascadePolicy):
             with self._lock:
-                save()
+                self.policy.save()
 
     def observe_offline(self, seconds: float) -> None:
         observe = getattr(self.policy, "observe_offline", None)
