@@ -276,7 +276,7 @@ def main() -> None:
         f"({mean(r.baseline for r in clean):.2%})"
     )
 
-    curve_streams = args.streams  # the same streams as the table: its 5% row is the cold start's 0 here
+    curve_streams = args.streams  # the streams of the table, so the two read alike
     print(f"\nlearning curve at a 5% budget ({curve_streams} streams per point, perfect / noisy judge):\n")
     print("| labels seen | from a zeroed model | noisy | from the cold start | noisy |")
     print("|---|---|---|---|---|")

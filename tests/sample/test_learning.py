@@ -71,6 +71,17 @@ def test_noisy_labels_do_not_undo_the_cold_start() -> None:
     assert models.probability("", bad) > 0.5 > models.probability("", good)
 
 
+def test_a_stream_of_one_class_keeps_the_model_bounded() -> None:
+    models = SuspicionModels()
+    x = features(offline(1, 0, 0))
+    for _ in range(5000):  # all hallucinated: then one faithful verdict must not swing the model
+        models.learn("", x, True)
+    before = models.probability("", x)
+    models.learn("", x, False)
+    assert all(abs(w) < 20 for w in models.shared.weights)
+    assert before - models.probability("", x) < 0.2
+
+
 def test_judge_errors_and_timeouts_are_no_labels(make_interaction: Any) -> None:
     locked = LockedPolicy(CascadePolicy())
     span = make_interaction("2" * 32)

@@ -39,6 +39,7 @@ COLD_START: tuple[float, ...] = (-2.12, 1.926, 1.694, 0.649, -0.835, 1.694, 0.64
 
 _FLAGGED = ("NO_EVIDENCE", "CONTRADICTORY")
 _CLAIMS_SCALE = math.log1p(20)
+_MAX_CLASS_WEIGHT = 10.0  # a class at 5% of labels gets its full weight
 
 
 def features(result: MetricResult) -> tuple[float, ...]:
@@ -103,10 +104,10 @@ class LogisticModel:
         """One SGD step on the class-weighted log loss plus `l2`/2 * |weights - anchor|^2."""
         self.labels += 1
         self.positives += hallucinated
-        # Weights that make both classes count alike keep the probability on the balanced scale; the +1s
-        # keep the first labels of a class from getting an unbounded weight.
+        # Weights that make both classes count alike keep the probability on the balanced scale; the cap
+        # keeps a rare class (one faithful answer in a stream of hallucinations) from taking giant steps.
         share = (self.positives + 1) / (self.labels + 2)
-        weight = 0.5 / (share if hallucinated else 1.0 - share)
+        weight = min(_MAX_CLASS_WEIGHT, 0.5 / (share if hallucinated else 1.0 - share))
         error = float(hallucinated) - self.probability(x)
         # A decaying step: early labels move the model, later ones refine it, noise averages out.
         step = rate / math.sqrt(1.0 + self.labels / 100.0)
