@@ -240,7 +240,9 @@ class CascadePolicy:
     ) -> bool:
         """Teach the suspicion score one LLM verdict (`hallucinated`) on a baseline interaction, whose
         offline results are passed again (a verdict may arrive long after; nothing is kept meanwhile).
-        Returns whether it was a usable label (an offline error or a missing metric is not)."""
+        Returns whether it was learned (learning off, an offline error or a missing metric: not)."""
+        if not self.config.cascade.learning.enabled:
+            return False
         suspect = suspicion(offline_results, self.config.cascade, self.models)
         if suspect is None or suspect.features is None:
             return False
