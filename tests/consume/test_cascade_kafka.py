@@ -4,6 +4,9 @@ the offline judge finds suspicious (and a baseline), and a spent budget is count
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from kafka_helpers import run_instrumented_app
 from opentelemetry.sdk.metrics import MeterProvider
@@ -107,3 +110,21 @@ def test_a_spent_llm_budget_is_counted_and_the_offline_score_stays(bootstrap: st
     assert consumer.stats.sampling["budget"] == 2 - len(llm)
     # Where an operator sees it: the escalations counter, which the shipped Prometheus rules alert on.
     assert escalations(reader)["budget"] == 2 - len(llm)
+
+
+def test_llm_verdicts_on_the_baseline_teach_the_cascade_and_survive_a_restart(
+    bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
+    state = tmp_path / "cascade.json"
+    with JudgeServer() as server:
+        seen, _, _ = run(
+            bootstrap, topic_prefix, server, cascade={"baseline_rate": 1.0, "learning": {"state_path": state}}
+        )
+    llm = [r for r in seen if r.judge == "openai:judge-test"]
+    assert len(llm) == 6 and {r.selection for r in llm} == {"baseline"}
+    saved = json.loads(state.read_text(encoding="utf-8"))  # written when the consumer stopped
+    assert saved["shared"]["labels"] == 6
+    assert saved["shared"]["positives"] == sum(r.label == "hallucinated" for r in llm)
+    restarted = CascadePolicy(load_sampling_config(None, cascade={"learning": {"state_path": state}}))
+    assert restarted.models.labels == 6

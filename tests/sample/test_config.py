@@ -21,7 +21,7 @@ per_minute = 600
 tokens_per_hour = 100000
 tokens_per_day = 1000000
 [sampling.cascade]
-threshold = 0.4
+min_probability = 0.4
 baseline_rate = 0.05
 """
 
@@ -47,7 +47,7 @@ def test_a_toml_file_is_read_under_its_sampling_table(tmp_path: Path) -> None:
     assert config.default_rate == 0.5
     assert config.rate_limit.per_minute == 600
     assert (config.llm_budget.tokens_per_hour, config.llm_budget.tokens_per_day) == (100_000, 1_000_000)
-    assert (config.cascade.threshold, config.cascade.baseline_rate) == (0.4, 0.05)
+    assert (config.cascade.min_probability, config.cascade.baseline_rate) == (0.4, 0.05)
     assert config.rate_for("checkout-eu", "/ask", "faithfulness") == 0.9
     assert config.rate_for("checkout-eu", "/ask", "context_relevance") == 0.2
     assert config.rate_for("search", "/ask", "faithfulness") == 0.5
@@ -67,10 +67,10 @@ def test_flags_beat_environment_beat_file_beat_defaults(
 ) -> None:
     path = write(tmp_path, "s.toml", TOML)
     monkeypatch.setenv("TRACESCORE_SAMPLING__DEFAULT_RATE", "0.7")
-    monkeypatch.setenv("TRACESCORE_SAMPLING__CASCADE__THRESHOLD", "0.3")
+    monkeypatch.setenv("TRACESCORE_SAMPLING__CASCADE__MIN_PROBABILITY", "0.3")
     config = load_sampling_config(path, default_rate=0.1)
     assert config.default_rate == 0.1  # flag over environment and file
-    assert config.cascade.threshold == 0.3  # environment over file
+    assert config.cascade.min_probability == 0.3  # environment over file
     assert config.cascade.baseline_rate == 0.05  # file over default, next to an overridden sibling
     assert config.rate_limit.burst is None  # default
     monkeypatch.delenv("TRACESCORE_SAMPLING__DEFAULT_RATE")
@@ -81,7 +81,7 @@ def test_flags_beat_environment_beat_file_beat_defaults(
     ("text", "expected"),
     [
         ("default_rate = 1.5\n", "default_rate: Input should be less than or equal to 1"),
-        ("[cascade]\nthreshhold = 0.4\n", "cascade.threshhold: Extra inputs are not permitted"),
+        ("[cascade]\nmin_probabilty = 0.4\n", "cascade.min_probabilty: Extra inputs are not permitted"),
         (
             "rates = [{ service = 'a', rate = -1 }]\n",
             "rates.0.rate: Input should be greater than or equal to 0",

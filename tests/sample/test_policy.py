@@ -33,7 +33,12 @@ class Clock:
 def faithfulness(
     score: float | None, status: MetricStatus = MetricStatus.OK, **counts: int
 ) -> list[MetricResult]:
-    details: dict[str, Any] = {"verdict_counts": counts} if counts else {}
+    """An offline Faithfulness result; a bare 0.0 / 1.0 is one claim without / with evidence."""
+    if not counts and score is not None and status is MetricStatus.OK:
+        counts = {"NO_EVIDENCE": 1} if score < 0.5 else {"FULLY_SUPPORTED": 1}
+    details: dict[str, Any] = (
+        {"total_claims": sum(counts.values()), "verdict_counts": counts} if counts else {}
+    )
     return [MetricResult(metric="faithfulness", score=score, status=status, judge="offline", details=details)]
 
 
@@ -156,9 +161,9 @@ def test_candidates_are_thinned_uniformly_when_the_offline_judge_falls_behind(
 @pytest.mark.parametrize(
     ("results", "selection", "why"),
     [
-        (faithfulness(0.0), Selection.CASCADE, "faithfulness 0.00 below 0.5"),
-        (faithfulness(0.9, CONTRADICTORY=1, FULLY_SUPPORTED=9), Selection.CASCADE, "CONTRADICTORY (1)"),
-        (faithfulness(0.9, NO_EVIDENCE=1, FULLY_SUPPORTED=9), Selection.CASCADE, "NO_EVIDENCE (1)"),
+        (faithfulness(0.0), Selection.CASCADE, "NO_EVIDENCE (1)"),
+        (faithfulness(0.0, CONTRADICTORY=1), Selection.CASCADE, "CONTRADICTORY (1)"),
+        (faithfulness(0.5, NO_EVIDENCE=1, FULLY_SUPPORTED=1), Selection.CASCADE, "P(hallucinated) 0.8"),
         (faithfulness(None, MetricStatus.ERROR), Selection.CASCADE, "failed"),
         (faithfulness(1.0, FULLY_SUPPORTED=3), None, None),
         (faithfulness(0.5, PARTIALLY_SUPPORTED=1), None, None),
@@ -174,15 +179,18 @@ def test_suspicious_or_uncertain_answers_go_to_the_llm_judge(
     assert escalation.to_llm is (selection is not None)
     assert escalation.selection is selection
     assert escalation.reason == (selection.value if selection else "offline_only")
-    assert (escalation.suspicion is None) if why is None else (why in (escalation.suspicion or ""))
+    assert why is None or why in (escalation.suspicion or ""), escalation.suspicion
 
 
-def test_the_threshold_and_flags_are_configurable(make_interaction: Any) -> None:
-    strict = CascadePolicy(config(**no_baseline(threshold=0.8, flag_verdicts=[], escalate_errors=False)))
+def test_the_deprecated_threshold_is_accepted_with_a_warning(make_interaction: Any) -> None:
+    with pytest.warns(FutureWarning, match="cascade.threshold is deprecated"):
+        settings = config(**no_baseline(threshold=0.8, flag_verdicts=[]))
+    policy = CascadePolicy(settings)
     span = make_interaction("6" * 32)
-    assert strict.escalate(span, faithfulness(0.75)).to_llm
-    assert not strict.escalate(span, faithfulness(0.9, NO_EVIDENCE=1, FULLY_SUPPORTED=9)).to_llm
-    assert not strict.escalate(span, faithfulness(None, MetricStatus.ERROR)).to_llm
+    assert policy.escalate(span, faithfulness(0.0)).to_llm
+    assert not policy.escalate(span, faithfulness(1.0)).to_llm
+    quiet = CascadePolicy(config(**no_baseline(escalate_errors=False)))
+    assert not quiet.escalate(span, faithfulness(None, MetricStatus.ERROR)).to_llm
 
 
 def test_the_baseline_is_a_uniform_share_whatever_the_score(

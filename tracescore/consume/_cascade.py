@@ -13,12 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracescore._rag_span import RagSpan
-from tracescore.sample import Decision, Escalation, SamplingPolicy
-from tracescore.score import MetricResult
+from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
+from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate
 
 __all__ = ["LockedPolicy", "Scored", "Scorer"]
+
+# The metrics' own labels for a failing answer (Faithfulness says `hallucinated`): the label rule is theirs.
+_BAD_LABELS = frozenset({"hallucinated", "not_relevant", "fail"})
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Scored:
     llm_judge: str | None = None
     # In the cascade, what followed the offline judge: cascade, baseline, budget or offline_only.
     escalation: str | None = None
+    inclusion_probability: float | None = None
 
 
 class LockedPolicy:
@@ -49,6 +53,29 @@ class LockedPolicy:
     def charge(self, tokens: int, reserved: int) -> None:
         with self._lock:
             self.policy.charge(tokens, reserved=reserved)
+
+    def learn(
+        self, interaction: RagSpan, offline: Sequence[MetricResult], llm: Sequence[MetricResult]
+    ) -> bool:
+        """Hand the LLM judge's verdict on a baseline interaction to the policy as a label for its suspicion
+        score. A failed or missing LLM result is no label. Returns whether one was learned."""
+        if not isinstance(self.policy, CascadePolicy):
+            return False  # a policy of the caller's own has no suspicion score to teach
+        metric = self.policy.config.cascade.metric
+        verdict = next((r for r in llm if r.metric == metric and r.status is MetricStatus.OK), None)
+        if verdict is None or (verdict.label is None and verdict.score is None):
+            return False
+        if verdict.label is not None:
+            hallucinated = verdict.label in _BAD_LABELS
+        else:
+            hallucinated = verdict.score is not None and verdict.score < 0.5
+        with self._lock:
+            return self.policy.learn(interaction, offline, hallucinated)
+
+    def save(self) -> None:
+        if isinstance(self.policy, CascadePolicy):
+            with self._lock:
+                self.policy.save()
 
     def observe_offline(self, seconds: float) -> None:
         observe = getattr(self.policy, "observe_offline", None)
@@ -96,6 +123,15 @@ class Scorer:
             # Charged even when the call failed, or the reservation would never be released.
             tokens = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in second)
             self.policy.charge(tokens, escalation.reserved_tokens)
+        if escalation.selection is Selection.BASELINE:
+            # Chosen without looking at its score: an unbiased label for the suspicion score.
+            self.policy.learn(interaction, first, second)
         selection = escalation.selection.value if escalation.selection is not None else None
         llm_judge = self.llm_judge.name
-        return Scored([*first, *second], selection, llm_judge, escalation=escalation.reason)
+        return Scored(
+            [*first, *second],
+            selection,
+            llm_judge,
+            escalation=escalation.reason,
+            inclusion_probability=escalation.inclusion_probability,
+        )

@@ -217,6 +217,8 @@ class EvaluationConsumer:
                     break
         finally:
             worker.close()
+            if self._policy is not None:
+                self._policy.save()  # the cascade's learned suspicion models, when a state path is set
             self._finish_outputs()
             self._maybe_commit(force=True)
             self._producer.close(timeout=self.settings.ack_timeout_s)

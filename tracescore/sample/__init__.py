@@ -5,6 +5,7 @@ from tracescore.sample._config import (
     BudgetConfig,
     CascadeConfig,
     FilterConfig,
+    LearningConfig,
     OfflineConfig,
     RateLimitConfig,
     RateRule,
@@ -21,7 +22,7 @@ from tracescore.sample._policy import (
     SkipReason,
 )
 from tracescore.sample._samplers import AlwaysSample, RatioSampler, Sampler
-from tracescore.sample._suspicion import suspicion
+from tracescore.sample._suspicion import Suspicion, suspicion
 
 __all__ = [
     "AlwaysSample",
@@ -32,6 +33,7 @@ __all__ = [
     "Decision",
     "Escalation",
     "FilterConfig",
+    "LearningConfig",
     "OfflineConfig",
     "RateLimitConfig",
     "RateRule",
@@ -42,6 +44,7 @@ __all__ = [
     "SamplingPolicy",
     "Selection",
     "SkipReason",
+    "Suspicion",
     "load_sampling_config",
     "suspicion",
 ]

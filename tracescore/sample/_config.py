@@ -7,6 +7,7 @@ Precedence: explicit values (the CLI's flags) > `TRACESCORE_SAMPLING__*` environ
 from __future__ import annotations
 
 import fnmatch
+import warnings
 from pathlib import Path
 from typing import Any, Self
 
@@ -21,6 +22,7 @@ __all__ = [
     "BudgetConfig",
     "CascadeConfig",
     "FilterConfig",
+    "LearningConfig",
     "OfflineConfig",
     "RateLimitConfig",
     "RateRule",
@@ -129,21 +131,54 @@ class BudgetConfig(_Strict):
         return self
 
 
+class LearningConfig(_Strict):
+    """Online calibration of the suspicion score from the LLM judge's verdicts on baseline interactions."""
+
+    enabled: bool = True
+    # Where the learned models survive a restart (versioned JSON, written atomically); None: memory only.
+    state_path: Path | None = None
+    learning_rate: float = Field(default=0.05, gt=0.0, le=1.0)
+    # Pull toward the cold start: a few noisy verdicts cannot take the model far from it.
+    l2: float = Field(default=0.02, ge=0.0, le=1.0)
+    route_min_labels: int = Field(default=200, ge=1)  # a route's own model is used from this many labels
+    max_routes: int = Field(default=256, ge=0)  # routes with a model of their own (memory bound)
+    save_every: int = Field(default=100, ge=1)  # labels between saves (and on stop)
+
+
 class CascadeConfig(_Strict):
     """Which offline-judged interactions go to the LLM judge.
 
-    Suspicious (cascade): `metric`'s offline score below `threshold`, any claim with a verdict in
-    `flag_verdicts`, or (with `escalate_errors`) an offline error. Plus a uniform `baseline_rate` of all
-    scored candidates (baseline), whatever their score, for unbiased estimates. The threshold was chosen on
-    one half of the labelled dev set's questions and measured on the other (benchmarks/cascade_sampling.py).
+    Cascade: every interaction gets a suspicion score, P(hallucinated) from the offline judge's `metric`
+    result (sample/_calibration.py); those above `min_probability` go in order of suspicion: admitted when
+    above the running quantile (over the last `window` scores) that matches what the LLM budget allows this
+    hour, or `share` of the scored interactions when no budget is set (None: all above the floor). With
+    `escalate_errors`, an offline error goes too. Plus a uniform `baseline_rate` of all scored candidates
+    (baseline), whatever their score, for unbiased estimates; their LLM verdicts teach the score (`learning`).
     """
 
     enabled: bool = True
     metric: str = "faithfulness"
-    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
-    flag_verdicts: frozenset[Verdict] = frozenset({Verdict.CONTRADICTORY, Verdict.NO_EVIDENCE})
+    min_probability: float = Field(default=0.5, ge=0.0, le=1.0)
+    share: float | None = Field(default=None, ge=0.0, le=1.0)
+    window: int = Field(default=2000, ge=10)
     escalate_errors: bool = True
     baseline_rate: float = Field(default=0.01, ge=0.0, le=1.0)
+    learning: LearningConfig = Field(default_factory=LearningConfig)
+    # Deprecated: escalation ranks by the suspicion score now. Accepted (with a warning) so configs load.
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    flag_verdicts: frozenset[Verdict] | None = None
+
+    @model_validator(mode="after")
+    def _deprecated(self) -> Self:
+        for name in ("threshold", "flag_verdicts"):
+            if getattr(self, name) is not None:
+                warnings.warn(
+                    f"sampling cascade.{name} is deprecated and ignored: the cascade ranks interactions by "
+                    "their suspicion score; use cascade.min_probability and the LLM budget instead",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+        return self
 
 
 class OfflineConfig(_Strict):

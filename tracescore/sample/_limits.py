@@ -66,19 +66,38 @@ class TokenBudget:
     def used(self) -> dict[str, int]:
         return {"hour": self._used(3600), "day": self._used(86_400)}
 
+    def pace(self, tokens: int) -> float | None:
+        """Evaluations of `tokens` a second that spend what is left of every window by its end (the
+        tightest window decides); None when no limit is set."""
+        now = self._clock()
+        rates = [
+            max(0, limit - self._used(length) - self.reserved) / tokens / max(1.0, length - now % length)
+            for length, limit in self._limits.items()
+            if limit is not None
+        ]
+        return min(rates) if rates else None
+
 
 class ArrivalMeter:
-    """Events per second, exponentially averaged over about `horizon_s` seconds."""
+    """Events per second, exponentially averaged over about `horizon_s` seconds.
 
-    def __init__(self, clock: Clock, horizon_s: float = 10.0) -> None:
+    With `warm_up`, the first horizon is averaged over the time since the first event instead, so a long
+    horizon does not read as a near-zero rate for its first minutes."""
+
+    def __init__(self, clock: Clock, horizon_s: float = 10.0, *, warm_up: bool = False) -> None:
         self._clock = clock
         self._horizon = horizon_s
         self._level = 0.0
         self._last = clock()
+        self._first: float | None = None if warm_up else float("-inf")
 
     def tick(self) -> float:
         """Counts one event; returns the current rate."""
         now = self._clock()
+        if self._first is None:
+            self._first = self._last = now
         self._level = self._level * math.exp(-max(0.0, now - self._last) / self._horizon) + 1.0
         self._last = now
-        return self._level / self._horizon
+        # The weight the average has had time to gather: 1 at steady state, elapsed/horizon at first.
+        filled = 1.0 - math.exp(-max(now - self._first, 1.0) / self._horizon)
+        return self._level / self._horizon / filled

@@ -4,9 +4,10 @@ Two steps for the caller:
 
 1. `admit(interaction)` before any scoring: filters, rates per service/route/metric, offline CPU thinning
    and the evaluations-per-minute limit decide whether (and for which metrics) it is scored offline.
-2. `escalate(interaction, offline_results)` after the offline judge: suspicious or uncertain answers
-   (cascade) and a uniform baseline share go to the LLM judge while the token budget lasts; `charge`
-   reports what each LLM evaluation really cost.
+2. `escalate(interaction, offline_results)` after the offline judge: the most suspicious answers the
+   budget allows (cascade: ranked by P(hallucinated) against the running quantile of recent scores) and a
+   uniform baseline share go to the LLM judge while the token budget lasts; `charge` reports what each
+   LLM evaluation really cost, and `learn` hands back the LLM verdict of a baseline interaction.
 
 Filters, rates and the baseline depend only on the trace id and the span, so every instance and every replay
 agrees; thinning, the rate limit and the budget depend on load by nature (thinning is still uniform, by a
@@ -23,8 +24,11 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from tracescore._rag_span import RagSpan
+from tracescore.sample._admission import RunningQuantile
+from tracescore.sample._calibration import COLD_START
 from tracescore.sample._config import SamplingConfig
 from tracescore.sample._hashing import keep, position, within
+from tracescore.sample._learning import SuspicionModels
 from tracescore.sample._limits import ArrivalMeter, TokenBucket, TokenBudget
 from tracescore.sample._suspicion import suspicion
 from tracescore.score._types import MetricResult
@@ -33,6 +37,8 @@ __all__ = ["CascadePolicy", "Decision", "Escalation", "SamplingPolicy", "Selecti
 
 _RATES_CACHE = 4096  # (service, route) pairs remembered; routes come from traffic, so the cache is bounded
 _COST_WEIGHT = 0.1  # weight of the newest offline cost in its running mean
+_PACE_HORIZON_S = 300.0  # arrivals averaged over this long to pace the budget (seconds are too noisy)
+_PACE_MARGIN = 1.1  # admit a little ahead of pace: the hard limit stops overspend, lag would waste budget
 
 
 class SkipReason(StrEnum):
@@ -44,7 +50,7 @@ class SkipReason(StrEnum):
 
 
 class Selection(StrEnum):
-    CASCADE = "cascade"  # the offline judge found it suspicious or uncertain: a biased, targeted sample
+    CASCADE = "cascade"  # among the most suspicious the budget allows: a biased, targeted sample
     BASELINE = "baseline"  # uniform on the trace id: unbiased, use these for rolling estimates
 
 
@@ -66,6 +72,9 @@ class Escalation:
 
     `selection` is how it was chosen (also set when the budget stopped it: what it would have been); write
     it into the LLM judge's records. `reserved_tokens` must be handed back through `charge`.
+    `suspicion_score` is P(hallucinated) from the offline result (None: nothing to rank), `suspicion` why.
+    `inclusion_probability` is the chance the policy had of sending this interaction to the LLM judge
+    (baseline and cascade together); None when it did not go.
     """
 
     to_llm: bool
@@ -73,6 +82,8 @@ class Escalation:
     skip: SkipReason | None = None
     suspicion: str | None = None
     reserved_tokens: int = 0
+    inclusion_probability: float | None = None
+    suspicion_score: float | None = None
 
     @property
     def reason(self) -> str:
@@ -104,6 +115,7 @@ class CascadePolicy:
         *,
         metrics: Sequence[str] = ("faithfulness",),
         clock: Callable[[], float] = time.time,
+        cold_start: Sequence[float] = COLD_START,
     ) -> None:
         self.config = config or SamplingConfig()
         self.metrics = tuple(metrics)
@@ -118,6 +130,9 @@ class CascadePolicy:
         self._budget = TokenBudget(budget.tokens_per_hour, budget.tokens_per_day, clock)
         self._arrivals = ArrivalMeter(clock)  # candidates offered to admit, for thinning
         self._scored = ArrivalMeter(clock)  # candidates offered to escalate, for the baseline's budget hold
+        self._paced = ArrivalMeter(clock, _PACE_HORIZON_S, warm_up=True)  # the same, to pace the cascade
+        self._recent = RunningQuantile(self.config.cascade.window)
+        self.models = SuspicionModels(self.config.cascade.learning, cold_start)
         self._offline_cost_s: float | None = None
         self._charged = (0, 0)  # (escalations charged, tokens): their mean becomes the reservation
 
@@ -166,24 +181,88 @@ class CascadePolicy:
         cascade = self.config.cascade
         if not cascade.enabled:
             return Escalation(to_llm=False)
-        why = suspicion(offline_results, cascade)
+        trace_id = interaction.span.trace_id
+        route = _route_key(interaction)
+        suspect = suspicion(offline_results, cascade, self.models, route)
         candidates_per_s = self._scored.tick()
-        if keep(interaction.span.trace_id, "baseline", cascade.baseline_rate):
-            selection: Selection | None = Selection.BASELINE
-        elif why is not None:
-            selection = Selection.CASCADE
-        else:
-            return Escalation(to_llm=False, suspicion=why)
+        arrivals_per_s = self._paced.tick()
         estimate = self._token_estimate()
+        admission = 0.0  # the chance the cascade admits it: 1 above the quantile, a share of a tie at it
+        ranked = suspect is not None and (
+            suspect.features is None or suspect.probability > cascade.min_probability
+        )
+        if suspect is not None and ranked:
+            share = 1.0 if suspect.features is None else self._cascade_share(estimate, arrivals_per_s)
+            admission = self._recent.admission(suspect.probability, share)
+        if suspect is not None and suspect.features is not None:
+            self._recent.add(suspect.probability, (route, suspect.features))
+        why = None if suspect is None else suspect.reason
+        score = None if suspect is None or suspect.features is None else suspect.probability
+        if keep(trace_id, "baseline", cascade.baseline_rate):
+            selection: Selection | None = Selection.BASELINE
+        elif admission >= 1.0 or (admission > 0.0 and within(position(trace_id, "tie"), admission)):
+            selection = Selection.CASCADE
+        elif not ranked:
+            return Escalation(to_llm=False, suspicion=why, suspicion_score=score)
+        else:
+            selection = None  # above the floor but below what the budget allows: a budget skip
         # The cascade leaves the baseline its expected share of the rest of the window, so a run of suspicious
         # answers cannot starve the unbiased sample (and the estimates built on it) until the window ends.
-        hold = cascade.baseline_rate * candidates_per_s * estimate if selection is Selection.CASCADE else 0.0
-        if not self._budget.available(estimate, hold):
+        hold = (
+            cascade.baseline_rate * candidates_per_s * estimate
+            if selection is not Selection.BASELINE
+            else 0.0
+        )
+        if selection is None or not self._budget.available(estimate, hold):
+            selection = selection or Selection.CASCADE
             self.skips[SkipReason.BUDGET] += 1
-            return Escalation(to_llm=False, selection=selection, skip=SkipReason.BUDGET, suspicion=why)
+            return Escalation(
+                to_llm=False,
+                selection=selection,
+                skip=SkipReason.BUDGET,
+                suspicion=why,
+                suspicion_score=score,
+            )
         self._budget.reserved += estimate
         self.selections[selection] += 1
-        return Escalation(to_llm=True, selection=selection, suspicion=why, reserved_tokens=estimate)
+        inclusion = 1.0 - (1.0 - cascade.baseline_rate) * (1.0 - admission)
+        return Escalation(
+            to_llm=True,
+            selection=selection,
+            suspicion=why,
+            reserved_tokens=estimate,
+            inclusion_probability=inclusion,
+            suspicion_score=score,
+        )
+
+    def learn(
+        self, interaction: RagSpan, offline_results: Sequence[MetricResult], hallucinated: bool
+    ) -> bool:
+        """Teach the suspicion score one LLM verdict (`hallucinated`) on a baseline interaction, whose
+        offline results are passed again (a verdict may arrive long after; nothing is kept meanwhile).
+        Returns whether it was learned (learning off, an offline error or a missing metric: not)."""
+        if not self.config.cascade.learning.enabled:
+            return False
+        suspect = suspicion(offline_results, self.config.cascade, self.models)
+        if suspect is None or suspect.features is None:
+            return False
+        self.models.learn(_route_key(interaction), suspect.features, hallucinated)
+        self._recent.rescore(lambda source: self.models.probability(*source))  # type: ignore[misc]
+        return True
+
+    def save(self) -> None:
+        """Persist the learned suspicion models (when `cascade.learning.state_path` is set)."""
+        self.models.save()
+
+    def _cascade_share(self, estimate: int, arrivals_per_s: float) -> float:
+        """The share of scored interactions the cascade may send: what the budget's pace allows at the
+        current arrival rate, less the baseline's share (capped by `cascade.share`)."""
+        cascade = self.config.cascade
+        pace = self._budget.pace(estimate)
+        share = cascade.share if cascade.share is not None else 1.0
+        if pace is not None:
+            share = min(share, _PACE_MARGIN * pace / max(arrivals_per_s, 1e-9) - cascade.baseline_rate)
+        return max(0.0, share)
 
     def charge(self, tokens: int, *, reserved: int = 0) -> None:
         """Account `tokens` the LLM judge really used for one escalation (also when it failed), releasing
@@ -223,3 +302,7 @@ class CascadePolicy:
         if count and total:
             return max(1, round(total / count))
         return self.config.llm_budget.estimated_tokens_per_evaluation
+
+
+def _route_key(interaction: RagSpan) -> str:
+    return f"{interaction.span.service_name} {interaction.route}"

@@ -1,28 +1,42 @@
-"""Suspicion: does the offline judge's result make an answer worth the LLM judge's time?"""
+"""Suspicion: how likely the offline judge's result says the answer is hallucinated, and why."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from tracescore.sample._calibration import features
 from tracescore.sample._config import CascadeConfig
+from tracescore.sample._learning import SuspicionModels
 from tracescore.score._types import MetricResult, MetricStatus
 
-__all__ = ["suspicion"]
+__all__ = ["Suspicion", "suspicion"]
+
+_FLAGGED = ("CONTRADICTORY", "NO_EVIDENCE")
 
 
-def suspicion(results: Sequence[MetricResult], cascade: CascadeConfig) -> str | None:
-    """Why the answer is suspicious or uncertain, or None when the offline result gives no reason to look
-    again (including: the cascade metric was not scored, or is not applicable, e.g. a refusal)."""
+@dataclass(frozen=True, slots=True)
+class Suspicion:
+    probability: float  # P(hallucinated) on the balanced scale; 1.0 for an offline error
+    reason: str
+    features: tuple[float, ...] | None = None  # None for an offline error: nothing to rank or learn from
+
+
+def suspicion(
+    results: Sequence[MetricResult], cascade: CascadeConfig, models: SuspicionModels, route: str = ""
+) -> Suspicion | None:
+    """The suspicion of the cascade metric's offline result, or None when there is nothing to suspect (the
+    metric was not scored, is not applicable, e.g. a refusal, or failed without `escalate_errors`)."""
     result = next((r for r in results if r.metric == cascade.metric), None)
     if result is None or result.status is MetricStatus.NOT_APPLICABLE:
         return None
     if result.status is MetricStatus.ERROR:
-        return f"offline {cascade.metric} failed: {result.reason}" if cascade.escalate_errors else None
-    if result.score is not None and result.score < cascade.threshold:
-        return f"offline {cascade.metric} {result.score:.2f} below {cascade.threshold:g}"
+        why = f"offline {cascade.metric} failed: {result.reason}"
+        return Suspicion(1.0, why) if cascade.escalate_errors else None
+    x = features(result)
+    probability = models.probability(route, x)
     counts = result.details.get("verdict_counts") or {}
-    flagged = {v.value: counts.get(v.value, 0) for v in sorted(cascade.flag_verdicts)}
-    flagged = {verdict: n for verdict, n in flagged.items() if isinstance(n, int) and n > 0}
-    if flagged:
-        return "claims judged " + ", ".join(f"{verdict} ({n})" for verdict, n in flagged.items())
-    return None
+    flagged = [f"{v} ({n})" for v in _FLAGGED if isinstance(n := counts.get(v), int) and n > 0]
+    score = "" if result.score is None else f", offline {cascade.metric} {result.score:.2f}"
+    claims = f", claims judged {', '.join(flagged)}" if flagged else ""
+    return Suspicion(probability, f"P(hallucinated) {probability:.2f}{score}{claims}", x)

@@ -1,0 +1,55 @@
+"""benchmarks/cascade_sampling.py works on any labelled JSONL in the dev set's format and prints JSON last."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "cascade_sampling.py"
+
+CONTEXT = "The Oberoi Group is a hotel company with its head office in Delhi. It was founded in 1934."
+
+
+def test_the_benchmark_runs_on_any_labelled_file_and_prints_json_last(tmp_path: Path) -> None:
+    lines = []
+    for i in range(40):  # no ids, other field order, labels as words; one unusable line
+        question = f"Where is the head office of hotel company number {i}?"
+        lines.append({"label": "faithful", "answer": "Delhi", "contexts": [CONTEXT], "query": question})
+        lines.append(
+            {
+                "query": question,
+                "contexts": [CONTEXT],
+                "answer": f"Mumbai, in {1900 + i}.",
+                "label": "hallucinated",
+            }
+        )
+    path = tmp_path / "mine.jsonl"
+    text = "\n".join(json.dumps(line) for line in lines) + '\n{"query": "no answer", "label": "faithful"}\n'
+    path.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARK),
+            str(path),
+            "--spans",
+            "400",
+            "--streams",
+            "2",
+            "--budgets",
+            "5,10",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(figures["budgets"]) == {"5", "10"}
+    for budget in figures["budgets"].values():
+        assert {"cascade", "uniform", "cascade_learning", "cascade_learning_noisy"} <= set(budget)
+        assert budget["cascade"] > budget["uniform"]
+    assert figures["false_escalation"] == 0.0
+    assert "mine.jsonl:81: skipped" in done.stderr
