@@ -32,6 +32,7 @@ RETRIEVAL_QUERY = "gen_ai.retrieval.query.text"
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 # pydantic-ai before its GenAI-convention version 2 wrote `tool_response`.
 _TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response")
+_FINAL_RESULT = "final_result"
 
 
 def _operation(span: DecodedSpan) -> str:
@@ -42,7 +43,7 @@ def _operation(span: DecodedSpan) -> str:
     name = span.name
     if name.startswith(("invoke_agent", "execute_tool")):
         return name.split(" ", 1)[0]
-    return ""
+    return _TOOL if "gen_ai.tool.name" in span.attributes else ""
 
 
 class GenAIRecognizer:
@@ -88,6 +89,8 @@ class GenAIRecognizer:
         answer = _answer(anchor)
         if answer is None:
             answer = next((a for c in reversed(chats) if (a := _answer(c)) is not None), None)
+        if answer is None and isinstance(anchor.attributes.get(_FINAL_RESULT), str):
+            answer = anchor.attributes[_FINAL_RESULT]  # pydantic-ai: the agent's output
         if question is None and retrievals:
             query = retrievals[0].attributes.get(RETRIEVAL_QUERY)
             question = str(query) if query is not None else None
