@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracescore.score._types import RagRecord
 
-__all__ = ["DecodedSpan", "RagSpan", "Trace"]
+__all__ = ["ContextSource", "DecodedSpan", "RagSpan", "Trace"]
 
 
 @dataclass(slots=True)
@@ -130,12 +130,24 @@ def _start_order(span: DecodedSpan) -> tuple[int, int, str]:
     return (span.start_time_unix_nano, span.end_time_unix_nano, span.span_id)
 
 
+class ContextSource(NamedTuple):
+    """Where one judged document came from: the span that held it and how it was read (`retriever`,
+    `reranker`, `tool` for a tool span's result, `tool_message` for a tool result passed to the next LLM
+    call, `span` for documents recorded on the interaction span itself)."""
+
+    span_id: str
+    kind: str
+
+
 @dataclass(frozen=True)
 class RagSpan:
     """One RAG interaction found in a trace: what to score, and the span the results attach to.
 
     `convention` names the recogniser that read it (tracescore, openinference, openllmetry, genai);
     `span_ids` are the spans it was read from, so two conventions describing one interaction score once.
+    `context_sources` is aligned with `record.contexts` (where each document came from); `context_notes`
+    explain what was read differently or left out (a tool result that is not document-like, program
+    reprs dropped, documents past the limits); `session_id` is the conversation the turn belongs to.
     """
 
     span: DecodedSpan
@@ -143,3 +155,6 @@ class RagSpan:
     route: str
     convention: str = "tracescore"
     span_ids: frozenset[str] = field(default_factory=frozenset)
+    context_sources: tuple[ContextSource, ...] = ()
+    context_notes: tuple[str, ...] = ()
+    session_id: str | None = None

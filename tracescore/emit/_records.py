@@ -41,6 +41,9 @@ class EvaluationRecord(BaseModel):
     convention: str = Field(
         default="tracescore", description="Instrumentation convention the interaction was read from."
     )
+    session_id: str | None = Field(
+        default=None, description="Conversation the turn belongs to (session.id / gen_ai.conversation.id)."
+    )
     timestamp: datetime
     details: dict[str, Any] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
@@ -80,6 +83,20 @@ def evaluation_record(
         convention=rag.convention,
         selection=selection,
         timestamp=now or datetime.now(UTC),
-        details=result.details,
+        details=_with_sources(rag, result.details),
         usage=result.usage,
+        session_id=rag.session_id,
     )
+
+
+def _with_sources(rag: RagSpan, details: dict[str, Any]) -> dict[str, Any]:
+    """The judge's details plus where each judged document came from (aligned with the contexts) and what
+    extract left out or read differently."""
+    if not rag.context_sources and not rag.context_notes:
+        return details
+    extra: dict[str, Any] = {
+        "context_sources": [{"span_id": s.span_id, "kind": s.kind} for s in rag.context_sources]
+    }
+    if rag.context_notes:
+        extra["context_notes"] = list(rag.context_notes)
+    return {**details, **extra}

@@ -1,9 +1,13 @@
 """OpenTelemetry GenAI semantic conventions: `gen_ai.operation.name` with message content on the span.
 
 The interaction is the outermost `invoke_workflow` / `invoke_agent` span, or without one each outermost
-`chat` / `text_completion` / `generate_content` span. The question is the last user message of
-`gen_ai.input.messages`, the answer the assistant text of `gen_ai.output.messages`; the documents come from
-`retrieval` spans (`gen_ai.retrieval.documents`) below the interaction, or beside a chat span.
+`chat` / `text_completion` / `generate_content` span (a chat that asks for a tool is one interaction with
+the chat that answers after it). The question is the last user message of `gen_ai.input.messages` (of the
+first chat call when the agent span has none: Pydantic AI), the answer the assistant text of
+`gen_ai.output.messages` (else the last chat call's). The documents come from `retrieval` spans
+(`gen_ai.retrieval.documents`) and `execute_tool` spans (`gen_ai.tool.call.result`) below the interaction or
+beside a chat span; without tool spans, from the tool results passed to the last chat call. System
+instructions are never read as documents.
 """
 
 from __future__ import annotations
@@ -12,21 +16,34 @@ from collections.abc import Iterator
 
 from tracescore import semconv
 from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import documents_of, last_message_text, parse_json
+from tracescore.extract._tools import add_tool_result, answering_groups, genai_tool_messages, ran_between
 
 __all__ = ["GenAIRecognizer"]
 
 _WORKFLOWS = frozenset({"invoke_workflow", "invoke_agent"})
 _GENERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _RETRIEVAL = "retrieval"
+_TOOL = "execute_tool"
 RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
 RETRIEVAL_QUERY = "gen_ai.retrieval.query.text"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+# pydantic-ai before its GenAI-convention version 2 wrote `tool_response`.
+_TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response")
+_FINAL_RESULT = "final_result"
 
 
 def _operation(span: DecodedSpan) -> str:
     operation = span.attributes.get(semconv.GEN_AI_OPERATION_NAME)
-    return operation if isinstance(operation, str) else ""
+    if isinstance(operation, str):
+        return operation
+    # Span names follow `{operation} {target}` when a producer omits the attribute.
+    name = span.name
+    if name.startswith(("invoke_agent", "execute_tool")):
+        return name.split(" ", 1)[0]
+    return _TOOL if "gen_ai.tool.name" in span.attributes else ""
 
 
 class GenAIRecognizer:
@@ -38,22 +55,47 @@ class GenAIRecognizer:
             for anchor in workflows:
                 yield self._read(trace, anchor, list(trace.descendants(anchor)))
             return
-        for anchor in trace.outermost(lambda s: _operation(s) in _GENERATIONS):
-            yield self._read(trace, anchor, trace.beside(anchor))
+        chats = trace.outermost(lambda s: _operation(s) in _GENERATIONS)
+        for group, since in answering_groups(chats, _asks_for_tool):
+            yield self._read(trace, group[-1], trace.beside(group[-1]), group, since)
 
-    def _read(self, trace: Trace, anchor: DecodedSpan, around: list[DecodedSpan]) -> RagSpan | Skip:
+    def _read(
+        self,
+        trace: Trace,
+        anchor: DecodedSpan,
+        around: list[DecodedSpan],
+        group: list[DecodedSpan] | None = None,
+        since: int = 0,
+    ) -> RagSpan | Skip:
         retrievals = [s for s in around if _operation(s) == _RETRIEVAL]
-        contexts = [
-            doc for s in retrievals for doc in (documents_of(s.attributes.get(RETRIEVAL_DOCUMENTS)) or [])
-        ]
-        chats = [s for s in around if _operation(s) in _GENERATIONS]
-        question = _question(anchor)
+        contexts = Contexts()
+        for retrieval in retrievals:
+            if contexts.full:
+                contexts.skip_span()
+            else:
+                docs = documents_of(retrieval.attributes.get(RETRIEVAL_DOCUMENTS))
+                contexts.add(retrieval, "retriever", docs or ())
+        tools = [s for s in around if _operation(s) == _TOOL]
+        if group is not None:
+            tools = ran_between(tools, since, anchor)
+        for tool in tools:
+            add_tool_result(contexts, tool, "tool", _tool_result(tool), "tool result")
+        chats = group if group is not None else [s for s in around if _operation(s) in _GENERATIONS]
+        if not tools:
+            _add_tool_messages(contexts, chats)
+        question = _question(chats[0] if group else anchor)
+        if question is None and chats:
+            question = _question(chats[0])
         answer = _answer(anchor)
-        if answer is None and chats:
-            answer = _answer(chats[-1])
+        if answer is None:
+            answer = next((a for c in reversed(chats) if (a := _answer(c)) is not None), None)
+        if answer is None and isinstance(anchor.attributes.get(_FINAL_RESULT), str):
+            answer = anchor.attributes[_FINAL_RESULT]  # pydantic-ai: the agent's output
         if question is None and retrievals:
             query = retrievals[0].attributes.get(RETRIEVAL_QUERY)
             question = str(query) if query is not None else None
+        if not contexts.items and any(SYSTEM_INSTRUCTIONS in s.attributes for s in (anchor, *chats)):
+            contexts.note(f"{SYSTEM_INSTRUCTIONS} are not read as documents")
         return interaction(
             trace,
             anchor,
@@ -61,17 +103,46 @@ class GenAIRecognizer:
             question=question,
             contexts=contexts,
             answer=answer,
-            sources=[*retrievals, *chats],
+            sources=[*retrievals, *chats, *tools],
             looked_in=_LOOKED_IN,
         )
 
 
 _LOOKED_IN = {
-    "question": f"the last user message of {semconv.GEN_AI_INPUT_MESSAGES}",
-    "answer": f"the assistant message of {semconv.GEN_AI_OUTPUT_MESSAGES}",
-    "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans; document ids "
-    "alone cannot be checked",
+    "question": f"the last user message of {semconv.GEN_AI_INPUT_MESSAGES} of the span or its first chat",
+    "answer": f"the assistant message of {semconv.GEN_AI_OUTPUT_MESSAGES} of the span or its last chat",
+    "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans, "
+    f"{_TOOL_RESULTS[0]} of execute_tool spans and tool results in {semconv.GEN_AI_INPUT_MESSAGES}; "
+    "document ids alone cannot be checked",
 }
+
+
+def _tool_result(span: DecodedSpan) -> object:
+    for key in _TOOL_RESULTS:
+        if (value := span.attributes.get(key)) is not None:
+            return value
+    return None
+
+
+def _add_tool_messages(contexts: Contexts, chats: list[DecodedSpan]) -> None:
+    for chat in reversed(chats):
+        results = genai_tool_messages(chat.attributes.get(semconv.GEN_AI_INPUT_MESSAGES))
+        if results:
+            for result in results:
+                add_tool_result(contexts, chat, "tool_message", result, "tool message passed to LLM")
+            return
+
+
+def _asks_for_tool(span: DecodedSpan) -> bool:
+    messages = parse_json(span.attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES))
+    if isinstance(messages, list):
+        for message in messages:
+            parts = message.get("parts") if isinstance(message, dict) else None
+            if isinstance(parts, list) and any(
+                isinstance(p, dict) and p.get("type") == "tool_call" for p in parts
+            ):
+                return True
+    return _answer(span) is None
 
 
 def _question(span: DecodedSpan) -> str | None:

@@ -14,14 +14,17 @@ from collections.abc import Iterator
 
 from tracescore import semconv
 from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, text_of
+from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, is_repr, text_of
+from tracescore.extract._tools import add_tool_result, answering_groups, indexed_tool_messages, ran_between
 
 __all__ = ["OpenInferenceRecognizer"]
 
 _KIND = semconv.OPENINFERENCE_SPAN_KIND
 _ANSWERING = frozenset({"CHAIN", "AGENT"})
 _RETRIEVING = frozenset({"RETRIEVER", "RERANKER"})
+_TOOL_CALL = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
 
 
 def _kind(span: DecodedSpan) -> str:
@@ -40,27 +43,50 @@ class OpenInferenceRecognizer:
             for anchor in anchors:
                 yield self._read(trace, anchor, list(trace.descendants(anchor)))
             return
-        for anchor in trace.outermost(lambda s: _kind(s) == "LLM"):
-            yield self._read(trace, anchor, trace.beside(anchor))
+        # No chain: each LLM call answers, except one that asks for a tool, which is one interaction with
+        # the call that answers after the tool ran (OpenAI function calling).
+        llms = trace.outermost(lambda s: _kind(s) == "LLM")
+        for group, since in answering_groups(llms, _asks_for_tool):
+            yield self._read(trace, group[-1], trace.beside(group[-1]), group, since)
 
-    def _read(self, trace: Trace, anchor: DecodedSpan, around: list[DecodedSpan]) -> RagSpan | Skip:
+    def _read(
+        self,
+        trace: Trace,
+        anchor: DecodedSpan,
+        around: list[DecodedSpan],
+        group: list[DecodedSpan] | None = None,
+        since: int = 0,
+    ) -> RagSpan | Skip:
         retrievals = [s for s in around if _kind(s) in _RETRIEVING]
         rerankers = [s for s in retrievals if _kind(s) == "RERANKER"]
         # A reranker's output is what the model saw; fall back to every retriever's documents.
         used = [s for s in rerankers if _documents(s)] or [s for s in retrievals if _kind(s) == "RETRIEVER"]
-        contexts = [doc for s in used for doc in (_documents(s) or [])]
-        contexts += [
-            str(d) for d in indexed(anchor.attributes, semconv.RETRIEVAL_DOCUMENTS, "document.content")
-        ]
-        llms = [s for s in around if _kind(s) == "LLM"]
+        contexts = Contexts()
+        for retrieval in used:
+            if contexts.full:
+                contexts.skip_span()
+            else:
+                contexts.add(retrieval, _kind(retrieval).lower(), _documents(retrieval) or ())
+        contexts.add(
+            anchor, "span", indexed(anchor.attributes, semconv.RETRIEVAL_DOCUMENTS, "document.content")
+        )
+        tools = [s for s in around if _kind(s) == "TOOL"]
+        if group is not None:
+            tools = ran_between(tools, since, anchor)
+        llms = group if group is not None else [s for s in around if _kind(s) == "LLM"]
+        _add_tools(trace, contexts, tools, used, llms)
         if _kind(anchor) == "LLM":
-            question = _last_user_message(anchor) or _io(anchor, semconv.INPUT_VALUE, QUESTION_KEYS)
+            first = llms[0] if llms else anchor
+            question = _last_user_message(first) or _io(first, semconv.INPUT_VALUE, QUESTION_KEYS)
             answer = _output_message(anchor) or _io(anchor, semconv.OUTPUT_VALUE, ANSWER_KEYS)
         else:
             question = _io(anchor, semconv.INPUT_VALUE, QUESTION_KEYS)
             answer = _io(anchor, semconv.OUTPUT_VALUE, ANSWER_KEYS)
-            if answer is None and llms:
-                answer = _output_message(llms[-1])
+            if answer is None or is_repr(answer):
+                # Haystack, LlamaIndex streams: the chain's output is a repr; the LLM's text is right.
+                answer = _llm_answer(llms) or answer
+            if question is None and _kind(anchor) == "AGENT" and llms:
+                question = _last_user_message(llms[0])
         if question is None and retrievals:
             # A chain called with several inputs: the retriever's query is the question it answered.
             question = _io(retrievals[0], semconv.INPUT_VALUE, QUESTION_KEYS)
@@ -71,8 +97,52 @@ class OpenInferenceRecognizer:
             question=question,
             contexts=contexts,
             answer=answer,
-            sources=[*used, *llms],
+            sources=[*used, *llms, *tools],
         )
+
+
+def _add_tools(
+    trace: Trace,
+    contexts: Contexts,
+    tools: list[DecodedSpan],
+    used: list[DecodedSpan],
+    llms: list[DecodedSpan],
+) -> None:
+    """Tool results as context: each TOOL span's output (a retriever tool's documents were read from its
+    RETRIEVER already); without tool spans, the tool messages passed to the last LLM call."""
+    used_ids = {s.span_id for s in used}
+    for tool in tools:
+        if used_ids and any(d.span_id in used_ids for d in trace.descendants(tool)):
+            continue
+        add_tool_result(contexts, tool, "tool", tool.attributes.get(semconv.OUTPUT_VALUE), "tool result")
+    if tools:
+        return
+    for llm in reversed(llms):
+        messages = indexed_tool_messages(
+            llm.attributes, "llm.input_messages", "message.role", "message.content"
+        )
+        if messages:
+            for message in messages:
+                add_tool_result(contexts, llm, "tool_message", message, "tool message passed to LLM")
+            return
+
+
+def _asks_for_tool(span: DecodedSpan) -> bool:
+    attrs = span.attributes
+    if _TOOL_CALL in attrs:
+        return True
+    return _output_message(span) is None and _io(span, semconv.OUTPUT_VALUE, ANSWER_KEYS) is None
+
+
+def _llm_answer(llms: list[DecodedSpan]) -> str | None:
+    """The last LLM call's text output that is not a repr (the innermost call of a LlamaIndex stream)."""
+    for llm in reversed(llms):
+        if _TOOL_CALL in llm.attributes:
+            continue
+        text = _output_message(llm) or _io(llm, semconv.OUTPUT_VALUE, ANSWER_KEYS)
+        if text is not None and not is_repr(text):
+            return text
+    return None
 
 
 def _io(span: DecodedSpan, key: str, keys: tuple[str, ...]) -> str | None:
@@ -80,6 +150,8 @@ def _io(span: DecodedSpan, key: str, keys: tuple[str, ...]) -> str | None:
 
 
 def _documents(span: DecodedSpan) -> list[str] | None:
+    """Flattened `retrieval.documents.*` win; `output.value` is read only without them (it holds reprs in
+    LlamaIndex and Haystack spans; reprs are dropped and noted by Contexts)."""
     attrs = span.attributes
     prefix = "reranker.output_documents" if _kind(span) == "RERANKER" else semconv.RETRIEVAL_DOCUMENTS
     flattened = indexed(attrs, prefix, "document.content")

@@ -4,7 +4,10 @@ The interaction is the outermost `workflow` (or `agent`) span: the question is r
 `traceloop.entity.input` (the decorated function's arguments as JSON), the answer from its
 `traceloop.entity.output`, or else from the last LLM completion (`gen_ai.completion.0.content`). Documents
 come from the retrieval tasks below it: a task whose name says it retrieves (retrieve, search, ...) and whose
-output is a list of documents. Where no retrieval was recorded (traceloop's LangChain mode puts the
+output is a list of documents, and `tool` spans (any result: one not document-like is one context, noted);
+without tool spans, tool messages passed to the last LLM call. LLM spans are read in both forms traceloop
+has written: `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (before 0.5x) and `gen_ai.input.messages` /
+`gen_ai.output.messages` (0.6x). Where no retrieval was recorded (traceloop's LangChain mode puts the
 documents only inside the prompt), the workflow is skipped with that explanation: the prompt's text is not
 a reliable split into question and documents.
 """
@@ -15,9 +18,20 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from tracescore import semconv
 from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, parse_json, text_of
+from tracescore.extract._read import (
+    ANSWER_KEYS,
+    QUESTION_KEYS,
+    documents_of,
+    indexed,
+    last_message_text,
+    parse_json,
+    text_of,
+)
+from tracescore.extract._tools import add_tool_result, genai_tool_messages, indexed_tool_messages
 
 __all__ = ["OpenLLMetryRecognizer"]
 
@@ -44,15 +58,26 @@ class OpenLLMetryRecognizer:
     def _read(self, trace: Trace, anchor: DecodedSpan) -> RagSpan | Skip:
         below = list(trace.descendants(anchor))
         retrievals = [s for s in below if _is_retrieval(s)]
-        contexts = [doc for s in retrievals for doc in (documents_of(s.attributes.get(ENTITY_OUTPUT)) or [])]
-        llms = [s for s in below if indexed(s.attributes, "gen_ai.completion", "content")]
+        contexts = Contexts()
+        for retrieval in retrievals:
+            if contexts.full:
+                contexts.skip_span()
+            else:
+                docs = documents_of(retrieval.attributes.get(ENTITY_OUTPUT))
+                contexts.add(retrieval, "retriever", docs or ())
+        tools = [s for s in below if _kind(s) == "tool" and not any(s is r for r in retrievals)]
+        for tool in tools:
+            add_tool_result(contexts, tool, "tool", tool.attributes.get(ENTITY_OUTPUT), "tool result")
+        llms = [s for s in below if _completion(s) is not None or _has_messages(s)]
+        if not tools:
+            _add_tool_messages(contexts, llms)
         question = _question(anchor.attributes.get(ENTITY_INPUT))
         answer = _answer(anchor.attributes.get(ENTITY_OUTPUT))
-        if answer is None and llms:
-            answer = str(indexed(llms[-1].attributes, "gen_ai.completion", "content")[-1])
+        if answer is None:
+            answer = next((a for s in reversed(llms) if (a := _completion(s)) is not None), None)
         if question is None and retrievals:
             question = _question(retrievals[0].attributes.get(ENTITY_INPUT))
-        if not retrievals and question and answer:
+        if not (retrievals or tools or contexts.items) and question and answer:
             where = (
                 "no retrieval task recorded its documents (traceloop's LangChain instrumentation puts "
                 "them only inside the LLM prompt); decorate the retriever with @task(name='retrieve') or "
@@ -72,8 +97,33 @@ class OpenLLMetryRecognizer:
             question=question,
             contexts=contexts,
             answer=answer,
-            sources=[*retrievals, *llms],
+            sources=[*retrievals, *tools, *llms],
         )
+
+
+def _completion(span: DecodedSpan) -> str | None:
+    """The LLM's answer: the last `gen_ai.completion.N.content`, else `gen_ai.output.messages`."""
+    completions = indexed(span.attributes, "gen_ai.completion", "content")
+    if completions:
+        return str(completions[-1])
+    messages = span.attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES)
+    return last_message_text(messages, roles=("assistant", "ai", "model")) if messages is not None else None
+
+
+def _has_messages(span: DecodedSpan) -> bool:
+    return semconv.GEN_AI_OUTPUT_MESSAGES in span.attributes or "gen_ai.prompt.0.role" in span.attributes
+
+
+def _add_tool_messages(contexts: Contexts, llms: list[DecodedSpan]) -> None:
+    for llm in reversed(llms):
+        attrs = llm.attributes
+        results = indexed_tool_messages(attrs, "gen_ai.prompt", "role", "content") or genai_tool_messages(
+            attrs.get(semconv.GEN_AI_INPUT_MESSAGES)
+        )
+        if results:
+            for result in results:
+                add_tool_result(contexts, llm, "tool_message", result, "tool message passed to LLM")
+            return
 
 
 def _is_retrieval(span: DecodedSpan) -> bool:

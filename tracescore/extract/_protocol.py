@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from tracescore import semconv
 from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.extract._context import Context, Contexts, as_contexts, session_of
+from tracescore.extract._read import is_repr
 from tracescore.score import RagRecord
 
 __all__ = ["Recognizer", "Skip", "interaction"]
@@ -44,13 +46,15 @@ def interaction(
     *,
     convention: str,
     question: str | None,
-    contexts: list[str] | None,
+    contexts: Contexts | Sequence[Context | str] | None,
     answer: str | None,
     sources: Iterable[DecodedSpan] = (),
     looked_in: Mapping[str, str] | None = None,
 ) -> RagSpan | Skip:
     """An interaction anchored on `anchor`, or the Skip that names the missing part and, from `looked_in`
-    (part -> attributes), where it was looked for."""
+    (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`. A
+    question or answer that is a program repr (`ChatMessage(...)`, `<generator object ...>`) counts as
+    missing: a score is never built from the wrong text."""
     place = f"{convention} span {anchor.span_id} '{anchor.name}' of trace {trace.trace_id}"
     place += f" ({anchor.service_name})"
     looked_in = looked_in or {}
@@ -61,11 +65,21 @@ def interaction(
 
     if not (question or "").strip():
         return missing("missing_query", "question", "no question")
+    if is_repr(question):
+        return missing("missing_query", "question", f"a program repr as its question ({_clip(question)})")
     if answer is None or not answer.strip():
         return missing("missing_answer", "answer", "no answer")
-    texts = tuple(c for c in (contexts or ()) if c.strip())
+    if is_repr(answer):
+        return missing(
+            "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
+        )
+    collected = as_contexts(anchor, contexts)
+    texts = collected.texts
     if not texts:
-        return missing("empty_context", "documents", "no retrieved documents to check the answer against")
+        notes = "; ".join(collected.notes)
+        what = "no retrieved documents to check the answer against" + (f" ({notes})" if notes else "")
+        return missing("empty_context", "documents", what)
+    context_sources = collected.sources
     return RagSpan(
         span=anchor,
         record=RagRecord(
@@ -73,8 +87,17 @@ def interaction(
         ),
         route=route_of(trace, anchor),
         convention=convention,
-        span_ids=frozenset({anchor.span_id, *(s.span_id for s in sources)}),
+        span_ids=frozenset(
+            {anchor.span_id, *(s.span_id for s in sources), *(s.span_id for s in context_sources)}
+        ),
+        context_sources=context_sources,
+        context_notes=collected.notes,
+        session_id=session_of(trace, anchor),
     )
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def route_of(trace: Trace, anchor: DecodedSpan) -> str:

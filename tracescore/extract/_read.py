@@ -5,6 +5,7 @@ rather than guess when the shape is not one it knows, so a score is never built 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ __all__ = [
     "QUESTION_KEYS",
     "documents_of",
     "indexed",
+    "is_repr",
     "last_message_text",
     "parse_json",
     "text_of",
@@ -24,6 +26,14 @@ QUESTION_KEYS = ("question", "query", "input", "user_input", "user_query", "q", 
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "output_text", "generation")
 _DOC_TEXT_KEYS = ("page_content", "pageContent", "content", "text", "document.content", "chunk", "body")
 _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "nodes", "results", "context")
+# A programming-language repr where text belongs: `ChatMessage(_role=...)`, `[Document(id=..., content=...)]`,
+# `<NodeWithScore(node=TextNode(...))>`, `<generator object ...>`, `<x.Y object at 0x...>`. Prose rarely
+# puts a capitalised identifier directly before `(name=`; a trailing `)` or `>` is required as well.
+_REPR = re.compile(
+    r"\[?<?[A-Z][\w.]*\((?:\)|[A-Za-z_]\w*=|['\"]|[A-Z][\w.]*\()"
+    r"|<(?:generator|coroutine|async_generator|function|bound method) object "
+    r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"
+)
 _MAX_DEPTH = 6
 _MAX_JSON_CHARS = 8_000_000  # a bigger attribute is not parsed: never worth the memory of a parse tree
 
@@ -39,6 +49,21 @@ def parse_json(value: Any) -> Any:
             except (ValueError, RecursionError):
                 return value
     return value
+
+
+def is_repr(text: Any) -> bool:
+    """Whether `text` is a program's repr of an object (or a JSON object whose only values are such reprs,
+    e.g. `{"response_gen": "<generator object ...>"}`) rather than text a person or model wrote."""
+    if not isinstance(text, str):
+        return False
+    stripped = text.strip()
+    if _REPR.match(stripped):
+        return stripped.endswith((")", ">", "]", ")'", '")'))
+    if stripped.startswith("{") and stripped.endswith("}") and len(stripped) < 100_000:
+        parsed = parse_json(stripped)
+        if isinstance(parsed, Mapping) and parsed:
+            return all(is_repr(v) for v in parsed.values())
+    return False
 
 
 def text_of(value: Any, keys: Sequence[str], depth: int = 0) -> str | None:

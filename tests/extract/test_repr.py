@@ -1,0 +1,157 @@
+"""Never a score from the wrong text: a program repr is read properly from another span or not judged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from trace_builder import span, trace
+
+from tracescore import semconv
+from tracescore.extract import extract
+from tracescore.extract._read import is_repr
+
+KIND = semconv.OPENINFERENCE_SPAN_KIND
+QUESTION = "What does Acme Corp sell?"
+DOC = "Acme Corp was founded in 1999 and sells anvils."
+ANSWER = "Acme Corp sells anvils."
+
+REPRS = [
+    "ChatMessage(_role=<ChatRole.ASSISTANT: 'assistant'>, _content=[TextContent(text='Acme sells anvils.')])",
+    "Document(id=3f2a, content='Acme Corp was founded in 1999 and sells anvils.', score=1.2)",
+    "NodeWithScore(node=TextNode(id_='a1', text='Acme Corp sells anvils.'), score=0.8)",
+    "<NodeWithScore(node=TextNode(id_='a1', text='Acme'))>",
+    "ToolOutput(content='Acme Corp sells anvils.', tool_name='search', raw_input={}, raw_output=None)",
+    "<generator object StreamingResponse.response_gen at 0x7f3a2c1b9e40>",
+    json.dumps({"response_gen": "<generator object StreamingResponse.response_gen at 0x7f3a2c1b9e40>"}),
+    "[Document(metadata={'source': 'kb'}, page_content='Acme Corp sells anvils.')]",
+    "<app.models.Answer object at 0x7f3a2c1b9e40>",
+]
+PROSE = [
+    ANSWER,
+    "Acme (the company) sells anvils.",
+    "Call Foo(bar=1) to configure it.",
+    '{"answer": "Acme Corp sells anvils."}',
+    "Result: f(x=1) returned 3",
+]
+
+
+@pytest.mark.parametrize("text", REPRS)
+def test_each_repr_shape_is_recognised(text: str) -> None:
+    assert is_repr(text)
+
+
+@pytest.mark.parametrize("text", PROSE)
+def test_prose_is_not_taken_for_a_repr(text: str) -> None:
+    assert not is_repr(text)
+
+
+@pytest.mark.parametrize("text", REPRS)
+def test_a_repr_answer_with_no_better_reading_is_an_explained_skip(text: str) -> None:
+    chain = span("Pipeline.run", {KIND: "CHAIN", "input.value": QUESTION, "output.value": text})
+    retriever = span(
+        "retriever", {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC}, parent=chain.span_id
+    )
+    found = extract(trace(chain, retriever))
+    assert found.interactions == []
+    [skip] = found.skips
+    assert skip.reason == "missing_answer" and "repr" in skip.detail
+
+
+@pytest.mark.parametrize("text", REPRS)
+def test_repr_documents_are_dropped_and_noted(text: str) -> None:
+    chain = span("chain", {KIND: "CHAIN", "input.value": QUESTION, "output.value": ANSWER})
+    retriever = span(
+        "_retrieve", {KIND: "RETRIEVER", "output.value": json.dumps([text])}, parent=chain.span_id
+    )
+    found = extract(trace(chain, retriever))
+    assert found.interactions == []
+    [skip] = found.skips
+    assert skip.reason == "empty_context" and "program reprs" in skip.detail
+
+
+def test_haystack_answer_is_read_from_the_generators_output_messages() -> None:
+    run = span(
+        "haystack.pipeline.run",
+        {
+            KIND: "CHAIN",
+            "input.value": json.dumps({"data": {"retriever": {"query": QUESTION}, "prompt_builder": {}}}),
+            "output.value": json.dumps({"llm": {"replies": [REPRS[0]]}}),
+        },
+    )
+    retriever = span(
+        "InMemoryBM25Retriever",
+        {
+            KIND: "RETRIEVER",
+            "input.value": json.dumps({"query": QUESTION}),
+            "output.value": json.dumps({"documents": [REPRS[1]]}),
+            "retrieval.documents.0.document.content": DOC,
+        },
+        parent=run.span_id,
+        start=1,
+    )
+    llm = span(
+        "OpenAIChatGenerator",
+        {
+            KIND: "LLM",
+            "output.value": json.dumps({"replies": [REPRS[0]]}),
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": ANSWER,
+        },
+        parent=run.span_id,
+        start=2,
+    )
+    [rag] = extract(trace(run, retriever, llm)).interactions
+    assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, (DOC,), ANSWER)
+
+
+def test_llamaindex_retriever_with_documents_wins_over_a_sibling_of_reprs() -> None:
+    query = span(
+        "RetrieverQueryEngine.query", {KIND: "CHAIN", "input.value": QUESTION, "output.value": ANSWER}
+    )
+    retrieve = span(
+        "BaseRetriever.retrieve",
+        {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC},
+        parent=query.span_id,
+        start=1,
+    )
+    inner = span(
+        "VectorIndexRetriever._retrieve",
+        {KIND: "RETRIEVER", "output.value": json.dumps([REPRS[2], REPRS[3]])},
+        parent=retrieve.span_id,
+        start=2,
+    )
+    [rag] = extract(trace(query, retrieve, inner)).interactions
+    assert rag.record.contexts == (DOC,)
+    assert any(inner.span_id in note and "reprs" in note for note in rag.context_notes)
+
+
+def test_llamaindex_stream_answer_is_the_innermost_llm_output() -> None:
+    query = span(
+        "RetrieverQueryEngine.query",
+        {KIND: "CHAIN", "input.value": QUESTION, "output.value": REPRS[6]},
+    )
+    retrieve = span(
+        "retrieve", {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC}, parent=query.span_id
+    )
+    synth = span("synthesize", {KIND: "CHAIN", "output.value": REPRS[5]}, parent=query.span_id, start=2)
+    llm = span("OpenAI.stream_chat", {KIND: "LLM", "output.value": ANSWER}, parent=synth.span_id, start=3)
+    [rag] = extract(trace(query, retrieve, synth, llm)).interactions
+    assert rag.record.answer == ANSWER
+
+
+def test_a_repr_tool_result_is_not_judged() -> None:
+    agent = span("agent", {KIND: "AGENT", "input.value": QUESTION, "output.value": ANSWER})
+    tool = span("search", {KIND: "TOOL", "output.value": REPRS[7]}, parent=agent.span_id, start=1)
+    [skip] = extract(trace(agent, tool)).skips
+    assert skip.reason == "empty_context" and "program reprs" in skip.detail
+
+
+def test_a_tracescore_span_with_a_repr_answer_is_not_judged() -> None:
+    ours = span(
+        "answer",
+        {"input.value": QUESTION, "output.value": REPRS[0], semconv.document_content_key(0): DOC},
+        scope=semconv.SDK_SCOPE,
+    )
+    [skip] = extract(trace(ours)).skips
+    assert skip.reason == "missing_answer"
