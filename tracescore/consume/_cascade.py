@@ -31,6 +31,14 @@ class Scored:
     llm_judge: str | None = None
     # In the cascade, what followed the offline judge: cascade, baseline, budget or offline_only.
     escalation: str | None = None
+    inclusion_probability: float | None = None
+
+    def weighting(self, result: MetricResult) -> dict[str, float | None]:
+        """An LLM record's inclusion probability and the offline score it corrects (rolling estimates)."""
+        if self.llm_judge is None or result.judge != self.llm_judge:
+            return {}
+        same = (r.score for r in self.results if r.metric == result.metric and r.judge != result.judge)
+        return {"inclusion_probability": self.inclusion_probability, "offline_score": next(same, None)}
 
 
 class LockedPolicy:
@@ -98,4 +106,7 @@ class Scorer:
             self.policy.charge(tokens, escalation.reserved_tokens)
         selection = escalation.selection.value if escalation.selection is not None else None
         llm_judge = self.llm_judge.name
-        return Scored([*first, *second], selection, llm_judge, escalation=escalation.reason)
+        return Scored(
+            [*first, *second], selection, llm_judge, escalation=escalation.reason,
+            inclusion_probability=escalation.inclusion_probability,
+        )  # fmt: skip

@@ -73,6 +73,7 @@ class Escalation:
     skip: SkipReason | None = None
     suspicion: str | None = None
     reserved_tokens: int = 0
+    inclusion_probability: float | None = None
 
     @property
     def reason(self) -> str:
@@ -183,7 +184,12 @@ class CascadePolicy:
             return Escalation(to_llm=False, selection=selection, skip=SkipReason.BUDGET, suspicion=why)
         self._budget.reserved += estimate
         self.selections[selection] += 1
-        return Escalation(to_llm=True, selection=selection, suspicion=why, reserved_tokens=estimate)
+        # A suspicious answer goes to the LLM judge whichever way it is drawn; the rest only by the baseline.
+        inclusion = 1.0 if why is not None else cascade.baseline_rate
+        return Escalation(
+            to_llm=True, selection=selection, suspicion=why, reserved_tokens=estimate,
+            inclusion_probability=inclusion,
+        )  # fmt: skip
 
     def charge(self, tokens: int, *, reserved: int = 0) -> None:
         """Account `tokens` the LLM judge really used for one escalation (also when it failed), releasing
