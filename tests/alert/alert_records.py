@@ -33,3 +33,25 @@ def record(
         judge="offline",
         timestamp=at,
     )
+
+
+def llm_record(
+    of: EvaluationRecord,
+    score: float | None,
+    selection: str | None,
+    inclusion_probability: float | None,
+    at: datetime | None = None,
+) -> EvaluationRecord:
+    """The LLM judge's record of the interaction `of` (an offline record), as the cascade writes it."""
+    return of.model_copy(
+        update={
+            "score": score,
+            "status": MetricStatus.OK if score is not None else MetricStatus.ERROR,
+            "judge": "openai:gpt-4o-mini",
+            "annotator_kind": "LLM",
+            "selection": selection,
+            "inclusion_probability": inclusion_probability,
+            "offline_score": of.score,
+            "timestamp": at or of.timestamp,
+        }
+    )

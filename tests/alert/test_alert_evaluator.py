@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from alert_records import T0, record
 
-from tracescore.alert import AlertConfig, AlertEvaluator, AlertKey, Notification, RuleConfig
-from tracescore.alert._evaluator import upper_bound
+from tracescore.alert import AlertConfig, AlertEvaluator, AlertKey, EstimateWindow, Notification, RuleConfig
 from tracescore.score import MetricStatus
 
 KEY = AlertKey("rag-api", "/billing", "faithfulness")
@@ -61,8 +60,11 @@ def test_needs_the_minimum_sample_count() -> None:
 def test_a_noisy_window_whose_mean_is_barely_low_does_not_fire() -> None:
     # Mean 0.65 but the scores swing between 0.3 and 1.0: the upper bound is above 0.7.
     scores = [1.0, 0.3, 1.0, 0.3, 1.0, 0.3]
-    mean, bound = upper_bound(scores, 0.9)
-    assert mean < 0.7 < bound
+    window = EstimateWindow(10)
+    for score in scores:
+        window.add(record(score))
+    estimate = window.estimate(0.9)
+    assert estimate is not None and estimate.value < 0.7 < estimate.upper and not estimate.calibrated
     assert feed(evaluator(), scores) == []
 
 

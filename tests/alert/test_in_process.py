@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -14,7 +15,7 @@ from tracescore.score import MetricStatus
 
 def record(score: float, route: str = "/billing", metric: str = "faithfulness") -> EvaluationRecord:
     return EvaluationRecord(
-        trace_id="0af7651916cd43dd8448eb211c80319c", span_id="b7ad6b7169203331", service_name="rag-api",
+        trace_id=uuid.uuid4().hex, span_id=uuid.uuid4().hex[:16], service_name="rag-api",
         route=route, metric=metric, score=score, label=None, status=MetricStatus.OK, judge="offline",
         timestamp=datetime.now(UTC),
     )  # fmt: skip

@@ -56,7 +56,8 @@ def test_dashboard_shape() -> None:
     titles = " | ".join(p["title"] for p in dashboard["panels"])
     for topic in (
         "Mean score per route",
-        "Rolling faithfulness",
+        "Rolling faithfulness estimate",
+        "Judge agreement",
         "skipped by reason",
         "Judge error",
         "Judge tokens",
@@ -81,8 +82,8 @@ def test_every_query_is_accepted_by_prometheus(drifted_stack: PrometheusStack) -
 def test_score_panels_show_the_scored_routes(drifted_stack: PrometheusStack) -> None:
     panels = {p["title"]: p for p in load()["panels"]}
     for title in (
-        "Mean score per route (all metrics)",
-        "Rolling faithfulness (15 min) against the alert thresholds",
+        "Mean score per route and judge (all metrics)",
+        "Rolling faithfulness estimate (15 min, 95% band) against the alert thresholds",
     ):
         result = drifted_stack.prometheus.query(grafana(panels[title]["targets"][0]["expr"]))["result"]
         routes = {r["metric"]["tracescore_route"] for r in result}

@@ -36,12 +36,17 @@ def test_faithfulness_drop_on_one_route_reaches_the_webhook_through_alertmanager
     assert alert["labels"]["service_name"] == "northwind-assistant"
     assert alert["labels"]["severity"] == "warning"
     assert alert["annotations"]["summary"].startswith(
-        "Faithfulness of northwind-assistant /billing dropped to 0."
+        "Faithfulness of northwind-assistant /billing dropped below 0.70: upper bound 0."
     )
     firing_routes = {a["labels"].get("tracescore_route") for a in _alerts(stack, "firing")}
     assert firing_routes == {"/billing"}
     mean = stack.value('tracescore:faithfulness:mean_15m{tracescore_route="/support"}')
     assert mean > 0.7
+    # The offline judge alone: the estimate is its plain mean, with a band around it.
+    estimate = stack.value('tracescore:faithfulness:estimate_15m{tracescore_route="/support"}')
+    assert abs(estimate - mean) < 0.02  # the two rules are evaluated at slightly different instants
+    low = stack.value('tracescore:faithfulness:estimate_band_low_15m{tracescore_route="/support"}')
+    assert low < estimate
 
 
 def test_the_rules_metric_names_are_the_ones_the_collector_exports(drifted_stack: PrometheusStack) -> None:
@@ -58,3 +63,7 @@ def test_the_rules_metric_names_are_the_ones_the_collector_exports(drifted_stack
         "result"
     ]
     assert {r["metric"]["status"] for r in labels} == {"ok"}
+    tiers = drifted_stack.prometheus.query('tracescore_evaluation_score_count{tracescore_route="/billing"}')
+    assert {(r["metric"]["annotator_kind"], r["metric"]["selection"]) for r in tiers["result"]} == {
+        ("CODE", "none")
+    }, "the score histogram names its judge tier and selection"

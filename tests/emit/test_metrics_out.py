@@ -52,6 +52,8 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
         "service.name": "bot",
         "tracescore.route": "/billing",
         "metric": "faithfulness",
+        "annotator_kind": "LLM",
+        "selection": "none",
     }
     by_status = {p.attributes["status"]: p.value for p in points["tracescore.evaluations"]}
     assert by_status == {"ok": 2, "error": 1}
@@ -70,3 +72,39 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
     assert points["tracescore.messages.dead_lettered"][0].value == 1
     by_outcome = {p.attributes["outcome"]: p.value for p in points["tracescore.llm_judge.escalations"]}
     assert by_outcome == {"cascade": 1, "budget": 2}, "a spent LLM budget is visible, not silent"
+
+
+def test_judge_tiers_never_share_a_series_and_the_estimate_sums_and_agreement_add_up() -> None:
+    reader = InMemoryMetricReader()
+    out = EvaluationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    offline = _record(0.2).model_copy(update={"judge": "offline", "annotator_kind": "CODE"})
+    out.evaluated(offline)
+    llm = {"judge": "openai:m", "annotator_kind": "LLM", "offline_score": 0.2}
+    out.evaluated(
+        offline.model_copy(update={**llm, "score": 1.0, "selection": "cascade", "inclusion_probability": 1.0})
+    )
+    out.evaluated(
+        offline.model_copy(
+            update={**llm, "score": 0.0, "selection": "baseline", "inclusion_probability": 0.25}
+        )
+    )
+    out.evaluated(offline.model_copy(update={**llm, "score": 0.0, "selection": "cascade"}))  # no π: left out
+
+    points = _points(reader)
+    series = {
+        (p.attributes["annotator_kind"], p.attributes["selection"]): p.count
+        for p in points["tracescore.evaluation.score"]
+    }
+    assert series == {("CODE", "none"): 1, ("LLM", "cascade"): 2, ("LLM", "baseline"): 1}
+    sums = {
+        (p.attributes["stratum"], p.attributes["term"]): p.value for p in points["tracescore.estimate.sums"]
+    }
+    assert sums[("census", "weight")] == 1 and sums[("census", "llm")] == 1.0
+    assert sums[("sample", "weight")] == 4 and sums[("sample", "offline")] == 0.8
+    assert sums[("sample", "pairs")] == 1 and sums[("census", "pairs")] == 1
+    (agreement,) = points["tracescore.judge.agreement"]
+    assert (agreement.attributes["offline"], agreement.attributes["llm"], agreement.value) == (
+        "fail",
+        "fail",
+        1,
+    )

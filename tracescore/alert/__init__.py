@@ -15,6 +15,7 @@ from tracescore.alert._config import (
     WebhookSinkConfig,
     load_alert_config,
 )
+from tracescore.alert._estimate import Agreement, Estimate, EstimateWindow
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._in_process import InProcessAlerts
 from tracescore.alert._notification import AlertKey, Notification
@@ -32,6 +33,7 @@ from tracescore.alert._sinks import (
 
 __all__ = [
     "SIGNATURE_HEADER",
+    "Agreement",
     "AlertConfig",
     "AlertConfigError",
     "AlertEvaluator",
@@ -41,6 +43,8 @@ __all__ = [
     "AlertStats",
     "AlertmanagerSink",
     "AlertmanagerSinkConfig",
+    "Estimate",
+    "EstimateWindow",
     "InProcessAlerts",
     "JudgeHealthConfig",
     "LogSink",

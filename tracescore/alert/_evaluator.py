@@ -2,22 +2,22 @@
 re-notification, no-data and judge health. Pure logic on an injected clock; no Kafka, no HTTP.
 
 `add` feeds a record's outcome into the windows (also while rebuilding state after a restart); `evaluate`
-and `tick` compare the windows with the last notified state and return the notifications to send.
+and `tick` compare the windows with the last notified state and return the notifications to send. Score
+alerts fire and resolve on the window's `Estimate` (both judges, each interaction once: see _estimate.py).
 """
 
 from __future__ import annotations
 
 import bisect
-import math
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from statistics import NormalDist
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from tracescore.alert._config import AlertConfig, RuleConfig
+from tracescore.alert._estimate import Estimate, EstimateWindow
 from tracescore.alert._notification import AlertKey, Notification, Severity
 from tracescore.emit import EvaluationRecord
 from tracescore.score import MetricStatus
@@ -50,7 +50,7 @@ class _Route:
     def __init__(self, rule: RuleConfig, judge_window: int, partition: int, state: AlertState) -> None:
         self.rule = rule
         self.partition = partition
-        self.scores: deque[tuple[datetime, float]] = deque(maxlen=rule.window_count)
+        self.scores = EstimateWindow(rule.window_count)
         # (time, judge failed, failure was a timeout)
         self.judge: deque[tuple[datetime, bool, bool]] = deque(maxlen=judge_window)
         self.state = state
@@ -78,16 +78,6 @@ def _insert_in_time_order(window: deque[_Timed], item: _Timed) -> None:
 
 def alert_name(metric: str) -> str:
     return "Tracescore" + "".join(part.capitalize() for part in metric.split("_")) + "Dropped"
-
-
-def upper_bound(scores: list[float], confidence: float) -> tuple[float, float]:
-    """(mean, one-sided upper confidence bound of the mean), normal approximation."""
-    n = len(scores)
-    mean = sum(scores) / n
-    if n < 2:
-        return mean, 1.0  # one score says nothing about the spread
-    sd = math.sqrt(sum((s - mean) ** 2 for s in scores) / (n - 1))
-    return mean, min(1.0, mean + NormalDist().inv_cdf(confidence) * sd / math.sqrt(n))
 
 
 class AlertEvaluator:
@@ -122,8 +112,7 @@ class AlertEvaluator:
         failed = record.status is MetricStatus.ERROR
         timed_out = failed and "timeout" in (record.reason or "").lower()
         _insert_in_time_order(route.judge, (at, failed, timed_out))
-        if record.score is not None:
-            _insert_in_time_order(route.scores, (at, record.score))
+        route.scores.add(record)
         if route.state.last_seen is None or at > route.state.last_seen:
             route.state.last_seen = at
             self._dirty.add(key)
@@ -224,16 +213,18 @@ class AlertEvaluator:
             return [note]
         return []
 
-    def _window(self, route: _Route, now: datetime) -> list[float]:
-        horizon = now - timedelta(seconds=route.rule.window_seconds)
-        while route.scores and route.scores[0][0] < horizon:
-            route.scores.popleft()
-        return [s for _, s in route.scores]
+    def estimate(self, key: AlertKey, now: datetime) -> Estimate | None:
+        """The route's current estimate (None: no scores in its window)."""
+        route = self._routes.get(key)
+        return None if route is None else self._window(route, now)
+
+    def _window(self, route: _Route, now: datetime) -> Estimate | None:
+        route.scores.prune(now - timedelta(seconds=route.rule.window_seconds))
+        return route.scores.estimate(route.rule.confidence)
 
     def _scores(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
         rule, state = route.rule, route.state
-        scores = self._window(route, now)
-        level = self._level(rule, state.level, scores)
+        level = self._level(rule, state.level, self._window(route, now))
         cooling = state.resolved_at is not None and now - state.resolved_at < timedelta(
             seconds=rule.cooldown_seconds
         )
@@ -256,10 +247,10 @@ class AlertEvaluator:
         return out
 
     @staticmethod
-    def _level(rule: RuleConfig, current: Level, scores: list[float]) -> Level:
-        if len(scores) < rule.min_samples:
+    def _level(rule: RuleConfig, current: Level, estimate: Estimate | None) -> Level:
+        if estimate is None or estimate.n < rule.min_samples:
             return current  # too little evidence to fire or to resolve
-        mean, bound = upper_bound(scores, rule.confidence)
+        mean, bound = estimate.value, estimate.upper
         for level, threshold in (("critical", rule.critical), ("warning", rule.warning)):
             if threshold is None:
                 continue
@@ -305,20 +296,18 @@ class AlertEvaluator:
         repeat: bool = False,
     ) -> Notification:
         rule = route.rule
-        scores = [s for _, s in route.scores]
-        mean, bound = upper_bound(scores, rule.confidence) if scores else (None, None)
+        est = route.scores.estimate(rule.confidence)
         threshold = rule.critical if level == "critical" else rule.warning
-        shown = "n/a" if mean is None else f"{mean:.2f}"
+        n = 0 if est is None else est.n
+        shown = "n/a" if est is None else est.describe()
         if state == "firing":
-            evidence = "no recent scores" if bound is None else f"upper bound {bound:.2f}"
+            evidence = "no recent scores" if est is None else f"upper bound {est.upper:.2f}"
             summary = (
-                f"{key.metric} of {key.service} {key.route} dropped to {shown} over {len(scores)} answers "
+                f"{key.metric} of {key.service} {key.route} dropped to {shown} over {n} answers "
                 f"({evidence} < {level} threshold {threshold:.2f})"
             )
         else:
-            summary = (
-                f"{key.metric} of {key.service} {key.route} recovered to {shown} over {len(scores)} answers"
-            )
+            summary = f"{key.metric} of {key.service} {key.route} recovered to {shown} over {n} answers"
         severity: Severity = "critical" if level == "critical" else "warning"
         return Notification(
             alertname=alert_name(key.metric),
@@ -328,10 +317,14 @@ class AlertEvaluator:
             route=key.route,
             metric=key.metric,
             summary=summary,
-            value=mean,
-            bound=bound,
+            value=None if est is None else est.value,
+            bound=None if est is None else est.upper,
+            lower=None if est is None else est.lower,
             threshold=threshold,
-            samples=len(scores),
+            samples=n,
+            offline_samples=None if est is None else est.offline_n,
+            llm_samples=None if est is None else est.llm_n,
+            calibrated=None if est is None else est.calibrated,
             starts_at=route.state.level_since or now,
             ends_at=now if state == "resolved" else None,
             repeat=repeat,

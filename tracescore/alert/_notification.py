@@ -52,10 +52,14 @@ class Notification(BaseModel):
     route: str
     metric: str
     summary: str
-    value: float | None = None  # the window's mean score, or the judge error rate
-    bound: float | None = None  # upper confidence bound of the mean (score alerts)
+    value: float | None = None  # the window's estimate (score alerts), or the judge error rate
+    bound: float | None = None  # upper confidence bound of the estimate (score alerts)
+    lower: float | None = None  # lower confidence bound of the estimate (score alerts)
     threshold: float | None = None
-    samples: int = 0
+    samples: int = 0  # interactions (score alerts) or evaluations (judge alerts)
+    offline_samples: int | None = None  # offline scores and LLM scores that fed the estimate
+    llm_samples: int | None = None
+    calibrated: bool | None = None  # False: offline judge alone, no LLM scores to correct it
     starts_at: datetime
     ends_at: datetime | None = None  # set on resolve
     repeat: bool = False  # a re-notification of an alert already sent

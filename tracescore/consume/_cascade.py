@@ -36,6 +36,13 @@ class Scored:
     escalation: str | None = None
     inclusion_probability: float | None = None
 
+    def weighting(self, result: MetricResult) -> dict[str, float | None]:
+        """An LLM record's inclusion probability and the offline score it corrects (rolling estimates)."""
+        if self.llm_judge is None or result.judge != self.llm_judge:
+            return {}
+        same = (r.score for r in self.results if r.metric == result.metric and r.judge != result.judge)
+        return {"inclusion_probability": self.inclusion_probability, "offline_score": next(same, None)}
+
 
 class LockedPolicy:
     def __init__(self, policy: SamplingPolicy) -> None:

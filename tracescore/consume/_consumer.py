@@ -365,7 +365,7 @@ class EvaluationConsumer:
                 return scored.selection if result.judge == scored.llm_judge else None
 
             records, outputs = self._sink.write(
-                scoring.interaction, scored.results, scoring.started_ns, selection
+                scoring.interaction, scored.results, scoring.started_ns, selection, scored.weighting
             )
             work = scoring.work
             work.records += records

@@ -5,16 +5,18 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections import Counter, defaultdict, deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from tracescore.alert import EstimateWindow, RuleConfig
 from tracescore.emit import EvaluationRecord
-from tracescore.score import MetricStatus
 
 __all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine"]
 
 _log = logging.getLogger("tracescore.consume")
+_WINDOW = 100_000  # interactions per route and metric between two lines, at most
+_CONFIDENCE = 0.975  # one-sided: each bound of a 95% interval
 
 
 @dataclass
@@ -48,7 +50,8 @@ class ConsumerStats:
 
 class StatusLine:
     """Logs, every `interval_s`, rates since the last line, lag, work in flight, skips, judge health and the
-    mean score per route: what an operator needs to see that the service keeps up and what it finds."""
+    estimate per route (both judges, each interaction once, with its 95% interval) and how the two judges
+    agree on the baseline: what an operator needs to see that the service keeps up and what it finds."""
 
     def __init__(self, stats: ConsumerStats, interval_s: float, clock: Callable[[], float] = time.monotonic):
         self._stats = stats
@@ -57,14 +60,17 @@ class StatusLine:
         self._last_at = clock()
         self._last = (0, 0, 0)
         self._latencies: deque[float] = deque(maxlen=2000)
-        self._scores: defaultdict[tuple[str, str], list[float]] = defaultdict(list)
+        self._scores: dict[tuple[str, str], EstimateWindow] = {}
 
     def judged(self, latency_s: float) -> None:
         self._latencies.append(latency_s)
 
     def recorded(self, record: EvaluationRecord) -> None:
-        if record.score is not None and record.status is MetricStatus.OK:
-            self._scores[(record.route, record.metric)].append(record.score)
+        key = (record.route, record.metric)
+        window = self._scores.get(key)
+        if window is None:
+            window = self._scores[key] = EstimateWindow(_WINDOW)
+        window.add(record)
 
     def due(self) -> bool:
         return self._interval_s > 0 and self._clock() - self._last_at >= self._interval_s
@@ -88,12 +94,11 @@ class StatusLine:
             p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
             latency = f"mean {statistics.fmean(ordered):.3f}s p95 {p95:.3f}s"
         means = ", ".join(
-            f"{route} {metric} {statistics.fmean(v):.2f} (n={len(v)})"
-            for (route, metric), v in sorted(self._scores.items())
+            _describe(route, metric, window) for (route, metric), window in sorted(self._scores.items())
         )
         _log.info(
             "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d, skipped %s, "
-            "to the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | mean score since "
+            "to the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since "
             "last: %s",
             rates, lags, in_flight, queued, buffered, s.scored, skipped, escalated, s.dead_letters,
             s.judge_errors, latency, means or "none",
@@ -102,6 +107,29 @@ class StatusLine:
         self._last = (messages, spans, scored)
         self._latencies.clear()
         self._scores.clear()
+
+
+def _describe(route: str, metric: str, window: EstimateWindow) -> str:
+    estimate = window.estimate(_CONFIDENCE)
+    if estimate is None:
+        return f"{route} {metric} no scores"
+    text = (
+        f"{route} {metric} {estimate.value:.2f} (n={estimate.n}) 95% [{estimate.lower:.2f}, "
+        f"{estimate.upper:.2f}] {estimate.offline_n} offline + {estimate.llm_n} LLM"
+    )
+    if not estimate.calibrated:
+        text += ", uncalibrated"
+    if estimate.excluded:
+        text += f", {estimate.excluded} LLM scores without inclusion probability left out"
+    agreement = window.agreement(RuleConfig.model_fields["label_threshold"].default)
+    if agreement.pairs:
+        recall = "n/a" if agreement.recall is None else f"{agreement.recall:.2f}"
+        text += (
+            f"; judges agree {agreement.agreement:.2f} on {agreement.pairs} baseline pairs, mean LLM-offline "
+            f"{agreement.mean_difference:+.2f}, offline recall {recall} of "
+            f"{agreement.llm_failures} LLM-judged failures"
+        )
+    return text
 
 
 class RateLimitedLogs(logging.Filter):

@@ -1,13 +1,14 @@
 """Emit: attach scores where people look: evaluation spans on the trace, records on Kafka, metrics."""
 
 from tracescore.emit._explain import AnnotatorKind, annotator_kind, explanation
-from tracescore.emit._metrics import EvaluationMetrics
+from tracescore.emit._metrics import LABEL_THRESHOLD, EvaluationMetrics
 from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.emit._records import SCHEMA_VERSION, EvaluationRecord, evaluation_record
 from tracescore.emit._sink import RecordSink
 from tracescore.emit._spans import evaluation_span
 
 __all__ = [
+    "LABEL_THRESHOLD",
     "SCHEMA_VERSION",
     "AnnotatorKind",
     "EvaluationMetrics",

@@ -84,16 +84,22 @@ class KafkaEvaluationSink:
         results: Sequence[MetricResult],
         start_ns: int,
         selection: Callable[[MetricResult], str | None] = lambda _: None,
+        weighting: Callable[[MetricResult], dict[str, float | None]] = lambda _: {},
     ) -> tuple[list[EvaluationRecord], list[Output]]:
         """Records and evaluation spans for `results`; `selection` says, per result, why it was scored
-        (cascade / baseline for an LLM judge behind the sampling policy)."""
+        (cascade / baseline for an LLM judge behind the sampling policy), `weighting` the record's
+        `inclusion_probability` and `offline_score` (LLM judge behind the policy)."""
         records, spans, outputs = [], [], []
         for result in results:
             chosen = selection(result)
             span = evaluation_span(interaction, _bounded(result), start_ns=start_ns, selection=chosen)
             spans.append(span)
             record = evaluation_record(
-                interaction, result, format(span.context.span_id, "016x"), selection=chosen
+                interaction,
+                result,
+                format(span.context.span_id, "016x"),
+                selection=chosen,
+                **weighting(result),
             )
             records.append(record)
             outputs.append(self._record(record))

@@ -38,6 +38,12 @@ class EvaluationRecord(BaseModel):
         description="Why an LLM judge behind the sampling policy scored it: cascade (suspicious offline) or "
         "baseline (uniform, unbiased: use these for rolling estimates); None otherwise.",
     )
+    inclusion_probability: float | None = None
+    offline_score: float | None = Field(
+        default=None,
+        description="LLM records behind the sampling policy: the offline judge's score of the interaction "
+        "and metric, so an estimate can pair them without the offline record.",
+    )
     convention: str = Field(
         default="tracescore", description="Instrumentation convention the interaction was read from."
     )
@@ -66,6 +72,8 @@ def evaluation_record(
     evaluation_span_id: str | None,
     now: datetime | None = None,
     selection: str | None = None,
+    inclusion_probability: float | None = None,
+    offline_score: float | None = None,
 ) -> EvaluationRecord:
     return EvaluationRecord(
         trace_id=rag.span.trace_id,
@@ -82,6 +90,8 @@ def evaluation_record(
         annotator_kind=annotator_kind(result.judge),
         convention=rag.convention,
         selection=selection,
+        inclusion_probability=inclusion_probability,
+        offline_score=offline_score,
         timestamp=now or datetime.now(UTC),
         details=_with_sources(rag, result.details),
         usage=result.usage,

@@ -1,0 +1,146 @@
+"""The rolling estimate: both judges, each interaction once, weighted by inclusion probability."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from alert_records import T0, llm_record, record
+
+from tracescore.alert import AlertConfig, AlertEvaluator, AlertKey, EstimateWindow, RuleConfig
+from tracescore.emit import EvaluationRecord
+
+BASELINE = 0.1
+
+
+def route_at_80_percent() -> list[EvaluationRecord]:
+    """100 answers, 80 faithful. The offline judge scores hallucinations 0.2, 15 faithful answers 0.3 (false
+    suspicion) and the rest 0.9; the cascade sends the 35 suspicious ones to a perfect LLM judge, and a 10%
+    baseline (every 10th of the rest here) goes there too. Kinds of answer are spread over time."""
+    out: list[EvaluationRecord] = []
+    for t in range(100):
+        at, i = T0 + timedelta(seconds=t), (t * 37) % 100
+        truth = 0.0 if i < 20 else 1.0
+        offline = record(0.2 if i < 20 else 0.3 if i < 35 else 0.9, at)
+        out.append(offline)
+        if i < 35:
+            out.append(llm_record(offline, truth, "cascade", 1.0))
+        elif i % 10 == 0:
+            out.append(llm_record(offline, truth, "baseline", BASELINE))
+    return out
+
+
+def window_of(records: list[EvaluationRecord], maxlen: int = 1000) -> EstimateWindow:
+    window = EstimateWindow(maxlen)
+    for r in records:
+        window.add(r)
+    return window
+
+
+def test_each_interaction_counts_once_with_the_llm_correcting_the_offline_judge() -> None:
+    records = route_at_80_percent()
+    mixed = sum(r.score or 0 for r in records) / len(records)
+    assert mixed < 0.65  # what one window of every record said: a page on a route 80% faithful
+    estimate = window_of(records).estimate(0.9)
+    assert estimate is not None
+    assert estimate.n == 100
+    assert estimate.value == pytest.approx(0.8)
+    assert estimate.lower < 0.8 < estimate.upper
+    assert (estimate.offline_n, estimate.llm_n, estimate.calibrated) == (65, 35 + 6, True)
+
+
+def test_the_alert_evaluator_fires_on_the_estimate_not_on_the_mixed_window() -> None:
+    rule = RuleConfig(window_count=500, min_samples=10, warning=0.7, critical=None)
+    ev = AlertEvaluator(AlertConfig(rules=[rule]))
+    notes = []
+    for r in route_at_80_percent():
+        key = ev.add(r)
+        assert key is not None
+        notes += ev.evaluate(key, r.timestamp)
+    assert notes == []
+    estimate = ev.estimate(AlertKey("rag-api", "/billing", "faithfulness"), T0 + timedelta(seconds=100))
+    assert estimate is not None and estimate.value == pytest.approx(0.8)
+
+
+def test_a_drop_fires_with_the_estimate_interval_and_counts_in_the_notification() -> None:
+    rule = RuleConfig(window_count=500, min_samples=10, warning=0.7, critical=None)
+    ev = AlertEvaluator(AlertConfig(rules=[rule]))
+    notes = []
+    for i in range(60):
+        offline = record(0.2 if i % 2 else 0.9, T0 + timedelta(seconds=i))
+        key = ev.add(offline)
+        if i % 2:
+            ev.add(llm_record(offline, 0.0, "cascade", 1.0))
+        assert key is not None
+        notes += ev.evaluate(key, offline.timestamp)
+    assert [(n.state, n.severity) for n in notes] == [("firing", "warning")]
+    note = notes[0]
+    assert note.bound is not None and note.lower is not None and note.lower < note.value < note.bound < 0.7  # type: ignore[operator]
+    assert note.llm_samples and note.offline_samples and note.calibrated is False  # no baseline pairs yet
+    assert "offline +" in note.summary and "LLM scores" in note.summary
+
+
+def test_offline_only_is_the_plain_mean_flagged_uncalibrated() -> None:
+    estimate = window_of([record(s) for s in (0.2, 0.4, 0.6, 0.8)]).estimate(0.9)
+    assert estimate is not None
+    assert estimate.value == pytest.approx(0.5)
+    assert (estimate.offline_n, estimate.llm_n, estimate.calibrated) == (4, 0, False)
+    assert "uncalibrated" in estimate.describe()
+
+
+def test_a_newer_record_of_an_interaction_replaces_the_older_and_a_lower_revision_never_does() -> None:
+    first = record(0.1)
+    window = window_of([first, first.model_copy(update={"score": 0.9})])
+    estimate = window.estimate(0.9)
+    assert estimate is not None and (estimate.n, estimate.value) == (1, pytest.approx(0.9))
+    # A re-scored trace's records carry a revision; one read late with a lower revision is ignored.
+    revised = first.model_copy(update={"score": 0.5})
+    object.__setattr__(revised, "revision", 2)
+    stale = first.model_copy(update={"score": 0.0})
+    object.__setattr__(stale, "revision", 1)
+    window.add(revised)
+    window.add(stale)
+    estimate = window.estimate(0.9)
+    assert estimate is not None and (estimate.n, estimate.value) == (1, pytest.approx(0.5))
+
+
+def test_llm_records_of_an_older_consumer_baseline_is_used_cascade_is_left_out_and_counted() -> None:
+    a, b = record(0.9), record(0.2, T0 + timedelta(seconds=1))
+    window = window_of([a, b, llm_record(a, 1.0, "baseline", None), llm_record(b, 0.0, "cascade", None)])
+    estimate = window.estimate(0.9)
+    assert estimate is not None
+    assert estimate.excluded == 1
+    # b keeps its offline score (0.2); the baseline pair corrects the rest by +0.1.
+    assert estimate.value == pytest.approx((0.9 + 0.2 + 2 * 0.1) / 2)
+
+
+def test_a_judge_outage_leaves_the_offline_score_and_never_fails() -> None:
+    a = record(0.3)
+    window = window_of([a, llm_record(a, None, "cascade", 1.0)])
+    estimate = window.estimate(0.9)
+    assert estimate is not None and (estimate.value, estimate.llm_n) == (pytest.approx(0.3), 0)
+
+
+def test_the_window_keeps_the_newest_interactions_and_ages_out() -> None:
+    records = [record(float(i % 2), T0 + timedelta(seconds=i)) for i in range(10)]
+    window = window_of(records, maxlen=4)
+    assert len(window) == 4
+    window.add(record(0.0, T0 - timedelta(seconds=5)))  # older than a full window: no place in it
+    assert len(window) == 4
+    window.prune(T0 + timedelta(seconds=8))
+    assert len(window) == 2
+
+
+def test_agreement_on_the_baseline_pairs() -> None:
+    pairs = [(0.9, 1.0), (0.8, 1.0), (0.2, 0.0), (0.9, 0.0)]  # the last one missed by the offline judge
+    records = []
+    for i, (offline, llm) in enumerate(pairs):
+        r = record(offline, T0 + timedelta(seconds=i))
+        records += [r, llm_record(r, llm, "baseline", BASELINE)]
+    cascade = record(0.1, T0 + timedelta(seconds=9))
+    records += [cascade, llm_record(cascade, 1.0, "cascade", 1.0)]  # targeted: not an agreement pair
+    agreement = window_of(records).agreement(0.5)
+    assert agreement.pairs == 4
+    assert agreement.agreement == pytest.approx(0.75)
+    assert agreement.recall == pytest.approx(0.5)
+    assert agreement.mean_difference == pytest.approx((0.1 + 0.2 - 0.2 - 0.9) / 4)

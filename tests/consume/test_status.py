@@ -1,0 +1,59 @@
+"""The consumer's status line: per route, the estimate from both judges with its interval, and agreement."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from tracescore.consume._status import ConsumerStats, StatusLine
+from tracescore.emit import EvaluationRecord
+from tracescore.score import MetricStatus
+
+
+def offline(score: float) -> EvaluationRecord:
+    return EvaluationRecord(
+        trace_id=uuid.uuid4().hex, span_id=uuid.uuid4().hex[:16], service_name="rag-api", route="/ask",
+        metric="faithfulness", score=score, label=None, status=MetricStatus.OK, judge="offline",
+        timestamp=datetime.now(UTC),
+    )  # fmt: skip
+
+
+def llm(of: EvaluationRecord, score: float, selection: str, inclusion: float) -> EvaluationRecord:
+    return of.model_copy(
+        update={"score": score, "judge": "openai:judge", "annotator_kind": "LLM", "selection": selection,
+                "inclusion_probability": inclusion, "offline_score": of.score}
+    )  # fmt: skip
+
+
+def test_the_line_shows_the_estimate_its_interval_the_counts_and_judge_agreement(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
+    line = StatusLine(ConsumerStats(), interval_s=1.0)
+    for i in range(20):
+        record = offline(0.2 if i < 4 else 0.9)
+        line.recorded(record)
+        if i < 4:  # suspicious: the cascade sent it; the LLM judge says 2 of them were faithful after all
+            line.recorded(llm(record, float(i % 2), "cascade", 1.0))
+        elif i % 4 == 0:  # baseline: the LLM judge agrees with the offline one
+            line.recorded(llm(record, 1.0, "baseline", 0.25))
+    line.log({}, 0, 0, 0)
+    text = caplog.records[-1].getMessage()
+    # 16 offline 0.9 corrected by +0.1 on the baseline, plus 2 of 4 suspicious: (16 + 2) / 20.
+    assert "/ask faithfulness 0.90 (n=20) 95% [" in text
+    assert "16 offline + 8 LLM" in text and "uncalibrated" not in text
+    assert "judges agree 1.00 on 4 baseline pairs, mean LLM-offline +0.10" in text
+
+
+def test_offline_scores_alone_are_marked_uncalibrated(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
+    line = StatusLine(ConsumerStats(), interval_s=1.0)
+    for score in (1.0, 1.0, 1.0):
+        line.recorded(offline(score))
+    line.log({}, 0, 0, 0)
+    assert "/ask faithfulness 1.00 (n=3) 95% [1.00, 1.00] 3 offline + 0 LLM, uncalibrated" in (
+        caplog.records[-1].getMessage()
+    )
