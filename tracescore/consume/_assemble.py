@@ -1,10 +1,14 @@
 """Trace assembly: buffer decoded spans by trace id until the trace is whole enough to read.
 
 A trace is released when its root span has arrived and `grace_s` passed without a new span, or when
-`max_wait_s` passed since its last span (a root that never arrives, or lives in another service). Memory is
-bounded by trace count and bytes: past either bound the least recently fed trace is released early and
-marked incomplete, so it is still read, never silently dropped. Time is the consumer's monotonic clock, not
-span timestamps, so clock skew between services cannot hold a trace or release it early.
+`max_wait_s` passed since its last span (a root that never arrives, or lives in another service). A rooted
+trace that visibly waits for remote work (a CLIENT call whose callee has not reported yet, a span whose
+parent has not arrived) is held up to `max_wait_s` too: another service's spans reach Kafka on that
+service's own export schedule. If they never come it is read anyway, counted `remote_work_not_arrived`.
+
+Memory is bounded by trace count and bytes: past either bound the least recently fed trace is released
+early and marked incomplete, so it is still read, never silently dropped. Time is the consumer's monotonic
+clock, not span timestamps, so clock skew between services cannot hold a trace or release it early.
 
 Offsets: every buffered trace remembers the lowest offset per partition it was read from. `low_watermarks`
 gives, per partition, the lowest offset still held, which the consumer never commits past, so a crash
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from tracescore._rag_span import DecodedSpan, Trace
+from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
 
 __all__ = ["AssemblySettings", "TraceAssembler"]
 
@@ -36,6 +41,11 @@ class AssemblySettings(BaseModel):
     remember_released: int = Field(
         default=100_000, ge=0, description="Recently released trace ids, to count late spans."
     )
+    wait_for_remote: bool = Field(
+        default=True,
+        description="Hold a rooted trace up to max_wait_s while a remote call has no callee spans yet or a "
+        "span's parent has not arrived.",
+    )
 
 
 @dataclass
@@ -46,6 +56,7 @@ class _Buffered:
     last_seen: float = 0.0
     size: int = 0
     offsets: dict[Hashable, int] = field(default_factory=dict)  # partition -> lowest offset held
+    waiting: bool = False  # past its grace, held for remote work
 
 
 class TraceAssembler:
@@ -113,20 +124,22 @@ class TraceAssembler:
             entry = next(iter(self._rooted.values()))
             if now - entry.last_seen < self.settings.grace_s:
                 break
+            if self.settings.wait_for_remote and waits_for_remote(entry.spans):
+                # Stays buffered; a new span puts it back in _rooted, max_wait_s releases it below.
+                del self._rooted[entry.trace_id]
+                entry.waiting = True
+                continue
             out.append(self._release(entry, None))
         while self._by_last_seen:
             entry = next(iter(self._by_last_seen.values()))
             if now - entry.last_seen < self.settings.max_wait_s:
                 break
-            out.append(self._release(entry, None if entry.has_root else "no_root_span"))
+            out.append(self._release(entry, _unfinished(entry)))
         return out
 
     def release_all(self) -> list[Trace]:
         """Everything buffered, e.g. when the stream has gone idle and no more spans are expected."""
-        return [
-            self._release(entry, None if entry.has_root else "no_root_span")
-            for entry in list(self._by_last_seen.values())
-        ]
+        return [self._release(entry, _unfinished(entry)) for entry in list(self._by_last_seen.values())]
 
     def clear(self) -> int:
         """Forget every buffered trace (partitions revoked: their new owner re-reads them). Returns count.
@@ -154,6 +167,8 @@ class TraceAssembler:
         self._rooted.pop(entry.trace_id, None)
         self._bytes -= entry.size
         self.counts[f"released_{incomplete or 'complete'}"] += 1
+        if incomplete == REMOTE_WORK_NOT_ARRIVED:
+            self.counts[REMOTE_WORK_NOT_ARRIVED] += 1
         if self.settings.remember_released:
             self._released[entry.trace_id] = None
             while len(self._released) > self.settings.remember_released:
@@ -161,3 +176,12 @@ class TraceAssembler:
         return Trace(
             entry.trace_id, tuple(entry.spans.values()), incomplete=incomplete, offsets=entry.offsets
         )
+
+
+def _unfinished(entry: _Buffered) -> str | None:
+    """Why a trace released at its maximum wait (or at idle) is incomplete, if it is."""
+    if not entry.has_root:
+        return "no_root_span"
+    if entry.waiting and waits_for_remote(entry.spans):
+        return REMOTE_WORK_NOT_ARRIVED
+    return None
