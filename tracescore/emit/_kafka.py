@@ -84,17 +84,23 @@ class KafkaEvaluationSink:
         results: Sequence[MetricResult],
         start_ns: int,
         selection: Callable[[MetricResult], str | None] = lambda _: None,
+        revision: int = 0,
+        supersedes: str | None = None,
     ) -> tuple[list[EvaluationRecord], list[Output]]:
         """Records and evaluation spans for `results`; `selection` says, per result, why it was scored
-        (cascade / baseline for an LLM judge behind the sampling policy)."""
+        (cascade / baseline for an LLM judge behind the sampling policy); `revision`, which revision of
+        the interaction this is (late spans changed it) and the key of the one it supersedes."""
         records, spans, outputs = [], [], []
         for result in results:
             chosen = selection(result)
-            span = evaluation_span(interaction, _bounded(result), start_ns=start_ns, selection=chosen)
+            span = evaluation_span(
+                interaction, _bounded(result), start_ns=start_ns, selection=chosen, revision=revision
+            )
             spans.append(span)
             record = evaluation_record(
-                interaction, result, format(span.context.span_id, "016x"), selection=chosen
-            )
+                interaction, result, format(span.context.span_id, "016x"), selection=chosen,
+                revision=revision, supersedes=supersedes,
+            )  # fmt: skip
             records.append(record)
             outputs.append(self._record(record))
         for key, value in encode_trace_messages(spans):

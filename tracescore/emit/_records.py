@@ -41,6 +41,17 @@ class EvaluationRecord(BaseModel):
     convention: str = Field(
         default="tracescore", description="Instrumentation convention the interaction was read from."
     )
+    revision: int = Field(
+        default=0,
+        ge=0,
+        description="0 for an interaction's first scoring; n+1 when spans that arrived late changed what "
+        "was judged (question, documents, answer) and it was scored again.",
+    )
+    supersedes: str | None = Field(
+        default=None,
+        description="Key of the revision this record replaces, `<trace_id>:<span_id>:<revision>`: a reader "
+        "keeps the latest revision of each (trace_id, span_id).",
+    )
     timestamp: datetime
     details: dict[str, Any] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
@@ -63,6 +74,8 @@ def evaluation_record(
     evaluation_span_id: str | None,
     now: datetime | None = None,
     selection: str | None = None,
+    revision: int = 0,
+    supersedes: str | None = None,
 ) -> EvaluationRecord:
     return EvaluationRecord(
         trace_id=rag.span.trace_id,
@@ -79,6 +92,8 @@ def evaluation_record(
         annotator_kind=annotator_kind(result.judge),
         convention=rag.convention,
         selection=selection,
+        revision=revision,
+        supersedes=supersedes,
         timestamp=now or datetime.now(UTC),
         details=result.details,
         usage=result.usage,
