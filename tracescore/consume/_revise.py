@@ -33,7 +33,9 @@ class Revision(NamedTuple):
 class Judged:
     anchor: str
     span_ids: frozenset[str]
-    fingerprint: int
+    # Question, documents, answer: kept by reference and compared only when a late span rebuilds the
+    # trace (rare), so the common path pays no hashing.
+    judged: tuple[object, ...]
     revision: int
 
 
@@ -53,9 +55,9 @@ def revision_key(trace_id: str, span_id: str, revision: int) -> str:
     return f"{trace_id}:{span_id}:{revision}"
 
 
-def fingerprint(interaction: RagSpan) -> int:
+def fingerprint(interaction: RagSpan) -> tuple[object, ...]:
     record = interaction.record
-    return hash((record.query, tuple(record.contexts), record.answer))
+    return (record.query, record.contexts, record.answer)
 
 
 def revise(
@@ -75,7 +77,7 @@ def revise(
         if earlier is None:
             judged.append(Judged(interaction.span.span_id, interaction.span_ids, mark, 0))
             out.append(Revision(interaction))
-        elif earlier.fingerprint == mark:
+        elif earlier.judged == mark:
             judged.append(earlier)
         else:
             revision = earlier.revision + 1
