@@ -39,7 +39,10 @@ _NOT_KEPT = frozenset({"too_many_spans", "evicted_memory"})
 class AssemblySettings(BaseModel):
     grace_s: float = Field(default=2.0, ge=0, description="Wait after a trace's root arrived.")
     max_wait_s: float = Field(
-        default=30.0, gt=0, description="Release a trace this long after its last span."
+        default=30.0,
+        gt=0,
+        description="Longest wait after a trace's last span: a trace without its root, or waiting for "
+        "another service's spans.",
     )
     max_traces: int = Field(default=20_000, ge=1, description="Traces buffered at once.")
     max_bytes: int = Field(default=256 * 1024 * 1024, ge=1, description="Bytes of spans buffered at once.")
@@ -52,7 +55,9 @@ class AssemblySettings(BaseModel):
         ge=0,
         description="Recently released traces kept whole, so a late span rebuilds its trace (0: off).",
     )
-    rejoin_bytes: int = Field(default=64 * 1024 * 1024, ge=0, description="Bytes of spans kept for that.")
+    rejoin_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0, description="Bytes of spans kept to rebuild late traces."
+    )
     wait_for_remote: bool = Field(
         default=True,
         description="Hold a rooted trace up to max_wait_s while a remote call has no callee spans yet or a "
