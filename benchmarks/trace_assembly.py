@@ -1,11 +1,16 @@
 """Decode + assemble + recognise on the unsampled path, through a real Kafka broker, on one core.
 
-    python benchmarks/trace_assembly.py [--traces 20000] [--spans-per-trace 5]
+    python benchmarks/trace_assembly.py [--traces 20000] [--spans-per-trace 5] [--shape both]
 
-Builds OpenInference-shaped traces (CHAIN -> RETRIEVER, EMBEDDING, PROMPT, LLM: 5 spans, ~2 KB of attributes
-each trace), one OTLP protobuf message per trace keyed by trace id as the Collector writes them, and produces
-them to a real Apache Kafka 4 broker. Then, with this process pinned to one core (the broker's JVM runs on
-the other), it times:
+Two shapes, one OTLP protobuf message per trace keyed by trace id as the Collector and tracescore's exporter
+write them:
+
+- `openinference`: CHAIN -> RETRIEVER, EMBEDDING, PROMPT, LLM (5 spans, ~2 KB of attributes each trace);
+- `tracescore`: one `@tracescore.rag` span per trace with 3 documents of 1 KB, written by the real SDK
+  (tracescore.init + the decorator; the span carries tracescore, OpenInference and GenAI attributes).
+
+Each is produced to a real Apache Kafka 4 broker. Then, with this process pinned to one core (the broker's
+JVM runs on the other), it times, as spans per wall second and per CPU second of this process:
 
 1. in process, no Kafka: decode_message + TraceAssembler + extract over the same message bytes;
 2. `EvaluationConsumer` reading the topic from the start with a sampler that keeps nothing (every trace is
@@ -33,6 +38,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import tracescore
 from tracescore.consume import (
     AssemblySettings,
     ConsumerSettings,
@@ -78,18 +84,43 @@ def build_messages(traces: int, spans_per_trace: int) -> list[tuple[bytes, bytes
     return messages
 
 
-def in_process(messages: Sequence[tuple[bytes, bytes]]) -> float:
-    """Spans/s of decode + assemble + extract, without Kafka."""
+@tracescore.rag(route="/qa")
+def answer(query: str, contexts: list[str], reply: str) -> str:
+    return reply
+
+
+def build_tracescore_messages(traces: int) -> list[tuple[bytes, bytes]]:
+    """One `@tracescore.rag` span per trace, 3 documents of 1 KB, through the real SDK."""
+    exporter = InMemorySpanExporter()
+    instrumentation = tracescore.init(service_name="bench-rag-app", exporter=exporter)
+    docs = [(f"Document {d}: " + DOC * 3)[:1024] for d in range(3)]
+    messages = []
+    for i in range(traces):
+        answer(f"How long does the Aurora X2 battery last? ({i})", docs, "14 hours.")
+        if i % 500 == 499 or i == traces - 1:
+            instrumentation.force_flush()
+            for span in exporter.get_finished_spans():
+                key = format(span.context.trace_id, "032x").encode()
+                messages.append((key, encode_spans([span]).SerializeToString()))
+            exporter.clear()
+    tracescore.shutdown()
+    if len(messages) != traces:
+        raise RuntimeError(f"the SDK exported {len(messages)} of {traces} spans")
+    return messages
+
+
+def in_process(messages: Sequence[tuple[bytes, bytes]]) -> tuple[float, float]:
+    """Spans per wall second and per CPU second of decode + assemble + extract, without Kafka."""
     assembler = TraceAssembler(AssemblySettings(grace_s=0))
     spans = 0
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for offset, (_, value) in enumerate(messages):
         decoded = decode_message(value)
         spans += len(decoded)
         released = assembler.add(decoded, 0, offset, len(value)) + assembler.ready()
         for trace in released:
             extract(trace)
-    return spans / (time.perf_counter() - started)
+    return spans / (time.perf_counter() - started), spans / (time.process_time() - cpu)
 
 
 class TimedConsumer(EvaluationConsumer):
@@ -98,20 +129,21 @@ class TimedConsumer(EvaluationConsumer):
         self.target_traces = target_traces
         self.first_at: float | None = None
         self.done_at: float | None = None
+        self.first_cpu = self.done_cpu = 0.0
 
     def _take(self, batch: Sequence[ConsumerRecord]) -> None:
         if batch and self.first_at is None:
-            self.first_at = time.perf_counter()
+            self.first_at, self.first_cpu = time.perf_counter(), time.process_time()
         super()._take(batch)
 
     def _release(self, traces: list[Trace]) -> None:
         super()._release(traces)
         if self.done_at is None and self.stats.traces >= self.target_traces:
-            self.done_at = time.perf_counter()
+            self.done_at, self.done_cpu = time.perf_counter(), time.process_time()
             self.stop()
 
 
-def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, TimedConsumer]:
+def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, float, TimedConsumer]:
     settings = ConsumerSettings(
         bootstrap_servers=bootstrap,
         topic=topic,
@@ -132,7 +164,9 @@ def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, Timed
     consumer.run()
     if consumer.first_at is None or consumer.done_at is None:
         raise RuntimeError(f"read {consumer.stats.traces} of {traces} traces")
-    return consumer.stats.spans / (consumer.done_at - consumer.first_at), consumer
+    spans = consumer.stats.spans
+    wall, cpu = consumer.done_at - consumer.first_at, consumer.done_cpu - consumer.first_cpu
+    return spans / wall, spans / cpu, consumer
 
 
 def memory_per_trace(messages: Sequence[tuple[bytes, bytes]], held: int = 10_000) -> float:
@@ -158,40 +192,59 @@ def decoded_size_per_trace(messages: Sequence[tuple[bytes, bytes]], sample: int 
     return (after - before) / sample
 
 
+def run_shape(broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes]]) -> None:
+    traces = len(messages)
+    spans = sum(len(decode_message(v)) for _, v in messages[:100]) / min(100, traces)
+    mean_bytes = sum(len(v) for _, v in messages) / traces
+    topic = f"assembly-{shape}-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    admin.create_topics([NewTopic(topic, 3, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all")
+    for key, value in messages:
+        producer.send(topic, key=key, value=value)
+    producer.flush()
+    producer.close()
+    alone, alone_cpu = in_process(messages)
+    kafka_rate, kafka_cpu, consumer = through_kafka(broker.bootstrap_servers, topic, traces)
+    stats = consumer.stats
+    print(f"\n{shape}: {traces} traces x {spans:.0f} spans, {mean_bytes:.0f} B per message")
+    print(
+        f"decode+assemble+extract, in process      : {alone:10,.0f} spans/s  {alone_cpu:10,.0f} spans/CPU-s"
+    )
+    print(
+        f"through Kafka (EvaluationConsumer, 1 core): {kafka_rate:10,.0f} spans/s  {kafka_cpu:10,.0f} "
+        f"spans/CPU-s  ({kafka_cpu / alone_cpu:.2f}x)"
+    )
+    print(f"  traces read {stats.traces}, interactions {stats.rag_spans}, sampled out {stats.sampled_out}")
+    per_message = spans * (1 / kafka_cpu - 1 / alone_cpu) * 1e6
+    print(f"  Kafka path's own CPU per message: {per_message:.0f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--spans-per-trace", type=int, default=5)
+    parser.add_argument("--shape", choices=["openinference", "tracescore", "both"], default="both")
     args = parser.parse_args()
 
-    print(f"building {args.traces} traces of {args.spans_per_trace} spans ...", flush=True)
-    messages = build_messages(args.traces, args.spans_per_trace)
-    mean_bytes = sum(len(v) for _, v in messages) / len(messages)
+    shapes: dict[str, list[tuple[bytes, bytes]]] = {}
+    if args.shape in ("openinference", "both"):
+        print(f"building {args.traces} OpenInference traces of {args.spans_per_trace} spans ...", flush=True)
+        shapes["openinference"] = build_messages(args.traces, args.spans_per_trace)
+    if args.shape in ("tracescore", "both"):
+        print(f"building {args.traces} @tracescore.rag traces through the SDK ...", flush=True)
+        shapes["tracescore"] = build_tracescore_messages(args.traces)
     with KafkaBroker(heap="1g") as broker:
-        topic = f"assembly-{uuid.uuid4().hex[:8]}"
-        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
-        admin.create_topics([NewTopic(topic, 3, 1)])
-        admin.close()
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all")
-        for key, value in messages:
-            producer.send(topic, key=key, value=value)
-        producer.flush()
-        producer.close()
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})  # one core for this process; the broker's JVM keeps the other
-        alone = in_process(messages)
-        kafka_rate, consumer = through_kafka(broker.bootstrap_servers, topic, args.traces)
-    per_trace = memory_per_trace(messages)
-    content = decoded_size_per_trace(messages)
-
-    stats = consumer.stats
-    print(f"\n{args.traces} traces x {args.spans_per_trace} spans, {mean_bytes:.0f} B per message")
-    print(f"decode+assemble+extract, in process      : {alone:10,.0f} spans/s")
-    ratio = kafka_rate / alone
-    print(f"through Kafka (EvaluationConsumer, 1 core): {kafka_rate:10,.0f} spans/s  ({ratio:.2f}x)")
-    print(f"  traces read {stats.traces}, interactions {stats.rag_spans}, sampled out {stats.sampled_out}")
-    print(f"memory per buffered trace: {per_trace / 1024:.1f} KiB of buffer bookkeeping")
-    print(f"  + the decoded spans themselves: {content / 1024:.1f} KiB per trace")
+        for shape, messages in shapes.items():
+            run_shape(broker, shape, messages)
+    if "openinference" in shapes:
+        per_trace = memory_per_trace(shapes["openinference"])
+        content = decoded_size_per_trace(shapes["openinference"])
+        print(f"\nmemory per buffered OpenInference trace: {per_trace / 1024:.1f} KiB of buffer bookkeeping")
+        print(f"  + the decoded spans themselves: {content / 1024:.1f} KiB per trace")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ class DecodedSpan:
     end_time_unix_nano: int
     parent_span_id: str | None = None  # None for a root span
     start_time_unix_nano: int = 0
+    kind: int = 0  # OTLP SpanKind: 0 unspecified, 1 internal, 2 server, 3 client, 4 producer, 5 consumer
 
     def attr(self, key: str) -> Any:
         return self.attributes.get(key)

@@ -6,8 +6,10 @@ import itertools
 
 import pytest
 
-from tracescore._rag_span import DecodedSpan
+from tracescore import semconv
+from tracescore._rag_span import DecodedSpan, Trace
 from tracescore.consume import AssemblySettings, TraceAssembler
+from tracescore.extract import extract
 
 _ids = itertools.count(1)
 
@@ -20,16 +22,30 @@ class Clock:
         return self.now
 
 
-def span(trace: str, *, root: bool = False, sid: str | None = None) -> DecodedSpan:
+ROOT = "ffffffffffff0000"  # never one of the counted ids
+CLIENT, SERVER = 3, 2
+
+
+def span(
+    trace: str,
+    *,
+    root: bool = False,
+    sid: str | None = None,
+    parent: str = ROOT,
+    kind: int = 1,
+    attributes: dict[str, object] | None = None,
+) -> DecodedSpan:
+    """A root has span id ROOT unless `sid` says otherwise; other spans are its children by default."""
     return DecodedSpan(
         trace_id=trace.ljust(32, "0"),
-        span_id=sid or format(next(_ids), "016x"),
-        parent_span_id=None if root else "ffffffffffffffff",
+        span_id=sid or (ROOT if root else format(next(_ids), "016x")),
+        parent_span_id=None if root else parent,
         name="s",
         service_name="svc",
         scope_name="lib",
-        attributes={},
+        attributes=attributes or {},
         end_time_unix_nano=1,
+        kind=kind,
     )
 
 
@@ -80,8 +96,8 @@ def test_duplicate_span_ids_are_counted_and_kept_once() -> None:
     assert len(trace.spans) == 1 and asm.counts["duplicate_spans"] == 1
 
 
-def test_spans_of_a_released_trace_are_counted_late_not_buffered_again() -> None:
-    asm, _ = assembler(grace_s=0)
+def test_spans_of_a_released_trace_no_longer_kept_are_counted_late_not_buffered_again() -> None:
+    asm, _ = assembler(grace_s=0, rejoin_traces=0)
     asm.add([span("a", root=True)], "p0", 1, 10)
     assert len(asm.ready()) == 1
     asm.add([span("a")], "p0", 2, 10)
@@ -159,3 +175,221 @@ def test_release_all_reads_everything_buffered() -> None:
 def test_bounds_must_be_positive(field: str) -> None:
     with pytest.raises(ValueError, match=field):
         AssemblySettings(**{field: 0})
+
+
+# --- waiting for remote work ------------------------------------------------------------------------------
+
+
+def test_a_client_call_without_its_callee_waits_past_the_grace_and_joins_when_the_callee_reports() -> None:
+    asm, clock = assembler(grace_s=2, max_wait_s=30)
+    call = "00000000000000c1"
+    asm.add([span("a", root=True), span("a", sid=call, kind=CLIENT)], "p0", 1, 100)
+    clock.now += 5
+    assert asm.ready() == [], "the callee's spans have not arrived"
+    asm.add([span("a", parent=call, kind=SERVER), span("a", parent=call, kind=SERVER)], "p0", 2, 100)
+    clock.now += 2
+    [trace] = asm.ready()
+    assert len(trace.spans) == 4 and trace.incomplete is None
+    assert asm.counts["remote_work_not_arrived"] == 0
+
+
+def test_an_http_call_without_a_span_kind_is_waited_for_too() -> None:
+    asm, clock = assembler(grace_s=2, max_wait_s=30)
+    asm.add([span("a", root=True), span("a", kind=0, attributes={"http.request.method": "GET"})], "p", 1, 1)
+    clock.now += 5
+    assert asm.ready() == []
+
+
+def test_a_span_whose_parent_has_not_arrived_holds_its_trace() -> None:
+    asm, clock = assembler(grace_s=2, max_wait_s=30)
+    asm.add([span("a", root=True), span("a", parent="0000000000000bad")], "p0", 1, 100)
+    clock.now += 5
+    assert asm.ready() == []
+    asm.add([span("a", sid="0000000000000bad")], "p0", 2, 100)
+    clock.now += 2
+    [trace] = asm.ready()
+    assert len(trace.spans) == 3 and trace.incomplete is None
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"gen_ai.operation.name": "chat", "gen_ai.system": "openai"},
+        {"llm.request.type": "chat"},
+        {"db.system": "postgresql"},
+        {"openinference.span.kind": "EMBEDDING"},
+    ],
+)
+def test_llm_embedding_and_database_client_calls_are_not_waited_for(attributes: dict[str, object]) -> None:
+    asm, clock = assembler(grace_s=2, max_wait_s=30)
+    asm.add([span("a", root=True), span("a", kind=CLIENT, attributes=attributes)], "p0", 1, 100)
+    clock.now += 2
+    assert len(asm.ready()) == 1, "an LLM provider or a database sends no spans to wait for"
+
+
+def test_an_http_client_under_an_llm_span_is_not_waited_for() -> None:
+    asm, clock = assembler(grace_s=2, max_wait_s=30)
+    llm = "00000000000011aa"
+    spans = [
+        span("a", root=True),
+        span("a", sid=llm, attributes={"openinference.span.kind": "LLM"}),
+        span("a", parent=llm, kind=CLIENT, attributes={"http.request.method": "POST"}),
+    ]
+    asm.add(spans, "p0", 1, 100)
+    clock.now += 2
+    assert len(asm.ready()) == 1
+
+
+def test_a_callee_that_never_reports_is_read_at_the_max_wait_and_counted() -> None:
+    asm, clock = assembler(grace_s=2, max_wait_s=30)
+    asm.add([span("a", root=True), span("a", kind=CLIENT)], "p0", 7, 100)
+    asm.add([span("b", root=True)], "p0", 8, 100)
+    clock.now += 2
+    [other] = asm.ready()
+    assert other.trace_id.startswith("b"), "a trace that waits for nothing keeps the short grace"
+    assert asm.low_watermarks() == {"p0": 7}, "the waiting trace's offset stays uncommitted"
+    clock.now += 27.9
+    assert asm.ready() == []
+    clock.now += 0.2
+    [trace] = asm.ready()
+    assert trace.incomplete == "remote_work_not_arrived" and len(trace.spans) == 2
+    assert asm.counts["remote_work_not_arrived"] == 1
+
+
+def test_waiting_for_remote_work_can_be_switched_off() -> None:
+    asm, clock = assembler(grace_s=2, max_wait_s=30, wait_for_remote=False)
+    asm.add([span("a", root=True), span("a", kind=CLIENT)], "p0", 1, 100)
+    clock.now += 2
+    [trace] = asm.ready()
+    assert trace.incomplete is None
+
+
+def test_release_all_says_which_trace_still_waited_for_remote_work() -> None:
+    asm, clock = assembler(grace_s=2, max_wait_s=30)
+    asm.add([span("a", root=True), span("a", kind=CLIENT)], "p0", 1, 100)
+    clock.now += 3
+    asm.ready()
+    [trace] = asm.release_all()
+    assert trace.incomplete == "remote_work_not_arrived"
+
+
+# --- late spans of a trace already read -------------------------------------------------------------------
+
+QUESTION, ANSWER = "How long does the battery last?", "14 hours."
+
+
+def rag_span(trace: str, documents: list[str], *, sid: str = ROOT) -> DecodedSpan:
+    """A `@tracescore.rag` span (parent: the trace's root)."""
+    attributes: dict[str, object] = {semconv.INPUT_VALUE: QUESTION, semconv.OUTPUT_VALUE: ANSWER}
+    for i, doc in enumerate(documents):
+        attributes[semconv.document_content_key(i)] = doc
+    made = span(trace, sid=sid, root=sid == ROOT, attributes=attributes)
+    made.scope_name = semconv.SDK_SCOPE
+    return made
+
+
+def judge(asm: TraceAssembler, trace: Trace) -> list[tuple[str, int, str | None]]:
+    found = extract(trace)
+    revisions, _ = asm.revise(trace, found.interactions, found.skips)
+    return [(r.interaction.span.span_id, r.revision, r.supersedes) for r in revisions]
+
+
+def test_a_late_span_that_changes_the_documents_rebuilds_the_trace_as_the_next_revision() -> None:
+    asm, clock = assembler(grace_s=2)
+    rag = "00000000000000aa"
+    asm.add([span("a", root=True), rag_span("a", ["It lasts 14 hours."], sid=rag)], "p0", 1, 100)
+    clock.now += 2
+    [first] = asm.ready()
+    assert judge(asm, first) == [(rag, 0, None)]
+
+    late = rag_span("a", [], sid=rag)  # same span id would be a duplicate: a new span adds documents
+    late.span_id, late.parent_span_id = "00000000000000bb", rag
+    late.attributes = {semconv.RETRIEVAL_DOCUMENTS + ".0.document.content": "It charges in 90 minutes."}
+    late.scope_name = "retriever"
+    asm.add([late], "p0", 9, 50)
+    assert asm.low_watermarks() == {"p0": 9}, "only the late message's offset is held"
+    clock.now += 2
+    [again] = asm.ready()
+    assert len(again.spans) == 3, "the whole trace, not the late span alone"
+    assert judge(asm, again) == [] and asm.counts["late_spans_unchanged"] == 1, (
+        "a span the interaction does not read changes nothing"
+    )
+
+
+def openinference(trace: str, kind: str, *, sid: str | None = None, **attributes: str) -> DecodedSpan:
+    """An OpenInference span: the CHAIN is the root, the others its children."""
+    extra = {key.replace("_", "."): value for key, value in attributes.items()}
+    made = span(trace, root=kind == "CHAIN", sid=sid, attributes={"openinference.span.kind": kind, **extra})
+    made.scope_name = "openinference.instrumentation.langchain"
+    return made
+
+
+def retriever(trace: str, document: str) -> DecodedSpan:
+    made = openinference(trace, "RETRIEVER")
+    made.attributes = {**made.attributes, "retrieval.documents.0.document.content": document}
+    return made
+
+
+def chain(trace: str) -> DecodedSpan:
+    return openinference(trace, "CHAIN", input_value=QUESTION, output_value=ANSWER)
+
+
+def test_a_changed_interaction_is_scored_again_and_supersedes_the_earlier_revision() -> None:
+    asm, clock = assembler(grace_s=2)
+    asm.add([chain("a"), retriever("a", "It lasts 14 hours.")], "p0", 1, 100)
+    clock.now += 2
+    [first] = asm.ready()
+    assert judge(asm, first) == [(ROOT, 0, None)]
+    asm.add([retriever("a", "It charges in 90 minutes.")], "p0", 2, 100)  # a second retrieval, late
+    clock.now += 2
+    [again] = asm.ready()
+    [(anchor, revision, supersedes)] = judge(asm, again)
+    assert (anchor, revision) == (ROOT, 1)
+    assert supersedes == f"{first.trace_id}:{ROOT}:0"
+    assert asm.counts["rescored"] == 1 and asm.counts["late_spans_rejoined"] == 1
+    asm.add([retriever("a", "A third document.")], "p0", 3, 100)
+    clock.now += 2
+    [third] = asm.ready()
+    assert judge(asm, third) == [(ROOT, 2, f"{first.trace_id}:{ROOT}:1")]
+
+
+def test_an_interaction_first_skipped_is_scored_when_its_documents_arrive_late() -> None:
+    asm, clock = assembler(grace_s=2)
+    asm.add([chain("a")], "p0", 1, 100)
+    clock.now += 2
+    [first] = asm.ready()
+    found = extract(first)
+    revisions, skips = asm.revise(first, found.interactions, found.skips)
+    assert revisions == [] and [s.reason for s in skips] == ["empty_context"]
+    asm.add([retriever("a", "It lasts 14 hours.")], "p0", 2, 100)
+    clock.now += 2
+    [again] = asm.ready()
+    assert judge(asm, again) == [(ROOT, 0, None)], "nothing was recorded before: revision 0"
+
+
+def test_rejoin_memory_is_bounded_and_a_forgotten_trace_counts_its_late_spans() -> None:
+    asm, _ = assembler(grace_s=0, rejoin_traces=2)
+    for name in "abc":
+        asm.add([span(name, root=True)], "p0", 1, 100)
+        asm.ready()
+    asm.add([span("a")], "p0", 2, 10)  # "a" was the least recently released: forgotten
+    assert asm.counts["late_spans"] == 1 and asm.buffered_traces == 0
+    asm.add([span("c")], "p0", 3, 10)
+    assert asm.buffered_traces == 1
+    [trace] = asm.ready()
+    assert len(trace.spans) == 2
+
+
+def test_rejoin_memory_is_bounded_by_bytes() -> None:
+    asm, _ = assembler(grace_s=0, rejoin_bytes=250)
+    for name in "abc":
+        asm.add([span(name, root=True)], "p0", 1, 100)
+        asm.ready()
+    asm.add([span("a")], "p0", 2, 10)
+    assert asm.counts["late_spans"] == 1, "two traces of 100 bytes fit, the oldest was forgotten"
+
+
+def test_a_trace_read_early_for_its_size_is_not_rebuilt_by_its_remaining_spans() -> None:
+    asm, _ = assembler(max_spans_per_trace=10, grace_s=60)
+    released = asm.add([span("a") for _ in range(15)], "p0", 1, 1500)
+    assert len(released) == 1 and asm.counts["late_spans"] == 5 and asm.buffered_traces == 0

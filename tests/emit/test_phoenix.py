@@ -253,6 +253,7 @@ def test_span_annotation_is_the_phoenix_payload_for_the_record() -> None:
             "status": "ok",
             "judge": LLM_JUDGE,
             "details": {"claims": 2},
+            "revision": 0,
         },
     }
     # Nothing to score is not an error: the label says why there is no score.

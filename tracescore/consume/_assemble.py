@@ -1,10 +1,14 @@
 """Trace assembly: buffer decoded spans by trace id until the trace is whole enough to read.
 
 A trace is released when its root span has arrived and `grace_s` passed without a new span, or when
-`max_wait_s` passed since its last span (a root that never arrives, or lives in another service). Memory is
-bounded by trace count and bytes: past either bound the least recently fed trace is released early and
-marked incomplete, so it is still read, never silently dropped. Time is the consumer's monotonic clock, not
-span timestamps, so clock skew between services cannot hold a trace or release it early.
+`max_wait_s` passed since its last span (a root that never arrives, or lives in another service). A rooted
+trace that visibly waits for remote work (a CLIENT call whose callee has not reported yet, a span whose
+parent has not arrived) is held up to `max_wait_s` too: another service's spans reach Kafka on that
+service's own export schedule. If they never come it is read anyway, counted `remote_work_not_arrived`.
+
+Memory is bounded by trace count and bytes: past either bound the least recently fed trace is released
+early and marked incomplete, so it is still read, never silently dropped. Time is the consumer's monotonic
+clock, not span timestamps, so clock skew between services cannot hold a trace or release it early.
 
 Offsets: every buffered trace remembers the lowest offset per partition it was read from. `low_watermarks`
 gives, per partition, the lowest offset still held, which the consumer never commits past, so a crash
@@ -15,26 +19,49 @@ from __future__ import annotations
 
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from tracescore._rag_span import DecodedSpan, Trace
+from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
+from tracescore.consume._revise import Remembered, Revision, revise
+from tracescore.extract import Skip
 
 __all__ = ["AssemblySettings", "TraceAssembler"]
+
+
+# Released early to stay in bounds: rebuilding them for a late span would defeat the bound.
+_NOT_KEPT = frozenset({"too_many_spans", "evicted_memory"})
 
 
 class AssemblySettings(BaseModel):
     grace_s: float = Field(default=2.0, ge=0, description="Wait after a trace's root arrived.")
     max_wait_s: float = Field(
-        default=30.0, gt=0, description="Release a trace this long after its last span."
+        default=30.0,
+        gt=0,
+        description="Longest wait after a trace's last span: a trace without its root, or waiting for "
+        "another service's spans.",
     )
     max_traces: int = Field(default=20_000, ge=1, description="Traces buffered at once.")
     max_bytes: int = Field(default=256 * 1024 * 1024, ge=1, description="Bytes of spans buffered at once.")
     max_spans_per_trace: int = Field(default=50_000, ge=1, description="A larger trace is read early.")
     remember_released: int = Field(
         default=100_000, ge=0, description="Recently released trace ids, to count late spans."
+    )
+    rejoin_traces: int = Field(
+        default=10_000,
+        ge=0,
+        description="Recently released traces kept whole, so a late span rebuilds its trace (0: off).",
+    )
+    rejoin_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0, description="Bytes of spans kept to rebuild late traces."
+    )
+    wait_for_remote: bool = Field(
+        default=True,
+        description="Hold a rooted trace up to max_wait_s while a remote call has no callee spans yet or a "
+        "span's parent has not arrived.",
     )
 
 
@@ -46,6 +73,8 @@ class _Buffered:
     last_seen: float = 0.0
     size: int = 0
     offsets: dict[Hashable, int] = field(default_factory=dict)  # partition -> lowest offset held
+    waiting: bool = False  # past its grace, held for remote work
+    rejoined: Remembered | None = None  # an already released trace rebuilt by a late span
 
 
 class TraceAssembler:
@@ -57,8 +86,12 @@ class TraceAssembler:
         self._by_last_seen: OrderedDict[str, _Buffered] = OrderedDict()
         self._rooted: OrderedDict[str, _Buffered] = OrderedDict()
         self._released: OrderedDict[str, None] = OrderedDict()
+        self._rejoin: OrderedDict[str, Remembered] = OrderedDict()
+        self._rejoin_bytes = 0
         self._bytes = 0
-        self.counts: Counter[str] = Counter()  # duplicate_spans, late_spans, released_<why>
+        # duplicate_spans, late_spans (of a trace no longer kept), late_spans_rejoined / _unchanged,
+        # rescored, remote_work_not_arrived, released_<why>
+        self.counts: Counter[str] = Counter()
 
     @property
     def buffered_traces(self) -> int:
@@ -75,16 +108,20 @@ class TraceAssembler:
         now = self._clock()
         early: list[Trace] = []
         for span in spans:
-            if span.trace_id in self._released:
-                self.counts["late_spans"] += 1
-                continue
             entry = self._by_last_seen.get(span.trace_id)
             if entry is None:
-                entry = _Buffered(span.trace_id)
-                self._by_last_seen[span.trace_id] = entry
-            elif span.span_id in entry.spans:
+                if span.trace_id in self._released:
+                    entry = self._rejoined(span)
+                    if entry is None:
+                        continue
+                else:
+                    entry = _Buffered(span.trace_id)
+                    self._by_last_seen[span.trace_id] = entry
+            if span.span_id in entry.spans:
                 self.counts["duplicate_spans"] += 1
                 continue
+            if entry.rejoined is not None:
+                entry.rejoined.late += 1
             entry.spans[span.span_id] = span
             entry.size += per_span
             self._bytes += per_span
@@ -113,20 +150,32 @@ class TraceAssembler:
             entry = next(iter(self._rooted.values()))
             if now - entry.last_seen < self.settings.grace_s:
                 break
+            if self.settings.wait_for_remote and waits_for_remote(entry.spans):
+                # Stays buffered; a new span puts it back in _rooted, max_wait_s releases it below.
+                del self._rooted[entry.trace_id]
+                entry.waiting = True
+                continue
             out.append(self._release(entry, None))
         while self._by_last_seen:
             entry = next(iter(self._by_last_seen.values()))
             if now - entry.last_seen < self.settings.max_wait_s:
                 break
-            out.append(self._release(entry, None if entry.has_root else "no_root_span"))
+            out.append(self._release(entry, _unfinished(entry)))
         return out
+
+    def revise(
+        self, trace: Trace, interactions: Sequence[RagSpan], skips: Sequence[Skip]
+    ) -> tuple[list[Revision], list[Skip]]:
+        """What to score and report of a released trace: everything the first time; after late spans, only
+        the interactions whose question, documents or answer changed (as revisions) and new skips."""
+        memory = self._rejoin.get(trace.trace_id)
+        if memory is None:  # not kept (rejoin memory off or full): judged as read
+            return [Revision(i) for i in interactions], list(skips)
+        return revise(trace, memory, interactions, skips, self.counts)
 
     def release_all(self) -> list[Trace]:
         """Everything buffered, e.g. when the stream has gone idle and no more spans are expected."""
-        return [
-            self._release(entry, None if entry.has_root else "no_root_span")
-            for entry in list(self._by_last_seen.values())
-        ]
+        return [self._release(entry, _unfinished(entry)) for entry in list(self._by_last_seen.values())]
 
     def clear(self) -> int:
         """Forget every buffered trace (partitions revoked: their new owner re-reads them). Returns count.
@@ -137,6 +186,8 @@ class TraceAssembler:
         self._by_last_seen.clear()
         self._rooted.clear()
         self._released.clear()
+        self._rejoin.clear()
+        self._rejoin_bytes = 0
         self._bytes = 0
         return dropped
 
@@ -154,10 +205,55 @@ class TraceAssembler:
         self._rooted.pop(entry.trace_id, None)
         self._bytes -= entry.size
         self.counts[f"released_{incomplete or 'complete'}"] += 1
+        if incomplete == REMOTE_WORK_NOT_ARRIVED:
+            self.counts[REMOTE_WORK_NOT_ARRIVED] += 1
         if self.settings.remember_released:
             self._released[entry.trace_id] = None
             while len(self._released) > self.settings.remember_released:
                 self._released.popitem(last=False)
+        if incomplete not in _NOT_KEPT:
+            self._remember(entry)
         return Trace(
             entry.trace_id, tuple(entry.spans.values()), incomplete=incomplete, offsets=entry.offsets
         )
+
+    def _rejoined(self, span: DecodedSpan) -> _Buffered | None:
+        """A late span of a released trace: buffer the trace again, whole, if it is still kept."""
+        memory = self._rejoin.pop(span.trace_id, None)
+        if memory is None:
+            self.counts["late_spans"] += 1  # forgotten: counted, as the README says, never scored twice
+            return None
+        self._rejoin_bytes -= memory.size
+        if span.span_id in memory.spans:
+            self.counts["duplicate_spans"] += 1  # a replayed message: the trace stays as it was released
+            self._keep(span.trace_id, memory)
+            return None
+        entry = _Buffered(span.trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
+        entry.has_root = any(s.parent_span_id is None for s in memory.spans.values())
+        self._bytes += memory.size
+        self._by_last_seen[span.trace_id] = entry
+        return entry
+
+    def _remember(self, entry: _Buffered) -> None:
+        memory = entry.rejoined or Remembered({}, 0)
+        memory.spans, memory.size = entry.spans, entry.size
+        self._keep(entry.trace_id, memory)
+
+    def _keep(self, trace_id: str, memory: Remembered) -> None:
+        limit, byte_limit = self.settings.rejoin_traces, self.settings.rejoin_bytes
+        if not limit or memory.size > byte_limit:
+            return
+        self._rejoin[trace_id] = memory
+        self._rejoin_bytes += memory.size
+        while len(self._rejoin) > limit or self._rejoin_bytes > byte_limit:
+            _, oldest = self._rejoin.popitem(last=False)
+            self._rejoin_bytes -= oldest.size
+
+
+def _unfinished(entry: _Buffered) -> str | None:
+    """Why a trace released at its maximum wait (or at idle) is incomplete, if it is."""
+    if not entry.has_root:
+        return "no_root_span"
+    if entry.waiting and waits_for_remote(entry.spans):
+        return REMOTE_WORK_NOT_ARRIVED
+    return None

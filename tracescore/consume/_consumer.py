@@ -41,6 +41,7 @@ from tracescore.consume._cascade import LockedPolicy, Scored, Scorer
 from tracescore.consume._clients import connect
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._offsets import OffsetTracker
+from tracescore.consume._revise import Revision
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._status import ConsumerStats, StatusLine
@@ -80,6 +81,7 @@ class _Scoring:
     interaction: RagSpan
     started: float
     started_ns: int
+    revision: Revision
 
 
 class EvaluationConsumer:
@@ -120,7 +122,7 @@ class EvaluationConsumer:
         self._offsets = OffsetTracker()
         self._rewind: dict[Hashable, int] = {}  # revoked partition -> where to resume if it comes back
         self._status = StatusLine(self.stats, settings.status_interval_s)
-        self._queue: deque[tuple[_Work, RagSpan, tuple[str, ...] | None]] = deque()
+        self._queue: deque[tuple[_Work, Revision, tuple[str, ...] | None]] = deque()
         self._scoring: dict[Future[Scored], _Scoring] = {}
         self._settling: list[_Work] = []
         self._log_once = LogOnce(_log)
@@ -310,24 +312,26 @@ class EvaluationConsumer:
         self._release(released)
 
     def _release(self, traces: list[Trace]) -> None:
-        self.stats.assembly.update(self._assembler.counts)
-        self._assembler.counts.clear()
         for trace in traces:
             self.stats.traces += 1
             found = extract(trace)
-            for skip in found.skips:
+            # A trace rebuilt by late spans: only what changed is scored again, as a revision.
+            revisions, skips = self._assembler.revise(trace, found.interactions, found.skips)
+            for skip in skips:
                 self._skip(skip)
-            wanted: list[tuple[RagSpan, tuple[str, ...] | None]] = []
-            for interaction in found.interactions:
+            wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
+            for revision in revisions:
                 self.stats.rag_spans += 1
-                admitted, metrics = self._admit(interaction)
+                admitted, metrics = self._admit(revision.interaction)
                 if admitted:
-                    wanted.append((interaction, metrics))
+                    wanted.append((revision, metrics))
                 else:
                     self.stats.sampled_out += 1
             if wanted:
                 work = _Work(dict(trace.offsets), self._offsets.hold(trace.offsets), scoring=len(wanted))
-                self._queue.extend((work, interaction, metrics) for interaction, metrics in wanted)
+                self._queue.extend((work, revision, metrics) for revision, metrics in wanted)
+        self.stats.assembly.update(self._assembler.counts)
+        self._assembler.counts.clear()
 
     def _admit(self, interaction: RagSpan) -> tuple[bool, tuple[str, ...] | None]:
         if self._policy is None:
@@ -343,9 +347,10 @@ class EvaluationConsumer:
 
     def _submit(self) -> None:
         while self._queue and len(self._scoring) < self.settings.max_in_flight:
-            work, interaction, metrics = self._queue.popleft()
+            work, revision, metrics = self._queue.popleft()
+            interaction = revision.interaction
             future = self._worker.submit(self._scorer.score(interaction, metrics))
-            self._scoring[future] = _Scoring(work, interaction, time.monotonic(), time.time_ns())
+            self._scoring[future] = _Scoring(work, interaction, time.monotonic(), time.time_ns(), revision)
 
     def _collect(self) -> None:
         for future in [f for f in self._scoring if f.done()]:
@@ -365,7 +370,13 @@ class EvaluationConsumer:
                 return scored.selection if result.judge == scored.llm_judge else None
 
             records, outputs = self._sink.write(
-                scoring.interaction, scored.results, scoring.started_ns, selection, scored.weighting
+                scoring.interaction,
+                scored.results,
+                scoring.started_ns,
+                selection,
+                scored.weighting,
+                scoring.revision.revision,
+                scoring.revision.supersedes,
             )
             work = scoring.work
             work.records += records

@@ -33,7 +33,7 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
     request = _parse_json(value) if value.lstrip()[:1] == b"{" else _parse_protobuf(value)
     spans = []
     for resource_spans in request.resource_spans:
-        service = str(_attributes(resource_spans.resource.attributes).get("service.name", "unknown_service"))
+        service = _service_name(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope.name
             spans.extend(
@@ -47,6 +47,7 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
                     span.end_time_unix_nano,
                     span.parent_span_id.hex() or None,
                     span.start_time_unix_nano,
+                    span.kind,
                 )
                 for span in scope_spans.spans
             )
@@ -107,6 +108,14 @@ def _hex_to_base64(hex_id: str) -> str:
         return base64.b64encode(bytes.fromhex(hex_id)).decode()
     except ValueError as exc:
         raise ValueError(f"id {hex_id[:40]!r} is not hex") from exc
+
+
+def _service_name(key_values: Any) -> str:
+    # The only resource attribute a span keeps: the rest is never read, so it is not converted.
+    for kv in key_values:
+        if kv.key == "service.name":
+            return str(_value(kv.value))
+    return "unknown_service"
 
 
 def _attributes(key_values: Any) -> dict[str, Any]:

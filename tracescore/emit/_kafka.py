@@ -85,20 +85,27 @@ class KafkaEvaluationSink:
         start_ns: int,
         selection: Callable[[MetricResult], str | None] = lambda _: None,
         weighting: Callable[[MetricResult], dict[str, float | None]] = lambda _: {},
+        revision: int = 0,
+        supersedes: str | None = None,
     ) -> tuple[list[EvaluationRecord], list[Output]]:
         """Records and evaluation spans for `results`; `selection` says, per result, why it was scored
         (cascade / baseline for an LLM judge behind the sampling policy), `weighting` the record's
-        `inclusion_probability` and `offline_score` (LLM judge behind the policy)."""
+        `inclusion_probability` and `offline_score` (LLM judge behind the policy); `revision`, which
+        revision of the interaction this is (late spans changed it) and the key of the one it supersedes."""
         records, spans, outputs = [], [], []
         for result in results:
             chosen = selection(result)
-            span = evaluation_span(interaction, _bounded(result), start_ns=start_ns, selection=chosen)
+            span = evaluation_span(
+                interaction, _bounded(result), start_ns=start_ns, selection=chosen, revision=revision
+            )
             spans.append(span)
             record = evaluation_record(
                 interaction,
                 result,
                 format(span.context.span_id, "016x"),
                 selection=chosen,
+                revision=revision,
+                supersedes=supersedes,
                 **weighting(result),
             )
             records.append(record)

@@ -70,12 +70,22 @@ def span_annotation(record: EvaluationRecord) -> dict[str, Any]:
         "name": record.metric,
         "annotator_kind": record.annotator_kind,
         # Phoenix upserts on (span, name, identifier): a replayed record (the consumer is at-least-once)
-        # overwrites its earlier copy, while two judges scoring the same span keep one annotation each.
+        # or a later revision (late spans changed what was judged) overwrites the earlier one, while two
+        # judges scoring the same span keep one annotation each.
         "identifier": f"{_IDENTIFIER_PREFIX}:{record.judge}",
         "result": {"label": label, "score": record.score, "explanation": explanation},
         "metadata": record.model_dump(
             mode="json",
-            include={"trace_id", "judge", "status", "service_name", "route", "evaluation_span_id", "details"},
+            include={
+                "trace_id",
+                "judge",
+                "status",
+                "service_name",
+                "route",
+                "evaluation_span_id",
+                "details",
+                "revision",
+            },
         ),
     }
 

@@ -48,7 +48,19 @@ class EvaluationRecord(BaseModel):
         default="tracescore", description="Instrumentation convention the interaction was read from."
     )
     session_id: str | None = Field(
-        default=None, description="Conversation the turn belongs to (session.id / gen_ai.conversation.id)."
+        default=None,
+        description="Conversation the turn belongs to (session.id / gen_ai.conversation.id).",
+    )
+    revision: int = Field(
+        default=0,
+        ge=0,
+        description="0 for an interaction's first scoring; n+1 when spans that arrived late changed what "
+        "was judged (question, documents, answer) and it was scored again.",
+    )
+    supersedes: str | None = Field(
+        default=None,
+        description="Key of the revision this record replaces, `<trace_id>:<span_id>:<revision>`: a reader "
+        "keeps the latest revision of each (trace_id, span_id).",
     )
     timestamp: datetime
     details: dict[str, Any] = Field(default_factory=dict)
@@ -74,6 +86,8 @@ def evaluation_record(
     selection: str | None = None,
     inclusion_probability: float | None = None,
     offline_score: float | None = None,
+    revision: int = 0,
+    supersedes: str | None = None,
 ) -> EvaluationRecord:
     return EvaluationRecord(
         trace_id=rag.span.trace_id,
@@ -92,6 +106,8 @@ def evaluation_record(
         selection=selection,
         inclusion_probability=inclusion_probability,
         offline_score=offline_score,
+        revision=revision,
+        supersedes=supersedes,
         timestamp=now or datetime.now(UTC),
         details=_with_sources(rag, result.details),
         usage=result.usage,

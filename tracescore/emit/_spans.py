@@ -39,6 +39,7 @@ def evaluation_span(
     start_ns: int,
     end_ns: int | None = None,
     selection: str | None = None,
+    revision: int = 0,
 ) -> ReadableSpan:
     trace_id = int(rag.span.trace_id, 16)
     parent = SpanContext(trace_id, int(rag.span.span_id, 16), is_remote=True, trace_flags=TraceFlags(1))
@@ -63,6 +64,8 @@ def evaluation_span(
         semconv.TRACESCORE_CONVENTION: rag.convention,
         "tracescore.evaluation.status": result.status.value,
         "tracescore.evaluated_service": rag.span.service_name,
+        # > 0: late spans changed what was judged; the highest revision of a span is the current one.
+        "tracescore.evaluation.revision": revision,
     }
     if selection is not None:
         attributes[semconv.TRACESCORE_SELECTION] = selection
