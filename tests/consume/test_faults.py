@@ -217,7 +217,8 @@ def test_broker_stopped_and_restarted_mid_stream(own_broker: KafkaBroker, topic_
         server.open()
         first_exit = proc.wait()
         errors = [line for line in proc.lines if line.startswith("Error:")]
-        assert first_exit == 0 or len(errors) == 1, f"a failing exit says why in one line:\n{proc.log}"
+        # A restart well inside the producer's retries (2 minutes) is ridden through: no error, exit 0.
+        assert first_exit == 0 and errors == [], f"the member did not ride through the restart:\n{proc.log}"
         expected = rag_spans_on(topics.bootstrap, topics.spans)
         assert len(expected) == SPANS + 10
 

@@ -419,10 +419,15 @@ def test_parameter_defaults_are_recorded(exporter: InMemorySpanExporter) -> None
 def test_record_contexts_failure_does_not_break_the_call(exporter: InMemorySpanExporter) -> None:
     @tracescore.rag
     def answer(query: str) -> str:
-        tracescore.record_contexts([_Unprintable()])
+        tracescore.record_contexts([_Unprintable(), "Paris is the capital."])
         return "a"
 
     assert answer("q") == "a"
+    # The span is still complete: the bad context named, the good one and the answer recorded, no error.
+    span = only_span(exporter)
+    assert contexts_of(span) == ["<unprintable _Unprintable>", "Paris is the capital."]
+    assert span.attributes[semconv.OUTPUT_VALUE] == "a"
+    assert span.status.status_code is not StatusCode.ERROR
 
 
 def test_generator_does_not_leak_its_span_into_the_caller(exporter: InMemorySpanExporter) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tracescore.score._types import MetricStatus, RagRecord, Usage
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
+from tracescore.score.metrics import evaluate
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput
 from tracescore.score.metrics._faithfulness import (
     VERDICTS_TASK,
@@ -43,10 +44,15 @@ async def verdict(question: str, context: str, claim: str) -> Verdict:
     return (await verdicts(question, context, claim))[0].verdict
 
 
-def test_is_a_judge() -> None:
-    judge = OfflineJudge()
-    assert isinstance(judge, Judge)
+async def test_is_a_judge() -> None:
+    # Usable wherever a Judge is expected: a metric scores through it, and the result names it.
+    judge: Judge = OfflineJudge()
     assert judge.name == "offline"
+    record = RagRecord(
+        id="r", query="Who wrote Hamlet?", contexts=("Shakespeare wrote Hamlet.",), answer="Shakespeare."
+    )
+    [result] = await evaluate(record, [Faithfulness()], judge)
+    assert (result.status, result.score, result.judge) == (MetricStatus.OK, 1.0, "offline")
 
 
 async def test_grounded_claim_is_supported_with_verbatim_evidence() -> None:

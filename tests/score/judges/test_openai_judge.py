@@ -316,18 +316,22 @@ async def test_injected_client_retries_are_disabled(server: JudgeServer) -> None
     assert server.stats.chat_requests == 2
 
 
-def test_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_settings_read_the_environment(server: JudgeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACESCORE_JUDGE_MODEL", "llama3")
     monkeypatch.setenv("TRACESCORE_JUDGE_CONCURRENCY", "3")
+    monkeypatch.setenv("TRACESCORE_JUDGE_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     monkeypatch.delenv("TRACESCORE_JUDGE_API_KEY", raising=False)
     settings = OpenAIJudgeSettings()
     assert (settings.model, settings.concurrency) == ("llama3", 3)
     assert settings.api_key is not None and settings.api_key.get_secret_value() == "sk-from-env"
     assert "sk-from-env" not in repr(settings)
-    judge = OpenAIJudge(settings)
+    judge: Judge = OpenAIJudge(settings)
     assert judge.name == "openai:llama3"
-    assert isinstance(judge, Judge)
+    # The judge the environment describes is the one called: that endpoint, that model.
+    judgement = await judge.run(ANALYSIS_TASK, AnalysisInput(question="q", answer_sentences=["A."]))
+    assert judgement.usage.calls == 1
+    assert [request["model"] for request in server.chat_requests] == ["llama3"]
 
 
 def test_missing_api_key_for_the_public_endpoint_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

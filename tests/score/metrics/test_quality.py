@@ -7,7 +7,7 @@ import pytest
 from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges import Judgement, JudgeTask
 from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics import Metric, Quality, letter_grade
+from tracescore.score.metrics import Metric, Quality, evaluate, letter_grade
 
 RECORD = RagRecord(id="r1", query="Who wrote Hamlet?", contexts=("Shakespeare wrote Hamlet.",), answer="X.")
 
@@ -58,9 +58,18 @@ async def quality(subs: list[Fixed], **kw: object) -> MetricResult:
     return await Quality(subs, **kw).score(RECORD, NoJudge())
 
 
-def test_stub_sub_metrics_satisfy_the_metric_protocol() -> None:
-    assert isinstance(Fixed("faithfulness", 1.0), Metric)
-    assert isinstance(Quality(three(1.0, 1.0, 1.0)), Metric)
+async def test_stub_sub_metrics_satisfy_the_metric_protocol() -> None:
+    # Used where a Metric is expected (evaluate runs any list of metrics): each gives its own named result,
+    # and Quality hands the record to every sub-metric.
+    subs = three(1.0, 0.5, 0.0)
+    metrics: list[Metric] = [Fixed("faithfulness", 1.0), Quality(subs)]
+    results = await evaluate(RECORD, metrics, NoJudge())
+    assert [(r.metric, r.status) for r in results] == [
+        ("faithfulness", MetricStatus.OK),
+        ("quality", MetricStatus.OK),
+    ]
+    assert results[0].score == 1.0 and results[1].score is not None and 0.0 < results[1].score < 1.0
+    assert all(sub.records == [RECORD] for sub in subs)
 
 
 async def test_weighted_mean_uses_default_weights() -> None:
