@@ -267,14 +267,18 @@ def main(argv: list[str] | None = None) -> int:
     random.Random(args.seed).shuffle(pairs)
     halves = (pairs[: len(pairs) // 2], pairs[len(pairs) // 2 :])
     built = [build(half, args.group, args.seed) for half in halves]
+    shipped = (Faithfulness().threshold, Faithfulness().min_confidence)
     print(f"{len(pairs)} questions, groups of {args.group}, label rule {args.rule}, seed {args.seed}")
+    print(f"shipped defaults (decision threshold, min_confidence): {shipped}")
     header = f"{'shape':<11} {'faithful':>8} {'halluc.':>8}  {'specificity':>11} {'recall':>7}"
-    print(f"{header}  held out (A->B | B->A)")
+    print(f"{header}  held out, chosen per shape (A->B | B->A)")
+    scored: dict[str, tuple[list[list[Case]], list[list[MetricResult]]]] = {}
     for shape in built[0]:
         cases = [built[0][shape], built[1][shape]]
         results = [asyncio.run(_score(c)) for c in cases]
+        scored[shape] = (cases, results)
         all_cases, all_results = cases[0] + cases[1], results[0] + results[1]
-        spec, rec, n_ok, n_bad = _rates(all_cases, all_results, (0.5, 0.5), args.rule)
+        spec, rec, n_ok, n_bad = _rates(all_cases, all_results, shipped, args.rule)
         held = []
         for train, test in ((0, 1), (1, 0)):
             grid = itertools.product(THRESHOLDS, MIN_CONFIDENCES)
@@ -286,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{shape:<11} {n_ok:>8} {n_bad:>8}  {spec:>11.3f} {rec:>7.3f}  {' | '.join(held)}")
         shown = 0
         for case, result in zip(all_cases, all_results, strict=True):
-            if shown >= args.show or _flagged(result, 0.5, 0.5, args.rule) == case.hallucinated:
+            if shown >= args.show or _flagged(result, *shipped, args.rule) == case.hallucinated:
                 continue
             shown += 1
             print(f"  --- {'missed' if case.hallucinated else 'false alarm'} score {result.score}")
@@ -295,6 +299,18 @@ def main(argv: list[str] | None = None) -> int:
                 if claim["verdict"] != "FULLY_SUPPORTED":
                     verdict = f"{claim['verdict']} {claim.get('confidence')}"
                     print(f"    [{verdict}] {claim['claim'][:90]} | {claim['reason']}")
+    # One setting for every shape: what a default has to be.
+    for name, train, test in (("A->B", 0, 1), ("B->A", 1, 0)):
+
+        def joint(setting: tuple[float, float], train: int = train) -> float:
+            return sum(sum(_rates(c[train], r[train], setting, args.rule)[:2]) for c, r in scored.values())
+
+        chosen = max(itertools.product(THRESHOLDS, MIN_CONFIDENCES), key=joint)
+        rates = [_rates(c[test], r[test], chosen, args.rule) for c, r in scored.values()]
+        listed = ", ".join(
+            f"{shape} {s:.3f}/{r:.3f}" for shape, (s, r, _, _) in zip(scored, rates, strict=True)
+        )
+        print(f"one setting for all shapes, {name}: chosen {chosen}; specificity/recall {listed}")
     return 0
 
 
