@@ -276,10 +276,10 @@ def faithfulness_label(
     rule: LabelRule = DEFAULT_LABEL_RULE,
     min_confidence: float = DEFAULT_MIN_CONFIDENCE,
 ) -> str:
-    """ "hallucinated" or "faithful". A score below `threshold` is hallucinated under every rule; under
-    "any_unsupported" so is an answer with one claim (a row with `verdict`, optional `confidence`) judged
-    NO_EVIDENCE or CONTRADICTORY with confidence >= `min_confidence`: an invented sentence beside a true
-    one is not faithful at 0.5."""
+    """The label, "hallucinated" or "faithful". A score below `threshold` is hallucinated under every
+    rule; under "any_unsupported" so is an answer with one claim (a row with `verdict`, optional
+    `confidence`) judged NO_EVIDENCE or CONTRADICTORY with confidence >= `min_confidence`: an invented
+    sentence beside a true one is not faithful at 0.5."""
     if score < threshold:
         return "hallucinated"
     if rule == "any_unsupported" and _confidently_unsupported(claims, min_confidence):
