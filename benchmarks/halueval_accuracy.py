@@ -169,7 +169,13 @@ def halves(
     a = [i for i, r in enumerate(records) if r.query in half_a]
     b = [i for i, r in enumerate(records) if r.query not in half_a]
     defaults = OfflineTuning()
-    shipped: Setting = (defaults.missing_share, defaults.fragment_words, 0.5, 0.5)
+    metric = Faithfulness()
+    shipped: Setting = (
+        defaults.missing_share,
+        defaults.fragment_words,
+        metric.threshold,
+        metric.min_confidence,
+    )
     out = []
     for name, train, test in (("tuned on A, measured on B", a, b), ("tuned on B, measured on A", b, a)):
         chosen = _choose(scores, labels, train)

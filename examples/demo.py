@@ -286,7 +286,7 @@ def report(
     if not alerts:
         print("none")
     REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(render_report(rows, threshold=0.5, title="tracescore demo: Northwind assistant"))
+    REPORT.write_text(render_report(rows, title="tracescore demo: Northwind assistant"))
     print(f"\nHTML report: {REPORT}")
 
 

@@ -231,9 +231,9 @@ def alert(
 @click.option(
     "--threshold",
     type=click.FloatRange(0, 1),
-    default=0.5,
-    show_default=True,
-    help="Scores below this count as failing (summary share and report).",
+    default=None,
+    help="Also count scores below this as failing (summary, report, --max-flagged) [default: each "
+    "metric's label decides; see README, What 'hallucinated' means].",
 )
 @click.option(
     "--fail-under",
@@ -256,7 +256,7 @@ def score(
     concurrency: int,
     no_progress: bool,
     report_path: Path | None,
-    threshold: float,
+    threshold: float | None,
     fail_under: tuple[str, ...],
     max_flagged: str | None,
     judge: str,
@@ -340,7 +340,12 @@ def score(
     default=None,
     help="The scored input file, to show queries, answers and contexts (joined by line number).",
 )
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Also count scores below this as failing [default: each metric's label decides].",
+)
 @click.option(
     "--rows",
     type=click.IntRange(min=1),
@@ -348,7 +353,9 @@ def score(
     show_default=True,
     help="Records listed in each table of the page.",
 )
-def report(scores_path: Path, out_path: Path, records_path: Path | None, threshold: float, rows: int) -> None:
+def report(
+    scores_path: Path, out_path: Path, records_path: Path | None, threshold: float | None, rows: int
+) -> None:
     """Rebuild the HTML report from the JSONL that `tracescore score` wrote, without re-scoring."""
     from tracescore.score._report import ReportCollector, read_scores, render_report
 

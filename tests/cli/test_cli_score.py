@@ -151,7 +151,7 @@ def test_fail_under_exits_1_naming_the_metric_and_passes_when_met(tmp_path: Path
 def test_the_closing_summary_gives_means_share_below_and_judge_spend(tmp_path: Path) -> None:
     _, output, code = _run(tmp_path, [json.dumps(GOOD), json.dumps(HALLUCINATED)])
     assert code == 0
-    assert "faithfulness: 2 scored, 0 unscored; mean 0.500, 50% below 0.5" in output
+    assert "faithfulness: 2 scored, 0 unscored; mean 0.500, 50% below 0.5, 1 flagged" in output
     assert "answer_relevancy:" in output and "context_relevance:" in output, "three metrics by default"
     assert "judge calls 0, tokens 0 prompt + 0 completion" in output
 
@@ -289,6 +289,15 @@ def test_max_flagged_counts_answers_labelled_hallucinated_even_at_half_score(tmp
     assert half["score"] == 0.5 and half["label"] == "hallucinated"
     assert code == 1 and "FAIL faithfulness: 1 records flagged (50.0% of scored), more than 0" in output
     assert "faithfulness: 2 scored, 0 unscored; mean 0.750, 0% below 0.5, 1 flagged" in output
+    # A restatement of the question is weak evidence (confidence 0.3): 0.5 and faithful by the label...
+    weak = {**GOOD, "answer": "The head office is in Delhi. The Oberoi Group has a head office."}
+    rows, output, code = _run(tmp_path, [json.dumps(weak)], "--metrics", "faithfulness", "--max-flagged", "0")
+    assert rows[0]["results"]["faithfulness"]["label"] == "faithful" and code == 0, output
+    # ... and flagged when the caller sets a threshold above its score.
+    _, output, code = _run(
+        tmp_path, [json.dumps(weak)], "--metrics", "faithfulness", "--max-flagged", "0", "--threshold", "0.6"
+    )
+    assert code == 1 and "1 records flagged" in output
     _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "1")
     assert code == 0 and "FAIL" not in output
     _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "0.25")

@@ -31,4 +31,6 @@ def test_demo_fires_then_resolves_and_writes_the_report() -> None:
     assert "(signature verified)" in out and "INVALID" not in out
     assert "/support" not in out[out.index("== alerts received") :]
     assert "108 evaluations" in out
+    # The label rule: the altered answers that keep one true sentence (score 0.5) are hallucinated too.
+    assert "deliberately unfaithful answers caught: 12/12; faithful answers flagged: 0/96" in out
     assert report.is_file() and "/billing" in report.read_text()

@@ -14,11 +14,16 @@ def test_a_bad_label_flags_whatever_the_score() -> None:
     assert is_flagged({"score": 0.9, "label": "hallucinated"})
 
 
-def test_a_score_below_the_threshold_flags_whatever_the_label() -> None:
-    assert is_flagged(_result(0.4, "faithful"))
-    assert is_flagged(_result(0.6, "faithful"), threshold=0.7)
-    assert not is_flagged(_result(0.6, "faithful"))
+def test_by_default_the_label_decides_and_unlabelled_scores_are_flagged_below_half() -> None:
+    assert not is_flagged(_result(0.4, "faithful")), "the metric's own rule labelled it"
     assert is_flagged({"score": 0.2}) and not is_flagged({"score": 0.8, "label": "A"})
+    assert is_flagged({"score": 0.4, "label": "B+"}), "an unknown label falls back to the score"
+
+
+def test_a_threshold_set_by_the_caller_flags_any_score_below_it() -> None:
+    assert is_flagged(_result(0.6, "faithful"), threshold=0.7)
+    assert not is_flagged(_result(0.6, "faithful"), threshold=0.5)
+    assert is_flagged(_result(0.9, "hallucinated"), threshold=0.5), "a bad label still flags"
 
 
 def test_unscored_results_are_never_flagged() -> None:

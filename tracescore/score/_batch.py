@@ -148,7 +148,7 @@ def score_file(
     judge: Judge,
     concurrency: int = 8,
     progress: bool = True,
-    threshold: float = 0.5,
+    threshold: float | None = None,
     report: Callable[[str], None] | None = None,
     on_row: RowCallback | None = None,
 ) -> BatchSummary:

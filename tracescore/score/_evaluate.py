@@ -212,7 +212,7 @@ async def aevaluate_dataset(
     *,
     column_map: Mapping[str, str] | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
-    threshold: float = 0.5,
+    threshold: float | None = None,
     progress: bool = False,
 ) -> EvaluationResult:
     """Score many records: RagRecords, dicts (tracescore, RAGAS or DeepEval names; `column_map` for

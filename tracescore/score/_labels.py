@@ -12,7 +12,11 @@ from typing import Any
 
 from tracescore.score._types import MetricResult
 
-__all__ = ["BAD_LABELS", "GOOD_LABELS", "is_flagged", "label_is_bad"]
+__all__ = ["BAD_LABELS", "GOOD_LABELS", "UNLABELLED_THRESHOLD", "is_flagged", "label_is_bad"]
+
+# Scores below this are flagged when the result carries no label read as good or bad and the caller sets
+# no threshold of its own.
+UNLABELLED_THRESHOLD = 0.5
 
 # Labels read as "the answer is bad" (the positive class) or "good"; anything else is unknown.
 BAD_LABELS = frozenset(
@@ -33,11 +37,11 @@ def label_is_bad(label: Any) -> bool | None:
     return None
 
 
-def is_flagged(result: MetricResult | Mapping[str, Any] | None, threshold: float = 0.5) -> bool:
-    """Whether a scored result marks its answer as bad: a bad label (Faithfulness labels an answer with a
-    confidently unsupported claim "hallucinated" whatever its score) or a score below `threshold` (the
-    caller's, e.g. `tracescore score --threshold`). Unscored results (errors, not applicable) are never
-    flagged: they are counted apart."""
+def is_flagged(result: MetricResult | Mapping[str, Any] | None, threshold: float | None = None) -> bool:
+    """Whether a scored result marks its answer as bad. By default its label decides (Faithfulness: README,
+    What "hallucinated" means), and a result without a known label is flagged below 0.5. A `threshold` set
+    by the caller (`tracescore score --threshold`) flags any score below it as well. Unscored results
+    (errors, not applicable) are never flagged: they are counted apart."""
     if result is None:
         return False
     if isinstance(result, MetricResult):
@@ -46,4 +50,9 @@ def is_flagged(result: MetricResult | Mapping[str, Any] | None, threshold: float
         score, label = result.get("score"), result.get("label")
     if not isinstance(score, int | float) or isinstance(score, bool):
         return False
-    return bool(score < threshold) or label_is_bad(label) is True
+    bad = label_is_bad(label)
+    if bad is True:
+        return True
+    if threshold is not None:
+        return bool(score < threshold)
+    return bad is None and score < UNLABELLED_THRESHOLD

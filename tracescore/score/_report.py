@@ -2,7 +2,8 @@
 
 Memory stays bounded on large batches: every score is kept (histograms, medians), but texts are kept only
 for the worst `limit` records (a heap) and the first `limit` unscored ones. A record is flagged as
-`is_flagged` reads its results: a bad label (Faithfulness' label rule) or a score below the threshold. When
+`is_flagged` reads its results: a bad label (Faithfulness' label rule), or a score below the threshold
+when one is set. When
 rows carry a `label` (faithful/hallucinated, pass/fail, ...), the page adds a confusion matrix and the
 balanced accuracy of "rank metric flagged" against it. One small inline script sorts, filters and searches
 the tables; the page stays one file with no external resource.
@@ -23,7 +24,7 @@ from typing import Any
 
 import jinja2
 
-from tracescore.score._labels import is_flagged, label_is_bad
+from tracescore.score._labels import UNLABELLED_THRESHOLD, is_flagged, label_is_bad
 from tracescore.score._report_views import (
     RANK_METRIC,
     VERDICT_SEVERITY,
@@ -45,7 +46,9 @@ _NOT_METRICS = frozenset({"id", "line", "reason", "results", "query", "answer", 
 class ReportCollector:
     """`score_file(on_row=...)` callback; also built from plain JSONL rows by `render_report`."""
 
-    def __init__(self, *, threshold: float = 0.5, limit: int = 50, rank_metric: str = RANK_METRIC) -> None:
+    def __init__(
+        self, *, threshold: float | None = None, limit: int = 50, rank_metric: str = RANK_METRIC
+    ) -> None:
         self.threshold = threshold
         self.limit = limit
         self.rank_metric = rank_metric
@@ -133,7 +136,7 @@ class ReportCollector:
 
     @classmethod
     def from_rows(
-        cls, rows: Iterable[Mapping[str, Any]], *, threshold: float = 0.5, limit: int = 50
+        cls, rows: Iterable[Mapping[str, Any]], *, threshold: float | None = None, limit: int = 50
     ) -> ReportCollector:
         """Rows as written to the JSONL, optionally carrying `query`, `answer` and `contexts`."""
         collector = cls(threshold=threshold, limit=limit)
@@ -232,7 +235,7 @@ def _template() -> jinja2.Template:
 def render_report(
     rows: Iterable[Mapping[str, Any]] | ReportCollector,
     *,
-    threshold: float = 0.5,
+    threshold: float | None = None,
     title: str = DEFAULT_TITLE,
     limit: int = 50,
 ) -> str:
@@ -243,6 +246,8 @@ def render_report(
     else:
         collector = ReportCollector.from_rows(rows, threshold=threshold, limit=limit)
     metrics = collector.metrics
+    # Scores are drawn against the caller's threshold, else the one unlabelled results are flagged at.
+    shown = UNLABELLED_THRESHOLD if threshold is None else threshold
     worst = [k for k in collector.worst() if k.flagged]
     unscored = []
     for kept_record in collector.unscored_kept:
@@ -252,9 +257,10 @@ def render_report(
     return _template().render(
         title=title,
         threshold=threshold,
+        shown_threshold=shown,
         records=collector.records,
         invalid=collector.invalid,
-        metrics=[_metric_summary(collector, m, threshold) for m in metrics],
+        metrics=[_metric_summary(collector, m, shown) for m in metrics],
         below_total=collector.flagged_records,
         worst=[record_view(k, metrics, threshold) for k in worst],
         unscored=unscored,

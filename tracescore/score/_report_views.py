@@ -149,7 +149,7 @@ def css(verdict: Any) -> str:
     return str(verdict or "unknown").lower().replace("_", "-")
 
 
-def record_view(kept: Kept, metrics: list[str], threshold: float) -> dict[str, Any]:
+def record_view(kept: Kept, metrics: list[str], threshold: float | None) -> dict[str, Any]:
     faith = kept.results.get(RANK_METRIC) or {}
     details = faith.get("details") if isinstance(faith, Mapping) else None
     claims = details.get("claims") if isinstance(details, Mapping) else None

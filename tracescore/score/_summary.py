@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tracescore.score._labels import is_flagged
+from tracescore.score._labels import UNLABELLED_THRESHOLD, is_flagged
 from tracescore.score._types import MetricResult, Usage
 
 __all__ = ["FLAGGED_METRIC", "BatchSummary", "parse_fail_under", "parse_max_flagged"]
@@ -19,13 +19,14 @@ FLAGGED_METRIC = "faithfulness"
 class BatchSummary:
     """Filled one record at a time (`add`), so a long batch never keeps its results to be summarised."""
 
-    threshold: float = 0.5
+    # Set by the caller (--threshold): scores below it count as flagged too; None: each result's label.
+    threshold: float | None = None
     records: int = 0
     invalid: int = 0
     scores: dict[str, list[float]] = field(default_factory=dict)
     unscored: dict[str, int] = field(default_factory=dict)
     # Per metric, scored records it flags (`is_flagged`: a bad label such as "hallucinated", or a score
-    # below `threshold`).
+    # below `threshold` when one is set).
     flagged: dict[str, int] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
 
@@ -62,9 +63,14 @@ class BatchSummary:
         values = self.scores.get(metric) or []
         return statistics.fmean(values) if values else None
 
+    @property
+    def shown_threshold(self) -> float:
+        """The threshold the "below" share is taken at: the caller's, else 0.5."""
+        return UNLABELLED_THRESHOLD if self.threshold is None else self.threshold
+
     def below_share(self, metric: str) -> float | None:
         values = self.scores.get(metric) or []
-        return sum(v < self.threshold for v in values) / len(values) if values else None
+        return sum(v < self.shown_threshold for v in values) / len(values) if values else None
 
     def flagged_share(self, metric: str) -> float | None:
         values = self.scores.get(metric) or []
@@ -103,7 +109,7 @@ class BatchSummary:
             stats = (
                 "no score"
                 if mean is None
-                else f"mean {mean:.3f}, {share:.0%} below {self.threshold:g}, {flagged} flagged"
+                else f"mean {mean:.3f}, {share:.0%} below {self.shown_threshold:g}, {flagged} flagged"
             )
             out.append(f"  {metric}: {len(values)} scored, {self.unscored.get(metric, 0)} unscored; {stats}")
         spend = f"judge calls {self.usage.calls}, tokens {self.usage.prompt_tokens} prompt + "

@@ -333,3 +333,21 @@ async def test_a_negation_reaches_no_further_than_its_clause_or_a_hyphenated_com
     assert beds.verdict is Verdict.FULLY_SUPPORTED, beds.reason
     (formalised,) = await verdicts("What is GMT?", context, "This is formalised.")
     assert formalised.verdict is Verdict.CONTRADICTORY, "inside its clause the negation still counts"
+
+
+async def test_a_positive_claim_restating_what_the_context_negates_is_contradictory() -> None:
+    context = (
+        "Monthly subscriptions are not refunded, but they can be cancelled before the next billing date."
+    )
+    (refunded,) = await verdicts(
+        "Are monthly subscriptions refunded?",
+        context,
+        "Monthly subscriptions are refunded, but they can be cancelled before the next billing date.",
+    )
+    assert refunded.verdict is Verdict.CONTRADICTORY, refunded.reason
+    (cancelled,) = await verdicts(
+        "Can monthly subscriptions be cancelled?",
+        context,
+        "They can be cancelled before the next billing date.",
+    )
+    assert cancelled.verdict is Verdict.FULLY_SUPPORTED, "the negation does not reach past its clause"

@@ -232,10 +232,16 @@ async def test_partial_support_alone_is_not_hallucinated_but_a_low_score_always_
         RECORD, ScriptedJudge([V.FULLY_SUPPORTED, V.PARTIALLY_SUPPORTED] * 2)
     )
     assert partial.label == "faithful"
-    low = await Faithfulness(label_rule="threshold").score(
-        RECORD, ScriptedJudge([V.NO_EVIDENCE, V.NO_EVIDENCE, V.FULLY_SUPPORTED])
-    )
+    verdicts = [V.NO_EVIDENCE, V.NO_EVIDENCE, V.FULLY_SUPPORTED]  # 1/3
+    assert (await Faithfulness(label_rule="threshold").score(RECORD, ScriptedJudge(verdicts))).label == (
+        "faithful"
+    ), "the default threshold is 0.25 (chosen on held-out halves)"
+    low = await Faithfulness(label_rule="threshold", threshold=0.5).score(RECORD, ScriptedJudge(verdicts))
     assert low.label == "hallucinated"
+    lowest = await Faithfulness(label_rule="threshold").score(
+        RECORD, ScriptedJudge([V.NO_EVIDENCE, V.NO_EVIDENCE, V.PARTIALLY_SUPPORTED])
+    )
+    assert lowest.label == "hallucinated"
 
 
 def test_faithfulness_label_is_the_same_function_everywhere() -> None:
@@ -244,7 +250,10 @@ def test_faithfulness_label_is_the_same_function_everywhere() -> None:
     claims = [{"verdict": "FULLY_SUPPORTED"}, {"verdict": "CONTRADICTORY", "confidence": 0.8}]
     assert faithfulness_label(0.5, claims) == "hallucinated"
     assert faithfulness_label(0.5, claims, rule="threshold") == "faithful"
-    assert faithfulness_label(0.4, [{"verdict": "FULLY_SUPPORTED"}], rule="threshold") == "hallucinated"
+    assert faithfulness_label(0.2, [{"verdict": "FULLY_SUPPORTED"}], rule="threshold") == "hallucinated"
+    assert faithfulness_label(0.4, [{"verdict": "PARTIALLY_SUPPORTED"}]) == "faithful", (
+        "default threshold 0.25"
+    )
 
 
 def test_bad_label_rule_settings_are_refused() -> None:

@@ -172,7 +172,10 @@ def _judge_claim(
         if overlap >= 0.6:
             return done((CONTRADICTORY, "The context states this without the claim's negation."))
         return done((NO_EVIDENCE, "The context states no such negation."), 0.5)
-    if not claim_negated and best is not None and {t.key for t in new} & best.negated:
+    # A positive claim is contradicted when the context negates a word it adds, or every word the context
+    # negates in that sentence ("Monthly subscriptions are [not] refunded" restating the question).
+    negated = best.negated if best is not None and not claim_negated else frozenset()
+    if negated and ({t.key for t in new} & negated or negated <= claim_keys):
         return done((CONTRADICTORY, "The context negates what the claim states."))
 
     outcomes: list[_Outcome] = []

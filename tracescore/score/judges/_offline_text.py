@@ -217,14 +217,15 @@ def _sentence(text: str) -> Sentence:
     toks = tokens(text)
     order = tuple(t.key for t in toks)
     opener = text.split(None, 1)[0].strip("\"“'(").casefold() if text.split() else ""
-    all_words = words(text)
+    has_negation = not NEGATIONS.isdisjoint(words(text))
+    # A negation reaches no further than its clause: "(but this is not formalised) and for navigation".
+    parts = _SCOPE_BREAK.split(text) if has_negation else ()
     return Sentence(
         text=text,
         keys=frozenset(order),
         order=order,
-        # A negation reaches no further than its clause: "(but this is not formalised) and for navigation".
-        negated=frozenset().union(*(negated_keys(words(part)) for part in _SCOPE_BREAK.split(text))),
-        has_negation=not NEGATIONS.isdisjoint(all_words),
+        negated=frozenset().union(*(negated_keys(words(part)) for part in parts)),
+        has_negation=has_negation,
         continues=opener in PRONOUNS,
         clauses=_clauses(text),
     )

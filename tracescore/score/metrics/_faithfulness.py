@@ -37,9 +37,13 @@ class Verdict(StrEnum):
 
 
 DEFAULT_MAX_CLAIMS = 200
-# The label rule's defaults (README, What "hallucinated" means): one confidently unsupported claim is enough.
+# The label rule's defaults (README, What "hallucinated" means): one confidently unsupported claim is enough,
+# and a score below the threshold. Both chosen on one half of the dev set's questions and measured on the
+# other, in both directions, jointly over its shapes (benchmarks/offline_shapes.py, halueval_accuracy.py
+# --halves): a threshold of 0.5 flags faithful summaries whose sentences are partly reworded.
 DEFAULT_LABEL_RULE = "any_unsupported"
 DEFAULT_MIN_CONFIDENCE = 0.5
+DEFAULT_THRESHOLD = 0.25
 LabelRule = Literal["any_unsupported", "threshold"]
 _UNSUPPORTED = frozenset({"NO_EVIDENCE", "CONTRADICTORY"})
 
@@ -133,7 +137,7 @@ class Faithfulness:
         strict_mode: bool = False,
         binary: bool = False,
         verdict_scores: Mapping[Verdict, float] | None = None,
-        threshold: float = 0.5,
+        threshold: float = DEFAULT_THRESHOLD,
         max_claims: int = DEFAULT_MAX_CLAIMS,
         label_rule: LabelRule = DEFAULT_LABEL_RULE,
         min_confidence: float = DEFAULT_MIN_CONFIDENCE,
@@ -268,14 +272,14 @@ def faithfulness_label(
     score: float,
     claims: list[Mapping[str, Any]],
     *,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     rule: LabelRule = DEFAULT_LABEL_RULE,
     min_confidence: float = DEFAULT_MIN_CONFIDENCE,
 ) -> str:
-    """ "hallucinated" or "faithful". A score below `threshold` is hallucinated under every rule; under
-    "any_unsupported" so is an answer with one claim (a row with `verdict`, optional `confidence`) judged
-    NO_EVIDENCE or CONTRADICTORY with confidence >= `min_confidence`: an invented sentence beside a true
-    one is not faithful at 0.5."""
+    """The label, "hallucinated" or "faithful". A score below `threshold` is hallucinated under every
+    rule; under "any_unsupported" so is an answer with one claim (a row with `verdict`, optional
+    `confidence`) judged NO_EVIDENCE or CONTRADICTORY with confidence >= `min_confidence`: an invented
+    sentence beside a true one is not faithful at 0.5."""
     if score < threshold:
         return "hallucinated"
     if rule == "any_unsupported" and _confidently_unsupported(claims, min_confidence):
