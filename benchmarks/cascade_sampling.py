@@ -1,7 +1,7 @@
 """How many hallucinated answers reach the LLM judge when only B% of spans may go to it?
 
     python benchmarks/cascade_sampling.py [DATA.jsonl] [--calibrate] [--judge-noise 0.1] [--json]
-        [--spans N] [--streams R] [--budgets 2,5,10,20] [--labels 400]
+        [--spans N] [--streams R] [--budgets 2,5,10,20] [--labels 400] [--hallucination-rate 0.05]
 
 DATA.jsonl: one labelled RAG answer a line, `query`, `contexts` (list of strings), `answer`, `label`
 (`hallucinated` / `faithful`, or any of the bad/good labels below); other fields are ignored. Default: the
@@ -10,12 +10,12 @@ labelled dev set (HaluEval QA).
 Honest split: records are split by question (a hash of the query text: half 0 calibrates, half 1 is
 measured), so no question's answers are on both sides. The shipped suspicion coefficients (COLD_START,
 fitted on the dev set's half 0) are used unless `--calibrate` refits them on half 0 of DATA. The curve is
-measured on half 1: R streams of N spans drawn from its records (5% hallucinated answers, random trace ids,
-spread over one UTC hour), each run through CascadePolicy as the consumer runs it (offline Faithfulness +
-OfflineJudge results, escalate, charge, and `learn` from the LLM verdicts of baseline interactions) with an
-LLM token budget of B% of the stream's spans for that hour. The LLM judge is simulated from the labels:
-perfect, or wrong on `--judge-noise` of its verdicts. Uniform sampling is measured on the same streams (a
-trace-id hash at B%).
+measured on half 1: R streams of N spans drawn from its records (5% hallucinated answers by default,
+random trace ids, spread over one UTC hour), each run through CascadePolicy as the consumer runs it
+(offline Faithfulness + OfflineJudge results, escalate, charge, and `learn` from the LLM verdicts of
+baseline interactions) with an LLM token budget of B% of the stream's spans for that hour. The LLM judge
+is simulated from the labels: perfect, or wrong on `--judge-noise` of its verdicts. Uniform sampling is
+measured on the same streams (a trace-id hash at B%).
 
 Columns: the cold start alone (learning off); learning on after `--labels` labels (drawn as a uniform
 baseline would, from half 0, perfect judge), then online on the stream; the same with the noisy judge.
@@ -137,10 +137,12 @@ def policy_for(
     return CascadePolicy(config, clock=lambda: now[0], cold_start=weights), now
 
 
-def teach(policy: CascadePolicy, rows: list[Row], labels: int, noise: float, rng: random.Random) -> None:
-    """`labels` LLM verdicts on interactions drawn as a uniform baseline draws them (5% hallucinated)."""
-    span = stream(rows, 1, rng, HALLUCINATION_RATE)[0][0]
-    for _, row in stream(rows, labels, rng, HALLUCINATION_RATE):
+def teach(
+    policy: CascadePolicy, rows: list[Row], labels: int, noise: float, rng: random.Random, rate: float
+) -> None:
+    """`labels` LLM verdicts on interactions drawn as a uniform baseline draws them (`rate` hallucinated)."""
+    span = stream(rows, 1, rng, rate)[0][0]
+    for _, row in stream(rows, labels, rng, rate):
         policy.learn(span, row.offline, verdict(row, noise, rng))
 
 
@@ -186,16 +188,17 @@ def measure(
     *,
     labels: int | None,
     noise: float = 0.0,
-    rate: float = HALLUCINATION_RATE,
+    rate: float | None = None,
     streams: int | None = None,
 ) -> list[Run]:
     """Runs over R streams; `labels` None: learning off, else that many labels first, then online."""
     runs = []
+    rate = args.hallucination_rate if rate is None else rate
     for seed in range(streams or args.streams):
         rng = random.Random(seed)
         policy, now = policy_for(budget, args.spans, weights, labels is not None)
         if labels:
-            teach(policy, calibration, labels, noise, random.Random(10_000 + seed))
+            teach(policy, calibration, labels, noise, random.Random(10_000 + seed), args.hallucination_rate)
         runs.append(run(stream(measurement, args.spans, rng, rate), budget, policy, now, noise, rng))
     return runs
 
@@ -210,6 +213,9 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=4000, help="spans per stream (default 4000)")
     parser.add_argument("--streams", type=int, default=20, help="streams per budget (default 20)")
     parser.add_argument("--budgets", default="2,5,10,20", help="LLM budgets in %% of spans")
+    parser.add_argument(
+        "--hallucination-rate", type=float, default=HALLUCINATION_RATE, help="share of the stream (0.05)"
+    )
     parser.add_argument("--labels", type=int, default=400, help="labels learned before the learning runs")
     parser.add_argument("--judge-noise", type=float, default=0.1, help="share of wrong simulated verdicts")
     parser.add_argument("--calibrate", action="store_true", help="refit the suspicion model on half 0")
@@ -237,7 +243,7 @@ def main() -> None:
         f"{questions[1]}; coefficients: {'refitted on the calibration half' if args.calibrate else 'shipped'}"
     )
     print(
-        f"{args.streams} streams of {args.spans} spans, {HALLUCINATION_RATE:.0%} hallucinated; "
+        f"{args.streams} streams of {args.spans} spans, {args.hallucination_rate:.0%} hallucinated; "
         f"learning runs: {args.labels} labels first, then online; "
         f"noisy judge: {args.judge_noise:.0%} of verdicts wrong\n"
     )

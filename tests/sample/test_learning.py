@@ -71,6 +71,16 @@ def test_noisy_labels_do_not_undo_the_cold_start() -> None:
     assert models.probability("", bad) > 0.5 > models.probability("", good)
 
 
+def test_a_verdict_arriving_long_after_its_interaction_is_still_a_label(make_interaction: Any) -> None:
+    # Nothing is kept per interaction between escalate and learn: the verdict brings the offline results.
+    policy = CascadePolicy()
+    span = make_interaction("4" * 32)
+    policy.escalate(span, [PARTIAL])
+    for i in range(5000):  # the window moves on meanwhile
+        policy.escalate(make_interaction(f"{i:032x}"), [offline(0, 0, 1)])
+    assert policy.learn(span, [PARTIAL], True) and policy.models.labels == 1
+
+
 def test_a_stream_of_one_class_keeps_the_model_bounded() -> None:
     models = SuspicionModels()
     x = features(offline(1, 0, 0))

@@ -9,8 +9,8 @@ from collections.abc import Callable, Hashable
 __all__ = ["RunningQuantile"]
 
 # Fewer recent scores than this rank nothing (a quantile of a handful is noise): all above the floor go,
-# the budget's hard limit still applies.
-MIN_RANKED = 100
+# the budget's hard limit still applies. Kept small: a model whose floor is wrong spends this many at most.
+MIN_RANKED = 20
 
 
 class RunningQuantile:
