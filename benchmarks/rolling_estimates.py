@@ -1,7 +1,8 @@
 """Rolling faithfulness with the cascade on: the mixed window, the LLM baseline alone and the estimate, on
 streams with known truth.
 
-    python benchmarks/rolling_estimates.py [PATH] [--window 500] [--windows 200] [--streams 100]
+    python benchmarks/rolling_estimates.py [PATH] [--window 500] [--windows 200] [--streams 30]
+        [--baselines 0.01,0.1]
 
 Streams are drawn from the labelled dev set's odd questions (the half benchmarks/cascade_sampling.py
 measures on; nothing here is fitted: the estimator's prior is fixed in tracescore/alert/_estimate.py) at 5%
@@ -195,7 +196,7 @@ def main() -> None:
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--window", type=int, default=500, help="interactions per window (default 500)")
     parser.add_argument("--windows", type=int, default=200, help="windows per case, accuracy (default 200)")
-    parser.add_argument("--streams", type=int, default=40, help="drifting streams (default 40)")
+    parser.add_argument("--streams", type=int, default=30, help="drifting streams (default 30)")
     parser.add_argument("--baselines", default="0.01,0.10", help="cascade baseline rates (default 1%%, 10%%)")
     args = parser.parse_args()
     started = time.monotonic()
