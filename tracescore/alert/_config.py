@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, one_line, read_table
-from tracescore.emit import LABEL_THRESHOLD
 from tracescore.score._registry import ENTRY_POINT_GROUP, builtin_metrics
 
 __all__ = [
@@ -55,9 +54,6 @@ class RuleConfig(_Strict):
     # so a few unlucky answers on a noisy route do not page.
     confidence: float = Field(default=0.9, ge=0.5, lt=1)
     hysteresis: float = Field(default=0.05, ge=0, le=0.5, description="resolve at threshold + this")
-    # Judge agreement counts a pair as agreeing when both scores fall on the same side of this (the
-    # faithfulness label's threshold).
-    label_threshold: float = Field(default=LABEL_THRESHOLD, ge=0, le=1)
     cooldown_seconds: float = Field(default=300.0, ge=0, description="no re-fire this soon after resolve")
     renotify_seconds: float | None = Field(default=3600.0, gt=0, description="repeat while firing")
     no_data_seconds: float | None = Field(default=1800.0, gt=0, description="alert on a route gone quiet")

@@ -9,14 +9,17 @@ The estimate (prediction-powered difference estimator, weighted by inclusion pro
 * stratum C: interactions the LLM judge scored with π = 1 (cascade escalations): the LLM score replaces
   the offline one;
 * stratum R: the rest, scored offline; the LLM judge saw a uniform share of them (the baseline, π < 1).
-  Their mean offline score is corrected by the weighted mean difference (LLM - offline) on those pairs:
+  Their offline scores are corrected on those pairs (prediction-powered, PPI++ style):
 
-      estimate = (1/N) [ Σ_C y_llm + Σ_R offline + N_R · Σ_pairs w (y_llm - offline) / Σ_pairs w ],  w = 1/π
+      estimate = (1/N) [ Σ_C y_llm + λ Σ_R offline + N_R · Σ_pairs w (y_llm - λ offline) / Σ_pairs w ]
+      w = 1/π;  λ = the weighted slope of y_llm on offline over the pairs, in 0..1 (1 below 10 pairs)
 
-      variance ≈ s²(best score per interaction) / N + (N_R/N)² s²_d / m (1 - m/N_R)
+      variance ≈ s²(score) / N + (N_R/N)² s²_e / m (1 - m/N_R),  e = y_llm - λ offline
 
-  with s²_d shrunk towards a prior for few pairs (`_PRIOR_VAR`, `_PRIOR_PAIRS`). With no LLM scores (or no
-  pairs in R), R is its plain offline mean and the estimate is flagged uncalibrated.
+  with s²_e shrunk towards a prior for few pairs (`_PRIOR_VAR`, `_PRIOR_PAIRS`). λ = 1 is the plain
+  difference estimator; a smaller λ when the offline score predicts little within R (the variance is then
+  lower than with λ = 1). With no LLM scores (or no pairs in R), R is its plain offline mean and the
+  estimate is flagged uncalibrated.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ __all__ = ["Agreement", "Estimate", "EstimateWindow"]
 # not make the interval vanish. Worth `_PRIOR_PAIRS` pairs; not fitted on data.
 _PRIOR_VAR = 0.04
 _PRIOR_PAIRS = 2
+_TUNING_PAIRS = 10  # fewer pairs: the plain difference (λ = 1), a slope from fewer would be noise
 _UNIFORM = "baseline"  # the selection the policy draws uniformly on the trace id
+_Pair = tuple[float, float, float]  # (weight 1/π, LLM score, offline score) of an interaction in R
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,40 @@ class _Interaction:
     offline_hint: float | None = None  # the offline score the LLM record carries
     selection: str | None = None
     pi: float | None = None
+
+
+def _tuning(pairs: list[_Pair]) -> float:
+    """How much of the offline score to trust in stratum R (λ of PPI++): the weighted regression slope of
+    the LLM score on the offline score over the pairs, in 0..1; 1 (plain difference) with few pairs."""
+    if len(pairs) < _TUNING_PAIRS:
+        return 1.0
+    total = sum(w for w, _, _ in pairs)
+    y_mean = sum(w * y for w, y, _ in pairs) / total
+    f_mean = sum(w * f for w, _, f in pairs) / total
+    var_f = sum(w * (f - f_mean) ** 2 for w, _, f in pairs)
+    if var_f <= 0:
+        return 1.0
+    cov = sum(w * (y - y_mean) * (f - f_mean) for w, y, f in pairs)
+    return min(1.0, max(0.0, cov / var_f))
+
+
+def _spread(in_c: list[float], in_r: list[float], pairs: list[_Pair], r_mean: float) -> float:
+    """The variance of the (LLM-judged) score over the window's interactions: known in C; in R from the
+    pairs' LLM scores when there are enough, else from the offline scores. Its share of the interval is the
+    window's own chance variation around the route's rate."""
+    if len(pairs) >= _TUNING_PAIRS:
+        total = sum(w for w, _, _ in pairs)
+        y_mean = sum(w * y for w, y, _ in pairs) / total
+        var_r = sum(w * (y - y_mean) ** 2 for w, y, _ in pairs) / total
+    elif in_r:
+        f_mean = sum(in_r) / len(in_r)
+        var_r = sum((f - f_mean) ** 2 for f in in_r) / len(in_r)
+    else:
+        var_r = 0.0
+    n = len(in_c) + len(in_r)
+    mean = (sum(in_c) + len(in_r) * r_mean) / n
+    squares = sum((y - mean) ** 2 for y in in_c) + len(in_r) * (var_r + (r_mean - mean) ** 2)
+    return squares / max(1, n - 1)
 
 
 def _revision(record: EvaluationRecord) -> int:
@@ -133,7 +172,7 @@ class EstimateWindow:
         # The best score per interaction (for the spread of the metric itself): stratum C, stratum R.
         in_c: list[float] = []
         in_r: list[float] = []
-        pairs: list[tuple[float, float]] = []  # (w, y_llm - offline) in R
+        pairs: list[_Pair] = []  # (w, y_llm, offline) in R
         offline_n = llm_n = excluded = 0
         any_llm = False
         for item in self._items.values():
@@ -154,9 +193,9 @@ class EstimateWindow:
             if item.llm is None:
                 continue
             if item.pi is not None and item.pi > 0:
-                pairs.append((1.0 / item.pi, item.llm - offline))
+                pairs.append((1.0 / item.pi, item.llm, offline))
             elif item.pi is None and item.selection == _UNIFORM:
-                pairs.append((1.0, item.llm - offline))  # an older consumer's baseline: uniform, weight 1
+                pairs.append((1.0, item.llm, offline))  # an older consumer's baseline: uniform, weight 1
             else:
                 excluded += 1
                 continue
@@ -166,26 +205,30 @@ class EstimateWindow:
         n = n_c + n_r
         if n == 0:
             return None
-        correction, correction_var = 0.0, 0.0
+        tuning, correction, correction_var = 1.0, 0.0, 0.0
         if pairs:
-            total_w = sum(w for w, _ in pairs)
-            correction = sum(w * d for w, d in pairs) / total_w
+            tuning = _tuning(pairs)
+            total_w = sum(w for w, _, _ in pairs)
+            errors = [(w, y - tuning * f) for w, y, f in pairs]
+            correction = sum(w * e for w, e in errors) / total_w
             m = len(pairs)
-            raw = sum(w * (d - correction) ** 2 for w, d in pairs) / total_w * (m / (m - 1) if m > 1 else 0.0)
+            raw = (
+                sum(w * (e - correction) ** 2 for w, e in errors) / total_w * (m / (m - 1) if m > 1 else 0.0)
+            )
             s2 = (m * raw + _PRIOR_PAIRS * _PRIOR_VAR) / (m + _PRIOR_PAIRS)
-            effective = total_w**2 / sum(w * w for w, _ in pairs)  # Kish: unequal weights count for less
+            effective = total_w**2 / sum(w * w for w, _, _ in pairs)  # Kish: unequal weights count for less
             fpc = max(0.0, 1.0 - m / n_r) if n_r else 0.0
             correction_var = (n_r / n) ** 2 * s2 / effective * fpc
-        value = min(1.0, max(0.0, (sum(in_c) + sum(in_r) + n_r * correction) / n))
+        # Not clipped to 0..1: with few pairs the correction can overshoot, and clipping would bias it.
+        value = (sum(in_c) + tuning * sum(in_r) + n_r * correction) / n
         calibrated = any_llm and (n_r == 0 or bool(pairs) or offline_n == 0)
         if n < 2:
             return Estimate(value, 0.0, 1.0, n, offline_n, llm_n, calibrated, confidence, excluded)
-        spread = [*in_c, *(r + correction for r in in_r)]
-        mean = sum(spread) / n
-        var = sum((s - mean) ** 2 for s in spread) / (n - 1) / n + correction_var
+        var = _spread(in_c, in_r, pairs, tuning * sum(in_r) / n_r + correction if n_r else 0.0) / n
+        var += correction_var
         half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
         return Estimate(
-            value, max(0.0, value - half), min(1.0, value + half),
+            value, min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half)),
             n, offline_n, llm_n, calibrated, confidence, excluded,
         )  # fmt: skip
 

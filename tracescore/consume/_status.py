@@ -9,8 +9,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tracescore.alert import EstimateWindow, RuleConfig
-from tracescore.emit import EvaluationRecord
+from tracescore.alert import EstimateWindow
+from tracescore.emit import LABEL_THRESHOLD, EvaluationRecord
 
 __all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine"]
 
@@ -121,7 +121,7 @@ def _describe(route: str, metric: str, window: EstimateWindow) -> str:
         text += ", uncalibrated"
     if estimate.excluded:
         text += f", {estimate.excluded} LLM scores without inclusion probability left out"
-    agreement = window.agreement(RuleConfig.model_fields["label_threshold"].default)
+    agreement = window.agreement(LABEL_THRESHOLD)
     if agreement.pairs:
         recall = "n/a" if agreement.recall is None else f"{agreement.recall:.2f}"
         text += (

@@ -1,0 +1,235 @@
+"""Rolling faithfulness with the cascade on: the mixed window, the LLM baseline alone and the estimate, on
+streams with known truth.
+
+    python benchmarks/rolling_estimates.py [PATH] [--window 500] [--windows 200] [--streams 30]
+        [--baselines 0.01,0.1]
+
+Streams are drawn from the labelled dev set's odd questions (the half benchmarks/cascade_sampling.py
+measures on; nothing here is fitted: the estimator's prior is fixed in tracescore/alert/_estimate.py) at 5%
+and 20% hallucinated answers, random trace ids. Each interaction goes through the real CascadePolicy (default
+configuration, no token budget) and the real offline judge (Faithfulness + OfflineJudge), as the consumer
+runs them; the LLM judge is simulated from the labels: perfect, or wrong 10% of the time. Its records carry
+the inclusion probability the policy gives and the offline score, as the consumer writes them.
+
+Per window of W interactions, three estimates of the share of faithful answers with 95% intervals:
+- mixed: the mean of every record (offline and LLM), what the alert window averaged before;
+- baseline only: the mean of the LLM judge on a uniform sample as large as the LLM calls the cascade made
+  in that window (the same LLM budget);
+- estimate: `EstimateWindow` (offline judge corrected by the LLM judge, each interaction once).
+Bias and coverage are against the stream's true share (1 - hallucination rate) and against the reference:
+what the (simulated) LLM judge would say of every answer in the window. Detection: streams go from 5% to
+20% hallucinated; each estimator alarms below a threshold set so that 1% of its evaluations (every 25
+interactions) before the drift alarm; reported is the number of interactions after the drift until the
+first alarm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cascade_sampling import DEFAULT_PATH, Scored, score_all
+
+from tracescore._rag_span import DecodedSpan, RagSpan
+from tracescore.alert import EstimateWindow
+from tracescore.emit import EvaluationRecord
+from tracescore.sample import CascadeConfig, CascadePolicy, SamplingConfig
+from tracescore.score import MetricStatus
+
+Z95 = 1.959964
+EVERY = 25  # interactions between two evaluations of a sliding window (detection)
+FALSE_ALARMS = 0.01
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One interaction as the estimators see it."""
+
+    truth: float  # 1 faithful, 0 hallucinated
+    llm: float  # what the LLM judge would say
+    offline: float
+    selection: str | None  # None: the LLM judge did not see it
+    inclusion: float | None
+    records: tuple[EvaluationRecord, ...]
+
+
+def interactions(
+    rows: list[Scored], n: int, rate: float, wrong: float, rng: random.Random, policy: CascadePolicy
+) -> list[Judged]:
+    grounded = [r for r in rows if not r.hallucinated]
+    hallucinated = [r for r in rows if r.hallucinated]
+    out = []
+    for _ in range(n):
+        row = rng.choice(hallucinated if rng.random() < rate else grounded)
+        trace, span_id = format(rng.getrandbits(128), "032x"), format(rng.getrandbits(64), "016x")
+        span = DecodedSpan(
+            trace_id=trace, span_id=span_id, name="rag", service_name="rag-api", scope_name="tracescore",
+            attributes={}, end_time_unix_nano=0,
+        )  # fmt: skip
+        interaction = RagSpan(span=span, record=row.record, route="/ask")
+        assert policy.admit(interaction).sampled
+        escalation = policy.escalate(interaction, row.offline)
+        truth = 0.0 if row.hallucinated else 1.0
+        llm = 1.0 - truth if rng.random() < wrong else truth
+        offline = row.offline[0].score
+        assert offline is not None
+        records = [_record(trace, span_id, offline, "offline", None, None, None)]
+        selection = inclusion = None
+        if escalation.to_llm:
+            policy.charge(0, reserved=escalation.reserved_tokens)
+            selection = escalation.selection.value if escalation.selection else None
+            inclusion = escalation.inclusion_probability
+            records.append(_record(trace, span_id, llm, "openai:judge", selection, inclusion, offline))
+        out.append(Judged(truth, llm, offline, selection, inclusion, tuple(records)))
+    return out
+
+
+def _record(
+    trace: str, span: str, score: float, judge: str, selection: str | None, inclusion: float | None,
+    offline: float | None,
+) -> EvaluationRecord:  # fmt: skip
+    return EvaluationRecord.model_construct(
+        schema_version=1, trace_id=trace, span_id=span, evaluation_span_id=None, service_name="rag-api",
+        route="/ask", metric="faithfulness", score=score, label=None, status=MetricStatus.OK, reason=None,
+        judge=judge, annotator_kind="CODE" if judge == "offline" else "LLM", selection=selection,
+        inclusion_probability=inclusion, offline_score=offline, convention="tracescore", timestamp=T0,
+        details={},
+    )  # fmt: skip
+
+
+Interval = tuple[float, float, float]  # value, low, high
+
+
+def normal(values: list[float]) -> Interval:
+    n = len(values)
+    if n == 0:
+        return (math.nan, 0.0, 1.0)
+    mean = sum(values) / n
+    if n < 2:
+        return (mean, 0.0, 1.0)
+    half = Z95 * statistics.stdev(values) / math.sqrt(n)
+    return (mean, max(0.0, mean - half), min(1.0, mean + half))
+
+
+def estimators(window: list[Judged], rng: random.Random) -> dict[str, Interval]:
+    mixed = normal([r.score for j in window for r in j.records if r.score is not None])
+    calls = sum(j.selection is not None for j in window)
+    baseline = normal([j.llm for j in rng.sample(window, min(calls, len(window)))])
+    estimate_window = EstimateWindow(len(window))
+    for j in window:
+        for r in j.records:
+            estimate_window.add(r)
+    est = estimate_window.estimate(1 - (1 - 0.95) / 2)
+    assert est is not None
+    return {"mixed": mixed, "baseline only": baseline, "estimate": (est.value, est.lower, est.upper)}
+
+
+NAMES = ("mixed", "baseline only", "estimate")
+
+
+def accuracy(rows: list[Scored], args: argparse.Namespace, rate: float, wrong: float) -> None:
+    rng = random.Random(f"{rate}-{wrong}")
+    truth = 1 - rate
+    results: dict[str, list[tuple[Interval, float]]] = {n: [] for n in NAMES}
+    calls = []
+    for _ in range(args.windows):
+        policy = CascadePolicy(args.config, metrics=("faithfulness",))
+        window = interactions(rows, args.window, rate, wrong, rng, policy)
+        reference = sum(j.llm for j in window) / len(window)
+        calls.append(sum(j.selection is not None for j in window))
+        for name, interval in estimators(window, rng).items():
+            results[name].append((interval, reference))
+    label = "perfect" if wrong == 0 else f"{wrong:.0%} wrong"
+    for name in NAMES:
+        got = results[name]
+        values = [v for (v, _, _), _ in got if not math.isnan(v)]
+        bias = statistics.fmean(values) - truth
+        bias_ref = statistics.fmean(v - ref for (v, _, _), ref in got if not math.isnan(v))
+        cover = statistics.fmean(lo <= truth <= hi for (_, lo, hi), _ in got)
+        cover_ref = statistics.fmean(lo <= ref <= hi for (_, lo, hi), ref in got)
+        width = statistics.fmean(hi - lo for (_, lo, hi), _ in got)
+        print(
+            f"| {rate:.0%} | {label} | {name} | {bias:+.3f} | {bias_ref:+.3f} | {cover:.1%} "
+            f"| {cover_ref:.1%} | {width:.3f} | {statistics.fmean(calls):.0f} |"
+        )
+
+
+def delays(rows: list[Scored], args: argparse.Namespace, wrong: float) -> None:
+    rng = random.Random(f"drift-{wrong}")
+    before, after = 2 * args.window, 3 * args.window
+    null: dict[str, list[float]] = {n: [] for n in NAMES}
+    drifted: list[dict[str, list[tuple[int, float]]]] = []
+    for _ in range(args.streams):
+        policy = CascadePolicy(args.config, metrics=("faithfulness",))
+        stream = interactions(rows, before, 0.05, wrong, rng, policy)
+        stream += interactions(rows, after, 0.20, wrong, rng, policy)
+        series: dict[str, list[tuple[int, float]]] = {n: [] for n in NAMES}
+        for end in range(args.window, len(stream) + 1, EVERY):
+            for name, (value, _, _) in estimators(stream[end - args.window : end], rng).items():
+                if end <= before:
+                    null[name].append(value)
+                else:
+                    series[name].append((end - before, value))
+        drifted.append(series)
+    label = "perfect" if wrong == 0 else f"{wrong:.0%} wrong"
+    for name in NAMES:
+        ordered = sorted(v for v in null[name] if not math.isnan(v))
+        threshold = ordered[int(FALSE_ALARMS * len(ordered))]
+        found = [next((t for t, v in s[name] if v < threshold), None) for s in drifted]
+        hits = [t for t in found if t is not None]
+        median = f"{statistics.median(hits):.0f}" if hits else "never"
+        print(f"| {label} | {name} | {threshold:.3f} | {median} | {len(hits)}/{len(found)} within {after} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("--window", type=int, default=500, help="interactions per window (default 500)")
+    parser.add_argument("--windows", type=int, default=200, help="windows per case, accuracy (default 200)")
+    parser.add_argument("--streams", type=int, default=30, help="drifting streams (default 30)")
+    parser.add_argument("--baselines", default="0.01,0.10", help="cascade baseline rates (default 1%%, 10%%)")
+    args = parser.parse_args()
+    started = time.monotonic()
+    rows = [r for r in asyncio.run(score_all(args.path)) if r.question % 2 == 1]
+    for baseline in (float(b) for b in args.baselines.split(",")):
+        args.config = SamplingConfig(cascade=CascadeConfig(baseline_rate=baseline))
+        report(rows, args)
+    print(f"\n{time.monotonic() - started:.0f} s")
+
+
+def report(rows: list[Scored], args: argparse.Namespace) -> None:
+    config = args.config
+    print(
+        f"\n### {len(rows)} records (odd questions), windows of {args.window} interactions, threshold "
+        f"{config.cascade.threshold:g}, baseline {config.cascade.baseline_rate:.0%}, no token budget\n"
+    )
+    print(
+        "| hallucinated | LLM judge | estimator | bias vs true share | bias vs LLM reference "
+        "| 95% coverage (true share) | 95% coverage (reference) | interval width | LLM calls per window |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for rate in (0.05, 0.20):
+        for wrong in (0.0, 0.10):
+            accuracy(rows, args, rate, wrong)
+    print(
+        f"\nDrift 5% -> 20% hallucinated, sliding windows of {args.window} evaluated every {EVERY}, "
+        f"{args.streams} streams, thresholds at {FALSE_ALARMS:.0%} false alarms before the drift\n"
+    )
+    print("| LLM judge | estimator | alarm below | median delay (interactions) | detected |")
+    print("|---|---|---|---|---|")
+    for wrong in (0.0, 0.10):
+        delays(rows, args, wrong)
+
+
+if __name__ == "__main__":
+    main()
