@@ -116,13 +116,13 @@ def as_contexts(anchor: DecodedSpan, contexts: Contexts | Sequence[Context | str
     return collected
 
 
-def session_of(trace: Trace, anchor: DecodedSpan) -> str | None:
+def session_of(trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()) -> str | None:
     """`session.id` / `gen_ai.conversation.id` of the interaction: on its span or an ancestor (a request
-    span), else on a span below it (agents put it on their LLM calls)."""
+    span), else on a span it was read from (agents put it on their LLM calls)."""
     for span in (anchor, *trace.ancestors(anchor)):
         if (found := _session(span)) is not None:
             return found
-    for span in trace.descendants(anchor):
+    for span in read_from:
         if (found := _session(span)) is not None:
             return found
     return None

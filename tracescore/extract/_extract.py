@@ -38,12 +38,20 @@ class Extraction:
 def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) -> Extraction:
     found = Extraction()
     skipped: list[Skip] = []
+    covered: set[str] = set()
     for recognizer in recognizers:
+        if covered and covered.issuperset(trace.by_id):
+            # Every span is in, above or below a kept interaction: whatever a later recogniser finds is
+            # dropped below, so it need not run (our own spans carry three conventions' attributes).
+            break
         for outcome in recognizer.recognize(trace):
             if isinstance(outcome, Skip):
                 skipped.append(outcome)
             elif not any(_same(trace, outcome.span, outcome.span_ids, kept) for kept in found.interactions):
                 found.interactions.append(outcome)
+                covered.update(outcome.span_ids)
+                covered.update(s.span_id for s in trace.ancestors(outcome.span))
+                covered.update(s.span_id for s in trace.descendants(outcome.span))
     seen: set[str] = set()
     for skip in skipped:
         anchor = skip.span

@@ -24,6 +24,7 @@ __all__ = ["OpenInferenceRecognizer"]
 _KIND = semconv.OPENINFERENCE_SPAN_KIND
 _ANSWERING = frozenset({"CHAIN", "AGENT"})
 _RETRIEVING = frozenset({"RETRIEVER", "RERANKER"})
+_FIRST_DOCUMENT = semconv.document_content_key(0)
 _TOOL_CALL = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
 
 
@@ -57,23 +58,28 @@ class OpenInferenceRecognizer:
         group: list[DecodedSpan] | None = None,
         since: int = 0,
     ) -> RagSpan | Skip:
-        retrievals = [s for s in around if _kind(s) in _RETRIEVING]
-        rerankers = [s for s in retrievals if _kind(s) == "RERANKER"]
+        by_kind: dict[str, list[DecodedSpan]] = {}
+        for span in around:  # one pass: `around` is every span below an agent
+            by_kind.setdefault(_kind(span), []).append(span)
+        retrievers, rerankers = by_kind.get("RETRIEVER", []), by_kind.get("RERANKER", [])
+        retrievals = [s for s in around if _kind(s) in _RETRIEVING] if rerankers else retrievers
         # A reranker's output is what the model saw; fall back to every retriever's documents.
-        used = [s for s in rerankers if _documents(s)] or [s for s in retrievals if _kind(s) == "RETRIEVER"]
+        used = [s for s in rerankers if _documents(s, "RERANKER")] or retrievers
+        kind = "reranker" if used is not retrievers else "retriever"
         contexts = Contexts()
         for retrieval in used:
             if contexts.full:
                 contexts.skip_span()
             else:
-                contexts.add(retrieval, _kind(retrieval).lower(), _documents(retrieval) or ())
-        contexts.add(
-            anchor, "span", indexed(anchor.attributes, semconv.RETRIEVAL_DOCUMENTS, "document.content")
-        )
-        tools = [s for s in around if _kind(s) == "TOOL"]
+                contexts.add(retrieval, kind, _documents(retrieval, kind.upper()) or ())
+        if _FIRST_DOCUMENT in anchor.attributes:
+            contexts.add(
+                anchor, "span", indexed(anchor.attributes, semconv.RETRIEVAL_DOCUMENTS, "document.content")
+            )
+        tools = by_kind.get("TOOL", [])
         if group is not None:
             tools = ran_between(tools, since, anchor)
-        llms = group if group is not None else [s for s in around if _kind(s) == "LLM"]
+        llms = group if group is not None else by_kind.get("LLM", [])
         _add_tools(trace, contexts, tools, used, llms)
         if _kind(anchor) == "LLM":
             first = llms[0] if llms else anchor
@@ -149,11 +155,11 @@ def _io(span: DecodedSpan, key: str, keys: tuple[str, ...]) -> str | None:
     return text_of(span.attributes.get(key), keys)
 
 
-def _documents(span: DecodedSpan) -> list[str] | None:
+def _documents(span: DecodedSpan, kind: str) -> list[str] | None:
     """Flattened `retrieval.documents.*` win; `output.value` is read only without them (it holds reprs in
     LlamaIndex and Haystack spans; reprs are dropped and noted by Contexts)."""
     attrs = span.attributes
-    prefix = "reranker.output_documents" if _kind(span) == "RERANKER" else semconv.RETRIEVAL_DOCUMENTS
+    prefix = "reranker.output_documents" if kind == "RERANKER" else semconv.RETRIEVAL_DOCUMENTS
     flattened = indexed(attrs, prefix, "document.content")
     if flattened:
         return [str(d) for d in flattened]
