@@ -94,7 +94,7 @@ class GenAIRecognizer:
         if question is None and retrievals:
             query = retrievals[0].attributes.get(RETRIEVAL_QUERY)
             question = str(query) if query is not None else None
-        if not contexts.items and any(SYSTEM_INSTRUCTIONS in s.attributes for s in (anchor, *chats)):
+        if not contexts and any(SYSTEM_INSTRUCTIONS in s.attributes for s in (anchor, *chats)):
             contexts.note(f"{SYSTEM_INSTRUCTIONS} are not read as documents")
         return interaction(
             trace,
