@@ -7,8 +7,10 @@ import json
 from trace_builder import span, trace
 
 from tracescore import semconv
+from tracescore.emit import evaluation_record
 from tracescore.extract import extract
 from tracescore.extract._context import MAX_CONTEXTS
+from tracescore.score import MetricResult
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -322,3 +324,43 @@ def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() ->
     tool2 = span("execute_tool s", {"gen_ai.tool.call.result": DOC}, parent=genai.span_id, start=2)
     [rag2] = extract(trace(genai, chat, tool2)).interactions
     assert rag2.session_id == "c-7"
+
+
+def test_the_record_lists_where_each_judged_document_came_from() -> None:
+    request = span("POST /chat", {semconv.SESSION_ID: "s-42"})
+    agent = span(
+        "agent", {KIND: "AGENT", "input.value": QUESTION, "output.value": ANSWER}, parent=request.span_id
+    )
+    retriever = span(
+        "r", {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC}, parent=agent.span_id, start=1
+    )
+    tool = span("battery_hours", {KIND: "TOOL", "output.value": "14"}, parent=agent.span_id, start=2)
+    [rag] = extract(trace(request, agent, retriever, tool)).interactions
+    result = MetricResult(metric="faithfulness", score=1.0, judge="offline", details={"claims": 1})
+    record = evaluation_record(rag, result, None)
+    assert record.session_id == "s-42"
+    assert record.details["claims"] == 1
+    assert record.details["context_sources"] == [
+        {"span_id": retriever.span_id, "kind": "retriever"},
+        {"span_id": tool.span_id, "kind": "tool"},
+    ]
+    [note] = record.details["context_notes"]
+    assert tool.span_id in note
+
+
+def test_a_tool_returning_langchain_documents_stringified_as_their_repr_is_read_exactly() -> None:
+    """LangChain turns a tool's list[Document] into str(list): the page_content literals are read back."""
+    content = (
+        f"[Document(metadata={{'source': 'kb'}}, page_content={DOC!r}), "
+        'Document(metadata={}, page_content="it\'s 2 hours")]'
+    )
+    message = {"type": "tool", "data": {"content": content}}
+    agent, tool = _agent(
+        lambda p: span("search", {KIND: "TOOL", "output.value": json.dumps(message)}, parent=p, start=1)
+    )
+    [rag] = extract(trace(agent, tool)).interactions
+    assert rag.record.contexts == (DOC, "it's 2 hours") and rag.context_notes == ()
+    odd = "[Document(id=1, content='x'), Document(page_content='y')]"  # not every Document has page_content
+    agent, tool = _agent(lambda p: span("search", {KIND: "TOOL", "output.value": odd}, parent=p, start=1))
+    [skip] = extract(trace(agent, tool)).skips
+    assert skip.reason == "empty_context" and "program reprs" in skip.detail

@@ -91,7 +91,7 @@ class OpenInferenceRecognizer:
             if answer is None or is_repr(answer):
                 # Haystack, LlamaIndex streams: the chain's output is a repr; the LLM's text is right.
                 answer = _llm_answer(llms) or answer
-            if question is None and _kind(anchor) == "AGENT" and llms:
+            if question is None and llms and (tools or _kind(anchor) == "AGENT"):
                 question = _last_user_message(llms[0])
         if question is None and retrievals:
             # A chain called with several inputs: the retriever's query is the question it answered.
