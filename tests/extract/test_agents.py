@@ -37,6 +37,22 @@ def test_a_plain_tool_returning_documents_is_the_retrieval() -> None:
     assert rag.context_notes == ()
 
 
+def test_tool_message_shapes_all_give_the_documents() -> None:
+    shapes = [
+        {"output": {"type": "tool", "data": {"content": [DOC, DOC2]}}},
+        {"type": "tool", "content": json.dumps([{"page_content": DOC}, {"page_content": DOC2}])},
+        {"lc": 1, "type": "constructor", "kwargs": {"type": "tool", "content": [DOC, DOC2]}},
+        {"documents": [{"text": DOC}, {"text": DOC2}]},
+    ]
+    for shape in shapes:
+        agent = span("LangGraph", {KIND: "CHAIN", "input.value": QUESTION, "output.value": ANSWER})
+        tool = span(
+            "search", {KIND: "TOOL", "output.value": json.dumps(shape)}, parent=agent.span_id, start=1
+        )
+        [rag] = extract(trace(agent, tool)).interactions
+        assert rag.record.contexts == (DOC, DOC2), shape
+
+
 def test_a_tool_result_that_is_not_document_like_is_context_with_a_note() -> None:
     agent, tool = _agent(
         lambda p: span("battery_hours", {KIND: "TOOL", "output.value": "14"}, parent=p, start=1)

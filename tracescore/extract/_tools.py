@@ -42,6 +42,8 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     LangChain ToolMessage, `{"type": "tool", "data": {"content": ...}}` or `{"type": "tool", "content":
     ...}`), else the whole result as one text."""
     parsed = parse_json(value)
+    if isinstance(parsed, Mapping) and len(parsed) == 1 and "output" in parsed:  # a run's {"output": ...}
+        parsed = parse_json(parsed["output"])
     if isinstance(parsed, Mapping) and str(parsed.get("type", "")).lower() == "tool":
         data = parsed.get("data") if isinstance(parsed.get("data"), Mapping) else parsed
         parsed = parse_json(data.get("content"))
