@@ -1,11 +1,14 @@
-"""OpenInference (Phoenix, Arize; LangChain, LlamaIndex, manual tracers): `openinference.span.kind`.
+"""OpenInference (Phoenix, Arize; LangChain, LangGraph, LlamaIndex, Haystack, openai, manual tracers).
 
 The interaction is the outermost CHAIN or AGENT span: its `input.value` is the question and its
-`output.value` the answer. The documents are those of the RETRIEVER / RERANKER spans below it, read from
+`output.value` the answer (when that is a program repr, as in Haystack and LlamaIndex streams, the last LLM
+call's output). The documents are those of the RETRIEVER / RERANKER spans below it, read from
 `retrieval.documents.N.document.content` (a reranker's `reranker.output_documents`), or from their
-`output.value` JSON when the flattened attributes are absent (manual tracers). Without a CHAIN or AGENT, an
-LLM span is the interaction, with the retrievals that ran beside it. RETRIEVER, EMBEDDING, RERANKER, TOOL and
-PROMPT spans are never read as answers.
+`output.value` JSON when the flattened attributes are absent (manual tracers); and the results of its TOOL
+spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call. Without a
+CHAIN or AGENT, an LLM span is the interaction, with the retrievals and tools that ran beside it; an LLM call
+that asks for a tool is one interaction with the call that answers after the tool ran. RETRIEVER,
+EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
 """
 
 from __future__ import annotations
