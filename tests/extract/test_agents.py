@@ -380,3 +380,37 @@ def test_a_tool_returning_langchain_documents_stringified_as_their_repr_is_read_
     agent, tool = _agent(lambda p: span("search", {KIND: "TOOL", "output.value": odd}, parent=p, start=1))
     [skip] = extract(trace(agent, tool)).skips
     assert skip.reason == "empty_context" and "program reprs" in skip.detail
+
+
+def test_a_second_turn_is_judged_against_its_own_documents_never_the_first_answer() -> None:
+    """RunnableWithMessageHistory / LangGraph memory: turn 2's input carries turn 1's question and answer."""
+    history = [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": ANSWER}]
+    turn2 = span(
+        "RunnableWithMessageHistory",
+        {
+            KIND: "CHAIN",
+            semconv.SESSION_ID: "s-1",
+            "input.value": json.dumps({"input": "And how long does it take to charge?", "history": history}),
+            "output.value": "Two hours.",
+        },
+    )
+    retriever = span(
+        "r",
+        {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC2},
+        parent=turn2.span_id,
+        start=1,
+    )
+    llm = _oi_llm(
+        turn2.span_id,
+        2,
+        messages=[
+            ("user", QUESTION),
+            ("assistant", ANSWER),
+            ("user", "And how long does it take to charge?"),
+        ],
+        out="Two hours.",
+    )
+    [rag] = extract(trace(turn2, retriever, llm)).interactions
+    assert rag.record.query == "And how long does it take to charge?"
+    assert rag.record.contexts == (DOC2,) and ANSWER not in rag.record.contexts
+    assert rag.session_id == "s-1"
