@@ -414,3 +414,11 @@ def test_a_second_turn_is_judged_against_its_own_documents_never_the_first_answe
     assert rag.record.query == "And how long does it take to charge?"
     assert rag.record.contexts == (DOC2,) and ANSWER not in rag.record.contexts
     assert rag.session_id == "s-1"
+
+
+def test_a_tool_request_never_answered_is_an_explained_missing_answer() -> None:
+    request = span("POST /ask")
+    ask = _oi_llm(request.span_id, 1, messages=[("user", QUESTION)], out=None)
+    tool = span("search", {KIND: "TOOL", "output.value": DOC}, parent=request.span_id, start=2)
+    [skip] = extract(trace(request, ask, tool)).skips
+    assert skip.reason == "missing_answer" and "asked for a tool" in skip.detail

@@ -104,7 +104,7 @@ class GenAIRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *chats, *tools],
-            looked_in=_LOOKED_IN,
+            looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
         )
 
 
@@ -114,6 +114,13 @@ _LOOKED_IN = {
     "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans, "
     f"{_TOOL_RESULTS[0]} of execute_tool spans and tool results in {semconv.GEN_AI_INPUT_MESSAGES}; "
     "document ids alone cannot be checked",
+}
+
+
+_UNANSWERED = {
+    **_LOOKED_IN,
+    "answer": "the chat's output: it asked for a tool and no later chat beside it answered (the trace may "
+    "be incomplete)",
 }
 
 

@@ -107,7 +107,14 @@ class OpenInferenceRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*used, *llms, *tools],
+            looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else None,
         )
+
+
+_UNANSWERED = {
+    "answer": "the LLM call's output: it asked for a tool and no later LLM call beside it answered (the "
+    "trace may be incomplete)"
+}
 
 
 def _add_tools(
