@@ -35,6 +35,22 @@ def test_a_plain_tool_returning_documents_is_the_retrieval() -> None:
     assert rag.context_notes == ()
 
 
+def test_tool_message_shapes_all_give_the_documents() -> None:
+    shapes = [
+        {"output": {"type": "tool", "data": {"content": [DOC, DOC2]}}},
+        {"type": "tool", "content": json.dumps([{"page_content": DOC}, {"page_content": DOC2}])},
+        {"lc": 1, "type": "constructor", "kwargs": {"type": "tool", "content": [DOC, DOC2]}},
+        {"documents": [{"text": DOC}, {"text": DOC2}]},
+    ]
+    for shape in shapes:
+        agent = span("LangGraph", {KIND: "CHAIN", "input.value": QUESTION, "output.value": ANSWER})
+        tool = span(
+            "search", {KIND: "TOOL", "output.value": json.dumps(shape)}, parent=agent.span_id, start=1
+        )
+        [rag] = extract(trace(agent, tool)).interactions
+        assert rag.record.contexts == (DOC, DOC2), shape
+
+
 def test_a_tool_result_that_is_not_document_like_is_context_with_a_note() -> None:
     agent, tool = _agent(
         lambda p: span("battery_hours", {KIND: "TOOL", "output.value": "14"}, parent=p, start=1)
@@ -296,29 +312,27 @@ def test_tool_results_of_odd_shapes_never_crash() -> None:
         assert len(found.interactions) + len(found.skips) == 1
 
 
-def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() -> None:
-    request = span("POST /chat", {semconv.SESSION_ID: "s-42"})
-    agent, tool = _agent(lambda p: span("search", {KIND: "TOOL", "output.value": DOC2}, parent=p, start=1))
-    agent = span(
-        agent.name,
-        dict(agent.attributes),
-        sid=agent.span_id,
-        parent=request.span_id,
-        start=agent.start_time_unix_nano,
+def test_a_tool_returning_langchain_documents_stringified_as_their_repr_is_read_exactly() -> None:
+    """LangChain turns a tool's list[Document] into str(list): the page_content literals are read back."""
+    content = (
+        f"[Document(metadata={{'source': 'kb'}}, page_content={DOC!r}), "
+        'Document(metadata={}, page_content="it\'s 2 hours")]'
     )
-    [rag] = extract(trace(request, agent, tool)).interactions
-    assert rag.session_id == "s-42" and rag.record.contexts == (DOC2,)
-    genai = span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "c-7"})
-    chat = span(
-        "chat m",
-        {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.input.messages": json.dumps([{"role": "user", "content": QUESTION}]),
-            "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
-        },
-        parent=genai.span_id,
-        start=1,
+    message = {"type": "tool", "data": {"content": content}}
+    agent, tool = _agent(
+        lambda p: span("search", {KIND: "TOOL", "output.value": json.dumps(message)}, parent=p, start=1)
     )
-    tool2 = span("execute_tool s", {"gen_ai.tool.call.result": DOC}, parent=genai.span_id, start=2)
-    [rag2] = extract(trace(genai, chat, tool2)).interactions
-    assert rag2.session_id == "c-7"
+    [rag] = extract(trace(agent, tool)).interactions
+    assert rag.record.contexts == (DOC, "it's 2 hours") and rag.context_notes == ()
+    odd = "[Document(id=1, content='x'), Document(page_content='y')]"  # not every Document has page_content
+    agent, tool = _agent(lambda p: span("search", {KIND: "TOOL", "output.value": odd}, parent=p, start=1))
+    [skip] = extract(trace(agent, tool)).skips
+    assert skip.reason == "empty_context" and "program reprs" in skip.detail
+
+
+def test_a_tool_request_never_answered_is_an_explained_missing_answer() -> None:
+    request = span("POST /ask")
+    ask = _oi_llm(request.span_id, 1, messages=[("user", QUESTION)], out=None)
+    tool = span("search", {KIND: "TOOL", "output.value": DOC}, parent=request.span_id, start=2)
+    [skip] = extract(trace(request, ask, tool)).skips
+    assert skip.reason == "missing_answer" and "asked for a tool" in skip.detail

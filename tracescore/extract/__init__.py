@@ -1,6 +1,7 @@
-"""Extract: assembled traces -> RAG interactions, one recogniser per instrumentation convention."""
+"""Extract: assembled traces -> RAG interactions, one recogniser per instrumentation convention. Each
+interaction says where its documents came from (`RagSpan.context_sources`)."""
 
-from tracescore._rag_span import DecodedSpan, RagSpan, Trace
+from tracescore._rag_span import ContextSource, DecodedSpan, RagSpan, Trace
 from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, extract
 from tracescore.extract._genai import GenAIRecognizer
 from tracescore.extract._openinference import OpenInferenceRecognizer
@@ -10,6 +11,7 @@ from tracescore.extract._tracescore import TracescoreRecognizer
 
 __all__ = [
     "DEFAULT_RECOGNIZERS",
+    "ContextSource",
     "DecodedSpan",
     "Extraction",
     "GenAIRecognizer",

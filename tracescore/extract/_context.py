@@ -8,6 +8,7 @@ say so.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -19,7 +20,6 @@ __all__ = ["MAX_CONTEXTS", "MAX_CONTEXT_CHARS", "Context", "Contexts", "as_conte
 
 MAX_CONTEXTS = 64
 MAX_CONTEXT_CHARS = 2_000_000
-_SESSION_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID)
 
 
 class Context(NamedTuple):
@@ -30,27 +30,29 @@ class Context(NamedTuple):
 class Contexts:
     """One interaction's documents as they are collected. Per call, never shared."""
 
-    __slots__ = ("_chars", "_notes", "_over_chars", "_reprs", "_unread", "items")
+    __slots__ = ("_chars", "_notes", "_over_chars", "_reprs", "_sources", "_texts", "_unread")
 
-    def __init__(self, items: Iterable[Context] = ()) -> None:
-        self.items: list[Context] = []
+    def __init__(self) -> None:
+        self._texts: list[str] = []
+        self._sources: list[ContextSource] = []
         self._chars = 0
         self._notes: list[str] = []
         self._reprs: dict[str, int] = {}
         self._over_chars = 0
         self._unread = 0
-        for item in items:
-            self._add(item)
 
     @property
     def full(self) -> bool:
         """No more documents are kept: callers stop reading spans (counted as unread)."""
-        return len(self.items) >= MAX_CONTEXTS or self._chars >= MAX_CONTEXT_CHARS
+        return len(self._texts) >= MAX_CONTEXTS or self._chars >= MAX_CONTEXT_CHARS
+
+    def __len__(self) -> int:
+        return len(self._texts)
 
     def add(self, span: DecodedSpan, kind: str, texts: Iterable[Any]) -> None:
         source = ContextSource(span.span_id, kind)
         for text in texts:
-            self._add(Context(str(text), source))
+            self._add(text if isinstance(text, str) else str(text), source)
 
     def skip_span(self) -> None:
         """A span whose documents were not read because the bounds were already reached."""
@@ -60,32 +62,34 @@ class Contexts:
         if text not in self._notes:
             self._notes.append(text)
 
-    def _add(self, item: Context) -> None:
-        text = item.text
-        if not text.strip():
+    def _add(self, text: str, source: ContextSource) -> None:
+        if not text or text.isspace():
             return
         if is_repr(text):
-            self._reprs[item.source.span_id] = self._reprs.get(item.source.span_id, 0) + 1
+            self._reprs[source.span_id] = self._reprs.get(source.span_id, 0) + 1
             return
-        if len(self.items) >= MAX_CONTEXTS:
+        if len(self._texts) >= MAX_CONTEXTS:
             self._unread += 1
             return
         if self._chars + len(text) > MAX_CONTEXT_CHARS:
             self._over_chars += 1
             return
         self._chars += len(text)
-        self.items.append(item)
+        self._texts.append(text)
+        self._sources.append(source)
 
     @property
     def texts(self) -> tuple[str, ...]:
-        return tuple(item.text for item in self.items)
+        return tuple(self._texts)
 
     @property
     def sources(self) -> tuple[ContextSource, ...]:
-        return tuple(item.source for item in self.items)
+        return tuple(self._sources)
 
     @property
     def notes(self) -> tuple[str, ...]:
+        if not (self._notes or self._reprs or self._unread or self._over_chars):
+            return ()
         notes = list(self._notes)
         for span_id, count in self._reprs.items():
             notes.append(
@@ -112,25 +116,19 @@ def as_contexts(anchor: DecodedSpan, contexts: Contexts | Sequence[Context | str
     collected = Contexts()
     source = ContextSource(anchor.span_id, "span")
     for item in contexts or ():
-        collected._add(item if isinstance(item, Context) else Context(str(item), source))
+        if isinstance(item, Context):
+            collected._add(item.text, item.source)
+        else:
+            collected._add(str(item), source)
     return collected
 
 
-def session_of(trace: Trace, anchor: DecodedSpan) -> str | None:
+def session_of(trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()) -> str | None:
     """`session.id` / `gen_ai.conversation.id` of the interaction: on its span or an ancestor (a request
-    span), else on a span below it (agents put it on their LLM calls)."""
-    for span in (anchor, *trace.ancestors(anchor)):
-        if (found := _session(span)) is not None:
-            return found
-    for span in trace.descendants(anchor):
-        if (found := _session(span)) is not None:
-            return found
-    return None
-
-
-def _session(span: DecodedSpan) -> str | None:
-    for key in _SESSION_KEYS:
-        value = span.attributes.get(key)
-        if isinstance(value, str) and value:
+    span), else on a span it was read from (agents put it on their LLM calls)."""
+    for span in itertools.chain((anchor,), trace.ancestors(anchor), read_from):
+        attrs = span.attributes
+        value = attrs.get(semconv.SESSION_ID) or attrs.get(semconv.GEN_AI_CONVERSATION_ID)
+        if value and isinstance(value, str):
             return value
     return None

@@ -4,9 +4,7 @@ Recognisers run in priority order: tracescore's own spans first (they name quest
 explicitly), then OpenInference, OpenLLMetry and the OTel GenAI conventions. Two readings describe the same
 interaction when one's anchor span is the other's ancestor or descendant, or they were read from a shared
 span: the earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay
-separate. Once the kept interactions cover every span of the trace (each is an anchor, read from, or an
-ancestor or descendant of an anchor), later recognisers could only repeat them and are not run: our own
-spans carry tracescore, OpenInference and GenAI attributes, and are read once.
+separate.
 """
 
 from __future__ import annotations
@@ -40,14 +38,21 @@ class Extraction:
 def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) -> Extraction:
     found = Extraction()
     skipped: list[Skip] = []
+    covered: set[str] = set()
     for recognizer in recognizers:
+        if covered and covered.issuperset(trace.by_id):
+            # Every span is in, above or below a kept interaction: whatever a later recogniser finds is
+            # dropped below, so it need not run (our own spans carry three conventions' attributes).
+            break
         for outcome in recognizer.recognize(trace):
             if isinstance(outcome, Skip):
                 skipped.append(outcome)
             elif not any(_same(trace, outcome.span, outcome.span_ids, kept) for kept in found.interactions):
                 found.interactions.append(outcome)
-        if found.interactions and _covered(trace, found.interactions):
-            break
+                covered.add(outcome.span.span_id)
+                covered.update(outcome.span_ids)
+                covered.update(s.span_id for s in trace.ancestors(outcome.span))
+                covered.update(s.span_id for s in trace.descendants(outcome.span))
     seen: set[str] = set()
     for skip in skipped:
         anchor = skip.span
@@ -69,19 +74,6 @@ def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Rag
     return any(a.span_id == kept.span.span_id for a in trace.ancestors(anchor)) or any(
         a.span_id == anchor.span_id for a in trace.ancestors(kept.span)
     )
-
-
-def _covered(trace: Trace, interactions: list[RagSpan]) -> bool:
-    """Every span of the trace belongs to a kept interaction, so any later reading is one of them."""
-    if len(trace.spans) == 1:
-        return True  # the one span is the kept interaction's anchor
-    covered: set[str] = set()
-    for kept in interactions:
-        covered.add(kept.span.span_id)
-        covered.update(kept.span_ids)
-        covered.update(s.span_id for s in trace.ancestors(kept.span))
-        covered.update(s.span_id for s in trace.descendants(kept.span))
-    return len(covered) >= len(trace.by_id)
 
 
 def _not_rag(trace: Trace) -> Skip:

@@ -94,7 +94,7 @@ class GenAIRecognizer:
         if question is None and retrievals:
             query = retrievals[0].attributes.get(RETRIEVAL_QUERY)
             question = str(query) if query is not None else None
-        if not contexts.items and any(SYSTEM_INSTRUCTIONS in s.attributes for s in (anchor, *chats)):
+        if not contexts and any(SYSTEM_INSTRUCTIONS in s.attributes for s in (anchor, *chats)):
             contexts.note(f"{SYSTEM_INSTRUCTIONS} are not read as documents")
         return interaction(
             trace,
@@ -104,7 +104,7 @@ class GenAIRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *chats, *tools],
-            looked_in=_LOOKED_IN,
+            looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
         )
 
 
@@ -114,6 +114,13 @@ _LOOKED_IN = {
     "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans, "
     f"{_TOOL_RESULTS[0]} of execute_tool spans and tool results in {semconv.GEN_AI_INPUT_MESSAGES}; "
     "document ids alone cannot be checked",
+}
+
+
+_UNANSWERED = {
+    **_LOOKED_IN,
+    "answer": "the chat's output: it asked for a tool and no later chat beside it answered (the trace may "
+    "be incomplete)",
 }
 
 

@@ -1,11 +1,14 @@
-"""OpenInference (Phoenix, Arize; LangChain, LlamaIndex, manual tracers): `openinference.span.kind`.
+"""OpenInference (Phoenix, Arize; LangChain, LangGraph, LlamaIndex, Haystack, openai, manual tracers).
 
 The interaction is the outermost CHAIN or AGENT span: its `input.value` is the question and its
-`output.value` the answer. The documents are those of the RETRIEVER / RERANKER spans below it, read from
+`output.value` the answer (when that is a program repr, as in Haystack and LlamaIndex streams, the last LLM
+call's output). The documents are those of the RETRIEVER / RERANKER spans below it, read from
 `retrieval.documents.N.document.content` (a reranker's `reranker.output_documents`), or from their
-`output.value` JSON when the flattened attributes are absent (manual tracers). Without a CHAIN or AGENT, an
-LLM span is the interaction, with the retrievals that ran beside it. RETRIEVER, EMBEDDING, RERANKER, TOOL and
-PROMPT spans are never read as answers.
+`output.value` JSON when the flattened attributes are absent (manual tracers); and the results of its TOOL
+spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call. Without a
+CHAIN or AGENT, an LLM span is the interaction, with the retrievals and tools that ran beside it; an LLM call
+that asks for a tool is one interaction with the call that answers after the tool ran. RETRIEVER,
+EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ __all__ = ["OpenInferenceRecognizer"]
 _KIND = semconv.OPENINFERENCE_SPAN_KIND
 _ANSWERING = frozenset({"CHAIN", "AGENT"})
 _RETRIEVING = frozenset({"RETRIEVER", "RERANKER"})
+_FIRST_DOCUMENT = semconv.document_content_key(0)
 _TOOL_CALL = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
 
 
@@ -57,23 +61,28 @@ class OpenInferenceRecognizer:
         group: list[DecodedSpan] | None = None,
         since: int = 0,
     ) -> RagSpan | Skip:
-        retrievals = [s for s in around if _kind(s) in _RETRIEVING]
-        rerankers = [s for s in retrievals if _kind(s) == "RERANKER"]
+        by_kind: dict[str, list[DecodedSpan]] = {}
+        for span in around:  # one pass: `around` is every span below an agent
+            by_kind.setdefault(_kind(span), []).append(span)
+        retrievers, rerankers = by_kind.get("RETRIEVER", []), by_kind.get("RERANKER", [])
+        retrievals = [s for s in around if _kind(s) in _RETRIEVING] if rerankers else retrievers
         # A reranker's output is what the model saw; fall back to every retriever's documents.
-        used = [s for s in rerankers if _documents(s)] or [s for s in retrievals if _kind(s) == "RETRIEVER"]
+        used = [s for s in rerankers if _documents(s, "RERANKER")] or retrievers
+        kind = "reranker" if used is not retrievers else "retriever"
         contexts = Contexts()
         for retrieval in used:
             if contexts.full:
                 contexts.skip_span()
             else:
-                contexts.add(retrieval, _kind(retrieval).lower(), _documents(retrieval) or ())
-        contexts.add(
-            anchor, "span", indexed(anchor.attributes, semconv.RETRIEVAL_DOCUMENTS, "document.content")
-        )
-        tools = [s for s in around if _kind(s) == "TOOL"]
+                contexts.add(retrieval, kind, _documents(retrieval, kind.upper()) or ())
+        if _FIRST_DOCUMENT in anchor.attributes:
+            contexts.add(
+                anchor, "span", indexed(anchor.attributes, semconv.RETRIEVAL_DOCUMENTS, "document.content")
+            )
+        tools = by_kind.get("TOOL", [])
         if group is not None:
             tools = ran_between(tools, since, anchor)
-        llms = group if group is not None else [s for s in around if _kind(s) == "LLM"]
+        llms = group if group is not None else by_kind.get("LLM", [])
         _add_tools(trace, contexts, tools, used, llms)
         if _kind(anchor) == "LLM":
             first = llms[0] if llms else anchor
@@ -85,7 +94,7 @@ class OpenInferenceRecognizer:
             if answer is None or is_repr(answer):
                 # Haystack, LlamaIndex streams: the chain's output is a repr; the LLM's text is right.
                 answer = _llm_answer(llms) or answer
-            if question is None and _kind(anchor) == "AGENT" and llms:
+            if question is None and llms and (tools or _kind(anchor) == "AGENT"):
                 question = _last_user_message(llms[0])
         if question is None and retrievals:
             # A chain called with several inputs: the retriever's query is the question it answered.
@@ -98,7 +107,14 @@ class OpenInferenceRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*used, *llms, *tools],
+            looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else None,
         )
+
+
+_UNANSWERED = {
+    "answer": "the LLM call's output: it asked for a tool and no later LLM call beside it answered (the "
+    "trace may be incomplete)"
+}
 
 
 def _add_tools(
@@ -149,11 +165,11 @@ def _io(span: DecodedSpan, key: str, keys: tuple[str, ...]) -> str | None:
     return text_of(span.attributes.get(key), keys)
 
 
-def _documents(span: DecodedSpan) -> list[str] | None:
+def _documents(span: DecodedSpan, kind: str) -> list[str] | None:
     """Flattened `retrieval.documents.*` win; `output.value` is read only without them (it holds reprs in
     LlamaIndex and Haystack spans; reprs are dropped and noted by Contexts)."""
     attrs = span.attributes
-    prefix = "reranker.output_documents" if _kind(span) == "RERANKER" else semconv.RETRIEVAL_DOCUMENTS
+    prefix = "reranker.output_documents" if kind == "RERANKER" else semconv.RETRIEVAL_DOCUMENTS
     flattened = indexed(attrs, prefix, "document.content")
     if flattened:
         return [str(d) for d in flattened]

@@ -77,7 +77,7 @@ class OpenLLMetryRecognizer:
             answer = next((a for s in reversed(llms) if (a := _completion(s)) is not None), None)
         if question is None and retrievals:
             question = _question(retrievals[0].attributes.get(ENTITY_INPUT))
-        if not (retrievals or tools or contexts.items) and question and answer:
+        if not (retrievals or tools or contexts) and question and answer:
             where = (
                 "no retrieval task recorded its documents (traceloop's LangChain instrumentation puts "
                 "them only inside the LLM prompt); decorate the retriever with @task(name='retrieve') or "

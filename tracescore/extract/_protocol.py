@@ -80,6 +80,7 @@ def interaction(
         what = "no retrieved documents to check the answer against" + (f" ({notes})" if notes else "")
         return missing("empty_context", "documents", what)
     context_sources = collected.sources
+    sources = tuple(sources)
     return RagSpan(
         span=anchor,
         record=RagRecord(
@@ -92,7 +93,7 @@ def interaction(
         ),
         context_sources=context_sources,
         context_notes=collected.notes,
-        session_id=session_of(trace, anchor),
+        session_id=session_of(trace, anchor, sources),
     )
 
 

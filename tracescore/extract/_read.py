@@ -56,6 +56,9 @@ def is_repr(text: Any) -> bool:
     e.g. `{"response_gen": "<generator object ...>"}`) rather than text a person or model wrote."""
     if not isinstance(text, str):
         return False
+    head = text[:300]
+    if "(" not in head and "<" not in head:
+        return False  # every repr shape has one of these near its start: most text returns here
     stripped = text.strip()
     if _REPR.match(stripped):
         return stripped.endswith((")", ">", "]", ")'", '")'))

@@ -9,13 +9,15 @@ sentence) is one context, noted as not document-like, because the answer may res
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tracescore._rag_span import DecodedSpan
 from tracescore.extract._context import Contexts
-from tracescore.extract._read import documents_of, indexed, parse_json
+from tracescore.extract._read import documents_of, indexed, is_repr, parse_json
 
 __all__ = [
     "add_tool_result",
@@ -29,6 +31,10 @@ __all__ = [
 _USER_ROLES = ("user", "human")
 _TOOL_ROLES = ("tool", "function", "ipython")
 _TOOL_PARTS = ("tool_call_response", "tool_result", "function_response")
+# LangChain stringifies a tool's list[Document] as its repr; page_content is a Python string literal in it,
+# read back exactly (never guessed) when every Document in the text has one.
+_DOCUMENT_REPR = re.compile(r"\bDocument\(")
+_PAGE_CONTENT = re.compile(r"""page_content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
 def tool_result_texts(value: Any) -> tuple[list[str], bool]:
@@ -36,6 +42,8 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     LangChain ToolMessage, `{"type": "tool", "data": {"content": ...}}` or `{"type": "tool", "content":
     ...}`), else the whole result as one text."""
     parsed = parse_json(value)
+    if isinstance(parsed, Mapping) and len(parsed) == 1 and "output" in parsed:  # a run's {"output": ...}
+        parsed = parse_json(parsed["output"])
     if isinstance(parsed, Mapping) and str(parsed.get("type", "")).lower() == "tool":
         data = parsed.get("data") if isinstance(parsed.get("data"), Mapping) else parsed
         parsed = parse_json(data.get("content"))
@@ -51,10 +59,22 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     if isinstance(parsed, list) and parsed and all(isinstance(p, Mapping) and "text" in p for p in parsed):
         return [str(p["text"]) for p in parsed], True  # content blocks
     if isinstance(parsed, str):
+        if is_repr(parsed):
+            return _page_contents(parsed), True  # [] when not LangChain Documents: dropped, noted
         return [parsed], False
     if isinstance(value, str):
         return [value], False
     return [json.dumps(parsed, default=str)], False
+
+
+def _page_contents(text: str) -> list[str]:
+    literals = _PAGE_CONTENT.findall(text)
+    if not literals or len(literals) != len(_DOCUMENT_REPR.findall(text)):
+        return [text]  # a repr Contexts drops and notes
+    try:
+        return [str(ast.literal_eval(literal)) for literal in literals]
+    except (ValueError, SyntaxError):
+        return [text]
 
 
 def add_tool_result(contexts: Contexts, span: DecodedSpan, kind: str, value: Any, what: str) -> None:

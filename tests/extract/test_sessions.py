@@ -1,0 +1,98 @@
+"""Sessions and turns: the conversation id on the record, each turn judged against its own documents, and
+the record saying where each judged document came from."""
+
+from __future__ import annotations
+
+import json
+
+from test_agents import ANSWER, DOC, DOC2, KIND, QUESTION, _agent, _oi_llm
+from trace_builder import span, trace
+
+from tracescore import semconv
+from tracescore.emit import evaluation_record
+from tracescore.extract import extract
+from tracescore.score import MetricResult
+
+
+def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() -> None:
+    request = span("POST /chat", {semconv.SESSION_ID: "s-42"})
+    agent, tool = _agent(lambda p: span("search", {KIND: "TOOL", "output.value": DOC2}, parent=p, start=1))
+    agent = span(
+        agent.name,
+        dict(agent.attributes),
+        sid=agent.span_id,
+        parent=request.span_id,
+        start=agent.start_time_unix_nano,
+    )
+    [rag] = extract(trace(request, agent, tool)).interactions
+    assert rag.session_id == "s-42" and rag.record.contexts == (DOC2,)
+    genai = span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "c-7"})
+    chat = span(
+        "chat m",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps([{"role": "user", "content": QUESTION}]),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
+        },
+        parent=genai.span_id,
+        start=1,
+    )
+    tool2 = span("execute_tool s", {"gen_ai.tool.call.result": DOC}, parent=genai.span_id, start=2)
+    [rag2] = extract(trace(genai, chat, tool2)).interactions
+    assert rag2.session_id == "c-7"
+
+
+def test_the_record_lists_where_each_judged_document_came_from() -> None:
+    request = span("POST /chat", {semconv.SESSION_ID: "s-42"})
+    agent = span(
+        "agent", {KIND: "AGENT", "input.value": QUESTION, "output.value": ANSWER}, parent=request.span_id
+    )
+    retriever = span(
+        "r", {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC}, parent=agent.span_id, start=1
+    )
+    tool = span("battery_hours", {KIND: "TOOL", "output.value": "14"}, parent=agent.span_id, start=2)
+    [rag] = extract(trace(request, agent, retriever, tool)).interactions
+    result = MetricResult(metric="faithfulness", score=1.0, judge="offline", details={"claims": 1})
+    record = evaluation_record(rag, result, None)
+    assert record.session_id == "s-42"
+    assert record.details["claims"] == 1
+    assert record.details["context_sources"] == [
+        {"span_id": retriever.span_id, "kind": "retriever"},
+        {"span_id": tool.span_id, "kind": "tool"},
+    ]
+    [note] = record.details["context_notes"]
+    assert tool.span_id in note
+
+
+def test_a_second_turn_is_judged_against_its_own_documents_never_the_first_answer() -> None:
+    """RunnableWithMessageHistory / LangGraph memory: turn 2's input carries turn 1's question and answer."""
+    history = [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": ANSWER}]
+    turn2 = span(
+        "RunnableWithMessageHistory",
+        {
+            KIND: "CHAIN",
+            semconv.SESSION_ID: "s-1",
+            "input.value": json.dumps({"input": "And how long does it take to charge?", "history": history}),
+            "output.value": "Two hours.",
+        },
+    )
+    retriever = span(
+        "r",
+        {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC2},
+        parent=turn2.span_id,
+        start=1,
+    )
+    llm = _oi_llm(
+        turn2.span_id,
+        2,
+        messages=[
+            ("user", QUESTION),
+            ("assistant", ANSWER),
+            ("user", "And how long does it take to charge?"),
+        ],
+        out="Two hours.",
+    )
+    [rag] = extract(trace(turn2, retriever, llm)).interactions
+    assert rag.record.query == "And how long does it take to charge?"
+    assert rag.record.contexts == (DOC2,) and ANSWER not in rag.record.contexts
+    assert rag.session_id == "s-1"
