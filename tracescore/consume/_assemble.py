@@ -65,7 +65,7 @@ class AssemblySettings(BaseModel):
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Buffered:
     trace_id: str
     spans: dict[str, DecodedSpan] = field(default_factory=dict)
