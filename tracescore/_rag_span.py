@@ -60,6 +60,11 @@ class Trace:
         # Where the spans were read from (partition -> lowest offset), so whoever scores the trace can hold
         # those offsets uncommitted until its outputs are acknowledged.
         self.offsets: Mapping[Hashable, int] = offsets or {}
+        if len(spans) == 1:  # the common trace of `@tracescore.rag` spans: no tree to index
+            (only,) = spans
+            self.by_id = {only.span_id: only}
+            self._children: dict[str | None, list[DecodedSpan]] = {None: [only]}
+            return
         self.by_id = {span.span_id: span for span in spans}
         children: dict[str | None, list[DecodedSpan]] = defaultdict(list)
         for span in spans:

@@ -393,3 +393,17 @@ def test_a_trace_read_early_for_its_size_is_not_rebuilt_by_its_remaining_spans()
     asm, _ = assembler(max_spans_per_trace=10, grace_s=60)
     released = asm.add([span("a") for _ in range(15)], "p0", 1, 1500)
     assert len(released) == 1 and asm.counts["late_spans"] == 5 and asm.buffered_traces == 0
+
+
+def test_a_rebuilt_trace_read_early_for_memory_is_still_revised_not_scored_as_new() -> None:
+    asm, clock = assembler(grace_s=2, max_traces=1)
+    asm.add([chain("a"), retriever("a", "It lasts 14 hours.")], "p0", 1, 100)
+    clock.now += 2
+    [first] = asm.ready()
+    assert judge(asm, first) == [(ROOT, 0, None)]
+    asm.add([retriever("a", "It charges in 90 minutes.")], "p0", 2, 100)
+    [evicted] = asm.add([span("b", root=True)], "p0", 3, 100)
+    assert evicted.incomplete == "evicted_memory"
+    assert judge(asm, evicted) == [(ROOT, 1, f"{first.trace_id}:{ROOT}:0")]
+    asm.add([span("a")], "p0", 4, 10)
+    assert asm.counts["late_spans"] == 1, "a trace read early is not rebuilt again"

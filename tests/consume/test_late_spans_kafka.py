@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from kafka_helpers import assert_all_committed, produce
+from kafka_helpers import assert_all_committed, produce, read_all
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -15,6 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 from test_assembly_kafka import consumer_for, messages, wait_for
+
+from tracescore.consume import decode_message
 
 pytestmark = pytest.mark.kafka
 
@@ -116,4 +118,7 @@ def test_a_late_span_that_changes_the_documents_yields_a_revision_superseding_th
     assert revised.label == "faithful", "judged again with the late document"
     assert consumer.stats.assembly["rescored"] == 1 and consumer.stats.assembly["late_spans_rejoined"] == 1
     assert len(seen) == 2, "scored once per revision"
+    written = read_all(bootstrap, f"{topic_prefix}.evaluation-spans")
+    evaluation_spans = [span for message in written for span in decode_message(message.value)]
+    assert sorted(s.attr("tracescore.evaluation.revision") for s in evaluation_spans) == [0, 1]
     assert_all_committed(bootstrap, f"{topic_prefix}.group", topic)

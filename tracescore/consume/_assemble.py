@@ -65,7 +65,7 @@ class AssemblySettings(BaseModel):
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Buffered:
     trace_id: str
     spans: dict[str, DecodedSpan] = field(default_factory=dict)
@@ -212,7 +212,9 @@ class TraceAssembler:
             while len(self._released) > self.settings.remember_released:
                 self._released.popitem(last=False)
         if incomplete not in _NOT_KEPT:
-            self._remember(entry)
+            self._remember(entry, whole=True)
+        elif entry.rejoined is not None:
+            self._remember(entry, whole=False)  # what was judged, for revise: no rescoring as new
         return Trace(
             entry.trace_id, tuple(entry.spans.values()), incomplete=incomplete, offsets=entry.offsets
         )
@@ -220,7 +222,7 @@ class TraceAssembler:
     def _rejoined(self, span: DecodedSpan) -> _Buffered | None:
         """A late span of a released trace: buffer the trace again, whole, if it is still kept."""
         memory = self._rejoin.pop(span.trace_id, None)
-        if memory is None:
+        if memory is None or not memory.whole:
             self.counts["late_spans"] += 1  # forgotten: counted, as the README says, never scored twice
             return None
         self._rejoin_bytes -= memory.size
@@ -234,9 +236,9 @@ class TraceAssembler:
         self._by_last_seen[span.trace_id] = entry
         return entry
 
-    def _remember(self, entry: _Buffered) -> None:
+    def _remember(self, entry: _Buffered, *, whole: bool) -> None:
         memory = entry.rejoined or Remembered({}, 0)
-        memory.spans, memory.size = entry.spans, entry.size
+        memory.spans, memory.size, memory.whole = (entry.spans, entry.size, True) if whole else ({}, 0, False)
         self._keep(entry.trace_id, memory)
 
     def _keep(self, trace_id: str, memory: Remembered) -> None:

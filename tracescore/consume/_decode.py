@@ -122,11 +122,10 @@ def _attributes(key_values: Any) -> dict[str, Any]:
     attributes = {}
     for kv in key_values:
         value = kv.value
-        # Strings are nearly every attribute: one oneof lookup for them instead of the general path.
-        if value.WhichOneof("value") == "string_value":
-            attributes[kv.key] = value.string_value
-        else:
-            attributes[kv.key] = _value(value)
+        # Strings are nearly every attribute: a non-empty string_value is one (a oneof holds one field),
+        # read without the oneof lookup; anything else, "" included, takes the general path.
+        text = value.string_value
+        attributes[kv.key] = text if text else _value(value)
     return attributes
 
 

@@ -18,7 +18,7 @@ REMOTE_WORK_NOT_ARRIVED = "remote_work_not_arrived"
 
 _CLIENT = 3  # OTLP SpanKind
 _LOCAL_KINDS = (2, 4, 5)  # SERVER, PRODUCER, CONSUMER: not a call that waits for a callee's spans
-_REQUEST_KEYS = ("http.request.method", "http.method", "rpc.system", "rpc.service", "rpc.method")
+_REQUEST_KEYS = frozenset({"http.request.method", "http.method", "rpc.system", "rpc.service", "rpc.method"})
 _UNTRACED_PREFIXES = ("db.", "llm.", "gen_ai.")
 _UNTRACED_OPENINFERENCE = frozenset({"LLM", "EMBEDDING", "RERANKER"})
 _REMOTE_GENAI_OPERATIONS = frozenset({"execute_tool", "invoke_agent", "create_agent"})
@@ -42,7 +42,7 @@ def waits_for_remote(spans: Mapping[str, DecodedSpan]) -> bool:
 def _calls_traced_remote(span: DecodedSpan, parent: DecodedSpan | None) -> bool:
     if span.kind in _LOCAL_KINDS:
         return False
-    if span.kind != _CLIENT and not any(key in span.attributes for key in _REQUEST_KEYS):
+    if span.kind != _CLIENT and _REQUEST_KEYS.isdisjoint(span.attributes):
         return False
     return not (_untraced_callee(span) or (parent is not None and _untraced_callee(parent)))
 

@@ -46,6 +46,7 @@ class Remembered:
     spans: dict[str, DecodedSpan]
     size: int
     late: int = 0  # late spans in the release being revised (0: a first release)
+    whole: bool = True  # False: read early to stay in bounds, kept only to revise that reading
     judged: list[Judged] = field(default_factory=list)
     skipped: set[tuple[str, str]] = field(default_factory=set)  # (anchor span id, reason)
 
