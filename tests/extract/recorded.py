@@ -24,6 +24,7 @@ EXPECTED = {
     "otel_genai/ids_only": ("skip", "empty_context"),
     "otel_genai": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
+    "langgraph_tool": ("interaction", "openinference"),
 }
 
 # Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
@@ -31,6 +32,7 @@ EXPECTED = {
 AGENT_EXTRACTION = "needs agent extraction (issue 17 items 1-3)"
 NOT_YET_READ = {
     "openinference_openai_tools": AGENT_EXTRACTION,
+    "langgraph_tool": AGENT_EXTRACTION,
 }
 
 
