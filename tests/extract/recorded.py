@@ -25,6 +25,7 @@ EXPECTED = {
     "otel_genai": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
     "langgraph_tool": ("interaction", "openinference"),
+    "pydantic_ai": ("interaction", "genai"),
 }
 
 # Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
@@ -33,6 +34,7 @@ AGENT_EXTRACTION = "needs agent extraction (issue 17 items 1-3)"
 NOT_YET_READ = {
     "openinference_openai_tools": AGENT_EXTRACTION,
     "langgraph_tool": AGENT_EXTRACTION,
+    "pydantic_ai": AGENT_EXTRACTION,
 }
 
 
