@@ -26,6 +26,7 @@ EXPECTED = {
     "openinference_openai_tools": ("interaction", "openinference"),
     "langgraph_tool": ("interaction", "openinference"),
     "pydantic_ai": ("interaction", "genai"),
+    "haystack": ("interaction", "openinference"),
 }
 
 # Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
@@ -35,6 +36,7 @@ NOT_YET_READ = {
     "openinference_openai_tools": AGENT_EXTRACTION,
     "langgraph_tool": AGENT_EXTRACTION,
     "pydantic_ai": AGENT_EXTRACTION,
+    "haystack": AGENT_EXTRACTION,
 }
 
 
