@@ -27,6 +27,7 @@ EXPECTED = {
     "langgraph_tool": ("interaction", "openinference"),
     "pydantic_ai": ("interaction", "genai"),
     "haystack": ("interaction", "openinference"),
+    "llamaindex": ("interaction", "openinference"),
 }
 
 # Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
@@ -37,6 +38,7 @@ NOT_YET_READ = {
     "langgraph_tool": AGENT_EXTRACTION,
     "pydantic_ai": AGENT_EXTRACTION,
     "haystack": AGENT_EXTRACTION,
+    "llamaindex": AGENT_EXTRACTION,
 }
 
 
