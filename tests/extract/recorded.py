@@ -28,6 +28,7 @@ EXPECTED = {
     "pydantic_ai": ("interaction", "genai"),
     "haystack": ("interaction", "openinference"),
     "llamaindex": ("interaction", "openinference"),
+    "openllmetry_openai_tools": ("interaction", "openllmetry"),
 }
 
 # Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
