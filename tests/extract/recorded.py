@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+T = TypeVar("T")
 
 # What a reader of each recording must produce. Decided by what the library records, not by the bytes:
 # traceloop's LangChain mode records no retrieval, and GenAI documents given as ids carry no text.
@@ -19,6 +23,23 @@ EXPECTED = {
     "openllmetry/langchain": ("skip", "no_retrieval"),
     "otel_genai/ids_only": ("skip", "empty_context"),
     "otel_genai": ("interaction", "genai"),
+    "openinference_openai_tools": ("interaction", "openinference"),
+    "langgraph_tool": ("interaction", "openinference"),
+    "pydantic_ai": ("interaction", "genai"),
+    "haystack": ("interaction", "openinference"),
+    "llamaindex": ("interaction", "openinference"),
+    "openllmetry_openai_tools": ("interaction", "openllmetry"),
+}
+
+# Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
+# children, reprs never judged). Strict: a recording that starts passing fails until its line goes.
+AGENT_EXTRACTION = "needs agent extraction (issue 17 items 1-3)"
+NOT_YET_READ = {
+    "openinference_openai_tools": AGENT_EXTRACTION,
+    "langgraph_tool": AGENT_EXTRACTION,
+    "pydantic_ai": AGENT_EXTRACTION,
+    "haystack": AGENT_EXTRACTION,
+    "llamaindex": AGENT_EXTRACTION,
 }
 
 
@@ -33,10 +54,30 @@ class Recording:
     answer: str
     faithful: bool
     expected: tuple[str, str]
+    # The span a reader must score, by name, where the trace has no single obvious root (agents, loops).
+    interaction_span: str | None
+    not_yet_read: str | None
+
+    @property
+    def param(self) -> object:
+        """This recording as a pytest parameter, marked xfail (strict) while the extractor lacks its shape."""
+        marks = [pytest.mark.xfail(strict=True, reason=self.not_yet_read)] if self.not_yet_read else []
+        return pytest.param(self, id=self.id, marks=marks)
 
     @property
     def id(self) -> str:
         return f"{self.source}/{self.scenario}"
+
+
+def _first_match(table: dict[str, T], source: str, scenario: str) -> T | None:
+    return next(
+        (
+            value
+            for key, value in table.items()
+            if key.split("/")[0] == source and scenario.startswith(key.partition("/")[2])
+        ),
+        None,
+    )
 
 
 def recordings() -> list[Recording]:
@@ -45,11 +86,8 @@ def recordings() -> list[Recording]:
         manifest = json.loads(manifest_path.read_text())
         for file_name, entry in sorted(manifest["scenarios"].items()):
             source, scenario = manifest["source"], entry["scenario"]
-            expected = next(
-                outcome
-                for key, outcome in EXPECTED.items()
-                if key.split("/")[0] == source and scenario.startswith(key.partition("/")[2])
-            )
+            expected = _first_match(EXPECTED, source, scenario)
+            assert expected is not None, f"{source}/{scenario}: no EXPECTED entry"
             found.append(
                 Recording(
                     source=source,
@@ -61,7 +99,9 @@ def recordings() -> list[Recording]:
                     answer=entry["answer"],
                     faithful=entry["faithful"],
                     expected=expected,
+                    interaction_span=entry.get("interaction_span"),
+                    not_yet_read=_first_match(NOT_YET_READ, source, scenario),
                 )
             )
-    assert len(found) >= 14, f"fixtures missing under {FIXTURES}: run fixtures/record.py"
+    assert len(found) >= 16, f"fixtures missing under {FIXTURES}: run fixtures/record.py"
     return found

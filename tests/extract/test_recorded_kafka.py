@@ -9,21 +9,21 @@ from collections import Counter
 
 import pytest
 from kafka import KafkaProducer
-from recorded import recordings
+from recorded import AGENT_EXTRACTION, Recording, recordings
 
-from tracescore.consume import ConsumerSettings, EvaluationConsumer, decode_message
+from tracescore.consume import ConsumerSettings, ConsumerStats, EvaluationConsumer, decode_message
 from tracescore.emit import EvaluationRecord
+from tracescore.extract import DecodedSpan as Span
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 
 pytestmark = pytest.mark.kafka
 
 
-def test_recorded_traces_are_scored_once_each_in_the_right_direction(
-    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="tracescore.consume")
-    recorded = recordings()
+def _score(
+    bootstrap: str, topic_prefix: str, recorded: list[Recording]
+) -> tuple[dict[str, EvaluationRecord], ConsumerStats]:
+    """Produce the recordings as the Collector would (one message per trace) and run the real consumer."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for recording in recorded:
         producer.send(f"{topic_prefix}.spans", key=recording.trace_id.encode(), value=recording.payload).get(
@@ -43,16 +43,33 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
     consumer = EvaluationConsumer(
         settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
     )
-
     stats = consumer.run()
-
     by_trace = {r.trace_id: r for r in seen}
     assert len(by_trace) == len(seen), "one record per trace: each interaction scored once"
-    kinds = {
-        span.span_id: span.attributes.get("openinference.span.kind")
-        for recording in recorded
-        for span in decode_message(recording.payload)
-    }
+    return by_trace, stats
+
+
+def _spans_by_id(recorded: list[Recording]) -> dict[str, Span]:
+    return {span.span_id: span for recording in recorded for span in decode_message(recording.payload)}
+
+
+def _is_retrieval_or_tool(span: Span) -> bool:
+    return (
+        span.attributes.get("openinference.span.kind") in ("RETRIEVER", "RERANKER", "EMBEDDING", "TOOL")
+        or span.attributes.get("gen_ai.operation.name") in ("retrieval", "execute_tool", "embeddings")
+        or span.attributes.get("traceloop.span.kind") == "tool"
+    )
+
+
+def test_recorded_traces_are_scored_once_each_in_the_right_direction(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
+    recorded = [r for r in recordings() if r.not_yet_read is None]
+
+    by_trace, stats = _score(bootstrap, topic_prefix, recorded)
+
+    spans = _spans_by_id(recorded)
     expected_skips: Counter[str] = Counter()
     for recording in recorded:
         outcome, name = recording.expected
@@ -62,7 +79,9 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
             continue
         record = by_trace[recording.trace_id]
         assert record.convention == name, recording.id
-        assert kinds[record.span_id] not in ("RETRIEVER", "RERANKER", "EMBEDDING"), recording.id
+        assert not _is_retrieval_or_tool(spans[record.span_id]), recording.id
+        if recording.interaction_span is not None:
+            assert spans[record.span_id].name == recording.interaction_span, recording.id
         direction = "faithful" if recording.faithful else "hallucinated"
         assert record.label == direction, f"{recording.id}: {record.score} {record.reason}"
     assert stats.skipped == expected_skips
@@ -74,3 +93,36 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
     # Two traceloop LangChain traces skipped, one line saying why: once per (service, scope, reason).
     explained = [r.getMessage() for r in caplog.records if "not scored (no_retrieval)" in r.getMessage()]
     assert len(explained) == 1 and "inside the LLM prompt" in explained[0]
+
+
+@pytest.mark.xfail(strict=True, reason=AGENT_EXTRACTION)
+def test_agent_and_tool_recordings_are_scored_once_each_on_their_answering_span(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Agents, function-calling loops and tool-fed answers (issue 17): the library shapes recorded by
+    fixtures/record.py that the extractor does not read yet. Each must get one record, on the span the
+    manifest names, in the right direction, and none on a retriever or tool span."""
+    recorded = [r for r in recordings() if r.not_yet_read is not None]
+    assert recorded, "nothing left to read: drop this xfail and fold the recordings into the test above"
+
+    by_trace, stats = _score(bootstrap, topic_prefix, recorded)
+
+    spans = _spans_by_id(recorded)
+    problems = []
+    for recording in recorded:
+        record = by_trace.get(recording.trace_id)
+        direction = "faithful" if recording.faithful else "hallucinated"
+        if record is None:
+            problems.append(f"{recording.id}: not scored")
+        elif _is_retrieval_or_tool(spans[record.span_id]):
+            problems.append(f"{recording.id}: scored on {spans[record.span_id].name}")
+        elif recording.interaction_span and spans[record.span_id].name != recording.interaction_span:
+            problems.append(
+                f"{recording.id}: scored {spans[record.span_id].name}, not {recording.interaction_span}"
+            )
+        elif record.label != direction:
+            problems.append(f"{recording.id}: {record.label} {record.score} {record.reason}")
+    assert problems == [] and stats.dead_letters == 0 and stats.traces == len(recorded), (
+        problems,
+        stats.skipped,
+    )
