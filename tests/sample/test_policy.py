@@ -195,8 +195,9 @@ def test_suspicious_or_uncertain_answers_go_to_the_llm_judge(
 
 
 def test_the_deprecated_threshold_is_accepted_with_a_warning(make_interaction: Any) -> None:
-    with pytest.warns(FutureWarning, match="cascade.threshold is deprecated"):
+    with pytest.warns(FutureWarning, match="deprecated and ignored") as warned:
         settings = config(**no_baseline(threshold=0.8, flag_verdicts=[]))
+    assert {str(w.message).split()[1] for w in warned} == {"cascade.threshold", "cascade.flag_verdicts"}
     policy = CascadePolicy(settings)
     span = make_interaction("6" * 32)
     assert policy.escalate(span, faithfulness(0.0)).to_llm
