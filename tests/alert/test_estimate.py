@@ -144,3 +144,18 @@ def test_agreement_on_the_baseline_pairs() -> None:
     assert agreement.agreement == pytest.approx(0.75)
     assert agreement.recall == pytest.approx(0.5)
     assert agreement.mean_difference == pytest.approx((0.1 + 0.2 - 0.2 - 0.9) / 4)
+
+
+def test_an_offline_score_that_says_nothing_within_the_rest_is_not_trusted() -> None:
+    # In R the offline judge gives 0.5 or 1.0 at random while the LLM judge finds every answer faithful: the
+    # plain difference would carry the offline noise; the tuned estimate (λ near 0) is the LLM's 1.0, tighter.
+    records = []
+    for i in range(400):
+        r = record(0.5 if i % 3 == 0 else 1.0, T0 + timedelta(seconds=i))
+        records.append(r)
+        if i % 10 == 0:
+            records.append(llm_record(r, 1.0, "baseline", BASELINE))
+    estimate = window_of(records).estimate(0.975)
+    assert estimate is not None
+    assert estimate.value == pytest.approx(1.0)
+    assert estimate.upper - estimate.lower < 0.05

@@ -58,3 +58,20 @@ def test_any_threshold_the_flag_accepts_makes_a_valid_rule(threshold: float) -> 
     alerts = InProcessAlerts.for_threshold("faithfulness", threshold=threshold, window=10)
     assert feed(alerts, [1.0] * 10) == []
     assert feed(alerts, [0.0] * 10) == ([] if threshold == 0.0 else ["firing:/billing"])
+
+
+def test_with_the_cascade_on_each_answer_counts_once_and_the_llm_corrects_the_offline_judge() -> None:
+    # 100 answers, 80 faithful; the offline judge scores 35 low, the LLM judge rescores those (20 really
+    # hallucinated). Averaging every record (0.61) paged; the estimate (0.80) does not.
+    alerts = InProcessAlerts.for_threshold("faithfulness", threshold=0.7, window=200)
+    fired = []
+    for i in (t * 37 % 100 for t in range(100)):
+        offline = record(0.2 if i < 20 else 0.3 if i < 35 else 0.9)
+        fired += alerts.observe(offline)
+        if i < 35:
+            llm = offline.model_copy(
+                update={"score": 0.0 if i < 20 else 1.0, "judge": "openai:m", "annotator_kind": "LLM",
+                        "selection": "cascade", "inclusion_probability": 1.0, "offline_score": offline.score}
+            )  # fmt: skip
+            fired += alerts.observe(llm)
+    assert fired == []

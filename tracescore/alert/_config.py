@@ -45,7 +45,7 @@ class RuleConfig(_Strict):
     metric: str = "faithfulness"
     services: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
     routes: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
-    window_count: int = Field(default=50, ge=1, description="at most this many recent scores")
+    window_count: int = Field(default=50, ge=1, description="at most this many recent answers (interactions)")
     window_seconds: float = Field(default=900.0, gt=0, description="... no older than this")
     warning: float = Field(default=0.7, ge=0, le=1)
     critical: float | None = Field(default=0.5, ge=0, le=1)

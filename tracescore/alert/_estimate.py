@@ -59,8 +59,9 @@ class Estimate:
 
     def describe(self) -> str:
         tag = "" if self.calibrated else ", uncalibrated: offline judge only"
+        shown = min(1.0, max(0.0, self.value))  # `value` itself is unclipped (unbiased); a share reads 0..1
         return (
-            f"{self.value:.2f} [{self.lower:.2f}, {self.upper:.2f}] from {self.offline_n} offline + "
+            f"{shown:.2f} [{self.lower:.2f}, {self.upper:.2f}] from {self.offline_n} offline + "
             f"{self.llm_n} LLM scores{tag}"
         )
 

@@ -113,8 +113,9 @@ def _describe(route: str, metric: str, window: EstimateWindow) -> str:
     estimate = window.estimate(_CONFIDENCE)
     if estimate is None:
         return f"{route} {metric} no scores"
+    shown = min(1.0, max(0.0, estimate.value))
     text = (
-        f"{route} {metric} {estimate.value:.2f} (n={estimate.n}) 95% [{estimate.lower:.2f}, "
+        f"{route} {metric} {shown:.2f} (n={estimate.n}) 95% [{estimate.lower:.2f}, "
         f"{estimate.upper:.2f}] {estimate.offline_n} offline + {estimate.llm_n} LLM"
     )
     if not estimate.calibrated:
