@@ -223,6 +223,13 @@ class CascadePolicy:
                 suspicion=why,
                 suspicion_score=score,
             )
+        if selection is Selection.BASELINE and admission > 0.0:
+            # Had the baseline not drawn it, could the cascade have sent it now? While the budget stops
+            # cascade escalations it could not: its chance is the baseline's alone, so the estimate corrects
+            # it with the other budget-stopped suspicious answers instead of counting it as certain.
+            cascade_hold = cascade.baseline_rate * candidates_per_s * estimate
+            if not self._budget.available(estimate, cascade_hold):
+                admission = 0.0
         self._budget.reserved += estimate
         self.selections[selection] += 1
         inclusion = 1.0 - (1.0 - cascade.baseline_rate) * (1.0 - admission)
