@@ -203,3 +203,32 @@ def test_old_pydantic_ai_running_tool_span_is_read() -> None:
     )
     [rag] = extract(trace(agent, tool, chat)).interactions
     assert rag.record.contexts == (DOC,) and rag.record.answer == ANSWER
+
+
+def test_a_retrieval_named_tool_is_read_once_not_again_from_the_tool_message() -> None:
+    """traceloop @tool search_docs between two openai.chat calls: the tool message repeats its result."""
+    workflow = _workflow()
+    tool = span(
+        "search_docs.tool",
+        {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "search_docs",
+            "traceloop.entity.output": json.dumps([DOC]),
+        },
+        parent=workflow.span_id,
+        start=1,
+    )
+    chat = span(
+        "openai.chat",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "content": QUESTION}, {"role": "tool", "content": json.dumps([DOC])}]
+            ),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
+        },
+        parent=workflow.span_id,
+        start=2,
+    )
+    [rag] = extract(trace(workflow, tool, chat)).interactions
+    assert rag.record.contexts == (DOC,) and rag.context_sources[0].span_id == tool.span_id

@@ -65,11 +65,12 @@ class OpenLLMetryRecognizer:
             else:
                 docs = documents_of(retrieval.attributes.get(ENTITY_OUTPUT))
                 contexts.add(retrieval, "retriever", docs or ())
-        tools = [s for s in below if _kind(s) == "tool" and not any(s is r for r in retrievals)]
+        tool_spans = [s for s in below if _kind(s) == "tool"]
+        tools = [s for s in tool_spans if not any(s is r for r in retrievals)]
         for tool in tools:
             add_tool_result(contexts, tool, "tool", tool.attributes.get(ENTITY_OUTPUT), "tool result")
         llms = [s for s in below if _completion(s) is not None or _has_messages(s)]
-        if not tools:
+        if not tool_spans:  # the messages repeat what tool spans returned
             _add_tool_messages(contexts, llms)
         question = _question(anchor.attributes.get(ENTITY_INPUT))
         answer = _answer(anchor.attributes.get(ENTITY_OUTPUT))

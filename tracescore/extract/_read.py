@@ -59,11 +59,11 @@ def is_repr(text: Any) -> bool:
     head = text[:300]
     if "(" not in head and "<" not in head:
         return False  # every repr shape has one of these near its start: most text returns here
-    stripped = text.strip()
-    if _REPR.match(stripped):
-        return stripped.endswith((")", ">", "]", ")'", '")'))
-    if stripped.startswith("{") and stripped.endswith("}") and len(stripped) < 100_000:
-        parsed = parse_json(stripped)
+    start, end = head.lstrip(), text[-64:].rstrip()  # never a copy of a long text
+    if _REPR.match(start):
+        return end.endswith((")", ">", "]"))
+    if start.startswith("{") and end.endswith("}") and len(text) < 100_000:
+        parsed = parse_json(text)
         if isinstance(parsed, Mapping) and parsed:
             return all(is_repr(v) for v in parsed.values())
     return False

@@ -60,7 +60,7 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
         return [str(p["text"]) for p in parsed], True  # content blocks
     if isinstance(parsed, str):
         if is_repr(parsed):
-            return _page_contents(parsed), True  # [] when not LangChain Documents: dropped, noted
+            return _page_contents(parsed), True  # else the repr itself, which Contexts drops and notes
         return [parsed], False
     if isinstance(value, str):
         return [value], False
