@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -296,3 +297,19 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     width, height, distinct = _png_summary(png)
     assert (width, height) == (1280, 2000)
     assert png.stat().st_size > 20_000 and distinct > 50, "the screenshot is blank or a single colour"
+
+
+def test_flags_follow_each_results_label_unless_a_threshold_is_set() -> None:
+    def labelled(line: int, score: float, label: str, truth: str) -> dict[str, Any]:
+        return _row(line, score, label=truth, results={"faithfulness": {**_faith(score), "label": label}})
+
+    rows = [
+        labelled(1, 0.5, "hallucinated", "hallucinated"),  # an invented sentence beside a true one
+        labelled(2, 0.4, "faithful", "faithful"),  # a wording gap: faithful by its label
+        labelled(3, 1.0, "faithful", "faithful"),
+    ]
+    html = render_report(rows)
+    cells = dict(re.findall(r'id="(below|tp|fn|fp|tn)">([^<]*)<', html))
+    assert cells == {"below": "1", "tp": "1", "fn": "0", "fp": "0", "tn": "2"}
+    strict = dict(re.findall(r'id="(below|fp)">([^<]*)<', render_report(rows, threshold=0.45)))
+    assert strict == {"below": "2", "fp": "1"}, "a threshold the caller sets flags scores below it as well"

@@ -88,7 +88,9 @@ def _fold(text: str) -> str:
                 kept.append(char)
         text = unicodedata.normalize("NFC", "".join(kept))
     text = text.replace("can't", "can not").replace("won't", "will not").replace("’", "'")
-    return _NOT.sub(" not", _NOT_COMPOUND.sub(r"\1", text))
+    if "-" in text:
+        text = _NOT_COMPOUND.sub(r"\1", text)
+    return _NOT.sub(" not", text)
 
 
 @lru_cache(maxsize=65536)  # a vocabulary-sized memo of a pure function: words repeat across texts
@@ -214,28 +216,30 @@ _split_block = _index_block
 
 
 def _sentence(text: str) -> Sentence:
-    toks = tokens(text)
-    order = tuple(t.key for t in toks)
+    # Tokenised clause by clause: the separators ("and", ";") are no tokens, so the sentence's order is
+    # the clauses' orders joined, and each text is tokenised once.
+    parts = _CONJUNCT.split(text)
+    part_orders = [tuple(t.key for t in tokens(part)) for part in parts]
+    order = tuple(key for part_order in part_orders for key in part_order)
     opener = text.split(None, 1)[0].strip("\"“'(").casefold() if text.split() else ""
     has_negation = not NEGATIONS.isdisjoint(words(text))
     # A negation reaches no further than its clause: "(but this is not formalised) and for navigation".
-    parts = _SCOPE_BREAK.split(text) if has_negation else ()
+    scopes = _SCOPE_BREAK.split(text) if has_negation else ()
     return Sentence(
         text=text,
         keys=frozenset(order),
         order=order,
-        negated=frozenset().union(*(negated_keys(words(part)) for part in parts)),
+        negated=frozenset().union(*(negated_keys(words(scope)) for scope in scopes)),
         has_negation=has_negation,
         continues=opener in PRONOUNS,
-        clauses=_clauses(text),
+        clauses=_clauses(parts, part_orders),
     )
 
 
-def _clauses(text: str) -> tuple[tuple[str, ...], ...]:
+def _clauses(parts: list[str], orders: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
     """Conjunct clauses of a sentence as key orders. A clause opening in lowercase after "and"/"but"/";"
     continues the first clause's subject (its words before the first auxiliary, else its leading name), so
     the subject is put in front; a capitalised one has its own subject."""
-    parts = _CONJUNCT.split(text)
     if len(parts) < 2:
         return ()
     head = parts[0].split()
@@ -244,9 +248,8 @@ def _clauses(text: str) -> tuple[tuple[str, ...], ...]:
     subject = tuple(t.key for t in tokens(" ".join(subject_words)))
     if len(subject) > _MAX_SUBJECT:  # a long lead-in is not a subject: no clause gets it
         subject = ()
-    clauses = [tuple(t.key for t in tokens(parts[0]))]
-    for part in parts[1:]:
-        own = tuple(t.key for t in tokens(part))
+    clauses = [orders[0]]
+    for part, own in zip(parts[1:], orders[1:], strict=True):
         clauses.append(own if part[:1].isupper() else subject + own)
     return tuple(c for c in clauses if c)
 
