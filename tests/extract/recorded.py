@@ -29,6 +29,7 @@ EXPECTED = {
     "haystack": ("interaction", "openinference"),
     "llamaindex": ("interaction", "openinference"),
     "openllmetry_openai_tools": ("interaction", "openllmetry"),
+    "langchain_stream_history": ("interaction", "openinference"),
 }
 
 # Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
