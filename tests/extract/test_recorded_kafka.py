@@ -124,10 +124,8 @@ def test_agent_and_tool_recordings_are_scored_once_each_on_their_answering_span(
             )
         elif record.label != direction:
             problems.append(f"{recording.id}: {record.label} {record.score} {record.reason}")
-    assert problems == [] and stats.dead_letters == 0 and stats.traces == len(recorded), (
-        problems,
-        stats.skipped,
-    )
+    assert not problems, "\n".join([*problems, f"skipped: {dict(stats.skipped)}"])
+    assert stats.dead_letters == 0 and stats.traces == len(recorded)
 
 
 @pytest.mark.xfail(strict=True, reason=TRACE_COMPLETENESS)
