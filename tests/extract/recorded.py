@@ -24,6 +24,8 @@ EXPECTED = {
     "otel_genai/ids_only": ("skip", "empty_context"),
     "otel_genai": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
+    # An agent that answered from no tool and no retriever: nothing to judge against.
+    "langgraph_tool/no_tool": ("skip", "empty_context"),
     "langgraph_tool": ("interaction", "openinference"),
     "pydantic_ai": ("interaction", "genai"),
     "haystack": ("interaction", "openinference"),
@@ -39,8 +41,9 @@ EXPECTED = {
 AGENT_EXTRACTION = "needs agent extraction (issue 17 items 1-3)"
 # A service's spans arriving seconds after the rest of the trace (issue 17 item 4).
 TRACE_COMPLETENESS = "needs trace completeness: late spans of a second service (issue 17 item 4)"
-NOT_YET_READ = {
+NOT_YET_READ: dict[str, str | None] = {
     "openinference_openai_tools": AGENT_EXTRACTION,
+    "langgraph_tool/no_tool": None,  # read right today (a skip); must stay so
     "langgraph_tool": AGENT_EXTRACTION,
     "pydantic_ai": AGENT_EXTRACTION,
     "haystack": AGENT_EXTRACTION,

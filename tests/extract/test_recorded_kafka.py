@@ -90,6 +90,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
     assert {(service, reason) for service, _, reason in stats.skipped_by_source} == {
         ("aurora-support-traceloop", "no_retrieval"),
         ("aurora-support-genai", "empty_context"),
+        ("aurora-support-langgraph", "empty_context"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     # Two traceloop LangChain traces skipped, one line saying why: once per (service, scope, reason).
