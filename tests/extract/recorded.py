@@ -24,23 +24,40 @@ EXPECTED = {
     "otel_genai/ids_only": ("skip", "empty_context"),
     "otel_genai": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
+    # An agent that answered from no tool and no retriever: nothing to judge against.
+    "langgraph_tool/no_tool": ("skip", "empty_context"),
     "langgraph_tool": ("interaction", "openinference"),
     "pydantic_ai": ("interaction", "genai"),
     "haystack": ("interaction", "openinference"),
     "llamaindex": ("interaction", "openinference"),
     "openllmetry_openai_tools": ("interaction", "openllmetry"),
+    "langchain_stream_history": ("interaction", "openinference"),
+    # Delivered whole (<scenario>.binpb); its per-service messages (Recording.messages) are for lateness.
+    "two_service": ("interaction", "openinference"),
 }
 
 # Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
 # children, reprs never judged). Strict: a recording that starts passing fails until its line goes.
 AGENT_EXTRACTION = "needs agent extraction (issue 17 items 1-3)"
-NOT_YET_READ = {
+# A service's spans arriving seconds after the rest of the trace (issue 17 item 4).
+TRACE_COMPLETENESS = "needs trace completeness: late spans of a second service (issue 17 item 4)"
+NOT_YET_READ: dict[str, str | None] = {
     "openinference_openai_tools": AGENT_EXTRACTION,
+    "langgraph_tool/no_tool": None,  # read right today (a skip); must stay so
     "langgraph_tool": AGENT_EXTRACTION,
     "pydantic_ai": AGENT_EXTRACTION,
     "haystack": AGENT_EXTRACTION,
     "llamaindex": AGENT_EXTRACTION,
 }
+
+
+@dataclass(frozen=True)
+class Message:
+    """One service's part of a recorded trace, as its exporter sent it, and how late it reaches Kafka."""
+
+    service: str
+    payload: bytes
+    delay_s: float
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,8 @@ class Recording:
     # The span a reader must score, by name, where the trace has no single obvious root (agents, loops).
     interaction_span: str | None
     not_yet_read: str | None
+    # Per-service messages of a multi-service trace (empty: the library's one process exported it whole).
+    messages: tuple[Message, ...] = ()
 
     @property
     def param(self) -> object:
@@ -101,6 +120,14 @@ def recordings() -> list[Recording]:
                     expected=expected,
                     interaction_span=entry.get("interaction_span"),
                     not_yet_read=_first_match(NOT_YET_READ, source, scenario),
+                    messages=tuple(
+                        Message(
+                            service=message["service"],
+                            payload=(manifest_path.parent / message["file"]).read_bytes(),
+                            delay_s=message["delay_s"],
+                        )
+                        for message in entry.get("messages", [])
+                    ),
                 )
             )
     assert len(found) >= 16, f"fixtures missing under {FIXTURES}: run fixtures/record.py"

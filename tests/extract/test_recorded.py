@@ -47,3 +47,17 @@ def test_a_recorded_trace_in_any_span_order_reads_the_same(recording: Recording)
         (r.span.span_id, r.record) for r in backward.interactions
     ]
     assert [s.reason for s in forward.skips] == [s.reason for s in backward.skips]
+
+
+@pytest.mark.parametrize("recording", [r for r in recordings() if r.messages], ids=lambda r: r.id)
+def test_a_trace_split_across_services_is_the_same_trace_once_all_its_messages_are_in(
+    recording: Recording,
+) -> None:
+    parts = [decode_message(message.payload) for message in recording.messages]
+    assert [{s.service_name for s in part} for part in parts] == [{m.service} for m in recording.messages]
+    joined = [span for part in parts for span in part]
+    whole = decode_message(recording.payload)
+    assert sorted(s.span_id for s in joined) == sorted(s.span_id for s in whole)
+    assert [
+        (r.span.span_id, r.record) for r in extract(Trace(recording.trace_id, tuple(joined))).interactions
+    ] == [(r.span.span_id, r.record) for r in extract(Trace(recording.trace_id, tuple(whole))).interactions]
