@@ -42,12 +42,7 @@ AGENT_EXTRACTION = "needs agent extraction (issue 17 items 1-3)"
 # A service's spans arriving seconds after the rest of the trace (issue 17 item 4).
 TRACE_COMPLETENESS = "needs trace completeness: late spans of a second service (issue 17 item 4)"
 NOT_YET_READ: dict[str, str | None] = {
-    "openinference_openai_tools": AGENT_EXTRACTION,
     "langgraph_tool/no_tool": None,  # read right today (a skip); must stay so
-    "langgraph_tool": AGENT_EXTRACTION,
-    "pydantic_ai": AGENT_EXTRACTION,
-    "haystack": AGENT_EXTRACTION,
-    "llamaindex": AGENT_EXTRACTION,
 }
 
 

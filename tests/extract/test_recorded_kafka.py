@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 from kafka import KafkaProducer
-from recorded import AGENT_EXTRACTION, TRACE_COMPLETENESS, Recording, recordings
+from recorded import Recording, recordings
 
 from tracescore.consume import ConsumerSettings, ConsumerStats, EvaluationConsumer, decode_message
 from tracescore.emit import EvaluationRecord
@@ -98,38 +98,6 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
     assert len(explained) == 1 and "inside the LLM prompt" in explained[0]
 
 
-@pytest.mark.xfail(strict=True, reason=AGENT_EXTRACTION)
-def test_agent_and_tool_recordings_are_scored_once_each_on_their_answering_span(
-    bootstrap: str, topic_prefix: str
-) -> None:
-    """Agents, function-calling loops and tool-fed answers (issue 17): the library shapes recorded by
-    fixtures/record.py that the extractor does not read yet. Each must get one record, on the span the
-    manifest names, in the right direction, and none on a retriever or tool span."""
-    recorded = [r for r in recordings() if r.not_yet_read is not None]
-    assert recorded, "nothing left to read: drop this xfail and fold the recordings into the test above"
-
-    by_trace, stats = _score(bootstrap, topic_prefix, recorded)
-
-    spans = _spans_by_id(recorded)
-    problems = []
-    for recording in recorded:
-        record = by_trace.get(recording.trace_id)
-        direction = "faithful" if recording.faithful else "hallucinated"
-        if record is None:
-            problems.append(f"{recording.id}: not scored")
-        elif _is_retrieval_or_tool(spans[record.span_id]):
-            problems.append(f"{recording.id}: scored on {spans[record.span_id].name}")
-        elif recording.interaction_span and spans[record.span_id].name != recording.interaction_span:
-            problems.append(
-                f"{recording.id}: scored {spans[record.span_id].name}, not {recording.interaction_span}"
-            )
-        elif record.label != direction:
-            problems.append(f"{recording.id}: {record.label} {record.score} {record.reason}")
-    assert not problems, "\n".join([*problems, f"skipped: {dict(stats.skipped)}"])
-    assert stats.dead_letters == 0 and stats.traces == len(recorded)
-
-
-@pytest.mark.xfail(strict=True, reason=TRACE_COMPLETENESS)
 def test_a_second_services_late_message_is_judged_with_the_trace(bootstrap: str, topic_prefix: str) -> None:
     """A trace across two services (fixtures/two_service): the API's message first, the retriever service's
     `delay_s` later (3 s: past the 2 s grace), while the consumer runs. The interaction must still be judged
