@@ -36,11 +36,8 @@ EXPECTED = {
     "two_service": ("interaction", "openinference"),
 }
 
-# Shapes the extractor does not read yet (issue 17 items 1-3: tool results as context, messages on
-# children, reprs never judged). Strict: a recording that starts passing fails until its line goes.
-AGENT_EXTRACTION = "needs agent extraction (issue 17 items 1-3)"
-# A service's spans arriving seconds after the rest of the trace (issue 17 item 4).
-TRACE_COMPLETENESS = "needs trace completeness: late spans of a second service (issue 17 item 4)"
+# Shapes the extractor does not read yet, as a strict-xfail reason per source (or source/scenario): a
+# recording that starts passing fails until its line goes.
 NOT_YET_READ: dict[str, str | None] = {
     "langgraph_tool/no_tool": None,  # read right today (a skip); must stay so
 }
