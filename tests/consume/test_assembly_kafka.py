@@ -5,23 +5,19 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka_helpers import assert_all_committed, committed, produce
+from kafka_helpers import assert_all_committed, committed, make_consumer, produce, wait_until
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tracescore.consume import AssemblySettings, ConsumerSettings, EvaluationConsumer
+from tracescore.consume import AssemblySettings, EvaluationConsumer
 from tracescore.emit import EvaluationRecord
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics import Faithfulness
 
 pytestmark = pytest.mark.kafka
 
@@ -59,31 +55,12 @@ def messages(spans: list[ReadableSpan]) -> list[tuple[bytes, bytes]]:
 def consumer_for(
     bootstrap: str, prefix: str, **overrides: object
 ) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
-    seen: list[EvaluationRecord] = []
-    settings = ConsumerSettings.model_validate(
-        {
-            "bootstrap_servers": bootstrap,
-            "topic": f"{prefix}.spans",
-            "group_id": f"{prefix}.group",
-            "evaluations_topic": f"{prefix}.evaluations",
-            "dlq_topic": f"{prefix}.dlq",
-            "evaluation_spans_topic": f"{prefix}.evaluation-spans",
-            "idle_timeout_s": 3,
-            **overrides,
-        }
+    return make_consumer(
+        bootstrap, prefix, **{"evaluation_spans_topic": f"{prefix}.evaluation-spans", **overrides}
     )
-    consumer = EvaluationConsumer(
-        settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
-    )
-    return consumer, seen
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.05)
+wait_for = wait_until
 
 
 @pytest.mark.parametrize(
