@@ -15,7 +15,8 @@ JVM runs on the other), it times, as spans per wall second and per CPU second of
 1. in process, no Kafka: decode_message + TraceAssembler + extract over the same message bytes;
 2. `EvaluationConsumer` reading the topic from the start with a sampler that keeps nothing (every trace is
    assembled and its interactions recognised, none is scored), grace period 0 so the figure is CPU, not the
-   grace wait; spans/s from its first polled batch to the last trace read.
+   grace wait; spans/s from its first polled batch to the last trace read;
+3. a bare kafka-python KafkaConsumer polling the same topic, records unused: the per-message floor.
 
 Also: memory per buffered trace (tracemalloc, 10,000 five-span traces held in the assembler).
 """
@@ -29,7 +30,7 @@ import tracemalloc
 import uuid
 from collections.abc import Sequence
 
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -169,6 +170,28 @@ def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, float
     return spans / wall, spans / cpu, consumer
 
 
+def raw_poll(bootstrap: str, topic: str, messages: int) -> float:
+    """CPU µs per message of kafka-python alone: a bare KafkaConsumer polling the topic, nothing done with
+    the records (the floor under the consumer's own work; its IO thread included)."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"raw-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=2000,
+    )
+    read, first = 0, None
+    while read < messages:
+        got = sum(len(batch) for batch in consumer.poll(timeout_ms=1000).values())
+        if got and first is None:
+            first = time.process_time()
+        read += got
+    cpu = time.process_time() - (first or 0.0)
+    consumer.close()
+    return cpu / read * 1e6
+
+
 def memory_per_trace(messages: Sequence[tuple[bytes, bytes]], held: int = 10_000) -> float:
     decoded = [decode_message(value) for _, value in messages[:held]]
     assembler = TraceAssembler(AssemblySettings(grace_s=3600, max_wait_s=3600))
@@ -218,7 +241,8 @@ def run_shape(broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes
     )
     print(f"  traces read {stats.traces}, interactions {stats.rag_spans}, sampled out {stats.sampled_out}")
     per_message = spans * (1 / kafka_cpu - 1 / alone_cpu) * 1e6
-    print(f"  Kafka path's own CPU per message: {per_message:.0f} us")
+    floor = raw_poll(broker.bootstrap_servers, topic, traces)
+    print(f"  Kafka path's own CPU per message: {per_message:.0f} us (kafka-python alone: {floor:.0f} us)")
 
 
 def main() -> None:
