@@ -407,3 +407,12 @@ def test_a_rebuilt_trace_read_early_for_memory_is_still_revised_not_scored_as_ne
     assert judge(asm, evicted) == [(ROOT, 1, f"{first.trace_id}:{ROOT}:0")]
     asm.add([span("a")], "p0", 4, 10)
     assert asm.counts["late_spans"] == 1, "a trace read early is not rebuilt again"
+
+
+def test_rejoining_does_not_depend_on_remembering_released_ids() -> None:
+    asm, _ = assembler(grace_s=0, remember_released=0)
+    asm.add([span("a", root=True)], "p0", 1, 100)
+    asm.ready()
+    asm.add([span("a")], "p0", 2, 10)
+    [trace] = asm.ready()
+    assert len(trace.spans) == 2

@@ -110,7 +110,7 @@ class TraceAssembler:
         for span in spans:
             entry = self._by_last_seen.get(span.trace_id)
             if entry is None:
-                if span.trace_id in self._released:
+                if span.trace_id in self._rejoin or span.trace_id in self._released:
                     entry = self._rejoined(span)
                     if entry is None:
                         continue
