@@ -12,7 +12,7 @@ write them:
 Each is produced to a real Apache Kafka 4 broker. Then, with this process pinned to one core (the broker's
 JVM runs on the other), it times, as spans per wall second and per CPU second of this process:
 
-1. in process, no Kafka: decode_message + TraceAssembler + extract over the same message bytes;
+1. in process, no Kafka: decode_message + TraceAssembler + extract (+ revise) over the same message bytes;
 2. `EvaluationConsumer` reading the topic from the start with a sampler that keeps nothing (every trace is
    assembled and its interactions recognised, none is scored), grace period 0 so the figure is CPU, not the
    grace wait; spans/s from its first polled batch to the last trace read;
@@ -120,7 +120,8 @@ def in_process(messages: Sequence[tuple[bytes, bytes]]) -> tuple[float, float]:
         spans += len(decoded)
         released = assembler.add(decoded, 0, offset, len(value)) + assembler.ready()
         for trace in released:
-            extract(trace)
+            found = extract(trace)
+            assembler.revise(trace, found.interactions, found.skips)  # as the consumer does
     return spans / (time.perf_counter() - started), spans / (time.process_time() - cpu)
 
 

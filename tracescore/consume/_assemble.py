@@ -221,15 +221,17 @@ class TraceAssembler:
 
     def _rejoined(self, span: DecodedSpan) -> _Buffered | None:
         """A late span of a released trace: buffer the trace again, whole, if it is still kept."""
-        memory = self._rejoin.pop(span.trace_id, None)
+        memory = self._rejoin.get(span.trace_id)
         if memory is None or not memory.whole:
-            self.counts["late_spans"] += 1  # forgotten: counted, as the README says, never scored twice
+            # Forgotten, or read early to stay in bounds (kept only so its reading can be revised):
+            # counted, never scored alone.
+            self.counts["late_spans"] += 1
             return None
-        self._rejoin_bytes -= memory.size
         if span.span_id in memory.spans:
-            self.counts["duplicate_spans"] += 1  # a replayed message: the trace stays as it was released
-            self._keep(span.trace_id, memory)
+            self.counts["duplicate_spans"] += 1  # a replayed message: the trace stays as it was read
             return None
+        del self._rejoin[span.trace_id]
+        self._rejoin_bytes -= memory.size
         entry = _Buffered(span.trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
         entry.has_root = any(s.parent_span_id is None for s in memory.spans.values())
         self._bytes += memory.size
