@@ -1,6 +1,7 @@
 """Decode + assemble + recognise on the unsampled path, through a real Kafka broker, on one core.
 
     python benchmarks/trace_assembly.py [--traces 20000] [--spans-per-trace 5] [--shape both]
+                                        [--rejoin-traces N]
 
 Two shapes, one OTLP protobuf message per trace keyed by trace id as the Collector and tracescore's exporter
 write them:
@@ -110,9 +111,9 @@ def build_tracescore_messages(traces: int) -> list[tuple[bytes, bytes]]:
     return messages
 
 
-def in_process(messages: Sequence[tuple[bytes, bytes]]) -> tuple[float, float]:
+def in_process(messages: Sequence[tuple[bytes, bytes]], assembly: AssemblySettings) -> tuple[float, float]:
     """Spans per wall second and per CPU second of decode + assemble + extract, without Kafka."""
-    assembler = TraceAssembler(AssemblySettings(grace_s=0))
+    assembler = TraceAssembler(assembly)
     spans = 0
     started, cpu = time.perf_counter(), time.process_time()
     for offset, (_, value) in enumerate(messages):
@@ -145,7 +146,9 @@ class TimedConsumer(EvaluationConsumer):
             self.stop()
 
 
-def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, float, TimedConsumer]:
+def through_kafka(
+    bootstrap: str, topic: str, traces: int, assembly: AssemblySettings
+) -> tuple[float, float, TimedConsumer]:
     settings = ConsumerSettings(
         bootstrap_servers=bootstrap,
         topic=topic,
@@ -154,7 +157,7 @@ def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, float
         dlq_topic=f"{topic}.dlq",
         max_poll_records=2000,
         idle_timeout_s=30,
-        assembly=AssemblySettings(grace_s=0),
+        assembly=assembly,
     )
     consumer = TimedConsumer(
         settings,
@@ -216,7 +219,9 @@ def decoded_size_per_trace(messages: Sequence[tuple[bytes, bytes]], sample: int 
     return (after - before) / sample
 
 
-def run_shape(broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes]]) -> None:
+def run_shape(
+    broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes]], assembly: AssemblySettings
+) -> None:
     traces = len(messages)
     spans = sum(len(decode_message(v)) for _, v in messages[:100]) / min(100, traces)
     mean_bytes = sum(len(v) for _, v in messages) / traces
@@ -229,8 +234,8 @@ def run_shape(broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes
         producer.send(topic, key=key, value=value)
     producer.flush()
     producer.close()
-    alone, alone_cpu = in_process(messages)
-    kafka_rate, kafka_cpu, consumer = through_kafka(broker.bootstrap_servers, topic, traces)
+    alone, alone_cpu = in_process(messages, assembly)
+    kafka_rate, kafka_cpu, consumer = through_kafka(broker.bootstrap_servers, topic, traces, assembly)
     stats = consumer.stats
     print(f"\n{shape}: {traces} traces x {spans:.0f} spans, {mean_bytes:.0f} B per message")
     print(
@@ -251,7 +256,12 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--spans-per-trace", type=int, default=5)
     parser.add_argument("--shape", choices=["openinference", "tracescore", "both"], default="both")
+    parser.add_argument(
+        "--rejoin-traces", type=int, default=None, help="assembly rejoin_traces (default: the default)"
+    )
     args = parser.parse_args()
+    rejoin = {} if args.rejoin_traces is None else {"rejoin_traces": args.rejoin_traces}
+    assembly = AssemblySettings(grace_s=0, **rejoin)
 
     shapes: dict[str, list[tuple[bytes, bytes]]] = {}
     if args.shape in ("openinference", "both"):
@@ -264,7 +274,7 @@ def main() -> None:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})  # one core for this process; the broker's JVM keeps the other
         for shape, messages in shapes.items():
-            run_shape(broker, shape, messages)
+            run_shape(broker, shape, messages, assembly)
     if "openinference" in shapes:
         per_trace = memory_per_trace(shapes["openinference"])
         content = decoded_size_per_trace(shapes["openinference"])

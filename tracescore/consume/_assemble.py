@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from tracescore._rag_span import DecodedSpan, RagSpan, Trace
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
-from tracescore.consume._revise import Remembered, Revision, revise
+from tracescore.consume._revise import Remembered, Revision, first_reading, revise
 from tracescore.extract import Skip
 
 __all__ = ["AssemblySettings", "TraceAssembler"]
@@ -232,6 +232,7 @@ class TraceAssembler:
             return None
         del self._rejoin[span.trace_id]
         self._rejoin_bytes -= memory.size
+        first_reading(span.trace_id, memory)
         entry = _Buffered(span.trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
         entry.has_root = any(s.parent_span_id is None for s in memory.spans.values())
         self._bytes += memory.size

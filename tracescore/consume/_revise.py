@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tracescore._rag_span import DecodedSpan, RagSpan, Trace
-from tracescore.extract import Skip
+from tracescore.extract import Skip, extract
 
 __all__ = ["Judged", "Remembered", "Revision", "revise", "revision_key"]
 
@@ -45,7 +45,9 @@ class Remembered:
     size: int
     late: int = 0  # late spans in the release being revised (0: a first release)
     whole: bool = True  # False: read early to stay in bounds, kept only to revise that reading
-    judged: tuple[Judged, ...] = ()
+    # None until a late span rebuilds the trace: the first reading is then read again from the kept spans
+    # (`first_reading`), so the common path, a trace never rebuilt, records nothing.
+    judged: tuple[Judged, ...] | None = None
     skipped: tuple[tuple[str, str], ...] = ()  # (anchor span id, reason)
 
 
@@ -63,6 +65,8 @@ def revise(
 ) -> tuple[list[Revision], list[Skip]]:
     """The interactions to score and the skips to report for this release of `trace`; updates `memory`."""
     previous = memory.judged
+    if previous is None:  # a first reading
+        return [Revision(i) for i in interactions], list(skips)
     judged: list[Judged] = []
     out: list[Revision] = []
     for interaction in interactions:
@@ -91,6 +95,19 @@ def revise(
             counts["late_spans_unchanged"] += memory.late
         memory.late = 0
     return out, fresh
+
+
+def first_reading(trace_id: str, memory: Remembered) -> None:
+    """Before late spans join a kept trace: what its first reading judged and skipped (revision 0), read
+    again from its spans as they were."""
+    if memory.judged is not None:
+        return
+    found = extract(Trace(trace_id, tuple(memory.spans.values())))
+    memory.judged = tuple(
+        (i.span.span_id, tuple(i.span_ids), (i.record.query, i.record.contexts, i.record.answer), 0)
+        for i in found.interactions
+    )
+    memory.skipped = tuple((s.span.span_id, s.reason) for s in found.skips if s.span is not None)
 
 
 def _replaces(trace: Trace, interaction: RagSpan, earlier: Judged) -> bool:
