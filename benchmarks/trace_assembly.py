@@ -1,6 +1,7 @@
 """Decode + assemble + recognise on the unsampled path, through a real Kafka broker, on one core.
 
     python benchmarks/trace_assembly.py [--traces 20000] [--spans-per-trace 5] [--shape both]
+                                        [--rejoin-traces N]
 
 Two shapes, one OTLP protobuf message per trace keyed by trace id as the Collector and tracescore's exporter
 write them:
@@ -12,10 +13,11 @@ write them:
 Each is produced to a real Apache Kafka 4 broker. Then, with this process pinned to one core (the broker's
 JVM runs on the other), it times, as spans per wall second and per CPU second of this process:
 
-1. in process, no Kafka: decode_message + TraceAssembler + extract over the same message bytes;
+1. in process, no Kafka: decode_message + TraceAssembler + extract (+ revise) over the same message bytes;
 2. `EvaluationConsumer` reading the topic from the start with a sampler that keeps nothing (every trace is
    assembled and its interactions recognised, none is scored), grace period 0 so the figure is CPU, not the
-   grace wait; spans/s from its first polled batch to the last trace read.
+   grace wait; spans/s from its first polled batch to the last trace read;
+3. a bare kafka-python KafkaConsumer polling the same topic, records unused: the per-message floor.
 
 Also: memory per buffered trace (tracemalloc, 10,000 five-span traces held in the assembler).
 """
@@ -29,7 +31,7 @@ import tracemalloc
 import uuid
 from collections.abc import Sequence
 
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -109,9 +111,9 @@ def build_tracescore_messages(traces: int) -> list[tuple[bytes, bytes]]:
     return messages
 
 
-def in_process(messages: Sequence[tuple[bytes, bytes]]) -> tuple[float, float]:
+def in_process(messages: Sequence[tuple[bytes, bytes]], assembly: AssemblySettings) -> tuple[float, float]:
     """Spans per wall second and per CPU second of decode + assemble + extract, without Kafka."""
-    assembler = TraceAssembler(AssemblySettings(grace_s=0))
+    assembler = TraceAssembler(assembly)
     spans = 0
     started, cpu = time.perf_counter(), time.process_time()
     for offset, (_, value) in enumerate(messages):
@@ -119,7 +121,8 @@ def in_process(messages: Sequence[tuple[bytes, bytes]]) -> tuple[float, float]:
         spans += len(decoded)
         released = assembler.add(decoded, 0, offset, len(value)) + assembler.ready()
         for trace in released:
-            extract(trace)
+            found = extract(trace)
+            assembler.revise(trace, found.interactions, found.skips)  # as the consumer does
     return spans / (time.perf_counter() - started), spans / (time.process_time() - cpu)
 
 
@@ -143,7 +146,9 @@ class TimedConsumer(EvaluationConsumer):
             self.stop()
 
 
-def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, float, TimedConsumer]:
+def through_kafka(
+    bootstrap: str, topic: str, traces: int, assembly: AssemblySettings
+) -> tuple[float, float, TimedConsumer]:
     settings = ConsumerSettings(
         bootstrap_servers=bootstrap,
         topic=topic,
@@ -152,7 +157,7 @@ def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, float
         dlq_topic=f"{topic}.dlq",
         max_poll_records=2000,
         idle_timeout_s=30,
-        assembly=AssemblySettings(grace_s=0),
+        assembly=assembly,
     )
     consumer = TimedConsumer(
         settings,
@@ -167,6 +172,28 @@ def through_kafka(bootstrap: str, topic: str, traces: int) -> tuple[float, float
     spans = consumer.stats.spans
     wall, cpu = consumer.done_at - consumer.first_at, consumer.done_cpu - consumer.first_cpu
     return spans / wall, spans / cpu, consumer
+
+
+def raw_poll(bootstrap: str, topic: str, messages: int) -> float:
+    """CPU µs per message of kafka-python alone: a bare KafkaConsumer polling the topic, nothing done with
+    the records (the floor under the consumer's own work; its IO thread included)."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"raw-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=2000,
+    )
+    read, first = 0, None
+    while read < messages:
+        got = sum(len(batch) for batch in consumer.poll(timeout_ms=1000).values())
+        if got and first is None:
+            first = time.process_time()
+        read += got
+    cpu = time.process_time() - (first or 0.0)
+    consumer.close()
+    return cpu / read * 1e6
 
 
 def memory_per_trace(messages: Sequence[tuple[bytes, bytes]], held: int = 10_000) -> float:
@@ -192,7 +219,9 @@ def decoded_size_per_trace(messages: Sequence[tuple[bytes, bytes]], sample: int 
     return (after - before) / sample
 
 
-def run_shape(broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes]]) -> None:
+def run_shape(
+    broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes]], assembly: AssemblySettings
+) -> None:
     traces = len(messages)
     spans = sum(len(decode_message(v)) for _, v in messages[:100]) / min(100, traces)
     mean_bytes = sum(len(v) for _, v in messages) / traces
@@ -205,8 +234,8 @@ def run_shape(broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes
         producer.send(topic, key=key, value=value)
     producer.flush()
     producer.close()
-    alone, alone_cpu = in_process(messages)
-    kafka_rate, kafka_cpu, consumer = through_kafka(broker.bootstrap_servers, topic, traces)
+    alone, alone_cpu = in_process(messages, assembly)
+    kafka_rate, kafka_cpu, consumer = through_kafka(broker.bootstrap_servers, topic, traces, assembly)
     stats = consumer.stats
     print(f"\n{shape}: {traces} traces x {spans:.0f} spans, {mean_bytes:.0f} B per message")
     print(
@@ -218,7 +247,8 @@ def run_shape(broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes
     )
     print(f"  traces read {stats.traces}, interactions {stats.rag_spans}, sampled out {stats.sampled_out}")
     per_message = spans * (1 / kafka_cpu - 1 / alone_cpu) * 1e6
-    print(f"  Kafka path's own CPU per message: {per_message:.0f} us")
+    floor = raw_poll(broker.bootstrap_servers, topic, traces)
+    print(f"  Kafka path's own CPU per message: {per_message:.0f} us (kafka-python alone: {floor:.0f} us)")
 
 
 def main() -> None:
@@ -226,7 +256,12 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--spans-per-trace", type=int, default=5)
     parser.add_argument("--shape", choices=["openinference", "tracescore", "both"], default="both")
+    parser.add_argument(
+        "--rejoin-traces", type=int, default=None, help="assembly rejoin_traces (default: the default)"
+    )
     args = parser.parse_args()
+    rejoin = {} if args.rejoin_traces is None else {"rejoin_traces": args.rejoin_traces}
+    assembly = AssemblySettings(grace_s=0, **rejoin)
 
     shapes: dict[str, list[tuple[bytes, bytes]]] = {}
     if args.shape in ("openinference", "both"):
@@ -239,7 +274,7 @@ def main() -> None:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})  # one core for this process; the broker's JVM keeps the other
         for shape, messages in shapes.items():
-            run_shape(broker, shape, messages)
+            run_shape(broker, shape, messages, assembly)
     if "openinference" in shapes:
         per_trace = memory_per_trace(shapes["openinference"])
         content = decoded_size_per_trace(shapes["openinference"])

@@ -407,3 +407,24 @@ def test_a_rebuilt_trace_read_early_for_memory_is_still_revised_not_scored_as_ne
     assert judge(asm, evicted) == [(ROOT, 1, f"{first.trace_id}:{ROOT}:0")]
     asm.add([span("a")], "p0", 4, 10)
     assert asm.counts["late_spans"] == 1, "a trace read early is not rebuilt again"
+
+
+def test_rejoining_does_not_depend_on_remembering_released_ids() -> None:
+    asm, _ = assembler(grace_s=0, remember_released=0)
+    asm.add([span("a", root=True)], "p0", 1, 100)
+    asm.ready()
+    asm.add([span("a")], "p0", 2, 10)
+    [trace] = asm.ready()
+    assert len(trace.spans) == 2
+
+
+def test_spans_after_a_rebuilt_trace_was_read_early_for_its_size_do_not_lose_its_revision() -> None:
+    asm, clock = assembler(grace_s=2, max_spans_per_trace=3)
+    asm.add([chain("a"), retriever("a", "It lasts 14 hours.")], "p0", 1, 100)
+    clock.now += 2
+    [first] = asm.ready()
+    assert judge(asm, first) == [(ROOT, 0, None)]
+    late = [retriever("a", "It charges in 90 minutes."), span("a"), span("a")]
+    [early] = asm.add(late, "p0", 2, 300)  # the third span of the rebuilt trace reads it at once
+    assert early.incomplete == "too_many_spans" and asm.counts["late_spans"] == 2
+    assert judge(asm, early) == [(ROOT, 1, f"{first.trace_id}:{ROOT}:0")]

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from tracescore._rag_span import DecodedSpan, RagSpan, Trace
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
-from tracescore.consume._revise import Remembered, Revision, revise
+from tracescore.consume._revise import Remembered, Revision, first_reading, revise
 from tracescore.extract import Skip
 
 __all__ = ["AssemblySettings", "TraceAssembler"]
@@ -110,7 +110,7 @@ class TraceAssembler:
         for span in spans:
             entry = self._by_last_seen.get(span.trace_id)
             if entry is None:
-                if span.trace_id in self._released:
+                if span.trace_id in self._rejoin or span.trace_id in self._released:
                     entry = self._rejoined(span)
                     if entry is None:
                         continue
@@ -221,15 +221,18 @@ class TraceAssembler:
 
     def _rejoined(self, span: DecodedSpan) -> _Buffered | None:
         """A late span of a released trace: buffer the trace again, whole, if it is still kept."""
-        memory = self._rejoin.pop(span.trace_id, None)
+        memory = self._rejoin.get(span.trace_id)
         if memory is None or not memory.whole:
-            self.counts["late_spans"] += 1  # forgotten: counted, as the README says, never scored twice
+            # Forgotten, or read early to stay in bounds (kept only so its reading can be revised):
+            # counted, never scored alone.
+            self.counts["late_spans"] += 1
             return None
-        self._rejoin_bytes -= memory.size
         if span.span_id in memory.spans:
-            self.counts["duplicate_spans"] += 1  # a replayed message: the trace stays as it was released
-            self._keep(span.trace_id, memory)
+            self.counts["duplicate_spans"] += 1  # a replayed message: the trace stays as it was read
             return None
+        del self._rejoin[span.trace_id]
+        self._rejoin_bytes -= memory.size
+        first_reading(span.trace_id, memory)
         entry = _Buffered(span.trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
         entry.has_root = any(s.parent_span_id is None for s in memory.spans.values())
         self._bytes += memory.size

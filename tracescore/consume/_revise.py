@@ -1,7 +1,7 @@
 """Late spans of a trace already read: which interactions they change, and the revision that replaces them.
 
 The assembler remembers recently released traces (bounded, least recently released forgotten first) with,
-per interaction, a fingerprint of what was judged: question, documents, answer. A late span rebuilds the
+per interaction, a record of what was judged: question, documents and answer. A late span rebuilds the
 whole trace; after extraction each interaction is compared with the one it replaces (same anchor span, or
 one reading contains the other). Unchanged: not scored again. Changed, or new (the first reading skipped
 it): scored, its records carrying the next revision number and the key of the revision they supersede.
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from tracescore._rag_span import DecodedSpan, RagSpan, Trace
-from tracescore.extract import Skip
+from tracescore.extract import Skip, extract
 
 __all__ = ["Judged", "Remembered", "Revision", "revise", "revision_key"]
 
@@ -29,14 +29,12 @@ class Revision(NamedTuple):
     supersedes: str | None = None
 
 
-@dataclass(slots=True)
-class Judged:
-    anchor: str
-    span_ids: frozenset[str]
-    # Question, documents, answer: kept by reference and compared only when a late span rebuilds the
-    # trace (rare), so the common path pays no hashing.
-    judged: tuple[object, ...]
-    revision: int
+# What one interaction's reading judged: (anchor span id, span ids read, (question, documents, answer),
+# revision). Plain tuples of strings: the cyclic garbage collector stops tracking them, so the thousands of
+# traces kept for late spans cost its full passes nothing (kept as objects, they cost the unsampled path
+# ~15%). The texts are the record's own, by reference, compared only when a late span rebuilds the trace.
+Judged = tuple[str, tuple[str, ...], tuple[object, ...], int]
+_ANCHOR, _SPAN_IDS, _TEXTS, _REVISION = range(4)
 
 
 @dataclass(slots=True)
@@ -47,18 +45,15 @@ class Remembered:
     size: int
     late: int = 0  # late spans in the release being revised (0: a first release)
     whole: bool = True  # False: read early to stay in bounds, kept only to revise that reading
-    judged: list[Judged] = field(default_factory=list)
-    skipped: set[tuple[str, str]] = field(default_factory=set)  # (anchor span id, reason)
+    # None until a late span rebuilds the trace: the first reading is then read again from the kept spans
+    # (`first_reading`), so the common path, a trace never rebuilt, records nothing.
+    judged: tuple[Judged, ...] | None = None
+    skipped: tuple[tuple[str, str], ...] = ()  # (anchor span id, reason)
 
 
 def revision_key(trace_id: str, span_id: str, revision: int) -> str:
     """What `supersedes` holds: the interaction's trace and span, and the revision replaced."""
     return f"{trace_id}:{span_id}:{revision}"
-
-
-def fingerprint(interaction: RagSpan) -> tuple[object, ...]:
-    record = interaction.record
-    return (record.query, record.contexts, record.answer)
 
 
 def revise(
@@ -70,25 +65,28 @@ def revise(
 ) -> tuple[list[Revision], list[Skip]]:
     """The interactions to score and the skips to report for this release of `trace`; updates `memory`."""
     previous = memory.judged
+    if previous is None:  # a first reading
+        return [Revision(i) for i in interactions], list(skips)
     judged: list[Judged] = []
     out: list[Revision] = []
     for interaction in interactions:
-        mark = fingerprint(interaction)
+        record = interaction.record
+        texts = (record.query, record.contexts, record.answer)
         earlier = next((j for j in previous if _replaces(trace, interaction, j)), None)
-        if earlier is None:
-            judged.append(Judged(interaction.span.span_id, interaction.span_ids, mark, 0))
-            out.append(Revision(interaction))
-        elif earlier.judged == mark:
+        if earlier is not None and earlier[_TEXTS] == texts:
             judged.append(earlier)
+            continue
+        revision = 0 if earlier is None else earlier[_REVISION] + 1
+        judged.append((interaction.span.span_id, tuple(interaction.span_ids), texts, revision))
+        if earlier is None:
+            out.append(Revision(interaction))
         else:
-            revision = earlier.revision + 1
-            judged.append(Judged(interaction.span.span_id, interaction.span_ids, mark, revision))
-            replaced = revision_key(trace.trace_id, earlier.anchor, earlier.revision)
+            replaced = revision_key(trace.trace_id, earlier[_ANCHOR], earlier[_REVISION])
             out.append(Revision(interaction, revision, replaced))
     judged += [j for j in previous if j not in judged]  # a reading no longer found keeps its record
     fresh = [s for s in skips if s.span is None or (s.span.span_id, s.reason) not in memory.skipped]
-    memory.skipped.update((s.span.span_id, s.reason) for s in skips if s.span is not None)
-    memory.judged = judged
+    memory.skipped += tuple((s.span.span_id, s.reason) for s in fresh if s.span is not None)
+    memory.judged = tuple(judged)
     if memory.late:
         if out:
             counts["late_spans_rejoined"] += memory.late
@@ -99,9 +97,22 @@ def revise(
     return out, fresh
 
 
+def first_reading(trace_id: str, memory: Remembered) -> None:
+    """Before late spans join a kept trace: what its first reading judged and skipped (revision 0), read
+    again from its spans as they were."""
+    if memory.judged is not None:
+        return
+    found = extract(Trace(trace_id, tuple(memory.spans.values())))
+    memory.judged = tuple(
+        (i.span.span_id, tuple(i.span_ids), (i.record.query, i.record.contexts, i.record.answer), 0)
+        for i in found.interactions
+    )
+    memory.skipped = tuple((s.span.span_id, s.reason) for s in found.skips if s.span is not None)
+
+
 def _replaces(trace: Trace, interaction: RagSpan, earlier: Judged) -> bool:
-    anchor = interaction.span.span_id
-    if anchor == earlier.anchor or earlier.anchor in interaction.span_ids or anchor in earlier.span_ids:
+    anchor, earlier_anchor = interaction.span.span_id, earlier[_ANCHOR]
+    if anchor == earlier_anchor or earlier_anchor in interaction.span_ids or anchor in earlier[_SPAN_IDS]:
         return True
-    old = trace.by_id.get(earlier.anchor)
+    old = trace.by_id.get(earlier_anchor)
     return old is not None and any(a.span_id == anchor for a in trace.ancestors(old))
