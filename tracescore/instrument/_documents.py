@@ -1,4 +1,5 @@
-"""Retrieved documents of any common shape, read by duck typing so no framework is imported.
+"""Retrieved documents of any common shape, read by duck typing so no framework is imported, and written
+onto a span as OpenInference `retrieval.documents.N.document.*` under the content controls.
 
 Plain strings, mappings (`content`/`page_content`/`text`, `id`, `score`, `metadata`), LangChain `Document`
 (`page_content`, `metadata`, `id`) and LlamaIndex `NodeWithScore` (`node.text`, `node.node_id`,
@@ -7,11 +8,16 @@ Plain strings, mappings (`content`/`page_content`/`text`, `id`, `score`, `metada
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Document", "read_document"]
+from opentelemetry.trace import Span
+
+from tracescore import semconv
+from tracescore.instrument._content import ContentPolicy, flat_items, safe_json, safe_str
+
+__all__ = ["Document", "DocumentsMixin", "id_and_score", "read_document", "read_documents"]
 
 _TEXT_FIELDS = ("page_content", "content", "text")
 _ID_FIELDS = ("id", "doc_id", "node_id", "id_")
@@ -60,3 +66,67 @@ def _score(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+class DocumentsMixin:
+    """Documents as OpenInference `retrieval.documents.N.document.*`, numbered on from earlier ones."""
+
+    span: Span
+    policy: ContentPolicy
+    _documents_omitted: int
+    _text: Callable[[str, Any, dict[str, Any]], str | None]
+
+    def _put_documents(self, documents: list[Document | str], first_index: int, out: dict[str, Any]) -> int:
+        """Write up to max_documents in total; returns how many were written."""
+        policy = self.policy
+        room = max(0, policy.max_documents - first_index)
+        kept = documents[:room]
+        self._documents_omitted += len(documents) - len(kept)
+        verbatim, max_chars, capture = policy.verbatim, policy.max_chars, policy.capture
+        for offset, doc in enumerate(kept):
+            index = first_index + offset
+            if type(doc) is str:  # the common case, kept cheap: most retrievers return plain text
+                if capture and verbatim and len(doc) <= max_chars:
+                    out[_content_key(index)] = doc
+                elif capture:
+                    self._text(_content_key(index), doc, out)
+                continue
+            self._text(_content_key(index), doc.content, out)
+            if doc.id is not None:
+                out[semconv.document_key(index, "id")] = safe_str(doc.id)
+            if doc.score is not None:
+                out[semconv.document_key(index, "score")] = doc.score
+            if doc.metadata:
+                self._text(semconv.document_key(index, "metadata"), safe_json(doc.metadata), out)
+        return len(kept)
+
+
+_CONTENT_KEYS = tuple(semconv.document_key(index, "content") for index in range(256))
+
+
+def _content_key(index: int) -> str:
+    return _CONTENT_KEYS[index] if index < len(_CONTENT_KEYS) else semconv.document_key(index, "content")
+
+
+def read_documents(items: Any) -> list[Document | str]:
+    """Documents from any supported shape; plain strings stay strings (no object per document)."""
+    documents: list[Document | str] = []
+    for item in flat_items(items):
+        if type(item) is str:
+            documents.append(item)
+            continue
+        try:
+            documents.append(read_document(item))
+        except Exception:  # an object whose attributes raise is still one document
+            documents.append(Document(safe_str(item)))
+    return documents
+
+
+def id_and_score(doc: Document | str) -> dict[str, Any]:
+    if type(doc) is str:
+        return {}
+    assert isinstance(doc, Document)
+    fields: dict[str, Any] = {} if doc.id is None else {"id": safe_str(doc.id)}
+    if doc.score is not None:
+        fields["score"] = doc.score
+    return fields

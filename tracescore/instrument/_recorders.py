@@ -20,7 +20,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from tracescore import semconv
 from tracescore.instrument._content import ContentPolicy, flat_items, safe_json, safe_str
-from tracescore.instrument._documents import Document, read_document
+from tracescore.instrument._documents import Document, DocumentsMixin, id_and_score, read_documents
 
 __all__ = [
     "GenerationRecorder",
@@ -211,61 +211,7 @@ class Recorder:
         self.end(exc if exc is not None and not isinstance(exc, GeneratorExit) else None)
 
 
-class _DocumentsMixin:
-    """Documents as OpenInference `retrieval.documents.N.document.*`, numbered on from earlier ones."""
-
-    span: Span
-    policy: ContentPolicy
-    _documents_omitted: int
-    _text: Callable[[str, Any, dict[str, Any]], str | None]
-
-    def _put_documents(self, documents: list[Document | str], first_index: int, out: dict[str, Any]) -> int:
-        """Write up to max_documents in total; returns how many were written."""
-        policy = self.policy
-        room = max(0, policy.max_documents - first_index)
-        kept = documents[:room]
-        self._documents_omitted += len(documents) - len(kept)
-        verbatim, max_chars, capture = policy.verbatim, policy.max_chars, policy.capture
-        for offset, doc in enumerate(kept):
-            index = first_index + offset
-            if type(doc) is str:  # the common case, kept cheap: most retrievers return plain text
-                if capture and verbatim and len(doc) <= max_chars:
-                    out[_content_key(index)] = doc
-                elif capture:
-                    self._text(_content_key(index), doc, out)
-                continue
-            self._text(_content_key(index), doc.content, out)
-            if doc.id is not None:
-                out[semconv.document_key(index, "id")] = safe_str(doc.id)
-            if doc.score is not None:
-                out[semconv.document_key(index, "score")] = doc.score
-            if doc.metadata:
-                self._text(semconv.document_key(index, "metadata"), safe_json(doc.metadata), out)
-        return len(kept)
-
-
-_CONTENT_KEYS = tuple(semconv.document_key(index, "content") for index in range(256))
-
-
-def _content_key(index: int) -> str:
-    return _CONTENT_KEYS[index] if index < len(_CONTENT_KEYS) else semconv.document_key(index, "content")
-
-
-def read_documents(items: Any) -> list[Document | str]:
-    """Documents from any supported shape; plain strings stay strings (no object per document)."""
-    documents: list[Document | str] = []
-    for item in flat_items(items):
-        if type(item) is str:
-            documents.append(item)
-            continue
-        try:
-            documents.append(read_document(item))
-        except Exception:  # an object whose attributes raise is still one document
-            documents.append(Document(safe_str(item)))
-    return documents
-
-
-class RagRecorder(Recorder, _DocumentsMixin):
+class RagRecorder(Recorder, DocumentsMixin):
     """The `rag` span: query, documents (its own and its retrievers'), answer. What the consumer scores."""
 
     kind = semconv.SPAN_KIND_CHAIN
@@ -315,7 +261,7 @@ class RagRecorder(Recorder, _DocumentsMixin):
         self._put(out)
 
 
-class RetrieverRecorder(Recorder, _DocumentsMixin):
+class RetrieverRecorder(Recorder, DocumentsMixin):
     """A RETRIEVER span (`retrieval`): the query and the documents; the documents roll up onto the enclosing
     `rag` span, which is what the consumer scores."""
 
@@ -345,7 +291,7 @@ class RetrieverRecorder(Recorder, _DocumentsMixin):
         written = self._put_documents(docs, self._document_count, out)
         self._document_count += written
         kept = docs[:written]
-        out[semconv.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps([_id_and_score(d) for d in kept])
+        out[semconv.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps([id_and_score(d) for d in kept])
         self._put(out)
         if self._rag is not None:
             self._rag.add_documents(docs)  # the rag span applies (and marks) its own document limit
@@ -399,16 +345,6 @@ class GenerationRecorder(Recorder):
         self._put(out)
 
     set_answer = set_output
-
-
-def _id_and_score(doc: Document | str) -> dict[str, Any]:
-    if type(doc) is str:
-        return {}
-    assert isinstance(doc, Document)
-    fields: dict[str, Any] = {} if doc.id is None else {"id": safe_str(doc.id)}
-    if doc.score is not None:
-        fields["score"] = doc.score
-    return fields
 
 
 def _role_content(message: Any) -> tuple[str, Any]:

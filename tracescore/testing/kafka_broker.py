@@ -1,8 +1,9 @@
 """A real single-node Apache Kafka 4.x broker (KRaft, combined broker+controller) for dev, tests and demos.
 
-The broker's jars come from Maven Central through the machine's Maven into a cache outside the repo, so the
-first start downloads (seconds on a fast link) and every later start only formats storage and launches the
-JVM. Nothing here is a fake: it is the Apache Kafka server, `kafka.Kafka`, on a free loopback port.
+The broker's jars come from Maven Central through the machine's Maven into a cache outside the repo
+(`_kafka_jars.py`), so the first start downloads (seconds on a fast link) and every later start only formats
+storage and launches the JVM. Nothing here is a fake: it is the Apache Kafka server, `kafka.Kafka`, on a free
+loopback port.
 
     python -m tracescore.testing.kafka_broker start   # prints the bootstrap address, leaves it running
     python -m tracescore.testing.kafka_broker stop
@@ -27,27 +28,15 @@ from pathlib import Path
 
 import click
 
-from tracescore.testing._process import end_process, free_port, locked, log_tail, wait_ready
+# The jars' fetching lives in _kafka_jars; its names stay importable from here.
+from tracescore.testing._kafka_jars import CACHE_ROOT, KafkaUnavailable, fetch_kafka_jars
+from tracescore.testing._kafka_jars import KAFKA_VERSION as KAFKA_VERSION
+from tracescore.testing._kafka_jars import LOG4J_VERSION as LOG4J_VERSION
+from tracescore.testing._process import end_process, free_port, log_tail, wait_ready
 
 __all__ = ["KafkaBroker", "KafkaUnavailable", "fetch_kafka_jars"]
 
-KAFKA_VERSION = os.environ.get("TRACESCORE_KAFKA_VERSION", "4.1.1")
-LOG4J_VERSION = "2.24.3"
-CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
 STATE_DIR = CACHE_ROOT / "run" / "kafka"
-
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>tracescore</groupId><artifactId>kafka-runtime</artifactId><version>1</version>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>
-      <version>{kafka}</version></dependency>
-    <!-- Kafka logs through slf4j 1.x; this binding sends it to log4j2 so server.log is written. -->
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
-      <version>{log4j}</version></dependency>
-  </dependencies>
-</project>
-"""
 
 _LOG4J2 = """<Configuration status="WARN">
   <Appenders>
@@ -60,57 +49,6 @@ _LOG4J2 = """<Configuration status="WARN">
   </Loggers>
 </Configuration>
 """
-
-
-class KafkaUnavailable(RuntimeError):
-    """The broker could not be fetched or started; the message carries the command and its output."""
-
-
-def fetch_kafka_jars(version: str = KAFKA_VERSION, cache_root: Path = CACHE_ROOT) -> Path:
-    """The directory holding the broker's runtime classpath, resolved with Maven on first use."""
-    home = cache_root / f"kafka-{version}"
-    libs = home / "libs"
-    home.mkdir(parents=True, exist_ok=True)
-    # Parallel test sessions share the cache: one fetches, the others wait and then reuse it.
-    with locked(cache_root / f"kafka-{version}.lock"):
-        if (home / ".complete").exists():
-            return libs
-        (home / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise KafkaUnavailable(
-                "Maven ('mvn') is not on PATH; it fetches the Kafka jars from Maven Central"
-            )
-        command = [
-            mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-            f"-DoutputDirectory={libs}", "-DincludeScope=runtime",
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            output = f"{done.stdout}{done.stderr}"
-            raise KafkaUnavailable(f"{' '.join(command)} failed ({done.returncode}):\n{output}")
-        (home / ".complete").write_text(version)
-    return libs
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise KafkaUnavailable("Maven ('mvn') is not on PATH; it fetches the Kafka jars from Maven Central")
-    command = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(home / "pom.xml"),
-        "dependency:copy-dependencies",
-        f"-DoutputDirectory={libs}",
-        "-DincludeScope=runtime",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise KafkaUnavailable(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    (home / ".complete").write_text(version)
-    return libs
 
 
 def _cluster_id() -> str:

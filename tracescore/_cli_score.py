@@ -1,0 +1,234 @@
+"""`tracescore score` (batch scoring of a file, a CI gate) and `tracescore report` (the HTML report of a
+scored file)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracescore._cli_common import or_usage_error
+from tracescore.score._factory import DEFAULT_METRICS
+
+__all__ = ["EXIT_GATE_FAILED", "report", "score"]
+
+# Exit status of `tracescore score` when the CI gate fails or nothing could be scored (2 is a usage error).
+EXIT_GATE_FAILED = 1
+
+
+def _judge_options(default_metrics: str) -> list[Any]:
+    return [
+        click.option(
+            "--judge",
+            type=click.Choice(["offline", "openai"]),
+            default="offline",
+            show_default=True,
+            help="offline: deterministic, no network. openai: any OpenAI-compatible endpoint.",
+        ),
+        click.option("--model", default=None, help="Judge model (openai judge; env TRACESCORE_JUDGE_MODEL)."),
+        click.option(
+            "--base-url", default=None, help="OpenAI-compatible base URL (env TRACESCORE_JUDGE_BASE_URL)."
+        ),
+        click.option(
+            "--metrics",
+            default=default_metrics,
+            show_default=True,
+            help="Comma-separated metric names: faithfulness, answer_relevancy, context_relevance, quality, "
+            "distinct_2, names from --metric-config, installed plugins or package.module:attr paths.",
+        ),
+        click.option(
+            "--metric-config",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="TOML file declaring custom metrics ([[metric]] tables).",
+        ),
+    ]
+
+
+def _with_judge_options(default_metrics: str) -> Any:
+    def decorate(fn: Any) -> Any:
+        for option in reversed(_judge_options(default_metrics)):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
+@click.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Output JSONL [default: stdout]; missing directories are created.",
+)
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write a self-contained HTML report here.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Also count scores below this as failing (summary, report, --max-flagged) [default: each "
+    "metric's label decides; see README, What 'hallucinated' means].",
+)
+@click.option(
+    "--fail-under",
+    "fail_under",
+    multiple=True,
+    metavar="METRIC=MIN",
+    help="CI gate: exit 1 when the metric's mean is below MIN (repeatable), e.g. faithfulness=0.8.",
+)
+@click.option(
+    "--max-flagged",
+    metavar="N|SHARE",
+    default=None,
+    help="CI gate: exit 1 when more faithfulness results are flagged (labelled hallucinated, see README) "
+    "than a count (3) or a share of the scored records (0.05).",
+)
+@_with_judge_options(default_metrics=",".join(DEFAULT_METRICS))
+def score(
+    input_path: Path,
+    out_path: Path | None,
+    concurrency: int,
+    no_progress: bool,
+    report_path: Path | None,
+    threshold: float | None,
+    fail_under: tuple[str, ...],
+    max_flagged: str | None,
+    judge: str,
+    model: str | None,
+    base_url: str | None,
+    metrics: str,
+    metric_config: Path | None,
+) -> None:
+    """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records; one output line per input
+    record. Exits 1 when nothing could be scored, a --fail-under mean is missed or --max-flagged exceeded."""
+    from tracescore.score._batch import score_file
+    from tracescore.score._evaluate import check_judge
+    from tracescore.score._factory import make_judge, make_metrics
+    from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
+
+    # One line per judge call at INFO would scroll the progress bar away.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    gate = or_usage_error(parse_fail_under, fail_under)
+    flag_limit = or_usage_error(parse_max_flagged, max_flagged)
+    the_judge = or_usage_error(make_judge, judge, model=model, base_url=base_url)
+    the_metrics = or_usage_error(make_metrics, _names(metrics), metric_config)
+    not_scored = sorted(set(gate) - {m.name for m in the_metrics})
+    if not_scored:
+        raise click.UsageError(f"--fail-under names metric(s) not in --metrics: {', '.join(not_scored)}")
+    if flag_limit is not None and FLAGGED_METRIC not in {m.name for m in the_metrics}:
+        raise click.UsageError(f"--max-flagged counts {FLAGGED_METRIC} flags: add it to --metrics")
+    or_usage_error(check_judge, the_metrics, the_judge)
+    collector = None
+    if report_path:
+        from tracescore.score._report import ReportCollector
+
+        collector = ReportCollector(threshold=threshold)
+    out = _open_output(out_path) if out_path else sys.stdout
+    try:
+        summary = score_file(
+            input_path,
+            out,
+            metrics=the_metrics,
+            judge=the_judge,
+            concurrency=concurrency,
+            progress=not no_progress,
+            threshold=threshold,
+            report=lambda line: click.echo(line, err=True),
+            on_row=collector,
+        )
+    finally:
+        if out_path:
+            out.close()
+    for line in summary.lines():
+        click.echo(line, err=True)
+    if report_path and collector is not None:
+        from tracescore.score._report import render_report
+
+        html = render_report(collector, threshold=threshold, title=f"tracescore report: {input_path.name}")
+        _write_text(report_path, html)
+        click.echo(f"report: {report_path}", err=True)
+    if not summary.anything_scored:
+        click.echo(f"error: nothing could be scored in {input_path} (see the reasons above)", err=True)
+        sys.exit(EXIT_GATE_FAILED)
+    failures = summary.gate(gate, flag_limit)
+    for failure in failures:
+        click.echo(f"FAIL {failure}", err=True)
+    if failures:
+        sys.exit(EXIT_GATE_FAILED)
+
+
+@click.command()
+@click.argument("scores_path", metavar="SCORES", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("report.html"),
+    show_default=True,
+    help="Where to write the HTML page.",
+)
+@click.option(
+    "--records",
+    "records_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The scored input file, to show queries, answers and contexts (joined by line number).",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Also count scores below this as failing [default: each metric's label decides].",
+)
+@click.option(
+    "--rows",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Records listed in each table of the page.",
+)
+def report(
+    scores_path: Path, out_path: Path, records_path: Path | None, threshold: float | None, rows: int
+) -> None:
+    """Rebuild the HTML report from the JSONL that `tracescore score` wrote, without re-scoring."""
+    from tracescore.score._report import ReportCollector, read_scores, render_report
+
+    collector = ReportCollector(threshold=threshold, limit=rows)
+    try:
+        for record, row in read_scores(scores_path, records_path):
+            collector(record, row)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
+    _write_text(out_path, html)
+    click.echo(f"{collector.records} records; report: {out_path}", err=True)
+
+
+def _open_output(path: Path) -> Any:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_text(path: Path, text: str) -> None:
+    with _open_output(path) as handle:
+        handle.write(text)
+
+
+def _names(csv_names: str) -> list[str]:
+    return [n.strip() for n in csv_names.split(",") if n.strip()]
