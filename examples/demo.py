@@ -4,8 +4,8 @@
    services in the background: `tracescore consume` (offline judge) and `tracescore alert` (its rules in
    a YAML file, notifications signed and posted to the receiver)
 2. the example RAG app answers faithfully, then its /billing route starts answering unfaithfully (drift):
-   /billing's rolling faithfulness drops and the alert fires on the receiver; then the app recovers and
-   the alert resolves. Every step waits for its event (a notification), never for a fixed time.
+   /billing's rolling share of faithful answers drops and the alert fires on the receiver; then the app
+   recovers and the alert resolves. Every step waits for its event (a notification), never for a fixed time.
 3. read the evaluation records back: a table, a summary, the alerts, and an HTML report
 """
 
@@ -43,12 +43,13 @@ SECRET = "demo-webhook-secret"  # the demo's own HMAC key, passed to `tracescore
 ALERT_CONFIG = """
 rules:
   - metric: faithfulness
-    window_count: 8       # the last 8 scores of a route...
+    signal: label         # the share of faithful answers: one invented claim (score 0.5) is hallucinated
+    window_count: 8       # the last 8 answers of a route...
     window_seconds: 600   # ...from the last 10 minutes
     min_samples: 6
     warning: 0.7
     critical: null        # one severity keeps the story short; see README for warning + critical
-    confidence: 0.9       # fire only when the 90% upper bound of the mean is below the threshold
+    confidence: 0.9       # fire only when the 90% upper bound of the share is below the threshold
     hysteresis: 0.05      # resolve at 0.75, so a route hovering at 0.7 does not flap
     cooldown_seconds: 0
     renotify_seconds: 3600
@@ -280,7 +281,7 @@ def report(
         f"deliberately unfaithful answers caught: {caught}/{caught + missed}; "
         f"faithful answers flagged: {false_alarms}/{len(scored) - caught - missed}"
     )
-    step("alerts received by the webhook (tracescore alert: rolling faithfulness per service and route)")
+    step("alerts received by the webhook (tracescore alert: share of faithful answers per service and route)")
     for alert in alerts:
         print(f"{alert['state'].upper():<9} {alert['severity']:<8} {alert['summary']}")
     if not alerts:

@@ -16,6 +16,7 @@ KEY = AlertKey("rag-api", "/billing", "faithfulness")
 
 def evaluator(max_routes: int = 100, **rule: Any) -> AlertEvaluator:
     settings: dict[str, Any] = {
+        "signal": "score",  # these tests are about the mechanics, on graded scores
         "window_count": 20,
         "window_seconds": 900,
         "warning": 0.7,

@@ -63,7 +63,7 @@ def test_the_alert_evaluator_fires_on_the_estimate_not_on_the_mixed_window() -> 
 
 
 def test_a_drop_fires_with_the_estimate_interval_and_counts_in_the_notification() -> None:
-    rule = RuleConfig(window_count=500, min_samples=10, warning=0.7, critical=None)
+    rule = RuleConfig(signal="score", window_count=500, min_samples=10, warning=0.7, critical=None)
     ev = AlertEvaluator(AlertConfig(rules=[rule]))
     notes = []
     for i in range(60):
@@ -77,7 +77,8 @@ def test_a_drop_fires_with_the_estimate_interval_and_counts_in_the_notification(
     note = notes[0]
     assert note.bound is not None and note.lower is not None and note.lower < note.value < note.bound < 0.7  # type: ignore[operator]
     assert note.llm_samples and note.offline_samples and note.calibrated is False  # no baseline pairs yet
-    assert "offline +" in note.summary and "LLM scores" in note.summary
+    assert "offline +" in note.summary and "LLM scores" in note.summary and "signal score" in note.summary
+    assert note.signal == "score"
 
 
 def test_offline_only_is_the_plain_mean_flagged_uncalibrated() -> None:

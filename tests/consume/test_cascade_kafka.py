@@ -85,10 +85,12 @@ def test_only_suspicious_answers_reach_the_llm_judge(bootstrap: str, topic_prefi
     assert len(suspicious) == 2 and {r.span_id for r in llm} == suspicious, "the LLM judge sees those alone"
     assert {r.selection for r in llm} == {"cascade"} and all(r.annotator_kind == "LLM" for r in llm)
     assert all(r.selection is None for r in offline)
-    # Each LLM record carries its weight and the offline score it corrects, for the rolling estimates.
+    # Each LLM record carries its weight and the offline score and label it corrects (rolling estimates).
     offline_scores = {r.span_id: r.score for r in offline}
     assert all(r.inclusion_probability == 1.0 and r.offline_score == offline_scores[r.span_id] for r in llm)
     assert all(r.inclusion_probability is None and r.offline_score is None for r in offline)
+    assert all(r.offline_label == "hallucinated" for r in llm)
+    assert all(r.offline_label is None for r in offline)
     assert consumer.stats.escalated == {"cascade": 2}
     assert escalations(reader) == {"cascade": 2, "offline_only": 4}
     assert llm_requests == 2 * 2, "two calls per escalated interaction (claims, verdicts), none for the rest"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, one_line, read_table
+from tracescore.alert._estimate import Signal
 from tracescore.score._registry import ENTRY_POINT_GROUP, builtin_metrics
 
 __all__ = [
@@ -40,9 +41,12 @@ class _Strict(BaseModel):
 
 
 class RuleConfig(_Strict):
-    """Rolling score alert for one metric on the (service, route) pairs it matches."""
+    """Rolling alert for one metric on the (service, route) pairs it matches, on its `signal`."""
 
     metric: str = "faithfulness"
+    # label: the share of answers the metric's label rule passes (faithfulness: the share of faithful
+    # answers, README "What 'hallucinated' means"), what records, report and demo count; score: the mean.
+    signal: Signal = "label"
     services: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
     routes: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
     window_count: int = Field(default=50, ge=1, description="at most this many recent answers (interactions)")

@@ -20,6 +20,12 @@ The estimate (prediction-powered difference estimator, weighted by inclusion pro
   difference estimator; a smaller λ when the offline score predicts little within R (the variance is then
   lower than with λ = 1). With no LLM scores (or no pairs in R), R is its plain offline mean and the
   estimate is flagged uncalibrated.
+
+What is estimated is the window's `signal`: `score`, the mean score; or `label`, the share of answers
+whose label is good (1.0 when `tracescore.score.is_flagged` says no, else 0.0: for faithfulness, "the share
+of this route's answers that are faithful"). Under `label` an LLM record pairs with the offline judge's
+label (`offline_label`, else the interaction's offline record in the window); an LLM value with no offline
+value to pair is left out and counted (`unpaired`), never paired with a score.
 """
 
 from __future__ import annotations
@@ -29,10 +35,15 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 from statistics import NormalDist
+from typing import Literal
 
 from tracescore.emit import EvaluationRecord
+from tracescore.score import is_flagged
 
-__all__ = ["Agreement", "Estimate", "EstimateWindow"]
+__all__ = ["Agreement", "Estimate", "EstimateWindow", "Signal"]
+
+# What a window estimates: the mean score, or the share of answers labelled good (README, Alerting).
+Signal = Literal["score", "label"]
 
 # Prior for the variance of (LLM - offline) on few pairs: a small sample of pairs that happen to agree must
 # not make the interval vanish. Worth `_PRIOR_PAIRS` pairs; not fitted on data.
@@ -56,13 +67,16 @@ class Estimate:
     calibrated: bool  # False: offline scores alone (no LLM scores to correct them)
     confidence: float
     excluded: int = 0  # LLM scores left out: no inclusion probability and not from the uniform baseline
+    unpaired: int = 0  # LLM scores of the sample left out: no offline value of the interaction to pair
+    signal: Signal = "score"
 
     def describe(self) -> str:
         tag = "" if self.calibrated else ", uncalibrated: offline judge only"
         shown = min(1.0, max(0.0, self.value))  # `value` itself is unclipped (unbiased); a share reads 0..1
+        what = "labels" if self.signal == "label" else "scores"
         return (
             f"{shown:.2f} [{self.lower:.2f}, {self.upper:.2f}] from {self.offline_n} offline + "
-            f"{self.llm_n} LLM scores{tag}"
+            f"{self.llm_n} LLM {what}{tag}"
         )
 
 
@@ -128,11 +142,17 @@ def _revision(record: EvaluationRecord) -> int:
     return int(getattr(record, "revision", 0) or 0)
 
 
+def _good(score: float, label: str | None) -> float:
+    """1.0 for an answer the label rule passes, 0.0 for one it flags (README, What "hallucinated" means)."""
+    return 0.0 if is_flagged({"score": score, "label": label}) else 1.0
+
+
 class EstimateWindow:
     """The newest `maxlen` interactions of one route and metric, in time order."""
 
-    def __init__(self, maxlen: int) -> None:
+    def __init__(self, maxlen: int, signal: Signal = "score") -> None:
         self.maxlen = maxlen
+        self.signal = signal
         self._items: dict[tuple[str, str], _Interaction] = {}
         self._order: list[tuple[datetime, tuple[str, str]]] = []
 
@@ -142,6 +162,12 @@ class EstimateWindow:
     def add(self, record: EvaluationRecord) -> None:
         if record.score is None:
             return  # a failed evaluation is judge health, not a score
+        value, hint = record.score, record.offline_score
+        if self.signal == "label":
+            value = _good(record.score, record.label)
+            # Only the offline label: its score alone does not say whether the label rule flagged it.
+            off_score, off_label = record.offline_score, record.offline_label
+            hint = None if off_score is None or off_label is None else _good(off_score, off_label)
         key = (record.trace_id, record.span_id)
         item = self._items.get(key)
         if item is None:
@@ -152,12 +178,12 @@ class EstimateWindow:
         rev = _revision(record)
         if record.selection is None and record.inclusion_probability is None:
             if rev >= item.primary_rev:
-                item.primary, item.primary_rev = record.score, rev
+                item.primary, item.primary_rev = value, rev
                 item.primary_llm = record.annotator_kind == "LLM"
         elif rev >= item.llm_rev:
-            item.llm, item.llm_rev = record.score, rev
+            item.llm, item.llm_rev = value, rev
             item.selection, item.pi = record.selection, record.inclusion_probability
-            item.offline_hint = record.offline_score
+            item.offline_hint = hint
         while len(self._items) > self.maxlen:
             _, oldest = self._order.pop(0)
             del self._items[oldest]
@@ -174,7 +200,7 @@ class EstimateWindow:
         in_c: list[float] = []
         in_r: list[float] = []
         pairs: list[_Pair] = []  # (w, y_llm, offline) in R
-        offline_n = llm_n = excluded = 0
+        offline_n = llm_n = excluded = unpaired = 0
         any_llm = False
         for item in self._items.values():
             offline = item.primary if item.primary is not None else item.offline_hint
@@ -184,7 +210,8 @@ class EstimateWindow:
                 any_llm = True
                 continue
             if offline is None:
-                continue  # an LLM score of the sample without the offline score to pair it with
+                unpaired += item.llm is not None  # an LLM value of the sample with no offline value to pair
+                continue
             in_r.append(offline)
             if item.primary_llm:
                 llm_n += 1
@@ -224,13 +251,15 @@ class EstimateWindow:
         value = (sum(in_c) + tuning * sum(in_r) + n_r * correction) / n
         calibrated = any_llm and (n_r == 0 or bool(pairs) or offline_n == 0)
         if n < 2:
-            return Estimate(value, 0.0, 1.0, n, offline_n, llm_n, calibrated, confidence, excluded)
+            return Estimate(
+                value, 0.0, 1.0, n, offline_n, llm_n, calibrated, confidence, excluded, unpaired, self.signal
+            )
         var = _spread(in_c, in_r, pairs, tuning * sum(in_r) / n_r + correction if n_r else 0.0) / n
         var += correction_var
         half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
         return Estimate(
             value, min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half)),
-            n, offline_n, llm_n, calibrated, confidence, excluded,
+            n, offline_n, llm_n, calibrated, confidence, excluded, unpaired, self.signal,
         )  # fmt: skip
 
     def agreement(self, threshold: float) -> Agreement:

@@ -11,22 +11,19 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from tracescore.alert._config import AlertConfig, RuleConfig
 from tracescore.alert._estimate import Estimate, EstimateWindow
-from tracescore.alert._notification import AlertKey, Notification, Severity
+from tracescore.alert._notes import Level, State, judge_note, no_data_note, score_note
+from tracescore.alert._notification import AlertKey, Notification
 from tracescore.emit import EvaluationRecord
 from tracescore.score import MetricStatus
 
 __all__ = ["AlertEvaluator", "AlertState"]
-
-Level = Literal["ok", "warning", "critical"]
-JUDGE_ALERT = "TracescoreJudgeUnhealthy"
-NO_DATA_ALERT = "TracescoreNoData"
 
 
 class AlertState(BaseModel):
@@ -50,7 +47,7 @@ class _Route:
     def __init__(self, rule: RuleConfig, judge_window: int, partition: int, state: AlertState) -> None:
         self.rule = rule
         self.partition = partition
-        self.scores = EstimateWindow(rule.window_count)
+        self.scores = EstimateWindow(rule.window_count, rule.signal)
         # (time, judge failed, failure was a timeout)
         self.judge: deque[tuple[datetime, bool, bool]] = deque(maxlen=judge_window)
         self.state = state
@@ -74,10 +71,6 @@ def _insert_in_time_order(window: deque[_Timed], item: _Timed) -> None:
             return
         window.popleft()
     window.insert(bisect.bisect_right(window, item[0], key=lambda entry: entry[0]), item)
-
-
-def alert_name(metric: str) -> str:
-    return "Tracescore" + "".join(part.capitalize() for part in metric.split("_")) + "Dropped"
 
 
 class AlertEvaluator:
@@ -287,107 +280,19 @@ class AlertEvaluator:
         return interval is not None and last is not None and now - last >= timedelta(seconds=interval)
 
     def _score_note(
-        self,
-        key: AlertKey,
-        route: _Route,
-        state: Literal["firing", "resolved"],
-        level: Level,
-        now: datetime,
-        repeat: bool = False,
+        self, key: AlertKey, route: _Route, state: State, level: Level, now: datetime, repeat: bool = False
     ) -> Notification:
-        rule = route.rule
-        est = route.scores.estimate(rule.confidence)
-        threshold = rule.critical if level == "critical" else rule.warning
-        n = 0 if est is None else est.n
-        shown = "n/a" if est is None else est.describe()
-        if state == "firing":
-            evidence = "no recent scores" if est is None else f"upper bound {est.upper:.2f}"
-            summary = (
-                f"{key.metric} of {key.service} {key.route} dropped to {shown} over {n} answers "
-                f"({evidence} < {level} threshold {threshold:.2f})"
-            )
-        else:
-            summary = f"{key.metric} of {key.service} {key.route} recovered to {shown} over {n} answers"
-        severity: Severity = "critical" if level == "critical" else "warning"
-        return Notification(
-            alertname=alert_name(key.metric),
-            state=state,
-            severity=severity,
-            service=key.service,
-            route=key.route,
-            metric=key.metric,
-            summary=summary,
-            value=None if est is None else est.value,
-            bound=None if est is None else est.upper,
-            lower=None if est is None else est.lower,
-            threshold=threshold,
-            samples=n,
-            offline_samples=None if est is None else est.offline_n,
-            llm_samples=None if est is None else est.llm_n,
-            calibrated=None if est is None else est.calibrated,
-            starts_at=route.state.level_since or now,
-            ends_at=now if state == "resolved" else None,
-            repeat=repeat,
-        )
+        est = route.scores.estimate(route.rule.confidence)
+        return score_note(key, route.rule, est, state, level, route.state.level_since or now, now, repeat)
 
     def _judge_note(
-        self,
-        key: AlertKey,
-        route: _Route,
-        state: Literal["firing", "resolved"],
-        now: datetime,
-        repeat: bool = False,
+        self, key: AlertKey, route: _Route, state: State, now: datetime, repeat: bool = False
     ) -> Notification:
-        n = len(route.judge)
-        failed = sum(f for _, f, _ in route.judge)
-        timeouts = sum(t for _, _, t in route.judge)
-        rate = failed / n if n else 0.0
-        summary = (
-            f"judge errors on {key.service} {key.route} ({key.metric}): {failed} of {n} evaluations failed"
-            f" ({timeouts} timeouts); scores are missing, not low"
-            if state == "firing"
-            else f"judge healthy again on {key.service} {key.route} ({key.metric}): {failed} of {n} failed"
-        )
-        return Notification(
-            alertname=JUDGE_ALERT,
-            state=state,
-            severity="warning",
-            service=key.service,
-            route=key.route,
-            metric=key.metric,
-            summary=summary,
-            value=rate,
-            threshold=self.config.judge_health.max_error_rate,
-            samples=n,
-            starts_at=route.state.judge_since or now,
-            ends_at=now if state == "resolved" else None,
-            repeat=repeat,
-        )
+        limit, since = self.config.judge_health.max_error_rate, route.state.judge_since or now
+        return judge_note(key, route.judge, limit, state, since, now, repeat)
 
     def _no_data_note(
-        self,
-        key: AlertKey,
-        route: _Route,
-        state: Literal["firing", "resolved"],
-        now: datetime,
-        repeat: bool = False,
+        self, key: AlertKey, route: _Route, state: State, now: datetime, repeat: bool = False
     ) -> Notification:
-        last = route.state.last_seen
-        seen = last.astimezone(UTC).isoformat(timespec="seconds") if last else "never"
-        summary = (
-            f"no evaluations of {key.service} {key.route} ({key.metric}) since {seen}"
-            if state == "firing"
-            else f"evaluations of {key.service} {key.route} ({key.metric}) arrive again"
-        )
-        return Notification(
-            alertname=NO_DATA_ALERT,
-            state=state,
-            severity="info",
-            service=key.service,
-            route=key.route,
-            metric=key.metric,
-            summary=summary,
-            starts_at=route.state.no_data_since or now,
-            ends_at=now if state == "resolved" else None,
-            repeat=repeat,
-        )
+        since = route.state.no_data_since or now
+        return no_data_note(key, route.state.last_seen, state, since, now, repeat)

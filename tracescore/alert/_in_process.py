@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from tracescore.alert._config import AlertConfig, JudgeHealthConfig, RuleConfig
+from tracescore.alert._estimate import Signal
 from tracescore.alert._evaluator import AlertEvaluator
 from tracescore.alert._notification import Notification
 from tracescore.alert._sinks import LogSink, Sink
@@ -18,7 +19,8 @@ __all__ = ["InProcessAlerts"]
 
 
 class InProcessAlerts:
-    """Feed it evaluation records; it logs a notification when a route's rolling score crosses `rule`."""
+    """Feed it evaluation records; it logs a notification when a route's rolling estimate (of `rule.signal`)
+    crosses `rule`."""
 
     def __init__(self, rule: RuleConfig, sink: Sink | None = None) -> None:
         # model_construct: this is not the alert service's configuration, so TRACESCORE_ALERT_* must not
@@ -28,10 +30,14 @@ class InProcessAlerts:
         self._sink = sink or LogSink()
 
     @classmethod
-    def for_threshold(cls, metric: str, threshold: float, window: int) -> InProcessAlerts:
-        """One rule from the consumer's --alert-threshold and --alert-window; no timers (no-data, repeats):
-        the consumer only reacts to the records it scores."""
+    def for_threshold(
+        cls, metric: str, threshold: float, window: int, signal: Signal | None = None
+    ) -> InProcessAlerts:
+        """One rule from the consumer's --alert-threshold, --alert-window and --alert-signal (None: the
+        rule's default); no timers (no-data, repeats): the consumer only reacts to the records it scores."""
+        chosen = {} if signal is None else {"signal": signal}
         rule = RuleConfig(
+            **chosen,
             metric=metric,
             warning=threshold,
             critical=None,

@@ -52,6 +52,8 @@ class Notification(BaseModel):
     route: str
     metric: str
     summary: str
+    # Score alerts: what the estimate is of, the rule's `signal` (the mean score, or the share of good labels)
+    signal: Literal["score", "label"] | None = None
     value: float | None = None  # the window's estimate (score alerts), or the judge error rate
     bound: float | None = None  # upper confidence bound of the estimate (score alerts)
     lower: float | None = None  # lower confidence bound of the estimate (score alerts)

@@ -36,12 +36,17 @@ class Scored:
     escalation: str | None = None
     inclusion_probability: float | None = None
 
-    def weighting(self, result: MetricResult) -> dict[str, float | None]:
-        """An LLM record's inclusion probability and the offline score it corrects (rolling estimates)."""
+    def weighting(self, result: MetricResult) -> dict[str, float | str | None]:
+        """An LLM record's inclusion probability and the offline score and label it corrects (rolling
+        estimates of the mean score or of the share of faithful answers)."""
         if self.llm_judge is None or result.judge != self.llm_judge:
             return {}
-        same = (r.score for r in self.results if r.metric == result.metric and r.judge != result.judge)
-        return {"inclusion_probability": self.inclusion_probability, "offline_score": next(same, None)}
+        same = next((r for r in self.results if r.metric == result.metric and r.judge != result.judge), None)
+        return {
+            "inclusion_probability": self.inclusion_probability,
+            "offline_score": None if same is None else same.score,
+            "offline_label": None if same is None else same.label,
+        }
 
 
 class LockedPolicy:

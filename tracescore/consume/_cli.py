@@ -176,6 +176,13 @@ def _judge_and_metrics(
 )
 @click.option("--alert-window", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option(
+    "--alert-signal",
+    type=click.Choice(["label", "score"]),
+    default=None,
+    help="What the in-process alert estimates: label, the share of faithful answers (the label rule); "
+    "score, the mean faithfulness score [default: label, as tracescore alert's rules].",
+)
+@click.option(
     "--otlp-metrics-endpoint",
     envvar="TRACESCORE_OTLP_METRICS_ENDPOINT",
     show_envvar=True,
@@ -243,6 +250,7 @@ def consume(
     cascade: bool,
     alert_threshold: float,
     alert_window: int,
+    alert_signal: Literal["label", "score"] | None,
     otlp_metrics_endpoint: str | None,
     prometheus_port: int | None,
     prometheus_host: str,
@@ -292,7 +300,7 @@ def consume(
     for handler in logging.getLogger().handlers:
         handler.addFilter(RateLimitedLogs())
     meter_provider = _meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
-    alerts = InProcessAlerts.for_threshold("faithfulness", alert_threshold, alert_window)
+    alerts = InProcessAlerts.for_threshold("faithfulness", alert_threshold, alert_window, alert_signal)
     consumer = EvaluationConsumer(
         settings,
         judge=chosen_judge,

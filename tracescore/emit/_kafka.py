@@ -84,14 +84,15 @@ class KafkaEvaluationSink:
         results: Sequence[MetricResult],
         start_ns: int,
         selection: Callable[[MetricResult], str | None] = lambda _: None,
-        weighting: Callable[[MetricResult], dict[str, float | None]] = lambda _: {},
+        weighting: Callable[[MetricResult], dict[str, float | str | None]] = lambda _: {},
         revision: int = 0,
         supersedes: str | None = None,
     ) -> tuple[list[EvaluationRecord], list[Output]]:
         """Records and evaluation spans for `results`; `selection` says, per result, why it was scored
         (cascade / baseline for an LLM judge behind the sampling policy), `weighting` the record's
-        `inclusion_probability` and `offline_score` (LLM judge behind the policy); `revision`, which
-        revision of the interaction this is (late spans changed it) and the key of the one it supersedes."""
+        `inclusion_probability`, `offline_score` and `offline_label` (LLM judge behind the policy);
+        `revision`, which revision of the interaction this is (late spans changed it) and the key of the one
+        it supersedes."""
         records, spans, outputs = [], [], []
         for result in results:
             chosen = selection(result)

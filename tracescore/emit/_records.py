@@ -44,6 +44,11 @@ class EvaluationRecord(BaseModel):
         description="LLM records behind the sampling policy: the offline judge's score of the interaction "
         "and metric, so an estimate can pair them without the offline record.",
     )
+    offline_label: str | None = Field(
+        default=None,
+        description="LLM records behind the sampling policy: the offline judge's label of the interaction "
+        "and metric (alerts on the share of faithful answers pair labels, not scores).",
+    )
     convention: str = Field(
         default="tracescore", description="Instrumentation convention the interaction was read from."
     )
@@ -86,6 +91,7 @@ def evaluation_record(
     selection: str | None = None,
     inclusion_probability: float | None = None,
     offline_score: float | None = None,
+    offline_label: str | None = None,
     revision: int = 0,
     supersedes: str | None = None,
 ) -> EvaluationRecord:
@@ -106,6 +112,7 @@ def evaluation_record(
         selection=selection,
         inclusion_probability=inclusion_probability,
         offline_score=offline_score,
+        offline_label=offline_label,
         revision=revision,
         supersedes=supersedes,
         timestamp=now or datetime.now(UTC),
