@@ -4,14 +4,16 @@ streams with known truth.
     python benchmarks/rolling_estimates.py [PATH] [--window 500] [--windows 200] [--streams 30]
         [--baselines 0.01,0.1]
 
-Streams are drawn from the labelled dev set's odd questions (the half benchmarks/cascade_sampling.py
+Streams are drawn from the labelled dev set's measurement half (the half benchmarks/cascade_sampling.py
 measures on; nothing here is fitted: the estimator's prior is fixed in tracescore/alert/_estimate.py) at 5%
 and 20% hallucinated answers, random trace ids. Each interaction goes through the real CascadePolicy (default
 configuration, no token budget) and the real offline judge (Faithfulness + OfflineJudge), as the consumer
 runs them; the LLM judge is simulated from the labels: perfect, or wrong 10% of the time. Its records carry
 the inclusion probability the policy gives and the offline score, as the consumer writes them.
 
-Per window of W interactions, three estimates of the share of faithful answers with 95% intervals:
+Per window of W interactions (one route's continuous traffic: the estimate's pair memory holds the pairs of
+earlier windows, as in the alert service; one window of warm-up first), three estimates of the share of
+faithful answers with 95% intervals:
 - mixed: the mean of every record (offline and LLM), what the alert window averaged before;
 - baseline only: the mean of the LLM judge on a uniform sample as large as the LLM calls the cascade made
   in that window (the same LLM budget);
@@ -27,17 +29,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import math
 import random
 import statistics
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cascade_sampling import DEFAULT_PATH, Scored, score_all
+from cascade_sampling import DEFAULT_PATH, score_all
+from cascade_sampling import Row as Scored
 
 from tracescore._rag_span import DecodedSpan, RagSpan
 from tracescore.alert import EstimateWindow
@@ -48,7 +52,9 @@ from tracescore.score import MetricStatus
 Z95 = 1.959964
 EVERY = 25  # interactions between two evaluations of a sliding window (detection)
 FALSE_ALARMS = 0.01
+WARM_UP = 20  # windows of the route's traffic before a drifting stream is measured
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+_TICKS = itertools.count()  # records in arrival order: the window keeps the newest
 
 
 @dataclass(frozen=True)
@@ -83,26 +89,27 @@ def interactions(
         llm = 1.0 - truth if rng.random() < wrong else truth
         offline = row.offline[0].score
         assert offline is not None
-        records = [_record(trace, span_id, offline, "offline", None, None, None)]
+        at = T0 + timedelta(milliseconds=next(_TICKS))
+        records = [_record(trace, span_id, offline, "offline", None, None, None, at)]
         selection = inclusion = None
         if escalation.to_llm:
             policy.charge(0, reserved=escalation.reserved_tokens)
             selection = escalation.selection.value if escalation.selection else None
             inclusion = escalation.inclusion_probability
-            records.append(_record(trace, span_id, llm, "openai:judge", selection, inclusion, offline))
+            records.append(_record(trace, span_id, llm, "openai:judge", selection, inclusion, offline, at))
         out.append(Judged(truth, llm, offline, selection, inclusion, tuple(records)))
     return out
 
 
 def _record(
     trace: str, span: str, score: float, judge: str, selection: str | None, inclusion: float | None,
-    offline: float | None,
+    offline: float | None, at: datetime = T0,
 ) -> EvaluationRecord:  # fmt: skip
     return EvaluationRecord.model_construct(
         schema_version=1, trace_id=trace, span_id=span, evaluation_span_id=None, service_name="rag-api",
         route="/ask", metric="faithfulness", score=score, label=None, status=MetricStatus.OK, reason=None,
         judge=judge, annotator_kind="CODE" if judge == "offline" else "LLM", selection=selection,
-        inclusion_probability=inclusion, offline_score=offline, convention="tracescore", timestamp=T0,
+        inclusion_probability=inclusion, offline_score=offline, convention="tracescore", timestamp=at,
         details={},
     )  # fmt: skip
 
@@ -121,17 +128,21 @@ def normal(values: list[float]) -> Interval:
     return (mean, max(0.0, mean - half), min(1.0, mean + half))
 
 
-def estimators(window: list[Judged], rng: random.Random) -> dict[str, Interval]:
+def estimators(window: list[Judged], rng: random.Random, route: EstimateWindow) -> dict[str, Interval]:
+    """The three estimates of `window`; `route` is the route's EstimateWindow, already fed every interaction
+    up to the window's end (as the alert service is: its pairs memory holds earlier windows' pairs)."""
     mixed = normal([r.score for j in window for r in j.records if r.score is not None])
     calls = sum(j.selection is not None for j in window)
     baseline = normal([j.llm for j in rng.sample(window, min(calls, len(window)))])
-    estimate_window = EstimateWindow(len(window))
-    for j in window:
-        for r in j.records:
-            estimate_window.add(r)
-    est = estimate_window.estimate(1 - (1 - 0.95) / 2)
+    est = route.estimate(1 - (1 - 0.95) / 2)
     assert est is not None
     return {"mixed": mixed, "baseline only": baseline, "estimate": (est.value, est.lower, est.upper)}
+
+
+def feed(route: EstimateWindow, judged: list[Judged]) -> None:
+    for j in judged:
+        for r in j.records:
+            route.add(r)
 
 
 NAMES = ("mixed", "baseline only", "estimate")
@@ -142,12 +153,16 @@ def accuracy(rows: list[Scored], args: argparse.Namespace, rate: float, wrong: f
     truth = 1 - rate
     results: dict[str, list[tuple[Interval, float]]] = {n: [] for n in NAMES}
     calls = []
+    # One route's continuous traffic: a window of warm-up, then `windows` consecutive windows.
+    policy = CascadePolicy(args.config, metrics=("faithfulness",))
+    route = EstimateWindow(args.window)
+    feed(route, interactions(rows, args.window, rate, wrong, rng, policy))
     for _ in range(args.windows):
-        policy = CascadePolicy(args.config, metrics=("faithfulness",))
         window = interactions(rows, args.window, rate, wrong, rng, policy)
+        feed(route, window)
         reference = sum(j.llm for j in window) / len(window)
         calls.append(sum(j.selection is not None for j in window))
-        for name, interval in estimators(window, rng).items():
+        for name, interval in estimators(window, rng, route).items():
             results[name].append((interval, reference))
     label = "perfect" if wrong == 0 else f"{wrong:.0%} wrong"
     for name in NAMES:
@@ -171,11 +186,17 @@ def delays(rows: list[Scored], args: argparse.Namespace, wrong: float) -> None:
     drifted: list[dict[str, list[tuple[int, float]]]] = []
     for _ in range(args.streams):
         policy = CascadePolicy(args.config, metrics=("faithfulness",))
+        route = EstimateWindow(args.window)
+        # The route's earlier traffic at 5%, as in production: the estimate's pair memory is not empty.
+        feed(route, interactions(rows, WARM_UP * args.window, 0.05, wrong, rng, policy))
         stream = interactions(rows, before, 0.05, wrong, rng, policy)
         stream += interactions(rows, after, 0.20, wrong, rng, policy)
         series: dict[str, list[tuple[int, float]]] = {n: [] for n in NAMES}
+        fed = 0
         for end in range(args.window, len(stream) + 1, EVERY):
-            for name, (value, _, _) in estimators(stream[end - args.window : end], rng).items():
+            feed(route, stream[fed:end])
+            fed = end
+            for name, (value, _, _) in estimators(stream[end - args.window : end], rng, route).items():
                 if end <= before:
                     null[name].append(value)
                 else:
@@ -200,7 +221,8 @@ def main() -> None:
     parser.add_argument("--baselines", default="0.01,0.10", help="cascade baseline rates (default 1%%, 10%%)")
     args = parser.parse_args()
     started = time.monotonic()
-    rows = [r for r in asyncio.run(score_all(args.path)) if r.question % 2 == 1]
+    scored, _ = asyncio.run(score_all(args.path))
+    rows = [r for r in scored if r.half == 1]  # cascade_sampling.py's measurement half
     for baseline in (float(b) for b in args.baselines.split(",")):
         args.config = SamplingConfig(cascade=CascadeConfig(baseline_rate=baseline))
         report(rows, args)
@@ -210,8 +232,8 @@ def main() -> None:
 def report(rows: list[Scored], args: argparse.Namespace) -> None:
     config = args.config
     print(
-        f"\n### {len(rows)} records (odd questions), windows of {args.window} interactions, threshold "
-        f"{config.cascade.threshold:g}, baseline {config.cascade.baseline_rate:.0%}, no token budget\n"
+        f"\n### {len(rows)} records (measurement half), windows of {args.window} interactions, "
+        f"baseline {config.cascade.baseline_rate:.0%}, no token budget\n"
     )
     print(
         "| hallucinated | LLM judge | estimator | bias vs true share | bias vs LLM reference "

@@ -160,3 +160,26 @@ def test_an_offline_score_that_says_nothing_within_the_rest_is_not_trusted() -> 
     assert estimate is not None
     assert estimate.value == pytest.approx(1.0)
     assert estimate.upper - estimate.lower < 0.05
+
+
+def test_the_correction_uses_the_routes_earlier_baseline_pairs_not_only_the_windows() -> None:
+    # A 1% baseline gives a window of 50 about one pair: on its own the interval is as wide as the prior
+    # makes it. The offline judge misses 20% hallucinations among the answers it does not find suspicious;
+    # its earlier pairs on the route say so, and the window's estimate narrows around the truth (0.8).
+    def traffic(n: int, start: int) -> list[EvaluationRecord]:
+        out = []
+        for t in range(start, start + n):
+            offline = record(1.0, T0 + timedelta(seconds=t))  # the offline judge sees nothing wrong
+            out.append(offline)
+            if t % 20 == 0:  # a 5% baseline on this route: each window of 50 holds 2 or 3 pairs
+                out.append(llm_record(offline, 0.0 if t % 100 == 0 else 1.0, "baseline", 0.05))
+        return out
+
+    history, recent = traffic(2000, 0), traffic(50, 2000)
+    fresh = window_of(recent, maxlen=50).estimate(0.975)
+    pooled = window_of(history + recent, maxlen=50).estimate(0.975)
+    assert fresh is not None and pooled is not None
+    assert pooled.n == fresh.n == 50 and pooled.pairs > 100 > fresh.pairs
+    assert pooled.value == pytest.approx(0.8, abs=0.03)
+    assert pooled.lower < 0.8 < pooled.upper
+    assert pooled.upper - pooled.lower < 0.5 * (fresh.upper - fresh.lower)

@@ -26,12 +26,21 @@ whose label is good (1.0 when `tracescore.score.is_flagged` says no, else 0.0: f
 of this route's answers that are faithful"). Under `label` an LLM record pairs with the offline judge's
 label (`offline_label`, else the interaction's offline record in the window); an LLM value with no offline
 value to pair is left out and counted (`unpaired`), never paired with a score.
+
+The pairs are the route's last `pair_memory` baseline pairs (200 by default), not only the window's: how
+the offline judge errs on the answers it does not find suspicious is a property of the judge on this
+route's traffic, which changes slowly, while the window must be short to see a drop. A 1% baseline gives a
+window of 500 about five pairs; pooled, the correction and its variance come from up to 200 (the term
+(1 - m/N_R) then no longer applies: the pairs are not a sample of this window's R). The assumption: the
+offline judge's error on non-suspicious answers is stable over the pairs' span. A drift it misses shows
+up as the pairs refresh; one it catches moves stratum C at once.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from statistics import NormalDist
@@ -51,6 +60,7 @@ _PRIOR_VAR = 0.04
 _PRIOR_PAIRS = 2
 _TUNING_PAIRS = 10  # fewer pairs: the plain difference (λ = 1), a slope from fewer would be noise
 _UNIFORM = "baseline"  # the selection the policy draws uniformly on the trace id
+PAIR_MEMORY = 200  # baseline pairs kept per route and metric for the correction (beyond the window)
 _Pair = tuple[float, float, float]  # (weight 1/π, LLM score, offline score) of an interaction in R
 
 
@@ -69,6 +79,7 @@ class Estimate:
     excluded: int = 0  # LLM scores left out: no inclusion probability and not from the uniform baseline
     unpaired: int = 0  # LLM scores of the sample left out: no offline value of the interaction to pair
     signal: Signal = "score"
+    pairs: int = 0  # (LLM, offline) pairs of the route the correction came from, the window's and earlier
 
     def describe(self) -> str:
         tag = "" if self.calibrated else ", uncalibrated: offline judge only"
@@ -138,6 +149,18 @@ def _spread(in_c: list[float], in_r: list[float], pairs: list[_Pair], r_mean: fl
     return squares / max(1, n - 1)
 
 
+def _pair_of(item: _Interaction) -> _Pair | None:
+    """(1/π, LLM, offline) of an interaction in stratum R the LLM judge also scored, else None."""
+    offline = item.primary if item.primary is not None else item.offline_hint
+    if item.llm is None or offline is None or item.primary_llm:
+        return None
+    if item.pi is not None and 0 < item.pi < 1.0:
+        return (1.0 / item.pi, item.llm, offline)
+    if item.pi is None and item.selection == _UNIFORM:
+        return (1.0, item.llm, offline)  # an older consumer's baseline: uniform, weight 1
+    return None
+
+
 def _revision(record: EvaluationRecord) -> int:
     return int(getattr(record, "revision", 0) or 0)
 
@@ -150,11 +173,14 @@ def _good(score: float, label: str | None) -> float:
 class EstimateWindow:
     """The newest `maxlen` interactions of one route and metric, in time order."""
 
-    def __init__(self, maxlen: int, signal: Signal = "score") -> None:
+    def __init__(self, maxlen: int, signal: Signal = "score", pair_memory: int = PAIR_MEMORY) -> None:
         self.maxlen = maxlen
         self.signal = signal
         self._items: dict[tuple[str, str], _Interaction] = {}
         self._order: list[tuple[datetime, tuple[str, str]]] = []
+        # Pairs outlive the window (see the module doc); a window's own pairs always fit.
+        self._pair_memory = max(pair_memory, maxlen)
+        self._pairs: OrderedDict[tuple[str, str], _Pair] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -184,9 +210,19 @@ class EstimateWindow:
             item.llm, item.llm_rev = value, rev
             item.selection, item.pi = record.selection, record.inclusion_probability
             item.offline_hint = hint
+        self._remember_pair(key, item)
         while len(self._items) > self.maxlen:
             _, oldest = self._order.pop(0)
             del self._items[oldest]
+
+    def _remember_pair(self, key: tuple[str, str], item: _Interaction) -> None:
+        pair = _pair_of(item)
+        if pair is None:
+            return
+        self._pairs[key] = pair
+        self._pairs.move_to_end(key)
+        while len(self._pairs) > self._pair_memory:
+            self._pairs.popitem(last=False)
 
     def prune(self, horizon: datetime) -> None:
         """Forget interactions older than `horizon`."""
@@ -233,6 +269,8 @@ class EstimateWindow:
         n = n_c + n_r
         if n == 0:
             return None
+        window_pairs = len(pairs)
+        pairs = list(self._pairs.values()) or pairs  # the route's recent pairs, this window's among them
         tuning, correction, correction_var = 1.0, 0.0, 0.0
         if pairs:
             tuning = _tuning(pairs)
@@ -245,21 +283,33 @@ class EstimateWindow:
             )
             s2 = (m * raw + _PRIOR_PAIRS * _PRIOR_VAR) / (m + _PRIOR_PAIRS)
             effective = total_w**2 / sum(w * w for w, _, _ in pairs)  # Kish: unequal weights count for less
-            fpc = max(0.0, 1.0 - m / n_r) if n_r else 0.0
+            # Sampling without replacement from this window's R, unless earlier pairs joined them.
+            fpc = (max(0.0, 1.0 - m / n_r) if n_r else 0.0) if m == window_pairs else 1.0
             correction_var = (n_r / n) ** 2 * s2 / effective * fpc
         # Not clipped to 0..1: with few pairs the correction can overshoot, and clipping would bias it.
         value = (sum(in_c) + tuning * sum(in_r) + n_r * correction) / n
-        calibrated = any_llm and (n_r == 0 or bool(pairs) or offline_n == 0)
+        calibrated = (any_llm or bool(pairs)) and (n_r == 0 or bool(pairs) or offline_n == 0)
         if n < 2:
             return Estimate(
-                value, 0.0, 1.0, n, offline_n, llm_n, calibrated, confidence, excluded, unpaired, self.signal
+                value,
+                0.0,
+                1.0,
+                n,
+                offline_n,
+                llm_n,
+                calibrated,
+                confidence,
+                excluded,
+                unpaired,
+                self.signal,
+                len(pairs),
             )
         var = _spread(in_c, in_r, pairs, tuning * sum(in_r) / n_r + correction if n_r else 0.0) / n
         var += correction_var
         half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
         return Estimate(
             value, min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half)),
-            n, offline_n, llm_n, calibrated, confidence, excluded, unpaired, self.signal,
+            n, offline_n, llm_n, calibrated, confidence, excluded, unpaired, self.signal, len(pairs),
         )  # fmt: skip
 
     def agreement(self, threshold: float) -> Agreement:
