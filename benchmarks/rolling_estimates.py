@@ -1,7 +1,7 @@
 """Rolling faithfulness with the cascade on: the mixed window, the LLM baseline alone and the estimate, on
 streams with known truth.
 
-    python benchmarks/rolling_estimates.py [PATH] [--window 500] [--windows 200] [--streams 30]
+    python benchmarks/rolling_estimates.py [PATH] [--window 500] [--windows 200] [--streams 30] [--signal label]
         [--baselines 0.01,0.1]
 
 Streams are drawn from the labelled dev set's measurement half (the half benchmarks/cascade_sampling.py
@@ -47,7 +47,7 @@ from tracescore._rag_span import DecodedSpan, RagSpan
 from tracescore.alert import EstimateWindow
 from tracescore.emit import EvaluationRecord
 from tracescore.sample import CascadeConfig, CascadePolicy, SamplingConfig
-from tracescore.score import MetricStatus
+from tracescore.score import MetricStatus, is_flagged
 
 Z95 = 1.959964
 EVERY = 25  # interactions between two evaluations of a sliding window (detection)
@@ -87,29 +87,35 @@ def interactions(
         escalation = policy.escalate(interaction, row.offline)
         truth = 0.0 if row.hallucinated else 1.0
         llm = 1.0 - truth if rng.random() < wrong else truth
-        offline = row.offline[0].score
+        offline, offline_label = row.offline[0].score, row.offline[0].label
         assert offline is not None
         at = T0 + timedelta(milliseconds=next(_TICKS))
-        records = [_record(trace, span_id, offline, "offline", None, None, None, at)]
+        records = [_record(trace, span_id, offline, "offline", None, None, None, at, offline_label)]
         selection = inclusion = None
         if escalation.to_llm:
             policy.charge(0, reserved=escalation.reserved_tokens)
             selection = escalation.selection.value if escalation.selection else None
             inclusion = escalation.inclusion_probability
-            records.append(_record(trace, span_id, llm, "openai:judge", selection, inclusion, offline, at))
+            records.append(
+                _record(
+                    trace, span_id, llm, "openai:judge", selection, inclusion, offline, at,
+                    "faithful" if llm else "hallucinated", offline_label,
+                )
+            )  # fmt: skip
         out.append(Judged(truth, llm, offline, selection, inclusion, tuple(records)))
     return out
 
 
 def _record(
     trace: str, span: str, score: float, judge: str, selection: str | None, inclusion: float | None,
-    offline: float | None, at: datetime = T0,
+    offline: float | None, at: datetime = T0, label: str | None = None, offline_label: str | None = None,
 ) -> EvaluationRecord:  # fmt: skip
     return EvaluationRecord.model_construct(
         schema_version=1, trace_id=trace, span_id=span, evaluation_span_id=None, service_name="rag-api",
-        route="/ask", metric="faithfulness", score=score, label=None, status=MetricStatus.OK, reason=None,
+        route="/ask", metric="faithfulness", score=score, label=label, status=MetricStatus.OK, reason=None,
         judge=judge, annotator_kind="CODE" if judge == "offline" else "LLM", selection=selection,
-        inclusion_probability=inclusion, offline_score=offline, convention="tracescore", timestamp=at,
+        inclusion_probability=inclusion, offline_score=offline,
+        offline_label=offline_label if judge != "offline" else None, convention="tracescore", timestamp=at,
         details={},
     )  # fmt: skip
 
@@ -128,10 +134,18 @@ def normal(values: list[float]) -> Interval:
     return (mean, max(0.0, mean - half), min(1.0, mean + half))
 
 
+def signal_of(record: EvaluationRecord, signal: str) -> float | None:
+    """What a record contributes: its score, or 1.0 when the label rule passes it (the alerts' default)."""
+    if signal == "score" or record.score is None:
+        return record.score
+    return 0.0 if is_flagged({"score": record.score, "label": record.label}) else 1.0
+
+
 def estimators(window: list[Judged], rng: random.Random, route: EstimateWindow) -> dict[str, Interval]:
     """The three estimates of `window`; `route` is the route's EstimateWindow, already fed every interaction
     up to the window's end (as the alert service is: its pairs memory holds earlier windows' pairs)."""
-    mixed = normal([r.score for j in window for r in j.records if r.score is not None])
+    values = (signal_of(r, route.signal) for j in window for r in j.records)
+    mixed = normal([v for v in values if v is not None])
     calls = sum(j.selection is not None for j in window)
     baseline = normal([j.llm for j in rng.sample(window, min(calls, len(window)))])
     est = route.estimate(1 - (1 - 0.95) / 2)
@@ -155,7 +169,7 @@ def accuracy(rows: list[Scored], args: argparse.Namespace, rate: float, wrong: f
     calls = []
     # One route's continuous traffic: a window of warm-up, then `windows` consecutive windows.
     policy = CascadePolicy(args.config, metrics=("faithfulness",))
-    route = EstimateWindow(args.window)
+    route = EstimateWindow(args.window, args.signal)
     feed(route, interactions(rows, args.window, rate, wrong, rng, policy))
     for _ in range(args.windows):
         window = interactions(rows, args.window, rate, wrong, rng, policy)
@@ -186,7 +200,7 @@ def delays(rows: list[Scored], args: argparse.Namespace, wrong: float) -> None:
     drifted: list[dict[str, list[tuple[int, float]]]] = []
     for _ in range(args.streams):
         policy = CascadePolicy(args.config, metrics=("faithfulness",))
-        route = EstimateWindow(args.window)
+        route = EstimateWindow(args.window, args.signal)
         # The route's earlier traffic at 5%, as in production: the estimate's pair memory is not empty.
         feed(route, interactions(rows, WARM_UP * args.window, 0.05, wrong, rng, policy))
         stream = interactions(rows, before, 0.05, wrong, rng, policy)
@@ -218,6 +232,9 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=500, help="interactions per window (default 500)")
     parser.add_argument("--windows", type=int, default=200, help="windows per case, accuracy (default 200)")
     parser.add_argument("--streams", type=int, default=30, help="drifting streams (default 30)")
+    parser.add_argument(
+        "--signal", choices=("label", "score"), default="label", help="what alerts watch (default: label)"
+    )
     parser.add_argument("--baselines", default="0.01,0.10", help="cascade baseline rates (default 1%%, 10%%)")
     args = parser.parse_args()
     started = time.monotonic()
@@ -233,7 +250,7 @@ def report(rows: list[Scored], args: argparse.Namespace) -> None:
     config = args.config
     print(
         f"\n### {len(rows)} records (measurement half), windows of {args.window} interactions, "
-        f"baseline {config.cascade.baseline_rate:.0%}, no token budget\n"
+        f"baseline {config.cascade.baseline_rate:.0%}, no token budget, signal {args.signal}\n"
     )
     print(
         "| hallucinated | LLM judge | estimator | bias vs true share | bias vs LLM reference "
