@@ -37,11 +37,10 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from pathlib import Path
 
-from tracescore._rag_span import DecodedSpan, RagSpan
+from tracescore.model import DecodedSpan, MetricResult, MetricStatus, RagRecord, RagSpan
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, features, fit
 from tracescore.sample._hashing import keep
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import Faithfulness, evaluate
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracescore.score._types import MetricResult, RagRecord
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score.judges._offline import OfflineJudge, OfflineTuning
 from tracescore.score.judges._offline_words import STOPWORDS
 from tracescore.score.metrics import Faithfulness

@@ -38,9 +38,9 @@ from typing import Any
 # Before RAGAS is imported anywhere: its usage analytics would try the network on every metric call.
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
+from tracescore.model import MetricStatus, RagRecord
 from tracescore.score import metrics as ts_metrics
 from tracescore.score._segment import split_sentences
-from tracescore.score._types import MetricStatus, RagRecord
 from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing.judge_server import (
     JudgeServer,

@@ -38,7 +38,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracescore.score._types import MetricResult, RagRecord
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.judges._offline_words import IRREGULAR_VERBS, STOPWORDS
 from tracescore.score.metrics import Faithfulness

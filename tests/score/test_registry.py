@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tracescore.model import MetricStatus, RagRecord
 from tracescore.score._factory import make_metrics
 from tracescore.score._registry import (
     BUILTIN_METRICS,
@@ -19,7 +20,6 @@ from tracescore.score._registry import (
     load_metric_config,
     resolve_metrics,
 )
-from tracescore.score._types import MetricStatus, RagRecord
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.metrics import DistinctN, Faithfulness, LLMJudgeMetric, PythonMetric, evaluate
 
@@ -27,7 +27,7 @@ RECORD = RagRecord(query="Where is it?", contexts=("It is in Delhi.",), answer="
 
 PLUGIN = textwrap.dedent(
     """
-    from tracescore.score._types import MetricResult
+    from tracescore.model import MetricResult
     from tracescore.score.metrics import python_metric
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore._rag_span import RagSpan
+from tracescore.model import RagSpan
 from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge

@@ -35,7 +35,6 @@ from tracescore._kafka import (
     lag,
     wait_for_partitions,
 )
-from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._cascade import LockedPolicy, Scored, Scorer
 from tracescore.consume._clients import connect
@@ -48,6 +47,7 @@ from tracescore.consume._status import ConsumerStats, StatusLine
 from tracescore.emit import EvaluationMetrics, EvaluationRecord, RecordSink
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.extract import Skip, extract
+from tracescore.model import RagSpan, Trace
 from tracescore.sample import AlwaysSample, Sampler, SamplingPolicy, SkipReason
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Literal
 
-from tracescore.score import MetricResult, MetricStatus
+from tracescore.model import MetricResult, MetricStatus
 
 __all__ = ["AnnotatorKind", "annotator_kind", "explanation"]
 

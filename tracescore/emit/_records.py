@@ -7,9 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from tracescore._rag_span import RagSpan
 from tracescore.emit._explain import AnnotatorKind, annotator_kind, explanation
-from tracescore.score import MetricResult, MetricStatus, Usage
+from tracescore.model import MetricResult, MetricStatus, RagSpan, Usage
 
 __all__ = ["SCHEMA_VERSION", "EvaluationRecord", "evaluation_record"]
 

@@ -5,8 +5,9 @@ The public API, for notebooks, pipelines and CI::
     from tracescore.score import evaluate_dataset, Faithfulness, OfflineJudge
     result = evaluate_dataset(records_or_dataframe, [Faithfulness()], OfflineJudge())
 
-Everything but the value objects is imported on first use: the instrumentation SDK imports
-`tracescore.score` for `RagRecord` and must not pay for the judges' HTTP clients.
+The value objects (`RagRecord`, `MetricResult`, ...) live in `tracescore.model` and are re-exported here.
+Everything else is imported on first use: importing `tracescore.score` for a value object must not pay for
+the judges' HTTP clients.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
 
 # Public name -> the private module that defines it.
 _LAZY = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tracescore.score._types import MetricStatus, RagRecord, Usage
+from tracescore.model import MetricStatus, RagRecord, Usage
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
 from tracescore.score.metrics import evaluate

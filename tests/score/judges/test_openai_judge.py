@@ -13,7 +13,7 @@ from collections.abc import Callable
 import openai
 import pytest
 
-from tracescore.score._types import MetricStatus, RagRecord
+from tracescore.model import MetricStatus, RagRecord
 from tracescore.score.judges import Judge, JudgeError
 from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score import rubric
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges._offline import OfflineJudge
 from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN

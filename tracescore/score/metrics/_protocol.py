@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from tracescore.score._types import MetricResult, RagRecord
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.judges._protocol import Judge
 
