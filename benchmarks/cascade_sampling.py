@@ -41,7 +41,7 @@ from tracescore.model import DecodedSpan, MetricResult, MetricStatus, RagRecord,
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, features, fit
 from tracescore.sample._hashing import keep
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness, evaluate
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/halueval_qa_dev.jsonl"

@@ -38,11 +38,10 @@ from consumer_throughput import DEFAULT_PATH, create_topic, load, produce
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore.consume import ConsumerSettings, EvaluationConsumer
-from tracescore.consume._decode import NotOtlp, decode_message
+from tracescore.consume import ConsumerSettings, EvaluationConsumer, NotOtlp, decode_message
 from tracescore.emit import EvaluationRecord
 from tracescore.model import Trace
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.metrics import Faithfulness, evaluate
 from tracescore.testing.kafka_broker import KafkaBroker
 

@@ -42,8 +42,7 @@ from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.export import KafkaSpanExporter
 from tracescore.score import MetricResult, RagRecord
 from tracescore.score._segment import split_sentences
-from tracescore.score.judges import _offline_text
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge, _offline_text
 from tracescore.score.judges._offline_text import _blocks, _split_block
 from tracescore.score.metrics import Faithfulness, evaluate
 from tracescore.testing.kafka_broker import KafkaBroker

@@ -41,7 +41,7 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 from tracescore.model import MetricStatus, RagRecord
 from tracescore.score import metrics as ts_metrics
 from tracescore.score._segment import split_sentences
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing.judge_server import (
     JudgeServer,
     RecordedRequest,

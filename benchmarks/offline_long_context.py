@@ -16,7 +16,7 @@ import statistics
 import sys
 import time
 
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics._faithfulness import VERDICTS_TASK, Verdict, VerdictsInput
 
 NEEDLE = "The bridge over the river was completed in 1887."

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from tracescore.consume._decode import decode_message
+from tracescore.consume import decode_message
 from tracescore.extract import extract
 from tracescore.model import Trace
 

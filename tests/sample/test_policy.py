@@ -16,7 +16,7 @@ from tracescore.sample import (
     SkipReason,
 )
 from tracescore.score import MetricResult, MetricStatus, RagRecord
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness, evaluate
 
 HOUR = 1_700_000_000 // 3600 * 3600  # a UTC hour boundary

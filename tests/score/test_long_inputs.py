@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracescore.score import MetricStatus, RagRecord
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.metrics import ContextRelevance, Faithfulness, evaluate
 from tracescore.testing.judge_server import JudgeServer
 

@@ -20,7 +20,7 @@ from tracescore.score._registry import (
     load_metric_config,
     resolve_metrics,
 )
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import DistinctN, Faithfulness, LLMJudgeMetric, PythonMetric, evaluate
 
 RECORD = RagRecord(query="Where is it?", contexts=("It is in Delhi.",), answer="IT IS IN DELHI")

@@ -131,7 +131,7 @@ def load_settings(flags: dict[str, Any], config_file: Path | None) -> ConsumerSe
 def _judge_and_metrics(
     judge: str, model: str | None, base_url: str | None, metrics: str, config: Path | None
 ) -> tuple[Any, Any]:
-    from tracescore.score._factory import make_judge, make_metrics
+    from tracescore.score import make_judge, make_metrics
 
     names = [n.strip() for n in metrics.split(",") if n.strip()]
     try:
@@ -266,8 +266,7 @@ def consume(
     from tracescore.consume._status import RateLimitedLogs
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
-    from tracescore.score import OfflineJudge
-    from tracescore.score._evaluate import check_judge
+    from tracescore.score import OfflineJudge, check_judge
 
     settings = load_settings(flags, config_file)
     chosen_judge, chosen_metrics = _judge_and_metrics(judge, model, base_url, metrics, metric_config)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tracescore.model import MetricStatus, RagRecord, Usage
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
 from tracescore.score.metrics import evaluate
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput

@@ -6,7 +6,7 @@ import pytest
 
 from tracescore.model import MetricStatus, RagRecord, Usage
 from tracescore.score._segment import split_sentences
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import (
     AnswerRelevancy,
     ContextRelevance,

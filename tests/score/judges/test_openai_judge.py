@@ -14,8 +14,7 @@ import openai
 import pytest
 
 from tracescore.model import MetricStatus, RagRecord
-from tracescore.score.judges import Judge, JudgeError
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import Judge, JudgeError, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput
 from tracescore.score.metrics._faithfulness import VERDICTS_TASK, Faithfulness, VerdictsInput

@@ -11,8 +11,7 @@ import pytest
 
 from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score import rubric
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN
 from tracescore.score.metrics import DistinctN, LLMJudgeMetric, PythonMetric, evaluate, python_metric
 from tracescore.testing.judge_server import Fault, JudgeServer, fenced_data, task_of

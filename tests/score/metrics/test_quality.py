@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
-from tracescore.score.judges import Judgement, JudgeTask
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import Judgement, JudgeTask, OfflineJudge
 from tracescore.score.metrics import Metric, Quality, evaluate, letter_grade
 
 RECORD = RagRecord(id="r1", query="Who wrote Hamlet?", contexts=("Shakespeare wrote Hamlet.",), answer="X.")
