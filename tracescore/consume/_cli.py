@@ -317,8 +317,8 @@ def consume(
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )
-    if stats.sampling or stats.escalated:
-        policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.sampling.items())) or "none"
+    if stats.not_admitted or stats.escalated:
+        policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.not_admitted.items())) or "none"
         llm = ", ".join(f"{k}={v}" for k, v in sorted(stats.escalated.items())) or "none"
         click.echo(f"  sampling: not admitted {policy_line}; to the LLM judge {llm}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
