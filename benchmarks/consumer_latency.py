@@ -42,7 +42,7 @@ from tracescore.consume import ConsumerSettings, EvaluationConsumer, NotOtlp, de
 from tracescore.emit import EvaluationRecord
 from tracescore.model import Trace
 from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
-from tracescore.score.metrics import Faithfulness, evaluate
+from tracescore.score.metrics import Faithfulness, evaluate_record
 from tracescore.testing.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,7 +173,7 @@ def judge_alone(base_url: str, records: list, concurrency: int) -> float:
 
         async def one(record: Any) -> None:
             async with limit:
-                await evaluate(record, [Faithfulness()], judge)
+                await evaluate_record(record, [Faithfulness()], judge)
                 times.append(time.monotonic())
 
         await asyncio.gather(*(one(r) for r in records))

@@ -309,8 +309,9 @@ async def run_tracescore(records: Sequence[RagRecord], server: JudgeServer, conc
     async with OpenAIJudge(settings) as judge:
 
         async def one(record: RagRecord) -> RunOutcome:
-            results = await ts_metrics.evaluate(record, metrics, judge)
-            # evaluate() charges a shared call to one metric only, so the usages add up to the record's calls.
+            results = await ts_metrics.evaluate_record(record, metrics, judge)
+            # evaluate_record() charges a shared call to one metric only, so the usages add up to the
+            # record's calls.
             outcome = RunOutcome(calls_per_record=[sum(r.usage.calls for r in results)])
             for r in results:
                 outcome.add(r.metric, r.score if r.status is MetricStatus.OK else None)

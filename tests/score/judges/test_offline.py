@@ -12,7 +12,7 @@ import pytest
 from tracescore.model import MetricStatus, RagRecord, Usage
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
-from tracescore.score.metrics import evaluate
+from tracescore.score.metrics import evaluate_record
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput
 from tracescore.score.metrics._faithfulness import (
     VERDICTS_TASK,
@@ -51,7 +51,7 @@ async def test_is_a_judge() -> None:
     record = RagRecord(
         id="r", query="Who wrote Hamlet?", contexts=("Shakespeare wrote Hamlet.",), answer="Shakespeare."
     )
-    [result] = await evaluate(record, [Faithfulness()], judge)
+    [result] = await evaluate_record(record, [Faithfulness()], judge)
     assert (result.status, result.score, result.judge) == (MetricStatus.OK, 1.0, "offline")
 
 
