@@ -1,7 +1,8 @@
 """One public path per name: a private module (`_name`) is imported only from inside its own package, or
 from the tests of that package (tests/<stage>/... mirrors tracescore/<stage>/...). Examples and benchmarks
-import public names only. Which stage may import which is import-linter's job (`lint-imports`,
-pyproject.toml); this rule is here because import-linter cannot say "private, except from its own tests".
+import public names only, and a test imports a name that has a public path from that path. Which stage
+may import which is import-linter's job (`lint-imports`, pyproject.toml); these rules are here because
+import-linter cannot say "private, except from its own tests".
 
 `make lint` runs this file.
 """
@@ -103,6 +104,50 @@ def _violations() -> list[str]:
     return sorted(set(found))
 
 
+def _public_names(package: str) -> set[str]:
+    """What a package's `__init__` exports: its `__all__` and the names it imports on first use (`_LAZY`)."""
+    init = REPO.joinpath(*package.split("."), "__init__.py")
+    if not init.exists():
+        return set()
+    names: set[str] = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("__all__", "_LAZY") for t in node.targets
+        ):
+            items = node.value.keys if isinstance(node.value, ast.Dict) else getattr(node.value, "elts", [])
+            names |= {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+    return names
+
+
+def _public_home(module: str, name: str) -> str | None:
+    """Where `name`, imported from the private `module`, is public: the shared model, else the nearest
+    public package above the module."""
+    parts = module.split(".")
+    first_private = next(i for i, part in enumerate(parts) if part.startswith("_"))
+    packages = ["tracescore.model", *(".".join(parts[:j]) for j in range(first_private, 1, -1))]
+    return next((p for p in packages if name in _public_names(p)), None)
+
+
+def _private_paths_to_public_names() -> list[str]:
+    found = []
+    for path in _python_files():
+        relative = path.relative_to(REPO)
+        if relative.parts[0] == "tracescore":
+            continue  # inside the package a private path avoids import cycles
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and _owner(node.module or "") is not None:
+                for alias in node.names:
+                    home = _public_home(node.module or "", alias.name)
+                    if home is not None:
+                        found.append(f"{relative}:{node.lineno}: {alias.name} from {home}, not {node.module}")
+    return found
+
+
+def test_names_that_are_public_are_imported_from_their_public_path() -> None:
+    found = _private_paths_to_public_names()
+    assert not found, "\n".join(found)
+
+
 def test_private_modules_are_imported_only_by_their_package_and_its_tests() -> None:
     violations = _violations()
     assert not violations, "import the public name instead:\n" + "\n".join(violations)
@@ -129,3 +174,10 @@ def test_the_rule_tells_own_from_foreign(importer: str, module: str, allowed: bo
     owner = _owner(module)
     assert owner is not None
     assert _allowed(REPO / importer, owner) is allowed
+
+
+def test_a_public_name_has_its_home() -> None:
+    assert _public_home("tracescore.score.judges._offline", "OfflineJudge") == "tracescore.score.judges"
+    assert _public_home("tracescore.score.metrics._faithfulness", "Verdict") == "tracescore.model"
+    assert _public_home("tracescore.score._report", "render_report") == "tracescore.score"
+    assert _public_home("tracescore.score._report", "ReportCollector") is None

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tracescore.consume._status import ConsumerStats, StatusLine
+from tracescore.consume import ConsumerStats
+from tracescore.consume._status import StatusLine
 from tracescore.emit import EvaluationRecord
 from tracescore.score import MetricStatus
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from tracescore.model import MetricStatus, RagRecord
-from tracescore.score._factory import make_metrics
-from tracescore.score._registry import (
-    BUILTIN_METRICS,
+from tracescore.score import (
     ENTRY_POINT_GROUP,
     MetricLoadError,
     load_metric_config,
+    make_metrics,
     resolve_metrics,
 )
+from tracescore.score._registry import BUILTIN_METRICS
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import DistinctN, Faithfulness, LLMJudgeMetric, PythonMetric, evaluate_record
 
