@@ -4,6 +4,11 @@ STAMP := .make/installed
 
 .PHONY: install browser promtool alertmanager demo test lint kafka kafka-stop accuracy clean
 
+# The import rules (README, Architecture): which stage may import which (import-linter, contracts in
+# pyproject.toml), and private modules only from their own package and its tests.
+LINT_IMPORTS = $(PYTHON) -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache
+IMPORT_RULES = $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_import_rules.py
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[consumer,otlp,dev]'
 	@mkdir -p .make && touch $(STAMP)
@@ -46,10 +51,13 @@ alertmanager:
 test: check-install $(STAMP) browser promtool alertmanager
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	$(LINT_IMPORTS)
 	$(PYTHON) -m pytest -q
 
 lint: $(STAMP)
 	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check .
+	$(LINT_IMPORTS)
+	$(IMPORT_RULES)
 
 ## make kafka: start a detached development broker and print its bootstrap address
 kafka: $(STAMP)

@@ -37,13 +37,12 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from pathlib import Path
 
-from tracescore._rag_span import DecodedSpan, RagSpan
+from tracescore.model import DecodedSpan, MetricResult, MetricStatus, RagRecord, RagSpan
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, features, fit
 from tracescore.sample._hashing import keep
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics import Faithfulness, evaluate
+from tracescore.score.judges import OfflineJudge
+from tracescore.score.metrics import Faithfulness, evaluate_record
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/halueval_qa_dev.jsonl"
 HALLUCINATION_RATE = 0.05
@@ -85,7 +84,7 @@ async def score_all(path: Path) -> tuple[list[Row], int]:
             print(f"{path}:{number}: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
             continue
         half = blake2b(record.query.encode(), digest_size=8).digest()[0] % 2
-        offline = await evaluate(record, metrics, judge)
+        offline = await evaluate_record(record, metrics, judge)
         rows.append(Row(record, half, hallucinated, offline))
     return rows, skipped
 

@@ -38,12 +38,11 @@ from consumer_throughput import DEFAULT_PATH, create_topic, load, produce
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._rag_span import Trace
-from tracescore.consume import ConsumerSettings, EvaluationConsumer
-from tracescore.consume._decode import NotOtlp, decode_message
+from tracescore.consume import ConsumerSettings, EvaluationConsumer, NotOtlp, decode_message
 from tracescore.emit import EvaluationRecord
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
-from tracescore.score.metrics import Faithfulness, evaluate
+from tracescore.model import Trace
+from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.metrics import Faithfulness, evaluate_record
 from tracescore.testing.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -174,7 +173,7 @@ def judge_alone(base_url: str, records: list, concurrency: int) -> float:
 
         async def one(record: Any) -> None:
             async with limit:
-                await evaluate(record, [Faithfulness()], judge)
+                await evaluate_record(record, [Faithfulness()], judge)
                 times.append(time.monotonic())
 
         await asyncio.gather(*(one(r) for r in records))

@@ -42,10 +42,9 @@ from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.export import KafkaSpanExporter
 from tracescore.score import MetricResult, RagRecord
 from tracescore.score._segment import split_sentences
-from tracescore.score.judges import _offline_text
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge, _offline_text
 from tracescore.score.judges._offline_text import _blocks, _split_block
-from tracescore.score.metrics import Faithfulness, evaluate
+from tracescore.score.metrics import Faithfulness, evaluate_record
 from tracescore.testing.kafka_broker import KafkaBroker
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/halueval_qa_dev.jsonl"
@@ -96,11 +95,12 @@ def clear_caches() -> None:
 
 
 def judge_alone(records: Sequence[RagRecord]) -> float:
-    """Records/s of evaluate(record, [Faithfulness()], OfflineJudge()): what the consumer does minus Kafka."""
+    """Records/s of evaluate_record(record, [Faithfulness()], OfflineJudge()): what the consumer does minus
+    Kafka."""
     metrics, judge = [Faithfulness()], OfflineJudge()
 
     async def batch(chunk: Sequence[RagRecord]) -> list[list[MetricResult]]:
-        return list(await asyncio.gather(*(evaluate(r, metrics, judge) for r in chunk)))
+        return list(await asyncio.gather(*(evaluate_record(r, metrics, judge) for r in chunk)))
 
     clear_caches()
     with asyncio.Runner() as runner:

@@ -29,11 +29,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracescore.score._types import MetricResult, RagRecord
-from tracescore.score.judges._offline import OfflineJudge, OfflineTuning
+from tracescore.model import MetricResult, RagRecord
+from tracescore.score import faithfulness_label
+from tracescore.score.judges import OfflineJudge, OfflineTuning
 from tracescore.score.judges._offline_words import STOPWORDS
 from tracescore.score.metrics import Faithfulness
-from tracescore.score.metrics._faithfulness import faithfulness_label
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/halueval_qa_dev.jsonl"
 _WORD = re.compile(r"\w+")

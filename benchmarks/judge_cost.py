@@ -38,10 +38,10 @@ from typing import Any
 # Before RAGAS is imported anywhere: its usage analytics would try the network on every metric call.
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
+from tracescore.model import MetricStatus, RagRecord
 from tracescore.score import metrics as ts_metrics
 from tracescore.score._segment import split_sentences
-from tracescore.score._types import MetricStatus, RagRecord
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing.judge_server import (
     JudgeServer,
     RecordedRequest,
@@ -309,8 +309,9 @@ async def run_tracescore(records: Sequence[RagRecord], server: JudgeServer, conc
     async with OpenAIJudge(settings) as judge:
 
         async def one(record: RagRecord) -> RunOutcome:
-            results = await ts_metrics.evaluate(record, metrics, judge)
-            # evaluate() charges a shared call to one metric only, so the usages add up to the record's calls.
+            results = await ts_metrics.evaluate_record(record, metrics, judge)
+            # evaluate_record() charges a shared call to one metric only, so the usages add up to the
+            # record's calls.
             outcome = RunOutcome(calls_per_record=[sum(r.usage.calls for r in results)])
             for r in results:
                 outcome.add(r.metric, r.score if r.status is MetricStatus.OK else None)

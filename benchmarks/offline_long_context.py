@@ -16,8 +16,9 @@ import statistics
 import sys
 import time
 
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics._faithfulness import VERDICTS_TASK, Verdict, VerdictsInput
+from tracescore.model import Verdict
+from tracescore.score.judges import OfflineJudge
+from tracescore.score.metrics._faithfulness import VERDICTS_TASK, VerdictsInput
 
 NEEDLE = "The bridge over the river was completed in 1887."
 

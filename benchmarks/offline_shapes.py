@@ -38,11 +38,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracescore.score._types import MetricResult, RagRecord
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.model import MetricResult, RagRecord
+from tracescore.score import faithfulness_label
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.judges._offline_words import IRREGULAR_VERBS, STOPWORDS
 from tracescore.score.metrics import Faithfulness
-from tracescore.score.metrics._faithfulness import faithfulness_label
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/halueval_qa_dev.jsonl"
 SUMMARY_QUESTION = "Summarize the documents."

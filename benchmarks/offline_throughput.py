@@ -23,7 +23,7 @@ from pathlib import Path
 from tracescore.score import AnswerRelevancy, ContextRelevance, Faithfulness, OfflineJudge, RagRecord
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges import _offline_text
-from tracescore.score.metrics import evaluate
+from tracescore.score.metrics import evaluate_record
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/halueval_qa_dev.jsonl"
 CONTEXT_CHARS = 2000
@@ -54,7 +54,7 @@ def run(records: list[RagRecord], splitter: object) -> tuple[float, list[float |
         scores = []
         for record in records:
             _offline_text._index_block.cache_clear()
-            results = await evaluate(record, metrics, judge)
+            results = await evaluate_record(record, metrics, judge)
             scores.append(results[0].score)
         return scores
 

@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cascade_sampling import DEFAULT_PATH, score_all
 from cascade_sampling import Row as Scored
 
-from tracescore._rag_span import DecodedSpan, RagSpan
 from tracescore.alert import EstimateWindow
 from tracescore.emit import EvaluationRecord
+from tracescore.model import DecodedSpan, RagSpan
 from tracescore.sample import CascadeConfig, CascadePolicy, SamplingConfig
 from tracescore.score import MetricStatus, is_flagged
 

@@ -50,7 +50,7 @@ from tracescore.consume import (
 )
 from tracescore.extract import Trace, extract
 from tracescore.sample import RatioSampler
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
 

@@ -29,8 +29,7 @@ from tracescore.alert import SIGNATURE_HEADER, AlertConfig, sign
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.consume import decode_message
 from tracescore.emit import EvaluationRecord
-from tracescore.score import is_flagged
-from tracescore.score._report import render_report
+from tracescore.score import is_flagged, render_report
 from tracescore.testing.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 
 from tracescore._config import ConfigFileError
 from tracescore.alert import load_alert_config
-from tracescore.consume._settings import ConsumerSettings
+from tracescore.consume import ConsumerSettings
 from tracescore.sample import load_sampling_config
 
 ONE_FILE_TOML = """

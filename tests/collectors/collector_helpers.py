@@ -13,7 +13,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore.testing._process import end_process, wait_ready
+from tracescore.testing import end_process, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "deploy" / "collector" / "build.sh"

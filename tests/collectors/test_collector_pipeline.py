@@ -46,9 +46,9 @@ from tracescore.consume import (
 )
 from tracescore.emit import EvaluationRecord
 from tracescore.extract import Trace, extract
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
-from tracescore.testing._process import free_port
+from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka

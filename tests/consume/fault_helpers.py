@@ -17,7 +17,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 from kafka_helpers import REPO, WAIT_S, read_all, wait_until
 
-from tracescore.consume._decode import NotOtlp, decode_message
+from tracescore.consume import NotOtlp, decode_message
 from tracescore.emit import EvaluationRecord
 from tracescore.score import MetricStatus
 from tracescore.testing.judge_server import Fault, JudgeServer, default_responder

@@ -7,9 +7,9 @@ import itertools
 import pytest
 
 from tracescore import semconv
-from tracescore._rag_span import DecodedSpan, Trace
 from tracescore.consume import AssemblySettings, TraceAssembler
 from tracescore.extract import extract
+from tracescore.model import DecodedSpan, Trace
 
 _ids = itertools.count(1)
 

@@ -24,7 +24,7 @@ from tracescore.consume import (
 )
 from tracescore.emit import EvaluationMetrics
 from tracescore.extract import Trace, extract
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 
 pytestmark = pytest.mark.kafka
 

@@ -14,10 +14,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import tracescore
-from tracescore._rag_span import DecodedSpan
 from tracescore.consume import NotOtlp, decode_message
 from tracescore.export import encode_trace_messages
 from tracescore.extract import RagSpan, Trace, extract
+from tracescore.model import DecodedSpan
 from tracescore.score import RagRecord
 
 

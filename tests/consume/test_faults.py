@@ -34,8 +34,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import Fault
 from tracescore.testing.kafka_broker import KafkaBroker

@@ -17,7 +17,7 @@ from kafka_helpers import ConsumerFactory, assert_all_committed, read_all, run_i
 
 from tracescore.consume import BrokerUnreachable
 from tracescore.emit import EvaluationRecord
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka

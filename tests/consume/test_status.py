@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tracescore.consume._status import ConsumerStats, StatusLine
+from tracescore.consume import ConsumerStats
+from tracescore.consume._status import StatusLine
 from tracescore.emit import EvaluationRecord
 from tracescore.score import MetricStatus
 
@@ -57,3 +58,11 @@ def test_offline_scores_alone_are_marked_uncalibrated(caplog: pytest.LogCaptureF
     assert "/ask faithfulness 1.00 (n=3) 95% [1.00, 1.00] 3 offline + 0 LLM, uncalibrated" in (
         caplog.records[-1].getMessage()
     )
+
+
+def test_the_policy_skips_are_counted_as_not_admitted_and_the_old_name_reads_the_same() -> None:
+    stats = ConsumerStats()
+    stats.not_admitted["rate"] += 2
+    stats.sampling["budget"] += 1  # the former name, kept for code written against it
+    assert stats.not_admitted == {"rate": 2, "budget": 1}
+    assert stats.sampling is stats.not_admitted

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tracescore import semconv
-from tracescore._rag_span import DecodedSpan, RagSpan
 from tracescore.consume import decode_message
 from tracescore.emit import SCHEMA_VERSION, evaluation_record, evaluation_span
 from tracescore.export import encode_trace_messages
 from tracescore.extract import Trace, extract
+from tracescore.model import DecodedSpan, RagSpan
 from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"

@@ -29,8 +29,7 @@ from tracescore.emit import (
     span_annotation,
 )
 from tracescore.score import MetricStatus
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing.phoenix import PhoenixServer
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from recorded import Recording, recordings
 from tracescore.consume import ConsumerSettings, ConsumerStats, EvaluationConsumer, decode_message
 from tracescore.emit import EvaluationRecord
 from tracescore.extract import DecodedSpan as Span
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 
 pytestmark = pytest.mark.kafka

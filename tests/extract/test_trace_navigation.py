@@ -1,4 +1,4 @@
-"""Trace navigation (tracescore/_rag_span.py) the recognisers share: where an interaction is anchored and
+"""Trace navigation (tracescore/model/_trace.py) the recognisers share: where an interaction is anchored and
 what ran beside it."""
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import pytest
 from trace_builder import span, trace
 
 from tracescore import semconv
-from tracescore._rag_span import DecodedSpan
 from tracescore.extract import RagSpan, Skip, extract
+from tracescore.model import DecodedSpan
 
 RAG_ATTRS = {
     semconv.INPUT_VALUE: "Capital of France?",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tracescore._rag_span import DecodedSpan, Trace
+from tracescore.model import DecodedSpan, Trace
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 _ids = itertools.count(1)

@@ -13,9 +13,9 @@ import textwrap
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from tracescore._rag_span import Trace
-from tracescore.consume._decode import decode_message
+from tracescore.consume import decode_message
 from tracescore.extract import extract
+from tracescore.model import Trace
 
 APP = """
 import json, sys

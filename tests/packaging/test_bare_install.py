@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tracescore.testing._process import locked
+from tracescore.testing import locked
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tracescore._rag_span import DecodedSpan, RagSpan
+from tracescore.model import DecodedSpan, RagSpan
 from tracescore.score import RagRecord
 
 MakeInteraction = Callable[..., RagSpan]

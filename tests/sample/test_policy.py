@@ -16,8 +16,8 @@ from tracescore.sample import (
     SkipReason,
 )
 from tracescore.score import MetricResult, MetricStatus, RagRecord
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics import Faithfulness, evaluate
+from tracescore.score.judges import OfflineJudge
+from tracescore.score.metrics import Faithfulness, evaluate_record
 
 HOUR = 1_700_000_000 // 3600 * 3600  # a UTC hour boundary
 
@@ -292,7 +292,7 @@ async def test_real_offline_judge_results_drive_the_cascade(make_interaction: An
     policy = CascadePolicy(config(**no_baseline()))
     span = make_interaction("a" * 32)
     for answer, expected in (("Delhi", False), ("Mumbai", True)):
-        results = await evaluate(
+        results = await evaluate_record(
             RagRecord(query=query, contexts=context, answer=answer), [Faithfulness()], OfflineJudge()
         )
         assert policy.escalate(span, results).to_llm is expected, (answer, results[0].score)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tracescore._rag_span import DecodedSpan, RagSpan
+from tracescore.model import DecodedSpan, RagSpan
 from tracescore.sample import AlwaysSample, RatioSampler
 from tracescore.score import RagRecord
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing.judge_server import JudgeServer
 
 MakeJudge = Callable[..., OpenAIJudge]

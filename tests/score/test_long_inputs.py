@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tracescore.score import MetricStatus, RagRecord
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
-from tracescore.score.metrics import ContextRelevance, Faithfulness, evaluate
+from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.metrics import ContextRelevance, Faithfulness, evaluate_record
 from tracescore.testing.judge_server import JudgeServer
 
 
@@ -17,7 +17,7 @@ async def test_huge_context_is_trimmed_with_a_recorded_warning() -> None:
                 base_url=server.base_url, api_key="x", max_context_chars=8_000, retry_base_s=0.001
             )
         )
-        faithfulness, relevance = await evaluate(record, [Faithfulness(), ContextRelevance()], judge)
+        faithfulness, relevance = await evaluate_record(record, [Faithfulness(), ContextRelevance()], judge)
         sent = max(len(str(r["messages"])) for r in server.chat_requests)
 
     assert faithfulness.status is MetricStatus.OK and faithfulness.score is not None

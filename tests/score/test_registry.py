@@ -11,23 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from tracescore.score._factory import make_metrics
-from tracescore.score._registry import (
-    BUILTIN_METRICS,
+from tracescore.model import MetricStatus, RagRecord
+from tracescore.score import (
     ENTRY_POINT_GROUP,
     MetricLoadError,
     load_metric_config,
+    make_metrics,
     resolve_metrics,
 )
-from tracescore.score._types import MetricStatus, RagRecord
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics import DistinctN, Faithfulness, LLMJudgeMetric, PythonMetric, evaluate
+from tracescore.score._registry import BUILTIN_METRICS
+from tracescore.score.judges import OfflineJudge
+from tracescore.score.metrics import DistinctN, Faithfulness, LLMJudgeMetric, PythonMetric, evaluate_record
 
 RECORD = RagRecord(query="Where is it?", contexts=("It is in Delhi.",), answer="IT IS IN DELHI")
 
 PLUGIN = textwrap.dedent(
     """
-    from tracescore.score._types import MetricResult
+    from tracescore.model import MetricResult
     from tracescore.score.metrics import python_metric
 
 
@@ -151,7 +151,7 @@ async def test_dotted_paths_load_instances_classes_and_factories(plugin: str) ->
     assert isinstance(distinct, DistinctN)
     assert type(made).__name__ == type(cls).__name__ == type(instance).__name__ == "Shouty"
     assert (instance.factor, made.factor, cls.factor) == (1.0, 0.5, 1.0)  # type: ignore[attr-defined]
-    (shouty,) = await evaluate(RECORD, [instance], OfflineJudge())
+    (shouty,) = await evaluate_record(RECORD, [instance], OfflineJudge())
     assert shouty.metric == "shouty" and shouty.score == 1.0
 
 
@@ -196,7 +196,7 @@ async def test_entry_points_resolve_by_name(
     (shouty,) = resolve_metrics(["shouty"])
     (half,) = resolve_metrics(["half_shouty"])
     assert shouty.name == half.name == "shouty"
-    (result,) = await evaluate(RECORD, [half], OfflineJudge())
+    (result,) = await evaluate_record(RECORD, [half], OfflineJudge())
     assert result.score == 0.5
     assert "half_shouty" in error_of(["nonsense"]) and "shouty" in error_of(["nonsense"])
 
@@ -242,7 +242,7 @@ async def test_config_declares_template_and_path_metrics(plugin: str, tmp_path: 
     assert (politeness.samples, politeness.scale, politeness.description) == (3, (1, 5), "Tone check.")
     assert politeness.task.name == "custom.politeness"
     # A path metric answers to the name its entry gives it.
-    (result,) = await evaluate(RECORD, [mine], OfflineJudge())
+    (result,) = await evaluate_record(RECORD, [mine], OfflineJudge())
     assert mine.name == result.metric == "mine" and result.score == 0.5
     # A loaded config hands out the metrics it built; it does not rebuild them per resolve.
     assert resolve_metrics(["politeness"], config=config)[0] is config.metrics["politeness"]
@@ -300,7 +300,7 @@ def test_config_path_metric_options_must_fit(plugin: str, tmp_path: Path) -> Non
 
 async def test_resolved_metrics_score_together(plugin: str) -> None:
     metrics = resolve_metrics(["distinct_2", f"{plugin}:short_answer"])
-    results = await evaluate(RECORD, metrics, OfflineJudge())
+    results = await evaluate_record(RECORD, metrics, OfflineJudge())
     assert [(r.metric, r.status) for r in results] == [
         ("distinct_2", MetricStatus.OK),
         ("short_answer", MetricStatus.OK),

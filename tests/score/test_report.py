@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from tracescore.cli import main
-from tracescore.score._factory import DEFAULT_METRICS
-from tracescore.score._report import ReportCollector, render_report
+from tracescore.score import DEFAULT_METRICS, render_report
+from tracescore.score._report import ReportCollector
 
 XSS = "<script>alert(1)</script>"
 

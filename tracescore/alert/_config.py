@@ -16,7 +16,7 @@ from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, one_line, read_table
 from tracescore.alert._estimate import Signal
-from tracescore.score._registry import ENTRY_POINT_GROUP, builtin_metrics
+from tracescore.score import ENTRY_POINT_GROUP, builtin_metrics
 
 __all__ = [
     "AlertConfig",

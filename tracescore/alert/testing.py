@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import httpx2
 
-from tracescore.testing._process import end_process, free_port, wait_ready
+from tracescore.testing import end_process, free_port, wait_ready
 
 __all__ = ["AlertmanagerProcess", "PrometheusProcess", "ReceivedRequest", "WebhookReceiver", "free_port"]
 

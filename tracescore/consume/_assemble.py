@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from tracescore._rag_span import DecodedSpan, RagSpan, Trace
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
 from tracescore.consume._revise import Remembered, Revision, first_reading, revise
 from tracescore.extract import Skip
+from tracescore.model import DecodedSpan, RagSpan, Trace
 
 __all__ = ["AssemblySettings", "TraceAssembler"]
 

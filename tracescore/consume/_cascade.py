@@ -12,11 +12,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore._rag_span import RagSpan
+from tracescore.model import RagSpan
 from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
-from tracescore.score.metrics import Metric, evaluate
+from tracescore.score.metrics import Metric, evaluate_record
 
 __all__ = ["LockedPolicy", "Scored", "Scorer"]
 
@@ -118,7 +118,7 @@ class Scorer:
     async def score(self, interaction: RagSpan, metric_names: Sequence[str] | None = None) -> Scored:
         metrics = self.metrics_named(metric_names)
         started = time.process_time()
-        first = await evaluate(interaction.record, metrics, self.judge)
+        first = await evaluate_record(interaction.record, metrics, self.judge)
         offline_first = self.llm_judge is not None or self.judge.name == "offline"
         if self.policy is not None and offline_first:
             # Feeds the policy's thinning: what one interaction costs the offline judge's CPU share.
@@ -130,7 +130,7 @@ class Scorer:
             return Scored(first, escalation=escalation.reason)
         second: list[MetricResult] = []
         try:
-            second = await evaluate(interaction.record, metrics, self.llm_judge)
+            second = await evaluate_record(interaction.record, metrics, self.llm_judge)
         finally:
             # Charged even when the call failed, or the reservation would never be released.
             tokens = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in second)

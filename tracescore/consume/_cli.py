@@ -131,7 +131,7 @@ def load_settings(flags: dict[str, Any], config_file: Path | None) -> ConsumerSe
 def _judge_and_metrics(
     judge: str, model: str | None, base_url: str | None, metrics: str, config: Path | None
 ) -> tuple[Any, Any]:
-    from tracescore.score._factory import make_judge, make_metrics
+    from tracescore.score import make_judge, make_metrics
 
     names = [n.strip() for n in metrics.split(",") if n.strip()]
     try:
@@ -274,8 +274,7 @@ def consume(
     from tracescore.consume._status import RateLimitedLogs
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
-    from tracescore.score import OfflineJudge
-    from tracescore.score._evaluate import check_judge
+    from tracescore.score import OfflineJudge, check_judge
 
     settings = load_settings(flags, config_file)
     chosen_judge, chosen_metrics = _judge_and_metrics(judge, model, base_url, metrics, metric_config)
@@ -326,8 +325,8 @@ def consume(
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )
-    if stats.sampling or stats.escalated:
-        policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.sampling.items())) or "none"
+    if stats.not_admitted or stats.escalated:
+        policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.not_admitted.items())) or "none"
         llm = ", ".join(f"{k}={v}" for k, v in sorted(stats.escalated.items())) or "none"
         click.echo(f"  sampling: not admitted {policy_line}; to the LLM judge {llm}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):

@@ -35,7 +35,6 @@ from tracescore._kafka import (
     lag,
     wait_for_partitions,
 )
-from tracescore._rag_span import RagSpan, Trace
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._cascade import LockedPolicy, Scored, Scorer
 from tracescore.consume._clients import connect
@@ -45,9 +44,17 @@ from tracescore.consume._revise import Revision
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._status import ConsumerStats, StatusLine
-from tracescore.emit import EvaluationMetrics, EvaluationRecord, RecordSink
-from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
+from tracescore.emit import (
+    EVALUATION_SPANS_HEADER,
+    EvaluationMetrics,
+    EvaluationRecord,
+    KafkaEvaluationSink,
+    KafkaOutputSettings,
+    Output,
+    RecordSink,
+)
 from tracescore.extract import Skip, extract
+from tracescore.model import RagSpan, Trace
 from tracescore.sample import AlwaysSample, Sampler, SamplingPolicy, SkipReason
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tracescore._rag_span import DecodedSpan
+from tracescore.model import DecodedSpan
 
 __all__ = ["NotOtlp", "decode_message"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tracescore._rag_span import DecodedSpan
+from tracescore.model import DecodedSpan
 
 __all__ = ["REMOTE_WORK_NOT_ARRIVED", "waits_for_remote"]
 

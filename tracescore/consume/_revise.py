@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from tracescore._rag_span import DecodedSpan, RagSpan, Trace
 from tracescore.extract import Skip, extract
+from tracescore.model import DecodedSpan, RagSpan, Trace
 
 __all__ = ["Judged", "Remembered", "Revision", "revise", "revision_key"]
 

@@ -32,8 +32,9 @@ class ConsumerStats:
     dead_letters: int = 0
     truncated_outputs: int = 0
     pauses: int = 0  # times the partitions were paused because scoring was full (back-pressure)
-    # Interactions the sampling policy did not admit, by reason (rate, filter, thinned, rate_limit).
-    sampling: Counter[str] = field(default_factory=Counter)
+    # Interactions the sampling policy did not admit, by reason (rate, filter, thinned, rate_limit), or
+    # admitted but kept from the LLM judge (budget).
+    not_admitted: Counter[str] = field(default_factory=Counter)
     # Interactions the LLM judge scored too, by why (cascade, baseline).
     escalated: Counter[str] = field(default_factory=Counter)
     # Traces (or interactions in them) not scored, by reason; and by (service, scope, reason) to show whose.
@@ -41,6 +42,11 @@ class ConsumerStats:
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # Assembly: late_spans, duplicate_spans, evaluation_spans (ours, read back), released_<why>.
     assembly: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def sampling(self) -> Counter[str]:
+        """The former name of `not_admitted` (it counts what the policy did not let through)."""
+        return self.not_admitted
 
     @property
     def handled(self) -> int:
@@ -86,7 +92,7 @@ class StatusLine:
             f"{(scored - self._last[2]) / elapsed:.2f} scored/s"
         )
         lags = ", ".join(f"{p}={'?' if n is None else n}" for p, n in sorted(lag.items())) or "none assigned"
-        skipped = ", ".join(f"{r}={n}" for r, n in sorted((s.skipped + s.sampling).items())) or "none"
+        skipped = ", ".join(f"{r}={n}" for r, n in sorted((s.skipped + s.not_admitted).items())) or "none"
         escalated = ", ".join(f"{r}={n}" for r, n in sorted(s.escalated.items())) or "none"
         latency = "n/a"
         if self._latencies:

@@ -1,18 +1,24 @@
 """Emit: attach scores where people look: evaluation spans on the trace, records on Kafka, metrics."""
 
-from tracescore.emit._explain import AnnotatorKind, annotator_kind, explanation
+from tracescore.emit._explain import explanation
+from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.emit._metrics import LABEL_THRESHOLD, EvaluationMetrics
 from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_annotation
-from tracescore.emit._records import SCHEMA_VERSION, EvaluationRecord, evaluation_record
+from tracescore.emit._records import evaluation_record
 from tracescore.emit._sink import RecordSink
 from tracescore.emit._spans import evaluation_span
+from tracescore.model import SCHEMA_VERSION, AnnotatorKind, EvaluationRecord, annotator_kind
 
 __all__ = [
+    "EVALUATION_SPANS_HEADER",
     "LABEL_THRESHOLD",
     "SCHEMA_VERSION",
     "AnnotatorKind",
     "EvaluationMetrics",
     "EvaluationRecord",
+    "KafkaEvaluationSink",
+    "KafkaOutputSettings",
+    "Output",
     "PhoenixAnnotations",
     "PhoenixSettings",
     "RecordSink",

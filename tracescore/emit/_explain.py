@@ -1,25 +1,16 @@
-"""Words for a result: the judge's own reason, or one built from the claims and their verdicts, and whether
-a person, a model or code gave the score (the annotator kind Phoenix shows)."""
+"""Words for a result: the judge's own reason, or one built from the claims and their verdicts."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Literal
+from typing import Any
 
-from tracescore.score import MetricResult, MetricStatus
+from tracescore.model import MetricResult, MetricStatus
 
-__all__ = ["AnnotatorKind", "annotator_kind", "explanation"]
-
-AnnotatorKind = Literal["LLM", "CODE"]
+__all__ = ["explanation"]
 
 _MAX_QUOTED = 3
 _QUOTE_CHARS = 160
-
-
-def annotator_kind(judge_name: str) -> AnnotatorKind:
-    """CODE for the deterministic offline judge ("offline"); every other judge ("openai:<model>", a custom
-    judge wrapping a model) answers through an LLM."""
-    return "CODE" if judge_name.split(":", 1)[0].strip().lower() == "offline" else "LLM"
 
 
 def explanation(result: MetricResult) -> str | None:

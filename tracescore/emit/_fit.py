@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracescore.emit._records import EvaluationRecord
+from tracescore.model import EvaluationRecord
 
 __all__ = ["clip", "fit_record"]
 

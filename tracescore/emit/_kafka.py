@@ -17,12 +17,11 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError, MessageSizeTooLargeError
 from pydantic import BaseModel, Field
 
-from tracescore._rag_span import RagSpan
 from tracescore.emit._fit import clip, fit_record
-from tracescore.emit._records import EvaluationRecord, evaluation_record
+from tracescore.emit._records import evaluation_record
 from tracescore.emit._spans import evaluation_span
 from tracescore.export import encode_trace_messages
-from tracescore.score import MetricResult
+from tracescore.model import EvaluationRecord, MetricResult, RagSpan
 
 __all__ = ["KafkaEvaluationSink", "KafkaOutputSettings", "Output"]
 

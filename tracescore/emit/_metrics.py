@@ -16,7 +16,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import Meter
 
 from tracescore import __version__
-from tracescore.emit._records import EvaluationRecord
+from tracescore.model import EvaluationRecord
 
 __all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "EvaluationMetrics"]
 

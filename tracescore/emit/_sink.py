@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from tracescore.emit._records import EvaluationRecord
+from tracescore.model import EvaluationRecord
 
 __all__ = ["RecordSink"]
 

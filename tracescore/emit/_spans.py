@@ -22,9 +22,8 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util.types import Attributes
 
 from tracescore import __version__, semconv
-from tracescore._rag_span import RagSpan
-from tracescore.emit._explain import annotator_kind, explanation
-from tracescore.score import MetricResult, MetricStatus
+from tracescore.emit._explain import explanation
+from tracescore.model import MetricResult, MetricStatus, RagSpan, annotator_kind
 
 __all__ = ["evaluation_span"]
 

@@ -1,13 +1,13 @@
 """Extract: assembled traces -> RAG interactions, one recogniser per instrumentation convention. Each
 interaction says where its documents came from (`RagSpan.context_sources`)."""
 
-from tracescore._rag_span import ContextSource, DecodedSpan, RagSpan, Trace
 from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, extract
 from tracescore.extract._genai import GenAIRecognizer
 from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._tracescore import TracescoreRecognizer
+from tracescore.model import ContextSource, DecodedSpan, RagSpan, Trace
 
 __all__ = [
     "DEFAULT_RECOGNIZERS",

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from tracescore import semconv
-from tracescore._rag_span import ContextSource, DecodedSpan, Trace
 from tracescore.extract._read import is_repr
+from tracescore.model import ContextSource, DecodedSpan, Trace
 
 __all__ = ["MAX_CONTEXTS", "MAX_CONTEXT_CHARS", "Context", "Contexts", "as_contexts", "session_of"]
 

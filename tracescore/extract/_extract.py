@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tracescore._rag_span import DecodedSpan, RagSpan, Trace
 from tracescore.extract._genai import GenAIRecognizer
 from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._tracescore import TracescoreRecognizer
+from tracescore.model import DecodedSpan, RagSpan, Trace
 
 __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "extract"]
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tracescore import semconv
-from tracescore._rag_span import DecodedSpan, RagSpan, Trace
 from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, is_repr, text_of
 from tracescore.extract._tools import add_tool_result, answering_groups, indexed_tool_messages, ran_between
+from tracescore.model import DecodedSpan, RagSpan, Trace
 
 __all__ = ["OpenInferenceRecognizer"]
 

@@ -19,7 +19,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tracescore import semconv
-from tracescore._rag_span import DecodedSpan, RagSpan, Trace
 from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import (
@@ -32,6 +31,7 @@ from tracescore.extract._read import (
     text_of,
 )
 from tracescore.extract._tools import add_tool_result, genai_tool_messages, indexed_tool_messages
+from tracescore.model import DecodedSpan, RagSpan, Trace
 
 __all__ = ["OpenLLMetryRecognizer"]
 

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tracescore import semconv
-from tracescore._rag_span import DecodedSpan, RagSpan, Trace
 from tracescore.extract._context import Context, Contexts, as_contexts, session_of
 from tracescore.extract._read import is_repr
-from tracescore.score import RagRecord
+from tracescore.model import DecodedSpan, RagRecord, RagSpan, Trace
 
 __all__ = ["Recognizer", "Skip", "interaction"]
 

@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from tracescore._rag_span import DecodedSpan
 from tracescore.extract._context import Contexts
 from tracescore.extract._read import documents_of, indexed, is_repr, parse_json
+from tracescore.model import DecodedSpan
 
 __all__ = [
     "add_tool_result",

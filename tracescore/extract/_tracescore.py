@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tracescore import semconv
-from tracescore._rag_span import RagSpan, Trace
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import indexed
+from tracescore.model import RagSpan, Trace
 
 __all__ = ["TracescoreRecognizer"]
 

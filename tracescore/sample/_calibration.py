@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracescore.score._types import MetricResult
+from tracescore.model import MetricResult
 
 __all__ = ["COLD_START", "FEATURES", "LogisticModel", "features", "fit"]
 

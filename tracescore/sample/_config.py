@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, one_line, read_table
-from tracescore.score.metrics import Verdict
+from tracescore.model import Verdict
 
 __all__ = [
     "AttributeFilter",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from tracescore._rag_span import RagSpan
+from tracescore.model import MetricResult, RagSpan
 from tracescore.sample._admission import RunningQuantile
 from tracescore.sample._calibration import COLD_START
 from tracescore.sample._config import SamplingConfig
@@ -31,7 +31,6 @@ from tracescore.sample._hashing import keep, position, within
 from tracescore.sample._learning import SuspicionModels
 from tracescore.sample._limits import ArrivalMeter, TokenBucket, TokenBudget
 from tracescore.sample._suspicion import suspicion
-from tracescore.score._types import MetricResult
 
 __all__ = ["CascadePolicy", "Decision", "Escalation", "SamplingPolicy", "Selection", "SkipReason"]
 

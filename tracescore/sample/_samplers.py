@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from tracescore._rag_span import RagSpan
+from tracescore.model import RagSpan
 
 __all__ = ["AlwaysSample", "RatioSampler", "Sampler"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tracescore.model import MetricResult, MetricStatus
 from tracescore.sample._calibration import features
 from tracescore.sample._config import CascadeConfig
 from tracescore.sample._learning import SuspicionModels
-from tracescore.score._types import MetricResult, MetricStatus
 
 __all__ = ["Suspicion", "suspicion"]
 

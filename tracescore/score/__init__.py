@@ -5,16 +5,15 @@ The public API, for notebooks, pipelines and CI::
     from tracescore.score import evaluate_dataset, Faithfulness, OfflineJudge
     result = evaluate_dataset(records_or_dataframe, [Faithfulness()], OfflineJudge())
 
-Everything but the value objects is imported on first use: the instrumentation SDK imports
-`tracescore.score` for `RagRecord` and must not pay for the judges' HTTP clients.
+The value objects (`RagRecord`, `MetricResult`, ...) live in `tracescore.model` and are re-exported here.
+Everything else is imported on first use: importing `tracescore.score` for a value object must not pay for
+the judges' HTTP clients.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore._lazy import lazy_exports
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
 
 # Public name -> the private module that defines it.
 _LAZY = {
@@ -30,6 +29,18 @@ _LAZY = {
     "assert_scores": "tracescore.score._assertions",
     "ScoreAssertionError": "tracescore.score._assertions",
     "is_flagged": "tracescore.score._labels",
+    # building metrics and judges from names (the command line, config files, plugins)
+    "DEFAULT_METRICS": "tracescore.score._factory",
+    "make_judge": "tracescore.score._factory",
+    "make_metrics": "tracescore.score._factory",
+    "check_judge": "tracescore.score._evaluate",
+    "ENTRY_POINT_GROUP": "tracescore.score._registry",
+    "MetricLoadError": "tracescore.score._registry",
+    "builtin_metrics": "tracescore.score._registry",
+    "load_metric_config": "tracescore.score._registry",
+    "resolve_metrics": "tracescore.score._registry",
+    # the HTML report of a scored file (`tracescore score --report`, `tracescore report`)
+    "render_report": "tracescore.score._report",
     # metrics
     "Metric": "tracescore.score.metrics._protocol",
     "Faithfulness": "tracescore.score.metrics._faithfulness",
@@ -47,6 +58,7 @@ _LAZY = {
     "Judge": "tracescore.score.judges._protocol",
     "JudgeError": "tracescore.score.judges._protocol",
     "OfflineJudge": "tracescore.score.judges._offline",
+    "OfflineTuning": "tracescore.score.judges._offline",
     "OpenAIJudge": "tracescore.score.judges._openai",
     "OpenAIJudgeSettings": "tracescore.score.judges._openai",
     "OpenAIEmbedder": "tracescore.score.judges._embeddings",
@@ -54,16 +66,4 @@ _LAZY = {
 }
 
 __all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage", *_LAZY]
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tracescore.score' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score._evaluate import evaluate
-from tracescore.score._types import MetricResult, RagRecord
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric
 

@@ -19,10 +19,10 @@ from typing import Any, BinaryIO, TextIO
 
 from tqdm import tqdm
 
+from tracescore.model import RagRecord
 from tracescore.score._evaluate import evaluate_many, result_row
 from tracescore.score._inputs import InputError, to_record
 from tracescore.score._summary import BatchSummary
-from tracescore.score._types import RagRecord
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric
 

@@ -24,13 +24,12 @@ from collections.abc import (
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score._factory import DEFAULT_METRICS, make_metrics
 from tracescore.score._inputs import InputError, iter_inputs, to_record
 from tracescore.score._summary import BatchSummary
-from tracescore.score._types import MetricResult, RagRecord
 from tracescore.score.judges._protocol import Judge, unanswerable
-from tracescore.score.metrics._protocol import Metric
-from tracescore.score.metrics._protocol import evaluate as evaluate_record
+from tracescore.score.metrics._protocol import Metric, evaluate_record
 
 __all__ = [
     "EvaluationResult",

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tracescore.score._types import RagRecord
+from tracescore.model import RagRecord
 
 __all__ = ["FIELD_ALIASES", "InputError", "iter_inputs", "parse_contexts", "to_record"]
 

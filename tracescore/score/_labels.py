@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescore.score._types import MetricResult
+from tracescore.model import MetricResult
 
 __all__ = ["BAD_LABELS", "GOOD_LABELS", "UNLABELLED_THRESHOLD", "is_flagged", "label_is_bad"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
-from tracescore.score._types import MetricResult, RagRecord
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score.judges._embeddings import embedder_from_env
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy

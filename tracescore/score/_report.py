@@ -24,6 +24,7 @@ from typing import Any
 
 import jinja2
 
+from tracescore.model import RagRecord
 from tracescore.score._labels import UNLABELLED_THRESHOLD, is_flagged, label_is_bad
 from tracescore.score._report_views import (
     RANK_METRIC,
@@ -35,7 +36,6 @@ from tracescore.score._report_views import (
     record_view,
     snippet,
 )
-from tracescore.score._types import RagRecord
 
 __all__ = ["ReportCollector", "read_scores", "render_report"]
 

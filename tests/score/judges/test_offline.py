@@ -9,18 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tracescore.score._types import MetricStatus, RagRecord, Usage
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
-from tracescore.score.metrics import evaluate
+from tracescore.model import MetricStatus, RagRecord, Usage, Verdict
+from tracescore.score.judges import Judge, JudgeError, JudgeTask, OfflineJudge
+from tracescore.score.metrics import Faithfulness, evaluate_record
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput
-from tracescore.score.metrics._faithfulness import (
-    VERDICTS_TASK,
-    ClaimVerdict,
-    Faithfulness,
-    Verdict,
-    VerdictsInput,
-)
+from tracescore.score.metrics._faithfulness import VERDICTS_TASK, ClaimVerdict, VerdictsInput
 
 DEV_SET = Path(__file__).resolve().parents[3].parent / "shared/data/halueval_qa_dev.jsonl"
 # Measured with benchmarks/halueval_accuracy.py: 0.968. A drop of more than 0.01 is a regression.
@@ -51,7 +44,7 @@ async def test_is_a_judge() -> None:
     record = RagRecord(
         id="r", query="Who wrote Hamlet?", contexts=("Shakespeare wrote Hamlet.",), answer="Shakespeare."
     )
-    [result] = await evaluate(record, [Faithfulness()], judge)
+    [result] = await evaluate_record(record, [Faithfulness()], judge)
     assert (result.status, result.score, result.judge) == (MetricStatus.OK, 1.0, "offline")
 
 

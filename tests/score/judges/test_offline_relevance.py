@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tracescore.model import MetricStatus, RagRecord, Usage
 from tracescore.score._segment import split_sentences
-from tracescore.score._types import MetricStatus, RagRecord, Usage
-from tracescore.score.judges._offline import OfflineJudge
+from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import (
     AnswerRelevancy,
     ContextRelevance,

@@ -13,12 +13,12 @@ from collections.abc import Callable
 import openai
 import pytest
 
-from tracescore.score._types import MetricStatus, RagRecord
-from tracescore.score.judges import Judge, JudgeError
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.model import MetricStatus, RagRecord
+from tracescore.score.judges import Judge, JudgeError, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN
+from tracescore.score.metrics import Faithfulness
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput
-from tracescore.score.metrics._faithfulness import VERDICTS_TASK, Faithfulness, VerdictsInput
+from tracescore.score.metrics._faithfulness import VERDICTS_TASK, VerdictsInput
 from tracescore.testing.judge_server import Fault, JudgeServer
 
 RECORD = RagRecord(

@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from tracescore.score import MetricStatus, RagRecord, Usage
-from tracescore.score.judges import JudgeError, Judgement, JudgeTask
-from tracescore.score.judges._embeddings import Embedder, OpenAIEmbedder, OpenAIEmbedderSettings
+from tracescore.score.judges import JudgeError, Judgement, JudgeTask, OpenAIEmbedder, OpenAIEmbedderSettings
+from tracescore.score.judges._embeddings import Embedder
 from tracescore.score.metrics import AnswerRelevancy
 from tracescore.score.metrics._analysis import AnalysisInput, AnswerAnalysis, SentenceClaims
 from tracescore.score.metrics._answer_relevancy import cosine
@@ -290,7 +290,7 @@ def test_cosine_rejects_vectors_of_different_lengths() -> None:
 
 
 def test_the_cli_switches_to_embeddings_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracescore.score._factory import make_metrics
+    from tracescore.score import make_metrics
 
     monkeypatch.delenv("TRACESCORE_EMBEDDINGS_MODEL", raising=False)
     monkeypatch.delenv("TRACESCORE_EMBEDDINGS_BASE_URL", raising=False)

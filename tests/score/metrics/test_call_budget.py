@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 import pytest
 from pydantic import BaseModel
 
+from tracescore.model import Verdict
 from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
-from tracescore.score.judges import JudgeError, Judgement, JudgeTask
+from tracescore.score.judges import JudgeError, Judgement, JudgeTask, OpenAIJudge
 from tracescore.score.judges._memo import SharedCallsJudge
-from tracescore.score.judges._openai import OpenAIJudge
 from tracescore.score.metrics import (
     AnswerRelevancy,
     ContextRelevance,
@@ -29,7 +29,7 @@ from tracescore.score.metrics._context_relevance import (
     ContextRatings,
     ContextRelevanceInput,
 )
-from tracescore.score.metrics._faithfulness import VERDICTS_TASK, ClaimVerdict, Verdict, VerdictsOutput
+from tracescore.score.metrics._faithfulness import VERDICTS_TASK, ClaimVerdict, VerdictsOutput
 from tracescore.testing.judge_server import Fault, JudgeServer, estimate_tokens
 
 RECORD = RagRecord(

@@ -9,12 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score import rubric
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN
-from tracescore.score.metrics import DistinctN, LLMJudgeMetric, PythonMetric, evaluate, python_metric
+from tracescore.score.metrics import DistinctN, LLMJudgeMetric, PythonMetric, evaluate_record, python_metric
 from tracescore.testing.judge_server import Fault, JudgeServer, fenced_data, task_of
 
 RECORD = RagRecord(
@@ -61,9 +60,9 @@ async def test_samples_are_averaged_and_normalised(server: JudgeServer, judge: O
 async def test_samples_are_separate_judge_calls_under_evaluate(
     server: JudgeServer, judge: OpenAIJudge
 ) -> None:
-    # evaluate() shares identical calls between a record's metrics; N samples must stay N calls.
+    # evaluate_record() shares identical calls between a record's metrics; N samples must stay N calls.
     server.script(reply(5), reply(1), reply(3))
-    (result,) = await evaluate(RECORD, [LLMJudgeMetric("politeness", POLITENESS, samples=3)], judge)
+    (result,) = await evaluate_record(RECORD, [LLMJudgeMetric("politeness", POLITENESS, samples=3)], judge)
     assert server.stats.chat_requests == 3
     assert sorted(result.details["raw_scores"]) == [1, 3, 5] and result.usage.calls == 3
     assert result.score == pytest.approx(0.5)
@@ -72,10 +71,10 @@ async def test_samples_are_separate_judge_calls_under_evaluate(
 async def test_a_rubric_in_one_line(server: JudgeServer, judge: OpenAIJudge) -> None:
     concise = rubric("concise", "The answer is at most two sentences.")
     gate = rubric("cites", "The answer names the city.", scale="pass/fail")
-    # evaluate() runs a record's metrics concurrently: answer by task, not by arrival order.
+    # evaluate_record() runs a record's metrics concurrently: answer by task, not by arrival order.
     replies = {"custom_concise": reply(4), "custom_cites": reply(0, "Names no city.")}
     server.responder = lambda body: replies[str(task_of(body))]
-    rated, judged = await evaluate(RECORD, [concise, gate], judge)
+    rated, judged = await evaluate_record(RECORD, [concise, gate], judge)
     assert rated.metric == "concise" and rated.score == pytest.approx(0.75) and rated.label == "pass"
     assert judged.metric == "cites" and judged.score == 0.0 and judged.label == "fail"
     assert judged.details["scale"] == [0, 1]
@@ -185,7 +184,7 @@ async def test_task_is_built_once_and_shared(server: JudgeServer, judge: OpenAIJ
 
 async def test_offline_judge_cannot_answer_a_custom_metric() -> None:
     metric = LLMJudgeMetric("politeness", POLITENESS)
-    (result,) = await evaluate(RECORD, [metric], OfflineJudge())
+    (result,) = await evaluate_record(RECORD, [metric], OfflineJudge())
     assert result.status is MetricStatus.ERROR and result.judge == "offline"
     assert result.reason is not None
     assert "offline judge cannot answer task 'custom.politeness'" in result.reason
@@ -253,7 +252,7 @@ async def test_python_metric_from_a_function() -> None:
     async def mentions(record: RagRecord) -> float:
         return float("delhi" in record.answer.lower())
 
-    results = await evaluate(RECORD, [short_answer, mentions], OfflineJudge())
+    results = await evaluate_record(RECORD, [short_answer, mentions], OfflineJudge())
     assert [(r.metric, r.score, r.status) for r in results] == [
         ("short_answer", 1.0, MetricStatus.OK),
         ("mentions_delhi", 1.0, MetricStatus.OK),
@@ -301,7 +300,7 @@ async def test_python_metric_exception_becomes_an_error_via_evaluate() -> None:
     def explodes(record: RagRecord) -> float:
         raise ZeroDivisionError("no answer length")
 
-    (result,) = await evaluate(RECORD, [explodes], OfflineJudge())
+    (result,) = await evaluate_record(RECORD, [explodes], OfflineJudge())
     assert result.status is MetricStatus.ERROR and result.metric == "explodes"
     assert result.reason == "ZeroDivisionError: no answer length"
 

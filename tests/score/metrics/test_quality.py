@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
-from tracescore.score.judges import Judgement, JudgeTask
-from tracescore.score.judges._offline import OfflineJudge
-from tracescore.score.metrics import Metric, Quality, evaluate, letter_grade
+from tracescore.score.judges import Judgement, JudgeTask, OfflineJudge
+from tracescore.score.metrics import Metric, Quality, evaluate_record, letter_grade
 
 RECORD = RagRecord(id="r1", query="Who wrote Hamlet?", contexts=("Shakespeare wrote Hamlet.",), answer="X.")
 
@@ -59,11 +58,11 @@ async def quality(subs: list[Fixed], **kw: object) -> MetricResult:
 
 
 async def test_stub_sub_metrics_satisfy_the_metric_protocol() -> None:
-    # Used where a Metric is expected (evaluate runs any list of metrics): each gives its own named result,
-    # and Quality hands the record to every sub-metric.
+    # Used where a Metric is expected (evaluate_record runs any list of metrics): each gives its own named
+    # result, and Quality hands the record to every sub-metric.
     subs = three(1.0, 0.5, 0.0)
     metrics: list[Metric] = [Fixed("faithfulness", 1.0), Quality(subs)]
-    results = await evaluate(RECORD, metrics, NoJudge())
+    results = await evaluate_record(RECORD, metrics, NoJudge())
     assert [(r.metric, r.status) for r in results] == [
         ("faithfulness", MetricStatus.OK),
         ("quality", MetricStatus.OK),

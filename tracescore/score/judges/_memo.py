@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tracescore.score._types import Usage
+from tracescore.model import Usage
 from tracescore.score.judges._protocol import Judge, JudgeError, Judgement, JudgeTask
 
 __all__ = ["SharedCallsJudge"]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tracescore.score._types import Usage
+from tracescore.model import Usage
 from tracescore.score.judges._offline_evidence import about, coverage, phrase, value, window
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
 from tracescore.score.judges._offline_text import (

@@ -26,7 +26,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from tracescore.score._types import Usage
+from tracescore.model import Usage
 from tracescore.score.judges._prompt import (
     TrimmedField,
     fit_to_budget,

@@ -14,7 +14,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
-from tracescore.score._types import Usage
+from tracescore.model import Usage
 
 __all__ = ["Judge", "JudgeError", "JudgeTask", "Judgement", "TaskKind", "can_answer", "unanswerable"]
 

@@ -4,7 +4,8 @@ from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
 from tracescore.score.metrics._custom import DistinctN, LLMJudgeMetric, PythonMetric, python_metric
 from tracescore.score.metrics._faithfulness import Faithfulness, Verdict
-from tracescore.score.metrics._protocol import Metric, evaluate
+from tracescore.score.metrics._protocol import Metric, evaluate_record
+from tracescore.score.metrics._protocol import evaluate as evaluate  # the former name of evaluate_record
 from tracescore.score.metrics._quality import Quality, letter_grade
 
 __all__ = [
@@ -17,7 +18,7 @@ __all__ = [
     "PythonMetric",
     "Quality",
     "Verdict",
-    "evaluate",
+    "evaluate_record",
     "letter_grade",
     "python_metric",
 ]

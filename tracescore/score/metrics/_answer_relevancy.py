@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from tracescore.model import MetricResult, RagRecord, Usage
 from tracescore.score._segment import split_sentences
-from tracescore.score._types import MetricResult, RagRecord, Usage
 from tracescore.score.judges._embeddings import Embedder
 from tracescore.score.judges._protocol import Judge, JudgeError, Judgement
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnswerAnalysis, analyse_answer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from tracescore.score._types import MetricResult, RagRecord, Usage
+from tracescore.model import MetricResult, RagRecord, Usage
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
 
 __all__ = [

@@ -15,7 +15,7 @@ from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, Field, create_model
 
-from tracescore.score._types import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
 
 __all__ = ["DistinctN", "LLMJudgeMetric", "PythonMetric", "python_metric", "rubric"]

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tracescore.model import MetricResult, RagRecord, Usage, Verdict
 from tracescore.score._segment import split_sentences
-from tracescore.score._types import MetricResult, RagRecord, Usage
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnswerAnalysis, analyse_answer
 
@@ -27,13 +26,6 @@ __all__ = [
     "VerdictsOutput",
     "faithfulness_label",
 ]
-
-
-class Verdict(StrEnum):
-    FULLY_SUPPORTED = "FULLY_SUPPORTED"
-    PARTIALLY_SUPPORTED = "PARTIALLY_SUPPORTED"
-    NO_EVIDENCE = "NO_EVIDENCE"
-    CONTRADICTORY = "CONTRADICTORY"
 
 
 DEFAULT_MAX_CLAIMS = 200

@@ -7,11 +7,11 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from tracescore.score._types import MetricResult, RagRecord
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.judges._protocol import Judge
 
-__all__ = ["Metric", "evaluate", "evaluate_each"]
+__all__ = ["Metric", "evaluate", "evaluate_each", "evaluate_record"]
 
 _log = logging.getLogger("tracescore.score")
 
@@ -26,10 +26,15 @@ class Metric(Protocol):
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult: ...
 
 
-async def evaluate(record: RagRecord, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult]:
+async def evaluate_record(record: RagRecord, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult]:
     """Every metric's result for `record`, in `metrics` order, sharing identical judge calls between the
     metrics (see SharedCallsJudge). One broken metric never loses the others' scores."""
     return await evaluate_each(record, metrics, SharedCallsJudge(judge))
+
+
+# The former name, kept for code written against it; `tracescore.score.evaluate` is the synchronous,
+# name-resolving entry point.
+evaluate = evaluate_record
 
 
 async def evaluate_each(record: RagRecord, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult]:

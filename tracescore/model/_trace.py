@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tracescore.score._types import RagRecord
+from tracescore.model._results import RagRecord
 
 __all__ = ["ContextSource", "DecodedSpan", "RagSpan", "Trace"]
 

@@ -1,4 +1,4 @@
-"""Value objects shared by every metric and judge: what is scored and what comes back."""
+"""What is scored and what comes back: the value objects every metric, judge, sampler and sink shares."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage"]
+__all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage", "Verdict"]
 
 
 class RagRecord(BaseModel):
@@ -38,6 +38,15 @@ class Usage(BaseModel):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
         )
+
+
+class Verdict(StrEnum):
+    """What the judge said of one claim of the answer, against the retrieved documents (faithfulness)."""
+
+    FULLY_SUPPORTED = "FULLY_SUPPORTED"
+    PARTIALLY_SUPPORTED = "PARTIALLY_SUPPORTED"
+    NO_EVIDENCE = "NO_EVIDENCE"
+    CONTRADICTORY = "CONTRADICTORY"
 
 
 class MetricStatus(StrEnum):

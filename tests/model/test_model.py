@@ -1,0 +1,55 @@
+"""The shared data model: one definition of each type, reachable from the paths code was written against,
+and light enough for the SDK's install."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import tracescore.emit
+import tracescore.extract
+import tracescore.model
+import tracescore.score
+import tracescore.score.metrics
+from tracescore.model import EvaluationRecord, MetricResult, MetricStatus, Usage
+
+
+def test_the_stages_hand_out_the_models_types_not_copies() -> None:
+    model = tracescore.model
+    assert tracescore.score.MetricResult is model.MetricResult
+    assert tracescore.score.RagRecord is model.RagRecord
+    assert tracescore.score.Usage is model.Usage
+    assert tracescore.score.MetricStatus is model.MetricStatus
+    assert tracescore.score.metrics.Verdict is model.Verdict
+    assert tracescore.extract.RagSpan is model.RagSpan
+    assert tracescore.extract.Trace is model.Trace
+    assert tracescore.extract.DecodedSpan is model.DecodedSpan
+    assert tracescore.emit.EvaluationRecord is model.EvaluationRecord
+    assert tracescore.emit.SCHEMA_VERSION == model.SCHEMA_VERSION == 1
+
+
+def test_an_old_record_without_annotator_kind_reads_it_from_the_judge() -> None:
+    row = {
+        "trace_id": "a" * 32, "span_id": "b" * 16, "service_name": "rag", "route": "/ask",
+        "metric": "faithfulness", "score": 1.0, "label": None, "status": "ok",
+        "timestamp": datetime.now(UTC).isoformat(),
+    }  # fmt: skip
+    assert EvaluationRecord.model_validate({**row, "judge": "offline"}).annotator_kind == "CODE"
+    assert EvaluationRecord.model_validate({**row, "judge": "openai:gpt-4o-mini"}).annotator_kind == "LLM"
+
+
+def test_an_unscored_result_has_no_score_and_says_why() -> None:
+    failed = MetricResult.error("faithfulness", "timeout", judge="openai:m", usage=Usage(calls=1))
+    assert (failed.score, failed.status, failed.reason) == (None, MetricStatus.ERROR, "timeout")
+    assert (Usage(calls=1, cost_usd=0.5) + Usage(calls=2)).calls == 3
+
+
+def test_importing_the_model_loads_no_stage() -> None:
+    code = (
+        "import sys, tracescore.model; "
+        "print(sorted(m for m in sys.modules if m.split('.')[1:2] and m.split('.')[1] in "
+        "{'score', 'emit', 'extract', 'sample', 'consume', 'alert'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,183 @@
+"""One public path per name: a private module (`_name`) is imported only from inside its own package, or
+from the tests of that package (tests/<stage>/... mirrors tracescore/<stage>/...). Examples and benchmarks
+import public names only, and a test imports a name that has a public path from that path. Which stage
+may import which is import-linter's job (`lint-imports`, pyproject.toml); these rules are here because
+import-linter cannot say "private, except from its own tests".
+
+`make lint` runs this file.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# The command line is the composition root of the batch commands (score a file, render a report): it may
+# reach score's private helpers rather than make them public API.
+COMPOSITION_ROOTS = ("tracescore.cli",)
+# Files that read another stage's internals on purpose, each with why. Keep this short: a name used here
+# by more than a benchmark of that very internal wants to be public instead.
+READS_INTERNALS = {
+    # the offline judge's sentence and block splitting, timed on their own
+    "benchmarks/consumer_throughput.py": {"tracescore.score"},
+    "benchmarks/offline_throughput.py": {"tracescore.score"},
+    # judge prompts sized with the same sentence splitter the metrics use
+    "benchmarks/judge_cost.py": {"tracescore.score"},
+    # the offline judge's word lists and the verdicts task, to build and check its inputs
+    "benchmarks/halueval_accuracy.py": {"tracescore.score"},
+    "benchmarks/offline_shapes.py": {"tracescore.score"},
+    "benchmarks/offline_long_context.py": {"tracescore.score"},
+    # fits the cascade's calibration coefficients (sample._calibration) on the labelled split
+    "benchmarks/cascade_sampling.py": {"tracescore.sample"},
+    # `tracescore consume` is consume/_cli.py; the command line's tests live in tests/cli
+    "tests/cli/test_cli_consume.py": {"tracescore.consume"},
+    # the learning models fed through the consumer's lock (consume._cascade.LockedPolicy)
+    "tests/sample/test_learning.py": {"tracescore.consume"},
+}
+
+
+def _imported_modules(tree: ast.AST, package: str) -> Iterator[tuple[int, str]]:
+    """(line, dotted module) for every import; `from a import _b` counts as importing `a._b`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import inside the package
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            yield node.lineno, base
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    yield node.lineno, f"{base}.{alias.name}"
+
+
+def _owner(module: str) -> str | None:
+    """The stage a private module belongs to (`tracescore.score.judges._offline` -> `tracescore.score`;
+    `tracescore._kafka` -> `tracescore`); None for a public path."""
+    parts = module.split(".")
+    if parts[0] != "tracescore":
+        return None
+    if any(part.startswith("_") and not part.startswith("__") for part in parts[1:]):
+        return "tracescore" if parts[1].startswith("_") else ".".join(parts[:2])
+    return None
+
+
+def _allowed(importer: Path, owner: str) -> bool:
+    relative = importer.relative_to(REPO)
+    if owner in READS_INTERNALS.get(relative.as_posix(), ()):
+        return True
+    top = relative.parts[0]
+    if top == "tracescore":
+        module = ".".join(relative.with_suffix("").parts)
+        if module.startswith(COMPOSITION_ROOTS):
+            return True
+        # Anywhere inside the owning package; the top-level private modules (`tracescore._kafka`) are the
+        # shared internals every stage may use.
+        return module.startswith(owner + ".")
+    if top == "tests":
+        # tests/score/judges/test_x.py tests the stage tracescore.score; tests/test_x.py the shared internals.
+        return owner == ".".join(("tracescore", *relative.parts[1:-1])[:2])
+    return False  # examples, benchmarks: public names only
+
+
+def _python_files() -> Iterator[Path]:
+    for folder in ("tracescore", "tests", "examples", "benchmarks"):
+        yield from sorted((REPO / folder).rglob("*.py"))
+
+
+def _violations() -> list[str]:
+    found = []
+    for path in _python_files():
+        relative = path.relative_to(REPO)
+        package = ".".join(relative.parent.parts)
+        tree = ast.parse(path.read_text(), str(path))
+        for line, module in _imported_modules(tree, package):
+            owner = _owner(module)
+            if owner is not None and not _allowed(path, owner):
+                found.append(f"{relative}:{line}: imports {module} (private to {owner})")
+    return sorted(set(found))
+
+
+def _public_names(package: str) -> set[str]:
+    """What a package's `__init__` exports: its `__all__` and the names it imports on first use (`_LAZY`)."""
+    init = REPO.joinpath(*package.split("."), "__init__.py")
+    if not init.exists():
+        return set()
+    names: set[str] = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("__all__", "_LAZY") for t in node.targets
+        ):
+            items = node.value.keys if isinstance(node.value, ast.Dict) else getattr(node.value, "elts", [])
+            names |= {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+    return names
+
+
+def _public_home(module: str, name: str) -> str | None:
+    """Where `name`, imported from the private `module`, is public: the shared model, else the nearest
+    public package above the module."""
+    parts = module.split(".")
+    first_private = next(i for i, part in enumerate(parts) if part.startswith("_"))
+    packages = ["tracescore.model", *(".".join(parts[:j]) for j in range(first_private, 1, -1))]
+    return next((p for p in packages if name in _public_names(p)), None)
+
+
+def _private_paths_to_public_names() -> list[str]:
+    found = []
+    for path in _python_files():
+        relative = path.relative_to(REPO)
+        if relative.parts[0] == "tracescore":
+            continue  # inside the package a private path avoids import cycles
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and _owner(node.module or "") is not None:
+                for alias in node.names:
+                    home = _public_home(node.module or "", alias.name)
+                    if home is not None:
+                        found.append(f"{relative}:{node.lineno}: {alias.name} from {home}, not {node.module}")
+    return found
+
+
+def test_names_that_are_public_are_imported_from_their_public_path() -> None:
+    found = _private_paths_to_public_names()
+    assert not found, "\n".join(found)
+
+
+def test_private_modules_are_imported_only_by_their_package_and_its_tests() -> None:
+    violations = _violations()
+    assert not violations, "import the public name instead:\n" + "\n".join(violations)
+
+
+@pytest.mark.parametrize(
+    ("importer", "module", "allowed"),
+    [
+        ("tracescore/sample/_policy.py", "tracescore.score._types", False),
+        ("tracescore/score/metrics/_quality.py", "tracescore.score.judges._protocol", True),
+        ("tracescore/consume/_consumer.py", "tracescore.emit._kafka", False),
+        ("tracescore/alert/_service.py", "tracescore._kafka", True),
+        ("tests/score/judges/test_offline.py", "tracescore.score.judges._offline", True),
+        ("tests/score/test_batch.py", "tracescore.score.judges._offline", True),
+        ("tests/consume/test_faults.py", "tracescore.score.judges._offline", False),
+        ("tests/sample/test_policy.py", "tracescore.score._types", False),
+        ("tests/test_kafka_config.py", "tracescore._kafka_config", True),
+        ("tests/test_kafka_config.py", "tracescore.consume._settings", False),
+        ("benchmarks/trace_assembly.py", "tracescore.score._types", False),
+        ("examples/demo.py", "tracescore.score._report", False),
+    ],
+)
+def test_the_rule_tells_own_from_foreign(importer: str, module: str, allowed: bool) -> None:
+    owner = _owner(module)
+    assert owner is not None
+    assert _allowed(REPO / importer, owner) is allowed
+
+
+def test_a_public_name_has_its_home() -> None:
+    assert _public_home("tracescore.score.judges._offline", "OfflineJudge") == "tracescore.score.judges"
+    assert _public_home("tracescore.score.metrics._faithfulness", "Verdict") == "tracescore.model"
+    assert _public_home("tracescore.score._report", "render_report") == "tracescore.score"
+    assert _public_home("tracescore.score._report", "ReportCollector") is None
