@@ -1,8 +1,8 @@
 """Rolling faithfulness with the cascade on: the mixed window, the LLM baseline alone and the estimate, on
 streams with known truth.
 
-    python benchmarks/rolling_estimates.py [PATH] [--window 500] [--windows 200] [--streams 30] [--signal label]
-        [--baselines 0.01,0.1]
+    python benchmarks/rolling_estimates.py [PATH] [--window 500] [--windows 200] [--streams 30]
+        [--baselines 0.01,0.1] [--signal label|score]
 
 Streams are drawn from the labelled dev set's measurement half (the half benchmarks/cascade_sampling.py
 measures on; nothing here is fitted: the estimator's prior is fixed in tracescore/alert/_estimate.py) at 5%
