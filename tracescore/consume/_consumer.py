@@ -148,7 +148,8 @@ class EvaluationConsumer:
             while True:
                 self._check_stop()
                 polled = self._poll(consumer)
-                self._take(polled)  # decode -> assemble -> extract -> sample
+                if polled:
+                    self._take(polled)  # decode -> assemble -> extract -> sample
                 self._finish_if_idle(polled)
                 if self._state is RunState.RUNNING:
                     self._queue(self._pipeline.ready())
