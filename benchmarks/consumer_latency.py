@@ -39,6 +39,8 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer, NotOtlp, decode_message
+from tracescore.consume._judging import Judged
+from tracescore.consume._pipeline import Admitted
 from tracescore.emit import EvaluationRecord
 from tracescore.model import Trace
 from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
@@ -96,26 +98,27 @@ class TracedConsumer(EvaluationConsumer):
         super().__init__(*args, **kwargs)
         self.polled: dict[tuple[int, int], int] = {}
         self.marks: dict[str, dict[str, int]] = {}
+        self._release = self._pipeline.release
+        self._pipeline.release = self._pipeline_release  # type: ignore[method-assign]
 
     def _take(self, batch: Sequence[ConsumerRecord]) -> None:
         now = time.time_ns()
         self.polled.update({(m.partition, m.offset): now for m in batch})
         super()._take(batch)
 
-    def _release(self, traces: list[Trace]) -> None:
+    def _pipeline_release(self, traces: list[Trace]) -> list[Admitted]:
         now = time.time_ns()
         for trace in traces:
             polled = min(self.polled.get((tp.partition, o), now) for tp, o in trace.offsets.items())
             for span in trace.spans:
                 self.marks[span.span_id] = {"polled": polled, "released": now}
-        super()._release(traces)
+        return self._release(traces)
 
-    def _collect(self) -> None:
-        now = time.time_ns()
-        for future, scoring in self._scoring.items():
-            if future.done() and scoring.interaction.span.span_id in self.marks:
-                self.marks[scoring.interaction.span.span_id]["scored"] = now
-        super()._collect()
+    def _write(self, judged: Judged) -> None:
+        span_id = judged.interaction.span.span_id
+        if span_id in self.marks:
+            self.marks[span_id]["scored"] = time.time_ns()
+        super()._write(judged)
 
 
 def consumer(

@@ -14,7 +14,7 @@ Each is produced to a real Apache Kafka 4 broker. Then, with this process pinned
 JVM runs on the other), it times, as spans per wall second and per CPU second of this process:
 
 1. in process, no Kafka: decode_message + TraceAssembler + extract (+ revise) over the same message bytes;
-2. `EvaluationConsumer` reading the topic from the start with a sampler that keeps nothing (every trace is
+2. `EvaluationConsumer` reading the topic from the start with a policy that admits nothing (every trace is
    assembled and its interactions recognised, none is scored), grace period 0 so the figure is CPU, not the
    grace wait; spans/s from its first polled batch to the last trace read;
 3. a bare kafka-python KafkaConsumer polling the same topic, records unused: the per-message floor.
@@ -48,8 +48,9 @@ from tracescore.consume import (
     TraceAssembler,
     decode_message,
 )
+from tracescore.consume._pipeline import Admitted
 from tracescore.extract import Trace, extract
-from tracescore.sample import RatioSampler
+from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -133,17 +134,20 @@ class TimedConsumer(EvaluationConsumer):
         self.first_at: float | None = None
         self.done_at: float | None = None
         self.first_cpu = self.done_cpu = 0.0
+        self._release = self._pipeline.release
+        self._pipeline.release = self._timed_release  # type: ignore[method-assign]
 
     def _take(self, batch: Sequence[ConsumerRecord]) -> None:
         if batch and self.first_at is None:
             self.first_at, self.first_cpu = time.perf_counter(), time.process_time()
         super()._take(batch)
 
-    def _release(self, traces: list[Trace]) -> None:
-        super()._release(traces)
+    def _timed_release(self, traces: list[Trace]) -> list[Admitted]:
+        admitted = self._release(traces)
         if self.done_at is None and self.stats.traces >= self.target_traces:
             self.done_at, self.done_cpu = time.perf_counter(), time.process_time()
             self.stop()
+        return admitted
 
 
 def through_kafka(
@@ -163,7 +167,7 @@ def through_kafka(
         settings,
         judge=OfflineJudge(),
         metrics=[Faithfulness()],
-        sampler=RatioSampler(0.0),
+        policy=CascadePolicy(SamplingConfig(default_rate=0.0)),
         target_traces=traces,
     )
     consumer.run()

@@ -33,6 +33,9 @@ READS_INTERNALS = {
     "benchmarks/offline_long_context.py": {"tracescore.score"},
     # fits the cascade's calibration coefficients (sample._calibration) on the labelled split
     "benchmarks/cascade_sampling.py": {"tracescore.sample"},
+    # the consumer's pipeline step and judging queue, timed on their own (hooks around the admission path)
+    "benchmarks/consumer_latency.py": {"tracescore.consume"},
+    "benchmarks/trace_assembly.py": {"tracescore.consume"},
     # `tracescore consume` is consume/_cli.py; the command line's tests live in tests/cli
     "tests/cli/test_cli_consume.py": {"tracescore.consume"},
     # the learning models fed through the consumer's lock (consume._cascade.LockedPolicy)

@@ -1,0 +1,78 @@
+"""Judging: at most `max_in_flight` interactions on the scoring worker at once, each collected once with its
+results (the real offline judge on the real worker loop; no broker)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kafka import TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+
+from tracescore.consume import ConsumerStats, TraceAssembler
+from tracescore.consume._cascade import Scorer
+from tracescore.consume._checkpoint import Checkpoint
+from tracescore.consume._judging import Judged, Judging
+from tracescore.consume._pipeline import Pipeline
+from tracescore.consume._revise import Revision
+from tracescore.consume._scoring import ScoringWorker
+from tracescore.score import MetricStatus, OfflineJudge
+from tracescore.score.metrics import Faithfulness
+
+RECORDING = Path(__file__).parents[1] / "extract" / "fixtures" / "openinference_manual" / "faithful.binpb"
+
+
+def interaction() -> Revision:
+    value = RECORDING.read_bytes()
+    steps = Pipeline(TraceAssembler(), ConsumerStats())
+    steps.take([ConsumerRecord("spans", 0, -1, 0, 0, 0, None, value, [], None, -1, len(value), -1)])
+    [trace] = steps.release_all()
+    return trace.interactions[0][0]
+
+
+def collect(judging: Judging, count: int, timeout_s: float = 30.0) -> list[Judged]:
+    done: list[Judged] = []
+    deadline = time.monotonic() + timeout_s
+    while len(done) < count and time.monotonic() < deadline:
+        done += judging.finished()
+        time.sleep(0.01)
+    return done
+
+
+def test_scores_at_most_max_in_flight_at_once_and_collects_each_once() -> None:
+    judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=2)
+    work = Checkpoint(dict, commit_interval_s=5.0).hold({TopicPartition("spans", 0): 0}, scoring=3)
+    revision = interaction()
+    for _ in range(3):
+        judging.queue(work, revision, None)
+    worker = ScoringWorker()
+    try:
+        judging.submit(worker)
+        assert (judging.running, judging.queued, judging.pending) == (2, 1, 3)
+        first = collect(judging, 2)
+        judging.submit(worker)
+        rest = collect(judging, 1)
+    finally:
+        worker.close()
+    assert len(first) == 2 and len(rest) == 1 and judging.pending == 0
+    for judged in first + rest:
+        assert judged.work is work and judged.interaction is revision.interaction
+        assert judged.scored is not None
+        [result] = judged.scored.results
+        assert result.metric == "faithfulness" and result.status is MetricStatus.OK
+
+
+def test_dropping_the_queue_leaves_what_is_running() -> None:
+    judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=1)
+    work = Checkpoint(dict, commit_interval_s=5.0).hold({TopicPartition("spans", 0): 0}, scoring=2)
+    revision = interaction()
+    judging.queue(work, revision, None)
+    judging.queue(work, revision, None)
+    worker = ScoringWorker()
+    try:
+        judging.submit(worker)
+        assert judging.drop_queued() == 1
+        assert len(collect(judging, 1)) == 1
+    finally:
+        worker.close()
+    assert judging.pending == 0

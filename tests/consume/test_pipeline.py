@@ -1,0 +1,103 @@
+"""Pipeline: recorded OTLP messages in, admitted interactions and counted skips out, with no broker (the
+messages are kafka-python's own ConsumerRecord, as a poll returns them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafka import TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+
+from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler
+from tracescore.consume._cascade import LockedPolicy
+from tracescore.consume._pipeline import Pipeline
+from tracescore.emit import EVALUATION_SPANS_HEADER
+from tracescore.sample import CascadePolicy, RateRule, SamplingConfig
+
+FIXTURES = Path(__file__).parents[1] / "extract" / "fixtures"
+READ = FIXTURES / "openinference_manual" / "faithful.binpb"  # one interaction, openinference
+NO_RETRIEVAL = FIXTURES / "openllmetry" / "langchain_faithful.binpb"  # traceloop's LangChain: a skip
+TRACE_ID = "f264428dc99ff7574806d7a7056ec517"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def message(value: bytes, offset: int = 0, partition: int = 0, headers: list | None = None) -> ConsumerRecord:
+    return ConsumerRecord(
+        "spans", partition, -1, offset, 0, 0, None, value, headers or [], None, -1, len(value), -1
+    )
+
+
+def pipeline(policy: CascadePolicy | None = None) -> tuple[Pipeline, Clock]:
+    clock = Clock()
+    assembler = TraceAssembler(AssemblySettings(grace_s=2.0), clock=clock)
+    locked = LockedPolicy(policy) if policy is not None else None
+    return Pipeline(assembler, ConsumerStats(), policy=locked), clock
+
+
+def test_a_recorded_trace_becomes_one_admitted_interaction_once_its_grace_passed() -> None:
+    steps, clock = pipeline()
+    taken = steps.take([message(READ.read_bytes(), offset=41)])
+    assert taken.admitted == [] and taken.dead_letters == []  # buffered: the grace period has not passed
+    assert steps.ready() == []
+    clock.now += 2.5
+    [trace] = steps.ready()
+    assert trace.offsets == {TopicPartition("spans", 0): 41}
+    [(revision, metrics)] = trace.interactions
+    assert revision.interaction.span.trace_id == TRACE_ID
+    assert revision.interaction.record.query == "How long does the Aurora X2 battery last?"
+    assert revision.revision == 0 and metrics is None  # no policy: every metric
+    stats = steps.stats
+    assert (stats.messages, stats.spans, stats.traces, stats.rag_spans) == (1, 3, 1, 1)
+    assert stats.assembly["released_complete"] == 1
+
+
+def test_a_message_that_is_not_otlp_is_a_dead_letter_and_the_rest_of_the_batch_goes_on() -> None:
+    steps, _ = pipeline()
+    taken = steps.take([message(b"not a trace", offset=3, partition=2), message(READ.read_bytes(), offset=4)])
+    [dead] = taken.dead_letters
+    assert dead.partition == TopicPartition("spans", 2) and dead.message.offset == 3
+    assert "OTLP" in str(dead.error)
+    assert steps.stats.dead_letters == 1 and steps.stats.spans == 3
+    assert len(steps.release_all()) == 1
+
+
+def test_our_own_evaluation_spans_read_back_are_counted_not_decoded() -> None:
+    steps, _ = pipeline()
+    taken = steps.take([message(b"never decoded", headers=[(EVALUATION_SPANS_HEADER, b"1")])])
+    assert taken.dead_letters == [] and steps.stats.spans == 0
+    assert steps.stats.assembly["evaluation_span_messages"] == 1
+
+
+def test_a_trace_with_nothing_to_judge_is_a_counted_explained_skip() -> None:
+    steps, _ = pipeline()
+    steps.take([message(NO_RETRIEVAL.read_bytes())])
+    assert steps.release_all() == []
+    stats = steps.stats
+    assert stats.traces == 1 and stats.rag_spans == 0
+    assert stats.skipped["no_retrieval"] == 1
+    [(_, scope, _)] = [k for k in stats.skipped_by_source if k[2] == "no_retrieval"]
+    assert scope == "opentelemetry.instrumentation.langchain"
+
+
+def test_the_policy_admits_and_chooses_the_metrics() -> None:
+    config = SamplingConfig(rates=(RateRule(metric="answer_relevance", rate=0.0),))
+    policy = CascadePolicy(config, metrics=["faithfulness", "answer_relevance"])
+    steps, _ = pipeline(policy)
+    steps.take([message(READ.read_bytes())])
+    [trace] = steps.release_all()
+    assert [metrics for _, metrics in trace.interactions] == [("faithfulness",)]
+
+
+def test_an_interaction_the_policy_leaves_out_is_counted_by_reason() -> None:
+    steps, _ = pipeline(CascadePolicy(SamplingConfig(default_rate=0.0)))
+    steps.take([message(READ.read_bytes())])
+    assert steps.release_all() == []
+    assert steps.stats.rag_spans == 1 and steps.stats.sampled_out == 1
+    assert steps.stats.sampling == {"rate": 1}

@@ -1,0 +1,161 @@
+"""The consumer's pure step: Kafka messages in, interactions to score out, with no Kafka call.
+
+    decode -> (dead letter | drop our own evaluation spans) -> assemble traces -> extract -> admit
+
+Every message, span, trace and interaction is counted in `ConsumerStats`; what is not scored is a counted,
+explained skip (logged once per service, scope and reason).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+from kafka import TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+
+from tracescore import semconv
+from tracescore._kafka import LogOnce
+from tracescore.consume._assemble import TraceAssembler
+from tracescore.consume._cascade import LockedPolicy
+from tracescore.consume._decode import NotOtlp, decode_message
+from tracescore.consume._revise import Revision
+from tracescore.consume._status import ConsumerStats
+from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
+from tracescore.extract import Skip, extract
+from tracescore.model import RagSpan, Trace
+
+__all__ = ["Admitted", "DeadLetter", "Pipeline", "Taken"]
+
+_log = logging.getLogger("tracescore.consume")
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """One released trace's interactions to score, each with the metrics to run (None: all), and the
+    lowest offset per partition its spans were read from."""
+
+    offsets: dict[Hashable, int]
+    interactions: list[tuple[Revision, tuple[str, ...] | None]]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    message: ConsumerRecord
+    partition: TopicPartition
+    error: NotOtlp
+
+
+@dataclass
+class Taken:
+    """What one batch of messages gave: traces released with something to score, and dead letters."""
+
+    admitted: list[Admitted] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+
+
+class Pipeline:
+    """`policy` admits interactions (and chooses their metrics); without one every interaction is scored
+    with every metric."""
+
+    def __init__(
+        self,
+        assembler: TraceAssembler,
+        stats: ConsumerStats,
+        *,
+        policy: LockedPolicy | None = None,
+        metrics_out: EvaluationMetrics | None = None,
+    ) -> None:
+        self.assembler = assembler
+        self.stats = stats
+        self._policy = policy
+        self._metrics_out = metrics_out or EvaluationMetrics()
+        self._log_once = LogOnce(_log)
+
+    def take(self, batch: Sequence[ConsumerRecord]) -> Taken:
+        taken = Taken()
+        released: list[Trace] = []
+        for message in batch:
+            self.stats.messages += 1
+            tp = TopicPartition(message.topic, message.partition)
+            if any(key == EVALUATION_SPANS_HEADER for key, _ in message.headers or ()):
+                self.stats.assembly["evaluation_span_messages"] += 1  # ours, read back: never decoded
+                continue
+            try:
+                spans = decode_message(message.value)
+            except NotOtlp as exc:
+                self.stats.dead_letters += 1
+                self._metrics_out.dead_lettered()
+                taken.dead_letters.append(DeadLetter(message, tp, exc))
+                continue
+            self.stats.spans += len(spans)
+            # Evaluation spans written by an older version or another producer, without our header.
+            ours = [s for s in spans if s.scope_name == semconv.EVALUATOR_SCOPE]
+            if ours:
+                self.stats.assembly["evaluation_spans"] += len(ours)
+                spans = [s for s in spans if s.scope_name != semconv.EVALUATOR_SCOPE]
+            released += self.assembler.add(spans, tp, message.offset, len(message.value or b""))
+        taken.admitted = self.release(released)
+        return taken
+
+    def ready(self) -> list[Admitted]:
+        """Traces whose wait is over."""
+        return self.release(self.assembler.ready())
+
+    def release_all(self) -> list[Admitted]:
+        """Every buffered trace, as it is (the stream went idle)."""
+        return self.release(self.assembler.release_all())
+
+    def release(self, traces: list[Trace]) -> list[Admitted]:
+        admitted = []
+        for trace in traces:
+            self.stats.traces += 1
+            found = extract(trace)
+            # A trace rebuilt by late spans: only what changed is scored again, as a revision.
+            revisions, skips = self.assembler.revise(trace, found.interactions, found.skips)
+            for skip in skips:
+                self._skip(skip)
+            wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
+            for revision in revisions:
+                self.stats.rag_spans += 1
+                admitted_now, metrics = self._admit(revision.interaction)
+                if admitted_now:
+                    wanted.append((revision, metrics))
+                else:
+                    self.stats.sampled_out += 1
+            if wanted:
+                admitted.append(Admitted(dict(trace.offsets), wanted))
+        self.stats.assembly.update(self.assembler.counts)
+        self.assembler.counts.clear()
+        return admitted
+
+    def _admit(self, interaction: RagSpan) -> tuple[bool, tuple[str, ...] | None]:
+        if self._policy is None:
+            return True, None
+        decision = self._policy.admit(interaction)
+        if decision.skip is not None:
+            self.stats.sampling[decision.skip.value] += 1
+            self._metrics_out.skipped(
+                decision.skip.value, interaction.span.service_name, interaction.span.scope_name
+            )
+            return False, None
+        return True, decision.metrics
+
+    def _skip(self, skip: Skip) -> None:
+        service = skip.span.service_name if skip.span else "unknown_service"
+        scope = (skip.span.scope_name or "(no scope)") if skip.span else "(no scope)"
+        source = (service, scope, skip.reason)
+        self.stats.skipped[skip.reason] += 1
+        self.stats.skipped_by_source[source] += 1
+        self._metrics_out.skipped(skip.reason, service, scope)
+        # Once per (service, scope, reason), so a user sees at once why their traffic is not scored without a
+        # line per trace; the counts carry the rest.
+        logged = self._log_once(
+            source,
+            "not scored (%s) from %s/%s: %s [logged once]",
+            *(skip.reason, service, scope, skip.detail),
+            level=logging.INFO if skip.expected else logging.WARNING,
+        )
+        if not logged:
+            _log.debug("not scored (%s): %s", skip.reason, skip.detail)
