@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from pathlib import Path
 
-from tracescore.model import DecodedSpan, MetricResult, MetricStatus, RagRecord, RagSpan
+from tracescore.model import DecodedSpan, Interaction, MetricResult, MetricStatus, RagRecord
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, features, fit
 from tracescore.sample._hashing import keep
@@ -89,7 +89,7 @@ async def score_all(path: Path) -> tuple[list[Row], int]:
     return rows, skipped
 
 
-def stream(rows: list[Row], spans: int, rng: random.Random, rate: float) -> list[tuple[RagSpan, Row]]:
+def stream(rows: list[Row], spans: int, rng: random.Random, rate: float) -> list[tuple[Interaction, Row]]:
     grounded = [r for r in rows if not r.hallucinated]
     hallucinated = [r for r in rows if r.hallucinated]
     out = []
@@ -104,7 +104,7 @@ def stream(rows: list[Row], spans: int, rng: random.Random, rate: float) -> list
             attributes={},
             end_time_unix_nano=(HOUR_START + i * 3600 // spans) * 10**9,
         )
-        out.append((RagSpan(span=span, record=row.record, route="/ask"), row))
+        out.append((Interaction(span=span, record=row.record, route="/ask"), row))
     return out
 
 
@@ -146,7 +146,7 @@ def teach(
 
 
 def run(
-    spans: list[tuple[RagSpan, Row]],
+    spans: list[tuple[Interaction, Row]],
     budget: float,
     policy: CascadePolicy,
     now: list[float],

@@ -45,7 +45,7 @@ from cascade_sampling import Row as Scored
 
 from tracescore.alert import EstimateWindow
 from tracescore.emit import EvaluationRecord
-from tracescore.model import DecodedSpan, RagSpan
+from tracescore.model import DecodedSpan, Interaction
 from tracescore.sample import CascadeConfig, CascadePolicy, SamplingConfig
 from tracescore.score import MetricStatus, is_flagged
 
@@ -82,7 +82,7 @@ def interactions(
             trace_id=trace, span_id=span_id, name="rag", service_name="rag-api", scope_name="tracescore",
             attributes={}, end_time_unix_nano=0,
         )  # fmt: skip
-        interaction = RagSpan(span=span, record=row.record, route="/ask")
+        interaction = Interaction(span=span, record=row.record, route="/ask")
         assert policy.admit(interaction).sampled
         escalation = policy.escalate(interaction, row.offline)
         truth = 0.0 if row.hallucinated else 1.0

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import tracescore
 from tracescore.consume import NotOtlp, decode_message
 from tracescore.export import encode_trace_messages
-from tracescore.extract import RagSpan, Trace, extract
+from tracescore.extract import Interaction, Trace, extract
 from tracescore.model import DecodedSpan
 from tracescore.score import RagRecord
 
@@ -74,7 +74,7 @@ def test_decode_round_trip_of_a_decorated_call(decorated_spans: InMemorySpanExpo
     assert span.attributes == dict(original.attributes)
 
     (result,) = extract(Trace(span.trace_id, (span,))).interactions
-    assert isinstance(result, RagSpan)
+    assert isinstance(result, Interaction)
     assert result.span is span
     assert result.route == "/ask"
     assert result.record == RagRecord(

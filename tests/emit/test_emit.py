@@ -13,14 +13,14 @@ from tracescore.consume import decode_message
 from tracescore.emit import SCHEMA_VERSION, evaluation_record, evaluation_span
 from tracescore.export import encode_trace_messages
 from tracescore.extract import Trace, extract
-from tracescore.model import DecodedSpan, RagSpan
+from tracescore.model import DecodedSpan, Interaction
 from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 SPAN_ID = "b7ad6b7169203331"
 
 
-def scored_span() -> RagSpan:
+def scored_span() -> Interaction:
     span = DecodedSpan(
         trace_id=TRACE_ID,
         span_id=SPAN_ID,
@@ -31,7 +31,7 @@ def scored_span() -> RagSpan:
         end_time_unix_nano=1,
     )
     record = RagRecord(id=f"{TRACE_ID}:{SPAN_ID}", query="q", contexts=("c",), answer="a")
-    return RagSpan(span=span, record=record, route="/billing")
+    return Interaction(span=span, record=record, route="/billing")
 
 
 OK_RESULT = MetricResult(

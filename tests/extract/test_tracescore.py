@@ -8,7 +8,7 @@ import pytest
 from trace_builder import span, trace
 
 from tracescore import semconv
-from tracescore.extract import RagSpan, Skip, extract
+from tracescore.extract import Interaction, Skip, extract
 from tracescore.model import DecodedSpan
 
 RAG_ATTRS = {
@@ -23,7 +23,7 @@ def decoded(attributes: dict[str, Any], name: str = "answer", scope: str = "trac
     return span(name, attributes, scope=scope)
 
 
-def read(one: DecodedSpan) -> RagSpan | Skip:
+def read(one: DecodedSpan) -> Interaction | Skip:
     """The single outcome of a one-span trace."""
     found = extract(trace(one))
     outcomes = [*found.interactions, *found.skips]
@@ -33,7 +33,7 @@ def read(one: DecodedSpan) -> RagSpan | Skip:
 
 def test_a_full_tracescore_span_is_one_interaction() -> None:
     result = read(decoded({**RAG_ATTRS, semconv.TRACESCORE_ROUTE: "/billing"}))
-    assert isinstance(result, RagSpan)
+    assert isinstance(result, Interaction)
     assert result.route == "/billing"
     assert result.record.query == "Capital of France?"
     assert result.record.contexts == ("Paris is the capital of France.", "France is in Europe.")
@@ -42,17 +42,17 @@ def test_a_full_tracescore_span_is_one_interaction() -> None:
 
 def test_route_falls_back_to_http_route_then_span_name() -> None:
     with_http = read(decoded({**RAG_ATTRS, semconv.HTTP_ROUTE: "/v1/ask"}))
-    assert isinstance(with_http, RagSpan)
+    assert isinstance(with_http, Interaction)
     assert with_http.route == "/v1/ask"
 
     preferred = read(
         decoded({**RAG_ATTRS, semconv.HTTP_ROUTE: "/v1/ask", semconv.TRACESCORE_ROUTE: "/billing"})
     )
-    assert isinstance(preferred, RagSpan)
+    assert isinstance(preferred, Interaction)
     assert preferred.route == "/billing"
 
     by_name = read(decoded(RAG_ATTRS, name="support-answer"))
-    assert isinstance(by_name, RagSpan)
+    assert isinstance(by_name, Interaction)
     assert by_name.route == "support-answer"
 
 

@@ -22,7 +22,7 @@ def test_the_stages_hand_out_the_models_types_not_copies() -> None:
     assert tracescore.score.Usage is model.Usage
     assert tracescore.score.MetricStatus is model.MetricStatus
     assert tracescore.score.metrics.Verdict is model.Verdict
-    assert tracescore.extract.RagSpan is model.RagSpan
+    assert tracescore.extract.Interaction is model.Interaction
     assert tracescore.extract.Trace is model.Trace
     assert tracescore.extract.DecodedSpan is model.DecodedSpan
     assert tracescore.emit.EvaluationRecord is model.EvaluationRecord

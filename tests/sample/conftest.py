@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tracescore.model import DecodedSpan, RagSpan
+from tracescore.model import DecodedSpan, Interaction
 from tracescore.score import RagRecord
 
-MakeInteraction = Callable[..., RagSpan]
+MakeInteraction = Callable[..., Interaction]
 
 
 def _interaction(
@@ -20,7 +20,7 @@ def _interaction(
     service: str = "rag-api",
     route: str = "/ask",
     attributes: Mapping[str, Any] | None = None,
-) -> RagSpan:
+) -> Interaction:
     span = DecodedSpan(
         trace_id=trace_id,
         span_id="b7ad6b7169203331",
@@ -30,7 +30,7 @@ def _interaction(
         attributes=dict(attributes or {}),
         end_time_unix_nano=1,
     )
-    return RagSpan(span=span, record=RagRecord(query="q", contexts=("c",), answer="a"), route=route)
+    return Interaction(span=span, record=RagRecord(query="q", contexts=("c",), answer="a"), route=route)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
 from tracescore.consume._revise import Remembered, Revision, first_reading, revise
 from tracescore.extract import Skip
-from tracescore.model import DecodedSpan, RagSpan, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["AssemblySettings", "TraceAssembler"]
 
@@ -164,7 +164,7 @@ class TraceAssembler:
         return out
 
     def revise(
-        self, trace: Trace, interactions: Sequence[RagSpan], skips: Sequence[Skip]
+        self, trace: Trace, interactions: Sequence[Interaction], skips: Sequence[Skip]
     ) -> tuple[list[Revision], list[Skip]]:
         """What to score and report of a released trace: everything the first time; after late spans, only
         the interactions whose question, documents or answer changed (as revisions) and new skips."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore.model import RagSpan
+from tracescore.model import Interaction
 from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
@@ -54,11 +54,11 @@ class LockedPolicy:
         self.policy = policy
         self._lock = threading.Lock()
 
-    def admit(self, interaction: RagSpan) -> Decision:
+    def admit(self, interaction: Interaction) -> Decision:
         with self._lock:
             return self.policy.admit(interaction)
 
-    def escalate(self, interaction: RagSpan, offline: Sequence[MetricResult]) -> Escalation:
+    def escalate(self, interaction: Interaction, offline: Sequence[MetricResult]) -> Escalation:
         with self._lock:
             return self.policy.escalate(interaction, offline)
 
@@ -67,7 +67,7 @@ class LockedPolicy:
             self.policy.charge(tokens, reserved=reserved)
 
     def learn(
-        self, interaction: RagSpan, offline: Sequence[MetricResult], llm: Sequence[MetricResult]
+        self, interaction: Interaction, offline: Sequence[MetricResult], llm: Sequence[MetricResult]
     ) -> bool:
         """Hand the LLM judge's verdict on a baseline interaction to the policy as a label for its suspicion
         score. A failed or missing LLM result is no label. Returns whether one was learned."""
@@ -115,7 +115,7 @@ class Scorer:
     def metrics_named(self, names: Sequence[str] | None) -> tuple[Metric, ...]:
         return self.metrics if not names else tuple(m for m in self.metrics if m.name in names)
 
-    async def score(self, interaction: RagSpan, metric_names: Sequence[str] | None = None) -> Scored:
+    async def score(self, interaction: Interaction, metric_names: Sequence[str] | None = None) -> Scored:
         metrics = self.metrics_named(metric_names)
         started = time.process_time()
         first = await evaluate_record(interaction.record, metrics, self.judge)

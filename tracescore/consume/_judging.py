@@ -14,7 +14,7 @@ from tracescore.consume._cascade import Scored, Scorer
 from tracescore.consume._checkpoint import Work
 from tracescore.consume._revise import Revision
 from tracescore.consume._scoring import ScoringWorker
-from tracescore.model import RagSpan
+from tracescore.model import Interaction
 from tracescore.score import MetricResult, MetricStatus
 
 __all__ = ["Judged", "Judging"]
@@ -31,7 +31,7 @@ class Judged:
     scored: Scored | None = None
 
     @property
-    def interaction(self) -> RagSpan:
+    def interaction(self) -> Interaction:
         return self.revision.interaction
 
 
@@ -76,7 +76,7 @@ class Judging:
             judged.scored = self._results(future, judged.interaction)
             yield judged
 
-    def _results(self, future: Future[Scored], interaction: RagSpan) -> Scored:
+    def _results(self, future: Future[Scored], interaction: Interaction) -> Scored:
         try:
             return future.result()
         except BaseException as exc:  # a judge bug or a cancelled task must not stop the service

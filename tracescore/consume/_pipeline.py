@@ -24,7 +24,7 @@ from tracescore.consume._revise import Revision
 from tracescore.consume._status import ConsumerStats
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
 from tracescore.extract import Skip, extract
-from tracescore.model import RagSpan, Trace
+from tracescore.model import Interaction, Trace
 
 __all__ = ["Admitted", "DeadLetter", "Pipeline", "Taken"]
 
@@ -130,7 +130,7 @@ class Pipeline:
         self.assembler.counts.clear()
         return admitted
 
-    def _admit(self, interaction: RagSpan) -> tuple[bool, tuple[str, ...] | None]:
+    def _admit(self, interaction: Interaction) -> tuple[bool, tuple[str, ...] | None]:
         if self._policy is None:
             return True, None
         decision = self._policy.admit(interaction)

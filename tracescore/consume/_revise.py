@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tracescore.extract import Skip, extract
-from tracescore.model import DecodedSpan, RagSpan, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["Judged", "Remembered", "Revision", "revise", "revision_key"]
 
@@ -24,7 +24,7 @@ class Revision(NamedTuple):
     """An interaction to score: `revision` 0 the first time, n+1 when it replaces revision n (`supersedes`,
     that revision's key, see `revision_key`)."""
 
-    interaction: RagSpan
+    interaction: Interaction
     revision: int = 0
     supersedes: str | None = None
 
@@ -59,7 +59,7 @@ def revision_key(trace_id: str, span_id: str, revision: int) -> str:
 def revise(
     trace: Trace,
     memory: Remembered,
-    interactions: Sequence[RagSpan],
+    interactions: Sequence[Interaction],
     skips: Sequence[Skip],
     counts: Counter[str],
 ) -> tuple[list[Revision], list[Skip]]:
@@ -110,7 +110,7 @@ def first_reading(trace_id: str, memory: Remembered) -> None:
     memory.skipped = tuple((s.span.span_id, s.reason) for s in found.skips if s.span is not None)
 
 
-def _replaces(trace: Trace, interaction: RagSpan, earlier: Judged) -> bool:
+def _replaces(trace: Trace, interaction: Interaction, earlier: Judged) -> bool:
     anchor, earlier_anchor = interaction.span.span_id, earlier[_ANCHOR]
     if anchor == earlier_anchor or earlier_anchor in interaction.span_ids or anchor in earlier[_SPAN_IDS]:
         return True

@@ -21,7 +21,7 @@ from tracescore.emit._fit import clip, fit_record
 from tracescore.emit._records import evaluation_record
 from tracescore.emit._spans import evaluation_span
 from tracescore.export import encode_trace_messages
-from tracescore.model import EvaluationRecord, MetricResult, RagSpan
+from tracescore.model import EvaluationRecord, Interaction, MetricResult
 
 __all__ = ["KafkaEvaluationSink", "KafkaOutputSettings", "Output"]
 
@@ -79,7 +79,7 @@ class KafkaEvaluationSink:
 
     def write(
         self,
-        interaction: RagSpan,
+        interaction: Interaction,
         results: Sequence[MetricResult],
         start_ns: int,
         selection: Callable[[MetricResult], str | None] = lambda _: None,

@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tracescore.emit._explain import explanation
-from tracescore.model import EvaluationRecord, MetricResult, RagSpan, annotator_kind
+from tracescore.model import EvaluationRecord, Interaction, MetricResult, annotator_kind
 
 __all__ = ["evaluation_record"]
 
 
 def evaluation_record(
-    rag: RagSpan,
+    rag: Interaction,
     result: MetricResult,
     evaluation_span_id: str | None,
     now: datetime | None = None,
@@ -51,7 +51,7 @@ def evaluation_record(
     )
 
 
-def _with_sources(rag: RagSpan, details: dict[str, Any]) -> dict[str, Any]:
+def _with_sources(rag: Interaction, details: dict[str, Any]) -> dict[str, Any]:
     """The judge's details plus where each judged document came from (aligned with the contexts) and what
     extract left out or read differently."""
     if not rag.context_sources and not rag.context_notes:

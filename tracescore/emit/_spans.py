@@ -23,7 +23,7 @@ from opentelemetry.util.types import Attributes
 
 from tracescore import __version__, semconv
 from tracescore.emit._explain import explanation
-from tracescore.model import MetricResult, MetricStatus, RagSpan, annotator_kind
+from tracescore.model import Interaction, MetricResult, MetricStatus, annotator_kind
 
 __all__ = ["evaluation_span"]
 
@@ -33,7 +33,7 @@ _resource = Resource.create({SERVICE_NAME: "tracescore"})
 
 
 def evaluation_span(
-    rag: RagSpan,
+    rag: Interaction,
     result: MetricResult,
     start_ns: int,
     end_ns: int | None = None,

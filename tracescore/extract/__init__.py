@@ -1,5 +1,5 @@
 """Extract: assembled traces -> RAG interactions, one recogniser per instrumentation convention. Each
-interaction says where its documents came from (`RagSpan.context_sources`)."""
+interaction says where its documents came from (`Interaction.context_sources`)."""
 
 from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, extract
 from tracescore.extract._genai import GenAIRecognizer
@@ -7,7 +7,7 @@ from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._tracescore import TracescoreRecognizer
-from tracescore.model import ContextSource, DecodedSpan, RagSpan, Trace
+from tracescore.model import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
     "DEFAULT_RECOGNIZERS",
@@ -15,6 +15,7 @@ __all__ = [
     "DecodedSpan",
     "Extraction",
     "GenAIRecognizer",
+    "Interaction",
     "OpenInferenceRecognizer",
     "OpenLLMetryRecognizer",
     "RagSpan",

@@ -17,7 +17,7 @@ from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._tracescore import TracescoreRecognizer
-from tracescore.model import DecodedSpan, RagSpan, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "extract"]
 
@@ -31,7 +31,7 @@ DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = (
 
 @dataclass
 class Extraction:
-    interactions: list[RagSpan] = field(default_factory=list)
+    interactions: list[Interaction] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
 
 
@@ -68,7 +68,7 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
     return found
 
 
-def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: RagSpan) -> bool:
+def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Interaction) -> bool:
     if anchor.span_id == kept.span.span_id or span_ids & kept.span_ids or anchor.span_id in kept.span_ids:
         return True
     return any(a.span_id == kept.span.span_id for a in trace.ancestors(anchor)) or any(

@@ -19,7 +19,7 @@ from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import documents_of, last_message_text, parse_json
 from tracescore.extract._tools import add_tool_result, answering_groups, genai_tool_messages, ran_between
-from tracescore.model import DecodedSpan, RagSpan, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["GenAIRecognizer"]
 
@@ -49,7 +49,7 @@ def _operation(span: DecodedSpan) -> str:
 class GenAIRecognizer:
     name = "genai"
 
-    def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
+    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
         workflows = trace.outermost(lambda s: _operation(s) in _WORKFLOWS)
         if workflows:
             for anchor in workflows:
@@ -66,7 +66,7 @@ class GenAIRecognizer:
         around: list[DecodedSpan],
         group: list[DecodedSpan] | None = None,
         since: int = 0,
-    ) -> RagSpan | Skip:
+    ) -> Interaction | Skip:
         retrievals = [s for s in around if _operation(s) == _RETRIEVAL]
         contexts = Contexts()
         for retrieval in retrievals:

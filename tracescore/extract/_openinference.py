@@ -20,7 +20,7 @@ from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, is_repr, text_of
 from tracescore.extract._tools import add_tool_result, answering_groups, indexed_tool_messages, ran_between
-from tracescore.model import DecodedSpan, RagSpan, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["OpenInferenceRecognizer"]
 
@@ -39,7 +39,7 @@ def _kind(span: DecodedSpan) -> str:
 class OpenInferenceRecognizer:
     name = "openinference"
 
-    def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
+    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
         if not trace.select(lambda s: _KIND in s.attributes):
             return
         anchors = trace.outermost(lambda s: _kind(s) in _ANSWERING)
@@ -60,7 +60,7 @@ class OpenInferenceRecognizer:
         around: list[DecodedSpan],
         group: list[DecodedSpan] | None = None,
         since: int = 0,
-    ) -> RagSpan | Skip:
+    ) -> Interaction | Skip:
         by_kind: dict[str, list[DecodedSpan]] = {}
         for span in around:  # one pass: `around` is every span below an agent
             by_kind.setdefault(_kind(span), []).append(span)

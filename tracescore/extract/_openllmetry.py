@@ -31,7 +31,7 @@ from tracescore.extract._read import (
     text_of,
 )
 from tracescore.extract._tools import add_tool_result, genai_tool_messages, indexed_tool_messages
-from tracescore.model import DecodedSpan, RagSpan, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["OpenLLMetryRecognizer"]
 
@@ -51,11 +51,11 @@ def _kind(span: DecodedSpan) -> str:
 class OpenLLMetryRecognizer:
     name = "openllmetry"
 
-    def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
+    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
         for anchor in trace.outermost(lambda s: _kind(s) in _ANSWERING):
             yield self._read(trace, anchor)
 
-    def _read(self, trace: Trace, anchor: DecodedSpan) -> RagSpan | Skip:
+    def _read(self, trace: Trace, anchor: DecodedSpan) -> Interaction | Skip:
         below = list(trace.descendants(anchor))
         retrievals = [s for s in below if _is_retrieval(s)]
         contexts = Contexts()

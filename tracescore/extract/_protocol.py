@@ -9,7 +9,7 @@ from typing import Protocol
 from tracescore import semconv
 from tracescore.extract._context import Context, Contexts, as_contexts, session_of
 from tracescore.extract._read import is_repr
-from tracescore.model import DecodedSpan, RagRecord, RagSpan, Trace
+from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
 __all__ = ["Recognizer", "Skip", "interaction"]
 
@@ -36,7 +36,7 @@ class Recognizer(Protocol):
 
     name: str
 
-    def recognize(self, trace: Trace) -> Iterable[RagSpan | Skip]: ...
+    def recognize(self, trace: Trace) -> Iterable[Interaction | Skip]: ...
 
 
 def interaction(
@@ -49,7 +49,7 @@ def interaction(
     answer: str | None,
     sources: Iterable[DecodedSpan] = (),
     looked_in: Mapping[str, str] | None = None,
-) -> RagSpan | Skip:
+) -> Interaction | Skip:
     """An interaction anchored on `anchor`, or the Skip that names the missing part and, from `looked_in`
     (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`. A
     question or answer that is a program repr (`ChatMessage(...)`, `<generator object ...>`) counts as
@@ -80,7 +80,7 @@ def interaction(
         return missing("empty_context", "documents", what)
     context_sources = collected.sources
     sources = tuple(sources)
-    return RagSpan(
+    return Interaction(
         span=anchor,
         record=RagRecord(
             id=f"{trace.trace_id}:{anchor.span_id}", query=question, contexts=texts, answer=answer

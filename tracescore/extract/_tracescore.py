@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from tracescore import semconv
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import indexed
-from tracescore.model import RagSpan, Trace
+from tracescore.model import Interaction, Trace
 
 __all__ = ["TracescoreRecognizer"]
 
@@ -21,7 +21,7 @@ _LOOKED_IN = {
 class TracescoreRecognizer:
     name = "tracescore"
 
-    def recognize(self, trace: Trace) -> Iterator[RagSpan | Skip]:
+    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
         for span in trace.select(lambda s: s.scope_name == semconv.SDK_SCOPE):
             attrs = span.attributes
             query = attrs.get(semconv.INPUT_VALUE)

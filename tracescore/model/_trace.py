@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from tracescore.model._results import RagRecord
 
-__all__ = ["ContextSource", "DecodedSpan", "RagSpan", "Trace"]
+__all__ = ["ContextSource", "DecodedSpan", "Interaction", "Trace"]
 
 
 @dataclass(slots=True)
@@ -146,7 +146,7 @@ class ContextSource(NamedTuple):
 
 
 @dataclass(frozen=True)
-class RagSpan:
+class Interaction:
     """One RAG interaction found in a trace: what to score, and the span the results attach to.
 
     `convention` names the recogniser that read it (tracescore, openinference, openllmetry, genai);
@@ -164,3 +164,7 @@ class RagSpan:
     context_sources: tuple[ContextSource, ...] = ()
     context_notes: tuple[str, ...] = ()
     session_id: str | None = None
+
+
+# The name before 0.x: kept so code written against it keeps working.
+RagSpan = Interaction

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from tracescore.model import MetricResult, RagSpan
+from tracescore.model import Interaction, MetricResult
 from tracescore.sample._admission import RunningQuantile
 from tracescore.sample._calibration import COLD_START
 from tracescore.sample._config import SamplingConfig
@@ -94,9 +94,9 @@ class Escalation:
 
 @runtime_checkable
 class SamplingPolicy(Protocol):
-    def admit(self, interaction: RagSpan) -> Decision: ...
+    def admit(self, interaction: Interaction) -> Decision: ...
 
-    def escalate(self, interaction: RagSpan, offline_results: Sequence[MetricResult]) -> Escalation: ...
+    def escalate(self, interaction: Interaction, offline_results: Sequence[MetricResult]) -> Escalation: ...
 
     def charge(self, tokens: int, *, reserved: int = 0) -> None: ...
 
@@ -137,7 +137,7 @@ class CascadePolicy:
 
     # --- step 1 ---------------------------------------------------------------------------------------
 
-    def admit(self, interaction: RagSpan) -> Decision:
+    def admit(self, interaction: Interaction) -> Decision:
         span = interaction.span
         filters = self.config.filters
         if not all(f.matches(span.attributes) for f in filters.include) or any(
@@ -176,7 +176,7 @@ class CascadePolicy:
 
     # --- step 2 ---------------------------------------------------------------------------------------
 
-    def escalate(self, interaction: RagSpan, offline_results: Sequence[MetricResult]) -> Escalation:
+    def escalate(self, interaction: Interaction, offline_results: Sequence[MetricResult]) -> Escalation:
         cascade = self.config.cascade
         if not cascade.enabled:
             return Escalation(to_llm=False)
@@ -242,7 +242,7 @@ class CascadePolicy:
         )
 
     def learn(
-        self, interaction: RagSpan, offline_results: Sequence[MetricResult], hallucinated: bool
+        self, interaction: Interaction, offline_results: Sequence[MetricResult], hallucinated: bool
     ) -> bool:
         """Teach the suspicion score one LLM verdict (`hallucinated`) on a baseline interaction, whose
         offline results are passed again (a verdict may arrive long after; nothing is kept meanwhile).
@@ -284,7 +284,7 @@ class CascadePolicy:
 
     # --- the plain Sampler seam ----------------------------------------------------------------------
 
-    def should_sample(self, span: RagSpan) -> bool:
+    def should_sample(self, span: Interaction) -> bool:
         """Step 1 only, for a caller that knows the Sampler protocol (skips are still counted)."""
         return self.admit(span).sampled
 
@@ -310,5 +310,5 @@ class CascadePolicy:
         return self.config.llm_budget.estimated_tokens_per_evaluation
 
 
-def _route_key(interaction: RagSpan) -> str:
+def _route_key(interaction: Interaction) -> str:
     return f"{interaction.span.service_name} {interaction.route}"

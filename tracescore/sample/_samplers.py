@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from tracescore.model import RagSpan
+from tracescore.model import Interaction
 
 __all__ = ["AlwaysSample", "RatioSampler", "Sampler"]
 
 
 @runtime_checkable
 class Sampler(Protocol):
-    def should_sample(self, span: RagSpan) -> bool: ...
+    def should_sample(self, span: Interaction) -> bool: ...
 
 
 class AlwaysSample:
-    def should_sample(self, span: RagSpan) -> bool:
+    def should_sample(self, span: Interaction) -> bool:
         return True
 
 
@@ -30,5 +30,5 @@ class RatioSampler:
         self.ratio = ratio
         self._bound = round(ratio * (1 << 64))
 
-    def should_sample(self, span: RagSpan) -> bool:
+    def should_sample(self, span: Interaction) -> bool:
         return int(span.span.trace_id[16:], 16) < self._bound
