@@ -7,7 +7,7 @@ formerly `RagSpan`, its `RagRecord` and `ContextSource`), what a judge returns (
 (`EvaluationRecord`). Stages import these from here (or from a stage's public `__init__`), never from one
 another's private modules. Light on purpose (pydantic only): the instrumentation SDK's install can import
 it.
-
+"""
 
 from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, EvaluationRecord, annotator_kind
 from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict
