@@ -7,8 +7,9 @@ DATA.jsonl: one labelled RAG answer a line, `query`, `contexts` (list of strings
 (`hallucinated` / `faithful`, or any of the bad/good labels below); other fields are ignored. Default: the
 labelled dev set (HaluEval QA).
 
-Honest split: records are split by question (a hash of the query text: half 0 calibrates, half 1 is
-measured), so no question's answers are on both sides. The shipped suspicion coefficients (COLD_START,
+Honest split: records are split by question (a hash of the query text and its contexts: half 0 calibrates,
+half 1 is measured), so no question's answers are on both sides, and summaries that share one query
+("Summarize the document") split by document. The shipped suspicion coefficients (COLD_START,
 fitted on the dev set's half 0) are used unless `--calibrate` refits them on half 0 of DATA. The curve is
 measured on half 1: R streams of N spans drawn from its records (5% hallucinated answers by default,
 random trace ids, spread over one UTC hour), each run through CascadePolicy as the consumer runs it
@@ -83,7 +84,9 @@ async def score_all(path: Path) -> tuple[list[Row], int]:
             skipped += 1
             print(f"{path}:{number}: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
             continue
-        half = blake2b(record.query.encode(), digest_size=8).digest()[0] % 2
+        # The question with its documents: many summaries share one query ("Summarize the document").
+        key = "\x1f".join((record.query, *record.contexts))
+        half = blake2b(key.encode(), digest_size=8).digest()[0] % 2
         offline = await evaluate_record(record, metrics, judge)
         rows.append(Row(record, half, hallucinated, offline))
     return rows, skipped
@@ -227,7 +230,9 @@ def main() -> None:
     for name, half in (("calibration", calibration), ("measurement", measurement)):
         if not any(r.hallucinated for r in half) or all(r.hallucinated for r in half):
             sys.exit(f"{args.path}: the {name} half needs both hallucinated and faithful answers")
-    questions = [len({r.record.query for r in half}) for half in (calibration, measurement)]
+    questions = [
+        len({(r.record.query, r.record.contexts) for r in half}) for half in (calibration, measurement)
+    ]
     weights: Sequence[float] = COLD_START
     if args.calibrate:
         ok = [r for r in calibration if r.offline and r.offline[0].status is MetricStatus.OK]
@@ -236,10 +241,11 @@ def main() -> None:
             "refitted coefficients: "
             + ", ".join(f"{n} {w:g}" for n, w in zip(FEATURES, weights, strict=True))
         )
+    source = "refitted on the calibration half" if args.calibrate else "shipped"
     print(
-        f"{args.path.name}: {len(rows)} records ({skipped} skipped); split by question hash: calibration "
-        f"{len(calibration)} records / {questions[0]} questions, measured on {len(measurement)} / "
-        f"{questions[1]}; coefficients: {'refitted on the calibration half' if args.calibrate else 'shipped'}"
+        f"{args.path.name}: {len(rows)} records ({skipped} skipped); split by hash of query + contexts: "
+        f"calibration {len(calibration)} records / {questions[0]} questions, measured on "
+        f"{len(measurement)} / {questions[1]}; coefficients: {source}"
     )
     print(
         f"{args.streams} streams of {args.spans} spans, {args.hallucination_rate:.0%} hallucinated; "

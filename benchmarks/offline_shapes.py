@@ -1,6 +1,11 @@
 """Does the offline judge stay specific on answers shaped unlike the dev set's one-line QA answers?
 
     python benchmarks/offline_shapes.py [PATH] [--group 4] [--seed 0] [--rule any_unsupported|threshold]
+        [--write DIR]
+
+`--write DIR` writes each shape as labelled JSONL in the dev set's format (DIR/long.jsonl, summary.jsonl,
+paraphrase.jsonl, reworded.jsonl: query, contexts, answer, label), e.g. for benchmarks/cascade_sampling.py,
+and exits without scoring.
 
 Builds three shapes from a labelled QA file in the dev set's format (query, contexts, answer, label; by
 default the HaluEval QA dev set), each from groups of `--group` questions whose contexts are joined into
@@ -247,12 +252,37 @@ def _rates(cases: list[Case], results: list[MetricResult], setting: tuple[float,
     return specificity, recall, len(faithful), len(bad)
 
 
+def write(built: list[dict[str, list[Case]]], directory: Path) -> None:
+    """One JSONL file per shape, both halves: twins share their query and documents, so a split by question
+    and documents (as benchmarks/cascade_sampling.py makes) keeps them on one side."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for shape in built[0]:
+        cases = [c for half in built for c in half[shape]]
+        lines = [
+            json.dumps(
+                {
+                    "query": c.record.query,
+                    "contexts": list(c.record.contexts),
+                    "answer": c.record.answer,
+                    "label": "hallucinated" if c.hallucinated else "faithful",
+                }
+            )
+            for c in cases
+        ]
+        (directory / f"{shape}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        bad = sum(c.hallucinated for c in cases)
+        print(f"{directory / shape}.jsonl: {len(cases)} records ({bad} hallucinated)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--group", type=int, default=4, help="questions per long document")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rule", choices=("any_unsupported", "threshold"), default="any_unsupported")
+    parser.add_argument(
+        "--write", type=Path, metavar="DIR", help="write each shape as labelled JSONL, then exit"
+    )
     parser.add_argument("--show", type=int, default=0, metavar="N", help="print N misjudged cases per shape")
     args = parser.parse_args(argv)
     if not args.path.exists():
@@ -267,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     random.Random(args.seed).shuffle(pairs)
     halves = (pairs[: len(pairs) // 2], pairs[len(pairs) // 2 :])
     built = [build(half, args.group, args.seed) for half in halves]
+    if args.write:
+        write(built, args.write)
+        return 0
     shipped = (Faithfulness().threshold, Faithfulness().min_confidence)
     print(f"{len(pairs)} questions, groups of {args.group}, label rule {args.rule}, seed {args.seed}")
     print(f"shipped defaults (decision threshold, min_confidence): {shipped}")

@@ -175,7 +175,7 @@ def test_candidates_are_thinned_uniformly_when_the_offline_judge_falls_behind(
     [
         (faithfulness(0.0), Selection.CASCADE, "NO_EVIDENCE (1)"),
         (faithfulness(0.0, CONTRADICTORY=1), Selection.CASCADE, "CONTRADICTORY (1)"),
-        (faithfulness(0.5, NO_EVIDENCE=1, FULLY_SUPPORTED=1), Selection.CASCADE, "P(hallucinated) 0.8"),
+        (faithfulness(0.5, NO_EVIDENCE=1, FULLY_SUPPORTED=1), Selection.CASCADE, "P(hallucinated) 0.9"),
         (faithfulness(None, MetricStatus.ERROR), Selection.CASCADE, "failed"),
         (faithfulness(1.0, FULLY_SUPPORTED=3), None, None),
         (faithfulness(0.5, PARTIALLY_SUPPORTED=1), None, None),
@@ -257,7 +257,7 @@ def test_the_daily_budget_holds_across_hours(make_interaction: Any) -> None:
         ),
         clock=clock,
     )
-    span, suspicious = make_interaction("8" * 32), faithfulness(0.0)
+    span, suspicious = make_interaction("8" * 32), faithfulness(0.0, NO_EVIDENCE=1, CONTRADICTORY=1)
     sent = 0
     for _ in range(48):  # every half hour for a day
         escalation = policy.escalate(span, suspicious)
@@ -268,7 +268,7 @@ def test_the_daily_budget_holds_across_hours(make_interaction: Any) -> None:
     assert sent == 2 and policy.skips["budget"] == 46
     # A new day: its budget is open again (paced over the day: the most suspicious answer yet goes at once).
     assert policy.budget_used() == {"hour": 0, "day": 0}
-    assert policy.escalate(span, faithfulness(0.0, NO_EVIDENCE=1, CONTRADICTORY=1)).to_llm
+    assert policy.escalate(span, faithfulness(0.0)).to_llm
 
 
 def test_escalations_in_flight_reserve_their_tokens(make_interaction: Any) -> None:

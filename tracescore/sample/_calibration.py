@@ -29,13 +29,29 @@ FEATURES = (
     "any_contradicted",
     "unchecked",  # share of claims the judge found no context sentence for at all
     "claims",  # log(1 + claims), 1.0 at 20 claims and above
-    "confidence",  # mean confidence of the flagged claims, where the judge reports one (else 0)
+    "confidence",  # highest confidence among the flagged claims, where the judge reports one (else 0)
+    "confident",  # any claim the judge is sure is unsupported (its `unsupported_claims`, the label rule's)
+    "confident_share",  # those claims' share of all claims: one invented sentence in a long answer counts
 )
 
-# Fitted with `fit` on the calibration half of the labelled dev set (HaluEval QA: the 115 questions whose
-# text hashes to half 0, 230 records); the other 135 questions are held out for the figures in
-# BENCHMARKS.md. `python benchmarks/cascade_sampling.py DATA.jsonl --calibrate` refits them on any set.
-COLD_START: tuple[float, ...] = (-2.12, 1.926, 1.694, 0.649, -0.835, 1.694, 0.649, 0.186, 0.002, 0.0)
+# Fitted with `fit` on the calibration half of the labelled dev set (HaluEval QA: the 122 questions whose
+# text and documents hash to half 0, 244 records); the other 128 questions are held out for the figures in
+# BENCHMARKS.md. Nothing was fitted on the synthetic shapes (long answers, summaries).
+# `python benchmarks/cascade_sampling.py DATA.jsonl --calibrate` refits them on any set.
+COLD_START: tuple[float, ...] = (
+    -2.417,
+    1.39,
+    1.357,
+    0.196,
+    -0.327,
+    1.357,
+    0.196,
+    0.113,
+    0.0,
+    0.879,
+    0.839,
+    0.839,
+)
 
 _FLAGGED = ("NO_EVIDENCE", "CONTRADICTORY")
 _CLAIMS_SCALE = math.log1p(20)
@@ -53,11 +69,18 @@ def features(result: MetricResult) -> tuple[float, ...]:
     share = {v: _count(counts, v) / total if total else 0.0 for v in (*_FLAGGED, "PARTIALLY_SUPPORTED")}
     score = result.score if result.score is not None else 0.5
     unchecked = sum(1 for c in claims if not c.get("evidence")) / len(claims) if claims else 0.0
+    # A flagged verdict without a confidence (a judge that does not say, or no claim rows) counts as sure,
+    # as in the label rule.
     confidences = [
-        float(c["confidence"])
+        float(c["confidence"]) if isinstance(c.get("confidence"), int | float) else 1.0
         for c in claims
-        if c.get("verdict") in _FLAGGED and isinstance(c.get("confidence"), int | float)
+        if c.get("verdict") in _FLAGGED
     ]
+    if not claims:
+        confidences = [1.0] * sum(_count(counts, v) for v in _FLAGGED)
+    sure = details.get("unsupported_claims")
+    if not isinstance(sure, int) or sure < 0:
+        sure = sum(1 for c in confidences if c == 1.0)
     return (
         1.0,
         1.0 - min(1.0, max(0.0, score)),
@@ -68,7 +91,9 @@ def features(result: MetricResult) -> tuple[float, ...]:
         float(share["CONTRADICTORY"] > 0),
         unchecked,
         min(1.0, math.log1p(total) / _CLAIMS_SCALE),
-        sum(confidences) / len(confidences) if confidences else 0.0,
+        max(confidences, default=0.0),
+        float(sure > 0),
+        min(1.0, sure / total) if total else 0.0,
     )
 
 
