@@ -124,7 +124,7 @@ def main() -> None:
             for name in names:
                 ratios[name].append(this_round[name] / this_round[names[0]])
     print(
-        f"\n{args.traces} traces x 1 span, {sum(len(v) for _, v in messages) / len(messages):.0f} B/message"
+        f"\n{args.traces} traces x 1 span, {sum(len(v) for _, v in messages) / len(messages):.0f} B per message"
     )
     print(f"{'variant':32s} {'median spans/CPU-s':>19s} {'ratio to baseline (per round)':>40s}")
     for name in names:
