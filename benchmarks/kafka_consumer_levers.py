@@ -123,9 +123,8 @@ def main() -> None:
                 print(f"  round {round_ + 1}: {name:32s} {cpu_rate:10,.0f} spans/CPU-s", flush=True)
             for name in names:
                 ratios[name].append(this_round[name] / this_round[names[0]])
-    print(
-        f"\n{args.traces} traces x 1 span, {sum(len(v) for _, v in messages) / len(messages):.0f} B per message"
-    )
+    size = sum(len(v) for _, v in messages) / len(messages)
+    print(f"\n{args.traces} traces x 1 span, {size:.0f} B per message")
     print(f"{'variant':32s} {'median spans/CPU-s':>19s} {'ratio to baseline (per round)':>40s}")
     for name in names:
         per_round = ", ".join(f"{r:.2f}" for r in ratios[name])
