@@ -91,7 +91,7 @@ class ConsumerSettings(FileSettings):
         ge=0,
         description="Python's generation-0 garbage collection threshold, set for the whole process when the "
         "consumer connects (0: keep Python's 700). Decoding allocates many short-lived objects; collecting "
-        "them every 700 costs ~13% of the unsampled path's CPU.",
+        "them every 700 costs ~12% of the unsampled path's CPU.",
     )
     assembly: AssemblySettings = Field(default_factory=AssemblySettings)
     # TRACESCORE_KAFKA__*, the model the SDK and `tracescore alert` read too: its security applies to every
