@@ -36,6 +36,8 @@ READS_INTERNALS = {
     # the consumer's pipeline step and judging queue, timed on their own (hooks around the admission path)
     "benchmarks/consumer_latency.py": {"tracescore.consume"},
     "benchmarks/trace_assembly.py": {"tracescore.consume"},
+    # swaps the kafka-python client the consumer builds (consume._clients) to measure client settings
+    "benchmarks/kafka_consumer_levers.py": {"tracescore.consume"},
     # `tracescore consume` is consume/_cli.py; the command line's tests live in tests/cli
     "tests/cli/test_cli_consume.py": {"tracescore.consume"},
     # the learning models fed through the consumer's lock (consume._cascade.LockedPolicy)

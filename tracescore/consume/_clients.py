@@ -9,7 +9,6 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from tracescore._kafka import BrokerUnreachable
 from tracescore._kafka import connect as _connect
-from tracescore.consume._gc import tune_gc
 from tracescore.consume._settings import ConsumerSettings
 
 __all__ = ["BrokerUnreachable", "connect"]
@@ -19,9 +18,7 @@ def connect(
     settings: ConsumerSettings, consumer: KafkaConsumer | None = None, producer: KafkaProducer | None = None
 ) -> tuple[KafkaConsumer, KafkaProducer]:
     """The clients given, and the missing ones created once a broker answers: a clear error, not a stream of
-    client logs, when none does within `connect_timeout_s`. Also tunes the process's garbage collector for
-    the loop that follows (`gc_gen0_threshold`)."""
-    tune_gc(settings.gc_gen0_threshold)
+    client logs, when none does within `connect_timeout_s`."""
     if consumer is not None and producer is not None:
         return consumer, producer
     return _connect(

@@ -31,6 +31,7 @@ from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._cascade import LockedPolicy, Scorer
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._clients import connect
+from tracescore.consume._gc import gc_tuned
 from tracescore.consume._judging import Judged, Judging
 from tracescore.consume._pauser import Pauser
 from tracescore.consume._pipeline import Admitted, DeadLetter, Pipeline
@@ -146,6 +147,10 @@ class EvaluationConsumer:
     # --- the loop ----------------------------------------------------------------------------------------
 
     def run(self) -> ConsumerStats:
+        with gc_tuned(self.settings.gc_gen0_threshold):  # decoding allocates much; see consume/_gc.py
+            return self._run()
+
+    def _run(self) -> ConsumerStats:
         consumer, producer = self._start()
         self._sink = self._make_sink(producer, self.settings)
         worker = self._make_worker()

@@ -9,13 +9,22 @@ in proportion. Measured in BENCHMARKS.md "Trace assembly" (Python's 700 costs ~1
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["tune_gc"]
+__all__ = ["gc_tuned"]
 
 
-def tune_gc(gen0_threshold: int) -> None:
-    """Set generation 0's threshold for the whole process (0: leave Python's); the older generations keep
-    theirs, so long-lived cycles are still collected."""
+@contextmanager
+def gc_tuned(gen0_threshold: int) -> Iterator[None]:
+    """Generation 0's threshold raised to `gen0_threshold` while the block runs (0: Python's left alone),
+    then put back, so an application that embeds the consumer gets its own settings back when `run()`
+    returns. The older generations keep theirs: long-lived cycles are still collected."""
+    saved = gc.get_threshold()
     if gen0_threshold > 0:
-        _, gen1, gen2 = gc.get_threshold()
-        gc.set_threshold(gen0_threshold, gen1, gen2)
+        gc.set_threshold(gen0_threshold, *saved[1:])
+    try:
+        yield
+    finally:
+        if gen0_threshold > 0:
+            gc.set_threshold(*saved)

@@ -89,8 +89,8 @@ class ConsumerSettings(FileSettings):
     gc_gen0_threshold: int = Field(
         default=50_000,
         ge=0,
-        description="Python's generation-0 garbage collection threshold, set for the whole process when the "
-        "consumer connects (0: keep Python's 700). Decoding allocates many short-lived objects; collecting "
+        description="Python's generation-0 garbage collection threshold while the consumer runs (put back "
+        "when it returns; 0: keep Python's 700). Decoding allocates many short-lived objects; collecting "
         "them every 700 costs ~12% of the unsampled path's CPU.",
     )
     assembly: AssemblySettings = Field(default_factory=AssemblySettings)
