@@ -98,21 +98,21 @@ class TracedConsumer(EvaluationConsumer):
         super().__init__(*args, **kwargs)
         self.polled: dict[tuple[int, int], int] = {}
         self.marks: dict[str, dict[str, int]] = {}
-        self._release = self._pipeline.release
-        self._pipeline.release = self._pipeline_release  # type: ignore[method-assign]
+        self._extract_and_admit = self._pipeline.extract_and_admit
+        self._pipeline.extract_and_admit = self._timed_extract_and_admit  # type: ignore[method-assign]
 
     def _take(self, batch: Sequence[ConsumerRecord]) -> None:
         now = time.time_ns()
         self.polled.update({(m.partition, m.offset): now for m in batch})
         super()._take(batch)
 
-    def _pipeline_release(self, traces: list[Trace]) -> list[Admitted]:
+    def _timed_extract_and_admit(self, traces: list[Trace]) -> list[Admitted]:
         now = time.time_ns()
         for trace in traces:
             polled = min(self.polled.get((tp.partition, o), now) for tp, o in trace.offsets.items())
             for span in trace.spans:
                 self.marks[span.span_id] = {"polled": polled, "released": now}
-        return self._release(traces)
+        return self._extract_and_admit(traces)
 
     def _write(self, judged: Judged) -> None:
         span_id = judged.interaction.span.span_id

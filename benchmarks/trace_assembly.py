@@ -134,16 +134,16 @@ class TimedConsumer(EvaluationConsumer):
         self.first_at: float | None = None
         self.done_at: float | None = None
         self.first_cpu = self.done_cpu = 0.0
-        self._release = self._pipeline.release
-        self._pipeline.release = self._timed_release  # type: ignore[method-assign]
+        self._extract_and_admit = self._pipeline.extract_and_admit
+        self._pipeline.extract_and_admit = self._timed_extract_and_admit  # type: ignore[method-assign]
 
     def _take(self, batch: Sequence[ConsumerRecord]) -> None:
         if batch and self.first_at is None:
             self.first_at, self.first_cpu = time.perf_counter(), time.process_time()
         super()._take(batch)
 
-    def _timed_release(self, traces: list[Trace]) -> list[Admitted]:
-        admitted = self._release(traces)
+    def _timed_extract_and_admit(self, traces: list[Trace]) -> list[Admitted]:
+        admitted = self._extract_and_admit(traces)
         if self.done_at is None and self.stats.traces >= self.target_traces:
             self.done_at, self.done_cpu = time.perf_counter(), time.process_time()
             self.stop()

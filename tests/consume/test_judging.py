@@ -26,7 +26,7 @@ def interaction() -> Revision:
     value = RECORDING.read_bytes()
     steps = Pipeline(TraceAssembler(), ConsumerStats())
     steps.take([ConsumerRecord("spans", 0, -1, 0, 0, 0, None, value, [], None, -1, len(value), -1)])
-    [trace] = steps.release_all()
+    [trace] = steps.flush()
     return trace.interactions[0][0]
 
 

@@ -15,7 +15,7 @@ def test_work_in_flight_holds_its_partition_back_until_released() -> None:
     read(tracker, 0, 10, 11, 12)
     generation = tracker.hold({0: 11})
     assert tracker.committable({}) == {0: 11}  # 10 is finished, 11 is still being scored
-    tracker.release({0: 11}, generation)
+    tracker.finish({0: 11}, generation)
     assert tracker.committable({}) == {0: 13}
 
 
@@ -39,9 +39,9 @@ def test_work_from_before_a_rebalance_releases_nothing_after_it() -> None:
     tracker.reset()
     read(tracker, 0, 20, 21)
     held = tracker.hold({0: 20})
-    tracker.release({0: 10}, old)  # stale: must not free the new generation's hold
+    tracker.finish({0: 10}, old)  # stale: must not free the new generation's hold
     assert tracker.committable({}) == {}  # 20, the first offset read, is still held
-    tracker.release({0: 20}, held)
+    tracker.finish({0: 20}, held)
     assert tracker.committable({}) == {0: 22}
 
 

@@ -65,7 +65,7 @@ def test_a_message_that_is_not_otlp_is_a_dead_letter_and_the_rest_of_the_batch_g
     assert dead.partition == TopicPartition("spans", 2) and dead.message.offset == 3
     assert "OTLP" in str(dead.error)
     assert steps.stats.dead_letters == 1 and steps.stats.spans == 3
-    assert len(steps.release_all()) == 1
+    assert len(steps.flush()) == 1
 
 
 def test_our_own_evaluation_spans_read_back_are_counted_not_decoded() -> None:
@@ -78,7 +78,7 @@ def test_our_own_evaluation_spans_read_back_are_counted_not_decoded() -> None:
 def test_a_trace_with_nothing_to_judge_is_a_counted_explained_skip() -> None:
     steps, _ = pipeline()
     steps.take([message(NO_RETRIEVAL.read_bytes())])
-    assert steps.release_all() == []
+    assert steps.flush() == []
     stats = steps.stats
     assert stats.traces == 1 and stats.rag_spans == 0
     assert stats.skipped["no_retrieval"] == 1
@@ -91,13 +91,13 @@ def test_the_policy_admits_and_chooses_the_metrics() -> None:
     policy = CascadePolicy(config, metrics=["faithfulness", "answer_relevance"])
     steps, _ = pipeline(policy)
     steps.take([message(READ.read_bytes())])
-    [trace] = steps.release_all()
+    [trace] = steps.flush()
     assert [metrics for _, metrics in trace.interactions] == [("faithfulness",)]
 
 
 def test_an_interaction_the_policy_leaves_out_is_counted_by_reason() -> None:
     steps, _ = pipeline(CascadePolicy(SamplingConfig(default_rate=0.0)))
     steps.take([message(READ.read_bytes())])
-    assert steps.release_all() == []
+    assert steps.flush() == []
     assert steps.stats.rag_spans == 1 and steps.stats.sampled_out == 1
     assert steps.stats.sampling == {"rate": 1}

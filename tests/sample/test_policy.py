@@ -9,7 +9,6 @@ import pytest
 
 from tracescore.sample import (
     CascadePolicy,
-    Sampler,
     SamplingConfig,
     SamplingPolicy,
     Selection,
@@ -55,13 +54,11 @@ def test_the_policy_fits_the_consumer_seams(make_interaction: Any, trace_ids: li
     # compares method names).
     policy = CascadePolicy(config(default_rate=0.5, **no_baseline()))
     seam: SamplingPolicy = policy
-    sampler: Sampler = policy
     interactions = [make_interaction(trace_id) for trace_id in trace_ids[:200]]
     decisions = [seam.admit(interaction) for interaction in interactions]
     assert 60 < sum(d.sampled for d in decisions) < 140, "about half admitted at rate 0.5"
     assert all(d.metrics == ("faithfulness",) for d in decisions if d.sampled)
     assert all(d.metrics == () and d.skip is not None for d in decisions if not d.sampled)
-    assert [sampler.should_sample(i) for i in interactions] == [d.sampled for d in decisions]
     escalation = seam.escalate(interactions[0], faithfulness(0.0))
     assert escalation.to_llm and escalation.selection is Selection.CASCADE
     seam.charge(10, reserved=escalation.reserved_tokens)  # hands back what the escalation reserved

@@ -89,12 +89,12 @@ class Checkpoint:
         return len(self._settling)
 
     def settle(self) -> Iterator[Work]:
-        """Yields (once each) the work whose outputs are all acknowledged, its offsets released. Raises
+        """Yields (once each) the work whose outputs are all acknowledged, its offsets finished. Raises
         OutputNotAcknowledged when Kafka refused an output that may not be dropped."""
         for work in list(self._settling):
             if _acknowledged(work):
                 self._settling.remove(work)
-                self._offsets.release(work.offsets, work.generation)
+                self._offsets.finish(work.offsets, work.generation)
                 yield work
 
     # --- commits -----------------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ class Checkpoint:
 
     def revoke(self, *, lost: bool) -> dict[Hashable, int]:
         """Partitions revoked: returns the finished work to commit now and forgets every partition; work
-        in flight keeps running but releases nothing. Call before the trace buffer is cleared.
+        in flight keeps running but finishes nothing. Call before the trace buffer is cleared.
 
         `lost`: the member was removed from the group (session expired), so a commit would be refused, and
         kafka-python starts every partition it gets back from the group's committed offset."""

@@ -233,7 +233,7 @@ class EvaluationConsumer:
         elif self._state is RunState.RUNNING and self._idle() and self._nothing_left():
             self._state = RunState.FINISHING
             _log.info("no message for %.1fs; finishing the buffered traces", self.settings.idle_timeout_s)
-            self._queue(self._pipeline.release_all())
+            self._queue(self._pipeline.flush())
 
     def _queue(self, admitted: list[Admitted]) -> None:
         for trace in admitted:
@@ -279,7 +279,7 @@ class EvaluationConsumer:
                 self.stats.sampling[scored.escalation] += 1
 
     def _settle(self) -> None:
-        """Work whose outputs are all acknowledged reaches the other sinks (its offsets are released)."""
+        """Work whose outputs are all acknowledged reaches the other sinks (its offsets are finished)."""
         for work in self._checkpoint.settle():
             self.stats.evaluations += len(work.records)
             for record in work.records:

@@ -17,7 +17,7 @@ __all__ = ["OffsetTracker"]
 
 class OffsetTracker:
     """Not thread-safe: the Kafka thread owns it. `generation` changes on every reset (rebalance), so work
-    started before the reset cannot release holds of the new assignment."""
+    started before the reset cannot finish holds of the new assignment."""
 
     def __init__(self) -> None:
         self.generation = 0
@@ -31,12 +31,12 @@ class OffsetTracker:
         self._read_from.setdefault(partition, offset)
 
     def hold(self, offsets: Mapping[Hashable, int]) -> int:
-        """Hold `offsets` (partition -> lowest offset) until `release`; returns the generation to pass it."""
+        """Hold `offsets` (partition -> lowest offset) until `finish`; returns the generation to pass it."""
         for partition, offset in offsets.items():
             self._holds.setdefault(partition, Counter())[offset] += 1
         return self.generation
 
-    def release(self, offsets: Mapping[Hashable, int], generation: int) -> None:
+    def finish(self, offsets: Mapping[Hashable, int], generation: int) -> None:
         if generation != self.generation:
             return  # held before a rebalance: those partitions were re-assigned from committed offsets
         for partition, offset in offsets.items():
@@ -64,7 +64,7 @@ class OffsetTracker:
         self._committed.update(offsets)
 
     def reset(self) -> dict[Hashable, int]:
-        """Partitions revoked: forget everything; work in flight keeps running but releases nothing.
+        """Partitions revoked: forget everything; work in flight keeps running but finishes nothing.
 
         Returns, per partition read since the last reset, the first offset not known to be committed: where
         reading must resume if the partition comes back, since what was forgotten is not finished."""

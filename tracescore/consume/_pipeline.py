@@ -96,18 +96,18 @@ class Pipeline:
                 self.stats.assembly["evaluation_spans"] += len(ours)
                 spans = [s for s in spans if s.scope_name != semconv.EVALUATOR_SCOPE]
             released += self.assembler.add(spans, tp, message.offset, len(message.value or b""))
-        taken.admitted = self.release(released)
+        taken.admitted = self.extract_and_admit(released)
         return taken
 
     def ready(self) -> list[Admitted]:
         """Traces whose wait is over."""
-        return self.release(self.assembler.ready())
+        return self.extract_and_admit(self.assembler.ready())
 
-    def release_all(self) -> list[Admitted]:
+    def flush(self) -> list[Admitted]:
         """Every buffered trace, as it is (the stream went idle)."""
-        return self.release(self.assembler.release_all())
+        return self.extract_and_admit(self.assembler.release_all())
 
-    def release(self, traces: list[Trace]) -> list[Admitted]:
+    def extract_and_admit(self, traces: list[Trace]) -> list[Admitted]:
         admitted = []
         for trace in traces:
             self.stats.traces += 1

@@ -21,11 +21,9 @@ from tracescore.sample._policy import (
     Selection,
     SkipReason,
 )
-from tracescore.sample._samplers import AlwaysSample, RatioSampler, Sampler
 from tracescore.sample._suspicion import Suspicion, suspicion
 
 __all__ = [
-    "AlwaysSample",
     "AttributeFilter",
     "BudgetConfig",
     "CascadeConfig",
@@ -37,8 +35,6 @@ __all__ = [
     "OfflineConfig",
     "RateLimitConfig",
     "RateRule",
-    "RatioSampler",
-    "Sampler",
     "SamplingConfig",
     "SamplingConfigError",
     "SamplingPolicy",

@@ -282,12 +282,6 @@ class CascadePolicy:
         """LLM tokens spent in the current UTC hour and day, for status lines."""
         return self._budget.used()
 
-    # --- the plain Sampler seam ----------------------------------------------------------------------
-
-    def should_sample(self, span: Interaction) -> bool:
-        """Step 1 only, for a caller that knows the Sampler protocol (skips are still counted)."""
-        return self.admit(span).sampled
-
     # --- helpers -------------------------------------------------------------------------------------
 
     def _skipped(self, reason: SkipReason) -> Decision:
