@@ -103,37 +103,46 @@ class TraceAssembler:
 
     def add(self, spans: Iterable[DecodedSpan], partition: Hashable, offset: int, size: int) -> list[Trace]:
         """Buffer the spans of one message (`size` bytes); returns traces released early to stay in bounds."""
-        spans = list(spans)
+        if not isinstance(spans, list):
+            spans = list(spans)
         per_span = size // max(1, len(spans))
         now = self._clock()
         early: list[Trace] = []
+        by_last_seen, rooted = self._by_last_seen, self._rooted
+        max_spans = self.settings.max_spans_per_trace
         for span in spans:
-            entry = self._by_last_seen.get(span.trace_id)
+            trace_id = span.trace_id
+            entry = by_last_seen.get(trace_id)
             if entry is None:
-                if span.trace_id in self._rejoin or span.trace_id in self._released:
+                if trace_id in self._rejoin or trace_id in self._released:
                     entry = self._rejoined(span)
                     if entry is None:
                         continue
                 else:
-                    entry = _Buffered(span.trace_id)
-                    self._by_last_seen[span.trace_id] = entry
-            if span.span_id in entry.spans:
+                    entry = _Buffered(trace_id)
+                    by_last_seen[trace_id] = entry
+            elif span.span_id in entry.spans:
                 self.counts["duplicate_spans"] += 1
                 continue
+            else:
+                by_last_seen.move_to_end(trace_id)  # a new entry is already last
             if entry.rejoined is not None:
                 entry.rejoined.late += 1
             entry.spans[span.span_id] = span
             entry.size += per_span
             self._bytes += per_span
             entry.last_seen = now
-            entry.offsets[partition] = min(offset, entry.offsets.get(partition, offset))
-            self._by_last_seen.move_to_end(span.trace_id)
+            held = entry.offsets.get(partition)
+            if held is None or offset < held:
+                entry.offsets[partition] = offset
             if span.parent_span_id is None:
                 entry.has_root = True
             if entry.has_root:
-                self._rooted[span.trace_id] = entry
-                self._rooted.move_to_end(span.trace_id)
-            if len(entry.spans) >= self.settings.max_spans_per_trace:
+                if trace_id in rooted:
+                    rooted.move_to_end(trace_id)
+                else:
+                    rooted[trace_id] = entry
+            if len(entry.spans) >= max_spans:
                 early.append(self._release(entry, "too_many_spans"))
         while self._by_last_seen and (
             len(self._by_last_seen) > self.settings.max_traces or self._bytes > self.settings.max_bytes
@@ -204,7 +213,7 @@ class TraceAssembler:
         self._by_last_seen.pop(entry.trace_id, None)
         self._rooted.pop(entry.trace_id, None)
         self._bytes -= entry.size
-        self.counts[f"released_{incomplete or 'complete'}"] += 1
+        self.counts["released_complete" if incomplete is None else f"released_{incomplete}"] += 1
         if incomplete == REMOTE_WORK_NOT_ARRIVED:
             self.counts[REMOTE_WORK_NOT_ARRIVED] += 1
         if self.settings.remember_released:

@@ -216,9 +216,13 @@ class EvaluationConsumer:
                 time.sleep(_BUSY_POLL_MS / 1000)
             return []
         timeout_ms = _BUSY_POLL_MS if self._busy() else self.settings.poll_timeout_ms
-        batch = [m for messages in consumer.poll(timeout_ms=timeout_ms).values() for m in messages]
-        for message in batch:
-            self._checkpoint.read(TopicPartition(message.topic, message.partition), message.offset)
+        batch: list[ConsumerRecord] = []
+        for partition, messages in consumer.poll(timeout_ms=timeout_ms).items():
+            if messages:
+                # A partition's messages come in offset order: its first and last offsets say all it read.
+                self._checkpoint.read(partition, messages[0].offset)
+                self._checkpoint.read(partition, messages[-1].offset)
+                batch += messages
         return batch
 
     def _take(self, batch: Sequence[ConsumerRecord]) -> None:

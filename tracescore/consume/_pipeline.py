@@ -29,6 +29,7 @@ from tracescore.model import Interaction, Trace
 __all__ = ["Admitted", "DeadLetter", "Pipeline", "Taken"]
 
 _log = logging.getLogger("tracescore.consume")
+_EVALUATOR_SCOPE = semconv.EVALUATOR_SCOPE
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,13 @@ class Pipeline:
     def take(self, batch: Sequence[ConsumerRecord]) -> Taken:
         taken = Taken()
         released: list[Trace] = []
+        stats, assembler = self.stats, self.assembler
+        tp = TopicPartition("", -1)
         for message in batch:
-            self.stats.messages += 1
-            tp = TopicPartition(message.topic, message.partition)
-            if any(key == EVALUATION_SPANS_HEADER for key, _ in message.headers or ()):
+            stats.messages += 1
+            if message.partition != tp.partition or message.topic != tp.topic:
+                tp = TopicPartition(message.topic, message.partition)  # a poll's messages come by partition
+            if message.headers and any(key == EVALUATION_SPANS_HEADER for key, _ in message.headers):
                 self.stats.assembly["evaluation_span_messages"] += 1  # ours, read back: never decoded
                 continue
             try:
@@ -89,13 +93,15 @@ class Pipeline:
                 self._metrics_out.dead_lettered()
                 taken.dead_letters.append(DeadLetter(message, tp, exc))
                 continue
-            self.stats.spans += len(spans)
+            stats.spans += len(spans)
             # Evaluation spans written by an older version or another producer, without our header.
-            ours = [s for s in spans if s.scope_name == semconv.EVALUATOR_SCOPE]
-            if ours:
-                self.stats.assembly["evaluation_spans"] += len(ours)
-                spans = [s for s in spans if s.scope_name != semconv.EVALUATOR_SCOPE]
-            released += self.assembler.add(spans, tp, message.offset, len(message.value or b""))
+            if any(s.scope_name == _EVALUATOR_SCOPE for s in spans):
+                kept = [s for s in spans if s.scope_name != _EVALUATOR_SCOPE]
+                stats.assembly["evaluation_spans"] += len(spans) - len(kept)
+                spans = kept
+            early = assembler.add(spans, tp, message.offset, len(message.value))
+            if early:
+                released += early
         taken.admitted = self.extract_and_admit(released)
         return taken
 
@@ -109,25 +115,28 @@ class Pipeline:
 
     def extract_and_admit(self, traces: list[Trace]) -> list[Admitted]:
         admitted = []
+        stats, revise, admit = self.stats, self.assembler.revise, self._admit
         for trace in traces:
-            self.stats.traces += 1
+            stats.traces += 1
             found = extract(trace)
             # A trace rebuilt by late spans: only what changed is scored again, as a revision.
-            revisions, skips = self.assembler.revise(trace, found.interactions, found.skips)
+            revisions, skips = revise(trace, found.interactions, found.skips)
             for skip in skips:
                 self._skip(skip)
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
             for revision in revisions:
-                self.stats.rag_spans += 1
-                admitted_now, metrics = self._admit(revision.interaction)
+                stats.rag_spans += 1
+                admitted_now, metrics = admit(revision.interaction)
                 if admitted_now:
                     wanted.append((revision, metrics))
                 else:
-                    self.stats.sampled_out += 1
+                    stats.sampled_out += 1
             if wanted:
                 admitted.append(Admitted(dict(trace.offsets), wanted))
-        self.stats.assembly.update(self.assembler.counts)
-        self.assembler.counts.clear()
+        counts = self.assembler.counts
+        if counts:
+            stats.assembly.update(counts)
+            counts.clear()
         return admitted
 
     def _admit(self, interaction: Interaction) -> tuple[bool, tuple[str, ...] | None]:

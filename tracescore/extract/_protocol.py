@@ -13,6 +13,8 @@ from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
 __all__ = ["Recognizer", "Skip", "interaction"]
 
+_ROUTE_KEYS = (semconv.TRACESCORE_ROUTE, semconv.HTTP_ROUTE)
+
 
 @dataclass(frozen=True)
 class Skip:
@@ -54,12 +56,12 @@ def interaction(
     (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`. A
     question or answer that is a program repr (`ChatMessage(...)`, `<generator object ...>`) counts as
     missing: a score is never built from the wrong text."""
-    place = f"{convention} span {anchor.span_id} '{anchor.name}' of trace {trace.trace_id}"
-    place += f" ({anchor.service_name})"
-    looked_in = looked_in or {}
 
     def missing(reason: str, part: str, what: str) -> Skip:
-        where = f" (looked in {looked_in[part]})" if part in looked_in else ""
+        # Built only for a skip: most interactions are scored, and this text is then never read.
+        place = f"{convention} span {anchor.span_id} '{anchor.name}' of trace {trace.trace_id}"
+        place += f" ({anchor.service_name})"
+        where = f" (looked in {looked_in[part]})" if looked_in and part in looked_in else ""
         return Skip(reason, f"{place} has {what}{where}", span=anchor, convention=convention)
 
     if not (question or "").strip():
@@ -103,8 +105,9 @@ def _clip(text: str, limit: int = 80) -> str:
 def route_of(trace: Trace, anchor: DecodedSpan) -> str:
     """The route results are grouped by: an explicit tracescore route, else the HTTP route of the request
     the interaction served (often on an ancestor span), else the anchor span's name."""
-    for key in (semconv.TRACESCORE_ROUTE, semconv.HTTP_ROUTE):
-        for span in (anchor, *trace.ancestors(anchor)):
+    lineage = (anchor, *trace.ancestors(anchor)) if anchor.parent_span_id is not None else (anchor,)
+    for key in _ROUTE_KEYS:
+        for span in lineage:
             value = span.attributes.get(key)
             if isinstance(value, str) and value:
                 return value
