@@ -36,8 +36,8 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
         service = _service_name(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope.name
-            spans.extend(
-                DecodedSpan(
+            for span in scope_spans.spans:
+                decoded = DecodedSpan(
                     span.trace_id.hex(),
                     span.span_id.hex(),
                     span.name,
@@ -49,14 +49,14 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
                     span.start_time_unix_nano,
                     span.kind,
                 )
-                for span in scope_spans.spans
-            )
+                if len(decoded.trace_id) != 32 or len(decoded.span_id) != 16:
+                    raise NotOtlp(
+                        f"a span has an invalid trace id {decoded.trace_id!r} or span id {decoded.span_id!r}"
+                    )
+                spans.append(decoded)
     # Arbitrary bytes sometimes parse as an empty protobuf message; an OTLP export always carries spans.
     if not spans:
         raise NotOtlp("no OTLP spans in the message (wrong topic or encoding?)")
-    bad = next((s for s in spans if len(s.trace_id) != 32 or len(s.span_id) != 16), None)
-    if bad is not None:
-        raise NotOtlp(f"a span has an invalid trace id {bad.trace_id!r} or span id {bad.span_id!r}")
     return spans
 
 
@@ -119,14 +119,9 @@ def _service_name(key_values: Any) -> str:
 
 
 def _attributes(key_values: Any) -> dict[str, Any]:
-    attributes = {}
-    for kv in key_values:
-        value = kv.value
-        # Strings are nearly every attribute: a non-empty string_value is one (a oneof holds one field),
-        # read without the oneof lookup; anything else, "" included, takes the general path.
-        text = value.string_value
-        attributes[kv.key] = text if text else _value(value)
-    return attributes
+    # Strings are nearly every attribute: a non-empty string_value is one (a oneof holds one field), read
+    # without the oneof lookup; anything else, "" included, takes the general path.
+    return {kv.key: kv.value.string_value or _value(kv.value) for kv in key_values}
 
 
 def _value(value: AnyValue) -> Any:

@@ -126,7 +126,10 @@ def as_contexts(anchor: DecodedSpan, contexts: Contexts | Sequence[Context | str
 def session_of(trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()) -> str | None:
     """`session.id` / `gen_ai.conversation.id` of the interaction: on its span or an ancestor (a request
     span), else on a span it was read from (agents put it on their LLM calls)."""
-    for span in itertools.chain((anchor,), trace.ancestors(anchor), read_from):
+    lineage = (
+        (anchor,) if anchor.parent_span_id is None else itertools.chain((anchor,), trace.ancestors(anchor))
+    )
+    for span in itertools.chain(lineage, read_from) if read_from else lineage:
         attrs = span.attributes
         value = attrs.get(semconv.SESSION_ID) or attrs.get(semconv.GEN_AI_CONVERSATION_ID)
         if value and isinstance(value, str):

@@ -51,8 +51,10 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
                 found.interactions.append(outcome)
                 covered.add(outcome.span.span_id)
                 covered.update(outcome.span_ids)
-                covered.update(s.span_id for s in trace.ancestors(outcome.span))
-                covered.update(s.span_id for s in trace.descendants(outcome.span))
+                if outcome.span.parent_span_id is not None:
+                    covered.update(s.span_id for s in trace.ancestors(outcome.span))
+                if trace.children(outcome.span):
+                    covered.update(s.span_id for s in trace.descendants(outcome.span))
     seen: set[str] = set()
     for skip in skipped:
         anchor = skip.span

@@ -11,6 +11,7 @@ from tracescore.model import Interaction, Trace
 
 __all__ = ["TracescoreRecognizer"]
 
+_SCOPE = semconv.SDK_SCOPE
 _LOOKED_IN = {
     "question": semconv.INPUT_VALUE,
     "answer": semconv.OUTPUT_VALUE,
@@ -22,7 +23,14 @@ class TracescoreRecognizer:
     name = "tracescore"
 
     def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
-        for span in trace.select(lambda s: s.scope_name == semconv.SDK_SCOPE):
+        spans = trace.spans
+        # Most traces of ours are one span: nothing to put in order.
+        ours = (
+            [s for s in spans if s.scope_name == _SCOPE]
+            if len(spans) == 1
+            else trace.select(lambda s: s.scope_name == _SCOPE)
+        )
+        for span in ours:
             attrs = span.attributes
             query = attrs.get(semconv.INPUT_VALUE)
             answer = attrs.get(semconv.OUTPUT_VALUE)
