@@ -145,6 +145,8 @@ class CascadePolicy:
         ):
             return self._skipped(SkipReason.FILTER)
         rates = self._rates_for(span.service_name, interaction.route)
+        if max(rates, default=0.0) <= 0.0:
+            return self._skipped(SkipReason.RATE)  # nothing to keep: no hash needed to say so
         # One hash for every metric: a trace kept for a 10% metric is also kept for a 50% one.
         at = position(span.trace_id, "rate")
         metrics = tuple(m for m, rate in zip(self.metrics, rates, strict=True) if within(at, rate))
