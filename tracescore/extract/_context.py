@@ -114,12 +114,15 @@ def as_contexts(anchor: DecodedSpan, contexts: Contexts | Sequence[Context | str
     if isinstance(contexts, Contexts):
         return contexts
     collected = Contexts()
+    if not contexts:
+        return collected
     source = ContextSource(anchor.span_id, "span")
-    for item in contexts or ():
+    add = collected._add
+    for item in contexts:
         if isinstance(item, Context):
-            collected._add(item.text, item.source)
+            add(item.text, item.source)
         else:
-            collected._add(str(item), source)
+            add(item if isinstance(item, str) else str(item), source)
     return collected
 
 

@@ -89,9 +89,7 @@ def interaction(
         ),
         route=route_of(trace, anchor),
         convention=convention,
-        span_ids=frozenset(
-            {anchor.span_id, *(s.span_id for s in sources), *(s.span_id for s in context_sources)}
-        ),
+        span_ids=frozenset([anchor.span_id, *[s.span_id for s in sources], *[c[0] for c in context_sources]]),
         context_sources=context_sources,
         context_notes=collected.notes,
         session_id=session_of(trace, anchor, sources),

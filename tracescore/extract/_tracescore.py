@@ -34,7 +34,8 @@ class TracescoreRecognizer:
             attrs = span.attributes
             query = attrs.get(semconv.INPUT_VALUE)
             answer = attrs.get(semconv.OUTPUT_VALUE)
-            contexts = [str(c) for c in indexed(attrs, semconv.RETRIEVAL_DOCUMENTS, "document.content")]
+            # as_contexts reads each document as text (str() of anything else).
+            contexts = indexed(attrs, semconv.RETRIEVAL_DOCUMENTS, "document.content")
             yield interaction(
                 trace,
                 span,
