@@ -249,8 +249,13 @@ class TraceAssembler:
         return entry
 
     def _remember(self, entry: _Buffered, *, whole: bool) -> None:
-        memory = entry.rejoined or Remembered({}, 0)
-        memory.spans, memory.size, memory.whole = (entry.spans, entry.size, True) if whole else ({}, 0, False)
+        memory = entry.rejoined
+        if memory is None:
+            memory = Remembered(entry.spans, entry.size) if whole else Remembered({}, 0, whole=False)
+        elif whole:
+            memory.spans, memory.size, memory.whole = entry.spans, entry.size, True
+        else:
+            memory.spans, memory.size, memory.whole = {}, 0, False
         self._keep(entry.trace_id, memory)
 
     def _keep(self, trace_id: str, memory: Remembered) -> None:

@@ -95,7 +95,11 @@ class Pipeline:
                 continue
             stats.spans += len(spans)
             # Evaluation spans written by an older version or another producer, without our header.
-            if any(s.scope_name == _EVALUATOR_SCOPE for s in spans):
+            if (
+                spans[0].scope_name == _EVALUATOR_SCOPE
+                if len(spans) == 1
+                else any(s.scope_name == _EVALUATOR_SCOPE for s in spans)
+            ):
                 kept = [s for s in spans if s.scope_name != _EVALUATOR_SCOPE]
                 stats.assembly["evaluation_spans"] += len(spans) - len(kept)
                 spans = kept

@@ -140,8 +140,9 @@ class CascadePolicy:
     def admit(self, interaction: Interaction) -> Decision:
         span = interaction.span
         filters = self.config.filters
-        if not all(f.matches(span.attributes) for f in filters.include) or any(
-            f.matches(span.attributes) for f in filters.exclude
+        if (filters.include or filters.exclude) and (
+            not all(f.matches(span.attributes) for f in filters.include)
+            or any(f.matches(span.attributes) for f in filters.exclude)
         ):
             return self._skipped(SkipReason.FILTER)
         rates = self._rates_for(span.service_name, interaction.route)
