@@ -47,7 +47,9 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
         for outcome in recognizer.recognize(trace):
             if isinstance(outcome, Skip):
                 skipped.append(outcome)
-            elif not any(_same(trace, outcome.span, outcome.span_ids, kept) for kept in found.interactions):
+            elif not found.interactions or not any(
+                _same(trace, outcome.span, outcome.span_ids, kept) for kept in found.interactions
+            ):
                 found.interactions.append(outcome)
                 covered.add(outcome.span.span_id)
                 covered.update(outcome.span_ids)
