@@ -1,0 +1,171 @@
+"""What the loop sends: the records and evaluation spans of each judged interaction and the dead letters,
+through the sink; each held in the checkpoint until Kafka acknowledged it, then counted and handed to the
+other sinks (`RecordSink`s, `on_evaluation`, the metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from kafka import KafkaProducer
+
+from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
+from tracescore.consume._judging import Judged
+from tracescore.consume._pipeline import DeadLetter
+from tracescore.consume._settings import ConsumerSettings
+from tracescore.consume._status import ConsumerStats, StatusLine
+from tracescore.emit import (
+    EvaluationMetrics,
+    EvaluationRecord,
+    KafkaEvaluationSink,
+    KafkaOutputSettings,
+    Output,
+    RecordSink,
+)
+from tracescore.model import Interaction
+from tracescore.sample import SkipReason
+from tracescore.score import MetricResult, MetricStatus
+
+__all__ = ["EvaluationSink", "Outputs", "default_sink"]
+
+_log = logging.getLogger("tracescore.consume")
+
+
+class EvaluationSink(Protocol):
+    """What Outputs needs of `KafkaEvaluationSink`: each call returns the sent messages' `Output`s."""
+
+    truncated: int
+
+    def write(
+        self,
+        interaction: Interaction,
+        results: Sequence[MetricResult],
+        start_ns: int,
+        selection: Callable[[MetricResult], str | None],
+        weighting: Callable[[MetricResult], dict[str, float | str | None]],
+        revision: int,
+        supersedes: str | None,
+    ) -> tuple[list[EvaluationRecord], list[Output]]: ...
+
+    def dead_letter(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+        headers: Sequence[tuple[str, bytes]], error: str,
+    ) -> Output: ...  # fmt: skip
+
+    def flush(self, timeout_s: float) -> None: ...
+
+
+def default_sink(producer: KafkaProducer, settings: ConsumerSettings) -> KafkaEvaluationSink:
+    """The records, evaluation spans and dead letters on the configured topics."""
+    return KafkaEvaluationSink(
+        producer,
+        KafkaOutputSettings(
+            evaluations_topic=settings.evaluations_topic,
+            dlq_topic=settings.dlq_topic,
+            spans_topic=settings.spans_out_topic,
+            max_message_bytes=settings.max_message_bytes,
+        ),
+    )
+
+
+class Outputs:
+    def __init__(
+        self,
+        sink: EvaluationSink,
+        checkpoint: Checkpoint,
+        stats: ConsumerStats,
+        status: StatusLine,
+        metrics_out: EvaluationMetrics,
+        *,
+        dlq_topic: str,
+        on_evaluation: Callable[[EvaluationRecord], object] | None = None,
+        sinks: Sequence[RecordSink] = (),
+    ) -> None:
+        self._sink = sink
+        self._checkpoint = checkpoint
+        self._stats = stats
+        self._status = status
+        self._metrics_out = metrics_out
+        self._dlq_topic = dlq_topic
+        self._on_evaluation = on_evaluation
+        self._sinks = tuple(sinks)
+
+    def write(self, judged: Judged) -> None:
+        """Count one judged interaction and send its outputs; its work waits for their acknowledgements."""
+        self._status.judged(time.monotonic() - judged.started)
+        self._count(judged)
+        scored = judged.scored
+        assert scored is not None
+
+        def selection(result: MetricResult) -> str | None:
+            return scored.selection if result.judge == scored.llm_judge else None
+
+        records, outputs = self._sink.write(
+            judged.interaction,
+            scored.results,
+            judged.started_ns,
+            selection,
+            scored.weighting,
+            judged.revision.revision,
+            judged.revision.supersedes,
+        )
+        self._checkpoint.scored(judged.work, records, outputs)
+
+    def _count(self, judged: Judged) -> None:
+        scored = judged.scored
+        assert scored is not None
+        self._stats.scored += 1
+        self._stats.judge_errors += sum(r.status is MetricStatus.ERROR for r in scored.results)
+        if scored.selection is not None:
+            self._stats.escalated[scored.selection] += 1
+        if scored.escalation is not None:
+            self._metrics_out.escalation(scored.escalation, judged.interaction.span.service_name)
+            if scored.escalation == SkipReason.BUDGET:
+                self._stats.not_admitted[scored.escalation] += 1
+
+    def dead_letter(self, dead_letters: Sequence[DeadLetter]) -> None:
+        """Each message that could not be read goes to the DLQ; its offset is held until Kafka has it."""
+        for dead in dead_letters:
+            message = dead.message
+            _log.warning(
+                "dead-lettered %s[%d]@%d to %s: %s",
+                message.topic, message.partition, message.offset, self._dlq_topic, dead.error,
+            )  # fmt: skip
+            output = self._sink.dead_letter(
+                message.topic, message.partition, message.offset, message.key, message.value,
+                list(message.headers or ()), str(dead.error),
+            )  # fmt: skip
+            self._checkpoint.hold({dead.partition: message.offset}, outputs=[output])
+
+    def settle(self) -> None:
+        """Work whose outputs are all acknowledged reaches the other sinks (its offsets are finished).
+        Raises OutputNotAcknowledged when Kafka refused an output (see Checkpoint.settle)."""
+        for work in self._checkpoint.settle():
+            self._stats.evaluations += len(work.records)
+            for record in work.records:
+                self._metrics_out.evaluated(record)
+                self._status.recorded(record)
+                if self._on_evaluation is not None:
+                    self._on_evaluation(record)
+            if work.records:
+                for extra in self._sinks:
+                    extra.send(work.records)
+
+    def finish(self, timeout_s: float) -> None:
+        """On the way out: wait (bounded) for the acknowledgements of work already emitted, so its offsets
+        can be committed; anything not acknowledged stays uncommitted."""
+        if not self._checkpoint.settling:
+            return
+        self._sink.flush(timeout_s)
+        try:
+            self.settle()
+        except OutputNotAcknowledged as exc:
+            _log.warning("%s", exc)
+
+    def close(self) -> None:
+        for extra in self._sinks:
+            extra.close()
+        self._stats.truncated_outputs = self._sink.truncated
