@@ -1,0 +1,203 @@
+"""Outputs: a judged interaction's records and a dead letter are sent through the sink, held until Kafka
+acknowledges them, and only then counted and handed to the other sinks. No broker: the evaluation sink here
+keeps what it is given in memory (it is tracescore's own seam), and Kafka's own futures stand for the
+producer's acknowledgements."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from kafka import TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import KafkaTimeoutError
+from kafka.future import Future
+
+from tracescore.consume import ConsumerStats, NotOtlp, TraceAssembler
+from tracescore.consume._cascade import Scored
+from tracescore.consume._checkpoint import Checkpoint
+from tracescore.consume._judging import Judged
+from tracescore.consume._outputs import Outputs
+from tracescore.consume._pipeline import DeadLetter, Pipeline
+from tracescore.consume._revise import Revision
+from tracescore.consume._status import StatusLine
+from tracescore.emit import EvaluationMetrics, EvaluationRecord, Output, evaluation_record
+from tracescore.model import Interaction
+from tracescore.score import MetricResult, MetricStatus
+
+RECORDING = Path(__file__).parents[1] / "extract" / "fixtures" / "openinference_manual" / "faithful.binpb"
+TP = TopicPartition("spans", 0)
+
+
+class MemorySink:
+    """The evaluation sink's seam, in memory: one pending Kafka future per message, resolved by the test."""
+
+    def __init__(self) -> None:
+        self.truncated = 3
+        self.records: list[tuple[EvaluationRecord, Future]] = []
+        self.dead_letters: list[tuple[tuple[object, ...], Future]] = []
+        self.flushed: list[float] = []
+
+    def write(
+        self,
+        interaction: Interaction,
+        results: Sequence[MetricResult],
+        start_ns: int,
+        selection: Callable[[MetricResult], str | None],
+        weighting: Callable[[MetricResult], dict[str, float | str | None]],
+        revision: int,
+        supersedes: str | None,
+    ) -> tuple[list[EvaluationRecord], list[Output]]:
+        records, outputs = [], []
+        for result in results:
+            record = evaluation_record(
+                interaction, result, None, selection=selection(result), revision=revision,
+                supersedes=supersedes, **weighting(result),
+            )  # fmt: skip
+            future = Future()
+            self.records.append((record, future))
+            records.append(record)
+            outputs.append(Output(future, f"record {result.metric}"))
+        return records, outputs
+
+    def dead_letter(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+        headers: Sequence[tuple[str, bytes]], error: str,
+    ) -> Output:  # fmt: skip
+        future = Future()
+        self.dead_letters.append(((topic, partition, offset, key, value, list(headers), error), future))
+        return Output(future, f"dead letter of {topic}[{partition}]@{offset}")
+
+    def flush(self, timeout_s: float) -> None:
+        self.flushed.append(timeout_s)
+
+
+class Extra:
+    def __init__(self) -> None:
+        self.sent: list[list[EvaluationRecord]] = []
+        self.closed = False
+
+    def send(self, records: Sequence[EvaluationRecord]) -> None:
+        self.sent.append(list(records))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Parts:
+    def __init__(self) -> None:
+        self.sink = MemorySink()
+        self.checkpoint = Checkpoint(dict, commit_interval_s=5.0)
+        self.stats = ConsumerStats()
+        self.seen: list[EvaluationRecord] = []
+        self.extra = Extra()
+        self.outputs = Outputs(
+            self.sink, self.checkpoint, self.stats, StatusLine(self.stats, 0), EvaluationMetrics(),
+            dlq_topic="spans.dlq", on_evaluation=self.seen.append, sinks=[self.extra],
+        )  # fmt: skip
+
+
+def revision() -> Revision:
+    value = RECORDING.read_bytes()
+    steps = Pipeline(TraceAssembler(), ConsumerStats())
+    steps.take([ConsumerRecord("spans", 0, -1, 0, 0, 0, None, value, [], None, -1, len(value), -1)])
+    [trace] = steps.flush()
+    return trace.interactions[0][0]
+
+
+def result(judge: str, score: float | None = 0.9, metric: str = "faithfulness") -> MetricResult:
+    if score is None:
+        return MetricResult(
+            metric=metric, score=None, status=MetricStatus.ERROR, reason="timeout", judge=judge
+        )
+    return MetricResult(metric=metric, score=score, label="faithful", judge=judge)
+
+
+def judged(parts: Parts, offset: int, scored: Scored) -> Judged:
+    parts.checkpoint.read(TP, offset)
+    work = parts.checkpoint.hold({TP: offset}, scoring=1)
+    return Judged(work, revision(), started=0.0, started_ns=0, scored=scored)
+
+
+def test_records_reach_the_other_sinks_only_once_kafka_acknowledged_them() -> None:
+    parts = Parts()
+    parts.outputs.write(judged(parts, 0, Scored([result("offline"), result("offline", metric="relevance")])))
+    assert parts.stats.scored == 1 and len(parts.sink.records) == 2
+    parts.outputs.settle()
+    assert parts.seen == [] and parts.extra.sent == [] and parts.stats.evaluations == 0
+    assert parts.checkpoint.due(force=True) == {}  # the message is held until both records are acknowledged
+
+    parts.sink.records[0][1].success(None)
+    parts.outputs.settle()
+    assert parts.seen == [] and parts.checkpoint.due(force=True) == {}
+
+    parts.sink.records[1][1].success(None)
+    parts.outputs.settle()
+    parts.outputs.settle()  # each work reaches them once
+    records = [record for record, _ in parts.sink.records]
+    assert parts.seen == records and parts.extra.sent == [records] and parts.stats.evaluations == 2
+    assert parts.checkpoint.due(force=True) == {TP: 1}
+
+
+def test_the_llm_judges_results_say_why_they_were_scored_and_are_counted() -> None:
+    parts = Parts()
+    scored = Scored(
+        [result("offline"), result("openai:m", 0.4), result("openai:m", None, metric="relevance")],
+        selection="baseline", llm_judge="openai:m", escalation="baseline", inclusion_probability=0.25,
+    )  # fmt: skip
+    parts.outputs.write(judged(parts, 0, scored))
+    by_judge = {(r.judge, r.metric): r for r, _ in parts.sink.records}
+    assert by_judge["offline", "faithfulness"].selection is None
+    llm = by_judge["openai:m", "faithfulness"]
+    assert (llm.selection, llm.inclusion_probability, llm.offline_score) == ("baseline", 0.25, 0.9)
+    assert parts.stats.judge_errors == 1
+    assert parts.stats.escalated == {"baseline": 1}
+    assert parts.stats.not_admitted == {}
+
+
+def test_an_interaction_kept_from_the_llm_judge_by_the_budget_is_counted_as_not_admitted() -> None:
+    parts = Parts()
+    parts.outputs.write(judged(parts, 0, Scored([result("offline")], escalation="budget")))
+    assert parts.stats.not_admitted == {"budget": 1} and parts.stats.escalated == {}
+
+
+def test_a_dead_letter_holds_its_message_until_kafka_has_it(caplog: pytest.LogCaptureFixture) -> None:
+    parts = Parts()
+    for offset in (0, 1):
+        parts.checkpoint.read(TP, offset)
+    message = ConsumerRecord("spans", 0, -1, 1, 0, 0, b"k", b"not otlp", [("h", b"v")], None, 1, 8, -1)
+    with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
+        parts.outputs.dead_letter([DeadLetter(message, TP, NotOtlp("not an OTLP message"))])
+    [(sent, future)] = parts.sink.dead_letters
+    assert sent == ("spans", 0, 1, b"k", b"not otlp", [("h", b"v")], "not an OTLP message")
+    assert "dead-lettered spans[0]@1 to spans.dlq" in caplog.text
+    parts.checkpoint.hold({TP: 0}, outputs=[Output(Future().success(None), "earlier")])
+    parts.outputs.settle()
+    assert parts.checkpoint.due(force=True) == {TP: 1}  # up to the dead letter, not past it
+    future.success(None)
+    parts.outputs.settle()
+    assert parts.checkpoint.due(force=True) == {TP: 2}
+    assert parts.seen == [] and parts.extra.sent == []  # a dead letter has no records
+
+
+def test_on_the_way_out_outputs_are_flushed_and_a_refused_one_leaves_its_offsets_uncommitted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parts = Parts()
+    parts.outputs.finish(timeout_s=7.0)
+    assert parts.sink.flushed == []  # nothing waiting: no flush
+    parts.outputs.write(judged(parts, 0, Scored([result("offline")])))
+    parts.sink.records[0][1].failure(KafkaTimeoutError("no leader"))
+    with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
+        parts.outputs.finish(timeout_s=7.0)  # warns, never raises on the way out
+    assert parts.sink.flushed == [7.0]
+    assert "did not acknowledge record faithfulness" in caplog.text
+    assert parts.checkpoint.due(force=True) == {} and parts.seen == []
+
+
+def test_closing_closes_the_other_sinks_and_reports_the_records_cut_to_fit() -> None:
+    parts = Parts()
+    parts.outputs.close()
+    assert parts.extra.closed and parts.stats.truncated_outputs == 3
