@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 
-from tracescore._kafka import BrokerUnreachable
+from tracescore._kafka import BrokerUnreachable, ensure_topics, wait_for_partitions
 from tracescore._kafka import connect as _connect
 from tracescore.consume._settings import ConsumerSettings
 
-__all__ = ["BrokerUnreachable", "connect"]
+__all__ = ["BrokerUnreachable", "connect", "subscribe"]
 
 
 def connect(
@@ -25,6 +25,16 @@ def connect(
         settings.connection(),
         lambda config: (consumer or _consumer(settings, config), producer or _producer(settings, config)),
     )
+
+
+def subscribe(
+    settings: ConsumerSettings, consumer: KafkaConsumer, listener: ConsumerRebalanceListener
+) -> None:
+    """The input and output topics created if missing, the input's partitions known, then subscribed."""
+    s = settings
+    ensure_topics(s.connection(), {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic})
+    wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
+    consumer.subscribe([s.topic], listener=listener)
 
 
 def _consumer(settings: ConsumerSettings, config: dict[str, Any]) -> KafkaConsumer:

@@ -19,18 +19,11 @@ from collections.abc import Callable, Sequence
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._kafka import (
-    RebalanceListener,
-    caught_up,
-    check_broker,
-    ensure_topics,
-    lag,
-    wait_for_partitions,
-)
+from tracescore._kafka import RebalanceListener, caught_up, check_broker, lag
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._cascade import LockedPolicy, Scorer
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
-from tracescore.consume._clients import connect
+from tracescore.consume._clients import connect, subscribe
 from tracescore.consume._gc import gc_tuned
 from tracescore.consume._judging import Judged, Judging
 from tracescore.consume._lifecycle import Lifecycle, RunState
@@ -175,12 +168,9 @@ class EvaluationConsumer:
         return self._consumer
 
     def _start(self) -> tuple[KafkaConsumer, KafkaProducer]:
-        s = self.settings
         self._connect()
         assert self._producer is not None
-        ensure_topics(s.connection(), {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic})
-        wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
-        self._kafka().subscribe([s.topic], listener=self._rebalance)
+        subscribe(self.settings, self._kafka(), self._rebalance)
         return self._kafka(), self._producer
 
     def _poll(self, consumer: KafkaConsumer) -> list[ConsumerRecord]:
