@@ -84,8 +84,9 @@ def produce(bootstrap: str, topic: str, records: Sequence[RagRecord]) -> float:
             instrumentation.force_flush()
     tracescore.shutdown()
     elapsed = time.perf_counter() - started
-    if exporter.exported_spans != len(records) or exporter.failed_spans:
-        raise RuntimeError(f"exported {exporter.exported_spans} spans, {exporter.failed_spans} failed")
+    delivered, dropped = exporter.accounting.delivered, exporter.accounting.total_dropped()
+    if delivered != len(records) or dropped:
+        raise RuntimeError(f"exported {delivered} spans, {dropped} dropped")
     return len(records) / elapsed
 
 
