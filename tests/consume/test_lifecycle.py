@@ -25,7 +25,9 @@ TP = TopicPartition("spans", 0)
 class Loop:
     """The parts a Lifecycle reads, a clock, and the partitions' end and the broker as the test says."""
 
-    def __init__(self, **settings: object) -> None:
+    def __init__(
+        self, idle_timeout_s: float | None = None, drain_timeout_s: float = 60, max_records: int | None = None
+    ) -> None:
         self.now = 1000.0
         self.assigned_at: float | None = None
         self.at_end = True
@@ -36,7 +38,9 @@ class Loop:
         self.pauser = Pauser(max_in_flight=4)
         self.stats = ConsumerStats()
         self.life = Lifecycle(
-            ConsumerSettings(**settings),  # type: ignore[arg-type]
+            ConsumerSettings(
+                idle_timeout_s=idle_timeout_s, drain_timeout_s=drain_timeout_s, max_records=max_records
+            ),
             self.judging,
             self.checkpoint,
             self.pauser,

@@ -81,8 +81,7 @@ class EvaluationConsumer:
         self._make_sink = sink
         self._make_worker = worker
         self._outputs: Outputs  # made in run(), on the connected producer's sink
-        assembler = TraceAssembler(settings.assembly)
-        self._assembler = assembler
+        self._assembler = assembler = TraceAssembler(settings.assembly)
         self._pipeline = Pipeline(assembler, self.stats, policy=self._policy, metrics_out=self._metrics_out)
         self._checkpoint = Checkpoint(assembler.low_watermarks, settings.commit_interval_s)
         self._judging = Judging(
