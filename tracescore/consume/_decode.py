@@ -30,7 +30,11 @@ class NotOtlp(ValueError):
 def decode_message(value: bytes | None) -> list[DecodedSpan]:
     if not value:
         raise NotOtlp("empty message")
-    request = _parse_json(value) if value.lstrip()[:1] == b"{" else _parse_protobuf(value)
+    first = value[:1]  # not value.lstrip(): that copies the whole message to read one byte
+    if first == b"{" or (first.isspace() and value.lstrip()[:1] == b"{"):
+        request = _parse_json(value)
+    else:
+        request = _parse_protobuf(value)
     spans = []
     for resource_spans in request.resource_spans:
         service = _service_name(resource_spans.resource.attributes)
@@ -111,8 +115,9 @@ def _hex_to_base64(hex_id: str) -> str:
 
 
 def _service_name(key_values: Any) -> str:
-    # The only resource attribute a span keeps: the rest is never read, so it is not converted.
-    for kv in key_values:
+    # The only resource attribute a span keeps: the rest is never read, so it is not converted. Searched
+    # from the end: SDKs merge it in after their defaults (telemetry.sdk.*), so it is usually last.
+    for kv in reversed(key_values):
         if kv.key == "service.name":
             return str(_value(kv.value))
     return "unknown_service"
