@@ -23,9 +23,13 @@ def test_security_reaches_every_client_and_producer_tuning_only_the_sdk_producer
     monkeypatch.setenv("TRACESCORE_KAFKA__SASL_PASSWORD", "pw-123")
     monkeypatch.setenv("TRACESCORE_KAFKA__SSL_CAFILE", "/etc/ca.pem")
     monkeypatch.setenv("TRACESCORE_KAFKA__LINGER_MS", "7")
+    monkeypatch.setenv("TRACESCORE_KAFKA__TRACE_MESSAGES", "per_trace")
     settings = kafka_settings_from_env()
     producer = settings.producer_config()
     assert producer["linger_ms"] == 7 and producer["sasl_mechanism"] == "SCRAM-SHA-256"
+    # The exporter's layout is read by the exporter itself; KafkaProducer would refuse the argument.
+    assert settings.trace_messages == "per_trace" and "trace_messages" not in producer
+    assert "trace_messages" in PRODUCER_ONLY
     connection = KafkaConnection(bootstrap_servers="b:9093", security=settings.security())
     client = connection.client_config()
     assert client["bootstrap_servers"] == "b:9093" and client["sasl_plain_password"] == "pw-123"

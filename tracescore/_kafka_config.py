@@ -117,6 +117,23 @@ class ProducerTuning(BaseModel):
     # bounded on its own, so a long wait here costs the application nothing.
     max_block_ms: int = Field(default=60_000, ge=0)
     client_id: str = "tracescore-sdk"
+    # How exported spans become messages (the exporter's choice, not a kafka-python argument). per_partition:
+    # per export, one message per partition holding the traces whose trace-id key maps there (key = the trace
+    # id when it holds one trace, else none); per_trace: one message per trace keyed by its trace id, the
+    # Collector's `partition_traces_by_id` layout. Either way a trace's spans share a partition.
+    trace_messages: Literal["per_partition", "per_trace"] = "per_partition"
+
+    def span_message_max_bytes(self) -> int:
+        """Largest value the exporter packs into one per-partition message: one producer batch (so a
+        compressed batch stays far below the broker's default 1 MB `message.max.bytes`), and always inside
+        `max_request_size` with room for the record's own framing (batch header, key, varints)."""
+        return min(self.batch_size, self.max_request_size - _RECORD_FRAMING)
+
+
+# Bytes of a one-record batch besides its value, rounded up (61-byte batch header, 32-byte key, varints).
+_RECORD_FRAMING = 512
+# Fields of ProducerTuning the exporter reads itself: never passed to KafkaProducer.
+_EXPORTER_ONLY = frozenset({"trace_messages"})
 
 
 # Fields of KafkaSettings that only the SDK's producer reads (the services offer no flag for them).
@@ -129,7 +146,9 @@ class KafkaSettings(KafkaSecurity, ProducerTuning):
 
     def producer_config(self) -> dict[str, Any]:
         """kafka-python `KafkaProducer` keyword arguments of the SDK's producer."""
-        tuning = {name: getattr(self, name) for name in ProducerTuning.model_fields}
+        tuning = {
+            name: getattr(self, name) for name in ProducerTuning.model_fields if name not in _EXPORTER_ONLY
+        }
         return {
             **tuning,
             "bootstrap_timeout_ms": max(self.max_block_ms, 1),

@@ -56,6 +56,7 @@ def test_the_alert_reads_the_kafka_security_everyone_reads(monkeypatch: pytest.M
     # The SDK's producer knobs in the shared environment are accepted; a SASL setting without its
     # mechanism is the same one-line error as for consume and the SDK; a flag names itself.
     monkeypatch.setenv("TRACESCORE_KAFKA__DELIVERY_TIMEOUT_MS", "60000")
+    monkeypatch.setenv("TRACESCORE_KAFKA__TRACE_MESSAGES", "per_trace")
     monkeypatch.setenv("TRACESCORE_KAFKA__SASL_USERNAME", "scorer")
     monkeypatch.setenv("TRACESCORE_KAFKA__SASL_PASSWORD", "hunter2-secret")
     result = CliRunner().invoke(main, ["alert", "--kafka-security-protocol", "SASL_SSL"])

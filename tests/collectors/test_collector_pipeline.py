@@ -6,8 +6,9 @@
                                                           v        spans
                        Collector (kafka-to-backend.yaml, its OTLP backend swapped for a file)
 
-The application's exporter also hands every batch, unchanged, to tracescore's own KafkaSpanExporter
-(writing to a second topic), so what the Collector writes is compared with what tracescore writes.
+The application's exporter also hands every batch, unchanged, to tracescore's own KafkaSpanExporter in both
+layouts (per trace to a second topic, per partition to a third), so what the Collector writes is compared
+with what tracescore writes.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ ANSWERS = {
 UNFAITHFUL = {"Who founded the Oberoi Group?", "Where is the Oberoi Group listed?"}
 
 # A separate process, as a real application: tracescore.init with an OTLP/HTTP exporter pointing at the
-# Collector. The exporter is a tee that also hands each batch to tracescore's KafkaSpanExporter.
+# Collector. The exporter is a tee that also hands each batch to tracescore's KafkaSpanExporter, in its
+# per-trace layout (the Collector's) and in its default per-partition layout.
 APP = """
 import json
 import sys
@@ -78,10 +80,10 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import tracescore
-from tracescore.export import KafkaSpanExporter
+from tracescore.export import KafkaProducerSettings, KafkaSpanExporter
 
-endpoint, bootstrap, direct_topic = sys.argv[1:4]
-answers, context = json.loads(sys.argv[4]), json.loads(sys.argv[5])
+endpoint, bootstrap, direct_topic, batched_topic = sys.argv[1:5]
+answers, context = json.loads(sys.argv[5]), json.loads(sys.argv[6])
 
 
 class Tee(SpanExporter):
@@ -102,7 +104,11 @@ class Tee(SpanExporter):
         return all(exporter.force_flush(timeout_millis) for exporter in self.exporters)
 
 
-tee = Tee(OTLPSpanExporter(endpoint=endpoint), KafkaSpanExporter(bootstrap, direct_topic))
+tee = Tee(
+    OTLPSpanExporter(endpoint=endpoint),
+    KafkaSpanExporter(bootstrap, direct_topic, settings=KafkaProducerSettings(trace_messages="per_trace")),
+    KafkaSpanExporter(bootstrap, batched_topic),
+)
 tracescore.init(service_name="collector-app", exporter=tee)
 
 
@@ -124,7 +130,8 @@ class PipelineRun:
     spans_topic: str
     direct_topic: str
     collector_messages: list[ConsumerRecord]  # what the Collector wrote, before the consumer ran
-    direct_messages: list[ConsumerRecord]  # what KafkaSpanExporter wrote for the same spans
+    direct_messages: list[ConsumerRecord]  # what KafkaSpanExporter wrote for the same spans, per trace
+    batched_messages: list[ConsumerRecord]  # ... per partition (its default)
     stats: ConsumerStats
     evaluations: list[EvaluationRecord]
 
@@ -136,8 +143,8 @@ def pipeline(
     """App -> Collector (otlp-to-kafka.yaml) -> Kafka -> EvaluationConsumer, run once for this module."""
     bootstrap = kafka_broker.bootstrap_servers
     prefix = f"c{uuid.uuid4().hex[:10]}"
-    spans_topic, direct_topic = f"{prefix}.spans", f"{prefix}.direct"
-    create_topics(bootstrap, [spans_topic, direct_topic], PARTITIONS)
+    spans_topic, direct_topic, batched_topic = f"{prefix}.spans", f"{prefix}.direct", f"{prefix}.batched"
+    create_topics(bootstrap, [spans_topic, direct_topic, batched_topic], PARTITIONS)
     tmp = tmp_path_factory.mktemp("otlp-to-kafka")
     http_port = free_port()
     env = {
@@ -157,6 +164,7 @@ def pipeline(
                 f"http://127.0.0.1:{http_port}/v1/traces",
                 bootstrap,
                 direct_topic,
+                batched_topic,
                 json.dumps(ANSWERS),
                 json.dumps(CONTEXT),
             ],
@@ -171,6 +179,7 @@ def pipeline(
         assert len(collector_messages) == len(ANSWERS), ingest.log()
     direct_messages = read_all(bootstrap, direct_topic)
     assert len(direct_messages) == len(ANSWERS)
+    batched_messages = read_all(bootstrap, batched_topic)
 
     evaluations: list[EvaluationRecord] = []
     settings = ConsumerSettings(
@@ -187,7 +196,14 @@ def pipeline(
     )
     stats = consumer.run()
     return PipelineRun(
-        bootstrap, spans_topic, direct_topic, collector_messages, direct_messages, stats, evaluations
+        bootstrap,
+        spans_topic,
+        direct_topic,
+        collector_messages,
+        direct_messages,
+        batched_messages,
+        stats,
+        evaluations,
     )
 
 
@@ -322,6 +338,15 @@ def test_collector_and_kafka_span_exporter_pick_the_same_partition(pipeline: Pip
     # With six traces over six partitions, a hasher mismatch (the Collector's default sarama_compat FNV-1a
     # against kafka-python's murmur2) would show; make sure the traces were actually spread.
     assert len({m.partition for m in collector.values()}) > 1
+
+
+def test_the_per_partition_layout_puts_each_trace_on_the_collector_s_partition(pipeline: PipelineRun) -> None:
+    collector = {t: m.partition for t, m in _by_trace(pipeline.collector_messages).items()}
+    batched: dict[str, set[int]] = {}
+    for message in pipeline.batched_messages:
+        for trace_id in _trace_ids(message.value):
+            batched.setdefault(trace_id, set()).add(message.partition)
+    assert {t: p for t, (p,) in batched.items()} == collector
 
 
 # d. The Collector's kafka receiver reads the evaluation spans and forwards them with the app's spans.

@@ -71,12 +71,14 @@ def test_the_sdk_s_producer_settings_in_the_shared_environment_are_accepted_and_
     # One ConfigMap for the app and the service: the SDK's knobs must not stop the consumer.
     monkeypatch.setenv("TRACESCORE_KAFKA__DELIVERY_TIMEOUT_MS", "60000")
     monkeypatch.setenv("TRACESCORE_KAFKA__LINGER_MS", "20")
+    monkeypatch.setenv("TRACESCORE_KAFKA__TRACE_MESSAGES", "per_trace")
     settings = ConsumerSettings.load({})
-    assert settings.kafka.delivery_timeout_ms == 60_000
+    assert settings.kafka.delivery_timeout_ms == 60_000 and settings.kafka.trace_messages == "per_trace"
     config = settings.client_config()
-    assert "delivery_timeout_ms" not in config and "linger_ms" not in config
+    assert not {"delivery_timeout_ms", "linger_ms", "trace_messages"} & set(config)
     help_text = CliRunner().invoke(consume, ["--help"], terminal_width=400).output
     assert "--kafka-delivery-timeout-ms" not in help_text and "--kafka-sasl-mechanism" in help_text
+    assert "--kafka-trace-messages" not in help_text
 
 
 def test_an_unknown_kafka_variable_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,8 +1,16 @@
-"""KafkaSpanExporter: spans as OTLP protobuf on a Kafka topic, byte-compatible with the Collector.
+"""KafkaSpanExporter: spans as OTLP protobuf on a Kafka topic, read by `tracescore consume` and by the
+Collector's kafka receiver.
 
-The OpenTelemetry Collector's kafka exporter (encoding `otlp_proto`, `partition_traces_by_id: true`)
-writes one serialized `ExportTraceServiceRequest` per trace, keyed by the 32-char hex trace id. We write
-the same, so a Collector and this exporter can feed the same topic and any consumer reads both.
+Layout (`TRACESCORE_KAFKA__TRACE_MESSAGES`):
+- `per_partition` (default): per export, one serialized `ExportTraceServiceRequest` per partition, holding
+  every trace whose key (the 32-char hex trace id) the producer's default partitioner maps to that
+  partition, cut into several messages when it would exceed one producer batch. Key: the hex trace id when
+  the message holds one trace, else none. A trace's spans land exactly where a message keyed by its trace id
+  would, so they meet on one partition with spans written in the other layout, by another process, or by a
+  Collector keying by trace id with the murmur2 hasher (`collectors/otlp-to-kafka.yaml`). Fewer, larger
+  messages: the consumer, the broker and this export thread all do less per span.
+- `per_trace`: one message per trace keyed by the hex trace id, byte-compatible with the OpenTelemetry
+  Collector's kafka exporter (`encoding: otlp_proto`, `partition_traces_by_id: true`).
 
 `export()` hands records to the producer and returns: delivery is settled per record by the producer's
 callbacks, so a span counts as dropped only when Kafka gave up on it (a 30 s outage inside the delivery
@@ -15,38 +23,27 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from kafka import KafkaProducer
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, MessageSizeTooLargeError
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from tracescore.export._accounting import SpanAccounting
+from tracescore.export._layout import encode_partition_messages, encode_per_trace
 from tracescore.export._settings import KafkaProducerSettings
 
-__all__ = ["KafkaSpanExporter", "encode_trace_messages"]
+__all__ = ["KafkaSpanExporter"]
 
 _log = logging.getLogger("tracescore.export")
 
-
-def encode_trace_messages(spans: Sequence[ReadableSpan]) -> list[tuple[bytes, bytes]]:
-    """(key, value) Kafka messages: one OTLP ExportTraceServiceRequest per trace, key = hex trace id."""
-    return [(key, value) for key, value, _ in _encode(spans)]
-
-
-def _encode(spans: Sequence[ReadableSpan]) -> list[tuple[bytes, bytes, int]]:
-    by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
-    for span in spans:
-        by_trace[span.context.trace_id].append(span)
-    return [
-        (format(trace_id, "032x").encode(), encode_spans(group).SerializeToString(), len(group))
-        for trace_id, group in by_trace.items()
-    ]
+# No broker (bootstrap or metadata timed out), a partition the metadata does not know, a closed producer.
+_UNAVAILABLE = (KafkaError, OSError, ValueError, AssertionError)
+# (partition or None for the producer's choice, key, value, span count)
+_Message = tuple[int | None, bytes | None, bytes, int]
 
 
 class KafkaSpanExporter(SpanExporter):
@@ -65,7 +62,10 @@ class KafkaSpanExporter(SpanExporter):
         self.topic = topic
         self.accounting = accounting or SpanAccounting()
         self.bootstrap_servers = bootstrap_servers
-        self._config = (settings or KafkaProducerSettings()).producer_config()
+        settings = settings or KafkaProducerSettings()
+        self._config = settings.producer_config()
+        self._per_trace = settings.trace_messages == "per_trace"
+        self._max_message_bytes = settings.span_message_max_bytes()
         self._producer = producer
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)  # notified whenever pending spans settle
@@ -85,29 +85,54 @@ class KafkaSpanExporter(SpanExporter):
         try:
             with self._lock:
                 self._unsent = len(spans)
-            return self._send(_encode(spans))
+            return self._send(spans)
         finally:
             detach(token)
 
-    def _send(self, messages: list[tuple[bytes, bytes, int]]) -> SpanExportResult:
-        for key, value, count in messages:
+    def _send(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            producer = self._get_producer()
+            messages = self._messages(producer, spans)
+        except _UNAVAILABLE as exc:
+            return self._unavailable(exc)
+        result = SpanExportResult.SUCCESS
+        for partition, key, value, count in messages:
             try:
-                future = self._get_producer().send(self.topic, key=key, value=value)
-            except (KafkaError, OSError, ValueError, AssertionError) as exc:
-                # No broker (metadata or bootstrap timed out) or a record Kafka cannot take: the rest of the
-                # batch would only wait as long again, so it is dropped with it.
+                future = producer.send(self.topic, key=key, value=value, partition=partition)
+            except MessageSizeTooLargeError as exc:
+                # One span (or trace, per_trace) over max_request_size: only its message is lost.
                 with self._lock:
-                    rest, self._unsent = (0 if self._settled_all else self._unsent), 0
-                    self._failed += rest
-                self.accounting.drop(rest, "unavailable")
-                _log.debug("Kafka topic %r unavailable: %s", self.topic, exc)
-                return SpanExportResult.FAILURE
+                    lost = 0 if self._settled_all else count
+                    self._unsent -= lost
+                    self._failed += lost
+                self.accounting.drop(lost, "unavailable")
+                _log.debug("Kafka refused a message for topic %r: %s", self.topic, exc)
+                result = SpanExportResult.FAILURE
+                continue
+            except _UNAVAILABLE as exc:
+                return self._unavailable(exc)
             with self._lock:
                 self._unsent -= count
                 self._pending += count
             future.add_callback(self._settle, count, False)
             future.add_errback(self._settle, count, True)
-        return SpanExportResult.SUCCESS
+        return result
+
+    def _messages(self, producer: KafkaProducer, spans: Sequence[ReadableSpan]) -> list[_Message]:
+        if self._per_trace:
+            return [(None, key, value, count) for key, value, count in encode_per_trace(spans)]
+        # Waits for the topic's metadata as send() would (the export thread only, up to max_block_ms).
+        partitions = producer.partitions_for(self.topic)
+        return list(encode_partition_messages(spans, partitions, self._max_message_bytes))
+
+    def _unavailable(self, exc: BaseException) -> SpanExportResult:
+        # The rest of the batch would only wait as long again, so it is dropped with it.
+        with self._lock:
+            rest, self._unsent = (0 if self._settled_all else self._unsent), 0
+            self._failed += rest
+        self.accounting.drop(rest, "unavailable")
+        _log.debug("Kafka topic %r unavailable: %s", self.topic, exc)
+        return SpanExportResult.FAILURE
 
     def _settle(self, count: int, failed: bool, _outcome: Any) -> None:
         with self._lock:
