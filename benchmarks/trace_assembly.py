@@ -1,14 +1,16 @@
 """Decode + assemble + recognise on the unsampled path, through a real Kafka broker, on one core.
 
     python benchmarks/trace_assembly.py [--traces 20000] [--spans-per-trace 5] [--shape both]
-                                        [--rejoin-traces N]
+                                        [--layout both] [--rejoin-traces N]
 
-Two shapes, one OTLP protobuf message per trace keyed by trace id as the Collector and tracescore's exporter
-write them:
+Two shapes:
 
-- `openinference`: CHAIN -> RETRIEVER, EMBEDDING, PROMPT, LLM (5 spans, ~2 KB of attributes each trace);
+- `openinference`: CHAIN -> RETRIEVER, EMBEDDING, PROMPT, LLM (5 spans, ~2 KB of attributes each trace), one
+  OTLP protobuf message per trace keyed by trace id, as the Collector (`partition_traces_by_id`) writes them;
 - `tracescore`: one `@tracescore.rag` span per trace with 3 documents of 1 KB, written by the real SDK
-  (tracescore.init + the decorator; the span carries tracescore, OpenInference and GenAI attributes).
+  (tracescore.init + the decorator; the span carries tracescore, OpenInference and GenAI attributes), in
+  exports of 500 spans laid out as the SDK's Kafka exporter writes them: `per_partition` (the default: one
+  message per partition per export, up to 256 KiB) and `per_trace` (the Collector's layout).
 
 Each is produced to a real Apache Kafka 4 broker. Then, with this process pinned to one core (the broker's
 JVM runs on the other), it times, as spans per wall second and per CPU second of this process:
@@ -17,7 +19,7 @@ JVM runs on the other), it times, as spans per wall second and per CPU second of
 2. `EvaluationConsumer` reading the topic from the start with a policy that admits nothing (every trace is
    assembled and its interactions recognised, none is scored), grace period 0 so the figure is CPU, not the
    grace wait; spans/s from its first polled batch to the last trace read;
-3. a bare kafka-python KafkaConsumer polling the same topic, records unused: the per-message floor.
+3. a bare kafka-python KafkaConsumer polling the same topic, records unused: kafka-python's own share.
 
 Also: memory per buffered trace (tracemalloc, 10,000 five-span traces held in the assembler).
 """
@@ -49,6 +51,7 @@ from tracescore.consume import (
     decode_message,
 )
 from tracescore.consume._pipeline import Admitted
+from tracescore.export import KafkaProducerSettings, encode_partition_messages, encode_trace_messages
 from tracescore.extract import Trace, extract
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.score.judges import OfflineJudge
@@ -56,10 +59,14 @@ from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
 
 KIND = "openinference.span.kind"
+PARTITIONS = (0, 1, 2)
 DOC = "The Aurora X2 battery lasts 14 hours on a single charge and recharges in 90 minutes. " * 4
 
 
-def build_messages(traces: int, spans_per_trace: int) -> list[tuple[bytes, bytes]]:
+Message = tuple[int | None, bytes | None, bytes]  # (partition, or None: the key's; key; OTLP bytes)
+
+
+def build_messages(traces: int, spans_per_trace: int) -> list[Message]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "bench-shop"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -83,7 +90,7 @@ def build_messages(traces: int, spans_per_trace: int) -> list[tuple[bytes, bytes
                         child.set_attribute("llm.output_messages.0.message.content", "14 hours.")
         spans = exporter.get_finished_spans()
         key = format(spans[0].context.trace_id, "032x").encode()
-        messages.append((key, encode_spans(spans).SerializeToString()))
+        messages.append((None, key, encode_spans(spans).SerializeToString()))
     return messages
 
 
@@ -92,32 +99,41 @@ def answer(query: str, contexts: list[str], reply: str) -> str:
     return reply
 
 
-def build_tracescore_messages(traces: int) -> list[tuple[bytes, bytes]]:
-    """One `@tracescore.rag` span per trace, 3 documents of 1 KB, through the real SDK."""
+def build_tracescore_messages(traces: int, layout: str) -> list[Message]:
+    """One `@tracescore.rag` span per trace, 3 documents of 1 KB, through the real SDK, in exports of 500
+    spans laid out as the SDK's Kafka exporter writes them: `per_partition` (its default) or `per_trace`."""
     exporter = InMemorySpanExporter()
     instrumentation = tracescore.init(service_name="bench-rag-app", exporter=exporter)
     docs = [(f"Document {d}: " + DOC * 3)[:1024] for d in range(3)]
-    messages = []
+    max_bytes = KafkaProducerSettings().span_message_max_bytes()
+    messages: list[Message] = []
+    exported = 0
     for i in range(traces):
         answer(f"How long does the Aurora X2 battery last? ({i})", docs, "14 hours.")
         if i % 500 == 499 or i == traces - 1:
             instrumentation.force_flush()
-            for span in exporter.get_finished_spans():
-                key = format(span.context.trace_id, "032x").encode()
-                messages.append((key, encode_spans([span]).SerializeToString()))
+            spans = exporter.get_finished_spans()
+            exported += len(spans)
+            if layout == "per_trace":
+                messages += [(None, key, value) for key, value in encode_trace_messages(spans)]
+            else:
+                messages += [
+                    (partition, key, value)
+                    for partition, key, value, _ in encode_partition_messages(spans, PARTITIONS, max_bytes)
+                ]
             exporter.clear()
     tracescore.shutdown()
-    if len(messages) != traces:
-        raise RuntimeError(f"the SDK exported {len(messages)} of {traces} spans")
+    if exported != traces:
+        raise RuntimeError(f"the SDK exported {exported} of {traces} spans")
     return messages
 
 
-def in_process(messages: Sequence[tuple[bytes, bytes]], assembly: AssemblySettings) -> tuple[float, float]:
+def in_process(messages: Sequence[Message], assembly: AssemblySettings) -> tuple[float, float]:
     """Spans per wall second and per CPU second of decode + assemble + extract, without Kafka."""
     assembler = TraceAssembler(assembly)
     spans = 0
     started, cpu = time.perf_counter(), time.process_time()
-    for offset, (_, value) in enumerate(messages):
+    for offset, (_, _, value) in enumerate(messages):
         decoded = decode_message(value)
         spans += len(decoded)
         released = assembler.add(decoded, 0, offset, len(value)) + assembler.ready()
@@ -200,8 +216,8 @@ def raw_poll(bootstrap: str, topic: str, messages: int) -> float:
     return cpu / read * 1e6
 
 
-def memory_per_trace(messages: Sequence[tuple[bytes, bytes]], held: int = 10_000) -> float:
-    decoded = [decode_message(value) for _, value in messages[:held]]
+def memory_per_trace(messages: Sequence[Message], held: int = 10_000) -> float:
+    decoded = [decode_message(value) for _, _, value in messages[:held]]
     assembler = TraceAssembler(AssemblySettings(grace_s=3600, max_wait_s=3600))
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
@@ -213,35 +229,40 @@ def memory_per_trace(messages: Sequence[tuple[bytes, bytes]], held: int = 10_000
     return (after - before) / len(decoded)
 
 
-def decoded_size_per_trace(messages: Sequence[tuple[bytes, bytes]], sample: int = 2_000) -> float:
+def decoded_size_per_trace(messages: Sequence[Message], sample: int = 2_000) -> float:
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    kept = [decode_message(value) for _, value in messages[:sample]]
+    kept = [decode_message(value) for _, _, value in messages[:sample]]
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     del kept
     return (after - before) / sample
 
 
-def run_shape(
-    broker: KafkaBroker, shape: str, messages: list[tuple[bytes, bytes]], assembly: AssemblySettings
-) -> None:
-    traces = len(messages)
-    spans = sum(len(decode_message(v)) for _, v in messages[:100]) / min(100, traces)
-    mean_bytes = sum(len(v) for _, v in messages) / traces
-    topic = f"assembly-{shape}-{uuid.uuid4().hex[:8]}"
+def run_shape(broker: KafkaBroker, shape: str, messages: list[Message], assembly: AssemblySettings) -> None:
+    decoded = [decode_message(value) for _, _, value in messages]
+    spans = sum(len(d) for d in decoded)
+    traces = len({span.trace_id for d in decoded for span in d})
+    del decoded
+    mean_bytes = sum(len(value) for _, _, value in messages) / len(messages)
+    topic = f"assembly-{shape.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
-    admin.create_topics([NewTopic(topic, 3, 1)])
+    admin.create_topics([NewTopic(topic, len(PARTITIONS), 1)])
     admin.close()
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all")
-    for key, value in messages:
-        producer.send(topic, key=key, value=value)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all", max_request_size=4 * 1024 * 1024
+    )
+    for partition, key, value in messages:
+        producer.send(topic, key=key, value=value, partition=partition)
     producer.flush()
     producer.close()
     alone, alone_cpu = in_process(messages, assembly)
     kafka_rate, kafka_cpu, consumer = through_kafka(broker.bootstrap_servers, topic, traces, assembly)
     stats = consumer.stats
-    print(f"\n{shape}: {traces} traces x {spans:.0f} spans, {mean_bytes:.0f} B per message")
+    print(
+        f"\n{shape}: {traces} traces, {spans / traces:.0f} spans each, in {len(messages)} messages "
+        f"of {mean_bytes:,.0f} B"
+    )
     print(
         f"decode+assemble+extract, in process      : {alone:10,.0f} spans/s  {alone_cpu:10,.0f} spans/CPU-s"
     )
@@ -250,9 +271,9 @@ def run_shape(
         f"spans/CPU-s  ({kafka_cpu / alone_cpu:.2f}x)"
     )
     print(f"  traces read {stats.traces}, interactions {stats.rag_spans}, sampled out {stats.sampled_out}")
-    per_message = spans * (1 / kafka_cpu - 1 / alone_cpu) * 1e6
-    floor = raw_poll(broker.bootstrap_servers, topic, traces)
-    print(f"  Kafka path's own CPU per message: {per_message:.0f} us (kafka-python alone: {floor:.0f} us)")
+    per_span = (1 / kafka_cpu - 1 / alone_cpu) * 1e6
+    floor = raw_poll(broker.bootstrap_servers, topic, len(messages)) * len(messages) / spans
+    print(f"  Kafka path's own CPU per span: {per_span:.0f} us (kafka-python alone: {floor:.0f} us)")
 
 
 def main() -> None:
@@ -261,19 +282,27 @@ def main() -> None:
     parser.add_argument("--spans-per-trace", type=int, default=5)
     parser.add_argument("--shape", choices=["openinference", "tracescore", "both"], default="both")
     parser.add_argument(
+        "--layout",
+        choices=["per_partition", "per_trace", "both"],
+        default="both",
+        help="the tracescore shape's Kafka layout: the SDK's default (per_partition) and/or the Collector's "
+        "partition_traces_by_id (per_trace); the openinference shape is always per trace",
+    )
+    parser.add_argument(
         "--rejoin-traces", type=int, default=None, help="assembly rejoin_traces (default: the default)"
     )
     args = parser.parse_args()
     rejoin = {} if args.rejoin_traces is None else {"rejoin_traces": args.rejoin_traces}
     assembly = AssemblySettings(grace_s=0, **rejoin)
 
-    shapes: dict[str, list[tuple[bytes, bytes]]] = {}
+    shapes: dict[str, list[Message]] = {}
     if args.shape in ("openinference", "both"):
         print(f"building {args.traces} OpenInference traces of {args.spans_per_trace} spans ...", flush=True)
         shapes["openinference"] = build_messages(args.traces, args.spans_per_trace)
     if args.shape in ("tracescore", "both"):
         print(f"building {args.traces} @tracescore.rag traces through the SDK ...", flush=True)
-        shapes["tracescore"] = build_tracescore_messages(args.traces)
+        for layout in ("per_partition", "per_trace") if args.layout == "both" else (args.layout,):
+            shapes[f"tracescore {layout}"] = build_tracescore_messages(args.traces, layout)
     with KafkaBroker(heap="1g") as broker:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})  # one core for this process; the broker's JVM keeps the other

@@ -90,3 +90,14 @@ def test_the_rebalance_listener_forwards_and_remembers_the_first_assignment() ->
     listener.on_partitions_assigned([tp])
     assert first is not None and listener.first_assigned_at == first
     assert calls == [("assigned", [tp]), ("revoked", [tp]), ("assigned", [tp])]
+
+
+def test_trace_messages_setting_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert KafkaSettings().trace_messages == "per_partition"
+    monkeypatch.setenv("TRACESCORE_KAFKA__TRACE_MESSAGES", "per_trace")
+    settings = kafka_settings_from_env()
+    assert settings.trace_messages == "per_trace"
+    assert "trace_messages" not in settings.producer_config(), "the exporter's knob, not kafka-python's"
+    monkeypatch.setenv("TRACESCORE_KAFKA__TRACE_MESSAGES", "per_span")
+    with pytest.raises(ValueError, match="per_partition"):
+        kafka_settings_from_env()

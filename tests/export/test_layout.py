@@ -21,7 +21,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tracescore._kafka_config import kafka_settings_from_env
 from tracescore.export import KafkaProducerSettings, KafkaSpanExporter, encode_partition_messages
 
 
@@ -158,17 +157,6 @@ def test_no_spans_no_messages_and_no_partitions_is_an_error() -> None:
 
 
 # --- the setting ------------------------------------------------------------------------------------
-
-
-def test_trace_messages_setting_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert KafkaProducerSettings().trace_messages == "per_partition"
-    monkeypatch.setenv("TRACESCORE_KAFKA__TRACE_MESSAGES", "per_trace")
-    settings = kafka_settings_from_env()
-    assert settings.trace_messages == "per_trace"
-    assert "trace_messages" not in settings.producer_config(), "the exporter's knob, not kafka-python's"
-    monkeypatch.setenv("TRACESCORE_KAFKA__TRACE_MESSAGES", "per_span")
-    with pytest.raises(ValueError, match="per_partition"):
-        kafka_settings_from_env()
 
 
 def test_messages_fit_one_producer_batch_and_the_request_size() -> None:
