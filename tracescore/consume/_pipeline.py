@@ -148,10 +148,9 @@ class Pipeline:
             return True, None
         decision = self._policy.admit(interaction)
         if decision.skip is not None:
-            self.stats.sampling[decision.skip.value] += 1
-            self._metrics_out.skipped(
-                decision.skip.value, interaction.span.service_name, interaction.span.scope_name
-            )
+            reason = decision.skip.value
+            self.stats.sampling[reason] += 1
+            self._metrics_out.skipped(reason, interaction.span.service_name, interaction.span.scope_name)
             return False, None
         return True, decision.metrics
 

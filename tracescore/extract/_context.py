@@ -68,14 +68,15 @@ class Contexts:
         if is_repr(text):
             self._reprs[source.span_id] = self._reprs.get(source.span_id, 0) + 1
             return
-        if len(self._texts) >= MAX_CONTEXTS:
+        texts, size = self._texts, len(text)
+        if len(texts) >= MAX_CONTEXTS:
             self._unread += 1
             return
-        if self._chars + len(text) > MAX_CONTEXT_CHARS:
+        if self._chars + size > MAX_CONTEXT_CHARS:
             self._over_chars += 1
             return
-        self._chars += len(text)
-        self._texts.append(text)
+        self._chars += size
+        texts.append(text)
         self._sources.append(source)
 
     @property
@@ -119,7 +120,9 @@ def as_contexts(anchor: DecodedSpan, contexts: Contexts | Sequence[Context | str
     source = ContextSource(anchor.span_id, "span")
     add = collected._add
     for item in contexts:
-        if isinstance(item, Context):
+        if type(item) is str:  # the common case first: documents recorded as text on the span
+            add(item, source)
+        elif isinstance(item, Context):
             add(item.text, item.source)
         else:
             add(item if isinstance(item, str) else str(item), source)
