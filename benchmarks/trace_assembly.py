@@ -27,7 +27,9 @@ Also: memory per buffered trace (tracemalloc, 10,000 five-span traces held in th
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
+import random
 import time
 import tracemalloc
 import uuid
@@ -94,6 +96,23 @@ def build_messages(traces: int, spans_per_trace: int) -> list[Message]:
     return messages
 
 
+def document_pool(size: int = 2_000, seed: int = 17) -> list[str]:
+    """1 KB documents of made-up words drawn with Zipf frequencies: gzip shrinks them ~2.6x alone and ~3.6x
+    in a 256 KiB message, as it does real retrieved text (a repeated sentence would shrink 25x and flatter
+    the compressed path)."""
+    rng = random.Random(seed)
+    syllables = (
+        "ba ce di fo gu ha je ki lo mu na pe qui ro su ta ve wi xo yu za an er in on ur st th ch sh".split()
+    )
+    vocabulary = sorted({"".join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(4_000)})
+    rng.shuffle(vocabulary)
+    weights = list(itertools.accumulate(1 / rank for rank in range(1, len(vocabulary) + 1)))
+    return [
+        (f"Document {d}: " + " ".join(rng.choices(vocabulary, cum_weights=weights, k=300)))[:1024]
+        for d in range(size)
+    ]
+
+
 @tracescore.rag(route="/qa")
 def answer(query: str, contexts: list[str], reply: str) -> str:
     return reply
@@ -104,12 +123,13 @@ def build_tracescore_messages(traces: int, layout: str) -> list[Message]:
     spans laid out as the SDK's Kafka exporter writes them: `per_partition` (its default) or `per_trace`."""
     exporter = InMemorySpanExporter()
     instrumentation = tracescore.init(service_name="bench-rag-app", exporter=exporter)
-    docs = [(f"Document {d}: " + DOC * 3)[:1024] for d in range(3)]
+    pool = document_pool()
+    rng = random.Random(29)
     max_bytes = KafkaProducerSettings().span_message_max_bytes()
     messages: list[Message] = []
     exported = 0
     for i in range(traces):
-        answer(f"How long does the Aurora X2 battery last? ({i})", docs, "14 hours.")
+        answer(f"How long does the Aurora X2 battery last? ({i})", rng.sample(pool, 3), "14 hours.")
         if i % 500 == 499 or i == traces - 1:
             instrumentation.force_flush()
             spans = exporter.get_finished_spans()
@@ -239,7 +259,14 @@ def decoded_size_per_trace(messages: Sequence[Message], sample: int = 2_000) -> 
     return (after - before) / sample
 
 
-def run_shape(broker: KafkaBroker, shape: str, messages: list[Message], assembly: AssemblySettings) -> None:
+def run_shape(
+    broker: KafkaBroker,
+    shape: str,
+    messages: list[Message],
+    assembly: AssemblySettings,
+    *,
+    sdk_producer: bool,
+) -> None:
     decoded = [decode_message(value) for _, _, value in messages]
     spans = sum(len(d) for d in decoded)
     traces = len({span.trace_id for d in decoded for span in d})
@@ -249,9 +276,11 @@ def run_shape(broker: KafkaBroker, shape: str, messages: list[Message], assembly
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     admin.create_topics([NewTopic(topic, len(PARTITIONS), 1)])
     admin.close()
-    producer = KafkaProducer(
-        bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all", max_request_size=4 * 1024 * 1024
-    )
+    if sdk_producer:  # as the SDK's exporter sends them: its producer settings, gzip included
+        config = KafkaProducerSettings().producer_config()
+        producer = KafkaProducer(**{**config, "bootstrap_servers": broker.bootstrap_servers})
+    else:  # as a Collector's kafka exporter with default settings: uncompressed
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all")
     for partition, key, value in messages:
         producer.send(topic, key=key, value=value, partition=partition)
     producer.flush()
@@ -307,7 +336,7 @@ def main() -> None:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {0})  # one core for this process; the broker's JVM keeps the other
         for shape, messages in shapes.items():
-            run_shape(broker, shape, messages, assembly)
+            run_shape(broker, shape, messages, assembly, sdk_producer=shape.startswith("tracescore"))
     if "openinference" in shapes:
         per_trace = memory_per_trace(shapes["openinference"])
         content = decoded_size_per_trace(shapes["openinference"])
