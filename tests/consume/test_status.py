@@ -55,9 +55,24 @@ def test_offline_scores_alone_are_marked_uncalibrated(caplog: pytest.LogCaptureF
     for score in (1.0, 1.0, 1.0):
         line.recorded(offline(score))
     line.log({}, 0, 0, 0)
-    assert "/ask faithfulness 1.00 (n=3) 95% [1.00, 1.00] 3 offline + 0 LLM, uncalibrated" in (
-        caplog.records[-1].getMessage()
+    assert (
+        "/ask faithfulness 1.00 (n=3) 95% [1.00, 1.00], passing 1.00 95% [1.00, 1.00] (label rule, as "
+        "alerts), 3 offline + 0 LLM, uncalibrated" in caplog.records[-1].getMessage()
     )
+
+
+def test_the_line_shows_the_share_the_label_rule_passes_next_to_the_mean_score(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Alerts default to the label rule's share: a mean score of 0.62 can hide that 3 answers in 10 fail it.
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
+    line = StatusLine(ConsumerStats(), interval_s=1.0)
+    for score in (0.1, 0.2, 0.2, 0.5, 0.6, 0.9, 0.9, 1.0, 1.0, 0.8):
+        line.recorded(offline(score))
+    line.log({}, 0, 0, 0)
+    text = caplog.records[-1].getMessage()
+    assert "/ask faithfulness 0.62 (n=10) 95% [" in text
+    assert "passing 0.70 95% [" in text and "(label rule, as alerts)" in text
 
 
 def test_the_policy_skips_are_counted_as_not_admitted_and_the_old_name_reads_the_same() -> None:

@@ -66,17 +66,20 @@ class StatusLine:
         self._last_at = clock()
         self._last = (0, 0, 0)
         self._latencies: deque[float] = deque(maxlen=2000)
-        self._scores: dict[tuple[str, str], EstimateWindow] = {}
+        # Per route and metric: the mean score, and the share of answers the label rule passes (what alerts
+        # use by default), so the line and the alerts show the same number.
+        self._scores: dict[tuple[str, str], tuple[EstimateWindow, EstimateWindow]] = {}
 
     def judged(self, latency_s: float) -> None:
         self._latencies.append(latency_s)
 
     def recorded(self, record: EvaluationRecord) -> None:
         key = (record.route, record.metric)
-        window = self._scores.get(key)
-        if window is None:
-            window = self._scores[key] = EstimateWindow(_WINDOW)
-        window.add(record)
+        windows = self._scores.get(key)
+        if windows is None:
+            windows = self._scores[key] = (EstimateWindow(_WINDOW), EstimateWindow(_WINDOW, signal="label"))
+        for window in windows:
+            window.add(record)
 
     def due(self) -> bool:
         return self._interval_s > 0 and self._clock() - self._last_at >= self._interval_s
@@ -100,7 +103,7 @@ class StatusLine:
             p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
             latency = f"mean {statistics.fmean(ordered):.3f}s p95 {p95:.3f}s"
         means = ", ".join(
-            _describe(route, metric, window) for (route, metric), window in sorted(self._scores.items())
+            _describe(route, metric, *windows) for (route, metric), windows in sorted(self._scores.items())
         )
         _log.info(
             "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d, skipped %s, "
@@ -115,15 +118,19 @@ class StatusLine:
         self._scores.clear()
 
 
-def _describe(route: str, metric: str, window: EstimateWindow) -> str:
+def _describe(route: str, metric: str, window: EstimateWindow, passing: EstimateWindow) -> str:
     estimate = window.estimate(_CONFIDENCE)
     if estimate is None:
         return f"{route} {metric} no scores"
     shown = min(1.0, max(0.0, estimate.value))
-    text = (
-        f"{route} {metric} {shown:.2f} (n={estimate.n}) 95% [{estimate.lower:.2f}, "
-        f"{estimate.upper:.2f}] {estimate.offline_n} offline + {estimate.llm_n} LLM"
-    )
+    text = f"{route} {metric} {shown:.2f} (n={estimate.n}) 95% [{estimate.lower:.2f}, {estimate.upper:.2f}]"
+    share = passing.estimate(_CONFIDENCE)
+    if share is not None:
+        text += (
+            f", passing {min(1.0, max(0.0, share.value)):.2f} 95% [{share.lower:.2f}, {share.upper:.2f}]"
+            " (label rule, as alerts)"
+        )
+    text += f", {estimate.offline_n} offline + {estimate.llm_n} LLM"
     if not estimate.calibrated:
         text += ", uncalibrated"
     if estimate.excluded:
