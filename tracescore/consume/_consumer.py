@@ -46,8 +46,8 @@ _BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emi
 
 class EvaluationConsumer:
     """A member of a Kafka consumer group that scores the RAG interactions in the traces it reads. Scale out
-    by starting more members: the Collector and tracescore's exporter key messages by trace id, so one member
-    sees all of a trace.
+    by starting more members: the Collector and tracescore's exporter put a trace's spans on the partition its
+    trace id key maps to, so one member sees all of a trace.
 
     With a `policy`, it admits interactions (none: every one is scored); with an `llm_judge` too, the cascade:
     `judge` (the offline judge) scores every admitted interaction, the LLM judge those the policy escalates.
