@@ -2,7 +2,8 @@
 
 For each record the service parses the JSON (EvaluationRecord.model_validate_json) and then feeds the
 evaluator (add + evaluate: windows, confidence bound, transitions). This prints both per-record times and
-their ratio, for few routes and for a burst over many routes past `max_routes` (eviction on every record).
+their ratio, for few routes and for a burst over many routes past `max_routes` (eviction on every record),
+and for a route with a 10% LLM baseline (the correction's pair memory full: 200 pairs).
 
     python3 benchmarks/alert_evaluator.py
 """
@@ -20,10 +21,13 @@ from tracescore.score import MetricStatus
 N = 20_000
 
 
-def payloads(routes: int) -> list[bytes]:
+def payloads(routes: int, baseline_every: int = 0) -> list[bytes]:
+    """N records over `routes` routes; with `baseline_every`, every that many also an LLM baseline record
+    (inclusion probability 0.1) pairing with the offline one."""
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    return [
-        EvaluationRecord(
+    out = []
+    for i in range(N):
+        offline = EvaluationRecord(
             trace_id=uuid.uuid4().hex,
             span_id=uuid.uuid4().hex[:16],
             service_name="bot",
@@ -35,28 +39,46 @@ def payloads(routes: int) -> list[bytes]:
             judge="offline",
             timestamp=t0 + timedelta(milliseconds=i),
         )
-        .model_dump_json()
-        .encode()
-        for i in range(N)
-    ]
+        out.append(offline.model_dump_json().encode())
+        if baseline_every and i % baseline_every == 0:
+            update = {
+                "score": 1.0,
+                "judge": "openai:judge",
+                "annotator_kind": "LLM",
+                "selection": "baseline",
+                "inclusion_probability": 0.1,
+                "offline_score": offline.score,
+            }
+            llm = offline.model_copy(update=update)
+            out.append(llm.model_dump_json().encode())
+    return out
 
 
 def main() -> None:
-    print(f"{'routes':>8} {'max_routes':>10} {'parse us':>9} {'evaluate us':>12} {'ratio':>6} {'evicted':>8}")
-    for routes, max_routes in ((10, 10_000), (1_000, 10_000), (50_000, 10_000)):
-        data = payloads(routes)
+    print(
+        f"{'routes':>8} {'max_routes':>10} {'baseline':>8} {'parse us':>9} {'evaluate us':>12} {'ratio':>6} "
+        f"{'evicted':>8}"
+    )
+    for routes, max_routes, every in (
+        (10, 10_000, 0),
+        (1_000, 10_000, 0),
+        (50_000, 10_000, 0),
+        (10, 10_000, 10),
+    ):
+        data = payloads(routes, every)
         start = time.perf_counter()
         records = [EvaluationRecord.model_validate_json(v) for v in data]
-        parse = (time.perf_counter() - start) / N
+        parse = (time.perf_counter() - start) / len(data)
         evaluator = AlertEvaluator(AlertConfig(rules=[RuleConfig(min_samples=10)], max_routes=max_routes))
         start = time.perf_counter()
         for record in records:
             key = evaluator.add(record)
             if key is not None:
                 evaluator.evaluate(key, record.timestamp)
-        evaluate = (time.perf_counter() - start) / N
+        evaluate = (time.perf_counter() - start) / len(data)
+        baseline = f"1/{every}" if every else "none"
         print(
-            f"{routes:>8} {max_routes:>10} {parse * 1e6:>9.1f} {evaluate * 1e6:>12.1f} "
+            f"{routes:>8} {max_routes:>10} {baseline:>8} {parse * 1e6:>9.1f} {evaluate * 1e6:>12.1f} "
             f"{evaluate / parse:>6.2f} {evaluator.evicted:>8}"
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 
 import pytest
@@ -183,3 +184,31 @@ def test_the_correction_uses_the_routes_earlier_baseline_pairs_not_only_the_wind
     assert pooled.value == pytest.approx(0.8, abs=0.03)
     assert pooled.lower < 0.8 < pooled.upper
     assert pooled.upper - pooled.lower < 0.5 * (fresh.upper - fresh.lower)
+
+
+def test_an_estimate_read_after_every_record_equals_one_read_once_at_the_end() -> None:
+    # The pairs' statistics are cached between changes: reading the estimate after every record (as the
+    # alert evaluator does) must give exactly what a window read once gives, through pairs joining, being
+    # replaced by a newer revision and falling out of the pair memory.
+    rng = random.Random(5)
+    records = []
+    for t in range(600):
+        offline = record(rng.choice([0.0, 0.2, 0.6, 1.0]), T0 + timedelta(seconds=t))
+        records.append(offline)
+        if t % 3 == 0:
+            baseline = llm_record(offline, float(rng.random() < 0.7), "baseline", 0.3)
+            records.append(baseline)
+            if t % 9 == 0:  # a late span's revision replaces the pair
+                records.append(baseline.model_copy(update={"score": 1.0 - baseline.score, "revision": 1}))
+    watched, once = EstimateWindow(50, pair_memory=60), EstimateWindow(50, pair_memory=60)
+    for i, rec in enumerate(records):
+        watched.add(rec)
+        once.add(rec)
+        seen = watched.estimate(0.95)
+        if i % 97 == 96:  # a window read only now computes its pairs' statistics afresh
+            fresh = EstimateWindow(50, pair_memory=60)
+            for earlier in records[: i + 1]:
+                fresh.add(earlier)
+            assert seen == fresh.estimate(0.95)
+    assert watched.estimate(0.95) == once.estimate(0.95)
+    assert once.estimate(0.95).pairs == 60  # type: ignore[union-attr]

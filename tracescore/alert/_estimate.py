@@ -44,7 +44,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from statistics import NormalDist
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from tracescore.emit import EvaluationRecord
 from tracescore.score import is_flagged
@@ -130,14 +130,39 @@ def _tuning(pairs: list[_Pair]) -> float:
     return min(1.0, max(0.0, cov / var_f))
 
 
-def _spread(in_c: list[float], in_r: list[float], pairs: list[_Pair], r_mean: float) -> float:
+class _PairStats(NamedTuple):
+    """What the correction needs of a set of pairs: computed once per change of the route's pairs, not per
+    record (a route's 200 remembered pairs would otherwise be walked several times for every record)."""
+
+    count: int
+    tuning: float  # λ
+    correction: float  # weighted mean of y - λ·offline
+    raw_var: float  # its weighted variance, with the m/(m-1) correction
+    effective: float  # Kish effective sample size of the weights
+    llm_var: float | None  # weighted variance of the LLM scores; None with fewer than _TUNING_PAIRS pairs
+
+
+def _pair_stats(pairs: list[_Pair]) -> _PairStats:
+    tuning = _tuning(pairs)
+    total_w = sum(w for w, _, _ in pairs)
+    errors = [(w, y - tuning * f) for w, y, f in pairs]
+    correction = sum(w * e for w, e in errors) / total_w
+    m = len(pairs)
+    raw = sum(w * (e - correction) ** 2 for w, e in errors) / total_w * (m / (m - 1) if m > 1 else 0.0)
+    effective = total_w**2 / sum(w * w for w, _, _ in pairs)  # Kish: unequal weights count for less
+    llm_var = None
+    if m >= _TUNING_PAIRS:
+        y_mean = sum(w * y for w, y, _ in pairs) / total_w
+        llm_var = sum(w * (y - y_mean) ** 2 for w, y, _ in pairs) / total_w
+    return _PairStats(m, tuning, correction, raw, effective, llm_var)
+
+
+def _spread(in_c: list[float], in_r: list[float], llm_var: float | None, r_mean: float) -> float:
     """The variance of the (LLM-judged) score over the window's interactions: known in C; in R from the
-    pairs' LLM scores when there are enough, else from the offline scores. Its share of the interval is the
-    window's own chance variation around the route's rate."""
-    if len(pairs) >= _TUNING_PAIRS:
-        total = sum(w for w, _, _ in pairs)
-        y_mean = sum(w * y for w, y, _ in pairs) / total
-        var_r = sum(w * (y - y_mean) ** 2 for w, y, _ in pairs) / total
+    pairs' LLM scores when there are enough (`llm_var`), else from the offline scores. Its share of the
+    interval is the window's own chance variation around the route's rate."""
+    if llm_var is not None:
+        var_r = llm_var
     elif in_r:
         f_mean = sum(in_r) / len(in_r)
         var_r = sum((f - f_mean) ** 2 for f in in_r) / len(in_r)
@@ -181,6 +206,8 @@ class EstimateWindow:
         # Pairs outlive the window (see the module doc); a window's own pairs always fit.
         self._pair_memory = max(pair_memory, maxlen)
         self._pairs: OrderedDict[tuple[str, str], _Pair] = OrderedDict()
+        self._pairs_changed = True  # the cached statistics of `_pairs` are stale
+        self._stats: _PairStats | None = None
 
     def __len__(self) -> int:
         return len(self._items)
@@ -221,8 +248,16 @@ class EstimateWindow:
             return
         self._pairs[key] = pair
         self._pairs.move_to_end(key)
+        self._pairs_changed = True
         while len(self._pairs) > self._pair_memory:
             self._pairs.popitem(last=False)
+
+    def _memory_stats(self) -> _PairStats | None:
+        """The route's remembered pairs' statistics (None without any), recomputed only after a change."""
+        if self._pairs_changed:
+            self._stats = _pair_stats(list(self._pairs.values())) if self._pairs else None
+            self._pairs_changed = False
+        return self._stats
 
     def prune(self, horizon: datetime) -> None:
         """Forget interactions older than `horizon`."""
@@ -270,25 +305,20 @@ class EstimateWindow:
         if n == 0:
             return None
         window_pairs = len(pairs)
-        pairs = list(self._pairs.values()) or pairs  # the route's recent pairs, this window's among them
+        # The route's recent pairs, this window's among them (a window's own pairs always fit the memory).
+        stats = self._memory_stats() or (_pair_stats(pairs) if pairs else None)
         tuning, correction, correction_var = 1.0, 0.0, 0.0
-        if pairs:
-            tuning = _tuning(pairs)
-            total_w = sum(w for w, _, _ in pairs)
-            errors = [(w, y - tuning * f) for w, y, f in pairs]
-            correction = sum(w * e for w, e in errors) / total_w
-            m = len(pairs)
-            raw = (
-                sum(w * (e - correction) ** 2 for w, e in errors) / total_w * (m / (m - 1) if m > 1 else 0.0)
-            )
-            s2 = (m * raw + _PRIOR_PAIRS * _PRIOR_VAR) / (m + _PRIOR_PAIRS)
-            effective = total_w**2 / sum(w * w for w, _, _ in pairs)  # Kish: unequal weights count for less
+        if stats is not None:
+            tuning, correction, m = stats.tuning, stats.correction, stats.count
+            s2 = (m * stats.raw_var + _PRIOR_PAIRS * _PRIOR_VAR) / (m + _PRIOR_PAIRS)
             # Sampling without replacement from this window's R, unless earlier pairs joined them.
             fpc = (max(0.0, 1.0 - m / n_r) if n_r else 0.0) if m == window_pairs else 1.0
-            correction_var = (n_r / n) ** 2 * s2 / effective * fpc
+            correction_var = (n_r / n) ** 2 * s2 / stats.effective * fpc
         # Not clipped to 0..1: with few pairs the correction can overshoot, and clipping would bias it.
         value = (sum(in_c) + tuning * sum(in_r) + n_r * correction) / n
-        calibrated = (any_llm or bool(pairs)) and (n_r == 0 or bool(pairs) or offline_n == 0)
+        paired = stats is not None
+        used_pairs = 0 if stats is None else stats.count
+        calibrated = (any_llm or paired) and (n_r == 0 or paired or offline_n == 0)
         if n < 2:
             return Estimate(
                 value,
@@ -302,14 +332,15 @@ class EstimateWindow:
                 excluded,
                 unpaired,
                 self.signal,
-                len(pairs),
+                used_pairs,
             )
-        var = _spread(in_c, in_r, pairs, tuning * sum(in_r) / n_r + correction if n_r else 0.0) / n
+        llm_var = None if stats is None else stats.llm_var
+        var = _spread(in_c, in_r, llm_var, tuning * sum(in_r) / n_r + correction if n_r else 0.0) / n
         var += correction_var
         half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
         return Estimate(
             value, min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half)),
-            n, offline_n, llm_n, calibrated, confidence, excluded, unpaired, self.signal, len(pairs),
+            n, offline_n, llm_n, calibrated, confidence, excluded, unpaired, self.signal, used_pairs,
         )  # fmt: skip
 
     def agreement(self, threshold: float) -> Agreement:
