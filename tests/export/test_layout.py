@@ -195,6 +195,19 @@ def _probe_partitions(bootstrap: str, topic: str, trace_ids: set[int]) -> dict[i
         producer.close()
 
 
+def export_all(
+    bootstrap: str, topic: str, spans: list[ReadableSpan], settings: KafkaProducerSettings | None = None
+) -> None:
+    """Export `spans` in one batch and wait until Kafka has every one."""
+    exporter = KafkaSpanExporter(bootstrap, topic, settings=settings)
+    try:
+        assert exporter.export(spans) is SpanExportResult.SUCCESS
+        assert exporter.force_flush(60_000)
+    finally:
+        exporter.shutdown(timeout_millis=10_000)
+    assert exporter.accounting.delivered == len(spans) and not exporter.accounting.dropped
+
+
 @pytest.mark.kafka
 def test_per_partition_through_the_broker_puts_each_trace_where_its_key_lands(
     bootstrap: str, topic_prefix: str
@@ -203,13 +216,7 @@ def test_per_partition_through_the_broker_puts_each_trace_where_its_key_lands(
     _create(bootstrap, topic, probe)
     spans = make_traces(200)
     traces = {s.context.trace_id for s in spans}
-    exporter = KafkaSpanExporter(bootstrap, topic)
-    try:
-        assert exporter.export(spans) is SpanExportResult.SUCCESS
-        assert exporter.force_flush(60_000)
-    finally:
-        exporter.shutdown(timeout_millis=10_000)
-    assert exporter.accounting.delivered == len(spans) and not exporter.accounting.dropped
+    export_all(bootstrap, topic, spans)
 
     records = read_all(bootstrap, topic, timeout_s=30)
     assert len(records) < len(traces)
@@ -236,14 +243,7 @@ def test_per_trace_through_the_broker_is_one_message_per_trace_keyed_by_its_id(
     topic, probe = f"{topic_prefix}.spans", f"{topic_prefix}.probe"
     _create(bootstrap, topic, probe)
     spans = make_traces(60)
-    settings = KafkaProducerSettings(trace_messages="per_trace")
-    exporter = KafkaSpanExporter(bootstrap, topic, settings=settings)
-    try:
-        assert exporter.export(spans) is SpanExportResult.SUCCESS
-        assert exporter.force_flush(60_000)
-    finally:
-        exporter.shutdown(timeout_millis=10_000)
-    assert exporter.accounting.delivered == len(spans) and not exporter.accounting.dropped
+    export_all(bootstrap, topic, spans, KafkaProducerSettings(trace_messages="per_trace"))
 
     records = read_all(bootstrap, topic, timeout_s=30)
     traces = {s.context.trace_id for s in spans}
