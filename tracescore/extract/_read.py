@@ -4,7 +4,6 @@ rather than guess when the shape is not one it knows, so a score is never built 
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -36,7 +35,6 @@ _REPR = re.compile(
     r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"
 )
 _MAX_DEPTH = 6
-_INDEXED_KEYS = 16  # keys built once per (prefix, suffix); longer lists build the rest per call
 _MAX_JSON_CHARS = 8_000_000  # a bigger attribute is not parsed: never worth the memory of a parse tree
 
 
@@ -138,23 +136,11 @@ def documents_of(value: Any, depth: int = 0) -> list[str] | None:
 def indexed(attributes: Mapping[str, Any], prefix: str, suffix: str) -> list[Any]:
     """Values of flattened list attributes `prefix.0.suffix`, `prefix.1.suffix`, ... up to the first gap."""
     values = []
-    keys = _indexed_keys(prefix, suffix)
-    for key in keys:
-        value = attributes.get(key)
-        if value is None:
-            return values
-        values.append(value)
-    index = len(keys)
+    index = 0
     while (value := attributes.get(f"{prefix}.{index}.{suffix}")) is not None:
         values.append(value)
         index += 1
     return values
-
-
-@functools.lru_cache(maxsize=256)
-def _indexed_keys(prefix: str, suffix: str) -> tuple[str, ...]:
-    # Every span of every convention looks up the same few lists: their first keys are built once.
-    return tuple(f"{prefix}.{index}.{suffix}" for index in range(_INDEXED_KEYS))
 
 
 def _document_text(item: Any) -> str | None:
