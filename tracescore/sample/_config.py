@@ -23,6 +23,7 @@ __all__ = [
     "CascadeConfig",
     "FilterConfig",
     "LearningConfig",
+    "LiftConfig",
     "OfflineConfig",
     "RateLimitConfig",
     "RateRule",
@@ -145,6 +146,21 @@ class LearningConfig(_Strict):
     save_every: int = Field(default=100, ge=1)  # labels between saves (and on stop)
 
 
+class LiftConfig(_Strict):
+    """The cascade checks its own lift: per service, route and answer shape (`long_answer_chars`), the share
+    of targeted escalations the LLM judge fails against the share of uniform draws it fails. Until the
+    targeted share is credibly higher, the cascade's budget goes to uniform draws instead (selection
+    `uniform`), all but `floor` of it, which stays targeted so lift can show; it moves back when lift shows.
+    `memory`: labels per group the evidence is averaged over (older ones fade); `max_routes`: routes and
+    shapes tracked (least recently seen forgotten: back to uniform). Off: the cascade always targets."""
+
+    enabled: bool = True
+    floor: float = Field(default=0.1, ge=0.0, le=1.0)
+    memory: int = Field(default=200, ge=10)
+    long_answer_chars: int = Field(default=300, ge=1)
+    max_routes: int = Field(default=1024, ge=1)
+
+
 class CascadeConfig(_Strict):
     """Which offline-judged interactions go to the LLM judge.
 
@@ -154,6 +170,7 @@ class CascadeConfig(_Strict):
     hour, or `share` of the scored interactions when no budget is set (None: all above the floor). With
     `escalate_errors`, an offline error goes too. Plus a uniform `baseline_rate` of all scored candidates
     (baseline), whatever their score, for unbiased estimates; their LLM verdicts teach the score (`learning`).
+    Where targeting shows no lift over uniform draws, its budget goes to uniform draws (`lift`).
     """
 
     enabled: bool = True
@@ -164,6 +181,7 @@ class CascadeConfig(_Strict):
     escalate_errors: bool = True
     baseline_rate: float = Field(default=0.01, ge=0.0, le=1.0)
     learning: LearningConfig = Field(default_factory=LearningConfig)
+    lift: LiftConfig = Field(default_factory=LiftConfig)
     # Deprecated: escalation ranks by the suspicion score now. Accepted (with a warning) so configs load.
     threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     flag_verdicts: frozenset[Verdict] | None = None
