@@ -5,6 +5,7 @@ probabilities that stay exact through every switch."""
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import random
 import statistics
@@ -14,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from tracescore.consume._cascade import LockedPolicy
 from tracescore.sample import CascadePolicy, SamplingConfig, Selection
 from tracescore.sample._hashing import keep
-from tracescore.score import MetricResult, MetricStatus
+from tracescore.score import MetricResult
 
 HOUR = 1_700_000_000 // 3600 * 3600
 TOKENS = 100
@@ -146,27 +146,32 @@ def test_the_split_follows_lift_both_ways_without_flapping(make_interaction: Any
     r = run(make_interaction, judges, spans=18_000, budget=0.1, hallucinated=0.1)
     sixths = [statistics.fmean(r.shares[q * 3000 : (q + 1) * 3000]) for q in range(6)]
     assert sixths[1] > 0.9 and sixths[3] < 0.3 and sixths[5] > 0.9, sixths
-    crossings = sum((a > 0.5) != (b > 0.5) for a, b in zip(r.shares, r.shares[1:], strict=False))
-    assert crossings == 3, crossings  # up, down, up again: no flapping in between
+    settled = r.shares[3000:]  # after the first verdicts (and the first decision) of the good judge
+    crossings = sum((a > 0.5) != (b > 0.5) for a, b in itertools.pairwise(settled))
+    assert crossings == 2, crossings  # down, up again: no flapping in between
 
 
 @pytest.mark.parametrize(
-    "judges", [[good], [useless], [misleading], [good, misleading], [misleading, good]], ids=repr
+    "judges", [[good, misleading], [misleading, good]], ids=["to-uniform", "to-targeting"]
 )
-def test_inclusion_probabilities_stay_exact_through_every_switch(
+def test_weighted_by_inclusion_probability_the_llm_judged_answers_count_the_stream(
     make_interaction: Any, judges: list[Judge]
 ) -> None:
     # Horvitz-Thompson: the LLM-judged answers weighted by 1/pi count the whole stream, and its hallucinated
-    # part, without bias; a probability that did not follow the split in force would tilt these sums.
+    # part, without bias; a probability that did not follow the split in force would tilt these sums. A 20%
+    # baseline keeps the weights (and the noise of the sums) small.
     counted = hallucinated = 0.0
     spans = truth = 0
-    for seed in range(8):
-        r = run(make_interaction, judges, spans=3000, budget=0.1, hallucinated=0.1, seed=seed)
+    for seed in range(6):
+        r = run(
+            make_interaction, judges, spans=3000, budget=0.4, hallucinated=0.1, seed=seed, baseline_rate=0.2
+        )
         counted += sum(1 / pi for _, pi, _ in r.sent)
         hallucinated += sum(1 / pi for bad, pi, _ in r.sent if bad)
         spans, truth = spans + 3000, truth + r.hallucinated
-    assert counted == pytest.approx(spans, rel=0.05)
-    assert hallucinated == pytest.approx(truth, rel=0.08)
+    assert {round(s, 1) for s in r.shares} >= {0.1, 1.0}  # the split did switch
+    assert counted == pytest.approx(spans, rel=0.03)
+    assert hallucinated == pytest.approx(truth, rel=0.05)
 
 
 @pytest.mark.parametrize(
@@ -226,22 +231,30 @@ def test_a_judge_outage_keeps_the_last_split(make_interaction: Any) -> None:
 
 
 def test_routes_that_switch_shape_keep_one_split_per_shape(make_interaction: Any) -> None:
-    policy = run(make_interaction, [good], budget=0.05).policy
-    # The same route now answers at length, and the offline judge is no good there.
-    long_answer = "The battery lasts fourteen hours on a single charge. " * 400  # 20,000+ characters
+    # One route: short answers the offline judge is good at, then answers of 20,000+ characters it misleads
+    # on; a budget of 5% of the answers, one hour each.
+    now = [float(HOUR)]
+    config = SamplingConfig(
+        llm_budget={"tokens_per_hour": 200 * TOKENS, "estimated_tokens_per_evaluation": TOKENS},
+        cascade={"learning": {"enabled": False}},
+    )
+    policy = CascadePolicy(config, clock=lambda: now[0])
+    long_answer = "The battery lasts fourteen hours on a single charge. " * 400
     assert len(long_answer) > 20_000
     rng = random.Random(5)
-    for i in range(3000):
-        interaction = make_interaction(format(rng.getrandbits(128), "032x"), answer=long_answer)
-        truth = rng.random() < 0.05
-        escalation = policy.escalate(interaction, misleading(truth, rng))
-        if escalation.to_llm:
-            policy.charge(TOKENS, reserved=escalation.reserved_tokens)
-            policy.judged(interaction, escalation, truth)
-        assert i or escalation.targeted_share == pytest.approx(0.1)  # a new shape starts uniform
+    for hour, (answer, judge) in enumerate((("a", good), (long_answer, misleading))):
+        for i in range(4000):
+            now[0] = HOUR + hour * 3600 + i * 0.9
+            interaction = make_interaction(format(rng.getrandbits(128), "032x"), answer=answer)
+            truth = rng.random() < 0.05
+            escalation = policy.escalate(interaction, judge(truth, rng))
+            if escalation.to_llm:
+                policy.charge(TOKENS, reserved=escalation.reserved_tokens)
+                policy.judged(interaction, escalation, truth)
     shapes = {r.key.shape: r for r in policy.lift_readings()}
     assert shapes["short"].targeting and shapes["short"].targeted_share == 1.0
     assert not shapes["long"].targeting and shapes["long"].targeted_share < 0.2
+    assert not shapes["long"].exploring  # it gathered its first targeted verdicts, then turned uniform
 
 
 def test_the_per_route_state_is_bounded(make_interaction: Any) -> None:
@@ -252,24 +265,3 @@ def test_the_per_route_state_is_bounded(make_interaction: Any) -> None:
         policy.judged(interaction, escalation, True)
     readings = policy.lift_readings()
     assert len(readings) == 50 and readings[-1].key.route == "/route/499"
-
-
-def test_the_consumer_hands_verdicts_over_by_the_records_label_rule(make_interaction: Any) -> None:
-    policy = LockedPolicy(CascadePolicy(SamplingConfig(cascade={"baseline_rate": 1.0})))
-    interaction = make_interaction("c" * 32)
-
-    def llm(label: str | None, score: float | None, status: MetricStatus = MetricStatus.OK) -> MetricResult:
-        return MetricResult(metric="faithfulness", score=score, label=label, status=status, judge="openai")
-
-    escalation = policy.escalate(interaction, WORST)
-    assert escalation.selection is Selection.BASELINE and escalation.cascade_pick
-    reading = policy.judged(interaction, escalation, [llm("unfaithful", 0.9)])  # the label decides
-    assert reading is not None and reading.uniform is not None and reading.uniform.failed == 1.0
-    assert reading.targeted is not None and reading.targeted.failed == 1.0  # a pick: evidence for both
-    assert policy.judged(interaction, escalation, [llm(None, None, MetricStatus.ERROR)]) is None
-    reading = policy.judged(interaction, escalation, [llm(None, 0.2)])  # no label: the score decides
-    assert (
-        reading is not None
-        and reading.uniform is not None
-        and reading.uniform.failed == pytest.approx(1 + (1 - 1 / 200))
-    )

@@ -149,8 +149,9 @@ class LearningConfig(_Strict):
 class LiftConfig(_Strict):
     """The cascade checks its own lift: per service, route and answer shape (`long_answer_chars`), the share
     of targeted escalations the LLM judge fails against the share of uniform draws it fails. Until the
-    targeted share is credibly higher, the cascade's budget goes to uniform draws instead (selection
-    `uniform`), all but `floor` of it, which stays targeted so lift can show; it moves back when lift shows.
+    targeted share is credibly higher (after a first few targeted verdicts per key), the cascade's budget
+    goes to uniform draws instead (selection `uniform`), all but `floor` of it, which stays targeted so lift
+    can show; it moves back when lift shows.
     `memory`: labels per group the evidence is averaged over (older ones fade); `max_routes`: routes and
     shapes tracked (least recently seen forgotten: back to uniform). Off: the cascade always targets."""
 

@@ -15,23 +15,28 @@ The split: for a key, the cascade sends `share` of its admissions (a trace-id ha
 random part of its picks). What it leaves unsent (the running mean over all candidates of (1 - share) x
 the chance of a cascade pick) is drawn uniformly over the candidates of every key not fully targeting, so
 the traffic where targeting shows no lift is sampled as uniform sampling would sample it, whichever shape
-the offline judge happens to suspect more. `share` starts at `floor` (no evidence: uniform, so a useless
-offline judge cannot do worse than uniform) and moves a step per label toward 1 while the targeted share
-is credibly above the uniform one, toward `floor` otherwise. The floor keeps a trickle of targeted calls
-so lift can show again.
+the offline judge happens to suspect more.
+
+A key first spends its budget as the cascade would, until its targeted group holds `_EXPLORE` verdicts: a
+bounded price (at most that many calls picked by a useless or misleading offline judge, per key) for
+evidence that a floor alone gathers slowly when the budget is small (the floor's part of a 1% cascade
+share is one targeted call in a thousand answers). Then `share` starts at `floor` (no credible lift:
+uniform, so a useless offline judge does no worse than uniform) and moves a step per label toward 1 while
+the targeted share is credibly above the uniform one, toward `floor` otherwise. The floor keeps a trickle
+of targeted calls so lift can show again.
 
 Credibly above: Newcombe's hybrid score interval for the difference of two proportions (Wilson intervals
 per group, combined). It keeps its coverage at the small counts and near-zero shares this sees (5% failures,
 tens of labels), where a Wald interval collapses to zero width; it is closed form, so it is cheap to redo on
 every label. The two groups can share labels (a uniform draw the cascade would have picked), which only
 widens the interval (the shares then covary positively): the decision errs toward uniform. Hysteresis: the
-split turns to targeting when the 95% interval's lower bound is above 0 and turns back only when the 68%
+split turns to targeting when the 99% interval's lower bound is above 0 and turns back only when the 80%
 interval's is not, so evidence hovering at one bound does not flip it.
 
 No labels (a judge outage): the evidence and the split stay as they are; an outage says nothing about lift,
 and calls that fail cost alike whichever way they were chosen. A judge that fails everything (or nothing)
 shows no difference: uniform. Bounded: at most `max_routes` keys, the least recently seen forgotten (a
-forgotten key starts again at the floor).
+forgotten key starts again: exploring, then at the floor).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ _Z_STAY = 1.281552  # stay targeting while the 80% interval's lower bound is abo
 _Z_SHOWN = 1.959964  # the intervals shown (status line, metrics): 95%
 _STEP = 0.5  # share of the way to the target the split moves per label: a few labels, no jumps
 _WINDOW = 500  # candidates the running means of the uniform draws' budget are averaged over
+_EXPLORE = 10  # targeted verdicts a key gathers at full targeting before the evidence decides
 
 
 class LiftKey(NamedTuple):
@@ -79,6 +85,7 @@ class LiftReading:
     key: LiftKey
     targeted_share: float
     targeting: bool  # the evidence says targeting finds more failures (the split moves toward 1)
+    exploring: bool  # fewer than _EXPLORE targeted verdicts yet: the cascade targets to gather them
     targeted: FailureShare | None  # None: no labels yet
     uniform: FailureShare | None
     difference: tuple[float, float, float] | None  # targeted - uniform share, 95% Newcombe bounds
@@ -87,8 +94,8 @@ class LiftReading:
         key = self.key
         text = (
             f"{key.service} {key.route} {key.shape} answers: split targeted {self.targeted_share:.2f} / "
-            f"uniform {1 - self.targeted_share:.2f}; LLM judge failed "
-            f"{_shown(self.targeted)} targeted vs {_shown(self.uniform)} uniform"
+            f"uniform {1 - self.targeted_share:.2f}{' (exploring)' if self.exploring else ''}; "
+            f"LLM judge failed {_shown(self.targeted)} targeted vs {_shown(self.uniform)} uniform"
         )
         if self.difference is None:
             return text + ", lift unknown"
@@ -174,7 +181,8 @@ class Lift:
         candidates before it, so a draw at that rate does not depend on this candidate's own score."""
         if not self.config.enabled:
             return 1.0, 0.0
-        share = self._state(key).share
+        state = self._state(key)
+        share = 1.0 if _exploring(state) else state.share
         uniform = min(1.0, self._moved / self._open) if share < 1.0 and self._open > 0.0 else 0.0
         self._candidates += 1
         weight = 1.0 / min(self._candidates, _WINDOW)
@@ -215,11 +223,17 @@ class Lift:
 
     @staticmethod
     def _reading(key: LiftKey, state: _State) -> LiftReading:
+        exploring = _exploring(state)
         return LiftReading(
             key,
-            state.share,
+            1.0 if exploring else state.share,
             state.targeting,
+            exploring,
             state.targeted.share(),
             state.uniform.share(),
             newcombe(state.targeted, state.uniform, _Z_SHOWN),
         )
+
+
+def _exploring(state: _State) -> bool:
+    return state.targeted.labels < _EXPLORE - 1e-9
