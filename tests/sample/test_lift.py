@@ -265,3 +265,29 @@ def test_the_per_route_state_is_bounded(make_interaction: Any) -> None:
         policy.judged(interaction, escalation, True)
     readings = policy.lift_readings()
     assert len(readings) == 50 and readings[-1].key.route == "/route/499"
+
+
+def test_the_budget_moved_to_uniform_draws_covers_routes_the_cascade_never_picks(
+    make_interaction: Any,
+) -> None:
+    # /a: a misleading offline judge (its budget moves to uniform draws); /b: answers it never suspects,
+    # so the cascade spends nothing there. Uniform sampling would sample both alike, and so do the draws.
+    now = [float(HOUR)]
+    config = SamplingConfig(
+        llm_budget={"tokens_per_hour": 400 * TOKENS, "estimated_tokens_per_evaluation": TOKENS},
+        cascade={"learning": {"enabled": False}},
+    )
+    policy = CascadePolicy(config, clock=lambda: now[0])
+    rng = random.Random(9)
+    drawn = {"/a": 0, "/b": 0}
+    for i in range(4000):
+        now[0] = HOUR + i * 0.9
+        route = "/a" if i % 2 else "/b"
+        truth = rng.random() < 0.1
+        interaction = make_interaction(format(rng.getrandbits(128), "032x"), route=route)
+        escalation = policy.escalate(interaction, misleading(truth, rng) if route == "/a" else FAITHFUL)
+        if escalation.to_llm:
+            policy.charge(TOKENS, reserved=escalation.reserved_tokens)
+            policy.judged(interaction, escalation, truth)
+            drawn[route] += i >= 2000 and escalation.selection is Selection.UNIFORM
+    assert drawn["/b"] > 0.6 * drawn["/a"] > 10, drawn

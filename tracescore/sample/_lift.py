@@ -13,9 +13,9 @@ Counts fade: each label of a group weighs that group's earlier labels by (1 - 1/
 
 The split: for a key, the cascade sends `share` of its admissions (a trace-id hash, so every share is a
 random part of its picks). What it leaves unsent (the running mean over all candidates of (1 - share) x
-the chance of a cascade pick) is drawn uniformly over the candidates of every key not fully targeting, so
-the traffic where targeting shows no lift is sampled as uniform sampling would sample it, whichever shape
-the offline judge happens to suspect more.
+the chance of a cascade pick) is drawn uniformly over the candidates of every key where targeting is not
+in full force on shown lift, so the traffic where targeting shows no lift is sampled as uniform sampling
+would sample it, whichever shape the offline judge happens to suspect more.
 
 A key first spends its budget as the cascade would, until its targeted group holds `_EXPLORE` verdicts: a
 bounded price (at most that many calls picked by a useless or misleading offline judge, per key) for
@@ -183,11 +183,14 @@ class Lift:
             return 1.0, 0.0
         state = self._state(key)
         share = 1.0 if _exploring(state) else state.share
-        uniform = min(1.0, self._moved / self._open) if share < 1.0 and self._open > 0.0 else 0.0
+        # Uniform draws go wherever targeting is not in full force on shown lift: a key at its floor or
+        # on its way, and a key still exploring or whose answers the cascade never picks.
+        open_ = share < 1.0 or not state.targeting
+        uniform = min(1.0, self._moved / self._open) if open_ and self._open > 0.0 else 0.0
         self._candidates += 1
         weight = 1.0 / min(self._candidates, _WINDOW)
         self._moved += ((1.0 - share) * pick - self._moved) * weight
-        self._open += (float(share < 1.0) - self._open) * weight
+        self._open += (float(open_) - self._open) * weight
         return share, uniform
 
     def judged(self, key: LiftKey, *, targeted: bool, uniform: bool, failed: bool) -> LiftReading | None:
