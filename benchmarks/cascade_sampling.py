@@ -2,21 +2,22 @@
 
     python benchmarks/cascade_sampling.py [DATA.jsonl] [--calibrate] [--judge-noise 0.1] [--json]
         [--spans N] [--streams R] [--budgets 2,5,10,20] [--labels 400] [--hallucination-rate 0.05]
+        [--measure-half 1]
 
 DATA.jsonl: one labelled RAG answer a line, `query`, `contexts` (list of strings), `answer`, `label`
 (`hallucinated` / `faithful`, or any of the bad/good labels below); other fields are ignored. Default: the
 labelled dev set (HaluEval QA).
 
 Honest split: records are split by question (a hash of the query text and its contexts: half 0 calibrates,
-half 1 is measured), so no question's answers are on both sides, and summaries that share one query
-("Summarize the document") split by document. The shipped suspicion coefficients (COLD_START,
-fitted on the dev set's half 0) are used unless `--calibrate` refits them on half 0 of DATA. The curve is
-measured on half 1: R streams of N spans drawn from its records (5% hallucinated answers by default,
-random trace ids, spread over one UTC hour), each run through CascadePolicy as the consumer runs it
-(offline Faithfulness + OfflineJudge results, escalate, charge, and `learn` from the LLM verdicts of
-baseline interactions) with an LLM token budget of B% of the stream's spans for that hour. The LLM judge
-is simulated from the labels: perfect, or wrong on `--judge-noise` of its verdicts. Uniform sampling is
-measured on the same streams (a trace-id hash at B%).
+half 1 is measured; `--measure-half 0` swaps them, to tune settings on half 0), so no question's answers are
+on both sides, and summaries that share one query ("Summarize the document") split by document. The shipped
+suspicion coefficients (COLD_START, fitted on the dev set's half 0) are used unless `--calibrate` refits them
+on half 0 of DATA. The curve is measured on half 1: R streams of N spans drawn from its records (5%
+hallucinated answers by default, random trace ids, spread over one UTC hour), each run through CascadePolicy
+as the consumer runs it (offline Faithfulness + OfflineJudge results, escalate, charge, and `learn` from the
+LLM verdicts of baseline interactions) with an LLM token budget of B% of the stream's spans for that hour. The
+LLM judge is simulated from the labels: perfect, or wrong on `--judge-noise` of its verdicts. Uniform sampling
+is measured on the same streams (a trace-id hash at B%).
 
 Every LLM verdict is handed back as the consumer does (`judged`: the cascade measures its own lift per
 answer shape and splits its budget between targeting and uniform draws, sample/_lift.py).
@@ -240,11 +241,18 @@ def main() -> None:
     parser.add_argument("--judge-noise", type=float, default=0.1, help="share of wrong simulated verdicts")
     parser.add_argument("--calibrate", action="store_true", help="refit the suspicion model on half 0")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on the last line")
+    parser.add_argument(
+        "--measure-half",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="the half measured (default 1, held out); 0 swaps the halves, to tune settings on half 0",
+    )
     args = parser.parse_args()
 
     rows, skipped = asyncio.run(score_all(args.path))
-    calibration = [r for r in rows if r.half == 0]
-    measurement = [r for r in rows if r.half == 1]
+    calibration = [r for r in rows if r.half != args.measure_half]
+    measurement = [r for r in rows if r.half == args.measure_half]
     for name, half in (("calibration", calibration), ("measurement", measurement)):
         if not any(r.hallucinated for r in half) or all(r.hallucinated for r in half):
             sys.exit(f"{args.path}: the {name} half needs both hallucinated and faithful answers")
