@@ -179,7 +179,7 @@ def accuracy(
 ) -> None:
     """`switching`: the offline judge is the real one and a useless one in turn, a quarter of the windows
     each, so the cascade's split moves between targeting and uniform draws mid-stream."""
-    rng = random.Random(f"{rate}-{wrong}-{switching}")
+    rng = random.Random(f"{rate}-{wrong}" + ("-switching" if switching else ""))
     truth = 1 - rate
     results: dict[str, list[tuple[Interval, float]]] = {n: [] for n in NAMES}
     calls = []
