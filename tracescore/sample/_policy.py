@@ -7,7 +7,8 @@ Two steps for the caller:
 2. `escalate(interaction, offline_results)` after the offline judge: the most suspicious answers the
    budget allows (cascade: ranked by P(hallucinated) against the running quantile of recent scores) and a
    uniform baseline share go to the LLM judge while the token budget lasts; `charge` reports what each
-   LLM evaluation really cost, and `learn` hands back the LLM verdict of a baseline interaction.
+   LLM evaluation really cost, `learn` hands back the LLM verdict of a baseline interaction, and `judged`
+   every LLM verdict: where targeting shows no lift, its budget goes to uniform draws (sample/_lift.py).
 
 Filters, rates and the baseline depend only on the trace id and the span, so every instance and every replay
 agrees; thinning, the rate limit and the budget depend on load by nature (thinning is still uniform, by a
