@@ -48,7 +48,7 @@ DEFAULT_VERDICT_SCORES: Mapping[Verdict, float] = {
 
 
 class VerdictsInput(BaseModel):
-    question: str
+    question: str | None = Field(description="The user's question; null when it was not recorded.")
     context: str
     claims: list[str]
 
