@@ -30,8 +30,9 @@ _TOOL = "execute_tool"
 RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
 RETRIEVAL_QUERY = "gen_ai.retrieval.query.text"
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
-# pydantic-ai before its GenAI-convention version 2 wrote `tool_response`.
+# pydantic-ai before its GenAI-convention version 2 wrote `tool_response` / `tool_arguments`.
 _TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response")
+_TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments")
 _FINAL_RESULT = "final_result"
 
 
@@ -79,7 +80,7 @@ class GenAIRecognizer:
         if group is not None:
             tools = ran_between(tools, since, anchor)
         for tool in tools:
-            add_tool_result(contexts, tool, "tool", _tool_result(tool), "tool result")
+            add_tool_result(contexts, tool, "tool", _tool_result(tool), "tool result", _tool_arguments(tool))
         chats = group if group is not None else [s for s in around if _operation(s) in _GENERATIONS]
         if not tools:
             _add_tool_messages(contexts, chats)
@@ -105,6 +106,7 @@ class GenAIRecognizer:
             answer=answer,
             sources=[*retrievals, *chats, *tools],
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
+            llm_outputs=[(chat, _answer(chat)) for chat in chats],
         )
 
 
@@ -125,7 +127,15 @@ _UNANSWERED = {
 
 
 def _tool_result(span: DecodedSpan) -> object:
-    for key in _TOOL_RESULTS:
+    return _first(span, _TOOL_RESULTS)
+
+
+def _tool_arguments(span: DecodedSpan) -> object:
+    return _first(span, _TOOL_ARGUMENTS)
+
+
+def _first(span: DecodedSpan, keys: tuple[str, ...]) -> object:
+    for key in keys:
         if (value := span.attributes.get(key)) is not None:
             return value
     return None

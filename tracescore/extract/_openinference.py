@@ -95,10 +95,21 @@ class OpenInferenceRecognizer:
                 # Haystack, LlamaIndex streams: the chain's output is a repr; the LLM's text is right.
                 answer = _llm_answer(llms) or answer
             if question is None and llms and (tools or _kind(anchor) == "AGENT"):
-                question = _last_user_message(llms[0])
-        if question is None and retrievals:
-            # A chain called with several inputs: the retriever's query is the question it answered.
-            question = _io(retrievals[0], semconv.INPUT_VALUE, QUESTION_KEYS)
+                # The agent's first LLM call that was given messages (LlamaIndex first prepares them in an
+                # LLM span of its own); never one inside a tool, whose prompt is the tool's.
+                question = next(
+                    (
+                        q
+                        for llm in llms
+                        if not _called_by_tool(trace, llm, anchor) and (q := _last_user_message(llm))
+                    ),
+                    None,
+                )
+        asked = [r for r in retrievals if not _called_by_tool(trace, r, anchor)]
+        if question is None and asked:
+            # A chain called with several inputs: the retriever's query is the question it answered. Not
+            # a tool's: its query is what the model wrote, not what the user asked.
+            question = _io(asked[0], semconv.INPUT_VALUE, QUESTION_KEYS)
         return interaction(
             trace,
             anchor,
@@ -108,6 +119,9 @@ class OpenInferenceRecognizer:
             answer=answer,
             sources=[*used, *llms, *tools],
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else None,
+            llm_outputs=[
+                (llm, _output_message(llm) or _io(llm, semconv.OUTPUT_VALUE, ANSWER_KEYS)) for llm in llms
+            ],
         )
 
 
@@ -130,7 +144,9 @@ def _add_tools(
     for tool in tools:
         if used_ids and any(d.span_id in used_ids for d in trace.descendants(tool)):
             continue
-        add_tool_result(contexts, tool, "tool", tool.attributes.get(semconv.OUTPUT_VALUE), "tool result")
+        attrs = tool.attributes
+        result, arguments = attrs.get(semconv.OUTPUT_VALUE), attrs.get(semconv.INPUT_VALUE)
+        add_tool_result(contexts, tool, "tool", result, "tool result", arguments)
     if tools:
         return
     for llm in reversed(llms):
@@ -141,6 +157,15 @@ def _add_tools(
             for message in messages:
                 add_tool_result(contexts, llm, "tool_message", message, "tool message passed to LLM")
             return
+
+
+def _called_by_tool(trace: Trace, span: DecodedSpan, anchor: DecodedSpan) -> bool:
+    for ancestor in trace.ancestors(span):
+        if ancestor is anchor or ancestor.span_id == anchor.span_id:
+            return False
+        if _kind(ancestor) == "TOOL":
+            return True
+    return False
 
 
 def _asks_for_tool(span: DecodedSpan) -> bool:

@@ -68,7 +68,10 @@ class OpenLLMetryRecognizer:
         tool_spans = [s for s in below if _kind(s) == "tool"]
         tools = [s for s in tool_spans if not any(s is r for r in retrievals)]
         for tool in tools:
-            add_tool_result(contexts, tool, "tool", tool.attributes.get(ENTITY_OUTPUT), "tool result")
+            attrs = tool.attributes
+            add_tool_result(
+                contexts, tool, "tool", attrs.get(ENTITY_OUTPUT), "tool result", attrs.get(ENTITY_INPUT)
+            )
         llms = [s for s in below if _completion(s) is not None or _has_messages(s)]
         if not tool_spans:  # the messages repeat what tool spans returned
             _add_tool_messages(contexts, llms)
@@ -99,6 +102,7 @@ class OpenLLMetryRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *tools, *llms],
+            llm_outputs=[(llm, _completion(llm)) for llm in llms],
         )
 
 

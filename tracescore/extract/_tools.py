@@ -5,6 +5,14 @@ Agents get their documents from tool calls: an OpenInference TOOL span's `output
 with no tool span at all (OpenAI function calling), the tool-role messages passed to the next LLM call. A
 result that is a list of documents gives one context per document; any other result (a number, a
 sentence) is one context, noted as not document-like, because the answer may rest on it.
+
+An answer never supports itself. A tool result that merely carries the answer is not evidence for it and
+is dropped, with a note, once the answer is known (`drop_answer_carriers`): a result whose call arguments
+hold the answer (a final-answer tool, a tool handed the answer to send or store), a result that is the
+answer (its text, or one of its values, has the answer's words: an agent-as-tool whose reply the caller
+repeats, `{"response": answer}`), and the result of a tool that started after the LLM call whose output
+is the answer had ended (called after the answer was written). A result that contains the answer among
+other text, and a list of documents one of which is the answer, are kept: an answer may quote its sources.
 """
 
 from __future__ import annotations
@@ -15,13 +23,16 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from tracescore.extract._context import Contexts
+from tracescore.extract._context import MAX_CONTEXT_CHARS, Contexts, ToolCall
 from tracescore.extract._read import documents_of, indexed, is_repr, parse_json
 from tracescore.model import DecodedSpan
 
 __all__ = [
     "add_tool_result",
+    "answer_written_at",
     "answering_groups",
+    "carried_answer",
+    "drop_answer_carriers",
     "genai_tool_messages",
     "indexed_tool_messages",
     "ran_between",
@@ -53,6 +64,8 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
             parsed = parse_json(kwargs["content"])
     if parsed is None:
         return [], False
+    if isinstance(parsed, str):
+        parsed = _python_list(parsed)
     docs = documents_of(parsed)
     if docs:
         return docs, True
@@ -67,6 +80,22 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     return [json.dumps(parsed, default=str)], False
 
 
+def _python_list(text: str) -> Any:
+    """A tool's list written with Python's str() (`['a', 'b']`: Semantic Kernel, smolagents observations)
+    read back as the list when it is one literal of strings or dicts; else `text` itself. Only literals are
+    read (never code run), and only up to the size of everything one interaction may judge."""
+    stripped = text.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]")) or len(stripped) > MAX_CONTEXT_CHARS:
+        return text
+    try:
+        value = ast.literal_eval(stripped)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return text
+    if isinstance(value, list) and value and all(isinstance(v, str | dict) for v in value):
+        return value
+    return text
+
+
 def _page_contents(text: str) -> list[str]:
     literals = _PAGE_CONTENT.findall(text)
     if not literals or len(literals) != len(_DOCUMENT_REPR.findall(text)):
@@ -77,19 +106,103 @@ def _page_contents(text: str) -> list[str]:
         return [text]
 
 
-def add_tool_result(contexts: Contexts, span: DecodedSpan, kind: str, value: Any, what: str) -> None:
-    """One tool result into `contexts`, with a note when it is not a list of documents."""
+def add_tool_result(
+    contexts: Contexts, span: DecodedSpan, kind: str, value: Any, what: str, arguments: Any = None
+) -> None:
+    """One tool result into `contexts` (noted when it is not a list of documents). `arguments` are the
+    call's arguments as recorded (a JSON string or a mapping), when the convention records them: a result
+    whose arguments hold the answer is not evidence for it (`drop_answer_carriers`)."""
     if value is None:
         return
     if contexts.full:
         contexts.skip_span()
         return
     texts, document_like = tool_result_texts(value)
-    if texts and not document_like:
-        contexts.note(
-            f"{what} from span {span.span_id} '{span.name}' is not document-like: judged as one text"
-        )
-    contexts.add(span, kind, texts)
+    contexts.add(span, kind, texts, ToolCall(span, arguments, document_like, what))
+
+
+# Text compared with the answer: its words, case-folded, so quoting, spacing and punctuation do not matter.
+_WORD = re.compile(r"\w+")
+# An answer of fewer words (a number, a name) may well sit inside a search query the model wrote; from this
+# many words on, arguments that contain it were handed the answer.
+_MIN_CONTAINED_WORDS = 4
+_MAX_COMPARED_CHARS = 200_000  # a longer value (a code blob, a file) is not compared: bounded work per tool
+_MAX_VALUES = 256
+_MAX_DEPTH = 6
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def answer_written_at(answer: str, llm_outputs: Iterable[tuple[DecodedSpan, str | None]]) -> int | None:
+    """When the answer was written: the end of the earliest LLM call whose text output is the answer (same
+    words); None when no LLM call's output is the answer as such (e.g. it sits in code or a tool call)."""
+    key = _words(answer)
+    ends = [
+        llm.end_time_unix_nano
+        for llm, output in llm_outputs
+        if output and len(output) <= _MAX_COMPARED_CHARS and _words(output) == key
+    ]
+    return min(ends) if key and ends else None
+
+
+def carried_answer(answer: str, result: str, call: ToolCall, written_at: int | None) -> str | None:
+    """Why one tool result (`result`, a text read from `call`) merely carries `answer` and so is not
+    evidence for it, or None when it may support it. See the module docstring for the rule."""
+    if written_at is not None and call.span.start_time_unix_nano >= written_at:
+        return "the tool was called after the LLM call that wrote the answer"
+    key = _words(answer)
+    if not key:
+        return None
+    if call.arguments is not None and any(
+        _holds(value, key, contained=len(key) >= _MIN_CONTAINED_WORDS) for value in _strings(call.arguments)
+    ):
+        return "its call arguments hold the answer"
+    if not call.document_like and any(_holds(value, key, contained=False) for value in _strings(result)):
+        return "its result is the answer"
+    return None
+
+
+def drop_answer_carriers(contexts: Contexts, answer: str, written_at: int | None) -> None:
+    """Drop the tool results that merely carry `answer` (never evidence for it), noting each."""
+    dropped = []
+    for position, text, call in contexts.tool_results():
+        reason = carried_answer(answer, text, call, written_at)
+        if reason is not None:
+            dropped.append(position)
+            contexts.note(
+                f"tool result from span {call.span.span_id} '{call.span.name}' not judged: {reason} (an "
+                "answer never supports itself)"
+            )
+    contexts.drop(dropped)
+
+
+def _holds(value: str, key: list[str], *, contained: bool) -> bool:
+    if len(value) > _MAX_COMPARED_CHARS:
+        return False
+    words = _words(value)
+    if words == key:
+        return True
+    return contained and len(words) > len(key) and f" {' '.join(key)} " in f" {' '.join(words)} "
+
+
+def _strings(value: Any) -> list[str]:
+    """The text of `value` and, when it is JSON or a structure, its string values (bounded)."""
+    found: list[str] = [value] if isinstance(value, str) else []
+    if isinstance(value, str) and len(value) > _MAX_COMPARED_CHARS:
+        return found  # not parsed either: no value of a text this long is compared
+    stack = [(parse_json(value), 0)]
+    while stack and len(found) < _MAX_VALUES:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if item is not value:
+                found.append(item)
+        elif depth < _MAX_DEPTH and isinstance(item, Mapping):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif depth < _MAX_DEPTH and isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
+    return found
 
 
 def genai_tool_messages(messages: Any) -> list[Any]:
