@@ -21,8 +21,19 @@ __all__ = [
 ]
 
 # Field names that hold the user's question or the final answer in chain inputs / outputs of LangChain,
-# LlamaIndex, Haystack, DSPy and hand-written pipelines.
-QUESTION_KEYS = ("question", "query", "input", "user_input", "user_query", "q", "prompt", "text", "message")
+# LlamaIndex, Haystack, DSPy, agent runs (`task`: smolagents, CrewAI, AutoGen) and hand-written pipelines.
+QUESTION_KEYS = (
+    "question",
+    "query",
+    "input",
+    "user_input",
+    "user_query",
+    "q",
+    "prompt",
+    "text",
+    "message",
+    "task",
+)
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "output_text", "generation")
 _DOC_TEXT_KEYS = ("page_content", "pageContent", "content", "text", "document.content", "chunk", "body")
 _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "nodes", "results", "context")
