@@ -181,8 +181,10 @@ def test_genai_and_openllmetry_tools_follow_the_same_rule() -> None:
 def test_a_huge_or_binary_tool_result_is_bounded_and_never_a_crash() -> None:
     huge = json.dumps({"rows": [{"id": i, "text": DOCS[i % 2]} for i in range(60_000)]})
     binary = bytes(range(256)).decode("latin-1") * 400
-    for result in (huge, binary, "[" * 50_000, "{" + '"a":' * 10_000):
+    deep = "[" * 50_000 + "]" * 50_000
+    for result in (huge, binary, deep, "[" * 50_000, "{" + '"a":' * 10_000):
         tool = {"name": "dump", "attrs": {"input.value": huge, "output.value": result}}
         found = extract(trace(*_openinference(SEARCH, tool)))
         [rag] = found.interactions
         assert set(DOCS) <= set(rag.record.contexts)
+        assert rag.context_notes, "what was read differently or left out is said"

@@ -15,7 +15,7 @@ from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, Field, create_model
 
-from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage, has_question
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
 from tracescore.score.metrics._protocol import question_missing
 
@@ -110,7 +110,7 @@ class LLMJudgeMetric:
     def judge_input(self, record: RagRecord) -> BaseModel:
         """The task input for `record`: the referenced record fields, as data."""
         values = {
-            "query": record.query,
+            "query": record.query if has_question(record) else None,
             "answer": record.answer,
             "contexts": list(record.contexts),
             "context": "\n\n".join(c for c in record.contexts if c.strip()),
