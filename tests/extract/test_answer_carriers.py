@@ -47,6 +47,15 @@ def test_a_final_answer_tools_result_is_not_a_document() -> None:
     assert "final_answer" in note and "call arguments hold the answer" in note
 
 
+def test_a_final_answer_that_is_a_number_is_carried_too() -> None:
+    final = {
+        "name": "final_answer",
+        "attrs": {"input.value": json.dumps({"args": [14]}), "output.value": "14"},
+    }
+    [rag] = extract(trace(*_openinference(SEARCH, final, answer="14"))).interactions
+    assert sorted(rag.record.contexts) == sorted(DOCS)
+
+
 def test_with_only_the_answer_carried_there_is_nothing_to_judge_against() -> None:
     found = extract(trace(*_openinference(_final_answer(ANSWER))))
     assert found.interactions == []

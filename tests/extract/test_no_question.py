@@ -82,7 +82,7 @@ def test_a_repr_question_is_no_question() -> None:
         "chain",
         {
             KIND: "CHAIN",
-            "input.value": "AgentWorkflowStartEvent(user_msg=ChatMessage(role=<MessageRole.USER: 'user'>, blo",
+            "input.value": "AgentWorkflowStartEvent(user_msg=ChatMessage(role=<MessageRole.USER: 'user'>, b",
             "output.value": ANSWER,
         },
     )
@@ -117,3 +117,39 @@ def test_the_evaluation_record_and_span_say_the_question_was_not_recorded() -> N
     assert record.details["question_missing"] == rag.question_missing
     attributes = evaluation_span(rag, result, start_ns=1).attributes or {}
     assert attributes["tracescore.question_recorded"] is False
+
+
+def test_genai_and_openllmetry_never_take_a_tools_query_for_the_question() -> None:
+    said = json.dumps([{"role": "assistant", "content": ANSWER}])
+    agent = span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent", "gen_ai.output.messages": said})
+    tool = span(
+        "execute_tool search", {"gen_ai.operation.name": "execute_tool"}, parent=agent.span_id, start=1
+    )
+    retrieval = span(
+        "retrieval kb",
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.query.text": "aurora battery",
+            "gen_ai.retrieval.documents": json.dumps([{"content": DOC}]),
+        },
+        parent=tool.span_id,
+        start=2,
+    )
+    [rag] = extract(trace(agent, tool, retrieval)).interactions
+    assert rag.record.query is None and rag.record.contexts == (DOC,)
+    workflow = span(
+        "agent.workflow",
+        {"traceloop.span.kind": "workflow", "traceloop.entity.output": json.dumps(ANSWER)},
+    )
+    search = span(
+        "search_docs.tool",
+        {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.input": json.dumps({"kwargs": {"query": "aurora battery"}}),
+            "traceloop.entity.output": json.dumps([DOC]),
+        },
+        parent=workflow.span_id,
+        start=1,
+    )
+    [rag] = extract(trace(workflow, search)).interactions
+    assert rag.record.query is None and rag.record.contexts == (DOC,)

@@ -226,3 +226,43 @@ def test_a_tracescore_span_with_a_repr_answer_is_not_judged() -> None:
     )
     [skip] = extract(trace(ours)).skips
     assert skip.reason == "missing_answer"
+
+
+def test_genai_and_openllmetry_answers_that_are_reprs_come_from_the_llm_call_that_wrote_them() -> None:
+    said = json.dumps([{"role": "assistant", "content": TRUNCATED[0]}])
+    agent = span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent", "gen_ai.output.messages": said})
+    chat = span(
+        "chat m",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps([{"role": "user", "content": QUESTION}]),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
+        },
+        parent=agent.span_id,
+        start=2,
+    )
+    tool = span(
+        "execute_tool s",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.result": json.dumps([DOC])},
+        parent=agent.span_id,
+        start=1,
+    )
+    [rag] = extract(trace(agent, tool, chat)).interactions
+    assert rag.record.answer == ANSWER
+    workflow = span(
+        "ask.workflow",
+        {
+            "traceloop.span.kind": "workflow",
+            "traceloop.entity.input": json.dumps({"args": [QUESTION]}),
+            "traceloop.entity.output": json.dumps(TRUNCATED[4]),
+        },
+    )
+    retrieve = span(
+        "retrieve.task",
+        {"traceloop.span.kind": "task", "traceloop.entity.output": json.dumps([DOC])},
+        parent=workflow.span_id,
+        start=1,
+    )
+    llm = span("openai.chat", {"gen_ai.completion.0.content": ANSWER}, parent=workflow.span_id, start=2)
+    [rag] = extract(trace(workflow, retrieve, llm)).interactions
+    assert rag.record.answer == ANSWER

@@ -17,8 +17,14 @@ from collections.abc import Iterator
 from tracescore import semconv
 from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import documents_of, last_message_text, parse_json
-from tracescore.extract._tools import add_tool_result, answering_groups, genai_tool_messages, ran_between
+from tracescore.extract._read import documents_of, is_repr, last_message_text, parse_json
+from tracescore.extract._tools import (
+    add_tool_result,
+    answering_groups,
+    called_by_tool,
+    genai_tool_messages,
+    ran_between,
+)
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["GenAIRecognizer"]
@@ -88,12 +94,17 @@ class GenAIRecognizer:
         if question is None and chats:
             question = _question(chats[0])
         answer = _answer(anchor)
-        if answer is None:
-            answer = next((a for c in reversed(chats) if (a := _answer(c)) is not None), None)
+        if answer is None or is_repr(answer):
+            # No answer, or an object's repr where text belongs: the text of the chat that wrote it.
+            answer = (
+                next((a for c in reversed(chats) if (a := _answer(c)) and not is_repr(a)), None) or answer
+            )
         if answer is None and isinstance(anchor.attributes.get(_FINAL_RESULT), str):
             answer = anchor.attributes[_FINAL_RESULT]  # pydantic-ai: the agent's output
-        if question is None and retrievals:
-            query = retrievals[0].attributes.get(RETRIEVAL_QUERY)
+        asked = [r for r in retrievals if not called_by_tool(trace, r, anchor, _is_tool)]
+        if question is None and asked:
+            # A retrieval the workflow made itself; a tool's is the model's search, not the question.
+            query = asked[0].attributes.get(RETRIEVAL_QUERY)
             question = str(query) if query is not None else None
         if not contexts and any(SYSTEM_INSTRUCTIONS in s.attributes for s in (anchor, *chats)):
             contexts.note(f"{SYSTEM_INSTRUCTIONS} are not read as documents")
@@ -124,6 +135,10 @@ _UNANSWERED = {
     "answer": "the chat's output: it asked for a tool and no later chat beside it answered (the trace may "
     "be incomplete)",
 }
+
+
+def _is_tool(span: DecodedSpan) -> bool:
+    return _operation(span) == _TOOL
 
 
 def _tool_result(span: DecodedSpan) -> object:

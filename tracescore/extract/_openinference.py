@@ -19,7 +19,13 @@ from tracescore import semconv
 from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, is_repr, text_of
-from tracescore.extract._tools import add_tool_result, answering_groups, indexed_tool_messages, ran_between
+from tracescore.extract._tools import (
+    add_tool_result,
+    answering_groups,
+    called_by_tool,
+    indexed_tool_messages,
+    ran_between,
+)
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["OpenInferenceRecognizer"]
@@ -160,12 +166,7 @@ def _add_tools(
 
 
 def _called_by_tool(trace: Trace, span: DecodedSpan, anchor: DecodedSpan) -> bool:
-    for ancestor in trace.ancestors(span):
-        if ancestor is anchor or ancestor.span_id == anchor.span_id:
-            return False
-        if _kind(ancestor) == "TOOL":
-            return True
-    return False
+    return called_by_tool(trace, span, anchor, lambda s: _kind(s) == "TOOL")
 
 
 def _asks_for_tool(span: DecodedSpan) -> bool:

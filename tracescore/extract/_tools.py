@@ -25,12 +25,13 @@ from typing import Any
 
 from tracescore.extract._context import MAX_CONTEXT_CHARS, Contexts, ToolCall
 from tracescore.extract._read import documents_of, indexed, is_repr, parse_json
-from tracescore.model import DecodedSpan
+from tracescore.model import DecodedSpan, Trace
 
 __all__ = [
     "add_tool_result",
     "answer_written_at",
     "answering_groups",
+    "called_by_tool",
     "carried_answer",
     "drop_answer_carriers",
     "genai_tool_messages",
@@ -190,6 +191,8 @@ def _holds(value: str, key: list[str], *, contained: bool) -> bool:
 def _strings(value: Any) -> list[str]:
     """The text of `value` and, when it is JSON or a structure, its string values (bounded)."""
     found: list[str] = [value] if isinstance(value, str) else []
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return [str(value)]  # final_answer(14)
     if isinstance(value, str) and len(value) > _MAX_COMPARED_CHARS:
         return found  # not parsed either: no value of a text this long is compared
     stack = [(parse_json(value), 0)]
@@ -198,6 +201,8 @@ def _strings(value: Any) -> list[str]:
         if isinstance(item, str):
             if item is not value:
                 found.append(item)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            found.append(str(item))
         elif depth < _MAX_DEPTH and isinstance(item, Mapping):
             stack.extend((v, depth + 1) for v in item.values())
         elif depth < _MAX_DEPTH and isinstance(item, list | tuple):
@@ -269,6 +274,19 @@ def answering_groups(
     groups.extend((group, since.get(parent, 0)) for parent, group in pending.items())
     groups.sort(key=lambda item: item[0][0].start_time_unix_nano)
     return groups
+
+
+def called_by_tool(
+    trace: Trace, span: DecodedSpan, anchor: DecodedSpan, is_tool: Callable[[DecodedSpan], bool]
+) -> bool:
+    """Whether `span` ran inside a tool call below `anchor`: its input is what the model wrote (a search
+    query), never the user's question, and an LLM call there has the tool's own prompt."""
+    for ancestor in trace.ancestors(span):
+        if ancestor.span_id == anchor.span_id:
+            return False
+        if is_tool(ancestor):
+            return True
+    return False
 
 
 def ran_between(spans: Iterable[DecodedSpan], since: int, before: DecodedSpan) -> list[DecodedSpan]:
