@@ -197,3 +197,20 @@ def test_a_huge_or_binary_tool_result_is_bounded_and_never_a_crash() -> None:
         [rag] = found.interactions
         assert set(DOCS) <= set(rag.record.contexts)
         assert rag.context_notes, "what was read differently or left out is said"
+
+
+def test_a_model_that_writes_the_answer_twice_wrote_it_after_the_search_between() -> None:
+    def llm(start: int) -> object:
+        return span(
+            "llm",
+            {KIND: "LLM", "llm.output_messages.0.message.content": ANSWER},
+            parent=agent.span_id,
+            start=start,
+        )
+
+    agent = span("agent.run", {KIND: "AGENT", "input.value": QUESTION, "output.value": ANSWER}, start=0)
+    search = span(
+        "search_docs", {KIND: "TOOL", "output.value": json.dumps(DOCS)}, parent=agent.span_id, start=3
+    )
+    [rag] = extract(trace(agent, llm(1), search, llm(5))).interactions
+    assert sorted(rag.record.contexts) == sorted(DOCS)

@@ -137,15 +137,16 @@ def _words(text: str) -> list[str]:
 
 
 def answer_written_at(answer: str, llm_outputs: Iterable[tuple[DecodedSpan, str | None]]) -> int | None:
-    """When the answer was written: the end of the earliest LLM call whose text output is the answer (same
-    words); None when no LLM call's output is the answer as such (e.g. it sits in code or a tool call)."""
+    """When the answer was written: the end of the last LLM call whose text output is the answer (same
+    words: a model that says it twice wrote it, as delivered, the second time, after the tools between);
+    None when no LLM call's output is the answer as such (e.g. it sits in code or a tool call)."""
     key = _words(answer)
     ends = [
         llm.end_time_unix_nano
         for llm, output in llm_outputs
         if output and len(output) <= _MAX_COMPARED_CHARS and _words(output) == key
     ]
-    return min(ends) if key and ends else None
+    return max(ends) if key and ends else None
 
 
 def carried_answer(answer: str, result: str, call: ToolCall, written_at: int | None) -> str | None:
