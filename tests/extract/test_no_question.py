@@ -1,5 +1,5 @@
 """Faithfulness needs an answer and evidence, not a question: an interaction with both and no recoverable
-question is read, with `record.query` None and the reason on the interaction and on what emit writes. A
+question is read, with `record.query` None and the reason on the interaction. A
 question found only in a tool call's arguments is the model's search, not the user's question."""
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ import json
 from trace_builder import span, trace
 
 from tracescore import semconv
-from tracescore.emit import evaluation_record, evaluation_span
 from tracescore.extract import extract
-from tracescore.model import MetricResult
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -103,20 +101,6 @@ def test_without_an_answer_or_documents_it_is_still_a_skip() -> None:
     )
     [skip] = extract(trace(agent, retriever)).skips
     assert skip.reason == "missing_answer"
-
-
-def test_the_evaluation_record_and_span_say_the_question_was_not_recorded() -> None:
-    agent = span("agent.run", {KIND: "AGENT", "output.value": ANSWER})
-    retriever = span(
-        "r", {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC}, parent=agent.span_id, start=1
-    )
-    [rag] = extract(trace(agent, retriever)).interactions
-    result = MetricResult(metric="faithfulness", score=1.0, label="faithful", judge="offline")
-    record = evaluation_record(rag, result, None)
-    assert record.details["question_recorded"] is False
-    assert record.details["question_missing"] == rag.question_missing
-    attributes = evaluation_span(rag, result, start_ns=1).attributes or {}
-    assert attributes["tracescore.question_recorded"] is False
 
 
 def test_genai_and_openllmetry_never_take_a_tools_query_for_the_question() -> None:
