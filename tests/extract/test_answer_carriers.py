@@ -214,3 +214,16 @@ def test_a_model_that_writes_the_answer_twice_wrote_it_after_the_search_between(
     )
     [rag] = extract(trace(agent, llm(1), search, llm(5))).interactions
     assert sorted(rag.record.contexts) == sorted(DOCS)
+
+
+def test_each_tool_message_passed_to_the_llm_is_judged_on_its_own() -> None:
+    """OpenAI function calling without tool spans: two tool messages in the answering call's prompt, one
+    of them an agent-as-tool's reply the model repeats; only that one is dropped."""
+    messages = [("user", QUESTION), ("tool", DOCS[0]), ("tool", ANSWER)]
+    attrs: dict[str, object] = {KIND: "LLM", "llm.output_messages.0.message.content": ANSWER}
+    for index, (role, content) in enumerate(messages):
+        attrs[f"llm.input_messages.{index}.message.role"] = role
+        attrs[f"llm.input_messages.{index}.message.content"] = content
+    [rag] = extract(trace(span("ChatCompletion", attrs))).interactions
+    assert rag.record.contexts == (DOCS[0],)
+    assert any("its result is the answer" in note for note in rag.context_notes)

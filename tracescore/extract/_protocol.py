@@ -9,7 +9,7 @@ from typing import Protocol
 from tracescore import semconv
 from tracescore.extract._context import Context, Contexts, as_contexts, session_of
 from tracescore.extract._read import is_repr
-from tracescore.extract._tools import answer_written_at, drop_answer_carriers
+from tracescore.extract._tools import drop_answer_carriers
 from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
 __all__ = ["Recognizer", "Skip", "interaction"]
@@ -79,7 +79,7 @@ def interaction(
             "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
         )
     collected = as_contexts(anchor, contexts)
-    drop_answer_carriers(collected, answer, answer_written_at(answer, llm_outputs))
+    drop_answer_carriers(collected, answer, llm_outputs)
     texts = collected.texts
     if not texts:
         notes = "; ".join(collected.notes)

@@ -29,10 +29,8 @@ from tracescore.model import DecodedSpan, Trace
 
 __all__ = [
     "add_tool_result",
-    "answer_written_at",
     "answering_groups",
     "called_by_tool",
-    "carried_answer",
     "drop_answer_carriers",
     "genai_tool_messages",
     "indexed_tool_messages",
@@ -136,27 +134,51 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
 
-def answer_written_at(answer: str, llm_outputs: Iterable[tuple[DecodedSpan, str | None]]) -> int | None:
+def drop_answer_carriers(
+    contexts: Contexts, answer: str, llm_outputs: Iterable[tuple[DecodedSpan, str | None]] = ()
+) -> None:
+    """Drop the tool results that merely carry `answer` (never evidence for it), noting each. `llm_outputs`
+    are the interaction's LLM calls with their text output: they tell when the answer was written."""
+    results = contexts.tool_results()
+    if not results:
+        return  # most interactions: nothing to compare
+    key = _words(answer)
+    if not key:
+        return
+    written_at = _written_at(key, llm_outputs)
+    # One ToolCall per tool result: a result's documents share its verdict (only a result read as one text
+    # is compared with the answer itself).
+    reasons: dict[int, str | None] = {}
+    dropped = []
+    for position, text, call in results:
+        if id(call) not in reasons:
+            reasons[id(call)] = _carried(key, text, call, written_at)
+        if (reason := reasons[id(call)]) is not None:
+            dropped.append(position)
+            contexts.note(
+                f"tool result from span {call.span.span_id} '{call.span.name}' not judged: {reason} (an "
+                "answer never supports itself)"
+            )
+    contexts.drop(dropped)
+
+
+def _written_at(key: list[str], llm_outputs: Iterable[tuple[DecodedSpan, str | None]]) -> int | None:
     """When the answer was written: the end of the last LLM call whose text output is the answer (same
     words: a model that says it twice wrote it, as delivered, the second time, after the tools between);
     None when no LLM call's output is the answer as such (e.g. it sits in code or a tool call)."""
-    key = _words(answer)
     ends = [
         llm.end_time_unix_nano
         for llm, output in llm_outputs
         if output and len(output) <= _MAX_COMPARED_CHARS and _words(output) == key
     ]
-    return max(ends) if key and ends else None
+    return max(ends) if ends else None
 
 
-def carried_answer(answer: str, result: str, call: ToolCall, written_at: int | None) -> str | None:
-    """Why one tool result (`result`, a text read from `call`) merely carries `answer` and so is not
-    evidence for it, or None when it may support it. See the module docstring for the rule."""
+def _carried(key: list[str], result: str, call: ToolCall, written_at: int | None) -> str | None:
+    """Why one tool result (`result`, a text read from `call`) merely carries the answer (its words: `key`)
+    and so is not evidence for it, or None when it may support it. See the module docstring."""
     if written_at is not None and call.span.start_time_unix_nano >= written_at:
         return "the tool was called after the LLM call that wrote the answer"
-    key = _words(answer)
-    if not key:
-        return None
     if call.arguments is not None and any(
         _holds(value, key, contained=len(key) >= _MIN_CONTAINED_WORDS) for value in _strings(call.arguments)
     ):
@@ -164,20 +186,6 @@ def carried_answer(answer: str, result: str, call: ToolCall, written_at: int | N
     if not call.document_like and any(_holds(value, key, contained=False) for value in _strings(result)):
         return "its result is the answer"
     return None
-
-
-def drop_answer_carriers(contexts: Contexts, answer: str, written_at: int | None) -> None:
-    """Drop the tool results that merely carry `answer` (never evidence for it), noting each."""
-    dropped = []
-    for position, text, call in contexts.tool_results():
-        reason = carried_answer(answer, text, call, written_at)
-        if reason is not None:
-            dropped.append(position)
-            contexts.note(
-                f"tool result from span {call.span.span_id} '{call.span.name}' not judged: {reason} (an "
-                "answer never supports itself)"
-            )
-    contexts.drop(dropped)
 
 
 def _holds(value: str, key: list[str], *, contained: bool) -> bool:
