@@ -50,12 +50,23 @@ class ToolCall(NamedTuple):
 class Contexts:
     """One interaction's documents as they are collected. Per call, never shared."""
 
-    __slots__ = ("_calls", "_chars", "_notes", "_over_chars", "_reprs", "_sources", "_texts", "_unread")
+    __slots__ = (
+        "_calls",
+        "_chars",
+        "_notes",
+        "_over_chars",
+        "_reprs",
+        "_sources",
+        "_texts",
+        "_tool_results",
+        "_unread",
+    )
 
     def __init__(self) -> None:
         self._texts: list[str] = []
         self._sources: list[ContextSource] = []
         self._calls: list[ToolCall | None] = []  # aligned with _texts: the tool call of a tool result
+        self._tool_results = 0  # how many of _calls are not None: most interactions have none
         self._chars = 0
         self._notes: list[str] = []
         self._reprs: dict[str, int] = {}
@@ -78,6 +89,8 @@ class Contexts:
 
     def tool_results(self) -> list[tuple[int, str, ToolCall]]:
         """(position, text, call) of every document that is a tool's result."""
+        if not self._tool_results:
+            return []
         return [(i, self._texts[i], call) for i, call in enumerate(self._calls) if call is not None]
 
     def drop(self, positions: Iterable[int]) -> None:
@@ -90,6 +103,7 @@ class Contexts:
         self._texts = [self._texts[i] for i in kept]
         self._sources = [self._sources[i] for i in kept]
         self._calls = [self._calls[i] for i in kept]
+        self._tool_results = sum(call is not None for call in self._calls)
 
     def skip_span(self) -> None:
         """A span whose documents were not read because the bounds were already reached."""
@@ -116,6 +130,8 @@ class Contexts:
         texts.append(text)
         self._sources.append(source)
         self._calls.append(call)
+        if call is not None:
+            self._tool_results += 1
 
     @property
     def texts(self) -> tuple[str, ...]:
@@ -130,7 +146,7 @@ class Contexts:
         # A result judged as one text is noted once kept: one that carried the answer was dropped instead.
         whole = {
             f"{c.what} from span {c.span.span_id} '{c.span.name}' is not document-like: judged as one text": 0
-            for c in self._calls
+            for c in (self._calls if self._tool_results else ())
             if c is not None and not c.document_like
         }
         if not (self._notes or whole or self._reprs or self._unread or self._over_chars):
