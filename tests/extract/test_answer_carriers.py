@@ -191,7 +191,8 @@ def test_a_huge_or_binary_tool_result_is_bounded_and_never_a_crash() -> None:
     huge = json.dumps({"rows": [{"id": i, "text": DOCS[i % 2]} for i in range(60_000)]})
     binary = bytes(range(256)).decode("latin-1") * 400
     deep = "[" * 50_000 + "]" * 50_000
-    for result in (huge, binary, deep, "[" * 50_000, "{" + '"a":' * 10_000):
+    many = str(["x"] * 100_000)  # a Python list's str(): not parsed past 256 items
+    for result in (huge, binary, deep, many, "[" * 50_000, "{" + '"a":' * 10_000):
         tool = {"name": "dump", "attrs": {"input.value": huge, "output.value": result}}
         found = extract(trace(*_openinference(SEARCH, tool)))
         [rag] = found.interactions

@@ -44,6 +44,7 @@ _TOOL_PARTS = ("tool_call_response", "tool_result", "function_response")
 # LangChain stringifies a tool's list[Document] as its repr; page_content is a Python string literal in it,
 # read back exactly (never guessed) when every Document in the text has one.
 _DOCUMENT_REPR = re.compile(r"\bDocument\(")
+_MAX_LITERAL_ITEMS = 256
 _PAGE_CONTENT = re.compile(r"""page_content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
@@ -82,9 +83,13 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
 def _python_list(text: str) -> Any:
     """A tool's list written with Python's str() (`['a', 'b']`: Semantic Kernel, smolagents observations)
     read back as the list when it is one literal of strings or dicts; else `text` itself. Only literals are
-    read (never code run), and only up to the size of everything one interaction may judge."""
+    read (never code run), up to the size of everything one interaction may judge and `_MAX_LITERAL_ITEMS`
+    items (parsing costs about 1 KB and 50 us an item: a list of 100,000 short strings stays one text)."""
     stripped = text.strip()
     if not (stripped.startswith("[") and stripped.endswith("]")) or len(stripped) > MAX_CONTEXT_CHARS:
+        return text
+    separators = sum(stripped.count(s) for s in ("', ", '", ', "}, "))  # at least one per item
+    if separators >= _MAX_LITERAL_ITEMS:
         return text
     try:
         value = ast.literal_eval(stripped)
