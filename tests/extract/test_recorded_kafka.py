@@ -93,6 +93,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-langgraph", "empty_context"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
+    assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"
     # Two traceloop LangChain traces skipped, one line saying why: once per (service, scope, reason).
     explained = [r.getMessage() for r in caplog.records if "not scored (no_retrieval)" in r.getMessage()]
     assert len(explained) == 1 and "inside the LLM prompt" in explained[0]

@@ -9,6 +9,7 @@ from typing import Protocol
 from tracescore import semconv
 from tracescore.extract._context import Context, Contexts, as_contexts, session_of
 from tracescore.extract._read import is_repr
+from tracescore.extract._tools import drop_answer_carriers
 from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
 __all__ = ["Recognizer", "Skip", "interaction"]
@@ -51,11 +52,18 @@ def interaction(
     answer: str | None,
     sources: Iterable[DecodedSpan] = (),
     looked_in: Mapping[str, str] | None = None,
+    llm_outputs: Iterable[tuple[DecodedSpan, str | None]] = (),
 ) -> Interaction | Skip:
     """An interaction anchored on `anchor`, or the Skip that names the missing part and, from `looked_in`
-    (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`. A
-    question or answer that is a program repr (`ChatMessage(...)`, `<generator object ...>`) counts as
-    missing: a score is never built from the wrong text."""
+    (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`.
+
+    An answer that is a program repr (`StopEvent(result=...`, cut or whole; `<generator object ...>`) counts
+    as missing: a score is never built from the wrong text. Faithfulness needs an answer and documents, not
+    a question: without one (or with a repr for one) the interaction is still read, its record's query is
+    None and `question_missing` says why; the metrics that need the question say `not_applicable`. Tool
+    results that merely carry the answer are dropped and noted (`_tools.drop_answer_carriers`);
+    `llm_outputs` (each LLM call of the interaction with its text output) tell when the answer was written.
+    """
 
     def missing(reason: str, part: str, what: str) -> Skip:
         # Built only for a skip: most interactions are scored, and this text is then never read.
@@ -64,10 +72,6 @@ def interaction(
         where = f" (looked in {looked_in[part]})" if looked_in and part in looked_in else ""
         return Skip(reason, f"{place} has {what}{where}", span=anchor, convention=convention)
 
-    if not (question or "").strip():
-        return missing("missing_query", "question", "no question")
-    if is_repr(question):
-        return missing("missing_query", "question", f"a program repr as its question ({_clip(question)})")
     if answer is None or not answer.strip():
         return missing("missing_answer", "answer", "no answer")
     if is_repr(answer):
@@ -75,6 +79,7 @@ def interaction(
             "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
         )
     collected = as_contexts(anchor, contexts)
+    drop_answer_carriers(collected, answer, llm_outputs)
     texts = collected.texts
     if not texts:
         notes = "; ".join(collected.notes)
@@ -82,10 +87,19 @@ def interaction(
         return missing("empty_context", "documents", what)
     context_sources = collected.sources
     sources = tuple(sources)
+    unasked = None
+    if not (question or "").strip():
+        where = f" (looked in {looked_in['question']})" if looked_in and "question" in looked_in else ""
+        unasked = f"no question recorded{where}: faithfulness is judged without it"
+    elif is_repr(question):
+        unasked = f"the question is a program repr ({_clip(question or '')}): judged without it"
     return Interaction(
         span=anchor,
         record=RagRecord(
-            id=f"{trace.trace_id}:{anchor.span_id}", query=question, contexts=texts, answer=answer
+            id=f"{trace.trace_id}:{anchor.span_id}",
+            query=None if unasked else question,
+            contexts=texts,
+            answer=answer,
         ),
         route=route_of(trace, anchor),
         convention=convention,
@@ -93,6 +107,7 @@ def interaction(
         context_sources=context_sources,
         context_notes=collected.notes,
         session_id=session_of(trace, anchor, sources),
+        question_missing=unasked,
     )
 
 
