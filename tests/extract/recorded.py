@@ -39,6 +39,7 @@ EXPECTED = {
     "langfuse_v3": ("interaction", "langfuse"),
     # Langfuse spans around OpenInference ones: scored once, on the Langfuse interaction.
     "langfuse_openinference": ("interaction", "langfuse"),
+    "langfuse_langchain": ("interaction", "langfuse"),
     # Delivered whole (<scenario>.binpb); its per-service messages (Recording.messages) are for lateness.
     "two_service": ("interaction", "openinference"),
 }
