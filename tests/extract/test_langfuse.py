@@ -271,6 +271,20 @@ def test_langfuse_openai_without_observe_is_one_interaction_per_function_calling
     assert [s.kind for s in rag.context_sources] == ["tool_message"]
 
 
+def test_a_rag_function_decorated_as_a_generation_is_read_with_the_retrieval_inside_it() -> None:
+    """`@observe(as_type="generation")` on the whole function: its input is the call, not messages."""
+    generation = _observation("rag", "generation", input=_call(QUESTION), output=ANSWER)
+    retriever = _observation("retrieve", "retriever", parent=generation.span_id, start=1, output=[DOC])
+    [rag] = extract(trace(generation, retriever)).interactions
+    assert rag.span is generation and (rag.record.query, rag.record.contexts) == (QUESTION, (DOC,))
+    # A raw prompt string is never split into a question.
+    prompt = _observation(
+        "complete", "generation", input=f"Context: {DOC}\nQuestion: {QUESTION}", output=ANSWER
+    )
+    [skip] = extract(trace(prompt)).skips
+    assert skip.reason == "missing_query"
+
+
 def test_a_traced_function_with_no_llm_work_is_not_an_interaction() -> None:
     found = extract(trace(_observation("load_config", "span", input=_call("prod"), output="ok")))
     assert found.interactions == [] and [s.reason for s in found.skips] == ["not_rag"]

@@ -100,13 +100,17 @@ class LangfuseRecognizer:
         group: list[DecodedSpan] | None = None,
         since: int = 0,
     ) -> Interaction | Skip:
-        retrievers = [s for s, kind, inside in below if kind == "retriever" and inside in (None, "tool")]
-        tools = [s for s, kind, inside in below if kind == "tool" and inside is None]
+        retrievers, tools = _retrievers_and_tools(below)
         if group is not None:
+            # Those that ran beside the calls before the answer, and those inside the calls themselves
+            # (`@observe(as_type="generation")` on a function that retrieves).
+            inside_retrievers, inside_tools = _retrievers_and_tools(
+                [item for g in group for item in _below(trace, trace.children(g))]
+            )
+            retrievers = [*ran_between(retrievers, since, anchor), *inside_retrievers]
+            tools = [*ran_between(tools, since, anchor), *inside_tools]
             generations = group
-            tools = ran_between(tools, since, anchor)
-            retrievers = ran_between(retrievers, since, anchor)
-            question = _user_message(group[0])
+            question = _user_message(group[0]) or _call_input_question(group[0])
             answer = _generation_text(anchor)
             answered_by: DecodedSpan | None = anchor
         else:
@@ -177,6 +181,12 @@ def _below(trace: Trace, start: Iterable[DecodedSpan]) -> _Below:
     return found
 
 
+def _retrievers_and_tools(below: _Below) -> tuple[list[DecodedSpan], list[DecodedSpan]]:
+    """The retrievers (also a tool's: it gives the tool's documents) and the tools of the interaction."""
+    retrievers = [s for s, kind, inside in below if kind == "retriever" and inside in (None, "tool")]
+    return retrievers, [s for s, kind, inside in below if kind == "tool" and inside is None]
+
+
 def _start(span: DecodedSpan) -> tuple[int, int]:
     return span.start_time_unix_nano, span.end_time_unix_nano
 
@@ -232,6 +242,13 @@ def _call_question(call: Mapping[str, Any], hints: Sequence[str]) -> str | None:
         if isinstance(value, (Mapping, list)) and (text := _question(value, hints)) is not None:
             return text
     return None
+
+
+def _call_input_question(span: DecodedSpan) -> str | None:
+    """The question of a generation whose input is not messages: a decorated function's arguments or a
+    dict with a question field; never a raw prompt string, which may hold the documents too."""
+    value = parse_json(_input(span))
+    return _question(value) if isinstance(value, Mapping) else None
 
 
 def _messages(span: DecodedSpan) -> list[Any] | None:
