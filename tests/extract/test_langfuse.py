@@ -188,17 +188,24 @@ def test_a_tool_that_only_carries_the_answer_is_not_evidence(name: str, argument
     assert any(f"'{name}' not judged" in note for note in rag.context_notes)
 
 
-def test_a_tool_called_after_the_answer_was_written_is_not_evidence() -> None:
+@pytest.mark.parametrize("kind", ["tool", "retriever"])
+def test_a_lookup_after_the_answer_was_written_is_not_evidence(kind: str) -> None:
     agent = _observation("support_agent", "agent", input=_call(QUESTION), output=ANSWER)
     search = _observation(
         "search", "tool", parent=agent.span_id, start=1, input=_call("battery"), output=[DOC]
     )
-    later = _observation(
-        "related_products", "tool", parent=agent.span_id, start=5, input=_call("x"), output=[DOC2]
-    )
+    later = _observation("cite_sources", kind, parent=agent.span_id, start=5, input=_call("x"), output=[DOC2])
     [rag] = extract(trace(agent, search, _generation(agent.span_id, 2), later)).interactions
     assert rag.record.contexts == (DOC,)
-    assert any("ran after the answer was written" in note for note in rag.context_notes)
+    assert any("'cite_sources' not judged: it ran after the answer" in note for note in rag.context_notes)
+
+
+def test_a_judges_call_is_never_an_interaction_of_its_own() -> None:
+    """An evaluator run on its own (an experiment's scoring): its generation is the judge's, not an app's."""
+    judge = _observation("faithfulness", "evaluator", input=_call(QUESTION, ANSWER), output={"score": 1})
+    verdict = _generation(judge.span_id, 1, "score: 1", question=f"Is '{ANSWER}' supported?")
+    found = extract(trace(judge, verdict))
+    assert found.interactions == [] and [s.reason for s in found.skips] == ["not_rag"]
 
 
 def test_the_question_among_several_string_arguments_is_the_one_the_model_was_given() -> None:

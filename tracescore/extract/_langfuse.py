@@ -85,7 +85,11 @@ class LangfuseRecognizer:
             read.update(s.span_id for s, _, _ in below)
             yield self._read(trace, anchor, below)
         # No interaction around them: each generation answers (with the call that asked for a tool).
-        generations = trace.outermost(lambda s: _type(s) == "generation" and s.span_id not in read)
+        generations = [
+            g
+            for g in trace.outermost(lambda s: _type(s) == "generation" and s.span_id not in read)
+            if not any(_type(a) in _ENCLOSING for a in trace.ancestors(g))  # a judge's or a tool's call
+        ]
         for group, since in answering_groups(generations, _asks_for_tool):
             anchor = group[-1]
             parent = trace.by_id.get(anchor.parent_span_id or "")
@@ -126,7 +130,7 @@ class LangfuseRecognizer:
             )
             answer, answered_by = _answer(anchor, below, generations)
         contexts = Contexts()
-        used = _add_retrievers(contexts, retrievers)
+        used = _add_retrievers(contexts, retrievers, answered_by)
         if not _add_tools(trace, contexts, tools, used, answer, answered_by):
             _add_tool_messages(contexts, generations)
         if question is None and retrievers:
@@ -300,13 +304,19 @@ def _normal(text: str | None) -> str:
     return " ".join(text.split()).casefold() if text else ""
 
 
-def _add_retrievers(contexts: Contexts, retrievers: list[DecodedSpan]) -> set[str]:
-    """Each retriever's output as documents; the ids of the retrievers that recorded one."""
+def _add_retrievers(
+    contexts: Contexts, retrievers: list[DecodedSpan], answered_by: DecodedSpan | None
+) -> set[str]:
+    """Each retriever's output as documents, unless it ran after the answer was written (a lookup of
+    sources for the answer cannot support it); the ids of the retrievers read."""
     used = set()
     for retriever in retrievers:
         output = retriever.attributes.get(OUTPUT)
         if output is None:
             contexts.note(_no_output(retriever))
+            continue
+        if _after(retriever, answered_by):
+            contexts.note(f"documents from span {retriever.span_id} '{retriever.name}' not judged: {_AFTER}")
             continue
         used.add(retriever.span_id)
         add_tool_result(contexts, retriever, "retriever", output, "retriever output")
@@ -347,8 +357,8 @@ def _add_tools(
 
 def _not_evidence(tool: DecodedSpan, output: Any, answer: str, answered_by: DecodedSpan | None) -> str | None:
     """Why a tool's result cannot support the answer: an answer never supports itself."""
-    if answered_by is not None and tool.start_time_unix_nano >= answered_by.end_time_unix_nano:
-        return "it ran after the answer was written"
+    if _after(tool, answered_by):
+        return _AFTER
     if not answer:
         return None
     if any(answer in _normal(s) for s in _strings(parse_json(_input(tool)))):
@@ -357,6 +367,13 @@ def _not_evidence(tool: DecodedSpan, output: Any, answer: str, answered_by: Deco
     if not document_like and len(texts) == 1 and _normal(texts[0]) == answer:
         return "it returns the answer itself"
     return None
+
+
+_AFTER = "it ran after the answer was written"
+
+
+def _after(span: DecodedSpan, answered_by: DecodedSpan | None) -> bool:
+    return answered_by is not None and span.start_time_unix_nano > answered_by.end_time_unix_nano
 
 
 def _strings(value: Any) -> Iterator[str]:
