@@ -24,6 +24,7 @@ from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
+from tracescore.extract._evidence import AFTER_THE_ANSWER, normal, not_evidence, ran_after
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import (
     ANSWER_KEYS,
@@ -38,7 +39,6 @@ from tracescore.extract._tools import (
     answering_groups,
     genai_tool_messages,
     ran_between,
-    tool_result_texts,
 )
 from tracescore.model import DecodedSpan, Interaction, Trace
 
@@ -57,7 +57,6 @@ _LLM_WORK = frozenset({"generation", "retriever", "tool", "agent", "chain"})
 _ENCLOSING = frozenset({"tool", "retriever", "evaluator", "guardrail", "embedding", "generation"})
 _USER = ("user", "human")
 _ASSISTANT = ("assistant", "ai", "model")
-_MAX_STRINGS = 256  # a tool's arguments are searched for the answer this far, no further
 
 # (span, its observation type, the enclosing non-answering observation type below the interaction or None)
 _Below = list[tuple[DecodedSpan, str, str | None]]
@@ -238,8 +237,8 @@ def _call_question(call: Mapping[str, Any], hints: Sequence[str]) -> str | None:
     values = [*args, *kwargs.values()]
     strings = [v for v in values if isinstance(v, str) and v.strip()]
     if len(strings) > 1:
-        given = {_normal(hint) for hint in hints}
-        return next((s for s in strings if _normal(s) in given), strings[0])
+        given = {normal(hint) for hint in hints}
+        return next((s for s in strings if normal(s) in given), strings[0])
     if strings:
         return strings[0]
     for value in values:
@@ -293,15 +292,11 @@ def _answer(
     )
     own = next((text for text in recorded if text is not None and not is_repr(text)), None)
     if own is not None:
-        same = _normal(own)
-        return own, next((g for g in reversed(answered) if _normal(_generation_text(g)) == same), None)
+        same = normal(own)
+        return own, next((g for g in reversed(answered) if normal(_generation_text(g)) == same), None)
     if answered:
         return _generation_text(answered[-1]), answered[-1]
     return next((text for text in recorded if text is not None), None), None  # a repr, named in the skip
-
-
-def _normal(text: str | None) -> str:
-    return " ".join(text.split()).casefold() if text else ""
 
 
 def _add_retrievers(
@@ -315,8 +310,10 @@ def _add_retrievers(
         if output is None:
             contexts.note(_no_output(retriever))
             continue
-        if _after(retriever, answered_by):
-            contexts.note(f"documents from span {retriever.span_id} '{retriever.name}' not judged: {_AFTER}")
+        if ran_after(retriever, answered_by):
+            contexts.note(
+                f"documents from span {retriever.span_id} '{retriever.name}' not judged: {AFTER_THE_ANSWER}"
+            )
             continue
         used.add(retriever.span_id)
         add_tool_result(contexts, retriever, "retriever", output, "retriever output")
@@ -337,7 +334,7 @@ def _add_tools(
 ) -> bool:
     """Tool results as documents, except a retriever tool's (read from its retriever) and a tool that only
     carries the answer. Whether any tool recorded its result (then the tool messages repeat them)."""
-    answer_text = _normal(answer)
+    answer_text = normal(answer)
     recorded = False
     for tool in tools:
         if used and any(d.span_id in used for d in trace.descendants(tool)):
@@ -347,47 +344,12 @@ def _add_tools(
             contexts.note(_no_output(tool))
             continue
         recorded = True
-        why = _not_evidence(tool, output, answer_text, answered_by)
+        why = not_evidence(tool, _input(tool), output, answer_text, answered_by)
         if why is not None:
             contexts.note(f"tool result from span {tool.span_id} '{tool.name}' not judged: {why}")
             continue
         add_tool_result(contexts, tool, "tool", output, "tool result")
     return recorded
-
-
-def _not_evidence(tool: DecodedSpan, output: Any, answer: str, answered_by: DecodedSpan | None) -> str | None:
-    """Why a tool's result cannot support the answer: an answer never supports itself."""
-    if _after(tool, answered_by):
-        return _AFTER
-    if not answer:
-        return None
-    if any(answer in _normal(s) for s in _strings(parse_json(_input(tool)))):
-        return "its arguments carry the answer"
-    texts, document_like = tool_result_texts(output)
-    if not document_like and len(texts) == 1 and _normal(texts[0]) == answer:
-        return "it returns the answer itself"
-    return None
-
-
-_AFTER = "it ran after the answer was written"
-
-
-def _after(span: DecodedSpan, answered_by: DecodedSpan | None) -> bool:
-    return answered_by is not None and span.start_time_unix_nano > answered_by.end_time_unix_nano
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """The strings in a parsed JSON value, breadth-first, at most `_MAX_STRINGS` values visited."""
-    queue, visited = [value], 0
-    while queue and visited < _MAX_STRINGS:
-        item = queue.pop(0)
-        visited += 1
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, Mapping):
-            queue.extend(item.values())
-        elif isinstance(item, list):
-            queue.extend(item)
 
 
 def _add_tool_messages(contexts: Contexts, generations: list[DecodedSpan]) -> None:
