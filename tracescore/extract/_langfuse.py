@@ -69,11 +69,19 @@ def _type(span: DecodedSpan) -> str:
     return "span" if span.scope_name == SCOPE else ""
 
 
+def _has_observations(trace: Trace) -> bool:
+    # Runs on every trace, and most have no Langfuse span.
+    for span in trace.spans:  # noqa: SIM110 (any() over a generator costs more per trace)
+        if span.scope_name == SCOPE or OBSERVATION_TYPE in span.attributes:
+            return True
+    return False
+
+
 class LangfuseRecognizer:
     name = "langfuse"
 
     def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
-        if not any(OBSERVATION_TYPE in s.attributes or s.scope_name == SCOPE for s in trace.spans):
+        if not _has_observations(trace):
             return
         read: set[str] = set()
         for anchor in trace.outermost(lambda s: _type(s) in _ANSWERING):
