@@ -9,11 +9,14 @@ first generation's last user message. Its answer is its `langfuse.observation.ou
 `langfuse.trace.output`, else (also when the output is a program repr, or an object that is not text, as
 when the function returns the model's stream) the assistant text of the last generation that did not ask
 for a tool. Documents come from the outputs of the `retriever` and `tool` observations below it; without
-tool observations, from the tool messages passed to its last generation. A tool that only echoes the answer
-(its arguments carry the answer, or it returns the answer itself rather than documents), or that ran after
-the answer was written, is not evidence. Without such an interaction each generation is one (a generation
-that asks for a tool with the one that answers after it). Observations inside an `evaluator`, `guardrail`,
-`tool`, `retriever` or `embedding` never give the question or the answer; `event` observations are not read.
+tool observations that recorded a result, from the tool messages passed to its last generation. A tool
+that only echoes the answer (its arguments carry the answer, or it returns the answer itself rather than
+documents), and a tool or retriever that ran after the answer was written, are not evidence (_evidence.py).
+Without such an interaction each generation is one (a generation that asks for a tool with the one that
+answers after it), with the retrievals inside it or beside it. Observations inside an `evaluator`,
+`guardrail`, `tool`, `retriever` or `embedding` never give the question or the answer, nor are they an
+interaction of their own; `event` observations are not read. The session is `session.id` (v3's
+`update_current_trace` may put it on a span below the interaction) or `langfuse.session.id`.
 """
 
 from __future__ import annotations
