@@ -32,6 +32,14 @@ EXPECTED = {
     "llamaindex": ("interaction", "openinference"),
     "openllmetry_openai_tools": ("interaction", "openllmetry"),
     "langchain_stream_history": ("interaction", "openinference"),
+    # Content capture off on the decorated functions: the documents are recorded nowhere.
+    "langfuse/capture_off": ("skip", "empty_context"),
+    "langfuse": ("interaction", "langfuse"),
+    "langfuse_v3/capture_off": ("skip", "empty_context"),
+    "langfuse_v3": ("interaction", "langfuse"),
+    # Langfuse spans around OpenInference ones: scored once, on the Langfuse interaction.
+    "langfuse_openinference": ("interaction", "langfuse"),
+    "langfuse_langchain": ("interaction", "langfuse"),
     # Delivered whole (<scenario>.binpb); its per-service messages (Recording.messages) are for lateness.
     "two_service": ("interaction", "openinference"),
     # The workflow's output is a StopEvent(...) repr cut short: the answer is the agent's last LLM call's.
