@@ -3,6 +3,7 @@ interaction says where its documents came from (`Interaction.context_sources`)."
 
 from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, extract
 from tracescore.extract._genai import GenAIRecognizer
+from tracescore.extract._mlflow import MLflowRecognizer
 from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
@@ -16,6 +17,7 @@ __all__ = [
     "Extraction",
     "GenAIRecognizer",
     "Interaction",
+    "MLflowRecognizer",
     "OpenInferenceRecognizer",
     "OpenLLMetryRecognizer",
     "RagSpan",

@@ -1,10 +1,10 @@
 """Run every recogniser on a trace and keep each interaction once.
 
 Recognisers run in priority order: tracescore's own spans first (they name question, documents and answer
-explicitly), then OpenInference, OpenLLMetry and the OTel GenAI conventions. Two readings describe the same
-interaction when one's anchor span is the other's ancestor or descendant, or they were read from a shared
-span: the earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay
-separate.
+explicitly), then OpenInference, OpenLLMetry, MLflow and the OTel GenAI conventions. Two readings describe
+the same interaction when one's anchor span is the other's ancestor or descendant, or they were read from a
+shared span: the earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request)
+stay separate.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tracescore.extract._genai import GenAIRecognizer
+from tracescore.extract._mlflow import MLflowRecognizer
 from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
@@ -25,6 +26,7 @@ DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = (
     TracescoreRecognizer(),
     OpenInferenceRecognizer(),
     OpenLLMetryRecognizer(),
+    MLflowRecognizer(),
     GenAIRecognizer(),
 )
 
@@ -86,8 +88,8 @@ def _not_rag(trace: Trace) -> Skip:
     return Skip(
         "not_rag",
         f"trace {trace.trace_id} ({len(trace.spans)} spans, scopes: {', '.join(scopes)}) has no span "
-        "in a known RAG convention (tracescore, OpenInference, OpenLLMetry, OTel GenAI) with a question, "
-        "an answer or retrieved documents",
+        "in a known RAG convention (tracescore, OpenInference, OpenLLMetry, MLflow, OTel GenAI) with a "
+        "question, an answer or retrieved documents",
         expected=True,
         span=root,
     )
