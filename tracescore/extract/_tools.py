@@ -3,8 +3,9 @@
 Agents get their documents from tool calls: an OpenInference TOOL span's `output.value`, an OTel GenAI
 `execute_tool` span's `gen_ai.tool.call.result`, a traceloop `tool` span's `traceloop.entity.output`, or,
 with no tool span at all (OpenAI function calling), the tool-role messages passed to the next LLM call. A
-result that is a list of documents gives one context per document; any other result (a number, a
-sentence) is one context, noted as not document-like, because the answer may rest on it.
+result that is a list of documents (also as `str()` of a Python list of strings, read back exactly) gives one
+context per document; any other result (a number, a sentence) is one context, noted as not document-like,
+because the answer may rest on it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _TOOL_PARTS = ("tool_call_response", "tool_result", "function_response")
 # read back exactly (never guessed) when every Document in the text has one.
 _DOCUMENT_REPR = re.compile(r"\bDocument\(")
 _PAGE_CONTENT = re.compile(r"""page_content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+_MAX_LITERAL = 2_000_000  # characters: a larger literal is not parsed (one text, bounded by Contexts)
 
 
 def tool_result_texts(value: Any) -> tuple[list[str], bool]:
@@ -61,10 +63,27 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     if isinstance(parsed, str):
         if is_repr(parsed):
             return _page_contents(parsed), True  # else the repr itself, which Contexts drops and notes
+        if (texts := _python_strings(parsed)) is not None:
+            return texts, True
         return [parsed], False
     if isinstance(value, str):
         return [value], False
     return [json.dumps(parsed, default=str)], False
+
+
+def _python_strings(text: str) -> list[str] | None:
+    """The strings of `str()` of a Python list of strings (AutoGen passes a tool's return value to the model
+    so), read back exactly as a literal; None for any other text."""
+    stripped = text.strip()
+    if not stripped.startswith(("['", '["')) or not stripped.endswith("]") or len(stripped) > _MAX_LITERAL:
+        return None
+    try:
+        value = ast.literal_eval(stripped)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return value
+    return None
 
 
 def _page_contents(text: str) -> list[str]:
