@@ -58,7 +58,7 @@ class MLflowRecognizer:
     name = "mlflow"
 
     def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
-        typed = trace.select(lambda s: SPAN_TYPE in s.attributes)
+        typed = [s for s in trace.spans if SPAN_TYPE in s.attributes]
         if not typed:
             return
         answering = _answering(trace, typed)
