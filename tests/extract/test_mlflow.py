@@ -170,6 +170,12 @@ def test_chat_inputs_and_other_clients_outputs_are_read() -> None:
         llm = span("llm", _mlflow("LLM", messages, output), parent=chain.span_id, start=2)
         [rag] = extract(trace(chain, retrieve, llm)).interactions
         assert (rag.span, rag.record.query, rag.record.answer) == (chain, QUESTION, ANSWER), output
+    # LangChain autolog without a traced chain: the chat model's input is a batch of message lists.
+    batch = [[{"type": "system", "content": "Be brief."}, {"type": "human", "content": QUESTION}]]
+    retrieve = span("retrieve", _mlflow("RETRIEVER", {"query": "battery life"}, list(DOCS)), start=1)
+    llm = span("ChatOpenAI", _mlflow("CHAT_MODEL", batch, outputs[1]), start=2)
+    [rag] = extract(trace(retrieve, llm)).interactions
+    assert (rag.span, rag.record.query, rag.record.contexts) == (llm, QUESTION, DOCS)
 
 
 def test_retrieval_tool_and_helper_spans_alone_are_never_an_interaction() -> None:
