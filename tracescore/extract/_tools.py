@@ -36,7 +36,10 @@ _TOOL_PARTS = ("tool_call_response", "tool_result", "function_response")
 # read back exactly (never guessed) when every Document in the text has one.
 _DOCUMENT_REPR = re.compile(r"\bDocument\(")
 _PAGE_CONTENT = re.compile(r"""page_content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
-_MAX_LITERAL = 2_000_000  # characters: a larger literal is not parsed (one text, bounded by Contexts)
+# A larger literal is not parsed (it stays one text, bounded by Contexts): parsing costs ~50 us and ~1 KB a
+# list item, so a result of 100,000 one-letter strings would take seconds and 100 MB.
+_MAX_LITERAL_CHARS = 2_000_000
+_MAX_LITERAL_ITEMS = 256
 
 
 def tool_result_texts(value: Any) -> tuple[list[str], bool]:
@@ -75,7 +78,13 @@ def _python_strings(text: str) -> list[str] | None:
     """The strings of `str()` of a Python list of strings (AutoGen passes a tool's return value to the model
     so), read back exactly as a literal; None for any other text."""
     stripped = text.strip()
-    if not stripped.startswith(("['", '["')) or not stripped.endswith("]") or len(stripped) > _MAX_LITERAL:
+    if (
+        not stripped.startswith(("['", '["'))
+        or not stripped.endswith("]")
+        or len(stripped) > _MAX_LITERAL_CHARS
+    ):
+        return None
+    if stripped.count("', ") + stripped.count('", ') >= _MAX_LITERAL_ITEMS:  # an upper bound on the items
         return None
     try:
         value = ast.literal_eval(stripped)
