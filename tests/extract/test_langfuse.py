@@ -302,7 +302,7 @@ def test_a_rag_function_decorated_as_a_generation_is_read_with_the_retrieval_ins
 def test_a_traced_function_with_no_llm_work_is_not_an_interaction() -> None:
     found = extract(trace(_observation("load_config", "span", input=_call("prod"), output="ok")))
     assert found.interactions == [] and [s.reason for s in found.skips] == ["not_rag"]
-    assert "Langfuse" in found.skips[0].detail
+    assert "langfuse" in found.skips[0].detail
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,8 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-genai", "empty_context"),
         ("aurora-support-langgraph", "empty_context"),
         ("aurora-support-langfuse", "empty_context"),  # content capture off
+        ("aurora-support-autogen", "missing_answer"),
+        ("aurora-support-mlflow", "empty_context"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"

@@ -4,6 +4,7 @@ interaction says where its documents came from (`Interaction.context_sources`)."
 from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, extract
 from tracescore.extract._genai import GenAIRecognizer
 from tracescore.extract._langfuse import LangfuseRecognizer
+from tracescore.extract._mlflow import MLflowRecognizer
 from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
@@ -18,6 +19,7 @@ __all__ = [
     "GenAIRecognizer",
     "Interaction",
     "LangfuseRecognizer",
+    "MLflowRecognizer",
     "OpenInferenceRecognizer",
     "OpenLLMetryRecognizer",
     "RagSpan",

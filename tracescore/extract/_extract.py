@@ -2,10 +2,10 @@
 
 Recognisers run in priority order: tracescore's own spans first (they name question, documents and answer
 explicitly), then Langfuse's (its `@observe` spans are usually the app's entry point, around other
-instrumentations' spans), then OpenInference, OpenLLMetry and the OTel GenAI conventions. Two readings
-describe the same interaction when one's anchor span is the other's ancestor or descendant, or they were
-read from a shared span: the earlier recogniser's reading is kept. Sibling interactions (two RAG calls in
-one request) stay separate.
+instrumentations' spans), then OpenInference, OpenLLMetry, MLflow and the OTel GenAI conventions. Two
+readings describe the same interaction when one's anchor span is the other's ancestor or descendant, or they
+were read from a shared span: the earlier recogniser's reading is kept. Sibling interactions (two RAG calls
+in one request) stay separate.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from tracescore.extract._genai import GenAIRecognizer
 from tracescore.extract._langfuse import LangfuseRecognizer
+from tracescore.extract._mlflow import MLflowRecognizer
 from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
@@ -28,6 +29,7 @@ DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = (
     LangfuseRecognizer(),
     OpenInferenceRecognizer(),
     OpenLLMetryRecognizer(),
+    MLflowRecognizer(),
     GenAIRecognizer(),
 )
 
@@ -71,7 +73,7 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
             seen.add(anchor.span_id)
         found.skips.append(skip)
     if not found.interactions and not found.skips:
-        found.skips.append(_not_rag(trace))
+        found.skips.append(_not_rag(trace, recognizers))
     return found
 
 
@@ -83,14 +85,14 @@ def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Int
     )
 
 
-def _not_rag(trace: Trace) -> Skip:
+def _not_rag(trace: Trace, recognizers: Sequence[Recognizer]) -> Skip:
     scopes = sorted({span.scope_name or "(no scope)" for span in trace.spans})
     root = trace.roots[0] if trace.roots else trace.spans[0]
     return Skip(
         "not_rag",
         f"trace {trace.trace_id} ({len(trace.spans)} spans, scopes: {', '.join(scopes)}) has no span "
-        "in a known RAG convention (tracescore, Langfuse, OpenInference, OpenLLMetry, OTel GenAI) with a "
-        "question, an answer or retrieved documents",
+        f"in a known RAG convention ({', '.join(r.name for r in recognizers)}) with a question, an answer "
+        "or retrieved documents",
         expected=True,
         span=root,
     )

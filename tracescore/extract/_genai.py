@@ -6,8 +6,8 @@ the chat that answers after it). The question is the last user message of `gen_a
 first chat call when the agent span has none: Pydantic AI), the answer the assistant text of
 `gen_ai.output.messages` (else the last chat call's). The documents come from `retrieval` spans
 (`gen_ai.retrieval.documents`) and `execute_tool` spans (`gen_ai.tool.call.result`) below the interaction or
-beside a chat span; without tool spans, from the tool results passed to the last chat call. System
-instructions are never read as documents.
+beside a chat span; without a tool span that recorded its result, from the tool results passed to the last
+chat call. System instructions are never read as documents.
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ class GenAIRecognizer:
         for tool in tools:
             add_tool_result(contexts, tool, "tool", _tool_result(tool), "tool result", _tool_arguments(tool))
         chats = group if group is not None else [s for s in around if _operation(s) in _GENERATIONS]
-        if not tools:
+        if all(_tool_result(tool) is None for tool in tools):
+            # No tool span recorded its result (autogen-core's carry names only; content capture off): the
+            # results passed to the model are what its answer rests on.
             _add_tool_messages(contexts, chats)
         question = _question(chats[0] if group else anchor)
         if question is None and chats:

@@ -3,7 +3,8 @@
 Agents get their documents from tool calls: an OpenInference TOOL span's `output.value`, an OTel GenAI
 `execute_tool` span's `gen_ai.tool.call.result`, a traceloop `tool` span's `traceloop.entity.output`, or,
 with no tool span at all (OpenAI function calling), the tool-role messages passed to the next LLM call. A
-result that is a list of documents gives one context per document; any other result (a number, a
+result that is a list of documents (also as `str()` of a Python list, read back exactly) gives one context
+per document; any other result (a number, a
 sentence) is one context, noted as not document-like, because the answer may rest on it.
 
 An answer never supports itself. A tool result that merely carries the answer is not evidence for it and
@@ -44,8 +45,8 @@ _TOOL_PARTS = ("tool_call_response", "tool_result", "function_response")
 # LangChain stringifies a tool's list[Document] as its repr; page_content is a Python string literal in it,
 # read back exactly (never guessed) when every Document in the text has one.
 _DOCUMENT_REPR = re.compile(r"\bDocument\(")
-_MAX_LITERAL_ITEMS = 256
 _PAGE_CONTENT = re.compile(r"""page_content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+_MAX_LITERAL_ITEMS = 256
 
 
 def tool_result_texts(value: Any) -> tuple[list[str], bool]:
