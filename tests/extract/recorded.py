@@ -34,12 +34,20 @@ EXPECTED = {
     "langchain_stream_history": ("interaction", "openinference"),
     # Delivered whole (<scenario>.binpb); its per-service messages (Recording.messages) are for lateness.
     "two_service": ("interaction", "openinference"),
+    # The Vercel AI SDK through the real Collector (one Kafka message per trace and scope). An app that puts
+    # its documents only into the prompt records no retrieval; with content capture off, no text at all.
+    "vercel_ai/prompt_": ("skip", "no_retrieval"),
+    "vercel_ai/no_content_": ("skip", "missing_query"),
+    "vercel_ai": ("interaction", "vercel_ai"),
+    # The Langfuse JS SDK's observations (langfuse.observation.*), read by the Langfuse recogniser.
+    "langfuse_js": ("interaction", "langfuse"),
 }
 
 # Shapes the extractor does not read yet, as a strict-xfail reason per source (or source/scenario): a
 # recording that starts passing fails until its line goes.
 NOT_YET_READ: dict[str, str | None] = {
     "langgraph_tool/no_tool": None,  # read right today (a skip); must stay so
+    "langfuse_js": "Langfuse observations (langfuse.observation.type/input/output) have no recogniser yet",
 }
 
 

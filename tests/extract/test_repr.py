@@ -26,6 +26,7 @@ REPRS = [
     json.dumps({"response_gen": "<generator object StreamingResponse.response_gen at 0x7f3a2c1b9e40>"}),
     "[Document(metadata={'source': 'kb'}, page_content='Acme Corp sells anvils.')]",
     "<app.models.Answer object at 0x7f3a2c1b9e40>",
+    "[object Object]",  # JavaScript's String(anObject)
 ]
 PROSE = [
     ANSWER,
@@ -33,6 +34,7 @@ PROSE = [
     "Call Foo(bar=1) to configure it.",
     '{"answer": "Acme Corp sells anvils."}',
     "Result: f(x=1) returned 3",
+    "A classic bug prints [object Object] instead of the text.",
 ]
 
 

@@ -1,7 +1,8 @@
 """Run every recogniser on a trace and keep each interaction once.
 
 Recognisers run in priority order: tracescore's own spans first (they name question, documents and answer
-explicitly), then OpenInference, OpenLLMetry and the OTel GenAI conventions. Two readings describe the same
+explicitly), then OpenInference, OpenLLMetry, the Vercel AI SDK (whose model calls also carry a few gen_ai.*
+attributes) and the OTel GenAI conventions. Two readings describe the same
 interaction when one's anchor span is the other's ancestor or descendant, or they were read from a shared
 span: the earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay
 separate.
@@ -17,6 +18,7 @@ from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._tracescore import TracescoreRecognizer
+from tracescore.extract._vercel import VercelAIRecognizer
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "extract"]
@@ -25,6 +27,7 @@ DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = (
     TracescoreRecognizer(),
     OpenInferenceRecognizer(),
     OpenLLMetryRecognizer(),
+    VercelAIRecognizer(),
     GenAIRecognizer(),
 )
 
@@ -86,8 +89,8 @@ def _not_rag(trace: Trace) -> Skip:
     return Skip(
         "not_rag",
         f"trace {trace.trace_id} ({len(trace.spans)} spans, scopes: {', '.join(scopes)}) has no span "
-        "in a known RAG convention (tracescore, OpenInference, OpenLLMetry, OTel GenAI) with a question, "
-        "an answer or retrieved documents",
+        "in a known RAG convention (tracescore, OpenInference, OpenLLMetry, Vercel AI SDK, OTel GenAI) "
+        "with a question, an answer or retrieved documents",
         expected=True,
         span=root,
     )

@@ -13,8 +13,6 @@ from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
 __all__ = ["Recognizer", "Skip", "interaction"]
 
-_ROUTE_KEYS = (semconv.TRACESCORE_ROUTE, semconv.HTTP_ROUTE)
-
 
 @dataclass(frozen=True)
 class Skip:
@@ -51,11 +49,14 @@ def interaction(
     answer: str | None,
     sources: Iterable[DecodedSpan] = (),
     looked_in: Mapping[str, str] | None = None,
+    route: str | None = None,
+    session_id: str | None = None,
 ) -> Interaction | Skip:
     """An interaction anchored on `anchor`, or the Skip that names the missing part and, from `looked_in`
     (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`. A
     question or answer that is a program repr (`ChatMessage(...)`, `<generator object ...>`) counts as
-    missing: a score is never built from the wrong text."""
+    missing: a score is never built from the wrong text. `route` and `session_id` are what the convention
+    itself names (the AI SDK's functionId and metadata), used where the spans carry no explicit one."""
 
     def missing(reason: str, part: str, what: str) -> Skip:
         # Built only for a skip: most interactions are scored, and this text is then never read.
@@ -87,12 +88,12 @@ def interaction(
         record=RagRecord(
             id=f"{trace.trace_id}:{anchor.span_id}", query=question, contexts=texts, answer=answer
         ),
-        route=route_of(trace, anchor),
+        route=route_of(trace, anchor, route),
         convention=convention,
         span_ids=frozenset([anchor.span_id, *[s.span_id for s in sources], *[c[0] for c in context_sources]]),
         context_sources=context_sources,
         context_notes=collected.notes,
-        session_id=session_of(trace, anchor, sources),
+        session_id=session_id or session_of(trace, anchor, sources),
     )
 
 
@@ -100,13 +101,22 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def route_of(trace: Trace, anchor: DecodedSpan) -> str:
-    """The route results are grouped by: an explicit tracescore route, else the HTTP route of the request
-    the interaction served (often on an ancestor span), else the anchor span's name."""
+def route_of(trace: Trace, anchor: DecodedSpan, named: str | None = None) -> str:
+    """The route results are grouped by: an explicit tracescore route, else the name the convention gives
+    the interaction (`named`), else the HTTP route of the request the interaction served (often on an
+    ancestor span), else the anchor span's name."""
     lineage = (anchor, *trace.ancestors(anchor)) if anchor.parent_span_id is not None else (anchor,)
-    for key in _ROUTE_KEYS:
-        for span in lineage:
-            value = span.attributes.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return anchor.name
+    return (
+        _first_text(lineage, semconv.TRACESCORE_ROUTE)
+        or named
+        or _first_text(lineage, semconv.HTTP_ROUTE)
+        or anchor.name
+    )
+
+
+def _first_text(spans: Sequence[DecodedSpan], key: str) -> str | None:
+    for span in spans:
+        value = span.attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

@@ -27,12 +27,14 @@ ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "out
 _DOC_TEXT_KEYS = ("page_content", "pageContent", "content", "text", "document.content", "chunk", "body")
 _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "nodes", "results", "context")
 # A programming-language repr where text belongs: `ChatMessage(_role=...)`, `[Document(id=..., content=...)]`,
-# `<NodeWithScore(node=TextNode(...))>`, `<generator object ...>`, `<x.Y object at 0x...>`. Prose rarely
-# puts a capitalised identifier directly before `(name=`; a trailing `)` or `>` is required as well.
+# `<NodeWithScore(node=TextNode(...))>`, `<generator object ...>`, `<x.Y object at 0x...>`, JavaScript's
+# `[object Object]`. Prose rarely puts a capitalised identifier directly before `(name=`; a trailing `)`,
+# `>` or `]` is required as well.
 _REPR = re.compile(
     r"\[?<?[A-Z][\w.]*\((?:\)|[A-Za-z_]\w*=|['\"]|[A-Z][\w.]*\()"
     r"|<(?:generator|coroutine|async_generator|function|bound method) object "
     r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"
+    r"|\[object [A-Z]\w*\]"
 )
 _MAX_DEPTH = 6
 _MAX_JSON_CHARS = 8_000_000  # a bigger attribute is not parsed: never worth the memory of a parse tree
@@ -57,7 +59,7 @@ def is_repr(text: Any) -> bool:
     if not isinstance(text, str):
         return False
     head = text[:300]
-    if "(" not in head and "<" not in head:
+    if "(" not in head and "<" not in head and "[object " not in head:
         return False  # every repr shape has one of these near its start: most text returns here
     start, end = head.lstrip(), text[-64:].rstrip()  # never a copy of a long text
     if _REPR.match(start):
