@@ -24,7 +24,6 @@ from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
-from tracescore.extract._genai import RETRIEVAL_DOCUMENTS as GENAI_RETRIEVAL_DOCUMENTS
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import (
     ANSWER_KEYS,
@@ -210,7 +209,7 @@ def _add_retrieval(trace: Trace, contexts: Contexts, span: DecodedSpan) -> None:
     else:
         attrs = span.attributes
         texts = [str(d) for d in indexed(attrs, semconv.RETRIEVAL_DOCUMENTS, "document.content")]
-        texts = texts or documents_of(attrs.get(GENAI_RETRIEVAL_DOCUMENTS)) or []
+        texts = texts or documents_of(attrs.get(semconv.GEN_AI_RETRIEVAL_DOCUMENTS)) or []
     contexts.add(span, str(kind), texts)
 
 
