@@ -55,6 +55,13 @@ EXPECTED = {
     # autogen-core's own spans carry names only: no answer (nor question or documents) to read.
     "autogen/core_only": ("skip", "missing_answer"),
     "autogen": ("interaction", "genai"),
+    # The Vercel AI SDK through the real Collector (one Kafka message per trace and scope). An app that puts
+    # its documents only into the prompt records no retrieval; with content capture off, no text at all.
+    "vercel_ai/prompt_": ("skip", "no_retrieval"),
+    "vercel_ai/no_content_": ("skip", "missing_answer"),
+    "vercel_ai": ("interaction", "vercel_ai"),
+    # The Langfuse JS SDK's observations (langfuse.observation.*), read by the Langfuse recogniser.
+    "langfuse_js": ("interaction", "langfuse"),
 }
 
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's

@@ -26,6 +26,7 @@ REPRS = [
     json.dumps({"response_gen": "<generator object StreamingResponse.response_gen at 0x7f3a2c1b9e40>"}),
     "[Document(metadata={'source': 'kb'}, page_content='Acme Corp sells anvils.')]",
     "<app.models.Answer object at 0x7f3a2c1b9e40>",
+    "[object Object]",  # JavaScript's String(anObject)
 ]
 PROSE = [
     ANSWER,
@@ -40,6 +41,7 @@ PROSE = [
     'Acme("anvils") ships in two days.',
     "[Document(id=1)] is how the list is written.",
     "Anvil(s): see the catalogue.",
+    "A classic bug prints [object Object] instead of the text.",
 ]
 # What a framework writes with its repr, cut wherever the span attribute stopped (LlamaIndex workflows cut
 # at 200 characters: the closing brackets never come).

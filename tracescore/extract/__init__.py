@@ -9,6 +9,7 @@ from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._tracescore import TracescoreRecognizer
+from tracescore.extract._vercel import VercelAIRecognizer
 from tracescore.model import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
@@ -27,5 +28,6 @@ __all__ = [
     "Skip",
     "Trace",
     "TracescoreRecognizer",
+    "VercelAIRecognizer",
     "extract",
 ]

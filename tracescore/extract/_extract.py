@@ -2,10 +2,10 @@
 
 Recognisers run in priority order: tracescore's own spans first (they name question, documents and answer
 explicitly), then Langfuse's (its `@observe` spans are usually the app's entry point, around other
-instrumentations' spans), then OpenInference, OpenLLMetry, MLflow and the OTel GenAI conventions. Two
-readings describe the same interaction when one's anchor span is the other's ancestor or descendant, or they
-were read from a shared span: the earlier recogniser's reading is kept. Sibling interactions (two RAG calls
-in one request) stay separate.
+instrumentations' spans), then OpenInference, OpenLLMetry, MLflow, the Vercel AI SDK (whose model calls also
+carry a few gen_ai.* attributes) and the OTel GenAI conventions. Two readings describe the same interaction
+when one's anchor span is the other's ancestor or descendant, or they were read from a shared span: the
+earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay separate.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._tracescore import TracescoreRecognizer
+from tracescore.extract._vercel import VercelAIRecognizer
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "extract"]
@@ -30,6 +31,7 @@ DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = (
     OpenInferenceRecognizer(),
     OpenLLMetryRecognizer(),
     MLflowRecognizer(),
+    VercelAIRecognizer(),
     GenAIRecognizer(),
 )
 

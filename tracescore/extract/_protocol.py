@@ -14,8 +14,6 @@ from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
 __all__ = ["Recognizer", "Skip", "interaction"]
 
-_ROUTE_KEYS = (semconv.TRACESCORE_ROUTE, semconv.HTTP_ROUTE)
-
 
 @dataclass(frozen=True)
 class Skip:
@@ -53,6 +51,8 @@ def interaction(
     sources: Iterable[DecodedSpan] = (),
     looked_in: Mapping[str, str] | None = None,
     llm_outputs: Iterable[tuple[DecodedSpan, str | None]] = (),
+    route: str | None = None,
+    session_id: str | None = None,
 ) -> Interaction | Skip:
     """An interaction anchored on `anchor`, or the Skip that names the missing part and, from `looked_in`
     (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`.
@@ -63,6 +63,8 @@ def interaction(
     None and `question_missing` says why; the metrics that need the question say `not_applicable`. Tool
     results that merely carry the answer are dropped and noted (`_tools.drop_answer_carriers`);
     `llm_outputs` (each LLM call of the interaction with its text output) tell when the answer was written.
+    `route` and `session_id` are what the convention itself names (the AI SDK's functionId and metadata),
+    used where the spans carry no explicit one.
     """
 
     def missing(reason: str, part: str, what: str) -> Skip:
@@ -101,12 +103,12 @@ def interaction(
             contexts=texts,
             answer=answer,
         ),
-        route=route_of(trace, anchor),
+        route=route_of(trace, anchor, route),
         convention=convention,
         span_ids=frozenset([anchor.span_id, *[s.span_id for s in sources], *[c[0] for c in context_sources]]),
         context_sources=context_sources,
         context_notes=collected.notes,
-        session_id=session_of(trace, anchor, sources),
+        session_id=session_id or session_of(trace, anchor, sources),
         question_missing=unasked,
     )
 
@@ -115,13 +117,22 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def route_of(trace: Trace, anchor: DecodedSpan) -> str:
-    """The route results are grouped by: an explicit tracescore route, else the HTTP route of the request
-    the interaction served (often on an ancestor span), else the anchor span's name."""
+def route_of(trace: Trace, anchor: DecodedSpan, named: str | None = None) -> str:
+    """The route results are grouped by: an explicit tracescore route, else the name the convention gives
+    the interaction (`named`), else the HTTP route of the request the interaction served (often on an
+    ancestor span), else the anchor span's name."""
     lineage = (anchor, *trace.ancestors(anchor)) if anchor.parent_span_id is not None else (anchor,)
-    for key in _ROUTE_KEYS:
-        for span in lineage:
-            value = span.attributes.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return anchor.name
+    return (
+        _first_text(lineage, semconv.TRACESCORE_ROUTE)
+        or named
+        or _first_text(lineage, semconv.HTTP_ROUTE)
+        or anchor.name
+    )
+
+
+def _first_text(spans: Sequence[DecodedSpan], key: str) -> str | None:
+    for span in spans:
+        value = span.attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

@@ -41,10 +41,12 @@ _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "node
 # `<NodeWithScore(node=TextNode(...))>`, `StopEvent(result=AgentOutput(...` cut at any length. Prose rarely
 # puts a capitalised identifier directly before `(name=`, and when it does the parenthesis closes and the
 # sentence goes on ("Call Foo(bar=1) to configure it."): a repr is its whole text (see `_is_object_repr`).
+# Also `<generator object ...>`, `<x.Y object at 0x...>` and JavaScript's `[object Object]`.
 _OBJECT_REPR = re.compile(r"\[?<?[A-Z][\w.]*\((?:\)|[A-Za-z_]\w*=|['\"]|[A-Z][\w.]*\()")
 _OBJECT_AT = re.compile(
     r"<(?:generator|coroutine|async_generator|function|bound method) object "
     r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"
+    r"|\[object [A-Z]\w*\]"
 )
 # What a repr's nesting is read from: brackets, and quotes (with escapes) whose contents are skipped.
 _REPR_TOKEN = re.compile(r"""[()\[\]{}]|'(?:[^'\\\n]|\\.)*(?:'|$)|"(?:[^"\\\n]|\\.)*(?:"|$)""")
@@ -73,7 +75,7 @@ def is_repr(text: Any) -> bool:
     if not isinstance(text, str):
         return False
     head = text[:300]
-    if "(" not in head and "<" not in head:
+    if "(" not in head and "<" not in head and "[object " not in head:
         return False  # every repr shape has one of these near its start: most text returns here
     start = head.lstrip()
     if _OBJECT_REPR.match(start):

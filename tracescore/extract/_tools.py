@@ -1,10 +1,10 @@
 """Tool results as retrieved context, and function-calling loops as one interaction.
 
 Agents get their documents from tool calls: an OpenInference TOOL span's `output.value`, an OTel GenAI
-`execute_tool` span's `gen_ai.tool.call.result`, a traceloop `tool` span's `traceloop.entity.output`, or,
-with no tool span at all (OpenAI function calling), the tool-role messages passed to the next LLM call. A
-result that is a list of documents (also as `str()` of a Python list, read back exactly) gives one context
-per document; any other result (a number, a
+`execute_tool` span's `gen_ai.tool.call.result`, a traceloop `tool` span's `traceloop.entity.output`, a
+Vercel AI SDK `ai.toolCall` span's `ai.toolCall.result`, or, with no tool span at all (OpenAI function
+calling), the tool-role messages passed to the next LLM call. A result that is a list of documents (also as
+`str()` of a Python list, read back exactly) gives one context per document; any other result (a number, a
 sentence) is one context, noted as not document-like, because the answer may rest on it.
 
 An answer never supports itself. A tool result that merely carries the answer is not evidence for it and
@@ -248,8 +248,29 @@ def genai_tool_messages(messages: Any) -> list[Any]:
                 if isinstance(part, Mapping) and str(part.get("type", "")) in _TOOL_PARTS:
                     results.append(_first(part, ("response", "result", "content", "output")))
         elif _role(message) in _TOOL_ROLES:
-            results.append(message.get("content"))
+            content = message.get("content")
+            parts = _tool_result_parts(content)
+            results.extend(parts if parts is not None else [content])
     return [r for r in results if r is not None]
+
+
+def _tool_result_parts(content: Any) -> list[Any] | None:
+    """The results in a Vercel AI SDK tool message: `{"type": "tool-result", "output": {"type": "json",
+    "value": ...}}` parts (`result` before v5); a failed tool's `error-*` output is not evidence."""
+    if not isinstance(content, list):
+        return None
+    parts = [p for p in content if isinstance(p, Mapping) and p.get("type") == "tool-result"]
+    if not parts:
+        return None
+    results = []
+    for part in parts:
+        output = part.get("output", part.get("result"))
+        if isinstance(output, Mapping) and "value" in output:
+            if str(output.get("type", "")).startswith("error"):
+                continue
+            output = output["value"]
+        results.append(output)
+    return results
 
 
 def indexed_tool_messages(attributes: Mapping[str, Any], prefix: str, role: str, content: str) -> list[Any]:
