@@ -181,7 +181,13 @@ config_option = click.option(
     help="Log an alert when the rolling faithfulness of a (service, route) in this process's partitions "
     "drops below this (tracescore alert's logic, one rule; run tracescore alert for the whole group).",
 )
-@click.option("--alert-window", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--alert-window",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Answers per (service, route) in the in-process alert's rolling window.",
+)
 @click.option(
     "--alert-signal",
     type=click.Choice(["label", "score"]),
