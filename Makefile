@@ -2,7 +2,7 @@
 PYTHON ?= python3
 STAMP := .make/installed
 
-.PHONY: install browser promtool alertmanager demo test lint docs reference kafka kafka-stop accuracy clean
+.PHONY: install browser promtool alertmanager demo test lint docs reference docs-outputs kafka kafka-stop accuracy clean
 
 # The import rules (docs/contributing, Architecture): which stage may import which (import-linter, contracts in
 # pyproject.toml), and private modules only from their own package and its tests.
@@ -66,6 +66,11 @@ docs: $(STAMP)
 ## integrations' tested versions and what is read from each recorded producer); tests/docs checks them
 reference: $(STAMP)
 	$(PYTHON) docs/gen_reference.py
+
+## make docs-outputs: rewrite the outputs the pages show (docs/examples/*.out, the quickstart's blocks)
+## from a real run, after a change to what a command or example prints
+docs-outputs: $(STAMP)
+	TRACESCORE_DOCS_RECORD=1 $(PYTHON) -m pytest -q tests/docs
 
 lint: $(STAMP)
 	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check .

@@ -10,11 +10,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from pages import DOCS, REPO
+from pages import DOCS, RECORD, REPO
 
 EXAMPLES = DOCS / "examples"
 # Programs that need a broker run in test_examples_kafka.py.
 NEEDS_KAFKA = {"export_all_spans.py"}
+
+
+def _compare(expected: Path, actual: str) -> None:
+    if RECORD:
+        expected.write_text(actual, encoding="utf-8")
+        return
+    assert actual == expected.read_text(encoding="utf-8"), f"{expected.relative_to(REPO)} is stale"
 
 
 def _run(command: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -30,7 +37,7 @@ def test_an_example_runs_and_prints_what_its_page_shows(program: Path) -> None:
     assert done.returncode == 0, f"{program.relative_to(REPO)} failed:\n{done.stderr}"
     expected = program.with_suffix(".out")
     if expected.exists():
-        assert done.stdout == expected.read_text(encoding="utf-8"), f"{expected.relative_to(REPO)} is stale"
+        _compare(expected, done.stdout)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +59,7 @@ def test_the_ci_gate_fails_as_the_page_shows(output: str, flags: list[str], tmp_
     ]
     done = _run([*command, "--no-progress", *flags], cwd=EXAMPLES)
     assert done.returncode == 1, done.stderr
-    assert done.stdout + done.stderr == (EXAMPLES / output).read_text(encoding="utf-8"), f"{output} is stale"
+    _compare(EXAMPLES / output, done.stdout + done.stderr)
 
 
 def test_the_example_configurations_load() -> None:
