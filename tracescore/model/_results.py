@@ -35,10 +35,10 @@ class Usage(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
+    calls: int = Field(default=0, description="Judge calls (requests to a model).")
+    prompt_tokens: int = Field(default=0, description="Prompt tokens of those calls.")
+    completion_tokens: int = Field(default=0, description="Completion tokens of those calls.")
+    cost_usd: float = Field(default=0.0, description="USD, from the judge's configured prices.")
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
