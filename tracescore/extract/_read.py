@@ -34,6 +34,9 @@ _REPR = re.compile(
     r"|<(?:generator|coroutine|async_generator|function|bound method) object "
     r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"
 )
+# Text content parts: chat messages' `text`, the OpenAI Responses API's `input_text` / `output_text` (an
+# agent SDK's Response object recorded as an LLM span's output).
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _MAX_DEPTH = 6
 _MAX_JSON_CHARS = 8_000_000  # a bigger attribute is not parsed: never worth the memory of a parse tree
 
@@ -176,7 +179,7 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
         texts = [
             str(part.get("content") or part.get("text") or "")
             for part in parts
-            if isinstance(part, Mapping) and part.get("type", "text") == "text"
+            if isinstance(part, Mapping) and part.get("type", "text") in _TEXT_PARTS
         ]
         joined = "".join(texts)
         return joined if joined.strip() else None
