@@ -5,7 +5,8 @@ The interaction is the outermost CHAIN or AGENT span: its `input.value` is the q
 call's output). The documents are those of the RETRIEVER / RERANKER spans below it, read from
 `retrieval.documents.N.document.content` (a reranker's `reranker.output_documents`), or from their
 `output.value` JSON when the flattened attributes are absent (manual tracers); and the results of its TOOL
-spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call. Without a
+spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call; without any
+of these, a list of documents its chains were given as input (`context`, `documents`, ...). Without a
 CHAIN or AGENT, an LLM span is the interaction, with the retrievals and tools that ran beside it; an LLM call
 that asks for a tool is one interaction with the call that answers after the tool ran. RETRIEVER,
 EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
@@ -13,12 +14,20 @@ EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, is_repr, text_of
+from tracescore.extract._read import (
+    ANSWER_KEYS,
+    QUESTION_KEYS,
+    documents_of,
+    indexed,
+    is_repr,
+    parse_json,
+    text_of,
+)
 from tracescore.extract._tools import add_tool_result, answering_groups, indexed_tool_messages, ran_between
 from tracescore.model import DecodedSpan, Interaction, Trace
 
@@ -84,6 +93,8 @@ class OpenInferenceRecognizer:
             tools = ran_between(tools, since, anchor)
         llms = group if group is not None else by_kind.get("LLM", [])
         _add_tools(trace, contexts, tools, used, llms)
+        if not contexts and _kind(anchor) in _ANSWERING:
+            _add_input_documents(contexts, [anchor, *by_kind.get("CHAIN", [])])
         if _kind(anchor) == "LLM":
             first = llms[0] if llms else anchor
             question = _last_user_message(first) or _io(first, semconv.INPUT_VALUE, QUESTION_KEYS)
@@ -141,6 +152,20 @@ def _add_tools(
             for message in messages:
                 add_tool_result(contexts, llm, "tool_message", message, "tool message passed to LLM")
             return
+
+
+def _add_input_documents(contexts: Contexts, chains: list[DecodedSpan]) -> None:
+    """Documents handed to a step as its input, when no retriever or tool span recorded them: a chain's
+    `input.value` JSON with a list of documents under `context`/`documents`/... (a DSPy program whose search
+    is a plain function passes `context=[...]` to its `ChainOfThought`). Nested steps pass the same list on:
+    each text is taken once."""
+    seen: set[str] = set()
+    for chain in chains:
+        value = parse_json(chain.attributes.get(semconv.INPUT_VALUE))
+        docs = documents_of(value) if isinstance(value, Mapping) else None
+        if docs:
+            contexts.add(chain, "input", [d for d in docs if d not in seen])
+            seen.update(docs)
 
 
 def _asks_for_tool(span: DecodedSpan) -> bool:
