@@ -111,3 +111,32 @@ def test_an_llm_output_that_is_a_responses_api_object_gives_its_output_text() ->
     )
     [rag] = extract(trace(agent, tool, llm)).interactions
     assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, tuple(DOCS), ANSWER)
+
+
+def test_an_agent_whose_llm_messages_start_past_index_0_has_its_question_from_the_input_messages() -> None:
+    """The OpenAI Agents instrumentation keeps input message 0 for instructions; without them, the user's
+    message is `llm.input_messages.1` and the flattened list has no index 0."""
+    agent = span("Agent workflow", {KIND: "AGENT"})
+    asks = span(
+        "response",
+        {
+            KIND: "LLM",
+            "input.value": json.dumps([{"role": "user", "content": QUESTION}]),
+            "llm.input_messages.1.message.role": "user",
+            "llm.input_messages.1.message.content": QUESTION,
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "search_docs",
+        },
+        parent=agent.span_id,
+        start=1,
+    )
+    tool = span(
+        "search_docs", {KIND: "TOOL", "output.value": json.dumps(DOCS)}, parent=agent.span_id, start=2
+    )
+    answers = span(
+        "response",
+        {KIND: "LLM", "llm.output_messages.0.message.content": ANSWER},
+        parent=agent.span_id,
+        start=3,
+    )
+    [rag] = extract(trace(agent, asks, tool, answers)).interactions
+    assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, tuple(DOCS), ANSWER)

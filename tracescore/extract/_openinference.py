@@ -25,6 +25,7 @@ from tracescore.extract._read import (
     documents_of,
     indexed,
     is_repr,
+    last_message_text,
     parse_json,
     text_of,
 )
@@ -106,7 +107,7 @@ class OpenInferenceRecognizer:
                 # Haystack, LlamaIndex streams: the chain's output is a repr; the LLM's text is right.
                 answer = _llm_answer(llms) or answer
             if question is None and llms and (tools or _kind(anchor) == "AGENT"):
-                question = _last_user_message(llms[0])
+                question = _last_user_message(llms[0]) or _user_input(llms[0])
         if question is None and retrievals:
             # A chain called with several inputs: the retriever's query is the question it answered.
             question = _io(retrievals[0], semconv.INPUT_VALUE, QUESTION_KEYS)
@@ -207,6 +208,12 @@ def _last_user_message(span: DecodedSpan) -> str | None:
         if str(roles[index]).lower() in ("user", "human"):
             return _message_content(span, "llm.input_messages", index)
     return None
+
+
+def _user_input(span: DecodedSpan) -> str | None:
+    """The last user message of an LLM span's `input.value` message list, for flattened messages that do not
+    start at index 0 (the OpenAI Agents instrumentation keeps 0 for instructions an agent may not have)."""
+    return last_message_text(span.attributes.get(semconv.INPUT_VALUE), roles=("user", "human"))
 
 
 def _output_message(span: DecodedSpan) -> str | None:
