@@ -34,6 +34,9 @@ EXPECTED = {
     "langchain_stream_history": ("interaction", "openinference"),
     # Delivered whole (<scenario>.binpb); its per-service messages (Recording.messages) are for lateness.
     "two_service": ("interaction", "openinference"),
+    # Agent and pipeline frameworks under their OpenInference instrumentations.
+    "openai_agents": ("interaction", "openinference"),
+    "dspy": ("interaction", "openinference"),
 }
 
 # Shapes the extractor does not read yet, as a strict-xfail reason per source (or source/scenario): a
