@@ -91,6 +91,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-traceloop", "no_retrieval"),
         ("aurora-support-genai", "empty_context"),
         ("aurora-support-langgraph", "empty_context"),
+        ("aurora-support-crewai", "missing_answer"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     # Two traceloop LangChain traces skipped, one line saying why: once per (service, scope, reason).
