@@ -140,3 +140,16 @@ def test_an_agent_whose_llm_messages_start_past_index_0_has_its_question_from_th
     )
     [rag] = extract(trace(agent, asks, tool, answers)).interactions
     assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, tuple(DOCS), ANSWER)
+
+
+def test_an_unnamed_crew_whose_span_name_carries_a_new_id_each_run_keeps_one_route() -> None:
+    routes = set()
+    for crew_id in ("4b84119f-560b-40bc-8e13-0c80ed4b6144", "0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6"):
+        crew = span(
+            f"Crew_{crew_id}.kickoff",
+            {KIND: "CHAIN", "input.value": json.dumps({"question": QUESTION}), "output.value": ANSWER},
+        )
+        tool = span("search_docs.run", {KIND: "TOOL", "output.value": json.dumps(DOCS)}, parent=crew.span_id)
+        [rag] = extract(trace(crew, tool)).interactions
+        routes.add(rag.route)
+    assert routes == {"Crew_{id}.kickoff"}

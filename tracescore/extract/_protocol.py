@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -102,11 +103,16 @@ def _clip(text: str, limit: int = 80) -> str:
 
 def route_of(trace: Trace, anchor: DecodedSpan) -> str:
     """The route results are grouped by: an explicit tracescore route, else the HTTP route of the request
-    the interaction served (often on an ancestor span), else the anchor span's name."""
+    the interaction served (often on an ancestor span), else the anchor span's name without the ids some
+    instrumentations put in it (an unnamed CrewAI crew's span is `Crew_<a new UUID per Crew()>.kickoff`:
+    one route per crew object would never gather a route's results)."""
     lineage = (anchor, *trace.ancestors(anchor)) if anchor.parent_span_id is not None else (anchor,)
     for key in _ROUTE_KEYS:
         for span in lineage:
             value = span.attributes.get(key)
             if isinstance(value, str) and value:
                 return value
-    return anchor.name
+    return _UUID.sub("{id}", anchor.name) if "-" in anchor.name else anchor.name
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
