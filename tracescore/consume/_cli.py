@@ -321,7 +321,8 @@ def consume(
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
         f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans} "
-        f"scored={stats.scored} sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
+        f"(without a recorded question: {stats.without_question}) scored={stats.scored} "
+        f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )

@@ -25,6 +25,7 @@ class ConsumerStats:
     spans: int = 0
     traces: int = 0
     rag_spans: int = 0  # interactions recognised
+    without_question: int = 0  # of those, interactions whose question was not recorded (faithfulness only)
     scored: int = 0
     sampled_out: int = 0
     evaluations: int = 0
@@ -106,11 +107,11 @@ class StatusLine:
             _describe(route, metric, *windows) for (route, metric), windows in sorted(self._scores.items())
         )
         _log.info(
-            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d, skipped %s, "
-            "to the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since "
-            "last: %s",
-            rates, lags, in_flight, queued, buffered, s.scored, skipped, escalated, s.dead_letters,
-            s.judge_errors, latency, means or "none",
+            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d (%d interactions "
+            "without a recorded question), skipped %s, to the LLM judge %s, dead letters %d, judge errors "
+            "%d, judge latency %s | estimate since last: %s",
+            rates, lags, in_flight, queued, buffered, s.scored, s.without_question, skipped, escalated,
+            s.dead_letters, s.judge_errors, latency, means or "none",
         )  # fmt: skip
         self._last_at = now
         self._last = (messages, spans, scored)

@@ -14,7 +14,7 @@ EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
@@ -29,7 +29,13 @@ from tracescore.extract._read import (
     parse_json,
     text_of,
 )
-from tracescore.extract._tools import add_tool_result, answering_groups, indexed_tool_messages, ran_between
+from tracescore.extract._tools import (
+    add_tool_result,
+    answering_groups,
+    called_by_tool,
+    indexed_tool_messages,
+    ran_between,
+)
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["OpenInferenceRecognizer"]
@@ -107,10 +113,17 @@ class OpenInferenceRecognizer:
                 # Haystack, LlamaIndex streams: the chain's output is a repr; the LLM's text is right.
                 answer = _llm_answer(llms) or answer
             if question is None and llms and (tools or _kind(anchor) == "AGENT"):
-                question = _last_user_message(llms[0]) or _user_input(llms[0])
-        if question is None and retrievals:
-            # A chain called with several inputs: the retriever's query is the question it answered.
-            question = _io(retrievals[0], semconv.INPUT_VALUE, QUESTION_KEYS)
+                # The agent's first LLM call that was given messages (LlamaIndex first prepares them in an
+                # LLM span of its own); never one inside a tool, whose prompt is the tool's. Its input.value
+                # messages only when no call has flattened ones from index 0 (an OpenAI Agents SDK agent
+                # without instructions starts them at 1).
+                asking = [llm for llm in llms if not _called_by_tool(trace, llm, anchor)]
+                question = _first_read(asking, _last_user_message) or _first_read(asking, _user_input)
+        asked = [r for r in retrievals if not _called_by_tool(trace, r, anchor)]
+        if question is None and asked:
+            # A chain called with several inputs: the retriever's query is the question it answered. Not
+            # a tool's: its query is what the model wrote, not what the user asked.
+            question = _io(asked[0], semconv.INPUT_VALUE, QUESTION_KEYS)
         return interaction(
             trace,
             anchor,
@@ -120,6 +133,9 @@ class OpenInferenceRecognizer:
             answer=answer,
             sources=[*used, *llms, *tools],
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else None,
+            llm_outputs=[
+                (llm, _output_message(llm) or _io(llm, semconv.OUTPUT_VALUE, ANSWER_KEYS)) for llm in llms
+            ],
         )
 
 
@@ -142,7 +158,9 @@ def _add_tools(
     for tool in tools:
         if used_ids and any(d.span_id in used_ids for d in trace.descendants(tool)):
             continue
-        add_tool_result(contexts, tool, "tool", tool.attributes.get(semconv.OUTPUT_VALUE), "tool result")
+        attrs = tool.attributes
+        result, arguments = attrs.get(semconv.OUTPUT_VALUE), attrs.get(semconv.INPUT_VALUE)
+        add_tool_result(contexts, tool, "tool", result, "tool result", arguments)
     if tools:
         return
     for llm in reversed(llms):
@@ -167,6 +185,10 @@ def _add_input_documents(contexts: Contexts, chains: list[DecodedSpan]) -> None:
         if docs:
             contexts.add(chain, "input", [d for d in docs if d not in seen])
             seen.update(docs)
+
+
+def _called_by_tool(trace: Trace, span: DecodedSpan, anchor: DecodedSpan) -> bool:
+    return called_by_tool(trace, span, anchor, lambda s: _kind(s) == "TOOL")
 
 
 def _asks_for_tool(span: DecodedSpan) -> bool:
@@ -208,6 +230,10 @@ def _last_user_message(span: DecodedSpan) -> str | None:
         if str(roles[index]).lower() in ("user", "human"):
             return _message_content(span, "llm.input_messages", index)
     return None
+
+
+def _first_read(spans: list[DecodedSpan], read: Callable[[DecodedSpan], str | None]) -> str | None:
+    return next((text for span in spans if (text := read(span))), None)
 
 
 def _user_input(span: DecodedSpan) -> str | None:

@@ -10,7 +10,7 @@ it.
 """
 
 from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, EvaluationRecord, annotator_kind
-from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict
+from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
@@ -28,4 +28,5 @@ __all__ = [
     "Usage",
     "Verdict",
     "annotator_kind",
+    "has_question",
 ]

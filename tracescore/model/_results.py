@@ -7,18 +7,27 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage", "Verdict"]
+__all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage", "Verdict", "has_question"]
 
 
 class RagRecord(BaseModel):
-    """One RAG interaction: the question, what the retriever returned, and the answer."""
+    """One RAG interaction: the question, what the retriever returned, and the answer.
+
+    `query` is None (or blank) when the question was not recorded, e.g. an agent called with a message list
+    its instrumentation does not write down: the answer can still be checked against the documents
+    (faithfulness), while the metrics that compare with the question say `not_applicable`."""
 
     model_config = ConfigDict(frozen=True)
 
     id: str | None = None
-    query: str
+    query: str | None
     contexts: tuple[str, ...] = ()
     answer: str
+
+
+def has_question(record: RagRecord) -> bool:
+    """Whether the record carries the user's question (None or blank: it was not recorded)."""
+    return bool(record.query and record.query.strip())
 
 
 class Usage(BaseModel):
