@@ -139,7 +139,8 @@ def _start_order(span: DecodedSpan) -> tuple[int, int, str]:
 class ContextSource(NamedTuple):
     """Where one judged document came from: the span that held it and how it was read (`retriever`,
     `reranker`, `tool` for a tool span's result, `tool_message` for a tool result passed to the next LLM
-    call, `span` for documents recorded on the interaction span itself)."""
+    call, `span` for documents recorded on the interaction span itself, `input` for documents a step was
+    given as its input)."""
 
     span_id: str
     kind: str
