@@ -2,12 +2,15 @@
 PYTHON ?= python3
 STAMP := .make/installed
 
-.PHONY: install browser promtool alertmanager demo test lint kafka kafka-stop accuracy clean
+.PHONY: install browser promtool alertmanager demo test lint docs reference docs-outputs kafka kafka-stop accuracy clean
 
-# The import rules (README, Architecture): which stage may import which (import-linter, contracts in
+# The import rules (docs/contributing, Architecture): which stage may import which (import-linter, contracts in
 # pyproject.toml), and private modules only from their own package and its tests.
 LINT_IMPORTS = $(PYTHON) -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache
 IMPORT_RULES = $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_import_rules.py
+# The docs site, strict: a broken link or anchor, a page missing from the nav or a snippet gone fails it,
+# naming the page. (The variable only silences the theme's notice about MkDocs 2.)
+MKDOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[consumer,otlp,dev]'
@@ -47,12 +50,27 @@ alertmanager:
 		echo "installing prometheus and prometheus-alertmanager (apt-get)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; }
 
-## make test: lint, unit tests and the integration tests against a real Kafka broker
+## make test: lint, the docs build, unit tests and the integration tests against a real Kafka broker
 test: check-install $(STAMP) browser promtool alertmanager
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(LINT_IMPORTS)
+	$(MKDOCS_BUILD)
 	$(PYTHON) -m pytest -q
+
+## make docs: build the documentation site into .make/site (python -m mkdocs serve to preview)
+docs: $(STAMP)
+	$(MKDOCS_BUILD)
+
+## make reference: regenerate the reference pages from the code (CLI, settings, evaluation record,
+## integrations' tested versions and what is read from each recorded producer); tests/docs checks them
+reference: $(STAMP)
+	$(PYTHON) docs/gen_reference.py
+
+## make docs-outputs: rewrite the outputs the pages show (docs/examples/*.out, the quickstart's blocks)
+## from a real run, after a change to what a command or example prints
+docs-outputs: $(STAMP)
+	TRACESCORE_DOCS_RECORD=1 $(PYTHON) -m pytest -q tests/docs
 
 lint: $(STAMP)
 	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check .

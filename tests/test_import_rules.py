@@ -88,11 +88,11 @@ def _allowed(importer: Path, owner: str) -> bool:
     if top == "tests":
         # tests/score/judges/test_x.py tests the stage tracescore.score; tests/test_x.py the shared internals.
         return owner == ".".join(("tracescore", *relative.parts[1:-1])[:2])
-    return False  # examples, benchmarks: public names only
+    return False  # examples, benchmarks, docs: public names only
 
 
 def _python_files() -> Iterator[Path]:
-    for folder in ("tracescore", "tests", "examples", "benchmarks"):
+    for folder in ("tracescore", "tests", "examples", "benchmarks", "docs"):
         yield from sorted((REPO / folder).rglob("*.py"))
 
 

@@ -68,7 +68,7 @@ def _alert_connection(config: Any, connect_timeout: float | None, flags: dict[st
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="TRACESCORE_ALERT_CONFIG",
     default=None,
-    help="Alert config YAML: rules, judge health, sinks (see README, Alerting).",
+    help="Alert config YAML (or TOML): rules, judge health, sinks; see the docs, Alerting.",
 )
 @click.option("--bootstrap-servers", default=None, help="[default: from the config, else localhost:9092]")
 @click.option("--evaluations-topic", default=None, help="[default: tracescore.evaluations]")

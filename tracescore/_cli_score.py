@@ -66,7 +66,13 @@ def _with_judge_options(default_metrics: str) -> Any:
     default=None,
     help="Output JSONL [default: stdout]; missing directories are created.",
 )
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Records scored at once (judge calls in flight).",
+)
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @click.option(
     "--report",

@@ -103,25 +103,38 @@ class ProducerTuning(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # The idempotent producer (no duplicates on retry) needs acks=all.
-    acks: Literal["all"] = "all"
-    enable_idempotence: bool = True
-    compression_type: Literal["gzip", "snappy", "lz4", "zstd"] | None = "gzip"
-    linger_ms: int = Field(default=50, ge=0)
-    batch_size: int = Field(default=256 * 1024, ge=1024)
-    max_request_size: int = Field(default=4 * 1024 * 1024, ge=1024)
-    # How long an accepted record may take to reach the broker, retries included, before it counts as dropped.
-    delivery_timeout_ms: int = Field(default=120_000, ge=1_000)
-    request_timeout_ms: int = Field(default=30_000, ge=1_000)
-    # Longest the export thread (never the app) waits for a broker or a new topic's metadata; shutdown() is
-    # bounded on its own, so a long wait here costs the application nothing.
-    max_block_ms: int = Field(default=60_000, ge=0)
-    client_id: str = "tracescore-sdk"
-    # How exported spans become messages (the exporter's choice, not a kafka-python argument). per_partition:
-    # per export, one message per partition holding the traces whose trace-id key maps there (key = the trace
-    # id when it holds one trace, else none); per_trace: one message per trace keyed by its trace id, the
-    # Collector's `partition_traces_by_id` layout. Either way a trace's spans share a partition.
-    trace_messages: Literal["per_partition", "per_trace"] = "per_partition"
+    acks: Literal["all"] = Field(
+        default="all", description="The idempotent producer (no duplicates on retry) needs acks=all."
+    )
+    enable_idempotence: bool = Field(default=True, description="No duplicate spans when a send is retried.")
+    compression_type: Literal["gzip", "snappy", "lz4", "zstd"] | None = Field(
+        default="gzip", description="Compression of the producer's batches."
+    )
+    linger_ms: int = Field(default=50, ge=0, description="Wait this long to fill a batch.")
+    batch_size: int = Field(
+        default=256 * 1024, ge=1024, description="Bytes per producer batch; also the largest span message."
+    )
+    max_request_size: int = Field(default=4 * 1024 * 1024, ge=1024, description="Largest request to Kafka.")
+    delivery_timeout_ms: int = Field(
+        default=120_000,
+        ge=1_000,
+        description="How long an accepted span may take to reach the broker, retries included, before it "
+        "counts as dropped.",
+    )
+    request_timeout_ms: int = Field(default=30_000, ge=1_000, description="Wait for one broker answer.")
+    # shutdown() is bounded on its own, so a long wait here costs the application nothing.
+    max_block_ms: int = Field(
+        default=60_000,
+        ge=0,
+        description="Longest the export thread (never the app) waits for a broker or a new topic's metadata.",
+    )
+    client_id: str = Field(default="tracescore-sdk", description="Kafka client id, in the broker's logs.")
+    # The exporter's choice, not a kafka-python argument. Either way a trace's spans share a partition.
+    trace_messages: Literal["per_partition", "per_trace"] = Field(
+        default="per_partition",
+        description="per_partition: per export, one message per partition holding the traces whose trace-id "
+        "key maps there; per_trace: one message per trace keyed by its trace id (the Collector's layout).",
+    )
 
     def span_message_max_bytes(self) -> int:
         """Largest value the exporter packs into one per-partition message: one producer batch (so a

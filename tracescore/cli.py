@@ -1,7 +1,9 @@
-"""The `tracescore` command: `consume` (the scoring service), `alert` (the alerting service), `score`
-(batch scoring of a file, a CI gate) and `report` (the HTML report of a scored file).
+"""The `tracescore` command: `consume` (the scoring service), `alert` (the alerting service), `tail` (print
+the evaluation records), `score` (batch scoring of a file, a CI gate) and `report` (the HTML report of a
+scored file).
 
-Each command lives in its own module (`consume/_cli.py`, `_cli_alert.py`, `_cli_score.py`); this one is
+Each command lives in its own module (`consume/_cli.py`, `_cli_alert.py`, `_cli_tail.py`, `_cli_score.py`);
+this one is
 the group, its logging, and the one message a bare `pip install tracescore` (the SDK only) gets.
 """
 
@@ -56,10 +58,12 @@ main.add_command(report)
 
 def _add_service_commands() -> None:
     try:
+        from tracescore._cli_tail import tail
         from tracescore.consume._cli import consume
     except ModuleNotFoundError as missing:
         raise SystemExit(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
     main.add_command(consume)
+    main.add_command(tail)
 
 
 _add_service_commands()

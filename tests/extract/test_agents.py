@@ -9,6 +9,7 @@ from trace_builder import span, trace
 from tracescore import semconv
 from tracescore.extract import extract
 from tracescore.extract._context import MAX_CONTEXTS
+from tracescore.extract._tools import tool_result_texts
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -336,3 +337,43 @@ def test_a_tool_request_never_answered_is_an_explained_missing_answer() -> None:
     tool = span("search", {KIND: "TOOL", "output.value": DOC}, parent=request.span_id, start=2)
     [skip] = extract(trace(request, ask, tool)).skips
     assert skip.reason == "missing_answer" and "asked for a tool" in skip.detail
+
+
+def _genai_chat(parent: str, start: int, messages: list[dict], output: list[dict]) -> object:
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps(messages),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": output}]),
+    }
+    return span("chat", attributes, parent=parent, start=start)
+
+
+def test_genai_tool_spans_that_recorded_no_result_leave_the_tool_messages_as_the_documents() -> None:
+    """An agent whose execute_tool spans carry names only (autogen-core's own spans, or content capture off)
+    and whose chat spans carry the messages: the result passed to the model is what the answer rests on."""
+    agent = span("invoke_agent support", {"gen_ai.operation.name": "invoke_agent"})
+    user = {"role": "user", "parts": [{"type": "text", "content": QUESTION}]}
+    call = {"type": "tool_call", "id": "c1", "name": "search", "arguments": {"query": QUESTION}}
+    result = {"type": "tool_call_response", "id": "c1", "response": str([DOC, DOC2])}
+    ask = _genai_chat(agent.span_id, 1, [user], [call])
+    tool = span(
+        "execute_tool search",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"},
+        parent=agent.span_id,
+        start=2,
+    )
+    messages = [user, {"role": "assistant", "parts": [call]}, {"role": "tool", "parts": [result]}]
+    answer = _genai_chat(agent.span_id, 3, messages, [{"type": "text", "content": ANSWER}])
+    [rag] = extract(trace(agent, ask, tool, answer)).interactions
+    assert rag.span is agent and (rag.record.query, rag.record.answer) == (QUESTION, ANSWER)
+    # str() of the tool's list of strings, read back one document each
+    assert rag.record.contexts == (DOC, DOC2) and rag.context_notes == ()
+    assert {s.span_id for s in rag.context_sources} == {answer.span_id}
+
+
+def test_a_tool_result_that_is_the_str_of_a_list_of_strings_is_read_back_exactly() -> None:
+    quoted = 'Aurora\'s charger is "USB-C".'
+    assert tool_result_texts(str([DOC, quoted])) == ([DOC, quoted], True)
+    too_many = str(["x"] * 100_000)  # parsing it would take seconds and 100 MB
+    for text in ("['not', closed", "[1, 2]", "['a'] + ['b']", "[]", "see ['a'] here", too_many):
+        assert tool_result_texts(text) == ([text], False), text[:40]

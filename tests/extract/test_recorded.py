@@ -4,6 +4,8 @@ span's output read as an answer; an explained skip where the library records no 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from recorded import Recording, recordings
 
@@ -12,6 +14,8 @@ from tracescore.extract import Trace, extract
 
 RETRIEVAL_KINDS = {"RETRIEVER", "RERANKER", "EMBEDDING", "TOOL", "PROMPT"}
 GENAI_RETRIEVAL_OPERATIONS = {"retrieval", "execute_tool", "embeddings"}
+# A Langfuse trace with an agent/chain/span around them is never scored on these.
+LANGFUSE_INNER = {"retriever", "tool", "generation", "embedding", "evaluator", "guardrail", "event"}
 
 
 @pytest.mark.parametrize("recording", [r.param for r in recordings()])
@@ -28,14 +32,36 @@ def test_a_recorded_trace_is_read_as_the_application_ran_it(recording: Recording
     [interaction] = found.interactions
     assert found.skips == []
     assert interaction.convention == name
-    assert interaction.record.query == recording.question
+    assert interaction.record.query == recording.recorded_question
+    assert (interaction.question_missing is None) == (recording.question_not_recorded is None)
     assert interaction.record.answer == recording.answer
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     kind = str(interaction.span.attributes.get("openinference.span.kind", ""))
     assert kind not in RETRIEVAL_KINDS
     assert interaction.span.attributes.get("gen_ai.operation.name") not in GENAI_RETRIEVAL_OPERATIONS
+    assert interaction.span.attributes.get("langfuse.observation.type") not in LANGFUSE_INNER
     if recording.interaction_span is not None:
         assert interaction.span.name == recording.interaction_span
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.casefold()))
+
+
+def _holds(text: str, answer: str) -> bool:
+    return f" {_words(answer)} " in f" {_words(text)} "
+
+
+@pytest.mark.parametrize("recording", recordings(), ids=lambda r: r.id)
+def test_an_answer_never_supports_itself(recording: Recording) -> None:
+    """No judged document holds the answer's words unless it is one of the app's documents that does: a
+    final-answer tool's result, a tool handed the answer, an agent's own output are never evidence."""
+    spans = decode_message(recording.payload)
+    for interaction in extract(Trace(recording.trace_id, tuple(spans))).interactions:
+        answer = interaction.record.answer
+        for document in interaction.record.contexts:
+            if _holds(document, answer):
+                assert document in recording.documents, f"{recording.id}: {document[:120]!r} is the answer"
 
 
 @pytest.mark.parametrize("recording", recordings(), ids=lambda r: r.id)

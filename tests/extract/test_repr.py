@@ -26,6 +26,7 @@ REPRS = [
     json.dumps({"response_gen": "<generator object StreamingResponse.response_gen at 0x7f3a2c1b9e40>"}),
     "[Document(metadata={'source': 'kb'}, page_content='Acme Corp sells anvils.')]",
     "<app.models.Answer object at 0x7f3a2c1b9e40>",
+    "[object Object]",  # JavaScript's String(anObject)
 ]
 PROSE = [
     ANSWER,
@@ -33,6 +34,30 @@ PROSE = [
     "Call Foo(bar=1) to configure it.",
     '{"answer": "Acme Corp sells anvils."}',
     "Result: f(x=1) returned 3",
+    # Starts like a repr, but the call closes and the sentence goes on.
+    "Foo(bar=1) is the default; see Bar(x=2) for the other one.",
+    "F(x=1) is 3, so G(y=2) is 4.",
+    "Acme(TM) sells anvils (and hammers).",
+    'Acme("anvils") ships in two days.',
+    "[Document(id=1)] is how the list is written.",
+    "Anvil(s): see the catalogue.",
+    "A classic bug prints [object Object] instead of the text.",
+]
+# What a framework writes with its repr, cut wherever the span attribute stopped (LlamaIndex workflows cut
+# at 200 characters: the closing brackets never come).
+STOP_EVENT = (
+    "StopEvent(result=AgentOutput(response=ChatMessage(role=<MessageRole.ASSISTANT: 'assistant'>, "
+    "additional_kwargs={}, blocks=[TextBlock(block_type='text', text='Acme Corp sells anvils.')]), "
+    "tool_calls=[], raw=None, current_agent_name='agent'))"
+)
+TRUNCATED = [
+    STOP_EVENT[:200] + "...",
+    STOP_EVENT[:200],
+    STOP_EVENT[:40],
+    STOP_EVENT[:150],  # cut inside a quoted string
+    "AgentOutput(response=ChatMessage(role=<MessageRole.ASSISTANT: 'assistant'>, additional_kwargs={}, blo",
+    "[Document(metadata={'source': 'kb'}, page_content='Acme Corp sells anv",
+    "<NodeWithScore(node=TextNode(id_='a1', text='Acme Corp sells anvils. It also",
 ]
 
 
@@ -44,6 +69,54 @@ def test_each_repr_shape_is_recognised(text: str) -> None:
 @pytest.mark.parametrize("text", PROSE)
 def test_prose_is_not_taken_for_a_repr(text: str) -> None:
     assert not is_repr(text)
+
+
+@pytest.mark.parametrize("text", TRUNCATED)
+def test_a_repr_cut_short_is_still_a_repr(text: str) -> None:
+    assert is_repr(text)
+
+
+def test_a_100_kb_repr_is_read_as_one_without_trouble() -> None:
+    body = ", ".join(f"TextBlock(block_type='text', text='part {i} of it')" for i in range(2_000))
+    whole = f"StopEvent(result=AgentOutput(response=ChatMessage(blocks=[{body}])))"
+    assert len(whole) > 100_000
+    assert is_repr(whole) and is_repr(whole[:100_000])
+
+
+def test_a_workflows_stop_event_is_never_the_answer_the_llm_call_that_wrote_it_is() -> None:
+    """LlamaIndex FunctionAgent / AgentWorkflow: the root's output is a StopEvent repr cut at 200
+    characters; the answer is the agent's last LLM call's text, not the cut repr."""
+    run = span("AgentWorkflow.run", {KIND: "CHAIN", "input.value": "{}", "output.value": TRUNCATED[0]})
+    asks = span(
+        "OpenAI.achat",
+        {
+            KIND: "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": QUESTION,
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "search",
+        },
+        parent=run.span_id,
+        start=1,
+    )
+    tool = span("search", {KIND: "TOOL", "output.value": json.dumps([DOC])}, parent=run.span_id, start=2)
+    answers = span(
+        "OpenAI.achat",
+        {KIND: "LLM", "llm.output_messages.0.message.content": ANSWER},
+        parent=run.span_id,
+        start=3,
+    )
+    [rag] = extract(trace(run, asks, tool, answers)).interactions
+    assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, (DOC,), ANSWER)
+
+
+@pytest.mark.parametrize("text", TRUNCATED[:2])
+def test_a_trace_whose_only_answer_is_a_cut_repr_is_an_explained_skip(text: str) -> None:
+    run = span("AgentWorkflow.run", {KIND: "CHAIN", "input.value": QUESTION, "output.value": text})
+    tool = span("search", {KIND: "TOOL", "output.value": json.dumps([DOC])}, parent=run.span_id, start=1)
+    found = extract(trace(run, tool))
+    assert found.interactions == []
+    [skip] = found.skips
+    assert skip.reason == "missing_answer" and "repr" in skip.detail and "StopEvent(" in skip.detail
 
 
 @pytest.mark.parametrize("text", REPRS)
@@ -155,3 +228,43 @@ def test_a_tracescore_span_with_a_repr_answer_is_not_judged() -> None:
     )
     [skip] = extract(trace(ours)).skips
     assert skip.reason == "missing_answer"
+
+
+def test_genai_and_openllmetry_answers_that_are_reprs_come_from_the_llm_call_that_wrote_them() -> None:
+    said = json.dumps([{"role": "assistant", "content": TRUNCATED[0]}])
+    agent = span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent", "gen_ai.output.messages": said})
+    chat = span(
+        "chat m",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps([{"role": "user", "content": QUESTION}]),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
+        },
+        parent=agent.span_id,
+        start=2,
+    )
+    tool = span(
+        "execute_tool s",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.result": json.dumps([DOC])},
+        parent=agent.span_id,
+        start=1,
+    )
+    [rag] = extract(trace(agent, tool, chat)).interactions
+    assert rag.record.answer == ANSWER
+    workflow = span(
+        "ask.workflow",
+        {
+            "traceloop.span.kind": "workflow",
+            "traceloop.entity.input": json.dumps({"args": [QUESTION]}),
+            "traceloop.entity.output": json.dumps(TRUNCATED[4]),
+        },
+    )
+    retrieve = span(
+        "retrieve.task",
+        {"traceloop.span.kind": "task", "traceloop.entity.output": json.dumps([DOC])},
+        parent=workflow.span_id,
+        start=1,
+    )
+    llm = span("openai.chat", {"gen_ai.completion.0.content": ANSWER}, parent=workflow.span_id, start=2)
+    [rag] = extract(trace(workflow, retrieve, llm)).interactions
+    assert rag.record.answer == ANSWER

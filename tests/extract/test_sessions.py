@@ -35,9 +35,10 @@ def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() ->
             "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
         },
         parent=genai.span_id,
-        start=1,
+        start=2,
     )
-    tool2 = span("execute_tool s", {"gen_ai.tool.call.result": DOC}, parent=genai.span_id, start=2)
+    # The tool ran before the chat that wrote the answer (one started after it would carry no evidence).
+    tool2 = span("execute_tool s", {"gen_ai.tool.call.result": DOC}, parent=genai.span_id, start=1)
     [rag2] = extract(trace(genai, chat, tool2)).interactions
     assert rag2.session_id == "c-7"
 

@@ -57,15 +57,14 @@ def test_route_falls_back_to_http_route_then_span_name() -> None:
 
 
 @pytest.mark.parametrize("query", [None, "", "   "])
-def test_missing_query_is_an_unexpected_skip(query: str | None) -> None:
+def test_without_a_question_the_answer_is_still_judged_against_its_documents(query: str | None) -> None:
     attrs = {k: v for k, v in RAG_ATTRS.items() if k != semconv.INPUT_VALUE}
     if query is not None:
         attrs[semconv.INPUT_VALUE] = query
     result = read(decoded(attrs))
-    assert isinstance(result, Skip)
-    assert result.reason == "missing_query"
-    assert result.expected is False
-    assert semconv.INPUT_VALUE in result.detail
+    assert isinstance(result, Interaction)
+    assert result.record.query is None and result.record.answer and result.record.contexts
+    assert result.question_missing is not None and semconv.INPUT_VALUE in result.question_missing
 
 
 def test_missing_answer_is_an_unexpected_skip() -> None:

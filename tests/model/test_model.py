@@ -3,16 +3,26 @@ and light enough for the SDK's install."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+
+import pytest
 
 import tracescore.emit
 import tracescore.extract
 import tracescore.model
 import tracescore.score
 import tracescore.score.metrics
-from tracescore.model import EvaluationRecord, MetricResult, MetricStatus, Usage
+from tracescore.model import (
+    EvaluationRecord,
+    MetricResult,
+    MetricStatus,
+    UnreadableRecord,
+    Usage,
+    read_evaluation_record,
+)
 
 
 def test_the_stages_hand_out_the_models_types_not_copies() -> None:
@@ -53,3 +63,31 @@ def test_importing_the_model_loads_no_stage() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("value", "reason", "detail"),
+    [
+        (b"\xff{", "invalid_record", "not JSON"),
+        (b"[1, 2]", "invalid_record", "not a JSON object"),
+        (b'{"event": "page_view"}', "invalid_record", "not an evaluation record: missing trace_id, span_id"),
+        (b'{"schema_version": 2}', "unknown_schema_version", "schema_version 2; this version reads 1"),
+        (b'{"trace_id": "x"}', "invalid_record", "missing span_id"),
+    ],
+)
+def test_a_message_that_is_no_record_says_why(value: bytes, reason: str, detail: str) -> None:
+    with pytest.raises(UnreadableRecord) as raised:
+        read_evaluation_record(value)
+    assert raised.value.reason == reason
+    assert raised.value.detail.startswith(detail) or detail in raised.value.detail
+
+
+def test_a_record_must_say_its_schema_version() -> None:
+    record = EvaluationRecord(
+        trace_id="a" * 32, span_id="b" * 16, service_name="rag", route="/ask", metric="faithfulness",
+        score=1.0, label="faithful", status=MetricStatus.OK, judge="offline", timestamp=datetime.now(UTC),
+    )  # fmt: skip
+    assert read_evaluation_record(record.model_dump_json().encode()) == record
+    unversioned = record.model_dump(mode="json", exclude={"schema_version"})
+    with pytest.raises(UnreadableRecord, match="unknown_schema_version: schema_version None"):
+        read_evaluation_record(json.dumps(unversioned).encode())

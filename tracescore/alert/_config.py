@@ -43,20 +43,31 @@ class _Strict(BaseModel):
 class RuleConfig(_Strict):
     """Rolling alert for one metric on the (service, route) pairs it matches, on its `signal`."""
 
-    metric: str = "faithfulness"
-    # label: the share of answers the metric's label rule passes (faithfulness: the share of faithful
-    # answers, README "What 'hallucinated' means"), what records, report and demo count; score: the mean.
-    signal: Signal = "label"
+    metric: str = Field(default="faithfulness", description="The metric the rule watches.")
+    signal: Signal = Field(
+        default="label",
+        description="label: the share of answers the metric's label rule passes (for faithfulness, the "
+        "share of faithful answers); score: the mean score.",
+    )
     services: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
     routes: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
     window_count: int = Field(default=50, ge=1, description="at most this many recent answers (interactions)")
     window_seconds: float = Field(default=900.0, gt=0, description="... no older than this")
-    warning: float = Field(default=0.7, ge=0, le=1)
-    critical: float | None = Field(default=0.5, ge=0, le=1)
-    min_samples: int = Field(default=10, ge=1)
-    # Fire only when the upper bound of the window mean at this one-sided confidence is below the threshold,
-    # so a few unlucky answers on a noisy route do not page.
-    confidence: float = Field(default=0.9, ge=0.5, lt=1)
+    warning: float = Field(default=0.7, ge=0, le=1, description="Warning threshold.")
+    critical: float | None = Field(
+        default=0.5, ge=0, le=1, description="Critical threshold, below warning (unset: none)."
+    )
+    min_samples: int = Field(
+        default=10, ge=1, description="With fewer answers in the window nothing fires or resolves."
+    )
+    # So a few unlucky answers on a noisy route do not page.
+    confidence: float = Field(
+        default=0.9,
+        ge=0.5,
+        lt=1,
+        description="Fire only when the upper bound of the estimate at this one-sided confidence is below "
+        "the threshold.",
+    )
     hysteresis: float = Field(default=0.05, ge=0, le=0.5, description="resolve at threshold + this")
     cooldown_seconds: float = Field(default=300.0, ge=0, description="no re-fire this soon after resolve")
     renotify_seconds: float | None = Field(default=3600.0, gt=0, description="repeat while firing")
@@ -87,11 +98,13 @@ class RuleConfig(_Strict):
 class JudgeHealthConfig(_Strict):
     """Judge errors are their own alert: an outage means scores are missing, not that answers got worse."""
 
-    enabled: bool = True
-    window_count: int = Field(default=50, ge=1)
-    window_seconds: float = Field(default=600.0, gt=0)
-    max_error_rate: float = Field(default=0.2, gt=0, le=1)
-    min_samples: int = Field(default=5, ge=1)
+    enabled: bool = Field(default=True, description="Alert on the share of failed evaluations.")
+    window_count: int = Field(default=50, ge=1, description="At most this many recent evaluations...")
+    window_seconds: float = Field(default=600.0, gt=0, description="... no older than this.")
+    max_error_rate: float = Field(
+        default=0.2, gt=0, le=1, description="Fire when a larger share of evaluations failed."
+    )
+    min_samples: int = Field(default=5, ge=1, description="With fewer evaluations nothing fires.")
 
     @model_validator(mode="after")
     def _possible(self) -> JudgeHealthConfig:
@@ -101,32 +114,44 @@ class JudgeHealthConfig(_Strict):
 
 
 class _HttpSink(_Strict):
-    url: str
-    timeout_seconds: float = Field(default=5.0, gt=0)
-    max_attempts: int = Field(default=3, ge=1, le=10)
-    retry_base_seconds: float = Field(default=0.5, ge=0)
+    url: str = Field(description="Where notifications are POSTed; redirects are not followed.")
+    timeout_seconds: float = Field(default=5.0, gt=0, description="Per request.")
+    max_attempts: int = Field(
+        default=3, ge=1, le=10, description="Tries on transient failures (connection, timeout, 5xx, 429)."
+    )
+    retry_base_seconds: float = Field(default=0.5, ge=0, description="Backoff between tries starts here.")
 
 
 class LogSinkConfig(_Strict):
-    type: Literal["log"] = "log"
+    type: Literal["log"] = Field(default="log", description="Log each notification (one line).")
 
 
 class WebhookSinkConfig(_HttpSink):
-    type: Literal["webhook"] = "webhook"
-    # The HMAC key; give it in the environment (TRACESCORE_ALERT_SINKS__<n>__SECRET or secret_env), never
-    # in a file under version control.
-    secret: SecretStr | None = None
-    secret_env: str | None = Field(default=None, description="read the HMAC key from this variable")
+    type: Literal["webhook"] = Field(
+        default="webhook", description="JSON body, signed: X-Tracescore-Signature: sha256=<HMAC of the body>."
+    )
+    # Never in a file under version control.
+    secret: SecretStr | None = Field(
+        default=None,
+        description="The HMAC key; give it in the environment (TRACESCORE_ALERT_SINKS__<n>__SECRET or "
+        "secret_env).",
+    )
+    secret_env: str | None = Field(default=None, description="Read the HMAC key from this variable.")
 
 
 class SlackSinkConfig(_HttpSink):
-    type: Literal["slack"] = "slack"
+    type: Literal["slack"] = Field(default="slack", description="A Slack incoming webhook.")
 
 
 class AlertmanagerSinkConfig(_HttpSink):
-    type: Literal["alertmanager"] = "alertmanager"
-    # Alertmanager resolves an alert nobody re-sent within its resolve_timeout: re-send firing ones.
-    resend_seconds: float = Field(default=60.0, gt=0)
+    type: Literal["alertmanager"] = Field(
+        default="alertmanager", description="POST /api/v2/alerts; a resolve sets endsAt."
+    )
+    resend_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Re-send firing alerts this often (Alertmanager resolves one nobody re-sent).",
+    )
 
 
 SinkConfig = Annotated[
@@ -139,23 +164,42 @@ class AlertConfig(FileSettings):
         env_prefix="TRACESCORE_ALERT_", env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    bootstrap_servers: str = "localhost:9092"
-    evaluations_topic: str = "tracescore.evaluations"
-    group_id: str = "tracescore-alert"
-    # Records are keyed by trace id; this topic holds them again keyed by (service, route, metric), so
-    # each alert instance owns whole routes however many instances run.
-    routes_topic: str = "tracescore.alert.routes"
-    routes_partitions: int = Field(default=6, ge=1)
-    # Compacted: the last notified state per alert, so a restart neither repeats nor forgets alerts.
-    state_topic: str = "tracescore.alert.state"
+    bootstrap_servers: str = Field(
+        default="localhost:9092",
+        description="Kafka brokers; unset here, TRACESCORE_BOOTSTRAP_SERVERS (the SDK's and consume's name) "
+        "comes before this default.",
+    )
+    evaluations_topic: str = Field(default="tracescore.evaluations", description="The records to alert on.")
+    group_id: str = Field(default="tracescore-alert", description="Consumer group of the alert instances.")
+    routes_topic: str = Field(
+        default="tracescore.alert.routes",
+        description="The records again, keyed by (service, route, metric), so each alert instance owns "
+        "whole routes however many instances run.",
+    )
+    routes_partitions: int = Field(default=6, ge=1, description="Partitions of the routes topic.")
+    state_topic: str = Field(
+        default="tracescore.alert.state",
+        description="Compacted: the last notified state per alert, so a restart neither repeats nor forgets "
+        "alerts.",
+    )
     max_routes: int = Field(default=10_000, ge=1, description="oldest idle routes beyond this are evicted")
     tick_seconds: float = Field(default=5.0, gt=0, description="how often time-based conditions are checked")
-    # Touched on every pass of the service loop: a liveness probe that checks its age sees a stuck loop.
-    health_file: Path | None = None
+    health_file: Path | None = Field(
+        default=None,
+        description="Touched on every pass of the service loop: a liveness probe that checks its age sees a "
+        "stuck loop.",
+    )
     extra_metrics: list[str] = Field(default_factory=list, description="custom metric names to accept")
-    rules: list[RuleConfig] = Field(default_factory=lambda: [RuleConfig()])
-    judge_health: JudgeHealthConfig = Field(default_factory=JudgeHealthConfig)
-    sinks: list[SinkConfig] = Field(default_factory=lambda: [LogSinkConfig()])
+    rules: list[RuleConfig] = Field(
+        default_factory=lambda: [RuleConfig()],
+        description="The first rule matching (service, route, metric) applies.",
+    )
+    judge_health: JudgeHealthConfig = Field(
+        default_factory=JudgeHealthConfig, description="TracescoreJudgeUnhealthy: scores missing, not low."
+    )
+    sinks: list[SinkConfig] = Field(
+        default_factory=lambda: [LogSinkConfig()], description="Where notifications go."
+    )
 
     @model_validator(mode="after")
     def _known_metrics(self) -> AlertConfig:

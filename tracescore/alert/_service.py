@@ -16,7 +16,6 @@ forgotten, and one that recovered meanwhile is resolved.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -29,7 +28,6 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import MessageSizeTooLargeError
 from kafka.partitioner.default import murmur2
-from pydantic import ValidationError
 
 from tracescore._kafka import LogOnce, RebalanceListener, connect, ensure_topics, wait_for_partitions
 from tracescore._kafka_config import KafkaConnection
@@ -37,7 +35,8 @@ from tracescore.alert._config import AlertConfig
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._sinks import AlertmanagerSink, Sink
-from tracescore.emit import SCHEMA_VERSION, EvaluationRecord
+from tracescore.emit import EvaluationRecord
+from tracescore.model import UnreadableRecord, read_evaluation_record
 from tracescore.score import Usage
 
 __all__ = ["AlertService", "AlertStats"]
@@ -64,15 +63,6 @@ def _for_routes(record: EvaluationRecord) -> bytes:
     reason = record.reason[:_ROUTES_REASON_CHARS] if record.reason else record.reason
     slim = record.model_copy(update={"details": {}, "usage": Usage(), "reason": reason})
     return slim.model_dump_json().encode()
-
-
-def _schema_version(value: bytes | None) -> object:
-    """The schema_version a JSON object claims, else None."""
-    try:
-        data = json.loads(value or b"")
-    except ValueError:
-        return None
-    return data.get("schema_version") if isinstance(data, dict) else None
 
 
 class AlertService:
@@ -175,25 +165,11 @@ class AlertService:
         return count
 
     def _parse(self, value: bytes | None) -> EvaluationRecord | None:
-        # pydantic's JSON parser, not json.loads: it also refuses text that is not Unicode (a lone surrogate
-        # escape), which could not be written as a Kafka key later.
         try:
-            record = EvaluationRecord.model_validate_json(value or b"")
-        except ValidationError as exc:
-            version = _schema_version(value)
-            if version is not None and version != SCHEMA_VERSION:
-                self._skip_version(version)
-            else:
-                self._skip("invalid_record", str(exc).splitlines()[0][:200])
+            return read_evaluation_record(value)
+        except UnreadableRecord as unreadable:
+            self._skip(unreadable.reason, unreadable.detail)
             return None
-        if "schema_version" not in record.model_fields_set:
-            self._skip_version(None)  # a record that does not say which format it is, is none we know
-            return None
-        return record
-
-    def _skip_version(self, version: object) -> None:
-        detail = f"schema_version {version!r}; this version reads {SCHEMA_VERSION}"
-        self._skip("unknown_schema_version", detail)
 
     def _skip(self, reason: str, detail: str) -> None:
         self.stats.skipped[reason] += 1

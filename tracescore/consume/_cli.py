@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -23,7 +23,7 @@ from tracescore import __version__
 from tracescore._kafka_config import PRODUCER_ONLY
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings
 
-__all__ = ["consume", "settings_options"]
+__all__ = ["config_option", "consume", "load_settings", "settings_options"]
 
 # Options whose name is not simply the field's: the seconds suffix reads better off ("--idle-timeout").
 _RENAMED = {"bootstrap_servers": "--bootstrap-servers"}
@@ -73,11 +73,14 @@ def _click_type(annotation: Any) -> tuple[Any, bool]:
     return click.STRING, False
 
 
-def settings_options(model: type[BaseModel]) -> Callable[[Any], Any]:
-    """Click options for every field of `model` (nested models flattened); values land in `**flags`."""
+def settings_options(model: type[BaseModel], only: Collection[str] | None = None) -> Callable[[Any], Any]:
+    """Click options for every field of `model` (nested models flattened), or for the fields named in `only`
+    (a nested model's name takes all of its fields); values land in `**flags`."""
 
     def decorate(fn: Any) -> Any:
         for path, info in reversed(_fields(model)):
+            if only is not None and path[0] not in only:
+                continue
             kind, is_flag = _click_type(info.annotation)
             default = info.get_default(call_default_factory=True)
             shown = "********" if info.annotation in (SecretStr, SecretStr | None) and default else default
@@ -140,8 +143,8 @@ def _judge_and_metrics(
         raise click.UsageError(str(exc)) from exc
 
 
-@click.command()
-@click.option(
+# The settings file of consume, and of every command that reaches Kafka the way consume does (tail).
+config_option = click.option(
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -149,6 +152,10 @@ def _judge_and_metrics(
     help="TOML file of settings (a [consume] table of the options' field names); flags and TRACESCORE_* "
     "variables override it.",
 )
+
+
+@click.command()
+@config_option
 @settings_options(ConsumerSettings)
 @click.option(
     "--sample-ratio",
@@ -174,7 +181,13 @@ def _judge_and_metrics(
     help="Log an alert when the rolling faithfulness of a (service, route) in this process's partitions "
     "drops below this (tracescore alert's logic, one rule; run tracescore alert for the whole group).",
 )
-@click.option("--alert-window", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--alert-window",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Answers per (service, route) in the in-process alert's rolling window.",
+)
 @click.option(
     "--alert-signal",
     type=click.Choice(["label", "score"]),
@@ -319,9 +332,12 @@ def consume(
     finally:
         meter_provider.shutdown()  # exports what was recorded since the last interval
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    # Named only when it happens, as on the status line: most apps record their questions.
+    unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""
     click.echo(
-        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans} "
-        f"scored={stats.scored} sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
+        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans}"
+        f"{unasked} scored={stats.scored} "
+        f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )

@@ -130,6 +130,8 @@ class Pipeline:
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
             for revision in revisions:
                 stats.rag_spans += 1
+                if revision.interaction.question_missing is not None:
+                    stats.without_question += 1
                 admitted_now, metrics = admit(revision.interaction)
                 if admitted_now:
                     wanted.append((revision, metrics))

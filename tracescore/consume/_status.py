@@ -27,6 +27,7 @@ class ConsumerStats:
     spans: int = 0
     traces: int = 0
     rag_spans: int = 0  # interactions recognised
+    without_question: int = 0  # of those, interactions whose question was not recorded (faithfulness only)
     scored: int = 0
     sampled_out: int = 0
     evaluations: int = 0
@@ -117,12 +118,14 @@ class StatusLine:
             _describe(route, metric, *windows) for (route, metric), windows in sorted(self._scores.items())
         )
         lift = describe_lift(self._lift() if self._lift is not None else ())
+        # Said only when it happens: most apps record their questions.
+        unasked = f" ({s.without_question} without a recorded question)" if s.without_question else ""
         _log.info(
-            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d, skipped %s, "
-            "to the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since "
-            "last: %s | cascade lift: %s",
-            rates, lags, in_flight, queued, buffered, s.scored, skipped, escalated, s.dead_letters,
-            s.judge_errors, latency, means or "none", lift,
+            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d%s, skipped %s, to "
+            "the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since last: %s "
+            "| cascade lift: %s",
+            rates, lags, in_flight, queued, buffered, s.scored, unasked, skipped, escalated,
+            s.dead_letters, s.judge_errors, latency, means or "none", lift,
         )  # fmt: skip
         self._last_at = now
         self._last = (messages, spans, scored)

@@ -37,17 +37,22 @@ class PhoenixSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TRACESCORE_PHOENIX_", frozen=True, extra="ignore")
 
-    endpoint: str = "http://127.0.0.1:6006"  # Phoenix's base URL, without /v1
-    # Sent as `Authorization: Bearer <key>` (Phoenix with auth on); falls back to Phoenix's own variable.
+    endpoint: str = Field(default="http://127.0.0.1:6006", description="Phoenix's base URL, without /v1.")
     api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("api_key", "TRACESCORE_PHOENIX_API_KEY", "PHOENIX_API_KEY"),
+        description="Sent as Authorization: Bearer <key> (Phoenix with auth on); falls back to "
+        "PHOENIX_API_KEY.",
     )
-    timeout_s: float = Field(default=5.0, gt=0)
-    max_retries: int = Field(default=2, ge=0)  # retries after the first attempt, while Phoenix is healthy
-    retry_base_s: float = Field(default=0.5, ge=0)  # exponential backoff with full jitter from here...
-    retry_max_s: float = Field(default=5.0, ge=0)  # ...capped here
-    batch_size: int = Field(default=100, ge=1)
+    timeout_s: float = Field(default=5.0, gt=0, description="Per request.")
+    max_retries: int = Field(
+        default=2, ge=0, description="Retries after the first attempt, while Phoenix is healthy."
+    )
+    retry_base_s: float = Field(
+        default=0.5, ge=0, description="Exponential backoff with full jitter from here..."
+    )
+    retry_max_s: float = Field(default=5.0, ge=0, description="...capped here.")
+    batch_size: int = Field(default=100, ge=1, description="Annotations per request.")
 
 
 def span_annotation(record: EvaluationRecord) -> dict[str, Any]:

@@ -54,13 +54,16 @@ def evaluation_record(
 
 
 def _with_sources(rag: Interaction, details: dict[str, Any]) -> dict[str, Any]:
-    """The judge's details plus where each judged document came from (aligned with the contexts) and what
-    extract left out or read differently."""
-    if not rag.context_sources and not rag.context_notes:
+    """The judge's details plus where each judged document came from (aligned with the contexts), what
+    extract left out or read differently, and why there is no question when it was not recorded."""
+    if not rag.context_sources and not rag.context_notes and rag.question_missing is None:
         return details
     extra: dict[str, Any] = {
         "context_sources": [{"span_id": s.span_id, "kind": s.kind} for s in rag.context_sources]
     }
     if rag.context_notes:
         extra["context_notes"] = list(rag.context_notes)
+    if rag.question_missing is not None:
+        extra["question_recorded"] = False
+        extra["question_missing"] = rag.question_missing
     return {**details, **extra}

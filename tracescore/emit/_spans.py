@@ -68,6 +68,9 @@ def evaluation_span(
     }
     if selection is not None:
         attributes[semconv.TRACESCORE_SELECTION] = selection
+    if rag.question_missing is not None:
+        # Judged without the user's question (not recorded): metrics that need it are not_applicable.
+        attributes["tracescore.question_recorded"] = False
     if result.score is not None:
         attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = result.score
     if result.label is not None:

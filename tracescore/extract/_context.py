@@ -3,7 +3,8 @@
 Recognisers add what they read span by span; `Contexts` drops blanks and program reprs (never judged as
 text), stops at `MAX_CONTEXTS` documents / `MAX_CONTEXT_CHARS` characters so an agent that loops hundreds of
 tool calls stays bounded in memory and CPU, and keeps a note of everything it left out so the record can
-say so.
+say so. Tool results keep where they came from (`ToolCall`) until the answer is known: one that merely
+carries the answer is dropped then (`_tools.drop_answer_carriers`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from tracescore import semconv
 from tracescore.extract._read import is_repr
 from tracescore.model import ContextSource, DecodedSpan, Trace
 
-__all__ = ["MAX_CONTEXTS", "MAX_CONTEXT_CHARS", "Context", "Contexts", "as_contexts", "session_of"]
+__all__ = [
+    "MAX_CONTEXTS",
+    "MAX_CONTEXT_CHARS",
+    "Context",
+    "Contexts",
+    "ToolCall",
+    "as_contexts",
+    "session_of",
+]
 
 MAX_CONTEXTS = 64
 MAX_CONTEXT_CHARS = 2_000_000
@@ -27,14 +36,37 @@ class Context(NamedTuple):
     source: ContextSource
 
 
+class ToolCall(NamedTuple):
+    """Where a tool result came from: the tool span (or the LLM call it was passed to, for a tool message),
+    the call's arguments as recorded (None: not recorded), whether the result was a list of documents, and
+    what it is called in notes ("tool result")."""
+
+    span: DecodedSpan
+    arguments: Any
+    document_like: bool
+    what: str = "tool result"
+
+
 class Contexts:
     """One interaction's documents as they are collected. Per call, never shared."""
 
-    __slots__ = ("_chars", "_notes", "_over_chars", "_reprs", "_sources", "_texts", "_unread")
+    __slots__ = (
+        "_calls",
+        "_chars",
+        "_notes",
+        "_over_chars",
+        "_reprs",
+        "_sources",
+        "_texts",
+        "_tool_results",
+        "_unread",
+    )
 
     def __init__(self) -> None:
         self._texts: list[str] = []
         self._sources: list[ContextSource] = []
+        self._calls: list[ToolCall | None] = []  # aligned with _texts: the tool call of a tool result
+        self._tool_results = 0  # how many of _calls are not None: most interactions have none
         self._chars = 0
         self._notes: list[str] = []
         self._reprs: dict[str, int] = {}
@@ -49,10 +81,29 @@ class Contexts:
     def __len__(self) -> int:
         return len(self._texts)
 
-    def add(self, span: DecodedSpan, kind: str, texts: Iterable[Any]) -> None:
+    def add(self, span: DecodedSpan, kind: str, texts: Iterable[Any], call: ToolCall | None = None) -> None:
+        """Documents read from `span`; `call` when they are a tool's result (see `tool_results`)."""
         source = ContextSource(span.span_id, kind)
         for text in texts:
-            self._add(text if isinstance(text, str) else str(text), source)
+            self._add(text if isinstance(text, str) else str(text), source, call)
+
+    def tool_results(self) -> list[tuple[int, str, ToolCall]]:
+        """(position, text, call) of every document that is a tool's result."""
+        if not self._tool_results:
+            return []
+        return [(i, self._texts[i], call) for i, call in enumerate(self._calls) if call is not None]
+
+    def drop(self, positions: Iterable[int]) -> None:
+        """Documents at `positions` are not judged (the caller notes why)."""
+        gone = set(positions)
+        if not gone:
+            return
+        kept = [i for i in range(len(self._texts)) if i not in gone]
+        self._chars -= sum(len(self._texts[i]) for i in gone)
+        self._texts = [self._texts[i] for i in kept]
+        self._sources = [self._sources[i] for i in kept]
+        self._calls = [self._calls[i] for i in kept]
+        self._tool_results = sum(call is not None for call in self._calls)
 
     def skip_span(self) -> None:
         """A span whose documents were not read because the bounds were already reached."""
@@ -62,7 +113,7 @@ class Contexts:
         if text not in self._notes:
             self._notes.append(text)
 
-    def _add(self, text: str, source: ContextSource) -> None:
+    def _add(self, text: str, source: ContextSource, call: ToolCall | None = None) -> None:
         if not text or text.isspace():
             return
         if is_repr(text):
@@ -78,6 +129,9 @@ class Contexts:
         self._chars += size
         texts.append(text)
         self._sources.append(source)
+        self._calls.append(call)
+        if call is not None:
+            self._tool_results += 1
 
     @property
     def texts(self) -> tuple[str, ...]:
@@ -89,9 +143,15 @@ class Contexts:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        if not (self._notes or self._reprs or self._unread or self._over_chars):
+        # A result judged as one text is noted once kept: one that carried the answer was dropped instead.
+        whole = {
+            f"{c.what} from span {c.span.span_id} '{c.span.name}' is not document-like: judged as one text": 0
+            for c in (self._calls if self._tool_results else ())
+            if c is not None and not c.document_like
+        }
+        if not (self._notes or whole or self._reprs or self._unread or self._over_chars):
             return ()
-        notes = list(self._notes)
+        notes = [*whole, *(n for n in self._notes if n not in whole)]
         for span_id, count in self._reprs.items():
             notes.append(
                 f"{count} document(s) from span {span_id} were program reprs (e.g. NodeWithScore(...), "

@@ -1,10 +1,11 @@
 """Run every recogniser on a trace and keep each interaction once.
 
 Recognisers run in priority order: tracescore's own spans first (they name question, documents and answer
-explicitly), then OpenInference, OpenLLMetry and the OTel GenAI conventions. Two readings describe the same
-interaction when one's anchor span is the other's ancestor or descendant, or they were read from a shared
-span: the earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay
-separate.
+explicitly), then Langfuse's (its `@observe` spans are usually the app's entry point, around other
+instrumentations' spans), then OpenInference, OpenLLMetry, MLflow, the Vercel AI SDK (whose model calls also
+carry a few gen_ai.* attributes) and the OTel GenAI conventions. Two readings describe the same interaction
+when one's anchor span is the other's ancestor or descendant, or they were read from a shared span: the
+earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay separate.
 """
 
 from __future__ import annotations
@@ -13,18 +14,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tracescore.extract._genai import GenAIRecognizer
+from tracescore.extract._langfuse import LangfuseRecognizer
+from tracescore.extract._mlflow import MLflowRecognizer
 from tracescore.extract._openinference import OpenInferenceRecognizer
 from tracescore.extract._openllmetry import OpenLLMetryRecognizer
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._tracescore import TracescoreRecognizer
+from tracescore.extract._vercel import VercelAIRecognizer
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "extract"]
 
 DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = (
     TracescoreRecognizer(),
+    LangfuseRecognizer(),
     OpenInferenceRecognizer(),
     OpenLLMetryRecognizer(),
+    MLflowRecognizer(),
+    VercelAIRecognizer(),
     GenAIRecognizer(),
 )
 
@@ -68,7 +75,7 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
             seen.add(anchor.span_id)
         found.skips.append(skip)
     if not found.interactions and not found.skips:
-        found.skips.append(_not_rag(trace))
+        found.skips.append(_not_rag(trace, recognizers))
     return found
 
 
@@ -80,14 +87,14 @@ def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Int
     )
 
 
-def _not_rag(trace: Trace) -> Skip:
+def _not_rag(trace: Trace, recognizers: Sequence[Recognizer]) -> Skip:
     scopes = sorted({span.scope_name or "(no scope)" for span in trace.spans})
     root = trace.roots[0] if trace.roots else trace.spans[0]
     return Skip(
         "not_rag",
         f"trace {trace.trace_id} ({len(trace.spans)} spans, scopes: {', '.join(scopes)}) has no span "
-        "in a known RAG convention (tracescore, OpenInference, OpenLLMetry, OTel GenAI) with a question, "
-        "an answer or retrieved documents",
+        f"in a known RAG convention ({', '.join(r.name for r in recognizers)}) with a question, an answer "
+        "or retrieved documents",
         expected=True,
         span=root,
     )

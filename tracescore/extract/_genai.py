@@ -6,8 +6,8 @@ the chat that answers after it). The question is the last user message of `gen_a
 first chat call when the agent span has none: Pydantic AI), the answer the assistant text of
 `gen_ai.output.messages` (else the last chat call's). The documents come from `retrieval` spans
 (`gen_ai.retrieval.documents`) and `execute_tool` spans (`gen_ai.tool.call.result`) below the interaction or
-beside a chat span; without tool spans, from the tool results passed to the last chat call. System
-instructions are never read as documents.
+beside a chat span; without a tool span that recorded its result, from the tool results passed to the last
+chat call. System instructions are never read as documents.
 """
 
 from __future__ import annotations
@@ -17,8 +17,14 @@ from collections.abc import Iterator
 from tracescore import semconv
 from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import documents_of, last_message_text, parse_json
-from tracescore.extract._tools import add_tool_result, answering_groups, genai_tool_messages, ran_between
+from tracescore.extract._read import documents_of, is_repr, last_message_text, parse_json
+from tracescore.extract._tools import (
+    add_tool_result,
+    answering_groups,
+    called_by_tool,
+    genai_tool_messages,
+    ran_between,
+)
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["GenAIRecognizer"]
@@ -30,8 +36,9 @@ _TOOL = "execute_tool"
 RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
 RETRIEVAL_QUERY = "gen_ai.retrieval.query.text"
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
-# pydantic-ai before its GenAI-convention version 2 wrote `tool_response`.
+# pydantic-ai before its GenAI-convention version 2 wrote `tool_response` / `tool_arguments`.
 _TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response")
+_TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments")
 _FINAL_RESULT = "final_result"
 
 
@@ -79,20 +86,27 @@ class GenAIRecognizer:
         if group is not None:
             tools = ran_between(tools, since, anchor)
         for tool in tools:
-            add_tool_result(contexts, tool, "tool", _tool_result(tool), "tool result")
+            add_tool_result(contexts, tool, "tool", _tool_result(tool), "tool result", _tool_arguments(tool))
         chats = group if group is not None else [s for s in around if _operation(s) in _GENERATIONS]
-        if not tools:
+        if all(_tool_result(tool) is None for tool in tools):
+            # No tool span recorded its result (autogen-core's carry names only; content capture off): the
+            # results passed to the model are what its answer rests on.
             _add_tool_messages(contexts, chats)
         question = _question(chats[0] if group else anchor)
         if question is None and chats:
             question = _question(chats[0])
         answer = _answer(anchor)
-        if answer is None:
-            answer = next((a for c in reversed(chats) if (a := _answer(c)) is not None), None)
+        if answer is None or is_repr(answer):
+            # No answer, or an object's repr where text belongs: the text of the chat that wrote it.
+            answer = (
+                next((a for c in reversed(chats) if (a := _answer(c)) and not is_repr(a)), None) or answer
+            )
         if answer is None and isinstance(anchor.attributes.get(_FINAL_RESULT), str):
             answer = anchor.attributes[_FINAL_RESULT]  # pydantic-ai: the agent's output
-        if question is None and retrievals:
-            query = retrievals[0].attributes.get(RETRIEVAL_QUERY)
+        asked = [r for r in retrievals if not called_by_tool(trace, r, anchor, _is_tool)]
+        if question is None and asked:
+            # A retrieval the workflow made itself; a tool's is the model's search, not the question.
+            query = asked[0].attributes.get(RETRIEVAL_QUERY)
             question = str(query) if query is not None else None
         if not contexts and any(SYSTEM_INSTRUCTIONS in s.attributes for s in (anchor, *chats)):
             contexts.note(f"{SYSTEM_INSTRUCTIONS} are not read as documents")
@@ -105,6 +119,7 @@ class GenAIRecognizer:
             answer=answer,
             sources=[*retrievals, *chats, *tools],
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
+            llm_outputs=[(chat, _answer(chat)) for chat in chats],
         )
 
 
@@ -124,8 +139,20 @@ _UNANSWERED = {
 }
 
 
+def _is_tool(span: DecodedSpan) -> bool:
+    return _operation(span) == _TOOL
+
+
 def _tool_result(span: DecodedSpan) -> object:
-    for key in _TOOL_RESULTS:
+    return _first(span, _TOOL_RESULTS)
+
+
+def _tool_arguments(span: DecodedSpan) -> object:
+    return _first(span, _TOOL_ARGUMENTS)
+
+
+def _first(span: DecodedSpan, keys: tuple[str, ...]) -> object:
+    for key in keys:
         if (value := span.attributes.get(key)) is not None:
             return value
     return None

@@ -5,7 +5,8 @@ The interaction is the outermost CHAIN or AGENT span: its `input.value` is the q
 call's output). The documents are those of the RETRIEVER / RERANKER spans below it, read from
 `retrieval.documents.N.document.content` (a reranker's `reranker.output_documents`), or from their
 `output.value` JSON when the flattened attributes are absent (manual tracers); and the results of its TOOL
-spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call. Without a
+spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call; without any
+of these, a list of documents its chains were given as input (`context`, `documents`, ...). Without a
 CHAIN or AGENT, an LLM span is the interaction, with the retrievals and tools that ran beside it; an LLM call
 that asks for a tool is one interaction with the call that answers after the tool ran. RETRIEVER,
 EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
@@ -13,13 +14,28 @@ EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
 from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, is_repr, text_of
-from tracescore.extract._tools import add_tool_result, answering_groups, indexed_tool_messages, ran_between
+from tracescore.extract._read import (
+    ANSWER_KEYS,
+    QUESTION_KEYS,
+    documents_of,
+    indexed,
+    is_repr,
+    last_message_text,
+    parse_json,
+    text_of,
+)
+from tracescore.extract._tools import (
+    add_tool_result,
+    answering_groups,
+    called_by_tool,
+    indexed_tool_messages,
+    ran_between,
+)
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["OpenInferenceRecognizer"]
@@ -84,6 +100,8 @@ class OpenInferenceRecognizer:
             tools = ran_between(tools, since, anchor)
         llms = group if group is not None else by_kind.get("LLM", [])
         _add_tools(trace, contexts, tools, used, llms)
+        if not contexts and _kind(anchor) in _ANSWERING:
+            _add_input_documents(contexts, [anchor, *by_kind.get("CHAIN", [])])
         if _kind(anchor) == "LLM":
             first = llms[0] if llms else anchor
             question = _last_user_message(first) or _io(first, semconv.INPUT_VALUE, QUESTION_KEYS)
@@ -95,10 +113,17 @@ class OpenInferenceRecognizer:
                 # Haystack, LlamaIndex streams: the chain's output is a repr; the LLM's text is right.
                 answer = _llm_answer(llms) or answer
             if question is None and llms and (tools or _kind(anchor) == "AGENT"):
-                question = _last_user_message(llms[0])
-        if question is None and retrievals:
-            # A chain called with several inputs: the retriever's query is the question it answered.
-            question = _io(retrievals[0], semconv.INPUT_VALUE, QUESTION_KEYS)
+                # The agent's first LLM call that was given messages (LlamaIndex first prepares them in an
+                # LLM span of its own); never one inside a tool, whose prompt is the tool's. Its input.value
+                # messages only when no call has flattened ones from index 0 (an OpenAI Agents SDK agent
+                # without instructions starts them at 1).
+                asking = [llm for llm in llms if not _called_by_tool(trace, llm, anchor)]
+                question = _first_read(asking, _last_user_message) or _first_read(asking, _user_input)
+        asked = [r for r in retrievals if not _called_by_tool(trace, r, anchor)]
+        if question is None and asked:
+            # A chain called with several inputs: the retriever's query is the question it answered. Not
+            # a tool's: its query is what the model wrote, not what the user asked.
+            question = _io(asked[0], semconv.INPUT_VALUE, QUESTION_KEYS)
         return interaction(
             trace,
             anchor,
@@ -108,6 +133,9 @@ class OpenInferenceRecognizer:
             answer=answer,
             sources=[*used, *llms, *tools],
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else None,
+            llm_outputs=[
+                (llm, _output_message(llm) or _io(llm, semconv.OUTPUT_VALUE, ANSWER_KEYS)) for llm in llms
+            ],
         )
 
 
@@ -130,7 +158,9 @@ def _add_tools(
     for tool in tools:
         if used_ids and any(d.span_id in used_ids for d in trace.descendants(tool)):
             continue
-        add_tool_result(contexts, tool, "tool", tool.attributes.get(semconv.OUTPUT_VALUE), "tool result")
+        attrs = tool.attributes
+        result, arguments = attrs.get(semconv.OUTPUT_VALUE), attrs.get(semconv.INPUT_VALUE)
+        add_tool_result(contexts, tool, "tool", result, "tool result", arguments)
     if tools:
         return
     for llm in reversed(llms):
@@ -141,6 +171,24 @@ def _add_tools(
             for message in messages:
                 add_tool_result(contexts, llm, "tool_message", message, "tool message passed to LLM")
             return
+
+
+def _add_input_documents(contexts: Contexts, chains: list[DecodedSpan]) -> None:
+    """Documents handed to a step as its input, when no retriever or tool span recorded them: a chain's
+    `input.value` JSON with a list of documents under `context`/`documents`/... (a DSPy program whose search
+    is a plain function passes `context=[...]` to its `ChainOfThought`). Nested steps pass the same list on:
+    each text is taken once."""
+    seen: set[str] = set()
+    for chain in chains:
+        value = parse_json(chain.attributes.get(semconv.INPUT_VALUE))
+        docs = documents_of(value) if isinstance(value, Mapping) else None
+        if docs:
+            contexts.add(chain, "input", [d for d in docs if d not in seen])
+            seen.update(docs)
+
+
+def _called_by_tool(trace: Trace, span: DecodedSpan, anchor: DecodedSpan) -> bool:
+    return called_by_tool(trace, span, anchor, lambda s: _kind(s) == "TOOL")
 
 
 def _asks_for_tool(span: DecodedSpan) -> bool:
@@ -182,6 +230,16 @@ def _last_user_message(span: DecodedSpan) -> str | None:
         if str(roles[index]).lower() in ("user", "human"):
             return _message_content(span, "llm.input_messages", index)
     return None
+
+
+def _first_read(spans: list[DecodedSpan], read: Callable[[DecodedSpan], str | None]) -> str | None:
+    return next((text for span in spans if (text := read(span))), None)
+
+
+def _user_input(span: DecodedSpan) -> str | None:
+    """The last user message of an LLM span's `input.value` message list, for flattened messages that do not
+    start at index 0 (the OpenAI Agents instrumentation keeps 0 for instructions an agent may not have)."""
+    return last_message_text(span.attributes.get(semconv.INPUT_VALUE), roles=("user", "human"))
 
 
 def _output_message(span: DecodedSpan) -> str | None:

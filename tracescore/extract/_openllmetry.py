@@ -26,11 +26,17 @@ from tracescore.extract._read import (
     QUESTION_KEYS,
     documents_of,
     indexed,
+    is_repr,
     last_message_text,
     parse_json,
     text_of,
 )
-from tracescore.extract._tools import add_tool_result, genai_tool_messages, indexed_tool_messages
+from tracescore.extract._tools import (
+    add_tool_result,
+    called_by_tool,
+    genai_tool_messages,
+    indexed_tool_messages,
+)
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["OpenLLMetryRecognizer"]
@@ -68,16 +74,24 @@ class OpenLLMetryRecognizer:
         tool_spans = [s for s in below if _kind(s) == "tool"]
         tools = [s for s in tool_spans if not any(s is r for r in retrievals)]
         for tool in tools:
-            add_tool_result(contexts, tool, "tool", tool.attributes.get(ENTITY_OUTPUT), "tool result")
+            attrs = tool.attributes
+            add_tool_result(
+                contexts, tool, "tool", attrs.get(ENTITY_OUTPUT), "tool result", attrs.get(ENTITY_INPUT)
+            )
         llms = [s for s in below if _completion(s) is not None or _has_messages(s)]
         if not tool_spans:  # the messages repeat what tool spans returned
             _add_tool_messages(contexts, llms)
         question = _question(anchor.attributes.get(ENTITY_INPUT))
         answer = _answer(anchor.attributes.get(ENTITY_OUTPUT))
-        if answer is None:
-            answer = next((a for s in reversed(llms) if (a := _completion(s)) is not None), None)
-        if question is None and retrievals:
-            question = _question(retrievals[0].attributes.get(ENTITY_INPUT))
+        if answer is None or is_repr(answer):
+            # No answer, or an object's repr where text belongs: the text of the LLM call that wrote it.
+            answer = (
+                next((a for s in reversed(llms) if (a := _completion(s)) and not is_repr(a)), None) or answer
+            )
+        asked = [r for r in retrievals if not _is_tool(r) and not called_by_tool(trace, r, anchor, _is_tool)]
+        if question is None and asked:
+            # A retrieval task's query; a tool's arguments are the model's search, not the question.
+            question = _question(asked[0].attributes.get(ENTITY_INPUT))
         if not (retrievals or tools or contexts) and question and answer:
             where = (
                 "no retrieval task recorded its documents (traceloop's LangChain instrumentation puts "
@@ -99,6 +113,7 @@ class OpenLLMetryRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *tools, *llms],
+            llm_outputs=[(llm, _completion(llm)) for llm in llms],
         )
 
 
@@ -125,6 +140,10 @@ def _add_tool_messages(contexts: Contexts, llms: list[DecodedSpan]) -> None:
             for result in results:
                 add_tool_result(contexts, llm, "tool_message", result, "tool message passed to LLM")
             return
+
+
+def _is_tool(span: DecodedSpan) -> bool:
+    return _kind(span) == "tool"
 
 
 def _is_retrieval(span: DecodedSpan) -> bool:

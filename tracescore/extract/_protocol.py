@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -9,11 +10,10 @@ from typing import Protocol
 from tracescore import semconv
 from tracescore.extract._context import Context, Contexts, as_contexts, session_of
 from tracescore.extract._read import is_repr
+from tracescore.extract._tools import drop_answer_carriers
 from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
 __all__ = ["Recognizer", "Skip", "interaction"]
-
-_ROUTE_KEYS = (semconv.TRACESCORE_ROUTE, semconv.HTTP_ROUTE)
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,22 @@ def interaction(
     answer: str | None,
     sources: Iterable[DecodedSpan] = (),
     looked_in: Mapping[str, str] | None = None,
+    llm_outputs: Iterable[tuple[DecodedSpan, str | None]] = (),
+    route: str | None = None,
+    session_id: str | None = None,
 ) -> Interaction | Skip:
     """An interaction anchored on `anchor`, or the Skip that names the missing part and, from `looked_in`
-    (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`. A
-    question or answer that is a program repr (`ChatMessage(...)`, `<generator object ...>`) counts as
-    missing: a score is never built from the wrong text."""
+    (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`.
+
+    An answer that is a program repr (`StopEvent(result=...`, cut or whole; `<generator object ...>`) counts
+    as missing: a score is never built from the wrong text. Faithfulness needs an answer and documents, not
+    a question: without one (or with a repr for one) the interaction is still read, its record's query is
+    None and `question_missing` says why; the metrics that need the question say `not_applicable`. Tool
+    results that merely carry the answer are dropped and noted (`_tools.drop_answer_carriers`);
+    `llm_outputs` (each LLM call of the interaction with its text output) tell when the answer was written.
+    `route` and `session_id` are what the convention itself names (the AI SDK's functionId and metadata),
+    used where the spans carry no explicit one.
+    """
 
     def missing(reason: str, part: str, what: str) -> Skip:
         # Built only for a skip: most interactions are scored, and this text is then never read.
@@ -64,10 +75,6 @@ def interaction(
         where = f" (looked in {looked_in[part]})" if looked_in and part in looked_in else ""
         return Skip(reason, f"{place} has {what}{where}", span=anchor, convention=convention)
 
-    if not (question or "").strip():
-        return missing("missing_query", "question", "no question")
-    if is_repr(question):
-        return missing("missing_query", "question", f"a program repr as its question ({_clip(question)})")
     if answer is None or not answer.strip():
         return missing("missing_answer", "answer", "no answer")
     if is_repr(answer):
@@ -75,6 +82,7 @@ def interaction(
             "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
         )
     collected = as_contexts(anchor, contexts)
+    drop_answer_carriers(collected, answer, llm_outputs)
     texts = collected.texts
     if not texts:
         notes = "; ".join(collected.notes)
@@ -82,17 +90,27 @@ def interaction(
         return missing("empty_context", "documents", what)
     context_sources = collected.sources
     sources = tuple(sources)
+    unasked = None
+    if not (question or "").strip():
+        where = f" (looked in {looked_in['question']})" if looked_in and "question" in looked_in else ""
+        unasked = f"no question recorded{where}: faithfulness is judged without it"
+    elif is_repr(question):
+        unasked = f"the question is a program repr ({_clip(question or '')}): judged without it"
     return Interaction(
         span=anchor,
         record=RagRecord(
-            id=f"{trace.trace_id}:{anchor.span_id}", query=question, contexts=texts, answer=answer
+            id=f"{trace.trace_id}:{anchor.span_id}",
+            query=None if unasked else question,
+            contexts=texts,
+            answer=answer,
         ),
-        route=route_of(trace, anchor),
+        route=route_of(trace, anchor, route),
         convention=convention,
         span_ids=frozenset([anchor.span_id, *[s.span_id for s in sources], *[c[0] for c in context_sources]]),
         context_sources=context_sources,
         context_notes=collected.notes,
-        session_id=session_of(trace, anchor, sources),
+        session_id=session_id or session_of(trace, anchor, sources),
+        question_missing=unasked,
     )
 
 
@@ -100,13 +118,31 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def route_of(trace: Trace, anchor: DecodedSpan) -> str:
-    """The route results are grouped by: an explicit tracescore route, else the HTTP route of the request
-    the interaction served (often on an ancestor span), else the anchor span's name."""
+def route_of(trace: Trace, anchor: DecodedSpan, named: str | None = None) -> str:
+    """The route results are grouped by: an explicit tracescore route, else the name the convention gives
+    the interaction (`named`), else the HTTP route of the request the interaction served (often on an
+    ancestor span), else the anchor span's name without the ids some instrumentations put in it (an unnamed
+    CrewAI crew's span is `Crew_<a new UUID per Crew()>.kickoff`: one route per crew object would never
+    gather a route's results)."""
     lineage = (anchor, *trace.ancestors(anchor)) if anchor.parent_span_id is not None else (anchor,)
-    for key in _ROUTE_KEYS:
-        for span in lineage:
-            value = span.attributes.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return anchor.name
+    return (
+        _first_text(lineage, semconv.TRACESCORE_ROUTE)
+        or named
+        or _first_text(lineage, semconv.HTTP_ROUTE)
+        or _without_ids(anchor.name)
+    )
+
+
+def _without_ids(name: str) -> str:
+    return _UUID.sub("{id}", name) if "-" in name else name
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _first_text(spans: Sequence[DecodedSpan], key: str) -> str | None:
+    for span in spans:
+        value = span.attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

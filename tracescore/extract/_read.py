@@ -21,19 +21,39 @@ __all__ = [
 ]
 
 # Field names that hold the user's question or the final answer in chain inputs / outputs of LangChain,
-# LlamaIndex, Haystack, DSPy and hand-written pipelines.
-QUESTION_KEYS = ("question", "query", "input", "user_input", "user_query", "q", "prompt", "text", "message")
+# LlamaIndex, Haystack, DSPy, agent runs (`task`: smolagents, CrewAI, AutoGen) and hand-written pipelines.
+QUESTION_KEYS = (
+    "question",
+    "query",
+    "input",
+    "user_input",
+    "user_query",
+    "q",
+    "prompt",
+    "text",
+    "message",
+    "task",
+)
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "output_text", "generation")
 _DOC_TEXT_KEYS = ("page_content", "pageContent", "content", "text", "document.content", "chunk", "body")
 _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "nodes", "results", "context")
 # A programming-language repr where text belongs: `ChatMessage(_role=...)`, `[Document(id=..., content=...)]`,
-# `<NodeWithScore(node=TextNode(...))>`, `<generator object ...>`, `<x.Y object at 0x...>`. Prose rarely
-# puts a capitalised identifier directly before `(name=`; a trailing `)` or `>` is required as well.
-_REPR = re.compile(
-    r"\[?<?[A-Z][\w.]*\((?:\)|[A-Za-z_]\w*=|['\"]|[A-Z][\w.]*\()"
-    r"|<(?:generator|coroutine|async_generator|function|bound method) object "
+# `<NodeWithScore(node=TextNode(...))>`, `StopEvent(result=AgentOutput(...` cut at any length. Prose rarely
+# puts a capitalised identifier directly before `(name=`, and when it does the parenthesis closes and the
+# sentence goes on ("Call Foo(bar=1) to configure it."): a repr is its whole text (see `_is_object_repr`).
+# Also `<generator object ...>`, `<x.Y object at 0x...>` and JavaScript's `[object Object]`.
+_OBJECT_REPR = re.compile(r"\[?<?[A-Z][\w.]*\((?:\)|[A-Za-z_]\w*=|['\"]|[A-Z][\w.]*\()")
+_OBJECT_AT = re.compile(
+    r"<(?:generator|coroutine|async_generator|function|bound method) object "
     r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"
+    r"|\[object [A-Z]\w*\]"
 )
+# What a repr's nesting is read from: brackets, and quotes (with escapes) whose contents are skipped.
+_REPR_TOKEN = re.compile(r"""[()\[\]{}]|'(?:[^'\\\n]|\\.)*(?:'|$)|"(?:[^"\\\n]|\\.)*(?:"|$)""")
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+# Text content parts: chat messages' `text`, the OpenAI Responses API's `input_text` / `output_text` (an
+# agent SDK's Response object recorded as an LLM span's output).
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _MAX_DEPTH = 6
 _MAX_JSON_CHARS = 8_000_000  # a bigger attribute is not parsed: never worth the memory of a parse tree
 
@@ -53,20 +73,41 @@ def parse_json(value: Any) -> Any:
 
 def is_repr(text: Any) -> bool:
     """Whether `text` is a program's repr of an object (or a JSON object whose only values are such reprs,
-    e.g. `{"response_gen": "<generator object ...>"}`) rather than text a person or model wrote."""
+    e.g. `{"response_gen": "<generator object ...>"}`) rather than text a person or model wrote. A repr cut
+    short (a span attribute truncated at 200 characters, its brackets never closed) is a repr too."""
     if not isinstance(text, str):
         return False
     head = text[:300]
-    if "(" not in head and "<" not in head:
+    if "(" not in head and "<" not in head and "[object " not in head:
         return False  # every repr shape has one of these near its start: most text returns here
-    start, end = head.lstrip(), text[-64:].rstrip()  # never a copy of a long text
-    if _REPR.match(start):
-        return end.endswith((")", ">", "]"))
-    if start.startswith("{") and end.endswith("}") and len(text) < 100_000:
+    start = head.lstrip()
+    if _OBJECT_REPR.match(start):
+        return _is_object_repr(text)
+    if _OBJECT_AT.match(start):
+        return text[-64:].rstrip().endswith((">", "]", ")"))
+    if start.startswith("{") and text[-64:].rstrip().endswith("}") and len(text) < 100_000:
         parsed = parse_json(text)
         if isinstance(parsed, Mapping) and parsed:
             return all(is_repr(v) for v in parsed.values())
     return False
+
+
+def _is_object_repr(text: str) -> bool:
+    """`Name(...`: a repr when the bracket it opens (or the `[` of a list of them) closes at the end of the
+    text, or never closes (the text was cut). Prose that names a call closes it and goes on."""
+    body = text.lstrip().lstrip("<")
+    first = body.index("(") if not body.startswith("[") else 0
+    stack: list[str] = []
+    for token in _REPR_TOKEN.finditer(body, first):
+        mark = token.group()
+        if mark in "([{":
+            stack.append(mark)
+        elif mark in _CLOSING:
+            if not stack or stack.pop() != _CLOSING[mark]:
+                return False  # unbalanced: not a program's output
+            if not stack:
+                return not body[token.end() :].strip(" \t\r\n>])")
+    return True  # never closed: cut short
 
 
 def text_of(value: Any, keys: Sequence[str], depth: int = 0) -> str | None:
@@ -176,7 +217,7 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
         texts = [
             str(part.get("content") or part.get("text") or "")
             for part in parts
-            if isinstance(part, Mapping) and part.get("type", "text") == "text"
+            if isinstance(part, Mapping) and part.get("type", "text") in _TEXT_PARTS
         ]
         joined = "".join(texts)
         return joined if joined.strip() else None

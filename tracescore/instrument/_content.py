@@ -73,12 +73,23 @@ class ContentSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    # Off: spans keep kinds, ids, scores, counts and timings, never a query, document or answer text.
-    capture: bool = True
-    max_attribute_chars: int = Field(default=16_384, ge=16)
-    max_documents: int = Field(default=50, ge=0)
-    # Built-in redactors by name (email, phone, card, api_key); "all" for every one.
-    redact: Annotated[tuple[str, ...], NoDecode] = ()  # env: a comma-separated list, not JSON
+    capture: bool = Field(
+        default=True,
+        description="Off: spans keep kinds, ids, scores, counts and timings, never a query, document or "
+        "answer text.",
+    )
+    max_attribute_chars: int = Field(
+        default=16_384, ge=16, description="Longer texts are cut and listed in tracescore.truncated."
+    )
+    max_documents: int = Field(
+        default=50, ge=0, description="Further documents are counted in tracescore.documents.omitted."
+    )
+    # env: a comma-separated list, not JSON
+    redact: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="Built-in redactors by name, comma-separated: email, phone, card, api_key; all for every "
+        "one.",
+    )
 
     @field_validator("redact", mode="before")
     @classmethod

@@ -41,23 +41,49 @@ class InstrumentSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TRACESCORE_", env_nested_delimiter="__")
 
-    service_name: str = "unknown_service"
-    bootstrap_servers: str | None = None
-    # Deprecated name of bootstrap_servers (TRACESCORE_KAFKA_BOOTSTRAP); still read, with a warning.
-    kafka_bootstrap: str | None = Field(default=None, exclude=True)
-    topic: str = "otlp_spans"
-    # kafka: needs bootstrap_servers. otlp: the standard OTEL_EXPORTER_OTLP_* variables. Unset: kafka when a
-    # broker is configured, else otlp when an OTLP endpoint is.
-    exporter: Literal["kafka", "otlp"] | None = None
-    # Only tracescore's spans are exported by default; the app's other spans keep their own exporters.
-    export_all_spans: bool = False
-    batch_delay_ms: int = Field(default=1000, ge=1)
-    max_queue_size: int = Field(default=2048, ge=1)
-    max_export_batch_size: int = Field(default=512, ge=1)
-    shutdown_timeout_s: float = Field(default=5.0, ge=0)
-    drop_log_interval_s: float = Field(default=60.0, gt=0)
-    kafka: KafkaProducerSettings = Field(default_factory=KafkaProducerSettings)
-    content: ContentSettings = Field(default_factory=ContentSettings)
+    service_name: str = Field(
+        default="unknown_service",
+        description="service.name of the spans, when tracescore installs the TracerProvider.",
+    )
+    bootstrap_servers: str | None = Field(
+        default=None, description="Kafka brokers, host:port[,...]; the name the consumer reads too."
+    )
+    kafka_bootstrap: str | None = Field(
+        default=None,
+        exclude=True,
+        description="Deprecated name of bootstrap_servers; still read, with a warning.",
+    )
+    topic: str = Field(default="otlp_spans", description="Kafka topic the spans are written to.")
+    exporter: Literal["kafka", "otlp"] | None = Field(
+        default=None,
+        description="kafka (needs bootstrap_servers) or otlp (the standard OTEL_EXPORTER_OTLP_* variables); "
+        "unset: kafka when a broker is configured, else otlp when an OTLP endpoint is.",
+    )
+    export_all_spans: bool = Field(
+        default=False,
+        description="Export the application's other spans too; by default only tracescore's are exported "
+        "(the app's spans keep their own exporters).",
+    )
+    batch_delay_ms: int = Field(default=1000, ge=1, description="Longest wait before a batch is exported.")
+    max_queue_size: int = Field(
+        default=2048,
+        ge=1,
+        description="Finished spans waiting for export; past it they are dropped, counted.",
+    )
+    max_export_batch_size: int = Field(default=512, ge=1, description="Spans exported at once.")
+    shutdown_timeout_s: float = Field(
+        default=5.0, ge=0, description="shutdown() delivers what it can within this time, never raises."
+    )
+    drop_log_interval_s: float = Field(
+        default=60.0, gt=0, description="At most one log line about dropped spans this often."
+    )
+    kafka: KafkaProducerSettings = Field(
+        default_factory=KafkaProducerSettings, description="Kafka security and producer tuning."
+    )
+    content: ContentSettings = Field(
+        default_factory=ContentSettings,
+        description="What text goes on the spans: capture, limits, redaction.",
+    )
 
     @model_validator(mode="after")
     def _old_broker_name(self) -> InstrumentSettings:

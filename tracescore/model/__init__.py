@@ -9,8 +9,15 @@ another's private modules. Light on purpose (pydantic only): the instrumentation
 it.
 """
 
-from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, EvaluationRecord, annotator_kind
-from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict
+from tracescore.model._record import (
+    SCHEMA_VERSION,
+    AnnotatorKind,
+    EvaluationRecord,
+    UnreadableRecord,
+    annotator_kind,
+    read_evaluation_record,
+)
+from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
@@ -25,7 +32,10 @@ __all__ = [
     "RagRecord",
     "RagSpan",
     "Trace",
+    "UnreadableRecord",
     "Usage",
     "Verdict",
     "annotator_kind",
+    "has_question",
+    "read_evaluation_record",
 ]

@@ -3,14 +3,22 @@ topic, written by emit and read by alert, the status line and anyone downstream.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from tracescore.model._results import MetricStatus, Usage
 
-__all__ = ["SCHEMA_VERSION", "AnnotatorKind", "EvaluationRecord", "annotator_kind"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "AnnotatorKind",
+    "EvaluationRecord",
+    "UnreadableRecord",
+    "annotator_kind",
+    "read_evaluation_record",
+]
 
 SCHEMA_VERSION = 1
 
@@ -26,18 +34,29 @@ def annotator_kind(judge_name: str) -> AnnotatorKind:
 class EvaluationRecord(BaseModel):
     """Versioned wire format. Add fields freely; renaming or removing one bumps `schema_version`."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = Field(
+        default=SCHEMA_VERSION, description="Version of this format; readers skip versions they do not know."
+    )
     trace_id: str = Field(description="Scored span's trace id, 32 lowercase hex chars (as in OTLP JSON).")
     span_id: str = Field(description="Scored span's id, 16 lowercase hex chars.")
-    evaluation_span_id: str | None = None
-    service_name: str
-    route: str
-    metric: str
-    score: float | None
-    label: str | None
-    status: MetricStatus
-    reason: str | None = None
-    judge: str
+    evaluation_span_id: str | None = Field(
+        default=None, description="Id of the evaluation span written for this record, a child of span_id."
+    )
+    service_name: str = Field(description="service.name of the scored span's resource.")
+    route: str = Field(
+        description="What results are grouped by: tracescore.route, else the request's http.route, else the "
+        "scored span's name."
+    )
+    metric: str = Field(description="Metric name: faithfulness, answer_relevancy, context_relevance, ...")
+    score: float | None = Field(description="0..1; null exactly when status is not ok.")
+    label: str | None = Field(
+        description="The metric's verdict, e.g. faithful or hallucinated (faithfulness); null if it has none."
+    )
+    status: MetricStatus = Field(description="ok, not_applicable (nothing to check) or error (judge failed).")
+    reason: str | None = Field(
+        default=None, description="The judge's explanation, or one built from the claims and their verdicts."
+    )
+    judge: str = Field(description='Who scored: "offline", or "openai:<model>" for an LLM judge.')
     # Derived from `judge` when absent (records written before this field existed read the same way).
     annotator_kind: AnnotatorKind = Field(default="LLM", description="CODE (offline judge) or LLM (a model).")
     selection: str | None = Field(
@@ -46,7 +65,12 @@ class EvaluationRecord(BaseModel):
         "baseline (uniform, unbiased: use these for rolling estimates) or uniform (uniform too, drawn with "
         "the cascade's budget where targeting showed no lift); None otherwise.",
     )
-    inclusion_probability: float | None = None
+    inclusion_probability: float | None = Field(
+        default=None,
+        description="LLM records behind the sampling policy: the chance the policy had of sending this "
+        "interaction to the LLM judge, under the split in force (baseline, uniform draws and cascade "
+        "together: 1 for a certain cascade pick).",
+    )
     targeted_share: float | None = Field(
         default=None,
         description="LLM records behind the sampling policy: the split in force for the route and answer "
@@ -81,9 +105,13 @@ class EvaluationRecord(BaseModel):
         description="Key of the revision this record replaces, `<trace_id>:<span_id>:<revision>`: a reader "
         "keeps the latest revision of each (trace_id, span_id).",
     )
-    timestamp: datetime
-    details: dict[str, Any] = Field(default_factory=dict)
-    usage: Usage = Field(default_factory=Usage)
+    timestamp: datetime = Field(description="When the record was written (UTC).")
+    details: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The metric's details: for faithfulness the claims with verdict, reason, quoted evidence "
+        "and confidence; context_sources and context_notes (where each judged document came from).",
+    )
+    usage: Usage = Field(default_factory=Usage, description="Judge calls, tokens and cost of this record.")
 
     @model_validator(mode="before")
     @classmethod
@@ -95,3 +123,58 @@ class EvaluationRecord(BaseModel):
     def to_kafka(self) -> tuple[bytes, bytes]:
         """(key, value): keyed by trace id so a trace's evaluations stay in one partition, in order."""
         return self.trace_id.encode(), self.model_dump_json().encode()
+
+
+class UnreadableRecord(ValueError):
+    """A message on an evaluations topic that is not an evaluation record this version reads. `reason` is
+    `invalid_record` (not JSON, or not the record's fields) or `unknown_schema_version`; `detail` says why."""
+
+    def __init__(self, reason: Literal["invalid_record", "unknown_schema_version"], detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def read_evaluation_record(value: bytes | None) -> EvaluationRecord:
+    """The record in a Kafka message's value, or UnreadableRecord. pydantic's JSON parser, not json.loads:
+    it also refuses text that is not Unicode (a lone surrogate escape), which no reader could pass on."""
+    try:
+        record = EvaluationRecord.model_validate_json(value or b"")
+    except ValidationError as exc:
+        version = _claimed_version(value)
+        if version is not None and version != SCHEMA_VERSION:
+            raise UnreadableRecord("unknown_schema_version", _version_detail(version)) from None
+        raise UnreadableRecord("invalid_record", _problems(exc)) from None
+    if "schema_version" not in record.model_fields_set:
+        # A record that does not say which format it is, is none we know.
+        raise UnreadableRecord("unknown_schema_version", _version_detail(None))
+    return record
+
+
+def _claimed_version(value: bytes | None) -> object:
+    try:
+        data = json.loads(value or b"")
+    except ValueError:
+        return None
+    return data.get("schema_version") if isinstance(data, dict) else None
+
+
+def _version_detail(version: object) -> str:
+    return f"schema_version {version!r}; this version reads {SCHEMA_VERSION}"
+
+
+def _problems(exc: ValidationError, shown: int = 3) -> str:
+    errors = exc.errors(include_url=False)
+    if errors and errors[0]["type"] == "json_invalid":
+        return f"not JSON ({errors[0]['msg'].removeprefix('Invalid JSON: ')})"[:200]
+    if errors and errors[0]["type"] == "model_type":
+        return "not a JSON object"
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and e["loc"]]
+    other = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors if e["type"] != "missing"]
+    parts = (
+        [f"missing {', '.join(missing[:shown])}" + (" ..." if len(missing) > shown else "")]
+        if missing
+        else []
+    )
+    parts += other[:shown]
+    return ("not an evaluation record: " + "; ".join(parts))[:200]

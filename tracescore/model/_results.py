@@ -7,18 +7,27 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage", "Verdict"]
+__all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage", "Verdict", "has_question"]
 
 
 class RagRecord(BaseModel):
-    """One RAG interaction: the question, what the retriever returned, and the answer."""
+    """One RAG interaction: the question, what the retriever returned, and the answer.
+
+    `query` is None (or blank) when the question was not recorded, e.g. an agent called with a message list
+    its instrumentation does not write down: the answer can still be checked against the documents
+    (faithfulness), while the metrics that compare with the question say `not_applicable`."""
 
     model_config = ConfigDict(frozen=True)
 
     id: str | None = None
-    query: str
+    query: str | None
     contexts: tuple[str, ...] = ()
     answer: str
+
+
+def has_question(record: RagRecord) -> bool:
+    """Whether the record carries the user's question (None or blank: it was not recorded)."""
+    return bool(record.query and record.query.strip())
 
 
 class Usage(BaseModel):
@@ -26,10 +35,10 @@ class Usage(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
+    calls: int = Field(default=0, description="Judge calls (requests to a model).")
+    prompt_tokens: int = Field(default=0, description="Prompt tokens of those calls.")
+    completion_tokens: int = Field(default=0, description="Completion tokens of those calls.")
+    cost_usd: float = Field(default=0.0, description="USD, from the judge's configured prices.")
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(

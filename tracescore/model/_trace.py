@@ -139,7 +139,8 @@ def _start_order(span: DecodedSpan) -> tuple[int, int, str]:
 class ContextSource(NamedTuple):
     """Where one judged document came from: the span that held it and how it was read (`retriever`,
     `reranker`, `tool` for a tool span's result, `tool_message` for a tool result passed to the next LLM
-    call, `span` for documents recorded on the interaction span itself)."""
+    call, `span` for documents recorded on the interaction span itself, `input` for documents a step was
+    given as its input)."""
 
     span_id: str
     kind: str
@@ -153,7 +154,10 @@ class Interaction:
     `span_ids` are the spans it was read from, so two conventions describing one interaction score once.
     `context_sources` is aligned with `record.contexts` (where each document came from); `context_notes`
     explain what was read differently or left out (a tool result that is not document-like, program
-    reprs dropped, documents past the limits); `session_id` is the conversation the turn belongs to.
+    reprs dropped, tool results that carry the answer, documents past the limits); `session_id` is the
+    conversation the turn belongs to. `question_missing` says why `record.query` is None (the question was
+    not recorded, or only as a program repr): faithfulness is judged without it, the metrics that need it
+    say `not_applicable`.
     """
 
     span: DecodedSpan
@@ -164,6 +168,7 @@ class Interaction:
     context_sources: tuple[ContextSource, ...] = ()
     context_notes: tuple[str, ...] = ()
     session_id: str | None = None
+    question_missing: str | None = None
 
 
 # The name before 0.x: kept so code written against it keeps working.

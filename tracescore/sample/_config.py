@@ -55,10 +55,10 @@ def _specificity(pattern: str) -> tuple[int, int]:
 class RateRule(_Strict):
     """Score `rate` of the interactions whose service, route and metric match these glob patterns."""
 
-    service: str = "*"
-    route: str = "*"
-    metric: str = "*"
-    rate: float = Field(ge=0.0, le=1.0)
+    service: str = Field(default="*", description="Glob on the service name.")
+    route: str = Field(default="*", description="Glob on the route.")
+    metric: str = Field(default="*", description="Glob on the metric name.")
+    rate: float = Field(ge=0.0, le=1.0, description="Share of the matching interactions to score.")
 
     def matches(self, service: str, route: str, metric: str) -> bool:
         return (
@@ -78,8 +78,10 @@ class AttributeFilter(_Strict):
     """Matches a span whose attribute `attribute` is present and, as text, matches one of `values` (globs);
     with no `values`, presence alone matches."""
 
-    attribute: str = Field(min_length=1)
-    values: tuple[str, ...] = ()
+    attribute: str = Field(min_length=1, description="Span attribute name, e.g. deployment.environment.")
+    values: tuple[str, ...] = Field(
+        default=(), description="Globs on the attribute's value as text; empty: presence alone matches."
+    )
 
     def matches(self, attributes: Any) -> bool:
         value = attributes.get(self.attribute)
@@ -94,15 +96,17 @@ class AttributeFilter(_Strict):
 class FilterConfig(_Strict):
     """`include`: every filter must match for a span to be a candidate; `exclude`: any match drops it."""
 
-    include: tuple[AttributeFilter, ...] = ()
-    exclude: tuple[AttributeFilter, ...] = ()
+    include: tuple[AttributeFilter, ...] = Field(
+        default=(), description="Every filter must match for a span to be a candidate."
+    )
+    exclude: tuple[AttributeFilter, ...] = Field(default=(), description="Any match drops the span.")
 
 
 class RateLimitConfig(_Strict):
     """At most `per_minute` evaluations a minute (a token bucket), in bursts of at most `burst`."""
 
-    per_minute: float | None = Field(default=None, gt=0)
-    burst: int | None = Field(default=None, ge=1)  # None: one minute's worth
+    per_minute: float | None = Field(default=None, gt=0, description="Evaluations per minute at most.")
+    burst: int | None = Field(default=None, ge=1, description="Largest burst [default: one minute's worth].")
 
     @property
     def capacity(self) -> float:
@@ -113,11 +117,19 @@ class BudgetConfig(_Strict):
     """LLM-judge tokens (prompt + completion) per UTC clock hour and day, per consumer process. When spent,
     interactions get the offline judge only and are counted as `budget`."""
 
-    tokens_per_hour: int | None = Field(default=None, ge=0)
-    tokens_per_day: int | None = Field(default=None, ge=0)
-    # Reserved per escalation until `charge` reports the real figure, so concurrent escalations cannot all
-    # pass a nearly spent budget; replaced by the running mean of charged escalations once there is one.
-    estimated_tokens_per_evaluation: int = Field(default=2_000, ge=1)
+    tokens_per_hour: int | None = Field(
+        default=None, ge=0, description="LLM-judge tokens per UTC clock hour, per consumer process."
+    )
+    tokens_per_day: int | None = Field(
+        default=None, ge=0, description="LLM-judge tokens per UTC day, per consumer process."
+    )
+    # So concurrent escalations cannot all pass a nearly spent budget.
+    estimated_tokens_per_evaluation: int = Field(
+        default=2_000,
+        ge=1,
+        description="Reserved per escalation until the real figure is charged; then the running mean of "
+        "charged escalations.",
+    )
 
     @model_validator(mode="after")
     def _fits_one_evaluation(self) -> Self:
@@ -135,15 +147,26 @@ class BudgetConfig(_Strict):
 class LearningConfig(_Strict):
     """Online calibration of the suspicion score from the LLM judge's verdicts on baseline interactions."""
 
-    enabled: bool = True
-    # Where the learned models survive a restart (versioned JSON, written atomically); None: memory only.
-    state_path: Path | None = None
-    learning_rate: float = Field(default=0.05, gt=0.0, le=1.0)
-    # Pull toward the cold start: a few noisy verdicts cannot take the model far from it.
-    l2: float = Field(default=0.02, ge=0.0, le=1.0)
-    route_min_labels: int = Field(default=200, ge=1)  # a route's own model is used from this many labels
-    max_routes: int = Field(default=256, ge=0)  # routes with a model of their own (memory bound)
-    save_every: int = Field(default=100, ge=1)  # labels between saves (and on stop)
+    enabled: bool = Field(default=True, description="Learn from the LLM judge's baseline verdicts.")
+    state_path: Path | None = Field(
+        default=None,
+        description="Where the learned models survive a restart (versioned JSON, written atomically); unset: "
+        "memory only. One per process.",
+    )
+    learning_rate: float = Field(default=0.05, gt=0.0, le=1.0, description="SGD step size.")
+    l2: float = Field(
+        default=0.02,
+        ge=0.0,
+        le=1.0,
+        description="Pull toward the cold start: a few noisy verdicts cannot take the model far from it.",
+    )
+    route_min_labels: int = Field(
+        default=200, ge=1, description="A service+route gets its own model from this many labels."
+    )
+    max_routes: int = Field(
+        default=256, ge=0, description="Routes with a model of their own, at most (memory bound)."
+    )
+    save_every: int = Field(default=100, ge=1, description="Labels between saves (and on stop).")
 
 
 class LiftConfig(_Strict):
@@ -151,15 +174,26 @@ class LiftConfig(_Strict):
     of targeted escalations the LLM judge fails against the share of uniform draws it fails. Until the
     targeted share is credibly higher (after a first few targeted verdicts per key), the cascade's budget
     goes to uniform draws instead (selection `uniform`), all but `floor` of it, which stays targeted so lift
-    can show; it moves back when lift shows.
-    `memory`: labels per group the evidence is averaged over (older ones fade); `max_routes`: routes and
-    shapes tracked (least recently seen forgotten: back to uniform). Off: the cascade always targets."""
+    can show; it moves back when lift shows (tracescore/sample/_lift.py)."""
 
-    enabled: bool = True
-    floor: float = Field(default=0.1, ge=0.0, le=1.0)
-    memory: int = Field(default=200, ge=10)
-    long_answer_chars: int = Field(default=300, ge=1)
-    max_routes: int = Field(default=1024, ge=1)
+    enabled: bool = Field(default=True, description="Measure lift and split the budget (off: always target).")
+    floor: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="Share of the cascade's budget that stays targeted without lift, so lift can show again.",
+    )
+    memory: int = Field(
+        default=200, ge=10, description="Verdicts per group the evidence is averaged over (older ones fade)."
+    )
+    long_answer_chars: int = Field(
+        default=300, ge=1, description="Answers longer than this are the `long` shape, measured apart."
+    )
+    max_routes: int = Field(
+        default=1024,
+        ge=1,
+        description="Routes and shapes tracked, at most (least recently seen forgotten: back to exploring).",
+    )
 
 
 class CascadeConfig(_Strict):
@@ -174,18 +208,40 @@ class CascadeConfig(_Strict):
     Where targeting shows no lift over uniform draws, its budget goes to uniform draws (`lift`).
     """
 
-    enabled: bool = True
-    metric: str = "faithfulness"
-    min_probability: float = Field(default=0.5, ge=0.0, le=1.0)
-    share: float | None = Field(default=None, ge=0.0, le=1.0)
-    window: int = Field(default=2000, ge=10)
-    escalate_errors: bool = True
-    baseline_rate: float = Field(default=0.01, ge=0.0, le=1.0)
-    learning: LearningConfig = Field(default_factory=LearningConfig)
-    lift: LiftConfig = Field(default_factory=LiftConfig)
-    # Deprecated: escalation ranks by the suspicion score now. Accepted (with a warning) so configs load.
-    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
-    flag_verdicts: frozenset[Verdict] | None = None
+    enabled: bool = Field(default=True, description="Run the cascade when an LLM judge is configured.")
+    metric: str = Field(
+        default="faithfulness", description="The offline result the suspicion score is computed from."
+    )
+    min_probability: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="P(hallucinated) floor: below it nothing is escalated, budget or not.",
+    )
+    share: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Without a budget: the share of scored interactions escalated (unset: all above the "
+        "floor).",
+    )
+    window: int = Field(default=2000, ge=10, description="Recent suspicion scores the running quantile uses.")
+    escalate_errors: bool = Field(default=True, description="An offline judge error goes to the LLM judge.")
+    baseline_rate: float = Field(
+        default=0.01,
+        ge=0.0,
+        le=1.0,
+        description="Uniform share of candidates (by trace id) the LLM judge scores whatever their score.",
+    )
+    learning: LearningConfig = Field(
+        default_factory=LearningConfig, description="Online calibration from the baseline's LLM verdicts."
+    )
+    lift: LiftConfig = Field(
+        default_factory=LiftConfig, description="Lift measured online; the budget moves to uniform draws."
+    )
+    # Escalation ranks by the suspicion score now. Accepted (with a warning) so old configs load.
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="Deprecated and ignored.")
+    flag_verdicts: frozenset[Verdict] | None = Field(default=None, description="Deprecated and ignored.")
 
     @model_validator(mode="after")
     def _deprecated(self) -> Self:
@@ -204,7 +260,11 @@ class OfflineConfig(_Strict):
     """The offline judge's CPU share (in cores). When candidates arrive faster than that share can score
     them, they are thinned uniformly (by trace id) to what it can, and counted as `thinned`."""
 
-    cpu_share: float | None = Field(default=None, gt=0)
+    cpu_share: float | None = Field(
+        default=None,
+        gt=0,
+        description="Cores the offline judge may use before candidates are thinned (unset: no limit).",
+    )
 
 
 class SamplingConfig(FileSettings):
@@ -215,13 +275,23 @@ class SamplingConfig(FileSettings):
         env_prefix="TRACESCORE_SAMPLING__", env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    default_rate: float = Field(default=1.0, ge=0.0, le=1.0)
-    rates: tuple[RateRule, ...] = ()
-    filters: FilterConfig = Field(default_factory=FilterConfig)
-    rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
-    llm_budget: BudgetConfig = Field(default_factory=BudgetConfig)
-    cascade: CascadeConfig = Field(default_factory=CascadeConfig)
-    offline: OfflineConfig = Field(default_factory=OfflineConfig)
+    default_rate: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="Share of interactions scored where no rate rule matches."
+    )
+    rates: tuple[RateRule, ...] = Field(
+        default=(), description="Rates per service / route / metric; the most specific match wins."
+    )
+    filters: FilterConfig = Field(default_factory=FilterConfig, description="Span attribute filters.")
+    rate_limit: RateLimitConfig = Field(
+        default_factory=RateLimitConfig, description="Evaluations per minute (a token bucket)."
+    )
+    llm_budget: BudgetConfig = Field(default_factory=BudgetConfig, description="LLM-judge token budgets.")
+    cascade: CascadeConfig = Field(
+        default_factory=CascadeConfig, description="Which offline-judged interactions go to the LLM judge."
+    )
+    offline: OfflineConfig = Field(
+        default_factory=OfflineConfig, description="The offline judge's CPU share."
+    )
 
     @field_validator("rates", mode="before")
     @classmethod

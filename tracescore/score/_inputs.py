@@ -52,6 +52,11 @@ def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecor
         column = column_map.get(field) or next(
             (a for a in aliases if a in row and not _is_null(row[a])), None
         )
+        if column is None and field == "query" and any(a in row for a in aliases):
+            # The column is there and empty on this record: the question was not recorded. Faithfulness
+            # still checks the answer against the contexts; the metrics that need the question say so.
+            values[field] = None
+            continue
         if column is None:
             if field in ("query", "answer"):
                 missing.append(field)
@@ -63,7 +68,7 @@ def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecor
     try:
         return RagRecord(
             id=None if _is_null(record_id) else str(record_id),
-            query=values["query"],
+            query=None if _is_null(values["query"]) else values["query"],
             contexts=parse_contexts(values.get("contexts")),
             answer=values["answer"],
         )

@@ -70,7 +70,7 @@ def default_responder(body: dict[str, Any]) -> dict[str, Any]:
         sentences = data.get("answer_sentences", [])
         return {
             "sentences": [{"sentence_index": i, "claims": [s]} for i, s in enumerate(sentences)],
-            "questions": [data.get("question", "")] * int(data.get("questions_to_generate", 0)),
+            "questions": [data.get("question") or ""] * int(data.get("questions_to_generate", 0)),
             "noncommittal": False,
             "relevance": 5,
             "relevance_reason": "Answers the question.",

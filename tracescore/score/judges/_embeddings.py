@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import openai
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Embedder", "OpenAIEmbedder", "OpenAIEmbedderSettings", "embedder_from_env"]
@@ -20,11 +21,13 @@ class Embedder(Protocol):
 class OpenAIEmbedderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TRACESCORE_EMBEDDINGS_")
 
-    base_url: str | None = None
-    model: str = "text-embedding-3-small"
-    api_key: str | None = None
-    timeout_s: float = 30.0
-    max_retries: int = 3
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible embeddings endpoint (unset: the OpenAI API)."
+    )
+    model: str = Field(default="text-embedding-3-small", description="Embedding model.")
+    api_key: str | None = Field(default=None, description="API key (a local endpoint needs none).")
+    timeout_s: float = Field(default=30.0, description="Per request.")
+    max_retries: int = Field(default=3, description="The openai client's retries (429, 5xx, timeouts).")
 
 
 class OpenAIEmbedder:

@@ -234,7 +234,7 @@ def answer_claims(data: Any) -> dict[str, Any]:
             "relevance": 1,
             "relevance_reason": "The answer declines to answer.",
         }
-    rating, reason = rate_answer(data.question, " ".join(data.answer_sentences))
+    rating, reason = rate_answer(data.question or "", " ".join(data.answer_sentences))
     return {"sentences": sentences, "relevance": rating, "relevance_reason": reason}
 
 
@@ -242,7 +242,7 @@ def answer_verdicts(data: Any, tuning: OfflineTuning = OfflineTuning()) -> dict[
     """One verdict per claim, with the best-matching context sentence quoted as evidence."""
     sentences = index_context(data.context)
     context = frozenset().union(*(s.keys for s in sentences))
-    question = analyse_question(data.question)
+    question = analyse_question(data.question or "")
     # Derived forms of one long word ("eukaryotes", "eukaryotic") share a 7-letter prefix; a lowercase claim
     # word missing from the context is matched to such a sibling. Names must match exactly.
     siblings = {k[:7]: k for k in sorted(context, reverse=True) if len(k) >= 8 and k.isalpha()}

@@ -15,7 +15,7 @@ __all__ = ["ANALYSIS_TASK", "AnalysisInput", "AnswerAnalysis", "SentenceClaims",
 
 
 class AnalysisInput(BaseModel):
-    question: str
+    question: str | None = Field(description="The user's question; null when it was not recorded.")
     answer_sentences: list[str] = Field(description="The answer, already split into numbered sentences.")
     questions_to_generate: int = Field(default=3, ge=0, le=10)
 
@@ -39,11 +39,12 @@ ANALYSIS_TASK: JudgeTask[AnalysisInput, AnswerAnalysis] = JudgeTask(
     name="answer.analysis",
     instruction=(
         "Analyse the answer. (1) Break each answer sentence into atomic claims that stand on their own: "
-        "replace pronouns with the names they refer to, and use the question to complete fragments (answer "
-        "'Delhi' to 'Where is the head office?' becomes 'The head office is in Delhi.'). Greetings, hedges "
-        "and refusals carry no claim. (2) Write questions_to_generate questions that the answer would "
-        "answer. (3) noncommittal: true if the answer is evasive, vague or a refusal. (4) relevance: 1 (off "
-        "topic) to 5 (answers exactly what was asked), with a one-sentence reason."
+        "replace pronouns with the names they refer to, and use the question (when given) to complete "
+        "fragments (answer 'Delhi' to 'Where is the head office?' becomes 'The head office is in "
+        "Delhi.'). Greetings, hedges and refusals carry no claim. (2) Write questions_to_generate "
+        "questions that the answer would answer. (3) noncommittal: true if the answer is evasive, vague "
+        "or a refusal. (4) relevance: 1 (off topic) to 5 (answers exactly what was asked), with a "
+        "one-sentence reason."
     ),
     input_model=AnalysisInput,
     output_model=AnswerAnalysis,
@@ -74,7 +75,7 @@ ANALYSIS_TASK: JudgeTask[AnalysisInput, AnswerAnalysis] = JudgeTask(
 
 
 async def analyse_answer(
-    question: str, sentences: list[str], judge: Judge, questions_to_generate: int = 3
+    question: str | None, sentences: list[str], judge: Judge, questions_to_generate: int = 3
 ) -> Judgement[AnswerAnalysis]:
     """The analysis of one answer. Every metric asks with the same input, so a per-record SharedCallsJudge
     answers it once for all of them."""

@@ -16,6 +16,7 @@ from tracescore.score._segment import split_sentences
 from tracescore.score.judges._embeddings import Embedder
 from tracescore.score.judges._protocol import Judge, JudgeError, Judgement
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnswerAnalysis, analyse_answer
+from tracescore.score.metrics._protocol import question_missing
 
 __all__ = ["AnswerRelevancy", "cosine"]
 
@@ -38,6 +39,9 @@ class AnswerRelevancy:
         sentences = split_sentences(record.answer)
         if not sentences:
             return MetricResult.not_applicable(self.name, "the answer is empty", judge=judge.name)
+        unasked = question_missing(self.name, record, judge, "answer relevancy compares the answer with it")
+        if unasked is not None:
+            return unasked
         try:
             analysed = await analyse_answer(record.query, sentences, judge)
         except JudgeError as exc:

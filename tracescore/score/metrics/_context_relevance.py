@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from tracescore.model import MetricResult, RagRecord, Usage
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
+from tracescore.score.metrics._protocol import question_missing
 
 __all__ = [
     "CONTEXT_RELEVANCE_TASK",
@@ -82,9 +83,12 @@ class ContextRelevance:
         chunks = [c for c in record.contexts if c.strip()]
         if not chunks:
             return MetricResult.not_applicable(self.name, "no retrieved context", judge=judge.name)
+        unasked = question_missing(self.name, record, judge, "context relevance rates the documents for it")
+        if unasked is not None:
+            return unasked
         try:
             judged = await judge.run(
-                CONTEXT_RELEVANCE_TASK, ContextRelevanceInput(question=record.query, chunks=chunks)
+                CONTEXT_RELEVANCE_TASK, ContextRelevanceInput(question=record.query or "", chunks=chunks)
             )
         except JudgeError as exc:
             return MetricResult.error(self.name, exc.cause, judge=judge.name, usage=exc.usage)

@@ -15,8 +15,9 @@ from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, Field, create_model
 
-from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage, has_question
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
+from tracescore.score.metrics._protocol import question_missing
 
 __all__ = ["DistinctN", "LLMJudgeMetric", "PythonMetric", "python_metric", "rubric"]
 
@@ -25,7 +26,9 @@ _WORD = re.compile(r"\w+")
 
 # What a template may reference, and how each field is described to the judge.
 _FIELDS: dict[str, tuple[Any, str]] = {
-    "query": (str, "The user's question."),
+    # None when the question was not recorded: a template that names it is then not applicable; one that
+    # names no field gets the record with a null question.
+    "query": (str | None, "The user's question (null when it was not recorded)."),
     "answer": (str, "The answer being rated."),
     "contexts": (list[str], "The passages retrieved for the question, in rank order."),
     "context": (str, "The retrieved passages joined by blank lines."),
@@ -90,8 +93,9 @@ class LLMJudgeMetric:
         self.samples = samples
         self.threshold = threshold
         self.description = description
-        criteria, fields = _render_criteria(name, template)
+        criteria, fields, named = _render_criteria(name, template)
         self.fields: tuple[str, ...] = fields
+        self.uses_question = "query" in named
         self.task: JudgeTask[BaseModel, BaseModel] = JudgeTask(
             name=f"custom.{name}",
             instruction=_instruction(criteria, fields, lo, hi),
@@ -106,7 +110,7 @@ class LLMJudgeMetric:
     def judge_input(self, record: RagRecord) -> BaseModel:
         """The task input for `record`: the referenced record fields, as data."""
         values = {
-            "query": record.query,
+            "query": record.query if has_question(record) else None,
             "answer": record.answer,
             "contexts": list(record.contexts),
             "context": "\n\n".join(c for c in record.contexts if c.strip()),
@@ -114,6 +118,10 @@ class LLMJudgeMetric:
         return self.task.input_model(**{f: values[f] for f in self.fields})
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
+        if self.uses_question and (
+            unasked := question_missing(self.name, record, judge, "the metric's template uses it")
+        ):
+            return unasked
         data = self.judge_input(record)
         outcomes = await asyncio.gather(
             *(judge.run(task, data) for task in self.tasks), return_exceptions=True
@@ -191,8 +199,9 @@ def _check_scale(scale: Any) -> tuple[int, int]:
     return lo, hi
 
 
-def _render_criteria(name: str, template: str) -> tuple[str, tuple[str, ...]]:
-    """The template rendered with field references, and the fields it uses (in `_FIELDS` order)."""
+def _render_criteria(name: str, template: str) -> tuple[str, tuple[str, ...], frozenset[str]]:
+    """The template rendered with field references, the fields its input holds (in `_FIELDS` order) and
+    the fields it names."""
     # Sandboxed and strict: a config file's template can neither reach Python internals nor misspell a
     # field silently.
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
@@ -216,7 +225,7 @@ def _render_criteria(name: str, template: str) -> tuple[str, tuple[str, ...]]:
     if not criteria:
         raise ValueError(f"metric {name!r}: the template renders to empty criteria")
     fields = tuple(f for f in _FIELDS if f in used) or _DEFAULT_FIELDS
-    return criteria, fields
+    return criteria, fields, frozenset(used)
 
 
 def _instruction(criteria: str, fields: tuple[str, ...], lo: int, hi: int) -> str:

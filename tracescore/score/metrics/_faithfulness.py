@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tracescore.model import MetricResult, RagRecord, Usage, Verdict
+from tracescore.model import MetricResult, RagRecord, Usage, Verdict, has_question
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnswerAnalysis, analyse_answer
@@ -48,7 +48,7 @@ DEFAULT_VERDICT_SCORES: Mapping[Verdict, float] = {
 
 
 class VerdictsInput(BaseModel):
-    question: str
+    question: str | None = Field(description="The user's question; null when it was not recorded.")
     context: str
     claims: list[str]
 
@@ -160,10 +160,11 @@ class Faithfulness:
         if not any(c.strip() for c in record.contexts):
             return self._not_applicable(judge, "no retrieved context to check the answer against", Usage())
         usage = Usage()
+        question = record.query if has_question(record) else None  # judged without one when not recorded
         total_sentences = len(sentences)
         judged_sentences = sentences[: self.max_claims]
         try:
-            extracted = await analyse_answer(record.query, judged_sentences, judge)
+            extracted = await analyse_answer(question, judged_sentences, judge)
             usage += extracted.usage
             claims = _claims_in_order(extracted.output, len(judged_sentences))
             total_claims = len(claims)
@@ -173,7 +174,7 @@ class Faithfulness:
             judged = await judge.run(
                 VERDICTS_TASK,
                 VerdictsInput(
-                    question=record.query,
+                    question=question,
                     context="\n\n".join(c for c in record.contexts if c.strip()),
                     claims=[text for _, text in claims],
                 ),

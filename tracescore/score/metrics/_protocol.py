@@ -7,11 +7,11 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from tracescore.model import MetricResult, RagRecord
+from tracescore.model import MetricResult, RagRecord, has_question
 from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.judges._protocol import Judge
 
-__all__ = ["Metric", "evaluate", "evaluate_each", "evaluate_record"]
+__all__ = ["Metric", "evaluate", "evaluate_each", "evaluate_record", "question_missing"]
 
 _log = logging.getLogger("tracescore.score")
 
@@ -24,6 +24,19 @@ class Metric(Protocol):
     def name(self) -> str: ...
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult: ...
+
+
+def question_missing(metric: str, record: RagRecord, judge: Judge, why_needed: str) -> MetricResult | None:
+    """The `not_applicable` result of a metric that needs the user's question, on a record without one (it
+    was not recorded: faithfulness still checks the answer against the documents); None when it has one."""
+    if has_question(record):
+        return None
+    return MetricResult.not_applicable(
+        metric,
+        f"the question was not recorded: {why_needed}",
+        judge=judge.name,
+        details={"question_recorded": False},
+    )
 
 
 async def evaluate_record(record: RagRecord, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult]:

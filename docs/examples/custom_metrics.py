@@ -1,0 +1,38 @@
+"""docs/offline/metrics.md: custom metrics, the label rule's settings, and custom metrics declared in TOML.
+The LLM-judged ones need an LLM judge; the Python one is scored here by the offline judge."""
+
+from pathlib import Path
+
+from tracescore.score import Faithfulness, IncompatibleJudge, evaluate, make_metrics
+
+# --8<-- [start:labels]
+Faithfulness()  # label_rule="any_unsupported", min_confidence=0.5, threshold=0.25: the default
+Faithfulness(min_confidence=0.8)  # only near-certain unsupported claims decide the label
+Faithfulness(label_rule="threshold", threshold=0.5)  # the score alone: the earlier rule
+# --8<-- [end:labels]
+
+# --8<-- [start:custom]
+from tracescore.score import LLMJudgeMetric, python_metric, rubric  # noqa: E402
+
+politeness = LLMJudgeMetric("politeness", "Rate how polite the answer is.", scale=(1, 5), samples=3)
+concise = rubric("concise", "The answer is at most two sentences.")  # 1-5, normalised to 0..1
+cites = rubric("cites_source", "The answer names its source.", scale="pass/fail")  # 0 or 1
+
+
+@python_metric
+def short_answer(record) -> float:
+    return 1.0 if len(record.answer) < 500 else 0.0
+
+
+# --8<-- [end:custom]
+
+
+record = {"query": "Where is the head office?", "contexts": ["It is in Delhi."], "answer": "In Delhi."}
+[result] = evaluate(record, [short_answer])
+print(result.metric, result.score)
+try:
+    evaluate(record, [politeness])
+except IncompatibleJudge as refused:
+    print(f"refused before scoring: {refused}")
+[declared] = make_metrics(["politeness"], Path(__file__).with_name("metrics.toml"))
+print(type(declared).__name__, declared.name)

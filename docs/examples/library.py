@@ -1,0 +1,33 @@
+"""docs/offline/library.md: scoring from Python, one record or a data set, with the offline judge (an LLM
+judge takes the same place)."""
+
+import pandas as pd
+
+# --8<-- [start:evaluate]
+from tracescore.score import Faithfulness, OfflineJudge, evaluate, evaluate_dataset
+
+results = evaluate({"query": "Where is the head office?", "contexts": ["It is in Delhi."], "answer": "Delhi"})
+print([(r.metric, r.score) for r in results])  # faithfulness, answer_relevancy, context_relevance
+# --8<-- [end:evaluate]
+
+df = pd.DataFrame(
+    {
+        "prompt": ["Where is the head office?", "When was it founded?"],
+        "contexts": [["The head office is in Delhi."], ["The head office is in Delhi."]],
+        "completion": ["The head office is in Delhi.", "It was founded in 1950."],
+    }
+)
+
+# --8<-- [start:dataset]
+result = evaluate_dataset(
+    df,  # a DataFrame, a list of dicts or RagRecords, any iterable
+    [Faithfulness()],
+    OfflineJudge(),  # or OpenAIJudge(): any OpenAI-compatible endpoint (TRACESCORE_JUDGE_*)
+    concurrency=8,
+    progress=False,
+    column_map={"query": "prompt", "answer": "completion"},
+)
+print(result.rows[1]["faithfulness"], result.rows[1]["results"]["faithfulness"]["label"])  # input order
+print(result.means())
+print(result.to_pandas()[["id", "faithfulness"]])  # needs pandas (pip install 'tracescore[pandas]')
+# --8<-- [end:dataset]

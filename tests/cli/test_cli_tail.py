@@ -1,0 +1,206 @@
+"""`tracescore tail` against the real broker: readable records, filters, JSON lines, --follow, bad messages
+counted and explained, the same Kafka settings (and precedence) as `tracescore consume`, one line when no
+broker answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from kafka import KafkaProducer
+
+from tracescore.cli import main
+from tracescore.model import EvaluationRecord, MetricStatus
+
+pytestmark = pytest.mark.kafka
+
+FAILED_CLAIM = {
+    "claim": "The Aurora X2 weighs 3 kg.",
+    "verdict": "NO_EVIDENCE",
+    "reason": "The context does not contain '3'.",
+    "evidence": "The Aurora X2 weighs 1.2 kg.",
+}
+
+
+def _record(n: int, **fields: Any) -> EvaluationRecord:
+    values: dict[str, Any] = {
+        "trace_id": f"{n:032x}",
+        "span_id": f"{n:016x}",
+        "service_name": "shop",
+        "route": "/ask",
+        "metric": "faithfulness",
+        "score": 1.0,
+        "label": "faithful",
+        "status": MetricStatus.OK,
+        "judge": "offline",
+        "timestamp": datetime(2026, 3, 4, 5, 6, n, tzinfo=UTC),
+    }
+    return EvaluationRecord(**{**values, **fields})
+
+
+HALLUCINATED = _record(
+    2,
+    route="/billing",
+    score=0.0,
+    label="hallucinated",
+    details={"claims": [FAILED_CLAIM, {"claim": "It is grey.", "verdict": "FULLY_SUPPORTED"}]},
+)
+FAILED = _record(3, score=None, label=None, status=MetricStatus.ERROR, reason="judge timed out after 3 tries")
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for value in values:
+        producer.send(topic, key=b"k", value=value).get(timeout=30)  # one key: one partition, in order
+    producer.close()
+
+
+def _tail(*args: str, env: dict[str, str] | None = None) -> Result:
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("TRACESCORE_")}
+    runner = CliRunner(env={**unset, **(env or {})})
+    return runner.invoke(main, ["tail", "--connect-timeout", "20", *args], catch_exceptions=False)
+
+
+@pytest.fixture
+def evaluations(bootstrap: str, topic_prefix: str) -> str:
+    """A topic holding a faithful record, a hallucinated one, a failed evaluation, and three messages no
+    reader can use: not JSON, a foreign JSON object, and a record of a future schema version."""
+    topic = f"{topic_prefix}.evaluations"
+    future = {**json.loads(_record(9).model_dump_json()), "schema_version": 2}
+    _produce(
+        bootstrap,
+        topic,
+        [
+            _record(1).model_dump_json().encode(),
+            b"\xff not json",
+            HALLUCINATED.model_dump_json().encode(),
+            json.dumps({"event": "page_view", "user": 7}).encode(),
+            json.dumps(future).encode(),
+            FAILED.model_dump_json().encode(),
+        ],
+    )
+    return topic
+
+
+def test_prints_each_record_readably_and_explains_what_it_skips(bootstrap: str, evaluations: str) -> None:
+    result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "ok       faithfulness 1.00  faithful  shop /ask  (offline)" in out
+    assert "FLAGGED  faithfulness 0.00  hallucinated  shop /billing  (offline)" in out
+    assert "    claim NO_EVIDENCE: The Aurora X2 weighs 3 kg." in out
+    assert "      reason:   The context does not contain '3'." in out
+    assert "      evidence: The Aurora X2 weighs 1.2 kg." in out
+    assert "It is grey." not in out, "supported claims are not shown"
+    assert f"    trace {HALLUCINATED.trace_id}  span {HALLUCINATED.span_id}" in out
+    assert "ERROR    faithfulness -  error" in out and "reason: judge timed out after 3 tries" in out
+    assert out.index("faithful  shop /ask") < out.index("hallucinated") < out.index("ERROR")
+    # Bad messages: each reason explained once, with where it was and why; then all are counted.
+    err = result.stderr
+    assert "offset 1: invalid_record: not JSON" in err
+    assert "unknown_schema_version: schema_version 2; this version reads 1" in err
+    assert err.count("invalid_record:") == 1, "a reason is explained once; the count carries the rest"
+    assert "3 records shown, 3 skipped (invalid_record=2, unknown_schema_version=1)" in err
+    assert "Traceback" not in err
+
+
+def test_flagged_and_route_filters(bootstrap: str, evaluations: str) -> None:
+    flagged = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--flagged")
+    assert "hallucinated" in flagged.stdout and "ERROR" in flagged.stdout
+    assert " ok " not in flagged.stdout
+    assert "2 records shown, 1 filtered out" in flagged.stderr
+    routed = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--route", "/bill*")
+    assert routed.stdout.count("trace ") == 1 and "/billing" in routed.stdout
+
+
+def test_json_lines_are_the_records(bootstrap: str, evaluations: str) -> None:
+    result = _tail(
+        "--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--json", "--flagged"
+    )
+    records = [EvaluationRecord.model_validate_json(line) for line in result.stdout.splitlines()]
+    assert records == [HALLUCINATED, FAILED]
+
+
+def test_last_starts_that_many_records_before_the_end(bootstrap: str, evaluations: str) -> None:
+    result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--last", "2")
+    assert result.stdout.count("trace ") == 1 and "ERROR" in result.stdout  # the last two: future, failed
+    assert "1 records shown, 1 skipped (unknown_schema_version=1)" in result.stderr
+
+
+def test_reads_kafka_settings_as_consume_does(bootstrap: str, evaluations: str, tmp_path: Path) -> None:
+    """flags > TRACESCORE_* > the [consume] table of --config > defaults."""
+    config = tmp_path / "tracescore.toml"
+    config.write_text(f'[consume]\nbootstrap_servers = "{bootstrap}"\nevaluations_topic = "{evaluations}"\n')
+    from_file = _tail("--config", str(config))
+    assert from_file.stderr.endswith(
+        "3 records shown, 3 skipped (invalid_record=2, unknown_schema_version=1)\n"
+    )
+    from_env = _tail("--config", str(config), env={"TRACESCORE_EVALUATIONS_TOPIC": f"{evaluations}.absent"})
+    assert f"topic {evaluations}.absent does not exist" in from_env.stderr
+    from_flag = _tail(
+        "--config", str(config), "--evaluations-topic", evaluations,
+        env={"TRACESCORE_EVALUATIONS_TOPIC": f"{evaluations}.absent"},
+    )  # fmt: skip
+    assert "3 records shown" in from_flag.stderr
+    invalid = _tail("--config", str(config), env={"TRACESCORE_KAFKA__SECURITY_PROTOCOL": "SASL_SSL"})
+    assert invalid.exit_code == 2 and "invalid value for TRACESCORE_KAFKA" in invalid.stderr
+    assert "needs sasl_mechanism" in invalid.stderr and "Traceback" not in invalid.stderr
+
+
+def test_follow_prints_new_records_until_interrupted(bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}.evaluations"
+    _produce(bootstrap, topic, [_record(1).model_dump_json().encode()])
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "tracescore.cli", "tail", "--follow", "--flagged",
+         "--bootstrap-servers", bootstrap, "--evaluations-topic", topic],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            lines.append(line)
+            if line.startswith("    trace "):
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # Produced until the follower shows it: it may still be starting when the first one is sent.
+        for _ in range(60):  # a bound, not a timing assertion: 2 minutes for a line that takes seconds
+            if seen.wait(timeout=2):
+                break
+            assert follower.poll() is None, follower.communicate()
+            _produce(bootstrap, topic, [HALLUCINATED.model_dump_json().encode()])
+    finally:
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=60)
+    reader.join(timeout=10)
+    assert follower.returncode == 0, err
+    assert seen.is_set(), f"--follow never printed the new record: {lines}"
+    assert any("FLAGGED  faithfulness 0.00  hallucinated" in line for line in lines)
+    assert "filtered out" in err and "Traceback" not in err
+
+
+def test_no_broker_is_one_line_and_exit_1() -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tracescore.cli", "tail", "--bootstrap-servers", "127.0.0.1:1",
+         "--connect-timeout", "1"],
+        capture_output=True, text=True, timeout=120, check=False, env=clean,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    [error] = [line for line in done.stderr.splitlines() if line.strip()]
+    assert error.startswith("Error: no Kafka broker reachable at 127.0.0.1:1"), error

@@ -1,0 +1,74 @@
+"""The programs the pages include run, and print what the pages show: every docs/examples/*.py (its .out
+next to it is the page's output block), the CI gate's commands, and the example configuration files
+loaded by the code that reads them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pages import DOCS, RECORD, REPO
+
+EXAMPLES = DOCS / "examples"
+# Programs that need a broker run in test_examples_kafka.py.
+NEEDS_KAFKA = {"export_all_spans.py"}
+
+
+def _compare(expected: Path, actual: str) -> None:
+    if RECORD:
+        expected.write_text(actual, encoding="utf-8")
+        return
+    assert actual == expected.read_text(encoding="utf-8"), f"{expected.relative_to(REPO)} is stale"
+
+
+def _run(command: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.parametrize(
+    "program", sorted(p for p in EXAMPLES.glob("*.py") if p.name not in NEEDS_KAFKA), ids=lambda p: p.name
+)
+def test_an_example_runs_and_prints_what_its_page_shows(program: Path) -> None:
+    done = _run([sys.executable, str(program)])
+    assert done.returncode == 0, f"{program.relative_to(REPO)} failed:\n{done.stderr}"
+    expected = program.with_suffix(".out")
+    if expected.exists():
+        _compare(expected, done.stdout)
+
+
+@pytest.mark.parametrize(
+    ("output", "flags"),
+    [
+        ("gate_fail_under.out", ["--fail-under", "faithfulness=0.8"]),
+        ("gate_max_flagged.out", ["--metrics", "faithfulness", "--max-flagged", "0"]),
+    ],
+)
+def test_the_ci_gate_fails_as_the_page_shows(output: str, flags: list[str], tmp_path: Path) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "tracescore.cli",
+        "score",
+        "golden.jsonl",
+        "--out",
+        str(tmp_path / "s.jsonl"),
+    ]
+    done = _run([*command, "--no-progress", *flags], cwd=EXAMPLES)
+    assert done.returncode == 1, done.stderr
+    _compare(EXAMPLES / output, done.stdout + done.stderr)
+
+
+def test_the_example_configurations_load() -> None:
+    """(docs/examples/sampling.toml is tests/sample/test_config.py's.)"""
+    from tracescore.alert import load_alert_config
+    from tracescore.score import make_metrics
+
+    alert = load_alert_config(EXAMPLES / "alert.yaml")
+    assert alert.rule_for("shop", "/billing/refunds", "faithfulness") is not None
+    assert [sink.type for sink in alert.sinks] == ["log", "webhook", "slack", "alertmanager"]
+    [politeness] = make_metrics(["politeness"], EXAMPLES / "metrics.toml")
+    assert politeness.name == "politeness"

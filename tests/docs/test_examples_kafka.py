@@ -1,0 +1,41 @@
+"""docs/examples/export_all_spans.py, through the real broker: another instrumentation's spans, sent to
+Kafka by tracescore.init(export_all_spans=True), are read and scored by `tracescore consume`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from pages import DOCS
+
+pytestmark = pytest.mark.kafka
+
+
+def test_spans_of_another_instrumentation_reach_kafka_and_are_scored(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")} | {
+        "TRACESCORE_BOOTSTRAP_SERVERS": bootstrap,
+        "TRACESCORE_TOPIC": f"{topic_prefix}.spans",
+        "TRACESCORE_EVALUATIONS_TOPIC": f"{topic_prefix}.evaluations",
+        "TRACESCORE_DLQ_TOPIC": f"{topic_prefix}.dlq",
+        "TRACESCORE_GROUP_ID": topic_prefix,
+    }
+
+    def run(*command: str) -> str:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run(sys.executable, str(DOCS / "examples" / "export_all_spans.py"))
+    run(sys.executable, "-m", "tracescore.cli", "consume", "--idle-timeout", "5")
+    [line] = run(sys.executable, "-m", "tracescore.cli", "tail", "--json").splitlines()
+    record = json.loads(line)
+    assert (record["convention"], record["service_name"], record["label"]) == (
+        "openinference",
+        "support-bot",
+        "faithful",
+    )

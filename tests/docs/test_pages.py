@@ -1,0 +1,141 @@
+"""The pages' code is code CI runs: every Python block is a snippet of a tested file, every snippet points at
+a file and section that exist; every reason the code can skip something is explained on the
+troubleshooting page; the README stays short and its test command is CI's. Failures name the page."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import get_args
+
+import pytest
+from pages import DOCS, REPO, blocks, pages
+
+_SNIPPET = re.compile(r'^\s*-{1,}8<-{1,}\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$', re.M)
+_SECTION = "--8<-- [{kind}:{name}]"
+TROUBLESHOOTING = DOCS / "operating" / "troubleshooting.md"
+README_MAX_LINES = 150
+
+
+def _sections() -> set[str]:
+    """The text of every marked section of the runnable examples (what the README may show verbatim)."""
+    found = set()
+    for path in [*REPO.glob("examples/**/*.py"), *(DOCS / "examples").glob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        for name in re.findall(r"--8<-- \[start:([\w-]+)\]", text):
+            start, end = (_SECTION.format(kind=k, name=name) for k in ("start", "end"))
+            inner = text.split(start, 1)[1].split("\n", 1)[1].split(end, 1)[0]
+            found.add(inner.rsplit("\n", 1)[0].strip())
+    return found
+
+
+# The languages of the programs CI runs (Python, and the JavaScript producers' Node apps): a block in one of
+# them must be a snippet of a file CI runs.
+_PROGRAM_LANGS = ("python", "py", "pycon", "js", "javascript", "mjs", "ts", "typescript")
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_code_on_a_page_is_a_snippet_of_a_tested_file(page: Path) -> None:
+    for block in blocks(page):
+        if block.lang not in _PROGRAM_LANGS:
+            continue
+        if page.name == "README.md":  # GitHub shows it as written: a verbatim copy of a tested section
+            assert block.body.strip() in _sections(), f"{block.where()}: not a section of a tested example"
+            continue
+        lines = [line for line in block.body.splitlines() if line.strip()]
+        code = [line for line in lines if not _SNIPPET.match(line)]
+        assert not code, (
+            f'{block.where()}: a {block.lang} block must include a tested file (--8<-- "path:section"), '
+            f"not inline code: {code[0].strip()!r}"
+        )
+
+
+@pytest.mark.parametrize("page", [*pages(), *DOCS.rglob("_*.md")], ids=lambda p: str(p.relative_to(REPO)))
+def test_every_snippet_names_a_file_and_section_that_exist(page: Path) -> None:
+    if page.name == "_template.md":
+        return  # its paths are placeholders
+    text = page.read_text(encoding="utf-8")
+    for match in _SNIPPET.finditer(text):
+        where = f"{page.relative_to(REPO)}:{text.count(chr(10), 0, match.start()) + 1}"
+        target = REPO / match["path"]
+        assert target.is_file(), f"{where}: snippet file {match['path']} does not exist"
+        if match["section"]:
+            body = target.read_text(encoding="utf-8")
+            start, end = (_SECTION.format(kind=k, name=match["section"]) for k in ("start", "end"))
+            assert start in body and end in body, f"{where}: no section {match['section']} in {match['path']}"
+            inner = body.split(start, 1)[1].split(end, 1)[0]
+            assert inner.strip().count("\n") >= 1, f"{where}: section {match['section']} is empty"
+
+
+def _literal_first_arguments(folder: Path, callee: str) -> set[str]:
+    """The string literals passed first to `callee(...)` in a package folder's modules."""
+    found = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) == callee
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                found.add(node.args[0].value)
+    return found
+
+
+def _counter_keys(folder: Path) -> set[str]:
+    """Keys the consumer counts by: `counts["x"]`, `assembly["x"]`, the why a trace was released (the
+    literal given to `_release` or returned by the function that decides it) and its named constants."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in folder.glob("*.py"))
+    keys = set(re.findall(r'(?:counts|assembly)\[\s*"([a-z_]+)"\s*\]', text))
+    keys |= set(re.findall(r'_release\(\s*\w+,\s*"([a-z_]+)"\s*\)', text))
+    unfinished = (
+        text.split("def _unfinished", 1)[1].split("\ndef ", 1)[0] if "def _unfinished" in text else ""
+    )
+    keys |= set(re.findall(r'return "([a-z_]+)"', unfinished))
+    return keys | set(re.findall(r'^[A-Z_]+ = "([a-z_]+)"$', text, re.M))
+
+
+def skip_reasons() -> dict[str, str]:
+    """Every reason the code gives for not scoring, delivering or reading something, with where it is."""
+    from tracescore.export import DROP_REASONS
+    from tracescore.model import UnreadableRecord
+    from tracescore.sample import SkipReason
+
+    package = REPO / "tracescore"
+    reasons: dict[str, str] = {}
+    for callee in ("Skip", "missing"):
+        reasons |= dict.fromkeys(_literal_first_arguments(package / "extract", callee), "extract")
+    reasons |= dict.fromkeys((r.value for r in SkipReason), "sample.SkipReason")
+    reasons |= dict.fromkeys(DROP_REASONS, "export (the SDK's drops)")
+    reasons |= dict.fromkeys(_counter_keys(package / "consume"), "consume counters")
+    reasons |= dict.fromkeys(
+        get_args(UnreadableRecord.__init__.__annotations__["reason"]), "the record reader"
+    )
+    reasons |= dict.fromkeys(_literal_first_arguments(package / "alert", "_skip"), "alert")
+    reasons |= {
+        "offline_only": "cascade outcome",
+        "error": "record status",
+        "not_applicable": "record status",
+    }
+    return reasons
+
+
+def test_every_skip_reason_is_explained_on_the_troubleshooting_page() -> None:
+    text = TROUBLESHOOTING.read_text(encoding="utf-8")
+    missing = [
+        f"{reason} ({where})"
+        for reason, where in sorted(skip_reasons().items())
+        if not re.search(rf"(?<![\w]){re.escape(reason)}(?![\w])", text)
+    ]
+    assert not missing, f"{TROUBLESHOOTING.relative_to(REPO)} does not explain: {', '.join(missing)}"
+
+
+def test_the_readme_is_short_and_its_test_command_is_cis() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= README_MAX_LINES, f"README.md has {len(readme.splitlines())} lines"
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    for command in ("make test", "make demo"):
+        assert command in readme, f"README.md does not show `{command}`"
+        assert re.search(rf"^{command}$", ci, re.M), f".ci/run does not run `{command}`"

@@ -1,0 +1,239 @@
+"""`tracescore tail`: read evaluation records from Kafka and print them for a person (or as JSON lines).
+
+It reaches Kafka as `tracescore consume` does (the same settings, flags > TRACESCORE_* variables > the
+`[consume]` table of --config > defaults), reads without a consumer group (it never commits, so it cannot
+disturb a service), and counts and explains anything on the topic that is not a record it can read.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracescore.consume import ConsumerSettings
+from tracescore.consume._cli import config_option, load_settings, settings_options
+from tracescore.model import EvaluationRecord, MetricStatus, UnreadableRecord, read_evaluation_record
+
+__all__ = ["format_record", "tail"]
+
+# Verdicts that make a claim worth showing: the ones the label rule counts against an answer.
+_FAILED_VERDICTS = ("NO_EVIDENCE", "CONTRADICTORY")
+_CLAIMS_SHOWN = 3
+_TEXT_CHARS = 200
+_POLL_MS = 500
+
+
+@dataclass
+class TailStats:
+    shown: int = 0
+    filtered: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        text = f"{self.shown} records shown"
+        if self.filtered:
+            text += f", {self.filtered} filtered out"
+        if self.skipped:
+            reasons = ", ".join(f"{reason}={n}" for reason, n in sorted(self.skipped.items()))
+            text += f", {sum(self.skipped.values())} skipped ({reasons})"
+        return text
+
+
+@dataclass(frozen=True)
+class Message:
+    """What tail needs of a Kafka message: where it is, and its value."""
+
+    where: str
+    value: bytes | None
+
+
+def format_record(record: EvaluationRecord, flagged: bool) -> str:
+    """A record as a person reads it: verdict, metric, score, label, service and route, judge; the failed
+    claims with the judge's reason and the closest evidence; the trace id to open in a trace viewer."""
+    if record.status is MetricStatus.OK:
+        verdict = "FLAGGED" if flagged else "ok"
+    else:
+        verdict = "ERROR" if record.status is MetricStatus.ERROR else "n/a"
+    score = "-" if record.score is None else f"{record.score:.2f}"
+    who = [record.judge]
+    if record.selection:
+        who.append(record.selection)
+    if record.revision:
+        who.append(f"revision {record.revision}")
+    lines = [
+        f"{record.timestamp:%Y-%m-%d %H:%M:%S}  {verdict:<7}  {record.metric} {score}  "
+        f"{record.label or record.status.value}  {record.service_name} {record.route}  ({', '.join(who)})"
+    ]
+    claims = record.details.get("claims")
+    failed = [
+        c for c in claims if isinstance(c, dict) and c.get("verdict") in _FAILED_VERDICTS
+    ] if isinstance(claims, list) else []  # fmt: skip
+    for claim in failed[:_CLAIMS_SHOWN]:
+        lines.append(f"    claim {claim.get('verdict')}: {_clip(claim.get('claim'))}")
+        if claim.get("reason"):
+            lines.append(f"      reason:   {_clip(claim.get('reason'))}")
+        if claim.get("evidence"):
+            lines.append(f"      evidence: {_clip(claim.get('evidence'))}")
+    if len(failed) > _CLAIMS_SHOWN:
+        lines.append(f"    (+{len(failed) - _CLAIMS_SHOWN} more failed claims)")
+    if not failed and record.reason and (flagged or record.status is not MetricStatus.OK):
+        lines.append(f"    reason: {_clip(record.reason)}")
+    lines.append(f"    trace {record.trace_id}  span {record.span_id}")
+    return "\n".join(lines)
+
+
+def _clip(value: object) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= _TEXT_CHARS else text[: _TEXT_CHARS - 1] + "…"
+
+
+def _messages(
+    settings: ConsumerSettings, follow: bool, last: int | None, stopping: Callable[[], bool]
+) -> Iterator[Message]:
+    """The topic's messages from its beginning (or `last` before each partition's end) to the end it had at
+    the start; with `follow`, then every new one until `stopping()`."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from tracescore._kafka import connect
+
+    topic = settings.evaluations_topic
+    consumer = connect(
+        settings.connection(),
+        lambda config: KafkaConsumer(**config, group_id=None, enable_auto_commit=False),
+    )
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        while not partitions and follow and not stopping():
+            partitions = consumer.partitions_for_topic(topic)  # not created yet: consume creates it
+            consumer.poll(timeout_ms=_POLL_MS)  # a bounded wait that keeps the client's metadata fresh
+        if not partitions:
+            if not stopping():
+                click.echo(
+                    f"topic {topic} does not exist at {settings.bootstrap_servers}: nothing was scored yet "
+                    "(tracescore consume creates it; --follow waits for it)",
+                    err=True,
+                )
+            return
+        assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign(assigned)
+        ends = consumer.end_offsets(assigned)
+        if last is None:
+            consumer.seek_to_beginning(*assigned)
+        else:
+            starts = consumer.beginning_offsets(assigned)
+            for tp in assigned:
+                consumer.seek(tp, max(starts[tp], ends[tp] - last))
+        while not stopping():
+            if not follow and all(consumer.position(tp) >= ends[tp] for tp in assigned):
+                return
+            batch = [m for messages in consumer.poll(timeout_ms=_POLL_MS).values() for m in messages]
+            # Records of one trace share a partition; across partitions, time order reads best.
+            for m in sorted(batch, key=lambda m: m.timestamp):
+                yield Message(f"{m.topic}[{m.partition}] offset {m.offset}", m.value)
+    finally:
+        # kafka-python 3 may log a metadata refresh it cancels on close as an error: nothing to act on.
+        client_log = logging.getLogger("kafka")
+        level = client_log.level
+        client_log.setLevel(logging.CRITICAL)
+        try:
+            consumer.close(autocommit=False)
+        finally:
+            client_log.setLevel(level)
+
+
+@click.command()
+@config_option
+@settings_options(
+    ConsumerSettings, only=("bootstrap_servers", "evaluations_topic", "connect_timeout_s", "kafka")
+)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new records until Ctrl-C.")
+@click.option("--route", "route_glob", default=None, help="Only records whose route matches this glob.")
+@click.option(
+    "--flagged",
+    is_flag=True,
+    help="Only flagged answers (labelled hallucinated, or an unlabelled score below 0.5) and failed "
+    "evaluations.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One evaluation record per line, as JSON.")
+@click.option(
+    "-n",
+    "--last",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Start this many records before the end of each partition [default: from the beginning].",
+)
+def tail(
+    config_file: Path | None,
+    follow: bool,
+    route_glob: str | None,
+    flagged: bool,
+    as_json: bool,
+    last: int | None,
+    **flags: Any,
+) -> None:
+    """Print the evaluation records on the evaluations topic: score, label, route, the claims that failed
+    and the trace id to open in your trace viewer.
+
+    Reads the topic from its beginning to its current end and stops; --follow keeps going. Messages that
+    are not evaluation records this version reads are counted and explained on stderr, never fatal.
+    """
+    from tracescore._kafka import BrokerUnreachable
+    from tracescore.score import is_flagged
+
+    settings = load_settings(flags, config_file)
+    stats = TailStats()
+    stop = _Stop()
+    try:
+        for message in _messages(settings, follow, last, stop.requested):
+            try:
+                record = read_evaluation_record(message.value)
+            except UnreadableRecord as unreadable:
+                stats.skipped[unreadable.reason] += 1
+                if stats.skipped[unreadable.reason] == 1:  # explained once per reason; the summary counts
+                    click.echo(
+                        f"skipped {message.where}: {unreadable.reason}: {unreadable.detail} "
+                        "(further ones are only counted)",
+                        err=True,
+                    )
+                continue
+            bad = record.status is MetricStatus.ERROR or is_flagged(
+                {"score": record.score, "label": record.label}
+            )
+            if (flagged and not bad) or (
+                route_glob is not None and not fnmatchcase(record.route, route_glob)
+            ):
+                stats.filtered += 1
+                continue
+            stats.shown += 1
+            click.echo(record.model_dump_json() if as_json else format_record(record, bad))
+    except BrokerUnreachable as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        stop.restore()
+    click.echo(stats.summary(), err=True)
+
+
+class _Stop:
+    """SIGINT/SIGTERM end a --follow cleanly (the summary still prints); the old handlers come back after."""
+
+    def __init__(self) -> None:
+        self._requested = False
+        self._previous = {s: signal.signal(s, self._request) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _request(self, *_: object) -> None:
+        self._requested = True
+
+    def requested(self) -> bool:
+        return self._requested
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
