@@ -2,24 +2,31 @@
 
     python benchmarks/cascade_sampling.py [DATA.jsonl] [--calibrate] [--judge-noise 0.1] [--json]
         [--spans N] [--streams R] [--budgets 2,5,10,20] [--labels 400] [--hallucination-rate 0.05]
+        [--measure-half 1]
 
 DATA.jsonl: one labelled RAG answer a line, `query`, `contexts` (list of strings), `answer`, `label`
 (`hallucinated` / `faithful`, or any of the bad/good labels below); other fields are ignored. Default: the
 labelled dev set (HaluEval QA).
 
 Honest split: records are split by question (a hash of the query text and its contexts: half 0 calibrates,
-half 1 is measured), so no question's answers are on both sides, and summaries that share one query
-("Summarize the document") split by document. The shipped suspicion coefficients (COLD_START,
-fitted on the dev set's half 0) are used unless `--calibrate` refits them on half 0 of DATA. The curve is
-measured on half 1: R streams of N spans drawn from its records (5% hallucinated answers by default,
-random trace ids, spread over one UTC hour), each run through CascadePolicy as the consumer runs it
-(offline Faithfulness + OfflineJudge results, escalate, charge, and `learn` from the LLM verdicts of
-baseline interactions) with an LLM token budget of B% of the stream's spans for that hour. The LLM judge
-is simulated from the labels: perfect, or wrong on `--judge-noise` of its verdicts. Uniform sampling is
-measured on the same streams (a trace-id hash at B%).
+half 1 is measured; `--measure-half 0` swaps them, to tune settings on half 0), so no question's answers are
+on both sides, and summaries that share one query ("Summarize the document") split by document. The shipped
+suspicion coefficients (COLD_START, fitted on the dev set's half 0) are used unless `--calibrate` refits them
+on half 0 of DATA. The curve is measured on half 1: R streams of N spans drawn from its records (5%
+hallucinated answers by default, random trace ids, spread over one UTC hour), each run through CascadePolicy
+as the consumer runs it (offline Faithfulness + OfflineJudge results, escalate, charge, and `learn` from the
+LLM verdicts of baseline interactions) with an LLM token budget of B% of the stream's spans for that hour. The
+LLM judge is simulated from the labels: perfect, or wrong on `--judge-noise` of its verdicts. Uniform sampling
+is measured on the same streams (a trace-id hash at B%).
+
+Every LLM verdict is handed back as the consumer does (`judged`: the cascade measures its own lift per
+answer shape and splits its budget between targeting and uniform draws, sample/_lift.py).
 
 Columns: the cold start alone (learning off); learning on after `--labels` labels (drawn as a uniform
-baseline would, from half 0, perfect judge), then online on the stream; the same with the noisy judge.
+baseline would, from half 0, perfect judge), then online on the stream; the same with the noisy judge;
+the cold start always targeting (lift off, the cascade before it measured its lift); the split at the
+stream's end and the LLM calls by selection (cascade / uniform / baseline), cold start. `useless offline
+judge`: the measured half with its offline results shuffled between answers (random suspicion), 5% budget.
 The learning curve: recall at 5% against labels seen, from a zeroed model and from the cold start.
 `false_escalation`: on a stream of faithful answers only, the share of spans the cascade sends beyond the
 baseline at a 10% budget.
@@ -33,6 +40,7 @@ import json
 import random
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -123,10 +131,12 @@ class Run:
     llm_share: float
     baseline: float
     false_cascade: float  # faithful spans sent by the cascade (not the baseline), share of all spans
+    calls: dict[str, float]  # LLM calls by selection (cascade, uniform, baseline), share of all calls
+    targeted_share: float  # the split at the stream's end (mean over its answer shapes): the share targeting
 
 
 def policy_for(
-    budget: float, spans: int, weights: Sequence[float], learning: bool
+    budget: float, spans: int, weights: Sequence[float], learning: bool, lift: bool = True
 ) -> tuple[CascadePolicy, list]:
     now = [float(HOUR_START)]
     config = SamplingConfig(
@@ -134,7 +144,7 @@ def policy_for(
             "tokens_per_hour": max(1, round(budget * spans)) * TOKENS_PER_LLM_EVALUATION,
             "estimated_tokens_per_evaluation": TOKENS_PER_LLM_EVALUATION,
         },
-        cascade={"learning": {"enabled": learning}},
+        cascade={"learning": {"enabled": learning}, "lift": {"enabled": lift}},
     )
     return CascadePolicy(config, clock=lambda: now[0], cold_start=weights), now
 
@@ -157,27 +167,34 @@ def run(
     rng: random.Random,
 ) -> Run:
     reached = uniform = escalated = hallucinated = baseline = false_cascade = 0
+    calls: Counter[str] = Counter()
     for interaction, row in spans:
         now[0] = interaction.span.end_time_unix_nano / 1e9
         escalation = policy.escalate(interaction, row.offline)
         if escalation.to_llm:
             escalated += 1
             policy.charge(TOKENS_PER_LLM_EVALUATION, reserved=escalation.reserved_tokens)
+            failed = verdict(row, noise, rng)
+            policy.judged(interaction, escalation, failed)  # the cascade's lift, as the consumer reports it
+            calls[str(escalation.selection)] += 1
             if escalation.selection == "baseline":
                 baseline += 1
-                policy.learn(interaction, row.offline, verdict(row, noise, rng))
-            elif not row.hallucinated:
+                policy.learn(interaction, row.offline, failed)
+            elif escalation.selection == "cascade" and not row.hallucinated:
                 false_cascade += 1
         if row.hallucinated:
             hallucinated += 1
             reached += escalation.to_llm
             uniform += keep(interaction.span.trace_id, "uniform", budget)
+    shares = [reading.targeted_share for reading in policy.lift_readings()]
     return Run(
         recall=reached / max(1, hallucinated),
         uniform_recall=uniform / max(1, hallucinated),
         llm_share=escalated / len(spans),
         baseline=baseline / len(spans),
         false_cascade=false_cascade / len(spans),
+        calls={k: calls[k] / max(1, escalated) for k in ("cascade", "uniform", "baseline")},
+        targeted_share=statistics.mean(shares) if shares else 1.0,
     )
 
 
@@ -192,13 +209,15 @@ def measure(
     noise: float = 0.0,
     rate: float | None = None,
     streams: int | None = None,
+    lift: bool = True,
 ) -> list[Run]:
-    """Runs over R streams; `labels` None: learning off, else that many labels first, then online."""
+    """Runs over R streams; `labels` None: learning off, else that many labels first, then online; `lift`
+    off: the cascade always targets (as before it measured its own lift)."""
     runs = []
     rate = args.hallucination_rate if rate is None else rate
     for seed in range(streams or args.streams):
         rng = random.Random(seed)
-        policy, now = policy_for(budget, args.spans, weights, labels is not None)
+        policy, now = policy_for(budget, args.spans, weights, labels is not None, lift)
         if labels:
             teach(policy, calibration, labels, noise, random.Random(10_000 + seed), args.hallucination_rate)
         runs.append(run(stream(measurement, args.spans, rng, rate), budget, policy, now, noise, rng))
@@ -222,11 +241,18 @@ def main() -> None:
     parser.add_argument("--judge-noise", type=float, default=0.1, help="share of wrong simulated verdicts")
     parser.add_argument("--calibrate", action="store_true", help="refit the suspicion model on half 0")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on the last line")
+    parser.add_argument(
+        "--measure-half",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="the half measured (default 1, held out); 0 swaps the halves, to tune settings on half 0",
+    )
     args = parser.parse_args()
 
     rows, skipped = asyncio.run(score_all(args.path))
-    calibration = [r for r in rows if r.half == 0]
-    measurement = [r for r in rows if r.half == 1]
+    calibration = [r for r in rows if r.half != args.measure_half]
+    measurement = [r for r in rows if r.half == args.measure_half]
     for name, half in (("calibration", calibration), ("measurement", measurement)):
         if not any(r.hallucinated for r in half) or all(r.hallucinated for r in half):
             sys.exit(f"{args.path}: the {name} half needs both hallucinated and faithful answers")
@@ -254,9 +280,10 @@ def main() -> None:
     )
     print(
         "| LLM budget | cascade, cold start | + learning | + learning, noisy judge | uniform sampling "
-        "| spans sent to the LLM judge | of which baseline | faithful spans sent by the cascade |"
+        "| always targeting (lift off), cold start | split at the end: targeted share | LLM calls: cascade / "
+        "uniform / baseline | spans sent to the LLM judge | faithful spans sent by the cascade |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     figures: dict[str, object] = {"budgets": {}}
     for percent in (float(b) for b in args.budgets.split(",")):
         budget = percent / 100
@@ -265,19 +292,45 @@ def main() -> None:
         noisy = measure(
             calibration, measurement, args, budget, weights, labels=args.labels, noise=args.judge_noise
         )
+        always = measure(calibration, measurement, args, budget, weights, labels=None, lift=False)
         recalls = [r.recall for r in cold]
+        calls = {k: round(mean(r.calls[k] for r in cold), 4) for k in ("cascade", "uniform", "baseline")}
         figures["budgets"][f"{percent:g}"] = {  # type: ignore[index]
             "cascade": round(mean(recalls), 4),
             "cascade_learning": round(mean(r.recall for r in learned), 4),
             "cascade_learning_noisy": round(mean(r.recall for r in noisy), 4),
             "uniform": round(mean(r.uniform_recall for r in cold), 4),
+            "cascade_always_targeting": round(mean(r.recall for r in always), 4),
+            "targeted_share": round(mean(r.targeted_share for r in cold), 4),
+            "targeted_share_learning": round(mean(r.targeted_share for r in learned), 4),
+            "llm_calls": calls,
         }
         print(
             f"| {percent:g}% | **{mean(recalls):.1%}** (streams: {min(recalls):.0%}-{max(recalls):.0%}) "
             f"| {mean(r.recall for r in learned):.1%} | {mean(r.recall for r in noisy):.1%} "
-            f"| {mean(r.uniform_recall for r in cold):.1%} | {mean(r.llm_share for r in cold):.2%} "
-            f"| {mean(r.baseline for r in cold):.2%} | {mean(r.false_cascade for r in cold):.2%} |"
+            f"| {mean(r.uniform_recall for r in cold):.1%} | {mean(r.recall for r in always):.1%} "
+            f"| {mean(r.targeted_share for r in cold):.2f} "
+            f"| {calls['cascade']:.0%} / {calls['uniform']:.0%} / {calls['baseline']:.0%} "
+            f"| {mean(r.llm_share for r in cold):.2%} | {mean(r.false_cascade for r in cold):.2%} |"
         )
+
+    # A useless offline judge: every answer gets another answer's offline result (random suspicion).
+    shuffled = [r.offline for r in measurement]
+    random.Random(7).shuffle(shuffled)
+    useless = [Row(r.record, r.half, r.hallucinated, o) for r, o in zip(measurement, shuffled, strict=True)]
+    runs = measure(calibration, useless, args, 0.05, weights, labels=None)
+    figures["useless_offline_judge"] = {
+        "budget": 5,
+        "cascade": round(mean(r.recall for r in runs), 4),
+        "uniform": round(mean(r.uniform_recall for r in runs), 4),
+        "targeted_share": round(mean(r.targeted_share for r in runs), 4),
+    }
+    print(
+        "\nuseless offline judge (each answer gets another's offline result), 5% budget: the cascade "
+        f"{figures['useless_offline_judge']['cascade']:.1%}, uniform "
+        f"{figures['useless_offline_judge']['uniform']:.1%}, split at the end: targeted share "
+        f"{figures['useless_offline_judge']['targeted_share']:.2f}"
+    )
 
     clean = measure(calibration, measurement, args, 0.10, weights, labels=None, rate=0.0)
     figures["false_escalation"] = round(mean(r.false_cascade for r in clean), 4)

@@ -18,8 +18,12 @@ faithful answers with 95% intervals:
 - baseline only: the mean of the LLM judge on a uniform sample as large as the LLM calls the cascade made
   in that window (the same LLM budget);
 - estimate: `EstimateWindow` (offline judge corrected by the LLM judge, each interaction once).
-Bias and coverage are against the stream's true share (1 - hallucination rate) and against the reference:
-what the (simulated) LLM judge would say of every answer in the window. Detection: streams go from 5% to
+The LLM verdicts are handed back to the policy as the consumer does, so the cascade measures its lift
+and moves its split (sample/_lift.py); the `switching` rows alternate the real offline judge with a
+useless one (offline results shuffled between answers) every quarter of the windows, so the split moves
+mid-stream, with the inclusion probabilities of each split. Bias and coverage are against the stream's
+true share (1 - hallucination rate) and against the reference: what the (simulated) LLM judge would say
+of every answer in the window. Detection: streams go from 5% to
 20% hallucinated; each estimator alarms below a threshold set so that 1% of its evaluations (every 25
 interactions) before the drift alarm; reported is the number of interactions after the drift until the
 first alarm.
@@ -94,6 +98,7 @@ def interactions(
         selection = inclusion = None
         if escalation.to_llm:
             policy.charge(0, reserved=escalation.reserved_tokens)
+            policy.judged(interaction, escalation, not llm)  # the cascade's lift: it may move the split
             selection = escalation.selection.value if escalation.selection else None
             inclusion = escalation.inclusion_probability
             records.append(
@@ -162,23 +167,41 @@ def feed(route: EstimateWindow, judged: list[Judged]) -> None:
 NAMES = ("mixed", "baseline only", "estimate")
 
 
-def accuracy(rows: list[Scored], args: argparse.Namespace, rate: float, wrong: float) -> None:
-    rng = random.Random(f"{rate}-{wrong}")
+def useless(rows: list[Scored]) -> list[Scored]:
+    """The same answers, each with another answer's offline result: an offline judge with no lift."""
+    shuffled = [r.offline for r in rows]
+    random.Random(7).shuffle(shuffled)
+    return [Scored(r.record, r.half, r.hallucinated, o) for r, o in zip(rows, shuffled, strict=True)]
+
+
+def accuracy(
+    rows: list[Scored], args: argparse.Namespace, rate: float, wrong: float, switching: bool = False
+) -> None:
+    """`switching`: the offline judge is the real one and a useless one in turn, a quarter of the windows
+    each, so the cascade's split moves between targeting and uniform draws mid-stream."""
+    rng = random.Random(f"{rate}-{wrong}" + ("-switching" if switching else ""))
     truth = 1 - rate
     results: dict[str, list[tuple[Interval, float]]] = {n: [] for n in NAMES}
     calls = []
+    phases = [rows, useless(rows)] if switching else [rows]
+    phase = max(1, args.windows // 4)
+    shares = []
     # One route's continuous traffic: a window of warm-up, then `windows` consecutive windows.
     policy = CascadePolicy(args.config, metrics=("faithfulness",))
     route = EstimateWindow(args.window, args.signal)
     feed(route, interactions(rows, args.window, rate, wrong, rng, policy))
-    for _ in range(args.windows):
-        window = interactions(rows, args.window, rate, wrong, rng, policy)
+    for w in range(args.windows):
+        source = phases[(w // phase) % len(phases)]
+        window = interactions(source, args.window, rate, wrong, rng, policy)
         feed(route, window)
+        shares.append(min((r.targeted_share for r in policy.lift_readings()), default=1.0))
         reference = sum(j.llm for j in window) / len(window)
         calls.append(sum(j.selection is not None for j in window))
         for name, interval in estimators(window, rng, route).items():
             results[name].append((interval, reference))
     label = "perfect" if wrong == 0 else f"{wrong:.0%} wrong"
+    if switching:
+        label += f", switching (targeted share {min(shares):.2f}-{max(shares):.2f})"
     for name in NAMES:
         got = results[name]
         values = [v for (v, _, _), _ in got if not math.isnan(v)]
@@ -260,6 +283,8 @@ def report(rows: list[Scored], args: argparse.Namespace) -> None:
     for rate in (0.05, 0.20):
         for wrong in (0.0, 0.10):
             accuracy(rows, args, rate, wrong)
+    for rate in (0.05, 0.20):
+        accuracy(rows, args, rate, 0.10, switching=True)
     print(
         f"\nDrift 5% -> 20% hallucinated, sliding windows of {args.window} evaluated every {EVERY}, "
         f"{args.streams} streams, thresholds at {FALSE_ALARMS:.0%} false alarms before the drift\n"

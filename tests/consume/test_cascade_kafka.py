@@ -5,6 +5,7 @@ the offline judge finds suspicious (and a baseline), and a spent budget is count
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,22 @@ def escalations(reader: InMemoryMetricReader) -> dict[str, int]:
     }
 
 
+def gauge(reader: InMemoryMetricReader, name: str, **attributes: str) -> list[float]:
+    """The values of a gauge's points whose attributes include `attributes` (dots written as _)."""
+    wanted = {k.replace("_", "."): v for k, v in attributes.items()}
+    return [
+        point.value
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+        if wanted.items() <= {k.replace("_", "."): v for k, v in point.attributes.items()}.items()
+    ]
+
+
 def run(
-    bootstrap: str, prefix: str, server: JudgeServer, **sampling: object
+    bootstrap: str, prefix: str, server: JudgeServer, status_interval_s: float = 30.0, **sampling: object
 ) -> tuple[list[EvaluationRecord], EvaluationConsumer, InMemoryMetricReader]:
     seen: list[EvaluationRecord] = []
     reader = InMemoryMetricReader()
@@ -59,6 +74,7 @@ def run(
         dlq_topic=f"{prefix}.dlq",
         evaluation_spans_topic=f"{prefix}.evaluation-spans",
         idle_timeout_s=3,
+        status_interval_s=status_interval_s,
     )
     llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
     policy = CascadePolicy(load_sampling_config(None, **sampling), metrics=["faithfulness"])
@@ -74,7 +90,10 @@ def run(
 def test_only_suspicious_answers_reach_the_llm_judge(bootstrap: str, topic_prefix: str) -> None:
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
     with JudgeServer() as server:
-        seen, consumer, reader = run(bootstrap, topic_prefix, server, cascade={"baseline_rate": 0.0})
+        # Always targeting (lift off): what the cascade sends once it has shown lift.
+        seen, consumer, reader = run(
+            bootstrap, topic_prefix, server, cascade={"baseline_rate": 0.0, "lift": {"enabled": False}}
+        )
         llm_requests = server.stats.chat_requests
 
     offline = [r for r in seen if r.judge == "offline"]
@@ -103,7 +122,7 @@ def test_a_spent_llm_budget_is_counted_and_the_offline_score_stays(bootstrap: st
             bootstrap,
             topic_prefix,
             server,
-            cascade={"baseline_rate": 0.0},
+            cascade={"baseline_rate": 0.0, "lift": {"enabled": False}},
             llm_budget={
                 "tokens_per_hour": 1000,
                 "tokens_per_day": 1000,
@@ -134,3 +153,38 @@ def test_llm_verdicts_on_the_baseline_teach_the_cascade_and_survive_a_restart(
     assert saved["shared"]["positives"] == sum(r.label == "hallucinated" for r in llm)
     restarted = CascadePolicy(load_sampling_config(None, cascade={"learning": {"state_path": state}}))
     assert restarted.models.labels == 6
+
+
+def test_the_cascade_measures_its_lift_and_shows_it_in_records_metrics_and_the_status_line(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
+    with JudgeServer() as server:
+        # Every answer drawn uniformly (the baseline at 100%): each LLM verdict is evidence of lift.
+        seen, _, reader = run(
+            bootstrap, topic_prefix, server, status_interval_s=0.5, cascade={"baseline_rate": 1.0}
+        )
+    llm = [r for r in seen if r.judge == "openai:judge-test"]
+    assert len(llm) == 6 and {r.selection for r in llm} == {"baseline"}
+    # Two targeted verdicts of the ten it gathers before deciding: the cascade still explores (targets),
+    # and each record says so.
+    assert {r.targeted_share for r in llm} == {1.0}
+    failed = sum(r.label == "hallucinated" for r in llm) / 6
+    where = {"tracescore_route": "/support", "answer_shape": "short"}
+    assert gauge(reader, "tracescore.cascade.targeted_share", **where) == [1.0]
+    uniform = gauge(reader, "tracescore.cascade.failed_share", **where, group="uniform", bound="value")
+    assert uniform == [pytest.approx(failed)]
+    # The two suspicious answers are what the cascade would have picked: evidence for its side too (older
+    # labels fade by 1/200 a label).
+    targeted = gauge(reader, "tracescore.cascade.lift_labels", **where, group="targeted")
+    assert targeted == [pytest.approx(2.0, abs=0.01)]
+    assert gauge(reader, "tracescore.cascade.lift_labels", **where, group="uniform") == [
+        pytest.approx(6.0, abs=0.1)
+    ]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("status:")]
+    assert any(
+        "cascade lift:" in line
+        and "/support short answers: split targeted 1.00 / uniform 0.00 (exploring)" in line
+        for line in lines
+    ), lines

@@ -20,6 +20,7 @@ def _interaction(
     service: str = "rag-api",
     route: str = "/ask",
     attributes: Mapping[str, Any] | None = None,
+    answer: str = "a",
 ) -> Interaction:
     span = DecodedSpan(
         trace_id=trace_id,
@@ -30,7 +31,7 @@ def _interaction(
         attributes=dict(attributes or {}),
         end_time_unix_nano=1,
     )
-    return Interaction(span=span, record=RagRecord(query="q", contexts=("c",), answer="a"), route=route)
+    return Interaction(span=span, record=RagRecord(query="q", contexts=("c",), answer=answer), route=route)
 
 
 @pytest.fixture

@@ -46,7 +46,9 @@ def config(**values: Any) -> SamplingConfig:
 
 
 def no_baseline(**cascade: Any) -> dict[str, Any]:
-    return {"cascade": {"baseline_rate": 0.0, **cascade}}
+    # Always targeting too (lift off): these tests are about the cascade's own admission and budget; how
+    # the split moves between targeting and uniform draws is tested in test_lift.py.
+    return {"cascade": {"baseline_rate": 0.0, "lift": {"enabled": False}, **cascade}}
 
 
 def test_the_policy_fits_the_consumer_seams(make_interaction: Any, trace_ids: list[str]) -> None:
@@ -309,7 +311,7 @@ def test_the_cascade_leaves_the_baseline_its_share_of_the_hour(
     policy = CascadePolicy(
         config(
             llm_budget={"tokens_per_hour": 40_000, "estimated_tokens_per_evaluation": 100},
-            cascade={"baseline_rate": 0.05},
+            cascade={"baseline_rate": 0.05, "lift": {"enabled": False}},
         ),
         clock=clock,
     )

@@ -38,12 +38,12 @@ def stream(
     baseline: float = 0.0,
     share: float | None = None,
 ) -> tuple[CascadePolicy, list[tuple[list[MetricResult], Any]]]:
-    """One hour of `kinds` (cycled over the trace ids, evenly spread) with a budget of `evaluations`."""
+    """One hour of `kinds` (cycled over the trace ids, evenly spread) with a budget of `evaluations`; the
+    cascade always targets (lift off: how the split moves is tested in test_lift.py)."""
     now = [float(HOUR)]
     budget = {"tokens_per_hour": evaluations * 100, "estimated_tokens_per_evaluation": 100}
-    config = SamplingConfig(
-        llm_budget=budget if evaluations else {}, cascade={"baseline_rate": baseline, "share": share}
-    )
+    cascade = {"baseline_rate": baseline, "share": share, "lift": {"enabled": False}}
+    config = SamplingConfig(llm_budget=budget if evaluations else {}, cascade=cascade)
     policy = CascadePolicy(config, clock=lambda: now[0])
     out = []
     for i, trace_id in enumerate(trace_ids):

@@ -13,15 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracescore.model import Interaction
-from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
-from tracescore.score import MetricResult, MetricStatus
+from tracescore.sample import CascadePolicy, Decision, Escalation, LiftReading, SamplingPolicy, Selection
+from tracescore.score import MetricResult, MetricStatus, is_flagged
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate_record
 
 __all__ = ["LockedPolicy", "Scored", "Scorer"]
-
-# The metrics' own labels for a failing answer (Faithfulness says `hallucinated`): the label rule is theirs.
-_BAD_LABELS = frozenset({"hallucinated", "not_relevant", "fail"})
 
 
 @dataclass(frozen=True)
@@ -35,6 +32,9 @@ class Scored:
     # In the cascade, what followed the offline judge: cascade, baseline, budget or offline_only.
     escalation: str | None = None
     inclusion_probability: float | None = None
+    # The split for the interaction's route and answer shape when it was decided (share of the cascade's
+    # budget that targeted; the rest drew uniformly).
+    targeted_share: float | None = None
 
     def weighting(self, result: MetricResult) -> dict[str, float | str | None]:
         """An LLM record's inclusion probability and the offline score and label it corrects (rolling
@@ -46,6 +46,7 @@ class Scored:
             "inclusion_probability": self.inclusion_probability,
             "offline_score": None if same is None else same.score,
             "offline_label": None if same is None else same.label,
+            "targeted_share": self.targeted_share,
         }
 
 
@@ -71,18 +72,40 @@ class LockedPolicy:
     ) -> bool:
         """Hand the LLM judge's verdict on a baseline interaction to the policy as a label for its suspicion
         score. A failed or missing LLM result is no label. Returns whether one was learned."""
+        failed = self._failed(llm)
+        if failed is None or not isinstance(self.policy, CascadePolicy):
+            return False
+        with self._lock:
+            return self.policy.learn(interaction, offline, failed)
+
+    def judged(
+        self, interaction: Interaction, escalation: Escalation, llm: Sequence[MetricResult]
+    ) -> LiftReading | None:
+        """Hand the LLM judge's verdict on any escalated interaction to the policy: evidence of the cascade's
+        lift. Returns the route's lift and split after it (None: no verdict, or nothing to measure)."""
+        failed = self._failed(llm)
+        if failed is None or not isinstance(self.policy, CascadePolicy):
+            return None
+        with self._lock:
+            return self.policy.judged(interaction, escalation, failed)
+
+    def lift_readings(self) -> list[LiftReading]:
         if not isinstance(self.policy, CascadePolicy):
-            return False  # a policy of the caller's own has no suspicion score to teach
+            return []
+        with self._lock:
+            return self.policy.lift_readings()
+
+    def _failed(self, llm: Sequence[MetricResult]) -> bool | None:
+        """Whether the LLM judge failed the answer on the cascade's metric, by the label rule the records use
+        (score/_labels.py); None when there is no verdict (an error, a timeout, a policy of the caller's own
+        with no cascade metric)."""
+        if not isinstance(self.policy, CascadePolicy):
+            return None
         metric = self.policy.config.cascade.metric
         verdict = next((r for r in llm if r.metric == metric and r.status is MetricStatus.OK), None)
-        if verdict is None or (verdict.label is None and verdict.score is None):
-            return False
-        if verdict.label is not None:
-            hallucinated = verdict.label in _BAD_LABELS
-        else:
-            hallucinated = verdict.score is not None and verdict.score < 0.5
-        with self._lock:
-            return self.policy.learn(interaction, offline, hallucinated)
+        if verdict is None or verdict.score is None:
+            return None
+        return is_flagged(verdict)
 
     def save(self) -> None:
         if isinstance(self.policy, CascadePolicy):
@@ -138,6 +161,7 @@ class Scorer:
         if escalation.selection is Selection.BASELINE:
             # Chosen without looking at its score: an unbiased label for the suspicion score.
             self.policy.learn(interaction, first, second)
+        self.policy.judged(interaction, escalation, second)  # evidence of the cascade's lift
         selection = escalation.selection.value if escalation.selection is not None else None
         llm_judge = self.llm_judge.name
         return Scored(
@@ -146,4 +170,5 @@ class Scorer:
             llm_judge,
             escalation=escalation.reason,
             inclusion_probability=escalation.inclusion_probability,
+            targeted_share=escalation.targeted_share,
         )

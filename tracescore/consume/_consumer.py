@@ -75,6 +75,8 @@ class EvaluationConsumer:
         self._policy = LockedPolicy(policy) if policy is not None else None
         self._on_evaluation = on_evaluation
         self._metrics_out = metrics_out or EvaluationMetrics()
+        if self._policy is not None:
+            self._metrics_out.observe_lift(self._policy.lift_readings)
         self._sinks = tuple(sinks)
         self._consumer = consumer
         self._producer = producer
@@ -88,7 +90,11 @@ class EvaluationConsumer:
             Scorer(judge, metrics, llm_judge=llm_judge, policy=self._policy), settings.max_in_flight
         )
         self._pauser = Pauser(settings.max_in_flight)
-        self._status = StatusLine(self.stats, settings.status_interval_s)
+        self._status = StatusLine(
+            self.stats,
+            settings.status_interval_s,
+            lift=self._policy.lift_readings if self._policy is not None else None,
+        )
         self._rebalance = RebalanceListener(
             _log,
             assigned=self.partitions_assigned,

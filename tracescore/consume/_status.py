@@ -6,17 +6,19 @@ import logging
 import statistics
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tracescore.alert import EstimateWindow
 from tracescore.emit import LABEL_THRESHOLD, EvaluationRecord
+from tracescore.sample import LiftReading
 
-__all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine"]
+__all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine", "describe_lift"]
 
 _log = logging.getLogger("tracescore.consume")
 _WINDOW = 100_000  # interactions per route and metric between two lines, at most
 _CONFIDENCE = 0.975  # one-sided: each bound of a 95% interval
+_LIFT_SHOWN = 10  # routes and shapes whose lift the line shows (the most recently judged)
 
 
 @dataclass
@@ -57,11 +59,20 @@ class ConsumerStats:
 
 class StatusLine:
     """Logs, every `interval_s`, rates since the last line, lag, work in flight, skips, judge health and the
-    estimate per route (both judges, each interaction once, with its 95% interval) and how the two judges
-    agree on the baseline: what an operator needs to see that the service keeps up and what it finds."""
+    estimate per route (both judges, each interaction once, with its 95% interval), how the two judges
+    agree on the baseline, and the cascade's lift and split per route and answer shape (`lift`): what an
+    operator needs to see that the service keeps up, what it finds and whether targeting pays."""
 
-    def __init__(self, stats: ConsumerStats, interval_s: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        stats: ConsumerStats,
+        interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        lift: Callable[[], Sequence[LiftReading]] | None = None,
+    ):
         self._stats = stats
+        self._lift = lift
         self._interval_s = interval_s
         self._clock = clock
         self._last_at = clock()
@@ -106,18 +117,28 @@ class StatusLine:
         means = ", ".join(
             _describe(route, metric, *windows) for (route, metric), windows in sorted(self._scores.items())
         )
+        lift = describe_lift(self._lift() if self._lift is not None else ())
         # Said only when it happens: most apps record their questions.
         unasked = f" ({s.without_question} without a recorded question)" if s.without_question else ""
         _log.info(
             "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d%s, skipped %s, to "
-            "the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since last: %s",
+            "the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since last: %s "
+            "| cascade lift: %s",
             rates, lags, in_flight, queued, buffered, s.scored, unasked, skipped, escalated,
-            s.dead_letters, s.judge_errors, latency, means or "none",
+            s.dead_letters, s.judge_errors, latency, means or "none", lift,
         )  # fmt: skip
         self._last_at = now
         self._last = (messages, spans, scored)
         self._latencies.clear()
         self._scores.clear()
+
+
+def describe_lift(readings: Sequence[LiftReading]) -> str:
+    """The cascade's lift and split of the most recently judged routes and shapes, on one line."""
+    text = "; ".join(r.describe() for r in readings[-_LIFT_SHOWN:]) or "none"
+    if len(readings) > _LIFT_SHOWN:
+        text += f"; {len(readings) - _LIFT_SHOWN} more routes and shapes not shown"
+    return text
 
 
 def _describe(route: str, metric: str, window: EstimateWindow, passing: EstimateWindow) -> str:

@@ -88,10 +88,10 @@ class KafkaEvaluationSink:
         supersedes: str | None = None,
     ) -> tuple[list[EvaluationRecord], list[Output]]:
         """Records and evaluation spans for `results`; `selection` says, per result, why it was scored
-        (cascade / baseline for an LLM judge behind the sampling policy), `weighting` the record's
-        `inclusion_probability`, `offline_score` and `offline_label` (LLM judge behind the policy);
-        `revision`, which revision of the interaction this is (late spans changed it) and the key of the one
-        it supersedes."""
+        (cascade / baseline / uniform for an LLM judge behind the sampling policy), `weighting` the record's
+        `inclusion_probability`, `offline_score`, `offline_label` and `targeted_share` (LLM judge behind the
+        policy); `revision`, which revision of the interaction this is (late spans changed it) and the key
+        of the one it supersedes."""
         records, spans, outputs = [], [], []
         for result in results:
             chosen = selection(result)

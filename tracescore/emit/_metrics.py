@@ -1,6 +1,7 @@
 """OTel metrics from the consumer: score distributions per service, route, metric, judge tier
 (`annotator_kind`) and `selection`, and the counts an operator alerts on (dead letters, skipped spans, judge
-errors, judge tokens, the LLM judge's spent budget).
+errors, judge tokens, the LLM judge's spent budget), and the cascade's lift and split per route and answer
+shape (`tracescore.cascade.*`).
 
 Two judges' scores never share a series. The additive `tracescore.estimate.sums` let recording rules build
 the same estimate `tracescore alert` uses (offline mean corrected by the LLM judge, see alert/_estimate.py);
@@ -12,11 +13,14 @@ where they go; with no provider configured they are no-ops.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from opentelemetry import metrics
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracescore import __version__
 from tracescore.model import EvaluationRecord
+from tracescore.sample import LiftReading
 
 __all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "EvaluationMetrics"]
 
@@ -47,8 +51,9 @@ class EvaluationMetrics:
         )
         self._escalations = meter.create_counter(
             "tracescore.llm_judge.escalations",
-            description="Interactions the cascade's offline judge scored, by what followed: cascade or "
-            "baseline (sent to the LLM judge), budget (its token budget was spent) or offline_only.",
+            description="Interactions the cascade's offline judge scored, by what followed: cascade, "
+            "baseline or uniform (sent to the LLM judge), budget (its token budget was spent) or "
+            "offline_only.",
         )
         self._estimate = meter.create_counter(
             "tracescore.estimate.sums",
@@ -64,6 +69,30 @@ class EvaluationMetrics:
         self._agreement_scores = meter.create_counter(
             "tracescore.judge.agreement.scores",
             description="Sum of each judge's scores (tier CODE or LLM) over the baseline pairs.",
+        )
+        # The cascade's lift per route and answer shape, read from the policy when the metrics are collected
+        # (`observe_lift`): always its current state, nothing kept here, and forgotten routes drop out.
+        self._lift_sources: list[Callable[[], Sequence[LiftReading]]] = []
+        meter.create_observable_gauge(
+            "tracescore.cascade.targeted_share",
+            callbacks=[self._observe_targeted_share],
+            unit="1",
+            description="Per route and answer shape: the share of the cascade's LLM budget that targets "
+            "suspicious answers; the rest draws uniformly, because targeting showed no lift.",
+        )
+        meter.create_observable_gauge(
+            "tracescore.cascade.failed_share",
+            callbacks=[self._observe_failed_share],
+            unit="1",
+            description="Per route and answer shape: the share of the LLM judge's verdicts that failed, by "
+            "group (targeted: the cascade's picks; uniform: uniform draws) and bound (value, and the 95% "
+            "interval's lower and upper); targeted above uniform is the cascade's lift.",
+        )
+        meter.create_observable_gauge(
+            "tracescore.cascade.lift_labels",
+            callbacks=[self._observe_lift_labels],
+            description="Per route, answer shape and group: the LLM verdicts the lift is measured on "
+            "(older ones fade).",
         )
         self._dead_letters = meter.create_counter(
             "tracescore.messages.dead_lettered", description="Input messages sent to the dead-letter topic."
@@ -114,6 +143,41 @@ class EvaluationMetrics:
 
     def escalation(self, outcome: str, service: str = "") -> None:
         self._escalations.add(1, {"outcome": outcome, "service.name": service})
+
+    def observe_lift(self, source: Callable[[], Sequence[LiftReading]]) -> None:
+        """Report the cascade's lift and split per route and answer shape, as `source` (the policy's
+        `lift_readings`, thread-safe: it is called from the metric reader's thread) gives them."""
+        self._lift_sources.append(source)
+
+    def _readings(self) -> list[tuple[dict[str, str], LiftReading]]:
+        return [
+            (
+                {"service.name": r.key.service, "tracescore.route": r.key.route, "answer_shape": r.key.shape},
+                r,
+            )
+            for source in self._lift_sources
+            for r in source()
+        ]
+
+    def _observe_targeted_share(self, _: CallbackOptions) -> list[Observation]:
+        return [Observation(r.targeted_share, where) for where, r in self._readings()]
+
+    def _observe_failed_share(self, _: CallbackOptions) -> list[Observation]:
+        return [
+            Observation(value, {**where, "group": group, "bound": bound})
+            for where, r in self._readings()
+            for group, share in (("targeted", r.targeted), ("uniform", r.uniform))
+            if share is not None
+            for bound, value in (("value", share.value), ("lower", share.lower), ("upper", share.upper))
+        ]
+
+    def _observe_lift_labels(self, _: CallbackOptions) -> list[Observation]:
+        return [
+            Observation(share.labels, {**where, "group": group})
+            for where, r in self._readings()
+            for group, share in (("targeted", r.targeted), ("uniform", r.uniform))
+            if share is not None
+        ]
 
     def dead_lettered(self) -> None:
         self._dead_letters.add(1)

@@ -21,6 +21,7 @@ def evaluation_record(
     inclusion_probability: float | None = None,
     offline_score: float | None = None,
     offline_label: str | None = None,
+    targeted_share: float | None = None,
     revision: int = 0,
     supersedes: str | None = None,
 ) -> EvaluationRecord:
@@ -42,6 +43,7 @@ def evaluation_record(
         inclusion_probability=inclusion_probability,
         offline_score=offline_score,
         offline_label=offline_label,
+        targeted_share=targeted_share,
         revision=revision,
         supersedes=supersedes,
         timestamp=now or datetime.now(UTC),

@@ -61,13 +61,21 @@ class EvaluationRecord(BaseModel):
     annotator_kind: AnnotatorKind = Field(default="LLM", description="CODE (offline judge) or LLM (a model).")
     selection: str | None = Field(
         default=None,
-        description="Why an LLM judge behind the sampling policy scored it: cascade (suspicious offline) or "
-        "baseline (uniform, unbiased: use these for rolling estimates); None otherwise.",
+        description="Why an LLM judge behind the sampling policy scored it: cascade (suspicious offline), "
+        "baseline (uniform, unbiased: use these for rolling estimates) or uniform (uniform too, drawn with "
+        "the cascade's budget where targeting showed no lift); None otherwise.",
     )
     inclusion_probability: float | None = Field(
         default=None,
         description="LLM records behind the sampling policy: the chance the policy had of sending this "
-        "interaction to the LLM judge (1 for a cascade pick, the baseline rate for a baseline one).",
+        "interaction to the LLM judge, under the split in force (baseline, uniform draws and cascade "
+        "together: 1 for a certain cascade pick).",
+    )
+    targeted_share: float | None = Field(
+        default=None,
+        description="LLM records behind the sampling policy: the split in force for the route and answer "
+        "shape when it was decided, the share of the cascade's budget that targeted suspicious answers (the "
+        "rest drew uniformly); None from consumers before the split, or without a cascade.",
     )
     offline_score: float | None = Field(
         default=None,

@@ -6,6 +6,7 @@ from tracescore.sample._config import (
     CascadeConfig,
     FilterConfig,
     LearningConfig,
+    LiftConfig,
     OfflineConfig,
     RateLimitConfig,
     RateRule,
@@ -13,6 +14,7 @@ from tracescore.sample._config import (
     SamplingConfigError,
     load_sampling_config,
 )
+from tracescore.sample._lift import FailureShare, LiftKey, LiftReading
 from tracescore.sample._policy import (
     CascadePolicy,
     Decision,
@@ -30,8 +32,12 @@ __all__ = [
     "CascadePolicy",
     "Decision",
     "Escalation",
+    "FailureShare",
     "FilterConfig",
     "LearningConfig",
+    "LiftConfig",
+    "LiftKey",
+    "LiftReading",
     "OfflineConfig",
     "RateLimitConfig",
     "RateRule",

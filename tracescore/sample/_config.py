@@ -23,6 +23,7 @@ __all__ = [
     "CascadeConfig",
     "FilterConfig",
     "LearningConfig",
+    "LiftConfig",
     "OfflineConfig",
     "RateLimitConfig",
     "RateRule",
@@ -168,6 +169,33 @@ class LearningConfig(_Strict):
     save_every: int = Field(default=100, ge=1, description="Labels between saves (and on stop).")
 
 
+class LiftConfig(_Strict):
+    """The cascade checks its own lift: per service, route and answer shape (`long_answer_chars`), the share
+    of targeted escalations the LLM judge fails against the share of uniform draws it fails. Until the
+    targeted share is credibly higher (after a first few targeted verdicts per key), the cascade's budget
+    goes to uniform draws instead (selection `uniform`), all but `floor` of it, which stays targeted so lift
+    can show; it moves back when lift shows (tracescore/sample/_lift.py)."""
+
+    enabled: bool = Field(default=True, description="Measure lift and split the budget (off: always target).")
+    floor: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="Share of the cascade's budget that stays targeted without lift, so lift can show again.",
+    )
+    memory: int = Field(
+        default=200, ge=10, description="Verdicts per group the evidence is averaged over (older ones fade)."
+    )
+    long_answer_chars: int = Field(
+        default=300, ge=1, description="Answers longer than this are the `long` shape, measured apart."
+    )
+    max_routes: int = Field(
+        default=1024,
+        ge=1,
+        description="Routes and shapes tracked, at most (least recently seen forgotten: back to exploring).",
+    )
+
+
 class CascadeConfig(_Strict):
     """Which offline-judged interactions go to the LLM judge.
 
@@ -177,6 +205,7 @@ class CascadeConfig(_Strict):
     hour, or `share` of the scored interactions when no budget is set (None: all above the floor). With
     `escalate_errors`, an offline error goes too. Plus a uniform `baseline_rate` of all scored candidates
     (baseline), whatever their score, for unbiased estimates; their LLM verdicts teach the score (`learning`).
+    Where targeting shows no lift over uniform draws, its budget goes to uniform draws (`lift`).
     """
 
     enabled: bool = Field(default=True, description="Run the cascade when an LLM judge is configured.")
@@ -206,6 +235,9 @@ class CascadeConfig(_Strict):
     )
     learning: LearningConfig = Field(
         default_factory=LearningConfig, description="Online calibration from the baseline's LLM verdicts."
+    )
+    lift: LiftConfig = Field(
+        default_factory=LiftConfig, description="Lift measured online; the budget moves to uniform draws."
     )
     # Escalation ranks by the suspicion score now. Accepted (with a warning) so old configs load.
     threshold: float | None = Field(default=None, ge=0.0, le=1.0, description="Deprecated and ignored.")

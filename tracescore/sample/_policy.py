@@ -7,7 +7,8 @@ Two steps for the caller:
 2. `escalate(interaction, offline_results)` after the offline judge: the most suspicious answers the
    budget allows (cascade: ranked by P(hallucinated) against the running quantile of recent scores) and a
    uniform baseline share go to the LLM judge while the token budget lasts; `charge` reports what each
-   LLM evaluation really cost, and `learn` hands back the LLM verdict of a baseline interaction.
+   LLM evaluation really cost, `learn` hands back the LLM verdict of a baseline interaction, and `judged`
+   every LLM verdict: where targeting shows no lift, its budget goes to uniform draws (sample/_lift.py).
 
 Filters, rates and the baseline depend only on the trace id and the span, so every instance and every replay
 agrees; thinning, the rate limit and the budget depend on load by nature (thinning is still uniform, by a
@@ -29,6 +30,7 @@ from tracescore.sample._calibration import COLD_START
 from tracescore.sample._config import SamplingConfig
 from tracescore.sample._hashing import keep, position, within
 from tracescore.sample._learning import SuspicionModels
+from tracescore.sample._lift import Lift, LiftReading
 from tracescore.sample._limits import ArrivalMeter, TokenBucket, TokenBudget
 from tracescore.sample._suspicion import suspicion
 
@@ -51,6 +53,8 @@ class SkipReason(StrEnum):
 class Selection(StrEnum):
     CASCADE = "cascade"  # among the most suspicious the budget allows: a biased, targeted sample
     BASELINE = "baseline"  # uniform on the trace id: unbiased, use these for rolling estimates
+    # Uniform on the trace id too, on the cascade's budget where targeting shows no lift (sample/_lift.py).
+    UNIFORM = "uniform"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,9 @@ class Escalation:
     it into the LLM judge's records. `reserved_tokens` must be handed back through `charge`.
     `suspicion_score` is P(hallucinated) from the offline result (None: nothing to rank), `suspicion` why.
     `inclusion_probability` is the chance the policy had of sending this interaction to the LLM judge
-    (baseline and cascade together); None when it did not go.
+    (baseline, uniform draws and cascade together); None when it did not go. `targeted_share` is the split
+    in force for its route and answer shape (the share of the cascade's budget that targets; the rest draws
+    uniformly); `cascade_pick`, whether the cascade fully targeting would have sent it (lift evidence).
     """
 
     to_llm: bool
@@ -83,10 +89,12 @@ class Escalation:
     reserved_tokens: int = 0
     inclusion_probability: float | None = None
     suspicion_score: float | None = None
+    targeted_share: float | None = None
+    cascade_pick: bool = False
 
     @property
     def reason(self) -> str:
-        """`cascade`, `baseline`, `budget`, or `offline_only` (nothing suspicious, not in the baseline)."""
+        """`cascade`, `baseline`, `uniform`, `budget`, or `offline_only` (nothing suspicious, not drawn)."""
         if self.skip is not None:
             return self.skip.value
         return self.selection.value if self.selection is not None else "offline_only"
@@ -132,6 +140,7 @@ class CascadePolicy:
         self._paced = ArrivalMeter(clock, _PACE_HORIZON_S, warm_up=True)  # the same, to pace the cascade
         self._recent = RunningQuantile(self.config.cascade.window)
         self.models = SuspicionModels(self.config.cascade.learning, cold_start)
+        self.lift = Lift(self.config.cascade.lift)
         self._offline_cost_s: float | None = None
         self._charged = (0, 0)  # (escalations charged, tokens): their mean becomes the reservation
 
@@ -189,60 +198,89 @@ class CascadePolicy:
         candidates_per_s = self._scored.tick()
         arrivals_per_s = self._paced.tick()
         estimate = self._token_estimate()
-        admission = 0.0  # the chance the cascade admits it: 1 above the quantile, a share of a tie at it
+        admission = 0.0  # the chance the cascade, fully targeting, admits it (1 above the quantile)
         ranked = suspect is not None and (
             suspect.features is None or suspect.probability > cascade.min_probability
         )
+        scored = suspect is not None and suspect.features is not None  # an offline error has no score
         if suspect is not None and ranked:
-            share = 1.0 if suspect.features is None else self._cascade_share(estimate, arrivals_per_s)
+            share = 1.0 if not scored else self._cascade_share(estimate, arrivals_per_s)
             admission = self._recent.admission(suspect.probability, share)
-        if suspect is not None and suspect.features is not None:
+        if suspect is not None and scored:
             self._recent.add(suspect.probability, (route, suspect.features))
         why = None if suspect is None else suspect.reason
-        score = None if suspect is None or suspect.features is None else suspect.probability
-        if keep(trace_id, "baseline", cascade.baseline_rate):
+        score = suspect.probability if suspect is not None and scored else None
+        # The split (sample/_lift.py): `targeted_share` of the cascade's admissions go, and its other picks'
+        # worth of budget is drawn uniformly. An offline error goes whatever the split (nothing to target).
+        key = self.lift.key(interaction)
+        targeted_share, uniform_rate = self.lift.split(key, admission if scored else 0.0)
+        targeted = admission * targeted_share if scored else admission
+        drawn = min(1.0, cascade.baseline_rate + uniform_rate)  # the baseline, then the uniform draws: nested
+        at = position(trace_id, "baseline")
+        tie = position(trace_id, "tie") if admission > 0.0 else None
+        pick = scored and tie is not None and within(tie, admission)  # what full targeting would send
+        if within(at, cascade.baseline_rate):
             selection: Selection | None = Selection.BASELINE
-        elif admission >= 1.0 or (admission > 0.0 and within(position(trace_id, "tie"), admission)):
+        elif within(at, drawn):
+            selection = Selection.UNIFORM
+        elif tie is not None and within(tie, targeted):
             selection = Selection.CASCADE
         elif not ranked:
-            return Escalation(to_llm=False, suspicion=why, suspicion_score=score)
+            return Escalation(
+                to_llm=False, suspicion=why, suspicion_score=score, targeted_share=targeted_share
+            )
         else:
             selection = None  # above the floor but below what the budget allows: a budget skip
         # The cascade leaves the baseline its expected share of the rest of the window, so a run of suspicious
         # answers cannot starve the unbiased sample (and the estimates built on it) until the window ends.
-        hold = (
-            cascade.baseline_rate * candidates_per_s * estimate
-            if selection is not Selection.BASELINE
-            else 0.0
-        )
-        if selection is None or not self._budget.available(estimate, hold):
-            selection = selection or Selection.CASCADE
+        hold = cascade.baseline_rate * candidates_per_s * estimate
+        if selection is None or not self._budget.available(
+            estimate, 0.0 if selection is Selection.BASELINE else hold
+        ):
             self.skips[SkipReason.BUDGET] += 1
             return Escalation(
                 to_llm=False,
-                selection=selection,
+                selection=selection or Selection.CASCADE,
                 skip=SkipReason.BUDGET,
                 suspicion=why,
                 suspicion_score=score,
+                targeted_share=targeted_share,
             )
-        if selection is Selection.BASELINE and admission > 0.0:
-            # Had the baseline not drawn it, could the cascade have sent it now? While the budget stops
-            # cascade escalations it could not: its chance is the baseline's alone, so the estimate corrects
-            # it with the other budget-stopped suspicious answers instead of counting it as certain.
-            cascade_hold = cascade.baseline_rate * candidates_per_s * estimate
-            if not self._budget.available(estimate, cascade_hold):
-                admission = 0.0
+        # Had the baseline not drawn it, could the cascade or a uniform draw have sent it now? While the
+        # budget stops them they could not: its chance is the baseline's alone, so the estimate corrects it
+        # with the other budget-stopped answers instead of counting it as likelier than it was.
+        if (
+            selection is Selection.BASELINE
+            and (targeted > 0.0 or drawn > cascade.baseline_rate)
+            and not self._budget.available(estimate, hold)
+        ):
+            targeted, drawn = 0.0, cascade.baseline_rate
         self._budget.reserved += estimate
         self.selections[selection] += 1
-        inclusion = 1.0 - (1.0 - cascade.baseline_rate) * (1.0 - admission)
         return Escalation(
             to_llm=True,
             selection=selection,
             suspicion=why,
             reserved_tokens=estimate,
-            inclusion_probability=inclusion,
+            inclusion_probability=1.0 - (1.0 - drawn) * (1.0 - targeted),
             suspicion_score=score,
+            targeted_share=targeted_share,
+            cascade_pick=pick,
         )
+
+    def judged(self, interaction: Interaction, escalation: Escalation, failed: bool) -> LiftReading | None:
+        """Hand back the LLM judge's verdict (`failed`: the records' label rule says the answer is bad) on an
+        interaction this policy escalated: evidence of the cascade's lift for its route and answer shape
+        (sample/_lift.py). Returns the key's lift and split after it (None: not evidence, or lift off)."""
+        if not escalation.to_llm:
+            return None
+        uniform = escalation.selection in (Selection.BASELINE, Selection.UNIFORM)
+        key = self.lift.key(interaction)
+        return self.lift.judged(key, targeted=escalation.cascade_pick, uniform=uniform, failed=failed)
+
+    def lift_readings(self) -> list[LiftReading]:
+        """Every tracked route and answer shape's lift and split, for status lines and metrics."""
+        return self.lift.readings()
 
     def learn(
         self, interaction: Interaction, offline_results: Sequence[MetricResult], hallucinated: bool
