@@ -1,7 +1,7 @@
 """The deterministic offline judge: answers metric tasks from lexical evidence, with no model and no network.
 
-Claims are the answer's sentences (refusals make none), each judged against the context by the checks of
-_offline_claim.
+Claims are the answer's sentences (refusals and framing sentences make none), each aligned with the context
+sentences it rests on and judged against them by the checks of _offline_checks.
 
 Question, answer and context are only tokenised and compared (see _offline_text), never interpreted, so an
 instruction embedded in them has no effect beyond its words. Pure functions only: one instance serves any
@@ -15,9 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tracescore.model import Usage
-from tracescore.score.judges._offline_claim import Context, OfflineTuning, judge_claim
+from tracescore.score.judges._offline_checks import judge_claim, quoted_evidence
+from tracescore.score.judges._offline_claim import Context, OfflineTuning, is_framing
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
-from tracescore.score.judges._offline_text import Tok, analyse_question, index_context, words
+from tracescore.score.judges._offline_text import words
 from tracescore.score.judges._offline_words import REFUSAL_PATTERNS
 from tracescore.score.judges._protocol import JudgeError, Judgement, JudgeTask, TaskKind
 
@@ -35,11 +36,16 @@ def _is_refusal(sentence: str) -> bool:
     return any(p.search(low) for p in REFUSAL_PATTERNS)
 
 
+def _makes_no_claim(sentence: str) -> bool:
+    return not words(sentence) or _is_refusal(sentence) or is_framing(sentence)
+
+
 def answer_claims(data: Any) -> dict[str, Any]:
-    """Each answer sentence is one claim (fragments too: the verdict sees the question); refusals none.
+    """Each answer sentence is one claim (fragments too: the verdict sees the question); refusals and
+    sentences that only introduce the answer ("Here is a summary of the passage:") none.
     No reverse questions (that needs a language model): answer relevancy uses the direct rating."""
     sentences = [
-        {"sentence_index": i, "claims": [] if _is_refusal(s) or not words(s) else [s.strip()]}
+        {"sentence_index": i, "claims": [] if _makes_no_claim(s) else [s.strip()]}
         for i, s in enumerate(data.answer_sentences)
     ]
     if not any(group["claims"] for group in sentences):
@@ -54,31 +60,19 @@ def answer_claims(data: Any) -> dict[str, Any]:
 
 
 def answer_verdicts(data: Any, tuning: OfflineTuning | None = None) -> dict[str, Any]:
-    """One verdict per claim, with the best-matching context sentence quoted as evidence."""
+    """One verdict per claim, with the context sentences it is aligned with quoted as evidence (none when
+    the judge could not align it)."""
     tuning = tuning or OfflineTuning()
-    sentences = index_context(data.context)
-    context = frozenset().union(*(s.keys for s in sentences))
-    question = analyse_question(data.question)
-    # Derived forms of one long word ("eukaryotes", "eukaryotic") share a 7-letter prefix; a lowercase claim
-    # word missing from the context is matched to such a sibling. Names must match exactly.
-    siblings = {k[:7]: k for k in sorted(context, reverse=True) if len(k) >= 8 and k.isalpha()}
-
-    def variants(tok: Tok) -> Tok:
-        if tok.key in context or tok.num or tok.surface[:1].isupper() or len(tok.key) < 8:
-            return tok
-        sibling = siblings.get(tok.key[:7])
-        return tok if sibling is None else Tok(sibling, tok.surface, tok.cap, tok.num)
-
-    context_of_record = Context(sentences, context, question, variants)
+    context = Context.of(data.context, data.question)
     verdicts = []
     for i, claim in enumerate(data.claims):
-        outcome, best = judge_claim(claim, context_of_record, tuning)
+        outcome, case = judge_claim(claim, context, tuning)
         verdicts.append(
             {
                 "claim_index": i,
                 "verdict": outcome.verdict,
                 "reason": outcome.reason,
-                "evidence": best.text[:_EVIDENCE_CHARS].strip() if best is not None else "",
+                "evidence": quoted_evidence(case)[:_EVIDENCE_CHARS].strip(),
                 "confidence": outcome.confidence,
             }
         )

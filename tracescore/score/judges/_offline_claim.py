@@ -1,90 +1,134 @@
-"""One claim judged against the context: the claim is read once (`read_claim`), its evidence found once, then
-a fixed sequence of named checks runs and the first that decides gives the verdict (`judge_claim`).
+"""A claim as the offline judge reads it, and the context sentences it is aligned with.
 
-A claim is judged by what it adds to the question, because a hallucinated answer usually reuses the
-question's words and invents or misplaces only the answer part: its *new* words, numbers and names must be
-in the context; a new name or number must be stated about the question's names it is attached to; a bare
-answer ("Lake Erie State Park") must occur as one phrase; a claim that only restates the question supports
-nothing. On top of that: a negation mismatch with the context is CONTRADICTORY, a pick between the named
-options of a "which ..., A or B?" question must agree with the figures or statements the context gives for
-A and B, and a bare yes/no is checked against what the context states about every entity the question
-names.
+`read_claim` splits the claim's tokens by what the question already says (a claim is judged by what it adds
+to the question) and by what the context lacks; `find_evidence` aligns it with the context sentences it
+rests on (_offline_evidence.align: the best sentence and its neighbours, plus sentences it merges). The
+checks of _offline_checks then read both. Everything here is a pure function of its inputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
-from tracescore.score.judges._offline_evidence import about, coverage, phrase, value, window
-from tracescore.score.judges._offline_text import Question, Sentence, Tok, name_groups, tokens, words
-from tracescore.score.judges._offline_words import AUXILIARIES, NEGATIONS, PRONOUNS, YES_NO
-
-__all__ = [
-    "CONTRADICTORY",
-    "FULLY",
-    "NO_EVIDENCE",
-    "PARTIAL",
-    "Context",
-    "OfflineTuning",
-    "Outcome",
-    "judge_claim",
-]
-
-# The verdict vocabulary of the claim-verdicts task (plain strings: the judge answers the task's output
-# model by validation and needs no metric module).
-FULLY, PARTIAL, NO_EVIDENCE, CONTRADICTORY = (
-    "FULLY_SUPPORTED",
-    "PARTIALLY_SUPPORTED",
-    "NO_EVIDENCE",
-    "CONTRADICTORY",
+from tracescore.score.judges._offline_evidence import Alignment, align, postings
+from tracescore.score.judges._offline_text import (
+    Question,
+    Sentence,
+    Tok,
+    analyse_question,
+    index_context,
+    keys,
+    name_groups,
+    script,
+    tokens,
+    words,
 )
-_RANK = {FULLY: 3, PARTIAL: 2, NO_EVIDENCE: 1, CONTRADICTORY: 0}
-# How sure a lexical verdict is (ClaimVerdict.confidence), by the evidence it rests on: a name or number the
-# context lacks is near certain; a negation mismatch or a name tied to another subject likely; a claim that
-# adds nothing checkable is weak evidence of invention. The label rule counts unsupported verdicts at >= 0.5.
-_SURE, _LIKELY, _WEAK = 0.9, 0.7, 0.3
-_CONFIDENCE = {FULLY: _LIKELY, PARTIAL: 0.5, NO_EVIDENCE: _LIKELY, CONTRADICTORY: _LIKELY}
+from tracescore.score.judges._offline_words import (
+    AUXILIARIES,
+    FRAMING_WORDS,
+    NEGATIONS,
+    NUMBER_WORDS,
+    PRONOUNS,
+    SOURCE_WORDS,
+    YES_NO,
+)
+
+__all__ = ["Case", "Claim", "Context", "Evidence", "OfflineTuning", "is_framing", "read_case"]
+
+_FRAMING = keys(" ".join(FRAMING_WORDS))
+_SOURCE = keys(" ".join(SOURCE_WORDS))
+# "1. A 2014 film ...", "- Acme sells anvils": list markers are layout, not figures.
+_LIST_MARKER = ("-", "*", "•", "–")
+# Counts an answer may form itself by counting what the context lists ("The passage describes two films").
+_COUNT_WORDS = frozenset(v for w, v in NUMBER_WORDS.items() if int(v) <= 12)
+# A capitalised word and a context name of this much common prefix are one name in two forms ("Belgian",
+# "Belgium"; "Italian", "Italy"); "Johnson" and "Johnston" share less than 80% of the shorter.
+_NAME_PREFIX_SHARE, _NAME_PREFIX_MIN = 0.8, 4
+_SIBLING_PREFIX = 7  # derived forms of one long lowercase word ("eukaryotes", "eukaryotic")
 
 
 @dataclass(frozen=True)
 class OfflineTuning:
-    """The offline judge's two tuned thresholds (benchmarks/halueval_accuracy.py chooses them by
-    cross-validation over questions; these defaults are what it picks on the full dev set)."""
+    """The offline judge's tuned thresholds, chosen on one half of the dev sets (by question, by passage)
+    and measured on the other (benchmarks/halueval_accuracy.py --halves)."""
 
     # A claim whose new words are missing from the context at this share or more is NO_EVIDENCE.
     missing_share: float = 0.25
     # An answer of at most this many words is a bare answer ("Golf Magazine"), not a statement.
     fragment_words: int = 6
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    verdict: str
-    reason: str
-    confidence: float
-
-
-def _outcome(verdict: str, reason: str, confidence: float | None = None) -> Outcome:
-    return Outcome(verdict, reason, _CONFIDENCE[verdict] if confidence is None else confidence)
+    # A claim whose weighted words are stated in its aligned sentences at less than this share is not
+    # aligned: the judge cannot check it (a paraphrase or an addition: it cannot tell which).
+    align_share: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """The indexed context of one record, shared by all its claims."""
+    """The indexed context of one record and its question, shared by all the record's claims."""
 
     sentences: list[Sentence]
     keys: frozenset[str]
+    vocabulary: frozenset[str]  # every lowercased word, function words included
+    scripts: frozenset[str]  # the writing systems of its words
+    index: dict[str, tuple[int, ...]]  # key -> the sentences stating it
     question: Question
-    variants: Callable[[Tok], Tok]  # a claim token as the context spells it (derived forms of long words)
+    siblings: dict[str, str]  # 7-letter prefix -> the long context word it starts
+    stems: dict[str, tuple[str, ...]]  # 4-letter prefix -> the context words it starts, for name forms
+
+    @classmethod
+    def of(cls, context: str, question: str) -> Context:
+        sentences = index_context(context)
+        all_keys = frozenset().union(*(s.keys for s in sentences))
+        vocabulary = frozenset().union(*(s.vocabulary for s in sentences))
+        stems: dict[str, list[str]] = {}
+        for key in sorted(all_keys):
+            if len(key) > _NAME_PREFIX_MIN and key.isalpha():
+                stems.setdefault(key[:_NAME_PREFIX_MIN], []).append(key)
+        return cls(
+            sentences=sentences,
+            keys=all_keys,
+            vocabulary=vocabulary,
+            scripts=frozenset(script(c) for c in {w[0] for w in vocabulary} if c.isalpha()),
+            index=postings(sentences),
+            question=analyse_question(question),
+            siblings={
+                k[:_SIBLING_PREFIX]: k for k in sorted(all_keys, reverse=True) if len(k) >= 8 and k.isalpha()
+            },
+            stems={prefix: tuple(found) for prefix, found in stems.items()},
+        )
+
+    def spelling(self, tok: Tok) -> Tok:
+        """The token as the context spells it: a lowercase word missing from the context is matched to a
+        long context word of the same 7-letter prefix, a capitalised one to a context word of which it is a
+        derived form ("Belgian", "belgium": scraped contexts are often lowercased). Numbers must match
+        exactly."""
+        if tok.key in self.keys or tok.num:
+            return tok
+        if tok.surface[:1].isupper():
+            candidates = self.stems.get(tok.key[:_NAME_PREFIX_MIN], ())
+            found = next((n for n in candidates if _same_name(tok.key, n)), None)
+        elif len(tok.key) >= 8:
+            found = self.siblings.get(tok.key[:_SIBLING_PREFIX])
+        else:
+            found = None
+        return tok if found is None else Tok(found, tok.surface, tok.cap, tok.num)
 
 
-@dataclass(frozen=True, slots=True)
-class _Claim:
+def _same_name(a: str, b: str) -> bool:
+    shorter = min(len(a), len(b))
+    if shorter < _NAME_PREFIX_MIN + 1 or a[:_NAME_PREFIX_MIN] != b[:_NAME_PREFIX_MIN]:
+        return False
+    common = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), shorter)
+    return common >= _NAME_PREFIX_SHARE * shorter
+
+
+@dataclass(frozen=True)  # no slots: `names` is computed once, when a check needs it
+class Claim:
     """A claim as the checks read it: its tokens split by what the question already says."""
 
+    text: str
     words: list[str]
-    body: str  # without a leading yes/no, which is judged on its own against the question
+    body: str  # without a leading yes/no (judged on its own against the question) or list marker
     polarity: bool | None  # the leading yes (True) / no (False) of an answer to a yes/no question
     toks: list[Tok]
     keys: frozenset[str]
@@ -93,22 +137,44 @@ class _Claim:
     negated: bool
     fragment: bool  # a bare answer ("Lake Erie State Park"), not a statement
     picked: list[frozenset[str]]  # the question's named options the claim names
+    about_source: bool  # "The passage describes ...": it characterises the text, in words of its own
+
+    @cached_property
+    def names(self) -> list[frozenset[str]]:
+        """Key sets of its names (capitalised runs): a name of several words is one part of the claim."""
+        return name_groups(self.body)
+
+    @property
+    def invented(self) -> list[Tok]:
+        """Names and figures the context lacks; a small count spelled out ("two films") is left out: the
+        answer may have counted what the context lists."""
+        return [t for t in self.missing if (t.num or t.cap) and not _spelled_count(t)]
 
 
-@dataclass(frozen=True, slots=True)
-class _Evidence:
-    best: Sentence | None  # the context sentence that best matches the claim
-    near: frozenset[str]  # claim keys stated in it or its neighbours
+def _spelled_count(tok: Tok) -> bool:
+    return tok.num and NUMBER_WORDS.get(tok.surface.casefold()) in _COUNT_WORDS
 
 
-def read_claim(text: str, context: Context, tuning: OfflineTuning) -> _Claim:
+def is_framing(sentence: str) -> bool:
+    """A sentence that only introduces the answer or names its source ("Here is a concise summary of the
+    passage:"): it makes no claim about the world."""
+    found = keys(sentence)
+    return bool(found & _SOURCE) and found <= _FRAMING
+
+
+def read_claim(text: str, context: Context, tuning: OfflineTuning) -> Claim:
     question = context.question
     claim_words = words(text)
     polarity = YES_NO.get(claim_words[0]) if claim_words and question.yes_no else None
     body = text if polarity is None else (text.split(None, 1)[1:] or [""])[0]
-    toks = list({t.key: t for t in map(context.variants, tokens(body))}.values())
-    keys = frozenset(t.key for t in toks)
-    new = [t for t in toks if t.key not in question.keys]
+    body = _without_list_marker(body)
+    toks = list({t.key: t for t in map(context.spelling, tokens(body))}.values())
+    claim_keys = frozenset(t.key for t in toks)
+    # A sentence about the source ("The passage describes ...") frames its facts: the framing words are
+    # no part of what it claims.
+    about_source = bool(claim_keys & _SOURCE)
+    framing = _FRAMING if about_source else frozenset()
+    new = [t for t in toks if t.key not in question.keys and t.key not in framing]
     # A bare answer rather than a statement: short, no auxiliary, pronoun or verb. English cues, so only
     # Latin-script claims qualify (a Russian statement needs no verb).
     fragment = (
@@ -117,185 +183,78 @@ def read_claim(text: str, context: Context, tuning: OfflineTuning) -> _Claim:
         and not any(w in AUXILIARIES or w in PRONOUNS for w in claim_words)
         and not any(w.islower() and w.rstrip(".,;!?").endswith("ed") for w in body.split())
     )
-    return _Claim(
+    return Claim(
+        text=text,
         words=claim_words,
         body=body,
         polarity=polarity,
         toks=toks,
-        keys=keys,
+        keys=claim_keys,
         new=new,
         missing=[t for t in new if t.key not in context.keys],
         negated=bool(NEGATIONS.intersection(words(body))),
         fragment=fragment,
-        picked=[o for o in question.options if len(o & keys) * 2 >= len(o)],
+        picked=[o for o in question.options if len(o & claim_keys) * 2 >= len(o)],
+        about_source=about_source,
     )
 
 
-def _find_evidence(claim: _Claim, context: Context) -> _Evidence:
+def _without_list_marker(text: str) -> str:
+    head, _, rest = text.lstrip().partition(" ")
+    numbered = head[:-1].isdigit() and head[-1:] in ".)" and len(head) <= 3
+    return rest if rest and (numbered or head in _LIST_MARKER) else text
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The context sentences a claim is aligned with."""
+
+    alignment: Alignment
+    sentences: list[Sentence]  # the best-matching first, then its neighbours and the merged ones
+    share: float  # weighted share of the claim's words stated in them (the question's words count)
+
+    @property
+    def best(self) -> Sentence | None:
+        return self.sentences[0] if self.sentences else None
+
+    @property
+    def near(self) -> frozenset[str]:
+        return self.alignment.covered
+
+
+def find_evidence(claim: Claim, context: Context) -> Evidence:
     question = context.question
-    repeat = [t for t in claim.toks if t.key in question.keys and t.key in context.keys]
+    asked = question.keys & context.keys
+    repeat = [t for t in claim.toks if t.key in asked]
     # A bare yes/no has no words of its own: the evidence is then what the context says on the question.
-    weights = {t.key: 1 for t in repeat} | {t.key: 2 for t in claim.new} or dict.fromkeys(
-        question.keys & context.keys, 1
-    )
-    at, near = window(context.sentences, weights)
-    return _Evidence(context.sentences[at] if at >= 0 else None, frozenset(near))
+    weights = {t.key: 1 for t in repeat} | {t.key: 2 for t in claim.new} or dict.fromkeys(asked, 1)
+
+    def parts() -> list[frozenset[str]]:
+        groups = claim.names
+        loose = [frozenset({k}) for k in weights if not any(k in g for g in groups)]
+        return [p for p in (*(g & weights.keys() for g in groups), *loose) if p]
+
+    alignment = align(context.sentences, context.index, weights, parts)
+    # The question anchors an answer to it: its words the context states count as aligned, so "Delhi"
+    # answering "Where is the head office?" is aligned wherever Delhi is. A summary's question ("Summarize
+    # the passage") anchors nothing: its claims align by their own words.
+    anchored = {**dict.fromkeys(asked, 1), **weights}
+    stated = alignment.covered | asked
+    total = sum(anchored.values())
+    share = sum(w for k, w in anchored.items() if k in stated) / total if total else 0.0
+    return Evidence(alignment, alignment.sentences(context.sentences), share)
 
 
-def _listed(toks: list[Tok]) -> str:
-    return ", ".join(f"'{t.surface}'" for t in toks[:6])
+@dataclass(frozen=True, slots=True)
+class Case:
+    """Everything a check reads: the claim, its evidence, the record's context and the tuning."""
+
+    claim: Claim
+    evidence: Evidence
+    context: Context
+    tuning: OfflineTuning
 
 
-# --- the checks, in the order they run; each decides (an Outcome) or passes (None) ----------------------
-
-Check = Callable[[_Claim, _Evidence, Context, OfflineTuning], Outcome | None]
-
-
-def invented_name_or_number(claim: _Claim, _: _Evidence, __: Context, ___: OfflineTuning) -> Outcome | None:
-    hard = [t for t in claim.missing if t.num or t.cap]
-    if hard:
-        return _outcome(NO_EVIDENCE, f"The context does not contain {_listed(hard)}.", _SURE)
-    return None
-
-
-def wording_gap(claim: _Claim, _: _Evidence, __: Context, tuning: OfflineTuning) -> Outcome | None:
-    missing, new = claim.missing, claim.new
-    if missing and len(missing) >= tuning.missing_share * len(new):
-        share = round(min(_SURE, len(missing) / len(new)), 2)  # the more is missing, the surer
-        return _outcome(NO_EVIDENCE, f"What the claim adds is not in the context: {_listed(missing)}.", share)
-    return None
-
-
-def negation_mismatch(claim: _Claim, evidence: _Evidence, _: Context, __: OfflineTuning) -> Outcome | None:
-    """A negative claim needs a negative statement in the context; a positive claim is contradicted when the
-    context negates a word it adds, or every word the context negates in that sentence ("Monthly
-    subscriptions are [not] refunded" restating the question)."""
-    best = evidence.best
-    if best is None:
-        return None
-    if claim.negated and not best.has_negation:
-        overlap = len(claim.keys & evidence.near) / max(1, len(claim.keys))
-        if overlap >= 0.6:
-            return _outcome(CONTRADICTORY, "The context states this without the claim's negation.")
-        return _outcome(NO_EVIDENCE, "The context states no such negation.", 0.5)
-    negated = best.negated if not claim.negated else frozenset()
-    if negated and ({t.key for t in claim.new} & negated or negated <= claim.keys):
-        return _outcome(CONTRADICTORY, "The context negates what the claim states.")
-    return None
-
-
-def _judge_choice(picked: frozenset[str], context: Context) -> Outcome | None:
-    """A pick between two named options, checked against the context's figures or statements."""
-    question, sentences = context.question, context.sentences
-    other = question.options[1] if picked == question.options[0] else question.options[0]
-    if question.direction is not None:
-        mine, theirs = value(sentences, picked, question), value(sentences, other, question)
-        if mine is not None and theirs is not None and mine != theirs:
-            if (mine < theirs) == (question.direction == "low"):
-                return _outcome(FULLY, f"The context's figures agree ({mine:g} against {theirs:g}).")
-            return _outcome(
-                CONTRADICTORY, f"The context's figures say otherwise ({mine:g} against {theirs:g})."
-            )
-        return None
-    predicate = (question.keys - picked - other) & context.keys
-    mine, theirs = coverage(sentences, picked, predicate), coverage(sentences, other, predicate)
-    if mine - theirs >= 0.5:
-        return _outcome(FULLY, "The context states what was asked about the chosen option only.")
-    if theirs - mine >= 0.5:
-        return _outcome(
-            CONTRADICTORY, "The context states what was asked about the other option, not this one."
-        )
-    return None
-
-
-def _judge_yes_no(polarity: bool, context: Context) -> Outcome:
-    """A yes/no: does the context state the question's predicate of every entity the question names?"""
-    question, sentences = context.question, context.sentences
-    predicate = (
-        question.keys.difference(*question.entities) & context.keys if question.entities else frozenset()
-    )
-    if question.relational or not predicate:
-        return _outcome(PARTIAL, "The context covers the question; the yes/no needs a comparison.")
-    holds = all(coverage(sentences, e, predicate) == 1.0 for e in question.entities)
-    if polarity and holds:
-        return _outcome(FULLY, "The context states the asked property of every entity.")
-    if polarity:
-        return _outcome(NO_EVIDENCE, "The context does not state the asked property of every entity.")
-    if holds:
-        return _outcome(CONTRADICTORY, "The context states the asked property of every entity.")
-    return _outcome(PARTIAL, "The context does not state the asked property of every entity.")
-
-
-def answer_to_the_question_form(
-    claim: _Claim, _: _Evidence, context: Context, __: OfflineTuning
-) -> Outcome | None:
-    """A pick between the question's options, a yes/no: decisive when the claim adds nothing else, or when
-    it goes against the context."""
-    outcomes: list[Outcome] = []
-    if len(claim.picked) == 1 and not claim.negated:
-        choice = _judge_choice(claim.picked[0], context)
-        if choice is not None:
-            outcomes.append(choice)
-    if claim.polarity is not None:
-        outcomes.append(_judge_yes_no(claim.polarity, context))
-    if outcomes and (not claim.new or min(_RANK[o.verdict] for o in outcomes) < _RANK[PARTIAL]):
-        return min(outcomes, key=lambda o: _RANK[o.verdict])
-    return None
-
-
-def misattached_name(claim: _Claim, _: _Evidence, context: Context, __: OfflineTuning) -> Outcome | None:
-    """A new name or number must be stated about each question name the claim relates it to: hallucinated
-    answers often take a real name from the context and attach it to the wrong subject."""
-    named = {t.key for t in claim.new if t.num or t.surface[:1].isupper()}
-    for group in name_groups(claim.body) if named else ():
-        rest = named - group
-        if group & context.question.names and rest and not rest <= about(context.sentences, group):
-            lost, subject = [t for t in claim.new if t.key in rest], " ".join(sorted(group))
-            return _outcome(NO_EVIDENCE, f"The context never states {_listed(lost)} about '{subject}'.")
-    return None
-
-
-def bare_answer_not_a_phrase(
-    claim: _Claim, _: _Evidence, context: Context, __: OfflineTuning
-) -> Outcome | None:
-    if claim.fragment and not claim.picked and not phrase(context.sentences, [t.key for t in claim.toks]):
-        return _outcome(NO_EVIDENCE, "The context never names this as one phrase.", 0.6)
-    return None
-
-
-def grounded(claim: _Claim, _: _Evidence, __: Context, ___: OfflineTuning) -> Outcome:
-    """What the claim adds is in the context (the checks above found nothing against it)."""
-    if claim.missing:
-        return _outcome(PARTIAL, f"Mostly stated; missing {_listed(claim.missing)}.")
-    return _outcome(FULLY, f"Stated in the context: {_listed(claim.new)}.")
-
-
-def adds_nothing(claim: _Claim, _: _Evidence, context: Context, __: OfflineTuning) -> Outcome:
-    """A claim with no words of its own beyond the question's."""
-    if not claim.toks:
-        return _outcome(NO_EVIDENCE, "The claim has no content words to check.", _WEAK)
-    if claim.fragment and phrase(context.sentences, [t.key for t in claim.toks]):
-        return _outcome(PARTIAL, "The answer names something the question mentions.")
-    return _outcome(NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer.", _WEAK)
-
-
-_CHECKS: tuple[Check, ...] = (
-    invented_name_or_number,
-    wording_gap,
-    negation_mismatch,
-    answer_to_the_question_form,
-)
-_CHECKS_OF_NEW_WORDS: tuple[Check, ...] = (misattached_name, bare_answer_not_a_phrase)
-
-
-def judge_claim(text: str, context: Context, tuning: OfflineTuning) -> tuple[Outcome, Sentence | None]:
-    """The verdict on one claim and the context sentence it rests on."""
+def read_case(text: str, context: Context, tuning: OfflineTuning) -> Case:
     claim = read_claim(text, context, tuning)
-    evidence = _find_evidence(claim, context)
-    checks = (*_CHECKS, *_CHECKS_OF_NEW_WORDS) if claim.new else _CHECKS
-    for check in checks:
-        outcome = check(claim, evidence, context, tuning)
-        if outcome is not None:
-            return outcome, evidence.best
-    settle = grounded if claim.new else adds_nothing
-    return settle(claim, evidence, context, tuning), evidence.best
+    return Case(claim, find_evidence(claim, context), context, tuning)

@@ -39,6 +39,7 @@ __all__ = [
     "keys",
     "name_groups",
     "negated_keys",
+    "script",
     "tokens",
     "words",
 ]
@@ -170,6 +171,28 @@ def words(text: str) -> list[str]:
     return [m.group().casefold() for m in _WORD.finditer(_fold(text))]
 
 
+# Writing systems by the first code point of a word: enough to tell a claim from a context in another one.
+_SCRIPTS = (
+    ("\u0250", "latin"),
+    ("\u0370", "other"),
+    ("\u0400", "greek"),
+    ("\u0530", "cyrillic"),
+    ("\u0900", "west-asian"),
+    ("\u0e00", "indic"),
+    ("\u3040", "other"),
+    ("\u3100", "kana"),
+    ("\ua000", "han"),
+    ("\uac00", "other"),
+    ("\ud7b0", "hangul"),
+)
+
+
+def script(word: str) -> str:
+    """The writing system of a word, by its first character ("latin", "cyrillic", "han", ...)."""
+    first = word[:1]
+    return next((name for end, name in _SCRIPTS if first < end), "other")
+
+
 def keys(text: str) -> frozenset[str]:
     return frozenset(t.key for t in tokens(text))
 
@@ -201,6 +224,9 @@ class Sentence:
     # Key orders of its conjunct clauses, each with the subject they share: "Acme Corp was founded in 1999
     # and sells anvils" also states "Acme Corp sells anvils" as one phrase. Empty for a single clause.
     clauses: tuple[tuple[str, ...], ...] = ()
+    # Every lowercased word, function words included: a claim sharing almost none of them is in another
+    # language, and the judge says it cannot check it rather than calling it invented.
+    vocabulary: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=4096)
@@ -222,7 +248,8 @@ def _sentence(text: str) -> Sentence:
     part_orders = [tuple(t.key for t in tokens(part)) for part in parts]
     order = tuple(key for part_order in part_orders for key in part_order)
     opener = text.split(None, 1)[0].strip("\"“'(").casefold() if text.split() else ""
-    has_negation = not NEGATIONS.isdisjoint(words(text))
+    vocabulary = frozenset(words(text))
+    has_negation = not NEGATIONS.isdisjoint(vocabulary)
     # A negation reaches no further than its clause: "(but this is not formalised) and for navigation".
     scopes = _SCOPE_BREAK.split(text) if has_negation else ()
     return Sentence(
@@ -233,6 +260,7 @@ def _sentence(text: str) -> Sentence:
         has_negation=has_negation,
         continues=opener in PRONOUNS,
         clauses=_clauses(parts, part_orders),
+        vocabulary=vocabulary,
     )
 
 
