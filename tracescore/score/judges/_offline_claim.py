@@ -59,7 +59,7 @@ class OfflineTuning:
     fragment_words: int = 6
     # A claim whose weighted words are stated in its aligned sentences at less than this share is not
     # aligned: the judge cannot check it (a paraphrase or an addition: it cannot tell which).
-    align_share: float = 0.5
+    align_share: float = 0.34
 
 
 @dataclass(frozen=True, slots=True)
