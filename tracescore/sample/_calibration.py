@@ -80,15 +80,15 @@ FEATURES: tuple[str, ...] = ("bias", *(f.name for f in fields(SuspicionFeatures)
 # `python benchmarks/cascade_sampling.py DATA.jsonl --calibrate QA.jsonl,LONG.jsonl` refits them.
 COLD_START: Mapping[str, float] = MappingProxyType(
     {
-        "bias": -1.644,
-        "unsupported": 2.307,
-        "partial": -0.074,
-        "aligned": -0.421,
-        "weakest_aligned": 0.978,
-        "most_confident": 1.198,
-        "confident_share": 0.896,
-        "near_certain_share": 0.494,
-        "claims": 0.556,
+        "bias": -1.736,
+        "unsupported": 2.269,
+        "partial": -0.055,
+        "aligned": -0.337,
+        "weakest_aligned": 0.986,
+        "most_confident": 1.21,
+        "confident_share": 0.92,
+        "near_certain_share": 0.516,
+        "claims": 0.566,
     }
 )
 

@@ -96,6 +96,18 @@ async def test_a_claim_it_cannot_align_is_reported_as_unchecked_not_invented() -
     assert label == "faithful", "an unchecked sentence beside checked ones does not make the answer invented"
 
 
+async def test_in_an_answer_to_a_question_a_sentence_the_context_does_not_state_is_an_addition() -> None:
+    # The question anchors the answer in the context: a sentence the context does not state is added.
+    answer = ["The library is due to open in March 2026.", "Registered charities may borrow books for free."]
+    question = "When will the new library in Northbridge open?"
+    opens, added = await verdicts(*answer, question=question)
+    assert not unsupported(opens.verdict, opens.confidence), opens.reason
+    assert unsupported(added.verdict, added.confidence), added.reason
+    # The same sentence in a summary (whose question anchors nothing) is one the judge cannot check.
+    (unanchored,) = await verdicts(answer[1])
+    assert unanchored.reason.startswith("Not checked")
+
+
 @pytest.mark.parametrize(
     "claim",
     [

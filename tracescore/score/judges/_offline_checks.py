@@ -8,7 +8,8 @@ question's words and invents or misplaces only the answer part. In order:
 2. invented name or number: a name or figure the context lacks is NO_EVIDENCE, near certain;
 3. not aligned: a claim whose words are mostly stated in no context sentence (nor in two or three it merges)
    is a paraphrase or an addition, which a lexical judge cannot tell apart: NO_EVIDENCE at low confidence,
-   said as such, so the label rule does not count it as an invention;
+   said as such, so the label rule does not count it as an invention (in an answer to a question the
+   context is about, it is an addition and goes on to the wording check);
 4. misplaced name or number: one the context states, but not in the sentences the claim is aligned with;
 5. wording gap: new words the context lacks, at the share they are missing;
 6. negation mismatch against the aligned sentences;
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 
 from tracescore.score.judges._offline_claim import Case, Context, OfflineTuning, read_case
 from tracescore.score.judges._offline_evidence import about, coverage, phrase, value
-from tracescore.score.judges._offline_text import Tok, negated_keys, script, words
+from tracescore.score.judges._offline_text import Tok, negated_keys, words
+from tracescore.score.judges._offline_words import script
 
 __all__ = ["CONTRADICTORY", "FULLY", "NO_EVIDENCE", "PARTIAL", "Outcome", "judge_claim", "quoted_evidence"]
 
@@ -108,7 +110,12 @@ def invented_name_or_number(case: Case) -> Outcome | None:
 
 
 def not_aligned(case: Case) -> Outcome | None:
-    if _aligned(case) or not case.claim.toks:
+    """A claim no context sentence states: a summary's paraphrase as often as an addition, so not checked.
+    An answer to a question the context is about ("How much does annual billing save?") is anchored by it:
+    a sentence of it that the context does not state is an addition, the usual form of a hallucinated
+    answer, and goes on to the wording check like any claim."""
+    context = case.context
+    if _aligned(case) or not case.claim.toks or context.anchor:
         return None
     return _outcome(
         NO_EVIDENCE,

@@ -20,7 +20,6 @@ from tracescore.score.judges._offline_text import (
     index_context,
     keys,
     name_groups,
-    script,
     tokens,
     words,
 )
@@ -32,6 +31,7 @@ from tracescore.score.judges._offline_words import (
     PRONOUNS,
     SOURCE_WORDS,
     YES_NO,
+    script,
 )
 
 __all__ = ["Case", "Claim", "Context", "Evidence", "OfflineTuning", "is_framing", "read_case"]
@@ -72,6 +72,9 @@ class Context:
     scripts: frozenset[str]  # the writing systems of its words
     index: dict[str, tuple[int, ...]]  # key -> the sentences stating it
     question: Question
+    # The question's words the context states, framing words left out ("Summarize the following
+    # passage."): what anchors an answer in the context. Empty for a summary's instruction.
+    anchor: frozenset[str]
     siblings: dict[str, str]  # 7-letter prefix -> the long context word it starts
     stems: dict[str, tuple[str, ...]]  # 4-letter prefix -> the context words it starts, for name forms
 
@@ -80,6 +83,7 @@ class Context:
         sentences = index_context(context)
         all_keys = frozenset().union(*(s.keys for s in sentences))
         vocabulary = frozenset().union(*(s.vocabulary for s in sentences))
+        asked = analyse_question(question)
         stems: dict[str, list[str]] = {}
         for key in sorted(all_keys):
             if len(key) > _NAME_PREFIX_MIN and key.isalpha():
@@ -90,7 +94,8 @@ class Context:
             vocabulary=vocabulary,
             scripts=frozenset(script(c) for c in {w[0] for w in vocabulary} if c.isalpha()),
             index=postings(sentences),
-            question=analyse_question(question),
+            question=asked,
+            anchor=(asked.keys - _FRAMING) & all_keys,
             siblings={
                 k[:_SIBLING_PREFIX]: k for k in sorted(all_keys, reverse=True) if len(k) >= 8 and k.isalpha()
             },

@@ -39,7 +39,6 @@ __all__ = [
     "keys",
     "name_groups",
     "negated_keys",
-    "script",
     "tokens",
     "words",
 ]
@@ -169,28 +168,6 @@ def tokens(text: str) -> list[Tok]:
 def words(text: str) -> list[str]:
     """Every lowercased word, stopwords included (for negation, yes/no and comparison cues)."""
     return [m.group().casefold() for m in _WORD.finditer(_fold(text))]
-
-
-# Writing systems by the first code point of a word: enough to tell a claim from a context in another one.
-_SCRIPTS = (
-    ("\u0250", "latin"),
-    ("\u0370", "other"),
-    ("\u0400", "greek"),
-    ("\u0530", "cyrillic"),
-    ("\u0900", "west-asian"),
-    ("\u0e00", "indic"),
-    ("\u3040", "other"),
-    ("\u3100", "kana"),
-    ("\ua000", "han"),
-    ("\uac00", "other"),
-    ("\ud7b0", "hangul"),
-)
-
-
-def script(word: str) -> str:
-    """The writing system of a word, by its first character ("latin", "cyrillic", "han", ...)."""
-    first = word[:1]
-    return next((name for end, name in _SCRIPTS if first < end), "other")
 
 
 def keys(text: str) -> frozenset[str]:

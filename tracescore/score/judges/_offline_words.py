@@ -26,6 +26,7 @@ __all__ = [
     "WH_WORDS",
     "YES_NO",
     "YES_NO_OPENER",
+    "script",
 ]
 
 
@@ -263,3 +264,25 @@ IRREGULAR_VERBS: dict[str, str] = _irregular(
     write wrote written
     """
 )
+
+
+# Writing systems by the first code point of a word: enough to tell a claim from a context in another one.
+_SCRIPTS = (
+    ("\u0250", "latin"),
+    ("\u0370", "other"),
+    ("\u0400", "greek"),
+    ("\u0530", "cyrillic"),
+    ("\u0900", "west-asian"),
+    ("\u0e00", "indic"),
+    ("\u3040", "other"),
+    ("\u3100", "kana"),
+    ("\ua000", "han"),
+    ("\uac00", "other"),
+    ("\ud7b0", "hangul"),
+)
+
+
+def script(word: str) -> str:
+    """The writing system of a word, by its first character ("latin", "cyrillic", "han", ...)."""
+    first = word[:1]
+    return next((name for end, name in _SCRIPTS if first < end), "other")
