@@ -38,12 +38,12 @@ __all__ = ["Case", "Claim", "Context", "Evidence", "OfflineTuning", "is_framing"
 
 _FRAMING = keys(" ".join(FRAMING_WORDS))
 _SOURCE = keys(" ".join(SOURCE_WORDS))
-# "1. A 2014 film ...", "- Acme sells anvils": list markers are layout, not figures.
+# "1. Acme opened in 1999 ...", "- Acme sells anvils": list markers are layout, not figures.
 _LIST_MARKER = ("-", "*", "•", "–")
-# Counts an answer may form itself by counting what the context lists ("The passage describes two films").
+# Counts an answer may form itself by counting what the context lists ("The article lists three causes").
 _COUNT_WORDS = frozenset(v for w, v in NUMBER_WORDS.items() if int(v) <= 12)
-# A capitalised word and a context name of this much common prefix are one name in two forms ("Belgian",
-# "Belgium"; "Italian", "Italy"); "Johnson" and "Johnston" share less than 80% of the shorter.
+# A capitalised word and a context name of this much common prefix are one name in two forms ("Canadian",
+# "Canada"; "Italian", "Italy"); "Johnson" and "Johnston" share less than 80% of the shorter.
 _NAME_PREFIX_SHARE, _NAME_PREFIX_MIN = 0.8, 4
 _SIBLING_PREFIX = 7  # derived forms of one long lowercase word ("eukaryotes", "eukaryotic")
 
@@ -105,7 +105,7 @@ class Context:
     def spelling(self, tok: Tok) -> Tok:
         """The token as the context spells it: a lowercase word missing from the context is matched to a
         long context word of the same 7-letter prefix, a capitalised one to a context word of which it is a
-        derived form ("Belgian", "belgium": scraped contexts are often lowercased). Numbers must match
+        derived form ("Canadian", "canada": scraped contexts are often lowercased). Numbers must match
         exactly."""
         if tok.key in self.keys or tok.num:
             return tok
@@ -151,7 +151,7 @@ class Claim:
 
     @property
     def invented(self) -> list[Tok]:
-        """Names and figures the context lacks; a small count spelled out ("two films") is left out: the
+        """Names and figures the context lacks; a small count spelled out ("three causes") is left out: the
         answer may have counted what the context lists."""
         return [t for t in self.missing if (t.num or t.cap) and not _spelled_count(t)]
 
@@ -161,8 +161,8 @@ def _spelled_count(tok: Tok) -> bool:
 
 
 def is_framing(sentence: str) -> bool:
-    """A sentence that only introduces the answer or names its source ("Here is a concise summary of the
-    passage:"): it makes no claim about the world."""
+    """A sentence that only introduces the answer or names its source ("Here is a brief overview of the
+    article:"): it makes no claim about the world."""
     found = keys(sentence)
     return bool(found & _SOURCE) and found <= _FRAMING
 

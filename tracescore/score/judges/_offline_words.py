@@ -91,8 +91,8 @@ NEGATIONS = _set("not no never none nobody nothing neither nor cannot without")
 # A sentence opening with one of these is about the previous sentence's subject ("He founded ...").
 PRONOUNS = _set("he she it they his her its their this these him them")
 
-# Words by which an answer talks about the text it summarises rather than about the world ("Here is a concise
-# summary of the passage:", "The article describes two films ..."). In a sentence naming the source
+# Words by which an answer talks about the text it summarises rather than about the world ("Here is a brief
+# overview of the article:", "The article lists three causes ..."). In a sentence naming the source
 # (SOURCE_WORDS) they are framing, not facts: the judge neither needs nor looks for them in the context.
 SOURCE_WORDS = _set("passage passages text article document documents excerpt summary paragraph context")
 FRAMING_WORDS = SOURCE_WORDS | _set(
