@@ -1,32 +1,36 @@
 """How many hallucinated answers reach the LLM judge when only B% of spans may go to it?
 
-    python benchmarks/cascade_sampling.py [DATA.jsonl] [--calibrate] [--judge-noise 0.1] [--json]
-        [--spans N] [--streams R] [--budgets 2,5,10,20] [--labels 400] [--hallucination-rate 0.05]
-        [--measure-half 1]
+    python benchmarks/cascade_sampling.py [DATA.jsonl] [--calibrate [FILE,...]] [--reverse] [--json]
+        [--judge-noise 0.1] [--spans N] [--streams R] [--budgets 2,5,10,20] [--labels 400]
+        [--hallucination-rate 0.05] [--measure-half 1]
 
 DATA.jsonl: one labelled RAG answer a line, `query`, `contexts` (list of strings), `answer`, `label`
 (`hallucinated` / `faithful`, or any of the bad/good labels below); other fields are ignored. Default: the
 labelled dev set (HaluEval QA).
 
-Honest split: records are split by question (a hash of the query text and its contexts: half 0 calibrates,
-half 1 is measured; `--measure-half 0` swaps them, to tune settings on half 0), so no question's answers are
-on both sides, and summaries that share one query ("Summarize the document") split by document. The shipped
-suspicion coefficients (COLD_START, fitted on the dev set's half 0) are used unless `--calibrate` refits them
-on half 0 of DATA. The curve is measured on half 1: R streams of N spans drawn from its records (5%
-hallucinated answers by default, random trace ids, spread over one UTC hour), each run through CascadePolicy
-as the consumer runs it (offline Faithfulness + OfflineJudge results, escalate, charge, and `learn` from the
-LLM verdicts of baseline interactions) with an LLM token budget of B% of the stream's spans for that hour. The
-LLM judge is simulated from the labels: perfect, or wrong on `--judge-noise` of its verdicts. Uniform sampling
-is measured on the same streams (a trace-id hash at B%).
+Honest split: records are split by question (`calibration_half`, a hash of the query text and its
+contexts: half 0 calibrates, half 1 is measured), so no question's answers are on both sides, and summaries
+that share one query ("Summarize the following passage.") split by passage. The shipped suspicion
+coefficients (COLD_START, fitted on half 0 of both dev sets together) are used unless `--calibrate` refits
+them on half 0 of DATA, or of the files it names, together (`--calibrate QA.jsonl,LONG.jsonl` reproduces
+COLD_START). `--reverse` swaps the halves (calibrate on 1, measure on 0), as a check of the split; it needs
+`--calibrate`. `--measure-half 0` measures half 0 with the shipped coefficients, to tune other settings
+(the lift switch's) on half 0. The curve is measured on the measurement half: R streams of N spans drawn
+from its records (5% hallucinated answers by default, random trace ids, spread over one UTC hour), each run
+through CascadePolicy as the consumer runs it (offline Faithfulness + OfflineJudge results, escalate,
+charge, and `learn` from the LLM verdicts of baseline interactions) with an LLM token budget of B% of the
+stream's spans for that hour. The LLM judge is simulated from the labels: perfect, or wrong on
+`--judge-noise` of its verdicts. Uniform sampling is measured on the same streams (a trace-id hash at B%).
 
 Every LLM verdict is handed back as the consumer does (`judged`: the cascade measures its own lift per
 answer shape and splits its budget between targeting and uniform draws, sample/_lift.py).
 
 Columns: the cold start alone (learning off); learning on after `--labels` labels (drawn as a uniform
-baseline would, from half 0, perfect judge), then online on the stream; the same with the noisy judge;
-the cold start always targeting (lift off, the cascade before it measured its lift); the split at the
-stream's end and the LLM calls by selection (cascade / uniform / baseline), cold start. `useless offline
-judge`: the measured half with its offline results shuffled between answers (random suspicion), 5% budget.
+baseline would, from the calibration half, perfect judge), then online on the stream; the same with the
+noisy judge; the cold start always targeting (lift off, the cascade before it measured its lift); the
+split at the stream's end and the LLM calls by selection (cascade / uniform / baseline), cold start.
+`useless offline judge`: the measured half with its offline results shuffled between answers (random
+suspicion), 5% budget.
 The learning curve: recall at 5% against labels seen, from a zeroed model and from the cold start.
 `false_escalation`: on a stream of faithful answers only, the share of spans the cascade sends beyond the
 baseline at a 10% budget.
@@ -41,14 +45,13 @@ import random
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from hashlib import blake2b
 from pathlib import Path
 
 from tracescore.model import DecodedSpan, Interaction, MetricResult, MetricStatus, RagRecord
 from tracescore.sample import CascadePolicy, SamplingConfig
-from tracescore.sample._calibration import COLD_START, FEATURES, features, fit
+from tracescore.sample._calibration import COLD_START, FEATURES, calibration_half, features, fit
 from tracescore.sample._hashing import keep
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness, evaluate_record
@@ -93,8 +96,7 @@ async def score_all(path: Path) -> tuple[list[Row], int]:
             print(f"{path}:{number}: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
             continue
         # The question with its documents: many summaries share one query ("Summarize the document").
-        key = "\x1f".join((record.query, *record.contexts))
-        half = blake2b(key.encode(), digest_size=8).digest()[0] % 2
+        half = calibration_half(record.query, record.contexts)
         offline = await evaluate_record(record, metrics, judge)
         rows.append(Row(record, half, hallucinated, offline))
     return rows, skipped
@@ -136,7 +138,7 @@ class Run:
 
 
 def policy_for(
-    budget: float, spans: int, weights: Sequence[float], learning: bool, lift: bool = True
+    budget: float, spans: int, weights: Mapping[str, float], learning: bool, lift: bool = True
 ) -> tuple[CascadePolicy, list]:
     now = [float(HOUR_START)]
     config = SamplingConfig(
@@ -203,7 +205,7 @@ def measure(
     measurement: list[Row],
     args: argparse.Namespace,
     budget: float,
-    weights: Sequence[float],
+    weights: Mapping[str, float],
     *,
     labels: int | None,
     noise: float = 0.0,
@@ -224,6 +226,16 @@ def measure(
     return runs
 
 
+def calibrate(paths: list[Path], half: int = 0) -> dict[str, float]:
+    """Coefficients fitted on the calibration half (half 0) of every file, together."""
+    rows = []
+    for path in paths:
+        scored, _ = asyncio.run(score_all(path))
+        ok = [r for r in scored if r.half == half and r.offline and r.offline[0].status is MetricStatus.OK]
+        rows += [(features(r.offline[0]), r.hallucinated) for r in ok]
+    return fit(rows)
+
+
 def mean(values: object) -> float:
     return statistics.mean(values)  # type: ignore[arg-type]
 
@@ -239,7 +251,18 @@ def main() -> None:
     )
     parser.add_argument("--labels", type=int, default=400, help="labels learned before the learning runs")
     parser.add_argument("--judge-noise", type=float, default=0.1, help="share of wrong simulated verdicts")
-    parser.add_argument("--calibrate", action="store_true", help="refit the suspicion model on half 0")
+    parser.add_argument(
+        "--calibrate",
+        nargs="?",
+        const="",
+        metavar="FILE,...",
+        help="refit the suspicion model on half 0 of DATA (or of these labelled files, together)",
+    )
+    parser.add_argument(
+        "--reverse",
+        action="store_true",
+        help="calibrate on half 1 and measure on half 0 (a check of the split; with --calibrate)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on the last line")
     parser.add_argument(
         "--measure-half",
@@ -251,23 +274,25 @@ def main() -> None:
     args = parser.parse_args()
 
     rows, skipped = asyncio.run(score_all(args.path))
-    calibration = [r for r in rows if r.half != args.measure_half]
-    measurement = [r for r in rows if r.half == args.measure_half]
+    measured = 0 if args.reverse else args.measure_half
+    calibrating = 1 - measured
+    calibration = [r for r in rows if r.half == calibrating]
+    measurement = [r for r in rows if r.half == measured]
     for name, half in (("calibration", calibration), ("measurement", measurement)):
         if not any(r.hallucinated for r in half) or all(r.hallucinated for r in half):
             sys.exit(f"{args.path}: the {name} half needs both hallucinated and faithful answers")
     questions = [
         len({(r.record.query, r.record.contexts) for r in half}) for half in (calibration, measurement)
     ]
-    weights: Sequence[float] = COLD_START
-    if args.calibrate:
-        ok = [r for r in calibration if r.offline and r.offline[0].status is MetricStatus.OK]
-        weights = fit([(features(r.offline[0]), r.hallucinated) for r in ok])
-        print(
-            "refitted coefficients: "
-            + ", ".join(f"{n} {w:g}" for n, w in zip(FEATURES, weights, strict=True))
+    weights: Mapping[str, float] = COLD_START
+    if args.calibrate is not None:
+        weights = calibrate([Path(p) for p in args.calibrate.split(",") if p] or [args.path], calibrating)
+        print("refitted coefficients: " + ", ".join(f"{n} {w:g}" for n, w in weights.items()))
+    if args.reverse and args.calibrate is None:
+        sys.exit(
+            "--reverse measures on half 0, which the shipped coefficients were fitted on: add --calibrate"
         )
-    source = "refitted on the calibration half" if args.calibrate else "shipped"
+    source = "refitted on the calibration half" if args.calibrate is not None else "shipped"
     print(
         f"{args.path.name}: {len(rows)} records ({skipped} skipped); split by hash of query + contexts: "
         f"calibration {len(calibration)} records / {questions[0]} questions, measured on "
@@ -345,7 +370,7 @@ def main() -> None:
     print("| labels seen | from a zeroed model | noisy | from the cold start | noisy |")
     print("|---|---|---|---|---|")
     curve: dict[str, dict[str, float]] = {}
-    zero = (0.0,) * len(FEATURES)
+    zero = dict.fromkeys(FEATURES, 0.0)
     for labels in CURVE:
         point = {}
         for name, start in (("zeroed", zero), ("cold_start", weights)):

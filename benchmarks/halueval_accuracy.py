@@ -1,19 +1,29 @@
 """How well does Faithfulness + OfflineJudge separate faithful from hallucinated answers?
 
-    python benchmarks/halueval_accuracy.py [PATH] [--show-errors N] [--folds K] [--halves]
+    python benchmarks/halueval_accuracy.py [PATH ...] [--guard FILE ...] [--show-errors N] [--folds K]
+        [--halves]
 
-PATH is a JSONL file of records (query, contexts, answer, label faithful|hallucinated); by default the
-HaluEval QA dev set next to the repository. A record is predicted hallucinated when Faithfulness labels it
-so (the default label rule: a score below 0.5, or one claim judged NO_EVIDENCE/CONTRADICTORY with
-confidence >= 0.5) or its score is None (nothing could be verified). Also prints a naive baseline measured
-in the same run: faithful iff every content word of the answer appears in the context.
+Each PATH is a JSONL file of records (query, contexts, answer, label faithful|hallucinated), one shape per
+file; by default the two labelled dev sets next to the repository: HaluEval QA (one-line answers) and
+FaithBench (news summaries of several sentences). A record is predicted hallucinated when Faithfulness
+labels it so (the default label rule, README "What 'hallucinated' means") or its score is None (nothing
+could be verified). Also prints a naive baseline measured in the same run: faithful iff every content word
+of the answer appears in the context.
 
-Then the honest figures. K-fold cross-validation over questions (both answers of a question stay in one
-fold): on each fold the judge's tuned thresholds (OfflineTuning: missing-word share, bare-answer length),
-the decision threshold and the label rule's min_confidence are chosen on the other K-1 folds and measured
-on the held-out fold; the held-out predictions of all folds are pooled into one confusion matrix, beside
-the naive rule's on the same records. `--halves`: the questions split in two halves (seeded); settings
-chosen on one half, measured on the other, in both directions, each direction reported on its own.
+Then the honest figures. Records are grouped by question and documents (every answer to one question and
+every summary of one passage stay together: `calibration_half`'s key). The tuned settings are the judge's
+thresholds (OfflineTuning: missing-word share, bare-answer length, alignment share), the decision threshold
+and the label rule's min_confidence; ONE setting is chosen for all files together (the shipped default
+must serve every shape): the best mean balanced accuracy over the files, among the settings that keep the
+specificity of every file, and of every `--guard` file, at MIN_SPECIFICITY or more (if none does, the best
+mean). A guard is a shape whose faithful answers must not be flagged but whose balanced accuracy is not the
+aim: e.g. the synthetic reworded summaries of benchmarks/offline_shapes.py --write (faithful summaries with
+a third of their words replaced, which is what paraphrase looks like to a lexical judge). A record that
+names its `half` (offline_shapes.py writes the half of the questions it was built from) keeps it.
+`--folds K`: K-fold cross-validation over the groups, held-out predictions pooled per file. `--halves`: the
+groups split by `calibration_half` (half 0 is also what calibrates the cascade's coefficients), chosen on
+one half and measured on the other, in both directions, each direction reported per file beside the
+shipped defaults.
 """
 
 from __future__ import annotations
@@ -22,20 +32,23 @@ import argparse
 import asyncio
 import itertools
 import json
-import random
 import re
+import statistics
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tracescore.model import MetricResult, RagRecord
+from tracescore.sample._calibration import calibration_half
 from tracescore.score import faithfulness_label
 from tracescore.score.judges import OfflineJudge, OfflineTuning
 from tracescore.score.judges._offline_words import STOPWORDS
 from tracescore.score.metrics import Faithfulness
 
-DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/halueval_qa_dev.jsonl"
+DATA = Path(__file__).resolve().parents[1].parent / "shared/data"
+DEFAULT_PATHS = (DATA / "halueval_qa_dev.jsonl", DATA / "faithbench_dev.jsonl")
+MIN_SPECIFICITY = 0.6
 _WORD = re.compile(r"\w+")
 
 
@@ -72,8 +85,19 @@ class Confusion:
     def accuracy(self) -> float:
         return (self.tp + self.tn) / max(1, self.tp + self.tn + self.fp + self.fn)
 
+    def line(self) -> str:
+        return f"balanced {self.balanced_accuracy:.3f} TPR {self.tpr:.3f} TNR {self.tnr:.3f}"
 
-def load(path: Path) -> list[tuple[RagRecord, bool]]:
+
+@dataclass(frozen=True)
+class Row:
+    record: RagRecord
+    hallucinated: bool
+    group: tuple[str, tuple[str, ...]]  # question and documents: its answers are never split apart
+    half: int
+
+
+def load(path: Path) -> list[Row]:
     rows = []
     with path.open(encoding="utf-8") as handle:
         for line in handle:
@@ -85,7 +109,12 @@ def load(path: Path) -> list[tuple[RagRecord, bool]]:
                     contexts=tuple(raw["contexts"]),
                     answer=raw["answer"],
                 )
-                rows.append((record, raw["label"] == "hallucinated"))
+                half = raw.get("half")
+                if half not in (0, 1):
+                    half = calibration_half(record.query, record.contexts)
+                rows.append(
+                    Row(record, raw["label"] == "hallucinated", (record.query, record.contexts), half)
+                )
     return rows
 
 
@@ -101,18 +130,22 @@ async def score_all(records: list[RagRecord], tuning: OfflineTuning | None = Non
     return await asyncio.gather(*(metric.score(r, judge) for r in records))
 
 
-# The search space: the judge's two tuned thresholds, the decision threshold and the label rule's
-# min_confidence.
-MISSING_SHARES = (0.15, 0.25, 0.34, 0.5, 0.75, 1.0)
-FRAGMENT_WORDS = (3, 4, 6, 8, 10)
-DECISION_THRESHOLDS = (0.25, 0.5, 0.75)
-MIN_CONFIDENCES = (0.3, 0.5, 0.7, 0.95)
-Setting = tuple[float, int, float, float]
-Scores = dict[tuple[float, int], list[MetricResult]]
+# The search space: the judge's tuned thresholds (missing share, bare-answer words, alignment share), the
+# decision threshold and the label rule's min_confidence.
+MISSING_SHARES = (0.15, 0.25, 0.34, 0.5)
+# Fixed: a bare answer is told from a statement by English cues (no auxiliary, pronoun or verb), so a
+# longer limit reads statements of other languages as bare answers ("La capitale de la France est Paris.").
+FRAGMENT_WORDS = (6,)
+ALIGN_SHARES = (0.34, 0.5, 0.67)
+DECISION_THRESHOLDS = (0.1, 0.25, 0.4, 0.5)
+MIN_CONFIDENCES = (0.3, 0.5, 0.7, 0.9)
+Tuning = tuple[float, int, float]
+Setting = tuple[float, int, float, float, float]
+Scores = dict[Tuning, list[MetricResult]]  # per judge tuning, one result per row of one file
 
 
-def _predict(result: MetricResult, threshold: float, min_confidence: float = 0.5) -> bool:
-    """The label rule (any_unsupported) at these settings; an unscored record counts as hallucinated."""
+def _predict(result: MetricResult, threshold: float, min_confidence: float) -> bool:
+    """The label rule at these settings; an unscored record counts as hallucinated."""
     if result.score is None:
         return True
     claims = result.details.get("claims") or []
@@ -120,188 +153,187 @@ def _predict(result: MetricResult, threshold: float, min_confidence: float = 0.5
     return label == "hallucinated"
 
 
-def _confusion(labels: list[bool], predictions: list[bool]) -> Confusion:
-    confusion = Confusion()
-    for hallucinated, predicted in zip(labels, predictions, strict=True):
-        confusion.add(hallucinated, predicted)
-    return confusion
+@dataclass(frozen=True)
+class Shape:
+    """One labelled file, its results under every judge tuning, and whether it only guards specificity."""
+
+    name: str
+    rows: list[Row]
+    scores: Scores
+    guard: bool = False
+
+    def confusion(self, setting: Setting, at: list[int]) -> Confusion:
+        results, confusion = self.scores[setting[:3]], Confusion()
+        for i in at:
+            confusion.add(self.rows[i].hallucinated, _predict(results[i], setting[3], setting[4]))
+        return confusion
 
 
-def _held_out(scores: Scores, labels: list[bool], rows: list[int], setting: Setting) -> Confusion:
-    share, fragment, threshold, confidence = setting
-    predictions = [_predict(scores[(share, fragment)][i], threshold, confidence) for i in rows]
-    return _confusion([labels[i] for i in rows], predictions)
+def _choose(shapes: list[Shape], train: list[list[int]]) -> Setting:
+    """One setting for every shape: the best mean balanced accuracy over the shapes that are no guards on
+    `train` (row indices per shape), among those keeping every shape's specificity at MIN_SPECIFICITY (the
+    first best on ties)."""
+    best: tuple[bool, float] | None = None
+    chosen: Setting | None = None
+    for tuning in itertools.product(MISSING_SHARES, FRAGMENT_WORDS, ALIGN_SHARES):
+        for threshold, confidence in itertools.product(DECISION_THRESHOLDS, MIN_CONFIDENCES):
+            setting = (*tuning, threshold, confidence)
+            held = [shape.confusion(setting, at) for shape, at in zip(shapes, train, strict=True)]
+            aims = [c for shape, c in zip(shapes, held, strict=True) if not shape.guard]
+            key = (
+                all(c.tnr >= MIN_SPECIFICITY for c in held),
+                statistics.mean(c.balanced_accuracy for c in aims),
+            )
+            if best is None or key > best:
+                best, chosen = key, setting
+    assert chosen is not None
+    return chosen
 
 
-def _accuracy(scores: Scores, labels: list[bool], rows: list[int], setting: Setting) -> float:
-    return _held_out(scores, labels, rows, setting).balanced_accuracy
+def _all_scores(rows: list[Row]) -> Scores:
+    records = [r.record for r in rows]
+    return {
+        tuning: asyncio.run(score_all(records, OfflineTuning(*tuning)))
+        for tuning in itertools.product(MISSING_SHARES, FRAGMENT_WORDS, ALIGN_SHARES)
+    }
 
 
-def _choose(scores: Scores, labels: list[bool], train: list[int]) -> Setting:
-    settings = itertools.product(MISSING_SHARES, FRAGMENT_WORDS, DECISION_THRESHOLDS, MIN_CONFIDENCES)
-    # The first best on ties.
-    return max(settings, key=lambda setting: _accuracy(scores, labels, train, setting))
-
-
-def _all_scores(records: list[RagRecord]) -> Scores:
-    scores: Scores = {}
-    for share, fragment in itertools.product(MISSING_SHARES, FRAGMENT_WORDS):
-        tuning = OfflineTuning(missing_share=share, fragment_words=fragment)
-        scores[(share, fragment)] = asyncio.run(score_all(records, tuning))
-    return scores
-
-
-def _question_order(records: list[RagRecord], seed: int) -> list[str]:
-    questions = sorted({r.query for r in records})
-    random.Random(seed).shuffle(questions)
-    return questions
-
-
-def halves(
-    rows: list[tuple[RagRecord, bool]], seed: int = 0
-) -> list[tuple[str, Setting, Confusion, Confusion]]:
-    """Per direction (A->B, B->A): (name, setting chosen on one half, its confusion on the other half, the
-    shipped defaults' confusion on that other half)."""
-    records, labels = [r for r, _ in rows], [h for _, h in rows]
-    scores = _all_scores(records)
-    questions = _question_order(records, seed)
-    half_a = set(questions[: len(questions) // 2])
-    a = [i for i, r in enumerate(records) if r.query in half_a]
-    b = [i for i, r in enumerate(records) if r.query not in half_a]
-    defaults = OfflineTuning()
-    metric = Faithfulness()
-    shipped: Setting = (
+def shipped() -> Setting:
+    defaults, metric = OfflineTuning(), Faithfulness()
+    return (
         defaults.missing_share,
         defaults.fragment_words,
+        defaults.align_share,
         metric.threshold,
         metric.min_confidence,
     )
+
+
+def halves(shapes: list[Shape]) -> list[tuple[str, Setting, list[Confusion], list[Confusion]]]:
+    """Per direction: (name, the setting chosen on one half, its confusion per shape on the other half, the
+    shipped defaults' confusion per shape on that half)."""
+    a = [[i for i, r in enumerate(shape.rows) if r.half == 0] for shape in shapes]
+    b = [[i for i, r in enumerate(shape.rows) if r.half == 1] for shape in shapes]
     out = []
-    for name, train, test in (("tuned on A, measured on B", a, b), ("tuned on B, measured on A", b, a)):
-        chosen = _choose(scores, labels, train)
-        out.append(
-            (name, chosen, _held_out(scores, labels, test, chosen), _held_out(scores, labels, test, shipped))
-        )
+    for name, train, test in (
+        ("chosen on half 0, measured on half 1", a, b),
+        ("chosen on half 1, measured on half 0", b, a),
+    ):
+        chosen = _choose(shapes, train)
+        held = [shape.confusion(chosen, at) for shape, at in zip(shapes, test, strict=True)]
+        ship = [shape.confusion(shipped(), at) for shape, at in zip(shapes, test, strict=True)]
+        out.append((name, chosen, held, ship))
     return out
 
 
-def cross_validate(
-    rows: list[tuple[RagRecord, bool]], folds: int, seed: int = 0
-) -> tuple[Confusion, Confusion, list[Setting]]:
-    """(pooled held-out confusion of the tuned judge, the naive rule's on the same records, the settings
-    chosen per fold)."""
-    records, labels = [r for r, _ in rows], [h for _, h in rows]
-    scores = _all_scores(records)
-    questions = _question_order(records, seed)
-    fold_of = {q: i % folds for i, q in enumerate(questions)}
-    held_labels: list[bool] = []
-    held_predictions: list[bool] = []
-    naive_predictions: list[bool] = []
-    chosen: list[Setting] = []
+def cross_validate(shapes: list[Shape], folds: int) -> tuple[list[Confusion], list[Setting]]:
+    """(pooled held-out confusion per shape, the setting chosen per fold). Groups are dealt to folds round
+    robin in sorted order, per shape."""
+    fold_of = [
+        {g: i % folds for i, g in enumerate(sorted({r.group for r in shape.rows}))} for shape in shapes
+    ]
+    pooled = [Confusion() for _ in shapes]
+    chosen = []
     for fold in range(folds):
-        train = [i for i, r in enumerate(records) if fold_of[r.query] != fold]
-        test = [i for i, r in enumerate(records) if fold_of[r.query] == fold]
-        best = _choose(scores, labels, train)
-        share, fragment, threshold, confidence = best
-        chosen.append(best)
-        held_labels += [labels[i] for i in test]
-        held_predictions += [_predict(scores[(share, fragment)][i], threshold, confidence) for i in test]
-        naive_predictions += [naive_is_hallucinated(records[i]) for i in test]
-    return (
-        _confusion(held_labels, held_predictions),
-        _confusion(held_labels, naive_predictions),
-        chosen,
-    )
+        train = [
+            [i for i, r in enumerate(shape.rows) if f[r.group] != fold]
+            for shape, f in zip(shapes, fold_of, strict=True)
+        ]
+        test = [
+            [i for i, r in enumerate(shape.rows) if f[r.group] == fold]
+            for shape, f in zip(shapes, fold_of, strict=True)
+        ]
+        setting = _choose(shapes, train)
+        chosen.append(setting)
+        for shape, at, total in zip(shapes, test, pooled, strict=True):
+            held = shape.confusion(setting, at)
+            total.tp, total.fn = total.tp + held.tp, total.fn + held.fn
+            total.tn, total.fp = total.tn + held.tn, total.fp + held.fp
+    return pooled, chosen
 
 
-def evaluate(
-    path: Path,
-) -> tuple[Confusion, Confusion, int, float, list[tuple[RagRecord, bool, MetricResult]]]:
-    """(offline confusion, baseline confusion, None scores, records/second, misclassified rows)."""
-    rows = load(path)
-    started = time.perf_counter()
-    results = asyncio.run(score_all([r for r, _ in rows]))
-    elapsed = time.perf_counter() - started
-    offline, naive, nones, errors = Confusion(), Confusion(), 0, []
-    for (record, hallucinated), result in zip(rows, results, strict=True):
-        nones += result.score is None
-        predicted = result.score is None or result.label == "hallucinated"
-        offline.add(hallucinated, predicted)
-        naive.add(hallucinated, naive_is_hallucinated(record))
-        if predicted != hallucinated:
-            errors.append((record, hallucinated, result))
-    return offline, naive, nones, len(rows) / max(elapsed, 1e-9), errors
-
-
-_SETTING = "(missing share, bare-answer words, decision threshold, min_confidence)"
+_SETTING = "(missing share, bare-answer words, alignment share, decision threshold, min_confidence)"
 
 
 def _setting(setting: Setting) -> str:
-    share, fragment, threshold, confidence = setting
-    return f"({share:g}, {fragment}, {threshold:g}, {confidence:g})"
+    share, fragment, align, threshold, confidence = setting
+    return f"({share:g}, {fragment}, {align:g}, {threshold:g}, {confidence:g})"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("paths", nargs="*", type=Path, default=list(DEFAULT_PATHS))
     parser.add_argument(
-        "--show-errors", type=int, default=0, metavar="N", help="print N misclassified records"
+        "--guard",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a shape whose specificity must stay >= MIN_SPECIFICITY too (repeatable)",
     )
     parser.add_argument(
-        "--folds", type=int, default=5, help="cross-validation folds over questions (0: skip)"
+        "--show-errors", type=int, default=0, metavar="N", help="print N misclassified records per file"
     )
+    parser.add_argument("--folds", type=int, default=0, help="cross-validation folds over groups (0: skip)")
     parser.add_argument(
-        "--halves", action="store_true", help="also: tune on one half of the questions, measure on the other"
+        "--halves", action="store_true", help="also: choose on one half of the groups, measure on the other"
     )
     args = parser.parse_args(argv)
-    if not args.path.exists():
-        print(f"no such file: {args.path}", file=sys.stderr)
+    missing = [p for p in [*args.paths, *args.guard] if not p.exists()]
+    if missing:
+        print(f"no such file: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
-    offline, naive, nones, speed, errors = evaluate(args.path)
-    total = offline.tp + offline.tn + offline.fp + offline.fn
-    print(f"records:                      {total}")
-    print(f"balanced accuracy (offline):  {offline.balanced_accuracy:.4f}")
-    print(f"accuracy (offline):           {offline.accuracy:.4f}")
-    print(f"TPR (hallucinated caught):    {offline.tpr:.4f}")
-    print(f"TNR (faithful passed):        {offline.tnr:.4f}")
-    print(f"None scores:                  {nones}")
-    print(f"balanced accuracy (naive):    {naive.balanced_accuracy:.4f}")
-    print(f"records/second:               {speed:.0f}")
-    if args.folds > 1:
-        held, naive_held, chosen = cross_validate(load(args.path), args.folds)
+    loaded = [load(path) for path in args.paths]
+    for path, rows in zip(args.paths, loaded, strict=True):
+        started = time.perf_counter()
+        results = asyncio.run(score_all([r.record for r in rows]))
+        speed = len(rows) / max(time.perf_counter() - started, 1e-9)
+        offline, naive = Confusion(), Confusion()
+        errors = []
+        for row, result in zip(rows, results, strict=True):
+            predicted = result.score is None or result.label == "hallucinated"
+            offline.add(row.hallucinated, predicted)
+            naive.add(row.hallucinated, naive_is_hallucinated(row.record))
+            if predicted != row.hallucinated:
+                errors.append((row, result))
+        groups = [len({r.group for r in rows if r.half == h}) for h in (0, 1)]
+        print(f"{path.name}: {len(rows)} records, {sum(r.hallucinated for r in rows)} hallucinated")
         print(
-            f"\n{args.folds}-fold cross-validation over questions "
-            "(tuned on K-1 folds, measured on the other):"
+            f"  split by question and documents: half 0 {sum(r.half == 0 for r in rows)} records / "
+            f"{groups[0]} groups, half 1 {sum(r.half == 1 for r in rows)} / {groups[1]}"
         )
-        print(f"balanced accuracy (offline, held out): {held.balanced_accuracy:.4f}")
-        print(f"TPR / TNR (held out):                  {held.tpr:.4f} / {held.tnr:.4f}")
-        print(f"balanced accuracy (naive, same folds): {naive_held.balanced_accuracy:.4f}")
-        settings = ", ".join(_setting(s) for s in chosen)
-        print(f"chosen {_SETTING} per fold: {settings}")
-    if args.halves:
-        print("\nhalves of the questions (seed 0), settings chosen on one, measured on the other:")
-        for name, chosen_setting, held, shipped in halves(load(args.path)):
-            print(
-                f"{name}: TPR {held.tpr:.4f} TNR {held.tnr:.4f} balanced {held.balanced_accuracy:.4f} "
-                f"(chosen {_setting(chosen_setting)}); shipped defaults on the same half: "
-                f"TPR {shipped.tpr:.4f} TNR {shipped.tnr:.4f}"
-            )
-        print(f"settings are {_SETTING}")
-    for record, hallucinated, result in errors[: args.show_errors]:
         print(
-            "\n---",
-            record.id,
-            "label:",
-            "hallucinated" if hallucinated else "faithful",
-            "score:",
-            result.score,
+            f"  shipped defaults, all records:  {offline.line()}  (None scores: "
+            f"{sum(r.score is None for r in results)}, {speed:.0f} records/s)"
         )
-        print("Q:", record.query)
-        print("A:", record.answer)
-        for claim in result.details.get("claims", []):
-            print(f"  [{claim['verdict']}] {claim['reason']} | evidence: {claim['evidence'][:120]}")
-        if result.reason:
-            print("  reason:", result.reason)
+        print(f"  naive rule, all records:        {naive.line()}")
+        for row, result in errors[: args.show_errors]:
+            label = "hallucinated" if row.hallucinated else "faithful"
+            print("\n  ---", row.record.id, "label:", label, "score:", result.score)
+            for claim in result.details.get("claims", []):
+                print(f"    [{claim['verdict']}] {claim['reason']} | evidence: {claim['evidence'][:100]}")
+    if args.folds > 1 or args.halves:
+        shapes = [Shape(p.name, rows, _all_scores(rows)) for p, rows in zip(args.paths, loaded, strict=True)]
+        for path in args.guard:
+            rows = load(path)
+            shapes.append(Shape(f"{path.name} (guard)", rows, _all_scores(rows), guard=True))
+        print(f"\nsettings are {_SETTING}; shipped {_setting(shipped())}")
+        print(
+            "one setting for all files: best mean balanced accuracy, specificity >= "
+            f"{MIN_SPECIFICITY} each (guards included)"
+        )
+        if args.folds > 1:
+            pooled, chosen = cross_validate(shapes, args.folds)
+            print(f"\n{args.folds}-fold cross-validation over groups, held-out predictions pooled:")
+            for shape, confusion in zip(shapes, pooled, strict=True):
+                print(f"  {shape.name}: {confusion.line()}")
+            print(f"  chosen per fold: {', '.join(_setting(s) for s in chosen)}")
+        if args.halves:
+            print("\nhalves (calibration_half), chosen on one, measured on the other:")
+            for direction, setting, held, ship in halves(shapes):
+                print(f"  {direction}: chosen {_setting(setting)}")
+                for shape, confusion, default in zip(shapes, held, ship, strict=True):
+                    print(f"    {shape.name}: {confusion.line()}   | shipped defaults: {default.line()}")
     return 0
 
 

@@ -26,8 +26,10 @@ one long document:
 
 Every sentence of an answer is a claim judged against the whole document. Reports, per shape, specificity
 (faithful answers not flagged) and recall (hallucinated answers flagged) with the shipped defaults, then
-with the decision threshold and min_confidence chosen on half of the questions (groups are formed within
-a half) and measured on the other half, both directions. The shapes are synthetic: no synonym-level
+with the decision threshold and min_confidence chosen on half of the questions (the dev set's calibration
+split, `calibration_half`; groups are formed within a half) and measured on the other half, both
+directions. `--write` records the half of every case (field `half`), which benchmarks/halueval_accuracy.py
+honours when it uses the file as a `--guard`. The shapes are synthetic: no synonym-level
 paraphrase, so they bound how far specificity can fall on real summaries from below, not from above.
 """
 
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracescore.model import MetricResult, RagRecord
+from tracescore.sample._calibration import calibration_half
 from tracescore.score import faithfulness_label
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.judges._offline_words import IRREGULAR_VERBS, STOPWORDS
@@ -257,7 +260,7 @@ def write(built: list[dict[str, list[Case]]], directory: Path) -> None:
     and documents (as benchmarks/cascade_sampling.py makes) keeps them on one side."""
     directory.mkdir(parents=True, exist_ok=True)
     for shape in built[0]:
-        cases = [c for half in built for c in half[shape]]
+        cases = [(h, c) for h, half in enumerate(built) for c in half[shape]]
         lines = [
             json.dumps(
                 {
@@ -265,12 +268,13 @@ def write(built: list[dict[str, list[Case]]], directory: Path) -> None:
                     "contexts": list(c.record.contexts),
                     "answer": c.record.answer,
                     "label": "hallucinated" if c.hallucinated else "faithful",
+                    "half": h,  # the half of the questions it was built from
                 }
             )
-            for c in cases
+            for h, c in cases
         ]
         (directory / f"{shape}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        bad = sum(c.hallucinated for c in cases)
+        bad = sum(c.hallucinated for _, c in cases)
         print(f"{directory / shape}.jsonl: {len(cases)} records ({bad} hallucinated)")
 
 
@@ -294,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
             _PAST[base] = form
         _PARTICIPLE[base] = form
     pairs = load_pairs(args.path)
-    random.Random(args.seed).shuffle(pairs)
-    halves = (pairs[: len(pairs) // 2], pairs[len(pairs) // 2 :])
+    # The questions' halves are those of the dev set's calibration split (tracescore's calibration_half),
+    # so a shape built from half 0 holds only half-0 questions.
+    halves = tuple([p for p in pairs if calibration_half(p.query, (p.context,)) == h] for h in (0, 1))
     built = [build(half, args.group, args.seed) for half in halves]
     if args.write:
         write(built, args.write)

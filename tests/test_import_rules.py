@@ -27,9 +27,10 @@ READS_INTERNALS = {
     "benchmarks/offline_throughput.py": {"tracescore.score"},
     # judge prompts sized with the same sentence splitter the metrics use
     "benchmarks/judge_cost.py": {"tracescore.score"},
-    # the offline judge's word lists and the verdicts task, to build and check its inputs
-    "benchmarks/halueval_accuracy.py": {"tracescore.score"},
-    "benchmarks/offline_shapes.py": {"tracescore.score"},
+    # the offline judge's word lists and the verdicts task, to build and check its inputs; the split the
+    # cascade calibrates on (sample._calibration.calibration_half), so both benchmarks split alike
+    "benchmarks/halueval_accuracy.py": {"tracescore.score", "tracescore.sample"},
+    "benchmarks/offline_shapes.py": {"tracescore.score", "tracescore.sample"},
     "benchmarks/offline_long_context.py": {"tracescore.score"},
     # fits the cascade's calibration coefficients (sample._calibration) on the labelled split
     "benchmarks/cascade_sampling.py": {"tracescore.sample"},

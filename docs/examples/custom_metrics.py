@@ -6,7 +6,7 @@ from pathlib import Path
 from tracescore.score import Faithfulness, IncompatibleJudge, evaluate, make_metrics
 
 # --8<-- [start:labels]
-Faithfulness()  # label_rule="any_unsupported", min_confidence=0.5, threshold=0.25: the default
+Faithfulness()  # label_rule="any_unsupported", min_confidence=0.5, threshold=0.4: the default
 Faithfulness(min_confidence=0.8)  # only near-certain unsupported claims decide the label
 Faithfulness(label_rule="threshold", threshold=0.5)  # the score alone: the earlier rule
 # --8<-- [end:labels]

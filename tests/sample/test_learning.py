@@ -12,8 +12,8 @@ import pytest
 
 from tracescore.consume._cascade import LockedPolicy
 from tracescore.sample import CascadePolicy, LearningConfig, SamplingConfig
-from tracescore.sample._calibration import COLD_START, FEATURES, features
-from tracescore.sample._learning import SuspicionModels
+from tracescore.sample._calibration import COLD_START, FEATURES, coefficients, features
+from tracescore.sample._learning import STATE_VERSION, SuspicionModels
 from tracescore.score import MetricResult, MetricStatus
 
 
@@ -121,11 +121,19 @@ def test_state_survives_a_restart(tmp_path: Path, make_interaction: Any) -> None
     ("text", "why"),
     [
         ("{not json", "Expecting"),
-        (json.dumps({"version": 0, "features": list(FEATURES)}), "state version 0"),
-        (json.dumps({"version": 1, "features": ["bias"], "cold_start": list(COLD_START)}), "other features"),
+        (json.dumps({"version": 1, "features": list(FEATURES)}), "state version 1"),
+        (
+            json.dumps({"version": STATE_VERSION, "features": ["bias"], "cold_start": dict(COLD_START)}),
+            "other features",
+        ),
         (
             json.dumps(
-                {"version": 1, "features": list(FEATURES), "cold_start": list(COLD_START), "shared": {}}
+                {
+                    "version": STATE_VERSION,
+                    "features": list(FEATURES),
+                    "cold_start": dict(COLD_START),
+                    "shared": {},
+                }
             ),
             "weights",
         ),
@@ -138,7 +146,7 @@ def test_a_corrupt_or_older_state_file_means_the_cold_start(
     path.write_text(text, encoding="utf-8")
     with caplog.at_level(logging.WARNING):
         models = SuspicionModels(LearningConfig(state_path=path))
-    assert models.labels == 0 and tuple(models.shared.weights) == COLD_START
+    assert models.labels == 0 and tuple(models.shared.weights) == coefficients(COLD_START)
     assert "starting from the shipped cold start" in caplog.text and why in caplog.text, caplog.text
 
 

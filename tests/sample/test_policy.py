@@ -265,9 +265,10 @@ def test_the_daily_budget_holds_across_hours(make_interaction: Any) -> None:
             policy.charge(1000, reserved=escalation.reserved_tokens)
         clock.now += 1800
     assert sent == 2 and policy.skips["budget"] == 46
-    # A new day: its budget is open again (paced over the day: the most suspicious answer yet goes at once).
+    # A new day: its budget is open again (paced over the day: the most suspicious answer yet goes at once;
+    # with more claims all unsupported than the day's, it is).
     assert policy.budget_used() == {"hour": 0, "day": 0}
-    assert policy.escalate(span, faithfulness(0.0)).to_llm
+    assert policy.escalate(span, faithfulness(0.0, NO_EVIDENCE=2, CONTRADICTORY=1)).to_llm
 
 
 def test_escalations_in_flight_reserve_their_tokens(make_interaction: Any) -> None:

@@ -145,17 +145,17 @@ def test_the_default_config_warns_about_nothing() -> None:
 
 
 def test_one_sure_invention_in_a_long_answer_outranks_an_unsure_gap() -> None:
-    # A reworded faithful summary: one claim the judge cannot find but is unsure about; its hallucinated
+    # A faithful summary with one reworded claim the judge cannot find but is unsure about; its hallucinated
     # twin: one claim it is sure is unsupported. Same verdict shares: only the confidence tells them apart.
     def summary(confidence: float, sure: int) -> MetricResult:
         claims = [
-            {"claim": f"c{i}", "verdict": "PARTIALLY_SUPPORTED", "confidence": 0.5, "evidence": "e"}
+            {"claim": f"c{i}", "verdict": "FULLY_SUPPORTED", "confidence": 0.7, "evidence": "e"}
             for i in range(7)
         ]
         claims.append({"claim": "c7", "verdict": "NO_EVIDENCE", "confidence": confidence, "evidence": "e"})
-        counts = {"PARTIALLY_SUPPORTED": 7, "NO_EVIDENCE": 1}
+        counts = {"FULLY_SUPPORTED": 7, "NO_EVIDENCE": 1}
         details = {"total_claims": 8, "verdict_counts": counts, "claims": claims, "unsupported_claims": sure}
-        return MetricResult(metric="faithfulness", score=0.44, judge="offline", details=details)
+        return MetricResult(metric="faithfulness", score=0.875, judge="offline", details=details)
 
     model = LogisticModel.cold_start()
     unsure, sure = model.probability(features(summary(0.33, 0))), model.probability(features(summary(0.9, 1)))

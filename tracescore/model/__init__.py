@@ -3,12 +3,13 @@ and alert.
 
 Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`,
 formerly `RagSpan`, its `RagRecord` and `ContextSource`), what a judge returns (`MetricResult`,
-`MetricStatus`, `Usage`, `Verdict`), and the evaluation record emit writes and alert reads
-(`EvaluationRecord`). Stages import these from here (or from a stage's public `__init__`), never from one
-another's private modules. Light on purpose (pydantic only): the instrumentation SDK's install can import
-it.
+`MetricStatus`, `Usage`, `Verdict`; `FaithfulnessFindings`, the typed view of a Faithfulness result), and
+the evaluation record emit writes and alert reads (`EvaluationRecord`). Stages import these from here (or
+from a stage's public `__init__`), never from one another's private modules. Light on purpose (pydantic
+only): the instrumentation SDK's install can import it.
 """
 
+from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
 from tracescore.model._record import (
     SCHEMA_VERSION,
     AnnotatorKind,
@@ -21,11 +22,13 @@ from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usa
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
+    "NEAR_CERTAIN",
     "SCHEMA_VERSION",
     "AnnotatorKind",
     "ContextSource",
     "DecodedSpan",
     "EvaluationRecord",
+    "FaithfulnessFindings",
     "Interaction",
     "MetricResult",
     "MetricStatus",

@@ -1,8 +1,10 @@
 """The suspicion score: P(hallucinated) from the offline judge's results, a small logistic model.
 
-The features are what the offline judge's Faithfulness result says about the answer's claims (shares judged
-unsupported or contradicted, the claims it could not match to any context sentence, how many claims, the
-judge's confidence where it reports one). The probability is on a balanced-prior scale (as if half the
+The features (SuspicionFeatures, by name) are what the offline judge's Faithfulness result says about the
+answer's claims, read through its typed view (tracescore.model.FaithfulnessFindings): the score, the share
+of claims the judge aligned with the context and its weakest aligned claim, names and figures the context
+lacks, the label rule's unsupported claims, how many claims. The coefficients are named too (COLD_START).
+The probability is on a balanced-prior scale (as if half the
 answers were hallucinated): above 0.5 means the features are more typical of hallucinated answers than of
 faithful ones, whatever the share of hallucinations in the traffic. Online learning keeps that scale by
 weighting its labels per class.
@@ -12,94 +14,111 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import astuple, dataclass, fields
+from hashlib import blake2b
+from types import MappingProxyType
 
-from tracescore.model import MetricResult
+from tracescore.model import FaithfulnessFindings, MetricResult
 
-__all__ = ["COLD_START", "FEATURES", "LogisticModel", "features", "fit"]
+__all__ = [
+    "COLD_START",
+    "FEATURES",
+    "LogisticModel",
+    "SuspicionFeatures",
+    "calibration_half",
+    "coefficients",
+    "features",
+    "fit",
+]
 
-FEATURES = (
-    "bias",
-    "unsupported",  # 1 - the offline score
-    "no_evidence",  # share of claims judged NO_EVIDENCE
-    "contradicted",  # share judged CONTRADICTORY
-    "partial",  # share judged PARTIALLY_SUPPORTED
-    "any_no_evidence",
-    "any_contradicted",
-    "unchecked",  # share of claims the judge found no context sentence for at all
-    "claims",  # log(1 + claims), 1.0 at 20 claims and above
-    "confidence",  # highest confidence among the flagged claims, where the judge reports one (else 0)
-    "confident",  # any claim the judge is sure is unsupported (its `unsupported_claims`, the label rule's)
-    "confident_share",  # those claims' share of all claims: one invented sentence in a long answer counts
+
+@dataclass(frozen=True, slots=True)
+class SuspicionFeatures:
+    """The features of one scored (status OK) offline Faithfulness result, from its typed findings. They
+    still rank on long answers, where one claim of many decides: how much of the answer the judge could
+    align with the context, its weakest aligned claim, the names and figures the context lacks."""
+
+    unsupported: float  # 1 - the offline score
+    partial: float  # share of claims judged PARTIALLY_SUPPORTED
+    aligned: float  # share of claims the judge aligned with context sentences (it quotes evidence for)
+    weakest_aligned: float  # highest confidence among the unsupported claims it aligned (0: none)
+    most_confident: float  # highest confidence among all unsupported claims (0: none)
+    confident_share: float  # share of claims the label rule counts as unsupported (`unsupported_claims`)
+    near_certain_share: float  # share judged unsupported near certainly: a name or figure the context lacks
+    claims: float  # log(1 + claims), 1.0 at 20 claims and above: longer answers hold more to get wrong
+
+    @classmethod
+    def of(cls, found: FaithfulnessFindings) -> SuspicionFeatures:
+        total = found.claims
+
+        def share(n: int) -> float:
+            return min(1.0, n / total) if total else 0.0
+
+        score = found.score if found.score is not None else 0.5
+        return cls(
+            unsupported=1.0 - min(1.0, max(0.0, score)),
+            partial=share(found.partial),
+            aligned=share(found.aligned),
+            weakest_aligned=found.weakest_aligned,
+            most_confident=found.most_confident,
+            confident_share=share(found.confidently_unsupported),
+            near_certain_share=share(found.near_certain),
+            claims=min(1.0, math.log1p(total) / _CLAIMS_SCALE),
+        )
+
+    def vector(self) -> tuple[float, ...]:
+        """The values in FEATURES order, the bias first."""
+        return (1.0, *astuple(self))
+
+
+# The model's inputs, by name: a constant bias, then the fields of SuspicionFeatures in order.
+FEATURES: tuple[str, ...] = ("bias", *(f.name for f in fields(SuspicionFeatures)))
+
+# Fitted with `fit` on the calibration halves of both labelled dev sets together (HaluEval QA: the 122
+# questions whose text and documents hash to half 0, 244 records; FaithBench summaries: the 16 passages that
+# hash to half 0, 144 records); the other halves are held out for the figures in BENCHMARKS.md.
+# `python benchmarks/cascade_sampling.py DATA.jsonl --calibrate QA.jsonl,LONG.jsonl` refits them.
+COLD_START: Mapping[str, float] = MappingProxyType(
+    {
+        "bias": -1.736,
+        "unsupported": 2.269,
+        "partial": -0.055,
+        "aligned": -0.337,
+        "weakest_aligned": 0.986,
+        "most_confident": 1.21,
+        "confident_share": 0.92,
+        "near_certain_share": 0.516,
+        "claims": 0.566,
+    }
 )
 
-# Fitted with `fit` on the calibration half of the labelled dev set (HaluEval QA: the 122 questions whose
-# text and documents hash to half 0, 244 records); the other 128 questions are held out for the figures in
-# BENCHMARKS.md. Nothing was fitted on the synthetic shapes (long answers, summaries).
-# `python benchmarks/cascade_sampling.py DATA.jsonl --calibrate` refits them on any set.
-COLD_START: tuple[float, ...] = (
-    -2.417,
-    1.39,
-    1.357,
-    0.196,
-    -0.327,
-    1.357,
-    0.196,
-    0.113,
-    0.0,
-    0.879,
-    0.839,
-    0.839,
-)
-
-_FLAGGED = ("NO_EVIDENCE", "CONTRADICTORY")
 _CLAIMS_SCALE = math.log1p(20)
 _MAX_CLASS_WEIGHT = 10.0  # a class at 5% of labels gets its full weight
 
 
+def coefficients(named: Mapping[str, float]) -> tuple[float, ...]:
+    """Named coefficients as a vector in FEATURES order; every feature must be named, and nothing else."""
+    unknown, missing = set(named) - set(FEATURES), [f for f in FEATURES if f not in named]
+    if unknown or missing:
+        raise ValueError(
+            f"suspicion coefficients must name exactly {', '.join(FEATURES)}"
+            + (f"; unknown: {', '.join(sorted(unknown))}" if unknown else "")
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+        )
+    return tuple(float(named[f]) for f in FEATURES)
+
+
+def calibration_half(query: str, contexts: Sequence[str]) -> int:
+    """The half of a labelled record, by a hash of its question and its documents: 0 calibrates (COLD_START,
+    the offline judge's thresholds), 1 is held out. Every answer to one question, every summary of one
+    passage ("Summarize the following passage." shares one query), falls in the same half."""
+    key = "\x1f".join((query, *contexts))
+    return blake2b(key.encode(), digest_size=8).digest()[0] % 2
+
+
 def features(result: MetricResult) -> tuple[float, ...]:
     """The feature vector (in FEATURES order) of one scored (status OK) offline result."""
-    details: Mapping[str, Any] = result.details or {}
-    counts = details.get("verdict_counts") or {}
-    claims = [c for c in details.get("claims") or () if isinstance(c, Mapping)]
-    total = details.get("total_claims")
-    if not isinstance(total, int) or total <= 0:
-        total = sum(n for n in counts.values() if isinstance(n, int)) or len(claims)
-    share = {v: _count(counts, v) / total if total else 0.0 for v in (*_FLAGGED, "PARTIALLY_SUPPORTED")}
-    score = result.score if result.score is not None else 0.5
-    unchecked = sum(1 for c in claims if not c.get("evidence")) / len(claims) if claims else 0.0
-    # A flagged verdict without a confidence (a judge that does not say, or no claim rows) counts as sure,
-    # as in the label rule.
-    confidences = [
-        float(c["confidence"]) if isinstance(c.get("confidence"), int | float) else 1.0
-        for c in claims
-        if c.get("verdict") in _FLAGGED
-    ]
-    if not claims:
-        confidences = [1.0] * sum(_count(counts, v) for v in _FLAGGED)
-    sure = details.get("unsupported_claims")
-    if not isinstance(sure, int) or sure < 0:
-        sure = sum(1 for c in confidences if c == 1.0)
-    return (
-        1.0,
-        1.0 - min(1.0, max(0.0, score)),
-        share["NO_EVIDENCE"],
-        share["CONTRADICTORY"],
-        share["PARTIALLY_SUPPORTED"],
-        float(share["NO_EVIDENCE"] > 0),
-        float(share["CONTRADICTORY"] > 0),
-        unchecked,
-        min(1.0, math.log1p(total) / _CLAIMS_SCALE),
-        max(confidences, default=0.0),
-        float(sure > 0),
-        min(1.0, sure / total) if total else 0.0,
-    )
-
-
-def _count(counts: Mapping[str, Any], verdict: str) -> int:
-    n = counts.get(verdict, 0)
-    return n if isinstance(n, int) and n > 0 else 0
+    return SuspicionFeatures.of(FaithfulnessFindings.of(result)).vector()
 
 
 def _sigmoid(z: float) -> float:
@@ -119,8 +138,9 @@ class LogisticModel:
     positives: int = 0
 
     @classmethod
-    def cold_start(cls, weights: Sequence[float] = COLD_START) -> LogisticModel:
-        return cls(weights=list(weights), anchor=tuple(weights))
+    def cold_start(cls, named: Mapping[str, float] = COLD_START) -> LogisticModel:
+        weights = coefficients(named)
+        return cls(weights=list(weights), anchor=weights)
 
     def probability(self, x: Sequence[float]) -> float:
         return _sigmoid(sum(w * v for w, v in zip(self.weights, x, strict=True)))
@@ -144,8 +164,9 @@ class LogisticModel:
 
 def fit(
     rows: Sequence[tuple[Sequence[float], bool]], *, l2: float = 0.01, iterations: int = 3000
-) -> tuple[float, ...]:
-    """Balanced logistic regression by full-batch gradient descent (a few hundred rows: no library needed)."""
+) -> dict[str, float]:
+    """Balanced logistic regression by full-batch gradient descent (a few hundred rows: no library needed);
+    the coefficients by feature name."""
     positives = sum(1 for _, y in rows if y)
     negatives = len(rows) - positives
     if not positives or not negatives:
@@ -161,4 +182,4 @@ def fit(
         weights = [
             w - 2.0 * (g + l2 * w * (i > 0)) for i, (w, g) in enumerate(zip(weights, gradient, strict=True))
         ]
-    return tuple(round(w, 3) for w in weights)
+    return {name: round(w, 3) for name, w in zip(FEATURES, weights, strict=True)}

@@ -10,26 +10,27 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracescore.sample._calibration import COLD_START, FEATURES, LogisticModel
+from tracescore.sample._calibration import COLD_START, FEATURES, LogisticModel, coefficients
 from tracescore.sample._config import LearningConfig
 
 __all__ = ["STATE_VERSION", "SuspicionModels"]
 
 _log = logging.getLogger(__name__)
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: named features and cold start (1: positional)
 
 
 class SuspicionModels:
     def __init__(
-        self, config: LearningConfig | None = None, cold_start: Sequence[float] = COLD_START
+        self, config: LearningConfig | None = None, cold_start: Mapping[str, float] = COLD_START
     ) -> None:
         self.config = config or LearningConfig()
-        self.cold_start = tuple(cold_start)
+        coefficients(cold_start)  # every feature named, nothing else
+        self.cold_start = dict(cold_start)
         self.shared = LogisticModel.cold_start(self.cold_start)
         self.routes: dict[str, LogisticModel] = {}
         self.untracked_labels = 0  # labels of routes beyond `max_routes` (they still teach the shared model)
@@ -73,7 +74,7 @@ class SuspicionModels:
         state = {
             "version": STATE_VERSION,
             "features": list(FEATURES),
-            "cold_start": list(self.cold_start),
+            "cold_start": self.cold_start,
             "shared": _dump(self.shared),
             "routes": {route: _dump(model) for route, model in self.routes.items()},
         }
@@ -100,7 +101,7 @@ class SuspicionModels:
                 raise ValueError(f"state version {found!r}, this release reads {STATE_VERSION}")
             if state.get("features") != list(FEATURES):
                 raise ValueError("the state was learned over other features")
-            if tuple(state.get("cold_start") or ()) != self.cold_start:
+            if state.get("cold_start") != self.cold_start:
                 raise ValueError("the state was learned from another cold start")
             shared = _parse(state["shared"], self.cold_start)
             routes = {str(r): _parse(m, self.cold_start) for r, m in dict(state.get("routes") or {}).items()}
@@ -116,12 +117,13 @@ class SuspicionModels:
 
 
 def _dump(model: LogisticModel) -> dict[str, Any]:
-    return {"weights": model.weights, "labels": model.labels, "positives": model.positives}
+    weights = dict(zip(FEATURES, model.weights, strict=True))
+    return {"weights": weights, "labels": model.labels, "positives": model.positives}
 
 
-def _parse(raw: Any, cold_start: tuple[float, ...]) -> LogisticModel:
-    weights = [float(w) for w in raw["weights"]]
+def _parse(raw: Any, cold_start: Mapping[str, float]) -> LogisticModel:
+    weights = list(coefficients({str(k): float(w) for k, w in dict(raw["weights"]).items()}))
     labels, positives = int(raw["labels"]), int(raw["positives"])
-    if len(weights) != len(FEATURES) or not 0 <= positives <= labels or any(w != w for w in weights):
-        raise ValueError("a model with the wrong shape or counts")
-    return LogisticModel(weights=weights, anchor=cold_start, labels=labels, positives=positives)
+    if not 0 <= positives <= labels or any(w != w for w in weights):
+        raise ValueError("a model with the wrong counts or a weight that is not a number")
+    return LogisticModel(weights=weights, anchor=coefficients(cold_start), labels=labels, positives=positives)

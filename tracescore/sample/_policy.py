@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
@@ -122,7 +122,7 @@ class CascadePolicy:
         *,
         metrics: Sequence[str] = ("faithfulness",),
         clock: Callable[[], float] = time.time,
-        cold_start: Sequence[float] = COLD_START,
+        cold_start: Mapping[str, float] = COLD_START,
     ) -> None:
         self.config = config or SamplingConfig()
         self.metrics = tuple(metrics)

@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore.model import MetricResult, MetricStatus
-from tracescore.sample._calibration import features
+from tracescore.model import FaithfulnessFindings, MetricResult, MetricStatus
+from tracescore.sample._calibration import SuspicionFeatures
 from tracescore.sample._config import CascadeConfig
 from tracescore.sample._learning import SuspicionModels
 
 __all__ = ["Suspicion", "suspicion"]
-
-_FLAGGED = ("CONTRADICTORY", "NO_EVIDENCE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +31,12 @@ def suspicion(
     if result.status is MetricStatus.ERROR:
         why = f"offline {cascade.metric} failed: {result.reason}"
         return Suspicion(1.0, why) if cascade.escalate_errors else None
-    x = features(result)
+    found = FaithfulnessFindings.of(result)
+    x = SuspicionFeatures.of(found).vector()
     probability = models.probability(route, x)
-    counts = result.details.get("verdict_counts") or {}
-    flagged = [f"{v} ({n})" for v in _FLAGGED if isinstance(n := counts.get(v), int) and n > 0]
+    counts = {"CONTRADICTORY": found.contradicted, "NO_EVIDENCE": found.no_evidence}
+    flagged = [f"{v} ({n})" for v, n in counts.items() if n > 0]
     score = "" if result.score is None else f", offline {cascade.metric} {result.score:.2f}"
     claims = f", claims judged {', '.join(flagged)}" if flagged else ""
-    return Suspicion(probability, f"P(hallucinated) {probability:.2f}{score}{claims}", x)
+    aligned = f", {found.aligned} of {found.claims} claims aligned" if found.aligned < found.claims else ""
+    return Suspicion(probability, f"P(hallucinated) {probability:.2f}{score}{claims}{aligned}", x)

@@ -234,10 +234,10 @@ async def test_partial_support_alone_is_not_hallucinated_but_a_low_score_always_
     assert partial.label == "faithful"
     verdicts = [V.NO_EVIDENCE, V.NO_EVIDENCE, V.FULLY_SUPPORTED]  # 1/3
     assert (await Faithfulness(label_rule="threshold").score(RECORD, ScriptedJudge(verdicts))).label == (
-        "faithful"
-    ), "the default threshold is 0.25 (chosen on held-out halves)"
-    low = await Faithfulness(label_rule="threshold", threshold=0.5).score(RECORD, ScriptedJudge(verdicts))
-    assert low.label == "hallucinated"
+        "hallucinated"
+    ), "the default threshold is 0.4 (chosen on held-out halves)"
+    lenient = Faithfulness(label_rule="threshold", threshold=0.25)
+    assert (await lenient.score(RECORD, ScriptedJudge(verdicts))).label == "faithful"
     lowest = await Faithfulness(label_rule="threshold").score(
         RECORD, ScriptedJudge([V.NO_EVIDENCE, V.NO_EVIDENCE, V.PARTIALLY_SUPPORTED])
     )
@@ -252,7 +252,7 @@ def test_faithfulness_label_is_the_same_function_everywhere() -> None:
     assert faithfulness_label(0.5, claims, rule="threshold") == "faithful"
     assert faithfulness_label(0.2, [{"verdict": "FULLY_SUPPORTED"}], rule="threshold") == "hallucinated"
     assert faithfulness_label(0.4, [{"verdict": "PARTIALLY_SUPPORTED"}]) == "faithful", (
-        "default threshold 0.25"
+        "default threshold 0.4"
     )
 
 

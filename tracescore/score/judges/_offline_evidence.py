@@ -1,30 +1,96 @@
-"""Where the offline judge looks for evidence: the context sentences that mention a name, state a phrase,
-give a figure, or best match a claim. Pure functions of the indexed context (see _offline_text)."""
+"""Where the offline judge looks for evidence: the context sentences a claim is aligned with, and those that
+mention a name, state a phrase or give a figure. Pure functions of the indexed context (see _offline_text)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from tracescore.score.judges._offline_text import Question, Sentence
 
-__all__ = ["about", "coverage", "mentions", "phrase", "value", "window"]
+__all__ = ["Alignment", "about", "align", "coverage", "mentions", "phrase", "postings", "value"]
 
 
 def mentions(sentence: Sentence, entity: frozenset[str]) -> bool:
     return len(entity & sentence.keys) * 2 >= len(entity)
 
 
-def window(sentences: list[Sentence], weights: dict[str, int]) -> tuple[int, set[str]]:
-    """The sentence that best matches the claim, and the keys of it plus its neighbours: facts stated
-    across two adjacent sentences ("X was born in 1950. He founded Y.") still count as stated together."""
-    own = [sum(w for k, w in weights.items() if k in s.keys) for s in sentences]
-    best, best_score = -1, (0, 0)
-    for i in range(len(sentences)):
-        near = sentences[max(0, i - 1) : i + 2]
-        score = (sum(w for k, w in weights.items() if any(k in s.keys for s in near)), own[i])
-        if score > best_score:
-            best, best_score = i, score
-    if best < 0:
-        return -1, set()
-    return best, {k for s in sentences[max(0, best - 1) : best + 2] for k in s.keys if k in weights}
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """The context sentences a claim rests on: the best-matching window (a sentence and its neighbours)
+    plus up to `_MERGED - 1` other sentences that each state at least two more of the claim's parts (a
+    claim that merges passage sentences), and the claim keys they state between them."""
+
+    # Indices of the window's sentences that state a claim word, the one stating most first, then the
+    # merged sentences in the order they were added; empty when no sentence shares a word with the claim.
+    stated: tuple[int, ...]
+    merged: tuple[int, ...]
+    covered: frozenset[str]  # claim keys stated in them
+
+    @property
+    def anchor(self) -> int:
+        """The best-matching sentence; -1 when there is none."""
+        return self.stated[0] if self.stated else -1
+
+    def sentences(self, sentences: list[Sentence]) -> list[Sentence]:
+        return [sentences[i] for i in self.stated]
+
+
+_MERGED = 3  # sentences a claim may rest on besides the anchor's neighbours (its anchor included)
+_MERGE_MIN_PARTS = 2  # a lone name or number found elsewhere does not make a sentence part of the evidence
+
+
+def postings(sentences: list[Sentence]) -> dict[str, tuple[int, ...]]:
+    """key -> indices of the sentences stating it: claims look up only the sentences sharing their words."""
+    found: dict[str, list[int]] = {}
+    for i, sentence in enumerate(sentences):
+        for key in sentence.keys:
+            found.setdefault(key, []).append(i)
+    return {key: tuple(at) for key, at in found.items()}
+
+
+def align(
+    sentences: list[Sentence],
+    index: dict[str, tuple[int, ...]],
+    weights: dict[str, int],
+    parts: Callable[[], list[frozenset[str]]],
+) -> Alignment:
+    """Where a claim is stated. The anchor maximises the weight of the claim keys stated in it and its
+    neighbours (facts stated across two adjacent sentences, "X was born in 1950. He founded Y.", count as
+    stated together), then its own weight. Then, greedily, sentences anywhere in the context that state at
+    least two of the claim's `parts()` (a name of several words is one part) not stated yet; `parts` is
+    called only when the window leaves some of the claim unstated."""
+    own: dict[int, int] = {}
+    windowed: dict[int, int] = {}  # the weight of the claim keys stated in a sentence or its neighbours
+    for key, weight in weights.items():
+        stated_in = index.get(key, ())
+        for i in stated_in:
+            own[i] = own.get(i, 0) + weight
+        for i in {j for at in stated_in for j in (at - 1, at, at + 1) if 0 <= j < len(sentences)}:
+            windowed[i] = windowed.get(i, 0) + weight
+    if not own:
+        return Alignment((), (), frozenset())
+    best = max(sorted(windowed), key=lambda i: (windowed[i], own.get(i, 0)))  # the first on a tie
+    covered = {k for s in sentences[max(0, best - 1) : best + 2] for k in s.keys if k in weights}
+    merged: list[int] = []
+    taken = set(range(best - 1, best + 2))
+    claim_parts = parts() if covered < weights.keys() else []
+    while claim_parts and len(merged) < _MERGED - 1:
+        open_parts = [p for p in claim_parts if not p <= covered]
+        gains = {
+            i: sum(1 for p in open_parts if p <= sentences[i].keys) for i in sorted(own) if i not in taken
+        }
+        pick = max(gains, key=lambda i: (gains[i], -abs(i - best)), default=None)
+        if pick is None or gains[pick] < _MERGE_MIN_PARTS:
+            break
+        merged.append(pick)
+        taken.add(pick)
+        covered |= sentences[pick].keys & weights.keys()
+    # The window's sentences that state something of the claim, the one stating most first (the middle one
+    # on a tie); a neighbour stating nothing of it is no evidence.
+    window = [i for i in (best, best - 1, best + 1) if 0 <= i < len(sentences) and own.get(i, 0)]
+    window.sort(key=lambda i: -own[i])
+    return Alignment((*window, *merged), tuple(merged), frozenset(covered))
 
 
 def value(sentences: list[Sentence], option: frozenset[str], question: Question) -> float | None:

@@ -201,6 +201,9 @@ class Sentence:
     # Key orders of its conjunct clauses, each with the subject they share: "Acme Corp was founded in 1999
     # and sells anvils" also states "Acme Corp sells anvils" as one phrase. Empty for a single clause.
     clauses: tuple[tuple[str, ...], ...] = ()
+    # Every lowercased word, function words included: a claim sharing almost none of them is in another
+    # language, and the judge says it cannot check it rather than calling it invented.
+    vocabulary: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=4096)
@@ -222,7 +225,8 @@ def _sentence(text: str) -> Sentence:
     part_orders = [tuple(t.key for t in tokens(part)) for part in parts]
     order = tuple(key for part_order in part_orders for key in part_order)
     opener = text.split(None, 1)[0].strip("\"“'(").casefold() if text.split() else ""
-    has_negation = not NEGATIONS.isdisjoint(words(text))
+    vocabulary = frozenset(words(text))
+    has_negation = not NEGATIONS.isdisjoint(vocabulary)
     # A negation reaches no further than its clause: "(but this is not formalised) and for navigation".
     scopes = _SCOPE_BREAK.split(text) if has_negation else ()
     return Sentence(
@@ -233,6 +237,7 @@ def _sentence(text: str) -> Sentence:
         has_negation=has_negation,
         continues=opener in PRONOUNS,
         clauses=_clauses(parts, part_orders),
+        vocabulary=vocabulary,
     )
 
 

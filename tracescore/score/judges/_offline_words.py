@@ -12,6 +12,7 @@ __all__ = [
     "AUXILIARIES",
     "CJK_STOPWORDS",
     "CONNECTORS",
+    "FRAMING_WORDS",
     "HIGH_WORDS",
     "IRREGULAR_VERBS",
     "LOW_WORDS",
@@ -19,11 +20,13 @@ __all__ = [
     "NUMBER_WORDS",
     "PRONOUNS",
     "REFUSAL_PATTERNS",
+    "SOURCE_WORDS",
     "STOPWORDS",
     "TIME_WORDS",
     "WH_WORDS",
     "YES_NO",
     "YES_NO_OPENER",
+    "script",
 ]
 
 
@@ -87,6 +90,19 @@ NEGATIONS = _set("not no never none nobody nothing neither nor cannot without")
 
 # A sentence opening with one of these is about the previous sentence's subject ("He founded ...").
 PRONOUNS = _set("he she it they his her its their this these him them")
+
+# Words by which an answer talks about the text it summarises rather than about the world ("Here is a brief
+# overview of the article:", "The article lists three causes ..."). In a sentence naming the source
+# (SOURCE_WORDS) they are framing, not facts: the judge neither needs nor looks for them in the context.
+SOURCE_WORDS = _set("passage passages text article document documents excerpt summary paragraph context")
+FRAMING_WORDS = SOURCE_WORDS | _set(
+    """
+    here following below provided concise brief short overview core key main piece pieces point points
+    information detail details topic topics mention mentions describe describes discuss discusses
+    highlight highlights note notes cover covers covering outline outlines present presents provide
+    provides focus focuses summarize summarizes summarise summarises solely offer
+    """
+)
 
 # Answers that decline to answer make no claim. Matched against the lowercased sentence.
 REFUSAL_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
@@ -248,3 +264,25 @@ IRREGULAR_VERBS: dict[str, str] = _irregular(
     write wrote written
     """
 )
+
+
+# Writing systems by the first code point of a word: enough to tell a claim from a context in another one.
+_SCRIPTS = (
+    ("\u0250", "latin"),
+    ("\u0370", "other"),
+    ("\u0400", "greek"),
+    ("\u0530", "cyrillic"),
+    ("\u0900", "west-asian"),
+    ("\u0e00", "indic"),
+    ("\u3040", "other"),
+    ("\u3100", "kana"),
+    ("\ua000", "han"),
+    ("\uac00", "other"),
+    ("\ud7b0", "hangul"),
+)
+
+
+def script(word: str) -> str:
+    """The writing system of a word, by its first character ("latin", "cyrillic", "han", ...)."""
+    first = word[:1]
+    return next((name for end, name in _SCRIPTS if first < end), "other")

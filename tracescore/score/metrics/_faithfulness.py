@@ -30,12 +30,14 @@ __all__ = [
 
 DEFAULT_MAX_CLAIMS = 200
 # The label rule's defaults (README, What "hallucinated" means): one confidently unsupported claim is enough,
-# and a score below the threshold. Both chosen on one half of the dev set's questions and measured on the
-# other, in both directions, jointly over its shapes (benchmarks/offline_shapes.py, halueval_accuracy.py
-# --halves): a threshold of 0.5 flags faithful summaries whose sentences are partly reworded.
+# and a score below the threshold. Both chosen with the offline judge's thresholds on half 0 of both dev
+# sets (questions, passages) and measured on half 1 (benchmarks/halueval_accuracy.py --halves): the best
+# mean balanced accuracy that keeps specificity >= 0.6 on each shape, synthetic reworded summaries included
+# (benchmarks/offline_shapes.py; 0.5 flags half of them). With a judge that gives no confidence (an LLM),
+# a score below 0.5 always has a sure unsupported claim, so the threshold changes nothing there.
 DEFAULT_LABEL_RULE = "any_unsupported"
 DEFAULT_MIN_CONFIDENCE = 0.5
-DEFAULT_THRESHOLD = 0.25
+DEFAULT_THRESHOLD = 0.4
 LabelRule = Literal["any_unsupported", "threshold"]
 _UNSUPPORTED = frozenset({"NO_EVIDENCE", "CONTRADICTORY"})
 
