@@ -62,6 +62,11 @@ EXPECTED = {
     "vercel_ai": ("interaction", "vercel_ai"),
     # The Langfuse JS SDK's observations (langfuse.observation.*), read by the Langfuse recogniser.
     "langfuse_js": ("interaction", "langfuse"),
+    # Two-turn conversations: each turn is its own trace; a follow-up that calls no tool is judged against
+    # the first turn's tool result, kept in its LLM call's input.
+    "langgraph_conversation": ("interaction", "openinference"),
+    "llamaindex_conversation": ("interaction", "openinference"),
+    "pydantic_ai_conversation": ("interaction", "genai"),
 }
 
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's

@@ -88,6 +88,11 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
             assert spans[record.span_id].name == recording.interaction_span, recording.id
         direction = "faithful" if recording.faithful else "hallucinated"
         assert record.label == direction, f"{recording.id}: {record.score} {record.reason}"
+        if recording.scenario.startswith("followup"):
+            # A follow-up that called no tool: judged against the first turn's result, and the record says so.
+            assert {s.get("turns_back") for s in record.details["context_sources"]} == {1}, recording.id
+            [claim] = record.details["claims"]
+            assert claim["evidence_source"]["turns_back"] == 1, recording.id
     assert stats.skipped == expected_skips
     assert {(service, reason) for service, _, reason in stats.skipped_by_source} == {
         ("aurora-support-traceloop", "no_retrieval"),
