@@ -123,6 +123,7 @@ class GenAIRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *chats, *tools],
+            tools=tools,
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
             llm_outputs=[(chat, _answer(chat)) for chat in chats],
         )

@@ -156,6 +156,7 @@ class LangfuseRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievers, *tools, *generations],
+            tools=tools,
             llm_outputs=[(g, _generation_text(g)) for g in generations],
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
         )

@@ -131,6 +131,8 @@ class MLflowRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievers, *rerankers, *llms, *tools],
+            tools=tools,
+            llms=llms,
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
         )
 

@@ -134,6 +134,7 @@ class OpenInferenceRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*used, *llms, *tools],
+            tools=tools,
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else None,
             llm_outputs=[
                 (llm, _output_message(llm) or _io(llm, semconv.OUTPUT_VALUE, ANSWER_KEYS)) for llm in llms

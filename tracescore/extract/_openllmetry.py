@@ -118,6 +118,7 @@ class OpenLLMetryRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *tools, *llms],
+            tools=tool_spans,
             llm_outputs=[(llm, _completion(llm)) for llm in llms],
         )
 

@@ -123,6 +123,7 @@ class VercelAIRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*calls, *tool_spans, *retrievals],
+            tools=tool_spans,
             llm_outputs=[(call, _answer(call)) for call in calls],
             looked_in=_LOOKED_IN,
             route=function_id if isinstance(function_id, str) else None,
