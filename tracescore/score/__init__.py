@@ -54,6 +54,11 @@ _LAZY = {
     "PythonMetric": "tracescore.score.metrics._custom",
     "python_metric": "tracescore.score.metrics._custom",
     "rubric": "tracescore.score.metrics._custom",
+    "ToolErrors": "tracescore.score.metrics._run_signals",
+    "UngroundedAnswer": "tracescore.score.metrics._run_signals",
+    "UnusedToolResults": "tracescore.score.metrics._run_signals",
+    "RepeatedToolCalls": "tracescore.score.metrics._run_signals",
+    "RunBudget": "tracescore.score.metrics._run_signals",
     # judges and embeddings
     "Judge": "tracescore.score.judges._protocol",
     "JudgeError": "tracescore.score.judges._protocol",

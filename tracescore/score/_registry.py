@@ -33,6 +33,7 @@ from tracescore.score.metrics._custom import DistinctN, LLMJudgeMetric
 from tracescore.score.metrics._faithfulness import Faithfulness
 from tracescore.score.metrics._protocol import Metric
 from tracescore.score.metrics._quality import Quality
+from tracescore.score.metrics._run_signals import RUN_SIGNALS
 
 __all__ = [
     "BUILTIN_METRICS",
@@ -59,6 +60,8 @@ BUILTIN_METRICS: dict[str, Callable[[], Metric]] = {
     "context_relevance": ContextRelevance,
     "quality": Quality,
     "distinct_2": DistinctN,
+    # Agent-run signals, read from the record's run without a judge call.
+    **RUN_SIGNALS,
 }
 
 

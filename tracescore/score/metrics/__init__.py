@@ -7,6 +7,13 @@ from tracescore.score.metrics._faithfulness import Faithfulness, Verdict
 from tracescore.score.metrics._protocol import Metric, evaluate_record
 from tracescore.score.metrics._protocol import evaluate as evaluate  # the former name of evaluate_record
 from tracescore.score.metrics._quality import Quality, letter_grade
+from tracescore.score.metrics._run_signals import (
+    RepeatedToolCalls,
+    RunBudget,
+    ToolErrors,
+    UngroundedAnswer,
+    UnusedToolResults,
+)
 
 __all__ = [
     "AnswerRelevancy",
@@ -17,6 +24,11 @@ __all__ = [
     "Metric",
     "PythonMetric",
     "Quality",
+    "RepeatedToolCalls",
+    "RunBudget",
+    "ToolErrors",
+    "UngroundedAnswer",
+    "UnusedToolResults",
     "Verdict",
     "evaluate_record",
     "letter_grade",
