@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracescore.extract._context import Contexts, ToolCall
-from tracescore.extract._read import parse_json
+from tracescore.extract._read import indexed, parse_json
 from tracescore.extract._tools import tool_result_texts
 from tracescore.model import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, DecodedSpan, Run, RunToolCall
 
@@ -57,6 +57,7 @@ _MODEL_OUTPUT = (
 _ERROR_TEXT = re.compile(
     r"\s*(?:error\b|exception\b|traceback \(most recent call last\)|\w*(?:exception|error):)", re.I
 )
+_OFFERED_CHARS = 300
 _ERROR_FIELDS = frozenset({"error", "message", "code", "status", "type", "details"})
 
 
@@ -96,7 +97,38 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
         completion_tokens=completion,
         retrievals=len(read),
         earlier_turn_documents=sum(1 for s in sources if s.turns_back),
+        tools_offered=_offered(llms),
     )
+
+
+def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
+    """The tools the model was offered, `name: description`, once each: OpenInference `llm.tools`, OTel
+    GenAI `gen_ai.tool.definitions`, the AI SDK's `ai.prompt.tools`, MLflow's `mlflow.chat.tools`."""
+    offered: dict[str, str] = {}
+    for llm in llms:
+        attrs = llm.attributes
+        definitions = [
+            *indexed(attrs, "llm.tools", "tool.json_schema"),
+            *_listed(attrs.get("gen_ai.tool.definitions")),
+            *_listed(attrs.get("ai.prompt.tools")),
+            *_listed(attrs.get("mlflow.chat.tools")),
+        ]
+        for definition in definitions:
+            tool = parse_json(definition)
+            tool = tool.get("function", tool) if isinstance(tool, Mapping) else None
+            if (
+                isinstance(tool, Mapping)
+                and isinstance(tool.get("name"), str)
+                and len(offered) < MAX_RUN_TOOL_CALLS
+            ):
+                description = " ".join(str(tool.get("description") or "").split())
+                offered.setdefault(tool["name"], f"{tool['name']}: {description}"[:_OFFERED_CHARS])
+    return tuple(offered.values())
+
+
+def _listed(value: Any) -> list[Any]:
+    value = parse_json(value)
+    return list(value) if isinstance(value, list | tuple) else []
 
 
 def _tool_call(span: DecodedSpan) -> RunToolCall:

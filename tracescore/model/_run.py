@@ -50,6 +50,9 @@ class Run(BaseModel):
     earlier_turn_documents: int = Field(
         default=0, ge=0, description="Documents of earlier turns' tool results kept in the run's LLM input."
     )
+    tools_offered: tuple[str, ...] = Field(
+        default=(), description="The tools the model could call, `name: description` (from its LLM calls)."
+    )
 
     @property
     def omitted_tool_calls(self) -> int:
