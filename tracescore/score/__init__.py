@@ -59,6 +59,9 @@ _LAZY = {
     "UnusedToolResults": "tracescore.score.metrics._run_signals",
     "RepeatedToolCalls": "tracescore.score.metrics._run_signals",
     "RunBudget": "tracescore.score.metrics._run_signals",
+    "VerdictMetric": "tracescore.score.metrics._custom",
+    "tool_selection": "tracescore.score.metrics._run_judged",
+    "goal_completion": "tracescore.score.metrics._run_judged",
     # judges and embeddings
     "Judge": "tracescore.score.judges._protocol",
     "JudgeError": "tracescore.score.judges._protocol",

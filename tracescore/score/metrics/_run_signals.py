@@ -24,6 +24,7 @@ from tracescore.score.judges._offline import answer_claims
 from tracescore.score.judges._offline_text import keys
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._analysis import AnalysisInput
+from tracescore.score.metrics._custom import NO_RUN
 
 __all__ = [
     "RUN_SIGNALS",
@@ -42,12 +43,11 @@ _ACKNOWLEDGES = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"\w+")
-_NO_RUN = "no agent run was recorded for this interaction (no tool call and no LLM call in its spans)"
 _CLIP = 160
 
 
 def _no_run(name: str, judge: Judge) -> MetricResult:
-    return MetricResult.not_applicable(name, _NO_RUN, judge=judge.name)
+    return MetricResult.not_applicable(name, NO_RUN, judge=judge.name)
 
 
 def _result(
