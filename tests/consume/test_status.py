@@ -81,3 +81,16 @@ def test_the_policy_skips_are_counted_as_not_admitted_and_the_old_name_reads_the
     stats.sampling["budget"] += 1  # the former name, kept for code written against it
     assert stats.not_admitted == {"rate": 2, "budget": 1}
     assert stats.sampling is stats.not_admitted
+
+
+def test_interactions_judged_without_a_recorded_question_are_counted_only_when_there_are_some(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
+    stats = ConsumerStats(scored=3)
+    line = StatusLine(stats, interval_s=1.0)
+    line.log({}, 0, 0, 0)
+    assert "| scored 3, skipped none" in caplog.records[-1].getMessage()
+    stats.without_question = 2
+    line.log({}, 0, 0, 0)
+    assert "| scored 3 (2 without a recorded question), skipped none" in caplog.records[-1].getMessage()

@@ -30,10 +30,15 @@ def _sections() -> set[str]:
     return found
 
 
+# The languages of the programs CI runs (Python, and the JavaScript producers' Node apps): a block in one of
+# them must be a snippet of a file CI runs.
+_PROGRAM_LANGS = ("python", "py", "pycon", "js", "javascript", "mjs", "ts", "typescript")
+
+
 @pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(REPO)))
-def test_python_on_a_page_is_a_snippet_of_a_tested_file(page: Path) -> None:
+def test_code_on_a_page_is_a_snippet_of_a_tested_file(page: Path) -> None:
     for block in blocks(page):
-        if block.lang not in ("python", "py", "pycon"):
+        if block.lang not in _PROGRAM_LANGS:
             continue
         if page.name == "README.md":  # GitHub shows it as written: a verbatim copy of a tested section
             assert block.body.strip() in _sections(), f"{block.where()}: not a section of a tested example"
@@ -41,7 +46,7 @@ def test_python_on_a_page_is_a_snippet_of_a_tested_file(page: Path) -> None:
         lines = [line for line in block.body.splitlines() if line.strip()]
         code = [line for line in lines if not _SNIPPET.match(line)]
         assert not code, (
-            f'{block.where()}: a Python block must include a tested file (--8<-- "path:section"), '
+            f'{block.where()}: a {block.lang} block must include a tested file (--8<-- "path:section"), '
             f"not inline code: {code[0].strip()!r}"
         )
 

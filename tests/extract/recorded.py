@@ -62,6 +62,13 @@ EXPECTED = {
     "vercel_ai": ("interaction", "vercel_ai"),
     # The Langfuse JS SDK's observations (langfuse.observation.*), read by the Langfuse recogniser.
     "langfuse_js": ("interaction", "langfuse"),
+    # Agent and pipeline frameworks under their OpenInference instrumentations.
+    "openai_agents": ("interaction", "openinference"),
+    "dspy": ("interaction", "openinference"),
+    # A streamed crew's kickoff returns a handle (its span's output is the handle's repr) and runs the crew
+    # in a trace of its own, read as the interaction.
+    "crewai/stream_handle": ("skip", "missing_answer"),
+    "crewai": ("interaction", "openinference"),
     # Two-turn conversations: each turn is its own trace; a follow-up that calls no tool is judged against
     # the first turn's tool result, kept in its LLM call's input.
     "langgraph_conversation": ("interaction", "openinference"),

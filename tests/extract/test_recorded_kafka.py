@@ -109,6 +109,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-mlflow", "empty_context"),
         ("aurora-support-vercel", "no_retrieval"),
         ("aurora-support-vercel", "missing_answer"),
+        ("aurora-support-crewai", "missing_answer"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"

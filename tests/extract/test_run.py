@@ -178,11 +178,11 @@ def test_recorded_agent_runs() -> None:
     """From the real libraries: LangGraph's handled tool failure, its retry and a repeated search, and the
     follow-up turns that called no tool (their evidence is the earlier turn's)."""
     runs = {}
+    sources = ("langgraph_tool_error", "langgraph_conversation", "pydantic_ai_conversation", "crewai")
     for recording in recordings():
-        if recording.source in ("langgraph_tool_error", "langgraph_conversation", "pydantic_ai_conversation"):
-            [interaction] = extract(
-                Trace(recording.trace_id, tuple(decode_message(recording.payload)))
-            ).interactions
+        if recording.source in sources and recording.expected[0] == "interaction":
+            spans = decode_message(recording.payload)
+            [interaction] = extract(Trace(recording.trace_id, tuple(spans))).interactions
             runs[recording.id] = interaction.run
     shape = {
         k: (r.steps, r.tool_calls_total, r.failed_tool_calls, r.earlier_turn_documents)
@@ -197,3 +197,6 @@ def test_recorded_agent_runs() -> None:
     [call] = runs["langgraph_tool_error/tool_error_ignored"].tool_calls
     assert (call.name, call.result, call.ok) == ("search_docs", "search backend timed out", False)
     assert runs["pydantic_ai_conversation/turn1"].prompt_tokens == 84
+    # LiteLLM's model-call span around the OpenAI client's: each step (and its tokens) counted once.
+    litellm = runs["crewai/litellm_faithful"]
+    assert (litellm.steps, litellm.prompt_tokens, litellm.completion_tokens) == (2, 84, 18)

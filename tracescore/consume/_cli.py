@@ -332,9 +332,11 @@ def consume(
     finally:
         meter_provider.shutdown()  # exports what was recorded since the last interval
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    # Named only when it happens, as on the status line: most apps record their questions.
+    unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""
     click.echo(
-        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans} "
-        f"(without a recorded question: {stats.without_question}) scored={stats.scored} "
+        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans}"
+        f"{unasked} scored={stats.scored} "
         f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,

@@ -106,11 +106,12 @@ class StatusLine:
         means = ", ".join(
             _describe(route, metric, *windows) for (route, metric), windows in sorted(self._scores.items())
         )
+        # Said only when it happens: most apps record their questions.
+        unasked = f" ({s.without_question} without a recorded question)" if s.without_question else ""
         _log.info(
-            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d (%d interactions "
-            "without a recorded question), skipped %s, to the LLM judge %s, dead letters %d, judge errors "
-            "%d, judge latency %s | estimate since last: %s",
-            rates, lags, in_flight, queued, buffered, s.scored, s.without_question, skipped, escalated,
+            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d%s, skipped %s, to "
+            "the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since last: %s",
+            rates, lags, in_flight, queued, buffered, s.scored, unasked, skipped, escalated,
             s.dead_letters, s.judge_errors, latency, means or "none",
         )  # fmt: skip
         self._last_at = now

@@ -5,7 +5,8 @@ the answer (when that is a program repr, as in Haystack and LlamaIndex streams, 
 The documents are those of the RETRIEVER / RERANKER spans below it, read from
 `retrieval.documents.N.document.content` (a reranker's `reranker.output_documents`), or from their
 `output.value` JSON when the flattened attributes are absent (manual tracers); and the results of its TOOL
-spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call; after them, the
+spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call; without any
+of these, a list of documents its chains were given as input (`context`, `documents`, ...); after them, the
 tool messages of the conversation's earlier turns in its LLM calls' `llm.input_messages` (`earlier_turn`).
 Without a CHAIN or AGENT, an LLM span is the interaction, with the retrievals and tools that ran beside it; an
 LLM call that asks for a tool is one interaction with the call that answers after the tool ran. RETRIEVER,
@@ -14,13 +15,22 @@ EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
 from tracescore.extract._history import indexed_tool_results
 from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import ANSWER_KEYS, QUESTION_KEYS, documents_of, indexed, is_repr, text_of
+from tracescore.extract._read import (
+    ANSWER_KEYS,
+    QUESTION_KEYS,
+    documents_of,
+    indexed,
+    is_repr,
+    last_message_text,
+    parse_json,
+    text_of,
+)
 from tracescore.extract._tools import (
     add_earlier_turns,
     add_tool_result,
@@ -93,8 +103,10 @@ class OpenInferenceRecognizer:
             tools = ran_between(tools, since, anchor)
         llms = group if group is not None else by_kind.get("LLM", [])
         _add_tools(trace, contexts, tools, used, llms)
-        answering = [llm for llm in llms if not _called_by_tool(trace, llm, anchor)]
-        add_earlier_turns(contexts, answering, _input_tool_results)
+        if not contexts and _kind(anchor) in _ANSWERING:
+            _add_input_documents(contexts, [anchor, *by_kind.get("CHAIN", [])])
+        asking = [llm for llm in llms if not _called_by_tool(trace, llm, anchor)]
+        add_earlier_turns(contexts, asking, _input_tool_results)
         if _kind(anchor) == "LLM":
             first = llms[0] if llms else anchor
             question = _last_user_message(first) or _io(first, semconv.INPUT_VALUE, QUESTION_KEYS)
@@ -111,16 +123,11 @@ class OpenInferenceRecognizer:
                 and (tools or _kind(anchor) == "AGENT" or contexts.from_earlier_turns)
             ):
                 # The agent's first LLM call that was given messages (LlamaIndex first prepares them in an
-                # LLM span of its own); never one inside a tool, whose prompt is the tool's. A follow-up
-                # turn that called no tool is a conversation too: its input holds earlier turns' results.
-                question = next(
-                    (
-                        q
-                        for llm in llms
-                        if not _called_by_tool(trace, llm, anchor) and (q := _last_user_message(llm))
-                    ),
-                    None,
-                )
+                # LLM span of its own); never one inside a tool, whose prompt is the tool's. Its input.value
+                # messages only when no call has flattened ones from index 0 (an OpenAI Agents SDK agent
+                # without instructions starts them at 1). A follow-up turn that called no tool is a
+                # conversation too: its input holds earlier turns' results.
+                question = _first_read(asking, _last_user_message) or _first_read(asking, _user_input)
         asked = [r for r in retrievals if not _called_by_tool(trace, r, anchor)]
         if question is None and asked:
             # A chain called with several inputs: the retriever's query is the question it answered. Not
@@ -180,6 +187,20 @@ def _input_tool_results(llm: DecodedSpan) -> list[tuple[object, int]]:
     return indexed_tool_results(llm.attributes, "llm.input_messages", "message.role", "message.content")
 
 
+def _add_input_documents(contexts: Contexts, chains: list[DecodedSpan]) -> None:
+    """Documents handed to a step as its input, when no retriever or tool span recorded them: a chain's
+    `input.value` JSON with a list of documents under `context`/`documents`/... (a DSPy program whose search
+    is a plain function passes `context=[...]` to its `ChainOfThought`). Nested steps pass the same list on:
+    each text is taken once."""
+    seen: set[str] = set()
+    for chain in chains:
+        value = parse_json(chain.attributes.get(semconv.INPUT_VALUE))
+        docs = documents_of(value) if isinstance(value, Mapping) else None
+        if docs:
+            contexts.add(chain, "input", [d for d in docs if d not in seen])
+            seen.update(docs)
+
+
 def _called_by_tool(trace: Trace, span: DecodedSpan, anchor: DecodedSpan) -> bool:
     return called_by_tool(trace, span, anchor, lambda s: _kind(s) == "TOOL")
 
@@ -223,6 +244,16 @@ def _last_user_message(span: DecodedSpan) -> str | None:
         if str(roles[index]).lower() in ("user", "human"):
             return _message_content(span, "llm.input_messages", index)
     return None
+
+
+def _first_read(spans: list[DecodedSpan], read: Callable[[DecodedSpan], str | None]) -> str | None:
+    return next((text for span in spans if (text := read(span))), None)
+
+
+def _user_input(span: DecodedSpan) -> str | None:
+    """The last user message of an LLM span's `input.value` message list, for flattened messages that do not
+    start at index 0 (the OpenAI Agents instrumentation keeps 0 for instructions an agent may not have)."""
+    return last_message_text(span.attributes.get(semconv.INPUT_VALUE), roles=("user", "human"))
 
 
 def _output_message(span: DecodedSpan) -> str | None:

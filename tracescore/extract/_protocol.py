@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -128,14 +129,23 @@ def _clip(text: str, limit: int = 80) -> str:
 def route_of(trace: Trace, anchor: DecodedSpan, named: str | None = None) -> str:
     """The route results are grouped by: an explicit tracescore route, else the name the convention gives
     the interaction (`named`), else the HTTP route of the request the interaction served (often on an
-    ancestor span), else the anchor span's name."""
+    ancestor span), else the anchor span's name without the ids some instrumentations put in it (an unnamed
+    CrewAI crew's span is `Crew_<a new UUID per Crew()>.kickoff`: one route per crew object would never
+    gather a route's results)."""
     lineage = (anchor, *trace.ancestors(anchor)) if anchor.parent_span_id is not None else (anchor,)
     return (
         _first_text(lineage, semconv.TRACESCORE_ROUTE)
         or named
         or _first_text(lineage, semconv.HTTP_ROUTE)
-        or anchor.name
+        or _without_ids(anchor.name)
     )
+
+
+def _without_ids(name: str) -> str:
+    return _UUID.sub("{id}", name) if "-" in name else name
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def _first_text(spans: Sequence[DecodedSpan], key: str) -> str | None:

@@ -51,6 +51,9 @@ _OBJECT_AT = re.compile(
 # What a repr's nesting is read from: brackets, and quotes (with escapes) whose contents are skipped.
 _REPR_TOKEN = re.compile(r"""[()\[\]{}]|'(?:[^'\\\n]|\\.)*(?:'|$)|"(?:[^"\\\n]|\\.)*(?:"|$)""")
 _CLOSING = {")": "(", "]": "[", "}": "{"}
+# Text content parts: chat messages' `text`, the OpenAI Responses API's `input_text` / `output_text` (an
+# agent SDK's Response object recorded as an LLM span's output).
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _MAX_DEPTH = 6
 _MAX_JSON_CHARS = 8_000_000  # a bigger attribute is not parsed: never worth the memory of a parse tree
 
@@ -214,7 +217,7 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
         texts = [
             str(part.get("content") or part.get("text") or "")
             for part in parts
-            if isinstance(part, Mapping) and part.get("type", "text") == "text"
+            if isinstance(part, Mapping) and part.get("type", "text") in _TEXT_PARTS
         ]
         joined = "".join(texts)
         return joined if joined.strip() else None

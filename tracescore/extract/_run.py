@@ -84,10 +84,13 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
         failed = sum(not c.ok for c in calls)
     if not total and not llms:
         return None
+    # A model call wrapped in another (LiteLLM's span around the OpenAI client's) is one step, counted once.
+    wrappers = {llm.span_id for llm in llms}
+    llms = [llm for llm in llms if llm.parent_span_id not in wrappers]
     answered = [llm for llm in llms if any(key in llm.attributes for key in _MODEL_OUTPUT)]
     prompt, completion = _tokens(llms)
     sources = contexts.sources
-    read = {s.span_id for s in sources if s.kind in ("retriever", "reranker", "span")}
+    read = {s.span_id for s in sources if s.kind in ("retriever", "reranker", "span", "input")}
     return Run(
         tool_calls=tuple(calls),
         tool_calls_total=total,

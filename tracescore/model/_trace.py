@@ -142,9 +142,10 @@ def _start_order(span: DecodedSpan) -> tuple[int, int, str]:
 class ContextSource(NamedTuple):
     """Where one judged document came from: the span that held it and how it was read (`retriever`,
     `reranker`, `tool` for a tool span's result, `tool_message` for a tool result passed to the next LLM
-    call, `span` for documents recorded on the interaction span itself, `earlier_turn` for a tool result of
-    an earlier turn of the conversation that the app kept in the LLM call's input). `turns_back` is 0 for
-    this turn's documents, 1 for the previous turn's, and so on."""
+    call, `span` for documents recorded on the interaction span itself, `input` for documents a step was
+    given as its input, `earlier_turn` for a tool result of an earlier turn of the conversation that the app
+    kept in the LLM call's input). `turns_back` is 0 for this turn's documents, 1 for the previous turn's,
+    and so on."""
 
     span_id: str
     kind: str
