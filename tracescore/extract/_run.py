@@ -202,18 +202,26 @@ def _error_result(result: Any) -> str | None:
     if isinstance(parsed, Mapping):
         message = parsed.get("data") if isinstance(parsed.get("data"), Mapping) else parsed.get("kwargs")
         message = message if isinstance(message, Mapping) else parsed
-        if (
-            parsed.get("is_error") is True
-            or parsed.get("isError") is True
-            or message.get("status") == "error"
-        ):
-            return "the result reports an error"  # LlamaIndex ToolOutput, MCP result, LangChain ToolMessage
+        # A LlamaIndex ToolOutput, an MCP tool result, a LangChain ToolMessage.
+        flag = next((k for k in ("is_error", "isError") if parsed.get(k) is True), None)
+        if flag is not None or message.get("status") == "error":
+            reported = f"{flag}: true" if flag else "status: error"
+            return f"the result reports an error ({reported}): {_clip_words(_content(message))}"
         if parsed.get("error") and set(parsed) <= _ERROR_FIELDS:
             return f"the result is an error: {str(parsed['error'])[:200]}"
         return None
     if isinstance(parsed, str) and _ERROR_TEXT.match(parsed[:200]):
-        return f"the result reads as an error: {' '.join(parsed[:200].split())}"
+        return f"the result reads as an error: {_clip_words(parsed)}"
     return None
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content", message.get("blocks", ""))
+    return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def _clip_words(text: str, limit: int = 200) -> str:
+    return " ".join(text[:limit].split())
 
 
 def _tokens(llms: Sequence[DecodedSpan]) -> tuple[int | None, int | None]:
