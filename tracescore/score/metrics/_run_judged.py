@@ -10,6 +10,7 @@ recorded); without a tool call, `tool_selection` is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -126,41 +127,26 @@ def _run_input(record: RagRecord, judge: Judge, metric: str) -> RunInput | Metri
     )
 
 
-def _read_tool_selection(output: RunAssessment) -> Scored:
-    verdict = output.tool_selection
-    return Scored(
-        _SCORES[verdict.verdict],
-        verdict.verdict,
-        verdict.reason,
-        {"verdict": verdict.verdict, "unfitting_calls": verdict.unfitting_calls},
-    )
+def _run_metric(
+    name: str, read: Callable[[RunAssessment], BaseModel]
+) -> VerdictMetric[RunInput, RunAssessment]:
+    """A metric reading its verdict (`read`) out of the shared assessment."""
 
+    def scored(output: RunAssessment) -> Scored:
+        verdict = read(output)
+        details = verdict.model_dump(exclude={"reason"})
+        return Scored(_SCORES.get(verdict.verdict, 0.0), verdict.verdict, verdict.reason, details)
 
-def _read_goal_completion(output: RunAssessment) -> Scored:
-    verdict = output.goal_completion
-    return Scored(
-        _SCORES.get(verdict.verdict, 0.0),
-        verdict.verdict,
-        verdict.reason,
-        {"verdict": verdict.verdict, "missing": verdict.missing},
+    return VerdictMetric(
+        name, RUN_ASSESSMENT_TASK, lambda record, judge: _run_input(record, judge, name), scored
     )
 
 
 def tool_selection() -> VerdictMetric[RunInput, RunAssessment]:
     """Were fitting tools chosen for the question: 1.0 fitting, 0.5 partly_fitting, 0.0 unfitting."""
-    return VerdictMetric(
-        "tool_selection",
-        RUN_ASSESSMENT_TASK,
-        lambda record, judge: _run_input(record, judge, "tool_selection"),
-        _read_tool_selection,
-    )
+    return _run_metric("tool_selection", lambda output: output.tool_selection)
 
 
 def goal_completion() -> VerdictMetric[RunInput, RunAssessment]:
     """Did the run answer what was asked: 1.0 complete, 0.5 partial, 0.0 incomplete."""
-    return VerdictMetric(
-        "goal_completion",
-        RUN_ASSESSMENT_TASK,
-        lambda record, judge: _run_input(record, judge, "goal_completion"),
-        _read_goal_completion,
-    )
+    return _run_metric("goal_completion", lambda output: output.goal_completion)

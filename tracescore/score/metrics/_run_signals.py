@@ -46,8 +46,13 @@ _WORD = re.compile(r"\w+")
 _CLIP = 160
 
 
-def _no_run(name: str, judge: Judge) -> MetricResult:
-    return MetricResult.not_applicable(name, NO_RUN, judge=judge.name)
+def _run_of(name: str, record: RagRecord, judge: Judge, *, needs_tools: bool = False) -> Run | MetricResult:
+    """The record's run, or why metric `name` does not apply: no run, or no tool call (`needs_tools`)."""
+    if record.run is None:
+        return MetricResult.not_applicable(name, NO_RUN, judge=judge.name)
+    if needs_tools and not record.run.tool_calls_total:
+        return MetricResult.not_applicable(name, "the run called no tool", judge=judge.name)
+    return record.run
 
 
 def _result(
@@ -105,11 +110,9 @@ class ToolErrors:
     name = "tool_errors"
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
-        run = record.run
-        if run is None:
-            return _no_run(self.name, judge)
-        if not run.tool_calls_total:
-            return MetricResult.not_applicable(self.name, "the run called no tool", judge=judge.name)
+        run = _run_of(self.name, record, judge, needs_tools=True)
+        if isinstance(run, MetricResult):
+            return run
         if not run.failed_tool_calls:
             reason = f"none of {run.tool_calls_total} tool calls failed"
             return _result(self.name, judge, run, 1.0, "no_failures", reason, failed_tool_calls=0)
@@ -148,9 +151,9 @@ class UngroundedAnswer:
     name = "ungrounded_answer"
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
-        run = record.run
-        if run is None:
-            return _no_run(self.name, judge)
+        run = _run_of(self.name, record, judge)
+        if isinstance(run, MetricResult):
+            return run
         claims = _claims(record)
         if not claims:
             return MetricResult.not_applicable(
@@ -194,11 +197,9 @@ class UnusedToolResults:
     name = "unused_tool_results"
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
-        run = record.run
-        if run is None:
-            return _no_run(self.name, judge)
-        if not run.tool_calls_total:
-            return MetricResult.not_applicable(self.name, "the run called no tool", judge=judge.name)
+        run = _run_of(self.name, record, judge, needs_tools=True)
+        if isinstance(run, MetricResult):
+            return run
         # A result that is the answer itself (a final-answer tool) is not something the answer could use.
         answer = _words(record.answer)
         results = [c for c in _usable(run) if _words(c.result or "") != answer]
@@ -251,11 +252,9 @@ class RepeatedToolCalls:
     name = "repeated_tool_calls"
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
-        run = record.run
-        if run is None:
-            return _no_run(self.name, judge)
-        if not run.tool_calls:
-            return MetricResult.not_applicable(self.name, "the run called no tool", judge=judge.name)
+        run = _run_of(self.name, record, judge, needs_tools=True)
+        if isinstance(run, MetricResult):
+            return run
         answered: set[tuple[str, str]] = set()
         repeats: Counter[tuple[str, str]] = Counter()
         for call in run.tool_calls:
@@ -309,9 +308,9 @@ class RunBudget:
         self.max_tool_calls = max_tool_calls
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
-        run = record.run
-        if run is None:
-            return _no_run(self.name, judge)
+        run = _run_of(self.name, record, judge)
+        if isinstance(run, MetricResult):
+            return run
         score = min(
             1.0, self.max_steps / max(run.steps, 1), self.max_tool_calls / max(run.tool_calls_total, 1)
         )
