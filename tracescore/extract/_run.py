@@ -68,7 +68,8 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
     interaction shows neither a tool nor an LLM call (a decorated function, a chain without model spans).
     Bounded: the first `MAX_RUN_TOOL_CALLS` calls are kept, the rest counted."""
     ordered = sorted(tools, key=lambda s: (s.start_time_unix_nano, s.span_id))
-    calls = [_tool_call(tool) for tool in ordered[:MAX_RUN_TOOL_CALLS]]
+    read_as = _read_results(contexts)
+    calls = [_tool_call(tool, read_as.get(tool.span_id)) for tool in ordered[:MAX_RUN_TOOL_CALLS]]
     total, failed = len(ordered), sum(not c.ok for c in calls)
     failed += sum(
         _failure(tool, _first_value(tool, _TOOL_RESULT)) is not None for tool in ordered[len(calls) :]
@@ -105,10 +106,11 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
 
 
 def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
-    """The tools the model was offered, `name: description`, once each: OpenInference `llm.tools`, OTel
-    GenAI `gen_ai.tool.definitions`, the AI SDK's `ai.prompt.tools`, MLflow's `mlflow.chat.tools`."""
+    """The tools the model was offered, `name: description`, once each, as the last model call that lists
+    them was (a run's calls are offered the same tools): OpenInference `llm.tools`, OTel GenAI
+    `gen_ai.tool.definitions`, the AI SDK's `ai.prompt.tools`, MLflow's `mlflow.chat.tools`."""
     offered: dict[str, str] = {}
-    for llm in llms:
+    for llm in reversed(llms):
         attrs = llm.attributes
         definitions = [
             *indexed(attrs, "llm.tools", "tool.json_schema"),
@@ -116,6 +118,8 @@ def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
             *_listed(attrs.get("ai.prompt.tools")),
             *_listed(attrs.get("mlflow.chat.tools")),
         ]
+        if not definitions:
+            continue
         for definition in definitions:
             tool = parse_json(definition)
             tool = tool.get("function", tool) if isinstance(tool, Mapping) else None
@@ -126,6 +130,7 @@ def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
             ):
                 description = " ".join(str(tool.get("description") or "").split())
                 offered.setdefault(tool["name"], f"{tool['name']}: {description}"[:_OFFERED_CHARS])
+        break
     return tuple(offered.values())
 
 
@@ -134,12 +139,22 @@ def _listed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else []
 
 
-def _tool_call(span: DecodedSpan) -> RunToolCall:
+def _read_results(contexts: Contexts) -> dict[str, list[str]]:
+    """Tool span id -> the documents its result was read as (read once, for the contexts)."""
+    read: dict[str, list[str]] = {}
+    for _, text, call in contexts.tool_results():
+        read.setdefault(call.span.span_id, []).append(text)
+    return read
+
+
+def _tool_call(span: DecodedSpan, texts: list[str] | None) -> RunToolCall:
+    """One tool span's call; `texts` its result as the contexts read it, if they did."""
     name = _first_value(span, _TOOL_NAME)
     arguments, result = _first_value(span, _TOOL_ARGUMENTS), _first_value(span, _TOOL_RESULT)
     error = _failure(span, result)
     # The result as the model was given it: a ToolMessage's or ToolOutput's content, documents one a line.
-    texts = tool_result_texts(result)[0] if result is not None else []
+    if texts is None:
+        texts = tool_result_texts(result)[0] if result is not None else []
     arguments_text, result_text = _text(arguments), "\n\n".join(texts) if texts else _text(result)
     return RunToolCall(
         name=str(name) if name else span.name,

@@ -139,15 +139,15 @@ def add_tool_result(
 def add_earlier_turns(
     contexts: Contexts, llms: Sequence[DecodedSpan], results_of: Callable[[DecodedSpan], list[TurnResult]]
 ) -> None:
-    """The tool results of earlier turns in the input of the last of `llms` that has any (`results_of` reads
-    one call's tool results with their turns, see `_history`), after the documents already in `contexts`:
+    """The tool results of earlier turns in the input of the last of `llms`, the call that answered
+    (`results_of` reads one call's tool results with their turns, see `_history`; the calls of one turn are
+    given the same history, the last the most of this turn's), after the documents already in `contexts`:
     the most recent turn first, each marked `earlier_turn` with how many turns back it was. A document
     already judged (the same tool asked the same again this turn) is not added twice."""
-    for llm in reversed(llms):
+    if llms:
+        llm = llms[-1]
         earlier = sorted(((v, back) for v, back in results_of(llm) if back > 0), key=lambda r: r[1])
-        if not earlier:
-            continue
-        seen = set(contexts.texts)
+        seen = set(contexts.texts) if earlier else set()
         for value, back in earlier:
             if contexts.full:
                 contexts.skip_span()
@@ -158,7 +158,6 @@ def add_earlier_turns(
             what = f"tool result of an earlier turn ({back} back) in the LLM input"
             call = ToolCall(llm, None, document_like, what)
             contexts.add(llm, "earlier_turn", fresh, call, turns_back=back)
-        return
 
 
 # Text compared with the answer: its words, case-folded, so quoting, spacing and punctuation do not matter.
