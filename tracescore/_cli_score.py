@@ -37,7 +37,9 @@ def _judge_options(default_metrics: str) -> list[Any]:
             default=default_metrics,
             show_default=True,
             help="Comma-separated metric names: faithfulness, answer_relevancy, context_relevance, quality, "
-            "distinct_2, names from --metric-config, installed plugins or package.module:attr paths.",
+            "distinct_2, an agent run's tool_errors, ungrounded_answer, unused_tool_results, "
+            "repeated_tool_calls, run_budget, tool_selection, goal_completion, names from --metric-config, "
+            "installed plugins or package.module:attr paths.",
         ),
         click.option(
             "--metric-config",

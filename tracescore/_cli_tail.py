@@ -81,13 +81,22 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
         if claim.get("reason"):
             lines.append(f"      reason:   {_clip(claim.get('reason'))}")
         if claim.get("evidence"):
-            lines.append(f"      evidence: {_clip(claim.get('evidence'))}")
+            lines.append(f"      evidence: {_clip(claim.get('evidence'))}{_turn_of(claim)}")
     if len(failed) > _CLAIMS_SHOWN:
         lines.append(f"    (+{len(failed) - _CLAIMS_SHOWN} more failed claims)")
     if not failed and record.reason and (flagged or record.status is not MetricStatus.OK):
         lines.append(f"    reason: {_clip(record.reason)}")
     lines.append(f"    trace {record.trace_id}  span {record.span_id}")
     return "\n".join(lines)
+
+
+def _turn_of(claim: dict[str, object]) -> str:
+    """Where the evidence of a claim came from, when an earlier turn of the conversation: ` (1 turn back)`."""
+    source = claim.get("evidence_source")
+    back = source.get("turns_back") if isinstance(source, dict) else None
+    if not isinstance(back, int) or back < 1:
+        return ""
+    return f"  ({back} turn{'s' if back > 1 else ''} back)"
 
 
 def _clip(value: object) -> str:

@@ -37,12 +37,15 @@ def _span_label(span: Any) -> str:
 
 
 def _documents(interaction: Any, by_id: dict[str, Any]) -> str:
-    counts: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, str, int], int] = {}
     for source in interaction.context_sources:
         span = by_id.get(source.span_id)
-        where = span.name if span is not None else source.span_id
-        counts[(source.kind, where)] = counts.get((source.kind, where), 0) + 1
-    return "; ".join(f"{n} from {kind} {code(where)}" for (kind, where), n in counts.items())
+        key = (source.kind, span.name if span is not None else source.span_id, source.turns_back)
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(
+        f"{n} from {kind} {code(where)}" + (f" ({back} turn{'s' * (back > 1)} back)" if back else "")
+        for (kind, where, back), n in counts.items()
+    )
 
 
 def read_table(manifest_path: Path) -> str:

@@ -81,3 +81,15 @@ sinks:
     assert config.rule_for("bot", "/support", "answer_relevancy") is None
     assert isinstance(config.sinks[1], WebhookSinkConfig)
     assert config.sinks[1].secret_env == "HOOK_SECRET"
+
+
+@pytest.mark.parametrize(
+    "metric",
+    [
+        *("tool_errors", "ungrounded_answer", "unused_tool_results", "repeated_tool_calls", "run_budget"),
+        *("tool_selection", "goal_completion"),
+    ],
+)
+def test_the_agent_run_metrics_are_known_without_declaring_them(tmp_path: Path, metric: str) -> None:
+    config = load_alert_config(write(tmp_path, f"rules:\n  - metric: {metric}\n"))
+    assert config.rules[0].metric == metric

@@ -204,3 +204,22 @@ def test_no_broker_is_one_line_and_exit_1() -> None:
     assert "Traceback" not in done.stderr
     [error] = [line for line in done.stderr.splitlines() if line.strip()]
     assert error.startswith("Error: no Kafka broker reachable at 127.0.0.1:1"), error
+
+
+def test_evidence_from_an_earlier_turn_says_how_many_turns_back(bootstrap: str, topic_prefix: str) -> None:
+    """A follow-up judged against an earlier turn's tool result: the claim's evidence says where it was."""
+    source = {"span_id": "00000000000000aa", "kind": "earlier_turn", "turns_back": 1}
+    claim = {**FAILED_CLAIM, "context_index": 0, "evidence_source": source}
+    follow_up = _record(
+        5, score=0.0, label="hallucinated", details={"claims": [claim], "context_sources": [source]}
+    )
+    this_turn = {**claim, "evidence_source": {**source, "kind": "tool", "turns_back": 0}}
+    turn = _record(6, score=0.0, label="hallucinated", details={"claims": [this_turn]})
+    topic = f"{topic_prefix}.evaluations"
+    _produce(bootstrap, topic, [follow_up.model_dump_json().encode(), turn.model_dump_json().encode()])
+    lines = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", topic).stdout.splitlines()
+    evidence = [line for line in lines if line.startswith("      evidence:")]
+    assert evidence == [
+        "      evidence: The Aurora X2 weighs 1.2 kg.  (1 turn back)",
+        "      evidence: The Aurora X2 weighs 1.2 kg.",
+    ]

@@ -228,3 +228,22 @@ def test_parent_ids_and_start_times_are_decoded() -> None:
     assert spans["leaf"].parent_span_id == spans["root"].span_id
     assert spans["root"].parent_span_id is None
     assert 0 < spans["root"].start_time_unix_nano <= spans["leaf"].start_time_unix_nano
+
+
+def test_a_failed_spans_status_is_decoded_from_protobuf_and_json() -> None:
+    """A tool call that raised: its span's status ERROR and message reach the run's tool call."""
+    from opentelemetry.trace import Status, StatusCode
+
+    provider, exporter = local_spans()
+    tracer = provider.get_tracer("lib")
+    with tracer.start_as_current_span("agent"), tracer.start_as_current_span("search_docs") as tool:
+        tool.set_status(Status(StatusCode.ERROR, "search backend timed out"))
+    finished = list(exporter.get_finished_spans())
+    [(_, proto)] = encode_trace_messages(finished)
+    for decoded in (decode_message(proto), decode_message(_otlp_json(finished))):
+        by_name = {s.name: s for s in decoded}
+        assert (by_name["search_docs"].status_code, by_name["search_docs"].status_message) == (
+            2,
+            "search backend timed out",
+        )
+        assert (by_name["agent"].status_code, by_name["agent"].status_message) == (0, "")

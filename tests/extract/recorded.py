@@ -69,6 +69,13 @@ EXPECTED = {
     # in a trace of its own, read as the interaction.
     "crewai/stream_handle": ("skip", "missing_answer"),
     "crewai": ("interaction", "openinference"),
+    # Two-turn conversations: each turn is its own trace; a follow-up that calls no tool is judged against
+    # the first turn's tool result, kept in its LLM call's input.
+    "langgraph_conversation": ("interaction", "openinference"),
+    "llamaindex_conversation": ("interaction", "openinference"),
+    "pydantic_ai_conversation": ("interaction", "genai"),
+    # A failed tool's message is what the model was given: judged (it supports nothing); the run says so.
+    "langgraph_tool_error": ("interaction", "openinference"),
 }
 
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's

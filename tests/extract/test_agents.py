@@ -166,9 +166,12 @@ def test_tool_role_messages_are_the_context_when_no_tool_span_was_recorded() -> 
         out=ANSWER,
     )
     [rag] = extract(trace(request, ask, answer)).interactions
-    # Only this turn's tool result: never an earlier turn's result or answer.
-    assert rag.record.contexts == (DOC,) and rag.record.query == QUESTION
-    assert rag.context_sources[0] == (answer.span_id, "tool_message")
+    # This turn's tool result first; the earlier turn's result after it, marked; never the earlier answer.
+    assert rag.record.contexts == (DOC, "stale result") and rag.record.query == QUESTION
+    assert rag.context_sources == (
+        (answer.span_id, "tool_message", 0),
+        (answer.span_id, "earlier_turn", 1),
+    )
 
 
 def test_genai_tool_call_response_parts_after_the_question() -> None:

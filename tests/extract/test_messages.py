@@ -101,7 +101,7 @@ def test_openllmetry_old_form_tool_messages_are_context_and_a_tool_span_too() ->
         start=2,
     )
     [rag] = extract(trace(workflow, chat)).interactions
-    assert rag.record.contexts == (DOC,) and rag.context_sources[0] == (chat.span_id, "tool_message")
+    assert rag.record.contexts == (DOC,) and rag.context_sources[0] == (chat.span_id, "tool_message", 0)
     tool = span(
         "battery.tool",
         {"traceloop.span.kind": "tool", "traceloop.entity.output": json.dumps(14)},
@@ -109,7 +109,7 @@ def test_openllmetry_old_form_tool_messages_are_context_and_a_tool_span_too() ->
         start=1,
     )
     [rag] = extract(trace(workflow, tool, chat)).interactions
-    assert rag.record.contexts == ("14",) and rag.context_sources[0] == (tool.span_id, "tool")
+    assert rag.record.contexts == ("14",) and rag.context_sources[0] == (tool.span_id, "tool", 0)
 
 
 def test_openllmetry_06x_function_calling_without_a_workflow_is_one_interaction() -> None:

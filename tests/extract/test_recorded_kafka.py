@@ -16,8 +16,9 @@ from recorded import Recording, recordings
 from tracescore.consume import ConsumerSettings, ConsumerStats, EvaluationConsumer, decode_message
 from tracescore.emit import EvaluationRecord
 from tracescore.extract import DecodedSpan as Span
+from tracescore.score import make_metrics
 from tracescore.score.judges import OfflineJudge
-from tracescore.score.metrics import Faithfulness
+from tracescore.score.metrics import Faithfulness, Metric
 
 pytestmark = pytest.mark.kafka
 LANGFUSE_NOT_ANSWERING = ("retriever", "tool", "generation", "embedding", "evaluator", "guardrail", "event")
@@ -26,6 +27,16 @@ LANGFUSE_NOT_ANSWERING = ("retriever", "tool", "generation", "embedding", "evalu
 def _score(
     bootstrap: str, topic_prefix: str, recorded: list[Recording]
 ) -> tuple[dict[str, EvaluationRecord], ConsumerStats]:
+    """Each recording scored by the real consumer for faithfulness: one record per trace."""
+    seen, stats = _consume(bootstrap, topic_prefix, recorded, [Faithfulness()])
+    by_trace = {r.trace_id: r for r in seen}
+    assert len(by_trace) == len(seen), "one record per trace: each interaction scored once"
+    return by_trace, stats
+
+
+def _consume(
+    bootstrap: str, topic_prefix: str, recorded: list[Recording], metrics: list[Metric]
+) -> tuple[list[EvaluationRecord], ConsumerStats]:
     """Produce the recordings as the Collector would (one message per trace and instrumentation scope: the
     messages it wrote where it was recorded through it) and run the real consumer."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
@@ -43,13 +54,8 @@ def _score(
         evaluation_spans_topic=f"{topic_prefix}.evaluation-spans",
         idle_timeout_s=3,
     )
-    consumer = EvaluationConsumer(
-        settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
-    )
-    stats = consumer.run()
-    by_trace = {r.trace_id: r for r in seen}
-    assert len(by_trace) == len(seen), "one record per trace: each interaction scored once"
-    return by_trace, stats
+    consumer = EvaluationConsumer(settings, judge=OfflineJudge(), metrics=metrics, on_evaluation=seen.append)
+    return seen, consumer.run()
 
 
 def _spans_by_id(recorded: list[Recording]) -> dict[str, Span]:
@@ -88,6 +94,11 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
             assert spans[record.span_id].name == recording.interaction_span, recording.id
         direction = "faithful" if recording.faithful else "hallucinated"
         assert record.label == direction, f"{recording.id}: {record.score} {record.reason}"
+        if recording.scenario.startswith("followup"):
+            # A follow-up that called no tool: judged against the first turn's result, and the record says so.
+            assert {s.get("turns_back") for s in record.details["context_sources"]} == {1}, recording.id
+            [claim] = record.details["claims"]
+            assert claim["evidence_source"]["turns_back"] == 1, recording.id
     assert stats.skipped == expected_skips
     assert {(service, reason) for service, _, reason in stats.skipped_by_source} == {
         ("aurora-support-traceloop", "no_retrieval"),
@@ -108,6 +119,30 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
     assert len(explained) == 2
     assert any("inside the LLM prompt" in line for line in explained)
     assert any("inside the prompt text" in line for line in explained)
+
+
+def test_agent_runs_are_scored_per_run_with_the_run_signals(bootstrap: str, topic_prefix: str) -> None:
+    """The consumer scores each agent run (LangGraph, recorded) with faithfulness and the run signals: a
+    failed tool the answer ignored, a repeated search, a follow-up that rests on the earlier turn."""
+    recorded = [r for r in recordings() if r.source in ("langgraph_tool_error", "langgraph_conversation")]
+    signals = ["tool_errors", "ungrounded_answer", "unused_tool_results", "repeated_tool_calls", "run_budget"]
+    seen, stats = _consume(bootstrap, topic_prefix, recorded, [Faithfulness(), *make_metrics(signals)])
+    labels = {(r.trace_id, r.metric): r.label or r.status.value for r in seen}
+    assert len(labels) == len(seen) == len(recorded) * 6 and stats.dead_letters == 0
+    by_id = {r.id: {m: labels[(r.trace_id, m)] for m in ["faithfulness", *signals]} for r in recorded}
+    assert by_id["langgraph_tool_error/tool_error_ignored"] == {
+        "faithfulness": "hallucinated",
+        "tool_errors": "ignored",
+        "ungrounded_answer": "ungrounded",
+        "unused_tool_results": "not_applicable",
+        "repeated_tool_calls": "no_repeats",
+        "run_budget": "within_budget",
+    }
+    assert by_id["langgraph_tool_error/tool_error_retried"]["tool_errors"] == "recovered"
+    assert by_id["langgraph_tool_error/repeated_call"]["repeated_tool_calls"] == "repeated"
+    follow_up = by_id["langgraph_conversation/followup_unfaithful"]
+    assert (follow_up["faithfulness"], follow_up["ungrounded_answer"]) == ("hallucinated", "earlier_turns")
+    assert follow_up["tool_errors"] == "not_applicable"
 
 
 def test_a_second_services_late_message_is_judged_with_the_trace(bootstrap: str, topic_prefix: str) -> None:

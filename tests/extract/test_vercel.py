@@ -163,9 +163,9 @@ def test_genai_attributes_on_the_model_calls_score_the_interaction_once() -> Non
     assert rag.convention == "vercel_ai" and rag.span is anchor and found.skips == []
 
 
-def test_tool_results_passed_in_the_prompt_are_read_only_for_this_turn() -> None:
+def test_tool_results_passed_in_the_prompt_are_this_turns_then_earlier_turns() -> None:
     """No ai.toolCall span (a client-side tool, or results the app injected): the tool messages after the
-    question; an earlier turn's tool result is history."""
+    question; an earlier turn's tool result kept in the prompt comes after them, marked as such."""
     old = {
         "type": "tool-result",
         "toolCallId": "c0",
@@ -198,8 +198,8 @@ def test_tool_results_passed_in_the_prompt_are_read_only_for_this_turn() -> None
     anchor = _call(**{"ai.prompt": json.dumps({"messages": messages}), "ai.response.text": ANSWER})
     model = _model(anchor, 1, ANSWER, messages)
     [rag] = extract(trace(anchor, model)).interactions
-    assert rag.record.query == QUESTION and rag.record.contexts == (DOC,)
-    assert [(s.span_id, s.kind) for s in rag.context_sources] == [(model.span_id, "tool_message")]
+    assert rag.record.query == QUESTION and rag.record.contexts == (DOC, "stale")
+    assert rag.context_sources == ((model.span_id, "tool_message", 0), (model.span_id, "earlier_turn", 1))
 
 
 def test_documents_only_in_the_system_prompt_are_a_no_retrieval_skip() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -65,6 +66,21 @@ def test_evaluate_one_dict_with_the_default_metrics_and_judge() -> None:
 def test_ragas_and_deepeval_names_are_recognised(row: dict[str, Any]) -> None:
     (result,) = evaluate(row, [Faithfulness()])
     assert result.score == 0.0
+
+
+def test_a_record_with_an_agents_run_is_scored_by_the_run_signals() -> None:
+    """A dataset exported with the agent's tool calls (a dict, or JSON in a CSV cell) scores like a trace."""
+    run = {
+        "tool_calls": [{"name": "search", "result": "Error: timed out", "ok": False, "error": "timed out"}],
+        "tool_calls_total": 1,
+        "failed_tool_calls": 1,
+        "steps": 2,
+    }
+    for given in (run, json.dumps(run)):
+        errors, grounded = evaluate({**HALLUCINATED, "run": given}, ["tool_errors", "ungrounded_answer"])
+        assert (errors.label, grounded.label) == ("ignored", "ungrounded")
+    with pytest.raises(ValueError, match="run: not JSON"):
+        evaluate({**HALLUCINATED, "run": "{not json"}, ["tool_errors"])
 
 
 def test_a_column_map_reads_other_names_and_a_missing_column_says_how_to_map_it() -> None:

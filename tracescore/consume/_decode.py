@@ -53,6 +53,9 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
                     span.start_time_unix_nano,
                     span.kind,
                 )
+                status = span.status
+                if status.code:  # most spans leave it unset
+                    decoded.status_code, decoded.status_message = status.code, status.message
                 if len(decoded.trace_id) != 32 or len(decoded.span_id) != 16:
                     raise NotOtlp(
                         f"a span has an invalid trace id {decoded.trace_id!r} or span id {decoded.span_id!r}"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tracescore.emit._explain import explanation
-from tracescore.model import EvaluationRecord, Interaction, MetricResult, annotator_kind
+from tracescore.model import ContextSource, EvaluationRecord, Interaction, MetricResult, annotator_kind
 
 __all__ = ["evaluation_record"]
 
@@ -54,16 +54,35 @@ def evaluation_record(
 
 
 def _with_sources(rag: Interaction, details: dict[str, Any]) -> dict[str, Any]:
-    """The judge's details plus where each judged document came from (aligned with the contexts), what
-    extract left out or read differently, and why there is no question when it was not recorded."""
+    """The judge's details plus where each judged document came from (aligned with the contexts; an earlier
+    turn's with how many turns back), where each claim's evidence came from, what extract left out or read
+    differently, and why there is no question when it was not recorded."""
     if not rag.context_sources and not rag.context_notes and rag.question_missing is None:
         return details
-    extra: dict[str, Any] = {
-        "context_sources": [{"span_id": s.span_id, "kind": s.kind} for s in rag.context_sources]
-    }
+    sources = [_source(s) for s in rag.context_sources]
+    extra: dict[str, Any] = {"context_sources": sources}
+    claims = details.get("claims")
+    if isinstance(claims, list) and any(isinstance(c, dict) and "context_index" in c for c in claims):
+        extra["claims"] = [_with_evidence_source(claim, sources) for claim in claims]
     if rag.context_notes:
         extra["context_notes"] = list(rag.context_notes)
     if rag.question_missing is not None:
         extra["question_recorded"] = False
         extra["question_missing"] = rag.question_missing
     return {**details, **extra}
+
+
+def _source(source: ContextSource) -> dict[str, Any]:
+    described: dict[str, Any] = {"span_id": source.span_id, "kind": source.kind}
+    if source.turns_back:
+        described["turns_back"] = source.turns_back
+    return described
+
+
+def _with_evidence_source(claim: Any, sources: list[dict[str, Any]]) -> Any:
+    """A claim row with `evidence_source`, the source of the document its evidence was found in: for a
+    supported claim, which retrieval, tool or earlier turn supported it."""
+    index = claim.get("context_index") if isinstance(claim, dict) else None
+    if not isinstance(index, int) or not 0 <= index < len(sources):
+        return claim
+    return {**claim, "evidence_source": sources[index]}

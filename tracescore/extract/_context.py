@@ -78,12 +78,25 @@ class Contexts:
         """No more documents are kept: callers stop reading spans (counted as unread)."""
         return len(self._texts) >= MAX_CONTEXTS or self._chars >= MAX_CONTEXT_CHARS
 
+    @property
+    def from_earlier_turns(self) -> bool:
+        """Some documents are earlier turns' tool results: the LLM input is a conversation."""
+        return any(source.turns_back for source in self._sources)
+
     def __len__(self) -> int:
         return len(self._texts)
 
-    def add(self, span: DecodedSpan, kind: str, texts: Iterable[Any], call: ToolCall | None = None) -> None:
-        """Documents read from `span`; `call` when they are a tool's result (see `tool_results`)."""
-        source = ContextSource(span.span_id, kind)
+    def add(
+        self,
+        span: DecodedSpan,
+        kind: str,
+        texts: Iterable[Any],
+        call: ToolCall | None = None,
+        turns_back: int = 0,
+    ) -> None:
+        """Documents read from `span`; `call` when they are a tool's result (see `tool_results`);
+        `turns_back` when they belong to an earlier turn of the conversation."""
+        source = ContextSource(span.span_id, kind, turns_back)
         for text in texts:
             self._add(text if isinstance(text, str) else str(text), source, call)
 

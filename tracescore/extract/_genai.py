@@ -1,13 +1,14 @@
 """OpenTelemetry GenAI semantic conventions: `gen_ai.operation.name` with message content on the span.
 
-The interaction is the outermost `invoke_workflow` / `invoke_agent` span, or without one each outermost
-`chat` / `text_completion` / `generate_content` span (a chat that asks for a tool is one interaction with
-the chat that answers after it). The question is the last user message of `gen_ai.input.messages` (of the
-first chat call when the agent span has none: Pydantic AI), the answer the assistant text of
-`gen_ai.output.messages` (else the last chat call's). The documents come from `retrieval` spans
-(`gen_ai.retrieval.documents`) and `execute_tool` spans (`gen_ai.tool.call.result`) below the interaction or
-beside a chat span; without a tool span that recorded its result, from the tool results passed to the last
-chat call. System instructions are never read as documents.
+The interaction is the outermost `invoke_workflow` / `invoke_agent` span, or without one each outermost `chat`
+/ `text_completion` / `generate_content` span (a chat that asks for a tool is one interaction with the chat
+that answers after it). The question is the last user message of `gen_ai.input.messages` (of the first chat
+call when the agent span has none: Pydantic AI), the answer the assistant text of `gen_ai.output.messages`
+(else the last chat call's). The documents come from `retrieval` spans (`gen_ai.retrieval.documents`) and
+`execute_tool` spans (`gen_ai.tool.call.result`) below the interaction or beside a chat span; without a tool
+span that recorded its result, from the tool results passed to the last chat call; after them, the tool
+results of the conversation's earlier turns in `gen_ai.input.messages`. System instructions are never read as
+documents.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from collections.abc import Iterator
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
+from tracescore.extract._history import genai_tool_results
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import documents_of, is_repr, last_message_text, parse_json
 from tracescore.extract._tools import (
+    add_earlier_turns,
     add_tool_result,
     answering_groups,
     called_by_tool,
@@ -92,6 +95,8 @@ class GenAIRecognizer:
             # No tool span recorded its result (autogen-core's carry names only; content capture off): the
             # results passed to the model are what its answer rests on.
             _add_tool_messages(contexts, chats)
+        answering = [chat for chat in chats if not called_by_tool(trace, chat, anchor, _is_tool)]
+        add_earlier_turns(contexts, answering, _input_tool_results)
         question = _question(chats[0] if group else anchor)
         if question is None and chats:
             question = _question(chats[0])
@@ -118,6 +123,7 @@ class GenAIRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *chats, *tools],
+            tools=tools,
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
             llm_outputs=[(chat, _answer(chat)) for chat in chats],
         )
@@ -156,6 +162,10 @@ def _first(span: DecodedSpan, keys: tuple[str, ...]) -> object:
         if (value := span.attributes.get(key)) is not None:
             return value
     return None
+
+
+def _input_tool_results(chat: DecodedSpan) -> list[tuple[object, int]]:
+    return genai_tool_results(chat.attributes.get(semconv.GEN_AI_INPUT_MESSAGES))
 
 
 def _add_tool_messages(contexts: Contexts, chats: list[DecodedSpan]) -> None:

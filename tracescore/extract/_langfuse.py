@@ -9,7 +9,8 @@ first generation's last user message. Its answer is its `langfuse.observation.ou
 `langfuse.trace.output`, else (also when the output is a program repr, or an object that is not text, as
 when the function returns the model's stream) the assistant text of the last generation that did not ask
 for a tool. Documents come from the outputs of the `retriever` and `tool` observations below it; without
-tool observations that recorded a result, from the tool messages passed to its last generation. A tool
+tool observations that recorded a result, from the tool messages passed to its last generation; after them,
+the tool messages of the conversation's earlier turns in the generation's input. A tool
 that only echoes the answer (its arguments carry the answer, or it returns the answer itself rather than
 documents), and a tool or retriever that ran after the answer was written, are not evidence (the shared rule,
 `drop_answer_carriers`).
@@ -28,6 +29,7 @@ from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
+from tracescore.extract._history import genai_tool_results
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import (
     ANSWER_KEYS,
@@ -38,6 +40,7 @@ from tracescore.extract._read import (
     text_of,
 )
 from tracescore.extract._tools import (
+    add_earlier_turns,
     add_tool_result,
     answering_groups,
     genai_tool_messages,
@@ -142,6 +145,7 @@ class LangfuseRecognizer:
         used = _add_retrievers(contexts, retrievers)
         if not _add_tools(trace, contexts, tools, used):
             _add_tool_messages(contexts, generations)
+        add_earlier_turns(contexts, generations, lambda g: genai_tool_results(_messages(g)))
         if question is None and retrievers:
             question = _question(_input(retrievers[0]))
         found = interaction(
@@ -152,6 +156,7 @@ class LangfuseRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievers, *tools, *generations],
+            tools=tools,
             llm_outputs=[(g, _generation_text(g)) for g in generations],
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
         )

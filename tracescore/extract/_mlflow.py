@@ -10,7 +10,8 @@ message; else the first retriever's query. The answer is the span's output as te
 not text (a generator's list of streamed chunks) or a program repr, the last LLM call's answer (OpenAI
 `choices`, Responses `output`, LangChain `generations`, Anthropic content blocks). The documents are the
 RETRIEVER outputs (MLflow Documents: `page_content`), a RERANKER's in place of the retrievals it reranked,
-and the TOOL outputs; without a tool output, the tool messages passed to the last LLM call. No other span
+and the TOOL outputs; without a tool output, the tool messages passed to the last LLM call; after them, the
+earlier turns' tool messages in its input. No other span
 type is read as an answer.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tracescore.extract._context import Contexts
+from tracescore.extract._history import genai_tool_results
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import (
     ANSWER_KEYS,
@@ -30,7 +32,13 @@ from tracescore.extract._read import (
     parse_json,
     text_of,
 )
-from tracescore.extract._tools import add_tool_result, answering_groups, genai_tool_messages, ran_between
+from tracescore.extract._tools import (
+    add_earlier_turns,
+    add_tool_result,
+    answering_groups,
+    genai_tool_messages,
+    ran_between,
+)
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["MLflowRecognizer"]
@@ -101,6 +109,7 @@ class MLflowRecognizer:
             tools = ran_between(tools, since, anchor)
         llms = group if group is not None else [s for s in around if _type(s) in _LLMS]
         _add_tools(trace, contexts, tools, used, llms)
+        add_earlier_turns(contexts, llms, _input_tool_results)
         kind = _type(anchor)
         if kind in _LLMS:
             question = _question(llms[0] if group else anchor)
@@ -122,6 +131,8 @@ class MLflowRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievers, *rerankers, *llms, *tools],
+            tools=tools,
+            llms=llms,
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
         )
 
@@ -193,6 +204,11 @@ def _add_tools(
             for result in results:
                 add_tool_result(contexts, llm, "tool_message", result, "tool message passed to LLM")
             return
+
+
+def _input_tool_results(llm: DecodedSpan) -> list[tuple[object, int]]:
+    inputs = parse_json(llm.attributes.get(SPAN_INPUTS))
+    return genai_tool_results(inputs.get("messages")) if isinstance(inputs, Mapping) else []
 
 
 def _question(span: DecodedSpan) -> str | None:

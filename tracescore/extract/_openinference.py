@@ -1,14 +1,15 @@
 """OpenInference (Phoenix, Arize; LangChain, LangGraph, LlamaIndex, Haystack, openai, manual tracers).
 
-The interaction is the outermost CHAIN or AGENT span: its `input.value` is the question and its
-`output.value` the answer (when that is a program repr, as in Haystack and LlamaIndex streams, the last LLM
-call's output). The documents are those of the RETRIEVER / RERANKER spans below it, read from
+The interaction is the outermost CHAIN or AGENT span: its `input.value` is the question and its `output.value`
+the answer (when that is a program repr, as in Haystack and LlamaIndex streams, the last LLM call's output).
+The documents are those of the RETRIEVER / RERANKER spans below it, read from
 `retrieval.documents.N.document.content` (a reranker's `reranker.output_documents`), or from their
 `output.value` JSON when the flattened attributes are absent (manual tracers); and the results of its TOOL
 spans (`output.value`), or without tool spans the `tool` messages passed to its last LLM call; without any
-of these, a list of documents its chains were given as input (`context`, `documents`, ...). Without a
-CHAIN or AGENT, an LLM span is the interaction, with the retrievals and tools that ran beside it; an LLM call
-that asks for a tool is one interaction with the call that answers after the tool ran. RETRIEVER,
+of these, a list of documents its chains were given as input (`context`, `documents`, ...); after them, the
+tool messages of the conversation's earlier turns in its LLM calls' `llm.input_messages` (`earlier_turn`).
+Without a CHAIN or AGENT, an LLM span is the interaction, with the retrievals and tools that ran beside it; an
+LLM call that asks for a tool is one interaction with the call that answers after the tool ran. RETRIEVER,
 EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
+from tracescore.extract._history import indexed_tool_results
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import (
     ANSWER_KEYS,
@@ -30,6 +32,7 @@ from tracescore.extract._read import (
     text_of,
 )
 from tracescore.extract._tools import (
+    add_earlier_turns,
     add_tool_result,
     answering_groups,
     called_by_tool,
@@ -102,6 +105,8 @@ class OpenInferenceRecognizer:
         _add_tools(trace, contexts, tools, used, llms)
         if not contexts and _kind(anchor) in _ANSWERING:
             _add_input_documents(contexts, [anchor, *by_kind.get("CHAIN", [])])
+        asking = [llm for llm in llms if not _called_by_tool(trace, llm, anchor)]
+        add_earlier_turns(contexts, asking, _input_tool_results)
         if _kind(anchor) == "LLM":
             first = llms[0] if llms else anchor
             question = _last_user_message(first) or _io(first, semconv.INPUT_VALUE, QUESTION_KEYS)
@@ -112,12 +117,16 @@ class OpenInferenceRecognizer:
             if answer is None or is_repr(answer):
                 # Haystack, LlamaIndex streams: the chain's output is a repr; the LLM's text is right.
                 answer = _llm_answer(llms) or answer
-            if question is None and llms and (tools or _kind(anchor) == "AGENT"):
+            if (
+                question is None
+                and llms
+                and (tools or _kind(anchor) == "AGENT" or contexts.from_earlier_turns)
+            ):
                 # The agent's first LLM call that was given messages (LlamaIndex first prepares them in an
                 # LLM span of its own); never one inside a tool, whose prompt is the tool's. Its input.value
                 # messages only when no call has flattened ones from index 0 (an OpenAI Agents SDK agent
-                # without instructions starts them at 1).
-                asking = [llm for llm in llms if not _called_by_tool(trace, llm, anchor)]
+                # without instructions starts them at 1). A follow-up turn that called no tool is a
+                # conversation too: its input holds earlier turns' results.
                 question = _first_read(asking, _last_user_message) or _first_read(asking, _user_input)
         asked = [r for r in retrievals if not _called_by_tool(trace, r, anchor)]
         if question is None and asked:
@@ -132,6 +141,7 @@ class OpenInferenceRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*used, *llms, *tools],
+            tools=tools,
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else None,
             llm_outputs=[
                 (llm, _output_message(llm) or _io(llm, semconv.OUTPUT_VALUE, ANSWER_KEYS)) for llm in llms
@@ -171,6 +181,10 @@ def _add_tools(
             for message in messages:
                 add_tool_result(contexts, llm, "tool_message", message, "tool message passed to LLM")
             return
+
+
+def _input_tool_results(llm: DecodedSpan) -> list[tuple[object, int]]:
+    return indexed_tool_results(llm.attributes, "llm.input_messages", "message.role", "message.content")
 
 
 def _add_input_documents(contexts: Contexts, chains: list[DecodedSpan]) -> None:

@@ -5,7 +5,8 @@ The interaction is the outermost `workflow` (or `agent`) span: the question is r
 `traceloop.entity.output`, or else from the last LLM completion (`gen_ai.completion.0.content`). Documents
 come from the retrieval tasks below it: a task whose name says it retrieves (retrieve, search, ...) and whose
 output is a list of documents, and `tool` spans (any result: one not document-like is one context, noted);
-without tool spans, tool messages passed to the last LLM call. LLM spans are read in both forms traceloop
+without tool spans, tool messages passed to the last LLM call; after them, the earlier turns' tool messages in
+its input. LLM spans are read in both forms traceloop
 has written: `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (before 0.5x) and `gen_ai.input.messages` /
 `gen_ai.output.messages` (0.6x). Where no retrieval was recorded (traceloop's LangChain mode puts the
 documents only inside the prompt), the workflow is skipped with that explanation: the prompt's text is not
@@ -20,6 +21,7 @@ from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
+from tracescore.extract._history import genai_tool_results, indexed_tool_results
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import (
     ANSWER_KEYS,
@@ -32,6 +34,7 @@ from tracescore.extract._read import (
     text_of,
 )
 from tracescore.extract._tools import (
+    add_earlier_turns,
     add_tool_result,
     called_by_tool,
     genai_tool_messages,
@@ -81,6 +84,8 @@ class OpenLLMetryRecognizer:
         llms = [s for s in below if _completion(s) is not None or _has_messages(s)]
         if not tool_spans:  # the messages repeat what tool spans returned
             _add_tool_messages(contexts, llms)
+        answering = [llm for llm in llms if not called_by_tool(trace, llm, anchor, _is_tool)]
+        add_earlier_turns(contexts, answering, _input_tool_results)
         question = _question(anchor.attributes.get(ENTITY_INPUT))
         answer = _answer(anchor.attributes.get(ENTITY_OUTPUT))
         if answer is None or is_repr(answer):
@@ -113,6 +118,7 @@ class OpenLLMetryRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*retrievals, *tools, *llms],
+            tools=tool_spans,
             llm_outputs=[(llm, _completion(llm)) for llm in llms],
         )
 
@@ -140,6 +146,13 @@ def _add_tool_messages(contexts: Contexts, llms: list[DecodedSpan]) -> None:
             for result in results:
                 add_tool_result(contexts, llm, "tool_message", result, "tool message passed to LLM")
             return
+
+
+def _input_tool_results(llm: DecodedSpan) -> list[tuple[object, int]]:
+    attrs = llm.attributes
+    return indexed_tool_results(attrs, "gen_ai.prompt", "role", "content") or genai_tool_results(
+        attrs.get(semconv.GEN_AI_INPUT_MESSAGES)
+    )
 
 
 def _is_tool(span: DecodedSpan) -> bool:

@@ -10,6 +10,7 @@ from typing import Protocol
 from tracescore import semconv
 from tracescore.extract._context import Context, Contexts, as_contexts, session_of
 from tracescore.extract._read import is_repr
+from tracescore.extract._run import agent_run
 from tracescore.extract._tools import drop_answer_carriers
 from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
@@ -54,6 +55,8 @@ def interaction(
     llm_outputs: Iterable[tuple[DecodedSpan, str | None]] = (),
     route: str | None = None,
     session_id: str | None = None,
+    tools: Sequence[DecodedSpan] = (),
+    llms: Sequence[DecodedSpan] | None = None,
 ) -> Interaction | Skip:
     """An interaction anchored on `anchor`, or the Skip that names the missing part and, from `looked_in`
     (part -> attributes), where it was looked for. Plain-string contexts were recorded on `anchor`.
@@ -65,7 +68,8 @@ def interaction(
     results that merely carry the answer are dropped and noted (`_tools.drop_answer_carriers`);
     `llm_outputs` (each LLM call of the interaction with its text output) tell when the answer was written.
     `route` and `session_id` are what the convention itself names (the AI SDK's functionId and metadata),
-    used where the spans carry no explicit one.
+    used where the spans carry no explicit one. `tools` are the interaction's tool spans: with its LLM calls
+    (`llms`, else those of `llm_outputs`) they make the record's `run` (`_run.agent_run`).
     """
 
     def missing(reason: str, part: str, what: str) -> Skip:
@@ -82,6 +86,9 @@ def interaction(
             "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
         )
     collected = as_contexts(anchor, contexts)
+    llm_outputs = list(llm_outputs)
+    # Before answer carriers are dropped: a final-answer tool is not evidence, but it was called.
+    run = agent_run(tools, [llm for llm, _ in llm_outputs] if llms is None else llms, collected)
     drop_answer_carriers(collected, answer, llm_outputs)
     texts = collected.texts
     if not texts:
@@ -103,6 +110,7 @@ def interaction(
             query=None if unasked else question,
             contexts=texts,
             answer=answer,
+            run=run,
         ),
         route=route_of(trace, anchor, route),
         convention=convention,

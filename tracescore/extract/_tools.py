@@ -14,6 +14,10 @@ answer (its text, or one of its values, has the answer's words: an agent-as-tool
 repeats, `{"response": answer}`), and the result of a tool that started after the LLM call whose output
 is the answer had ended (called after the answer was written). A result that contains the answer among
 other text, and a list of documents one of which is the answer, are kept: an answer may quote its sources.
+
+A conversation's earlier turns: the tool results of earlier turns that the app kept in the answering LLM
+call's input are evidence too, after this turn's own documents (`add_earlier_turns`): a follow-up answered
+from what an earlier turn looked up is judged against it. Earlier answers never are (see `_history`).
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tracescore.extract._context import MAX_CONTEXT_CHARS, Contexts, ToolCall
-from tracescore.extract._read import documents_of, indexed, is_repr, parse_json
+from tracescore.extract._history import TurnResult, genai_tool_messages, indexed_tool_messages
+from tracescore.extract._read import documents_of, is_repr, parse_json
 from tracescore.model import DecodedSpan, Trace
 
 __all__ = [
+    "add_earlier_turns",
     "add_tool_result",
     "answering_groups",
     "called_by_tool",
@@ -39,9 +45,6 @@ __all__ = [
     "tool_result_texts",
 ]
 
-_USER_ROLES = ("user", "human")
-_TOOL_ROLES = ("tool", "function", "ipython")
-_TOOL_PARTS = ("tool_call_response", "tool_result", "function_response")
 # LangChain stringifies a tool's list[Document] as its repr; page_content is a Python string literal in it,
 # read back exactly (never guessed) when every Document in the text has one.
 _DOCUMENT_REPR = re.compile(r"\bDocument\(")
@@ -52,7 +55,7 @@ _MAX_LITERAL_ITEMS = 256
 def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     """(texts, document_like) of one tool result: its documents when it is a list of them (also inside a
     LangChain ToolMessage, `{"type": "tool", "data": {"content": ...}}` or `{"type": "tool", "content":
-    ...}`), else the whole result as one text."""
+    ...}`, or a LlamaIndex ToolOutput's text blocks), else the whole result as one text."""
     parsed = parse_json(value)
     if isinstance(parsed, Mapping) and len(parsed) == 1 and "output" in parsed:  # a run's {"output": ...}
         parsed = parse_json(parsed["output"])
@@ -63,6 +66,13 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
         kwargs = parsed["kwargs"]
         if str(kwargs.get("type", "")).lower() == "tool" and "content" in kwargs:
             parsed = parse_json(kwargs["content"])
+    if isinstance(parsed, Mapping) and "tool_name" in parsed and isinstance(parsed.get("blocks"), list):
+        # A LlamaIndex ToolOutput: what the model was given is its text blocks (`raw_output` may be an
+        # object the tool returned, dumped).
+        texts = [
+            b["text"] for b in parsed["blocks"] if isinstance(b, Mapping) and isinstance(b.get("text"), str)
+        ]
+        parsed = texts[0] if len(texts) == 1 else texts or None
     if parsed is None:
         return [], False
     if isinstance(parsed, str):
@@ -124,6 +134,30 @@ def add_tool_result(
         return
     texts, document_like = tool_result_texts(value)
     contexts.add(span, kind, texts, ToolCall(span, arguments, document_like, what))
+
+
+def add_earlier_turns(
+    contexts: Contexts, llms: Sequence[DecodedSpan], results_of: Callable[[DecodedSpan], list[TurnResult]]
+) -> None:
+    """The tool results of earlier turns in the input of the last of `llms`, the call that answered
+    (`results_of` reads one call's tool results with their turns, see `_history`; the calls of one turn are
+    given the same history, the last the most of this turn's), after the documents already in `contexts`:
+    the most recent turn first, each marked `earlier_turn` with how many turns back it was. A document
+    already judged (the same tool asked the same again this turn) is not added twice."""
+    if llms:
+        llm = llms[-1]
+        earlier = sorted(((v, back) for v, back in results_of(llm) if back > 0), key=lambda r: r[1])
+        seen = set(contexts.texts) if earlier else set()
+        for value, back in earlier:
+            if contexts.full:
+                contexts.skip_span()
+                continue
+            texts, document_like = tool_result_texts(value)
+            fresh = [text for text in texts if text not in seen]
+            seen.update(fresh)
+            what = f"tool result of an earlier turn ({back} back) in the LLM input"
+            call = ToolCall(llm, None, document_like, what)
+            contexts.add(llm, "earlier_turn", fresh, call, turns_back=back)
 
 
 # Text compared with the answer: its words, case-folded, so quoting, spacing and punctuation do not matter.
@@ -225,71 +259,6 @@ def _strings(value: Any) -> list[str]:
     return found
 
 
-def genai_tool_messages(messages: Any) -> list[Any]:
-    """Tool results passed to an LLM call in OTel GenAI / OpenAI message lists (`gen_ai.input.messages`):
-    role `tool` messages and `tool_call_response` parts, only after the last user message with text, so a
-    conversation's earlier turns are never read as this turn's documents."""
-    messages = parse_json(messages)
-    if not isinstance(messages, list):
-        return []
-    start = 0
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, Mapping) and _role(message) in _USER_ROLES and _has_user_text(message):
-            start = index + 1
-            break
-    results: list[Any] = []
-    for message in messages[start:]:
-        if not isinstance(message, Mapping):
-            continue
-        parts = message.get("parts") if isinstance(message.get("parts"), list) else None
-        if parts is not None:
-            for part in parts:
-                if isinstance(part, Mapping) and str(part.get("type", "")) in _TOOL_PARTS:
-                    results.append(_first(part, ("response", "result", "content", "output")))
-        elif _role(message) in _TOOL_ROLES:
-            content = message.get("content")
-            parts = _tool_result_parts(content)
-            results.extend(parts if parts is not None else [content])
-    return [r for r in results if r is not None]
-
-
-def _tool_result_parts(content: Any) -> list[Any] | None:
-    """The results in a Vercel AI SDK tool message: `{"type": "tool-result", "output": {"type": "json",
-    "value": ...}}` parts (`result` before v5); a failed tool's `error-*` output is not evidence."""
-    if not isinstance(content, list):
-        return None
-    parts = [p for p in content if isinstance(p, Mapping) and p.get("type") == "tool-result"]
-    if not parts:
-        return None
-    results = []
-    for part in parts:
-        output = part.get("output", part.get("result"))
-        if isinstance(output, Mapping) and "value" in output:
-            if str(output.get("type", "")).startswith("error"):
-                continue
-            output = output["value"]
-        results.append(output)
-    return results
-
-
-def indexed_tool_messages(attributes: Mapping[str, Any], prefix: str, role: str, content: str) -> list[Any]:
-    """Tool-role messages after the last user message of flattened message attributes
-    (`llm.input_messages.N.message.role` / OpenLLMetry's `gen_ai.prompt.N.role`)."""
-    roles = [str(r).lower() for r in indexed(attributes, prefix, role)]
-    start = 0
-    for index in range(len(roles) - 1, -1, -1):
-        if roles[index] in _USER_ROLES:
-            start = index + 1
-            break
-    return [
-        value
-        for index in range(start, len(roles))
-        if roles[index] in _TOOL_ROLES
-        and (value := attributes.get(f"{prefix}.{index}.{content}")) is not None
-    ]
-
-
 def answering_groups(
     llms: Sequence[DecodedSpan], asks_for_tool: Callable[[DecodedSpan], bool]
 ) -> list[tuple[list[DecodedSpan], int]]:
@@ -330,24 +299,3 @@ def ran_between(spans: Iterable[DecodedSpan], since: int, before: DecodedSpan) -
     return [
         s for s in spans if since <= s.start_time_unix_nano <= before.start_time_unix_nano and s is not before
     ]
-
-
-def _role(message: Mapping[str, Any]) -> str:
-    return str(message.get("role") or message.get("type") or "").lower()
-
-
-def _has_user_text(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    if isinstance(content, str):
-        return bool(content.strip())
-    parts = content if isinstance(content, list) else message.get("parts")
-    if isinstance(parts, list):
-        return any(isinstance(p, Mapping) and p.get("type", "text") == "text" for p in parts)
-    return content is not None
-
-
-def _first(part: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        if part.get(key) is not None:
-            return part[key]
-    return None

@@ -6,12 +6,13 @@ prompt text, else the last user message), else the last user message of the firs
 `ai.prompt.messages` (`.doGenerate` / `.doStream`); system text is never read as a document. The answer is
 its `ai.response.text` (an object call's answer field of `ai.response.object`), else the last model call's.
 
-The documents: each `ai.toolCall` span's `ai.toolCall.result` (with its `ai.toolCall.args`, so one that
-merely carries the answer is dropped by the shared rule, `drop_answer_carriers`); retrieval the app recorded
-below or beside the call before it answered (the SDK's `ai.rerank`: its top-ranked `ai.documents`; an OTel
-GenAI `retrieval` span; an OpenInference RETRIEVER); without tool spans, tool results passed in the model
-call's messages after the question. Where the app recorded none of these, its documents can only be inside
-the prompt text, which is not split into documents: the call is skipped as `no_retrieval`, saying so.
+The documents: each `ai.toolCall` span's `ai.toolCall.result` (with its `ai.toolCall.args`, so one that merely
+carries the answer is dropped by the shared rule, `drop_answer_carriers`); retrieval the app recorded below or
+beside the call before it answered (the SDK's `ai.rerank`: its top-ranked `ai.documents`; an OTel GenAI
+`retrieval` span; an OpenInference RETRIEVER); without tool spans, tool results passed in the model call's
+messages after the question; after them, the earlier turns' tool results in those messages. Where the app
+recorded none of these, its documents can only be inside the prompt text, which is not split into documents:
+the call is skipped as `no_retrieval`, saying so.
 
 The route is `ai.telemetry.functionId`, the session `ai.telemetry.metadata.sessionId`. The model calls carry
 a few `gen_ai.*` attributes; the GenAI recogniser runs later, so the interaction is scored once, here.
@@ -24,6 +25,7 @@ from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._context import Contexts
+from tracescore.extract._history import genai_tool_results
 from tracescore.extract._protocol import Skip, interaction
 from tracescore.extract._read import (
     ANSWER_KEYS,
@@ -33,7 +35,7 @@ from tracescore.extract._read import (
     parse_json,
     text_of,
 )
-from tracescore.extract._tools import add_tool_result, genai_tool_messages
+from tracescore.extract._tools import add_earlier_turns, add_tool_result, genai_tool_messages
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["VercelAIRecognizer"]
@@ -106,6 +108,9 @@ class VercelAIRecognizer:
         if not tool_spans and calls:
             for result in genai_tool_messages(calls[-1].attributes.get(PROMPT_MESSAGES)):
                 add_tool_result(contexts, calls[-1], "tool_message", result, "tool result in the prompt")
+        add_earlier_turns(
+            contexts, calls, lambda call: genai_tool_results(call.attributes.get(PROMPT_MESSAGES))
+        )
         offered_tools = any(c.attributes.get(PROMPT_TOOLS) for c in calls)
         if question and answer and not (tool_spans or retrievals or contexts or offered_tools):
             return self._no_retrieval(trace, anchor)
@@ -118,6 +123,7 @@ class VercelAIRecognizer:
             contexts=contexts,
             answer=answer,
             sources=[*calls, *tool_spans, *retrievals],
+            tools=tool_spans,
             llm_outputs=[(call, _answer(call)) for call in calls],
             looked_in=_LOOKED_IN,
             route=function_id if isinstance(function_id, str) else None,

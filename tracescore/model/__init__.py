@@ -1,12 +1,12 @@
 """The data model every stage shares: what flows from consume through extract, sample and score to emit
 and alert.
 
-Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`,
-formerly `RagSpan`, its `RagRecord` and `ContextSource`), what a judge returns (`MetricResult`,
-`MetricStatus`, `Usage`, `Verdict`; `FaithfulnessFindings`, the typed view of a Faithfulness result), and
-the evaluation record emit writes and alert reads (`EvaluationRecord`). Stages import these from here (or
-from a stage's public `__init__`), never from one another's private modules. Light on purpose (pydantic
-only): the instrumentation SDK's install can import it.
+Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`, formerly
+`RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge returns
+(`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessFindings`, the typed view of a Faithfulness
+result), and the evaluation record emit writes and alert reads (`EvaluationRecord`). Stages import these from
+here (or from a stage's public `__init__`), never from one another's private modules. Light on purpose
+(pydantic only): the instrumentation SDK's install can import it.
 """
 
 from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
@@ -19,9 +19,12 @@ from tracescore.model._record import (
     read_evaluation_record,
 )
 from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
+from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, RunToolCall
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
+    "MAX_RUN_TEXT_CHARS",
+    "MAX_RUN_TOOL_CALLS",
     "NEAR_CERTAIN",
     "SCHEMA_VERSION",
     "AnnotatorKind",
@@ -34,6 +37,8 @@ __all__ = [
     "MetricStatus",
     "RagRecord",
     "RagSpan",
+    "Run",
+    "RunToolCall",
     "Trace",
     "UnreadableRecord",
     "Usage",

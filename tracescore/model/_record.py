@@ -108,8 +108,10 @@ class EvaluationRecord(BaseModel):
     timestamp: datetime = Field(description="When the record was written (UTC).")
     details: dict[str, Any] = Field(
         default_factory=dict,
-        description="The metric's details: for faithfulness the claims with verdict, reason, quoted evidence "
-        "and confidence; context_sources and context_notes (where each judged document came from).",
+        description="The metric's details: for faithfulness the claims with verdict, reason, quoted "
+        "evidence, confidence, context_index and evidence_source (the document the evidence is in, and its "
+        "source); context_sources (where each judged document came from: span, kind, and turns_back for an "
+        "earlier turn's) and context_notes; for the agent-run metrics what they found in the run.",
     )
     usage: Usage = Field(default_factory=Usage, description="Judge calls, tokens and cost of this record.")
 

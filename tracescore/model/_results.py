@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracescore.model._run import Run
+
 __all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage", "Verdict", "has_question"]
 
 
@@ -15,7 +17,9 @@ class RagRecord(BaseModel):
 
     `query` is None (or blank) when the question was not recorded, e.g. an agent called with a message list
     its instrumentation does not write down: the answer can still be checked against the documents
-    (faithfulness), while the metrics that compare with the question say `not_applicable`."""
+    (faithfulness), while the metrics that compare with the question say `not_applicable`. `run` is what
+    an agent did to answer (tool calls, LLM calls, steps), when the trace shows it: the run metrics read
+    it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -23,6 +27,7 @@ class RagRecord(BaseModel):
     query: str | None
     contexts: tuple[str, ...] = ()
     answer: str
+    run: Run | None = None
 
 
 def has_question(record: RagRecord) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tracescore.model._results import RagRecord
+from tracescore.model._run import Run
 
 __all__ = ["ContextSource", "DecodedSpan", "Interaction", "Trace"]
 
@@ -28,6 +29,8 @@ class DecodedSpan:
     parent_span_id: str | None = None  # None for a root span
     start_time_unix_nano: int = 0
     kind: int = 0  # OTLP SpanKind: 0 unspecified, 1 internal, 2 server, 3 client, 4 producer, 5 consumer
+    status_code: int = 0  # OTLP StatusCode: 0 unset, 1 ok, 2 error (a failed tool call, for one)
+    status_message: str = ""
 
     def attr(self, key: str) -> Any:
         return self.attributes.get(key)
@@ -140,10 +143,13 @@ class ContextSource(NamedTuple):
     """Where one judged document came from: the span that held it and how it was read (`retriever`,
     `reranker`, `tool` for a tool span's result, `tool_message` for a tool result passed to the next LLM
     call, `span` for documents recorded on the interaction span itself, `input` for documents a step was
-    given as its input)."""
+    given as its input, `earlier_turn` for a tool result of an earlier turn of the conversation that the app
+    kept in the LLM call's input). `turns_back` is 0 for this turn's documents, 1 for the previous turn's,
+    and so on."""
 
     span_id: str
     kind: str
+    turns_back: int = 0
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,8 @@ class Interaction:
     `span_ids` are the spans it was read from, so two conventions describing one interaction score once.
     `context_sources` is aligned with `record.contexts` (where each document came from); `context_notes`
     explain what was read differently or left out (a tool result that is not document-like, program
-    reprs dropped, tool results that carry the answer, documents past the limits); `session_id` is the
+    reprs dropped, tool results that carry the answer, documents past the limits); `run` is what an agent
+    did (`record.run`: tool calls, LLM calls, steps; None without one); `session_id` is the
     conversation the turn belongs to. `question_missing` says why `record.query` is None (the question was
     not recorded, or only as a program repr): faithfulness is judged without it, the metrics that need it
     say `not_applicable`.
@@ -169,6 +176,12 @@ class Interaction:
     context_notes: tuple[str, ...] = ()
     session_id: str | None = None
     question_missing: str | None = None
+
+    @property
+    def run(self) -> Run | None:
+        """What the agent did in this interaction (tool calls, LLM calls, steps), None when the convention
+        shows no run; kept on the record (`record.run`), which is what the metrics score."""
+        return self.record.run
 
 
 # The name before 0.x: kept so code written against it keeps working.

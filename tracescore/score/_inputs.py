@@ -2,7 +2,7 @@
 
 One field reader serves the library and the CLI's JSONL/CSV reader, so a column is understood the same way
 everywhere: `contexts` may be a list, a JSON list, a Python list repr (what `pandas.to_csv` writes for a
-list column) or a single string.
+list column) or a single string; an agent's `run` is the `Run` fields, as a mapping or JSON.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tracescore.model import RagRecord
+from tracescore.model import RagRecord, Run
 
 __all__ = ["FIELD_ALIASES", "InputError", "iter_inputs", "parse_contexts", "to_record"]
 
@@ -71,11 +71,22 @@ def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecor
             query=None if _is_null(values["query"]) else values["query"],
             contexts=parse_contexts(values.get("contexts")),
             answer=values["answer"],
+            run=_run(row.get("run")),
         )
     except ValidationError as exc:
         raise InputError(
             "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         ) from None
+
+
+def _run(value: Any) -> Run | None:
+    """An agent's run, as `tracescore.model.Run` fields (a mapping or its JSON); None when absent."""
+    if isinstance(value, str) and value.strip():
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise InputError(f"run: not JSON ({exc})") from None
+    return None if _is_null(value) or value == "" else Run.model_validate(value)
 
 
 def _missing_message(missing: list[str], row: Mapping[str, Any]) -> str:

@@ -78,6 +78,11 @@ def default_responder(body: dict[str, Any]) -> dict[str, Any]:
     if task.endswith("verdicts"):
         supported = {"verdict": "FULLY_SUPPORTED", "reason": "Stated in the context.", "evidence": ""}
         return {"verdicts": [{"claim_index": i, **supported} for i, _ in enumerate(data.get("claims", []))]}
+    if task.endswith("assessment"):  # an agent's run: the tools fit, the answer covers the question
+        return {
+            "tool_selection": {"reason": "The tools called fit the question.", "verdict": "fitting"},
+            "goal_completion": {"reason": "The answer gives what was asked.", "verdict": "complete"},
+        }
     if task.endswith("relevance"):
         relevant = {"rating": 2, "reason": "On the question."}
         return {"ratings": [{"chunk_index": i, **relevant} for i, _ in enumerate(data.get("chunks", []))]}

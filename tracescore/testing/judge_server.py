@@ -8,10 +8,11 @@ POST /v1/chat/completions, POST /v1/embeddings, GET /v1/models.
         server.script({"sentences": []})  # ...and the retry gets this content
         judge = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url))
 
-Reply order per chat request: a queued fault, else a scripted reply, else `server.responder`, else the
-default responder (`_judge_replies.py`), which answers the faithfulness tasks plausibly (one claim per
-answer sentence; every claim FULLY_SUPPORTED). Token counts are estimated at ~4 characters per token
-(ceil(chars / 4)) over the message contents; good enough for relative comparisons, not a real tokenizer.
+Reply order per chat request: a queued fault, else a scripted reply, else `server.responder`, else the default
+responder (`_judge_replies.py`), which answers the faithfulness tasks plausibly (one claim per answer
+sentence; every claim FULLY_SUPPORTED) and an agent run's assessment as fitting and complete. Token counts are
+estimated at ~4 characters per token (ceil(chars / 4)) over the message contents; good enough for relative
+comparisons, not a real tokenizer.
 """
 
 from __future__ import annotations

@@ -261,3 +261,58 @@ def test_bad_label_rule_settings_are_refused() -> None:
         Faithfulness(label_rule="majority")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="min_confidence"):
         Faithfulness(min_confidence=1.5)
+
+
+async def test_each_claim_names_the_document_its_evidence_is_in() -> None:
+    """The offline judge quotes a context sentence; an LLM judge may quote loosely (spacing, case, a word
+    left out): the claim's context_index is the document the quote comes from, None when it quotes nothing
+    the documents hold."""
+    from tracescore.score.judges import OfflineJudge
+
+    record = RagRecord(
+        query="How long does the Aurora X2 battery last, and what does it weigh?",
+        contexts=(
+            "Aurora support is open on weekdays.",
+            "The Aurora X2 battery lasts 14 hours.",
+            "It weighs 1.2 kg.",
+        ),
+        answer="The battery lasts 14 hours. It weighs 1.2 kg.",
+    )
+    result = await Faithfulness().score(record, OfflineJudge())
+    assert [c["context_index"] for c in result.details["claims"]] == [1, 2]
+
+    class Quoting(ScriptedJudge):
+        async def run(self, task: JudgeTask, data: BaseModel) -> Judgement:
+            judged = await super().run(task, data)
+            if task.name != "faithfulness.verdicts":
+                return judged
+            quotes = ["the  AURORA x2 battery lasts 14", "Aurora X2 battery lasts hours", "nothing like it"]
+            pairs = zip(judged.output.verdicts, quotes, strict=True)
+            verdicts = [verdict.model_copy(update={"evidence": quote}) for verdict, quote in pairs]
+            return Judgement(output=VerdictsOutput(verdicts=verdicts), usage=judged.usage)
+
+    loose = record.model_copy(update={"answer": "It lasts long. It is light. It is blue."})
+    result = await Faithfulness().score(loose, Quoting([Verdict.FULLY_SUPPORTED] * 3))
+    assert [c["context_index"] for c in result.details["claims"]] == [1, 1, None]
+
+
+async def test_a_quote_of_several_aligned_sentences_names_the_document_of_the_first() -> None:
+    """The offline judge quotes the sentences a claim is aligned with, best first, joined by an ellipsis;
+    they may sit in different documents (a follow-up's evidence across turns): the first one decides."""
+
+    class Quoting(ScriptedJudge):
+        async def run(self, task: JudgeTask, data: BaseModel) -> Judgement:
+            judged = await super().run(task, data)
+            if task.name != "faithfulness.verdicts":
+                return judged
+            quote = "It weighs 1.2 kg. … The Aurora X2 battery lasts 14 hours."
+            verdicts = [v.model_copy(update={"evidence": quote}) for v in judged.output.verdicts]
+            return Judgement(output=VerdictsOutput(verdicts=verdicts), usage=judged.usage)
+
+    record = RagRecord(
+        query="What does it weigh?",
+        contexts=("The Aurora X2 battery lasts 14 hours.", "It weighs 1.2 kg."),
+        answer="It weighs 1.2 kg.",
+    )
+    result = await Faithfulness().score(record, Quoting([Verdict.FULLY_SUPPORTED]))
+    assert [c["context_index"] for c in result.details["claims"]] == [1]

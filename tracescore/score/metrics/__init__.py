@@ -2,11 +2,25 @@
 
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
-from tracescore.score.metrics._custom import DistinctN, LLMJudgeMetric, PythonMetric, python_metric
+from tracescore.score.metrics._custom import (
+    DistinctN,
+    LLMJudgeMetric,
+    PythonMetric,
+    VerdictMetric,
+    python_metric,
+)
 from tracescore.score.metrics._faithfulness import Faithfulness, Verdict
 from tracescore.score.metrics._protocol import Metric, evaluate_record
 from tracescore.score.metrics._protocol import evaluate as evaluate  # the former name of evaluate_record
 from tracescore.score.metrics._quality import Quality, letter_grade
+from tracescore.score.metrics._run_judged import goal_completion, tool_selection
+from tracescore.score.metrics._run_signals import (
+    RepeatedToolCalls,
+    RunBudget,
+    ToolErrors,
+    UngroundedAnswer,
+    UnusedToolResults,
+)
 
 __all__ = [
     "AnswerRelevancy",
@@ -17,8 +31,16 @@ __all__ = [
     "Metric",
     "PythonMetric",
     "Quality",
+    "RepeatedToolCalls",
+    "RunBudget",
+    "ToolErrors",
+    "UngroundedAnswer",
+    "UnusedToolResults",
     "Verdict",
+    "VerdictMetric",
     "evaluate_record",
+    "goal_completion",
     "letter_grade",
     "python_metric",
+    "tool_selection",
 ]

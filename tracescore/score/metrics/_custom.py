@@ -1,4 +1,5 @@
-"""Custom metrics: LLM-judge metrics from a prompt template, distinct-n, and plain-Python one-liners."""
+"""Custom metrics: LLM-judge metrics from a prompt template or with a typed verdict, distinct-n, and
+plain-Python one-liners."""
 
 from __future__ import annotations
 
@@ -8,20 +9,33 @@ import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 import jinja2
 from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, Field, create_model
 
-from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage, has_question
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Run, Usage, has_question
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
 from tracescore.score.metrics._protocol import question_missing
 
-__all__ = ["DistinctN", "LLMJudgeMetric", "PythonMetric", "python_metric", "rubric"]
+__all__ = [
+    "NO_RUN",
+    "DistinctN",
+    "LLMJudgeMetric",
+    "PythonMetric",
+    "Scored",
+    "VerdictMetric",
+    "python_metric",
+    "rubric",
+    "tool_call_rows",
+]
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+InT = TypeVar("InT", bound=BaseModel)
+OutT = TypeVar("OutT", bound=BaseModel)
+NO_RUN = "no agent run was recorded for this interaction (no tool call and no LLM call in its spans)"
 _WORD = re.compile(r"\w+")
 
 # What a template may reference, and how each field is described to the judge.
@@ -32,9 +46,15 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "answer": (str, "The answer being rated."),
     "contexts": (list[str], "The passages retrieved for the question, in rank order."),
     "context": (str, "The retrieved passages joined by blank lines."),
+    # An agent's tool calls (the record's run): a template that names them is not applicable without one.
+    "tool_calls": (
+        list[dict[str, Any]],
+        "The agent's tool calls in order: name, arguments, result, ok (false when the call failed).",
+    ),
 }
 # A template that names no field (plain prose criteria) gets the whole record.
 _DEFAULT_FIELDS = ("query", "answer", "contexts")
+_LISTS = frozenset({"contexts", "tool_calls"})
 
 
 class _ListRef(list[str]):
@@ -114,6 +134,7 @@ class LLMJudgeMetric:
             "answer": record.answer,
             "contexts": list(record.contexts),
             "context": "\n\n".join(c for c in record.contexts if c.strip()),
+            "tool_calls": tool_call_rows(record.run) if "tool_calls" in self.fields else [],
         }
         return self.task.input_model(**{f: values[f] for f in self.fields})
 
@@ -122,6 +143,8 @@ class LLMJudgeMetric:
             unasked := question_missing(self.name, record, judge, "the metric's template uses it")
         ):
             return unasked
+        if "tool_calls" in self.fields and record.run is None:
+            return MetricResult.not_applicable(self.name, NO_RUN, judge=judge.name)
         data = self.judge_input(record)
         outcomes = await asyncio.gather(
             *(judge.run(task, data) for task in self.tasks), return_exceptions=True
@@ -217,7 +240,7 @@ def _render_criteria(name: str, template: str) -> tuple[str, tuple[str, ...], fr
             f"metric {name!r}: template uses unknown variable(s) {', '.join(unknown)}; "
             f"available: {', '.join(_FIELDS)}"
         )
-    refs: dict[str, Any] = {f: _ListRef(f) if f == "contexts" else f"[{f}]" for f in _FIELDS}
+    refs: dict[str, Any] = {f: _ListRef(f) if f in _LISTS else f"[{f}]" for f in _FIELDS}
     try:
         criteria = env.from_string(template).render(**refs).strip()
     except jinja2.TemplateError as exc:
@@ -254,6 +277,65 @@ def _output_model(name: str, lo: int, hi: int) -> type[BaseModel]:
 
 def _ident(name: str) -> str:
     return re.sub(r"\W", "_", name)
+
+
+def tool_call_rows(run: Run | None) -> list[dict[str, Any]]:
+    """The run's tool calls as a judge reads them (`tool_calls` of a template, the run metrics' input)."""
+    if run is None:
+        return []
+    return [
+        {"name": c.name, "arguments": c.arguments, "result": c.result, "ok": c.ok} for c in run.tool_calls
+    ]
+
+
+class Scored(NamedTuple):
+    """What a typed verdict amounts to: the metric's score, label, reason and details."""
+
+    score: float
+    label: str
+    reason: str
+    details: dict[str, Any]
+
+
+class VerdictMetric(Generic[InT, OutT]):
+    """An LLM-judge metric whose verdict is a typed model: `task` asks it, `judge_input` builds the task's
+    input from a record (or returns the result that says why the metric does not apply) and `read` turns
+    the verdict into a score. Metrics that ask the same task with the same input share one judge call per
+    record (`SharedCallsJudge`): one task can hold several metrics' verdicts. Stateless."""
+
+    def __init__(
+        self,
+        name: str,
+        task: JudgeTask[InT, OutT],
+        judge_input: Callable[[RagRecord, Judge], InT | MetricResult],
+        read: Callable[[OutT], Scored],
+    ) -> None:
+        self.name = name
+        self.task = task
+        self.tasks = (task,)
+        self._judge_input = judge_input
+        self._read = read
+
+    async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
+        data = self._judge_input(record, judge)
+        if isinstance(data, MetricResult):
+            return data
+        try:
+            judged = await judge.run(self.task, data)
+        except JudgeError as exc:
+            return MetricResult.error(self.name, exc.cause, judge=judge.name, usage=exc.usage)
+        scored = self._read(judged.output)
+        result = MetricResult(
+            metric=self.name,
+            score=scored.score,
+            label=scored.label,
+            reason=scored.reason,
+            judge=judge.name,
+            details=scored.details,
+            usage=judged.usage,
+        )
+        result.warnings.extend(judged.warnings)
+        return result
 
 
 class DistinctN:

@@ -6,6 +6,7 @@ see _analysis.py) extracts the claims, and one batched call judges them all.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -40,6 +41,8 @@ DEFAULT_MIN_CONFIDENCE = 0.5
 DEFAULT_THRESHOLD = 0.4
 LabelRule = Literal["any_unsupported", "threshold"]
 _UNSUPPORTED = frozenset({"NO_EVIDENCE", "CONTRADICTORY"})
+_QUOTE_WORD = re.compile(r"\w+")
+_MIN_QUOTE_OVERLAP = 0.6
 
 DEFAULT_VERDICT_SCORES: Mapping[Verdict, float] = {
     Verdict.FULLY_SUPPORTED: 1.0,
@@ -185,6 +188,7 @@ class Faithfulness:
         except JudgeError as exc:
             return MetricResult.error(self.name, exc.cause, judge=judge.name, usage=usage + exc.usage)
         result = self._result(claims, sentences, judged.output, judge.name, usage)
+        _locate_evidence(result.details["claims"], record.contexts)
         result.warnings.extend(dict.fromkeys(extracted.warnings + judged.warnings))
         if total_sentences > len(judged_sentences) or total_claims > len(claims):
             result.details["capped"] = {
@@ -249,6 +253,31 @@ class Faithfulness:
 
     def _not_applicable(self, judge: Judge, reason: str, usage: Usage) -> MetricResult:
         return MetricResult.not_applicable(self.name, reason, judge=judge.name, usage=usage)
+
+
+def _locate_evidence(rows: list[dict[str, Any]], contexts: tuple[str, ...]) -> None:
+    """Each claim's `context_index`: the retrieved document its quoted evidence comes from (None when it
+    quotes none, or nothing the documents hold), so a reader can tell which source, or which turn of a
+    conversation, the verdict rests on. The document that holds the quote, else the one sharing most of its
+    words (at least `_MIN_QUOTE_OVERLAP` of them: a judge may quote loosely)."""
+    if len(contexts) == 1:
+        for row in rows:
+            row["context_index"] = 0 if row["evidence"].strip() else None
+        return
+    folded = [" ".join(c.split()).casefold() for c in contexts]
+    vocabularies: list[frozenset[str]] | None = None
+    for row in rows:
+        quote = " ".join(row["evidence"].split()).casefold()
+        # A judge may quote several aligned sentences, best first and joined by an ellipsis (the offline
+        # judge does); the claim rests on the first one a document holds.
+        parts = [part.strip() for part in quote.split("…") if part.strip()] or [quote]
+        found = next((i for part in parts for i, text in enumerate(folded) if part and part in text), None)
+        if found is None and (words := set(_QUOTE_WORD.findall(quote))):
+            vocabularies = vocabularies or [frozenset(_QUOTE_WORD.findall(text)) for text in folded]
+            shared = [len(words & vocabulary) for vocabulary in vocabularies]
+            best = max(range(len(shared)), key=shared.__getitem__)
+            found = best if shared[best] >= _MIN_QUOTE_OVERLAP * len(words) else None
+        row["context_index"] = found
 
 
 def _claims_in_order(extracted: AnswerAnalysis, sentence_count: int) -> list[tuple[int, str]]:

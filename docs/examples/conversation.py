@@ -1,0 +1,27 @@
+"""docs/agents.md: grounding across turns. Turn 2 of a conversation recorded from LangGraph (a MemorySaver
+checkpointer keeps the thread; tests/extract/fixtures/scenarios/langgraph_conversation.py) calls no tool:
+its answer is judged against turn 1's tool result, which the app kept in the model call's input."""
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tracescore.consume import decode_message
+from tracescore.emit import evaluation_record
+from tracescore.extract import Trace, extract
+from tracescore.score import evaluate
+
+RECORDED = Path(__file__).resolve().parents[2] / "tests" / "extract" / "fixtures" / "langgraph_conversation"
+
+# --8<-- [start:read]
+for scenario in ("followup_faithful", "followup_unfaithful"):
+    spans = decode_message((RECORDED / f"{scenario}.binpb").read_bytes())  # one Kafka message: turn 2
+    [turn] = extract(Trace(spans[0].trace_id, tuple(spans))).interactions
+    [result] = evaluate(turn.record, ["faithfulness"])  # the offline judge
+    record = evaluation_record(turn, result, None, now=datetime(2026, 1, 1, tzinfo=UTC))
+    print(f"{scenario}: {turn.record.query!r} -> {turn.record.answer!r}: {record.label}")
+    [claim] = record.details["claims"]
+    shown = {k: claim[k] for k in ("verdict", "evidence", "context_index", "evidence_source")}
+    print("  details.context_sources:", json.dumps(record.details["context_sources"]))
+    print("  details.claims[0]:", json.dumps(shown))
+# --8<-- [end:read]

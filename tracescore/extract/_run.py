@@ -1,0 +1,285 @@
+"""An agent's run as every recogniser reads it: `agent_run` turns the tool spans and LLM calls a recogniser
+found into the `Run` view (tool calls with name, arguments, result and whether they failed; steps; tokens),
+reading each convention's attributes from one table, so no recogniser reads runs its own way.
+
+A tool call failed when its span's status is ERROR, it recorded an error (`exception.message`, `error.type`,
+Langfuse's level ERROR), or its result reports one: a LlamaIndex ToolOutput's `is_error`, an MCP result's
+`isError`, a LangChain ToolMessage's `status: "error"`, `{"error": ...}`, or text that starts like an error
+("Error: ...", a traceback), which is how LangGraph's ToolNode hands a failure to the model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tracescore.extract._context import Contexts, ToolCall
+from tracescore.extract._read import indexed, parse_json
+from tracescore.extract._tools import tool_result_texts
+from tracescore.model import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, DecodedSpan, Run, RunToolCall
+
+__all__ = ["agent_run"]
+
+
+# How each convention records a tool call and an LLM call's usage; the first key present wins.
+_TOOL_NAME = ("tool.name", "gen_ai.tool.name", "ai.toolCall.name", "traceloop.entity.name")
+_TOOL_ARGUMENTS = (
+    *("input.value", "gen_ai.tool.call.arguments", "tool_arguments", "ai.toolCall.args"),
+    *("traceloop.entity.input", "langfuse.observation.input", "mlflow.spanInputs"),
+)
+_TOOL_RESULT = (
+    *("output.value", "gen_ai.tool.call.result", "tool_response", "ai.toolCall.result"),
+    *("traceloop.entity.output", "langfuse.observation.output", "mlflow.spanOutputs"),
+)
+_ERROR_KEYS = ("exception.message", "error.message", "error.type", "exception.type")
+_PROMPT_TOKENS = (
+    *("llm.token_count.prompt", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+    *("ai.usage.inputTokens", "ai.usage.promptTokens"),
+)
+_COMPLETION_TOKENS = (
+    *("llm.token_count.completion", "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
+    *("ai.usage.outputTokens", "ai.usage.completionTokens"),
+)
+# Usage as one JSON attribute: Langfuse's usage details, MLflow's token usage.
+_USAGE_JSON = {
+    "langfuse.observation.usage_details": (("input", "prompt_tokens"), ("output", "completion_tokens")),
+    "mlflow.chat.tokenUsage": (("input_tokens",), ("output_tokens",)),
+}
+# What a model call that answered records (an LLM span without any of these only prepared a call).
+_MODEL_OUTPUT = (
+    *("llm.output_messages.0.message.role", "gen_ai.output.messages", "gen_ai.completion.0.role"),
+    *("gen_ai.completion.0.content", "ai.response.text", "ai.response.toolCalls", "ai.response.object"),
+    *("langfuse.observation.output", "mlflow.spanOutputs", *_PROMPT_TOKENS, *_USAGE_JSON),
+)
+# A result that reports a failure: "Error: ..." (LangGraph's ToolNode), a traceback, a tool exception.
+_ERROR_TEXT = re.compile(
+    r"\s*(?:error\b|exception\b|traceback \(most recent call last\)|\w*(?:exception|error):)", re.I
+)
+_OFFERED_CHARS = 300
+_ERROR_FIELDS = frozenset({"error", "message", "code", "status", "type", "details"})
+
+
+def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], contexts: Contexts) -> Run | None:
+    """What the agent did, read the same way for every convention: each tool span's call (name, arguments,
+    result, whether it failed), without tool spans the tool messages this turn passed to the model, the
+    LLM calls' steps and tokens, and the retrievals whose documents are in `contexts`. None when the
+    interaction shows neither a tool nor an LLM call (a decorated function, a chain without model spans).
+    Bounded: the first `MAX_RUN_TOOL_CALLS` calls are kept, the rest counted."""
+    ordered = sorted(tools, key=lambda s: (s.start_time_unix_nano, s.span_id))
+    read_as = _read_results(contexts)
+    calls = [_tool_call(tool, read_as.get(tool.span_id)) for tool in ordered[:MAX_RUN_TOOL_CALLS]]
+    total, failed = len(ordered), sum(not c.ok for c in calls)
+    failed += sum(
+        _failure(tool, _first_value(tool, _TOOL_RESULT)) is not None for tool in ordered[len(calls) :]
+    )
+    messages = _tool_messages(contexts)
+    if not tools:
+        calls = [_message_call(call, text) for call, text in messages[:MAX_RUN_TOOL_CALLS]]
+        total, failed = len(messages), sum(not c.ok for c in calls)
+    elif len(messages) == total and all(c.result is None for c in calls):
+        # Tool spans that name the call only (autogen-core): the results are the messages the model was
+        # given, one per call, in the same order.
+        calls = [_with_result(c, text) for c, (_, text) in zip(calls, messages, strict=False)]
+        failed = sum(not c.ok for c in calls)
+    if not total and not llms:
+        return None
+    # A model call wrapped in another (LiteLLM's span around the OpenAI client's) is one step, counted once.
+    wrappers = {llm.span_id for llm in llms}
+    llms = [llm for llm in llms if llm.parent_span_id not in wrappers]
+    answered = [llm for llm in llms if any(key in llm.attributes for key in _MODEL_OUTPUT)]
+    prompt, completion = _tokens(llms)
+    sources = contexts.sources
+    read = {s.span_id for s in sources if s.kind in ("retriever", "reranker", "span", "input")}
+    return Run(
+        tool_calls=tuple(calls),
+        tool_calls_total=total,
+        failed_tool_calls=failed,
+        steps=len(answered or llms),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        retrievals=len(read),
+        earlier_turn_documents=sum(1 for s in sources if s.turns_back),
+        tools_offered=_offered(llms),
+    )
+
+
+def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
+    """The tools the model was offered, `name: description`, once each, as the last model call that lists
+    them was (a run's calls are offered the same tools): OpenInference `llm.tools`, OTel GenAI
+    `gen_ai.tool.definitions`, the AI SDK's `ai.prompt.tools`, MLflow's `mlflow.chat.tools`."""
+    offered: dict[str, str] = {}
+    for llm in reversed(llms):
+        attrs = llm.attributes
+        definitions = [
+            *indexed(attrs, "llm.tools", "tool.json_schema"),
+            *_listed(attrs.get("gen_ai.tool.definitions")),
+            *_listed(attrs.get("ai.prompt.tools")),
+            *_listed(attrs.get("mlflow.chat.tools")),
+        ]
+        if not definitions:
+            continue
+        for definition in definitions:
+            tool = parse_json(definition)
+            tool = tool.get("function", tool) if isinstance(tool, Mapping) else None
+            if (
+                isinstance(tool, Mapping)
+                and isinstance(tool.get("name"), str)
+                and len(offered) < MAX_RUN_TOOL_CALLS
+            ):
+                description = " ".join(str(tool.get("description") or "").split())
+                offered.setdefault(tool["name"], f"{tool['name']}: {description}"[:_OFFERED_CHARS])
+        break
+    return tuple(offered.values())
+
+
+def _listed(value: Any) -> list[Any]:
+    value = parse_json(value)
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _read_results(contexts: Contexts) -> dict[str, list[str]]:
+    """Tool span id -> the documents its result was read as (read once, for the contexts)."""
+    read: dict[str, list[str]] = {}
+    for _, text, call in contexts.tool_results():
+        read.setdefault(call.span.span_id, []).append(text)
+    return read
+
+
+def _tool_call(span: DecodedSpan, texts: list[str] | None) -> RunToolCall:
+    """One tool span's call; `texts` its result as the contexts read it, if they did."""
+    name = _first_value(span, _TOOL_NAME)
+    arguments, result = _first_value(span, _TOOL_ARGUMENTS), _first_value(span, _TOOL_RESULT)
+    error = _failure(span, result)
+    # The result as the model was given it: a ToolMessage's or ToolOutput's content, documents one a line.
+    if texts is None:
+        texts = tool_result_texts(result)[0] if result is not None else []
+    arguments_text, result_text = _text(arguments), "\n\n".join(texts) if texts else _text(result)
+    return RunToolCall(
+        name=str(name) if name else span.name,
+        arguments=_clip(arguments_text),
+        result=_clip(result_text),
+        ok=error is None,
+        error=error,
+        clipped=any(t is not None and len(t) > MAX_RUN_TEXT_CHARS for t in (arguments_text, result_text)),
+        span_id=span.span_id,
+    )
+
+
+def _tool_messages(contexts: Contexts) -> list[tuple[ToolCall, str]]:
+    """This turn's tool messages (not earlier turns'), one per message: its documents joined."""
+    kinds = [source.kind for source in contexts.sources]
+    joined: dict[int, tuple[ToolCall, list[str]]] = {}
+    for at, text, call in contexts.tool_results():
+        if kinds[at] == "tool_message":
+            joined.setdefault(id(call), (call, []))[1].append(text)
+    return [(call, "\n\n".join(texts)) for call, texts in joined.values()]
+
+
+def _with_result(call: RunToolCall, text: str) -> RunToolCall:
+    error = call.error or _error_result(text)
+    clipped = call.clipped or len(text) > MAX_RUN_TEXT_CHARS
+    return call.model_copy(
+        update={"result": _clip(text), "ok": error is None, "error": error, "clipped": clipped}
+    )
+
+
+def _message_call(call: ToolCall, text: str) -> RunToolCall:
+    error = _error_result(text)
+    return RunToolCall(
+        name="(tool message)",
+        result=_clip(text),
+        ok=error is None,
+        error=error,
+        clipped=len(text) > MAX_RUN_TEXT_CHARS,
+        span_id=call.span.span_id,
+    )
+
+
+def _failure(span: DecodedSpan, result: Any) -> str | None:
+    """Why the call counts as failed: its span's status, an error attribute, or a result reporting one."""
+    if span.status_code == 2:
+        return f"span status ERROR{': ' + span.status_message if span.status_message else ''}"
+    level = span.attributes.get("langfuse.observation.level")
+    if level == "ERROR":
+        return f"observation level ERROR: {span.attributes.get('langfuse.observation.status_message', '')}"
+    error = _first_value(span, _ERROR_KEYS)
+    if error:
+        return f"error recorded: {str(error)[:200]}"
+    return _error_result(result)
+
+
+def _error_result(result: Any) -> str | None:
+    parsed = parse_json(result)
+    if isinstance(parsed, Mapping) and isinstance(parsed.get("output"), Mapping):
+        parsed = parsed["output"]  # a run's {"output": ...}
+    if isinstance(parsed, Mapping):
+        message = parsed.get("data") if isinstance(parsed.get("data"), Mapping) else parsed.get("kwargs")
+        message = message if isinstance(message, Mapping) else parsed
+        # A LlamaIndex ToolOutput, an MCP tool result, a LangChain ToolMessage.
+        flag = next((k for k in ("is_error", "isError") if parsed.get(k) is True), None)
+        if flag is not None or message.get("status") == "error":
+            reported = f"{flag}: true" if flag else "status: error"
+            return f"the result reports an error ({reported}): {_clip_words(_content(message))}"
+        if parsed.get("error") and set(parsed) <= _ERROR_FIELDS:
+            return f"the result is an error: {str(parsed['error'])[:200]}"
+        return None
+    if isinstance(parsed, str) and _ERROR_TEXT.match(parsed[:200]):
+        return f"the result reads as an error: {_clip_words(parsed)}"
+    return None
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content", message.get("blocks", ""))
+    return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def _clip_words(text: str, limit: int = 200) -> str:
+    return " ".join(text[:limit].split())
+
+
+def _tokens(llms: Sequence[DecodedSpan]) -> tuple[int | None, int | None]:
+    prompt: int | None = None
+    completion: int | None = None
+    for llm in llms:
+        found = (_first_number(llm, _PROMPT_TOKENS), _first_number(llm, _COMPLETION_TOKENS))
+        if found == (None, None):
+            found = _usage_json(llm)
+        if found[0] is not None:
+            prompt = (prompt or 0) + found[0]
+        if found[1] is not None:
+            completion = (completion or 0) + found[1]
+    return prompt, completion
+
+
+def _usage_json(span: DecodedSpan) -> tuple[int | None, int | None]:
+    for key, (inputs, outputs) in _USAGE_JSON.items():
+        usage = parse_json(span.attributes.get(key))
+        if isinstance(usage, Mapping):
+            return _number_in(usage, inputs), _number_in(usage, outputs)
+    return None, None
+
+
+def _number_in(values: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    return next((int(values[k]) for k in keys if isinstance(values.get(k), int | float)), None)
+
+
+def _first_number(span: DecodedSpan, keys: tuple[str, ...]) -> int | None:
+    value = _first_value(span, keys)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _first_value(span: DecodedSpan, keys: tuple[str, ...]) -> Any:
+    attrs = span.attributes
+    return next((attrs[key] for key in keys if attrs.get(key) is not None), None)
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+def _clip(text: str | None) -> str | None:
+    return text if text is None or len(text) <= MAX_RUN_TEXT_CHARS else text[:MAX_RUN_TEXT_CHARS]
