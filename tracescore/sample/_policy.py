@@ -9,7 +9,8 @@ Two steps for the caller:
    uniform baseline share go to the LLM judge while the token budget lasts; `charge` reports what each
    LLM evaluation really cost, and `learn` hands back the LLM verdict of a baseline interaction.
 
-Filters, rates and the baseline depend only on the trace id and the span, so every instance and every replay
+Filters, rates and the baseline depend only on the trace id (the baseline: on the conversation id when the
+interaction has one, so a conversation is drawn whole) and the span, so every instance and every replay
 agrees; thinning, the rate limit and the budget depend on load by nature (thinning is still uniform, by a
 trace-id hash against a load-dependent share). Every skip is counted by reason in `skips`.
 """
@@ -50,7 +51,7 @@ class SkipReason(StrEnum):
 
 class Selection(StrEnum):
     CASCADE = "cascade"  # among the most suspicious the budget allows: a biased, targeted sample
-    BASELINE = "baseline"  # uniform on the trace id: unbiased, use these for rolling estimates
+    BASELINE = "baseline"  # uniform on the conversation (else trace) id: unbiased, for rolling estimates
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +201,10 @@ class CascadePolicy:
             self._recent.add(suspect.probability, (route, suspect.features))
         why = None if suspect is None else suspect.reason
         score = None if suspect is None or suspect.features is None else suspect.probability
-        if keep(trace_id, "baseline", cascade.baseline_rate):
+        # The baseline draws whole conversations: every turn of a drawn conversation is judged, and each
+        # turn's chance of being drawn is still the baseline rate (an id's hash is uniform), so the
+        # inclusion probabilities below stay exact.
+        if keep(interaction.session_id or trace_id, "baseline", cascade.baseline_rate):
             selection: Selection | None = Selection.BASELINE
         elif admission >= 1.0 or (admission > 0.0 and within(position(trace_id, "tie"), admission)):
             selection = Selection.CASCADE
