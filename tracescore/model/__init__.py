@@ -4,11 +4,18 @@ and alert.
 Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`,
 formerly `RagSpan`, its `RagRecord` and `ContextSource`), what a judge returns (`MetricResult`,
 `MetricStatus`, `Usage`, `Verdict`), and the evaluation record emit writes and alert reads
-(`EvaluationRecord`). Stages import these from here (or from a stage's public `__init__`), never from one
+(`EvaluationRecord`), and the conversation record `tracescore conversations` writes from them
+(`ConversationRecord`). Stages import these from here (or from a stage's public `__init__`), never from one
 another's private modules. Light on purpose (pydantic only): the instrumentation SDK's install can import
 it.
 """
 
+from tracescore.model._conversation import (
+    CONVERSATIONS_TOPIC,
+    ConversationRecord,
+    WorstTurn,
+    read_conversation_record,
+)
 from tracescore.model._record import (
     SCHEMA_VERSION,
     AnnotatorKind,
@@ -21,9 +28,11 @@ from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usa
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
+    "CONVERSATIONS_TOPIC",
     "SCHEMA_VERSION",
     "AnnotatorKind",
     "ContextSource",
+    "ConversationRecord",
     "DecodedSpan",
     "EvaluationRecord",
     "Interaction",
@@ -35,7 +44,9 @@ __all__ = [
     "UnreadableRecord",
     "Usage",
     "Verdict",
+    "WorstTurn",
     "annotator_kind",
     "has_question",
+    "read_conversation_record",
     "read_evaluation_record",
 ]
