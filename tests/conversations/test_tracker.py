@@ -112,6 +112,11 @@ def test_five_hundred_turns_keep_the_cap_and_count_the_rest() -> None:
     assert record.turns == 200 and record.records_past_cap == 300
     assert record.turns_flagged == 4  # turns 50, 100, 150, 200: the first 200 are the ones kept
     assert t.counts["records_past_cap"] == 300
+    # Such a conversation may never go quiet: written once it is full, then again only when quiet.
+    [full] = t.quiet(lambda _: ms(T0))
+    full.written(full.due(0.95, T0))
+    feed(t, [turn(1000, 1.0)], start=500)
+    assert full.pending and t.quiet(lambda _: ms(T0)) == []
 
 
 def test_a_quiet_conversation_is_due_and_a_later_turn_revises_it() -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import MessageSizeTooLargeError
+from kafka.errors import KafkaError, MessageSizeTooLargeError
 from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
@@ -73,6 +73,10 @@ class ConversationStats:
     # evaluations topic: no_conversation, invalid_record, unknown_schema_version, oversized_record;
     # turns topic: records_past_cap; state topic: invalid_state, state_too_large
     skipped: Counter[str] = field(default_factory=Counter)
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
 
 
 def _encode_key(key: Key) -> bytes:
@@ -235,7 +239,11 @@ class ConversationService:
                 if record is None:
                     continue
                 self.stats.turn_records += 1
-                self.tracker.apply(record, tp.partition, message.offset, message.timestamp)
+                # The message's own time (CreateTime, set by stage 1); a broker that gives none: now.
+                arrival = (
+                    message.timestamp if message.timestamp and message.timestamp > 0 else _ms(self._clock())
+                )
+                self.tracker.apply(record, tp.partition, message.offset, arrival)
         past_cap = self.tracker.counts.pop("records_past_cap", 0)
         if past_cap:
             self.stats.skipped["records_past_cap"] += past_cap
@@ -244,7 +252,7 @@ class ConversationService:
 
     def _tick(self) -> None:
         now = self._clock()
-        wall_ms = int(now.timestamp() * 1000)
+        wall_ms = _ms(now)
         left = {tp.partition: n for tp, n in lag(self._turns).items()}
 
         def now_of(partition: int) -> int:
@@ -326,7 +334,7 @@ class ConversationService:
         for tp in assigned:
             try:
                 positions[tp.partition] = self._turns.position(tp, timeout_ms=1000)
-            except Exception:  # a partition without a position yet: nothing read, nothing to commit
+            except KafkaError:  # a partition without a position yet: nothing read, nothing to commit
                 continue
         offsets = self.tracker.commit_offsets(positions)
         topic = self.config.turns_topic
@@ -335,9 +343,14 @@ class ConversationService:
             for p, o in offsets.items()
             if self._committed.get(TopicPartition(topic, p)) != o
         }
-        if due:
+        if not due:
+            return
+        try:
             self._turns.commit(due)
-            self._committed.update({tp: meta.offset for tp, meta in due.items()})
+        except KafkaError as exc:  # a rebalance under way: the next tick commits, or the new owner re-reads
+            _log.debug("commit of the turns topic deferred: %s", exc)
+            return
+        self._committed.update({tp: meta.offset for tp, meta in due.items()})
 
     # -- state topic ------------------------------------------------------------------------------------
     def _restore(self, mine: set[int], partitions: int) -> list[Conversation]:

@@ -72,12 +72,18 @@ class ConversationTracker:
         return wall_ms if caught_up else self._newest.get(partition, 0)
 
     def quiet(self, now_of: Callable[[int], int]) -> list[Conversation]:
-        """Changed conversations without a turn for `quiet_seconds`: their records are due."""
+        """Changed conversations without a turn for `quiet_seconds`: their records are due. So is one that
+        reached `max_turns` and was never written (a session id shared by many may never go quiet)."""
         quiet_ms = self.config.quiet_seconds * 1000
+        full = self.config.max_turns
         return [
             c
             for c in self._held.values()
-            if c.pending and now_of(c.partition) - c.last_arrival_ms >= quiet_ms
+            if c.pending
+            and (
+                now_of(c.partition) - c.last_arrival_ms >= quiet_ms
+                or (len(c.turns) >= full and not c.emitted)
+            )
         ]
 
     def to_checkpoint(self, now_of: Callable[[int], int]) -> list[Conversation]:
