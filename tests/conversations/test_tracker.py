@@ -46,6 +46,16 @@ def test_a_conversation_record_counts_its_turns_and_names_the_worst() -> None:
     assert "2 of 3 scored turns pass faithfulness" in record.reason
 
 
+def test_the_worst_turn_is_a_flagged_one_before_a_lower_score_that_passes() -> None:
+    t = tracker()
+    partly = turn(1, 0.5).model_copy(update={"label": "partially_faithful"})  # passes the label rule
+    invented = turn(2, 0.75).model_copy(update={"label": "hallucinated", "reason": "one claim invented"})
+    feed(t, [partly, invented])
+    [record] = records_of(t)
+    assert record.worst_turn is not None and record.worst_turn.trace_id == f"{2:032x}"
+    assert record.worst_turn.reason == "one claim invented" and record.turns_flagged == 1
+
+
 def test_wilson_interval_of_one_in_two() -> None:
     # The textbook value: 1 success in 2 trials at 95% is [0.095, 0.905].
     assert wilson(1, 2, 0.95) == pytest.approx((0.0945, 0.9055), abs=1e-4)

@@ -142,9 +142,14 @@ class Conversation:
         if scored:
             share = passed / len(scored)
             lower, upper = wilson(passed, len(scored), confidence)
-            (trace_id, span_id), o = min(scored, key=lambda item: item[1][_SCORE])  # type: ignore[arg-type,return-value]
+            # A flagged turn before any that passes (one invented claim in four scores 0.75, flagged, where
+            # a partly supported answer scores 0.5 and passes), then the lowest score.
+            bad = {k for k, _ in flagged}
+            (trace_id, span_id), o = min(
+                scored, key=lambda item: (item[0] not in bad, item[1][_SCORE] or 0.0)
+            )
             worst = WorstTurn(
-                trace_id=trace_id, span_id=span_id, score=o[_SCORE], label=o[_LABEL], reason=o[_REASON]
+                trace_id=trace_id, span_id=span_id, score=o[_SCORE] or 0.0, label=o[_LABEL], reason=o[_REASON]
             )
         status = MetricStatus.OK
         if not scored:

@@ -19,7 +19,8 @@ CONVERSATIONS_TOPIC = "tracescore.conversations"
 
 
 class WorstTurn(BaseModel):
-    """The conversation's lowest-scored turn of this tier (the first of equals)."""
+    """The conversation's worst turn of this tier: a flagged one before any that passes, then the lowest
+    score (the first in turn order of equals)."""
 
     trace_id: str = Field(description="The turn's trace id.")
     span_id: str = Field(description="The turn's scored span id.")
@@ -90,7 +91,9 @@ class ConversationRecord(BaseModel):
         "turn scored, a judge failed on some): a conversation record without a score says why."
     )
     reason: str = Field(description="One line: how many turns passed, and the worst one.")
-    worst_turn: WorstTurn | None = Field(description="The lowest-scored turn; null when none was scored.")
+    worst_turn: WorstTurn | None = Field(
+        description="The worst scored turn (flagged first, then the lowest score); null when none was scored."
+    )
     trace_ids: list[str] = Field(
         description="The judged turns' trace ids, in turn order (when each turn's scored span started)."
     )
