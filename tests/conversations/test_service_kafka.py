@@ -11,7 +11,9 @@ import pytest
 from conversation_turns import read_topic, turn
 from kafka import KafkaProducer
 
+from tracescore.consume import decode_message
 from tracescore.conversations import ConversationsConfig, ConversationService
+from tracescore.emit import EVALUATION_SPANS_HEADER
 from tracescore.model import ConversationRecord, EvaluationRecord, read_conversation_record
 
 pytestmark = pytest.mark.kafka
@@ -95,6 +97,21 @@ def test_a_later_turn_revises_the_record_across_a_restart(bootstrap: str, topic_
     assert revised.started_at == record.started_at
     c2 = next(r for r in second.written if r.conversation_id == "c-2")
     assert (c2.revision, c2.turns) == (0, 2), "recorded once, whole, though its turns straddle the restart"
+    # Each record also went out as an evaluation span under its conversation's last turn, marked so that
+    # `tracescore consume` skips it.
+    spans = [
+        (span, dict(m.headers))
+        for m in read_topic(bootstrap, str(cfg.spans_topic))
+        for span in decode_message(m.value)
+    ]
+    assert len(spans) == 3 and all(headers.get(EVALUATION_SPANS_HEADER) == b"1" for _, headers in spans)
+    last = next(span for span, _ in spans if span.attributes.get("tracescore.evaluation.revision") == 1)
+    assert (last.name, last.trace_id, last.parent_span_id) == (
+        "evaluation conversation_faithfulness",
+        f"{3:032x}",
+        f"{3:016x}",
+    )
+    assert last.attributes["session.id"] == "c-1"
     assert sorted((r.conversation_id, r.revision) for r in on_topic(bootstrap, cfg)) == [
         ("c-1", 0),
         ("c-1", 1),
