@@ -1,7 +1,7 @@
 """Write the generated reference pages from the code, or check that the committed ones are current.
 
-    python docs/gen_reference.py            # (re)write them: run after changing a command, a setting,
-                                            # the evaluation record or a recorded fixture (make reference)
+    python docs/gen_reference.py            # (re)write them: run after changing a command, a setting, a
+                                            # record (evaluation, conversation) or a fixture (make reference)
     python docs/gen_reference.py --check    # exit 1, naming each stale page and each undocumented setting
 
 Pages: the command line (from click), every setting with its environment variable, flag and default (from
@@ -29,6 +29,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/settings.md": settings.page,
     "docs/reference/evaluation-record.md": record.page,
     "docs/reference/evaluation-record.schema.json": record.schema,
+    "docs/reference/conversation-record.md": record.conversation_page,
     "docs/integrations/_tested_versions.md": versions.table,
     **reads.pages(),  # what is read from each recorded producer, one table per source
 }

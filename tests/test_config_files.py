@@ -9,6 +9,7 @@ import pytest
 from tracescore._config import ConfigFileError
 from tracescore.alert import load_alert_config
 from tracescore.consume import ConsumerSettings
+from tracescore.conversations import load_conversations_config
 from tracescore.sample import load_sampling_config
 
 ONE_FILE_TOML = """
@@ -20,6 +21,9 @@ default_rate = 0.25
 
 [alert]
 group_id = "alerts-eu"
+
+[conversations]
+quiet_seconds = 120
 """
 
 ONE_FILE_YAML = """
@@ -29,6 +33,8 @@ sampling:
   default_rate: 0.25
 alert:
   group_id: alerts-eu
+conversations:
+  quiet_seconds: 120
 """
 
 
@@ -39,6 +45,7 @@ def test_one_file_configures_every_command_from_its_own_table(tmp_path: Path, na
     assert ConsumerSettings.load({}, path).topic == "rag-spans"
     assert load_sampling_config(path).default_rate == 0.25
     assert load_alert_config(path).group_id == "alerts-eu"
+    assert load_conversations_config(path).quiet_seconds == 120
 
 
 def test_a_table_for_another_command_does_not_leak_into_this_one(tmp_path: Path) -> None:
@@ -53,7 +60,7 @@ def test_every_command_reports_a_broken_file_the_same_way(tmp_path: Path) -> Non
     path = tmp_path / "broken.toml"
     path.write_text("topic = [unclosed\n")
     for load in (lambda: ConsumerSettings.load({}, path), lambda: load_sampling_config(path),
-                 lambda: load_alert_config(path)):  # fmt: skip
+                 lambda: load_alert_config(path), lambda: load_conversations_config(path)):  # fmt: skip
         with pytest.raises(ConfigFileError) as raised:
             load()
         assert str(raised.value).startswith(f"{path}: not valid TOML") and "\n" not in str(raised.value)

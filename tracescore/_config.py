@@ -1,9 +1,9 @@
 """Settings files shared by every command, read one way.
 
-One file may configure several commands: `[consume]`, `[sampling]` and `[alert]` tables in TOML or YAML (a
-file without any of those tables configures whichever command reads it). Each command's settings class
-derives from `FileSettings`, so the precedence is the same everywhere: explicit values (flags) >
-environment variables > the file > the defaults written on the class.
+One file may configure several commands: `[consume]`, `[sampling]`, `[alert]` and `[conversations]` tables
+in TOML or YAML (a file without any of those tables configures whichever command reads it). Each command's
+settings class derives from `FileSettings`, so the precedence is the same everywhere: explicit values
+(flags) > environment variables > the file > the defaults written on the class.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
-__all__ = ["ConfigFileError", "FileSettings", "one_line", "read_table"]
+__all__ = ["ConfigFileError", "FileSettings", "ServiceSettings", "one_line", "read_table"]
 
-_COMMAND_TABLES = ("consume", "sampling", "alert")
+_COMMAND_TABLES = ("consume", "sampling", "alert", "conversations")
 
 # The file's values for the settings being built now; a ContextVar, so concurrent loads cannot mix files.
 _file_values: ContextVar[Mapping[str, Any] | None] = ContextVar("tracescore_config_file_values", default=None)
@@ -82,6 +82,22 @@ class FileSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, InitSettingsSource(settings_cls, dict(_file_values.get() or {}))
+
+
+class ServiceSettings(FileSettings):
+    """What the services that re-key the evaluation records share (`tracescore alert`, `tracescore
+    conversations`)."""
+
+    bootstrap_servers: str = Field(
+        default="localhost:9092",
+        description="Kafka brokers; unset here, TRACESCORE_BOOTSTRAP_SERVERS (the SDK's and consume's name) "
+        "comes before this default.",
+    )
+    health_file: Path | None = Field(
+        default=None,
+        description="Touched on every pass of the service loop: a liveness probe that checks its age sees a "
+        "stuck loop.",
+    )
 
 
 def one_line(exc: ValidationError) -> str:

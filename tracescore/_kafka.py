@@ -7,11 +7,12 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError
 
 from tracescore._kafka_config import KafkaConnection
@@ -25,7 +26,9 @@ __all__ = [
     "connect",
     "ensure_topics",
     "lag",
+    "read_compacted",
     "redact_in_client_logs",
+    "rekeying_clients",
     "wait_for_partitions",
 ]
 
@@ -122,6 +125,38 @@ def wait_for_partitions(
             time.sleep(0.2)
     finally:
         probe.close()
+
+
+def rekeying_clients(
+    client: dict[str, Any], group: str, second: str
+) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
+    """The clients of a service that re-keys a topic into one of its own (`tracescore alert` by route,
+    `tracescore conversations` by conversation): a member of `group` reading the input, a member of
+    `group.<second>` reading the re-keyed topic, both committing themselves, and a producer that waits for
+    every in-sync replica."""
+    first = KafkaConsumer(**client, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest")
+    rekeyed = KafkaConsumer(
+        **client, group_id=f"{group}.{second}", enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    return first, rekeyed, KafkaProducer(**client, acks="all")
+
+
+def read_compacted(connection: KafkaConnection, topic: str) -> Iterator[ConsumerRecord]:
+    """Every message of `topic` from its beginning to its end offsets now, read without a group: what a
+    service restores from its compacted state topic."""
+    reader = KafkaConsumer(**connection.client_config(), group_id=None, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
+        if not tps:
+            return
+        reader.assign(tps)
+        reader.seek_to_beginning(*tps)
+        end = reader.end_offsets(tps)
+        while any(reader.position(tp) < end[tp] for tp in tps):
+            for messages in reader.poll(timeout_ms=500).values():
+                yield from messages
+    finally:
+        reader.close()
 
 
 Partitions = Callable[[Sequence[TopicPartition]], None]

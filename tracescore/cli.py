@@ -1,10 +1,10 @@
-"""The `tracescore` command: `consume` (the scoring service), `alert` (the alerting service), `tail` (print
-the evaluation records), `score` (batch scoring of a file, a CI gate) and `report` (the HTML report of a
-scored file).
+"""The `tracescore` command: `consume` (the scoring service), `alert` (the alerting service), `conversations`
+(one record per conversation), `tail` (print the evaluation records), `score` (batch scoring of a file, a CI
+gate) and `report` (the HTML report of a scored file).
 
-Each command lives in its own module (`consume/_cli.py`, `_cli_alert.py`, `_cli_tail.py`, `_cli_score.py`);
-this one is
-the group, its logging, and the one message a bare `pip install tracescore` (the SDK only) gets.
+Each command lives in its own module (`consume/_cli.py`, `_cli_alert.py`, `_cli_conversations.py`,
+`_cli_tail.py`, `_cli_score.py`); this one is the group, its logging, and the one message a bare
+`pip install tracescore` (the SDK only) gets.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ try:
     import click
 
     from tracescore._cli_alert import alert
+    from tracescore._cli_conversations import conversations
     from tracescore._cli_score import EXIT_GATE_FAILED as EXIT_GATE_FAILED  # still importable from here
     from tracescore._cli_score import report, score
 except ModuleNotFoundError as missing:
@@ -52,6 +53,7 @@ def main(verbose: bool) -> None:
 
 
 main.add_command(alert)
+main.add_command(conversations)
 main.add_command(score)
 main.add_command(report)
 

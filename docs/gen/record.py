@@ -4,7 +4,7 @@ record built by the code that writes records (emit) from a faithful judge's real
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gen import GENERATED, Undocumented, cell, code, table
@@ -54,16 +54,16 @@ def _type(spec: dict[str, Any], defs: dict[str, Any]) -> str:
     return f"{kind} ({spec['format']})" if "format" in spec else str(kind)
 
 
-def page() -> str:
-    from tracescore.model import SCHEMA_VERSION, EvaluationRecord
-
-    spec = EvaluationRecord.model_json_schema(mode="serialization")
+def _fields(model: Any, nested: tuple[str, ...] = ()) -> list[list[str]]:
+    """One row per field of `model` (a pydantic model), and of the nested models named in `nested`
+    (`usage.calls`); Undocumented for a field without a description."""
+    spec = model.model_json_schema(mode="serialization")
     required = set(spec.get("required", []))
     problems, rows = [], []
     for name, prop in spec["properties"].items():
-        description = EvaluationRecord.model_fields[name].description or ""
+        description = model.model_fields[name].description or ""
         if not description:
-            problems.append(f"EvaluationRecord.{name} has no description")
+            problems.append(f"{model.__name__}.{name} has no description")
         rows.append(
             [
                 code(name),
@@ -72,12 +72,27 @@ def page() -> str:
                 cell(description),
             ]
         )
-    for name, prop in spec["$defs"]["Usage"]["properties"].items():
-        rows.append(
-            [code(f"usage.{name}"), cell(_type(prop, spec["$defs"])), "", cell(prop.get("description", ""))]
-        )
+    for field, definition in nested:
+        for name, prop in spec["$defs"][definition]["properties"].items():
+            if not prop.get("description"):
+                problems.append(f"{definition}.{name} has no description")
+            rows.append(
+                [
+                    code(f"{field}.{name}"),
+                    cell(_type(prop, spec["$defs"])),
+                    "",
+                    cell(prop.get("description", "")),
+                ]
+            )
     if problems:
         raise Undocumented(problems)
+    return rows
+
+
+def page() -> str:
+    from tracescore.model import SCHEMA_VERSION, EvaluationRecord
+
+    rows = _fields(EvaluationRecord, (("usage", "Usage"),))
     example = json.dumps(_example(), indent=2)
     return (
         f"{GENERATED}# Evaluation record\n\n"
@@ -91,5 +106,59 @@ def page() -> str:
         "`tracescore.model.EvaluationRecord`).\n\n"
         + table(["Field", "Type", "Required", "Description"], rows)
         + "\nAn example, the quickstart's hallucinated answer as the offline judge scores it:\n\n"
+        f"```json\n{example}\n```\n"
+    )
+
+
+def _conversation_example() -> dict[str, Any]:
+    """Two turns of a conversation, scored by the offline judge and written as emit writes them, gathered
+    by the code `tracescore conversations` runs: the second answer is unfaithful."""
+    from tracescore.conversations import Conversation
+    from tracescore.emit import evaluation_record
+    from tracescore.model import DecodedSpan, Interaction, RagRecord
+    from tracescore.score import evaluate
+
+    docs = ("The Aurora X2 battery lasts 14 hours on a single charge.", "The Aurora X2 weighs 1.2 kg.")
+    turns = [
+        ("How long does the Aurora X2 battery last?", "The Aurora X2 battery lasts 14 hours."),
+        ("And how much does it weigh?", "The Aurora X2 weighs 3 kg."),
+    ]
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    conversation = Conversation(
+        service="support-chat", conversation_id="session-s2", route="/chat",
+        started_ms=int(started.timestamp() * 1000), partition=0, last_arrival_ms=0,
+    )  # fmt: skip
+    for n, (question, answer) in enumerate(turns):
+        span = DecodedSpan(
+            trace_id=f"4bf92f3577b34da6a3ce929d0e0e47{n:02x}", span_id=f"00f067aa0ba902{n:02x}", name="chat",
+            service_name="support-chat", scope_name="tracescore", attributes={}, end_time_unix_nano=0,
+            start_time_unix_nano=int(started.timestamp() * 1e9) + n * 20_000_000_000,
+        )  # fmt: skip
+        record = RagRecord(query=question, contexts=docs, answer=answer)
+        [result] = evaluate(record, ["faithfulness"])
+        interaction = Interaction(span=span, record=record, route="/chat", session_id="session-s2")
+        written = evaluation_record(interaction, result, None, now=started + timedelta(seconds=20 * n + 1))
+        conversation.apply(written, offset=n, arrival_ms=conversation.started_ms + n, max_turns=200)
+    [(_, out)] = conversation.due(0.95, started + timedelta(minutes=16))
+    return json.loads(out.model_dump_json())
+
+
+def conversation_page() -> str:
+    from tracescore.model import SCHEMA_VERSION, ConversationRecord
+
+    rows = _fields(ConversationRecord, (("worst_turn", "WorstTurn"),))
+    example = json.dumps(_conversation_example(), indent=2)
+    return (
+        f"{GENERATED}# Conversation record\n\n"
+        "One JSON object per conversation, metric and judge tier, on the `tracescore.conversations` topic "
+        "(keyed by service and conversation id), written by `tracescore conversations` when a conversation "
+        "goes quiet and read by `tracescore alert` (conversation rules) and anything downstream. Schema "
+        f"version {SCHEMA_VERSION}: fields may be added; renaming or removing one bumps `schema_version`.\n\n"
+        "Delivery is at least once, and a turn that arrives after the record was written revises it: keep, "
+        "per `service_name`, `conversation_id`, `started_at`, `metric`, `judge` and `selection`, the highest "
+        "`revision`.\n\n"
+        "From the pydantic model `tracescore.model.ConversationRecord`.\n\n"
+        + table(["Field", "Type", "Required", "Description"], rows)
+        + "\nAn example: two turns scored by the offline judge, the second answer unfaithful:\n\n"
         f"```json\n{example}\n```\n"
     )

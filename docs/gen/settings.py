@@ -39,6 +39,7 @@ class Section:
 def sections() -> list[Section]:
     from tracescore.alert import AlertConfig
     from tracescore.consume import ConsumerSettings
+    from tracescore.conversations import ConversationsConfig
     from tracescore.emit import PhoenixSettings
     from tracescore.export import KafkaProducerSettings
     from tracescore.instrument import InstrumentSettings
@@ -54,10 +55,11 @@ def sections() -> list[Section]:
         ),
         Section(
             "Kafka: every process", KafkaProducerSettings,
-            "One model for the SDK, `tracescore consume`, `tracescore alert` and `tracescore tail`, so one "
+            "One model for the SDK, `tracescore consume`, `tracescore alert`, `tracescore conversations` and "
+            "`tracescore tail`, so one "
             "environment configures them all. The producer tuning (from `acks` to `trace_messages`) is the "
             "SDK's: the services accept it and ignore it. An unknown `TRACESCORE_KAFKA__*` name is refused.",
-            "TRACESCORE_KAFKA__", commands=("alert", "consume", "tail"),
+            "TRACESCORE_KAFKA__", commands=("alert", "consume", "conversations", "tail"),
         ),
         Section(
             "`tracescore consume`", ConsumerSettings,
@@ -76,6 +78,12 @@ def sections() -> list[Section]:
             "Flags > `TRACESCORE_ALERT_*` variables (nested with `__`, lists as JSON) > the file's `alert` "
             "table (or its top level) > defaults.",
             "TRACESCORE_ALERT_", file_table="alert", commands=("alert",),
+        ),
+        Section(
+            "`tracescore conversations`", ConversationsConfig,
+            "Flags > `TRACESCORE_CONVERSATIONS_*` variables > the file's `conversations` table (or its top "
+            "level) > defaults.",
+            "TRACESCORE_CONVERSATIONS_", file_table="conversations", commands=("conversations",),
         ),
         Section(
             "LLM judge (`--judge openai`)", OpenAIJudgeSettings,

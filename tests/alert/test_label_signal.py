@@ -54,7 +54,8 @@ def test_the_default_rule_watches_the_label_and_the_file_can_choose(tmp_path: Pa
 def test_an_unknown_signal_is_one_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "alert.yaml"
     path.write_text("rules:\n  - signal: mean\n")
-    with pytest.raises(AlertConfigError, match=r"rules\.0\.signal: Input should be 'score' or 'label'"):
+    valid = r"'score', 'label', 'conversation_label' or 'conversation_score'"
+    with pytest.raises(AlertConfigError, match=rf"rules\.0\.signal: Input should be {valid}"):
         load_alert_config(path)
 
 

@@ -114,6 +114,8 @@ def skip_reasons() -> dict[str, str]:
         get_args(UnreadableRecord.__init__.__annotations__["reason"]), "the record reader"
     )
     reasons |= dict.fromkeys(_literal_first_arguments(package / "alert", "_skip"), "alert")
+    for callee in ("_skip", "skipped"):
+        reasons |= dict.fromkeys(_literal_first_arguments(package / "conversations", callee), "conversations")
     reasons |= {
         "offline_only": "cascade outcome",
         "error": "record status",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -218,6 +219,29 @@ def test_the_baseline_is_a_uniform_share_whatever_the_score(
     chosen = next(e for t, e in zip(trace_ids, escalations, strict=True) if e.to_llm)
     trace_id = trace_ids[escalations.index(chosen)]
     assert policy.escalate(make_interaction(trace_id), faithfulness(0.0)).selection is Selection.BASELINE
+
+
+def test_the_baseline_draws_a_conversation_whole_at_the_same_rate_per_turn(
+    make_interaction: Any, trace_ids: list[str]
+) -> None:
+    """Keyed on the conversation id: every turn of a drawn conversation goes to the LLM judge, none of an
+    undrawn one; each turn is still drawn at the baseline rate (its inclusion probability stays exact)."""
+    policy = CascadePolicy(config(cascade={"baseline_rate": 0.2}))
+    drawn_turns = 0
+    for conversation in range(400):
+        turns = [
+            dataclasses.replace(make_interaction(t), session_id=f"conversation-{conversation}")
+            for t in trace_ids[conversation * 5 : conversation * 5 + 5]
+        ]
+        outcomes = {policy.escalate(turn, faithfulness(1.0)).to_llm for turn in turns}
+        assert len(outcomes) == 1, f"conversation {conversation} split: some turns drawn, some not"
+        drawn_turns += 5 * outcomes.pop()
+        probability = policy.escalate(turns[0], faithfulness(1.0)).inclusion_probability
+        assert probability is None or probability == pytest.approx(0.2)
+    assert abs(drawn_turns / 2000 - 0.2) < 0.08, drawn_turns  # 400 conversations: about 4 sigma
+    # Without a conversation id, the trace id decides, turn by turn.
+    alone = [policy.escalate(make_interaction(t), faithfulness(1.0)).to_llm for t in trace_ids[:200]]
+    assert 0 < sum(alone) < 200
 
 
 def test_a_spent_hourly_budget_sends_nothing_more_until_the_next_hour(make_interaction: Any) -> None:

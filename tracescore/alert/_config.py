@@ -14,8 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, FileSettings, one_line, read_table
-from tracescore.alert._estimate import Signal
+from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table
+from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
+from tracescore.alert._notification import Unit
+from tracescore.model import CONVERSATIONS_TOPIC
 from tracescore.score import ENTRY_POINT_GROUP, builtin_metrics
 
 __all__ = [
@@ -47,11 +49,15 @@ class RuleConfig(_Strict):
     signal: Signal = Field(
         default="label",
         description="label: the share of answers the metric's label rule passes (for faithfulness, the "
-        "share of faithful answers); score: the mean score.",
+        "share of faithful answers); score: the mean score. Of the conversation records (`tracescore "
+        "conversations`): conversation_label, the share of conversations without a flagged turn; "
+        "conversation_score, the mean share of a conversation's turns that pass.",
     )
     services: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
     routes: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
-    window_count: int = Field(default=50, ge=1, description="at most this many recent answers (interactions)")
+    window_count: int = Field(
+        default=50, ge=1, description="at most this many recent answers (conversations, for their signals)"
+    )
     window_seconds: float = Field(default=900.0, gt=0, description="... no older than this")
     warning: float = Field(default=0.7, ge=0, le=1, description="Warning threshold.")
     critical: float | None = Field(
@@ -87,9 +93,15 @@ class RuleConfig(_Strict):
             )
         return self
 
-    def matches(self, service: str, route: str, metric: str) -> bool:
+    @property
+    def unit(self) -> Unit:
+        """What the rule counts: conversations for the conversation signals, else answers."""
+        return "conversation" if self.signal in CONVERSATION_SIGNALS else "answer"
+
+    def matches(self, service: str, route: str, metric: str, unit: Unit = "answer") -> bool:
         return (
             metric == self.metric
+            and unit == self.unit
             and any(fnmatchcase(service, p) for p in self.services)
             and any(fnmatchcase(route, p) for p in self.routes)
         )
@@ -159,17 +171,17 @@ SinkConfig = Annotated[
 ]
 
 
-class AlertConfig(FileSettings):
+class AlertConfig(ServiceSettings):
     model_config = SettingsConfigDict(
         env_prefix="TRACESCORE_ALERT_", env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    bootstrap_servers: str = Field(
-        default="localhost:9092",
-        description="Kafka brokers; unset here, TRACESCORE_BOOTSTRAP_SERVERS (the SDK's and consume's name) "
-        "comes before this default.",
-    )
     evaluations_topic: str = Field(default="tracescore.evaluations", description="The records to alert on.")
+    conversations_topic: str = Field(
+        default=CONVERSATIONS_TOPIC,
+        description="The conversation records (`tracescore conversations`), read when a rule watches a "
+        "conversation signal.",
+    )
     group_id: str = Field(default="tracescore-alert", description="Consumer group of the alert instances.")
     routes_topic: str = Field(
         default="tracescore.alert.routes",
@@ -184,11 +196,6 @@ class AlertConfig(FileSettings):
     )
     max_routes: int = Field(default=10_000, ge=1, description="oldest idle routes beyond this are evicted")
     tick_seconds: float = Field(default=5.0, gt=0, description="how often time-based conditions are checked")
-    health_file: Path | None = Field(
-        default=None,
-        description="Touched on every pass of the service loop: a liveness probe that checks its age sees a "
-        "stuck loop.",
-    )
     extra_metrics: list[str] = Field(default_factory=list, description="custom metric names to accept")
     rules: list[RuleConfig] = Field(
         default_factory=lambda: [RuleConfig()],
@@ -213,9 +220,13 @@ class AlertConfig(FileSettings):
             )
         return self
 
-    def rule_for(self, service: str, route: str, metric: str) -> RuleConfig | None:
+    def rule_for(self, service: str, route: str, metric: str, unit: Unit = "answer") -> RuleConfig | None:
         """The first rule matching, so specific rules go before catch-alls."""
-        return next((r for r in self.rules if r.matches(service, route, metric)), None)
+        return next((r for r in self.rules if r.matches(service, route, metric, unit)), None)
+
+    @property
+    def watches_conversations(self) -> bool:
+        return any(rule.unit == "conversation" for rule in self.rules)
 
 
 def load_alert_config(path: Path | None = None, **flags: Any) -> AlertConfig:

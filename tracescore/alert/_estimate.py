@@ -49,17 +49,26 @@ from typing import Literal, NamedTuple
 from tracescore.emit import EvaluationRecord
 from tracescore.score import is_flagged
 
-__all__ = ["Agreement", "Estimate", "EstimateWindow", "Signal"]
+__all__ = ["CONVERSATION_SIGNALS", "Agreement", "Estimate", "EstimateWindow", "Observation", "Signal"]
 
-# What a window estimates: the mean score, or the share of answers labelled good (README, Alerting).
-Signal = Literal["score", "label"]
+# What a window estimates: the mean score, or the share of answers labelled good (docs, Alerting); or, of
+# the conversation records, the share of conversations without a flagged turn, or the mean share of a
+# conversation's turns that pass (alert/_conversations.py).
+Signal = Literal["score", "label", "conversation_label", "conversation_score"]
+CONVERSATION_SIGNALS: tuple[Signal, ...] = ("conversation_label", "conversation_score")
 
 # Prior for the variance of (LLM - offline) on few pairs: a small sample of pairs that happen to agree must
 # not make the interval vanish. Worth `_PRIOR_PAIRS` pairs; not fitted on data.
 _PRIOR_VAR = 0.04
 _PRIOR_PAIRS = 2
 _TUNING_PAIRS = 10  # fewer pairs: the plain difference (λ = 1), a slope from fewer would be noise
-_UNIFORM = "baseline"  # the selection the policy draws uniformly on the trace id
+_UNIFORM = "baseline"  # the selection the policy draws uniformly (on the conversation id, else the trace id)
+_UNITS: dict[str, str] = {
+    "label": "labels",
+    "score": "scores",
+    "conversation_label": "conversations",
+    "conversation_score": "conversations",
+}
 PAIR_MEMORY = 200  # baseline pairs kept per route and metric for the correction (beyond the window)
 _Pair = tuple[float, float, float]  # (weight 1/π, LLM score, offline score) of an interaction in R
 
@@ -84,7 +93,7 @@ class Estimate:
     def describe(self) -> str:
         tag = "" if self.calibrated else ", uncalibrated: offline judge only"
         shown = min(1.0, max(0.0, self.value))  # `value` itself is unclipped (unbiased); a share reads 0..1
-        what = "labels" if self.signal == "label" else "scores"
+        what = _UNITS[self.signal]
         return (
             f"{shown:.2f} [{self.lower:.2f}, {self.upper:.2f}] from {self.offline_n} offline + "
             f"{self.llm_n} LLM {what}{tag}"
@@ -100,6 +109,21 @@ class Agreement:
     mean_difference: float | None  # mean (LLM - offline)
     recall: float | None  # share of LLM-judged failures the offline judge also scored below threshold
     llm_failures: int
+
+
+class Observation(NamedTuple):
+    """One judge's value of one unit of a window: an answer (trace id, span id), or a conversation."""
+
+    key: tuple[str, str]
+    at: datetime
+    value: float
+    revision: int
+    by_llm: bool  # the judge is an LLM
+    # None (and no probability): a judge that scores every unit; else the LLM judge behind the sampling
+    # policy, and how it chose the unit (baseline: uniformly; cascade: a targeted pick).
+    selection: str | None = None
+    inclusion_probability: float | None = None
+    offline_hint: float | None = None  # the offline judge's value the LLM record carries
 
 
 @dataclass(slots=True)
@@ -221,23 +245,31 @@ class EstimateWindow:
             # Only the offline label: its score alone does not say whether the label rule flagged it.
             off_score, off_label = record.offline_score, record.offline_label
             hint = None if off_score is None or off_label is None else _good(off_score, off_label)
-        key = (record.trace_id, record.span_id)
-        item = self._items.get(key)
+        self.observe(
+            Observation(
+                (record.trace_id, record.span_id), record.timestamp, value, _revision(record),
+                record.annotator_kind == "LLM", record.selection, record.inclusion_probability, hint,
+            )
+        )  # fmt: skip
+
+    def observe(self, seen: Observation) -> None:
+        """One judge's value of one unit (an answer, or a conversation: alert/_conversations.py)."""
+        item = self._items.get(seen.key)
         if item is None:
-            if len(self._items) >= self.maxlen and self._order and record.timestamp < self._order[0][0]:
+            if len(self._items) >= self.maxlen and self._order and seen.at < self._order[0][0]:
                 return  # older than every interaction of a full window: it has no place in it
-            item = self._items[key] = _Interaction(at=record.timestamp)
-            bisect.insort(self._order, (item.at, key))
-        rev = _revision(record)
-        if record.selection is None and record.inclusion_probability is None:
+            item = self._items[seen.key] = _Interaction(at=seen.at)
+            bisect.insort(self._order, (item.at, seen.key))
+        rev = seen.revision
+        if seen.selection is None and seen.inclusion_probability is None:
             if rev >= item.primary_rev:
-                item.primary, item.primary_rev = value, rev
-                item.primary_llm = record.annotator_kind == "LLM"
+                item.primary, item.primary_rev = seen.value, rev
+                item.primary_llm = seen.by_llm
         elif rev >= item.llm_rev:
-            item.llm, item.llm_rev = value, rev
-            item.selection, item.pi = record.selection, record.inclusion_probability
-            item.offline_hint = hint
-        self._remember_pair(key, item)
+            item.llm, item.llm_rev = seen.value, rev
+            item.selection, item.pi = seen.selection, seen.inclusion_probability
+            item.offline_hint = seen.offline_hint
+        self._remember_pair(seen.key, item)
         while len(self._items) > self.maxlen:
             _, oldest = self._order.pop(0)
             del self._items[oldest]

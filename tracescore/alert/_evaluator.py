@@ -17,10 +17,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from tracescore.alert._config import AlertConfig, RuleConfig
+from tracescore.alert._conversations import conversation_key, conversation_observation
 from tracescore.alert._estimate import Estimate, EstimateWindow
 from tracescore.alert._notes import Level, State, judge_note, no_data_note, score_note
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.emit import EvaluationRecord
+from tracescore.model import ConversationRecord
 from tracescore.score import MetricStatus
 
 __all__ = ["AlertEvaluator", "AlertState"]
@@ -94,18 +96,27 @@ class AlertEvaluator:
         else:
             self._restored[key] = state
 
-    def add(self, record: EvaluationRecord, partition: int = 0) -> AlertKey | None:
-        """Feed one record; returns its key, or None when no rule covers it (counted)."""
-        key = AlertKey(record.service_name, record.route, record.metric)
+    def add(self, record: EvaluationRecord | ConversationRecord, partition: int = 0) -> AlertKey | None:
+        """Feed one record (of an answer, or of a conversation); returns its key, or None when no rule covers
+        it (counted)."""
+        if isinstance(record, ConversationRecord):
+            key = conversation_key(record)
+        else:
+            key = AlertKey(record.service_name, record.route, record.metric)
         route = self._route(key, partition)
         if route is None:
             self.unmatched += 1
             return None
         at = record.timestamp
-        failed = record.status is MetricStatus.ERROR
-        timed_out = failed and "timeout" in (record.reason or "").lower()
-        _insert_in_time_order(route.judge, (at, failed, timed_out))
-        route.scores.add(record)
+        if isinstance(record, ConversationRecord):
+            seen = conversation_observation(record, route.rule.signal)
+            if seen is not None:
+                route.scores.observe(seen)
+        else:
+            failed = record.status is MetricStatus.ERROR
+            timed_out = failed and "timeout" in (record.reason or "").lower()
+            _insert_in_time_order(route.judge, (at, failed, timed_out))
+            route.scores.add(record)
         if route.state.last_seen is None or at > route.state.last_seen:
             route.state.last_seen = at
             self._dirty.add(key)
@@ -134,7 +145,7 @@ class AlertEvaluator:
             return []
         out = self._no_data(key, route, now)
         out += self._scores(key, route, now)
-        if self.config.judge_health.enabled:
+        if self.config.judge_health.enabled and key.unit == "answer":  # a judge's health is its answers'
             out += self._judge(key, route, now)
         if out:
             self._dirty.add(key)

@@ -31,11 +31,15 @@ State = Literal["firing", "resolved"]
 _SIGNAL_TEXT: dict[Signal, str] = {
     "score": "signal score: mean score",
     "label": "signal label: share of answers the label rule passes",
+    "conversation_label": "signal conversation_label: share of conversations with no flagged turn",
+    "conversation_score": "signal conversation_score: mean share of a conversation's turns that pass",
 }
 
 
-def alert_name(metric: str) -> str:
-    return "Tracescore" + "".join(part.capitalize() for part in metric.split("_")) + "Dropped"
+def alert_name(metric: str, unit: str = "answer") -> str:
+    """TracescoreFaithfulnessDropped; TracescoreConversationFaithfulnessDropped for a conversation rule."""
+    words = metric.split("_") if unit == "answer" else [unit, *metric.split("_")]
+    return "Tracescore" + "".join(part.capitalize() for part in words) + "Dropped"
 
 
 def score_note(
@@ -50,21 +54,23 @@ def score_note(
 ) -> Notification:
     threshold = rule.critical if level == "critical" else rule.warning
     n = 0 if est is None else est.n
+    units = "answers" if key.unit == "answer" else "conversations"
     shown = "n/a" if est is None else est.describe()
     what = _SIGNAL_TEXT[rule.signal]
     if state == "firing":
         evidence = "no recent scores" if est is None else f"upper bound {est.upper:.2f}"
         summary = (
-            f"{key.metric} of {key.service} {key.route} dropped to {shown} over {n} answers "
+            f"{key.metric} of {key.service} {key.route} dropped to {shown} over {n} {units} "
             f"({what}; {evidence} < {level} threshold {threshold:.2f})"
         )
     else:
-        summary = f"{key.metric} of {key.service} {key.route} recovered to {shown} over {n} answers ({what})"
+        summary = f"{key.metric} of {key.service} {key.route} recovered to {shown} over {n} {units} ({what})"
     severity: Severity = "critical" if level == "critical" else "warning"
     return Notification(
-        alertname=alert_name(key.metric),
+        alertname=alert_name(key.metric, key.unit),
         state=state,
         severity=severity,
+        unit=key.unit,
         service=key.service,
         route=key.route,
         metric=key.metric,
@@ -135,10 +141,13 @@ def no_data_note(
         if state == "firing"
         else f"evaluations of {key.service} {key.route} ({key.metric}) arrive again"
     )
+    if key.unit != "answer":
+        summary = summary.replace("evaluations of", f"{key.unit} records of", 1)
     return Notification(
         alertname=NO_DATA_ALERT,
         state=state,
         severity="info",
+        unit=key.unit,
         service=key.service,
         route=key.route,
         metric=key.metric,

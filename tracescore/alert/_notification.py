@@ -18,30 +18,39 @@ _SEPARATOR = "\x1f"  # ASCII unit separator: no real service, route or metric na
 _ESCAPED = re.compile(r"\\(\\|x1f)")
 
 
+Unit = Literal["answer", "conversation"]
+_UNITS: tuple[Unit, ...] = ("answer", "conversation")
+
+
 class AlertKey(NamedTuple):
     service: str
     route: str
     metric: str
+    # What the rule counts: answers (evaluation records) or conversations (conversation records; their
+    # route is their first turn's).
+    unit: Unit = "answer"
 
     def encode(self) -> bytes:
-        """Kafka key of the routes and state topics: one partition per (service, route, metric).
+        """Kafka key of the routes and state topics: one partition per (service, route, metric, unit).
 
         Names come from span attributes, so a separator or backslash in one is escaped: two keys never
-        encode alike, and every encoded key decodes (the state topic is read back at every start)."""
+        encode alike, and every encoded key decodes (the state topic is read back at every start). An
+        answer key is the three names earlier versions wrote, so an upgrade keeps its partition and state."""
+        names = self if self.unit != "answer" else self[:3]
         return _SEPARATOR.join(
-            name.replace("\\", "\\\\").replace(_SEPARATOR, "\\x1f") for name in self
+            name.replace("\\", "\\\\").replace(_SEPARATOR, "\\x1f") for name in names
         ).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> AlertKey:
         """The key `encode` wrote; ValueError for anything else."""
         names = raw.decode().split(_SEPARATOR)
-        if len(names) != 3:
-            raise ValueError(f"an alert key has 3 names, this one {len(names)}")
-        service, route, metric = (
+        if len(names) not in (3, 4) or (len(names) == 4 and names[3] not in _UNITS[1:]):
+            raise ValueError(f"an alert key has 3 names, or 4 ending in a unit; this one {len(names)}")
+        service, route, metric, *unit = (
             _ESCAPED.sub(lambda m: "\\" if m.group(1) == "\\" else _SEPARATOR, name) for name in names
         )
-        return cls(service, route, metric)
+        return cls(service, route, metric, *unit)  # type: ignore[arg-type]
 
 
 class Notification(BaseModel):
@@ -52,8 +61,10 @@ class Notification(BaseModel):
     route: str
     metric: str
     summary: str
-    # Score alerts: what the estimate is of, the rule's `signal` (the mean score, or the share of good labels)
-    signal: Literal["score", "label"] | None = None
+    unit: Unit = "answer"  # what the rule counts: answers, or conversations (conversation signals)
+    # Score alerts: what the estimate is of, the rule's `signal` (the mean score, the share of good labels, or
+    # their conversation counterparts)
+    signal: Literal["score", "label", "conversation_label", "conversation_score"] | None = None
     value: float | None = None  # the window's estimate (score alerts), or the judge error rate
     bound: float | None = None  # upper confidence bound of the estimate (score alerts)
     lower: float | None = None  # lower confidence bound of the estimate (score alerts)
@@ -68,11 +79,13 @@ class Notification(BaseModel):
 
     @property
     def fingerprint(self) -> str:
-        return "|".join((self.alertname, self.severity, self.service, self.route, self.metric))
+        names = (self.alertname, self.severity, self.service, self.route, self.metric)
+        return "|".join(names if self.unit == "answer" else (*names, self.unit))
 
     def labels(self) -> dict[str, str]:
-        # The label names of deploy/prometheus/tracescore-rules.yaml, so both paths group and silence alike.
-        return {
+        # The label names of deploy/prometheus/tracescore-rules.yaml, so both paths group and silence alike;
+        # a conversation alert says so in one more (its no-data alert shares the answers' alertname).
+        labels = {
             "alertname": self.alertname,
             "severity": self.severity,
             "service_name": self.service,
@@ -80,6 +93,7 @@ class Notification(BaseModel):
             "metric": self.metric,
             "source": "tracescore-alert",
         }
+        return labels if self.unit == "answer" else {**labels, "unit": self.unit}
 
     def to_json(self) -> dict[str, Any]:
         return {**self.model_dump(mode="json"), "labels": self.labels()}

@@ -29,15 +29,28 @@ from kafka.admin import NewTopic
 from kafka.errors import MessageSizeTooLargeError
 from kafka.partitioner.default import murmur2
 
-from tracescore._kafka import LogOnce, RebalanceListener, connect, ensure_topics, wait_for_partitions
+from tracescore._kafka import (
+    LogOnce,
+    RebalanceListener,
+    connect,
+    ensure_topics,
+    read_compacted,
+    rekeying_clients,
+    wait_for_partitions,
+)
 from tracescore._kafka_config import KafkaConnection
 from tracescore.alert._config import AlertConfig
+from tracescore.alert._conversations import conversation_key
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._sinks import AlertmanagerSink, Sink
 from tracescore.emit import EvaluationRecord
-from tracescore.model import UnreadableRecord, read_evaluation_record
-from tracescore.score import Usage
+from tracescore.model import (
+    ConversationRecord,
+    UnreadableRecord,
+    read_conversation_record,
+    read_evaluation_record,
+)
 
 __all__ = ["AlertService", "AlertStats"]
 
@@ -56,12 +69,17 @@ class AlertStats:
     delivery_failures: int = 0
 
 
+# Marks a conversation record on the routes topic (the rest are evaluation records).
+_UNIT = [("tracescore.unit", b"conversation")]
+
+
 def _for_routes(record: EvaluationRecord) -> bytes:
-    """What alerting reads of a record: without its details and usage, and with the reason (read only to tell
-    timeouts from other failures) cut short, so a routes-topic message stays small whatever the evaluations
-    topic allows."""
-    reason = record.reason[:_ROUTES_REASON_CHARS] if record.reason else record.reason
-    slim = record.model_copy(update={"details": {}, "usage": Usage(), "reason": reason})
+    return record.slim(_ROUTES_REASON_CHARS).model_dump_json().encode()
+
+
+def _conversation_for_routes(record: ConversationRecord) -> bytes:
+    """What alerting reads of a conversation record: without its turns' ids and the worst turn."""
+    slim = record.model_copy(update={"trace_ids": [], "span_ids": [], "worst_turn": None})
     return slim.model_dump_json().encode()
 
 
@@ -93,14 +111,7 @@ class AlertService:
         self.first_assigned_at: float | None = None
 
     def _clients(self, client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
-        group = self.config.group_id
-        ingest = KafkaConsumer(
-            **client, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest"
-        )
-        routes = KafkaConsumer(
-            **client, group_id=f"{group}.routes", enable_auto_commit=False, auto_offset_reset="earliest"
-        )
-        return ingest, routes, KafkaProducer(**client, acks="all")
+        return rekeying_clients(client, self.config.group_id, "routes")
 
     def stop(self) -> None:
         """Return from run() after the current batch. Safe from a signal handler."""
@@ -108,9 +119,12 @@ class AlertService:
 
     def run(self, idle_timeout_s: float | None = None) -> AlertStats:
         self._ensure_topics()
-        topics = [self.config.evaluations_topic, self.config.routes_topic]
+        inputs = [self.config.evaluations_topic]
+        if self.config.watches_conversations:
+            inputs.append(self.config.conversations_topic)
+        topics = [*inputs, self.config.routes_topic]
         wait_for_partitions(self.connection.client_config(), topics, self.connection.connect_timeout_s)
-        self._ingest.subscribe([self.config.evaluations_topic])
+        self._ingest.subscribe(inputs)
         listener = RebalanceListener(
             _log,
             assigned=self.assigned,
@@ -148,15 +162,22 @@ class AlertService:
     # -- stage 1: re-key by route -----------------------------------------------------------------------
     def _forward(self, polled: dict[TopicPartition, list]) -> int:
         count = 0
-        for messages in polled.values():
+        for tp, messages in polled.items():
+            conversations = tp.topic == self.config.conversations_topic
             for message in messages:
                 count += 1
-                record = self._parse(message.value)
+                record = self._parse(message.value, conversations)
                 if record is None:
                     continue
-                key = AlertKey(record.service_name, record.route, record.metric)
+                if isinstance(record, ConversationRecord):
+                    key, value, headers = conversation_key(record), _conversation_for_routes(record), _UNIT
+                else:
+                    key = AlertKey(record.service_name, record.route, record.metric)
+                    value, headers = _for_routes(record), []
                 try:
-                    self._producer.send(self.config.routes_topic, key=key.encode(), value=_for_routes(record))
+                    self._producer.send(
+                        self.config.routes_topic, key=key.encode(), value=value, headers=headers
+                    )
                 except MessageSizeTooLargeError as exc:  # only names of hundreds of KB get here
                     self._skip("oversized_record", str(exc).splitlines()[0][:200])
         if count:
@@ -164,9 +185,11 @@ class AlertService:
             self._ingest.commit()
         return count
 
-    def _parse(self, value: bytes | None) -> EvaluationRecord | None:
+    def _parse(
+        self, value: bytes | None, conversation: bool = False
+    ) -> EvaluationRecord | ConversationRecord | None:
         try:
-            return read_evaluation_record(value)
+            return read_conversation_record(value) if conversation else read_evaluation_record(value)
         except UnreadableRecord as unreadable:
             self._skip(unreadable.reason, unreadable.detail)
             return None
@@ -228,7 +251,7 @@ class AlertService:
             replay_until = self._replay_until.get(tp, 0)
             for message in messages:
                 count += 1
-                record = self._parse(message.value)
+                record = self._parse(message.value, (_UNIT[0] in (message.headers or ())))
                 if record is None:
                     continue
                 self.stats.records += 1
@@ -271,30 +294,15 @@ class AlertService:
             self._producer.flush(timeout=30)
 
     def _restore_states(self) -> None:
-        reader = KafkaConsumer(**self.connection.client_config(), group_id=None, enable_auto_commit=False)
-        try:
-            tps = [
-                TopicPartition(self.config.state_topic, p)
-                for p in reader.partitions_for_topic(self.config.state_topic) or ()
-            ]
-            if not tps:
-                return
-            reader.assign(tps)
-            reader.seek_to_beginning(*tps)
-            end = reader.end_offsets(tps)
-            while any(reader.position(tp) < end[tp] for tp in tps):
-                for messages in reader.poll(timeout_ms=500).values():
-                    for m in messages:
-                        try:
-                            key = AlertKey.decode(m.key or b"")
-                            state = AlertState.model_validate_json(m.value) if m.value else None
-                        except ValueError as exc:  # ValidationError too
-                            # Not what _persist writes: read at every start, so skipping is the only way on.
-                            self._skip("invalid_state", str(exc).splitlines()[0][:200])
-                            continue
-                        self.evaluator.restore(key, state)
-        finally:
-            reader.close()
+        for m in read_compacted(self.connection, self.config.state_topic):
+            try:
+                key = AlertKey.decode(m.key or b"")
+                state = AlertState.model_validate_json(m.value) if m.value else None
+            except ValueError as exc:  # ValidationError too
+                # Not what _persist writes: read at every start, so skipping is the only way on.
+                self._skip("invalid_state", str(exc).splitlines()[0][:200])
+                continue
+            self.evaluator.restore(key, state)
 
     def _ensure_topics(self) -> None:
         c = self.config
@@ -302,6 +310,7 @@ class AlertService:
             self.connection,
             [
                 c.evaluations_topic,  # with the broker's defaults, as `tracescore consume` creates it
+                *([c.conversations_topic] if c.watches_conversations else []),
                 NewTopic(c.routes_topic, c.routes_partitions, -1),
                 NewTopic(c.state_topic, 1, -1, topic_configs={"cleanup.policy": "compact"}),
             ],

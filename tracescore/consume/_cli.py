@@ -356,7 +356,12 @@ def consume(
         click.echo(f"  {stats.truncated_outputs} records were cut to fit Kafka's message limit", err=True)
 
 
-def _meter_provider(otlp_endpoint: str | None, prometheus_host: str, prometheus_port: int | None) -> Any:
+def _meter_provider(
+    otlp_endpoint: str | None,
+    prometheus_host: str,
+    prometheus_port: int | None,
+    service_name: str = "tracescore-consumer",  # `tracescore conversations` reports as its own service
+) -> Any:
     from opentelemetry.sdk.metrics import MeterProvider
 
     readers: list[Any] = []
@@ -381,10 +386,10 @@ def _meter_provider(otlp_endpoint: str | None, prometheus_host: str, prometheus_
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=otlp_endpoint)))
-    return MeterProvider(metric_readers=readers, resource=_consumer_resource())
+    return MeterProvider(metric_readers=readers, resource=_consumer_resource(service_name))
 
 
-def _consumer_resource() -> Any:
+def _consumer_resource(service_name: str = "tracescore-consumer") -> Any:
     """Who reports the metrics. Each process has its own service.instance.id, so the cumulative series of
     the consumers in one group stay apart in an OTLP backend; OTEL_SERVICE_NAME and
     OTEL_RESOURCE_ATTRIBUTES still win."""
@@ -395,5 +400,5 @@ def _consumer_resource() -> Any:
         Resource,
     )
 
-    defaults = {SERVICE_NAME: "tracescore-consumer", SERVICE_INSTANCE_ID: str(uuid.uuid4())}
+    defaults = {SERVICE_NAME: service_name, SERVICE_INSTANCE_ID: str(uuid.uuid4())}
     return Resource.create({**defaults, **OTELResourceDetector().detect().attributes})

@@ -1,8 +1,10 @@
-"""Emit: attach scores where people look: evaluation spans on the trace, records on Kafka, metrics."""
+"""Emit: attach scores where people look: evaluation spans on the trace, records on Kafka, metrics (and the
+same for conversation records: a Phoenix session annotation, a span under the last turn, metrics)."""
 
+from tracescore.emit._conversations import conversation_span, session_annotation
 from tracescore.emit._explain import explanation
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
-from tracescore.emit._metrics import LABEL_THRESHOLD, EvaluationMetrics
+from tracescore.emit._metrics import LABEL_THRESHOLD, ConversationMetrics, EvaluationMetrics
 from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.emit._records import evaluation_record
 from tracescore.emit._sink import RecordSink
@@ -14,6 +16,7 @@ __all__ = [
     "LABEL_THRESHOLD",
     "SCHEMA_VERSION",
     "AnnotatorKind",
+    "ConversationMetrics",
     "EvaluationMetrics",
     "EvaluationRecord",
     "KafkaEvaluationSink",
@@ -23,8 +26,10 @@ __all__ = [
     "PhoenixSettings",
     "RecordSink",
     "annotator_kind",
+    "conversation_span",
     "evaluation_record",
     "evaluation_span",
     "explanation",
+    "session_annotation",
     "span_annotation",
 ]

@@ -19,10 +19,10 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracescore import __version__
-from tracescore.model import EvaluationRecord
+from tracescore.model import ConversationRecord, EvaluationRecord
 from tracescore.sample import LiftReading
 
-__all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "EvaluationMetrics"]
+__all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "ConversationMetrics", "EvaluationMetrics"]
 
 # Scores live in 0..1; the SDK's default buckets (0, 5, 10, ... 10000) would put every score in one bucket.
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -181,3 +181,62 @@ class EvaluationMetrics:
 
     def dead_lettered(self) -> None:
         self._dead_letters.add(1)
+
+
+# Turns per conversation: most are short, a session id shared by many users runs into the hundreds.
+TURN_BUCKETS = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233)
+
+
+class ConversationMetrics:
+    """From `tracescore conversations`: each conversation counted once, by its first record (revision 0),
+    per judge tier; later revisions only in `tracescore.conversations.revised` (the conversations topic has
+    the final numbers). `selection` keeps the uniform baseline apart from the cascade's targeted picks."""
+
+    def __init__(self, meter: Meter | None = None) -> None:
+        meter = meter or metrics.get_meter("tracescore.conversations", __version__)
+        self._closed = meter.create_counter(
+            "tracescore.conversations",
+            description="Conversations recorded, by service, route of the first turn, metric, judge tier and "
+            "outcome: passed (no scored turn flagged), flagged (one or more), unscored.",
+        )
+        self._revised = meter.create_counter(
+            "tracescore.conversations.revised",
+            description="Conversation records revised by a turn that arrived after the record was written.",
+        )
+        self._turns = meter.create_histogram(
+            "tracescore.conversation.turns",
+            unit="{turn}",
+            description="Turns per recorded conversation.",
+            explicit_bucket_boundaries_advisory=TURN_BUCKETS,
+        )
+        self._share = meter.create_histogram(
+            "tracescore.conversation.share",
+            unit="1",
+            description="Share of a conversation's scored turns the label rule passes (0..1).",
+            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
+        )
+        self._skipped = meter.create_counter(
+            "tracescore.conversations.skipped",
+            description="Turn records not gathered into a conversation, by reason (no_conversation, "
+            "records_past_cap, invalid_record, ...), and conversations evicted.",
+        )
+
+    def recorded(self, record: ConversationRecord) -> None:
+        where = {
+            "service.name": record.service_name,
+            "tracescore.route": record.route,
+            "metric": record.metric,
+            "annotator_kind": record.annotator_kind,
+            "selection": record.selection or "none",
+        }
+        if record.revision > 0:
+            self._revised.add(1, where)
+            return
+        self._closed.add(1, {**where, "outcome": record.label or "unscored"})
+        self._turns.record(record.turns, where)
+        if record.score is not None:
+            self._share.record(record.score, where)
+
+    def skipped(self, reason: str, count: int = 1) -> None:
+        if count:
+            self._skipped.add(count, {"reason": reason})

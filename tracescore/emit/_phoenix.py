@@ -1,4 +1,5 @@
-"""Phoenix span annotations: each evaluation record becomes an annotation on the span it scored.
+"""Phoenix span annotations: each evaluation record becomes an annotation on the span it scored (and each
+conversation record an annotation on its session).
 
 Arize Phoenix shows annotations next to the trace, so people reading a trace there see its scores. Records
 go to `POST {endpoint}/v1/span_annotations` in batches. Phoenix is a viewer, not the record of truth (that
@@ -21,7 +22,8 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.emit._conversations import session_annotation
+from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
 
 __all__ = ["PhoenixAnnotations", "PhoenixSettings", "span_annotation"]
 
@@ -121,14 +123,21 @@ class PhoenixAnnotations:
         self._dropped_while_failing = 0
 
     def send(self, records: Iterable[EvaluationRecord]) -> int:
-        """Post `records` in batches; returns how many Phoenix accepted."""
-        pending: Sequence[EvaluationRecord] = list(records)
+        """Post `records` as span annotations, in batches; returns how many Phoenix accepted."""
+        return self._send_all("/v1/span_annotations", [span_annotation(r) for r in records])
+
+    def send_sessions(self, records: Iterable[ConversationRecord]) -> int:
+        """Post conversation records as session annotations (the session is the conversation id, as its
+        spans' `session.id`), in batches; returns how many Phoenix accepted."""
+        return self._send_all("/v1/session_annotations", [session_annotation(r) for r in records])
+
+    def _send_all(self, path: str, pending: Sequence[dict[str, Any]]) -> int:
         accepted = 0
         size = self.settings.batch_size
         for start in range(0, len(pending), size):
             batch = pending[start : start + size]
             try:
-                self._post([span_annotation(r) for r in batch])
+                self._post(path, list(batch))
             except Exception as exc:  # never into the caller: scoring must go on without Phoenix
                 if _transient(exc):
                     # Down or overloaded: the rest of this call would only wait the same way.
@@ -157,7 +166,7 @@ class PhoenixAnnotations:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _post(self, data: list[dict[str, Any]]) -> None:
+    def _post(self, path: str, data: list[dict[str, Any]]) -> None:
         # While Phoenix is failing, one attempt per batch: retries would only stall the scoring loop.
         attempts = 1 if self._failing else self.settings.max_retries + 1
         settings = self.settings
@@ -169,9 +178,7 @@ class PhoenixAnnotations:
         )
         for attempt in retrying:
             with attempt:
-                response = self._client.post(
-                    "/v1/span_annotations", params={"sync": False}, json={"data": data}
-                )
+                response = self._client.post(path, params={"sync": False}, json={"data": data})
                 response.raise_for_status()
 
     def _dropped(self, count: int, exc: Exception) -> None:

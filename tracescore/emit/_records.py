@@ -47,10 +47,16 @@ def evaluation_record(
         revision=revision,
         supersedes=supersedes,
         timestamp=now or datetime.now(UTC),
+        span_started_at=_started(rag),
         details=_with_sources(rag, result.details),
         usage=result.usage,
         session_id=rag.session_id,
     )
+
+
+def _started(rag: Interaction) -> datetime | None:
+    started = rag.span.start_time_unix_nano
+    return datetime.fromtimestamp(started / 1e9, UTC) if started > 0 else None
 
 
 def _with_sources(rag: Interaction, details: dict[str, Any]) -> dict[str, Any]:

@@ -25,11 +25,15 @@ from tracescore import __version__, semconv
 from tracescore.emit._explain import explanation
 from tracescore.model import Interaction, MetricResult, MetricStatus, annotator_kind
 
-__all__ = ["evaluation_span"]
+__all__ = ["evaluation_span", "evaluator_resource", "evaluator_scope", "new_span_id"]
 
 _ids = RandomIdGenerator()
-_scope = InstrumentationScope(semconv.EVALUATOR_SCOPE, __version__)
-_resource = Resource.create({SERVICE_NAME: "tracescore"})
+evaluator_scope = InstrumentationScope(semconv.EVALUATOR_SCOPE, __version__)
+evaluator_resource = Resource.create({SERVICE_NAME: "tracescore"})
+
+
+def new_span_id() -> int:
+    return _ids.generate_span_id()
 
 
 def evaluation_span(
@@ -42,7 +46,7 @@ def evaluation_span(
 ) -> ReadableSpan:
     trace_id = int(rag.span.trace_id, 16)
     parent = SpanContext(trace_id, int(rag.span.span_id, 16), is_remote=True, trace_flags=TraceFlags(1))
-    context = SpanContext(trace_id, _ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(1))
+    context = SpanContext(trace_id, new_span_id(), is_remote=False, trace_flags=TraceFlags(1))
     annotator = annotator_kind(result.judge)
     why = explanation(result)
     attributes: dict[str, str | float | int] = {
@@ -87,12 +91,12 @@ def evaluation_span(
         name=f"evaluation {result.metric}",
         context=context,
         parent=parent,
-        resource=_resource,
+        resource=evaluator_resource,
         attributes=attributes,
         events=(Event(semconv.EVALUATION_EVENT, event_attrs, end_ns),),
         links=(Link(parent, {"tracescore.link": "evaluated_span"}),),
         kind=SpanKind.INTERNAL,
-        instrumentation_scope=_scope,
+        instrumentation_scope=evaluator_scope,
         status=Status(StatusCode.ERROR, result.reason) if result.status is MetricStatus.ERROR else Status(),
         start_time=start_ns,
         end_time=end_ns,

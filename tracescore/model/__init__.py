@@ -2,13 +2,20 @@
 and alert.
 
 Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`, formerly
-`RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge returns
-(`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessFindings`, the typed view of a Faithfulness
-result), and the evaluation record emit writes and alert reads (`EvaluationRecord`). Stages import these from
-here (or from a stage's public `__init__`), never from one another's private modules. Light on purpose
+`RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge
+returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessFindings`, the typed view of a
+Faithfulness result), the evaluation record emit writes and alert reads (`EvaluationRecord`), and the
+conversation record `tracescore conversations` writes from them (`ConversationRecord`). Stages import these
+from here (or from a stage's public `__init__`), never from one another's private modules. Light on purpose
 (pydantic only): the instrumentation SDK's install can import it.
 """
 
+from tracescore.model._conversation import (
+    CONVERSATIONS_TOPIC,
+    ConversationRecord,
+    WorstTurn,
+    read_conversation_record,
+)
 from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
 from tracescore.model._record import (
     SCHEMA_VERSION,
@@ -23,12 +30,14 @@ from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, R
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
+    "CONVERSATIONS_TOPIC",
     "MAX_RUN_TEXT_CHARS",
     "MAX_RUN_TOOL_CALLS",
     "NEAR_CERTAIN",
     "SCHEMA_VERSION",
     "AnnotatorKind",
     "ContextSource",
+    "ConversationRecord",
     "DecodedSpan",
     "EvaluationRecord",
     "FaithfulnessFindings",
@@ -43,7 +52,9 @@ __all__ = [
     "UnreadableRecord",
     "Usage",
     "Verdict",
+    "WorstTurn",
     "annotator_kind",
     "has_question",
+    "read_conversation_record",
     "read_evaluation_record",
 ]

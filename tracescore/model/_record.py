@@ -106,6 +106,11 @@ class EvaluationRecord(BaseModel):
         "keeps the latest revision of each (trace_id, span_id).",
     )
     timestamp: datetime = Field(description="When the record was written (UTC).")
+    span_started_at: datetime | None = Field(
+        default=None,
+        description="When the scored span started (UTC): the turn's time, which orders a conversation's "
+        "turns; null in records written before this field existed.",
+    )
     details: dict[str, Any] = Field(
         default_factory=dict,
         description="The metric's details: for faithfulness the claims with verdict, reason, quoted "
@@ -125,6 +130,13 @@ class EvaluationRecord(BaseModel):
     def to_kafka(self) -> tuple[bytes, bytes]:
         """(key, value): keyed by trace id so a trace's evaluations stay in one partition, in order."""
         return self.trace_id.encode(), self.model_dump_json().encode()
+
+    def slim(self, reason_chars: int = 1_000) -> EvaluationRecord:
+        """What the services that re-key records (alert, conversations) read of it: without its details and
+        usage, and the reason cut short, so a re-keyed message stays small whatever the evaluations topic
+        allows."""
+        reason = self.reason[:reason_chars] if self.reason else self.reason
+        return self.model_copy(update={"details": {}, "usage": Usage(), "reason": reason})
 
 
 class UnreadableRecord(ValueError):

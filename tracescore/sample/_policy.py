@@ -10,7 +10,8 @@ Two steps for the caller:
    LLM evaluation really cost, `learn` hands back the LLM verdict of a baseline interaction, and `judged`
    every LLM verdict: where targeting shows no lift, its budget goes to uniform draws (sample/_lift.py).
 
-Filters, rates and the baseline depend only on the trace id and the span, so every instance and every replay
+Filters, rates and the baseline depend only on the trace id (the baseline: on the conversation id when the
+interaction has one, so a conversation is drawn whole) and the span, so every instance and every replay
 agrees; thinning, the rate limit and the budget depend on load by nature (thinning is still uniform, by a
 trace-id hash against a load-dependent share). Every skip is counted by reason in `skips`.
 """
@@ -52,8 +53,8 @@ class SkipReason(StrEnum):
 
 class Selection(StrEnum):
     CASCADE = "cascade"  # among the most suspicious the budget allows: a biased, targeted sample
-    BASELINE = "baseline"  # uniform on the trace id: unbiased, use these for rolling estimates
-    # Uniform on the trace id too, on the cascade's budget where targeting shows no lift (sample/_lift.py).
+    BASELINE = "baseline"  # uniform on the conversation (else trace) id: unbiased, for rolling estimates
+    # Uniform on the same id, on the cascade's budget where targeting shows no lift (sample/_lift.py).
     UNIFORM = "uniform"
 
 
@@ -216,7 +217,10 @@ class CascadePolicy:
         targeted_share, uniform_rate = self.lift.split(key, admission if scored else 0.0)
         targeted = admission * targeted_share if scored else admission
         drawn = min(1.0, cascade.baseline_rate + uniform_rate)  # the baseline, then the uniform draws: nested
-        at = position(trace_id, "baseline")
+        # The baseline (and the uniform draws nested on it) draw whole conversations: every turn of a drawn
+        # conversation is judged, and each turn's chance of being drawn is still the rate (an id's hash is
+        # uniform), so the inclusion probabilities below stay exact.
+        at = position(interaction.session_id or trace_id, "baseline")
         tie = position(trace_id, "tie") if admission > 0.0 else None
         pick = scored and tie is not None and within(tie, admission)  # what full targeting would send
         if within(at, cascade.baseline_rate):

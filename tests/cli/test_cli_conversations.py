@@ -1,0 +1,72 @@
+"""`tracescore conversations`: a bad config is a one-line usage error, unreachable Kafka one line naming the
+address, never a traceback. (The service itself runs through the real broker in tests/conversations.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracescore.alert.testing import free_port
+from tracescore.cli import main
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("quiet_seconds: 600\nforget_seconds: 60\n", "forget_seconds (60) is below quiet_seconds (600)"),
+        ("max_turns: 0\n", "max_turns: Input should be greater than or equal to 1"),
+        ("quiet: 5\n", "quiet: Extra inputs are not permitted"),
+    ],
+)
+def test_config_mistakes_are_one_line_errors(tmp_path: Path, config: str, message: str) -> None:
+    path = tmp_path / "conversations.yaml"
+    path.write_text(config)
+    result = CliRunner().invoke(main, ["conversations", "--config", str(path)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    result = CliRunner().invoke(
+        main, ["conversations", "--bootstrap-servers", address, "--connect-timeout", "1"]
+    )
+    assert result.exit_code == 1
+    assert f"Error: no Kafka broker reachable at {address} (starting; tried for 1s" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.kafka
+def test_the_command_writes_a_record_per_conversation_and_says_what_it_did(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    from kafka import KafkaProducer
+
+    from tracescore.model import EvaluationRecord, MetricStatus
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for n, session in enumerate(["s-1", "s-1", None]):
+        record = EvaluationRecord(
+            trace_id=f"{n:032x}", span_id=f"{n:016x}", service_name="chat", route="/chat",
+            metric="faithfulness", score=1.0, label="faithful", status=MetricStatus.OK, judge="offline",
+            session_id=session, timestamp="2026-01-01T00:00:00Z",
+        )  # fmt: skip
+        producer.send(f"{topic_prefix}.evaluations", value=record.model_dump_json().encode()).get(30)
+    producer.close()
+    env = {
+        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{topic_prefix}.turns",
+        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{topic_prefix}.state",
+        "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{topic_prefix}.spans",
+    }
+    flags = [
+        "--bootstrap-servers", bootstrap, "--evaluations-topic", f"{topic_prefix}.evaluations",
+        "--conversations-topic", f"{topic_prefix}.conversations", "--group-id", topic_prefix,
+        "--quiet-seconds", "1", "--idle-timeout", "3",
+    ]  # fmt: skip
+    result = CliRunner().invoke(main, ["conversations", *flags], env=env)
+    assert result.exit_code == 0, result.output
+    assert "turn_records=2 records=1 (revisions 0)" in result.output
+    assert "skipped: no_conversation=1" in result.output

@@ -1,0 +1,28 @@
+"""Conversations: the turns' evaluation records -> one record per conversation when it goes quiet.
+
+`ConversationService` (`tracescore conversations`) gathers the records of a conversation's turns (its
+interactions sharing a `session_id`) from every scoring consumer of the group and writes a
+`ConversationRecord` per metric and judge tier once no turn arrived for `quiet_seconds`; a later turn
+revises it. `ConversationTracker` is the same logic without Kafka.
+"""
+
+from tracescore.conversations._config import (
+    ConversationsConfig,
+    ConversationsConfigError,
+    load_conversations_config,
+)
+from tracescore.conversations._service import ConversationService, ConversationStats
+from tracescore.conversations._state import Conversation, wilson
+from tracescore.conversations._tracker import ConversationTracker, key_of
+
+__all__ = [
+    "Conversation",
+    "ConversationService",
+    "ConversationStats",
+    "ConversationTracker",
+    "ConversationsConfig",
+    "ConversationsConfigError",
+    "key_of",
+    "load_conversations_config",
+    "wilson",
+]

@@ -1,0 +1,113 @@
+"""The `tracescore conversations` configuration: validated once, with the precedence every command has:
+flags > environment variables (TRACESCORE_CONVERSATIONS_...) > the file's `conversations` table > the defaults
+written here (and only here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table
+from tracescore.model import CONVERSATIONS_TOPIC
+
+__all__ = ["ConversationsConfig", "ConversationsConfigError", "load_conversations_config"]
+
+
+class ConversationsConfigError(ConfigFileError):
+    """The configuration is impossible; the message names every problem, one per clause."""
+
+
+class ConversationsConfig(ServiceSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TRACESCORE_CONVERSATIONS_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    evaluations_topic: str = Field(
+        default="tracescore.evaluations", description="The evaluation records whose turns are gathered."
+    )
+    conversations_topic: str = Field(
+        default=CONVERSATIONS_TOPIC,
+        description="Where conversation records go (their own topic: readers of evaluation records never see "
+        "them).",
+    )
+    group_id: str = Field(
+        default="tracescore-conversations", description="Consumer group of the conversations instances."
+    )
+    turns_topic: str = Field(
+        default="tracescore.conversations.turns",
+        description="The records again, keyed by (service, conversation id), so each instance owns whole "
+        "conversations however many instances run.",
+    )
+    turns_partitions: int = Field(
+        default=6, ge=1, description="Partitions of the turns topic; never change it while state is kept."
+    )
+    state_topic: str = Field(
+        default="tracescore.conversations.state",
+        description="Compacted: each remembered conversation as of its last record, so a restart or "
+        "rebalance resumes from it and re-reads only the turns since.",
+    )
+    spans_topic: str | None = Field(
+        default="otlp_spans",
+        description="Where a conversation's evaluation span goes (a child of its last turn's span, linked "
+        "to every turn), for a Collector to forward; unset: none.",
+    )
+    quiet_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description="A conversation's record is written once no turn arrived for this long.",
+    )
+    forget_seconds: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="A conversation is remembered this long after its last turn: a turn within it revises "
+        "the record, a later one starts a new conversation of the same id.",
+    )
+    max_turns: int = Field(
+        default=200,
+        ge=1,
+        description="Turns kept per conversation; records of further turns (a session id shared by "
+        "unrelated users) are ignored and counted in the record (records_past_cap).",
+    )
+    max_conversations: int = Field(
+        default=50_000,
+        ge=1,
+        description="Conversations held per instance; past it the least recently active is written early "
+        "and forgotten (counted: evicted).",
+    )
+    confidence: float = Field(
+        default=0.95, gt=0.5, lt=1, description="Two-sided confidence of a record's interval."
+    )
+    tick_seconds: float = Field(
+        default=1.0, gt=0, description="How often quiet conversations are looked for."
+    )
+    max_message_bytes: int = Field(
+        default=900_000, ge=1024, description="Largest state message; a bigger one drops its turns' reasons."
+    )
+    phoenix_endpoint: str | None = Field(
+        default=None,
+        description="Also post each record to this Arize Phoenix as a session annotation (API key from "
+        "TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY).",
+    )
+
+    @model_validator(mode="after")
+    def _possible(self) -> ConversationsConfig:
+        if self.forget_seconds < self.quiet_seconds:
+            raise ValueError(
+                f"forget_seconds ({self.forget_seconds:g}) is below quiet_seconds ({self.quiet_seconds:g}): "
+                "conversations would be forgotten before their record is written"
+            )
+        return self
+
+
+def load_conversations_config(path: Path | None = None, **flags: Any) -> ConversationsConfig:
+    """The configuration from flags (None means not given), the environment, `path` and the defaults."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    file_values = read_table(path, "conversations", ConversationsConfigError) if path is not None else {}
+    try:
+        return ConversationsConfig.from_sources(given, file_values)
+    except ValidationError as exc:
+        where = f" in {path}" if path else ""
+        raise ConversationsConfigError(f"invalid conversations config{where}: {one_line(exc)}") from exc

@@ -1,0 +1,141 @@
+"""The conversations one instance holds: which are quiet (their records are due), which to checkpoint,
+forget or evict, and which turns-topic offsets may be committed. Pure logic on times passed in; no Kafka.
+
+Time is the turns topic's: a turn's arrival is its message's timestamp there, and "now" for a partition is
+the wall clock once the partition is read to its end, else the newest arrival read from it. So a restart
+that re-reads a partition, or an instance that lags, never finds a conversation quiet whose next turn is
+still waiting to be read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
+
+from tracescore.conversations._config import ConversationsConfig
+from tracescore.conversations._state import Conversation
+from tracescore.model import EvaluationRecord
+
+__all__ = ["ConversationTracker", "Key"]
+
+Key = tuple[str, str]  # (service, conversation id)
+
+
+class ConversationTracker:
+    def __init__(self, config: ConversationsConfig) -> None:
+        self.config = config
+        # Least recently changed first: eviction takes from the front, forgetting stops at the first too new.
+        self._held: OrderedDict[Key, Conversation] = OrderedDict()
+        self._newest: dict[int, int] = {}  # partition -> newest arrival read (ms)
+        self.counts: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def get(self, key: Key) -> Conversation | None:
+        return self._held.get(key)
+
+    def open(self) -> int:
+        """Conversations changed since their records were last written."""
+        return sum(c.pending for c in self._held.values())
+
+    def apply(self, record: EvaluationRecord, partition: int, offset: int, arrival_ms: int) -> None:
+        """One turn record read from the turns topic (keyed there by `key_of`)."""
+        self._newest[partition] = max(self._newest.get(partition, 0), arrival_ms)
+        key = key_of(record)
+        if key is None:
+            self.counts["no_conversation"] += 1
+            return
+        conversation = self._held.get(key)
+        if conversation is None:
+            conversation = self._held[key] = Conversation(
+                service=key[0],
+                conversation_id=key[1],
+                route=record.route,
+                started_ms=arrival_ms,
+                partition=partition,
+                last_arrival_ms=arrival_ms,
+            )
+        past_cap = conversation.past_cap
+        if conversation.apply(record, offset, arrival_ms, self.config.max_turns):
+            self._held.move_to_end(key)
+        self.counts["records_past_cap"] += conversation.past_cap - past_cap
+
+    def restore(self, conversations: Iterable[Conversation]) -> None:
+        """Conversations from the state topic. One already held keeps its own, newer state."""
+        for conversation in conversations:
+            self._held.setdefault(conversation.key, conversation)
+        self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].last_arrival_ms))
+
+    def now_of(self, partition: int, wall_ms: int, caught_up: bool) -> int:
+        """The partition's clock: the wall clock when it is read to its end, else its newest arrival."""
+        return wall_ms if caught_up else self._newest.get(partition, 0)
+
+    def quiet(self, now_of: Callable[[int], int]) -> list[Conversation]:
+        """Changed conversations without a turn for `quiet_seconds`: their records are due. So is one that
+        reached `max_turns` and was never written (a session id shared by many may never go quiet)."""
+        quiet_ms = self.config.quiet_seconds * 1000
+        full = self.config.max_turns
+        return [
+            c
+            for c in self._held.values()
+            if c.pending
+            and (
+                now_of(c.partition) - c.last_arrival_ms >= quiet_ms
+                or (len(c.turns) >= full and not c.emitted)
+            )
+        ]
+
+    def to_checkpoint(self, now_of: Callable[[int], int]) -> list[Conversation]:
+        """Conversations with changes older than `quiet_seconds` not in the state topic yet (one that never
+        goes quiet, a session id shared by many, would otherwise hold its partition's commits back)."""
+        quiet_ms = self.config.quiet_seconds * 1000
+        return [
+            c
+            for c in self._held.values()
+            if c.dirty_from is not None and now_of(c.partition) - c.dirty_since_ms >= quiet_ms
+        ]
+
+    def to_forget(self, now_of: Callable[[int], int]) -> list[Conversation]:
+        """Conversations written and silent for `forget_seconds`: a later turn starts a new one."""
+        forget_ms = self.config.forget_seconds * 1000
+        out = []
+        for conversation in self._held.values():
+            if now_of(conversation.partition) - conversation.last_arrival_ms < forget_ms:
+                break  # the rest changed later
+            if not conversation.pending and conversation.dirty_from is None:
+                out.append(conversation)
+        return out
+
+    def over_capacity(self) -> list[Conversation]:
+        """The least recently changed conversations beyond `max_conversations`: written now and forgotten."""
+        extra = len(self._held) - self.config.max_conversations
+        return [c for _, c in zip(range(max(0, extra)), self._held.values(), strict=False)]
+
+    def forget(self, conversation: Conversation) -> None:
+        self._held.pop(conversation.key, None)
+
+    def forget_partitions(self, partitions: Iterable[int]) -> None:
+        """Partitions now owned by another instance: it resumes their conversations from the state topic."""
+        gone = set(partitions)
+        for key in [k for k, c in self._held.items() if c.partition in gone]:
+            del self._held[key]
+        for partition in gone:
+            self._newest.pop(partition, None)
+
+    def commit_offsets(self, positions: dict[int, int]) -> dict[int, int]:
+        """Per partition, the offset to commit: the next to read, held back to the oldest change not in the
+        state topic yet (a restart re-reads from there)."""
+        out = dict(positions)
+        for conversation in self._held.values():
+            held = conversation.dirty_from
+            if held is not None and conversation.partition in out:
+                out[conversation.partition] = min(out[conversation.partition], held)
+        return out
+
+
+def key_of(record: EvaluationRecord) -> Key | None:
+    """Which conversation a turn record belongs to: (service, conversation id); None without an id."""
+    if not record.session_id:
+        return None
+    return (record.service_name, record.session_id)

@@ -1,0 +1,124 @@
+"""Conversation records where people look: a Phoenix session annotation (Phoenix groups traces into sessions
+by `session.id`), and an evaluation span for every other OTLP backend.
+
+The span is a child of the conversation's last judged turn's span, in that turn's trace (so a viewer that
+shows traces by session does not count it as one more turn), carries the conversation id as `session.id`
+and `gen_ai.conversation.id`, and links to every judged turn's span.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+
+from tracescore import semconv
+from tracescore.emit._spans import evaluator_resource, evaluator_scope, new_span_id
+from tracescore.model import ConversationRecord
+
+__all__ = ["CONVERSATION_EVALUATION_PREFIX", "conversation_span", "session_annotation"]
+
+# The evaluation's name in spans and annotations: "conversation_faithfulness", never the turns' own name.
+CONVERSATION_EVALUATION_PREFIX = "conversation_"
+_MAX_LINKS = 128  # the OTel SDK's default span link limit
+
+
+def _name(record: ConversationRecord) -> str:
+    return CONVERSATION_EVALUATION_PREFIX + record.metric
+
+
+def session_annotation(record: ConversationRecord) -> dict[str, Any]:
+    """One element of the `data` list of Phoenix's POST /v1/session_annotations.
+
+    Phoenix upserts on (session, name, identifier): a revision overwrites the record it supersedes, while
+    each judge tier (offline, the LLM baseline, its cascade picks) keeps an annotation of its own."""
+    return {
+        "session_id": record.conversation_id,
+        "name": _name(record),
+        "annotator_kind": record.annotator_kind,
+        "identifier": f"tracescore:{record.judge}:{record.selection or 'all'}",
+        "result": {
+            "label": record.label or record.status.value,
+            "score": record.score,
+            "explanation": record.reason,
+        },
+        "metadata": record.model_dump(
+            mode="json",
+            include={
+                "service_name",
+                "route",
+                "turns",
+                "turns_scored",
+                "turns_flagged",
+                "complete",
+                "share_lower",
+                "share_upper",
+                "revision",
+                "trace_ids",
+                "records_past_cap",
+            },
+        ),
+    }
+
+
+def conversation_span(
+    record: ConversationRecord, start_ns: int, end_ns: int | None = None
+) -> ReadableSpan | None:
+    """The record as an evaluation span under its last judged turn; None when no turn was judged."""
+    if not record.trace_ids:
+        return None
+    trace_id = int(record.trace_ids[-1], 16)
+    parent = SpanContext(trace_id, int(record.span_ids[-1], 16), is_remote=True, trace_flags=TraceFlags(1))
+    context = SpanContext(trace_id, new_span_id(), is_remote=False, trace_flags=TraceFlags(1))
+    name = _name(record)
+    what = f"{record.metric} over {record.turns} turns"
+    attributes: dict[str, Any] = {
+        semconv.OPENINFERENCE_SPAN_KIND: "EVALUATOR",
+        semconv.SESSION_ID: record.conversation_id,
+        semconv.GEN_AI_CONVERSATION_ID: record.conversation_id,
+        semconv.INPUT_VALUE: f"{what} of conversation {record.conversation_id}",
+        semconv.OUTPUT_VALUE: json.dumps(
+            {"score": record.score, "label": record.label, "explanation": record.reason}, ensure_ascii=False
+        ),
+        semconv.OUTPUT_MIME_TYPE: "application/json",
+        semconv.GEN_AI_EVALUATION_NAME: name,
+        semconv.TRACESCORE_JUDGE: record.judge,
+        semconv.TRACESCORE_ANNOTATOR_KIND: record.annotator_kind,
+        semconv.TRACESCORE_ROUTE: record.route,
+        "tracescore.evaluated_service": record.service_name,
+        "tracescore.evaluation.status": record.status.value,
+        "tracescore.evaluation.revision": record.revision,
+        "tracescore.conversation.turns": record.turns,
+        "tracescore.conversation.turns_scored": record.turns_scored,
+        "tracescore.conversation.turns_flagged": record.turns_flagged,
+        "tracescore.conversation.complete": record.complete,
+        semconv.GEN_AI_EVALUATION_EXPLANATION: record.reason,
+    }
+    if record.selection is not None:
+        attributes[semconv.TRACESCORE_SELECTION] = record.selection
+    if record.score is not None:
+        attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = record.score
+    if record.label is not None:
+        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = record.label
+    end_ns = end_ns or time.time_ns()
+    event_attrs = {k: v for k, v in attributes.items() if k.startswith("gen_ai.evaluation.")}
+    links = [
+        Link(SpanContext(int(t, 16), int(s, 16), is_remote=True), {"tracescore.link": "evaluated_turn"})
+        for t, s in list(zip(record.trace_ids, record.span_ids, strict=True))[-_MAX_LINKS:]
+    ]
+    return ReadableSpan(
+        name=f"evaluation {name}",
+        context=context,
+        parent=parent,
+        resource=evaluator_resource,
+        attributes=attributes,
+        events=(Event(semconv.EVALUATION_EVENT, event_attrs, end_ns),),
+        links=tuple(links),
+        kind=SpanKind.INTERNAL,
+        instrumentation_scope=evaluator_scope,
+        start_time=start_ns,
+        end_time=end_ns,
+    )
