@@ -71,12 +71,16 @@ def _guarded(method: Callable[..., _R]) -> Callable[..., _R | None]:
         except Exception as exc:
             # Instrumentation must never break the application; log each kind of failure once, not per call.
             what = f"{method.__qualname__}: {type(exc).__name__}"
-            if what not in _warned:
-                _warned.add(what)
-                _log.warning("tracescore could not record %s", what, exc_info=True)
+            _warn_once(what, "tracescore could not record %s", what, exc_info=True)
             return None
 
     return call
+
+
+def _warn_once(kind: str, message: str, *args: Any, exc_info: bool = False) -> None:
+    if kind not in _warned:
+        _warned.add(kind)
+        _log.warning(message, *args, exc_info=exc_info)
 
 
 def current_rag() -> RagRecorder | None:
@@ -138,7 +142,10 @@ class Recorder:
     def begin(self) -> None:
         """Start the span with everything recorded so far."""
         pending, self._pending = self._pending, None
-        self.span: Span = _tracer.start_span(self._name, attributes=pending)
+        try:
+            self.span: Span = _tracer.start_span(self._name, attributes=pending)
+        except Exception as exc:
+            self.span = _untraced(self._name, exc)
         self.context = trace.set_span_in_context(self.span)
 
     def _put(self, attributes: dict[str, Any]) -> None:
@@ -182,9 +189,18 @@ class Recorder:
         self._put(out)
 
     def end(self, error: BaseException | None = None) -> None:
-        """End the span, marking what the content controls changed and the error, if any. Never raises."""
+        """End the span, marking what the content controls changed and the error, if any. Never raises; a
+        second end is ignored, with a warning."""
         if self._pending is not None:
             self.begin()
+        if self.context is None:
+            _warn_once(
+                "ended twice",
+                "tracescore: span %r was ended twice; the second end is ignored (a `with` block ends its "
+                "span itself: call end() only on a span started without one)",
+                self._name,
+            )
+            return
         try:
             if error is not None:
                 self.span.record_exception(error)
@@ -197,7 +213,17 @@ class Recorder:
         except Exception:
             _log.warning("tracescore could not mark a span", exc_info=True)
         finally:
-            self.span.end()
+            try:
+                self.span.end()
+            except Exception as exc:  # a span processor of the app's that raises in on_end
+                _warn_once(
+                    f"end: {type(exc).__name__}",
+                    "tracescore: ending span %r raised %s in the TracerProvider (a span processor's "
+                    "on_end?); the application is unaffected",
+                    self._name,
+                    type(exc).__name__,
+                    exc_info=True,
+                )
             # A rag span's context refers back to its recorder: drop the cycle now rather than leave it to the
             # garbage collector, whose passes grow with every span still queued for export.
             self.context = None  # type: ignore[assignment]
@@ -345,6 +371,21 @@ class GenerationRecorder(Recorder):
         self._put(out)
 
     set_answer = set_output
+
+
+def _untraced(name: str, error: Exception) -> Span:
+    """The span a call gets when the TracerProvider cannot start one (an app's sampler or span processor that
+    raises): non-recording, under the current parent so context still propagates."""
+    _warn_once(
+        f"start: {type(error).__name__}",
+        "tracescore: the TracerProvider raised %s: %s while starting span %r (a custom sampler or span "
+        "processor's on_start?); such calls run untraced, the application is unaffected",
+        type(error).__name__,
+        error,
+        name,
+        exc_info=True,
+    )
+    return trace.NonRecordingSpan(trace.get_current_span().get_span_context())
 
 
 def _role_content(message: Any) -> tuple[str, Any]:
