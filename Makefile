@@ -5,9 +5,10 @@ STAMP := .make/installed
 .PHONY: install browser promtool alertmanager demo test lint kafka kafka-stop accuracy clean
 
 # The import rules (README, Architecture): which stage may import which (import-linter, contracts in
-# pyproject.toml), and private modules only from their own package and its tests.
+# pyproject.toml), the same contracts at run time (what importing each stage really loads), and private
+# modules only from their own package and its tests.
 LINT_IMPORTS = $(PYTHON) -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache
-IMPORT_RULES = $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_import_rules.py
+IMPORT_RULES = $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_import_rules.py tests/test_runtime_imports.py
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[consumer,otlp,dev]'
