@@ -18,7 +18,7 @@ from tracescore.cli import main
             "rules:\n  - metric: faithfulness\n    warning: 0.5\n    critical: 0.9\n",
             "critical (0.9) must be below",
         ),
-        ("rules:\n  - metric: helpfulness\n", "unknown metric helpfulness"),
+        ("rules:\n  - metric: helpfulness\n", "rules.0.metric: unknown metric 'helpfulness' (did you mean"),
         ("sinks:\n  - type: pager\n", "sinks.0"),
         (
             "sinks:\n  - type: webhook\n    url: http://x\n    secret_env: NOT_SET_ANYWHERE\n",

@@ -87,8 +87,8 @@ def test_a_trace_with_nothing_to_judge_is_a_counted_explained_skip() -> None:
 
 
 def test_the_policy_admits_and_chooses_the_metrics() -> None:
-    config = SamplingConfig(rates=(RateRule(metric="answer_relevance", rate=0.0),))
-    policy = CascadePolicy(config, metrics=["faithfulness", "answer_relevance"])
+    config = SamplingConfig(rates=(RateRule(metric="answer_relevancy", rate=0.0),))
+    policy = CascadePolicy(config, metrics=["faithfulness", "answer_relevancy"])
     steps, _ = pipeline(policy)
     steps.take([message(READ.read_bytes())])
     [trace] = steps.flush()

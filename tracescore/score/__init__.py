@@ -38,6 +38,7 @@ _LAZY = {
     "MetricLoadError": "tracescore.score._registry",
     "builtin_metrics": "tracescore.score._registry",
     "load_metric_config": "tracescore.score._registry",
+    "metric_names": "tracescore.score._registry",
     "resolve_metrics": "tracescore.score._registry",
     # the HTML report of a scored file (`tracescore score --report`, `tracescore report`)
     "render_report": "tracescore.score._report",
