@@ -104,6 +104,25 @@ def test_judge_errors_and_timeouts_are_no_labels(make_interaction: Any) -> None:
     assert locked.policy.models.shared.positives == 1
 
 
+@pytest.mark.parametrize(
+    ("label", "score", "hallucinated"),
+    [
+        ("hallucinated", 0.9, True),
+        ("Unfaithful", 0.9, True),  # the label rule reads it bad, whatever its case
+        ("faithful", 0.2, False),  # the metric's own label decides, not the score
+        ("B+", 0.2, True),  # a label the rule does not know: the score decides
+        (None, 0.8, False),
+    ],
+)
+def test_the_llm_verdict_is_read_by_the_label_rule_every_stage_shares(
+    make_interaction: Any, label: str | None, score: float, hallucinated: bool
+) -> None:
+    locked = LockedPolicy(CascadePolicy())
+    verdict = MetricResult(metric="faithfulness", score=score, label=label, judge="openai")
+    assert locked.learn(make_interaction("4" * 32), [PARTIAL], [verdict])
+    assert locked.policy.models.shared.positives == int(hallucinated)
+
+
 def test_state_survives_a_restart(tmp_path: Path, make_interaction: Any) -> None:
     path = tmp_path / "state" / "cascade.json"
     config = SamplingConfig(cascade={"learning": {"state_path": path}})

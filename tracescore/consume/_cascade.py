@@ -12,16 +12,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore.model import Interaction
+from tracescore.model import Interaction, is_flagged, label_is_bad
 from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
 from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate_record
 
 __all__ = ["LockedPolicy", "Scored", "Scorer"]
-
-# The metrics' own labels for a failing answer (Faithfulness says `hallucinated`): the label rule is theirs.
-_BAD_LABELS = frozenset({"hallucinated", "not_relevant", "fail"})
 
 
 @dataclass(frozen=True)
@@ -77,10 +74,10 @@ class LockedPolicy:
         verdict = next((r for r in llm if r.metric == metric and r.status is MetricStatus.OK), None)
         if verdict is None or (verdict.label is None and verdict.score is None):
             return False
-        if verdict.label is not None:
-            hallucinated = verdict.label in _BAD_LABELS
-        else:
-            hallucinated = verdict.score is not None and verdict.score < 0.5
+        # The label rule every stage reads (tracescore.model); a verdict without a score counts by its label.
+        hallucinated = is_flagged(verdict) if verdict.score is not None else label_is_bad(verdict.label)
+        if hallucinated is None:
+            return False  # an unknown label and no score: no label for the suspicion score
         with self._lock:
             return self.policy.learn(interaction, offline, hallucinated)
 

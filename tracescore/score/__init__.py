@@ -28,7 +28,7 @@ _LAZY = {
     "BatchSummary": "tracescore.score._summary",
     "assert_scores": "tracescore.score._assertions",
     "ScoreAssertionError": "tracescore.score._assertions",
-    "is_flagged": "tracescore.score._labels",
+    "is_flagged": "tracescore.model",
     # building metrics and judges from names (the command line, config files, plugins)
     "DEFAULT_METRICS": "tracescore.score._factory",
     "make_judge": "tracescore.score._factory",
