@@ -8,7 +8,8 @@ STAMP := .make/installed
 # pyproject.toml), the same contracts at run time (what importing each stage really loads), and private
 # modules only from their own package and its tests.
 LINT_IMPORTS = $(PYTHON) -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache
-IMPORT_RULES = $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_import_rules.py tests/test_runtime_imports.py
+IMPORT_RULES = $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_import_rules.py tests/test_runtime_imports.py \
+	tests/test_public_names.py
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[consumer,otlp,dev]'

@@ -44,8 +44,7 @@ from cascade_sampling import DEFAULT_PATH, score_all
 from cascade_sampling import Row as Scored
 
 from tracescore.alert import EstimateWindow
-from tracescore.emit import EvaluationRecord
-from tracescore.model import DecodedSpan, Interaction, MetricStatus, is_flagged
+from tracescore.model import DecodedSpan, EvaluationRecord, Interaction, MetricStatus, is_flagged
 from tracescore.sample import CascadeConfig, CascadePolicy, SamplingConfig
 
 Z95 = 1.959964

@@ -54,7 +54,8 @@ from tracescore.consume import (
 )
 from tracescore.consume._pipeline import Admitted
 from tracescore.export import KafkaProducerSettings, encode_partition_messages, encode_trace_messages
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
+from tracescore.model import Trace
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness

@@ -42,7 +42,7 @@ def test_a_missing_config_file_is_named(tmp_path: Path) -> None:
 
 
 def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
-    from tracescore.alert.testing import free_port
+    from tracescore.testing import free_port
 
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     result = CliRunner().invoke(main, ["alert", "--bootstrap-servers", address, "--connect-timeout", "1"])

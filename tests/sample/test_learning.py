@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from tracescore.consume._cascade import LockedPolicy
+from tracescore.model import MetricResult, MetricStatus
 from tracescore.sample import CascadePolicy, LearningConfig, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, features
 from tracescore.sample._learning import SuspicionModels
-from tracescore.score import MetricResult, MetricStatus
 
 
 def offline(no_evidence: int, partial: int, supported: int) -> MetricResult:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tracescore.model import MetricResult, MetricStatus, RagRecord
 from tracescore.sample import (
     CascadePolicy,
     SamplingConfig,
@@ -14,7 +15,6 @@ from tracescore.sample import (
     Selection,
     SkipReason,
 )
-from tracescore.score import MetricResult, MetricStatus, RagRecord
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness, evaluate_record
 

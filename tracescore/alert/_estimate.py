@@ -46,8 +46,7 @@ from datetime import datetime
 from statistics import NormalDist
 from typing import Literal, NamedTuple
 
-from tracescore.emit import EvaluationRecord
-from tracescore.model import is_flagged
+from tracescore.model import EvaluationRecord, is_flagged
 
 __all__ = ["Agreement", "Estimate", "EstimateWindow", "Signal"]
 

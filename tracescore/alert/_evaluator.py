@@ -20,8 +20,7 @@ from tracescore.alert._config import AlertConfig, RuleConfig
 from tracescore.alert._estimate import Estimate, EstimateWindow
 from tracescore.alert._notes import Level, State, judge_note, no_data_note, score_note
 from tracescore.alert._notification import AlertKey, Notification
-from tracescore.emit import EvaluationRecord
-from tracescore.score import MetricStatus
+from tracescore.model import EvaluationRecord, MetricStatus
 
 __all__ = ["AlertEvaluator", "AlertState"]
 

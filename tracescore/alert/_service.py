@@ -37,8 +37,7 @@ from tracescore.alert._config import AlertConfig
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._sinks import AlertmanagerSink, Sink
-from tracescore.emit import SCHEMA_VERSION, EvaluationRecord
-from tracescore.score import Usage
+from tracescore.model import SCHEMA_VERSION, EvaluationRecord, Usage
 
 __all__ = ["AlertService", "AlertStats"]
 

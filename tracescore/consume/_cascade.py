@@ -12,9 +12,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore.model import Interaction, is_flagged, label_is_bad
+from tracescore.model import Interaction, MetricResult, MetricStatus, is_flagged, label_is_bad
 from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
-from tracescore.score import MetricResult, MetricStatus
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate_record
 

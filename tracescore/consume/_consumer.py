@@ -33,7 +33,8 @@ from tracescore.consume._pipeline import Admitted, Pipeline
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._status import ConsumerStats, StatusLine
-from tracescore.emit import EvaluationMetrics, EvaluationRecord, KafkaEvaluationSink, RecordSink
+from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, RecordSink
+from tracescore.model import EvaluationRecord
 from tracescore.sample import SamplingPolicy
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric

@@ -14,8 +14,7 @@ from tracescore.consume._cascade import Scored, Scorer
 from tracescore.consume._checkpoint import Work
 from tracescore.consume._revise import Revision
 from tracescore.consume._scoring import ScoringWorker
-from tracescore.model import Interaction
-from tracescore.score import MetricResult, MetricStatus
+from tracescore.model import Interaction, MetricResult, MetricStatus
 
 __all__ = ["Judged", "Judging"]
 

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tracescore.alert import EstimateWindow
-from tracescore.emit import LABEL_THRESHOLD, EvaluationRecord
+from tracescore.emit import LABEL_THRESHOLD
+from tracescore.model import EvaluationRecord
 
 __all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine"]
 

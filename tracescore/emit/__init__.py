@@ -1,5 +1,10 @@
-"""Emit: attach scores where people look: evaluation spans on the trace, records on Kafka, metrics."""
+"""Emit: attach scores where people look: evaluation spans on the trace, records on Kafka, metrics.
 
+The evaluation record it writes is the shared model's (`tracescore.model.EvaluationRecord`); the names that
+once lived here still import from here, with a DeprecationWarning.
+"""
+
+from tracescore._lazy import moved_names
 from tracescore.emit._explain import explanation
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.emit._metrics import LABEL_THRESHOLD, EvaluationMetrics
@@ -7,24 +12,26 @@ from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_a
 from tracescore.emit._records import evaluation_record
 from tracescore.emit._sink import RecordSink
 from tracescore.emit._spans import evaluation_span
-from tracescore.model import SCHEMA_VERSION, AnnotatorKind, EvaluationRecord, annotator_kind
 
 __all__ = [
     "EVALUATION_SPANS_HEADER",
     "LABEL_THRESHOLD",
-    "SCHEMA_VERSION",
-    "AnnotatorKind",
     "EvaluationMetrics",
-    "EvaluationRecord",
     "KafkaEvaluationSink",
     "KafkaOutputSettings",
     "Output",
     "PhoenixAnnotations",
     "PhoenixSettings",
     "RecordSink",
-    "annotator_kind",
     "evaluation_record",
     "evaluation_span",
     "explanation",
     "span_annotation",
 ]
+
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(
+        ("SCHEMA_VERSION", "AnnotatorKind", "EvaluationRecord", "annotator_kind"), "tracescore.model"
+    ),
+)

@@ -1,9 +1,10 @@
 """Metrics: a pydantic task for the judge plus a pure scoring function. Stateless and async."""
 
+from tracescore._lazy import moved_names
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
 from tracescore.score.metrics._custom import DistinctN, LLMJudgeMetric, PythonMetric, python_metric
-from tracescore.score.metrics._faithfulness import Faithfulness, Verdict
+from tracescore.score.metrics._faithfulness import Faithfulness
 from tracescore.score.metrics._protocol import Metric, evaluate_record
 from tracescore.score.metrics._protocol import evaluate as evaluate  # the former name of evaluate_record
 from tracescore.score.metrics._quality import Quality, letter_grade
@@ -17,8 +18,9 @@ __all__ = [
     "Metric",
     "PythonMetric",
     "Quality",
-    "Verdict",
     "evaluate_record",
     "letter_grade",
     "python_metric",
 ]
+
+__getattr__ = moved_names(__name__, {"Verdict": "tracescore.model"})
