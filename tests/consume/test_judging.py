@@ -10,11 +10,11 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import ConsumerStats, TraceAssembler
-from tracescore.consume._cascade import Scorer
 from tracescore.consume._checkpoint import Checkpoint
 from tracescore.consume._judging import Judged, Judging
 from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._revise import Revision
+from tracescore.consume._scorer import Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.model import MetricStatus
 from tracescore.score import OfflineJudge

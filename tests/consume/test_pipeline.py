@@ -9,8 +9,8 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler
-from tracescore.consume._cascade import LockedPolicy
 from tracescore.consume._pipeline import Pipeline
+from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.emit import EVALUATION_SPANS_HEADER
 from tracescore.sample import CascadePolicy, RateRule, SamplingConfig
 
@@ -37,7 +37,7 @@ def message(value: bytes, offset: int = 0, partition: int = 0, headers: list | N
 def pipeline(policy: CascadePolicy | None = None) -> tuple[Pipeline, Clock]:
     clock = Clock()
     assembler = TraceAssembler(AssemblySettings(grace_s=2.0), clock=clock)
-    locked = LockedPolicy(policy) if policy is not None else None
+    locked = SharedPolicy(policy) if policy is not None else None
     return Pipeline(assembler, ConsumerStats(), policy=locked), clock
 
 

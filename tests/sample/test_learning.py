@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tracescore.consume._cascade import LockedPolicy
+from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.model import MetricResult, MetricStatus
 from tracescore.sample import CascadePolicy, LearningConfig, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, features
@@ -93,7 +93,7 @@ def test_a_stream_of_one_class_keeps_the_model_bounded() -> None:
 
 
 def test_judge_errors_and_timeouts_are_no_labels(make_interaction: Any) -> None:
-    locked = LockedPolicy(CascadePolicy())
+    locked = SharedPolicy(CascadePolicy())
     span = make_interaction("2" * 32)
     failed = MetricResult.error("faithfulness", "timeout", judge="openai")
     assert not locked.learn(span, [PARTIAL], [failed])
@@ -117,7 +117,7 @@ def test_judge_errors_and_timeouts_are_no_labels(make_interaction: Any) -> None:
 def test_the_llm_verdict_is_read_by_the_label_rule_every_stage_shares(
     make_interaction: Any, label: str | None, score: float, hallucinated: bool
 ) -> None:
-    locked = LockedPolicy(CascadePolicy())
+    locked = SharedPolicy(CascadePolicy())
     verdict = MetricResult(metric="faithfulness", score=score, label=label, judge="openai")
     assert locked.learn(make_interaction("4" * 32), [PARTIAL], [verdict])
     assert locked.policy.models.shared.positives == int(hallucinated)

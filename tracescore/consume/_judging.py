@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from tracescore.consume._cascade import Scored, Scorer
 from tracescore.consume._checkpoint import Work
 from tracescore.consume._revise import Revision
+from tracescore.consume._scorer import Scored, Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.model import Interaction, MetricResult, MetricStatus
 

@@ -1,23 +1,19 @@
 """How the service scores one admitted interaction: the offline judge always, an LLM judge where the sampling
-policy sends it (the suspicion-first cascade), or the one configured judge alone.
-
-The policy is shared by the Kafka thread (admit) and the scoring loop (escalate, charge): `LockedPolicy`
-serialises the calls, which are cheap, so neither thread sees it half-updated.
-"""
+policy sends it (the suspicion-first cascade, sample/_policy.py), or the one configured judge alone."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore.model import Interaction, MetricResult, MetricStatus, is_flagged, label_is_bad
-from tracescore.sample import CascadePolicy, Decision, Escalation, SamplingPolicy, Selection
+from tracescore.consume._shared_policy import SharedPolicy
+from tracescore.model import Interaction, MetricResult
+from tracescore.sample import Selection
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate_record
 
-__all__ = ["LockedPolicy", "Scored", "Scorer"]
+__all__ = ["Scored", "Scorer"]
 
 
 @dataclass(frozen=True)
@@ -45,53 +41,6 @@ class Scored:
         }
 
 
-class LockedPolicy:
-    def __init__(self, policy: SamplingPolicy) -> None:
-        self.policy = policy
-        self._lock = threading.Lock()
-
-    def admit(self, interaction: Interaction) -> Decision:
-        with self._lock:
-            return self.policy.admit(interaction)
-
-    def escalate(self, interaction: Interaction, offline: Sequence[MetricResult]) -> Escalation:
-        with self._lock:
-            return self.policy.escalate(interaction, offline)
-
-    def charge(self, tokens: int, reserved: int) -> None:
-        with self._lock:
-            self.policy.charge(tokens, reserved=reserved)
-
-    def learn(
-        self, interaction: Interaction, offline: Sequence[MetricResult], llm: Sequence[MetricResult]
-    ) -> bool:
-        """Hand the LLM judge's verdict on a baseline interaction to the policy as a label for its suspicion
-        score. A failed or missing LLM result is no label. Returns whether one was learned."""
-        if not isinstance(self.policy, CascadePolicy):
-            return False  # a policy of the caller's own has no suspicion score to teach
-        metric = self.policy.config.cascade.metric
-        verdict = next((r for r in llm if r.metric == metric and r.status is MetricStatus.OK), None)
-        if verdict is None or (verdict.label is None and verdict.score is None):
-            return False
-        # The label rule every stage reads (tracescore.model); a verdict without a score counts by its label.
-        hallucinated = is_flagged(verdict) if verdict.score is not None else label_is_bad(verdict.label)
-        if hallucinated is None:
-            return False  # an unknown label and no score: no label for the suspicion score
-        with self._lock:
-            return self.policy.learn(interaction, offline, hallucinated)
-
-    def save(self) -> None:
-        if isinstance(self.policy, CascadePolicy):
-            with self._lock:
-                self.policy.save()
-
-    def observe_offline(self, seconds: float) -> None:
-        observe = getattr(self.policy, "observe_offline", None)
-        if observe is not None:
-            with self._lock:
-                observe(seconds)
-
-
 class Scorer:
     """Stateless per call: one instance serves every interaction concurrently."""
 
@@ -101,7 +50,7 @@ class Scorer:
         metrics: Sequence[Metric],
         *,
         llm_judge: Judge | None = None,
-        policy: LockedPolicy | None = None,
+        policy: SharedPolicy | None = None,
     ) -> None:
         self.judge = judge
         self.metrics = tuple(metrics)
