@@ -23,6 +23,9 @@ _log = logging.getLogger("tracescore.consume")
 
 @dataclass
 class Judged:
+    """An interaction handed to the judges: its message's work, its revision, when it started, and its
+    results once scored (not consume._revise.JudgedReading, what an earlier reading judged)."""
+
     work: Work
     revision: Revision
     started: float  # monotonic, for the latency
