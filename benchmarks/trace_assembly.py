@@ -300,7 +300,7 @@ def run_shape(
         f"through Kafka (EvaluationConsumer, 1 core): {kafka_rate:10,.0f} spans/s  {kafka_cpu:10,.0f} "
         f"spans/CPU-s  ({kafka_cpu / alone_cpu:.2f}x)"
     )
-    print(f"  traces read {stats.traces}, interactions {stats.rag_spans}, sampled out {stats.sampled_out}")
+    print(f"  traces read {stats.traces}, interactions {stats.interactions}, sampled out {stats.sampled_out}")
     per_span = (1 / kafka_cpu - 1 / alone_cpu) * 1e6
     floor = raw_poll(broker.bootstrap_servers, topic, len(messages)) * len(messages) / spans
     print(f"  Kafka path's own CPU per span: {per_span:.0f} us (kafka-python alone: {floor:.0f} us)")

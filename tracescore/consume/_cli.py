@@ -322,9 +322,10 @@ def consume(
         meter_provider.shutdown()  # exports what was recorded since the last interval
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
-        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans} "
-        f"scored={stats.scored} sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
-        f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
+        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} "
+        f"interactions={stats.interactions} scored={stats.scored} sampled_out={stats.sampled_out} "
+        f"evaluations={stats.evaluations} dead_letters={stats.dead_letters} "
+        f"judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )
     if stats.not_admitted or stats.escalated:

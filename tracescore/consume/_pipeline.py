@@ -129,7 +129,7 @@ class Pipeline:
                 self._skip(skip)
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
             for revision in revisions:
-                stats.rag_spans += 1
+                stats.interactions += 1
                 admitted_now, metrics = admit(revision.interaction)
                 if admitted_now:
                     wanted.append((revision, metrics))
