@@ -5,9 +5,11 @@ STAMP := .make/installed
 .PHONY: install browser promtool alertmanager demo test lint docs reference docs-outputs kafka kafka-stop accuracy clean
 
 # The import rules (docs/contributing, Architecture): which stage may import which (import-linter, contracts in
-# pyproject.toml), and private modules only from their own package and its tests.
+# pyproject.toml), the same contracts at run time (what importing each stage really loads), and private
+# modules only from their own package and its tests.
 LINT_IMPORTS = $(PYTHON) -c "from importlinter.cli import lint_imports_command; lint_imports_command()" --no-cache
-IMPORT_RULES = $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_import_rules.py
+IMPORT_RULES = $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_import_rules.py tests/test_runtime_imports.py \
+	tests/test_public_names.py
 # The docs site, strict: a broken link or anchor, a page missing from the nav or a snippet gone fails it,
 # naming the page. (The variable only silences the theme's notice about MkDocs 2.)
 MKDOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict

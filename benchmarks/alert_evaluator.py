@@ -15,8 +15,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from tracescore.alert import AlertConfig, AlertEvaluator, RuleConfig
-from tracescore.emit import EvaluationRecord
-from tracescore.score import MetricStatus
+from tracescore.model import EvaluationRecord, MetricStatus
 
 N = 20_000
 

@@ -41,8 +41,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from tracescore.consume import ConsumerSettings, EvaluationConsumer, NotOtlp, decode_message
 from tracescore.consume._judging import Judged
 from tracescore.consume._pipeline import Admitted
-from tracescore.emit import EvaluationRecord
-from tracescore.model import Trace
+from tracescore.model import EvaluationRecord, Trace
 from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.metrics import Faithfulness, evaluate_record
 from tracescore.testing.kafka_broker import KafkaBroker

@@ -40,7 +40,7 @@ from kafka.record import util as kafka_record_util
 import tracescore
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.export import KafkaSpanExporter
-from tracescore.score import MetricResult, RagRecord
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges import OfflineJudge, _offline_text
 from tracescore.score.judges._offline_text import _blocks, _split_block

@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from tracescore.score import AnswerRelevancy, ContextRelevance, Faithfulness, OfflineJudge, RagRecord
+from tracescore.model import RagRecord
+from tracescore.score import AnswerRelevancy, ContextRelevance, Faithfulness, OfflineJudge
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges import _offline_text
 from tracescore.score.metrics import evaluate_record

@@ -48,10 +48,8 @@ from cascade_sampling import DEFAULT_PATH, score_all
 from cascade_sampling import Row as Scored
 
 from tracescore.alert import EstimateWindow
-from tracescore.emit import EvaluationRecord
-from tracescore.model import DecodedSpan, Interaction
+from tracescore.model import DecodedSpan, EvaluationRecord, Interaction, MetricStatus, is_flagged
 from tracescore.sample import CascadeConfig, CascadePolicy, SamplingConfig
-from tracescore.score import MetricStatus, is_flagged
 
 Z95 = 1.959964
 EVERY = 25  # interactions between two evaluations of a sliding window (detection)

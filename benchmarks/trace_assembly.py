@@ -54,7 +54,8 @@ from tracescore.consume import (
 )
 from tracescore.consume._pipeline import Admitted
 from tracescore.export import KafkaProducerSettings, encode_partition_messages, encode_trace_messages
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
+from tracescore.model import Trace
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
@@ -299,7 +300,7 @@ def run_shape(
         f"through Kafka (EvaluationConsumer, 1 core): {kafka_rate:10,.0f} spans/s  {kafka_cpu:10,.0f} "
         f"spans/CPU-s  ({kafka_cpu / alone_cpu:.2f}x)"
     )
-    print(f"  traces read {stats.traces}, interactions {stats.rag_spans}, sampled out {stats.sampled_out}")
+    print(f"  traces read {stats.traces}, interactions {stats.interactions}, sampled out {stats.sampled_out}")
     per_span = (1 / kafka_cpu - 1 / alone_cpu) * 1e6
     floor = raw_poll(broker.bootstrap_servers, topic, len(messages)) * len(messages) / spans
     print(f"  Kafka path's own CPU per span: {per_span:.0f} us (kafka-python alone: {floor:.0f} us)")

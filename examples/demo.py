@@ -28,8 +28,8 @@ from kafka import KafkaConsumer, TopicPartition
 from tracescore.alert import SIGNATURE_HEADER, AlertConfig, sign
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.consume import decode_message
-from tracescore.emit import EvaluationRecord
-from tracescore.score import is_flagged, render_report
+from tracescore.model import EvaluationRecord, is_flagged
+from tracescore.score import render_report
 from tracescore.testing.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[1]

@@ -41,7 +41,7 @@ READS_INTERNALS = {
     "benchmarks/kafka_consumer_levers.py": {"tracescore.consume"},
     # `tracescore consume` is consume/_cli.py; the command line's tests live in tests/cli
     "tests/cli/test_cli_consume.py": {"tracescore.consume"},
-    # the learning models fed through the consumer's lock (consume._cascade.LockedPolicy)
+    # the learning models fed through the consumer's lock (consume._shared_policy.SharedPolicy)
     "tests/sample/test_learning.py": {"tracescore.consume"},
 }
 

@@ -195,7 +195,7 @@ def tail(
     are not evaluation records this version reads are counted and explained on stderr, never fatal.
     """
     from tracescore._kafka import BrokerUnreachable
-    from tracescore.score import is_flagged
+    from tracescore.model import is_flagged
 
     settings = load_settings(flags, config_file)
     stats = TailStats()

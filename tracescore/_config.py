@@ -8,17 +8,28 @@ settings class derives from `FileSettings`, so the precedence is the same everyw
 
 from __future__ import annotations
 
+import difflib
 import tomllib
-from collections.abc import Mapping
+import types
+from collections.abc import Collection, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
-__all__ = ["ConfigFileError", "FileSettings", "ServiceSettings", "one_line", "read_table"]
+__all__ = [
+    "ConfigFileError",
+    "FileSettings",
+    "ServiceSettings",
+    "fields_at",
+    "one_line",
+    "problems",
+    "read_table",
+    "unknown_name",
+]
 
 _COMMAND_TABLES = ("consume", "sampling", "alert", "conversations")
 
@@ -100,10 +111,68 @@ class ServiceSettings(FileSettings):
     )
 
 
-def one_line(exc: ValidationError) -> str:
-    """Every problem of a validation error as `field.path: message` clauses on one line."""
-    problems = []
+def one_line(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """Every problem of a validation error as `field.path: message` clauses on one line (see `problems`)."""
+    # A check across fields (a model validator) has no location; its message names the fields itself.
+    return "; ".join(f"{'.'.join(map(str, loc))}: {msg}" if loc else msg for loc, msg in problems(exc, model))
+
+
+def problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[tuple[Any, ...], str]]:
+    """(location, message) per problem of a validation error. With the `model` that was validated, a key it
+    does not have (a misspelt field) is named with the valid ones."""
+    found = []
     for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "settings"
-        problems.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
-    return "; ".join(problems)
+        loc = tuple(error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if model is not None and error["type"] == "extra_forbidden":
+            valid = fields_at(model, loc[:-1])
+            if valid:
+                message = unknown_name("setting", str(loc[-1]), valid)
+        found.append((loc, message))
+    return found
+
+
+def unknown_name(what: str, name: str, valid: Collection[str]) -> str:
+    """`unknown metric 'answer_relevance' (did you mean 'answer_relevancy'? valid: ...)`."""
+    close = difflib.get_close_matches(name, list(valid), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown {what} {name!r} ({hint}valid: {', '.join(sorted(valid))})"
+
+
+def fields_at(model: type[BaseModel], path: tuple[int | str, ...]) -> list[str] | None:
+    """The field names of the model found at `path` (an error's location) inside `model`; None when the path
+    leads elsewhere. List positions are skipped; a tagged union's member is picked by its tag."""
+    current: list[type[BaseModel]] = [model]
+    for part in path:
+        if isinstance(part, int):
+            continue
+        holder = next((m for m in current if part in m.model_fields), None)
+        if holder is not None:
+            current = _models_in(holder.model_fields[part].annotation)
+            continue
+        # A tagged union puts the tag in the path: `sinks.0.webhook.urll`.
+        tagged = [m for m in current if _tag(m) == part]
+        if not tagged:
+            return None
+        current = tagged
+    return sorted(current[0].model_fields) if len(current) == 1 else None
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds: itself, in a list, tuple or dict, optional, or in a union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Annotated:
+        return _models_in(args[0])
+    if origin in (Union, types.UnionType, list, tuple, frozenset, set):
+        return [m for arg in args for m in _models_in(arg)]
+    if origin is dict and len(args) == 2:
+        return _models_in(args[1])
+    return []
+
+
+def _tag(model: type[BaseModel]) -> Any:
+    field = model.model_fields.get("type")
+    return None if field is None else field.default

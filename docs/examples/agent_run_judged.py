@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from tracescore.consume import decode_message
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
+from tracescore.model import Trace
 from tracescore.score import OpenAIJudge, OpenAIJudgeSettings, evaluate
 from tracescore.testing.judge_server import JudgeServer, fenced_data
 

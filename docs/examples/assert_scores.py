@@ -1,6 +1,6 @@
 """docs/offline/library.md: a pytest gate. Run here as a script, so the failure it reports is printed."""
 
-from tracescore.score import RagRecord
+from tracescore.model import RagRecord
 
 record = RagRecord(
     id="office",

@@ -7,9 +7,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tracescore.model import DecodedSpan, Interaction, RagRecord
+from tracescore.model import DecodedSpan, Interaction, MetricStatus, RagRecord
 from tracescore.sample import CascadePolicy, load_sampling_config
-from tracescore.score import MetricStatus, OfflineJudge, make_metrics
+from tracescore.score import OfflineJudge, make_metrics
 from tracescore.score.metrics import evaluate_record
 
 # The example file's state_path is a server path; the environment outranks the file.

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tracescore.consume import decode_message
 from tracescore.emit import evaluation_record
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
+from tracescore.model import Trace
 from tracescore.score import evaluate
 
 RECORDED = Path(__file__).resolve().parents[2] / "tests" / "extract" / "fixtures" / "langgraph_conversation"

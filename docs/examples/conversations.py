@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from tracescore.alert import AlertConfig, AlertEvaluator, RuleConfig
 from tracescore.conversations import ConversationsConfig, ConversationTracker
 from tracescore.emit import explanation
-from tracescore.model import ConversationRecord, EvaluationRecord
-from tracescore.score import RagRecord, evaluate
+from tracescore.model import ConversationRecord, EvaluationRecord, RagRecord
+from tracescore.score import evaluate
 
 DOCUMENTS = ("The Aurora X2 battery lasts 14 hours on a single charge.", "The Aurora X2 weighs 1.2 kg.")
 BATTERY = ("How long does the Aurora X2 battery last?", "The Aurora X2 battery lasts 14 hours.")

@@ -50,7 +50,8 @@ def _documents(interaction: Any, by_id: dict[str, Any]) -> str:
 
 def read_table(manifest_path: Path) -> str:
     from tracescore.consume import decode_message
-    from tracescore.extract import Trace, extract
+    from tracescore.extract import extract
+    from tracescore.model import Trace
     from tracescore.score import evaluate
 
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from tracescore.emit import EvaluationRecord
-from tracescore.score import MetricStatus
+from tracescore.model import EvaluationRecord, MetricStatus
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from tracescore.cli import main
             "rules:\n  - metric: faithfulness\n    warning: 0.5\n    critical: 0.9\n",
             "critical (0.9) must be below",
         ),
-        ("rules:\n  - metric: helpfulness\n", "unknown metric helpfulness"),
+        ("rules:\n  - metric: helpfulness\n", "rules.0.metric: unknown metric 'helpfulness' (did you mean"),
         ("sinks:\n  - type: pager\n", "sinks.0"),
         (
             "sinks:\n  - type: webhook\n    url: http://x\n    secret_env: NOT_SET_ANYWHERE\n",
@@ -42,7 +42,7 @@ def test_a_missing_config_file_is_named(tmp_path: Path) -> None:
 
 
 def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
-    from tracescore.alert.testing import free_port
+    from tracescore.testing import free_port
 
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     result = CliRunner().invoke(main, ["alert", "--bootstrap-servers", address, "--connect-timeout", "1"])

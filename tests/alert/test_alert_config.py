@@ -18,13 +18,21 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("rule", "message"),
     [
-        ("metric: faithfulnes", "unknown metric faithfulnes"),
+        (
+            "metric: faithfulnes",
+            "rules.0.metric: unknown metric 'faithfulnes' (did you mean 'faithfulness'? valid: "
+            "answer_relevancy, context_relevance, distinct_2, faithfulness, quality)",
+        ),
         ("warning: 0.5\n    critical: 0.6", "critical (0.6) must be below warning (0.5)"),
         ("min_samples: 30\n    window_count: 20", "min_samples (30) exceeds window_count (20)"),
         ("warning: 1.5", "rules.0.warning: Input should be less than or equal to 1"),
         ("warning: 0.98\n    hysteresis: 0.05\n    critical: null", "could never resolve"),
         ("confidence: 1.0", "rules.0.confidence"),
-        ("treshold: 0.7", "rules.0.treshold: Extra inputs are not permitted"),
+        (
+            "treshold: 0.7",
+            "rules.0.treshold: unknown setting 'treshold' (valid: confidence, cooldown_seconds,",
+        ),
+        ("metirc: faithfulness", "rules.0.metirc: unknown setting 'metirc' (did you mean 'metric'?"),
     ],
 )
 def test_impossible_rules_are_one_clear_error(tmp_path: Path, rule: str, message: str) -> None:
@@ -33,6 +41,15 @@ def test_impossible_rules_are_one_clear_error(tmp_path: Path, rule: str, message
     assert message in str(caught.value)
     assert str(tmp_path / "alert.yaml") in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_misspelt_sink_field_names_the_sinks_valid_fields(tmp_path: Path) -> None:
+    with pytest.raises(AlertConfigError) as caught:
+        load_alert_config(write(tmp_path, "sinks:\n  - type: webhook\n    url: http://x\n    timeout: 3\n"))
+    assert (
+        "sinks.0.webhook.timeout: unknown setting 'timeout' (did you mean 'timeout_seconds'? valid: "
+        in str(caught.value)
+    )
 
 
 def test_custom_metrics_are_accepted_when_declared(tmp_path: Path) -> None:

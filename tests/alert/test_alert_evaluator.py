@@ -9,7 +9,7 @@ import pytest
 from alert_records import T0, record
 
 from tracescore.alert import AlertConfig, AlertEvaluator, AlertKey, EstimateWindow, Notification, RuleConfig
-from tracescore.score import MetricStatus
+from tracescore.model import MetricStatus
 
 KEY = AlertKey("rag-api", "/billing", "faithfulness")
 

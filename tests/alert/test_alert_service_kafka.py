@@ -18,7 +18,8 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
-from tracescore.alert.testing import ReceivedRequest, WebhookReceiver, free_port
+from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
+from tracescore.testing import free_port
 
 pytestmark = pytest.mark.kafka
 

@@ -20,7 +20,8 @@ from tracescore.alert import (
     WebhookSinkConfig,
     sign,
 )
-from tracescore.alert.testing import WebhookReceiver, free_port
+from tracescore.alert.testing import WebhookReceiver
+from tracescore.testing import free_port
 
 SECRET = "s3cret-hmac-key"
 

@@ -9,7 +9,7 @@ import pytest
 from alert_records import T0, llm_record, record
 
 from tracescore.alert import AlertConfig, AlertEvaluator, AlertKey, EstimateWindow, RuleConfig
-from tracescore.emit import EvaluationRecord
+from tracescore.model import EvaluationRecord
 
 BASELINE = 0.1
 

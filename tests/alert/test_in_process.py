@@ -9,8 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tracescore.alert import InProcessAlerts
-from tracescore.emit import EvaluationRecord
-from tracescore.score import MetricStatus
+from tracescore.model import EvaluationRecord, MetricStatus
 
 
 def record(score: float, route: str = "/billing", metric: str = "faithfulness") -> EvaluationRecord:

@@ -23,7 +23,7 @@ from tracescore.alert import (
     load_alert_config,
 )
 from tracescore.cli import main
-from tracescore.emit import EvaluationRecord
+from tracescore.model import EvaluationRecord
 
 
 def labelled(score: float, label: str, at_s: float = 0, start: datetime = T0) -> EvaluationRecord:

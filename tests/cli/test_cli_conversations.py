@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracescore.alert.testing import free_port
 from tracescore.cli import main
+from tracescore.testing import free_port
 
 
 @pytest.mark.parametrize(

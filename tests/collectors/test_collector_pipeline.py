@@ -45,8 +45,8 @@ from tracescore.consume import (
     EvaluationConsumer,
     decode_message,
 )
-from tracescore.emit import EvaluationRecord
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
+from tracescore.model import EvaluationRecord, Trace
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing import free_port

@@ -18,7 +18,7 @@ import pytest
 from collector_helpers import REPO
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer, decode_message
-from tracescore.emit import EvaluationRecord
+from tracescore.model import EvaluationRecord
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker

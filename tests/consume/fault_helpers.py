@@ -18,8 +18,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka_helpers import REPO, WAIT_S, read_all, wait_until
 
 from tracescore.consume import NotOtlp, decode_message
-from tracescore.emit import EvaluationRecord
-from tracescore.score import MetricStatus
+from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.judge_server import Fault, JudgeServer, default_responder
 
 # Short enough that a restart after kill -9 gets the dead member's partitions quickly; the broker's minimum.

@@ -14,7 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
-from tracescore.emit import EvaluationRecord
+from tracescore.model import EvaluationRecord
 from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 

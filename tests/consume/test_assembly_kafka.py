@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tracescore.consume import AssemblySettings, EvaluationConsumer
-from tracescore.emit import EvaluationRecord
+from tracescore.model import EvaluationRecord
 
 pytestmark = pytest.mark.kafka
 

@@ -14,7 +14,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
-from tracescore.emit import EvaluationMetrics, EvaluationRecord
+from tracescore.emit import EvaluationMetrics
+from tracescore.model import EvaluationRecord
 from tracescore.sample import CascadePolicy, load_sampling_config
 from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.metrics import Faithfulness

@@ -23,7 +23,8 @@ from tracescore.consume import (
     decode_message,
 )
 from tracescore.emit import EvaluationMetrics
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
+from tracescore.model import Trace
 from tracescore.score.judges import OfflineJudge
 
 pytestmark = pytest.mark.kafka

@@ -16,9 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import tracescore
 from tracescore.consume import NotOtlp, decode_message
 from tracescore.export import encode_trace_messages
-from tracescore.extract import Interaction, Trace, extract
-from tracescore.model import DecodedSpan
-from tracescore.score import RagRecord
+from tracescore.extract import extract
+from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
 
 @pytest.fixture(scope="module")

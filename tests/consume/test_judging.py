@@ -10,13 +10,14 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import ConsumerStats, TraceAssembler
-from tracescore.consume._cascade import Scorer
 from tracescore.consume._checkpoint import Checkpoint
 from tracescore.consume._judging import Judged, Judging
 from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._revise import Revision
+from tracescore.consume._scorer import Scorer
 from tracescore.consume._scoring import ScoringWorker
-from tracescore.score import MetricStatus, OfflineJudge
+from tracescore.model import MetricStatus
+from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 
 RECORDING = Path(__file__).parents[1] / "extract" / "fixtures" / "openinference_manual" / "faithful.binpb"

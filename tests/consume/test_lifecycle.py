@@ -9,12 +9,12 @@ from kafka import TopicPartition
 from kafka.future import Future
 
 from tracescore.consume import BrokerUnreachable, ConsumerSettings, ConsumerStats
-from tracescore.consume._cascade import Scorer
 from tracescore.consume._checkpoint import Checkpoint
 from tracescore.consume._judging import Judging
 from tracescore.consume._lifecycle import Lifecycle, RunState
 from tracescore.consume._pauser import Pauser
 from tracescore.consume._revise import Revision
+from tracescore.consume._scorer import Scorer
 from tracescore.emit import Output
 from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness

@@ -16,16 +16,15 @@ from kafka.errors import KafkaTimeoutError
 from kafka.future import Future
 
 from tracescore.consume import ConsumerStats, NotOtlp, TraceAssembler
-from tracescore.consume._cascade import Scored
 from tracescore.consume._checkpoint import Checkpoint
 from tracescore.consume._judging import Judged
 from tracescore.consume._outputs import Outputs
 from tracescore.consume._pipeline import DeadLetter, Pipeline
 from tracescore.consume._revise import Revision
+from tracescore.consume._scorer import Scored
 from tracescore.consume._status import StatusLine
-from tracescore.emit import EvaluationMetrics, EvaluationRecord, Output, evaluation_record
-from tracescore.model import Interaction
-from tracescore.score import MetricResult, MetricStatus
+from tracescore.emit import EvaluationMetrics, Output, evaluation_record
+from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus
 
 RECORDING = Path(__file__).parents[1] / "extract" / "fixtures" / "openinference_manual" / "faithful.binpb"
 TP = TopicPartition("spans", 0)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler
-from tracescore.consume._cascade import LockedPolicy
 from tracescore.consume._pipeline import Pipeline
+from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.emit import EVALUATION_SPANS_HEADER
 from tracescore.sample import CascadePolicy, RateRule, SamplingConfig
 
@@ -37,7 +38,7 @@ def message(value: bytes, offset: int = 0, partition: int = 0, headers: list | N
 def pipeline(policy: CascadePolicy | None = None) -> tuple[Pipeline, Clock]:
     clock = Clock()
     assembler = TraceAssembler(AssemblySettings(grace_s=2.0), clock=clock)
-    locked = LockedPolicy(policy) if policy is not None else None
+    locked = SharedPolicy(policy) if policy is not None else None
     return Pipeline(assembler, ConsumerStats(), policy=locked), clock
 
 
@@ -54,7 +55,9 @@ def test_a_recorded_trace_becomes_one_admitted_interaction_once_its_grace_passed
     assert revision.interaction.record.query == "How long does the Aurora X2 battery last?"
     assert revision.revision == 0 and metrics is None  # no policy: every metric
     stats = steps.stats
-    assert (stats.messages, stats.spans, stats.traces, stats.rag_spans) == (1, 3, 1, 1)
+    assert (stats.messages, stats.spans, stats.traces, stats.interactions) == (1, 3, 1, 1)
+    with pytest.warns(DeprecationWarning, match="use ConsumerStats.interactions"):
+        assert stats.rag_spans == 1  # the former name, for code that read it
     assert stats.assembly["released_complete"] == 1
 
 
@@ -80,15 +83,15 @@ def test_a_trace_with_nothing_to_judge_is_a_counted_explained_skip() -> None:
     steps.take([message(NO_RETRIEVAL.read_bytes())])
     assert steps.flush() == []
     stats = steps.stats
-    assert stats.traces == 1 and stats.rag_spans == 0
+    assert stats.traces == 1 and stats.interactions == 0
     assert stats.skipped["no_retrieval"] == 1
     [(_, scope, _)] = [k for k in stats.skipped_by_source if k[2] == "no_retrieval"]
     assert scope == "opentelemetry.instrumentation.langchain"
 
 
 def test_the_policy_admits_and_chooses_the_metrics() -> None:
-    config = SamplingConfig(rates=(RateRule(metric="answer_relevance", rate=0.0),))
-    policy = CascadePolicy(config, metrics=["faithfulness", "answer_relevance"])
+    config = SamplingConfig(rates=(RateRule(metric="answer_relevancy", rate=0.0),))
+    policy = CascadePolicy(config, metrics=["faithfulness", "answer_relevancy"])
     steps, _ = pipeline(policy)
     steps.take([message(READ.read_bytes())])
     [trace] = steps.flush()
@@ -99,5 +102,5 @@ def test_an_interaction_the_policy_leaves_out_is_counted_by_reason() -> None:
     steps, _ = pipeline(CascadePolicy(SamplingConfig(default_rate=0.0)))
     steps.take([message(READ.read_bytes())])
     assert steps.flush() == []
-    assert steps.stats.rag_spans == 1 and steps.stats.sampled_out == 1
+    assert steps.stats.interactions == 1 and steps.stats.sampled_out == 1
     assert steps.stats.sampling == {"rate": 1}

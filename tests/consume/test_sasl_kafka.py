@@ -10,7 +10,7 @@ import pytest
 from kafka_helpers import make_consumer, run_instrumented_app
 
 from tracescore.consume import BrokerUnreachable, EvaluationConsumer
-from tracescore.emit import EvaluationRecord
+from tracescore.model import EvaluationRecord
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka

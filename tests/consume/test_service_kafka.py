@@ -16,7 +16,7 @@ from kafka.admin import NewTopic
 from kafka_helpers import ConsumerFactory, assert_all_committed, read_all, run_instrumented_app, wait_until
 
 from tracescore.consume import BrokerUnreachable
-from tracescore.emit import EvaluationRecord
+from tracescore.model import EvaluationRecord
 from tracescore.score.judges import OfflineJudge
 from tracescore.testing.kafka_broker import KafkaBroker
 

@@ -86,7 +86,29 @@ def test_an_unknown_kafka_variable_is_one_line_naming_it(monkeypatch: pytest.Mon
     result = CliRunner().invoke(consume, [])
     assert result.exit_code == 2
     [line] = [line for line in result.output.splitlines() if line.startswith("Error")]
-    assert "TRACESCORE_KAFKA__DELIVERY_TIMEOUT " in line and "Extra inputs are not permitted" in line
+    assert "TRACESCORE_KAFKA__DELIVERY_TIMEOUT " in line
+    assert "unknown setting 'delivery_timeout' (did you mean 'delivery_timeout_ms'? valid: " in line
+
+
+def test_a_misspelt_setting_in_the_config_file_is_named_with_the_valid_ones(tmp_path: Path) -> None:
+    # A judge is chosen on the command line; in the [consume] table it is a setting that does not exist.
+    path = write(tmp_path, '[consume]\ntopik = "spans"\njudge = "openai"\n')
+    result = CliRunner().invoke(consume, ["--config", str(path)])
+    assert result.exit_code == 2
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert "`topik` in --config): unknown setting 'topik' (did you mean 'topic'? valid: " in line, line
+    assert "`judge` in --config): unknown setting 'judge' (valid: " in line, line
+
+
+def test_a_sampling_rule_naming_a_metric_that_does_not_exist_stops_the_consumer(tmp_path: Path) -> None:
+    path = write(tmp_path, "[[sampling.rates]]\nmetric = 'answer_relevance'\nrate = 0.1\n")
+    result = CliRunner().invoke(
+        consume, ["--config", str(path), "--metrics", "faithfulness,answer_relevancy"]
+    )
+    assert result.exit_code == 2, result.output
+    assert (
+        "rates.0.metric: unknown metric 'answer_relevance' (did you mean 'answer_relevancy'?" in result.output
+    )
 
 
 def test_sasl_without_a_mechanism_is_one_line_for_the_consumer_as_for_the_sdk(

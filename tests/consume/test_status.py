@@ -10,8 +10,7 @@ import pytest
 
 from tracescore.consume import ConsumerStats
 from tracescore.consume._status import StatusLine
-from tracescore.emit import EvaluationRecord
-from tracescore.score import MetricStatus
+from tracescore.model import EvaluationRecord, MetricStatus
 
 
 def offline(score: float) -> EvaluationRecord:

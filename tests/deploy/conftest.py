@@ -23,7 +23,8 @@ from deploy_stack import (
     wait_until,
 )
 
-from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver, free_port
+from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver
+from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 
 BUILD_TIMEOUT_S = 45 * 60  # a cold Collector build takes minutes on two cores

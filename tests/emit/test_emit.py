@@ -10,11 +10,19 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tracescore import semconv
 from tracescore.consume import decode_message
-from tracescore.emit import SCHEMA_VERSION, evaluation_record, evaluation_span
+from tracescore.emit import evaluation_record, evaluation_span
 from tracescore.export import encode_trace_messages
-from tracescore.extract import Trace, extract
-from tracescore.model import DecodedSpan, Interaction
-from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.extract import extract
+from tracescore.model import (
+    SCHEMA_VERSION,
+    DecodedSpan,
+    Interaction,
+    MetricResult,
+    MetricStatus,
+    RagRecord,
+    Trace,
+    Usage,
+)
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 SPAN_ID = "b7ad6b7169203331"

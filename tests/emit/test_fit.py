@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from tracescore.emit import EvaluationRecord
 from tracescore.emit._fit import clip, fit_record
-from tracescore.score import MetricStatus
+from tracescore.model import EvaluationRecord, MetricStatus
 
 
 def record(**details: object) -> EvaluationRecord:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from tracescore.emit import EvaluationMetrics, EvaluationRecord
-from tracescore.score import MetricStatus, Usage
+from tracescore.emit import EvaluationMetrics
+from tracescore.model import EvaluationRecord, MetricStatus, Usage
 
 
 def _record(score: float | None, status: MetricStatus = MetricStatus.OK) -> EvaluationRecord:

@@ -21,14 +21,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from tracescore.emit import (
-    EvaluationRecord,
-    PhoenixAnnotations,
-    PhoenixSettings,
-    annotator_kind,
-    span_annotation,
-)
-from tracescore.score import MetricStatus
+from tracescore.emit import PhoenixAnnotations, PhoenixSettings, span_annotation
+from tracescore.model import EvaluationRecord, MetricStatus, annotator_kind
 from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing.phoenix import PhoenixServer
 

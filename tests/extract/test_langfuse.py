@@ -14,8 +14,9 @@ from trace_builder import span, trace
 
 from tracescore import semconv
 from tracescore.consume import decode_message
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
 from tracescore.extract._context import MAX_CONTEXT_CHARS, MAX_CONTEXTS
+from tracescore.model import Trace
 
 TYPE, INPUT, OUTPUT = "langfuse.observation.type", "langfuse.observation.input", "langfuse.observation.output"
 SCOPE = "langfuse-sdk"

@@ -10,7 +10,8 @@ import pytest
 from recorded import Recording, recordings
 
 from tracescore.consume import decode_message
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
+from tracescore.model import Trace
 
 RETRIEVAL_KINDS = {"RETRIEVER", "RERANKER", "EMBEDDING", "TOOL", "PROMPT"}
 GENAI_RETRIEVAL_OPERATIONS = {"retrieval", "execute_tool", "embeddings"}

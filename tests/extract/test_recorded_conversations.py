@@ -11,7 +11,8 @@ from recorded import Recording, recordings
 
 from tracescore.consume import decode_message
 from tracescore.emit import evaluation_record
-from tracescore.extract import Interaction, Trace, extract
+from tracescore.extract import extract
+from tracescore.model import Interaction, Trace
 from tracescore.score import evaluate
 
 CONVERSATIONS = ("langgraph_conversation", "llamaindex_conversation", "pydantic_ai_conversation")

@@ -14,8 +14,8 @@ from kafka import KafkaProducer
 from recorded import Recording, recordings
 
 from tracescore.consume import ConsumerSettings, ConsumerStats, EvaluationConsumer, decode_message
-from tracescore.emit import EvaluationRecord
-from tracescore.extract import DecodedSpan as Span
+from tracescore.model import DecodedSpan as Span
+from tracescore.model import EvaluationRecord
 from tracescore.score import make_metrics
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness, Metric

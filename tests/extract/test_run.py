@@ -11,8 +11,8 @@ from trace_builder import span, trace
 
 from tracescore import semconv
 from tracescore.consume import decode_message
-from tracescore.extract import Trace, extract
-from tracescore.model import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run
+from tracescore.extract import extract
+from tracescore.model import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, Trace
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"

@@ -11,7 +11,7 @@ from trace_builder import span, trace
 from tracescore import semconv
 from tracescore.emit import evaluation_record
 from tracescore.extract import extract
-from tracescore.score import MetricResult
+from tracescore.model import MetricResult
 
 
 def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() -> None:

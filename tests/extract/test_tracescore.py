@@ -8,8 +8,8 @@ import pytest
 from trace_builder import span, trace
 
 from tracescore import semconv
-from tracescore.extract import Interaction, Skip, extract
-from tracescore.model import DecodedSpan
+from tracescore.extract import Skip, extract
+from tracescore.model import DecodedSpan, Interaction
 
 RAG_ATTRS = {
     semconv.INPUT_VALUE: "Capital of France?",

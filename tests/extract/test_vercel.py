@@ -9,9 +9,9 @@ from typing import Any
 from trace_builder import span, trace
 
 from tracescore import semconv
-from tracescore.extract import Trace, extract
+from tracescore.extract import extract
 from tracescore.extract._context import MAX_CONTEXT_CHARS, MAX_CONTEXTS
-from tracescore.model import DecodedSpan
+from tracescore.model import DecodedSpan, Trace
 
 QUESTION = "How long does the Aurora X2 battery last?"
 DOC = "The Aurora X2 battery lasts 14 hours on a single charge."

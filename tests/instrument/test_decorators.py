@@ -49,6 +49,23 @@ def assert_rag_span(span: ReadableSpan, query: str, contexts: list[str], answer:
     assert output_messages[0]["parts"] == [{"type": "text", "content": answer}]
 
 
+def test_message_json_is_the_bytes_json_dumps_writes_for_any_text(exporter: InMemorySpanExporter) -> None:
+    # Quotes, backslashes, control characters, non-ASCII, a lone surrogate: what a consumer's JSON parser
+    # and a byte-for-byte comparison with other SDKs both rely on.
+    awkward = 'say "hi"\\ \n\t caf\u00e9 \u2028 \ud83d'
+
+    @tracescore.rag
+    def answer(query: str, contexts: list[str]) -> str:
+        return awkward
+
+    answer(awkward, CONTEXTS)
+    attrs = only_span(exporter).attributes or {}
+    part = [{"type": "text", "content": awkward}]
+    assert attrs[semconv.GEN_AI_INPUT_MESSAGES] == json.dumps([{"role": "user", "parts": part}])
+    expected = [{"role": "assistant", "parts": part, "finish_reason": "stop"}]
+    assert attrs[semconv.GEN_AI_OUTPUT_MESSAGES] == json.dumps(expected)
+
+
 # --- the four call shapes ---------------------------------------------------------------------------
 
 

@@ -197,6 +197,98 @@ SCENARIOS = {
         [span] = exporter.get_finished_spans()
         report(attributes=dict(span.attributes))
     """,
+    "record_only_under_not_sampled_upstream": """
+        from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, ParentBased, StaticSampler
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        # Record everything (for the app's own span metrics), sample as the upstream service decided.
+        record_only = StaticSampler(Decision.RECORD_ONLY)
+        sampler = ParentBased(
+            ALWAYS_ON, remote_parent_not_sampled=record_only, local_parent_not_sampled=record_only
+        )
+        trace.set_tracer_provider(TracerProvider(sampler=sampler))
+        exporter = InMemorySpanExporter()
+        instrumentation = tracescore.init("svc", exporter=exporter)
+        upstream = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-{}"
+        for flags in ("00", "01"):
+            parent = TraceContextTextMapPropagator().extract({"traceparent": upstream.format(flags)})
+            with trace.get_tracer("app").start_as_current_span(f"POST /ask {flags}", context=parent):
+                answer("q", ["c"])
+        tracescore.shutdown()
+        report(
+            sampled_flags=[s.context.trace_flags.sampled for s in exporter.get_finished_spans()],
+            stats=instrumentation.stats(),
+        )
+    """,
+    "sampler_raises": """
+        import asyncio
+        from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Sampler
+
+        class Faulty(Sampler):
+            # A user's sampler with a bug for some spans; the app's own spans still get sampled.
+            def should_sample(self, parent_context, trace_id, name, *args, **kwargs):
+                if name != "app":
+                    raise KeyError("tenant")
+                return ALWAYS_ON.should_sample(parent_context, trace_id, name, *args, **kwargs)
+
+            def get_description(self):
+                return "Faulty"
+
+        @tracescore.rag
+        async def answer_async(query, contexts):
+            return "Paris."
+
+        @tracescore.generation
+        def stream(prompt):
+            yield "Par"
+            yield "is."
+
+        trace.set_tracer_provider(TracerProvider(sampler=Faulty()))
+        exporter = InMemorySpanExporter()
+        tracescore.init("svc", exporter=exporter)
+        results = []
+        with trace.get_tracer("app").start_as_current_span("app") as app_span:
+            results.append(answer("q", ["c"]))
+            results.append(asyncio.run(answer_async("q", ["c"])))
+            results.append("".join(stream("p")))
+            with tracescore.rag_span("manual") as span:
+                span.set_query("q")
+                span.set_answer("Paris.")
+                inside_parent = trace.get_current_span().get_span_context().trace_id
+            results.append("manual done")
+        tracescore.shutdown()
+        report(
+            results=results,
+            parent_kept=inside_parent == app_span.get_span_context().trace_id,
+            exported=names(exporter),
+        )
+    """,
+    "processor_raises": """
+        from opentelemetry.sdk.trace import SpanProcessor
+
+        class Faulty(SpanProcessor):
+            def on_end(self, span):
+                raise RuntimeError("disk full")
+
+        provider = TracerProvider()
+        provider.add_span_processor(Faulty())
+        trace.set_tracer_provider(provider)
+        tracescore.init("svc", exporter=InMemorySpanExporter())
+        results = [answer("q", ["c"]) for _ in range(3)]
+        tracescore.shutdown()
+        report(results=results)
+    """,
+    "span_ended_twice": """
+        exporter = InMemorySpanExporter()
+        tracescore.init("svc", exporter=exporter)
+        with tracescore.rag_span("manual") as span:
+            span.set_query("q")
+            span.set_answer("Paris.")
+            span.end()
+        error = error_of(span.end)
+        tracescore.shutdown()
+        report(error=error, exported=names(exporter))
+    """,
     "noop_provider": """
         trace.set_tracer_provider(trace.NoOpTracerProvider())
         report(error=error_of(lambda: tracescore.init("svc", exporter=InMemorySpanExporter())))
@@ -353,3 +445,34 @@ def test_dropped_spans_are_an_otel_metric_by_reason(outcomes: Outcomes) -> None:
     dropped = observed(outcomes, "drop_metric")["dropped"]
     assert sum(dropped.values()) == 40, dropped
     assert dropped["queue_full"] >= 30  # a queue of 5 against 40 spans and no broker
+
+
+def test_a_span_the_apps_sampler_records_but_does_not_sample_is_not_exported(outcomes: Outcomes) -> None:
+    seen = observed(outcomes, "record_only_under_not_sampled_upstream")
+    assert seen["sampled_flags"] == [True], "only the rag span under the sampled upstream leaves the app"
+    assert seen["stats"] == {"delivered": 1, "dropped": {}}, "a sampling decision is not a drop"
+
+
+def test_a_sampler_that_raises_never_breaks_the_call_and_is_named_once(outcomes: Outcomes) -> None:
+    seen = observed(outcomes, "sampler_raises")
+    assert seen["results"] == ["Paris.", "Paris.", "Paris.", "manual done"], "every call shape answers"
+    assert seen["parent_kept"], "inside an untraced call the app's span stays the current one"
+    assert seen["exported"] == [], "calls without a span export nothing"
+    stderr = outcomes["sampler_raises"].stderr
+    assert stderr.count("the TracerProvider raised KeyError") == 1, stderr  # once, not once per call
+    assert "custom sampler" in stderr and "'answer'" in stderr
+
+
+def test_a_span_ended_twice_is_exported_once_with_a_clear_warning(outcomes: Outcomes) -> None:
+    seen = observed(outcomes, "span_ended_twice")
+    assert seen["error"] is None, "ending twice never raises"
+    assert seen["exported"] == ["manual"], "the span is exported once"
+    stderr = outcomes["span_ended_twice"].stderr
+    assert stderr.count("span 'manual' was ended twice") == 1, stderr
+    assert "Calling end() on an ended span" not in stderr, "the SDK never sees the second end"
+
+
+def test_a_span_processor_that_raises_on_end_never_breaks_the_call(outcomes: Outcomes) -> None:
+    assert observed(outcomes, "processor_raises")["results"] == ["Paris."] * 3
+    stderr = outcomes["processor_raises"].stderr
+    assert stderr.count("ending span 'answer' raised RuntimeError") == 1, stderr

@@ -3,6 +3,7 @@ and light enough for the SDK's install."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -10,11 +11,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-import tracescore.emit
-import tracescore.extract
-import tracescore.model
-import tracescore.score
-import tracescore.score.metrics
 from tracescore.model import (
     EvaluationRecord,
     MetricResult,
@@ -24,19 +20,33 @@ from tracescore.model import (
     read_evaluation_record,
 )
 
+# Paths code was written against before the model was these types' one home: (old package, name, home).
+MOVED_TO_MODEL = {
+    "tracescore.score": ("MetricResult", "MetricStatus", "RagRecord", "Usage", "Verdict", "is_flagged"),
+    "tracescore.score.metrics": ("Verdict",),
+    "tracescore.extract": ("Interaction", "RagSpan", "Trace", "DecodedSpan", "ContextSource"),
+    "tracescore.emit": ("EvaluationRecord", "SCHEMA_VERSION", "AnnotatorKind", "annotator_kind"),
+}
+OLD_PATHS = [
+    *((package, name, "tracescore.model") for package, names in MOVED_TO_MODEL.items() for name in names),
+    ("tracescore.alert.testing", "free_port", "tracescore.testing"),
+]
 
-def test_the_stages_hand_out_the_models_types_not_copies() -> None:
-    model = tracescore.model
-    assert tracescore.score.MetricResult is model.MetricResult
-    assert tracescore.score.RagRecord is model.RagRecord
-    assert tracescore.score.Usage is model.Usage
-    assert tracescore.score.MetricStatus is model.MetricStatus
-    assert tracescore.score.metrics.Verdict is model.Verdict
-    assert tracescore.extract.Interaction is model.Interaction
-    assert tracescore.extract.Trace is model.Trace
-    assert tracescore.extract.DecodedSpan is model.DecodedSpan
-    assert tracescore.emit.EvaluationRecord is model.EvaluationRecord
-    assert tracescore.emit.SCHEMA_VERSION == model.SCHEMA_VERSION == 1
+
+@pytest.mark.parametrize(("package", "name", "home"), OLD_PATHS)
+def test_an_old_path_still_imports_the_one_object_with_a_deprecation_warning(
+    package: str, name: str, home: str
+) -> None:
+    with pytest.warns(DeprecationWarning, match=rf"{package}\.{name} is deprecated: import it from {home}"):
+        old = getattr(importlib.import_module(package), name)
+    assert old is getattr(importlib.import_module(home), name)
+    assert name not in importlib.import_module(package).__all__, "one public home per name"
+
+
+def test_a_from_import_of_an_old_path_warns_at_the_importing_line() -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        from tracescore.emit import EvaluationRecord as Old  # noqa: F401
+    assert caught[0].filename == __file__
 
 
 def test_an_old_record_without_annotator_kind_reads_it_from_the_judge() -> None:

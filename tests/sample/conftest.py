@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tracescore.model import DecodedSpan, Interaction
-from tracescore.score import RagRecord
+from tracescore.model import DecodedSpan, Interaction, RagRecord
 
 MakeInteraction = Callable[..., Interaction]
 

@@ -81,7 +81,15 @@ def test_flags_beat_environment_beat_file_beat_defaults(
     ("text", "expected"),
     [
         ("default_rate = 1.5\n", "default_rate: Input should be less than or equal to 1"),
-        ("[cascade]\nmin_probabilty = 0.4\n", "cascade.min_probabilty: Extra inputs are not permitted"),
+        (
+            "[cascade]\nmin_probabilty = 0.4\n",
+            "cascade.min_probabilty: unknown setting 'min_probabilty' (did you mean 'min_probability'? "
+            "valid: baseline_rate, enabled, escalate_errors, flag_verdicts, learning, metric,",
+        ),
+        (
+            "rates = [{ service = 'a', metric = 'faithfulness', rat = 0.5 }]\n",
+            "rates.0.rat: unknown setting 'rat' (did you mean 'rate'? valid: metric, rate, route, service)",
+        ),
         (
             "rates = [{ service = 'a', rate = -1 }]\n",
             "rates.0.rate: Input should be greater than or equal to 0",
@@ -99,6 +107,37 @@ def test_a_bad_file_gives_one_line_naming_the_file_and_key(tmp_path: Path, text:
     message = str(raised.value)
     assert message.startswith(str(path)) and expected in message, message
     assert "\n" not in message
+
+
+METRICS = ("answer_relevancy", "context_relevance", "faithfulness")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "rates = [{ metric = 'answer_relevance', rate = 0.1 }]\n",
+            "rates.0.metric: unknown metric 'answer_relevance' (did you mean 'answer_relevancy'? valid: "
+            "answer_relevancy, context_relevance, faithfulness)",
+        ),
+        ("rates = [{ metric = 'tone*', rate = 0.1 }]\n", "rates.0.metric: unknown metric 'tone*'"),
+        ("[cascade]\nmetric = 'faithfulnes'\n", "cascade.metric: unknown metric 'faithfulnes' (did you mean"),
+    ],
+)
+def test_a_rule_naming_a_metric_that_does_not_exist_fails_with_the_valid_names(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = write(tmp_path, "bad.toml", text)
+    with pytest.raises(SamplingConfigError) as raised:
+        load_sampling_config(path, known_metrics=METRICS)
+    message = str(raised.value)
+    assert message.startswith(str(path)) and expected in message, message
+
+
+def test_metric_patterns_that_match_a_known_metric_are_accepted(tmp_path: Path) -> None:
+    text = "rates = [{ metric = 'answer_*', rate = 0.1 }, { metric = 'faithfulness', rate = 0.5 }]\n"
+    config = load_sampling_config(write(tmp_path, "ok.toml", text), known_metrics=METRICS)
+    assert config.rate_for("svc", "/", "answer_relevancy") == 0.1
 
 
 def test_missing_file_wrong_suffix_and_bad_yaml_are_one_line_errors(tmp_path: Path) -> None:

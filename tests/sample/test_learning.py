@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tracescore.consume._cascade import LockedPolicy
+from tracescore.consume._shared_policy import SharedPolicy
+from tracescore.model import MetricResult, MetricStatus
 from tracescore.sample import CascadePolicy, LearningConfig, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, coefficients, features
 from tracescore.sample._learning import STATE_VERSION, SuspicionModels
-from tracescore.score import MetricResult, MetricStatus
 
 
 def offline(no_evidence: int, partial: int, supported: int) -> MetricResult:
@@ -93,7 +93,7 @@ def test_a_stream_of_one_class_keeps_the_model_bounded() -> None:
 
 
 def test_judge_errors_and_timeouts_are_no_labels(make_interaction: Any) -> None:
-    locked = LockedPolicy(CascadePolicy())
+    locked = SharedPolicy(CascadePolicy())
     span = make_interaction("2" * 32)
     failed = MetricResult.error("faithfulness", "timeout", judge="openai")
     assert not locked.learn(span, [PARTIAL], [failed])
@@ -102,6 +102,25 @@ def test_judge_errors_and_timeouts_are_no_labels(make_interaction: Any) -> None:
     assert locked.policy.models.labels == 0
     assert locked.learn(span, [PARTIAL], [llm("hallucinated")])
     assert locked.policy.models.shared.positives == 1
+
+
+@pytest.mark.parametrize(
+    ("label", "score", "hallucinated"),
+    [
+        ("hallucinated", 0.9, True),
+        ("Unfaithful", 0.9, True),  # the label rule reads it bad, whatever its case
+        ("faithful", 0.2, False),  # the metric's own label decides, not the score
+        ("B+", 0.2, True),  # a label the rule does not know: the score decides
+        (None, 0.8, False),
+    ],
+)
+def test_the_llm_verdict_is_read_by_the_label_rule_every_stage_shares(
+    make_interaction: Any, label: str | None, score: float, hallucinated: bool
+) -> None:
+    locked = SharedPolicy(CascadePolicy())
+    verdict = MetricResult(metric="faithfulness", score=score, label=label, judge="openai")
+    assert locked.learn(make_interaction("4" * 32), [PARTIAL], [verdict])
+    assert locked.policy.models.shared.positives == int(hallucinated)
 
 
 def test_state_survives_a_restart(tmp_path: Path, make_interaction: Any) -> None:

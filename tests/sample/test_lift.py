@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from tracescore.model import MetricResult
 from tracescore.sample import CascadePolicy, SamplingConfig, Selection
 from tracescore.sample._hashing import keep
-from tracescore.score import MetricResult
 
 HOUR = 1_700_000_000 // 3600 * 3600
 TOKENS = 100

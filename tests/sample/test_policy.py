@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tracescore.model import MetricResult, MetricStatus, RagRecord
 from tracescore.sample import (
     CascadePolicy,
     SamplingConfig,
@@ -15,7 +16,6 @@ from tracescore.sample import (
     Selection,
     SkipReason,
 )
-from tracescore.score import MetricResult, MetricStatus, RagRecord
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness, evaluate_record
 

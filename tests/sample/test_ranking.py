@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from tracescore.model import MetricResult
 from tracescore.sample import CascadePolicy, SamplingConfig, Selection
 from tracescore.sample._admission import RunningQuantile
 from tracescore.sample._calibration import LogisticModel, features
-from tracescore.score import MetricResult
 
 HOUR = 1_700_000_000 // 3600 * 3600
 

@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 
 import tracescore.score as score_api
+from tracescore.model import MetricResult, RagRecord
 from tracescore.score import (
     EvaluationResult,
     Faithfulness,
     IncompatibleJudge,
-    MetricResult,
     OfflineJudge,
-    RagRecord,
     aevaluate_dataset,
     evaluate,
     evaluate_dataset,

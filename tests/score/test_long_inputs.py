@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracescore.score import MetricStatus, RagRecord
+from tracescore.model import MetricStatus, RagRecord
 from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.metrics import ContextRelevance, Faithfulness, evaluate_record
 from tracescore.testing.judge_server import JudgeServer

@@ -252,7 +252,10 @@ async def test_config_declares_template_and_path_metrics(plugin: str, tmp_path: 
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ('[[metric]]\nname = "x"\ntemplate = "t"\ntemperature = 0\n', "temperature: Extra inputs"),
+        (
+            '[[metric]]\nname = "x"\ntemplate = "t"\ntemperature = 0\n',
+            "temperature: unknown setting 'temperature' (did you mean 'template'? valid: description, name,",
+        ),
         ('[[metric]]\nname = "x"\n', "give exactly one of 'template'"),
         ('[[metric]]\nname = "x"\ntemplate = "t"\npath = "a:b"\n', "give exactly one of 'template'"),
         ('[[metric]]\nname = "x"\npath = "a:b"\nsamples = 2\n', "samples apply to template metrics"),

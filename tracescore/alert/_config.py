@@ -7,18 +7,17 @@ the defaults written here (and only here).
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table
+from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table, unknown_name
 from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
 from tracescore.alert._notification import Unit
 from tracescore.model import CONVERSATIONS_TOPIC
-from tracescore.score import ENTRY_POINT_GROUP, builtin_metrics
+from tracescore.score import metric_names
 
 __all__ = [
     "AlertConfig",
@@ -210,14 +209,14 @@ class AlertConfig(ServiceSettings):
 
     @model_validator(mode="after")
     def _known_metrics(self) -> AlertConfig:
-        known = set(builtin_metrics()) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
-        known |= set(self.extra_metrics)
-        unknown = sorted({r.metric for r in self.rules} - known)
+        known = {*metric_names(), *self.extra_metrics}
+        unknown = [
+            f"rules.{index}.metric: {unknown_name('metric', rule.metric, known)}"
+            for index, rule in enumerate(self.rules)
+            if rule.metric not in known
+        ]
         if unknown:
-            raise ValueError(
-                f"unknown metric {', '.join(unknown)} (known: {', '.join(sorted(known))}; "
-                "list custom metrics under extra_metrics)"
-            )
+            raise ValueError(f"{'; '.join(unknown)}; list custom metrics under extra_metrics")
         return self
 
     def rule_for(self, service: str, route: str, metric: str, unit: Unit = "answer") -> RuleConfig | None:
@@ -237,4 +236,4 @@ def load_alert_config(path: Path | None = None, **flags: Any) -> AlertConfig:
         return AlertConfig.from_sources(given, file_values)
     except ValidationError as exc:
         where = f" in {path}" if path else ""
-        raise AlertConfigError(f"invalid alert config{where}: {one_line(exc)}") from exc
+        raise AlertConfigError(f"invalid alert config{where}: {one_line(exc, AlertConfig)}") from exc

@@ -22,7 +22,7 @@ The estimate (prediction-powered difference estimator, weighted by inclusion pro
   estimate is flagged uncalibrated.
 
 What is estimated is the window's `signal`: `score`, the mean score; or `label`, the share of answers
-whose label is good (1.0 when `tracescore.score.is_flagged` says no, else 0.0: for faithfulness, "the share
+whose label is good (1.0 when `tracescore.model.is_flagged` says no, else 0.0: for faithfulness, "the share
 of this route's answers that are faithful"). Under `label` an LLM record pairs with the offline judge's
 label (`offline_label`, else the interaction's offline record in the window); an LLM value with no offline
 value to pair is left out and counted (`unpaired`), never paired with a score.
@@ -46,8 +46,7 @@ from datetime import datetime
 from statistics import NormalDist
 from typing import Literal, NamedTuple
 
-from tracescore.emit import EvaluationRecord
-from tracescore.score import is_flagged
+from tracescore.model import EvaluationRecord, is_flagged
 
 __all__ = ["CONVERSATION_SIGNALS", "Agreement", "Estimate", "EstimateWindow", "Observation", "Signal"]
 

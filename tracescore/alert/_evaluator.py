@@ -21,9 +21,7 @@ from tracescore.alert._conversations import conversation_key, conversation_obser
 from tracescore.alert._estimate import Estimate, EstimateWindow
 from tracescore.alert._notes import Level, State, judge_note, no_data_note, score_note
 from tracescore.alert._notification import AlertKey, Notification
-from tracescore.emit import EvaluationRecord
-from tracescore.model import ConversationRecord
-from tracescore.score import MetricStatus
+from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
 
 __all__ = ["AlertEvaluator", "AlertState"]
 

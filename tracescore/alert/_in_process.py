@@ -13,7 +13,7 @@ from tracescore.alert._estimate import Signal
 from tracescore.alert._evaluator import AlertEvaluator
 from tracescore.alert._notification import Notification
 from tracescore.alert._sinks import LogSink, Sink
-from tracescore.emit import EvaluationRecord
+from tracescore.model import EvaluationRecord
 
 __all__ = ["InProcessAlerts"]
 

@@ -44,9 +44,9 @@ from tracescore.alert._conversations import conversation_key
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._sinks import AlertmanagerSink, Sink
-from tracescore.emit import EvaluationRecord
 from tracescore.model import (
     ConversationRecord,
+    EvaluationRecord,
     UnreadableRecord,
     read_conversation_record,
     read_evaluation_record,

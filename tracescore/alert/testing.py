@@ -19,11 +19,16 @@ from typing import Any, Literal
 
 import httpx2
 
-from tracescore.testing import end_process, free_port, wait_ready
+from tracescore._lazy import moved_names
+from tracescore.testing import end_process, wait_ready
+from tracescore.testing import free_port as _free_port
 
-__all__ = ["AlertmanagerProcess", "PrometheusProcess", "ReceivedRequest", "WebhookReceiver", "free_port"]
+__all__ = ["AlertmanagerProcess", "PrometheusProcess", "ReceivedRequest", "WebhookReceiver"]
 
 Mode = Literal["ok", "fail", "hang", "redirect"]
+
+# Its home is tracescore.testing; importable from here with a DeprecationWarning.
+__getattr__ = moved_names(__name__, {"free_port": "tracescore.testing"})
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ class _Program:
                 f"{executable} is not installed: apt-get install {package} (or `make {package}`)"
             )
         self.executable = found
-        self.port = free_port()
+        self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.dir = Path(tempfile.mkdtemp(prefix=f"tracescore-{executable}-"))
         self.log_path = self.dir / "log.txt"

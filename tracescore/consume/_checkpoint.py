@@ -19,7 +19,8 @@ from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from tracescore.consume._offsets import OffsetTracker
-from tracescore.emit import EvaluationRecord, Output
+from tracescore.emit import Output
+from tracescore.model import EvaluationRecord
 
 __all__ = ["Checkpoint", "OutputNotAcknowledged", "Work"]
 

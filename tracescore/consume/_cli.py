@@ -20,6 +20,7 @@ import click
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from tracescore import __version__
+from tracescore._config import problems
 from tracescore._kafka_config import PRODUCER_ONLY
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings
 
@@ -118,17 +119,17 @@ def load_settings(flags: dict[str, Any], config_file: Path | None) -> ConsumerSe
     except ConfigFileError as exc:
         raise click.UsageError(str(exc)) from exc
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            path = tuple(str(part) for part in error["loc"])
+        found = []
+        for loc, message in problems(exc, ConsumerSettings):
+            path = tuple(str(part) for part in loc)
             where = (
                 _option_name(path)
                 if "__".join(path) in flags and flags["__".join(path)] is not None
                 else None
             )
             where = where or f"{_env_name(path)} (or `{'.'.join(path)}` in --config)"
-            problems.append(f"invalid value for {where}: {error['msg'].removeprefix('Value error, ')}")
-        raise click.UsageError("; ".join(problems)) from exc
+            found.append(f"invalid value for {where}: {message}")
+        raise click.UsageError("; ".join(found)) from exc
 
 
 def _judge_and_metrics(
@@ -287,7 +288,7 @@ def consume(
     from tracescore.consume._status import RateLimitedLogs, describe_lift
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
-    from tracescore.score import OfflineJudge, check_judge
+    from tracescore.score import OfflineJudge, check_judge, metric_names
 
     settings = load_settings(flags, config_file)
     chosen_judge, chosen_metrics = _judge_and_metrics(judge, model, base_url, metrics, metric_config)
@@ -297,7 +298,8 @@ def consume(
                 metric.max_claims = max_claims  # set once at start-up, before any scoring
     try:
         rate = {} if sample_ratio is None else {"default_rate": sample_ratio}
-        sampling = load_sampling_config(config_file, **rate)
+        known = {*metric_names(), *(m.name for m in chosen_metrics)}
+        sampling = load_sampling_config(config_file, known_metrics=known, **rate)
     except SamplingConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     policy = CascadePolicy(sampling, metrics=[m.name for m in chosen_metrics])
@@ -335,8 +337,8 @@ def consume(
     # Named only when it happens, as on the status line: most apps record their questions.
     unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""
     click.echo(
-        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} interactions={stats.rag_spans}"
-        f"{unasked} scored={stats.scored} "
+        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} "
+        f"interactions={stats.interactions}{unasked} scored={stats.scored} "
         f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,

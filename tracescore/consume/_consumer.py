@@ -21,7 +21,6 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore._kafka import RebalanceListener, caught_up, check_broker, lag
 from tracescore.consume._assemble import TraceAssembler
-from tracescore.consume._cascade import LockedPolicy, Scorer
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._clients import connect, subscribe
 from tracescore.consume._gc import gc_tuned
@@ -30,10 +29,13 @@ from tracescore.consume._lifecycle import Lifecycle, RunState
 from tracescore.consume._outputs import Outputs, default_sink
 from tracescore.consume._pauser import Pauser
 from tracescore.consume._pipeline import Admitted, Pipeline
+from tracescore.consume._scorer import Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
+from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats, StatusLine
-from tracescore.emit import EvaluationMetrics, EvaluationRecord, KafkaEvaluationSink, RecordSink
+from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, RecordSink
+from tracescore.model import EvaluationRecord
 from tracescore.sample import SamplingPolicy
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric
@@ -72,7 +74,7 @@ class EvaluationConsumer:
     ) -> None:
         self.settings = settings
         self.stats = ConsumerStats()
-        self._policy = LockedPolicy(policy) if policy is not None else None
+        self._policy = SharedPolicy(policy) if policy is not None else None
         self._on_evaluation = on_evaluation
         self._metrics_out = metrics_out or EvaluationMetrics()
         if self._policy is not None:

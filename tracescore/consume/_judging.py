@@ -10,12 +10,11 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from tracescore.consume._cascade import Scored, Scorer
 from tracescore.consume._checkpoint import Work
 from tracescore.consume._revise import Revision
+from tracescore.consume._scorer import Scored, Scorer
 from tracescore.consume._scoring import ScoringWorker
-from tracescore.model import Interaction
-from tracescore.score import MetricResult, MetricStatus
+from tracescore.model import Interaction, MetricResult, MetricStatus
 
 __all__ = ["Judged", "Judging"]
 
@@ -24,6 +23,9 @@ _log = logging.getLogger("tracescore.consume")
 
 @dataclass
 class Judged:
+    """An interaction handed to the judges: its message's work, its revision, when it started, and its
+    results once scored (not consume._revise.JudgedReading, what an earlier reading judged)."""
+
     work: Work
     revision: Revision
     started: float  # monotonic, for the latency

@@ -17,17 +17,9 @@ from tracescore.consume._judging import Judged
 from tracescore.consume._pipeline import DeadLetter
 from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._status import ConsumerStats, StatusLine
-from tracescore.emit import (
-    EvaluationMetrics,
-    EvaluationRecord,
-    KafkaEvaluationSink,
-    KafkaOutputSettings,
-    Output,
-    RecordSink,
-)
-from tracescore.model import Interaction
+from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, KafkaOutputSettings, Output, RecordSink
+from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus
 from tracescore.sample import SkipReason
-from tracescore.score import MetricResult, MetricStatus
 
 __all__ = ["EvaluationSink", "Outputs", "default_sink"]
 

@@ -18,9 +18,9 @@ from kafka.consumer.fetcher import ConsumerRecord
 from tracescore import semconv
 from tracescore._kafka import LogOnce
 from tracescore.consume._assemble import TraceAssembler
-from tracescore.consume._cascade import LockedPolicy
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._revise import Revision
+from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
 from tracescore.extract import Skip, extract
@@ -65,7 +65,7 @@ class Pipeline:
         assembler: TraceAssembler,
         stats: ConsumerStats,
         *,
-        policy: LockedPolicy | None = None,
+        policy: SharedPolicy | None = None,
         metrics_out: EvaluationMetrics | None = None,
     ) -> None:
         self.assembler = assembler
@@ -129,7 +129,7 @@ class Pipeline:
                 self._skip(skip)
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
             for revision in revisions:
-                stats.rag_spans += 1
+                stats.interactions += 1
                 if revision.interaction.question_missing is not None:
                     stats.without_question += 1
                 admitted_now, metrics = admit(revision.interaction)

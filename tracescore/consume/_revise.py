@@ -17,7 +17,7 @@ from typing import NamedTuple
 from tracescore.extract import Skip, extract
 from tracescore.model import DecodedSpan, Interaction, Trace
 
-__all__ = ["Judged", "Remembered", "Revision", "revise", "revision_key"]
+__all__ = ["JudgedReading", "Remembered", "Revision", "revise", "revision_key"]
 
 
 class Revision(NamedTuple):
@@ -29,11 +29,12 @@ class Revision(NamedTuple):
     supersedes: str | None = None
 
 
-# What one interaction's reading judged: (anchor span id, span ids read, (question, documents, answer),
-# revision). Plain tuples of strings: the cyclic garbage collector stops tracking them, so the thousands of
-# traces kept for late spans cost its full passes nothing (kept as objects, they cost the unsampled path
-# ~15%). The texts are the record's own, by reference, compared only when a late span rebuilds the trace.
-Judged = tuple[str, tuple[str, ...], tuple[object, ...], int]
+# What one interaction's reading judged, kept for late spans (not consume._judging.Judged, an interaction
+# handed to the judges now): (anchor span id, span ids read, (question, documents, answer), revision).
+# Plain tuples of strings: the cyclic garbage collector stops tracking them, so the thousands of traces kept
+# for late spans cost its full passes nothing (kept as objects, they cost the unsampled path ~15%). The
+# texts are the record's own, by reference, compared only when a late span rebuilds the trace.
+JudgedReading = tuple[str, tuple[str, ...], tuple[object, ...], int]
 _ANCHOR, _SPAN_IDS, _TEXTS, _REVISION = range(4)
 
 
@@ -47,7 +48,7 @@ class Remembered:
     whole: bool = True  # False: read early to stay in bounds, kept only to revise that reading
     # None until a late span rebuilds the trace: the first reading is then read again from the kept spans
     # (`first_reading`), so the common path, a trace never rebuilt, records nothing.
-    judged: tuple[Judged, ...] | None = None
+    judged: tuple[JudgedReading, ...] | None = None
     skipped: tuple[tuple[str, str], ...] = ()  # (anchor span id, reason)
 
 
@@ -67,7 +68,7 @@ def revise(
     previous = memory.judged
     if previous is None:  # a first reading
         return [Revision(i) for i in interactions], list(skips)
-    judged: list[Judged] = []
+    judged: list[JudgedReading] = []
     out: list[Revision] = []
     for interaction in interactions:
         record = interaction.record
@@ -110,7 +111,7 @@ def first_reading(trace_id: str, memory: Remembered) -> None:
     memory.skipped = tuple((s.span.span_id, s.reason) for s in found.skips if s.span is not None)
 
 
-def _replaces(trace: Trace, interaction: Interaction, earlier: Judged) -> bool:
+def _replaces(trace: Trace, interaction: Interaction, earlier: JudgedReading) -> bool:
     anchor, earlier_anchor = interaction.span.span_id, earlier[_ANCHOR]
     if anchor == earlier_anchor or earlier_anchor in interaction.span_ids or anchor in earlier[_SPAN_IDS]:
         return True

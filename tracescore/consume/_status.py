@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tracescore.alert import EstimateWindow
-from tracescore.emit import LABEL_THRESHOLD, EvaluationRecord
+from tracescore.emit import LABEL_THRESHOLD
+from tracescore.model import EvaluationRecord
 from tracescore.sample import LiftReading
 
 __all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine", "describe_lift"]
@@ -26,7 +28,7 @@ class ConsumerStats:
     messages: int = 0
     spans: int = 0
     traces: int = 0
-    rag_spans: int = 0  # interactions recognised
+    interactions: int = 0  # interactions recognised (formerly `rag_spans`)
     without_question: int = 0  # of those, interactions whose question was not recorded (faithfulness only)
     scored: int = 0
     sampled_out: int = 0
@@ -45,6 +47,16 @@ class ConsumerStats:
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # Assembly: late_spans, duplicate_spans, evaluation_spans (ours, read back), released_<why>.
     assembly: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def rag_spans(self) -> int:
+        """Deprecated: `interactions` (it counts interactions of every convention, not spans)."""
+        warnings.warn(
+            "ConsumerStats.rag_spans is deprecated: use ConsumerStats.interactions",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.interactions
 
     @property
     def sampling(self) -> Counter[str]:

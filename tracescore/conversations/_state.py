@@ -21,8 +21,8 @@ from tracescore.model import (
     MetricStatus,
     WorstTurn,
     annotator_kind,
+    is_flagged,
 )
-from tracescore.score import is_flagged
 
 __all__ = ["Conversation", "Tier", "wilson"]
 

@@ -1,6 +1,11 @@
 """Emit: attach scores where people look: evaluation spans on the trace, records on Kafka, metrics (and the
-same for conversation records: a Phoenix session annotation, a span under the last turn, metrics)."""
+same for conversation records: a Phoenix session annotation, a span under the last turn, metrics).
 
+The evaluation record it writes is the shared model's (`tracescore.model.EvaluationRecord`); the names that
+once lived here still import from here, with a DeprecationWarning.
+"""
+
+from tracescore._lazy import moved_names
 from tracescore.emit._conversations import conversation_span, session_annotation
 from tracescore.emit._explain import explanation
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
@@ -9,23 +14,18 @@ from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_a
 from tracescore.emit._records import evaluation_record
 from tracescore.emit._sink import RecordSink
 from tracescore.emit._spans import evaluation_span
-from tracescore.model import SCHEMA_VERSION, AnnotatorKind, EvaluationRecord, annotator_kind
 
 __all__ = [
     "EVALUATION_SPANS_HEADER",
     "LABEL_THRESHOLD",
-    "SCHEMA_VERSION",
-    "AnnotatorKind",
     "ConversationMetrics",
     "EvaluationMetrics",
-    "EvaluationRecord",
     "KafkaEvaluationSink",
     "KafkaOutputSettings",
     "Output",
     "PhoenixAnnotations",
     "PhoenixSettings",
     "RecordSink",
-    "annotator_kind",
     "conversation_span",
     "evaluation_record",
     "evaluation_span",
@@ -33,3 +33,10 @@ __all__ = [
     "session_annotation",
     "span_annotation",
 ]
+
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(
+        ("SCHEMA_VERSION", "AnnotatorKind", "EvaluationRecord", "annotator_kind"), "tracescore.model"
+    ),
+)

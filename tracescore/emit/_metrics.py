@@ -19,15 +19,15 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracescore import __version__
-from tracescore.model import ConversationRecord, EvaluationRecord
+from tracescore.model import UNLABELLED_THRESHOLD, ConversationRecord, EvaluationRecord
 from tracescore.sample import LiftReading
 
 __all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "ConversationMetrics", "EvaluationMetrics"]
 
 # Scores live in 0..1; the SDK's default buckets (0, 5, 10, ... 10000) would put every score in one bucket.
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-# Judge agreement: a score at or above this passes (the faithfulness label's threshold).
-LABEL_THRESHOLD = 0.5
+# Judge agreement: a score at or above this passes (the label rule's threshold for unlabelled scores).
+LABEL_THRESHOLD = UNLABELLED_THRESHOLD
 
 
 class EvaluationMetrics:

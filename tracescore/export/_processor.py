@@ -4,6 +4,9 @@ Why not the SDK's BatchSpanProcessor: its queue drops are counted only by SDK-in
 environment flag, its shutdown waits up to 30 s on a blocked export, and spans still queued when it gives up
 are never accounted for. Here `on_end` is a deque append (the app's call never waits on the destination),
 every span is delivered or counted as dropped, and `shutdown()` returns within its bound.
+
+Like the SDK's own processors it exports only sampled spans: a span the app's sampler decided to record but
+not sample (RECORD_ONLY, e.g. a parent-based sampler under an upstream "not sampled") stays in the process.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ class BoundedSpanProcessor(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None or not context.trace_flags.sampled:
+            return  # the app's sampler kept it out of export; not a drop, nothing was lost
         if self._accept is not None and not self._accept(span):
             return
         if self._stopping:

@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from tracescore.instrument._recorders import Recorder
+from tracescore.instrument._recorders import Recorder, recording_failed, unguarded
 
 __all__ = ["Param", "Spec", "decorator", "find_param"]
 
@@ -62,13 +62,22 @@ class Spec:
     inputs: tuple[tuple[Param, str], ...]  # (parameter, recorder method fed with its value)
     output: Callable[[Recorder, Any], None]
     join: Callable[[list[Any]], Any]  # a stream's chunks as one output
+    _record: tuple[tuple[Param, Callable[[Recorder, Any], Any]], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Resolved once: each input's recorder method, guarded here rather than by its own wrapper.
+        record = tuple((param, unguarded(self.make, method)) for param, method in self.inputs)
+        object.__setattr__(self, "_record", record)
 
     def start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Recorder:
         recorder = self.make(self.span_name, self.static, start=False)
-        for param, method in self.inputs:
+        for param, record in self._record:
             value = param.read(args, kwargs)
             if value is not None:
-                getattr(recorder, method)(value)
+                try:
+                    record(recorder, value)
+                except Exception as exc:
+                    recording_failed(record, exc)
         recorder.begin()
         return recorder
 

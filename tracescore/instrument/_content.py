@@ -118,8 +118,9 @@ class ContentPolicy:
         self._redactors: tuple[Redactor, ...] = tuple(BUILTIN_REDACTORS[n] for n in settings.redact) + (
             (redact,) if redact is not None else ()
         )
-        # No redactor: a str within the limit is recorded as it is (the hot path, one length check).
-        self.verbatim = not self._redactors
+        # Captured and no redactor: a str within the limit is recorded as it is (the hot path, one length
+        # check).
+        self.verbatim = self.capture and not self._redactors
 
     def text(self, value: Any) -> tuple[str, bool]:
         """The recordable form of `value` and whether it was truncated."""

@@ -27,6 +27,8 @@ from tracescore.instrument._recorders import (
     RagRecorder,
     Recorder,
     RetrieverRecorder,
+    recording_failed,
+    unguarded,
 )
 
 __all__ = [
@@ -88,15 +90,20 @@ def _text_of(value: Any) -> Any:
 
 
 def _output(
-    setter: str, extract: Callable[[Any], Any] | None, default: Callable[[Any], Any]
+    make: type[Recorder], setter: str, extract: Callable[[Any], Any] | None, default: Callable[[Any], Any]
 ) -> Callable[..., None]:
+    put = unguarded(make, setter)
+
     def record(recorder: Recorder, value: Any) -> None:
         try:
             out = extract(value) if extract is not None else default(value)
         except Exception:  # a user extractor that fails is a bug to report, never the call's failure
             _log.warning("tracescore: an output extractor raised; the span has no output", exc_info=True)
             return
-        getattr(recorder, setter)(out)
+        try:
+            put(recorder, out)
+        except Exception as exc:
+            recording_failed(put, exc)
 
     return record
 
@@ -177,7 +184,7 @@ def rag(
             name or fn.__name__,
             static,
             tuple(inputs),
-            _output("set_answer", answer, _text_of),
+            _output(RagRecorder, "set_answer", answer, _text_of),
             _join_text,
         )
 
@@ -206,7 +213,7 @@ def retriever(
             name or fn.__name__,
             {},
             inputs,
-            _output("add_documents", documents, lambda value: value),
+            _output(RetrieverRecorder, "add_documents", documents, lambda value: value),
             _join_documents,
         )
 
@@ -245,7 +252,7 @@ def generation(
             name or fn.__name__,
             static,
             tuple(inputs),
-            _output("set_output", output, _text_of),
+            _output(GenerationRecorder, "set_output", output, _text_of),
             _join_text,
         )
 

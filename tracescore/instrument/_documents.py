@@ -73,20 +73,26 @@ class DocumentsMixin:
 
     span: Span
     policy: ContentPolicy
-    _documents_omitted: int
+    _documents_omitted = 0
     _text: Callable[[str, Any, dict[str, Any]], str | None]
 
     def _put_documents(self, documents: list[Document | str], first_index: int, out: dict[str, Any]) -> int:
         """Write up to max_documents in total; returns how many were written."""
         policy = self.policy
-        room = max(0, policy.max_documents - first_index)
-        kept = documents[:room]
-        self._documents_omitted += len(documents) - len(kept)
+        kept = documents[: max(0, policy.max_documents - first_index)]
+        if len(kept) < len(documents):
+            self._documents_omitted += len(documents) - len(kept)
         verbatim, max_chars, capture = policy.verbatim, policy.max_chars, policy.capture
+        end = first_index + len(kept)
+        plain_texts = verbatim and kept and end <= len(_CONTENT_KEYS) and _all_text(kept)
+        if plain_texts and max(map(len, kept)) <= max_chars:
+            # The common case without a Python step per document: plain texts as they are.
+            out.update(zip(_CONTENT_KEYS[first_index:end], kept, strict=True))
+            return len(kept)
         for offset, doc in enumerate(kept):
             index = first_index + offset
             if type(doc) is str:  # the common case, kept cheap: most retrievers return plain text
-                if capture and verbatim and len(doc) <= max_chars:
+                if verbatim and len(doc) <= max_chars:
                     out[_content_key(index)] = doc
                 elif capture:
                     self._text(_content_key(index), doc, out)
@@ -108,8 +114,17 @@ def _content_key(index: int) -> str:
     return _CONTENT_KEYS[index] if index < len(_CONTENT_KEYS) else semconv.document_key(index, "content")
 
 
+_TEXT_ONLY = {str}
+
+
+def _all_text(items: list[Any] | tuple[Any, ...]) -> bool:
+    return set(map(type, items)) == _TEXT_ONLY
+
+
 def read_documents(items: Any) -> list[Document | str]:
     """Documents from any supported shape; plain strings stay strings (no object per document)."""
+    if type(items) is list and _all_text(items):
+        return items  # type: ignore[no-any-return]  # read-only from here on: no copy
     documents: list[Document | str] = []
     for item in flat_items(items):
         if type(item) is str:

@@ -30,11 +30,16 @@ __all__ = [
     "context_attributes",
     "current_rag",
     "policy",
+    "recording_failed",
     "set_policy",
+    "unguarded",
+    "use_provider",
 ]
 
 _log = logging.getLogger("tracescore.instrument")
-_tracer = trace.get_tracer(semconv.SDK_SCOPE)
+# A ProxyTracer (it follows whichever provider becomes global) until `use_provider` (tracescore.init) hands
+# in the provider spans go to: then its own tracer, one delegation less per span.
+_tracer: trace.Tracer = trace.get_tracer(semconv.SDK_SCOPE)
 _RAG_KEY = otel_context.create_key("tracescore.rag")
 _ATTRIBUTES_KEY = otel_context.create_key("tracescore.attributes")
 _R = TypeVar("_R")
@@ -45,16 +50,25 @@ _USER_MESSAGES = '[{"role": "user", "parts": [{"type": "text", "content": %s}]}]
 _ASSISTANT_MESSAGES = (
     '[{"role": "assistant", "parts": [{"type": "text", "content": %s}], "finish_reason": "stop"}]'
 )
+# json.dumps of a str (the same bytes), without the encoder's two Python layers on the application's path.
+_json_text: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 _policy = ContentPolicy()
 # Retrievers of one rag call may run in threads that copied its context; numbering their documents is the
 # only shared step, and brief, so one lock serves every rag span.
 _DOCUMENT_NUMBERING = threading.Lock()
 _warned: set[str] = set()
+# Whether any context ever carried attributes for tracescore spans: until then a span skips the lookup.
+_attributes_used = False
 
 
 def policy() -> ContentPolicy:
     return _policy
+
+
+def use_provider(provider: trace.TracerProvider) -> None:
+    global _tracer
+    _tracer = provider.get_tracer(semconv.SDK_SCOPE)
 
 
 def set_policy(new: ContentPolicy) -> None:
@@ -69,14 +83,29 @@ def _guarded(method: Callable[..., _R]) -> Callable[..., _R | None]:
         try:
             return method(*args, **kwargs)
         except Exception as exc:
-            # Instrumentation must never break the application; log each kind of failure once, not per call.
-            what = f"{method.__qualname__}: {type(exc).__name__}"
-            if what not in _warned:
-                _warned.add(what)
-                _log.warning("tracescore could not record %s", what, exc_info=True)
+            recording_failed(method, exc)
             return None
 
     return call
+
+
+def recording_failed(method: Callable[..., Any], error: Exception) -> None:
+    """Instrumentation must never break the application: log each kind of failure once, not per call."""
+    what = f"{method.__qualname__}: {type(error).__name__}"
+    _warn_once(what, "tracescore could not record %s", what, exc_info=True)
+
+
+def unguarded(recorder: type[Recorder], method: str) -> Callable[..., Any]:
+    """A recorder method without its guard, for a caller that guards the call itself (the decorators, one
+    frame less per input on the application's path)."""
+    function = getattr(recorder, method)
+    return getattr(function, "__wrapped__", function)  # type: ignore[no-any-return]
+
+
+def _warn_once(kind: str, message: str, *args: Any, exc_info: bool = False) -> None:
+    if kind not in _warned:
+        _warned.add(kind)
+        _log.warning(message, *args, exc_info=exc_info)
 
 
 def current_rag() -> RagRecorder | None:
@@ -91,6 +120,8 @@ def context_attributes(
     tags: Iterable[str] | None = None,
 ) -> otel_context.Context:
     """A context whose tracescore spans carry these attributes (merged over any already in the context)."""
+    global _attributes_used
+    _attributes_used = True
     attrs: dict[str, Any] = dict(otel_context.get_value(_ATTRIBUTES_KEY) or {})  # type: ignore[call-overload]
     if session_id is not None:
         attrs[semconv.SESSION_ID] = safe_str(session_id)
@@ -109,19 +140,23 @@ class Recorder:
 
     kind = semconv.SPAN_KIND_CHAIN
     operation = "invoke_workflow"
+    # The context key under which a recorder puts itself in its span's context (a rag span, for the
+    # retrievers inside it); None: not at all.
+    context_key: str | None = None
+    # Set per instance only when something is cut or left out (the common call never pays for either).
+    _truncated: tuple[str, ...] = ()
+    _documents_omitted = 0
 
     def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
         """`start=False` (the decorators): inputs recorded before `begin()` go into the span's start
         attributes, one attribute update less per call on the application's path."""
         self.policy = _policy
         self._name = name
-        self._truncated: list[str] = []
-        self._documents_omitted = 0
         pending: dict[str, Any] = {
             semconv.OPENINFERENCE_SPAN_KIND: self.kind,
             semconv.GEN_AI_OPERATION_NAME: self.operation,
         }
-        inherited = otel_context.get_value(_ATTRIBUTES_KEY)
+        inherited = otel_context.get_value(_ATTRIBUTES_KEY) if _attributes_used else None
         if inherited:
             pending.update(inherited)  # type: ignore[call-overload]
             metadata = pending.pop(semconv.METADATA, None)
@@ -138,8 +173,14 @@ class Recorder:
     def begin(self) -> None:
         """Start the span with everything recorded so far."""
         pending, self._pending = self._pending, None
-        self.span: Span = _tracer.start_span(self._name, attributes=pending)
-        self.context = trace.set_span_in_context(self.span)
+        try:
+            self.span: Span = _tracer.start_span(self._name, attributes=pending)
+        except Exception as exc:
+            self.span = _untraced(self._name, exc)
+        context = trace.set_span_in_context(self.span)
+        if self.context_key is not None:
+            context = otel_context.set_value(self.context_key, self, context)
+        self.context = context
 
     def _put(self, attributes: dict[str, Any]) -> None:
         if self._pending is not None:
@@ -149,11 +190,15 @@ class Recorder:
 
     def _text(self, key: str, value: Any, out: dict[str, Any]) -> str | None:
         """Put the policy's form of `value` under `key` in `out`; None when content is not captured."""
-        if not self.policy.capture:
+        policy = self.policy
+        if policy.verbatim and type(value) is str and len(value) <= policy.max_chars:
+            out[key] = value
+            return value
+        if not policy.capture:
             return None
-        text, truncated = self.policy.text(value)
+        text, truncated = policy.text(value)
         if truncated:
-            self._truncated.append(key)
+            self._truncated += (key,)
         out[key] = text
         return text
 
@@ -182,22 +227,41 @@ class Recorder:
         self._put(out)
 
     def end(self, error: BaseException | None = None) -> None:
-        """End the span, marking what the content controls changed and the error, if any. Never raises."""
+        """End the span, marking what the content controls changed and the error, if any. Never raises; a
+        second end is ignored, with a warning."""
         if self._pending is not None:
             self.begin()
+        if self.context is None:
+            _warn_once(
+                "ended twice",
+                "tracescore: span %r was ended twice; the second end is ignored (a `with` block ends its "
+                "span itself: call end() only on a span started without one)",
+                self._name,
+            )
+            return
         try:
             if error is not None:
                 self.span.record_exception(error)
                 self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {safe_str(error)}"))
                 self.span.set_attribute(semconv.ERROR_TYPE, type(error).__qualname__)
             if self._truncated:
-                self.span.set_attribute(semconv.TRACESCORE_TRUNCATED, self._truncated)
+                self.span.set_attribute(semconv.TRACESCORE_TRUNCATED, list(self._truncated))
             if self._documents_omitted:
                 self.span.set_attribute(semconv.TRACESCORE_DOCUMENTS_OMITTED, self._documents_omitted)
         except Exception:
             _log.warning("tracescore could not mark a span", exc_info=True)
         finally:
-            self.span.end()
+            try:
+                self.span.end()
+            except Exception as exc:  # a span processor of the app's that raises in on_end
+                _warn_once(
+                    f"end: {type(exc).__name__}",
+                    "tracescore: ending span %r raised %s in the TracerProvider (a span processor's "
+                    "on_end?); the application is unaffected",
+                    self._name,
+                    type(exc).__name__,
+                    exc_info=True,
+                )
             # A rag span's context refers back to its recorder: drop the cycle now rather than leave it to the
             # garbage collector, whose passes grow with every span still queued for export.
             self.context = None  # type: ignore[assignment]
@@ -216,25 +280,22 @@ class RagRecorder(Recorder, DocumentsMixin):
 
     kind = semconv.SPAN_KIND_CHAIN
     operation = "invoke_workflow"
-
-    def __init__(self, name: str, attributes: Mapping[str, Any] | None = None, *, start: bool = True) -> None:
-        self._document_count = 0
-        super().__init__(name, attributes, start=start)
-
-    def begin(self) -> None:
-        super().begin()
-        self.context = otel_context.set_value(_RAG_KEY, self, self.context)
+    context_key = _RAG_KEY
+    _document_count = 0
 
     @_guarded
     def set_query(self, query: Any) -> None:
         if query is None:
             return
-        out: dict[str, Any] = {}
+        # Before `begin()` straight into the start attributes (these writes cannot fail halfway).
+        pending = self._pending
+        out = pending if pending is not None else {}
         text = self._text(semconv.INPUT_VALUE, query, out)
         if text is not None:
             out[semconv.INPUT_MIME_TYPE] = "text/plain"
-            out[semconv.GEN_AI_INPUT_MESSAGES] = _USER_MESSAGES % json.dumps(text)
-        self._put(out)
+            out[semconv.GEN_AI_INPUT_MESSAGES] = _USER_MESSAGES % _json_text(text)
+        if out is not pending:
+            self._put(out)
 
     @_guarded
     def add_contexts(self, contexts: Any) -> None:
@@ -242,7 +303,7 @@ class RagRecorder(Recorder, DocumentsMixin):
         self._add_documents(read_documents(contexts))
 
     def _add_documents(self, documents: list[Document | str]) -> None:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {}  # all or none: a redactor failing halfway must not leave some documents
         with _DOCUMENT_NUMBERING:
             self._document_count += self._put_documents(documents, self._document_count, out)
         self._put(out)
@@ -253,12 +314,14 @@ class RagRecorder(Recorder, DocumentsMixin):
     def set_answer(self, answer: Any) -> None:
         if answer is None:
             return
-        out: dict[str, Any] = {}
+        pending = self._pending  # as in set_query
+        out = pending if pending is not None else {}
         text = self._text(semconv.OUTPUT_VALUE, answer, out)
         if text is not None:
             out[semconv.OUTPUT_MIME_TYPE] = "text/plain"
-            out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % json.dumps(text)
-        self._put(out)
+            out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % _json_text(text)
+        if out is not pending:
+            self._put(out)
 
 
 class RetrieverRecorder(Recorder, DocumentsMixin):
@@ -341,10 +404,25 @@ class GenerationRecorder(Recorder):
         if text is not None:
             out[semconv.OUTPUT_VALUE] = text
             out[semconv.OUTPUT_MIME_TYPE] = "text/plain"
-            out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % json.dumps(text)
+            out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % _json_text(text)
         self._put(out)
 
     set_answer = set_output
+
+
+def _untraced(name: str, error: Exception) -> Span:
+    """The span a call gets when the TracerProvider cannot start one (an app's sampler or span processor that
+    raises): non-recording, under the current parent so context still propagates."""
+    _warn_once(
+        f"start: {type(error).__name__}",
+        "tracescore: the TracerProvider raised %s: %s while starting span %r (a custom sampler or span "
+        "processor's on_start?); such calls run untraced, the application is unaffected",
+        type(error).__name__,
+        error,
+        name,
+        exc_info=True,
+    )
+    return trace.NonRecordingSpan(trace.get_current_span().get_span_context())
 
 
 def _role_content(message: Any) -> tuple[str, Any]:

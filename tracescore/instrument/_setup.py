@@ -28,7 +28,7 @@ from tracescore.export import (
     otlp_span_exporter,
 )
 from tracescore.instrument._content import ContentPolicy, ContentSettings, Redactor
-from tracescore.instrument._recorders import set_policy
+from tracescore.instrument._recorders import set_policy, use_provider
 
 __all__ = ["InstrumentSettings", "Instrumentation", "force_flush", "init", "shutdown"]
 
@@ -169,6 +169,7 @@ def init(
         )
         provider = _provider_for(settings.service_name)
         provider.add_span_processor(processor)
+        use_provider(provider)
         _current = Instrumentation(provider, processor)
         return _current
 

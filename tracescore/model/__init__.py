@@ -4,10 +4,11 @@ and alert.
 Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`, formerly
 `RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge
 returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessFindings`, the typed view of a
-Faithfulness result), the evaluation record emit writes and alert reads (`EvaluationRecord`), and the
-conversation record `tracescore conversations` writes from them (`ConversationRecord`). Stages import these
-from here (or from a stage's public `__init__`), never from one another's private modules. Light on purpose
-(pydantic only): the instrumentation SDK's install can import it.
+Faithfulness result), the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`),
+the evaluation record emit writes and alert reads (`EvaluationRecord`), and the conversation record
+`tracescore conversations` writes from them (`ConversationRecord`). Stages import these from here (or from
+a stage's public `__init__`), never from one another's private modules. Light on purpose (pydantic only):
+the instrumentation SDK's install can import it.
 """
 
 from tracescore.model._conversation import (
@@ -17,6 +18,7 @@ from tracescore.model._conversation import (
     read_conversation_record,
 )
 from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
+from tracescore.model._labels import BAD_LABELS, GOOD_LABELS, UNLABELLED_THRESHOLD, is_flagged, label_is_bad
 from tracescore.model._record import (
     SCHEMA_VERSION,
     AnnotatorKind,
@@ -30,11 +32,14 @@ from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, R
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
 
 __all__ = [
+    "BAD_LABELS",
     "CONVERSATIONS_TOPIC",
+    "GOOD_LABELS",
     "MAX_RUN_TEXT_CHARS",
     "MAX_RUN_TOOL_CALLS",
     "NEAR_CERTAIN",
     "SCHEMA_VERSION",
+    "UNLABELLED_THRESHOLD",
     "AnnotatorKind",
     "ContextSource",
     "ConversationRecord",
@@ -55,6 +60,8 @@ __all__ = [
     "WorstTurn",
     "annotator_kind",
     "has_question",
+    "is_flagged",
+    "label_is_bad",
     "read_conversation_record",
     "read_evaluation_record",
 ]

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import fnmatch
 import warnings
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, FileSettings, one_line, read_table
+from tracescore._config import ConfigFileError, FileSettings, one_line, read_table, unknown_name
 from tracescore.model import Verdict
 
 __all__ = [
@@ -306,6 +307,18 @@ class SamplingConfig(FileSettings):
             raise ValueError(f"llm_budget.tokens_per_hour ({hour}) exceeds llm_budget.tokens_per_day ({day})")
         return self
 
+    def unknown_metrics(self, known: Collection[str]) -> list[str]:
+        """One problem per rate rule whose metric pattern matches none of the `known` metric names, and for a
+        cascade metric that is not one: such a rule would silently never apply."""
+        problems = [
+            f"rates.{index}.metric: {unknown_name('metric', rule.metric, known)}"
+            for index, rule in enumerate(self.rates)
+            if not any(fnmatch.fnmatchcase(name, rule.metric) for name in known)
+        ]
+        if self.cascade.metric not in known:
+            problems.append(f"cascade.metric: {unknown_name('metric', self.cascade.metric, known)}")
+        return problems
+
     def rate_for(self, service: str, route: str, metric: str) -> float:
         best: RateRule | None = None
         for rule in self.rates:
@@ -314,17 +327,24 @@ class SamplingConfig(FileSettings):
         return self.default_rate if best is None else best.rate
 
 
-def load_sampling_config(path: str | Path | None = None, **overrides: Any) -> SamplingConfig:
+def load_sampling_config(
+    path: str | Path | None = None, *, known_metrics: Collection[str] | None = None, **overrides: Any
+) -> SamplingConfig:
     """The configuration from `overrides` > environment > the TOML/YAML file at `path` > defaults.
 
-    The file holds the settings at its top level or under a `sampling` table. Raises SamplingConfigError
-    with one line naming the file and the offending key.
+    The file holds the settings at its top level or under a `sampling` table. With `known_metrics` (the
+    metric names the caller can run), a rule naming any other metric is an error too. Raises
+    SamplingConfigError with one line naming the file, the offending key and the valid names.
     """
     source = str(path) if path is not None else "sampling settings"
     file_values = read_table(Path(path), "sampling", SamplingConfigError) if path is not None else {}
     try:
-        return SamplingConfig.from_sources(overrides, file_values)
+        config = SamplingConfig.from_sources(overrides, file_values)
     except ValidationError as exc:
-        raise SamplingConfigError(f"{source}: {one_line(exc)}") from None
+        raise SamplingConfigError(f"{source}: {one_line(exc, SamplingConfig)}") from None
     except ValueError as exc:  # an environment value that is not valid JSON for a list or table
         raise SamplingConfigError(f"{source}: {exc}") from None
+    problems = config.unknown_metrics(known_metrics) if known_metrics is not None else []
+    if problems:
+        raise SamplingConfigError(f"{source}: {'; '.join(problems)}")
+    return config

@@ -5,15 +5,14 @@ The public API, for notebooks, pipelines and CI::
     from tracescore.score import evaluate_dataset, Faithfulness, OfflineJudge
     result = evaluate_dataset(records_or_dataframe, [Faithfulness()], OfflineJudge())
 
-The value objects (`RagRecord`, `MetricResult`, ...) live in `tracescore.model` and are re-exported here.
-Everything else is imported on first use: importing `tracescore.score` for a value object must not pay for
-the judges' HTTP clients.
+The value objects (`RagRecord`, `MetricResult`, ...) and the label rule (`is_flagged`) are imported from
+`tracescore.model` (from here they still import, with a DeprecationWarning). Everything here is imported on
+first use: importing `tracescore.score` must not pay for the judges' HTTP clients.
 """
 
 from __future__ import annotations
 
 from tracescore._lazy import lazy_exports
-from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
 
 # Public name -> the private module that defines it.
 _LAZY = {
@@ -28,7 +27,6 @@ _LAZY = {
     "BatchSummary": "tracescore.score._summary",
     "assert_scores": "tracescore.score._assertions",
     "ScoreAssertionError": "tracescore.score._assertions",
-    "is_flagged": "tracescore.score._labels",
     # building metrics and judges from names (the command line, config files, plugins)
     "DEFAULT_METRICS": "tracescore.score._factory",
     "make_judge": "tracescore.score._factory",
@@ -38,13 +36,13 @@ _LAZY = {
     "MetricLoadError": "tracescore.score._registry",
     "builtin_metrics": "tracescore.score._registry",
     "load_metric_config": "tracescore.score._registry",
+    "metric_names": "tracescore.score._registry",
     "resolve_metrics": "tracescore.score._registry",
     # the HTML report of a scored file (`tracescore score --report`, `tracescore report`)
     "render_report": "tracescore.score._report",
     # metrics
     "Metric": "tracescore.score.metrics._protocol",
     "Faithfulness": "tracescore.score.metrics._faithfulness",
-    "Verdict": "tracescore.score.metrics._faithfulness",
     "faithfulness_label": "tracescore.score.metrics._faithfulness",
     "AnswerRelevancy": "tracescore.score.metrics._answer_relevancy",
     "ContextRelevance": "tracescore.score.metrics._context_relevance",
@@ -73,5 +71,10 @@ _LAZY = {
     "OpenAIEmbedderSettings": "tracescore.score.judges._embeddings",
 }
 
-__all__ = ["MetricResult", "MetricStatus", "RagRecord", "Usage", *_LAZY]
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)
+# Names whose home is the shared model; importable from here with a DeprecationWarning.
+_MOVED = dict.fromkeys(
+    ("MetricResult", "MetricStatus", "RagRecord", "Usage", "Verdict", "is_flagged"), "tracescore.model"
+)
+
+__all__ = [*_LAZY]
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__, _MOVED)

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
+from tracescore._config import one_line
 from tracescore.model import MetricResult, RagRecord
 from tracescore.score.judges._embeddings import embedder_from_env
 from tracescore.score.judges._protocol import Judge
@@ -45,6 +46,7 @@ __all__ = [
     "builtin_metrics",
     "load_dotted",
     "load_metric_config",
+    "metric_names",
     "resolve_metrics",
 ]
 
@@ -76,6 +78,12 @@ class MetricLoadError(ValueError):
 def builtin_metrics() -> dict[str, Callable[[], Metric]]:
     """Built-in name -> factory (a copy: BUILTIN_METRICS is the table to extend)."""
     return dict(BUILTIN_METRICS)
+
+
+def metric_names() -> list[str]:
+    """Every metric name this installation knows without a config file: the built-ins and the installed
+    plugins. What config files (sampling rates, alert rules) are checked against."""
+    return sorted({*BUILTIN_METRICS, *_entry_points()})
 
 
 # -- loading objects -------------------------------------------------------------------------------------
@@ -225,7 +233,7 @@ def load_metric_config(path: Path | str) -> MetricConfig:
         try:
             entry = _Entry.model_validate(table)
         except ValidationError as exc:
-            raise MetricLoadError(f"{where}: {_one_line(exc)}") from None
+            raise MetricLoadError(f"{where}: {one_line(exc, _Entry)}") from None
         if entry.name in metrics:
             raise MetricLoadError(f"{where}: the name is declared twice")
         if entry.name in builtins:
@@ -253,11 +261,6 @@ def _build(entry: _Entry, where: str) -> Metric:
     except MetricLoadError as exc:
         raise MetricLoadError(f"{where}: {exc}") from exc.__cause__
     return metric if metric.name == entry.name else _Renamed(entry.name, metric)
-
-
-def _one_line(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False, include_context=False)
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'table'}: {e['msg']}" for e in errors[:3])
 
 
 class _Renamed:

@@ -24,8 +24,7 @@ from typing import Any
 
 import jinja2
 
-from tracescore.model import RagRecord
-from tracescore.score._labels import UNLABELLED_THRESHOLD, is_flagged, label_is_bad
+from tracescore.model import UNLABELLED_THRESHOLD, RagRecord, is_flagged, label_is_bad
 from tracescore.score._report_views import (
     RANK_METRIC,
     VERDICT_SEVERITY,

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracescore.model import RagRecord
-from tracescore.score._labels import is_flagged
+from tracescore.model import RagRecord, is_flagged
 
 __all__ = ["VERDICT_SEVERITY", "Kept", "css", "histogram", "kept", "record_view", "snippet"]
 

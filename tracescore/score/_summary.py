@@ -6,8 +6,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tracescore.model import MetricResult, Usage
-from tracescore.score._labels import UNLABELLED_THRESHOLD, is_flagged
+from tracescore.model import UNLABELLED_THRESHOLD, MetricResult, Usage, is_flagged
 
 __all__ = ["FLAGGED_METRIC", "BatchSummary", "parse_fail_under", "parse_max_flagged"]
 

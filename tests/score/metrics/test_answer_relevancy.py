@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 from pydantic import BaseModel
 
-from tracescore.score import MetricStatus, RagRecord, Usage
+from tracescore.model import MetricStatus, RagRecord, Usage
 from tracescore.score.judges import JudgeError, Judgement, JudgeTask, OpenAIEmbedder, OpenAIEmbedderSettings
 from tracescore.score.judges._embeddings import Embedder
 from tracescore.score.metrics import AnswerRelevancy

@@ -11,8 +11,7 @@ from collections.abc import Callable, Sequence
 import pytest
 from pydantic import BaseModel
 
-from tracescore.model import Verdict
-from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage, Verdict
 from tracescore.score.judges import JudgeError, Judgement, JudgeTask, OpenAIJudge
 from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.metrics import (

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 from pydantic import BaseModel
 
-from tracescore.score import MetricStatus, RagRecord, Usage
+from tracescore.model import MetricStatus, RagRecord, Usage
 from tracescore.score.judges import JudgeError, Judgement, JudgeTask
 from tracescore.score.metrics import ContextRelevance
 from tracescore.score.metrics._context_relevance import (

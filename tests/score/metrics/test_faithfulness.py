@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import pytest
 from pydantic import BaseModel
 
-from tracescore.score import MetricStatus, RagRecord, Usage
+from tracescore.model import MetricStatus, RagRecord, Usage, Verdict
 from tracescore.score.judges import JudgeError, Judgement, JudgeTask
-from tracescore.score.metrics import Faithfulness, Verdict
+from tracescore.score.metrics import Faithfulness
 from tracescore.score.metrics._analysis import AnswerAnalysis, SentenceClaims
 from tracescore.score.metrics._faithfulness import ClaimVerdict, VerdictsInput, VerdictsOutput
 
@@ -169,7 +169,8 @@ async def test_one_instance_serves_concurrent_records() -> None:
 
 
 async def test_claims_per_answer_are_capped_and_the_cap_is_recorded() -> None:
-    from tracescore.score import OfflineJudge, RagRecord
+    from tracescore.model import RagRecord
+    from tracescore.score import OfflineJudge
     from tracescore.score.metrics import Faithfulness
 
     answer = " ".join(f"Unit {i} has a {i + 3} hour battery." for i in range(30))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracescore.score import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
 from tracescore.score.judges import Judgement, JudgeTask, OfflineJudge
 from tracescore.score.metrics import Metric, Quality, evaluate_record, letter_grade
 

@@ -1,5 +1,6 @@
 """Metrics: a pydantic task for the judge plus a pure scoring function. Stateless and async."""
 
+from tracescore._lazy import moved_names
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
 from tracescore.score.metrics._custom import (
@@ -9,7 +10,7 @@ from tracescore.score.metrics._custom import (
     VerdictMetric,
     python_metric,
 )
-from tracescore.score.metrics._faithfulness import Faithfulness, Verdict
+from tracescore.score.metrics._faithfulness import Faithfulness
 from tracescore.score.metrics._protocol import Metric, evaluate_record
 from tracescore.score.metrics._protocol import evaluate as evaluate  # the former name of evaluate_record
 from tracescore.score.metrics._quality import Quality, letter_grade
@@ -36,7 +37,6 @@ __all__ = [
     "ToolErrors",
     "UngroundedAnswer",
     "UnusedToolResults",
-    "Verdict",
     "VerdictMetric",
     "evaluate_record",
     "goal_completion",
@@ -44,3 +44,5 @@ __all__ = [
     "python_metric",
     "tool_selection",
 ]
+
+__getattr__ = moved_names(__name__, {"Verdict": "tracescore.model"})

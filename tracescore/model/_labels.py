@@ -1,4 +1,5 @@
-"""One reading of "is this answer flagged?" for records, the report, the CI gate and the demo.
+"""The label rule: one reading of "is this answer flagged?" for records, the report, the CI gate, the demo,
+the consumer's learning and the alerts' estimates (every stage reads it from here).
 
 A metric's result carries its own label (Faithfulness: `faithfulness_label`, README "What 'hallucinated'
 means"); everything downstream reads that label rather than re-deriving it from the score, so a strict
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescore.model import MetricResult
+from tracescore.model._results import MetricResult
 
 __all__ = ["BAD_LABELS", "GOOD_LABELS", "UNLABELLED_THRESHOLD", "is_flagged", "label_is_bad"]
 

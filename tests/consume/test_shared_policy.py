@@ -3,10 +3,9 @@ lift, read by the label rule the records use."""
 
 from __future__ import annotations
 
-from tracescore.consume._cascade import LockedPolicy
-from tracescore.model import DecodedSpan, Interaction
+from tracescore.consume._shared_policy import SharedPolicy
+from tracescore.model import DecodedSpan, Interaction, MetricResult, MetricStatus, RagRecord
 from tracescore.sample import CascadePolicy, SamplingConfig, Selection
-from tracescore.score import MetricResult, MetricStatus, RagRecord
 
 SUSPICIOUS = MetricResult(
     metric="faithfulness",
@@ -21,7 +20,7 @@ def llm(label: str | None, score: float | None, status: MetricStatus = MetricSta
 
 
 def test_verdicts_reach_the_lift_by_the_records_label_rule() -> None:
-    policy = LockedPolicy(CascadePolicy(SamplingConfig(cascade={"baseline_rate": 1.0})))
+    policy = SharedPolicy(CascadePolicy(SamplingConfig(cascade={"baseline_rate": 1.0})))
     span = DecodedSpan(
         trace_id="c" * 32, span_id="d" * 16, name="answer", service_name="rag-api", scope_name="x",
         attributes={}, end_time_unix_nano=1,

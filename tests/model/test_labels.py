@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracescore.score import MetricResult, is_flagged
+from tracescore.model import MetricResult, is_flagged
 
 
 def _result(score: float | None, label: str | None) -> MetricResult:

@@ -1,24 +1,19 @@
 """How the service scores one admitted interaction: the offline judge always, an LLM judge where the sampling
-policy sends it (the suspicion-first cascade), or the one configured judge alone.
-
-The policy is shared by the Kafka thread (admit) and the scoring loop (escalate, charge): `LockedPolicy`
-serialises the calls, which are cheap, so neither thread sees it half-updated.
-"""
+policy sends it (the suspicion-first cascade, sample/_policy.py), or the one configured judge alone."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore.model import Interaction
-from tracescore.sample import CascadePolicy, Decision, Escalation, LiftReading, SamplingPolicy, Selection
-from tracescore.score import MetricResult, MetricStatus, is_flagged
+from tracescore.consume._shared_policy import SharedPolicy
+from tracescore.model import Interaction, MetricResult
+from tracescore.sample import Selection
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate_record
 
-__all__ = ["LockedPolicy", "Scored", "Scorer"]
+__all__ = ["Scored", "Scorer"]
 
 
 @dataclass(frozen=True)
@@ -50,75 +45,6 @@ class Scored:
         }
 
 
-class LockedPolicy:
-    def __init__(self, policy: SamplingPolicy) -> None:
-        self.policy = policy
-        self._lock = threading.Lock()
-
-    def admit(self, interaction: Interaction) -> Decision:
-        with self._lock:
-            return self.policy.admit(interaction)
-
-    def escalate(self, interaction: Interaction, offline: Sequence[MetricResult]) -> Escalation:
-        with self._lock:
-            return self.policy.escalate(interaction, offline)
-
-    def charge(self, tokens: int, reserved: int) -> None:
-        with self._lock:
-            self.policy.charge(tokens, reserved=reserved)
-
-    def learn(
-        self, interaction: Interaction, offline: Sequence[MetricResult], llm: Sequence[MetricResult]
-    ) -> bool:
-        """Hand the LLM judge's verdict on a baseline interaction to the policy as a label for its suspicion
-        score. A failed or missing LLM result is no label. Returns whether one was learned."""
-        failed = self._failed(llm)
-        if failed is None or not isinstance(self.policy, CascadePolicy):
-            return False
-        with self._lock:
-            return self.policy.learn(interaction, offline, failed)
-
-    def judged(
-        self, interaction: Interaction, escalation: Escalation, llm: Sequence[MetricResult]
-    ) -> LiftReading | None:
-        """Hand the LLM judge's verdict on any escalated interaction to the policy: evidence of the cascade's
-        lift. Returns the route's lift and split after it (None: no verdict, or nothing to measure)."""
-        failed = self._failed(llm)
-        if failed is None or not isinstance(self.policy, CascadePolicy):
-            return None
-        with self._lock:
-            return self.policy.judged(interaction, escalation, failed)
-
-    def lift_readings(self) -> list[LiftReading]:
-        if not isinstance(self.policy, CascadePolicy):
-            return []
-        with self._lock:
-            return self.policy.lift_readings()
-
-    def _failed(self, llm: Sequence[MetricResult]) -> bool | None:
-        """Whether the LLM judge failed the answer on the cascade's metric, by the label rule the records use
-        (score/_labels.py); None when there is no verdict (an error, a timeout, a policy of the caller's own
-        with no cascade metric)."""
-        if not isinstance(self.policy, CascadePolicy):
-            return None
-        metric = self.policy.config.cascade.metric
-        verdict = next((r for r in llm if r.metric == metric and r.status is MetricStatus.OK), None)
-        if verdict is None or verdict.score is None:
-            return None
-        return is_flagged(verdict)
-
-    def save(self) -> None:
-        if isinstance(self.policy, CascadePolicy):
-            with self._lock:
-                self.policy.save()
-
-    def observe_offline(self, seconds: float) -> None:
-        observe = getattr(self.policy, "observe_offline", None)
-        if observe is not None:
-            with self._lock:
-                observe(seconds)
-
-
 class Scorer:
     """Stateless per call: one instance serves every interaction concurrently."""
 
@@ -128,7 +54,7 @@ class Scorer:
         metrics: Sequence[Metric],
         *,
         llm_judge: Judge | None = None,
-        policy: LockedPolicy | None = None,
+        policy: SharedPolicy | None = None,
     ) -> None:
         self.judge = judge
         self.metrics = tuple(metrics)

@@ -1,0 +1,118 @@
+"""The import contracts at run time: importing a stage in a fresh interpreter loads only what the contracts in
+pyproject.toml let it import. import-linter checks the import statements; this checks what `import
+tracescore.score` (a notebook, a CI gate) really loads, parent packages and module-level side effects
+included, which no static graph sees.
+
+`make lint` runs this file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Libraries a stage must not load when imported, beyond what the contracts say about tracescore's own
+# stages, each with why.
+LIBRARIES_NOT_LOADED = {
+    # Kafka is the SDK's and the services' transport; the stages without Kafka never need its client.
+    "tracescore.model": {"kafka"},
+    "tracescore.extract": {"kafka"},
+    "tracescore.sample": {"kafka"},
+    # ... and score's judges load their HTTP clients on first use (tracescore/score/__init__.py).
+    "tracescore.score": {"kafka", "openai", "httpx"},
+}
+
+
+def contracts() -> list[dict[str, object]]:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    found: list[dict[str, object]] = config["tool"]["importlinter"]["contracts"]
+    return found
+
+
+def forbidden_at_run_time(contract_list: list[dict[str, object]]) -> dict[str, set[str]]:
+    """Stage -> the tracescore packages importing it must not load: a forbidden contract's modules, and in a
+    layers contract every layer above the stage's own and its independent siblings (`a | b`)."""
+    rules: dict[str, set[str]] = {}
+    for contract in contract_list:
+        if contract["type"] == "forbidden":
+            for source in contract["source_modules"]:  # type: ignore[attr-defined]
+                rules.setdefault(source, set()).update(contract["forbidden_modules"])  # type: ignore[arg-type]
+        elif contract["type"] == "layers":
+            layers = [[m.strip() for m in layer.split("|")] for layer in contract["layers"]]  # type: ignore[attr-defined]
+            for index, layer in enumerate(layers):
+                above = {m for higher in layers[:index] for m in higher}
+                for module in layer:
+                    siblings = {m for m in layer if m != module}
+                    rules.setdefault(module, set()).update(above | siblings)
+    for stage, libraries in LIBRARIES_NOT_LOADED.items():
+        rules.setdefault(stage, set()).update(libraries)
+    return rules
+
+
+def breaches(stage: str, loaded: list[str], forbidden: set[str]) -> list[str]:
+    return sorted(m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden))
+
+
+RULES = forbidden_at_run_time(contracts())
+
+
+@pytest.fixture(scope="module")
+def loaded() -> Iterator[dict[str, list[str]]]:
+    """Stage -> every module in sys.modules after `import <stage>` in a fresh interpreter (started together:
+    importing is most of each one's time)."""
+    program = (
+        "import importlib, json, sys; importlib.import_module(sys.argv[1]); print(json.dumps([*sys.modules]))"
+    )
+    running = {
+        stage: subprocess.Popen(
+            [sys.executable, "-c", program, stage], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for stage in RULES
+    }
+    try:
+        done = {}
+        for stage, process in running.items():
+            stdout, stderr = process.communicate(timeout=120)
+            assert process.returncode == 0, f"import {stage} failed:\n{stderr}"
+            done[stage] = json.loads(stdout.strip().splitlines()[-1])
+        yield done
+    finally:
+        for process in running.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+@pytest.mark.parametrize("stage", sorted(RULES))
+def test_importing_a_stage_loads_only_what_the_contracts_allow(
+    loaded: dict[str, list[str]], stage: str
+) -> None:
+    found = breaches(stage, loaded[stage], RULES[stage])
+    assert not found, f"import {stage} loaded modules its contracts forbid: {found}"
+
+
+def test_every_stage_of_the_contracts_is_checked() -> None:
+    stages = {p.name for p in (REPO / "tracescore").iterdir() if (p / "__init__.py").exists()}
+    checked = {stage.split(".")[1] for stage in RULES if stage.count(".") == 1}
+    assert stages - {"testing"} <= checked | {"cli"}, "a stage without a contract is not checked"
+
+
+def test_the_rules_read_the_contracts() -> None:
+    rules = forbidden_at_run_time(
+        [
+            {"type": "layers", "layers": ["app.top", "app.a | app.b", "app.base"]},
+            {"type": "forbidden", "source_modules": ["app.base"], "forbidden_modules": ["app.sdk"]},
+        ]
+    )
+    assert rules["app.a"] == {"app.top", "app.b"}, "the layers above and the independent sibling"
+    assert rules["app.base"] == {"app.top", "app.a", "app.b", "app.sdk"}
+    assert rules["app.top"] == set()
+    assert breaches("app.a", ["app.b._x", "app.base", "app.bx"], rules["app.a"]) == ["app.b._x"]
