@@ -55,6 +55,23 @@ async def test_grounded_claim_is_supported_with_verbatim_evidence() -> None:
     assert result.reason
 
 
+async def test_the_quoted_evidence_leaves_out_neighbours_that_only_name_the_subject() -> None:
+    context = (
+        "The Aurora X2 weighs 1.2 kg. The Aurora X2 battery lasts 14 hours on a single charge. "
+        "Aurora support is available Monday to Friday."
+    )
+    for claim in ("The Aurora X2 weighs 1.2 kg.", "The Aurora X2 weighs 3 kg."):
+        [result] = await verdicts("How much does the Aurora X2 weigh?", context, claim)
+        assert result.evidence == "The Aurora X2 weighs 1.2 kg."
+    # A neighbour stating a part of the claim the best sentence does not is quoted with it.
+    [result] = await verdicts(
+        "Who founded Acme?",
+        "Jane Doe was born in 1950. She founded Acme in Denver.",
+        "Jane Doe founded Acme.",
+    )
+    assert result.evidence == "Jane Doe was born in 1950. … She founded Acme in Denver."
+
+
 async def test_fragment_answer_is_judged_with_the_question() -> None:
     assert await verdict("Where is Acme Corp headquartered?", ACME, "Denver") is Verdict.FULLY_SUPPORTED
 

@@ -301,10 +301,21 @@ _CHECKS_OF_NEW_WORDS: tuple[Check, ...] = (misattached_name, bare_answer_not_a_p
 
 
 def quoted_evidence(case: Case) -> str:
-    """The aligned sentences, the best first; nothing for a claim the judge could not align."""
+    """The aligned sentences, the best first; nothing for a claim the judge could not align. A sentence that
+    states none of the claim's words the ones before it did not (a neighbour naming only the subject) is
+    left out of the quote: what a reader checks the claim against, not everything the judge looked at."""
     if not _aligned(case):
         return ""
-    return " … ".join(s.text for s in case.evidence.sentences)
+    claim_keys = {t.key for t in case.claim.toks}
+    quoted: list[str] = []
+    stated: set[str] = set()
+    for sentence in case.evidence.sentences:
+        states = sentence.keys & claim_keys
+        if quoted and states <= stated:
+            continue
+        quoted.append(sentence.text)
+        stated |= states
+    return " … ".join(quoted)
 
 
 def judge_claim(text: str, context: Context, tuning: OfflineTuning) -> tuple[Outcome, Case]:
