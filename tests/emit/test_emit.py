@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from tracescore.model import (
     RagRecord,
     Trace,
     Usage,
+    read_evaluation_record,
 )
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -155,6 +157,13 @@ def test_evaluation_record_json() -> None:
     assert datetime.fromisoformat(body["timestamp"]) == now
     assert body["details"] == {"claims": 2}
     assert body["usage"]["prompt_tokens"] == 100
+
+
+def test_the_record_names_the_conversation_and_the_user_of_the_turn() -> None:
+    turn = dataclasses.replace(scored_span(), session_id="s-1", user_id="u-7")
+    record = read_evaluation_record(evaluation_record(turn, OK_RESULT, None).to_kafka()[1])
+    assert (record.session_id, record.user_id) == ("s-1", "u-7")
+    assert evaluation_record(scored_span(), OK_RESULT, None).user_id is None
 
 
 def test_evaluation_record_of_an_error_and_default_timestamp() -> None:

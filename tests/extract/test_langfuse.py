@@ -233,7 +233,8 @@ def test_a_chat_function_taking_the_conversation_asks_its_last_user_message() ->
 
 
 def test_v3_trace_io_and_langfuse_session_id_are_read_where_the_observation_has_none() -> None:
-    """v3's `update_current_trace(input=..., output=..., session_id=...)` from a span below the function."""
+    """v3's `update_current_trace(input=..., output=..., session_id=..., user_id=...)` from a span below the
+    function, and Langfuse's own `langfuse.session.id` / `langfuse.user.id`."""
     root = _observation("rag", "span")
     step = _observation(
         "step",
@@ -244,12 +245,13 @@ def test_v3_trace_io_and_langfuse_session_id_are_read_where_the_observation_has_
             "langfuse.trace.input": QUESTION,
             "langfuse.trace.output": ANSWER,
             "langfuse.session.id": "c-9",
+            "langfuse.user.id": "u-9",
         },
     )
     retriever = _observation("retrieve", "retriever", parent=step.span_id, start=2, output=[DOC])
     [rag] = extract(trace(root, step, retriever)).interactions
     assert rag.span is root and (rag.record.query, rag.record.answer) == (QUESTION, ANSWER)
-    assert rag.session_id == "c-9"
+    assert rag.session_id == "c-9" and rag.user_id == "u-9"
 
 
 def test_a_judge_or_guardrail_generation_is_never_the_question_or_the_answer() -> None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from recorded import Recording, recordings
 from test_agents import ANSWER, DOC, DOC2, KIND, QUESTION, _agent, _oi_llm
 from trace_builder import span, trace
 
 from tracescore import semconv
+from tracescore.consume import decode_message
 from tracescore.emit import evaluation_record
 from tracescore.extract import extract
-from tracescore.model import MetricResult
+from tracescore.model import MetricResult, Trace
 
 
 def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() -> None:
-    request = span("POST /chat", {semconv.SESSION_ID: "s-42"})
+    request = span("POST /chat", {semconv.SESSION_ID: "s-42", semconv.USER_ID: "u-7"})
     agent, tool = _agent(lambda p: span("search", {KIND: "TOOL", "output.value": DOC2}, parent=p, start=1))
     agent = span(
         agent.name,
@@ -26,6 +29,7 @@ def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() ->
     )
     [rag] = extract(trace(request, agent, tool)).interactions
     assert rag.session_id == "s-42" and rag.record.contexts == (DOC2,)
+    assert rag.user_id == "u-7", "the user the request span names"
     genai = span("invoke_agent a", {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "c-7"})
     chat = span(
         "chat m",
@@ -40,7 +44,7 @@ def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() ->
     # The tool ran before the chat that wrote the answer (one started after it would carry no evidence).
     tool2 = span("execute_tool s", {"gen_ai.tool.call.result": DOC}, parent=genai.span_id, start=1)
     [rag2] = extract(trace(genai, chat, tool2)).interactions
-    assert rag2.session_id == "c-7"
+    assert rag2.session_id == "c-7" and rag2.user_id is None
 
 
 def test_the_record_lists_where_each_judged_document_came_from() -> None:
@@ -97,3 +101,33 @@ def test_a_second_turn_is_judged_against_its_own_documents_never_the_first_answe
     assert rag.record.query == "And how long does it take to charge?"
     assert rag.record.contexts == (DOC2,) and ANSWER not in rag.record.contexts
     assert rag.session_id == "s-1"
+
+
+# The apps recorded in fixtures/ tag their turns with a user: the Langfuse SDKs (`propagate_attributes` /
+# `update_current_trace(user_id=...)`, Python and JS) write `user.id`, the Vercel AI SDK app passes
+# `experimental_telemetry.metadata.userId` (fixtures/scenarios/langfuse_sdk.py, vercel_ai/app.mjs).
+TAGGED = [
+    r
+    for r in recordings()
+    if r.expected[0] == "interaction"
+    and (r.scenario.startswith("session_") or r.source in ("langfuse_js", "vercel_ai"))
+]
+
+
+def _tagged_user(recording: Recording) -> str:
+    if recording.scenario.startswith("session_"):  # session_s1_turn2: user-s1
+        return "user-" + recording.scenario.split("_")[1]
+    return "user-42"
+
+
+def test_every_user_tagging_library_is_recorded() -> None:
+    assert {r.source for r in TAGGED} == {"langfuse", "langfuse_v3", "langfuse_js", "vercel_ai"}
+
+
+@pytest.mark.parametrize("recording", TAGGED, ids=lambda r: r.id)
+def test_a_recorded_turn_keeps_the_user_who_asked_on_its_record(recording: Recording) -> None:
+    spans = decode_message(recording.payload)
+    [rag] = extract(Trace(recording.trace_id, tuple(spans))).interactions
+    assert rag.user_id == _tagged_user(recording)
+    result = MetricResult(metric="faithfulness", score=1.0, judge="offline")
+    assert evaluation_record(rag, result, None).user_id == rag.user_id

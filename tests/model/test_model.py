@@ -59,6 +59,18 @@ def test_an_old_record_without_annotator_kind_reads_it_from_the_judge() -> None:
     assert EvaluationRecord.model_validate({**row, "judge": "openai:gpt-4o-mini"}).annotator_kind == "LLM"
 
 
+def test_an_old_record_without_user_id_reads_with_none() -> None:
+    """user_id was added without a new schema_version: records written before it still read."""
+    old = {
+        "schema_version": 1, "trace_id": "a" * 32, "span_id": "b" * 16, "service_name": "rag",
+        "route": "/ask", "metric": "faithfulness", "score": 1.0, "label": None, "status": "ok",
+        "judge": "offline", "timestamp": datetime.now(UTC).isoformat(), "session_id": "s-1",
+    }  # fmt: skip
+    record = read_evaluation_record(json.dumps(old).encode())
+    assert (record.session_id, record.user_id) == ("s-1", None)
+    assert read_evaluation_record(json.dumps({**old, "user_id": "u-7"}).encode()).user_id == "u-7"
+
+
 def test_an_unscored_result_has_no_score_and_says_why() -> None:
     failed = MetricResult.error("faithfulness", "timeout", judge="openai:m", usage=Usage(calls=1))
     assert (failed.score, failed.status, failed.reason) == (None, MetricStatus.ERROR, "timeout")

@@ -51,6 +51,7 @@ def evaluation_record(
         details=_with_sources(rag, result.details),
         usage=result.usage,
         session_id=rag.session_id,
+        user_id=rag.user_id,
     )
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "ToolCall",
     "as_contexts",
     "session_of",
+    "user_of",
 ]
 
 MAX_CONTEXTS = 64
@@ -205,12 +206,29 @@ def as_contexts(anchor: DecodedSpan, contexts: Contexts | Sequence[Context | str
 def session_of(trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()) -> str | None:
     """`session.id` / `gen_ai.conversation.id` of the interaction: on its span or an ancestor (a request
     span), else on a span it was read from (agents put it on their LLM calls)."""
+    return _in_lineage(trace, anchor, read_from, _SESSION_KEYS)
+
+
+def user_of(trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()) -> str | None:
+    """`user.id` of the interaction, found where `session_of` finds the session."""
+    return _in_lineage(trace, anchor, read_from, _USER_KEYS)
+
+
+_SESSION_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID)
+_USER_KEYS = (semconv.USER_ID,)
+
+
+def _in_lineage(
+    trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan], keys: tuple[str, ...]
+) -> str | None:
+    """The first text value of `keys` on the span, its ancestors, then the spans it was read from."""
     lineage = (
         (anchor,) if anchor.parent_span_id is None else itertools.chain((anchor,), trace.ancestors(anchor))
     )
     for span in itertools.chain(lineage, read_from) if read_from else lineage:
         attrs = span.attributes
-        value = attrs.get(semconv.SESSION_ID) or attrs.get(semconv.GEN_AI_CONVERSATION_ID)
-        if value and isinstance(value, str):
-            return value
+        for key in keys:
+            value = attrs.get(key)
+            if value and isinstance(value, str):
+                return value
     return None

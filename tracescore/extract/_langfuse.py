@@ -18,7 +18,8 @@ Without such an interaction each generation is one (a generation that asks for a
 answers after it), with the retrievals inside it or beside it. Observations inside an `evaluator`,
 `guardrail`, `tool`, `retriever` or `embedding` never give the question or the answer, nor are they an
 interaction of their own; `event` observations are not read. The session is `session.id` (v3's
-`update_current_trace` may put it on a span below the interaction) or `langfuse.session.id`.
+`update_current_trace` may put it on a span below the interaction) or `langfuse.session.id`; the user
+likewise `user.id` or `langfuse.user.id`.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ OUTPUT = "langfuse.observation.output"
 TRACE_INPUT = "langfuse.trace.input"
 TRACE_OUTPUT = "langfuse.trace.output"
 _SESSION_KEYS = (semconv.SESSION_ID, "langfuse.session.id")
+_USER_KEYS = (semconv.USER_ID, "langfuse.user.id")
 _ANSWERING = frozenset({"agent", "chain", "span"})
 _LLM_WORK = frozenset({"generation", "retriever", "tool", "agent", "chain"})
 # What happens inside these is theirs: a tool's or a judge's LLM call is not the app's answer.
@@ -160,10 +162,12 @@ class LangfuseRecognizer:
             llm_outputs=[(g, _generation_text(g)) for g in generations],
             looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
         )
-        if isinstance(found, Interaction) and found.session_id is None:
-            session = _session(trace, anchor, below)
-            if session is not None:
-                return dataclasses.replace(found, session_id=session)
+        if isinstance(found, Interaction) and (found.session_id is None or found.user_id is None):
+            spans = [anchor, *trace.ancestors(anchor), *(s for s, _, _ in below)]
+            session = found.session_id or _trace_attribute(spans, _SESSION_KEYS)
+            user = found.user_id or _trace_attribute(spans, _USER_KEYS)
+            if (session, user) != (found.session_id, found.user_id):
+                return dataclasses.replace(found, session_id=session, user_id=user)
         return found
 
 
@@ -365,11 +369,10 @@ def _add_tool_messages(contexts: Contexts, generations: list[DecodedSpan]) -> No
             return
 
 
-def _session(trace: Trace, anchor: DecodedSpan, below: _Below) -> str | None:
-    """The session of the turn where `session_of` did not find it: `langfuse.session.id`, or `session.id`
-    set with `update_current_trace` on a span below the interaction (v3)."""
-    spans = [anchor, *trace.ancestors(anchor), *(s for s, _, _ in below)]
-    for key in _SESSION_KEYS:
+def _trace_attribute(spans: Sequence[DecodedSpan], keys: tuple[str, ...]) -> str | None:
+    """A trace attribute (session, user) where the shared lineage rule did not find it: Langfuse's own key,
+    or the standard one set with `update_current_trace` on a span below the interaction (v3)."""
+    for key in keys:
         for span in spans:
             value = span.attributes.get(key)
             if isinstance(value, str) and value:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tracescore import semconv
-from tracescore.extract._context import Context, Contexts, as_contexts, session_of
+from tracescore.extract._context import Context, Contexts, as_contexts, session_of, user_of
 from tracescore.extract._read import is_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import drop_answer_carriers
@@ -55,6 +55,7 @@ def interaction(
     llm_outputs: Iterable[tuple[DecodedSpan, str | None]] = (),
     route: str | None = None,
     session_id: str | None = None,
+    user_id: str | None = None,
     tools: Sequence[DecodedSpan] = (),
     llms: Sequence[DecodedSpan] | None = None,
 ) -> Interaction | Skip:
@@ -67,9 +68,9 @@ def interaction(
     None and `question_missing` says why; the metrics that need the question say `not_applicable`. Tool
     results that merely carry the answer are dropped and noted (`_tools.drop_answer_carriers`);
     `llm_outputs` (each LLM call of the interaction with its text output) tell when the answer was written.
-    `route` and `session_id` are what the convention itself names (the AI SDK's functionId and metadata),
-    used where the spans carry no explicit one. `tools` are the interaction's tool spans: with its LLM calls
-    (`llms`, else those of `llm_outputs`) they make the record's `run` (`_run.agent_run`).
+    `route`, `session_id` and `user_id` are what the convention itself names (the AI SDK's functionId and
+    metadata), used where the spans carry no explicit one. `tools` are the interaction's tool spans: with its
+    LLM calls (`llms`, else those of `llm_outputs`) they make the record's `run` (`_run.agent_run`).
     """
 
     def missing(reason: str, part: str, what: str) -> Skip:
@@ -118,6 +119,7 @@ def interaction(
         context_sources=context_sources,
         context_notes=collected.notes,
         session_id=session_id or session_of(trace, anchor, sources),
+        user_id=user_id or user_of(trace, anchor, sources),
         question_missing=unasked,
     )
 

@@ -14,8 +14,9 @@ messages after the question; after them, the earlier turns' tool results in thos
 recorded none of these, its documents can only be inside the prompt text, which is not split into documents:
 the call is skipped as `no_retrieval`, saying so.
 
-The route is `ai.telemetry.functionId`, the session `ai.telemetry.metadata.sessionId`. The model calls carry
-a few `gen_ai.*` attributes; the GenAI recogniser runs later, so the interaction is scored once, here.
+The route is `ai.telemetry.functionId`, the session `ai.telemetry.metadata.sessionId`, the user
+`ai.telemetry.metadata.userId`. The model calls carry a few `gen_ai.*` attributes; the GenAI recogniser runs
+later, so the interaction is scored once, here.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ RERANK_RANKING = "ai.ranking"
 FUNCTION_ID = "ai.telemetry.functionId"
 _METADATA = "ai.telemetry.metadata."
 _SESSION_KEYS = ("sessionId", "session_id", "conversationId")
+_USER_ID_KEYS = ("userId", "user_id")
 _USER = ("user", "human")
 
 
@@ -127,7 +129,8 @@ class VercelAIRecognizer:
             llm_outputs=[(call, _answer(call)) for call in calls],
             looked_in=_LOOKED_IN,
             route=function_id if isinstance(function_id, str) else None,
-            session_id=_session(anchor),
+            session_id=_metadata(anchor, _SESSION_KEYS),
+            user_id=_metadata(anchor, _USER_ID_KEYS),
         )
 
     def _no_retrieval(self, trace: Trace, anchor: DecodedSpan) -> Skip:
@@ -180,8 +183,9 @@ def _answer(span: DecodedSpan) -> str | None:
     return text_of(value, ANSWER_KEYS) if value is not None else None
 
 
-def _session(anchor: DecodedSpan) -> str | None:
-    for key in _SESSION_KEYS:
+def _metadata(anchor: DecodedSpan, keys: tuple[str, ...]) -> str | None:
+    """The first text value of `keys` in the call's `experimental_telemetry.metadata`."""
+    for key in keys:
         value = anchor.attributes.get(_METADATA + key)
         if isinstance(value, str) and value:
             return value

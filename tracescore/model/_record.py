@@ -94,6 +94,10 @@ class EvaluationRecord(BaseModel):
         default=None,
         description="Conversation the turn belongs to (session.id / gen_ai.conversation.id).",
     )
+    user_id: str | None = Field(
+        default=None,
+        description="End user who asked (user.id; the Vercel AI SDK's metadata userId; Langfuse's user id).",
+    )
     revision: int = Field(
         default=0,
         ge=0,

@@ -162,7 +162,8 @@ class Interaction:
     explain what was read differently or left out (a tool result that is not document-like, program
     reprs dropped, tool results that carry the answer, documents past the limits); `run` is what an agent
     did (`record.run`: tool calls, LLM calls, steps; None without one); `session_id` is the
-    conversation the turn belongs to. `question_missing` says why `record.query` is None (the question was
+    conversation the turn belongs to, `user_id` the end user who asked (`user.id`, or what the convention
+    calls it; None when not recorded). `question_missing` says why `record.query` is None (the question was
     not recorded, or only as a program repr): faithfulness is judged without it, the metrics that need it
     say `not_applicable`.
     """
@@ -175,6 +176,7 @@ class Interaction:
     context_sources: tuple[ContextSource, ...] = ()
     context_notes: tuple[str, ...] = ()
     session_id: str | None = None
+    user_id: str | None = None
     question_missing: str | None = None
 
     @property
