@@ -20,6 +20,7 @@ import yaml
 from deploy_stack import REPO
 
 from tracescore.alert import load_alert_config
+from tracescore.conversations import load_conversations_config
 
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
@@ -43,9 +44,8 @@ def test_compose_file_follows_the_compose_spec(tools: tuple[Path, Path, Path]) -
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     schema = json.loads(tools[1].read_text())
     jsonschema.validate(compose, schema)
-    assert {"kafka", "otelcol-ingest", "otelcol-metrics", "tracescore-consume", "tracescore-alert"} <= set(
-        compose["services"]
-    )
+    services = {"kafka", "otelcol-ingest", "otelcol-metrics", "tracescore-consume", "tracescore-alert"}
+    assert services | {"tracescore-conversations"} <= set(compose["services"])
     assert {"prometheus", "alertmanager", "grafana", "kafka-exporter"} <= set(compose["services"])
 
 
@@ -105,6 +105,17 @@ def test_shipped_alert_configs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert load_alert_config(path).health_file == Path("/tmp/tracescore-alert.alive")
 
 
+def test_shipped_conversations_configs_load(tmp_path: Path) -> None:
+    config = load_conversations_config(DEPLOY / "conversations" / "conversations.yaml")
+    assert (config.bootstrap_servers, config.quiet_seconds) == ("kafka:9092", 900.0)
+    (configmap,) = [
+        d for d in _k8s_documents() if d["kind"] == "ConfigMap" and "conversations.yaml" in d["data"]
+    ]
+    path = tmp_path / "conversations.yaml"
+    path.write_text(configmap["data"]["conversations.yaml"])
+    assert load_conversations_config(path).health_file == Path("/tmp/tracescore-conversations.alive")
+
+
 def test_kubernetes_manifests_pass_kubeconform_with_the_keda_schema(
     tools: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
@@ -159,18 +170,21 @@ def test_kubeconform_rejects_a_broken_scaled_object(tools: tuple[Path, Path, Pat
 
 def test_deployments_reference_secrets_and_request_resources() -> None:
     deployments = {d["metadata"]["name"]: d for d in _k8s_documents() if d["kind"] == "Deployment"}
-    assert set(deployments) == {"tracescore-consume", "tracescore-alert"}
+    assert set(deployments) == {"tracescore-consume", "tracescore-alert", "tracescore-conversations"}
     for name, deployment in deployments.items():
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         assert container["resources"]["requests"], name
+        if name == "tracescore-conversations":
+            continue  # it holds no secret (a Phoenix API key, when used, would come from the Secret too)
         refs = [
             e["valueFrom"]["secretKeyRef"]
             for e in container["env"]
             if "secretKeyRef" in e.get("valueFrom", {})
         ]
         assert refs, f"{name} takes its secrets from a Secret"
-    alert = deployments["tracescore-alert"]["spec"]["template"]["spec"]["containers"][0]
-    assert "livenessProbe" in alert and "readinessProbe" in alert
+    for service in ("tracescore-alert", "tracescore-conversations"):
+        container = deployments[service]["spec"]["template"]["spec"]["containers"][0]
+        assert "livenessProbe" in container and "readinessProbe" in container, service
     assert not any(d["kind"] == "Secret" for d in _k8s_documents()), "never ship a Secret's values"
 
 

@@ -84,7 +84,7 @@ def test_flags_beat_environment_beat_file_beat_defaults(
         (
             "[cascade]\nmin_probabilty = 0.4\n",
             "cascade.min_probabilty: unknown setting 'min_probabilty' (did you mean 'min_probability'? "
-            "valid: baseline_rate, enabled, escalate_errors, flag_verdicts, learning, metric,",
+            "valid: baseline_rate, enabled, escalate_errors, flag_verdicts, learning, lift, metric,",
         ),
         (
             "rates = [{ service = 'a', metric = 'faithfulness', rat = 0.5 }]\n",
