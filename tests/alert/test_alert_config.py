@@ -21,7 +21,7 @@ def write(tmp_path: Path, text: str) -> Path:
         (
             "metric: faithfulnes",
             "rules.0.metric: unknown metric 'faithfulnes' (did you mean 'faithfulness'? valid: "
-            "answer_relevancy, context_relevance, distinct_2, faithfulness, quality)",
+            "answer_relevancy, context_relevance, distinct_2, faithfulness, goal_completion, quality,",
         ),
         ("warning: 0.5\n    critical: 0.6", "critical (0.6) must be below warning (0.5)"),
         ("min_samples: 30\n    window_count: 20", "min_samples (30) exceeds window_count (20)"),
