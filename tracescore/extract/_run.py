@@ -67,6 +67,8 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
     LLM calls' steps and tokens, and the retrievals whose documents are in `contexts`. None when the
     interaction shows neither a tool nor an LLM call (a decorated function, a chain without model spans).
     Bounded: the first `MAX_RUN_TOOL_CALLS` calls are kept, the rest counted."""
+    if not tools and not llms and all(source.kind != "tool_message" for source in contexts.sources):
+        return None  # the unsampled path reads every interaction: a plain RAG span pays nothing here
     ordered = sorted(tools, key=lambda s: (s.start_time_unix_nano, s.span_id))
     read_as = _read_results(contexts)
     calls = [_tool_call(tool, read_as.get(tool.span_id)) for tool in ordered[:MAX_RUN_TOOL_CALLS]]
