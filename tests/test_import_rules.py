@@ -39,8 +39,9 @@ READS_INTERNALS = {
     "benchmarks/trace_assembly.py": {"tracescore.consume"},
     # swaps the kafka-python client the consumer builds (consume._clients) to measure client settings
     "benchmarks/kafka_consumer_levers.py": {"tracescore.consume"},
-    # `tracescore consume` is consume/_cli.py; the command line's tests live in tests/cli
-    "tests/cli/test_cli_consume.py": {"tracescore.consume"},
+    # `tracescore consume` is consume/_cli.py, with what the commands share (tracescore/_cli_common.py: the
+    # metrics resource); the command line's tests live in tests/cli
+    "tests/cli/test_cli_consume.py": {"tracescore.consume", "tracescore"},
     # the learning models fed through the consumer's lock (consume._shared_policy.SharedPolicy)
     "tests/sample/test_learning.py": {"tracescore.consume"},
 }

@@ -3,14 +3,18 @@ TRACESCORE_KAFKA__* security settings as the SDK and `tracescore consume`, flags
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Any
 
 import click
 
-from tracescore._cli_common import kafka_security_options, or_usage_error, service_connection
-from tracescore._kafka_config import KafkaConnection
+from tracescore._cli_common import (
+    connect_timeout_option,
+    kafka_security_options,
+    or_usage_error,
+    run_service,
+    service_connection,
+)
 
 __all__ = ["alert"]
 
@@ -35,15 +39,7 @@ __all__ = ["alert"]
     default=None,
     help="Stop after this many seconds without an evaluation record (demos, tests).",
 )
-@click.option(
-    "--connect-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    envvar="TRACESCORE_CONNECT_TIMEOUT_S",
-    show_envvar=True,
-    default=None,
-    help="Give up with an error if no broker answers within this time "
-    f"[default: {KafkaConnection.model_fields['connect_timeout_s'].default:g}].",
-)
+@connect_timeout_option
 @kafka_security_options
 def alert(
     config_path: Path | None,
@@ -58,7 +54,6 @@ def alert(
 
     Kafka security as for `tracescore consume` and the SDK: TRACESCORE_KAFKA__* (the password only from
     TRACESCORE_KAFKA__SASL_PASSWORD), the flags below on top."""
-    from tracescore._kafka import BrokerUnreachable
     from tracescore.alert import AlertConfigError, AlertService, load_alert_config, make_sink
 
     try:
@@ -70,19 +65,9 @@ def alert(
         )
     except AlertConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    from kafka.errors import KafkaError
-
     connection = service_connection(config, connect_timeout, security)
     sinks = [or_usage_error(make_sink, sink) for sink in config.sinks]
-    try:
-        service = AlertService(config, sinks, kafka=connection)
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: service.stop())
-        stats = service.run(idle_timeout_s=idle_timeout)
-    except BrokerUnreachable as exc:
-        raise click.ClickException(str(exc)) from exc
-    except KafkaError as exc:  # missing rights and the like: one line, not a traceback
-        raise click.ClickException(f"Kafka at {connection.bootstrap_servers}: {exc}") from exc
+    stats = run_service(lambda: AlertService(config, sinks, kafka=connection), connection, idle_timeout)
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
         f"records={stats.records} notifications={stats.notifications} "

@@ -3,15 +3,19 @@ alert`: TRACESCORE_KAFKA__* security settings, flags on top)."""
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Any
 
 import click
 
 from tracescore import __version__
-from tracescore._cli_common import kafka_security_options, service_connection
-from tracescore._kafka_config import KafkaConnection
+from tracescore._cli_common import (
+    connect_timeout_option,
+    kafka_security_options,
+    meter_provider,
+    run_service,
+    service_connection,
+)
 from tracescore.conversations._config import ConversationsConfig
 
 __all__ = ["conversations"]
@@ -66,15 +70,7 @@ def _default(name: str) -> str:
     help="Stop after this many seconds without a record once every open conversation is written (demos, "
     "tests).",
 )
-@click.option(
-    "--connect-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    envvar="TRACESCORE_CONNECT_TIMEOUT_S",
-    show_envvar=True,
-    default=None,
-    help="Give up with an error if no broker answers within this time "
-    f"[default: {KafkaConnection.model_fields['connect_timeout_s'].default:g}].",
-)
+@connect_timeout_option
 @kafka_security_options
 def conversations(
     config_path: Path | None,
@@ -94,10 +90,6 @@ def conversations(
 
     Kafka security as for `tracescore consume` and the SDK: TRACESCORE_KAFKA__* (the password only from
     TRACESCORE_KAFKA__SASL_PASSWORD), the flags below on top."""
-    from kafka.errors import KafkaError
-
-    from tracescore._kafka import BrokerUnreachable
-    from tracescore.consume._cli import _meter_provider
     from tracescore.conversations import (
         ConversationsConfigError,
         ConversationService,
@@ -120,19 +112,16 @@ def conversations(
     connection = service_connection(config, connect_timeout, security)
     endpoint = config.phoenix_endpoint
     phoenix = PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) if endpoint else None
-    meter_provider = _meter_provider(otlp_metrics_endpoint, "", None, service_name="tracescore-conversations")
-    metrics = ConversationMetrics(meter_provider.get_meter("tracescore.conversations", __version__))
+    provider = meter_provider(otlp_metrics_endpoint, service_name="tracescore-conversations")
+    metrics = ConversationMetrics(provider.get_meter("tracescore.conversations", __version__))
     try:
-        service = ConversationService(config, kafka=connection, phoenix=phoenix, metrics=metrics)
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: service.stop())
-        stats = service.run(idle_timeout_s=idle_timeout)
-    except BrokerUnreachable as exc:
-        raise click.ClickException(str(exc)) from exc
-    except KafkaError as exc:  # missing rights and the like: one line, not a traceback
-        raise click.ClickException(f"Kafka at {connection.bootstrap_servers}: {exc}") from exc
+        stats = run_service(
+            lambda: ConversationService(config, kafka=connection, phoenix=phoenix, metrics=metrics),
+            connection,
+            idle_timeout,
+        )
     finally:
-        meter_provider.shutdown()  # exports what was recorded since the last interval
+        provider.shutdown()  # exports what was recorded since the last interval
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
         f"turn_records={stats.turn_records} records={stats.records} (revisions {stats.revisions}) "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import uuid
 from collections.abc import Callable, Collection
 from pathlib import Path
 from types import UnionType
@@ -20,6 +19,7 @@ import click
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from tracescore import __version__
+from tracescore._cli_common import meter_provider
 from tracescore._config import problems
 from tracescore._kafka_config import PRODUCER_ONLY
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings
@@ -313,7 +313,7 @@ def consume(
         raise click.UsageError(f"{exc}{hint}") from exc
     for handler in logging.getLogger().handlers:
         handler.addFilter(RateLimitedLogs())
-    meter_provider = _meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
+    provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
     alerts = InProcessAlerts.for_threshold("faithfulness", alert_threshold, alert_window, alert_signal)
     consumer = EvaluationConsumer(
         settings,
@@ -322,7 +322,7 @@ def consume(
         policy=policy,
         llm_judge=llm_judge,
         on_evaluation=alerts.observe,
-        metrics_out=EvaluationMetrics(meter_provider.get_meter("tracescore.consumer", __version__)),
+        metrics_out=EvaluationMetrics(provider.get_meter("tracescore.consumer", __version__)),
         sinks=[PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else [],
     )
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -332,7 +332,7 @@ def consume(
     except (OutputNotAcknowledged, BrokerUnreachable) as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
-        meter_provider.shutdown()  # exports what was recorded since the last interval
+        provider.shutdown()  # exports what was recorded since the last interval
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     # Named only when it happens, as on the status line: most apps record their questions.
     unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""
@@ -356,51 +356,3 @@ def consume(
         click.echo(f"  assembly: {assembly}", err=True)
     if stats.truncated_outputs:
         click.echo(f"  {stats.truncated_outputs} records were cut to fit Kafka's message limit", err=True)
-
-
-def _meter_provider(
-    otlp_endpoint: str | None,
-    prometheus_host: str,
-    prometheus_port: int | None,
-    service_name: str = "tracescore-consumer",  # `tracescore conversations` reports as its own service
-) -> Any:
-    from opentelemetry.sdk.metrics import MeterProvider
-
-    readers: list[Any] = []
-    if prometheus_port is not None:
-        try:
-            from opentelemetry.exporter.prometheus import PrometheusMetricReader
-            from prometheus_client import start_http_server
-        except ImportError as exc:
-            raise click.UsageError(
-                "--prometheus-port needs opentelemetry-exporter-prometheus: "
-                "pip install 'tracescore[consumer]'"
-            ) from exc
-        try:
-            start_http_server(prometheus_port, addr=prometheus_host)
-        except OSError as exc:
-            raise click.UsageError(
-                f"cannot serve metrics on {prometheus_host}:{prometheus_port}: {exc}"
-            ) from exc
-        readers.append(PrometheusMetricReader())
-    if otlp_endpoint:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
-        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=otlp_endpoint)))
-    return MeterProvider(metric_readers=readers, resource=_consumer_resource(service_name))
-
-
-def _consumer_resource(service_name: str = "tracescore-consumer") -> Any:
-    """Who reports the metrics. Each process has its own service.instance.id, so the cumulative series of
-    the consumers in one group stay apart in an OTLP backend; OTEL_SERVICE_NAME and
-    OTEL_RESOURCE_ATTRIBUTES still win."""
-    from opentelemetry.sdk.resources import (
-        SERVICE_INSTANCE_ID,
-        SERVICE_NAME,
-        OTELResourceDetector,
-        Resource,
-    )
-
-    defaults = {SERVICE_NAME: service_name, SERVICE_INSTANCE_ID: str(uuid.uuid4())}
-    return Resource.create({**defaults, **OTELResourceDetector().detect().attributes})
