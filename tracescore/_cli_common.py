@@ -134,20 +134,21 @@ def service_connection(config: Any, connect_timeout: float | None, flags: dict[s
 
     from pydantic import ValidationError
 
+    from tracescore._config import problems
     from tracescore._kafka_config import kafka_settings_from_env
 
     given = {key.removeprefix("kafka_"): value for key, value in flags.items()}
     try:
         security = kafka_settings_from_env(**given).security()
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_url=False):
-            path = [str(part) for part in error["loc"]]
+        found = []
+        for loc, message in problems(exc):
+            path = [str(part) for part in loc]
             name = path[-1] if len(path) > 1 else ""
             where = f"--kafka-{name.replace('_', '-')}" if given.get(name) is not None else None
             where = where or "TRACESCORE_" + "__".join(p.upper() for p in path)
-            problems.append(f"invalid value for {where}: {error['msg'].removeprefix('Value error, ')}")
-        raise click.UsageError("; ".join(problems)) from None
+            found.append(f"invalid value for {where}: {message}")
+        raise click.UsageError("; ".join(found)) from None
     servers = config.bootstrap_servers
     if "bootstrap_servers" not in config.model_fields_set:
         servers = os.environ.get("TRACESCORE_BOOTSTRAP_SERVERS") or servers

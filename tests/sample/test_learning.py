@@ -167,6 +167,8 @@ def test_a_corrupt_or_older_state_file_means_the_cold_start(
         models = SuspicionModels(LearningConfig(state_path=path))
     assert models.labels == 0 and tuple(models.shared.weights) == coefficients(COLD_START)
     assert "starting from the shipped cold start" in caplog.text and why in caplog.text, caplog.text
+    # The unread state is kept beside it, not overwritten by the next save.
+    assert (tmp_path / "cascade.json.unread").read_text(encoding="utf-8") == text
 
 
 def test_an_unwritable_state_path_is_logged_not_raised(

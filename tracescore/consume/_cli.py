@@ -347,8 +347,8 @@ def consume(
         policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.not_admitted.items())) or "none"
         llm = ", ".join(f"{k}={v}" for k, v in sorted(stats.escalated.items())) or "none"
         click.echo(f"  sampling: not admitted {policy_line}; to the LLM judge {llm}", err=True)
-    if policy.lift_readings():
-        click.echo(f"  cascade lift: {describe_lift(policy.lift_readings())}", err=True)
+    if readings := policy.lift_readings():
+        click.echo(f"  cascade lift: {describe_lift(readings)}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
         click.echo(f"  not scored: {count} x {reason} from service {service!r}, scope {scope!r}", err=True)
     assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if "released" not in k)

@@ -107,7 +107,8 @@ def conversation_span(
     event_attrs = {k: v for k, v in attributes.items() if k.startswith("gen_ai.evaluation.")}
     links = [
         Link(SpanContext(int(t, 16), int(s, 16), is_remote=True), {"tracescore.link": "evaluated_turn"})
-        for t, s in list(zip(record.trace_ids, record.span_ids, strict=True))[-_MAX_LINKS:]
+        # Aligned when the service builds the record; one read from elsewhere links as far as both go.
+        for t, s in list(zip(record.trace_ids, record.span_ids, strict=False))[-_MAX_LINKS:]
     ]
     return ReadableSpan(
         name=f"evaluation {name}",

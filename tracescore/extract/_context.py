@@ -10,7 +10,7 @@ carries the answer is dropped then (`_tools.drop_answer_carriers`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tracescore import semconv
@@ -24,8 +24,7 @@ __all__ = [
     "Contexts",
     "ToolCall",
     "as_contexts",
-    "session_of",
-    "user_of",
+    "conversation_of",
 ]
 
 MAX_CONTEXTS = 64
@@ -203,32 +202,35 @@ def as_contexts(anchor: DecodedSpan, contexts: Contexts | Sequence[Context | str
     return collected
 
 
-def session_of(trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()) -> str | None:
-    """`session.id` / `gen_ai.conversation.id` of the interaction: on its span or an ancestor (a request
-    span), else on a span it was read from (agents put it on their LLM calls)."""
-    return _in_lineage(trace, anchor, read_from, _SESSION_KEYS)
-
-
-def user_of(trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()) -> str | None:
-    """`user.id` of the interaction, found where `session_of` finds the session."""
-    return _in_lineage(trace, anchor, read_from, _USER_KEYS)
+def conversation_of(
+    trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()
+) -> tuple[str | None, str | None]:
+    """(session, user) of the interaction, `session.id` / `gen_ai.conversation.id` and `user.id`: each the
+    first found on its span or an ancestor (a request span), else on a span it was read from (agents put them
+    on their LLM calls). One walk for both: every interaction on the unsampled path goes through here."""
+    lineage = (
+        (anchor,) if anchor.parent_span_id is None else itertools.chain((anchor,), trace.ancestors(anchor))
+    )
+    session: str | None = None
+    user: str | None = None
+    for span in itertools.chain(lineage, read_from) if read_from else lineage:
+        attrs = span.attributes
+        if session is None:
+            session = _text(attrs, _SESSION_KEYS)
+        if user is None:
+            user = _text(attrs, _USER_KEYS)
+        if session is not None and user is not None:
+            break
+    return session, user
 
 
 _SESSION_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID)
 _USER_KEYS = (semconv.USER_ID,)
 
 
-def _in_lineage(
-    trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan], keys: tuple[str, ...]
-) -> str | None:
-    """The first text value of `keys` on the span, its ancestors, then the spans it was read from."""
-    lineage = (
-        (anchor,) if anchor.parent_span_id is None else itertools.chain((anchor,), trace.ancestors(anchor))
-    )
-    for span in itertools.chain(lineage, read_from) if read_from else lineage:
-        attrs = span.attributes
-        for key in keys:
-            value = attrs.get(key)
-            if value and isinstance(value, str):
-                return value
+def _text(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = attrs.get(key)
+        if value and isinstance(value, str):
+            return value
     return None

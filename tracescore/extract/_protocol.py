@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from tracescore import semconv
-from tracescore.extract._context import Context, Contexts, as_contexts, session_of, user_of
+from tracescore.extract._context import Context, Contexts, as_contexts, conversation_of
 from tracescore.extract._read import is_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import drop_answer_carriers
@@ -87,15 +87,15 @@ def interaction(
             "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
         )
     collected = as_contexts(anchor, contexts)
+    if not collected.texts:  # dropping answer carriers only removes: no run is built for a skip
+        return _no_documents(missing, collected)
     llm_outputs = list(llm_outputs)
     # Before answer carriers are dropped: a final-answer tool is not evidence, but it was called.
     run = agent_run(tools, [llm for llm, _ in llm_outputs] if llms is None else llms, collected)
     drop_answer_carriers(collected, answer, llm_outputs)
     texts = collected.texts
     if not texts:
-        notes = "; ".join(collected.notes)
-        what = "no retrieved documents to check the answer against" + (f" ({notes})" if notes else "")
-        return missing("empty_context", "documents", what)
+        return _no_documents(missing, collected)
     context_sources = collected.sources
     sources = tuple(sources)
     unasked = None
@@ -104,6 +104,9 @@ def interaction(
         unasked = f"no question recorded{where}: faithfulness is judged without it"
     elif is_repr(question):
         unasked = f"the question is a program repr ({_clip(question or '')}): judged without it"
+    found_session, found_user = (
+        conversation_of(trace, anchor, sources) if session_id is None or user_id is None else (None, None)
+    )
     return Interaction(
         span=anchor,
         record=RagRecord(
@@ -118,10 +121,16 @@ def interaction(
         span_ids=frozenset([anchor.span_id, *[s.span_id for s in sources], *[c[0] for c in context_sources]]),
         context_sources=context_sources,
         context_notes=collected.notes,
-        session_id=session_id or session_of(trace, anchor, sources),
-        user_id=user_id or user_of(trace, anchor, sources),
+        session_id=session_id or found_session,
+        user_id=user_id or found_user,
         question_missing=unasked,
     )
+
+
+def _no_documents(missing: Callable[[str, str, str], Skip], collected: Contexts) -> Skip:
+    notes = "; ".join(collected.notes)
+    what = "no retrieved documents to check the answer against" + (f" ({notes})" if notes else "")
+    return missing("empty_context", "documents", what)
 
 
 def _clip(text: str, limit: int = 80) -> str:

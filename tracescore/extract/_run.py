@@ -79,7 +79,9 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
     messages = _tool_messages(contexts)
     if not tools:
         calls = [_message_call(call, text) for call, text in messages[:MAX_RUN_TOOL_CALLS]]
-        total, failed = len(messages), sum(not c.ok for c in calls)
+        failed = sum(not c.ok for c in calls)
+        failed += sum(_error_result(text) is not None for _, text in messages[len(calls) :])  # past the cap
+        total = len(messages)
     elif len(messages) == total and all(c.result is None for c in calls):
         # Tool spans that name the call only (autogen-core): the results are the messages the model was
         # given, one per call, in the same order.

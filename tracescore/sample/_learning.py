@@ -106,10 +106,18 @@ class SuspicionModels:
             shared = _parse(state["shared"], self.cold_start)
             routes = {str(r): _parse(m, self.cold_start) for r, m in dict(state.get("routes") or {}).items()}
         except (OSError, ValueError, TypeError, KeyError) as exc:
+            # The next save would overwrite it: keep the unread state beside it, for a rollback.
+            kept = path.with_name(path.name + ".unread")
+            try:
+                os.replace(path, kept)
+            except OSError:
+                kept = path
             _log.warning(
-                "ignoring the cascade's learned state in %s (%s): starting from the shipped cold start",
+                "ignoring the cascade's learned state in %s (%s, kept as %s): starting from the shipped cold "
+                "start",
                 path,
                 exc,
+                kept,
             )
             return
         self.shared = shared

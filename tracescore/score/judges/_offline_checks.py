@@ -306,7 +306,7 @@ def quoted_evidence(case: Case) -> str:
     left out of the quote: what a reader checks the claim against, not everything the judge looked at."""
     if not _aligned(case):
         return ""
-    claim_keys = {t.key for t in case.claim.toks}
+    claim_keys = case.claim.keys
     quoted: list[str] = []
     stated: set[str] = set()
     for sentence in case.evidence.sentences:

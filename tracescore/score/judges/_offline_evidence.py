@@ -24,13 +24,7 @@ class Alignment:
     # Indices of the window's sentences that state a claim word, the one stating most first, then the
     # merged sentences in the order they were added; empty when no sentence shares a word with the claim.
     stated: tuple[int, ...]
-    merged: tuple[int, ...]
     covered: frozenset[str]  # claim keys stated in them
-
-    @property
-    def anchor(self) -> int:
-        """The best-matching sentence; -1 when there is none."""
-        return self.stated[0] if self.stated else -1
 
     def sentences(self, sentences: list[Sentence]) -> list[Sentence]:
         return [sentences[i] for i in self.stated]
@@ -69,7 +63,7 @@ def align(
         for i in {j for at in stated_in for j in (at - 1, at, at + 1) if 0 <= j < len(sentences)}:
             windowed[i] = windowed.get(i, 0) + weight
     if not own:
-        return Alignment((), (), frozenset())
+        return Alignment((), frozenset())
     best = max(sorted(windowed), key=lambda i: (windowed[i], own.get(i, 0)))  # the first on a tie
     covered = {k for s in sentences[max(0, best - 1) : best + 2] for k in s.keys if k in weights}
     merged: list[int] = []
@@ -90,7 +84,7 @@ def align(
     # on a tie); a neighbour stating nothing of it is no evidence.
     window = [i for i in (best, best - 1, best + 1) if 0 <= i < len(sentences) and own.get(i, 0)]
     window.sort(key=lambda i: -own[i])
-    return Alignment((*window, *merged), tuple(merged), frozenset(covered))
+    return Alignment((*window, *merged), frozenset(covered))
 
 
 def value(sentences: list[Sentence], option: frozenset[str], question: Question) -> float | None:
