@@ -148,6 +148,17 @@ def test_the_llm_baseline_corrects_the_offline_conversations_and_cascade_picks_s
     assert estimate.llm_n == 10 and estimate.excluded == 10
 
 
+def test_a_baseline_record_of_part_of_a_conversation_is_counted_as_excluded() -> None:
+    llm = {"judge": "openai:gpt-4o-mini", "annotator_kind": "LLM"}
+    offline = [conversation(n, flagged=0) for n in range(5)]
+    partial = conversation(2, flagged=1, selection="baseline", complete=False, turns_judged=2, **llm)
+    e = evaluator(window_count=50)
+    feed(e, [*offline, partial])
+    estimate = e.estimate(KEY, T0 + timedelta(hours=1))
+    assert estimate is not None and estimate.value == pytest.approx(1.0)
+    assert (estimate.excluded, estimate.llm_n) == (1, 0)
+
+
 def test_a_conversation_rule_has_no_judge_health_alert() -> None:
     e = evaluator(min_samples=1, window_count=1)
     unscored = conversation(

@@ -12,28 +12,38 @@ from __future__ import annotations
 
 from tracescore.alert._estimate import Observation, Signal
 from tracescore.alert._notification import AlertKey
-from tracescore.model import ConversationRecord
+from tracescore.model import ConversationRecord, EvaluationRecord
 
-__all__ = ["conversation_key", "conversation_observation"]
+__all__ = ["conversation_key", "conversation_observation", "record_key"]
 
 _UNIFORM = "baseline"
+_PARTIAL = "baseline_partial"  # not the uniform draw of a whole conversation: excluded
 
 
 def conversation_key(record: ConversationRecord) -> AlertKey:
     return AlertKey(record.service_name, record.route, record.metric, "conversation")
 
 
+def record_key(record: EvaluationRecord | ConversationRecord) -> AlertKey:
+    """The alert a record feeds: its route and metric, for answers or for conversations."""
+    if isinstance(record, ConversationRecord):
+        return conversation_key(record)
+    return AlertKey(record.service_name, record.route, record.metric)
+
+
 def conversation_observation(record: ConversationRecord, signal: Signal) -> Observation | None:
-    """The record as a unit of a window estimating `signal`; None when it cannot stand for its conversation
-    (no turn scored, or an LLM baseline record of part of it)."""
-    if record.score is None or (record.selection == _UNIFORM and not record.complete):
+    """The record as a unit of a window estimating `signal`; None when no turn was scored (judge health, as
+    a failed evaluation). An LLM baseline record of part of the conversation stays in the window under a
+    selection of its own, so the estimate leaves it out and counts it (`excluded`)."""
+    if record.score is None:
         return None
     value = record.score if signal == "conversation_score" else float(record.label == "passed")
+    partial = record.selection == _UNIFORM and not record.complete
     return Observation(
         key=(record.conversation_id, record.started_at.isoformat()),
         at=record.timestamp,
         value=value,
         revision=record.revision,
         by_llm=record.annotator_kind == "LLM",
-        selection=record.selection,
+        selection=_PARTIAL if partial else record.selection,
     )

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from tracescore.alert._config import AlertConfig, RuleConfig
-from tracescore.alert._conversations import conversation_key, conversation_observation
+from tracescore.alert._conversations import conversation_observation, record_key
 from tracescore.alert._estimate import Estimate, EstimateWindow
 from tracescore.alert._notes import Level, State, judge_note, no_data_note, score_note
 from tracescore.alert._notification import AlertKey, Notification
@@ -97,10 +97,7 @@ class AlertEvaluator:
     def add(self, record: EvaluationRecord | ConversationRecord, partition: int = 0) -> AlertKey | None:
         """Feed one record (of an answer, or of a conversation); returns its key, or None when no rule covers
         it (counted)."""
-        if isinstance(record, ConversationRecord):
-            key = conversation_key(record)
-        else:
-            key = AlertKey(record.service_name, record.route, record.metric)
+        key = record_key(record)
         route = self._route(key, partition)
         if route is None:
             self.unmatched += 1

@@ -40,7 +40,7 @@ from tracescore._kafka import (
 )
 from tracescore._kafka_config import KafkaConnection
 from tracescore.alert._config import AlertConfig
-from tracescore.alert._conversations import conversation_key
+from tracescore.alert._conversations import record_key
 from tracescore.alert._evaluator import AlertEvaluator, AlertState
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._sinks import AlertmanagerSink, Sink
@@ -169,10 +169,10 @@ class AlertService:
                 record = self._parse(message.value, conversations)
                 if record is None:
                     continue
+                key = record_key(record)
                 if isinstance(record, ConversationRecord):
-                    key, value, headers = conversation_key(record), _conversation_for_routes(record), _UNIT
+                    value, headers = _conversation_for_routes(record), _UNIT
                 else:
-                    key = AlertKey(record.service_name, record.route, record.metric)
                     value, headers = _for_routes(record), []
                 try:
                     self._producer.send(
