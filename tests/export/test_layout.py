@@ -20,8 +20,23 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from tracescore.export import KafkaProducerSettings, KafkaSpanExporter, encode_partition_messages
+
+
+class _SeededIds(IdGenerator):
+    """Trace and span ids from a seeded generator: which partition each trace lands on (and so which
+    instrumentation scopes a partition's message holds) is the same in every run."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self._rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self._rng.getrandbits(128) or 1
 
 
 def make_traces(
@@ -31,7 +46,9 @@ def make_traces(
     concurrent requests end, with `text_bytes` of attribute text per span."""
     rng = random.Random(7)
     memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "rag-api"}))
+    provider = TracerProvider(
+        resource=Resource.create({SERVICE_NAME: "rag-api"}), id_generator=_SeededIds(traces)
+    )
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracers = [provider.get_tracer("tracescore"), provider.get_tracer("openinference.instrumentation")]
     for index in range(traces):
