@@ -61,7 +61,7 @@ def test_invalid_setting_from_the_environment_names_the_variable() -> None:
 
 
 def test_each_consumer_process_reports_metrics_as_its_own_instance(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracescore._cli_common import metrics_resource as _consumer_resource
+    from tracescore.cli._service import metrics_resource as _consumer_resource
 
     monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
     monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)

@@ -223,3 +223,50 @@ def test_evidence_from_an_earlier_turn_says_how_many_turns_back(bootstrap: str, 
         "      evidence: The Aurora X2 weighs 1.2 kg.  (1 turn back)",
         "      evidence: The Aurora X2 weighs 1.2 kg.",
     ]
+
+
+def _written_by_an_older_consumer(n: int, **fields: Any) -> bytes:
+    """A record as the first consumers wrote it: none of the fields added since (annotator_kind, selection,
+    convention, session ids, ...)."""
+    record = {
+        "schema_version": 1, "trace_id": f"{n:032x}", "span_id": f"{n:016x}", "evaluation_span_id": None,
+        "service_name": "shop", "route": "/ask", "metric": "faithfulness", "score": 0.0,
+        "label": "hallucinated", "status": "ok", "reason": None, "judge": "openai:gpt-4o-mini",
+        "timestamp": f"2026-03-04T05:06:{n:02d}Z", "details": {}, "usage": {"calls": 1},
+    }  # fmt: skip
+    return json.dumps({**record, **fields}).encode()
+
+
+def test_records_of_an_older_consumer_are_printed_or_counted_never_a_crash(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Bad input from the past: records without today's fields, with old selection names, and details of
+    shapes no current metric writes (claims as text, a verdict as a list, evidence sources as text)."""
+    topic = f"{topic_prefix}.evaluations"
+    old_claim = {"claim": "Old.", "verdict": "NO_EVIDENCE"}
+    odd_claims = [
+        "a claim as plain text",
+        {"claim": "It ships in 3 days.", "verdict": ["NO_EVIDENCE"]},
+        {"claim": "It weighs 3 kg.", "verdict": "NO_EVIDENCE", "evidence": "1.2 kg", "evidence_source": "x"},
+        {"claim": "It is red.", "verdict": "CONTRADICTORY", "evidence_source": {"turns_back": "1"}},
+        {"verdict": "NO_EVIDENCE"},
+    ]
+    _produce(
+        bootstrap,
+        topic,
+        [
+            _written_by_an_older_consumer(1, details={"claims": [old_claim]}),
+            _written_by_an_older_consumer(2, selection="uniform", details={"claims": odd_claims}),
+            _written_by_an_older_consumer(3, details={"claims": {"0": "not a list"}, "capped": "yes"}),
+            _written_by_an_older_consumer(4, details=["not", "a", "table"]),
+        ],
+    )
+    result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", topic)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    out = result.stdout
+    assert "    claim NO_EVIDENCE: Old." in out, "a record without today's fields reads as it did"
+    assert "(openai:gpt-4o-mini, uniform)" in out
+    assert "    claim NO_EVIDENCE: It weighs 3 kg." in out and "      evidence: 1.2 kg" in out
+    assert "    claim CONTRADICTORY: It is red." in out
+    assert "3 records shown, 1 skipped (invalid_record=1)" in result.stderr, "the rest counted, with why"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tracescore.cli import consume
 from tracescore.consume import ConfigFileError, ConsumerSettings
-from tracescore.consume._cli import consume
 
 
 def write(tmp_path: Path, text: str) -> Path:

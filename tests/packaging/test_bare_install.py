@@ -49,13 +49,19 @@ def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[st
     return done
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # Built from a copy: setuptools leaves build/ and *.egg-info beside the sources it builds.
-    source = tmp_path_factory.mktemp("source")
+def checkout_copy(source: Path) -> Path:
+    """What building the package reads of a checkout, copied to `source`: setuptools leaves build/ and
+    *.egg-info beside the sources it builds, so nothing is built in the working tree."""
+    source.mkdir(parents=True, exist_ok=True)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
     shutil.copytree(REPO / "tracescore", source / "tracescore", ignore=shutil.ignore_patterns("__pycache__"))
+    return source
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = checkout_copy(tmp_path_factory.mktemp("source"))
     out = tmp_path_factory.mktemp("wheel")
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)])
     [built] = out.glob("tracescore-*.whl")

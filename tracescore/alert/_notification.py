@@ -77,11 +77,6 @@ class Notification(BaseModel):
     ends_at: datetime | None = None  # set on resolve
     repeat: bool = False  # a re-notification of an alert already sent
 
-    @property
-    def fingerprint(self) -> str:
-        names = (self.alertname, self.severity, self.service, self.route, self.metric)
-        return "|".join(names if self.unit == "answer" else (*names, self.unit))
-
     def labels(self) -> dict[str, str]:
         # The label names of deploy/prometheus/tracescore-rules.yaml, so both paths group and silence alike;
         # a conversation alert says so in one more (its no-data alert shares the answers' alertname).

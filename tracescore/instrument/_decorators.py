@@ -44,7 +44,6 @@ __all__ = [
 
 _log = logging.getLogger("tracescore.instrument")
 F = TypeVar("F", bound=Callable[..., Any])
-SCOPE_NAME = semconv.SDK_SCOPE
 
 _QUERY_PARAMS = ("query", "question")
 _CONTEXT_PARAMS = ("contexts", "documents", "docs")

@@ -10,53 +10,13 @@ from typing import Any
 
 import click
 
-from tracescore._cli_common import or_usage_error
-from tracescore.score._factory import DEFAULT_METRICS
+from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error
+from tracescore.score import DEFAULT_METRICS
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
 # Exit status of `tracescore score` when the CI gate fails or nothing could be scored (2 is a usage error).
 EXIT_GATE_FAILED = 1
-
-
-def _judge_options(default_metrics: str) -> list[Any]:
-    return [
-        click.option(
-            "--judge",
-            type=click.Choice(["offline", "openai"]),
-            default="offline",
-            show_default=True,
-            help="offline: deterministic, no network. openai: any OpenAI-compatible endpoint.",
-        ),
-        click.option("--model", default=None, help="Judge model (openai judge; env TRACESCORE_JUDGE_MODEL)."),
-        click.option(
-            "--base-url", default=None, help="OpenAI-compatible base URL (env TRACESCORE_JUDGE_BASE_URL)."
-        ),
-        click.option(
-            "--metrics",
-            default=default_metrics,
-            show_default=True,
-            help="Comma-separated metric names: faithfulness, answer_relevancy, context_relevance, quality, "
-            "distinct_2, an agent run's tool_errors, ungrounded_answer, unused_tool_results, "
-            "repeated_tool_calls, run_budget, tool_selection, goal_completion, names from --metric-config, "
-            "installed plugins or package.module:attr paths.",
-        ),
-        click.option(
-            "--metric-config",
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            default=None,
-            help="TOML file declaring custom metrics ([[metric]] tables).",
-        ),
-    ]
-
-
-def _with_judge_options(default_metrics: str) -> Any:
-    def decorate(fn: Any) -> Any:
-        for option in reversed(_judge_options(default_metrics)):
-            fn = option(fn)
-        return fn
-
-    return decorate
 
 
 @click.command()
@@ -104,7 +64,7 @@ def _with_judge_options(default_metrics: str) -> Any:
     help="CI gate: exit 1 when more faithfulness results are flagged (labelled hallucinated, see README) "
     "than a count (3) or a share of the scored records (0.05).",
 )
-@_with_judge_options(default_metrics=",".join(DEFAULT_METRICS))
+@judge_options(default_metrics=",".join(DEFAULT_METRICS))
 def score(
     input_path: Path,
     out_path: Path | None,
@@ -122,17 +82,15 @@ def score(
 ) -> None:
     """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records; one output line per input
     record. Exits 1 when nothing could be scored, a --fail-under mean is missed or --max-flagged exceeded."""
+    from tracescore.score import check_judge
     from tracescore.score._batch import score_file
-    from tracescore.score._evaluate import check_judge
-    from tracescore.score._factory import make_judge, make_metrics
     from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
 
     # One line per judge call at INFO would scroll the progress bar away.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     gate = or_usage_error(parse_fail_under, fail_under)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
-    the_judge = or_usage_error(make_judge, judge, model=model, base_url=base_url)
-    the_metrics = or_usage_error(make_metrics, _names(metrics), metric_config)
+    the_judge, the_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
     not_scored = sorted(set(gate) - {m.name for m in the_metrics})
     if not_scored:
         raise click.UsageError(f"--fail-under names metric(s) not in --metrics: {', '.join(not_scored)}")
@@ -236,7 +194,3 @@ def _open_output(path: Path) -> Any:
 def _write_text(path: Path, text: str) -> None:
     with _open_output(path) as handle:
         handle.write(text)
-
-
-def _names(csv_names: str) -> list[str]:
-    return [n.strip() for n in csv_names.split(",") if n.strip()]

@@ -8,7 +8,6 @@ disturb a service), and counts and explains anything on the topic that is not a 
 from __future__ import annotations
 
 import logging
-import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,14 +17,23 @@ from typing import Any
 
 import click
 
+from tracescore.cli._options import config_option, consumer_settings, settings_options
+from tracescore.cli._service import stop_on_signals
 from tracescore.consume import ConsumerSettings
-from tracescore.consume._cli import config_option, load_settings, settings_options
-from tracescore.model import EvaluationRecord, MetricStatus, UnreadableRecord, read_evaluation_record
+from tracescore.model import (
+    EvaluationRecord,
+    MetricStatus,
+    UnreadableRecord,
+    Verdict,
+    is_flagged,
+    read_evaluation_record,
+)
 
 __all__ = ["format_record", "tail"]
 
 # Verdicts that make a claim worth showing: the ones the label rule counts against an answer.
-_FAILED_VERDICTS = ("NO_EVIDENCE", "CONTRADICTORY")
+# A tuple: membership by equality, so a record with an unhashable verdict (a list) is read, not a crash.
+_FAILED_VERDICTS = (Verdict.NO_EVIDENCE, Verdict.CONTRADICTORY)
 _CLAIMS_SHOWN = 3
 _TEXT_CHARS = 200
 _POLL_MS = 500
@@ -195,54 +203,49 @@ def tail(
     are not evaluation records this version reads are counted and explained on stderr, never fatal.
     """
     from tracescore._kafka import BrokerUnreachable
-    from tracescore.model import is_flagged
 
-    settings = load_settings(flags, config_file)
+    settings = consumer_settings(flags, config_file)
     stats = TailStats()
     stop = _Stop()
     try:
-        for message in _messages(settings, follow, last, stop.requested):
-            try:
-                record = read_evaluation_record(message.value)
-            except UnreadableRecord as unreadable:
-                stats.skipped[unreadable.reason] += 1
-                if stats.skipped[unreadable.reason] == 1:  # explained once per reason; the summary counts
-                    click.echo(
-                        f"skipped {message.where}: {unreadable.reason}: {unreadable.detail} "
-                        "(further ones are only counted)",
-                        err=True,
-                    )
-                continue
-            bad = record.status is MetricStatus.ERROR or is_flagged(
-                {"score": record.score, "label": record.label}
-            )
-            if (flagged and not bad) or (
-                route_glob is not None and not fnmatchcase(record.route, route_glob)
-            ):
-                stats.filtered += 1
-                continue
-            stats.shown += 1
-            click.echo(record.model_dump_json() if as_json else format_record(record, bad))
+        with stop_on_signals(stop.request):
+            for message in _messages(settings, follow, last, stop.requested):
+                _show(message, stats, flagged, route_glob, as_json)
     except BrokerUnreachable as exc:
         raise click.ClickException(str(exc)) from exc
-    finally:
-        stop.restore()
     click.echo(stats.summary(), err=True)
 
 
+def _show(message: Message, stats: TailStats, flagged: bool, route_glob: str | None, as_json: bool) -> None:
+    """Print one message's record if it passes the filters; count it either way."""
+    try:
+        record = read_evaluation_record(message.value)
+    except UnreadableRecord as unreadable:
+        stats.skipped[unreadable.reason] += 1
+        if stats.skipped[unreadable.reason] == 1:  # explained once per reason; the summary counts the rest
+            click.echo(
+                f"skipped {message.where}: {unreadable.reason}: {unreadable.detail} "
+                "(further ones are only counted)",
+                err=True,
+            )
+        return
+    bad = record.status is MetricStatus.ERROR or is_flagged({"score": record.score, "label": record.label})
+    if (flagged and not bad) or (route_glob is not None and not fnmatchcase(record.route, route_glob)):
+        stats.filtered += 1
+        return
+    stats.shown += 1
+    click.echo(record.model_dump_json() if as_json else format_record(record, bad))
+
+
 class _Stop:
-    """SIGINT/SIGTERM end a --follow cleanly (the summary still prints); the old handlers come back after."""
+    """SIGINT/SIGTERM end a --follow cleanly (the summary still prints): set by the signal handler, read by
+    the loop; a plain attribute, so the handler takes no lock."""
 
     def __init__(self) -> None:
         self._requested = False
-        self._previous = {s: signal.signal(s, self._request) for s in (signal.SIGINT, signal.SIGTERM)}
 
-    def _request(self, *_: object) -> None:
+    def request(self) -> None:
         self._requested = True
 
     def requested(self) -> bool:
         return self._requested
-
-    def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)

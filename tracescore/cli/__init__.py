@@ -1,0 +1,64 @@
+"""The `tracescore` command: the group, its logging, and the one message a bare install (the SDK only) gets.
+
+Every command lives in this package, one module each, and what they share beside them:
+
+- `_consume.py`: `tracescore consume`, the scoring service
+- `_alert.py`: `tracescore alert`, the alerting service
+- `_conversations.py`: `tracescore conversations`, one record per conversation
+- `_tail.py`: `tracescore tail`, the evaluation records printed for a person
+- `_score.py`: `tracescore score` (batch scoring of a file, a CI gate) and `tracescore report`
+- `_options.py`: every shared option, declared once (options of settings generated from their fields)
+- `_service.py`: running a service: SIGINT/SIGTERM stop it (the handlers found are put back after),
+  Kafka's errors as one line, the metrics it reports
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from tracescore import __version__
+
+# `pip install tracescore` is the SDK only; the command is the scoring service and needs its extra.
+_NEEDS_CONSUMER_EXTRA = "the tracescore command needs the consumer extra ({} is not installed): " + (
+    "pip install 'tracescore[consumer]'"
+)
+
+try:
+    import click
+
+    from tracescore.cli._alert import alert
+    from tracescore.cli._consume import consume
+    from tracescore.cli._conversations import conversations
+    from tracescore.cli._score import EXIT_GATE_FAILED as EXIT_GATE_FAILED  # the CI gate's exit status
+    from tracescore.cli._score import report, score
+    from tracescore.cli._tail import tail
+except ModuleNotFoundError as missing:
+    raise SystemExit(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
+
+# The group, and its commands for a program that embeds them in a click group of its own.
+__all__ = ["alert", "consume", "conversations", "main", "report", "score", "tail"]
+
+
+@click.group()
+@click.version_option(__version__, prog_name="tracescore")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def main(verbose: bool) -> None:
+    """Catch hallucinations in production RAG."""
+    try:
+        import tracescore.consume
+        import tracescore.emit
+        import tracescore.score  # noqa: F401
+    except ModuleNotFoundError as missing:
+        raise click.ClickException(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # kafka-python is chatty at INFO (every connection); its warnings and errors still show.
+    logging.getLogger("kafka").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+for _command in (alert, consume, conversations, report, score, tail):
+    main.add_command(_command)

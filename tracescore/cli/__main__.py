@@ -1,0 +1,6 @@
+"""`python -m tracescore.cli`: the `tracescore` command, where its script is not on PATH."""
+
+from tracescore.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""`tracescore alert`: the alerting service's command line, and how it reaches Kafka (the same
+TRACESCORE_KAFKA__* security settings as the SDK and `tracescore consume`, flags on top)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracescore.alert import AlertConfig
+from tracescore.cli._options import (
+    connect_timeout_option,
+    idle_timeout_option,
+    kafka_security_options,
+    or_usage_error,
+    service_config_option,
+    settings_options,
+)
+from tracescore.cli._service import run_service, service_settings
+
+__all__ = ["alert"]
+
+
+@click.command()
+@service_config_option(
+    "alert", "Alert config YAML (or TOML): rules, judge health, sinks; see the docs, Alerting."
+)
+@settings_options(AlertConfig, only=("bootstrap_servers", "evaluations_topic", "group_id"))
+@idle_timeout_option("Stop after this many seconds without an evaluation record (demos, tests).")
+@connect_timeout_option
+@kafka_security_options
+def alert(
+    config_path: Path | None, idle_timeout: float | None, connect_timeout: float | None, **flags: Any
+) -> None:
+    """Alert on rolling scores per service and route, across every scoring consumer of the group.
+
+    Kafka security as for `tracescore consume` and the SDK: TRACESCORE_KAFKA__* (the password only from
+    TRACESCORE_KAFKA__SASL_PASSWORD), the flags below on top."""
+    from tracescore.alert import AlertService, load_alert_config, make_sink
+
+    config, connection = service_settings(load_alert_config, config_path, connect_timeout, flags)
+    sinks = [or_usage_error(make_sink, sink) for sink in config.sinks]
+    stats = run_service(
+        lambda: AlertService(config, sinks, kafka=connection),
+        lambda service: service.run(idle_timeout_s=idle_timeout),
+        connection.bootstrap_servers,
+    )
+    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    click.echo(
+        f"records={stats.records} notifications={stats.notifications} "
+        f"delivery_failures={stats.delivery_failures} evicted_routes={stats.evicted_routes} "
+        f"skipped: {skipped}",
+        err=True,
+    )

@@ -1,0 +1,212 @@
+"""`tracescore consume`: the scoring service's command line.
+
+Its Kafka and loop options are generated from ConsumerSettings (`_options.settings_options`), so each
+option's help, environment variable and default come from the one place they are defined. Values given as
+flags go to the settings as init values, which outrank the environment, which outranks the `--config` file,
+which outranks the defaults. Validation errors are one line naming the flag or variable, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+
+from tracescore import __version__
+from tracescore.alert import RuleConfig
+from tracescore.cli._options import (
+    config_option,
+    consumer_settings,
+    default_of,
+    judge_and_metrics,
+    judge_options,
+    otlp_metrics_option,
+    settings_options,
+)
+from tracescore.cli._service import meter_provider, run_service
+from tracescore.consume import ConsumerSettings
+from tracescore.sample import SamplingConfig
+from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
+
+__all__ = ["consume"]
+
+
+@click.command()
+@config_option
+@settings_options(ConsumerSettings)
+@click.option(
+    "--sample-ratio",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Share of traces to score, decided per trace id: the sampling policy's default_rate "
+    f"[env: TRACESCORE_SAMPLING__DEFAULT_RATE; default: {default_of(SamplingConfig, 'default_rate')}]. "
+    "Rates per service/route/metric, filters, rate limit and LLM token budgets: the [sampling] table of "
+    "--config.",
+)
+@click.option(
+    "--cascade/--no-cascade",
+    default=True,
+    show_default=True,
+    help="With an LLM judge: the offline judge scores every admitted interaction and the LLM judge those "
+    "it finds suspicious plus a uniform baseline, within the token budget. --no-cascade: the LLM judge "
+    "scores all.",
+)
+@click.option(
+    "--alert-threshold",
+    type=click.FloatRange(0.0, 1.0),
+    # The in-process alert is one rule of `tracescore alert`: a rule's defaults are its defaults.
+    default=default_of(RuleConfig, "warning"),
+    show_default=True,
+    help="Log an alert when the rolling faithfulness of a (service, route) in this process's partitions "
+    "drops below this (tracescore alert's logic, one rule; run tracescore alert for the whole group).",
+)
+@click.option(
+    "--alert-window",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Answers per (service, route) in the in-process alert's rolling window.",
+)
+@click.option(
+    "--alert-signal",
+    type=click.Choice(["label", "score"]),
+    default=None,
+    help="What the in-process alert estimates: label, the share of faithful answers (the label rule); "
+    f"score, the mean faithfulness score [default: {default_of(RuleConfig, 'signal')}, as tracescore "
+    "alert's rules].",
+)
+@otlp_metrics_option("the consumer's OTel metrics (score histograms, counts)")
+@click.option(
+    "--prometheus-port",
+    envvar="TRACESCORE_PROMETHEUS_PORT",
+    show_envvar=True,
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Also serve the consumer's metrics for Prometheus to scrape at http://HOST:PORT/metrics.",
+)
+@click.option(
+    "--prometheus-host",
+    envvar="TRACESCORE_PROMETHEUS_HOST",
+    show_envvar=True,
+    default="0.0.0.0",
+    show_default=True,
+    help="Address the Prometheus endpoint listens on.",
+)
+@click.option(
+    "--max-claims",
+    envvar="TRACESCORE_MAX_CLAIMS",
+    show_envvar=True,
+    type=click.IntRange(min=1),
+    default=None,
+    help="Claims judged per answer; the rest of a very long answer is not judged and the record says so "
+    f"(details.capped) [default: {DEFAULT_MAX_CLAIMS}].",
+)
+@click.option(
+    "--phoenix-endpoint",
+    envvar="TRACESCORE_PHOENIX_ENDPOINT",
+    show_envvar=True,
+    default=None,
+    help="Also post every result to this Arize Phoenix as a span annotation, e.g. http://127.0.0.1:6006 "
+    "(API key from TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY).",
+)
+@judge_options(default_metrics="faithfulness")
+def consume(
+    config_file: Path | None,
+    sample_ratio: float | None,
+    cascade: bool,
+    alert_threshold: float,
+    alert_window: int,
+    alert_signal: Literal["label", "score"] | None,
+    otlp_metrics_endpoint: str | None,
+    prometheus_port: int | None,
+    prometheus_host: str,
+    max_claims: int | None,
+    phoenix_endpoint: str | None,
+    judge: str,
+    model: str | None,
+    base_url: str | None,
+    metrics: str,
+    metric_config: Path | None,
+    **flags: Any,
+) -> None:
+    """Score the RAG interactions in traces read from Kafka, as a member of a consumer group.
+
+    Start more processes with the same --group-id to scale out. SIGTERM/SIGINT finish the interactions
+    being scored, commit and exit.
+    """
+    from tracescore.alert import InProcessAlerts
+    from tracescore.consume import EvaluationConsumer, OutputNotAcknowledged, RateLimitedLogs
+    from tracescore.consume._status import describe_lift
+    from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
+    from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
+    from tracescore.score import OfflineJudge, check_judge, metric_names
+
+    settings = consumer_settings(flags, config_file)
+    chosen_judge, chosen_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
+    if max_claims is not None:
+        for metric in chosen_metrics:
+            if hasattr(metric, "max_claims"):
+                metric.max_claims = max_claims  # set once at start-up, before any scoring
+    try:
+        rate = {} if sample_ratio is None else {"default_rate": sample_ratio}
+        known = {*metric_names(), *(m.name for m in chosen_metrics)}
+        sampling = load_sampling_config(config_file, known_metrics=known, **rate)
+    except SamplingConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    policy = CascadePolicy(sampling, metrics=[m.name for m in chosen_metrics])
+    llm_judge = None
+    if judge != "offline" and cascade:
+        chosen_judge, llm_judge = OfflineJudge(), chosen_judge
+    try:
+        check_judge(chosen_metrics, chosen_judge)
+    except ValueError as exc:
+        hint = " (with --cascade the offline judge scores first: add --no-cascade)" if llm_judge else ""
+        raise click.UsageError(f"{exc}{hint}") from exc
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RateLimitedLogs())
+    provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
+    alerts = InProcessAlerts.for_threshold("faithfulness", alert_threshold, alert_window, alert_signal)
+    phoenix = [PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else []
+    try:
+        stats = run_service(
+            lambda: EvaluationConsumer(
+                settings,
+                judge=chosen_judge,
+                metrics=chosen_metrics,
+                policy=policy,
+                llm_judge=llm_judge,
+                on_evaluation=alerts.observe,
+                metrics_out=EvaluationMetrics(provider.get_meter("tracescore.consumer", __version__)),
+                sinks=phoenix,
+            ),
+            lambda consumer: consumer.run(),
+            settings.bootstrap_servers,
+            one_line=(OutputNotAcknowledged,),
+        )
+    finally:
+        provider.shutdown()  # exports what was recorded since the last interval
+    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    # Named only when it happens, as on the status line: most apps record their questions.
+    unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""
+    click.echo(
+        f"messages={stats.messages} spans={stats.spans} traces={stats.traces} "
+        f"interactions={stats.interactions}{unasked} scored={stats.scored} "
+        f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
+        f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
+        err=True,
+    )
+    if stats.not_admitted or stats.escalated:
+        policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.not_admitted.items())) or "none"
+        llm = ", ".join(f"{k}={v}" for k, v in sorted(stats.escalated.items())) or "none"
+        click.echo(f"  sampling: not admitted {policy_line}; to the LLM judge {llm}", err=True)
+    if readings := policy.lift_readings():
+        click.echo(f"  cascade lift: {describe_lift(readings)}", err=True)
+    for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
+        click.echo(f"  not scored: {count} x {reason} from service {service!r}, scope {scope!r}", err=True)
+    assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if "released" not in k)
+    if assembly:
+        click.echo(f"  assembly: {assembly}", err=True)
+    if stats.truncated_outputs:
+        click.echo(f"  {stats.truncated_outputs} records were cut to fit Kafka's message limit", err=True)

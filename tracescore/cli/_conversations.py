@@ -1,0 +1,79 @@
+"""`tracescore conversations`: the conversation service's command line (Kafka reached as by `tracescore
+alert`: TRACESCORE_KAFKA__* security settings, flags on top)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracescore import __version__
+from tracescore.cli._options import (
+    connect_timeout_option,
+    idle_timeout_option,
+    kafka_security_options,
+    otlp_metrics_option,
+    service_config_option,
+    settings_options,
+)
+from tracescore.cli._service import meter_provider, run_service, service_settings
+from tracescore.conversations import ConversationsConfig
+
+__all__ = ["conversations"]
+
+_FLAGS = ("bootstrap_servers", "evaluations_topic", "conversations_topic", "group_id", "quiet_seconds",
+          "phoenix_endpoint")  # fmt: skip
+
+
+@click.command()
+@service_config_option(
+    "conversations",
+    "Config YAML (or TOML): its `conversations` table, or its top level; see the docs, Conversations.",
+)
+@settings_options(
+    ConversationsConfig, only=_FLAGS, types={"quiet_seconds": click.FloatRange(min=0, min_open=True)}
+)
+@otlp_metrics_option("the conversation metrics")
+@idle_timeout_option(
+    "Stop after this many seconds without a record once every open conversation is written (demos, tests)."
+)
+@connect_timeout_option
+@kafka_security_options
+def conversations(
+    config_path: Path | None,
+    otlp_metrics_endpoint: str | None,
+    idle_timeout: float | None,
+    connect_timeout: float | None,
+    **flags: Any,
+) -> None:
+    """Write one record per conversation (its turns' scores) once it goes quiet, across every scoring
+    consumer of the group.
+
+    Kafka security as for `tracescore consume` and the SDK: TRACESCORE_KAFKA__* (the password only from
+    TRACESCORE_KAFKA__SASL_PASSWORD), the flags below on top."""
+    from tracescore.conversations import (
+        ConversationService,
+        load_conversations_config,
+    )
+    from tracescore.emit import ConversationMetrics, PhoenixAnnotations, PhoenixSettings
+
+    config, connection = service_settings(load_conversations_config, config_path, connect_timeout, flags)
+    endpoint = config.phoenix_endpoint
+    phoenix = PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) if endpoint else None
+    provider = meter_provider(otlp_metrics_endpoint, service_name="tracescore-conversations")
+    metrics = ConversationMetrics(provider.get_meter("tracescore.conversations", __version__))
+    try:
+        stats = run_service(
+            lambda: ConversationService(config, kafka=connection, phoenix=phoenix, metrics=metrics),
+            lambda service: service.run(idle_timeout_s=idle_timeout),
+            connection.bootstrap_servers,
+        )
+    finally:
+        provider.shutdown()  # exports what was recorded since the last interval
+    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
+    click.echo(
+        f"turn_records={stats.turn_records} records={stats.records} (revisions {stats.revisions}) "
+        f"evicted={stats.evicted} forgotten={stats.forgotten} skipped: {skipped}",
+        err=True,
+    )

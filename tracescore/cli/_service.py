@@ -1,0 +1,182 @@
+"""Running a service (`tracescore consume`, `alert`, `conversations`; `tail --follow` stops the same way): one
+way to build it, stop it on SIGINT/SIGTERM and report Kafka's errors, and what reports its metrics.
+
+The signal handlers are the process's, so they are installed for the run only and the ones found are put
+back when it returns, an exception included: a program that runs a command in process (a test through
+click's CliRunner, an application embedding a service) keeps its own Ctrl-C afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import click
+
+from tracescore._kafka_config import KafkaConnection
+from tracescore.cli._options import nest
+
+__all__ = [
+    "STOP_SIGNALS",
+    "meter_provider",
+    "metrics_resource",
+    "run_service",
+    "service_connection",
+    "service_settings",
+    "stop_on_signals",
+]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Service(Protocol):
+    def stop(self) -> None:
+        """Ask run() to finish and return; called from a signal handler."""
+
+
+S = TypeVar("S", bound=Service)
+T = TypeVar("T")
+C = TypeVar("C")
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM call `stop` while the block runs; afterwards (an exception included) the handlers
+    found before are back. Python lets only the main thread install handlers: elsewhere (a command run
+    from a worker thread) nothing is installed and the process's signals stay as they were."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    found = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda *_: stop())
+        yield
+    finally:
+        for signum, handler in found.items():
+            # None: a handler installed outside Python, which cannot be put back; the default is closest.
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
+def run_service(
+    build: Callable[[], S],
+    run: Callable[[S], T],
+    bootstrap_servers: str,
+    one_line: tuple[type[Exception], ...] = (),
+) -> T:
+    """Build a service and run it until it returns or SIGINT/SIGTERM asks it to stop; return what run
+    returned. Kafka's errors, building included, and the `one_line` errors are one line, not a
+    traceback."""
+    from kafka.errors import KafkaError
+
+    from tracescore._kafka import BrokerUnreachable
+
+    try:
+        service = build()
+        with stop_on_signals(service.stop):
+            return run(service)
+    except (BrokerUnreachable, *one_line) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except KafkaError as exc:  # missing rights and the like
+        raise click.ClickException(f"Kafka at {bootstrap_servers}: {exc}") from exc
+
+
+def service_settings(
+    load: Callable[..., C], config_path: Path | None, connect_timeout: float | None, flags: Mapping[str, Any]
+) -> tuple[C, KafkaConnection]:
+    """The config of `tracescore alert` or `tracescore conversations` (`load`: flags > its environment > its
+    file > defaults) and how it reaches Kafka; a mistake in either is one usage line."""
+    from tracescore._config import ConfigFileError
+
+    given = nest(flags)
+    given.pop("kafka", None)  # the security flags: the connection's
+    try:
+        config = load(config_path, **given)
+    except ConfigFileError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return config, service_connection(config, connect_timeout, flags)
+
+
+def service_connection(
+    config: Any, connect_timeout: float | None, flags: Mapping[str, Any]
+) -> KafkaConnection:
+    """How `tracescore alert` and `tracescore conversations` reach Kafka: TRACESCORE_KAFKA__* with the
+    `kafka__*` flags on top; the brokers from --bootstrap-servers > TRACESCORE_<COMMAND>_BOOTSTRAP_SERVERS >
+    the config file > TRACESCORE_BOOTSTRAP_SERVERS (the name the SDK and consume read) > the default."""
+    from pydantic import ValidationError
+
+    from tracescore._config import problems
+    from tracescore._kafka_config import kafka_settings_from_env
+
+    given = {key.removeprefix("kafka__"): value for key, value in flags.items() if key.startswith("kafka__")}
+    try:
+        security = kafka_settings_from_env(**given).security()
+    except ValidationError as exc:
+        found = []
+        for loc, message in problems(exc):
+            path = [str(part) for part in loc]
+            name = path[-1] if len(path) > 1 else ""
+            where = f"--kafka-{name.replace('_', '-')}" if given.get(name) is not None else None
+            where = where or "TRACESCORE_" + "__".join(p.upper() for p in path)
+            found.append(f"invalid value for {where}: {message}")
+        raise click.UsageError("; ".join(found)) from None
+    servers = config.bootstrap_servers
+    if "bootstrap_servers" not in config.model_fields_set:
+        servers = os.environ.get("TRACESCORE_BOOTSTRAP_SERVERS") or servers
+    timeout = {} if connect_timeout is None else {"connect_timeout_s": connect_timeout}
+    return KafkaConnection(bootstrap_servers=servers, security=security, **timeout)
+
+
+def meter_provider(
+    otlp_endpoint: str | None,
+    prometheus_host: str = "",
+    prometheus_port: int | None = None,
+    service_name: str = "tracescore-consumer",
+) -> Any:
+    """The MeterProvider a service reports its metrics through: OTLP/HTTP and/or a Prometheus endpoint."""
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    readers: list[Any] = []
+    if prometheus_port is not None:
+        try:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from prometheus_client import start_http_server
+        except ImportError as exc:
+            raise click.UsageError(
+                "--prometheus-port needs opentelemetry-exporter-prometheus: "
+                "pip install 'tracescore[consumer]'"
+            ) from exc
+        try:
+            start_http_server(prometheus_port, addr=prometheus_host)
+        except OSError as exc:
+            raise click.UsageError(
+                f"cannot serve metrics on {prometheus_host}:{prometheus_port}: {exc}"
+            ) from exc
+        readers.append(PrometheusMetricReader())
+    if otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=otlp_endpoint)))
+    return MeterProvider(metric_readers=readers, resource=metrics_resource(service_name))
+
+
+def metrics_resource(service_name: str = "tracescore-consumer") -> Any:
+    """Who reports the metrics. Each process has its own service.instance.id, so the cumulative series of
+    the consumers in one group stay apart in an OTLP backend; OTEL_SERVICE_NAME and
+    OTEL_RESOURCE_ATTRIBUTES still win."""
+    from opentelemetry.sdk.resources import (
+        SERVICE_INSTANCE_ID,
+        SERVICE_NAME,
+        OTELResourceDetector,
+        Resource,
+    )
+
+    defaults = {SERVICE_NAME: service_name, SERVICE_INSTANCE_ID: str(uuid.uuid4())}
+    return Resource.create({**defaults, **OTELResourceDetector().detect().attributes})
