@@ -49,6 +49,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from _lockbox import DEV_SETS, locked, open_lockbox, reader
+
 from tracescore.model import DecodedSpan, Interaction, MetricResult, MetricStatus, RagRecord
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, calibration_half, features, fit
@@ -78,15 +80,18 @@ def label(value: object) -> bool | None:
     return True if text in BAD else False if text in GOOD else None
 
 
-async def score_all(path: Path) -> tuple[list[Row], int]:
-    """Every usable record with its offline result; and how many lines were skipped (with a reason)."""
+async def score_all(path: Path, lockbox: bool = False) -> tuple[list[Row], int]:
+    """Every usable record with its offline result (of a dev set: the open part, or with `lockbox` the
+    lockbox only); and how many lines were skipped (with a reason)."""
     judge, metrics = OfflineJudge(), [Faithfulness()]
-    rows, skipped = [], 0
+    rows, skipped, reads = [], 0, reader(path, lockbox)
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
+            if not reads(raw["contexts"]):
+                continue
             record = RagRecord(query=raw["query"], contexts=tuple(raw["contexts"]), answer=raw["answer"])
             hallucinated = label(raw["label"])
             if hallucinated is None:
@@ -226,12 +231,17 @@ def measure(
     return runs
 
 
-def calibrate(paths: list[Path], half: int = 0) -> dict[str, float]:
-    """Coefficients fitted on the calibration half (half 0) of every file, together."""
+def calibrate(paths: list[Path], half: int | None = 0) -> dict[str, float]:
+    """Coefficients fitted on the calibration half (half 0; None: both) of every file, together (of a dev
+    set, its open part: never the lockbox)."""
     rows = []
     for path in paths:
         scored, _ = asyncio.run(score_all(path))
-        ok = [r for r in scored if r.half == half and r.offline and r.offline[0].status is MetricStatus.OK]
+        ok = [
+            r
+            for r in scored
+            if half in (None, r.half) and r.offline and r.offline[0].status is MetricStatus.OK
+        ]
         rows += [(features(r.offline[0]), r.hallucinated) for r in ok]
     return fit(rows)
 
@@ -271,13 +281,25 @@ def main() -> None:
         default=1,
         help="the half measured (default 1, held out); 0 swaps the halves, to tune settings on half 0",
     )
+    parser.add_argument(
+        "--lockbox",
+        action="store_true",
+        help="measure on the dev set's lockbox (once per change; recorded); the open part calibrates",
+    )
     args = parser.parse_args()
+    if args.lockbox and (args.reverse or not locked(args.path)):
+        sys.exit("--lockbox measures a dev set's lockbox (no --reverse): " + ", ".join(sorted(DEV_SETS)))
 
     rows, skipped = asyncio.run(score_all(args.path))
     measured = 0 if args.reverse else args.measure_half
-    calibrating = 1 - measured
+    calibrating: int | None = 1 - measured
     calibration = [r for r in rows if r.half == calibrating]
     measurement = [r for r in rows if r.half == measured]
+    if args.lockbox:
+        open_lockbox([args.path])
+        calibration, calibrating = rows, None  # every open record calibrates; the lockbox is measured
+        measurement, more = asyncio.run(score_all(args.path, lockbox=True))
+        skipped += more
     for name, half in (("calibration", calibration), ("measurement", measurement)):
         if not any(r.hallucinated for r in half) or all(r.hallucinated for r in half):
             sys.exit(f"{args.path}: the {name} half needs both hallucinated and faithful answers")
