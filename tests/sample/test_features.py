@@ -91,14 +91,16 @@ def test_counts_without_claim_rows_read_as_sure_and_aligned() -> None:
 
 
 def test_features_are_named_and_ordered_by_name() -> None:
-    assert FEATURES == ("bias", "unsupported", "most_confident", "near_certain_share")
+    assert FEATURES == ("bias", "unsupported", "most_confident", "confident_share", "claims")
     rows = [claim("FULLY_SUPPORTED", 0.7)] * 2 + [
         claim("NO_EVIDENCE", 0.9),
         claim("NO_EVIDENCE", 0.2, evidence=""),
     ]
     named = dict(zip(FEATURES, features(result(0.5, rows, unsupported_claims=1)), strict=True))
-    assert named == {"bias": 1.0, "unsupported": 0.5, "most_confident": 0.9, "near_certain_share": 0.25}
-    assert SuspicionFeatures.of(FaithfulnessFindings.of(result(0.5, rows))).vector() == tuple(named.values())
+    assert named["unsupported"] == 0.5 and named["most_confident"] == 0.9 and named["confident_share"] == 0.25
+    assert named["bias"] == 1.0 and named["claims"] == pytest.approx(math.log1p(4) / math.log1p(20))
+    found = FaithfulnessFindings.of(result(0.5, rows, unsupported_claims=1))
+    assert SuspicionFeatures.of(found).vector() == tuple(named.values())
 
 
 def test_the_cold_start_is_named_coefficients() -> None:
@@ -108,8 +110,8 @@ def test_the_cold_start_is_named_coefficients() -> None:
     # By name, not by position: the same coefficients in another order are the same model.
     assert LogisticModel.cold_start(shuffled).probability(x) == LogisticModel.cold_start().probability(x)
     assert coefficients(shuffled) == coefficients(COLD_START)
-    with pytest.raises(ValueError, match="missing: near_certain_share"):
-        SuspicionModels(cold_start={k: v for k, v in COLD_START.items() if k != "near_certain_share"})
+    with pytest.raises(ValueError, match="missing: claims"):
+        SuspicionModels(cold_start={k: v for k, v in COLD_START.items() if k != "claims"})
     with pytest.raises(ValueError, match="unknown: answer_length"):
         LogisticModel.cold_start({**COLD_START, "answer_length": 1.0})
 

@@ -2,8 +2,8 @@
 
 The features (SuspicionFeatures, by name) are what the offline judge's Faithfulness result says about the
 answer's claims, read through its typed view (tracescore.model.FaithfulnessFindings): the score, the
-judge's surest unsupported claim, and the names and figures the context lacks. The coefficients are named
-too (COLD_START). The probability is on a balanced-prior scale (as if half the answers were
+judge's surest unsupported claim, the claims the label rule counts, how many claims. The coefficients are
+named too (COLD_START). The probability is on a balanced-prior scale (as if half the answers were
 hallucinated): above 0.5 means the features are more typical of hallucinated answers than of faithful ones,
 whatever the share of hallucinations in the traffic. Online learning keeps that scale by
 weighting its labels per class.
@@ -34,22 +34,27 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class SuspicionFeatures:
     """The features of one scored (status OK) offline Faithfulness result, from its typed findings: how much
-    of the answer is unsupported, how sure the judge is of its surest unsupported claim, and the share of
-    claims it is near certain of (a name or figure the context lacks). Three, on purpose: the eight of the
-    previous release ranked the dev sets well and unseen data worse (BENCHMARKS, "Figures that hold on
-    data we have not read"); each of these reads one general kind of evidence, on any answer length."""
+    of the answer is unsupported, how sure the judge is of its surest unsupported claim, the share of claims
+    the label rule counts as unsupported, and how many claims there are (a long answer holds more to get
+    wrong). Four, on purpose: the features that read how the judge aligned claims with the passage (rules
+    written while reading the dev passages), or only its near-certain name and figure checks (which rank
+    faithful summaries that add a well-known name first), ranked no better held out (BENCHMARKS, "Figures
+    that hold on data we have not read")."""
 
     unsupported: float  # 1 - the offline score
     most_confident: float  # highest confidence among all unsupported claims (0: none)
-    near_certain_share: float  # share judged unsupported near certainly: a name or figure the context lacks
+    confident_share: float  # share of claims the label rule counts as unsupported (`unsupported_claims`)
+    claims: float  # log(1 + claims), 1.0 at 20 claims and above
 
     @classmethod
     def of(cls, found: FaithfulnessFindings) -> SuspicionFeatures:
+        total = found.claims
         score = found.score if found.score is not None else 0.5
         return cls(
             unsupported=1.0 - min(1.0, max(0.0, score)),
             most_confident=found.most_confident,
-            near_certain_share=min(1.0, found.near_certain / found.claims) if found.claims else 0.0,
+            confident_share=min(1.0, found.confidently_unsupported / total) if total else 0.0,
+            claims=min(1.0, math.log1p(total) / _CLAIMS_SCALE),
         )
 
     def vector(self) -> tuple[float, ...]:
@@ -67,13 +72,15 @@ FEATURES: tuple[str, ...] = ("bias", *(f.name for f in fields(SuspicionFeatures)
 # `python benchmarks/cascade_sampling.py DATA.jsonl --calibrate QA.jsonl,LONG.jsonl` refits them.
 COLD_START: Mapping[str, float] = MappingProxyType(
     {
-        "bias": -0.711,
-        "unsupported": 0.869,
-        "most_confident": 0.732,
-        "near_certain_share": 0.427,
+        "bias": -0.787,
+        "unsupported": 0.832,
+        "most_confident": 0.7,
+        "confident_share": 0.555,
+        "claims": 0.144,
     }
 )
 
+_CLAIMS_SCALE = math.log1p(20)
 _MAX_CLASS_WEIGHT = 10.0  # a class at 5% of labels gets its full weight
 
 
