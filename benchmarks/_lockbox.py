@@ -62,18 +62,8 @@ def reader(path: Path, lockbox: bool = False) -> Callable[[Sequence[str]], bool]
 def open_lockbox(paths: Iterable[Path], argv: Sequence[str] | None = None) -> int:
     """Record one opening of the lockbox (call before scoring it); returns how many openings are on record."""
     LOG.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(
-        ["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(Path(__file__).parent), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    commit = _git("rev-parse", "--short", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
     when = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     names = ",".join(p.name for p in paths if locked(p))
     words = " ".join(sys.argv if argv is None else argv)
@@ -82,6 +72,14 @@ def open_lockbox(paths: Iterable[Path], argv: Sequence[str] | None = None) -> in
     count = openings()
     print(f"LOCKBOX OPENED ({names}): opening {count} on record in {LOG}")
     return count
+
+
+def _git(*args: str) -> str:
+    """What git prints for the checkout these benchmarks are in ("" outside one)."""
+    done = subprocess.run(
+        ["git", "-C", str(Path(__file__).parent), *args], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
 
 
 def openings() -> int:

@@ -19,8 +19,9 @@ from tracescore.score.metrics._faithfulness import VERDICTS_TASK, ClaimVerdict, 
 
 BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 DEV_SET = BENCHMARKS.parents[1] / "shared/data/halueval_qa_dev.jsonl"
-# Measured with benchmarks/halueval_accuracy.py: 0.968. A drop of more than 0.01 is a regression.
-DEV_SET_FLOOR = 0.958
+# The open part of the dev set (its lockbox left out), a score below 0.5 read as hallucinated: 0.954 when
+# the lockbox was carved out. A drop of more than 0.01 is a regression.
+DEV_SET_FLOOR = 0.944
 
 ACME = (
     "Acme Corp was founded in 1952 by Jane Doe. The company is headquartered in Denver, Colorado, "
