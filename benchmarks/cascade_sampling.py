@@ -2,7 +2,7 @@
 
     python benchmarks/cascade_sampling.py [DATA.jsonl] [--calibrate [FILE,...]] [--reverse] [--json]
         [--judge-noise 0.1] [--spans N] [--streams R] [--budgets 2,5,10,20] [--labels 400]
-        [--hallucination-rate 0.05] [--measure-half 1]
+        [--hallucination-rate 0.05] [--measure-half 1] [--lockbox] [--no-learning-curve]
 
 DATA.jsonl: one labelled RAG answer a line, `query`, `contexts` (list of strings), `answer`, `label`
 (`hallucinated` / `faithful`, or any of the bad/good labels below); other fields are ignored. Default: the
@@ -49,6 +49,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from _lockbox import DEV_SETS, locked, open_lockbox, reader
+
 from tracescore.model import DecodedSpan, Interaction, MetricResult, MetricStatus, RagRecord
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.sample._calibration import COLD_START, FEATURES, calibration_half, features, fit
@@ -78,15 +80,18 @@ def label(value: object) -> bool | None:
     return True if text in BAD else False if text in GOOD else None
 
 
-async def score_all(path: Path) -> tuple[list[Row], int]:
-    """Every usable record with its offline result; and how many lines were skipped (with a reason)."""
+async def score_all(path: Path, lockbox: bool = False) -> tuple[list[Row], int]:
+    """Every usable record with its offline result (of a dev set: the open part, or with `lockbox` the
+    lockbox only); and how many lines were skipped (with a reason)."""
     judge, metrics = OfflineJudge(), [Faithfulness()]
-    rows, skipped = [], 0
+    rows, skipped, reads = [], 0, reader(path, lockbox)
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
+            if not reads(raw["contexts"]):
+                continue
             record = RagRecord(query=raw["query"], contexts=tuple(raw["contexts"]), answer=raw["answer"])
             hallucinated = label(raw["label"])
             if hallucinated is None:
@@ -226,12 +231,17 @@ def measure(
     return runs
 
 
-def calibrate(paths: list[Path], half: int = 0) -> dict[str, float]:
-    """Coefficients fitted on the calibration half (half 0) of every file, together."""
+def calibrate(paths: list[Path], half: int | None = 0) -> dict[str, float]:
+    """Coefficients fitted on the calibration half (half 0; None: both) of every file, together (of a dev
+    set, its open part: never the lockbox)."""
     rows = []
     for path in paths:
         scored, _ = asyncio.run(score_all(path))
-        ok = [r for r in scored if r.half == half and r.offline and r.offline[0].status is MetricStatus.OK]
+        ok = [
+            r
+            for r in scored
+            if half in (None, r.half) and r.offline and r.offline[0].status is MetricStatus.OK
+        ]
         rows += [(features(r.offline[0]), r.hallucinated) for r in ok]
     return fit(rows)
 
@@ -271,13 +281,28 @@ def main() -> None:
         default=1,
         help="the half measured (default 1, held out); 0 swaps the halves, to tune settings on half 0",
     )
+    parser.add_argument(
+        "--lockbox",
+        action="store_true",
+        help="measure on the dev set's lockbox (once per change; recorded); the open part calibrates",
+    )
+    parser.add_argument(
+        "--no-learning-curve", action="store_true", help="skip the learning curve (the slowest part)"
+    )
     args = parser.parse_args()
+    if args.lockbox and (args.reverse or not locked(args.path)):
+        sys.exit("--lockbox measures a dev set's lockbox (no --reverse): " + ", ".join(sorted(DEV_SETS)))
 
     rows, skipped = asyncio.run(score_all(args.path))
     measured = 0 if args.reverse else args.measure_half
-    calibrating = 1 - measured
+    calibrating: int | None = 1 - measured
     calibration = [r for r in rows if r.half == calibrating]
     measurement = [r for r in rows if r.half == measured]
+    if args.lockbox:
+        open_lockbox([args.path])
+        calibration, calibrating = rows, None  # every open record calibrates; the lockbox is measured
+        measurement, more = asyncio.run(score_all(args.path, lockbox=True))
+        skipped += more
     for name, half in (("calibration", calibration), ("measurement", measurement)):
         if not any(r.hallucinated for r in half) or all(r.hallucinated for r in half):
             sys.exit(f"{args.path}: the {name} half needs both hallucinated and faithful answers")
@@ -293,10 +318,11 @@ def main() -> None:
             "--reverse measures on half 0, which the shipped coefficients were fitted on: add --calibrate"
         )
     source = "refitted on the calibration half" if args.calibrate is not None else "shipped"
+    measured_on = "the lockbox" if args.lockbox else f"half {measured}"
     print(
-        f"{args.path.name}: {len(rows)} records ({skipped} skipped); split by hash of query + contexts: "
-        f"calibration {len(calibration)} records / {questions[0]} questions, measured on "
-        f"{len(measurement)} / {questions[1]}; coefficients: {source}"
+        f"{args.path.name}: {len(rows)} open records ({skipped} skipped); split by hash of query + "
+        f"contexts: calibration {len(calibration)} records / {questions[0]} questions, measured on "
+        f"{measured_on}, {len(measurement)} / {questions[1]}; coefficients: {source}"
     )
     print(
         f"{args.streams} streams of {args.spans} spans, {args.hallucination_rate:.0%} hallucinated; "
@@ -365,6 +391,11 @@ def main() -> None:
         f"({mean(r.baseline for r in clean):.2%})"
     )
 
+    if args.no_learning_curve:
+        figures["split"] = {"calibration": len(calibration), "measurement": len(measurement)}
+        if args.json:
+            print(json.dumps(figures))
+        return
     curve_streams = args.streams  # the streams of the table, so the two read alike
     print(f"\nlearning curve at a 5% budget ({curve_streams} streams per point, perfect / noisy judge):\n")
     print("| labels seen | from a zeroed model | noisy | from the cold start | noisy |")

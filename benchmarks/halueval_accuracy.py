@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _lockbox import DEV_SETS, locked, open_lockbox, reader
+
 from tracescore.model import MetricResult, RagRecord
 from tracescore.sample._calibration import calibration_half
 from tracescore.score import faithfulness_label
@@ -97,12 +99,15 @@ class Row:
     half: int
 
 
-def load(path: Path) -> list[Row]:
-    rows = []
+def load(path: Path, lockbox: bool = False) -> list[Row]:
+    """The file's records; of a dev set, the open part, or with `lockbox` the lockbox only."""
+    rows, reads = [], reader(path, lockbox)
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 raw = json.loads(line)
+                if not reads(raw["contexts"]):
+                    continue
                 record = RagRecord(
                     id=raw.get("id"),
                     query=raw["query"],
@@ -278,12 +283,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--halves", action="store_true", help="also: choose on one half of the groups, measure on the other"
     )
+    parser.add_argument(
+        "--lockbox",
+        action="store_true",
+        help="score the dev sets' lockbox only, with the shipped defaults (once per change; recorded)",
+    )
     args = parser.parse_args(argv)
     missing = [p for p in [*args.paths, *args.guard] if not p.exists()]
     if missing:
         print(f"no such file: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
-    loaded = [load(path) for path in args.paths]
+    if args.lockbox and (args.show_errors or args.folds or args.halves or args.guard):
+        print("--lockbox scores the shipped defaults only: no --show-errors, --folds, --halves or --guard")
+        return 2
+    if args.lockbox:
+        if not any(locked(p) for p in args.paths):
+            print(f"--lockbox: none of the files is a dev set ({', '.join(sorted(DEV_SETS))})")
+            return 2
+        open_lockbox(args.paths)
+    loaded = [load(path, args.lockbox) for path in args.paths]
     for path, rows in zip(args.paths, loaded, strict=True):
         started = time.perf_counter()
         results = asyncio.run(score_all([r.record for r in rows]))
@@ -297,7 +315,10 @@ def main(argv: list[str] | None = None) -> int:
             if predicted != row.hallucinated:
                 errors.append((row, result))
         groups = [len({r.group for r in rows if r.half == h}) for h in (0, 1)]
-        print(f"{path.name}: {len(rows)} records, {sum(r.hallucinated for r in rows)} hallucinated")
+        part = (
+            ("the lockbox" if args.lockbox else "the open part, lockbox left out") if locked(path) else "all"
+        )
+        print(f"{path.name} ({part}): {len(rows)} records, {sum(r.hallucinated for r in rows)} hallucinated")
         print(
             f"  split by question and documents: half 0 {sum(r.half == 0 for r in rows)} records / "
             f"{groups[0]} groups, half 1 {sum(r.half == 1 for r in rows)} / {groups[1]}"

@@ -45,6 +45,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from _lockbox import locked, open_lockbox, reader
+
 from tracescore.model import MetricResult, RagRecord
 from tracescore.sample._calibration import calibration_half
 from tracescore.score import faithfulness_label
@@ -87,12 +89,16 @@ class Case:
     hallucinated: bool
 
 
-def load_pairs(path: Path) -> list[Pair]:
+def load_pairs(path: Path, lockbox: bool = False) -> list[Pair]:
+    """The questions with both answers (of a dev set: the open part, or with `lockbox` the lockbox only)."""
     by_query: dict[str, dict[str, object]] = {}
+    reads = reader(path, lockbox)
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 raw = json.loads(line)
+                if not reads(raw["contexts"]):
+                    continue
                 entry = by_query.setdefault(raw["query"], {"context": "\n".join(raw["contexts"])})
                 entry[raw["label"]] = raw["answer"].strip()
     return [
@@ -288,16 +294,26 @@ def main(argv: list[str] | None = None) -> int:
         "--write", type=Path, metavar="DIR", help="write each shape as labelled JSONL, then exit"
     )
     parser.add_argument("--show", type=int, default=0, metavar="N", help="print N misjudged cases per shape")
+    parser.add_argument(
+        "--lockbox",
+        action="store_true",
+        help="build the shapes from the dev set's lockbox questions only (once per change; recorded)",
+    )
     args = parser.parse_args(argv)
     if not args.path.exists():
         print(f"no such file: {args.path}", file=sys.stderr)
         return 2
+    if args.lockbox and (args.show or args.write or not locked(args.path)):
+        print("--lockbox scores the shapes a dev set's lockbox builds: no --show or --write", file=sys.stderr)
+        return 2
+    if args.lockbox:
+        open_lockbox([args.path])
     for form, base in IRREGULAR_VERBS.items():
         # The table lists past then participle; the first form seen for a base is its past.
         if base not in _PAST:
             _PAST[base] = form
         _PARTICIPLE[base] = form
-    pairs = load_pairs(args.path)
+    pairs = load_pairs(args.path, args.lockbox)
     # The questions' halves are those of the dev set's calibration split (tracescore's calibration_half),
     # so a shape built from half 0 holds only half-0 questions.
     halves = tuple([p for p in pairs if calibration_half(p.query, (p.context,)) == h] for h in (0, 1))

@@ -91,21 +91,16 @@ def test_counts_without_claim_rows_read_as_sure_and_aligned() -> None:
 
 
 def test_features_are_named_and_ordered_by_name() -> None:
-    assert FEATURES[0] == "bias" and set(FEATURES[1:]) == {
-        "unsupported",
-        "partial",
-        "aligned",
-        "weakest_aligned",
-        "most_confident",
-        "confident_share",
-        "near_certain_share",
-        "claims",
-    }
-    rows = [claim("FULLY_SUPPORTED", 0.7)] * 3 + [claim("NO_EVIDENCE", 0.2, evidence="")]
-    named = dict(zip(FEATURES, features(result(0.75, rows, unsupported_claims=0)), strict=True))
-    assert named["aligned"] == 0.75 and named["weakest_aligned"] == 0.0 and named["most_confident"] == 0.2
-    assert named["unsupported"] == 0.25 and named["claims"] == pytest.approx(math.log1p(4) / math.log1p(20))
-    assert SuspicionFeatures.of(FaithfulnessFindings.of(result(0.75, rows))).vector() == tuple(named.values())
+    assert FEATURES == ("bias", "unsupported", "most_confident", "confident_share", "claims")
+    rows = [claim("FULLY_SUPPORTED", 0.7)] * 2 + [
+        claim("NO_EVIDENCE", 0.9),
+        claim("NO_EVIDENCE", 0.2, evidence=""),
+    ]
+    named = dict(zip(FEATURES, features(result(0.5, rows, unsupported_claims=1)), strict=True))
+    assert named["unsupported"] == 0.5 and named["most_confident"] == 0.9 and named["confident_share"] == 0.25
+    assert named["bias"] == 1.0 and named["claims"] == pytest.approx(math.log1p(4) / math.log1p(20))
+    found = FaithfulnessFindings.of(result(0.5, rows, unsupported_claims=1))
+    assert SuspicionFeatures.of(found).vector() == tuple(named.values())
 
 
 def test_the_cold_start_is_named_coefficients() -> None:

@@ -175,7 +175,7 @@ def test_candidates_are_thinned_uniformly_when_the_offline_judge_falls_behind(
     [
         (faithfulness(0.0), Selection.CASCADE, "NO_EVIDENCE (1)"),
         (faithfulness(0.0, CONTRADICTORY=1), Selection.CASCADE, "CONTRADICTORY (1)"),
-        (faithfulness(0.5, NO_EVIDENCE=1, FULLY_SUPPORTED=1), Selection.CASCADE, "P(hallucinated) 0.9"),
+        (faithfulness(0.5, NO_EVIDENCE=1, FULLY_SUPPORTED=1), Selection.CASCADE, "P(hallucinated) 0.66"),
         (faithfulness(None, MetricStatus.ERROR), Selection.CASCADE, "failed"),
         (faithfulness(1.0, FULLY_SUPPORTED=3), None, None),
         (faithfulness(0.5, PARTIALLY_SUPPORTED=1), None, None),
@@ -280,7 +280,7 @@ def test_the_daily_budget_holds_across_hours(make_interaction: Any) -> None:
         ),
         clock=clock,
     )
-    span, suspicious = make_interaction("8" * 32), faithfulness(0.0, NO_EVIDENCE=1, CONTRADICTORY=1)
+    span, suspicious = make_interaction("8" * 32), faithfulness(0.25, NO_EVIDENCE=1, PARTIALLY_SUPPORTED=1)
     sent = 0
     for _ in range(48):  # every half hour for a day
         escalation = policy.escalate(span, suspicious)
@@ -290,7 +290,7 @@ def test_the_daily_budget_holds_across_hours(make_interaction: Any) -> None:
         clock.now += 1800
     assert sent == 2 and policy.skips["budget"] == 46
     # A new day: its budget is open again (paced over the day: the most suspicious answer yet goes at once;
-    # with more claims all unsupported than the day's, it is).
+    # with every claim unsupported, more than the day's answers, it is).
     assert policy.budget_used() == {"hour": 0, "day": 0}
     assert policy.escalate(span, faithfulness(0.0, NO_EVIDENCE=2, CONTRADICTORY=1)).to_llm
 

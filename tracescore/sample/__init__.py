@@ -15,14 +15,8 @@ from tracescore.sample._config import (
     load_sampling_config,
 )
 from tracescore.sample._lift import FailureShare, LiftKey, LiftReading
-from tracescore.sample._policy import (
-    CascadePolicy,
-    Decision,
-    Escalation,
-    SamplingPolicy,
-    Selection,
-    SkipReason,
-)
+from tracescore.sample._policy import CascadePolicy
+from tracescore.sample._protocol import Decision, Escalation, SamplingPolicy, Selection, SkipReason
 from tracescore.sample._suspicion import Suspicion, suspicion
 
 __all__ = [

@@ -1,12 +1,11 @@
 """The suspicion score: P(hallucinated) from the offline judge's results, a small logistic model.
 
 The features (SuspicionFeatures, by name) are what the offline judge's Faithfulness result says about the
-answer's claims, read through its typed view (tracescore.model.FaithfulnessFindings): the score, the share
-of claims the judge aligned with the context and its weakest aligned claim, names and figures the context
-lacks, the label rule's unsupported claims, how many claims. The coefficients are named too (COLD_START).
-The probability is on a balanced-prior scale (as if half the
-answers were hallucinated): above 0.5 means the features are more typical of hallucinated answers than of
-faithful ones, whatever the share of hallucinations in the traffic. Online learning keeps that scale by
+answer's claims, read through its typed view (tracescore.model.FaithfulnessFindings): the score, the
+judge's surest unsupported claim, the claims the label rule counts, how many claims. The coefficients are
+named too (COLD_START). The probability is on a balanced-prior scale (as if half the answers were
+hallucinated): above 0.5 means the features are more typical of hallucinated answers than of faithful ones,
+whatever the share of hallucinations in the traffic. Online learning keeps that scale by
 weighting its labels per class.
 """
 
@@ -34,35 +33,27 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SuspicionFeatures:
-    """The features of one scored (status OK) offline Faithfulness result, from its typed findings. They
-    still rank on long answers, where one claim of many decides: how much of the answer the judge could
-    align with the context, its weakest aligned claim, the names and figures the context lacks."""
+    """The features of one scored (status OK) offline Faithfulness result, from its typed findings: how much
+    of the answer is unsupported, how sure the judge is of its surest unsupported claim, the share of claims
+    the label rule counts as unsupported, and how many claims there are (a long answer holds more to get
+    wrong). Four, on purpose: the features that read how the judge aligned claims with the passage (rules
+    written while reading the dev passages), or only its near-certain name and figure checks (which rank
+    faithful summaries that add a well-known name first), ranked no better held out (BENCHMARKS, "Figures
+    that hold on data we have not read")."""
 
     unsupported: float  # 1 - the offline score
-    partial: float  # share of claims judged PARTIALLY_SUPPORTED
-    aligned: float  # share of claims the judge aligned with context sentences (it quotes evidence for)
-    weakest_aligned: float  # highest confidence among the unsupported claims it aligned (0: none)
     most_confident: float  # highest confidence among all unsupported claims (0: none)
     confident_share: float  # share of claims the label rule counts as unsupported (`unsupported_claims`)
-    near_certain_share: float  # share judged unsupported near certainly: a name or figure the context lacks
-    claims: float  # log(1 + claims), 1.0 at 20 claims and above: longer answers hold more to get wrong
+    claims: float  # log(1 + claims), 1.0 at 20 claims and above
 
     @classmethod
     def of(cls, found: FaithfulnessFindings) -> SuspicionFeatures:
         total = found.claims
-
-        def share(n: int) -> float:
-            return min(1.0, n / total) if total else 0.0
-
         score = found.score if found.score is not None else 0.5
         return cls(
             unsupported=1.0 - min(1.0, max(0.0, score)),
-            partial=share(found.partial),
-            aligned=share(found.aligned),
-            weakest_aligned=found.weakest_aligned,
             most_confident=found.most_confident,
-            confident_share=share(found.confidently_unsupported),
-            near_certain_share=share(found.near_certain),
+            confident_share=min(1.0, found.confidently_unsupported / total) if total else 0.0,
             claims=min(1.0, math.log1p(total) / _CLAIMS_SCALE),
         )
 
@@ -74,21 +65,18 @@ class SuspicionFeatures:
 # The model's inputs, by name: a constant bias, then the fields of SuspicionFeatures in order.
 FEATURES: tuple[str, ...] = ("bias", *(f.name for f in fields(SuspicionFeatures)))
 
-# Fitted with `fit` on the calibration halves of both labelled dev sets together (HaluEval QA: the 122
-# questions whose text and documents hash to half 0, 244 records; FaithBench summaries: the 16 passages that
-# hash to half 0, 144 records); the other halves are held out for the figures in BENCHMARKS.md.
+# Fitted with `fit` on the calibration halves of the open part of both labelled dev sets together (their
+# lockbox left out, benchmarks/_lockbox.py; HaluEval QA: the questions whose text and documents hash to
+# half 0; FaithBench summaries: the passages that do); the other halves and the lockboxes are held out for
+# the figures in BENCHMARKS.md.
 # `python benchmarks/cascade_sampling.py DATA.jsonl --calibrate QA.jsonl,LONG.jsonl` refits them.
 COLD_START: Mapping[str, float] = MappingProxyType(
     {
-        "bias": -1.736,
-        "unsupported": 2.269,
-        "partial": -0.055,
-        "aligned": -0.337,
-        "weakest_aligned": 0.986,
-        "most_confident": 1.21,
-        "confident_share": 0.92,
-        "near_certain_share": 0.516,
-        "claims": 0.566,
+        "bias": -0.787,
+        "unsupported": 0.832,
+        "most_confident": 0.7,
+        "confident_share": 0.555,
+        "claims": 0.144,
     }
 )
 
@@ -163,10 +151,11 @@ class LogisticModel:
 
 
 def fit(
-    rows: Sequence[tuple[Sequence[float], bool]], *, l2: float = 0.01, iterations: int = 3000
+    rows: Sequence[tuple[Sequence[float], bool]], *, l2: float = 0.1, iterations: int = 3000
 ) -> dict[str, float]:
     """Balanced logistic regression by full-batch gradient descent (a few hundred rows: no library needed);
-    the coefficients by feature name."""
+    the coefficients by feature name. `l2` pulls them toward 0 (the bias apart): a few dozen passages or
+    questions fit any weights; held out, the pulled ones ranked as well or better (BENCHMARKS)."""
     positives = sum(1 for _, y in rows if y)
     negatives = len(rows) - positives
     if not positives or not negatives:

@@ -19,6 +19,7 @@ from tracescore._config import ConfigFileError, FileSettings, one_line, read_tab
 from tracescore.model import Verdict
 
 __all__ = [
+    "DEFAULT_CASCADE_METRIC",
     "AttributeFilter",
     "BudgetConfig",
     "CascadeConfig",
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 _GLOB_CHARS = frozenset("*?[")
+DEFAULT_CASCADE_METRIC = "faithfulness"  # the offline result the cascade ranks by, and its LLM label
 
 
 class SamplingConfigError(ConfigFileError):
@@ -211,7 +213,7 @@ class CascadeConfig(_Strict):
 
     enabled: bool = Field(default=True, description="Run the cascade when an LLM judge is configured.")
     metric: str = Field(
-        default="faithfulness", description="The offline result the suspicion score is computed from."
+        default=DEFAULT_CASCADE_METRIC, description="The offline result the suspicion score is computed from."
     )
     min_probability: float = Field(
         default=0.5,

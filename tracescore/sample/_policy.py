@@ -22,8 +22,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Protocol, runtime_checkable
 
 from tracescore.model import Interaction, MetricResult
 from tracescore.sample._admission import RunningQuantile
@@ -33,9 +31,10 @@ from tracescore.sample._hashing import keep, position, within
 from tracescore.sample._learning import SuspicionModels
 from tracescore.sample._lift import Lift, LiftReading
 from tracescore.sample._limits import ArrivalMeter, TokenBucket, TokenBudget
-from tracescore.sample._suspicion import suspicion
+from tracescore.sample._protocol import Decision, Escalation, SamplingPolicy, Selection, SkipReason
+from tracescore.sample._suspicion import Suspicion, suspicion
 
-__all__ = ["CascadePolicy", "Decision", "Escalation", "SamplingPolicy", "Selection", "SkipReason"]
+__all__ = ["CascadePolicy"]
 
 _RATES_CACHE = 4096  # (service, route) pairs remembered; routes come from traffic, so the cache is bounded
 _COST_WEIGHT = 0.1  # weight of the newest offline cost in its running mean
@@ -43,74 +42,7 @@ _PACE_HORIZON_S = 300.0  # arrivals averaged over this long to pace the budget (
 _PACE_MARGIN = 1.1  # admit a little ahead of pace: the hard limit stops overspend, lag would waste budget
 
 
-class SkipReason(StrEnum):
-    FILTER = "filter"  # an attribute filter excluded it
-    RATE = "rate"  # outside the configured share for its service/route/metrics
-    THINNED = "thinned"  # the stream outran the offline judge's CPU share
-    RATE_LIMIT = "rate_limit"  # evaluations per minute reached
-    BUDGET = "budget"  # would have gone to the LLM judge, but its token budget is spent
-
-
-class Selection(StrEnum):
-    CASCADE = "cascade"  # among the most suspicious the budget allows: a biased, targeted sample
-    BASELINE = "baseline"  # uniform on the conversation (else trace) id: unbiased, for rolling estimates
-    # Uniform on the same id, on the cascade's budget where targeting shows no lift (sample/_lift.py).
-    UNIFORM = "uniform"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Whether to score an interaction, and with which metrics (a subset of the policy's, in its order)."""
-
-    metrics: tuple[str, ...]
-    skip: SkipReason | None = None
-
-    @property
-    def sampled(self) -> bool:
-        return self.skip is None
-
-
-@dataclass(frozen=True, slots=True)
-class Escalation:
-    """Whether the LLM judge scores this interaction too, and why.
-
-    `selection` is how it was chosen (also set when the budget stopped it: what it would have been); write
-    it into the LLM judge's records. `reserved_tokens` must be handed back through `charge`.
-    `suspicion_score` is P(hallucinated) from the offline result (None: nothing to rank), `suspicion` why.
-    `inclusion_probability` is the chance the policy had of sending this interaction to the LLM judge
-    (baseline, uniform draws and cascade together); None when it did not go. `targeted_share` is the split
-    in force for its route and answer shape (the share of the cascade's budget that targets; the rest draws
-    uniformly); `cascade_pick`, whether the cascade fully targeting would have sent it (lift evidence).
-    """
-
-    to_llm: bool
-    selection: Selection | None = None
-    skip: SkipReason | None = None
-    suspicion: str | None = None
-    reserved_tokens: int = 0
-    inclusion_probability: float | None = None
-    suspicion_score: float | None = None
-    targeted_share: float | None = None
-    cascade_pick: bool = False
-
-    @property
-    def reason(self) -> str:
-        """`cascade`, `baseline`, `uniform`, `budget`, or `offline_only` (nothing suspicious, not drawn)."""
-        if self.skip is not None:
-            return self.skip.value
-        return self.selection.value if self.selection is not None else "offline_only"
-
-
-@runtime_checkable
-class SamplingPolicy(Protocol):
-    def admit(self, interaction: Interaction) -> Decision: ...
-
-    def escalate(self, interaction: Interaction, offline_results: Sequence[MetricResult]) -> Escalation: ...
-
-    def charge(self, tokens: int, *, reserved: int = 0) -> None: ...
-
-
-class CascadePolicy:
+class CascadePolicy(SamplingPolicy):
     """The configured policy for one consumer process (budgets and limits are per process).
 
     Not thread-safe: call it from the consumer's event loop. `metrics` are the names of the metrics the
@@ -190,87 +122,124 @@ class CascadePolicy:
     # --- step 2 ---------------------------------------------------------------------------------------
 
     def escalate(self, interaction: Interaction, offline_results: Sequence[MetricResult]) -> Escalation:
+        """The steps, in order: suspicion, admission, split, draw, budget, inclusion probability."""
         cascade = self.config.cascade
         if not cascade.enabled:
             return Escalation(to_llm=False)
-        trace_id = interaction.span.trace_id
-        route = _route_key(interaction)
-        suspect = suspicion(offline_results, cascade, self.models, route)
         candidates_per_s = self._scored.tick()
         arrivals_per_s = self._paced.tick()
         estimate = self._token_estimate()
-        admission = 0.0  # the chance the cascade, fully targeting, admits it (1 above the quantile)
-        ranked = suspect is not None and (
-            suspect.features is None or suspect.probability > cascade.min_probability
-        )
-        scored = suspect is not None and suspect.features is not None  # an offline error has no score
-        if suspect is not None and ranked:
-            share = 1.0 if not scored else self._cascade_share(estimate, arrivals_per_s)
-            admission = self._recent.admission(suspect.probability, share)
-        if suspect is not None and scored:
-            self._recent.add(suspect.probability, (route, suspect.features))
-        why = None if suspect is None else suspect.reason
-        score = suspect.probability if suspect is not None and scored else None
-        # The split (sample/_lift.py): `targeted_share` of the cascade's admissions go, and its other picks'
-        # worth of budget is drawn uniformly. An offline error goes whatever the split (nothing to target).
-        key = self.lift.key(interaction)
-        targeted_share, uniform_rate = self.lift.split(key, admission if scored else 0.0)
-        targeted = admission * targeted_share if scored else admission
-        drawn = min(1.0, cascade.baseline_rate + uniform_rate)  # the baseline, then the uniform draws: nested
-        # The baseline (and the uniform draws nested on it) draw whole conversations: every turn of a drawn
-        # conversation is judged, and each turn's chance of being drawn is still the rate (an id's hash is
-        # uniform), so the inclusion probabilities below stay exact.
-        at = position(interaction.session_id or trace_id, "baseline")
-        tie = position(trace_id, "tie") if admission > 0.0 else None
-        pick = scored and tie is not None and within(tie, admission)  # what full targeting would send
-        if within(at, cascade.baseline_rate):
-            selection: Selection | None = Selection.BASELINE
-        elif within(at, drawn):
-            selection = Selection.UNIFORM
-        elif tie is not None and within(tie, targeted):
-            selection = Selection.CASCADE
-        elif not ranked:
+        suspect = self._suspicion(interaction, offline_results)
+        admission = self._admission(suspect, estimate, arrivals_per_s)
+        split = self._split(interaction, suspect, admission)
+        selection, pick = self._draw(interaction, suspect, admission, split)
+        if selection is None and not suspect.ranked:
             return Escalation(
-                to_llm=False, suspicion=why, suspicion_score=score, targeted_share=targeted_share
+                to_llm=False,
+                suspicion=suspect.reason,
+                suspicion_score=suspect.score,
+                targeted_share=split.share,
             )
-        else:
-            selection = None  # above the floor but below what the budget allows: a budget skip
-        # The cascade leaves the baseline its expected share of the rest of the window, so a run of suspicious
-        # answers cannot starve the unbiased sample (and the estimates built on it) until the window ends.
         hold = cascade.baseline_rate * candidates_per_s * estimate
-        if selection is None or not self._budget.available(
-            estimate, 0.0 if selection is Selection.BASELINE else hold
-        ):
+        if selection is None or not self._budget_allows(selection, estimate, hold):
             self.skips[SkipReason.BUDGET] += 1
             return Escalation(
                 to_llm=False,
-                selection=selection or Selection.CASCADE,
+                selection=selection or Selection.CASCADE,  # above the floor, below what the budget allows
                 skip=SkipReason.BUDGET,
-                suspicion=why,
-                suspicion_score=score,
-                targeted_share=targeted_share,
+                suspicion=suspect.reason,
+                suspicion_score=suspect.score,
+                targeted_share=split.share,
             )
-        # Had the baseline not drawn it, could the cascade or a uniform draw have sent it now? While the
-        # budget stops them they could not: its chance is the baseline's alone, so the estimate corrects it
-        # with the other budget-stopped answers instead of counting it as likelier than it was.
-        if (
-            selection is Selection.BASELINE
-            and (targeted > 0.0 or drawn > cascade.baseline_rate)
-            and not self._budget.available(estimate, hold)
-        ):
-            targeted, drawn = 0.0, cascade.baseline_rate
+        probability = self._inclusion_probability(selection, split, estimate, hold)
         self._budget.reserved += estimate
         self.selections[selection] += 1
         return Escalation(
             to_llm=True,
             selection=selection,
-            suspicion=why,
+            suspicion=suspect.reason,
             reserved_tokens=estimate,
-            inclusion_probability=1.0 - (1.0 - drawn) * (1.0 - targeted),
-            suspicion_score=score,
-            targeted_share=targeted_share,
+            inclusion_probability=probability,
+            suspicion_score=suspect.score,
+            targeted_share=split.share,
             cascade_pick=pick,
         )
+
+    def _suspicion(self, interaction: Interaction, offline_results: Sequence[MetricResult]) -> _Suspect:
+        """P(hallucinated) from the offline result, and whether it ranks (above the floor, or an error)."""
+        cascade = self.config.cascade
+        route = _route_key(interaction)
+        found = suspicion(offline_results, cascade, self.models, route)
+        ranked = found is not None and (found.features is None or found.probability > cascade.min_probability)
+        return _Suspect(route, found, ranked, scored=found is not None and found.features is not None)
+
+    def _admission(self, suspect: _Suspect, estimate: int, arrivals_per_s: float) -> float:
+        """The chance the cascade, fully targeting, admits it: 1 above the running quantile of recent scores
+        that the budget's pace allows (an offline error, ranked without a score: 1), 0 below the floor."""
+        admission = 0.0
+        if suspect.ranked and suspect.found is not None:
+            share = self._cascade_share(estimate, arrivals_per_s) if suspect.scored else 1.0
+            admission = self._recent.admission(suspect.found.probability, share)
+        if suspect.scored and suspect.found is not None:
+            self._recent.add(suspect.found.probability, (suspect.route, suspect.found.features))
+        return admission
+
+    def _split(self, interaction: Interaction, suspect: _Suspect, admission: float) -> _Split:
+        """The split (sample/_lift.py): `share` of the cascade's admissions go, and its other picks' worth of
+        budget is drawn uniformly. An offline error goes whatever the split (nothing to target)."""
+        cascade = self.config.cascade
+        share, uniform_rate = self.lift.split(
+            self.lift.key(interaction), admission if suspect.scored else 0.0
+        )
+        return _Split(
+            share=share,
+            targeted=admission * share if suspect.scored else admission,
+            # The baseline, then the uniform draws: nested on one hash.
+            drawn=min(1.0, cascade.baseline_rate + uniform_rate),
+        )
+
+    def _draw(
+        self, interaction: Interaction, suspect: _Suspect, admission: float, split: _Split
+    ) -> tuple[Selection | None, bool]:
+        """Which selection sends it, if any, and whether full targeting would have (lift evidence).
+
+        The baseline (and the uniform draws nested on it) draw whole conversations: every turn of a drawn
+        conversation is judged, and each turn's chance of being drawn is still the rate (an id's hash is
+        uniform), so the inclusion probabilities stay exact."""
+        at = position(interaction.session_id or interaction.span.trace_id, "baseline")
+        tie = position(interaction.span.trace_id, "tie") if admission > 0.0 else None
+        pick = suspect.scored and tie is not None and within(tie, admission)
+        if within(at, self.config.cascade.baseline_rate):
+            return Selection.BASELINE, pick
+        if within(at, split.drawn):
+            return Selection.UNIFORM, pick
+        if tie is not None and within(tie, split.targeted):
+            return Selection.CASCADE, pick
+        return None, pick
+
+    def _budget_allows(self, selection: Selection, estimate: int, hold: float) -> bool:
+        """Whether the token budget has room. The cascade and the uniform draws leave the baseline `hold`, its
+        expected share of the rest of the window, so a run of suspicious answers cannot starve the unbiased
+        sample (and the estimates built on it) until the window ends."""
+        return self._budget.available(estimate, 0.0 if selection is Selection.BASELINE else hold)
+
+    def _inclusion_probability(
+        self, selection: Selection, split: _Split, estimate: int, hold: float
+    ) -> float:
+        """The chance it had of going: drawn, else targeted (independent hashes).
+
+        Had the baseline not drawn it, could the cascade or a uniform draw have sent it now? While the budget
+        stops them they could not: its chance is the baseline's alone, so the estimate corrects it with the
+        other budget-stopped answers instead of counting it as likelier than it was."""
+        baseline_rate = self.config.cascade.baseline_rate
+        targeted, drawn = split.targeted, split.drawn
+        if (
+            selection is Selection.BASELINE
+            and (targeted > 0.0 or drawn > baseline_rate)
+            and not self._budget.available(estimate, hold)
+        ):
+            targeted, drawn = 0.0, baseline_rate
+        return 1.0 - (1.0 - drawn) * (1.0 - targeted)
 
     def judged(self, interaction: Interaction, escalation: Escalation, failed: bool) -> LiftReading | None:
         """Hand back the LLM judge's verdict (`failed`: the records' label rule says the answer is bad) on an
@@ -285,6 +254,10 @@ class CascadePolicy:
     def lift_readings(self) -> list[LiftReading]:
         """Every tracked route and answer shape's lift and split, for status lines and metrics."""
         return self.lift.readings()
+
+    @property
+    def label_metric(self) -> str:
+        return self.config.cascade.metric
 
     def learn(
         self, interaction: Interaction, offline_results: Sequence[MetricResult], hallucinated: bool
@@ -351,3 +324,28 @@ class CascadePolicy:
 
 def _route_key(interaction: Interaction) -> str:
     return f"{interaction.span.service_name} {interaction.route}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Suspect:
+    """Step one: the offline result's suspicion, and what the later steps may do with it."""
+
+    route: str
+    found: Suspicion | None  # None: nothing to suspect (not scored, not applicable, an error not escalated)
+    ranked: bool  # a candidate for the cascade: a score above the floor, or an offline error
+    scored: bool  # a score to rank by and learn from (an offline error has none)
+
+    @property
+    def reason(self) -> str | None:
+        return None if self.found is None else self.found.reason
+
+    @property
+    def score(self) -> float | None:
+        return self.found.probability if self.found is not None and self.scored else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Split:
+    share: float  # the share of the cascade's admissions that targets, for this route and answer shape
+    targeted: float  # the chance the cascade sends it
+    drawn: float  # the chance the baseline or a uniform draw sends it

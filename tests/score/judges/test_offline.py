@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +17,11 @@ from tracescore.score.metrics import Faithfulness, evaluate_record
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnalysisInput
 from tracescore.score.metrics._faithfulness import VERDICTS_TASK, ClaimVerdict, VerdictsInput
 
-DEV_SET = Path(__file__).resolve().parents[3].parent / "shared/data/halueval_qa_dev.jsonl"
-# Measured with benchmarks/halueval_accuracy.py: 0.968. A drop of more than 0.01 is a regression.
-DEV_SET_FLOOR = 0.958
+BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
+DEV_SET = BENCHMARKS.parents[1] / "shared/data/halueval_qa_dev.jsonl"
+# The open part of the dev set (its lockbox left out), a score below 0.5 read as hallucinated: 0.954 when
+# the lockbox was carved out. A drop of more than 0.01 is a regression.
+DEV_SET_FLOOR = 0.944
 
 ACME = (
     "Acme Corp was founded in 1952 by Jane Doe. The company is headquartered in Denver, Colorado, "
@@ -264,9 +268,20 @@ async def test_deterministic_and_safe_to_share_across_concurrent_records() -> No
     assert [r.score for r in first[:3]] == [1.0, 0.0, 1.0]
 
 
+def open_part(path: Path) -> list[dict[str, Any]]:
+    """The dev set's records outside its lockbox (benchmarks/_lockbox.py): tests never read the lockbox."""
+    spec = importlib.util.spec_from_file_location("_lockbox", BENCHMARKS / "_lockbox.py")
+    assert spec and spec.loader
+    lockbox = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lockbox)
+    reads = lockbox.reader(path)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [row for row in rows if reads(row["contexts"])]
+
+
 @pytest.mark.skipif(not DEV_SET.exists(), reason=f"{DEV_SET} not present")
 async def test_halueval_dev_set_balanced_accuracy() -> None:
-    rows = [json.loads(line) for line in DEV_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = open_part(DEV_SET)
     judge, metric = OfflineJudge(), Faithfulness()
     records = [RagRecord(query=r["query"], contexts=tuple(r["contexts"]), answer=r["answer"]) for r in rows]
     results = await asyncio.gather(*(metric.score(r, judge) for r in records))

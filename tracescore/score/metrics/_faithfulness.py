@@ -34,8 +34,11 @@ DEFAULT_MAX_CLAIMS = 200
 # and a score below the threshold. Both chosen with the offline judge's thresholds on half 0 of both dev
 # sets (questions, passages) and measured on half 1 (benchmarks/halueval_accuracy.py --halves): the best
 # mean balanced accuracy that keeps specificity >= 0.6 on each shape, synthetic reworded summaries included
-# (benchmarks/offline_shapes.py; 0.5 flags half of them). With a judge that gives no confidence (an LLM),
-# a score below 0.5 always has a sure unsupported claim, so the threshold changes nothing there.
+# (benchmarks/offline_shapes.py; 0.5 flags half of them). Chosen again in every fold of a 5-fold split of
+# the dev sets' open part (their lockbox left out). On long answers the threshold carries most of the
+# sensitivity and sits on the faithful answers' scores, so specificity falls on passages nobody read
+# (BENCHMARKS, "Figures that hold on data we have not read"). With a judge that gives no confidence (an
+# LLM), a score below 0.5 always has a sure unsupported claim, so the threshold changes nothing there.
 DEFAULT_LABEL_RULE = "any_unsupported"
 DEFAULT_MIN_CONFIDENCE = 0.5
 DEFAULT_THRESHOLD = 0.4

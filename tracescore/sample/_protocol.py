@@ -1,0 +1,126 @@
+"""The sampling seam: what the consumer asks a sampling policy, and what it gets back.
+
+A policy must `admit`, `escalate` and `charge`. The rest are hooks with no-op defaults (subclass
+`SamplingPolicy` to inherit them): a policy that learns from the LLM judge's verdicts (`learn`), measures
+its own lift (`judged`, `lift_readings`), keeps state across restarts (`save`) or thins on the offline
+judge's cost (`observe_offline`) implements those, and the consumer calls them whatever the policy's class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from tracescore.model import Interaction, MetricResult
+from tracescore.sample._config import DEFAULT_CASCADE_METRIC
+from tracescore.sample._lift import LiftReading
+
+__all__ = ["Decision", "Escalation", "SamplingPolicy", "Selection", "SkipReason"]
+
+
+class SkipReason(StrEnum):
+    FILTER = "filter"  # an attribute filter excluded it
+    RATE = "rate"  # outside the configured share for its service/route/metrics
+    THINNED = "thinned"  # the stream outran the offline judge's CPU share
+    RATE_LIMIT = "rate_limit"  # evaluations per minute reached
+    BUDGET = "budget"  # would have gone to the LLM judge, but its token budget is spent
+
+
+class Selection(StrEnum):
+    CASCADE = "cascade"  # among the most suspicious the budget allows: a biased, targeted sample
+    BASELINE = "baseline"  # uniform on the conversation (else trace) id: unbiased, for rolling estimates
+    # Uniform on the same id, on the cascade's budget where targeting shows no lift (sample/_lift.py).
+    UNIFORM = "uniform"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Whether to score an interaction, and with which metrics (a subset of the policy's, in its order)."""
+
+    metrics: tuple[str, ...]
+    skip: SkipReason | None = None
+
+    @property
+    def sampled(self) -> bool:
+        return self.skip is None
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """Whether the LLM judge scores this interaction too, and why.
+
+    `selection` is how it was chosen (also set when the budget stopped it: what it would have been); write
+    it into the LLM judge's records. `reserved_tokens` must be handed back through `charge`.
+    `suspicion_score` is P(hallucinated) from the offline result (None: nothing to rank), `suspicion` why.
+    `inclusion_probability` is the chance the policy had of sending this interaction to the LLM judge
+    (baseline, uniform draws and cascade together); None when it did not go. `targeted_share` is the split
+    in force for its route and answer shape (the share of the cascade's budget that targets; the rest draws
+    uniformly); `cascade_pick`, whether the cascade fully targeting would have sent it (lift evidence).
+    """
+
+    to_llm: bool
+    selection: Selection | None = None
+    skip: SkipReason | None = None
+    suspicion: str | None = None
+    reserved_tokens: int = 0
+    inclusion_probability: float | None = None
+    suspicion_score: float | None = None
+    targeted_share: float | None = None
+    cascade_pick: bool = False
+
+    @property
+    def reason(self) -> str:
+        """`cascade`, `baseline`, `uniform`, `budget`, or `offline_only` (nothing suspicious, not drawn)."""
+        if self.skip is not None:
+            return self.skip.value
+        return self.selection.value if self.selection is not None else "offline_only"
+
+
+@runtime_checkable
+class SamplingPolicy(Protocol):
+    """Which interactions are scored, and which of those the LLM judge sees (`CascadePolicy` is ours).
+
+    Not thread-safe by contract: the consumer serialises every call."""
+
+    def admit(self, interaction: Interaction) -> Decision:
+        """Before any scoring: whether (and for which metrics) the interaction is scored offline."""
+        ...
+
+    def escalate(self, interaction: Interaction, offline_results: Sequence[MetricResult]) -> Escalation:
+        """After the offline judge: whether the LLM judge scores it too."""
+        ...
+
+    def charge(self, tokens: int, *, reserved: int = 0) -> None:
+        """The tokens one LLM evaluation really used, releasing what its Escalation reserved."""
+        ...
+
+    @property
+    def label_metric(self) -> str:
+        """The metric whose LLM verdict `learn` and `judged` receive (as `hallucinated` / `failed`)."""
+        return DEFAULT_CASCADE_METRIC
+
+    def learn(
+        self, interaction: Interaction, offline_results: Sequence[MetricResult], hallucinated: bool
+    ) -> bool:
+        """The LLM verdict on a baseline interaction, with its offline results again. Returns whether it was
+        learned (default: nothing learns)."""
+        return False
+
+    def judged(self, interaction: Interaction, escalation: Escalation, failed: bool) -> LiftReading | None:
+        """The LLM verdict on any escalated interaction: evidence of the policy's lift. Returns the key's
+        lift after it (default: no lift measured, None)."""
+        return None
+
+    def lift_readings(self) -> list[LiftReading]:
+        """Every tracked key's lift, for status lines and metrics (default: none)."""
+        return []
+
+    def observe_offline(self, seconds: float) -> None:
+        """How long one interaction's offline scoring took (default: ignored)."""
+        return None
+
+    def save(self) -> None:
+        """Persist learned state, on stop (default: nothing to save)."""
+        return None
