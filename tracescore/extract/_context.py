@@ -9,31 +9,21 @@ carries the answer is dropped then (`_tools.drop_answer_carriers`).
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from tracescore import semconv
 from tracescore.extract._read import is_repr
-from tracescore.model import ContextSource, DecodedSpan, Trace
+from tracescore.model import ContextSource, DecodedSpan
 
 __all__ = [
     "MAX_CONTEXTS",
     "MAX_CONTEXT_CHARS",
-    "Context",
     "Contexts",
     "ToolCall",
-    "as_contexts",
-    "conversation_of",
 ]
 
 MAX_CONTEXTS = 64
 MAX_CONTEXT_CHARS = 2_000_000
-
-
-class Context(NamedTuple):
-    text: str
-    source: ContextSource
 
 
 class ToolCall(NamedTuple):
@@ -100,6 +90,10 @@ class Contexts:
         for text in texts:
             self._add(text if isinstance(text, str) else str(text), source, call)
 
+    @property
+    def has_tool_results(self) -> bool:
+        return self._tool_results > 0
+
     def tool_results(self) -> list[tuple[int, str, ToolCall]]:
         """(position, text, call) of every document that is a tool's result."""
         if not self._tool_results:
@@ -156,6 +150,8 @@ class Contexts:
 
     @property
     def notes(self) -> tuple[str, ...]:
+        if not (self._notes or self._tool_results or self._reprs or self._unread or self._over_chars):
+            return ()  # the common case: nothing left out
         # A result judged as one text is noted once kept: one that carried the answer was dropped instead.
         whole = {
             f"{c.what} from span {c.span.span_id} '{c.span.name}' is not document-like: judged as one text": 0
@@ -181,56 +177,3 @@ class Contexts:
                 f"{MAX_CONTEXT_CHARS:,} characters"
             )
         return tuple(notes)
-
-
-def as_contexts(anchor: DecodedSpan, contexts: Contexts | Sequence[Context | str] | None) -> Contexts:
-    """`contexts` as a collector; plain strings were recorded on the interaction span itself."""
-    if isinstance(contexts, Contexts):
-        return contexts
-    collected = Contexts()
-    if not contexts:
-        return collected
-    source = ContextSource(anchor.span_id, "span")
-    add = collected._add
-    for item in contexts:
-        if type(item) is str:  # the common case first: documents recorded as text on the span
-            add(item, source)
-        elif isinstance(item, Context):
-            add(item.text, item.source)
-        else:
-            add(item if isinstance(item, str) else str(item), source)
-    return collected
-
-
-def conversation_of(
-    trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()
-) -> tuple[str | None, str | None]:
-    """(session, user) of the interaction, `session.id` / `gen_ai.conversation.id` and `user.id`: each the
-    first found on its span or an ancestor (a request span), else on a span it was read from (agents put them
-    on their LLM calls). One walk for both: every interaction on the unsampled path goes through here."""
-    lineage = (
-        (anchor,) if anchor.parent_span_id is None else itertools.chain((anchor,), trace.ancestors(anchor))
-    )
-    session: str | None = None
-    user: str | None = None
-    for span in itertools.chain(lineage, read_from) if read_from else lineage:
-        attrs = span.attributes
-        if session is None:
-            session = _text(attrs, _SESSION_KEYS)
-        if user is None:
-            user = _text(attrs, _USER_KEYS)
-        if session is not None and user is not None:
-            break
-    return session, user
-
-
-_SESSION_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID)
-_USER_KEYS = (semconv.USER_ID,)
-
-
-def _text(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
-    for key in keys:
-        value = attrs.get(key)
-        if value and isinstance(value, str):
-            return value
-    return None

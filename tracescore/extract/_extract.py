@@ -1,11 +1,9 @@
 """Run every recogniser on a trace and keep each interaction once.
 
-Recognisers run in priority order: tracescore's own spans first (they name question, documents and answer
-explicitly), then Langfuse's (its `@observe` spans are usually the app's entry point, around other
-instrumentations' spans), then OpenInference, OpenLLMetry, MLflow, the Vercel AI SDK (whose model calls also
-carry a few gen_ai.* attributes) and the OTel GenAI conventions. Two readings describe the same interaction
-when one's anchor span is the other's ancestor or descendant, or they were read from a shared span: the
-earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay separate.
+Recognisers run in priority order (`DEFAULT_RECOGNIZERS`: one per convention, in the order `_conventions`
+explains). Two readings describe the same interaction when one's anchor span is the other's ancestor or
+descendant, or they were read from a shared span: the earlier recogniser's reading is kept. Sibling
+interactions (two RAG calls in one request) stay separate.
 """
 
 from __future__ import annotations
@@ -13,27 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tracescore.extract._genai import GenAIRecognizer
-from tracescore.extract._langfuse import LangfuseRecognizer
-from tracescore.extract._mlflow import MLflowRecognizer
-from tracescore.extract._openinference import OpenInferenceRecognizer
-from tracescore.extract._openllmetry import OpenLLMetryRecognizer
+from tracescore.extract._conventions import CONVENTIONS
 from tracescore.extract._protocol import Recognizer, Skip
-from tracescore.extract._tracescore import TracescoreRecognizer
-from tracescore.extract._vercel import VercelAIRecognizer
+from tracescore.extract._reader import ConventionReader
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "extract"]
 
-DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = (
-    TracescoreRecognizer(),
-    LangfuseRecognizer(),
-    OpenInferenceRecognizer(),
-    OpenLLMetryRecognizer(),
-    MLflowRecognizer(),
-    VercelAIRecognizer(),
-    GenAIRecognizer(),
-)
+DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = tuple(ConventionReader(c) for c in CONVENTIONS)
 
 
 @dataclass

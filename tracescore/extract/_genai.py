@@ -13,187 +13,135 @@ documents.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from tracescore import semconv
-from tracescore.extract._context import Contexts
-from tracescore.extract._history import genai_tool_results
-from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import documents_of, is_repr, last_message_text, parse_json
-from tracescore.extract._tools import (
-    add_earlier_turns,
-    add_tool_result,
-    answering_groups,
-    called_by_tool,
-    genai_tool_messages,
-    ran_between,
-)
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.extract._convention import Convention, Reading, not_inside
+from tracescore.extract._history import TurnResult, genai_tool_results
+from tracescore.extract._read import assistant_text, documents_of, parse_json, user_text
+from tracescore.model import DecodedSpan
 
-__all__ = ["GenAIRecognizer"]
-
-_WORKFLOWS = frozenset({"invoke_workflow", "invoke_agent"})
-_GENERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-_RETRIEVAL = "retrieval"
-_TOOL = "execute_tool"
-RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
-RETRIEVAL_QUERY = "gen_ai.retrieval.query.text"
-SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
-# pydantic-ai before its GenAI-convention version 2 wrote `tool_response` / `tool_arguments`.
-_TOOL_RESULTS = ("gen_ai.tool.call.result", "tool_response")
-_TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments")
-_FINAL_RESULT = "final_result"
+__all__ = ["GenAI"]
 
 
-def _operation(span: DecodedSpan) -> str:
-    operation = span.attributes.get(semconv.GEN_AI_OPERATION_NAME)
-    if isinstance(operation, str):
-        return operation
-    # Span names follow `{operation} {target}` when a producer omits the attribute.
-    name = span.name
-    if name.startswith(("invoke_agent", "execute_tool")):
-        return name.split(" ", 1)[0]
-    return _TOOL if "gen_ai.tool.name" in span.attributes else ""
+class GenAI(Convention):
+    """The OTel GenAI semantic conventions' keys (`gen_ai.*`, most from `semconv`) and readers."""
 
-
-class GenAIRecognizer:
     name = "genai"
+    OPERATION_NAME = semconv.GEN_AI_OPERATION_NAME
+    INPUT_MESSAGES = semconv.GEN_AI_INPUT_MESSAGES
+    OUTPUT_MESSAGES = semconv.GEN_AI_OUTPUT_MESSAGES
+    RETRIEVAL_DOCUMENTS = semconv.GEN_AI_RETRIEVAL_DOCUMENTS
+    RETRIEVAL_QUERY = semconv.GEN_AI_RETRIEVAL_QUERY_TEXT
+    SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+    TOOL_NAME = "gen_ai.tool.name"
+    TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+    # pydantic-ai before its GenAI-convention version 2 wrote `tool_response` / `tool_arguments`.
+    TOOL_RESULT = ("gen_ai.tool.call.result", "tool_response")
+    TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments")
+    FINAL_RESULT = "final_result"  # pydantic-ai: the agent's output
+    INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+    OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+    RETRIEVAL = "retrieval"
+    EXECUTE_TOOL = "execute_tool"
+    INVOKE_AGENT = "invoke_agent"
+    INTERACTION_KINDS = frozenset({"invoke_workflow", INVOKE_AGENT})
+    LLM_KINDS = frozenset({"chat", "text_completion", "generate_content"})
+    TOOL_KINDS = frozenset({EXECUTE_TOOL})
+    LLM_CALL = "chat"
+    LONE_LLM_CALLS = True
+    OPEN = True
+    LOOKED_IN = {
+        "question": f"the last user message of {INPUT_MESSAGES} of the span or its first chat",
+        "answer": f"the assistant message of {OUTPUT_MESSAGES} of the span or its last chat",
+        "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans, "
+        f"{TOOL_RESULT[0]} of execute_tool spans and tool results in {INPUT_MESSAGES}; "
+        "document ids alone cannot be checked",
+    }
 
-    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
-        workflows = trace.outermost(lambda s: _operation(s) in _WORKFLOWS)
-        if workflows:
-            for anchor in workflows:
-                yield self._read(trace, anchor, list(trace.descendants(anchor)))
-            return
-        chats = trace.outermost(lambda s: _operation(s) in _GENERATIONS)
-        for group, since in answering_groups(chats, _asks_for_tool):
-            yield self._read(trace, group[-1], trace.beside(group[-1]), group, since)
+    RUN_TOOL_NAME = (TOOL_NAME,)
+    RUN_TOOL_ARGUMENTS = TOOL_ARGUMENTS
+    RUN_TOOL_RESULT = TOOL_RESULT
+    RUN_PROMPT_TOKENS = INPUT_TOKENS
+    RUN_COMPLETION_TOKENS = OUTPUT_TOKENS
+    RUN_MODEL_OUTPUT = (OUTPUT_MESSAGES,)
+    RUN_TOOL_DEFINITIONS = (TOOL_DEFINITIONS,)
 
-    def _read(
-        self,
-        trace: Trace,
-        anchor: DecodedSpan,
-        around: list[DecodedSpan],
-        group: list[DecodedSpan] | None = None,
-        since: int = 0,
-    ) -> Interaction | Skip:
-        retrievals = [s for s in around if _operation(s) == _RETRIEVAL]
-        contexts = Contexts()
-        for retrieval in retrievals:
-            if contexts.full:
-                contexts.skip_span()
-            else:
-                docs = documents_of(retrieval.attributes.get(RETRIEVAL_DOCUMENTS))
-                contexts.add(retrieval, "retriever", docs or ())
-        tools = [s for s in around if _operation(s) == _TOOL]
-        if group is not None:
-            tools = ran_between(tools, since, anchor)
-        for tool in tools:
-            add_tool_result(contexts, tool, "tool", _tool_result(tool), "tool result", _tool_arguments(tool))
-        chats = group if group is not None else [s for s in around if _operation(s) in _GENERATIONS]
-        if all(_tool_result(tool) is None for tool in tools):
-            # No tool span recorded its result (autogen-core's carry names only; content capture off): the
-            # results passed to the model are what its answer rests on.
-            _add_tool_messages(contexts, chats)
-        answering = [chat for chat in chats if not called_by_tool(trace, chat, anchor, _is_tool)]
-        add_earlier_turns(contexts, answering, _input_tool_results)
-        question = _question(chats[0] if group else anchor)
-        if question is None and chats:
-            question = _question(chats[0])
-        answer = _answer(anchor)
-        if answer is None or is_repr(answer):
-            # No answer, or an object's repr where text belongs: the text of the chat that wrote it.
-            answer = (
-                next((a for c in reversed(chats) if (a := _answer(c)) and not is_repr(a)), None) or answer
-            )
-        if answer is None and isinstance(anchor.attributes.get(_FINAL_RESULT), str):
-            answer = anchor.attributes[_FINAL_RESULT]  # pydantic-ai: the agent's output
-        asked = [r for r in retrievals if not called_by_tool(trace, r, anchor, _is_tool)]
-        if question is None and asked:
+    def kind(self, span: DecodedSpan) -> str:
+        operation = span.attributes.get(self.OPERATION_NAME)
+        if isinstance(operation, str):
+            return operation
+        # Span names follow `{operation} {target}` when a producer omits the attribute.
+        name = span.name
+        if name.startswith((self.INVOKE_AGENT, self.EXECUTE_TOOL)):
+            return name.split(" ", 1)[0]
+        return self.EXECUTE_TOOL if self.TOOL_NAME in span.attributes else ""
+
+    def is_retrieval(self, span: DecodedSpan) -> bool:
+        return self.kind(span) == self.RETRIEVAL
+
+    def asks_for_tool(self, span: DecodedSpan) -> bool:
+        messages = parse_json(span.attributes.get(self.OUTPUT_MESSAGES))
+        if isinstance(messages, list):
+            for message in messages:
+                parts = message.get("parts") if isinstance(message, dict) else None
+                if isinstance(parts, list) and any(
+                    isinstance(p, dict) and p.get("type") == "tool_call" for p in parts
+                ):
+                    return True
+        return self.llm_output(span) is None
+
+    def collect(self, reading: Reading) -> Reading:
+        trace, anchor, around = reading.trace, reading.anchor, reading.around
+        retrievals = [s for s in around if self.is_retrieval(s)]
+        tools = reading.loop_tools([s for s in around if self.is_tool(s)])
+        chats = reading.loop_llms([s for s in around if self.is_llm(s)])
+        return reading.found(
+            retrievals=[(span, "retriever") for span in retrievals],
             # A retrieval the workflow made itself; a tool's is the model's search, not the question.
-            query = asked[0].attributes.get(RETRIEVAL_QUERY)
-            question = str(query) if query is not None else None
-        if not contexts and any(SYSTEM_INSTRUCTIONS in s.attributes for s in (anchor, *chats)):
-            contexts.note(f"{SYSTEM_INSTRUCTIONS} are not read as documents")
-        return interaction(
-            trace,
-            anchor,
-            convention=self.name,
-            question=question,
-            contexts=contexts,
-            answer=answer,
-            sources=[*retrievals, *chats, *tools],
+            asked=not_inside(trace, retrievals, anchor, self.is_tool),
             tools=tools,
-            looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
-            llm_outputs=[(chat, _answer(chat)) for chat in chats],
+            llms=chats,
+            answering=not_inside(trace, chats, anchor, self.is_tool),
+            sources=[*retrievals, *chats, *tools],
         )
 
+    def documents(self, span: DecodedSpan, kind: str) -> list[str] | None:
+        return documents_of(span.attributes.get(self.RETRIEVAL_DOCUMENTS))
 
-_LOOKED_IN = {
-    "question": f"the last user message of {semconv.GEN_AI_INPUT_MESSAGES} of the span or its first chat",
-    "answer": f"the assistant message of {semconv.GEN_AI_OUTPUT_MESSAGES} of the span or its last chat",
-    "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans, "
-    f"{_TOOL_RESULTS[0]} of execute_tool spans and tool results in {semconv.GEN_AI_INPUT_MESSAGES}; "
-    "document ids alone cannot be checked",
-}
+    def reads_tool_messages(self, reading: Reading) -> bool:
+        # No tool span recorded its result (autogen-core's carry names only; content capture off): the
+        # results passed to the model are what its answer rests on.
+        return self.no_tool_result(reading.tools)
 
+    def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
+        return genai_tool_results(llm.attributes.get(self.INPUT_MESSAGES))
 
-_UNANSWERED = {
-    **_LOOKED_IN,
-    "answer": "the chat's output: it asked for a tool and no later chat beside it answered (the trace may "
-    "be incomplete)",
-}
+    def no_documents_note(self, reading: Reading) -> str | None:
+        if any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.llms)):
+            return f"{self.SYSTEM_INSTRUCTIONS} are not read as documents"
+        return None
 
+    def question(self, reading: Reading) -> str | None:
+        question = self._question(reading.llms[0] if reading.group else reading.anchor)
+        if question is None and reading.llms:
+            question = self._question(reading.llms[0])
+        return question
 
-def _is_tool(span: DecodedSpan) -> bool:
-    return _operation(span) == _TOOL
+    def retrieval_question(self, span: DecodedSpan) -> str | None:
+        query = span.attributes.get(self.RETRIEVAL_QUERY)
+        return str(query) if query is not None else None
 
+    def own_answer(self, span: DecodedSpan) -> str | None:
+        return self.llm_output(span)
 
-def _tool_result(span: DecodedSpan) -> object:
-    return _first(span, _TOOL_RESULTS)
+    def llm_output(self, llm: DecodedSpan) -> str | None:
+        messages = parse_json(llm.attributes.get(self.OUTPUT_MESSAGES))
+        return assistant_text(messages)
 
+    def answer(self, reading: Reading) -> str | None:
+        answer = super().answer(reading)
+        final = reading.anchor.attributes.get(self.FINAL_RESULT)
+        return final if answer is None and isinstance(final, str) else answer
 
-def _tool_arguments(span: DecodedSpan) -> object:
-    return _first(span, _TOOL_ARGUMENTS)
-
-
-def _first(span: DecodedSpan, keys: tuple[str, ...]) -> object:
-    for key in keys:
-        if (value := span.attributes.get(key)) is not None:
-            return value
-    return None
-
-
-def _input_tool_results(chat: DecodedSpan) -> list[tuple[object, int]]:
-    return genai_tool_results(chat.attributes.get(semconv.GEN_AI_INPUT_MESSAGES))
-
-
-def _add_tool_messages(contexts: Contexts, chats: list[DecodedSpan]) -> None:
-    for chat in reversed(chats):
-        results = genai_tool_messages(chat.attributes.get(semconv.GEN_AI_INPUT_MESSAGES))
-        if results:
-            for result in results:
-                add_tool_result(contexts, chat, "tool_message", result, "tool message passed to LLM")
-            return
-
-
-def _asks_for_tool(span: DecodedSpan) -> bool:
-    messages = parse_json(span.attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES))
-    if isinstance(messages, list):
-        for message in messages:
-            parts = message.get("parts") if isinstance(message, dict) else None
-            if isinstance(parts, list) and any(
-                isinstance(p, dict) and p.get("type") == "tool_call" for p in parts
-            ):
-                return True
-    return _answer(span) is None
-
-
-def _question(span: DecodedSpan) -> str | None:
-    messages = parse_json(span.attributes.get(semconv.GEN_AI_INPUT_MESSAGES))
-    return last_message_text(messages, roles=("user", "human"))
-
-
-def _answer(span: DecodedSpan) -> str | None:
-    messages = parse_json(span.attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES))
-    return last_message_text(messages, roles=("assistant", "ai", "model"))
+    def _question(self, span: DecodedSpan) -> str | None:
+        messages = parse_json(span.attributes.get(self.INPUT_MESSAGES))
+        return user_text(messages)

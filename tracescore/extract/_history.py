@@ -17,7 +17,7 @@ import bisect
 from collections.abc import Mapping
 from typing import Any
 
-from tracescore.extract._read import indexed, parse_json
+from tracescore.extract._read import USER_ROLES, indexed, parse_json
 
 __all__ = [
     "genai_tool_messages",
@@ -26,7 +26,6 @@ __all__ = [
     "indexed_tool_results",
 ]
 
-_USER_ROLES = ("user", "human")
 _TOOL_ROLES = ("tool", "function", "ipython")
 _TOOL_PARTS = ("tool_call_response", "tool_result", "function_response")
 
@@ -43,7 +42,7 @@ def genai_tool_results(messages: Any) -> list[TurnResult]:
     users = [
         index
         for index, message in enumerate(messages)
-        if isinstance(message, Mapping) and _role(message) in _USER_ROLES and _has_user_text(message)
+        if isinstance(message, Mapping) and _role(message) in USER_ROLES and _has_user_text(message)
     ]
     results: list[TurnResult] = []
     for index, message in enumerate(messages):
@@ -77,7 +76,7 @@ def indexed_tool_results(
     """Every tool-role message of flattened message attributes (`llm.input_messages.N.message.role` /
     OpenLLMetry's `gen_ai.prompt.N.role`), with its turn."""
     roles = [str(r).lower() for r in indexed(attributes, prefix, role)]
-    users = [index for index, name in enumerate(roles) if name in _USER_ROLES]
+    users = [index for index, name in enumerate(roles) if name in USER_ROLES]
     return [
         (value, len(users) - bisect.bisect_right(users, index))
         for index, name in enumerate(roles)

@@ -24,184 +24,242 @@ likewise `user.id` or `langfuse.user.id`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._context import Contexts
-from tracescore.extract._history import genai_tool_results
-from tracescore.extract._protocol import Skip, interaction
+from tracescore.extract._convention import Convention, Reading, first_text, without_wrappers
+from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import (
-    ANSWER_KEYS,
-    QUESTION_KEYS,
+    answer_text,
+    assistant_text,
+    call_arguments,
     is_repr,
-    last_message_text,
+    keyword_question,
     parse_json,
-    text_of,
+    question_text,
+    user_text,
 )
-from tracescore.extract._tools import (
-    add_earlier_turns,
-    add_tool_result,
-    answering_groups,
-    genai_tool_messages,
-    ran_between,
-)
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.extract._tools import add_tool_result, answering_groups
+from tracescore.model import DecodedSpan, Trace
 
-__all__ = ["LangfuseRecognizer"]
-
-SCOPE = "langfuse-sdk"
-OBSERVATION_TYPE = "langfuse.observation.type"
-INPUT = "langfuse.observation.input"
-OUTPUT = "langfuse.observation.output"
-TRACE_INPUT = "langfuse.trace.input"
-TRACE_OUTPUT = "langfuse.trace.output"
-_SESSION_KEYS = (semconv.SESSION_ID, "langfuse.session.id")
-_USER_KEYS = (semconv.USER_ID, "langfuse.user.id")
-_ANSWERING = frozenset({"agent", "chain", "span"})
-_LLM_WORK = frozenset({"generation", "retriever", "tool", "agent", "chain"})
-# What happens inside these is theirs: a tool's or a judge's LLM call is not the app's answer.
-_ENCLOSING = frozenset({"tool", "retriever", "evaluator", "guardrail", "embedding", "generation"})
-_USER = ("user", "human")
-_ASSISTANT = ("assistant", "ai", "model")
+__all__ = ["Langfuse"]
 
 # (span, its observation type, the enclosing non-answering observation type below the interaction or None)
 _Below = list[tuple[DecodedSpan, str, str | None]]
 
 
-def _type(span: DecodedSpan) -> str:
-    kind = span.attributes.get(OBSERVATION_TYPE)
-    if isinstance(kind, str):
-        return kind.lower()
-    return "span" if span.scope_name == SCOPE else ""
+class Langfuse(Convention):
+    """Langfuse's keys (as its `LangfuseOtelSpanAttributes` names them) and readers."""
 
-
-def _has_observations(trace: Trace) -> bool:
-    # Runs on every trace, and most have no Langfuse span.
-    for span in trace.spans:  # noqa: SIM110 (any() over a generator costs more per trace)
-        if span.scope_name == SCOPE or OBSERVATION_TYPE in span.attributes:
-            return True
-    return False
-
-
-class LangfuseRecognizer:
     name = "langfuse"
+    SCOPE = "langfuse-sdk"
+    OBSERVATION_TYPE = "langfuse.observation.type"
+    INPUT = "langfuse.observation.input"
+    OUTPUT = "langfuse.observation.output"
+    LEVEL = "langfuse.observation.level"
+    STATUS_MESSAGE = "langfuse.observation.status_message"
+    USAGE_DETAILS = "langfuse.observation.usage_details"
+    TRACE_INPUT = "langfuse.trace.input"
+    TRACE_OUTPUT = "langfuse.trace.output"
+    SESSION_KEYS = (semconv.SESSION_ID, "langfuse.session.id")
+    USER_KEYS = (semconv.USER_ID, "langfuse.user.id")
+    INTERACTION_KINDS = frozenset({"agent", "chain", "span"})
+    LLM_KINDS = frozenset({"generation"})
+    TOOL_KINDS = frozenset({"tool"})
+    LLM_WORK = frozenset({"generation", "retriever", "tool", "agent", "chain"})
+    # What happens inside these is theirs: a tool's or a judge's LLM call is not the app's answer.
+    ENCLOSING = frozenset({"tool", "retriever", "evaluator", "guardrail", "embedding", "generation"})
+    LLM_CALL = "generation"
+    LOOKED_IN = {
+        "question": f"{INPUT} of the span, {TRACE_INPUT}, and the last user message of its first generation",
+        "answer": f"{OUTPUT} of the span (text, not a program repr), {TRACE_OUTPUT}, and the assistant "
+        "message of its last generation's output",
+        "documents": f"{OUTPUT} of the retriever and tool observations below the span and the tool messages "
+        "in its last generation's input; with content capture off (capture_input/capture_output=False) none "
+        "are recorded",
+    }
 
-    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
-        if not _has_observations(trace):
+    RUN_TOOL_ARGUMENTS = (INPUT,)
+    RUN_TOOL_RESULT = (OUTPUT,)
+    RUN_USAGE_JSON = {USAGE_DETAILS: (("input", "prompt_tokens"), ("output", "completion_tokens"))}
+    RUN_MODEL_OUTPUT = (OUTPUT,)
+    RUN_ERROR_LEVEL = (LEVEL, STATUS_MESSAGE)
+
+    def kind(self, span: DecodedSpan) -> str:
+        kind = span.attributes.get(self.OBSERVATION_TYPE)
+        if isinstance(kind, str):
+            return kind.lower()
+        return "span" if span.scope_name == self.SCOPE else ""
+
+    def present(self, trace: Trace) -> bool:
+        # Runs on every trace, and most have no Langfuse span.
+        for span in trace.spans:
+            if span.scope_name == self.SCOPE or self.OBSERVATION_TYPE in span.attributes:
+                return True
+        return False
+
+    def candidates(self, trace: Trace) -> Iterator[Reading]:
+        if not self.present(trace):
             return
         read: set[str] = set()
-        for anchor in trace.outermost(lambda s: _type(s) in _ANSWERING):
-            below = _below(trace, trace.children(anchor))
-            if _type(anchor) == "span" and not any(kind in _LLM_WORK for _, kind, _ in below):
+        for anchor in trace.outermost(self.is_interaction):
+            below = self._below(trace, trace.children(anchor))
+            if self.kind(anchor) == "span" and not any(kind in self.LLM_WORK for _, kind, _ in below):
                 continue  # a traced function that is not an LLM interaction
             read.add(anchor.span_id)
             read.update(s.span_id for s, _, _ in below)
-            yield self._read(trace, anchor, below)
+            yield self._collect(Reading(trace, self, anchor), below)
         # No interaction around them: each generation answers (with the call that asked for a tool).
         generations = [
             g
-            for g in trace.outermost(lambda s: _type(s) == "generation" and s.span_id not in read)
-            if not any(_type(a) in _ENCLOSING for a in trace.ancestors(g))  # a judge's or a tool's call
+            for g in trace.outermost(lambda s: self.is_llm(s) and s.span_id not in read)
+            if not any(self.kind(a) in self.ENCLOSING for a in trace.ancestors(g))  # a judge's or a tool's
         ]
-        for group, since in answering_groups(generations, _asks_for_tool):
-            anchor = group[-1]
-            parent = trace.by_id.get(anchor.parent_span_id or "")
-            beside = _below(trace, trace.children(parent) if parent is not None else trace.roots)
-            yield self._read(trace, anchor, beside, group, since)
+        for group, since in answering_groups(generations, self.asks_for_tool):
+            yield self.collect(Reading(trace, self, group[-1], group=group, since=since))
 
-    def _read(
-        self,
-        trace: Trace,
-        anchor: DecodedSpan,
-        below: _Below,
-        group: list[DecodedSpan] | None = None,
-        since: int = 0,
-    ) -> Interaction | Skip:
+    def collect(self, reading: Reading) -> Reading:
+        """An interaction observation with what is below it; a lone generation with what is beside it."""
+        trace = reading.trace
+        if reading.group is None:
+            start = trace.children(reading.anchor)
+        else:
+            parent = trace.by_id.get(reading.anchor.parent_span_id or "")
+            start = trace.children(parent) if parent is not None else trace.roots
+        return self._collect(reading, self._below(trace, start))
+
+    def _collect(self, reading: Reading, below: _Below) -> Reading:
+        """`below`: the spans around the candidate, each with its type and the observation it is inside."""
+        trace = reading.trace
+        reading.around = [s for s, _, _ in below]
         retrievers, tools = _retrievers_and_tools(below)
+        group = reading.group
         if group is not None:
             # Those that ran beside the calls before the answer, and those inside the calls themselves
             # (`@observe(as_type="generation")` on a function that retrieves).
             inside_retrievers, inside_tools = _retrievers_and_tools(
-                [item for g in group for item in _below(trace, trace.children(g))]
+                [item for g in group for item in self._below(trace, trace.children(g))]
             )
-            retrievers = [*ran_between(retrievers, since, anchor), *inside_retrievers]
-            tools = [*ran_between(tools, since, anchor), *inside_tools]
-            generations = group
-            question = _user_message(group[0]) or _call_input_question(group[0])
-            answer = _generation_text(anchor)
+            retrievers = [*reading.loop_tools(retrievers), *inside_retrievers]
+            tools = [*reading.loop_tools(tools), *inside_tools]
+            generations = list(group)
         else:
             generations = sorted(
                 (s for s, kind, inside in below if kind == "generation" and inside is None), key=_start
             )
-            first_user = _user_message(generations[0]) if generations else None
-            hints = [h for h in (first_user, *(_question(_input(r)) for r in retrievers[:1])) if h]
-            question = (
-                _question(_input(anchor), hints)
-                or _question(_trace_io(anchor, below, TRACE_INPUT), hints)
-                or first_user
-            )
-            answer = _answer(anchor, below, generations)
-        contexts = Contexts()
-        used = _add_retrievers(contexts, retrievers)
-        if not _add_tools(trace, contexts, tools, used):
-            _add_tool_messages(contexts, generations)
-        add_earlier_turns(contexts, generations, lambda g: genai_tool_results(_messages(g)))
-        if question is None and retrievers:
-            question = _question(_input(retrievers[0]))
-        found = interaction(
-            trace,
-            anchor,
-            convention=self.name,
-            question=question,
-            contexts=contexts,
-            answer=answer,
-            sources=[*retrievers, *tools, *generations],
+        recorded = [r for r in retrievers if r.attributes.get(self.OUTPUT) is not None]
+        return reading.found(
+            retrievals=[(r, "retriever") for r in retrievers],
+            asked=retrievers,
             tools=tools,
-            llm_outputs=[(g, _generation_text(g)) for g in generations],
-            looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
+            # Except a retriever tool's, read from its retriever.
+            tool_results=without_wrappers(trace, tools, recorded),
+            llms=generations,
+            sources=[*retrievers, *tools, *generations],
         )
-        if isinstance(found, Interaction) and (found.session_id is None or found.user_id is None):
-            spans = [anchor, *trace.ancestors(anchor), *(s for s, _, _ in below)]
-            session = found.session_id or _trace_attribute(spans, _SESSION_KEYS)
-            user = found.user_id or _trace_attribute(spans, _USER_KEYS)
-            if (session, user) != (found.session_id, found.user_id):
-                return dataclasses.replace(found, session_id=session, user_id=user)
+
+    def _below(self, trace: Trace, start: Iterable[DecodedSpan]) -> _Below:
+        """Every span from `start` down, each with its observation type and the enclosing non-answering
+        observation type (None when only answering observations or other conventions' spans lie between)."""
+        found: _Below = []
+        seen: set[str] = set()
+        stack: list[tuple[DecodedSpan, str | None]] = [(s, None) for s in reversed(list(start))]
+        while stack:
+            span, inside = stack.pop()
+            if span.span_id in seen:
+                continue  # parent ids that form a cycle
+            seen.add(span.span_id)
+            kind = self.kind(span)
+            found.append((span, kind, inside))
+            inner = inside if inside is not None or kind not in self.ENCLOSING else kind
+            stack.extend((child, inner) for child in reversed(trace.children(span)))
         return found
 
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: str) -> None:
+        """A retriever's output, read as a tool's result (one that ran after the answer was written is dropped
+        by the shared rule: a lookup of sources for the answer cannot support it)."""
+        output = span.attributes.get(self.OUTPUT)
+        if output is None:
+            reading.contexts.note(self._no_output(span))
+        else:
+            add_tool_result(reading.contexts, span, "retriever", output, "retriever output")
 
-_LOOKED_IN = {
-    "question": f"{INPUT} of the span, {TRACE_INPUT}, and the last user message of its first generation",
-    "answer": f"{OUTPUT} of the span (text, not a program repr), {TRACE_OUTPUT}, and the assistant message "
-    "of its last generation's output",
-    "documents": f"{OUTPUT} of the retriever and tool observations below the span and the tool messages in "
-    "its last generation's input; with content capture off (capture_input/capture_output=False) none are "
-    "recorded",
-}
-_UNANSWERED = {
-    **_LOOKED_IN,
-    "answer": "the generation's output: it asked for a tool and no later generation beside it answered (the "
-    "trace may be incomplete)",
-}
+    def read_tool_result(self, reading: Reading, tool: DecodedSpan) -> None:
+        if tool.attributes.get(self.OUTPUT) is None:
+            reading.contexts.note(self._no_output(tool))
+        else:
+            super().read_tool_result(reading, tool)
 
+    def reads_tool_messages(self, reading: Reading) -> bool:
+        return self.no_tool_result(reading.tools if reading.tool_results is None else reading.tool_results)
 
-def _below(trace: Trace, start: Iterable[DecodedSpan]) -> _Below:
-    """Every span from `start` down, each with its observation type and the enclosing non-answering
-    observation type (None when only answering observations or other conventions' spans lie between)."""
-    found: _Below = []
-    seen: set[str] = set()
-    stack: list[tuple[DecodedSpan, str | None]] = [(s, None) for s in reversed(list(start))]
-    while stack:
-        span, inside = stack.pop()
-        if span.span_id in seen:
-            continue  # parent ids that form a cycle
-        seen.add(span.span_id)
-        kind = _type(span)
-        found.append((span, kind, inside))
-        inner = inside if inside is not None or kind not in _ENCLOSING else kind
-        stack.extend((child, inner) for child in reversed(trace.children(span)))
-    return found
+    def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
+        return genai_tool_results(_messages(llm))
+
+    def question(self, reading: Reading) -> str | None:
+        if reading.group is not None:
+            first = reading.group[0]
+            return _user_message(first) or _call_input_question(first)
+        first_user = _user_message(reading.llms[0]) if reading.llms else None
+        hints = [
+            h for h in (first_user, *(self.retrieval_question(s) for s, _ in reading.retrievals[:1])) if h
+        ]
+        return (
+            _question(reading.anchor.attributes.get(self.INPUT), hints)
+            or _question(self._trace_io(reading, self.TRACE_INPUT), hints)
+            or first_user
+        )
+
+    def retrieval_question(self, span: DecodedSpan) -> str | None:
+        return _question(span.attributes.get(self.INPUT))
+
+    def answer(self, reading: Reading) -> str | None:
+        if reading.group is not None:
+            return self.llm_output(reading.anchor)
+        recorded = (
+            answer_text(reading.anchor.attributes.get(self.OUTPUT)),
+            answer_text(self._trace_io(reading, self.TRACE_OUTPUT)),
+        )
+        own = next((text for text in recorded if text is not None and not is_repr(text)), None)
+        if own is not None:
+            return own
+        answered = [g for g in reading.llms if not self.asks_for_tool(g)]
+        if answered:
+            return self.llm_output(answered[-1])
+        return next((text for text in recorded if text is not None), None)  # a repr, named in the skip
+
+    def asks_for_tool(self, span: DecodedSpan) -> bool:
+        output = parse_json(span.attributes.get(self.OUTPUT))
+        if isinstance(output, Mapping) and output.get("tool_calls"):
+            return True
+        return self.llm_output(span) is None
+
+    def llm_output(self, llm: DecodedSpan) -> str | None:
+        output = parse_json(llm.attributes.get(self.OUTPUT))
+        if isinstance(output, list):
+            return assistant_text(output)
+        return answer_text(output)
+
+    def more_conversation(self, reading: Reading) -> tuple[str | None, str | None]:
+        """Langfuse's own keys, and the standard ones set with `update_current_trace` on a span below the
+        interaction (v3), where the shared lineage rule found none."""
+        anchor = reading.anchor
+        spans = [anchor, *reading.trace.ancestors(anchor), *reading.around]
+        return first_text(spans, self.SESSION_KEYS), first_text(spans, self.USER_KEYS)
+
+    def _trace_io(self, reading: Reading, key: str) -> Any:
+        """`update_current_trace(input=..., output=...)` (v3) writes the trace's IO on whichever span was
+        current: the interaction's or one below it."""
+        value = reading.anchor.attributes.get(key)
+        if value is not None:
+            return value
+        return next((s.attributes[key] for s in reading.around if key in s.attributes), None)
+
+    def _no_output(self, span: DecodedSpan) -> str:
+        return (
+            f"{self.kind(span)} span {span.span_id} '{span.name}' recorded no output (content capture off?)"
+        )
 
 
 def _retrievers_and_tools(below: _Below) -> tuple[list[DecodedSpan], list[DecodedSpan]]:
@@ -219,19 +277,6 @@ def _start(span: DecodedSpan) -> tuple[int, int]:
     return span.start_time_unix_nano, span.end_time_unix_nano
 
 
-def _input(span: DecodedSpan) -> Any:
-    return span.attributes.get(INPUT)
-
-
-def _trace_io(anchor: DecodedSpan, below: _Below, key: str) -> Any:
-    """`update_current_trace(input=..., output=...)` (v3) writes the trace's IO on whichever span was
-    current: the interaction's or one below it."""
-    value = anchor.attributes.get(key)
-    if value is not None:
-        return value
-    return next((s.attributes[key] for s, _, _ in below if key in s.attributes), None)
-
-
 def _question(value: Any, hints: Sequence[str] = ()) -> str | None:
     """The question in an observation's input: text, a question-like field, chat messages (the last user
     message), or a decorated function's arguments."""
@@ -243,10 +288,10 @@ def _question(value: Any, hints: Sequence[str] = ()) -> str | None:
             return _call_question(value, hints)
         messages = value.get("messages")
         if isinstance(messages, list):
-            return last_message_text(messages, _USER)
-        return text_of(value, QUESTION_KEYS)
+            return user_text(messages)
+        return question_text(value)
     if isinstance(value, list):
-        return last_message_text(value, _USER) or text_of(value, QUESTION_KEYS)
+        return user_text(value) or question_text(value)
     return None
 
 
@@ -254,11 +299,9 @@ def _call_question(call: Mapping[str, Any], hints: Sequence[str]) -> str | None:
     """`@observe` records arguments by position (names unknown) and keyword: a question-like keyword, else
     the string argument (of several, the one the model or the retriever was given, else the first), else the
     last user message of a messages argument, else the question in a dict argument (a chain's input)."""
-    kwargs = call.get("kwargs") if isinstance(call.get("kwargs"), Mapping) else {}
-    for key in QUESTION_KEYS:
-        if isinstance(kwargs.get(key), str) and kwargs[key].strip():
-            return kwargs[key]
-    args = call.get("args") if isinstance(call.get("args"), list) else []
+    args, kwargs = call_arguments(call)
+    if (keyword := keyword_question(kwargs)) is not None:
+        return keyword
     values = [*args, *kwargs.values()]
     strings = [v for v in values if isinstance(v, str) and v.strip()]
     if len(strings) > 1:
@@ -275,13 +318,13 @@ def _call_question(call: Mapping[str, Any], hints: Sequence[str]) -> str | None:
 def _call_input_question(span: DecodedSpan) -> str | None:
     """The question of a generation whose input is not messages: a decorated function's arguments or a
     dict with a question field; never a raw prompt string, which may hold the documents too."""
-    value = parse_json(_input(span))
+    value = parse_json(span.attributes.get(Langfuse.INPUT))
     return _question(value) if isinstance(value, Mapping) else None
 
 
 def _messages(span: DecodedSpan) -> list[Any] | None:
     """A generation's input messages: a list, or under `messages` with the tools beside them."""
-    value = parse_json(_input(span))
+    value = parse_json(span.attributes.get(Langfuse.INPUT))
     if isinstance(value, Mapping):
         value = value.get("messages")
     return value if isinstance(value, list) else None
@@ -289,92 +332,4 @@ def _messages(span: DecodedSpan) -> list[Any] | None:
 
 def _user_message(span: DecodedSpan) -> str | None:
     messages = _messages(span)
-    return last_message_text(messages, _USER) if messages else None
-
-
-def _generation_text(span: DecodedSpan) -> str | None:
-    output = parse_json(span.attributes.get(OUTPUT))
-    if isinstance(output, list):
-        return last_message_text(output, _ASSISTANT)
-    return text_of(output, ANSWER_KEYS)
-
-
-def _asks_for_tool(span: DecodedSpan) -> bool:
-    output = parse_json(span.attributes.get(OUTPUT))
-    if isinstance(output, Mapping) and output.get("tool_calls"):
-        return True
-    return _generation_text(span) is None
-
-
-def _answer(anchor: DecodedSpan, below: _Below, generations: list[DecodedSpan]) -> str | None:
-    answered = [g for g in generations if not _asks_for_tool(g)]
-    recorded = (
-        text_of(anchor.attributes.get(OUTPUT), ANSWER_KEYS),
-        text_of(_trace_io(anchor, below, TRACE_OUTPUT), ANSWER_KEYS),
-    )
-    own = next((text for text in recorded if text is not None and not is_repr(text)), None)
-    if own is not None:
-        return own
-    if answered:
-        return _generation_text(answered[-1])
-    return next((text for text in recorded if text is not None), None)  # a repr, named in the skip
-
-
-def _add_retrievers(contexts: Contexts, retrievers: list[DecodedSpan]) -> set[str]:
-    """Each retriever's output as documents (one that ran after the answer was written is dropped by the
-    shared rule: a lookup of sources for the answer cannot support it); the ids of the retrievers read."""
-    used = set()
-    for retriever in retrievers:
-        output = retriever.attributes.get(OUTPUT)
-        if output is None:
-            contexts.note(_no_output(retriever))
-            continue
-        used.add(retriever.span_id)
-        add_tool_result(contexts, retriever, "retriever", output, "retriever output")
-    return used
-
-
-def _no_output(span: DecodedSpan) -> str:
-    return f"{_type(span)} span {span.span_id} '{span.name}' recorded no output (content capture off?)"
-
-
-def _add_tools(
-    trace: Trace,
-    contexts: Contexts,
-    tools: list[DecodedSpan],
-    used: set[str],
-) -> bool:
-    """Tool results as documents, except a retriever tool's (read from its retriever); with their call
-    arguments, so one that only carries the answer is dropped by the shared rule. Whether any tool recorded
-    its result (then the tool messages repeat them)."""
-    recorded = False
-    for tool in tools:
-        if used and any(d.span_id in used for d in trace.descendants(tool)):
-            continue
-        output = tool.attributes.get(OUTPUT)
-        if output is None:
-            contexts.note(_no_output(tool))
-            continue
-        recorded = True
-        add_tool_result(contexts, tool, "tool", output, "tool result", arguments=_input(tool))
-    return recorded
-
-
-def _add_tool_messages(contexts: Contexts, generations: list[DecodedSpan]) -> None:
-    for generation in reversed(generations):
-        results = genai_tool_messages(_messages(generation))
-        if results:
-            for result in results:
-                add_tool_result(contexts, generation, "tool_message", result, "tool message passed to LLM")
-            return
-
-
-def _trace_attribute(spans: Sequence[DecodedSpan], keys: tuple[str, ...]) -> str | None:
-    """A trace attribute (session, user) where the shared lineage rule did not find it: Langfuse's own key,
-    or the standard one set with `update_current_trace` on a span below the interaction (v3)."""
-    for key in keys:
-        for span in spans:
-            value = span.attributes.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return None
+    return user_text(messages) if messages else None

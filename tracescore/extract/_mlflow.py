@@ -17,212 +17,170 @@ type is read as an answer.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from tracescore.extract._context import Contexts
-from tracescore.extract._history import genai_tool_results
-from tracescore.extract._protocol import Skip, interaction
+from tracescore.extract._convention import Convention, Reading, without_wrappers
+from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import (
-    ANSWER_KEYS,
-    QUESTION_KEYS,
+    answer_text,
+    assistant_text,
     documents_of,
-    is_repr,
-    last_message_text,
     parse_json,
-    text_of,
+    question_text,
+    user_text,
 )
-from tracescore.extract._tools import (
-    add_earlier_turns,
-    add_tool_result,
-    answering_groups,
-    genai_tool_messages,
-    ran_between,
-)
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.extract._tools import add_tool_result
+from tracescore.model import DecodedSpan, Trace
 
-__all__ = ["MLflowRecognizer"]
-
-SPAN_TYPE = "mlflow.spanType"
-SPAN_INPUTS = "mlflow.spanInputs"
-SPAN_OUTPUTS = "mlflow.spanOutputs"
-_ANSWERING = frozenset({"CHAIN", "AGENT", "WORKFLOW"})
-_UNTYPED = "UNKNOWN"  # what `@mlflow.trace` without a span_type records
-_LLMS = frozenset({"LLM", "CHAT_MODEL"})
-_RETRIEVER, _RERANKER, _TOOL = "RETRIEVER", "RERANKER", "TOOL"
-_EVIDENCE = frozenset({_RETRIEVER, _RERANKER, _TOOL})
-_USER = ("user", "human")
-_ASSISTANT = ("assistant", "ai", "model")
-_MESSAGE_KEYS = ("messages", "input")  # chat-style inputs: OpenAI messages, Responses / ResponsesAgent input
+__all__ = ["MLflow"]
 
 
-def _type(span: DecodedSpan) -> str:
-    value = span.attributes.get(SPAN_TYPE)
-    # JSON-encoded by MLflow ('"RETRIEVER"'); plain when another exporter converted the span.
-    return value.strip('"').upper() if isinstance(value, str) else ""
+class MLflow(Convention):
+    """MLflow Tracing's keys (`mlflow.*`, values JSON-encoded) and readers."""
 
-
-class MLflowRecognizer:
     name = "mlflow"
+    SPAN_TYPE = "mlflow.spanType"
+    SPAN_INPUTS = "mlflow.spanInputs"
+    SPAN_OUTPUTS = "mlflow.spanOutputs"
+    TOKEN_USAGE = "mlflow.chat.tokenUsage"
+    CHAT_TOOLS = "mlflow.chat.tools"
+    UNTYPED = "UNKNOWN"  # what `@mlflow.trace` without a span_type records
+    # (An UNKNOWN span is an interaction by what it encloses: see `anchors`.)
+    AGENT, TOOL, RETRIEVER, RERANKER = "AGENT", "TOOL", "RETRIEVER", "RERANKER"
+    INTERACTION_KINDS = frozenset({"CHAIN", AGENT, "WORKFLOW"})
+    LLM_KINDS = frozenset({"LLM", "CHAT_MODEL"})
+    TOOL_KINDS = frozenset({TOOL})
+    EVIDENCE = frozenset({RETRIEVER, RERANKER, TOOL})
+    # Chat-style inputs: OpenAI messages, Responses / ResponsesAgent input.
+    MESSAGE_KEYS = ("messages", "input")
+    MARKER = SPAN_TYPE
+    LONE_LLM_CALLS = True
+    LOOKED_IN = {
+        "question": f"{SPAN_INPUTS} of the span (a string, a question-like argument or the last user "
+        "message), of its first LLM call, or of its first retriever",
+        "answer": f"{SPAN_OUTPUTS} of the span, else of its last LLM / CHAT_MODEL call",
+        "documents": f"{SPAN_OUTPUTS} of RETRIEVER / RERANKER and TOOL spans, and tool messages in "
+        f"{SPAN_INPUTS} of the last LLM call",
+    }
 
-    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
-        typed = [s for s in trace.spans if SPAN_TYPE in s.attributes]
-        if not typed:
-            return
-        answering = _answering(trace, typed)
-        anchors = trace.outermost(lambda s: s.span_id in answering)
-        if anchors:
-            for anchor in anchors:
-                yield self._read(trace, anchor, list(trace.descendants(anchor)))
-            return
-        llms = trace.outermost(lambda s: _type(s) in _LLMS)
-        for group, since in answering_groups(llms, _asks_for_tool):
-            yield self._read(trace, group[-1], trace.beside(group[-1]), group, since)
+    RUN_TOOL_ARGUMENTS = (SPAN_INPUTS,)
+    RUN_TOOL_RESULT = (SPAN_OUTPUTS,)
+    RUN_USAGE_JSON = {TOKEN_USAGE: (("input_tokens",), ("output_tokens",))}
+    RUN_MODEL_OUTPUT = (SPAN_OUTPUTS,)
+    RUN_TOOL_DEFINITIONS = (CHAT_TOOLS,)
 
-    def _read(
-        self,
-        trace: Trace,
-        anchor: DecodedSpan,
-        around: list[DecodedSpan],
-        group: list[DecodedSpan] | None = None,
-        since: int = 0,
-    ) -> Interaction | Skip:
+    def kind(self, span: DecodedSpan) -> str:
+        value = span.attributes.get(self.SPAN_TYPE)
+        # JSON-encoded by MLflow ('"RETRIEVER"'); plain when another exporter converted the span.
+        return value.strip('"').upper() if isinstance(value, str) else ""
+
+    def anchors(self, trace: Trace) -> list[DecodedSpan]:
+        """CHAIN / AGENT / WORKFLOW spans, and UNKNOWN spans that enclose an LLM call, or a retrieval or tool
+        and have a text output (a helper returning a string does not)."""
+        typed = [s for s in trace.spans if self.SPAN_TYPE in s.attributes]
+        enclose_llm: set[str] = set()
+        enclose_evidence: set[str] = set()
+        for span in typed:
+            kind = self.kind(span)
+            marked = (
+                enclose_llm if kind in self.LLM_KINDS else enclose_evidence if kind in self.EVIDENCE else None
+            )
+            if marked is not None:
+                for ancestor in trace.ancestors(span):
+                    if ancestor.span_id in marked:
+                        break  # marked up to the root already
+                    marked.add(ancestor.span_id)
+        answering = set()
+        for span in typed:
+            kind = self.kind(span)
+            if kind in self.INTERACTION_KINDS or (
+                kind == self.UNTYPED
+                and (
+                    span.span_id in enclose_llm
+                    or (span.span_id in enclose_evidence and self.own_answer(span) is not None)
+                )
+            ):
+                answering.add(span.span_id)
+        return trace.outermost(lambda s: s.span_id in answering)
+
+    def asks_for_tool(self, span: DecodedSpan) -> bool:
+        value = parse_json(span.attributes.get(self.SPAN_OUTPUTS))
+        if isinstance(value, Mapping):
+            choices = value.get("choices")
+            first = choices[0] if isinstance(choices, list) and choices else None
+            message = first.get("message") if isinstance(first, Mapping) else None
+            if isinstance(message, Mapping) and message.get("tool_calls"):
+                return True
+            if [*_items(value.get("output"), "function_call"), *_items(value.get("content"), "tool_use")]:
+                return True
+        return _answer_text(value) is None
+
+    def collect(self, reading: Reading) -> Reading:
+        trace, around = reading.trace, reading.around
         by_type: dict[str, list[DecodedSpan]] = {}
         for span in around:  # one pass: `around` is every span below an agent
-            by_type.setdefault(_type(span), []).append(span)
-        retrievers, rerankers = by_type.get(_RETRIEVER, []), by_type.get(_RERANKER, [])
-        contexts = Contexts()
+            by_type.setdefault(self.kind(span), []).append(span)
+        retrievers, rerankers = by_type.get(self.RETRIEVER, []), by_type.get(self.RERANKER, [])
         # A reranker's output is what the model saw; else every retriever's documents.
-        reranked = [(s, docs) for s in rerankers if (docs := documents_of(s.attributes.get(SPAN_OUTPUTS)))]
-        used = [s for s, _ in reranked] or retrievers
-        for span, docs in reranked:
-            contexts.add(span, "reranker", docs)
-        for retrieval in () if reranked else retrievers:
-            if contexts.full:
-                contexts.skip_span()
-            else:
-                contexts.add(
-                    retrieval, "retriever", documents_of(retrieval.attributes.get(SPAN_OUTPUTS)) or ()
-                )
-        tools = by_type.get(_TOOL, [])
-        if group is not None:
-            tools = ran_between(tools, since, anchor)
-        llms = group if group is not None else [s for s in around if _type(s) in _LLMS]
-        _add_tools(trace, contexts, tools, used, llms)
-        add_earlier_turns(contexts, llms, _input_tool_results)
-        kind = _type(anchor)
-        if kind in _LLMS:
-            question = _question(llms[0] if group else anchor)
-            answer = _answer(anchor)
-        else:
-            question = _question(anchor)
-            answer = _answer(anchor)
-            if answer is None or is_repr(answer):
-                answer = _llm_answer(llms) or answer
-            if question is None and llms and (tools or kind == "AGENT"):
-                question = _question(llms[0])
-        if question is None and (retrievers or rerankers):
-            question = text_of((retrievers or rerankers)[0].attributes.get(SPAN_INPUTS), QUESTION_KEYS)
-        return interaction(
-            trace,
-            anchor,
-            convention=self.name,
-            question=question,
-            contexts=contexts,
-            answer=answer,
-            sources=[*retrievers, *rerankers, *llms, *tools],
+        reranked = [s for s in rerankers if self.documents(s, "reranker")]
+        tools = reading.loop_tools(by_type.get(self.TOOL, []))
+        llms = reading.loop_llms([s for s in around if self.kind(s) in self.LLM_KINDS])
+        return reading.found(
+            retrievals=[(s, "reranker") for s in reranked] or [(s, "retriever") for s in retrievers],
+            asked=retrievers or rerankers,
             tools=tools,
+            # A tool that wraps a retriever was read through it.
+            tool_results=without_wrappers(trace, tools, reranked or retrievers),
             llms=llms,
-            looked_in=_UNANSWERED if group is not None and _asks_for_tool(anchor) else _LOOKED_IN,
+            sources=[*retrievers, *rerankers, *llms, *tools],
         )
 
+    def documents(self, span: DecodedSpan, kind: str) -> list[str] | None:
+        return documents_of(span.attributes.get(self.SPAN_OUTPUTS))
 
-_LOOKED_IN = {
-    "question": f"{SPAN_INPUTS} of the span (a string, a question-like argument or the last user message), "
-    "of its first LLM call, or of its first retriever",
-    "answer": f"{SPAN_OUTPUTS} of the span, else of its last LLM / CHAT_MODEL call",
-    "documents": f"{SPAN_OUTPUTS} of RETRIEVER / RERANKER and TOOL spans, and tool messages in "
-    f"{SPAN_INPUTS} of the last LLM call",
-}
-_UNANSWERED = {
-    **_LOOKED_IN,
-    "answer": "the LLM call's output: it asked for a tool and no later LLM call beside it answered (the "
-    "trace may be incomplete)",
-}
+    def read_tool_result(self, reading: Reading, tool: DecodedSpan) -> None:
+        # Without its inputs: an MLflow tool's arguments are not compared with the answer.
+        add_tool_result(reading.contexts, tool, "tool", tool.attributes.get(self.SPAN_OUTPUTS), "tool result")
 
+    def reads_tool_messages(self, reading: Reading) -> bool:
+        return self.no_tool_result(reading.tools)
 
-def _answering(trace: Trace, typed: list[DecodedSpan]) -> set[str]:
-    """Ids of the spans that can be an interaction: CHAIN / AGENT / WORKFLOW, and UNKNOWN spans that enclose
-    an LLM call, or a retrieval or tool and have a text output (a helper returning a string does not)."""
-    enclose_llm: set[str] = set()
-    enclose_evidence: set[str] = set()
-    for span in typed:
-        kind = _type(span)
-        marked = enclose_llm if kind in _LLMS else enclose_evidence if kind in _EVIDENCE else None
-        if marked is not None:
-            for ancestor in trace.ancestors(span):
-                if ancestor.span_id in marked:
-                    break  # marked up to the root already
-                marked.add(ancestor.span_id)
-    answering = set()
-    for span in typed:
-        kind = _type(span)
-        if kind in _ANSWERING or (
-            kind == _UNTYPED
-            and (
-                span.span_id in enclose_llm
-                or (span.span_id in enclose_evidence and _answer(span) is not None)
-            )
-        ):
-            answering.add(span.span_id)
-    return answering
+    def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
+        inputs = parse_json(llm.attributes.get(self.SPAN_INPUTS))
+        return genai_tool_results(inputs.get("messages")) if isinstance(inputs, Mapping) else []
 
+    def question(self, reading: Reading) -> str | None:
+        anchor, llms = reading.anchor, reading.llms
+        kind = self.kind(anchor)
+        if kind in self.LLM_KINDS:
+            return self._question(llms[0] if reading.group else anchor)
+        question = self._question(anchor)
+        if question is None and llms and (reading.tools or kind == self.AGENT):
+            question = self._question(llms[0])
+        return question
 
-def _add_tools(
-    trace: Trace,
-    contexts: Contexts,
-    tools: list[DecodedSpan],
-    used: list[DecodedSpan],
-    llms: list[DecodedSpan],
-) -> None:
-    """Each TOOL span's output (a tool that wraps a retriever was read through it); when no tool span
-    recorded an output, the tool messages passed to the last LLM call."""
-    used_ids = {s.span_id for s in used}
-    recorded = False
-    for tool in tools:
-        output = tool.attributes.get(SPAN_OUTPUTS)
-        recorded = recorded or output is not None
-        if used_ids and any(d.span_id in used_ids for d in trace.descendants(tool)):
-            continue
-        add_tool_result(contexts, tool, "tool", output, "tool result")
-    if recorded:
-        return
-    for llm in reversed(llms):
-        inputs = parse_json(llm.attributes.get(SPAN_INPUTS))
-        results = genai_tool_messages(inputs.get("messages")) if isinstance(inputs, Mapping) else []
-        if results:
-            for result in results:
-                add_tool_result(contexts, llm, "tool_message", result, "tool message passed to LLM")
-            return
+    def retrieval_question(self, span: DecodedSpan) -> str | None:
+        return question_text(span.attributes.get(self.SPAN_INPUTS))
 
+    def own_answer(self, span: DecodedSpan) -> str | None:
+        return _answer_text(parse_json(span.attributes.get(self.SPAN_OUTPUTS)))
 
-def _input_tool_results(llm: DecodedSpan) -> list[tuple[object, int]]:
-    inputs = parse_json(llm.attributes.get(SPAN_INPUTS))
-    return genai_tool_results(inputs.get("messages")) if isinstance(inputs, Mapping) else []
+    def llm_answer(self, llm: DecodedSpan) -> str | None:
+        return None if self.asks_for_tool(llm) else self.own_answer(llm)
 
+    def llm_output(self, llm: DecodedSpan) -> str | None:
+        # Not read: MLflow's LLM outputs do not tell when the answer was written.
+        return None
 
-def _question(span: DecodedSpan) -> str | None:
-    value = parse_json(span.attributes.get(SPAN_INPUTS))
-    if isinstance(value, Mapping):
-        for key in _MESSAGE_KEYS:
-            messages = parse_json(value.get(key))
-            if isinstance(messages, list):
-                return last_message_text(messages, roles=_USER)
-    return text_of(value, QUESTION_KEYS)
-
-
-def _answer(span: DecodedSpan) -> str | None:
-    return _answer_text(parse_json(span.attributes.get(SPAN_OUTPUTS)))
+    def _question(self, span: DecodedSpan) -> str | None:
+        value = parse_json(span.attributes.get(self.SPAN_INPUTS))
+        if isinstance(value, Mapping):
+            for key in self.MESSAGE_KEYS:
+                messages = parse_json(value.get(key))
+                if isinstance(messages, list):
+                    return user_text(messages)
+        return question_text(value)
 
 
 def _answer_text(value: Any) -> str | None:
@@ -232,13 +190,13 @@ def _answer_text(value: Any) -> str | None:
         choices = value.get("choices")
         if isinstance(choices, list):
             first = choices[0] if choices and isinstance(choices[0], Mapping) else {}
-            text = last_message_text([first.get("message")], roles=_ASSISTANT)
+            text = assistant_text([first.get("message")])
             return text if text is not None else _text(first.get("text"))
         generations = value.get("generations")
         if isinstance(generations, list):
-            first = generations[0] if generations else None
-            first = first[0] if isinstance(first, list) and first else first
-            return _text(first.get("text")) if isinstance(first, Mapping) else None
+            generation = generations[0] if generations else None
+            generation = generation[0] if isinstance(generation, list) and generation else generation
+            return _text(generation.get("text")) if isinstance(generation, Mapping) else None
         output = value.get("output")
         if isinstance(output, list):
             texts = [
@@ -249,39 +207,14 @@ def _answer_text(value: Any) -> str | None:
                 if isinstance(part, Mapping) and part.get("type") == "output_text"
             ]
             return _text("".join(texts))
-    return text_of(value, ANSWER_KEYS)
+    return answer_text(value)
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _asks_for_tool(span: DecodedSpan) -> bool:
-    value = parse_json(span.attributes.get(SPAN_OUTPUTS))
-    if isinstance(value, Mapping):
-        choices = value.get("choices")
-        first = choices[0] if isinstance(choices, list) and choices else None
-        message = first.get("message") if isinstance(first, Mapping) else None
-        if isinstance(message, Mapping) and message.get("tool_calls"):
-            return True
-        calls = [*_items(value.get("output"), "function_call"), *_items(value.get("content"), "tool_use")]
-        if calls:
-            return True
-    return _answer_text(value) is None
-
-
 def _items(value: Any, kind: str) -> list[Mapping[str, Any]]:
     if not isinstance(value, list):
         return []
     return [item for item in value if isinstance(item, Mapping) and item.get("type") == kind]
-
-
-def _llm_answer(llms: list[DecodedSpan]) -> str | None:
-    """The last LLM call's answer that is text (not a call that asked for a tool)."""
-    for llm in reversed(llms):
-        if _asks_for_tool(llm):
-            continue
-        text = _answer(llm)
-        if text is not None and not is_repr(text):
-            return text
-    return None

@@ -16,162 +16,124 @@ a reliable split into question and documents.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._context import Contexts
-from tracescore.extract._history import genai_tool_results, indexed_tool_results
-from tracescore.extract._protocol import Skip, interaction
+from tracescore.extract._convention import Convention, Reading, not_inside
+from tracescore.extract._history import TurnResult, genai_tool_results, indexed_tool_results
 from tracescore.extract._read import (
-    ANSWER_KEYS,
-    QUESTION_KEYS,
+    answer_text,
+    assistant_text,
+    call_arguments,
     documents_of,
     indexed,
-    is_repr,
-    last_message_text,
+    keyword_question,
     parse_json,
-    text_of,
+    question_text,
 )
-from tracescore.extract._tools import (
-    add_earlier_turns,
-    add_tool_result,
-    called_by_tool,
-    genai_tool_messages,
-    indexed_tool_messages,
-)
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan
 
-__all__ = ["OpenLLMetryRecognizer"]
-
-SPAN_KIND = "traceloop.span.kind"
-ENTITY_NAME = "traceloop.entity.name"
-ENTITY_INPUT = "traceloop.entity.input"
-ENTITY_OUTPUT = "traceloop.entity.output"
-_ANSWERING = frozenset({"workflow", "agent"})
-_RETRIEVAL_NAME = re.compile(r"retriev|search|lookup|fetch_?doc|get_?doc|context|knowledge", re.IGNORECASE)
+__all__ = ["OpenLLMetry"]
 
 
-def _kind(span: DecodedSpan) -> str:
-    kind = span.attributes.get(SPAN_KIND)
-    return kind.lower() if isinstance(kind, str) else ""
+class OpenLLMetry(Convention):
+    """traceloop-sdk's keys (`traceloop.*`; `gen_ai.prompt` / `gen_ai.completion` on LLM calls), readers."""
 
-
-class OpenLLMetryRecognizer:
     name = "openllmetry"
+    SPAN_KIND = "traceloop.span.kind"
+    ENTITY_NAME = "traceloop.entity.name"
+    ENTITY_INPUT = "traceloop.entity.input"
+    ENTITY_OUTPUT = "traceloop.entity.output"
+    PROMPT = "gen_ai.prompt"  # .N.role / .N.content (before 0.5x)
+    COMPLETION = "gen_ai.completion"  # .N.content
+    ROLE = "role"
+    CONTENT = "content"
+    INPUT_MESSAGES = semconv.GEN_AI_INPUT_MESSAGES  # 0.6x
+    OUTPUT_MESSAGES = semconv.GEN_AI_OUTPUT_MESSAGES
+    INTERACTION_KINDS = frozenset({"workflow", "agent"})
+    TOOL_KINDS = frozenset({"tool"})
+    MARKER = SPAN_KIND
+    RETRIEVAL_NAME = re.compile(r"retriev|search|lookup|fetch_?doc|get_?doc|context|knowledge", re.IGNORECASE)
 
-    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
-        for anchor in trace.outermost(lambda s: _kind(s) in _ANSWERING):
-            yield self._read(trace, anchor)
+    RUN_TOOL_NAME = (ENTITY_NAME,)
+    RUN_TOOL_ARGUMENTS = (ENTITY_INPUT,)
+    RUN_TOOL_RESULT = (ENTITY_OUTPUT,)
+    RUN_MODEL_OUTPUT = (f"{COMPLETION}.0.{ROLE}", f"{COMPLETION}.0.{CONTENT}")
 
-    def _read(self, trace: Trace, anchor: DecodedSpan) -> Interaction | Skip:
-        below = list(trace.descendants(anchor))
-        retrievals = [s for s in below if _is_retrieval(s)]
-        contexts = Contexts()
-        for retrieval in retrievals:
-            if contexts.full:
-                contexts.skip_span()
-            else:
-                docs = documents_of(retrieval.attributes.get(ENTITY_OUTPUT))
-                contexts.add(retrieval, "retriever", docs or ())
-        tool_spans = [s for s in below if _kind(s) == "tool"]
+    def kind(self, span: DecodedSpan) -> str:
+        kind = span.attributes.get(self.SPAN_KIND)
+        return kind.lower() if isinstance(kind, str) else ""
+
+    def is_llm(self, span: DecodedSpan) -> bool:
+        """A span that recorded an LLM call's messages (traceloop gives LLM calls no kind of their own)."""
+        attrs = span.attributes
+        return (
+            self.llm_output(span) is not None
+            or self.OUTPUT_MESSAGES in attrs
+            or f"{self.PROMPT}.0.{self.ROLE}" in attrs
+        )
+
+    def is_retrieval(self, span: DecodedSpan) -> bool:
+        """A task or tool named like a retrieval whose output is a list of documents."""
+        if self.kind(span) not in ("task", "tool"):
+            return False
+        name = str(span.attributes.get(self.ENTITY_NAME) or span.name)
+        return bool(self.RETRIEVAL_NAME.search(name)) and self.documents(span, "retriever") is not None
+
+    def collect(self, reading: Reading) -> Reading:
+        trace, anchor, around = reading.trace, reading.anchor, reading.around
+        retrievals = [s for s in around if self.is_retrieval(s)]
+        tool_spans = [s for s in around if self.is_tool(s)]
         tools = [s for s in tool_spans if not any(s is r for r in retrievals)]
-        for tool in tools:
-            attrs = tool.attributes
-            add_tool_result(
-                contexts, tool, "tool", attrs.get(ENTITY_OUTPUT), "tool result", attrs.get(ENTITY_INPUT)
-            )
-        llms = [s for s in below if _completion(s) is not None or _has_messages(s)]
-        if not tool_spans:  # the messages repeat what tool spans returned
-            _add_tool_messages(contexts, llms)
-        answering = [llm for llm in llms if not called_by_tool(trace, llm, anchor, _is_tool)]
-        add_earlier_turns(contexts, answering, _input_tool_results)
-        question = _question(anchor.attributes.get(ENTITY_INPUT))
-        answer = _answer(anchor.attributes.get(ENTITY_OUTPUT))
-        if answer is None or is_repr(answer):
-            # No answer, or an object's repr where text belongs: the text of the LLM call that wrote it.
-            answer = (
-                next((a for s in reversed(llms) if (a := _completion(s)) and not is_repr(a)), None) or answer
-            )
-        asked = [r for r in retrievals if not _is_tool(r) and not called_by_tool(trace, r, anchor, _is_tool)]
-        if question is None and asked:
+        llms = [s for s in around if self.is_llm(s)]
+        return reading.found(
+            retrievals=[(span, "retriever") for span in retrievals],
             # A retrieval task's query; a tool's arguments are the model's search, not the question.
-            question = _question(asked[0].attributes.get(ENTITY_INPUT))
-        if not (retrievals or tools or contexts) and question and answer:
-            where = (
-                "no retrieval task recorded its documents (traceloop's LangChain instrumentation puts "
-                "them only inside the LLM prompt); decorate the retriever with @task(name='retrieve') or "
-                "use tracescore's decorators"
-            )
-            return Skip(
-                "no_retrieval",
-                f"openllmetry workflow {anchor.span_id} '{anchor.name}' of trace {trace.trace_id} "
-                f"({anchor.service_name}): {where}",
-                span=anchor,
-                convention=self.name,
-            )
-        return interaction(
-            trace,
-            anchor,
-            convention=self.name,
-            question=question,
-            contexts=contexts,
-            answer=answer,
-            sources=[*retrievals, *tools, *llms],
+            asked=not_inside(trace, [r for r in retrievals if not self.is_tool(r)], anchor, self.is_tool),
             tools=tool_spans,
-            llm_outputs=[(llm, _completion(llm)) for llm in llms],
+            tool_results=tools,
+            llms=llms,
+            answering=not_inside(trace, llms, anchor, self.is_tool),
+            sources=[*retrievals, *tools, *llms],
         )
 
+    def documents(self, span: DecodedSpan, kind: str) -> list[str] | None:
+        return documents_of(span.attributes.get(self.ENTITY_OUTPUT))
 
-def _completion(span: DecodedSpan) -> str | None:
-    """The LLM's answer: the last `gen_ai.completion.N.content`, else `gen_ai.output.messages`."""
-    completions = indexed(span.attributes, "gen_ai.completion", "content")
-    if completions:
-        return str(completions[-1])
-    messages = span.attributes.get(semconv.GEN_AI_OUTPUT_MESSAGES)
-    return last_message_text(messages, roles=("assistant", "ai", "model")) if messages is not None else None
-
-
-def _has_messages(span: DecodedSpan) -> bool:
-    return semconv.GEN_AI_OUTPUT_MESSAGES in span.attributes or "gen_ai.prompt.0.role" in span.attributes
-
-
-def _add_tool_messages(contexts: Contexts, llms: list[DecodedSpan]) -> None:
-    for llm in reversed(llms):
+    def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         attrs = llm.attributes
-        results = indexed_tool_messages(attrs, "gen_ai.prompt", "role", "content") or genai_tool_messages(
-            attrs.get(semconv.GEN_AI_INPUT_MESSAGES)
+        return indexed_tool_results(attrs, self.PROMPT, self.ROLE, self.CONTENT) or genai_tool_results(
+            attrs.get(self.INPUT_MESSAGES)
         )
-        if results:
-            for result in results:
-                add_tool_result(contexts, llm, "tool_message", result, "tool message passed to LLM")
-            return
 
+    def question(self, reading: Reading) -> str | None:
+        return self.retrieval_question(reading.anchor)
 
-def _input_tool_results(llm: DecodedSpan) -> list[tuple[object, int]]:
-    attrs = llm.attributes
-    return indexed_tool_results(attrs, "gen_ai.prompt", "role", "content") or genai_tool_results(
-        attrs.get(semconv.GEN_AI_INPUT_MESSAGES)
-    )
+    def retrieval_question(self, span: DecodedSpan) -> str | None:
+        return _question(span.attributes.get(self.ENTITY_INPUT))
 
+    def own_answer(self, span: DecodedSpan) -> str | None:
+        """The return value as JSON; traceloop's LangChain mode wraps it as {"outputs": ...}."""
+        output = parse_json(span.attributes.get(self.ENTITY_OUTPUT))
+        if isinstance(output, Mapping) and "outputs" in output:
+            output = output["outputs"]
+        return answer_text(output)
 
-def _is_tool(span: DecodedSpan) -> bool:
-    return _kind(span) == "tool"
+    def llm_output(self, llm: DecodedSpan) -> str | None:
+        """The LLM's answer: the last `gen_ai.completion.N.content`, else `gen_ai.output.messages`."""
+        completions = indexed(llm.attributes, self.COMPLETION, self.CONTENT)
+        if completions:
+            return str(completions[-1])
+        messages = llm.attributes.get(self.OUTPUT_MESSAGES)
+        return assistant_text(messages) if messages is not None else None
 
-
-def _is_retrieval(span: DecodedSpan) -> bool:
-    if _kind(span) not in ("task", "tool"):
-        return False
-    name = str(span.attributes.get(ENTITY_NAME) or span.name)
-    return bool(_RETRIEVAL_NAME.search(name)) and documents_of(span.attributes.get(ENTITY_OUTPUT)) is not None
-
-
-def _answer(entity_output: Any) -> str | None:
-    """The return value as JSON; traceloop's LangChain mode wraps it as {"outputs": ...}."""
-    output = parse_json(entity_output)
-    if isinstance(output, Mapping) and "outputs" in output:
-        output = output["outputs"]
-    return text_of(output, ANSWER_KEYS)
+    def prompt_only(self, reading: Reading) -> str | None:
+        return (
+            f"{reading.place('workflow')}: no retrieval task recorded its documents (traceloop's LangChain "
+            "instrumentation puts them only inside the LLM prompt); decorate the retriever with "
+            "@task(name='retrieve') or use tracescore's decorators"
+        )
 
 
 def _question(entity_input: Any) -> str | None:
@@ -180,20 +142,18 @@ def _question(entity_input: Any) -> str | None:
     mode records {"inputs": ..., "kwargs": {...}} instead."""
     call = parse_json(entity_input)
     if isinstance(call, Mapping) and "inputs" in call:
-        return text_of(call["inputs"], QUESTION_KEYS)
+        return question_text(call["inputs"])
     if not isinstance(call, Mapping):
-        return text_of(call, QUESTION_KEYS)
-    kwargs = call.get("kwargs") if isinstance(call.get("kwargs"), Mapping) else {}
-    for key in QUESTION_KEYS:
-        if isinstance(kwargs.get(key), str) and kwargs[key].strip():
-            return kwargs[key]
-    args = call.get("args") if isinstance(call.get("args"), list) else []
+        return question_text(call)
+    args, kwargs = call_arguments(call)
+    if (keyword := keyword_question(kwargs)) is not None:
+        return keyword
     for arg in args:
         if isinstance(arg, str) and arg.strip():
             return arg
     for arg in args:
-        if (text := text_of(arg, QUESTION_KEYS)) is not None:
+        if (text := question_text(arg)) is not None:
             return text
     if "args" not in call and "kwargs" not in call:
-        return text_of(call, QUESTION_KEYS)
+        return question_text(call)
     return None

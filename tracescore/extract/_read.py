@@ -11,13 +11,21 @@ from typing import Any
 
 __all__ = [
     "ANSWER_KEYS",
+    "ASSISTANT_ROLES",
     "QUESTION_KEYS",
+    "USER_ROLES",
+    "answer_text",
+    "assistant_text",
+    "call_arguments",
     "documents_of",
     "indexed",
     "is_repr",
+    "keyword_question",
     "last_message_text",
     "parse_json",
+    "question_text",
     "text_of",
+    "user_text",
 ]
 
 # Field names that hold the user's question or the final answer in chain inputs / outputs of LangChain,
@@ -35,6 +43,9 @@ QUESTION_KEYS = (
     "task",
 )
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "output_text", "generation")
+# Chat roles: who asks (the question is the last user message) and who answers.
+USER_ROLES = ("user", "human")
+ASSISTANT_ROLES = ("assistant", "ai", "model")
 _DOC_TEXT_KEYS = ("page_content", "pageContent", "content", "text", "document.content", "chunk", "body")
 _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "nodes", "results", "context")
 # A programming-language repr where text belongs: `ChatMessage(_role=...)`, `[Document(id=..., content=...)]`,
@@ -134,6 +145,42 @@ def text_of(value: Any, keys: Sequence[str], depth: int = 0) -> str | None:
         if len(value) == 1:
             return text_of(value[0], keys, depth + 1)
     return None
+
+
+def question_text(value: Any) -> str | None:
+    """The question in `value` (text, or a question-like field of a call's input)."""
+    return text_of(value, QUESTION_KEYS)
+
+
+def answer_text(value: Any) -> str | None:
+    """The answer in `value` (text, or an answer-like field of a call's output)."""
+    return text_of(value, ANSWER_KEYS)
+
+
+def keyword_question(kwargs: Mapping[str, Any]) -> str | None:
+    """A function's question-like keyword argument that holds text."""
+    for key in QUESTION_KEYS:
+        value = kwargs.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def call_arguments(call: Mapping[str, Any]) -> tuple[list[Any], Mapping[str, Any]]:
+    """(args, kwargs) of a function call recorded as `{"args": [...], "kwargs": {...}}` (either may be
+    absent: then empty)."""
+    args, kwargs = call.get("args"), call.get("kwargs")
+    return (args if isinstance(args, list) else []), (kwargs if isinstance(kwargs, Mapping) else {})
+
+
+def user_text(messages: Any) -> str | None:
+    """The last user message's text."""
+    return last_message_text(messages, USER_ROLES)
+
+
+def assistant_text(messages: Any) -> str | None:
+    """The last assistant message's text."""
+    return last_message_text(messages, ASSISTANT_ROLES)
 
 
 def last_message_text(messages: Any, roles: Sequence[str]) -> str | None:

@@ -1,6 +1,7 @@
-"""An agent's run as every recogniser reads it: `agent_run` turns the tool spans and LLM calls a recogniser
-found into the `Run` view (tool calls with name, arguments, result and whether they failed; steps; tokens),
-reading each convention's attributes from one table, so no recogniser reads runs its own way.
+"""An agent's run as every convention's interaction is read: `agent_run` turns the tool spans and LLM calls a
+convention found into the `Run` view (tool calls with name, arguments, result and whether they failed; steps;
+tokens), reading every convention's attributes from one table built from the adapters' `RUN_*` keys, so no
+convention reads runs its own way.
 
 A tool call failed when its span's status is ERROR, it recorded an error (`exception.message`, `error.type`,
 Langfuse's level ERROR), or its result reports one: a LlamaIndex ToolOutput's `is_error`, an MCP result's
@@ -15,7 +16,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tracescore import semconv
 from tracescore.extract._context import Contexts, ToolCall
+from tracescore.extract._convention import first_value
+from tracescore.extract._conventions import RUN_KEY_ORDER
 from tracescore.extract._read import indexed, parse_json
 from tracescore.extract._tools import tool_result_texts
 from tracescore.model import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, DecodedSpan, Run, RunToolCall
@@ -23,36 +27,24 @@ from tracescore.model import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, DecodedSpan
 __all__ = ["agent_run"]
 
 
-# How each convention records a tool call and an LLM call's usage; the first key present wins.
-_TOOL_NAME = ("tool.name", "gen_ai.tool.name", "ai.toolCall.name", "traceloop.entity.name")
-_TOOL_ARGUMENTS = (
-    *("input.value", "gen_ai.tool.call.arguments", "tool_arguments", "ai.toolCall.args"),
-    *("traceloop.entity.input", "langfuse.observation.input", "mlflow.spanInputs"),
-)
-_TOOL_RESULT = (
-    *("output.value", "gen_ai.tool.call.result", "tool_response", "ai.toolCall.result"),
-    *("traceloop.entity.output", "langfuse.observation.output", "mlflow.spanOutputs"),
-)
-_ERROR_KEYS = ("exception.message", "error.message", "error.type", "exception.type")
-_PROMPT_TOKENS = (
-    *("llm.token_count.prompt", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
-    *("ai.usage.inputTokens", "ai.usage.promptTokens"),
-)
-_COMPLETION_TOKENS = (
-    *("llm.token_count.completion", "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
-    *("ai.usage.outputTokens", "ai.usage.completionTokens"),
-)
-# Usage as one JSON attribute: Langfuse's usage details, MLflow's token usage.
-_USAGE_JSON = {
-    "langfuse.observation.usage_details": (("input", "prompt_tokens"), ("output", "completion_tokens")),
-    "mlflow.chat.tokenUsage": (("input_tokens",), ("output_tokens",)),
-}
+# How each convention records a tool call and an LLM call's usage, from its adapter; the first key present on
+# a span wins (the open conventions' first, see `_conventions`).
+_TOOL_NAME = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_TOOL_NAME)
+_TOOL_ARGUMENTS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_TOOL_ARGUMENTS)
+_TOOL_RESULT = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_TOOL_RESULT)
+_PROMPT_TOKENS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_PROMPT_TOKENS)
+_COMPLETION_TOKENS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_COMPLETION_TOKENS)
+# Usage as one JSON attribute (Langfuse's usage details, MLflow's token usage): key -> (input, output fields).
+_USAGE_JSON = {key: fields for c in RUN_KEY_ORDER for key, fields in c.RUN_USAGE_JSON.items()}
 # What a model call that answered records (an LLM span without any of these only prepared a call).
-_MODEL_OUTPUT = (
-    *("llm.output_messages.0.message.role", "gen_ai.output.messages", "gen_ai.completion.0.role"),
-    *("gen_ai.completion.0.content", "ai.response.text", "ai.response.toolCalls", "ai.response.object"),
-    *("langfuse.observation.output", "mlflow.spanOutputs", *_PROMPT_TOKENS, *_USAGE_JSON),
+_MODEL_OUTPUT = frozenset(
+    (*(key for c in RUN_KEY_ORDER for key in c.RUN_MODEL_OUTPUT), *_PROMPT_TOKENS, *_USAGE_JSON)
 )
+_TOOL_DEFINITIONS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_TOOL_DEFINITIONS)
+_INDEXED_TOOL_DEFINITIONS = tuple(keys for c in RUN_KEY_ORDER for keys in c.RUN_INDEXED_TOOL_DEFINITIONS)
+_ERROR_LEVELS = tuple(c.RUN_ERROR_LEVEL for c in RUN_KEY_ORDER if c.RUN_ERROR_LEVEL is not None)
+# OpenTelemetry's own error attributes, whatever the convention.
+_ERROR_KEYS = ("exception.message", "error.message", semconv.ERROR_TYPE, "exception.type")
 # A result that reports a failure: "Error: ..." (LangGraph's ToolNode), a traceback, a tool exception.
 _ERROR_TEXT = re.compile(
     r"\s*(?:error\b|exception\b|traceback \(most recent call last\)|\w*(?:exception|error):)", re.I
@@ -67,14 +59,18 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
     LLM calls' steps and tokens, and the retrievals whose documents are in `contexts`. None when the
     interaction shows neither a tool nor an LLM call (a decorated function, a chain without model spans).
     Bounded: the first `MAX_RUN_TOOL_CALLS` calls are kept, the rest counted."""
-    if not tools and not llms and all(source.kind != "tool_message" for source in contexts.sources):
+    if (
+        not tools
+        and not llms
+        and (not contexts.has_tool_results or all(s.kind != "tool_message" for s in contexts.sources))
+    ):
         return None  # the unsampled path reads every interaction: a plain RAG span pays nothing here
     ordered = sorted(tools, key=lambda s: (s.start_time_unix_nano, s.span_id))
     read_as = _read_results(contexts)
     calls = [_tool_call(tool, read_as.get(tool.span_id)) for tool in ordered[:MAX_RUN_TOOL_CALLS]]
     total, failed = len(ordered), sum(not c.ok for c in calls)
     failed += sum(
-        _failure(tool, _first_value(tool, _TOOL_RESULT)) is not None for tool in ordered[len(calls) :]
+        _failure(tool, first_value(tool, _TOOL_RESULT)) is not None for tool in ordered[len(calls) :]
     )
     messages = _tool_messages(contexts)
     if not tools:
@@ -92,7 +88,7 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
     # A model call wrapped in another (LiteLLM's span around the OpenAI client's) is one step, counted once.
     wrappers = {llm.span_id for llm in llms}
     llms = [llm for llm in llms if llm.parent_span_id not in wrappers]
-    answered = [llm for llm in llms if any(key in llm.attributes for key in _MODEL_OUTPUT)]
+    answered = [llm for llm in llms if not _MODEL_OUTPUT.isdisjoint(llm.attributes)]
     prompt, completion = _tokens(llms)
     sources = contexts.sources
     read = {s.span_id for s in sources if s.kind in ("retriever", "reranker", "span", "input")}
@@ -116,12 +112,12 @@ def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
     offered: dict[str, str] = {}
     for llm in reversed(llms):
         attrs = llm.attributes
-        definitions = [
-            *indexed(attrs, "llm.tools", "tool.json_schema"),
-            *_listed(attrs.get("gen_ai.tool.definitions")),
-            *_listed(attrs.get("ai.prompt.tools")),
-            *_listed(attrs.get("mlflow.chat.tools")),
-        ]
+        definitions: list[Any] = []
+        for prefix, suffix in _INDEXED_TOOL_DEFINITIONS:
+            definitions += indexed(attrs, prefix, suffix)
+        for key in _TOOL_DEFINITIONS:
+            if (listed := attrs.get(key)) is not None:
+                definitions += _listed(listed)
         if not definitions:
             continue
         for definition in definitions:
@@ -153,8 +149,8 @@ def _read_results(contexts: Contexts) -> dict[str, list[str]]:
 
 def _tool_call(span: DecodedSpan, texts: list[str] | None) -> RunToolCall:
     """One tool span's call; `texts` its result as the contexts read it, if they did."""
-    name = _first_value(span, _TOOL_NAME)
-    arguments, result = _first_value(span, _TOOL_ARGUMENTS), _first_value(span, _TOOL_RESULT)
+    name = first_value(span, _TOOL_NAME)
+    arguments, result = first_value(span, _TOOL_ARGUMENTS), first_value(span, _TOOL_RESULT)
     error = _failure(span, result)
     # The result as the model was given it: a ToolMessage's or ToolOutput's content, documents one a line.
     if texts is None:
@@ -205,10 +201,10 @@ def _failure(span: DecodedSpan, result: Any) -> str | None:
     """Why the call counts as failed: its span's status, an error attribute, or a result reporting one."""
     if span.status_code == 2:
         return f"span status ERROR{': ' + span.status_message if span.status_message else ''}"
-    level = span.attributes.get("langfuse.observation.level")
-    if level == "ERROR":
-        return f"observation level ERROR: {span.attributes.get('langfuse.observation.status_message', '')}"
-    error = _first_value(span, _ERROR_KEYS)
+    for level, message in _ERROR_LEVELS:
+        if span.attributes.get(level) == "ERROR":
+            return f"observation level ERROR: {span.attributes.get(message, '')}"
+    error = first_value(span, _ERROR_KEYS)
     if error:
         return f"error recorded: {str(error)[:200]}"
     return _error_result(result)
@@ -270,13 +266,8 @@ def _number_in(values: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
 
 
 def _first_number(span: DecodedSpan, keys: tuple[str, ...]) -> int | None:
-    value = _first_value(span, keys)
+    value = first_value(span, keys)
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _first_value(span: DecodedSpan, keys: tuple[str, ...]) -> Any:
-    attrs = span.attributes
-    return next((attrs[key] for key in keys if attrs.get(key) is not None), None)
 
 
 def _text(value: Any) -> str | None:

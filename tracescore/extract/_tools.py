@@ -26,6 +26,7 @@ import ast
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from tracescore.extract._context import MAX_CONTEXT_CHARS, Contexts, ToolCall
@@ -60,8 +61,8 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     if isinstance(parsed, Mapping) and len(parsed) == 1 and "output" in parsed:  # a run's {"output": ...}
         parsed = parse_json(parsed["output"])
     if isinstance(parsed, Mapping) and str(parsed.get("type", "")).lower() == "tool":
-        data = parsed.get("data") if isinstance(parsed.get("data"), Mapping) else parsed
-        parsed = parse_json(data.get("content"))
+        data = parsed.get("data")
+        parsed = parse_json((data if isinstance(data, Mapping) else parsed).get("content"))
     elif isinstance(parsed, Mapping) and isinstance(parsed.get("kwargs"), Mapping):  # LangChain constructor
         kwargs = parsed["kwargs"]
         if str(kwargs.get("type", "")).lower() == "tool" and "content" in kwargs:
@@ -136,28 +137,30 @@ def add_tool_result(
     contexts.add(span, kind, texts, ToolCall(span, arguments, document_like, what))
 
 
-def add_earlier_turns(
-    contexts: Contexts, llms: Sequence[DecodedSpan], results_of: Callable[[DecodedSpan], list[TurnResult]]
-) -> None:
-    """The tool results of earlier turns in the input of the last of `llms`, the call that answered
-    (`results_of` reads one call's tool results with their turns, see `_history`; the calls of one turn are
-    given the same history, the last the most of this turn's), after the documents already in `contexts`:
-    the most recent turn first, each marked `earlier_turn` with how many turns back it was. A document
-    already judged (the same tool asked the same again this turn) is not added twice."""
-    if llms:
-        llm = llms[-1]
-        earlier = sorted(((v, back) for v, back in results_of(llm) if back > 0), key=lambda r: r[1])
-        seen = set(contexts.texts) if earlier else set()
-        for value, back in earlier:
-            if contexts.full:
-                contexts.skip_span()
-                continue
-            texts, document_like = tool_result_texts(value)
-            fresh = [text for text in texts if text not in seen]
-            seen.update(fresh)
-            what = f"tool result of an earlier turn ({back} back) in the LLM input"
-            call = ToolCall(llm, None, document_like, what)
-            contexts.add(llm, "earlier_turn", fresh, call, turns_back=back)
+def add_earlier_turns(contexts: Contexts, llm: DecodedSpan, results: Iterable[TurnResult]) -> None:
+    """The tool results of earlier turns in the input of `llm`, the call that answered (`results`: its tool
+    results with their turns, see `_history`; the calls of one turn are given the same history, the last the
+    most of this turn's), after the documents already in `contexts`: the most recent turn first, each marked
+    `earlier_turn` with how many turns back it was. A document already judged (the same tool asked the same
+    again this turn) is not added twice."""
+    earlier = [(value, back) for value, back in results if back > 0]
+    if not earlier:
+        return
+    earlier.sort(key=_TURNS_BACK)
+    seen = set(contexts.texts)
+    for value, back in earlier:
+        if contexts.full:
+            contexts.skip_span()
+            continue
+        texts, document_like = tool_result_texts(value)
+        fresh = [text for text in texts if text not in seen]
+        seen.update(fresh)
+        what = f"tool result of an earlier turn ({back} back) in the LLM input"
+        call = ToolCall(llm, None, document_like, what)
+        contexts.add(llm, "earlier_turn", fresh, call, turns_back=back)
+
+
+_TURNS_BACK = itemgetter(1)
 
 
 # Text compared with the answer: its words, case-folded, so quoting, spacing and punctuation do not matter.

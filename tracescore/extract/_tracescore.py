@@ -1,47 +1,61 @@
-"""tracescore's own spans (`@tracescore.rag`): question, documents and answer on one span, by name."""
+"""tracescore's own spans (`@tracescore.rag`): question, documents and answer on one span, by name.
+
+Every span of the SDK's scope is an interaction (a decorated function called inside another is one too):
+its `input.value` is the question, its `retrieval.documents.N.document.content` the documents and its
+`output.value` the answer.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 
 from tracescore import semconv
-from tracescore.extract._protocol import Skip, interaction
+from tracescore.extract._convention import Convention, Reading
+from tracescore.extract._openinference import OpenInference
 from tracescore.extract._read import indexed
-from tracescore.model import Interaction, Trace
+from tracescore.model import DecodedSpan, Trace
 
-__all__ = ["TracescoreRecognizer"]
-
-_SCOPE = semconv.SDK_SCOPE
-_LOOKED_IN = {
-    "question": semconv.INPUT_VALUE,
-    "answer": semconv.OUTPUT_VALUE,
-    "documents": semconv.document_content_key(0).replace(".0.", ".N."),
-}
+__all__ = ["Tracescore"]
 
 
-class TracescoreRecognizer:
+class Tracescore(Convention):
+    """The keys `@tracescore.rag` writes, read from the one span it records."""
+
     name = "tracescore"
+    CALLS = False
+    SCOPE = semconv.SDK_SCOPE
+    QUESTION = semconv.INPUT_VALUE
+    ANSWER = semconv.OUTPUT_VALUE
+    # The SDK writes OpenInference's keys (and GenAI's beside them).
+    DOCUMENTS = OpenInference.RETRIEVAL_DOCUMENTS  # flattened: retrieval.documents.N.document.content
+    DOCUMENT_CONTENT = OpenInference.DOCUMENT_CONTENT
+    LOOKED_IN = {
+        "question": QUESTION,
+        "answer": ANSWER,
+        "documents": f"{DOCUMENTS}.N.{DOCUMENT_CONTENT}",
+    }
 
-    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
+    def is_interaction(self, span: DecodedSpan) -> bool:
+        return span.scope_name == self.SCOPE
+
+    def candidates(self, trace: Trace) -> Iterable[Reading]:
         spans = trace.spans
         # Most traces of ours are one span: nothing to put in order.
         ours = (
-            [s for s in spans if s.scope_name == _SCOPE]
+            [s for s in spans if s.scope_name == self.SCOPE]
             if len(spans) == 1
-            else trace.select(lambda s: s.scope_name == _SCOPE)
+            else trace.select(self.is_interaction)
         )
-        for span in ours:
-            attrs = span.attributes
-            query = attrs.get(semconv.INPUT_VALUE)
-            answer = attrs.get(semconv.OUTPUT_VALUE)
-            # as_contexts reads each document as text (str() of anything else).
-            contexts = indexed(attrs, semconv.RETRIEVAL_DOCUMENTS, "document.content")
-            yield interaction(
-                trace,
-                span,
-                convention=self.name,
-                question=None if query is None else str(query),
-                contexts=contexts,
-                answer=None if answer is None else str(answer),
-                looked_in=_LOOKED_IN,
-            )
+        return [Reading(trace, self, span, retrievals=((span, "span"),)) for span in ours]
+
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: str) -> None:
+        # Each document is read as text (str() of anything else).
+        reading.contexts.add(span, kind, indexed(span.attributes, self.DOCUMENTS, self.DOCUMENT_CONTENT))
+
+    def question(self, reading: Reading) -> str | None:
+        query = reading.anchor.attributes.get(self.QUESTION)
+        return None if query is None else str(query)
+
+    def own_answer(self, span: DecodedSpan) -> str | None:
+        answer = span.attributes.get(self.ANSWER)
+        return None if answer is None else str(answer)

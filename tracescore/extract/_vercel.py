@@ -21,228 +21,208 @@ later, so the interaction is scored once, here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._context import Contexts
-from tracescore.extract._history import genai_tool_results
-from tracescore.extract._protocol import Skip, interaction
-from tracescore.extract._read import (
-    ANSWER_KEYS,
-    documents_of,
-    indexed,
-    last_message_text,
-    parse_json,
-    text_of,
-)
-from tracescore.extract._tools import add_earlier_turns, add_tool_result, genai_tool_messages
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.extract._convention import Convention, Reading
+from tracescore.extract._genai import GenAI
+from tracescore.extract._history import TurnResult, genai_tool_results
+from tracescore.extract._openinference import OpenInference
+from tracescore.extract._read import answer_text, documents_of, indexed, parse_json, user_text
+from tracescore.model import DecodedSpan, Trace
 
-__all__ = ["VercelAIRecognizer"]
+__all__ = ["VercelAI"]
 
-OPERATION = "ai.operationId"
-_CALLS = frozenset({"ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"})
-_MODEL_CALLS = frozenset(
-    {"ai.generateText.doGenerate", "ai.streamText.doStream", "ai.generateObject.doGenerate"}
-    | {"ai.streamObject.doStream"}
-)
-_TOOL_CALL = "ai.toolCall"
-_RERANK, _RERANK_CALL = "ai.rerank", "ai.rerank.doRerank"
-PROMPT = "ai.prompt"
-PROMPT_MESSAGES = "ai.prompt.messages"
-PROMPT_TOOLS = "ai.prompt.tools"
-RESPONSE_TEXT = "ai.response.text"
-RESPONSE_OBJECT = "ai.response.object"
-# The AI SDK before 4.0 wrote the result as ai.result.*.
-_TEXT_KEYS = (RESPONSE_TEXT, "ai.result.text")
-_OBJECT_KEYS = (RESPONSE_OBJECT, "ai.result.object")
-TOOL_RESULT = "ai.toolCall.result"
-TOOL_ARGS = "ai.toolCall.args"
-RERANK_DOCUMENTS = "ai.documents"
-RERANK_RANKING = "ai.ranking"
-FUNCTION_ID = "ai.telemetry.functionId"
-_METADATA = "ai.telemetry.metadata."
-_SESSION_KEYS = ("sessionId", "session_id", "conversationId")
-_USER_ID_KEYS = ("userId", "user_id")
-_USER = ("user", "human")
+# Retrieval the app recorded in another convention, read beside the SDK's spans.
+_OPENINFERENCE, _GENAI = OpenInference(), GenAI()
 
 
-def _operation(span: DecodedSpan) -> str:
-    operation = span.attributes.get(OPERATION)
-    if isinstance(operation, str):
-        return operation
-    return span.name if span.scope_name == "ai" else ""
+class VercelAI(Convention):
+    """The AI SDK's keys (`ai.*`; its spans are told apart by `ai.operationId`) and readers."""
 
-
-class VercelAIRecognizer:
     name = "vercel_ai"
+    SCOPE = "ai"
+    OPERATION = "ai.operationId"
+    INTERACTION_KINDS = frozenset(
+        {"ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"}
+    )
+    LLM_KINDS = frozenset(
+        {"ai.generateText.doGenerate", "ai.streamText.doStream", "ai.generateObject.doGenerate"}
+        | {"ai.streamObject.doStream"}
+    )
+    TOOL_KINDS = frozenset({"ai.toolCall"})
+    RERANK, RERANK_CALL = "ai.rerank", "ai.rerank.doRerank"
+    PROMPT = "ai.prompt"
+    PROMPT_MESSAGES = "ai.prompt.messages"
+    PROMPT_TOOLS = "ai.prompt.tools"
+    RESPONSE_TEXT = "ai.response.text"
+    RESPONSE_OBJECT = "ai.response.object"
+    RESPONSE_TOOL_CALLS = "ai.response.toolCalls"
+    # The AI SDK before 4.0 wrote the result as ai.result.*.
+    TEXT_KEYS = (RESPONSE_TEXT, "ai.result.text")
+    OBJECT_KEYS = (RESPONSE_OBJECT, "ai.result.object")
+    TOOL_NAME = "ai.toolCall.name"
+    TOOL_RESULT = "ai.toolCall.result"
+    TOOL_ARGS = "ai.toolCall.args"
+    RERANK_DOCUMENTS = "ai.documents"
+    RERANK_RANKING = "ai.ranking"
+    INPUT_TOKENS = ("ai.usage.inputTokens", "ai.usage.promptTokens")
+    OUTPUT_TOKENS = ("ai.usage.outputTokens", "ai.usage.completionTokens")
+    FUNCTION_ID = "ai.telemetry.functionId"
+    METADATA = "ai.telemetry.metadata."
+    SESSION_KEYS = ("sessionId", "session_id", "conversationId")
+    USER_ID_KEYS = ("userId", "user_id")
+    TOOL_MESSAGE = "tool result in the prompt"
+    LOOKED_IN = {
+        "question": f"{PROMPT} of the span, else the last user message of {PROMPT_MESSAGES} of its first "
+        "model call (neither is recorded with experimental_telemetry recordInputs: false)",
+        "answer": f"{RESPONSE_TEXT} / {RESPONSE_OBJECT} of the span, else of its last model call (not "
+        "recorded with recordOutputs: false, or when the last step only called tools)",
+        "documents": f"{TOOL_RESULT} of ai.toolCall spans before the answering model call, retrieval spans "
+        f"(ai.rerank, gen_ai retrieval, OpenInference RETRIEVER) and tool results in {PROMPT_MESSAGES}",
+    }
 
-    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
-        for anchor in trace.outermost(lambda s: _operation(s) in _CALLS):
-            yield self._read(trace, anchor)
+    RUN_TOOL_NAME = (TOOL_NAME,)
+    RUN_TOOL_ARGUMENTS = (TOOL_ARGS,)
+    RUN_TOOL_RESULT = (TOOL_RESULT,)
+    RUN_PROMPT_TOKENS = INPUT_TOKENS
+    RUN_COMPLETION_TOKENS = OUTPUT_TOKENS
+    RUN_MODEL_OUTPUT = (RESPONSE_TEXT, RESPONSE_TOOL_CALLS, RESPONSE_OBJECT)
+    RUN_TOOL_DEFINITIONS = (PROMPT_TOOLS,)
 
-    def _read(self, trace: Trace, anchor: DecodedSpan) -> Interaction | Skip:
-        below = list(trace.descendants(anchor))
-        calls = sorted((s for s in below if _operation(s) in _MODEL_CALLS), key=_start)
+    def kind(self, span: DecodedSpan) -> str:
+        operation = span.attributes.get(self.OPERATION)
+        if isinstance(operation, str):
+            return operation
+        return span.name if span.scope_name == self.SCOPE else ""
+
+    def collect(self, reading: Reading) -> Reading:
+        trace, anchor, around = reading.trace, reading.anchor, reading.around
+        calls = sorted((s for s in around if self.is_llm(s)), key=_start)
         # The last model call gives the answer: what ran after it started cannot have informed it.
         answered_at = calls[-1].start_time_unix_nano if calls else anchor.end_time_unix_nano
-        question = _question(anchor, calls)
-        answer = _answer(anchor) or (_answer(calls[-1]) if calls else None)
-        tool_spans = [s for s in below if _operation(s) == _TOOL_CALL]
-        inside_tools = {d.span_id for tool in tool_spans for d in trace.descendants(tool)}
+        tools = [s for s in around if self.is_tool(s)]
+        inside_tools = {d.span_id for tool in tools for d in trace.descendants(tool)}
         # A retrieval inside a tool is read as the tool's result: that is what the model saw.
         retrievals = [
-            s
+            (s, kind)
             for s in trace.beside(anchor)
-            if s.start_time_unix_nano <= answered_at and s.span_id not in inside_tools and _retrieval_kind(s)
+            if s.start_time_unix_nano <= answered_at
+            and s.span_id not in inside_tools
+            and (kind := self._retrieval_kind(s))
         ]
-        contexts = Contexts()
-        for retrieval in retrievals:
-            _add_retrieval(trace, contexts, retrieval)
-        # With their arguments and the model calls' outputs, so the shared rule drops a tool result that
-        # merely carries the answer (its arguments, itself, or called after the answer was written).
-        for tool in tool_spans:
-            attrs = tool.attributes
-            add_tool_result(
-                contexts, tool, "tool", attrs.get(TOOL_RESULT), "tool result", arguments=attrs.get(TOOL_ARGS)
-            )
-        if not tool_spans and calls:
-            for result in genai_tool_messages(calls[-1].attributes.get(PROMPT_MESSAGES)):
-                add_tool_result(contexts, calls[-1], "tool_message", result, "tool result in the prompt")
-        add_earlier_turns(
-            contexts, calls, lambda call: genai_tool_results(call.attributes.get(PROMPT_MESSAGES))
-        )
-        offered_tools = any(c.attributes.get(PROMPT_TOOLS) for c in calls)
-        if question and answer and not (tool_spans or retrievals or contexts or offered_tools):
-            return self._no_retrieval(trace, anchor)
-        function_id = anchor.attributes.get(FUNCTION_ID)
-        return interaction(
-            trace,
-            anchor,
-            convention=self.name,
-            question=question,
-            contexts=contexts,
-            answer=answer,
-            sources=[*calls, *tool_spans, *retrievals],
-            tools=tool_spans,
-            llm_outputs=[(call, _answer(call)) for call in calls],
-            looked_in=_LOOKED_IN,
-            route=function_id if isinstance(function_id, str) else None,
-            session_id=_metadata(anchor, _SESSION_KEYS),
-            user_id=_metadata(anchor, _USER_ID_KEYS),
+        return reading.found(
+            retrievals=retrievals,
+            tools=tools,
+            llms=calls,
+            prompted=calls[-1:],
+            sources=[*calls, *tools, *(s for s, _ in retrievals)],
         )
 
-    def _no_retrieval(self, trace: Trace, anchor: DecodedSpan) -> Skip:
-        return Skip(
-            "no_retrieval",
-            f"vercel_ai span {anchor.span_id} '{anchor.name}' of trace {trace.trace_id} "
-            f"({anchor.service_name}): no tool call and no retrieval span recorded its documents (an app "
-            "that puts retrieved documents into the prompt leaves them only inside the prompt text, "
-            f"{PROMPT}, which is not split into documents); return them from a tool, record the retrieval "
-            "as its own span (gen_ai.operation.name=retrieval with gen_ai.retrieval.documents), or use "
-            "tracescore's decorators",
-            span=anchor,
-            convention=self.name,
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: str) -> None:
+        contexts = reading.contexts
+        if kind == "reranker":
+            texts = self._reranked(reading.trace, span)
+            if texts is None:
+                contexts.note(
+                    f"{self.RERANK} span {span.span_id} has no {self.RERANK_RANKING} on its "
+                    f"{self.RERANK_CALL} (recordOutputs off?): which of its documents the app kept is "
+                    "unknown, none read"
+                )
+                return
+        else:
+            attrs = span.attributes
+            flattened = indexed(attrs, _OPENINFERENCE.RETRIEVAL_DOCUMENTS, _OPENINFERENCE.DOCUMENT_CONTENT)
+            texts = [str(d) for d in flattened] or _GENAI.documents(span, kind) or []
+        contexts.add(span, kind, texts)
+
+    def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
+        return genai_tool_results(llm.attributes.get(self.PROMPT_MESSAGES))
+
+    def question(self, reading: Reading) -> str | None:
+        prompt = parse_json(reading.anchor.attributes.get(self.PROMPT))
+        if isinstance(prompt, Mapping):
+            text = prompt.get("prompt")
+            if isinstance(text, str) and text.strip():
+                return text
+            for key in ("prompt", "messages"):
+                if isinstance(prompt.get(key), list) and (found := user_text(prompt[key])):
+                    return found
+        calls = reading.llms
+        return user_text(calls[0].attributes.get(self.PROMPT_MESSAGES)) if calls else None
+
+    def answer(self, reading: Reading) -> str | None:
+        calls = reading.llms
+        return self.llm_output(reading.anchor) or (self.llm_output(calls[-1]) if calls else None)
+
+    def llm_output(self, llm: DecodedSpan) -> str | None:
+        attrs = llm.attributes
+        for key in self.TEXT_KEYS:
+            text = attrs.get(key)
+            if isinstance(text, str) and text.strip():
+                return text
+        value = next((attrs[key] for key in self.OBJECT_KEYS if attrs.get(key) is not None), None)
+        return answer_text(value) if value is not None else None
+
+    def prompt_only(self, reading: Reading) -> str | None:
+        if any(call.attributes.get(self.PROMPT_TOOLS) for call in reading.llms):
+            return None  # the model was offered tools: not an app that put its documents in the prompt
+        return (
+            f"{reading.place()}: no tool call and no retrieval span recorded its documents (an app that puts "
+            "retrieved documents into the prompt leaves them only inside the prompt text, "
+            f"{self.PROMPT}, which is not split into documents); return them from a tool, record the "
+            "retrieval as its own span (gen_ai.operation.name=retrieval with gen_ai.retrieval.documents), or "
+            "use tracescore's decorators"
         )
 
+    def route(self, anchor: DecodedSpan) -> str | None:
+        function_id = anchor.attributes.get(self.FUNCTION_ID)
+        return function_id if isinstance(function_id, str) else None
 
-_LOOKED_IN = {
-    "question": f"{PROMPT} of the span, else the last user message of {PROMPT_MESSAGES} of its first model "
-    "call (neither is recorded with experimental_telemetry recordInputs: false)",
-    "answer": f"{RESPONSE_TEXT} / {RESPONSE_OBJECT} of the span, else of its last model call (not recorded "
-    "with recordOutputs: false, or when the last step only called tools)",
-    "documents": f"{TOOL_RESULT} of ai.toolCall spans before the answering model call, retrieval spans "
-    f"(ai.rerank, gen_ai retrieval, OpenInference RETRIEVER) and tool results in {PROMPT_MESSAGES}",
-}
+    def named_conversation(self, anchor: DecodedSpan) -> tuple[str | None, str | None]:
+        return self._metadata(anchor, self.SESSION_KEYS), self._metadata(anchor, self.USER_ID_KEYS)
+
+    def _metadata(self, anchor: DecodedSpan, keys: tuple[str, ...]) -> str | None:
+        """The first text value of `keys` in the call's `experimental_telemetry.metadata`."""
+        for key in keys:
+            value = anchor.attributes.get(self.METADATA + key)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    def _retrieval_kind(self, span: DecodedSpan) -> str | None:
+        if self.kind(span) == self.RERANK:
+            return "reranker"
+        if _GENAI.is_retrieval(span) or _OPENINFERENCE.kind(span) == semconv.SPAN_KIND_RETRIEVER:
+            return "retriever"
+        return None
+
+    def _reranked(self, trace: Trace, span: DecodedSpan) -> list[str] | None:
+        """The documents `rerank()` returned, best first: `ai.documents` (each JSON-encoded) at the indices of
+        its model call's `ai.ranking`."""
+        candidates = span.attributes.get(self.RERANK_DOCUMENTS)
+        ranking = next(
+            (
+                c.attributes[self.RERANK_RANKING]
+                for c in trace.children(span)
+                if self.kind(c) == self.RERANK_CALL and self.RERANK_RANKING in c.attributes
+            ),
+            None,
+        )
+        if not isinstance(candidates, list | tuple) or not isinstance(ranking, list | tuple):
+            return None
+        texts = []
+        for entry in ranking:
+            rank = parse_json(entry)
+            index = rank.get("index") if isinstance(rank, Mapping) else None
+            if isinstance(index, int) and 0 <= index < len(candidates):
+                texts.append(_candidate_text(candidates[index]))
+        return texts
 
 
 def _start(span: DecodedSpan) -> int:
     return span.start_time_unix_nano
-
-
-def _question(anchor: DecodedSpan, calls: Sequence[DecodedSpan]) -> str | None:
-    prompt = parse_json(anchor.attributes.get(PROMPT))
-    if isinstance(prompt, Mapping):
-        text = prompt.get("prompt")
-        if isinstance(text, str) and text.strip():
-            return text
-        for key in ("prompt", "messages"):
-            if isinstance(prompt.get(key), list) and (found := last_message_text(prompt[key], _USER)):
-                return found
-    return last_message_text(calls[0].attributes.get(PROMPT_MESSAGES), _USER) if calls else None
-
-
-def _answer(span: DecodedSpan) -> str | None:
-    attrs = span.attributes
-    for key in _TEXT_KEYS:
-        text = attrs.get(key)
-        if isinstance(text, str) and text.strip():
-            return text
-    value = next((attrs[key] for key in _OBJECT_KEYS if attrs.get(key) is not None), None)
-    return text_of(value, ANSWER_KEYS) if value is not None else None
-
-
-def _metadata(anchor: DecodedSpan, keys: tuple[str, ...]) -> str | None:
-    """The first text value of `keys` in the call's `experimental_telemetry.metadata`."""
-    for key in keys:
-        value = anchor.attributes.get(_METADATA + key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _retrieval_kind(span: DecodedSpan) -> str | None:
-    attrs = span.attributes
-    if _operation(span) == _RERANK:
-        return "reranker"
-    if attrs.get(semconv.GEN_AI_OPERATION_NAME) == "retrieval":
-        return "retriever"
-    kind = attrs.get(semconv.OPENINFERENCE_SPAN_KIND)
-    return "retriever" if isinstance(kind, str) and kind.upper() == "RETRIEVER" else None
-
-
-def _add_retrieval(trace: Trace, contexts: Contexts, span: DecodedSpan) -> None:
-    if contexts.full:
-        contexts.skip_span()
-        return
-    kind = _retrieval_kind(span)
-    if kind == "reranker":
-        texts = _reranked(trace, span)
-        if texts is None:
-            contexts.note(
-                f"{_RERANK} span {span.span_id} has no {RERANK_RANKING} on its {_RERANK_CALL} (recordOutputs "
-                "off?): which of its documents the app kept is unknown, none read"
-            )
-            return
-    else:
-        attrs = span.attributes
-        texts = [str(d) for d in indexed(attrs, semconv.RETRIEVAL_DOCUMENTS, "document.content")]
-        texts = texts or documents_of(attrs.get(semconv.GEN_AI_RETRIEVAL_DOCUMENTS)) or []
-    contexts.add(span, str(kind), texts)
-
-
-def _reranked(trace: Trace, span: DecodedSpan) -> list[str] | None:
-    """The documents `rerank()` returned, best first: `ai.documents` (each JSON-encoded) at the indices of
-    its model call's `ai.ranking`."""
-    candidates = span.attributes.get(RERANK_DOCUMENTS)
-    ranking = next(
-        (
-            c.attributes[RERANK_RANKING]
-            for c in trace.children(span)
-            if _operation(c) == _RERANK_CALL and RERANK_RANKING in c.attributes
-        ),
-        None,
-    )
-    if not isinstance(candidates, list | tuple) or not isinstance(ranking, list | tuple):
-        return None
-    texts = []
-    for entry in ranking:
-        rank = parse_json(entry)
-        index = rank.get("index") if isinstance(rank, Mapping) else None
-        if isinstance(index, int) and 0 <= index < len(candidates):
-            texts.append(_candidate_text(candidates[index]))
-    return texts
 
 
 def _candidate_text(candidate: Any) -> str:

@@ -1,0 +1,49 @@
+"""The conventions tracescore reads, in the one order that decides between them.
+
+Readings of one interaction by two conventions (one's anchor span inside the other's, or a span both read)
+are scored once, by the convention listed first:
+
+1. tracescore's own spans: they name question, documents and answer explicitly (and carry OpenInference and
+   GenAI keys too, so every later convention would read them again);
+2. Langfuse: its `@observe` spans are usually the app's entry point, around other instrumentations' spans;
+3. OpenInference, 4. OpenLLMetry, 5. MLflow: each reads its own span kinds; where two describe one
+   interaction (a framework traced by one calls a client traced by another) the earlier is kept, an order
+   kept as they were added, not a judgement of which reads better;
+6. the Vercel AI SDK, before 7. the OTel GenAI conventions: the SDK's model calls also carry a few
+   `gen_ai.*` attributes, and its own spans say more.
+
+A new producer's adapter takes its place here: before every convention whose spans it may enclose or whose
+keys it also writes. One span written by several conventions (dual-emitting instrumentations) is read for an
+agent's run (`_run`: tool names, arguments, results, tokens) by the open conventions' keys first
+(`Convention.OPEN`: OpenInference, OTel GenAI), then by the others' in this order.
+"""
+
+from __future__ import annotations
+
+from tracescore.extract._convention import Convention
+from tracescore.extract._genai import GenAI
+from tracescore.extract._langfuse import Langfuse
+from tracescore.extract._mlflow import MLflow
+from tracescore.extract._openinference import OpenInference
+from tracescore.extract._openllmetry import OpenLLMetry
+from tracescore.extract._tracescore import Tracescore
+from tracescore.extract._vercel import VercelAI
+
+__all__ = ["CONVENTIONS", "RUN_KEY_ORDER"]
+
+# --8<-- [start:order]
+CONVENTIONS: tuple[Convention, ...] = (
+    Tracescore(),
+    Langfuse(),
+    OpenInference(),
+    OpenLLMetry(),
+    MLflow(),
+    VercelAI(),
+    GenAI(),
+)
+# --8<-- [end:order]
+
+RUN_KEY_ORDER: tuple[Convention, ...] = (
+    *(c for c in CONVENTIONS if c.OPEN),
+    *(c for c in CONVENTIONS if not c.OPEN),
+)

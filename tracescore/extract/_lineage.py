@@ -1,0 +1,73 @@
+"""Lineage: what an interaction inherits from the spans around it, the same way for every convention. Its
+route (results are grouped by it) and its conversation (session and user) are read from the interaction
+span, then its ancestors (a request span), then the spans it was read from."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Sequence
+
+from tracescore import semconv
+from tracescore.model import DecodedSpan, Trace
+
+__all__ = ["conversation_of", "route_of"]
+
+_SESSION_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID)
+_USER_KEY = semconv.USER_ID
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def route_of(trace: Trace, anchor: DecodedSpan, named: str | None = None) -> str:
+    """The route results are grouped by: an explicit tracescore route, else the name the convention gives
+    the interaction (`named`), else the HTTP route of the request the interaction served (often on an
+    ancestor span), else the anchor span's name without the ids some instrumentations put in it (an unnamed
+    CrewAI crew's span is `Crew_<a new UUID per Crew()>.kickoff`: one route per crew object would never
+    gather a route's results)."""
+    lineage = (anchor, *trace.ancestors(anchor)) if anchor.parent_span_id is not None else (anchor,)
+    return (
+        _first_text(lineage, semconv.TRACESCORE_ROUTE)
+        or named
+        or _first_text(lineage, semconv.HTTP_ROUTE)
+        or _without_ids(anchor.name)
+    )
+
+
+def conversation_of(
+    trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()
+) -> tuple[str | None, str | None]:
+    """(session, user) of the interaction, `session.id` / `gen_ai.conversation.id` and `user.id`: each the
+    first found on its span or an ancestor (a request span), else on a span it was read from (agents put them
+    on their LLM calls). One walk for both: every interaction on the unsampled path goes through here."""
+    lineage = (
+        (anchor,) if anchor.parent_span_id is None else itertools.chain((anchor,), trace.ancestors(anchor))
+    )
+    session: str | None = None
+    user: str | None = None
+    for span in itertools.chain(lineage, read_from) if read_from else lineage:
+        attrs = span.attributes
+        if session is None:
+            for key in _SESSION_KEYS:
+                value = attrs.get(key)
+                if value and isinstance(value, str):
+                    session = value
+                    break
+        if user is None:
+            value = attrs.get(_USER_KEY)
+            if value and isinstance(value, str):
+                user = value
+        if session is not None and user is not None:
+            break
+    return session, user
+
+
+def _without_ids(name: str) -> str:
+    return _UUID.sub("{id}", name) if "-" in name else name
+
+
+def _first_text(spans: Sequence[DecodedSpan], key: str) -> str | None:
+    for span in spans:
+        value = span.attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

@@ -1,0 +1,288 @@
+"""The shared reader: a convention adapter (`_convention`) plugged into the rules every convention follows,
+applied as an ordered list of named steps (`STEPS`).
+
+For each interaction its adapter finds (`Convention.candidates`), the steps collect the documents (each
+retrieval's, then the tool calls' results, then without tool results the tool messages passed to the model,
+then documents handed in as input, then the earlier turns' tool results in the conversation), read the
+question and the answer, and decide: an explained skip where the answer or the documents are missing, or an
+interaction whose tool results that merely carry the answer are dropped (an answer never supports itself),
+with the agent's run, the question's absence explained, and its route and conversation read through its
+lineage. A step returns a Skip to stop there; the order is the rules' order and is part of the behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from operator import attrgetter, itemgetter
+from typing import NamedTuple
+
+from tracescore.extract._convention import Convention, Reading
+from tracescore.extract._lineage import conversation_of, route_of
+from tracescore.extract._protocol import Skip
+from tracescore.extract._read import is_repr
+from tracescore.extract._run import agent_run
+from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
+from tracescore.model import Interaction, RagRecord, Trace
+
+__all__ = ["STEPS", "ConventionReader", "Step"]
+
+
+class Step(NamedTuple):
+    """One rule. `hook` names the adapter method the step only calls: a convention that keeps the default
+    (a no-op) skips the step. A `calls` step reads tool or LLM calls: a convention that records none
+    (`Convention.CALLS`) skips it."""
+
+    name: str
+    run: Callable[[Reading], Skip | None]
+    hook: str | None = None
+    calls: bool = False
+
+    def applies(self, convention: Convention) -> bool:
+        if self.calls and not convention.CALLS:
+            return False
+        kind = type(convention)
+        return self.hook is None or getattr(kind, self.hook) is not getattr(Convention, self.hook)
+
+
+# Collecting the documents.
+
+
+def read_documents(r: Reading) -> None:
+    """Each retrieval's documents, in order; a span that would not fit is counted unread."""
+    contexts, convention = r.contexts, r.convention
+    for span, kind in r.retrievals:
+        if contexts.full:
+            contexts.skip_span()
+        else:
+            convention.read_retrieval(r, span, kind)
+
+
+def read_tool_results(r: Reading) -> None:
+    """Each tool call's result, with its arguments (one that only carries the answer is dropped later)."""
+    for tool in r.tools if r.tool_results is None else r.tool_results:
+        r.convention.read_tool_result(r, tool)
+
+
+def read_tool_messages(r: Reading) -> None:
+    """Without tool results, this turn's tool messages in the input of the last LLM call that has any."""
+    convention = r.convention
+    prompted = r.llms if r.prompted is None else r.prompted
+    if not prompted or not convention.reads_tool_messages(r):
+        return
+    for llm in reversed(prompted):
+        results = [value for value, back in convention.input_tool_results(llm) if back == 0]
+        if results:
+            for result in results:
+                add_tool_result(r.contexts, llm, "tool_message", result, convention.TOOL_MESSAGE)
+            return
+
+
+def read_input_documents(r: Reading) -> None:
+    """With nothing recorded so far, the documents the interaction was handed as input."""
+    if not r.contexts:
+        r.convention.input_documents(r)
+
+
+def read_earlier_turns(r: Reading) -> None:
+    """The tool results of the conversation's earlier turns in the answering LLM call's input."""
+    answering = r.llms if r.answering is None else r.answering
+    if answering:
+        llm = answering[-1]  # the call that answered: its input holds the most of the conversation
+        add_earlier_turns(r.contexts, llm, r.convention.input_tool_results(llm))
+
+
+def explain_no_documents(r: Reading) -> None:
+    if not r.contexts and (note := r.convention.no_documents_note(r)):
+        r.contexts.note(note)
+
+
+# The question and the answer.
+
+
+def read_question_and_answer(r: Reading) -> None:
+    convention = r.convention
+    r.question, r.answer = convention.question(r), convention.answer(r)
+
+
+def question_from_retrieval(r: Reading) -> None:
+    """A chain called with several inputs: the query of the first retrieval the app made itself is the
+    question it answered (never a tool's: that query is what the model wrote)."""
+    if r.question is None and r.asked:
+        r.question = r.convention.retrieval_question(r.asked[0])
+
+
+def prompt_only(r: Reading) -> Skip | None:
+    """No retrieval, no tool, no document: the documents can only be inside the prompt, which is never split
+    into guessed documents (`no_retrieval`, where the convention can say so)."""
+    if r.question and r.answer and not (r.retrievals or r.tools or r.contexts):
+        detail = r.convention.prompt_only(r)
+        if detail is not None:
+            return Skip("no_retrieval", detail, span=r.anchor, convention=r.name)
+    return None
+
+
+# Deciding: the rules every convention's interaction is held to.
+
+
+def something_to_judge(r: Reading) -> Skip | None:
+    """Faithfulness needs an answer and documents. An answer that is missing or a program repr
+    (`StopEvent(result=...`, `<generator object ...>`) is never scored: a score is never built from the
+    wrong text."""
+    answer = r.answer
+    if answer is None or not answer.strip():
+        return r.missing("missing_answer", "answer", "no answer")
+    if is_repr(answer):
+        return r.missing(
+            "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
+        )
+    if not r.contexts:  # dropping answer carriers only removes: no run is built for a skip
+        return _no_documents(r)
+    return None
+
+
+def build_run(r: Reading) -> None:
+    """What the agent did: before answer carriers are dropped (a final-answer tool is not evidence, but it
+    was called)."""
+    r.run = agent_run(r.tools, r.llms, r.contexts)
+
+
+def drop_carriers(r: Reading) -> Skip | None:
+    """An answer never supports itself: tool results that merely carry it are dropped and noted; the LLM
+    calls' outputs tell when the answer was written."""
+    contexts = r.contexts
+    if contexts.has_tool_results:  # most interactions have none: nothing to compare
+        output = r.convention.llm_output
+        drop_answer_carriers(contexts, r.answer or "", ((llm, output(llm)) for llm in r.llms))
+        if not contexts:
+            return _no_documents(r)
+    return None
+
+
+def question_recorded(r: Reading) -> None:
+    """Faithfulness needs no question: without one (or with a repr for one) the record says why."""
+    question = r.question
+    if not (question or "").strip():
+        looked_in = r.looked_in()
+        where = f" (looked in {looked_in['question']})" if "question" in looked_in else ""
+        r.question_missing = f"no question recorded{where}: faithfulness is judged without it"
+    elif is_repr(question):
+        r.question_missing = f"the question is a program repr ({_clip(question or '')}): judged without it"
+
+
+# Lineage: the session and user the convention names itself, else the shared rule's (`_lineage`), else
+# where else the convention keeps them.
+
+
+def named_route(r: Reading) -> None:
+    r.route_name = r.convention.route(r.anchor)
+
+
+def named_conversation(r: Reading) -> None:
+    r.session_id, r.user_id = r.convention.named_conversation(r.anchor)
+
+
+def conversation(r: Reading) -> None:
+    if r.session_id is None or r.user_id is None:
+        session, user = conversation_of(r.trace, r.anchor, r.sources)
+        r.session_id, r.user_id = r.session_id or session, r.user_id or user
+
+
+def more_conversation(r: Reading) -> None:
+    if r.session_id is None or r.user_id is None:
+        session, user = r.convention.more_conversation(r)
+        r.session_id, r.user_id = r.session_id or session, r.user_id or user
+
+
+# --8<-- [start:steps]
+STEPS: tuple[Step, ...] = (
+    Step("retrievals", read_documents),
+    Step("tool results", read_tool_results, calls=True),
+    Step("tool messages", read_tool_messages, hook="input_tool_results"),
+    Step("input documents", read_input_documents, hook="input_documents"),
+    Step("earlier turns", read_earlier_turns, hook="input_tool_results"),
+    Step("why no documents", explain_no_documents, hook="no_documents_note"),
+    Step("question and answer", read_question_and_answer),
+    Step("question from retrieval", question_from_retrieval, hook="retrieval_question"),
+    Step("prompt only", prompt_only, hook="prompt_only"),
+    Step("something to judge", something_to_judge),
+    Step("run", build_run, calls=True),
+    Step("answer carriers", drop_carriers, calls=True),
+    Step("question recorded", question_recorded),
+    Step("named route", named_route, hook="route"),
+    Step("named conversation", named_conversation, hook="named_conversation"),
+    Step("conversation", conversation),
+    Step("more conversation", more_conversation, hook="more_conversation"),
+)
+# --8<-- [end:steps]
+
+
+def interaction(r: Reading) -> Interaction:
+    """The interaction the steps read, grouped by its route (`_lineage.route_of`)."""
+    trace, anchor, contexts = r.trace, r.anchor, r.contexts
+    context_sources = contexts.sources
+    return Interaction(
+        span=anchor,
+        record=RagRecord(
+            id=f"{trace.trace_id}:{anchor.span_id}",
+            query=None if r.question_missing else r.question,
+            contexts=contexts.texts,
+            answer=r.answer or "",
+            run=r.run,
+        ),
+        route=route_of(trace, anchor, r.route_name),
+        convention=r.convention.name,
+        span_ids=frozenset([anchor.span_id, *map(_SPAN_ID, r.sources), *map(_SOURCE_SPAN, context_sources)]),
+        context_sources=context_sources,
+        context_notes=contexts.notes,
+        session_id=r.session_id,
+        user_id=r.user_id,
+        question_missing=r.question_missing,
+    )
+
+
+class ConventionReader:
+    """A Recognizer made of one convention adapter and the shared steps: the interactions its adapter finds,
+    each read through `STEPS`. A subclass names its adapter once:
+    `class X(ConventionReader, convention=...)`."""
+
+    convention: Convention
+
+    def __init_subclass__(cls, convention: Convention | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if convention is not None:
+            cls.convention = convention
+
+    def __init__(self, convention: Convention | None = None) -> None:
+        if convention is not None:
+            self.convention = convention
+        self.name = self.convention.name
+        # Every interaction of the unsampled path goes through these: a step that cannot apply is not run.
+        self._steps = tuple(step.run for step in STEPS if step.applies(self.convention))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.convention!r})"
+
+    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
+        convention, steps = self.convention, self._steps
+        for reading in convention.candidates(trace):
+            for step in steps:
+                skip = step(reading)
+                if skip is not None:
+                    yield skip
+                    break
+            else:
+                yield interaction(reading)
+
+
+_SPAN_ID = attrgetter("span_id")
+_SOURCE_SPAN = itemgetter(0)
+
+
+def _no_documents(r: Reading) -> Skip:
+    notes = "; ".join(r.contexts.notes)
+    what = "no retrieved documents to check the answer against" + (f" ({notes})" if notes else "")
+    return r.missing("empty_context", "documents", what)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

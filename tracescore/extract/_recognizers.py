@@ -1,0 +1,51 @@
+"""The public recognisers, one per convention: each is its adapter read by the shared reader. Their order,
+and what each reads, are in `_conventions` and the adapters' modules."""
+
+from __future__ import annotations
+
+from tracescore.extract._genai import GenAI
+from tracescore.extract._langfuse import Langfuse
+from tracescore.extract._mlflow import MLflow
+from tracescore.extract._openinference import OpenInference
+from tracescore.extract._openllmetry import OpenLLMetry
+from tracescore.extract._reader import ConventionReader
+from tracescore.extract._tracescore import Tracescore
+from tracescore.extract._vercel import VercelAI
+
+__all__ = [
+    "GenAIRecognizer",
+    "LangfuseRecognizer",
+    "MLflowRecognizer",
+    "OpenInferenceRecognizer",
+    "OpenLLMetryRecognizer",
+    "TracescoreRecognizer",
+    "VercelAIRecognizer",
+]
+
+
+class TracescoreRecognizer(ConventionReader, convention=Tracescore()):
+    """tracescore's own spans (`@tracescore.rag`)."""
+
+
+class LangfuseRecognizer(ConventionReader, convention=Langfuse()):
+    """Langfuse SDK v3+ observations."""
+
+
+class OpenInferenceRecognizer(ConventionReader, convention=OpenInference()):
+    """OpenInference spans (Phoenix, Arize and the frameworks they instrument)."""
+
+
+class OpenLLMetryRecognizer(ConventionReader, convention=OpenLLMetry()):
+    """OpenLLMetry (traceloop-sdk) workflows."""
+
+
+class MLflowRecognizer(ConventionReader, convention=MLflow()):
+    """MLflow Tracing exported over OTLP."""
+
+
+class VercelAIRecognizer(ConventionReader, convention=VercelAI()):
+    """The Vercel AI SDK's telemetry."""
+
+
+class GenAIRecognizer(ConventionReader, convention=GenAI()):
+    """The OpenTelemetry GenAI semantic conventions."""
