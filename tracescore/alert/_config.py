@@ -52,10 +52,10 @@ class DropConfig(_Strict):
     window's estimate is, at `confidence`, at least `min_drop` below the normal (docs, Alerting)."""
 
     min_drop: float = Field(
-        default=0.03,
-        description="Warning: the window is credibly at least this far below the normal, in the estimate's "
-        "units (with the offline judge alone, its pass rate: a drop of the true share shows there times the "
-        "judge's sensitivity + specificity - 1).",
+        default=0.02,
+        description="Warning: the window is credibly at least this far below the normal (above 0, below 1), "
+        "in the estimate's units (with the offline judge alone, its pass rate: a drop of the true share "
+        "shows there times the judge's sensitivity + specificity - 1).",
     )
     critical_drop: float | None = Field(
         default=None, description="Critical: at least this far (unset: none)."
@@ -66,7 +66,7 @@ class DropConfig(_Strict):
         lt=1,
         description="One-sided confidence of the bound on the drop. High: the test runs on every answer.",
     )
-    window_count: int = Field(default=1000, ge=1, description="The window: the route's last answers...")
+    window_count: int = Field(default=2000, ge=1, description="The window: the route's last answers...")
     window_seconds: float = Field(default=_DAY, gt=0, description="... no older than this.")
     min_samples: int = Field(
         default=100, ge=1, description="Fewer answers in the window: no fire, no resolve."

@@ -342,7 +342,7 @@ class DropTracker:
     def _lengths(self, live: Sums) -> list[Sums]:
         """The window's newest 1/8, 1/4, 1/2 (whole buckets, the rule's window included) and all of it."""
         out, window = [], list(live)
-        for taken, bucket in enumerate(reversed(self._recent), 1):
+        for taken, bucket in enumerate(reversed(self._recent[-_LENGTHS[-1] :]), 1):
             add_sums(window, bucket.sums)
             if taken in _LENGTHS:
                 out.append(list(window))
@@ -401,4 +401,3 @@ class DropTracker:
     @staticmethod
     def _dump(bucket: _Bucket) -> Bucket:
         return Bucket(first_at=bucket.first_at, last_at=bucket.last_at, moments=Moments.of(bucket.sums))
-
