@@ -252,3 +252,15 @@ def test_answers_read_out_of_order_older_than_the_rule_s_window_are_counted_all_
     reading = ev.drop_status(KEY, T0 + timedelta(minutes=200))
     assert reading is not None
     assert reading.whole_n + reading.normal_n == 90  # each counted once, none lost
+
+
+def test_a_quiet_tick_writes_no_state_but_moving_buckets_do() -> None:
+    ev = evaluator()
+    route = Route(ev)
+    route.answers(1500, 0.9)
+    ev.take_changed_states()
+    assert ev.take_changed_states() == {}
+    assert ev.tick(route.at + timedelta(seconds=1)) == []
+    assert ev.take_changed_states() == {}  # nothing moved: the state topic is not written every tick
+    ev.tick(route.at + timedelta(days=2))  # the window's answers age out into the normal
+    assert list(ev.take_changed_states()) == [KEY]

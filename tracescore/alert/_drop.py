@@ -145,6 +145,7 @@ class DropTracker:
         self._normal_size = math.ceil(config.normal_count / _BUCKETS)
         self._recent_span = timedelta(seconds=config.window_seconds / _BUCKETS)
         self._normal_span = timedelta(seconds=config.normal_seconds / _BUCKETS)
+        self._changed = False  # since take_changed: what the state holds moved
 
     def _load(self, bucket: Bucket) -> _Bucket:
         return _Bucket(bucket.first_at, bucket.last_at, bucket.moments.values(), next(self._serials))
@@ -238,6 +239,7 @@ class DropTracker:
                     self._best = None
         if moved:  # exact again: sums of whole buckets
             self._recent_total, self._normal_total = _total(self._recent), _total(self._normal)
+            self._changed = True
 
     def _into_normal(self, bucket: _Bucket, now: datetime, correction: float) -> None:
         last = self._normal[-1] if self._normal else None
@@ -372,10 +374,11 @@ class DropTracker:
         route's current level must become its normal (`relearn` next)."""
         suspected = reading.ready and reading.whole_drop >= self.config.min_drop
         if not (firing or suspected):
+            self._changed |= self.state.held_since is not None
             self.state.held_since = None
             return False
         if self.state.held_since is None:
-            self.state.held_since = now
+            self.state.held_since, self._changed = now, True
         limit = self.config.relearn_after_seconds
         return limit is not None and now - self.state.held_since >= timedelta(seconds=limit)
 
@@ -387,6 +390,12 @@ class DropTracker:
         self.state.held_since = None
 
     # -- state ------------------------------------------------------------------------------------------
+    def take_changed(self) -> bool:
+        """Whether the state moved on its own (time passing) since the last call; records and
+        notifications mark it changed where they are handled."""
+        changed, self._changed = self._changed, False
+        return changed
+
     def to_state(self, pending: Iterable[Key]) -> DropState:
         """`state` with the buckets as they are now (the value persisted in `AlertState.drop`); `pending`:
         the answers waiting in the rule's window, not counted yet."""

@@ -149,7 +149,8 @@ class AlertEvaluator:
             out += self._scores(key, route, now)
         if route.drop is not None:
             out += self._drop(key, route, now)
-            self._dirty.add(key)
+            if route.drop.take_changed():  # buckets moved, the normal held or let go
+                self._dirty.add(key)
         if self.config.judge_health.enabled and key.unit == "answer":  # a judge's health is its answers'
             out += self._judge(key, route, now)
         if out:
