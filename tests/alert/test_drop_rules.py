@@ -264,3 +264,14 @@ def test_a_quiet_tick_writes_no_state_but_moving_buckets_do() -> None:
     assert ev.take_changed_states() == {}  # nothing moved: the state topic is not written every tick
     ev.tick(route.at + timedelta(days=2))  # the window's answers age out into the normal
     assert list(ev.take_changed_states()) == [KEY]
+
+
+def test_a_threshold_removed_from_the_rule_while_it_fired_resolves_instead_of_firing_forever() -> None:
+    from tracescore.alert import AlertState
+
+    ev = evaluator()  # a drop rule only: its threshold was taken out of the config
+    ev.restore(KEY, AlertState(level="warning", level_since=T0, notified_at=T0))
+    route = Route(ev)
+    notes = route.answers(30, 0.9)
+    assert [(n.alertname, n.state) for n in notes] == [("TracescoreFaithfulnessDropped", "resolved")]
+    assert ev.firing(route.at) == []

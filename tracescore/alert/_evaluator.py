@@ -145,7 +145,7 @@ class AlertEvaluator:
         if route is None:
             return []
         out = self._no_data(key, route, now)
-        if route.rule.warning is not None:
+        if route.rule.warning is not None or route.state.level != "ok":  # a removed threshold resolves
             out += self._scores(key, route, now)
         if route.drop is not None:
             out += self._drop(key, route, now)
