@@ -3,7 +3,8 @@
 For each record the service parses the JSON (EvaluationRecord.model_validate_json) and then feeds the
 evaluator (add + evaluate: windows, confidence bound, transitions). This prints both per-record times and
 their ratio, for few routes and for a burst over many routes past `max_routes` (eviction on every record),
-and for a route with a 10% LLM baseline (the correction's pair memory full: 200 pairs).
+for a route with a 10% LLM baseline (the correction's pair memory full: 200 pairs), for a window of 500, and
+for a rule with a drop part at its defaults (window 1,000, normal 7,000, as sums).
 
     python3 benchmarks/alert_evaluator.py
 """
@@ -14,7 +15,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from tracescore.alert import AlertConfig, AlertEvaluator, RuleConfig
+from tracescore.alert import AlertConfig, AlertEvaluator, DropConfig, RuleConfig
 from tracescore.model import EvaluationRecord, MetricStatus
 
 N = 20_000
@@ -55,20 +56,28 @@ def payloads(routes: int, baseline_every: int = 0) -> list[bytes]:
 
 def main() -> None:
     print(
-        f"{'routes':>8} {'max_routes':>10} {'baseline':>8} {'parse us':>9} {'evaluate us':>12} {'ratio':>6} "
-        f"{'evicted':>8}"
+        f"{'routes':>8} {'max_routes':>10} {'baseline':>8} {'rule':>12} {'parse us':>9} {'evaluate us':>12} "
+        f"{'ratio':>6} {'evicted':>8}"
     )
-    for routes, max_routes, every in (
-        (10, 10_000, 0),
-        (1_000, 10_000, 0),
-        (50_000, 10_000, 0),
-        (10, 10_000, 10),
+    rules = {
+        "window 50": RuleConfig(min_samples=10),
+        "window 500": RuleConfig(min_samples=10, window_count=500),
+        "50 + drop": RuleConfig(min_samples=10, drop=DropConfig()),
+    }
+    for routes, max_routes, every, name in (
+        (10, 10_000, 0, "window 50"),
+        (1_000, 10_000, 0, "window 50"),
+        (50_000, 10_000, 0, "window 50"),
+        (10, 10_000, 10, "window 50"),
+        (10, 10_000, 0, "window 500"),
+        (10, 10_000, 0, "50 + drop"),
+        (10, 10_000, 10, "50 + drop"),
     ):
         data = payloads(routes, every)
         start = time.perf_counter()
         records = [EvaluationRecord.model_validate_json(v) for v in data]
         parse = (time.perf_counter() - start) / len(data)
-        evaluator = AlertEvaluator(AlertConfig(rules=[RuleConfig(min_samples=10)], max_routes=max_routes))
+        evaluator = AlertEvaluator(AlertConfig(rules=[rules[name]], max_routes=max_routes))
         start = time.perf_counter()
         for record in records:
             key = evaluator.add(record)
@@ -77,8 +86,8 @@ def main() -> None:
         evaluate = (time.perf_counter() - start) / len(data)
         baseline = f"1/{every}" if every else "none"
         print(
-            f"{routes:>8} {max_routes:>10} {baseline:>8} {parse * 1e6:>9.1f} {evaluate * 1e6:>12.1f} "
-            f"{evaluate / parse:>6.2f} {evaluator.evicted:>8}"
+            f"{routes:>8} {max_routes:>10} {baseline:>8} {name:>12} {parse * 1e6:>9.1f} "
+            f"{evaluate * 1e6:>12.1f} {evaluate / parse:>6.2f} {evaluator.evicted:>8}"
         )
 
 

@@ -3,9 +3,11 @@
 1. start Apache Kafka (KRaft, from Maven Central jars) on a free port, a local webhook receiver, and two
    services in the background: `tracescore consume` (offline judge) and `tracescore alert` (its rules in
    a YAML file, notifications signed and posted to the receiver)
-2. the example RAG app answers faithfully, then its /billing route starts answering unfaithfully (drift):
-   /billing's rolling share of faithful answers drops and the alert fires on the receiver; then the app
-   recovers and the alert resolves. Every step waits for its event (a notification), never for a fixed time.
+2. the example RAG app answers faithfully (long enough for each route to learn its normal), then its /billing
+   route starts answering unfaithfully (drift): /billing's rolling share of faithful answers drops, and both
+   alerts fire on the receiver: the threshold rule (below 0.7) and the drop rule (below the route's own
+   normal); then the app recovers and both resolve. Every step waits for its event (a notification), never
+   for a fixed time.
 3. read the evaluation records back: a table, a summary, the alerts, and an HTML report
 """
 
@@ -34,6 +36,7 @@ from tracescore.testing.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[1]
 REQUESTS = 36  # per phase: 12 per route
+HEALTHY_REQUESTS = 2 * REQUESTS  # the first phase: each route learns its normal (the drop rule's reference)
 SPANS_TOPIC = "otlp_spans"
 EVALUATIONS_TOPIC = "tracescore.evaluations"
 REPORT = REPO / "out" / "demo-report.html"
@@ -53,6 +56,13 @@ rules:
     cooldown_seconds: 0
     renotify_seconds: 3600
     no_data_seconds: null
+    drop:                 # and page when the route falls below its own normal, whatever the judge's level
+      min_drop: 0.2       # at least 0.2 below it, at 99% confidence (tiny windows: the demo's few answers)
+      confidence: 0.99
+      window_count: 8     # the route's last 8 answers...
+      min_samples: 6
+      normal_count: 16    # ...against the 16 before them
+      min_normal_samples: 12
 sinks:
   - type: log
   - type: webhook
@@ -126,14 +136,24 @@ def print_alert(request: ReceivedRequest) -> None:
     verified = request.headers.get(SIGNATURE_HEADER) == sign(SECRET.encode(), request.body)
     body = request.json()
     print(
-        f"  webhook <- [{body['state'].upper()}:{body['severity']}] {body['summary']}"
+        f"  webhook <- [{body['headline']}:{body['severity']}] {body['summary']}"
         f" (signature {'verified' if verified else 'INVALID'})",
         flush=True,
     )
 
 
+THRESHOLD_ALERT, DROP_ALERT = "TracescoreFaithfulnessDropped", "TracescoreFaithfulnessBelowNormal"
+
+
 def is_alert(state: str, route: str = "/billing") -> Callable[[list[ReceivedRequest]], bool]:
-    return lambda got: any(r.json()["state"] == state and r.json()["route"] == route for r in got)
+    """Both rules' alerts of `route` have reached `state`."""
+
+    def reached(got: list[ReceivedRequest]) -> bool:
+        bodies = [r.json() for r in got]
+        seen = {b["alertname"] for b in bodies if b["state"] == state and b["route"] == route}
+        return {THRESHOLD_ALERT, DROP_ALERT} <= seen
+
+    return reached
 
 
 def main() -> int:
@@ -152,22 +172,25 @@ def main() -> int:
                 _start(["alert", "--config", str(config), "--bootstrap-servers", bootstrap], env, tmp),
             ]
             expected: dict[str, Any] = {}
+            sent = 0  # requests, one evaluation record each (a question asked twice has one expectation)
             try:
-                for phase, title, waiting_for in (
-                    ("healthy", "the app answers faithfully", None),
-                    ("drift", "/billing starts answering unfaithfully", "firing"),
-                    ("healthy", "/billing recovers", "resolved"),
+                for phase, requests, title, waiting_for in (
+                    ("healthy", HEALTHY_REQUESTS, "the app answers faithfully: each route's normal", None),
+                    ("drift", REQUESTS, "/billing starts answering unfaithfully", "firing"),
+                    ("healthy", REQUESTS, "/billing recovers", "resolved"),
                 ):
-                    step(f"example RAG app, {REQUESTS} requests: {title}")
-                    expected |= run_app(bootstrap, phase, tmp / f"expected-{phase}-{len(expected)}.json")
+                    step(f"example RAG app, {requests} requests: {title}")
+                    out = tmp / f"expected-{phase}-{len(expected)}.json"
+                    expected |= run_app(bootstrap, phase, requests, out)
+                    sent += requests
                     if waiting_for is None:  # the baseline is in the alert windows before the drift starts
-                        wait_for_records(bootstrap, EVALUATIONS_TOPIC, len(expected), timeout_s=WAIT_S)
+                        wait_for_records(bootstrap, EVALUATIONS_TOPIC, sent, timeout_s=WAIT_S)
                         wait_for_alert_service(bootstrap, timeout_s=WAIT_S)
                     else:
-                        print(f"  waiting for the /billing alert to be {waiting_for} ...", flush=True)
+                        print(f"  waiting for both /billing alerts to be {waiting_for} ...", flush=True)
                         receiver.wait_for(is_alert(waiting_for), timeout_s=WAIT_S)
                 # Stopping the scorer leaves traces it has not read yet for a restart: wait until it read all.
-                wait_for_records(bootstrap, EVALUATIONS_TOPIC, len(expected), timeout_s=WAIT_S)
+                wait_for_records(bootstrap, EVALUATIONS_TOPIC, sent, timeout_s=WAIT_S)
             finally:
                 step("stopping the services")
                 for name, process in services:
@@ -181,11 +204,11 @@ def main() -> int:
     return 0 if is_alert("resolved")(receiver.requests) else 1
 
 
-def run_app(bootstrap: str, phase: str, expected_path: Path) -> dict[str, Any]:
+def run_app(bootstrap: str, phase: str, requests: int, expected_path: Path) -> dict[str, Any]:
     subprocess.run(
         [
             *(sys.executable, "-m", "examples.rag_app", "--bootstrap", bootstrap, "--topic", SPANS_TOPIC),
-            *("--requests", str(REQUESTS), "--phase", phase, "--expected-out", str(expected_path)),
+            *("--requests", str(requests), "--phase", phase, "--expected-out", str(expected_path)),
         ],
         cwd=REPO,
         check=True,
@@ -280,9 +303,12 @@ def report(
         f"deliberately unfaithful answers caught: {caught}/{caught + missed}; "
         f"faithful answers flagged: {false_alarms}/{len(scored) - caught - missed}"
     )
-    step("alerts received by the webhook (tracescore alert: share of faithful answers per service and route)")
+    step(
+        "alerts received by the webhook (tracescore alert: share of faithful answers per service and route, "
+        "against 0.7 and against the route's own normal)"
+    )
     for alert in alerts:
-        print(f"{alert['state'].upper():<9} {alert['severity']:<8} {alert['summary']}")
+        print(f"{alert['headline']:<9} {alert['severity']:<8} {alert['summary']}")
     if not alerts:
         print("none")
     REPORT.parent.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,16 @@
-"""Evaluation records for the alert tests."""
+"""Evaluation records for the alert tests, and running `AlertService` against the real broker."""
 
 from __future__ import annotations
 
+import threading
 import uuid
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
+from kafka import KafkaProducer
+
+from tracescore.alert import AlertConfig, AlertService, WebhookSink, WebhookSinkConfig
+from tracescore.alert.testing import WebhookReceiver
 from tracescore.model import EvaluationRecord, MetricStatus
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -54,3 +60,36 @@ def llm_record(
             "timestamp": at or of.timestamp,
         }
     )
+
+
+class Running:
+    """An AlertService on its own thread, notifying a webhook receiver; stopped and joined on exit."""
+
+    def __init__(self, cfg: AlertConfig, receiver: WebhookReceiver) -> None:
+        self.service = AlertService(cfg, [WebhookSink(WebhookSinkConfig(url=receiver.url))])
+        self._thread = threading.Thread(target=self.service.run, daemon=True)
+
+    def __enter__(self) -> AlertService:
+        self._thread.start()
+        return self.service
+
+    def __exit__(self, *exc: object) -> None:
+        self.service.stop()
+        self._thread.join(60)
+        assert not self._thread.is_alive()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i, value in enumerate(values):
+        producer.send(topic, key=f"{i:032x}".encode(), value=value)
+    producer.flush()
+    producer.close()
+
+
+def wait(condition: Callable[[], bool], timeout_s: float = 120.0) -> None:
+    """Until `condition()` holds (checked every 0.1 s); an AssertionError after `timeout_s`."""
+    deadline = datetime.now(UTC) + timedelta(seconds=timeout_s)
+    while not condition():
+        assert datetime.now(UTC) < deadline, "condition not met in time"
+        threading.Event().wait(0.1)

@@ -43,6 +43,56 @@ def test_impossible_rules_are_one_clear_error(tmp_path: Path, rule: str, message
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        (
+            "drop:\n      window_count: 1000\n      normal_count: 1000",
+            "drop.normal_count (1000) must be at least twice drop.window_count (1000): the normal is the "
+            "route's longer history",
+        ),
+        ("drop:\n      min_drop: -0.1", "drop.min_drop (-0.1) must be above 0 and below 1"),
+        ("drop:\n      min_drop: 0", "drop.min_drop (0.0) must be above 0 and below 1"),
+        ("drop:\n      min_drop: 1.5", "drop.min_drop (1.5) must be above 0 and below 1"),
+        (
+            "drop:\n      min_drop: 0.1\n      critical_drop: 0.05",
+            "drop.critical_drop (0.05) must be larger than drop.min_drop (0.1)",
+        ),
+        ("warning: null\n    critical: null", "no warning threshold and no drop: it could never fire"),
+        ("warning: null\n    drop: {}", "critical (0.5) needs a warning threshold above it"),
+        (
+            "window_count: 500\n    drop:\n      window_count: 200\n      normal_count: 2000",
+            "drop.window_count (200) is below window_count (500)",
+        ),
+        (
+            "drop:\n      window_seconds: 86400\n      normal_seconds: 3600",
+            "drop.normal_seconds (3600.0) is shorter than drop.window_seconds (86400.0)",
+        ),
+        ("drop:\n      min_normal_samples: 8000", "drop.min_normal_samples (8000) exceeds drop.normal_count"),
+        ("drop:\n      confidence: 1", "rules.0.drop.confidence"),
+        (
+            "window_count: 20000\n    drop:\n      window_count: 20000\n      normal_count: 40000",
+            "window_count (20000) above 10000 with a drop part",
+        ),
+        ("drop:\n      minimum_drop: 0.1", "rules.0.drop.minimum_drop: unknown setting 'minimum_drop'"),
+    ],
+)
+def test_impossible_drop_rules_are_one_clear_error(tmp_path: Path, rule: str, message: str) -> None:
+    with pytest.raises(AlertConfigError) as caught:
+        load_alert_config(write(tmp_path, f"rules:\n  - {rule}\n"))
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_drop_only_rule_reads_with_its_defaults(tmp_path: Path) -> None:
+    config = load_alert_config(
+        write(tmp_path, "rules:\n  - warning: null\n    critical: null\n    drop: {}\n")
+    )
+    rule = config.rules[0]
+    assert rule.warning is None and rule.drop is not None
+    assert rule.drop.normal_count >= 2 * rule.drop.window_count
+
+
 def test_a_misspelt_sink_field_names_the_sinks_valid_fields(tmp_path: Path) -> None:
     with pytest.raises(AlertConfigError) as caught:
         load_alert_config(write(tmp_path, "sinks:\n  - type: webhook\n    url: http://x\n    timeout: 3\n"))

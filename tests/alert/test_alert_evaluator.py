@@ -69,18 +69,41 @@ def test_a_noisy_window_whose_mean_is_barely_low_does_not_fire() -> None:
     assert feed(evaluator(), scores) == []
 
 
-def test_escalates_to_critical_then_resolves_only_above_threshold_plus_hysteresis() -> None:
+def test_de_escalates_to_warning_then_resolves_only_above_threshold_plus_hysteresis() -> None:
     ev = evaluator(window_count=6, min_samples=6)
     notes = feed(ev, [0.1] * 6)
     assert [(n.state, n.severity) for n in notes] == [("firing", "critical")]
-    # Back to 0.6-ish: critical resolves (above 0.4 + 0.05) but warning fires.
+    # Back to 0.6-ish: above critical (0.4 + 0.05) but still below warning: de-escalated, not recovered. The
+    # critical alert's resolve (Alertmanager ends it by it) says it was superseded, never "recovered".
     notes = feed(ev, [0.6] * 6, start_s=10)
-    assert [(n.state, n.severity) for n in notes] == [("resolved", "critical"), ("firing", "warning")]
+    assert [(n.headline, n.severity) for n in notes] == [
+        ("DE-ESCALATED", "warning"),
+        ("SUPERSEDED", "critical"),
+    ]
+    assert [(n.state, n.change) for n in notes] == [("firing", "de-escalated"), ("resolved", "de-escalated")]
+    assert (notes[0].from_severity, notes[1].to_severity) == ("critical", "warning")
+    assert "de-escalated from critical to warning" in notes[0].summary
+    assert "critical superseded by warning" in notes[1].summary
+    assert all("recovered to" not in n.summary for n in notes)
     # 0.72 is above 0.7 but inside the hysteresis band: still firing, no flapping.
     assert feed(ev, [0.72] * 6, start_s=20) == []
     notes = feed(ev, [0.9] * 6, start_s=30)
     assert [(n.state, n.severity) for n in notes] == [("resolved", "warning")]
     assert notes[0].ends_at is not None
+
+
+def test_escalation_from_warning_to_critical_reads_as_an_escalation_never_as_a_recovery() -> None:
+    ev = evaluator(window_count=6, min_samples=6)
+    assert [(n.state, n.severity) for n in feed(ev, [0.6] * 6)] == [("firing", "warning")]
+    notes = feed(ev, [0.1] * 6, start_s=10)
+    assert [(n.headline, n.state, n.severity) for n in notes] == [
+        ("ESCALATED", "firing", "critical"),
+        ("SUPERSEDED", "resolved", "warning"),
+    ]
+    assert "escalated from warning to critical" in notes[0].summary
+    assert "warning superseded by critical" in notes[1].summary and "not recovered" in notes[1].summary
+    assert all("recovered to" not in n.summary for n in notes)
+    assert notes[1].ends_at is not None  # Alertmanager ends the warning alert by it
 
 
 def test_cooldown_holds_a_refire_after_resolve() -> None:
@@ -112,7 +135,7 @@ def test_the_window_holds_the_newest_scores_whatever_order_they_arrive_in() -> N
     assert ev.tick(now) == []
     # And failures newer than the window's scores, read late, do displace them.
     notes = feed(ev, [0.0] * 6, start_s=620)
-    assert notes and (notes[-1].state, notes[-1].severity) == ("firing", "critical")
+    assert ("firing", "critical") in [(n.state, n.severity) for n in notes]
 
 
 def test_scores_read_out_of_order_age_out_by_their_own_time() -> None:

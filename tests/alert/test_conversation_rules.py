@@ -177,3 +177,21 @@ def test_an_unknown_signal_names_the_valid_ones() -> None:
 def test_a_conversation_key_round_trips_and_keeps_apart_from_the_answers() -> None:
     assert AlertKey.decode(KEY.encode()) == KEY
     assert KEY.encode() != AlertKey(*KEY[:3]).encode()
+
+
+def test_a_drop_rule_on_clean_conversations_pages_below_the_route_s_normal_and_resolves() -> None:
+    """Conversations revised as they grow count once (their key is the conversation), each a unit."""
+    drop = {"min_drop": 0.1, "window_count": 40, "min_samples": 20, "normal_count": 200}
+    ev = evaluator(warning=None, window_count=10, drop={**drop, "min_normal_samples": 100})
+    notes = []
+    for n in range(400):  # healthy: 1 conversation in 5 has a flagged turn; then 3 in 5; then back
+        flagged = n % 5 == 0 if n < 200 or n >= 300 else n % 5 < 3
+        for turns in (2, 4):  # a revision as the conversation grows: the same unit
+            key = ev.add(conversation(n, int(flagged), turns=turns, revision=turns))
+            assert key == KEY
+            notes += ev.evaluate(key, T0 + timedelta(minutes=n + 1))
+    below = "TracescoreConversationFaithfulnessBelowNormal"
+    drops = [(n.state, n.unit) for n in notes if n.alertname == below and not n.repeat]
+    assert drops == [("firing", "conversation"), ("resolved", "conversation")]
+    reading = ev.drop_status(KEY, T0 + timedelta(minutes=401))
+    assert reading is not None and reading.whole_n + reading.normal_n <= 400  # each conversation once

@@ -70,5 +70,11 @@ def test_the_example_configurations_load() -> None:
     alert = load_alert_config(EXAMPLES / "alert.yaml")
     assert alert.rule_for("shop", "/billing/refunds", "faithfulness") is not None
     assert [sink.type for sink in alert.sinks] == ["log", "webhook", "slack", "alertmanager"]
+    drops = load_alert_config(EXAMPLES / "alert_drop.yaml")
+    summaries = drops.rule_for("news", "/summarize", "faithfulness")
+    assert summaries is not None and summaries.warning is None and summaries.drop is not None
+    assert summaries.drop.critical_drop == 0.10
+    others = drops.rule_for("news", "/ask", "faithfulness")
+    assert others is not None and others.warning == 0.7 and others.drop is not None
     [politeness] = make_metrics(["politeness"], EXAMPLES / "metrics.toml")
     assert politeness.name == "politeness"

@@ -1,5 +1,6 @@
-"""`make demo` (examples/demo.py) tells the story and ends by itself: the drift on /billing fires an alert
-on the webhook, the recovery resolves it, and the HTML report is written."""
+"""`make demo` (examples/demo.py) tells the story and ends by itself: the drift on /billing fires both alerts
+on the webhook (below the threshold, and below the route's own normal), the recovery resolves both, and the
+HTML report is written."""
 
 from __future__ import annotations
 
@@ -28,9 +29,14 @@ def test_demo_fires_then_resolves_and_writes_the_report() -> None:
         "webhook <- [RESOLVED:warning] faithfulness of northwind-assistant /billing recovered"
     )
     assert fired < resolved
+    below = out.index("webhook <- [FIRING:warning] faithfulness of northwind-assistant /billing fell")
+    normal_again = out.index(
+        "webhook <- [RESOLVED:warning] faithfulness of northwind-assistant /billing back to its normal"
+    )
+    assert below < normal_again and "below its normal" in out[below : out.index("\n", below)]
     assert "(signature verified)" in out and "INVALID" not in out
     assert "/support" not in out[out.index("== alerts received") :]
-    assert "108 evaluations" in out
+    assert "144 evaluations" in out
     # The label rule: the altered answers that keep one true sentence (score 0.5) are hallucinated too.
-    assert "deliberately unfaithful answers caught: 12/12; faithful answers flagged: 0/96" in out
+    assert "deliberately unfaithful answers caught: 12/12; faithful answers flagged: 0/132" in out
     assert report.is_file() and "/billing" in report.read_text()

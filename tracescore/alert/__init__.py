@@ -8,6 +8,7 @@ from tracescore.alert._config import (
     AlertConfig,
     AlertConfigError,
     AlertmanagerSinkConfig,
+    DropConfig,
     JudgeHealthConfig,
     LogSinkConfig,
     RuleConfig,
@@ -15,8 +16,9 @@ from tracescore.alert._config import (
     WebhookSinkConfig,
     load_alert_config,
 )
-from tracescore.alert._estimate import Agreement, Estimate, EstimateWindow
-from tracescore.alert._evaluator import AlertEvaluator, AlertState
+from tracescore.alert._drop import DropReading
+from tracescore.alert._estimate import Agreement, Estimate
+from tracescore.alert._evaluator import AlertEvaluator
 from tracescore.alert._in_process import InProcessAlerts
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._service import AlertService, AlertStats
@@ -30,6 +32,8 @@ from tracescore.alert._sinks import (
     make_sink,
     sign,
 )
+from tracescore.alert._state import AlertState, DropState
+from tracescore.alert._window import EstimateWindow
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -43,6 +47,9 @@ __all__ = [
     "AlertStats",
     "AlertmanagerSink",
     "AlertmanagerSinkConfig",
+    "DropConfig",
+    "DropReading",
+    "DropState",
     "Estimate",
     "EstimateWindow",
     "InProcessAlerts",

@@ -23,6 +23,7 @@ __all__ = [
     "AlertConfig",
     "AlertConfigError",
     "AlertmanagerSinkConfig",
+    "DropConfig",
     "JudgeHealthConfig",
     "LogSinkConfig",
     "RuleConfig",
@@ -39,6 +40,94 @@ class AlertConfigError(ConfigFileError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_DAY = 86_400.0
+_MAX_WAITING = 10_000  # a drop rule's state lists the rule's window's uncounted answers (16-byte hashes)
+
+
+class DropConfig(_Strict):
+    """A drop rule: the route's recent answers (`window_count`, `window_seconds`) against its own trailing
+    normal (the `normal_count` answers before them, no older than `normal_seconds`); it fires when the
+    window's estimate is, at `confidence`, at least `min_drop` below the normal (docs, Alerting)."""
+
+    min_drop: float = Field(
+        default=0.02,
+        description="Warning: the window is credibly at least this far below the normal (above 0, below 1), "
+        "in the estimate's units (with the offline judge alone, its pass rate: a drop of the true share "
+        "shows there times the judge's sensitivity + specificity - 1).",
+    )
+    critical_drop: float | None = Field(
+        default=None, description="Critical: at least this far (unset: none)."
+    )
+    confidence: float = Field(
+        default=0.9995,
+        ge=0.5,
+        lt=1,
+        description="One-sided confidence of the bound on the drop. High: the test runs on every answer.",
+    )
+    window_count: int = Field(default=2000, ge=1, description="The window: the route's last answers...")
+    window_seconds: float = Field(default=_DAY, gt=0, description="... no older than this.")
+    min_samples: int = Field(
+        default=100, ge=1, description="Fewer answers in the window: no fire, no resolve."
+    )
+    normal_count: int = Field(
+        default=7000, ge=1, description="The normal: at most this many answers before the window..."
+    )
+    normal_seconds: float = Field(default=7 * _DAY, gt=0, description="... no older than this.")
+    min_normal_samples: int = Field(
+        default=1000, ge=1, description="Fewer answers in the normal: the route is still learning it."
+    )
+    floor_seconds: float | None = Field(
+        default=28 * _DAY,
+        gt=0,
+        description="The window is also compared with the best normal of this span, so a decline too slow "
+        "for the normal to show is caught (unset: off).",
+    )
+    relearn_after_seconds: float | None = Field(
+        default=7 * _DAY,
+        gt=0,
+        description="A normal held this long (a drop firing) is given up: the current level becomes the "
+        "normal and the alert resolves saying so (unset: never).",
+    )
+
+    @model_validator(mode="after")
+    def _possible(self) -> DropConfig:
+        for name in ("min_drop", "critical_drop"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < 1:
+                raise ValueError(
+                    f"drop.{name} ({value}) must be above 0 and below 1: how far below its normal the "
+                    "route's share may fall before a page (a negative drop would page on a rise, 0 on noise, "
+                    "1 never)"
+                )
+        if self.critical_drop is not None and self.critical_drop <= self.min_drop:
+            raise ValueError(
+                f"drop.critical_drop ({self.critical_drop}) must be larger than drop.min_drop "
+                f"({self.min_drop})"
+            )
+        if self.normal_count < 2 * self.window_count:
+            raise ValueError(
+                f"drop.normal_count ({self.normal_count}) must be at least twice drop.window_count "
+                f"({self.window_count}): the normal is the route's longer history; as short as the window it "
+                "is as noisy, and a drop becomes the normal as fast as it shows"
+            )
+        if self.normal_seconds < self.window_seconds:
+            raise ValueError(
+                f"drop.normal_seconds ({self.normal_seconds}) is shorter than drop.window_seconds "
+                f"({self.window_seconds}): the normal would forget answers before they leave the window"
+            )
+        if self.min_samples > self.window_count:
+            raise ValueError(
+                f"drop.min_samples ({self.min_samples}) exceeds drop.window_count ({self.window_count}): "
+                "never fires"
+            )
+        if self.min_normal_samples > self.normal_count:
+            raise ValueError(
+                f"drop.min_normal_samples ({self.min_normal_samples}) exceeds drop.normal_count "
+                f"({self.normal_count}): the normal is never ready, never fires"
+            )
+        return self
 
 
 class RuleConfig(_Strict):
@@ -58,9 +147,15 @@ class RuleConfig(_Strict):
         default=50, ge=1, description="at most this many recent answers (conversations, for their signals)"
     )
     window_seconds: float = Field(default=900.0, gt=0, description="... no older than this")
-    warning: float = Field(default=0.7, ge=0, le=1, description="Warning threshold.")
+    warning: float | None = Field(
+        default=0.7, ge=0, le=1, description="Warning threshold (unset: no threshold, a drop rule only)."
+    )
     critical: float | None = Field(
         default=0.5, ge=0, le=1, description="Critical threshold, below warning (unset: none)."
+    )
+    drop: DropConfig | None = Field(
+        default=None,
+        description="Also (or, without thresholds, only) alert when the route falls below its own normal.",
     )
     min_samples: int = Field(
         default=10, ge=1, description="With fewer answers in the window nothing fires or resolves."
@@ -80,6 +175,12 @@ class RuleConfig(_Strict):
 
     @model_validator(mode="after")
     def _possible(self) -> RuleConfig:
+        if self.warning is None:  # a drop rule only: min_samples, confidence, hysteresis are the drop's
+            if self.drop is None:
+                raise ValueError("the rule has no warning threshold and no drop: it could never fire")
+            if self.critical is not None:
+                raise ValueError(f"critical ({self.critical}) needs a warning threshold above it")
+            return self._fits_drop()
         if self.min_samples > self.window_count:
             raise ValueError(
                 f"min_samples ({self.min_samples}) exceeds window_count ({self.window_count}): never fires"
@@ -89,6 +190,20 @@ class RuleConfig(_Strict):
         if self.warning + self.hysteresis > 1:
             raise ValueError(
                 f"warning + hysteresis ({self.warning} + {self.hysteresis}) exceeds 1: could never resolve"
+            )
+        return self._fits_drop()
+
+    def _fits_drop(self) -> RuleConfig:
+        # The rule's window is where a drop rule's newest answers wait for all their scores.
+        if self.drop is not None and self.window_count > _MAX_WAITING:
+            raise ValueError(
+                f"window_count ({self.window_count}) above {_MAX_WAITING} with a drop part: the answers "
+                "waiting in the rule's window are kept in the route's state, which must fit a Kafka message"
+            )
+        if self.drop is not None and self.drop.window_count < self.window_count:
+            raise ValueError(
+                f"drop.window_count ({self.drop.window_count}) is below window_count ({self.window_count}): "
+                "a drop rule's window holds the rule's window and older answers"
             )
         return self
 

@@ -1,4 +1,6 @@
-"""One rolling estimate per (service, route, metric) from both judges, never counting an interaction twice.
+"""One rolling estimate per (service, route, metric) from both judges, never counting an interaction twice:
+the math, on additive sums of a window's interactions (alert/_window.py keeps the window; a drop rule's
+buckets, alert/_drop.py, are the same sums of older interactions).
 
 The window holds interactions, keyed by (trace id, span id): an interaction's offline record and its LLM
 record meet in one entry, and a later record of the same tier replaces the earlier one (a higher `revision`
@@ -38,9 +40,9 @@ up as the pairs refresh; one it catches moves stratum C at once.
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections import OrderedDict
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from statistics import NormalDist
@@ -48,7 +50,19 @@ from typing import Literal, NamedTuple
 
 from tracescore.model import EvaluationRecord, is_flagged
 
-__all__ = ["CONVERSATION_SIGNALS", "Agreement", "Estimate", "EstimateWindow", "Observation", "Signal"]
+__all__ = [
+    "CONVERSATION_SIGNALS",
+    "PAIR_MEMORY",
+    "Agreement",
+    "Estimate",
+    "Observation",
+    "PairStats",
+    "Signal",
+    "Sums",
+    "estimate_of",
+    "pair_stats",
+    "plain_level",
+]
 
 # What a window estimates: the mean score, or the share of answers labelled good (docs, Alerting); or, of
 # the conversation records, the share of conversations without a flagged turn, or the mean share of a
@@ -61,7 +75,6 @@ CONVERSATION_SIGNALS: tuple[Signal, ...] = ("conversation_label", "conversation_
 _PRIOR_VAR = 0.04
 _PRIOR_PAIRS = 2
 _TUNING_PAIRS = 10  # fewer pairs: the plain difference (λ = 1), a slope from fewer would be noise
-_UNIFORM = "baseline"  # the selection the policy draws uniformly (on the conversation id, else the trace id)
 _UNITS: dict[str, str] = {
     "label": "labels",
     "score": "scores",
@@ -69,7 +82,22 @@ _UNITS: dict[str, str] = {
     "conversation_score": "conversations",
 }
 PAIR_MEMORY = 200  # baseline pairs kept per route and metric for the correction (beyond the window)
-_Pair = tuple[float, float, float]  # (weight 1/π, LLM score, offline score) of an interaction in R
+Pair = tuple[float, float, float]  # (weight 1/π, LLM score, offline score) of an interaction in R
+
+# Sums of a set of interactions (additive: a window's, a bucket's), in this order; tracescore.alert._state's
+# `Moments` is their stored form.
+Sums = list[float]
+C_N, C_SUM, C_SQUARES, R_N, R_SUM, R_SQUARES, OFFLINE_N, LLM_N, EXCLUDED, UNPAIRED, PAIRS = range(11)
+SUMS_LEN = 11
+
+
+def empty_sums() -> Sums:
+    return [0.0] * SUMS_LEN
+
+
+def add_sums(into: Sums, other: Sequence[float], sign: float = 1.0) -> None:
+    """`into` += `other` (or -= with sign -1), in place."""
+    into[:] = map(operator.add if sign > 0 else operator.sub, into, other)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +119,15 @@ class Estimate:
 
     def describe(self) -> str:
         tag = "" if self.calibrated else ", uncalibrated: offline judge only"
-        shown = min(1.0, max(0.0, self.value))  # `value` itself is unclipped (unbiased); a share reads 0..1
-        what = _UNITS[self.signal]
-        return (
-            f"{shown:.2f} [{self.lower:.2f}, {self.upper:.2f}] from {self.offline_n} offline + "
-            f"{self.llm_n} LLM {what}{tag}"
-        )
+        return f"{self.shown:.2f} [{self.lower:.2f}, {self.upper:.2f}] from {self.sources()}{tag}"
+
+    @property
+    def shown(self) -> float:
+        """`value` itself is unclipped (unbiased); a share reads 0..1."""
+        return min(1.0, max(0.0, self.value))
+
+    def sources(self) -> str:
+        return f"{self.offline_n} offline + {self.llm_n} LLM {_UNITS[self.signal]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,20 +156,7 @@ class Observation(NamedTuple):
     offline_hint: float | None = None  # the offline judge's value the LLM record carries
 
 
-@dataclass(slots=True)
-class _Interaction:
-    at: datetime
-    primary: float | None = None  # the judge that scores every admitted one (offline, or the only judge)
-    primary_llm: bool = False  # that judge is an LLM
-    primary_rev: int = -1
-    llm: float | None = None  # the LLM judge behind the sampling policy
-    llm_rev: int = -1
-    offline_hint: float | None = None  # the offline score the LLM record carries
-    selection: str | None = None
-    pi: float | None = None
-
-
-def _tuning(pairs: list[_Pair]) -> float:
+def _tuning(pairs: list[Pair]) -> float:
     """How much of the offline score to trust in stratum R (λ of PPI++): the weighted regression slope of
     the LLM score on the offline score over the pairs, in 0..1; 1 (plain difference) with few pairs."""
     if len(pairs) < _TUNING_PAIRS:
@@ -153,7 +171,7 @@ def _tuning(pairs: list[_Pair]) -> float:
     return min(1.0, max(0.0, cov / var_f))
 
 
-class _PairStats(NamedTuple):
+class PairStats(NamedTuple):
     """What the correction needs of a set of pairs: computed once per change of the route's pairs, not per
     record (a route's 200 remembered pairs would otherwise be walked several times for every record)."""
 
@@ -163,233 +181,102 @@ class _PairStats(NamedTuple):
     raw_var: float  # its weighted variance, with the m/(m-1) correction
     effective: float  # Kish effective sample size of the weights
     llm_var: float | None  # weighted variance of the LLM scores; None with fewer than _TUNING_PAIRS pairs
+    plain: float  # weighted mean of y - offline: the correction with λ = 1
+    plain_raw_var: float  # its weighted variance, as raw_var
+
+    def shrunk(self, raw: float) -> float:
+        """A variance of the pairs' errors, shrunk towards the prior while the pairs are few."""
+        return (self.count * raw + _PRIOR_PAIRS * _PRIOR_VAR) / (self.count + _PRIOR_PAIRS)
 
 
-def _pair_stats(pairs: list[_Pair]) -> _PairStats:
+def _weighted_mean_var(pairs: list[Pair], errors: list[float], total_w: float) -> tuple[float, float]:
+    mean = sum(w * e for (w, _, _), e in zip(pairs, errors, strict=True)) / total_w
+    m = len(pairs)
+    squares = sum(w * (e - mean) ** 2 for (w, _, _), e in zip(pairs, errors, strict=True))
+    return mean, squares / total_w * (m / (m - 1) if m > 1 else 0.0)
+
+
+def pair_stats(pairs: list[Pair]) -> PairStats:
     tuning = _tuning(pairs)
     total_w = sum(w for w, _, _ in pairs)
-    errors = [(w, y - tuning * f) for w, y, f in pairs]
-    correction = sum(w * e for w, e in errors) / total_w
-    m = len(pairs)
-    raw = sum(w * (e - correction) ** 2 for w, e in errors) / total_w * (m / (m - 1) if m > 1 else 0.0)
+    correction, raw = _weighted_mean_var(pairs, [y - tuning * f for _, y, f in pairs], total_w)
+    plain, plain_raw = _weighted_mean_var(pairs, [y - f for _, y, f in pairs], total_w)
     effective = total_w**2 / sum(w * w for w, _, _ in pairs)  # Kish: unequal weights count for less
     llm_var = None
-    if m >= _TUNING_PAIRS:
+    if len(pairs) >= _TUNING_PAIRS:
         y_mean = sum(w * y for w, y, _ in pairs) / total_w
         llm_var = sum(w * (y - y_mean) ** 2 for w, y, _ in pairs) / total_w
-    return _PairStats(m, tuning, correction, raw, effective, llm_var)
+    return PairStats(len(pairs), tuning, correction, raw, effective, llm_var, plain, plain_raw)
 
 
-def _spread(in_c: list[float], in_r: list[float], llm_var: float | None, r_mean: float) -> float:
+def _spread(s: Sums, llm_var: float | None, r_mean: float) -> float:
     """The variance of the (LLM-judged) score over the window's interactions: known in C; in R from the
     pairs' LLM scores when there are enough (`llm_var`), else from the offline scores. Its share of the
     interval is the window's own chance variation around the route's rate."""
+    n_c, n_r = s[C_N], s[R_N]
     if llm_var is not None:
         var_r = llm_var
-    elif in_r:
-        f_mean = sum(in_r) / len(in_r)
-        var_r = sum((f - f_mean) ** 2 for f in in_r) / len(in_r)
+    elif n_r:
+        var_r = max(0.0, s[R_SQUARES] / n_r - (s[R_SUM] / n_r) ** 2)
     else:
         var_r = 0.0
-    n = len(in_c) + len(in_r)
-    mean = (sum(in_c) + len(in_r) * r_mean) / n
-    squares = sum((y - mean) ** 2 for y in in_c) + len(in_r) * (var_r + (r_mean - mean) ** 2)
-    return squares / max(1, n - 1)
+    n = n_c + n_r
+    mean = (s[C_SUM] + n_r * r_mean) / n
+    in_c = max(0.0, s[C_SQUARES] - 2 * mean * s[C_SUM] + n_c * mean * mean)
+    squares = in_c + n_r * (var_r + (r_mean - mean) ** 2)
+    return squares / max(1.0, n - 1)
 
 
-def _pair_of(item: _Interaction) -> _Pair | None:
-    """(1/π, LLM, offline) of an interaction in stratum R the LLM judge also scored, else None."""
-    offline = item.primary if item.primary is not None else item.offline_hint
-    if item.llm is None or offline is None or item.primary_llm:
+def estimate_of(s: Sums, stats: PairStats | None, confidence: float, signal: Signal) -> Estimate | None:
+    """The estimate of a window from its sums and the route's pairs (None without an interaction).
+
+    `stats` are the route's remembered pairs, this window's among them; when they are exactly this window's
+    (`PAIRS` of the sums), the correction samples this window's R without replacement."""
+    n_c, n_r = round(s[C_N]), round(s[R_N])
+    n = n_c + n_r
+    if n == 0:
         return None
-    if item.pi is not None and 0 < item.pi < 1.0:
-        return (1.0 / item.pi, item.llm, offline)
-    if item.pi is None and item.selection == _UNIFORM:
-        return (1.0, item.llm, offline)  # an older consumer's baseline: uniform, weight 1
-    return None
+    offline_n, llm_n = round(s[OFFLINE_N]), round(s[LLM_N])
+    tuning, correction, correction_var = 1.0, 0.0, 0.0
+    if stats is not None:
+        tuning, correction, m = stats.tuning, stats.correction, stats.count
+        fpc = (max(0.0, 1.0 - m / n_r) if n_r else 0.0) if m == round(s[PAIRS]) else 1.0
+        correction_var = (n_r / n) ** 2 * stats.shrunk(stats.raw_var) / stats.effective * fpc
+    # Not clipped to 0..1: with few pairs the correction can overshoot, and clipping would bias it.
+    value = (s[C_SUM] + tuning * s[R_SUM] + n_r * correction) / n
+    paired = stats is not None
+    calibrated = (llm_n > 0 or paired) and (n_r == 0 or paired or offline_n == 0)
+    counts = (n, offline_n, llm_n, calibrated, confidence, round(s[EXCLUDED]), round(s[UNPAIRED]), signal)
+    used_pairs = 0 if stats is None else stats.count
+    if n < 2:
+        return Estimate(value, 0.0, 1.0, *counts, used_pairs)
+    llm_var = None if stats is None else stats.llm_var
+    r_mean = tuning * s[R_SUM] / n_r + correction if n_r else 0.0
+    var = _spread(s, llm_var, r_mean) / n + correction_var
+    half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
+    lower, upper = min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half))
+    return Estimate(value, lower, upper, *counts, used_pairs)
 
 
-def _revision(record: EvaluationRecord) -> int:
+def plain_level(s: Sums, correction: float) -> tuple[float, float, int]:
+    """(level, per-interaction variance, interactions) of a set of interactions under the plain difference
+    estimator (λ = 1) with the route's `correction`: how a drop rule reads a window and a normal, so a drop
+    the offline judge sees counts in full and the correction, shared by both, cancels out of their
+    difference."""
+    n = s[C_N] + s[R_N]
+    if n <= 0:
+        return 0.0, 0.0, 0
+    total = s[C_SUM] + s[R_SUM] + s[R_N] * correction
+    squares = s[C_SQUARES] + s[R_SQUARES] + 2 * correction * s[R_SUM] + s[R_N] * correction**2
+    mean = total / n
+    var = max(0.0, squares / n - mean * mean) * (n / (n - 1) if n > 1 else 1.0)
+    return mean, var, round(n)
+
+
+def revision_of(record: EvaluationRecord) -> int:
     return int(getattr(record, "revision", 0) or 0)
 
 
-def _good(score: float, label: str | None) -> float:
+def good(score: float, label: str | None) -> float:
     """1.0 for an answer the label rule passes, 0.0 for one it flags (README, What "hallucinated" means)."""
     return 0.0 if is_flagged({"score": score, "label": label}) else 1.0
-
-
-class EstimateWindow:
-    """The newest `maxlen` interactions of one route and metric, in time order."""
-
-    def __init__(self, maxlen: int, signal: Signal = "score", pair_memory: int = PAIR_MEMORY) -> None:
-        self.maxlen = maxlen
-        self.signal = signal
-        self._items: dict[tuple[str, str], _Interaction] = {}
-        self._order: list[tuple[datetime, tuple[str, str]]] = []
-        # Pairs outlive the window (see the module doc); a window's own pairs always fit.
-        self._pair_memory = max(pair_memory, maxlen)
-        self._pairs: OrderedDict[tuple[str, str], _Pair] = OrderedDict()
-        self._pairs_changed = True  # the cached statistics of `_pairs` are stale
-        self._stats: _PairStats | None = None
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def add(self, record: EvaluationRecord) -> None:
-        if record.score is None:
-            return  # a failed evaluation is judge health, not a score
-        value, hint = record.score, record.offline_score
-        if self.signal == "label":
-            value = _good(record.score, record.label)
-            # Only the offline label: its score alone does not say whether the label rule flagged it.
-            off_score, off_label = record.offline_score, record.offline_label
-            hint = None if off_score is None or off_label is None else _good(off_score, off_label)
-        self.observe(
-            Observation(
-                (record.trace_id, record.span_id), record.timestamp, value, _revision(record),
-                record.annotator_kind == "LLM", record.selection, record.inclusion_probability, hint,
-            )
-        )  # fmt: skip
-
-    def observe(self, seen: Observation) -> None:
-        """One judge's value of one unit (an answer, or a conversation: alert/_conversations.py)."""
-        item = self._items.get(seen.key)
-        if item is None:
-            if len(self._items) >= self.maxlen and self._order and seen.at < self._order[0][0]:
-                return  # older than every interaction of a full window: it has no place in it
-            item = self._items[seen.key] = _Interaction(at=seen.at)
-            bisect.insort(self._order, (item.at, seen.key))
-        rev = seen.revision
-        if seen.selection is None and seen.inclusion_probability is None:
-            if rev >= item.primary_rev:
-                item.primary, item.primary_rev = seen.value, rev
-                item.primary_llm = seen.by_llm
-        elif rev >= item.llm_rev:
-            item.llm, item.llm_rev = seen.value, rev
-            item.selection, item.pi = seen.selection, seen.inclusion_probability
-            item.offline_hint = seen.offline_hint
-        self._remember_pair(seen.key, item)
-        while len(self._items) > self.maxlen:
-            _, oldest = self._order.pop(0)
-            del self._items[oldest]
-
-    def _remember_pair(self, key: tuple[str, str], item: _Interaction) -> None:
-        pair = _pair_of(item)
-        if pair is None:
-            return
-        self._pairs[key] = pair
-        self._pairs.move_to_end(key)
-        self._pairs_changed = True
-        while len(self._pairs) > self._pair_memory:
-            self._pairs.popitem(last=False)
-
-    def _memory_stats(self) -> _PairStats | None:
-        """The route's remembered pairs' statistics (None without any), recomputed only after a change."""
-        if self._pairs_changed:
-            self._stats = _pair_stats(list(self._pairs.values())) if self._pairs else None
-            self._pairs_changed = False
-        return self._stats
-
-    def prune(self, horizon: datetime) -> None:
-        """Forget interactions older than `horizon`."""
-        cut = bisect.bisect_left(self._order, horizon, key=lambda entry: entry[0])
-        for _, key in self._order[:cut]:
-            del self._items[key]
-        del self._order[:cut]
-
-    def estimate(self, confidence: float) -> Estimate | None:
-        # The best score per interaction (for the spread of the metric itself): stratum C, stratum R.
-        in_c: list[float] = []
-        in_r: list[float] = []
-        pairs: list[_Pair] = []  # (w, y_llm, offline) in R
-        offline_n = llm_n = excluded = unpaired = 0
-        any_llm = False
-        for item in self._items.values():
-            offline = item.primary if item.primary is not None else item.offline_hint
-            if item.llm is not None and item.pi is not None and item.pi >= 1.0:
-                in_c.append(item.llm)
-                llm_n += 1
-                any_llm = True
-                continue
-            if offline is None:
-                unpaired += item.llm is not None  # an LLM value of the sample with no offline value to pair
-                continue
-            in_r.append(offline)
-            if item.primary_llm:
-                llm_n += 1
-                any_llm = True
-            else:
-                offline_n += 1
-            if item.llm is None:
-                continue
-            if item.pi is not None and item.pi > 0:
-                pairs.append((1.0 / item.pi, item.llm, offline))
-            elif item.pi is None and item.selection == _UNIFORM:
-                pairs.append((1.0, item.llm, offline))  # an older consumer's baseline: uniform, weight 1
-            else:
-                excluded += 1
-                continue
-            llm_n += 1
-            any_llm = True
-        n_c, n_r = len(in_c), len(in_r)
-        n = n_c + n_r
-        if n == 0:
-            return None
-        window_pairs = len(pairs)
-        # The route's recent pairs, this window's among them (a window's own pairs always fit the memory).
-        stats = self._memory_stats() or (_pair_stats(pairs) if pairs else None)
-        tuning, correction, correction_var = 1.0, 0.0, 0.0
-        if stats is not None:
-            tuning, correction, m = stats.tuning, stats.correction, stats.count
-            s2 = (m * stats.raw_var + _PRIOR_PAIRS * _PRIOR_VAR) / (m + _PRIOR_PAIRS)
-            # Sampling without replacement from this window's R, unless earlier pairs joined them.
-            fpc = (max(0.0, 1.0 - m / n_r) if n_r else 0.0) if m == window_pairs else 1.0
-            correction_var = (n_r / n) ** 2 * s2 / stats.effective * fpc
-        # Not clipped to 0..1: with few pairs the correction can overshoot, and clipping would bias it.
-        value = (sum(in_c) + tuning * sum(in_r) + n_r * correction) / n
-        paired = stats is not None
-        used_pairs = 0 if stats is None else stats.count
-        calibrated = (any_llm or paired) and (n_r == 0 or paired or offline_n == 0)
-        if n < 2:
-            return Estimate(
-                value,
-                0.0,
-                1.0,
-                n,
-                offline_n,
-                llm_n,
-                calibrated,
-                confidence,
-                excluded,
-                unpaired,
-                self.signal,
-                used_pairs,
-            )
-        llm_var = None if stats is None else stats.llm_var
-        var = _spread(in_c, in_r, llm_var, tuning * sum(in_r) / n_r + correction if n_r else 0.0) / n
-        var += correction_var
-        half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
-        return Estimate(
-            value, min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half)),
-            n, offline_n, llm_n, calibrated, confidence, excluded, unpaired, self.signal, used_pairs,
-        )  # fmt: skip
-
-    def agreement(self, threshold: float) -> Agreement:
-        both = [
-            (item.primary if item.primary is not None else item.offline_hint, item.llm)
-            for item in self._items.values()
-            if item.llm is not None and item.selection == _UNIFORM and not item.primary_llm
-        ]
-        pairs = [(o, y) for o, y in both if o is not None and y is not None]
-        if not pairs:
-            return Agreement(0, None, None, None, 0)
-        same = sum((o >= threshold) == (y >= threshold) for o, y in pairs)
-        failures = [(o, y) for o, y in pairs if y < threshold]
-        caught = sum(o < threshold for o, _ in failures)
-        return Agreement(
-            pairs=len(pairs),
-            agreement=same / len(pairs),
-            mean_difference=sum(y - o for o, y in pairs) / len(pairs),
-            recall=caught / len(failures) if failures else None,
-            llm_failures=len(failures),
-        )

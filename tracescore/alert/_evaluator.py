@@ -2,55 +2,57 @@
 re-notification, no-data and judge health. Pure logic on an injected clock; no Kafka, no HTTP.
 
 `add` feeds a record's outcome into the windows (also while rebuilding state after a restart); `evaluate`
-and `tick` compare the windows with the last notified state and return the notifications to send. Score
-alerts fire and resolve on the window's `Estimate` (both judges, each interaction once: see _estimate.py).
+and `tick` compare the windows with the last notified state and return the notifications to send. Threshold
+alerts fire and resolve on the window's `Estimate` (both judges, each interaction once: see _estimate.py);
+drop alerts on the route's window against its own normal (_drop.py). What must survive a restart is one
+`AlertState` per key (`state_of`, `restore`, `take_changed_states`; its shape: _state.py).
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
-
 from tracescore.alert._config import AlertConfig, RuleConfig
 from tracescore.alert._conversations import conversation_observation, record_key
-from tracescore.alert._estimate import Estimate, EstimateWindow
-from tracescore.alert._notes import Level, State, judge_note, no_data_note, score_note
+from tracescore.alert._drop import DropReading, DropTracker
+from tracescore.alert._estimate import C_N, R_N, Estimate
+from tracescore.alert._notes import State, drop_note, judge_note, no_data_note, score_note
 from tracescore.alert._notification import AlertKey, Notification
+from tracescore.alert._state import AlertState, Level, LevelState
+from tracescore.alert._transitions import NoteOf, due, transition
+from tracescore.alert._window import EstimateWindow
 from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
 
 __all__ = ["AlertEvaluator", "AlertState"]
 
-
-class AlertState(BaseModel):
-    """What was last notified for one key; the value of the compacted state topic."""
-
-    level: Level = "ok"
-    level_since: datetime | None = None
-    notified_at: datetime | None = None
-    resolved_at: datetime | None = None
-    judge_firing: bool = False
-    judge_since: datetime | None = None
-    judge_notified_at: datetime | None = None
-    no_data_firing: bool = False
-    no_data_since: datetime | None = None
-    last_seen: datetime | None = None
+_log = logging.getLogger("tracescore.alert")
 
 
 class _Route:
-    __slots__ = ("judge", "partition", "rule", "scores", "state")
+    __slots__ = ("drop", "judge", "partition", "rule", "scores", "state")
 
     def __init__(self, rule: RuleConfig, judge_window: int, partition: int, state: AlertState) -> None:
         self.rule = rule
         self.partition = partition
-        self.scores = EstimateWindow(rule.window_count, rule.signal)
+        self.drop = None if rule.drop is None else DropTracker(rule.drop, state.drop)
+        state.drop = None if self.drop is None else self.drop.state  # a rule without drop forgets the normal
+        # An answer leaving the rule's window is counted by the drop rule, once.
+        on_leave = None if self.drop is None else self.drop.count
+        self.scores = EstimateWindow(rule.window_count, rule.signal, on_leave=on_leave)
         # (time, judge failed, failure was a timeout)
         self.judge: deque[tuple[datetime, bool, bool]] = deque(maxlen=judge_window)
         self.state = state
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing firing: the route may be evicted first."""
+        drop = self.drop is None or self.drop.state.level == "ok"
+        return self.state.level == "ok" and not self.state.judge_firing and drop
 
 
 _Timed = TypeVar("_Timed", bound=tuple[Any, ...])  # (time, ...)
@@ -105,13 +107,17 @@ class AlertEvaluator:
         at = record.timestamp
         if isinstance(record, ConversationRecord):
             seen = conversation_observation(record, route.rule.signal)
-            if seen is not None:
-                route.scores.observe(seen)
+            item = None if seen is None else route.scores.observe(seen)
         else:
             failed = record.status is MetricStatus.ERROR
             timed_out = failed and "timeout" in (record.reason or "").lower()
             _insert_in_time_order(route.judge, (at, failed, timed_out))
-            route.scores.add(record)
+            item = route.scores.add(record)
+        if route.drop is not None:
+            self._dirty.add(key)  # its sums changed
+            route.drop.saw(at)
+            if item is not None and route.drop.seen(item):
+                route.scores.mark_counted(item)
         if route.state.last_seen is None or at > route.state.last_seen:
             route.state.last_seen = at
             self._dirty.add(key)
@@ -139,7 +145,12 @@ class AlertEvaluator:
         if route is None:
             return []
         out = self._no_data(key, route, now)
-        out += self._scores(key, route, now)
+        if route.rule.warning is not None or route.state.level != "ok":  # a removed threshold resolves
+            out += self._scores(key, route, now)
+        if route.drop is not None:
+            out += self._drop(key, route, now)
+            if route.drop.take_changed():  # buckets moved, the normal held or let go
+                self._dirty.add(key)
         if self.config.judge_health.enabled and key.unit == "answer":  # a judge's health is its answers'
             out += self._judge(key, route, now)
         if out:
@@ -157,6 +168,11 @@ class AlertEvaluator:
             state = route.state
             if state.level != "ok":
                 out.append(self._score_note(key, route, "firing", state.level, now, repeat=True))
+            if route.drop is not None and route.drop.state.level != "ok":
+                reading = self._drop_reading(route, now)
+                out.append(
+                    self._drop_note(key, route, reading, now)("firing", route.drop.state.level, True, None)
+                )
             if state.judge_firing:
                 out.append(self._judge_note(key, route, "firing", now, repeat=True))
             if state.no_data_firing:
@@ -165,9 +181,28 @@ class AlertEvaluator:
 
     def take_changed_states(self) -> dict[AlertKey, AlertState | None]:
         """States changed since the last call (None: evicted), to write to the state topic."""
-        changed = {k: (self._routes[k].state if k in self._routes else None) for k in self._dirty}
+        changed = {k: self._current_state(k) for k in self._dirty}
         self._dirty.clear()
         return changed
+
+    def state_of(self, key: AlertKey) -> AlertState | None:
+        """A copy of what `key` must keep across a restart (None: no such route here); `restore` takes it."""
+        state = self._current_state(key)
+        return None if state is None else state.model_copy(deep=True)
+
+    def _current_state(self, key: AlertKey) -> AlertState | None:
+        route = self._routes.get(key)
+        if route is None:
+            return None
+        if route.drop is not None:
+            route.state.drop = route.drop.to_state(route.scores.uncounted_keys())
+        return route.state
+
+    def drop_status(self, key: AlertKey, now: datetime) -> DropReading | None:
+        """What the route's drop rule reads now (None: no drop rule): `status` says whether its normal is
+        still being learned (no drop alert yet) or too few recent answers to judge."""
+        route = self._routes.get(key)
+        return None if route is None or route.drop is None else self._drop_reading(route, now)
 
     def __len__(self) -> int:
         return len(self._routes)
@@ -189,10 +224,7 @@ class AlertEvaluator:
 
     def _evict(self) -> None:
         # The least recently fed route that is not firing; a firing one only if every route fires.
-        victim = next(
-            (k for k, r in self._routes.items() if r.state.level == "ok" and not r.state.judge_firing),
-            next(iter(self._routes)),
-        )
+        victim = next((k for k, r in self._routes.items() if r.quiet), next(iter(self._routes)))
         del self._routes[victim]
         self._restored.pop(victim, None)
         self._dirty.add(victim)
@@ -222,28 +254,19 @@ class AlertEvaluator:
         return route.scores.estimate(route.rule.confidence)
 
     def _scores(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
-        rule, state = route.rule, route.state
-        level = self._level(rule, state.level, self._window(route, now))
-        cooling = state.resolved_at is not None and now - state.resolved_at < timedelta(
-            seconds=rule.cooldown_seconds
-        )
-        if level != "ok" and state.level == "ok" and cooling:
-            self.suppressed_by_cooldown += 1
-            return []
-        out: list[Notification] = []
-        if level != state.level:
-            if state.level != "ok":
-                out.append(self._score_note(key, route, "resolved", state.level, now))
-            state.level, state.level_since = level, now
-            if level == "ok":
-                state.resolved_at, state.notified_at = now, None
-            else:
-                out.append(self._score_note(key, route, "firing", level, now))
-                state.notified_at = now
-        elif level != "ok" and self._due(state.notified_at, rule.renotify_seconds, now):
-            out.append(self._score_note(key, route, "firing", level, now, repeat=True))
-            state.notified_at = now
-        return out
+        level = self._level(route.rule, route.state.level, self._window(route, now))
+
+        def note(state: State, level: Level, repeat: bool, other: Level | None) -> Notification:
+            return self._score_note(key, route, state, level, now, repeat, other)
+
+        return self._transition(route.rule, route.state, level, now, note)
+
+    def _transition(
+        self, rule: RuleConfig, levels: LevelState, level: Level, now: datetime, note: NoteOf
+    ) -> list[Notification]:
+        out = transition(rule, levels, level, now, note)
+        self.suppressed_by_cooldown += out is None
+        return out or []
 
     @staticmethod
     def _level(rule: RuleConfig, current: Level, estimate: Estimate | None) -> Level:
@@ -276,20 +299,67 @@ class AlertEvaluator:
             note = self._judge_note(key, route, "resolved", now)
             state.judge_firing = False
             return [note]
-        if state.judge_firing and self._due(state.judge_notified_at, route.rule.renotify_seconds, now):
+        if state.judge_firing and due(state.judge_notified_at, route.rule.renotify_seconds, now):
             state.judge_notified_at = now
             return [self._judge_note(key, route, "firing", now, repeat=True)]
         return []
 
-    @staticmethod
-    def _due(last: datetime | None, interval: float | None, now: datetime) -> bool:
-        return interval is not None and last is not None and now - last >= timedelta(seconds=interval)
-
     def _score_note(
-        self, key: AlertKey, route: _Route, state: State, level: Level, now: datetime, repeat: bool = False
+        self,
+        key: AlertKey,
+        route: _Route,
+        state: State,
+        level: Level,
+        now: datetime,
+        repeat: bool = False,
+        other: Level | None = None,
     ) -> Notification:
         est = route.scores.estimate(route.rule.confidence)
-        return score_note(key, route.rule, est, state, level, route.state.level_since or now, now, repeat)
+        since = route.state.level_since or now
+        return score_note(key, route.rule, est, state, level, since, now, repeat, other)
+
+    # -- drop rules -------------------------------------------------------------------------------------
+    def _drop_reading(self, route: _Route, now: datetime) -> DropReading:
+        tracker = route.drop
+        assert tracker is not None
+        route.scores.prune(now - timedelta(seconds=route.rule.window_seconds))  # leaving answers are counted
+        stats = route.scores.pair_stats()
+        live = route.scores.uncounted_sums()
+        tracker.advance(now, round(live[C_N] + live[R_N]), 0.0 if stats is None else stats.plain)
+        return tracker.read(live, stats)
+
+    def _drop(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
+        tracker, drop = route.drop, route.rule.drop
+        assert tracker is not None and drop is not None
+        reading = self._drop_reading(route, now)
+        levels = tracker.state
+        if levels.learned_at is None and reading.status != "learning":
+            levels.learned_at = now
+            _log.info(
+                "%s %s %s: normal learned (%.2f over %d %ss); drop alerts armed",
+                key.service, key.route, key.metric, reading.normal, reading.normal_n, key.unit,
+            )  # fmt: skip
+        note = self._drop_note(key, route, reading, now)
+        if tracker.hold(reading, levels.level != "ok", now):  # held too long: the level is the new normal
+            since, out = levels.level_since or now, []
+            if levels.level != "ok":
+                out = [
+                    drop_note(key, route.rule, reading, "resolved", levels.level, since, now, accepted=True)
+                ]
+            levels.level, levels.level_since, levels.resolved_at, levels.notified_at = "ok", now, now, None
+            tracker.relearn()
+            return out
+        return self._transition(route.rule, levels, tracker.level(levels.level, reading), now, note)
+
+    def _drop_note(self, key: AlertKey, route: _Route, reading: DropReading, now: datetime) -> NoteOf:
+        assert route.drop is not None
+        levels = route.drop.state
+
+        def note(state: State, level: Level, repeat: bool, other: Level | None) -> Notification:
+            since = levels.level_since or now
+            return drop_note(key, route.rule, reading, state, level, since, now, repeat, other)
+
+        return note
 
     def _judge_note(
         self, key: AlertKey, route: _Route, state: State, now: datetime, repeat: bool = False

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from tracescore.alert._config import RuleConfig
+from tracescore.alert._drop import DropReading
 from tracescore.alert._estimate import Estimate, Signal
-from tracescore.alert._notification import AlertKey, Notification, Severity
+from tracescore.alert._notification import AlertKey, Change, Notification, Severity
+from tracescore.alert._state import Level
 
 __all__ = [
     "JUDGE_ALERT",
@@ -17,15 +19,16 @@ __all__ = [
     "Level",
     "State",
     "alert_name",
+    "drop_note",
     "judge_note",
     "no_data_note",
     "score_note",
 ]
 
-Level = Literal["ok", "warning", "critical"]
 JUDGE_ALERT = "TracescoreJudgeUnhealthy"
 NO_DATA_ALERT = "TracescoreNoData"
 State = Literal["firing", "resolved"]
+Kind = Literal["threshold", "drop"]
 
 # What the number in a score alert is, in its summary: the rule's `signal`.
 _SIGNAL_TEXT: dict[Signal, str] = {
@@ -36,10 +39,22 @@ _SIGNAL_TEXT: dict[Signal, str] = {
 }
 
 
-def alert_name(metric: str, unit: str = "answer") -> str:
-    """TracescoreFaithfulnessDropped; TracescoreConversationFaithfulnessDropped for a conversation rule."""
+def alert_name(metric: str, unit: str = "answer", kind: Kind = "threshold") -> str:
+    """TracescoreFaithfulnessDropped; TracescoreConversationFaithfulnessDropped for a conversation rule;
+    ...BelowNormal for a drop rule's alert (the route against its own normal)."""
     words = metric.split("_") if unit == "answer" else [unit, *metric.split("_")]
-    return "Tracescore" + "".join(part.capitalize() for part in words) + "Dropped"
+    suffix = "Dropped" if kind == "threshold" else "BelowNormal"
+    return "Tracescore" + "".join(part.capitalize() for part in words) + suffix
+
+
+def _change(state: State, level: Level, previous: Level | None) -> tuple[Change | None, Severity | None]:
+    """How a notification relates to a severity change: (change, the other severity) or (None, None)."""
+    if previous is None or previous == "ok" or previous == level:
+        return None, None
+    rank = {"warning": 1, "critical": 2}
+    new, old = (level, previous) if state == "firing" else (previous, level)
+    change: Change = "escalated" if rank[new] > rank[old] else "de-escalated"
+    return change, previous  # type: ignore[return-value]
 
 
 def score_note(
@@ -51,31 +66,46 @@ def score_note(
     starts_at: datetime,
     now: datetime,
     repeat: bool = False,
+    other: Level | None = None,
 ) -> Notification:
+    """A threshold alert. `other`: on a severity change, the level it replaces (firing) or that replaces it
+    (resolved)."""
     threshold = rule.critical if level == "critical" else rule.warning
     n = 0 if est is None else est.n
     units = "answers" if key.unit == "answer" else "conversations"
     shown = "n/a" if est is None else est.describe()
     what = _SIGNAL_TEXT[rule.signal]
+    change, other_severity = _change(state, level, other)
+    subject = f"{key.metric} of {key.service} {key.route}"
     if state == "firing":
         evidence = "no recent scores" if est is None else f"upper bound {est.upper:.2f}"
+        if change == "de-escalated":
+            back = (rule.warning or 0.0) + rule.hysteresis
+            summary = (
+                f"{subject} de-escalated from critical to warning: up to {shown} over {n} {units}, "
+                f"above the critical threshold {rule.critical:.2f} but not recovered (resolves at "
+                f"{back:.2f}; {what})"
+            )
+        else:
+            verb = "escalated from warning to critical: fell further to" if change else "dropped to"
+            summary = (
+                f"{subject} {verb} {shown} over {n} {units} ({what}; {evidence} < {level} threshold "
+                f"{threshold:.2f})"
+            )
+    elif change == "escalated":
         summary = (
-            f"{key.metric} of {key.service} {key.route} dropped to {shown} over {n} {units} "
-            f"({what}; {evidence} < {level} threshold {threshold:.2f})"
+            f"{subject}: warning superseded by critical, it fell further to {shown} over {n} {units} "
+            f"(not recovered; {what})"
+        )
+    elif change == "de-escalated":
+        summary = (
+            f"{subject}: critical superseded by warning, up to {shown} over {n} {units} but still firing as "
+            f"warning (not recovered; {what})"
         )
     else:
-        summary = f"{key.metric} of {key.service} {key.route} recovered to {shown} over {n} {units} ({what})"
-    severity: Severity = "critical" if level == "critical" else "warning"
-    return Notification(
-        alertname=alert_name(key.metric, key.unit),
-        state=state,
-        severity=severity,
-        unit=key.unit,
-        service=key.service,
-        route=key.route,
-        metric=key.metric,
-        summary=summary,
-        signal=rule.signal,
+        summary = f"{subject} recovered to {shown} over {n} {units} ({what})"
+    return _rule_note(
+        key, rule, "threshold", state, level, summary, starts_at, now, repeat, change, other_severity,
         value=None if est is None else est.value,
         bound=None if est is None else est.upper,
         lower=None if est is None else est.lower,
@@ -84,10 +114,119 @@ def score_note(
         offline_samples=None if est is None else est.offline_n,
         llm_samples=None if est is None else est.llm_n,
         calibrated=None if est is None else est.calibrated,
+    )  # fmt: skip
+
+
+def drop_note(
+    key: AlertKey,
+    rule: RuleConfig,
+    reading: DropReading,
+    state: State,
+    level: Level,
+    starts_at: datetime,
+    now: datetime,
+    repeat: bool = False,
+    other: Level | None = None,
+    *,
+    accepted: bool = False,
+) -> Notification:
+    """A drop rule's alert: the route's window against its normal (or floor)."""
+    drop = rule.drop
+    assert drop is not None
+    minimum = drop.critical_drop if level == "critical" else drop.min_drop
+    assert minimum is not None
+    units = "answers" if key.unit == "answer" else "conversations"
+    subject = f"{key.metric} of {key.service} {key.route}"
+    tag = "" if reading.calibrated else ", uncalibrated: offline judge only"
+    against = "its normal"
+    if reading.reference == "floor":
+        against = f"its best normal of the last {_span(drop.floor_seconds)}"
+    levels = (
+        f"{max(0.0, min(1.0, reading.window)):.2f} over {reading.window_n} {units} against {against} "
+        f"{max(0.0, min(1.0, reading.normal)):.2f} over {reading.normal_n} "
+        f"({_SIGNAL_TEXT[rule.signal]}; {reading.offline_n} offline + {reading.llm_n} LLM{tag})"
+    )
+    bound = f"at least {reading.lower:.2f} at {drop.confidence * 100:g}% confidence"
+    change, other_severity = _change(state, level, other)
+    fell = f"fell {reading.drop:.2f} below {against}: {levels}; {bound}"
+    if accepted:
+        summary = (
+            f"{subject} stayed below {against} for {_span(drop.relearn_after_seconds)}: its level is "
+            f"accepted as the new normal, drop alerts compare with it from now on ({levels})"
+        )
+    elif state == "firing" and change:
+        summary = f"{subject} {change} from {other} to {level}: {fell}, {level} drop {minimum:.2f}"
+    elif state == "firing":
+        summary = f"{subject} {fell} >= {level} drop {minimum:.2f}"
+    elif change:
+        summary = f"{subject}: {level} drop superseded by {other}, not recovered: {fell}"
+    else:
+        summary = f"{subject} back to {against}: {levels}; drop {reading.drop:.2f} < {minimum / 2:.2f}"
+    return _rule_note(
+        key, rule, "drop", state, level, summary, starts_at, now, repeat,
+        "accepted" if accepted else change, other_severity,
+        value=reading.window,
+        threshold=minimum,
+        samples=reading.window_n,
+        offline_samples=reading.offline_n,
+        llm_samples=reading.llm_n,
+        calibrated=reading.calibrated,
+        normal=reading.normal,
+        normal_samples=reading.normal_n,
+        drop=reading.drop,
+        drop_lower=reading.lower,
+    )  # fmt: skip
+
+
+def _rule_note(
+    key: AlertKey,
+    rule: RuleConfig,
+    kind: Kind,
+    state: State,
+    level: Level,
+    summary: str,
+    starts_at: datetime,
+    now: datetime,
+    repeat: bool,
+    change: Change | None,
+    other: Severity | None,
+    **figures: Any,
+) -> Notification:
+    """A threshold's or a drop's notification: what both say alike, and their `figures`."""
+    return Notification(
+        alertname=alert_name(key.metric, key.unit, kind),
+        state=state,
+        severity=_severity(level),
+        unit=key.unit,
+        service=key.service,
+        route=key.route,
+        metric=key.metric,
+        summary=summary,
+        signal=rule.signal,
         starts_at=starts_at,
         ends_at=now if state == "resolved" else None,
         repeat=repeat,
+        **_severity_change(state, change, other),
+        **figures,
     )
+
+
+def _severity(level: Level) -> Severity:
+    return "critical" if level == "critical" else "warning"
+
+
+def _severity_change(state: State, change: Change | None, other: Severity | None) -> dict[str, object]:
+    if change is None:
+        return {}
+    side = "from_severity" if state == "firing" else "to_severity"
+    return {"change": change, **({side: other} if other else {})}
+
+
+def _span(seconds: float | None) -> str:
+    if seconds is None:
+        return "long"
+    days = seconds / 86_400
+    return f"{days:g} days" if days >= 1 else f"{seconds / 3600:g} hours"
 
 
 def judge_note(

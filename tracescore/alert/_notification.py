@@ -12,6 +12,10 @@ from pydantic import BaseModel
 __all__ = ["AlertKey", "Notification"]
 
 Severity = Literal["info", "warning", "critical"]
+# How a notification relates to the one sent with it: a firing alert that replaces one of another severity
+# (escalated to critical, de-escalated to warning), the resolve of the severity it replaced (same word), or a
+# drop alert resolved because its route's level became the normal (accepted).
+Change = Literal["escalated", "de-escalated", "accepted"]
 
 
 _SEPARATOR = "\x1f"  # ASCII unit separator: no real service, route or metric name holds one
@@ -73,6 +77,15 @@ class Notification(BaseModel):
     offline_samples: int | None = None  # offline scores and LLM scores that fed the estimate
     llm_samples: int | None = None
     calibrated: bool | None = None  # False: offline judge alone, no LLM scores to correct it
+    # Drop alerts: the reference level the window is compared with (the route's normal, or its floor), how
+    # many answers it holds, the drop (normal - value) and its lower confidence bound
+    normal: float | None = None
+    normal_samples: int | None = None
+    drop: float | None = None
+    drop_lower: float | None = None
+    change: Change | None = None
+    from_severity: Severity | None = None  # escalated / de-escalated firing: the severity it replaces
+    to_severity: Severity | None = None  # the resolve of a replaced severity: the one that replaced it
     starts_at: datetime
     ends_at: datetime | None = None  # set on resolve
     repeat: bool = False  # a re-notification of an alert already sent
@@ -90,5 +103,14 @@ class Notification(BaseModel):
         }
         return labels if self.unit == "answer" else {**labels, "unit": self.unit}
 
+    @property
+    def headline(self) -> str:
+        """The first word a person reads: FIRING, RESOLVED, or what really happened when the severity
+        changed: ESCALATED / DE-ESCALATED (the new severity firing), SUPERSEDED (the old one's resolve: the
+        alert did not recover, another severity replaced it)."""
+        if self.change in ("escalated", "de-escalated"):
+            return self.change.upper() if self.state == "firing" else "SUPERSEDED"
+        return self.state.upper()
+
     def to_json(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json"), "labels": self.labels()}
+        return {**self.model_dump(mode="json"), "headline": self.headline, "labels": self.labels()}

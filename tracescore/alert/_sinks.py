@@ -73,7 +73,7 @@ class LogSink:
             else logging.WARNING
         )
         again = " (still firing)" if notification.repeat else ""
-        _log.log(level, "[%s] %s%s", notification.state.upper(), notification.summary, again)
+        _log.log(level, "[%s] %s%s", notification.headline, notification.summary, again)
         self.sent += 1
         return True
 
@@ -163,9 +163,20 @@ class SlackSink(_HttpPoster):
         return self.post(self.config.url, slack_message(notification))
 
 
+_SLACK_ICONS = {
+    "FIRING": ":rotating_light:",
+    "RESOLVED": ":white_check_mark:",
+    "ESCALATED": ":arrow_double_up:",
+    "DE-ESCALATED": ":arrow_down_small:",
+    "SUPERSEDED": ":arrows_counterclockwise:",
+}
+_SLACK_COLOURS = {"critical": "#d00000", "warning": "#e8a317", "info": "#439fe0"}
+
+
 def slack_message(n: Notification) -> dict[str, Any]:
-    icon = {"firing": ":rotating_light:", "resolved": ":white_check_mark:"}[n.state]
-    color = {"critical": "#d00000", "warning": "#e8a317", "info": "#439fe0"}[n.severity]
+    # Green only for a real recovery: a superseded severity still fires under the other one.
+    still_firing = n.state == "firing" or n.to_severity is not None
+    color = _SLACK_COLOURS[n.to_severity or n.severity] if still_firing else "#2eb886"
     fields = [
         {"title": "service", "value": n.service, "short": True},
         {"title": "route", "value": n.route, "short": True},
@@ -173,8 +184,8 @@ def slack_message(n: Notification) -> dict[str, Any]:
         {"title": "samples", "value": str(n.samples), "short": True},
     ]
     return {
-        "text": f"{icon} [{n.state.upper()}:{n.severity}] {n.summary}",
-        "attachments": [{"color": "#2eb886" if n.state == "resolved" else color, "fields": fields}],
+        "text": f"{_SLACK_ICONS[n.headline]} [{n.headline}:{n.severity}] {n.summary}",
+        "attachments": [{"color": color, "fields": fields}],
     }
 
 
@@ -190,9 +201,13 @@ class AlertmanagerSink(_HttpPoster):
 
 
 def alertmanager_alert(n: Notification) -> dict[str, Any]:
+    annotations = {"summary": n.summary}
+    if n.change is not None:  # a resolve that is no recovery says so beside Alertmanager's own "RESOLVED"
+        annotations["change"] = n.change
+        annotations["headline"] = n.headline
     alert: dict[str, Any] = {
         "labels": n.labels(),
-        "annotations": {"summary": n.summary},
+        "annotations": annotations,
         "startsAt": n.starts_at.isoformat(),
     }
     if n.ends_at is not None:

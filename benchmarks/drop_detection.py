@@ -1,0 +1,378 @@
+"""How fast do alerts page on a real drop, and how often on a healthy route? Thresholds against drop rules.
+
+    python benchmarks/drop_detection.py LABELLED.jsonl [--json] [--streams 100] [--after 10000]
+        [--measure-half 1|0|all] [--workers 2] [--drop KEY=VALUE ...] [--seed 0]
+        [--judges offline,llm_baseline] [--kinds threshold,drop]
+
+LABELLED.jsonl: one labelled RAG answer a line (`query`, `contexts`, `answer`, `label`; the format of the
+shared dev sets, other fields ignored). Every record is scored by the real offline judge (Faithfulness on
+OfflineJudge, as `tracescore consume` runs it). The records are split by question and passage
+(`calibration_half`): defaults are chosen on half 0, figures reported on half 1 (`--measure-half`; `all`
+for data nothing was chosen on; a half without both labels falls back to every record, with a note).
+
+Streams: one route of 1,000 answers a day (86.4 s apart), answers drawn with replacement from the measured
+records: a healthy week (7,000 answers, 5% hallucinated; the route is new, so it starts cold), then a step
+to 15% or to 30% hallucinated for up to `--after` answers. Each stream runs the shipped AlertEvaluator, fed
+record by record as `tracescore alert` is, with one rule holding both kinds (a page is a firing
+notification that is no reminder; escalations count):
+
+- threshold: today's rule at the thresholds a user picks, the defaults (warning 0.7, critical 0.5, window
+  of 50 answers, 90% confidence; window_seconds a day, so the count decides at this traffic);
+- drop: the rule's drop part at its shipped defaults (`--drop min_drop=0.02` to try others);
+
+each with the offline judge alone (`offline`) and with the LLM judge on a uniform 1% baseline
+(`llm_baseline`: records as the consumer writes them, inclusion probability 0.01, the offline result
+carried; the LLM judge is simulated from the labels and always right; the cascade's targeted picks, which
+depend on a token budget, are left out).
+
+Reported per variant: false alarms per 10,000 healthy answers (and the share of streams with any), and per
+step the answers from the step to the first page (median, p90; streams never paged within `--after` count
+as never, so a median past half missed is null), the share never paged, and `limit`: the fewest answers any
+test on the same judge's verdicts could need, the median delay of the CUSUM that knows the rates before and
+after the step (the optimal detector, Lorden and Moustakides), simulated on the same stream model (the
+judge's per-class pass rates on the measured records; with the baseline, 1% of answers also show their
+true class) with its threshold set so that 95% of healthy streams stay silent over 10,000 answers, the
+target the rules are held to. (ln(ARL) / KL, the asymptotic form, overstates it when the step is small:
+the CUSUM's threshold is nearer ln(ARL x KL).) The last
+line printed is JSON: {"variants": {"threshold_offline": V, "drop_offline": V, "threshold_llm_baseline": V,
+"drop_llm_baseline": V}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import math
+import random
+import resource
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cascade_sampling import score_all
+
+from tracescore.alert import AlertConfig, AlertEvaluator, DropConfig, JudgeHealthConfig, RuleConfig
+from tracescore.model import EvaluationRecord, MetricStatus, is_flagged
+
+HEALTHY = 7_000  # a week of a 1,000-answers-a-day route
+SPACING = timedelta(seconds=86.4)
+BEFORE, STEPS = 0.05, (0.15, 0.30)
+BASELINE = 0.01
+FALSE_ALARM_SPAN, FREE_STREAMS = 10_000, 0.95  # the target: 95% of streams silent over 10,000 answers
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
+JUDGES = ("offline", "llm_baseline")
+KINDS = ("threshold", "drop")
+
+
+@dataclass(frozen=True)
+class Answer:
+    hallucinated: bool
+    score: float
+    label: str | None
+
+    @property
+    def passes(self) -> bool:
+        return not is_flagged({"score": self.score, "label": self.label})
+
+
+def rule(drop: dict[str, Any], kinds: tuple[str, ...]) -> AlertConfig:
+    """Both kinds in one rule (one evaluator per judge): the threshold defaults and the drop part."""
+    parts: dict[str, Any] = {} if "threshold" in kinds else {"warning": None, "critical": None}
+    if "drop" in kinds:
+        parts["drop"] = DropConfig(**drop)
+    both = RuleConfig(window_seconds=86_400, no_data_seconds=None, **parts)
+    return AlertConfig.model_construct(rules=[both], judge_health=JudgeHealthConfig(enabled=False))
+
+
+def records(answer: Answer, i: int, rng: random.Random, judge: str) -> list[EvaluationRecord]:
+    at = T0 + i * SPACING
+    trace, span = format(rng.getrandbits(128), "032x"), format(rng.getrandbits(64), "016x")
+    common = {
+        "schema_version": 1, "trace_id": trace, "span_id": span, "evaluation_span_id": None,
+        "service_name": "rag-api", "route": "/ask", "metric": "faithfulness", "status": MetricStatus.OK,
+        "reason": None, "convention": "tracescore", "details": {},
+    }  # fmt: skip
+    out = [
+        EvaluationRecord.model_construct(
+            **common, score=answer.score, label=answer.label, judge="offline", annotator_kind="CODE",
+            selection=None, inclusion_probability=None, offline_score=None, offline_label=None, timestamp=at,
+        )
+    ]  # fmt: skip
+    if judge == "llm_baseline" and rng.random() < BASELINE:
+        truth = 0.0 if answer.hallucinated else 1.0
+        out.append(
+            EvaluationRecord.model_construct(
+                **common, score=truth, label="hallucinated" if answer.hallucinated else "faithful",
+                judge="openai:judge", annotator_kind="LLM", selection="baseline",
+                inclusion_probability=BASELINE, offline_score=answer.score, offline_label=answer.label,
+                timestamp=at + timedelta(seconds=5),
+            )
+        )  # fmt: skip
+    return out
+
+
+def pages(ev: AlertEvaluator, batch: list[EvaluationRecord]) -> set[str]:
+    """The kinds that paged on these records."""
+    out = set()
+    for record in batch:
+        key = ev.add(record)
+        assert key is not None
+        for note in ev.evaluate(key, record.timestamp):
+            if note.state == "firing" and not note.repeat:
+                out.add("drop" if note.alertname.endswith("BelowNormal") else "threshold")
+    return out
+
+
+def draw(pool: dict[bool, list[Answer]], rate: float, rng: random.Random) -> Answer:
+    return rng.choice(pool[rng.random() < rate])
+
+
+_POOL: dict[bool, list[Answer]] = {}
+_CONFIG: AlertConfig | None = None
+_RUN: dict[str, tuple[str, ...]] = {"judges": JUDGES, "kinds": KINDS}
+
+
+def stream(args: tuple[int, int, int]) -> dict[str, dict[str, Any]]:
+    """One stream: healthy pages per variant, and the answers to the first page after each step."""
+    seed, after, _ = args
+    assert _CONFIG is not None
+    judges, kinds = _RUN["judges"], _RUN["kinds"]
+    out: dict[str, dict[str, Any]] = {f"{k}_{j}": {"healthy": 0} for j in judges for k in kinds}
+    evaluators = {j: AlertEvaluator(_CONFIG) for j in judges}
+    rngs = {j: random.Random(f"{seed}-{j}") for j in judges}
+    draws = random.Random(seed)
+    for i in range(HEALTHY):
+        answer = draw(_POOL, BEFORE, draws)
+        for judge, ev in evaluators.items():
+            for kind in pages(ev, records(answer, i, rngs[judge], judge)):
+                out[f"{kind}_{judge}"]["healthy"] += 1
+    for rate in STEPS:
+        step = f"step_{round(rate * 100)}"
+        copies = {j: copy.deepcopy(ev) for j, ev in evaluators.items()}
+        step_rngs = {j: random.Random(f"{seed}-{j}-{rate}") for j in judges}
+        step_draws = random.Random(f"{seed}-{rate}")
+        waiting = {f"{k}_{j}" for j in judges for k in kinds}
+        for n in range(1, after + 1):
+            answer = draw(_POOL, rate, step_draws)
+            for judge, ev in copies.items():
+                if not any(v.endswith(judge) for v in waiting):
+                    continue
+                for kind in pages(ev, records(answer, HEALTHY + n, step_rngs[judge], judge)):
+                    if f"{kind}_{judge}" in waiting:
+                        out[f"{kind}_{judge}"][step] = n
+                        waiting.discard(f"{kind}_{judge}")
+            if not waiting:
+                break
+    return out
+
+
+def _init(pool: dict[bool, list[Answer]], config: AlertConfig, run: dict[str, tuple[str, ...]]) -> None:
+    global _CONFIG
+    _POOL.update(pool)
+    _RUN.update(run)
+    _CONFIG = config
+
+
+def observations(pass_f: float, pass_h: float, rate: float, judge: str) -> list[tuple[float, float]]:
+    """(probability before the step, after it) of each thing one answer can show: the offline verdict
+    (pass, flag), and with the baseline, 1% of the time, its true class beside it."""
+    before = {c: (1 - BEFORE, BEFORE)[c] for c in (0, 1)}  # class 1: hallucinated
+    after = {c: (1 - rate, rate)[c] for c in (0, 1)}
+    passes = {0: pass_f, 1: pass_h}
+    shown = BASELINE if judge == "llm_baseline" else 0.0
+    out = []
+    for verdict in (True, False):
+        given = {c: passes[c] if verdict else 1 - passes[c] for c in (0, 1)}
+        p0, p1 = (sum(mix[c] * given[c] for c in (0, 1)) for mix in (before, after))
+        out.append(((1 - shown) * p0, (1 - shown) * p1))
+        out += [(shown * before[c] * given[c], shown * after[c] * given[c]) for c in (0, 1)]
+    return [(p0, p1) for p0, p1 in out if p0 > 0 or p1 > 0]
+
+
+def cusum_limits(
+    pool: dict[bool, list[Answer]], after: int, runs: int = 1000
+) -> dict[str, dict[str, int | None]]:
+    """The median delay of the CUSUM that knows both rates (the optimal test, Lorden and Moustakides), its
+    threshold set so that 95% of healthy streams stay silent over 10,000 answers: what any test on the same
+    judge's verdicts needs at the same false-alarm target. numpy comes with the dev extra (pandas)."""
+    import numpy as np
+
+    pass_f = statistics.fmean(a.passes for a in pool[False])
+    pass_h = statistics.fmean(a.passes for a in pool[True])
+    rng = np.random.default_rng(20_260_105)
+    out: dict[str, dict[str, int | None]] = {}
+    for judge in JUDGES:
+        out[judge] = {}
+        for rate in STEPS:
+            probs = observations(pass_f, pass_h, rate, judge)
+            p0 = np.array([a for a, _ in probs])
+            p1 = np.array([b for _, b in probs])
+            llr = np.log(np.where(p1 > 0, p1, 1e-300) / np.where(p0 > 0, p0, 1e-300))
+            if np.allclose(llr, 0.0):
+                out[judge][f"step_{round(rate * 100)}"] = None  # the verdicts say nothing of the step
+                continue
+            healthy = _cusum_peaks(rng, p0 / p0.sum(), llr, runs, FALSE_ALARM_SPAN)
+            threshold = float(np.quantile(healthy, FREE_STREAMS))
+            delays = _cusum_crossings(rng, p1 / p1.sum(), llr, runs, after, threshold)
+            median = float(np.median(delays))
+            out[judge][f"step_{round(rate * 100)}"] = None if math.isinf(median) else int(median)
+    return out
+
+
+def _cusum_peaks(rng: Any, probs: Any, llr: Any, runs: int, span: int) -> Any:
+    """The highest CUSUM value of each of `runs` streams of `span` answers: S = C - min(0, min C)."""
+    import numpy as np
+
+    peaks = []
+    for start in range(0, runs, 100):
+        steps = llr[rng.choice(len(probs), size=(min(100, runs - start), span), p=probs)]
+        total = np.cumsum(steps, axis=1)
+        peaks.append((total - np.minimum.accumulate(np.minimum(total, 0.0), axis=1)).max(axis=1))
+    return np.concatenate(peaks)
+
+
+def _cusum_crossings(rng: Any, probs: Any, llr: Any, runs: int, span: int, threshold: float) -> Any:
+    """Answers until the CUSUM first passes `threshold` (inf: not within `span`), from a silent start."""
+    import numpy as np
+
+    found = []
+    for start in range(0, runs, 100):
+        steps = llr[rng.choice(len(probs), size=(min(100, runs - start), span), p=probs)]
+        total = np.cumsum(steps, axis=1)
+        value = total - np.minimum.accumulate(np.minimum(total, 0.0), axis=1)
+        crossed = value > threshold
+        first = np.where(crossed.any(axis=1), crossed.argmax(axis=1) + 1, np.inf)
+        found.append(first)
+    return np.concatenate(found)
+
+
+def summary(delays: list[int | None], after: int, limit: int | None) -> dict[str, Any]:
+    ordered = sorted(math.inf if d is None else d for d in delays)
+
+    def at(share: float) -> int | None:
+        value = ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
+        return None if math.isinf(value) else int(value)
+
+    return {"median": at(0.5), "p90": at(0.9), "missed": sum(d is None for d in delays) / len(delays),
+            "limit": limit, "horizon": after}  # fmt: skip
+
+
+def report(
+    results: list[dict[str, dict[str, Any]]], pool: dict[bool, list[Answer]], after: int, run: dict[str, Any]
+) -> dict:
+    bounds = cusum_limits(pool, after)
+    variants = {}
+    for judge in run["judges"]:
+        for kind in run["kinds"]:
+            name = f"{kind}_{judge}"
+            got = [r[name] for r in results]
+            healthy = sum(g["healthy"] for g in got)
+            variant: dict[str, Any] = {
+                "false_alarms_per_10k": round(healthy / (len(got) * HEALTHY) * 10_000, 2),
+                "streams_with_false_alarms": sum(g["healthy"] > 0 for g in got) / len(got),
+            }
+            for rate in STEPS:
+                step = f"step_{round(rate * 100)}"
+                variant[step] = summary([g.get(step) for g in got], after, bounds[judge][step])
+            variants[name] = variant
+    return variants
+
+
+def load(path: Path, half: str) -> tuple[dict[bool, list[Answer]], str]:
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file")
+    try:
+        rows, skipped = asyncio.run(score_all(path))
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"{path}: not UTF-8 text, not a JSONL file of labelled answers ({exc})") from exc
+    if not rows:
+        raise SystemExit(
+            f"{path}: no usable record ({skipped} lines skipped): each line must be a JSON object with "
+            "query, contexts (a list of strings), answer and label (faithful / hallucinated)"
+        )
+    chosen = rows if half == "all" else [r for r in rows if r.half == int(half)]
+    note = f"{len(chosen)} records of half {half}" if half != "all" else f"all {len(rows)} records"
+    if {r.hallucinated for r in chosen} != {True, False}:
+        chosen, note = rows, f"half {half} lacks a label: all {len(rows)} records"
+    pool: dict[bool, list[Answer]] = {True: [], False: []}
+    for row in chosen:
+        result = row.offline[0]
+        if result.score is None:
+            continue  # the judge failed on it: not an answer a route would be scored on
+        pool[row.hallucinated].append(Answer(row.hallucinated, result.score, result.label))
+    return pool, f"{note} ({skipped} lines skipped)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--json", action="store_true", help="only the JSON line (and notes on stderr)")
+    parser.add_argument("--streams", type=int, default=100, help="streams per step (default 100)")
+    parser.add_argument("--after", type=int, default=10_000, help="answers after the step at most")
+    parser.add_argument("--measure-half", default="1", choices=("0", "1", "all"))
+    parser.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--drop", action="append", default=[], metavar="KEY=VALUE", help="drop setting")
+    parser.add_argument("--judges", default=",".join(JUDGES), help="of offline,llm_baseline (choosing: one)")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="of threshold,drop")
+    args = parser.parse_args()
+    started = time.monotonic()
+    try:
+        drop = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.drop)}
+    except ValueError as exc:
+        parser.error(f"--drop takes KEY=VALUE with a JSON value (min_drop=0.02, critical_drop=null): {exc}")
+    run = {"judges": tuple(args.judges.split(",")), "kinds": tuple(args.kinds.split(","))}
+    if not set(run["judges"]) <= set(JUDGES) or not set(run["kinds"]) <= set(KINDS) or not all(run.values()):
+        parser.error(f"--judges: some of {','.join(JUDGES)}; --kinds: some of {','.join(KINDS)}")
+    try:
+        config = rule(drop, run["kinds"])
+    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        parser.error(f"--drop: {' '.join(str(exc).split())}")
+    pool, note = load(args.path, args.measure_half)
+    say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    say(f"# {args.path.name}: {note}; {len(pool[False])} faithful, {len(pool[True])} hallucinated")
+    if not pool[True] or not pool[False]:
+        message = "the file has one label only: no stream with 5% hallucinated answers can be built"
+        say(message)
+        unknown = {"median": None, "p90": None, "missed": None, "limit": None}
+        empty = {"false_alarms_per_10k": None, "step_15": unknown, "step_30": unknown}
+        print(json.dumps({"variants": {f"{k}_{j}": empty for j in JUDGES for k in KINDS}, "error": message}))
+        return
+    jobs = [(args.seed * 100_000 + s, args.after, s) for s in range(args.streams)]
+    with ProcessPoolExecutor(args.workers, initializer=_init, initargs=(pool, config, run)) as workers:
+        results = list(workers.map(stream, jobs, chunksize=max(1, len(jobs) // (4 * args.workers))))
+    variants = report(results, pool, args.after, run)
+    if not args.json:
+        table(variants, args, drop)
+    cpu = sum(resource.getrusage(who).ru_utime for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    wall = time.monotonic() - started
+    say(
+        f"{wall:.0f} s on {args.workers} workers, {cpu:.0f} s of CPU (load changes the first, not the second)"
+    )
+    print(json.dumps({"variants": variants, "file": args.path.name, "records": note, "drop": drop}))
+
+
+def table(variants: dict[str, Any], args: argparse.Namespace, drop: dict[str, Any]) -> None:
+    print(f"\n{args.streams} streams, healthy week then steps; drop settings {drop or 'shipped'}\n")
+    print("| variant | false alarms / 10k (streams with any) | 5->15%: median / p90 / missed / limit "
+          "| 5->30%: median / p90 / missed / limit |")  # fmt: skip
+    print("|---|---|---|---|")
+    for name, v in variants.items():
+        cells = [
+            f"{s['median'] or 'never'} / {s['p90'] or 'never'} / {s['missed']:.0%} / {s['limit']}"
+            for s in (v["step_15"], v["step_30"])
+        ]
+        alarms = f"{v['false_alarms_per_10k']} ({v['streams_with_false_alarms']:.0%})"
+        print(f"| {name} | {alarms} | {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()

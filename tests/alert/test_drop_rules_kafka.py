@@ -1,0 +1,130 @@
+"""A drop rule through the real broker: `AlertService` learns a route's normal, keeps it in the state topic
+across a restart (counting no answer twice when it reads the last minutes again), pages when the route
+falls below it and resolves on recovery, on a real webhook receiver. The route reads 0.75 to the offline
+judge when healthy: a threshold at 0.7 would sit in its noise, the drop rule only sees the change."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from itertools import cycle, islice
+
+import pytest
+from alert_records import Running, produce, record, wait
+from kafka import KafkaConsumer, TopicPartition
+
+from tracescore.alert import (
+    AlertConfig,
+    AlertEvaluator,
+    AlertKey,
+    AlertState,
+    DropConfig,
+    DropReading,
+    RuleConfig,
+)
+from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
+
+pytestmark = pytest.mark.kafka
+
+KEY = AlertKey("rag-api", "/summarize", "faithfulness")
+DROP = "TracescoreFaithfulnessBelowNormal"
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver() as r:
+        yield r
+
+
+def config(bootstrap: str, prefix: str) -> AlertConfig:
+    drop = DropConfig(
+        min_drop=0.2, confidence=0.99, window_count=20, min_samples=10, normal_count=100,
+        min_normal_samples=40,
+    )  # fmt: skip
+    rule = RuleConfig(
+        warning=None, critical=None, window_count=4, cooldown_seconds=0, no_data_seconds=None, drop=drop
+    )
+    return AlertConfig(
+        bootstrap_servers=bootstrap,
+        evaluations_topic=f"{prefix}.evaluations",
+        routes_topic=f"{prefix}.routes",
+        state_topic=f"{prefix}.state",
+        group_id=f"{prefix}-alert",
+        tick_seconds=0.5,
+        rules=[rule],
+    )
+
+
+_clock = [datetime.now(UTC)]
+
+
+def answers(n: int, pattern: tuple[float, ...]) -> list[bytes]:
+    """`n` answers of /summarize scoring `pattern` in turn, a millisecond apart (each its own time)."""
+    out = []
+    for score in islice(cycle(pattern), n):
+        _clock[0] += timedelta(milliseconds=1)
+        out.append(record(score, _clock[0], route=KEY.route).model_dump_json().encode())
+    return out
+
+
+def is_drop(state: str):  # type: ignore[no-untyped-def]
+    def seen(got: list[ReceivedRequest]) -> bool:
+        return any(r.json()["alertname"] == DROP and r.json()["state"] == state for r in got)
+
+    return seen
+
+
+def persisted(cfg: AlertConfig) -> DropReading:
+    """What the state topic holds for the route, read into a new evaluator as a restarted one reads it."""
+    consumer = KafkaConsumer(bootstrap_servers=cfg.bootstrap_servers, group_id=None, enable_auto_commit=False)
+    partition = TopicPartition(cfg.state_topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    end = consumer.end_offsets([partition])[partition]
+    latest = None
+    while consumer.position(partition) < end:
+        for message in consumer.poll(timeout_ms=500).get(partition, []):
+            if AlertKey.decode(message.key) == KEY:
+                latest = message.value
+    consumer.close()
+    assert latest is not None
+    evaluator = AlertEvaluator(cfg)
+    evaluator.restore(KEY, AlertState.model_validate_json(latest))
+    evaluator.adopt_restored(lambda key: 0)
+    reading = evaluator.drop_status(KEY, datetime.now(UTC))
+    assert reading is not None
+    return reading
+
+
+def test_a_drop_rule_keeps_its_normal_across_a_restart_pages_below_it_and_resolves(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    cfg = config(bootstrap, topic_prefix)
+    healthy = (1.0, 1.0, 1.0, 0.0)  # 75% pass the offline judge's label rule
+    with Running(cfg, receiver) as first:
+        produce(bootstrap, cfg.evaluations_topic, answers(80, healthy))
+        wait(lambda: first.stats.records >= 80)
+    learned = persisted(cfg)
+    assert learned.status == "ready" and learned.normal == pytest.approx(0.75, abs=0.1)
+    assert learned.normal_n + learned.whole_n == 80 - cfg.rules[0].window_count  # the rest wait in its window
+
+    # Restarted: the normal comes from the state topic, and the last minutes read again to refill the rule's
+    # window are not counted a second time.
+    with Running(cfg, receiver) as second:
+        wait(lambda: second.stats.records >= 80)
+    again = persisted(cfg)
+    assert (again.status, again.normal_n, again.whole_n) == ("ready", learned.normal_n, learned.whole_n)
+    assert again.normal == pytest.approx(learned.normal)
+
+    with Running(cfg, receiver) as third:
+        produce(bootstrap, cfg.evaluations_topic, answers(30, (0.0,)))
+        receiver.wait_for(is_drop("firing"))
+        produce(bootstrap, cfg.evaluations_topic, answers(60, healthy))
+        receiver.wait_for(is_drop("resolved"))
+        wait(lambda: third.stats.records >= 80 + 90)
+    bodies = [r.json() for r in receiver.requests]
+    (page,) = [b for b in bodies if b["state"] == "firing"]
+    assert page["alertname"] == DROP and page["labels"]["tracescore_route"] == "/summarize"
+    assert page["normal"] == pytest.approx(0.75, abs=0.1) and page["drop_lower"] >= 0.2
+    assert "below its normal" in page["summary"]
+    assert [b["state"] for b in bodies] == ["firing", "resolved"]
