@@ -27,7 +27,9 @@ __all__ = ["AlertEvaluator", "AlertState"]
 
 
 class AlertState(BaseModel):
-    """What was last notified for one key; the value of the compacted state topic."""
+    """What the evaluator keeps of one key across restarts (the service saves it in the state topic, inside
+    `RouteState`): what was last notified. A field added here with a default is read from older states as
+    that default, so adding one needs no new schema version; removing or redefining one does."""
 
     level: Level = "ok"
     level_since: datetime | None = None
@@ -94,9 +96,12 @@ class AlertEvaluator:
         else:
             self._restored[key] = state
 
-    def add(self, record: EvaluationRecord | ConversationRecord, partition: int = 0) -> AlertKey | None:
+    def add(
+        self, record: EvaluationRecord | ConversationRecord, partition: int = 0, *, replay: bool = False
+    ) -> AlertKey | None:
         """Feed one record (of an answer, or of a conversation); returns its key, or None when no rule covers
-        it (counted)."""
+        it (counted). `replay`: read again after a restart to refill the windows; its effect on the saved
+        `AlertState` is already there (a summary kept in the state must not count it twice)."""
         key = record_key(record)
         route = self._route(key, partition)
         if route is None:
@@ -162,6 +167,10 @@ class AlertEvaluator:
             if state.no_data_firing:
                 out.append(self._no_data_note(key, route, "firing", now, repeat=True))
         return out
+
+    def held_states(self) -> dict[AlertKey, AlertState]:
+        """The state of every route held (the state topic was deleted: all are saved again)."""
+        return {key: route.state for key, route in self._routes.items()}
 
     def take_changed_states(self) -> dict[AlertKey, AlertState | None]:
         """States changed since the last call (None: evicted), to write to the state topic."""
