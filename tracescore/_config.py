@@ -109,6 +109,13 @@ class ServiceSettings(FileSettings):
         description="Touched on every pass of the service loop: a liveness probe that checks its age sees a "
         "stuck loop.",
     )
+    session_timeout_ms: int = Field(
+        default=45_000,
+        ge=1_000,
+        description="Kafka's session.timeout.ms of both consumer groups: how long a crashed instance holds "
+        "its partitions before another (or its own restart) takes them over (the broker bounds it, 6 s to "
+        "30 min by default).",
+    )
 
 
 def one_line(exc: ValidationError, model: type[BaseModel] | None = None) -> str:

@@ -26,7 +26,7 @@ __all__ = [
     "connect",
     "ensure_topics",
     "lag",
-    "read_compacted",
+    "read_partitions",
     "redact_in_client_logs",
     "rekeying_clients",
     "wait_for_partitions",
@@ -128,29 +128,45 @@ def wait_for_partitions(
 
 
 def rekeying_clients(
-    client: dict[str, Any], group: str, second: str
+    client: dict[str, Any], group: str, second: str, session_timeout_ms: int
 ) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
     """The clients of a service that re-keys a topic into one of its own (`tracescore alert` by route,
     `tracescore conversations` by conversation): a member of `group` reading the input, a member of
     `group.<second>` reading the re-keyed topic, both committing themselves, and a producer that waits for
     every in-sync replica."""
-    first = KafkaConsumer(**client, group_id=group, enable_auto_commit=False, auto_offset_reset="earliest")
-    rekeyed = KafkaConsumer(
-        **client, group_id=f"{group}.{second}", enable_auto_commit=False, auto_offset_reset="earliest"
-    )
+    member = {
+        **client,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": session_timeout_ms,
+        "heartbeat_interval_ms": min(3_000, session_timeout_ms // 3),
+    }
+    first = KafkaConsumer(**member, group_id=group)
+    rekeyed = KafkaConsumer(**member, group_id=f"{group}.{second}")
     return first, rekeyed, KafkaProducer(**client, acks="all")
 
 
-def read_compacted(connection: KafkaConnection, topic: str) -> Iterator[ConsumerRecord]:
-    """Every message of `topic` from its beginning to its end offsets now, read without a group: what a
-    service restores from its compacted state topic."""
-    reader = KafkaConsumer(**connection.client_config(), group_id=None, enable_auto_commit=False)
+def read_partitions(
+    connection: KafkaConnection,
+    topic: str,
+    partitions: Sequence[int],
+    start: Mapping[int, int] | None = None,
+) -> Iterator[ConsumerRecord]:
+    """Every message of `partitions` of `topic` from their beginning (or the offsets `start` gives) to their
+    end offsets now, read without a group and without ever creating the topic: what a service restores from
+    its compacted state topic."""
+    if not partitions:
+        return
+    reader = KafkaConsumer(
+        **connection.client_config(), group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
+    )
     try:
-        tps = [TopicPartition(topic, p) for p in reader.partitions_for_topic(topic) or ()]
-        if not tps:
-            return
+        tps = [TopicPartition(topic, p) for p in partitions]
         reader.assign(tps)
         reader.seek_to_beginning(*tps)
+        for tp in tps:
+            if start is not None and tp.partition in start:
+                reader.seek(tp, start[tp.partition])
         end = reader.end_offsets(tps)
         while any(reader.position(tp) < end[tp] for tp in tps):
             for messages in reader.poll(timeout_ms=500).values():

@@ -1,5 +1,6 @@
 """`AlertService` on the real broker: records from the evaluations topic fire and resolve alerts on a real
-webhook receiver; bad records are counted and skipped; alert state survives a restart."""
+webhook receiver; bad records are counted and skipped; alert state survives a restart; a broker restart
+mid-stream loses and repeats no alert."""
 
 from __future__ import annotations
 
@@ -17,9 +18,17 @@ from alert_records import record
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
+from tracescore.alert import (
+    AlertConfig,
+    AlertKey,
+    AlertService,
+    RuleConfig,
+    WebhookSink,
+    WebhookSinkConfig,
+)
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.testing import free_port
+from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
 
@@ -122,13 +131,22 @@ def test_no_record_name_or_stored_state_stops_the_service(
     huge_route = scores("/" + "r" * 1_500_000, 0.1, n=1)[0]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     allows_8_mb = {"max.message.bytes": str(2**23)}
-    admin.create_topics([NewTopic(cfg.evaluations_topic, 1, 1, topic_configs=allows_8_mb)])
-    admin.close()
-    produce_keyed(
-        bootstrap,
-        cfg.state_topic,
-        [(b"\xff\xfe", b"{}"), (b"one\x1ftwo", b"{}"), (b"s\x1f/r\x1fm", b"{not json")],
+    compacted = {"cleanup.policy": "compact"}
+    admin.create_topics(
+        [
+            NewTopic(cfg.evaluations_topic, 1, 1, topic_configs=allows_8_mb),
+            NewTopic(cfg.state_topic, cfg.routes_partitions, 1, topic_configs=compacted),
+        ]
     )
+    admin.close()
+    # Not what the service writes, on three partitions of its state topic.
+    garbage = [
+        (b"\xff\xfe", b'{"schema_version": 2}'),
+        (b"one\x1ftwo", b'{"schema_version": 2, "alert": {}}'),
+        (b"s\x1f/r\x1fm", b"{not json"),
+        (b"s\x1f/r\x1fm2", b'{"schema_version": 7, "alert": {"level": "critical"}}'),  # a newer version's
+    ]
+    produce_keyed(bootstrap, cfg.state_topic, garbage, partitions=True)
     with Running(cfg, receiver) as service:
         values = [not_unicode, huge_route, big.model_dump_json().encode(), *scores(odd_route, 0.1, n=7)]
         produce_keyed(bootstrap, cfg.evaluations_topic, [(b"k", value) for value in values])
@@ -136,9 +154,15 @@ def test_no_record_name_or_stored_state_stops_the_service(
         _wait(lambda: service.stats.records >= 8)
         assert service.stats.skipped["invalid_record"] == 1
         assert service.stats.skipped["oversized_record"] == 1
-        # The state topic is read at every assignment: 3 bad entries each time, never a stop.
+        # The state topic is read at every assignment: 4 bad entries each time, never a stop.
         assert service.stats.skipped["invalid_state"] >= 3
-        assert set(service.stats.skipped) == {"invalid_record", "oversized_record", "invalid_state"}
+        assert service.stats.skipped["future_state_version"] >= 1
+        assert set(service.stats.skipped) == {
+            "invalid_record",
+            "oversized_record",
+            "invalid_state",
+            "future_state_version",
+        }
     # Restarted, it finds the odd route's state under its own key: no second page, and the recovery resolves.
     with Running(cfg, receiver):
         produce(bootstrap, cfg.evaluations_topic, scores(odd_route, 0.95))
@@ -146,10 +170,12 @@ def test_no_record_name_or_stored_state_stops_the_service(
     assert len([r for r in receiver.requests if _is(r, odd_route, "firing")]) == 1
 
 
-def produce_keyed(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
+def produce_keyed(
+    bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]], partitions: bool = False
+) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2**23)
-    for key, value in messages:
-        producer.send(topic, key=key, value=value).get(60)
+    for n, (key, value) in enumerate(messages):
+        producer.send(topic, key=key, value=value, partition=n % 6 if partitions else None).get(60)
     producer.close()
 
 
@@ -236,3 +262,53 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
     alerts = [r.json() for r in receiver.requests]
     assert {a["alertname"] for a in alerts} == {"TracescoreJudgeUnhealthy"}
     assert all("scores are missing, not low" in a["summary"] for a in alerts)
+
+
+@pytest.fixture
+def own_broker() -> Iterator[KafkaBroker]:
+    """A broker of this test's own: restarting the session's broker would fault every other test."""
+    with KafkaBroker() as broker:
+        yield broker
+
+
+def test_a_broker_restart_mid_stream_loses_and_repeats_no_alert(
+    own_broker: KafkaBroker, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    bootstrap = own_broker.bootstrap_servers
+    cfg = config(bootstrap, topic_prefix)
+    before, after = ["/a0", "/a1", "/a2"], ["/b0", "/b1", "/b2"]
+    with Running(cfg, receiver):
+        produce(bootstrap, cfg.evaluations_topic, [v for route in before for v in scores(route, 0.1)])
+        receiver.wait_for(about(before[0], "firing"))  # notifications and states being saved
+        own_broker.restart()  # same data, same port
+        produce(bootstrap, cfg.evaluations_topic, [v for route in after for v in scores(route, 0.1)])
+        receiver.wait_for(
+            lambda got: all(any(_is(r, route, "firing") for r in got) for route in before + after),
+            timeout_s=240,
+        )
+    firing = sorted(r.json()["route"] for r in receiver.requests if r.json()["state"] == "firing")
+    assert firing == before + after  # each once
+
+
+def test_the_state_topic_of_the_earlier_version_is_carried_over(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    """An upgrade: /billing was firing under the earlier version (its state on the one-partition topic)."""
+    old = f"{topic_prefix}.old-state"
+    cfg = config(bootstrap, topic_prefix).model_copy(update={"legacy_state_topic": old})
+    firing = {"level": "warning", "level_since": datetime.now(UTC).isoformat(), "notified_at": None}
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(old, 1, 1, topic_configs={"cleanup.policy": "compact"})])
+    admin.close()
+    key = AlertKey("rag-api", "/billing", "faithfulness").encode()
+    produce_keyed(bootstrap, old, [(key, json.dumps(firing).encode())])
+    with Running(cfg, receiver) as service:
+        produce(bootstrap, cfg.evaluations_topic, scores("/billing", 0.95))
+        receiver.wait_for(about("/billing", "resolved"))
+    assert service.stats.state["migrated"] == 1
+    assert not any(_is(r, "/billing", "firing") for r in receiver.requests), "known to be firing: no new page"
+    with Running(cfg, receiver) as again:
+        produce(bootstrap, cfg.evaluations_topic, scores("/support", 0.95, n=1))
+        _wait(lambda: again.stats.records >= 9)
+    assert again.stats.state["migrated"] == 0, "read once: the new state topic has it now"
+    assert again.stats.state["restored"] >= 1

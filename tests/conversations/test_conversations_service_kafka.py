@@ -1,79 +1,22 @@
 """`ConversationService` on the real broker: a turn after the record was written revises it, across a
 restart; a conversation whose turns straddle a restart is recorded once, whole; two instances split the
-conversations and record each once; bad records are counted, never a stop."""
+conversations and record each once, also while members join and leave around every batch; bad records are
+counted, never a stop; a broker restart mid-stream loses and repeats no record."""
 
 from __future__ import annotations
 
-import threading
-from datetime import UTC, datetime
+from collections.abc import Iterator
 
 import pytest
+from conversation_service import Running, config, on_topic, produce, wait
 from conversation_turns import read_topic, turn
-from kafka import KafkaProducer
 
 from tracescore.consume import decode_message
-from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.emit import EVALUATION_SPANS_HEADER
-from tracescore.model import ConversationRecord, EvaluationRecord, read_conversation_record
+from tracescore.model import EvaluationRecord
+from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
-
-
-def config(bootstrap: str, prefix: str, **overrides: object) -> ConversationsConfig:
-    values: dict[str, object] = {
-        "bootstrap_servers": bootstrap,
-        "evaluations_topic": f"{prefix}.evaluations",
-        "conversations_topic": f"{prefix}.conversations",
-        "turns_topic": f"{prefix}.turns",
-        "state_topic": f"{prefix}.state",
-        "spans_topic": f"{prefix}.spans",
-        "group_id": f"{prefix}.conversations",
-        "quiet_seconds": 2.0,
-        "tick_seconds": 0.2,
-    }
-    return ConversationsConfig(**{**values, **overrides})
-
-
-def produce(bootstrap: str, topic: str, records: list[EvaluationRecord | bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for record in records:
-        if isinstance(record, EvaluationRecord):
-            key, value = record.to_kafka()
-        else:
-            key, value = b"x", record
-        producer.send(topic, key=key, value=value).get(30)
-    producer.close()
-
-
-class Running:
-    """A ConversationService on its own thread, stopped and joined on exit."""
-
-    def __init__(self, cfg: ConversationsConfig) -> None:
-        self.written: list[ConversationRecord] = []
-        self.service = ConversationService(cfg, on_record=self.written.append)
-        self._thread = threading.Thread(target=self.service.run, daemon=True)
-
-    def __enter__(self) -> Running:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.service.stop()
-        self._thread.join(60)
-        assert not self._thread.is_alive()
-
-
-def wait(condition, timeout_s: float = 90.0) -> None:  # type: ignore[no-untyped-def]
-    done = threading.Event()
-    deadline = datetime.now(UTC).timestamp() + timeout_s
-    while not condition():
-        if datetime.now(UTC).timestamp() > deadline:
-            raise AssertionError("condition not met in time")
-        done.wait(0.1)
-
-
-def on_topic(bootstrap: str, cfg: ConversationsConfig) -> list[ConversationRecord]:
-    return [read_conversation_record(m.value) for m in read_topic(bootstrap, cfg.conversations_topic)]
 
 
 def test_a_later_turn_revises_the_record_across_a_restart(bootstrap: str, topic_prefix: str) -> None:
@@ -161,3 +104,53 @@ def test_bad_records_are_counted_and_the_service_goes_on(bootstrap: str, topic_p
         "no_conversation": 1,
         "records_past_cap": 3,
     }
+
+
+@pytest.fixture
+def own_broker() -> Iterator[KafkaBroker]:
+    """A broker of this test's own: restarting the session's broker would fault every other test."""
+    with KafkaBroker() as broker:
+        yield broker
+
+
+def test_a_broker_restart_mid_stream_loses_and_repeats_no_record(
+    own_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    bootstrap = own_broker.bootstrap_servers
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
+    before, after = [f"a-{i}" for i in range(6)], [f"b-{i}" for i in range(6)]
+
+    def turns(conversations: list[str], base: int) -> list[EvaluationRecord | bytes]:
+        return [turn(base + 10 * i + n, 1.0, c) for i, c in enumerate(conversations) for n in range(3)]
+
+    produce(bootstrap, cfg.evaluations_topic, turns(before, 0))
+    with Running(cfg) as running:
+        wait(lambda: len(running.written) >= 1)  # records and states being written
+        own_broker.restart()  # same data, same port
+        produce(bootstrap, cfg.evaluations_topic, turns(after, 1000))  # the stream goes on
+        wait(lambda: len(running.written) >= len(before + after), timeout_s=240)
+    written = sorted((r.conversation_id, r.revision, r.turns) for r in on_topic(bootstrap, cfg))
+    assert written == sorted((c, 0, 3) for c in before + after)
+
+
+def test_members_joining_and_leaving_in_turn_write_every_conversation_once(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """A rebalance storm: a second and a third instance join and leave around every batch of turns, leaving
+    while its conversations are being written. None is lost or written twice."""
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
+    batches = [[f"s{b}-{i}" for i in range(6)] for b in range(4)]
+    with Running(cfg) as steady:
+        wait(lambda: steady.service.first_assigned_at is not None)
+        for b, batch in enumerate(batches):
+            with Running(cfg) as second, Running(cfg) as third:
+                members = (steady, second, third)
+                wait(lambda: None not in (second.service.first_assigned_at, third.service.first_assigned_at))
+                turns = [turn(1000 * b + 10 * i + n, 1.0, c) for i, c in enumerate(batch) for n in range(3)]
+                produce(bootstrap, cfg.evaluations_topic, turns)
+                wait(lambda: any(r.conversation_id in batch for m in members for r in m.written))  # noqa: B023
+        expected = sorted(c for batch in batches for c in batch)
+        wait(lambda: len(on_topic(bootstrap, cfg)) >= len(expected), timeout_s=180)
+    records = on_topic(bootstrap, cfg)
+    assert sorted(r.conversation_id for r in records) == expected
+    assert all((r.revision, r.turns) == (0, 3) for r in records)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from conversation_turns import T0, ms, turn
 
-from tracescore.conversations import Conversation, ConversationsConfig, ConversationTracker, wilson
+from tracescore.conversations import ConversationsConfig, ConversationTracker, wilson
+from tracescore.conversations._stored import ConversationState
 from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
 
 QUIET_S = 60.0
@@ -158,7 +159,7 @@ def test_the_state_snapshot_restores_the_conversation_and_skips_what_it_already_
     conversation = t.get(("chat-api", "c-1"))
     assert conversation is not None
     conversation.written(conversation.due(0.95, T0))
-    restored = Conversation.restore(conversation.snapshot(), partition=0)
+    restored = ConversationState.of(conversation).conversation(partition=0)
     assert restored.records(0.95, T0) == conversation.records(0.95, T0)
     assert not restored.pending and restored.emitted == conversation.emitted
     fresh = tracker()

@@ -304,9 +304,14 @@ class AlertConfig(ServiceSettings):
     )
     routes_partitions: int = Field(default=6, ge=1, description="Partitions of the routes topic.")
     state_topic: str = Field(
+        default="tracescore.alert.changelog",
+        description="Compacted, partitioned like the routes topic (an alert's state on its route's partition "
+        "number): the last notified state per alert, so a restart neither repeats nor forgets alerts.",
+    )
+    legacy_state_topic: str | None = Field(
         default="tracescore.alert.state",
-        description="Compacted: the last notified state per alert, so a restart neither repeats nor forgets "
-        "alerts.",
+        description="The single-partition state topic of versions before the partitioned one: read once, "
+        "when a partition of state_topic is first used, to carry its alerts over; unset: none.",
     )
     max_routes: int = Field(default=10_000, ge=1, description="oldest idle routes beyond this are evicted")
     tick_seconds: float = Field(default=5.0, gt=0, description="how often time-based conditions are checked")

@@ -96,9 +96,12 @@ class AlertEvaluator:
         else:
             self._restored[key] = state
 
-    def add(self, record: EvaluationRecord | ConversationRecord, partition: int = 0) -> AlertKey | None:
+    def add(
+        self, record: EvaluationRecord | ConversationRecord, partition: int = 0, *, replay: bool = False
+    ) -> AlertKey | None:
         """Feed one record (of an answer, or of a conversation); returns its key, or None when no rule covers
-        it (counted)."""
+        it (counted). `replay`: read again after a restart to refill the windows; its effect on the saved
+        `AlertState` is already there (a summary kept in the state must not count it twice)."""
         key = record_key(record)
         route = self._route(key, partition)
         if route is None:
@@ -178,6 +181,10 @@ class AlertEvaluator:
             if state.no_data_firing:
                 out.append(self._no_data_note(key, route, "firing", now, repeat=True))
         return out
+
+    def held_states(self) -> dict[AlertKey, AlertState]:
+        """The state of every route held (the state topic was deleted: all are saved again)."""
+        return {key: state for key in self._routes if (state := self._current_state(key)) is not None}
 
     def take_changed_states(self) -> dict[AlertKey, AlertState | None]:
         """States changed since the last call (None: evicted), to write to the state topic."""

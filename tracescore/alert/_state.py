@@ -92,7 +92,10 @@ class DropState(LevelState):
 
 
 class AlertState(LevelState):
-    """What was last notified for one key; the value of the compacted state topic."""
+    """What the evaluator keeps of one key across restarts (the service saves it in the state topic, inside
+    `RouteState`): what was last notified, and the drop rule's sums. A field added here with a default is
+    read from older states as that default, so adding one needs no new schema version; removing or
+    redefining one does."""
 
     judge_firing: bool = False
     judge_since: datetime | None = None

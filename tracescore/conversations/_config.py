@@ -45,9 +45,15 @@ class ConversationsConfig(ServiceSettings):
         default=6, ge=1, description="Partitions of the turns topic; never change it while state is kept."
     )
     state_topic: str = Field(
+        default="tracescore.conversations.changelog",
+        description="Compacted, partitioned like the turns topic (a conversation's state on its turns' "
+        "partition number): each remembered conversation as of its last record, so a restart or rebalance "
+        "reads back only its partitions' conversations and re-reads only the turns since.",
+    )
+    legacy_state_topic: str | None = Field(
         default="tracescore.conversations.state",
-        description="Compacted: each remembered conversation as of its last record, so a restart or "
-        "rebalance resumes from it and re-reads only the turns since.",
+        description="The single-partition state topic of versions before the partitioned one: read once, "
+        "when a partition of state_topic is first used, to carry its conversations over; unset: none.",
     )
     spans_topic: str | None = Field(
         default="otlp_spans",

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from statistics import NormalDist
-from typing import Any
 
 from tracescore.model import (
     ConversationRecord,
@@ -24,7 +24,7 @@ from tracescore.model import (
     is_flagged,
 )
 
-__all__ = ["Conversation", "Tier", "wilson"]
+__all__ = ["Conversation", "Outcome", "Tier", "record_digest", "wilson"]
 
 Tier = tuple[str, str, str | None]  # (metric, judge, selection)
 # One tier's latest record of one turn: (revision, status, score, label, reason, the turn's time in ms: when
@@ -187,13 +187,22 @@ class Conversation:
             timestamp=now,
         )
 
-    def due(self, confidence: float, now: datetime) -> list[tuple[Tier, ConversationRecord]]:
+    def due(
+        self, confidence: float, now: datetime, found: Callable[[Tier, int], str | None] | None = None
+    ) -> list[tuple[Tier, ConversationRecord]]:
         """The records that differ from the ones last written, with their revision and what they supersede;
-        `written` marks them written."""
+        `written` marks them written. `found(tier, revision)`: the digest of that revision when it is on the
+        topic already though the state does not say so (a crash came between the two): a revision is never
+        given to two different records."""
         out = []
         for tier, record in self.records(confidence, now):
-            digest = _digest(record)
+            digest = record_digest(record)
             last = self.emitted.get(tier)
+            while found is not None:
+                seen = found(tier, 0 if last is None else last[0] + 1)
+                if seen is None or seen == digest:
+                    break
+                last = (0 if last is None else last[0] + 1, seen)
             if last is not None and last[1] == digest:
                 continue
             revision = 0 if last is None else last[0] + 1
@@ -204,55 +213,11 @@ class Conversation:
     def written(self, records: list[tuple[Tier, ConversationRecord]]) -> None:
         """`records` (from `due`) were written: the next ones are their revisions."""
         for tier, record in records:
-            self.emitted[tier] = (record.revision, _digest(record))
+            self.emitted[tier] = (record.revision, record_digest(record))
         self.pending = False
 
-    # -- snapshots (the state topic) ------------------------------------------------------------------
-    def snapshot(self, with_reasons: bool = True) -> dict[str, Any]:
-        def outcome(o: Outcome) -> list[Any]:
-            return list(o) if with_reasons else [*o[:_REASON], None, o[_AT]]
 
-        return {
-            "service": self.service,
-            "conversation_id": self.conversation_id,
-            "route": self.route,
-            "started_ms": self.started_ms,
-            "last_arrival_ms": self.last_arrival_ms,
-            "through": self.through,
-            "past_cap": self.past_cap,
-            "pending": self.pending,
-            "emitted": [[*tier, *last] for tier, last in self.emitted.items()],
-            "turns": [
-                [trace_id, span_id, [[*tier, *outcome(o)] for tier, o in outcomes.items()]]
-                for (trace_id, span_id), outcomes in self.turns.items()
-            ],
-        }
-
-    @classmethod
-    def restore(cls, data: dict[str, Any], partition: int) -> Conversation:
-        """The conversation a snapshot holds; KeyError, TypeError or ValueError for anything else."""
-        conversation = cls(
-            service=str(data["service"]),
-            conversation_id=str(data["conversation_id"]),
-            route=str(data["route"]),
-            started_ms=int(data["started_ms"]),
-            partition=partition,
-            last_arrival_ms=int(data["last_arrival_ms"]),
-            through=int(data["through"]),
-            past_cap=int(data["past_cap"]),
-            pending=bool(data["pending"]),
-        )
-        for metric, judge, selection, revision, digest in data["emitted"]:
-            conversation.emitted[(metric, judge, selection)] = (int(revision), str(digest))
-        for trace_id, span_id, outcomes in data["turns"]:
-            kept = conversation.turns[(str(trace_id), str(span_id))] = {}
-            for metric, judge, selection, *outcome in outcomes:
-                rev, status, score, label, reason, at = outcome
-                kept[(metric, judge, selection)] = (int(rev), str(status), score, label, reason, int(at))
-        return conversation
-
-
-def _digest(record: ConversationRecord) -> str:
+def record_digest(record: ConversationRecord) -> str:
     """What a record says, without when it was written or its place in the revisions."""
     content = record.model_dump_json(exclude={"timestamp", "revision", "supersedes"})
     return hashlib.blake2b(content.encode(), digest_size=8).hexdigest()

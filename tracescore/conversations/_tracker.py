@@ -27,6 +27,7 @@ class ConversationTracker:
         # Least recently changed first: eviction takes from the front, forgetting stops at the first too new.
         self._held: OrderedDict[Key, Conversation] = OrderedDict()
         self._newest: dict[int, int] = {}  # partition -> newest arrival read (ms)
+        self._unsorted = False  # restored conversations were appended out of order
         self.counts: Counter[str] = Counter()
 
     def __len__(self) -> int:
@@ -65,7 +66,17 @@ class ConversationTracker:
         """Conversations from the state topic. One already held keeps its own, newer state."""
         for conversation in conversations:
             self._held.setdefault(conversation.key, conversation)
-        self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].last_arrival_ms))
+            self._unsorted = True
+
+    def _in_order(self) -> OrderedDict[Key, Conversation]:
+        """The conversations least recently changed first (sorted once after restores, not per one)."""
+        if self._unsorted:
+            self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].last_arrival_ms))
+            self._unsorted = False
+        return self._held
+
+    def held(self) -> list[Conversation]:
+        return list(self._held.values())
 
     def now_of(self, partition: int, wall_ms: int, caught_up: bool) -> int:
         """The partition's clock: the wall clock when it is read to its end, else its newest arrival."""
@@ -100,7 +111,7 @@ class ConversationTracker:
         """Conversations written and silent for `forget_seconds`: a later turn starts a new one."""
         forget_ms = self.config.forget_seconds * 1000
         out = []
-        for conversation in self._held.values():
+        for conversation in self._in_order().values():
             if now_of(conversation.partition) - conversation.last_arrival_ms < forget_ms:
                 break  # the rest changed later
             if not conversation.pending and conversation.dirty_from is None:
@@ -110,7 +121,7 @@ class ConversationTracker:
     def over_capacity(self) -> list[Conversation]:
         """The least recently changed conversations beyond `max_conversations`: written now and forgotten."""
         extra = len(self._held) - self.config.max_conversations
-        return [c for _, c in zip(range(max(0, extra)), self._held.values(), strict=False)]
+        return [c for _, c in zip(range(max(0, extra)), self._in_order().values(), strict=False)]
 
     def forget(self, conversation: Conversation) -> None:
         self._held.pop(conversation.key, None)

@@ -1,0 +1,189 @@
+"""The conversations' state topic through the real broker: partitioned like the turns topic (each
+conversation's state on its turns' partition number), the state topic of the earlier version carried over
+once, a state of a future version or garbage counted and skipped while the service goes on, and a state
+topic deleted while running recreated with nothing lost; one partitioned unlike the turns topic is a
+one-line error at start."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+import pytest
+from conversation_service import Running, config, produce, wait
+from conversation_turns import read_topic, turn
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+from service_processes import ServiceProcess
+
+from tracescore.conversations import ConversationsConfig
+from tracescore.model import EvaluationRecord
+
+pytestmark = pytest.mark.kafka
+
+META_KEY = b"\x00tracescore.partition"
+
+
+def key(conversation: str) -> bytes:
+    return json.dumps(["chat-api", conversation]).encode()
+
+
+def turns(conversations: list[str], base: int = 0, n: int = 3) -> list[EvaluationRecord | bytes]:
+    return [turn(base + 10 * i + t, 1.0, c) for i, c in enumerate(conversations) for t in range(n)]
+
+
+def create_compacted(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, partitions, 1, topic_configs={"cleanup.policy": "compact"})])
+    admin.close()
+
+
+def put(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes, int | None]]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for k, value, partition in messages:
+        producer.send(topic, key=k, value=value, partition=partition).get(30)
+    producer.close()
+
+
+def test_each_conversation_state_sits_on_its_turns_partition_number(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
+    conversations = [f"c-{i}" for i in range(12)]
+    produce(bootstrap, cfg.evaluations_topic, turns(conversations))
+    with Running(cfg) as running:
+        wait(lambda: len(running.written) == len(conversations))
+    turns_partition = {m.key: m.partition for m in read_topic(bootstrap, cfg.turns_topic)}
+    state = read_topic(bootstrap, cfg.state_topic)
+    states = [m for m in state if m.key != META_KEY]
+    assert {m.key for m in states} == {key(c) for c in conversations}
+    assert all(m.partition == turns_partition[m.key] for m in states)
+    assert all(json.loads(m.value)["schema_version"] == 2 for m in states)
+    assert {m.partition for m in state if m.key == META_KEY} == set(range(cfg.turns_partitions))
+
+
+def test_the_state_topic_of_the_earlier_version_is_carried_over_once(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    old = f"{topic_prefix}.old-state"
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0, legacy_state_topic=old)
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    # What the earlier version wrote (schema 1, positional, one partition): turns 1 and 2 recorded as
+    # revision 0, then turn 3 read, its record not written yet when that version stopped.
+    outcome = ["faithfulness", "offline", None, 0, "ok", 1.0, "faithful", None]
+    snapshot = {
+        "service": "chat-api", "conversation_id": "c-1", "route": "/chat", "started_ms": now_ms - 5_000,
+        "last_arrival_ms": now_ms - 3_000, "through": 2, "past_cap": 0, "pending": True,
+        "emitted": [["faithfulness", "offline", None, 0, "8b1f6f8ef7b7a3e0"]],
+        "turns": [[f"{n:032x}", f"{n:016x}", [[*outcome, now_ms - 5_000 + n]]] for n in (1, 2, 3)],
+    }  # fmt: skip
+    create_compacted(bootstrap, old, 1)
+    put(bootstrap, old, [(key("c-1"), json.dumps(snapshot).encode(), None)])
+    with Running(cfg) as first:
+        wait(lambda: len(first.written) == 1)
+    [record] = first.written
+    assert (record.conversation_id, record.revision, record.supersedes, record.turns) == ("c-1", 1, 0, 3)
+    assert first.service.stats.state["migrated"] == 1
+
+    # Read once: what the old topic holds now is never read again; c-1 comes from the new state topic.
+    put(bootstrap, old, [(key("c-2"), b"not a snapshot", None)])
+    produce(bootstrap, cfg.evaluations_topic, turns(["c-3"], base=100))
+    with Running(cfg) as second:
+        wait(lambda: len(second.written) == 1)
+    assert second.written[0].conversation_id == "c-3"
+    assert second.service.stats.state["migrated"] == 0
+    assert second.service.stats.state["restored"] >= 1
+    assert "invalid_state" not in second.service.stats.skipped
+
+
+def test_a_future_version_or_garbage_state_is_counted_and_the_service_goes_on(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
+    create_compacted(bootstrap, cfg.state_topic, cfg.turns_partitions)
+    future = {"schema_version": 3, "service": "chat-api", "conversation_id": "c-1", "shape": "of tomorrow"}
+    put(
+        bootstrap,
+        cfg.state_topic,
+        [(key("c-1"), json.dumps(future).encode(), 0), (key("c-2"), b"\x00garbage", 1)],
+    )
+    produce(bootstrap, cfg.evaluations_topic, turns(["c-1", "c-2"]))
+    with Running(cfg) as running:
+        wait(lambda: len(running.written) == 2)
+    assert sorted(r.conversation_id for r in running.written) == ["c-1", "c-2"]
+    skipped = running.service.stats.skipped
+    assert (skipped["future_state_version"], skipped["invalid_state"]) == (1, 1)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "written by a newer tracescore" in said and "not JSON" in said
+
+
+def test_a_state_topic_deleted_while_running_is_recreated_and_nothing_is_lost(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
+    first_six = [f"a-{i}" for i in range(6)]
+    produce(bootstrap, cfg.evaluations_topic, turns(first_six))
+    with Running(cfg) as running:
+        wait(lambda: len(running.written) == 6)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.delete_topics([cfg.state_topic])
+        admin.close()
+        wait_recreated(bootstrap, cfg)
+        produce(bootstrap, cfg.evaluations_topic, [turn(1000, 0.0, "a-0"), *turns(["b-0"], base=2000)])
+        wait(lambda: len(running.written) == 8)
+    assert running.service.stats.state["recreated"] == 1
+    assert sorted((r.conversation_id, r.revision) for r in running.written[6:]) == [("a-0", 1), ("b-0", 0)]
+
+    # A restart reads the recreated topic: every conversation's state came back, so later turns revise.
+    produce(bootstrap, cfg.evaluations_topic, [turn(3000, 0.0, "a-5"), turn(3001, 0.0, "b-0")])
+    with Running(cfg) as restarted:
+        wait(lambda: len(restarted.written) == 2)
+    assert sorted((r.conversation_id, r.revision, r.turns) for r in restarted.written) == [
+        ("a-5", 1, 4),
+        ("b-0", 1, 4),
+    ]
+
+
+def wait_recreated(bootstrap: str, cfg: ConversationsConfig, timeout_s: float = 120.0) -> None:
+    """Until the service made the topic again (deleted first: the broker deletes in the background)."""
+    probe = KafkaConsumer(bootstrap_servers=bootstrap, allow_auto_create_topics=False)
+    deadline = time.monotonic() + timeout_s
+    seen_gone = False
+    try:
+        while time.monotonic() < deadline:
+            present = cfg.state_topic in probe.topics()
+            seen_gone = seen_gone or not present
+            if seen_gone and present and len(probe.partitions_for_topic(cfg.state_topic) or ()) == 6:
+                return
+            time.sleep(0.2)
+    finally:
+        probe.close()
+    raise AssertionError("the state topic was not recreated")
+
+
+def test_a_state_topic_partitioned_unlike_the_turns_topic_stops_the_service_with_one_line(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """The state topic of an earlier version (one partition) named as `state_topic`: a conversation's state
+    could not sit on its turns' partition number."""
+    cfg = config(bootstrap, topic_prefix)
+    create_compacted(bootstrap, cfg.state_topic, 1)
+    args = [
+        "--bootstrap-servers",
+        bootstrap,
+        "--evaluations-topic",
+        cfg.evaluations_topic,
+        "--idle-timeout",
+        "1",
+    ]
+    env = {
+        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": cfg.state_topic,
+        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": cfg.turns_topic,
+    }
+    process = ServiceProcess("conversations", args, env)
+    assert process.wait() == 1
+    [error] = [line for line in process.log.splitlines() if line.startswith("Error:")]
+    assert f"the state topic {cfg.state_topic} has 1 partition(s), its source {cfg.turns_topic} 6" in error
+    assert "legacy_state_topic" in error
+    assert "Traceback" not in process.log

@@ -1,0 +1,47 @@
+"""`tracescore alert` and `tracescore conversations` as real processes for the crash tests: started with a
+named crash point armed (the process kills itself with SIGKILL at that exact step, the service base's
+test-only hook), or clean, until their idle timeout. Event-driven: a test waits for the process's exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tracescore._service import CRASH_ENV
+
+REPO = Path(__file__).resolve().parents[1]
+# The broker's minimum: a restart waits this long for the killed member's partitions.
+SESSION_TIMEOUT_MS = 6_000
+
+
+class ServiceProcess:
+    def __init__(
+        self, command: str, args: list[str], env: dict[str, str], crash_at: str | None = None
+    ) -> None:
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in wait)
+        full_env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+        full_env.pop(CRASH_ENV, None)
+        if crash_at is not None:
+            full_env[CRASH_ENV] = crash_at
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from tracescore.cli import main; main()", command, *args],
+            env=full_env,
+            cwd=REPO,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.log = ""
+
+    def wait(self, timeout_s: float = 240) -> int:
+        try:
+            code = self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self._log.seek(0)
+        self.log = self._log.read()
+        self._log.close()
+        return code

@@ -1,0 +1,119 @@
+"""The Kafka service base of `tracescore alert` and `tracescore conversations` (tracescore/_service): a
+rebalance reads back only the assigned partitions of the state topic; a state topic partitioned unlike its
+source is refused in one line, a deleted one is noticed; outputs are found again by their ids; a crash point
+kills the process exactly at its n-th pass. The services' own tests run all of it end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+from tracescore._kafka_config import KafkaConnection
+from tracescore._service import (
+    CRASH_ENV,
+    OUTPUT_DIGEST_HEADER,
+    OUTPUT_ID_HEADER,
+    Changelog,
+    ChangelogError,
+    OutputLog,
+    PartitionMeta,
+)
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, partitions, 1, topic_configs={"cleanup.policy": "compact"})])
+    admin.close()
+
+
+@pytest.mark.kafka
+def test_a_restore_reads_only_the_assigned_partitions_last_value_per_key(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    source, state = f"{topic_prefix}.keyed", f"{topic_prefix}.state"
+    create(bootstrap, source, 4)
+    changelog = Changelog(KafkaConnection(bootstrap_servers=bootstrap), state, source)
+    try:
+        assert changelog.ensure() == 4
+        for partition in range(4):
+            changelog.write(partition, b"k%d" % partition, b"old")
+            changelog.write(partition, b"k%d" % partition, b"new")
+        changelog.write(2, b"gone", b"x")
+        changelog.write(2, b"gone", None)
+        changelog.write_meta(2, PartitionMeta(migrated_from="old.topic"))
+        changelog.flush()
+        read = changelog.read([1, 2])
+    finally:
+        changelog.close()
+    assert sorted(read) == [1, 2], "partitions 0 and 3 belong to another instance: not read"
+    assert read[1].values == {b"k1": b"new"} and read[1].meta is None
+    assert read[2].values == {b"k2": b"new", b"gone": None}
+    assert read[2].meta is not None and read[2].meta.migrated_from == "old.topic"
+
+
+@pytest.mark.kafka
+def test_a_state_topic_unlike_its_source_is_refused_and_a_deleted_one_noticed(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    source, state = f"{topic_prefix}.keyed", f"{topic_prefix}.state"
+    create(bootstrap, source, 3)
+    create(bootstrap, state, 1)
+    changelog = Changelog(KafkaConnection(bootstrap_servers=bootstrap), state, source)
+    try:
+        with pytest.raises(
+            ChangelogError, match=r"has 1 partition\(s\), its source .* 3: .*legacy_state_topic"
+        ):
+            changelog.ensure()
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.delete_topics([state])
+        admin.close()
+        deadline = time.monotonic() + 60
+        while changelog.check():  # the broker deletes in the background
+            assert time.monotonic() < deadline, "the topic was never deleted"
+            time.sleep(0.2)
+        changelog.recreate()
+        assert changelog.check() is True
+    finally:
+        changelog.close()
+
+
+@pytest.mark.kafka
+def test_outputs_written_after_a_mark_are_found_by_their_id(bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}.records"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for n in range(3):
+        headers = [(OUTPUT_ID_HEADER, f"id-{n}".encode()), (OUTPUT_DIGEST_HEADER, f"d{n}".encode())]
+        producer.send(topic, key=b"k", value=b"v", headers=headers, partition=0).get(30)
+    log = OutputLog(KafkaConnection(bootstrap_servers=bootstrap), producer, [topic])
+    try:
+        assert log.find({topic: {0: 1}}) == {"id-1": "d1", "id-2": "d2"}
+        assert log.find({"another.topic": {0: 0}}) == {}, "only the verified topics are read back"
+    finally:
+        log.close()
+        producer.close()
+
+
+def test_a_crash_point_kills_the_process_at_its_nth_pass_and_nowhere_else() -> None:
+    script = (
+        "from tracescore._service import crash_point\n"
+        "for n in range(1, 4):\n"
+        "    crash_point('other.point')\n"
+        "    print(n, flush=True)\n"
+        "    crash_point('state.saved')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**env, CRASH_ENV: "state.saved:2"},
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout.split()) == (-9, ["1", "2"])
+    unarmed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert (unarmed.returncode, unarmed.stdout.split()) == (0, ["1", "2", "3"])

@@ -1,0 +1,42 @@
+"""The Kafka service base of `tracescore alert` and `tracescore conversations` (private: the services'
+own machinery, not an API).
+
+    input topics --(stage 1: RekeyStage)--> keyed topic --(stage 2: KeyedStage + a service's KeyedLogic)
+                                                              |            |
+                                                   outputs <--+            +--> state topic, partitioned
+                                                                                like the keyed topic
+
+`ServiceLoop` runs both stages; a service supplies what to forward (`Forward`) and its `KeyedLogic`: how a
+record changes a key's state (a pydantic `StateRecord` with a schema version), which outputs a state
+decides, and which states to save. Docs: Contributing, Architecture (state, commits and restarts).
+"""
+
+from tracescore._service._changelog import Changelog, ChangelogError, PartitionMeta
+from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
+from tracescore._service._crash import CRASH_ENV, crash_point
+from tracescore._service._keyed import KeyedLogic, KeyedStage, Saved
+from tracescore._service._loop import ServiceLoop, ServiceTopics
+from tracescore._service._outputs import OUTPUT_DIGEST_HEADER, OUTPUT_ID_HEADER, Output, OutputLog
+from tracescore._service._rekey import Forward, RekeyStage
+
+__all__ = [
+    "CRASH_ENV",
+    "OUTPUT_DIGEST_HEADER",
+    "OUTPUT_ID_HEADER",
+    "Changelog",
+    "ChangelogError",
+    "Forward",
+    "KeyedLogic",
+    "KeyedStage",
+    "Output",
+    "OutputLog",
+    "PartitionMeta",
+    "RekeyStage",
+    "Saved",
+    "ServiceLoop",
+    "ServiceTopics",
+    "StateCodec",
+    "StateRecord",
+    "UnreadableState",
+    "crash_point",
+]

@@ -1,0 +1,199 @@
+"""The state topic: compacted, partitioned like the keyed topic it is the state of, a key's state on the
+partition number of its records (quix-streams' changelog topics, Kafka Streams' too). A rebalance reads back
+the assigned partitions' state only, never the whole topic.
+
+Each partition also holds one `PartitionMeta` (under a key no service key can take): written when the
+partition is first used, it says whether the state of an earlier version was carried over (the old
+single-partition topic is read once) and where the verified output topics ended at the last saved state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError
+from kafka.producer.future import FutureRecordMetadata
+from pydantic import Field
+
+from tracescore._kafka import ensure_topics, read_partitions
+from tracescore._kafka_config import KafkaConnection
+from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
+from tracescore._service._outputs import delivered
+
+__all__ = ["META_KEY", "Changelog", "ChangelogError", "PartitionMeta", "PartitionState"]
+
+_log = logging.getLogger("tracescore")
+
+# A JSON list (conversations) or names joined by \x1f (alert) never starts with NUL or lacks both.
+META_KEY = b"\x00tracescore.partition"
+
+
+class PartitionMeta(StateRecord):
+    """One per state topic partition."""
+
+    schema_version: Literal[1] = 1
+    migrated_from: str | None = Field(
+        default=None, description="The old state topic this partition's state was carried over from."
+    )
+    outputs: dict[str, dict[int, int]] = Field(
+        default_factory=dict,
+        description="Per verified output topic and partition, its end offset when this partition's state was "
+        "last saved: a restart looks there for outputs written after it (by ids in their headers).",
+    )
+
+
+_META = StateCodec(PartitionMeta)
+
+
+class ChangelogError(KafkaError):
+    """A state topic the service cannot keep its promise with (partitioned unlike its source, not creatable);
+    one line that says what to do (a KafkaError: the command line prints it as one line)."""
+
+
+class PartitionState:
+    """What one state topic partition held when read: its meta and each key's last value (None: deleted)."""
+
+    def __init__(self) -> None:
+        self.meta: PartitionMeta | None = None
+        self.values: dict[bytes, bytes | None] = {}
+        self.unreadable_meta: UnreadableState | None = None
+
+
+class Changelog:
+    def __init__(self, connection: KafkaConnection, topic: str, source: str) -> None:
+        self.connection = connection
+        self.topic = topic
+        self.source = source
+        self.partitions = 0
+        client = connection.client_config()
+        # No client of ours may create it by accident: auto-created, it would have the broker's partition
+        # count and no compaction.
+        self._probe = KafkaConsumer(
+            **client, group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
+        )
+        self._producer = KafkaProducer(
+            **client,
+            acks="all",
+            enable_idempotence=True,  # in order per partition, retries included: a meta never lands before
+            allow_auto_create_topics=False,  # the states it follows
+            linger_ms=5,
+            max_block_ms=10_000,  # a send to a deleted topic gives up after this, to recreate it
+        )
+
+    # -- the topic --------------------------------------------------------------------------------------
+    def ensure(self) -> int:
+        """Create the topic if missing, with the source's partition count; that count (ChangelogError when
+        the topic has another one)."""
+        source = self._partitions_of(self.source)
+        if not source:
+            raise ChangelogError(f"the topic {self.source} does not exist and could not be created")
+        self.partitions = len(source)
+        if not self._partitions_of(self.topic):
+            self._create()
+        self.check()
+        return self.partitions
+
+    def check(self) -> bool:
+        """True when the topic exists as it must; False when it does not (deleted); ChangelogError when it is
+        partitioned unlike its source."""
+        self._probe.topics()  # a fresh look: the cached metadata would still show a deleted topic
+        found = self._partitions_of(self.topic, fresh=False)
+        if not found:
+            return False
+        if len(found) != self.partitions:
+            raise ChangelogError(
+                f"the state topic {self.topic} has {len(found)} partition(s), its source {self.source} "
+                f"{self.partitions}: a key's state must sit on its records' partition number. A topic of an "
+                "earlier version (one partition): set it as legacy_state_topic and give state_topic a new "
+                "name; otherwise recreate it with the source's partition count"
+            )
+        return True
+
+    def recreate(self, timeout_s: float = 60.0) -> None:
+        """Create the deleted topic again (the broker may take a moment to finish deleting it)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._create()
+            if self.check():
+                return
+            if time.monotonic() > deadline:
+                raise ChangelogError(
+                    f"the state topic {self.topic} was deleted and could not be created again within "
+                    f"{timeout_s:.0f}s: create it ({self.partitions} partitions, cleanup.policy=compact)"
+                )
+            time.sleep(1.0)
+
+    def _create(self) -> None:
+        compact = {"cleanup.policy": "compact"}
+        ensure_topics(self.connection, [NewTopic(self.topic, self.partitions, -1, topic_configs=compact)])
+
+    def _partitions_of(self, topic: str, fresh: bool = True) -> set[int]:
+        if fresh:
+            self._probe.topics()
+        return set(self._probe.partitions_for_topic(topic) or ())
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict(self._probe.end_offsets(list(partitions), timeout_ms=30_000))
+
+    # -- reading back -----------------------------------------------------------------------------------
+    def read(self, partitions: Iterable[int]) -> dict[int, PartitionState]:
+        """Each of `partitions` as it is now: its meta and the last value of every key."""
+        out = {p: PartitionState() for p in partitions}
+        for message in read_partitions(self.connection, self.topic, list(out)):
+            state = out[message.partition]
+            if message.key == META_KEY:
+                try:
+                    state.meta = _META.decode(message.value or b"")
+                except UnreadableState as unreadable:
+                    state.unreadable_meta = unreadable
+            elif message.key is not None:
+                state.values[message.key] = message.value
+        return out
+
+    # -- writing ----------------------------------------------------------------------------------------
+    def write(self, partition: int, key: bytes, value: bytes | None) -> FutureRecordMetadata:
+        return self._producer.send(self.topic, key=key, value=value, partition=partition)
+
+    def write_meta(self, partition: int, meta: PartitionMeta) -> FutureRecordMetadata:
+        return self.write(partition, META_KEY, _META.encode(meta))
+
+    def flush(self) -> None:
+        self._producer.flush()
+
+    def delivered(self, futures: Iterable[FutureRecordMetadata]) -> list[Exception]:
+        return delivered(self._producer, futures)
+
+    def close(self) -> None:
+        for close in (lambda: self._producer.close(timeout=30), self._probe.close):
+            try:
+                close()
+            except KafkaError as exc:  # closing after the broker went away
+                _log.debug("closing the state topic's clients: %s", exc)
+
+
+def legacy_states(
+    connection: KafkaConnection, topic: str | None, wanted: Mapping[int, Any]
+) -> list[tuple[bytes, bytes]]:
+    """Every live (key, value) of the old single-partition state topic `topic` (none when it is unset or does
+    not exist); `wanted` is only a guard that there is something to carry over to."""
+    if not topic or not wanted:
+        return []
+    probe = KafkaConsumer(
+        **connection.client_config(), group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
+    )
+    try:
+        partitions = sorted(probe.partitions_for_topic(topic) or ())
+    finally:
+        probe.close()
+    if not partitions:
+        return []
+    last: dict[bytes, bytes | None] = {}
+    for message in read_partitions(connection, topic, partitions):
+        if message.key is not None:
+            last[message.key] = message.value
+    return [(key, value) for key, value in last.items() if value is not None]

@@ -1,0 +1,361 @@
+"""Stage 2 of a service: state per key, read from a keyed topic, saved to a state topic partitioned like it.
+
+Poll, process and commit are separate steps (quix-streams' order):
+
+* poll: `step` reads a batch; partitions newly assigned are restored first (their state topic partitions
+  only, then their records again from the committed offset, or from `logic.rewind_ms()` for windows: a
+  record before the committed offset is a replay, already reflected in the saved state);
+* process: `logic.apply` per record, `logic.tick` on time;
+* commit: `checkpoint` writes the outputs the logic decided, then the state that says they were written,
+  then commits each partition's offset no further than the logic's floor (the oldest change of a state not
+  yet saved). A crash between any two of these loses nothing: see docs, Contributing, Architecture.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.partitioner.default import murmur2
+from kafka.structs import OffsetAndMetadata
+
+from tracescore._kafka import RebalanceListener, lag
+from tracescore._kafka_config import KafkaConnection
+from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
+from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
+from tracescore._service._crash import crash_point
+from tracescore._service._outputs import Output, OutputLog
+
+__all__ = ["KeyedLogic", "KeyedStage", "Saved"]
+
+Saved = tuple[int, bytes, StateRecord | None]  # (partition, key, state; None deletes the key)
+_CHECK_TOPIC_S = 5.0  # how often the state topic is looked for (deleted while running)
+_META_REFRESH_S = 60.0  # how often every partition's output marks are written anew
+
+
+class KeyedLogic(Protocol):
+    """What a service does with its keys; `KeyedStage` does the Kafka part."""
+
+    codec: StateCodec[Any]
+
+    def restore(self, partition: int, key: bytes, state: Any, migrated: bool) -> None:
+        """A key's saved state (`migrated`: read from the old state topic: save it again)."""
+
+    def restored(self) -> None:
+        """A restore (of one or more partitions) is complete."""
+
+    def legacy(self, key: bytes, value: bytes) -> StateRecord:
+        """A value of the old, unversioned state topic as the current model (UnreadableState if none)."""
+
+    def rewind_ms(self) -> int | None:
+        """Read a restored partition again from this time (to refill windows), not only from its commit."""
+
+    def apply(self, message: ConsumerRecord, replay: bool) -> None:
+        """One record; `replay`: read again after a restore, its effect is already in the saved state."""
+
+    def tick(self, now: datetime, caught_up: Callable[[int], bool]) -> None: ...
+
+    def outputs(self, found: Mapping[str, str]) -> list[Output]:
+        """The outputs decided since the last call; `found`: ids (-> digest) already on the output topics."""
+
+    def written(self, outputs: Sequence[Output], found: Mapping[str, str]) -> None:
+        """`outputs` are on Kafka (written now, or `found` there after a crash)."""
+
+    def to_save(self) -> list[Saved]:
+        """States to save now."""
+
+    def after_save(self) -> list[Saved]:
+        """What waited for a saved state (deliveries outside Kafka, kept in the state until done), done now;
+        the states that say so, saved next."""
+
+    def everything(self) -> list[Saved]:
+        """Every held state (the state topic was deleted: all are saved again)."""
+
+    def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
+        """Per partition, the offset to commit: its position, or the oldest change not saved yet."""
+
+    def forget_partitions(self, partitions: set[int]) -> None: ...
+
+    def skip(self, reason: str, detail: str) -> None:
+        """Count (and say once) an unreadable state or record."""
+
+
+class KeyedStage:
+    def __init__(
+        self,
+        *,
+        log: logging.Logger,
+        connection: KafkaConnection,
+        consumer: KafkaConsumer,
+        topic: str,
+        changelog: Changelog,
+        outputs: OutputLog,
+        logic: KeyedLogic,
+        legacy_topic: str | None,
+    ) -> None:
+        self.log = log
+        self.connection = connection
+        self.consumer = consumer
+        self.topic = topic
+        self.changelog = changelog
+        self.outputs = outputs
+        self.logic = logic
+        self.legacy_topic = legacy_topic
+        self.first_assigned_at: float | None = None
+        self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0}
+        self._pending: set[TopicPartition] = set()
+        self._replay_below: dict[int, int] = {}
+        self._committed: dict[int, int] = {}
+        self._metas: dict[int, PartitionMeta] = {}
+        self._meta_due: set[int] = set()
+        self._found: dict[int, dict[str, str]] = {}
+        self._topic_checked = 0.0
+        self._metas_written = time.monotonic()
+        self._rewrite: list[Saved] = []
+
+    # -- poll -------------------------------------------------------------------------------------------
+    def subscribe(self) -> None:
+        listener = RebalanceListener(self.log, assigned=self._assigned, revoked=self._revoked)
+        self.consumer.subscribe([self.topic], listener=listener)
+
+    def _assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        # On the client's IO thread while `poll` waits: park them until the main loop restored them.
+        if self.first_assigned_at is None:
+            self.first_assigned_at = time.monotonic()
+        self._pending.update(assigned)
+        self.consumer.pause(*assigned)
+
+    def _revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        # Their new owner restores them from the state topic and reads again from the committed offset.
+        gone = {tp.partition for tp in revoked}
+        self.logic.forget_partitions(gone)
+        self._pending.difference_update(revoked)
+        for partition in gone:
+            for table in (self._replay_below, self._committed, self._metas, self._found):
+                table.pop(partition, None)
+        self._meta_due -= gone
+
+    def step(self, timeout_ms: int) -> int:
+        """Poll once, restore what was newly assigned, apply the rest; the number of records read."""
+        polled = self.consumer.poll(timeout_ms=timeout_ms)
+        if self._pending:
+            # Anything fetched for them before the seek is read again from the restored position.
+            polled = {tp: m for tp, m in polled.items() if tp not in self._pending}
+            self._restore()
+        count = 0
+        for tp, messages in polled.items():
+            replay_below = self._replay_below.get(tp.partition, 0)
+            for message in messages:
+                self.logic.apply(message, message.offset < replay_below)
+                count += 1
+        if count:
+            crash_point("keyed.applied")
+        return count
+
+    def caught_up(self) -> Callable[[int], bool]:
+        left = {tp.partition: n for tp, n in lag(self.consumer).items() if tp not in self._pending}
+        return lambda partition: left.get(partition) == 0
+
+    def fully_read(self) -> bool:
+        return not self._pending and all(n == 0 for n in lag(self.consumer).values())
+
+    # -- restore ----------------------------------------------------------------------------------------
+    def _restore(self) -> None:
+        assigned = sorted(self._pending & self.consumer.assignment())
+        self._pending.clear()
+        if not assigned:
+            return
+        mine = [tp.partition for tp in assigned]
+        read = self.changelog.read(mine)
+        restored = sum(self._restore_partition(p, read[p]) for p in mine)
+        fresh = [p for p in mine if read[p].meta is None and read[p].unreadable_meta is None]
+        migrated = self._migrate(fresh)
+        self.logic.restored()
+        self._recover_outputs(read)
+        self.log.info(
+            "restored %d keys of %s[%s] from %s%s",
+            restored,
+            self.topic,
+            ",".join(map(str, mine)),
+            self.changelog.topic,
+            f" and {migrated} from the old state topic {self.legacy_topic}" if migrated else "",
+        )
+        self._seek(assigned)
+        self.consumer.resume(*assigned)
+
+    def _restore_partition(self, partition: int, state: PartitionState) -> int:
+        if state.unreadable_meta is not None:
+            self.logic.skip(state.unreadable_meta.reason, f"partition meta: {state.unreadable_meta.detail}")
+        self._metas[partition] = state.meta or PartitionMeta()
+        restored = 0
+        for key, value in state.values.items():
+            if value is None:
+                continue
+            try:
+                self.logic.restore(partition, key, self.logic.codec.decode(value), migrated=False)
+            except UnreadableState as unreadable:
+                # Read at every assignment, so skipping (counted, said once) is the only way on.
+                self.logic.skip(unreadable.reason, unreadable.detail)
+                continue
+            restored += 1
+        self.counts["restored"] += restored
+        return restored
+
+    def _migrate(self, fresh: list[int]) -> int:
+        """First use of these partitions: carry over their keys' state from the old single-partition topic
+        (read once; the partition meta written after them says it was)."""
+        if not fresh:
+            return 0
+        wanted = set(fresh)
+        migrated = 0
+        for key, value in legacy_states(self.connection, self.legacy_topic, {p: True for p in fresh}):
+            # Where the old version's producer put the key's records (the default partitioner, murmur2).
+            partition = (murmur2(key) & 0x7FFFFFFF) % self.changelog.partitions
+            if partition not in wanted:
+                continue
+            try:
+                self.logic.restore(partition, key, self.logic.legacy(key, value), migrated=True)
+            except UnreadableState as unreadable:
+                self.logic.skip(unreadable.reason, f"old state topic: {unreadable.detail}")
+                continue
+            migrated += 1
+        for partition in fresh:
+            self._metas[partition] = PartitionMeta(migrated_from=self.legacy_topic if migrated else None)
+            self._meta_due.add(partition)
+        self.counts["migrated"] += migrated
+        return migrated
+
+    def _recover_outputs(self, read: Mapping[int, PartitionState]) -> None:
+        for partition, state in read.items():
+            if state.meta is None or not state.meta.outputs:
+                continue
+            found = self.outputs.find(state.meta.outputs)
+            if found:
+                self._found[partition] = found
+
+    def _seek(self, assigned: Sequence[TopicPartition]) -> None:
+        rewind = self.logic.rewind_ms()
+        starts = self.consumer.offsets_for_times({tp: rewind for tp in assigned}) if rewind else {}
+        for tp in assigned:
+            committed = self.consumer.committed(tp)
+            if committed is None:
+                self.consumer.seek_to_beginning(tp)  # a new group: nothing was read before
+                self._replay_below[tp.partition] = 0
+                continue
+            start = starts.get(tp)
+            self.consumer.seek(tp, min(start.offset, committed) if start is not None else committed)
+            self._replay_below[tp.partition] = committed
+            self._committed[tp.partition] = committed
+
+    # -- commit -----------------------------------------------------------------------------------------
+    def checkpoint(self, caught_up: Callable[[int], bool] | None = None) -> None:
+        """Outputs, then the state that records them, then the input offsets they cover."""
+        if not self.consumer.assignment():
+            return
+        found = {i: d for table in self._found.values() for i, d in table.items()}
+        outputs = self.logic.outputs(found)
+        if outputs:
+            self.outputs.send([o for o in outputs if found.get(o.id) != o.digest])
+            self.logic.written(outputs, found)
+        if time.monotonic() - self._topic_checked >= _CHECK_TOPIC_S:
+            self._topic_checked = time.monotonic()
+            try:
+                gone = not self.changelog.check()
+            except KafkaError as exc:  # the broker restarting: look again next time
+                self.log.debug("cannot look for %s now: %s", self.changelog.topic, exc)
+                gone = False
+            if gone:
+                self._recreate()
+        self._save(wrote_outputs=bool(outputs))
+        if caught_up is not None:
+            # Once a restored partition is read to its end, what its crash left undone was decided again.
+            for partition in [p for p in self._found if caught_up(p)]:
+                del self._found[partition]
+        self._commit()
+        again = self.logic.after_save()
+        if again:
+            crash_point("delivered")
+            self._rewrite.extend(again)
+            self._save(wrote_outputs=False)
+
+    def _recreate(self) -> None:
+        """The state topic was deleted while running: create it again and save every state held."""
+        everything = self.logic.everything()
+        self.log.error(
+            "the state topic %s was deleted while running: recreating it (%d partitions, compacted) and "
+            "saving the %d states this instance holds again (other instances save theirs)",
+            self.changelog.topic,
+            self.changelog.partitions,
+            len(everything),
+        )
+        self.changelog.recreate()
+        self.counts["recreated"] += 1
+        self._meta_due.update(self._metas)
+        self._rewrite = everything
+
+    def _save(self, wrote_outputs: bool) -> None:
+        saves, self._rewrite = [*self._rewrite, *self.logic.to_save()], []
+        if time.monotonic() - self._metas_written >= _META_REFRESH_S:
+            # Output marks move on even where nothing changed: a restart reads the outputs from there.
+            self._meta_due.update(self._metas)
+            self._metas_written = time.monotonic()
+        if wrote_outputs:
+            self._meta_due.update(p for p, _, _ in saves)
+        if not saves and not self._meta_due:
+            return
+        marks = self.outputs.marks()
+        try:
+            futures = [self._write(p, key, state) for p, key, state in saves]
+            for partition in sorted(self._meta_due):
+                meta = self._metas.get(partition, PartitionMeta()).model_copy(update={"outputs": marks})
+                self._metas[partition] = meta
+                futures.append(self.changelog.write_meta(partition, meta))
+        except KafkaTimeoutError:
+            # No metadata for the topic: deleted between two looks. Anything else is the broker's problem.
+            if self.changelog.check():
+                raise
+            self._recreate()
+            self._rewrite = [*self._rewrite, *saves]
+            self._save(wrote_outputs)
+            return
+        failures = self.changelog.delivered(futures)
+        if failures:
+            raise failures[0]
+        self._meta_due.clear()
+        crash_point("state.saved")
+
+    def _write(self, partition: int, key: bytes, state: StateRecord | None) -> Any:
+        value = None if state is None else self.logic.codec.encode(state)
+        future = self.changelog.write(partition, key, value)
+        crash_point("state.sent", before=self.changelog.flush)
+        return future
+
+    def _commit(self) -> None:
+        positions: dict[int, int] = {}
+        for tp in self.consumer.assignment():
+            if tp in self._pending:
+                continue
+            try:
+                positions[tp.partition] = self.consumer.position(tp, timeout_ms=1000)
+            except KafkaError:  # no position yet: nothing read, nothing to commit
+                continue
+        due = {
+            TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
+            for partition, offset in self.logic.commit_floors(positions).items()
+            if self._committed.get(partition) != offset
+        }
+        if not due:
+            return
+        try:
+            self.consumer.commit(due)
+        except KafkaError as exc:  # a rebalance under way: the next checkpoint commits, or the new owner
+            self.log.debug("commit of %s deferred: %s", self.topic, exc)
+            return
+        self._committed.update({tp.partition: meta.offset for tp, meta in due.items()})
+        crash_point("committed")

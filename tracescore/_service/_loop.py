@@ -1,0 +1,151 @@
+"""The service both `tracescore alert` and `tracescore conversations` are: stage 1 re-keys the evaluation
+records onto a keyed topic, stage 2 keeps state per key with a state topic partitioned like it. One loop
+polls both, ticks, checkpoints, and stops on request or when idle."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.consumer.fetcher import ConsumerRecord
+
+from tracescore._kafka import connect, ensure_topics, lag, rekeying_clients, wait_for_partitions
+from tracescore._kafka_config import KafkaConnection
+from tracescore._service._changelog import Changelog
+from tracescore._service._keyed import KeyedLogic, KeyedStage
+from tracescore._service._outputs import OutputLog
+from tracescore._service._rekey import Forward, RekeyStage
+
+__all__ = ["ServiceLoop", "ServiceTopics"]
+
+_POLL_MS = 200
+
+
+@dataclass(frozen=True)
+class ServiceTopics:
+    inputs: Sequence[str]  # what stage 1 reads (created with the broker's defaults when missing)
+    keyed: str  # stage 1 -> stage 2
+    keyed_partitions: int  # when stage 1's topic is created
+    state: str  # stage 2's state, partitioned like `keyed`
+    legacy_state: str | None  # the single-partition state topic of earlier versions, read once
+    outputs: Sequence[str] = field(default_factory=tuple)  # created when missing
+    verified: Sequence[str] = field(default_factory=tuple)  # outputs looked for after a crash
+
+
+class ServiceLoop:
+    def __init__(
+        self,
+        *,
+        log: logging.Logger,
+        connection: KafkaConnection,
+        group_id: str,
+        stage: str,
+        session_timeout_ms: int,
+        topics: ServiceTopics,
+        forward: Callable[[ConsumerRecord], Forward | None],
+        oversized: Callable[[str], None],
+        logic: KeyedLogic,
+        open_keys: Callable[[], int],
+        clock: Callable[[], datetime],
+        tick_seconds: float,
+        health_file: Path | None,
+        checkpoint_every_batch: bool,
+    ) -> None:
+        self.log = log
+        self.connection = connection
+        self.topics = topics
+        self._logic = logic
+        self._open_keys = open_keys
+        self._clock = clock
+        self._tick_s = tick_seconds
+        self._health_file = health_file
+        self._every_batch = checkpoint_every_batch
+        self._stopping = False
+
+        def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
+            ingest, keyed, producer = rekeying_clients(client, group_id, stage, session_timeout_ms)
+            return ingest, keyed, producer, Changelog(connection, topics.state, topics.keyed)
+
+        # BrokerUnreachable (one line) when no broker answers within the connect timeout.
+        self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
+        self.rekey = RekeyStage(self._ingest, self._producer, topics.keyed, forward, oversized)
+        self._outputs = OutputLog(connection, self._producer, topics.verified)
+        self.keyed = KeyedStage(
+            log=log,
+            connection=connection,
+            consumer=keyed,
+            topic=topics.keyed,
+            changelog=self._changelog,
+            outputs=self._outputs,
+            logic=logic,
+            legacy_topic=topics.legacy_state,
+        )
+
+    def stop(self) -> None:
+        """Return from run() after the current pass. Safe from a signal handler."""
+        self._stopping = True
+
+    def run(self, idle_timeout_s: float | None = None) -> None:
+        t = self.topics
+        outputs = [o for o in t.outputs if o not in t.inputs]
+        ensure_topics(self.connection, [*t.inputs, NewTopic(t.keyed, t.keyed_partitions, -1), *outputs])
+        client, wait_s = self.connection.client_config(), self.connection.connect_timeout_s
+        wait_for_partitions(client, [*t.inputs, t.keyed], wait_s)
+        clean = False
+        try:
+            self._changelog.ensure()  # ChangelogError (one line): partitioned unlike the keyed topic
+            self.rekey.subscribe(t.inputs, self.log)
+            self.keyed.subscribe()
+            self._loop(idle_timeout_s)
+            clean = True
+        finally:
+            if clean:
+                # A stop (SIGTERM, idle): what is decided goes out and is saved; nothing waits for a restart.
+                self.keyed.checkpoint()
+            self._close()
+
+    def _loop(self, idle_timeout_s: float | None) -> None:
+        last_moved = time.monotonic()
+        last_tick = 0.0
+        while not self._stopping:
+            if self._health_file is not None:
+                self._health_file.touch()
+            moved = self.rekey.step(_POLL_MS)
+            moved += self.keyed.step(_POLL_MS)
+            if moved:
+                last_moved = time.monotonic()
+            if time.monotonic() - last_tick >= self._tick_s:
+                last_tick = time.monotonic()
+                caught_up = self.keyed.caught_up()
+                self._logic.tick(self._clock(), caught_up)
+                self.keyed.checkpoint(caught_up)
+            elif moved and self._every_batch:
+                self.keyed.checkpoint()
+            if idle_timeout_s and self._idle(last_moved, idle_timeout_s):
+                self.log.info("no record for %.1fs, nothing left to read or write; stopping", idle_timeout_s)
+                return
+
+    def _idle(self, last_moved: float, idle_timeout_s: float) -> bool:
+        """Counted from the first assignment of both stages (a restart may wait out a killed member's session
+        first), and only once both have read everything and no key waits for its output."""
+        rekey_joined, keyed_joined = self.rekey.first_assigned_at, self.keyed.first_assigned_at
+        if rekey_joined is None or keyed_joined is None:
+            return False
+        if time.monotonic() - max(last_moved, rekey_joined, keyed_joined) <= idle_timeout_s:
+            return False
+        ingest_read = all(left == 0 for left in lag(self._ingest).values())
+        return ingest_read and self.keyed.fully_read() and not self._open_keys()
+
+    def _close(self) -> None:
+        self._producer.close(timeout=30)
+        self._ingest.close(autocommit=False)
+        self.keyed.consumer.close(autocommit=False)
+        self._outputs.close()
+        self._changelog.close()

@@ -1,0 +1,146 @@
+"""What a stateful stage writes because of its state, written at least once and never twice after a crash.
+
+Every output names the decision it carries (`id`: the same decision taken again after a restart has the same
+id) and what it says (`digest`), in two headers. The state topic's partition meta holds where the verified
+output topics ended when that partition's state was last saved; after a crash, the stage reads those
+topics from there to their end and collects the ids it finds, so a decision taken again whose output is
+already on the topic is marked written instead of written twice. Topics shared with other producers (the
+spans topic) are not read back: their outputs go first, and are written again only if the crash came after
+them and before the verified ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
+from kafka.producer.future import FutureRecordMetadata
+
+from tracescore._kafka import read_partitions
+from tracescore._kafka_config import KafkaConnection
+from tracescore._service._crash import crash_point
+
+__all__ = ["OUTPUT_DIGEST_HEADER", "OUTPUT_ID_HEADER", "Output", "OutputLog", "delivered"]
+
+OUTPUT_ID_HEADER = "tracescore.output.id"
+OUTPUT_DIGEST_HEADER = "tracescore.output.digest"
+_log = logging.getLogger("tracescore")
+Marks = dict[str, dict[int, int]]  # topic -> partition -> offset
+_REFRESH_S = 60.0  # how stale the known end offsets may get (other instances write to the same partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One message a stage writes because of a key's state."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    id: str
+    digest: str
+    headers: tuple[tuple[str, bytes], ...] = ()
+    verified: bool = True  # looked for after a crash; False for a topic other producers share
+
+    def all_headers(self) -> list[tuple[str, bytes]]:
+        identity = [(OUTPUT_ID_HEADER, self.id.encode()), (OUTPUT_DIGEST_HEADER, self.digest.encode())]
+        return [*self.headers, *identity]
+
+
+def delivered(producer: KafkaProducer, futures: Iterable[FutureRecordMetadata]) -> list[Exception]:
+    """Wait until every send of `futures` is acknowledged or failed (the producer retries a restarting broker
+    up to its delivery timeout); the failures."""
+    pending = list(futures)
+    producer.flush()  # bounded by the producer's delivery timeout: every batch completes or expires
+    return [f.exception for f in pending if f.failed() and f.exception is not None]
+
+
+class OutputLog:
+    """Sends a stage's outputs and finds them again after a crash."""
+
+    def __init__(self, connection: KafkaConnection, producer: KafkaProducer, verified: Sequence[str]) -> None:
+        self.connection = connection
+        self.producer = producer
+        self.verified = list(verified)
+        self._ends: Marks = {}
+        self._ends_at = 0.0
+        self._probe: KafkaConsumer | None = None
+
+    def marks(self) -> Marks:
+        """Where each verified topic's partitions end, as far as known: a lower bound (other instances write
+        there too), refreshed from the broker every minute."""
+        if self.verified and time.monotonic() - self._ends_at > _REFRESH_S:
+            self._refresh()
+        return {topic: dict(ends) for topic, ends in self._ends.items()}
+
+    def _refresh(self) -> None:
+        if self._probe is None:
+            self._probe = KafkaConsumer(
+                **self.connection.client_config(), group_id=None, enable_auto_commit=False
+            )
+        try:
+            tps = [
+                TopicPartition(topic, p)
+                for topic in self.verified
+                for p in sorted(self._probe.partitions_for_topic(topic) or ())
+            ]
+            ends = self._probe.end_offsets(tps, timeout_ms=30_000) if tps else {}
+        except KafkaError:  # kept as known: still a lower bound
+            return
+        for tp, end in ends.items():
+            known = self._ends.setdefault(tp.topic, {})
+            known[tp.partition] = max(known.get(tp.partition, 0), end)
+        self._ends_at = time.monotonic()
+
+    def send(self, outputs: Sequence[Output]) -> None:
+        """Write `outputs`: the unverified ones first and acknowledged, then the verified ones; raises the
+        first failure (nothing is committed then: a restart decides them again)."""
+        for group in ([o for o in outputs if not o.verified], [o for o in outputs if o.verified]):
+            if not group:
+                continue
+            futures = []
+            for output in group:
+                futures.append(
+                    self.producer.send(
+                        output.topic, key=output.key, value=output.value, headers=output.all_headers()
+                    )
+                )
+                crash_point("output.sent" if output.verified else "shared.sent", before=self.producer.flush)
+            failures = delivered(self.producer, futures)
+            if failures:
+                raise failures[0]
+            for future in futures:
+                metadata = future.value
+                known = self._ends.setdefault(metadata.topic, {})
+                known[metadata.partition] = max(known.get(metadata.partition, 0), metadata.offset + 1)
+        crash_point("outputs.written")
+
+    def find(self, since: Mapping[str, Mapping[int, int]], limit: int = 1_000_000) -> dict[str, str]:
+        """The ids (and digests) of every output on the verified topics from `since` to their end now (at most
+        `limit` messages a topic: the marks move on every minute, so more means another writer is there)."""
+        found: dict[str, str] = {}
+        for topic, offsets in since.items():
+            if topic not in self.verified or not offsets:
+                continue
+            messages = read_partitions(self.connection, topic, sorted(offsets), start=offsets)
+            for read, message in enumerate(messages, start=1):
+                headers = dict(message.headers or ())
+                output_id = headers.get(OUTPUT_ID_HEADER)
+                if output_id is not None:
+                    found[output_id.decode()] = headers.get(OUTPUT_DIGEST_HEADER, b"").decode()
+                if read >= limit:
+                    _log.warning(
+                        "stopped looking for outputs already written after %d messages on %s since the last "
+                        "saved state: a record decided again may be written twice",
+                        limit,
+                        topic,
+                    )
+                    break
+        return found
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()

@@ -1,0 +1,90 @@
+"""Stage 1 of a service: the input as it comes (evaluation records keyed by trace id), written again keyed by
+what stage 2 keeps state for (a route, a conversation), so each instance owns whole keys.
+
+Poll, write, commit: the input is committed only once every re-keyed record is acknowledged. A crash before
+that writes some of them twice, which stage 2 absorbs (a record it already applied changes nothing).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
+
+from tracescore._kafka import RebalanceListener
+from tracescore._service._crash import crash_point
+from tracescore._service._outputs import delivered
+
+__all__ = ["Forward", "RekeyStage"]
+
+_log = logging.getLogger("tracescore")
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """A record to write again on the keyed topic."""
+
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class RekeyStage:
+    def __init__(
+        self,
+        consumer: KafkaConsumer,
+        producer: KafkaProducer,
+        topic: str,
+        forward: Callable[[ConsumerRecord], Forward | None],
+        oversized: Callable[[str], None],
+    ) -> None:
+        self.consumer = consumer
+        self.producer = producer
+        self.topic = topic
+        self._forward = forward
+        self._oversized = oversized
+        self._joined: RebalanceListener | None = None
+
+    def subscribe(self, topics: Sequence[str], log: logging.Logger) -> None:
+        self._joined = RebalanceListener(log, assigned=lambda _: None, revoked=lambda _: None)
+        self.consumer.subscribe(list(topics), listener=self._joined)
+
+    @property
+    def first_assigned_at(self) -> float | None:
+        """When the group first gave this member its partitions (none, too, when more members than them)."""
+        return None if self._joined is None else self._joined.first_assigned_at
+
+    def step(self, timeout_ms: int) -> int:
+        """Poll once, write the batch again, commit it; the number of records read."""
+        count = 0
+        futures = []
+        for messages in self.consumer.poll(timeout_ms=timeout_ms).values():
+            for message in messages:
+                count += 1
+                forward = self._forward(message)
+                if forward is None:
+                    continue
+                try:
+                    futures.append(
+                        self.producer.send(
+                            self.topic, key=forward.key, value=forward.value, headers=list(forward.headers)
+                        )
+                    )
+                except MessageSizeTooLargeError as exc:  # only names of hundreds of KB get here
+                    self._oversized(str(exc).splitlines()[0][:200])
+        if not count:
+            return 0
+        crash_point("rekey.sent")
+        for failure in delivered(self.producer, futures):
+            if not isinstance(failure, MessageSizeTooLargeError | RecordListTooLargeError):
+                raise failure  # not committed: a restart reads the batch again
+            self._oversized(str(failure).splitlines()[0][:200])
+        try:
+            self.consumer.commit()
+        except KafkaError as exc:  # written already: a later commit covers it, or it is re-keyed once more
+            _log.debug("commit of the input deferred: %s", exc)
+        return count

@@ -1,0 +1,258 @@
+"""What `tracescore conversations` does with its keys (the service base's `KeyedLogic`): turn records into
+conversations, quiet conversations into records, and which conversation states to save when.
+
+A conversation's state is saved when its records are written (their revisions and digests with it), when it
+is forgotten or evicted (deleted), and, for one that never goes quiet, after `quiet_seconds` of changes; the
+turns topic is committed no further than the oldest change not saved yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from kafka.consumer.fetcher import ConsumerRecord
+
+from tracescore._service import Output, Saved, StateCodec
+from tracescore.conversations._config import ConversationsConfig
+from tracescore.conversations._state import Conversation, Tier, record_digest
+from tracescore.conversations._stored import ConversationState, decode_key, encode_key, from_legacy
+from tracescore.conversations._tracker import ConversationTracker, Key
+from tracescore.emit import EVALUATION_SPANS_HEADER, conversation_span
+from tracescore.export import encode_trace_messages
+from tracescore.model import ConversationRecord, EvaluationRecord, UnreadableRecord, read_evaluation_record
+
+__all__ = ["ConversationLogic", "ConversationStats", "Written", "output_id"]
+
+_log = logging.getLogger("tracescore.conversations")
+_SPAN_HEADERS = ((EVALUATION_SPANS_HEADER, b"1"),)
+
+
+def output_id(conversation: Conversation, tier: Tier, revision: int) -> str:
+    """The identity of one revision of one conversation's record (its header on the conversations topic)."""
+    identity = [conversation.service, conversation.conversation_id, conversation.started_ms, *tier, revision]
+    return hashlib.blake2b(json.dumps(identity, ensure_ascii=False).encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class ConversationStats:
+    turn_records: int = 0  # read from the turns topic
+    records: int = 0  # conversation records written
+    revisions: int = 0  # of which revised an earlier one
+    evicted: int = 0  # written early and forgotten past max_conversations
+    forgotten: int = 0  # silent for forget_seconds
+    # evaluations topic: no_conversation, invalid_record, unknown_schema_version, oversized_record;
+    # turns topic: records_past_cap; state topic: invalid_state, future_state_version, old_state_version,
+    # state_too_large
+    skipped: Counter[str] = field(default_factory=Counter)
+    # state topic: conversations restored, carried over from the old state topic (migrated), the topic
+    # recreated after it was deleted; records found already written after a crash, not written again
+    # (recovered)
+    state: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Written:
+    """What one checkpoint wrote, for the service's stats, metrics and callbacks."""
+
+    records: list[ConversationRecord] = field(default_factory=list)  # written now
+    found: int = 0  # already on the topic after a crash, not written again
+    evicted: int = 0  # written early and forgotten past max_conversations
+
+
+class ConversationLogic:
+    codec = StateCodec(ConversationState)
+
+    def __init__(
+        self,
+        config: ConversationsConfig,
+        tracker: ConversationTracker,
+        stats: ConversationStats,
+        *,
+        skip: Callable[..., None],  # (reason, detail, count=1)
+        on_written: Callable[[Written], None],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.config = config
+        self.tracker = tracker
+        self.stats = stats
+        self._skip = skip
+        self._on_written = on_written
+        self._clock = clock
+        self._writing: list[Conversation] = []  # quiet or evicted: their records are due
+        self._evicting: set[Key] = set()
+        self._save: dict[Key, int] = {}  # key -> partition; a key no longer held is deleted
+        self._decided: dict[str, tuple[Conversation, Tier, ConversationRecord]] = {}
+        self._now = clock()
+
+    # -- restore ----------------------------------------------------------------------------------------
+    def restore(self, partition: int, key: bytes, state: ConversationState, migrated: bool) -> None:
+        if decode_key(key) != (state.service, state.conversation_id):
+            self._skip("invalid_state", f"a state under another conversation's key ({len(key)} bytes)")
+            return
+        conversation = state.conversation(partition)
+        self.tracker.restore([conversation])
+        if migrated:
+            self._save[conversation.key] = partition
+
+    def restored(self) -> None:
+        pass  # the tracker orders what it restored when it next needs the order
+
+    def legacy(self, key: bytes, value: bytes) -> ConversationState:
+        return from_legacy(value)
+
+    def rewind_ms(self) -> int | None:
+        return None  # a conversation's state holds its turns: nothing before the commit is read again
+
+    # -- process ----------------------------------------------------------------------------------------
+    def apply(self, message: ConsumerRecord, replay: bool) -> None:
+        try:
+            record: EvaluationRecord = read_evaluation_record(message.value)
+        except UnreadableRecord as unreadable:
+            self._skip(unreadable.reason, unreadable.detail)
+            return
+        self.stats.turn_records += 1
+        # The message's own time (CreateTime, set by stage 1); a broker that gives none: now.
+        arrival = message.timestamp if message.timestamp and message.timestamp > 0 else _ms(self._clock())
+        self.tracker.apply(record, message.partition, message.offset, arrival)
+        past_cap = self.tracker.counts.pop("records_past_cap", 0)
+        if past_cap:
+            self._skip("records_past_cap", "a session id shared by more turns than max_turns", past_cap)
+
+    def tick(self, now: datetime, caught_up: Callable[[int], bool]) -> None:
+        wall_ms = _ms(now)
+
+        def now_of(partition: int) -> int:
+            return self.tracker.now_of(partition, wall_ms, caught_up(partition))
+
+        self._now = now
+        evicted = self.tracker.over_capacity()
+        self._evicting = {c.key for c in evicted}
+        self._writing = [c for c in self.tracker.quiet(now_of) if c.key not in self._evicting] + evicted
+        for conversation in self.tracker.to_checkpoint(now_of):
+            self._save[conversation.key] = conversation.partition
+        for conversation in self.tracker.to_forget(now_of):
+            self.tracker.forget(conversation)
+            self._save[conversation.key] = conversation.partition
+            self.stats.forgotten += 1
+
+    # -- outputs ----------------------------------------------------------------------------------------
+    def outputs(self, found: Mapping[str, str]) -> list[Output]:
+        out: list[Output] = []
+        self._decided.clear()
+        for conversation in self._writing:
+            if not conversation.pending:
+                continue
+
+            def seen(tier: Tier, revision: int, c: Conversation = conversation) -> str | None:
+                return found.get(output_id(c, tier, revision))
+
+            for tier, record in conversation.due(self.config.confidence, self._now, seen):
+                out.extend(self._outputs_of(conversation, tier, record))
+        return out
+
+    def _outputs_of(self, conversation: Conversation, tier: Tier, record: ConversationRecord) -> list[Output]:
+        identity, digest = output_id(conversation, tier, record.revision), record_digest(record)
+        self._decided[identity] = (conversation, tier, record)
+        outputs = []
+        span = conversation_span(record, start_ns=time.time_ns()) if self.config.spans_topic else None
+        if span is not None and self.config.spans_topic is not None:
+            for n, (key, value) in enumerate(encode_trace_messages([span])):
+                outputs.append(
+                    Output(
+                        self.config.spans_topic,
+                        key,
+                        value,
+                        f"{identity}.span{n}",
+                        digest,
+                        _SPAN_HEADERS,
+                        verified=False,
+                    )
+                )
+        value = record.model_dump_json().encode()
+        key = encode_key(conversation.key)
+        outputs.append(Output(self.config.conversations_topic, key, value, identity, digest))
+        return outputs
+
+    def written(self, outputs: Sequence[Output], found: Mapping[str, str]) -> None:
+        done = Written()
+        for output in outputs:
+            decided = self._decided.get(output.id)
+            if decided is None:
+                continue  # a span: its record says the rest
+            conversation, tier, record = decided
+            conversation.written([(tier, record)])
+            self._save[conversation.key] = conversation.partition
+            if found.get(output.id) == output.digest:
+                done.found += 1
+            else:
+                done.records.append(record)
+        for conversation in self._writing:
+            if conversation.key in self._evicting:
+                self.tracker.forget(conversation)
+                self._save[conversation.key] = conversation.partition
+                self.stats.evicted += 1
+                done.evicted += 1
+        self._writing, self._evicting = [], set()
+        self._decided.clear()
+        self._on_written(done)
+
+    # -- state ------------------------------------------------------------------------------------------
+    def to_save(self) -> list[Saved]:
+        out: list[Saved] = []
+        for key, partition in self._save.items():
+            conversation = self.tracker.get(key)
+            if conversation is None:
+                out.append((partition, encode_key(key), None))
+                continue
+            state = self._state_of(conversation)
+            if state is not None:
+                out.append((partition, encode_key(key), state))
+        self._save.clear()
+        return out
+
+    def after_save(self) -> list[Saved]:
+        return []  # its outputs are all on Kafka, written before the state
+
+    def _state_of(self, conversation: Conversation) -> ConversationState | None:
+        conversation.dirty_from = None
+        state = ConversationState.of(conversation)
+        if len(self.codec.encode(state)) <= self.config.max_message_bytes:
+            return state
+        state = ConversationState.of(conversation, with_reasons=False)
+        size = len(self.codec.encode(state))
+        if size <= self.config.max_message_bytes:
+            return state
+        # Written without its state: a restart would miss its turns read so far; said once, counted.
+        self._skip("state_too_large", f"conversation {conversation.conversation_id!r}: {size} bytes")
+        return None
+
+    def everything(self) -> list[Saved]:
+        self._save.clear()
+        out: list[Saved] = []
+        for conversation in self.tracker.held():
+            state = self._state_of(conversation)
+            if state is not None:
+                out.append((conversation.partition, encode_key(conversation.key), state))
+        return out
+
+    def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
+        return self.tracker.commit_offsets(positions)
+
+    def forget_partitions(self, partitions: set[int]) -> None:
+        self.tracker.forget_partitions(partitions)
+        self._save = {k: p for k, p in self._save.items() if p not in partitions}
+        self._writing = [c for c in self._writing if c.partition not in partitions]
+
+    def skip(self, reason: str, detail: str) -> None:
+        self._skip(reason, detail)
+
+
+def _ms(at: datetime) -> int:
+    return int(at.astimezone(UTC).timestamp() * 1000)

@@ -1,0 +1,163 @@
+"""A conversation as the state topic holds it: `ConversationState`, schema version 2 (typed, versioned), and
+the reader of version 1 (the positional JSON snapshot of earlier versions, on the old single-partition
+state topic) that carries an old conversation over."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tracescore._service import StateRecord, UnreadableState
+from tracescore.conversations._state import Conversation, Outcome, Tier
+
+__all__ = ["ConversationState", "decode_key", "encode_key", "from_legacy"]
+
+
+def encode_key(key: tuple[str, str]) -> bytes:
+    """Kafka key of the turns and state topics: JSON, so any service or conversation id round-trips."""
+    return json.dumps(list(key), ensure_ascii=False).encode()
+
+
+def decode_key(raw: bytes) -> tuple[str, str]:
+    try:
+        service, conversation_id = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, TypeError):
+        raise UnreadableState("invalid_state", f"not a conversation key ({len(raw)} bytes)") from None
+    return str(service), str(conversation_id)
+
+
+class TurnOutcome(BaseModel):
+    """One tier's latest record of one turn."""
+
+    metric: str
+    judge: str
+    selection: str | None = None
+    revision: int
+    status: str
+    score: float | None = None
+    label: str | None = None
+    reason: str | None = Field(default=None, description="Kept only for turns that did not pass.")
+    at_ms: int = Field(description="The turn's time: its span's start, else when its record was written.")
+
+
+class StoredTurn(BaseModel):
+    trace_id: str
+    span_id: str
+    outcomes: list[TurnOutcome]
+
+
+class Emitted(BaseModel):
+    """The last record written for a tier: the next one is its revision."""
+
+    metric: str
+    judge: str
+    selection: str | None = None
+    revision: int
+    digest: str
+
+
+class ConversationState(StateRecord):
+    """One conversation: its turns' outcomes and the records already written."""
+
+    schema_version: Literal[2] = 2
+    service: str
+    conversation_id: str
+    route: str
+    started_ms: int = Field(description="Arrival of the first turn: with the id, its identity.")
+    last_arrival_ms: int
+    through: int = Field(default=-1, description="Highest turns-topic offset applied.")
+    past_cap: int = 0
+    pending: bool = Field(default=False, description="Changed since its records were last written.")
+    emitted: list[Emitted] = Field(default_factory=list)
+    turns: list[StoredTurn] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, c: Conversation, with_reasons: bool = True) -> ConversationState:
+        return cls(
+            service=c.service,
+            conversation_id=c.conversation_id,
+            route=c.route,
+            started_ms=c.started_ms,
+            last_arrival_ms=c.last_arrival_ms,
+            through=c.through,
+            past_cap=c.past_cap,
+            pending=c.pending,
+            emitted=[
+                Emitted(metric=m, judge=j, selection=s, revision=rev, digest=digest)
+                for (m, j, s), (rev, digest) in c.emitted.items()
+            ],
+            turns=[
+                StoredTurn(
+                    trace_id=trace_id,
+                    span_id=span_id,
+                    outcomes=[_outcome(t, o, with_reasons) for t, o in kept.items()],
+                )
+                for (trace_id, span_id), kept in c.turns.items()
+            ],
+        )
+
+    def conversation(self, partition: int) -> Conversation:
+        c = Conversation(
+            service=self.service,
+            conversation_id=self.conversation_id,
+            route=self.route,
+            started_ms=self.started_ms,
+            partition=partition,
+            last_arrival_ms=self.last_arrival_ms,
+            through=self.through,
+            past_cap=self.past_cap,
+            pending=self.pending,
+        )
+        for e in self.emitted:
+            c.emitted[(e.metric, e.judge, e.selection)] = (e.revision, e.digest)
+        for turn in self.turns:
+            c.turns[(turn.trace_id, turn.span_id)] = {
+                (o.metric, o.judge, o.selection): (o.revision, o.status, o.score, o.label, o.reason, o.at_ms)
+                for o in turn.outcomes
+            }
+        return c
+
+
+def _outcome(tier: Tier, o: Outcome, with_reason: bool) -> TurnOutcome:
+    metric, judge, selection = tier
+    revision, status, score, label, reason, at_ms = o
+    return TurnOutcome(
+        metric=metric, judge=judge, selection=selection, revision=revision, status=status, score=score,
+        label=label, reason=reason if with_reason else None, at_ms=at_ms,
+    )  # fmt: skip
+
+
+def from_legacy(value: bytes) -> ConversationState:
+    """A snapshot of the old state topic (schema 1: positional JSON lists, no version field)."""
+    try:
+        data: dict[str, Any] = json.loads(value)
+        return ConversationState(
+            service=str(data["service"]),
+            conversation_id=str(data["conversation_id"]),
+            route=str(data["route"]),
+            started_ms=int(data["started_ms"]),
+            last_arrival_ms=int(data["last_arrival_ms"]),
+            through=int(data["through"]),
+            past_cap=int(data["past_cap"]),
+            pending=bool(data["pending"]),
+            emitted=[
+                Emitted(metric=m, judge=j, selection=s, revision=int(rev), digest=str(digest))
+                for m, j, s, rev, digest in data["emitted"]
+            ],
+            turns=[
+                StoredTurn(
+                    trace_id=str(trace_id),
+                    span_id=str(span_id),
+                    outcomes=[
+                        _outcome((m, j, s), (int(rev), str(status), score, label, reason, int(at)), True)
+                        for m, j, s, rev, status, score, label, reason, at in outcomes
+                    ],
+                )
+                for trace_id, span_id, outcomes in data["turns"]
+            ],
+        )
+    except (KeyError, TypeError, ValueError) as exc:  # ValidationError too
+        detail = f"not a conversation snapshot of an earlier version: {type(exc).__name__}: {exc}"
+        raise UnreadableState("invalid_state", detail.splitlines()[0][:200]) from None
