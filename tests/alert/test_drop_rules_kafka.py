@@ -17,11 +17,11 @@ from tracescore.alert import (
     AlertConfig,
     AlertEvaluator,
     AlertKey,
-    AlertState,
     DropConfig,
     DropReading,
     RuleConfig,
 )
+from tracescore.alert._logic import AlertLogic
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 
 pytestmark = pytest.mark.kafka
@@ -77,19 +77,20 @@ def is_drop(state: str):  # type: ignore[no-untyped-def]
 def persisted(cfg: AlertConfig) -> DropReading:
     """What the state topic holds for the route, read into a new evaluator as a restarted one reads it."""
     consumer = KafkaConsumer(bootstrap_servers=cfg.bootstrap_servers, group_id=None, enable_auto_commit=False)
-    partition = TopicPartition(cfg.state_topic, 0)
-    consumer.assign([partition])
-    consumer.seek_to_beginning(partition)
-    end = consumer.end_offsets([partition])[partition]
+    partitions = [TopicPartition(cfg.state_topic, p) for p in consumer.partitions_for_topic(cfg.state_topic)]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    ends = consumer.end_offsets(partitions)
     latest = None
-    while consumer.position(partition) < end:
-        for message in consumer.poll(timeout_ms=500).get(partition, []):
-            if AlertKey.decode(message.key) == KEY:
-                latest = message.value
+    while any(consumer.position(tp) < ends[tp] for tp in partitions):
+        for messages in consumer.poll(timeout_ms=500).values():
+            for message in messages:
+                if message.key == KEY.encode():  # the state topic also holds each partition's own marks
+                    latest = message.value
     consumer.close()
     assert latest is not None
     evaluator = AlertEvaluator(cfg)
-    evaluator.restore(KEY, AlertState.model_validate_json(latest))
+    evaluator.restore(KEY, AlertLogic.codec.decode(latest).alert)
     evaluator.adopt_restored(lambda key: 0)
     reading = evaluator.drop_status(KEY, datetime.now(UTC))
     assert reading is not None
