@@ -186,7 +186,13 @@ class Convention:
         """Whether the trace may hold this convention's spans (a cheap test: it runs on every trace): by
         default, whether a span carries the convention's `MARKER` key."""
         key = self.MARKER
-        return key is None or any(key in span.attributes for span in trace.spans)
+        if key is None:
+            return True
+        # A plain loop, not any() over a generator: this runs for every convention on every trace.
+        for span in trace.spans:  # noqa: SIM110
+            if key in span.attributes:
+                return True
+        return False
 
     def kind(self, span: DecodedSpan) -> str:
         """The span's kind in this convention ("" when it is not one of its spans)."""

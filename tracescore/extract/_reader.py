@@ -13,7 +13,7 @@ there; the order is the rules' order and is part of the behaviour.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
@@ -273,7 +273,14 @@ class ConventionReader:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.convention!r})"
 
-    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
+    def recognize(self, trace: Trace) -> Iterable[Interaction | Skip]:
+        # Every trace meets every recogniser and holds few conventions: an absent one costs its cheap
+        # presence test, not a generator.
+        if not self.convention.present(trace):
+            return ()
+        return self._read(trace)
+
+    def _read(self, trace: Trace) -> Iterator[Interaction | Skip]:
         convention, steps = self.convention, self._steps
         for reading in convention.candidates(trace):
             for step in steps:
