@@ -8,7 +8,7 @@ import pytest
 from kafka import TopicPartition
 from kafka.future import Future
 
-from tracescore.consume import BrokerUnreachable, ConsumerSettings, ConsumerStats
+from tracescore.consume import BrokerUnreachable, ConsumerSettings, ConsumerStats, TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint
 from tracescore.consume._judging import Judging
 from tracescore.consume._lifecycle import Lifecycle, RunState
@@ -34,7 +34,7 @@ class Loop:
         self.broker_up = True
         self.probes = 0
         self.judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=4)
-        self.checkpoint = Checkpoint(dict, commit_interval_s=5.0)
+        self.checkpoint = Checkpoint(TraceAssembler(), commit_interval_s=5.0)
         self.pauser = Pauser(max_in_flight=4)
         self.stats = ConsumerStats()
         self.life = Lifecycle(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
@@ -187,10 +187,8 @@ class TraceAssembler:
         return [self._release(entry, _unfinished(entry)) for entry in list(self._by_last_seen.values())]
 
     def clear(self) -> int:
-        """Forget every buffered trace (partitions revoked: their new owner re-reads them). Returns count.
-
-        Released trace ids are forgotten too: messages after the committed offsets are read again, and
-        their traces must be assembled and scored again, not counted as late."""
+        """Forget every buffered trace and every released one (their messages are read again, as new).
+        Returns how many traces were buffered."""
         dropped = len(self._by_last_seen)
         self._by_last_seen.clear()
         self._rooted.clear()
@@ -199,6 +197,34 @@ class TraceAssembler:
         self._rejoin_bytes = 0
         self._bytes = 0
         return dropped
+
+    def revoke(self, partitions: Collection[Hashable], handed_over: Iterable[str]) -> int:
+        """Partitions revoked: forget the buffered traces read from them, and the released traces
+        `handed_over` (their new owner scores them; were they to come back here, they are new). Returns how
+        many buffered traces were dropped.
+
+        Other released traces stay remembered: a span of one read again (a Bloom filter's false positive of
+        the handover) is a duplicate, not a trace to score again."""
+        dropped = [e for e in self._by_last_seen.values() if any(p in partitions for p in e.offsets)]
+        for entry in dropped:
+            del self._by_last_seen[entry.trace_id]
+            self._rooted.pop(entry.trace_id, None)
+            self._bytes -= entry.size
+        for trace_id in (*(e.trace_id for e in dropped), *handed_over):
+            self._released.pop(trace_id, None)
+            memory = self._rejoin.pop(trace_id, None)
+            if memory is not None:
+                self._rejoin_bytes -= memory.size
+        return len(dropped)
+
+    def traces_on(self, partitions: Collection[Hashable]) -> dict[Hashable, list[str]]:
+        """Per partition of `partitions`, the buffered traces read from it."""
+        out: dict[Hashable, list[str]] = {}
+        for entry in self._by_last_seen.values():
+            for partition in entry.offsets:
+                if partition in partitions:
+                    out.setdefault(partition, []).append(entry.trace_id)
+        return out
 
     def low_watermarks(self) -> dict[Hashable, int]:
         """Per partition, the lowest offset a buffered trace was read from: commit no further than this."""
