@@ -86,17 +86,18 @@ def test_commits_up_to_the_lowest_unfinished_message_and_names_the_traces_left_a
     first = cp.hold({TP: 1}, trace_id="first", scoring=1)
     cp.scored(later, [], [acked()])
     assert [w is later for w in cp.settle()] == [True]
-    [commit] = cp.due(force=True).values()
+    assert cp.due(force=True) == {TP: OffsetAndMetadata(1, "", -1)}, "a periodic commit: the offset alone"
+    [commit] = cp.due(final=True).values()
     assert commit.offset == 1, "1 is still being scored"
     left = handover(commit)
     assert left.until == 4, "everything read"
     assert left.keeps(2, "first") and not left.keeps(2, "later"), "the later trace is finished"
     assert left.keeps(4, "later"), "past what was read, everything is new"
     cp.committed({TP: commit})
-    assert cp.due(force=True) == {}, "nothing changed"
+    assert cp.due(final=True) == {}, "nothing changed"
     cp.scored(first, [], [acked()])
     assert list(cp.settle()) == [first]
-    assert cp.due(force=True) == {TP: OffsetAndMetadata(4, "", -1)}, "all finished: no handover"
+    assert cp.due(final=True) == {TP: OffsetAndMetadata(4, "", -1)}, "all finished: no handover"
 
 
 def test_a_partition_with_nothing_finished_commits_nothing() -> None:
@@ -121,7 +122,7 @@ def test_a_dead_letter_not_acknowledged_is_read_again_by_the_next_owner() -> Non
     cp.hold({TP: 1}, outputs=[output])  # a dead letter
     cp.scored(scored, [], [acked()])
     list(cp.settle())
-    assert cp.due(force=True) == {TP: OffsetAndMetadata(1, "", -1)}, "from the dead letter on, all new"
+    assert cp.due(final=True) == {TP: OffsetAndMetadata(1, "", -1)}, "from the dead letter on, all new"
     future.success(None)
     assert len(list(cp.settle())) == 1
     assert offsets(cp.due(force=True)) == {TP: 3}
@@ -131,7 +132,7 @@ def test_the_trace_buffer_holds_its_partitions_back_and_its_traces_are_in_the_ha
     cp = checkpoint(Buffer({"buffered": {TP: 1}}))
     read(cp, TP, 0, 1, 2)
     read(cp, OTHER, 7)
-    commits = cp.due(force=True)
+    commits = cp.due(final=True)
     assert offsets(commits) == {TP: 1, OTHER: 8}
     assert handover(commits[TP]).keeps(1, "buffered") and commits[OTHER].metadata == ""
 
@@ -221,7 +222,7 @@ def test_a_cooperative_revoke_leaves_the_kept_partitions_as_they_were() -> None:
     _, handed = cp.revoke([TP], lost=False)
 
     assert handed == [split] and not on_kept.handed_over
-    [commit] = cp.due(force=True).values()
+    [commit] = cp.due(final=True).values()
     assert commit.offset == 5, "the kept partition still waits for its own work"
     assert handover(commit).keeps(6, "kept") and not handover(commit).keeps(6, "split")
     cp.committed({OTHER: commit})
@@ -280,3 +281,19 @@ def test_a_handover_received_and_not_read_past_is_passed_on() -> None:
     assert left.keeps(12, "mine") and not left.keeps(12, "done") and not left.keeps(12, "theirs")
     assert left.keeps(15, "theirs") and not left.keeps(15, "done"), "what it had not read yet, as given"
     assert left.keeps(20, "anything")
+
+
+def test_periodic_commits_pass_on_a_handover_received_until_it_is_read_past() -> None:
+    cp = checkpoint()
+    cp.handovers[TP] = Handover.build(20, ["theirs"], None)
+    read(cp, TP, 10, 11)
+    done = cp.hold({TP: 11}, trace_id="done", scoring=1)
+    cp.scored(done, [], [acked()])
+    list(cp.settle())
+    [commit] = cp.due(force=True).values()
+    assert (
+        commit.offset == 12 and handover(commit).keeps(15, "theirs") and not handover(commit).keeps(15, "x")
+    )
+    del cp.handovers[TP]  # the Pipeline drops it once it reads offset 20
+    read(cp, TP, 20)
+    assert cp.due(force=True) == {TP: OffsetAndMetadata(21, "", -1)}

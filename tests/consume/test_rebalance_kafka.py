@@ -161,3 +161,19 @@ def test_a_rebalance_storm_loses_nothing_and_scores_nothing_twice(
     _assert_each_scored_once(
         f"rebalance storm ({protocol}): a member joins and leaves 4 times", group, expected
     )
+
+
+def test_a_member_rebalancing_otherwise_than_its_group_is_refused_with_one_clear_error(
+    topics: Topics,
+) -> None:
+    older = ConsumerProcess(topics.cli_args("--rebalance-protocol", "eager", idle_timeout_s=600))
+    older.wait_for_line("assigned partitions")
+    newer = ConsumerProcess(topics.cli_args(idle_timeout_s=600))  # cooperative, the default
+    try:
+        assert newer.wait() == 1, newer.log
+    finally:
+        older.terminate()
+    assert older.wait() == 0, older.log
+    errors = [line for line in newer.lines if line.startswith("Error:")]
+    assert len(errors) == 1 and "--rebalance-protocol eager" in errors[0], newer.log
+    assert "Traceback" not in newer.log

@@ -138,26 +138,32 @@ class Checkpoint:
 
     # --- commits -----------------------------------------------------------------------------------------
 
-    def due(self, *, force: bool = False, partitions: Collection[Hashable] | None = None) -> Commits:
-        """Offsets to commit now, each with its handover: every `commit_interval_s` (or forced), only
-        partitions whose offset or handover changed."""
+    def due(
+        self, *, force: bool = False, final: bool = False, partitions: Collection[Hashable] | None = None
+    ) -> Commits:
+        """Offsets to commit now: every `commit_interval_s` (or forced), only partitions whose offset or
+        handover changed. `final`: the partitions are being given up (a rebalance, a stop), so the commit
+        says which traces after the offset are unfinished; periodic commits only pass on a handover this
+        member was given (naming its own traces costs a hash per buffered trace, worth it once per rebalance,
+        not every second: after a crash, what finished after the last commit's offset is read again)."""
         now = self._clock()
-        if not force and now - self._last_commit < self._interval_s:
+        if not (force or final) and now - self._last_commit < self._interval_s:
             return {}
         self._last_commit = now
         candidates = self._offsets.committable(self._buffered.low_watermarks(), partitions)
         if not candidates:
             return {}
-        unfinished, dead_letters = self._unfinished(candidates)
+        unfinished, dead_letters = self._unfinished(candidates) if final else ({}, {})
         out: Commits = {}
         for partition, (offset, read_up_to) in candidates.items():
-            # A dead letter not yet acknowledged is read again (and dead-lettered again) by the next owner.
-            until = max(offset, min(read_up_to, dead_letters.get(partition, read_up_to)))
-            handover = Handover.build(
-                until,
-                unfinished.get(partition, ()) if until > offset else None,
-                self.handovers.get(partition),
-            )
+            earlier = self.handovers.get(partition)
+            if final:
+                # A dead letter not acknowledged yet is read (and dead-lettered) again by the next owner.
+                until = max(offset, min(read_up_to, dead_letters.get(partition, read_up_to)))
+                left = unfinished.get(partition, []) if until > offset else None
+                handover = Handover.build(until, left, earlier)
+            else:
+                handover = Handover.build(offset, None, earlier)
             commit = OffsetAndMetadata(offset, handover.encode() if handover else "", -1)
             if self._last.get(partition) != commit:
                 out[partition] = commit
@@ -200,7 +206,7 @@ class Checkpoint:
         When lost, a commit would be refused, and kafka-python starts every partition it gets back from the
         group's committed offset."""
         partitions = set(partitions)
-        committing = {} if lost else self.due(force=True, partitions=partitions)
+        committing = {} if lost else self.due(final=True, partitions=partitions)
         handed = [work for work in self._open if lost or work.touches(partitions)]
         for work in handed:
             work.handed_over = True
@@ -230,8 +236,8 @@ class Checkpoint:
 
     # --- the Kafka calls ---------------------------------------------------------------------------------
 
-    def commit_with(self, consumer: KafkaConsumer, *, force: bool = False) -> None:
-        commits = self.due(force=force)
+    def commit_with(self, consumer: KafkaConsumer, *, final: bool = False) -> None:
+        commits = self.due(final=final)
         if not commits:
             return
         try:

@@ -284,7 +284,7 @@ def consume(
     """
     from tracescore.alert import InProcessAlerts
     from tracescore.consume._clients import BrokerUnreachable
-    from tracescore.consume._consumer import EvaluationConsumer, OutputNotAcknowledged
+    from tracescore.consume._consumer import EvaluationConsumer, GroupProtocolMismatch, OutputNotAcknowledged
     from tracescore.consume._status import RateLimitedLogs, describe_lift
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
@@ -329,7 +329,7 @@ def consume(
         signal.signal(signum, lambda *_: consumer.stop())
     try:
         stats = consumer.run()
-    except (OutputNotAcknowledged, BrokerUnreachable) as exc:
+    except (OutputNotAcknowledged, BrokerUnreachable, GroupProtocolMismatch) as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         provider.shutdown()  # exports what was recorded since the last interval

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import InconsistentGroupProtocolError
 
 from tracescore._kafka import RebalanceListener, caught_up, check_broker, lag
 from tracescore.consume._assemble import TraceAssembler
@@ -30,7 +31,7 @@ from tracescore.consume._lifecycle import Lifecycle, RunState
 from tracescore.consume._outputs import Outputs, default_sink
 from tracescore.consume._pauser import Pauser
 from tracescore.consume._pipeline import Admitted, Pipeline
-from tracescore.consume._rebalance import Rebalance
+from tracescore.consume._rebalance import GroupProtocolMismatch, Rebalance
 from tracescore.consume._scorer import Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
@@ -42,7 +43,10 @@ from tracescore.sample import SamplingPolicy
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric
 
-__all__ = ["ConsumerStats", "EvaluationConsumer", "OutputNotAcknowledged", "RunState", "default_sink"]
+__all__ = [
+    "ConsumerStats", "EvaluationConsumer", "GroupProtocolMismatch", "OutputNotAcknowledged", "RunState",
+    "default_sink",
+]  # fmt: skip
 
 _log = logging.getLogger("tracescore.consume")
 _BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emitted promptly
@@ -152,14 +156,15 @@ class EvaluationConsumer:
                     self._queue(self._pipeline.flush())  # the buffered traces, without their grace
                 if life.state is RunState.RUNNING:
                     self._queue(self._pipeline.ready())
-                if life.state is not RunState.STOPPING:
-                    self._judging.submit(worker)  # score, on the worker's loop
+                self._judging.submit(
+                    worker
+                )  # score, on the worker's loop (stopping: the rest of started traces)
                 self._collect()  # emit
                 self._settle()  # ack
                 if life.state is RunState.RUNNING:
                     self._pauser.apply(consumer, self._judging.pending)
                     self.stats.pauses = self._pauser.pauses
-                self._maybe_commit(force=False)  # commit
+                self._maybe_commit(final=False)  # commit
                 if self._status.due():
                     self._log_status(consumer)
                 if life.done():
@@ -170,7 +175,7 @@ class EvaluationConsumer:
             if self._policy is not None:
                 self._policy.save()  # the cascade's learned suspicion models, when a state path is set
             self._outputs.finish(self.settings.ack_timeout_s)
-            self._maybe_commit(force=True)
+            self._maybe_commit(final=True)  # with the handover of what is left: a stop is a revoke
             producer.close(timeout=self.settings.ack_timeout_s)
             consumer.close(autocommit=False)
             self._outputs.close()
@@ -196,7 +201,11 @@ class EvaluationConsumer:
             return []
         timeout_ms = _BUSY_POLL_MS if self._lifecycle.busy else self.settings.poll_timeout_ms
         batch: list[ConsumerRecord] = []
-        for partition, messages in consumer.poll(timeout_ms=timeout_ms).items():
+        try:
+            polled = consumer.poll(timeout_ms=timeout_ms)
+        except InconsistentGroupProtocolError as exc:
+            raise GroupProtocolMismatch.of(self.settings) from exc
+        for partition, messages in polled.items():
             if messages:
                 # A partition's messages come in offset order: its first and last offsets say all it read.
                 self._checkpoint.read(partition, messages[0].offset)
@@ -227,8 +236,8 @@ class EvaluationConsumer:
     def _settle(self) -> None:
         self._outputs.settle()
 
-    def _maybe_commit(self, force: bool) -> None:
-        self._checkpoint.commit_with(self._kafka(), force=force)
+    def _maybe_commit(self, final: bool) -> None:
+        self._checkpoint.commit_with(self._kafka(), final=final)
 
     # --- rebalances (on kafka-python's IO thread, while this thread waits inside poll) ---------------------
 

@@ -23,6 +23,7 @@ import base64
 import hashlib
 import itertools
 import json
+import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ _BITS = 2880 * 8  # dense, zlib'd and base64'd this is ~3,850 characters: under 
 _HASHES = 7
 _MAX_SEGMENTS = 4
 _MAX_METADATA = 4000  # Kafka's default offset.metadata.max.bytes is 4096
+_UNPACK = struct.Struct(f"<{_HASHES}I").unpack
 
 
 class TraceFilter:
@@ -54,11 +56,16 @@ class TraceFilter:
     def add(self, trace_id: str) -> None:
         bits = self._bits
         for position in _positions(trace_id):
+            position %= _BITS
             bits[position >> 3] |= 1 << (position & 7)
 
     def __contains__(self, trace_id: str) -> bool:
         bits = self._bits
-        return all(bits[p >> 3] & (1 << (p & 7)) for p in _positions(trace_id))
+        for position in _positions(trace_id):
+            position %= _BITS
+            if not bits[position >> 3] & (1 << (position & 7)):
+                return False
+        return True
 
     def union(self, other: TraceFilter) -> TraceFilter:
         return TraceFilter(bytearray(a | b for a, b in zip(self._bits, other._bits, strict=True)))
@@ -74,11 +81,12 @@ class TraceFilter:
         return cls(bytearray(bits))
 
 
-def _positions(trace_id: str) -> list[int]:
-    # blake2b, not hash(): the next owner is another process (Python salts str hashes per process).
-    digest = hashlib.blake2b(trace_id.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    first, second = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
-    return [(first + i * second) % _BITS for i in range(_HASHES)]
+def _positions(trace_id: str) -> tuple[int, ...]:
+    """`_HASHES` 32-bit hashes of the id, to take modulo `_BITS` (a bias below 1e-5). blake2b, not hash():
+    the next owner is another process, and Python salts str hashes per process."""
+    return _UNPACK(
+        hashlib.blake2b(trace_id.encode("utf-8", "surrogatepass"), digest_size=4 * _HASHES).digest()
+    )
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,14 @@ class Judging:
         self._queue.clear()
         return dropped
 
+    def drop_unstarted(self) -> int:
+        """Forget the traces none of whose interactions went to the judges (left uncommitted: read again);
+        the rest of a trace already at the judges stays queued, so it finishes whole and nothing of it is
+        scored twice. Returns how many interactions were dropped."""
+        before = len(self._queue)
+        self._queue = deque(entry for entry in self._queue if entry[0].started)
+        return before - len(self._queue)
+
     def submit(self, worker: ScoringWorker) -> None:
         while self._queue and len(self._running) < self.max_in_flight:
             self._start(worker, *self._queue.popleft())
