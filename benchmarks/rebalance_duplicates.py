@@ -18,9 +18,14 @@ of its own. Scenarios:
   what the dead member had not committed).
 
 Counts come from the evaluations topic read back: records, distinct (trace, span, metric), records twice,
-interactions with no record. `--repo` runs the members from another checkout (e.g. the code before a change,
-`git archive <commit> | tar -x -C /tmp/before`): the protocol goes through TRACESCORE_REBALANCE_PROTOCOL,
-which a version without that setting ignores (it rebalances eagerly).
+interactions with no record; and from each member's closing summary, the spans all members decoded and
+kept (`spans=`) and those they decoded again after a rebalance but skipped as scored by the previous owner
+(`handed_over_spans_skipped=`): their sum less `--spans` is the rebalances' re-reading. A killed member
+writes no summary, so in the kill rows that column counts the survivor only.
+
+`--repo` runs the members from another checkout (e.g. the code before a change, `git archive <commit> | tar
+-x -C /tmp/before`): the protocol goes through TRACESCORE_REBALANCE_PROTOCOL, which a version without that
+setting ignores (it rebalances eagerly).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,7 +41,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -78,6 +84,7 @@ class Run:
     prefix: str
     protocol: str
     repo: Path
+    logs: list[Path] = field(default_factory=list)
 
     @property
     def evaluations(self) -> str:
@@ -93,11 +100,21 @@ class Run:
             "--status-interval", "0",
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(self.repo), "TRACESCORE_REBALANCE_PROTOCOL": self.protocol}
-        log = (Path(os.environ.get("TMPDIR", "/tmp")) / f"{self.prefix}.{uuid.uuid4().hex[:6]}.log").open(
-            "wb"
-        )
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"{self.prefix}.{uuid.uuid4().hex[:6]}.log"
+        self.logs.append(path)
         command = [sys.executable, "-m", "tracescore.cli", "consume", *args]
-        return subprocess.Popen(command, cwd=self.repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+        with path.open("wb") as log:
+            return subprocess.Popen(command, cwd=self.repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def decoded(self) -> int:
+        """Spans the members decoded, from their closing summaries (kept, and skipped as scored before)."""
+        total = 0
+        for path in self.logs:
+            text = path.read_text(errors="replace")
+            for name in ("spans", "handed_over_spans_skipped"):
+                found = re.findall(rf"\b{name}=(\d+)", text)
+                total += int(found[-1]) if found else 0
+        return total
 
     def written(self) -> int:
         """Messages on the evaluations topic so far (one per record)."""
@@ -195,9 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.spans} spans on {args.partitions} partitions; members from {args.repo}")
         print()
         print(
-            "| scenario | protocol | run | records | distinct | scored twice | without a record | seconds |"
+            "| scenario | protocol | run | records | distinct | scored twice | without a record "
+            "| spans decoded again | seconds |"
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for name in args.scenarios:
             for protocol in args.protocols:
                 for index in range(1, args.runs + 1):
@@ -208,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                     counts = Counter(run.records())
                     twice = sum(n - 1 for n in counts.values())
                     missing = args.spans - len(counts)
-                    cells = (name, protocol, index, sum(counts.values()), len(counts), twice, missing)
+                    again = run.decoded() - args.spans
+                    cells = (name, protocol, index, sum(counts.values()), len(counts), twice, missing, again)
                     print("| " + " | ".join(map(str, cells)) + f" | {seconds:.0f} |", flush=True)
     return 0
 

@@ -9,10 +9,8 @@ condition (a log line, records on the topic) with a generous bound.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from fault_helpers import ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
+from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka_helpers import end_offsets, read_all, run_instrumented_app, wait_until
@@ -21,33 +19,9 @@ from tracescore.model import EvaluationRecord
 
 pytestmark = pytest.mark.kafka
 
-APP = """
-@tracescore.rag(route="/ask")
-def answer(query, contexts):
-    return "Paris is the capital of France. It lies on the Seine."
-
-for i in range({n}):
-    answer(f"Where is the capital of France? ({{i}})", ["Paris, on the Seine, is the capital of France."])
-"""
 SPANS = 60
 PARTITIONS = 6
 STEP = 20  # judge replies let through between two membership changes (about two per interaction)
-PROTOCOLS = ["eager", "cooperative"]
-
-
-@pytest.fixture
-def topics(bootstrap: str, topic_prefix: str) -> Topics:
-    topics = Topics(bootstrap, topic_prefix)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(topics.spans, PARTITIONS, 1)])
-    admin.close()
-    return topics
-
-
-@pytest.fixture
-def judge_server() -> Iterator[GatedJudgeServer]:
-    with GatedJudgeServer() as server:
-        yield server
 
 
 class Group:
@@ -58,6 +32,7 @@ class Group:
         self.members: list[ConsumerProcess] = []
 
     def start(self) -> ConsumerProcess:
+        """A new member, once it was given partitions."""
         member = ConsumerProcess(
             self.topics.cli_args(
                 # No idle exit: the test says when each member goes. A session long enough that a member
@@ -80,52 +55,55 @@ class Group:
 
     def progress(self) -> None:
         """Let STEP more judge replies through and wait until records follow (some replies may go to calls
-        whose trace was handed over, hence less than STEP)."""
+        whose trace was handed over, whose results are dropped)."""
         before = self.written()
         self.server.hold(allow=STEP)
         wait_until(lambda: self.written() >= before + 3, "records after the membership change")
 
-    def finish(self, last: ConsumerProcess, expected: int) -> None:
+    def finish(self, last: ConsumerProcess) -> None:
         """Every reply let through; once every span has a record, the last member leaves too."""
         self.server.open()
         wait_until(
-            lambda: _spans_scored(self.topics) >= expected or last.process.poll() is not None,
+            lambda: _spans_scored(self.topics) >= SPANS or last.process.poll() is not None,
             "every span scored",
             every_s=0.5,
         )
         self.leave(last)
 
-    @property
-    def log(self) -> str:
-        return "\n\n".join(member.log for member in self.members)
+    def assert_each_scored_once(self, what: str) -> None:
+        expected = rag_spans_on(self.topics.bootstrap, self.topics.spans)
+        assert len(expected) == SPANS
+        result = outcome(self.topics, expected)
+        report(f"rebalance ({self.protocol}): {what}", result)
+        log = "\n\n".join(member.log for member in self.members)
+        assert result.lost == 0 and result.unexplained == 0, (result, log)
+        assert result.duplicated == 0 and result.records == len(expected), (result, log)
 
 
 def _spans_scored(topics: Topics) -> int:
-    records = read_all(topics.bootstrap, topics.evaluations)
-    return len(
-        {
-            (r.trace_id, r.span_id)
-            for r in map(EvaluationRecord.model_validate_json, (m.value for m in records))
-        }
-    )
+    values = (m.value for m in read_all(topics.bootstrap, topics.evaluations))
+    return len({(r.trace_id, r.span_id) for r in map(EvaluationRecord.model_validate_json, values)})
 
 
-def _assert_each_scored_once(name: str, group: Group, expected: set[tuple[str, str]]) -> None:
-    result = outcome(group.topics, expected)
-    report(name, result)
-    assert result.lost == 0 and result.unexplained == 0, (result, group.log)
-    assert result.duplicated == 0 and result.records == len(expected), (result, group.log)
+@pytest.fixture
+def topics(bootstrap: str, topic_prefix: str) -> Topics:
+    topics = Topics(bootstrap, topic_prefix)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topics.spans, PARTITIONS, 1)])
+    admin.close()
+    return topics
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_two_then_three_members_joining_and_leaving_score_every_interaction_once(
-    topics: Topics, judge_server: GatedJudgeServer, protocol: str
-) -> None:
+@pytest.fixture(params=["eager", "cooperative"])
+def group(topics: Topics, judge_server: GatedJudgeServer, request: pytest.FixtureRequest) -> Group:
+    """A group rebalancing as the test's parameter says: its spans on the topic, no member yet, STEP judge
+    replies let through."""
     run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS))
-    expected = rag_spans_on(topics.bootstrap, topics.spans)
-    assert len(expected) == SPANS
-    group = Group(topics, judge_server, protocol)
     judge_server.hold(allow=STEP)
+    return Group(topics, judge_server, request.param)
+
+
+def test_two_then_three_members_joining_and_leaving_score_every_interaction_once(group: Group) -> None:
     first = group.start()
     wait_until(lambda: group.written() >= 3, "the first records")
 
@@ -137,30 +115,21 @@ def test_two_then_three_members_joining_and_leaving_score_every_interaction_once
     group.leave(second)  # a clean leave: its work in flight goes to the others
     group.progress()
     group.leave(third)
-    group.finish(first, len(expected))
+    group.finish(first)
 
-    if protocol == "eager":  # every partition revoked while judge replies were held
+    if group.protocol == "eager":  # every partition revoked while judge replies were held
         assert first.count("left to the next owner") >= 1, f"nothing in flight at a revoke:\n{first.log}"
-    _assert_each_scored_once(f"rebalance ({protocol}): 2 then 3 members join and leave", group, expected)
+    group.assert_each_scored_once("2 then 3 members join and leave")
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_a_rebalance_storm_loses_nothing_and_scores_nothing_twice(
-    topics: Topics, judge_server: GatedJudgeServer, protocol: str
-) -> None:
-    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS))
-    expected = rag_spans_on(topics.bootstrap, topics.spans)
-    group = Group(topics, judge_server, protocol)
-    judge_server.hold(allow=STEP)
+def test_a_rebalance_storm_loses_nothing_and_scores_nothing_twice(group: Group) -> None:
     steady = group.start()
     for _ in range(4):  # a member joining (given partitions) and leaving again, as fast as it can start
         group.leave(group.start())
-        judge_server.hold(allow=STEP // 2)
-    group.finish(steady, len(expected))
+        group.server.hold(allow=STEP // 2)
+    group.finish(steady)
 
-    _assert_each_scored_once(
-        f"rebalance storm ({protocol}): a member joins and leaves 4 times", group, expected
-    )
+    group.assert_each_scored_once("a storm: a member joins and leaves 4 times")
 
 
 def test_a_member_rebalancing_otherwise_than_its_group_is_refused_with_one_clear_error(
