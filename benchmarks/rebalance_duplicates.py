@@ -55,6 +55,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = ("together", "join", "leave", "storm", "kill")
 PROTOCOLS = ("eager", "cooperative")
 IDLE_TIMEOUT_S = 8  # a member stops this long after its partitions are read to their end
+# A member that must outlive the others' comings and goings (the storm's steady member; the kill's survivor,
+# which gets the dead member's partitions only after its session timeout) waits longer.
+LONG_IDLE_TIMEOUT_S = 30
 SESSION_TIMEOUT_MS = 6_000  # the broker's minimum: a killed member's partitions move on quickly
 RUN_LIMIT_S = 900.0
 
@@ -90,13 +93,13 @@ class Run:
     def evaluations(self) -> str:
         return f"{self.prefix}.evaluations"
 
-    def member(self) -> subprocess.Popen[bytes]:
+    def member(self, idle_timeout_s: float = IDLE_TIMEOUT_S) -> subprocess.Popen[bytes]:
         args = [
             "--bootstrap-servers", self.bootstrap, "--topic", self.spans_topic,
             "--group-id", f"{self.prefix}.group", "--evaluations-topic", self.evaluations,
             "--dlq-topic", f"{self.prefix}.dlq",
             "--evaluation-spans-topic", f"{self.prefix}.evaluation-spans",
-            "--idle-timeout", str(IDLE_TIMEOUT_S), "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
+            "--idle-timeout", str(idle_timeout_s), "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
             "--status-interval", "0",
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(self.repo), "TRACESCORE_REBALANCE_PROTOCOL": self.protocol}
@@ -176,7 +179,7 @@ def leave(run: Run, spans: int) -> None:
 
 
 def storm(run: Run, spans: int) -> None:
-    steady = run.member()
+    steady = run.member(LONG_IDLE_TIMEOUT_S)
     while steady.poll() is None and run.written() < spans:
         visitor = run.member()
         time.sleep(3)
@@ -186,7 +189,7 @@ def storm(run: Run, spans: int) -> None:
 
 
 def kill(run: Run, spans: int) -> None:
-    first, second = run.member(), run.member()
+    first, second = run.member(LONG_IDLE_TIMEOUT_S), run.member()
     _wait(lambda: run.written() >= spans // 2)
     second.send_signal(signal.SIGKILL)
     _exits(first, second)

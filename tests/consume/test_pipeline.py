@@ -125,3 +125,14 @@ def test_a_message_read_again_after_a_rebalance_keeps_only_the_traces_left_unfin
     steps.take([message(other, offset=10)])  # past what the previous owner read: everything is new
     assert tp not in steps.handovers and steps.stats.assembly["handed_over_spans_skipped"] == 3
     assert steps.stats.traces == 1 and steps.assembler.buffered_traces == 1
+
+
+def test_traces_read_again_go_on_without_a_new_grace_once_the_previous_owners_messages_are_read() -> None:
+    steps, clock = pipeline()  # a grace of 2 s
+    tp = TopicPartition("spans", 0)
+    steps.handovers[tp] = Handover.build(7, [TRACE_ID], None)  # the previous owner had read up to 6
+    assert steps.take([message(READ.read_bytes(), offset=5)]).admitted == [], "more of it may come up to 6"
+    taken = steps.take([message(b"dead-lettered already", offset=6)])
+    [trace] = taken.admitted  # its root is there and it waited its grace at the previous owner
+    assert trace.trace_id == TRACE_ID and steps.stats.assembly["released_after_handover"] == 1
+    assert tp not in steps.handovers and taken.dead_letters == []

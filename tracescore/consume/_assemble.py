@@ -75,6 +75,7 @@ class _Buffered:
     offsets: dict[Hashable, int] = field(default_factory=dict)  # partition -> lowest offset held
     waiting: bool = False  # past its grace, held for remote work
     rejoined: Remembered | None = None  # an already released trace rebuilt by a late span
+    handed_over: bool = False  # read again after a rebalance: it waited its grace at the previous owner
 
 
 class TraceAssembler:
@@ -101,8 +102,16 @@ class TraceAssembler:
     def buffered_bytes(self) -> int:
         return self._bytes
 
-    def add(self, spans: Iterable[DecodedSpan], partition: Hashable, offset: int, size: int) -> list[Trace]:
-        """Buffer the spans of one message (`size` bytes); returns traces released early to stay in bounds."""
+    def add(
+        self,
+        spans: Iterable[DecodedSpan],
+        partition: Hashable,
+        offset: int,
+        size: int,
+        handed_over: bool = False,
+    ) -> list[Trace]:
+        """Buffer the spans of one message (`size` bytes); returns traces released early to stay in bounds.
+        `handed_over`: the message is read again after a rebalance (see `release_handed_over`)."""
         if not isinstance(spans, list):
             spans = list(spans)
         per_span = size // max(1, len(spans))
@@ -128,6 +137,8 @@ class TraceAssembler:
                 by_last_seen.move_to_end(trace_id)  # a new entry is already last
             if entry.rejoined is not None:
                 entry.rejoined.late += 1
+            if handed_over:
+                entry.handed_over = True
             entry.spans[span.span_id] = span
             entry.size += per_span
             self._bytes += per_span
@@ -181,6 +192,21 @@ class TraceAssembler:
         if memory is None:  # not kept (rejoin memory off or full): judged as read
             return [Revision(i) for i in interactions], list(skips)
         return revise(trace, memory, interactions, skips, self.counts)
+
+    def release_handed_over(self, partition: Hashable) -> list[Trace]:
+        """The traces read again from `partition` after a rebalance, now that every message the previous owner
+        had read is read again: those with their root are released without a new grace period (they waited
+        at the previous owner; a rebalance every few seconds would otherwise hold them for good). A span
+        still to come is a late span, as after any release."""
+        out = []
+        for entry in list(self._by_last_seen.values()):
+            if not entry.handed_over or partition not in entry.offsets:
+                continue
+            entry.handed_over = False
+            if entry.has_root and not (self.settings.wait_for_remote and waits_for_remote(entry.spans)):
+                self.counts["released_after_handover"] += 1
+                out.append(self._release(entry, None))
+        return out
 
     def release_all(self) -> list[Trace]:
         """Everything buffered, e.g. when the stream has gone idle and no more spans are expected."""

@@ -86,14 +86,21 @@ class Pipeline:
         tp = TopicPartition("", -1)
         handovers = self.handovers
         handover: Handover | None = None
+        # A partition just read again up to where its previous owner stopped: its handed-over traces go on.
+        read_again: TopicPartition | None = None
         for message in batch:
+            if read_again is not None:
+                released += assembler.release_handed_over(read_again)
+                read_again = handover = None
             stats.messages += 1
             if message.partition != tp.partition or message.topic != tp.topic:
                 tp = TopicPartition(message.topic, message.partition)  # a poll's messages come by partition
                 handover = handovers.get(tp) if handovers else None
-            if handover is not None and message.offset >= handover.until:
-                del handovers[tp]  # read past what the previous owner left: every message is new again
-                handover = None
+            if handover is not None and message.offset + 1 >= handover.until:
+                handovers.pop(tp, None)  # the last message the previous owner had read, or past it
+                read_again = tp
+                if message.offset >= handover.until:
+                    handover = None
             if message.headers and any(key == EVALUATION_SPANS_HEADER for key, _ in message.headers):
                 self.stats.assembly["evaluation_span_messages"] += 1  # ours, read back: never decoded
                 continue
@@ -121,9 +128,11 @@ class Pipeline:
                 kept = [s for s in spans if s.scope_name != _EVALUATOR_SCOPE]
                 stats.assembly["evaluation_spans"] += len(spans) - len(kept)
                 spans = kept
-            early = assembler.add(spans, tp, message.offset, len(message.value))
+            early = assembler.add(spans, tp, message.offset, len(message.value), handover is not None)
             if early:
                 released += early
+        if read_again is not None:
+            released += assembler.release_handed_over(read_again)
         taken.admitted = self.extract_and_admit(released)
         return taken
 
