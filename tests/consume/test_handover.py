@@ -56,6 +56,15 @@ def test_metadata_that_is_not_a_handover_is_none_and_a_broken_one_is_an_error() 
         Handover.decode('{"tracescore_handover":1,"segments":[[5,"not base64!"]]}')
     with pytest.raises(ValueError, match="version"):
         Handover.decode('{"tracescore_handover":99,"segments":[]}')
+    for broken in (
+        "",
+        ',"segments":[]',
+        ',"segments":5',
+        ',"segments":[[1,"AAAA"]]',
+        ',"segments":[["a","x"]]',
+    ):
+        with pytest.raises(ValueError):  # never anything else: a member reads whatever a commit carries
+            Handover.decode('{"tracescore_handover":1' + broken + "}")
 
 
 def test_a_handover_passed_on_keeps_what_was_not_read_past_and_stays_bounded() -> None:

@@ -145,12 +145,16 @@ class Handover:
         Raises ValueError for a handover of ours that cannot be read."""
         if not metadata or not metadata.startswith('{"tracescore_handover":'):
             return None
-        document = json.loads(metadata)
-        if document.get("tracescore_handover") != _VERSION:
-            raise ValueError(f"handover version {document.get('tracescore_handover')!r}, not {_VERSION}")
-        segments = tuple(
-            Segment(int(until), TraceFilter.decode(text)) for until, text in document["segments"]
-        )
+        try:
+            document = json.loads(metadata)
+            version = document.get("tracescore_handover")
+            if version != _VERSION:
+                raise ValueError(f"handover version {version!r}, not {_VERSION}")
+            segments = tuple(
+                Segment(int(until), TraceFilter.decode(text)) for until, text in document["segments"]
+            )
+        except (KeyError, TypeError, zlib.error) as exc:  # JSON, base64 and version errors are ValueErrors
+            raise ValueError(f"not a handover: {type(exc).__name__}: {exc}") from exc
         if not segments or any(a.until >= b.until for a, b in itertools.pairwise(segments)):
             raise ValueError("handover segments out of order")
         return cls(segments)
