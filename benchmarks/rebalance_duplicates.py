@@ -100,7 +100,7 @@ class Run:
             "--dlq-topic", f"{self.prefix}.dlq",
             "--evaluation-spans-topic", f"{self.prefix}.evaluation-spans",
             "--idle-timeout", str(idle_timeout_s), "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
-            "--status-interval", "0",
+            "--status-interval", os.environ.get("BENCH_STATUS_S", "0"),
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(self.repo), "TRACESCORE_REBALANCE_PROTOCOL": self.protocol}
         path = Path(os.environ.get("TMPDIR", "/tmp")) / f"{self.prefix}.{uuid.uuid4().hex[:6]}.log"

@@ -240,7 +240,7 @@ def test_a_kept_partition_is_read_again_from_the_first_offset_not_committed() ->
     cp.hold({TP: 7}, trace_id="t", scoring=0)  # finished: something to commit
     list(cp.settle())
     committing, _ = cp.revoke([TP, OTHER], lost=False)
-    assert offsets(committing) == {TP: 6}
+    assert offsets(committing) == {TP: 6, OTHER: 3}, "OTHER: nothing finished, its handover all the same"
     cp.committed_on_revoke(committing)  # the asynchronous commit answered
     assert cp.seeks([TP, OTHER]) == {TP: 6, OTHER: 3}
     assert cp.seeks([TP]) == {}  # once
@@ -297,3 +297,14 @@ def test_periodic_commits_pass_on_a_handover_received_until_it_is_read_past() ->
     del cp.handovers[TP]  # the Pipeline drops it once it reads offset 20
     read(cp, TP, 20)
     assert cp.due(force=True) == {TP: OffsetAndMetadata(21, "", -1)}
+
+
+def test_a_final_commit_hands_over_what_was_read_even_where_nothing_finished() -> None:
+    cp = checkpoint(Buffer({"read": {TP: 5}}))
+    read(cp, TP, 5, 6)  # read again from the group's offset 5: nothing finished yet
+    assert cp.due(force=True) == {}, "a periodic commit would only restate (or create) the group's offset"
+    [commit] = cp.due(final=True).values()
+    assert commit.offset == 5 and handover(commit).until == 7
+    assert handover(commit).keeps(6, "read"), "its next owner goes on with it once it read up to 7"
+    commits, _ = cp.revoke([TP], lost=False, final=False)  # the member stops on an error
+    assert commits == {}, "it vouches for finished work only"

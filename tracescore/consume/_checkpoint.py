@@ -150,7 +150,9 @@ class Checkpoint:
         if not (force or final) and now - self._last_commit < self._interval_s:
             return {}
         self._last_commit = now
-        candidates = self._offsets.committable(self._buffered.low_watermarks(), partitions)
+        # A final commit is made even where nothing finished: its handover lets the next owner release the
+        # traces read here without a new grace period (a storm of rebalances would otherwise hold them).
+        candidates = self._offsets.committable(self._buffered.low_watermarks(), partitions, every=final)
         if not candidates:
             return {}
         unfinished, dead_letters = self._unfinished(candidates) if final else ({}, {})
@@ -196,7 +198,9 @@ class Checkpoint:
             if partition in self._rewind:
                 self._rewind[partition] = max(self._rewind[partition], commit.offset)
 
-    def revoke(self, partitions: Collection[Hashable], *, lost: bool) -> tuple[Commits, list[Work]]:
+    def revoke(
+        self, partitions: Collection[Hashable], *, lost: bool, final: bool = True
+    ) -> tuple[Commits, list[Work]]:
         """`partitions` revoked (`lost`: the member was removed from the group, every partition at once):
         returns what to commit now (each with its handover) and the open work handed over, and forgets the
         partitions. Call before the trace buffer forgets them.
@@ -204,9 +208,10 @@ class Checkpoint:
         Handed over: every unfinished work touching them. Its results are dropped when they come; its holds
         on partitions kept are released (a trace split over partitions is read by the new owner of each).
         When lost, a commit would be refused, and kafka-python starts every partition it gets back from the
-        group's committed offset."""
+        group's committed offset. Not `final` (the member stops on an error): only finished work is
+        committed, without a handover."""
         partitions = set(partitions)
-        committing = {} if lost else self.due(final=True, partitions=partitions)
+        committing = {} if lost else self.due(force=True, final=final, partitions=partitions)
         handed = [work for work in self._open if lost or work.touches(partitions)]
         for work in handed:
             work.handed_over = True
@@ -236,8 +241,8 @@ class Checkpoint:
 
     # --- the Kafka calls ---------------------------------------------------------------------------------
 
-    def commit_with(self, consumer: KafkaConsumer, *, final: bool = False) -> None:
-        commits = self.due(final=final)
+    def commit_with(self, consumer: KafkaConsumer, *, force: bool = False, final: bool = False) -> None:
+        commits = self.due(force=force, final=final)
         if not commits:
             return
         try:
@@ -261,7 +266,7 @@ class Checkpoint:
             _log.warning("offsets not committed (%s); retrying at the next commit", exc)
 
     def revoke_with(
-        self, consumer: KafkaConsumer, partitions: Collection[Hashable], *, lost: bool
+        self, consumer: KafkaConsumer, partitions: Collection[Hashable], *, lost: bool, final: bool = True
     ) -> list[Work]:
         """Commit, before the partitions go, what was finished and the handover of what was not; returns the
         work handed over.
@@ -270,7 +275,7 @@ class Checkpoint:
         is sent without waiting. It goes out before the group is joined again (same connection, in order),
         so the partitions' next owner reads it; a partition kept through an eager rebalance resumes after it.
         """
-        commits, handed = self.revoke(partitions, lost=lost)
+        commits, handed = self.revoke(partitions, lost=lost, final=final)
         if not commits:
             return handed
 

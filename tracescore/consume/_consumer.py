@@ -145,6 +145,7 @@ class EvaluationConsumer:
         worker = self._make_worker()
         self._rebalancing.start(self._outputs, worker)
         life = self._lifecycle
+        failed = True
         try:
             while True:
                 life.check_stop()
@@ -162,20 +163,22 @@ class EvaluationConsumer:
                 self._collect()  # emit
                 self._settle()  # ack
                 if life.state is RunState.RUNNING:
-                    self._pauser.apply(consumer, self._judging.pending)
+                    self._pauser.apply(consumer, self._judging.pending, self._checkpoint.handovers)
                     self.stats.pauses = self._pauser.pauses
-                self._maybe_commit(final=False)  # commit
+                self._checkpoint.commit_with(consumer)  # commit
                 if self._status.due():
                     self._log_status(consumer)
                 if life.done():
                     break
+            failed = False
         finally:
-            self._rebalancing.closing()  # the revoke on close commits; nothing is left to score
+            self._rebalancing.closing(failed=failed)  # the revoke on close commits; nothing is left to score
             worker.close()
             if self._policy is not None:
                 self._policy.save()  # the cascade's learned suspicion models, when a state path is set
             self._outputs.finish(self.settings.ack_timeout_s)
-            self._maybe_commit(final=True)  # with the handover of what is left: a stop is a revoke
+            # With the handover of what is left (a stop is a revoke); on an error, finished work only.
+            self._checkpoint.commit_with(self._kafka(), force=True, final=not failed)
             producer.close(timeout=self.settings.ack_timeout_s)
             consumer.close(autocommit=False)
             self._outputs.close()
@@ -235,9 +238,6 @@ class EvaluationConsumer:
 
     def _settle(self) -> None:
         self._outputs.settle()
-
-    def _maybe_commit(self, final: bool) -> None:
-        self._checkpoint.commit_with(self._kafka(), final=final)
 
     # --- rebalances (on kafka-python's IO thread, while this thread waits inside poll) ---------------------
 

@@ -53,12 +53,16 @@ class OffsetTracker:
                     del held[offset]
 
     def committable(
-        self, also_held: Mapping[Hashable, int], partitions: Collection[Hashable] | None = None
+        self,
+        also_held: Mapping[Hashable, int],
+        partitions: Collection[Hashable] | None = None,
+        every: bool = False,
     ) -> dict[Hashable, tuple[int, int]]:
         """Per partition read (of `partitions`, default all): (offset to commit, next offset read), where
         something is finished: below the offset, or between it and the next offset read (held work that
-        finished). A partition where nothing finished commits nothing: it would only restate the group's
-        offset, or create one for a group that never committed."""
+        finished). A partition where nothing finished commits nothing (it would only restate the group's
+        offset, or create one for a group that never committed), unless `every`: a member giving its
+        partitions up hands over what it read even then."""
         out = {}
         for partition, up_to in self._read_up_to.items():
             if partitions is not None and partition not in partitions:
@@ -67,7 +71,7 @@ class OffsetTracker:
             held = self._holds.get(partition)
             if held:
                 offset = min(offset, min(held))
-            if offset > self._read_from[partition] or partition in self._finished:
+            if every or offset > self._read_from[partition] or partition in self._finished:
                 out[partition] = (offset, up_to)
         return out
 

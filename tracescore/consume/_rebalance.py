@@ -72,13 +72,15 @@ class Rebalance:
         self._outputs: Outputs | None = None
         self._worker: ScoringWorker | None = None
         self._to_read: set[TopicPartition] = set()  # assigned: their handovers not read yet
+        self._hand_over = True  # False once the member stops on an error: it vouches for finished work only
         self.error: BaseException | None = None  # raised by the loop after poll, not inside kafka-python
 
     def start(self, outputs: Outputs, worker: ScoringWorker) -> None:
         self._outputs, self._worker = outputs, worker
 
-    def closing(self) -> None:
+    def closing(self, *, failed: bool) -> None:
         self._outputs = self._worker = None
+        self._hand_over = not failed
 
     @property
     def eager(self) -> bool:
@@ -144,7 +146,7 @@ class Rebalance:
         self._to_read -= partitions
         if not lost and self._outputs is not None and self._worker is not None:
             self._finish(partitions, self._outputs, self._worker)
-        handed = self._checkpoint.revoke_with(self._consumer(), partitions, lost=lost)
+        handed = self._checkpoint.revoke_with(self._consumer(), partitions, lost=lost, final=self._hand_over)
         if lost:
             self._judging.drop_queued()
             dropped = self._assembler.clear()
