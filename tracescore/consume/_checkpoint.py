@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafka import KafkaConsumer
-from kafka.errors import CommitFailedError, KafkaError, OffsetMetadataTooLargeError
+from kafka.errors import CommitFailedError, KafkaError, OffsetMetadataTooLargeError, RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata
 
 from tracescore.consume._handover import Handover
@@ -241,10 +241,12 @@ class Checkpoint:
 
     # --- the Kafka calls ---------------------------------------------------------------------------------
 
-    def commit_with(self, consumer: KafkaConsumer, *, force: bool = False, final: bool = False) -> None:
+    def commit_with(self, consumer: KafkaConsumer, *, force: bool = False, final: bool = False) -> bool:
+        """Commit what is due; False when the group refused it because it is rebalancing (it takes the
+        commit once the member polled through the rebalance)."""
         commits = self.due(force=force, final=final)
         if not commits:
-            return
+            return True
         try:
             try:
                 consumer.commit(offsets=commits)
@@ -256,6 +258,9 @@ class Checkpoint:
                 commits = {p: OffsetAndMetadata(c.offset, "", -1) for p, c in commits.items()}
                 consumer.commit(offsets=commits)
             self.committed(commits)
+        except RebalanceInProgressError as exc:
+            _log.info("offsets not committed yet, the group is rebalancing (%s)", exc)
+            return False
         except CommitFailedError as exc:
             # The group rebalanced under us: the partitions' new owner re-reads from the last commit, so
             # outputs may appear twice, never zero times.
@@ -264,6 +269,7 @@ class Checkpoint:
             )
         except KafkaError as exc:
             _log.warning("offsets not committed (%s); retrying at the next commit", exc)
+        return True
 
     def revoke_with(
         self, consumer: KafkaConsumer, partitions: Collection[Hashable], *, lost: bool, final: bool = True

@@ -177,8 +177,10 @@ class EvaluationConsumer:
             if self._policy is not None:
                 self._policy.save()  # the cascade's learned suspicion models, when a state path is set
             self._outputs.finish(self.settings.ack_timeout_s)
-            # With the handover of what is left (a stop is a revoke); on an error, finished work only.
-            self._checkpoint.commit_with(self._kafka(), force=True, final=not failed)
+            if failed:
+                self._checkpoint.commit_with(consumer, force=True)  # finished work only
+            else:
+                self._rebalancing.commit_before_leaving()  # with the handover of what is left
             producer.close(timeout=self.settings.ack_timeout_s)
             consumer.close(autocommit=False)
             self._outputs.close()

@@ -139,6 +139,32 @@ class Rebalance:
             if handover is not None:
                 self._checkpoint.handovers[tp] = handover
 
+    def commit_before_leaving(self) -> None:
+        """The last commit of a member that stops, with its handover: a stop is a revoke. A group that is
+        rebalancing (a member just joined) refuses commits; the member then polls through the rebalance
+        (what it fetches meanwhile is not taken, nor committed) and commits again, up to the revoke
+        deadline: otherwise the partitions' next owner would score again all it did since its last commit."""
+        consumer, deadline = self._consumer(), self._clock() + self.revoke_limit_s
+        while not self._checkpoint.commit_with(consumer, final=self._hand_over):
+            if self._clock() >= deadline:
+                _log.warning(
+                    "the group was still rebalancing after %.1fs: left without the last commit; the "
+                    "partitions' next owner scores again what was scored since the one before",
+                    self.revoke_limit_s,
+                )
+                return
+            try:
+                consumer.poll(timeout_ms=100)
+            except KafkaError as exc:
+                _log.warning("left without the last commit (%s)", exc)
+                return
+
+    @property
+    def revoke_limit_s(self) -> float:
+        """How long a revoke may wait: `revoke_timeout_s`, and at most half the session (no heartbeat is
+        sent meanwhile)."""
+        return min(self._settings.revoke_timeout_s, self._settings.session_timeout_ms / 2000)
+
     # --- revoke ------------------------------------------------------------------------------------------
 
     def _revoke(self, partitions: set[TopicPartition], *, lost: bool) -> None:
@@ -165,7 +191,7 @@ class Rebalance:
         """Judge calls running on `partitions` (and the rest of their traces) finish, up to the deadline:
         what they cost is not paid twice. While this waits the member sends no heartbeat, hence at most half
         the session timeout."""
-        limit = min(self._settings.revoke_timeout_s, self._settings.session_timeout_ms / 2000)
+        limit = self.revoke_limit_s
         deadline = self._clock() + limit
         running = self._judging.revoke(partitions, worker)
         while running and self._clock() < deadline:
