@@ -1,4 +1,4 @@
-"""`tracescore consume --sample-ratio 0` against the bare kafka-python client, on the same messages, in one run.
+"""`tracescore consume --sample-ratio 0` against the bare kafka-python client, same messages, one run.
 
     python benchmarks/unsampled_floor.py [--traces 20000] [--rounds 5] [--layout both] [--profile DIR]
 
@@ -154,9 +154,7 @@ def main() -> None:
     built = {layout: trace_assembly.build_tracescore_messages(args.traces, layout) for layout in layouts}
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    results: dict[str, dict[str, list[float]]] = {
-        layout: {"floor": [], "consumer": []} for layout in layouts
-    }
+    results: dict[str, dict[str, list[float]]] = {layout: {"floor": [], "consumer": []} for layout in layouts}
     with KafkaBroker(heap="1g") as broker:
         topics = {layout: produce(broker.bootstrap_servers, built[layout]) for layout in layouts}
         spans = {layout: args.traces for layout in layouts}  # one span a trace
