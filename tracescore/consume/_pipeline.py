@@ -9,6 +9,7 @@ explained skip (logged once per service, scope and reason).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -77,6 +78,9 @@ class Pipeline:
         self.handovers: dict[Hashable, Handover] = handovers if handovers is not None else {}
         self._policy = policy
         self._metrics_out = metrics_out or EvaluationMetrics()
+        # (reason, service, scope) -> interactions not scored since the last report: one metric update per
+        # source and batch, not one per interaction (an OTel counter's add is costly on the unsampled path).
+        self._not_scored: Counter[tuple[str, str, str]] = Counter()
         self._log_once = LogOnce(_log)
 
     def take(self, batch: Sequence[ConsumerRecord]) -> Taken:
@@ -178,7 +182,15 @@ class Pipeline:
         if counts:
             stats.assembly.update(counts)
             counts.clear()
+        self._report_not_scored()
         return admitted
+
+    def _report_not_scored(self) -> None:
+        not_scored, skipped = self._not_scored, self._metrics_out.skipped
+        if not_scored:
+            for (reason, service, scope), count in not_scored.items():
+                skipped(reason, service, scope, count)
+            not_scored.clear()
 
     def _admit(self, interaction: Interaction) -> tuple[bool, tuple[str, ...] | None]:
         if self._policy is None:
@@ -187,7 +199,7 @@ class Pipeline:
         if decision.skip is not None:
             reason = decision.skip.value
             self.stats.sampling[reason] += 1
-            self._metrics_out.skipped(reason, interaction.span.service_name, interaction.span.scope_name)
+            self._not_scored[reason, interaction.span.service_name, interaction.span.scope_name] += 1
             return False, None
         return True, decision.metrics
 
@@ -197,7 +209,7 @@ class Pipeline:
         source = (service, scope, skip.reason)
         self.stats.skipped[skip.reason] += 1
         self.stats.skipped_by_source[source] += 1
-        self._metrics_out.skipped(skip.reason, service, scope)
+        self._not_scored[skip.reason, service, scope] += 1
         # Once per (service, scope, reason), so a user sees at once why their traffic is not scored without a
         # line per trace; the counts carry the rest.
         logged = self._log_once(

@@ -40,6 +40,8 @@ _RATES_CACHE = 4096  # (service, route) pairs remembered; routes come from traff
 _COST_WEIGHT = 0.1  # weight of the newest offline cost in its running mean
 _PACE_HORIZON_S = 300.0  # arrivals averaged over this long to pace the budget (seconds are too noisy)
 _PACE_MARGIN = 1.1  # admit a little ahead of pace: the hard limit stops overspend, lag would waste budget
+# Decisions are immutable: one per reason, not one per interaction turned away (most are, at low rates).
+_SKIPS = {reason: Decision(metrics=(), skip=reason) for reason in SkipReason}
 
 
 class CascadePolicy(SamplingPolicy):
@@ -304,7 +306,7 @@ class CascadePolicy(SamplingPolicy):
 
     def _skipped(self, reason: SkipReason) -> Decision:
         self.skips[reason] += 1
-        return Decision(metrics=(), skip=reason)
+        return _SKIPS[reason]
 
     def _rates_for(self, service: str, route: str) -> tuple[float, ...]:
         key = (service, route)
