@@ -316,6 +316,47 @@ def test_a_late_span_that_changes_the_documents_rebuilds_the_trace_as_the_next_r
     )
 
 
+def counting_readings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The trace ids tracescore's own recogniser (the first one every trace meets) is given, in order."""
+    from tracescore.extract._reader import ConventionReader
+
+    seen: list[str] = []
+    recognize = ConventionReader.recognize
+
+    def counted(self: ConventionReader, trace: Trace) -> object:
+        if self.name == "tracescore":
+            seen.append(trace.trace_id)
+        return recognize(self, trace)
+
+    monkeypatch.setattr(ConventionReader, "recognize", counted)
+    return seen
+
+
+@pytest.mark.parametrize("late_in_the_same_batch", [False, True])
+def test_extract_runs_once_per_reading_and_a_late_span_still_revises_the_first_one(
+    monkeypatch: pytest.MonkeyPatch, late_in_the_same_batch: bool
+) -> None:
+    """What the first reading judged is kept from that reading: the late span's rebuild never extracts it
+    again, even when the late span comes before the first reading was revised (one batch held both)."""
+    readings = counting_readings(monkeypatch)
+    asm, clock = assembler(grace_s=2)
+    rag = "00000000000000aa"
+    asm.add([span("a", root=True), rag_span("a", ["It lasts 14 hours."], sid=rag)], "p0", 1, 100)
+    clock.now += 2
+    [first] = asm.ready()
+    late = rag_span("a", ["It lasts 14 hours.", "It charges in 90 minutes."], sid="00000000000000bb")
+    late.parent_span_id = ROOT  # a second interaction of the trace, late
+    if late_in_the_same_batch:
+        asm.add([late], "p0", 9, 50)
+    assert judge(asm, first) == [(rag, 0, None)]
+    if not late_in_the_same_batch:
+        asm.add([late], "p0", 9, 50)
+    clock.now += 2
+    [again] = asm.ready()
+    assert judge(asm, again) == [(late.span_id, 0, None)], "the first interaction is not scored again"
+    assert readings == [first.trace_id, again.trace_id], "one extraction per reading"
+
+
 def openinference(trace: str, kind: str, *, sid: str | None = None, **attributes: str) -> DecodedSpan:
     """An OpenInference span: the CHAIN is the root, the others its children."""
     extra = {key.replace("_", "."): value for key, value in attributes.items()}

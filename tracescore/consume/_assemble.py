@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
-from tracescore.consume._revise import Remembered, Revision, first_reading, revise
+from tracescore.consume._revise import Remembered, Revision, revise
 from tracescore.extract import Skip
 from tracescore.model import DecodedSpan, Interaction, Trace
 
@@ -189,6 +189,12 @@ class TraceAssembler:
         """What to score and report of a released trace: everything the first time; after late spans, only
         the interactions whose question, documents or answer changed (as revisions) and new skips."""
         memory = self._rejoin.get(trace.trace_id)
+        if memory is None:
+            # Rebuilt by a late span read in the batch that released it, before this first reading was
+            # revised: its memory, now the rebuilt trace's, records the reading.
+            entry = self._by_last_seen.get(trace.trace_id)
+            if entry is not None and entry.rejoined is not None and entry.rejoined.judged is None:
+                memory = entry.rejoined
         if memory is None:  # not kept (rejoin memory off or full): judged as read
             return [Revision(i) for i in interactions], list(skips)
         return revise(trace, memory, interactions, skips, self.counts)
@@ -293,7 +299,6 @@ class TraceAssembler:
             return None
         del self._rejoin[span.trace_id]
         self._rejoin_bytes -= memory.size
-        first_reading(span.trace_id, memory)
         entry = _Buffered(span.trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
         entry.has_root = any(s.parent_span_id is None for s in memory.spans.values())
         self._bytes += memory.size
