@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 
 from tracescore import semconv
 from tracescore.consume import AssemblySettings, TraceAssembler
-from tracescore.extract import extract
+from tracescore.extract import DEFAULT_RECOGNIZERS, extract
 from tracescore.model import DecodedSpan, Trace
 
 _ids = itertools.count(1)
@@ -317,18 +318,20 @@ def test_a_late_span_that_changes_the_documents_rebuilds_the_trace_as_the_next_r
 
 
 def counting_readings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The trace ids tracescore's own recogniser (the first one every trace meets) is given, in order."""
-    from tracescore.extract._reader import ConventionReader
-
+    """The trace ids tracescore's own recogniser (the first one every trace meets) reads, in order."""
+    ours = DEFAULT_RECOGNIZERS[0]
+    assert ours.name == "tracescore"
     seen: list[str] = []
-    recognize = ConventionReader.recognize
+    for method in ("find", "recognize"):  # find: what extract calls; recognize: the Recognizer protocol
+        read = getattr(ours, method, None)
+        if read is None:
+            continue
 
-    def counted(self: ConventionReader, trace: Trace) -> object:
-        if self.name == "tracescore":
+        def counted(trace: Trace, read: Callable[[Trace], object] = read) -> object:
             seen.append(trace.trace_id)
-        return recognize(self, trace)
+            return read(trace)
 
-    monkeypatch.setattr(ConventionReader, "recognize", counted)
+        monkeypatch.setattr(ours, method, counted)
     return seen
 
 

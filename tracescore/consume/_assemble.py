@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
-from tracescore.consume._revise import Remembered, Revision, revise
+from tracescore.consume._revise import Judgeable, Remembered, Revision, revise
 from tracescore.extract import Skip
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan, Trace
 
 __all__ = ["AssemblySettings", "TraceAssembler"]
 
@@ -184,8 +184,8 @@ class TraceAssembler:
         return out
 
     def revise(
-        self, trace: Trace, interactions: Sequence[Interaction], skips: Sequence[Skip]
-    ) -> tuple[list[Revision], list[Skip]]:
+        self, trace: Trace, interactions: Sequence[Judgeable], skips: Sequence[Skip]
+    ) -> tuple[list[Revision[Judgeable]], list[Skip]]:
         """What to score and report of a released trace: everything the first time; after late spans, only
         the interactions whose question, documents or answer changed (as revisions) and new skips."""
         memory = self._rejoin.get(trace.trace_id)

@@ -25,8 +25,8 @@ from tracescore.consume._revise import Revision
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
-from tracescore.extract import Skip, extract
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.extract import Found, Skip, find
+from tracescore.model import DecodedSpan, Trace
 
 __all__ = ["Admitted", "DeadLetter", "Pipeline", "Taken"]
 
@@ -161,19 +161,20 @@ class Pipeline:
         stats, revise, admit = self.stats, self.assembler.revise, self._admit
         for trace in traces:
             stats.traces += 1
-            found = extract(trace)
+            found = find(trace)  # interactions not built yet: only those admitted are
             # A trace rebuilt by late spans: only what changed is scored again, as a revision.
-            revisions, skips = revise(trace, found.interactions, found.skips)
+            revisions, skips = revise(trace, found.found, found.skips)
             for skip in skips:
                 self._skip(skip)
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
             for revision in revisions:
+                read = revision.interaction
                 stats.interactions += 1
-                if revision.interaction.question_missing is not None:
+                if read.question_missing is not None:
                     stats.without_question += 1
-                admitted_now, metrics = admit(revision.interaction)
+                admitted_now, metrics = admit(read)
                 if admitted_now:
-                    wanted.append((revision, metrics))
+                    wanted.append((revision._replace(interaction=read.interaction()), metrics))
                 else:
                     stats.sampled_out += 1
             if wanted:
@@ -192,14 +193,18 @@ class Pipeline:
                 skipped(reason, service, scope, count)
             not_scored.clear()
 
-    def _admit(self, interaction: Interaction) -> tuple[bool, tuple[str, ...] | None]:
-        if self._policy is None:
+    def _admit(self, read: Found) -> tuple[bool, tuple[str, ...] | None]:
+        policy = self._policy
+        if policy is None:
             return True, None
-        decision = self._policy.admit(interaction)
+        # The span and route decide most interactions turned away: those are never built.
+        decision = policy.screen(read.span, read.route)
+        if decision is None:
+            decision = policy.admit(read.interaction())
         if decision.skip is not None:
             reason = decision.skip.value
             self.stats.sampling[reason] += 1
-            self._not_scored[reason, interaction.span.service_name, interaction.span.scope_name] += 1
+            self._not_scored[reason, read.span.service_name, read.span.scope_name] += 1
             return False, None
         return True, decision.metrics
 

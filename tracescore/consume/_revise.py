@@ -14,19 +14,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
-from tracescore.extract import Skip
+from tracescore.extract import Found, Skip
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["JudgedReading", "Remembered", "Revision", "revise", "revision_key"]
 
 
-class Revision(NamedTuple):
+# What is revised: interactions, or readings not built yet (`Found`, as the consumer revises them).
+Judgeable = TypeVar("Judgeable", Interaction, Found)
+
+
+class Revision(NamedTuple, Generic[Judgeable]):
     """An interaction to score: `revision` 0 the first time, n+1 when it replaces revision n (`supersedes`,
     that revision's key, see `revision_key`)."""
 
-    interaction: Interaction
+    interaction: Judgeable
     revision: int = 0
     supersedes: str | None = None
 
@@ -61,25 +65,21 @@ def revision_key(trace_id: str, span_id: str, revision: int) -> str:
 def revise(
     trace: Trace,
     memory: Remembered,
-    interactions: Sequence[Interaction],
+    interactions: Sequence[Judgeable],
     skips: Sequence[Skip],
     counts: Counter[str],
-) -> tuple[list[Revision], list[Skip]]:
+) -> tuple[list[Revision[Judgeable]], list[Skip]]:
     """The interactions to score and the skips to report for this release of `trace`; updates `memory`."""
     previous = memory.judged
     if previous is None:  # a first reading: everything is new; what it judged is kept for late spans
-        memory.judged = tuple(
-            (i.span.span_id, tuple(i.span_ids), (i.record.query, i.record.contexts, i.record.answer), 0)
-            for i in interactions
-        )
+        memory.judged = tuple((i.span.span_id, tuple(i.span_ids), judged_texts(i), 0) for i in interactions)
         if skips:
             memory.skipped = tuple((s.span.span_id, s.reason) for s in skips if s.span is not None)
         return [Revision(i) for i in interactions], list(skips)
     judged: list[JudgedReading] = []
-    out: list[Revision] = []
+    out: list[Revision[Judgeable]] = []
     for interaction in interactions:
-        record = interaction.record
-        texts = (record.query, record.contexts, record.answer)
+        texts = judged_texts(interaction)
         earlier = next((j for j in previous if _replaces(trace, interaction, j)), None)
         if earlier is not None and earlier[_TEXTS] == texts:
             judged.append(earlier)
@@ -105,7 +105,15 @@ def revise(
     return out, fresh
 
 
-def _replaces(trace: Trace, interaction: Interaction, earlier: JudgedReading) -> bool:
+def judged_texts(interaction: Interaction | Found) -> tuple[object, ...]:
+    """What an interaction is judged on and a revision compares: (question or None, documents, answer)."""
+    if isinstance(interaction, Found):
+        return interaction.texts
+    record = interaction.record
+    return (record.query, record.contexts, record.answer)
+
+
+def _replaces(trace: Trace, interaction: Interaction | Found, earlier: JudgedReading) -> bool:
     anchor, earlier_anchor = interaction.span.span_id, earlier[_ANCHOR]
     if anchor == earlier_anchor or earlier_anchor in interaction.span_ids or anchor in earlier[_SPAN_IDS]:
         return True
