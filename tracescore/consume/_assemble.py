@@ -166,13 +166,16 @@ class TraceAssembler:
         """Traces whose root arrived `grace_s` ago, or whose last span arrived `max_wait_s` ago."""
         now = self._clock()
         out: list[Trace] = []
-        while self._rooted:
-            entry = next(iter(self._rooted.values()))
-            if now - entry.last_seen < self.settings.grace_s:
+        rooted, grace, remote = self._rooted, self.settings.grace_s, self.settings.wait_for_remote
+        due = []  # oldest first: _rooted is in order of last span
+        for entry in rooted.values():
+            if now - entry.last_seen < grace:
                 break
-            if self.settings.wait_for_remote and waits_for_remote(entry.spans):
+            due.append(entry)
+        for entry in due:
+            if remote and waits_for_remote(entry.spans):
                 # Stays buffered; a new span puts it back in _rooted, max_wait_s releases it below.
-                del self._rooted[entry.trace_id]
+                del rooted[entry.trace_id]
                 entry.waiting = True
                 continue
             out.append(self._release(entry, None))
