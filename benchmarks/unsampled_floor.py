@@ -1,6 +1,7 @@
 """`tracescore consume --sample-ratio 0` against the bare kafka-python client, same messages, one run.
 
-    python benchmarks/unsampled_floor.py [--traces 20000] [--rounds 5] [--layout both] [--profile DIR]
+    python benchmarks/unsampled_floor.py [--traces 20000] [--rounds 5] [--layout both] [--against REV]
+                                         [--profile DIR]
 
 The floor is what any consumer of these messages pays: a bare `KafkaConsumer` (the consumer's
 `max_poll_records`) that polls, decodes each OTLP request (`ExportTraceServiceRequest.ParseFromString`) and
@@ -16,8 +17,10 @@ real SDK and sent with its producer settings, gzip) in the SDK's two layouts: `p
 trace, the Collector's `partition_traces_by_id`) and `per_partition` (the SDK's default: one message per
 partition per export, ~56 spans a message). Each round runs the floor and the consumer on each layout in
 fresh processes, alternating which goes first, each pinned to one core (the broker's JVM keeps the other);
-the ratio consumer / floor is taken per round and its median printed. `--profile DIR`: the consumer's
-processes also write a cProfile of their loop there (slower; the ratios of a profiled run are not figures).
+the ratio consumer / floor is taken per round and its median printed. `--against REV`: another revision's
+consumer too (its `tracescore/` exported with git archive), in the same rounds on the same messages, so
+before and after are measured in one run. `--profile DIR`: the consumers also write a cProfile of their
+loop there (slower; the ratios of a profiled run are not figures).
 """
 
 from __future__ import annotations
@@ -132,9 +135,14 @@ def produce(bootstrap: str, messages: list[trace_assembly.Message]) -> str:
     return topic
 
 
-def run(script: str, *args: str) -> dict[str, float]:
+def run(script: str, *args: str, tree: Path | None = None) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None  # that tree's tracescore
     child = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=tempfile.gettempdir()
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+        env=env,
     )
     if child.returncode:
         raise RuntimeError(f"child failed ({child.returncode}):\n{child.stderr[-3000:]}")
@@ -142,11 +150,24 @@ def run(script: str, *args: str) -> dict[str, float]:
     return result
 
 
+def export(revision: str, into: Path) -> Path:
+    """Another revision's tracescore/ and benchmarks/ (git archive, no worktree)."""
+    archive = subprocess.run(
+        ["git", "archive", revision, "tracescore", "benchmarks"], cwd=REPO, capture_output=True, check=True
+    ).stdout
+    into.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--layout", choices=[*LAYOUTS, "both"], default="both")
+    parser.add_argument(
+        "--against", default=None, help="also the consumer of this revision, in the same rounds"
+    )
     parser.add_argument("--profile", type=Path, default=None, help="write the consumer's cProfiles here")
     args = parser.parse_args()
     layouts = LAYOUTS if args.layout == "both" else (args.layout,)
@@ -154,43 +175,56 @@ def main() -> None:
     built = {layout: trace_assembly.build_tracescore_messages(args.traces, layout) for layout in layouts}
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    results: dict[str, dict[str, list[float]]] = {layout: {"floor": [], "consumer": []} for layout in layouts}
-    with KafkaBroker(heap="1g") as broker:
-        topics = {layout: produce(broker.bootstrap_servers, built[layout]) for layout in layouts}
-        spans = {layout: args.traces for layout in layouts}  # one span a trace
-        for number in range(args.rounds):
-            for layout in layouts:
-                common = (broker.bootstrap_servers, topics[layout], str(spans[layout]))
-                order = ("floor", "consumer") if number % 2 == 0 else ("consumer", "floor")
-                for side in order:
-                    if side == "floor":
-                        got = run(FLOOR, *common)
-                    else:
-                        profile = str(args.profile / f"{layout}-{number}.prof") if args.profile else ""
-                        got = run(CONSUMER, *common, profile, str(REPO / "benchmarks"))
-                    if got["spans"] < spans[layout]:
-                        raise RuntimeError(f"{side} read {got['spans']} of {spans[layout]} spans")
-                    results[layout][side].append(got["spans"] / got["cpu"])
-            print(
-                f"round {number + 1}: "
-                + ", ".join(
-                    f"{layout} {results[layout]['consumer'][-1] / results[layout]['floor'][-1]:.2f}"
-                    for layout in layouts
-                ),
-                flush=True,
-            )
-    print(f"\nspans per CPU second, median of {args.rounds} rounds (floor and consumer alternating)")
-    print(f"{'layout':15s} {'msgs':>7s} {'spans/msg':>9s} {'floor':>9s} {'consumer':>9s}  consumer/floor")
+    with tempfile.TemporaryDirectory() as folder:
+        trees = {"this": REPO}
+        if args.against:
+            given = Path(
+                args.against
+            )  # a folder holding another tree's tracescore/ and benchmarks/, or a rev
+            other = given if given.is_dir() else export(args.against, Path(folder) / "other")
+            trees[given.name if given.is_dir() else args.against] = other
+        sides = ("floor", *trees)
+        results = {layout: {side: [] for side in sides} for layout in layouts}
+        with KafkaBroker(heap="1g") as broker:
+            topics = {layout: produce(broker.bootstrap_servers, built[layout]) for layout in layouts}
+            spans = {layout: args.traces for layout in layouts}  # one span a trace
+            for number in range(args.rounds):
+                for layout in layouts:
+                    common = (broker.bootstrap_servers, topics[layout], str(spans[layout]))
+                    shift = number % len(sides)  # who goes first rotates
+                    for side in sides[shift:] + sides[:shift]:
+                        if side == "floor":
+                            got = run(FLOOR, *common)
+                        else:
+                            name = f"{layout}-{side}-{number}.prof"
+                            profile = str(args.profile / name) if args.profile else ""
+                            tree = trees[side]
+                            got = run(CONSUMER, *common, profile, str(tree / "benchmarks"), tree=tree)
+                        if got["spans"] < spans[layout]:
+                            raise RuntimeError(f"{side} read {got['spans']} of {spans[layout]} spans")
+                        results[layout][side].append(got["spans"] / got["cpu"])
+                print(
+                    f"round {number + 1}: "
+                    + ", ".join(
+                        f"{layout} {side} {results[layout][side][-1] / results[layout]['floor'][-1]:.2f}"
+                        for layout in layouts
+                        for side in trees
+                    ),
+                    flush=True,
+                )
+    print(f"\nspans per CPU second, median of {args.rounds} rounds (floor and consumers in turn)")
+    header = ("layout", "msgs", "spans/msg", "consumer", "floor", "consumer")
+    print("{:14s} {:>6s} {:>9s} {:>12s} {:>8s} {:>8s}  /floor".format(*header))
     for layout in layouts:
-        floor, ours = results[layout]["floor"], results[layout]["consumer"]
-        ratios = [c / f for c, f in zip(ours, floor, strict=True)]
-        print(
-            f"{layout:15s} {len(built[layout]):7d} {spans[layout] / len(built[layout]):9.1f} "
-            f"{statistics.median(floor):9,.0f} {statistics.median(ours):9,.0f}  "
-            f"{statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})"
-        )
-    if os.environ.get("PYTHONPATH"):
-        print("(PYTHONPATH was set)")
+        floor, messages = results[layout]["floor"], len(built[layout])
+        for side in trees:
+            ours = results[layout][side]
+            ratios = [c / f for c, f in zip(ours, floor, strict=True)]
+            print(
+                f"{layout:14s} {messages:6d} {spans[layout] / messages:9.1f} {side[:12]:>12s} "
+                f"{statistics.median(floor):8,.0f} {statistics.median(ours):8,.0f}  "
+                f"{statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})"
+            )
 
 
 if __name__ == "__main__":
