@@ -41,7 +41,8 @@ from kafka.admin import NewTopic
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import trace_assembly  # noqa: E402  (a sibling script, not a package)
+import trace_assembly  # noqa: E402  (sibling scripts, not a package)
+from unsampled_against import export  # noqa: E402
 
 from tracescore.export import KafkaProducerSettings  # noqa: E402
 from tracescore.testing.kafka_broker import KafkaBroker  # noqa: E402
@@ -148,16 +149,6 @@ def run(script: str, *args: str, tree: Path | None = None) -> dict[str, float]:
         raise RuntimeError(f"child failed ({child.returncode}):\n{child.stderr[-3000:]}")
     result: dict[str, float] = ast.literal_eval(child.stdout.strip().splitlines()[-1])
     return result
-
-
-def export(revision: str, into: Path) -> Path:
-    """Another revision's tracescore/ and benchmarks/ (git archive, no worktree)."""
-    archive = subprocess.run(
-        ["git", "archive", revision, "tracescore", "benchmarks"], cwd=REPO, capture_output=True, check=True
-    ).stdout
-    into.mkdir()
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def main() -> None:
