@@ -1,4 +1,5 @@
-"""Shared fixtures and how the suite runs in parallel (docs/contributing/testing.md says it for people).
+"""Shared fixtures and how the suite runs in parallel (docs/contributing/index.md, Development, says it for
+people).
 
 `make test` runs pytest with xdist workers (`-n 4 --dist loadgroup`): each worker is its own pytest session,
 so a session fixture is started once per worker that needs it.
@@ -13,7 +14,7 @@ so a session fixture is started once per worker that needs it.
 The grouping (`xdist_group`, set here so no test file has to know): tests that share a module- or
 class-scoped fixture run on one worker, so the fixture starts once; tests using a fixture in
 `ONE_WORKER_FIXTURES` run on one worker. Every other test is scheduled on its own, to whichever worker is
-free.
+free. Those groups and the `LONG_FIRST` tests are handed out first.
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ from tracescore.testing.phoenix import PhoenixServer
 # Session fixtures that take seconds to start and are used by a handful of tests: their tests share one
 # worker rather than each worker starting its own.
 ONE_WORKER_FIXTURES = ("phoenix_server", "prometheus_stack")
+# Scheduled first with those groups, so that no worker is left running one of them alone at the end: the
+# tests that take a minute or more on a loaded two-core machine (a pip install into a new venv, the demo,
+# brokers stopped and restarted, SASL brokers).
+LONG_FIRST = (
+    "tests/packaging/",
+    "tests/examples/",
+    "tests/consume/test_sasl_kafka.py",
+    "tests/consume/test_faults.py",
+)
 
 
 @pytest.fixture(scope="session")
@@ -77,12 +87,18 @@ def _worker_group(item: pytest.Item) -> str | None:
     return None
 
 
+def _long(item: pytest.Item, group: str | None) -> bool:
+    return group in ONE_WORKER_FIXTURES or item.nodeid.startswith(LONG_FIRST)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its hook appends the group to the node id)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups: dict[pytest.Item, str | None] = {}
     for item in items:
-        group = _worker_group(item)
+        groups[item] = group = _worker_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: not _long(item, groups[item]))  # stable: the rest keeps its order
 
 
 _GROUPS_LOST = pytest.StashKey[bool]()
