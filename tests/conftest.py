@@ -110,7 +110,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     the scheduler). A pytest or xdist release that loses them would run the suite anyway, only slower,
     starting Phoenix and module fixtures on every worker (pytest-dev/pytest-xdist#1386): the grouped tests
     fail instead (below), saying why."""
-    session.config.stash[_GROUPS_LOST] = bool(session.config.getvalue("loadgroup")) and any(
+    session.config.stash[_GROUPS_LOST] = bool(getattr(session.config.option, "loadgroup", False)) and any(
         item.get_closest_marker("xdist_group") and "@" not in item.nodeid for item in session.items
     )
 
