@@ -59,7 +59,9 @@ class KeyedLogic(Protocol):
     def apply(self, message: ConsumerRecord, replay: bool) -> None:
         """One record; `replay`: read again after a restore, its effect is already in the saved state."""
 
-    def tick(self, now: datetime, caught_up: Callable[[int], bool]) -> None: ...
+    def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
+        """`stream_time(partition)`: every input record that arrived before it (ms) and belongs to the
+        partition is applied; one re-keyed later came later (docs: `_service/_clock.py`)."""
 
     def outputs(self, found: Mapping[str, str]) -> list[Output]:
         """The outputs decided since the last call; `found`: ids (-> digest) already on the output topics."""
@@ -111,6 +113,7 @@ class KeyedStage:
         self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0}
         self._pending: set[TopicPartition] = set()
         self._replay_below: dict[int, int] = {}
+        self._newest: dict[int, int] = {}  # partition -> time of the newest record read (ms)
         self._committed: dict[int, int] = {}
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
@@ -137,7 +140,7 @@ class KeyedStage:
         self.logic.forget_partitions(gone)
         self._pending.difference_update(revoked)
         for partition in gone:
-            for table in (self._replay_below, self._committed, self._metas, self._found):
+            for table in (self._replay_below, self._committed, self._metas, self._found, self._newest):
                 table.pop(partition, None)
         self._meta_due -= gone
 
@@ -154,9 +157,27 @@ class KeyedStage:
             for message in messages:
                 self.logic.apply(message, message.offset < replay_below)
                 count += 1
+            newest = max(m.timestamp for m in messages)
+            self._newest[tp.partition] = max(self._newest.get(tp.partition, 0), newest)
         if count:
             crash_point("keyed.applied")
         return count
+
+    def positions(self) -> dict[int, int | None]:
+        """Where each restored partition is read to (None: not known yet)."""
+        out: dict[int, int | None] = {}
+        for tp in self.consumer.assignment():
+            if tp in self._pending or tp.partition not in self._replay_below:
+                continue
+            try:
+                out[tp.partition] = self.consumer.position(tp, timeout_ms=100)
+            except KafkaError:
+                out[tp.partition] = None
+        return out
+
+    def read_to(self) -> dict[int, tuple[int | None, int]]:
+        """Per restored partition: where it is read to, and the time of the newest record read (ms)."""
+        return {p: (position, self._newest.get(p, 0)) for p, position in self.positions().items()}
 
     def caught_up(self) -> Callable[[int], bool]:
         left = {tp.partition: n for tp, n in lag(self.consumer).items() if tp not in self._pending}
@@ -337,14 +358,8 @@ class KeyedStage:
         return future
 
     def _commit(self) -> None:
-        positions: dict[int, int] = {}
-        for tp in self.consumer.assignment():
-            if tp in self._pending:
-                continue
-            try:
-                positions[tp.partition] = self.consumer.position(tp, timeout_ms=1000)
-            except KafkaError:  # no position yet: nothing read, nothing to commit
-                continue
+        # Restored partitions only: one revoked stays assigned until the rebalance completes, its keys gone.
+        positions = {p: offset for p, offset in self.positions().items() if offset is not None}
         due = {
             TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
             for partition, offset in self.logic.commit_floors(positions).items()

@@ -19,6 +19,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from tracescore._kafka import connect, ensure_topics, lag, rekeying_clients, wait_for_partitions
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._changelog import Changelog
+from tracescore._service._clock import StreamClock
 from tracescore._service._keyed import KeyedLogic, KeyedStage
 from tracescore._service._outputs import OutputLog
 from tracescore._service._rekey import Forward, RekeyStage
@@ -77,6 +78,7 @@ class ServiceLoop:
         self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
         self.rekey = RekeyStage(self._ingest, self._producer, topics.keyed, forward, oversized)
         self._outputs = OutputLog(connection, self._producer, topics.verified)
+        self._stream = StreamClock(connection, group_id, topics.inputs, topics.keyed, clock)
         self.keyed = KeyedStage(
             log=log,
             connection=connection,
@@ -124,7 +126,7 @@ class ServiceLoop:
             if time.monotonic() - last_tick >= self._tick_s:
                 last_tick = time.monotonic()
                 caught_up = self.keyed.caught_up()
-                self._logic.tick(self._clock(), caught_up)
+                self._logic.tick(self._clock(), self._stream.tick(self.keyed.read_to))
                 self.keyed.checkpoint(caught_up)
             elif moved and self._every_batch:
                 self.keyed.checkpoint()
@@ -149,3 +151,4 @@ class ServiceLoop:
         self.keyed.consumer.close(autocommit=False)
         self._outputs.close()
         self._changelog.close()
+        self._stream.close()
