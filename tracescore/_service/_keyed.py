@@ -109,8 +109,9 @@ class KeyedStage:
         self.outputs = outputs
         self.logic = logic
         self.legacy_topic = legacy_topic
-        self.first_assigned_at: float | None = None
-        self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0}
+        self._listener: RebalanceListener | None = None
+        # keys restored and carried over, the state topic recreated, partitions whose state was read back
+        self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0, "partitions_read": 0}
         self._pending: set[TopicPartition] = set()
         self._replay_below: dict[int, int] = {}
         self._newest: dict[int, int] = {}  # partition -> time of the newest record read (ms)
@@ -124,13 +125,17 @@ class KeyedStage:
 
     # -- poll -------------------------------------------------------------------------------------------
     def subscribe(self) -> None:
-        listener = RebalanceListener(self.log, assigned=self._assigned, revoked=self._revoked)
-        self.consumer.subscribe([self.topic], listener=listener)
+        self._listener = RebalanceListener(self.log, assigned=self._assigned, revoked=self._revoked)
+        self.consumer.subscribe([self.topic], listener=self._listener)
+
+    @property
+    def first_assigned_at(self) -> float | None:
+        """When the group first gave this member its partitions (none, too, when more members than them)."""
+        return None if self._listener is None else self._listener.first_assigned_at
 
     def _assigned(self, assigned: Sequence[TopicPartition]) -> None:
-        # On the client's IO thread while `poll` waits: park them until the main loop restored them.
-        if self.first_assigned_at is None:
-            self.first_assigned_at = time.monotonic()
+        # On the client's IO thread while `poll` waits: park them until the main loop restored them. With
+        # cooperative rebalancing `assigned` is only what was added: what the member keeps reads on.
         self._pending.update(assigned)
         self.consumer.pause(*assigned)
 
@@ -147,6 +152,8 @@ class KeyedStage:
     def step(self, timeout_ms: int) -> int:
         """Poll once, restore what was newly assigned, apply the rest; the number of records read."""
         polled = self.consumer.poll(timeout_ms=timeout_ms)
+        if self._listener is not None:
+            self._listener.polled(self.consumer)
         if self._pending:
             # Anything fetched for them before the seek is read again from the restored position.
             polled = {tp: m for tp, m in polled.items() if tp not in self._pending}
@@ -194,6 +201,7 @@ class KeyedStage:
             return
         mine = [tp.partition for tp in assigned]
         read = self.changelog.read(mine)
+        self.counts["partitions_read"] += len(mine)
         restored = sum(self._restore_partition(p, read[p]) for p in mine)
         fresh = [p for p in mine if read[p].meta is None and read[p].unreadable_meta is None]
         migrated = self._migrate(fresh)

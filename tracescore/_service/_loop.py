@@ -16,8 +16,15 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._kafka import connect, ensure_topics, lag, rekeying_clients, wait_for_partitions
-from tracescore._kafka_config import KafkaConnection
+from tracescore._kafka import (
+    connect,
+    ensure_topics,
+    lag,
+    protocol_checked,
+    rekeying_clients,
+    wait_for_partitions,
+)
+from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
 from tracescore._service._keyed import KeyedLogic, KeyedStage
@@ -49,6 +56,7 @@ class ServiceLoop:
         group_id: str,
         stage: str,
         session_timeout_ms: int,
+        rebalance_protocol: RebalanceProtocol,
         topics: ServiceTopics,
         forward: Callable[[ConsumerRecord], Forward | None],
         oversized: Callable[[str], None],
@@ -69,9 +77,12 @@ class ServiceLoop:
         self._health_file = health_file
         self._every_batch = checkpoint_every_batch
         self._stopping = False
+        self._group_id, self._protocol = group_id, rebalance_protocol
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
-            ingest, keyed, producer = rekeying_clients(client, group_id, stage, session_timeout_ms)
+            ingest, keyed, producer = rekeying_clients(
+                client, group_id, stage, session_timeout_ms, rebalance_protocol
+            )
             return ingest, keyed, producer, Changelog(connection, topics.state, topics.keyed)
 
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
@@ -105,7 +116,8 @@ class ServiceLoop:
             self._changelog.ensure()  # ChangelogError (one line): partitioned unlike the keyed topic
             self.rekey.subscribe(t.inputs, self.log)
             self.keyed.subscribe()
-            self._loop(idle_timeout_s)
+            with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
+                self._loop(idle_timeout_s)
             clean = True
         finally:
             if clean:

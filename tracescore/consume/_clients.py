@@ -7,7 +7,7 @@ from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 
-from tracescore._kafka import BrokerUnreachable, ensure_topics, wait_for_partitions
+from tracescore._kafka import BrokerUnreachable, ensure_topics, group_member, wait_for_partitions
 from tracescore._kafka import connect as _connect
 from tracescore.consume._settings import ConsumerSettings
 
@@ -45,9 +45,8 @@ def _consumer(settings: ConsumerSettings, config: dict[str, Any]) -> KafkaConsum
         auto_offset_reset=settings.auto_offset_reset,
         max_poll_records=settings.max_poll_records,
         max_poll_interval_ms=settings.max_poll_interval_ms,
-        session_timeout_ms=settings.session_timeout_ms,
-        # Kafka's rule of thumb: a heartbeat at most a third of the session, so two may be lost.
-        heartbeat_interval_ms=min(3_000, settings.session_timeout_ms // 3),
+        # Eager until consume hands over in-flight work on a cooperative revoke (branch rebalance).
+        **group_member(settings.session_timeout_ms, "eager"),
     )
 
 
