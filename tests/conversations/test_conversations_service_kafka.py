@@ -111,7 +111,8 @@ def test_an_instance_joining_and_leaving_moves_only_the_partitions_that_change_o
     # 6 partitions at the start, 3 handed back when the second left (eager: 6 + 3 + 6, or more).
     read = first.service.stats.state["partitions_read"]
     assert read == 9 if protocol == "cooperative" else read > 9, read
-    assert second.service.stats.state["partitions_read"] == 3
+    second_read = second.service.stats.state["partitions_read"]
+    assert second_read == 3 if protocol == "cooperative" else second_read >= 3, second_read
 
 
 def test_bad_records_are_counted_and_the_service_goes_on(bootstrap: str, topic_prefix: str) -> None:
