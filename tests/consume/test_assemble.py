@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 
 from tracescore import semconv
 from tracescore.consume import AssemblySettings, TraceAssembler
-from tracescore.extract import extract
+from tracescore.extract import DEFAULT_RECOGNIZERS, extract
 from tracescore.model import DecodedSpan, Trace
 
 _ids = itertools.count(1)
@@ -314,6 +315,49 @@ def test_a_late_span_that_changes_the_documents_rebuilds_the_trace_as_the_next_r
     assert judge(asm, again) == [] and asm.counts["late_spans_unchanged"] == 1, (
         "a span the interaction does not read changes nothing"
     )
+
+
+def counting_readings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The trace ids tracescore's own recogniser (the first one every trace meets) reads, in order."""
+    ours = DEFAULT_RECOGNIZERS[0]
+    assert ours.name == "tracescore"
+    seen: list[str] = []
+    for method in ("find", "recognize"):  # find: what extract calls; recognize: the Recognizer protocol
+        read = getattr(ours, method, None)
+        if read is None:
+            continue
+
+        def counted(trace: Trace, read: Callable[[Trace], object] = read) -> object:
+            seen.append(trace.trace_id)
+            return read(trace)
+
+        monkeypatch.setattr(ours, method, counted)
+    return seen
+
+
+@pytest.mark.parametrize("late_in_the_same_batch", [False, True])
+def test_extract_runs_once_per_reading_and_a_late_span_still_revises_the_first_one(
+    monkeypatch: pytest.MonkeyPatch, late_in_the_same_batch: bool
+) -> None:
+    """What the first reading judged is kept from that reading: the late span's rebuild never extracts it
+    again, even when the late span comes before the first reading was revised (one batch held both)."""
+    readings = counting_readings(monkeypatch)
+    asm, clock = assembler(grace_s=2)
+    rag = "00000000000000aa"
+    asm.add([span("a", root=True), rag_span("a", ["It lasts 14 hours."], sid=rag)], "p0", 1, 100)
+    clock.now += 2
+    [first] = asm.ready()
+    late = rag_span("a", ["It lasts 14 hours.", "It charges in 90 minutes."], sid="00000000000000bb")
+    late.parent_span_id = ROOT  # a second interaction of the trace, late
+    if late_in_the_same_batch:
+        asm.add([late], "p0", 9, 50)
+    assert judge(asm, first) == [(rag, 0, None)]
+    if not late_in_the_same_batch:
+        asm.add([late], "p0", 9, 50)
+    clock.now += 2
+    [again] = asm.ready()
+    assert judge(asm, again) == [(late.span_id, 0, None)], "the first interaction is not scored again"
+    assert readings == [first.trace_id, again.trace_id], "one extraction per reading"
 
 
 def openinference(trace: str, kind: str, *, sid: str | None = None, **attributes: str) -> DecodedSpan:

@@ -14,7 +14,17 @@ from tracescore.consume._handover import Handover
 from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.emit import EVALUATION_SPANS_HEADER
-from tracescore.sample import CascadePolicy, RateRule, SamplingConfig
+from tracescore.extract import Found
+from tracescore.model import Interaction
+from tracescore.sample import (
+    CascadePolicy,
+    Decision,
+    Escalation,
+    RateRule,
+    SamplingConfig,
+    SamplingPolicy,
+    SkipReason,
+)
 
 FIXTURES = Path(__file__).parents[1] / "extract" / "fixtures"
 READ = FIXTURES / "openinference_manual" / "faithful.binpb"  # one interaction, openinference
@@ -36,7 +46,7 @@ def message(value: bytes, offset: int = 0, partition: int = 0, headers: list | N
     )
 
 
-def pipeline(policy: CascadePolicy | None = None) -> tuple[Pipeline, Clock]:
+def pipeline(policy: SamplingPolicy | None = None) -> tuple[Pipeline, Clock]:
     clock = Clock()
     assembler = TraceAssembler(AssemblySettings(grace_s=2.0), clock=clock)
     locked = SharedPolicy(policy) if policy is not None else None
@@ -105,6 +115,58 @@ def test_an_interaction_the_policy_leaves_out_is_counted_by_reason() -> None:
     assert steps.flush() == []
     assert steps.stats.interactions == 1 and steps.stats.sampled_out == 1
     assert steps.stats.sampling == {"rate": 1}
+
+
+def built_interactions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The anchor span ids of the interactions built (as records to score or to show a policy's admit)."""
+    built: list[str] = []
+    interaction = Found.interaction
+
+    def counted(self: Found) -> Interaction:
+        built.append(self.span.span_id)
+        return interaction(self)
+
+    monkeypatch.setattr(Found, "interaction", counted)
+    return built
+
+
+def test_an_interaction_the_policy_turns_away_by_its_span_and_route_is_never_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built = built_interactions(monkeypatch)
+    steps, _ = pipeline(CascadePolicy(SamplingConfig(default_rate=0.0)))
+    steps.take([message(READ.read_bytes())])
+    assert steps.flush() == []
+    assert (steps.stats.interactions, steps.stats.sampled_out, steps.stats.sampling) == (1, 1, {"rate": 1})
+    assert built == [], "turned away by its rate: nothing to build"
+
+
+class AdmitsNone(SamplingPolicy):
+    """A policy of its own that decides on the whole interaction (no `screen`)."""
+
+    def __init__(self) -> None:
+        self.seen: list[Interaction] = []
+
+    def admit(self, interaction: Interaction) -> Decision:
+        self.seen.append(interaction)
+        return Decision(metrics=(), skip=SkipReason.RATE)
+
+    def escalate(self, interaction: Interaction, offline_results: object) -> Escalation:
+        return Escalation(to_llm=False)
+
+    def charge(self, tokens: int, *, reserved: int = 0) -> None:
+        return None
+
+
+def test_a_policy_without_a_screen_is_shown_every_interaction_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    built = built_interactions(monkeypatch)
+    policy = AdmitsNone()
+    steps, _ = pipeline(policy)  # type: ignore[arg-type]
+    steps.take([message(READ.read_bytes())])
+    assert steps.flush() == []
+    [seen] = policy.seen
+    assert seen.record.query == "How long does the Aurora X2 battery last?" and seen.record.contexts
+    assert len(built) == 1 and steps.stats.sampled_out == 1
 
 
 def test_a_message_read_again_after_a_rebalance_keeps_only_the_traces_left_unfinished() -> None:

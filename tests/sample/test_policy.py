@@ -352,3 +352,31 @@ def test_the_cascade_leaves_the_baseline_its_share_of_the_hour(
     assert policy.budget_used()["hour"] <= 40_000
     assert policy.selections["cascade"] > 100 and policy.selections["baseline"] > 120, policy.selections
     assert baseline_last_quarter > 20, baseline_last_quarter
+
+
+def test_the_screen_decides_what_admit_would_from_the_span_and_route_alone(
+    make_interaction: Any, trace_ids: list[str]
+) -> None:
+    """What the consumer asks before building an interaction: the filters and rates give admit's decision,
+    counted once; an interaction they keep is left to admit (None), which then decides as before."""
+    rules = config(
+        rates=[{"service": "search", "rate": 0.0}, {"route": "/checkout/*", "rate": 0.2}],
+        filters={"exclude": [{"attribute": "user.internal"}]},
+    )
+    screened, admitted = CascadePolicy(rules), CascadePolicy(rules)
+    shapes = [
+        {"service": "search"},
+        {"route": "/checkout/pay"},
+        {"route": "/ask"},
+        {"route": "/ask", "attributes": {"user.internal": True}},
+    ]
+    for shape in shapes:
+        for trace_id in trace_ids[:300]:
+            interaction = make_interaction(trace_id, **shape)
+            early = screened.screen(interaction.span, interaction.route)
+            decision = early if early is not None else screened.admit(interaction)
+            assert decision == admitted.admit(interaction), (shape, trace_id)
+            if early is not None:
+                assert early.skip is not None, "the screen only ever turns an interaction away"
+    assert screened.skips == admitted.skips
+    assert screened.skips["filter"] == 300 and screened.skips["rate"] > 300

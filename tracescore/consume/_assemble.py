@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
-from tracescore.consume._revise import Remembered, Revision, first_reading, revise
+from tracescore.consume._revise import Judgeable, Remembered, Revision, revise
 from tracescore.extract import Skip
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan, Trace
 
 __all__ = ["AssemblySettings", "TraceAssembler"]
 
@@ -166,13 +166,16 @@ class TraceAssembler:
         """Traces whose root arrived `grace_s` ago, or whose last span arrived `max_wait_s` ago."""
         now = self._clock()
         out: list[Trace] = []
-        while self._rooted:
-            entry = next(iter(self._rooted.values()))
-            if now - entry.last_seen < self.settings.grace_s:
+        rooted, grace, remote = self._rooted, self.settings.grace_s, self.settings.wait_for_remote
+        due = []  # oldest first: _rooted is in order of last span
+        for entry in rooted.values():
+            if now - entry.last_seen < grace:
                 break
-            if self.settings.wait_for_remote and waits_for_remote(entry.spans):
+            due.append(entry)
+        for entry in due:
+            if remote and waits_for_remote(entry.spans):
                 # Stays buffered; a new span puts it back in _rooted, max_wait_s releases it below.
-                del self._rooted[entry.trace_id]
+                del rooted[entry.trace_id]
                 entry.waiting = True
                 continue
             out.append(self._release(entry, None))
@@ -184,11 +187,17 @@ class TraceAssembler:
         return out
 
     def revise(
-        self, trace: Trace, interactions: Sequence[Interaction], skips: Sequence[Skip]
-    ) -> tuple[list[Revision], list[Skip]]:
+        self, trace: Trace, interactions: Sequence[Judgeable], skips: Sequence[Skip]
+    ) -> tuple[list[Revision[Judgeable]], list[Skip]]:
         """What to score and report of a released trace: everything the first time; after late spans, only
         the interactions whose question, documents or answer changed (as revisions) and new skips."""
         memory = self._rejoin.get(trace.trace_id)
+        if memory is None:
+            # Rebuilt by a late span read in the batch that released it, before this first reading was
+            # revised: its memory, now the rebuilt trace's, records the reading.
+            entry = self._by_last_seen.get(trace.trace_id)
+            if entry is not None and entry.rejoined is not None and entry.rejoined.judged is None:
+                memory = entry.rejoined
         if memory is None:  # not kept (rejoin memory off or full): judged as read
             return [Revision(i) for i in interactions], list(skips)
         return revise(trace, memory, interactions, skips, self.counts)
@@ -293,7 +302,6 @@ class TraceAssembler:
             return None
         del self._rejoin[span.trace_id]
         self._rejoin_bytes -= memory.size
-        first_reading(span.trace_id, memory)
         entry = _Buffered(span.trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
         entry.has_root = any(s.parent_span_id is None for s in memory.spans.values())
         self._bytes += memory.size

@@ -9,6 +9,7 @@ explained skip (logged once per service, scope and reason).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -24,8 +25,8 @@ from tracescore.consume._revise import Revision
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
-from tracescore.extract import Skip, extract
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.extract import Found, Skip, find
+from tracescore.model import DecodedSpan, Trace
 
 __all__ = ["Admitted", "DeadLetter", "Pipeline", "Taken"]
 
@@ -77,6 +78,9 @@ class Pipeline:
         self.handovers: dict[Hashable, Handover] = handovers if handovers is not None else {}
         self._policy = policy
         self._metrics_out = metrics_out or EvaluationMetrics()
+        # (reason, service, scope) -> interactions not scored since the last report: one metric update per
+        # source and batch, not one per interaction (an OTel counter's add is costly on the unsampled path).
+        self._not_scored: Counter[tuple[str, str, str]] = Counter()
         self._log_once = LogOnce(_log)
 
     def take(self, batch: Sequence[ConsumerRecord]) -> Taken:
@@ -157,19 +161,20 @@ class Pipeline:
         stats, revise, admit = self.stats, self.assembler.revise, self._admit
         for trace in traces:
             stats.traces += 1
-            found = extract(trace)
+            found = find(trace)  # interactions not built yet: only those admitted are
             # A trace rebuilt by late spans: only what changed is scored again, as a revision.
-            revisions, skips = revise(trace, found.interactions, found.skips)
+            revisions, skips = revise(trace, found.found, found.skips)
             for skip in skips:
                 self._skip(skip)
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
             for revision in revisions:
+                read = revision.interaction
                 stats.interactions += 1
-                if revision.interaction.question_missing is not None:
+                if read.question_missing is not None:
                     stats.without_question += 1
-                admitted_now, metrics = admit(revision.interaction)
+                admitted_now, metrics = admit(read)
                 if admitted_now:
-                    wanted.append((revision, metrics))
+                    wanted.append((revision._replace(interaction=read.interaction()), metrics))
                 else:
                     stats.sampled_out += 1
             if wanted:
@@ -178,16 +183,28 @@ class Pipeline:
         if counts:
             stats.assembly.update(counts)
             counts.clear()
+        self._report_not_scored()
         return admitted
 
-    def _admit(self, interaction: Interaction) -> tuple[bool, tuple[str, ...] | None]:
-        if self._policy is None:
+    def _report_not_scored(self) -> None:
+        not_scored, skipped = self._not_scored, self._metrics_out.skipped
+        if not_scored:
+            for (reason, service, scope), count in not_scored.items():
+                skipped(reason, service, scope, count)
+            not_scored.clear()
+
+    def _admit(self, read: Found) -> tuple[bool, tuple[str, ...] | None]:
+        policy = self._policy
+        if policy is None:
             return True, None
-        decision = self._policy.admit(interaction)
+        # The span and route decide most interactions turned away: those are never built.
+        decision = policy.screen(read.span, read.route)
+        if decision is None:
+            decision = policy.admit(read.interaction())
         if decision.skip is not None:
             reason = decision.skip.value
             self.stats.sampling[reason] += 1
-            self._metrics_out.skipped(reason, interaction.span.service_name, interaction.span.scope_name)
+            self._not_scored[reason, read.span.service_name, read.span.scope_name] += 1
             return False, None
         return True, decision.metrics
 
@@ -197,7 +214,7 @@ class Pipeline:
         source = (service, scope, skip.reason)
         self.stats.skipped[skip.reason] += 1
         self.stats.skipped_by_source[source] += 1
-        self._metrics_out.skipped(skip.reason, service, scope)
+        self._not_scored[skip.reason, service, scope] += 1
         # Once per (service, scope, reason), so a user sees at once why their traffic is not scored without a
         # line per trace; the counts carry the rest.
         logged = self._log_once(

@@ -1,10 +1,12 @@
 """Late spans of a trace already read: which interactions they change, and the revision that replaces them.
 
 The assembler remembers recently released traces (bounded, least recently released forgotten first) with,
-per interaction, a record of what was judged: question, documents and answer. A late span rebuilds the
-whole trace; after extraction each interaction is compared with the one it replaces (same anchor span, or
-one reading contains the other). Unchanged: not scored again. Changed, or new (the first reading skipped
-it): scored, its records carrying the next revision number and the key of the revision they supersede.
+per interaction, a record of what was judged: question, documents and answer, taken from the reading the
+consumer made anyway (extract runs once per reading, never again to recall an earlier one). A late span
+rebuilds the whole trace; after extraction each interaction is compared with the one it replaces (same
+anchor span, or one reading contains the other). Unchanged: not scored again. Changed, or new (the first
+reading skipped it): scored, its records carrying the next revision number and the key of the revision they
+supersede.
 """
 
 from __future__ import annotations
@@ -12,19 +14,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
-from tracescore.extract import Skip, extract
+from tracescore.extract import Found, Skip
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["JudgedReading", "Remembered", "Revision", "revise", "revision_key"]
 
 
-class Revision(NamedTuple):
+# What is revised: interactions, or readings not built yet (`Found`, as the consumer revises them).
+Judgeable = TypeVar("Judgeable", Interaction, Found)
+
+
+class Revision(NamedTuple, Generic[Judgeable]):
     """An interaction to score: `revision` 0 the first time, n+1 when it replaces revision n (`supersedes`,
     that revision's key, see `revision_key`)."""
 
-    interaction: Interaction
+    interaction: Judgeable
     revision: int = 0
     supersedes: str | None = None
 
@@ -46,8 +52,7 @@ class Remembered:
     size: int
     late: int = 0  # late spans in the release being revised (0: a first release)
     whole: bool = True  # False: read early to stay in bounds, kept only to revise that reading
-    # None until a late span rebuilds the trace: the first reading is then read again from the kept spans
-    # (`first_reading`), so the common path, a trace never rebuilt, records nothing.
+    # None until the trace's first reading is revised (`revise`), which records what it judged.
     judged: tuple[JudgedReading, ...] | None = None
     skipped: tuple[tuple[str, str], ...] = ()  # (anchor span id, reason)
 
@@ -60,19 +65,21 @@ def revision_key(trace_id: str, span_id: str, revision: int) -> str:
 def revise(
     trace: Trace,
     memory: Remembered,
-    interactions: Sequence[Interaction],
+    interactions: Sequence[Judgeable],
     skips: Sequence[Skip],
     counts: Counter[str],
-) -> tuple[list[Revision], list[Skip]]:
+) -> tuple[list[Revision[Judgeable]], list[Skip]]:
     """The interactions to score and the skips to report for this release of `trace`; updates `memory`."""
     previous = memory.judged
-    if previous is None:  # a first reading
+    if previous is None:  # a first reading: everything is new; what it judged is kept for late spans
+        memory.judged = tuple((i.span.span_id, tuple(i.span_ids), judged_texts(i), 0) for i in interactions)
+        if skips:
+            memory.skipped = tuple((s.span.span_id, s.reason) for s in skips if s.span is not None)
         return [Revision(i) for i in interactions], list(skips)
     judged: list[JudgedReading] = []
-    out: list[Revision] = []
+    out: list[Revision[Judgeable]] = []
     for interaction in interactions:
-        record = interaction.record
-        texts = (record.query, record.contexts, record.answer)
+        texts = judged_texts(interaction)
         earlier = next((j for j in previous if _replaces(trace, interaction, j)), None)
         if earlier is not None and earlier[_TEXTS] == texts:
             judged.append(earlier)
@@ -98,20 +105,15 @@ def revise(
     return out, fresh
 
 
-def first_reading(trace_id: str, memory: Remembered) -> None:
-    """Before late spans join a kept trace: what its first reading judged and skipped (revision 0), read
-    again from its spans as they were."""
-    if memory.judged is not None:
-        return
-    found = extract(Trace(trace_id, tuple(memory.spans.values())))
-    memory.judged = tuple(
-        (i.span.span_id, tuple(i.span_ids), (i.record.query, i.record.contexts, i.record.answer), 0)
-        for i in found.interactions
-    )
-    memory.skipped = tuple((s.span.span_id, s.reason) for s in found.skips if s.span is not None)
+def judged_texts(interaction: Interaction | Found) -> tuple[object, ...]:
+    """What an interaction is judged on and a revision compares: (question or None, documents, answer)."""
+    if isinstance(interaction, Found):
+        return interaction.texts
+    record = interaction.record
+    return (record.query, record.contexts, record.answer)
 
 
-def _replaces(trace: Trace, interaction: Interaction, earlier: JudgedReading) -> bool:
+def _replaces(trace: Trace, interaction: Interaction | Found, earlier: JudgedReading) -> bool:
     anchor, earlier_anchor = interaction.span.span_id, earlier[_ANCHOR]
     if anchor == earlier_anchor or earlier_anchor in interaction.span_ids or anchor in earlier[_SPAN_IDS]:
         return True

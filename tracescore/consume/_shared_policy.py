@@ -10,7 +10,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from tracescore.model import Interaction, MetricResult, MetricStatus, is_flagged, label_is_bad
+from tracescore.model import (
+    DecodedSpan,
+    Interaction,
+    MetricResult,
+    MetricStatus,
+    is_flagged,
+    label_is_bad,
+)
 from tracescore.sample import Decision, Escalation, LiftReading, SamplingPolicy
 
 __all__ = ["SharedPolicy"]
@@ -29,6 +36,14 @@ class SharedPolicy:
             )
         self.policy = policy
         self._lock = threading.Lock()
+        # A policy written to the protocol's shape alone may leave it out: every interaction is then built.
+        self._screen = getattr(policy, "screen", None)
+
+    def screen(self, span: DecodedSpan, route: str) -> Decision | None:
+        if self._screen is None:
+            return None
+        with self._lock:
+            return self._screen(span, route)
 
     def admit(self, interaction: Interaction) -> Decision:
         with self._lock:

@@ -138,8 +138,8 @@ class EvaluationMetrics:
             self._agreement_scores.add(offline, {**where, "annotator_kind": "CODE"})
             self._agreement_scores.add(llm, {**where, "annotator_kind": "LLM"})
 
-    def skipped(self, reason: str, service: str = "", scope: str = "") -> None:
-        self._skipped.add(1, {"reason": reason, "service.name": service, "otel.scope.name": scope})
+    def skipped(self, reason: str, service: str = "", scope: str = "", count: int = 1) -> None:
+        self._skipped.add(count, {"reason": reason, "service.name": service, "otel.scope.name": scope})
 
     def escalation(self, outcome: str, service: str = "") -> None:
         self._escalations.add(1, {"outcome": outcome, "service.name": service})

@@ -9,8 +9,9 @@ DeprecationWarning.
 """
 
 from tracescore._lazy import moved_names
-from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, extract
+from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, Findings, extract, find
 from tracescore.extract._protocol import Recognizer, Skip
+from tracescore.extract._reader import Found
 from tracescore.extract._recognizers import (
     GenAIRecognizer,
     HaystackRecognizer,
@@ -25,6 +26,8 @@ from tracescore.extract._recognizers import (
 __all__ = [
     "DEFAULT_RECOGNIZERS",
     "Extraction",
+    "Findings",
+    "Found",
     "GenAIRecognizer",
     "HaystackRecognizer",
     "LangfuseRecognizer",
@@ -36,6 +39,7 @@ __all__ = [
     "TracescoreRecognizer",
     "VercelAIRecognizer",
     "extract",
+    "find",
 ]
 
 __getattr__ = moved_names(

@@ -9,15 +9,15 @@ that could not score one interaction (one's anchor inside the other's), the earl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tracescore.extract._conventions import CONVENTIONS
 from tracescore.extract._protocol import Recognizer, Skip
-from tracescore.extract._reader import ConventionReader
+from tracescore.extract._reader import ConventionReader, Found
 from tracescore.model import DecodedSpan, Interaction, Trace
 
-__all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "extract"]
+__all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "Findings", "extract", "find"]
 
 DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = tuple(ConventionReader(c) for c in CONVENTIONS)
 
@@ -28,8 +28,22 @@ class Extraction:
     skips: list[Skip] = field(default_factory=list)
 
 
+@dataclass
+class Findings:
+    """What `find` read: the interactions, not built yet (`Found.interaction()` builds one), and the skips."""
+
+    found: list[Found] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+
+
 def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) -> Extraction:
-    found = Extraction()
+    findings = find(trace, recognizers)
+    return Extraction([f.interaction() for f in findings.found], findings.skips)
+
+
+def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) -> Findings:
+    """`extract`, each interaction left unbuilt until asked for: the consumer builds those it may score."""
+    found = Findings()
     skipped: list[Skip] = []
     covered: set[str] = set()
     for recognizer in recognizers:
@@ -37,13 +51,13 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
             # Every span is in, above or below a kept interaction: whatever a later recogniser finds is
             # dropped below, so it need not run (our own spans carry three conventions' attributes).
             break
-        for outcome in recognizer.recognize(trace):
+        for outcome in _outcomes(recognizer, trace):
             if isinstance(outcome, Skip):
                 skipped.append(outcome)
-            elif not found.interactions or not any(
-                _same(trace, outcome.span, outcome.span_ids, kept) for kept in found.interactions
+            elif not found.found or not any(
+                _same(trace, outcome.span, outcome.span_ids, kept) for kept in found.found
             ):
-                found.interactions.append(outcome)
+                found.found.append(outcome)
                 covered.add(outcome.span.span_id)
                 covered.update(outcome.span_ids)
                 if outcome.span.parent_span_id is not None:
@@ -54,18 +68,25 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
     for skip in skipped:
         anchor = skip.span
         if anchor is not None:
-            if any(_same(trace, anchor, frozenset(), kept) for kept in found.interactions) or any(
+            if any(_same(trace, anchor, frozenset(), kept) for kept in found.found) or any(
                 _nested(trace, anchor, earlier) for earlier in explained
             ):
                 continue  # another reading scored it, or an earlier recogniser already explained it
             explained.append(anchor)
         found.skips.append(skip)
-    if not found.interactions and not found.skips:
+    if not found.found and not found.skips:
         found.skips.append(_not_rag(trace, recognizers))
     return found
 
 
-def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Interaction) -> bool:
+def _outcomes(recognizer: Recognizer, trace: Trace) -> Iterable[Found | Skip]:
+    if isinstance(recognizer, ConventionReader):
+        return recognizer.find(trace)
+    # A recogniser of its own (the Recognizer protocol) builds its interactions itself.
+    return [o if isinstance(o, Skip) else Found.of(o) for o in recognizer.recognize(trace)]
+
+
+def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Found) -> bool:
     if anchor.span_id == kept.span.span_id or span_ids & kept.span_ids or anchor.span_id in kept.span_ids:
         return True
     return any(a.span_id == kept.span.span_id for a in trace.ancestors(anchor)) or any(

@@ -23,9 +23,9 @@ from tracescore.extract._protocol import Skip
 from tracescore.extract._read import is_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
-from tracescore.model import Interaction, RagRecord, Trace
+from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
 
-__all__ = ["STEPS", "ConventionReader", "Step"]
+__all__ = ["STEPS", "ConventionReader", "Found", "Step"]
 
 
 class Step(NamedTuple):
@@ -227,23 +227,80 @@ STEPS: tuple[Step, ...] = (
 # --8<-- [end:steps]
 
 
-def interaction(r: Reading) -> Interaction:
+class Found:
+    """An interaction read from a trace and not built yet: what deciding about it needs (its `span`, the
+    `span_ids` it was read from, its `route`, why its question is missing, and `texts`, what it would be
+    judged on: question or None, documents, answer), and `interaction()`, which builds it, once.
+
+    Most interactions on a busy stream are never scored (sampled out): the consumer builds only those its
+    sampling policy may admit, so the others cost their reading, not their records."""
+
+    __slots__ = ("_built", "_reading", "question_missing", "route", "span", "span_ids", "texts")
+
+    def __init__(
+        self,
+        span: DecodedSpan,
+        span_ids: frozenset[str],
+        route: str,
+        question_missing: str | None,
+        texts: tuple[str | None, tuple[str, ...], str],
+        reading: Reading | None = None,
+        built: Interaction | None = None,
+    ) -> None:
+        self.span, self.span_ids, self.route = span, span_ids, route
+        self.question_missing, self.texts = question_missing, texts
+        self._reading, self._built = reading, built
+
+    @classmethod
+    def of(cls, interaction: Interaction) -> Found:
+        """An interaction a recogniser built itself."""
+        record = interaction.record
+        texts = (record.query, record.contexts, record.answer)
+        return cls(
+            interaction.span, interaction.span_ids, interaction.route, interaction.question_missing, texts,
+            built=interaction,
+        )  # fmt: skip
+
+    def interaction(self) -> Interaction:
+        built = self._built
+        if built is None:
+            assert self._reading is not None
+            built = self._built = _build(self._reading, self)
+            self._reading = None  # the reading's working state is no longer needed
+        return built
+
+    def __repr__(self) -> str:
+        return f"Found({self.span.span_id}, route={self.route!r})"
+
+
+def found(r: Reading) -> Found:
     """The interaction the steps read, grouped by its route (`_lineage.route_of`)."""
+    anchor, contexts = r.anchor, r.contexts
+    span_ids = frozenset([anchor.span_id, *map(_SPAN_ID, r.sources), *map(_SOURCE_SPAN, contexts.sources)])
+    question = None if r.question_missing else r.question
+    return Found(
+        anchor, span_ids, route_of(r.trace, anchor, r.route_name), r.question_missing,
+        (question, contexts.texts, r.answer or ""), r,
+    )  # fmt: skip
+
+
+def interaction(r: Reading) -> Interaction:
+    """The interaction the steps read (built at once)."""
+    return found(r).interaction()
+
+
+def _build(r: Reading, found: Found) -> Interaction:
     trace, anchor, contexts = r.trace, r.anchor, r.contexts
-    context_sources = contexts.sources
+    question, texts, answer = found.texts
     return Interaction(
         span=anchor,
         record=RagRecord(
-            id=f"{trace.trace_id}:{anchor.span_id}",
-            query=None if r.question_missing else r.question,
-            contexts=contexts.texts,
-            answer=r.answer or "",
-            run=r.run,
+            id=f"{trace.trace_id}:{anchor.span_id}", query=question, contexts=texts, answer=answer, run=r.run
         ),
-        route=route_of(trace, anchor, r.route_name),
+        route=found.route,
         convention=r.convention.name,
-        span_ids=frozenset([anchor.span_id, *map(_SPAN_ID, r.sources), *map(_SOURCE_SPAN, context_sources)]),
-        context_sources=context_sources,
+        span_ids=found.span_ids,
+        context_sources=contexts.sources,
         context_notes=contexts.notes,
         session_id=r.session_id,
         user_id=r.user_id,
@@ -274,13 +331,17 @@ class ConventionReader:
         return f"{type(self).__name__}({self.convention!r})"
 
     def recognize(self, trace: Trace) -> Iterable[Interaction | Skip]:
+        return [f.interaction() if isinstance(f, Found) else f for f in self.find(trace)]
+
+    def find(self, trace: Trace) -> Iterable[Found | Skip]:
+        """What `recognize` reads, each interaction not built yet (`Found`)."""
         # Every trace meets every recogniser and holds few conventions: an absent one costs its cheap
         # presence test, not a generator.
         if not self.convention.present(trace):
             return ()
         return self._read(trace)
 
-    def _read(self, trace: Trace) -> Iterator[Interaction | Skip]:
+    def _read(self, trace: Trace) -> Iterator[Found | Skip]:
         convention, steps = self.convention, self._steps
         for reading in convention.candidates(trace):
             for step in steps:
@@ -289,7 +350,7 @@ class ConventionReader:
                     yield skip
                     break
             else:
-                yield interaction(reading)
+                yield found(reading)
 
 
 _SPAN_ID = attrgetter("span_id")

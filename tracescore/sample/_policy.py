@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tracescore.model import Interaction, MetricResult
+from tracescore.model import DecodedSpan, Interaction, MetricResult
 from tracescore.sample._admission import RunningQuantile
 from tracescore.sample._calibration import COLD_START
 from tracescore.sample._config import SamplingConfig
@@ -40,6 +40,8 @@ _RATES_CACHE = 4096  # (service, route) pairs remembered; routes come from traff
 _COST_WEIGHT = 0.1  # weight of the newest offline cost in its running mean
 _PACE_HORIZON_S = 300.0  # arrivals averaged over this long to pace the budget (seconds are too noisy)
 _PACE_MARGIN = 1.1  # admit a little ahead of pace: the hard limit stops overspend, lag would waste budget
+# Decisions are immutable: one per reason, not one per interaction turned away (most are, at low rates).
+_SKIPS = {reason: Decision(metrics=(), skip=reason) for reason in SkipReason}
 
 
 class CascadePolicy(SamplingPolicy):
@@ -79,22 +81,31 @@ class CascadePolicy(SamplingPolicy):
 
     # --- step 1 ---------------------------------------------------------------------------------------
 
-    def admit(self, interaction: Interaction) -> Decision:
-        span = interaction.span
+    def screen(self, span: DecodedSpan, route: str) -> Decision | None:
+        """The filters and rates: they read the interaction's span and route only."""
         filters = self.config.filters
         if (filters.include or filters.exclude) and (
             not all(f.matches(span.attributes) for f in filters.include)
             or any(f.matches(span.attributes) for f in filters.exclude)
         ):
             return self._skipped(SkipReason.FILTER)
-        rates = self._rates_for(span.service_name, interaction.route)
-        if max(rates, default=0.0) <= 0.0:
+        rates = self._rates_for(span.service_name, route)
+        top = max(rates, default=0.0)
+        if top <= 0.0:
             return self._skipped(SkipReason.RATE)  # nothing to keep: no hash needed to say so
         # One hash for every metric: a trace kept for a 10% metric is also kept for a 50% one.
+        if top < 1.0 and not within(position(span.trace_id, "rate"), top):
+            return self._skipped(SkipReason.RATE)
+        return None
+
+    def admit(self, interaction: Interaction) -> Decision:
+        span = interaction.span
+        screened = self.screen(span, interaction.route)
+        if screened is not None:
+            return screened
+        rates = self._rates_for(span.service_name, interaction.route)
         at = position(span.trace_id, "rate")
         metrics = tuple(m for m, rate in zip(self.metrics, rates, strict=True) if within(at, rate))
-        if not metrics:
-            return self._skipped(SkipReason.RATE)
         if not keep(span.trace_id, "thin", self.offline_share()):
             return self._skipped(SkipReason.THINNED)
         if self._bucket is not None and not self._bucket.take():
@@ -304,7 +315,7 @@ class CascadePolicy(SamplingPolicy):
 
     def _skipped(self, reason: SkipReason) -> Decision:
         self.skips[reason] += 1
-        return Decision(metrics=(), skip=reason)
+        return _SKIPS[reason]
 
     def _rates_for(self, service: str, route: str) -> tuple[float, ...]:
         key = (service, route)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from tracescore.model import Interaction, MetricResult
+from tracescore.model import DecodedSpan, Interaction, MetricResult
 from tracescore.sample._config import DEFAULT_CASCADE_METRIC
 from tracescore.sample._lift import LiftReading
 
@@ -91,6 +91,13 @@ class SamplingPolicy(Protocol):
     def escalate(self, interaction: Interaction, offline_results: Sequence[MetricResult]) -> Escalation:
         """After the offline judge: whether the LLM judge scores it too."""
         ...
+
+    def screen(self, span: DecodedSpan, route: str) -> Decision | None:
+        """`admit`'s decision when the interaction's span and route alone decide it (an attribute filter, a
+        rate of 0 or a trace outside the rate), counted as `admit` counts it; None when `admit` must see the
+        interaction (default). The consumer asks first and builds only the interactions it must show
+        `admit`: at low rates most interactions are never built."""
+        return None
 
     def charge(self, tokens: int, *, reserved: int = 0) -> None:
         """The tokens one LLM evaluation really used, releasing what its Escalation reserved."""

@@ -1,0 +1,222 @@
+"""`tracescore consume --sample-ratio 0` against the bare kafka-python client, same messages, one run.
+
+    python benchmarks/unsampled_floor.py [--traces 20000] [--rounds 5] [--layout both] [--against REV]
+                                         [--profile DIR]
+
+The floor is what any consumer of these messages pays: a bare `KafkaConsumer` (the consumer's
+`max_poll_records`) that polls, decodes each OTLP request (`ExportTraceServiceRequest.ParseFromString`) and
+touches every span's attributes (each key and value read once). The consumer is the command itself, run in
+process through click with its defaults (grace period, late-span memory, metrics, in-process alert, sampling
+policy at rate 0): every trace is decoded, assembled, its interactions recognised and offered to the policy,
+none scored. Both count CPU seconds of their process (kafka-python's threads included) from their first
+non-empty poll to the last span read (the floor) or the last trace read (the consumer, which releases the last
+traces once their grace period is over: those idle polls are counted too).
+
+Messages: `trace_assembly`'s `@tracescore.rag` spans (one span a trace, 3 documents of 1 KB, written by the
+real SDK and sent with its producer settings, gzip) in the SDK's two layouts: `per_trace` (one message per
+trace, the Collector's `partition_traces_by_id`) and `per_partition` (the SDK's default: one message per
+partition per export, ~56 spans a message). Each round runs the floor and the consumer on each layout in
+fresh processes, alternating which goes first, each pinned to one core (the broker's JVM keeps the other);
+the ratio consumer / floor is taken per round and its median printed. `--against REV`: another revision's
+consumer too (its `tracescore/` exported with git archive), in the same rounds on the same messages, so
+before and after are measured in one run. `--profile DIR`: the consumers also write a cProfile of their
+loop there (slower; the ratios of a profiled run are not figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import trace_assembly  # noqa: E402  (sibling scripts, not a package)
+from unsampled_against import export  # noqa: E402
+
+from tracescore.export import KafkaProducerSettings  # noqa: E402
+from tracescore.testing.kafka_broker import KafkaBroker  # noqa: E402
+
+LAYOUTS = ("per_trace", "per_partition")
+
+# A fresh process: pinned to one core, it reads the topic from the start and prints {"spans": n, "cpu": s}.
+FLOOR = """
+import os, sys, time, uuid
+from kafka import KafkaConsumer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from tracescore.consume import ConsumerSettings
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {0})
+bootstrap, topic, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+consumer = KafkaConsumer(
+    topic, bootstrap_servers=bootstrap, group_id=f"floor-{uuid.uuid4().hex[:8]}",
+    auto_offset_reset="earliest", enable_auto_commit=False,
+    max_poll_records=ConsumerSettings().max_poll_records,
+)
+spans, touched, first = 0, 0, None
+while spans < total:
+    for records in consumer.poll(timeout_ms=1000).values():
+        if first is None:
+            first = time.process_time()
+        for record in records:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(record.value)
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        spans += 1
+                        for kv in span.attributes:
+                            touched += len(kv.key) + len(kv.value.string_value)
+cpu = time.process_time() - first
+consumer.close()
+print(repr({"spans": spans, "cpu": cpu}))
+"""
+
+CONSUMER = """
+import cProfile, os, sys, time
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {0})
+sys.path.insert(0, sys.argv[5])
+import trace_assembly
+import tracescore.consume
+from tracescore.cli import consume
+
+bootstrap, topic, total, profile = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+profiler = cProfile.Profile() if profile else None
+timed = {}
+
+class Timed(trace_assembly.TimedConsumer):
+    def _take(self, batch):
+        if batch and self.first_at is None and profiler is not None:
+            profiler.enable()
+        super()._take(batch)
+
+    def _timed_extract_and_admit(self, traces):
+        admitted = super()._timed_extract_and_admit(traces)
+        if self.done_at is not None and not timed:
+            timed.update(spans=self.stats.spans, cpu=self.done_cpu - self.first_cpu)
+            if profiler is not None:
+                profiler.disable()
+        return admitted
+
+tracescore.consume.EvaluationConsumer = lambda *a, **k: Timed(*a, target_traces=total, **k)
+consume.main(
+    ["--bootstrap-servers", bootstrap, "--topic", topic, "--group-id", f"consume-{os.getpid()}",
+     "--evaluations-topic", f"{topic}.evaluations", "--dlq-topic", f"{topic}.dlq", "--idle-timeout", "60",
+     "--sample-ratio", "0"],
+    standalone_mode=False,
+)
+if profiler is not None:
+    profiler.dump_stats(profile)
+print(repr(timed))
+"""
+
+
+def produce(bootstrap: str, messages: list[trace_assembly.Message]) -> str:
+    topic = f"unsampled-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, len(trace_assembly.PARTITIONS), 1)])
+    admin.close()
+    config = KafkaProducerSettings().producer_config()  # as the SDK's exporter sends them, gzip included
+    producer = KafkaProducer(**{**config, "bootstrap_servers": bootstrap})
+    for partition, key, value in messages:
+        producer.send(topic, key=key, value=value, partition=partition)
+    producer.flush()
+    producer.close()
+    return topic
+
+
+def run(script: str, *args: str, tree: Path | None = None) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None  # that tree's tracescore
+    child = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+        env=env,
+    )
+    if child.returncode:
+        raise RuntimeError(f"child failed ({child.returncode}):\n{child.stderr[-3000:]}")
+    result: dict[str, float] = ast.literal_eval(child.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--layout", choices=[*LAYOUTS, "both"], default="both")
+    parser.add_argument(
+        "--against", default=None, help="also the consumer of this revision, in the same rounds"
+    )
+    parser.add_argument("--profile", type=Path, default=None, help="write the consumer's cProfiles here")
+    args = parser.parse_args()
+    layouts = LAYOUTS if args.layout == "both" else (args.layout,)
+    print(f"building {args.traces} @tracescore.rag traces through the SDK ...", flush=True)
+    built = {layout: trace_assembly.build_tracescore_messages(args.traces, layout) for layout in layouts}
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as folder:
+        trees = {"this": REPO}
+        if args.against:
+            given = Path(
+                args.against
+            )  # a folder holding another tree's tracescore/ and benchmarks/, or a rev
+            other = given if given.is_dir() else export(args.against, Path(folder) / "other")
+            trees[given.name if given.is_dir() else args.against] = other
+        sides = ("floor", *trees)
+        results = {layout: {side: [] for side in sides} for layout in layouts}
+        with KafkaBroker(heap="1g") as broker:
+            topics = {layout: produce(broker.bootstrap_servers, built[layout]) for layout in layouts}
+            spans = {layout: args.traces for layout in layouts}  # one span a trace
+            for number in range(args.rounds):
+                for layout in layouts:
+                    common = (broker.bootstrap_servers, topics[layout], str(spans[layout]))
+                    shift = number % len(sides)  # who goes first rotates
+                    for side in sides[shift:] + sides[:shift]:
+                        if side == "floor":
+                            got = run(FLOOR, *common)
+                        else:
+                            name = f"{layout}-{side}-{number}.prof"
+                            profile = str(args.profile / name) if args.profile else ""
+                            tree = trees[side]
+                            got = run(CONSUMER, *common, profile, str(tree / "benchmarks"), tree=tree)
+                        if got["spans"] < spans[layout]:
+                            raise RuntimeError(f"{side} read {got['spans']} of {spans[layout]} spans")
+                        results[layout][side].append(got["spans"] / got["cpu"])
+                print(
+                    f"round {number + 1}: "
+                    + ", ".join(
+                        f"{layout} {side} {results[layout][side][-1] / results[layout]['floor'][-1]:.2f}"
+                        for layout in layouts
+                        for side in trees
+                    ),
+                    flush=True,
+                )
+    print(f"\nspans per CPU second, median of {args.rounds} rounds (floor and consumers in turn)")
+    header = ("layout", "msgs", "spans/msg", "consumer", "floor", "consumer")
+    print("{:14s} {:>6s} {:>9s} {:>12s} {:>8s} {:>8s}  /floor".format(*header))
+    for layout in layouts:
+        floor, messages = results[layout]["floor"], len(built[layout])
+        for side in trees:
+            ours = results[layout][side]
+            ratios = [c / f for c, f in zip(ours, floor, strict=True)]
+            print(
+                f"{layout:14s} {messages:6d} {spans[layout] / messages:9.1f} {side[:12]:>12s} "
+                f"{statistics.median(floor):8,.0f} {statistics.median(ours):8,.0f}  "
+                f"{statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})"
+            )
+
+
+if __name__ == "__main__":
+    main()
