@@ -30,6 +30,7 @@ from tracescore.model._record import (
 from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
 from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, RunToolCall
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
+from tracescore.model._vocabulary import ContextSourceKind, ConversationLabel, Selection, SpanKind
 
 __all__ = [
     "BAD_LABELS",
@@ -42,6 +43,8 @@ __all__ = [
     "UNLABELLED_THRESHOLD",
     "AnnotatorKind",
     "ContextSource",
+    "ContextSourceKind",
+    "ConversationLabel",
     "ConversationRecord",
     "DecodedSpan",
     "EvaluationRecord",
@@ -53,6 +56,8 @@ __all__ = [
     "RagSpan",
     "Run",
     "RunToolCall",
+    "Selection",
+    "SpanKind",
     "Trace",
     "UnreadableRecord",
     "Usage",

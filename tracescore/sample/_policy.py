@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tracescore.model import Interaction, MetricResult
+from tracescore.model import Interaction, MetricResult, Selection
 from tracescore.sample._admission import RunningQuantile
 from tracescore.sample._calibration import COLD_START
 from tracescore.sample._config import SamplingConfig
@@ -31,7 +31,7 @@ from tracescore.sample._hashing import keep, position, within
 from tracescore.sample._learning import SuspicionModels
 from tracescore.sample._lift import Lift, LiftReading
 from tracescore.sample._limits import ArrivalMeter, TokenBucket, TokenBudget
-from tracescore.sample._protocol import Decision, Escalation, SamplingPolicy, Selection, SkipReason
+from tracescore.sample._protocol import Decision, Escalation, SamplingPolicy, SkipReason
 from tracescore.sample._suspicion import Suspicion, suspicion
 
 __all__ = ["CascadePolicy"]
