@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from statistics import NormalDist
 
 from tracescore.model import (
+    ConversationLabel,
     ConversationRecord,
     EvaluationRecord,
     MetricStatus,
@@ -175,7 +176,9 @@ class Conversation:
             share_lower=lower,
             share_upper=upper,
             confidence=confidence,
-            label=None if not scored else ("flagged" if flagged else "passed"),
+            label=None
+            if not scored
+            else (ConversationLabel.FLAGGED if flagged else ConversationLabel.PASSED),
             status=status,
             reason=_reason(metric, turns, len(judged), len(scored), passed, worst, status, judged),
             worst_turn=worst,

@@ -3,14 +3,17 @@ and alert.
 
 Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`, formerly
 `RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge
-returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessFindings`, the typed view of a
-Faithfulness result), the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`),
-the evaluation record emit writes and alert reads (`EvaluationRecord`), and the conversation record
-`tracescore conversations` writes from them (`ConversationRecord`). Stages import these from here (or from
-a stage's public `__init__`), never from one another's private modules. Light on purpose (pydantic only):
-the instrumentation SDK's install can import it.
+returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessDetails` with its
+`FaithfulnessClaim`s, what a Faithfulness result's details hold, and `FaithfulnessFindings`, their counts),
+the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`), the evaluation record
+emit writes and alert reads (`EvaluationRecord`), the conversation record `tracescore conversations` writes
+from them (`ConversationRecord`), and the shared words (`Selection`, `ConversationLabel`,
+`ContextSourceKind`, `SpanKind`). Stages import these from here (or from a stage's public `__init__`),
+never from one another's private modules. Light on purpose (pydantic only): the instrumentation SDK's
+install can import it.
 """
 
+from tracescore.model._claims import ClaimsCap, DocumentSource, FaithfulnessClaim, FaithfulnessDetails
 from tracescore.model._conversation import (
     CONVERSATIONS_TOPIC,
     ConversationRecord,
@@ -42,12 +45,16 @@ __all__ = [
     "SCHEMA_VERSION",
     "UNLABELLED_THRESHOLD",
     "AnnotatorKind",
+    "ClaimsCap",
     "ContextSource",
     "ContextSourceKind",
     "ConversationLabel",
     "ConversationRecord",
     "DecodedSpan",
+    "DocumentSource",
     "EvaluationRecord",
+    "FaithfulnessClaim",
+    "FaithfulnessDetails",
     "FaithfulnessFindings",
     "Interaction",
     "MetricResult",
