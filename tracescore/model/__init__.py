@@ -8,9 +8,9 @@ returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessDetail
 the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`), the evaluation record
 emit writes and alert reads (`EvaluationRecord`), the conversation record `tracescore conversations` writes
 from them (`ConversationRecord`), and the shared words (`Selection`, `ConversationLabel`,
-`ContextSourceKind`, `SpanKind`). Stages import these from here (or from a stage's public `__init__`),
-never from one another's private modules. Light on purpose (pydantic only): the instrumentation SDK's
-install can import it.
+`ContextSourceKind`, `OpenInferenceSpanKind`). Stages import these from here (or from a stage's public
+`__init__`), never from one another's private modules. Light on purpose (pydantic only): the
+instrumentation SDK's install can import it.
 """
 
 from tracescore.model._claims import ClaimsCap, DocumentSource, FaithfulnessClaim, FaithfulnessDetails
@@ -33,7 +33,12 @@ from tracescore.model._record import (
 from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
 from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, RunToolCall
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
-from tracescore.model._vocabulary import ContextSourceKind, ConversationLabel, Selection, SpanKind
+from tracescore.model._vocabulary import (
+    ContextSourceKind,
+    ConversationLabel,
+    OpenInferenceSpanKind,
+    Selection,
+)
 
 __all__ = [
     "BAD_LABELS",
@@ -59,12 +64,12 @@ __all__ = [
     "Interaction",
     "MetricResult",
     "MetricStatus",
+    "OpenInferenceSpanKind",
     "RagRecord",
     "RagSpan",
     "Run",
     "RunToolCall",
     "Selection",
-    "SpanKind",
     "Trace",
     "UnreadableRecord",
     "Usage",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ContextSourceKind", "ConversationLabel", "Selection", "SpanKind"]
+__all__ = ["ContextSourceKind", "ConversationLabel", "OpenInferenceSpanKind", "Selection"]
 
 
 class Selection(StrEnum):
@@ -40,8 +40,9 @@ class ContextSourceKind(StrEnum):
     EARLIER_TURN = "earlier_turn"  # an earlier turn's tool result kept in the LLM call's input
 
 
-class SpanKind(StrEnum):
-    """OpenInference span kinds (`openinference.span.kind`) that tracescore writes or reads."""
+class OpenInferenceSpanKind(StrEnum):
+    """OpenInference span kinds (`openinference.span.kind`) that tracescore writes or reads (not OTel's
+    SpanKind, which says client or server)."""
 
     CHAIN = "CHAIN"
     AGENT = "AGENT"
@@ -49,4 +50,5 @@ class SpanKind(StrEnum):
     TOOL = "TOOL"
     RETRIEVER = "RETRIEVER"
     RERANKER = "RERANKER"
+    EMBEDDING = "EMBEDDING"
     EVALUATOR = "EVALUATOR"

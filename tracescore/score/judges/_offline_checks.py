@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tracescore.model import Verdict
 from tracescore.score.judges._offline_claim import Case, IndexedContext, OfflineTuning, read_case
 from tracescore.score.judges._offline_evidence import about, coverage, phrase, value
 from tracescore.score.judges._offline_text import Tok, negated_keys, words
@@ -41,13 +42,13 @@ __all__ = [
     "quoted_evidence",
 ]
 
-# The verdict vocabulary of the claim-verdicts task (plain strings: the judge answers the task's output
-# model by validation and needs no metric module).
+# The verdicts of the claim-verdicts task, by short names (the judge answers the task's output model by
+# validation and needs no metric module).
 FULLY, PARTIAL, NO_EVIDENCE, CONTRADICTORY = (
-    "FULLY_SUPPORTED",
-    "PARTIALLY_SUPPORTED",
-    "NO_EVIDENCE",
-    "CONTRADICTORY",
+    Verdict.FULLY_SUPPORTED,
+    Verdict.PARTIALLY_SUPPORTED,
+    Verdict.NO_EVIDENCE,
+    Verdict.CONTRADICTORY,
 )
 _RANK = {FULLY: 3, PARTIAL: 2, NO_EVIDENCE: 1, CONTRADICTORY: 0}
 # How sure a lexical verdict is (ClaimVerdict.confidence), by the evidence it rests on: a name or number the
@@ -69,12 +70,12 @@ _MISPLACED_WITH = 2
 
 @dataclass(frozen=True, slots=True)
 class ClaimJudgement:
-    verdict: str
+    verdict: Verdict
     reason: str
     confidence: float
 
 
-def _outcome(verdict: str, reason: str, confidence: float | None = None) -> ClaimJudgement:
+def _outcome(verdict: Verdict, reason: str, confidence: float | None = None) -> ClaimJudgement:
     return ClaimJudgement(verdict, reason, _CONFIDENCE[verdict] if confidence is None else confidence)
 
 
