@@ -153,10 +153,16 @@ class EstimateWindow:
             hint = None if off_score is None or off_label is None else good(off_score, off_label)
         return self.observe(
             Observation(
-                (record.trace_id, record.span_id), record.timestamp, value, revision_of(record),
-                record.annotator_kind == "LLM", record.selection, record.inclusion_probability, hint,
+                key=(record.trace_id, record.span_id),
+                at=record.timestamp,
+                value=value,
+                revision=revision_of(record),
+                by_llm=record.annotator_kind == "LLM",
+                selection=record.selection,
+                inclusion_probability=record.inclusion_probability,
+                offline_hint=hint,
             )
-        )  # fmt: skip
+        )
 
     def observe(self, seen: Observation) -> WindowEntry | None:
         """One judge's value of one unit (an answer, or a conversation: alert/_conversations.py); returns its

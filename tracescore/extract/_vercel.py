@@ -191,11 +191,11 @@ class VercelAI(Convention):
                 return value
         return None
 
-    def _retrieval_kind(self, span: DecodedSpan) -> str | None:
+    def _retrieval_kind(self, span: DecodedSpan) -> ContextSourceKind | None:
         if self.kind(span) == self.RERANK:
-            return "reranker"
+            return ContextSourceKind.RERANKER
         if _GENAI.is_retrieval(span) or _OPENINFERENCE.kind(span) == semconv.SPAN_KIND_RETRIEVER:
-            return "retriever"
+            return ContextSourceKind.RETRIEVER
         return None
 
     def _reranked(self, trace: Trace, span: DecodedSpan) -> list[str] | None:

@@ -206,6 +206,7 @@ class CascadePolicy(SamplingPolicy):
         The baseline (and the uniform draws nested on it) draw whole conversations: every turn of a drawn
         conversation is judged, and each turn's chance of being drawn is still the rate (an id's hash is
         uniform), so the inclusion probabilities stay exact."""
+        # "baseline": the hash salt of the draw (a fixed string: another would redraw every conversation).
         at = position(interaction.session_id or interaction.span.trace_id, "baseline")
         tie = position(interaction.span.trace_id, "tie") if admission > 0.0 else None
         pick = suspect.scored and tie is not None and within(tie, admission)
