@@ -115,6 +115,10 @@ class FaithfulnessDetails(BaseModel):
         """Whatever of `details` this version can read; never raises (see the module's docstring)."""
         if not isinstance(details, Mapping):
             return cls()
+        try:  # what this version writes reads in one pass; the rest field by field
+            return cls.model_validate(details)
+        except ValidationError:
+            pass
         data = _readable_fields(cls, details, skip=("claims", "verdict_counts"))
         counts = details.get("verdict_counts")
         if isinstance(counts, Mapping):
