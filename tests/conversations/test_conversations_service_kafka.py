@@ -5,15 +5,13 @@ counted, never a stop; a broker restart mid-stream loses and repeats no record."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from conversation_service import Running, config, on_topic, produce, wait
 from conversation_turns import read_topic, turn
 
 from tracescore.consume import decode_message
 from tracescore.emit import EVALUATION_SPANS_HEADER
-from tracescore.model import EvaluationRecord
+from tracescore.model import EvaluationRecord, read_evaluation_record
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
@@ -85,6 +83,36 @@ def test_two_instances_split_the_conversations_and_record_each_once(
     assert first.written and second.written, "both instances owned some"
 
 
+@pytest.mark.parametrize("protocol", ["cooperative", "eager"])
+def test_an_instance_joining_and_leaving_moves_only_the_partitions_that_change_owner(
+    bootstrap: str, topic_prefix: str, protocol: str
+) -> None:
+    """Cooperative rebalancing (the default): the first instance keeps reading the partitions it keeps and
+    reads back the state of those it gets, never of those it had. Eager: every rebalance reads back all."""
+    cfg = config(bootstrap, topic_prefix, rebalance_protocol=protocol)
+    with Running(cfg) as first:
+        wait(lambda: first.service.first_assigned_at is not None)
+        with Running(cfg) as second:
+            wait(lambda: second.service.first_assigned_at is not None)
+            produce(bootstrap, cfg.evaluations_topic, [turn(n, 1.0, f"c-{n}") for n in range(12)])
+            wait(lambda: len(first.written) + len(second.written) == 12)
+        # The first owns every partition again once it wrote conversations from each.
+        produce(bootstrap, cfg.evaluations_topic, [turn(12 + n, 1.0, f"late-{n}") for n in range(12)])
+        wait(lambda: len(first.written) + len(second.written) == 24)
+    later = {f"late-{n}" for n in range(12)}
+    partitions = {
+        m.partition
+        for m in read_topic(bootstrap, cfg.turns_topic)
+        if read_evaluation_record(m.value).session_id in later
+    }
+    assert len(partitions) == 6, "the later conversations sit on every partition"
+    # 6 partitions at the start, 3 handed back when the second left (eager: 6 + 3 + 6, or more).
+    read = first.service.stats.state["partitions_read"]
+    assert read == 9 if protocol == "cooperative" else read > 9, read
+    second_read = second.service.stats.state["partitions_read"]
+    assert second_read == 3 if protocol == "cooperative" else second_read >= 3, second_read
+
+
 def test_bad_records_are_counted_and_the_service_goes_on(bootstrap: str, topic_prefix: str) -> None:
     cfg = config(bootstrap, topic_prefix, max_turns=5)
     produce(
@@ -104,13 +132,6 @@ def test_bad_records_are_counted_and_the_service_goes_on(bootstrap: str, topic_p
         "no_conversation": 1,
         "records_past_cap": 3,
     }
-
-
-@pytest.fixture
-def own_broker() -> Iterator[KafkaBroker]:
-    """A broker of this test's own: restarting the session's broker would fault every other test."""
-    with KafkaBroker() as broker:
-        yield broker
 
 
 def test_a_broker_restart_mid_stream_loses_and_repeats_no_record(

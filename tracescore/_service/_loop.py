@@ -16,9 +16,17 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._kafka import connect, ensure_topics, lag, rekeying_clients, wait_for_partitions
-from tracescore._kafka_config import KafkaConnection
+from tracescore._kafka import (
+    connect,
+    ensure_topics,
+    lag,
+    protocol_checked,
+    rekeying_clients,
+    wait_for_partitions,
+)
+from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._changelog import Changelog
+from tracescore._service._clock import StreamClock
 from tracescore._service._keyed import KeyedLogic, KeyedStage
 from tracescore._service._outputs import OutputLog
 from tracescore._service._rekey import Forward, RekeyStage
@@ -48,6 +56,7 @@ class ServiceLoop:
         group_id: str,
         stage: str,
         session_timeout_ms: int,
+        rebalance_protocol: RebalanceProtocol,
         topics: ServiceTopics,
         forward: Callable[[ConsumerRecord], Forward | None],
         oversized: Callable[[str], None],
@@ -68,15 +77,19 @@ class ServiceLoop:
         self._health_file = health_file
         self._every_batch = checkpoint_every_batch
         self._stopping = False
+        self._group_id, self._protocol = group_id, rebalance_protocol
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
-            ingest, keyed, producer = rekeying_clients(client, group_id, stage, session_timeout_ms)
+            ingest, keyed, producer = rekeying_clients(
+                client, group_id, stage, session_timeout_ms, rebalance_protocol
+            )
             return ingest, keyed, producer, Changelog(connection, topics.state, topics.keyed)
 
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
         self.rekey = RekeyStage(self._ingest, self._producer, topics.keyed, forward, oversized)
         self._outputs = OutputLog(connection, self._producer, topics.verified)
+        self._stream = StreamClock(connection, group_id, topics.inputs, topics.keyed, clock)
         self.keyed = KeyedStage(
             log=log,
             connection=connection,
@@ -103,7 +116,8 @@ class ServiceLoop:
             self._changelog.ensure()  # ChangelogError (one line): partitioned unlike the keyed topic
             self.rekey.subscribe(t.inputs, self.log)
             self.keyed.subscribe()
-            self._loop(idle_timeout_s)
+            with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
+                self._loop(idle_timeout_s)
             clean = True
         finally:
             if clean:
@@ -124,7 +138,7 @@ class ServiceLoop:
             if time.monotonic() - last_tick >= self._tick_s:
                 last_tick = time.monotonic()
                 caught_up = self.keyed.caught_up()
-                self._logic.tick(self._clock(), caught_up)
+                self._logic.tick(self._clock(), self._stream.tick(self.keyed.read_to))
                 self.keyed.checkpoint(caught_up)
             elif moved and self._every_batch:
                 self.keyed.checkpoint()
@@ -149,3 +163,4 @@ class ServiceLoop:
         self.keyed.consumer.close(autocommit=False)
         self._outputs.close()
         self._changelog.close()
+        self._stream.close()
