@@ -6,6 +6,8 @@ backends understand. Producer (instrument) and consumer (consume) both use this 
 
 from __future__ import annotations
 
+from tracescore.model import OpenInferenceSpanKind
+
 __all__ = [
     "ERROR_TYPE",
     "EVALUATION_EVENT",
@@ -66,9 +68,9 @@ TAG_TAGS = "tag.tags"
 LLM_MODEL_NAME = "llm.model_name"
 LLM_INPUT_MESSAGES = "llm.input_messages"
 LLM_OUTPUT_MESSAGES = "llm.output_messages"
-SPAN_KIND_CHAIN = "CHAIN"
-SPAN_KIND_RETRIEVER = "RETRIEVER"
-SPAN_KIND_LLM = "LLM"
+SPAN_KIND_CHAIN = OpenInferenceSpanKind.CHAIN.value
+SPAN_KIND_RETRIEVER = OpenInferenceSpanKind.RETRIEVER.value
+SPAN_KIND_LLM = OpenInferenceSpanKind.LLM.value
 
 
 def document_content_key(index: int) -> str:

@@ -21,7 +21,7 @@ from tracescore.consume._judging import Judged
 from tracescore.consume._outputs import Outputs
 from tracescore.consume._pipeline import DeadLetter, Pipeline
 from tracescore.consume._revise import Revision
-from tracescore.consume._scorer import Scored
+from tracescore.consume._scorer import ScoredInteraction
 from tracescore.consume._status import StatusLine
 from tracescore.emit import EvaluationMetrics, Output, evaluation_record
 from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus
@@ -118,7 +118,7 @@ def committed_up_to(parts: Parts) -> dict[TopicPartition, int]:
     return {tp: commit.offset for tp, commit in parts.checkpoint.due(force=True).items()}
 
 
-def judged(parts: Parts, offset: int, scored: Scored) -> Judged:
+def judged(parts: Parts, offset: int, scored: ScoredInteraction) -> Judged:
     parts.checkpoint.read(TP, offset)
     work = parts.checkpoint.hold({TP: offset}, scoring=1)
     return Judged(work, revision(), started=0.0, started_ns=0, scored=scored)
@@ -126,7 +126,9 @@ def judged(parts: Parts, offset: int, scored: Scored) -> Judged:
 
 def test_records_reach_the_other_sinks_only_once_kafka_acknowledged_them() -> None:
     parts = Parts()
-    parts.outputs.write(judged(parts, 0, Scored([result("offline"), result("offline", metric="relevance")])))
+    parts.outputs.write(
+        judged(parts, 0, ScoredInteraction([result("offline"), result("offline", metric="relevance")]))
+    )
     assert parts.stats.scored == 1 and len(parts.sink.records) == 2
     parts.outputs.settle()
     assert parts.seen == [] and parts.extra.sent == [] and parts.stats.evaluations == 0
@@ -146,7 +148,7 @@ def test_records_reach_the_other_sinks_only_once_kafka_acknowledged_them() -> No
 
 def test_the_llm_judges_results_say_why_they_were_scored_and_are_counted() -> None:
     parts = Parts()
-    scored = Scored(
+    scored = ScoredInteraction(
         [result("offline"), result("openai:m", 0.4), result("openai:m", None, metric="relevance")],
         selection="baseline", llm_judge="openai:m", escalation="baseline", inclusion_probability=0.25,
     )  # fmt: skip
@@ -162,7 +164,7 @@ def test_the_llm_judges_results_say_why_they_were_scored_and_are_counted() -> No
 
 def test_an_interaction_kept_from_the_llm_judge_by_the_budget_is_counted_as_not_admitted() -> None:
     parts = Parts()
-    parts.outputs.write(judged(parts, 0, Scored([result("offline")], escalation="budget")))
+    parts.outputs.write(judged(parts, 0, ScoredInteraction([result("offline")], escalation="budget")))
     assert parts.stats.not_admitted == {"budget": 1} and parts.stats.escalated == {}
 
 
@@ -191,7 +193,7 @@ def test_on_the_way_out_outputs_are_flushed_and_a_refused_one_leaves_its_offsets
     parts = Parts()
     parts.outputs.finish(timeout_s=7.0)
     assert parts.sink.flushed == []  # nothing waiting: no flush
-    parts.outputs.write(judged(parts, 0, Scored([result("offline")])))
+    parts.outputs.write(judged(parts, 0, ScoredInteraction([result("offline")])))
     parts.sink.records[0][1].failure(KafkaTimeoutError("no leader"))
     with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
         parts.outputs.finish(timeout_s=7.0)  # warns, never raises on the way out

@@ -8,14 +8,13 @@ from collections.abc import Sequence
 import pytest
 
 from tracescore.consume._shared_policy import SharedPolicy
-from tracescore.model import DecodedSpan, Interaction, MetricResult, MetricStatus, RagRecord
+from tracescore.model import DecodedSpan, Interaction, MetricResult, MetricStatus, RagRecord, Selection
 from tracescore.sample import (
     CascadePolicy,
     Decision,
     Escalation,
     SamplingConfig,
     SamplingPolicy,
-    Selection,
 )
 
 SUSPICIOUS = MetricResult(

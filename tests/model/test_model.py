@@ -26,6 +26,7 @@ MOVED_TO_MODEL = {
     "tracescore.score.metrics": ("Verdict",),
     "tracescore.extract": ("Interaction", "RagSpan", "Trace", "DecodedSpan", "ContextSource"),
     "tracescore.emit": ("EvaluationRecord", "SCHEMA_VERSION", "AnnotatorKind", "annotator_kind"),
+    "tracescore.sample": ("Selection",),
 }
 OLD_PATHS = [
     *((package, name, "tracescore.model") for package, names in MOVED_TO_MODEL.items() for name in names),

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tracescore.model import MetricResult
-from tracescore.sample import CascadePolicy, SamplingConfig, Selection
+from tracescore.model import MetricResult, Selection
+from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.sample._hashing import keep
 
 HOUR = 1_700_000_000 // 3600 * 3600

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from tracescore.model import MetricResult, MetricStatus, RagRecord
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Selection
 from tracescore.sample import (
     CascadePolicy,
     SamplingConfig,
     SamplingPolicy,
-    Selection,
     SkipReason,
 )
 from tracescore.score.judges import OfflineJudge

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tracescore.model import MetricResult
-from tracescore.sample import CascadePolicy, SamplingConfig, Selection
+from tracescore.model import MetricResult, Selection
+from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.sample._admission import RunningQuantile
 from tracescore.sample._calibration import LogisticModel, features
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from tracescore.alert._estimate import Observation, Signal
 from tracescore.alert._notification import AlertKey
-from tracescore.model import ConversationRecord, EvaluationRecord
+from tracescore.model import ConversationLabel, ConversationRecord, EvaluationRecord, Selection
 
 __all__ = ["conversation_key", "conversation_observation", "record_key"]
 
-_UNIFORM = "baseline"
 _PARTIAL = "baseline_partial"  # not the uniform draw of a whole conversation: excluded
 
 
@@ -37,8 +36,10 @@ def conversation_observation(record: ConversationRecord, signal: Signal) -> Obse
     selection of its own, so the estimate leaves it out and counts it (`excluded`)."""
     if record.score is None:
         return None
-    value = record.score if signal == "conversation_score" else float(record.label == "passed")
-    partial = record.selection == _UNIFORM and not record.complete
+    value = (
+        record.score if signal == "conversation_score" else float(record.label == ConversationLabel.PASSED)
+    )
+    partial = record.selection == Selection.BASELINE and not record.complete
     return Observation(
         key=(record.conversation_id, record.started_at.isoformat()),
         at=record.timestamp,

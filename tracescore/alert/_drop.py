@@ -47,7 +47,7 @@ from tracescore.alert._estimate import (
     plain_level,
 )
 from tracescore.alert._state import Bucket, DropState, Level, Moments, Snapshot
-from tracescore.alert._window import Interaction, Key, contribution
+from tracescore.alert._window import Key, WindowEntry, contribution
 
 __all__ = ["DropReading", "DropTracker"]
 
@@ -156,7 +156,7 @@ class DropTracker:
         if self._newest is None or at > self._newest:
             self._newest = at
 
-    def seen(self, item: Interaction) -> bool:
+    def seen(self, item: WindowEntry) -> bool:
         """Whether `item` (in the rule's window, or a stray one) was counted already: read again after a
         restart, or a late record of a counted answer. The window leaves it out of the drop window's sums."""
         if item.key in self._settled:
@@ -166,7 +166,7 @@ class DropTracker:
             restored is not None and item.at <= restored and _digest(item.key) not in self._restored_pending
         )
 
-    def count(self, key: Key, item: Interaction) -> None:
+    def count(self, key: Key, item: WindowEntry) -> None:
         """`item` left the rule's window (or never had a place in it: a stray): into the drop window, once."""
         part = contribution(item)
         known = self._settled.get(key)

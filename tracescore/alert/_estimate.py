@@ -100,7 +100,7 @@ def add_sums(into: Sums, other: Sequence[float], sign: float = 1.0) -> None:
     into[:] = map(operator.add if sign > 0 else operator.sub, into, other)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)  # twelve fields: by name, never by position
 class Estimate:
     """The window's faithfulness (or other metric) estimate with one-sided bounds at `confidence`."""
 
@@ -246,16 +246,27 @@ def estimate_of(s: Sums, stats: PairStats | None, confidence: float, signal: Sig
     value = (s[C_SUM] + tuning * s[R_SUM] + n_r * correction) / n
     paired = stats is not None
     calibrated = (llm_n > 0 or paired) and (n_r == 0 or paired or offline_n == 0)
-    counts = (n, offline_n, llm_n, calibrated, confidence, round(s[EXCLUDED]), round(s[UNPAIRED]), signal)
-    used_pairs = 0 if stats is None else stats.count
-    if n < 2:
-        return Estimate(value, 0.0, 1.0, *counts, used_pairs)
-    llm_var = None if stats is None else stats.llm_var
-    r_mean = tuning * s[R_SUM] / n_r + correction if n_r else 0.0
-    var = _spread(s, llm_var, r_mean) / n + correction_var
-    half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
-    lower, upper = min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half))
-    return Estimate(value, lower, upper, *counts, used_pairs)
+    lower, upper = 0.0, 1.0  # one interaction: no interval
+    if n >= 2:
+        llm_var = None if stats is None else stats.llm_var
+        r_mean = tuning * s[R_SUM] / n_r + correction if n_r else 0.0
+        var = _spread(s, llm_var, r_mean) / n + correction_var
+        half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
+        lower, upper = min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half))
+    return Estimate(
+        value=value,
+        lower=lower,
+        upper=upper,
+        n=n,
+        offline_n=offline_n,
+        llm_n=llm_n,
+        calibrated=calibrated,
+        confidence=confidence,
+        excluded=round(s[EXCLUDED]),
+        unpaired=round(s[UNPAIRED]),
+        signal=signal,
+        pairs=0 if stats is None else stats.count,
+    )
 
 
 def plain_level(s: Sums, correction: float) -> tuple[float, float, int]:

@@ -40,17 +40,18 @@ from tracescore.alert._estimate import (
     pair_stats,
     revision_of,
 )
-from tracescore.model import EvaluationRecord
+from tracescore.model import EvaluationRecord, Selection
 
-__all__ = ["EstimateWindow", "Interaction", "contribution"]
+__all__ = ["EstimateWindow", "WindowEntry", "contribution"]
 
-_UNIFORM = "baseline"  # the selection the policy draws uniformly (on the conversation id, else the trace id)
 _RECOUNT_EVERY = 100_000  # updates between two exact recounts of the sums (floating-point drift)
 Key = tuple[str, str]
 
 
 @dataclass(slots=True)
-class Interaction:
+class WindowEntry:
+    """One unit of a window (an answer, or a conversation): each judge's newest value of it."""
+
     key: Key
     at: datetime
     primary: float | None = None  # the judge that scores every admitted one (offline, or the only judge)
@@ -65,7 +66,7 @@ class Interaction:
     stray: bool = False  # never in the window: older than every interaction of the full window
 
 
-def contribution(item: Interaction) -> Sums:
+def contribution(item: WindowEntry) -> Sums:
     """What one interaction adds to its window's sums (alert/_estimate.py): stratum C when the LLM judge
     scored it with inclusion probability 1, else stratum R with the offline value, and its pair."""
     s = empty_sums()
@@ -80,7 +81,7 @@ def contribution(item: Interaction) -> Sums:
     s[LLM_N if item.primary_llm else OFFLINE_N] = 1
     if item.llm is None:
         return s
-    if (item.pi is not None and item.pi > 0) or (item.pi is None and item.selection == _UNIFORM):
+    if (item.pi is not None and item.pi > 0) or (item.pi is None and item.selection == Selection.BASELINE):
         s[PAIRS] = 1  # an older consumer's baseline (no probability) is uniform: weight 1
         s[LLM_N] += 1
     else:
@@ -88,19 +89,19 @@ def contribution(item: Interaction) -> Sums:
     return s
 
 
-def _pair_of(item: Interaction) -> Pair | None:
+def _pair_of(item: WindowEntry) -> Pair | None:
     """(1/π, LLM, offline) of an interaction in stratum R the LLM judge also scored, else None."""
     offline = item.primary if item.primary is not None else item.offline_hint
     if item.llm is None or offline is None or item.primary_llm:
         return None
     if item.pi is not None and 0 < item.pi < 1.0:
         return (1.0 / item.pi, item.llm, offline)
-    if item.pi is None and item.selection == _UNIFORM:
+    if item.pi is None and item.selection == Selection.BASELINE:
         return (1.0, item.llm, offline)  # an older consumer's baseline: uniform, weight 1
     return None
 
 
-def _apply(item: Interaction, seen: Observation) -> None:
+def _apply(item: WindowEntry, seen: Observation) -> None:
     """One judge's value into its interaction: a later record of the same judge replaces the earlier one (a
     higher revision wins; a lower one read late is ignored)."""
     rev = seen.revision
@@ -122,12 +123,12 @@ class EstimateWindow:
         maxlen: int,
         signal: Signal = "score",
         pair_memory: int = PAIR_MEMORY,
-        on_leave: Callable[[Key, Interaction], None] | None = None,
+        on_leave: Callable[[Key, WindowEntry], None] | None = None,
     ) -> None:
         self.maxlen = maxlen
         self.signal = signal
         self.on_leave = on_leave
-        self._items: dict[Key, Interaction] = {}
+        self._items: dict[Key, WindowEntry] = {}
         self._order: list[tuple[datetime, Key]] = []
         self._sums = empty_sums()
         self._counted_sums = empty_sums()  # of the interactions marked `counted`
@@ -141,7 +142,7 @@ class EstimateWindow:
     def __len__(self) -> int:
         return len(self._items)
 
-    def add(self, record: EvaluationRecord) -> Interaction | None:
+    def add(self, record: EvaluationRecord) -> WindowEntry | None:
         if record.score is None:
             return None  # a failed evaluation is judge health, not a score
         value, hint = record.score, record.offline_score
@@ -152,23 +153,29 @@ class EstimateWindow:
             hint = None if off_score is None or off_label is None else good(off_score, off_label)
         return self.observe(
             Observation(
-                (record.trace_id, record.span_id), record.timestamp, value, revision_of(record),
-                record.annotator_kind == "LLM", record.selection, record.inclusion_probability, hint,
+                key=(record.trace_id, record.span_id),
+                at=record.timestamp,
+                value=value,
+                revision=revision_of(record),
+                by_llm=record.annotator_kind == "LLM",
+                selection=record.selection,
+                inclusion_probability=record.inclusion_probability,
+                offline_hint=hint,
             )
-        )  # fmt: skip
+        )
 
-    def observe(self, seen: Observation) -> Interaction | None:
+    def observe(self, seen: Observation) -> WindowEntry | None:
         """One judge's value of one unit (an answer, or a conversation: alert/_conversations.py); returns its
         interaction, or None when it is older than every interaction of a full window (no place in it)."""
         item = self._items.get(seen.key)
         if item is None:
             if len(self._items) >= self.maxlen and self._order and seen.at < self._order[0][0]:
                 if self.on_leave is not None:  # an answer all the same: it leaves at once
-                    stray = Interaction(seen.key, seen.at, stray=True)
+                    stray = WindowEntry(seen.key, seen.at, stray=True)
                     _apply(stray, seen)
                     self.on_leave(seen.key, stray)
                 return None
-            item = self._items[seen.key] = Interaction(seen.key, seen.at)
+            item = self._items[seen.key] = WindowEntry(seen.key, seen.at)
             bisect.insort(self._order, (item.at, seen.key))
         else:
             self._account(item, -1.0)
@@ -180,14 +187,14 @@ class EstimateWindow:
             self._leave(oldest)
         return item if seen.key in self._items else None
 
-    def mark_counted(self, item: Interaction) -> None:
+    def mark_counted(self, item: WindowEntry) -> None:
         """Leave `item` out of `uncounted_sums` (a drop rule counted it already)."""
         if not item.counted:
             self._account(item, -1.0)
             item.counted = True
             self._account(item, 1.0)
 
-    def _account(self, item: Interaction, sign: float) -> None:
+    def _account(self, item: WindowEntry, sign: float) -> None:
         part = contribution(item)
         add_sums(self._sums, part, sign)
         if item.counted:
@@ -213,7 +220,7 @@ class EstimateWindow:
         if self.on_leave is not None:
             self.on_leave(key, item)
 
-    def _remember_pair(self, key: Key, item: Interaction) -> None:
+    def _remember_pair(self, key: Key, item: WindowEntry) -> None:
         pair = _pair_of(item)
         if pair is None:
             return
@@ -259,11 +266,13 @@ class EstimateWindow:
         both = [
             (item.primary if item.primary is not None else item.offline_hint, item.llm)
             for item in self._items.values()
-            if item.llm is not None and item.selection == _UNIFORM and not item.primary_llm
+            # The baseline's pairs only: the uniform draws on the cascade's budget follow the split of the
+            # answer's shape, so unweighted they are no uniform sample of the route.
+            if item.llm is not None and item.selection == Selection.BASELINE and not item.primary_llm
         ]
         pairs = [(o, y) for o, y in both if o is not None and y is not None]
         if not pairs:
-            return Agreement(0, None, None, None, 0)
+            return Agreement(pairs=0, agreement=None, mean_difference=None, recall=None, llm_failures=0)
         same = sum((o >= threshold) == (y >= threshold) for o, y in pairs)
         failures = [(o, y) for o, y in pairs if y < threshold]
         caught = sum(o < threshold for o, _ in failures)

@@ -22,18 +22,16 @@ from tracescore.cli._service import stop_on_signals
 from tracescore.consume import ConsumerSettings
 from tracescore.model import (
     EvaluationRecord,
+    FaithfulnessClaim,
+    FaithfulnessDetails,
     MetricStatus,
     UnreadableRecord,
-    Verdict,
     is_flagged,
     read_evaluation_record,
 )
 
 __all__ = ["format_record", "tail"]
 
-# Verdicts that make a claim worth showing: the ones the label rule counts against an answer.
-# A tuple: membership by equality, so a record with an unhashable verdict (a list) is read, not a crash.
-_FAILED_VERDICTS = (Verdict.NO_EVIDENCE, Verdict.CONTRADICTORY)
 _CLAIMS_SHOWN = 3
 _TEXT_CHARS = 200
 _POLL_MS = 500
@@ -80,16 +78,15 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
         f"{record.timestamp:%Y-%m-%d %H:%M:%S}  {verdict:<7}  {record.metric} {score}  "
         f"{record.label or record.status.value}  {record.service_name} {record.route}  ({', '.join(who)})"
     ]
-    claims = record.details.get("claims")
-    failed = [
-        c for c in claims if isinstance(c, dict) and c.get("verdict") in _FAILED_VERDICTS
-    ] if isinstance(claims, list) else []  # fmt: skip
+    # Read tolerantly: the record may come from an older consumer. The claims worth showing are the ones the
+    # label rule counts against an answer.
+    failed = [c for c in FaithfulnessDetails.read(record.details).claims if c.unsupported]
     for claim in failed[:_CLAIMS_SHOWN]:
-        lines.append(f"    claim {claim.get('verdict')}: {_clip(claim.get('claim'))}")
-        if claim.get("reason"):
-            lines.append(f"      reason:   {_clip(claim.get('reason'))}")
-        if claim.get("evidence"):
-            lines.append(f"      evidence: {_clip(claim.get('evidence'))}{_turn_of(claim)}")
+        lines.append(f"    claim {claim.verdict}: {_clip(claim.claim)}")
+        if claim.reason:
+            lines.append(f"      reason:   {_clip(claim.reason)}")
+        if claim.evidence:
+            lines.append(f"      evidence: {_clip(claim.evidence)}{_turn_of(claim)}")
     if len(failed) > _CLAIMS_SHOWN:
         lines.append(f"    (+{len(failed) - _CLAIMS_SHOWN} more failed claims)")
     if not failed and record.reason and (flagged or record.status is not MetricStatus.OK):
@@ -98,11 +95,10 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
     return "\n".join(lines)
 
 
-def _turn_of(claim: dict[str, object]) -> str:
+def _turn_of(claim: FaithfulnessClaim) -> str:
     """Where the evidence of a claim came from, when an earlier turn of the conversation: ` (1 turn back)`."""
-    source = claim.get("evidence_source")
-    back = source.get("turns_back") if isinstance(source, dict) else None
-    if not isinstance(back, int) or back < 1:
+    back = claim.evidence_source.turns_back if claim.evidence_source is not None else 0
+    if back < 1:
         return ""
     return f"  ({back} turn{'s' if back > 1 else ''} back)"
 

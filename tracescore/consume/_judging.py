@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tracescore.consume._checkpoint import Work
 from tracescore.consume._revise import Revision
-from tracescore.consume._scorer import Scored, Scorer
+from tracescore.consume._scorer import ScoredInteraction, Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.model import Interaction, MetricResult, MetricStatus
 
@@ -30,7 +30,7 @@ class Judged:
     revision: Revision
     started: float  # monotonic, for the latency
     started_ns: int  # wall clock, for the evaluation span
-    scored: Scored | None = None
+    scored: ScoredInteraction | None = None
 
     @property
     def interaction(self) -> Interaction:
@@ -42,7 +42,7 @@ class Judging:
         self.scorer = scorer
         self.max_in_flight = max_in_flight
         self._queue: deque[tuple[Work, Revision, tuple[str, ...] | None]] = deque()
-        self._running: dict[Future[Scored], Judged] = {}
+        self._running: dict[Future[ScoredInteraction], Judged] = {}
         self.dropped = 0  # results of work handed over on a rebalance, not emitted
 
     @property
@@ -87,7 +87,9 @@ class Judging:
 
     # --- partitions revoked ------------------------------------------------------------------------------
 
-    def revoke(self, partitions: Collection[Hashable], worker: ScoringWorker) -> list[Future[Scored]]:
+    def revoke(
+        self, partitions: Collection[Hashable], worker: ScoringWorker
+    ) -> list[Future[ScoredInteraction]]:
         """Partitions about to be revoked: their traces not started stay unscored (the checkpoint hands them
         over); the rest of a trace already at the judges starts now, so the trace finishes whole. Returns
         the judge calls to wait for."""
@@ -112,13 +114,13 @@ class Judging:
             judged.scored = self._results(future, judged.interaction)
             yield judged
 
-    def _results(self, future: Future[Scored], interaction: Interaction) -> Scored:
+    def _results(self, future: Future[ScoredInteraction], interaction: Interaction) -> ScoredInteraction:
         try:
             return future.result()
         except BaseException as exc:  # a judge bug or a cancelled task must not stop the service
             reason = f"scoring failed: {type(exc).__name__}: {exc}"
             _log.error("%s (trace %s)", reason, interaction.span.trace_id)
-            return Scored([
+            return ScoredInteraction([
                 MetricResult(
                     metric=m.name, score=None, status=MetricStatus.ERROR, reason=reason,
                     judge=self.scorer.judge.name, details={"error_type": type(exc).__name__},

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tracescore.model import DecodedSpan
+from tracescore.model import OpenInferenceSpanKind as Kind
 
 __all__ = ["REMOTE_WORK_NOT_ARRIVED", "waits_for_remote"]
 
@@ -20,7 +21,7 @@ _CLIENT = 3  # OTLP SpanKind
 _LOCAL_KINDS = (2, 4, 5)  # SERVER, PRODUCER, CONSUMER: not a call that waits for a callee's spans
 _REQUEST_KEYS = ("http.request.method", "http.method", "rpc.system", "rpc.service", "rpc.method")
 _UNTRACED_PREFIXES = ("db.", "llm.", "gen_ai.")
-_UNTRACED_OPENINFERENCE = frozenset({"LLM", "EMBEDDING", "RERANKER"})
+_UNTRACED_OPENINFERENCE = frozenset({Kind.LLM, Kind.EMBEDDING, Kind.RERANKER})
 _REMOTE_GENAI_OPERATIONS = frozenset({"execute_tool", "invoke_agent", "create_agent"})
 
 

@@ -8,16 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracescore.consume._shared_policy import SharedPolicy
-from tracescore.model import Interaction, MetricResult
-from tracescore.sample import Selection
+from tracescore.model import Interaction, MetricResult, Selection
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate_record
 
-__all__ = ["Scored", "Scorer"]
+__all__ = ["ScoredInteraction", "Scorer"]
 
 
 @dataclass(frozen=True)
-class Scored:
+class ScoredInteraction:
     """The results of one interaction; `selection` (cascade / baseline) says why the LLM judge's results
     exist, so rolling estimates can use the unbiased baseline alone."""
 
@@ -64,7 +63,9 @@ class Scorer:
     def metrics_named(self, names: Sequence[str] | None) -> tuple[Metric, ...]:
         return self.metrics if not names else tuple(m for m in self.metrics if m.name in names)
 
-    async def score(self, interaction: Interaction, metric_names: Sequence[str] | None = None) -> Scored:
+    async def score(
+        self, interaction: Interaction, metric_names: Sequence[str] | None = None
+    ) -> ScoredInteraction:
         metrics = self.metrics_named(metric_names)
         started = time.process_time()
         first = await evaluate_record(interaction.record, metrics, self.judge)
@@ -73,10 +74,10 @@ class Scorer:
             # Feeds the policy's thinning: what one interaction costs the offline judge's CPU share.
             self.policy.observe_offline(time.process_time() - started)
         if self.llm_judge is None or self.policy is None:
-            return Scored(first)
+            return ScoredInteraction(first)
         escalation = self.policy.escalate(interaction, first)
         if not escalation.to_llm:
-            return Scored(first, escalation=escalation.reason)
+            return ScoredInteraction(first, escalation=escalation.reason)
         second: list[MetricResult] = []
         try:
             second = await evaluate_record(interaction.record, metrics, self.llm_judge)
@@ -90,7 +91,7 @@ class Scorer:
         self.policy.judged(interaction, escalation, second)  # evidence of the cascade's lift
         selection = escalation.selection.value if escalation.selection is not None else None
         llm_judge = self.llm_judge.name
-        return Scored(
+        return ScoredInteraction(
             [*first, *second],
             selection,
             llm_judge,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from statistics import NormalDist
 
 from tracescore.model import (
+    ConversationLabel,
     ConversationRecord,
     EvaluationRecord,
     MetricStatus,
@@ -24,13 +25,13 @@ from tracescore.model import (
     is_flagged,
 )
 
-__all__ = ["Conversation", "Outcome", "Tier", "record_digest", "wilson"]
+__all__ = ["Conversation", "Tier", "TurnRecord", "record_digest", "wilson"]
 
 Tier = tuple[str, str, str | None]  # (metric, judge, selection)
 # One tier's latest record of one turn: (revision, status, score, label, reason, the turn's time in ms: when
 # its span started, else when its record was written).
 # Plain tuples: a conversation of hundreds of turns is kept small, and snapshots are JSON lists as they are.
-Outcome = tuple[int, str, float | None, str | None, str | None, int]
+TurnRecord = tuple[int, str, float | None, str | None, str | None, int]
 _REV, _STATUS, _SCORE, _LABEL, _REASON, _AT = range(6)
 _REASON_CHARS = 300  # kept of a turn's reason, for the worst turn; only for turns that did not pass
 
@@ -62,7 +63,7 @@ class Conversation:
     partition: int
     last_arrival_ms: int
     through: int = -1  # highest turns-topic offset applied; a replay at or below it changes nothing
-    turns: dict[tuple[str, str], dict[Tier, Outcome]] = field(default_factory=dict)
+    turns: dict[tuple[str, str], dict[Tier, TurnRecord]] = field(default_factory=dict)
     past_cap: int = 0
     emitted: dict[Tier, tuple[int, str]] = field(default_factory=dict)  # (revision, digest) last written
     pending: bool = False  # changed since its records were last written
@@ -91,7 +92,7 @@ class Conversation:
         passed = record.score is not None and not is_flagged({"score": record.score, "label": record.label})
         # Reasons are kept only where the record may show one: the worst turn, or why nothing was scored.
         reason = None if passed or not record.reason else record.reason[:_REASON_CHARS]
-        new: Outcome = (
+        new: TurnRecord = (
             record.revision,
             record.status.value,
             record.score,
@@ -129,7 +130,7 @@ class Conversation:
         self,
         tier: Tier,
         turns: int,
-        judged: list[tuple[tuple[str, str], Outcome]],
+        judged: list[tuple[tuple[str, str], TurnRecord]],
         confidence: float,
         now: datetime,
     ) -> ConversationRecord:
@@ -175,7 +176,9 @@ class Conversation:
             share_lower=lower,
             share_upper=upper,
             confidence=confidence,
-            label=None if not scored else ("flagged" if flagged else "passed"),
+            label=None
+            if not scored
+            else (ConversationLabel.FLAGGED if flagged else ConversationLabel.PASSED),
             status=status,
             reason=_reason(metric, turns, len(judged), len(scored), passed, worst, status, judged),
             worst_turn=worst,
@@ -231,7 +234,7 @@ def _reason(
     passed: int,
     worst: WorstTurn | None,
     status: MetricStatus,
-    outcomes: list[tuple[tuple[str, str], Outcome]],
+    outcomes: list[tuple[tuple[str, str], TurnRecord]],
 ) -> str:
     if status is not MetricStatus.OK:
         why = next((o[_REASON] for _, o in outcomes if o[_REASON]), None)

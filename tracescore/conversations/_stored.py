@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tracescore._service import StateRecord, UnreadableState
-from tracescore.conversations._state import Conversation, Outcome, Tier
+from tracescore.conversations._state import Conversation, Tier, TurnRecord
 
 __all__ = ["ConversationState", "decode_key", "encode_key", "from_legacy"]
 
@@ -120,7 +120,7 @@ class ConversationState(StateRecord):
         return c
 
 
-def _outcome(tier: Tier, o: Outcome, with_reason: bool) -> TurnOutcome:
+def _outcome(tier: Tier, o: TurnRecord, with_reason: bool) -> TurnOutcome:
     metric, judge, selection = tier
     revision, status, score, label, reason, at_ms = o
     return TurnOutcome(

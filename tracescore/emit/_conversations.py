@@ -17,7 +17,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
 from tracescore import semconv
 from tracescore.emit._spans import evaluator_resource, evaluator_scope, new_span_id
-from tracescore.model import ConversationRecord
+from tracescore.model import ConversationRecord, OpenInferenceSpanKind
 
 __all__ = ["CONVERSATION_EVALUATION_PREFIX", "conversation_span", "session_annotation"]
 
@@ -76,7 +76,7 @@ def conversation_span(
     name = _name(record)
     what = f"{record.metric} over {record.turns} turns"
     attributes: dict[str, Any] = {
-        semconv.OPENINFERENCE_SPAN_KIND: "EVALUATOR",
+        semconv.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKind.EVALUATOR.value,
         semconv.SESSION_ID: record.conversation_id,
         semconv.GEN_AI_CONVERSATION_ID: record.conversation_id,
         semconv.INPUT_VALUE: f"{what} of conversation {record.conversation_id}",

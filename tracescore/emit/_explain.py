@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
-
-from tracescore.model import MetricResult, MetricStatus
+from tracescore.model import FaithfulnessClaim, FaithfulnessDetails, MetricResult, MetricStatus, Verdict
 
 __all__ = ["explanation"]
 
@@ -18,8 +15,8 @@ def explanation(result: MetricResult) -> str | None:
         return result.reason
     if result.status is not MetricStatus.OK:
         return None
-    claims = result.details.get("claims")
-    if isinstance(claims, list) and claims:
+    claims = FaithfulnessDetails.of(result).claims
+    if claims:
         return _claims_explanation(claims)
     relevant, total = result.details.get("relevant_chunks"), result.details.get("total_chunks")
     if isinstance(relevant, int) and isinstance(total, int):
@@ -27,16 +24,12 @@ def explanation(result: MetricResult) -> str | None:
     return None
 
 
-def _claims_explanation(claims: list[Any]) -> str:
-    verdicts = Counter(str(c.get("verdict", "")) for c in claims if isinstance(c, dict))
-    supported = verdicts.get("FULLY_SUPPORTED", 0)
-    text = f"{supported} of {len(claims)} claims fully supported by the retrieved context"
-    doubtful = [c for c in claims if isinstance(c, dict) and c.get("verdict") != "FULLY_SUPPORTED"]
+def _claims_explanation(claims: list[FaithfulnessClaim]) -> str:
+    doubtful = [c for c in claims if c.verdict is not Verdict.FULLY_SUPPORTED]
+    text = f"{len(claims) - len(doubtful)} of {len(claims)} claims fully supported by the retrieved context"
     if not doubtful:
         return text + "."
-    quoted = "; ".join(
-        f"{c.get('verdict', '?').lower()}: {_clip(str(c.get('claim', '')))}" for c in doubtful[:_MAX_QUOTED]
-    )
+    quoted = "; ".join(f"{c.verdict.value.lower()}: {_clip(c.claim)}" for c in doubtful[:_MAX_QUOTED])
     more = f" (+{len(doubtful) - _MAX_QUOTED} more)" if len(doubtful) > _MAX_QUOTED else ""
     return f"{text}. {quoted}{more}"
 

@@ -19,7 +19,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from tracescore import __version__
-from tracescore.model import UNLABELLED_THRESHOLD, ConversationRecord, EvaluationRecord
+from tracescore.model import UNLABELLED_THRESHOLD, ConversationRecord, EvaluationRecord, Selection
 from tracescore.sample import LiftReading
 
 __all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "ConversationMetrics", "EvaluationMetrics"]
@@ -118,7 +118,7 @@ class EvaluationMetrics:
 
     def _paired(self, where: dict[str, str], record: EvaluationRecord, llm: float, offline: float) -> None:
         pi = record.inclusion_probability
-        if pi is None and record.selection == "baseline":
+        if pi is None and record.selection == Selection.BASELINE:
             pi = 0.0  # an older consumer's baseline record: uniform, its rate unknown; weight 1
         if pi is not None:
             weight = 1.0 if pi <= 0 or pi >= 1 else 1.0 / pi
@@ -128,7 +128,7 @@ class EvaluationMetrics:
                 ("squared_difference", weight * (llm - offline) ** 2), ("pairs", 1.0),
             ):  # fmt: skip
                 self._estimate.add(value, {**stratum, "term": term})
-        if record.selection == "baseline":
+        if record.selection == Selection.BASELINE:
             verdicts = {
                 "offline": "pass" if offline >= LABEL_THRESHOLD else "fail",
                 "llm": "pass" if llm >= LABEL_THRESHOLD else "fail",

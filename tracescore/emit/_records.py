@@ -6,8 +6,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from tracescore.emit._explain import explanation
-from tracescore.model import ContextSource, EvaluationRecord, Interaction, MetricResult, annotator_kind
+from tracescore.model import (
+    ContextSource,
+    DocumentSource,
+    EvaluationRecord,
+    FaithfulnessDetails,
+    Interaction,
+    MetricResult,
+    annotator_kind,
+)
 
 __all__ = ["evaluation_record"]
 
@@ -68,9 +78,9 @@ def _with_sources(rag: Interaction, details: dict[str, Any]) -> dict[str, Any]:
         return details
     sources = [_source(s) for s in rag.context_sources]
     extra: dict[str, Any] = {"context_sources": sources}
-    claims = details.get("claims")
-    if isinstance(claims, list) and any(isinstance(c, dict) and "context_index" in c for c in claims):
-        extra["claims"] = [_with_evidence_source(claim, sources) for claim in claims]
+    claims = _with_evidence_sources(details, sources)
+    if claims is not None:
+        extra["claims"] = claims
     if rag.context_notes:
         extra["context_notes"] = list(rag.context_notes)
     if rag.question_missing is not None:
@@ -86,10 +96,20 @@ def _source(source: ContextSource) -> dict[str, Any]:
     return described
 
 
-def _with_evidence_source(claim: Any, sources: list[dict[str, Any]]) -> Any:
-    """A claim row with `evidence_source`, the source of the document its evidence was found in: for a
-    supported claim, which retrieval, tool or earlier turn supported it."""
-    index = claim.get("context_index") if isinstance(claim, dict) else None
-    if not isinstance(index, int) or not 0 <= index < len(sources):
-        return claim
-    return {**claim, "evidence_source": sources[index]}
+def _with_evidence_sources(details: dict[str, Any], sources: list[dict[str, Any]]) -> list[Any] | None:
+    """Faithfulness's claims, each with `evidence_source`, the source of the document its evidence was found
+    in (for a supported claim, which retrieval, tool or earlier turn supported it); None for details that
+    are not Faithfulness's (strictly: a key it does not write fails the tests that hold it to the model)."""
+    try:
+        found = FaithfulnessDetails.model_validate(details)
+    except ValidationError:
+        return None
+    documents = [DocumentSource.model_validate(source) for source in sources]
+    return [
+        claim.model_copy(update={"evidence_source": documents[claim.context_index]}).model_dump(
+            mode="json", exclude_unset=True
+        )
+        if claim.context_index is not None and 0 <= claim.context_index < len(documents)
+        else claim.model_dump(mode="json", exclude_unset=True)
+        for claim in found.claims
+    ]

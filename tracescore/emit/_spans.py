@@ -23,7 +23,7 @@ from opentelemetry.util.types import Attributes
 
 from tracescore import __version__, semconv
 from tracescore.emit._explain import explanation
-from tracescore.model import Interaction, MetricResult, MetricStatus, annotator_kind
+from tracescore.model import Interaction, MetricResult, MetricStatus, OpenInferenceSpanKind, annotator_kind
 
 __all__ = ["evaluation_span", "evaluator_resource", "evaluator_scope", "new_span_id"]
 
@@ -50,7 +50,7 @@ def evaluation_span(
     annotator = annotator_kind(result.judge)
     why = explanation(result)
     attributes: dict[str, str | float | int] = {
-        semconv.OPENINFERENCE_SPAN_KIND: "EVALUATOR",
+        semconv.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKind.EVALUATOR.value,
         semconv.INPUT_VALUE: f"{result.metric} of span {rag.span.span_id} ({rag.span.name})",
         semconv.OUTPUT_VALUE: json.dumps(
             {"score": result.score, "label": result.label, "explanation": why}, ensure_ascii=False

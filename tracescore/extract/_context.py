@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from tracescore.extract._read import is_repr
-from tracescore.model import ContextSource, DecodedSpan
+from tracescore.model import ContextSource, ContextSourceKind, DecodedSpan
 
 __all__ = [
     "MAX_CONTEXTS",
@@ -79,7 +79,7 @@ class Contexts:
     def add(
         self,
         span: DecodedSpan,
-        kind: str,
+        kind: ContextSourceKind,
         texts: Iterable[Any],
         call: ToolCall | None = None,
         turns_back: int = 0,

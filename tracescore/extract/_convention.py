@@ -23,7 +23,7 @@ from tracescore.extract._history import TurnResult
 from tracescore.extract._protocol import Skip
 from tracescore.extract._read import is_repr
 from tracescore.extract._tools import add_tool_result, answering_groups, called_by_tool, ran_between
-from tracescore.model import DecodedSpan, Run, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Run, Trace
 
 __all__ = [
     "Convention",
@@ -238,11 +238,11 @@ class Convention:
 
     # Reading documents and tool results.
 
-    def documents(self, span: DecodedSpan, kind: str) -> Sequence[Any] | None:
+    def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> Sequence[Any] | None:
         """A retrieval span's documents (`kind` as in `Reading.retrievals`)."""
         return None
 
-    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: str) -> None:
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
         """One retrieval's documents into the reading's contexts, which had room when called."""
         reading.contexts.add(span, kind, self.documents(span, kind) or ())
 
@@ -252,7 +252,7 @@ class Convention:
 
     def read_tool_result(self, reading: Reading, tool: DecodedSpan) -> None:
         result, arguments = self.tool_call(tool)
-        add_tool_result(reading.contexts, tool, "tool", result, "tool result", arguments)
+        add_tool_result(reading.contexts, tool, ContextSourceKind.TOOL, result, "tool result", arguments)
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         """Every tool result in an LLM call's input messages, with how many turns back it was given."""

@@ -17,7 +17,7 @@ from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading, not_inside
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import assistant_text, documents_of, parse_json, user_text
-from tracescore.model import DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["GenAI"]
 
@@ -95,7 +95,7 @@ class GenAI(Convention):
         tools = reading.loop_tools([s for s in around if self.is_tool(s)])
         chats = reading.loop_llms([s for s in around if self.is_llm(s)])
         return reading.found(
-            retrievals=[(span, "retriever") for span in retrievals],
+            retrievals=[(span, ContextSourceKind.RETRIEVER) for span in retrievals],
             # A retrieval the workflow made itself; a tool's is the model's search, not the question.
             asked=not_inside(trace, retrievals, anchor, self.is_tool),
             tools=tools,
@@ -104,7 +104,7 @@ class GenAI(Convention):
             sources=[*retrievals, *chats, *tools],
         )
 
-    def documents(self, span: DecodedSpan, kind: str) -> list[str] | None:
+    def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         return documents_of(span.attributes.get(self.RETRIEVAL_DOCUMENTS))
 
     def reads_tool_messages(self, reading: Reading) -> bool:

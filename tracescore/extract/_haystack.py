@@ -33,7 +33,7 @@ from typing import Any
 from tracescore.extract._convention import Convention, Reading
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import assistant_text, documents_of, parse_json, question_text
-from tracescore.model import DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["Haystack"]
 
@@ -88,9 +88,11 @@ class Haystack(Convention):
             by_kind.setdefault(self.kind(span), []).append(span)
         retrievers = by_kind.get(self.RETRIEVER, [])
         # A ranker's output is what the model saw; else every retriever's documents.
-        ranked = [s for s in by_kind.get(self.RANKER, []) if self.documents(s, "reranker")]
+        ranked = [s for s in by_kind.get(self.RANKER, []) if self.documents(s, ContextSourceKind.RERANKER)]
         generators = by_kind.get(self.GENERATOR, [])
-        read = [(s, "reranker") for s in ranked] or [(s, "retriever") for s in retrievers]
+        read = [(s, ContextSourceKind.RERANKER) for s in ranked] or [
+            (s, ContextSourceKind.RETRIEVER) for s in retrievers
+        ]
         return reading.found(
             retrievals=read,
             asked=retrievers,
@@ -98,7 +100,7 @@ class Haystack(Convention):
             sources=[*(s for s, _ in read), *generators],
         )
 
-    def documents(self, span: DecodedSpan, kind: str) -> list[str] | None:
+    def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         return documents_of(span.attributes.get(self.COMPONENT_OUTPUT))
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:

@@ -41,7 +41,7 @@ from tracescore.extract._read import (
     user_text,
 )
 from tracescore.extract._tools import add_tool_result, answering_groups
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["Langfuse"]
 
@@ -150,7 +150,7 @@ class Langfuse(Convention):
             )
         recorded = [r for r in retrievers if r.attributes.get(self.OUTPUT) is not None]
         return reading.found(
-            retrievals=[(r, "retriever") for r in retrievers],
+            retrievals=[(r, ContextSourceKind.RETRIEVER) for r in retrievers],
             asked=retrievers,
             tools=tools,
             # Except a retriever tool's, read from its retriever.
@@ -176,14 +176,14 @@ class Langfuse(Convention):
             stack.extend((child, inner) for child in reversed(trace.children(span)))
         return found
 
-    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: str) -> None:
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
         """A retriever's output, read as a tool's result (one that ran after the answer was written is dropped
         by the shared rule: a lookup of sources for the answer cannot support it)."""
         output = span.attributes.get(self.OUTPUT)
         if output is None:
             reading.contexts.note(self._no_output(span))
         else:
-            add_tool_result(reading.contexts, span, "retriever", output, "retriever output")
+            add_tool_result(reading.contexts, span, ContextSourceKind.RETRIEVER, output, "retriever output")
 
     def read_tool_result(self, reading: Reading, tool: DecodedSpan) -> None:
         if tool.attributes.get(self.OUTPUT) is None:

@@ -31,7 +31,7 @@ from tracescore.extract._read import (
     user_text,
 )
 from tracescore.extract._tools import add_tool_result
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["MLflow"]
 
@@ -123,11 +123,12 @@ class MLflow(Convention):
             by_type.setdefault(self.kind(span), []).append(span)
         retrievers, rerankers = by_type.get(self.RETRIEVER, []), by_type.get(self.RERANKER, [])
         # A reranker's output is what the model saw; else every retriever's documents.
-        reranked = [s for s in rerankers if self.documents(s, "reranker")]
+        reranked = [s for s in rerankers if self.documents(s, ContextSourceKind.RERANKER)]
         tools = reading.loop_tools(by_type.get(self.TOOL, []))
         llms = reading.loop_llms([s for s in around if self.kind(s) in self.LLM_KINDS])
         return reading.found(
-            retrievals=[(s, "reranker") for s in reranked] or [(s, "retriever") for s in retrievers],
+            retrievals=[(s, ContextSourceKind.RERANKER) for s in reranked]
+            or [(s, ContextSourceKind.RETRIEVER) for s in retrievers],
             asked=retrievers or rerankers,
             tools=tools,
             # A tool that wraps a retriever was read through it.
@@ -136,12 +137,18 @@ class MLflow(Convention):
             sources=[*retrievers, *rerankers, *llms, *tools],
         )
 
-    def documents(self, span: DecodedSpan, kind: str) -> list[str] | None:
+    def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         return documents_of(span.attributes.get(self.SPAN_OUTPUTS))
 
     def read_tool_result(self, reading: Reading, tool: DecodedSpan) -> None:
         # Without its inputs: an MLflow tool's arguments are not compared with the answer.
-        add_tool_result(reading.contexts, tool, "tool", tool.attributes.get(self.SPAN_OUTPUTS), "tool result")
+        add_tool_result(
+            reading.contexts,
+            tool,
+            ContextSourceKind.TOOL,
+            tool.attributes.get(self.SPAN_OUTPUTS),
+            "tool result",
+        )
 
     def reads_tool_messages(self, reading: Reading) -> bool:
         return self.no_tool_result(reading.tools)

@@ -30,7 +30,8 @@ from tracescore.extract._read import (
     question_text,
     user_text,
 )
-from tracescore.model import DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.model import OpenInferenceSpanKind as Kind
 
 __all__ = ["OpenInference"]
 
@@ -63,8 +64,8 @@ class OpenInference(Convention):
     TOOL_JSON_SCHEMA = "tool.json_schema"
     TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
     TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
-    CHAIN, AGENT, LLM, TOOL = semconv.SPAN_KIND_CHAIN, "AGENT", semconv.SPAN_KIND_LLM, "TOOL"
-    RETRIEVER, RERANKER = semconv.SPAN_KIND_RETRIEVER, "RERANKER"
+    CHAIN, AGENT, LLM, TOOL = Kind.CHAIN, Kind.AGENT, Kind.LLM, Kind.TOOL
+    RETRIEVER, RERANKER = Kind.RETRIEVER, Kind.RERANKER
     INTERACTION_KINDS = frozenset({CHAIN, AGENT})
     LLM_KINDS = frozenset({LLM})
     TOOL_KINDS = frozenset({TOOL})
@@ -96,11 +97,11 @@ class OpenInference(Convention):
         retrievers, rerankers = by_kind.get(self.RETRIEVER, []), by_kind.get(self.RERANKER, [])
         retrievals = [s for s in around if self.kind(s) in self.RETRIEVING] if rerankers else retrievers
         # A reranker's output is what the model saw; fall back to every retriever's documents.
-        used = [s for s in rerankers if self.documents(s, "reranker")] or retrievers
-        kind = "reranker" if used is not retrievers else "retriever"
+        used = [s for s in rerankers if self.documents(s, ContextSourceKind.RERANKER)] or retrievers
+        kind = ContextSourceKind.RERANKER if used is not retrievers else ContextSourceKind.RETRIEVER
         read = [(span, kind) for span in used]
         if f"{self.RETRIEVAL_DOCUMENTS}.0.{self.DOCUMENT_CONTENT}" in anchor.attributes:
-            read.append((anchor, "span"))
+            read.append((anchor, ContextSourceKind.SPAN))
         tools = reading.loop_tools(by_kind.get(self.TOOL, []))
         llms = reading.loop_llms(by_kind.get(self.LLM, []))
         return reading.found(
@@ -116,15 +117,17 @@ class OpenInference(Convention):
             sources=[*used, *llms, *tools],
         )
 
-    def documents(self, span: DecodedSpan, kind: str) -> list[str] | None:
+    def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         """Flattened `retrieval.documents.*` win; `output.value` is read only without them (it holds reprs in
         LlamaIndex and Haystack spans; reprs are dropped and noted by Contexts)."""
         attrs = span.attributes
-        prefix = self.RERANKER_OUTPUT_DOCUMENTS if kind == "reranker" else self.RETRIEVAL_DOCUMENTS
+        prefix = (
+            self.RERANKER_OUTPUT_DOCUMENTS if kind == ContextSourceKind.RERANKER else self.RETRIEVAL_DOCUMENTS
+        )
         flattened = indexed(attrs, prefix, self.DOCUMENT_CONTENT)
         if flattened:
             return [str(d) for d in flattened]
-        return documents_of(attrs.get(self.OUTPUT_VALUE)) if kind != "span" else None
+        return documents_of(attrs.get(self.OUTPUT_VALUE)) if kind != ContextSourceKind.SPAN else None
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         return indexed_tool_results(
@@ -163,7 +166,7 @@ class OpenInference(Convention):
             value = parse_json(chain.attributes.get(self.INPUT_VALUE))
             docs = documents_of(value) if isinstance(value, Mapping) else None
             if docs:
-                reading.contexts.add(chain, "input", [d for d in docs if d not in seen])
+                reading.contexts.add(chain, ContextSourceKind.INPUT, [d for d in docs if d not in seen])
                 seen.update(docs)
 
     def question(self, reading: Reading) -> str | None:

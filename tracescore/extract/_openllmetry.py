@@ -32,7 +32,7 @@ from tracescore.extract._read import (
     parse_json,
     question_text,
 )
-from tracescore.model import DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["OpenLLMetry"]
 
@@ -79,7 +79,10 @@ class OpenLLMetry(Convention):
         if self.kind(span) not in ("task", "tool"):
             return False
         name = str(span.attributes.get(self.ENTITY_NAME) or span.name)
-        return bool(self.RETRIEVAL_NAME.search(name)) and self.documents(span, "retriever") is not None
+        return (
+            bool(self.RETRIEVAL_NAME.search(name))
+            and self.documents(span, ContextSourceKind.RETRIEVER) is not None
+        )
 
     def collect(self, reading: Reading) -> Reading:
         trace, anchor, around = reading.trace, reading.anchor, reading.around
@@ -88,7 +91,7 @@ class OpenLLMetry(Convention):
         tools = [s for s in tool_spans if not any(s is r for r in retrievals)]
         llms = [s for s in around if self.is_llm(s)]
         return reading.found(
-            retrievals=[(span, "retriever") for span in retrievals],
+            retrievals=[(span, ContextSourceKind.RETRIEVER) for span in retrievals],
             # A retrieval task's query; a tool's arguments are the model's search, not the question.
             asked=not_inside(trace, [r for r in retrievals if not self.is_tool(r)], anchor, self.is_tool),
             tools=tool_spans,
@@ -98,7 +101,7 @@ class OpenLLMetry(Convention):
             sources=[*retrievals, *tools, *llms],
         )
 
-    def documents(self, span: DecodedSpan, kind: str) -> list[str] | None:
+    def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         return documents_of(span.attributes.get(self.ENTITY_OUTPUT))
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:

@@ -23,7 +23,7 @@ from tracescore.extract._protocol import Skip
 from tracescore.extract._read import is_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
-from tracescore.model import DecodedSpan, Interaction, RagRecord, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Interaction, RagRecord, Trace
 
 __all__ = ["STEPS", "ConventionReader", "Found", "Step"]
 
@@ -74,7 +74,9 @@ def read_tool_messages(r: Reading) -> None:
         results = [value for value, back in convention.input_tool_results(llm) if back == 0]
         if results:
             for result in results:
-                add_tool_result(r.contexts, llm, "tool_message", result, convention.TOOL_MESSAGE)
+                add_tool_result(
+                    r.contexts, llm, ContextSourceKind.TOOL_MESSAGE, result, convention.TOOL_MESSAGE
+                )
             return
 
 

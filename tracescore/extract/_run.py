@@ -22,7 +22,14 @@ from tracescore.extract._convention import first_value
 from tracescore.extract._conventions import RUN_KEY_ORDER
 from tracescore.extract._read import indexed, parse_json
 from tracescore.extract._tools import tool_result_texts
-from tracescore.model import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, DecodedSpan, Run, RunToolCall
+from tracescore.model import (
+    MAX_RUN_TEXT_CHARS,
+    MAX_RUN_TOOL_CALLS,
+    ContextSourceKind,
+    DecodedSpan,
+    Run,
+    RunToolCall,
+)
 
 __all__ = ["agent_run"]
 
@@ -36,6 +43,10 @@ _PROMPT_TOKENS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_PROMPT_TOKENS
 _COMPLETION_TOKENS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_COMPLETION_TOKENS)
 # Usage as one JSON attribute (Langfuse's usage details, MLflow's token usage): key -> (input, output fields).
 _USAGE_JSON = {key: fields for c in RUN_KEY_ORDER for key, fields in c.RUN_USAGE_JSON.items()}
+# Sources read as retrieved documents (a tool's result is a tool call's, counted with the calls).
+_DOCUMENT_KINDS = frozenset(
+    {ContextSourceKind.RETRIEVER, ContextSourceKind.RERANKER, ContextSourceKind.SPAN, ContextSourceKind.INPUT}
+)
 # What a model call that answered records (an LLM span without any of these only prepared a call).
 _MODEL_OUTPUT = frozenset(
     (*(key for c in RUN_KEY_ORDER for key in c.RUN_MODEL_OUTPUT), *_PROMPT_TOKENS, *_USAGE_JSON)
@@ -62,7 +73,10 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
     if (
         not tools
         and not llms
-        and (not contexts.has_tool_results or all(s.kind != "tool_message" for s in contexts.sources))
+        and (
+            not contexts.has_tool_results
+            or all(s.kind != ContextSourceKind.TOOL_MESSAGE for s in contexts.sources)
+        )
     ):
         return None  # the unsampled path reads every interaction: a plain RAG span pays nothing here
     ordered = sorted(tools, key=lambda s: (s.start_time_unix_nano, s.span_id))
@@ -91,7 +105,7 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
     answered = [llm for llm in llms if not _MODEL_OUTPUT.isdisjoint(llm.attributes)]
     prompt, completion = _tokens(llms)
     sources = contexts.sources
-    read = {s.span_id for s in sources if s.kind in ("retriever", "reranker", "span", "input")}
+    read = {s.span_id for s in sources if s.kind in _DOCUMENT_KINDS}
     return Run(
         tool_calls=tuple(calls),
         tool_calls_total=total,
@@ -172,7 +186,7 @@ def _tool_messages(contexts: Contexts) -> list[tuple[ToolCall, str]]:
     kinds = [source.kind for source in contexts.sources]
     joined: dict[int, tuple[ToolCall, list[str]]] = {}
     for at, text, call in contexts.tool_results():
-        if kinds[at] == "tool_message":
+        if kinds[at] == ContextSourceKind.TOOL_MESSAGE:
             joined.setdefault(id(call), (call, []))[1].append(text)
     return [(call, "\n\n".join(texts)) for call, texts in joined.values()]
 

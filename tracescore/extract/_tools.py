@@ -32,7 +32,7 @@ from typing import Any
 from tracescore.extract._context import MAX_CONTEXT_CHARS, Contexts, ToolCall
 from tracescore.extract._history import TurnResult, genai_tool_messages, indexed_tool_messages
 from tracescore.extract._read import documents_of, is_repr, parse_json
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = [
     "add_earlier_turns",
@@ -142,7 +142,12 @@ def _page_contents(text: str) -> list[str]:
 
 
 def add_tool_result(
-    contexts: Contexts, span: DecodedSpan, kind: str, value: Any, what: str, arguments: Any = None
+    contexts: Contexts,
+    span: DecodedSpan,
+    kind: ContextSourceKind,
+    value: Any,
+    what: str,
+    arguments: Any = None,
 ) -> None:
     """One tool result into `contexts` (noted when it is not a list of documents). `arguments` are the
     call's arguments as recorded (a JSON string or a mapping), when the convention records them: a result
@@ -176,7 +181,7 @@ def add_earlier_turns(contexts: Contexts, llm: DecodedSpan, results: Iterable[Tu
         seen.update(fresh)
         what = f"tool result of an earlier turn ({back} back) in the LLM input"
         call = ToolCall(llm, None, document_like, what)
-        contexts.add(llm, "earlier_turn", fresh, call, turns_back=back)
+        contexts.add(llm, ContextSourceKind.EARLIER_TURN, fresh, call, turns_back=back)
 
 
 _TURNS_BACK = itemgetter(1)

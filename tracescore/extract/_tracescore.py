@@ -13,7 +13,7 @@ from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading
 from tracescore.extract._openinference import OpenInference
 from tracescore.extract._read import indexed
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["Tracescore"]
 
@@ -46,9 +46,9 @@ class Tracescore(Convention):
             if len(spans) == 1
             else trace.select(self.is_interaction)
         )
-        return [Reading(trace, self, span, retrievals=((span, "span"),)) for span in ours]
+        return [Reading(trace, self, span, retrievals=((span, ContextSourceKind.SPAN),)) for span in ours]
 
-    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: str) -> None:
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
         # Each document is read as text (str() of anything else).
         reading.contexts.add(span, kind, indexed(span.attributes, self.DOCUMENTS, self.DOCUMENT_CONTENT))
 

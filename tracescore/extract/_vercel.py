@@ -30,7 +30,7 @@ from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._openinference import OpenInference
 from tracescore.extract._read import answer_text, documents_of, indexed, parse_json, user_text
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["VercelAI"]
 
@@ -120,9 +120,9 @@ class VercelAI(Convention):
             sources=[*calls, *tools, *(s for s, _ in retrievals)],
         )
 
-    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: str) -> None:
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
         contexts = reading.contexts
-        if kind == "reranker":
+        if kind == ContextSourceKind.RERANKER:
             texts = self._reranked(reading.trace, span)
             if texts is None:
                 contexts.note(
@@ -191,11 +191,11 @@ class VercelAI(Convention):
                 return value
         return None
 
-    def _retrieval_kind(self, span: DecodedSpan) -> str | None:
+    def _retrieval_kind(self, span: DecodedSpan) -> ContextSourceKind | None:
         if self.kind(span) == self.RERANK:
-            return "reranker"
+            return ContextSourceKind.RERANKER
         if _GENAI.is_retrieval(span) or _OPENINFERENCE.kind(span) == semconv.SPAN_KIND_RETRIEVER:
-            return "retriever"
+            return ContextSourceKind.RETRIEVER
         return None
 
     def _reranked(self, trace: Trace, span: DecodedSpan) -> list[str] | None:

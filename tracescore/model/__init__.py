@@ -3,14 +3,17 @@ and alert.
 
 Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`, formerly
 `RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge
-returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessFindings`, the typed view of a
-Faithfulness result), the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`),
-the evaluation record emit writes and alert reads (`EvaluationRecord`), and the conversation record
-`tracescore conversations` writes from them (`ConversationRecord`). Stages import these from here (or from
-a stage's public `__init__`), never from one another's private modules. Light on purpose (pydantic only):
-the instrumentation SDK's install can import it.
+returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessDetails` with its
+`FaithfulnessClaim`s, what a Faithfulness result's details hold, and `FaithfulnessFindings`, their counts),
+the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`), the evaluation record
+emit writes and alert reads (`EvaluationRecord`), the conversation record `tracescore conversations` writes
+from them (`ConversationRecord`), and the shared words (`Selection`, `ConversationLabel`,
+`ContextSourceKind`, `OpenInferenceSpanKind`). Stages import these from here (or from a stage's public
+`__init__`), never from one another's private modules. Light on purpose (pydantic only): the
+instrumentation SDK's install can import it.
 """
 
+from tracescore.model._claims import ClaimsCap, DocumentSource, FaithfulnessClaim, FaithfulnessDetails
 from tracescore.model._conversation import (
     CONVERSATIONS_TOPIC,
     ConversationRecord,
@@ -30,6 +33,12 @@ from tracescore.model._record import (
 from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
 from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, RunToolCall
 from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
+from tracescore.model._vocabulary import (
+    ContextSourceKind,
+    ConversationLabel,
+    OpenInferenceSpanKind,
+    Selection,
+)
 
 __all__ = [
     "BAD_LABELS",
@@ -41,18 +50,26 @@ __all__ = [
     "SCHEMA_VERSION",
     "UNLABELLED_THRESHOLD",
     "AnnotatorKind",
+    "ClaimsCap",
     "ContextSource",
+    "ContextSourceKind",
+    "ConversationLabel",
     "ConversationRecord",
     "DecodedSpan",
+    "DocumentSource",
     "EvaluationRecord",
+    "FaithfulnessClaim",
+    "FaithfulnessDetails",
     "FaithfulnessFindings",
     "Interaction",
     "MetricResult",
     "MetricStatus",
+    "OpenInferenceSpanKind",
     "RagRecord",
     "RagSpan",
     "Run",
     "RunToolCall",
+    "Selection",
     "Trace",
     "UnreadableRecord",
     "Usage",

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, UnreadableRecord
 from tracescore.model._results import MetricStatus
+from tracescore.model._vocabulary import ConversationLabel
 
 __all__ = ["CONVERSATIONS_TOPIC", "ConversationRecord", "WorstTurn", "read_conversation_record"]
 
@@ -83,7 +84,7 @@ class ConversationRecord(BaseModel):
     share_lower: float | None = Field(description="Lower bound of that share (Wilson score interval).")
     share_upper: float | None = Field(description="Upper bound of that share (Wilson score interval).")
     confidence: float = Field(description="Two-sided confidence of the interval.")
-    label: Literal["passed", "flagged"] | None = Field(
+    label: ConversationLabel | None = Field(
         description="flagged when any scored turn is flagged, passed when none is; null when none scored."
     )
     status: MetricStatus = Field(

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from tracescore.model._results import RagRecord
 from tracescore.model._run import Run
+from tracescore.model._vocabulary import ContextSourceKind
 
 __all__ = ["ContextSource", "DecodedSpan", "Interaction", "Trace"]
 
@@ -140,15 +141,15 @@ def _start_order(span: DecodedSpan) -> tuple[int, int, str]:
 
 
 class ContextSource(NamedTuple):
-    """Where one judged document came from: the span that held it and how it was read (`retriever`,
-    `reranker`, `tool` for a tool span's result, `tool_message` for a tool result passed to the next LLM
-    call, `span` for documents recorded on the interaction span itself, `input` for documents a step was
-    given as its input, `earlier_turn` for a tool result of an earlier turn of the conversation that the app
-    kept in the LLM call's input). `turns_back` is 0 for this turn's documents, 1 for the previous turn's,
-    and so on."""
+    """Where one judged document came from: the span that held it and how it was read (`ContextSourceKind`:
+    `retriever`, `reranker`, `tool` for a tool span's result, `tool_message` for a tool result passed to the
+    next LLM call, `span` for documents recorded on the interaction span itself, `input` for documents a step
+    was given as its input, `earlier_turn` for a tool result of an earlier turn of the conversation that the
+    app kept in the LLM call's input). `turns_back` is 0 for this turn's documents, 1 for the previous
+    turn's, and so on."""
 
     span_id: str
-    kind: str
+    kind: ContextSourceKind
     turns_back: int = 0
 
 

@@ -1,5 +1,6 @@
 """Sample: choose which RAG interactions get scored, and which of those the LLM judge sees."""
 
+from tracescore._lazy import moved_names
 from tracescore.sample._config import (
     AttributeFilter,
     BudgetConfig,
@@ -16,7 +17,7 @@ from tracescore.sample._config import (
 )
 from tracescore.sample._lift import FailureShare, LiftKey, LiftReading
 from tracescore.sample._policy import CascadePolicy
-from tracescore.sample._protocol import Decision, Escalation, SamplingPolicy, Selection, SkipReason
+from tracescore.sample._protocol import Decision, Escalation, SamplingPolicy, SkipReason
 from tracescore.sample._suspicion import Suspicion, suspicion
 
 __all__ = [
@@ -38,9 +39,10 @@ __all__ = [
     "SamplingConfig",
     "SamplingConfigError",
     "SamplingPolicy",
-    "Selection",
     "SkipReason",
     "Suspicion",
     "load_sampling_config",
     "suspicion",
 ]
+
+__getattr__ = moved_names(__name__, {"Selection": "tracescore.model"})

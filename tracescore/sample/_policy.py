@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tracescore.model import DecodedSpan, Interaction, MetricResult
+from tracescore.model import DecodedSpan, Interaction, MetricResult, Selection
 from tracescore.sample._admission import RunningQuantile
 from tracescore.sample._calibration import COLD_START
 from tracescore.sample._config import SamplingConfig
@@ -31,7 +31,7 @@ from tracescore.sample._hashing import keep, position, within
 from tracescore.sample._learning import SuspicionModels
 from tracescore.sample._lift import Lift, LiftReading
 from tracescore.sample._limits import ArrivalMeter, TokenBucket, TokenBudget
-from tracescore.sample._protocol import Decision, Escalation, SamplingPolicy, Selection, SkipReason
+from tracescore.sample._protocol import Decision, Escalation, SamplingPolicy, SkipReason
 from tracescore.sample._suspicion import Suspicion, suspicion
 
 __all__ = ["CascadePolicy"]
@@ -217,6 +217,7 @@ class CascadePolicy(SamplingPolicy):
         The baseline (and the uniform draws nested on it) draw whole conversations: every turn of a drawn
         conversation is judged, and each turn's chance of being drawn is still the rate (an id's hash is
         uniform), so the inclusion probabilities stay exact."""
+        # "baseline": the hash salt of the draw (a fixed string: another would redraw every conversation).
         at = position(interaction.session_id or interaction.span.trace_id, "baseline")
         tie = position(interaction.span.trace_id, "tie") if admission > 0.0 else None
         pick = suspect.scored and tie is not None and within(tie, admission)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from tracescore.model import DecodedSpan, Interaction, MetricResult
+from tracescore.model import DecodedSpan, Interaction, MetricResult, Selection
 from tracescore.sample._config import DEFAULT_CASCADE_METRIC
 from tracescore.sample._lift import LiftReading
 
-__all__ = ["Decision", "Escalation", "SamplingPolicy", "Selection", "SkipReason"]
+__all__ = ["Decision", "Escalation", "SamplingPolicy", "SkipReason"]
 
 
 class SkipReason(StrEnum):
@@ -26,13 +26,6 @@ class SkipReason(StrEnum):
     THINNED = "thinned"  # the stream outran the offline judge's CPU share
     RATE_LIMIT = "rate_limit"  # evaluations per minute reached
     BUDGET = "budget"  # would have gone to the LLM judge, but its token budget is spent
-
-
-class Selection(StrEnum):
-    CASCADE = "cascade"  # among the most suspicious the budget allows: a biased, targeted sample
-    BASELINE = "baseline"  # uniform on the conversation (else trace) id: unbiased, for rolling estimates
-    # Uniform on the same id, on the cascade's budget where targeting shows no lift (sample/_lift.py).
-    UNIFORM = "uniform"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracescore.model import FaithfulnessFindings, MetricResult, MetricStatus
+from tracescore.model import FaithfulnessFindings, MetricResult, MetricStatus, Verdict
 from tracescore.sample._calibration import SuspicionFeatures
 from tracescore.sample._config import CascadeConfig
 from tracescore.sample._learning import SuspicionModels
@@ -34,7 +34,7 @@ def suspicion(
     found = FaithfulnessFindings.of(result)
     x = SuspicionFeatures.of(found).vector()
     probability = models.probability(route, x)
-    counts = {"CONTRADICTORY": found.contradicted, "NO_EVIDENCE": found.no_evidence}
+    counts = {Verdict.CONTRADICTORY: found.contradicted, Verdict.NO_EVIDENCE: found.no_evidence}
     flagged = [f"{v} ({n})" for v, n in counts.items() if n > 0]
     score = "" if result.score is None else f", offline {cascade.metric} {result.score:.2f}"
     claims = f", claims judged {', '.join(flagged)}" if flagged else ""

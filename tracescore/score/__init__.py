@@ -58,6 +58,7 @@ _LAZY = {
     "RepeatedToolCalls": "tracescore.score.metrics._run_signals",
     "RunBudget": "tracescore.score.metrics._run_signals",
     "VerdictMetric": "tracescore.score.metrics._custom",
+    "VerdictScore": "tracescore.score.metrics._custom",
     "tool_selection": "tracescore.score.metrics._run_judged",
     "goal_completion": "tracescore.score.metrics._run_judged",
     # judges and embeddings

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracescore.model import MetricResult, RagRecord
+from tracescore.model import FaithfulnessDetails, MetricResult, RagRecord, Verdict
 from tracescore.score._evaluate import evaluate
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric
 
 __all__ = ["ScoreAssertionError", "assert_scores"]
 
-_FAILED_VERDICTS = ("CONTRADICTORY", "NO_EVIDENCE", "PARTIALLY_SUPPORTED")
 _SHOWN = 200
 
 
@@ -54,13 +53,12 @@ def assert_scores(
 
 
 def _explain(result: MetricResult) -> str:
-    claims = result.details.get("claims") if isinstance(result.details, Mapping) else None
     lines = []
-    for claim in claims or ():
-        if claim.get("verdict") in _FAILED_VERDICTS:
-            line = f"\n    - [{claim['verdict']}] {_cut(claim.get('claim', ''))}: {claim.get('reason', '')}"
-            if claim.get("evidence"):
-                line += f'\n      evidence: "{_cut(claim["evidence"])}"'
+    for claim in FaithfulnessDetails.of(result).claims:
+        if claim.verdict is not Verdict.FULLY_SUPPORTED:
+            line = f"\n    - [{claim.verdict}] {_cut(claim.claim)}: {claim.reason}"
+            if claim.evidence:
+                line += f'\n      evidence: "{_cut(claim.evidence)}"'
             lines.append(line)
     if not lines and result.reason:
         lines.append(f"\n    reason: {result.reason}")

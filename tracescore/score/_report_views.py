@@ -8,13 +8,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracescore.model import RagRecord, is_flagged
+from tracescore.model import FaithfulnessClaim, FaithfulnessDetails, RagRecord, Verdict, is_flagged
 
 __all__ = ["VERDICT_SEVERITY", "Kept", "css", "histogram", "kept", "record_view", "snippet"]
 
 RANK_METRIC = "faithfulness"
 # Worst first: a sentence holding several claims takes the colour of its worst verdict.
-VERDICT_SEVERITY = {"CONTRADICTORY": 3, "NO_EVIDENCE": 2, "PARTIALLY_SUPPORTED": 1, "FULLY_SUPPORTED": 0}
+VERDICT_SEVERITY = {
+    Verdict.CONTRADICTORY: 3,
+    Verdict.NO_EVIDENCE: 2,
+    Verdict.PARTIALLY_SUPPORTED: 1,
+    Verdict.FULLY_SUPPORTED: 0,
+}
 _CONTEXT_CHARS = 20_000  # per record: a pathological context must not blow up the page
 _SNIPPET_CHARS = 300
 _BINS = 10
@@ -98,14 +103,14 @@ def histogram(scores: list[float], threshold: float) -> dict[str, Any]:
     }
 
 
-def _highlight(answer: str, claims: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _highlight(answer: str, claims: list[FaithfulnessClaim]) -> list[dict[str, Any]]:
     """The answer cut into segments; sentences that carry claims become marks coloured by verdict."""
-    by_sentence: dict[str, list[Mapping[str, Any]]] = {}
+    by_sentence: dict[str, list[FaithfulnessClaim]] = {}
     for claim in claims:
-        sentence = str(claim.get("sentence") or "").strip()
+        sentence = claim.sentence.strip()
         if sentence:
             by_sentence.setdefault(sentence, []).append(claim)
-    spans: list[tuple[int, int, list[Mapping[str, Any]]]] = []
+    spans: list[tuple[int, int, list[FaithfulnessClaim]]] = []
     cursor = 0
     for sentence, group in by_sentence.items():
         # Sentences come in answer order, so search after the previous one first, then anywhere free.
@@ -121,11 +126,11 @@ def _highlight(answer: str, claims: list[Mapping[str, Any]]) -> list[dict[str, A
     for start, end, group in sorted(spans, key=lambda s: s[0]):
         if start > position:
             segments.append({"text": answer[position:start]})
-        worst = max(group, key=lambda c: VERDICT_SEVERITY.get(str(c.get("verdict")), 2))
+        worst = max(group, key=lambda c: VERDICT_SEVERITY[c.verdict])
         segments.append(
             {
                 "text": answer[start:end],
-                "verdict": css(worst.get("verdict")),
+                "verdict": css(worst.verdict),
                 "title": "\n\n".join(_claim_tooltip(c) for c in group),
             }
         )
@@ -135,12 +140,12 @@ def _highlight(answer: str, claims: list[Mapping[str, Any]]) -> list[dict[str, A
     return segments
 
 
-def _claim_tooltip(claim: Mapping[str, Any]) -> str:
-    text = f"{claim.get('verdict', '?')}: {claim.get('claim', '')}"
-    if claim.get("reason"):
-        text += f"\n{claim['reason']}"
-    if claim.get("evidence"):
-        text += f'\nEvidence: "{claim["evidence"]}"'
+def _claim_tooltip(claim: FaithfulnessClaim) -> str:
+    text = f"{claim.verdict}: {claim.claim}"
+    if claim.reason:
+        text += f"\n{claim.reason}"
+    if claim.evidence:
+        text += f'\nEvidence: "{claim.evidence}"'
     return text
 
 
@@ -150,9 +155,8 @@ def css(verdict: Any) -> str:
 
 def record_view(kept: Kept, metrics: list[str], threshold: float | None) -> dict[str, Any]:
     faith = kept.results.get(RANK_METRIC) or {}
-    details = faith.get("details") if isinstance(faith, Mapping) else None
-    claims = details.get("claims") if isinstance(details, Mapping) else None
-    claims = [c for c in claims if isinstance(c, Mapping)] if isinstance(claims, list) else []
+    # Read tolerantly: a scored file may be an older version's.
+    claims = FaithfulnessDetails.read(faith.get("details") if isinstance(faith, Mapping) else None).claims
     scores = []
     for name in metrics:
         result = kept.results.get(name) or {}
@@ -172,7 +176,7 @@ def record_view(kept: Kept, metrics: list[str], threshold: float | None) -> dict
         )
     answer = kept.answer
     return {
-        "verdicts": " ".join(sorted({css(c.get("verdict")) for c in claims})),
+        "verdicts": " ".join(sorted({css(c.verdict) for c in claims})),
         "id": kept.id,
         "line": kept.line,
         "scores": scores,
@@ -185,11 +189,15 @@ def record_view(kept: Kept, metrics: list[str], threshold: float | None) -> dict
     }
 
 
-def _claim_view(claim: Mapping[str, Any]) -> dict[str, str]:
-    """Every key the template reads, as text: a judge may leave any of them out."""
-    view = {k: str(claim.get(k) or "") for k in ("claim", "verdict", "reason", "evidence")}
-    view["css"] = css(claim.get("verdict"))
-    return view
+def _claim_view(claim: FaithfulnessClaim) -> dict[str, str]:
+    """Every field the template reads, as text."""
+    return {
+        "claim": claim.claim,
+        "verdict": claim.verdict.value,
+        "reason": claim.reason,
+        "evidence": claim.evidence,
+        "css": css(claim.verdict),
+    }
 
 
 def snippet(text: str | None) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from tracescore.model import Usage
 from tracescore.score.judges._offline_checks import judge_claim, quoted_evidence
-from tracescore.score.judges._offline_claim import Context, OfflineTuning, is_framing
+from tracescore.score.judges._offline_claim import IndexedContext, OfflineTuning, is_framing
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
 from tracescore.score.judges._offline_text import words
 from tracescore.score.judges._offline_words import REFUSAL_PATTERNS
@@ -63,7 +63,7 @@ def answer_verdicts(data: Any, tuning: OfflineTuning | None = None) -> dict[str,
     """One verdict per claim, with the context sentences it is aligned with quoted as evidence (none when
     the judge could not align it)."""
     tuning = tuning or OfflineTuning()
-    context = Context.of(data.context, data.question or "")
+    context = IndexedContext.of(data.context, data.question or "")
     verdicts = []
     for i, claim in enumerate(data.claims):
         outcome, case = judge_claim(claim, context, tuning)

@@ -26,20 +26,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tracescore.score.judges._offline_claim import Case, Context, OfflineTuning, read_case
+from tracescore.model import Verdict
+from tracescore.score.judges._offline_claim import Case, IndexedContext, OfflineTuning, read_case
 from tracescore.score.judges._offline_evidence import about, coverage, phrase, value
 from tracescore.score.judges._offline_text import Tok, negated_keys, words
 from tracescore.score.judges._offline_words import script
 
-__all__ = ["CONTRADICTORY", "FULLY", "NO_EVIDENCE", "PARTIAL", "Outcome", "judge_claim", "quoted_evidence"]
-
-# The verdict vocabulary of the claim-verdicts task (plain strings: the judge answers the task's output
-# model by validation and needs no metric module).
-FULLY, PARTIAL, NO_EVIDENCE, CONTRADICTORY = (
-    "FULLY_SUPPORTED",
-    "PARTIALLY_SUPPORTED",
-    "NO_EVIDENCE",
+__all__ = [
     "CONTRADICTORY",
+    "FULLY",
+    "NO_EVIDENCE",
+    "PARTIAL",
+    "ClaimJudgement",
+    "judge_claim",
+    "quoted_evidence",
+]
+
+# The verdicts of the claim-verdicts task, by short names (the judge answers the task's output model by
+# validation and needs no metric module).
+FULLY, PARTIAL, NO_EVIDENCE, CONTRADICTORY = (
+    Verdict.FULLY_SUPPORTED,
+    Verdict.PARTIALLY_SUPPORTED,
+    Verdict.NO_EVIDENCE,
+    Verdict.CONTRADICTORY,
 )
 _RANK = {FULLY: 3, PARTIAL: 2, NO_EVIDENCE: 1, CONTRADICTORY: 0}
 # How sure a lexical verdict is (ClaimVerdict.confidence), by the evidence it rests on: a name or number the
@@ -60,14 +69,14 @@ _MISPLACED_WITH = 2
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    verdict: str
+class ClaimJudgement:
+    verdict: Verdict
     reason: str
     confidence: float
 
 
-def _outcome(verdict: str, reason: str, confidence: float | None = None) -> Outcome:
-    return Outcome(verdict, reason, _CONFIDENCE[verdict] if confidence is None else confidence)
+def _outcome(verdict: Verdict, reason: str, confidence: float | None = None) -> ClaimJudgement:
+    return ClaimJudgement(verdict, reason, _CONFIDENCE[verdict] if confidence is None else confidence)
 
 
 def _listed(toks: list[Tok]) -> str:
@@ -78,7 +87,7 @@ def _aligned(case: Case) -> bool:
     return case.evidence.share >= case.tuning.align_share
 
 
-def another_language(case: Case) -> Outcome | None:
+def another_language(case: Case) -> ClaimJudgement | None:
     claim, context = case.claim, case.context
     if _aligned(case) or not claim.words:
         return None
@@ -102,14 +111,14 @@ def another_language(case: Case) -> Outcome | None:
     return None
 
 
-def invented_name_or_number(case: Case) -> Outcome | None:
+def invented_name_or_number(case: Case) -> ClaimJudgement | None:
     invented = case.claim.invented
     if invented:
         return _outcome(NO_EVIDENCE, f"The context does not contain {_listed(invented)}.", _SURE)
     return None
 
 
-def not_aligned(case: Case) -> Outcome | None:
+def not_aligned(case: Case) -> ClaimJudgement | None:
     """A claim no context sentence states: a summary's paraphrase as often as an addition, so not checked.
     An answer to a question the context is about ("How much does annual billing save?") is anchored by it:
     a sentence of it that the context does not state is an addition, the usual form of a hallucinated
@@ -125,7 +134,7 @@ def not_aligned(case: Case) -> Outcome | None:
     )
 
 
-def misplaced_name_or_number(case: Case) -> Outcome | None:
+def misplaced_name_or_number(case: Case) -> ClaimJudgement | None:
     """A name or figure the context states, but never together with the claim's other words: hallucinated
     answers often take a real name or number from the context and attach it to the wrong fact."""
     claim, near, context = case.claim, case.evidence.near, case.context
@@ -151,7 +160,7 @@ def misplaced_name_or_number(case: Case) -> Outcome | None:
     return None
 
 
-def wording_gap(case: Case) -> Outcome | None:
+def wording_gap(case: Case) -> ClaimJudgement | None:
     missing, new = case.claim.missing, case.claim.new
     if missing and len(missing) >= case.tuning.missing_share * len(new):
         share = round(min(_SURE, len(missing) / len(new)), 2)  # the more is missing, the surer
@@ -161,7 +170,7 @@ def wording_gap(case: Case) -> Outcome | None:
     return None
 
 
-def negation_mismatch(case: Case) -> Outcome | None:
+def negation_mismatch(case: Case) -> ClaimJudgement | None:
     """A negative claim needs a negative statement among its aligned sentences (or, less surely, one about
     the same words elsewhere); a positive claim is contradicted when its best sentence negates a word it
     adds, or every word that sentence negates ("Monthly subscriptions are [not] refunded" restating the
@@ -188,7 +197,7 @@ def negation_mismatch(case: Case) -> Outcome | None:
     return None
 
 
-def _judge_choice(picked: frozenset[str], context: Context) -> Outcome | None:
+def _judge_choice(picked: frozenset[str], context: IndexedContext) -> ClaimJudgement | None:
     """A pick between two named options, checked against the context's figures or statements."""
     question, sentences = context.question, context.sentences
     other = question.options[1] if picked == question.options[0] else question.options[0]
@@ -212,7 +221,7 @@ def _judge_choice(picked: frozenset[str], context: Context) -> Outcome | None:
     return None
 
 
-def _judge_yes_no(polarity: bool, context: Context) -> Outcome:
+def _judge_yes_no(polarity: bool, context: IndexedContext) -> ClaimJudgement:
     """A yes/no: does the context state the question's predicate of every entity the question names?"""
     question, sentences = context.question, context.sentences
     entities = question.entities
@@ -229,11 +238,11 @@ def _judge_yes_no(polarity: bool, context: Context) -> Outcome:
     return _outcome(PARTIAL, "The context does not state the asked property of every entity.")
 
 
-def answer_to_the_question_form(case: Case) -> Outcome | None:
+def answer_to_the_question_form(case: Case) -> ClaimJudgement | None:
     """A pick between the question's options, a yes/no: decisive when the claim adds nothing else, or when
     it goes against the context."""
     claim, context = case.claim, case.context
-    outcomes: list[Outcome] = []
+    outcomes: list[ClaimJudgement] = []
     if len(claim.picked) == 1 and not claim.negated:
         choice = _judge_choice(claim.picked[0], context)
         if choice is not None:
@@ -245,7 +254,7 @@ def answer_to_the_question_form(case: Case) -> Outcome | None:
     return None
 
 
-def misattached_name(case: Case) -> Outcome | None:
+def misattached_name(case: Case) -> ClaimJudgement | None:
     """A new name or number must be stated about each question name the claim relates it to: hallucinated
     answers often take a real name from the context and attach it to the wrong subject."""
     claim, context = case.claim, case.context
@@ -258,7 +267,7 @@ def misattached_name(case: Case) -> Outcome | None:
     return None
 
 
-def bare_answer_not_a_phrase(case: Case) -> Outcome | None:
+def bare_answer_not_a_phrase(case: Case) -> ClaimJudgement | None:
     claim = case.claim
     if (
         claim.fragment
@@ -269,7 +278,7 @@ def bare_answer_not_a_phrase(case: Case) -> Outcome | None:
     return None
 
 
-def grounded(case: Case) -> Outcome:
+def grounded(case: Case) -> ClaimJudgement:
     """What the claim adds is in the context (the checks above found nothing against it)."""
     claim = case.claim
     if claim.missing:
@@ -277,7 +286,7 @@ def grounded(case: Case) -> Outcome:
     return _outcome(FULLY, f"Stated in the context: {_listed(claim.new)}.")
 
 
-def adds_nothing(case: Case) -> Outcome:
+def adds_nothing(case: Case) -> ClaimJudgement:
     """A claim with no words of its own beyond the question's (or the framing of a summary)."""
     claim = case.claim
     if not claim.toks:
@@ -287,7 +296,7 @@ def adds_nothing(case: Case) -> Outcome:
     return _outcome(NO_EVIDENCE, "The claim only restates the question; it adds no checkable answer.", _WEAK)
 
 
-Check = Callable[[Case], Outcome | None]
+Check = Callable[[Case], ClaimJudgement | None]
 _CHECKS: tuple[Check, ...] = (
     another_language,
     invented_name_or_number,
@@ -318,7 +327,7 @@ def quoted_evidence(case: Case) -> str:
     return " … ".join(quoted)
 
 
-def judge_claim(text: str, context: Context, tuning: OfflineTuning) -> tuple[Outcome, Case]:
+def judge_claim(text: str, context: IndexedContext, tuning: OfflineTuning) -> tuple[ClaimJudgement, Case]:
     """The verdict on one claim, and the case it was judged on (its evidence)."""
     case = read_case(text, context, tuning)
     checks = (*_CHECKS, *_CHECKS_OF_NEW_WORDS) if case.claim.new else _CHECKS

@@ -34,7 +34,7 @@ from tracescore.score.judges._offline_words import (
     script,
 )
 
-__all__ = ["Case", "Claim", "Context", "Evidence", "OfflineTuning", "is_framing", "read_case"]
+__all__ = ["Case", "Claim", "Evidence", "IndexedContext", "OfflineTuning", "is_framing", "read_case"]
 
 _FRAMING = keys(" ".join(FRAMING_WORDS))
 _SOURCE = keys(" ".join(SOURCE_WORDS))
@@ -63,7 +63,7 @@ class OfflineTuning:
 
 
 @dataclass(frozen=True, slots=True)
-class Context:
+class IndexedContext:
     """The indexed context of one record and its question, shared by all the record's claims."""
 
     sentences: list[Sentence]
@@ -79,7 +79,7 @@ class Context:
     stems: dict[str, tuple[str, ...]]  # 4-letter prefix -> the context words it starts, for name forms
 
     @classmethod
-    def of(cls, context: str, question: str) -> Context:
+    def of(cls, context: str, question: str) -> IndexedContext:
         sentences = index_context(context)
         all_keys = frozenset().union(*(s.keys for s in sentences))
         vocabulary = frozenset().union(*(s.vocabulary for s in sentences))
@@ -167,7 +167,7 @@ def is_framing(sentence: str) -> bool:
     return bool(found & _SOURCE) and found <= _FRAMING
 
 
-def read_claim(text: str, context: Context, tuning: OfflineTuning) -> Claim:
+def read_claim(text: str, context: IndexedContext, tuning: OfflineTuning) -> Claim:
     question = context.question
     claim_words = words(text)
     polarity = YES_NO.get(claim_words[0]) if claim_words and question.yes_no else None
@@ -227,7 +227,7 @@ class Evidence:
         return self.alignment.covered
 
 
-def find_evidence(claim: Claim, context: Context) -> Evidence:
+def find_evidence(claim: Claim, context: IndexedContext) -> Evidence:
     question = context.question
     asked = question.keys & context.keys
     repeat = [t for t in claim.toks if t.key in asked]
@@ -256,10 +256,10 @@ class Case:
 
     claim: Claim
     evidence: Evidence
-    context: Context
+    context: IndexedContext
     tuning: OfflineTuning
 
 
-def read_case(text: str, context: Context, tuning: OfflineTuning) -> Case:
+def read_case(text: str, context: IndexedContext, tuning: OfflineTuning) -> Case:
     claim = read_claim(text, context, tuning)
     return Case(claim, find_evidence(claim, context), context, tuning)

@@ -8,6 +8,7 @@ from tracescore.score.metrics._custom import (
     LLMJudgeMetric,
     PythonMetric,
     VerdictMetric,
+    VerdictScore,
     python_metric,
 )
 from tracescore.score.metrics._faithfulness import Faithfulness
@@ -38,6 +39,7 @@ __all__ = [
     "UngroundedAnswer",
     "UnusedToolResults",
     "VerdictMetric",
+    "VerdictScore",
     "evaluate_record",
     "goal_completion",
     "letter_grade",

@@ -25,8 +25,8 @@ __all__ = [
     "DistinctN",
     "LLMJudgeMetric",
     "PythonMetric",
-    "Scored",
     "VerdictMetric",
+    "VerdictScore",
     "python_metric",
     "rubric",
     "tool_call_rows",
@@ -288,7 +288,7 @@ def tool_call_rows(run: Run | None) -> list[dict[str, Any]]:
     ]
 
 
-class Scored(NamedTuple):
+class VerdictScore(NamedTuple):
     """What a typed verdict amounts to: the metric's score, label, reason and details."""
 
     score: float
@@ -308,7 +308,7 @@ class VerdictMetric(Generic[InT, OutT]):
         name: str,
         task: JudgeTask[InT, OutT],
         judge_input: Callable[[RagRecord, Judge], InT | MetricResult],
-        read: Callable[[OutT], Scored],
+        read: Callable[[OutT], VerdictScore],
     ) -> None:
         self.name = name
         self.task = task

@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tracescore.model import MetricResult, RagRecord, Usage, Verdict, has_question
+from tracescore.model import (
+    ClaimsCap,
+    FaithfulnessClaim,
+    FaithfulnessDetails,
+    MetricResult,
+    RagRecord,
+    Usage,
+    Verdict,
+    has_question,
+)
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnswerAnalysis, analyse_answer
@@ -43,7 +52,6 @@ DEFAULT_LABEL_RULE = "any_unsupported"
 DEFAULT_MIN_CONFIDENCE = 0.5
 DEFAULT_THRESHOLD = 0.4
 LabelRule = Literal["any_unsupported", "threshold"]
-_UNSUPPORTED = frozenset({"NO_EVIDENCE", "CONTRADICTORY"})
 _QUOTE_WORD = re.compile(r"\w+")
 _MIN_QUOTE_OVERLAP = 0.6
 
@@ -190,16 +198,18 @@ class Faithfulness:
             usage += judged.usage
         except JudgeError as exc:
             return MetricResult.error(self.name, exc.cause, judge=judge.name, usage=usage + exc.usage)
-        result = self._result(claims, sentences, judged.output, judge.name, usage)
-        _locate_evidence(result.details["claims"], record.contexts)
-        result.warnings.extend(dict.fromkeys(extracted.warnings + judged.warnings))
+        rows = _locate_evidence(_claim_rows(claims, sentences, judged.output), record.contexts)
+        capped = None
         if total_sentences > len(judged_sentences) or total_claims > len(claims):
-            result.details["capped"] = {
-                "max_claims": self.max_claims,
-                "answer_sentences": total_sentences,
-                "sentences_judged": len(judged_sentences),
-                "claims_judged": len(claims),
-            }
+            capped = ClaimsCap(
+                max_claims=self.max_claims,
+                answer_sentences=total_sentences,
+                sentences_judged=len(judged_sentences),
+                claims_judged=len(claims),
+            )
+        result = self._result(rows, capped, judge.name, usage)
+        result.warnings.extend(dict.fromkeys(extracted.warnings + judged.warnings))
+        if capped is not None:
             result.warnings.append(
                 f"only the first {len(claims)} claims of an answer of {total_sentences} sentences were "
                 f"judged (max_claims={self.max_claims})"
@@ -207,31 +217,11 @@ class Faithfulness:
         return result
 
     def _result(
-        self,
-        claims: list[tuple[int, str]],
-        sentences: list[str],
-        judged: VerdictsOutput,
-        judge_name: str,
-        usage: Usage,
+        self, rows: list[FaithfulnessClaim], capped: ClaimsCap | None, judge_name: str, usage: Usage
     ) -> MetricResult:
-        by_index = {v.claim_index: v for v in judged.verdicts}
-        rows = []
-        for index, (sentence_index, text) in enumerate(claims):
-            verdict = by_index.get(index)
-            rows.append(
-                {
-                    "claim": text,
-                    "sentence": sentences[sentence_index],
-                    # A claim the judge skipped is unsupported, not silently dropped from the mean.
-                    "verdict": (verdict.verdict if verdict else Verdict.NO_EVIDENCE).value,
-                    "reason": verdict.reason if verdict else "the judge returned no verdict for this claim",
-                    "evidence": verdict.evidence if verdict else "",
-                    "confidence": verdict.confidence if verdict else None,
-                }
-            )
-        weights = [self._verdict_scores[Verdict(row["verdict"])] for row in rows]
+        weights = [self._verdict_scores[row.verdict] for row in rows]
         score = min(1.0, max(0.0, sum(weights) / len(weights)))
-        counts = Counter(row["verdict"] for row in rows)
+        counts = Counter(row.verdict for row in rows)
         label = faithfulness_label(
             score,
             rows,
@@ -239,38 +229,61 @@ class Faithfulness:
             rule=self.label_rule,
             min_confidence=self.min_confidence,
         )
+        details = FaithfulnessDetails(
+            total_claims=len(rows),
+            verdict_counts={v: counts.get(v, 0) for v in Verdict},
+            unsupported_claims=len(_confidently_unsupported(rows, self.min_confidence)),
+            label_rule=self.label_rule,
+            claims=rows,
+        )
+        if capped is not None:
+            details = details.model_copy(update={"capped": capped})
         return MetricResult(
             metric=self.name,
             score=score,
             label=label,
             judge=judge_name,
             usage=usage,
-            details={
-                "total_claims": len(rows),
-                "verdict_counts": {v.value: counts.get(v.value, 0) for v in Verdict},
-                "unsupported_claims": len(_confidently_unsupported(rows, self.min_confidence)),
-                "label_rule": self.label_rule,
-                "claims": rows,
-            },
+            details=details.to_details(),
         )
 
     def _not_applicable(self, judge: Judge, reason: str, usage: Usage) -> MetricResult:
         return MetricResult.not_applicable(self.name, reason, judge=judge.name, usage=usage)
 
 
-def _locate_evidence(rows: list[dict[str, Any]], contexts: tuple[str, ...]) -> None:
-    """Each claim's `context_index`: the retrieved document its quoted evidence comes from (None when it
-    quotes none, or nothing the documents hold), so a reader can tell which source, or which turn of a
+def _claim_rows(
+    claims: list[tuple[int, str]], sentences: list[str], judged: VerdictsOutput
+) -> list[FaithfulnessClaim]:
+    by_index = {v.claim_index: v for v in judged.verdicts}
+    rows = []
+    for index, (sentence_index, text) in enumerate(claims):
+        verdict = by_index.get(index)
+        rows.append(
+            FaithfulnessClaim(
+                claim=text,
+                sentence=sentences[sentence_index],
+                # A claim the judge skipped is unsupported, not silently dropped from the mean.
+                verdict=verdict.verdict if verdict else Verdict.NO_EVIDENCE,
+                reason=verdict.reason if verdict else "the judge returned no verdict for this claim",
+                evidence=verdict.evidence if verdict else "",
+                confidence=verdict.confidence if verdict else None,
+            )
+        )
+    return rows
+
+
+def _locate_evidence(rows: list[FaithfulnessClaim], contexts: tuple[str, ...]) -> list[FaithfulnessClaim]:
+    """Each claim with its `context_index`: the retrieved document its quoted evidence comes from (None when
+    it quotes none, or nothing the documents hold), so a reader can tell which source, or which turn of a
     conversation, the verdict rests on. The document that holds the quote, else the one sharing most of its
     words (at least `_MIN_QUOTE_OVERLAP` of them: a judge may quote loosely)."""
     if len(contexts) == 1:
-        for row in rows:
-            row["context_index"] = 0 if row["evidence"].strip() else None
-        return
+        return [row.model_copy(update={"context_index": 0 if row.evidence.strip() else None}) for row in rows]
     folded = [" ".join(c.split()).casefold() for c in contexts]
     vocabularies: list[frozenset[str]] | None = None
+    located = []
     for row in rows:
-        quote = " ".join(row["evidence"].split()).casefold()
+        quote = " ".join(row.evidence.split()).casefold()
         # A judge may quote several aligned sentences, best first and joined by an ellipsis (the offline
         # judge does); the claim rests on the first one a document holds.
         parts = [part.strip() for part in quote.split("…") if part.strip()] or [quote]
@@ -280,7 +293,8 @@ def _locate_evidence(rows: list[dict[str, Any]], contexts: tuple[str, ...]) -> N
             shared = [len(words & vocabulary) for vocabulary in vocabularies]
             best = max(range(len(shared)), key=shared.__getitem__)
             found = best if shared[best] >= _MIN_QUOTE_OVERLAP * len(words) else None
-        row["context_index"] = found
+        located.append(row.model_copy(update={"context_index": found}))
+    return located
 
 
 def _claims_in_order(extracted: AnswerAnalysis, sentence_count: int) -> list[tuple[int, str]]:
@@ -297,30 +311,29 @@ def _claims_in_order(extracted: AnswerAnalysis, sentence_count: int) -> list[tup
 
 def faithfulness_label(
     score: float,
-    claims: list[Mapping[str, Any]],
+    claims: Sequence[FaithfulnessClaim | Mapping[str, Any]],
     *,
     threshold: float = DEFAULT_THRESHOLD,
     rule: LabelRule = DEFAULT_LABEL_RULE,
     min_confidence: float = DEFAULT_MIN_CONFIDENCE,
 ) -> str:
     """The label, "hallucinated" or "faithful". A score below `threshold` is hallucinated under every
-    rule; under "any_unsupported" so is an answer with one claim (a row with `verdict`, optional
-    `confidence`) judged NO_EVIDENCE or CONTRADICTORY with confidence >= `min_confidence`: an invented
-    sentence beside a true one is not faithful at 0.5."""
+    rule; under "any_unsupported" so is an answer with one claim (a `FaithfulnessClaim`, or a row with
+    `verdict` and optional `confidence`) judged NO_EVIDENCE or CONTRADICTORY with confidence >=
+    `min_confidence`: an invented sentence beside a true one is not faithful at 0.5."""
     if score < threshold:
         return "hallucinated"
-    if rule == "any_unsupported" and _confidently_unsupported(claims, min_confidence):
+    rows = [c for c in claims if isinstance(c, FaithfulnessClaim)]
+    rows += FaithfulnessDetails.read(
+        {"claims": [c for c in claims if not isinstance(c, FaithfulnessClaim)]}
+    ).claims
+    if rule == "any_unsupported" and _confidently_unsupported(rows, min_confidence):
         return "hallucinated"
     return "faithful"
 
 
 def _confidently_unsupported(
-    claims: list[Mapping[str, Any]], min_confidence: float
-) -> list[Mapping[str, Any]]:
+    claims: list[FaithfulnessClaim], min_confidence: float
+) -> list[FaithfulnessClaim]:
     # A verdict without a confidence (an LLM judge that does not say) counts as sure.
-    return [
-        c
-        for c in claims
-        if c.get("verdict") in _UNSUPPORTED
-        and (c.get("confidence") is None or float(c["confidence"]) >= min_confidence)
-    ]
+    return [c for c in claims if c.unsupported and (c.confidence is None or c.confidence >= min_confidence)]

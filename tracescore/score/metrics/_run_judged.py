@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from tracescore.model import MetricResult, RagRecord
 from tracescore.score.judges._protocol import Judge, JudgeTask
-from tracescore.score.metrics._custom import NO_RUN, Scored, VerdictMetric, tool_call_rows
+from tracescore.score.metrics._custom import NO_RUN, VerdictMetric, VerdictScore, tool_call_rows
 from tracescore.score.metrics._protocol import question_missing
 
 __all__ = [
@@ -132,10 +132,10 @@ def _run_metric(
 ) -> VerdictMetric[RunInput, RunAssessment]:
     """A metric reading its verdict (`read`) out of the shared assessment."""
 
-    def scored(output: RunAssessment) -> Scored:
+    def scored(output: RunAssessment) -> VerdictScore:
         verdict = read(output)
         details = verdict.model_dump(exclude={"reason"})
-        return Scored(_SCORES.get(verdict.verdict, 0.0), verdict.verdict, verdict.reason, details)
+        return VerdictScore(_SCORES.get(verdict.verdict, 0.0), verdict.verdict, verdict.reason, details)
 
     return VerdictMetric(
         name, RUN_ASSESSMENT_TASK, lambda record, judge: _run_input(record, judge, name), scored
