@@ -297,8 +297,17 @@ def lag(consumer: KafkaConsumer, ask_broker: bool = False) -> dict[TopicPartitio
 
 
 def caught_up(consumer: KafkaConsumer) -> bool:
-    """Every assigned partition read to its high watermark (both known)."""
-    return all(left == 0 for left in lag(consumer).values())
+    """Every assigned partition read to its end. The high watermarks the fetches returned answer for free;
+    a partition whose high watermark no fetch reported is asked of the broker: under an incremental fetch
+    session (KIP-227) the broker leaves a partition out of every response until it changes, so a partition
+    given back at an offset its session already held (a rebalance) never gets one, and an idle member
+    waiting for it would never stop."""
+    left = lag(consumer)
+    if any(n for n in left.values()):
+        return False
+    if any(n is None for n in left.values()):
+        left = lag(consumer, ask_broker=True)
+    return all(n == 0 for n in left.values())
 
 
 def _position(consumer: KafkaConsumer, tp: TopicPartition) -> int | None:
