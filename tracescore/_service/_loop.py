@@ -123,7 +123,7 @@ class ServiceLoop:
                 last_moved = time.monotonic()
             if time.monotonic() - last_tick >= self._tick_s:
                 last_tick = time.monotonic()
-                caught_up = self.keyed.caught_up()
+                caught_up = self._caught_up()
                 self._logic.tick(self._clock(), caught_up)
                 self.keyed.checkpoint(caught_up)
             elif moved and self._every_batch:
@@ -131,6 +131,15 @@ class ServiceLoop:
             if idle_timeout_s and self._idle(last_moved, idle_timeout_s):
                 self.log.info("no record for %.1fs, nothing left to read or write; stopping", idle_timeout_s)
                 return
+
+    def _caught_up(self) -> Callable[[int], bool]:
+        """A keyed partition is read up when it is read to its end and this instance's stage 1 has read its
+        input to the end too: records it has yet to re-key may be on their way to that partition (a restart
+        whose stage 1 waits out the killed member's session while stage 2 already reads the keyed topic)."""
+        keyed = self.keyed.caught_up()
+        if self.rekey.first_assigned_at is None or not all(left == 0 for left in lag(self._ingest).values()):
+            return lambda partition: False
+        return keyed
 
     def _idle(self, last_moved: float, idle_timeout_s: float) -> bool:
         """Counted from the first assignment of both stages (a restart may wait out a killed member's session

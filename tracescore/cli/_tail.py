@@ -94,8 +94,22 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
         lines.append(f"    (+{len(failed) - _CLAIMS_SHOWN} more failed claims)")
     if not failed and record.reason and (flagged or record.status is not MetricStatus.OK):
         lines.append(f"    reason: {_clip(record.reason)}")
+    lines += _grounded(record)
     lines.append(f"    trace {record.trace_id}  span {record.span_id}")
     return "\n".join(lines)
+
+
+def _grounded(record: EvaluationRecord) -> list[str]:
+    """The claims a revision grounded in an earlier turn of the conversation, with that turn's trace."""
+    claims = record.details.get("claims")
+    lines = []
+    for claim in claims if isinstance(claims, list) else ():
+        source = claim.get("evidence_source") if isinstance(claim, dict) else None
+        if isinstance(source, dict) and "trace_id" in source:
+            back = _turn_of(claim).strip().strip("()")
+            where = f"trace {source['trace_id']}" + (f", {back}" if back else "")
+            lines.append(f"    grounded in an earlier turn: {_clip(claim.get('claim'))}  ({where})")
+    return lines[:_CLAIMS_SHOWN]
 
 
 def _turn_of(claim: dict[str, object]) -> str:

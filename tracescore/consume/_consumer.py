@@ -86,7 +86,10 @@ class EvaluationConsumer:
         self._make_worker = worker
         self._outputs: Outputs  # made in run(), on the connected producer's sink
         self._assembler = assembler = TraceAssembler(settings.assembly)
-        self._pipeline = Pipeline(assembler, self.stats, policy=self._policy, metrics_out=self._metrics_out)
+        self._pipeline = Pipeline(
+            assembler, self.stats, policy=self._policy, metrics_out=self._metrics_out,
+            evidence=settings.conversation_evidence_topic is not None,
+        )  # fmt: skip
         self._checkpoint = Checkpoint(assembler.low_watermarks, settings.commit_interval_s)
         self._judging = Judging(
             Scorer(judge, metrics, llm_judge=llm_judge, policy=self._policy), settings.max_in_flight
@@ -202,7 +205,8 @@ class EvaluationConsumer:
 
     def _queue(self, admitted: list[Admitted]) -> None:
         for trace in admitted:
-            work = self._checkpoint.hold(trace.offsets, scoring=len(trace.interactions))
+            evidence = self._outputs.evidence(trace.evidence) if trace.evidence else ()
+            work = self._checkpoint.hold(trace.offsets, scoring=len(trace.interactions), outputs=evidence)
             for revision, metrics in trace.interactions:
                 self._judging.queue(work, revision, metrics)
 

@@ -34,11 +34,13 @@ _EVALUATOR_SCOPE = semconv.EVALUATOR_SCOPE
 
 @dataclass(frozen=True)
 class Admitted:
-    """One released trace's interactions to score, each with the metrics to run (None: all), and the
-    lowest offset per partition its spans were read from."""
+    """One released trace's interactions to score, each with the metrics to run (None: all), the lowest
+    offset per partition its spans were read from, and its conversation turns (`evidence`)."""
 
     offsets: dict[Hashable, int]
     interactions: list[tuple[Revision, tuple[str, ...] | None]]
+    # Its interactions with a conversation id, admitted or not: their documents go to the evidence topic.
+    evidence: list[Revision] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,10 @@ class Pipeline:
         *,
         policy: SharedPolicy | None = None,
         metrics_out: EvaluationMetrics | None = None,
+        evidence: bool = False,
     ) -> None:
         self.assembler = assembler
+        self._evidence = evidence  # collect the conversation turns (an evidence topic is set)
         self.stats = stats
         self._policy = policy
         self._metrics_out = metrics_out or EvaluationMetrics()
@@ -128,7 +132,10 @@ class Pipeline:
             for skip in skips:
                 self._skip(skip)
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
+            turns: list[Revision] = []
             for revision in revisions:
+                if self._evidence and revision.interaction.session_id is not None:
+                    turns.append(revision)  # before sampling: an unscored turn's documents count too
                 stats.interactions += 1
                 if revision.interaction.question_missing is not None:
                     stats.without_question += 1
@@ -137,8 +144,8 @@ class Pipeline:
                     wanted.append((revision, metrics))
                 else:
                     stats.sampled_out += 1
-            if wanted:
-                admitted.append(Admitted(dict(trace.offsets), wanted))
+            if wanted or turns:
+                admitted.append(Admitted(dict(trace.offsets), wanted, turns))
         counts = self.assembler.counts
         if counts:
             stats.assembly.update(counts)

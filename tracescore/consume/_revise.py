@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tracescore.extract import Skip, extract
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace, revision_key
 
 __all__ = ["JudgedReading", "Remembered", "Revision", "revise", "revision_key"]
 
@@ -50,11 +50,6 @@ class Remembered:
     # (`first_reading`), so the common path, a trace never rebuilt, records nothing.
     judged: tuple[JudgedReading, ...] | None = None
     skipped: tuple[tuple[str, str], ...] = ()  # (anchor span id, reason)
-
-
-def revision_key(trace_id: str, span_id: str, revision: int) -> str:
-    """What `supersedes` holds: the interaction's trace and span, and the revision replaced."""
-    return f"{trace_id}:{span_id}:{revision}"
 
 
 def revise(

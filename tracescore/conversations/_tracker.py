@@ -2,9 +2,9 @@
 forget or evict, and which turns-topic offsets may be committed. Pure logic on times passed in; no Kafka.
 
 Time is the turns topic's: a turn's arrival is its message's timestamp there, and "now" for a partition is
-the wall clock once the partition is read to its end, else the newest arrival read from it. So a restart
-that re-reads a partition, or an instance that lags, never finds a conversation quiet whose next turn is
-still waiting to be read.
+the wall clock once the partition is read to its end (and the instance's first stage its input: the service
+base's `caught_up`), else the newest arrival read from it. So a restart that re-reads a partition, or an
+instance that lags, never finds a conversation quiet whose next turn is still waiting to be read.
 """
 
 from __future__ import annotations
@@ -77,6 +77,15 @@ class ConversationTracker:
 
     def held(self) -> list[Conversation]:
         return list(self._held.values())
+
+    def turns_of(self, key: Key) -> list[tuple[tuple[str, str], int]]:
+        """A conversation's turns known by their records, (trace id, span id) with the turn's time (ms)."""
+        conversation = self._held.get(key)
+        if conversation is None:
+            return []
+        return [
+            (turn, min(o[-1] for o in outcomes.values())) for turn, outcomes in conversation.turns.items()
+        ]
 
     def now_of(self, partition: int, wall_ms: int, caught_up: bool) -> int:
         """The partition's clock: the wall clock when it is read to its end, else its newest arrival."""

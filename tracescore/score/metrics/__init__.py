@@ -10,6 +10,7 @@ from tracescore.score.metrics._custom import (
     VerdictMetric,
     python_metric,
 )
+from tracescore.score.metrics._earlier import Regrounded, ground_claims
 from tracescore.score.metrics._faithfulness import Faithfulness
 from tracescore.score.metrics._protocol import Metric, evaluate_record
 from tracescore.score.metrics._protocol import evaluate as evaluate  # the former name of evaluate_record
@@ -32,6 +33,7 @@ __all__ = [
     "Metric",
     "PythonMetric",
     "Quality",
+    "Regrounded",
     "RepeatedToolCalls",
     "RunBudget",
     "ToolErrors",
@@ -40,6 +42,7 @@ __all__ = [
     "VerdictMetric",
     "evaluate_record",
     "goal_completion",
+    "ground_claims",
     "letter_grade",
     "python_metric",
     "tool_selection",

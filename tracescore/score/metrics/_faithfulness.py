@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -25,6 +25,7 @@ __all__ = [
     "Verdict",
     "VerdictsInput",
     "VerdictsOutput",
+    "evidence_locations",
     "faithfulness_label",
 ]
 
@@ -229,6 +230,11 @@ class Faithfulness:
                     "confidence": verdict.confidence if verdict else None,
                 }
             )
+        return self.result_of(rows, judge_name, usage)
+
+    def result_of(self, rows: list[dict[str, Any]], judge_name: str, usage: Usage) -> MetricResult:
+        """The result of judged claim rows (each with `verdict` and `confidence`): score, label and counts.
+        Also what a claim's new verdict makes of a result (a claim grounded in an earlier turn)."""
         weights = [self._verdict_scores[Verdict(row["verdict"])] for row in rows]
         score = min(1.0, max(0.0, sum(weights) / len(weights)))
         counts = Counter(row["verdict"] for row in rows)
@@ -281,6 +287,19 @@ def _locate_evidence(rows: list[dict[str, Any]], contexts: tuple[str, ...]) -> N
             best = max(range(len(shared)), key=shared.__getitem__)
             found = best if shared[best] >= _MIN_QUOTE_OVERLAP * len(words) else None
         row["context_index"] = found
+
+
+def evidence_locations(quote: str, contexts: Sequence[str]) -> list[int]:
+    """Every document that holds a part of `quote` (parts joined by an ellipsis, as the offline judge
+    quotes), in the order of the parts; none when the quote is empty or no document holds a part."""
+    folded = [" ".join(c.split()).casefold() for c in contexts]
+    parts = [part.strip() for part in " ".join(quote.split()).casefold().split("…") if part.strip()]
+    found: list[int] = []
+    for part in parts:
+        index = next((i for i, text in enumerate(folded) if part in text), None)
+        if index is not None and index not in found:
+            found.append(index)
+    return found
 
 
 def _claims_in_order(extracted: AnswerAnalysis, sentence_count: int) -> list[tuple[int, str]]:
