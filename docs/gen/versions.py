@@ -30,12 +30,14 @@ def _programs() -> dict[str, str]:
 
 def pages_by_source() -> dict[str, list[str]]:
     """Source -> the integration pages that include its scenario program (by pymdownx.snippets)."""
-    programs = _programs()
-    source_of = {Path(program).stem: source for source, program in programs.items()}
+    sources_of: dict[str, list[str]] = {}  # one program may record several sources (two library versions)
+    for source, program in _programs().items():
+        sources_of.setdefault(Path(program).stem, []).append(source)
     found: dict[str, list[str]] = {}
     for page in sorted(INTEGRATIONS.glob("*.md")):
         for program in sorted(set(_SCENARIO.findall(page.read_text(encoding="utf-8")))):
-            found.setdefault(source_of.get(program, program), []).append(page.name)
+            for source in sources_of.get(program, [program]):
+                found.setdefault(source, []).append(page.name)
     return found
 
 

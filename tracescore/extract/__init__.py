@@ -13,6 +13,7 @@ from tracescore.extract._extract import DEFAULT_RECOGNIZERS, Extraction, extract
 from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._recognizers import (
     GenAIRecognizer,
+    HaystackRecognizer,
     LangfuseRecognizer,
     MLflowRecognizer,
     OpenInferenceRecognizer,
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_RECOGNIZERS",
     "Extraction",
     "GenAIRecognizer",
+    "HaystackRecognizer",
     "LangfuseRecognizer",
     "MLflowRecognizer",
     "OpenInferenceRecognizer",

@@ -93,8 +93,17 @@ class Reading:
         return self
 
     def loop_tools(self, tools: list[DecodedSpan]) -> list[DecodedSpan]:
-        """Of `tools`, those of this interaction: for a lone LLM call, those that ran in its loop."""
-        return tools if self.group is None else ran_between(tools, self.since, self.anchor)
+        """Of `tools`, those of this interaction: for a lone LLM call, those that ran in its loop, beside its
+        calls or inside one of them (a model call that runs its tools itself, or stays open while they run,
+        is their parent), whenever they started."""
+        if self.group is None or not tools:
+            return tools
+        looped = ran_between(tools, self.since, self.anchor)
+        if len(looped) == len(tools):
+            return looped
+        taken = {t.span_id for t in looped}
+        inside = {d.span_id for llm in self.group for d in self.trace.descendants(llm)}
+        return [*looped, *(t for t in tools if t.span_id in inside and t.span_id not in taken)]
 
     def loop_llms(self, llms: list[DecodedSpan]) -> list[DecodedSpan]:
         """The interaction's LLM calls: for a lone LLM call, its loop's; else `llms`."""
@@ -177,7 +186,13 @@ class Convention:
         """Whether the trace may hold this convention's spans (a cheap test: it runs on every trace): by
         default, whether a span carries the convention's `MARKER` key."""
         key = self.MARKER
-        return key is None or any(key in span.attributes for span in trace.spans)
+        if key is None:
+            return True
+        # A plain loop, not any() over a generator: this runs for every convention on every trace.
+        for span in trace.spans:  # noqa: SIM110
+            if key in span.attributes:
+                return True
+        return False
 
     def kind(self, span: DecodedSpan) -> str:
         """The span's kind in this convention ("" when it is not one of its spans)."""
@@ -288,6 +303,12 @@ class Convention:
         if reading.llms and (answer is None or is_repr(answer)):
             answer = last_text(reading.llms, self.llm_answer) or answer
         return answer
+
+    def content_not_captured(self, reading: Reading) -> str | None:
+        """Why the interaction recorded nothing to judge when its producer's content capture was off (its
+        spans are there, their inputs and outputs are not), to skip it as `content_not_captured` rather than
+        as missing an answer or documents; None when capture was on or the convention cannot tell."""
+        return None
 
     def prompt_only(self, reading: Reading) -> str | None:
         """Why the interaction's documents can only be inside its prompt (it recorded no retrieval and no

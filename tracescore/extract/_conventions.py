@@ -6,10 +6,12 @@ are scored once, by the convention listed first:
 1. tracescore's own spans: they name question, documents and answer explicitly (and carry OpenInference and
    GenAI keys too, so every later convention would read them again);
 2. Langfuse: its `@observe` spans are usually the app's entry point, around other instrumentations' spans;
-3. OpenInference, 4. OpenLLMetry, 5. MLflow: each reads its own span kinds; where two describe one
+3. Haystack's own tracer: its pipeline span is the entry point around the spans that instrumentations of the
+   model clients it calls (OpenInference, OpenLLMetry, GenAI) write;
+4. OpenInference, 5. OpenLLMetry, 6. MLflow: each reads its own span kinds; where two describe one
    interaction (a framework traced by one calls a client traced by another) the earlier is kept, an order
    kept as they were added, not a judgement of which reads better;
-6. the Vercel AI SDK, before 7. the OTel GenAI conventions: the SDK's model calls also carry a few
+7. the Vercel AI SDK, before 8. the OTel GenAI conventions: the SDK's model calls also carry a few
    `gen_ai.*` attributes, and its own spans say more.
 
 A new producer's adapter takes its place here: before every convention whose spans it may enclose or whose
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from tracescore.extract._convention import Convention
 from tracescore.extract._genai import GenAI
+from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
 from tracescore.extract._mlflow import MLflow
 from tracescore.extract._openinference import OpenInference
@@ -35,6 +38,7 @@ __all__ = ["CONVENTIONS", "RUN_KEY_ORDER"]
 CONVENTIONS: tuple[Convention, ...] = (
     Tracescore(),
     Langfuse(),
+    Haystack(),
     OpenInference(),
     OpenLLMetry(),
     MLflow(),

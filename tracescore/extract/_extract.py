@@ -3,7 +3,8 @@
 Recognisers run in priority order (`DEFAULT_RECOGNIZERS`: one per convention, in the order `_conventions`
 explains). Two readings describe the same interaction when one's anchor span is the other's ancestor or
 descendant, or they were read from a shared span: the earlier recogniser's reading is kept. Sibling
-interactions (two RAG calls in one request) stay separate.
+interactions (two RAG calls in one request) stay separate. Skips are kept the same way: of two conventions
+that could not score one interaction (one's anchor inside the other's), the earlier one explains it.
 """
 
 from __future__ import annotations
@@ -49,15 +50,15 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
                     covered.update(s.span_id for s in trace.ancestors(outcome.span))
                 if trace.children(outcome.span):
                     covered.update(s.span_id for s in trace.descendants(outcome.span))
-    seen: set[str] = set()
+    explained: list[DecodedSpan] = []
     for skip in skipped:
         anchor = skip.span
         if anchor is not None:
-            if anchor.span_id in seen or any(
-                _same(trace, anchor, frozenset(), kept) for kept in found.interactions
+            if any(_same(trace, anchor, frozenset(), kept) for kept in found.interactions) or any(
+                _nested(trace, anchor, earlier) for earlier in explained
             ):
                 continue  # another reading scored it, or an earlier recogniser already explained it
-            seen.add(anchor.span_id)
+            explained.append(anchor)
         found.skips.append(skip)
     if not found.interactions and not found.skips:
         found.skips.append(_not_rag(trace, recognizers))
@@ -69,6 +70,17 @@ def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Int
         return True
     return any(a.span_id == kept.span.span_id for a in trace.ancestors(anchor)) or any(
         a.span_id == anchor.span_id for a in trace.ancestors(kept.span)
+    )
+
+
+def _nested(trace: Trace, anchor: DecodedSpan, other: DecodedSpan) -> bool:
+    """Whether two skips' anchors are one span or one inside the other: the same interaction, read by two
+    conventions (a dual-emitting instrumentation's agent span is an OpenInference AGENT and a GenAI
+    invoke_agent)."""
+    if anchor.span_id == other.span_id:
+        return True
+    return any(a.span_id == other.span_id for a in trace.ancestors(anchor)) or any(
+        a.span_id == anchor.span_id for a in trace.ancestors(other)
     )
 
 

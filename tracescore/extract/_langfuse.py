@@ -141,8 +141,8 @@ class Langfuse(Convention):
             inside_retrievers, inside_tools = _retrievers_and_tools(
                 [item for g in group for item in self._below(trace, trace.children(g))]
             )
-            retrievers = [*reading.loop_tools(retrievers), *inside_retrievers]
-            tools = [*reading.loop_tools(tools), *inside_tools]
+            retrievers = _once([*reading.loop_tools(retrievers), *inside_retrievers])
+            tools = _once([*reading.loop_tools(tools), *inside_tools])
             generations = list(group)
         else:
             generations = sorted(
@@ -263,9 +263,19 @@ class Langfuse(Convention):
 
 
 def _retrievers_and_tools(below: _Below) -> tuple[list[DecodedSpan], list[DecodedSpan]]:
-    """The retrievers (also a tool's: it gives the tool's documents) and the tools of the interaction."""
-    retrievers = [s for s, kind, inside in below if kind == "retriever" and inside in (None, "tool")]
-    return retrievers, [s for s, kind, inside in below if kind == "tool" and inside is None]
+    """The retrievers (also a tool's: it gives the tool's documents) and the tools of the interaction, also
+    those inside a generation (a model call that ran its tools itself ran them for the interaction)."""
+    retrievers = [s for s, kind, inside in below if kind == "retriever" and inside in _RETRIEVERS_INSIDE]
+    return retrievers, [s for s, kind, inside in below if kind == "tool" and inside in _TOOLS_INSIDE]
+
+
+# What the interaction's retrievers and tools may sit inside (None: nothing that encloses them).
+_TOOLS_INSIDE = (None, "generation")
+_RETRIEVERS_INSIDE = (None, "tool", "generation")
+
+
+def _once(spans: Iterable[DecodedSpan]) -> list[DecodedSpan]:
+    return list({span.span_id: span for span in spans}.values())
 
 
 def _normal(text: str) -> str:

@@ -1,6 +1,7 @@
 """Lineage: what an interaction inherits from the spans around it, the same way for every convention. Its
 route (results are grouped by it) and its conversation (session and user) are read from the interaction
-span, then its ancestors (a request span), then the spans it was read from."""
+span, then its ancestors (a request span), then the spans it was read from; an id written JSON-encoded (as
+MLflow writes every attribute) is read as the app set it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from tracescore import semconv
+from tracescore.extract._read import parse_json
 from tracescore.model import DecodedSpan, Trace
 
 __all__ = ["conversation_of", "route_of"]
@@ -50,15 +52,24 @@ def conversation_of(
             for key in _SESSION_KEYS:
                 value = attrs.get(key)
                 if value and isinstance(value, str):
-                    session = value
+                    session = _unquoted(value)
                     break
         if user is None:
             value = attrs.get(_USER_KEY)
             if value and isinstance(value, str):
-                user = value
+                user = _unquoted(value)
         if session is not None and user is not None:
             break
     return session, user
+
+
+def _unquoted(value: str) -> str:
+    """An id as the app set it: MLflow writes every attribute JSON-encoded (`"chat-1"` for chat-1)."""
+    if len(value) > 1 and value[0] == '"' and value[-1] == '"':
+        decoded = parse_json(value)
+        if isinstance(decoded, str) and decoded:
+            return decoded
+    return value
 
 
 def _without_ids(name: str) -> str:

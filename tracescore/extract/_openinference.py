@@ -16,6 +16,7 @@ EMBEDDING, RERANKER, TOOL and PROMPT spans are never read as answers.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading, not_inside, without_wrappers
@@ -52,6 +53,10 @@ class OpenInference(Convention):
     MESSAGE_CONTENT = "message.content"
     MESSAGE_CONTENTS = "message.contents"
     MESSAGE_CONTENT_TEXT = "message_content.text"
+    # A function message's results beside it: `.N.function.M` (AutoGen: JSON {name, content, call_id,
+    # is_error}) or `.N.message.function.M` / `.N.message.function.content`.
+    FUNCTION_RESULTS = ("function", "message.function")
+    FUNCTION_CONTENT = "content"
     TOOL_CALL = f"{OUTPUT_MESSAGES}.0.message.tool_calls.0.tool_call.function.name"
     TOOL_NAME = "tool.name"
     TOOLS = "llm.tools"  # .N.tool.json_schema
@@ -123,8 +128,25 @@ class OpenInference(Convention):
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         return indexed_tool_results(
-            llm.attributes, self.INPUT_MESSAGES, self.MESSAGE_ROLE, self.MESSAGE_CONTENT
+            llm.attributes, self.INPUT_MESSAGES, self.MESSAGE_ROLE, self._tool_message
         )
+
+    def _tool_message(self, attrs: Mapping[str, Any], message: str) -> list[Any]:
+        """The results of one tool or function message: its content; else its content parts, one document
+        each; else the function results recorded beside it."""
+        content = attrs.get(f"{message}.{self.MESSAGE_CONTENT}")
+        if content is not None:
+            return [content]
+        parts = indexed(attrs, f"{message}.{self.MESSAGE_CONTENTS}", self.MESSAGE_CONTENT_TEXT)
+        if parts:
+            return [[str(part) for part in parts]]
+        for key in self.FUNCTION_RESULTS:
+            function = f"{message}.{key}"
+            content = attrs.get(f"{function}.{self.FUNCTION_CONTENT}")
+            results = [content] if content is not None else indexed(attrs, function)
+            if results:
+                return results
+        return []
 
     def input_documents(self, reading: Reading) -> None:
         """Documents handed to a step as its input, when no retriever or tool span recorded them: a chain's

@@ -103,9 +103,13 @@ class OpenLLMetry(Convention):
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         attrs = llm.attributes
-        return indexed_tool_results(attrs, self.PROMPT, self.ROLE, self.CONTENT) or genai_tool_results(
+        return indexed_tool_results(attrs, self.PROMPT, self.ROLE, self._tool_message) or genai_tool_results(
             attrs.get(self.INPUT_MESSAGES)
         )
+
+    def _tool_message(self, attrs: Mapping[str, Any], message: str) -> list[Any]:
+        content = attrs.get(f"{message}.{self.CONTENT}")
+        return [] if content is None else [content]
 
     def question(self, reading: Reading) -> str | None:
         return self.retrieval_question(reading.anchor)

@@ -66,6 +66,7 @@ _CLOSING = {")": "(", "]": "[", "}": "{"}
 # agent SDK's Response object recorded as an LLM span's output).
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _MAX_DEPTH = 6
+_GROUP_DEPTH = 2  # how far down grouped inputs are looked through for the question
 _MAX_JSON_CHARS = 8_000_000  # a bigger attribute is not parsed: never worth the memory of a parse tree
 
 
@@ -148,8 +149,31 @@ def text_of(value: Any, keys: Sequence[str], depth: int = 0) -> str | None:
 
 
 def question_text(value: Any) -> str | None:
-    """The question in `value` (text, or a question-like field of a call's input)."""
-    return text_of(value, QUESTION_KEYS)
+    """The question in `value` (text, or a question-like field of a call's input), else in inputs grouped one
+    level down (`_grouped_question`)."""
+    found = text_of(value, QUESTION_KEYS)
+    return found if found is not None else _grouped_question(value)
+
+
+def _grouped_question(value: Any) -> str | None:
+    """The question in inputs grouped by step, up to two levels down: a pipeline's inputs by component
+    (Haystack's `{"data": {"retriever": {...}, "prompt_builder": {"question": ...}}}`), a question-like field
+    of any group, the keys in their order, the nearer level first; else the one user message a run was
+    handed beside its settings (Google ADK's `{"new_message": {"role": "user", "parts": [...]}, ...}`)."""
+    value = parse_json(value)
+    level = [value] if isinstance(value, Mapping) else []
+    for _ in range(_GROUP_DEPTH):
+        groups = [g for mapping in level for g in map(parse_json, mapping.values()) if isinstance(g, Mapping)]
+        for key in QUESTION_KEYS:
+            for group in groups:
+                text = group.get(key)
+                if isinstance(text, str) and text.strip():
+                    return text
+        asked = [g for g in groups if _looks_like_message(g) and _role(g) in USER_ROLES]
+        if len(asked) == 1:
+            return _message_text(asked[0])
+        level = groups
+    return None
 
 
 def answer_text(value: Any) -> str | None:
@@ -221,11 +245,13 @@ def documents_of(value: Any, depth: int = 0) -> list[str] | None:
     return texts
 
 
-def indexed(attributes: Mapping[str, Any], prefix: str, suffix: str) -> list[Any]:
-    """Values of flattened list attributes `prefix.0.suffix`, `prefix.1.suffix`, ... up to the first gap."""
+def indexed(attributes: Mapping[str, Any], prefix: str, suffix: str = "") -> list[Any]:
+    """Values of flattened list attributes `prefix.0.suffix`, `prefix.1.suffix`, ... (without a suffix:
+    `prefix.0`, `prefix.1`, ...) up to the first gap."""
+    tail = f".{suffix}" if suffix else ""
     values = []
     index = 0
-    while (value := attributes.get(f"{prefix}.{index}.{suffix}")) is not None:
+    while (value := attributes.get(f"{prefix}.{index}{tail}")) is not None:
         values.append(value)
         index += 1
     return values

@@ -4,15 +4,16 @@ applied as an ordered list of named steps (`STEPS`).
 For each interaction its adapter finds (`Convention.candidates`), the steps collect the documents (each
 retrieval's, then the tool calls' results, then without tool results the tool messages passed to the model,
 then documents handed in as input, then the earlier turns' tool results in the conversation), read the
-question and the answer, and decide: an explained skip where the answer or the documents are missing, or an
-interaction whose tool results that merely carry the answer are dropped (an answer never supports itself),
-with the agent's run, the question's absence explained, and its route and conversation read through its
-lineage. A step returns a Skip to stop there; the order is the rules' order and is part of the behaviour.
+question and the answer, and decide: an explained skip where the answer or the documents are missing (or the
+producer's content capture was off, when its adapter can tell), or an interaction whose tool results that
+merely carry the answer are dropped (an answer never supports itself), with the agent's run, the question's
+absence explained, and its route and conversation read through its lineage. A step returns a Skip to stop
+there; the order is the rules' order and is part of the behaviour.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
@@ -124,6 +125,15 @@ def prompt_only(r: Reading) -> Skip | None:
 # Deciding: the rules every convention's interaction is held to.
 
 
+def content_not_captured(r: Reading) -> Skip | None:
+    """Nothing to judge because the producer recorded no content (capture off): said so, never guessed."""
+    if not r.contexts or not (r.answer or "").strip():
+        detail = r.convention.content_not_captured(r)
+        if detail is not None:
+            return Skip("content_not_captured", f"{r.place()}: {detail}", span=r.anchor, convention=r.name)
+    return None
+
+
 def something_to_judge(r: Reading) -> Skip | None:
     """Faithfulness needs an answer and documents. An answer that is missing or a program repr
     (`StopEvent(result=...`, `<generator object ...>`) is never scored: a score is never built from the
@@ -204,6 +214,7 @@ STEPS: tuple[Step, ...] = (
     Step("question and answer", read_question_and_answer),
     Step("question from retrieval", question_from_retrieval, hook="retrieval_question"),
     Step("prompt only", prompt_only, hook="prompt_only"),
+    Step("content not captured", content_not_captured, hook="content_not_captured"),
     Step("something to judge", something_to_judge),
     Step("run", build_run, calls=True),
     Step("answer carriers", drop_carriers, calls=True),
@@ -262,7 +273,14 @@ class ConventionReader:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.convention!r})"
 
-    def recognize(self, trace: Trace) -> Iterator[Interaction | Skip]:
+    def recognize(self, trace: Trace) -> Iterable[Interaction | Skip]:
+        # Every trace meets every recogniser and holds few conventions: an absent one costs its cheap
+        # presence test, not a generator.
+        if not self.convention.present(trace):
+            return ()
+        return self._read(trace)
+
+    def _read(self, trace: Trace) -> Iterator[Interaction | Skip]:
         convention, steps = self.convention, self._steps
         for reading in convention.candidates(trace):
             for step in steps:

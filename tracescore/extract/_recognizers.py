@@ -4,6 +4,7 @@ and what each reads, are in `_conventions` and the adapters' modules."""
 from __future__ import annotations
 
 from tracescore.extract._genai import GenAI
+from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
 from tracescore.extract._mlflow import MLflow
 from tracescore.extract._openinference import OpenInference
@@ -14,6 +15,7 @@ from tracescore.extract._vercel import VercelAI
 
 __all__ = [
     "GenAIRecognizer",
+    "HaystackRecognizer",
     "LangfuseRecognizer",
     "MLflowRecognizer",
     "OpenInferenceRecognizer",
@@ -29,6 +31,10 @@ class TracescoreRecognizer(ConventionReader, convention=Tracescore()):
 
 class LangfuseRecognizer(ConventionReader, convention=Langfuse()):
     """Langfuse SDK v3+ observations."""
+
+
+class HaystackRecognizer(ConventionReader, convention=Haystack()):
+    """Haystack's own tracer (`haystack.pipeline.run` / `haystack.component.run` spans)."""
 
 
 class OpenInferenceRecognizer(ConventionReader, convention=OpenInference()):

@@ -51,15 +51,17 @@ __all__ = [
 _DOCUMENT_REPR = re.compile(r"\bDocument\(")
 _PAGE_CONTENT = re.compile(r"""page_content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _MAX_LITERAL_ITEMS = 256
+# A result's envelope (`_opened`): the field the result is in, and the fields that name the call beside it.
+_RESULT_FIELDS = ("content", "response", "result", "output")
+_CALL_FIELDS = frozenset({"name", "id", "call_id", "tool_call_id", "is_error", "isError"})
 
 
 def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     """(texts, document_like) of one tool result: its documents when it is a list of them (also inside a
     LangChain ToolMessage, `{"type": "tool", "data": {"content": ...}}` or `{"type": "tool", "content":
-    ...}`, or a LlamaIndex ToolOutput's text blocks), else the whole result as one text."""
-    parsed = parse_json(value)
-    if isinstance(parsed, Mapping) and len(parsed) == 1 and "output" in parsed:  # a run's {"output": ...}
-        parsed = parse_json(parsed["output"])
+    ...}`, a LlamaIndex ToolOutput's text blocks, or the envelope a framework passes a result in:
+    `_opened`), else the whole result as one text."""
+    parsed = _opened(parse_json(value))
     if isinstance(parsed, Mapping) and str(parsed.get("type", "")).lower() == "tool":
         data = parsed.get("data")
         parsed = parse_json((data if isinstance(data, Mapping) else parsed).get("content"))
@@ -74,6 +76,7 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
             b["text"] for b in parsed["blocks"] if isinstance(b, Mapping) and isinstance(b.get("text"), str)
         ]
         parsed = texts[0] if len(texts) == 1 else texts or None
+    parsed = _opened(parsed)
     if parsed is None:
         return [], False
     if isinstance(parsed, str):
@@ -90,6 +93,22 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     if isinstance(value, str):
         return [value], False
     return [json.dumps(parsed, default=str)], False
+
+
+def _opened(parsed: Any) -> Any:
+    """A result out of the envelope it was passed in: a function call's result beside the call's name or id
+    (AutoGen's `{"name", "content", "call_id", "is_error"}`, Gemini's and ADK's `{"id", "name",
+    "response"}`, an MCP result's `{"content", "isError"}`), or a result alone under one of those fields
+    (ADK's `{"result": ...}` for a tool that returns no dict, a run's `{"output": ...}`); nested envelopes
+    are opened in turn."""
+    for _ in range(_MAX_DEPTH):
+        if not isinstance(parsed, Mapping):
+            return parsed
+        held = [key for key in _RESULT_FIELDS if key in parsed]
+        if len(held) != 1 or not _CALL_FIELDS.issuperset(parsed.keys() - {held[0]}):
+            return parsed
+        parsed = parse_json(parsed[held[0]])
+    return parsed
 
 
 def _python_list(text: str) -> Any:

@@ -1,0 +1,129 @@
+"""Haystack's own tracer: the component types the recordings (fixtures/haystack_otel: FilterRetriever,
+ChatPromptBuilder, OpenAIChatGenerator) do not reach, read by the ends of their class names: a ranker in
+place of the retrievals, an embedder never read, a plain generator's string replies, a tool-calling pipeline
+whose tool results reach the generator as Haystack tool messages, and the model client's own
+instrumentation inside a component."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from trace_builder import span, trace
+
+from tracescore.extract import extract
+from tracescore.model import DecodedSpan
+
+QUESTION = "How long does the Aurora X2 battery last?"
+DOC = "The Aurora X2 battery lasts 14 hours."
+OTHER = "The Aurora X2 charges in 2 hours."
+ANSWER = "It lasts 14 hours."
+
+
+def _pipeline(
+    inputs: dict[str, Any],
+    *components: tuple[str, dict[str, Any] | None, Any],
+    name: str = "haystack.pipeline.run",
+) -> list[DecodedSpan]:
+    """A `haystack.pipeline.run` with one `haystack.component.run` per (class name, input, output)."""
+    run = span(name, {"haystack.pipeline.input_data": json.dumps(inputs)}, scope="haystack")
+    spans = [run]
+    for at, (kind, given, made) in enumerate(components, start=1):
+        attributes = {"haystack.component.name": kind.lower(), "haystack.component.type": kind}
+        if given is not None:
+            attributes["haystack.component.input"] = json.dumps(given)
+        if made is not None:
+            attributes["haystack.component.output"] = json.dumps(made)
+        spans.append(
+            span("haystack.component.run", attributes, parent=run.span_id, scope="haystack", start=at)
+        )
+    return spans
+
+
+def _reply(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "meta": {}, "name": None, "content": [{"text": text}]}
+
+
+def test_a_rankers_documents_are_read_in_place_of_the_retrievals_and_an_embedder_never() -> None:
+    documents = [{"id": "1", "content": DOC}, {"id": "2", "content": OTHER}]
+    found = extract(
+        trace(
+            *_pipeline(
+                {"text_embedder": {"text": QUESTION}, "ranker": {"query": QUESTION}},
+                ("SentenceTransformersTextEmbedder", {"text": QUESTION}, {"embedding": [0.1, 0.2]}),
+                ("InMemoryEmbeddingRetriever", {"query_embedding": [0.1, 0.2]}, {"documents": documents}),
+                ("TransformersSimilarityRanker", {"query": QUESTION}, {"documents": documents[:1]}),
+                ("PromptBuilder", {"question": QUESTION}, {"prompt": f"{DOC}\n{QUESTION}"}),
+                ("OpenAIGenerator", {"prompt": f"{DOC}\n{QUESTION}"}, {"replies": [ANSWER], "meta": [{}]}),
+            )
+        )
+    )
+    [rag] = found.interactions
+    assert rag.convention == "haystack" and rag.record.query == QUESTION and rag.record.answer == ANSWER
+    assert rag.record.contexts == (DOC,) and [s.kind for s in rag.context_sources] == ["reranker"]
+
+
+@pytest.mark.parametrize("name", ["haystack.pipeline.run", "haystack.async_pipeline.run"])
+def test_without_a_question_in_the_pipeline_input_the_retrievers_query_is_the_question(name: str) -> None:
+    """Also an AsyncPipeline of Haystack 2.x, whose span had a name of its own."""
+    found = extract(
+        trace(
+            *_pipeline(
+                {},
+                ("InMemoryBM25Retriever", {"query": QUESTION}, {"documents": [{"content": DOC}]}),
+                ("OpenAIChatGenerator", {"messages": []}, {"replies": [_reply(ANSWER)]}),
+                name=name,
+            )
+        )
+    )
+    [rag] = found.interactions
+    assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, (DOC,), ANSWER)
+
+
+def test_a_tool_calling_pipelines_tool_messages_are_the_documents() -> None:
+    """A ToolInvoker between two generator calls: the tool results reach the second call as Haystack tool
+    messages (`tool_call_result` parts); no retriever recorded them."""
+    call = {"tool_name": "search", "arguments": {"topic": "battery"}, "id": "c1"}
+    asked = {"role": "assistant", "meta": {}, "name": None, "content": [{"tool_call": call}]}
+    result = {"role": "tool", "meta": {}, "name": None,
+              "content": [{"tool_call_result": {"result": DOC, "origin": call, "error": False}}]}  # fmt: skip
+    user = {"role": "user", "meta": {}, "name": None, "content": [{"text": QUESTION}]}
+    found = extract(
+        trace(
+            *_pipeline(
+                {"llm": {"messages": [user]}},
+                ("OpenAIChatGenerator", {"messages": [user]}, {"replies": [asked]}),
+                ("ToolInvoker", {"messages": [asked]}, {"tool_messages": [result]}),
+                ("OpenAIChatGenerator", {"messages": [user, asked, result]}, {"replies": [_reply(ANSWER)]}),
+            )
+        )
+    )
+    [rag] = found.interactions
+    assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, (DOC,), ANSWER)
+    assert [(s.kind, s.turns_back) for s in rag.context_sources] == [("tool_message", 0)]
+    assert rag.run is not None and rag.run.steps == 2
+
+
+def test_the_pipeline_is_read_once_around_the_model_clients_own_instrumentation() -> None:
+    """An OpenInference-instrumented client under the generator component: scored once, as the pipeline."""
+    spans = _pipeline(
+        {"prompt_builder": {"question": QUESTION}},
+        ("InMemoryBM25Retriever", {"query": QUESTION}, {"documents": [{"content": DOC}]}),
+        ("OpenAIChatGenerator", {"messages": []}, {"replies": [_reply(ANSWER)]}),
+    )
+    client = span(
+        "ChatCompletion",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": QUESTION,
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": ANSWER,
+        },
+        parent=spans[-1].span_id,
+        start=3,
+    )
+    found = extract(trace(*spans, client))
+    [rag] = found.interactions
+    assert rag.convention == "haystack" and found.skips == []

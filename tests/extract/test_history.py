@@ -1,0 +1,152 @@
+"""An earlier turn's tool result in the prompt, in the message shapes the recordings do not reach (the
+recorded ones: tests/extract/test_recorded_multiturn.py): OpenInference function messages whose result
+sits beside them (`message.function.*`), Haystack's `tool_call_result` parts, Anthropic's `tool_result`
+blocks and Gemini's `function_response` parts in user-role messages (which are not turns of their own).
+Each is read as the earlier turn's (`earlier_turn`, with how many turns back); an earlier answer never is."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from trace_builder import span, trace
+
+from tracescore.extract import extract
+
+FIRST = "What does the Basic plan cost?"
+PRICE = "Aurora Basic costs 9 euros a month."
+EARLIER_ANSWER = "The Basic plan costs 9 euros a month."
+QUESTION = "And the weekend add-on?"
+WEEKEND = "The weekend add-on costs the same as the Basic plan."
+ANSWER = "The weekend add-on costs 9 euros a month."
+
+
+def _openinference_turn(history: dict[str, Any]) -> list[Any]:
+    """An agent whose model call was given the first turn (question, tool result, answer) before this turn's
+    question; this turn's own lookup is its TOOL span."""
+    agent = span(
+        "turn", {"openinference.span.kind": "AGENT", "input.value": QUESTION, "output.value": ANSWER}
+    )
+    tool = span(
+        "search_plans",
+        {"openinference.span.kind": "TOOL", "tool.name": "search_plans", "output.value": WEEKEND},
+        parent=agent.span_id,
+        start=1,
+    )
+    messages = "llm.input_messages"
+    llm = span(
+        "chat",
+        {
+            "openinference.span.kind": "LLM",
+            f"{messages}.0.message.role": "user",
+            f"{messages}.0.message.content": FIRST,
+            f"{messages}.1.message.role": "function",
+            **{f"{messages}.1.{key}": value for key, value in history.items()},
+            f"{messages}.2.message.role": "assistant",
+            f"{messages}.2.message.content": EARLIER_ANSWER,
+            f"{messages}.3.message.role": "user",
+            f"{messages}.3.message.content": QUESTION,
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": ANSWER,
+        },
+        parent=agent.span_id,
+        start=2,
+    )
+    return [agent, tool, llm]
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        {"message.function.0": json.dumps({"name": "search_plans", "content": PRICE})},
+        {"message.function.content": PRICE},
+        {
+            "function.0": json.dumps(
+                {"name": "search_plans", "content": PRICE, "call_id": "c1", "is_error": False}
+            )
+        },
+    ],
+    ids=["message.function.M", "message.function.content", "function.M"],
+)
+def test_a_function_messages_result_recorded_beside_it_is_the_earlier_turns(history: dict[str, Any]) -> None:
+    [rag] = extract(trace(*_openinference_turn(history))).interactions
+    assert rag.record.contexts == (WEEKEND, PRICE)
+    assert [(s.kind, s.turns_back) for s in rag.context_sources] == [("tool", 0), ("earlier_turn", 1)]
+
+
+def _genai_turn(messages: list[dict[str, Any]]) -> list[Any]:
+    agent = span("invoke_agent support", {"gen_ai.operation.name": "invoke_agent"})
+    tool = span(
+        "execute_tool search_plans",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.result": WEEKEND},
+        parent=agent.span_id,
+        start=1,
+    )
+    chat = span(
+        "chat",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(messages),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
+            ),
+        },
+        parent=agent.span_id,
+        start=2,
+    )
+    return [agent, tool, chat]
+
+
+def _conversation(tool_message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": FIRST},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "search_plans"}]},
+        tool_message,
+        {"role": "assistant", "content": EARLIER_ANSWER},
+        {"role": "user", "content": QUESTION},
+    ]
+
+
+@pytest.mark.parametrize(
+    "tool_message",
+    [
+        # Haystack's ChatMessage.to_dict(): a tool message of `tool_call_result` parts.
+        {"role": "tool", "content": [{"tool_call_result": {"result": PRICE, "origin": {}, "error": False}}]},
+        # Anthropic: the result is a `tool_result` block of a user-role message.
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": PRICE}]},
+        # Gemini: a `function_response` part of a user-role message, the result under `response`.
+        {"role": "user", "parts": [{"function_response": {"name": "search_plans", "response": PRICE}}]},
+    ],
+    ids=["haystack", "anthropic", "gemini"],
+)
+def test_tool_result_parts_in_any_message_are_the_earlier_turns(tool_message: dict[str, Any]) -> None:
+    """A user-role message that only carries a tool's result is not a turn: the result is one turn back."""
+    [rag] = extract(trace(*_genai_turn(_conversation(tool_message)))).interactions
+    assert rag.record.contexts == (WEEKEND, PRICE) and EARLIER_ANSWER not in rag.record.contexts
+    assert [(s.kind, s.turns_back) for s in rag.context_sources] == [("tool", 0), ("earlier_turn", 1)]
+
+
+@pytest.mark.parametrize(
+    "tool_message",
+    [
+        {
+            "role": "tool",
+            "content": [{"tool_call_result": 5}, None, 7, {"tool_call_result": {"result": None}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result"}, {"type": "tool-result", "output": {"type": 3}}],
+        },
+        {
+            "role": "user",
+            "parts": [{"function_response": None}, {"functionResponse": [1, {"response": "x"}]}],
+        },
+        {"role": "function", "content": {"name": {"content": {"result": {"output": {"response": [None]}}}}}},
+        {"role": "tool", "content": json.dumps({"id": 1, "name": 2, "response": {"result": "deep" * 1000}})},
+    ],
+)
+def test_odd_tool_result_shapes_never_crash(tool_message: dict[str, Any]) -> None:
+    found = extract(trace(*_genai_turn(_conversation(tool_message))))
+    [rag] = found.interactions
+    assert rag.record.contexts[0] == WEEKEND and rag.record.answer == ANSWER
