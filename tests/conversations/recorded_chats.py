@@ -11,6 +11,8 @@ from pathlib import Path
 
 from recorded import FIXTURES
 
+from tracescore.consume import decode_message
+
 FORMS = ("resent", "qa_only")  # earlier tool results resent in the prompt, or only questions and answers
 ENDINGS = ("faithful", "invented", "restated")
 
@@ -26,6 +28,7 @@ class Turn:
     ending: str
     turn: int
     session_id: str
+    service: str  # service.name of its spans: a conversation is (service, session id)
 
 
 def chat_turns(source: str) -> list[Turn]:
@@ -38,17 +41,19 @@ def chat_turns(source: str) -> list[Turn]:
         ending = name.rsplit("_", 1)[-1]
         if form not in FORMS or ending not in ENDINGS or not file_name.endswith(".binpb"):
             continue
+        payload = Path(folder / file_name).read_bytes()
         turns.append(
             Turn(
                 source=source,
                 scenario=entry["scenario"],
                 trace_id=entry["trace_id"],
-                payload=Path(folder / file_name).read_bytes(),
+                payload=payload,
                 chat=name,
                 form=form,
                 ending=ending,
                 turn=int(conversation["turn"]),
                 session_id=conversation["session_id"],
+                service=decode_message(payload)[0].service_name,
             )
         )
     return turns

@@ -164,6 +164,19 @@ def test_instance_memory_is_bounded_the_least_recently_active_conversation_dropp
     assert harness.grounder.store.get(("support-chat", "c-199")) is not None
 
 
+def test_a_burst_of_follow_ups_is_judged_over_several_ticks_and_none_is_lost() -> None:
+    """A tick judges a bounded number of conversations (the service keeps polling Kafka between ticks); the
+    rest stay open for the next tick."""
+    harness = Harness()
+    for c in range(100):
+        chat(harness, conversation=f"c-{c}")
+    first = harness.checkpoint()
+    assert 0 < len(first) < 100 and harness.grounder.open() > 0, "the rest wait, still open"
+    rest = harness.checkpoint()
+    assert len(first) + len(rest) == 100 and harness.grounder.open() == 0
+    assert {r.session_id for r in first + rest} == {f"c-{c}" for c in range(100)}, "each once"
+
+
 def test_without_documents_for_the_earlier_turns_the_record_says_so_and_keeps_its_verdict() -> None:
     harness = Harness()
     first, third = interaction(1), interaction(3)

@@ -41,6 +41,7 @@ __all__ = ["Grounder"]
 
 Key = tuple[str, str]
 _CONCURRENT = 8  # judge calls at once
+_CONVERSATIONS_PER_TICK = 64
 _SPAN_HEADERS = ((EVALUATION_SPANS_HEADER, b"1"),)
 
 
@@ -83,7 +84,9 @@ class Grounder:
         for held in self.store.to_forget(now_of):
             self.store.forget(held)
             self.stats.counts["forgotten"] += 1
-        changed = [h for h in self.store.held() if h.recheck]
+        # At most this many conversations a tick, so a burst of follow-ups (an LLM judge at a few seconds a
+        # call) never keeps the service from polling; the rest wait for the next tick, still open.
+        changed = [h for h in self.store.held() if h.recheck][:_CONVERSATIONS_PER_TICK]
         if not changed:
             return
         for held in changed:
