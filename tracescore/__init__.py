@@ -1,8 +1,8 @@
 """tracescore: catch hallucinations in production RAG.
 
 Decorate RAG calls (`@tracescore.rag`, `@tracescore.retriever`, `@tracescore.generation`), export their spans
-to Kafka (`tracescore.init`), and run `tracescore consume` (`pip install 'tracescore[consumer]'`) to score
-them and emit evaluation spans, metrics and records.
+to Kafka (`tracescore.init`), and run `tracescore consume` (`pip install '.[consumer]'` in a checkout) to
+score them and emit evaluation spans, metrics and records.
 
 The SDK's names are imported on first use: `import tracescore.score` (a notebook, a CI gate) or any other
 stage must not load the SDK and its Kafka producer just because this package is their parent.

@@ -29,5 +29,5 @@ result = evaluate_dataset(
 )
 print(result.rows[1]["faithfulness"], result.rows[1]["results"]["faithfulness"]["label"])  # input order
 print(result.means())
-print(result.to_pandas()[["id", "faithfulness"]])  # needs pandas (pip install 'tracescore[pandas]')
+print(result.to_pandas()[["id", "faithfulness"]])  # needs pandas (pip install '.[pandas]' in a clone)
 # --8<-- [end:dataset]

@@ -157,7 +157,7 @@ def test_the_command_says_which_extra_to_install(bare_venv: Path, package_dir: P
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "the tracescore command needs the consumer extra (click is not installed): "
-        "pip install 'tracescore[consumer]'"
+        "pip install '.[consumer]' in a tracescore checkout"
     ]
 
 
@@ -178,5 +178,5 @@ def test_otlp_export_without_its_extra_names_the_extra(bare_venv: Path, package_
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "OTLP export over http/protobuf needs the otlp extra: pip install 'tracescore[otlp]'"
+        "OTLP export over http/protobuf needs the otlp extra: pip install '.[otlp]' in a tracescore checkout"
     )

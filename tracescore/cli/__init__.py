@@ -18,10 +18,11 @@ import logging
 import sys
 
 from tracescore import __version__
+from tracescore._extras import install_line
 
 # `pip install tracescore` is the SDK only; the command is the scoring service and needs its extra.
 _NEEDS_CONSUMER_EXTRA = "the tracescore command needs the consumer extra ({} is not installed): " + (
-    "pip install 'tracescore[consumer]'"
+    install_line("consumer")
 )
 
 try:

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 import click
 
+from tracescore._extras import install_line
 from tracescore._kafka_config import KafkaConnection
 from tracescore.cli._options import nest
 
@@ -149,8 +150,7 @@ def meter_provider(
             from prometheus_client import start_http_server
         except ImportError as exc:
             raise click.UsageError(
-                "--prometheus-port needs opentelemetry-exporter-prometheus: "
-                "pip install 'tracescore[consumer]'"
+                "--prometheus-port needs opentelemetry-exporter-prometheus: " + install_line("consumer")
             ) from exc
         try:
             start_http_server(prometheus_port, addr=prometheus_host)

@@ -7,6 +7,8 @@ import os
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from tracescore._extras import install_line
+
 __all__ = ["otlp_configured", "otlp_span_exporter"]
 
 
@@ -36,5 +38,5 @@ def otlp_span_exporter() -> SpanExporter:
     except ImportError:
         extra = "otlp-grpc" if protocol == "grpc" else "otlp"
         raise ImportError(
-            f"OTLP export over {protocol} needs the {extra} extra: pip install 'tracescore[{extra}]'"
+            f"OTLP export over {protocol} needs the {extra} extra: {install_line(extra)}"
         ) from None
