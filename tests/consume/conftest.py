@@ -1,13 +1,23 @@
 """The consume tests' harness: one way to build a scoring consumer against a real broker (the
-`consumer_for` fixture, built by `kafka_helpers.make_consumer`); `kafka_helpers.wait_until` is the one
-wait."""
+`consumer_for` fixture, built by `kafka_helpers.make_consumer`), the local judge server whose replies a test
+holds back (`judge_server`); `kafka_helpers.wait_until` is the one wait."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from fault_helpers import GatedJudgeServer
 from kafka_helpers import ConsumerFactory, make_consumer
 
 
 @pytest.fixture
 def consumer_for() -> ConsumerFactory:
     return make_consumer
+
+
+@pytest.fixture
+def judge_server() -> Iterator[GatedJudgeServer]:
+    """The local judge server, its replies held back or let through as the test says."""
+    with GatedJudgeServer() as server:
+        yield server

@@ -23,6 +23,15 @@ from tracescore.testing.judge_server import Fault, JudgeServer, default_responde
 
 # Short enough that a restart after kill -9 gets the dead member's partitions quickly; the broker's minimum.
 SESSION_TIMEOUT_MS = 6_000
+# An application answering `n` questions faithfully: `run_instrumented_app(..., APP.format(n=...))`.
+APP = """
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "Paris is the capital of France. It lies on the Seine."
+
+for i in range({n}):
+    answer(f"Where is the capital of France? ({{i}})", ["Paris, on the Seine, is the capital of France."])
+"""
 
 
 class GatedJudgeServer(JudgeServer):

@@ -428,3 +428,18 @@ def test_spans_after_a_rebuilt_trace_was_read_early_for_its_size_do_not_lose_its
     [early] = asm.add(late, "p0", 2, 300)  # the third span of the rebuilt trace reads it at once
     assert early.incomplete == "too_many_spans" and asm.counts["late_spans"] == 2
     assert judge(asm, early) == [(ROOT, 1, f"{first.trace_id}:{ROOT}:0")]
+
+
+def test_revoked_partitions_take_their_buffered_traces_and_the_handed_over_ones_with_them() -> None:
+    asm, _ = assembler(grace_s=0)
+    asm.add([span("a", root=True)], "p0", 1, 10)
+    asm.ready()  # a is released (and being scored, say)
+    asm.add([span("b")], "p0", 2, 10)
+    asm.add([span("c")], "p1", 7, 10)
+    assert asm.traces_on({"p0"}) == {"p0": ["b".ljust(32, "0")]}
+
+    assert asm.revoke({"p0"}, handed_over=["a".ljust(32, "0")]) == 1
+
+    assert asm.low_watermarks() == {"p1": 7}, "a kept partition's traces stay"
+    asm.add([span("a", root=True)], "p0", 1, 10)  # given back later and read again: a is new, not late
+    assert [t.trace_id for t in asm.ready()] == ["a".ljust(32, "0")]

@@ -151,13 +151,17 @@ class TwoPartitionTraces:
                 self._producer.send(self.topic, value, key=key, partition=i % 2)
         self._producer.flush()
 
-    def rebalance(self) -> None:
-        """A second member joins (one partition each) and leaves: the first keeps one partition throughout."""
+    def rebalance(self, protocol: str) -> None:
+        """A second member joins (one partition each) and leaves: the first keeps one partition throughout.
+        It rebalances as `protocol` says (a group's members must agree)."""
         from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 
+        assignors = {"partition_assignment_strategy": (CooperativeStickyAssignor,)}
         other = KafkaConsumer(
-            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False
-        )
+            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
+            **(assignors if protocol == "cooperative" else {}),
+        )  # fmt: skip
         wait_for(lambda: bool(other.poll(timeout_ms=200) is not None and other.assignment()), "a rebalance")
         other.close()
 
@@ -165,8 +169,9 @@ class TwoPartitionTraces:
         self._producer.close()
 
 
+@pytest.mark.parametrize("protocol", ["eager", "cooperative"])
 def test_a_partition_kept_through_a_rebalance_is_read_again_from_its_first_unfinished_message(
-    bootstrap: str, topic_prefix: str
+    bootstrap: str, topic_prefix: str, protocol: str
 ) -> None:
     # kafka-python keeps a kept partition's fetch position through a rebalance, past the spans the member
     # dropped from its buffer on revoke; unless it seeks back, those traces lose their children for good.
@@ -175,13 +180,13 @@ def test_a_partition_kept_through_a_rebalance_is_read_again_from_its_first_unfin
     topic.send(slice(0, 2))  # the children now: every trace waits in the buffer for its root
     member, seen = consumer_for(
         bootstrap, topic_prefix, idle_timeout_s=None, max_records=len(traces),
-        assembly=AssemblySettings(grace_s=0, max_wait_s=3600),
+        assembly=AssemblySettings(grace_s=0, max_wait_s=3600), rebalance_protocol=protocol,
     )  # fmt: skip
     runner = threading.Thread(target=member.run)
     runner.start()
     wait_for(lambda: member.stats.messages == 2 * len(traces), "every child span to be buffered")
 
-    topic.rebalance()
+    topic.rebalance(protocol)
 
     topic.send(slice(2, 3))  # the roots
     runner.join(120)
@@ -195,8 +200,9 @@ def test_a_partition_kept_through_a_rebalance_is_read_again_from_its_first_unfin
     assert_all_committed(bootstrap, topic.group, topic.topic)
 
 
+@pytest.mark.parametrize("protocol", ["eager", "cooperative"])
 def test_finished_work_is_committed_when_a_rebalance_revokes_it_and_the_member_goes_on(
-    bootstrap: str, topic_prefix: str
+    bootstrap: str, topic_prefix: str, protocol: str
 ) -> None:
     # The rebalance listener runs on kafka-python's IO thread: a blocking commit there raised, and the error,
     # thrown out of poll, stopped the member whenever it held finished work not yet committed.
@@ -204,7 +210,9 @@ def test_finished_work_is_committed_when_a_rebalance_revokes_it_and_the_member_g
     topic.send()
     topic.close()
     # No periodic commit: at the rebalance, all finished work is still to be committed.
-    member, seen = consumer_for(bootstrap, topic_prefix, idle_timeout_s=None, commit_interval_s=3600)
+    member, seen = consumer_for(
+        bootstrap, topic_prefix, idle_timeout_s=None, commit_interval_s=3600, rebalance_protocol=protocol
+    )
     failures: list[BaseException] = []
 
     def run() -> None:
@@ -218,7 +226,7 @@ def test_finished_work_is_committed_when_a_rebalance_revokes_it_and_the_member_g
     wait_for(lambda: member.stats.evaluations == len(topic.traces), "every trace scored")
     assert set(committed(bootstrap, topic.group, topic.topic).values()) == {None}, "nothing committed yet"
 
-    topic.rebalance()
+    topic.rebalance(protocol)
     back = "the member to take both partitions back"
     wait_for(lambda: len(member._consumer.assignment()) == 2 or bool(failures), back)
     member.stop()

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from fault_helpers import (
+    APP,
     CommittedOffsets,
     ConsumerProcess,
     FlakyJudgeServer,
@@ -41,26 +42,12 @@ from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
 
-APP = """
-@tracescore.rag(route="/ask")
-def answer(query, contexts):
-    return "Paris is the capital of France. It lies on the Seine."
-
-for i in range({n}):
-    answer(f"Where is the capital of France? ({{i}})", ["Paris, on the Seine, is the capital of France."])
-"""
 SPANS = 20  # per kill run: enough to spread over the 3 partitions and keep work queued behind the judge
 
 
 @pytest.fixture
 def topics(bootstrap: str, topic_prefix: str) -> Topics:
     return Topics(bootstrap, topic_prefix)
-
-
-@pytest.fixture
-def judge_server() -> Iterator[GatedJudgeServer]:
-    with GatedJudgeServer() as server:
-        yield server
 
 
 def _finish(topics: Topics, server: GatedJudgeServer, expected: set[tuple[str, str]]) -> ConsumerProcess:
@@ -240,7 +227,7 @@ def test_a_member_joining_then_one_killed_rebalances_with_nothing_lost(
     # Idle long enough to outlive the dead member's session and take its partitions over.
     second = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url, idle_timeout_s=20))
     second.wait_for_line("assigned partitions")
-    first.wait_for_line("assigned partitions", times=2)  # the group rebalanced over both
+    first.wait_for_line("revoked partitions")  # the group rebalanced over both
 
     first.kill()
     judge_server.open()

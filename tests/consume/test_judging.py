@@ -42,7 +42,9 @@ def collect(judging: Judging, count: int, timeout_s: float = 30.0) -> list[Judge
 
 def test_scores_at_most_max_in_flight_at_once_and_collects_each_once() -> None:
     judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=2)
-    work = Checkpoint(dict, commit_interval_s=5.0).hold({TopicPartition("spans", 0): 0}, scoring=3)
+    work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
+        {TopicPartition("spans", 0): 0}, scoring=3
+    )
     revision = interaction()
     for _ in range(3):
         judging.queue(work, revision, None)
@@ -65,7 +67,9 @@ def test_scores_at_most_max_in_flight_at_once_and_collects_each_once() -> None:
 
 def test_dropping_the_queue_leaves_what_is_running() -> None:
     judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=1)
-    work = Checkpoint(dict, commit_interval_s=5.0).hold({TopicPartition("spans", 0): 0}, scoring=2)
+    work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
+        {TopicPartition("spans", 0): 0}, scoring=2
+    )
     revision = interaction()
     judging.queue(work, revision, None)
     judging.queue(work, revision, None)
@@ -77,3 +81,44 @@ def test_dropping_the_queue_leaves_what_is_running() -> None:
     finally:
         worker.close()
     assert judging.pending == 0
+
+
+def test_on_revoke_a_trace_not_started_is_left_and_the_rest_of_a_started_one_goes_to_the_judges() -> None:
+    judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=1)
+    checkpoint = Checkpoint(TraceAssembler(), commit_interval_s=5.0)
+    revoked, kept = TopicPartition("spans", 0), TopicPartition("spans", 1)
+    started = checkpoint.hold({revoked: 0}, trace_id="started", scoring=2)
+    waiting = checkpoint.hold({revoked: 1}, trace_id="waiting", scoring=1)
+    elsewhere = checkpoint.hold({kept: 0}, trace_id="elsewhere", scoring=1)
+    revision = interaction()
+    for work in (started, started, waiting, elsewhere):
+        judging.queue(work, revision, None)
+    worker = ScoringWorker()
+    try:
+        judging.submit(worker)  # one of `started`'s two interactions
+        running = judging.revoke({revoked}, worker)
+        assert len(running) == 2, "both of the started trace's interactions, past max_in_flight"
+        assert judging.queued == 1, "the kept partition's work waits as before; `waiting` is left"
+        done = collect(judging, 2)
+    finally:
+        worker.close()
+    assert [j.work for j in done] == [started, started]
+
+
+def test_results_of_work_handed_over_are_dropped() -> None:
+    judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=1)
+    work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
+        {TopicPartition("spans", 0): 0}, scoring=1
+    )
+    judging.queue(work, interaction(), None)
+    worker = ScoringWorker()
+    try:
+        judging.submit(worker)
+        work.handed_over = True  # its partition went to another member meanwhile
+        deadline = time.monotonic() + 30
+        while judging.running and time.monotonic() < deadline:
+            assert list(judging.finished()) == []
+            time.sleep(0.01)
+    finally:
+        worker.close()
+    assert judging.running == 0 and judging.dropped == 1

@@ -8,8 +8,8 @@ import pytest
 from kafka import TopicPartition
 from kafka.future import Future
 
-from tracescore.consume import BrokerUnreachable, ConsumerSettings, ConsumerStats
-from tracescore.consume._checkpoint import Checkpoint
+from tracescore.consume import BrokerUnreachable, ConsumerSettings, ConsumerStats, TraceAssembler
+from tracescore.consume._checkpoint import Checkpoint, Work
 from tracescore.consume._judging import Judging
 from tracescore.consume._lifecycle import Lifecycle, RunState
 from tracescore.consume._pauser import Pauser
@@ -34,7 +34,7 @@ class Loop:
         self.broker_up = True
         self.probes = 0
         self.judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=4)
-        self.checkpoint = Checkpoint(dict, commit_interval_s=5.0)
+        self.checkpoint = Checkpoint(TraceAssembler(), commit_interval_s=5.0)
         self.pauser = Pauser(max_in_flight=4)
         self.stats = ConsumerStats()
         self.life = Lifecycle(
@@ -56,10 +56,11 @@ class Loop:
         if not self.broker_up:
             raise BrokerUnreachable("no Kafka broker reachable")
 
-    def queue(self, count: int = 1) -> None:
+    def queue(self, count: int = 1) -> Work:
         work = self.checkpoint.hold({TP: 0}, scoring=count)
         for _ in range(count):
             self.judging.queue(work, Revision(None), None)  # type: ignore[arg-type]  # never scored here
+        return work
 
     def emitted(self) -> Future:
         """Work scored whose output Kafka has not acknowledged yet."""
@@ -188,3 +189,16 @@ def test_busy_while_interactions_are_pending_or_outputs_unacknowledged() -> None
     acked.success(None)
     list(loop.checkpoint.settle())
     assert not loop.life.busy
+
+
+def test_stop_keeps_the_rest_of_a_trace_already_at_the_judges_and_waits_for_it() -> None:
+    loop = Loop()
+    started = loop.queue(2)  # one trace, two interactions
+    loop.queue(1)  # another, not started
+    started.started = True  # its first interaction went to the judges
+    loop.life.stop()
+    loop.turn()
+    assert loop.judging.queued == 2, "the started trace's interactions stay; the other trace is dropped"
+    assert not loop.life.done(), "its second interaction is still to be scored"
+    loop.judging.drop_queued()  # stands for: scored, written and acknowledged
+    assert loop.life.done()

@@ -10,6 +10,7 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler
+from tracescore.consume._handover import Handover
 from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.emit import EVALUATION_SPANS_HEADER
@@ -104,3 +105,34 @@ def test_an_interaction_the_policy_leaves_out_is_counted_by_reason() -> None:
     assert steps.flush() == []
     assert steps.stats.interactions == 1 and steps.stats.sampled_out == 1
     assert steps.stats.sampling == {"rate": 1}
+
+
+def test_a_message_read_again_after_a_rebalance_keeps_only_the_traces_left_unfinished() -> None:
+    steps, _ = pipeline()
+    tp = TopicPartition("spans", 0)
+    recording = READ.read_bytes()
+    steps.handovers[tp] = Handover.build(10, ["another trace"], None)  # this one was scored already
+    steps.take([message(recording, offset=4), message(b"dead-lettered already", offset=5)])
+    assert steps.flush() == [] and steps.stats.spans == 0
+    assert steps.stats.assembly["handed_over_spans_skipped"] == 3
+    assert steps.stats.dead_letters == 0 and steps.stats.assembly["handed_over_messages_skipped"] == 1
+
+    steps.handovers[tp] = Handover.build(10, [TRACE_ID], None)  # left unfinished: read again
+    steps.take([message(recording, offset=6)])
+    assert len(steps.flush()) == 1
+
+    other = NO_RETRIEVAL.read_bytes()  # another trace, not in the handover
+    steps.take([message(other, offset=10)])  # past what the previous owner read: everything is new
+    assert tp not in steps.handovers and steps.stats.assembly["handed_over_spans_skipped"] == 3
+    assert steps.stats.traces == 1 and steps.assembler.buffered_traces == 1
+
+
+def test_traces_read_again_go_on_without_a_new_grace_once_the_previous_owners_messages_are_read() -> None:
+    steps, _ = pipeline()  # a grace of 2 s, never waited here
+    tp = TopicPartition("spans", 0)
+    steps.handovers[tp] = Handover.build(7, [TRACE_ID], None)  # the previous owner had read up to 6
+    assert steps.take([message(READ.read_bytes(), offset=5)]).admitted == [], "more of it may come up to 6"
+    taken = steps.take([message(b"dead-lettered already", offset=6)])
+    [trace] = taken.admitted  # its root is there and it waited its grace at the previous owner
+    assert trace.trace_id == TRACE_ID and steps.stats.assembly["released_after_handover"] == 1
+    assert tp not in steps.handovers and taken.dead_letters == []

@@ -137,7 +137,12 @@ def consume(
     being scored, commit and exit.
     """
     from tracescore.alert import InProcessAlerts
-    from tracescore.consume import EvaluationConsumer, OutputNotAcknowledged, RateLimitedLogs
+    from tracescore.consume import (
+        EvaluationConsumer,
+        GroupProtocolMismatch,
+        OutputNotAcknowledged,
+        RateLimitedLogs,
+    )
     from tracescore.consume._status import describe_lift
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
@@ -183,7 +188,7 @@ def consume(
             ),
             lambda consumer: consumer.run(),
             settings.bootstrap_servers,
-            one_line=(OutputNotAcknowledged,),
+            one_line=(OutputNotAcknowledged, GroupProtocolMismatch),
         )
     finally:
         provider.shutdown()  # exports what was recorded since the last interval

@@ -2,7 +2,7 @@
 
 from tracescore.consume._assemble import AssemblySettings, TraceAssembler
 from tracescore.consume._clients import BrokerUnreachable
-from tracescore.consume._consumer import EvaluationConsumer, OutputNotAcknowledged
+from tracescore.consume._consumer import EvaluationConsumer, GroupProtocolMismatch, OutputNotAcknowledged
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings, KafkaSecurity
 from tracescore.consume._status import ConsumerStats, RateLimitedLogs
@@ -14,6 +14,7 @@ __all__ = [
     "ConsumerSettings",
     "ConsumerStats",
     "EvaluationConsumer",
+    "GroupProtocolMismatch",
     "KafkaSecurity",
     "NotOtlp",
     "OutputNotAcknowledged",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
@@ -75,6 +75,7 @@ class _Buffered:
     offsets: dict[Hashable, int] = field(default_factory=dict)  # partition -> lowest offset held
     waiting: bool = False  # past its grace, held for remote work
     rejoined: Remembered | None = None  # an already released trace rebuilt by a late span
+    handed_over: bool = False  # read again after a rebalance: it waited its grace at the previous owner
 
 
 class TraceAssembler:
@@ -101,8 +102,16 @@ class TraceAssembler:
     def buffered_bytes(self) -> int:
         return self._bytes
 
-    def add(self, spans: Iterable[DecodedSpan], partition: Hashable, offset: int, size: int) -> list[Trace]:
-        """Buffer the spans of one message (`size` bytes); returns traces released early to stay in bounds."""
+    def add(
+        self,
+        spans: Iterable[DecodedSpan],
+        partition: Hashable,
+        offset: int,
+        size: int,
+        handed_over: bool = False,
+    ) -> list[Trace]:
+        """Buffer the spans of one message (`size` bytes); returns traces released early to stay in bounds.
+        `handed_over`: the message is read again after a rebalance (see `release_handed_over`)."""
         if not isinstance(spans, list):
             spans = list(spans)
         per_span = size // max(1, len(spans))
@@ -128,6 +137,8 @@ class TraceAssembler:
                 by_last_seen.move_to_end(trace_id)  # a new entry is already last
             if entry.rejoined is not None:
                 entry.rejoined.late += 1
+            if handed_over:
+                entry.handed_over = True
             entry.spans[span.span_id] = span
             entry.size += per_span
             self._bytes += per_span
@@ -182,15 +193,28 @@ class TraceAssembler:
             return [Revision(i) for i in interactions], list(skips)
         return revise(trace, memory, interactions, skips, self.counts)
 
+    def release_handed_over(self, partition: Hashable) -> list[Trace]:
+        """The traces read again from `partition` after a rebalance, now that every message the previous owner
+        had read is read again: those with their root are released without a new grace period (they waited
+        at the previous owner; a rebalance every few seconds would otherwise hold them for good). A span
+        still to come is a late span, as after any release."""
+        out = []
+        for entry in list(self._by_last_seen.values()):
+            if not entry.handed_over or partition not in entry.offsets:
+                continue
+            entry.handed_over = False
+            if entry.has_root and not (self.settings.wait_for_remote and waits_for_remote(entry.spans)):
+                self.counts["released_after_handover"] += 1
+                out.append(self._release(entry, None))
+        return out
+
     def release_all(self) -> list[Trace]:
         """Everything buffered, e.g. when the stream has gone idle and no more spans are expected."""
         return [self._release(entry, _unfinished(entry)) for entry in list(self._by_last_seen.values())]
 
     def clear(self) -> int:
-        """Forget every buffered trace (partitions revoked: their new owner re-reads them). Returns count.
-
-        Released trace ids are forgotten too: messages after the committed offsets are read again, and
-        their traces must be assembled and scored again, not counted as late."""
+        """Forget every buffered trace and every released one (their messages are read again, as new).
+        Returns how many traces were buffered."""
         dropped = len(self._by_last_seen)
         self._by_last_seen.clear()
         self._rooted.clear()
@@ -199,6 +223,34 @@ class TraceAssembler:
         self._rejoin_bytes = 0
         self._bytes = 0
         return dropped
+
+    def revoke(self, partitions: Collection[Hashable], handed_over: Iterable[str]) -> int:
+        """Partitions revoked: forget the buffered traces read from them, and the released traces
+        `handed_over` (their new owner scores them; were they to come back here, they are new). Returns how
+        many buffered traces were dropped.
+
+        Other released traces stay remembered: a span of one read again (a Bloom filter's false positive of
+        the handover) is a duplicate, not a trace to score again."""
+        dropped = [e for e in self._by_last_seen.values() if any(p in partitions for p in e.offsets)]
+        for entry in dropped:
+            del self._by_last_seen[entry.trace_id]
+            self._rooted.pop(entry.trace_id, None)
+            self._bytes -= entry.size
+        for trace_id in (*(e.trace_id for e in dropped), *handed_over):
+            self._released.pop(trace_id, None)
+            memory = self._rejoin.pop(trace_id, None)
+            if memory is not None:
+                self._rejoin_bytes -= memory.size
+        return len(dropped)
+
+    def traces_on(self, partitions: Collection[Hashable]) -> dict[Hashable, list[str]]:
+        """Per partition of `partitions`, the buffered traces read from it."""
+        out: dict[Hashable, list[str]] = {}
+        for entry in self._by_last_seen.values():
+            for partition in entry.offsets:
+                if partition in partitions:
+                    out.setdefault(partition, []).append(entry.trace_id)
+        return out
 
     def low_watermarks(self) -> dict[Hashable, int]:
         """Per partition, the lowest offset a buffered trace was read from: commit no further than this."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 
 from tracescore._kafka import BrokerUnreachable, ensure_topics, wait_for_partitions
 from tracescore._kafka import connect as _connect
@@ -47,6 +48,12 @@ def _consumer(settings: ConsumerSettings, config: dict[str, Any]) -> KafkaConsum
         max_poll_records=settings.max_poll_records,
         max_poll_interval_ms=settings.max_poll_interval_ms,
         session_timeout_ms=settings.session_timeout_ms,
+        # kafka-python's default assignors are all eager; it refuses to mix eager and cooperative ones.
+        **(
+            {"partition_assignment_strategy": (CooperativeStickyAssignor,)}
+            if settings.rebalance_protocol == "cooperative"
+            else {}
+        ),
         # Kafka's rule of thumb: a heartbeat at most a third of the session, so two may be lost.
         heartbeat_interval_ms=min(3_000, settings.session_timeout_ms // 3),
     )

@@ -7,17 +7,19 @@
     until stop(), the idle timeout or `max_records`                        (Lifecycle)
 
 At-least-once: a partition commits only up to its first message whose trace is still buffered, being scored,
-or has outputs Kafka has not acknowledged, so a crash replays exactly the unfinished work.
+or has outputs Kafka has not acknowledged, so a crash replays the unfinished work; each commit says which
+traces after it are unfinished, so the next owner skips those already scored (Rebalance, _handover.py).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import InconsistentGroupProtocolError
 
 from tracescore._kafka import RebalanceListener, caught_up, check_broker, lag
 from tracescore.consume._assemble import TraceAssembler
@@ -29,6 +31,7 @@ from tracescore.consume._lifecycle import Lifecycle, RunState
 from tracescore.consume._outputs import Outputs, default_sink
 from tracescore.consume._pauser import Pauser
 from tracescore.consume._pipeline import Admitted, Pipeline
+from tracescore.consume._rebalance import GroupProtocolMismatch, Rebalance
 from tracescore.consume._scorer import Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
@@ -40,7 +43,10 @@ from tracescore.sample import SamplingPolicy
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric
 
-__all__ = ["ConsumerStats", "EvaluationConsumer", "OutputNotAcknowledged", "RunState", "default_sink"]
+__all__ = [
+    "ConsumerStats", "EvaluationConsumer", "GroupProtocolMismatch", "OutputNotAcknowledged", "RunState",
+    "default_sink",
+]  # fmt: skip
 
 _log = logging.getLogger("tracescore.consume")
 _BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emitted promptly
@@ -86,14 +92,15 @@ class EvaluationConsumer:
         self._make_worker = worker
         self._outputs: Outputs  # made in run(), on the connected producer's sink
         self._assembler = assembler = TraceAssembler(settings.assembly)
+        self._checkpoint = checkpoint = Checkpoint(assembler, settings.commit_interval_s)
         self._pipeline = Pipeline(
             assembler, self.stats, policy=self._policy, metrics_out=self._metrics_out,
-            evidence=settings.conversation_evidence_topic is not None,
+            handovers=checkpoint.handovers, evidence=settings.conversation_evidence_topic is not None,
         )  # fmt: skip
-        self._checkpoint = Checkpoint(assembler.low_watermarks, settings.commit_interval_s)
         self._judging = Judging(
             Scorer(judge, metrics, llm_judge=llm_judge, policy=self._policy), settings.max_in_flight
         )
+        self._rebalancing = Rebalance(settings, checkpoint, assembler, self._judging, self._kafka)
         self._pauser = Pauser(settings.max_in_flight)
         self._status = StatusLine(
             self.stats,
@@ -103,8 +110,8 @@ class EvaluationConsumer:
         self._rebalance = RebalanceListener(
             _log,
             assigned=self.partitions_assigned,
-            revoked=lambda _: self.partitions_revoked(lost=False),
-            lost=lambda _: self.partitions_revoked(lost=True),
+            revoked=lambda revoked: self.partitions_revoked(revoked, lost=False),
+            lost=lambda lost: self.partitions_revoked(lost, lost=True),
         )
         self._lifecycle = Lifecycle(
             settings, self._judging, self._checkpoint, self._pauser, self.stats,
@@ -136,35 +143,44 @@ class EvaluationConsumer:
             sinks=self._sinks,
         )  # fmt: skip
         worker = self._make_worker()
+        self._rebalancing.start(self._outputs, worker)
         life = self._lifecycle
+        failed = True
         try:
             while True:
                 life.check_stop()
                 polled = self._poll(consumer)
+                self._rebalancing.read_handovers()  # before the messages of a partition just assigned
                 if polled:
                     self._take(polled)  # decode -> assemble -> extract -> sample
                 if life.went_idle(bool(polled)):
                     self._queue(self._pipeline.flush())  # the buffered traces, without their grace
                 if life.state is RunState.RUNNING:
                     self._queue(self._pipeline.ready())
-                if life.state is not RunState.STOPPING:
-                    self._judging.submit(worker)  # score, on the worker's loop
+                self._judging.submit(
+                    worker
+                )  # score, on the worker's loop (stopping: the rest of started traces)
                 self._collect()  # emit
                 self._settle()  # ack
                 if life.state is RunState.RUNNING:
-                    self._pauser.apply(consumer, self._judging.pending)
+                    self._pauser.apply(consumer, self._judging.pending, self._checkpoint.handovers)
                     self.stats.pauses = self._pauser.pauses
-                self._maybe_commit(force=False)  # commit
+                self._checkpoint.commit_with(consumer)  # commit
                 if self._status.due():
                     self._log_status(consumer)
                 if life.done():
                     break
+            failed = False
         finally:
+            self._rebalancing.closing(failed=failed)  # the revoke on close commits; nothing is left to score
             worker.close()
             if self._policy is not None:
                 self._policy.save()  # the cascade's learned suspicion models, when a state path is set
             self._outputs.finish(self.settings.ack_timeout_s)
-            self._maybe_commit(force=True)
+            if failed:
+                self._checkpoint.commit_with(consumer, force=True)  # finished work only
+            else:
+                self._rebalancing.commit_before_leaving()  # with the handover of what is left
             producer.close(timeout=self.settings.ack_timeout_s)
             consumer.close(autocommit=False)
             self._outputs.close()
@@ -190,7 +206,11 @@ class EvaluationConsumer:
             return []
         timeout_ms = _BUSY_POLL_MS if self._lifecycle.busy else self.settings.poll_timeout_ms
         batch: list[ConsumerRecord] = []
-        for partition, messages in consumer.poll(timeout_ms=timeout_ms).items():
+        try:
+            polled = consumer.poll(timeout_ms=timeout_ms)
+        except InconsistentGroupProtocolError as exc:
+            raise GroupProtocolMismatch.of(self.settings) from exc
+        for partition, messages in polled.items():
             if messages:
                 # A partition's messages come in offset order: its first and last offsets say all it read.
                 self._checkpoint.read(partition, messages[0].offset)
@@ -206,7 +226,9 @@ class EvaluationConsumer:
     def _queue(self, admitted: list[Admitted]) -> None:
         for trace in admitted:
             evidence = self._outputs.evidence(trace.evidence) if trace.evidence else ()
-            work = self._checkpoint.hold(trace.offsets, scoring=len(trace.interactions), outputs=evidence)
+            work = self._checkpoint.hold(
+                trace.offsets, trace_id=trace.trace_id, scoring=len(trace.interactions), outputs=evidence
+            )
             for revision, metrics in trace.interactions:
                 self._judging.queue(work, revision, metrics)
 
@@ -220,27 +242,17 @@ class EvaluationConsumer:
     def _settle(self) -> None:
         self._outputs.settle()
 
-    def _maybe_commit(self, force: bool) -> None:
-        self._checkpoint.commit_with(self._kafka(), force=force)
+    # --- rebalances (on kafka-python's IO thread, while this thread waits inside poll) ---------------------
 
-    # --- rebalances (on kafka-python's IO thread, inside poll) -------------------------------------------
-
-    def partitions_revoked(self, *, lost: bool) -> None:
-        """Commit what is finished; leave everything else to the partitions' next owner, which reads it again
-        from the committed offsets (work still being scored finishes and is emitted, possibly twice)."""
-        self._checkpoint.revoke_with(self._kafka(), lost=lost)  # before the buffer is cleared
-        dropped = self._assembler.clear()
-        queued = self._judging.drop_queued()
-        if dropped or queued:
-            _log.info(
-                "rebalance: %d buffered traces and %d queued interactions left to the next owner",
-                dropped,
-                queued,
-            )
+    def partitions_revoked(self, revoked: Collection[TopicPartition], *, lost: bool) -> None:
+        """Finish (bounded) the judge calls running on `revoked`, commit what is finished and hand the rest
+        over to the partitions' next owner (see Rebalance)."""
+        self._rebalancing.revoked(revoked, lost=lost)
 
     def partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
-        """A kept partition is read again from its first offset not committed."""
-        self._checkpoint.seek_with(self._kafka(), assigned)
+        """A partition kept through an eager rebalance is read again from its first offset not committed;
+        every assigned partition's handover is read before its messages are taken."""
+        self._rebalancing.assigned(assigned)
 
     # --- status ------------------------------------------------------------------------------------------
 

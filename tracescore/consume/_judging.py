@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Hashable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -43,6 +43,7 @@ class Judging:
         self.max_in_flight = max_in_flight
         self._queue: deque[tuple[Work, Revision, tuple[str, ...] | None]] = deque()
         self._running: dict[Future[Scored], Judged] = {}
+        self.dropped = 0  # results of work handed over on a rebalance, not emitted
 
     @property
     def queued(self) -> int:
@@ -65,16 +66,49 @@ class Judging:
         self._queue.clear()
         return dropped
 
+    def drop_unstarted(self) -> int:
+        """Forget the traces none of whose interactions went to the judges (left uncommitted: read again);
+        the rest of a trace already at the judges stays queued, so it finishes whole and nothing of it is
+        scored twice. Returns how many interactions were dropped."""
+        before = len(self._queue)
+        self._queue = deque(entry for entry in self._queue if entry[0].started)
+        return before - len(self._queue)
+
     def submit(self, worker: ScoringWorker) -> None:
         while self._queue and len(self._running) < self.max_in_flight:
-            work, revision, metrics = self._queue.popleft()
-            future = worker.submit(self.scorer.score(revision.interaction, metrics))
-            self._running[future] = Judged(work, revision, time.monotonic(), time.time_ns())
+            self._start(worker, *self._queue.popleft())
+
+    def _start(
+        self, worker: ScoringWorker, work: Work, revision: Revision, metrics: tuple[str, ...] | None
+    ) -> None:
+        future = worker.submit(self.scorer.score(revision.interaction, metrics))
+        work.started = True
+        self._running[future] = Judged(work, revision, time.monotonic(), time.time_ns())
+
+    # --- partitions revoked ------------------------------------------------------------------------------
+
+    def revoke(self, partitions: Collection[Hashable], worker: ScoringWorker) -> list[Future[Scored]]:
+        """Partitions about to be revoked: their traces not started stay unscored (the checkpoint hands them
+        over); the rest of a trace already at the judges starts now, so the trace finishes whole. Returns
+        the judge calls to wait for."""
+        kept: deque[tuple[Work, Revision, tuple[str, ...] | None]] = deque()
+        for entry in self._queue:
+            work = entry[0]
+            if not work.touches(partitions):
+                kept.append(entry)
+            elif work.started:
+                self._start(worker, *entry)
+        self._queue = kept
+        return [f for f, judged in self._running.items() if judged.work.touches(partitions)]
 
     def finished(self) -> Iterator[Judged]:
-        """Each judged interaction once, with its results."""
+        """Each judged interaction once, with its results; those of work handed over are dropped (its
+        partition's next owner scores it)."""
         for future in [f for f in self._running if f.done()]:
             judged = self._running.pop(future)
+            if judged.work.handed_over:
+                self.dropped += 1
+                continue
             judged.scored = self._results(future, judged.interaction)
             yield judged
 

@@ -74,13 +74,13 @@ class Lifecycle:
         return bool(self._judging.pending or self._checkpoint.settling)
 
     def check_stop(self) -> None:
-        """After stop(): no more polling, and what was not started is dropped (left uncommitted, read again
-        after a restart); what is being scored finishes within the drain timeout."""
+        """After stop(): no more polling, and the traces not started are dropped (left uncommitted, read
+        again by the partitions' next owner); those being scored finish, whole, within the drain timeout."""
         if self._stop_requested and self.state is RunState.RUNNING:
             self.state = RunState.STOPPING
             self._drain_deadline = self._clock() + self._settings.drain_timeout_s
-            self._judging.drop_queued()
-            _log.info("stopping: finishing %d interactions being scored", self._judging.running)
+            self._judging.drop_unstarted()
+            _log.info("stopping: finishing %d interactions being scored", self._judging.pending)
 
     def went_idle(self, polled: bool) -> bool:
         """Whether the stream just went idle (the loop then releases the buffered traces and finishes).
@@ -108,7 +108,7 @@ class Lifecycle:
         if state is RunState.FINISHING and not (left or self._judging.queued):
             return True
         if state is RunState.STOPPING:
-            if not left:
+            if not (left or self._judging.queued):  # the rest of a trace being scored is queued
                 return True
             if self._clock() > self._drain_deadline:
                 _log.warning(

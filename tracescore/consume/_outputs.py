@@ -159,6 +159,10 @@ class Outputs:
                 for extra in self._sinks:
                     extra.send(work.records)
 
+    def flush(self, timeout_s: float) -> None:
+        """Wait (bounded) for the acknowledgements of what was sent. Raises KafkaTimeoutError past it."""
+        self._sink.flush(timeout_s)
+
     def finish(self, timeout_s: float) -> None:
         """On the way out: wait (bounded) for the acknowledgements of work already emitted, so its offsets
         can be committed; anything not acknowledged stays uncommitted."""

@@ -8,6 +8,7 @@ at the limit does not flap.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Hashable
 
 from kafka import KafkaConsumer
 
@@ -32,10 +33,15 @@ class Pauser:
             self.paused = False
         return self.paused
 
-    def apply(self, consumer: KafkaConsumer, pending: int) -> None:
+    def apply(self, consumer: KafkaConsumer, pending: int, reading_again: Collection[Hashable] = ()) -> None:
+        """`reading_again`: partitions still reading what their previous owner left (bounded: it had it
+        buffered), never paused, so their handed-over traces go on as soon as they are read."""
         was = self.paused
         if self.update(pending):
             # Re-applied every loop: a rebalance gives back partitions unpaused.
-            consumer.pause(*consumer.assignment())
+            assigned = consumer.assignment()
+            consumer.pause(*(tp for tp in assigned if tp not in reading_again))
+            if reading_again:
+                consumer.resume(*(tp for tp in assigned if tp in reading_again))
         elif was:
             consumer.resume(*consumer.assignment())

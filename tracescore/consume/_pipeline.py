@@ -19,12 +19,13 @@ from tracescore import semconv
 from tracescore._kafka import LogOnce
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._decode import NotOtlp, decode_message
+from tracescore.consume._handover import Handover
 from tracescore.consume._revise import Revision
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
 from tracescore.extract import Skip, extract
-from tracescore.model import Interaction, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["Admitted", "DeadLetter", "Pipeline", "Taken"]
 
@@ -39,6 +40,7 @@ class Admitted:
 
     offsets: dict[Hashable, int]
     interactions: list[tuple[Revision, tuple[str, ...] | None]]
+    trace_id: str = ""
     # Its interactions with a conversation id, admitted or not: their documents go to the evidence topic.
     evidence: list[Revision] = field(default_factory=list)
 
@@ -69,11 +71,14 @@ class Pipeline:
         *,
         policy: SharedPolicy | None = None,
         metrics_out: EvaluationMetrics | None = None,
+        handovers: dict[Hashable, Handover] | None = None,
         evidence: bool = False,
     ) -> None:
         self.assembler = assembler
         self._evidence = evidence  # collect the conversation turns (an evidence topic is set)
         self.stats = stats
+        # Per partition, the handover its committed offset carried: what the previous owner left unfinished.
+        self.handovers: dict[Hashable, Handover] = handovers if handovers is not None else {}
         self._policy = policy
         self._metrics_out = metrics_out or EvaluationMetrics()
         self._log_once = LogOnce(_log)
@@ -83,20 +88,40 @@ class Pipeline:
         released: list[Trace] = []
         stats, assembler = self.stats, self.assembler
         tp = TopicPartition("", -1)
+        handovers = self.handovers
+        handover: Handover | None = None
+        # A partition just read again up to where its previous owner stopped: its handed-over traces go on.
+        read_again: TopicPartition | None = None
         for message in batch:
+            if read_again is not None:
+                released += assembler.release_handed_over(read_again)
+                read_again = handover = None
             stats.messages += 1
             if message.partition != tp.partition or message.topic != tp.topic:
                 tp = TopicPartition(message.topic, message.partition)  # a poll's messages come by partition
+                handover = handovers.get(tp) if handovers else None
+            if handover is not None and message.offset + 1 >= handover.until:
+                handovers.pop(tp, None)  # the last message the previous owner had read, or past it
+                read_again = tp
+                if message.offset >= handover.until:
+                    handover = None
             if message.headers and any(key == EVALUATION_SPANS_HEADER for key, _ in message.headers):
                 self.stats.assembly["evaluation_span_messages"] += 1  # ours, read back: never decoded
                 continue
             try:
                 spans = decode_message(message.value)
             except NotOtlp as exc:
+                if handover is not None:
+                    stats.assembly["handed_over_messages_skipped"] += 1  # dead-lettered by the last owner
+                    continue
                 self.stats.dead_letters += 1
                 self._metrics_out.dead_lettered()
                 taken.dead_letters.append(DeadLetter(message, tp, exc))
                 continue
+            if handover is not None:
+                spans = self._unfinished(handover, message.offset, spans)
+                if not spans:
+                    continue
             stats.spans += len(spans)
             # Evaluation spans written by an older version or another producer, without our header.
             if (
@@ -107,11 +132,21 @@ class Pipeline:
                 kept = [s for s in spans if s.scope_name != _EVALUATOR_SCOPE]
                 stats.assembly["evaluation_spans"] += len(spans) - len(kept)
                 spans = kept
-            early = assembler.add(spans, tp, message.offset, len(message.value))
+            early = assembler.add(spans, tp, message.offset, len(message.value), handover is not None)
             if early:
                 released += early
+        if read_again is not None:
+            released += assembler.release_handed_over(read_again)
         taken.admitted = self.extract_and_admit(released)
         return taken
+
+    def _unfinished(self, handover: Handover, offset: int, spans: list[DecodedSpan]) -> list[DecodedSpan]:
+        """The spans of a message read again after a rebalance whose traces the previous owner did not
+        finish; the others' traces were scored (or had nothing to score) and are counted, not read."""
+        kept = [s for s in spans if handover.keeps(offset, s.trace_id)]
+        if len(kept) < len(spans):
+            self.stats.assembly["handed_over_spans_skipped"] += len(spans) - len(kept)
+        return kept
 
     def ready(self) -> list[Admitted]:
         """Traces whose wait is over."""
@@ -145,7 +180,7 @@ class Pipeline:
                 else:
                     stats.sampled_out += 1
             if wanted or turns:
-                admitted.append(Admitted(dict(trace.offsets), wanted, turns))
+                admitted.append(Admitted(dict(trace.offsets), wanted, trace.trace_id, turns))
         counts = self.assembler.counts
         if counts:
             stats.assembly.update(counts)

@@ -72,6 +72,20 @@ class ConsumerSettings(FileSettings):
         description="Kafka's session.timeout.ms: how long a crashed member holds its partitions before the "
         "group gives them to the others (the broker bounds it, 6 s to 30 min by default).",
     )
+    rebalance_protocol: Literal["cooperative", "eager"] = Field(
+        default="cooperative",
+        description="cooperative: a rebalance moves only the partitions that change owner, the others keep "
+        "being read and scored (KIP-429, kafka-python's cooperative-sticky assignor). eager: every member "
+        "gives up every partition at each rebalance (the range, round-robin and sticky assignors); every "
+        "member of a group must use the same one.",
+    )
+    revoke_timeout_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="On a rebalance, wait up to this long (and at most half the session timeout) for the "
+        "judge calls already running on the partitions being revoked; what is not finished by then is "
+        "scored by the partitions' next owner.",
+    )
     max_in_flight: int = Field(
         default=64,
         ge=1,

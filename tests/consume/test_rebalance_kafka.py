@@ -1,0 +1,148 @@
+"""Members joining and leaving a group during a run, through the real broker: every interaction is scored
+exactly once (a crash is different: at least once, see test_faults.py).
+
+The members are real `tracescore consume` processes judging through the local judge server, whose replies
+the test lets through a few at a time: every join and leave lands while judge calls are in flight, traces
+are buffered and queued, whatever the machine's speed. Nothing here waits on a clock; each step waits for a
+condition (a log line, records on the topic) with a generous bound.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka_helpers import end_offsets, read_all, run_instrumented_app, wait_until
+
+from tracescore.model import EvaluationRecord
+
+pytestmark = pytest.mark.kafka
+
+SPANS = 60
+PARTITIONS = 6
+STEP = 20  # judge replies let through between two membership changes (about two per interaction)
+
+
+class Group:
+    """The members of one run, all alike but for the protocol they share."""
+
+    def __init__(self, topics: Topics, server: GatedJudgeServer, protocol: str) -> None:
+        self.topics, self.server, self.protocol = topics, server, protocol
+        self.members: list[ConsumerProcess] = []
+
+    def start(self) -> ConsumerProcess:
+        """A new member, once it was given partitions."""
+        member = ConsumerProcess(
+            self.topics.cli_args(
+                # No idle exit: the test says when each member goes. A session long enough that a member
+                # waiting on its revoke (at most --revoke-timeout) never loses the group on a slow machine.
+                "--rebalance-protocol", self.protocol, "--revoke-timeout", "2", "--drain-timeout", "2",
+                "--max-in-flight", "2", "--session-timeout-ms", "30000",
+                base_url=self.server.base_url, idle_timeout_s=600,
+            )
+        )  # fmt: skip
+        self.members.append(member)
+        member.wait_for_line("assigned partitions")
+        return member
+
+    def leave(self, member: ConsumerProcess) -> None:
+        member.terminate()
+        assert member.wait() == 0, member.log
+
+    def written(self) -> int:
+        return sum(end_offsets(self.topics.bootstrap, self.topics.evaluations).values())
+
+    def progress(self) -> None:
+        """Let STEP more judge replies through and wait until records follow (some replies may go to calls
+        whose trace was handed over, whose results are dropped)."""
+        before = self.written()
+        self.server.hold(allow=STEP)
+        wait_until(lambda: self.written() >= before + 3, "records after the membership change")
+
+    def finish(self, last: ConsumerProcess) -> None:
+        """Every reply let through; once every span has a record, the last member leaves too."""
+        self.server.open()
+        wait_until(
+            lambda: _spans_scored(self.topics) >= SPANS or last.process.poll() is not None,
+            "every span scored",
+            every_s=0.5,
+        )
+        self.leave(last)
+
+    def assert_each_scored_once(self, what: str) -> None:
+        expected = rag_spans_on(self.topics.bootstrap, self.topics.spans)
+        assert len(expected) == SPANS
+        result = outcome(self.topics, expected)
+        report(f"rebalance ({self.protocol}): {what}", result)
+        log = "\n\n".join(member.log for member in self.members)
+        assert result.lost == 0 and result.unexplained == 0, (result, log)
+        assert result.duplicated == 0 and result.records == len(expected), (result, log)
+
+
+def _spans_scored(topics: Topics) -> int:
+    values = (m.value for m in read_all(topics.bootstrap, topics.evaluations))
+    return len({(r.trace_id, r.span_id) for r in map(EvaluationRecord.model_validate_json, values)})
+
+
+@pytest.fixture
+def topics(bootstrap: str, topic_prefix: str) -> Topics:
+    topics = Topics(bootstrap, topic_prefix)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topics.spans, PARTITIONS, 1)])
+    admin.close()
+    return topics
+
+
+@pytest.fixture(params=["eager", "cooperative"])
+def group(topics: Topics, judge_server: GatedJudgeServer, request: pytest.FixtureRequest) -> Group:
+    """A group rebalancing as the test's parameter says: its spans on the topic, no member yet, STEP judge
+    replies let through."""
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS))
+    judge_server.hold(allow=STEP)
+    return Group(topics, judge_server, request.param)
+
+
+def test_two_then_three_members_joining_and_leaving_score_every_interaction_once(group: Group) -> None:
+    first = group.start()
+    wait_until(lambda: group.written() >= 3, "the first records")
+
+    second = group.start()  # two members: the first hands partitions over with judge calls in flight
+    first.wait_for_line("revoked partitions")
+    group.progress()
+    third = group.start()  # three
+    group.progress()
+    group.leave(second)  # a clean leave: its work in flight goes to the others
+    group.progress()
+    group.leave(third)
+    group.finish(first)
+
+    if group.protocol == "eager":  # every partition revoked while judge replies were held
+        assert first.count("left to the next owner") >= 1, f"nothing in flight at a revoke:\n{first.log}"
+    group.assert_each_scored_once("2 then 3 members join and leave")
+
+
+def test_a_rebalance_storm_loses_nothing_and_scores_nothing_twice(group: Group) -> None:
+    steady = group.start()
+    for _ in range(4):  # a member joining (given partitions) and leaving again, as fast as it can start
+        group.leave(group.start())
+        group.server.hold(allow=STEP // 2)
+    group.finish(steady)
+
+    group.assert_each_scored_once("a storm: a member joins and leaves 4 times")
+
+
+def test_a_member_rebalancing_otherwise_than_its_group_is_refused_with_one_clear_error(
+    topics: Topics,
+) -> None:
+    older = ConsumerProcess(topics.cli_args("--rebalance-protocol", "eager", idle_timeout_s=600))
+    older.wait_for_line("assigned partitions")
+    newer = ConsumerProcess(topics.cli_args(idle_timeout_s=600))  # cooperative, the default
+    try:
+        assert newer.wait() == 1, newer.log
+    finally:
+        older.terminate()
+    assert older.wait() == 0, older.log
+    errors = [line for line in newer.lines if line.startswith("Error:")]
+    assert len(errors) == 1 and "--rebalance-protocol eager" in errors[0], newer.log
+    assert "Traceback" not in newer.log

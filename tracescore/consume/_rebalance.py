@@ -1,0 +1,223 @@
+"""What a member does when the group moves partitions: nothing scored twice, nothing left behind.
+
+On revoke (kafka-python's IO thread, while the Kafka thread waits inside poll, so the loop's parts are
+ours): the judge calls already running on the revoked partitions finish, with the rest of their traces,
+up to a deadline; their outputs are sent and acknowledged; then one commit per partition carries the
+offset and the handover (consume/_handover.py): which traces after that offset are still unfinished. Those
+(buffered, queued, or still at the judges at the deadline) are handed over: their results here are dropped,
+the next owner scores them. On assignment, the handover each new partition's committed offset carries is
+read before any of its messages is taken, so the traces already scored are skipped.
+
+A member that crashes commits nothing more: its partitions' next owner reads from its last commit, and the
+handover that commit carried, so what was scored since that commit (at most `commit_interval_s` of work,
+plus outputs not yet acknowledged) is scored again: at least once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable, Collection, Hashable, Sequence
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+
+from tracescore.consume._assemble import TraceAssembler
+from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
+from tracescore.consume._handover import Handover
+from tracescore.consume._judging import Judging
+from tracescore.consume._outputs import Outputs
+from tracescore.consume._scoring import ScoringWorker
+from tracescore.consume._settings import ConsumerSettings
+
+__all__ = ["GroupProtocolMismatch", "Rebalance"]
+
+_log = logging.getLogger("tracescore.consume")
+
+
+class GroupProtocolMismatch(RuntimeError):
+    """The group refused this member: its members rebalance with another protocol."""
+
+    @classmethod
+    def of(cls, settings: ConsumerSettings) -> GroupProtocolMismatch:
+        other = "eager" if settings.rebalance_protocol == "cooperative" else "cooperative"
+        return cls(
+            f"group {settings.group_id!r} refused this member: its members rebalance {other}ly and this one "
+            f"{settings.rebalance_protocol}ly (--rebalance-protocol). Every member of a group must use the "
+            "same; members of a tracescore without that option rebalance eagerly: start new members with "
+            "--rebalance-protocol eager until the old ones are gone, then switch them all at once"
+        )
+
+
+class Rebalance:
+    """`consumer` gives the connected KafkaConsumer; `start()` hands over the run's outputs and scoring
+    worker (before it, and once `closing()` was called, a revoke finishes nothing: it only commits)."""
+
+    def __init__(
+        self,
+        settings: ConsumerSettings,
+        checkpoint: Checkpoint,
+        assembler: TraceAssembler,
+        judging: Judging,
+        consumer: Callable[[], KafkaConsumer],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._checkpoint = checkpoint
+        self._assembler = assembler
+        self._judging = judging
+        self._consumer = consumer
+        self._clock = clock
+        self._outputs: Outputs | None = None
+        self._worker: ScoringWorker | None = None
+        self._to_read: set[TopicPartition] = set()  # assigned: their handovers not read yet
+        self._hand_over = True  # False once the member stops on an error: it vouches for finished work only
+        self.error: BaseException | None = None  # raised by the loop after poll, not inside kafka-python
+
+    def start(self, outputs: Outputs, worker: ScoringWorker) -> None:
+        self._outputs, self._worker = outputs, worker
+
+    def closing(self, *, failed: bool) -> None:
+        self._outputs = self._worker = None
+        self._hand_over = not failed
+
+    @property
+    def eager(self) -> bool:
+        return self._settings.rebalance_protocol == "eager"
+
+    # --- kafka-python's callbacks ------------------------------------------------------------------------
+
+    def revoked(self, partitions: Collection[TopicPartition], *, lost: bool) -> None:
+        if not partitions:
+            return  # an eager member's first join revokes nothing
+        try:
+            self._revoke(set(partitions), lost=lost)
+        except Exception as exc:  # raised from the loop: out of poll, kafka-python would wrap it
+            self.error = exc
+
+    def assigned(self, partitions: Sequence[TopicPartition]) -> None:
+        if self.eager:
+            # An eager rebalance revoked everything; kafka-python keeps a kept partition's position, past
+            # the work handed over: read it again from its commit.
+            self._checkpoint.seek_with(self._consumer(), partitions)
+        self._to_read |= set(partitions)
+
+    # --- the Kafka thread, after poll --------------------------------------------------------------------
+
+    def read_handovers(self) -> None:
+        """The handover of each partition assigned since the last call, from its committed offset: before
+        any message of it is taken (the poll that assigned it may have returned some already)."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        consumer = self._consumer()
+        while self._to_read:
+            tp = self._to_read.pop()
+            try:
+                committed = consumer.committed(tp, metadata=True, timeout_ms=30_000)
+            except KafkaError as exc:
+                _log.warning(
+                    "cannot read %s[%d]'s committed offset (%s): every message after it is read "
+                    "as new, so some traces may be scored twice",
+                    tp.topic,
+                    tp.partition,
+                    exc,
+                )
+                continue
+            try:
+                handover = Handover.decode(committed.metadata if committed is not None else None)
+            except ValueError as exc:
+                _log.warning(
+                    "%s[%d]'s committed offset carries a handover that cannot be read (%s): every "
+                    "message after it is read as new",
+                    tp.topic,
+                    tp.partition,
+                    exc,
+                )
+                continue
+            if handover is not None:
+                self._checkpoint.handovers[tp] = handover
+
+    def commit_before_leaving(self) -> None:
+        """The last commit of a member that stops, with its handover: a stop is a revoke. A group that is
+        rebalancing (a member just joined) refuses commits; the member then polls through the rebalance
+        (what it fetches meanwhile is not taken, nor committed) and commits again, up to the revoke
+        deadline: otherwise the partitions' next owner would score again all it did since its last commit."""
+        consumer, deadline = self._consumer(), self._clock() + self.revoke_limit_s
+        while not self._checkpoint.commit_with(consumer, final=self._hand_over):
+            if self._clock() >= deadline:
+                _log.warning(
+                    "the group was still rebalancing after %.1fs: left without the last commit; the "
+                    "partitions' next owner scores again what was scored since the one before",
+                    self.revoke_limit_s,
+                )
+                return
+            try:
+                consumer.poll(timeout_ms=100)
+            except KafkaError as exc:
+                _log.warning("left without the last commit (%s)", exc)
+                return
+
+    @property
+    def revoke_limit_s(self) -> float:
+        """How long a revoke may wait: `revoke_timeout_s`, and at most half the session (no heartbeat is
+        sent meanwhile)."""
+        return min(self._settings.revoke_timeout_s, self._settings.session_timeout_ms / 2000)
+
+    # --- revoke ------------------------------------------------------------------------------------------
+
+    def _revoke(self, partitions: set[TopicPartition], *, lost: bool) -> None:
+        _log.info("%s partitions: %s", "lost" if lost else "revoked", _names(partitions))
+        self._to_read -= partitions
+        if not lost and self._outputs is not None and self._worker is not None:
+            self._finish(partitions, self._outputs, self._worker)
+        handed = self._checkpoint.revoke_with(self._consumer(), partitions, lost=lost, final=self._hand_over)
+        if lost:
+            self._judging.drop_queued()
+            dropped = self._assembler.clear()
+        else:
+            dropped = self._assembler.revoke(partitions, [w.trace_id for w in handed if w.trace_id])
+        started = sum(w.started for w in handed)
+        if dropped or handed:
+            _log.info(
+                "rebalance: %d buffered traces and %d released (%d of them at the judges) left to the next "
+                "owner of %s%s",
+                dropped, len(handed), started, _names(partitions),
+                " (this member lost the group: nothing committed)" if lost else "",
+            )  # fmt: skip
+
+    def _finish(self, partitions: set[TopicPartition], outputs: Outputs, worker: ScoringWorker) -> None:
+        """Judge calls running on `partitions` (and the rest of their traces) finish, up to the deadline:
+        what they cost is not paid twice. While this waits the member sends no heartbeat, hence at most half
+        the session timeout."""
+        limit = self.revoke_limit_s
+        deadline = self._clock() + limit
+        running = self._judging.revoke(partitions, worker)
+        while running and self._clock() < deadline:
+            concurrent.futures.wait(
+                running, timeout=deadline - self._clock(), return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for judged in self._judging.finished():
+                outputs.write(judged)
+            running = [f for f in running if not f.done()]
+        if running:
+            _log.warning(
+                "rebalance: %d judge calls on %s still running after %.1fs; the next owner scores them again",
+                len(running), _names(partitions), limit,
+            )  # fmt: skip
+        if self._checkpoint.settling_on(partitions):
+            try:
+                outputs.flush(max(0.0, deadline - self._clock()))
+            except KafkaError as exc:
+                _log.warning("rebalance: outputs not all acknowledged (%s); their work is handed over", exc)
+        try:
+            outputs.settle()
+        except OutputNotAcknowledged as exc:
+            self.error = exc
+
+
+def _names(partitions: Collection[Hashable]) -> str:
+    return ", ".join(
+        sorted(f"{tp.topic}[{tp.partition}]" for tp in partitions if isinstance(tp, TopicPartition))
+    )
