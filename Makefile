@@ -52,13 +52,19 @@ alertmanager:
 		echo "installing prometheus and prometheus-alertmanager (apt-get)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; }
 
+# pytest's parallel workers (pytest-xdist). The tests mostly wait (on brokers, services, idle timeouts), so
+# more workers than CI's two cores pay; each worker starts its own broker. `make test PYTEST_WORKERS=0` runs
+# them one after another in one process. The 25 slowest steps are listed at the end, where speeding up the
+# suite starts.
+PYTEST_WORKERS ?= 4
+
 ## make test: lint, the docs build, unit tests and the integration tests against a real Kafka broker
 test: check-install $(STAMP) browser promtool alertmanager
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(LINT_IMPORTS)
 	$(MKDOCS_BUILD)
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
 
 ## make docs: build the documentation site into .make/site (python -m mkdocs serve to preview)
 docs: $(STAMP)

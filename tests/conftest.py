@@ -1,5 +1,21 @@
-"""Shared fixtures: `kafka_broker`, a real Apache Kafka 4.x broker, and `phoenix_server`, a real Arize
-Phoenix (`phoenix serve` from PyPI), each started once per test session."""
+"""Shared fixtures and how the suite runs in parallel (docs/contributing/index.md, Development, says it for
+people).
+
+`make test` runs pytest with xdist workers (`-n 4 --dist loadgroup`): each worker is its own pytest session,
+so a session fixture is started once per worker that needs it.
+
+- `kafka_broker` / `bootstrap`: the worker's real Apache Kafka 4.x broker, shared by every test on that
+  worker. Tests keep apart by topic and group names (`topic_prefix`), never by a broker of their own.
+- `own_broker`: a broker for one test alone. Ask for it when the test stops, restarts or kills the broker,
+  or changes its configuration; never stop the shared one.
+- `phoenix_server`: a real Arize Phoenix. Expensive to start, so every test that uses it runs on one worker
+  (the grouping below), which starts it once.
+
+The grouping (`xdist_group`, set here so no test file has to know): tests that share a module- or
+class-scoped fixture run on one worker, so the fixture starts once; tests using a fixture in
+`ONE_WORKER_FIXTURES` run on one worker. Every other test is scheduled on its own, to whichever worker is
+free. Those groups and the `LONG_FIRST` tests are handed out first.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +26,19 @@ import pytest
 
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.phoenix import PhoenixServer
+
+# Session fixtures that take seconds to start and are used by a handful of tests: their tests share one
+# worker rather than each worker starting its own.
+ONE_WORKER_FIXTURES = ("phoenix_server", "prometheus_stack")
+# Scheduled first with those groups, so that no worker is left running one of them alone at the end: the
+# tests that take a minute or more on a loaded two-core machine (a pip install into a new venv, the demo,
+# brokers stopped and restarted, SASL brokers).
+LONG_FIRST = (
+    "tests/packaging/",
+    "tests/examples/",
+    "tests/consume/test_sasl_kafka.py",
+    "tests/consume/test_faults.py",
+)
 
 
 @pytest.fixture(scope="session")
@@ -30,8 +59,66 @@ def topic_prefix() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
+@pytest.fixture
+def own_broker() -> Iterator[KafkaBroker]:
+    """A broker of this test's own, for tests that stop, restart or kill it (the shared one must stay up for
+    the other tests of the worker)."""
+    with KafkaBroker() as broker:
+        yield broker
+
+
 @pytest.fixture(scope="session")
 def phoenix_server() -> Iterator[PhoenixServer]:
     # No skip on failure: a test that needs Phoenix and cannot get it must fail loudly (PhoenixUnavailable).
     with PhoenixServer() as server:
         yield server
+
+
+def _worker_group(item: pytest.Item) -> str | None:
+    """The xdist group `item` must share a worker with, if any (see the module's docstring)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in ONE_WORKER_FIXTURES:
+        if name in info.name2fixturedefs:
+            return name
+    if any(defs[-1].scope in ("module", "class") for defs in info.name2fixturedefs.values()):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+def _long(item: pytest.Item, group: str | None) -> bool:
+    return group in ONE_WORKER_FIXTURES or item.nodeid.startswith(LONG_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its hook appends the group to the node id)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups: dict[pytest.Item, str | None] = {}
+    for item in items:
+        groups[item] = group = _worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: not _long(item, groups[item]))  # stable: the rest keeps its order
+
+
+_GROUPS_LOST = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker with `--dist loadgroup`, the groups must have reached the node ids (how xdist tells
+    the scheduler). A pytest or xdist release that loses them would run the suite anyway, only slower,
+    starting Phoenix and module fixtures on every worker (pytest-dev/pytest-xdist#1386): the grouped tests
+    fail instead (below), saying why."""
+    session.config.stash[_GROUPS_LOST] = bool(getattr(session.config.option, "loadgroup", False)) and any(
+        item.get_closest_marker("xdist_group") and "@" not in item.nodeid for item in session.items
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.config.stash.get(_GROUPS_LOST, False) and item.get_closest_marker("xdist_group"):
+        pytest.fail(
+            "xdist did not apply the worker groups: this pytest-xdist does not work with this pytest; install"
+            " the versions pyproject.toml's dev extra names",
+            pytrace=False,
+        )

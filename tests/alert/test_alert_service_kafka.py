@@ -264,13 +264,6 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
     assert all("scores are missing, not low" in a["summary"] for a in alerts)
 
 
-@pytest.fixture
-def own_broker() -> Iterator[KafkaBroker]:
-    """A broker of this test's own: restarting the session's broker would fault every other test."""
-    with KafkaBroker() as broker:
-        yield broker
-
-
 def test_a_broker_restart_mid_stream_loses_and_repeats_no_alert(
     own_broker: KafkaBroker, topic_prefix: str, receiver: WebhookReceiver
 ) -> None:

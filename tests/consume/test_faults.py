@@ -183,13 +183,6 @@ def test_sigterm_finishes_the_judge_calls_in_flight_commits_them_and_exits_0(
 # --- the broker restarted, a rebalance ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def own_broker() -> Iterator[KafkaBroker]:
-    """A broker of this test's own: restarting the session's broker would fault every other test."""
-    with KafkaBroker() as broker:
-        yield broker
-
-
 def test_broker_stopped_and_restarted_mid_stream(own_broker: KafkaBroker, topic_prefix: str) -> None:
     topics = Topics(own_broker.bootstrap_servers, topic_prefix)
     with GatedJudgeServer() as server:

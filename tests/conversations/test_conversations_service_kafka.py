@@ -5,8 +5,6 @@ counted, never a stop; a broker restart mid-stream loses and repeats no record."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from conversation_service import Running, config, on_topic, produce, wait
 from conversation_turns import read_topic, turn
@@ -104,13 +102,6 @@ def test_bad_records_are_counted_and_the_service_goes_on(bootstrap: str, topic_p
         "no_conversation": 1,
         "records_past_cap": 3,
     }
-
-
-@pytest.fixture
-def own_broker() -> Iterator[KafkaBroker]:
-    """A broker of this test's own: restarting the session's broker would fault every other test."""
-    with KafkaBroker() as broker:
-        yield broker
 
 
 def test_a_broker_restart_mid_stream_loses_and_repeats_no_record(

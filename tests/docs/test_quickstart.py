@@ -35,6 +35,19 @@ COMMANDS = (
 )
 
 
+# kafka-python 3.0's own race, not ours: KafkaConsumer.close() closes its connections from the calling thread
+# while the consumer's network thread may be between "socket readable" and recv(); that thread then finds the
+# socket gone and logs this record (with its traceback) although nothing was lost. Only this exact record is
+# taken out; any other traceback, the library's included, still fails the step.
+_CLIENT_CLOSE_RACE = re.compile(
+    r"^\S+ \S+ ERROR kafka\.net\.transport: <KafkaTCPTransport [^\n]*>: "
+    r"Error receiving network data closing socket\n"
+    r"Traceback \(most recent call last\):\n(?:  .*\n)+"
+    r"AttributeError: 'NoneType' object has no attribute 'recv'\n",
+    re.M,
+)
+
+
 class Quickstart:
     def __init__(self, bootstrap: str, prefix: str) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "PHOENIX_"))}
@@ -58,8 +71,9 @@ class Quickstart:
             command, cwd=APP_DIR, env=self.env | env, capture_output=True, text=True, timeout=300, check=False
         )
         assert done.returncode == 0, f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}"
-        assert "Traceback" not in done.stderr, done.stderr
-        text = done.stdout + done.stderr
+        stderr = _CLIENT_CLOSE_RACE.sub("", done.stderr)
+        assert "Traceback" not in stderr, stderr
+        text = done.stdout + stderr
         for old, new in self.renames.items():
             text = text.replace(old, new)
         return text

@@ -153,3 +153,24 @@ def test_stopping_frees_the_ports() -> None:
                 sock.listen()
     finally:
         broker.close()
+
+
+def test_a_port_taken_before_the_first_start_is_chosen_again_and_a_restart_keeps_its_address() -> None:
+    """A port free when chosen can be taken before the JVM binds it (a parallel test worker, any program):
+    the first start chooses again; once started, the address is the broker's for good, so a restart whose
+    port is taken fails rather than moving."""
+    broker = KafkaBroker()
+    taken = broker.port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        try:
+            broker.start()
+            assert broker.port != taken
+            assert _read(broker.bootstrap_servers, "none-yet") == []
+            broker.stop()
+            with socket.socket() as again:
+                again.bind(("127.0.0.1", broker.port))
+                with pytest.raises(kafka_broker.KafkaUnavailable, match="Address already in use"):
+                    broker.start()
+        finally:
+            broker.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import random
 import signal
 import socket
 import subprocess
@@ -16,9 +17,32 @@ __all__ = ["end_process", "free_port", "locked", "log_tail", "wait_ready"]
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A loopback port free now, for a server started next. Chosen below the kernel's ephemeral range: a port
+    from bind(0) is one the kernel also hands to outgoing connections, and with parallel test workers opening
+    many, one could take it before the server (a broker's JVM takes seconds) binds it."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(_FIRST_PORT, low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use: another server, another worker's
+            return port
+    with socket.socket() as sock:  # a crowded range: the kernel's choice is still better than failing
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+_FIRST_PORT = 20_000  # above the well-known and most registered service ports
+
+
+def _ephemeral_low() -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        if low > _FIRST_PORT + 1000:
+            return low
+    return 32_768  # Linux's default start of the range
 
 
 @contextlib.contextmanager
