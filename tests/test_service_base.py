@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from tracescore._kafka_config import KafkaConnection
@@ -23,6 +23,7 @@ from tracescore._service import (
     ChangelogError,
     OutputLog,
     PartitionMeta,
+    StreamTime,
 )
 
 
@@ -117,3 +118,21 @@ def test_a_crash_point_kills_the_process_at_its_nth_pass_and_nowhere_else() -> N
     assert (done.returncode, done.stdout.split()) == (-9, ["1", "2"])
     unarmed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert (unarmed.returncode, unarmed.stdout.split()) == (0, ["1", "2", "3"])
+
+
+def test_the_stream_time_waits_for_input_still_in_stage_1_and_for_a_lagging_partition() -> None:
+    p0, p1 = TopicPartition("evaluations", 0), TopicPartition("evaluations", 1)
+    time = StreamTime()
+    time.input_ends(1_000, {p0: 5, p1: 3})
+    time.input_ends(2_000, {p0: 5, p1: 4})
+    # p1's record 3 is still in stage 1 (a member that crashed keeps the partition until its session ends).
+    assert time.committed({p0: 5, p1: 3}) is True and time.input_ms == 1_000
+    time.keyed_ends({0: 10})
+    assert time.of(0, 10, newest_ms=1_500) == 1_000, "read up: what arrived before 1 s is applied"
+    assert time.committed({p0: 5, p1: 3}) is False and time.input_ms == 1_000, "waits for record 3"
+    assert time.committed({p0: 5, p1: 4}) is True and time.input_ms == 2_000
+    time.keyed_ends({0: 12})
+    # Behind the keyed end: the records still unread came after the newest one read (900 ms).
+    assert time.of(0, 11, newest_ms=900) == 1_000, "never back in time"
+    assert time.of(0, 12, newest_ms=1_900) == 2_000
+    assert time.of(1, None, newest_ms=0) == 0, "a partition nothing is known of: no time yet"

@@ -20,6 +20,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
+from tracescore._kafka_config import RebalanceProtocol, rebalance_protocol_field, session_timeout_field
+
 __all__ = [
     "ConfigFileError",
     "FileSettings",
@@ -109,13 +111,10 @@ class ServiceSettings(FileSettings):
         description="Touched on every pass of the service loop: a liveness probe that checks its age sees a "
         "stuck loop.",
     )
-    session_timeout_ms: int = Field(
-        default=45_000,
-        ge=1_000,
-        description="Kafka's session.timeout.ms of both consumer groups: how long a crashed instance holds "
-        "its partitions before another (or its own restart) takes them over (the broker bounds it, 6 s to "
-        "30 min by default).",
+    session_timeout_ms: int = session_timeout_field(
+        "both consumer groups (the input's and the re-keyed topic's)"
     )
+    rebalance_protocol: RebalanceProtocol = rebalance_protocol_field("both consumer groups")
 
 
 def one_line(exc: ValidationError, model: type[BaseModel] | None = None) -> str:

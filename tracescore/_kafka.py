@@ -8,24 +8,30 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import KafkaError
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.errors import InconsistentGroupProtocolError, KafkaError
+from kafka.structs import MemberState
 
-from tracescore._kafka_config import KafkaConnection
+from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 
 __all__ = [
     "BrokerUnreachable",
+    "GroupProtocolMismatch",
     "LogOnce",
     "RebalanceListener",
     "caught_up",
     "check_broker",
     "connect",
     "ensure_topics",
+    "group_member",
     "lag",
+    "protocol_checked",
     "read_partitions",
     "redact_in_client_logs",
     "rekeying_clients",
@@ -97,9 +103,7 @@ def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic])
         admin.close()
 
 
-def wait_for_partitions(
-    client_config: Mapping[str, Any], topics: Iterable[str], timeout_s: float = 30.0
-) -> None:
+def wait_for_partitions(client_config: Mapping[str, Any], topics: Iterable[str], timeout_s: float) -> None:
     """Return once the cluster's metadata holds partitions for every topic (or after `timeout_s`).
 
     Call it before a group member subscribes: a member that joins while the metadata does not show a topic
@@ -127,8 +131,47 @@ def wait_for_partitions(
         probe.close()
 
 
+def group_member(session_timeout_ms: int, protocol: RebalanceProtocol) -> dict[str, Any]:
+    """A consumer group member's settings: its session, its heartbeats and the assignor of `protocol`."""
+    return {
+        "session_timeout_ms": session_timeout_ms,
+        # Kafka's rule of thumb: a heartbeat at most a third of the session, so two may be lost.
+        "heartbeat_interval_ms": min(3_000, session_timeout_ms // 3),
+        # kafka-python's default assignors are all eager; it refuses to mix eager and cooperative ones.
+        **(
+            {"partition_assignment_strategy": (CooperativeStickyAssignor,)}
+            if protocol == "cooperative"
+            else {}
+        ),
+    }
+
+
+class GroupProtocolMismatch(KafkaError):
+    """The group refused a member: its members rebalance with the other protocol (one line, what to do)."""
+
+    @classmethod
+    def of(cls, group: str, protocol: RebalanceProtocol, setting: str) -> GroupProtocolMismatch:
+        other = "eager" if protocol == "cooperative" else "cooperative"
+        return cls(
+            f"group {group!r} refused this member: its members rebalance {other}ly and this one {protocol}ly "
+            f"({setting}). Every member of a group must use the same; members of a tracescore without that "
+            f"setting rebalance eagerly: start new members with {setting} eager until the old ones are gone, "
+            "then switch them all at once"
+        )
+
+
+@contextmanager
+def protocol_checked(group: str, protocol: RebalanceProtocol, setting: str) -> Iterator[None]:
+    """A member refused by its group for its rebalance protocol raises GroupProtocolMismatch, which says what
+    to do, instead of kafka-python's InconsistentGroupProtocolError."""
+    try:
+        yield
+    except InconsistentGroupProtocolError as exc:
+        raise GroupProtocolMismatch.of(group, protocol, setting) from exc
+
+
 def rekeying_clients(
-    client: dict[str, Any], group: str, second: str, session_timeout_ms: int
+    client: dict[str, Any], group: str, second: str, session_timeout_ms: int, protocol: RebalanceProtocol
 ) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
     """The clients of a service that re-keys a topic into one of its own (`tracescore alert` by route,
     `tracescore conversations` by conversation): a member of `group` reading the input, a member of
@@ -138,8 +181,7 @@ def rekeying_clients(
         **client,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
-        "session_timeout_ms": session_timeout_ms,
-        "heartbeat_interval_ms": min(3_000, session_timeout_ms // 3),
+        **group_member(session_timeout_ms, protocol),
     }
     first = KafkaConsumer(**member, group_id=group)
     rekeyed = KafkaConsumer(**member, group_id=f"{group}.{second}")
@@ -207,6 +249,12 @@ class RebalanceListener(ConsumerRebalanceListener):
         if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
         self._assigned(assigned)
+
+    def polled(self, consumer: KafkaConsumer) -> None:
+        """After each poll: a member in its group with nothing to read got an assignment too (a cooperative
+        rebalance calls no listener for an empty one)."""
+        if self.first_assigned_at is None and consumer.group_metadata().state == MemberState.STABLE:
+            self.first_assigned_at = time.monotonic()
 
 
 class LogOnce:

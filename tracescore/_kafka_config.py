@@ -7,6 +7,8 @@
   services' own producers are tuned for their outputs).
 - `KafkaSettings`: both, the model behind `TRACESCORE_KAFKA__*`. Unknown names are refused.
 - `KafkaConnection`: what a client needs to reach the cluster (bootstrap servers, connect timeout, security).
+- The settings every consumer group member of ours has, each defined here once: `session_timeout_field`,
+  `rebalance_protocol_field`, `connect_timeout_field`.
 
 Pydantic only: importing this module imports no Kafka client, so the SDK's light install stays light.
 """
@@ -25,9 +27,13 @@ __all__ = [
     "KafkaSecurity",
     "KafkaSettings",
     "ProducerTuning",
+    "RebalanceProtocol",
     "SaslMechanism",
     "SecurityProtocol",
+    "connect_timeout_field",
     "kafka_settings_from_env",
+    "rebalance_protocol_field",
+    "session_timeout_field",
 ]
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -172,13 +178,42 @@ class KafkaSettings(KafkaSecurity, ProducerTuning):
         return KafkaSecurity(**{name: getattr(self, name) for name in KafkaSecurity.model_fields})
 
 
+# cooperative: a rebalance moves only the partitions that change owner (KIP-429, kafka-python's
+# cooperative-sticky assignor); eager: every member gives up every partition at each rebalance.
+RebalanceProtocol = Literal["cooperative", "eager"]
+
+
+def connect_timeout_field() -> Any:
+    return Field(
+        default=30.0, gt=0, description="Give up with an error if no broker answers within this time."
+    )
+
+
+def session_timeout_field(groups: str = "its consumer group") -> Any:
+    return Field(
+        default=45_000,
+        ge=1_000,
+        description=f"Kafka's session.timeout.ms of {groups}: how long a crashed member holds its partitions "
+        "before the group gives them to the others (the broker bounds it, 6 s to 30 min by default).",
+    )
+
+
+def rebalance_protocol_field(groups: str = "its consumer group") -> Any:
+    return Field(
+        default="cooperative",
+        description=f"How {groups} rebalance. cooperative: only the partitions that change owner move, the "
+        "others keep being read (KIP-429, kafka-python's cooperative-sticky assignor). eager: every member "
+        "gives up every partition at each rebalance; every member of a group must use the same one.",
+    )
+
+
 class KafkaConnection(BaseModel):
     """How a service's clients reach the cluster."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     bootstrap_servers: str
-    connect_timeout_s: float = Field(default=30.0, gt=0)
+    connect_timeout_s: float = connect_timeout_field()
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
 
     def client_config(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from alert_records import record
 from kafka import KafkaProducer
-from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
+from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.alert.testing import WebhookReceiver
 
@@ -40,7 +40,8 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 def run(bootstrap: str, prefix: str, config: Path, crash_at: str | None = None) -> ServiceProcess:
     args = ["--config", str(config), "--bootstrap-servers", bootstrap]
-    return ServiceProcess("alert", [*args, *(() if crash_at else ("--idle-timeout", "3"))], {}, crash_at)
+    stop = () if crash_at else ("--idle-timeout", IDLE_TIMEOUT_S)
+    return ServiceProcess("alert", [*args, *stop], {}, crash_at)
 
 
 def write_config(tmp_path: Path, prefix: str, url: str) -> Path:

@@ -202,6 +202,35 @@ def test_two_instances_split_the_routes_and_notify_each_alert_once(
     assert firing == routes  # each route's alert exactly once, whichever instance owned it
 
 
+def test_members_joining_and_leaving_in_turn_notify_each_alert_once(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    """A rebalance storm: a second and a third instance join and leave around every batch, leaving while the
+    batch's routes fire and the previous batch's resolve. Each alert fires once and resolves once."""
+    cfg = config(bootstrap, topic_prefix)
+    batches = [[f"/s{b}-{i}" for i in range(4)] for b in range(4)]
+
+    def each(state: str, routes: list[str]):  # type: ignore[no-untyped-def]
+        return lambda got: all(any(_is(r, route, state) for r in got) for route in routes)
+
+    with Running(cfg, receiver) as steady:
+        _wait(lambda: steady.first_assigned_at is not None)
+        for b, batch in enumerate(batches):
+            with Running(cfg, receiver) as second, Running(cfg, receiver) as third:
+                _wait(lambda: None not in (second.first_assigned_at, third.first_assigned_at))
+                earlier = batches[b - 1] if b else []
+                values = [v for route in batch for v in scores(route, 0.1)]
+                produce(
+                    bootstrap, cfg.evaluations_topic, values + [v for r in earlier for v in scores(r, 0.95)]
+                )
+                receiver.wait_for(lambda got: any(_is(r, route, "firing") for r in got for route in batch))  # noqa: B023
+        produce(bootstrap, cfg.evaluations_topic, [v for route in batches[-1] for v in scores(route, 0.95)])
+        routes = [route for batch in batches for route in batch]
+        receiver.wait_for(lambda got: each("firing", routes)(got) and each("resolved", routes)(got), 180)
+    sent = sorted((r.json()["route"], r.json()["state"]) for r in receiver.requests)
+    assert sent == sorted((route, state) for route in routes for state in ("firing", "resolved"))
+
+
 def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
     bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
 ) -> None:

@@ -70,3 +70,51 @@ def test_the_command_writes_a_record_per_conversation_and_says_what_it_did(
     assert result.exit_code == 0, result.output
     assert "turn_records=2 records=1 (revisions 0)" in result.output
     assert "skipped: no_conversation=1" in result.output
+    assert "state: partitions_read=6" in result.output, "the state of each turns partition read back once"
+
+
+@pytest.mark.kafka
+def test_a_member_rebalancing_unlike_its_group_is_refused_with_one_line_saying_what_to_do(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """An upgrade run side by side with members of the other rebalance protocol (tracescore before it had
+    the setting rebalances eagerly): kafka-python refuses one member mixing both."""
+    import threading
+    import time
+
+    from tracescore.conversations import ConversationsConfig, ConversationService
+
+    env = {
+        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{topic_prefix}.turns",
+        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{topic_prefix}.state",
+        "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{topic_prefix}.spans",
+        "TRACESCORE_CONVERSATIONS_REBALANCE_PROTOCOL": "cooperative",
+    }
+    names = {name.removeprefix("TRACESCORE_CONVERSATIONS_").lower(): value for name, value in env.items()}
+    older = ConversationService(
+        ConversationsConfig(
+            **{**names, "rebalance_protocol": "eager"},
+            bootstrap_servers=bootstrap,
+            evaluations_topic=f"{topic_prefix}.evaluations",
+            group_id=topic_prefix,
+        )
+    )
+    running = threading.Thread(target=older.run, daemon=True)
+    running.start()
+    try:
+        deadline = time.monotonic() + 60
+        while older.first_assigned_at is None:  # in the group first
+            assert time.monotonic() < deadline, "the older member never joined"
+            time.sleep(0.1)
+        flags = [
+            "--bootstrap-servers", bootstrap, "--evaluations-topic", f"{topic_prefix}.evaluations",
+            "--group-id", topic_prefix, "--idle-timeout", "30",
+        ]  # fmt: skip
+        result = CliRunner().invoke(main, ["conversations", *flags], env=env)
+    finally:
+        older.stop()
+        running.join(60)
+    assert result.exit_code == 1, result.output
+    assert f"group '{topic_prefix}' refused this member: its members rebalance eagerly" in result.output
+    assert "start new members with rebalance_protocol eager until the old ones are gone" in result.output
+    assert "Traceback" not in result.output

@@ -131,7 +131,9 @@ class Harness:
     ) -> list[EvaluationRecord]:
         """One tick and checkpoint at `now`; the turns' revised records written (then read back)."""
         self.now = now or self.now
-        self.logic.tick(self.now, lambda partition: caught_up)
+        # Read up: the stream time past every change; else short of the changes read.
+        read_to = int(self.now.timestamp() * 1000) + 1 if caught_up else 0
+        self.logic.tick(self.now, lambda partition: read_to)
         outputs = self.logic.outputs(found or {})
         self.logic.written(outputs, found or {})
         self.logic.to_save()

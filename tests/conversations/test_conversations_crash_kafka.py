@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from conversation_turns import read_topic, turn
 from kafka import KafkaProducer
-from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
+from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.model import EvaluationRecord, read_conversation_record
 
@@ -40,7 +40,7 @@ def run(bootstrap: str, prefix: str, crash_at: str | None = None) -> ServiceProc
         *("--bootstrap-servers", bootstrap, "--evaluations-topic", f"{prefix}.evaluations"),
         *("--conversations-topic", f"{prefix}.conversations", "--group-id", f"{prefix}.conversations"),
         *("--quiet-seconds", "1"),
-        *(() if crash_at else ("--idle-timeout", "3")),
+        *(() if crash_at else ("--idle-timeout", IDLE_TIMEOUT_S)),
     ]
     env = {
         "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",

@@ -11,7 +11,7 @@ from conversation_turns import read_topic, turn
 
 from tracescore.consume import decode_message
 from tracescore.emit import EVALUATION_SPANS_HEADER
-from tracescore.model import EvaluationRecord
+from tracescore.model import EvaluationRecord, read_evaluation_record
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
@@ -81,6 +81,36 @@ def test_two_instances_split_the_conversations_and_record_each_once(
     assert sorted(r.conversation_id for r in written) == conversations
     assert all(r.turns == 3 for r in written)
     assert first.written and second.written, "both instances owned some"
+
+
+@pytest.mark.parametrize("protocol", ["cooperative", "eager"])
+def test_an_instance_joining_and_leaving_moves_only_the_partitions_that_change_owner(
+    bootstrap: str, topic_prefix: str, protocol: str
+) -> None:
+    """Cooperative rebalancing (the default): the first instance keeps reading the partitions it keeps and
+    reads back the state of those it gets, never of those it had. Eager: every rebalance reads back all."""
+    cfg = config(bootstrap, topic_prefix, rebalance_protocol=protocol)
+    with Running(cfg) as first:
+        wait(lambda: first.service.first_assigned_at is not None)
+        with Running(cfg) as second:
+            wait(lambda: second.service.first_assigned_at is not None)
+            produce(bootstrap, cfg.evaluations_topic, [turn(n, 1.0, f"c-{n}") for n in range(12)])
+            wait(lambda: len(first.written) + len(second.written) == 12)
+        # The first owns every partition again once it wrote conversations from each.
+        produce(bootstrap, cfg.evaluations_topic, [turn(12 + n, 1.0, f"late-{n}") for n in range(12)])
+        wait(lambda: len(first.written) + len(second.written) == 24)
+    later = {f"late-{n}" for n in range(12)}
+    partitions = {
+        m.partition
+        for m in read_topic(bootstrap, cfg.turns_topic)
+        if read_evaluation_record(m.value).session_id in later
+    }
+    assert len(partitions) == 6, "the later conversations sit on every partition"
+    # 6 partitions at the start, 3 handed back when the second left (eager: 6 + 3 + 6, or more).
+    read = first.service.stats.state["partitions_read"]
+    assert read == 9 if protocol == "cooperative" else read > 9, read
+    second_read = second.service.stats.state["partitions_read"]
+    assert second_read == 3 if protocol == "cooperative" else second_read >= 3, second_read
 
 
 def test_bad_records_are_counted_and_the_service_goes_on(bootstrap: str, topic_prefix: str) -> None:

@@ -42,7 +42,7 @@ def test_100000_open_conversations_stay_within_the_cap_the_oldest_written_early_
         record = first.model_copy(update={"session_id": f"c-{n}", "trace_id": f"{n:032x}"})
         the_logic.apply(message(record.model_dump_json().encode(), n, partition=n % 6), replay=False)
     assert len(the_logic.tracker) == opened
-    the_logic.tick(T0 + timedelta(days=1), caught_up=lambda partition: False)  # none quiet: only the cap
+    the_logic.tick(T0 + timedelta(days=1), stream_time=lambda partition: 0)  # none quiet: only the cap
     outputs = the_logic.outputs({})
     the_logic.written(outputs, {})
     assert len(the_logic.tracker) == cap, "memory holds the cap, not every open conversation"
@@ -58,12 +58,12 @@ def test_a_record_found_on_the_topic_after_a_crash_is_marked_written_not_written
     the_logic, written = logic(quiet_seconds=1.0)
     for n in range(3):
         the_logic.apply(message(turn(n + 1, 1.0).model_dump_json().encode(), n), replay=False)
-    the_logic.tick(T0 + timedelta(days=1), caught_up=lambda partition: True)
+    the_logic.tick(T0 + timedelta(days=1), stream_time=lambda partition: ms(T0 + timedelta(days=1)))
     [output] = the_logic.outputs({})
     found = {output.id: output.digest}
     the_logic.written([output], found)
     assert (written[0].records, written[0].found) == ([], 1)
     [(_, _, state)] = the_logic.to_save()
     assert state is not None and [e.revision for e in state.emitted] == [0]  # type: ignore[attr-defined]
-    the_logic.tick(T0 + timedelta(days=1), caught_up=lambda partition: True)
+    the_logic.tick(T0 + timedelta(days=1), stream_time=lambda partition: ms(T0 + timedelta(days=1)))
     assert the_logic.outputs({}) == [], "nothing due: the state knows the record"

@@ -145,14 +145,6 @@ def test_a_quiet_conversation_is_due_and_a_later_turn_revises_it() -> None:
     assert second.started_at == first.started_at
 
 
-def test_a_lagging_partition_is_not_quiet_until_its_turns_are_read() -> None:
-    t = tracker()
-    feed(t, [turn(1, 1.0)], partition=3)
-    much_later = ms(T0) + 10_000_000
-    assert t.quiet(lambda p: t.now_of(p, much_later, caught_up=False)) == []
-    assert len(t.quiet(lambda p: t.now_of(p, much_later, caught_up=True))) == 1
-
-
 def test_the_state_snapshot_restores_the_conversation_and_skips_what_it_already_holds() -> None:
     t = tracker()
     feed(t, [turn(1, 1.0), turn(2, 0.0)])

@@ -12,6 +12,7 @@ decides, and which states to save. Docs: Contributing, Architecture (state, comm
 """
 
 from tracescore._service._changelog import Changelog, ChangelogError, PartitionMeta
+from tracescore._service._clock import StreamClock, StreamTime
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._crash import CRASH_ENV, crash_point
 from tracescore._service._keyed import KeyedLogic, KeyedStage, Saved
@@ -37,6 +38,8 @@ __all__ = [
     "ServiceTopics",
     "StateCodec",
     "StateRecord",
+    "StreamClock",
+    "StreamTime",
     "UnreadableState",
     "crash_point",
 ]

@@ -59,7 +59,9 @@ class KeyedLogic(Protocol):
     def apply(self, message: ConsumerRecord, replay: bool) -> None:
         """One record; `replay`: read again after a restore, its effect is already in the saved state."""
 
-    def tick(self, now: datetime, caught_up: Callable[[int], bool]) -> None: ...
+    def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
+        """`stream_time(partition)`: every input record that arrived before it (ms) and belongs to the
+        partition is applied; one re-keyed later came later (docs: `_service/_clock.py`)."""
 
     def outputs(self, found: Mapping[str, str]) -> list[Output]:
         """The outputs decided since the last call; `found`: ids (-> digest) already on the output topics."""
@@ -107,10 +109,12 @@ class KeyedStage:
         self.outputs = outputs
         self.logic = logic
         self.legacy_topic = legacy_topic
-        self.first_assigned_at: float | None = None
-        self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0}
+        self._listener: RebalanceListener | None = None
+        # keys restored and carried over, the state topic recreated, partitions whose state was read back
+        self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0, "partitions_read": 0}
         self._pending: set[TopicPartition] = set()
         self._replay_below: dict[int, int] = {}
+        self._newest: dict[int, int] = {}  # partition -> time of the newest record read (ms)
         self._committed: dict[int, int] = {}
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
@@ -121,13 +125,17 @@ class KeyedStage:
 
     # -- poll -------------------------------------------------------------------------------------------
     def subscribe(self) -> None:
-        listener = RebalanceListener(self.log, assigned=self._assigned, revoked=self._revoked)
-        self.consumer.subscribe([self.topic], listener=listener)
+        self._listener = RebalanceListener(self.log, assigned=self._assigned, revoked=self._revoked)
+        self.consumer.subscribe([self.topic], listener=self._listener)
+
+    @property
+    def first_assigned_at(self) -> float | None:
+        """When the group first gave this member its partitions (none, too, when more members than them)."""
+        return None if self._listener is None else self._listener.first_assigned_at
 
     def _assigned(self, assigned: Sequence[TopicPartition]) -> None:
-        # On the client's IO thread while `poll` waits: park them until the main loop restored them.
-        if self.first_assigned_at is None:
-            self.first_assigned_at = time.monotonic()
+        # On the client's IO thread while `poll` waits: park them until the main loop restored them. With
+        # cooperative rebalancing `assigned` is only what was added: what the member keeps reads on.
         self._pending.update(assigned)
         self.consumer.pause(*assigned)
 
@@ -137,13 +145,15 @@ class KeyedStage:
         self.logic.forget_partitions(gone)
         self._pending.difference_update(revoked)
         for partition in gone:
-            for table in (self._replay_below, self._committed, self._metas, self._found):
+            for table in (self._replay_below, self._committed, self._metas, self._found, self._newest):
                 table.pop(partition, None)
         self._meta_due -= gone
 
     def step(self, timeout_ms: int) -> int:
         """Poll once, restore what was newly assigned, apply the rest; the number of records read."""
         polled = self.consumer.poll(timeout_ms=timeout_ms)
+        if self._listener is not None:
+            self._listener.polled(self.consumer)
         if self._pending:
             # Anything fetched for them before the seek is read again from the restored position.
             polled = {tp: m for tp, m in polled.items() if tp not in self._pending}
@@ -154,9 +164,27 @@ class KeyedStage:
             for message in messages:
                 self.logic.apply(message, message.offset < replay_below)
                 count += 1
+            newest = max(m.timestamp for m in messages)
+            self._newest[tp.partition] = max(self._newest.get(tp.partition, 0), newest)
         if count:
             crash_point("keyed.applied")
         return count
+
+    def positions(self) -> dict[int, int | None]:
+        """Where each restored partition is read to (None: not known yet)."""
+        out: dict[int, int | None] = {}
+        for tp in self.consumer.assignment():
+            if tp in self._pending or tp.partition not in self._replay_below:
+                continue
+            try:
+                out[tp.partition] = self.consumer.position(tp, timeout_ms=100)
+            except KafkaError:
+                out[tp.partition] = None
+        return out
+
+    def read_to(self) -> dict[int, tuple[int | None, int]]:
+        """Per restored partition: where it is read to, and the time of the newest record read (ms)."""
+        return {p: (position, self._newest.get(p, 0)) for p, position in self.positions().items()}
 
     def caught_up(self) -> Callable[[int], bool]:
         left = {tp.partition: n for tp, n in lag(self.consumer).items() if tp not in self._pending}
@@ -173,6 +201,7 @@ class KeyedStage:
             return
         mine = [tp.partition for tp in assigned]
         read = self.changelog.read(mine)
+        self.counts["partitions_read"] += len(mine)
         restored = sum(self._restore_partition(p, read[p]) for p in mine)
         fresh = [p for p in mine if read[p].meta is None and read[p].unreadable_meta is None]
         migrated = self._migrate(fresh)
@@ -337,14 +366,8 @@ class KeyedStage:
         return future
 
     def _commit(self) -> None:
-        positions: dict[int, int] = {}
-        for tp in self.consumer.assignment():
-            if tp in self._pending:
-                continue
-            try:
-                positions[tp.partition] = self.consumer.position(tp, timeout_ms=1000)
-            except KafkaError:  # no position yet: nothing read, nothing to commit
-                continue
+        # Restored partitions only: one revoked stays assigned until the rebalance completes, its keys gone.
+        positions = {p: offset for p, offset in self.positions().items() if offset is not None}
         due = {
             TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
             for partition, offset in self.logic.commit_floors(positions).items()

@@ -16,9 +16,17 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._kafka import connect, ensure_topics, lag, rekeying_clients, wait_for_partitions
-from tracescore._kafka_config import KafkaConnection
+from tracescore._kafka import (
+    connect,
+    ensure_topics,
+    lag,
+    protocol_checked,
+    rekeying_clients,
+    wait_for_partitions,
+)
+from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._changelog import Changelog
+from tracescore._service._clock import StreamClock
 from tracescore._service._keyed import KeyedLogic, KeyedStage
 from tracescore._service._outputs import OutputLog
 from tracescore._service._rekey import Forward, RekeyStage
@@ -48,6 +56,7 @@ class ServiceLoop:
         group_id: str,
         stage: str,
         session_timeout_ms: int,
+        rebalance_protocol: RebalanceProtocol,
         topics: ServiceTopics,
         forward: Callable[[ConsumerRecord], Forward | None],
         oversized: Callable[[str], None],
@@ -68,15 +77,19 @@ class ServiceLoop:
         self._health_file = health_file
         self._every_batch = checkpoint_every_batch
         self._stopping = False
+        self._group_id, self._protocol = group_id, rebalance_protocol
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
-            ingest, keyed, producer = rekeying_clients(client, group_id, stage, session_timeout_ms)
+            ingest, keyed, producer = rekeying_clients(
+                client, group_id, stage, session_timeout_ms, rebalance_protocol
+            )
             return ingest, keyed, producer, Changelog(connection, topics.state, topics.keyed)
 
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
         self.rekey = RekeyStage(self._ingest, self._producer, topics.keyed, forward, oversized)
         self._outputs = OutputLog(connection, self._producer, topics.verified)
+        self._stream = StreamClock(connection, group_id, topics.inputs, topics.keyed, clock)
         self.keyed = KeyedStage(
             log=log,
             connection=connection,
@@ -103,7 +116,8 @@ class ServiceLoop:
             self._changelog.ensure()  # ChangelogError (one line): partitioned unlike the keyed topic
             self.rekey.subscribe(t.inputs, self.log)
             self.keyed.subscribe()
-            self._loop(idle_timeout_s)
+            with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
+                self._loop(idle_timeout_s)
             clean = True
         finally:
             if clean:
@@ -123,23 +137,14 @@ class ServiceLoop:
                 last_moved = time.monotonic()
             if time.monotonic() - last_tick >= self._tick_s:
                 last_tick = time.monotonic()
-                caught_up = self._caught_up()
-                self._logic.tick(self._clock(), caught_up)
+                caught_up = self.keyed.caught_up()
+                self._logic.tick(self._clock(), self._stream.tick(self.keyed.read_to))
                 self.keyed.checkpoint(caught_up)
             elif moved and self._every_batch:
                 self.keyed.checkpoint()
             if idle_timeout_s and self._idle(last_moved, idle_timeout_s):
                 self.log.info("no record for %.1fs, nothing left to read or write; stopping", idle_timeout_s)
                 return
-
-    def _caught_up(self) -> Callable[[int], bool]:
-        """A keyed partition is read up when it is read to its end and this instance's stage 1 has read its
-        input to the end too: records it has yet to re-key may be on their way to that partition (a restart
-        whose stage 1 waits out the killed member's session while stage 2 already reads the keyed topic)."""
-        keyed = self.keyed.caught_up()
-        if self.rekey.first_assigned_at is None or not all(left == 0 for left in lag(self._ingest).values()):
-            return lambda partition: False
-        return keyed
 
     def _idle(self, last_moved: float, idle_timeout_s: float) -> bool:
         """Counted from the first assignment of both stages (a restart may wait out a killed member's session
@@ -158,3 +163,4 @@ class ServiceLoop:
         self.keyed.consumer.close(autocommit=False)
         self._outputs.close()
         self._changelog.close()
+        self._stream.close()

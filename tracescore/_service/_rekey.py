@@ -62,7 +62,10 @@ class RekeyStage:
         """Poll once, write the batch again, commit it; the number of records read."""
         count = 0
         futures = []
-        for messages in self.consumer.poll(timeout_ms=timeout_ms).values():
+        polled = self.consumer.poll(timeout_ms=timeout_ms)
+        if self._joined is not None:
+            self._joined.polled(self.consumer)
+        for messages in polled.values():
             for message in messages:
                 count += 1
                 forward = self._forward(message)

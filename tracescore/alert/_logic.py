@@ -133,7 +133,7 @@ class AlertLogic:
         self._through[key] = max(through, message.offset)
         self._partition[key] = message.partition
 
-    def tick(self, now: datetime, caught_up: Callable[[int], bool]) -> None:
+    def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
         self._decided(self.evaluator.tick(now))
         self._resend_firing(now)  # a repeat by design (Alertmanager forgets an alert nobody re-sends)
 

@@ -17,7 +17,7 @@ from tracescore.cli._options import (
     service_config_option,
     settings_options,
 )
-from tracescore.cli._service import run_service, service_settings
+from tracescore.cli._service import counted, run_service, service_settings
 
 __all__ = ["alert"]
 
@@ -27,7 +27,7 @@ __all__ = ["alert"]
     "alert", "Alert config YAML (or TOML): rules, judge health, sinks; see the docs, Alerting."
 )
 @settings_options(AlertConfig, only=("bootstrap_servers", "evaluations_topic", "group_id"))
-@idle_timeout_option("Stop after this many seconds without an evaluation record (demos, tests).")
+@idle_timeout_option("")
 @connect_timeout_option
 @kafka_security_options
 def alert(
@@ -46,10 +46,10 @@ def alert(
         lambda service: service.run(idle_timeout_s=idle_timeout),
         connection.bootstrap_servers,
     )
-    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
         f"records={stats.records} notifications={stats.notifications} "
         f"delivery_failures={stats.delivery_failures} evicted_routes={stats.evicted_routes} "
-        f"skipped: {skipped}",
+        f"skipped: {counted(stats.skipped)} "
+        f"state: {counted(stats.state)}",
         err=True,
     )

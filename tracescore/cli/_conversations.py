@@ -19,7 +19,7 @@ from tracescore.cli._options import (
     service_config_option,
     settings_options,
 )
-from tracescore.cli._service import meter_provider, run_service, service_settings
+from tracescore.cli._service import counted, meter_provider, run_service, service_settings
 from tracescore.conversations import ConversationsConfig
 
 __all__ = ["conversations"]
@@ -37,9 +37,7 @@ _FLAGS = ("bootstrap_servers", "evaluations_topic", "conversations_topic", "grou
     ConversationsConfig, only=_FLAGS, types={"quiet_seconds": click.FloatRange(min=0, min_open=True)}
 )
 @otlp_metrics_option("the conversation metrics")
-@idle_timeout_option(
-    "Stop after this many seconds without a record once every open conversation is written (demos, tests)."
-)
+@idle_timeout_option(", every open conversation written,")
 @connect_timeout_option
 @kafka_security_options
 @llm_judge_options(
@@ -87,10 +85,10 @@ def conversations(
         )
     finally:
         provider.shutdown()  # exports what was recorded since the last interval
-    skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     click.echo(
         f"turn_records={stats.turn_records} records={stats.records} (revisions {stats.revisions}) "
-        f"evicted={stats.evicted} forgotten={stats.forgotten} skipped: {skipped}",
+        f"evicted={stats.evicted} forgotten={stats.forgotten} skipped: {counted(stats.skipped)} "
+        f"state: {counted(stats.state)}",
         err=True,
     )
     grounding = ", ".join(f"{k}={v}" for k, v in sorted(stats.grounding.counts.items()))

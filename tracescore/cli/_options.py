@@ -225,8 +225,14 @@ kafka_security_options = settings_options(
 )
 
 
-def idle_timeout_option(help_text: str) -> Decorator:
-    """`--idle-timeout` of a service that re-keys the records (demos and tests stop it this way)."""
+def idle_timeout_option(done: str) -> Decorator:
+    """`--idle-timeout` of a service that re-keys the records (demos and tests stop it this way); `done`:
+    what else must hold before it stops."""
+    help_text = (
+        f"Stop once everything is read{done} and no record arrived for this many seconds (counted from the "
+        "last one read, at the earliest from joining the group). For demos and tests; unset, it runs until "
+        "stopped (SIGTERM, Ctrl-C)."
+    )
     return click.option(
         "--idle-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help=help_text
     )

@@ -25,6 +25,7 @@ from tracescore.cli._options import nest
 
 __all__ = [
     "STOP_SIGNALS",
+    "counted",
     "meter_provider",
     "metrics_resource",
     "run_service",
@@ -86,6 +87,11 @@ def run_service(
         raise click.ClickException(str(exc)) from exc
     except KafkaError as exc:  # missing rights and the like
         raise click.ClickException(f"Kafka at {bootstrap_servers}: {exc}") from exc
+
+
+def counted(counts: Mapping[str, int]) -> str:
+    """A closing summary's counts (`skipped`, `state`) as `name=n, ...`, the zeros left out; "none"."""
+    return ", ".join(f"{name}={n}" for name, n in sorted(counts.items()) if n) or "none"
 
 
 def service_settings(

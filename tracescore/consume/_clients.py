@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
-from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 
-from tracescore._kafka import BrokerUnreachable, ensure_topics, wait_for_partitions
+from tracescore._kafka import BrokerUnreachable, ensure_topics, group_member, wait_for_partitions
 from tracescore._kafka import connect as _connect
 from tracescore.consume._settings import ConsumerSettings
 
@@ -47,15 +46,7 @@ def _consumer(settings: ConsumerSettings, config: dict[str, Any]) -> KafkaConsum
         auto_offset_reset=settings.auto_offset_reset,
         max_poll_records=settings.max_poll_records,
         max_poll_interval_ms=settings.max_poll_interval_ms,
-        session_timeout_ms=settings.session_timeout_ms,
-        # kafka-python's default assignors are all eager; it refuses to mix eager and cooperative ones.
-        **(
-            {"partition_assignment_strategy": (CooperativeStickyAssignor,)}
-            if settings.rebalance_protocol == "cooperative"
-            else {}
-        ),
-        # Kafka's rule of thumb: a heartbeat at most a third of the session, so two may be lost.
-        heartbeat_interval_ms=min(3_000, settings.session_timeout_ms // 3),
+        **group_member(settings.session_timeout_ms, settings.rebalance_protocol),
     )
 
 

@@ -19,9 +19,15 @@ from collections.abc import Callable, Collection, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import InconsistentGroupProtocolError
 
-from tracescore._kafka import RebalanceListener, caught_up, check_broker, lag
+from tracescore._kafka import (
+    GroupProtocolMismatch,
+    RebalanceListener,
+    caught_up,
+    check_broker,
+    lag,
+    protocol_checked,
+)
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._clients import connect, subscribe
@@ -31,7 +37,7 @@ from tracescore.consume._lifecycle import Lifecycle, RunState
 from tracescore.consume._outputs import Outputs, default_sink
 from tracescore.consume._pauser import Pauser
 from tracescore.consume._pipeline import Admitted, Pipeline
-from tracescore.consume._rebalance import GroupProtocolMismatch, Rebalance
+from tracescore.consume._rebalance import Rebalance
 from tracescore.consume._scorer import Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
@@ -206,10 +212,9 @@ class EvaluationConsumer:
             return []
         timeout_ms = _BUSY_POLL_MS if self._lifecycle.busy else self.settings.poll_timeout_ms
         batch: list[ConsumerRecord] = []
-        try:
+        settings = self.settings
+        with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
             polled = consumer.poll(timeout_ms=timeout_ms)
-        except InconsistentGroupProtocolError as exc:
-            raise GroupProtocolMismatch.of(self.settings) from exc
         for partition, messages in polled.items():
             if messages:
                 # A partition's messages come in offset order: its first and last offsets say all it read.

@@ -31,23 +31,9 @@ from tracescore.consume._outputs import Outputs
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
 
-__all__ = ["GroupProtocolMismatch", "Rebalance"]
+__all__ = ["Rebalance"]
 
 _log = logging.getLogger("tracescore.consume")
-
-
-class GroupProtocolMismatch(RuntimeError):
-    """The group refused this member: its members rebalance with another protocol."""
-
-    @classmethod
-    def of(cls, settings: ConsumerSettings) -> GroupProtocolMismatch:
-        other = "eager" if settings.rebalance_protocol == "cooperative" else "cooperative"
-        return cls(
-            f"group {settings.group_id!r} refused this member: its members rebalance {other}ly and this one "
-            f"{settings.rebalance_protocol}ly (--rebalance-protocol). Every member of a group must use the "
-            "same; members of a tracescore without that option rebalance eagerly: start new members with "
-            "--rebalance-protocol eager until the old ones are gone, then switch them all at once"
-        )
 
 
 class Rebalance:

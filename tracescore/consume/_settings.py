@@ -16,7 +16,15 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, read_table
-from tracescore._kafka_config import KafkaConnection, KafkaSecurity, KafkaSettings
+from tracescore._kafka_config import (
+    KafkaConnection,
+    KafkaSecurity,
+    KafkaSettings,
+    RebalanceProtocol,
+    connect_timeout_field,
+    rebalance_protocol_field,
+    session_timeout_field,
+)
 from tracescore.consume._assemble import AssemblySettings
 from tracescore.emit import EVIDENCE_CHARS
 from tracescore.model import EVIDENCE_TOPIC
@@ -66,19 +74,8 @@ class ConsumerSettings(FileSettings):
         description="Kafka's max.poll.interval.ms. The loop polls while judges run, so a slow judge never "
         "risks it.",
     )
-    session_timeout_ms: int = Field(
-        default=45_000,
-        ge=1_000,
-        description="Kafka's session.timeout.ms: how long a crashed member holds its partitions before the "
-        "group gives them to the others (the broker bounds it, 6 s to 30 min by default).",
-    )
-    rebalance_protocol: Literal["cooperative", "eager"] = Field(
-        default="cooperative",
-        description="cooperative: a rebalance moves only the partitions that change owner, the others keep "
-        "being read and scored (KIP-429, kafka-python's cooperative-sticky assignor). eager: every member "
-        "gives up every partition at each rebalance (the range, round-robin and sticky assignors); every "
-        "member of a group must use the same one.",
-    )
+    session_timeout_ms: int = session_timeout_field()
+    rebalance_protocol: RebalanceProtocol = rebalance_protocol_field()
     revoke_timeout_s: float = Field(
         default=10.0,
         ge=0,
@@ -99,11 +96,7 @@ class ConsumerSettings(FileSettings):
     drain_timeout_s: float = Field(
         default=60.0, ge=0, description="On SIGTERM/SIGINT, wait this long for interactions being scored."
     )
-    connect_timeout_s: float = Field(
-        default=KafkaConnection.model_fields["connect_timeout_s"].default,
-        gt=0,
-        description="Give up with an error if no broker answers within this time.",
-    )
+    connect_timeout_s: float = connect_timeout_field()
     max_message_bytes: int = Field(
         default=900_000, ge=1024, description="Largest output message; bigger records are cut to fit."
     )

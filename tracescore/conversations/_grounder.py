@@ -80,8 +80,11 @@ class Grounder:
         return self.store.open() + len(self._decided)
 
     # -- decide -----------------------------------------------------------------------------------------
-    def tick(self, now: datetime, now_of: Callable[[int], int], caught_up: Callable[[int], bool]) -> None:
-        for held in self.store.to_forget(now_of):
+    def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
+        """Forget by the partitions' stream time (the service base's); decide the changed conversations. A
+        conversation is read up when its partition's stream time passed its last change: every record and
+        document written before that was applied."""
+        for held in self.store.to_forget(stream_time):
             self.store.forget(held)
             self.stats.counts["forgotten"] += 1
         # At most this many conversations a tick, so a burst of follow-ups (an LLM judge at a few seconds a
@@ -96,13 +99,13 @@ class Grounder:
             for turn in list(held.turns.values()):
                 offline = [c for c in turn.checks if c.record.annotator_kind == "CODE"]
                 for check in offline:
-                    jobs += self._plan(held, turn, check, now, caught_up)
+                    jobs += self._plan(held, turn, check, now, _read_up(held, stream_time))
         self._run(jobs, now)
         jobs = []
         for held in changed:
             for turn in list(held.turns.values()):
                 for check in (c for c in turn.checks if c.record.annotator_kind == "LLM"):
-                    planned = self._plan(held, turn, check, now, caught_up)
+                    planned = self._plan(held, turn, check, now, _read_up(held, stream_time))
                     jobs += planned
                     if not planned:
                         paired.append((held, turn, check))
@@ -115,7 +118,7 @@ class Grounder:
                 self._decide(held, turn, check, decision_record(base, now, note, offline=pair), "paired")
 
     def _plan(
-        self, held: Held, turn: TurnState, check: HeldCheck, now: datetime, caught_up: Callable[[int], bool]
+        self, held: Held, turn: TurnState, check: HeldCheck, now: datetime, read_up: bool
     ) -> list[_Job]:
         """What to do with one check: judge it again (a job), say why it cannot be (decided now), or
         nothing."""
@@ -137,7 +140,7 @@ class Grounder:
             # Why it cannot be judged again is said only once everything written so far was read: an earlier
             # turn's documents, or the reason to judge it, may be on their way.
             to_say = context.without_documents if not context.earlier else len(context.earlier)
-            if to_say and check.status != "not_rejudged" and not caught_up(held.partition):
+            if to_say and check.status != "not_rejudged" and not read_up:
                 held.recheck = True
                 return []
             check.checked = stamp
@@ -360,6 +363,10 @@ def _earlier_turns(status: str, job: _Job, outcome: Regrounded | None) -> dict[s
     if context.other_users:
         described["other_user_turns_left_out"] = context.other_users
     return described
+
+
+def _read_up(held: Held, stream_time: Callable[[int], int]) -> bool:
+    return stream_time(held.partition) > held.last_arrival_ms
 
 
 def _shadowed(check: HeldCheck) -> bool:

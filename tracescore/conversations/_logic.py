@@ -171,24 +171,21 @@ class ConversationLogic:
         if past_cap:
             self._skip("records_past_cap", "a session id shared by more turns than max_turns", past_cap)
 
-    def tick(self, now: datetime, caught_up: Callable[[int], bool]) -> None:
-        wall_ms = _ms(now)
-
-        def now_of(partition: int) -> int:
-            return self.tracker.now_of(partition, wall_ms, caught_up(partition))
-
+    def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
+        # Quiet, forgotten or due for a checkpoint by the partition's stream time, not the wall clock: a turn
+        # still held back in stage 1 (a rebalance, a crashed member's partitions) is not silence.
         self._now = now
         evicted = self.tracker.over_capacity()
         self._evicting = {c.key for c in evicted}
-        self._writing = [c for c in self.tracker.quiet(now_of) if c.key not in self._evicting] + evicted
-        for conversation in self.tracker.to_checkpoint(now_of):
+        self._writing = [c for c in self.tracker.quiet(stream_time) if c.key not in self._evicting] + evicted
+        for conversation in self.tracker.to_checkpoint(stream_time):
             self._save[conversation.key] = conversation.partition
-        for conversation in self.tracker.to_forget(now_of):
+        for conversation in self.tracker.to_forget(stream_time):
             self.tracker.forget(conversation)
             self._save[conversation.key] = conversation.partition
             self.stats.forgotten += 1
         if self.grounder is not None:
-            self.grounder.tick(now, now_of, caught_up)
+            self.grounder.tick(now, stream_time)
 
     # -- outputs ----------------------------------------------------------------------------------------
     def outputs(self, found: Mapping[str, str]) -> list[Output]:

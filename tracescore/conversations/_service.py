@@ -117,6 +117,7 @@ class ConversationService:
             connection=self.connection,
             group_id=c.group_id,
             session_timeout_ms=c.session_timeout_ms,
+            rebalance_protocol=c.rebalance_protocol,
             stage="turns",
             topics=topics,
             forward=self._forward,

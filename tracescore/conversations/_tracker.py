@@ -2,9 +2,9 @@
 forget or evict, and which turns-topic offsets may be committed. Pure logic on times passed in; no Kafka.
 
 Time is the turns topic's: a turn's arrival is its message's timestamp there, and "now" for a partition is
-the wall clock once the partition is read to its end (and the instance's first stage its input: the service
-base's `caught_up`), else the newest arrival read from it. So a restart that re-reads a partition, or an
-instance that lags, never finds a conversation quiet whose next turn is still waiting to be read.
+its stream time (the service base's `StreamClock`): a turn not applied yet was re-keyed after it. So a
+restart that re-reads a partition, an instance that lags, or a turn held back in stage 1 by a rebalance or a
+crashed member never makes a conversation quiet whose next turn is still on its way.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ class ConversationTracker:
         self.config = config
         # Least recently changed first: eviction takes from the front, forgetting stops at the first too new.
         self._held: OrderedDict[Key, Conversation] = OrderedDict()
-        self._newest: dict[int, int] = {}  # partition -> newest arrival read (ms)
         self._unsorted = False  # restored conversations were appended out of order
         self.counts: Counter[str] = Counter()
 
@@ -42,7 +41,6 @@ class ConversationTracker:
 
     def apply(self, record: EvaluationRecord, partition: int, offset: int, arrival_ms: int) -> None:
         """One turn record read from the turns topic (keyed there by `key_of`)."""
-        self._newest[partition] = max(self._newest.get(partition, 0), arrival_ms)
         key = key_of(record)
         if key is None:
             self.counts["no_conversation"] += 1
@@ -86,10 +84,6 @@ class ConversationTracker:
         return [
             (turn, min(o[-1] for o in outcomes.values())) for turn, outcomes in conversation.turns.items()
         ]
-
-    def now_of(self, partition: int, wall_ms: int, caught_up: bool) -> int:
-        """The partition's clock: the wall clock when it is read to its end, else its newest arrival."""
-        return wall_ms if caught_up else self._newest.get(partition, 0)
 
     def quiet(self, now_of: Callable[[int], int]) -> list[Conversation]:
         """Changed conversations without a turn for `quiet_seconds`: their records are due. So is one that
@@ -140,8 +134,6 @@ class ConversationTracker:
         gone = set(partitions)
         for key in [k for k, c in self._held.items() if c.partition in gone]:
             del self._held[key]
-        for partition in gone:
-            self._newest.pop(partition, None)
 
     def commit_offsets(self, positions: dict[int, int]) -> dict[int, int]:
         """Per partition, the offset to commit: the next to read, held back to the oldest change not in the

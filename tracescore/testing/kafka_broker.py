@@ -238,6 +238,8 @@ class KafkaBroker:
             "share.coordinator.state.topic.replication.factor": "1",
             # Tests and demos start consumer groups constantly; the default 3 s delay only slows them.
             "group.initial.rebalance.delay.ms": "0",
+            # Crash tests restart a killed member and wait out its session: let them pick a short one.
+            "group.min.session.timeout.ms": "1000",
             "auto.create.topics.enable": "true",
         }
         if self.sasl_users:

@@ -1,0 +1,182 @@
+"""Stream time per keyed partition: how far stage 2's view of the input is complete, as a time.
+
+A decision that waits for input to stop (a conversation quiet for `quiet_seconds`) must not be taken while
+input that arrived earlier is still on its way: held back in stage 1 by a rebalance of the group that reads
+the input, by a member that crashed and keeps its partitions until its session expires, or by a member that
+lags. Stage 1 commits an input partition only once its re-keyed records are acknowledged on the keyed topic,
+so the group's committed offsets say how far the input is re-keyed, whichever member did it:
+
+1. every tick, the input topics' end offsets are noted with the time they were read;
+2. once the group's committed offsets reach the ends noted at time t, every input record that arrived
+   before t is on the keyed topic: t is the input's time (`input_ms`);
+3. the keyed topic's end offsets, read right after, say where those records are at the latest; a keyed
+   partition read up to there has applied everything that arrived before t: t is its stream time.
+
+A record re-keyed later than a partition's stream time reached the input after it, so a conversation whose
+last turn is `quiet_seconds` older than its partition's stream time is quiet whatever is still in flight.
+Clocks: the stream time is this instance's wall clock; a turn's time is its re-keying producer's (a record's
+CreateTime): hosts whose clocks drift by more than a small part of `quiet_seconds` weaken the guarantee.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+
+from tracescore._kafka_config import KafkaConnection
+
+__all__ = ["StreamClock", "StreamTime"]
+
+_log = logging.getLogger("tracescore")
+_MAX_MARKS = 3_600  # noted times kept while the input or a partition lags (an hour at one tick a second)
+
+
+class StreamTime:
+    """The bookkeeping of the stream clock, fed with what was read from Kafka (no Kafka here)."""
+
+    def __init__(self, max_marks: int = _MAX_MARKS) -> None:
+        self.input_ms = 0  # every input record that arrived before it is on the keyed topic; 0: not yet known
+        self._max_marks = max_marks
+        self._input_ends: deque[tuple[int, dict[TopicPartition, int]]] = deque()
+        self._keyed_ends: dict[int, deque[tuple[int, int]]] = {}  # keyed partition -> (input_ms, end offset)
+        self._through: dict[int, int] = {}
+
+    def input_ends(self, at_ms: int, ends: Mapping[TopicPartition, int]) -> None:
+        """The input topics' end offsets, read at `at_ms`."""
+        if len(self._input_ends) < self._max_marks:  # past it the input's time advances in bigger steps
+            self._input_ends.append((at_ms, dict(ends)))
+
+    def behind(self, offsets: Mapping[TopicPartition, int]) -> list[TopicPartition]:
+        """The input partitions whose committed `offsets` are short of the oldest ends noted."""
+        if not self._input_ends:
+            return []
+        return [tp for tp, end in self._input_ends[0][1].items() if offsets.get(tp, -1) < end]
+
+    def committed(self, offsets: Mapping[TopicPartition, int]) -> bool:
+        """The group's committed offsets; True when they reach ends noted earlier, so the input's time moved
+        on."""
+        moved = False
+        while self._input_ends and self._reached(self._input_ends[0][1], offsets):
+            self.input_ms = max(self.input_ms, self._input_ends.popleft()[0])
+            moved = True
+        return moved
+
+    @staticmethod
+    def _reached(ends: Mapping[TopicPartition, int], offsets: Mapping[TopicPartition, int]) -> bool:
+        return all(offsets.get(tp, 0) >= end for tp, end in ends.items())
+
+    def keyed_ends(self, ends: Mapping[int, int]) -> None:
+        """The keyed topic's end offsets, read after the input's time moved on: where the records that
+        arrived before it are at the latest."""
+        for partition, end in ends.items():
+            marks = self._keyed_ends.setdefault(partition, deque())
+            if len(marks) < self._max_marks:
+                marks.append((self.input_ms, end))
+
+    def of(self, partition: int, position: int | None, newest_ms: int) -> int:
+        """The stream time of a keyed partition read up to `position` (None: unknown yet), the newest record
+        read from it written at `newest_ms`; 0 while nothing is known.
+
+        Read up to the keyed ends noted with an input time, it is that time. Behind them (a backlog, a
+        restore), records still unread on the partition came after the newest one read, and records still
+        in stage 1 after the input's time: the earlier of the two."""
+        marks = self._keyed_ends.get(partition)
+        while marks and position is not None and position >= marks[0][1]:
+            self._through[partition] = marks.popleft()[0]
+        return max(self._through.get(partition, 0), min(self.input_ms, newest_ms))
+
+    def keep_only(self, partitions: set[int]) -> None:
+        """Forget the partitions no longer assigned (a partition assigned again starts anew)."""
+        for table in (self._keyed_ends, self._through):
+            for partition in [p for p in table if p not in partitions]:
+                del table[partition]
+
+
+class StreamClock:
+    """Reads what `StreamTime` needs from Kafka, at most once a tick and only when asked (a service whose
+    logic never asks pays nothing)."""
+
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        group_id: str,
+        inputs: Sequence[str],
+        keyed: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.connection = connection
+        self.clock = clock
+        self.group_id = group_id
+        self.inputs = list(inputs)
+        self.keyed = keyed
+        self.time = StreamTime()
+        self._probe: KafkaConsumer | None = None
+        self._admin: KafkaAdminClient | None = None
+
+    def tick(self, read_to: Callable[[], Mapping[int, tuple[int | None, int]]]) -> Callable[[int], int]:
+        """The stream time of each keyed partition (ms), as a function; `read_to()`: per keyed partition this
+        instance reads, the next offset to read and the time of the newest record read. Kafka is read on the
+        first call."""
+        times: dict[int, int] | None = None
+
+        def of(partition: int) -> int:
+            nonlocal times
+            if times is None:
+                at = read_to()
+                self._update(sorted(at))
+                times = {p: self.time.of(p, position, newest) for p, (position, newest) in at.items()}
+                self.time.keep_only(set(at))
+            return times.get(partition, 0)
+
+        return of
+
+    def _update(self, assigned: list[int]) -> None:
+        try:
+            probe = self._clients()[0]
+            at_ms = int(self.clock().timestamp() * 1000)
+            inputs = [
+                TopicPartition(topic, p)
+                for topic in self.inputs
+                for p in sorted(probe.partitions_for_topic(topic) or ())
+            ]
+            self.time.input_ends(at_ms, probe.end_offsets(inputs, timeout_ms=10_000))
+            if self.time.committed(self._committed(inputs)) and assigned:
+                keyed = [TopicPartition(self.keyed, p) for p in assigned]
+                ends = probe.end_offsets(keyed, timeout_ms=10_000)
+                self.time.keyed_ends({tp.partition: end for tp, end in ends.items()})
+        except KafkaError as exc:  # the broker restarting: the stream time waits
+            _log.debug("stream time not updated: %s", exc)
+
+    def _committed(self, inputs: list[TopicPartition]) -> dict[TopicPartition, int]:
+        probe, admin = self._clients()
+        offsets = admin.list_group_offsets({self.group_id: inputs}).get(self.group_id, {})
+        committed = {tp: meta.offset for tp, meta in offsets.items()}
+        behind = self.time.behind(committed)
+        if behind:
+            # Nothing to read below a partition's first offset: an empty partition (or one emptied by
+            # retention) is never committed, and is re-keyed all the same.
+            for tp, start in probe.beginning_offsets(behind, timeout_ms=10_000).items():
+                committed[tp] = max(committed.get(tp, -1), start)
+        return committed
+
+    def _clients(self) -> tuple[KafkaConsumer, KafkaAdminClient]:
+        if self._probe is None or self._admin is None:
+            client = self.connection.client_config()
+            self._probe = KafkaConsumer(
+                **client, group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
+            )
+            self._admin = KafkaAdminClient(**client)
+        return self._probe, self._admin
+
+    def close(self) -> None:
+        for client in (self._probe, self._admin):
+            if client is not None:
+                try:
+                    client.close()
+                except KafkaError as exc:  # closing after the broker went away
+                    _log.debug("closing the stream clock's clients: %s", exc)
