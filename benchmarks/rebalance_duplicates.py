@@ -13,7 +13,8 @@ of its own. Scenarios:
 - together: two members started at the same moment (the issue's case);
 - join: one member, a second joins once ~25% of the records are written;
 - leave: two members, one stopped with SIGTERM once ~50% are written (it leaves the group cleanly);
-- storm: one member throughout, a second joining and leaving (SIGTERM) every ~3 s until the topic is read;
+- storm: one member throughout, a second joining and, ~3 s after it was given partitions, leaving (SIGTERM),
+  again and again until the topic is read;
 - kill: two members, one killed with SIGKILL once ~50% are written (at least once: the survivor re-scores
   what the dead member had not committed).
 
@@ -42,6 +43,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -60,6 +62,8 @@ IDLE_TIMEOUT_S = 8  # a member stops this long after its partitions are read to 
 LONG_IDLE_TIMEOUT_S = 30
 SESSION_TIMEOUT_MS = 6_000  # the broker's minimum: a killed member's partitions move on quickly
 RUN_LIMIT_S = 900.0
+STORM_STAY_S = 3.0  # how long a storm's visitor keeps the partitions it was given
+_GIVEN = re.compile(r"assigned partitions: \[.")  # a member's log line once it holds partitions
 
 
 @tracescore.rag(route="/ask")
@@ -178,11 +182,18 @@ def leave(run: Run, spans: int) -> None:
     _exits(first, second)
 
 
+def _given_or_gone(member: subprocess.Popen[bytes], log: Path) -> bool:
+    return member.poll() is not None or _GIVEN.search(log.read_text(errors="replace")) is not None
+
+
 def storm(run: Run, spans: int) -> None:
     steady = run.member(LONG_IDLE_TIMEOUT_S)
     while steady.poll() is None and run.written() < spans:
         visitor = run.member()
-        time.sleep(3)
+        # Each visitor is given partitions before it leaves: on a loaded machine a process takes longer than
+        # the stay to start and join, and a visitor stopped before that moves nothing.
+        _wait(partial(_given_or_gone, visitor, run.logs[-1]))
+        time.sleep(STORM_STAY_S)
         visitor.send_signal(signal.SIGTERM)
         _exits(visitor)
     _exits(steady)

@@ -53,6 +53,7 @@ from tracescore.consume import (
     decode_message,
 )
 from tracescore.consume._pipeline import Admitted
+from tracescore.emit import EVIDENCE_CHARS, turn_evidence
 from tracescore.export import KafkaProducerSettings, encode_partition_messages, encode_trace_messages
 from tracescore.extract import extract
 from tracescore.model import Trace
@@ -150,7 +151,8 @@ def build_tracescore_messages(traces: int, layout: str) -> list[Message]:
 
 
 def in_process(messages: Sequence[Message], assembly: AssemblySettings) -> tuple[float, float]:
-    """Spans per wall second and per CPU second of decode + assemble + extract, without Kafka."""
+    """Spans per wall second and per CPU second of decode + assemble + extract (and, for a conversation
+    turn, the documents the consumer writes for `tracescore conversations`), without Kafka."""
     assembler = TraceAssembler(assembly)
     spans = 0
     started, cpu = time.perf_counter(), time.process_time()
@@ -160,7 +162,11 @@ def in_process(messages: Sequence[Message], assembly: AssemblySettings) -> tuple
         released = assembler.add(decoded, 0, offset, len(value)) + assembler.ready()
         for trace in released:
             found = extract(trace)
-            assembler.revise(trace, found.interactions, found.skips)  # as the consumer does
+            revisions, _ = assembler.revise(trace, found.interactions, found.skips)  # as the consumer does
+            for revision in revisions:  # a conversation turn's documents, written scored or not
+                evidence = turn_evidence(revision.interaction, EVIDENCE_CHARS, revision.revision)
+                if evidence is not None:  # only with a conversation id: the rest cost this test
+                    evidence.model_dump_json().encode()
     return spans / (time.perf_counter() - started), spans / (time.process_time() - cpu)
 
 

@@ -39,6 +39,8 @@ READS_INTERNALS = {
     "benchmarks/trace_assembly.py": {"tracescore.consume"},
     # swaps the kafka-python client the consumer builds (consume._clients) to measure client settings
     "benchmarks/kafka_consumer_levers.py": {"tracescore.consume"},
+    # the held turns of grounding across turns (conversations._grounder), measured on their own
+    "benchmarks/grounding_cost.py": {"tracescore.conversations"},
     # the learning models fed through the consumer's lock (consume._shared_policy.SharedPolicy)
     "tests/sample/test_learning.py": {"tracescore.consume"},
 }

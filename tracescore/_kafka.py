@@ -30,6 +30,7 @@ __all__ = [
     "connect",
     "ensure_topics",
     "group_member",
+    "known_lag",
     "lag",
     "protocol_checked",
     "read_partitions",
@@ -296,9 +297,20 @@ def lag(consumer: KafkaConsumer, ask_broker: bool = False) -> dict[TopicPartitio
     return out
 
 
+def known_lag(consumer: KafkaConsumer) -> dict[TopicPartition, int | None]:
+    """`lag`, with the broker asked when some partition's end no fetch reported (and none is known to lag):
+    under an incremental fetch session (KIP-227) the broker leaves a partition out of every response until
+    it changes, so a partition given back at an offset its session already held (a rebalance) never gets
+    a high watermark, and a member waiting for it to be read would wait forever."""
+    left = lag(consumer)
+    if any(n is None for n in left.values()) and not any(left.values()):
+        left = lag(consumer, ask_broker=True)
+    return left
+
+
 def caught_up(consumer: KafkaConsumer) -> bool:
-    """Every assigned partition read to its high watermark (both known)."""
-    return all(left == 0 for left in lag(consumer).values())
+    """Every assigned partition read to its end (free while the fetches report the ends; see known_lag)."""
+    return all(n == 0 for n in known_lag(consumer).values())
 
 
 def _position(consumer: KafkaConsumer, tp: TopicPartition) -> int | None:

@@ -67,6 +67,7 @@ def test_a_drop_in_clean_conversations_fires_a_conversation_alert(bootstrap: str
         turns_topic=f"{topic_prefix}.turns",
         state_topic=f"{topic_prefix}.conversations-state",
         spans_topic=None,
+        evidence_topic=f"{topic_prefix}.evidence",
         group_id=f"{topic_prefix}.conversations",
         quiet_seconds=1.0,
         tick_seconds=0.2,

@@ -108,12 +108,14 @@ def _service_env(command: str, prefix: str) -> dict[str, str | None]:
     """The services' internal topics, the test's own."""
     names = {
         "alert": ("ALERT", ("routes", "state", "conversations")),
-        "conversations": ("CONVERSATIONS", ("turns", "state", "spans")),
+        "conversations": ("CONVERSATIONS", ("turns", "state", "spans", "evidence")),
     }
     env = _clean_env()
     if command in names:
         upper, topics = names[command]
         env |= {f"TRACESCORE_{upper}_{t.upper()}_TOPIC": f"{prefix}.{command}.{t}" for t in topics}
+    if command == "consume":
+        env["TRACESCORE_CONVERSATION_EVIDENCE_TOPIC"] = f"{prefix}.evidence"
     return env
 
 

@@ -20,6 +20,8 @@ def config(bootstrap: str, prefix: str, **overrides: object) -> ConversationsCon
         "turns_topic": f"{prefix}.turns",
         "state_topic": f"{prefix}.state",
         "spans_topic": f"{prefix}.spans",
+        # The test's own: the default topic on the shared broker holds other tests' turns' documents.
+        "evidence_topic": f"{prefix}.evidence",
         "group_id": f"{prefix}.conversations",
         "quiet_seconds": 2.0,
         "tick_seconds": 0.2,

@@ -46,6 +46,7 @@ def run(bootstrap: str, prefix: str, crash_at: str | None = None) -> ServiceProc
         "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",
         "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{prefix}.state",
         "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{prefix}.spans",
+        "TRACESCORE_CONVERSATIONS_EVIDENCE_TOPIC": f"{prefix}.evidence",
         "TRACESCORE_CONVERSATIONS_TICK_SECONDS": "0.2",
         "TRACESCORE_CONVERSATIONS_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
     }

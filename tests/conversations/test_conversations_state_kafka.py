@@ -180,6 +180,7 @@ def test_a_state_topic_partitioned_unlike_the_turns_topic_stops_the_service_with
     env = {
         "TRACESCORE_CONVERSATIONS_STATE_TOPIC": cfg.state_topic,
         "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": cfg.turns_topic,
+        "TRACESCORE_CONVERSATIONS_EVIDENCE_TOPIC": cfg.evidence_topic or "",
     }
     process = ServiceProcess("conversations", args, env)
     assert process.wait() == 1

@@ -50,6 +50,7 @@ def score(
         evaluations_topic=f"{prefix}.evaluations",
         dlq_topic=f"{prefix}.dlq",
         evaluation_spans_topic=f"{prefix}.evaluation-spans",
+        conversation_evidence_topic=f"{prefix}.evidence",
         idle_timeout_s=3,
     )
     llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
@@ -93,6 +94,7 @@ def test_recorded_conversations_become_one_record_per_conversation_and_judge_tie
         turns_topic=f"{topic_prefix}.turns",
         state_topic=f"{topic_prefix}.state",
         spans_topic=f"{topic_prefix}.evaluation-spans",
+        evidence_topic=f"{topic_prefix}.evidence",
         group_id=f"{topic_prefix}.conversations",
         quiet_seconds=1.0,
         tick_seconds=0.2,

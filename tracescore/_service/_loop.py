@@ -17,9 +17,9 @@ from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore._kafka import (
+    caught_up,
     connect,
     ensure_topics,
-    lag,
     protocol_checked,
     rekeying_clients,
     wait_for_partitions,
@@ -154,7 +154,7 @@ class ServiceLoop:
             return False
         if time.monotonic() - max(last_moved, rekey_joined, keyed_joined) <= idle_timeout_s:
             return False
-        ingest_read = all(left == 0 for left in lag(self._ingest).values())
+        ingest_read = caught_up(self._ingest)
         return ingest_read and self.keyed.fully_read() and not self._open_keys()
 
     def _close(self) -> None:

@@ -13,6 +13,8 @@ from tracescore.cli._options import (
     connect_timeout_option,
     idle_timeout_option,
     kafka_security_options,
+    llm_judge_options,
+    or_usage_error,
     otlp_metrics_option,
     service_config_option,
     settings_options,
@@ -23,7 +25,7 @@ from tracescore.conversations import ConversationsConfig
 __all__ = ["conversations"]
 
 _FLAGS = ("bootstrap_servers", "evaluations_topic", "conversations_topic", "group_id", "quiet_seconds",
-          "phoenix_endpoint")  # fmt: skip
+          "phoenix_endpoint", "evidence_topic")  # fmt: skip
 
 
 @click.command()
@@ -38,11 +40,19 @@ _FLAGS = ("bootstrap_servers", "evaluations_topic", "conversations_topic", "grou
 @idle_timeout_option(", every open conversation written,")
 @connect_timeout_option
 @kafka_security_options
+@llm_judge_options(
+    "Who judges again an LLM record's claims an earlier turn may support (the offline judge's records are "
+    "always judged again by the offline judge). openai: the OpenAI-compatible judge tracescore consume "
+    "uses (the same --model: a record of another model says it was not judged again)."
+)
 def conversations(
     config_path: Path | None,
     otlp_metrics_endpoint: str | None,
     idle_timeout: float | None,
     connect_timeout: float | None,
+    judge: str,
+    model: str | None,
+    base_url: str | None,
     **flags: Any,
 ) -> None:
     """Write one record per conversation (its turns' scores) once it goes quiet, across every scoring
@@ -55,15 +65,21 @@ def conversations(
         load_conversations_config,
     )
     from tracescore.emit import ConversationMetrics, PhoenixAnnotations, PhoenixSettings
+    from tracescore.score import make_judge
 
     config, connection = service_settings(load_conversations_config, config_path, connect_timeout, flags)
+    llm_judge = (
+        None if judge == "offline" else or_usage_error(make_judge, judge, model=model, base_url=base_url)
+    )
     endpoint = config.phoenix_endpoint
     phoenix = PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) if endpoint else None
     provider = meter_provider(otlp_metrics_endpoint, service_name="tracescore-conversations")
     metrics = ConversationMetrics(provider.get_meter("tracescore.conversations", __version__))
     try:
         stats = run_service(
-            lambda: ConversationService(config, kafka=connection, phoenix=phoenix, metrics=metrics),
+            lambda: ConversationService(
+                config, kafka=connection, phoenix=phoenix, metrics=metrics, llm_judge=llm_judge
+            ),
             lambda service: service.run(idle_timeout_s=idle_timeout),
             connection.bootstrap_servers,
         )
@@ -75,3 +91,10 @@ def conversations(
         f"state: {counted(stats.state)}",
         err=True,
     )
+    grounding = ", ".join(f"{k}={v}" for k, v in sorted(stats.grounding.counts.items()))
+    if stats.grounding.evidence or grounding:
+        click.echo(
+            f"  grounding across turns: documents of {stats.grounding.evidence} turns read, "
+            f"{stats.turns_revised} turn records revised; {grounding or 'nothing judged again'}",
+            err=True,
+        )

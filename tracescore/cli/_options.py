@@ -31,6 +31,7 @@ __all__ = [
     "judge_and_metrics",
     "judge_options",
     "kafka_security_options",
+    "llm_judge_options",
     "nest",
     "or_usage_error",
     "otlp_metrics_option",
@@ -251,20 +252,40 @@ def otlp_metrics_option(what: str) -> Decorator:
 # Judging (consume, score)
 
 
-def judge_options(default_metrics: str) -> Decorator:
-    """--judge, --model, --base-url, --metrics (with this default) and --metric-config."""
-    options = [
+def _judge_choice(help_text: str) -> list[Decorator]:
+    return [
         click.option(
             "--judge",
             type=click.Choice(["offline", "openai"]),
             default="offline",
             show_default=True,
-            help="offline: deterministic, no network. openai: any OpenAI-compatible endpoint.",
+            help=help_text,
         ),
         click.option("--model", default=None, help="Judge model (openai judge; env TRACESCORE_JUDGE_MODEL)."),
         click.option(
             "--base-url", default=None, help="OpenAI-compatible base URL (env TRACESCORE_JUDGE_BASE_URL)."
         ),
+    ]
+
+
+def _applied(options: list[Decorator]) -> Decorator:
+    def decorate(fn: Any) -> Any:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
+def llm_judge_options(help_text: str) -> Decorator:
+    """--judge, --model and --base-url alone (a service that judges again what consume judged)."""
+    return _applied(_judge_choice(help_text))
+
+
+def judge_options(default_metrics: str) -> Decorator:
+    """--judge, --model, --base-url, --metrics (with this default) and --metric-config."""
+    options = [
+        *_judge_choice("offline: deterministic, no network. openai: any OpenAI-compatible endpoint."),
         click.option(
             "--metrics",
             default=default_metrics,
@@ -281,13 +302,7 @@ def judge_options(default_metrics: str) -> Decorator:
             help="TOML file declaring custom metrics ([[metric]] tables).",
         ),
     ]
-
-    def decorate(fn: Any) -> Any:
-        for option in reversed(options):
-            fn = option(fn)
-        return fn
-
-    return decorate
+    return _applied(options)
 
 
 def _names_in(csv_names: str) -> list[str]:

@@ -91,8 +91,21 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
         lines.append(f"    (+{len(failed) - _CLAIMS_SHOWN} more failed claims)")
     if not failed and record.reason and (flagged or record.status is not MetricStatus.OK):
         lines.append(f"    reason: {_clip(record.reason)}")
+    lines += _grounded(record)
     lines.append(f"    trace {record.trace_id}  span {record.span_id}")
     return "\n".join(lines)
+
+
+def _grounded(record: EvaluationRecord) -> list[str]:
+    """The claims a revision grounded in an earlier turn of the conversation, with that turn's trace."""
+    lines = []
+    for claim in FaithfulnessDetails.read(record.details).claims:
+        source = claim.evidence_source
+        if source is not None and source.trace_id:
+            back = _turn_of(claim).strip().strip("()")
+            where = f"trace {source.trace_id}" + (f", {back}" if back else "")
+            lines.append(f"    grounded in an earlier turn: {_clip(claim.claim)}  ({where})")
+    return lines[:_CLAIMS_SHOWN]
 
 
 def _turn_of(claim: FaithfulnessClaim) -> str:

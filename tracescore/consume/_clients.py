@@ -32,7 +32,8 @@ def subscribe(
 ) -> None:
     """The input and output topics created if missing, the input's partitions known, then subscribed."""
     s = settings
-    ensure_topics(s.connection(), {s.topic, s.evaluations_topic, s.dlq_topic, s.spans_out_topic})
+    outputs = (s.evaluations_topic, s.dlq_topic, s.spans_out_topic, s.conversation_evidence_topic)
+    ensure_topics(s.connection(), {s.topic, *(topic for topic in outputs if topic is not None)})
     wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
     consumer.subscribe([s.topic], listener=listener)
 

@@ -101,7 +101,7 @@ class EvaluationConsumer:
         self._checkpoint = checkpoint = Checkpoint(assembler, settings.commit_interval_s)
         self._pipeline = Pipeline(
             assembler, self.stats, policy=self._policy, metrics_out=self._metrics_out,
-            handovers=checkpoint.handovers,
+            handovers=checkpoint.handovers, evidence=settings.conversation_evidence_topic is not None,
         )  # fmt: skip
         self._judging = Judging(
             Scorer(judge, metrics, llm_judge=llm_judge, policy=self._policy), settings.max_in_flight
@@ -230,8 +230,9 @@ class EvaluationConsumer:
 
     def _queue(self, admitted: list[Admitted]) -> None:
         for trace in admitted:
+            evidence = self._outputs.evidence(trace.evidence) if trace.evidence else ()
             work = self._checkpoint.hold(
-                trace.offsets, trace_id=trace.trace_id, scoring=len(trace.interactions)
+                trace.offsets, trace_id=trace.trace_id, scoring=len(trace.interactions), outputs=evidence
             )
             for revision, metrics in trace.interactions:
                 self._judging.queue(work, revision, metrics)

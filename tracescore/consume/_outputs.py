@@ -15,6 +15,7 @@ from kafka import KafkaProducer
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._judging import Judged
 from tracescore.consume._pipeline import DeadLetter
+from tracescore.consume._revise import Revision
 from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._status import ConsumerStats, StatusLine
 from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, KafkaOutputSettings, Output, RecordSink
@@ -49,6 +50,8 @@ class EvaluationSink(Protocol):
 
     def flush(self, timeout_s: float) -> None: ...
 
+    def evidence(self, interaction: Interaction, revision: int) -> Output | None: ...
+
 
 def default_sink(producer: KafkaProducer, settings: ConsumerSettings) -> KafkaEvaluationSink:
     """The records, evaluation spans and dead letters on the configured topics."""
@@ -59,6 +62,8 @@ def default_sink(producer: KafkaProducer, settings: ConsumerSettings) -> KafkaEv
             dlq_topic=settings.dlq_topic,
             spans_topic=settings.spans_out_topic,
             max_message_bytes=settings.max_message_bytes,
+            evidence_topic=settings.conversation_evidence_topic,
+            evidence_chars=settings.conversation_evidence_chars,
         ),
     )
 
@@ -117,6 +122,14 @@ class Outputs:
             self._metrics_out.escalation(scored.escalation, judged.interaction.span.service_name)
             if scored.escalation == SkipReason.BUDGET:
                 self._stats.not_admitted[scored.escalation] += 1
+
+    def evidence(self, turns: Sequence[Revision]) -> list[Output]:
+        """The documents of conversation turns, for `tracescore conversations`; their trace's offsets wait
+        for them as for its records."""
+        sent = [self._sink.evidence(turn.interaction, turn.revision) for turn in turns]
+        outputs = [output for output in sent if output is not None]
+        self._stats.conversation_evidence += len(outputs)
+        return outputs
 
     def dead_letter(self, dead_letters: Sequence[DeadLetter]) -> None:
         """Each message that could not be read goes to the DLQ; its offset is held until Kafka has it."""

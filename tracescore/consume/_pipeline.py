@@ -36,12 +36,14 @@ _EVALUATOR_SCOPE = semconv.EVALUATOR_SCOPE
 
 @dataclass(frozen=True)
 class Admitted:
-    """One released trace's interactions to score, each with the metrics to run (None: all), and the
-    lowest offset per partition its spans were read from."""
+    """One released trace's interactions to score, each with the metrics to run (None: all), the lowest
+    offset per partition its spans were read from, and its conversation turns (`evidence`)."""
 
     offsets: dict[Hashable, int]
     interactions: list[tuple[Revision, tuple[str, ...] | None]]
     trace_id: str = ""
+    # Its interactions with a conversation id, admitted or not: their documents go to the evidence topic.
+    evidence: list[Revision] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,10 @@ class Pipeline:
         policy: SharedPolicy | None = None,
         metrics_out: EvaluationMetrics | None = None,
         handovers: dict[Hashable, Handover] | None = None,
+        evidence: bool = False,
     ) -> None:
         self.assembler = assembler
+        self._evidence = evidence  # collect the conversation turns (an evidence topic is set)
         self.stats = stats
         # Per partition, the handover its committed offset carried: what the previous owner left unfinished.
         self.handovers: dict[Hashable, Handover] = handovers if handovers is not None else {}
@@ -167,8 +171,12 @@ class Pipeline:
             for skip in skips:
                 self._skip(skip)
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
+            turns: list[Revision] = []
             for revision in revisions:
                 read = revision.interaction
+                if self._evidence and read.session_id is not None:
+                    # before sampling: an unscored turn's documents count too
+                    turns.append(revision._replace(interaction=read.interaction()))
                 stats.interactions += 1
                 if read.question_missing is not None:
                     stats.without_question += 1
@@ -177,8 +185,8 @@ class Pipeline:
                     wanted.append((revision._replace(interaction=read.interaction()), metrics))
                 else:
                     stats.sampled_out += 1
-            if wanted:
-                admitted.append(Admitted(dict(trace.offsets), wanted, trace.trace_id))
+            if wanted or turns:
+                admitted.append(Admitted(dict(trace.offsets), wanted, trace.trace_id, turns))
         counts = self.assembler.counts
         if counts:
             stats.assembly.update(counts)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 from tracescore.extract import Found, Skip
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace, revision_key
 
 __all__ = ["JudgedReading", "Remembered", "Revision", "revise", "revision_key"]
 
@@ -55,11 +55,6 @@ class Remembered:
     # None until the trace's first reading is revised (`revise`), which records what it judged.
     judged: tuple[JudgedReading, ...] | None = None
     skipped: tuple[tuple[str, str], ...] = ()  # (anchor span id, reason)
-
-
-def revision_key(trace_id: str, span_id: str, revision: int) -> str:
-    """What `supersedes` holds: the interaction's trace and span, and the revision replaced."""
-    return f"{trace_id}:{span_id}:{revision}"
 
 
 def revise(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, read_table
@@ -26,6 +26,8 @@ from tracescore._kafka_config import (
     session_timeout_field,
 )
 from tracescore.consume._assemble import AssemblySettings
+from tracescore.emit import EVIDENCE_CHARS
+from tracescore.model import EVIDENCE_TOPIC
 
 __all__ = ["ConfigFileError", "ConsumerSettings", "KafkaSecurity"]
 
@@ -47,6 +49,19 @@ class ConsumerSettings(FileSettings):
         default=None,
         description="Where evaluation spans go [default: the spans topic, so a Collector forwards them with "
         "the app's spans; the consumer skips its own by a message header, without decoding them].",
+    )
+    conversation_evidence_topic: str | None = Field(
+        default=EVIDENCE_TOPIC,
+        description="Where the documents of each interaction with a conversation id go, scored or not, for "
+        "tracescore conversations to ground a follow-up's claims in what earlier turns retrieved; empty: "
+        "not written (interactions without a conversation id never cost anything here).",
+    )
+    conversation_evidence_chars: int = Field(
+        default=EVIDENCE_CHARS,
+        ge=1_000,
+        description="Characters of a turn's documents written there, in the order they were judged; the rest "
+        "is cut and counted in the message (documents_dropped, chars_dropped). At most a sixth of "
+        "max_message_bytes less 32 KB (lowered to it when not set; below 38 KB nothing is written).",
     )
     auto_offset_reset: Literal["earliest", "latest"] = Field(
         default="earliest", description="Where a new group starts reading."
@@ -105,13 +120,37 @@ class ConsumerSettings(FileSettings):
     # client here; its producer tuning is the SDK's and is ignored here.
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
 
-    @field_validator("topic", "evaluations_topic", "dlq_topic", "evaluation_spans_topic")
+    @field_validator("conversation_evidence_topic", mode="before")
+    @classmethod
+    def _empty_is_none(cls, name: object) -> object:
+        return None if name == "" else name
+
+    @field_validator(
+        "topic", "evaluations_topic", "dlq_topic", "evaluation_spans_topic", "conversation_evidence_topic"
+    )
     @classmethod
     def _legal_topic(cls, name: str | None) -> str | None:
         # Kafka's own rule; checked here so a typo fails at startup, not at the first produced record.
         if (name is not None and not _TOPIC.fullmatch(name)) or name in (".", ".."):
             raise ValueError(f"{name!r} is not a legal Kafka topic name (1-249 of [a-zA-Z0-9._-])")
         return name
+
+    @model_validator(mode="after")
+    def _evidence_fits(self) -> ConsumerSettings:
+        # JSON takes at most 6 bytes a character; the question and the rest of the message fit in 32 KB.
+        most = max(0, (self.max_message_bytes - 32 * 1024) // 6)
+        if self.conversation_evidence_chars <= most or self.conversation_evidence_topic is None:
+            return self
+        if "conversation_evidence_chars" in self.model_fields_set:
+            raise ValueError(
+                f"conversation_evidence_chars ({self.conversation_evidence_chars}) must be at most {most} "
+                f"with max_message_bytes {self.max_message_bytes}, so every evidence message fits"
+            )
+        if most >= 1_000:
+            self.conversation_evidence_chars = most  # the default, within a lowered message limit
+        else:  # a message limit below 38 KB holds no useful evidence: none is written
+            self.conversation_evidence_topic = None
+        return self
 
     @property
     def spans_out_topic(self) -> str:

@@ -37,6 +37,7 @@ class ConsumerStats:
     dead_letters: int = 0
     truncated_outputs: int = 0
     pauses: int = 0  # times the partitions were paused because scoring was full (back-pressure)
+    conversation_evidence: int = 0  # conversation turns whose documents went to the evidence topic
     # Interactions the sampling policy did not admit, by reason (rate, filter, thinned, rate_limit), or
     # admitted but kept from the LLM judge (budget).
     not_admitted: Counter[str] = field(default_factory=Counter)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table
-from tracescore.model import CONVERSATIONS_TOPIC
+from tracescore.model import CONVERSATIONS_TOPIC, EVIDENCE_TOPIC
 
 __all__ = ["ConversationsConfig", "ConversationsConfigError", "load_conversations_config"]
 
@@ -90,13 +90,43 @@ class ConversationsConfig(ServiceSettings):
         default=1.0, gt=0, description="How often quiet conversations are looked for."
     )
     max_message_bytes: int = Field(
-        default=900_000, ge=1024, description="Largest state message; a bigger one drops its turns' reasons."
+        default=900_000,
+        ge=1024,
+        description="Largest state message; a bigger one drops its turns' reasons (a held turn, its "
+        "documents).",
+    )
+    evidence_topic: str | None = Field(
+        default=EVIDENCE_TOPIC,
+        description="The documents of every conversation turn, scored or not (tracescore consume's "
+        "conversation_evidence_topic): a turn's claim its own documents do not support is judged again "
+        "against what earlier turns of its conversation (same user) retrieved, and its record revised when "
+        "they support it. Empty: no grounding across turns.",
+    )
+    evidence_chars: int = Field(
+        default=32_000,
+        ge=1_000,
+        le=100_000,
+        description="Characters of documents held per conversation (the most recent turns' first: the oldest "
+        "turns' documents are dropped past it, counted), which is also the most a claim is judged against "
+        "again (about 8,000 tokens for an LLM judge).",
+    )
+    max_evidence_chars: int = Field(
+        default=100_000_000,
+        ge=100_000,
+        description="Characters of documents and claims held per instance across conversations (the process "
+        "holds about 3 bytes each, see the docs); past it the least recently active conversation's "
+        "turns are dropped (counted: evidence_evicted).",
     )
     phoenix_endpoint: str | None = Field(
         default=None,
         description="Also post each record to this Arize Phoenix as a session annotation (API key from "
         "TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY).",
     )
+
+    @field_validator("evidence_topic", mode="before")
+    @classmethod
+    def _empty_is_none(cls, name: object) -> object:
+        return None if name == "" else name
 
     @model_validator(mode="after")
     def _possible(self) -> ConversationsConfig:

@@ -1,9 +1,11 @@
 """What `tracescore conversations` does with its keys (the service base's `KeyedLogic`): turn records into
-conversations, quiet conversations into records, and which conversation states to save when.
+conversations, quiet conversations into records, and which conversation states to save when; with grounding
+across turns (`Grounder`), turns' documents and open claims into revisions of the turns' records.
 
 A conversation's state is saved when its records are written (their revisions and digests with it), when it
-is forgotten or evicted (deleted), and, for one that never goes quiet, after `quiet_seconds` of changes; the
-turns topic is committed no further than the oldest change not saved yet.
+is forgotten or evicted (deleted), and, for one that never goes quiet, after `quiet_seconds` of changes; a
+held turn (`TurnState`) at the checkpoint after it changed. The turns topic is committed no further than the
+oldest change not saved yet.
 """
 
 from __future__ import annotations
@@ -19,19 +21,36 @@ from datetime import UTC, datetime
 
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._service import Output, Saved, StateCodec
+from tracescore._service import Output, Saved, StateRecord
 from tracescore.conversations._config import ConversationsConfig
+from tracescore.conversations._grounder import Grounder
+from tracescore.conversations._grounding import GroundingStats
 from tracescore.conversations._state import Conversation, Tier, record_digest
-from tracescore.conversations._stored import ConversationState, decode_key, encode_key, from_legacy
+from tracescore.conversations._stored import (
+    ConversationCodec,
+    ConversationState,
+    TurnState,
+    decode_key,
+    encode_key,
+    from_legacy,
+)
 from tracescore.conversations._tracker import ConversationTracker, Key
 from tracescore.emit import EVALUATION_SPANS_HEADER, conversation_span
 from tracescore.export import encode_trace_messages
-from tracescore.model import ConversationRecord, EvaluationRecord, UnreadableRecord, read_evaluation_record
+from tracescore.model import (
+    ConversationRecord,
+    EvaluationRecord,
+    UnreadableRecord,
+    read_evaluation_record,
+    read_turn_evidence,
+)
 
-__all__ = ["ConversationLogic", "ConversationStats", "Written", "output_id"]
+__all__ = ["EVIDENCE_HEADER", "ConversationLogic", "ConversationStats", "Written", "output_id"]
 
 _log = logging.getLogger("tracescore.conversations")
 _SPAN_HEADERS = ((EVALUATION_SPANS_HEADER, b"1"),)
+# Marks a turn's documents on the turns topic (re-keyed from the evidence topic beside the records).
+EVIDENCE_HEADER = "tracescore.turn.evidence"
 
 
 def output_id(conversation: Conversation, tier: Tier, revision: int) -> str:
@@ -55,6 +74,8 @@ class ConversationStats:
     # recreated after it was deleted; records found already written after a crash, not written again
     # (recovered)
     state: Counter[str] = field(default_factory=Counter)
+    grounding: GroundingStats = field(default_factory=GroundingStats)
+    turns_revised: int = 0  # turns' records revised (grounded in earlier turns, or saying why not)
 
 
 @dataclass
@@ -64,10 +85,11 @@ class Written:
     records: list[ConversationRecord] = field(default_factory=list)  # written now
     found: int = 0  # already on the topic after a crash, not written again
     evicted: int = 0  # written early and forgotten past max_conversations
+    revised: list[EvaluationRecord] = field(default_factory=list)  # turns' records revised, written now
 
 
 class ConversationLogic:
-    codec = StateCodec(ConversationState)
+    codec = ConversationCodec()
 
     def __init__(
         self,
@@ -78,8 +100,10 @@ class ConversationLogic:
         skip: Callable[..., None],  # (reason, detail, count=1)
         on_written: Callable[[Written], None],
         clock: Callable[[], datetime],
+        grounder: Grounder | None = None,
     ) -> None:
         self.config = config
+        self.grounder = grounder
         self.tracker = tracker
         self.stats = stats
         self._skip = skip
@@ -89,10 +113,21 @@ class ConversationLogic:
         self._evicting: set[Key] = set()
         self._save: dict[Key, int] = {}  # key -> partition; a key no longer held is deleted
         self._decided: dict[str, tuple[Conversation, Tier, ConversationRecord]] = {}
+        self._stale: dict[bytes, int] = {}  # held turns on the state topic with grounding off
         self._now = clock()
 
     # -- restore ----------------------------------------------------------------------------------------
-    def restore(self, partition: int, key: bytes, state: ConversationState, migrated: bool) -> None:
+    def restore(
+        self, partition: int, key: bytes, state: ConversationState | TurnState, migrated: bool
+    ) -> None:
+        if isinstance(state, TurnState):
+            if key != state.key:
+                self._skip("invalid_state", f"a held turn under another key ({len(key)} bytes)")
+            elif self.grounder is not None:
+                self.grounder.store.restore(partition, state)
+            else:
+                self._stale[key] = partition  # grounding turned off: delete what it held
+            return
         if decode_key(key) != (state.service, state.conversation_id):
             self._skip("invalid_state", f"a state under another conversation's key ({len(key)} bytes)")
             return
@@ -112,15 +147,26 @@ class ConversationLogic:
 
     # -- process ----------------------------------------------------------------------------------------
     def apply(self, message: ConsumerRecord, replay: bool) -> None:
+        # The message's own time (CreateTime, set by stage 1); a broker that gives none: now.
+        arrival = message.timestamp if message.timestamp and message.timestamp > 0 else _ms(self._clock())
+        if message.headers and any(key == EVIDENCE_HEADER for key, _ in message.headers):
+            if self.grounder is not None:
+                try:
+                    evidence = read_turn_evidence(message.value)
+                except UnreadableRecord as unreadable:
+                    self._skip("invalid_evidence", unreadable.detail)
+                    return
+                self.grounder.store.evidence(evidence, message.partition, message.offset, arrival)
+            return
         try:
             record: EvaluationRecord = read_evaluation_record(message.value)
         except UnreadableRecord as unreadable:
             self._skip(unreadable.reason, unreadable.detail)
             return
         self.stats.turn_records += 1
-        # The message's own time (CreateTime, set by stage 1); a broker that gives none: now.
-        arrival = message.timestamp if message.timestamp and message.timestamp > 0 else _ms(self._clock())
         self.tracker.apply(record, message.partition, message.offset, arrival)
+        if self.grounder is not None:
+            self.grounder.store.record(record, message.partition, message.offset, arrival)
         past_cap = self.tracker.counts.pop("records_past_cap", 0)
         if past_cap:
             self._skip("records_past_cap", "a session id shared by more turns than max_turns", past_cap)
@@ -138,6 +184,8 @@ class ConversationLogic:
             self.tracker.forget(conversation)
             self._save[conversation.key] = conversation.partition
             self.stats.forgotten += 1
+        if self.grounder is not None:
+            self.grounder.tick(now, stream_time)
 
     # -- outputs ----------------------------------------------------------------------------------------
     def outputs(self, found: Mapping[str, str]) -> list[Output]:
@@ -152,6 +200,8 @@ class ConversationLogic:
 
             for tier, record in conversation.due(self.config.confidence, self._now, seen):
                 out.extend(self._outputs_of(conversation, tier, record))
+        if self.grounder is not None:
+            out.extend(self.grounder.outputs(found, self.config.evaluations_topic))
         return out
 
     def _outputs_of(self, conversation: Conversation, tier: Tier, record: ConversationRecord) -> list[Output]:
@@ -190,6 +240,9 @@ class ConversationLogic:
                 done.found += 1
             else:
                 done.records.append(record)
+        if self.grounder is not None:
+            done.revised = self.grounder.written(outputs, found)
+            self.stats.turns_revised += len(done.revised)
         for conversation in self._writing:
             if conversation.key in self._evicting:
                 self.tracker.forget(conversation)
@@ -212,7 +265,19 @@ class ConversationLogic:
             if state is not None:
                 out.append((partition, encode_key(key), state))
         self._save.clear()
+        out += [(partition, key, None) for key, partition in self._stale.items()]
+        self._stale.clear()
+        if self.grounder is not None:
+            out += [(p, key, self._fitted(turn)) for p, key, turn in self.grounder.store.to_save()]
         return out
+
+    def _fitted(self, turn: StateRecord | None) -> StateRecord | None:
+        """A held turn as saved: without its documents when it would not fit (counted), never too large."""
+        if not isinstance(turn, TurnState) or len(self.codec.encode(turn)) <= self.config.max_message_bytes:
+            return turn
+        self._skip("state_too_large", f"held turn {turn.trace_id}: saved without its documents")
+        smaller = turn.model_copy(update={"evidence": None})
+        return smaller if len(self.codec.encode(smaller)) <= self.config.max_message_bytes else None
 
     def after_save(self) -> list[Saved]:
         return []  # its outputs are all on Kafka, written before the state
@@ -237,13 +302,18 @@ class ConversationLogic:
             state = self._state_of(conversation)
             if state is not None:
                 out.append((conversation.partition, encode_key(conversation.key), state))
+        if self.grounder is not None:
+            out += [(p, key, self._fitted(turn)) for p, key, turn in self.grounder.store.everything()]
         return out
 
     def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
-        return self.tracker.commit_offsets(positions)
+        floors = self.tracker.commit_offsets(positions)
+        return floors if self.grounder is None else self.grounder.store.commit_floors(floors)
 
     def forget_partitions(self, partitions: set[int]) -> None:
         self.tracker.forget_partitions(partitions)
+        if self.grounder is not None:
+            self.grounder.forget_partitions(partitions)
         self._save = {k: p for k, p in self._save.items() if p not in partitions}
         self._writing = [c for c in self._writing if c.partition not in partitions]
 

@@ -14,6 +14,12 @@ Kafka part: a conversation's state sits on the state topic partition of its turn
 only the assigned partitions; records are written, then the state that records their revisions, then the
 turns topic is committed. A crash anywhere loses no conversation and writes no record twice (docs,
 Contributing, Architecture).
+
+Grounding across turns: the first stage also re-keys the turns' documents (`tracescore.conversations.
+evidence`, written by `tracescore consume`) onto the turns topic, so a conversation's documents and records
+meet on one partition, in one instance, whatever the two topics' partition counts; a turn's claim no document
+of its own supported is judged again against the same user's earlier turns' (`Grounder`), and the turn's
+record revised on the evaluations topic.
 """
 
 from __future__ import annotations
@@ -28,17 +34,36 @@ from tracescore._kafka import LogOnce
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service import Forward, ServiceLoop, ServiceTopics
 from tracescore.conversations._config import ConversationsConfig
-from tracescore.conversations._logic import ConversationLogic, ConversationStats, Written
+from tracescore.conversations._grounder import Grounder
+from tracescore.conversations._grounding import held_details
+from tracescore.conversations._logic import EVIDENCE_HEADER, ConversationLogic, ConversationStats, Written
 from tracescore.conversations._stored import encode_key
 from tracescore.conversations._tracker import ConversationTracker, key_of
 from tracescore.emit import ConversationMetrics, PhoenixAnnotations
-from tracescore.model import ConversationRecord, EvaluationRecord, UnreadableRecord, read_evaluation_record
+from tracescore.model import (
+    ConversationRecord,
+    EvaluationRecord,
+    UnreadableRecord,
+    read_evaluation_record,
+    read_turn_evidence,
+)
+from tracescore.score.judges import Judge
 
-__all__ = ["ConversationService", "ConversationStats"]
+__all__ = ["ConversationService", "ConversationStats", "rekeyed"]
 
 _log = logging.getLogger("tracescore.conversations")
 Clock = Callable[[], datetime]
 _TURN_REASON_CHARS = 1_000
+_EVIDENCE_HEADERS = ((EVIDENCE_HEADER, b"1"),)
+
+
+def rekeyed(record: EvaluationRecord, grounding: bool) -> bytes:
+    """A turn's record as the turns topic carries it: without its details and usage, its reason cut short;
+    with grounding, the claims of one held to be judged again (`held_details`)."""
+    slim = record.slim(_TURN_REASON_CHARS)
+    if grounding and (details := held_details(record)):
+        slim = slim.model_copy(update={"details": details})
+    return slim.model_dump_json().encode()
 
 
 class ConversationService:
@@ -51,27 +76,40 @@ class ConversationService:
         phoenix: PhoenixAnnotations | None = None,
         metrics: ConversationMetrics | None = None,
         on_record: Callable[[ConversationRecord], None] | None = None,
+        llm_judge: Judge | None = None,
+        on_revision: Callable[[EvaluationRecord], None] | None = None,
     ) -> None:
+        """`llm_judge` judges again the LLM records of turns whose claims an earlier turn may support (the
+        offline judge those of the offline judge); `on_revision` sees each turn record revised."""
         self.config = config
         self.tracker = ConversationTracker(config)
         self.stats = ConversationStats()
+        self._on_revision = on_revision
         self._phoenix = phoenix
         self._metrics = metrics or ConversationMetrics()
         self._on_record = on_record
         self._warn_once = LogOnce(_log)
         self.connection = kafka or KafkaConnection(bootstrap_servers=config.bootstrap_servers)
-        self._logic = ConversationLogic(
-            config, self.tracker, self.stats, skip=self._skip, on_written=self._written, clock=clock
-        )
         c = config
+        self._grounder = None
+        if c.evidence_topic is not None:
+            self._grounder = Grounder(
+                c, self.stats.grounding, llm_judge=llm_judge, recorded=self.tracker.turns_of
+            )
+        self._logic = ConversationLogic(
+            config, self.tracker, self.stats, skip=self._skip, on_written=self._written, clock=clock,
+            grounder=self._grounder,
+        )  # fmt: skip
+        grounding = [c.evaluations_topic] if c.evidence_topic is not None else []
         topics = ServiceTopics(
-            inputs=[c.evaluations_topic],
+            inputs=[c.evaluations_topic, *([c.evidence_topic] if c.evidence_topic else [])],
             keyed=c.turns_topic,
             keyed_partitions=c.turns_partitions,
             state=c.state_topic,
             legacy_state=c.legacy_state_topic,
             outputs=[c.conversations_topic, *([c.spans_topic] if c.spans_topic else [])],
-            verified=[c.conversations_topic],
+            # A turn's revised record: looked for on the evaluations topic after a crash, never written twice.
+            verified=[c.conversations_topic, *grounding],
         )
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._loop = ServiceLoop(
@@ -85,7 +123,7 @@ class ConversationService:
             forward=self._forward,
             oversized=lambda detail: self._skip("oversized_record", detail),
             logic=self._logic,
-            open_keys=self.tracker.open,
+            open_keys=self._open,
             clock=clock,
             tick_seconds=c.tick_seconds,
             health_file=c.health_file,
@@ -106,13 +144,20 @@ class ConversationService:
         try:
             self._loop.run(idle_timeout_s)
         finally:
+            if self._grounder is not None:
+                self._grounder.close()
             if self._phoenix is not None:
                 self._phoenix.close()
             self.stats.state.update(self._loop.keyed.counts)
         return self.stats
 
+    def _open(self) -> int:
+        return self.tracker.open() + (self._grounder.open() if self._grounder is not None else 0)
+
     # -- stage 1: re-key by conversation ----------------------------------------------------------------
     def _forward(self, message: ConsumerRecord) -> Forward | None:
+        if message.topic == self.config.evidence_topic:
+            return self._forward_evidence(message)
         record = self._parse(message.value)
         if record is None:
             return None
@@ -120,7 +165,27 @@ class ConversationService:
         if key is None:
             self._skip("no_conversation", "its interaction carries no session.id / conversation id")
             return None
-        return Forward(encode_key(key), record.slim(_TURN_REASON_CHARS).model_dump_json().encode())
+        return Forward(encode_key(key), rekeyed(record, grounding=self._grounder is not None))
+
+    def _forward_evidence(self, message: ConsumerRecord) -> Forward | None:
+        try:
+            evidence = read_turn_evidence(message.value)
+        except UnreadableRecord as unreadable:
+            self._skip("invalid_evidence", unreadable.detail)
+            return None
+        key = encode_key((evidence.service_name, evidence.session_id))
+        value = message.value
+        if len(value) > self.config.max_message_bytes:  # not written by tracescore consume: cut to fit
+            kept, left = [], self.config.evidence_chars
+            for document in evidence.documents:
+                kept.append(document.model_copy(update={"text": document.text[:left]}))
+                left -= len(kept[-1].text)
+                if left <= 0:
+                    break
+            value = (
+                evidence.model_copy(update={"documents": kept, "question": None}).model_dump_json().encode()
+            )
+        return Forward(key, value, _EVIDENCE_HEADERS)
 
     def _parse(self, value: bytes | None) -> EvaluationRecord | None:
         try:
@@ -141,6 +206,11 @@ class ConversationService:
     # -- stage 2's outputs ------------------------------------------------------------------------------
     def _written(self, done: Written) -> None:
         self.stats.state["recovered"] += done.found
+        for revised in done.revised:
+            if self._on_revision is not None:
+                self._on_revision(revised)
+        if self._phoenix is not None and done.revised:
+            self._phoenix.send(done.revised)  # the span annotation of the turn, overwritten
         if done.evicted:
             self._metrics.skipped("evicted", done.evicted)
         for record in done.records:

@@ -1,6 +1,8 @@
-"""A conversation as the state topic holds it: `ConversationState`, schema version 2 (typed, versioned), and
-the reader of version 1 (the positional JSON snapshot of earlier versions, on the old single-partition
-state topic) that carries an old conversation over."""
+"""What the state topic holds: a conversation (`ConversationState`, schema version 2: typed, versioned), a
+turn held to ground a later turn's claims (`TurnState`, kind "turn", same version: its documents, and its
+records with claims no document of its own supported), the codec that tells them apart, and the reader of
+version 1 (the positional JSON snapshot of earlier versions, on the old single-partition state topic)
+that carries an old conversation over."""
 
 from __future__ import annotations
 
@@ -9,15 +11,30 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tracescore._service import StateRecord, UnreadableState
+from tracescore._service import StateCodec, StateRecord, UnreadableState
 from tracescore.conversations._state import Conversation, Tier, TurnRecord
+from tracescore.model import EvaluationRecord, TurnEvidence
 
-__all__ = ["ConversationState", "decode_key", "encode_key", "from_legacy"]
+__all__ = [
+    "ConversationCodec",
+    "ConversationState",
+    "HeldCheck",
+    "TurnState",
+    "decode_key",
+    "encode_key",
+    "from_legacy",
+    "turn_key",
+]
 
 
 def encode_key(key: tuple[str, str]) -> bytes:
     """Kafka key of the turns and state topics: JSON, so any service or conversation id round-trips."""
     return json.dumps(list(key), ensure_ascii=False).encode()
+
+
+def turn_key(service: str, conversation_id: str, trace_id: str, span_id: str) -> bytes:
+    """State topic key of a held turn: never a conversation's (four elements, not two)."""
+    return json.dumps([service, conversation_id, trace_id, span_id], ensure_ascii=False).encode()
 
 
 def decode_key(raw: bytes) -> tuple[str, str]:
@@ -161,3 +178,57 @@ def from_legacy(value: bytes) -> ConversationState:
     except (KeyError, TypeError, ValueError) as exc:  # ValidationError too
         detail = f"not a conversation snapshot of an earlier version: {type(exc).__name__}: {exc}"
         raise UnreadableState("invalid_state", detail.splitlines()[0][:200]) from None
+
+
+class HeldCheck(BaseModel):
+    """One tier's latest record of a held turn (its claims in `details`), and what grounding made of it."""
+
+    record: EvaluationRecord
+    checked: str | None = Field(default=None, description="Fingerprint of the documents last judged against.")
+    status: str | None = Field(default=None, description="grounded, unsupported, not_rejudged, error.")
+    note: str | None = Field(default=None, description="Why it was not judged again (not_rejudged).")
+    revised: EvaluationRecord | None = Field(default=None, description="The last revision written here.")
+    digest: str | None = Field(default=None, description="What that revision says (its output digest).")
+
+    @property
+    def written(self) -> int | None:
+        return None if self.revised is None else self.revised.revision
+
+
+class TurnState(StateRecord):
+    """A turn of a conversation held for grounding: written once per change (its documents are big), deleted
+    when the conversation is forgotten or past the bounds."""
+
+    schema_version: Literal[2] = 2
+    kind: Literal["turn"] = "turn"
+    service: str
+    conversation_id: str
+    trace_id: str
+    span_id: str
+    user_id: str | None = None
+    started_ms: int | None = Field(default=None, description="When the turn started: what orders turns.")
+    through: int = Field(default=-1, description="Highest turns-topic offset applied.")
+    arrival_ms: int = Field(default=0, description="When its last change reached the turns topic.")
+    evidence: TurnEvidence | None = Field(default=None, description="Its documents, cut to the bounds.")
+    checks: list[HeldCheck] = Field(default_factory=list)
+
+    @property
+    def key(self) -> bytes:
+        return turn_key(self.service, self.conversation_id, self.trace_id, self.span_id)
+
+
+class ConversationCodec(StateCodec[Any]):
+    """Both values of the state topic, told apart by `kind`; each refused as `StateCodec` refuses."""
+
+    def __init__(self) -> None:
+        super().__init__(ConversationState)
+        self._turn = StateCodec(TurnState)
+
+    def decode(self, raw: bytes) -> ConversationState | TurnState:
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, ValueError):
+            data = None
+        if isinstance(data, dict) and data.get("kind") == "turn":
+            return self._turn.decode(raw)
+        return super().decode(raw)

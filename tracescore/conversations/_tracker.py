@@ -76,6 +76,15 @@ class ConversationTracker:
     def held(self) -> list[Conversation]:
         return list(self._held.values())
 
+    def turns_of(self, key: Key) -> list[tuple[tuple[str, str], int]]:
+        """A conversation's turns known by their records, (trace id, span id) with the turn's time (ms)."""
+        conversation = self._held.get(key)
+        if conversation is None:
+            return []
+        return [
+            (turn, min(o[-1] for o in outcomes.values())) for turn, outcomes in conversation.turns.items()
+        ]
+
     def quiet(self, now_of: Callable[[int], int]) -> list[Conversation]:
         """Changed conversations without a turn for `quiet_seconds`: their records are due. So is one that
         reached `max_turns` and was never written (a session id shared by many may never go quiet)."""

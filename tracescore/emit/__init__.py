@@ -7,16 +7,18 @@ once lived here still import from here, with a DeprecationWarning.
 
 from tracescore._lazy import moved_names
 from tracescore.emit._conversations import conversation_span, session_annotation
+from tracescore.emit._evidence import EVIDENCE_CHARS, turn_evidence
 from tracescore.emit._explain import explanation
 from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
 from tracescore.emit._metrics import LABEL_THRESHOLD, ConversationMetrics, EvaluationMetrics
 from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.emit._records import evaluation_record
 from tracescore.emit._sink import RecordSink
-from tracescore.emit._spans import evaluation_span
+from tracescore.emit._spans import evaluation_span, record_span
 
 __all__ = [
     "EVALUATION_SPANS_HEADER",
+    "EVIDENCE_CHARS",
     "LABEL_THRESHOLD",
     "ConversationMetrics",
     "EvaluationMetrics",
@@ -30,8 +32,10 @@ __all__ = [
     "evaluation_record",
     "evaluation_span",
     "explanation",
+    "record_span",
     "session_annotation",
     "span_annotation",
+    "turn_evidence",
 ]
 
 __getattr__ = moved_names(

@@ -17,6 +17,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError, MessageSizeTooLargeError
 from pydantic import BaseModel, Field
 
+from tracescore.emit._evidence import EVIDENCE_CHARS, turn_evidence
 from tracescore.emit._fit import clip, fit_record
 from tracescore.emit._records import evaluation_record
 from tracescore.emit._spans import evaluation_span
@@ -41,6 +42,9 @@ class KafkaOutputSettings(BaseModel):
     dlq_prefix_bytes: int = Field(
         default=64 * 1024, ge=0, description="Kept of a dead letter too big to copy."
     )
+    # A conversation turn's documents for `tracescore conversations`; None: not written.
+    evidence_topic: str | None = None
+    evidence_chars: int = Field(default=EVIDENCE_CHARS, ge=1_000)
 
 
 @dataclass
@@ -135,6 +139,18 @@ class KafkaEvaluationSink:
         return self._send(
             self.settings.dlq_topic, key, value, [*ours, *theirs], what=f"dead letter of {source}"
         )
+
+    def evidence(self, interaction: Interaction, revision: int) -> Output | None:
+        """The documents of a conversation turn (None without a conversation id, or with no evidence topic),
+        whether or not it is scored: a later turn may rest on them."""
+        topic = self.settings.evidence_topic
+        if topic is None or interaction.session_id is None:
+            return None
+        evidence = turn_evidence(interaction, self.settings.evidence_chars, revision)
+        assert evidence is not None
+        value = evidence.model_dump_json().encode()
+        what = f"documents of conversation turn {interaction.span.trace_id}"
+        return self._send(topic, interaction.span.trace_id.encode(), value, [], what=what)
 
     def _record(self, record: EvaluationRecord) -> Output:
         value, cut = fit_record(record, self.settings.max_message_bytes)

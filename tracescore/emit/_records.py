@@ -19,7 +19,7 @@ from tracescore.model import (
     annotator_kind,
 )
 
-__all__ = ["evaluation_record"]
+__all__ = ["evaluation_record", "started_at"]
 
 
 def evaluation_record(
@@ -57,7 +57,7 @@ def evaluation_record(
         revision=revision,
         supersedes=supersedes,
         timestamp=now or datetime.now(UTC),
-        span_started_at=_started(rag),
+        span_started_at=started_at(rag),
         details=_with_sources(rag, result.details),
         usage=result.usage,
         session_id=rag.session_id,
@@ -65,7 +65,8 @@ def evaluation_record(
     )
 
 
-def _started(rag: Interaction) -> datetime | None:
+def started_at(rag: Interaction) -> datetime | None:
+    """When the interaction's span started (UTC): the turn's time; None when not recorded."""
     started = rag.span.start_time_unix_nano
     return datetime.fromtimestamp(started / 1e9, UTC) if started > 0 else None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import NamedTuple
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -23,9 +24,16 @@ from opentelemetry.util.types import Attributes
 
 from tracescore import __version__, semconv
 from tracescore.emit._explain import explanation
-from tracescore.model import Interaction, MetricResult, MetricStatus, OpenInferenceSpanKind, annotator_kind
+from tracescore.model import (
+    EvaluationRecord,
+    Interaction,
+    MetricResult,
+    MetricStatus,
+    OpenInferenceSpanKind,
+    annotator_kind,
+)
 
-__all__ = ["evaluation_span", "evaluator_resource", "evaluator_scope", "new_span_id"]
+__all__ = ["evaluation_span", "evaluator_resource", "evaluator_scope", "new_span_id", "record_span"]
 
 _ids = RandomIdGenerator()
 evaluator_scope = InstrumentationScope(semconv.EVALUATOR_SCOPE, __version__)
@@ -44,14 +52,53 @@ def evaluation_span(
     selection: str | None = None,
     revision: int = 0,
 ) -> ReadableSpan:
-    trace_id = int(rag.span.trace_id, 16)
-    parent = SpanContext(trace_id, int(rag.span.span_id, 16), is_remote=True, trace_flags=TraceFlags(1))
+    span = rag.span
+    evaluated = _Evaluated(
+        span.trace_id, span.span_id, span.name, span.service_name, rag.route, rag.convention
+    )
+    return _span(evaluated, result, start_ns, end_ns, selection, revision, rag.question_missing is not None)
+
+
+def record_span(record: EvaluationRecord, start_ns: int) -> ReadableSpan:
+    """The evaluation span of a record revised where its interaction is no longer at hand (a turn grounded in
+    an earlier turn by `tracescore conversations`): the same span, from what the record says."""
+    evaluated = _Evaluated(
+        record.trace_id, record.span_id, record.route, record.service_name, record.route, record.convention
+    )
+    result = MetricResult(
+        metric=record.metric, score=record.score, label=record.label, status=record.status,
+        reason=record.reason, judge=record.judge, details=record.details,
+    )  # fmt: skip
+    unasked = record.details.get("question_recorded") is False
+    return _span(evaluated, result, start_ns, None, record.selection, record.revision, unasked)
+
+
+class _Evaluated(NamedTuple):
+    trace_id: str
+    span_id: str
+    name: str
+    service_name: str
+    route: str
+    convention: str
+
+
+def _span(
+    rag: _Evaluated,
+    result: MetricResult,
+    start_ns: int,
+    end_ns: int | None,
+    selection: str | None,
+    revision: int,
+    question_missing: bool,
+) -> ReadableSpan:
+    trace_id = int(rag.trace_id, 16)
+    parent = SpanContext(trace_id, int(rag.span_id, 16), is_remote=True, trace_flags=TraceFlags(1))
     context = SpanContext(trace_id, new_span_id(), is_remote=False, trace_flags=TraceFlags(1))
     annotator = annotator_kind(result.judge)
     why = explanation(result)
     attributes: dict[str, str | float | int] = {
         semconv.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKind.EVALUATOR.value,
-        semconv.INPUT_VALUE: f"{result.metric} of span {rag.span.span_id} ({rag.span.name})",
+        semconv.INPUT_VALUE: f"{result.metric} of span {rag.span_id} ({rag.name})",
         semconv.OUTPUT_VALUE: json.dumps(
             {"score": result.score, "label": result.label, "explanation": why}, ensure_ascii=False
         ),
@@ -63,16 +110,16 @@ def evaluation_span(
         semconv.TRACESCORE_JUDGE: result.judge,
         semconv.TRACESCORE_ANNOTATOR_KIND: annotator,
         semconv.TRACESCORE_ROUTE: rag.route,
-        semconv.TRACESCORE_EVALUATED_SPAN_ID: rag.span.span_id,
+        semconv.TRACESCORE_EVALUATED_SPAN_ID: rag.span_id,
         semconv.TRACESCORE_CONVENTION: rag.convention,
         "tracescore.evaluation.status": result.status.value,
-        "tracescore.evaluated_service": rag.span.service_name,
+        "tracescore.evaluated_service": rag.service_name,
         # > 0: late spans changed what was judged; the highest revision of a span is the current one.
         "tracescore.evaluation.revision": revision,
     }
     if selection is not None:
         attributes[semconv.TRACESCORE_SELECTION] = selection
-    if rag.question_missing is not None:
+    if question_missing:
         # Judged without the user's question (not recorded): metrics that need it are not_applicable.
         attributes["tracescore.question_recorded"] = False
     if result.score is not None:

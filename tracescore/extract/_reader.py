@@ -263,6 +263,14 @@ class Found:
             built=interaction,
         )  # fmt: skip
 
+    @property
+    def session_id(self) -> str | None:
+        """The conversation it is a turn of, as the steps read it (no build needed)."""
+        if self._built is not None:
+            return self._built.session_id
+        assert self._reading is not None
+        return self._reading.session_id
+
     def interaction(self) -> Interaction:
         built = self._built
         if built is None:

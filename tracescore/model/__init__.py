@@ -20,6 +20,7 @@ from tracescore.model._conversation import (
     WorstTurn,
     read_conversation_record,
 )
+from tracescore.model._evidence import EVIDENCE_TOPIC, EvidenceDocument, TurnEvidence, read_turn_evidence
 from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
 from tracescore.model._labels import BAD_LABELS, GOOD_LABELS, UNLABELLED_THRESHOLD, is_flagged, label_is_bad
 from tracescore.model._record import (
@@ -29,6 +30,7 @@ from tracescore.model._record import (
     UnreadableRecord,
     annotator_kind,
     read_evaluation_record,
+    revision_key,
 )
 from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
 from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, RunToolCall
@@ -43,6 +45,7 @@ from tracescore.model._vocabulary import (
 __all__ = [
     "BAD_LABELS",
     "CONVERSATIONS_TOPIC",
+    "EVIDENCE_TOPIC",
     "GOOD_LABELS",
     "MAX_RUN_TEXT_CHARS",
     "MAX_RUN_TOOL_CALLS",
@@ -58,6 +61,7 @@ __all__ = [
     "DecodedSpan",
     "DocumentSource",
     "EvaluationRecord",
+    "EvidenceDocument",
     "FaithfulnessClaim",
     "FaithfulnessDetails",
     "FaithfulnessFindings",
@@ -71,6 +75,7 @@ __all__ = [
     "RunToolCall",
     "Selection",
     "Trace",
+    "TurnEvidence",
     "UnreadableRecord",
     "Usage",
     "Verdict",
@@ -81,4 +86,6 @@ __all__ = [
     "label_is_bad",
     "read_conversation_record",
     "read_evaluation_record",
+    "read_turn_evidence",
+    "revision_key",
 ]

@@ -33,9 +33,17 @@ class DocumentSource(BaseModel):
 
     model_config = _WRITTEN
 
-    span_id: str
+    span_id: str = ""  # empty: an earlier turn's document not told apart (written without it)
     kind: str  # not the enum: a newer consumer's kind must still read
     turns_back: StrictInt = 0
+    trace_id: str | None = Field(
+        default=None,
+        description="The earlier turn's trace, for a claim `tracescore conversations` grounded in what that "
+        "turn retrieved (a revision of the record).",
+    )
+    retrieved_as: str | None = Field(
+        default=None, description="How that earlier turn read the document (a ContextSourceKind value)."
+    )
 
 
 class FaithfulnessClaim(BaseModel):
@@ -100,6 +108,9 @@ class FaithfulnessDetails(BaseModel):
     context_notes: list[str] | None = None
     question_recorded: bool | None = None
     question_missing: str | None = None
+    # Written by `tracescore conversations` into a turn's revision: what grounding across turns did (status,
+    # judge, the earlier turns read, claims judged and grounded); see docs/conversations.md.
+    earlier_turns: dict[str, Any] | None = None
 
     def to_details(self) -> dict[str, Any]:
         """The JSON object results and records carry."""

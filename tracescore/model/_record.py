@@ -18,6 +18,7 @@ __all__ = [
     "UnreadableRecord",
     "annotator_kind",
     "read_evaluation_record",
+    "revision_key",
 ]
 
 SCHEMA_VERSION = 1
@@ -141,6 +142,11 @@ class EvaluationRecord(BaseModel):
         allows."""
         reason = self.reason[:reason_chars] if self.reason else self.reason
         return self.model_copy(update={"details": {}, "usage": Usage(), "reason": reason})
+
+
+def revision_key(trace_id: str, span_id: str, revision: int) -> str:
+    """What `supersedes` holds: the interaction's trace and span, and the revision replaced."""
+    return f"{trace_id}:{span_id}:{revision}"
 
 
 class UnreadableRecord(ValueError):

@@ -11,6 +11,7 @@ from tracescore.score.metrics._custom import (
     VerdictScore,
     python_metric,
 )
+from tracescore.score.metrics._earlier import Regrounded, ground_claims
 from tracescore.score.metrics._faithfulness import Faithfulness
 from tracescore.score.metrics._protocol import Metric, evaluate_record
 from tracescore.score.metrics._protocol import evaluate as evaluate  # the former name of evaluate_record
@@ -33,6 +34,7 @@ __all__ = [
     "Metric",
     "PythonMetric",
     "Quality",
+    "Regrounded",
     "RepeatedToolCalls",
     "RunBudget",
     "ToolErrors",
@@ -42,6 +44,7 @@ __all__ = [
     "VerdictScore",
     "evaluate_record",
     "goal_completion",
+    "ground_claims",
     "letter_grade",
     "python_metric",
     "tool_selection",

@@ -34,6 +34,7 @@ __all__ = [
     "Verdict",
     "VerdictsInput",
     "VerdictsOutput",
+    "evidence_locations",
     "faithfulness_label",
 ]
 
@@ -216,6 +217,11 @@ class Faithfulness:
             )
         return result
 
+    def result_of(self, claims: Sequence[FaithfulnessClaim], judge_name: str, usage: Usage) -> MetricResult:
+        """What judged claims make of a result: score, label and counts. Also what a claim's new verdict makes
+        of a recorded result (a claim grounded in an earlier turn of the conversation)."""
+        return self._result(list(claims), None, judge_name, usage)
+
     def _result(
         self, rows: list[FaithfulnessClaim], capped: ClaimsCap | None, judge_name: str, usage: Usage
     ) -> MetricResult:
@@ -295,6 +301,19 @@ def _locate_evidence(rows: list[FaithfulnessClaim], contexts: tuple[str, ...]) -
             found = best if shared[best] >= _MIN_QUOTE_OVERLAP * len(words) else None
         located.append(row.model_copy(update={"context_index": found}))
     return located
+
+
+def evidence_locations(quote: str, contexts: Sequence[str]) -> list[int]:
+    """Every document that holds a part of `quote` (parts joined by an ellipsis, as the offline judge
+    quotes), in the order of the parts; none when the quote is empty or no document holds a part."""
+    folded = [" ".join(c.split()).casefold() for c in contexts]
+    parts = [part.strip() for part in " ".join(quote.split()).casefold().split("…") if part.strip()]
+    found: list[int] = []
+    for part in parts:
+        index = next((i for i, text in enumerate(folded) if part in text), None)
+        if index is not None and index not in found:
+            found.append(index)
+    return found
 
 
 def _claims_in_order(extracted: AnswerAnalysis, sentence_count: int) -> list[tuple[int, str]]:

@@ -1,0 +1,232 @@
+"""False alarms and misses on the recorded conversations, without and with grounding across turns, in one run
+through a real broker: `tracescore consume` (offline judge) scores every recorded trace of the conversational
+sources and writes each turn's documents; `tracescore conversations` then runs twice on its records, first
+without grounding (`evidence_topic` empty: the verdicts as each trace alone supports them), then with it (its
+revisions read back, as every reader of the evaluations topic does).
+
+    python benchmarks/grounding_false_alarms.py [--source NAME ...]
+
+The truth is the manifest's (tests/extract/fixtures/<source>/manifest.json, `faithful`: whether the app's
+answer was faithful to what it was given, its own turn's retrieval or an earlier one's). Nothing here is
+tuned: no threshold or rule was chosen on these traces (the rule is general: a claim its own documents gave
+no evidence for, judged again against the same user's earlier turns' documents). The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from tracescore.consume import ConsumerSettings, EvaluationConsumer, decode_message
+from tracescore.conversations import ConversationsConfig, ConversationService
+from tracescore.model import ConversationRecord, EvaluationRecord, is_flagged, read_evaluation_record
+from tracescore.score import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing.kafka_broker import KafkaBroker
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "extract" / "fixtures"
+# Every recorded source whose traces are turns of a conversation (a session id): issue 31's three-turn
+# chats in both history forms, and the conversations recorded before them.
+SOURCES = (
+    "autogen_conversation", "google_adk", "google_adk_v1", "haystack_conversation", "haystack_otel",
+    "mlflow_conversation", "openinference_openai_conversation", "vercel_ai_conversation",
+    "langchain_stream_history", "langfuse", "langfuse_v3", "pydantic_ai", "pydantic_ai_conversation",
+    "autogen",
+)  # fmt: skip
+
+
+@dataclass
+class Replay:
+    """Chats replayed together: no two of them share a conversation (service and session id)."""
+
+    messages: list[tuple[str, bytes]] = field(default_factory=list)  # (trace id, payload)
+    chats: dict[tuple[str, str], str] = field(default_factory=dict)  # conversation -> its chat
+
+
+def recorded(sources: list[str]) -> tuple[list[Replay], dict[str, tuple[str, bool]]]:
+    """The replays, and each trace's (source, faithful). The recordings of one app (Haystack under
+    OpenInference and under its own tracer, ADK's schemas) reuse its chats' service and session ids: they go
+    to different replays, else two chats would be one conversation. A source recorded before issue 31 (no
+    `conversation` entry) is one chat per service."""
+    replays: list[Replay] = []
+    truth: dict[str, tuple[str, bool]] = {}
+    for source in sources:
+        folder = FIXTURES / source
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        for file_name, entry in sorted(manifest["scenarios"].items()):
+            trace_id = entry["trace_id"]
+            truth[trace_id] = (source, bool(entry["faithful"]))
+            scenarios[trace_id] = entry["scenario"]
+            parts = [(folder / m["file"]).read_bytes() for m in entry.get("messages", [])]
+            parts = parts or [(folder / file_name).read_bytes()]
+            conversation = entry.get("conversation")
+            service = decode_message(parts[0])[0].service_name
+            chat = f"{source}/{conversation['name']}" if conversation else source
+            key = (service, conversation["session_id"] if conversation else "")
+            replay = next((r for r in replays if r.chats.get(key, chat) == chat), None)
+            if replay is None:
+                replays.append(replay := Replay())
+            replay.chats[key] = chat
+            replay.messages += [(trace_id, part) for part in parts]
+    return replays, truth
+
+
+# Each trace's scenario (the manifest's): where the false alarms left are.
+scenarios: dict[str, str] = {}
+Counted = tuple[str, str, Counter[str]]  # (source, what, counts)
+
+
+def read_topic(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        end = consumer.end_offsets(partitions)
+        values: list[bytes] = []
+        while any(consumer.position(tp) < end[tp] for tp in partitions):
+            for batch in consumer.poll(timeout_ms=500).values():
+                values += [m.value for m in batch]
+        return values
+    finally:
+        consumer.close()
+
+
+def conversations(bootstrap: str, prefix: str, run: str, grounding: bool) -> list[ConversationRecord]:
+    config = ConversationsConfig(
+        bootstrap_servers=bootstrap, evaluations_topic=f"{prefix}.evaluations",
+        conversations_topic=f"{prefix}.{run}.conversations", turns_topic=f"{prefix}.{run}.turns",
+        state_topic=f"{prefix}.{run}.state", spans_topic=None, group_id=f"{prefix}.{run}",
+        evidence_topic=f"{prefix}.evidence" if grounding else None, quiet_seconds=1.0, tick_seconds=0.2,
+    )  # fmt: skip
+    written: list[ConversationRecord] = []
+    ConversationService(config, on_record=written.append).run(idle_timeout_s=4)
+    latest: dict[tuple[str, str, str], ConversationRecord] = {}
+    for record in written:
+        key = (record.service_name, record.conversation_id, record.judge)
+        if key not in latest or latest[key].revision < record.revision:
+            latest[key] = record
+    return list(latest.values())
+
+
+def turn_counts(records: dict[str, EvaluationRecord], truth: dict[str, tuple[str, bool]]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for trace_id, record in records.items():
+        if record.score is None:
+            continue
+        faithful, flagged = truth[trace_id][1], is_flagged({"score": record.score, "label": record.label})
+        counts["faithful" if faithful else "hallucinated"] += 1
+        counts[
+            "false_alarms" if faithful and flagged else "misses" if not faithful and not flagged else "right"
+        ] += 1
+        if faithful != (not flagged):
+            counts[f"{'false alarm' if faithful else 'miss'}: {scenarios[trace_id]}"] += 1
+    return counts
+
+
+def conversation_counts(
+    records: list[ConversationRecord], truth: dict[str, tuple[str, bool]]
+) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for record in records:
+        if record.judge != "offline" or record.turns_scored == 0:
+            continue
+        faithful = all(truth[t][1] for t in record.trace_ids if t in truth)
+        flagged = record.turns_flagged > 0
+        counts["faithful" if faithful else "hallucinated"] += 1
+        counts[
+            "false_alarms" if faithful and flagged else "misses" if not faithful and not flagged else "right"
+        ] += 1
+    return counts
+
+
+def measure(bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, bool]]) -> list[Counted]:
+    """One replay: its records and conversation records, as (source, what, counts)."""
+    prefix = f"bench-grounding-{n}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for trace_id, payload in replay.messages:
+        producer.send(f"{prefix}.spans", key=trace_id.encode(), value=payload)
+    producer.flush()
+    producer.close()
+    settings = ConsumerSettings(
+        bootstrap_servers=bootstrap, topic=f"{prefix}.spans", group_id=f"{prefix}.consume",
+        evaluations_topic=f"{prefix}.evaluations", dlq_topic=f"{prefix}.dlq",
+        evaluation_spans_topic=f"{prefix}.evaluation-spans", conversation_evidence_topic=f"{prefix}.evidence",
+        idle_timeout_s=3,
+    )  # fmt: skip
+    EvaluationConsumer(settings, judge=OfflineJudge(), metrics=[Faithfulness()]).run()
+    without = conversations(bootstrap, prefix, "without", grounding=False)
+    with_grounding = conversations(bootstrap, prefix, "with", grounding=True)
+    first: dict[str, EvaluationRecord] = {}
+    latest: dict[str, EvaluationRecord] = {}
+    for value in read_topic(bootstrap, f"{prefix}.evaluations"):
+        record = read_evaluation_record(value)
+        if record.revision == 0:
+            first[record.trace_id] = record
+        if record.trace_id not in latest or latest[record.trace_id].revision < record.revision:
+            latest[record.trace_id] = record
+    out: list[Counted] = []
+    for source in sorted({truth[t][0] for t, _ in replay.messages}):
+        mine = {t for t, (s, _) in truth.items() if s == source}
+        conversations_of = [
+            c for r in (without, with_grounding) for c in r if any(t in mine for t in c.trace_ids)
+        ]
+        out += [
+            (source, "turns_before", turn_counts({t: r for t, r in first.items() if t in mine}, truth)),
+            (source, "turns_after", turn_counts({t: r for t, r in latest.items() if t in mine}, truth)),
+            (
+                source,
+                "conversations_before",
+                conversation_counts([c for c in conversations_of if c in without], truth),
+            ),
+            (
+                source,
+                "conversations_after",
+                conversation_counts([c for c in conversations_of if c in with_grounding], truth),
+            ),
+        ]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", action="append", choices=SOURCES, help="(default: all)")
+    args = parser.parse_args(argv)
+    by_source: dict[str, dict[str, Counter[str]]] = {}
+    replays, truth = recorded(args.source or list(SOURCES))
+    with KafkaBroker() as broker:
+        for n, replay in enumerate(replays):
+            for source, what, counts in measure(broker.bootstrap_servers, n, replay, truth):
+                by_source.setdefault(source, {}).setdefault(what, Counter()).update(counts)
+    total: dict[str, Counter[str]] = {}
+    for counts in by_source.values():
+        for name, counter in counts.items():
+            total.setdefault(name, Counter()).update(counter)
+    print(f"{'':28}{'faithful':>9}{'halluc.':>9}{'false alarms':>14}{'misses':>8}")
+    for name in ("turns_before", "turns_after", "conversations_before", "conversations_after"):
+        c = total[name]
+        print(f"{name:28}{c['faithful']:>9}{c['hallucinated']:>9}{c['false_alarms']:>14}{c['misses']:>8}")
+    for source, counts in by_source.items():
+        before, after = counts["turns_before"], counts["turns_after"]
+        conv_before, conv_after = counts["conversations_before"], counts["conversations_after"]
+        print(
+            f"  {source:34} turns: false alarms {before['false_alarms']} -> {after['false_alarms']}, "
+            f"misses {before['misses']} -> {after['misses']}; conversations: false alarms "
+            f"{conv_before['false_alarms']} -> {conv_after['false_alarms']}, "
+            f"misses {conv_before['misses']} -> {conv_after['misses']}"
+        )
+    left = {k: v for k, v in total["turns_after"].items() if ":" in k}
+    print("turns left wrong after grounding, by scenario:", ", ".join(f"{k} x{v}" for k, v in left.items()))
+    result = {"total": total, "by_source": by_source}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

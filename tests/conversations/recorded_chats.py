@@ -1,0 +1,59 @@
+"""The three-turn support chats recorded from the real libraries (tests/extract/fixtures/record.py; the
+manifest's `conversation` entry says each turn's history form and what grounds it): turn 1 retrieves the
+price list, turn 3 retrieves only "the add-on costs the same as the Basic plan". Read from a source's folder
+wherever it is kept (`fixtures/<source>`, or `fixtures/unread/<source>` until its reader is merged)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from recorded import FIXTURES
+
+from tracescore.consume import decode_message
+
+FORMS = ("resent", "qa_only")  # earlier tool results resent in the prompt, or only questions and answers
+ENDINGS = ("faithful", "invented", "restated")
+
+
+@dataclass(frozen=True)
+class Turn:
+    source: str
+    scenario: str
+    trace_id: str
+    payload: bytes
+    chat: str  # e.g. "qa_only_faithful" (semconv_ and schema_v1_ variants keep their prefix)
+    form: str
+    ending: str
+    turn: int
+    session_id: str
+    service: str  # service.name of its spans: a conversation is (service, session id)
+
+
+def chat_turns(source: str) -> list[Turn]:
+    folder = FIXTURES / source if (FIXTURES / source).is_dir() else FIXTURES / "unread" / source
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    turns = []
+    for file_name, entry in sorted(manifest["scenarios"].items()):
+        conversation = entry.get("conversation") or {}
+        form, name = conversation.get("history"), str(conversation.get("name", ""))
+        ending = name.rsplit("_", 1)[-1]
+        if form not in FORMS or ending not in ENDINGS or not file_name.endswith(".binpb"):
+            continue
+        payload = Path(folder / file_name).read_bytes()
+        turns.append(
+            Turn(
+                source=source,
+                scenario=entry["scenario"],
+                trace_id=entry["trace_id"],
+                payload=payload,
+                chat=name,
+                form=form,
+                ending=ending,
+                turn=int(conversation["turn"]),
+                session_id=conversation["session_id"],
+                service=decode_message(payload)[0].service_name,
+            )
+        )
+    return turns

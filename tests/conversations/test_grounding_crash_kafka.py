@@ -1,0 +1,93 @@
+"""Grounding across turns survives `kill -9` at each of its steps: `tracescore conversations` killed (the
+service base's named crash points) after the turns' documents and records were applied but not saved,
+after a grounded revision was sent but not the state that records it, while the held turns were being
+saved, and after they were saved but not committed; then restarted. Every follow-up resting on turn 1's
+retrieval gets exactly one grounded revision on the evaluations topic, none written twice, and its
+conversation's last record counts it as passed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from conversation_turns import read_topic
+from grounding_turns import evidence_of, interaction, scored
+from kafka import KafkaProducer
+from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
+
+from tracescore.model import read_conversation_record, read_evaluation_record
+
+pytestmark = pytest.mark.kafka
+
+CONVERSATIONS = [f"chat-{i}" for i in range(6)]
+POINTS = [
+    "keyed.applied:1",  # documents and records applied in memory, nothing written
+    "state.saved:1",  # the held turns saved, the turns topic not committed, nothing decided yet
+    "output.sent:2",  # two grounded revisions written, the rest not, their state not saved
+    "outputs.written:1",  # every revision of a checkpoint written, no state saved
+    "state.sent:4",  # some held turns saved after the revisions, the rest not
+]
+
+
+def produce(bootstrap: str, prefix: str) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for conversation in CONVERSATIONS:
+        for n in (1, 2, 3):
+            turn = interaction(n, conversation=conversation)
+            evidence = evidence_of(turn)
+            producer.send(
+                f"{prefix}.evidence",
+                key=evidence.trace_id.encode(),
+                value=evidence.model_dump_json().encode(),
+            )
+            key, value = scored(turn).to_kafka()
+            producer.send(f"{prefix}.evaluations", key=key, value=value)
+    producer.flush()
+    producer.close()
+
+
+def run(bootstrap: str, prefix: str, crash_at: str | None = None) -> ServiceProcess:
+    args = [
+        *("--bootstrap-servers", bootstrap, "--evaluations-topic", f"{prefix}.evaluations"),
+        *("--conversations-topic", f"{prefix}.conversations", "--group-id", f"{prefix}.conversations"),
+        *("--evidence-topic", f"{prefix}.evidence", "--quiet-seconds", "1"),
+        *(() if crash_at else ("--idle-timeout", "3")),
+    ]
+    env = {
+        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",
+        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{prefix}.state",
+        "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": "",
+        "TRACESCORE_CONVERSATIONS_TICK_SECONDS": "0.2",
+        "TRACESCORE_CONVERSATIONS_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
+    }
+    return ServiceProcess("conversations", args, env, crash_at)
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_kill_at_any_grounding_step_loses_no_revision_and_writes_none_twice(
+    bootstrap: str, topic_prefix: str, point: str
+) -> None:
+    produce(bootstrap, topic_prefix)
+    killed = run(bootstrap, topic_prefix, crash_at=point)
+    assert killed.wait() == -9, f"never reached {point}:\n{killed.log[-3000:]}"
+    restarted = run(bootstrap, topic_prefix)
+    assert restarted.wait() == 0, restarted.log[-3000:]
+
+    records = [read_evaluation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.evaluations")]
+    revised = [r for r in records if r.revision > 0]
+    copies = Counter((r.trace_id, r.revision) for r in revised)
+    assert all(n == 1 for n in copies.values()), f"written twice: {copies}"
+    third = {interaction(3, conversation=c).span.trace_id for c in CONVERSATIONS}
+    assert {r.trace_id for r in revised} == third and len(revised) == len(CONVERSATIONS)
+    assert all((r.revision, r.label) == (1, "faithful") for r in revised)
+    assert all(r.details["earlier_turns"]["status"] == "grounded" for r in revised)
+
+    written = [
+        read_conversation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.conversations")
+    ]
+    assert len({(r.conversation_id, r.revision) for r in written}) == len(written), "no record twice"
+    last = {}
+    for record in sorted(written, key=lambda r: r.revision):
+        last[record.conversation_id] = record
+    assert sorted(last) == sorted(CONVERSATIONS)
+    assert all((r.turns, r.turns_flagged, r.label) == (3, 0, "passed") for r in last.values()), last

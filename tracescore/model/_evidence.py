@@ -1,0 +1,60 @@
+"""The documents of one conversation turn, as `tracescore consume` hands them to `tracescore conversations`
+(the `tracescore.conversations.evidence` topic): evaluation records carry no documents, and a follow-up's
+claim may rest on what an earlier turn retrieved. One JSON object per interaction with a conversation id,
+written whether or not the interaction was scored (sampled out, judge error), cut to a size that fits."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from tracescore.model._record import UnreadableRecord
+
+__all__ = ["EVIDENCE_TOPIC", "EvidenceDocument", "TurnEvidence", "read_turn_evidence"]
+
+# Where `tracescore consume` writes a turn's documents and `tracescore conversations` reads them, unless told.
+EVIDENCE_TOPIC = "tracescore.conversations.evidence"
+
+
+class EvidenceDocument(BaseModel):
+    text: str = Field(description="The document as it was judged (cut when the turn's documents were cut).")
+    kind: str = Field(
+        description="How it was read in its trace: retriever, reranker, tool, tool_message, span, input, "
+        "earlier_turn (an earlier turn's result the app resent in this turn's prompt)."
+    )
+    span_id: str = Field(description="The span that held it, in the turn's trace.")
+    turns_back: int = Field(default=0, ge=0, description="For kind earlier_turn: how many turns back, there.")
+
+
+class TurnEvidence(BaseModel):
+    """Versioned wire format. Add fields freely; renaming or removing one bumps `schema_version`."""
+
+    schema_version: Literal[1] = 1
+    trace_id: str = Field(description="The turn's trace id.")
+    span_id: str = Field(description="The interaction's span id (the scored span of its records).")
+    service_name: str
+    route: str
+    session_id: str = Field(description="The conversation id, as on the turn's records.")
+    user_id: str | None = Field(default=None, description="The end user who asked, as on the records.")
+    question: str | None = Field(default=None, description="The turn's question, cut to 2,000 characters.")
+    span_started_at: datetime | None = Field(description="When the turn started: what orders the turns.")
+    revision: int = Field(default=0, ge=0, description="As the records': late spans changed the turn.")
+    documents: list[EvidenceDocument] = Field(default_factory=list)
+    documents_total: int = Field(ge=0, description="Documents the turn was judged against.")
+    documents_dropped: int = Field(default=0, ge=0, description="Left out to fit (the last ones).")
+    chars_dropped: int = Field(default=0, ge=0, description="Characters cut or left out to fit.")
+    timestamp: datetime = Field(description="When it was written (UTC).")
+
+
+def read_turn_evidence(value: bytes | None) -> TurnEvidence:
+    """The evidence in a Kafka message's value, or UnreadableRecord (`invalid_record` with why)."""
+    try:
+        return TurnEvidence.model_validate_json(value or b"")
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UnreadableRecord(
+            "invalid_record", f"not turn evidence: {where}: {first['msg']}"[:200]
+        ) from None
