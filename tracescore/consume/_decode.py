@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from sys import intern
 from typing import Any
 
 from google.protobuf import json_format
@@ -128,8 +129,11 @@ def _service_name(key_values: Any) -> str:
 
 def _attributes(key_values: Any) -> dict[str, Any]:
     # Strings are nearly every attribute: a non-empty string_value is one (a oneof holds one field), read
-    # without the oneof lookup; anything else, "" included, takes the general path.
-    return {kv.key: kv.value.string_value or _value(kv.value) for kv in key_values}
+    # without the oneof lookup; anything else, "" included, takes the general path. Keys are interned: the
+    # spans of a stream repeat a few dozen names, so buffered spans share one copy of each, and a reader
+    # asking with an interned key (`extract`'s list keys) matches by identity, not by comparing the copy
+    # decoded seconds ago, no longer in the CPU's caches.
+    return {intern(kv.key): kv.value.string_value or _value(kv.value) for kv in key_values}
 
 
 def _value(value: AnyValue) -> Any:

@@ -87,8 +87,29 @@ class Contexts:
         """Documents read from `span`; `call` when they are a tool's result (see `tool_results`);
         `turns_back` when they belong to an earlier turn of the conversation."""
         source = ContextSource(span.span_id, kind, turns_back)
-        for text in texts:
-            self._add(text if isinstance(text, str) else str(text), source, call)
+        # Every document of every interaction passes here: the bounds and lists are read once per call.
+        kept, sources, calls, chars = self._texts, self._sources, self._calls, self._chars
+        for value in texts:
+            text = value if isinstance(value, str) else str(value)
+            if not text or text.isspace():
+                continue
+            if is_repr(text):
+                self._reprs[source.span_id] = self._reprs.get(source.span_id, 0) + 1
+                continue
+            size = len(text)
+            if len(kept) >= MAX_CONTEXTS:
+                self._unread += 1
+                continue
+            if chars + size > MAX_CONTEXT_CHARS:
+                self._over_chars += 1
+                continue
+            chars += size
+            kept.append(text)
+            sources.append(source)
+            calls.append(call)
+            if call is not None:
+                self._tool_results += 1
+        self._chars = chars
 
     @property
     def has_tool_results(self) -> bool:
@@ -119,26 +140,6 @@ class Contexts:
     def note(self, text: str) -> None:
         if text not in self._notes:
             self._notes.append(text)
-
-    def _add(self, text: str, source: ContextSource, call: ToolCall | None = None) -> None:
-        if not text or text.isspace():
-            return
-        if is_repr(text):
-            self._reprs[source.span_id] = self._reprs.get(source.span_id, 0) + 1
-            return
-        texts, size = self._texts, len(text)
-        if len(texts) >= MAX_CONTEXTS:
-            self._unread += 1
-            return
-        if self._chars + size > MAX_CONTEXT_CHARS:
-            self._over_chars += 1
-            return
-        self._chars += size
-        texts.append(text)
-        self._sources.append(source)
-        self._calls.append(call)
-        if call is not None:
-            self._tool_results += 1
 
     @property
     def texts(self) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from sys import intern
 from typing import Any
 
 __all__ = [
@@ -90,7 +91,8 @@ def is_repr(text: Any) -> bool:
     if not isinstance(text, str):
         return False
     head = text[:300]
-    if "(" not in head and "<" not in head and "[object " not in head:
+    # Single characters first: found by a fast scan, where a substring search on each text costs ~5x.
+    if "(" not in head and "<" not in head and ("[" not in head or "[object " not in head):
         return False  # every repr shape has one of these near its start: most text returns here
     start = head.lstrip()
     if _OBJECT_REPR.match(start):
@@ -248,13 +250,32 @@ def documents_of(value: Any, depth: int = 0) -> list[str] | None:
 def indexed(attributes: Mapping[str, Any], prefix: str, suffix: str = "") -> list[Any]:
     """Values of flattened list attributes `prefix.0.suffix`, `prefix.1.suffix`, ... (without a suffix:
     `prefix.0`, `prefix.1`, ...) up to the first gap."""
-    tail = f".{suffix}" if suffix else ""
+    get = attributes.get
+    keys = _INDEXED_KEYS.get((prefix, suffix), ())
     values = []
-    index = 0
-    while (value := attributes.get(f"{prefix}.{index}{tail}")) is not None:
+    for key in keys:  # the keys asked before, the gap that ended the longest list included
+        value = get(key)
+        if value is None:
+            return values
+        values.append(value)
+    tail = f".{suffix}" if suffix else ""
+    index = len(keys)
+    while (value := get(f"{prefix}.{index}{tail}")) is not None:
         values.append(value)
         index += 1
+    if index < _KEYS_PER_LIST and (keys or len(_INDEXED_KEYS) < _KEPT_LISTS):
+        # Replaced whole, never appended to: a reader in another thread sees the old keys or the new.
+        _INDEXED_KEYS[prefix, suffix] = tuple(intern(f"{prefix}.{i}{tail}") for i in range(index + 1))
     return values
+
+
+# The keys `indexed` built, per (prefix, suffix): a key kept keeps its hash, interned as the decoder interns
+# attribute keys it matches them by identity, and every trace of a convention asks the same few lists.
+# Bounded: so many lists (some prefixes hold an index) and so many keys a list, past which keys are built
+# each time.
+_INDEXED_KEYS: dict[tuple[str, str], tuple[str, ...]] = {}
+_KEPT_LISTS = 256
+_KEYS_PER_LIST = 64
 
 
 def _document_text(item: Any) -> str | None:
