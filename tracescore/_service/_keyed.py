@@ -25,7 +25,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
-from tracescore._kafka import RebalanceListener, caught_up, known_lag
+from tracescore._kafka import RebalanceListener, caught_up, lag
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
@@ -187,7 +187,9 @@ class KeyedStage:
         return {p: (position, self._newest.get(p, 0)) for p, position in self.positions().items()}
 
     def caught_up(self) -> Callable[[int], bool]:
-        left = {tp.partition: n for tp, n in known_lag(self.consumer).items() if tp not in self._pending}
+        # The fetches' high watermarks only: a partition whose end none reported yet is not called read here,
+        # so the outputs a restore found stay until it is (dropped early, a later decision writes them again).
+        left = {tp.partition: n for tp, n in lag(self.consumer).items() if tp not in self._pending}
         return lambda partition: left.get(partition) == 0
 
     def fully_read(self) -> bool:
