@@ -171,7 +171,8 @@ def test_members_joining_and_leaving_in_turn_write_every_conversation_once(
                 produce(bootstrap, cfg.evaluations_topic, turns)
                 wait(lambda: any(r.conversation_id in batch for m in members for r in m.written))  # noqa: B023
         expected = sorted(c for batch in batches for c in batch)
-        wait(lambda: len(on_topic(bootstrap, cfg)) >= len(expected), timeout_s=180)
+        # Every conversation, counted once: a repeat must not end the wait before the last one is written.
+        wait(lambda: {r.conversation_id for r in on_topic(bootstrap, cfg)} >= set(expected), timeout_s=180)
     records = on_topic(bootstrap, cfg)
     written = [r.conversation_id for r in records]
     assert sorted(set(written)) == expected  # none lost

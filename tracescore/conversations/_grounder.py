@@ -33,7 +33,7 @@ from tracescore.conversations._regrounding import (
 from tracescore.conversations._stored import HeldCheck, TurnState
 from tracescore.emit import EVALUATION_SPANS_HEADER, record_span
 from tracescore.export import encode_trace_messages
-from tracescore.model import EvaluationRecord, revision_key
+from tracescore.model import EvaluationRecord, GroundingStatus, revision_key
 from tracescore.score.judges import Judge, JudgeError, OfflineJudge
 from tracescore.score.metrics import Regrounded, ground_claims
 
@@ -114,22 +114,30 @@ class Grounder:
             pair = self._pair(turn, check)
             if pair is not None and id(check) not in self._pending:
                 base = check.revised if check.revised is not None else check.record
-                note = {"status": "paired", **base.details.get("earlier_turns", {}), "offline_grounded": True}
-                self._decide(held, turn, check, decision_record(base, now, note, offline=pair), "paired")
+                note = {
+                    "status": GroundingStatus.PAIRED,
+                    **base.details.get("earlier_turns", {}),
+                    "offline_grounded": True,
+                }
+                self._decide(
+                    held, turn, check, decision_record(base, now, note, offline=pair), GroundingStatus.PAIRED
+                )
 
     def _plan(
         self, held: Held, turn: TurnState, check: HeldCheck, now: datetime, read_up: bool
     ) -> list[_Job]:
         """What to do with one check: judge it again (a job), say why it cannot be (decided now), or
         nothing."""
-        if check.status == "grounded":
+        if check.status == GroundingStatus.GROUNDED:
             return []
         if not has_open_claims(check.record):
-            if _shadowed(check) and check.status != "superseded":
+            if _shadowed(check) and check.status != GroundingStatus.SUPERSEDED:
                 # A newer reading of the turn with nothing to judge again, below a revision written here that
                 # says otherwise: written again above it, so the newer reading stands.
-                note = {"status": "superseded", "revision_of": check.record.revision}
-                self._decide(held, turn, check, decision_record(check.record, now, note), "superseded")
+                note = {"status": GroundingStatus.SUPERSEDED, "revision_of": check.record.revision}
+                self._decide(
+                    held, turn, check, decision_record(check.record, now, note), GroundingStatus.SUPERSEDED
+                )
             return []
         context = context_of(held, turn, self._recorded(held.key))
         stamp = fingerprint(check, turn, context)
@@ -140,7 +148,7 @@ class Grounder:
             # Why it cannot be judged again is said only once everything written so far was read: an earlier
             # turn's documents, or the reason to judge it, may be on their way.
             to_say = context.without_documents if not context.earlier else len(context.earlier)
-            if to_say and check.status != "not_rejudged" and not read_up:
+            if to_say and check.status != GroundingStatus.NOT_REJUDGED and not read_up:
                 held.recheck = True
                 return []
             check.checked = stamp
@@ -150,7 +158,7 @@ class Grounder:
         if not context.earlier:
             # Earlier turns known without documents (content capture off, cut, never written): said once, not
             # guessed about. A first turn, with no earlier turn at all, has nothing to say.
-            if context.without_documents and check.status != "not_rejudged":
+            if context.without_documents and check.status != GroundingStatus.NOT_REJUDGED:
                 why = (
                     f"the {context.without_documents} earlier turn(s) of this conversation have no documents "
                     "held (content capture off, documents cut or dropped past evidence_chars, or tracescore "
@@ -159,7 +167,7 @@ class Grounder:
                 self._note(held, turn, check, now, "not_captured", why, context)
             return []
         if judge is None:
-            if check.status != "not_rejudged":
+            if check.status != GroundingStatus.NOT_REJUDGED:
                 given = (
                     f"its LLM judge is {self._llm.name}" if self._llm is not None else "it has no LLM judge"
                 )
@@ -189,7 +197,7 @@ class Grounder:
             if isinstance(outcome, JudgeError) or outcome.result is None:
                 failed = isinstance(outcome, JudgeError)
                 self.stats.counts["judge_errors" if failed else "unsupported"] += 1
-                job.check.status = "error" if failed else "unsupported"
+                job.check.status = GroundingStatus.ERROR if failed else GroundingStatus.UNSUPPORTED
                 self.store.changed(job.held, job.turn)
                 # A revision written here that still says otherwise, or an offline pair that moved.
                 if _shadowed(job.check) or pair is not None:
@@ -199,11 +207,9 @@ class Grounder:
                 continue
             self.stats.counts["grounded"] += 1
             rows = grounded_rows(outcome.result, outcome.grounded, job.context)
-            record = decision_record(
-                job.check.record, now, _earlier_turns("grounded", job, outcome), outcome.result, rows, pair,
-                outcome.usage,
-            )  # fmt: skip
-            self._decide(job.held, job.turn, job.check, record, "grounded", job.fingerprint)
+            note = _earlier_turns(GroundingStatus.GROUNDED, job, outcome)
+            record = decision_record(job.check.record, now, note, outcome.result, rows, pair, outcome.usage)
+            self._decide(job.held, job.turn, job.check, record, GroundingStatus.GROUNDED, job.fingerprint)
 
     def _note(
         self,
@@ -216,10 +222,15 @@ class Grounder:
         context: GroundingContext,
     ) -> None:
         self.stats.counts[f"not_rejudged_{why}"] += 1
-        note = {"status": "not_rejudged", "why": why, "note": text, "revision_of": check.record.revision,
-                "turns_without_documents": context.without_documents}  # fmt: skip
+        note = {
+            "status": GroundingStatus.NOT_REJUDGED,
+            "why": why,
+            "note": text,
+            "revision_of": check.record.revision,
+            "turns_without_documents": context.without_documents,
+        }
         record = decision_record(check.record, now, note, offline=self._pair(turn, check))
-        self._decide(held, turn, check, record, "not_rejudged")
+        self._decide(held, turn, check, record, GroundingStatus.NOT_REJUDGED)
 
     def _decide(
         self, held: Held, turn: TurnState, check: HeldCheck, record: EvaluationRecord, status: str,
@@ -239,7 +250,7 @@ class Grounder:
         offline = next(
             (c for c in turn.checks if c.record.annotator_kind == "CODE" and c.record.metric == metric), None
         )
-        if offline is None or offline.status != "grounded":
+        if offline is None or offline.status != GroundingStatus.GROUNDED:
             return None
         grounded = self._pending.get(id(offline), offline.revised)
         if grounded is None:

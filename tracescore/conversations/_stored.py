@@ -185,7 +185,9 @@ class HeldCheck(BaseModel):
 
     record: EvaluationRecord
     checked: str | None = Field(default=None, description="Fingerprint of the documents last judged against.")
-    status: str | None = Field(default=None, description="grounded, unsupported, not_rejudged, error.")
+    status: str | None = Field(
+        default=None, description="A GroundingStatus value (a str: state a newer version wrote still reads)."
+    )
     note: str | None = Field(default=None, description="Why it was not judged again (not_rejudged).")
     revised: EvaluationRecord | None = Field(default=None, description="The last revision written here.")
     digest: str | None = Field(default=None, description="What that revision says (its output digest).")

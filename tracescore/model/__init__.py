@@ -38,6 +38,7 @@ from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, Rag
 from tracescore.model._vocabulary import (
     ContextSourceKind,
     ConversationLabel,
+    GroundingStatus,
     OpenInferenceSpanKind,
     Selection,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "FaithfulnessClaim",
     "FaithfulnessDetails",
     "FaithfulnessFindings",
+    "GroundingStatus",
     "Interaction",
     "MetricResult",
     "MetricStatus",

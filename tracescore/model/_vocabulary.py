@@ -40,6 +40,18 @@ class ContextSourceKind(StrEnum):
     EARLIER_TURN = "earlier_turn"  # an earlier turn's tool result kept in the LLM call's input
 
 
+class GroundingStatus(StrEnum):
+    """What grounding across turns made of a held turn (`tracescore conversations`; the record's
+    `details.earlier_turns.status`)."""
+
+    GROUNDED = "grounded"  # an earlier turn's documents support its unsupported claims: a revision
+    UNSUPPORTED = "unsupported"  # judged again, still unsupported
+    NOT_REJUDGED = "not_rejudged"  # not judged again (why: the record's note)
+    ERROR = "error"  # the judge failed
+    SUPERSEDED = "superseded"  # a newer record of the turn replaced the one a revision was written for
+    PAIRED = "paired"  # the offline record follows the LLM record's grounding
+
+
 class OpenInferenceSpanKind(StrEnum):
     """OpenInference span kinds (`openinference.span.kind`) that tracescore writes or reads (not OTel's
     SpanKind, which says client or server)."""
