@@ -145,8 +145,10 @@ ALIGN_SHARES = (0.34, 0.5, 0.67)
 DECISION_THRESHOLDS = (0.1, 0.25, 0.4, 0.5)
 MIN_CONFIDENCES = (0.3, 0.5, 0.7, 0.9)
 Tuning = tuple[float, int, float]
-Setting = tuple[float, int, float, float, float]
-Scores = dict[Tuning, list[MetricResult]]  # per judge tuning, one result per row of one file
+# A judge variant's key (a Tuning here; benchmarks/offline_semantic.py adds its own) + (decision threshold,
+# min_confidence).
+Setting = tuple[object, ...]
+Scores = dict[tuple[object, ...], list[MetricResult]]  # per judge variant, one result per row of one file
 
 
 def _predict(result: MetricResult, threshold: float, min_confidence: float) -> bool:
@@ -168,19 +170,20 @@ class Shape:
     guard: bool = False
 
     def confusion(self, setting: Setting, at: list[int]) -> Confusion:
-        results, confusion = self.scores[setting[:3]], Confusion()
+        results, confusion = self.scores[setting[:-2]], Confusion()
+        threshold, min_confidence = float(setting[-2]), float(setting[-1])
         for i in at:
-            confusion.add(self.rows[i].hallucinated, _predict(results[i], setting[3], setting[4]))
+            confusion.add(self.rows[i].hallucinated, _predict(results[i], threshold, min_confidence))
         return confusion
 
 
 def _choose(shapes: list[Shape], train: list[list[int]]) -> Setting:
     """One setting for every shape: the best mean balanced accuracy over the shapes that are no guards on
     `train` (row indices per shape), among those keeping every shape's specificity at MIN_SPECIFICITY (the
-    first best on ties)."""
+    first best on ties). The judge variants are those every shape was scored with, in that order."""
     best: tuple[bool, float] | None = None
     chosen: Setting | None = None
-    for tuning in itertools.product(MISSING_SHARES, FRAGMENT_WORDS, ALIGN_SHARES):
+    for tuning in shapes[0].scores:
         for threshold, confidence in itertools.product(DECISION_THRESHOLDS, MIN_CONFIDENCES):
             setting = (*tuning, threshold, confidence)
             held = [shape.confusion(setting, at) for shape, at in zip(shapes, train, strict=True)]
@@ -214,9 +217,12 @@ def shipped() -> Setting:
     )
 
 
-def halves(shapes: list[Shape]) -> list[tuple[str, Setting, list[Confusion], list[Confusion]]]:
+def halves(
+    shapes: list[Shape], default: Setting | None = None
+) -> list[tuple[str, Setting, list[Confusion], list[Confusion]]]:
     """Per direction: (name, the setting chosen on one half, its confusion per shape on the other half, the
-    shipped defaults' confusion per shape on that half)."""
+    shipped defaults' (or `default`'s) confusion per shape on that half)."""
+    default = default or shipped()
     a = [[i for i, r in enumerate(shape.rows) if r.half == 0] for shape in shapes]
     b = [[i for i, r in enumerate(shape.rows) if r.half == 1] for shape in shapes]
     out = []
@@ -226,7 +232,7 @@ def halves(shapes: list[Shape]) -> list[tuple[str, Setting, list[Confusion], lis
     ):
         chosen = _choose(shapes, train)
         held = [shape.confusion(chosen, at) for shape, at in zip(shapes, test, strict=True)]
-        ship = [shape.confusion(shipped(), at) for shape, at in zip(shapes, test, strict=True)]
+        ship = [shape.confusion(default, at) for shape, at in zip(shapes, test, strict=True)]
         out.append((name, chosen, held, ship))
     return out
 
@@ -261,8 +267,7 @@ _SETTING = "(missing share, bare-answer words, alignment share, decision thresho
 
 
 def _setting(setting: Setting) -> str:
-    share, fragment, align, threshold, confidence = setting
-    return f"({share:g}, {fragment}, {align:g}, {threshold:g}, {confidence:g})"
+    return "(" + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in setting) + ")"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,8 @@ READS_INTERNALS = {
     # cascade calibrates on (sample._calibration.calibration_half), so both benchmarks split alike
     "benchmarks/halueval_accuracy.py": {"tracescore.score", "tracescore.sample"},
     "benchmarks/offline_shapes.py": {"tracescore.score", "tracescore.sample"},
+    # the offline judge's context sentences, embedded to test a semantic alignment against it
+    "benchmarks/offline_semantic.py": {"tracescore.score"},
     "benchmarks/offline_long_context.py": {"tracescore.score"},
     # fits the cascade's calibration coefficients (sample._calibration) on the labelled split
     "benchmarks/cascade_sampling.py": {"tracescore.sample"},
