@@ -275,13 +275,9 @@ class TraceAssembler:
         self._by_last_seen.pop(trace_id, None)
         self._rooted.pop(trace_id, None)
         self._bytes -= entry.size
-        counts = self.counts
-        if incomplete is None:
-            counts["released_complete"] += 1
-        else:
-            counts[f"released_{incomplete}"] += 1
-            if incomplete == REMOTE_WORK_NOT_ARRIVED:
-                counts[REMOTE_WORK_NOT_ARRIVED] += 1
+        self.counts["released_complete" if incomplete is None else f"released_{incomplete}"] += 1
+        if incomplete == REMOTE_WORK_NOT_ARRIVED:
+            self.counts[REMOTE_WORK_NOT_ARRIVED] += 1
         remember = self.settings.remember_released
         if remember:
             released = self._released
