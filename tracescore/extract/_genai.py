@@ -35,6 +35,8 @@ class GenAI(Convention):
     OUTPUT_MESSAGES = semconv.GEN_AI_OUTPUT_MESSAGES
     RETRIEVAL_DOCUMENTS = semconv.GEN_AI_RETRIEVAL_DOCUMENTS
     RETRIEVAL_QUERY = semconv.GEN_AI_RETRIEVAL_QUERY_TEXT
+    # How many documents the retrieval returned, where a producer records fewer (OpenLIT keeps the first 3).
+    RETRIEVAL_DOCUMENT_COUNT = "gen_ai.retrieval.document_count"
     SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
     TOOL_NAME = "gen_ai.tool.name"
     TOOL_DEFINITIONS = "gen_ai.tool.definitions"
@@ -116,6 +118,17 @@ class GenAI(Convention):
 
     def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         return documents_of(span.attributes.get(self.RETRIEVAL_DOCUMENTS))
+
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
+        documents = self.documents(span, kind) or []
+        reading.contexts.add(span, kind, documents)
+        count = span.attributes.get(self.RETRIEVAL_DOCUMENT_COUNT)
+        if isinstance(count, int) and count > len(documents):
+            # An answer resting on a document the producer left out reads as unsupported: say so.
+            reading.contexts.note(
+                f"{span.name!r} returned {count} documents and recorded {len(documents)} "
+                f"({self.RETRIEVAL_DOCUMENT_COUNT}): the others are not judged"
+            )
 
     def reads_tool_messages(self, reading: Reading) -> bool:
         # No tool span recorded its result (autogen-core's carry names only; content capture off): the
