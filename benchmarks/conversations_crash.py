@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -27,15 +26,13 @@ import time
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
+from _runs import ConversationsProcess, add_run_options, on_one_broker, read_values
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tracescore.model import EvaluationRecord, MetricStatus, read_conversation_record
-from tracescore.testing.kafka_broker import KafkaBroker
 
-REPO = Path(__file__).resolve().parents[1]
 TURNS = 3
 START_EVERY_S = 0.1  # --spread: 300 conversations start over 30 s
 TURN_GAP_S = 1.0
@@ -80,24 +77,6 @@ def feed(bootstrap: str, topic: str, conversations: int, spread: bool) -> None:
     producer.close()
 
 
-def read_values(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        if not tps:
-            return []
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        end = consumer.end_offsets(tps)
-        out: list[bytes] = []
-        while any(consumer.position(tp) < end[tp] for tp in tps):
-            for batch in consumer.poll(timeout_ms=500).values():
-                out.extend(m.value for m in batch if m.value is not None)
-        return out
-    finally:
-        consumer.close()
-
-
 def wait_for_records(bootstrap: str, topic: str, process: subprocess.Popen[bytes], count: int) -> int:
     """Records on `topic` once `count` are there (or the process ended), counted as they arrive."""
     watcher = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
@@ -121,23 +100,11 @@ def wait_for_records(bootstrap: str, topic: str, process: subprocess.Popen[bytes
 
 
 def run(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
-    prefix = f"crash{uuid.uuid4().hex[:8]}"
-    evaluations, conversations = f"{prefix}.evaluations", f"{prefix}.conversations"
+    service = ConversationsProcess(bootstrap, f"crash{uuid.uuid4().hex[:8]}", args.code, "3")
+    evaluations, conversations = service.evaluations, service.conversations
     feeding = threading.Thread(target=feed, args=(bootstrap, evaluations, args.conversations, args.spread))
     feeding.start()
-    command = [
-        sys.executable, "-c", "from tracescore.cli import main; main()", "conversations",
-        "--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations,
-        "--conversations-topic", conversations, "--group-id", f"{prefix}.conversations",
-        "--quiet-seconds", "3",
-    ]  # fmt: skip
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(args.code),  # and run from there: the tree's own `tracescore` comes first
-        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",
-        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{prefix}.state",  # the name both versions read
-        "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{prefix}.spans",
-    }
+    command, env = service.command, service.env
     first = subprocess.Popen(command, env=env, cwd=args.code, stderr=subprocess.DEVNULL)
     at_stop = wait_for_records(bootstrap, conversations, first, args.kill_at)
     first.send_signal(signal.SIGKILL if args.signal == "kill" else signal.SIGTERM)
@@ -172,17 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signal", choices=("kill", "term"), default="kill")
     parser.add_argument("--spread", action="store_true", help="turns arrive over 30 s while the service runs")
     parser.add_argument("--idle-timeout", type=float, default=20.0, help="of the restarted process")
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument(
-        "--code", type=Path, default=REPO, help="the tracescore tree to run (an export of an earlier commit)"
-    )
+    add_run_options(parser, runs=2)
     args = parser.parse_args(argv)
-    results = []
-    with KafkaBroker() as broker:
-        for _ in range(args.runs):
-            result = run(broker.bootstrap_servers, args)
-            print({k: v for k, v in result.items() if k != "restart_summary"}, flush=True)
-            results.append(result)
+    results = on_one_broker(
+        args.runs,
+        lambda bootstrap: run(bootstrap, args),
+        shown=lambda result: {k: v for k, v in result.items() if k != "restart_summary"},
+    )
     print(json.dumps({"signal": args.signal, "spread": args.spread, "runs": results}))
     return 0
 

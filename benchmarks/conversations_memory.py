@@ -13,11 +13,12 @@ counted too. The last line is JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import tracemalloc
 from datetime import UTC, datetime
+
+from _runs import report
 
 from tracescore.conversations import ConversationsConfig, ConversationTracker
 from tracescore.model import EvaluationRecord, MetricStatus
@@ -70,12 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         "bytes_per_conversation": round(held / args.conversations),
         "tick_pass_share_of_interval": round(tick / tick_s, 3),
     }
-    print(
+    report(
         f"{args.conversations} open conversations of {args.turns} turns: {result['held_mb']} MB "
         f"({result['bytes_per_conversation']} bytes each); one tick's passes over them take "
-        f"{result['tick_pass_share_of_interval']:.1%} of the {tick_s:g} s tick interval"
+        f"{result['tick_pass_share_of_interval']:.1%} of the {tick_s:g} s tick interval",
+        result,
     )
-    print(json.dumps(result))
     return 0
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
 import subprocess
@@ -33,12 +32,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conversations_crash import REPO, TURNS, feed, read_values
+from _runs import ConversationsProcess, add_run_options, on_one_broker, read_values
+from conversations_crash import TURNS, feed
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from tracescore.model import read_conversation_record
-from tracescore.testing.kafka_broker import KafkaBroker
 
 
 class Member:
@@ -82,21 +81,12 @@ def partitions_read(summary: str) -> int | None:
 
 def run(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
     prefix = f"storm{uuid.uuid4().hex[:8]}"
-    evaluations, conversations = f"{prefix}.evaluations", f"{prefix}.conversations"
-    command = [
-        sys.executable, "-c", "from tracescore.cli import main; main()", "conversations",
-        "--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations,
-        "--conversations-topic", conversations, "--group-id", f"{prefix}.conversations",
-        "--quiet-seconds", str(args.quiet_seconds),
-    ]  # fmt: skip
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(args.code),  # and run from there: the tree's own `tracescore` comes first
-        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",
-        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{prefix}.state",
-        "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{prefix}.spans",
-        "TRACESCORE_CONVERSATIONS_REBALANCE_PROTOCOL": args.protocol,
-    }
+    service = ConversationsProcess(
+        bootstrap, prefix, args.code, str(args.quiet_seconds),
+        {"TRACESCORE_CONVERSATIONS_REBALANCE_PROTOCOL": args.protocol},
+    )  # fmt: skip
+    evaluations, conversations = service.evaluations, service.conversations
+    command, env = service.command, service.env
     steady = Member(command, env, args.code)
     feeding = threading.Thread(target=feed, args=(bootstrap, evaluations, args.conversations, True))
     feeding.start()
@@ -142,17 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=float, default=3.0, help="seconds between joins and leaves")
     parser.add_argument("--quiet-seconds", type=float, default=1.0)
     parser.add_argument("--protocol", choices=("cooperative", "eager"), default="cooperative")
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument(
-        "--code", type=Path, default=REPO, help="the tracescore tree to run (an export of an earlier commit)"
-    )
+    add_run_options(parser, runs=2)
     args = parser.parse_args(argv)
-    results = []
-    with KafkaBroker() as broker:
-        for _ in range(args.runs):
-            result = run(broker.bootstrap_servers, args)
-            print(result, flush=True)
-            results.append(result)
+    results = on_one_broker(args.runs, lambda bootstrap: run(bootstrap, args))
     print(json.dumps({"protocol": args.protocol, "code": str(args.code), "runs": results}))
     return 0
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import time
 import tracemalloc
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+
+from _runs import report
 
 from tracescore.conversations import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     for number, held_conversation in enumerate(grounder.store.held()):
         held_conversation.recheck = number < sample  # the first `sample` flagged follow-ups
     started = time.process_time()
-    grounder.tick(T0, lambda partition: 0, lambda partition: True)
+    while any(h.recheck for h in grounder.store.held()):  # a tick takes a bounded number of conversations
+        grounder.tick(T0, lambda partition: 1)  # read up: past every turn's arrival (0), none forgotten
     again_s.append((time.process_time() - started) / sample)
     counts.update(grounder.stats.counts)
     grounder.close()
@@ -108,13 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         "rejudge_over_first_scoring": round(statistics.mean(again_s) / first_s, 2),
     }
     r = result_json
-    print(
+    report(
         f"{args.conversations} conversations of 3 turns ({r['turn_chars']} characters of documents a turn): "
         f"{r['held_mb']} MB held, {r['bytes_per_counted_char']} bytes per character counted against "
         f"max_evidence_chars; judging a flagged follow-up again costs {r['rejudge_over_first_scoring']}x "
-        f"scoring it first ({counts['grounded']} of {sample} grounded)"
+        f"scoring it first ({counts['grounded']} of {sample} grounded)",
+        result_json,
     )
-    print(json.dumps(result_json))
     return 0
 
 

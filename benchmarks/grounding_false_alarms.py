@@ -21,7 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from _runs import read_values
+from kafka import KafkaProducer
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer, decode_message
 from tracescore.conversations import ConversationsConfig, ConversationService
@@ -80,22 +81,6 @@ def recorded(sources: list[str]) -> tuple[list[Replay], dict[str, tuple[str, boo
 # Each trace's scenario (the manifest's): where the false alarms left are.
 scenarios: dict[str, str] = {}
 Counted = tuple[str, str, Counter[str]]  # (source, what, counts)
-
-
-def read_topic(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        end = consumer.end_offsets(partitions)
-        values: list[bytes] = []
-        while any(consumer.position(tp) < end[tp] for tp in partitions):
-            for batch in consumer.poll(timeout_ms=500).values():
-                values += [m.value for m in batch]
-        return values
-    finally:
-        consumer.close()
 
 
 def conversations(bootstrap: str, prefix: str, run: str, grounding: bool) -> list[ConversationRecord]:
@@ -165,7 +150,7 @@ def measure(bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, 
     with_grounding = conversations(bootstrap, prefix, "with", grounding=True)
     first: dict[str, EvaluationRecord] = {}
     latest: dict[str, EvaluationRecord] = {}
-    for value in read_topic(bootstrap, f"{prefix}.evaluations"):
+    for value in read_values(bootstrap, f"{prefix}.evaluations"):
         record = read_evaluation_record(value)
         if record.revision == 0:
             first[record.trace_id] = record

@@ -16,13 +16,12 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka_helpers import REPO, WAIT_S, read_all, wait_until
+from service_processes import SESSION_TIMEOUT_MS
 
 from tracescore.consume import NotOtlp, decode_message
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.judge_server import Fault, JudgeServer, default_responder
 
-# Short enough that a restart after kill -9 gets the dead member's partitions quickly; the broker's minimum.
-SESSION_TIMEOUT_MS = 6_000
 # An application answering `n` questions faithfully: `run_instrumented_app(..., APP.format(n=...))`.
 APP = """
 @tracescore.rag(route="/ask")

@@ -23,6 +23,7 @@ from tracescore.model import (
     DecodedSpan,
     EvaluationRecord,
     EvidenceDocument,
+    FaithfulnessDetails,
     Interaction,
     RagRecord,
     TurnEvidence,
@@ -138,6 +139,8 @@ class Harness:
         self.logic.written(outputs, found or {})
         self.logic.to_save()
         revised = [r for w in self.written[-1:] for r in w.revised]
+        for record in revised:  # every revision's details hold to the model, `earlier_turns` included
+            assert FaithfulnessDetails.model_validate(record.details).earlier_turns is not None
         self.feed(*revised)
         return revised
 

@@ -19,8 +19,10 @@ import pytest
 import yaml
 from deploy_stack import REPO
 
-from tracescore.alert import load_alert_config
-from tracescore.conversations import load_conversations_config
+from tracescore.alert import AlertConfig, load_alert_config
+from tracescore.cli import main as tracescore_command
+from tracescore.consume import ConsumerSettings
+from tracescore.conversations import ConversationsConfig, load_conversations_config
 
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
@@ -114,6 +116,65 @@ def test_shipped_conversations_configs_load(tmp_path: Path) -> None:
     path = tmp_path / "conversations.yaml"
     path.write_text(configmap["data"]["conversations.yaml"])
     assert load_conversations_config(path).health_file == Path("/tmp/tracescore-conversations.alive")
+
+
+def test_the_shipped_alert_config_shows_every_setting_and_marks_what_is_not_its_default() -> None:
+    """deploy/alert/alert.yaml is the reference users copy ("the defaults unless marked"): a setting added to
+    `tracescore alert` or a default changed in the code shows here."""
+    path = DEPLOY / "alert" / "alert.yaml"
+    text = path.read_text()
+    shown, config = yaml.safe_load(text), load_alert_config(path)
+    assert set(AlertConfig.model_fields) - set(shown) == set(), "settings the file does not show"
+    for name, field in AlertConfig.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        if name in ("rules", "sinks"):  # examples, with the default ones among them
+            assert all(item in getattr(config, name) for item in default), f"{name}: the default is not shown"
+            continue
+        line = next(line for line in text.splitlines() if line.startswith(f"{name}:"))
+        assert (getattr(config, name) == default) != ("not a default" in line), line
+
+
+# What a settings class reads from the environment besides its own fields: every process's Kafka security.
+_EVERY_PROCESS = re.compile(r"TRACESCORE_KAFKA__\w+")
+_SETTINGS = {"consume": ConsumerSettings, "alert": AlertConfig, "conversations": ConversationsConfig}
+
+
+def test_every_tracescore_container_is_given_real_flags_and_settings() -> None:
+    """The flags and TRACESCORE_* variables compose.yaml and the Kubernetes manifests give each command are
+    ones it reads: a renamed setting or flag fails here, not silently in a deployment (an unknown variable is
+    ignored by the service)."""
+    config = load_alert_config(DEPLOY / "alert" / "alert.yaml")
+    secrets = {sink.secret_env for sink in config.sinks if getattr(sink, "secret_env", None)}
+    containers = _tracescore_containers()
+    assert {args[0] for _, args, _ in containers} == set(_SETTINGS)
+    for where, args, variables in containers:
+        command = tracescore_command.commands[args[0]]
+        command.make_context(args[0], list(args[1:]))  # parsed, not run: an unknown flag raises
+        settings = _SETTINGS[args[0]]
+        prefix = str(settings.model_config.get("env_prefix", ""))
+        known = {f"{prefix}{name}".upper() for name in settings.model_fields} | secrets
+        if prefix != "TRACESCORE_":  # the services fall back to consume's name for the brokers
+            known.add("TRACESCORE_BOOTSTRAP_SERVERS")
+        unknown = [v for v in variables if v.startswith("TRACESCORE_") and v not in known]
+        assert not [v for v in unknown if not _EVERY_PROCESS.fullmatch(v)], f"{where}: {unknown}"
+
+
+def _tracescore_containers() -> list[tuple[str, list[str], list[str]]]:
+    """(where, the tracescore command's arguments, the environment variables it is given) of every
+    tracescore service in compose.yaml and container in the Kubernetes manifests."""
+    found = []
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        if str(service.get("image", "")).startswith("tracescore:"):
+            found.append((f"compose {name}", service["command"], list(service.get("environment", {}))))
+    for document in _k8s_documents():
+        if document["kind"] != "Deployment":
+            continue
+        for container in document["spec"]["template"]["spec"]["containers"]:
+            if container["image"].startswith("tracescore:"):
+                where = f"{document['metadata']['name']} {container['name']}"
+                found.append((where, container["args"], [e["name"] for e in container.get("env", [])]))
+    return found
 
 
 def test_kubernetes_manifests_pass_kubeconform_with_the_keda_schema(

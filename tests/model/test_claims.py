@@ -1,6 +1,6 @@
-"""Faithfulness's details as one model: what the metric and emit write holds to it strictly (a renamed key
-fails here), it is the same JSON as before the model existed, and whatever an older consumer wrote is still
-read, tolerantly, by every reader."""
+"""Faithfulness's details as one model: what the metric, emit and `tracescore conversations`' grounding write
+holds to it strictly (a renamed key fails here), it is the same JSON as before the model existed, and
+whatever an older consumer wrote is still read, tolerantly, by every reader."""
 
 from __future__ import annotations
 
@@ -18,8 +18,11 @@ from tracescore.model import (
     DecodedSpan,
     FaithfulnessDetails,
     FaithfulnessFindings,
+    GroundingDetails,
+    GroundingStatus,
     Interaction,
     MetricResult,
+    NotRejudgedReason,
     RagRecord,
     Verdict,
 )
@@ -124,3 +127,46 @@ def test_every_reader_reads_older_details_without_a_crash() -> None:
     )
     found = FaithfulnessFindings.of(result)
     assert (found.claims, found.no_evidence, found.contradicted) == (2, 2, 0), "the counts it carries"
+
+
+@pytest.mark.parametrize("shape", sorted(BEFORE["earlier_turns"]))
+def test_what_grounding_across_turns_wrote_reads_strictly_as_the_same_json(shape: str) -> None:
+    before = BEFORE["earlier_turns"][shape]
+    details = FaithfulnessDetails.model_validate({"earlier_turns": before})
+    grounding = details.earlier_turns
+    assert grounding is not None and grounding.status in set(GroundingStatus)
+    assert same_json(details.to_details(), {"earlier_turns": before})
+    assert GroundingDetails.read(before) == grounding
+
+
+def test_the_grounding_details_name_what_users_read() -> None:
+    grounded = GroundingDetails.model_validate(BEFORE["earlier_turns"]["grounded"])
+    assert (grounded.status, grounded.claims_judged, grounded.claims_grounded) == (
+        GroundingStatus.GROUNDED,
+        1,
+        1,
+    )
+    assert [(t.turns_back, t.documents) for t in grounded.turns or ()] == [(1, 1), (2, 2)]
+    no_judge = GroundingDetails.model_validate(BEFORE["earlier_turns"]["no_judge"])
+    assert no_judge.why == NotRejudgedReason.NO_JUDGE and no_judge.note and "--judge openai" in no_judge.note
+    with pytest.raises(ValidationError):  # a renamed key, a status no version writes
+        GroundingDetails.model_validate({**BEFORE["earlier_turns"]["paired"], "grounded_offline": True})
+    with pytest.raises(ValidationError):
+        GroundingDetails.model_validate({"status": "regrounded"})
+
+
+def test_older_or_newer_grounding_details_are_read_tolerantly() -> None:
+    odd = {
+        "status": "grounded",
+        "judge": 7,
+        "turns": [{"trace_id": "ab" * 16, "turns_back": 1, "documents": 2}, {"turns_back": 2}, "x"],
+        "claims_judged": "one",
+        "claims_grounded": 1,
+        "written_by": "a newer consumer",
+    }
+    read = FaithfulnessDetails.read({**OLDER, "earlier_turns": odd}).earlier_turns
+    assert read is not None and read.status == GroundingStatus.GROUNDED
+    assert [t.trace_id for t in read.turns or ()] == ["ab" * 16], "a turn without its trace is left out"
+    assert (read.judge, read.claims_judged, read.claims_grounded) == (None, None, 1)
+    for unreadable in ({"status": "a newer status"}, {"turns": []}, {"status": ["grounded"]}, "grounded", 3):
+        assert FaithfulnessDetails.read({"earlier_turns": unreadable}).earlier_turns is None

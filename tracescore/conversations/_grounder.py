@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from tracescore._service import Output
 from tracescore.conversations._config import ConversationsConfig
@@ -33,7 +32,14 @@ from tracescore.conversations._regrounding import (
 from tracescore.conversations._stored import HeldCheck, TurnState
 from tracescore.emit import EVALUATION_SPANS_HEADER, record_span
 from tracescore.export import encode_trace_messages
-from tracescore.model import EvaluationRecord, GroundingStatus, revision_key
+from tracescore.model import (
+    EarlierTurn,
+    EvaluationRecord,
+    GroundingDetails,
+    GroundingStatus,
+    NotRejudgedReason,
+    revision_key,
+)
 from tracescore.score.judges import Judge, JudgeError, OfflineJudge
 from tracescore.score.metrics import Regrounded, ground_claims
 
@@ -114,11 +120,10 @@ class Grounder:
             pair = self._pair(turn, check)
             if pair is not None and id(check) not in self._pending:
                 base = check.revised if check.revised is not None else check.record
-                note = {
-                    "status": GroundingStatus.PAIRED,
-                    **base.details.get("earlier_turns", {}),
-                    "offline_grounded": True,
-                }
+                said = GroundingDetails.read(base.details.get("earlier_turns"))  # kept: what it said before
+                note = (said or GroundingDetails(status=GroundingStatus.PAIRED)).model_copy(
+                    update={"offline_grounded": True}
+                )
                 self._decide(
                     held, turn, check, decision_record(base, now, note, offline=pair), GroundingStatus.PAIRED
                 )
@@ -134,7 +139,7 @@ class Grounder:
             if _shadowed(check) and check.status != GroundingStatus.SUPERSEDED:
                 # A newer reading of the turn with nothing to judge again, below a revision written here that
                 # says otherwise: written again above it, so the newer reading stands.
-                note = {"status": GroundingStatus.SUPERSEDED, "revision_of": check.record.revision}
+                note = GroundingDetails(status=GroundingStatus.SUPERSEDED, revision_of=check.record.revision)
                 self._decide(
                     held, turn, check, decision_record(check.record, now, note), GroundingStatus.SUPERSEDED
                 )
@@ -164,7 +169,7 @@ class Grounder:
                     "held (content capture off, documents cut or dropped past evidence_chars, or tracescore "
                     "consume not writing conversation_evidence_topic): not judged against them"
                 )
-                self._note(held, turn, check, now, "not_captured", why, context)
+                self._note(held, turn, check, now, NotRejudgedReason.NOT_CAPTURED, why, context)
             return []
         if judge is None:
             if check.status != GroundingStatus.NOT_REJUDGED:
@@ -175,7 +180,7 @@ class Grounder:
                     f"judged by {check.record.judge}; tracescore conversations {given} (--judge openai "
                     f"--model ...): not judged again against {len(context.earlier)} earlier turn(s)"
                 )
-                self._note(held, turn, check, now, "no_judge", why, context)
+                self._note(held, turn, check, now, NotRejudgedReason.NO_JUDGE, why, context)
             return []
         return [_Job(held, turn, check, context, stamp, judge)]
 
@@ -217,18 +222,18 @@ class Grounder:
         turn: TurnState,
         check: HeldCheck,
         now: datetime,
-        why: str,
+        why: NotRejudgedReason,
         text: str,
         context: GroundingContext,
     ) -> None:
-        self.stats.counts[f"not_rejudged_{why}"] += 1
-        note = {
-            "status": GroundingStatus.NOT_REJUDGED,
-            "why": why,
-            "note": text,
-            "revision_of": check.record.revision,
-            "turns_without_documents": context.without_documents,
-        }
+        self.stats.counts[f"not_rejudged_{why.value}"] += 1
+        note = GroundingDetails(
+            status=GroundingStatus.NOT_REJUDGED,
+            why=why,
+            note=text,
+            revision_of=check.record.revision,
+            turns_without_documents=context.without_documents,
+        )
         record = decision_record(check.record, now, note, offline=self._pair(turn, check))
         self._decide(held, turn, check, record, GroundingStatus.NOT_REJUDGED)
 
@@ -352,28 +357,28 @@ async def _all(jobs: list[_Job]) -> list[Regrounded | JudgeError]:
     return list(await asyncio.gather(*(one(job) for job in jobs)))
 
 
-def _earlier_turns(status: str, job: _Job, outcome: Regrounded | None) -> dict[str, Any]:
+def _earlier_turns(status: str, job: _Job, outcome: Regrounded | None) -> GroundingDetails:
     context = job.context
-    described: dict[str, Any] = {
-        "status": status,
-        "judge": job.judge.name,
-        "revision_of": job.check.record.revision,
-        "turns": [
-            {
-                "trace_id": t.trace_id,
-                "turns_back": back,
-                "documents": len(t.evidence.documents) if t.evidence else 0,
-            }
+    counted = {
+        "turns_without_documents": context.without_documents,
+        "other_user_turns_left_out": context.other_users,
+    }
+    return GroundingDetails(
+        status=GroundingStatus(status),
+        judge=job.judge.name,
+        revision_of=job.check.record.revision,
+        turns=[
+            EarlierTurn(
+                trace_id=t.trace_id,
+                turns_back=back,
+                documents=len(t.evidence.documents) if t.evidence else 0,
+            )
             for t, back in context.earlier
         ],
-        "claims_judged": outcome.judged if outcome is not None else None,
-        "claims_grounded": len(outcome.grounded) if outcome is not None else 0,
-    }
-    if context.without_documents:
-        described["turns_without_documents"] = context.without_documents
-    if context.other_users:
-        described["other_user_turns_left_out"] = context.other_users
-    return described
+        claims_judged=outcome.judged if outcome is not None else None,
+        claims_grounded=len(outcome.grounded) if outcome is not None else 0,
+        **{name: n for name, n in counted.items() if n},  # only where some were
+    )
 
 
 def _read_up(held: Held, stream_time: Callable[[int], int]) -> bool:

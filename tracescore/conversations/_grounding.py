@@ -27,7 +27,7 @@ from typing import Any
 from tracescore._service import Saved
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._stored import HeldCheck, TurnState
-from tracescore.model import EvaluationRecord, TurnEvidence, Verdict, is_flagged
+from tracescore.model import EvaluationRecord, GroundingDetails, TurnEvidence, Verdict, is_flagged
 
 __all__ = [
     "GROUNDING_DETAIL",
@@ -84,9 +84,8 @@ def held_details(record: EvaluationRecord) -> dict[str, Any]:
     claims (texts cut to share `_CLAIMS_CHARS`) and label rule of one `keeps` holds; the marker of a
     grounding revision read back."""
     if GROUNDING_DETAIL in record.details:
-        marker = record.details[GROUNDING_DETAIL]
-        status = marker.get("status") if isinstance(marker, dict) else None
-        return {GROUNDING_DETAIL: {"status": status}}
+        marker = GroundingDetails.read(record.details[GROUNDING_DETAIL])
+        return {GROUNDING_DETAIL: {"status": marker.status if marker is not None else None}}
     if not keeps(record):
         return {}
     rows = [c for c in record.details["claims"] if isinstance(c, dict)]

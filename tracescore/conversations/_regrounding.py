@@ -27,7 +27,14 @@ from typing import Any
 from tracescore.conversations._grounding import Held, TurnId
 from tracescore.conversations._stored import HeldCheck, TurnState
 from tracescore.emit import explanation
-from tracescore.model import ContextSourceKind, EvaluationRecord, EvidenceDocument, MetricResult, Usage
+from tracescore.model import (
+    ContextSourceKind,
+    EvaluationRecord,
+    EvidenceDocument,
+    GroundingDetails,
+    MetricResult,
+    Usage,
+)
 
 __all__ = ["Decision", "GroundingContext", "context_of", "decision_record", "fingerprint"]
 
@@ -174,7 +181,7 @@ def _closest(claim: str, context: GroundingContext) -> Source | None:
 def decision_record(
     base: EvaluationRecord,
     now: datetime,
-    earlier_turns: dict[str, Any],
+    earlier_turns: GroundingDetails,
     result: MetricResult | None = None,
     rows: list[dict[str, Any]] | None = None,
     offline: tuple[float | None, str | None] | None = None,
@@ -194,7 +201,11 @@ def decision_record(
         update.update({"score": result.score, "label": result.label, "reason": reason})
     if offline is not None:
         update["offline_score"], update["offline_label"] = offline
-    update["details"] = {**details, "earlier_turns": earlier_turns}
+    # Written as the model dumps it (fields set only), in the details' own key order.
+    update["details"] = {
+        **details,
+        "earlier_turns": earlier_turns.model_dump(mode="json", exclude_unset=True),
+    }
     return base.model_copy(update=update)
 
 

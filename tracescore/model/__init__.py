@@ -4,16 +4,24 @@ and alert.
 Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`, formerly
 `RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge
 returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessDetails` with its
-`FaithfulnessClaim`s, what a Faithfulness result's details hold, and `FaithfulnessFindings`, their counts),
+`FaithfulnessClaim`s, what a Faithfulness result's details hold, with `GroundingDetails` where `tracescore
+conversations` grounded a turn in its `EarlierTurn`s, and `FaithfulnessFindings`, their counts),
 the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`), the evaluation record
 emit writes and alert reads (`EvaluationRecord`), the conversation record `tracescore conversations` writes
 from them (`ConversationRecord`), and the shared words (`Selection`, `ConversationLabel`,
-`ContextSourceKind`, `OpenInferenceSpanKind`). Stages import these from here (or from a stage's public
-`__init__`), never from one another's private modules. Light on purpose (pydantic only): the
-instrumentation SDK's install can import it.
+`ContextSourceKind`, `GroundingStatus`, `NotRejudgedReason`, `OpenInferenceSpanKind`). Stages import these
+from here (or from a stage's public `__init__`), never from one another's private modules. Light on purpose
+(pydantic only): the instrumentation SDK's install can import it.
 """
 
-from tracescore.model._claims import ClaimsCap, DocumentSource, FaithfulnessClaim, FaithfulnessDetails
+from tracescore.model._claims import (
+    ClaimsCap,
+    DocumentSource,
+    EarlierTurn,
+    FaithfulnessClaim,
+    FaithfulnessDetails,
+    GroundingDetails,
+)
 from tracescore.model._conversation import (
     CONVERSATIONS_TOPIC,
     ConversationRecord,
@@ -39,6 +47,7 @@ from tracescore.model._vocabulary import (
     ContextSourceKind,
     ConversationLabel,
     GroundingStatus,
+    NotRejudgedReason,
     OpenInferenceSpanKind,
     Selection,
 )
@@ -61,15 +70,18 @@ __all__ = [
     "ConversationRecord",
     "DecodedSpan",
     "DocumentSource",
+    "EarlierTurn",
     "EvaluationRecord",
     "EvidenceDocument",
     "FaithfulnessClaim",
     "FaithfulnessDetails",
     "FaithfulnessFindings",
+    "GroundingDetails",
     "GroundingStatus",
     "Interaction",
     "MetricResult",
     "MetricStatus",
+    "NotRejudgedReason",
     "OpenInferenceSpanKind",
     "RagRecord",
     "RagSpan",

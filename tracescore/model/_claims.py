@@ -21,8 +21,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from tracescore.model._results import MetricResult, Verdict
+from tracescore.model._vocabulary import GroundingStatus, NotRejudgedReason
 
-__all__ = ["ClaimsCap", "DocumentSource", "FaithfulnessClaim", "FaithfulnessDetails"]
+__all__ = [
+    "ClaimsCap",
+    "DocumentSource",
+    "EarlierTurn",
+    "FaithfulnessClaim",
+    "FaithfulnessDetails",
+    "GroundingDetails",
+]
 
 _WRITTEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -86,6 +94,61 @@ class ClaimsCap(BaseModel):
     claims_judged: StrictInt
 
 
+class EarlierTurn(BaseModel):
+    """An earlier turn of the conversation whose documents a turn was judged against."""
+
+    model_config = _WRITTEN
+
+    trace_id: str
+    turns_back: StrictInt = Field(ge=1, description="1: the turn just before.")
+    documents: StrictInt = Field(ge=0, description="Its documents held and judged against.")
+
+
+class GroundingDetails(BaseModel):
+    """What grounding across turns did with a turn (`tracescore conversations`; a revision's
+    `details.earlier_turns`, see docs/conversations.md). Written with `exclude_unset`: each status writes
+    only what it knows (`superseded`: the revision it replaces; `not_rejudged`: why, in words too)."""
+
+    model_config = _WRITTEN
+
+    status: GroundingStatus
+    judge: str | None = Field(default=None, description="The judge that judged the claims again.")
+    why: NotRejudgedReason | None = Field(default=None, description="With `not_rejudged`: why not.")
+    note: str | None = Field(default=None, description="`why`, said for people: what to change.")
+    revision_of: StrictInt | None = Field(default=None, ge=0, description="The record's revision decided.")
+    turns: list[EarlierTurn] | None = Field(default=None, description="The earlier turns judged against.")
+    claims_judged: StrictInt | None = Field(
+        default=None, ge=0, description="Claims judged again (None: the judge gave no verdicts)."
+    )
+    claims_grounded: StrictInt | None = Field(default=None, ge=0)
+    turns_without_documents: StrictInt | None = Field(
+        default=None, ge=0, description="Earlier turns known with no document held (not judged against)."
+    )
+    other_user_turns_left_out: StrictInt | None = Field(
+        default=None, ge=0, description="Earlier turns of another `user.id` under the same session id."
+    )
+    offline_grounded: bool | None = Field(
+        default=None, description="An LLM record whose offline record was grounded: the pair it follows."
+    )
+
+    @classmethod
+    def read(cls, details: Any) -> GroundingDetails | None:
+        """Tolerant, as `FaithfulnessDetails.read`: None without a status this version knows (as a claim
+        without a readable verdict); other fields missing or malformed read as absent, turns that do not
+        read are left out."""
+        if not isinstance(details, Mapping) or details.get("status") not in _STATUSES:
+            return None
+        try:
+            return cls.model_validate(details)
+        except ValidationError:
+            pass
+        data = _readable_fields(cls, details, skip=("turns",))
+        turns = details.get("turns")
+        if isinstance(turns, list | tuple):
+            data["turns"] = [t for t in (_earlier_turn(row) for row in turns) if t is not None]
+        return cls.model_validate(data)
+
+
 class FaithfulnessDetails(BaseModel):
     """`MetricResult.details` of Faithfulness, and of its records (emit adds where the documents came from).
 
@@ -108,9 +171,8 @@ class FaithfulnessDetails(BaseModel):
     context_notes: list[str] | None = None
     question_recorded: bool | None = None
     question_missing: str | None = None
-    # Written by `tracescore conversations` into a turn's revision: what grounding across turns did (status,
-    # judge, the earlier turns read, claims judged and grounded); see docs/conversations.md.
-    earlier_turns: dict[str, Any] | None = None
+    # Written by `tracescore conversations` into a turn's revision: what grounding across turns did.
+    earlier_turns: GroundingDetails | None = None
 
     def to_details(self) -> dict[str, Any]:
         """The JSON object results and records carry."""
@@ -130,7 +192,7 @@ class FaithfulnessDetails(BaseModel):
             return cls.model_validate(details)
         except ValidationError:
             pass
-        data = _readable_fields(cls, details, skip=("claims", "verdict_counts"))
+        data = _readable_fields(cls, details, skip=("claims", "verdict_counts", "earlier_turns"))
         counts = details.get("verdict_counts")
         if isinstance(counts, Mapping):
             data["verdict_counts"] = {
@@ -139,11 +201,15 @@ class FaithfulnessDetails(BaseModel):
         rows = details.get("claims")
         if isinstance(rows, list | tuple):
             data["claims"] = [c for c in (_claim(row) for row in rows) if c is not None]
+        grounding = GroundingDetails.read(details.get("earlier_turns"))
+        if grounding is not None:
+            data["earlier_turns"] = grounding
         return cls.model_validate(data)
 
 
-# A tuple: membership by equality, so a verdict that is not hashable (a list) is left out, not a crash.
+# Tuples: membership by equality, so a verdict that is not hashable (a list) is left out, not a crash.
 _VERDICTS = tuple(Verdict)
+_STATUSES = tuple(GroundingStatus)
 
 
 def _count(n: Any) -> int | None:
@@ -154,6 +220,15 @@ def _claim(row: Any) -> FaithfulnessClaim | None:
     if not isinstance(row, Mapping) or row.get("verdict") not in _VERDICTS:
         return None
     return FaithfulnessClaim.model_validate(_readable_fields(FaithfulnessClaim, row))
+
+
+def _earlier_turn(row: Any) -> EarlierTurn | None:
+    if not isinstance(row, Mapping):
+        return None
+    try:
+        return EarlierTurn.model_validate(_readable_fields(EarlierTurn, row))
+    except ValidationError:  # without its trace id (or a readable distance): no turn to name
+        return None
 
 
 def _readable_fields(model: type[BaseModel], data: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict:

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ContextSourceKind", "ConversationLabel", "OpenInferenceSpanKind", "Selection"]
+__all__ = [
+    "ContextSourceKind",
+    "ConversationLabel",
+    "GroundingStatus",
+    "NotRejudgedReason",
+    "OpenInferenceSpanKind",
+    "Selection",
+]
 
 
 class Selection(StrEnum):
@@ -50,6 +57,13 @@ class GroundingStatus(StrEnum):
     ERROR = "error"  # the judge failed
     SUPERSEDED = "superseded"  # a newer record of the turn replaced the one a revision was written for
     PAIRED = "paired"  # the offline record follows the LLM record's grounding
+
+
+class NotRejudgedReason(StrEnum):
+    """Why a held turn was not judged again (`details.earlier_turns.why`, with `status: not_rejudged`)."""
+
+    NOT_CAPTURED = "not_captured"  # its earlier turns have no documents held (content capture off, cut...)
+    NO_JUDGE = "no_judge"  # an LLM judge's record, and the service was not given that judge
 
 
 class OpenInferenceSpanKind(StrEnum):
