@@ -99,6 +99,7 @@ class ServiceLoop:
             outputs=self._outputs,
             logic=logic,
             legacy_topic=topics.legacy_state,
+            clock=clock,
         )
 
     def stop(self) -> None:
@@ -137,9 +138,9 @@ class ServiceLoop:
                 last_moved = time.monotonic()
             if time.monotonic() - last_tick >= self._tick_s:
                 last_tick = time.monotonic()
-                caught_up = self.keyed.caught_up()
-                self._logic.tick(self._clock(), self._stream.tick(self.keyed.read_to))
-                self.keyed.checkpoint(caught_up)
+                stream_time = self._stream.tick(self.keyed.positions)
+                self._logic.tick(self._clock(), stream_time)
+                self.keyed.checkpoint(stream_time)
             elif moved and self._every_batch:
                 self.keyed.checkpoint()
             if idle_timeout_s and self._idle(last_moved, idle_timeout_s):
