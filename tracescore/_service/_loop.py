@@ -20,6 +20,7 @@ from tracescore._kafka import (
     caught_up,
     connect,
     ensure_topics,
+    lag,
     protocol_checked,
     rekeying_clients,
     wait_for_partitions,
@@ -155,8 +156,11 @@ class ServiceLoop:
             return False
         if time.monotonic() - max(last_moved, rekey_joined, keyed_joined) <= idle_timeout_s:
             return False
-        ingest_read = caught_up(self._ingest)
-        return ingest_read and self.keyed.fully_read() and not self._open_keys()
+        if not (caught_up(self._ingest) and self.keyed.fully_read()) or self._open_keys():
+            return False
+        # The fetches' ends may predate what this instance just wrote to its own input (a turn's grounded
+        # revision on the evaluations topic): the broker's, which hold every acknowledged write, decide.
+        return all(n == 0 for n in lag(self._ingest, ask_broker=True).values())
 
     def _close(self) -> None:
         self._producer.close(timeout=30)
