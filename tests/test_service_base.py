@@ -128,11 +128,28 @@ def test_the_stream_time_waits_for_input_still_in_stage_1_and_for_a_lagging_part
     # p1's record 3 is still in stage 1 (a member that crashed keeps the partition until its session ends).
     assert time.committed({p0: 5, p1: 3}) is True and time.input_ms == 1_000
     time.keyed_ends({0: 10})
-    assert time.of(0, 10, newest_ms=1_500) == 1_000, "read up: what arrived before 1 s is applied"
+    assert time.of(0, 10) == 1_000, "read up: what arrived before 1 s is applied"
     assert time.committed({p0: 5, p1: 3}) is False and time.input_ms == 1_000, "waits for record 3"
     assert time.committed({p0: 5, p1: 4}) is True and time.input_ms == 2_000
     time.keyed_ends({0: 12})
-    # Behind the keyed end: the records still unread came after the newest one read (900 ms).
-    assert time.of(0, 11, newest_ms=900) == 1_000, "never back in time"
-    assert time.of(0, 12, newest_ms=1_900) == 2_000
-    assert time.of(1, None, newest_ms=0) == 0, "a partition nothing is known of: no time yet"
+    assert time.of(0, 11) == 1_000, "behind the keyed end: the last end passed, never back in time"
+    assert time.of(0, 12) == 2_000
+    assert time.of(1, None) == 0, "a partition nothing is known of: no time yet"
+
+
+def test_the_stream_time_behind_the_keyed_end_is_never_the_newest_record_read() -> None:
+    """Issue 33: a conversation's first turn re-keyed at once, its next two held in stage 1 by a rebalance and
+    re-keyed 6 s later after another conversation's turn. A member reading the partition has read the first
+    turn and the other conversation's; the two turns still unread reached the input 6 s before the newest
+    record read was re-keyed: the partition has no stream time until they are read (the newest record's time
+    said the conversation was quiet, and it was written with one turn of three, then again)."""
+    evaluations = TopicPartition("evaluations", 0)
+    time = StreamTime()
+    time.input_ends(7_000, {evaluations: 4})
+    assert time.committed({evaluations: 4}) and time.input_ms == 7_000  # stage 1 re-keyed all four
+    time.keyed_ends({0: 4})
+    assert time.of(0, 2) == 0, "offsets 2 and 3 unread: nothing is known to be applied"
+    assert time.of(0, 4) == 7_000
+    # Revoked and assigned again between two ticks: restored, read again from the committed offset 1.
+    assert time.of(0, 1) == 0, "read again from before the end it passed: no time until it passes it again"
+    assert time.of(0, 4) == 7_000

@@ -5,11 +5,14 @@ step (a count of the point, not a time); the restart waits out the killed member
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
+from conversation_service import Running, config, wait
 from conversation_turns import read_topic, turn
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.model import EvaluationRecord, read_conversation_record
@@ -76,3 +79,47 @@ def test_a_kill_at_any_step_loses_no_conversation_and_writes_no_record_twice(
     assert [(r.revision, r.turns, r.turns_flagged) for r in records] == [(0, 3, 1)] * len(CONVERSATIONS)
     # Every record's evaluation span went out (a span may go out twice: its topic is not read back).
     assert len({m.key for m in read_topic(bootstrap, f"{topic_prefix}.spans")}) == len(CONVERSATIONS)
+
+
+def test_a_record_a_kill_left_unsaved_is_not_written_again_while_the_first_group_holds_turns_back(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Killed once its records were written, before the state saying so: the restart finds them on the topic.
+    Here the first group is held back meanwhile (a member that holds the evaluations partitions and does not
+    commit, as a lagging or crashed one does), so the restart reads its turns partitions to their end long
+    before their stream time lets it decide the conversation again: what it found must still be known then
+    (it was forgotten once the partitions were read to their end, and the record written twice)."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    evaluations = f"{topic_prefix}.evaluations"
+    for record in turns()[:3]:  # c-0
+        key, value = record.to_kafka()
+        producer.send(evaluations, key=key, value=value)
+    producer.flush()
+    killed = run(bootstrap, topic_prefix, crash_at="outputs.written:1")
+    assert killed.wait() == -9, killed.log[-3000:]
+    [written] = read_topic(bootstrap, f"{topic_prefix}.conversations")
+
+    holder = KafkaConsumer(
+        evaluations,
+        bootstrap_servers=bootstrap,
+        group_id=f"{topic_prefix}.conversations",
+        enable_auto_commit=False,
+        partition_assignment_strategy=(CooperativeStickyAssignor,),
+    )
+    # Given the evaluations partitions once the killed member's session ends.
+    wait(lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()))
+    key, value = turn(500, 1.0, "c-later").to_kafka()  # in the first group, not re-keyed while held
+    producer.send(evaluations, key=key, value=value)
+    producer.close()
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0, session_timeout_ms=SESSION_TIMEOUT_MS)
+    with Running(cfg) as restarted:
+        wait(lambda: restarted.service.stats.turn_records == 3)  # c-0's turns read again, to their end
+        time.sleep(1.0)  # ticks with the partitions read to their end and no stream time yet
+        assert not restarted.written, "nothing is decided while the first group holds turns back"
+        holder.close()  # leaves the group: the restart's first stage re-keys the held turn, the time moves on
+        wait(lambda: "c-later" in {r.conversation_id for r in restarted.written})
+    on_topic = read_topic(bootstrap, f"{topic_prefix}.conversations")
+    records = [read_conversation_record(m.value) for m in on_topic]
+    assert [(r.conversation_id, r.revision, r.turns) for r in records] == [("c-0", 0, 3), ("c-later", 0, 1)]
+    assert read_conversation_record(written.value).conversation_id == "c-0"
+    assert restarted.service.stats.state["recovered"] == 1, "found written, marked written"

@@ -12,8 +12,10 @@ so the group's committed offsets say how far the input is re-keyed, whichever me
 3. the keyed topic's end offsets, read right after, say where those records are at the latest; a keyed
    partition read up to there has applied everything that arrived before t: t is its stream time.
 
-A record re-keyed later than a partition's stream time reached the input after it, so a conversation whose
-last turn is `quiet_seconds` older than its partition's stream time is quiet whatever is still in flight.
+A turn not applied yet reached the input after its partition's stream time; a turn's own time (when it was
+re-keyed) is never before it reached the input. So a conversation whose last turn is `quiet_seconds` older
+than its partition's stream time is quiet whatever is still in flight. Only the marks say this: the newest
+record read does not (the records after it were re-keyed later, yet may have reached the input earlier).
 Clocks: the stream time is this instance's wall clock; a turn's time is its re-keying producer's (a record's
 CreateTime): hosts whose clocks drift by more than a small part of `quiet_seconds` weaken the guarantee.
 """
@@ -44,7 +46,7 @@ class StreamTime:
         self._max_marks = max_marks
         self._input_ends: deque[tuple[int, dict[TopicPartition, int]]] = deque()
         self._keyed_ends: dict[int, deque[tuple[int, int]]] = {}  # keyed partition -> (input_ms, end offset)
-        self._through: dict[int, int] = {}
+        self._through: dict[int, tuple[int, int]] = {}  # keyed partition -> the last mark its position passed
 
     def input_ends(self, at_ms: int, ends: Mapping[TopicPartition, int]) -> None:
         """The input topics' end offsets, read at `at_ms`."""
@@ -78,17 +80,23 @@ class StreamTime:
             if len(marks) < self._max_marks:
                 marks.append((self.input_ms, end))
 
-    def of(self, partition: int, position: int | None, newest_ms: int) -> int:
-        """The stream time of a keyed partition read up to `position` (None: unknown yet), the newest record
-        read from it written at `newest_ms`; 0 while nothing is known.
+    def of(self, partition: int, position: int | None) -> int:
+        """The stream time of a keyed partition read up to `position` (None: unknown yet); 0 while nothing
+        is known.
 
-        Read up to the keyed ends noted with an input time, it is that time. Behind them (a backlog, a
-        restore), records still unread on the partition came after the newest one read, and records still
-        in stage 1 after the input's time: the earlier of the two."""
+        Read up to the keyed ends noted with an input time, it is that time; behind them (a backlog) it stays
+        at the last one passed, and a partition read again from before that (a restore) has none until it
+        passes it again. Never the time of the newest record read: the records after it on the partition
+        were re-keyed later, but may have reached the input long before (held in stage 1 by a rebalance),
+        so a conversation would look quiet while its next turn is still unread."""
+        if position is None:
+            return 0
         marks = self._keyed_ends.get(partition)
-        while marks and position is not None and position >= marks[0][1]:
-            self._through[partition] = marks.popleft()[0]
-        return max(self._through.get(partition, 0), min(self.input_ms, newest_ms))
+        while marks and position >= marks[0][1]:
+            self._through[partition] = marks.popleft()
+        input_ms, end = self._through.get(partition, (0, 0))
+        # Read again from an earlier offset (revoked and restored between two ticks): not passed any more.
+        return input_ms if position >= end else 0
 
     def keep_only(self, partitions: set[int]) -> None:
         """Forget the partitions no longer assigned (a partition assigned again starts anew)."""
@@ -118,10 +126,9 @@ class StreamClock:
         self._probe: KafkaConsumer | None = None
         self._admin: KafkaAdminClient | None = None
 
-    def tick(self, read_to: Callable[[], Mapping[int, tuple[int | None, int]]]) -> Callable[[int], int]:
+    def tick(self, read_to: Callable[[], Mapping[int, int | None]]) -> Callable[[int], int]:
         """The stream time of each keyed partition (ms), as a function; `read_to()`: per keyed partition this
-        instance reads, the next offset to read and the time of the newest record read. Kafka is read on the
-        first call."""
+        instance reads, the next offset to read (None: not known yet). Kafka is read on the first call."""
         times: dict[int, int] | None = None
 
         def of(partition: int) -> int:
@@ -129,7 +136,7 @@ class StreamClock:
             if times is None:
                 at = read_to()
                 self._update(sorted(at))
-                times = {p: self.time.of(p, position, newest) for p, (position, newest) in at.items()}
+                times = {p: self.time.of(p, position) for p, position in at.items()}
                 self.time.keep_only(set(at))
             return times.get(partition, 0)
 

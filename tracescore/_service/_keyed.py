@@ -25,7 +25,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
-from tracescore._kafka import RebalanceListener, caught_up, lag
+from tracescore._kafka import RebalanceListener, caught_up
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
@@ -60,8 +60,8 @@ class KeyedLogic(Protocol):
         """One record; `replay`: read again after a restore, its effect is already in the saved state."""
 
     def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
-        """`stream_time(partition)`: every input record that arrived before it (ms) and belongs to the
-        partition is applied; one re-keyed later came later (docs: `_service/_clock.py`)."""
+        """`stream_time(partition)`: every input record that reached the input before it (ms) and belongs to
+        the partition is applied (docs: `_service/_clock.py`)."""
 
     def outputs(self, found: Mapping[str, str]) -> list[Output]:
         """The outputs decided since the last call; `found`: ids (-> digest) already on the output topics."""
@@ -100,6 +100,7 @@ class KeyedStage:
         outputs: OutputLog,
         logic: KeyedLogic,
         legacy_topic: str | None,
+        clock: Callable[[], datetime],
     ) -> None:
         self.log = log
         self.connection = connection
@@ -109,16 +110,19 @@ class KeyedStage:
         self.outputs = outputs
         self.logic = logic
         self.legacy_topic = legacy_topic
+        self.clock = clock
         self._listener: RebalanceListener | None = None
         # keys restored and carried over, the state topic recreated, partitions whose state was read back
         self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0, "partitions_read": 0}
         self._pending: set[TopicPartition] = set()
         self._replay_below: dict[int, int] = {}
-        self._newest: dict[int, int] = {}  # partition -> time of the newest record read (ms)
         self._committed: dict[int, int] = {}
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
+        # Per restored partition: the outputs found written after its last saved state (a crash came between
+        # them), and when it was restored (ms, the stream clock's): kept until its stream time passes that.
         self._found: dict[int, dict[str, str]] = {}
+        self._restored_at: dict[int, int] = {}
         self._topic_checked = 0.0
         self._metas_written = time.monotonic()
         self._rewrite: list[Saved] = []
@@ -145,7 +149,7 @@ class KeyedStage:
         self.logic.forget_partitions(gone)
         self._pending.difference_update(revoked)
         for partition in gone:
-            for table in (self._replay_below, self._committed, self._metas, self._found, self._newest):
+            for table in (self._replay_below, self._committed, self._metas, self._found, self._restored_at):
                 table.pop(partition, None)
         self._meta_due -= gone
 
@@ -164,8 +168,6 @@ class KeyedStage:
             for message in messages:
                 self.logic.apply(message, message.offset < replay_below)
                 count += 1
-            newest = max(m.timestamp for m in messages)
-            self._newest[tp.partition] = max(self._newest.get(tp.partition, 0), newest)
         if count:
             crash_point("keyed.applied")
         return count
@@ -182,16 +184,6 @@ class KeyedStage:
                 out[tp.partition] = None
         return out
 
-    def read_to(self) -> dict[int, tuple[int | None, int]]:
-        """Per restored partition: where it is read to, and the time of the newest record read (ms)."""
-        return {p: (position, self._newest.get(p, 0)) for p, position in self.positions().items()}
-
-    def caught_up(self) -> Callable[[int], bool]:
-        # The fetches' high watermarks only: a partition whose end none reported yet is not called read here,
-        # so the outputs a restore found stay until it is (dropped early, a later decision writes them again).
-        left = {tp.partition: n for tp, n in lag(self.consumer).items() if tp not in self._pending}
-        return lambda partition: left.get(partition) == 0
-
     def fully_read(self) -> bool:
         return not self._pending and caught_up(self.consumer)
 
@@ -202,13 +194,14 @@ class KeyedStage:
         if not assigned:
             return
         mine = [tp.partition for tp in assigned]
+        restored_at = int(self.clock().timestamp() * 1000)  # before anything is read: see `checkpoint`
         read = self.changelog.read(mine)
         self.counts["partitions_read"] += len(mine)
         restored = sum(self._restore_partition(p, read[p]) for p in mine)
         fresh = [p for p in mine if read[p].meta is None and read[p].unreadable_meta is None]
         migrated = self._migrate(fresh)
         self.logic.restored()
-        self._recover_outputs(read)
+        self._recover_outputs(read, restored_at)
         self.log.info(
             "restored %d keys of %s[%s] from %s%s",
             restored,
@@ -262,13 +255,14 @@ class KeyedStage:
         self.counts["migrated"] += migrated
         return migrated
 
-    def _recover_outputs(self, read: Mapping[int, PartitionState]) -> None:
+    def _recover_outputs(self, read: Mapping[int, PartitionState], restored_at: int) -> None:
         for partition, state in read.items():
             if state.meta is None or not state.meta.outputs:
                 continue
             found = self.outputs.find(state.meta.outputs)
             if found:
                 self._found[partition] = found
+                self._restored_at[partition] = restored_at
 
     def _seek(self, assigned: Sequence[TopicPartition]) -> None:
         rewind = self.logic.rewind_ms()
@@ -285,8 +279,9 @@ class KeyedStage:
             self._committed[tp.partition] = committed
 
     # -- commit -----------------------------------------------------------------------------------------
-    def checkpoint(self, caught_up: Callable[[int], bool] | None = None) -> None:
-        """Outputs, then the state that records them, then the input offsets they cover."""
+    def checkpoint(self, stream_time: Callable[[int], int] | None = None) -> None:
+        """Outputs, then the state that records them, then the input offsets they cover; `stream_time`: the
+        one the logic's tick just decided on."""
         if not self.consumer.assignment():
             return
         found = {i: d for table in self._found.values() for i, d in table.items()}
@@ -304,10 +299,12 @@ class KeyedStage:
             if gone:
                 self._recreate()
         self._save(wrote_outputs=bool(outputs))
-        if caught_up is not None:
-            # Once a restored partition is read to its end, what its crash left undone was decided again.
-            for partition in [p for p in self._found if caught_up(p)]:
-                del self._found[partition]
+        if stream_time is not None:
+            # The previous owner decided what it wrote by a stream time before this restore: the tick whose
+            # stream time reaches the restore decided all of it again here, and the outputs above found it
+            # written. Read to its end is not enough: a conversation is decided a quiet period later.
+            for partition in [p for p in self._found if stream_time(p) >= self._restored_at[p]]:
+                del self._found[partition], self._restored_at[partition]
         self._commit()
         again = self.logic.after_save()
         if again:

@@ -20,6 +20,7 @@ from tracescore._kafka import (
     caught_up,
     connect,
     ensure_topics,
+    lag,
     protocol_checked,
     rekeying_clients,
     wait_for_partitions,
@@ -99,6 +100,7 @@ class ServiceLoop:
             outputs=self._outputs,
             logic=logic,
             legacy_topic=topics.legacy_state,
+            clock=clock,
         )
 
     def stop(self) -> None:
@@ -137,9 +139,9 @@ class ServiceLoop:
                 last_moved = time.monotonic()
             if time.monotonic() - last_tick >= self._tick_s:
                 last_tick = time.monotonic()
-                caught_up = self.keyed.caught_up()
-                self._logic.tick(self._clock(), self._stream.tick(self.keyed.read_to))
-                self.keyed.checkpoint(caught_up)
+                stream_time = self._stream.tick(self.keyed.positions)
+                self._logic.tick(self._clock(), stream_time)
+                self.keyed.checkpoint(stream_time)
             elif moved and self._every_batch:
                 self.keyed.checkpoint()
             if idle_timeout_s and self._idle(last_moved, idle_timeout_s):
@@ -154,8 +156,11 @@ class ServiceLoop:
             return False
         if time.monotonic() - max(last_moved, rekey_joined, keyed_joined) <= idle_timeout_s:
             return False
-        ingest_read = caught_up(self._ingest)
-        return ingest_read and self.keyed.fully_read() and not self._open_keys()
+        if not (caught_up(self._ingest) and self.keyed.fully_read()) or self._open_keys():
+            return False
+        # The fetches' ends may predate what this instance just wrote to its own input (a turn's grounded
+        # revision on the evaluations topic): the broker's, which hold every acknowledged write, decide.
+        return all(n == 0 for n in lag(self._ingest, ask_broker=True).values())
 
     def _close(self) -> None:
         self._producer.close(timeout=30)
