@@ -12,6 +12,7 @@ from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
 
+from tracescore._service import OVERDUE_EXIT
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
@@ -72,8 +73,9 @@ def test_a_stop_with_the_broker_gone_exits_within_its_budget_and_says_what_was_n
         # minutes, or Kubernetes' kill after 30 s, without a word.
         code = service.wait(timeout_s=3 * (10.0 + STOP_TIMEOUT_S))
 
-    assert code == 0, f"not stopped within the bound (exit {code}):\n{service.log[-3000:]}"
+    # 0: the closing steps ran, bounded; OVERDUE_EXIT: a broker call under way outlived the budget.
+    assert code in (0, OVERDUE_EXIT), f"not stopped within the bound (exit {code}):\n{service.log[-3000:]}"
     said = [line for line in service.log.splitlines() if UNSAVED in line]
     assert len(said) == 1, "\n".join(x for x in service.log.splitlines() if "kafka." not in x)[-4000:]
-    assert "not committed" in said[0], said[0]
+    assert "not committed" in said[0] if code == 0 else "not written, saved or committed" in said[0], said[0]
     assert f"stop_timeout_s ({STOP_TIMEOUT_S:g}s)" in said[0], said[0]

@@ -5,6 +5,8 @@ polls both, ticks, checkpoints, and stops on request or when idle."""
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,10 +34,12 @@ from tracescore._service._keyed import KeyedLogic, KeyedStage
 from tracescore._service._outputs import OutputLog, seconds_left
 from tracescore._service._rekey import Forward, RekeyStage
 
-__all__ = ["ServiceLoop", "ServiceTopics"]
+__all__ = ["OVERDUE_EXIT", "ServiceLoop", "ServiceTopics"]
 
 _POLL_MS = 200
 _CLOSE_FLOOR_S = 0.5  # per client, past the stop's budget
+_OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
+OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ class ServiceLoop:
         self._stopping = False
         self._stop_timeout_s = stop_timeout_s
         self._stop_asked_at: float | None = None  # the stop's budget counts from the signal
+        self._overdue: threading.Timer | None = None
         self._group_id, self._protocol = group_id, rebalance_protocol
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
@@ -114,7 +119,23 @@ class ServiceLoop:
         signal handler."""
         if self._stop_asked_at is None:
             self._stop_asked_at = time.monotonic()
+            # A broker call under way (a commit, a metadata look) may wait longer than the budget, and no
+            # signal interrupts it: past the budget the process exits from here, as a crash would (every
+            # step of a checkpoint is safe to die at: nothing is lost).
+            self._overdue = threading.Timer(self._stop_timeout_s + _OVERDUE_S, self._exit_overdue)
+            self._overdue.daemon = True
+            self._overdue.start()
         self._stopping = True
+
+    def _exit_overdue(self) -> None:
+        self.log.warning(
+            "stopping: stop_timeout_s (%gs) passed waiting on the broker: exiting without the closing "
+            "checkpoint, so what was decided, the state and the offsets read since the last checkpoint are "
+            "not written, saved or committed; the next start reads those records again from the last commit "
+            "(nothing is lost; what they decide may be decided again)",
+            self._stop_timeout_s,
+        )
+        os._exit(OVERDUE_EXIT)  # the log handlers flush each line
 
     def run(self, idle_timeout_s: float | None = None) -> None:
         t = self.topics
@@ -144,6 +165,8 @@ class ServiceLoop:
                         not_done,
                     )
             self._close(deadline)
+            if self._overdue is not None:
+                self._overdue.cancel()
 
     def _loop(self, idle_timeout_s: float | None) -> None:
         last_moved = time.monotonic()
