@@ -96,6 +96,14 @@ EXPECTED = {
     "mlflow_conversation/semconv_": ("interaction", "genai"),
     "mlflow_conversation": ("interaction", "mlflow"),
     "openinference_openai_conversation": ("interaction", "openinference"),
+    # OpenLIT and Pydantic Logfire write OTel GenAI spans: chat calls with gen_ai.input/output.messages (the
+    # search results a tool message), OpenLIT's LangChain retriever a `retrieval` span.
+    "openlit": ("interaction", "genai"),
+    "openlit_conversation/greeting_turn1": ("skip", "empty_context"),
+    "openlit_conversation": ("interaction", "genai"),
+    "logfire": ("interaction", "genai"),
+    "logfire_conversation/greeting_turn1": ("skip", "empty_context"),
+    "logfire_conversation": ("interaction", "genai"),
     "vercel_ai_conversation": ("interaction", "vercel_ai"),
 }
 

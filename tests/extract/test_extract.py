@@ -8,6 +8,7 @@ from trace_builder import span, span_id, trace
 
 from tracescore import semconv
 from tracescore.extract import extract
+from tracescore.model import DecodedSpan
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -233,3 +234,32 @@ def test_openllmetry_without_a_recorded_retrieval_is_an_explained_skip() -> None
     assert found.interactions == []
     [skip] = found.skips
     assert skip.reason == "no_retrieval" and "inside the LLM prompt" in skip.detail
+
+
+def test_a_genai_retrieval_that_recorded_fewer_documents_than_it_returned_says_so() -> None:
+    """OpenLIT records the first three documents of a retrieval and the full count: the record says the others
+    were not judged, so a faithful answer that rests on them is not a mystery."""
+    said = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}])
+    user = json.dumps([{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}])
+    root = span("aurora_support_rag")
+    documents = json.dumps([{"content": DOC}, {"content": "The Aurora X2 weighs 1.2 kg."}])
+
+    def retrieval(count: int) -> DecodedSpan:
+        attributes = {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.documents": documents,
+            "gen_ai.retrieval.document_count": count,
+        }
+        return span("retrieval VectorStoreRetriever", attributes, parent=root.span_id)
+
+    chat = span(
+        "chat model",
+        {"gen_ai.operation.name": "chat", "gen_ai.input.messages": user, "gen_ai.output.messages": said},
+        parent=root.span_id,
+    )
+    [cut] = extract(trace(root, retrieval(5), chat)).interactions
+    assert len(cut.record.contexts) == 2
+    [note] = cut.context_notes
+    assert "returned 5 documents and recorded 2" in note
+    [whole] = extract(trace(root, retrieval(2), chat)).interactions
+    assert whole.context_notes == ()

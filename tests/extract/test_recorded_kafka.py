@@ -118,6 +118,8 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-adk", "empty_context"),
         ("aurora-support-haystack", "empty_context"),
         ("aurora-support-haystack", "content_not_captured"),
+        ("aurora-support-openlit", "empty_context"),
+        ("aurora-support-logfire", "empty_context"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"

@@ -271,23 +271,27 @@ class TraceAssembler:
         return marks
 
     def _release(self, entry: _Buffered, incomplete: str | None) -> Trace:
-        self._by_last_seen.pop(entry.trace_id, None)
-        self._rooted.pop(entry.trace_id, None)
+        trace_id = entry.trace_id
+        self._by_last_seen.pop(trace_id, None)
+        self._rooted.pop(trace_id, None)
         self._bytes -= entry.size
         self.counts["released_complete" if incomplete is None else f"released_{incomplete}"] += 1
         if incomplete == REMOTE_WORK_NOT_ARRIVED:
             self.counts[REMOTE_WORK_NOT_ARRIVED] += 1
-        if self.settings.remember_released:
-            self._released[entry.trace_id] = None
-            while len(self._released) > self.settings.remember_released:
-                self._released.popitem(last=False)
-        if incomplete not in _NOT_KEPT:
+        remember = self.settings.remember_released
+        if remember:
+            released = self._released
+            released[trace_id] = None
+            if len(released) > remember:
+                while len(released) > remember:
+                    released.popitem(last=False)
+        if entry.rejoined is None and incomplete not in _NOT_KEPT:
+            self._keep(trace_id, Remembered(entry.spans, entry.size))  # the common case of _remember
+        elif incomplete not in _NOT_KEPT:
             self._remember(entry, whole=True)
         elif entry.rejoined is not None:
             self._remember(entry, whole=False)  # what was judged, for revise: no rescoring as new
-        return Trace(
-            entry.trace_id, tuple(entry.spans.values()), incomplete=incomplete, offsets=entry.offsets
-        )
+        return Trace(trace_id, tuple(entry.spans.values()), incomplete=incomplete, offsets=entry.offsets)
 
     def _rejoined(self, span: DecodedSpan) -> _Buffered | None:
         """A late span of a released trace: buffer the trace again, whole, if it is still kept."""
@@ -319,13 +323,15 @@ class TraceAssembler:
         self._keep(entry.trace_id, memory)
 
     def _keep(self, trace_id: str, memory: Remembered) -> None:
-        limit, byte_limit = self.settings.rejoin_traces, self.settings.rejoin_bytes
+        settings = self.settings
+        limit, byte_limit = settings.rejoin_traces, settings.rejoin_bytes
         if not limit or memory.size > byte_limit:
             return
-        self._rejoin[trace_id] = memory
+        rejoin = self._rejoin
+        rejoin[trace_id] = memory
         self._rejoin_bytes += memory.size
-        while len(self._rejoin) > limit or self._rejoin_bytes > byte_limit:
-            _, oldest = self._rejoin.popitem(last=False)
+        while len(rejoin) > limit or self._rejoin_bytes > byte_limit:
+            _, oldest = rejoin.popitem(last=False)
             self._rejoin_bytes -= oldest.size
 
 

@@ -27,11 +27,13 @@ from tracescore.consume._status import ConsumerStats
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
 from tracescore.extract import Found, Skip, find
 from tracescore.model import DecodedSpan, Trace
+from tracescore.sample import SkipReason
 
 __all__ = ["Admitted", "DeadLetter", "Pipeline", "Taken"]
 
 _log = logging.getLogger("tracescore.consume")
 _EVALUATOR_SCOPE = semconv.EVALUATOR_SCOPE
+_REASON_NAMES = {reason: reason.value for reason in SkipReason}
 
 
 @dataclass(frozen=True)
@@ -206,13 +208,15 @@ class Pipeline:
         if policy is None:
             return True, None
         # The span and route decide most interactions turned away: those are never built.
-        decision = policy.screen(read.span, read.route)
+        span = read.span
+        decision = policy.screen(span, read.route)
         if decision is None:
             decision = policy.admit(read.interaction())
-        if decision.skip is not None:
-            reason = decision.skip.value
-            self.stats.sampling[reason] += 1
-            self._not_scored[reason, read.span.service_name, read.span.scope_name] += 1
+        skip = decision.skip
+        if skip is not None:
+            reason = _REASON_NAMES[skip]  # not `skip.value`: an enum property, a Python call per interaction
+            self.stats.not_admitted[reason] += 1
+            self._not_scored[reason, span.service_name, span.scope_name] += 1
             return False, None
         return True, decision.metrics
 

@@ -42,6 +42,7 @@ class Revision(NamedTuple, Generic[Judgeable]):
 # texts are the record's own, by reference, compared only when a late span rebuilds the trace.
 JudgedReading = tuple[str, tuple[str, ...], tuple[object, ...], int]
 _ANCHOR, _SPAN_IDS, _TEXTS, _REVISION = range(4)
+_new_revision = tuple.__new__  # Revision(i), without the Python call of a NamedTuple's constructor
 
 
 @dataclass(slots=True)
@@ -67,10 +68,11 @@ def revise(
     """The interactions to score and the skips to report for this release of `trace`; updates `memory`."""
     previous = memory.judged
     if previous is None:  # a first reading: everything is new; what it judged is kept for late spans
-        memory.judged = tuple((i.span.span_id, tuple(i.span_ids), judged_texts(i), 0) for i in interactions)
+        # Every trace released comes here: built without a generator or NamedTuple constructor per reading.
+        memory.judged = tuple([(i.span.span_id, tuple(i.span_ids), judged_texts(i), 0) for i in interactions])
         if skips:
             memory.skipped = tuple((s.span.span_id, s.reason) for s in skips if s.span is not None)
-        return [Revision(i) for i in interactions], list(skips)
+        return [_new_revision(Revision, (i, 0, None)) for i in interactions], list(skips)
     judged: list[JudgedReading] = []
     out: list[Revision[Judgeable]] = []
     for interaction in interactions:

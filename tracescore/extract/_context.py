@@ -24,6 +24,7 @@ __all__ = [
 
 MAX_CONTEXTS = 64
 MAX_CONTEXT_CHARS = 2_000_000
+_new_source = tuple.__new__
 
 
 class ToolCall(NamedTuple):
@@ -86,8 +87,9 @@ class Contexts:
     ) -> None:
         """Documents read from `span`; `call` when they are a tool's result (see `tool_results`);
         `turns_back` when they belong to an earlier turn of the conversation."""
-        source = ContextSource(span.span_id, kind, turns_back)
-        # Every document of every interaction passes here: the bounds and lists are read once per call.
+        # Every document of every interaction passes here: the bounds and lists are read once per call, and
+        # the source is built as the tuple it is (a NamedTuple's own constructor is a Python call).
+        source = _new_source(ContextSource, (span.span_id, kind, turns_back))
         kept, sources, calls, chars = self._texts, self._sources, self._calls, self._chars
         for value in texts:
             text = value if isinstance(value, str) else str(value)

@@ -46,24 +46,29 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
     found = Findings()
     skipped: list[Skip] = []
     covered: set[str] = set()
+    kept_found = found.found
     for recognizer in recognizers:
         if covered and covered.issuperset(trace.by_id):
             # Every span is in, above or below a kept interaction: whatever a later recogniser finds is
             # dropped below, so it need not run (our own spans carry three conventions' attributes).
             break
-        for outcome in _outcomes(recognizer, trace):
+        outcomes = (
+            recognizer.find(trace) if type(recognizer) is ConventionReader else _outcomes(recognizer, trace)
+        )
+        for outcome in outcomes:
             if isinstance(outcome, Skip):
                 skipped.append(outcome)
-            elif not found.found or not any(
-                _same(trace, outcome.span, outcome.span_ids, kept) for kept in found.found
+            elif not kept_found or not any(
+                _same(trace, outcome.span, outcome.span_ids, kept) for kept in kept_found
             ):
-                found.found.append(outcome)
-                covered.add(outcome.span.span_id)
+                kept_found.append(outcome)
+                anchor = outcome.span
                 covered.update(outcome.span_ids)
-                if outcome.span.parent_span_id is not None:
-                    covered.update(s.span_id for s in trace.ancestors(outcome.span))
-                if trace.children(outcome.span):
-                    covered.update(s.span_id for s in trace.descendants(outcome.span))
+                covered.add(anchor.span_id)
+                if anchor.parent_span_id is not None:
+                    covered.update(s.span_id for s in trace.ancestors(anchor))
+                if len(trace.spans) > 1 and trace.children(anchor):
+                    covered.update(s.span_id for s in trace.descendants(anchor))
     explained: list[DecodedSpan] = []
     for skip in skipped:
         anchor = skip.span

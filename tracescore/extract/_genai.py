@@ -8,10 +8,14 @@ call when the agent span has none: Pydantic AI), the answer the assistant text o
 `execute_tool` spans (`gen_ai.tool.call.result`) below the interaction or beside a chat span; without a tool
 span that recorded its result, from the tool results passed to the last chat call; after them, the tool
 results of the conversation's earlier turns in `gen_ai.input.messages`. System instructions are never read as
-documents.
+documents. A chat span without the messages attributes is read from the OpenAI request and response JSON
+that Pydantic Logfire's first span format writes (`request_data.messages`, `response_data.message`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading, not_inside
@@ -31,6 +35,8 @@ class GenAI(Convention):
     OUTPUT_MESSAGES = semconv.GEN_AI_OUTPUT_MESSAGES
     RETRIEVAL_DOCUMENTS = semconv.GEN_AI_RETRIEVAL_DOCUMENTS
     RETRIEVAL_QUERY = semconv.GEN_AI_RETRIEVAL_QUERY_TEXT
+    # How many documents the retrieval returned, where a producer records fewer (OpenLIT keeps the first 3).
+    RETRIEVAL_DOCUMENT_COUNT = "gen_ai.retrieval.document_count"
     SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
     TOOL_NAME = "gen_ai.tool.name"
     TOOL_DEFINITIONS = "gen_ai.tool.definitions"
@@ -38,6 +44,10 @@ class GenAI(Convention):
     TOOL_RESULT = ("gen_ai.tool.call.result", "tool_response")
     TOOL_ARGUMENTS = ("gen_ai.tool.call.arguments", "tool_arguments")
     FINAL_RESULT = "final_result"  # pydantic-ai: the agent's output
+    # Pydantic Logfire's first span format (`instrument_openai(version=1)`, and Logfire before it wrote GenAI
+    # messages): the OpenAI request and response as JSON, their `messages` / `message` in OpenAI's shape.
+    REQUEST_DATA = "request_data"
+    RESPONSE_DATA = "response_data"
     INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
     OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
     RETRIEVAL = "retrieval"
@@ -50,8 +60,10 @@ class GenAI(Convention):
     LONE_LLM_CALLS = True
     OPEN = True
     LOOKED_IN = {
-        "question": f"the last user message of {INPUT_MESSAGES} of the span or its first chat",
-        "answer": f"the assistant message of {OUTPUT_MESSAGES} of the span or its last chat",
+        "question": f"the last user message of {INPUT_MESSAGES} (or {REQUEST_DATA}) of the span or its "
+        "first chat",
+        "answer": f"the assistant message of {OUTPUT_MESSAGES} (or {RESPONSE_DATA}) of the span or its last "
+        "chat",
         "documents": f"the content of each document in {RETRIEVAL_DOCUMENTS} of retrieval spans, "
         f"{TOOL_RESULT[0]} of execute_tool spans and tool results in {INPUT_MESSAGES}; "
         "document ids alone cannot be checked",
@@ -79,7 +91,7 @@ class GenAI(Convention):
         return self.kind(span) == self.RETRIEVAL
 
     def asks_for_tool(self, span: DecodedSpan) -> bool:
-        messages = parse_json(span.attributes.get(self.OUTPUT_MESSAGES))
+        messages = self._output_messages(span)
         if isinstance(messages, list):
             for message in messages:
                 parts = message.get("parts") if isinstance(message, dict) else None
@@ -107,13 +119,24 @@ class GenAI(Convention):
     def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         return documents_of(span.attributes.get(self.RETRIEVAL_DOCUMENTS))
 
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
+        documents = self.documents(span, kind) or []
+        reading.contexts.add(span, kind, documents)
+        count = span.attributes.get(self.RETRIEVAL_DOCUMENT_COUNT)
+        if isinstance(count, int) and count > len(documents):
+            # An answer resting on a document the producer left out reads as unsupported: say so.
+            reading.contexts.note(
+                f"{span.name!r} returned {count} documents and recorded {len(documents)} "
+                f"({self.RETRIEVAL_DOCUMENT_COUNT}): the others are not judged"
+            )
+
     def reads_tool_messages(self, reading: Reading) -> bool:
         # No tool span recorded its result (autogen-core's carry names only; content capture off): the
         # results passed to the model are what its answer rests on.
         return self.no_tool_result(reading.tools)
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
-        return genai_tool_results(llm.attributes.get(self.INPUT_MESSAGES))
+        return genai_tool_results(self._input_messages(llm))
 
     def no_documents_note(self, reading: Reading) -> str | None:
         if any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.llms)):
@@ -134,8 +157,7 @@ class GenAI(Convention):
         return self.llm_output(span)
 
     def llm_output(self, llm: DecodedSpan) -> str | None:
-        messages = parse_json(llm.attributes.get(self.OUTPUT_MESSAGES))
-        return assistant_text(messages)
+        return assistant_text(self._output_messages(llm))
 
     def answer(self, reading: Reading) -> str | None:
         answer = super().answer(reading)
@@ -143,5 +165,17 @@ class GenAI(Convention):
         return final if answer is None and isinstance(final, str) else answer
 
     def _question(self, span: DecodedSpan) -> str | None:
-        messages = parse_json(span.attributes.get(self.INPUT_MESSAGES))
-        return user_text(messages)
+        return user_text(self._input_messages(span))
+
+    def _input_messages(self, span: DecodedSpan) -> Any:
+        if self.INPUT_MESSAGES in span.attributes:
+            return parse_json(span.attributes[self.INPUT_MESSAGES])
+        request = parse_json(span.attributes.get(self.REQUEST_DATA))
+        return request.get("messages") if isinstance(request, Mapping) else None
+
+    def _output_messages(self, span: DecodedSpan) -> Any:
+        if self.OUTPUT_MESSAGES in span.attributes:
+            return parse_json(span.attributes[self.OUTPUT_MESSAGES])
+        response = parse_json(span.attributes.get(self.RESPONSE_DATA))
+        message = response.get("message") if isinstance(response, Mapping) else None
+        return [message] if isinstance(message, Mapping) else None

@@ -17,6 +17,8 @@ from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["Tracescore"]
 
+_ON_THE_SPAN = ContextSourceKind.SPAN
+
 
 class Tracescore(Convention):
     """The keys `@tracescore.rag` writes, read from the one span it records."""
@@ -40,13 +42,15 @@ class Tracescore(Convention):
 
     def candidates(self, trace: Trace) -> Iterable[Reading]:
         spans = trace.spans
-        # Most traces of ours are one span: nothing to put in order.
-        ours = (
-            [s for s in spans if s.scope_name == self.SCOPE]
-            if len(spans) == 1
-            else trace.select(self.is_interaction)
-        )
-        return [Reading(trace, self, span, retrievals=((span, ContextSourceKind.SPAN),)) for span in ours]
+        if len(spans) == 1:  # most traces of ours: one span, nothing to put in order
+            (only,) = spans
+            if only.scope_name != self.SCOPE:
+                return []
+            return [Reading(trace, self, only, retrievals=((only, _ON_THE_SPAN),))]
+        return [
+            Reading(trace, self, span, retrievals=((span, _ON_THE_SPAN),))
+            for span in trace.select(self.is_interaction)
+        ]
 
     def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
         # Each document is read as text (str() of anything else).

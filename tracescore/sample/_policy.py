@@ -42,6 +42,7 @@ _PACE_HORIZON_S = 300.0  # arrivals averaged over this long to pace the budget (
 _PACE_MARGIN = 1.1  # admit a little ahead of pace: the hard limit stops overspend, lag would waste budget
 # Decisions are immutable: one per reason, not one per interaction turned away (most are, at low rates).
 _SKIPS = {reason: Decision(metrics=(), skip=reason) for reason in SkipReason}
+_RATE = SkipReason.RATE
 
 
 class CascadePolicy(SamplingPolicy):
@@ -64,6 +65,7 @@ class CascadePolicy(SamplingPolicy):
         self.skips: Counter[str] = Counter()
         self.selections: Counter[str] = Counter()
         self._rates: dict[tuple[str, str], tuple[float, ...]] = {}
+        self._top_rates: dict[tuple[str, str], float] = {}  # the highest of each cached entry of _rates
         limit = self.config.rate_limit
         self._bucket = (
             None if limit.per_minute is None else TokenBucket(limit.per_minute / 60.0, limit.capacity, clock)
@@ -89,13 +91,16 @@ class CascadePolicy(SamplingPolicy):
             or any(f.matches(span.attributes) for f in filters.exclude)
         ):
             return self._skipped(SkipReason.FILTER)
-        rates = self._rates_for(span.service_name, route)
-        top = max(rates, default=0.0)
-        if top <= 0.0:
-            return self._skipped(SkipReason.RATE)  # nothing to keep: no hash needed to say so
-        # One hash for every metric: a trace kept for a 10% metric is also kept for a 50% one.
-        if top < 1.0 and not within(position(span.trace_id, "rate"), top):
-            return self._skipped(SkipReason.RATE)
+        # Every interaction of the unsampled path comes here: the highest rate is cached with the rates.
+        top = self._top_rates.get((span.service_name, route))
+        if top is None:
+            rates = self._rates_for(span.service_name, route)
+            top = self._top_rates[span.service_name, route] = max(rates, default=0.0)
+        if top <= 0.0 or (top < 1.0 and not within(position(span.trace_id, "rate"), top)):
+            # Nothing to keep (no hash needed to say so), or outside the share. One hash for every metric:
+            # a trace kept for a 10% metric is also kept for a 50% one.
+            self.skips[_RATE] += 1
+            return _SKIPS[_RATE]
         return None
 
     def admit(self, interaction: Interaction) -> Decision:
@@ -324,6 +329,7 @@ class CascadePolicy(SamplingPolicy):
         if rates is None:
             if len(self._rates) >= _RATES_CACHE:
                 self._rates.clear()
+                self._top_rates.clear()
             rates = self._rates[key] = tuple(self.config.rate_for(service, route, m) for m in self.metrics)
         return rates
 
