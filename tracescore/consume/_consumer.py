@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import KafkaError
 
 from tracescore._kafka import (
     GroupProtocolMismatch,
