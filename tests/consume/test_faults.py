@@ -199,14 +199,18 @@ def test_sigterm_with_the_broker_gone_exits_within_the_stop_budget_saying_what_i
     run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=4))
     judge_server.hold(allow=2)  # one interaction scored: the producer knows the output topics
     # No periodic commit after the first: the stop's is the one that meets the broker gone.
-    args = ("--commit-interval", "600", "--close-timeout", "2", "--ack-timeout", "1", "--drain-timeout", "1")
-    args += ("--max-in-flight", "1", "--status-interval", "0")  # a status line asks the broker for lag
+    args = ("--commit-interval", "600", "--close-timeout", "2", "--ack-timeout", "1", "--max-in-flight", "1")
+    args += (
+        "--status-interval",
+        "0",
+    )  # a status line asks the broker for the lag
     proc = ConsumerProcess(topics.cli_args(*args, base_url=judge_server.base_url, idle_timeout_s=600))
     wait_until(lambda: len(read_all(topics.bootstrap, topics.evaluations, 1)) >= 1, "the first record")
+    wait_until(lambda: judge_server.stats.chat_requests >= 3, "the next judge call held")
     proc.terminate()
-    proc.wait_for_line("stopping: finishing")
+    proc.wait_for_line("stopping: finishing 1 interactions")  # the drain waits for the call held
     own_broker.stop()
-    judge_server.open()
+    judge_server.open()  # the drain ends; its records are sent and never acknowledged
 
     assert proc.wait() == 0, proc.log  # within WAIT_S, a generous bound; the old wait was 30 s
     said = [line for line in proc.lines if "stopped without committing" in line]
