@@ -29,7 +29,13 @@ from fault_helpers import (
 )
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
-from kafka_helpers import assert_all_committed, end_offsets, read_all, run_instrumented_app, wait_until
+from kafka_helpers import (
+    assert_all_committed,
+    end_offsets,
+    read_all,
+    run_instrumented_app,
+    wait_until,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -178,6 +184,40 @@ def test_sigterm_finishes_the_judge_calls_in_flight_commits_them_and_exits_0(
     restart = _finish(topics, judge_server, expected)
     assert "scored=0" in restart.log, "nothing left to read again after a drained stop"
     _assert_nothing_lost("SIGTERM drain (judge calls in flight)", topics, expected)
+
+
+def test_sigterm_with_the_broker_gone_exits_within_the_stop_budget_saying_what_is_read_again(
+    own_broker: KafkaBroker, topic_prefix: str, judge_server: GatedJudgeServer
+) -> None:
+    """The closing commit waits at most --close-timeout (2 s here), not kafka-python's 30 s request timeout,
+    then says in one line which offsets were not committed and that they are read again on restart. The
+    broker goes while the stop drains its judge calls (not while the loop polls, which would be an error)."""
+    topics = Topics(own_broker.bootstrap_servers, topic_prefix)
+    admin = KafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    admin.create_topics([NewTopic(topics.spans, 1, 1)])
+    admin.close()
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=4))
+    judge_server.hold(allow=2)  # one interaction scored: the producer knows the output topics
+    # No periodic commit after the first: the stop's is the one that meets the broker gone.
+    args = ("--commit-interval", "600", "--close-timeout", "2", "--ack-timeout", "1", "--max-in-flight", "1")
+    args += (
+        "--status-interval",
+        "0",
+    )  # a status line asks the broker for the lag
+    proc = ConsumerProcess(topics.cli_args(*args, base_url=judge_server.base_url, idle_timeout_s=600))
+    wait_until(lambda: len(read_all(topics.bootstrap, topics.evaluations, 1)) >= 1, "the first record")
+    wait_until(lambda: judge_server.stats.chat_requests >= 3, "the next judge call held")
+    proc.terminate()
+    proc.wait_for_line("stopping: finishing 1 interactions")  # the drain waits for the call held
+    own_broker.stop()
+    judge_server.open()  # the drain ends; its records are sent and never acknowledged
+
+    assert proc.wait() == 0, proc.log  # within WAIT_S, a generous bound; the old wait was 30 s
+    said = [line for line in proc.lines if "stopped without committing" in line]
+    assert len(said) == 1, proc.log
+    assert f"{topics.spans}[0] up to offset " in said[0] and "--close-timeout" in said[0], said
+    assert "read and scored again (at least once)" in said[0], said
+    assert "retrying at the next commit" not in proc.log and "before the rebalance" not in proc.log
 
 
 # --- the broker restarted, a rebalance ----------------------------------------------------------------------

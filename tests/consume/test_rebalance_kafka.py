@@ -9,6 +9,11 @@ condition (a log line, records on the topic) with a generous bound.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+from collections import Counter
+
 import pytest
 from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
 from kafka import KafkaAdminClient
@@ -16,11 +21,13 @@ from kafka.admin import NewTopic
 from kafka_helpers import end_offsets, read_all, run_instrumented_app, wait_until
 
 from tracescore.model import EvaluationRecord
+from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
 
 SPANS = 60
 PARTITIONS = 6
+REVOKE_TIMEOUT_S = 2
 STEP = 20  # judge replies let through between two membership changes (about two per interaction)
 
 
@@ -31,17 +38,18 @@ class Group:
         self.topics, self.server, self.protocol = topics, server, protocol
         self.members: list[ConsumerProcess] = []
 
+    def args(self) -> list[str]:
+        return self.topics.cli_args(
+            # No idle exit: the test says when each member goes. A session long enough that a member
+            # waiting on its revoke (at most --revoke-timeout) never loses the group on a slow machine.
+            "--rebalance-protocol", self.protocol, "--revoke-timeout", str(REVOKE_TIMEOUT_S),
+            "--drain-timeout", "2", "--max-in-flight", "2", "--session-timeout-ms", "30000",
+            base_url=self.server.base_url, idle_timeout_s=600,
+        )  # fmt: skip
+
     def start(self) -> ConsumerProcess:
         """A new member, once it was given partitions."""
-        member = ConsumerProcess(
-            self.topics.cli_args(
-                # No idle exit: the test says when each member goes. A session long enough that a member
-                # waiting on its revoke (at most --revoke-timeout) never loses the group on a slow machine.
-                "--rebalance-protocol", self.protocol, "--revoke-timeout", "2", "--drain-timeout", "2",
-                "--max-in-flight", "2", "--session-timeout-ms", "30000",
-                base_url=self.server.base_url, idle_timeout_s=600,
-            )
-        )  # fmt: skip
+        member = ConsumerProcess(self.args())
         self.members.append(member)
         member.wait_for_line("assigned partitions")
         return member
@@ -77,7 +85,24 @@ class Group:
         report(f"rebalance ({self.protocol}): {what}", result)
         log = "\n\n".join(member.log for member in self.members)
         assert result.lost == 0 and result.unexplained == 0, (result, log)
-        assert result.duplicated == 0 and result.records == len(expected), (result, log)
+        assert result.duplicated == 0 and result.records == len(expected), (result, self._what_moved())
+
+    def _what_moved(self) -> str:
+        """For a failure: the traces written twice and every member's rebalance lines, whole (a member's
+        `log` is its last lines only), so that a failure under load says which interleaving it was."""
+        keys = Counter(
+            r.trace_id
+            for r in map(EvaluationRecord.model_validate_json, (m.value for m in read_all(
+                self.topics.bootstrap, self.topics.evaluations
+            )))
+        )  # fmt: skip
+        twice = sorted(trace_id[:8] for trace_id, n in keys.items() if n > 1)
+        words = ("partitions", "rebalance", "commit", "acknowledged", "handover", "stopped", "scored=")
+        members = [
+            "\n".join(line for line in member.lines if any(word in line for word in words))
+            for member in self.members
+        ]
+        return f"written twice: {twice}\n\n" + "\n\n".join(members)
 
 
 def _spans_scored(topics: Topics) -> int:
@@ -85,13 +110,17 @@ def _spans_scored(topics: Topics) -> int:
     return len({(r.trace_id, r.span_id) for r in map(EvaluationRecord.model_validate_json, values)})
 
 
-@pytest.fixture
-def topics(bootstrap: str, topic_prefix: str) -> Topics:
+def _topics(bootstrap: str, topic_prefix: str) -> Topics:
     topics = Topics(bootstrap, topic_prefix)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topics.spans, PARTITIONS, 1)])
     admin.close()
     return topics
+
+
+@pytest.fixture
+def topics(bootstrap: str, topic_prefix: str) -> Topics:
+    return _topics(bootstrap, topic_prefix)
 
 
 @pytest.fixture(params=["eager", "cooperative"])
@@ -146,3 +175,33 @@ def test_a_member_rebalancing_otherwise_than_its_group_is_refused_with_one_clear
     errors = [line for line in newer.lines if line.startswith("Error:")]
     assert len(errors) == 1 and "--rebalance-protocol eager" in errors[0], newer.log
     assert "Traceback" not in newer.log
+
+
+def test_records_sent_during_a_revoke_and_acknowledged_late_are_not_handed_over(
+    own_broker: KafkaBroker, topic_prefix: str, judge_server: GatedJudgeServer
+) -> None:
+    """A loaded machine's interleaving, made certain: during an eager revoke the judge calls running finish
+    and their records are sent, but Kafka acknowledges them only after the revoke's judge deadline (here the
+    broker is paused past it). A record sent cannot be taken back: were its trace handed over, the next owner
+    would score it again. The member waits for the acknowledgements (up to half the session) instead."""
+    topics = _topics(own_broker.bootstrap_servers, topic_prefix)
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS))
+    judge_server.hold(allow=STEP)
+    group = Group(topics, judge_server, "eager")
+    first = group.start()
+    wait_until(lambda: group.written() >= 3, "the first records")
+    judge_server.hold()  # the first member's calls in flight stay there
+
+    group.members.append(ConsumerProcess(group.args()))  # joins: the first revokes every partition
+    first.wait_for_line("revoked partitions")
+    os.kill(own_broker.process.pid, signal.SIGSTOP)
+    try:
+        judge_server.open()  # the running calls finish; their records are sent, not acknowledged
+        time.sleep(2 * REVOKE_TIMEOUT_S)  # past the revoke's judge deadline (not a timing assert)
+    finally:
+        os.kill(own_broker.process.pid, signal.SIGCONT)
+
+    wait_until(lambda: _spans_scored(topics) >= SPANS, "every span scored", every_s=0.5)
+    for member in group.members:
+        group.leave(member)
+    group.assert_each_scored_once("records acknowledged after the revoke's deadline")

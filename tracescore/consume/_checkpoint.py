@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafka import KafkaConsumer
-from kafka.errors import CommitFailedError, KafkaError, OffsetMetadataTooLargeError, RebalanceInProgressError
+from kafka.errors import (
+    CommitFailedError,
+    KafkaError,
+    KafkaTimeoutError,
+    OffsetMetadataTooLargeError,
+    RebalanceInProgressError,
+)
 from kafka.structs import OffsetAndMetadata
 
 from tracescore.consume._handover import Handover
@@ -241,22 +247,32 @@ class Checkpoint:
 
     # --- the Kafka calls ---------------------------------------------------------------------------------
 
-    def commit_with(self, consumer: KafkaConsumer, *, force: bool = False, final: bool = False) -> bool:
-        """Commit what is due; False when the group refused it because it is rebalancing (it takes the
-        commit once the member polled through the rebalance)."""
+    def commit_with(
+        self,
+        consumer: KafkaConsumer,
+        *,
+        force: bool = False,
+        final: bool = False,
+        timeout_s: float | None = None,
+        stop_budget_s: float | None = None,
+    ) -> bool:
+        """Commit what is due, waiting up to `timeout_s` (None: the client's request timeout); False when the
+        group refused it because it is rebalancing (it takes the commit once the member polled through the
+        rebalance). `stop_budget_s`: the last commit of a stop (none follows to retry), within that budget."""
         commits = self.due(force=force, final=final)
         if not commits:
             return True
+        timeout_ms = None if timeout_s is None else max(1, int(timeout_s * 1000))
         try:
             try:
-                consumer.commit(offsets=commits)
+                consumer.commit(offsets=commits, timeout_ms=timeout_ms)
             except OffsetMetadataTooLargeError:
                 _log.warning(
                     "the broker refused the commit's handover (offset.metadata.max.bytes below 4096?): "
                     "committing without it, so a rebalance may score some traces twice"
                 )
                 commits = {p: OffsetAndMetadata(c.offset, "", -1) for p, c in commits.items()}
-                consumer.commit(offsets=commits)
+                consumer.commit(offsets=commits, timeout_ms=timeout_ms)
             self.committed(commits)
         except RebalanceInProgressError as exc:
             _log.info("offsets not committed yet, the group is rebalancing (%s)", exc)
@@ -268,7 +284,15 @@ class Checkpoint:
                 "offsets not committed, the group rebalanced (%s); that work will be read again", exc
             )
         except KafkaError as exc:
-            _log.warning("offsets not committed (%s); retrying at the next commit", exc)
+            if stop_budget_s is not None:
+                _log.warning(
+                    "stopped without committing %s (%s): whoever reads these partitions next (this member "
+                    "restarted, or another) starts from the offsets committed before, so the traces read "
+                    "since are read and scored again (at least once)",
+                    _describe(commits), _why(exc, stop_budget_s),
+                )  # fmt: skip
+            else:
+                _log.warning("offsets not committed (%s); retrying at the next commit", exc)
         return True
 
     def revoke_with(
@@ -300,6 +324,20 @@ class Checkpoint:
     def seek_with(self, consumer: KafkaConsumer, assigned: Iterable[Hashable]) -> None:
         for tp, offset in self.seeks(assigned).items():
             consumer.seek(tp, offset)
+
+
+def _describe(commits: Mapping[Hashable, OffsetAndMetadata]) -> str:
+    """`spans[0] up to offset 12, spans[3] up to offset 40`: the offsets of a commit, for a log line."""
+    return ", ".join(
+        sorted(f"{getattr(tp, 'topic', tp)}[{getattr(tp, 'partition', '?')}] up to offset {c.offset}"
+               for tp, c in commits.items())
+    )  # fmt: skip
+
+
+def _why(exc: KafkaError, budget_s: float) -> str:
+    if isinstance(exc, KafkaTimeoutError):
+        return f"no answer from the broker within {budget_s:.1f}s, --close-timeout"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _acknowledged(work: Work) -> bool:

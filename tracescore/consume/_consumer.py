@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import KafkaError
 
 from tracescore._kafka import (
     GroupProtocolMismatch,
@@ -187,8 +188,11 @@ class EvaluationConsumer:
                 self._checkpoint.commit_with(consumer, force=True)  # finished work only
             else:
                 self._rebalancing.commit_before_leaving()  # with the handover of what is left
-            producer.close(timeout=self.settings.ack_timeout_s)
-            consumer.close(autocommit=False)
+            try:
+                producer.close(timeout=self.settings.ack_timeout_s)
+            except KafkaError:  # outputs still unacknowledged (the broker gone): not committed, said above
+                _log.info("closed the producer with outputs not acknowledged")
+            self._rebalancing.leave_group()
             self._outputs.close()
         return self.stats
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kafka import KafkaProducer
+from kafka.errors import KafkaError
 
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._judging import Judged
@@ -168,7 +169,14 @@ class Outputs:
         can be committed; anything not acknowledged stays uncommitted."""
         if not self._checkpoint.settling:
             return
-        self._sink.flush(timeout_s)
+        try:
+            self._sink.flush(timeout_s)
+        except KafkaError as exc:  # the broker gone: what was acknowledged is still committed below
+            _log.warning(
+                "outputs not all acknowledged within %.1fs (--ack-timeout) on the way out (%s); their traces "
+                "are not committed and are read and scored again on restart",
+                timeout_s, exc,
+            )  # fmt: skip
         try:
             self.settle()
         except OutputNotAcknowledged as exc:

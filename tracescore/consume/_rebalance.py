@@ -59,6 +59,7 @@ class Rebalance:
         self._worker: ScoringWorker | None = None
         self._to_read: set[TopicPartition] = set()  # assigned: their handovers not read yet
         self._hand_over = True  # False once the member stops on an error: it vouches for finished work only
+        self._left = False  # the stop's last commit was made (or said why not): closing commits nothing more
         self.error: BaseException | None = None  # raised by the loop after poll, not inside kafka-python
 
     def start(self, outputs: Outputs, worker: ScoringWorker) -> None:
@@ -75,8 +76,8 @@ class Rebalance:
     # --- kafka-python's callbacks ------------------------------------------------------------------------
 
     def revoked(self, partitions: Collection[TopicPartition], *, lost: bool) -> None:
-        if not partitions:
-            return  # an eager member's first join revokes nothing
+        if not partitions or self._left:
+            return  # an eager member's first join revokes nothing; a stop made its last commit already
         try:
             self._revoke(set(partitions), lost=lost)
         except Exception as exc:  # raised from the loop: out of poll, kafka-python would wrap it
@@ -126,30 +127,60 @@ class Rebalance:
                 self._checkpoint.handovers[tp] = handover
 
     def commit_before_leaving(self) -> None:
-        """The last commit of a member that stops, with its handover: a stop is a revoke. A group that is
-        rebalancing (a member just joined) refuses commits; the member then polls through the rebalance
-        (what it fetches meanwhile is not taken, nor committed) and commits again, up to the revoke
-        deadline: otherwise the partitions' next owner would score again all it did since its last commit."""
-        consumer, deadline = self._consumer(), self._clock() + self.revoke_limit_s
-        while not self._checkpoint.commit_with(consumer, final=self._hand_over):
+        """The last commit of a member that stops, with its handover, within `close_timeout_s` (a broker gone
+        must not hold the stop for the client's 30 s request timeout). A group that is rebalancing (a member
+        just joined) refuses commits; the member then polls through the rebalance (what it fetches meanwhile
+        is not taken, nor committed) and commits again, up to the same deadline: otherwise the partitions'
+        next owner would score again all it did since its last commit. What is not committed is said in one
+        line: it is read again after a restart (at least once)."""
+        try:
+            self._commit_before_leaving()
+        finally:
+            # Polling through a rebalance above revokes as usual; closing the consumer after would revoke
+            # again, and say a second time what was not committed.
+            self._left = True
+
+    def _commit_before_leaving(self) -> None:
+        consumer, limit = self._consumer(), self._settings.close_timeout_s
+        deadline = self._clock() + limit
+        while not self._checkpoint.commit_with(
+            consumer, final=self._hand_over, timeout_s=max(0.0, deadline - self._clock()), stop_budget_s=limit
+        ):
             if self._clock() >= deadline:
                 _log.warning(
-                    "the group was still rebalancing after %.1fs: left without the last commit; the "
-                    "partitions' next owner scores again what was scored since the one before",
-                    self.revoke_limit_s,
+                    "the group was still rebalancing after %.1fs: stopped without the last commit; whoever "
+                    "reads these partitions next starts from the offsets committed before, so the traces "
+                    "read since are read and scored again (at least once)",
+                    limit,
                 )
                 return
             try:
                 consumer.poll(timeout_ms=100)
             except KafkaError as exc:
-                _log.warning("left without the last commit (%s)", exc)
+                _log.warning(
+                    "stopped without the last commit (%s): what was read since the commit before is "
+                    "read and scored again (at least once)",
+                    exc,
+                )
                 return
+
+    def leave_group(self) -> None:
+        """Close the consumer, leaving the group within `close_timeout_s` like the last commit: a broker gone
+        must not hold the stop, nor turn it into an error."""
+        try:
+            self._consumer().close(autocommit=False, timeout_ms=int(self._settings.close_timeout_s * 1000))
+        except KafkaError as exc:
+            _log.info(
+                "left without the broker's answer (%s): the group gives these partitions to its other "
+                "members after --session-timeout-ms",
+                exc,
+            )
 
     @property
     def revoke_limit_s(self) -> float:
-        """How long a revoke may wait: `revoke_timeout_s`, and at most half the session (no heartbeat is
-        sent meanwhile)."""
-        return min(self._settings.revoke_timeout_s, self._settings.session_timeout_ms / 2000)
+        """How long a revoke may wait for judge calls: `revoke_timeout_s`, and at most a third of the session
+        (no heartbeat is sent meanwhile; the acknowledgements of what was sent may take it up to half)."""
+        return min(self._settings.revoke_timeout_s, self._settings.session_timeout_ms / 3000)
 
     # --- revoke ------------------------------------------------------------------------------------------
 
@@ -175,10 +206,12 @@ class Rebalance:
 
     def _finish(self, partitions: set[TopicPartition], outputs: Outputs, worker: ScoringWorker) -> None:
         """Judge calls running on `partitions` (and the rest of their traces) finish, up to the deadline:
-        what they cost is not paid twice. While this waits the member sends no heartbeat, hence at most half
-        the session timeout."""
+        what they cost is not paid twice. Then the outputs already sent are acknowledged, up to half the
+        session timeout: a record sent cannot be taken back, so work handed over with its outputs in flight
+        would be written again by the next owner. While this waits the member sends no heartbeat."""
+        started = self._clock()
         limit = self.revoke_limit_s
-        deadline = self._clock() + limit
+        deadline = started + limit
         running = self._judging.revoke(partitions, worker)
         while running and self._clock() < deadline:
             concurrent.futures.wait(
@@ -193,10 +226,17 @@ class Rebalance:
                 len(running), _names(partitions), limit,
             )  # fmt: skip
         if self._checkpoint.settling_on(partitions):
+            # Not bounded by what the judges left of the deadline: a result that came just before it would
+            # otherwise be both written here and handed over.
+            acks_limit = self._settings.session_timeout_ms / 2000
             try:
-                outputs.flush(max(0.0, deadline - self._clock()))
+                outputs.flush(max(0.0, started + acks_limit - self._clock()))
             except KafkaError as exc:
-                _log.warning("rebalance: outputs not all acknowledged (%s); their work is handed over", exc)
+                _log.warning(
+                    "rebalance: outputs sent on %s not acknowledged by Kafka after %.1fs (%s); their traces "
+                    "are handed over, so their records may be written twice",
+                    _names(partitions), acks_limit, exc,
+                )  # fmt: skip
         try:
             outputs.settle()
         except OutputNotAcknowledged as exc:

@@ -79,8 +79,8 @@ class ConsumerSettings(FileSettings):
     revoke_timeout_s: float = Field(
         default=10.0,
         ge=0,
-        description="On a rebalance, wait up to this long (and at most half the session timeout) for the "
-        "judge calls already running on the partitions being revoked; what is not finished by then is "
+        description="On a rebalance, wait up to this long (and at most a third of the session timeout) for "
+        "the judge calls already running on the partitions being revoked; what is not finished by then is "
         "scored by the partitions' next owner.",
     )
     max_in_flight: int = Field(
@@ -89,6 +89,13 @@ class ConsumerSettings(FileSettings):
         description="Interactions being scored at once, across batches; past it partitions are paused.",
     )
     ack_timeout_s: float = Field(default=30.0, gt=0, description="Wait for Kafka's acknowledgements on exit.")
+    close_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="On a stop, how long the last commit (with its retries while the group rebalances) and "
+        "leaving the group wait for the broker, instead of kafka-python's 30 s per request; with the broker "
+        "gone, what is not committed by then is read and scored again on restart (at least once).",
+    )
     commit_interval_s: float = Field(default=1.0, ge=0, description="Commit finished offsets this often.")
     status_interval_s: float = Field(
         default=30.0, ge=0, description="Log a status line this often (0: never)."
