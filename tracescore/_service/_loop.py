@@ -87,6 +87,9 @@ class ServiceLoop:
         self._stop_timeout_s = stop_timeout_s
         self._stop_asked_at: float | None = None  # the stop's budget counts from the signal
         self._overdue: threading.Timer | None = None
+        # Only while run() runs may an overdue stop end the process (never a test's, after or before it).
+        self._running = False
+        self._returned = False
         self._group_id, self._protocol = group_id, rebalance_protocol
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
@@ -122,12 +125,15 @@ class ServiceLoop:
             # A broker call under way (a commit, a metadata look) may wait longer than the budget, and no
             # signal interrupts it: past the budget the process exits from here, as a crash would (every
             # step of a checkpoint is safe to die at: nothing is lost).
-            self._overdue = threading.Timer(self._stop_timeout_s + _OVERDUE_S, self._exit_overdue)
-            self._overdue.daemon = True
-            self._overdue.start()
+            if self._running:
+                self._overdue = threading.Timer(self._stop_timeout_s + _OVERDUE_S, self._exit_overdue)
+                self._overdue.daemon = True
+                self._overdue.start()
         self._stopping = True
 
     def _exit_overdue(self) -> None:
+        if self._returned:
+            return
         self.log.warning(
             "stopping: stop_timeout_s (%gs) passed waiting on the broker: exiting without the closing "
             "checkpoint, so what was decided, the state and the offsets read since the last checkpoint are "
@@ -138,6 +144,15 @@ class ServiceLoop:
         os._exit(OVERDUE_EXIT)  # the log handlers flush each line
 
     def run(self, idle_timeout_s: float | None = None) -> None:
+        self._running = True
+        try:
+            self._run(idle_timeout_s)
+        finally:
+            self._returned = True
+            if self._overdue is not None:
+                self._overdue.cancel()
+
+    def _run(self, idle_timeout_s: float | None) -> None:
         t = self.topics
         outputs = [o for o in t.outputs if o not in t.inputs]
         ensure_topics(self.connection, [*t.inputs, NewTopic(t.keyed, t.keyed_partitions, -1), *outputs])
@@ -165,8 +180,6 @@ class ServiceLoop:
                         not_done,
                     )
             self._close(deadline)
-            if self._overdue is not None:
-                self._overdue.cancel()
 
     def _loop(self, idle_timeout_s: float | None) -> None:
         last_moved = time.monotonic()
