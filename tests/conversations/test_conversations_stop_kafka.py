@@ -12,12 +12,12 @@ from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
 
-from tracescore._service import OVERDUE_EXIT
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
 
 STOP_TIMEOUT_S = 5.0
+OVERDUE_EXIT = 1  # a stop that outlived stop_timeout_s (docs: Operating, Rebalances)
 UNSAVED = "the next start reads those records again from the last commit (nothing is lost"
 
 
