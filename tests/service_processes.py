@@ -38,6 +38,13 @@ class ServiceProcess:
         )
         self.log = ""
 
+    def said(self, text: str) -> bool:
+        """`text` is in what the running process wrote so far."""
+        self._log.flush()
+        with open(self._log.fileno(), closefd=False) as log:  # the same open file
+            log.seek(0)
+            return text in log.read()
+
     def wait(self, timeout_s: float = 240) -> int:
         try:
             code = self.process.wait(timeout_s)

@@ -115,6 +115,15 @@ class ServiceSettings(FileSettings):
         "both consumer groups (the input's and the re-keyed topic's)"
     )
     rebalance_protocol: RebalanceProtocol = rebalance_protocol_field("both consumer groups")
+    stop_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        description="On SIGTERM/SIGINT, the closing steps (write the outputs decided, save the state, commit "
+        "the input offsets it covers, close the clients) get this long, counted from the signal; 2 s past it "
+        "the process exits all the same (status 1): 22 s in all, inside Kubernetes' 30 s grace period. What "
+        "is not done (the broker gone) is said in one line and read again by the next start: nothing is "
+        "lost, it may be decided again.",
+    )
 
 
 def one_line(exc: ValidationError, model: type[BaseModel] | None = None) -> str:

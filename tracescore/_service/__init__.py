@@ -16,7 +16,7 @@ from tracescore._service._clock import StreamClock, StreamTime
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._crash import CRASH_ENV, crash_point
 from tracescore._service._keyed import KeyedLogic, KeyedStage, Saved
-from tracescore._service._loop import ServiceLoop, ServiceTopics
+from tracescore._service._loop import OVERDUE_EXIT, ServiceLoop, ServiceTopics
 from tracescore._service._outputs import OUTPUT_DIGEST_HEADER, OUTPUT_ID_HEADER, Output, OutputLog
 from tracescore._service._rekey import Forward, RekeyStage
 
@@ -24,6 +24,7 @@ __all__ = [
     "CRASH_ENV",
     "OUTPUT_DIGEST_HEADER",
     "OUTPUT_ID_HEADER",
+    "OVERDUE_EXIT",
     "Changelog",
     "ChangelogError",
     "Forward",

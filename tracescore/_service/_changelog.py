@@ -165,11 +165,17 @@ class Changelog:
     def flush(self) -> None:
         self._producer.flush()
 
-    def delivered(self, futures: Iterable[FutureRecordMetadata]) -> list[Exception]:
-        return delivered(self._producer, futures)
+    def delivered(
+        self, futures: Iterable[FutureRecordMetadata], timeout_s: float | None = None
+    ) -> list[Exception]:
+        return delivered(self._producer, futures, timeout_s)
 
-    def close(self) -> None:
-        for close in (lambda: self._producer.close(timeout=30), self._probe.close):
+    def close(self, timeout_s: float = 30.0) -> None:
+        closes = (
+            lambda: self._producer.close(timeout=timeout_s),
+            lambda: self._probe.close(timeout_ms=int(timeout_s * 1000)),
+        )
+        for close in closes:
             try:
                 close()
             except KafkaError as exc:  # closing after the broker went away

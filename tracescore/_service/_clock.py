@@ -36,6 +36,9 @@ __all__ = ["StreamClock", "StreamTime"]
 
 _log = logging.getLogger("tracescore")
 _MAX_MARKS = 3_600  # noted times kept while the input or a partition lags (an hour at one tick a second)
+# Longest wait of one broker call of a tick (the stream time waits on failure). A stop waits for the call
+# under way, so it is part of the services' stop_timeout_s.
+_BROKER_WAIT_MS = 10_000
 
 
 class StreamTime:
@@ -116,9 +119,11 @@ class StreamClock:
         inputs: Sequence[str],
         keyed: str,
         clock: Callable[[], datetime],
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.connection = connection
         self.clock = clock
+        self._stopping = stopping  # a stop asked for: no further broker call (each may wait 10 s)
         self.group_id = group_id
         self.inputs = list(inputs)
         self.keyed = keyed
@@ -151,10 +156,14 @@ class StreamClock:
                 for topic in self.inputs
                 for p in sorted(probe.partitions_for_topic(topic) or ())
             ]
-            self.time.input_ends(at_ms, probe.end_offsets(inputs, timeout_ms=10_000))
-            if self.time.committed(self._committed(inputs)) and assigned:
+            if self._stopping():
+                return
+            self.time.input_ends(at_ms, probe.end_offsets(inputs, timeout_ms=_BROKER_WAIT_MS))
+            if self._stopping():
+                return
+            if self.time.committed(self._committed(inputs)) and assigned and not self._stopping():
                 keyed = [TopicPartition(self.keyed, p) for p in assigned]
-                ends = probe.end_offsets(keyed, timeout_ms=10_000)
+                ends = probe.end_offsets(keyed, timeout_ms=_BROKER_WAIT_MS)
                 self.time.keyed_ends({tp.partition: end for tp, end in ends.items()})
         except KafkaError as exc:  # the broker restarting: the stream time waits
             _log.debug("stream time not updated: %s", exc)
@@ -167,7 +176,7 @@ class StreamClock:
         if behind:
             # Nothing to read below a partition's first offset: an empty partition (or one emptied by
             # retention) is never committed, and is re-keyed all the same.
-            for tp, start in probe.beginning_offsets(behind, timeout_ms=10_000).items():
+            for tp, start in probe.beginning_offsets(behind, timeout_ms=_BROKER_WAIT_MS).items():
                 committed[tp] = max(committed.get(tp, -1), start)
         return committed
 
@@ -177,13 +186,20 @@ class StreamClock:
             self._probe = KafkaConsumer(
                 **client, group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
             )
-            self._admin = KafkaAdminClient(**client)
+            self._admin = KafkaAdminClient(**client, request_timeout_ms=_BROKER_WAIT_MS)
         return self._probe, self._admin
 
-    def close(self) -> None:
-        for client in (self._probe, self._admin):
-            if client is not None:
-                try:
-                    client.close()
-                except KafkaError as exc:  # closing after the broker went away
-                    _log.debug("closing the stream clock's clients: %s", exc)
+    def close(self, timeout_s: float | None = None) -> None:
+        probe, admin = self._probe, self._admin
+        closes = []
+        if probe is not None:
+            closes.append(
+                lambda: probe.close(timeout_ms=None if timeout_s is None else int(timeout_s * 1000))
+            )
+        if admin is not None:
+            closes.append(admin.close)
+        for close in closes:
+            try:
+                close()
+            except KafkaError as exc:  # closing after the broker went away
+                _log.debug("closing the stream clock's clients: %s", exc)

@@ -30,7 +30,7 @@ from tracescore._kafka_config import KafkaConnection
 from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
-from tracescore._service._outputs import Output, OutputLog
+from tracescore._service._outputs import Output, OutputLog, seconds_left
 
 __all__ = ["KeyedLogic", "KeyedStage", "Saved"]
 
@@ -327,7 +327,8 @@ class KeyedStage:
         self._meta_due.update(self._metas)
         self._rewrite = everything
 
-    def _save(self, wrote_outputs: bool) -> None:
+    def _save(self, wrote_outputs: bool, deadline: float | None = None) -> int:
+        """Save what is due (KafkaError, and KafkaTimeoutError past `deadline`); the number of states."""
         saves, self._rewrite = [*self._rewrite, *self.logic.to_save()], []
         if time.monotonic() - self._metas_written >= _META_REFRESH_S:
             # Output marks move on even where nothing changed: a restart reads the outputs from there.
@@ -336,7 +337,7 @@ class KeyedStage:
         if wrote_outputs:
             self._meta_due.update(p for p, _, _ in saves)
         if not saves and not self._meta_due:
-            return
+            return 0
         marks = self.outputs.marks()
         try:
             futures = [self._write(p, key, state) for p, key, state in saves]
@@ -346,17 +347,25 @@ class KeyedStage:
                 futures.append(self.changelog.write_meta(partition, meta))
         except KafkaTimeoutError:
             # No metadata for the topic: deleted between two looks. Anything else is the broker's problem.
+            if deadline is not None:  # stopping: no look that may wait for a broker that is gone
+                self._rewrite = [*self._rewrite, *saves]
+                raise
             if self.changelog.check():
                 raise
             self._recreate()
             self._rewrite = [*self._rewrite, *saves]
-            self._save(wrote_outputs)
-            return
-        failures = self.changelog.delivered(futures)
+            return self._save(wrote_outputs)
+        try:
+            failures = self.changelog.delivered(futures, seconds_left(deadline))
+        except KafkaTimeoutError:
+            self._rewrite = [*self._rewrite, *saves]
+            raise
         if failures:
+            self._rewrite = [*self._rewrite, *saves]
             raise failures[0]
         self._meta_due.clear()
         crash_point("state.saved")
+        return len(saves)
 
     def _write(self, partition: int, key: bytes, state: StateRecord | None) -> Any:
         value = None if state is None else self.logic.codec.encode(state)
@@ -364,20 +373,77 @@ class KeyedStage:
         crash_point("state.sent", before=self.changelog.flush)
         return future
 
-    def _commit(self) -> None:
+    def _due(self, every: bool) -> dict[TopicPartition, OffsetAndMetadata]:
         # Restored partitions only: one revoked stays assigned until the rebalance completes, its keys gone.
         positions = {p: offset for p, offset in self.positions().items() if offset is not None}
-        due = {
+        return {
             TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
             for partition, offset in self.logic.commit_floors(positions).items()
-            if self._committed.get(partition) != offset
+            if every or self._committed.get(partition) != offset
         }
+
+    def _commit(self, deadline: float | None = None) -> None:
+        """Commit the offsets the saved state covers (KafkaError past `deadline` if given, then every floor
+        is committed again: the stop's last word with the group; without one a failure waits for the next
+        checkpoint)."""
+        due = self._due(every=deadline is not None)
         if not due:
             return
+        left = seconds_left(deadline)
         try:
-            self.consumer.commit(due)
+            self.consumer.commit(due, timeout_ms=None if left is None else int(left * 1000))
         except KafkaError as exc:  # a rebalance under way: the next checkpoint commits, or the new owner
+            if deadline is not None:
+                raise
             self.log.debug("commit of %s deferred: %s", self.topic, exc)
             return
         self._committed.update({tp.partition: meta.offset for tp, meta in due.items()})
         crash_point("committed")
+
+    # -- the stop's checkpoint --------------------------------------------------------------------------
+    def final_checkpoint(self, deadline: float) -> str | None:
+        """`checkpoint` once a stop was asked for, every step bounded by `deadline` (time.monotonic): no
+        decision is taken, no look for a deleted state topic (it may wait for a broker that is gone), and the
+        input offsets are committed only once the state that covers them is saved. What could not be done
+        (None: everything was)."""
+        if not self.consumer.assignment():
+            return None
+        found = {i: d for table in self._found.values() for i, d in table.items()}
+        outputs = self.logic.outputs(found)
+        read = sorted(
+            p for p, at in self.positions().items() if at is not None and at != self._committed.get(p)
+        )
+        not_committed = f"the offsets read on {self.topic}[{','.join(map(str, read))}] not committed"
+        try:
+            if outputs:
+                self.outputs.send([o for o in outputs if found.get(o.id) != o.digest], deadline)
+                self.logic.written(outputs, found)
+        except KafkaError as exc:
+            why = _why(exc)
+            return (
+                f"{len(outputs)} output(s) decided not written ({why}), so no state saved and {not_committed}"
+            )
+        try:
+            self._save(wrote_outputs=bool(outputs), deadline=deadline)
+        except KafkaError as exc:
+            return f"{len(self._rewrite)} state(s) not saved ({_why(exc)}) and {not_committed}"
+        try:
+            if read:  # records read past the commit: the group hears where this member stopped
+                self._commit(deadline)
+        except KafkaError as exc:
+            return f"{not_committed} ({_why(exc)})"
+        again = self.logic.after_save()
+        if again:
+            self._rewrite.extend(again)
+            try:
+                self._save(wrote_outputs=False, deadline=deadline)
+            except KafkaError as exc:
+                why = _why(exc)
+                return f"{len(again)} state(s) recording deliveries not saved ({why}): may be delivered again"
+        return None
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, KafkaTimeoutError):
+        return "no broker answered in time"
+    return str(exc).splitlines()[0][:160] or type(exc).__name__

@@ -5,6 +5,8 @@ polls both, ticks, checkpoints, and stops on request or when idle."""
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,12 +31,15 @@ from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
 from tracescore._service._keyed import KeyedLogic, KeyedStage
-from tracescore._service._outputs import OutputLog
+from tracescore._service._outputs import OutputLog, seconds_left
 from tracescore._service._rekey import Forward, RekeyStage
 
-__all__ = ["ServiceLoop", "ServiceTopics"]
+__all__ = ["OVERDUE_EXIT", "ServiceLoop", "ServiceTopics"]
 
 _POLL_MS = 200
+_CLOSE_FLOOR_S = 0.5  # per client, past the stop's budget
+_OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
+OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class ServiceLoop:
         tick_seconds: float,
         health_file: Path | None,
         checkpoint_every_batch: bool,
+        stop_timeout_s: float,
     ) -> None:
         self.log = log
         self.connection = connection
@@ -78,6 +84,12 @@ class ServiceLoop:
         self._health_file = health_file
         self._every_batch = checkpoint_every_batch
         self._stopping = False
+        self._stop_timeout_s = stop_timeout_s
+        self._stop_asked_at: float | None = None  # the stop's budget counts from the signal
+        self._overdue: threading.Timer | None = None
+        # Only while run() runs may an overdue stop end the process (never a test's, after or before it).
+        self._running = False
+        self._returned = False
         self._group_id, self._protocol = group_id, rebalance_protocol
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
@@ -90,7 +102,9 @@ class ServiceLoop:
         self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
         self.rekey = RekeyStage(self._ingest, self._producer, topics.keyed, forward, oversized)
         self._outputs = OutputLog(connection, self._producer, topics.verified)
-        self._stream = StreamClock(connection, group_id, topics.inputs, topics.keyed, clock)
+        self._stream = StreamClock(
+            connection, group_id, topics.inputs, topics.keyed, clock, stopping=lambda: self._stopping
+        )
         self.keyed = KeyedStage(
             log=log,
             connection=connection,
@@ -104,10 +118,41 @@ class ServiceLoop:
         )
 
     def stop(self) -> None:
-        """Return from run() after the current pass. Safe from a signal handler."""
+        """Return from run() after the current pass (no tick after it) within `stop_timeout_s`. Safe from a
+        signal handler."""
+        if self._stop_asked_at is None:
+            self._stop_asked_at = time.monotonic()
+            # A broker call under way (a commit, a metadata look) may wait longer than the budget, and no
+            # signal interrupts it: past the budget the process exits from here, as a crash would (every
+            # step of a checkpoint is safe to die at: nothing is lost).
+            if self._running:
+                self._overdue = threading.Timer(self._stop_timeout_s + _OVERDUE_S, self._exit_overdue)
+                self._overdue.daemon = True
+                self._overdue.start()
         self._stopping = True
 
+    def _exit_overdue(self) -> None:
+        if self._returned:
+            return
+        self.log.warning(
+            "stopping: stop_timeout_s (%gs) passed waiting on the broker: exiting without the closing "
+            "checkpoint, so what was decided, the state and the offsets read since the last checkpoint are "
+            "not written, saved or committed; the next start reads those records again from the last commit "
+            "(nothing is lost; what they decide may be decided again)",
+            self._stop_timeout_s,
+        )
+        os._exit(OVERDUE_EXIT)  # the log handlers flush each line
+
     def run(self, idle_timeout_s: float | None = None) -> None:
+        self._running = True
+        try:
+            self._run(idle_timeout_s)
+        finally:
+            self._returned = True
+            if self._overdue is not None:
+                self._overdue.cancel()
+
+    def _run(self, idle_timeout_s: float | None) -> None:
         t = self.topics
         outputs = [o for o in t.outputs if o not in t.inputs]
         ensure_topics(self.connection, [*t.inputs, NewTopic(t.keyed, t.keyed_partitions, -1), *outputs])
@@ -122,10 +167,19 @@ class ServiceLoop:
                 self._loop(idle_timeout_s)
             clean = True
         finally:
+            deadline = (self._stop_asked_at or time.monotonic()) + self._stop_timeout_s
             if clean:
-                # A stop (SIGTERM, idle): what is decided goes out and is saved; nothing waits for a restart.
-                self.keyed.checkpoint()
-            self._close()
+                # A stop (SIGTERM, idle): what is decided goes out and is saved, in the stop's budget.
+                not_done = self.keyed.final_checkpoint(deadline)
+                if not_done:
+                    self.log.warning(
+                        "stopping within stop_timeout_s (%gs), the broker not answering: %s; the next start "
+                        "reads those records again from the last commit (nothing is lost; what they decide "
+                        "may be decided again)",
+                        self._stop_timeout_s,
+                        not_done,
+                    )
+            self._close(deadline)
 
     def _loop(self, idle_timeout_s: float | None) -> None:
         last_moved = time.monotonic()
@@ -137,10 +191,14 @@ class ServiceLoop:
             moved += self.keyed.step(_POLL_MS)
             if moved:
                 last_moved = time.monotonic()
+            if self._stopping:
+                return  # no decision once a stop is asked for: what was applied is saved on the way out
             if time.monotonic() - last_tick >= self._tick_s:
                 last_tick = time.monotonic()
                 stream_time = self._stream.tick(self.keyed.positions)
                 self._logic.tick(self._clock(), stream_time)
+                if self._stopping:  # asked for during the tick: its decisions go out in the stop's budget
+                    return
                 self.keyed.checkpoint(stream_time)
             elif moved and self._every_batch:
                 self.keyed.checkpoint()
@@ -162,10 +220,15 @@ class ServiceLoop:
         # revision on the evaluations topic): the broker's, which hold every acknowledged write, decide.
         return all(n == 0 for n in lag(self._ingest, ask_broker=True).values())
 
-    def _close(self) -> None:
-        self._producer.close(timeout=30)
-        self._ingest.close(autocommit=False)
-        self.keyed.consumer.close(autocommit=False)
-        self._outputs.close()
-        self._changelog.close()
-        self._stream.close()
+    def _close(self, deadline: float) -> None:
+        """Every client closed within what is left of the stop's budget (each gets a moment even past it)."""
+
+        def left() -> float:
+            return max(_CLOSE_FLOOR_S, seconds_left(deadline) or 0.0)
+
+        self._producer.close(timeout=left())
+        self._ingest.close(autocommit=False, timeout_ms=int(left() * 1000))
+        self.keyed.consumer.close(autocommit=False, timeout_ms=int(left() * 1000))
+        self._outputs.close(left())
+        self._changelog.close(left())
+        self._stream.close(left())

@@ -24,7 +24,7 @@ from tracescore._kafka import read_partitions
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._crash import crash_point
 
-__all__ = ["OUTPUT_DIGEST_HEADER", "OUTPUT_ID_HEADER", "Output", "OutputLog", "delivered"]
+__all__ = ["OUTPUT_DIGEST_HEADER", "OUTPUT_ID_HEADER", "Output", "OutputLog", "delivered", "seconds_left"]
 
 OUTPUT_ID_HEADER = "tracescore.output.id"
 OUTPUT_DIGEST_HEADER = "tracescore.output.digest"
@@ -50,12 +50,21 @@ class Output:
         return [*self.headers, *identity]
 
 
-def delivered(producer: KafkaProducer, futures: Iterable[FutureRecordMetadata]) -> list[Exception]:
+def delivered(
+    producer: KafkaProducer, futures: Iterable[FutureRecordMetadata], timeout_s: float | None = None
+) -> list[Exception]:
     """Wait until every send of `futures` is acknowledged or failed (the producer retries a restarting broker
-    up to its delivery timeout); the failures."""
+    up to its delivery timeout; KafkaTimeoutError past `timeout_s` if given); the failures."""
     pending = list(futures)
-    producer.flush()  # bounded by the producer's delivery timeout: every batch completes or expires
+    producer.flush(
+        timeout_s
+    )  # else bounded by the producer's delivery timeout: every batch completes or expires
     return [f.exception for f in pending if f.failed() and f.exception is not None]
+
+
+def seconds_left(deadline: float | None) -> float | None:
+    """What is left until `deadline` (time.monotonic; None: no deadline), never below 0."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 class OutputLog:
@@ -95,9 +104,10 @@ class OutputLog:
             known[tp.partition] = max(known.get(tp.partition, 0), end)
         self._ends_at = time.monotonic()
 
-    def send(self, outputs: Sequence[Output]) -> None:
+    def send(self, outputs: Sequence[Output], deadline: float | None = None) -> None:
         """Write `outputs`: the unverified ones first and acknowledged, then the verified ones; raises the
-        first failure (nothing is committed then: a restart decides them again)."""
+        first failure, KafkaTimeoutError past `deadline` (monotonic; nothing is committed then: a restart
+        decides them again)."""
         for group in ([o for o in outputs if not o.verified], [o for o in outputs if o.verified]):
             if not group:
                 continue
@@ -109,7 +119,7 @@ class OutputLog:
                     )
                 )
                 crash_point("output.sent" if output.verified else "shared.sent", before=self.producer.flush)
-            failures = delivered(self.producer, futures)
+            failures = delivered(self.producer, futures, seconds_left(deadline))
             if failures:
                 raise failures[0]
             for future in futures:
@@ -141,6 +151,6 @@ class OutputLog:
                     break
         return found
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         if self._probe is not None:
-            self._probe.close()
+            self._probe.close(timeout_ms=None if timeout_s is None else int(timeout_s * 1000))

@@ -127,6 +127,7 @@ class ConversationService:
             clock=clock,
             tick_seconds=c.tick_seconds,
             health_file=c.health_file,
+            stop_timeout_s=c.stop_timeout_s,
             checkpoint_every_batch=False,
         )
 
