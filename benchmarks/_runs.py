@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
-
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic
 
 __all__ = ["REPO", "ConversationsProcess", "add_run_options", "on_one_broker", "read_values", "report"]
 
@@ -90,21 +89,7 @@ class ConversationsProcess:
 
 def read_values(bootstrap: str, topic: str) -> list[bytes]:
     """Every value on `topic` now (none if it does not exist)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        if not tps:
-            return []
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        end = consumer.end_offsets(tps)
-        out: list[bytes] = []
-        while any(consumer.position(tp) < end[tp] for tp in tps):
-            for batch in consumer.poll(timeout_ms=500).values():
-                out.extend(m.value for m in batch if m.value is not None)
-        return out
-    finally:
-        consumer.close()
+    return [m.value for m in read_topic(bootstrap, topic) if m.value is not None]
 
 
 def report(sentence: str, result: Mapping[str, Any]) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from conversation_turns import read_topic
 from kafka import KafkaProducer
 
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import ConversationRecord, EvaluationRecord, read_conversation_record
+from tracescore.testing.kafka_topics import read_topic
 
 
 def config(bootstrap: str, prefix: str, **overrides: object) -> ConversationsConfig:

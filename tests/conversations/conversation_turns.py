@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.fetcher import ConsumerRecord
-
 from tracescore.model import EvaluationRecord, MetricStatus
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -48,22 +45,3 @@ def turn(
 
 def ms(at: datetime) -> int:
     return int(at.timestamp() * 1000)
-
-
-def read_topic(bootstrap: str, topic: str) -> list[ConsumerRecord]:
-    """Every message on `topic` up to its end now, read without a group."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        if not tps:
-            return []
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        end = consumer.end_offsets(tps)
-        out: list[ConsumerRecord] = []
-        while any(consumer.position(tp) < end[tp] for tp in tps):
-            for batch in consumer.poll(timeout_ms=500).values():
-                out.extend(batch)
-        return out
-    finally:
-        consumer.close()

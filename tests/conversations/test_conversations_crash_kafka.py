@@ -10,12 +10,13 @@ from collections import Counter
 
 import pytest
 from conversation_service import Running, config, wait
-from conversation_turns import read_topic, turn
+from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.model import EvaluationRecord, read_conversation_record
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 

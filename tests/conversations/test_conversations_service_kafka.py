@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 from conversation_service import Running, config, on_topic, produce, wait
-from conversation_turns import read_topic, turn
+from conversation_turns import turn
 
 from tracescore.consume import decode_message
 from tracescore.emit import EVALUATION_SPANS_HEADER
 from tracescore.model import EvaluationRecord, read_evaluation_record
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 

@@ -12,13 +12,14 @@ from datetime import UTC, datetime
 
 import pytest
 from conversation_service import Running, config, produce, wait
-from conversation_turns import read_topic, turn
+from conversation_turns import turn
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from service_processes import ServiceProcess
 
 from tracescore.conversations import ConversationsConfig
 from tracescore.model import EvaluationRecord
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conversation_turns import read_topic
 from grounding_turns import evidence_of, interaction, scored
 from kafka import KafkaProducer
 from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.model import read_conversation_record, read_evaluation_record
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from conversation_turns import read_topic
 from grounding_turns import figures_judge
 from kafka import KafkaProducer
 from recorded_chats import Turn, chat_turns
@@ -24,6 +23,7 @@ from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 

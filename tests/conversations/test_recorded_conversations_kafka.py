@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from conversation_turns import read_topic
 from kafka import KafkaProducer
 from recorded import Recording, recordings
 
@@ -20,6 +19,7 @@ from tracescore.sample import CascadePolicy, load_sampling_config
 from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
