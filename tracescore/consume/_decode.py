@@ -2,7 +2,8 @@
 
 Two encodings are read, detected per message: OTLP protobuf (the Collector's `otlp_proto`, our exporter) and
 OTLP JSON (the Collector's `otlp_json`). A protobuf ExportTraceServiceRequest starts with field 1's tag
-(0x0A); OTLP JSON starts with `{`, so the first non-blank byte tells them apart.
+(0x0A); OTLP JSON starts with `{`, so the first non-blank byte tells them apart (0x0A is a blank: a protobuf
+request whose first resource takes 123 bytes starts b"\n{", and is read as protobuf once it is not JSON).
 """
 
 from __future__ import annotations
