@@ -43,6 +43,9 @@ def test_both_advisors_are_read_with_the_vector_store_documents_as_context(scena
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     assert {s.kind for s in interaction.context_sources} == {"retriever"}
+    # The chat model call's usage, which Micrometer writes as strings like every key.
+    run = interaction.run
+    assert run is not None and (run.prompt_tokens, run.completion_tokens, run.steps) == (42, 9, 1)
 
 
 def test_content_capture_off_is_skipped_naming_the_spring_settings() -> None:
