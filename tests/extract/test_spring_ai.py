@@ -15,9 +15,12 @@ from tracescore.model import DecodedSpan, Trace
 from tracescore.score import evaluate
 
 RECORDED = {r.id: r for r in recordings() if r.source in ("spring_ai", "spring_ai_conversation")}
+QUESTION_WORDS = "How long does the Aurora X2 battery last?"
 TURNS = [r for r in RECORDED.values() if r.conversation and r.expected[0] == "interaction"]
 LOG_COMPLETION = "spring.ai.chat.client.observations.log-completion"
 LOG_QUERY_RESPONSE = "spring.ai.vectorstore.observations.log-query-response"
+TOOL_CONTENT = "spring.ai.tools.observations.include-content"
+QUERY_RESPONSE, TOOL_RESULT = "db.vector.query.response.documents", "spring.ai.tool.call.result"
 
 
 def _spans(recording: Recording) -> list[DecodedSpan]:
@@ -28,10 +31,11 @@ def _extract(spans: list[DecodedSpan]) -> Extraction:
     return extract(Trace(spans[0].trace_id, tuple(spans)))
 
 
-def _without(spans: list[DecodedSpan], key: str) -> list[DecodedSpan]:
+def _without(spans: list[DecodedSpan], *keys: str) -> list[DecodedSpan]:
     """The recorded spans as an app without that part of the content capture would have sent them."""
     return [
-        dataclasses.replace(s, attributes={k: v for k, v in s.attributes.items() if k != key}) for s in spans
+        dataclasses.replace(s, attributes={k: v for k, v in s.attributes.items() if k not in keys})
+        for s in spans
     ]
 
 
@@ -43,9 +47,9 @@ def test_both_advisors_are_read_with_the_vector_store_documents_as_context(scena
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     assert {s.kind for s in interaction.context_sources} == {"retriever"}
-    # The chat model call's usage, which Micrometer writes as strings like every key.
+    # Micrometer writes the usage as strings, and Spring AI's is cumulative over a tool loop: left unread.
     run = interaction.run
-    assert run is not None and (run.prompt_tokens, run.completion_tokens, run.steps) == (42, 9, 1)
+    assert run is not None and (run.prompt_tokens, run.steps) == (None, 1)
 
 
 def test_content_capture_off_is_skipped_naming_the_spring_settings() -> None:
@@ -60,7 +64,7 @@ def test_content_capture_off_is_skipped_naming_the_spring_settings() -> None:
     ("key", "setting", "other"),
     [
         ("gen_ai.completion", LOG_COMPLETION, LOG_QUERY_RESPONSE),
-        ("db.vector.query.response.documents", LOG_QUERY_RESPONSE, LOG_COMPLETION),
+        (QUERY_RESPONSE, LOG_QUERY_RESPONSE, LOG_COMPLETION),
     ],
 )
 def test_one_setting_off_is_named_alone(key: str, setting: str, other: str) -> None:
@@ -68,6 +72,30 @@ def test_one_setting_off_is_named_alone(key: str, setting: str, other: str) -> N
     [skip] = _extract(spans).skips
     assert skip.reason == "content_not_captured"
     assert setting in skip.detail and other not in skip.detail
+
+
+def test_a_tool_the_model_called_is_in_the_run_and_its_search_read_once() -> None:
+    recording = RECORDED["spring_ai/tool_faithful"]
+    [interaction] = _extract(_spans(recording)).interactions
+    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    assert {s.kind for s in interaction.context_sources} == {"retriever"}  # not the tool's result again
+    run = interaction.run
+    assert run is not None and run.steps == 2 and [c.name for c in run.tool_calls] == ["search_docs"]
+    assert QUESTION_WORDS in str(run.tool_calls[0].arguments)
+
+
+def test_a_tools_result_is_the_documents_when_its_search_recorded_none() -> None:
+    recording = RECORDED["spring_ai/tool_faithful"]
+    [interaction] = _extract(_without(_spans(recording), QUERY_RESPONSE)).interactions
+    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    assert {s.kind for s in interaction.context_sources} == {"tool"}
+
+
+def test_a_tool_without_its_content_names_the_tool_setting() -> None:
+    spans = _without(_spans(RECORDED["spring_ai/tool_faithful"]), QUERY_RESPONSE, TOOL_RESULT)
+    [skip] = _extract(spans).skips
+    assert skip.reason == "content_not_captured"
+    assert f"{TOOL_CONTENT}=true" in skip.detail and f"{LOG_QUERY_RESPONSE}=true" in skip.detail
 
 
 def test_the_question_falls_back_to_the_vector_store_query() -> None:

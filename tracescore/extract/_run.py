@@ -281,8 +281,6 @@ def _number_in(values: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
 
 def _first_number(span: DecodedSpan, keys: tuple[str, ...]) -> int | None:
     value = first_value(span, keys)
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)  # Micrometer Tracing writes every key as a string (Spring AI's token counts)
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
