@@ -101,6 +101,7 @@ class KeyedStage:
         logic: KeyedLogic,
         legacy_topic: str | None,
         clock: Callable[[], datetime],
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.log = log
         self.connection = connection
@@ -111,6 +112,7 @@ class KeyedStage:
         self.logic = logic
         self.legacy_topic = legacy_topic
         self.clock = clock
+        self._stopping = stopping  # a stop asked for: the running checkpoint leaves the rest to the stop's
         self._listener: RebalanceListener | None = None
         # keys restored and carried over, the state topic recreated, partitions whose state was read back
         self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0, "partitions_read": 0}
@@ -284,20 +286,23 @@ class KeyedStage:
         one the logic's tick just decided on."""
         if not self.consumer.assignment():
             return
+        if time.monotonic() - self._topic_checked >= _CHECK_TOPIC_S:
+            self._topic_checked = time.monotonic()
+            crash_point("state_topic.look")
+            try:
+                gone = not self.changelog.check(self._stopping)
+            except KafkaError as exc:  # the broker restarting (or a stop asked for): look again next time
+                self.log.debug("cannot look for %s now: %s", self.changelog.topic, exc)
+                gone = False
+            if self._stopping():  # asked for during the look: the stop's checkpoint does the rest, bounded
+                return
+            if gone:
+                self._recreate()
         found = {i: d for table in self._found.values() for i, d in table.items()}
         outputs = self.logic.outputs(found)
         if outputs:
             self.outputs.send([o for o in outputs if found.get(o.id) != o.digest])
             self.logic.written(outputs, found)
-        if time.monotonic() - self._topic_checked >= _CHECK_TOPIC_S:
-            self._topic_checked = time.monotonic()
-            try:
-                gone = not self.changelog.check()
-            except KafkaError as exc:  # the broker restarting: look again next time
-                self.log.debug("cannot look for %s now: %s", self.changelog.topic, exc)
-                gone = False
-            if gone:
-                self._recreate()
         self._save(wrote_outputs=bool(outputs))
         if stream_time is not None:
             # The previous owner decided what it wrote by a stream time before this restore: the tick whose

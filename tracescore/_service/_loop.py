@@ -115,6 +115,7 @@ class ServiceLoop:
             logic=logic,
             legacy_topic=topics.legacy_state,
             clock=clock,
+            stopping=lambda: self._stopping,
         )
 
     def stop(self) -> None:
