@@ -5,6 +5,7 @@ default) it reaches `<point>`: no `finally`, no flush, no leaving the group, exa
 step. A test then restarts the service and counts what was lost or repeated. The points are the steps of
 one checkpoint, in order (docs: Contributing, Architecture):
 
+    rekey.polled      stage 1: a batch polled, nothing re-keyed
     rekey.sent        stage 1: re-keyed records handed to the producer, not flushed, input not committed
     keyed.applied     stage 2: a batch applied to the state in memory, nothing written
     shared.sent       an output to a topic other producers share (spans) sent, the ones before it flushed

@@ -27,6 +27,7 @@ from kafka.structs import OffsetAndMetadata
 
 from tracescore._kafka import RebalanceListener, caught_up
 from tracescore._kafka_config import KafkaConnection
+from tracescore._service._bounded import BROKER_WAIT_S
 from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
@@ -37,6 +38,10 @@ __all__ = ["KeyedLogic", "KeyedStage", "Saved"]
 Saved = tuple[int, bytes, StateRecord | None]  # (partition, key, state; None deletes the key)
 _CHECK_TOPIC_S = 5.0  # how often the state topic is looked for (deleted while running)
 _META_REFRESH_S = 60.0  # how often every partition's output marks are written anew
+READ_AGAIN = (
+    "the next start reads those records again from the last commit (nothing is lost; what they decide may be "
+    "decided again)"
+)
 
 
 class KeyedLogic(Protocol):
@@ -74,7 +79,11 @@ class KeyedLogic(Protocol):
 
     def after_save(self) -> list[Saved]:
         """What waited for a saved state (deliveries outside Kafka, kept in the state until done), done now;
-        the states that say so, saved next."""
+        the states that say so, saved next (what a stop left undone stays in them)."""
+
+    def not_delivered(self) -> str | None:
+        """What the last `after_save` left undone at a stop and what the next start does about it, in words
+        (None: nothing)."""
 
     def everything(self) -> list[Saved]:
         """Every held state (the state topic was deleted: all are saved again)."""
@@ -315,7 +324,8 @@ class KeyedStage:
         if again:
             crash_point("delivered")
             self._rewrite.extend(again)
-            self._save(wrote_outputs=False)
+            if not self._stopping():  # asked for during the deliveries: the stop's checkpoint saves, bounded
+                self._save(wrote_outputs=False)
 
     def _recreate(self) -> None:
         """The state topic was deleted while running: create it again and save every state held."""
@@ -396,7 +406,7 @@ class KeyedStage:
             return
         left = seconds_left(deadline)
         try:
-            self.consumer.commit(due, timeout_ms=None if left is None else int(left * 1000))
+            self.consumer.commit(due, timeout_ms=int(1000 * (BROKER_WAIT_S if left is None else left)))
         except KafkaError as exc:  # a rebalance under way: the next checkpoint commits, or the new owner
             if deadline is not None:
                 raise
@@ -418,34 +428,40 @@ class KeyedStage:
         read = sorted(
             p for p, at in self.positions().items() if at is not None and at != self._committed.get(p)
         )
-        not_committed = f"the offsets read on {self.topic}[{','.join(map(str, read))}] not committed"
+        not_committed = (
+            f"the offsets read on {self.topic}[{','.join(map(str, read))}] not committed{{}}: {READ_AGAIN}"
+        )
         try:
             if outputs:
                 self.outputs.send([o for o in outputs if found.get(o.id) != o.digest], deadline)
                 self.logic.written(outputs, found)
         except KafkaError as exc:
             why = _why(exc)
-            return (
-                f"{len(outputs)} output(s) decided not written ({why}), so no state saved and {not_committed}"
+            return f"{len(outputs)} output(s) decided not written ({why}), so no state saved and " + (
+                not_committed.format("")
             )
         try:
             self._save(wrote_outputs=bool(outputs), deadline=deadline)
         except KafkaError as exc:
-            return f"{len(self._rewrite)} state(s) not saved ({_why(exc)}) and {not_committed}"
+            return f"{len(self._rewrite)} state(s) not saved ({_why(exc)}) and {not_committed.format('')}"
         try:
             if read:  # records read past the commit: the group hears where this member stopped
                 self._commit(deadline)
         except KafkaError as exc:
-            return f"{not_committed} ({_why(exc)})"
+            return not_committed.format(f" ({_why(exc)})")
         again = self.logic.after_save()
+        undelivered = self.logic.not_delivered()
         if again:
             self._rewrite.extend(again)
             try:
                 self._save(wrote_outputs=False, deadline=deadline)
             except KafkaError as exc:
-                why = _why(exc)
-                return f"{len(again)} state(s) recording deliveries not saved ({why}): may be delivered again"
-        return None
+                not_saved = (
+                    f"{len(again)} state(s) recording deliveries not saved ({_why(exc)}): the next start "
+                    "delivers those notifications again"
+                )
+                return "; ".join(part for part in (not_saved, undelivered) if part)
+        return undelivered
 
 
 def _why(exc: BaseException) -> str:
