@@ -31,9 +31,11 @@ from tracescore._kafka import (
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
-from tracescore._service._keyed import KeyedLogic, KeyedStage
+from tracescore._service._keyed import KeyedStage
+from tracescore._service._keyed_logic import KeyedLogic
 from tracescore._service._outputs import OutputLog, seconds_left
 from tracescore._service._rekey import Forward, RekeyStage
+from tracescore._service._stop_checkpoint import final_checkpoint
 
 __all__ = ["OVERDUE_EXIT", "ServiceLoop", "ServiceTopics"]
 
@@ -193,12 +195,12 @@ class ServiceLoop:
             deadline = self._stop_asked_at + self._stop_timeout_s
             if clean:
                 # A stop (SIGTERM, idle): what is decided goes out and is saved, in the stop's budget.
-                not_done = [
-                    part for part in (self.rekey.not_done(), self.keyed.final_checkpoint(deadline)) if part
-                ]
-                if not_done:
+                not_done = [self.rekey.not_done(), final_checkpoint(self.keyed, deadline)]
+                if any(not_done):
                     self.log.warning(
-                        "stopping within stop_timeout_s (%gs): %s", self._stop_timeout_s, "; ".join(not_done)
+                        "stopping within stop_timeout_s (%gs): %s",
+                        self._stop_timeout_s,
+                        "; ".join(part for part in not_done if part),
                     )
             self._close(deadline)
 
