@@ -9,9 +9,10 @@ import signal
 import time
 
 import pytest
+from conversation_service import conversations_process
 from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
+from service_processes import ServiceProcess
 
 from tracescore.testing.kafka_broker import KafkaBroker
 
@@ -50,21 +51,16 @@ def start(broker: KafkaBroker, prefix: str, pause_at: str | None = None) -> Serv
         producer.send(f"{prefix}.evaluations", key=key, value=value)
     producer.flush()
     producer.close()
-    args = [
-        *("--bootstrap-servers", bootstrap, "--evaluations-topic", f"{prefix}.evaluations"),
-        *("--conversations-topic", f"{prefix}.conversations", "--group-id", f"{prefix}.conversations"),
-        *("--quiet-seconds", "600"),
-    ]
-    env = {
-        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",
-        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{prefix}.state",
-        "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{prefix}.spans",
-        "TRACESCORE_CONVERSATIONS_EVIDENCE_TOPIC": "",
-        "TRACESCORE_CONVERSATIONS_TICK_SECONDS": "1",
-        "TRACESCORE_CONVERSATIONS_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
-        "TRACESCORE_CONVERSATIONS_STOP_TIMEOUT_S": str(STOP_TIMEOUT_S),
-    }
-    return ServiceProcess("conversations", args, env, pause_at=pause_at)
+    return conversations_process(
+        bootstrap,
+        prefix,
+        pause_at=pause_at,
+        idle_timeout=None,
+        quiet_seconds="600",
+        evidence=False,
+        tick_seconds="1",
+        stop_timeout_s=str(STOP_TIMEOUT_S),
+    )
 
 
 def said_once(log: str) -> str:
