@@ -15,7 +15,7 @@ import time
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import KafkaTimeoutError
+from kafka.errors import InconsistentGroupProtocolError, KafkaConnectionError, KafkaTimeoutError
 
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service import (
@@ -30,6 +30,7 @@ from tracescore._service import (
     PartitionMeta,
     StreamTime,
 )
+from tracescore._service._bounded import poll_or_nothing
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -142,6 +143,20 @@ def test_a_bounded_call_is_given_up_on_at_a_stop_or_its_timeout_and_never_runs_t
     assert bounded() == "topics"
     assert len(calls) == 1, "the call given up on was waited for again, not started twice"
     assert bounded() == "topics" and len(calls) == 2
+
+
+def test_a_poll_the_broker_does_not_answer_is_an_empty_one_and_a_lasting_error_is_raised() -> None:
+    class Polling:  # kafka-python raises these from poll (the coordinator's lookup, the group's join)
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        def poll(self, timeout_ms: int) -> dict[TopicPartition, list[object]]:
+            raise self.error
+
+    refused = Polling(KafkaConnectionError("111 ECONNREFUSED"))
+    assert poll_or_nothing(refused, 10) == {}  # type: ignore[arg-type]
+    with pytest.raises(InconsistentGroupProtocolError):
+        poll_or_nothing(Polling(InconsistentGroupProtocolError()), 10)  # type: ignore[arg-type]
 
 
 def test_a_pause_point_stops_the_process_each_time_from_its_nth_pass() -> None:

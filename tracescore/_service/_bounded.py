@@ -7,16 +7,20 @@ No signal interrupts such a call, so a stop asked for during it would wait longe
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from kafka.errors import KafkaTimeoutError
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import KafkaError, KafkaTimeoutError
 
-__all__ = ["BROKER_WAIT_S", "BoundedCall"]
+__all__ = ["BROKER_WAIT_S", "BoundedCall", "poll_or_nothing"]
 
 T = TypeVar("T")
+_log = logging.getLogger("tracescore")
 
 # The longest one broker call of a tick may take (a look for the state topic, the stream time's reads). A
 # stop interrupts the waits that `BoundedCall` runs; the others are part of the services' stop_timeout_s.
@@ -69,3 +73,19 @@ class _Run(Generic[T]):
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]
+
+
+def poll_or_nothing(consumer: KafkaConsumer, timeout_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+    """`consumer.poll`, or nothing when the broker does not answer: kafka-python raises the group
+    coordinator's lookup failing (the broker restarting, or gone before a stop) from `poll`, and the service
+    must poll again, not end. Errors that will not pass (a group that rebalances the other way) are raised."""
+    try:
+        return consumer.poll(timeout_ms=timeout_ms)
+    except KafkaError as exc:
+        if not exc.retriable:
+            raise
+        _log.debug("poll: %s; polling again", exc)
+        time.sleep(
+            timeout_ms / 1000
+        )  # what the poll would have waited: no busy loop while the broker is away
+        return {}

@@ -26,7 +26,7 @@ from kafka.structs import OffsetAndMetadata
 
 from tracescore._kafka import RebalanceListener, caught_up
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service._bounded import BROKER_WAIT_S
+from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
 from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
@@ -69,6 +69,9 @@ class KeyedStage:
         self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0, "partitions_read": 0}
         self._pending: set[TopicPartition] = set()
         self._replay_below: dict[int, int] = {}
+        # Per partition, the offset after the last record applied: where it is read to when the client cannot
+        # say (its position call asks the group's coordinator, which may be gone when a stop comes).
+        self._applied_to: dict[int, int] = {}
         self._committed: dict[int, int] = {}
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
@@ -102,13 +105,14 @@ class KeyedStage:
         self.logic.forget_partitions(gone)
         self._pending.difference_update(revoked)
         for partition in gone:
-            for table in (self._replay_below, self._committed, self._metas, self._found, self._restored_at):
+            tables = (self._replay_below, self._applied_to, self._committed, self._metas, self._found)
+            for table in (*tables, self._restored_at):
                 table.pop(partition, None)
         self._meta_due -= gone
 
     def step(self, timeout_ms: int) -> int:
         """Poll once, restore what was newly assigned, apply the rest; the number of records read."""
-        polled = self.consumer.poll(timeout_ms=timeout_ms)
+        polled = poll_or_nothing(self.consumer, timeout_ms)
         if self._listener is not None:
             self._listener.polled(self.consumer)
         if self._pending:
@@ -120,21 +124,26 @@ class KeyedStage:
             replay_below = self._replay_below.get(tp.partition, 0)
             for message in messages:
                 self.logic.apply(message, message.offset < replay_below)
+                self._applied_to[tp.partition] = message.offset + 1
                 count += 1
         if count:
             crash_point("keyed.applied")
         return count
 
     def positions(self) -> dict[int, int | None]:
-        """Where each restored partition is read to (None: not known yet)."""
+        """Where each restored partition is read to (None: not known yet); what this stage knows itself when
+        the client cannot say (its position call asks the group's coordinator, gone with the broker)."""
         out: dict[int, int | None] = {}
         for tp in self.consumer.assignment():
             if tp in self._pending or tp.partition not in self._replay_below:
                 continue
             try:
                 out[tp.partition] = self.consumer.position(tp, timeout_ms=100)
-            except KafkaError:
-                out[tp.partition] = None
+            except KafkaError:  # at least as far as applied, or committed (never before it: a replay)
+                known = [
+                    at for at in (self._applied_to.get(tp.partition), self._committed.get(tp.partition)) if at
+                ]
+                out[tp.partition] = max(known) if known else None
         return out
 
     def fully_read(self) -> bool:
@@ -228,6 +237,7 @@ class KeyedStage:
                 continue
             start = starts.get(tp)
             self.consumer.seek(tp, min(start.offset, committed) if start is not None else committed)
+            self._applied_to.pop(tp.partition, None)
             self._replay_below[tp.partition] = committed
             self._committed[tp.partition] = committed
 

@@ -16,7 +16,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 
 from tracescore._kafka import RebalanceListener
-from tracescore._service._bounded import BROKER_WAIT_S
+from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._crash import crash_point
 from tracescore._service._outputs import delivered_until, seconds_left
 
@@ -66,7 +66,7 @@ class RekeyStage:
         """Poll once, write the batch again, commit it; the number of records read."""
         count = 0
         futures = []
-        polled = self.consumer.poll(timeout_ms=timeout_ms)
+        polled = poll_or_nothing(self.consumer, timeout_ms)
         if self._joined is not None:
             self._joined.polled(self.consumer)
         if any(polled.values()):
