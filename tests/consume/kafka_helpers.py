@@ -100,11 +100,18 @@ class ConsumerFactory(Protocol):
 
 
 def make_consumer(
-    bootstrap: str, prefix: str, *, judge: Any = None, metrics_out: Any = None, **overrides: Any
+    bootstrap: str,
+    prefix: str,
+    *,
+    judge: Any = None,
+    metrics_out: Any = None,
+    kafka_consumer: KafkaConsumer | None = None,
+    **overrides: Any,
 ) -> tuple[EvaluationConsumer, list[EvaluationRecord]]:
     """A consumer of `<prefix>.spans` in group `<prefix>.group` writing to `<prefix>.evaluations` and
     `<prefix>.dlq`, stopping after 3 s idle, scoring faithfulness with the offline judge (unless
-    overridden); the records it wrote are collected in the returned list."""
+    overridden); the records it wrote are collected in the returned list. `kafka_consumer`: the client it
+    reads with (default: its own)."""
     seen: list[EvaluationRecord] = []
     settings = ConsumerSettings.model_validate(
         {
@@ -123,5 +130,6 @@ def make_consumer(
         metrics=[Faithfulness()],
         on_evaluation=seen.append,
         metrics_out=metrics_out,
+        consumer=kafka_consumer,
     )
     return consumer, seen

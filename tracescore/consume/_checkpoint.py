@@ -4,8 +4,8 @@ A released trace (or a dead letter) becomes one `Work`: it holds the lowest offs
 from until it is scored and Kafka acknowledged every output. `Checkpoint` decides what to commit (never past
 held work, see OffsetTracker) with the handover that tells the next owner which traces after that offset are
 unfinished (see consume/_handover.py), hands the unfinished work of revoked partitions over, and says where
-to seek a partition kept through an eager rebalance. The decisions are plain methods; the few Kafka calls
-are the `*_with` methods.
+this member would read again a partition given back (when the group's committed offset cannot be read). The
+decisions are plain methods; the few Kafka calls are the `*_with` methods.
 """
 
 from __future__ import annotations
@@ -240,8 +240,9 @@ class Checkpoint:
         return committing, handed
 
     def seeks(self, assigned: Iterable[Hashable]) -> dict[Hashable, int]:
-        """A partition kept through an eager rebalance keeps kafka-python's fetch position, past the messages
-        whose work was handed over on revoke: where to read it again (the first offset not committed)."""
+        """Where this member would read again the partitions it revoked last and is given back (the first
+        offset it knows committed), once. The group's committed offset comes first (another member may have
+        read and committed past it since); this is for when that cannot be read."""
         rewind, self._rewind = self._rewind, {}
         return {tp: rewind[tp] for tp in assigned if tp in rewind}
 
@@ -320,10 +321,6 @@ class Checkpoint:
         except KafkaError as exc:
             not_committed(exc)
         return handed
-
-    def seek_with(self, consumer: KafkaConsumer, assigned: Iterable[Hashable]) -> None:
-        for tp, offset in self.seeks(assigned).items():
-            consumer.seek(tp, offset)
 
 
 def _describe(commits: Mapping[Hashable, OffsetAndMetadata]) -> str:

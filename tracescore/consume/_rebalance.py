@@ -6,7 +6,8 @@ up to a deadline; their outputs are sent and acknowledged; then one commit per p
 offset and the handover (consume/_handover.py): which traces after that offset are still unfinished. Those
 (buffered, queued, or still at the judges at the deadline) are handed over: their results here are dropped,
 the next owner scores them. On assignment, the handover each new partition's committed offset carries is
-read before any of its messages is taken, so the traces already scored are skipped.
+read before any of its messages is taken, so the traces already scored are skipped; an eager member reads
+every partition it is given from that committed offset, not from the position kafka-python kept.
 
 A member that crashes commits nothing more: its partitions' next owner reads from its last commit, and the
 handover that commit carried, so what was scored since that commit (at most `commit_interval_s` of work,
@@ -58,6 +59,9 @@ class Rebalance:
         self._outputs: Outputs | None = None
         self._worker: ScoringWorker | None = None
         self._to_read: set[TopicPartition] = set()  # assigned: their handovers not read yet
+        # Eager: assigned partitions paused until sought to the group's committed offset, each with where this
+        # member would read it again were that offset unknown (None: where kafka-python is).
+        self._held: dict[TopicPartition, int | None] = {}
         self._hand_over = True  # False once the member stops on an error: it vouches for finished work only
         self._left = False  # the stop's last commit was made (or said why not): closing commits nothing more
         self.error: BaseException | None = None  # raised by the loop after poll, not inside kafka-python
@@ -84,10 +88,15 @@ class Rebalance:
             self.error = exc
 
     def assigned(self, partitions: Sequence[TopicPartition]) -> None:
-        if self.eager:
-            # An eager rebalance revoked everything; kafka-python keeps a kept partition's position, past
-            # the work handed over: read it again from its commit.
-            self._checkpoint.seek_with(self._consumer(), partitions)
+        if self.eager and partitions:
+            # An eager rebalance revoked everything, but kafka-python keeps the fetch position of a partition
+            # it had before: past the work handed over on revoke, or behind what another member read and
+            # committed meanwhile (in a generation this member's client never completed: its JoinGroup,
+            # answered while the member was not polling, is sent again). Only the group's committed offset
+            # says where to read; it is read after poll (read_handovers), so the partitions wait paused.
+            fallback = self._checkpoint.seeks(partitions)
+            self._consumer().pause(*partitions)
+            self._held.update({tp: fallback.get(tp) for tp in partitions})
         self._to_read |= set(partitions)
 
     # --- the Kafka thread, after poll --------------------------------------------------------------------
@@ -111,7 +120,9 @@ class Rebalance:
                     tp.partition,
                     exc,
                 )
+                self._release(consumer, tp, None)
                 continue
+            self._release(consumer, tp, committed.offset if committed is not None else None)
             try:
                 handover = Handover.decode(committed.metadata if committed is not None else None)
             except ValueError as exc:
@@ -125,6 +136,18 @@ class Rebalance:
                 continue
             if handover is not None:
                 self._checkpoint.handovers[tp] = handover
+
+    def _release(self, consumer: KafkaConsumer, tp: TopicPartition, committed: int | None) -> None:
+        """An eager member's partition held since its assignment is read from the group's committed offset
+        (unknown: from this member's own last commit, or where it first read the partition)."""
+        if tp not in self._held:
+            return
+        fallback = self._held.pop(tp)
+        offset = committed if committed is not None else fallback
+        if tp in consumer.assignment():
+            if offset is not None:
+                consumer.seek(tp, offset)
+            consumer.resume(tp)
 
     def commit_before_leaving(self) -> None:
         """The last commit of a member that stops, with its handover, within `close_timeout_s` (a broker gone
@@ -187,6 +210,8 @@ class Rebalance:
     def _revoke(self, partitions: set[TopicPartition], *, lost: bool) -> None:
         _log.info("%s partitions: %s", "lost" if lost else "revoked", _names(partitions))
         self._to_read -= partitions
+        for tp in partitions:
+            self._held.pop(tp, None)
         if not lost and self._outputs is not None and self._worker is not None:
             self._finish(partitions, self._outputs, self._worker)
         handed = self._checkpoint.revoke_with(self._consumer(), partitions, lost=lost, final=self._hand_over)
