@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from alert_records import record
+from alert_records import llm_record, record
 
 from tracescore.alert import (
     AlertConfig,
@@ -146,3 +146,21 @@ def test_the_cusum_adds_evidence_only_while_the_answers_sit_below_the_normal() -
     assert state.cusum > 0 and test.run[R_N] == 2
     test.add(0.0, _answer(0.0), normal, 0.0, sign=-1.0)  # a later record replaces one: taken back
     assert test.run[R_N] == 1
+
+
+def test_the_llm_baseline_s_correction_does_not_page_a_healthy_route() -> None:
+    # The offline judge passes 60% of the answers, the LLM judge (a 10% baseline) 90%: the correction is
+    # about +0.3, the same for the normal and every answer, so it must not move the test.
+    ev, rng = evaluator(), random.Random(7)
+    at = record(1.0).timestamp
+    for _ in range(10_000):
+        at += timedelta(minutes=1)
+        offline = record(1.0 if rng.random() < 0.6 else 0.0, at, KEY.route)
+        batch = [offline]
+        if rng.random() < 0.1:
+            batch.append(llm_record(offline, 1.0 if rng.random() < 0.9 else 0.0, "baseline", 0.1))
+        for r in batch:
+            ev.add(r)
+        assert pages([n for n in ev.evaluate(KEY, at) if n.alertname == DROP]) == []
+    status = ev.drop_status(KEY, at)
+    assert status is not None and status.calibrated and status.evidence < 1

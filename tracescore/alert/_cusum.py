@@ -95,10 +95,14 @@ class Sustained:
     def levels(self, normal: Sums, correction: float) -> tuple[float, float, float] | None:
         """(p0, p1, the normal's level): what the test weighs against each other now; None while the normal
         has no answer."""
-        level, var, n = plain_level(normal, correction)
+        level, _, n = plain_level(normal, correction)
         if n <= 0:
             return None
-        p0 = _clamp(level - _REFERENCE_Z * math.sqrt(var / n))
+        # With one pass and one fail added (Laplace), and a Bernoulli's spread at that level (the most a
+        # value in 0..1 can have): a normal of a few answers, or of passes only, is no certainty that one
+        # failing answer could overturn.
+        level = (level * n + 1) / (n + 2)
+        p0 = _clamp(level - _REFERENCE_Z * math.sqrt(level * (1 - level) / n))
         return p0, _clamp(p0 - self.size), level
 
     def evidence(self, normal: Sums, correction: float) -> float:

@@ -123,7 +123,6 @@ class DropTracker:
         self._recent_span = timedelta(seconds=config.window_seconds / _BUCKETS)
         self._normal_span = timedelta(seconds=config.normal_seconds / _BUCKETS)
         self._changed = False  # since take_changed: what the state holds moved
-        self._correction = 0.0  # the route's correction as last read (the sustained test's values use it)
         self._sustained: Sustained | None = None
         if config.sustained_every is not None:
             size = config.sustained_drop or config.min_drop
@@ -193,9 +192,14 @@ class DropTracker:
         """The answer's evidence into the sustained-drop test, once the normal is learned."""
         if self._sustained is None or _count(self._normal_total) < self.config.min_normal_samples:
             return
-        value = answer_value(part, self._correction)
+        if self.state.level != "ok" and not self._sustained.alarm:
+            self._sustained.reset()  # the window test pages this drop: weighed again from its resolve on
+            return
+        # On the judges' own values, the normal's alike: the baseline's correction is a constant that
+        # cancels out of their comparison (added to each answer it would push values out of 0..1).
+        value = answer_value(part, 0.0)
         if value is not None:
-            self._sustained.add(value, part, self._normal_total, self._correction, sign)
+            self._sustained.add(value, part, self._normal_total, 0.0, sign)
 
     def _open(self, buckets: list[_Bucket], at: datetime, size: int, span: timedelta) -> _Bucket:
         last = buckets[-1] if buckets else None
@@ -212,7 +216,6 @@ class DropTracker:
         `normal_seconds`; while the normal is held, leaving answers are discarded and it forgets nothing."""
         held = self.state.held_since is not None
         config = self.config
-        self._correction = correction
         recent_n = _count(self._recent_total)
         horizon = now - timedelta(seconds=config.window_seconds)
         moved = False
@@ -322,7 +325,7 @@ class DropTracker:
         evidence, alarm, test = 0.0, False, "window"
         sustained = self._sustained
         if sustained is not None and status == "ready":
-            evidence, alarm = sustained.evidence(self._normal_total, correction), sustained.alarm
+            evidence, alarm = sustained.evidence(self._normal_total, 0.0), sustained.alarm
             run_level, run_var, run_n = plain_level(sustained.run, correction)
             if alarm and lower < config.min_drop and run_n:  # the CUSUM's answers since the drop began
                 n_level, normal_var, n_n = plain_level(self._normal_total, correction)
