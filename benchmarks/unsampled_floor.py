@@ -1,6 +1,6 @@
 """`tracescore consume --sample-ratio 0` against the bare kafka-python client, same messages, one run.
 
-    python benchmarks/unsampled_floor.py [--traces 20000] [--rounds 5] [--layout both] [--against REV]
+    python benchmarks/unsampled_floor.py [--traces 20000] [--rounds 5] [--layout both] [--against REV]...
                                          [--profile DIR]
 
 The floor is what any consumer of these messages pays: a bare `KafkaConsumer` (the consumer's
@@ -17,9 +17,10 @@ real SDK and sent with its producer settings, gzip) in the SDK's two layouts: `p
 trace, the Collector's `partition_traces_by_id`) and `per_partition` (the SDK's default: one message per
 partition per export, ~56 spans a message). Each round runs the floor and the consumer on each layout in
 fresh processes, alternating which goes first, each pinned to one core (the broker's JVM keeps the other);
-the ratio consumer / floor is taken per round and its median printed. `--against REV`: another revision's
-consumer too (its `tracescore/` exported with git archive), in the same rounds on the same messages, so
-before and after are measured in one run. `--profile DIR`: the consumers also write a cProfile of their
+the ratio consumer / floor is taken per round and its median printed. `--against REV` (repeatable):
+another revision's consumer too (its `tracescore/` exported with git archive, or a folder holding a tree's
+`tracescore/` and `benchmarks/`), in the same rounds on the same messages, so before and after are measured
+in one run. `--profile DIR`: the consumers also write a cProfile of their
 loop there (slower; the ratios of a profiled run are not figures).
 """
 
@@ -157,7 +158,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--layout", choices=[*LAYOUTS, "both"], default="both")
     parser.add_argument(
-        "--against", default=None, help="also the consumer of this revision, in the same rounds"
+        "--against",
+        action="append",
+        default=[],
+        help="also the consumer of this revision (or tree), in the same rounds; repeatable",
     )
     parser.add_argument("--profile", type=Path, default=None, help="write the consumer's cProfiles here")
     args = parser.parse_args()
@@ -168,12 +172,10 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
         trees = {"this": REPO}
-        if args.against:
-            given = Path(
-                args.against
-            )  # a folder holding another tree's tracescore/ and benchmarks/, or a rev
-            other = given if given.is_dir() else export(args.against, Path(folder) / "other")
-            trees[given.name if given.is_dir() else args.against] = other
+        for number, against in enumerate(args.against):
+            given = Path(against)  # a folder holding another tree's tracescore/ and benchmarks/, or a rev
+            other = given if given.is_dir() else export(against, Path(folder) / f"other{number}")
+            trees[given.name if given.is_dir() else against] = other
         sides = ("floor", *trees)
         results = {layout: {side: [] for side in sides} for layout in layouts}
         with KafkaBroker(heap="1g") as broker:

@@ -33,6 +33,7 @@ from tracescore.consume import decode_message
 from tracescore.model import EvaluationRecord, is_flagged
 from tracescore.score import render_report
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic, wait_for_records
 
 REPO = Path(__file__).resolve().parents[1]
 REQUESTS = 36  # per phase: 12 per route
@@ -71,29 +72,9 @@ sinks:
 """
 
 
-def read_topic(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-    if not tps:  # not created yet
-        consumer.close()
-        return []
-    consumer.assign(tps)
-    consumer.seek_to_beginning(*tps)
-    end = consumer.end_offsets(tps)
-    values: list[bytes] = []
-    while any(consumer.position(tp) < end[tp] for tp in tps):
-        for batch in consumer.poll(timeout_ms=500).values():
-            values.extend(m.value for m in batch)
-    consumer.close()
-    return values
-
-
-def wait_for_records(bootstrap: str, topic: str, count: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(read_topic(bootstrap, topic)) < count:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"the consumer wrote fewer than {count} evaluation records in {timeout_s:.0f}s")
-        time.sleep(0.5)
+def wait_for_evaluations(bootstrap: str, count: int) -> None:
+    if len(wait_for_records(bootstrap, EVALUATIONS_TOPIC, count, timeout_s=WAIT_S)) < count:
+        raise SystemExit(f"the consumer wrote fewer than {count} evaluation records in {WAIT_S:.0f}s")
 
 
 def wait_for_alert_service(bootstrap: str, timeout_s: float) -> None:
@@ -184,20 +165,21 @@ def main() -> int:
                     expected |= run_app(bootstrap, phase, requests, out)
                     sent += requests
                     if waiting_for is None:  # the baseline is in the alert windows before the drift starts
-                        wait_for_records(bootstrap, EVALUATIONS_TOPIC, sent, timeout_s=WAIT_S)
+                        wait_for_evaluations(bootstrap, sent)
                         wait_for_alert_service(bootstrap, timeout_s=WAIT_S)
                     else:
                         print(f"  waiting for both /billing alerts to be {waiting_for} ...", flush=True)
                         receiver.wait_for(is_alert(waiting_for), timeout_s=WAIT_S)
                 # Stopping the scorer leaves traces it has not read yet for a restart: wait until it read all.
-                wait_for_records(bootstrap, EVALUATIONS_TOPIC, sent, timeout_s=WAIT_S)
+                wait_for_evaluations(bootstrap, sent)
             finally:
                 step("stopping the services")
                 for name, process in services:
                     _stop(name, process, tmp)
-            queries = spans_by_id(read_topic(bootstrap, SPANS_TOPIC))
+            queries = spans_by_id([m.value for m in read_topic(bootstrap, SPANS_TOPIC)])
             records = [
-                EvaluationRecord.model_validate_json(v) for v in read_topic(bootstrap, EVALUATIONS_TOPIC)
+                EvaluationRecord.model_validate_json(m.value)
+                for m in read_topic(bootstrap, EVALUATIONS_TOPIC)
             ]
             alerts = [r.json() for r in receiver.requests]
     report(records, queries, expected, alerts)

@@ -1,16 +1,18 @@
 """`tracescore alert` and `tracescore conversations` as real processes for the crash tests: started with a
 named crash point armed (the process kills itself with SIGKILL at that exact step, the service base's
-test-only hook), or clean, until their idle timeout. Event-driven: a test waits for the process's exit."""
+test-only hook), or clean, until their idle timeout. Event-driven: a test waits for the process's exit (or,
+with a pause point armed, for the process to stop itself there)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from tracescore._service import CRASH_ENV
+from tracescore._service import CRASH_ENV, PAUSE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 # A restart waits this long for the killed member's partitions (the test broker allows it; Kafka's default
@@ -22,13 +24,19 @@ IDLE_TIMEOUT_S = "1"
 
 class ServiceProcess:
     def __init__(
-        self, command: str, args: list[str], env: dict[str, str], crash_at: str | None = None
+        self,
+        command: str,
+        args: list[str],
+        env: dict[str, str],
+        crash_at: str | None = None,
+        pause_at: str | None = None,
     ) -> None:
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in wait)
         full_env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
-        full_env.pop(CRASH_ENV, None)
-        if crash_at is not None:
-            full_env[CRASH_ENV] = crash_at
+        for hook, point in ((CRASH_ENV, crash_at), (PAUSE_ENV, pause_at)):
+            full_env.pop(hook, None)
+            if point is not None:
+                full_env[hook] = point
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from tracescore.cli import main; main()", command, *args],
             env=full_env,
@@ -44,6 +52,17 @@ class ServiceProcess:
         with open(self._log.fileno(), closefd=False) as log:  # the same open file
             log.seek(0)
             return text in log.read()
+
+    def paused(self) -> bool:
+        """Stopped at its pause point (`pause_at`): the process state in /proc is T."""
+        try:
+            stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        except OSError:  # exited
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
 
     def wait(self, timeout_s: float = 240) -> int:
         try:

@@ -6,25 +6,31 @@ kills the process exactly at its n-th pass. The services' own tests run all of i
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import InconsistentGroupProtocolError, KafkaConnectionError, KafkaTimeoutError
 
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service import (
     CRASH_ENV,
     OUTPUT_DIGEST_HEADER,
     OUTPUT_ID_HEADER,
+    PAUSE_ENV,
+    BoundedCall,
     Changelog,
     ChangelogError,
     OutputLog,
     PartitionMeta,
     StreamTime,
 )
+from tracescore._service._bounded import poll_or_nothing
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -118,6 +124,65 @@ def test_a_crash_point_kills_the_process_at_its_nth_pass_and_nowhere_else() -> N
     assert (done.returncode, done.stdout.split()) == (-9, ["1", "2"])
     unarmed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert (unarmed.returncode, unarmed.stdout.split()) == (0, ["1", "2", "3"])
+
+
+def test_a_bounded_call_is_given_up_on_at_a_stop_or_its_timeout_and_never_runs_twice_at_once() -> None:
+    answer, calls = threading.Event(), []
+
+    def look() -> str:
+        calls.append(1)
+        answer.wait()  # a broker that does not answer
+        return "topics"
+
+    bounded = BoundedCall(look, "a look")
+    with pytest.raises(KafkaTimeoutError, match="a look: given up on, a stop was asked for"):
+        bounded(stopping=lambda: True)
+    with pytest.raises(KafkaTimeoutError, match=r"a look: no answer within 0.3s"):
+        bounded(timeout_s=0.3)
+    answer.set()
+    assert bounded() == "topics"
+    assert len(calls) == 1, "the call given up on was waited for again, not started twice"
+    assert bounded() == "topics" and len(calls) == 2
+
+
+def test_a_poll_the_broker_does_not_answer_is_an_empty_one_and_a_lasting_error_is_raised() -> None:
+    class Polling:  # kafka-python raises these from poll (the coordinator's lookup, the group's join)
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        def poll(self, timeout_ms: int) -> dict[TopicPartition, list[object]]:
+            raise self.error
+
+    refused = Polling(KafkaConnectionError("111 ECONNREFUSED"))
+    assert poll_or_nothing(refused, 10) == {}  # type: ignore[arg-type]
+    with pytest.raises(InconsistentGroupProtocolError):
+        poll_or_nothing(Polling(InconsistentGroupProtocolError()), 10)  # type: ignore[arg-type]
+
+
+def test_a_pause_point_stops_the_process_each_time_from_its_nth_pass() -> None:
+    script = (
+        "from tracescore._service import crash_point\n"
+        "for n in range(1, 4):\n"
+        "    crash_point('state_topic.look')\n"
+        "    print(n, flush=True)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, PAUSE_ENV)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], env={**env, PAUSE_ENV: "state_topic.look:2"}, stdout=subprocess.PIPE
+    )
+    assert process.stdout is not None
+    printed = []
+    try:
+        for expected in ("1", "2"):
+            printed.append(process.stdout.readline().decode().strip())  # printed, then stopped at the next
+            _, status = os.waitpid(process.pid, os.WUNTRACED)
+            assert os.WIFSTOPPED(status), f"not stopped after {expected}"
+            process.send_signal(signal.SIGCONT)
+        printed.append(process.stdout.readline().decode().strip())
+    finally:
+        process.kill()
+        process.wait()
+    assert printed == ["1", "2", "3"]
 
 
 def test_the_stream_time_waits_for_input_still_in_stage_1_and_for_a_lagging_partition() -> None:

@@ -119,10 +119,10 @@ class ServiceSettings(FileSettings):
         default=20.0,
         gt=0,
         description="On SIGTERM/SIGINT, the closing steps (write the outputs decided, save the state, commit "
-        "the input offsets it covers, close the clients) get this long, counted from the signal; 2 s past it "
-        "the process exits all the same (status 1): 22 s in all, inside Kubernetes' 30 s grace period. What "
-        "is not done (the broker gone) is said in one line and read again by the next start: nothing is "
-        "lost, it may be decided again.",
+        "the input offsets it covers, deliver alert notifications, close the clients) get this long, counted "
+        "from the signal; 2 s past it the process exits all the same (status 1): 22 s in all, inside "
+        "Kubernetes' 30 s grace period. What is not done (the broker gone, a receiver hanging) is said in "
+        "one line and done by the next start: nothing is lost, it may be decided or sent again.",
     )
 
 

@@ -69,9 +69,11 @@ def table_rows() -> tuple[list[list[str]], list[str]]:
 
 
 def _runtime(entry: dict[str, object]) -> str:
-    """What ran the scenario: Python, or Node for the JavaScript producers."""
+    """What ran the scenario: Python, Node for the JavaScript producers, Java for the JVM ones."""
     if "node" in entry:
         return f"Node {entry['node']}"
+    if "java" in entry:
+        return f"Java {entry['java']}"
     return f"Python {entry.get('python', '?')}"
 
 

@@ -1,13 +1,18 @@
-"""Evaluation records for the alert tests, and running `AlertService` against the real broker."""
+"""Evaluation records for the alert tests, and running `AlertService` against the real broker (in this
+process, or `tracescore alert` as a process of its own)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from kafka import KafkaProducer
+from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.alert import AlertConfig, AlertService, WebhookSink, WebhookSinkConfig
 from tracescore.alert.testing import WebhookReceiver
@@ -93,3 +98,35 @@ def wait(condition: Callable[[], bool], timeout_s: float = 120.0) -> None:
     while not condition():
         assert datetime.now(UTC) < deadline, "condition not met in time"
         threading.Event().wait(0.1)
+
+
+def write_config(tmp_path: Path, prefix: str, url: str, **settings: Any) -> Path:
+    """`tracescore alert`'s file: one rule that fires once 8 records are low, one webhook sink at `url`."""
+    quiet = {"no_data_seconds": None, "renotify_seconds": None}  # no reminder: one notification per alert
+    config = {
+        "evaluations_topic": f"{prefix}.evaluations",
+        "routes_topic": f"{prefix}.routes",
+        "state_topic": f"{prefix}.state",
+        "group_id": f"{prefix}-alert",
+        "tick_seconds": 0.5,
+        "session_timeout_ms": SESSION_TIMEOUT_MS,
+        "rules": [{"window_count": 8, "min_samples": 8, "critical": None, "cooldown_seconds": 0, **quiet}],
+        "sinks": [{"type": "webhook", "url": url}],
+        **settings,
+    }
+    path = tmp_path / "alert.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def alert_process(
+    bootstrap: str,
+    config: Path,
+    crash_at: str | None = None,
+    pause_at: str | None = None,
+    until_idle: bool = True,
+) -> ServiceProcess:
+    """`tracescore alert` with `config`, until its idle timeout (or a crash point), or until stopped."""
+    args = ["--config", str(config), "--bootstrap-servers", bootstrap]
+    stop = ("--idle-timeout", IDLE_TIMEOUT_S) if until_idle and crash_at is None else ()
+    return ServiceProcess("alert", [*args, *stop], {}, crash_at=crash_at, pause_at=pause_at)

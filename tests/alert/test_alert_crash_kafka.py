@@ -12,9 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from alert_records import record
+from alert_records import alert_process, record, write_config
 from kafka import KafkaProducer
-from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.alert.testing import WebhookReceiver
 
@@ -38,29 +37,6 @@ def receiver() -> Iterator[WebhookReceiver]:
         yield r
 
 
-def run(bootstrap: str, prefix: str, config: Path, crash_at: str | None = None) -> ServiceProcess:
-    args = ["--config", str(config), "--bootstrap-servers", bootstrap]
-    stop = () if crash_at else ("--idle-timeout", IDLE_TIMEOUT_S)
-    return ServiceProcess("alert", [*args, *stop], {}, crash_at)
-
-
-def write_config(tmp_path: Path, prefix: str, url: str) -> Path:
-    quiet = {"no_data_seconds": None, "renotify_seconds": None}  # no reminder: one notification per alert
-    config = {
-        "evaluations_topic": f"{prefix}.evaluations",
-        "routes_topic": f"{prefix}.routes",
-        "state_topic": f"{prefix}.state",
-        "group_id": f"{prefix}-alert",
-        "tick_seconds": 0.5,
-        "session_timeout_ms": SESSION_TIMEOUT_MS,
-        "rules": [{"window_count": 8, "min_samples": 8, "critical": None, "cooldown_seconds": 0, **quiet}],
-        "sinks": [{"type": "webhook", "url": url}],
-    }
-    path = tmp_path / "alert.yaml"
-    path.write_text(json.dumps(config))  # JSON is YAML
-    return path
-
-
 @pytest.mark.parametrize("point", [*POINTS, REPEATS_AT])
 def test_a_kill_at_any_step_loses_no_alert(
     bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, tmp_path: Path, point: str
@@ -74,9 +50,9 @@ def test_a_kill_at_any_step_loses_no_alert(
     producer.close()
     config = write_config(tmp_path, topic_prefix, receiver.url)
 
-    killed = run(bootstrap, topic_prefix, config, crash_at=point)
+    killed = alert_process(bootstrap, config, crash_at=point)
     assert killed.wait() == -9, f"never reached {point}:\n{killed.log[-3000:]}"
-    restarted = run(bootstrap, topic_prefix, config)
+    restarted = alert_process(bootstrap, config)
     assert restarted.wait() == 0, restarted.log[-3000:]
 
     firing = [r.json() for r in receiver.requests if r.json()["state"] == "firing"]

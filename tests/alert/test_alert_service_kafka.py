@@ -14,17 +14,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from alert_records import record
+from alert_records import Running, produce, record
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from tracescore.alert import (
     AlertConfig,
     AlertKey,
-    AlertService,
     RuleConfig,
-    WebhookSink,
-    WebhookSinkConfig,
 )
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.testing import free_port
@@ -51,31 +48,6 @@ def config(bootstrap: str, prefix: str) -> AlertConfig:
             RuleConfig(window_count=8, min_samples=8, critical=None, cooldown_seconds=0, no_data_seconds=None)
         ],
     )
-
-
-class Running:
-    """An AlertService on its own thread, stopped and joined on exit."""
-
-    def __init__(self, cfg: AlertConfig, receiver: WebhookReceiver) -> None:
-        self.service = AlertService(cfg, [WebhookSink(WebhookSinkConfig(url=receiver.url))])
-        self._thread = threading.Thread(target=self.service.run, daemon=True)
-
-    def __enter__(self) -> AlertService:
-        self._thread.start()
-        return self.service
-
-    def __exit__(self, *exc: object) -> None:
-        self.service.stop()
-        self._thread.join(60)
-        assert not self._thread.is_alive()
-
-
-def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for i, value in enumerate(values):
-        producer.send(topic, key=f"{i:032x}".encode(), value=value)
-    producer.flush()
-    producer.close()
 
 
 def scores(route: str, value: float, n: int = 8) -> list[bytes]:

@@ -21,7 +21,7 @@ def logic() -> AlertLogic:
     return AlertLogic(
         config,
         AlertEvaluator(config),
-        deliver=lambda notes: None,
+        deliver=lambda notes: [],
         resend_firing=lambda now: None,
         skip=lambda reason, detail: None,
         count_record=lambda: None,

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.testing import end_process, wait_ready
 
@@ -81,35 +79,3 @@ def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None
         admin.create_topics([NewTopic(name, partitions, 1) for name in names])
     finally:
         admin.close()
-
-
-def read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[ConsumerRecord]:
-    """Every message on `topic`, read without a consumer group."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not tps:
-            return []
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        end = consumer.end_offsets(tps)
-        records: list[ConsumerRecord] = []
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(consumer.position(tp) < end[tp] for tp in tps):
-            for batch in consumer.poll(timeout_ms=200).values():
-                records.extend(batch)
-        return records
-    finally:
-        consumer.close()
-
-
-def wait_for_messages(
-    bootstrap: str, topic: str, count: int, timeout_s: float = 60.0
-) -> list[ConsumerRecord]:
-    """Read `topic` until it holds at least `count` messages."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        records = read_all(bootstrap, topic)
-        if len(records) >= count or time.monotonic() > deadline:
-            return records
-        time.sleep(0.5)

@@ -32,8 +32,6 @@ from collector_helpers import (
     REPO,
     CollectorProcess,
     create_topics,
-    read_all,
-    wait_for_messages,
 )
 from google.protobuf.json_format import MessageToDict
 from kafka.consumer.fetcher import ConsumerRecord
@@ -51,6 +49,7 @@ from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic, wait_for_records
 
 pytestmark = pytest.mark.kafka
 
@@ -175,11 +174,11 @@ def pipeline(
             check=False,
         )
         assert app.returncode == 0, f"app failed:\n{app.stderr}\nCollector log:\n{ingest.log()}"
-        collector_messages = wait_for_messages(bootstrap, spans_topic, len(ANSWERS))
+        collector_messages = wait_for_records(bootstrap, spans_topic, len(ANSWERS))
         assert len(collector_messages) == len(ANSWERS), ingest.log()
-    direct_messages = read_all(bootstrap, direct_topic)
+    direct_messages = read_topic(bootstrap, direct_topic)
     assert len(direct_messages) == len(ANSWERS)
-    batched_messages = read_all(bootstrap, batched_topic)
+    batched_messages = read_topic(bootstrap, batched_topic)
 
     evaluations: list[EvaluationRecord] = []
     settings = ConsumerSettings(
@@ -355,7 +354,7 @@ def test_the_per_partition_layout_puts_each_trace_on_the_collector_s_partition(p
 def test_evaluation_spans_reach_the_backend_in_their_traces(
     otelcol: Path, pipeline: PipelineRun, tmp_path: Path
 ) -> None:
-    in_kafka = [span for m in read_all(pipeline.bootstrap, pipeline.spans_topic) for span in _spans(m)]
+    in_kafka = [span for m in read_topic(pipeline.bootstrap, pipeline.spans_topic) for span in _spans(m)]
     assert len(in_kafka) == 2 * len(ANSWERS), "the app's spans and one evaluation span per scored span"
     # The documented config with its OTLP backend swapped for a file: a second --config is merged over
     # the first (maps merge, lists are replaced).

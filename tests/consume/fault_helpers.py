@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
-from kafka_helpers import REPO, WAIT_S, read_all, wait_until
+from kafka_helpers import REPO, WAIT_S, wait_until
 from service_processes import SESSION_TIMEOUT_MS
 
 from tracescore.consume import NotOtlp, decode_message
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.judge_server import Fault, JudgeServer, default_responder
+from tracescore.testing.kafka_topics import read_topic
 
 # An application answering `n` questions faithfully: `run_instrumented_app(..., APP.format(n=...))`.
 APP = """
@@ -215,7 +216,7 @@ class Outcome:
 def rag_spans_on(bootstrap: str, topic: str) -> set[tuple[str, str]]:
     """(trace id, span id) of every decodable span on the input topic: the spans the consumer must score."""
     out = set()
-    for message in read_all(bootstrap, topic, timeout_s=60):
+    for message in read_topic(bootstrap, topic, timeout_s=60):
         try:
             out |= {(s.trace_id, s.span_id) for s in decode_message(message.value)}
         except NotOtlp:
@@ -230,7 +231,7 @@ def outcome(
     unless `others_allowed` (fuzzed input that happens to hold a scorable span)."""
     records = [
         EvaluationRecord.model_validate_json(m.value)
-        for m in read_all(topics.bootstrap, topics.evaluations, 60)
+        for m in read_topic(topics.bootstrap, topics.evaluations, 60)
     ]
     keys = Counter((r.trace_id, r.span_id, r.metric) for r in records)
     latest = {(r.trace_id, r.span_id, r.metric): r for r in records}
@@ -251,7 +252,7 @@ def outcome(
         scored=len(scored),
         explained_errors=len(explained),
         unexplained=unexplained,
-        dead_letters=len(read_all(topics.bootstrap, topics.dlq, 30)),
+        dead_letters=len(read_topic(topics.bootstrap, topics.dlq, 30)),
     )
 
 

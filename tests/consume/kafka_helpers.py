@@ -1,4 +1,5 @@
-"""Helpers for tests that talk to the real broker: produce raw messages, read a topic to its end."""
+"""Helpers for tests that talk to the real broker: produce raw messages, run an instrumented app, wait. A
+topic is read back with `tracescore.testing.kafka_topics.read_topic`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.model import EvaluationRecord
@@ -41,28 +41,6 @@ def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes
     for key, value in messages:
         producer.send(topic, key=key, value=value).get(timeout=30)
     producer.close()
-
-
-def read_all(bootstrap: str, topic: str, timeout_s: float = 10.0) -> list[ConsumerRecord]:
-    """Every message on `topic`, read without a group (no offsets committed)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    partitions = consumer.partitions_for_topic(topic) or set()
-    tps = [TopicPartition(topic, p) for p in partitions]
-    if not tps:
-        consumer.close()
-        return []
-    consumer.assign(tps)
-    consumer.seek_to_beginning(*tps)
-    end = consumer.end_offsets(tps)
-    records: list[ConsumerRecord] = []
-    deadline_polls = int(timeout_s / 0.2)
-    for _ in range(deadline_polls):
-        if all(consumer.position(tp) >= end[tp] for tp in tps):
-            break
-        for batch in consumer.poll(timeout_ms=200).values():
-            records.extend(batch)
-    consumer.close()
-    return records
 
 
 def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None]:

@@ -12,7 +12,6 @@ from kafka_helpers import (
     assert_all_committed,
     committed,
     produce,
-    read_all,
     run_instrumented_app,
 )
 from opentelemetry.sdk.metrics import MeterProvider
@@ -26,6 +25,7 @@ from tracescore.emit import EvaluationMetrics
 from tracescore.extract import extract
 from tracescore.model import Trace
 from tracescore.score.judges import OfflineJudge
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -55,7 +55,7 @@ def test_decorated_calls_come_back_scored(
     stats = consumer.run()
 
     assert stats.scored == 3 and stats.evaluations == 3 and stats.dead_letters == 0
-    records = [json.loads(m.value) for m in read_all(bootstrap, f"{topic_prefix}.evaluations")]
+    records = [json.loads(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.evaluations")]
     assert len(records) == 3
     by_query = {r.span_id: r for r in seen}
     for record in records:
@@ -71,7 +71,7 @@ def test_decorated_calls_come_back_scored(
 
     # The evaluation spans are children of the scored spans, in the same traces, on the spans topic.
     rag_spans, eval_spans = [], []
-    for message in read_all(bootstrap, f"{topic_prefix}.spans"):
+    for message in read_topic(bootstrap, f"{topic_prefix}.spans"):
         # Keyed by the trace id when the message holds one trace (the SDK's per-partition messages may hold
         # several, then without a key; evaluation spans are one message per trace).
         traces = {span.trace_id for span in decode_message(message.value)}
@@ -140,7 +140,7 @@ def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(
     assert stats.dead_letters == 2
     assert stats.skipped["missing_answer"] == 1 and stats.skipped["empty_context"] == 1
     assert stats.scored == 1 and [r.score for r in seen] == [1.0]
-    dead = read_all(bootstrap, f"{topic_prefix}.dlq")
+    dead = read_topic(bootstrap, f"{topic_prefix}.dlq")
     assert sorted(m.value for m in dead) == sorted([b"this is not OTLP", b'{"resourceSpans": []}'])
     for message in dead:
         headers = dict(message.headers)
@@ -221,7 +221,7 @@ def test_extract_reads_what_the_sdk_wrote(bootstrap: str, topic_prefix: str) -> 
         answer("why?", [{"page_content": "because"}, "and so"], route="/why")
         """,
     )
-    (message,) = read_all(bootstrap, f"{topic_prefix}.spans")
+    (message,) = read_topic(bootstrap, f"{topic_prefix}.spans")
     (span,) = decode_message(message.value)
     (rag,) = extract(Trace(span.trace_id, (span,))).interactions
     assert rag.record.query == "why?" and rag.record.contexts == ("because", "and so")

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -246,3 +247,17 @@ def test_a_failed_spans_status_is_decoded_from_protobuf_and_json() -> None:
             "search backend timed out",
         )
         assert (by_name["agent"].status_code, by_name["agent"].status_message) == (0, "")
+
+
+def test_protobuf_that_starts_like_json_is_decoded() -> None:
+    """A request whose first resource's spans take 123 bytes starts b"\\n{" (field 1's tag, its length): a
+    blank and a brace, as OTLP JSON may start. It is read as the protobuf it is, not dead-lettered."""
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id = bytes(range(16)), bytes(range(8))
+    span.name = "x" * (123 - 2 - request.resource_spans[0].ByteSize())  # 2: the name's tag and length
+    value = request.SerializeToString()
+    assert value[:2] == b"\n{"
+    [decoded] = decode_message(value)
+    assert decoded.name == span.name
+    assert decoded.trace_id == bytes(range(16)).hex()

@@ -32,7 +32,6 @@ from kafka.admin import NewTopic
 from kafka_helpers import (
     assert_all_committed,
     end_offsets,
-    read_all,
     run_instrumented_app,
     wait_until,
 )
@@ -45,6 +44,7 @@ from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettin
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import Fault
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -151,7 +151,7 @@ def test_kill_9_then_a_restart_finishes_the_topic_with_nothing_lost(
         assert not committed_at_kill, "killed before the first commit"
     if moment == "after_commit":
         assert committed_at_kill
-    records_at_kill = len(read_all(topics.bootstrap, topics.evaluations))
+    records_at_kill = len(read_topic(topics.bootstrap, topics.evaluations))
 
     _finish(topics, judge_server, expected)
 
@@ -179,7 +179,7 @@ def test_sigterm_finishes_the_judge_calls_in_flight_commits_them_and_exits_0(
 
     assert proc.wait() == 0, proc.log
     assert "scored=4" in proc.log
-    assert len(read_all(topics.bootstrap, topics.evaluations)) == 4, "each finished and emitted once"
+    assert len(read_topic(topics.bootstrap, topics.evaluations)) == 4, "each finished and emitted once"
     assert_all_committed(topics.bootstrap, topics.group, topics.spans)
     restart = _finish(topics, judge_server, expected)
     assert "scored=0" in restart.log, "nothing left to read again after a drained stop"
@@ -205,7 +205,7 @@ def test_sigterm_with_the_broker_gone_exits_within_the_stop_budget_saying_what_i
         "0",
     )  # a status line asks the broker for the lag
     proc = ConsumerProcess(topics.cli_args(*args, base_url=judge_server.base_url, idle_timeout_s=600))
-    wait_until(lambda: len(read_all(topics.bootstrap, topics.evaluations, 1)) >= 1, "the first record")
+    wait_until(lambda: len(read_topic(topics.bootstrap, topics.evaluations, 1)) >= 1, "the first record")
     wait_until(lambda: judge_server.stats.chat_requests >= 3, "the next judge call held")
     proc.terminate()
     proc.wait_for_line("stopping: finishing 1 interactions")  # the drain waits for the call held
@@ -353,7 +353,7 @@ def _poison(rng: random.Random, template: bytes) -> Iterator[tuple[str, bytes]]:
 
 def test_1000_fuzzed_messages_among_200_good_spans(topics: Topics) -> None:
     run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=200))
-    good_messages = read_all(topics.bootstrap, topics.spans)
+    good_messages = read_topic(topics.bootstrap, topics.spans)
     expected = rag_spans_on(topics.bootstrap, topics.spans)
     assert len(expected) == 200
     rng = random.Random(8)
@@ -384,7 +384,7 @@ def test_1000_fuzzed_messages_among_200_good_spans(topics: Topics) -> None:
         == len(good_messages) + 1000
         == sum(end_offsets(topics.bootstrap, topics.spans).values())
     )
-    dead = read_all(topics.bootstrap, topics.dlq, 60)
+    dead = read_topic(topics.bootstrap, topics.dlq, 60)
     assert len(dead) == stats.dead_letters > 0, "every undecodable message is on the DLQ, once"
     assert all(dict(m.headers).get("tracescore.error") for m in dead), "each says why"
     cut = [m for m in dead if dict(m.headers).get("tracescore.truncated") == b"1"]

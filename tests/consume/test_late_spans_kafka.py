@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from kafka_helpers import assert_all_committed, produce, read_all
+from kafka_helpers import assert_all_committed, produce
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -17,6 +17,7 @@ from opentelemetry.trace import SpanKind
 from test_assembly_kafka import consumer_for, messages, wait_for
 
 from tracescore.consume import decode_message
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -118,7 +119,7 @@ def test_a_late_span_that_changes_the_documents_yields_a_revision_superseding_th
     assert revised.label == "faithful", "judged again with the late document"
     assert consumer.stats.assembly["rescored"] == 1 and consumer.stats.assembly["late_spans_rejoined"] == 1
     assert len(seen) == 2, "scored once per revision"
-    written = read_all(bootstrap, f"{topic_prefix}.evaluation-spans")
+    written = read_topic(bootstrap, f"{topic_prefix}.evaluation-spans")
     evaluation_spans = [span for message in written for span in decode_message(message.value)]
     assert sorted(s.attr("tracescore.evaluation.revision") for s in evaluation_spans) == [0, 1]
     assert_all_committed(bootstrap, f"{topic_prefix}.group", topic)

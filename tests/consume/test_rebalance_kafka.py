@@ -18,10 +18,11 @@ import pytest
 from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka_helpers import end_offsets, read_all, run_instrumented_app, wait_until
+from kafka_helpers import end_offsets, run_instrumented_app, wait_until
 
 from tracescore.model import EvaluationRecord
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -94,7 +95,7 @@ class Group:
         `log` is its last lines only), so that a failure under load says which interleaving it was."""
         keys = Counter(
             r.trace_id
-            for r in map(EvaluationRecord.model_validate_json, (m.value for m in read_all(
+            for r in map(EvaluationRecord.model_validate_json, (m.value for m in read_topic(
                 self.topics.bootstrap, self.topics.evaluations
             )))
         )  # fmt: skip
@@ -108,7 +109,7 @@ class Group:
 
 
 def _spans_scored(topics: Topics) -> int:
-    values = (m.value for m in read_all(topics.bootstrap, topics.evaluations))
+    values = (m.value for m in read_topic(topics.bootstrap, topics.evaluations))
     return len({(r.trace_id, r.span_id) for r in map(EvaluationRecord.model_validate_json, values)})
 
 

@@ -13,12 +13,13 @@ import threading
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
-from kafka_helpers import ConsumerFactory, assert_all_committed, read_all, run_instrumented_app, wait_until
+from kafka_helpers import ConsumerFactory, assert_all_committed, run_instrumented_app, wait_until
 
 from tracescore.consume import BrokerUnreachable
 from tracescore.model import EvaluationRecord
 from tracescore.score.judges import OfflineJudge
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -50,7 +51,7 @@ def test_a_5_mb_undecodable_message_is_dead_lettered_as_a_prefix_and_the_service
     assert stats.dead_letters == 1 and stats.scored == 1 and len(seen) == 1, (
         "the good span after it is scored"
     )
-    [dead] = read_all(bootstrap, f"{topic_prefix}.dlq")
+    [dead] = read_topic(bootstrap, f"{topic_prefix}.dlq")
     headers = dict(dead.headers)
     assert headers["tracescore.truncated"] == b"1"
     assert headers["tracescore.original-size"] == str(5 * 1024 * 1024).encode()
@@ -79,7 +80,7 @@ def test_a_record_larger_than_the_output_limit_is_cut_to_fit_and_says_so(
     stats = consumer.run()
 
     assert stats.scored == 1 and stats.truncated_outputs == 1
-    [message] = read_all(bootstrap, f"{topic_prefix}.evaluations")
+    [message] = read_topic(bootstrap, f"{topic_prefix}.evaluations")
     assert len(message.value) <= 8_000
     record = EvaluationRecord.model_validate_json(message.value)
     assert record.details["truncated"]["original_bytes"] > 8_000

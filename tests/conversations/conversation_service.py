@@ -1,4 +1,5 @@
-"""`ConversationService` on its own thread against the real broker, for the conversation service tests."""
+"""`ConversationService` against the real broker for the conversation service tests: on its own thread, or
+`tracescore conversations` as a process of its own (the crash and stop tests)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import threading
 from datetime import UTC, datetime
 
 from kafka import KafkaProducer
+from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import ConversationRecord, EvaluationRecord, read_conversation_record
@@ -69,3 +71,38 @@ def wait(condition, timeout_s: float = 90.0) -> None:  # type: ignore[no-untyped
 
 def on_topic(bootstrap: str, cfg: ConversationsConfig) -> list[ConversationRecord]:
     return [read_conversation_record(m.value) for m in read_topic(bootstrap, cfg.conversations_topic)]
+
+
+def conversations_process(
+    bootstrap: str,
+    prefix: str,
+    *,
+    crash_at: str | None = None,
+    pause_at: str | None = None,
+    idle_timeout: str | None = IDLE_TIMEOUT_S,
+    quiet_seconds: str = "1",
+    spans: bool = True,
+    evidence: bool = True,
+    **settings: str,
+) -> ServiceProcess:
+    """`tracescore conversations` on the test's own topics (`prefix`), a tick every 0.2 s, until its idle
+    timeout (None, or a crash point armed: until killed or stopped); `spans`, `evidence`: write evaluation
+    spans, read turns' documents (on the test's own topics); `settings`: more TRACESCORE_CONVERSATIONS_*,
+    by their lower-case names."""
+    args = [
+        *("--bootstrap-servers", bootstrap, "--evaluations-topic", f"{prefix}.evaluations"),
+        *("--conversations-topic", f"{prefix}.conversations", "--group-id", f"{prefix}.conversations"),
+        *("--quiet-seconds", quiet_seconds),
+        *(("--idle-timeout", idle_timeout) if idle_timeout and crash_at is None else ()),
+    ]
+    values = {
+        "turns_topic": f"{prefix}.turns",
+        "state_topic": f"{prefix}.state",
+        "spans_topic": f"{prefix}.spans" if spans else "",
+        "evidence_topic": f"{prefix}.evidence" if evidence else "",
+        "tick_seconds": "0.2",
+        "session_timeout_ms": str(SESSION_TIMEOUT_MS),
+        **settings,
+    }
+    env = {f"TRACESCORE_CONVERSATIONS_{name.upper()}": value for name, value in values.items()}
+    return ServiceProcess("conversations", args, env, crash_at=crash_at, pause_at=pause_at)

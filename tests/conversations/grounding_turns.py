@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from kafka.consumer.fetcher import ConsumerRecord
 
@@ -94,6 +94,9 @@ class Harness:
     """The service's logic on one partition; `feed` is stage 1 then stage 2's apply, `checkpoint` a tick and
     the checkpoint's outputs (the revised records read back, as Kafka brings them to stage 1 again)."""
 
+    # Closed after each test (conftest): a grounder that judged holds an event loop until closed.
+    created: ClassVar[list[Harness]] = []
+
     def __init__(self, llm_judge: Judge | None = None, **config: object) -> None:
         values: dict[str, object] = {"spans_topic": None, "quiet_seconds": 60, **config}
         self.config = ConversationsConfig(**values)  # type: ignore[arg-type]
@@ -110,6 +113,10 @@ class Harness:
         )  # fmt: skip
         self.offset = 0
         self.now = T0
+        Harness.created.append(self)
+
+    def close(self) -> None:
+        self.grounder.close()
 
     def _skip(self, reason: str, detail: str, count: int = 1) -> None:
         self.skipped[reason] += count

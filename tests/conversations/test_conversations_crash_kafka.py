@@ -9,11 +9,11 @@ import time
 from collections import Counter
 
 import pytest
-from conversation_service import Running, config, wait
+from conversation_service import Running, config, conversations_process, wait
 from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
+from service_processes import SESSION_TIMEOUT_MS
 
 from tracescore.model import EvaluationRecord, read_conversation_record
 from tracescore.testing.kafka_topics import read_topic
@@ -39,24 +39,6 @@ def turns() -> list[EvaluationRecord]:
     ]
 
 
-def run(bootstrap: str, prefix: str, crash_at: str | None = None) -> ServiceProcess:
-    args = [
-        *("--bootstrap-servers", bootstrap, "--evaluations-topic", f"{prefix}.evaluations"),
-        *("--conversations-topic", f"{prefix}.conversations", "--group-id", f"{prefix}.conversations"),
-        *("--quiet-seconds", "1"),
-        *(() if crash_at else ("--idle-timeout", IDLE_TIMEOUT_S)),
-    ]
-    env = {
-        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",
-        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{prefix}.state",
-        "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{prefix}.spans",
-        "TRACESCORE_CONVERSATIONS_EVIDENCE_TOPIC": f"{prefix}.evidence",
-        "TRACESCORE_CONVERSATIONS_TICK_SECONDS": "0.2",
-        "TRACESCORE_CONVERSATIONS_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
-    }
-    return ServiceProcess("conversations", args, env, crash_at)
-
-
 @pytest.mark.parametrize("point", POINTS)
 def test_a_kill_at_any_step_loses_no_conversation_and_writes_no_record_twice(
     bootstrap: str, topic_prefix: str, point: str
@@ -68,9 +50,9 @@ def test_a_kill_at_any_step_loses_no_conversation_and_writes_no_record_twice(
     producer.flush()
     producer.close()
 
-    killed = run(bootstrap, topic_prefix, crash_at=point)
+    killed = conversations_process(bootstrap, topic_prefix, crash_at=point)
     assert killed.wait() == -9, f"never reached {point}:\n{killed.log[-3000:]}"
-    restarted = run(bootstrap, topic_prefix)
+    restarted = conversations_process(bootstrap, topic_prefix)
     assert restarted.wait() == 0, restarted.log[-3000:]
 
     written = read_topic(bootstrap, f"{topic_prefix}.conversations")
@@ -96,7 +78,7 @@ def test_a_record_a_kill_left_unsaved_is_not_written_again_while_the_first_group
         key, value = record.to_kafka()
         producer.send(evaluations, key=key, value=value)
     producer.flush()
-    killed = run(bootstrap, topic_prefix, crash_at="outputs.written:1")
+    killed = conversations_process(bootstrap, topic_prefix, crash_at="outputs.written:1")
     assert killed.wait() == -9, killed.log[-3000:]
     [written] = read_topic(bootstrap, f"{topic_prefix}.conversations")
 

@@ -4,13 +4,15 @@ inside Kubernetes' grace period, instead of waiting on the broker until it is ki
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 
 import pytest
+from conversation_service import conversations_process
 from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
+from service_processes import ServiceProcess
 
 from tracescore.testing.kafka_broker import KafkaBroker
 
@@ -39,32 +41,44 @@ def rekeyed(bootstrap: str, topic: str, count: int) -> bool:
         consumer.close()
 
 
+def start(broker: KafkaBroker, prefix: str, pause_at: str | None = None) -> ServiceProcess:
+    """An open conversation (quiet for 600 s before its record) and the service that holds it, a tick a
+    second (a tick under way at the stop)."""
+    bootstrap = broker.bootstrap_servers
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for n in range(1, 4):
+        key, value = turn(n, 1.0, "c-1").to_kafka()
+        producer.send(f"{prefix}.evaluations", key=key, value=value)
+    producer.flush()
+    producer.close()
+    return conversations_process(
+        bootstrap,
+        prefix,
+        pause_at=pause_at,
+        idle_timeout=None,
+        quiet_seconds="600",
+        evidence=False,
+        tick_seconds="1",
+        stop_timeout_s=str(STOP_TIMEOUT_S),
+    )
+
+
+def said_once(log: str) -> str:
+    """The one line that says what the stop could not save or commit."""
+    said = [line for line in log.splitlines() if UNSAVED in line]
+    assert len(said) == 1, "\n".join(x for x in log.splitlines() if "kafka." not in x)[-4000:]
+    assert f"stop_timeout_s ({STOP_TIMEOUT_S:g}s)" in said[0], said[0]
+    return said[0]
+
+
 def test_a_stop_with_the_broker_gone_exits_within_its_budget_and_says_what_was_not_saved() -> None:
     with KafkaBroker() as broker:  # its own broker: this test stops it
-        bootstrap, prefix = broker.bootstrap_servers, "stop"
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        for n in range(1, 4):  # an open conversation: quiet for 600 s before its record
-            key, value = turn(n, 1.0, "c-1").to_kafka()
-            producer.send(f"{prefix}.evaluations", key=key, value=value)
-        producer.flush()
-        producer.close()
-        args = [
-            *("--bootstrap-servers", bootstrap, "--evaluations-topic", f"{prefix}.evaluations"),
-            *("--conversations-topic", f"{prefix}.conversations", "--group-id", f"{prefix}.conversations"),
-            *("--quiet-seconds", "600"),
-        ]
-        env = {
-            "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",
-            "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{prefix}.state",
-            "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{prefix}.spans",
-            "TRACESCORE_CONVERSATIONS_EVIDENCE_TOPIC": "",
-            "TRACESCORE_CONVERSATIONS_TICK_SECONDS": "1",  # a tick under way at the stop (10 s a call)
-            "TRACESCORE_CONVERSATIONS_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
-            "TRACESCORE_CONVERSATIONS_STOP_TIMEOUT_S": str(STOP_TIMEOUT_S),
-        }
-        service = ServiceProcess("conversations", args, env)
+        prefix = "stop"
+        service = start(broker, prefix)
         wait_until(lambda: service.said("restored"), "held its partitions", service)
-        wait_until(lambda: rekeyed(bootstrap, f"{prefix}.turns", 3), "re-keyed the turns", service)
+        wait_until(
+            lambda: rekeyed(broker.bootstrap_servers, f"{prefix}.turns", 3), "re-keyed the turns", service
+        )
         time.sleep(1.0)  # its stage 2 reads them (a poll); the stop below is what is measured
         broker.stop()
 
@@ -75,7 +89,34 @@ def test_a_stop_with_the_broker_gone_exits_within_its_budget_and_says_what_was_n
 
     # 0: the closing steps ran, bounded; OVERDUE_EXIT: a broker call under way outlived the budget.
     assert code in (0, OVERDUE_EXIT), f"not stopped within the bound (exit {code}):\n{service.log[-3000:]}"
-    said = [line for line in service.log.splitlines() if UNSAVED in line]
-    assert len(said) == 1, "\n".join(x for x in service.log.splitlines() if "kafka." not in x)[-4000:]
-    assert "not committed" in said[0] if code == 0 else "not written, saved or committed" in said[0], said[0]
-    assert f"stop_timeout_s ({STOP_TIMEOUT_S:g}s)" in said[0], said[0]
+    said = said_once(service.log)
+    assert "not committed" in said if code == 0 else "not written, saved or committed" in said, said
+
+
+def test_a_stop_during_the_look_for_the_state_topic_takes_the_closing_path() -> None:
+    """The look for a deleted state topic (every 5 s in a checkpoint) waited on a broker that does not answer
+    for its client's 30 s request timeout, and no signal interrupts it: a stop during it outlived its budget
+    and ended by the backstop (exit 1, nothing said of the offsets read). Made certain here: the service stops
+    itself (SIGSTOP) at the look, the broker is paused (it stops answering, connections stay open), SIGTERM
+    comes, and the service goes on into the look."""
+    with KafkaBroker() as broker:
+        prefix = "stop-look"
+        service = start(broker, prefix, pause_at="state_topic.look")
+        wait_until(service.paused, "looked for the state topic", service)
+        while not rekeyed(broker.bootstrap_servers, f"{prefix}.turns", 3):
+            service.resume()
+            wait_until(service.paused, "looked for the state topic again", service)
+        service.resume()  # a look later (5 s of passes), its stage 2 has read them
+        wait_until(service.paused, "looked for the state topic again", service)
+
+        os.kill(broker.process.pid, signal.SIGSTOP)
+        try:
+            service.process.send_signal(signal.SIGTERM)
+            service.resume()
+            # Generous: the budget, then each client's close (0.5 s), 3x over; the bug ended by the backstop.
+            code = service.wait(timeout_s=3 * (STOP_TIMEOUT_S + 5.0))
+        finally:
+            os.kill(broker.process.pid, signal.SIGCONT)
+
+    assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
+    assert "not committed (no broker answered in time)" in said_once(service.log)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from conversation_service import conversations_process
 from grounding_turns import evidence_of, interaction, scored
 from kafka import KafkaProducer
-from service_processes import SESSION_TIMEOUT_MS, ServiceProcess
+from service_processes import ServiceProcess
 
 from tracescore.model import read_conversation_record, read_evaluation_record
 from tracescore.testing.kafka_topics import read_topic
@@ -47,20 +48,7 @@ def produce(bootstrap: str, prefix: str) -> None:
 
 
 def run(bootstrap: str, prefix: str, crash_at: str | None = None) -> ServiceProcess:
-    args = [
-        *("--bootstrap-servers", bootstrap, "--evaluations-topic", f"{prefix}.evaluations"),
-        *("--conversations-topic", f"{prefix}.conversations", "--group-id", f"{prefix}.conversations"),
-        *("--evidence-topic", f"{prefix}.evidence", "--quiet-seconds", "1"),
-        *(() if crash_at else ("--idle-timeout", "3")),
-    ]
-    env = {
-        "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{prefix}.turns",
-        "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{prefix}.state",
-        "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": "",
-        "TRACESCORE_CONVERSATIONS_TICK_SECONDS": "0.2",
-        "TRACESCORE_CONVERSATIONS_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
-    }
-    return ServiceProcess("conversations", args, env, crash_at)
+    return conversations_process(bootstrap, prefix, crash_at=crash_at, idle_timeout="3", spans=False)
 
 
 @pytest.mark.parametrize("point", POINTS)

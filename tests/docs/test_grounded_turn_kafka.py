@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from pages import DOCS, RECORD
+
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -70,26 +72,11 @@ def test_the_grounded_follow_up_the_page_shows_is_what_consume_and_conversations
     assert "1 turn records revised; grounded=1" in summary, done.stderr
 
     third = next(trace_id for trace_id, _, turn in turns if turn == 3)
-    [revised] = [r for r in _records(bootstrap, f"{topic_prefix}.evaluations") if r["revision"] > 0]
+    evaluations = [json.loads(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.evaluations")]
+    [revised] = [r for r in evaluations if r["revision"] > 0]
     assert revised["trace_id"] == third
     if RECORD:
         EXAMPLE.write_text(json.dumps(revised, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         return
     shown = json.loads(EXAMPLE.read_text(encoding="utf-8"))
     assert {**shown, "timestamp": None} == {**revised, "timestamp": None}, f"{EXAMPLE.name} is stale"
-
-
-def _records(bootstrap: str, topic: str) -> list[dict[str, object]]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        end = consumer.end_offsets(tps)
-        out: list[dict[str, object]] = []
-        while any(consumer.position(tp) < end[tp] for tp in tps):
-            for batch in consumer.poll(timeout_ms=500).values():
-                out += [json.loads(m.value) for m in batch]
-        return out
-    finally:
-        consumer.close()

@@ -30,9 +30,9 @@ def _sections() -> set[str]:
     return found
 
 
-# The languages of the programs CI runs (Python, and the JavaScript producers' Node apps): a block in one of
-# them must be a snippet of a file CI runs.
-_PROGRAM_LANGS = ("python", "py", "pycon", "js", "javascript", "mjs", "ts", "typescript")
+# The languages of the programs CI runs (Python, the JavaScript producers' Node apps, the JVM producers'
+# Spring Boot app): a block in one of them must be a snippet of a file CI runs.
+_PROGRAM_LANGS = ("python", "py", "pycon", "js", "javascript", "mjs", "ts", "typescript", "java")
 
 
 @pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(REPO)))
@@ -62,9 +62,11 @@ def test_every_snippet_names_a_file_and_section_that_exist(page: Path) -> None:
         assert target.is_file(), f"{where}: snippet file {match['path']} does not exist"
         if match["section"]:
             body = target.read_text(encoding="utf-8")
-            start, end = (_SECTION.format(kind=k, name=match["section"]) for k in ("start", "end"))
-            assert start in body and end in body, f"{where}: no section {match['section']} in {match['path']}"
-            inner = body.split(start, 1)[1].split(end, 1)[0]
+            # Any run of dashes around the scissors, as pymdownx.snippets reads them (an XML comment, a
+            # pom.xml's, cannot hold `--`).
+            start, end = (re.search(rf"-+8<-+ \[{k}:{match['section']}\]", body) for k in ("start", "end"))
+            assert start and end, f"{where}: no section {match['section']} in {match['path']}"
+            inner = body[start.end() : end.start()]
             assert inner.strip().count("\n") >= 1, f"{where}: section {match['section']} is empty"
 
 

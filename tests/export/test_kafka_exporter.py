@@ -13,7 +13,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from export_helpers import read_all
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -30,6 +29,7 @@ from tracescore.export import (
     encode_trace_messages,
 )
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic
 
 
 def make_spans() -> list[ReadableSpan]:
@@ -136,7 +136,7 @@ def test_every_span_reaches_the_topic_and_is_counted_delivered(bootstrap: str, t
     _make(provider, 20)
     bounded.shutdown(timeout_millis=60_000)
 
-    records = read_all(bootstrap, topic, timeout_s=30)
+    records = read_topic(bootstrap, topic, timeout_s=30)
     names = set()
     for record in records:
         request = ExportTraceServiceRequest.FromString(record.value)
@@ -170,7 +170,7 @@ def test_force_flush_returns_once_spans_are_delivered_to_a_topic_still_being_cre
         assert exporter.accounting.delivered == 20, "force_flush() returned True before delivery"
         assert not exporter.accounting.dropped
         names = set()
-        for record in read_all(bootstrap, topic, timeout_s=30):
+        for record in read_topic(bootstrap, topic, timeout_s=30):
             request = ExportTraceServiceRequest.FromString(record.value)
             names.update(s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
         assert names == {f"rag-{i}" for i in range(20)}
@@ -261,7 +261,7 @@ def test_an_outage_inside_the_delivery_timeout_loses_and_drops_nothing(
     bounded.shutdown(timeout_millis=90_000)
 
     names = set()
-    for record in read_all(own_broker.bootstrap_servers, topic, timeout_s=30):
+    for record in read_topic(own_broker.bootstrap_servers, topic, timeout_s=30):
         request = ExportTraceServiceRequest.FromString(record.value)
         names.update(s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
     assert names == {f"rag-{i}" for i in range(300)}

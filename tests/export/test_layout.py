@@ -10,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import pytest
-from export_helpers import read_all
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.partitioner import murmur2
@@ -23,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from tracescore.export import KafkaProducerSettings, KafkaSpanExporter, encode_partition_messages
+from tracescore.testing.kafka_topics import read_topic
 
 
 class _SeededIds(IdGenerator):
@@ -235,7 +235,7 @@ def test_per_partition_through_the_broker_puts_each_trace_where_its_key_lands(
     traces = {s.context.trace_id for s in spans}
     export_all(bootstrap, topic, spans)
 
-    records = read_all(bootstrap, topic, timeout_s=30)
+    records = read_topic(bootstrap, topic, timeout_s=30)
     assert len(records) < len(traces)
     partitions_of: dict[int, set[int]] = defaultdict(set)
     seen = []
@@ -262,7 +262,7 @@ def test_per_trace_through_the_broker_is_one_message_per_trace_keyed_by_its_id(
     spans = make_traces(60)
     export_all(bootstrap, topic, spans, KafkaProducerSettings(trace_messages="per_trace"))
 
-    records = read_all(bootstrap, topic, timeout_s=30)
+    records = read_topic(bootstrap, topic, timeout_s=30)
     traces = {s.context.trace_id for s in spans}
     assert len(records) == len(traces)
     landed = _probe_partitions(bootstrap, probe, traces)
@@ -288,7 +288,7 @@ def test_a_span_over_the_request_size_is_dropped_alone(bootstrap: str, topic_pre
         exporter.shutdown(timeout_millis=10_000)
     assert exporter.accounting.delivered == 20
     assert exporter.accounting.dropped == {"unavailable": 1}
-    records = read_all(bootstrap, topic, timeout_s=30)
+    records = read_topic(bootstrap, topic, timeout_s=30)
     assert sorted(s for r in records for s in decoded(r.value)) == ids(small)
 
 

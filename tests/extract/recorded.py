@@ -105,6 +105,12 @@ EXPECTED = {
     "logfire_conversation/greeting_turn1": ("skip", "empty_context"),
     "logfire_conversation": ("interaction", "genai"),
     "vercel_ai_conversation": ("interaction", "vercel_ai"),
+    # Spring AI through Micrometer Tracing and the real Collector: the question, documents and answer are on
+    # the spans only with its content settings on and the integration page's ObservationFilter.
+    "spring_ai/no_content_": ("skip", "content_not_captured"),
+    "spring_ai": ("interaction", "spring_ai"),
+    "spring_ai_conversation/greeting_turn1": ("skip", "empty_context"),
+    "spring_ai_conversation": ("interaction", "spring_ai"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets

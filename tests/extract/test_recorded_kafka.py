@@ -120,6 +120,9 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-haystack", "content_not_captured"),
         ("aurora-support-openlit", "empty_context"),
         ("aurora-support-logfire", "empty_context"),
+        # Spring AI without its content settings (and the page's ObservationFilter); a greeting.
+        ("aurora-support-spring", "content_not_captured"),
+        ("aurora-support-spring", "empty_context"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"

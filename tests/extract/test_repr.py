@@ -27,6 +27,8 @@ REPRS = [
     "[Document(metadata={'source': 'kb'}, page_content='Acme Corp sells anvils.')]",
     "<app.models.Answer object at 0x7f3a2c1b9e40>",
     "[object Object]",  # JavaScript's String(anObject)
+    "Response.Output(text='Acme Corp sells anvils.')",  # a dotted class name
+    "  \n ChatMessage(role='assistant', content='Acme Corp sells anvils.')",  # after blanks
 ]
 PROSE = [
     ANSWER,

@@ -11,11 +11,11 @@ import sys
 import textwrap
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 
 from tracescore.consume import decode_message
 from tracescore.extract import extract
 from tracescore.model import Trace
+from tracescore.testing.kafka_topics import read_topic
 
 APP = """
 import json, sys
@@ -43,22 +43,6 @@ print(json.dumps(instrumentation.stats()))
 """
 
 
-def _read(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    try:
-        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or set()]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        end = consumer.end_offsets(tps)
-        values: list[bytes] = []
-        while any(consumer.position(tp) < end[tp] for tp in tps):
-            for batch in consumer.poll(timeout_ms=500).values():
-                values.extend(record.value for record in batch)
-        return values
-    finally:
-        consumer.close()
-
-
 @pytest.mark.kafka
 def test_an_instrumented_app_is_read_back_as_one_rag_interaction(bootstrap: str, topic_prefix: str) -> None:
     topic = f"{topic_prefix}.spans"
@@ -71,7 +55,7 @@ def test_an_instrumented_app_is_read_back_as_one_rag_interaction(bootstrap: str,
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"delivered": 3, "dropped": {}}
 
-    spans = [span for value in _read(bootstrap, topic) for span in decode_message(value)]
+    spans = [span for m in read_topic(bootstrap, topic) for span in decode_message(m.value)]
     assert sorted(s.name for s in spans) == ["answer", "generate", "search"]
     assert {s.scope_name for s in spans} == {"tracescore"}
     found = extract(Trace(spans[0].trace_id, tuple(spans)))

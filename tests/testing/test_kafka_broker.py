@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 from tracescore.testing import kafka_broker
 from tracescore.testing.kafka_broker import KafkaBroker, _pid_alive, fetch_kafka_jars
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -26,21 +27,8 @@ def _cli(*args: str) -> str:
     return done.stdout.strip()
 
 
-def _read(bootstrap: str, topic: str) -> list[bytes]:
-    """Every value on partition 0 of `topic`, from the start (no group, nothing committed)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    end = consumer.end_offsets([tp])[tp]
-    values: list[bytes] = []
-    for _ in range(300):  # bounded: at most ~60 s of empty polls
-        if consumer.position(tp) >= end:
-            break
-        for batch in consumer.poll(timeout_ms=200).values():
-            values.extend(m.value for m in batch)
-    consumer.close()
-    return values
+def _values(bootstrap: str, topic: str) -> list[bytes]:
+    return [m.value for m in read_topic(bootstrap, topic)]
 
 
 def _meta_cluster_id(broker: KafkaBroker) -> str:
@@ -67,7 +55,7 @@ def test_a_cluster_id_starting_with_a_dash_formats_and_starts(monkeypatch: pytes
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
         assert producer.send("dashed", b"hello").get(timeout=30).offset == 0
         producer.close()
-        assert _read(broker.bootstrap_servers, "dashed") == [b"hello"]
+        assert _values(broker.bootstrap_servers, "dashed") == [b"hello"]
 
 
 def test_restart_keeps_address_cluster_and_messages() -> None:
@@ -87,14 +75,14 @@ def test_restart_keeps_address_cluster_and_messages() -> None:
 
         assert broker.bootstrap_servers == bootstrap and broker.cluster_id == cluster_id
         assert broker.data_dir == data_dir and _meta_cluster_id(broker) == cluster_id
-        assert _read(bootstrap, "restarted") == before, "messages from before the restart are still there"
+        assert _values(bootstrap, "restarted") == before, "messages from before the restart are still there"
         assert producer.send("restarted", b"after").get(timeout=60).offset == len(before)
         producer.close()
-        assert _read(bootstrap, "restarted") == [*before, b"after"]
+        assert _values(bootstrap, "restarted") == [*before, b"after"]
 
         broker.restart()
         assert broker.bootstrap_servers == bootstrap
-        assert _read(bootstrap, "restarted") == [*before, b"after"]
+        assert _values(bootstrap, "restarted") == [*before, b"after"]
     assert not data_dir.exists(), "leaving the with block deletes the data directory it created"
 
 
@@ -166,7 +154,7 @@ def test_a_port_taken_before_the_first_start_is_chosen_again_and_a_restart_keeps
         try:
             broker.start()
             assert broker.port != taken
-            assert _read(broker.bootstrap_servers, "none-yet") == []
+            assert _values(broker.bootstrap_servers, "none-yet") == []
             broker.stop()
             with socket.socket() as again:
                 again.bind(("127.0.0.1", broker.port))

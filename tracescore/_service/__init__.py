@@ -11,20 +11,25 @@ record changes a key's state (a pydantic `StateRecord` with a schema version), w
 decides, and which states to save. Docs: Contributing, Architecture (state, commits and restarts).
 """
 
+from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall
 from tracescore._service._changelog import Changelog, ChangelogError, PartitionMeta
 from tracescore._service._clock import StreamClock, StreamTime
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
-from tracescore._service._crash import CRASH_ENV, crash_point
-from tracescore._service._keyed import KeyedLogic, KeyedStage, Saved
+from tracescore._service._crash import CRASH_ENV, PAUSE_ENV, crash_point
+from tracescore._service._keyed import KeyedStage
+from tracescore._service._keyed_logic import KeyedLogic, Saved
 from tracescore._service._loop import OVERDUE_EXIT, ServiceLoop, ServiceTopics
 from tracescore._service._outputs import OUTPUT_DIGEST_HEADER, OUTPUT_ID_HEADER, Output, OutputLog
 from tracescore._service._rekey import Forward, RekeyStage
 
 __all__ = [
+    "BROKER_WAIT_S",
     "CRASH_ENV",
     "OUTPUT_DIGEST_HEADER",
     "OUTPUT_ID_HEADER",
     "OVERDUE_EXIT",
+    "PAUSE_ENV",
+    "BoundedCall",
     "Changelog",
     "ChangelogError",
     "Forward",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -22,6 +22,7 @@ from pydantic import Field
 
 from tracescore._kafka import ensure_topics, read_partitions
 from tracescore._kafka_config import KafkaConnection
+from tracescore._service._bounded import BoundedCall
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._outputs import delivered
 
@@ -84,6 +85,7 @@ class Changelog:
             linger_ms=5,
             max_block_ms=10_000,  # a send to a deleted topic gives up after this, to recreate it
         )
+        self._look = BoundedCall(self._probe.topics, f"a look for the state topic {topic}")
 
     # -- the topic --------------------------------------------------------------------------------------
     def ensure(self) -> int:
@@ -98,10 +100,11 @@ class Changelog:
         self.check()
         return self.partitions
 
-    def check(self) -> bool:
+    def check(self, stopping: Callable[[], bool] = lambda: False) -> bool:
         """True when the topic exists as it must; False when it does not (deleted); ChangelogError when it is
-        partitioned unlike its source."""
-        self._probe.topics()  # a fresh look: the cached metadata would still show a deleted topic
+        partitioned unlike its source; KafkaTimeoutError when no broker answered within BROKER_WAIT_S or
+        `stopping()` came true first."""
+        self._look(stopping)  # a fresh look: the cached metadata would still show a deleted topic
         found = self._partitions_of(self.topic, fresh=False)
         if not found:
             return False

@@ -31,14 +31,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
 from tracescore._kafka_config import KafkaConnection
+from tracescore._service._bounded import BROKER_WAIT_S
 
 __all__ = ["StreamClock", "StreamTime"]
 
 _log = logging.getLogger("tracescore")
 _MAX_MARKS = 3_600  # noted times kept while the input or a partition lags (an hour at one tick a second)
-# Longest wait of one broker call of a tick (the stream time waits on failure). A stop waits for the call
-# under way, so it is part of the services' stop_timeout_s.
-_BROKER_WAIT_MS = 10_000
+# A stop waits for the call under way (the stream time waits on failure): part of the stop's budget.
+_BROKER_WAIT_MS = int(BROKER_WAIT_S * 1000)
 
 
 class StreamTime:

@@ -17,75 +17,26 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
 from tracescore._kafka import RebalanceListener, caught_up
 from tracescore._kafka_config import KafkaConnection
+from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
-from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
+from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
-from tracescore._service._outputs import Output, OutputLog, seconds_left
+from tracescore._service._keyed_logic import KeyedLogic, Saved
+from tracescore._service._outputs import OutputLog, seconds_left
 
-__all__ = ["KeyedLogic", "KeyedStage", "Saved"]
+__all__ = ["KeyedStage"]
 
-Saved = tuple[int, bytes, StateRecord | None]  # (partition, key, state; None deletes the key)
 _CHECK_TOPIC_S = 5.0  # how often the state topic is looked for (deleted while running)
 _META_REFRESH_S = 60.0  # how often every partition's output marks are written anew
-
-
-class KeyedLogic(Protocol):
-    """What a service does with its keys; `KeyedStage` does the Kafka part."""
-
-    codec: StateCodec[Any]
-
-    def restore(self, partition: int, key: bytes, state: Any, migrated: bool) -> None:
-        """A key's saved state (`migrated`: read from the old state topic: save it again)."""
-
-    def restored(self) -> None:
-        """A restore (of one or more partitions) is complete."""
-
-    def legacy(self, key: bytes, value: bytes) -> StateRecord:
-        """A value of the old, unversioned state topic as the current model (UnreadableState if none)."""
-
-    def rewind_ms(self) -> int | None:
-        """Read a restored partition again from this time (to refill windows), not only from its commit."""
-
-    def apply(self, message: ConsumerRecord, replay: bool) -> None:
-        """One record; `replay`: read again after a restore, its effect is already in the saved state."""
-
-    def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
-        """`stream_time(partition)`: every input record that reached the input before it (ms) and belongs to
-        the partition is applied (docs: `_service/_clock.py`)."""
-
-    def outputs(self, found: Mapping[str, str]) -> list[Output]:
-        """The outputs decided since the last call; `found`: ids (-> digest) already on the output topics."""
-
-    def written(self, outputs: Sequence[Output], found: Mapping[str, str]) -> None:
-        """`outputs` are on Kafka (written now, or `found` there after a crash)."""
-
-    def to_save(self) -> list[Saved]:
-        """States to save now."""
-
-    def after_save(self) -> list[Saved]:
-        """What waited for a saved state (deliveries outside Kafka, kept in the state until done), done now;
-        the states that say so, saved next."""
-
-    def everything(self) -> list[Saved]:
-        """Every held state (the state topic was deleted: all are saved again)."""
-
-    def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
-        """Per partition, the offset to commit: its position, or the oldest change not saved yet."""
-
-    def forget_partitions(self, partitions: set[int]) -> None: ...
-
-    def skip(self, reason: str, detail: str) -> None:
-        """Count (and say once) an unreadable state or record."""
 
 
 class KeyedStage:
@@ -101,6 +52,7 @@ class KeyedStage:
         logic: KeyedLogic,
         legacy_topic: str | None,
         clock: Callable[[], datetime],
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.log = log
         self.connection = connection
@@ -111,11 +63,15 @@ class KeyedStage:
         self.logic = logic
         self.legacy_topic = legacy_topic
         self.clock = clock
+        self._stopping = stopping  # a stop asked for: the running checkpoint leaves the rest to the stop's
         self._listener: RebalanceListener | None = None
         # keys restored and carried over, the state topic recreated, partitions whose state was read back
         self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0, "partitions_read": 0}
         self._pending: set[TopicPartition] = set()
         self._replay_below: dict[int, int] = {}
+        # Per partition, the offset after the last record applied: where it is read to when the client cannot
+        # say (its position call asks the group's coordinator, which may be gone when a stop comes).
+        self._applied_to: dict[int, int] = {}
         self._committed: dict[int, int] = {}
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
@@ -149,13 +105,14 @@ class KeyedStage:
         self.logic.forget_partitions(gone)
         self._pending.difference_update(revoked)
         for partition in gone:
-            for table in (self._replay_below, self._committed, self._metas, self._found, self._restored_at):
+            tables = (self._replay_below, self._applied_to, self._committed, self._metas, self._found)
+            for table in (*tables, self._restored_at):
                 table.pop(partition, None)
         self._meta_due -= gone
 
     def step(self, timeout_ms: int) -> int:
         """Poll once, restore what was newly assigned, apply the rest; the number of records read."""
-        polled = self.consumer.poll(timeout_ms=timeout_ms)
+        polled = poll_or_nothing(self.consumer, timeout_ms)
         if self._listener is not None:
             self._listener.polled(self.consumer)
         if self._pending:
@@ -167,21 +124,26 @@ class KeyedStage:
             replay_below = self._replay_below.get(tp.partition, 0)
             for message in messages:
                 self.logic.apply(message, message.offset < replay_below)
+                self._applied_to[tp.partition] = message.offset + 1
                 count += 1
         if count:
             crash_point("keyed.applied")
         return count
 
     def positions(self) -> dict[int, int | None]:
-        """Where each restored partition is read to (None: not known yet)."""
+        """Where each restored partition is read to (None: not known yet); what this stage knows itself when
+        the client cannot say (its position call asks the group's coordinator, gone with the broker)."""
         out: dict[int, int | None] = {}
         for tp in self.consumer.assignment():
             if tp in self._pending or tp.partition not in self._replay_below:
                 continue
             try:
                 out[tp.partition] = self.consumer.position(tp, timeout_ms=100)
-            except KafkaError:
-                out[tp.partition] = None
+            except KafkaError:  # at least as far as applied, or committed (never before it: a replay)
+                known = [
+                    at for at in (self._applied_to.get(tp.partition), self._committed.get(tp.partition)) if at
+                ]
+                out[tp.partition] = max(known) if known else None
         return out
 
     def fully_read(self) -> bool:
@@ -275,6 +237,7 @@ class KeyedStage:
                 continue
             start = starts.get(tp)
             self.consumer.seek(tp, min(start.offset, committed) if start is not None else committed)
+            self._applied_to.pop(tp.partition, None)
             self._replay_below[tp.partition] = committed
             self._committed[tp.partition] = committed
 
@@ -284,33 +247,52 @@ class KeyedStage:
         one the logic's tick just decided on."""
         if not self.consumer.assignment():
             return
-        found = {i: d for table in self._found.values() for i, d in table.items()}
+        if time.monotonic() - self._topic_checked >= _CHECK_TOPIC_S:
+            self._topic_checked = time.monotonic()
+            crash_point("state_topic.look")
+            try:
+                gone = not self.changelog.check(self._stopping)
+            except KafkaError as exc:  # the broker restarting (or a stop asked for): look again next time
+                self.log.debug("cannot look for %s now: %s", self.changelog.topic, exc)
+                gone = False
+            if self._stopping():  # asked for during the look: the stop's checkpoint does the rest, bounded
+                return
+            if gone:
+                self._recreate()
+        found = self.found_outputs()
         outputs = self.logic.outputs(found)
         if outputs:
             self.outputs.send([o for o in outputs if found.get(o.id) != o.digest])
             self.logic.written(outputs, found)
-        if time.monotonic() - self._topic_checked >= _CHECK_TOPIC_S:
-            self._topic_checked = time.monotonic()
-            try:
-                gone = not self.changelog.check()
-            except KafkaError as exc:  # the broker restarting: look again next time
-                self.log.debug("cannot look for %s now: %s", self.changelog.topic, exc)
-                gone = False
-            if gone:
-                self._recreate()
-        self._save(wrote_outputs=bool(outputs))
+        self.save(wrote_outputs=bool(outputs))
         if stream_time is not None:
             # The previous owner decided what it wrote by a stream time before this restore: the tick whose
             # stream time reaches the restore decided all of it again here, and the outputs above found it
             # written. Read to its end is not enough: a conversation is decided a quiet period later.
             for partition in [p for p in self._found if stream_time(p) >= self._restored_at[p]]:
                 del self._found[partition], self._restored_at[partition]
-        self._commit()
+        self.commit()
         again = self.logic.after_save()
         if again:
             crash_point("delivered")
             self._rewrite.extend(again)
-            self._save(wrote_outputs=False)
+            if not self._stopping():  # asked for during the deliveries: the stop's checkpoint saves, bounded
+                self.save(wrote_outputs=False)
+
+    def found_outputs(self) -> dict[str, str]:
+        """The ids (-> digest) of the outputs a restore found written after the last saved state."""
+        return {i: d for table in self._found.values() for i, d in table.items()}
+
+    def read_past_commit(self) -> list[int]:
+        """The partitions read past their last commit."""
+        return sorted(
+            p for p, at in self.positions().items() if at is not None and at != self._committed.get(p)
+        )
+
+    @property
+    def unsaved(self) -> int:
+        """How many states a failed save left for the next one."""
+        return len(self._rewrite)
 
     def _recreate(self) -> None:
         """The state topic was deleted while running: create it again and save every state held."""
@@ -327,9 +309,10 @@ class KeyedStage:
         self._meta_due.update(self._metas)
         self._rewrite = everything
 
-    def _save(self, wrote_outputs: bool, deadline: float | None = None) -> int:
-        """Save what is due (KafkaError, and KafkaTimeoutError past `deadline`); the number of states."""
-        saves, self._rewrite = [*self._rewrite, *self.logic.to_save()], []
+    def save(self, wrote_outputs: bool, deadline: float | None = None, first: Sequence[Saved] = ()) -> int:
+        """Save what is due, `first` first (KafkaError, and KafkaTimeoutError past `deadline`); the number of
+        states."""
+        saves, self._rewrite = [*self._rewrite, *first, *self.logic.to_save()], []
         if time.monotonic() - self._metas_written >= _META_REFRESH_S:
             # Output marks move on even where nothing changed: a restart reads the outputs from there.
             self._meta_due.update(self._metas)
@@ -354,7 +337,7 @@ class KeyedStage:
                 raise
             self._recreate()
             self._rewrite = [*self._rewrite, *saves]
-            return self._save(wrote_outputs)
+            return self.save(wrote_outputs)
         try:
             failures = self.changelog.delivered(futures, seconds_left(deadline))
         except KafkaTimeoutError:
@@ -382,7 +365,7 @@ class KeyedStage:
             if every or self._committed.get(partition) != offset
         }
 
-    def _commit(self, deadline: float | None = None) -> None:
+    def commit(self, deadline: float | None = None) -> None:
         """Commit the offsets the saved state covers (KafkaError past `deadline` if given, then every floor
         is committed again: the stop's last word with the group; without one a failure waits for the next
         checkpoint)."""
@@ -391,7 +374,7 @@ class KeyedStage:
             return
         left = seconds_left(deadline)
         try:
-            self.consumer.commit(due, timeout_ms=None if left is None else int(left * 1000))
+            self.consumer.commit(due, timeout_ms=int(1000 * (BROKER_WAIT_S if left is None else left)))
         except KafkaError as exc:  # a rebalance under way: the next checkpoint commits, or the new owner
             if deadline is not None:
                 raise
@@ -399,51 +382,3 @@ class KeyedStage:
             return
         self._committed.update({tp.partition: meta.offset for tp, meta in due.items()})
         crash_point("committed")
-
-    # -- the stop's checkpoint --------------------------------------------------------------------------
-    def final_checkpoint(self, deadline: float) -> str | None:
-        """`checkpoint` once a stop was asked for, every step bounded by `deadline` (time.monotonic): no
-        decision is taken, no look for a deleted state topic (it may wait for a broker that is gone), and the
-        input offsets are committed only once the state that covers them is saved. What could not be done
-        (None: everything was)."""
-        if not self.consumer.assignment():
-            return None
-        found = {i: d for table in self._found.values() for i, d in table.items()}
-        outputs = self.logic.outputs(found)
-        read = sorted(
-            p for p, at in self.positions().items() if at is not None and at != self._committed.get(p)
-        )
-        not_committed = f"the offsets read on {self.topic}[{','.join(map(str, read))}] not committed"
-        try:
-            if outputs:
-                self.outputs.send([o for o in outputs if found.get(o.id) != o.digest], deadline)
-                self.logic.written(outputs, found)
-        except KafkaError as exc:
-            why = _why(exc)
-            return (
-                f"{len(outputs)} output(s) decided not written ({why}), so no state saved and {not_committed}"
-            )
-        try:
-            self._save(wrote_outputs=bool(outputs), deadline=deadline)
-        except KafkaError as exc:
-            return f"{len(self._rewrite)} state(s) not saved ({_why(exc)}) and {not_committed}"
-        try:
-            if read:  # records read past the commit: the group hears where this member stopped
-                self._commit(deadline)
-        except KafkaError as exc:
-            return f"{not_committed} ({_why(exc)})"
-        again = self.logic.after_save()
-        if again:
-            self._rewrite.extend(again)
-            try:
-                self._save(wrote_outputs=False, deadline=deadline)
-            except KafkaError as exc:
-                why = _why(exc)
-                return f"{len(again)} state(s) recording deliveries not saved ({why}): may be delivered again"
-        return None
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, KafkaTimeoutError):
-        return "no broker answered in time"
-    return str(exc).splitlines()[0][:160] or type(exc).__name__

@@ -17,6 +17,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.errors import KafkaError
 
 from tracescore._kafka import (
     caught_up,
@@ -30,14 +31,18 @@ from tracescore._kafka import (
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
-from tracescore._service._keyed import KeyedLogic, KeyedStage
+from tracescore._service._keyed import KeyedStage
+from tracescore._service._keyed_logic import KeyedLogic
 from tracescore._service._outputs import OutputLog, seconds_left
 from tracescore._service._rekey import Forward, RekeyStage
+from tracescore._service._stop_checkpoint import final_checkpoint
 
 __all__ = ["OVERDUE_EXIT", "ServiceLoop", "ServiceTopics"]
 
 _POLL_MS = 200
-_CLOSE_FLOOR_S = 0.5  # per client, past the stop's budget
+_CLOSE_FLOOR_S = 1.0  # for closing every client, past the stop's budget (half the backstop's 2 s)
+_CLOSE_MIN_S = 0.05  # a client's close given no time at all still tries
+_SAVE_RESERVE_S = 5.0  # of the stop's budget, kept from deliveries for the closing checkpoint (half at most)
 _OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
 OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
 
@@ -100,7 +105,9 @@ class ServiceLoop:
 
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
-        self.rekey = RekeyStage(self._ingest, self._producer, topics.keyed, forward, oversized)
+        self.rekey = RekeyStage(
+            self._ingest, self._producer, topics.keyed, forward, oversized, stop_deadline=self.stop_deadline
+        )
         self._outputs = OutputLog(connection, self._producer, topics.verified)
         self._stream = StreamClock(
             connection, group_id, topics.inputs, topics.keyed, clock, stopping=lambda: self._stopping
@@ -115,6 +122,7 @@ class ServiceLoop:
             logic=logic,
             legacy_topic=topics.legacy_state,
             clock=clock,
+            stopping=lambda: self._stopping,
         )
 
     def stop(self) -> None:
@@ -130,6 +138,21 @@ class ServiceLoop:
                 self._overdue.daemon = True
                 self._overdue.start()
         self._stopping = True
+
+    def stop_deadline(self) -> float | None:
+        """When the stop's budget runs out (time.monotonic), counted from the signal; None until a stop is
+        asked for."""
+        if self._stop_asked_at is None:
+            return None
+        return self._stop_asked_at + self._stop_timeout_s
+
+    def deliveries_deadline(self) -> float | None:
+        """When what waits outside Kafka (an alert's deliveries) gives up at a stop: early enough to leave the
+        closing checkpoint time to save what they did and did not do."""
+        deadline = self.stop_deadline()
+        if deadline is None:
+            return None
+        return deadline - min(_SAVE_RESERVE_S, self._stop_timeout_s / 2)
 
     def _exit_overdue(self) -> None:
         if self._returned:
@@ -167,17 +190,17 @@ class ServiceLoop:
                 self._loop(idle_timeout_s)
             clean = True
         finally:
-            deadline = (self._stop_asked_at or time.monotonic()) + self._stop_timeout_s
+            if self._stop_asked_at is None:  # idle, or an error: the closing steps get the same budget
+                self._stop_asked_at = time.monotonic()
+            deadline = self._stop_asked_at + self._stop_timeout_s
             if clean:
                 # A stop (SIGTERM, idle): what is decided goes out and is saved, in the stop's budget.
-                not_done = self.keyed.final_checkpoint(deadline)
-                if not_done:
+                not_done = [self.rekey.not_done(), final_checkpoint(self.keyed, deadline)]
+                if any(not_done):
                     self.log.warning(
-                        "stopping within stop_timeout_s (%gs), the broker not answering: %s; the next start "
-                        "reads those records again from the last commit (nothing is lost; what they decide "
-                        "may be decided again)",
+                        "stopping within stop_timeout_s (%gs): %s",
                         self._stop_timeout_s,
-                        not_done,
+                        "; ".join(part for part in not_done if part),
                     )
             self._close(deadline)
 
@@ -221,14 +244,23 @@ class ServiceLoop:
         return all(n == 0 for n in lag(self._ingest, ask_broker=True).values())
 
     def _close(self, deadline: float) -> None:
-        """Every client closed within what is left of the stop's budget (each gets a moment even past it)."""
+        """Every client closed within what is left of the stop's budget; past it, all of them together get
+        a moment more (well inside the backstop's)."""
+        close_by = max(deadline, time.monotonic() + _CLOSE_FLOOR_S)
 
         def left() -> float:
-            return max(_CLOSE_FLOOR_S, seconds_left(deadline) or 0.0)
+            return max(_CLOSE_MIN_S, seconds_left(close_by) or 0.0)
 
-        self._producer.close(timeout=left())
-        self._ingest.close(autocommit=False, timeout_ms=int(left() * 1000))
-        self.keyed.consumer.close(autocommit=False, timeout_ms=int(left() * 1000))
-        self._outputs.close(left())
-        self._changelog.close(left())
-        self._stream.close(left())
+        closes = (
+            lambda: self._producer.close(timeout=left()),
+            lambda: self._ingest.close(autocommit=False, timeout_ms=int(left() * 1000)),
+            lambda: self.keyed.consumer.close(autocommit=False, timeout_ms=int(left() * 1000)),
+            lambda: self._outputs.close(left()),
+            lambda: self._changelog.close(left()),
+            lambda: self._stream.close(left()),
+        )
+        for close in closes:
+            try:
+                close()
+            except KafkaError as exc:  # the broker not answering: what was not done is said already
+                self.log.debug("closing a client: %s", exc)

@@ -13,24 +13,33 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
 from tracescore._kafka import read_partitions
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._crash import crash_point
 
-__all__ = ["OUTPUT_DIGEST_HEADER", "OUTPUT_ID_HEADER", "Output", "OutputLog", "delivered", "seconds_left"]
+__all__ = [
+    "OUTPUT_DIGEST_HEADER",
+    "OUTPUT_ID_HEADER",
+    "Output",
+    "OutputLog",
+    "delivered",
+    "delivered_until",
+    "seconds_left",
+]
 
 OUTPUT_ID_HEADER = "tracescore.output.id"
 OUTPUT_DIGEST_HEADER = "tracescore.output.digest"
 _log = logging.getLogger("tracescore")
 Marks = dict[str, dict[int, int]]  # topic -> partition -> offset
 _REFRESH_S = 60.0  # how stale the known end offsets may get (other instances write to the same partitions)
+_SLICE_S = 0.2  # how soon a wait notices a stop's deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +69,25 @@ def delivered(
         timeout_s
     )  # else bounded by the producer's delivery timeout: every batch completes or expires
     return [f.exception for f in pending if f.failed() and f.exception is not None]
+
+
+def delivered_until(
+    producer: KafkaProducer,
+    futures: Iterable[FutureRecordMetadata],
+    stop_deadline: Callable[[], float | None],
+) -> list[Exception] | None:
+    """`delivered`, given up on once `stop_deadline()` (a stop's, None until one is asked for) has passed:
+    looked at while waiting, a stop may come meanwhile. None when given up on."""
+    pending = list(futures)
+    while True:
+        try:
+            producer.flush(_SLICE_S)
+        except KafkaTimeoutError:
+            deadline = stop_deadline()
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            continue
+        return [f.exception for f in pending if f.failed() and f.exception is not None]
 
 
 def seconds_left(deadline: float | None) -> float | None:

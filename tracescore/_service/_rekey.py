@@ -16,8 +16,9 @@ from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 
 from tracescore._kafka import RebalanceListener
+from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._crash import crash_point
-from tracescore._service._outputs import delivered
+from tracescore._service._outputs import delivered_until, seconds_left
 
 __all__ = ["Forward", "RekeyStage"]
 
@@ -41,13 +42,16 @@ class RekeyStage:
         topic: str,
         forward: Callable[[ConsumerRecord], Forward | None],
         oversized: Callable[[str], None],
+        stop_deadline: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.consumer = consumer
         self.producer = producer
         self.topic = topic
         self._forward = forward
         self._oversized = oversized
+        self._stop_deadline = stop_deadline  # time.monotonic(); None until a stop is asked for
         self._joined: RebalanceListener | None = None
+        self.unacknowledged = 0  # re-keyed records of a batch a stop gave up waiting for
 
     def subscribe(self, topics: Sequence[str], log: logging.Logger) -> None:
         self._joined = RebalanceListener(log, assigned=lambda _: None, revoked=lambda _: None)
@@ -62,9 +66,11 @@ class RekeyStage:
         """Poll once, write the batch again, commit it; the number of records read."""
         count = 0
         futures = []
-        polled = self.consumer.poll(timeout_ms=timeout_ms)
+        polled = poll_or_nothing(self.consumer, timeout_ms)
         if self._joined is not None:
             self._joined.polled(self.consumer)
+        if any(polled.values()):
+            crash_point("rekey.polled")
         for messages in polled.values():
             for message in messages:
                 count += 1
@@ -82,12 +88,28 @@ class RekeyStage:
         if not count:
             return 0
         crash_point("rekey.sent")
-        for failure in delivered(self.producer, futures):
+        failures = delivered_until(self.producer, futures, self._stop_deadline)
+        if failures is None:  # the stop's budget ran out first: not committed, a restart re-keys the batch
+            self.unacknowledged = len(futures)
+            return count
+        for failure in failures:
             if not isinstance(failure, MessageSizeTooLargeError | RecordListTooLargeError):
                 raise failure  # not committed: a restart reads the batch again
             self._oversized(str(failure).splitlines()[0][:200])
+        left = seconds_left(self._stop_deadline())
         try:
-            self.consumer.commit()
+            self.consumer.commit(
+                timeout_ms=int(1000 * (BROKER_WAIT_S if left is None else min(left, BROKER_WAIT_S)))
+            )
         except KafkaError as exc:  # written already: a later commit covers it, or it is re-keyed once more
             _log.debug("commit of the input deferred: %s", exc)
         return count
+
+    def not_done(self) -> str | None:
+        """What a stop left undone here, in words (None: nothing)."""
+        if not self.unacknowledged:
+            return None
+        return (
+            f"stage 1: {self.unacknowledged} re-keyed record(s) not acknowledged by {self.topic} in time, "
+            "their input not committed: the next start re-keys them (stage 2 applies each once)"
+        )

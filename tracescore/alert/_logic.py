@@ -60,7 +60,7 @@ class AlertLogic:
         config: AlertConfig,
         evaluator: AlertEvaluator,
         *,
-        deliver: Callable[[Sequence[Notification]], None],
+        deliver: Callable[[Sequence[Notification]], list[Notification]],
         resend_firing: Callable[[datetime], None],
         skip: Callable[[str, str], None],
         count_record: Callable[[], None],
@@ -79,6 +79,7 @@ class AlertLogic:
         self._migrated: set[AlertKey] = set()  # carried over from the old state topic: saved anew
         self._pending: dict[AlertKey, list[Notification]] = {}  # decided, delivered once their state is saved
         self._unheld: dict[AlertKey, AlertState] = {}  # restored with pending notifications
+        self._not_delivered = 0  # by the last after_save: a stop's budget ran out
 
     # -- restore ----------------------------------------------------------------------------------------
     def restore(self, partition: int, key: bytes, state: RouteState, migrated: bool) -> None:
@@ -164,15 +165,28 @@ class AlertLogic:
 
     def after_save(self) -> list[Saved]:
         """Deliver the notifications whose state is saved; their states without them, to save next (a crash
-        before that delivers them once more after the restart)."""
+        before that delivers them once more after the restart). Those a stop left undelivered stay in them."""
+        self._not_delivered = 0
         if not self._pending:
             return []
         delivered, self._pending = self._pending, {}
-        for notes in delivered.values():
-            self._deliver(notes)
+        for key, notes in delivered.items():
+            left = self._deliver(notes)
+            if left:
+                self._pending[key] = left
+                self._not_delivered += len(left)
         held = {**self._unheld, **self.evaluator.held_states()}
         self._unheld.clear()
         return [self._saved(key, held[key]) for key in delivered if key in held]
+
+    def not_delivered(self) -> str | None:
+        if not self._not_delivered:
+            return None
+        return (
+            f"{self._not_delivered} notification(s) not delivered in time (the one under way may have "
+            "reached its receiver): kept in their alerts' saved state, the next start sends them to every "
+            "sink"
+        )
 
     def _saved(self, key: AlertKey, state: AlertState | None) -> Saved:
         partition = self._partition.get(key, 0)

@@ -31,6 +31,7 @@ from tracescore._kafka_config import KafkaConnection
 from tracescore._service import Forward, ServiceLoop, ServiceTopics
 from tracescore.alert._config import AlertConfig
 from tracescore.alert._conversations import record_key
+from tracescore.alert._delivery import deliver
 from tracescore.alert._evaluator import AlertEvaluator
 from tracescore.alert._logic import UNIT_HEADER, AlertLogic
 from tracescore.alert._notification import Notification
@@ -176,14 +177,15 @@ class AlertService:
         self.stats.records += 1
 
     # -- stage 2's outputs: notifications ---------------------------------------------------------------
-    def _deliver(self, notifications: Sequence[Notification]) -> None:
-        for note in notifications:
+    def _deliver(self, notifications: Sequence[Notification]) -> list[Notification]:
+        """To every sink; the ones a stop left undelivered (its budget ran out)."""
+        delivered = deliver(self.sinks, notifications, self._loop.deliveries_deadline)
+        for note, failures in delivered.done:
             self.stats.notifications += 1
-            for sink in self.sinks:
-                if not sink.send(note):
-                    self.stats.delivery_failures += 1
+            self.stats.delivery_failures += failures
             if self._on_notification:
                 self._on_notification(note)
+        return delivered.not_done
 
     def _resend_firing(self, now: datetime) -> None:
         managers = [s for s in self.sinks if isinstance(s, AlertmanagerSink)]
@@ -193,6 +195,5 @@ class AlertService:
         if time.monotonic() - self._last_resend < interval:
             return
         self._last_resend = time.monotonic()
-        for note in self.evaluator.firing(now):
-            for sink in managers:
-                sink.send(note)
+        # Repeats: one a stop cuts short is sent by the next start's first re-send.
+        deliver(managers, self.evaluator.firing(now), self._loop.deliveries_deadline)

@@ -2,13 +2,15 @@
 
 Two encodings are read, detected per message: OTLP protobuf (the Collector's `otlp_proto`, our exporter) and
 OTLP JSON (the Collector's `otlp_json`). A protobuf ExportTraceServiceRequest starts with field 1's tag
-(0x0A); OTLP JSON starts with `{`, so the first non-blank byte tells them apart.
+(0x0A); OTLP JSON starts with `{`, so the first non-blank byte tells them apart (0x0A is a blank: a protobuf
+request whose first resource takes 123 bytes starts b"\n{", and is read as protobuf once it is not JSON).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from sys import intern
 from typing import Any
 
@@ -21,6 +23,9 @@ from tracescore.model import DecodedSpan
 
 __all__ = ["NotOtlp", "decode_message"]
 
+# OTLP JSON: `{` after blanks. Matched in place: a protobuf message starts with b"\n", a blank to
+# bytes.lstrip(), which would copy every message whole to read one byte.
+_JSON_START = re.compile(rb"\s*\{")
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
@@ -31,11 +36,7 @@ class NotOtlp(ValueError):
 def decode_message(value: bytes | None) -> list[DecodedSpan]:
     if not value:
         raise NotOtlp("empty message")
-    first = value[:1]  # not value.lstrip(): that copies the whole message to read one byte
-    if first == b"{" or (first.isspace() and value.lstrip()[:1] == b"{"):
-        request = _parse_json(value)
-    else:
-        request = _parse_protobuf(value)
+    request = _parse(value)
     spans = []
     for resource_spans in request.resource_spans:
         service = _service_name(resource_spans.resource.attributes)
@@ -66,6 +67,22 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
     if not spans:
         raise NotOtlp("no OTLP spans in the message (wrong topic or encoding?)")
     return spans
+
+
+def _parse(value: bytes) -> ExportTraceServiceRequest:
+    if not _JSON_START.match(value):
+        return _parse_protobuf(value)
+    try:
+        return _parse_json(value)
+    except NotOtlp as not_json:
+        # Protobuf starts so too when its first resource's spans take 123 bytes (field 1's tag is b"\n", a
+        # blank, and the length b"{"): such a message is read as the protobuf it is.
+        if value[:1] == b"\n":
+            try:
+                return _parse_protobuf(value)
+            except NotOtlp:
+                pass
+        raise not_json
 
 
 def _parse_protobuf(value: bytes) -> ExportTraceServiceRequest:

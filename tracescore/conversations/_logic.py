@@ -282,6 +282,9 @@ class ConversationLogic:
     def after_save(self) -> list[Saved]:
         return []  # its outputs are all on Kafka, written before the state
 
+    def not_delivered(self) -> str | None:
+        return None
+
     def _state_of(self, conversation: Conversation) -> ConversationState | None:
         conversation.dirty_from = None
         state = ConversationState.of(conversation)

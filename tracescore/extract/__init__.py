@@ -19,6 +19,7 @@ from tracescore.extract._recognizers import (
     MLflowRecognizer,
     OpenInferenceRecognizer,
     OpenLLMetryRecognizer,
+    SpringAIRecognizer,
     TracescoreRecognizer,
     VercelAIRecognizer,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "OpenLLMetryRecognizer",
     "Recognizer",
     "Skip",
+    "SpringAIRecognizer",
     "TracescoreRecognizer",
     "VercelAIRecognizer",
     "extract",

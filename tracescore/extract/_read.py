@@ -55,6 +55,9 @@ _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "node
 # sentence goes on ("Call Foo(bar=1) to configure it."): a repr is its whole text (see `_is_object_repr`).
 # Also `<generator object ...>`, `<x.Y object at 0x...>` and JavaScript's `[object Object]`.
 _OBJECT_REPR = re.compile(r"\[?<?[A-Z][\w.]*\((?:\)|[A-Za-z_]\w*=|['\"]|[A-Z][\w.]*\()")
+# How every repr shape here starts (after blanks, within the first 300 characters): `[`, `<`, `{`, or a
+# capitalised name and its `(`. Prose fails this at its first word, the rest of it never scanned.
+_REPR_START = re.compile(r"\s*(?:[\[<{]|[A-Z][\w.]*\()")
 _OBJECT_AT = re.compile(
     r"<(?:generator|coroutine|async_generator|function|bound method) object "
     r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"
@@ -88,12 +91,12 @@ def is_repr(text: Any) -> bool:
     """Whether `text` is a program's repr of an object (or a JSON object whose only values are such reprs,
     e.g. `{"response_gen": "<generator object ...>"}`) rather than text a person or model wrote. A repr cut
     short (a span attribute truncated at 200 characters, its brackets never closed) is a repr too."""
-    if not isinstance(text, str):
-        return False
+    if not isinstance(text, str) or not _REPR_START.match(text, 0, 300):
+        return False  # most text: its first word starts no repr
     head = text[:300]
     # Single characters first: found by a fast scan, where a substring search on each text costs ~5x.
     if "(" not in head and "<" not in head and ("[" not in head or "[object " not in head):
-        return False  # every repr shape has one of these near its start: most text returns here
+        return False  # no repr's bracket near the start (a JSON object is parsed only if it may hold one)
     start = head.lstrip()
     if _OBJECT_REPR.match(start):
         return _is_object_repr(text)

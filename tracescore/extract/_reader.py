@@ -13,7 +13,7 @@ there; the order is the rules' order and is part of the behaviour.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
@@ -343,24 +343,23 @@ class ConventionReader:
     def recognize(self, trace: Trace) -> Iterable[Interaction | Skip]:
         return [f.interaction() if isinstance(f, Found) else f for f in self.find(trace)]
 
-    def find(self, trace: Trace) -> Iterable[Found | Skip]:
+    def find(self, trace: Trace) -> list[Found | Skip]:
         """What `recognize` reads, each interaction not built yet (`Found`)."""
         # Every trace meets every recogniser and holds few conventions: an absent one costs its cheap
-        # presence test, not a generator.
+        # presence test. A list, not a generator: most traces hold one candidate.
         if not self.convention.present(trace):
-            return ()
-        return self._read(trace)
-
-    def _read(self, trace: Trace) -> Iterator[Found | Skip]:
-        convention, steps = self.convention, self._steps
-        for reading in convention.candidates(trace):
+            return []
+        out: list[Found | Skip] = []
+        steps = self._steps
+        for reading in self.convention.candidates(trace):
             for step in steps:
                 skip = step(reading)
                 if skip is not None:
-                    yield skip
+                    out.append(skip)
                     break
             else:
-                yield found(reading)
+                out.append(found(reading))
+        return out
 
 
 _SPAN_ID = attrgetter("span_id")

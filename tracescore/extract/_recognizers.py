@@ -10,6 +10,7 @@ from tracescore.extract._mlflow import MLflow
 from tracescore.extract._openinference import OpenInference
 from tracescore.extract._openllmetry import OpenLLMetry
 from tracescore.extract._reader import ConventionReader
+from tracescore.extract._spring_ai import SpringAI
 from tracescore.extract._tracescore import Tracescore
 from tracescore.extract._vercel import VercelAI
 
@@ -20,6 +21,7 @@ __all__ = [
     "MLflowRecognizer",
     "OpenInferenceRecognizer",
     "OpenLLMetryRecognizer",
+    "SpringAIRecognizer",
     "TracescoreRecognizer",
     "VercelAIRecognizer",
 ]
@@ -47,6 +49,10 @@ class OpenLLMetryRecognizer(ConventionReader, convention=OpenLLMetry()):
 
 class MLflowRecognizer(ConventionReader, convention=MLflow()):
     """MLflow Tracing exported over OTLP."""
+
+
+class SpringAIRecognizer(ConventionReader, convention=SpringAI()):
+    """Spring AI's observations (Micrometer Tracing's OpenTelemetry bridge)."""
 
 
 class VercelAIRecognizer(ConventionReader, convention=VercelAI()):

@@ -1,27 +1,48 @@
-"""Reading a topic back whole, as tests and benchmarks check what a service wrote."""
+"""Reading a topic back, as tests, benchmarks and the demo check what a service wrote."""
 
 from __future__ import annotations
+
+import time
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
-__all__ = ["read_topic"]
+__all__ = ["read_topic", "wait_for_records"]
 
 
-def read_topic(bootstrap: str, topic: str) -> list[ConsumerRecord]:
-    """Every message on `topic` up to its end now, read without a group (none if the topic does not exist)."""
+def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[ConsumerRecord]:
+    """Every message on `topic` up to its end offsets as they are now, read without a group (none if the
+    topic does not exist). TimeoutError, saying how far it got, when that end is not reached within
+    `timeout_s`: never a part of the topic taken for all of it."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
     try:
-        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not tps:
             return []
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         end = consumer.end_offsets(tps)
         out: list[ConsumerRecord] = []
+        deadline = time.monotonic() + timeout_s
         while any(consumer.position(tp) < end[tp] for tp in tps):
-            for batch in consumer.poll(timeout_ms=500).values():
+            if time.monotonic() > deadline:
+                at = {tp.partition: f"{consumer.position(tp)}/{end[tp]}" for tp in tps}
+                raise TimeoutError(
+                    f"{topic} not read to its end in {timeout_s:g}s (partition: offset/end): {at}"
+                )
+            for batch in consumer.poll(timeout_ms=200).values():
                 out.extend(batch)
         return out
     finally:
         consumer.close()
+
+
+def wait_for_records(bootstrap: str, topic: str, count: int, timeout_s: float = 60.0) -> list[ConsumerRecord]:
+    """`topic` read whole until it holds at least `count` messages; what it holds after `timeout_s` if it
+    never does (the caller's assert says what is missing)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = read_topic(bootstrap, topic, timeout_s)
+        if len(records) >= count or time.monotonic() > deadline:
+            return records
+        time.sleep(0.5)

@@ -294,6 +294,7 @@ async def test_long_inputs_are_trimmed_and_reported(
 def test_judge_survives_separate_event_loops(make_judge: MakeJudge) -> None:
     judge = make_judge()
     data = AnalysisInput(question="q", answer_sentences=["A is B."])
+    gc.collect()  # what earlier tests in this process left is not this judge's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         for _ in range(3):

@@ -1,0 +1,117 @@
+"""`tracescore alert` stopped (SIGTERM) while it waits beyond itself: a webhook receiver that hangs, or a
+broker that stopped answering while stage 1 waited for its re-keyed records. No signal interrupts those
+waits; the stop gives up on them at `stop_timeout_s`, says in one line what was not done and what the next
+start does about it, and exits 0, instead of ending by the backstop 2 s later (status 1, nothing said) or
+waiting out the receiver. The next start then does what the line says: nothing is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alert_records import alert_process, record, write_config
+from kafka import KafkaProducer
+from service_processes import ServiceProcess
+
+from tracescore.alert.testing import WebhookReceiver
+from tracescore.testing.kafka_broker import KafkaBroker
+
+pytestmark = pytest.mark.kafka
+
+STOP_TIMEOUT_S = 3.0
+STOPPING = f"stopping within stop_timeout_s ({STOP_TIMEOUT_S:g}s): "
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    with WebhookReceiver() as r:
+        yield r
+
+
+def low_records(bootstrap: str, prefix: str, route: str = "/r0") -> None:
+    """Enough low faithfulness on `route` to fire its alert."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for _ in range(8):
+        value = record(0.1, datetime.now(UTC), route=route).model_dump_json().encode()
+        producer.send(f"{prefix}.evaluations", value=value)
+    producer.flush()
+    producer.close()
+
+
+def stopping_line(service: ServiceProcess) -> str:
+    said = [line for line in service.log.splitlines() if STOPPING in line]
+    assert len(said) == 1, "\n".join(x for x in service.log.splitlines() if "kafka." not in x)[-4000:]
+    return said[0]
+
+
+def firing(receiver: WebhookReceiver) -> list[bytes]:
+    return [r.body for r in receiver.requests if r.json()["state"] == "firing"]
+
+
+def test_a_stop_during_a_hanging_delivery_keeps_the_notification_for_the_next_start(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    low_records(bootstrap, topic_prefix)
+    receiver.mode = "hang"  # one try that outlives the budget many times over
+    hook = {"type": "webhook", "url": receiver.url, "timeout_seconds": 60, "max_attempts": 1}
+    config = write_config(tmp_path, topic_prefix, receiver.url, sinks=[hook], stop_timeout_s=STOP_TIMEOUT_S)
+    service = alert_process(bootstrap, config, until_idle=False)
+    receiver.wait_for(lambda requests: len(requests) == 1)  # the notification's delivery is under way
+    service.process.send_signal(signal.SIGTERM)
+    code = service.wait(timeout_s=60)
+
+    assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
+    said = stopping_line(service)
+    assert "1 notification(s) not delivered in time" in said, said
+    assert "the next start sends them to every sink" in said, said
+
+    receiver.mode = "ok"
+    restarted = alert_process(bootstrap, write_config(tmp_path, topic_prefix, receiver.url))
+    assert restarted.wait() == 0, restarted.log[-3000:]
+    sent = firing(receiver)
+    assert len(sent) == 2 and sent[0] == sent[1], "the next start sent the very notification the stop kept"
+
+
+def test_a_stop_while_stage_1_waits_on_a_paused_broker_says_the_batch_is_re_keyed_again(
+    topic_prefix: str, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Made certain: the service stops itself (SIGSTOP) at each batch it polls; once the first route's alert
+    is out, a second route's batch is polled, the broker is paused, SIGTERM comes, and the service goes on to
+    re-key the batch into a broker that does not answer."""
+    with KafkaBroker() as broker:  # its own: this test pauses it
+        bootstrap = broker.bootstrap_servers
+        low_records(bootstrap, topic_prefix, "/r0")
+        config = write_config(tmp_path, topic_prefix, receiver.url, stop_timeout_s=STOP_TIMEOUT_S)
+        service = alert_process(bootstrap, config, pause_at="rekey.polled", until_idle=False)
+        deadline = time.monotonic() + 120
+        while not firing(receiver):  # every batch of the first route goes on
+            assert service.process.poll() is None and time.monotonic() < deadline, service.wait(0)
+            if service.paused():
+                service.resume()
+            time.sleep(0.1)
+        low_records(bootstrap, topic_prefix, "/r1")
+        while not service.paused():
+            assert service.process.poll() is None and time.monotonic() < deadline, service.wait(0)
+            time.sleep(0.1)
+        os.kill(broker.process.pid, signal.SIGSTOP)
+        try:
+            service.process.send_signal(signal.SIGTERM)
+            service.resume()
+            code = service.wait(timeout_s=60)
+        finally:
+            os.kill(broker.process.pid, signal.SIGCONT)
+
+        assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
+        said = stopping_line(service)
+        assert "re-keyed record(s) not acknowledged" in said and "the next start re-keys them" in said, said
+
+        restarted = alert_process(bootstrap, config)
+        assert restarted.wait() == 0, restarted.log[-3000:]
+    routes = sorted(json.loads(body)["route"] for body in firing(receiver))
+    assert routes == ["/r0", "/r1"], "the next start re-keyed the batch: its alert fired, each alert once"

@@ -1,0 +1,31 @@
+"""Reading a topic back (`tracescore.testing.kafka_topics`), as the tests, benchmarks and the demo check what
+was written: every partition to its end, never a part of the topic taken for all of it."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+from tracescore.testing.kafka_topics import read_topic, wait_for_records
+
+pytestmark = pytest.mark.kafka
+
+
+def test_a_topic_is_read_to_its_end_on_every_partition(bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}.three"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 3, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for n in range(9):
+        producer.send(topic, value=b"%d" % n, partition=n % 3)
+    producer.flush()
+    producer.close()
+
+    assert sorted(m.value for m in read_topic(bootstrap, topic)) == [b"%d" % n for n in range(9)]
+    assert read_topic(bootstrap, f"{topic_prefix}.missing") == [], "a topic not created yet holds nothing"
+    with pytest.raises(TimeoutError, match=r"\.three not read to its end in 0s .*'0/3'"):
+        read_topic(bootstrap, topic, timeout_s=0)  # never a part of the topic taken for all of it
+    assert len(wait_for_records(bootstrap, topic, 9)) == 9
+    assert len(wait_for_records(bootstrap, topic, 10, timeout_s=1)) == 9, "what is there when it never comes"

@@ -1,0 +1,66 @@
+"""The checkpoint a stop ends with (SIGTERM, idle): stage 2's checkpoint once more, every step bounded by the
+stop's deadline, and what could not be done put in words for the stop's one warning line."""
+
+from __future__ import annotations
+
+from kafka.errors import KafkaError, KafkaTimeoutError
+
+from tracescore._service._keyed import KeyedStage
+
+__all__ = ["READ_AGAIN", "final_checkpoint"]
+
+READ_AGAIN = (
+    "the next start reads those records again from the last commit (nothing is lost; what they decide may be "
+    "decided again)"
+)
+
+
+def final_checkpoint(stage: KeyedStage, deadline: float) -> str | None:
+    """`stage.checkpoint` once a stop was asked for, every step bounded by `deadline` (time.monotonic): no
+    decision is taken, no look for a deleted state topic (it may wait for a broker that is gone), and the
+    input offsets are committed only once the state that covers them is saved. What could not be done
+    (None: everything was)."""
+    if not stage.consumer.assignment():
+        return None
+    found = stage.found_outputs()
+    outputs = stage.logic.outputs(found)
+    read = stage.read_past_commit()
+    not_committed = (
+        f"the offsets read on {stage.topic}[{','.join(map(str, read))}] not committed{{}}: {READ_AGAIN}"
+    )
+    try:
+        if outputs:
+            stage.outputs.send([o for o in outputs if found.get(o.id) != o.digest], deadline)
+            stage.logic.written(outputs, found)
+    except KafkaError as exc:
+        why = _why(exc)
+        return f"{len(outputs)} output(s) decided not written ({why}), so no state saved and " + (
+            not_committed.format("")
+        )
+    try:
+        stage.save(wrote_outputs=bool(outputs), deadline=deadline)
+    except KafkaError as exc:
+        return f"{stage.unsaved} state(s) not saved ({_why(exc)}) and {not_committed.format('')}"
+    try:
+        if read:  # records read past the commit: the group hears where this member stopped
+            stage.commit(deadline)
+    except KafkaError as exc:
+        return not_committed.format(f" ({_why(exc)})")
+    again = stage.logic.after_save()
+    undelivered = stage.logic.not_delivered()
+    if again:
+        try:
+            stage.save(wrote_outputs=False, deadline=deadline, first=again)
+        except KafkaError as exc:
+            not_saved = (
+                f"{len(again)} state(s) recording deliveries not saved ({_why(exc)}): the next start "
+                "delivers those notifications again"
+            )
+            return "; ".join(part for part in (not_saved, undelivered) if part)
+    return undelivered
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, KafkaTimeoutError):
+        return "no broker answered in time"
+    return str(exc).splitlines()[0][:160] or type(exc).__name__

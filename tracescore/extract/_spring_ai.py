@@ -1,0 +1,136 @@
+"""Spring AI's Micrometer observations, exported as OpenTelemetry spans by Micrometer Tracing's OpenTelemetry
+bridge: `spring.ai.kind` on every span of the framework's own (`chat_client`, `advisor`, `vector_store`,
+`tool_call`), `gen_ai.*` keys on the chat model's call.
+
+The interaction is the outermost `chat_client` span (`spring_ai chat_client`: one `ChatClient` call with its
+advisors). The documents are those of the `vector_store` query spans below it (`db.vector.query.response.
+documents`, a JSON list of texts: a QuestionAnswerAdvisor's or a RetrievalAugmentationAdvisor's retrieval),
+and the results of the `tool_call` spans the model asked for (`spring.ai.tool.call.result`, which Spring AI
+records itself with `spring.ai.tools.observations.include-content`; a tool whose own vector store query was
+read is not read again); the question the chat client span's `gen_ai.prompt` (else the query's
+`db.vector.query.content`), the answer its `gen_ai.completion`. The conversation is
+`spring.ai.chat.client.conversation.id` (a chat memory advisor's).
+
+Spring AI 1.x and 2.0 put none of these texts on spans themselves: their `log-prompt`, `log-completion` and
+`log-query-response` settings write them to the application log. The small ObservationFilter on the Spring AI
+integration page adds them to the spans when those settings are on; without it (or with them off) the
+interaction is skipped as `content_not_captured`, naming the settings, rather than judged on a guess.
+"""
+
+from __future__ import annotations
+
+from tracescore.extract._convention import Convention, Reading, not_inside, without_wrappers
+from tracescore.extract._openllmetry import OpenLLMetry
+from tracescore.extract._read import documents_of
+from tracescore.model import ContextSourceKind, DecodedSpan
+
+__all__ = ["SpringAI"]
+
+
+class SpringAI(Convention):
+    """The keys Spring AI's observations write (`spring.ai.*`, `db.vector.*`) and their readers."""
+
+    name = "spring_ai"
+    KIND = "spring.ai.kind"
+    CHAT_CLIENT, VECTOR_STORE, TOOL_CALL = "chat_client", "vector_store", "tool_call"
+    OPERATION = "db.operation.name"
+    QUERY = "query"
+    QUERY_CONTENT = "db.vector.query.content"
+    # What the integration page's ObservationFilter adds, under Spring AI's own names (its docs name
+    # gen_ai.prompt / gen_ai.completion, which OpenLLMetry writes with an index: `gen_ai.prompt.0.content`).
+    QUERY_RESPONSE = "db.vector.query.response.documents"
+    PROMPT = OpenLLMetry.PROMPT
+    COMPLETION = OpenLLMetry.COMPLETION
+    CONVERSATION_ID = "spring.ai.chat.client.conversation.id"
+    TOOL_NAME = "spring.ai.tool.definition.name"
+    TOOL_ARGUMENTS = "spring.ai.tool.call.arguments"
+    TOOL_RESULT = "spring.ai.tool.call.result"
+    # The chat model's call: no `spring.ai.kind`, OTel GenAI's operation name.
+    LLM_OPERATION = ("gen_ai.operation.name", "chat")
+    # Spring AI's settings that decide what the filter puts on the spans.
+    LOG_PROMPT = "spring.ai.chat.client.observations.log-prompt"
+    LOG_COMPLETION = "spring.ai.chat.client.observations.log-completion"
+    LOG_QUERY_RESPONSE = "spring.ai.vectorstore.observations.log-query-response"
+    TOOL_CONTENT = "spring.ai.tools.observations.include-content"
+    INTERACTION_KINDS = frozenset({CHAT_CLIENT})
+    LLM_KINDS = frozenset({"chat"})
+    TOOL_KINDS = frozenset({TOOL_CALL})
+    MARKER = KIND
+    LLM_CALL = "chat model call"
+    LOOKED_IN = {
+        "question": f"{PROMPT} of the chat_client span, and {QUERY_CONTENT} of its vector_store queries",
+        "answer": f"{COMPLETION} of the chat_client span",
+        "documents": f"{QUERY_RESPONSE} of the vector_store query spans below the chat_client span, and "
+        f"{TOOL_RESULT} of its tool_call spans",
+    }
+
+    RUN_TOOL_NAME = (TOOL_NAME,)
+    RUN_TOOL_ARGUMENTS = (TOOL_ARGUMENTS,)
+    RUN_TOOL_RESULT = (TOOL_RESULT,)
+
+    def kind(self, span: DecodedSpan) -> str:
+        kind = span.attributes.get(self.KIND)
+        if isinstance(kind, str):
+            return kind
+        key, chat = self.LLM_OPERATION
+        return chat if span.attributes.get(key) == chat else ""
+
+    def collect(self, reading: Reading) -> Reading:
+        queries = [
+            s
+            for s in reading.around
+            if self.kind(s) == self.VECTOR_STORE and s.attributes.get(self.OPERATION) == self.QUERY
+        ]
+        llms = [s for s in reading.around if self.is_llm(s)]
+        tools = [s for s in reading.around if self.is_tool(s)]
+        recorded = [s for s in queries if self.QUERY_RESPONSE in s.attributes]
+        return reading.found(
+            retrievals=[(s, ContextSourceKind.RETRIEVER) for s in queries],
+            # A query the app's advisors made (not a tool's search) may name the question.
+            asked=not_inside(reading.trace, queries, reading.anchor, self.is_tool),
+            tools=tools,
+            tool_results=without_wrappers(reading.trace, tools, recorded),
+            llms=llms,
+            sources=[*queries, *tools, *llms],
+        )
+
+    def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
+        return documents_of(span.attributes.get(self.QUERY_RESPONSE))
+
+    def question(self, reading: Reading) -> str | None:
+        return _text(reading.anchor, self.PROMPT)
+
+    def retrieval_question(self, span: DecodedSpan) -> str | None:
+        return _text(span, self.QUERY_CONTENT)
+
+    def own_answer(self, span: DecodedSpan) -> str | None:
+        return _text(span, self.COMPLETION)
+
+    def content_not_captured(self, reading: Reading) -> str | None:
+        missing = []
+        if self.COMPLETION not in reading.anchor.attributes:
+            missing.append((self.COMPLETION, "chat_client span", self.LOG_COMPLETION))
+        documents = any(self.QUERY_RESPONSE in s.attributes for s, _ in reading.retrievals) or any(
+            self.TOOL_RESULT in s.attributes for s in reading.tools
+        )
+        if reading.retrievals and not documents:
+            missing.append((self.QUERY_RESPONSE, "vector_store query span", self.LOG_QUERY_RESPONSE))
+        if reading.tools and not documents:
+            missing.append((self.TOOL_RESULT, "tool_call span", self.TOOL_CONTENT))
+        if not missing:
+            return None
+        keys = " and ".join(f"{key} on its {where}" for key, where, _ in missing)
+        settings = ", ".join(f"{setting}=true" for _, _, setting in missing)
+        return (
+            f"it recorded no {keys}: Spring AI writes prompts, completions and retrieved documents only to "
+            f"the application log; set {settings} and add the ObservationFilter of tracescore's Spring AI "
+            "page, which puts them on the spans, to judge this call"
+        )
+
+    def named_conversation(self, anchor: DecodedSpan) -> tuple[str | None, str | None]:
+        return _text(anchor, self.CONVERSATION_ID), None
+
+
+def _text(span: DecodedSpan, key: str) -> str | None:
+    value = span.attributes.get(key)
+    return value if isinstance(value, str) and value else None
