@@ -3,12 +3,17 @@
     python benchmarks/drop_detection.py LABELLED.jsonl [--json] [--streams 100] [--after 10000]
         [--measure-half 1|0|all] [--workers 2] [--drop KEY=VALUE ...] [--seed 0]
         [--judges offline,llm_baseline] [--kinds threshold,drop]
+    python benchmarks/drop_detection.py --pass-rates 0.45,0.30 [the same options]
 
 LABELLED.jsonl: one labelled RAG answer a line (`query`, `contexts`, `answer`, `label`; the format of the
 shared dev sets, other fields ignored). Every record is scored by the real offline judge (Faithfulness on
 OfflineJudge, as `tracescore consume` runs it). The records are split by question and passage
 (`calibration_half`): defaults are chosen on half 0, figures reported on half 1 (`--measure-half`; `all`
 for data nothing was chosen on; a half without both labels falls back to every record, with a note).
+`--pass-rates FAITHFUL,HALLUCINATED` replaces the file by a judge of those per-class pass rates (no file,
+no halves: not data, a shape), for the shapes of data we do not have (issue 34's unseen long answers: the
+label rule passes 45% of faithful and 30% of hallucinated ones); the streams, the evaluator and `limit`
+are the same.
 
 Streams: one route of 1,000 answers a day (86.4 s apart), answers drawn with replacement from the measured
 records: a healthy week (7,000 answers, 5% hallucinated; the route is new, so it starts cold), then a step
@@ -311,9 +316,37 @@ def load(path: Path, half: str) -> tuple[dict[bool, list[Answer]], str]:
     return pool, f"{note} ({skipped} lines skipped)"
 
 
+def judge_of(rates: str) -> tuple[dict[bool, list[Answer]], str]:
+    """A judge that passes the given shares of faithful and hallucinated answers: each class's pool holds
+    exactly that share of passing answers (drawn with replacement, so the stream's pass rates are exact)."""
+    try:
+        faithful, hallucinated = (float(x) for x in rates.split(","))
+    except ValueError:
+        raise SystemExit(f"--pass-rates {rates!r}: two shares, FAITHFUL,HALLUCINATED (0.45,0.30)") from None
+    if not (0 <= faithful <= 1 and 0 <= hallucinated <= 1):
+        raise SystemExit(f"--pass-rates {rates!r}: each share within 0..1")
+    pool: dict[bool, list[Answer]] = {}
+    for hallucinated_class, rate in ((False, faithful), (True, hallucinated)):
+        passing = round(rate * _SIMULATED)
+        pool[hallucinated_class] = [
+            Answer(hallucinated_class, 1.0, "faithful") if i < passing
+            else Answer(hallucinated_class, 0.0, "hallucinated")
+            for i in range(_SIMULATED)
+        ]  # fmt: skip
+    return pool, f"simulated judge passing {faithful:g} of faithful, {hallucinated:g} of hallucinated answers"
+
+
+_SIMULATED = 10_000  # answers per class of a simulated judge: its pass rates exact to 1e-4
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", type=Path)
+    parser.add_argument("path", type=Path, nargs="?", help="labelled JSONL (or --pass-rates)")
+    parser.add_argument(
+        "--pass-rates",
+        metavar="FAITHFUL,HALLUCINATED",
+        help="no file: a judge passing these shares of faithful and of hallucinated answers",
+    )
     parser.add_argument("--json", action="store_true", help="only the JSON line (and notes on stderr)")
     parser.add_argument("--streams", type=int, default=100, help="streams per step (default 100)")
     parser.add_argument("--after", type=int, default=10_000, help="answers after the step at most")
@@ -336,9 +369,16 @@ def main() -> None:
         config = rule(drop, run["kinds"])
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
         parser.error(f"--drop: {' '.join(str(exc).split())}")
-    pool, note = load(args.path, args.measure_half)
+    if (args.path is None) == (args.pass_rates is None):
+        parser.error("give a labelled JSONL file or --pass-rates FAITHFUL,HALLUCINATED (one of them)")
+    if args.pass_rates is not None:
+        pool, note = judge_of(args.pass_rates)
+        name = f"pass-rates {args.pass_rates}"
+    else:
+        pool, note = load(args.path, args.measure_half)
+        name = args.path.name
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
-    say(f"# {args.path.name}: {note}; {len(pool[False])} faithful, {len(pool[True])} hallucinated")
+    say(f"# {name}: {note}; {len(pool[False])} faithful, {len(pool[True])} hallucinated")
     if not pool[True] or not pool[False]:
         message = "the file has one label only: no stream with 5% hallucinated answers can be built"
         say(message)
@@ -357,7 +397,7 @@ def main() -> None:
     say(
         f"{wall:.0f} s on {args.workers} workers, {cpu:.0f} s of CPU (load changes the first, not the second)"
     )
-    print(json.dumps({"variants": variants, "file": args.path.name, "records": note, "drop": drop}))
+    print(json.dumps({"variants": variants, "file": name, "records": note, "drop": drop}))
 
 
 def table(variants: dict[str, Any], args: argparse.Namespace, drop: dict[str, Any]) -> None:

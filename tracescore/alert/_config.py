@@ -84,6 +84,16 @@ class DropConfig(_Strict):
         description="The window is also compared with the best normal of this span, so a decline too slow "
         "for the normal to show is caught (unset: off).",
     )
+    sustained_every: float | None = Field(
+        default=10_000_000,
+        ge=10,
+        description="The sustained-drop test (a CUSUM weighing each answer against the normal, for a drop of "
+        "sustained_drop): its threshold is set so that a route at its normal pages about once per this many "
+        "answers (unset: off; the window test alone).",
+    )
+    sustained_drop: float | None = Field(
+        default=None, description="The drop the sustained-drop test is designed for (unset: min_drop)."
+    )
     relearn_after_seconds: float | None = Field(
         default=7 * _DAY,
         gt=0,
@@ -93,7 +103,7 @@ class DropConfig(_Strict):
 
     @model_validator(mode="after")
     def _possible(self) -> DropConfig:
-        for name in ("min_drop", "critical_drop"):
+        for name in ("min_drop", "critical_drop", "sustained_drop"):
             value = getattr(self, name)
             if value is not None and not 0 < value < 1:
                 raise ValueError(

@@ -35,6 +35,7 @@ from statistics import NormalDist
 from typing import Literal
 
 from tracescore.alert._config import DropConfig
+from tracescore.alert._cusum import Sustained, answer_value
 from tracescore.alert._estimate import (
     C_N,
     LLM_N,
@@ -46,7 +47,9 @@ from tracescore.alert._estimate import (
     empty_sums,
     plain_level,
 )
-from tracescore.alert._state import Bucket, DropState, Level, Moments, Snapshot
+from tracescore.alert._floor import Floor
+from tracescore.alert._reading import DropReading, Status
+from tracescore.alert._state import Bucket, DropState, Level, Moments
 from tracescore.alert._window import Key, WindowEntry, contribution
 
 __all__ = ["DropReading", "DropTracker"]
@@ -56,8 +59,7 @@ _MAX_BUCKETS = 12  # hard bound, whatever the records' times (state size)
 _FLOOR_SLOTS = 4  # snapshots kept over floor_seconds
 _LENGTHS = (1, 2, 4)  # newest buckets of the window tested on their own, besides the whole window
 _SETTLED = 1000  # counted interactions remembered, so a late record of one replaces it in its bucket
-
-Status = Literal["learning", "too_few", "ready"]
+_SUSPECTED = 0.25  # the sustained test's evidence (share of its threshold) from which the normal is held
 
 
 @dataclass(slots=True)
@@ -70,31 +72,6 @@ class _Bucket:
     @property
     def n(self) -> int:
         return round(self.sums[C_N] + self.sums[R_N])
-
-
-@dataclass(frozen=True, slots=True)
-class DropReading:
-    """What a drop rule reads of one route now."""
-
-    status: Status  # learning: the normal has too few answers; too_few: the window has
-    # The window's newest part (1/8, 1/4, 1/2 or all of it) whose drop has the highest lower bound:
-    window: float  # its level (plain difference estimator)
-    window_n: int
-    normal: float  # the reference's level: the normal, or the floor when it sits higher
-    normal_n: int
-    drop: float  # normal - window
-    lower: float  # one-sided lower bound of the drop at the rule's confidence (over the four lengths)
-    reference: Literal["normal", "floor"]
-    calibrated: bool  # the levels are corrected by the LLM judge's baseline pairs
-    offline_n: int  # the window's offline and LLM scores
-    llm_n: int
-    whole_n: int = 0  # the whole window's answers
-    whole_drop: float = 0.0  # the whole window's drop: a drop is suspected (the normal held) from min_drop
-    peak_drop: float = 0.0  # the largest drop of the four lengths: an alert holds while it is above half
-
-    @property
-    def ready(self) -> bool:
-        return self.status == "ready"
 
 
 def _total(buckets: list[_Bucket]) -> Sums:
@@ -132,8 +109,8 @@ class DropTracker:
         self._serials = itertools.count()
         self._recent = [self._load(b) for b in self.state.recent]
         self._normal = [self._load(b) for b in self.state.normal]
-        self._floor = [(s.taken_at, s.moments.values()) for s in self.state.floor]
-        self._best: tuple[float, Sums | None, float] | None = None  # (correction, best floor, its bound)
+        self._withheld = None if self.state.withheld is None else self._load(self.state.withheld)
+        self._floor = Floor(config, self.state.floor)
         self._recent_total, self._normal_total = _total(self._recent), _total(self._normal)
         # After a restart: what was seen before it is counted, but for the answers then waiting (`pending`).
         self._restored_until = self.state.counted_until
@@ -146,6 +123,13 @@ class DropTracker:
         self._recent_span = timedelta(seconds=config.window_seconds / _BUCKETS)
         self._normal_span = timedelta(seconds=config.normal_seconds / _BUCKETS)
         self._changed = False  # since take_changed: what the state holds moved
+        self._sustained: Sustained | None = None
+        if config.sustained_every is not None:
+            size = config.sustained_drop or config.min_drop
+            self._sustained = Sustained(size, config.sustained_every, self.state)
+        else:  # switched off: its evidence is forgotten
+            self.state.cusum, self.state.cusum_recovery = 0.0, 0.0
+            self.state.cusum_drop = self.state.cusum_run = None
 
     def _load(self, bucket: Bucket) -> _Bucket:
         return _Bucket(bucket.first_at, bucket.last_at, bucket.moments.values(), next(self._serials))
@@ -174,15 +158,21 @@ class DropTracker:
             if item.stray:
                 self.state.late += 1  # older than the window: whatever it says was superseded
                 return
-            bucket = next((b for b in (*self._recent, *self._normal) if b.serial == known[0]), None)
+            withheld = [] if self._withheld is None else [self._withheld]
+            buckets = (*self._recent, *self._normal, *withheld)
+            bucket = next((b for b in buckets if b.serial == known[0]), None)
             if bucket is None:
                 self.state.late += 1
                 return
             total = self._recent_total if any(b is bucket for b in self._recent) else self._normal_total
+            if bucket is self._withheld:
+                total = empty_sums()  # in no total until it is learned
             for sums in (bucket.sums, total):  # it replaces its first count
                 add_sums(sums, known[1], -1.0)
                 add_sums(sums, part)
             self._settled[key] = (bucket.serial, part)
+            self._weigh(known[1], -1.0)
+            self._weigh(part)
             return
         if item.counted or (item.stray and self.seen(item)):
             return  # counted before a restart
@@ -196,6 +186,20 @@ class DropTracker:
         self._settled[key] = (bucket.serial, part)
         while len(self._settled) > _SETTLED:
             self._settled.popitem(last=False)
+        self._weigh(part)
+
+    def _weigh(self, part: Sums, sign: float = 1.0) -> None:
+        """The answer's evidence into the sustained-drop test, once the normal is learned."""
+        if self._sustained is None or _count(self._normal_total) < self.config.min_normal_samples:
+            return
+        if self.state.level != "ok" and not self._sustained.alarm:
+            self._sustained.reset()  # the window test pages this drop: weighed again from its resolve on
+            return
+        # On the judges' own values, the normal's alike: the baseline's correction is a constant that
+        # cancels out of their comparison (added to each answer it would push values out of 0..1).
+        value = answer_value(part, 0.0)
+        if value is not None:
+            self._sustained.add(value, part, self._normal_total, 0.0, sign)
 
     def _open(self, buckets: list[_Bucket], at: datetime, size: int, span: timedelta) -> _Bucket:
         last = buckets[-1] if buckets else None
@@ -215,6 +219,9 @@ class DropTracker:
         recent_n = _count(self._recent_total)
         horizon = now - timedelta(seconds=config.window_seconds)
         moved = False
+        if not held and self._withheld is not None:  # the suspicion cleared without a page: learned after all
+            self._into_normal(self._withheld, now, correction)
+            self._withheld, moved = None, True
         while self._recent:
             oldest = self._recent[0]
             if recent_n - oldest.n + live_n < config.window_count and oldest.last_at >= horizon:
@@ -222,8 +229,11 @@ class DropTracker:
             self._recent.pop(0)
             recent_n -= oldest.n
             moved = True
-            if not held:  # while held, the answers leaving the window are not learned
+            if not held:
                 self._into_normal(oldest, now, correction)
+            elif self.state.level == "ok":  # suspected: withheld until the suspicion clears or pages
+                self._withhold(oldest)
+            # firing: not learned
         if not held:
             normal_n = _count(self._normal_total) if not moved else sum(b.n for b in self._normal)
             horizon = now - timedelta(seconds=config.normal_seconds)
@@ -232,14 +242,21 @@ class DropTracker:
             ):
                 normal_n -= self._normal.pop(0).n
                 moved = True
-            if config.floor_seconds is not None and self._floor:
-                kept = now - timedelta(seconds=config.floor_seconds)
-                if self._floor[0][0] < kept:
-                    self._floor = [(at, sums) for at, sums in self._floor if at >= kept]
-                    self._best = None
+            self._floor.forget(now)
         if moved:  # exact again: sums of whole buckets
             self._recent_total, self._normal_total = _total(self._recent), _total(self._normal)
             self._changed = True
+
+    def _withhold(self, bucket: _Bucket) -> None:
+        """Keep a leaving bucket out of the normal while a drop is suspected. Discarding it instead would bias
+        the normal up: a normal that reads high by chance makes the window look low, so it would stop
+        learning exactly when it most needs the route's answers."""
+        if self._withheld is None:
+            self._withheld = bucket
+            return
+        add_sums(self._withheld.sums, bucket.sums)
+        self._withheld.first_at = min(self._withheld.first_at, bucket.first_at)
+        self._withheld.last_at = max(self._withheld.last_at, bucket.last_at)
 
     def _into_normal(self, bucket: _Bucket, now: datetime, correction: float) -> None:
         last = self._normal[-1] if self._normal else None
@@ -257,37 +274,7 @@ class DropTracker:
         self._normal.append(bucket)  # keeps its serial: late records of its answers still find it
         _bound(self._normal)
         if last is not None:  # a normal bucket closed: the normal as it stands may become the floor
-            self._snapshot(now, correction)
-
-    def _snapshot(self, now: datetime, correction: float) -> None:
-        config = self.config
-        normal = _total(self._normal[:-1])  # the closed buckets
-        if config.floor_seconds is None or _count(normal) < config.min_normal_samples:
-            return
-        slot = config.floor_seconds / _FLOOR_SLOTS
-        if self._floor and int(self._floor[-1][0].timestamp() // slot) == int(now.timestamp() // slot):
-            if self._lower(self._floor[-1][1], correction) >= self._lower(normal, correction):
-                return
-            self._floor.pop()
-        self._floor.append((now, normal))
-        del self._floor[: -(_FLOOR_SLOTS + 1)]
-        self._best = None
-
-    def _best_floor(self, correction: float) -> tuple[Sums | None, float]:
-        """The floor's snapshot with the highest lower bound (computed again only when the floor or the
-        correction changed)."""
-        if self._best is None or self._best[0] != correction:
-            best, best_lower = None, -math.inf
-            for _, sums in self._floor:
-                lower = self._lower(sums, correction)
-                if lower > best_lower:
-                    best, best_lower = sums, lower
-            self._best = (correction, best, best_lower)
-        return self._best[1], self._best[2]
-
-    def _lower(self, sums: Sums, correction: float) -> float:
-        level, var, n = plain_level(sums, correction)
-        return level - self._z * math.sqrt(var / max(1, n))
+            self._floor.offer(now, _total(self._normal[:-1]), correction)
 
     # -- reading ----------------------------------------------------------------------------------------
     def read(self, live: Sums, stats: PairStats | None) -> DropReading:
@@ -305,7 +292,7 @@ class DropTracker:
         if _count(normal) >= config.min_normal_samples:
             # The floor takes over when it is credibly above the normal (its lower bound above the normal's
             # level), not whenever it happens to read higher: on a steady route that would be half the time.
-            floor, floor_lower = self._best_floor(correction)
+            floor, floor_lower = self._floor.best(correction)
             if floor is not None and floor_lower > plain_level(normal, correction)[0]:
                 normal, reference = floor, "floor"
         n_level, n_var, n_n = plain_level(normal, correction)
@@ -335,10 +322,20 @@ class DropTracker:
             best = (-1.0, n_level - w_level if w_n and n_n else 0.0, w_level, w_n, window)
             status = "learning" if status == "learning" else "too_few"
         lower, drop, w_level, w_n, window = best
+        evidence, alarm, test = 0.0, False, "window"
+        sustained = self._sustained
+        if sustained is not None and status == "ready":
+            evidence, alarm = sustained.evidence(self._normal_total, 0.0), sustained.alarm
+            run_level, run_var, run_n = plain_level(sustained.run, correction)
+            if alarm and lower < config.min_drop and run_n:  # the CUSUM's answers since the drop began
+                n_level, normal_var, n_n = plain_level(self._normal_total, correction)
+                reference, window, test = "normal", sustained.run, "sustained"
+                drop, w_level, w_n = n_level - run_level, run_level, run_n
+                lower = drop - self._z * math.sqrt(max(run_var, normal_var) / run_n + normal_var / n_n)
         calibrated = stats is not None or (window[OFFLINE_N] == 0 and window[LLM_N] > 0)
         return DropReading(
             status, w_level, w_n, n_level, n_n, drop, lower, reference, calibrated,
-            round(window[OFFLINE_N]), round(window[LLM_N]), whole_n, whole, peak,
+            round(window[OFFLINE_N]), round(window[LLM_N]), whole_n, whole, peak, evidence, alarm, test,
         )  # fmt: skip
 
     def _lengths(self, live: Sums) -> list[Sums]:
@@ -366,28 +363,53 @@ class DropTracker:
             held = current == level or (current == "critical" and level == "warning")
             if held and reading.peak_drop > size / 2:
                 return level  # type: ignore[return-value]
-        return "ok"
+        return "warning" if reading.alarm else "ok"  # the sustained test pages and holds a warning
 
     # -- holding the normal -----------------------------------------------------------------------------
     def hold(self, reading: DropReading, firing: bool, now: datetime) -> bool:
         """Hold the normal while a drop is suspected or firing; True when it was held so long that the
-        route's current level must become its normal (`relearn` next)."""
-        suspected = reading.ready and reading.whole_drop >= self.config.min_drop
-        if not (firing or suspected):
-            self._changed |= self.state.held_since is not None
-            self.state.held_since = None
+        route's current level must become its normal (`relearn` next).
+
+        A suspicion that pages nothing holds the normal until it has withheld as many answers as the normal
+        holds (or for `normal_seconds`): then it is taken for noise, what it withheld is learned, and it
+        holds again only once it has cleared. A hold without end would keep a normal that reads high by
+        chance (a young one above all) from ever learning the answers that correct it."""
+        state, config = self.state, self.config
+        held = state.held_since is not None
+        suspected = reading.ready and (
+            reading.whole_drop >= config.min_drop
+            or reading.alarm
+            or reading.evidence >= _SUSPECTED
+            or (held and reading.evidence > 0)  # once held, until the sustained test's run ends
+        )
+        spent = state.suspicion_spent
+        if firing or not suspected:
+            state.suspicion_spent = False
+        elif state.held_since is not None and not spent:
+            withheld = 0 if self._withheld is None else self._withheld.n
+            long = now - state.held_since >= timedelta(seconds=config.normal_seconds)
+            state.suspicion_spent = long or withheld >= _count(self._normal_total)
+        self._changed |= spent != state.suspicion_spent
+        if not (firing or (suspected and not state.suspicion_spent)):
+            self._changed |= state.held_since is not None
+            state.held_since = None
             return False
-        if self.state.held_since is None:
-            self.state.held_since, self._changed = now, True
-        limit = self.config.relearn_after_seconds
-        return limit is not None and now - self.state.held_since >= timedelta(seconds=limit)
+        if firing and self._withheld is not None:  # what was withheld was the drop's start: never learned
+            self._withheld, self._changed = None, True
+        if state.held_since is None:
+            state.held_since, self._changed = now, True
+        limit = config.relearn_after_seconds
+        return limit is not None and now - state.held_since >= timedelta(seconds=limit)
 
     def relearn(self) -> None:
         """The window's answers become the normal; the floor starts again."""
-        self._normal, self._recent, self._floor = self._recent, [], []
+        self._normal, self._recent = self._recent, []
+        self._floor.clear()
         self._normal_total, self._recent_total = self._recent_total, empty_sums()
-        self._best = None
+        self._withheld = None
         self.state.held_since = None
+        if self._sustained is not None:
+            self._sustained.reset()
 
     # -- state ------------------------------------------------------------------------------------------
     def take_changed(self) -> bool:
@@ -402,9 +424,12 @@ class DropTracker:
         state = self.state
         state.recent = [self._dump(b) for b in self._recent]
         state.normal = [self._dump(b) for b in self._normal]
-        state.floor = [Snapshot(taken_at=at, moments=Moments.of(s)) for at, s in self._floor]
+        state.withheld = None if self._withheld is None else self._dump(self._withheld)
+        state.floor = self._floor.dump()
         state.counted_until = self._newest
         state.pending = [_digest(key) for key in pending]
+        if self._sustained is not None:
+            self._sustained.dump()
         return state
 
     @staticmethod

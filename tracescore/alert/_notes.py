@@ -147,6 +147,11 @@ def drop_note(
         f"({_SIGNAL_TEXT[rule.signal]}; {reading.offline_n} offline + {reading.llm_n} LLM{tag})"
     )
     bound = f"at least {reading.lower:.2f} at {drop.confidence * 100:g}% confidence"
+    if reading.test == "sustained":  # the CUSUM's alarm: the answers since the drop began
+        bound = (
+            f"a sustained drop: evidence of a drop of {drop.sustained_drop or drop.min_drop:.2f} past the "
+            f"threshold set for one false alarm per {drop.sustained_every or 0:,.0f} {units} at the normal"
+        )
     change, other_severity = _change(state, level, other)
     fell = f"fell {reading.drop:.2f} below {against}: {levels}; {bound}"
     if accepted:
@@ -156,6 +161,8 @@ def drop_note(
         )
     elif state == "firing" and change:
         summary = f"{subject} {change} from {other} to {level}: {fell}, {level} drop {minimum:.2f}"
+    elif state == "firing" and reading.test == "sustained":
+        summary = f"{subject} {fell}"
     elif state == "firing":
         summary = f"{subject} {fell} >= {level} drop {minimum:.2f}"
     elif change:
@@ -175,6 +182,7 @@ def drop_note(
         normal_samples=reading.normal_n,
         drop=reading.drop,
         drop_lower=reading.lower,
+        drop_test=reading.test,
     )  # fmt: skip
 
 

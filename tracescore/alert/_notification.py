@@ -83,6 +83,9 @@ class Notification(BaseModel):
     normal_samples: int | None = None
     drop: float | None = None
     drop_lower: float | None = None
+    # Which test decided: the window's bound (`window`), or the CUSUM's evidence of a sustained drop
+    # (`sustained`; then value and samples are the answers since the drop began)
+    drop_test: Literal["window", "sustained"] | None = None
     change: Change | None = None
     from_severity: Severity | None = None  # escalated / de-escalated firing: the severity it replaces
     to_severity: Severity | None = None  # the resolve of a replaced severity: the one that replaced it

@@ -79,6 +79,11 @@ class DropState(LevelState):
     recent: list[Bucket] = Field(default_factory=list, description="The window's older answers, as sums.")
     normal: list[Bucket] = Field(default_factory=list, description="The trailing normal, oldest first.")
     floor: list[Snapshot] = Field(default_factory=list, description="Best normals of the floor's span.")
+    withheld: Bucket | None = Field(
+        default=None,
+        description="Answers that left the window while a drop was suspected: learned into the normal when "
+        "the suspicion clears, forgotten if it pages.",
+    )
     # What a restart needs to count no answer twice when it reads the last minutes again to refill the rule's
     # window: the newest record time seen when this was written, and the answers then still waiting in the
     # rule's window, not yet counted (hashes: bounded whatever the ids; at most the rule's window_count).
@@ -87,8 +92,16 @@ class DropState(LevelState):
     held_since: datetime | None = Field(
         default=None, description="The normal held: a drop suspected or firing."
     )
+    suspicion_spent: bool = Field(
+        default=False, description="A suspicion held the normal a window's span without a page: not again."
+    )
     learned_at: datetime | None = Field(default=None, description="When the normal first had enough answers.")
     late: int = Field(default=0, description="Records that came too late to count (already-counted answers).")
+    # The sustained-drop test (alert/_cusum.py); states written before it read as a silent start.
+    cusum: float = Field(default=0.0, description="The CUSUM: evidence of a drop since it last left 0.")
+    cusum_run: Moments | None = Field(default=None, description="The answers since the CUSUM last left 0.")
+    cusum_drop: float | None = Field(default=None, description="Set while it alarms: the drop it found.")
+    cusum_recovery: float = Field(default=0.0, description="While it alarms: evidence of a recovery.")
 
 
 class AlertState(LevelState):

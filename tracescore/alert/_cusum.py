@@ -1,0 +1,148 @@
+"""A drop rule's sustained-drop test: Page's CUSUM on each answer as it is counted, against the normal.
+
+The window test (alert/_drop.py) compares a window with the normal: best for a large drop, which shows in a
+few hundred answers, but a drop of the size of its noise never reaches its bound within a day's window (on
+long answers the offline judge moves its pass rate by only 0.0375 when hallucinations go from 5% to 30%).
+The CUSUM adds each answer's evidence of a drop of `size` up as the answer comes, however long the drop
+takes to show:
+
+    S = max(0, S + log p1(v) / p0(v)),  p0 = the normal's level read low, p1 = p0 - size
+    log p1(v) / p0(v) = v log(p1 / p0) + (1 - v) log((1 - p1) / (1 - p0))
+
+(v: the answer's value as the window test reads it, 1 or 0 under `signal: label`; for a score in between,
+the same linear form). The normal is estimated, and an error of it is a drift the CUSUM adds up as
+faithfully as a drop, so p0 is the normal's level `_REFERENCE_Z` standard errors low: a normal of few
+answers (a route that just learned it) makes a slower test, not a noisy one. It alarms when S reaches the
+threshold at which a route at the normal's level alarms about once per `every` answers (`_threshold`:
+Siegmund's approximation of the run to a false alarm, for increments whose mean is below 0): lower where
+the normal is known loosely (p0 then sits well below the level, the increments drift down faster), so
+the margin is not paid twice.
+
+After the alarm a second CUSUM weighs the route being back at its normal against it staying below it by
+half the drop found (at least `size`; the drop is that of the answers since S last left 0: the run, the
+drop's likeliest start), with the same threshold rule; the alarm ends when it is reached. Each answer is
+counted once (the drop rule counts it when it leaves the rule's window), so the statistic survives a
+restart in the route's state (`DropState`).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from tracescore.alert._estimate import C_N, C_SUM, R_N, R_SUM, Sums, add_sums, empty_sums, plain_level
+from tracescore.alert._state import DropState, Moments
+
+__all__ = ["Sustained", "answer_value"]
+
+_REFERENCE_Z = 1.5  # the normal is read this many standard errors low (chosen on half 0, BENCHMARKS.md)
+_EDGE = 1e-4  # levels are kept within (edge, 1 - edge): a route at exactly 1.0 still has a likelihood
+
+
+def answer_value(part: Sums, correction: float) -> float | None:
+    """One answer's value as the window test reads it (its LLM value in stratum C, its offline value with
+    the route's correction in R), within 0..1; None for one that adds no value (an unpaired LLM record)."""
+    n = part[C_N] + part[R_N]
+    if n <= 0:
+        return None
+    return min(1.0, max(0.0, (part[C_SUM] + part[R_SUM] + part[R_N] * correction) / n))
+
+
+def _clamp(p: float) -> float:
+    return min(1 - _EDGE, max(_EDGE, p))
+
+
+def _llr(value: float, p0: float, p1: float) -> float:
+    """log p1(v) / p0(v) of a value in 0..1 (Bernoulli's, linear in v)."""
+    return value * math.log(p1 / p0) + (1 - value) * math.log((1 - p1) / (1 - p0))
+
+
+@lru_cache(maxsize=256)
+def _threshold(p0: float, p1: float, every: float, level: float | None = None) -> float:
+    """The CUSUM's threshold for one false alarm per about `every` answers on a route at `level` (default
+    p0): with θ the root above 0 of E[e^(θ X)] = 1 for the increments X there (1 at p0; above 1 for a
+    route above p0) and μ their mean, the run to a false alarm is about e^(θ h) / (θ |μ|), so
+    h = log(every · θ |μ|) / θ (at least 1)."""
+    p = p0 if level is None else max(level, p0)
+    a, b = math.log(p1 / p0), math.log((1 - p1) / (1 - p0))
+    mu = p * a + (1 - p) * b
+    low, high = 1.0 - 1e-9, 64.0  # E[e^(θX)] - 1 is below 0 between 0 and the root, above it after
+    for _ in range(60):
+        mid = (low + high) / 2
+        if p * math.exp(mid * a) + (1 - p) * math.exp(mid * b) < 1:
+            low = mid
+        else:
+            high = mid
+    theta = max(1.0, low)
+    return max(1.0, math.log(max(1.0, every * theta * abs(mu))) / theta)
+
+
+class Sustained:
+    """The sustained-drop test of one route; its values live in the route's `DropState` (`cusum`,
+    `cusum_recovery`, `cusum_drop`) and `run` (the sums of the answers since the CUSUM last left 0),
+    which `dump` writes back."""
+
+    def __init__(self, size: float, every: float, state: DropState) -> None:
+        self.size = size
+        self.every = every
+        self.state = state
+        self.run: Sums = empty_sums() if state.cusum_run is None else state.cusum_run.values()
+
+    @property
+    def alarm(self) -> bool:
+        return self.state.cusum_drop is not None
+
+    def levels(self, normal: Sums, correction: float) -> tuple[float, float, float] | None:
+        """(p0, p1, the normal's level): what the test weighs against each other now; None while the normal
+        has no answer."""
+        level, _, n = plain_level(normal, correction)
+        if n <= 0:
+            return None
+        # With one pass and one fail added (Laplace), and a Bernoulli's spread at that level (the most a
+        # value in 0..1 can have): a normal of a few answers, or of passes only, is no certainty that one
+        # failing answer could overturn.
+        level = (level * n + 1) / (n + 2)
+        p0 = _clamp(level - _REFERENCE_Z * math.sqrt(level * (1 - level) / n))
+        return p0, _clamp(p0 - self.size), level
+
+    def evidence(self, normal: Sums, correction: float) -> float:
+        """S as a share of the threshold it alarms at (1: alarm)."""
+        levels = self.levels(normal, correction)
+        return 0.0 if levels is None else self.state.cusum / _threshold(*levels[:2], self.every, levels[2])
+
+    def add(self, value: float, part: Sums, normal: Sums, correction: float, sign: float = 1.0) -> None:
+        """One answer's value (`part`: its sums) against the normal; `sign` -1 takes back one counted before
+        (a later record of it replaces it)."""
+        levels = self.levels(normal, correction)
+        if levels is None:
+            return
+        p0, p1, level = levels
+        state = self.state
+        if state.cusum_drop is not None:  # alarmed: is the route back at its normal, or still at the drop?
+            # Half the drop found: the run it was measured on began where the answers looked worst, so
+            # the drop is overstated; still at half of it is no recovery (the window test's rule alike).
+            dropped = _clamp(level - max(self.size, state.cusum_drop / 2))
+            back = _clamp(max(level, dropped + _EDGE))
+            state.cusum_recovery = max(0.0, state.cusum_recovery + sign * _llr(value, dropped, back))
+            add_sums(self.run, part, sign)
+            if state.cusum_recovery >= _threshold(dropped, back, self.every):
+                self.reset()
+            return
+        state.cusum = max(0.0, state.cusum + sign * _llr(value, p0, p1))
+        if state.cusum == 0.0:
+            self.run = empty_sums()  # the drop's likeliest start is after this answer
+            return
+        add_sums(self.run, part, sign)
+        if state.cusum >= _threshold(p0, p1, self.every, level):
+            found, _, n = plain_level(self.run, correction)
+            state.cusum_drop = max(self.size, level - found) if n else self.size
+            state.cusum, state.cusum_recovery = 0.0, 0.0
+
+    def reset(self) -> None:
+        """Back to a silent start: the route recovered, or its normal was learned again."""
+        state = self.state
+        state.cusum, state.cusum_recovery, state.cusum_drop = 0.0, 0.0, None
+        self.run = empty_sums()
+
+    def dump(self) -> None:
+        self.state.cusum_run = Moments.of(self.run) if any(self.run) else None
