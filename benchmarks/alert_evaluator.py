@@ -4,7 +4,8 @@ For each record the service parses the JSON (EvaluationRecord.model_validate_jso
 evaluator (add + evaluate: windows, confidence bound, transitions). This prints both per-record times and
 their ratio, for few routes and for a burst over many routes past `max_routes` (eviction on every record),
 for a route with a 10% LLM baseline (the correction's pair memory full: 200 pairs), for a window of 500, and
-for a rule with a drop part at its defaults (window 1,000, normal 7,000, as sums).
+for a rule with a drop part at its defaults (window 1,000, normal 7,000, as sums), and that rule on one route
+(its 20,000 records fill the drop window and the normal, so the sustained-drop test runs on every answer).
 
     python3 benchmarks/alert_evaluator.py
 """
@@ -72,6 +73,8 @@ def main() -> None:
         (10, 10_000, 0, "window 500"),
         (10, 10_000, 0, "50 + drop"),
         (10, 10_000, 10, "50 + drop"),
+        (1, 10_000, 0, "50 + drop"),
+        (1, 10_000, 10, "50 + drop"),
     ):
         data = payloads(routes, every)
         start = time.perf_counter()

@@ -11,7 +11,7 @@ record changes a key's state (a pydantic `StateRecord` with a schema version), w
 decides, and which states to save. Docs: Contributing, Architecture (state, commits and restarts).
 """
 
-from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall
+from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S, BoundedCall
 from tracescore._service._changelog import Changelog, ChangelogError, PartitionMeta
 from tracescore._service._clock import StreamClock, StreamTime
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
@@ -29,6 +29,7 @@ __all__ = [
     "OUTPUT_ID_HEADER",
     "OVERDUE_EXIT",
     "PAUSE_ENV",
+    "STOP_CHECK_S",
     "BoundedCall",
     "Changelog",
     "ChangelogError",

@@ -17,7 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, KafkaTimeoutError
 
-__all__ = ["BROKER_WAIT_S", "BoundedCall", "poll_or_nothing"]
+__all__ = ["BROKER_WAIT_S", "STOP_CHECK_S", "BoundedCall", "poll_or_nothing"]
 
 T = TypeVar("T")
 _log = logging.getLogger("tracescore")
@@ -25,7 +25,7 @@ _log = logging.getLogger("tracescore")
 # The longest one broker call of a tick may take (a look for the state topic, the stream time's reads). A
 # stop interrupts the waits that `BoundedCall` runs; the others are part of the services' stop_timeout_s.
 BROKER_WAIT_S = 10.0
-_SLICE_S = 0.1  # how soon a stop asked for ends the wait
+STOP_CHECK_S = 0.1  # how often a wait on another thread looks whether a stop (or its deadline) came
 
 
 class BoundedCall(Generic[T]):
@@ -44,7 +44,7 @@ class BoundedCall(Generic[T]):
             self._under_way = _Run(self._call)
         run = self._under_way
         deadline = time.monotonic() + timeout_s
-        while not run.done.wait(_SLICE_S):
+        while not run.done.wait(STOP_CHECK_S):
             if stopping():
                 raise KafkaTimeoutError(f"{self.what}: given up on, a stop was asked for")
             if time.monotonic() >= deadline:
@@ -85,7 +85,6 @@ def poll_or_nothing(consumer: KafkaConsumer, timeout_ms: int) -> dict[TopicParti
         if not exc.retriable:
             raise
         _log.debug("poll: %s; polling again", exc)
-        time.sleep(
-            timeout_ms / 1000
-        )  # what the poll would have waited: no busy loop while the broker is away
+        # What the poll would have waited: no busy loop while the broker is away.
+        time.sleep(timeout_ms / 1000)
         return {}

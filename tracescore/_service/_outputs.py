@@ -22,6 +22,7 @@ from kafka.producer.future import FutureRecordMetadata
 
 from tracescore._kafka import read_partitions
 from tracescore._kafka_config import KafkaConnection
+from tracescore._service._bounded import STOP_CHECK_S
 from tracescore._service._crash import crash_point
 
 __all__ = [
@@ -39,7 +40,6 @@ OUTPUT_DIGEST_HEADER = "tracescore.output.digest"
 _log = logging.getLogger("tracescore")
 Marks = dict[str, dict[int, int]]  # topic -> partition -> offset
 _REFRESH_S = 60.0  # how stale the known end offsets may get (other instances write to the same partitions)
-_SLICE_S = 0.2  # how soon a wait notices a stop's deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +65,9 @@ def delivered(
     """Wait until every send of `futures` is acknowledged or failed (the producer retries a restarting broker
     up to its delivery timeout; KafkaTimeoutError past `timeout_s` if given); the failures."""
     pending = list(futures)
-    producer.flush(
-        timeout_s
-    )  # else bounded by the producer's delivery timeout: every batch completes or expires
-    return [f.exception for f in pending if f.failed() and f.exception is not None]
+    # Without timeout_s, bounded by the producer's delivery timeout: every batch completes or expires.
+    producer.flush(timeout_s)
+    return _failures(pending)
 
 
 def delivered_until(
@@ -81,13 +80,17 @@ def delivered_until(
     pending = list(futures)
     while True:
         try:
-            producer.flush(_SLICE_S)
+            producer.flush(STOP_CHECK_S)
         except KafkaTimeoutError:
             deadline = stop_deadline()
             if deadline is not None and time.monotonic() >= deadline:
                 return None
             continue
-        return [f.exception for f in pending if f.failed() and f.exception is not None]
+        return _failures(pending)
+
+
+def _failures(futures: Iterable[FutureRecordMetadata]) -> list[Exception]:
+    return [f.exception for f in futures if f.failed() and f.exception is not None]
 
 
 def seconds_left(deadline: float | None) -> float | None:

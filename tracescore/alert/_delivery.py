@@ -14,12 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tracescore._service import STOP_CHECK_S
 from tracescore.alert._notification import Notification
 from tracescore.alert._sinks import Sink
 
 __all__ = ["Delivered", "deliver"]
-
-_SLICE_S = 0.1  # how soon the wait notices the stop's deadline
 
 
 @dataclass
@@ -58,7 +57,7 @@ def deliver(
     worker = threading.Thread(target=run, name="tracescore-alert-delivery", daemon=True)
     worker.start()
     while worker.is_alive():
-        worker.join(_SLICE_S)
+        worker.join(STOP_CHECK_S)
         if worker.is_alive() and past_deadline():
             with lock:
                 given_up = True  # the worker records nothing more and starts no other notification
