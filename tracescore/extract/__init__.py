@@ -20,6 +20,7 @@ from tracescore.extract._recognizers import (
     OpenInferenceRecognizer,
     OpenLLMetryRecognizer,
     SpringAIRecognizer,
+    StrandsRecognizer,
     TracescoreRecognizer,
     VercelAIRecognizer,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "Recognizer",
     "Skip",
     "SpringAIRecognizer",
+    "StrandsRecognizer",
     "TracescoreRecognizer",
     "VercelAIRecognizer",
     "extract",

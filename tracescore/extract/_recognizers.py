@@ -11,6 +11,7 @@ from tracescore.extract._openinference import OpenInference
 from tracescore.extract._openllmetry import OpenLLMetry
 from tracescore.extract._reader import ConventionReader
 from tracescore.extract._spring_ai import SpringAI
+from tracescore.extract._strands import Strands
 from tracescore.extract._tracescore import Tracescore
 from tracescore.extract._vercel import VercelAI
 
@@ -22,6 +23,7 @@ __all__ = [
     "OpenInferenceRecognizer",
     "OpenLLMetryRecognizer",
     "SpringAIRecognizer",
+    "StrandsRecognizer",
     "TracescoreRecognizer",
     "VercelAIRecognizer",
 ]
@@ -53,6 +55,10 @@ class MLflowRecognizer(ConventionReader, convention=MLflow()):
 
 class SpringAIRecognizer(ConventionReader, convention=SpringAI()):
     """Spring AI's observations (Micrometer Tracing's OpenTelemetry bridge)."""
+
+
+class StrandsRecognizer(ConventionReader, convention=Strands()):
+    """Strands Agents' own tracing (OTel GenAI conventions, content as span attributes)."""
 
 
 class VercelAIRecognizer(ConventionReader, convention=VercelAI()):
