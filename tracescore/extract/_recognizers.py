@@ -6,6 +6,7 @@ from __future__ import annotations
 from tracescore.extract._genai import GenAI
 from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
+from tracescore.extract._mastra import Mastra
 from tracescore.extract._mlflow import MLflow
 from tracescore.extract._openinference import OpenInference
 from tracescore.extract._openllmetry import OpenLLMetry
@@ -20,6 +21,7 @@ __all__ = [
     "HaystackRecognizer",
     "LangfuseRecognizer",
     "MLflowRecognizer",
+    "MastraRecognizer",
     "OpenInferenceRecognizer",
     "OpenLLMetryRecognizer",
     "SpringAIRecognizer",
@@ -59,6 +61,10 @@ class SpringAIRecognizer(ConventionReader, convention=SpringAI()):
 
 class StrandsRecognizer(ConventionReader, convention=Strands()):
     """Strands Agents' own tracing (OTel GenAI conventions, content as span attributes)."""
+
+
+class MastraRecognizer(ConventionReader, convention=Mastra()):
+    """Mastra's tracing exported by its OtelExporter (OTel GenAI conventions)."""
 
 
 class VercelAIRecognizer(ConventionReader, convention=VercelAI()):
