@@ -3,12 +3,17 @@ should become: an interaction read by a given convention, or an explained skip."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+
+from tracescore.consume import decode_message
+from tracescore.extract import Extraction, extract
+from tracescore.model import DecodedSpan, Trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T = TypeVar("T")
@@ -307,3 +312,28 @@ def recordings() -> list[Recording]:
             )
     assert len(found) >= 60, f"fixtures missing under {FIXTURES}: run fixtures/record.py"
     return found
+
+
+def spans_of(recording: Recording) -> list[DecodedSpan]:
+    return decode_message(recording.payload)
+
+
+def extracted(spans: list[DecodedSpan]) -> Extraction:
+    return extract(Trace(spans[0].trace_id, tuple(spans)))
+
+
+def without(spans: list[DecodedSpan], *keys: str) -> list[DecodedSpan]:
+    """The recorded spans as an app without that part of the content capture would have sent them."""
+    return [
+        dataclasses.replace(s, attributes={k: v for k, v in s.attributes.items() if k not in keys})
+        for s in spans
+    ]
+
+
+def replaced(spans: list[DecodedSpan], key: str, value: Any) -> list[DecodedSpan]:
+    """The recorded spans with another value of `key` where they carry it (another shape the library
+    writes)."""
+    return [
+        dataclasses.replace(s, attributes={**s.attributes, key: value}) if key in s.attributes else s
+        for s in spans
+    ]

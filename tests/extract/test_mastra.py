@@ -4,32 +4,22 @@ input), its tool's documents and its answer, in its memory's thread and resource
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
-from recorded import Recording, recordings
+from recorded import extracted, recordings, replaced, spans_of
 
-from tracescore.consume import decode_message
-from tracescore.extract import Extraction, GenAIRecognizer, extract
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.extract import GenAIRecognizer
+from tracescore.model import Interaction, Trace
 
 RECORDED = {r.id: r for r in recordings() if r.source == "mastra"}
 AGENT_INPUT = "mastra.agent_run.input"
 
 
-def _spans(recording: Recording) -> list[DecodedSpan]:
-    return decode_message(recording.payload)
-
-
-def _extract(spans: list[DecodedSpan]) -> Extraction:
-    return extract(Trace(spans[0].trace_id, tuple(spans)))
-
-
 @pytest.mark.parametrize("scenario", ["generate_faithful", "stream_unfaithful"])
 def test_the_agent_call_is_read_with_its_question_documents_and_answer(scenario: str) -> None:
     recording = RECORDED[f"mastra/{scenario}"]
-    [interaction] = _extract(_spans(recording)).interactions
+    [interaction] = extracted(spans_of(recording)).interactions
     assert interaction.convention == "mastra" and interaction.span.name == "invoke_agent aurora_support"
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
     assert interaction.question_missing is None
@@ -46,24 +36,19 @@ def test_an_agent_called_with_messages_asks_its_last_user_message() -> None:
         {"role": "assistant", "content": "Hello, how can I help?"},
         {"role": "user", "content": recording.question},
     ]
-    spans = [
-        dataclasses.replace(s, attributes={**s.attributes, AGENT_INPUT: json.dumps(messages)})
-        if AGENT_INPUT in s.attributes
-        else s
-        for s in _spans(recording)
-    ]
-    [interaction] = _extract(spans).interactions
+    spans = replaced(spans_of(recording), AGENT_INPUT, json.dumps(messages))
+    [interaction] = extracted(spans).interactions
     assert interaction.record.query == recording.question
 
 
 def test_the_conversation_is_the_memorys_thread_and_its_user_the_resource() -> None:
-    [interaction] = _extract(_spans(RECORDED["mastra/stream_faithful"])).interactions
+    [interaction] = extracted(spans_of(RECORDED["mastra/stream_faithful"])).interactions
     assert (interaction.session_id, interaction.user_id) == ("thread-stream_faithful", "user-42")
 
 
 def test_the_agent_is_scored_once_as_mastra_not_again_as_otel_genai() -> None:
-    spans = _spans(RECORDED["mastra/generate_unfaithful"])
-    assert [i.convention for i in _extract(spans).interactions] == ["mastra"]
+    spans = spans_of(RECORDED["mastra/generate_unfaithful"])
+    assert [i.convention for i in extracted(spans).interactions] == ["mastra"]
     # Alone, the GenAI reader finds no question: Mastra's model calls record no input messages.
     [generic] = GenAIRecognizer().recognize(Trace(spans[0].trace_id, tuple(spans)))
     assert isinstance(generic, Interaction) and generic.record.query is None

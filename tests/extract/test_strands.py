@@ -5,15 +5,13 @@ the agent resent."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
-from recorded import Recording, recordings
+from recorded import Recording, extracted, recordings, replaced, spans_of
 
-from tracescore.consume import decode_message
-from tracescore.extract import Extraction, GenAIRecognizer, extract
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.extract import GenAIRecognizer
+from tracescore.model import Interaction, Trace
 
 RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "strands_conversation")}
 TURNS = [r for r in RECORDED.values() if r.conversation and r.expected[0] == "interaction"]
@@ -21,28 +19,10 @@ CONTENT_ON_SPANS = "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental,gen
 TOOL_RESULT, OUTPUT_MESSAGES = "gen_ai.tool.call.result", "gen_ai.output.messages"
 
 
-def _spans(recording: Recording) -> list[DecodedSpan]:
-    return decode_message(recording.payload)
-
-
-def _extract(spans: list[DecodedSpan]) -> Extraction:
-    return extract(Trace(spans[0].trace_id, tuple(spans)))
-
-
-def _tool_result(spans: list[DecodedSpan], result: str) -> list[DecodedSpan]:
-    """The recorded spans with another tool result, as Strands writes it."""
-    return [
-        dataclasses.replace(s, attributes={**s.attributes, TOOL_RESULT: result})
-        if TOOL_RESULT in s.attributes
-        else s
-        for s in spans
-    ]
-
-
 @pytest.mark.parametrize("scenario", ["faithful", "stream_unfaithful"])
 def test_the_agent_call_is_read_with_each_document_its_tool_returned(scenario: str) -> None:
     recording = RECORDED[f"strands/{scenario}"]
-    [interaction] = _extract(_spans(recording)).interactions
+    [interaction] = extracted(spans_of(recording)).interactions
     assert interaction.convention == "strands" and interaction.span.name == "invoke_agent aurora_support"
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
     # Strands' content blocks hold the tool's list of texts as JSON: one document each, not one JSON text.
@@ -55,30 +35,32 @@ def test_the_agent_call_is_read_with_each_document_its_tool_returned(scenario: s
 
 
 def test_a_tool_that_returned_one_text_is_one_document() -> None:
-    spans = _tool_result(_spans(RECORDED["strands/faithful"]), json.dumps([{"text": "Battery: 14 hours."}]))
-    [interaction] = _extract(spans).interactions
+    spans = replaced(
+        spans_of(RECORDED["strands/faithful"]), TOOL_RESULT, json.dumps([{"text": "Battery: 14 hours."}])
+    )
+    [interaction] = extracted(spans).interactions
     assert interaction.record.contexts == ("Battery: 14 hours.",)
 
 
 def test_the_answer_is_the_agents_text_without_the_newline_strands_ends_it_with() -> None:
     recording = RECORDED["strands/unfaithful"]
-    spans = _spans(recording)
+    spans = spans_of(recording)
     [agent] = [s for s in spans if s.name == "invoke_agent aurora_support"]
     assert f"{recording.answer}\\n" in agent.attributes[OUTPUT_MESSAGES]  # str(AgentResult), as recorded
-    [interaction] = _extract(spans).interactions
+    [interaction] = extracted(spans).interactions
     assert interaction.record.answer == recording.answer
 
 
 @pytest.mark.parametrize("scenario", ["legacy_faithful", "events_faithful"])
 def test_messages_written_as_span_events_are_skipped_naming_the_setting(scenario: str) -> None:
-    found = _extract(_spans(RECORDED[f"strands/{scenario}"]))
+    found = extracted(spans_of(RECORDED[f"strands/{scenario}"]))
     [skip] = found.skips
     assert found.interactions == [] and skip.reason == "content_not_captured" and skip.convention == "strands"
     assert CONTENT_ON_SPANS in skip.detail and "span events" in skip.detail
 
 
 def test_redacted_texts_are_skipped_naming_the_keys_to_leave_unredacted() -> None:
-    found = _extract(_spans(RECORDED["strands/redacted_faithful"]))
+    found = extracted(spans_of(RECORDED["strands/redacted_faithful"]))
     [skip] = found.skips
     assert found.interactions == [] and skip.reason == "content_not_captured"
     assert "gen_ai_unredacted_attributes=" in skip.detail
@@ -87,15 +69,15 @@ def test_redacted_texts_are_skipped_naming_the_keys_to_leave_unredacted() -> Non
 
 def test_a_redacted_tool_result_is_never_a_document_the_models_input_still_holds_it() -> None:
     recording = RECORDED["strands/faithful"]
-    [interaction] = _extract(_tool_result(_spans(recording), "[REDACTED]")).interactions
+    [interaction] = extracted(replaced(spans_of(recording), TOOL_RESULT, "[REDACTED]")).interactions
     # Redaction left the model's input messages (gen_ai_unredacted_attributes=gen_ai.input.messages).
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     assert {s.kind for s in interaction.context_sources} == {"tool_message"}
 
 
 def test_the_agent_is_scored_once_as_strands_not_again_as_otel_genai() -> None:
-    spans = _spans(RECORDED["strands/faithful"])
-    assert [i.convention for i in _extract(spans).interactions] == ["strands"]
+    spans = spans_of(RECORDED["strands/faithful"])
+    assert [i.convention for i in extracted(spans).interactions] == ["strands"]
     # Alone, the GenAI reader takes the content blocks for one document: what the Strands reader is for.
     [generic] = GenAIRecognizer().recognize(Trace(spans[0].trace_id, tuple(spans)))
     assert isinstance(generic, Interaction) and len(generic.record.contexts) == 1
@@ -103,7 +85,7 @@ def test_the_agent_is_scored_once_as_strands_not_again_as_otel_genai() -> None:
 
 @pytest.mark.parametrize("recording", TURNS, ids=lambda r: r.id)
 def test_each_chat_turn_is_read_in_its_session_with_what_the_agent_resent(recording: Recording) -> None:
-    [interaction] = _extract(_spans(recording)).interactions
+    [interaction] = extracted(spans_of(recording)).interactions
     conversation = recording.conversation
     assert conversation is not None
     assert interaction.session_id == conversation["session_id"]
