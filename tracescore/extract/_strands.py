@@ -36,7 +36,7 @@ class Strands(GenAI):
     """The keys Strands Agents writes beyond the OTel GenAI ones, its settings, and its readers."""
 
     name = "strands"
-    PROVIDER = ("gen_ai.provider.name", "gen_ai.system")
+    PROVIDER, SYSTEM = "gen_ai.provider.name", "gen_ai.system"  # SYSTEM: before the latest conventions
     STRANDS = "strands-agents"
     REDACTED = "[REDACTED]"
     # The content blocks of a tool result that hold what the tool returned.
@@ -95,8 +95,9 @@ class Strands(GenAI):
         )
 
     def _is_strands(self, span: DecodedSpan) -> bool:
-        attributes = span.attributes
-        return any(attributes.get(key) == self.STRANDS for key in self.PROVIDER)
+        # Two lookups, no generator: this runs on every span of every trace no earlier reader covered.
+        get = span.attributes.get
+        return get(self.PROVIDER) == self.STRANDS or get(self.SYSTEM) == self.STRANDS
 
     def _redacted(self, span: DecodedSpan, key: str) -> bool:
         return span.attributes.get(key) == self.REDACTED
