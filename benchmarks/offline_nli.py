@@ -47,8 +47,8 @@ from pathlib import Path
 
 import numpy as np
 from _lockbox import open_lockbox
-from halueval_accuracy import DEFAULT_PATHS, Row, Shape, cross_validate, halves, load, score_all
-from offline_semantic import OFF, rejudged
+from halueval_accuracy import DEFAULT_PATHS, Row, Shape, load, score_all
+from offline_semantic import OFF, rejudged, report_choice
 
 from tracescore.model import FaithfulnessClaim, MetricResult, Usage, Verdict
 from tracescore.score.judges._offline_claim import IndexedContext
@@ -307,16 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         separation(scored, cut, neither)
         shapes.append(Shape(scored.name, scored.rows, variants(scored, neither), guard))
     print(f"\nsettings: (variant, contradiction cut, decision threshold, min_confidence); {OFF}: today's")
-    pooled, chosen = cross_validate(shapes, args.folds)
-    print(f"{args.folds}-fold cross-validation over groups, held-out predictions pooled:")
-    for shape, confusion in zip(shapes, pooled, strict=True):
-        print(f"  {shape.name}: {confusion.line()}")
-    print(f"  chosen per fold: {', '.join(str(s) for s in chosen)}")
-    print("halves, chosen on one, measured on the other (| today's judge, shipped settings):")
-    for direction, setting, held, today in halves(shapes, (*OFF, 0.4, 0.5)):
-        print(f"  {direction}: chosen {setting}")
-        for shape, confusion, default in zip(shapes, held, today, strict=True):
-            print(f"    {shape.name}: {confusion.line()}   | {default.line()}")
+    report_choice(shapes, args.folds)
     print("each variant at the shipped settings (threshold 0.4, min_confidence 0.5):")
     every = [(s, list(range(len(s.rows)))) for s in shapes]
     for key in shapes[0].scores:
