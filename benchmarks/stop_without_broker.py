@@ -2,14 +2,16 @@
 gone, against the same stop with the broker up (in the same run).
 
     python benchmarks/stop_without_broker.py [--service consume conversations] [--broker-gone 2] [--runs 2]
-                                             [--code DIR]
+                                             [--judge-hangs] [--code DIR]
 
 Each run starts the service as a process against a real broker, on topics of its own, with work read and not
 committed yet (consume: a message dead-lettered, committed only every 60 s; conversations: three turns of an
 open conversation, `--quiet-seconds 600`), waits until it holds its partitions, then sends SIGTERM: once with
-the broker up, once `--broker-gone` seconds after the broker stopped (restarted after). Prints each stop's
-seconds and what the service said about its offsets on the way out; the last line is JSON.
-`--code` runs the service of another tree, e.g. `git archive <commit> tracescore | tar -x -C /tmp/before`.
+the broker up, once `--broker-gone` seconds after the broker stopped (restarted after). `--judge-hangs`
+(consume): one RAG interaction too, whose call to the (local) LLM judge never answers, so the stop's drain
+waits as long as it may. Prints each stop's seconds and what the service said about its offsets on the way
+out; the last line is JSON. `--code` runs the service of another tree, e.g. `git archive <commit> | tar -x -C
+/tmp/before`.
 """
 
 from __future__ import annotations
@@ -29,16 +31,33 @@ from _runs import ConversationsProcess, add_run_options
 from conversations_crash import turn_records
 from kafka import KafkaProducer
 
+from tracescore.testing.judge_server import JudgeServer
 from tracescore.testing.kafka_broker import KafkaBroker
 
 SERVICES = ("consume", "conversations")
 READY = "assigned partitions"
+HANGS_S = 3600.0  # a judge reply that never comes within any stop
+APP = """
+import tracescore
+tracescore.init(service_name="stop-bench", bootstrap_servers={bootstrap!r}, topic={topic!r})
+
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "Paris is the capital of France."
+
+answer("capital of France?", ["Paris is the capital of France."])
+tracescore.shutdown(timeout_s=60)
+"""
 
 
-def started(service: str, bootstrap: str, code: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """The service with work read and not committed, once it holds its partitions; its log's path."""
+def started(
+    service: str, bootstrap: str, code: Path, judge: JudgeServer | None = None
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """The service with work read and not committed, once it holds its partitions (and, with a `judge`, once
+    a call to it is under way); its log's path."""
     prefix = f"stop{uuid.uuid4().hex[:8]}"
     producer = KafkaProducer(bootstrap_servers=bootstrap)
+    calls = judge.stats.chat_requests if judge is not None else 0
     if service == "consume":
         producer.send(f"{prefix}.spans", b"not OTLP")  # dead-lettered, its offset committed later
         command = [
@@ -48,6 +67,19 @@ def started(service: str, bootstrap: str, code: Path) -> tuple[subprocess.Popen[
             "--evaluation-spans-topic", f"{prefix}.evaluation-spans", "--commit-interval", "60",
         ]  # fmt: skip
         env = ConversationsProcess(bootstrap, prefix, code, "600").env
+        if judge is not None:  # a RAG interaction, scored by the LLM judge only: its call never answers
+            app = APP.format(bootstrap=bootstrap, topic=f"{prefix}.spans")
+            subprocess.run([sys.executable, "-c", app], cwd=code, env=env, check=True, timeout=180)
+            command += [
+                "--judge",
+                "openai",
+                "--no-cascade",
+                "--base-url",
+                judge.base_url,
+                "--model",
+                judge.model,
+            ]
+            env["TRACESCORE_JUDGE_API_KEY"] = "unused"
     else:
         process = ConversationsProcess(bootstrap, prefix, code, "600")  # the conversation stays open
         for record in turn_records(1):
@@ -59,7 +91,9 @@ def started(service: str, bootstrap: str, code: Path) -> tuple[subprocess.Popen[
     with log.open("wb") as out:
         member = subprocess.Popen(command, env=env, cwd=code, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
-    while READY not in log.read_text(errors="replace"):
+    while READY not in log.read_text(errors="replace") or (
+        judge is not None and judge.stats.chat_requests <= calls
+    ):
         if member.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"{service} never held partitions:\n{log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.2)
@@ -88,16 +122,20 @@ def stopped(member: subprocess.Popen[bytes], log: Path) -> tuple[float, int | No
     return seconds, status, said
 
 
-def run(broker: KafkaBroker, service: str, args: argparse.Namespace) -> dict[str, Any]:
-    member, log = started(service, broker.bootstrap_servers, args.code)
+def run(
+    broker: KafkaBroker, service: str, args: argparse.Namespace, judge: JudgeServer | None
+) -> dict[str, Any]:
+    judge = judge if service == "consume" else None
+    member, log = started(service, broker.bootstrap_servers, args.code, judge)
     up_s, up_status, _ = stopped(member, log)
-    member, log = started(service, broker.bootstrap_servers, args.code)
+    member, log = started(service, broker.bootstrap_servers, args.code, judge)
     broker.stop()
     time.sleep(args.broker_gone)
     gone_s, gone_status, said = stopped(member, log)
     broker.start()  # the same address, for the next run
     return {
         "service": service,
+        "judge_hangs": judge is not None,
         "stop_s_broker_up": round(up_s, 1),
         "stop_s_broker_gone": round(gone_s, 1),
         "gone_over_up": round(gone_s / up_s, 1),
@@ -111,16 +149,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--service", nargs="+", choices=SERVICES, default=list(SERVICES))
     parser.add_argument("--broker-gone", type=float, default=2.0, help="seconds between its stop and SIGTERM")
+    parser.add_argument(
+        "--judge-hangs", action="store_true", help="consume: a judge call under way never ends"
+    )
     add_run_options(parser, runs=2)
     args = parser.parse_args(argv)
     results = []
-    with KafkaBroker() as broker:
+    with KafkaBroker() as broker, JudgeServer(latency_s=HANGS_S) as judge:
         for _ in range(args.runs):
             for service in args.service:
-                result = run(broker, service, args)
+                result = run(broker, service, args, judge if args.judge_hangs else None)
                 print(result, flush=True)
                 results.append(result)
-    print(json.dumps({"broker_gone_s": args.broker_gone, "runs": results}))
+    print(json.dumps({"broker_gone_s": args.broker_gone, "judge_hangs": args.judge_hangs, "runs": results}))
     return 0
 
 

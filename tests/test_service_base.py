@@ -28,9 +28,11 @@ from tracescore._service import (
     ChangelogError,
     OutputLog,
     PartitionMeta,
+    StopBudget,
     StreamTime,
 )
 from tracescore._service._bounded import poll_or_nothing
+from tracescore.testing.kafka_broker import KafkaBroker
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -143,6 +145,44 @@ def test_a_bounded_call_is_given_up_on_at_a_stop_or_its_timeout_and_never_runs_t
     assert bounded() == "topics"
     assert len(calls) == 1, "the call given up on was waited for again, not started twice"
     assert bounded() == "topics" and len(calls) == 2
+
+
+def test_creating_the_state_topic_at_startup_is_given_up_on_at_a_stop_or_when_the_broker_does_not_answer(
+    topic_prefix: str,
+) -> None:
+    """Its metadata looks take no timeout (kafka-python's 30 s, again and again): a stop during a startup with
+    the broker paused waited for them, past its budget."""
+    stop = threading.Event()
+    with KafkaBroker() as broker:  # its own: this test pauses it
+        create(broker.bootstrap_servers, f"{topic_prefix}.keyed", 2)
+        connection = KafkaConnection(bootstrap_servers=broker.bootstrap_servers)
+        state, keyed = f"{topic_prefix}.state", f"{topic_prefix}.keyed"
+        changelog = Changelog(connection, state, keyed, stopping=stop.is_set)
+        os.kill(broker.process.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(KafkaTimeoutError, match=r"the state topic .*: no answer within 0.5s"):
+                changelog.ensure(timeout_s=0.5)
+            stop.set()
+            with pytest.raises(KafkaTimeoutError, match=r"the state topic .*: given up on, a stop was asked"):
+                changelog.ensure(timeout_s=600)
+        finally:
+            os.kill(broker.process.pid, signal.SIGCONT)
+            changelog.close(1.0)
+
+
+def test_a_stop_budget_is_shared_by_its_steps_and_names_what_a_step_waits_on() -> None:
+    now = [100.0]
+    budget = StopBudget(20.0, clock=lambda: now[0])
+    assert budget.until(10.0) == 10.0 and budget.deadline is None, "no stop yet: a step's own limit"
+    budget.start()
+    now[0] += 15.0
+    budget.start()  # a second signal: the budget still counts from the first
+    assert budget.until(10.0) == 5.0 and budget.until(10.0, keep_s=2.0) == 3.0
+    with budget.waiting("the sinks (delivering 1 notification(s))"):
+        assert budget.waiting_on == "the sinks (delivering 1 notification(s))"
+    assert budget.waiting_on == "the broker"
+    now[0] += 60.0
+    assert budget.until(10.0) == 0.0
 
 
 def test_a_poll_the_broker_does_not_answer_is_an_empty_one_and_a_lasting_error_is_raised() -> None:

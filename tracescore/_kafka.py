@@ -21,6 +21,7 @@ from kafka.structs import MemberState
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 
 __all__ = [
+    "BROKER_WAIT_S",
     "BrokerUnreachable",
     "GroupProtocolMismatch",
     "LogOnce",
@@ -41,6 +42,10 @@ __all__ = [
 
 _log = logging.getLogger("tracescore")
 T = TypeVar("T")
+
+# The longest one broker call of a service's pass may take (a look for a topic, end offsets for a status line
+# or the stream time, a periodic commit): kafka-python's 30 s request timeout would outlast a stop's budget.
+BROKER_WAIT_S = 10.0
 
 
 class BrokerUnreachable(RuntimeError):
@@ -277,15 +282,16 @@ class LogOnce:
 
 def lag(consumer: KafkaConsumer, ask_broker: bool = False) -> dict[TopicPartition, int | None]:
     """Messages left per assigned partition: the end offset minus the next offset to fetch (None while
-    either is unknown). `ask_broker`: the end offsets from the broker (a network call, for a status line);
-    otherwise the high watermarks the last fetches returned (free, for a check every loop)."""
+    either is unknown). `ask_broker`: the end offsets from the broker (a network call, for a status line;
+    at most BROKER_WAIT_S, then the high watermarks); otherwise the high watermarks the last fetches
+    returned (free, for a check every loop)."""
     assigned = list(consumer.assignment())
     if not assigned:
         return {}
     ends: Mapping[TopicPartition, int | None]
     if ask_broker:
         try:
-            ends = consumer.end_offsets(assigned)
+            ends = consumer.end_offsets(assigned, timeout_ms=int(BROKER_WAIT_S * 1000))
         except KafkaError:
             ends = {tp: consumer.highwater(tp) for tp in assigned}
     else:

@@ -23,6 +23,7 @@ from tracescore.consume._pipeline import DeadLetter, Pipeline
 from tracescore.consume._revise import Revision
 from tracescore.consume._scorer import ScoredInteraction
 from tracescore.consume._status import StatusLine
+from tracescore.consume._stopping import Wait
 from tracescore.emit import EvaluationMetrics, Output, evaluation_record
 from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus
 
@@ -191,12 +192,12 @@ def test_on_the_way_out_outputs_are_flushed_and_a_refused_one_leaves_its_offsets
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     parts = Parts()
-    parts.outputs.finish(timeout_s=7.0)
+    parts.outputs.finish(Wait(7.0, "--ack-timeout"))
     assert parts.sink.flushed == []  # nothing waiting: no flush
     parts.outputs.write(judged(parts, 0, ScoredInteraction([result("offline")])))
     parts.sink.records[0][1].failure(KafkaTimeoutError("no leader"))
     with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
-        parts.outputs.finish(timeout_s=7.0)  # warns, never raises on the way out
+        parts.outputs.finish(Wait(7.0, "--ack-timeout"))  # warns, never raises on the way out
     assert parts.sink.flushed == [7.0]
     assert "did not acknowledge record faithfulness" in caplog.text
     assert parts.checkpoint.due(force=True) == {} and parts.seen == []

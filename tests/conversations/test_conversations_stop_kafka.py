@@ -14,7 +14,9 @@ from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from service_processes import ServiceProcess
 
+from tracescore.model import read_conversation_record
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -41,9 +43,11 @@ def rekeyed(bootstrap: str, topic: str, count: int) -> bool:
         consumer.close()
 
 
-def start(broker: KafkaBroker, prefix: str, pause_at: str | None = None) -> ServiceProcess:
-    """An open conversation (quiet for 600 s before its record) and the service that holds it, a tick a
-    second (a tick under way at the stop)."""
+def start(
+    broker: KafkaBroker, prefix: str, pause_at: str | None = None, quiet_seconds: str = "600"
+) -> ServiceProcess:
+    """A conversation (quiet for `quiet_seconds` before its record: open) and the service that holds it, a
+    tick a second (a tick under way at the stop)."""
     bootstrap = broker.bootstrap_servers
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for n in range(1, 4):
@@ -56,7 +60,7 @@ def start(broker: KafkaBroker, prefix: str, pause_at: str | None = None) -> Serv
         prefix,
         pause_at=pause_at,
         idle_timeout=None,
-        quiet_seconds="600",
+        quiet_seconds=quiet_seconds,
         evidence=False,
         tick_seconds="1",
         stop_timeout_s=str(STOP_TIMEOUT_S),
@@ -69,6 +73,19 @@ def said_once(log: str) -> str:
     assert len(said) == 1, "\n".join(x for x in log.splitlines() if "kafka." not in x)[-4000:]
     assert f"stop_timeout_s ({STOP_TIMEOUT_S:g}s)" in said[0], said[0]
     return said[0]
+
+
+def stopped_with_the_broker_paused(broker: KafkaBroker, service: ServiceProcess) -> int:
+    """The broker paused (it stops answering, connections stay open), SIGTERM, and the service, stopped at its
+    pause point, let go on into whatever waits on the broker there; its exit status."""
+    os.kill(broker.process.pid, signal.SIGSTOP)
+    try:
+        service.process.send_signal(signal.SIGTERM)
+        service.resume()
+        # Generous: the budget, then each client's close (0.5 s), 3x over; the bugs ended by the backstop.
+        return service.wait(timeout_s=3 * (STOP_TIMEOUT_S + 5.0))
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
 
 
 def test_a_stop_with_the_broker_gone_exits_within_its_budget_and_says_what_was_not_saved() -> None:
@@ -109,14 +126,32 @@ def test_a_stop_during_the_look_for_the_state_topic_takes_the_closing_path() -> 
         service.resume()  # a look later (5 s of passes), its stage 2 has read them
         wait_until(service.paused, "looked for the state topic again", service)
 
-        os.kill(broker.process.pid, signal.SIGSTOP)
-        try:
-            service.process.send_signal(signal.SIGTERM)
-            service.resume()
-            # Generous: the budget, then each client's close (0.5 s), 3x over; the bug ended by the backstop.
-            code = service.wait(timeout_s=3 * (STOP_TIMEOUT_S + 5.0))
-        finally:
-            os.kill(broker.process.pid, signal.SIGCONT)
+        code = stopped_with_the_broker_paused(broker, service)
 
     assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
     assert "not committed (no broker answered in time)" in said_once(service.log)
+
+
+def test_a_stop_while_a_checkpoint_waits_on_a_paused_broker_exits_0_and_the_record_is_written_once() -> None:
+    """The running checkpoint waited for its outputs' and states' acknowledgements as long as the producer's
+    delivery timeout (120 s), whatever the stop: with the broker paused, a stop during that wait ended by
+    the backstop (exit 1). Made certain: the service stops itself (SIGSTOP) once it sent the conversation's
+    record, the broker is paused, SIGTERM comes, and the service goes on into the wait. It now gives up at
+    the stop's deadline, the closing checkpoint waits for the same send (not a second one) and says what is
+    left; the next start decides the conversation again and writes it once."""
+    with KafkaBroker() as broker:
+        prefix = "stop-checkpoint"
+        service = start(broker, prefix, pause_at="output.sent", quiet_seconds="1")
+        wait_until(service.paused, "sent the conversation's record", service)
+        code = stopped_with_the_broker_paused(broker, service)
+        assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
+        said = said_once(service.log)
+        assert "output(s) decided not written (no broker answered in time)" in said, said
+
+        restarted = conversations_process(broker.bootstrap_servers, prefix, evidence=False)
+        assert restarted.wait() == 0, restarted.log[-3000:]
+        records = [
+            read_conversation_record(m.value)
+            for m in read_topic(broker.bootstrap_servers, f"{prefix}.conversations")
+        ]
+    assert [(r.conversation_id, r.revision, r.turns) for r in records] == [("c-1", 0, 3)], records

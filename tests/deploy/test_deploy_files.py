@@ -292,3 +292,18 @@ def _strict(node: Any) -> Any:
     if isinstance(node, list):
         return [_strict(v) for v in node]
     return node
+
+
+def test_every_service_stops_within_the_grace_period_its_deployment_gives() -> None:
+    """SIGTERM's whole stop (its `stop_timeout_s`, counted from the signal) ends well inside the
+    terminationGracePeriodSeconds of its Deployment: about 10 s are left for the process to exit (and for a
+    broker call under way at the end of the budget). A stop that overran it would be killed without a word."""
+    budgets = {
+        "tracescore-consume": ConsumerSettings.model_fields["stop_timeout_s"].default,
+        "tracescore-alert": AlertConfig.model_fields["stop_timeout_s"].default,
+        "tracescore-conversations": ConversationsConfig.model_fields["stop_timeout_s"].default,
+    }
+    deployments = {d["metadata"]["name"]: d for d in _k8s_documents() if d["kind"] == "Deployment"}
+    for name, budget in budgets.items():
+        grace = deployments[name]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        assert budget + 10 <= grace, f"{name}: a stop of {budget:g}s in a grace period of {grace}s"

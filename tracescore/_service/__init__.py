@@ -11,7 +11,7 @@ record changes a key's state (a pydantic `StateRecord` with a schema version), w
 decides, and which states to save. Docs: Contributing, Architecture (state, commits and restarts).
 """
 
-from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S, BoundedCall
+from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S, BoundedCall, StopBudget
 from tracescore._service._changelog import Changelog, ChangelogError, PartitionMeta
 from tracescore._service._clock import StreamClock, StreamTime
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
@@ -45,6 +45,7 @@ __all__ = [
     "ServiceTopics",
     "StateCodec",
     "StateRecord",
+    "StopBudget",
     "StreamClock",
     "StreamTime",
     "UnreadableState",

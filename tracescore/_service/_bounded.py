@@ -1,4 +1,5 @@
-"""A broker call the service waits for only so long, and no longer once a stop is asked for.
+"""A broker call the service waits for only so long, and no longer once a stop is asked for; and the one
+budget every step of a stop shares.
 
 Some kafka-python calls take no timeout: a fresh metadata look (`KafkaConsumer.topics()`) waits out the
 client's reconnect backoff (growing to 30 s) or its request timeout (30 s) while the broker does not answer.
@@ -10,21 +11,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, KafkaTimeoutError
 
-__all__ = ["BROKER_WAIT_S", "STOP_CHECK_S", "BoundedCall", "poll_or_nothing"]
+from tracescore._kafka import BROKER_WAIT_S
+
+__all__ = ["BROKER_WAIT_S", "STOP_CHECK_S", "BoundedCall", "StopBudget", "poll_or_nothing"]
 
 T = TypeVar("T")
 _log = logging.getLogger("tracescore")
 
-# The longest one broker call of a tick may take (a look for the state topic, the stream time's reads). A
-# stop interrupts the waits that `BoundedCall` runs; the others are part of the services' stop_timeout_s.
-BROKER_WAIT_S = 10.0
+# A stop interrupts the waits that `BoundedCall` runs; the other broker calls (BROKER_WAIT_S at most each) are
+# part of the services' stop budget.
 STOP_CHECK_S = 0.1  # how often a wait on another thread looks whether a stop (or its deadline) came
 
 
@@ -51,6 +54,46 @@ class BoundedCall(Generic[T]):
                 raise KafkaTimeoutError(f"{self.what}: no answer within {timeout_s:g}s")
         self._under_way = None
         return run.result()
+
+
+class StopBudget:
+    """The one deadline every step of a stop shares: `timeout_s`, counted from the signal (`start()`, safe
+    from a signal handler; a stop for another reason starts it when the loop ends). Each step waits what is
+    left, less what it keeps for the steps after it (`until`), so the whole stop fits however the time is
+    spent.
+    `waiting_on` names the step under way, for a line that says what a stop that ran out was waiting on."""
+
+    def __init__(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.timeout_s = timeout_s
+        self._clock = clock
+        self.started_at: float | None = None
+        self.waiting_on = "the broker"
+
+    def start(self) -> None:
+        if self.started_at is None:
+            self.started_at = self._clock()
+
+    @property
+    def deadline(self) -> float | None:
+        """When the budget runs out (the clock's time); None before the stop."""
+        return None if self.started_at is None else self.started_at + self.timeout_s
+
+    def until(self, most_s: float, keep_s: float = 0.0) -> float:
+        """How long a step may wait now: at most `most_s` (its own limit), and no longer than what the budget
+        has left less `keep_s` (what the steps after it are kept); `most_s` before the stop."""
+        deadline = self.deadline
+        if deadline is None:
+            return most_s
+        return max(0.0, min(most_s, deadline - keep_s - self._clock()))
+
+    @contextmanager
+    def waiting(self, what: str) -> Iterator[None]:
+        """`what` is what the block waits on (the broker, a receiver), while it runs."""
+        before, self.waiting_on = self.waiting_on, what
+        try:
+            yield
+        finally:
+            self.waiting_on = before
 
 
 class _Run(Generic[T]):

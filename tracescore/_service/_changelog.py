@@ -20,7 +20,7 @@ from kafka.errors import KafkaError
 from kafka.producer.future import FutureRecordMetadata
 from pydantic import Field
 
-from tracescore._kafka import ensure_topics, read_partitions
+from tracescore._kafka import BROKER_WAIT_S, ensure_topics, read_partitions
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
@@ -66,8 +66,15 @@ class PartitionState:
 
 
 class Changelog:
-    def __init__(self, connection: KafkaConnection, topic: str, source: str) -> None:
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        topic: str,
+        source: str,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.connection = connection
+        self._stopping = stopping  # a stop asked for: no wait at startup for a broker that may be gone
         self.topic = topic
         self.source = source
         self.partitions = 0
@@ -86,11 +93,16 @@ class Changelog:
             max_block_ms=10_000,  # a send to a deleted topic gives up after this, to recreate it
         )
         self._look = BoundedCall(self._probe.topics, f"a look for the state topic {topic}")
+        self._ensure_call = BoundedCall(self._ensure, f"creating or looking up the state topic {topic}")
 
     # -- the topic --------------------------------------------------------------------------------------
-    def ensure(self) -> int:
+    def ensure(self, timeout_s: float = BROKER_WAIT_S) -> int:
         """Create the topic if missing, with the source's partition count; that count (ChangelogError when
-        the topic has another one)."""
+        the topic has another one; KafkaTimeoutError when the broker did not answer within `timeout_s`, or a
+        stop was asked for first: its metadata looks take no timeout)."""
+        return self._ensure_call(self._stopping, timeout_s)
+
+    def _ensure(self) -> int:
         source = self._partitions_of(self.source)
         if not source:
             raise ChangelogError(f"the topic {self.source} does not exist and could not be created")
@@ -169,9 +181,9 @@ class Changelog:
         self._producer.flush()
 
     def delivered(
-        self, futures: Iterable[FutureRecordMetadata], timeout_s: float | None = None
+        self, futures: Iterable[FutureRecordMetadata], until: Callable[[], float | None] = lambda: None
     ) -> list[Exception]:
-        return delivered(self._producer, futures, timeout_s)
+        return delivered(self._producer, futures, until)
 
     def close(self, timeout_s: float = 30.0) -> None:
         closes = (

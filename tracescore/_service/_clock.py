@@ -31,13 +31,13 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service._bounded import BROKER_WAIT_S
+from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall
 
 __all__ = ["StreamClock", "StreamTime"]
 
 _log = logging.getLogger("tracescore")
 _MAX_MARKS = 3_600  # noted times kept while the input or a partition lags (an hour at one tick a second)
-# A stop waits for the call under way (the stream time waits on failure): part of the stop's budget.
+# Each broker call of an update; the update as a whole is given up on past BROKER_WAIT_S or at a stop.
 _BROKER_WAIT_MS = int(BROKER_WAIT_S * 1000)
 
 
@@ -123,13 +123,17 @@ class StreamClock:
     ) -> None:
         self.connection = connection
         self.clock = clock
-        self._stopping = stopping  # a stop asked for: no further broker call (each may wait 10 s)
+        self._stopping = stopping  # a stop asked for: the update under way is given up on, none follows
         self.group_id = group_id
         self.inputs = list(inputs)
         self.keyed = keyed
         self.time = StreamTime()
         self._probe: KafkaConsumer | None = None
         self._admin: KafkaAdminClient | None = None
+        self._assigned: list[int] = []
+        # On a thread of its own: a stop does not wait for it (a given-up update still ends on that thread,
+        # and the next tick waits for it instead of asking the broker twice at once).
+        self._update_call = BoundedCall(lambda: self._update(self._assigned), "the stream time's update")
 
     def tick(self, read_to: Callable[[], Mapping[int, int | None]]) -> Callable[[int], int]:
         """The stream time of each keyed partition (ms), as a function; `read_to()`: per keyed partition this
@@ -140,7 +144,11 @@ class StreamClock:
             nonlocal times
             if times is None:
                 at = read_to()
-                self._update(sorted(at))
+                self._assigned = sorted(at)
+                try:
+                    self._update_call(self._stopping)
+                except KafkaError as exc:  # no answer within BROKER_WAIT_S, or a stop: the stream time waits
+                    _log.debug("stream time not updated: %s", exc)
                 times = {p: self.time.of(p, position) for p, position in at.items()}
                 self.time.keep_only(set(at))
             return times.get(partition, 0)

@@ -52,7 +52,7 @@ class KeyedStage:
         logic: KeyedLogic,
         legacy_topic: str | None,
         clock: Callable[[], datetime],
-        stopping: Callable[[], bool] = lambda: False,
+        stop_deadline: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.log = log
         self.connection = connection
@@ -63,7 +63,10 @@ class KeyedStage:
         self.logic = logic
         self.legacy_topic = legacy_topic
         self.clock = clock
-        self._stopping = stopping  # a stop asked for: the running checkpoint leaves the rest to the stop's
+        # A stop's deadline (None until one is asked for): the running checkpoint waits no longer, and leaves
+        # the rest to the closing checkpoint, bounded by the same deadline.
+        self._stop_deadline = stop_deadline
+        self._stopping = lambda: stop_deadline() is not None
         self._listener: RebalanceListener | None = None
         # keys restored and carried over, the state topic recreated, partitions whose state was read back
         self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0, "partitions_read": 0}
@@ -262,7 +265,7 @@ class KeyedStage:
         found = self.found_outputs()
         outputs = self.logic.outputs(found)
         if outputs:
-            self.outputs.send([o for o in outputs if found.get(o.id) != o.digest])
+            self.outputs.send([o for o in outputs if found.get(o.id) != o.digest], self._stop_deadline)
             self.logic.written(outputs, found)
         self.save(wrote_outputs=bool(outputs))
         if stream_time is not None:
@@ -321,7 +324,7 @@ class KeyedStage:
             self._meta_due.update(p for p, _, _ in saves)
         if not saves and not self._meta_due:
             return 0
-        marks = self.outputs.marks()
+        marks = self.outputs.marks(refresh=not self._stopping())  # no broker call a stop would wait for
         try:
             futures = [self._write(p, key, state) for p, key, state in saves]
             for partition in sorted(self._meta_due):
@@ -339,7 +342,9 @@ class KeyedStage:
             self._rewrite = [*self._rewrite, *saves]
             return self.save(wrote_outputs)
         try:
-            failures = self.changelog.delivered(futures, seconds_left(deadline))
+            failures = self.changelog.delivered(
+                futures, self._stop_deadline if deadline is None else lambda: deadline
+            )
         except KafkaTimeoutError:
             self._rewrite = [*self._rewrite, *saves]
             raise
@@ -373,8 +378,11 @@ class KeyedStage:
         if not due:
             return
         left = seconds_left(deadline)
+        if left is None:  # the running checkpoint's: BROKER_WAIT_S, and no longer than a stop's deadline
+            stop_left = seconds_left(self._stop_deadline())
+            left = BROKER_WAIT_S if stop_left is None else min(BROKER_WAIT_S, stop_left)
         try:
-            self.consumer.commit(due, timeout_ms=int(1000 * (BROKER_WAIT_S if left is None else left)))
+            self.consumer.commit(due, timeout_ms=max(1, int(1000 * left)))
         except KafkaError as exc:  # a rebalance under way: the next checkpoint commits, or the new owner
             if deadline is not None:
                 raise

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from tracescore._kafka import (
     caught_up,
@@ -29,6 +30,7 @@ from tracescore._kafka import (
     wait_for_partitions,
 )
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
+from tracescore._service._bounded import StopBudget
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
 from tracescore._service._keyed import KeyedStage
@@ -90,7 +92,7 @@ class ServiceLoop:
         self._every_batch = checkpoint_every_batch
         self._stopping = False
         self._stop_timeout_s = stop_timeout_s
-        self._stop_asked_at: float | None = None  # the stop's budget counts from the signal
+        self._budget = StopBudget(stop_timeout_s)  # counted from the signal
         self._overdue: threading.Timer | None = None
         # Only while run() runs may an overdue stop end the process (never a test's, after or before it).
         self._running = False
@@ -101,7 +103,8 @@ class ServiceLoop:
             ingest, keyed, producer = rekeying_clients(
                 client, group_id, stage, session_timeout_ms, rebalance_protocol
             )
-            return ingest, keyed, producer, Changelog(connection, topics.state, topics.keyed)
+            changelog = Changelog(connection, topics.state, topics.keyed, stopping=lambda: self._stopping)
+            return ingest, keyed, producer, changelog
 
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
@@ -122,14 +125,14 @@ class ServiceLoop:
             logic=logic,
             legacy_topic=topics.legacy_state,
             clock=clock,
-            stopping=lambda: self._stopping,
+            stop_deadline=self.stop_deadline,
         )
 
     def stop(self) -> None:
         """Return from run() after the current pass (no tick after it) within `stop_timeout_s`. Safe from a
         signal handler."""
-        if self._stop_asked_at is None:
-            self._stop_asked_at = time.monotonic()
+        if self._budget.started_at is None:
+            self._budget.start()
             # A broker call under way (a commit, a metadata look) may wait longer than the budget, and no
             # signal interrupts it: past the budget the process exits from here, as a crash would (every
             # step of a checkpoint is safe to die at: nothing is lost).
@@ -142,9 +145,11 @@ class ServiceLoop:
     def stop_deadline(self) -> float | None:
         """When the stop's budget runs out (time.monotonic), counted from the signal; None until a stop is
         asked for."""
-        if self._stop_asked_at is None:
-            return None
-        return self._stop_asked_at + self._stop_timeout_s
+        return self._budget.deadline
+
+    def waiting(self, what: str) -> AbstractContextManager[None]:
+        """`what` the block waits on (the broker, a receiver): what a stop that outlives its budget names."""
+        return self._budget.waiting(what)
 
     def deliveries_deadline(self) -> float | None:
         """When what waits outside Kafka (an alert's deliveries) gives up at a stop: early enough to leave the
@@ -158,11 +163,12 @@ class ServiceLoop:
         if self._returned:
             return
         self.log.warning(
-            "stopping: stop_timeout_s (%gs) passed waiting on the broker: exiting without the closing "
+            "stopping: stop_timeout_s (%gs) passed waiting on %s: exiting without the closing "
             "checkpoint, so what was decided, the state and the offsets read since the last checkpoint are "
             "not written, saved or committed; the next start reads those records again from the last commit "
             "(nothing is lost; what they decide may be decided again)",
             self._stop_timeout_s,
+            self._budget.waiting_on,
         )
         os._exit(OVERDUE_EXIT)  # the log handlers flush each line
 
@@ -183,26 +189,36 @@ class ServiceLoop:
         wait_for_partitions(client, [*t.inputs, t.keyed], wait_s)
         clean = False
         try:
-            self._changelog.ensure()  # ChangelogError (one line): partitioned unlike the keyed topic
+            with self.waiting("the broker (starting: the state topic)"):
+                # ChangelogError (one line): partitioned unlike the keyed topic; KafkaTimeoutError: no answer
+                self._changelog.ensure(wait_s)
             self.rekey.subscribe(t.inputs, self.log)
             self.keyed.subscribe()
             with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
                 self._loop(idle_timeout_s)
             clean = True
+        except KafkaTimeoutError:
+            if not self._stopping:
+                raise
+            # A broker call given up on for the stop (the state topic's look at startup, a checkpoint's
+            # wait): the closing steps below run, bounded, and say what is left.
+            clean = True
         finally:
-            if self._stop_asked_at is None:  # idle, or an error: the closing steps get the same budget
-                self._stop_asked_at = time.monotonic()
-            deadline = self._stop_asked_at + self._stop_timeout_s
+            self._budget.start()  # idle, or an error: the closing steps get the same budget
+            deadline = self._budget.deadline
+            assert deadline is not None
             if clean:
                 # A stop (SIGTERM, idle): what is decided goes out and is saved, in the stop's budget.
-                not_done = [self.rekey.not_done(), final_checkpoint(self.keyed, deadline)]
+                with self.waiting("the broker (the closing checkpoint)"):
+                    not_done = [self.rekey.not_done(), final_checkpoint(self.keyed, deadline)]
                 if any(not_done):
                     self.log.warning(
                         "stopping within stop_timeout_s (%gs): %s",
                         self._stop_timeout_s,
                         "; ".join(part for part in not_done if part),
                     )
-            self._close(deadline)
+            with self.waiting("the broker (closing the clients)"):
+                self._close(deadline)
 
     def _loop(self, idle_timeout_s: float | None) -> None:
         last_moved = time.monotonic()
@@ -210,24 +226,33 @@ class ServiceLoop:
         while not self._stopping:
             if self._health_file is not None:
                 self._health_file.touch()
-            moved = self.rekey.step(_POLL_MS)
-            moved += self.keyed.step(_POLL_MS)
+            with self.waiting("the broker (stage 1: re-keying a batch)"):
+                moved = self.rekey.step(_POLL_MS)
+            with self.waiting("the broker (stage 2: reading the keyed topic, restoring state)"):
+                moved += self.keyed.step(_POLL_MS)
             if moved:
                 last_moved = time.monotonic()
             if self._stopping:
                 return  # no decision once a stop is asked for: what was applied is saved on the way out
             if time.monotonic() - last_tick >= self._tick_s:
                 last_tick = time.monotonic()
-                stream_time = self._stream.tick(self.keyed.positions)
-                self._logic.tick(self._clock(), stream_time)
+                with self.waiting("the broker (the stream time)"):
+                    stream_time = self._stream.tick(self.keyed.positions)
+                    self._logic.tick(self._clock(), stream_time)
                 if self._stopping:  # asked for during the tick: its decisions go out in the stop's budget
                     return
-                self.keyed.checkpoint(stream_time)
+                self._checkpoint(stream_time)
             elif moved and self._every_batch:
-                self.keyed.checkpoint()
+                self._checkpoint()
             if idle_timeout_s and self._idle(last_moved, idle_timeout_s):
                 self.log.info("no record for %.1fs, nothing left to read or write; stopping", idle_timeout_s)
                 return
+
+    def _checkpoint(self, stream_time: Callable[[int], int] | None = None) -> None:
+        """The running checkpoint; its waits give up at the stop's deadline, and the closing checkpoint says
+        what that left (KafkaTimeoutError out of here only then)."""
+        with self.waiting("the broker (a checkpoint: outputs, states, the commit)"):
+            self.keyed.checkpoint(stream_time)
 
     def _idle(self, last_moved: float, idle_timeout_s: float) -> bool:
         """Counted from the first assignment of both stages (a restart may wait out a killed member's session

@@ -22,7 +22,7 @@ from kafka.producer.future import FutureRecordMetadata
 
 from tracescore._kafka import read_partitions
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service._bounded import STOP_CHECK_S
+from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S
 from tracescore._service._crash import crash_point
 
 __all__ = [
@@ -60,14 +60,17 @@ class Output:
 
 
 def delivered(
-    producer: KafkaProducer, futures: Iterable[FutureRecordMetadata], timeout_s: float | None = None
+    producer: KafkaProducer,
+    futures: Iterable[FutureRecordMetadata],
+    until: Callable[[], float | None] = lambda: None,
 ) -> list[Exception]:
     """Wait until every send of `futures` is acknowledged or failed (the producer retries a restarting broker
-    up to its delivery timeout; KafkaTimeoutError past `timeout_s` if given); the failures."""
-    pending = list(futures)
-    # Without timeout_s, bounded by the producer's delivery timeout: every batch completes or expires.
-    producer.flush(timeout_s)
-    return _failures(pending)
+    up to its delivery timeout), and no longer than `until()` (a stop's deadline, time.monotonic; None: none
+    yet, looked at while waiting): KafkaTimeoutError then. The failures."""
+    failures = delivered_until(producer, futures, until)
+    if failures is None:
+        raise KafkaTimeoutError("not acknowledged before the stop's deadline")
+    return failures
 
 
 def delivered_until(
@@ -108,11 +111,14 @@ class OutputLog:
         self._ends: Marks = {}
         self._ends_at = 0.0
         self._probe: KafkaConsumer | None = None
+        # Sent, and a stop gave up waiting for their acknowledgement: id -> (digest, its send). The closing
+        # checkpoint waits for these sends again instead of writing the same outputs twice.
+        self._unacknowledged: dict[str, tuple[str, FutureRecordMetadata]] = {}
 
-    def marks(self) -> Marks:
+    def marks(self, refresh: bool = True) -> Marks:
         """Where each verified topic's partitions end, as far as known: a lower bound (other instances write
-        there too), refreshed from the broker every minute."""
-        if self.verified and time.monotonic() - self._ends_at > _REFRESH_S:
+        there too), refreshed from the broker every minute (if `refresh`)."""
+        if refresh and self.verified and time.monotonic() - self._ends_at > _REFRESH_S:
             self._refresh()
         return {topic: dict(ends) for topic, ends in self._ends.items()}
 
@@ -127,7 +133,7 @@ class OutputLog:
                 for topic in self.verified
                 for p in sorted(self._probe.partitions_for_topic(topic) or ())
             ]
-            ends = self._probe.end_offsets(tps, timeout_ms=30_000) if tps else {}
+            ends = self._probe.end_offsets(tps, timeout_ms=int(BROKER_WAIT_S * 1000)) if tps else {}
         except KafkaError:  # kept as known: still a lower bound
             return
         for tp, end in ends.items():
@@ -135,29 +141,40 @@ class OutputLog:
             known[tp.partition] = max(known.get(tp.partition, 0), end)
         self._ends_at = time.monotonic()
 
-    def send(self, outputs: Sequence[Output], deadline: float | None = None) -> None:
+    def send(self, outputs: Sequence[Output], until: Callable[[], float | None] = lambda: None) -> None:
         """Write `outputs`: the unverified ones first and acknowledged, then the verified ones; raises the
-        first failure, KafkaTimeoutError past `deadline` (monotonic; nothing is committed then: a restart
-        decides them again)."""
-        for group in ([o for o in outputs if not o.verified], [o for o in outputs if o.verified]):
-            if not group:
-                continue
-            futures = []
-            for output in group:
-                futures.append(
-                    self.producer.send(
-                        output.topic, key=output.key, value=output.value, headers=output.all_headers()
-                    )
-                )
-                crash_point("output.sent" if output.verified else "shared.sent", before=self.producer.flush)
-            failures = delivered(self.producer, futures, seconds_left(deadline))
-            if failures:
-                raise failures[0]
-            for future in futures:
-                metadata = future.value
-                known = self._ends.setdefault(metadata.topic, {})
-                known[metadata.partition] = max(known.get(metadata.partition, 0), metadata.offset + 1)
+        first failure, KafkaTimeoutError past `until()` (a stop's deadline, see `delivered`; nothing is
+        committed then: a restart decides them again)."""
+        sent: list[tuple[Output, FutureRecordMetadata]] = []
+        try:
+            for group in ([o for o in outputs if not o.verified], [o for o in outputs if o.verified]):
+                if not group:
+                    continue
+                futures = [self._send(output) for output in group]
+                sent += zip(group, futures, strict=True)
+                failures = delivered(self.producer, futures, until)
+                if failures:
+                    raise failures[0]
+                for future in futures:
+                    metadata = future.value
+                    known = self._ends.setdefault(metadata.topic, {})
+                    known[metadata.partition] = max(known.get(metadata.partition, 0), metadata.offset + 1)
+        except KafkaTimeoutError:
+            # Given up on for a stop: the closing checkpoint waits for these sends (the acknowledged ones
+            # too) instead of writing the same outputs again.
+            self._unacknowledged.update({o.id: (o.digest, f) for o, f in sent})
+            raise
         crash_point("outputs.written")
+
+    def _send(self, output: Output) -> FutureRecordMetadata:
+        sent = self._unacknowledged.pop(output.id, None)
+        if sent is not None and sent[0] == output.digest and not sent[1].failed():
+            return sent[1]  # sent before a wait a stop gave up on: not written a second time
+        future = self.producer.send(
+            output.topic, key=output.key, value=output.value, headers=output.all_headers()
+        )
+        crash_point("output.sent" if output.verified else "shared.sent", before=self.producer.flush)
+        return future
 
     def find(self, since: Mapping[str, Mapping[int, int]], limit: int = 1_000_000) -> dict[str, str]:
         """The ids (and digests) of every output on the verified topics from `since` to their end now (at most

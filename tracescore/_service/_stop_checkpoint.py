@@ -30,7 +30,7 @@ def final_checkpoint(stage: KeyedStage, deadline: float) -> str | None:
     )
     try:
         if outputs:
-            stage.outputs.send([o for o in outputs if found.get(o.id) != o.digest], deadline)
+            stage.outputs.send([o for o in outputs if found.get(o.id) != o.digest], lambda: deadline)
             stage.logic.written(outputs, found)
     except KafkaError as exc:
         why = _why(exc)

@@ -179,7 +179,8 @@ class AlertService:
     # -- stage 2's outputs: notifications ---------------------------------------------------------------
     def _deliver(self, notifications: Sequence[Notification]) -> list[Notification]:
         """To every sink; the ones a stop left undelivered (its budget ran out)."""
-        delivered = deliver(self.sinks, notifications, self._loop.deliveries_deadline)
+        with self._loop.waiting(f"the sinks (delivering {len(notifications)} notification(s))"):
+            delivered = deliver(self.sinks, notifications, self._loop.deliveries_deadline)
         for note, failures in delivered.done:
             self.stats.notifications += 1
             self.stats.delivery_failures += failures
@@ -196,4 +197,5 @@ class AlertService:
             return
         self._last_resend = time.monotonic()
         # Repeats: one a stop cuts short is sent by the next start's first re-send.
-        deliver(managers, self.evaluator.firing(now), self._loop.deliveries_deadline)
+        with self._loop.waiting("Alertmanager (re-sending the firing alerts)"):
+            deliver(managers, self.evaluator.firing(now), self._loop.deliveries_deadline)

@@ -255,11 +255,12 @@ class Checkpoint:
         force: bool = False,
         final: bool = False,
         timeout_s: float | None = None,
-        stop_budget_s: float | None = None,
+        stopping: str | None = None,
     ) -> bool:
         """Commit what is due, waiting up to `timeout_s` (None: the client's request timeout); False when the
         group refused it because it is rebalancing (it takes the commit once the member polled through the
-        rebalance). `stop_budget_s`: the last commit of a stop (none follows to retry), within that budget."""
+        rebalance). `stopping`: the last commit of a stop (none follows to retry), and the limit it waits
+        within, in words."""
         commits = self.due(force=force, final=final)
         if not commits:
             return True
@@ -285,12 +286,12 @@ class Checkpoint:
                 "offsets not committed, the group rebalanced (%s); that work will be read again", exc
             )
         except KafkaError as exc:
-            if stop_budget_s is not None:
+            if stopping is not None:
                 _log.warning(
                     "stopped without committing %s (%s): whoever reads these partitions next (this member "
                     "restarted, or another) starts from the offsets committed before, so the traces read "
                     "since are read and scored again (at least once)",
-                    _describe(commits), _why(exc, stop_budget_s),
+                    _describe(commits), _why(exc, stopping),
                 )  # fmt: skip
             else:
                 _log.warning("offsets not committed (%s); retrying at the next commit", exc)
@@ -331,9 +332,9 @@ def _describe(commits: Mapping[Hashable, OffsetAndMetadata]) -> str:
     )  # fmt: skip
 
 
-def _why(exc: KafkaError, budget_s: float) -> str:
+def _why(exc: KafkaError, limit: str) -> str:
     if isinstance(exc, KafkaTimeoutError):
-        return f"no answer from the broker within {budget_s:.1f}s, --close-timeout"
+        return f"no answer from the broker within {limit}"
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -132,8 +132,8 @@ class EvaluationConsumer:
         return self._lifecycle.state
 
     def stop(self) -> None:
-        """Stop taking new work, finish what is being scored (up to `drain_timeout_s`), commit and return
-        from run(). Safe from a signal handler."""
+        """Stop taking new work, finish what is being scored, commit and return from run(), all within
+        `stop_timeout_s` (see StopPlan). Safe from a signal handler."""
         self._lifecycle.stop()
 
     # --- the loop ----------------------------------------------------------------------------------------
@@ -157,7 +157,8 @@ class EvaluationConsumer:
             while True:
                 life.check_stop()
                 polled = self._poll(consumer)
-                self._rebalancing.read_handovers()  # before the messages of a partition just assigned
+                # before the messages of a partition just assigned
+                self._rebalancing.read_handovers(life.stop_plan.broker_call())
                 if polled:
                     self._take(polled)  # decode -> assemble -> extract -> sample
                 if life.went_idle(bool(polled)):
@@ -172,29 +173,39 @@ class EvaluationConsumer:
                 if life.state is RunState.RUNNING:
                     self._pauser.apply(consumer, self._judging.pending, self._checkpoint.handovers)
                     self.stats.pauses = self._pauser.pauses
-                self._checkpoint.commit_with(consumer)  # commit
+                self._checkpoint.commit_with(consumer, timeout_s=life.stop_plan.broker_call())  # commit
                 if self._status.due():
                     self._log_status(consumer)
                 if life.done():
                     break
             failed = False
         finally:
-            self._rebalancing.closing(failed=failed)  # the revoke on close commits; nothing is left to score
-            worker.close()
-            if self._policy is not None:
-                self._policy.save()  # the cascade's learned suspicion models, when a state path is set
-            self._outputs.finish(self.settings.ack_timeout_s)
-            if failed:
-                self._checkpoint.commit_with(consumer, force=True)  # finished work only
-            else:
-                self._rebalancing.commit_before_leaving()  # with the handover of what is left
-            try:
-                producer.close(timeout=self.settings.ack_timeout_s)
-            except KafkaError:  # outputs still unacknowledged (the broker gone): not committed, said above
-                _log.info("closed the producer with outputs not acknowledged")
-            self._rebalancing.leave_group()
-            self._outputs.close()
+            self._close(consumer, producer, worker, failed=failed)
         return self.stats
+
+    def _close(
+        self, consumer: KafkaConsumer, producer: KafkaProducer, worker: ScoringWorker, *, failed: bool
+    ) -> None:
+        """The stop's steps after the drain, each within its share of the one stop budget (StopPlan; a stop
+        for another reason than a signal starts it here)."""
+        plan = self._lifecycle.stop_plan
+        plan.start()
+        self._rebalancing.closing(failed=failed)  # the revoke on close commits; nothing is left to score
+        worker.close()
+        if self._policy is not None:
+            self._policy.save()  # the cascade's learned suspicion models, when a state path is set
+        self._outputs.finish(plan.acknowledgements())
+        if failed:
+            commit = plan.last_commit()
+            self._checkpoint.commit_with(consumer, force=True, timeout_s=commit.s, stopping=str(commit))
+        else:
+            self._rebalancing.commit_before_leaving(plan.last_commit())  # with the handover of what is left
+        try:
+            producer.close(timeout=plan.producer_close().s)
+        except KafkaError:  # outputs still unacknowledged (the broker gone): not committed, said above
+            _log.info("closed the producer with outputs not acknowledged")
+        self._rebalancing.leave_group(plan.leaving())
+        self._outputs.close()
 
     def _connect(self) -> None:
         self._consumer, self._producer = connect(self.settings, self._consumer, self._producer)
@@ -272,5 +283,7 @@ class EvaluationConsumer:
         return self._rebalance.first_assigned_at
 
     def _log_status(self, consumer: KafkaConsumer) -> None:
-        left = {f"{tp.topic}[{tp.partition}]": n for tp, n in lag(consumer, ask_broker=True).items()}
+        # The broker is asked (BROKER_WAIT_S at most) only while running: a stop's budget is for its steps.
+        asked = self._lifecycle.state is RunState.RUNNING
+        left = {f"{tp.topic}[{tp.partition}]": n for tp, n in lag(consumer, ask_broker=asked).items()}
         self._status.log(left, self._judging.running, self._judging.queued, self._assembler.buffered_traces)

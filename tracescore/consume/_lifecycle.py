@@ -18,6 +18,7 @@ from tracescore.consume._judging import Judging
 from tracescore.consume._pauser import Pauser
 from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._status import ConsumerStats
+from tracescore.consume._stopping import StopPlan
 
 __all__ = ["Lifecycle", "RunState"]
 
@@ -28,7 +29,7 @@ _BROKER_PROBE_S = 5.0  # after the idle timeout, probe the broker at most this o
 class RunState(Enum):
     RUNNING = "running"  # polling, scoring, committing
     FINISHING = "finishing"  # idle timeout or max_records: no more polling; score everything taken, return
-    STOPPING = "stopping"  # stop(): finish only what is being scored (up to drain_timeout_s), return
+    STOPPING = "stopping"  # stop(): finish only what is being scored (within the drain's share), return
 
 
 class Lifecycle:
@@ -61,11 +62,14 @@ class Lifecycle:
         self.state = RunState.RUNNING
         self._stop_requested = False
         self._drain_deadline = float("inf")
+        self._drain_limit = ""
+        self.stop_plan = StopPlan(settings, clock)  # the stop's one budget, counted from the signal
         self._last_message: float | None = None
         self._busy_at = 0.0  # last time the loop had work in hand, for --idle-timeout
         self._probed_at = 0.0
 
     def stop(self) -> None:
+        self.stop_plan.start()
         self._stop_requested = True
 
     @property
@@ -75,10 +79,11 @@ class Lifecycle:
 
     def check_stop(self) -> None:
         """After stop(): no more polling, and the traces not started are dropped (left uncommitted, read
-        again by the partitions' next owner); those being scored finish, whole, within the drain timeout."""
+        again by the partitions' next owner); those being scored finish, whole, within the drain's share of
+        the stop budget (StopPlan)."""
         if self._stop_requested and self.state is RunState.RUNNING:
             self.state = RunState.STOPPING
-            self._drain_deadline = self._clock() + self._settings.drain_timeout_s
+            self._drain_deadline, self._drain_limit = self.stop_plan.drain_deadline()
             self._judging.drop_unstarted()
             _log.info("stopping: finishing %d interactions being scored", self._judging.pending)
 
@@ -96,7 +101,8 @@ class Lifecycle:
 
     def done(self) -> bool:
         """Whether run() returns now: finishing with nothing left, or stopping with nothing being scored
-        (or past the drain timeout). Past `max_records` interactions handled, it starts finishing."""
+        (or past the drain's share of the stop budget). Past `max_records` interactions handled, it starts
+        finishing."""
         state = self.state
         if state is RunState.RUNNING:
             limit = self._settings.max_records
@@ -112,8 +118,10 @@ class Lifecycle:
                 return True
             if self._clock() > self._drain_deadline:
                 _log.warning(
-                    "drain timeout: %d interactions still being scored are left to be read again",
+                    "stopping: %d interactions still being scored when the drain ran out (%s) are not "
+                    "committed: the next start reads and scores them again (at least once, nothing lost)",
                     self._judging.running,
+                    self._drain_limit,
                 )
                 return True
         return False

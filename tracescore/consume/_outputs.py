@@ -19,6 +19,7 @@ from tracescore.consume._pipeline import DeadLetter
 from tracescore.consume._revise import Revision
 from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._status import ConsumerStats, StatusLine
+from tracescore.consume._stopping import Wait
 from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, KafkaOutputSettings, Output, RecordSink
 from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus
 from tracescore.sample import SkipReason
@@ -164,18 +165,18 @@ class Outputs:
         """Wait (bounded) for the acknowledgements of what was sent. Raises KafkaTimeoutError past it."""
         self._sink.flush(timeout_s)
 
-    def finish(self, timeout_s: float) -> None:
-        """On the way out: wait (bounded) for the acknowledgements of work already emitted, so its offsets
-        can be committed; anything not acknowledged stays uncommitted."""
+    def finish(self, wait: Wait) -> None:
+        """On the way out: wait (within `wait`) for the acknowledgements of work already emitted, so its
+        offsets can be committed; anything not acknowledged stays uncommitted."""
         if not self._checkpoint.settling:
             return
         try:
-            self._sink.flush(timeout_s)
+            self._sink.flush(wait.s)
         except KafkaError as exc:  # the broker gone: what was acknowledged is still committed below
             _log.warning(
-                "outputs not all acknowledged within %.1fs (--ack-timeout) on the way out (%s); their traces "
-                "are not committed and are read and scored again on restart",
-                timeout_s, exc,
+                "outputs not all acknowledged within %s on the way out (%s); their traces are not committed "
+                "and are read and scored again on restart (at least once, nothing lost)",
+                wait, exc,
             )  # fmt: skip
         try:
             self.settle()

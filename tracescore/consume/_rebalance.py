@@ -31,6 +31,7 @@ from tracescore.consume._judging import Judging
 from tracescore.consume._outputs import Outputs
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
+from tracescore.consume._stopping import Wait
 
 __all__ = ["Rebalance"]
 
@@ -101,17 +102,21 @@ class Rebalance:
 
     # --- the Kafka thread, after poll --------------------------------------------------------------------
 
-    def read_handovers(self) -> None:
+    def read_handovers(self, within_s: float) -> None:
         """The handover of each partition assigned since the last call, from its committed offset: before
-        any message of it is taken (the poll that assigned it may have returned some already)."""
+        any message of it is taken (the poll that assigned it may have returned some already). All of them
+        within `within_s`: a broker that does not answer costs that once, not kafka-python's 30 s a
+        partition."""
         if self.error is not None:
             error, self.error = self.error, None
             raise error
         consumer = self._consumer()
+        deadline = self._clock() + within_s
         while self._to_read:
             tp = self._to_read.pop()
             try:
-                committed = consumer.committed(tp, metadata=True, timeout_ms=30_000)
+                left_ms = max(1, int(1000 * (deadline - self._clock())))
+                committed = consumer.committed(tp, metadata=True, timeout_ms=left_ms)
             except KafkaError as exc:
                 _log.warning(
                     "cannot read %s[%d]'s committed offset (%s): every message after it is read "
@@ -149,32 +154,32 @@ class Rebalance:
                 consumer.seek(tp, offset)
             consumer.resume(tp)
 
-    def commit_before_leaving(self) -> None:
-        """The last commit of a member that stops, with its handover, within `close_timeout_s` (a broker gone
-        must not hold the stop for the client's 30 s request timeout). A group that is rebalancing (a member
-        just joined) refuses commits; the member then polls through the rebalance (what it fetches meanwhile
-        is not taken, nor committed) and commits again, up to the same deadline: otherwise the partitions'
-        next owner would score again all it did since its last commit. What is not committed is said in one
-        line: it is read again after a restart (at least once)."""
+    def commit_before_leaving(self, wait: Wait) -> None:
+        """The last commit of a member that stops, with its handover, within `wait` (its share of the stop
+        budget: a broker gone must not hold the stop for the client's 30 s request timeout). A group that is
+        rebalancing (a member just joined) refuses commits; the member then polls through the rebalance
+        (what it fetches meanwhile is not taken, nor committed) and commits again, up to the same deadline:
+        otherwise the partitions' next owner would score again all it did since its last commit. What is not
+        committed is said in one line: it is read again after a restart (at least once)."""
         try:
-            self._commit_before_leaving()
+            self._commit_before_leaving(wait)
         finally:
             # Polling through a rebalance above revokes as usual; closing the consumer after would revoke
             # again, and say a second time what was not committed.
             self._left = True
 
-    def _commit_before_leaving(self) -> None:
-        consumer, limit = self._consumer(), self._settings.close_timeout_s
-        deadline = self._clock() + limit
+    def _commit_before_leaving(self, wait: Wait) -> None:
+        consumer = self._consumer()
+        deadline = self._clock() + wait.s
         while not self._checkpoint.commit_with(
-            consumer, final=self._hand_over, timeout_s=max(0.0, deadline - self._clock()), stop_budget_s=limit
+            consumer, final=self._hand_over, timeout_s=max(0.0, deadline - self._clock()), stopping=str(wait)
         ):
             if self._clock() >= deadline:
                 _log.warning(
-                    "the group was still rebalancing after %.1fs: stopped without the last commit; whoever "
+                    "the group was still rebalancing after %s: stopped without the last commit; whoever "
                     "reads these partitions next starts from the offsets committed before, so the traces "
                     "read since are read and scored again (at least once)",
-                    limit,
+                    wait,
                 )
                 return
             try:
@@ -187,11 +192,11 @@ class Rebalance:
                 )
                 return
 
-    def leave_group(self) -> None:
-        """Close the consumer, leaving the group within `close_timeout_s` like the last commit: a broker gone
+    def leave_group(self, wait: Wait) -> None:
+        """Close the consumer, leaving the group within `wait` (the stop budget's last share): a broker gone
         must not hold the stop, nor turn it into an error."""
         try:
-            self._consumer().close(autocommit=False, timeout_ms=int(self._settings.close_timeout_s * 1000))
+            self._consumer().close(autocommit=False, timeout_ms=max(1, int(wait.s * 1000)))
         except KafkaError as exc:
             _log.info(
                 "left without the broker's answer (%s): the group gives these partitions to its other "

@@ -101,7 +101,19 @@ class ConsumerSettings(FileSettings):
         default=30.0, ge=0, description="Log a status line this often (0: never)."
     )
     drain_timeout_s: float = Field(
-        default=60.0, ge=0, description="On SIGTERM/SIGINT, wait this long for interactions being scored."
+        default=60.0,
+        ge=0,
+        description="On SIGTERM/SIGINT, wait this long for interactions being scored (within "
+        "stop_timeout_s).",
+    )
+    stop_timeout_s: float = Field(
+        default=50.0,
+        gt=0,
+        description="On SIGTERM/SIGINT, the whole stop (the drain, the outputs' acknowledgements, the last "
+        "commit, leaving the group) gets this long, counted from the signal: 10 s inside the 60 s grace "
+        "period of deploy/k8s/consume.yaml. The drain ends early enough to keep each later step a tenth of "
+        "it (at most close_timeout_s); what a step could not do is said in one line and read again on "
+        "restart (at least once, nothing lost).",
     )
     connect_timeout_s: float = connect_timeout_field()
     max_message_bytes: int = Field(
