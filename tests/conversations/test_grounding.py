@@ -6,7 +6,9 @@ LLM record without an LLM judge; never a turn counted twice, never a revision nu
 
 from __future__ import annotations
 
+import gc
 import json
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -348,3 +350,22 @@ def test_the_alert_estimate_counts_a_grounded_turn_once_with_its_revised_verdict
     window.add(originals[2])  # the older revision read again late changes nothing
     estimate = window.estimate(0.95)
     assert estimate is not None and (len(window), estimate.n, estimate.value) == (3, 3, 1.0)
+
+
+def test_closing_the_grounder_closes_the_llm_judges_connections() -> None:
+    """A stopped `tracescore conversations` leaves no socket of its LLM judge open."""
+    with JudgeServer() as server:
+        server.responder = figures_judge
+        llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
+        harness = Harness(llm_judge=llm)
+        turns = chat(harness)
+        [first] = evaluate(turns[2].record, ["faithfulness"], llm)
+        harness.feed(evaluation_record(turns[2], first, None, selection="cascade", inclusion_probability=1.0))
+        assert any(r.judge == "openai:judge-test" for r in harness.checkpoint()), "judged again by the LLM"
+        Harness.created.remove(harness)
+        harness.close()
+    del llm, harness
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

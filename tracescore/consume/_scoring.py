@@ -35,6 +35,8 @@ class ScoringWorker:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # As asyncio.run does: this closes the clients judges built for this loop (and their sockets).
+            await asyncio.get_running_loop().shutdown_asyncgens()
 
         if self._loop.is_running():
             asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=30)

@@ -331,6 +331,9 @@ class Grounder:
 
     def close(self) -> None:
         if self._loop is not None:
+            # As asyncio.run does: finalising the loop's async generators is what closes the LLM judge's
+            # client (and its sockets) built for this loop.
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.close()
             self._loop = None
 
