@@ -439,7 +439,8 @@ def table(variants: dict[str, Any], args: argparse.Namespace, drop: dict[str, An
     for name, v in variants.items():
         cells = [
             f"{s['median'] or 'never'} / {s['p90'] or 'never'} / {s['missed']:.0%} / {s['limit']}"
-            if s else "(not run: --after 0)"
+            if s
+            else "(not run: --after 0)"
             for s in (v.get("step_15"), v.get("step_30"))
         ]
         low, high = v["streams_with_false_alarms_95ci"]
