@@ -1,5 +1,6 @@
-"""What a drop rule reads of one route (alert/_drop.py): the figures its alert, its notifications and
-`AlertEvaluator.drop_status` give."""
+"""What a drop rule reads of one route (alert/_drop.py keeps its buckets and normal): the window test's
+bound at four lengths and the sustained test's evidence (alert/_cusum.py), read into the figures its
+alert, its notifications and `AlertEvaluator.drop_status` give."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ class DropReader:
         sustained: Sustained | None,
         stats: PairStats | None,
     ) -> DropReading:
-        """The window, at its `lengths` (newest first, the whole window last), against the reference: the
+        """The window, at its `lengths` (its newest 1/8, 1/4, 1/2, then all of it), against the reference: the
         normal (`normal_total`), or the `floor`'s best snapshot when that is credibly higher; and the
         `sustained` test's evidence, whose answers since the drop began are read when it alarms.
 
