@@ -30,7 +30,7 @@ pytestmark = pytest.mark.kafka
 # Every recorded multi-turn source (issue 31): each turn's grounding and each conversation's record checked.
 SOURCES = ("openinference_openai_conversation", "vercel_ai_conversation", "haystack_conversation",
            "haystack_otel", "mlflow_conversation", "autogen_conversation", "google_adk",
-           "google_adk_v1", "spring_ai_conversation")  # fmt: skip
+           "google_adk_v1", "spring_ai_conversation", "strands_conversation")  # fmt: skip
 # Haystack's own tracer with content tracing off records no document and no answer: its turns are skipped
 # (content_not_captured), never guessed about.
 NOT_CAPTURED = "content_off_"

@@ -123,6 +123,9 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         # Spring AI without its content settings (and the page's ObservationFilter); a greeting.
         ("aurora-support-spring", "content_not_captured"),
         ("aurora-support-spring", "empty_context"),
+        # Strands with its messages as span events or redacted; a greeting.
+        ("aurora-support-strands", "content_not_captured"),
+        ("aurora-support-strands", "empty_context"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"

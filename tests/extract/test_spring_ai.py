@@ -4,14 +4,9 @@ the Spring settings to turn on; each chat turn in its conversation (the chat mem
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
-from recorded import Recording, recordings
+from recorded import Recording, extracted, recordings, spans_of, without
 
-from tracescore.consume import decode_message
-from tracescore.extract import Extraction, extract
-from tracescore.model import DecodedSpan, Trace
 from tracescore.score import evaluate
 
 RECORDED = {r.id: r for r in recordings() if r.source in ("spring_ai", "spring_ai_conversation")}
@@ -23,26 +18,10 @@ TOOL_CONTENT = "spring.ai.tools.observations.include-content"
 QUERY_RESPONSE, TOOL_RESULT = "db.vector.query.response.documents", "spring.ai.tool.call.result"
 
 
-def _spans(recording: Recording) -> list[DecodedSpan]:
-    return decode_message(recording.payload)
-
-
-def _extract(spans: list[DecodedSpan]) -> Extraction:
-    return extract(Trace(spans[0].trace_id, tuple(spans)))
-
-
-def _without(spans: list[DecodedSpan], *keys: str) -> list[DecodedSpan]:
-    """The recorded spans as an app without that part of the content capture would have sent them."""
-    return [
-        dataclasses.replace(s, attributes={k: v for k, v in s.attributes.items() if k not in keys})
-        for s in spans
-    ]
-
-
 @pytest.mark.parametrize("scenario", ["qa_advisor", "rag_advisor"])
 def test_both_advisors_are_read_with_the_vector_store_documents_as_context(scenario: str) -> None:
     recording = RECORDED[f"spring_ai/{scenario}_faithful"]
-    [interaction] = _extract(_spans(recording)).interactions
+    [interaction] = extracted(spans_of(recording)).interactions
     assert interaction.convention == "spring_ai" and interaction.span.name == "spring_ai chat_client"
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
@@ -53,7 +32,7 @@ def test_both_advisors_are_read_with_the_vector_store_documents_as_context(scena
 
 
 def test_content_capture_off_is_skipped_naming_the_spring_settings() -> None:
-    found = _extract(_spans(RECORDED["spring_ai/no_content_faithful"]))
+    found = extracted(spans_of(RECORDED["spring_ai/no_content_faithful"]))
     [skip] = found.skips
     assert found.interactions == [] and skip.reason == "content_not_captured"
     assert f"{LOG_COMPLETION}=true" in skip.detail and f"{LOG_QUERY_RESPONSE}=true" in skip.detail
@@ -68,15 +47,15 @@ def test_content_capture_off_is_skipped_naming_the_spring_settings() -> None:
     ],
 )
 def test_one_setting_off_is_named_alone(key: str, setting: str, other: str) -> None:
-    spans = _without(_spans(RECORDED["spring_ai/qa_advisor_faithful"]), key)
-    [skip] = _extract(spans).skips
+    spans = without(spans_of(RECORDED["spring_ai/qa_advisor_faithful"]), key)
+    [skip] = extracted(spans).skips
     assert skip.reason == "content_not_captured"
     assert setting in skip.detail and other not in skip.detail
 
 
 def test_a_tool_the_model_called_is_in_the_run_and_its_search_read_once() -> None:
     recording = RECORDED["spring_ai/tool_faithful"]
-    [interaction] = _extract(_spans(recording)).interactions
+    [interaction] = extracted(spans_of(recording)).interactions
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     assert {s.kind for s in interaction.context_sources} == {"retriever"}  # not the tool's result again
     run = interaction.run
@@ -86,32 +65,32 @@ def test_a_tool_the_model_called_is_in_the_run_and_its_search_read_once() -> Non
 
 def test_a_tools_result_is_the_documents_when_its_search_recorded_none() -> None:
     recording = RECORDED["spring_ai/tool_faithful"]
-    [interaction] = _extract(_without(_spans(recording), QUERY_RESPONSE)).interactions
+    [interaction] = extracted(without(spans_of(recording), QUERY_RESPONSE)).interactions
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     assert {s.kind for s in interaction.context_sources} == {"tool"}
 
 
 def test_a_tool_without_its_content_names_the_tool_setting() -> None:
-    spans = _without(_spans(RECORDED["spring_ai/tool_faithful"]), QUERY_RESPONSE, TOOL_RESULT)
-    [skip] = _extract(spans).skips
+    spans = without(spans_of(RECORDED["spring_ai/tool_faithful"]), QUERY_RESPONSE, TOOL_RESULT)
+    [skip] = extracted(spans).skips
     assert skip.reason == "content_not_captured"
     assert f"{TOOL_CONTENT}=true" in skip.detail and f"{LOG_QUERY_RESPONSE}=true" in skip.detail
 
 
 def test_the_question_falls_back_to_the_vector_store_query() -> None:
     recording = RECORDED["spring_ai/qa_advisor_faithful"]
-    [interaction] = _extract(_without(_spans(recording), "gen_ai.prompt")).interactions
+    [interaction] = extracted(without(spans_of(recording), "gen_ai.prompt")).interactions
     assert interaction.record.query == recording.question
 
 
 def test_the_chat_model_span_is_not_read_again_as_an_otel_genai_call() -> None:
-    found = _extract(_spans(RECORDED["spring_ai/rag_advisor_unfaithful"]))
+    found = extracted(spans_of(RECORDED["spring_ai/rag_advisor_unfaithful"]))
     assert [i.convention for i in found.interactions] == ["spring_ai"] and found.skips == []
 
 
 @pytest.mark.parametrize("recording", TURNS, ids=lambda r: r.id)
 def test_each_chat_turn_is_read_with_its_own_retrieval_in_its_conversation(recording: Recording) -> None:
-    [interaction] = _extract(_spans(recording)).interactions
+    [interaction] = extracted(spans_of(recording)).interactions
     conversation = recording.conversation
     assert conversation is not None
     assert interaction.session_id == conversation["session_id"]

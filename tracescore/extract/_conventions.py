@@ -11,8 +11,9 @@ are scored once, by the convention listed first:
 4. OpenInference, 5. OpenLLMetry, 6. MLflow: each reads its own span kinds; where two describe one
    interaction (a framework traced by one calls a client traced by another) the earlier is kept, an order
    kept as they were added, not a judgement of which reads better;
-7. Spring AI and 8. the Vercel AI SDK, before 9. the OTel GenAI conventions: Spring AI's chat model calls and
-   the SDK's carry a few `gen_ai.*` attributes, and the frameworks' own spans say more.
+7. Spring AI, 8. the Vercel AI SDK, 9. Strands Agents and 10. Mastra, before 11. the OTel GenAI conventions:
+   Spring AI's chat model calls and the SDK's carry a few `gen_ai.*` attributes, and the frameworks' own
+   spans say more; Strands and Mastra write GenAI spans whose content they shape their own way.
 
 A new producer's adapter takes its place here: before every convention whose spans it may enclose or whose
 keys it also writes. One span written by several conventions (dual-emitting instrumentations) is read for an
@@ -26,10 +27,12 @@ from tracescore.extract._convention import Convention
 from tracescore.extract._genai import GenAI
 from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
+from tracescore.extract._mastra import Mastra
 from tracescore.extract._mlflow import MLflow
 from tracescore.extract._openinference import OpenInference
 from tracescore.extract._openllmetry import OpenLLMetry
 from tracescore.extract._spring_ai import SpringAI
+from tracescore.extract._strands import Strands
 from tracescore.extract._tracescore import Tracescore
 from tracescore.extract._vercel import VercelAI
 
@@ -45,6 +48,8 @@ CONVENTIONS: tuple[Convention, ...] = (
     MLflow(),
     SpringAI(),
     VercelAI(),
+    Strands(),
+    Mastra(),
     GenAI(),
 )
 # --8<-- [end:order]

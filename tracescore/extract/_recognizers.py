@@ -6,11 +6,13 @@ from __future__ import annotations
 from tracescore.extract._genai import GenAI
 from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
+from tracescore.extract._mastra import Mastra
 from tracescore.extract._mlflow import MLflow
 from tracescore.extract._openinference import OpenInference
 from tracescore.extract._openllmetry import OpenLLMetry
 from tracescore.extract._reader import ConventionReader
 from tracescore.extract._spring_ai import SpringAI
+from tracescore.extract._strands import Strands
 from tracescore.extract._tracescore import Tracescore
 from tracescore.extract._vercel import VercelAI
 
@@ -19,9 +21,11 @@ __all__ = [
     "HaystackRecognizer",
     "LangfuseRecognizer",
     "MLflowRecognizer",
+    "MastraRecognizer",
     "OpenInferenceRecognizer",
     "OpenLLMetryRecognizer",
     "SpringAIRecognizer",
+    "StrandsRecognizer",
     "TracescoreRecognizer",
     "VercelAIRecognizer",
 ]
@@ -53,6 +57,14 @@ class MLflowRecognizer(ConventionReader, convention=MLflow()):
 
 class SpringAIRecognizer(ConventionReader, convention=SpringAI()):
     """Spring AI's observations (Micrometer Tracing's OpenTelemetry bridge)."""
+
+
+class StrandsRecognizer(ConventionReader, convention=Strands()):
+    """Strands Agents' own tracing (OTel GenAI conventions, content as span attributes)."""
+
+
+class MastraRecognizer(ConventionReader, convention=Mastra()):
+    """Mastra's tracing exported by its OtelExporter (OTel GenAI conventions)."""
 
 
 class VercelAIRecognizer(ConventionReader, convention=VercelAI()):

@@ -1,0 +1,99 @@
+"""Strands Agents' spans, recorded from the real library (fixtures/strands, strands_conversation): the agent
+call read with its tool's documents one by one; the messages as span events (Strands' default) or redacted,
+a skip that names the setting to change; each chat turn in its session, with the earlier turns' tool results
+the agent resent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from recorded import Recording, extracted, recordings, replaced, spans_of
+
+from tracescore.extract import GenAIRecognizer
+from tracescore.model import Interaction, Trace
+
+RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "strands_conversation")}
+TURNS = [r for r in RECORDED.values() if r.conversation and r.expected[0] == "interaction"]
+CONTENT_ON_SPANS = "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental,gen_ai_span_attributes_only"
+TOOL_RESULT, OUTPUT_MESSAGES = "gen_ai.tool.call.result", "gen_ai.output.messages"
+
+
+@pytest.mark.parametrize("scenario", ["faithful", "stream_unfaithful"])
+def test_the_agent_call_is_read_with_each_document_its_tool_returned(scenario: str) -> None:
+    recording = RECORDED[f"strands/{scenario}"]
+    [interaction] = extracted(spans_of(recording)).interactions
+    assert interaction.convention == "strands" and interaction.span.name == "invoke_agent aurora_support"
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+    # Strands' content blocks hold the tool's list of texts as JSON: one document each, not one JSON text.
+    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    assert {s.kind for s in interaction.context_sources} == {"tool"}
+    run = interaction.run
+    assert run is not None and run.steps == 2 and [c.name for c in run.tool_calls] == ["search_docs"]
+    assert recording.question in str(run.tool_calls[0].arguments)
+    assert run.prompt_tokens is not None and run.completion_tokens is not None
+
+
+def test_a_tool_that_returned_one_text_is_one_document() -> None:
+    spans = replaced(
+        spans_of(RECORDED["strands/faithful"]), TOOL_RESULT, json.dumps([{"text": "Battery: 14 hours."}])
+    )
+    [interaction] = extracted(spans).interactions
+    assert interaction.record.contexts == ("Battery: 14 hours.",)
+
+
+def test_the_answer_is_the_agents_text_without_the_newline_strands_ends_it_with() -> None:
+    recording = RECORDED["strands/unfaithful"]
+    spans = spans_of(recording)
+    [agent] = [s for s in spans if s.name == "invoke_agent aurora_support"]
+    assert f"{recording.answer}\\n" in agent.attributes[OUTPUT_MESSAGES]  # str(AgentResult), as recorded
+    [interaction] = extracted(spans).interactions
+    assert interaction.record.answer == recording.answer
+
+
+@pytest.mark.parametrize("scenario", ["legacy_faithful", "events_faithful"])
+def test_messages_written_as_span_events_are_skipped_naming_the_setting(scenario: str) -> None:
+    found = extracted(spans_of(RECORDED[f"strands/{scenario}"]))
+    [skip] = found.skips
+    assert found.interactions == [] and skip.reason == "content_not_captured" and skip.convention == "strands"
+    assert CONTENT_ON_SPANS in skip.detail and "span events" in skip.detail
+
+
+def test_redacted_texts_are_skipped_naming_the_keys_to_leave_unredacted() -> None:
+    found = extracted(spans_of(RECORDED["strands/redacted_faithful"]))
+    [skip] = found.skips
+    assert found.interactions == [] and skip.reason == "content_not_captured"
+    assert "gen_ai_unredacted_attributes=" in skip.detail
+    assert all(key in skip.detail for key in ("gen_ai.input.messages", OUTPUT_MESSAGES, TOOL_RESULT))
+
+
+def test_a_redacted_tool_result_is_never_a_document_the_models_input_still_holds_it() -> None:
+    recording = RECORDED["strands/faithful"]
+    [interaction] = extracted(replaced(spans_of(recording), TOOL_RESULT, "[REDACTED]")).interactions
+    # Redaction left the model's input messages (gen_ai_unredacted_attributes=gen_ai.input.messages).
+    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    assert {s.kind for s in interaction.context_sources} == {"tool_message"}
+
+
+def test_the_agent_is_scored_once_as_strands_not_again_as_otel_genai() -> None:
+    spans = spans_of(RECORDED["strands/faithful"])
+    assert [i.convention for i in extracted(spans).interactions] == ["strands"]
+    # Alone, the GenAI reader takes the content blocks for one document: what the Strands reader is for.
+    [generic] = GenAIRecognizer().recognize(Trace(spans[0].trace_id, tuple(spans)))
+    assert isinstance(generic, Interaction) and len(generic.record.contexts) == 1
+
+
+@pytest.mark.parametrize("recording", TURNS, ids=lambda r: r.id)
+def test_each_chat_turn_is_read_in_its_session_with_what_the_agent_resent(recording: Recording) -> None:
+    [interaction] = extracted(spans_of(recording)).interactions
+    conversation = recording.conversation
+    assert conversation is not None
+    assert interaction.session_id == conversation["session_id"]
+    assert interaction.user_id == conversation["user_id"]
+    own = [s for s in interaction.context_sources if s.kind == "tool"]
+    earlier = [s for s in interaction.context_sources if s.kind == "earlier_turn"]
+    assert len(own) == len(conversation["retrieved"])
+    resent = [text for item in conversation["resent"] for text in item["documents"]]
+    assert len(earlier) == len(resent)  # each earlier result's texts one by one (history "resent")
+    assert sorted(interaction.record.contexts) == sorted([*conversation["retrieved"], *resent])
+    assert not set(conversation["earlier_answers_in_prompt"]) & set(interaction.record.contexts)

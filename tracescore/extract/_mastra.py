@@ -1,0 +1,62 @@
+"""Mastra's tracing exported by its OtelExporter (`@mastra/otel-exporter`): OTel GenAI-convention spans, each
+with its Mastra span type (`mastra.span.type`), an agent call being `invoke_agent {name}` (`agent_run`) ->
+`model_generation` -> `agent_step` per model step -> the model call (`chat`, `model_inference`) and the tools
+it asked for (`execute_tool`).
+
+Read as the OTel GenAI conventions are (`_genai`: the agent span the interaction, the documents the tools'
+`gen_ai.tool.call.result`, the answer the last chat's `gen_ai.output.messages`), with what the exporter writes
+its own way: the agent span's input and output are not GenAI messages but `mastra.agent_run.input` (the text
+the agent was called with, or its message list) and `mastra.agent_run.output` (`{"text": ...}`), and its
+model calls record no input messages, so the question is read from the agent span's input. The conversation
+is the memory's thread (`gen_ai.conversation.id`), its user the memory's resource
+(`mastra.metadata.resourceId`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tracescore.extract._convention import Reading
+from tracescore.extract._genai import GenAI
+from tracescore.extract._read import parse_json, user_text
+from tracescore.model import DecodedSpan
+
+__all__ = ["Mastra"]
+
+
+class Mastra(GenAI):
+    """The keys Mastra's OtelExporter writes beyond the OTel GenAI ones, and their readers."""
+
+    name = "mastra"
+    MARKER = "mastra.span.type"
+    AGENT_INPUT = "mastra.agent_run.input"
+    AGENT_OUTPUT = "mastra.agent_run.output"
+    OUTPUT_TEXT = "text"
+    RESOURCE_ID = "mastra.metadata.resourceId"
+    LOOKED_IN = {
+        "question": f"{AGENT_INPUT} of the invoke_agent span (its text, or its last user message)",
+        "answer": f"{AGENT_OUTPUT} of the invoke_agent span, or the assistant message of "
+        f"{GenAI.OUTPUT_MESSAGES} of its last chat",
+        "documents": f"{GenAI.TOOL_RESULT[0]} of its execute_tool spans and {GenAI.RETRIEVAL_DOCUMENTS} of "
+        "retrieval spans",
+    }
+
+    def kind(self, span: DecodedSpan) -> str:
+        # Only Mastra's own spans: another producer's GenAI spans in the trace are the GenAI reader's.
+        return super().kind(span) if self.MARKER in span.attributes else ""
+
+    def question(self, reading: Reading) -> str | None:
+        asked = parse_json(reading.anchor.attributes.get(self.AGENT_INPUT))
+        if isinstance(asked, str) and asked:
+            return asked
+        return user_text(asked) or super().question(reading)
+
+    def own_answer(self, span: DecodedSpan) -> str | None:
+        output = parse_json(span.attributes.get(self.AGENT_OUTPUT))
+        text = output.get(self.OUTPUT_TEXT) if isinstance(output, Mapping) else None
+        return text if isinstance(text, str) and text else super().own_answer(span)
+
+    def named_conversation(self, anchor: DecodedSpan) -> tuple[str | None, str | None]:
+        # The session is the shared rule's (`gen_ai.conversation.id`, the memory's thread).
+        user = anchor.attributes.get(self.RESOURCE_ID)
+        return None, user if isinstance(user, str) and user else None

@@ -1,0 +1,121 @@
+"""Strands Agents' own tracing (strands-agents 1.x): OTel GenAI-convention spans, each naming Strands as its
+provider (`gen_ai.provider.name`, `gen_ai.system` before the latest conventions: `strands-agents`), an agent
+run being `invoke_agent {name}` -> `execute_event_loop_cycle` per model turn -> `chat` and `execute_tool`.
+
+Read as the OTel GenAI conventions are (`_genai`: the agent span the interaction, its question and answer in
+`gen_ai.input.messages` / `gen_ai.output.messages`, the documents the tools' `gen_ai.tool.call.result`,
+earlier turns' tool results in the last chat's input), with what Strands writes its own way:
+- The message content is on the spans only with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental,
+  gen_ai_span_attributes_only. By default Strands writes each message as a span event (`gen_ai.user.message`,
+  `gen_ai.choice`), and with `gen_ai_latest_experimental` alone the messages as
+  `gen_ai.client.inference.operation.details` events; span events are not read, so such a run is skipped as
+  `content_not_captured`, naming the setting. So is a run whose texts Strands redacted (`[REDACTED]`, its
+  `gen_ai_unredacted_attributes=` policy), naming the keys to leave unredacted.
+- A tool's result is a list of content blocks (`[{"text": ...}, {"json": ...}]`, Bedrock's tool result
+  shape) whose text is what the tool returned, JSON-encoded when it was not a string: a tool that returned a
+  list of texts returned that list of documents, in its span and in later model calls' input.
+- The agent span's answer is `str(AgentResult)`: its text blocks, each followed by a newline, which is not
+  part of the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tracescore.extract._convention import Reading
+from tracescore.extract._genai import GenAI
+from tracescore.extract._history import TurnResult
+from tracescore.extract._read import parse_json
+from tracescore.model import DecodedSpan, Trace
+
+__all__ = ["Strands"]
+
+
+class Strands(GenAI):
+    """The keys Strands Agents writes beyond the OTel GenAI ones, its settings, and its readers."""
+
+    name = "strands"
+    PROVIDER, SYSTEM = "gen_ai.provider.name", "gen_ai.system"  # SYSTEM: before the latest conventions
+    STRANDS = "strands-agents"
+    REDACTED = "[REDACTED]"
+    # The content blocks of a tool result that hold what the tool returned.
+    TEXT_BLOCK, JSON_BLOCK = "text", "json"
+    OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
+    CONTENT_ON_SPANS = "gen_ai_latest_experimental,gen_ai_span_attributes_only"
+    UNREDACTED = "gen_ai_unredacted_attributes"
+    # The keys whose text is judged: question and earlier turns, answer, documents.
+    CONTENT_KEYS = (GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES, GenAI.TOOL_RESULT[0])
+    LOOKED_IN = {
+        "question": f"the last user message of {GenAI.INPUT_MESSAGES} of the invoke_agent span or of its "
+        "first chat",
+        "answer": f"the assistant message of {GenAI.OUTPUT_MESSAGES} of the invoke_agent span or of its last "
+        "chat",
+        "documents": f"the content blocks of {GenAI.TOOL_RESULT[0]} of its execute_tool spans, tool results "
+        f"in {GenAI.INPUT_MESSAGES} and {GenAI.RETRIEVAL_DOCUMENTS} of retrieval spans",
+    }
+
+    def present(self, trace: Trace) -> bool:
+        for span in trace.spans:  # noqa: SIM110 (a plain loop: this runs on every trace)
+            if self._is_strands(span):
+                return True
+        return False
+
+    def kind(self, span: DecodedSpan) -> str:
+        # Only Strands' own spans: another producer's GenAI spans in the trace are the GenAI reader's.
+        return super().kind(span) if self._is_strands(span) else ""
+
+    def tool_call(self, span: DecodedSpan) -> tuple[Any, Any]:
+        result, arguments = super().tool_call(span)
+        return self._returned(result), arguments
+
+    def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
+        return [(self._returned(value), back) for value, back in super().input_tool_results(llm)]
+
+    def own_answer(self, span: DecodedSpan) -> str | None:
+        answer = super().own_answer(span)
+        return answer.rstrip("\n") if answer else answer
+
+    def content_not_captured(self, reading: Reading) -> str | None:
+        spans = (reading.anchor, *reading.llms, *reading.tools)
+        redacted = sorted({key for span in spans for key in self.CONTENT_KEYS if self._redacted(span, key)})
+        if redacted:
+            return (
+                f"Strands redacted its {', '.join(redacted)} ({self.REDACTED}): list them in "
+                f"{self.OPT_IN}'s {self.UNREDACTED}= ({self.UNREDACTED}={';'.join(self.CONTENT_KEYS)}) to "
+                "judge its runs"
+            )
+        if any(self.OUTPUT_MESSAGES in span.attributes for span in (reading.anchor, *reading.llms)):
+            return None
+        return (
+            f"it recorded no {self.OUTPUT_MESSAGES} or {self.INPUT_MESSAGES} on its spans: Strands writes "
+            f"the messages as span events by default and with {self.OPT_IN}=gen_ai_latest_experimental "
+            f"alone, which are not read; set {self.OPT_IN}={self.CONTENT_ON_SPANS} where the agent runs to "
+            "judge its runs"
+        )
+
+    def _is_strands(self, span: DecodedSpan) -> bool:
+        # Two lookups, no generator: this runs on every span of every trace no earlier reader covered.
+        get = span.attributes.get
+        return get(self.PROVIDER) == self.STRANDS or get(self.SYSTEM) == self.STRANDS
+
+    def _redacted(self, span: DecodedSpan, key: str) -> bool:
+        return span.attributes.get(key) == self.REDACTED
+
+    def _returned(self, result: Any) -> Any:
+        """What the tool returned, out of its content blocks: the texts (one text as is, which may be the JSON
+        of a list of documents) and JSON values; a redacted result is none."""
+        if result == self.REDACTED:
+            return None
+        blocks = parse_json(result)
+        if not isinstance(blocks, list) or not blocks:
+            return result
+        returned = []
+        for block in blocks:
+            if not isinstance(block, Mapping) or len(block) != 1:
+                return result  # not Strands' content blocks
+            [(key, value)] = block.items()
+            if key not in (self.TEXT_BLOCK, self.JSON_BLOCK):
+                return result
+            returned.append(value)
+        return returned[0] if len(returned) == 1 else returned
