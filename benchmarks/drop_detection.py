@@ -124,15 +124,16 @@ def records(answer: Answer, i: int, rng: random.Random, judge: str) -> list[Eval
     return out
 
 
-def pages(ev: AlertEvaluator, batch: list[EvaluationRecord]) -> set[str]:
-    """The kinds that paged on these records."""
-    out = set()
+def pages(ev: AlertEvaluator, batch: list[EvaluationRecord]) -> dict[str, str | None]:
+    """The kinds that paged on these records, each with the drop test that decided (None: a threshold)."""
+    out: dict[str, str | None] = {}
     for record in batch:
         key = ev.add(record)
         assert key is not None
         for note in ev.evaluate(key, record.timestamp):
             if note.state == "firing" and not note.repeat:
-                out.add("drop" if note.alertname.endswith("BelowNormal") else "threshold")
+                drop = note.alertname.endswith("BelowNormal")
+                out["drop" if drop else "threshold"] = note.drop_test if drop else None
     return out
 
 
@@ -150,16 +151,19 @@ def stream(args: tuple[int, int, int]) -> dict[str, dict[str, Any]]:
     seed, after, _ = args
     assert _CONFIG is not None
     judges, kinds = _RUN["judges"], _RUN["kinds"]
-    out: dict[str, dict[str, Any]] = {f"{k}_{j}": {"healthy": 0} for j in judges for k in kinds}
+    out: dict[str, dict[str, Any]] = {f"{k}_{j}": {"healthy": 0, "by": {}} for j in judges for k in kinds}
     evaluators = {j: AlertEvaluator(_CONFIG) for j in judges}
     rngs = {j: random.Random(f"{seed}-{j}") for j in judges}
     draws = random.Random(seed)
     for i in range(HEALTHY):
         answer = draw(_POOL, BEFORE, draws)
         for judge, ev in evaluators.items():
-            for kind in pages(ev, records(answer, i, rngs[judge], judge)):
-                out[f"{kind}_{judge}"]["healthy"] += 1
-    for rate in STEPS:
+            for kind, test in pages(ev, records(answer, i, rngs[judge], judge)).items():
+                got = out[f"{kind}_{judge}"]
+                got["healthy"] += 1
+                if test is not None:
+                    got["by"][test] = got["by"].get(test, 0) + 1
+    for rate in STEPS if after else ():  # --after 0: the healthy week only (false alarms)
         step = f"step_{round(rate * 100)}"
         copies = {j: copy.deepcopy(ev) for j, ev in evaluators.items()}
         step_rngs = {j: random.Random(f"{seed}-{j}-{rate}") for j in judges}
@@ -259,6 +263,26 @@ def _cusum_crossings(rng: Any, probs: Any, llr: Any, runs: int, span: int, thres
     return np.concatenate(found)
 
 
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a binomial share k / n: the share of streams with a false
+    alarm, whose target (at most 5%) is judged by the upper end."""
+
+    def tail(p: float, at_least: int) -> float:  # P(X >= at_least) for X ~ Binomial(n, p)
+        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(at_least, n + 1))
+
+    def solve(goal: float, at_least: int) -> float:  # the p whose tail is `goal` (the tail grows with p)
+        low, high = 0.0, 1.0
+        for _ in range(50):
+            mid = (low + high) / 2
+            low, high = (mid, high) if tail(mid, at_least) < goal else (low, mid)
+        return (low + high) / 2
+
+    alpha = (1 - confidence) / 2
+    lower = 0.0 if k == 0 else solve(alpha, k)
+    upper = 1.0 if k == n else 1 - solve(alpha, n - k)  # by symmetry: the failures' lower end
+    return lower, upper
+
+
 def summary(delays: list[int | None], after: int, limit: int | None) -> dict[str, Any]:
     ordered = sorted(math.inf if d is None else d for d in delays)
 
@@ -273,18 +297,25 @@ def summary(delays: list[int | None], after: int, limit: int | None) -> dict[str
 def report(
     results: list[dict[str, dict[str, Any]]], pool: dict[bool, list[Answer]], after: int, run: dict[str, Any]
 ) -> dict:
-    bounds = cusum_limits(pool, after)
+    bounds = cusum_limits(pool, after) if after else {}
     variants = {}
     for judge in run["judges"]:
         for kind in run["kinds"]:
             name = f"{kind}_{judge}"
             got = [r[name] for r in results]
             healthy = sum(g["healthy"] for g in got)
+            alarmed = sum(g["healthy"] > 0 for g in got)
+            by: dict[str, int] = {}
+            for g in got:
+                for test, n in g["by"].items():
+                    by[test] = by.get(test, 0) + n
             variant: dict[str, Any] = {
                 "false_alarms_per_10k": round(healthy / (len(got) * HEALTHY) * 10_000, 2),
-                "streams_with_false_alarms": sum(g["healthy"] > 0 for g in got) / len(got),
+                "streams_with_false_alarms": alarmed / len(got),
+                "streams_with_false_alarms_95ci": [round(x, 4) for x in clopper_pearson(alarmed, len(got))],
+                "false_alarms_by_test": by,
             }
-            for rate in STEPS:
+            for rate in STEPS if after else ():
                 step = f"step_{round(rate * 100)}"
                 variant[step] = summary([g.get(step) for g in got], after, bounds[judge][step])
             variants[name] = variant
@@ -408,9 +439,15 @@ def table(variants: dict[str, Any], args: argparse.Namespace, drop: dict[str, An
     for name, v in variants.items():
         cells = [
             f"{s['median'] or 'never'} / {s['p90'] or 'never'} / {s['missed']:.0%} / {s['limit']}"
-            for s in (v["step_15"], v["step_30"])
+            if s
+            else "(not run: --after 0)"
+            for s in (v.get("step_15"), v.get("step_30"))
         ]
-        alarms = f"{v['false_alarms_per_10k']} ({v['streams_with_false_alarms']:.0%})"
+        low, high = v["streams_with_false_alarms_95ci"]
+        alarms = (
+            f"{v['false_alarms_per_10k']} ({v['streams_with_false_alarms']:.1%}, 95% CI {low:.1%}-{high:.1%}"
+            f"{''.join(f'; {test} {n}' for test, n in v['false_alarms_by_test'].items())})"
+        )
         print(f"| {name} | {alarms} | {cells[0]} | {cells[1]} |")
 
 

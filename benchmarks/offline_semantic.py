@@ -154,6 +154,21 @@ def separation(name: str, rows: list[Row], results: list[MetricResult], cosines:
         print(f"  {name}, per answer, AUC: the score + {weight:g} x the mean claim cosine {by_blend:.3f}")
 
 
+def report_choice(shapes: list[Shape], folds: int) -> None:
+    """halueval_accuracy.py's choice among the shapes' judge variants (today's judge, OFF, among them):
+    K-fold over groups, held-out predictions pooled, and the halves beside today's judge."""
+    pooled, chosen = cross_validate(shapes, folds)
+    print(f"{folds}-fold cross-validation over groups, held-out predictions pooled:")
+    for shape, confusion in zip(shapes, pooled, strict=True):
+        print(f"  {shape.name}: {confusion.line()}")
+    print(f"  chosen per fold: {', '.join(str(s) for s in chosen)}")
+    print("halves, chosen on one, measured on the other (| today's judge, shipped settings):")
+    for direction, setting, held, today in halves(shapes, (*OFF, 0.4, _SURE)):
+        print(f"  {direction}: chosen {setting}")
+        for shape, confusion, default in zip(shapes, held, today, strict=True):
+            print(f"    {shape.name}: {confusion.line()}   | {default.line()}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, default=list(DEFAULT_PATHS))
@@ -188,16 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             scores[("uncounted", level)] = [uncounted(r, level) for r in results]
         shapes.append(Shape(path.name + (" (guard)" if guard else ""), rows, scores, guard))
     print(f"\nsettings: (semantic variant, tau, decision threshold, min_confidence); {OFF} is today's judge")
-    pooled, chosen = cross_validate(shapes, args.folds)
-    print(f"{args.folds}-fold cross-validation over groups, held-out predictions pooled:")
-    for shape, confusion in zip(shapes, pooled, strict=True):
-        print(f"  {shape.name}: {confusion.line()}")
-    print(f"  chosen per fold: {', '.join(str(s) for s in chosen)}")
-    print("halves, chosen on one, measured on the other (| today's judge, shipped settings):")
-    for direction, setting, held, today in halves(shapes, (*OFF, 0.4, _SURE)):
-        print(f"  {direction}: chosen {setting}")
-        for shape, confusion, default in zip(shapes, held, today, strict=True):
-            print(f"    {shape.name}: {confusion.line()}   | {default.line()}")
+    report_choice(shapes, args.folds)
     print("each variant at the shipped settings (threshold 0.4, min_confidence 0.5; today's also lower):")
     every = [(s, list(range(len(s.rows)))) for s in shapes]
     # today's judge at lower decision thresholds too: the line any candidate must beat

@@ -33,6 +33,8 @@ READS_INTERNALS = {
     "benchmarks/offline_shapes.py": {"tracescore.score", "tracescore.sample"},
     # the offline judge's context sentences, embedded to test a semantic alignment against it
     "benchmarks/offline_semantic.py": {"tracescore.score"},
+    # the same sentences and word lists, to pair each claim with its closest context windows for an NLI model
+    "benchmarks/offline_nli.py": {"tracescore.score"},
     "benchmarks/offline_long_context.py": {"tracescore.score"},
     # fits the cascade's calibration coefficients (sample._calibration) on the labelled split
     "benchmarks/cascade_sampling.py": {"tracescore.sample"},

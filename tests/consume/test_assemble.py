@@ -487,3 +487,31 @@ def test_revoked_partitions_take_their_buffered_traces_and_the_handed_over_ones_
     assert asm.low_watermarks() == {"p1": 7}, "a kept partition's traces stay"
     asm.add([span("a", root=True)], "p0", 1, 10)  # given back later and read again: a is new, not late
     assert [t.trace_id for t in asm.ready()] == ["a".ljust(32, "0")]
+
+
+def test_traces_released_together_keep_the_newest_in_memory_within_both_bounds() -> None:
+    # Released in one call, as the consumer releases every trace whose grace is over: the late-span memory
+    # keeps the most recently released that fit its bounds, and its bytes follow what it holds.
+    asm, _ = assembler(grace_s=0, rejoin_traces=3, rejoin_bytes=250)
+    for name in "abcd":
+        asm.add([span(name, root=True)], "p0", 1, 100)
+    assert [t.trace_id[0] for t in asm.ready()] == list("abcd")
+    asm.add([span("a"), span("b")], "p0", 2, 20)
+    assert asm.counts["late_spans"] == 2, "a and b were forgotten: only two of 100 bytes fit in 250"
+    asm.add([span("c"), span("d")], "p0", 3, 20)
+    assert asm.counts["late_spans"] == 2 and asm.buffered_traces == 2
+    assert sorted(len(t.spans) for t in asm.ready()) == [2, 2]
+
+
+def test_a_trace_that_waited_for_remote_work_is_released_with_the_others_once_it_came() -> None:
+    asm, clock = assembler(grace_s=2)
+    call = "c000000000000001"
+    asm.add([span("a", root=True), span("a", sid=call, kind=CLIENT)], "p0", 1, 100)
+    asm.add([span("b", root=True)], "p0", 2, 100)
+    clock.now += 2
+    assert [t.trace_id[0] for t in asm.ready()] == ["b"], "a waits for its callee's spans"
+    asm.add([span("a", parent=call, kind=SERVER), span("e", root=True)], "p0", 3, 100)
+    clock.now += 2
+    released = asm.ready()
+    assert [t.trace_id[0] for t in released] == ["a", "e"] and released[0].incomplete is None
+    assert asm.counts["released_complete"] == 3 and asm.buffered_traces == 0

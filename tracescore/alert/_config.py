@@ -61,7 +61,7 @@ class DropConfig(_Strict):
         default=None, description="Critical: at least this far (unset: none)."
     )
     confidence: float = Field(
-        default=0.9995,
+        default=0.9999,
         ge=0.5,
         lt=1,
         description="One-sided confidence of the bound on the drop. High: the test runs on every answer.",
@@ -85,11 +85,12 @@ class DropConfig(_Strict):
         "for the normal to show is caught (unset: off).",
     )
     sustained_every: float | None = Field(
-        default=10_000_000,
+        default=250_000,
         ge=10,
         description="The sustained-drop test (a CUSUM weighing each answer against the normal, for a drop of "
-        "sustained_drop): its threshold is set so that a route at its normal pages about once per this many "
-        "answers (unset: off; the window test alone).",
+        "sustained_drop): its threshold is set so that a route at its normal's lower confidence limit (1.5 "
+        "standard errors below its level) pages about once per this many answers, a route above it less "
+        "often, whatever the judge's pass rate (unset: off; the window test alone).",
     )
     sustained_drop: float | None = Field(
         default=None, description="The drop the sustained-drop test is designed for (unset: min_drop)."

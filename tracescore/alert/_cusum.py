@@ -11,12 +11,16 @@ takes to show:
 
 (v: the answer's value as the window test reads it, 1 or 0 under `signal: label`; for a score in between,
 the same linear form). The normal is estimated, and an error of it is a drift the CUSUM adds up as
-faithfully as a drop, so p0 is the normal's level `_REFERENCE_Z` standard errors low: a normal of few
-answers (a route that just learned it) makes a slower test, not a noisy one. It alarms when S reaches the
-threshold at which a route at the normal's level alarms about once per `every` answers (`_threshold`:
-Siegmund's approximation of the run to a false alarm, for increments whose mean is below 0): lower where
-the normal is known loosely (p0 then sits well below the level, the increments drift down faster), so
-the margin is not paid twice.
+faithfully as a drop, so p0 is the normal's level read `_REFERENCE_Z` standard errors low (its lower
+confidence limit): a normal of few answers (a route that just learned it) makes a slower test, not a
+noisy one. It alarms when S reaches the threshold at which a route *at p0* alarms about once per `every`
+answers (`_threshold`: Siegmund's approximation of the run to a false alarm, h = log(every · KL(p0, p1))).
+A route at or above p0, which it is but when its normal reads more than `_REFERENCE_Z` standard errors
+high (7% of normals, whatever the judge's pass rate), pages less often than that: the false-alarm rate is
+bounded by construction for every pass rate and every size of the normal (the guaranteed conditional
+performance of a chart whose reference is estimated). An earlier version set it at the normal's level
+itself: at p0 its route then paged 17 to 310 times more often than `every` said, by how closely the
+normal was known, so the same setting meant another rate on each judge.
 
 After the alarm a second CUSUM weighs the route being back at its normal against it staying below it by
 half the drop found (at least `size`; the drop is that of the answers since S last left 0: the run, the
@@ -28,7 +32,6 @@ restart in the route's state (`DropState`).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 from tracescore.alert._estimate import C_N, C_SUM, R_N, R_SUM, Sums, add_sums, empty_sums, plain_level
 from tracescore.alert._state import DropState, Moments
@@ -57,24 +60,12 @@ def _llr(value: float, p0: float, p1: float) -> float:
     return value * math.log(p1 / p0) + (1 - value) * math.log((1 - p1) / (1 - p0))
 
 
-@lru_cache(maxsize=256)
-def _threshold(p0: float, p1: float, every: float, level: float | None = None) -> float:
-    """The CUSUM's threshold for one false alarm per about `every` answers on a route at `level` (default
-    p0): with θ the root above 0 of E[e^(θ X)] = 1 for the increments X there (1 at p0; above 1 for a
-    route above p0) and μ their mean, the run to a false alarm is about e^(θ h) / (θ |μ|), so
-    h = log(every · θ |μ|) / θ (at least 1)."""
-    p = p0 if level is None else max(level, p0)
-    a, b = math.log(p1 / p0), math.log((1 - p1) / (1 - p0))
-    mu = p * a + (1 - p) * b
-    low, high = 1.0 - 1e-9, 64.0  # E[e^(θX)] - 1 is below 0 between 0 and the root, above it after
-    for _ in range(60):
-        mid = (low + high) / 2
-        if p * math.exp(mid * a) + (1 - p) * math.exp(mid * b) < 1:
-            low = mid
-        else:
-            high = mid
-    theta = max(1.0, low)
-    return max(1.0, math.log(max(1.0, every * theta * abs(mu))) / theta)
+def _threshold(p0: float, p1: float, every: float) -> float:
+    """The CUSUM's threshold for one false alarm per about `every` answers on a route at p0: there the
+    increments X = log p1(v) / p0(v) have E[e^X] = 1 (θ = 1, whatever p0 and p1), so the run to a false
+    alarm is about e^h / KL(p0, p1) and h = log(every · KL) (at least 1). A closed form: no root to find."""
+    kl = p0 * math.log(p0 / p1) + (1 - p0) * math.log((1 - p0) / (1 - p1))
+    return max(1.0, math.log(max(1.0, every * kl)))
 
 
 class Sustained:
@@ -108,7 +99,7 @@ class Sustained:
     def evidence(self, normal: Sums, correction: float) -> float:
         """S as a share of the threshold it alarms at (1: alarm)."""
         levels = self.levels(normal, correction)
-        return 0.0 if levels is None else self.state.cusum / _threshold(*levels[:2], self.every, levels[2])
+        return 0.0 if levels is None else self.state.cusum / _threshold(*levels[:2], self.every)
 
     def add(self, value: float, part: Sums, normal: Sums, correction: float, sign: float = 1.0) -> None:
         """One answer's value (`part`: its sums) against the normal; `sign` -1 takes back one counted before
@@ -133,7 +124,7 @@ class Sustained:
             self.run = empty_sums()  # the drop's likeliest start is after this answer
             return
         add_sums(self.run, part, sign)
-        if state.cusum >= _threshold(p0, p1, self.every, level):
+        if state.cusum >= _threshold(p0, p1, self.every):
             found, _, n = plain_level(self.run, correction)
             state.cusum_drop = max(self.size, level - found) if n else self.size
             state.cusum, state.cusum_recovery = 0.0, 0.0

@@ -31,24 +31,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from hashlib import blake2b
-from statistics import NormalDist
-from typing import Literal
 
 from tracescore.alert._config import DropConfig
 from tracescore.alert._cusum import Sustained, answer_value
 from tracescore.alert._estimate import (
-    C_N,
-    LLM_N,
-    OFFLINE_N,
-    R_N,
     PairStats,
     Sums,
     add_sums,
     empty_sums,
-    plain_level,
+    interactions,
 )
 from tracescore.alert._floor import Floor
-from tracescore.alert._reading import DropReading, Status
+from tracescore.alert._reading import LENGTHS, DropReader, DropReading
 from tracescore.alert._state import Bucket, DropState, Level, Moments
 from tracescore.alert._window import Key, WindowEntry, contribution
 
@@ -57,7 +51,6 @@ __all__ = ["DropReading", "DropTracker"]
 _BUCKETS = 8  # per window and per normal: how finely each slides
 _MAX_BUCKETS = 12  # hard bound, whatever the records' times (state size)
 _FLOOR_SLOTS = 4  # snapshots kept over floor_seconds
-_LENGTHS = (1, 2, 4)  # newest buckets of the window tested on their own, besides the whole window
 _SETTLED = 1000  # counted interactions remembered, so a late record of one replaces it in its bucket
 _SUSPECTED = 0.25  # the sustained test's evidence (share of its threshold) from which the normal is held
 
@@ -71,7 +64,7 @@ class _Bucket:
 
     @property
     def n(self) -> int:
-        return round(self.sums[C_N] + self.sums[R_N])
+        return interactions(self.sums)
 
 
 def _total(buckets: list[_Bucket]) -> Sums:
@@ -93,10 +86,6 @@ def _digest(key: Key) -> str:
     return blake2b("\x1f".join(key).encode(), digest_size=8).hexdigest()
 
 
-def _count(sums: Sums) -> int:
-    return round(sums[C_N] + sums[R_N])
-
-
 class DropTracker:
     """One route's drop rule: its buckets, in memory; `state` is the persisted form (`to_state` refreshes
     it), whose level fields the evaluator's transitions update in place."""
@@ -104,8 +93,7 @@ class DropTracker:
     def __init__(self, config: DropConfig, state: DropState | None = None) -> None:
         self.config = config
         self.state = state or DropState()
-        self._z = NormalDist().inv_cdf(config.confidence)
-        self._z_lengths = NormalDist().inv_cdf(1 - (1 - config.confidence) / (len(_LENGTHS) + 1))
+        self._reader = DropReader(config)
         self._serials = itertools.count()
         self._recent = [self._load(b) for b in self.state.recent]
         self._normal = [self._load(b) for b in self.state.normal]
@@ -190,7 +178,7 @@ class DropTracker:
 
     def _weigh(self, part: Sums, sign: float = 1.0) -> None:
         """The answer's evidence into the sustained-drop test, once the normal is learned."""
-        if self._sustained is None or _count(self._normal_total) < self.config.min_normal_samples:
+        if self._sustained is None or interactions(self._normal_total) < self.config.min_normal_samples:
             return
         if self.state.level != "ok" and not self._sustained.alarm:
             self._sustained.reset()  # the window test pages this drop: weighed again from its resolve on
@@ -216,7 +204,7 @@ class DropTracker:
         `normal_seconds`; while the normal is held, leaving answers are discarded and it forgets nothing."""
         held = self.state.held_since is not None
         config = self.config
-        recent_n = _count(self._recent_total)
+        recent_n = interactions(self._recent_total)
         horizon = now - timedelta(seconds=config.window_seconds)
         moved = False
         if not held and self._withheld is not None:  # the suspicion cleared without a page: learned after all
@@ -235,7 +223,7 @@ class DropTracker:
                 self._withhold(oldest)
             # firing: not learned
         if not held:
-            normal_n = _count(self._normal_total) if not moved else sum(b.n for b in self._normal)
+            normal_n = interactions(self._normal_total) if not moved else sum(b.n for b in self._normal)
             horizon = now - timedelta(seconds=config.normal_seconds)
             while self._normal and (
                 normal_n - self._normal[0].n >= config.normal_count or self._normal[0].last_at < horizon
@@ -279,71 +267,15 @@ class DropTracker:
     # -- reading ----------------------------------------------------------------------------------------
     def read(self, live: Sums, stats: PairStats | None) -> DropReading:
         """The window (the rule's window's uncounted interactions, `live`, and the drop window's buckets)
-        against the reference: the normal, or the floor's best snapshot when that is credibly higher.
-
-        The window is tested at four lengths, its newest 1/8, 1/4, 1/2 and all of it (whole buckets, each
-        with at least `min_samples` answers), at `confidence` for the four together (Bonferroni): a large
-        drop shows in the newest answers long before it moves the whole window, a small one only in all."""
-        config = self.config
-        correction = 0.0 if stats is None else stats.plain
-        correction_var = 0.0 if stats is None else stats.shrunk(stats.plain_raw_var) / stats.effective
-        normal = self._normal_total
-        reference: Literal["normal", "floor"] = "normal"
-        if _count(normal) >= config.min_normal_samples:
-            # The floor takes over when it is credibly above the normal (its lower bound above the normal's
-            # level), not whenever it happens to read higher: on a steady route that would be half the time.
-            floor, floor_lower = self._floor.best(correction)
-            if floor is not None and floor_lower > plain_level(normal, correction)[0]:
-                normal, reference = floor, "floor"
-        n_level, n_var, n_n = plain_level(normal, correction)
-        share_n = normal[R_N] / n_n if n_n else 0.0  # answers the correction applies to
-        best: tuple[float, float, float, int, Sums] | None = None  # (lower, drop, level, n, sums)
-        peak = whole = 0.0
-        whole_n = 0
-        for window in self._lengths(live):
-            w_level, w_var, w_n = plain_level(window, correction)
-            whole_n = w_n  # the last length is the whole window
-            if not w_n or not n_n:
-                continue
-            drop = n_level - w_level
-            whole = drop
-            if w_n < config.min_samples:
-                continue
-            share_w = window[R_N] / w_n
-            var = max(w_var, n_var) / w_n + n_var / n_n + correction_var * (share_n - share_w) ** 2
-            lower = drop - self._z_lengths * math.sqrt(var)
-            peak = max(peak, drop)
-            if best is None or lower > best[0]:
-                best = (lower, drop, w_level, w_n, window)
-        status: Status = "learning" if n_n < config.min_normal_samples else "ready"
-        if best is None:
-            window = self._lengths(live)[-1]
-            w_level, _, w_n = plain_level(window, correction)
-            best = (-1.0, n_level - w_level if w_n and n_n else 0.0, w_level, w_n, window)
-            status = "learning" if status == "learning" else "too_few"
-        lower, drop, w_level, w_n, window = best
-        evidence, alarm, test = 0.0, False, "window"
-        sustained = self._sustained
-        if sustained is not None and status == "ready":
-            evidence, alarm = sustained.evidence(self._normal_total, 0.0), sustained.alarm
-            run_level, run_var, run_n = plain_level(sustained.run, correction)
-            if alarm and lower < config.min_drop and run_n:  # the CUSUM's answers since the drop began
-                n_level, normal_var, n_n = plain_level(self._normal_total, correction)
-                reference, window, test = "normal", sustained.run, "sustained"
-                drop, w_level, w_n = n_level - run_level, run_level, run_n
-                lower = drop - self._z * math.sqrt(max(run_var, normal_var) / run_n + normal_var / n_n)
-        calibrated = stats is not None or (window[OFFLINE_N] == 0 and window[LLM_N] > 0)
-        return DropReading(
-            status, w_level, w_n, n_level, n_n, drop, lower, reference, calibrated,
-            round(window[OFFLINE_N]), round(window[LLM_N]), whole_n, whole, peak, evidence, alarm, test,
-        )  # fmt: skip
+        against the normal or the floor, and the sustained-drop test (alert/_reading.py)."""
+        return self._reader.read(self._lengths(live), self._normal_total, self._floor, self._sustained, stats)
 
     def _lengths(self, live: Sums) -> list[Sums]:
         """The window's newest 1/8, 1/4, 1/2 (whole buckets, the rule's window included) and all of it."""
         out, window = [], list(live)
-        for taken, bucket in enumerate(reversed(self._recent[-_LENGTHS[-1] :]), 1):
+        for taken, bucket in enumerate(reversed(self._recent[-LENGTHS[-1] :]), 1):
             add_sums(window, bucket.sums)
-            if taken in _LENGTHS:
+            if taken in LENGTHS:
                 out.append(list(window))
         window = list(self._recent_total)
         add_sums(window, live)
@@ -388,7 +320,7 @@ class DropTracker:
         elif state.held_since is not None and not spent:
             withheld = 0 if self._withheld is None else self._withheld.n
             long = now - state.held_since >= timedelta(seconds=config.normal_seconds)
-            state.suspicion_spent = long or withheld >= _count(self._normal_total)
+            state.suspicion_spent = long or withheld >= interactions(self._normal_total)
         self._changed |= spent != state.suspicion_spent
         if not (firing or (suspected and not state.suspicion_spent)):
             self._changed |= state.held_since is not None

@@ -60,6 +60,7 @@ __all__ = [
     "Signal",
     "Sums",
     "estimate_of",
+    "interactions",
     "pair_stats",
     "plain_level",
 ]
@@ -267,6 +268,11 @@ def estimate_of(s: Sums, stats: PairStats | None, confidence: float, signal: Sig
         signal=signal,
         pairs=0 if stats is None else stats.count,
     )
+
+
+def interactions(s: Sums) -> int:
+    """How many interactions a set of sums holds (strata C and R)."""
+    return round(s[C_N] + s[R_N])
 
 
 def plain_level(s: Sums, correction: float) -> tuple[float, float, int]:

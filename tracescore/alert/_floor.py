@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from statistics import NormalDist
 
 from tracescore.alert._config import DropConfig
-from tracescore.alert._estimate import C_N, R_N, Sums, plain_level
+from tracescore.alert._estimate import Sums, interactions, plain_level
 from tracescore.alert._state import Moments, Snapshot
 
 __all__ = ["Floor"]
@@ -37,7 +37,7 @@ class Floor:
     def offer(self, now: datetime, normal: Sums, correction: float) -> None:
         """The normal as it stands (its closed buckets) may become a snapshot: the best of its slot."""
         config = self.config
-        if config.floor_seconds is None or round(normal[C_N] + normal[R_N]) < config.min_normal_samples:
+        if config.floor_seconds is None or interactions(normal) < config.min_normal_samples:
             return
         slot = config.floor_seconds / _SLOTS
         snapshots = self._snapshots

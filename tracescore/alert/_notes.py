@@ -150,7 +150,8 @@ def drop_note(
     if reading.test == "sustained":  # the CUSUM's alarm: the answers since the drop began
         bound = (
             f"a sustained drop: evidence of a drop of {drop.sustained_drop or drop.min_drop:.2f} past the "
-            f"threshold set for one false alarm per {drop.sustained_every or 0:,.0f} {units} at the normal"
+            f"threshold set for one false alarm per {drop.sustained_every or 0:,.0f} {units} at the "
+            "normal's lower limit"
         )
     change, other_severity = _change(state, level, other)
     fell = f"fell {reading.drop:.2f} below {against}: {levels}; {bound}"

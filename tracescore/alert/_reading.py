@@ -1,12 +1,22 @@
-"""What a drop rule reads of one route (alert/_drop.py): the figures its alert, its notifications and
-`AlertEvaluator.drop_status` give."""
+"""What a drop rule reads of one route (alert/_drop.py keeps its buckets and normal): the window test's
+bound at four lengths and the sustained test's evidence (alert/_cusum.py), read into the figures its
+alert, its notifications and `AlertEvaluator.drop_status` give."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Literal
 
-__all__ = ["DropReading", "Status", "Test"]
+from tracescore.alert._config import DropConfig
+from tracescore.alert._cusum import Sustained
+from tracescore.alert._estimate import LLM_N, OFFLINE_N, R_N, PairStats, Sums, interactions, plain_level
+from tracescore.alert._floor import Floor
+
+__all__ = ["LENGTHS", "DropReader", "DropReading", "Status", "Test"]
+
+LENGTHS = (1, 2, 4)  # newest buckets of the window tested on their own, besides the whole window
 
 Status = Literal["learning", "too_few", "ready"]
 Test = Literal["window", "sustained"]
@@ -40,3 +50,80 @@ class DropReading:
     @property
     def ready(self) -> bool:
         return self.status == "ready"
+
+
+class DropReader:
+    """A drop rule's tests read on one route: the window's bound at four lengths, and the sustained test."""
+
+    def __init__(self, config: DropConfig) -> None:
+        self.config = config
+        self._z = NormalDist().inv_cdf(config.confidence)
+        self._z_lengths = NormalDist().inv_cdf(1 - (1 - config.confidence) / (len(LENGTHS) + 1))
+
+    def read(
+        self,
+        lengths: list[Sums],
+        normal_total: Sums,
+        floor: Floor,
+        sustained: Sustained | None,
+        stats: PairStats | None,
+    ) -> DropReading:
+        """The window, at its `lengths` (its newest 1/8, 1/4, 1/2, then all of it), against the reference: the
+        normal (`normal_total`), or the `floor`'s best snapshot when that is credibly higher; and the
+        `sustained` test's evidence, whose answers since the drop began are read when it alarms.
+
+        The window is tested at four lengths, its newest 1/8, 1/4, 1/2 and all of it (whole buckets, each
+        with at least `min_samples` answers), at `confidence` for the four together (Bonferroni): a large
+        drop shows in the newest answers long before it moves the whole window, a small one only in all."""
+        config = self.config
+        correction = 0.0 if stats is None else stats.plain
+        correction_var = 0.0 if stats is None else stats.shrunk(stats.plain_raw_var) / stats.effective
+        normal = normal_total
+        reference: Literal["normal", "floor"] = "normal"
+        if interactions(normal) >= config.min_normal_samples:
+            # The floor takes over when it is credibly above the normal (its lower bound above the normal's
+            # level), not whenever it happens to read higher: on a steady route that would be half the time.
+            best_floor, floor_lower = floor.best(correction)
+            if best_floor is not None and floor_lower > plain_level(normal, correction)[0]:
+                normal, reference = best_floor, "floor"
+        n_level, n_var, n_n = plain_level(normal, correction)
+        share_n = normal[R_N] / n_n if n_n else 0.0  # answers the correction applies to
+        best: tuple[float, float, float, int, Sums] | None = None  # (lower, drop, level, n, sums)
+        peak = whole = 0.0
+        whole_n = 0
+        for window in lengths:
+            w_level, w_var, w_n = plain_level(window, correction)
+            whole_n = w_n  # the last length is the whole window
+            if not w_n or not n_n:
+                continue
+            drop = n_level - w_level
+            whole = drop
+            if w_n < config.min_samples:
+                continue
+            share_w = window[R_N] / w_n
+            var = max(w_var, n_var) / w_n + n_var / n_n + correction_var * (share_n - share_w) ** 2
+            lower = drop - self._z_lengths * math.sqrt(var)
+            peak = max(peak, drop)
+            if best is None or lower > best[0]:
+                best = (lower, drop, w_level, w_n, window)
+        status: Status = "learning" if n_n < config.min_normal_samples else "ready"
+        if best is None:
+            window = lengths[-1]
+            w_level, _, w_n = plain_level(window, correction)
+            best = (-1.0, n_level - w_level if w_n and n_n else 0.0, w_level, w_n, window)
+            status = "learning" if status == "learning" else "too_few"
+        lower, drop, w_level, w_n, window = best
+        evidence, alarm, test = 0.0, False, "window"
+        if sustained is not None and status == "ready":
+            evidence, alarm = sustained.evidence(normal_total, 0.0), sustained.alarm
+            run_level, run_var, run_n = plain_level(sustained.run, correction)
+            if alarm and lower < config.min_drop and run_n:  # the CUSUM's answers since the drop began
+                n_level, normal_var, n_n = plain_level(normal_total, correction)
+                reference, window, test = "normal", sustained.run, "sustained"
+                drop, w_level, w_n = n_level - run_level, run_level, run_n
+                lower = drop - self._z * math.sqrt(max(run_var, normal_var) / run_n + normal_var / n_n)
+        calibrated = stats is not None or (window[OFFLINE_N] == 0 and window[LLM_N] > 0)
+        return DropReading(
+            status, w_level, w_n, n_level, n_n, drop, lower, reference, calibrated,
+            round(window[OFFLINE_N]), round(window[LLM_N]), whole_n, whole, peak, evidence, alarm, test,
+        )  # fmt: skip

@@ -165,20 +165,23 @@ class TraceAssembler:
     def ready(self) -> list[Trace]:
         """Traces whose root arrived `grace_s` ago, or whose last span arrived `max_wait_s` ago."""
         now = self._clock()
-        out: list[Trace] = []
         rooted, grace, remote = self._rooted, self.settings.grace_s, self.settings.wait_for_remote
         due = []  # oldest first: _rooted is in order of last span
         for entry in rooted.values():
             if now - entry.last_seen < grace:
                 break
             due.append(entry)
-        for entry in due:
-            if remote and waits_for_remote(entry.spans):
-                # Stays buffered; a new span puts it back in _rooted, max_wait_s releases it below.
-                del rooted[entry.trace_id]
-                entry.waiting = True
-                continue
-            out.append(self._release(entry, None))
+        if remote:
+            complete = []
+            for entry in due:
+                if waits_for_remote(entry.spans):
+                    # Stays buffered; a new span puts it back in _rooted, max_wait_s releases it below.
+                    del rooted[entry.trace_id]
+                    entry.waiting = True
+                else:
+                    complete.append(entry)
+            due = complete
+        out = self._release_many(due, None)  # every complete trace due, in one pass
         while self._by_last_seen:
             entry = next(iter(self._by_last_seen.values()))
             if now - entry.last_seen < self.settings.max_wait_s:
@@ -271,27 +274,51 @@ class TraceAssembler:
         return marks
 
     def _release(self, entry: _Buffered, incomplete: str | None) -> Trace:
-        trace_id = entry.trace_id
-        self._by_last_seen.pop(trace_id, None)
-        self._rooted.pop(trace_id, None)
-        self._bytes -= entry.size
-        self.counts["released_complete" if incomplete is None else f"released_{incomplete}"] += 1
+        return self._release_many((entry,), incomplete)[0]
+
+    def _release_many(self, entries: Sequence[_Buffered], incomplete: str | None) -> list[Trace]:
+        """Release `entries`, all for one reason (`incomplete`, None: complete), each as a Trace, and remember
+        them for late spans. One pass for a whole batch: every trace of the unsampled path comes here, and
+        the bounds are trimmed once (the oldest first, as one at a time would)."""
+        if not entries:
+            return []
+        by_last_seen, rooted, counts = self._by_last_seen, self._rooted, self.counts
+        counts["released_complete" if incomplete is None else f"released_{incomplete}"] += len(entries)
         if incomplete == REMOTE_WORK_NOT_ARRIVED:
-            self.counts[REMOTE_WORK_NOT_ARRIVED] += 1
-        remember = self.settings.remember_released
+            counts[REMOTE_WORK_NOT_ARRIVED] += len(entries)
+        settings = self.settings
+        remember, released = settings.remember_released, self._released
+        kept = incomplete not in _NOT_KEPT
+        # The late-span memory (`_keep`): off, or a trace bigger than its byte bound, is not kept.
+        rejoin, limit, byte_limit = self._rejoin, settings.rejoin_traces, settings.rejoin_bytes
+        freed = kept_bytes = 0
+        out = []
+        for entry in entries:
+            trace_id, spans, size, memory = entry.trace_id, entry.spans, entry.size, entry.rejoined
+            by_last_seen.pop(trace_id, None)
+            rooted.pop(trace_id, None)
+            freed += size
+            if remember:
+                released[trace_id] = None
+            if kept:  # whole: a late span rebuilds it
+                if memory is None:
+                    memory = Remembered(spans, size)
+                else:
+                    memory.spans, memory.size, memory.whole = spans, size, True
+            elif memory is not None:  # what was judged, for revise: no rescoring as new
+                memory.spans, memory.size, memory.whole = {}, 0, False
+            if memory is not None and limit and memory.size <= byte_limit:
+                rejoin[trace_id] = memory
+                kept_bytes += memory.size
+            out.append(Trace(trace_id, tuple(spans.values()), incomplete, entry.offsets))
+        self._bytes -= freed
         if remember:
-            released = self._released
-            released[trace_id] = None
-            if len(released) > remember:
-                while len(released) > remember:
-                    released.popitem(last=False)
-        if entry.rejoined is None and incomplete not in _NOT_KEPT:
-            self._keep(trace_id, Remembered(entry.spans, entry.size))  # the common case of _remember
-        elif incomplete not in _NOT_KEPT:
-            self._remember(entry, whole=True)
-        elif entry.rejoined is not None:
-            self._remember(entry, whole=False)  # what was judged, for revise: no rescoring as new
-        return Trace(trace_id, tuple(entry.spans.values()), incomplete=incomplete, offsets=entry.offsets)
+            while len(released) > remember:
+                released.popitem(last=False)
+        if kept_bytes or len(rejoin) > limit:
+            self._rejoin_bytes += kept_bytes
+            self._trim_rejoin()
+        return out
 
     def _rejoined(self, span: DecodedSpan) -> _Buffered | None:
         """A late span of a released trace: buffer the trace again, whole, if it is still kept."""
@@ -312,25 +339,9 @@ class TraceAssembler:
         self._by_last_seen[span.trace_id] = entry
         return entry
 
-    def _remember(self, entry: _Buffered, *, whole: bool) -> None:
-        memory = entry.rejoined
-        if memory is None:
-            memory = Remembered(entry.spans, entry.size) if whole else Remembered({}, 0, whole=False)
-        elif whole:
-            memory.spans, memory.size, memory.whole = entry.spans, entry.size, True
-        else:
-            memory.spans, memory.size, memory.whole = {}, 0, False
-        self._keep(entry.trace_id, memory)
-
-    def _keep(self, trace_id: str, memory: Remembered) -> None:
-        settings = self.settings
-        limit, byte_limit = settings.rejoin_traces, settings.rejoin_bytes
-        if not limit or memory.size > byte_limit:
-            return
-        rejoin = self._rejoin
-        rejoin[trace_id] = memory
-        self._rejoin_bytes += memory.size
-        while len(rejoin) > limit or self._rejoin_bytes > byte_limit:
+    def _trim_rejoin(self) -> None:
+        rejoin, settings = self._rejoin, self.settings
+        while len(rejoin) > settings.rejoin_traces or self._rejoin_bytes > settings.rejoin_bytes:
             _, oldest = rejoin.popitem(last=False)
             self._rejoin_bytes -= oldest.size
 

@@ -164,22 +164,24 @@ class Pipeline:
 
     def extract_and_admit(self, traces: list[Trace]) -> list[Admitted]:
         admitted = []
-        stats, revise, admit = self.stats, self.assembler.revise, self._admit
+        stats, revise, admit, evidence = self.stats, self.assembler.revise, self._admit, self._evidence
+        stats.traces += len(traces)
         for trace in traces:
-            stats.traces += 1
             found = find(trace)  # interactions not built yet: only those admitted are
             # A trace rebuilt by late spans: only what changed is scored again, as a revision.
             revisions, skips = revise(trace, found.found, found.skips)
             for skip in skips:
                 self._skip(skip)
+            if not revisions:
+                continue
+            stats.interactions += len(revisions)
             wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
             turns: list[Revision] = []
             for revision in revisions:
                 read = revision.interaction
-                if self._evidence and read.session_id is not None:
+                if evidence and read.session_id is not None:
                     # before sampling: an unscored turn's documents count too
                     turns.append(revision._replace(interaction=read.interaction()))
-                stats.interactions += 1
                 if read.question_missing is not None:
                     stats.without_question += 1
                 admitted_now, metrics = admit(read)

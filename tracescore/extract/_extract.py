@@ -43,10 +43,9 @@ def extract(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZER
 
 def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) -> Findings:
     """`extract`, each interaction left unbuilt until asked for: the consumer builds those it may score."""
-    found = Findings()
+    kept_found: list[Found] = []
     skipped: list[Skip] = []
     covered: set[str] = set()
-    kept_found = found.found
     for recognizer in recognizers:
         if covered and covered.issuperset(trace.by_id):
             # Every span is in, above or below a kept interaction: whatever a later recogniser finds is
@@ -69,19 +68,21 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
                     covered.update(s.span_id for s in trace.ancestors(anchor))
                 if len(trace.spans) > 1 and trace.children(anchor):
                     covered.update(s.span_id for s in trace.descendants(anchor))
-    explained: list[DecodedSpan] = []
-    for skip in skipped:
-        anchor = skip.span
-        if anchor is not None:
-            if any(_same(trace, anchor, frozenset(), kept) for kept in found.found) or any(
-                _nested(trace, anchor, earlier) for earlier in explained
-            ):
-                continue  # another reading scored it, or an earlier recogniser already explained it
-            explained.append(anchor)
-        found.skips.append(skip)
-    if not found.found and not found.skips:
-        found.skips.append(_not_rag(trace, recognizers))
-    return found
+    skips: list[Skip] = []
+    if skipped:  # most traces read have none: no list of explained anchors to build
+        explained: list[DecodedSpan] = []
+        for skip in skipped:
+            anchor = skip.span
+            if anchor is not None:
+                if any(_same(trace, anchor, frozenset(), kept) for kept in kept_found) or any(
+                    _nested(trace, anchor, earlier) for earlier in explained
+                ):
+                    continue  # another reading scored it, or an earlier recogniser already explained it
+                explained.append(anchor)
+            skips.append(skip)
+    if not kept_found and not skips:
+        skips.append(_not_rag(trace, recognizers))
+    return Findings(kept_found, skips)
 
 
 def _outcomes(recognizer: Recognizer, trace: Trace) -> Iterable[Found | Skip]:
