@@ -9,7 +9,7 @@ import time
 from collections import Counter
 
 import pytest
-from conversation_service import Running, config, conversations_process, wait
+from conversation_service import Running, config, conversations_process, produce, wait
 from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
@@ -37,6 +37,21 @@ def turns() -> list[EvaluationRecord]:
     return [
         turn(10 * i + n, 0.0 if n == 2 else 1.0, c) for i, c in enumerate(CONVERSATIONS) for n in range(1, 4)
     ]
+
+
+def hold_first_group(bootstrap: str, topic_prefix: str) -> KafkaConsumer:
+    """A member of the first group that holds the evaluations partitions and commits nothing (as a lagging
+    or crashed one does): what reaches them is not re-keyed until it leaves (`close`)."""
+    holder = KafkaConsumer(
+        f"{topic_prefix}.evaluations",
+        bootstrap_servers=bootstrap,
+        group_id=f"{topic_prefix}.conversations",
+        enable_auto_commit=False,
+        partition_assignment_strategy=(CooperativeStickyAssignor,),
+    )
+    # Given the evaluations partitions once the killed member's session ends.
+    wait(lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()))
+    return holder
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -82,15 +97,7 @@ def test_a_record_a_kill_left_unsaved_is_not_written_again_while_the_first_group
     assert killed.wait() == -9, killed.log[-3000:]
     [written] = read_topic(bootstrap, f"{topic_prefix}.conversations")
 
-    holder = KafkaConsumer(
-        evaluations,
-        bootstrap_servers=bootstrap,
-        group_id=f"{topic_prefix}.conversations",
-        enable_auto_commit=False,
-        partition_assignment_strategy=(CooperativeStickyAssignor,),
-    )
-    # Given the evaluations partitions once the killed member's session ends.
-    wait(lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()))
+    holder = hold_first_group(bootstrap, topic_prefix)
     key, value = turn(500, 1.0, "c-later").to_kafka()  # in the first group, not re-keyed while held
     producer.send(evaluations, key=key, value=value)
     producer.close()
@@ -106,3 +113,37 @@ def test_a_record_a_kill_left_unsaved_is_not_written_again_while_the_first_group
     assert [(r.conversation_id, r.revision, r.turns) for r in records] == [("c-0", 0, 3), ("c-later", 0, 1)]
     assert read_conversation_record(written.value).conversation_id == "c-0"
     assert restarted.service.stats.state["recovered"] == 1, "found written, marked written"
+
+
+def test_a_record_a_kill_left_unsaved_is_revised_not_written_again_when_a_turn_comes_after_the_restart(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Killed once c-0's record (2 turns) was written, before the state saying so; its third turn comes
+    after the restart restored the partition, so the conversation is decided again only a quiet period after
+    the restart's stream time passed the restore: what the restart found on the topic must still be known
+    then. The new record is revision 1 of the one the killed process wrote, never a second revision 0 (it
+    was forgotten once the stream time passed the restore: under load, a turn's grounded revision re-keyed
+    by the restart had the same effect)."""
+    evaluations = f"{topic_prefix}.evaluations"
+    produce(bootstrap, evaluations, turns()[:2])  # c-0's turns 1 and 2
+    killed = conversations_process(
+        bootstrap, topic_prefix, crash_at="outputs.written:1", spans=False, evidence=False
+    )
+    assert killed.wait() == -9, killed.log[-3000:]
+    [written] = [
+        read_conversation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.conversations")
+    ]
+    assert (written.conversation_id, written.revision, written.turns) == ("c-0", 0, 2)
+
+    holder = hold_first_group(bootstrap, topic_prefix)
+    produce(bootstrap, evaluations, turns()[2:3])  # c-0's turn 3: held in the first group
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=3.0, spans_topic=None, evidence_topic=None)
+    with Running(cfg) as restarted:
+        wait(lambda: restarted.service.stats.turn_records == 2)  # restored, turns 1 and 2 read again
+        holder.close()  # the turn is re-keyed after the restore
+        wait(lambda: bool(restarted.written))
+    records = [read_conversation_record(m.value) for m in read_topic(bootstrap, cfg.conversations_topic)]
+    assert [(r.conversation_id, r.revision, r.supersedes, r.turns) for r in records] == [
+        ("c-0", 0, None, 2),
+        ("c-0", 1, 0, 3),
+    ]

@@ -79,7 +79,8 @@ class KeyedStage:
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
         # Per restored partition: the outputs found written after its last saved state (a crash came between
-        # them), and when it was restored (ms, the stream clock's): kept until its stream time passes that.
+        # them), and when it was restored (ms, the stream clock's): kept until its stream time passes that
+        # and no key older than it waits for a decision (`_decided_again`).
         self._found: dict[int, dict[str, str]] = {}
         self._restored_at: dict[int, int] = {}
         self._topic_checked = 0.0
@@ -269,10 +270,11 @@ class KeyedStage:
             self.logic.written(outputs, found)
         self.save(wrote_outputs=bool(outputs))
         if stream_time is not None:
-            # The previous owner decided what it wrote by a stream time before this restore: the tick whose
-            # stream time reaches the restore decided all of it again here, and the outputs above found it
-            # written. Read to its end is not enough: a conversation is decided a quiet period later.
-            for partition in [p for p in self._found if stream_time(p) >= self._restored_at[p]]:
+            # The previous owner decided what it wrote by a stream time before this restore: once the stream
+            # time reaches the restore, every key it decided is held here. A key that changed since (its
+            # next record came after the restore) is decided again only later, with what was found: kept
+            # until no key older than the restore waits for a decision. Read to its end is not enough.
+            for partition in [p for p in self._found if self._decided_again(p, stream_time)]:
                 del self._found[partition], self._restored_at[partition]
         self.commit()
         again = self.logic.after_save()
@@ -281,6 +283,10 @@ class KeyedStage:
             self._rewrite.extend(again)
             if not self._stopping():  # asked for during the deliveries: the stop's checkpoint saves, bounded
                 self.save(wrote_outputs=False)
+
+    def _decided_again(self, partition: int, stream_time: Callable[[int], int]) -> bool:
+        restored_at = self._restored_at[partition]
+        return stream_time(partition) >= restored_at and not self.logic.undecided(partition, restored_at)
 
     def found_outputs(self) -> dict[str, str]:
         """The ids (-> digest) of the outputs a restore found written after the last saved state."""

@@ -64,6 +64,10 @@ class KeyedLogic(Protocol):
     def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
         """Per partition, the offset to commit: its position, or the oldest change not saved yet."""
 
+    def undecided(self, partition: int, before_ms: int) -> bool:
+        """A key of `partition` that began before `before_ms` (ms, the stream clock's) waits for its outputs
+        to be decided: the outputs a crash left on the topic may be its own."""
+
     def forget_partitions(self, partitions: set[int]) -> None: ...
 
     def skip(self, reason: str, detail: str) -> None:

@@ -200,6 +200,9 @@ class AlertLogic:
     def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
         return positions  # every changed state is saved at each checkpoint
 
+    def undecided(self, partition: int, before_ms: int) -> bool:
+        return False  # its outputs (notifications) wait for the saved state: none is looked for after a crash
+
     def forget_partitions(self, partitions: set[int]) -> None:
         self.evaluator.forget_partitions(partitions)
         for key in [k for k, p in self._partition.items() if p in partitions]:

@@ -313,6 +313,11 @@ class ConversationLogic:
         floors = self.tracker.commit_offsets(positions)
         return floors if self.grounder is None else self.grounder.store.commit_floors(floors)
 
+    def undecided(self, partition: int, before_ms: int) -> bool:
+        # A conversation decided by a crashed owner may have changed since (its next turn, a turn's grounded
+        # revision): it is decided again a quiet period after that change, whenever it comes.
+        return self.tracker.undecided(partition, before_ms)
+
     def forget_partitions(self, partitions: set[int]) -> None:
         self.tracker.forget_partitions(partitions)
         if self.grounder is not None:

@@ -39,6 +39,13 @@ class ConversationTracker:
         """Conversations changed since their records were last written."""
         return sum(c.pending for c in self._held.values())
 
+    def undecided(self, partition: int, before_ms: int) -> bool:
+        """A conversation of `partition` that started before `before_ms` changed since its records were last
+        written."""
+        return any(
+            c.pending and c.partition == partition and c.started_ms < before_ms for c in self._held.values()
+        )
+
     def apply(self, record: EvaluationRecord, partition: int, offset: int, arrival_ms: int) -> None:
         """One turn record read from the turns topic (keyed there by `key_of`)."""
         key = key_of(record)
