@@ -146,7 +146,10 @@ def test_a_stop_while_a_checkpoint_waits_on_a_paused_broker_exits_0_and_the_reco
         code = stopped_with_the_broker_paused(broker, service)
         assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
         said = said_once(service.log)
-        assert "output(s) decided not written (no broker answered in time)" in said, said
+        # The record's send may be acknowledged in the moment between the send and the service's SIGSTOP
+        # (the producer's IO thread runs on): then only the state that records it is left unsaved.
+        left = ("output(s) decided not written (no broker answered in time)", "state(s) not saved (no broker")
+        assert any(words in said for words in left), said
 
         restarted = conversations_process(broker.bootstrap_servers, prefix, evidence=False)
         assert restarted.wait() == 0, restarted.log[-3000:]
