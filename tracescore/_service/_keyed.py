@@ -30,6 +30,7 @@ from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
 from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
+from tracescore._service._found import FoundOutputs
 from tracescore._service._keyed_logic import KeyedLogic, Saved
 from tracescore._service._outputs import OutputLog, seconds_left
 
@@ -79,10 +80,9 @@ class KeyedStage:
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
         # Per restored partition: the outputs found written after its last saved state (a crash came between
-        # them), and when it was restored (ms, the stream clock's): kept until its stream time passes that
-        # and no key older than it waits for a decision (`_decided_again`).
-        self._found: dict[int, dict[str, str]] = {}
-        self._restored_at: dict[int, int] = {}
+        # them), kept until its stream time passes its restore and no key older than that waits for a
+        # decision (`_decided_again`); its meta keeps the marks they were found from meanwhile.
+        self._found = FoundOutputs()
         self._topic_checked = 0.0
         self._metas_written = time.monotonic()
         self._rewrite: list[Saved] = []
@@ -109,9 +109,9 @@ class KeyedStage:
         self.logic.forget_partitions(gone)
         self._pending.difference_update(revoked)
         for partition in gone:
-            tables = (self._replay_below, self._applied_to, self._committed, self._metas, self._found)
-            for table in (*tables, self._restored_at):
+            for table in (self._replay_below, self._applied_to, self._committed, self._metas):
                 table.pop(partition, None)
+        self._found.forget(gone)
         self._meta_due -= gone
 
     def step(self, timeout_ms: int) -> int:
@@ -227,8 +227,7 @@ class KeyedStage:
                 continue
             found = self.outputs.find(state.meta.outputs)
             if found:
-                self._found[partition] = found
-                self._restored_at[partition] = restored_at
+                self._found.add(partition, found, state.meta.outputs, restored_at)
 
     def _seek(self, assigned: Sequence[TopicPartition]) -> None:
         rewind = self.logic.rewind_ms()
@@ -274,8 +273,7 @@ class KeyedStage:
             # time reaches the restore, every key it decided is held here. A key that changed since (its
             # next record came after the restore) is decided again only later, with what was found: kept
             # until no key older than the restore waits for a decision. Read to its end is not enough.
-            for partition in [p for p in self._found if self._decided_again(p, stream_time)]:
-                del self._found[partition], self._restored_at[partition]
+            self._found.release(lambda p, restored_at: self._decided_again(p, restored_at, stream_time))
         self.commit()
         again = self.logic.after_save()
         if again:
@@ -284,13 +282,12 @@ class KeyedStage:
             if not self._stopping():  # asked for during the deliveries: the stop's checkpoint saves, bounded
                 self.save(wrote_outputs=False)
 
-    def _decided_again(self, partition: int, stream_time: Callable[[int], int]) -> bool:
-        restored_at = self._restored_at[partition]
+    def _decided_again(self, partition: int, restored_at: int, stream_time: Callable[[int], int]) -> bool:
         return stream_time(partition) >= restored_at and not self.logic.undecided(partition, restored_at)
 
     def found_outputs(self) -> dict[str, str]:
         """The ids (-> digest) of the outputs a restore found written after the last saved state."""
-        return {i: d for table in self._found.values() for i, d in table.items()}
+        return self._found.ids()
 
     def read_past_commit(self) -> list[int]:
         """The partitions read past their last commit."""
@@ -334,7 +331,8 @@ class KeyedStage:
         try:
             futures = [self._write(p, key, state) for p, key, state in saves]
             for partition in sorted(self._meta_due):
-                meta = self._metas.get(partition, PartitionMeta()).model_copy(update={"outputs": marks})
+                outputs = self._found.marks(partition, marks)
+                meta = self._metas.get(partition, PartitionMeta()).model_copy(update={"outputs": outputs})
                 self._metas[partition] = meta
                 futures.append(self.changelog.write_meta(partition, meta))
         except KafkaTimeoutError:
