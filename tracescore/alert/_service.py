@@ -130,6 +130,7 @@ class AlertService:
             health_file=c.health_file,
             stop_timeout_s=c.stop_timeout_s,
             checkpoint_every_batch=True,
+            also_close=[("closing the sinks", self._close_sinks)],
         )
 
     @property
@@ -142,13 +143,15 @@ class AlertService:
 
     def run(self, idle_timeout_s: float | None = None) -> AlertStats:
         try:
-            self._loop.run(idle_timeout_s)
+            self._loop.run(idle_timeout_s)  # closes the sinks last, within the stop's budget
         finally:
-            for sink in self.sinks:
-                sink.close()
             self.stats.evicted_routes = self.evaluator.evicted
             self.stats.state.update(self._loop.keyed.counts)
         return self.stats
+
+    def _close_sinks(self) -> None:
+        for sink in self.sinks:
+            sink.close()
 
     # -- stage 1: re-key by route -----------------------------------------------------------------------
     def _forward(self, message: ConsumerRecord) -> Forward | None:
