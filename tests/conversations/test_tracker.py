@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from conversation_turns import T0, ms, turn
 
-from tracescore.conversations import ConversationsConfig, ConversationTracker, wilson
-from tracescore.conversations._state import Conversation
+from tracescore.conversations import Conversation, ConversationsConfig, ConversationTracker, wilson
 from tracescore.conversations._stored import ConversationState
 from tracescore.conversations._tracker import Key
 from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
