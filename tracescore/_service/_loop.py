@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
@@ -41,7 +41,7 @@ from tracescore._service._outputs import OutputLog, seconds_left
 from tracescore._service._rekey import Forward, RekeyStage
 from tracescore._service._stop_checkpoint import final_checkpoint, restore_given_up
 
-__all__ = ["OVERDUE_EXIT", "ServiceLoop", "ServiceTopics"]
+__all__ = ["OVERDUE_EXIT", "LoopConfig", "ServiceLoop", "ServiceTopics"]
 
 _POLL_MS = 200
 _CLOSE_FLOOR_S = 1.0  # for closing every client, past the stop's budget (half the backstop's 2 s)
@@ -49,6 +49,24 @@ _CLOSE_MIN_S = 0.05  # a client's close given no time at all still tries
 _SAVE_RESERVE_S = 5.0  # of the stop's budget, kept from deliveries for the closing checkpoint (half at most)
 _OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
 OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
+
+
+class LoopConfig(Protocol):
+    """What the loop reads of a service's config: `ServiceSettings`' fields and the two each service names
+    itself (`tracescore.alert.AlertConfig`, `tracescore.conversations.ConversationsConfig`)."""
+
+    @property
+    def group_id(self) -> str: ...  # stage 1's group; stage 2's is `<group_id>.<stage>`
+    @property
+    def session_timeout_ms(self) -> int: ...
+    @property
+    def rebalance_protocol(self) -> RebalanceProtocol: ...
+    @property
+    def tick_seconds(self) -> float: ...
+    @property
+    def health_file(self) -> Path | None: ...
+    @property
+    def stop_timeout_s(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -65,23 +83,18 @@ class ServiceTopics:
 class ServiceLoop:
     def __init__(
         self,
+        config: LoopConfig,
         *,
         log: logging.Logger,
         connection: KafkaConnection,
-        group_id: str,
         stage: str,
-        session_timeout_ms: int,
-        rebalance_protocol: RebalanceProtocol,
         topics: ServiceTopics,
         forward: Callable[[ConsumerRecord], Forward | None],
         oversized: Callable[[str], None],
         logic: KeyedLogic,
         open_keys: Callable[[], int],
         clock: Callable[[], datetime],
-        tick_seconds: float,
-        health_file: Path | None,
         checkpoint_every_batch: bool,
-        stop_timeout_s: float,
         also_close: Sequence[tuple[str, Callable[[], None]]] = (),
     ) -> None:
         """`also_close`: (what, close) of what the service itself holds (an alert's sinks), closed last and
@@ -93,22 +106,23 @@ class ServiceLoop:
         self._logic = logic
         self._open_keys = open_keys
         self._clock = clock
-        self._tick_s = tick_seconds
-        self._health_file = health_file
+        self._tick_s = config.tick_seconds
+        self._health_file = config.health_file
         self._every_batch = checkpoint_every_batch
         self._stopping = False
-        self._stop_timeout_s = stop_timeout_s
+        self._stop_timeout_s = stop_timeout_s = config.stop_timeout_s
         self._budget = StopBudget(stop_timeout_s)  # counted from the signal
         self._overdue: threading.Timer | None = None
         # Only while run() runs may an overdue stop end the process (never a test's, after or before it).
         self._running = False
         self._returned = False
         self._not_started: str | None = None  # a stop gave up on the startup: what it did not do
+        group_id, rebalance_protocol = config.group_id, config.rebalance_protocol
         self._group_id, self._protocol = group_id, rebalance_protocol
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
             ingest, keyed, producer = rekeying_clients(
-                client, group_id, stage, session_timeout_ms, rebalance_protocol
+                client, group_id, stage, config.session_timeout_ms, rebalance_protocol
             )
             changelog = Changelog(connection, topics.state, topics.keyed, stopping=lambda: self._stopping)
             return ingest, keyed, producer, changelog

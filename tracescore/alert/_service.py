@@ -114,11 +114,9 @@ class AlertService:
         )
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._loop = ServiceLoop(
+            c,
             log=_log,
             connection=self.connection,
-            group_id=c.group_id,
-            session_timeout_ms=c.session_timeout_ms,
-            rebalance_protocol=c.rebalance_protocol,
             stage="routes",
             topics=topics,
             forward=self._forward,
@@ -126,9 +124,6 @@ class AlertService:
             logic=self._logic,
             open_keys=lambda: 0,
             clock=clock,
-            tick_seconds=c.tick_seconds,
-            health_file=c.health_file,
-            stop_timeout_s=c.stop_timeout_s,
             checkpoint_every_batch=True,
             also_close=[("closing the sinks", self._close_sinks)],
         )
