@@ -1,6 +1,7 @@
 """Does the label rule lose specificity when long answers grow longer, or come from other models? (issue 34)
 
-    python benchmarks/offline_shift.py [FAITHBENCH.jsonl] [--repeats N] [--seed S]
+    python benchmarks/offline_shift.py [FAITHBENCH.jsonl] [--repeats N] [--seed S] [--cap N]
+        [--criterion balanced|target|both]
 
 The label rule flags an answer when ANY claim looks unsupported (a confidence >= min_confidence) or its
 score is under the decision threshold. If each faithful claim has a small chance p of looking unsupported,
@@ -17,10 +18,14 @@ The judge is the offline judge at its shipped tuning (every fold of halueval_acc
    B's part of another shape, beside a control on B of the training shape (the same passages, no shift):
    - `length`: chosen on A's short answers (claims <= the median), measured on B's long ones; control B's
      short ones.
+   - `doubled`, `tripled`: chosen on A's answers, measured on B's answers joined 2 or 3 at a time per
+     passage (hallucinated if any part is; `--cap` bounds the joins with a hallucinated part per passage,
+     every all-faithful join is kept); control B's answers.
    - `models`: chosen on A's answers by M1, measured on B's by M2; control B's by M1.
    - `passages`: chosen on A, measured on B (no shape shift, the reference).
-   The choice is halueval_accuracy.py's: the best balanced accuracy keeping specificity >= MIN_SPECIFICITY
-   on the training part (if none does, the best balanced accuracy). Confusions are pooled over the repeats.
+   Two choices, each on the training part: `balanced`, halueval_accuracy.py's (the best balanced accuracy
+   keeping specificity >= MIN_SPECIFICITY), and `target` (the best specificity keeping sensitivity >=
+   TARGET_SENSITIVITY). Confusions are pooled over the repeats.
 3. Candidate rules, each a family of settings chosen that way (benchmarks/_shift_rules.py):
    - `today`: the shipped rule (decision threshold x min_confidence).
    - `score`: the decision threshold alone (no claim counts on its own).
@@ -60,33 +65,39 @@ DEFAULT_PATH = DATA / "faithbench_dev.jsonl"
 LENGTH_BINS = ((1, 2), (3, 3), (4, 5), (6, 1_000))
 TARGET_SENSITIVITY = 0.7
 GATE_SENSITIVITY = 0.65
+JOINED = {2: "doubled", 3: "tripled"}
 
 
-def answers(path: Path) -> tuple[list[Answer], list[Answer]]:
-    """The file's answers (open part of a dev set) scored by the shipped offline judge; and the doubled
-    answers: every pair of two answers to one passage joined into one (hallucinated if either is)."""
+def joined(rows: list[Row], k: int, cap: int) -> list[Row]:
+    """Longer answers of the same passages: k answers to one passage joined into one (hallucinated if any
+    is). Per passage every combination of k faithful answers, and up to `cap` of the others (seeded)."""
+    rng, out = random.Random(k), []
+    by_passage: dict[tuple[str, ...], list[Row]] = defaultdict(list)
+    for row in rows:
+        by_passage[row.record.contexts].append(row)
+    for group in by_passage.values():
+        combos = list(itertools.combinations(group, k))
+        faithful = [c for c in combos if not any(r.hallucinated for r in c)]
+        others = [c for c in combos if any(r.hallucinated for r in c)]
+        for combo in faithful + rng.sample(others, min(cap, len(others))):
+            answer = "\n\n".join(r.record.answer for r in combo)
+            first = combo[0]
+            record = first.record.model_copy(update={"answer": answer})
+            out.append(Row(record, any(r.hallucinated for r in combo), first.group, first.half))
+    return out
+
+
+def answers(path: Path, cap: int) -> tuple[list[Answer], dict[int, list[Answer]]]:
+    """The file's answers (open part of a dev set) scored by the shipped offline judge; and, per k in
+    JOINED, its answers joined k at a time (`joined`)."""
     rows, reads = load(path), reader(path)
     models: dict[str | None, str] = {}
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip() and reads((raw := json.loads(line))["contexts"]):
                 models[raw.get("id")] = raw.get("summarizer") or "?"
-    pairs = [
-        (one, two)
-        for one, two in itertools.combinations(rows, 2)
-        if one.record.contexts == two.record.contexts
-    ]
-    doubled = [
-        Row(
-            one.record.model_copy(update={"answer": f"{one.record.answer}\n\n{two.record.answer}"}),
-            one.hallucinated or two.hallucinated,
-            one.group,
-            one.half,
-        )
-        for one, two in pairs
-    ]
     out = []
-    for part in (rows, doubled):
+    for part in (rows, *(joined(rows, k, cap) for k in JOINED)):
         results = asyncio.run(score_all([r.record for r in part]))
         out.append(
             [
@@ -95,7 +106,7 @@ def answers(path: Path) -> tuple[list[Answer], list[Answer]]:
                 if result.score is not None
             ]
         )
-    return out[0], out[1]
+    return out[0], dict(zip(JOINED, out[1:], strict=True))
 
 
 def confusion(items: Sequence[Answer], predict: Callable[[Answer], bool]) -> Confusion:
@@ -149,9 +160,10 @@ def strata(items: list[Answer]) -> None:
     for a in items:
         low, high = next(b for b in LENGTH_BINS if b[0] <= len(a.claims) <= b[1])
         groups[f"claims {low}-{high}" if high < 1_000 else f"claims {low}+"].append(a)
-        groups[f"chars <= {median_chars:.0f}" if len(a.text) <= median_chars else "chars longer"].append(a)
-        groups[f"model {a.model}"].append(a)
-    for name, group in groups.items():
+        longer = len(a.text) > median_chars
+        groups[f"chars > {median_chars:.0f}" if longer else f"chars <= {median_chars:.0f}"].append(a)
+        groups[f"model {a.model.split('/')[-1]}"].append(a)
+    for name, group in sorted(groups.items(), key=lambda kv: (kv[0].split()[0] == "model", kv[0])):
         c = confusion(group, lambda a: flag(a, setting))
         neg = [a for a in group if not a.hallucinated]
         anyc = sum(a.counted(shipped.min_confidence) > 0 for a in neg) / max(1, len(neg))
@@ -166,7 +178,7 @@ def strata(items: list[Answer]) -> None:
 Split = tuple[str, list[Answer], list[Answer], list[Answer]]
 
 
-def splits(items: list[Answer], doubled: list[Answer], repeats: int, seed: int) -> Iterator[Split]:
+def splits(items: list[Answer], longer: dict[int, list[Answer]], repeats: int, seed: int) -> Iterator[Split]:
     """Per repeat, per scenario: (scenario, train, test, control)."""
     rng = random.Random(seed)
     passages = sorted({a.passage for a in items})
@@ -179,7 +191,8 @@ def splits(items: list[Answer], doubled: list[Answer], repeats: int, seed: int) 
         b = [x for x in items if x.passage not in side_a]
         short = [x for x in b if len(x.claims) <= median]
         yield "length", [x for x in a if len(x.claims) <= median], [x for x in b if x not in short], short
-        yield "doubled", a, [x for x in doubled if x.passage not in side_a], b
+        for k, name in JOINED.items():
+            yield name, a, [x for x in longer[k] if x.passage not in side_a], b
         by_m1 = [x for x in b if x.model in m1]
         yield "models", [x for x in a if x.model in m1], [x for x in b if x not in by_m1], by_m1
         yield "passages", a, b, b
@@ -187,7 +200,8 @@ def splits(items: list[Answer], doubled: list[Answer], repeats: int, seed: int) 
 
 SCENARIOS = {
     "length": "chosen on A's short answers, measured on B's long ones (control: B's short ones)",
-    "doubled": "chosen on A's answers, measured on B's doubled answers (control: B's answers)",
+    "doubled": "chosen on A's answers, measured on B's answers joined two at a time (control: B's answers)",
+    "tripled": "chosen on A's answers, measured on B's answers joined three at a time (control: B's answers)",
     "models": "chosen on A's answers by half the models, measured on B's by the others (control: B's by the "
     "first half)",
     "passages": "chosen on A, measured on B (no shape shift)",
@@ -195,7 +209,9 @@ SCENARIOS = {
 SHIPPED = "shipped (0.4, 0.5)"
 
 
-def shift(items: list[Answer], doubled: list[Answer], repeats: int, seed: int, criterion: str) -> None:
+def shift(
+    items: list[Answer], longer: dict[int, list[Answer]], repeats: int, seed: int, criterion: str
+) -> None:
     median = statistics.median(len(a.claims) for a in items)
     words = " ".join((CRITERIA[criterion].__doc__ or "").split()).split(": ", 1)[-1].rstrip(".")
     print(
@@ -208,7 +224,7 @@ def shift(items: list[Answer], doubled: list[Answer], repeats: int, seed: int, c
     spread: dict[tuple[str, str], list[float]] = defaultdict(list)
     shipped = Faithfulness()
     fixed = FAMILIES["today"].fit(items)
-    for scenario, train, test, control in splits(items, doubled, repeats, seed):
+    for scenario, train, test, control in splits(items, longer, repeats, seed):
         rules = {SHIPPED: lambda a: fixed(a, (shipped.threshold, shipped.min_confidence))}
         rules |= {name: choose(family, train, criterion) for name, family in FAMILIES.items()}
         for name, predict in rules.items():
@@ -253,24 +269,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--repeats", type=int, default=200, help="random passage / model halvings")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--cap", type=int, default=30, help="joined answers with a hallucinated part, at most, per passage"
+    )
     parser.add_argument("--criterion", choices=[*CRITERIA, "both"], default="both")
     args = parser.parse_args(argv)
     if not args.path.exists():
         print(f"no such file: {args.path}", file=sys.stderr)
         return 2
-    items, doubled = answers(args.path)
+    items, longer = answers(args.path, args.cap)
     hallucinated = sum(a.hallucinated for a in items)
     print(
         f"{args.path.name} (the open part, lockbox left out): {len(items)} scored answers, {hallucinated} "
         f"hallucinated, {len({a.passage for a in items})} passages, {len({a.model for a in items})} models"
     )
-    print(
-        f"doubled answers (two answers to one passage joined): {len(doubled)}, "
-        f"{sum(a.hallucinated for a in doubled)} hallucinated"
-    )
+    for k, joins in longer.items():
+        print(
+            f"{JOINED[k]}: {k} answers to one passage joined, {len(joins)} "
+            f"({sum(a.hallucinated for a in joins)} "
+            f"hallucinated; mean claims {statistics.mean(len(a.claims) for a in joins):.1f}, the answers' "
+            f"{statistics.mean(len(a.claims) for a in items):.1f})"
+        )
     strata(items)
     for criterion in CRITERIA if args.criterion == "both" else (args.criterion,):
-        shift(items, doubled, args.repeats, args.seed, criterion)
+        shift(items, longer, args.repeats, args.seed, criterion)
     return 0
 
 
