@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import cycle, islice
 
 import pytest
-from alert_records import Running, produce, record, wait
+from alert_records import Running, produce, record, service_config, wait
 from kafka import KafkaConsumer, TopicPartition
 
 from tracescore.alert import (
@@ -44,22 +44,17 @@ def config(bootstrap: str, prefix: str) -> AlertConfig:
     rule = RuleConfig(
         warning=None, critical=None, window_count=4, cooldown_seconds=0, no_data_seconds=None, drop=drop
     )
-    return AlertConfig(
-        bootstrap_servers=bootstrap,
-        evaluations_topic=f"{prefix}.evaluations",
-        routes_topic=f"{prefix}.routes",
-        state_topic=f"{prefix}.state",
-        group_id=f"{prefix}-alert",
-        tick_seconds=0.5,
-        rules=[rule],
-    )
+    return service_config(bootstrap, prefix, rules=[rule])
 
 
 _clock = [datetime.now(UTC)]
 
 
 def answers(n: int, pattern: tuple[float, ...]) -> list[bytes]:
-    """`n` answers of /summarize scoring `pattern` in turn, a millisecond apart (each its own time)."""
+    """`n` answers of /summarize scoring `pattern` in turn, a millisecond apart (each its own time), from now
+    on: a clock taken when the module was imported can be older than the rule's 15-minute window by the time
+    a loaded, parallel session reaches the test, and every answer would then leave the window as it came."""
+    _clock[0] = max(_clock[0], datetime.now(UTC))
     out = []
     for score in islice(cycle(pattern), n):
         _clock[0] += timedelta(milliseconds=1)
