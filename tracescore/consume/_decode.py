@@ -64,8 +64,8 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
                     span.start_time_unix_nano,
                     span.kind,
                 )
-                # Most spans leave it unset: asked without building the submessage.
-                if span.HasField("status") and (status := span.status).code:
+                status = span.status  # always sent by the OTel SDK (UNSET): HasField would not spare it
+                if status.code:  # most spans leave it unset
                     decoded.status_code, decoded.status_message = status.code, status.message
                 if len(decoded.trace_id) != 32 or len(decoded.span_id) != 16:
                     raise NotOtlp(
