@@ -1,18 +1,42 @@
-"""Helpers the tests of several stages share: a scoring consumer's settings on topics of one prefix, the
-LLM judge pointed at the local judge server, and the check that nothing was left open."""
+"""Helpers the tests of several stages share: the one wait, a scoring consumer's settings on topics of one
+prefix, the LLM judge pointed at the local judge server, and the check that nothing was left open."""
 
 from __future__ import annotations
 
 import gc
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from tracescore.consume import ConsumerSettings
 from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 
-__all__ = ["assert_nothing_left_open", "consumer_settings", "judge_client", "nothing_left_open"]
+__all__ = [
+    "WAIT_S",
+    "assert_nothing_left_open",
+    "consumer_settings",
+    "judge_client",
+    "nothing_left_open",
+    "wait_until",
+]
+
+WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soon as the condition holds
+
+
+def wait_until(
+    condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S, every_s: float = 0.05
+) -> Any:
+    """Poll `condition` until it returns something truthy (returned); fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(every_s)
 
 
 def consumer_settings(bootstrap: str, prefix: str, **overrides: Any) -> ConsumerSettings:

@@ -1,6 +1,6 @@
 """The consume tests' harness: one way to build a scoring consumer against a real broker (the
 `consumer_for` fixture, built by `kafka_helpers.make_consumer`), the local judge server whose replies a test
-holds back (`judge_server`), the topics of one fault run (`topics`); `kafka_helpers.wait_until` is the one
+holds back (`judge_server`), the topics of one fault run (`topics`); `_helpers.wait_until` is the one
 wait."""
 
 from __future__ import annotations

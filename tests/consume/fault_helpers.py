@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _helpers import consumer_settings
+from _helpers import WAIT_S, consumer_settings, wait_until
 from kafka import KafkaConsumer, TopicPartition
-from kafka_helpers import REPO, WAIT_S, wait_until
+from kafka_helpers import REPO
 from service_processes import SESSION_TIMEOUT_MS
 
 from tracescore.consume import ConsumerSettings, NotOtlp, decode_message

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from _helpers import judge_client
+from _helpers import judge_client, wait_until
 from fault_helpers import (
     APP,
     CommittedOffsets,
@@ -26,12 +26,7 @@ from fault_helpers import (
 )
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka_helpers import (
-    assert_all_committed,
-    end_offsets,
-    run_instrumented_app,
-    wait_until,
-)
+from kafka_helpers import assert_all_committed, end_offsets, run_instrumented_app
 
 from tracescore.consume import EvaluationConsumer
 from tracescore.score.metrics import Faithfulness

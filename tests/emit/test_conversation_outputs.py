@@ -4,24 +4,28 @@ count each conversation once."""
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx2
 import pytest
+from _helpers import wait_until
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from phoenix_helpers import wait_for
 
 from tracescore import semconv
 from tracescore.emit import ConversationMetrics, PhoenixAnnotations, PhoenixSettings, conversation_span
 from tracescore.model import ConversationRecord, MetricStatus, WorstTurn
 from tracescore.testing.phoenix import PhoenixServer
+
+# Phoenix inserts spans and annotations asynchronously: what a test wrote is polled for, gently.
+in_phoenix = functools.partial(wait_until, every_s=0.2)
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -126,7 +130,7 @@ def test_a_conversation_record_becomes_an_annotation_on_its_phoenix_session(
 
     with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
         assert sink.send_sessions([record]) == 1
-        [landed] = wait_for(annotations, f"an annotation on session {session}")
+        [landed] = in_phoenix(annotations, f"an annotation on session {session}")
         assert landed["name"] == "conversation_faithfulness" and landed["annotator_kind"] == "CODE"
         assert landed["result"]["label"] == "flagged" and landed["result"]["score"] == pytest.approx(0.5)
         assert landed["metadata"]["trace_ids"] == traces
@@ -144,5 +148,5 @@ def test_a_conversation_record_becomes_an_annotation_on_its_phoenix_session(
             found = annotations()
             return found if len(found) == 2 and any(a["result"]["label"] == "passed" for a in found) else None
 
-        both = wait_for(settled, "the revision and the LLM tier")
+        both = in_phoenix(settled, "the revision and the LLM tier")
         assert sorted(a["annotator_kind"] for a in both) == ["CODE", "LLM"]

@@ -6,6 +6,7 @@ PhoenixAnnotations, and what landed is read back from Phoenix's own REST API.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 from collections.abc import Callable
@@ -15,16 +16,19 @@ from typing import Any
 
 import httpx2
 import pytest
+from _helpers import wait_until
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from phoenix_helpers import wait_for
 
 from tracescore.emit import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.model import EvaluationRecord, MetricStatus, annotator_kind
 from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing.phoenix import PhoenixServer
+
+# Phoenix inserts spans and annotations asynchronously: what a test wrote is polled for, gently.
+in_phoenix = functools.partial(wait_until, every_s=0.2)
 
 LLM_JUDGE = "openai:gpt-4o-mini"
 PROJECT = "default"  # where Phoenix puts spans whose resource names no project
@@ -70,7 +74,7 @@ def traced_span(phoenix_server: PhoenixServer, phoenix_api: httpx2.Client) -> Sp
         response = phoenix_api.get(f"/v1/projects/{PROJECT}/spans", params={"span_id": ids.span_id})
         return response.json()["data"] if response.status_code == 200 else []
 
-    wait_for(spans, f"span {ids.span_id}")
+    in_phoenix(spans, f"span {ids.span_id}")
     return ids
 
 
@@ -124,7 +128,7 @@ def test_records_become_annotations_on_the_scored_span(
         found = _annotations(phoenix_api, traced_span)
         return found if len(found) == 3 else None
 
-    landed = wait_for(all_three, "three annotations")
+    landed = in_phoenix(all_three, "three annotations")
     assert {name: len(found) for name, found in landed.items()} == {
         "faithfulness": 1,
         "answer_relevancy": 1,
@@ -160,7 +164,7 @@ def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
     record = _record(traced_span)
     with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
         sink.send([record])
-        first = wait_for(lambda: _annotations(phoenix_api, traced_span).get("faithfulness"), "annotation")
+        first = in_phoenix(lambda: _annotations(phoenix_api, traced_span).get("faithfulness"), "annotation")
         # At-least-once delivery: the same record again, then a re-score of the same span and metric.
         sink.send([record])
         sink.send([record.model_copy(update={"score": 1.0, "label": "faithful"})])
@@ -171,7 +175,7 @@ def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
         faithfulness = _annotations(phoenix_api, traced_span)["faithfulness"]
         return [a for a in faithfulness if a["result"]["score"] == 1.0]
 
-    rescored = wait_for(rescore, "the re-scored annotation")
+    rescored = in_phoenix(rescore, "the re-scored annotation")
     annotations = _annotations(phoenix_api, traced_span)["faithfulness"]
     assert len(annotations) == 1
     assert annotations[0]["id"] == first[0]["id"] == rescored[0]["id"]
@@ -342,7 +346,7 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
     assert done.returncode == 0, done.stderr
     assert "scored=1" in done.stderr, done.stderr
 
-    annotations = wait_for(lambda: _annotations(phoenix_api, ids).get("faithfulness"), "the annotation")
+    annotations = in_phoenix(lambda: _annotations(phoenix_api, ids).get("faithfulness"), "the annotation")
     [annotation] = annotations
     assert annotation["annotator_kind"] == "CODE"
     assert annotation["result"]["label"] == "hallucinated"
