@@ -32,6 +32,7 @@ from tracescore._service import (
     StreamTime,
 )
 from tracescore._service._bounded import poll_or_nothing
+from tracescore._service._found import FoundOutputs
 from tracescore.testing.kafka_broker import KafkaBroker
 
 
@@ -106,6 +107,21 @@ def test_outputs_written_after_a_mark_are_found_by_their_id(bootstrap: str, topi
     finally:
         log.close()
         producer.close()
+
+
+def test_found_outputs_hold_their_partitions_output_marks_back_until_released() -> None:
+    """A partition's meta keeps the marks its restore read from while what that found is held: killed again
+    meanwhile, the next restart reads the same outputs again."""
+    found = FoundOutputs()
+    found.add(0, {"rec-1": "d1"}, since={"records": {0: 5, 1: 7}}, restored_at=1_000)
+    ends = {"records": {0: 9, 1: 7, 2: 4}, "revisions": {0: 3}}
+    assert found.marks(0, ends) == {"records": {0: 5, 1: 7, 2: 4}, "revisions": {0: 3}}
+    assert found.marks(1, ends) == ends, "a partition that found nothing saves the ends"
+    assert found.ids() == {"rec-1": "d1"}
+    found.release(lambda partition, restored_at: restored_at < 1_000)
+    assert found.ids() == {"rec-1": "d1"}, "still undecided: held"
+    found.release(lambda partition, restored_at: partition == 0)
+    assert found.ids() == {} and found.marks(0, ends) == ends
 
 
 def test_a_crash_point_kills_the_process_at_its_nth_pass_and_nowhere_else() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from kafka import KafkaProducer
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
-from tracescore.alert import AlertConfig, AlertService, WebhookSink, WebhookSinkConfig
+from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
 from tracescore.alert.testing import WebhookReceiver
 from tracescore.model import EvaluationRecord, MetricStatus
 
@@ -65,6 +65,22 @@ def llm_record(
             "timestamp": at or of.timestamp,
         }
     )
+
+
+def service_config(bootstrap: str, prefix: str, **settings: Any) -> AlertConfig:
+    """`AlertService`'s config on the test's own topics; by default one rule that fires once 8 records are
+    low."""
+    rule = RuleConfig(window_count=8, min_samples=8, critical=None, cooldown_seconds=0, no_data_seconds=None)
+    values: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "evaluations_topic": f"{prefix}.evaluations",
+        "routes_topic": f"{prefix}.routes",
+        "state_topic": f"{prefix}.state",
+        "group_id": f"{prefix}-alert",
+        "tick_seconds": 0.5,
+        "rules": [rule],
+    }
+    return AlertConfig(**{**values, **settings})
 
 
 class Running:

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 from alert_records import Running, produce, record
+from alert_records import service_config as config
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from tracescore.alert import (
-    AlertConfig,
     AlertKey,
-    RuleConfig,
 )
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.testing import free_port
@@ -34,20 +33,6 @@ pytestmark = pytest.mark.kafka
 def receiver() -> Iterator[WebhookReceiver]:
     with WebhookReceiver() as r:
         yield r
-
-
-def config(bootstrap: str, prefix: str) -> AlertConfig:
-    return AlertConfig(
-        bootstrap_servers=bootstrap,
-        evaluations_topic=f"{prefix}.evaluations",
-        routes_topic=f"{prefix}.routes",
-        state_topic=f"{prefix}.state",
-        group_id=f"{prefix}-alert",
-        tick_seconds=0.5,
-        rules=[
-            RuleConfig(window_count=8, min_samples=8, critical=None, cooldown_seconds=0, no_data_seconds=None)
-        ],
-    )
 
 
 def scores(route: str, value: float, n: int = 8) -> list[bytes]:

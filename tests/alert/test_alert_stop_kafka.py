@@ -9,16 +9,18 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from alert_records import alert_process, record, write_config
+from alert_records import alert_process, record, service_config, write_config
 from kafka import KafkaProducer
 from service_processes import ServiceProcess
 
+from tracescore.alert import AlertService, LogSink
 from tracescore.alert.testing import WebhookReceiver
 from tracescore.testing.kafka_broker import KafkaBroker
 
@@ -117,3 +119,36 @@ def test_a_stop_while_stage_1_waits_on_a_paused_broker_says_the_batch_is_re_keye
         assert restarted.wait() == 0, restarted.log[-3000:]
     routes = sorted(json.loads(body)["route"] for body in firing(receiver))
     assert routes == ["/r0", "/r1"], "the next start re-keyed the batch: its alert fired, each alert once"
+
+
+class HangingClose(LogSink):
+    """An application's own sink whose close never returns (a client waiting on a peer that went away)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing, self.release = threading.Event(), threading.Event()
+
+    def close(self) -> None:
+        self.closing.set()
+        self.release.wait()
+
+
+def test_a_sink_whose_close_hangs_is_given_up_on_at_the_end_of_the_stop_budget(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sinks were closed after the service's loop returned, outside every budget: one that hung held the
+    stop until Kubernetes killed the pod. They are closed last, within the stop's budget, like the clients."""
+    config = service_config(bootstrap, topic_prefix, stop_timeout_s=STOP_TIMEOUT_S)
+    sink = HangingClose()
+    service = AlertService(config, [sink])
+    returned = threading.Event()
+    thread = threading.Thread(target=lambda: (service.run(idle_timeout_s=1.0), returned.set()), daemon=True)
+    thread.start()
+    try:
+        assert sink.closing.wait(120), "never idle"
+        # Generous: the budget counts from the idle stop; the close hangs for as long as the test lets it.
+        assert returned.wait(3 * (STOP_TIMEOUT_S + 5.0)), "run() waited on the sink's close"
+    finally:
+        sink.release.set()
+        thread.join(30)
+    assert "closing the sinks given up on at the end of stop_timeout_s" in caplog.text

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import cycle, islice
 
 import pytest
-from alert_records import Running, produce, record, wait
+from alert_records import Running, produce, record, service_config, wait
 from kafka import KafkaConsumer, TopicPartition
 
 from tracescore.alert import (
@@ -44,15 +44,7 @@ def config(bootstrap: str, prefix: str) -> AlertConfig:
     rule = RuleConfig(
         warning=None, critical=None, window_count=4, cooldown_seconds=0, no_data_seconds=None, drop=drop
     )
-    return AlertConfig(
-        bootstrap_servers=bootstrap,
-        evaluations_topic=f"{prefix}.evaluations",
-        routes_topic=f"{prefix}.routes",
-        state_topic=f"{prefix}.state",
-        group_id=f"{prefix}-alert",
-        tick_seconds=0.5,
-        rules=[rule],
-    )
+    return service_config(bootstrap, prefix, rules=[rule])
 
 
 _clock = [datetime.now(UTC)]

@@ -147,3 +147,39 @@ def test_a_record_a_kill_left_unsaved_is_revised_not_written_again_when_a_turn_c
         ("c-0", 0, None, 2),
         ("c-0", 1, 0, 3),
     ]
+
+
+def test_a_second_kill_while_the_restart_holds_what_it_found_writes_no_record_twice(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Killed once c-0's record was written, before the state saying so; the restart holds what it found on
+    the topic while c-0 waits for its quiet period, decides c-1 meanwhile (full at max_turns: due at once),
+    saves its state and is killed again right after that save. The second restart must still find c-0's
+    record: the restart's saves kept the output marks of its restore while it held what it found (they moved
+    past c-0's record, and the second restart wrote c-0 again)."""
+    settings = {"turns_partitions": "1", "max_turns": "3"}  # c-0 and c-1 on one turns partition
+    evaluations = f"{topic_prefix}.evaluations"
+    produce(bootstrap, evaluations, turns()[:2])  # c-0's turns 1 and 2
+    first = conversations_process(
+        bootstrap, topic_prefix, crash_at="outputs.written:1", spans=False, evidence=False, **settings
+    )
+    assert first.wait() == -9, first.log[-3000:]
+    produce(bootstrap, evaluations, [turn(100 + n, 1.0, "c-1") for n in range(3)])
+    # c-0 waits far longer for its quiet period than the restart lives: what it found stays held.
+    second = conversations_process(
+        bootstrap, topic_prefix, crash_at="state.saved:1", quiet_seconds="600", spans=False, evidence=False,
+        **settings,
+    )  # fmt: skip
+    assert second.wait() == -9, second.log[-3000:]
+    conversations = f"{topic_prefix}.conversations"
+    assert [
+        read_conversation_record(m.value).conversation_id for m in read_topic(bootstrap, conversations)
+    ] == [
+        "c-0",
+        "c-1",
+    ], "c-1 written, and the restart killed after saving its state"
+
+    third = conversations_process(bootstrap, topic_prefix, spans=False, evidence=False, **settings)
+    assert third.wait() == 0, third.log[-3000:]
+    records = [read_conversation_record(m.value) for m in read_topic(bootstrap, conversations)]
+    assert [(r.conversation_id, r.revision, r.turns) for r in records] == [("c-0", 0, 2), ("c-1", 0, 3)]

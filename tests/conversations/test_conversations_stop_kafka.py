@@ -67,6 +67,17 @@ def start(
     )
 
 
+def written_after_a_restart(broker: KafkaBroker, prefix: str) -> list[tuple[str, int, int]]:
+    """The service run again until idle; then the records on the topic (conversation, revision, turns)."""
+    restarted = conversations_process(broker.bootstrap_servers, prefix, evidence=False)
+    assert restarted.wait() == 0, restarted.log[-3000:]
+    on_topic = read_topic(broker.bootstrap_servers, f"{prefix}.conversations")
+    return [
+        (r.conversation_id, r.revision, r.turns)
+        for r in map(read_conversation_record, (m.value for m in on_topic))
+    ]
+
+
 def said_once(log: str) -> str:
     """The one line that says what the stop could not save or commit."""
     said = [line for line in log.splitlines() if UNSAVED in line]
@@ -151,10 +162,44 @@ def test_a_stop_while_a_checkpoint_waits_on_a_paused_broker_exits_0_and_the_reco
         left = ("output(s) decided not written (no broker answered in time)", "state(s) not saved (no broker")
         assert any(words in said for words in left), said
 
-        restarted = conversations_process(broker.bootstrap_servers, prefix, evidence=False)
-        assert restarted.wait() == 0, restarted.log[-3000:]
-        records = [
-            read_conversation_record(m.value)
-            for m in read_topic(broker.bootstrap_servers, f"{prefix}.conversations")
-        ]
-    assert [(r.conversation_id, r.revision, r.turns) for r in records] == [("c-1", 0, 3)], records
+        records = written_after_a_restart(broker, prefix)
+    assert records == [("c-1", 0, 3)], records
+
+
+def stopping_line(service: ServiceProcess) -> str:
+    said = [
+        line
+        for line in service.log.splitlines()
+        if f"stopping within stop_timeout_s ({STOP_TIMEOUT_S:g}s)" in line
+    ]
+    assert len(said) == 1, "\n".join(x for x in service.log.splitlines() if "kafka." not in x)[-4000:]
+    return said[0]
+
+
+@pytest.mark.parametrize(
+    ("point", "given_up"),
+    [
+        # The topics' creation and the wait for their partitions at the start (an admin client's calls).
+        ("service.starting", "started no further than creating its topics: nothing was read"),
+        # The restore's reads: the state topic's partitions, the records after their marks, the commits.
+        ("keyed.restoring", "given up on: nothing of those partitions applied or committed"),
+    ],
+)
+def test_a_stop_at_the_start_with_the_broker_paused_gives_up_what_waits_on_it_and_loses_nothing(
+    point: str, given_up: str
+) -> None:
+    """A stop while the service created its topics or read its partitions' state back waited on a broker
+    that stopped answering with no timeout of ours (no signal interrupts a client's call) and was ended by
+    the backstop (exit 1, nothing said). Made certain: the service stops itself at that step, the broker is
+    paused, SIGTERM comes, and the service goes on into it. It gives the step up, says what it left, and the
+    next start writes the conversation once."""
+    with KafkaBroker() as broker:
+        prefix = f"stop-{point.replace('.', '-')}"
+        service = start(broker, prefix, pause_at=point, quiet_seconds="1")
+        wait_until(service.paused, f"reached {point}", service)
+        code = stopped_with_the_broker_paused(broker, service)
+        assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
+        assert given_up in stopping_line(service), service.log[-3000:]
+
+        records = written_after_a_restart(broker, prefix)
+    assert records == [("c-1", 0, 3)], records

@@ -3,14 +3,17 @@ apart, bounded memory, quiet detection, revisions and the state a restart resume
 
 from __future__ import annotations
 
+import random
+from collections import OrderedDict
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from conversation_turns import T0, ms, turn
 
-from tracescore.conversations import ConversationsConfig, ConversationTracker, wilson
+from tracescore.conversations import Conversation, ConversationsConfig, ConversationTracker, wilson
 from tracescore.conversations._stored import ConversationState
+from tracescore.conversations._tracker import Key
 from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
 
 QUIET_S = 60.0
@@ -185,3 +188,86 @@ def test_offsets_are_committed_no_further_than_the_oldest_change_not_in_the_stat
     assert a is not None
     a.dirty_from = None  # in the state topic now
     assert t.commit_offsets({0: 12}) == {0: 11}
+
+
+def test_a_conversation_older_than_a_restore_is_undecided_while_it_waits_for_its_record() -> None:
+    """After a restore, its partition's found records are kept while this says so (the service base asks)."""
+    t = tracker()
+    restore_ms = ms(T0) + 10_000
+    feed(t, [turn(1, 1.0, "old"), turn(2, 1.0, "other")])  # started before the restore, on partition 0
+    assert t.undecided(0, restore_ms) and not t.undecided(1, restore_ms)
+    assert not t.undecided(0, ms(T0)), "none started before T0"
+    old, other = t.get(("chat-api", "old")), t.get(("chat-api", "other"))
+    assert old is not None and other is not None
+    for conversation in (old, other):
+        conversation.written(conversation.due(0.95, T0))
+    assert not t.undecided(0, restore_ms)
+    t.apply(turn(3, 1.0, "new"), 0, 5, restore_ms + 1)  # started after the restore
+    assert not t.undecided(0, restore_ms)
+    t.apply(turn(4, 1.0, "old"), 0, 6, restore_ms + 2)  # the old one changed again: waits again
+    assert t.undecided(0, restore_ms)
+    t.forget(old)
+    assert not t.undecided(0, restore_ms)
+    t.restore([Conversation("chat-api", "back", "/chat", ms(T0), 0, ms(T0), pending=True)])
+    assert t.undecided(0, restore_ms)
+    t.forget_partitions([0])
+    assert not t.undecided(0, restore_ms)
+
+
+def test_undecided_agrees_with_every_held_conversation_through_changes_writes_and_forgets() -> None:
+    t, rng = tracker(), random.Random(7)
+    for step in range(3_000):
+        name, partition = f"c-{rng.randrange(300)}", rng.randrange(3)
+        key, action = ("chat-api", name), rng.random()
+        conversation = t.get(key)
+        if action < 0.5 or conversation is None:
+            if conversation is None or conversation.partition == partition:
+                t.apply(turn(step, 1.0, name), partition, step, ms(T0) + 1_000 * step)
+        elif action < 0.8:
+            conversation.written(conversation.due(0.95, T0))
+        else:
+            t.forget(conversation)
+        before = ms(T0) + 1_000 * rng.randrange(step + 1)
+        for p in range(3):
+            expected = any(c.pending and c.partition == p and c.started_ms < before for c in t.held())
+            assert t.undecided(p, before) == expected, step
+
+
+class _Watched(OrderedDict[Key, Conversation]):
+    """The held conversations, counting every one looked at."""
+
+    looked = 0
+
+    def values(self):  # type: ignore[no-untyped-def, override]
+        self.looked += len(self)
+        return super().values()
+
+    def items(self):  # type: ignore[no-untyped-def, override]
+        self.looked += len(self)
+        return super().items()
+
+    def get(self, key, default=None):  # type: ignore[no-untyped-def, override]
+        self.looked += 1
+        return super().get(key, default)
+
+
+def test_undecided_looks_at_a_few_conversations_a_tick_with_100_000_open() -> None:
+    """Asked every tick after a restore: it looked at every held conversation each time (issue 33's 100,000
+    open conversations: 100,000 a tick); now only at those decided since the last tick, and one more."""
+    t = tracker()
+    n, started = 100_000, ms(T0)
+    t.restore(
+        Conversation("chat-api", f"c-{i}", "/chat", started + i, i % 6, started + i, pending=True)
+        for i in range(n)
+    )
+    held = t._held = _Watched(t._held)
+    decided, ticks = 0, 0
+    for written in range(0, n, 5_000):  # a tick: the next 5,000 written (oldest first), every partition asked
+        for i in range(written, written + 5_000):
+            conversation = held[("chat-api", f"c-{i}")]
+            conversation.pending = False
+            decided += 1
+        ticks += 1
+        assert all(t.undecided(p, started + n) for p in range(6)) == (decided < n)
+    assert not any(t.undecided(p, started + n) for p in range(6))
+    assert held.looked <= decided + 6 * (ticks + 1), held.looked

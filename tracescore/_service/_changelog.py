@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from kafka.producer.future import FutureRecordMetadata
@@ -151,9 +151,6 @@ class Changelog:
         if fresh:
             self._probe.topics()
         return set(self._probe.partitions_for_topic(topic) or ())
-
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return dict(self._probe.end_offsets(list(partitions), timeout_ms=30_000))
 
     # -- reading back -----------------------------------------------------------------------------------
     def read(self, partitions: Iterable[int]) -> dict[int, PartitionState]:

@@ -3,8 +3,10 @@
 `TRACESCORE_TEST_CRASH_AT=<point>[:<n>]` makes the process kill itself with SIGKILL the n-th time (1st by
 default) it reaches `<point>`: no `finally`, no flush, no leaving the group, exactly as `kill -9` at that
 step. A test then restarts the service and counts what was lost or repeated. The points are the steps of
-one checkpoint, in order (docs: Contributing, Architecture):
+one checkpoint, in order, after the two of a start (docs: Contributing, Architecture):
 
+    service.starting  the service about to create its topics (before any client reads)
+    keyed.restoring   stage 2: partitions assigned, about to read their state back
     rekey.polled      stage 1: a batch polled, nothing re-keyed
     rekey.sent        stage 1: re-keyed records handed to the producer, not flushed, input not committed
     keyed.applied     stage 2: a batch applied to the state in memory, nothing written

@@ -15,23 +15,24 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
-from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
 from tracescore._kafka import RebalanceListener, caught_up
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
-from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState, legacy_states
+from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState
 from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
+from tracescore._service._found import FoundOutputs
 from tracescore._service._keyed_logic import KeyedLogic, Saved
 from tracescore._service._outputs import OutputLog, seconds_left
+from tracescore._service._restore import ReadBack, RestoreReader
 
 __all__ = ["KeyedStage"]
 
@@ -79,13 +80,14 @@ class KeyedStage:
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
         # Per restored partition: the outputs found written after its last saved state (a crash came between
-        # them), and when it was restored (ms, the stream clock's): kept until its stream time passes that
-        # and no key older than it waits for a decision (`_decided_again`).
-        self._found: dict[int, dict[str, str]] = {}
-        self._restored_at: dict[int, int] = {}
+        # them), kept until its stream time passes its restore and no key older than that waits for a
+        # decision (`_decided_again`); its meta keeps the marks they were found from meanwhile.
+        self._found = FoundOutputs()
         self._topic_checked = 0.0
         self._metas_written = time.monotonic()
         self._rewrite: list[Saved] = []
+        self._reader = RestoreReader(connection, consumer, changelog, outputs, legacy_topic, self._stopping)
+        self.not_restored: list[int] = []  # assigned partitions whose restore a stop gave up on
 
     # -- poll -------------------------------------------------------------------------------------------
     def subscribe(self) -> None:
@@ -109,9 +111,9 @@ class KeyedStage:
         self.logic.forget_partitions(gone)
         self._pending.difference_update(revoked)
         for partition in gone:
-            tables = (self._replay_below, self._applied_to, self._committed, self._metas, self._found)
-            for table in (*tables, self._restored_at):
+            for table in (self._replay_below, self._applied_to, self._committed, self._metas):
                 table.pop(partition, None)
+        self._found.forget(gone)
         self._meta_due -= gone
 
     def step(self, timeout_ms: int) -> int:
@@ -159,15 +161,22 @@ class KeyedStage:
         self._pending.clear()
         if not assigned:
             return
+        crash_point("keyed.restoring")
         mine = [tp.partition for tp in assigned]
         restored_at = int(self.clock().timestamp() * 1000)  # before anything is read: see `checkpoint`
-        read = self.changelog.read(mine)
+        try:
+            read = self._reader.read(assigned, self.logic.rewind_ms())
+        except KafkaTimeoutError:  # given up on for a stop: nothing of them applied, none committed
+            self.not_restored = mine
+            raise
         self.counts["partitions_read"] += len(mine)
-        restored = sum(self._restore_partition(p, read[p]) for p in mine)
-        fresh = [p for p in mine if read[p].meta is None and read[p].unreadable_meta is None]
-        migrated = self._migrate(fresh)
+        restored = sum(self._restore_partition(p, read.states[p]) for p in mine)
+        migrated = self._migrate(read)
         self.logic.restored()
-        self._recover_outputs(read, restored_at)
+        for partition, found in read.found.items():
+            meta = read.states[partition].meta
+            assert meta is not None  # found from its marks
+            self._found.add(partition, found, meta.outputs, restored_at)
         self.log.info(
             "restored %d keys of %s[%s] from %s%s",
             restored,
@@ -176,7 +185,7 @@ class KeyedStage:
             self.changelog.topic,
             f" and {migrated} from the old state topic {self.legacy_topic}" if migrated else "",
         )
-        self._seek(assigned)
+        self._seek(assigned, read)
         self.consumer.resume(*assigned)
 
     def _restore_partition(self, partition: int, state: PartitionState) -> int:
@@ -197,50 +206,32 @@ class KeyedStage:
         self.counts["restored"] += restored
         return restored
 
-    def _migrate(self, fresh: list[int]) -> int:
+    def _migrate(self, read: ReadBack) -> int:
         """First use of these partitions: carry over their keys' state from the old single-partition topic
         (read once; the partition meta written after them says it was)."""
-        if not fresh:
-            return 0
-        wanted = set(fresh)
         migrated = 0
-        for key, value in legacy_states(self.connection, self.legacy_topic, {p: True for p in fresh}):
-            # Where the old version's producer put the key's records (the default partitioner, murmur2).
-            partition = (murmur2(key) & 0x7FFFFFFF) % self.changelog.partitions
-            if partition not in wanted:
-                continue
+        for partition, key, value in read.legacy:
             try:
                 self.logic.restore(partition, key, self.logic.legacy(key, value), migrated=True)
             except UnreadableState as unreadable:
                 self.logic.skip(unreadable.reason, f"old state topic: {unreadable.detail}")
                 continue
             migrated += 1
-        for partition in fresh:
+        for partition in read.fresh():
             self._metas[partition] = PartitionMeta(migrated_from=self.legacy_topic if migrated else None)
             self._meta_due.add(partition)
         self.counts["migrated"] += migrated
         return migrated
 
-    def _recover_outputs(self, read: Mapping[int, PartitionState], restored_at: int) -> None:
-        for partition, state in read.items():
-            if state.meta is None or not state.meta.outputs:
-                continue
-            found = self.outputs.find(state.meta.outputs)
-            if found:
-                self._found[partition] = found
-                self._restored_at[partition] = restored_at
-
-    def _seek(self, assigned: Sequence[TopicPartition]) -> None:
-        rewind = self.logic.rewind_ms()
-        starts = self.consumer.offsets_for_times({tp: rewind for tp in assigned}) if rewind else {}
+    def _seek(self, assigned: Sequence[TopicPartition], read: ReadBack) -> None:
         for tp in assigned:
-            committed = self.consumer.committed(tp)
+            committed = read.committed.get(tp.partition)
             if committed is None:
                 self.consumer.seek_to_beginning(tp)  # a new group: nothing was read before
                 self._replay_below[tp.partition] = 0
                 continue
-            start = starts.get(tp)
-            self.consumer.seek(tp, min(start.offset, committed) if start is not None else committed)
+            start = read.rewind.get(tp.partition)
+            self.consumer.seek(tp, min(start, committed) if start is not None else committed)
             self._applied_to.pop(tp.partition, None)
             self._replay_below[tp.partition] = committed
             self._committed[tp.partition] = committed
@@ -274,8 +265,7 @@ class KeyedStage:
             # time reaches the restore, every key it decided is held here. A key that changed since (its
             # next record came after the restore) is decided again only later, with what was found: kept
             # until no key older than the restore waits for a decision. Read to its end is not enough.
-            for partition in [p for p in self._found if self._decided_again(p, stream_time)]:
-                del self._found[partition], self._restored_at[partition]
+            self._found.release(lambda p, restored_at: self._decided_again(p, restored_at, stream_time))
         self.commit()
         again = self.logic.after_save()
         if again:
@@ -284,13 +274,12 @@ class KeyedStage:
             if not self._stopping():  # asked for during the deliveries: the stop's checkpoint saves, bounded
                 self.save(wrote_outputs=False)
 
-    def _decided_again(self, partition: int, stream_time: Callable[[int], int]) -> bool:
-        restored_at = self._restored_at[partition]
+    def _decided_again(self, partition: int, restored_at: int, stream_time: Callable[[int], int]) -> bool:
         return stream_time(partition) >= restored_at and not self.logic.undecided(partition, restored_at)
 
     def found_outputs(self) -> dict[str, str]:
         """The ids (-> digest) of the outputs a restore found written after the last saved state."""
-        return {i: d for table in self._found.values() for i, d in table.items()}
+        return self._found.ids()
 
     def read_past_commit(self) -> list[int]:
         """The partitions read past their last commit."""
@@ -334,7 +323,8 @@ class KeyedStage:
         try:
             futures = [self._write(p, key, state) for p, key, state in saves]
             for partition in sorted(self._meta_due):
-                meta = self._metas.get(partition, PartitionMeta()).model_copy(update={"outputs": marks})
+                outputs = self._found.marks(partition, marks)
+                meta = self._metas.get(partition, PartitionMeta()).model_copy(update={"outputs": outputs})
                 self._metas[partition] = meta
                 futures.append(self.changelog.write_meta(partition, meta))
         except KafkaTimeoutError:

@@ -5,6 +5,7 @@ polls both, ticks, checkpoints, and stops on request or when idle."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -13,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
@@ -30,16 +31,17 @@ from tracescore._kafka import (
     wait_for_partitions,
 )
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
-from tracescore._service._bounded import StopBudget
+from tracescore._service._bounded import BoundedCall, StopBudget
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
+from tracescore._service._crash import crash_point
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic
 from tracescore._service._outputs import OutputLog, seconds_left
 from tracescore._service._rekey import Forward, RekeyStage
-from tracescore._service._stop_checkpoint import final_checkpoint
+from tracescore._service._stop_checkpoint import final_checkpoint, restore_given_up
 
-__all__ = ["OVERDUE_EXIT", "ServiceLoop", "ServiceTopics"]
+__all__ = ["OVERDUE_EXIT", "LoopConfig", "ServiceLoop", "ServiceTopics"]
 
 _POLL_MS = 200
 _CLOSE_FLOOR_S = 1.0  # for closing every client, past the stop's budget (half the backstop's 2 s)
@@ -47,6 +49,24 @@ _CLOSE_MIN_S = 0.05  # a client's close given no time at all still tries
 _SAVE_RESERVE_S = 5.0  # of the stop's budget, kept from deliveries for the closing checkpoint (half at most)
 _OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
 OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
+
+
+class LoopConfig(Protocol):
+    """What the loop reads of a service's config: `ServiceSettings`' fields and the two each service names
+    itself (`tracescore.alert.AlertConfig`, `tracescore.conversations.ConversationsConfig`)."""
+
+    @property
+    def group_id(self) -> str: ...  # stage 1's group; stage 2's is `<group_id>.<stage>`
+    @property
+    def session_timeout_ms(self) -> int: ...
+    @property
+    def rebalance_protocol(self) -> RebalanceProtocol: ...
+    @property
+    def tick_seconds(self) -> float: ...
+    @property
+    def health_file(self) -> Path | None: ...
+    @property
+    def stop_timeout_s(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -63,45 +83,46 @@ class ServiceTopics:
 class ServiceLoop:
     def __init__(
         self,
+        config: LoopConfig,
         *,
         log: logging.Logger,
         connection: KafkaConnection,
-        group_id: str,
         stage: str,
-        session_timeout_ms: int,
-        rebalance_protocol: RebalanceProtocol,
         topics: ServiceTopics,
         forward: Callable[[ConsumerRecord], Forward | None],
         oversized: Callable[[str], None],
         logic: KeyedLogic,
         open_keys: Callable[[], int],
         clock: Callable[[], datetime],
-        tick_seconds: float,
-        health_file: Path | None,
         checkpoint_every_batch: bool,
-        stop_timeout_s: float,
+        also_close: Sequence[tuple[str, Callable[[], None]]] = (),
     ) -> None:
+        """`also_close`: (what, close) of what the service itself holds (an alert's sinks), closed last and
+        within the stop's budget, like the clients."""
         self.log = log
+        self._also_close = list(also_close)
         self.connection = connection
         self.topics = topics
         self._logic = logic
         self._open_keys = open_keys
         self._clock = clock
-        self._tick_s = tick_seconds
-        self._health_file = health_file
+        self._tick_s = config.tick_seconds
+        self._health_file = config.health_file
         self._every_batch = checkpoint_every_batch
         self._stopping = False
-        self._stop_timeout_s = stop_timeout_s
+        self._stop_timeout_s = stop_timeout_s = config.stop_timeout_s
         self._budget = StopBudget(stop_timeout_s)  # counted from the signal
         self._overdue: threading.Timer | None = None
         # Only while run() runs may an overdue stop end the process (never a test's, after or before it).
         self._running = False
         self._returned = False
+        self._not_started: str | None = None  # a stop gave up on the startup: what it did not do
+        group_id, rebalance_protocol = config.group_id, config.rebalance_protocol
         self._group_id, self._protocol = group_id, rebalance_protocol
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
             ingest, keyed, producer = rekeying_clients(
-                client, group_id, stage, session_timeout_ms, rebalance_protocol
+                client, group_id, stage, config.session_timeout_ms, rebalance_protocol
             )
             changelog = Changelog(connection, topics.state, topics.keyed, stopping=lambda: self._stopping)
             return ingest, keyed, producer, changelog
@@ -181,18 +202,35 @@ class ServiceLoop:
             if self._overdue is not None:
                 self._overdue.cancel()
 
-    def _run(self, idle_timeout_s: float | None) -> None:
+    def _start(self) -> None:
+        """Create the topics that are missing and wait until the cluster's metadata shows them (the admin and
+        metadata calls take no timeout of ours: given up on at a stop, on a thread; KafkaTimeoutError)."""
+        crash_point("service.starting")
         t = self.topics
         outputs = [o for o in t.outputs if o not in t.inputs]
-        ensure_topics(self.connection, [*t.inputs, NewTopic(t.keyed, t.keyed_partitions, -1), *outputs])
+        topics = [*t.inputs, NewTopic(t.keyed, t.keyed_partitions, -1), *outputs]
         client, wait_s = self.connection.client_config(), self.connection.connect_timeout_s
-        wait_for_partitions(client, [*t.inputs, t.keyed], wait_s)
+
+        def start() -> None:
+            ensure_topics(self.connection, topics)
+            wait_for_partitions(client, [*t.inputs, t.keyed], wait_s)
+
+        try:
+            with self.waiting("the broker (starting: creating the topics)"):
+                BoundedCall(start, "creating the topics")(lambda: self._stopping, math.inf)
+        except KafkaTimeoutError:
+            self._not_started = "started no further than creating its topics: nothing was read"
+            raise
+
+    def _run(self, idle_timeout_s: float | None) -> None:
+        wait_s = self.connection.connect_timeout_s
         clean = False
         try:
+            self._start()
             with self.waiting("the broker (starting: the state topic)"):
                 # ChangelogError (one line): partitioned unlike the keyed topic; KafkaTimeoutError: no answer
                 self._changelog.ensure(wait_s)
-            self.rekey.subscribe(t.inputs, self.log)
+            self.rekey.subscribe(self.topics.inputs, self.log)
             self.keyed.subscribe()
             with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
                 self._loop(idle_timeout_s)
@@ -210,7 +248,12 @@ class ServiceLoop:
             if clean:
                 # A stop (SIGTERM, idle): what is decided goes out and is saved, in the stop's budget.
                 with self.waiting("the broker (the closing checkpoint)"):
-                    not_done = [self.rekey.not_done(), final_checkpoint(self.keyed, deadline)]
+                    not_done = [
+                        self._not_started,
+                        restore_given_up(self.keyed),
+                        self.rekey.not_done(),
+                        final_checkpoint(self.keyed, deadline),
+                    ]
                 if any(not_done):
                     self.log.warning(
                         "stopping within stop_timeout_s (%gs): %s",
@@ -289,3 +332,10 @@ class ServiceLoop:
                 close()
             except KafkaError as exc:  # the broker not answering: what was not done is said already
                 self.log.debug("closing a client: %s", exc)
+        for what, close_other in self._also_close:  # no timeout of ours: on a thread, given up on at the end
+            try:
+                BoundedCall(close_other, what)(timeout_s=left())
+            except KafkaTimeoutError:
+                self.log.warning("stopping: %s given up on at the end of stop_timeout_s", what)
+            except Exception as exc:  # closing: said, and the other closes still run
+                self.log.warning("stopping: %s failed: %s", what, exc)

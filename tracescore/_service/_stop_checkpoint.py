@@ -7,7 +7,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 
 from tracescore._service._keyed import KeyedStage
 
-__all__ = ["READ_AGAIN", "final_checkpoint"]
+__all__ = ["READ_AGAIN", "final_checkpoint", "restore_given_up"]
 
 READ_AGAIN = (
     "the next start reads those records again from the last commit (nothing is lost; what they decide may be "
@@ -58,6 +58,17 @@ def final_checkpoint(stage: KeyedStage, deadline: float) -> str | None:
             )
             return "; ".join(part for part in (not_saved, undelivered) if part)
     return undelivered
+
+
+def restore_given_up(stage: KeyedStage) -> str | None:
+    """What a restore a stop gave up on left, in words (None: none was)."""
+    if not stage.not_restored:
+        return None
+    partitions = ",".join(map(str, stage.not_restored))
+    return (
+        f"the restore of {stage.topic}[{partitions}] given up on: nothing of those partitions applied or "
+        "committed, their next owner restores them"
+    )
 
 
 def _why(exc: BaseException) -> str:

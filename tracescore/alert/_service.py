@@ -114,11 +114,9 @@ class AlertService:
         )
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._loop = ServiceLoop(
+            c,
             log=_log,
             connection=self.connection,
-            group_id=c.group_id,
-            session_timeout_ms=c.session_timeout_ms,
-            rebalance_protocol=c.rebalance_protocol,
             stage="routes",
             topics=topics,
             forward=self._forward,
@@ -126,10 +124,8 @@ class AlertService:
             logic=self._logic,
             open_keys=lambda: 0,
             clock=clock,
-            tick_seconds=c.tick_seconds,
-            health_file=c.health_file,
-            stop_timeout_s=c.stop_timeout_s,
             checkpoint_every_batch=True,
+            also_close=[("closing the sinks", self._close_sinks)],
         )
 
     @property
@@ -142,13 +138,15 @@ class AlertService:
 
     def run(self, idle_timeout_s: float | None = None) -> AlertStats:
         try:
-            self._loop.run(idle_timeout_s)
+            self._loop.run(idle_timeout_s)  # closes the sinks last, within the stop's budget
         finally:
-            for sink in self.sinks:
-                sink.close()
             self.stats.evicted_routes = self.evaluator.evicted
             self.stats.state.update(self._loop.keyed.counts)
         return self.stats
+
+    def _close_sinks(self) -> None:
+        for sink in self.sinks:
+            sink.close()
 
     # -- stage 1: re-key by route -----------------------------------------------------------------------
     def _forward(self, message: ConsumerRecord) -> Forward | None:

@@ -113,11 +113,9 @@ class ConversationService:
         )
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._loop = ServiceLoop(
+            c,
             log=_log,
             connection=self.connection,
-            group_id=c.group_id,
-            session_timeout_ms=c.session_timeout_ms,
-            rebalance_protocol=c.rebalance_protocol,
             stage="turns",
             topics=topics,
             forward=self._forward,
@@ -125,9 +123,6 @@ class ConversationService:
             logic=self._logic,
             open_keys=self._open,
             clock=clock,
-            tick_seconds=c.tick_seconds,
-            health_file=c.health_file,
-            stop_timeout_s=c.stop_timeout_s,
             checkpoint_every_batch=False,
         )
 

@@ -9,8 +9,9 @@ crashed member never makes a conversation quiet whose next turn is still on its 
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._state import Conversation
@@ -27,6 +28,7 @@ class ConversationTracker:
         # Least recently changed first: eviction takes from the front, forgetting stops at the first too new.
         self._held: OrderedDict[Key, Conversation] = OrderedDict()
         self._unsorted = False  # restored conversations were appended out of order
+        self._undecided = _Undecided()
         self.counts: Counter[str] = Counter()
 
     def __len__(self) -> int:
@@ -41,10 +43,8 @@ class ConversationTracker:
 
     def undecided(self, partition: int, before_ms: int) -> bool:
         """A conversation of `partition` that started before `before_ms` changed since its records were last
-        written."""
-        return any(
-            c.pending and c.partition == partition and c.started_ms < before_ms for c in self._held.values()
-        )
+        written (asked every tick after a restore: O(1) amortised, whatever the number held)."""
+        return self._undecided.oldest(partition, self._held) < before_ms
 
     def apply(self, record: EvaluationRecord, partition: int, offset: int, arrival_ms: int) -> None:
         """One turn record read from the turns topic (keyed there by `key_of`)."""
@@ -65,12 +65,15 @@ class ConversationTracker:
         past_cap = conversation.past_cap
         if conversation.apply(record, offset, arrival_ms, self.config.max_turns):
             self._held.move_to_end(key)
+            self._undecided.changed(conversation, self._held)
         self.counts["records_past_cap"] += conversation.past_cap - past_cap
 
     def restore(self, conversations: Iterable[Conversation]) -> None:
         """Conversations from the state topic. One already held keeps its own, newer state."""
         for conversation in conversations:
-            self._held.setdefault(conversation.key, conversation)
+            kept = self._held.setdefault(conversation.key, conversation)
+            if kept.pending:
+                self._undecided.changed(kept, self._held)
             self._unsorted = True
 
     def _in_order(self) -> OrderedDict[Key, Conversation]:
@@ -141,6 +144,7 @@ class ConversationTracker:
         gone = set(partitions)
         for key in [k for k, c in self._held.items() if c.partition in gone]:
             del self._held[key]
+        self._undecided.forget(gone)
 
     def commit_offsets(self, positions: dict[int, int]) -> dict[int, int]:
         """Per partition, the offset to commit: the next to read, held back to the oldest change not in the
@@ -158,3 +162,62 @@ def key_of(record: EvaluationRecord) -> Key | None:
     if not record.session_id:
         return None
     return (record.service_name, record.session_id)
+
+
+class _Undecided:
+    """Per partition, the changed conversations by when they started (a heap), for `undecided`: one entry a
+    conversation, pushed when it changes; an entry of one since written or forgotten is dropped when it comes
+    to the top, and all of them at once when the entries outnumber the held conversations twice over."""
+
+    def __init__(self) -> None:
+        self._heaps: dict[int, list[tuple[int, Key]]] = {}
+        self._entry: dict[Key, int] = {}  # key -> the started_ms of its live entry
+        self._size = 0
+
+    def changed(self, conversation: Conversation, held: Mapping[Key, Conversation]) -> None:
+        key, started_ms = conversation.key, conversation.started_ms
+        if self._entry.get(key) == started_ms:
+            return  # its entry is still in the heap
+        self._entry[key] = started_ms
+        heapq.heappush(self._heaps.setdefault(conversation.partition, []), (started_ms, key))
+        self._size += 1
+        if self._size > 2 * len(held) + 1_000:
+            self._trim(held)
+
+    def oldest(self, partition: int, held: Mapping[Key, Conversation]) -> float:
+        """When the oldest changed conversation of `partition` started (ms; infinity: none)."""
+        heap = self._heaps.get(partition, [])
+        while heap:
+            started_ms, key = heap[0]
+            if _live(held.get(key), started_ms, partition):
+                return started_ms
+            heapq.heappop(heap)
+            self._size -= 1
+            if self._entry.get(key) == started_ms:
+                del self._entry[key]
+        return float("inf")
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        for partition in partitions:
+            for started_ms, key in self._heaps.pop(partition, []):
+                self._size -= 1
+                if self._entry.get(key) == started_ms:
+                    del self._entry[key]
+
+    def _trim(self, held: Mapping[Key, Conversation]) -> None:
+        self._entry.clear()
+        for partition, heap in self._heaps.items():
+            heap[:] = [(s, key) for s, key in heap if _live(held.get(key), s, partition)]
+            heapq.heapify(heap)
+            self._entry.update((key, s) for s, key in heap)
+        self._size = sum(map(len, self._heaps.values()))
+
+
+def _live(conversation: Conversation | None, started_ms: int, partition: int) -> bool:
+    """The entry (started_ms, its key) on `partition` is the held conversation's, and it changed."""
+    return (
+        conversation is not None
+        and conversation.pending
+        and conversation.started_ms == started_ms
+        and conversation.partition == partition
+    )
