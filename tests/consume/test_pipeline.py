@@ -117,6 +117,36 @@ def test_an_interaction_the_policy_leaves_out_is_counted_by_reason() -> None:
     assert steps.stats.sampling == {"rate": 1}
 
 
+class SkippedMetric:
+    """The metrics' `skipped` counter, recorded: (reason, service, scope) -> count added."""
+
+    def __init__(self) -> None:
+        self.added: dict[tuple[str, str, str], int] = {}
+
+    def skipped(self, reason: str, service: str, scope: str, count: int) -> None:
+        self.added[reason, service, scope] = self.added.get((reason, service, scope), 0) + count
+
+
+def test_interactions_turned_away_in_one_batch_are_counted_per_source_once() -> None:
+    metric = SkippedMetric()
+    assembler = TraceAssembler(AssemblySettings(grace_s=2.0), clock=Clock())
+    policy = SharedPolicy(CascadePolicy(SamplingConfig(default_rate=0.0)))
+    steps = Pipeline(assembler, ConsumerStats(), policy=policy, metrics_out=metric)  # type: ignore[arg-type]
+    manual, langchain = FIXTURES / "openinference_manual", FIXTURES / "openinference_langchain"
+    steps.take([message((manual / "faithful.binpb").read_bytes(), offset=0)])
+    steps.take([message((langchain / "faithful.binpb").read_bytes(), offset=1)])
+    assert steps.flush() == []
+    assert (steps.stats.sampled_out, steps.stats.not_admitted) == (2, {"rate": 1 + 1})
+    assert metric.added == {
+        ("rate", "aurora-support-manual", "aurora_support.rag"): 1,
+        ("rate", "aurora-support-langchain", "openinference.instrumentation.langchain"): 1,
+    }
+    steps.take([message((manual / "unfaithful.binpb").read_bytes(), offset=2)])
+    assert steps.flush() == []  # a later batch adds its own, and only its own
+    assert (steps.stats.sampled_out, steps.stats.not_admitted) == (3, {"rate": 3})
+    assert metric.added[("rate", "aurora-support-manual", "aurora_support.rag")] == 2
+
+
 def built_interactions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The anchor span ids of the interactions built (as records to score or to show a policy's admit)."""
     built: list[str] = []

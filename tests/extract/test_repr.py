@@ -270,3 +270,15 @@ def test_genai_and_openllmetry_answers_that_are_reprs_come_from_the_llm_call_tha
     llm = span("openai.chat", {"gen_ai.completion.0.content": ANSWER}, parent=workflow.span_id, start=2)
     [rag] = extract(trace(workflow, retrieve, llm)).interactions
     assert rag.record.answer == ANSWER
+
+
+def test_repr_documents_among_text_are_counted_in_one_note_per_span() -> None:
+    chain = span("chain", {KIND: "CHAIN", "input.value": QUESTION, "output.value": ANSWER})
+    documents = [REPRS[0], "The Aurora X2 battery lasts 14 hours.", REPRS[-1]]
+    retriever = span(
+        "_retrieve", {KIND: "RETRIEVER", "output.value": json.dumps(documents)}, parent=chain.span_id
+    )
+    [read] = extract(trace(chain, retriever)).interactions
+    assert read.record.contexts == ("The Aurora X2 battery lasts 14 hours.",)
+    [note] = read.context_notes
+    assert note.startswith(f"2 document(s) from span {retriever.span_id} were program reprs")

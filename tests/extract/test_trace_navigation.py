@@ -29,3 +29,11 @@ def test_beside_is_the_parents_subtree_or_the_whole_trace() -> None:
     built = trace(root, retrieve, llm, elsewhere)
     assert built.beside(llm) == [retrieve, llm]
     assert set(built.beside(root)) == {root, retrieve, llm, elsewhere}
+
+
+def test_a_one_span_trace_is_its_own_root_with_no_children() -> None:
+    only = span("answer", sid="a" * 16)
+    built = trace(only)
+    assert (built.roots, built.children(only), list(built.descendants(only))) == ([only], [], [])
+    assert (built.in_order(), built.beside(only), list(built.ancestors(only))) == ([only], [only], [])
+    assert built.outermost(lambda s: True) == [only]

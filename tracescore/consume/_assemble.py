@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
-from tracescore.consume._revise import Judgeable, Remembered, Revision, revise
+from tracescore.consume._revise import Judgeable, Remembered, Revision, first_revisions, revise
 from tracescore.extract import Skip
 from tracescore.model import DecodedSpan, Trace
 
@@ -202,7 +202,7 @@ class TraceAssembler:
             if entry is not None and entry.rejoined is not None and entry.rejoined.judged is None:
                 memory = entry.rejoined
         if memory is None:  # not kept (rejoin memory off or full): judged as read
-            return [Revision(i) for i in interactions], list(skips)
+            return first_revisions(interactions), list(skips)
         return revise(trace, memory, interactions, skips, self.counts)
 
     def release_handed_over(self, partition: Hashable) -> list[Trace]:

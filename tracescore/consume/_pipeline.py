@@ -12,6 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
@@ -34,6 +35,7 @@ __all__ = ["Admitted", "DeadLetter", "Pipeline", "Taken"]
 _log = logging.getLogger("tracescore.consume")
 _EVALUATOR_SCOPE = semconv.EVALUATOR_SCOPE
 _REASON_NAMES = {reason: reason.value for reason in SkipReason}
+_REASON = itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class Pipeline:
         # (reason, service, scope) -> interactions not scored since the last report: one metric update per
         # source and batch, not one per interaction (an OTel counter's add is costly on the unsampled path).
         self._not_scored: Counter[tuple[str, str, str]] = Counter()
+        # (reason, service, scope) of each interaction the policy turned away in the batch being read.
+        self._turned_away: list[tuple[str, str, str]] = []
         self._log_once = LogOnce(_log)
 
     def take(self, batch: Sequence[ConsumerRecord]) -> Taken:
@@ -187,10 +191,14 @@ class Pipeline:
                 admitted_now, metrics = admit(read)
                 if admitted_now:
                     wanted.append((revision._replace(interaction=read.interaction()), metrics))
-                else:
-                    stats.sampled_out += 1
             if wanted or turns:
                 admitted.append(Admitted(dict(trace.offsets), wanted, trace.trace_id, turns))
+        turned_away = self._turned_away
+        if turned_away:  # counted once per batch: a Counter's += per interaction costs the unsampled path
+            stats.sampled_out += len(turned_away)
+            stats.not_admitted.update(map(_REASON, turned_away))
+            self._not_scored.update(turned_away)
+            turned_away.clear()
         counts = self.assembler.counts
         if counts:
             stats.assembly.update(counts)
@@ -216,9 +224,8 @@ class Pipeline:
             decision = policy.admit(read.interaction())
         skip = decision.skip
         if skip is not None:
-            reason = _REASON_NAMES[skip]  # not `skip.value`: an enum property, a Python call per interaction
-            self.stats.not_admitted[reason] += 1
-            self._not_scored[reason, span.service_name, span.scope_name] += 1
+            # Not `skip.value`: an enum property, a Python call per interaction. Counted by the batch.
+            self._turned_away.append((_REASON_NAMES[skip], span.service_name, span.scope_name))
             return False, None
         return True, decision.metrics
 

@@ -19,7 +19,7 @@ from typing import Generic, NamedTuple, TypeVar
 from tracescore.extract import Found, Skip
 from tracescore.model import DecodedSpan, Interaction, Trace, revision_key
 
-__all__ = ["JudgedReading", "Remembered", "Revision", "revise", "revision_key"]
+__all__ = ["JudgedReading", "Remembered", "Revision", "first_revisions", "revise", "revision_key"]
 
 
 # What is revised: interactions, or readings not built yet (`Found`, as the consumer revises them).
@@ -68,11 +68,15 @@ def revise(
     """The interactions to score and the skips to report for this release of `trace`; updates `memory`."""
     previous = memory.judged
     if previous is None:  # a first reading: everything is new; what it judged is kept for late spans
-        # Every trace released comes here: built without a generator or NamedTuple constructor per reading.
-        memory.judged = tuple([(i.span.span_id, tuple(i.span_ids), judged_texts(i), 0) for i in interactions])
+        # Every trace released comes here: one loop, no NamedTuple constructor or comprehension per reading.
+        judged_now: list[JudgedReading] = []
+        for i in interactions:
+            texts = i.texts if type(i) is Found else judged_texts(i)
+            judged_now.append((i.span.span_id, tuple(i.span_ids), texts, 0))
+        memory.judged = tuple(judged_now)
         if skips:
             memory.skipped = tuple((s.span.span_id, s.reason) for s in skips if s.span is not None)
-        return [_new_revision(Revision, (i, 0, None)) for i in interactions], list(skips)
+        return first_revisions(interactions), list(skips)
     judged: list[JudgedReading] = []
     out: list[Revision[Judgeable]] = []
     for interaction in interactions:
@@ -100,6 +104,12 @@ def revise(
             counts["late_spans_unchanged"] += memory.late
         memory.late = 0
     return out, fresh
+
+
+def first_revisions(interactions: Sequence[Judgeable]) -> list[Revision[Judgeable]]:
+    """Each interaction as revision 0 (built as the tuple it is: a NamedTuple's constructor is a Python call,
+    and every interaction released comes here)."""
+    return [_new_revision(Revision, (i, 0, None)) for i in interactions]
 
 
 def judged_texts(interaction: Interaction | Found) -> tuple[object, ...]:

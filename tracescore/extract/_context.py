@@ -9,10 +9,11 @@ carries the answer is dropped then (`_tools.drop_answer_carriers`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from tracescore.extract._read import is_repr
+from tracescore.extract._read import is_repr, may_start_repr
 from tracescore.model import ContextSource, ContextSourceKind, DecodedSpan
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
 MAX_CONTEXTS = 64
 MAX_CONTEXT_CHARS = 2_000_000
 _new_source = tuple.__new__
+_NO_REPRS: Mapping[str, int] = MappingProxyType({})
 
 
 class ToolCall(NamedTuple):
@@ -59,8 +61,9 @@ class Contexts:
         self._calls: list[ToolCall | None] = []  # aligned with _texts: the tool call of a tool result
         self._tool_results = 0  # how many of _calls are not None: most interactions have none
         self._chars = 0
-        self._notes: list[str] = []
-        self._reprs: dict[str, int] = {}
+        # Built when first written: most interactions have no note and no repr among their documents.
+        self._notes: tuple[str, ...] = ()
+        self._reprs: Mapping[str, int] = _NO_REPRS
         self._over_chars = 0
         self._unread = 0
 
@@ -95,8 +98,10 @@ class Contexts:
             text = value if isinstance(value, str) else str(value)
             if not text or text.isspace():
                 continue
-            if is_repr(text):
-                self._reprs[source.span_id] = self._reprs.get(source.span_id, 0) + 1
+            if may_start_repr(text, 0, 300) and is_repr(text):
+                reprs = self._reprs if isinstance(self._reprs, dict) else {}
+                reprs[source.span_id] = reprs.get(source.span_id, 0) + 1
+                self._reprs = reprs
                 continue
             size = len(text)
             if len(kept) >= MAX_CONTEXTS:
@@ -141,7 +146,7 @@ class Contexts:
 
     def note(self, text: str) -> None:
         if text not in self._notes:
-            self._notes.append(text)
+            self._notes = (*self._notes, text)
 
     @property
     def texts(self) -> tuple[str, ...]:

@@ -46,8 +46,9 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
     kept_found: list[Found] = []
     skipped: list[Skip] = []
     covered: set[str] = set()
+    one_span = len(trace.spans) == 1  # most traces of our own spans: once read, nothing else is in it
     for recognizer in recognizers:
-        if covered and covered.issuperset(trace.by_id):
+        if kept_found and (one_span or covered.issuperset(trace.by_id)):
             # Every span is in, above or below a kept interaction: whatever a later recogniser finds is
             # dropped below, so it need not run (our own spans carry three conventions' attributes).
             break
@@ -61,6 +62,8 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
                 _same(trace, outcome.span, outcome.span_ids, kept) for kept in kept_found
             ):
                 kept_found.append(outcome)
+                if one_span:
+                    continue  # its only span is covered: no set of covered spans to keep
                 anchor = outcome.span
                 covered.update(outcome.span_ids)
                 covered.add(anchor.span_id)

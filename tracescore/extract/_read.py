@@ -23,6 +23,7 @@ __all__ = [
     "is_repr",
     "keyword_question",
     "last_message_text",
+    "may_start_repr",
     "parse_json",
     "question_text",
     "text_of",
@@ -85,6 +86,11 @@ def parse_json(value: Any) -> Any:
             except (ValueError, RecursionError):
                 return value
     return value
+
+
+# `is_repr`'s first test, for a caller that checks many texts (every document of every interaction): a str it
+# does not match, `may_start_repr(text, 0, 300)`, is never a repr, and the test is a C call, not a Python one.
+may_start_repr = _REPR_START.match
 
 
 def is_repr(text: Any) -> bool:

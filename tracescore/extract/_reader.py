@@ -334,6 +334,14 @@ class ConventionReader:
         if convention is not None:
             self.convention = convention
         self.name = self.convention.name
+        # A convention that keeps the default presence test and has no marker key is in every trace: not
+        # asked (a Python call per trace read).
+        kind = type(self.convention)
+        self._present = (
+            None
+            if kind.present is Convention.present and self.convention.MARKER is None
+            else self.convention.present
+        )
         # Every interaction of the unsampled path goes through these: a step that cannot apply is not run.
         self._steps = tuple(step.run for step in STEPS if step.applies(self.convention))
 
@@ -347,7 +355,8 @@ class ConventionReader:
         """What `recognize` reads, each interaction not built yet (`Found`)."""
         # Every trace meets every recogniser and holds few conventions: an absent one costs its cheap
         # presence test. A list, not a generator: most traces hold one candidate.
-        if not self.convention.present(trace):
+        present = self._present
+        if present is not None and not present(trace):
             return []
         out: list[Found | Skip] = []
         steps = self._steps

@@ -46,7 +46,9 @@ class Tracescore(Convention):
             (only,) = spans
             if only.scope_name != self.SCOPE:
                 return []
-            return [Reading(trace, self, only, retrievals=((only, _ON_THE_SPAN),))]
+            # Positional (around, group, since, retrievals): keywords to Reading's generated __init__ cost
+            # ~1/3 more, on every trace of ours.
+            return [Reading(trace, self, only, (), None, 0, ((only, _ON_THE_SPAN),))]
         return [
             Reading(trace, self, span, retrievals=((span, _ON_THE_SPAN),))
             for span in trace.select(self.is_interaction)

@@ -64,10 +64,10 @@ class Trace:
         # Where the spans were read from (partition -> lowest offset), so whoever scores the trace can hold
         # those offsets uncommitted until its outputs are acknowledged.
         self.offsets: Mapping[Hashable, int] = offsets or {}
+        self._children: dict[str | None, list[DecodedSpan]] | None = None
         if len(spans) == 1:  # the common trace of `@tracescore.rag` spans: no tree to index
             (only,) = spans
             self.by_id = {only.span_id: only}
-            self._children: dict[str | None, list[DecodedSpan]] = {None: [only]}
             return
         self.by_id = {span.span_id: span for span in spans}
         children: dict[str | None, list[DecodedSpan]] = defaultdict(list)
@@ -81,12 +81,14 @@ class Trace:
         return f"Trace({self.trace_id}, {len(self.spans)} spans, incomplete={self.incomplete})"
 
     def children(self, span: DecodedSpan) -> list[DecodedSpan]:
-        return self._children.get(span.span_id, [])
+        children = self._children
+        return [] if children is None else children.get(span.span_id, [])
 
     @property
     def roots(self) -> list[DecodedSpan]:
         """Spans without a parent in this trace, in start order (a span whose parent is missing counts)."""
-        return self._children.get(None, [])
+        children = self._children
+        return list(self.spans) if children is None else children.get(None, [])
 
     def select(self, keep: Callable[[DecodedSpan], bool]) -> list[DecodedSpan]:
         """The spans `keep` accepts, in start order: cheaper than walking the tree when few match."""
