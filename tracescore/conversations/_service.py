@@ -151,7 +151,10 @@ class ConversationService:
         return self.stats
 
     def _open(self) -> int:
-        return self.tracker.open() + (self._grounder.open() if self._grounder is not None else 0)
+        """Nonzero while a conversation or a held turn waits to be written (an idle stop waits for none)."""
+        if self.tracker.any_open():
+            return 1
+        return self._grounder.open() if self._grounder is not None else 0
 
     # -- stage 1: re-key by conversation ----------------------------------------------------------------
     def _forward(self, message: ConsumerRecord) -> Forward | None:
