@@ -2,10 +2,10 @@
 are due (`due`), and the earliest (`oldest`), at a cost proportional to what changed or became due, not to
 how many are held (issue 33: 100,000 open conversations).
 
-Entries are pushed when a conversation changes (the tracker sees every change) and checked against the
-conversation when read: one since written, saved or forgotten is dropped then (its time reads None, or
+An entry is pushed when a conversation's time changes (the tracker sees every change) and checked against
+the conversation when read: one since written, saved or forgotten is dropped then (its time reads None, or
 another), so nothing else needs to tell the index. Past twice as many entries as held conversations, the
-stale ones are dropped all at once.
+stale ones are dropped all at once. No map of keys to entries: a few bytes an entry (100,000 held).
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ class ByTime:
     """`time_of(conversation)`: its time in this index (ms), None while it is not in it."""
 
     def __init__(self, time_of: Callable[[Conversation], int | None]) -> None:
-        self._time_of = time_of
+        self.time_of = time_of
         self._heaps: dict[int, list[tuple[int, Key]]] = {}
-        self._entry: dict[Key, int] = {}  # key -> the time of its newest entry (in a heap or among the due)
         self._due: dict[Key, tuple[int, int]] = {}  # key -> (partition, time): taken from its heap, reached
         self._size = 0  # entries in the heaps
 
-    def changed(self, conversation: Conversation, held: Mapping[Key, Conversation]) -> None:
-        """`conversation` changed (or was restored): its entry, unless it has one for its time already."""
-        at = self._time_of(conversation)
-        if at is None or self._entry.get(conversation.key) == at:
-            return
-        self._entry[conversation.key] = at
+    def changed(
+        self, conversation: Conversation, before: int | None, held: Mapping[Key, Conversation]
+    ) -> None:
+        """`conversation` changed (or was restored) from `before`, its time before (None: it had none)."""
+        at = self.time_of(conversation)
+        if at is None or at == before:
+            return  # its entry is in the index already, or due to be (a written one changed again: a new one)
         heapq.heappush(self._heaps.setdefault(conversation.partition, []), (at, conversation.key))
         self._size += 1
         if self._size + len(self._due) > 2 * len(held) + _SLACK:
@@ -49,7 +49,7 @@ class ByTime:
             at, key = heap[0]
             if self._live(held.get(key), partition, at):
                 return at
-            self._pop(heap, at, key)
+            self._pop(heap)
         return float("inf")
 
     def partitions(self) -> list[int]:
@@ -69,14 +69,12 @@ class ByTime:
                     self._size -= 1
                     self._due[key] = (partition, at)
                 else:
-                    self._pop(heap, at, key)
+                    self._pop(heap)
         out = []
         for key, (partition, at) in list(self._due.items()):
             conversation = held.get(key)
             if conversation is None or not self._live(conversation, partition, at):
                 del self._due[key]  # its newer entry, if it changed, is in the heap
-                if self._entry.get(key) == at:
-                    del self._entry[key]
             elif now_of(partition) - at < after_ms:  # its partition's time went back (a rebalance)
                 del self._due[key]
                 heapq.heappush(self._heaps.setdefault(partition, []), (at, key))
@@ -87,16 +85,12 @@ class ByTime:
 
     def forget(self, key: Key) -> None:
         """A conversation no longer held (its entries are dropped when read)."""
-        self._entry.pop(key, None)
         self._due.pop(key, None)
 
     def forget_partitions(self, partitions: Iterable[int]) -> None:
         gone = set(partitions)
         for partition in gone:
-            for at, key in self._heaps.pop(partition, []):
-                self._size -= 1
-                if self._entry.get(key) == at:
-                    del self._entry[key]
+            self._size -= len(self._heaps.pop(partition, []))
         for key in [k for k, (p, _) in self._due.items() if p in gone]:
             self.forget(key)
 
@@ -105,23 +99,17 @@ class ByTime:
         return (
             conversation is not None
             and conversation.partition == partition
-            and self._time_of(conversation) == at
+            and self.time_of(conversation) == at
         )
 
-    def _pop(self, heap: list[tuple[int, Key]], at: int, key: Key) -> None:
+    def _pop(self, heap: list[tuple[int, Key]]) -> None:
         heapq.heappop(heap)
         self._size -= 1
-        if self._entry.get(key) == at and key not in self._due:
-            del self._entry[key]
 
     def _trim(self, held: Mapping[Key, Conversation]) -> None:
         self._due = {k: (p, at) for k, (p, at) in self._due.items() if self._live(held.get(k), p, at)}
-        self._entry = {key: at for key, (_, at) in self._due.items()}
         for partition, heap in self._heaps.items():
-            kept = {
-                k: at for at, k in heap if k not in self._entry and self._live(held.get(k), partition, at)
-            }
+            kept = {k: at for at, k in heap if k not in self._due and self._live(held.get(k), partition, at)}
             heap[:] = [(at, key) for key, at in kept.items()]
             heapq.heapify(heap)
-            self._entry.update(kept)
         self._size = sum(map(len, self._heaps.values()))

@@ -54,9 +54,12 @@ class ConversationTracker:
         written (asked every tick after a restore: O(1) amortised, whatever the number held)."""
         return self._undecided.oldest(partition, self._held) < before_ms
 
-    def _changed(self, conversation: Conversation) -> None:
-        for index in self._indexes:
-            index.changed(conversation, self._held)
+    def _times(self, conversation: Conversation) -> list[int | None]:
+        return [index.time_of(conversation) for index in self._indexes]
+
+    def _changed(self, conversation: Conversation, before: list[int | None]) -> None:
+        for index, was in zip(self._indexes, before, strict=True):
+            index.changed(conversation, was, self._held)
         if (
             conversation.pending
             and not conversation.emitted
@@ -84,11 +87,11 @@ class ConversationTracker:
                 last_arrival_ms=arrival_ms,
             )
             self._placed(key)
-        past_cap = conversation.past_cap
+        past_cap, before = conversation.past_cap, self._times(conversation)
         if conversation.apply(record, offset, arrival_ms, self.config.max_turns):
             self._held.move_to_end(key)
             self._placed(key)
-            self._changed(conversation)
+            self._changed(conversation, before)
         self.counts["records_past_cap"] += conversation.past_cap - past_cap
 
     def restore(self, conversations: Iterable[Conversation]) -> None:
@@ -97,7 +100,7 @@ class ConversationTracker:
             kept = self._held.setdefault(conversation.key, conversation)
             if kept is conversation:
                 self._placed(kept.key)
-            self._changed(kept)
+                self._changed(kept, [None] * len(self._indexes))
             self._unsorted = True
 
     def _in_order(self) -> OrderedDict[Key, Conversation]:
