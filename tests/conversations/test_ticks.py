@@ -1,6 +1,7 @@
-"""What the service asks the conversation tracker every tick (which conversations are quiet, which to save,
-which to forget, the offsets to commit, whether any is open): the same answers as a pass over every held
-conversation, for the work of what changed or became due (issue 33: 100,000 open conversations)."""
+"""What the service asks every tick of the conversation tracker (which conversations are quiet, which to save,
+which to forget, the offsets to commit, whether any is open) and of grounding (which conversations to look at
+again): the same answers as a pass over every held conversation, for the work of what changed or became due
+(issue 33: 100,000 open conversations)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 from conversation_turns import T0, ms, turn
+from grounding_turns import Harness, evidence_of, interaction
 
 from tracescore.conversations import Conversation, ConversationsConfig, ConversationTracker, _index
+from tracescore.conversations._grounder import _CONVERSATIONS_PER_TICK as PER_TICK
 from tracescore.conversations._stored import ConversationState
 from tracescore.conversations._tracker import Key
 
@@ -189,3 +192,25 @@ def test_a_tick_looks_at_what_changed_or_became_due_not_at_100_000_open_conversa
     assert due >= 90_000, "most of them went quiet"
     # Each due or changed conversation looked at a few times over its life, plus a few per partition a tick.
     assert held.looked <= 4 * (due + changed) + 20 * partitions * 20, (held.looked, due, changed)
+
+
+def test_grounding_takes_the_conversations_to_look_at_again_without_a_pass_over_every_one_held() -> None:
+    """A tick's conversations whose turns changed were found by a pass over every conversation grounding
+    holds (every one whose turns' documents it keeps: 100,000 a tick); now they are taken from those marked,
+    least recently changed first as before, and none is lost."""
+    harness = Harness()
+    store, n = harness.grounder.store, 100_000
+    evidence = evidence_of(interaction(1, conversation="c"))
+    for c in range(n):
+        store.evidence(evidence.model_copy(update={"session_id": f"c-{c}"}), c % 6, c, ms(T0) + c)
+    held = store._held = _Counted(store._held)
+    marked = store.open()
+    assert marked == len(held) > 50_000, (
+        "every one held is marked (the oldest evicted past max_evidence_chars)"
+    )
+    for _ in range(10):
+        harness.grounder.tick(T0, lambda _: ms(T0) + n)
+    assert marked - store.open() == 10 * PER_TICK, "so many a tick, the rest still open"
+    assert held.looked <= 3 * 10 * PER_TICK, held.looked
+    first = n - marked + 10 * PER_TICK  # the least recently changed still marked
+    assert [h.key[1] for h in store.rechecks(3)] == [f"c-{c}" for c in range(first, first + 3)]
