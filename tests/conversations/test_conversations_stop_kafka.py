@@ -209,17 +209,17 @@ def test_a_stop_at_the_start_with_the_broker_paused_gives_up_what_waits_on_it_an
     assert records == [("c-1", 0, 3)], records
 
 
-class HangingPhoenix(PhoenixAnnotations):
-    """A Phoenix sink whose close never returns (its client waiting on a Phoenix that went away)."""
+def hangs(monkeypatch: pytest.MonkeyPatch, cls: type) -> tuple[threading.Event, threading.Event]:
+    """`cls`'s close never returns (a client waiting on a peer that went away) until released: (closing,
+    release)."""
+    closing, release = threading.Event(), threading.Event()
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.closing, self.release = threading.Event(), threading.Event()
+    def close(self: object) -> None:
+        closing.set()
+        release.wait()
 
-    def close(self) -> None:
-        self.closing.set()
-        self.release.wait()
-        super().close()
+    monkeypatch.setattr(cls, "close", close)
+    return closing, release
 
 
 def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_at_the_end_of_the_stop_budget(
@@ -228,16 +228,10 @@ def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_at_the_en
     """The grounder (its LLM judge's client) and the Phoenix sink were closed after the service's loop
     returned, outside every budget: one that hung held the stop until Kubernetes killed the pod. They are
     closed last, within the stop's budget, like the clients; the one after a hung close still runs."""
-    judge_closing, release = threading.Event(), threading.Event()
-
-    def hanging_close(grounder: Grounder) -> None:
-        judge_closing.set()
-        release.wait()
-
-    monkeypatch.setattr(Grounder, "close", hanging_close)
-    phoenix = HangingPhoenix()
+    judge_closing, judge_release = hangs(monkeypatch, Grounder)
+    phoenix_closing, phoenix_release = hangs(monkeypatch, PhoenixAnnotations)
     cfg = config(bootstrap, topic_prefix, stop_timeout_s=STOP_TIMEOUT_S)
-    service = ConversationService(cfg, phoenix=phoenix)
+    service = ConversationService(cfg, phoenix=PhoenixAnnotations())
     returned = threading.Event()
     thread = threading.Thread(target=lambda: (service.run(idle_timeout_s=1.0), returned.set()), daemon=True)
     thread.start()
@@ -245,10 +239,10 @@ def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_at_the_en
         assert judge_closing.wait(120), "never idle"
         # Generous: the budget counts from the idle stop; the closes hang for as long as the test lets them.
         assert returned.wait(3 * (STOP_TIMEOUT_S + 5.0)), "run() waited on a close"
-        assert phoenix.closing.is_set(), "the Phoenix sink was not closed after the grounder's close hung"
+        assert phoenix_closing.is_set(), "the Phoenix sink was not closed after the grounder's close hung"
     finally:
-        release.set()
-        phoenix.release.set()
+        judge_release.set()
+        phoenix_release.set()
         thread.join(30)
     assert "closing the grounder's judge client given up on at the end of stop_timeout_s" in caplog.text
     assert "closing the Phoenix sink given up on at the end of stop_timeout_s" in caplog.text
