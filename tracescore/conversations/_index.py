@@ -5,7 +5,7 @@ how many are held (issue 33: 100,000 open conversations).
 An entry is pushed when a conversation's time changes (the tracker sees every change) and checked against
 the conversation when read: one since written, saved or forgotten is dropped then (its time reads None, or
 another), so nothing else needs to tell the index. Past twice as many entries as held conversations, the
-stale ones are dropped all at once. No map of keys to entries: a few bytes an entry (100,000 held).
+stale ones are dropped all at once. No map of keys to entries: one small tuple an entry (100,000 held).
 """
 
 from __future__ import annotations
