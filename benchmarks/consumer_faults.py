@@ -1,5 +1,6 @@
-"""The fault suite's counts as a table: runs tests/consume/test_faults.py (real broker, the consumer as a real
-process killed and restarted, the local judge server) and tabulates what each run left on the topics.
+"""The fault suite's counts as a table: runs tests/consume/test_faults.py and test_faults_fuzz.py (real
+broker, the consumer as a real process killed and restarted, the local judge server) and tabulates what each
+run left on the topics.
 
     python benchmarks/consumer_faults.py [-k EXPR]
 
@@ -19,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SUITE = "tests/consume/test_faults.py"
+SUITE = ("tests/consume/test_faults.py", "tests/consume/test_faults_fuzz.py")
 COLUMNS = (
     ("fault", "fault"), ("spans", "expected"), ("lost", "lost"), ("records", "records"),
     ("duplicated", "duplicated"), ("scored", "scored"), ("explained errors", "explained_errors"),
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         counts = Path(tmp) / "counts.jsonl"
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", SUITE]
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUITE]
         command += ["-k", args.k] if args.k else []
         env = {**os.environ, "TRACESCORE_FAULT_COUNTS": str(counts), "PYTHONPATH": str(REPO)}
         suite = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)

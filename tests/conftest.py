@@ -38,6 +38,7 @@ LONG_FIRST = (
     "tests/examples/",
     "tests/consume/test_sasl_kafka.py",
     "tests/consume/test_faults.py",
+    "tests/consume/test_faults_fuzz.py",
 )
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "LLM_INPUT_MESSAGES",
     "LLM_MODEL_NAME",
     "LLM_OUTPUT_MESSAGES",
+    "LOGFIRE_SCRUBBED",
     "METADATA",
     "OPENINFERENCE_SPAN_KIND",
     "OUTPUT_MIME_TYPE",
@@ -98,6 +99,10 @@ GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 HTTP_ROUTE = "http.route"
 ERROR_TYPE = "error.type"
+
+# Pydantic Logfire: the JSON list of what its scrubber replaced on the span (`[{"path": ["attributes", key],
+# "matched_substring": ...}]`); a replaced value is a placeholder, never the app's.
+LOGFIRE_SCRUBBED = "logfire.scrubbed"
 
 # tracescore's own
 TRACESCORE_ROUTE = "tracescore.route"

@@ -1,12 +1,15 @@
-"""Running the real OpenTelemetry Collector in tests: free loopback ports and a managed process."""
+"""Running the real OpenTelemetry Collector in tests: free loopback ports and a managed process, and reading
+what its file exporter wrote."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
@@ -79,3 +82,38 @@ def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None
         admin.create_topics([NewTopic(name, partitions, 1) for name in names])
     finally:
         admin.close()
+
+
+def file_exporter_spans(path: Path) -> list[dict[str, Any]]:
+    """Spans from the file exporter's output: one OTLP/JSON ExportTraceServiceRequest per line (ids in hex,
+    as OTLP/JSON specifies)."""
+    if not path.exists():
+        return []
+    spans = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        for resource_spans in json.loads(line).get("resourceSpans", []):
+            resource = json_attributes(resource_spans.get("resource", {}).get("attributes", []))
+            for scope_spans in resource_spans.get("scopeSpans", []):
+                scope = scope_spans.get("scope", {}).get("name", "")
+                for span in scope_spans.get("spans", []):
+                    spans.append(
+                        {
+                            "traceId": span["traceId"],
+                            "spanId": span["spanId"],
+                            "parentSpanId": span.get("parentSpanId", ""),
+                            "scope": scope,
+                            "resource": resource,
+                            "attributes": json_attributes(span.get("attributes", [])),
+                        }
+                    )
+    return spans
+
+
+def json_attributes(key_values: list[dict[str, Any]]) -> dict[str, Any]:
+    attributes = {}
+    for kv in key_values:
+        ((kind, value),) = kv.get("value", {"stringValue": ""}).items()
+        attributes[kv["key"]] = int(value) if kind == "intValue" else value
+    return attributes

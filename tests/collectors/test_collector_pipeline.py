@@ -8,13 +8,12 @@
 
 The application's exporter also hands every batch, unchanged, to tracescore's own KafkaSpanExporter in both
 layouts (per trace to a second topic, per partition to a third), so what the Collector writes is compared
-with what tracescore writes.
+with what tracescore writes. That both configs are valid for this Collector build: test_collector_configs.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -32,6 +31,7 @@ from collector_helpers import (
     REPO,
     CollectorProcess,
     create_topics,
+    file_exporter_spans,
 )
 from google.protobuf.json_format import MessageToDict
 from kafka.consumer.fetcher import ConsumerRecord
@@ -237,43 +237,6 @@ def _by_trace(messages: list[ConsumerRecord]) -> dict[str, ConsumerRecord]:
     return by_trace
 
 
-# a. Both pipeline configs are valid for this Collector build.
-
-
-@pytest.mark.parametrize(
-    "brokers", ["127.0.0.1:9092", "[kafka-1:9092, kafka-2:9092]"], ids=["one-broker", "broker-list"]
-)
-@pytest.mark.parametrize("config", ["otlp-to-kafka.yaml", "kafka-to-backend.yaml"])
-def test_collector_configs_validate(otelcol: Path, config: str, brokers: str) -> None:
-    env = {
-        **os.environ,
-        "KAFKA_BROKERS": brokers,
-        "OTLP_BACKEND_ENDPOINT": "http://127.0.0.1:6006",
-    }
-    done = subprocess.run(
-        [str(otelcol), "validate", "--config", str(COLLECTORS / config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_backend_config_needs_a_backend_endpoint(otelcol: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "OTLP_BACKEND_ENDPOINT"}
-    done = subprocess.run(
-        [str(otelcol), "validate", "--config", str(COLLECTORS / "kafka-to-backend.yaml")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode != 0 and "endpoint" in done.stdout + done.stderr
-
-
 # b. App -> Collector -> Kafka -> tracescore.
 
 
@@ -379,7 +342,7 @@ def test_evaluation_spans_reach_the_backend_in_their_traces(
     configs = [COLLECTORS / "kafka-to-backend.yaml", override]
     with CollectorProcess(otelcol, configs, env, tmp_path / "otelcol.log") as egress:
         deadline = time.monotonic() + 60
-        while len(backend := _file_spans(exported)) < len(in_kafka) and time.monotonic() < deadline:
+        while len(backend := file_exporter_spans(exported)) < len(in_kafka) and time.monotonic() < deadline:
             time.sleep(0.3)
         assert len(backend) == len(in_kafka), egress.log()
 
@@ -399,38 +362,3 @@ def test_evaluation_spans_reach_the_backend_in_their_traces(
 def _spans(message: ConsumerRecord) -> Iterator[dict[str, Any]]:
     for span in decode_message(message.value):
         yield {"traceId": span.trace_id, "spanId": span.span_id}
-
-
-def _file_spans(path: Path) -> list[dict[str, Any]]:
-    """Spans from the file exporter's output: one OTLP/JSON ExportTraceServiceRequest per line (ids in hex,
-    as OTLP/JSON specifies)."""
-    if not path.exists():
-        return []
-    spans = []
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        for resource_spans in json.loads(line).get("resourceSpans", []):
-            resource = _json_attributes(resource_spans.get("resource", {}).get("attributes", []))
-            for scope_spans in resource_spans.get("scopeSpans", []):
-                scope = scope_spans.get("scope", {}).get("name", "")
-                for span in scope_spans.get("spans", []):
-                    spans.append(
-                        {
-                            "traceId": span["traceId"],
-                            "spanId": span["spanId"],
-                            "parentSpanId": span.get("parentSpanId", ""),
-                            "scope": scope,
-                            "resource": resource,
-                            "attributes": _json_attributes(span.get("attributes", [])),
-                        }
-                    )
-    return spans
-
-
-def _json_attributes(key_values: list[dict[str, Any]]) -> dict[str, Any]:
-    attributes = {}
-    for kv in key_values:
-        ((kind, value),) = kv.get("value", {"stringValue": ""}).items()
-        attributes[kv["key"]] = int(value) if kind == "intValue" else value
-    return attributes

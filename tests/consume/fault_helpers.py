@@ -14,11 +14,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _helpers import WAIT_S, consumer_settings, wait_until
 from kafka import KafkaConsumer, TopicPartition
-from kafka_helpers import REPO, WAIT_S, wait_until
+from kafka_helpers import REPO
 from service_processes import SESSION_TIMEOUT_MS
 
-from tracescore.consume import NotOtlp, decode_message
+from tracescore.consume import ConsumerSettings, NotOtlp, decode_message
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.judge_server import Fault, JudgeServer, default_responder
 from tracescore.testing.kafka_topics import read_topic
@@ -177,6 +178,10 @@ class Topics:
             "--commit-interval", "0.2", "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
             *judge, *extra,
         ]  # fmt: skip
+
+    def settings(self) -> ConsumerSettings:
+        """The same for a consumer run in the test's process (the offline or a given judge)."""
+        return consumer_settings(self.bootstrap, self.prefix, assembly={"grace_s": 0.2})
 
 
 class CommittedOffsets:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,21 +17,6 @@ from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 
 REPO = Path(__file__).resolve().parents[2]
-WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soon as the condition holds
-
-
-def wait_until(
-    condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S, every_s: float = 0.05
-) -> Any:
-    """Poll `condition` until it returns something truthy (returned); fail naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(every_s)
 
 
 def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes]]) -> None:

@@ -10,17 +10,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from _helpers import WAIT_S, wait_until
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
-from kafka_helpers import (
-    WAIT_S,
-    assert_all_committed,
-    committed,
-    end_offsets,
-    make_consumer,
-    produce,
-    wait_until,
-)
+from kafka_helpers import assert_all_committed, committed, end_offsets, make_consumer, produce
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider

@@ -9,15 +9,16 @@ import logging
 from pathlib import Path
 
 import pytest
+from _helpers import consumer_settings, judge_client
 from kafka_helpers import run_instrumented_app
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from tracescore.consume import ConsumerSettings, EvaluationConsumer
+from tracescore.consume import EvaluationConsumer
 from tracescore.emit import EvaluationMetrics
 from tracescore.model import EvaluationRecord
 from tracescore.sample import CascadePolicy, load_sampling_config
-from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
 
@@ -67,17 +68,8 @@ def run(
 ) -> tuple[list[EvaluationRecord], EvaluationConsumer, InMemoryMetricReader]:
     seen: list[EvaluationRecord] = []
     reader = InMemoryMetricReader()
-    settings = ConsumerSettings(
-        bootstrap_servers=bootstrap,
-        topic=f"{prefix}.spans",
-        group_id=f"{prefix}.group",
-        evaluations_topic=f"{prefix}.evaluations",
-        dlq_topic=f"{prefix}.dlq",
-        evaluation_spans_topic=f"{prefix}.evaluation-spans",
-        idle_timeout_s=3,
-        status_interval_s=status_interval_s,
-    )
-    llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
+    settings = consumer_settings(bootstrap, prefix, status_interval_s=status_interval_s)
+    llm = judge_client(server.base_url)
     policy = CascadePolicy(load_sampling_config(None, **sampling), metrics=["faithfulness"])
     consumer = EvaluationConsumer(
         settings, judge=OfflineJudge(), llm_judge=llm, policy=policy, metrics=[Faithfulness()],

@@ -3,11 +3,10 @@ results (the real offline judge on the real worker loop; no broker)."""
 
 from __future__ import annotations
 
-import gc
 import time
-import warnings
 from pathlib import Path
 
+from _helpers import assert_nothing_left_open, judge_client
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
@@ -19,7 +18,7 @@ from tracescore.consume._revise import Revision
 from tracescore.consume._scorer import Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.model import MetricStatus
-from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
 
@@ -131,7 +130,7 @@ def test_closing_the_worker_closes_the_llm_judges_connections() -> None:
     """A stopped consumer leaves no socket of its LLM judge open (the judge's client closes when the worker's
     loop finalises its async generators, as asyncio.run does)."""
     with JudgeServer() as server:
-        llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
+        llm = judge_client(server.base_url)
         judging = Judging(Scorer(llm, [Faithfulness()]), max_in_flight=1)
         work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
             {TopicPartition("spans", 0): 0}, scoring=1
@@ -145,7 +144,4 @@ def test_closing_the_worker_closes_the_llm_judges_connections() -> None:
             worker.close()
     assert judged.scored is not None and judged.scored.results[0].status is MetricStatus.OK
     del llm, judging, judged
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ResourceWarning)
-        gc.collect()
-    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert_nothing_left_open()

@@ -15,10 +15,11 @@ import time
 from collections import Counter
 
 import pytest
+from _helpers import wait_until
 from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka_helpers import end_offsets, run_instrumented_app, wait_until
+from kafka_helpers import end_offsets, run_instrumented_app
 
 from tracescore.model import EvaluationRecord
 from tracescore.testing.kafka_broker import KafkaBroker

@@ -11,9 +11,10 @@ import sys
 import threading
 
 import pytest
+from _helpers import wait_until
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
-from kafka_helpers import ConsumerFactory, assert_all_committed, run_instrumented_app, wait_until
+from kafka_helpers import ConsumerFactory, assert_all_committed, run_instrumented_app
 
 from tracescore.consume import BrokerUnreachable
 from tracescore.model import EvaluationRecord

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _helpers import wait_until
 from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka_helpers import assert_all_committed, run_instrumented_app, wait_until
+from kafka_helpers import assert_all_committed, run_instrumented_app
 
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic

@@ -6,12 +6,11 @@ LLM record without an LLM judge; never a turn counted twice, never a revision nu
 
 from __future__ import annotations
 
-import gc
 import json
-import warnings
 from datetime import timedelta
 
 import pytest
+from _helpers import assert_nothing_left_open, judge_client
 from grounding_turns import (
     INVENTED,
     RESTATED,
@@ -30,7 +29,7 @@ from tracescore.consume import decode_message
 from tracescore.conversations._stored import TurnState
 from tracescore.emit import evaluation_record
 from tracescore.model import revision_key
-from tracescore.score import OpenAIJudge, OpenAIJudgeSettings, evaluate
+from tracescore.score import evaluate
 from tracescore.testing.judge_server import JudgeServer
 
 
@@ -267,7 +266,7 @@ def test_held_turns_round_trip_through_the_state_topic_and_decide_the_same_after
 def test_an_llm_record_is_judged_again_by_the_same_llm_judge() -> None:
     with JudgeServer() as server:
         server.responder = figures_judge
-        llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
+        llm = judge_client(server.base_url)
         harness = Harness(llm_judge=llm)
         turns = chat(harness)
         [first] = evaluate(turns[2].record, ["faithfulness"], llm)
@@ -356,7 +355,7 @@ def test_closing_the_grounder_closes_the_llm_judges_connections() -> None:
     """A stopped `tracescore conversations` leaves no socket of its LLM judge open."""
     with JudgeServer() as server:
         server.responder = figures_judge
-        llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
+        llm = judge_client(server.base_url)
         harness = Harness(llm_judge=llm)
         turns = chat(harness)
         [first] = evaluate(turns[2].record, ["faithfulness"], llm)
@@ -365,7 +364,4 @@ def test_closing_the_grounder_closes_the_llm_judges_connections() -> None:
         Harness.created.remove(harness)
         harness.close()
     del llm, harness
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ResourceWarning)
-        gc.collect()
-    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert_nothing_left_open()

@@ -12,14 +12,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from _helpers import consumer_settings, judge_client
 from grounding_turns import figures_judge
 from kafka import KafkaProducer
 from recorded_chats import Turn, chat_turns
 
-from tracescore.consume import ConsumerSettings, EvaluationConsumer
+from tracescore.consume import EvaluationConsumer
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import ConversationRecord, EvaluationRecord, read_evaluation_record
-from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score import OfflineJudge
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
@@ -30,7 +31,8 @@ pytestmark = pytest.mark.kafka
 # Every recorded multi-turn source (issue 31): each turn's grounding and each conversation's record checked.
 SOURCES = ("openinference_openai_conversation", "vercel_ai_conversation", "haystack_conversation",
            "haystack_otel", "mlflow_conversation", "autogen_conversation", "google_adk",
-           "google_adk_v1", "spring_ai_conversation", "strands_conversation")  # fmt: skip
+           "google_adk_v1", "spring_ai_conversation", "strands_conversation", "logfire_conversation",
+           "openlit_conversation", "mastra_conversation")  # fmt: skip
 # Haystack's own tracer with content tracing off records no document and no answer: its turns are skipped
 # (content_not_captured), never guessed about.
 NOT_CAPTURED = "content_off_"
@@ -46,12 +48,7 @@ def run(
         producer.send(f"{prefix}.spans", key=turn.trace_id.encode(), value=turn.payload)
     producer.flush()
     producer.close()
-    settings = ConsumerSettings(
-        bootstrap_servers=bootstrap, topic=f"{prefix}.spans", group_id=f"{prefix}.group",
-        evaluations_topic=f"{prefix}.evaluations", dlq_topic=f"{prefix}.dlq",
-        evaluation_spans_topic=f"{prefix}.evaluation-spans", conversation_evidence_topic=f"{prefix}.evidence",
-        idle_timeout_s=3,
-    )  # fmt: skip
+    settings = consumer_settings(bootstrap, prefix, conversation_evidence_topic=f"{prefix}.evidence")
     stats = EvaluationConsumer(settings, judge=judge, metrics=[Faithfulness()]).run()
     assert stats.conversation_evidence == stats.interactions, "every turn's documents, scored or not"
     config = ConversationsConfig(
@@ -159,7 +156,7 @@ def test_an_llm_judges_records_are_grounded_by_the_same_llm_judge(bootstrap: str
     turns = chat_turns("openinference_openai_conversation")
     with JudgeServer() as server:
         server.responder = figures_judge
-        llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
+        llm = judge_client(server.base_url)
         latest, _, _ = run(bootstrap, topic_prefix, turns, llm, llm_judge=llm)
     check_turns(turns, latest, "openai:judge-test")
     grounded = [r for r in latest.values() if r.revision > 0]

@@ -9,14 +9,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from _helpers import consumer_settings, judge_client
 from kafka import KafkaProducer
 from recorded import Recording, recordings
 
-from tracescore.consume import ConsumerSettings, EvaluationConsumer
+from tracescore.consume import EvaluationConsumer
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import ConversationRecord, EvaluationRecord, read_conversation_record
 from tracescore.sample import CascadePolicy, load_sampling_config
-from tracescore.score import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
 from tracescore.testing.kafka_topics import read_topic
@@ -43,17 +44,8 @@ def score(
         producer.send(f"{prefix}.spans", key=recording.trace_id.encode(), value=recording.payload).get(30)
     producer.close()
     seen: list[EvaluationRecord] = []
-    settings = ConsumerSettings(
-        bootstrap_servers=bootstrap,
-        topic=f"{prefix}.spans",
-        group_id=f"{prefix}.group",
-        evaluations_topic=f"{prefix}.evaluations",
-        dlq_topic=f"{prefix}.dlq",
-        evaluation_spans_topic=f"{prefix}.evaluation-spans",
-        conversation_evidence_topic=f"{prefix}.evidence",
-        idle_timeout_s=3,
-    )
-    llm = OpenAIJudge(OpenAIJudgeSettings(base_url=server.base_url, api_key="unused", model="judge-test"))
+    settings = consumer_settings(bootstrap, prefix, conversation_evidence_topic=f"{prefix}.evidence")
+    llm = judge_client(server.base_url)
     # Half the conversations drawn for the LLM judge, whole; suspicious turns of the rest go to it alone.
     policy = CascadePolicy(
         load_sampling_config(None, cascade={"baseline_rate": 0.5}), metrics=["faithfulness"]

@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx2
+from _helpers import wait_until as _wait_until
 
 from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver
 
@@ -24,15 +24,8 @@ RULES = REPO / "deploy" / "prometheus" / "tracescore-rules.yaml"
 
 
 def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 180.0) -> Any:
-    """Poll `check` until it returns something truthy; fail naming `what` after a generous timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {timeout_s:.0f}s")
-        time.sleep(0.5)
+    """Poll `check` every half second until it returns something truthy; fail naming `what`."""
+    return _wait_until(check, what, timeout_s, every_s=0.5)
 
 
 @dataclass

@@ -4,13 +4,14 @@ count each conversation once."""
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2
 import pytest
+from _helpers import wait_until
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -23,7 +24,9 @@ from tracescore.emit import ConversationMetrics, PhoenixAnnotations, PhoenixSett
 from tracescore.model import ConversationRecord, MetricStatus, WorstTurn
 from tracescore.testing.phoenix import PhoenixServer
 
-T = TypeVar("T")
+# Phoenix inserts spans and annotations asynchronously: what a test wrote is polled for, gently.
+in_phoenix = functools.partial(wait_until, every_s=0.2)
+
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
@@ -101,23 +104,6 @@ def test_metrics_count_a_conversation_once_and_its_revisions_apart() -> None:
 # --- against the real Phoenix ---------------------------------------------------------------------------
 
 
-def _wait_for(fetch: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not visible in Phoenix after {timeout_s:.0f}s")
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def phoenix_api(phoenix_server: PhoenixServer) -> Iterator[httpx2.Client]:
-    with httpx2.Client(base_url=phoenix_server.base_url, timeout=10.0) as client:
-        yield client
-
-
 def test_a_conversation_record_becomes_an_annotation_on_its_phoenix_session(
     phoenix_server: PhoenixServer, phoenix_api: httpx2.Client
 ) -> None:
@@ -144,7 +130,7 @@ def test_a_conversation_record_becomes_an_annotation_on_its_phoenix_session(
 
     with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
         assert sink.send_sessions([record]) == 1
-        [landed] = _wait_for(annotations, f"an annotation on session {session}")
+        [landed] = in_phoenix(annotations, f"an annotation on session {session}")
         assert landed["name"] == "conversation_faithfulness" and landed["annotator_kind"] == "CODE"
         assert landed["result"]["label"] == "flagged" and landed["result"]["score"] == pytest.approx(0.5)
         assert landed["metadata"]["trace_ids"] == traces
@@ -162,5 +148,5 @@ def test_a_conversation_record_becomes_an_annotation_on_its_phoenix_session(
             found = annotations()
             return found if len(found) == 2 and any(a["result"]["label"] == "passed" for a in found) else None
 
-        both = _wait_for(settled, "the revision and the LLM tier")
+        both = in_phoenix(settled, "the revision and the LLM tier")
         assert sorted(a["annotator_kind"] for a in both) == ["CODE", "LLM"]

@@ -6,16 +6,17 @@ PhoenixAnnotations, and what landed is read back from Phoenix's own REST API.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2
 import pytest
+from _helpers import wait_until
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -26,7 +27,8 @@ from tracescore.model import EvaluationRecord, MetricStatus, annotator_kind
 from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing.phoenix import PhoenixServer
 
-T = TypeVar("T")
+# Phoenix inserts spans and annotations asynchronously: what a test wrote is polled for, gently.
+in_phoenix = functools.partial(wait_until, every_s=0.2)
 
 LLM_JUDGE = "openai:gpt-4o-mini"
 PROJECT = "default"  # where Phoenix puts spans whose resource names no project
@@ -56,24 +58,6 @@ def _record(span: SpanIds, **fields: Any) -> EvaluationRecord:
     return EvaluationRecord(**{**values, **fields})
 
 
-def _wait_for(fetch: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
-    """Poll until `fetch` returns something truthy. Phoenix inserts spans and annotations asynchronously."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = fetch()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not visible in Phoenix after {timeout_s:.0f}s")
-        time.sleep(0.2)
-
-
-@pytest.fixture
-def phoenix_api(phoenix_server: PhoenixServer) -> Iterator[httpx2.Client]:
-    with httpx2.Client(base_url=phoenix_server.base_url, timeout=10.0) as client:
-        yield client
-
-
 @pytest.fixture
 def traced_span(phoenix_server: PhoenixServer, phoenix_api: httpx2.Client) -> SpanIds:
     """A fresh span, exported to Phoenix over OTLP/HTTP and visible through its REST API."""
@@ -90,7 +74,7 @@ def traced_span(phoenix_server: PhoenixServer, phoenix_api: httpx2.Client) -> Sp
         response = phoenix_api.get(f"/v1/projects/{PROJECT}/spans", params={"span_id": ids.span_id})
         return response.json()["data"] if response.status_code == 200 else []
 
-    _wait_for(spans, f"span {ids.span_id}")
+    in_phoenix(spans, f"span {ids.span_id}")
     return ids
 
 
@@ -144,7 +128,7 @@ def test_records_become_annotations_on_the_scored_span(
         found = _annotations(phoenix_api, traced_span)
         return found if len(found) == 3 else None
 
-    landed = _wait_for(all_three, "three annotations")
+    landed = in_phoenix(all_three, "three annotations")
     assert {name: len(found) for name, found in landed.items()} == {
         "faithfulness": 1,
         "answer_relevancy": 1,
@@ -180,7 +164,7 @@ def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
     record = _record(traced_span)
     with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
         sink.send([record])
-        first = _wait_for(lambda: _annotations(phoenix_api, traced_span).get("faithfulness"), "annotation")
+        first = in_phoenix(lambda: _annotations(phoenix_api, traced_span).get("faithfulness"), "annotation")
         # At-least-once delivery: the same record again, then a re-score of the same span and metric.
         sink.send([record])
         sink.send([record.model_copy(update={"score": 1.0, "label": "faithful"})])
@@ -191,7 +175,7 @@ def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
         faithfulness = _annotations(phoenix_api, traced_span)["faithfulness"]
         return [a for a in faithfulness if a["result"]["score"] == 1.0]
 
-    rescored = _wait_for(rescore, "the re-scored annotation")
+    rescored = in_phoenix(rescore, "the re-scored annotation")
     annotations = _annotations(phoenix_api, traced_span)["faithfulness"]
     assert len(annotations) == 1
     assert annotations[0]["id"] == first[0]["id"] == rescored[0]["id"]
@@ -362,7 +346,7 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
     assert done.returncode == 0, done.stderr
     assert "scored=1" in done.stderr, done.stderr
 
-    annotations = _wait_for(lambda: _annotations(phoenix_api, ids).get("faithfulness"), "the annotation")
+    annotations = in_phoenix(lambda: _annotations(phoenix_api, ids).get("faithfulness"), "the annotation")
     [annotation] = annotations
     assert annotation["annotator_kind"] == "CODE"
     assert annotation["result"]["label"] == "hallucinated"

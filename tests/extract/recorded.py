@@ -13,7 +13,7 @@ import pytest
 
 from tracescore.consume import decode_message
 from tracescore.extract import Extraction, extract
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import DecodedSpan, Interaction, Trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T = TypeVar("T")
@@ -127,6 +127,8 @@ EXPECTED = {
     "strands_conversation": ("interaction", "strands"),
     # Mastra's OtelExporter through the real Collector: the question on the agent span's Mastra input.
     "mastra": ("interaction", "mastra"),
+    "mastra_conversation/greeting_turn1": ("skip", "empty_context"),
+    "mastra_conversation": ("interaction", "mastra"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
@@ -337,3 +339,24 @@ def replaced(spans: list[DecodedSpan], key: str, value: Any) -> list[DecodedSpan
         dataclasses.replace(s, attributes={**s.attributes, key: value}) if key in s.attributes else s
         for s in spans
     ]
+
+
+def read_as_run(recording: Recording, convention: str, span_name: str) -> Interaction:
+    """The recording's one interaction: read by `convention` on the span named `span_name`, with the question,
+    answer and documents the app ran with."""
+    [interaction] = extracted(spans_of(recording)).interactions
+    assert interaction.convention == convention and interaction.span.name == span_name
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    return interaction
+
+
+def read_chat_turn(recording: Recording) -> tuple[Interaction, dict[str, Any]]:
+    """A recorded chat turn's one interaction and its manifest's conversation entry; an earlier answer in its
+    prompt is never among its documents (an answer never supports itself). Its session and user:
+    test_sessions.py, for every producer's chats."""
+    [interaction] = extracted(spans_of(recording)).interactions
+    conversation = recording.conversation
+    assert conversation is not None
+    assert not set(conversation["earlier_answers_in_prompt"]) & set(interaction.record.contexts)
+    return interaction, conversation

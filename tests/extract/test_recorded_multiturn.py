@@ -1,10 +1,10 @@
 """Three-turn support chats recorded from the real libraries (issue 31: AutoGen AgentChat, Google ADK 1.x and
 2.x, Haystack under OpenInference and under its own tracer, MLflow native and GenAI, the openai client under
-OpenInference, the Vercel AI SDK): each turn read as the app ran it, its own documents and the earlier
-turns' tool results its model call carried in whatever message shape the library wrote, marked as an earlier
-turn's; never an earlier answer; the conversation and user the app set. A follow-up whose evidence only an
-earlier turn's trace holds is read right on its own trace (its own documents) and named: grounding across
-traces (the conversations service) revises its verdict."""
+OpenInference, the Vercel AI SDK; read since: Spring AI, Logfire, OpenLIT, Strands Agents, Mastra): each
+turn read as the app ran it, its own documents and the earlier turns' tool results its model call carried in
+whatever message shape the library wrote, marked as an earlier turn's; never an earlier answer. A follow-up
+whose evidence only an earlier turn's trace holds is read right on its own trace (its own documents) and
+named: grounding across traces (the conversations service) revises its verdict."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ SOURCES = (
     "mlflow_conversation",
     "openinference_openai_conversation",
     "vercel_ai_conversation",
+    # The same chats on the producers read since.
+    "spring_ai_conversation",
+    "logfire_conversation",
+    "openlit_conversation",
+    "strands_conversation",
+    "mastra_conversation",
 )
 RECORDED = [r for r in recordings() if r.source in SOURCES]
 TURNS = [r for r in RECORDED if r.expected[0] == "interaction"]
@@ -50,7 +56,12 @@ def test_each_turn_reads_its_own_documents_then_the_earlier_turns_results_it_was
     assert conversation is not None
     sources = dict(zip(interaction.record.contexts, interaction.context_sources, strict=True))
     for text in conversation["retrieved"]:
-        assert (sources[text].kind, sources[text].turns_back) in {("tool", 0), ("retriever", 0)}
+        # A tool span's result, a retrieval's, or (Logfire, OpenLIT: no tool span) the tool message it became.
+        assert (sources[text].kind, sources[text].turns_back) in {
+            ("tool", 0),
+            ("retriever", 0),
+            ("tool_message", 0),
+        }
     for resent in conversation["resent"]:
         for text in resent["documents"]:
             if text in recording.documents:  # resent in a form read as documents (a tool result)
@@ -58,10 +69,7 @@ def test_each_turn_reads_its_own_documents_then_the_earlier_turns_results_it_was
                 assert (sources[text].kind, sources[text].turns_back) == ("earlier_turn", back)
     # An answer never supports itself: an earlier answer in the prompt is never a document.
     assert not set(conversation["earlier_answers_in_prompt"]) & set(interaction.record.contexts)
-    assert (interaction.session_id, interaction.user_id) == (
-        conversation["session_id"],
-        conversation["user_id"],
-    )
+    # The session and user the app set: test_sessions.py, for every producer's chats.
 
 
 def test_the_turns_whose_evidence_is_in_an_earlier_trace_are_named() -> None:
@@ -77,6 +85,8 @@ def test_the_turns_whose_evidence_is_in_an_earlier_trace_are_named() -> None:
         "haystack_conversation/resent_faithful_turn3",
         "haystack_otel/resent_faithful_turn3",
         "haystack_otel/content_off_resent_faithful_turn3",  # skipped: its content is not recorded at all
+        # Spring AI's observations record no prompt: what the chat memory resends is in no span.
+        "spring_ai_conversation/resent_faithful_turn3",
     }
     # Where the app resent them as a tool result the trace records, this trace alone grounds the follow-up.
     resent_read = [r for r in TURNS if r.scenario.endswith("resent_faithful_turn3") and not r.earlier_trace]
@@ -84,6 +94,7 @@ def test_the_turns_whose_evidence_is_in_an_earlier_trace_are_named() -> None:
         "google_adk",
         "haystack_conversation",
         "haystack_otel",
+        "spring_ai_conversation",
     }
 
 

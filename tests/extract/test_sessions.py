@@ -131,3 +131,58 @@ def test_a_recorded_turn_keeps_the_user_who_asked_on_its_record(recording: Recor
     assert rag.user_id == _tagged_user(recording)
     result = MetricResult(metric="faithfulness", score=1.0, judge="offline")
     assert evaluation_record(rag, result, None).user_id == rag.user_id
+
+
+# Every recorded chat of the conversation scenarios (scenarios/_multiturn.py), on every producer: each turn
+# keeps the session and user its app set, so the conversations service groups that chat's turns, no other's.
+CHAT_TURNS = [r for r in recordings() if r.expected[0] == "interaction" and r.conversation]
+# Spring AI's observations name the chat memory's conversation, never a user (its app sets none).
+NO_USER = {"spring_ai_conversation"}
+
+
+@pytest.mark.parametrize("recording", CHAT_TURNS, ids=lambda r: r.id)
+def test_a_recorded_chat_turn_keeps_the_session_and_user_its_app_set(recording: Recording) -> None:
+    [rag] = extract(Trace(recording.trace_id, tuple(decode_message(recording.payload)))).interactions
+    assert recording.conversation is not None
+    user = None if recording.source in NO_USER else recording.conversation["user_id"]
+    assert (rag.session_id, rag.user_id) == (recording.conversation["session_id"], user)
+
+
+def test_an_id_a_redacting_exporter_replaced_is_no_session() -> None:
+    """Logfire's default scrubbing replaces every attribute named like `session` with one placeholder: read
+    as the session, it would make every user's chats of a service one conversation (and ground one user's
+    answer in another's documents). The placeholder is passed over, for the next key or span naming one."""
+    scrubbed = {
+        semconv.SESSION_ID: "[Scrubbed due to 'session']",
+        semconv.USER_ID: "u-7",
+        semconv.LOGFIRE_SCRUBBED: json.dumps(
+            [{"path": ["attributes", "session.id"], "matched_substring": "session"}]
+        ),
+    }
+    chat = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps([{"role": "user", "content": QUESTION}]),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
+    }
+    tool = {"gen_ai.tool.call.result": DOC}
+    turn = span("support_turn", scrubbed)
+    [rag] = extract(
+        trace(
+            turn,
+            span("execute_tool s", tool, parent=turn.span_id, start=1),
+            span("chat m", chat, parent=turn.span_id, start=2),
+        )
+    ).interactions
+    assert (rag.session_id, rag.user_id) == (None, "u-7")
+    # A request span above it that names the conversation still does.
+    request = span("POST /chat", {semconv.GEN_AI_CONVERSATION_ID: "c-7"})
+    turn = span("support_turn", scrubbed, parent=request.span_id, start=1)
+    [rag] = extract(
+        trace(
+            request,
+            turn,
+            span("execute_tool s", tool, parent=turn.span_id, start=2),
+            span("chat m", chat, parent=turn.span_id, start=3),
+        )
+    ).interactions
+    assert (rag.session_id, rag.user_id) == ("c-7", "u-7")

@@ -5,7 +5,7 @@ the Spring settings to turn on; each chat turn in its conversation (the chat mem
 from __future__ import annotations
 
 import pytest
-from recorded import Recording, extracted, recordings, spans_of, without
+from recorded import Recording, extracted, read_as_run, read_chat_turn, recordings, spans_of, without
 
 from tracescore.score import evaluate
 
@@ -21,10 +21,7 @@ QUERY_RESPONSE, TOOL_RESULT = "db.vector.query.response.documents", "spring.ai.t
 @pytest.mark.parametrize("scenario", ["qa_advisor", "rag_advisor"])
 def test_both_advisors_are_read_with_the_vector_store_documents_as_context(scenario: str) -> None:
     recording = RECORDED[f"spring_ai/{scenario}_faithful"]
-    [interaction] = extracted(spans_of(recording)).interactions
-    assert interaction.convention == "spring_ai" and interaction.span.name == "spring_ai chat_client"
-    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
-    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    interaction = read_as_run(recording, "spring_ai", "spring_ai chat_client")
     assert {s.kind for s in interaction.context_sources} == {"retriever"}
     # Micrometer writes the usage as strings, and Spring AI's is cumulative over a tool loop: left unread.
     run = interaction.run
@@ -90,14 +87,9 @@ def test_the_chat_model_span_is_not_read_again_as_an_otel_genai_call() -> None:
 
 @pytest.mark.parametrize("recording", TURNS, ids=lambda r: r.id)
 def test_each_chat_turn_is_read_with_its_own_retrieval_in_its_conversation(recording: Recording) -> None:
-    [interaction] = extracted(spans_of(recording)).interactions
-    conversation = recording.conversation
-    assert conversation is not None
-    assert interaction.session_id == conversation["session_id"]
-    assert interaction.user_id is None  # Spring AI names no user
-    assert sorted(interaction.record.contexts) == sorted(conversation["retrieved"])
     # The memory's earlier answers are in the prompt only, never read as documents.
-    assert not set(conversation["earlier_answers_in_prompt"]) & set(interaction.record.contexts)
+    interaction, conversation = read_chat_turn(recording)
+    assert sorted(interaction.record.contexts) == sorted(conversation["retrieved"])
     if conversation["turn"] == 3:
         # Turn 1's price is never on turn 3's spans: judged on this trace it reads as unsupported, and
         # grounding across traces revises the faithful one (recorded.py, Recording.earlier_trace).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from recorded import Recording, extracted, recordings, replaced, spans_of
+from recorded import Recording, extracted, read_as_run, read_chat_turn, recordings, replaced, spans_of
 
 from tracescore.extract import GenAIRecognizer
 from tracescore.model import Interaction, Trace
@@ -22,11 +22,8 @@ TOOL_RESULT, OUTPUT_MESSAGES = "gen_ai.tool.call.result", "gen_ai.output.message
 @pytest.mark.parametrize("scenario", ["faithful", "stream_unfaithful"])
 def test_the_agent_call_is_read_with_each_document_its_tool_returned(scenario: str) -> None:
     recording = RECORDED[f"strands/{scenario}"]
-    [interaction] = extracted(spans_of(recording)).interactions
-    assert interaction.convention == "strands" and interaction.span.name == "invoke_agent aurora_support"
-    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
     # Strands' content blocks hold the tool's list of texts as JSON: one document each, not one JSON text.
-    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    interaction = read_as_run(recording, "strands", "invoke_agent aurora_support")
     assert {s.kind for s in interaction.context_sources} == {"tool"}
     run = interaction.run
     assert run is not None and run.steps == 2 and [c.name for c in run.tool_calls] == ["search_docs"]
@@ -85,15 +82,10 @@ def test_the_agent_is_scored_once_as_strands_not_again_as_otel_genai() -> None:
 
 @pytest.mark.parametrize("recording", TURNS, ids=lambda r: r.id)
 def test_each_chat_turn_is_read_in_its_session_with_what_the_agent_resent(recording: Recording) -> None:
-    [interaction] = extracted(spans_of(recording)).interactions
-    conversation = recording.conversation
-    assert conversation is not None
-    assert interaction.session_id == conversation["session_id"]
-    assert interaction.user_id == conversation["user_id"]
+    interaction, conversation = read_chat_turn(recording)
     own = [s for s in interaction.context_sources if s.kind == "tool"]
     earlier = [s for s in interaction.context_sources if s.kind == "earlier_turn"]
     assert len(own) == len(conversation["retrieved"])
     resent = [text for item in conversation["resent"] for text in item["documents"]]
     assert len(earlier) == len(resent)  # each earlier result's texts one by one (history "resent")
     assert sorted(interaction.record.contexts) == sorted([*conversation["retrieved"], *resent])
-    assert not set(conversation["earlier_answers_in_prompt"]) & set(interaction.record.contexts)

@@ -72,13 +72,13 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
     if skipped:  # most traces read have none: no list of explained anchors to build
         explained: list[DecodedSpan] = []
         for skip in skipped:
-            anchor = skip.span
-            if anchor is not None:
-                if any(_same(trace, anchor, frozenset(), kept) for kept in kept_found) or any(
-                    _nested(trace, anchor, earlier) for earlier in explained
+            skipped_at = skip.span
+            if skipped_at is not None:
+                if any(_same(trace, skipped_at, frozenset(), kept) for kept in kept_found) or any(
+                    _nested(trace, skipped_at, earlier) for earlier in explained
                 ):
                     continue  # another reading scored it, or an earlier recogniser already explained it
-                explained.append(anchor)
+                explained.append(skipped_at)
             skips.append(skip)
     if not kept_found and not skips:
         skips.append(_not_rag(trace, recognizers))

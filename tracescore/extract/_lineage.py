@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._read import parse_json
@@ -51,16 +52,29 @@ def conversation_of(
         if session is None:
             for key in _SESSION_KEYS:
                 value = attrs.get(key)
-                if value and isinstance(value, str):
+                if value and isinstance(value, str) and not _scrubbed(attrs, key):
                     session = _unquoted(value)
                     break
         if user is None:
             value = attrs.get(_USER_KEY)
-            if value and isinstance(value, str):
+            if value and isinstance(value, str) and not _scrubbed(attrs, _USER_KEY):
                 user = _unquoted(value)
         if session is not None and user is not None:
             break
     return session, user
+
+
+def _scrubbed(attrs: Mapping[str, Any], key: str) -> bool:
+    """Whether a redacting exporter replaced the attribute's value with a placeholder: Logfire's default
+    scrubbing replaces every attribute named like `session` (`[Scrubbed due to 'session']`), and one
+    placeholder read as the session would make every user's chats one conversation."""
+    marker = attrs.get(semconv.LOGFIRE_SCRUBBED)
+    if not isinstance(marker, str):
+        return False
+    entries = parse_json(marker)
+    return isinstance(entries, list) and any(
+        isinstance(entry, dict) and entry.get("path") == ["attributes", key] for entry in entries
+    )
 
 
 def _unquoted(value: str) -> str:

@@ -7,8 +7,11 @@ Read as the OTel GenAI conventions are (`_genai`: the agent span the interaction
 `gen_ai.tool.call.result`, the answer the last chat's `gen_ai.output.messages`), with what the exporter writes
 its own way: the agent span's input and output are not GenAI messages but `mastra.agent_run.input` (the text
 the agent was called with, or its message list) and `mastra.agent_run.output` (`{"text": ...}`), and its
-model calls record no input messages, so the question is read from the agent span's input. The conversation
-is the memory's thread (`gen_ai.conversation.id`), its user the memory's resource
+model calls record no input messages, so the question is read from the agent span's input, and the
+earlier turns' tool results from what the model was given: the `model_generation` span's
+`mastra.model_generation.input` (`{"messages": [...]}`: the system prompt, the history the app sent or the
+memory recalled, the question).
+The conversation is the memory's thread (`gen_ai.conversation.id`), its user the memory's resource
 (`mastra.metadata.resourceId`).
 """
 
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 
 from tracescore.extract._convention import Reading
 from tracescore.extract._genai import GenAI
+from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import parse_json, user_text
 from tracescore.model import DecodedSpan
 
@@ -33,17 +37,35 @@ class Mastra(GenAI):
     AGENT_OUTPUT = "mastra.agent_run.output"
     OUTPUT_TEXT = "text"
     RESOURCE_ID = "mastra.metadata.resourceId"
+    GENERATION = "model_generation"  # the span type whose input is the conversation the model was given
+    GENERATION_INPUT = "mastra.model_generation.input"
+    GENERATION_MESSAGES = "messages"
     LOOKED_IN = {
         "question": f"{AGENT_INPUT} of the invoke_agent span (its text, or its last user message)",
         "answer": f"{AGENT_OUTPUT} of the invoke_agent span, or the assistant message of "
         f"{GenAI.OUTPUT_MESSAGES} of its last chat",
         "documents": f"{GenAI.TOOL_RESULT[0]} of its execute_tool spans and {GenAI.RETRIEVAL_DOCUMENTS} of "
-        "retrieval spans",
+        f"retrieval spans; earlier turns' tool results in {GENERATION_INPUT}",
     }
 
     def kind(self, span: DecodedSpan) -> str:
         # Only Mastra's own spans: another producer's GenAI spans in the trace are the GenAI reader's.
         return super().kind(span) if self.MARKER in span.attributes else ""
+
+    def collect(self, reading: Reading) -> Reading:
+        found = super().collect(reading)
+        # Its chat spans record no input: the model generation's input is the conversation the model had.
+        generations = [s for s in reading.around if s.attributes.get(self.MARKER) == self.GENERATION]
+        if generations:
+            found.answering = generations
+            found.sources = [*found.sources, *generations]
+        return found
+
+    def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
+        given = parse_json(llm.attributes.get(self.GENERATION_INPUT))
+        if isinstance(given, Mapping):
+            return genai_tool_results(given.get(self.GENERATION_MESSAGES))
+        return super().input_tool_results(llm)
 
     def question(self, reading: Reading) -> str | None:
         asked = parse_json(reading.anchor.attributes.get(self.AGENT_INPUT))

@@ -1,0 +1,79 @@
+"""Helpers the tests of several stages share: the one wait, a scoring consumer's settings on topics of one
+prefix, the LLM judge pointed at the local judge server, and the check that nothing was left open."""
+
+from __future__ import annotations
+
+import gc
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tracescore.consume import ConsumerSettings
+from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
+
+__all__ = [
+    "WAIT_S",
+    "assert_nothing_left_open",
+    "consumer_settings",
+    "judge_client",
+    "nothing_left_open",
+    "wait_until",
+]
+
+WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soon as the condition holds
+
+
+def wait_until(
+    condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S, every_s: float = 0.05
+) -> Any:
+    """Poll `condition` until it returns something truthy (returned); fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(every_s)
+
+
+def consumer_settings(bootstrap: str, prefix: str, **overrides: Any) -> ConsumerSettings:
+    """A scoring consumer reading `<prefix>.spans` and writing `<prefix>.evaluations` (and its DLQ and
+    evaluation spans), in group `<prefix>.group`, stopping 3 s after the topic runs dry."""
+    fields: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "topic": f"{prefix}.spans",
+        "group_id": f"{prefix}.group",
+        "evaluations_topic": f"{prefix}.evaluations",
+        "dlq_topic": f"{prefix}.dlq",
+        "evaluation_spans_topic": f"{prefix}.evaluation-spans",
+        "idle_timeout_s": 3,
+    }
+    return ConsumerSettings.model_validate({**fields, **overrides})
+
+
+def judge_client(base_url: str, **settings: Any) -> OpenAIJudge:
+    """The LLM judge (the real `openai` client) against the local judge server at `base_url`."""
+    return OpenAIJudge(
+        OpenAIJudgeSettings(base_url=base_url, api_key="unused", model="judge-test", **settings)
+    )
+
+
+@contextmanager
+def nothing_left_open() -> Iterator[None]:
+    """Fails when a socket, file or transport was left unclosed: a ResourceWarning raised in the block or by
+    the garbage collection that ends it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        yield
+        gc.collect()
+    left = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert left == [], left
+
+
+def assert_nothing_left_open() -> None:
+    """`nothing_left_open` over what is garbage now (the test dropped its last references first)."""
+    with nothing_left_open():
+        pass
