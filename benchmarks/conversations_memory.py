@@ -1,22 +1,30 @@
-"""What 100,000 open conversations cost one `tracescore conversations` instance: memory, and one tick's pass
-over them as a share of the tick interval.
+"""What 100,000 open conversations cost one `tracescore conversations` instance: memory, and the work of its
+ticks while they go quiet, against the tracker of an earlier tree in the same run.
 
-    python benchmarks/conversations_memory.py [--conversations 100000] [--turns 3]
+    python benchmarks/conversations_memory.py [--conversations 100000] [--turns 3] [--ticks 20]
+                                             [--before DIR]   # git archive <commit> | tar -x -C DIR
 
 Feeds `--conversations` conversations of `--turns` turns (one unfaithful turn each, so a reason is kept) into
-the service's `ConversationTracker`, then measures with tracemalloc the memory they hold, and times the
-passes a tick makes over them (quiet ones, ones to save, ones to forget, the cap, the commit offsets) against
-the default tick interval (1 s). With `max_conversations` below `--conversations`, the cap's evictions are
-counted too. The last line is JSON.
+the service's `ConversationTracker`, then measures with tracemalloc the memory they hold. Then `--ticks` ticks
+in which 1/`--ticks` of them go quiet (their records written, their states saved as the service does) and
+50 get a new turn, each tick asking what the service asks (quiet ones, ones to save, ones to forget, the cap,
+the commit offsets, whether any is open), timed as a share of the default tick interval (1 s). With
+`--before`, the `ConversationTracker` of that tree is fed and ticked the same way, tick for tick alternately,
+and the ratio of the two times given. The last line is JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import random
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from _runs import report
 
@@ -26,13 +34,27 @@ from tracescore.model import EvaluationRecord, MetricStatus
 PARTITIONS = 6
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=100_000)
-    parser.add_argument("--turns", type=int, default=3)
-    args = parser.parse_args(argv)
-    config = ConversationsConfig(max_conversations=args.conversations)
-    tick_s = ConversationsConfig.model_fields["tick_seconds"].default
+CHANGES_PER_TICK = 50
+
+
+def tracker_of(tree: Path | None) -> Callable[[ConversationsConfig], Any]:
+    """The `ConversationTracker` of `tree` (an export of an earlier commit; the rest of tracescore is this
+    one's), or this tree's."""
+    if tree is None:
+        return ConversationTracker
+    spec = importlib.util.spec_from_file_location(
+        "tracker_before", tree / "tracescore" / "conversations" / "_tracker.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ConversationTracker  # type: ignore[no-any-return]
+
+
+def fed(
+    make: Callable[[ConversationsConfig], Any], config: ConversationsConfig, args: Any, now_ms: int
+) -> Any:
+    """A tracker holding `--conversations` open conversations; `held` (bytes, tracemalloc) set on it."""
     first = EvaluationRecord(
         trace_id="0" * 32, span_id="0" * 16, service_name="chat-api", route="/chat", metric="faithfulness",
         score=1.0, label="faithful", status=MetricStatus.OK, judge="offline", session_id="c",
@@ -41,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     unfaithful = first.model_copy(
         update={"score": 0.0, "label": "hallucinated", "reason": "the refund window is 30 days, not 60"}
     )
-    tracker = ConversationTracker(config)
-    now_ms = int(time.time() * 1000)
+    tracker = make(config)
     tracemalloc.start()
     offset = 0
     for c in range(args.conversations):
@@ -51,32 +72,91 @@ def main(argv: list[str] | None = None) -> int:
             record = shape.model_copy(update={"session_id": f"c-{c}", "trace_id": f"{c:024x}{t:08x}"})
             tracker.apply(record, c % PARTITIONS, offset, now_ms + offset)
             offset += 1
-    held, _ = tracemalloc.get_traced_memory()
+    tracker.held_bytes, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    return tracker
+
+
+def tick(tracker: Any, stream_ms: int, changes: list[tuple[int, int]], offsets: dict[int, int]) -> float:
+    """One tick's questions, timed (seconds); then what the service does with the answers (not timed)."""
+    turn = EvaluationRecord(
+        trace_id="f" * 32, span_id="0" * 16, service_name="chat-api", route="/chat", metric="faithfulness",
+        score=1.0, label="faithful", status=MetricStatus.OK, judge="offline", session_id="c",
+        timestamp=datetime.now(UTC),
+    )  # fmt: skip
+    for c, n in changes:
+        record = turn.model_copy(update={"session_id": f"c-{c}", "trace_id": f"{c:024x}{n:08x}"})
+        tracker.apply(record, c % PARTITIONS, offsets[c % PARTITIONS], stream_ms)
+        offsets[c % PARTITIONS] += 1
 
     def now_of(partition: int) -> int:
-        return now_ms  # nothing quiet yet: the passes see every conversation, none is written
+        return stream_ms
 
     started = time.perf_counter()
-    tracker.quiet(now_of)
-    tracker.to_checkpoint(now_of)
-    tracker.to_forget(now_of)
+    quiet = tracker.quiet(now_of)
+    saved = tracker.to_checkpoint(now_of)
+    forgotten = tracker.to_forget(now_of)
     tracker.over_capacity()
-    tracker.commit_offsets({p: offset for p in range(PARTITIONS)})
-    tick = time.perf_counter() - started
-    result = {
+    tracker.commit_offsets(dict(offsets))
+    tracker.any_open() if hasattr(tracker, "any_open") else tracker.open()
+    seconds = time.perf_counter() - started
+    for conversation in quiet:
+        conversation.written([])  # as after its records are written: no longer open
+    for conversation in [*saved, *quiet]:
+        conversation.dirty_from = None  # as after its state is saved
+    for conversation in forgotten:
+        tracker.forget(conversation)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=100_000)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--ticks", type=int, default=300)
+    parser.add_argument("--before", type=Path, default=None, help="an earlier tree, its tracker ticked too")
+    args = parser.parse_args(argv)
+    config = ConversationsConfig(max_conversations=args.conversations)
+    tick_s = ConversationsConfig.model_fields["tick_seconds"].default
+    quiet_ms = int(config.quiet_seconds * 1000)
+    now_ms = int(time.time() * 1000)
+    trackers = {"now": fed(ConversationTracker, config, args, now_ms)}
+    if args.before is not None:
+        trackers["before"] = fed(tracker_of(args.before), config, args, now_ms)
+    spent = dict.fromkeys(trackers, 0.0)
+    offsets = {name: dict.fromkeys(range(PARTITIONS), args.conversations * args.turns) for name in trackers}
+    span_ms = args.conversations * args.turns  # arrivals a millisecond apart
+    step_ms = max(1, round(span_ms / quiet_ms * tick_s * 1000))  # arrivals spread over quiet_seconds
+    rng = random.Random(1)
+    for n in range(1, args.ticks + 1):
+        stream_ms = now_ms + quiet_ms + step_ms * n
+        changes = [(rng.randrange(args.conversations), n) for _ in range(CHANGES_PER_TICK)]
+        for name, tracker in trackers.items():
+            spent[name] += tick(tracker, stream_ms, changes, offsets[name])
+    held = trackers["now"].held_bytes
+    result: dict[str, Any] = {
         "conversations": args.conversations,
         "turns": args.turns,
+        "ticks": args.ticks,
         "held_mb": round(held / 2**20, 1),
         "bytes_per_conversation": round(held / args.conversations),
-        "tick_pass_share_of_interval": round(tick / tick_s, 3),
+        "tick_share_of_interval": round(spent["now"] / args.ticks / tick_s, 4),
     }
-    report(
+    line = (
         f"{args.conversations} open conversations of {args.turns} turns: {result['held_mb']} MB "
-        f"({result['bytes_per_conversation']} bytes each); one tick's passes over them take "
-        f"{result['tick_pass_share_of_interval']:.1%} of the {tick_s:g} s tick interval",
-        result,
+        f"({result['bytes_per_conversation']} bytes each); a tick's questions while they go quiet take "
+        f"{result['tick_share_of_interval']:.2%} of the {tick_s:g} s tick interval"
     )
+    if "before" in trackers:
+        before = trackers["before"].held_bytes
+        result["before_bytes_per_conversation"] = round(before / args.conversations)
+        result["before_tick_share_of_interval"] = round(spent["before"] / args.ticks / tick_s, 4)
+        result["before_over_now"] = round(spent["before"] / spent["now"], 1)
+        line += (
+            f"; the earlier tree's {result['before_tick_share_of_interval']:.2%} "
+            f"({result['before_over_now']}x as long; {result['before_bytes_per_conversation']} bytes each)"
+        )
+    report(line, result)
     return 0
 
 

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
-from conversation_service import conversations_process
+from conversation_service import config, conversations_process
 from conversation_turns import turn
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from service_processes import ServiceProcess
 
+from tracescore.conversations import ConversationService
+from tracescore.conversations._grounder import Grounder
+from tracescore.emit import PhoenixAnnotations
 from tracescore.model import read_conversation_record
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic
@@ -203,3 +207,42 @@ def test_a_stop_at_the_start_with_the_broker_paused_gives_up_what_waits_on_it_an
 
         records = written_after_a_restart(broker, prefix)
     assert records == [("c-1", 0, 3)], records
+
+
+def hangs(monkeypatch: pytest.MonkeyPatch, cls: type) -> tuple[threading.Event, threading.Event]:
+    """`cls`'s close never returns (a client waiting on a peer that went away) until released: (closing,
+    release)."""
+    closing, release = threading.Event(), threading.Event()
+
+    def close(self: object) -> None:
+        closing.set()
+        release.wait()
+
+    monkeypatch.setattr(cls, "close", close)
+    return closing, release
+
+
+def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_at_the_end_of_the_stop_budget(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grounder (its LLM judge's client) and the Phoenix sink were closed after the service's loop
+    returned, outside every budget: one that hung held the stop until Kubernetes killed the pod. They are
+    closed last, within the stop's budget, like the clients; the one after a hung close still runs."""
+    judge_closing, judge_release = hangs(monkeypatch, Grounder)
+    phoenix_closing, phoenix_release = hangs(monkeypatch, PhoenixAnnotations)
+    cfg = config(bootstrap, topic_prefix, stop_timeout_s=STOP_TIMEOUT_S)
+    service = ConversationService(cfg, phoenix=PhoenixAnnotations())
+    returned = threading.Event()
+    thread = threading.Thread(target=lambda: (service.run(idle_timeout_s=1.0), returned.set()), daemon=True)
+    thread.start()
+    try:
+        assert judge_closing.wait(120), "never idle"
+        # Generous: the budget counts from the idle stop; the closes hang for as long as the test lets them.
+        assert returned.wait(3 * (STOP_TIMEOUT_S + 5.0)), "run() waited on a close"
+        assert phoenix_closing.is_set(), "the Phoenix sink was not closed after the grounder's close hung"
+    finally:
+        judge_release.set()
+        phoenix_release.set()
+        thread.join(30)
+    assert "closing the grounder's judge client given up on at the end of stop_timeout_s" in caplog.text
+    assert "closing the Phoenix sink given up on at the end of stop_timeout_s" in caplog.text

@@ -95,11 +95,9 @@ class Grounder:
             self.stats.counts["forgotten"] += 1
         # At most this many conversations a tick, so a burst of follow-ups (an LLM judge at a few seconds a
         # call) never keeps the service from polling; the rest wait for the next tick, still open.
-        changed = [h for h in self.store.held() if h.recheck][:_CONVERSATIONS_PER_TICK]
+        changed = self.store.rechecks(_CONVERSATIONS_PER_TICK)
         if not changed:
             return
-        for held in changed:
-            held.recheck = False
         jobs, paired = [], []
         for held in changed:
             for turn in list(held.turns.values()):
@@ -154,7 +152,7 @@ class Grounder:
             # turn's documents, or the reason to judge it, may be on their way.
             to_say = context.without_documents if not context.earlier else len(context.earlier)
             if to_say and check.status != GroundingStatus.NOT_REJUDGED and not read_up:
-                held.recheck = True
+                self.store.recheck(held)
                 return []
             check.checked = stamp
             self.store.changed(held, turn)

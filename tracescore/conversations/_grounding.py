@@ -19,9 +19,11 @@ than the oldest change not saved yet.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any
 
 from tracescore._service import Saved
@@ -125,7 +127,6 @@ class Held:
     last_arrival_ms: int
     turns: dict[TurnId, TurnState] = field(default_factory=dict)
     chars: int = 0
-    recheck: bool = False  # something changed: its checks are looked at again at the next tick
 
 
 class GroundingStore:
@@ -137,6 +138,11 @@ class GroundingStore:
         self._save: dict[bytes, tuple[int, TurnState | None]] = {}  # key -> (partition, state; None deletes)
         self._unsaved_from: dict[int, int] = {}  # partition -> lowest offset applied and not saved
         self._unsorted = False  # restored conversations were appended out of order
+        # The conversations to look at next tick, by their place in `_held` (taken in that order): a tick
+        # looks at them, not at every conversation held (issue 33: 100,000 open).
+        self._rechecks: set[Key] = set()
+        self._place: dict[Key, int] = {}
+        self._places = count()
 
     def __len__(self) -> int:
         return len(self._held)
@@ -153,7 +159,17 @@ class GroundingStore:
 
     def open(self) -> int:
         """Conversations whose checks wait for the next tick."""
-        return sum(h.recheck for h in self._held.values())
+        return len(self._rechecks)
+
+    def recheck(self, held: Held) -> None:
+        """Look at `held`'s checks again at the next tick (something changed)."""
+        self._rechecks.add(held.key)
+
+    def rechecks(self, most: int) -> list[Held]:
+        """The first `most` conversations to look at again, least recently changed first; no longer marked."""
+        first = heapq.nsmallest(most, self._rechecks, key=self._place.__getitem__)
+        self._rechecks.difference_update(first)
+        return [self._held[key] for key in first]
 
     # -- apply ------------------------------------------------------------------------------------------
     def evidence(self, evidence: TurnEvidence, partition: int, offset: int, arrival_ms: int) -> None:
@@ -208,7 +224,7 @@ class GroundingStore:
             return
         held.turns[(state.trace_id, state.span_id)] = state
         held.last_arrival_ms = max(held.last_arrival_ms, state.arrival_ms)
-        held.recheck = True  # what a crash left undecided is decided again
+        self.recheck(held)  # what a crash left undecided is decided again
         self._unsorted = True
         self._account(held)
 
@@ -216,6 +232,7 @@ class GroundingStore:
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = Held(key, partition, last_arrival_ms=0)
+            self._place[key] = next(self._places)
         turn = held.turns.get(turn_id)
         if turn is None:
             turn = held.turns[turn_id] = TurnState(
@@ -226,8 +243,9 @@ class GroundingStore:
     def _changed(self, held: Held, turn: TurnState, offset: int, arrival_ms: int) -> None:
         turn.arrival_ms = max(turn.arrival_ms, arrival_ms)
         held.last_arrival_ms = max(held.last_arrival_ms, arrival_ms)
-        held.recheck = True
+        self.recheck(held)
         self._held.move_to_end(held.key)
+        self._place[held.key] = next(self._places)
         self._save[turn.key] = (held.partition, turn)
         self._unsaved_from[held.partition] = min(self._unsaved_from.get(held.partition, offset), offset)
         self._fit(held)
@@ -281,6 +299,7 @@ class GroundingStore:
         forget_ms = self.config.forget_seconds * 1000
         if self._unsorted:
             self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].last_arrival_ms))
+            self._place = {key: next(self._places) for key in self._held}
             self._unsorted = False
         out = []
         for held in self._held.values():
@@ -293,7 +312,9 @@ class GroundingStore:
         """Drop a conversation's turns and delete them from the state topic."""
         for turn in list(held.turns.values()):
             self._drop(held, turn)
-        self._held.pop(held.key, None)
+        if self._held.pop(held.key, None) is not None:
+            del self._place[held.key]
+            self._rechecks.discard(held.key)
         self._chars -= held.chars
         held.chars = 0
 
@@ -302,6 +323,8 @@ class GroundingStore:
         gone = set(partitions)
         for key in [k for k, h in self._held.items() if h.partition in gone]:
             held = self._held.pop(key)
+            del self._place[key]
+            self._rechecks.discard(key)
             self._chars -= held.chars
         self._save = {k: v for k, v in self._save.items() if v[0] not in gone}
         for partition in gone:

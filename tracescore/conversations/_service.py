@@ -111,6 +111,12 @@ class ConversationService:
             # A turn's revised record: looked for on the evaluations topic after a crash, never written twice.
             verified=[c.conversations_topic, *grounding],
         )
+        # Closed last, within the stop's budget like the clients: the judge's client may wait on a peer gone.
+        also_close: list[tuple[str, Callable[[], None]]] = []
+        if self._grounder is not None:
+            also_close.append(("closing the grounder's judge client", self._grounder.close))
+        if phoenix is not None:
+            also_close.append(("closing the Phoenix sink", phoenix.close))
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._loop = ServiceLoop(
             c,
@@ -124,6 +130,7 @@ class ConversationService:
             open_keys=self._open,
             clock=clock,
             checkpoint_every_batch=False,
+            also_close=also_close,
         )
 
     @property
@@ -138,17 +145,16 @@ class ConversationService:
         """Until stopped, or `idle_timeout_s` without a record (counted from the first assignment) with
         everything read and nothing left to write."""
         try:
-            self._loop.run(idle_timeout_s)
+            self._loop.run(idle_timeout_s)  # closes the grounder and Phoenix sink last, in the stop's budget
         finally:
-            if self._grounder is not None:
-                self._grounder.close()
-            if self._phoenix is not None:
-                self._phoenix.close()
             self.stats.state.update(self._loop.keyed.counts)
         return self.stats
 
     def _open(self) -> int:
-        return self.tracker.open() + (self._grounder.open() if self._grounder is not None else 0)
+        """Nonzero while a conversation or a held turn waits to be written (an idle stop waits for none)."""
+        if self.tracker.any_open():
+            return 1
+        return self._grounder.open() if self._grounder is not None else 0
 
     # -- stage 1: re-key by conversation ----------------------------------------------------------------
     def _forward(self, message: ConsumerRecord) -> Forward | None:

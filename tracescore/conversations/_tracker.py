@@ -9,17 +9,16 @@ crashed member never makes a conversation quiet whose next turn is still on its 
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
+from itertools import count
 
 from tracescore.conversations._config import ConversationsConfig
+from tracescore.conversations._index import ByTime, Key
 from tracescore.conversations._state import Conversation
 from tracescore.model import EvaluationRecord
 
 __all__ = ["ConversationTracker", "Key"]
-
-Key = tuple[str, str]  # (service, conversation id)
 
 
 class ConversationTracker:
@@ -28,7 +27,16 @@ class ConversationTracker:
         # Least recently changed first: eviction takes from the front, forgetting stops at the first too new.
         self._held: OrderedDict[Key, Conversation] = OrderedDict()
         self._unsorted = False  # restored conversations were appended out of order
-        self._undecided = _Undecided()
+        # What the service asks every tick, by index (issue 33: 100,000 open conversations held): the work of
+        # a tick follows what changed or became due, not how many are held.
+        self._place: dict[Key, int] = {}  # key -> its place in `_held` (ascending): answers in that order
+        self._places = count()
+        self._undecided = ByTime(lambda c: c.started_ms if c.pending else None)
+        self._quiet = ByTime(lambda c: c.last_arrival_ms if c.pending else None)
+        self._full: set[Key] = set()  # reached max_turns, never written
+        self._unsaved = ByTime(lambda c: c.dirty_since_ms if c.dirty_from is not None else None)
+        self._floors = ByTime(lambda c: c.dirty_from)
+        self._indexes = (self._undecided, self._quiet, self._unsaved, self._floors)
         self.counts: Counter[str] = Counter()
 
     def __len__(self) -> int:
@@ -37,14 +45,30 @@ class ConversationTracker:
     def get(self, key: Key) -> Conversation | None:
         return self._held.get(key)
 
-    def open(self) -> int:
-        """Conversations changed since their records were last written."""
-        return sum(c.pending for c in self._held.values())
+    def any_open(self) -> bool:
+        """A conversation changed since its records were last written (O(1) amortised)."""
+        return any(self._undecided.oldest(p, self._held) < float("inf") for p in self._undecided.partitions())
 
     def undecided(self, partition: int, before_ms: int) -> bool:
         """A conversation of `partition` that started before `before_ms` changed since its records were last
         written (asked every tick after a restore: O(1) amortised, whatever the number held)."""
         return self._undecided.oldest(partition, self._held) < before_ms
+
+    def _times(self, conversation: Conversation) -> list[int | None]:
+        return [index.time_of(conversation) for index in self._indexes]
+
+    def _changed(self, conversation: Conversation, before: list[int | None]) -> None:
+        for index, was in zip(self._indexes, before, strict=True):
+            index.changed(conversation, was, self._held)
+        if (
+            conversation.pending
+            and not conversation.emitted
+            and len(conversation.turns) >= self.config.max_turns
+        ):
+            self._full.add(conversation.key)
+
+    def _placed(self, key: Key) -> None:
+        self._place[key] = next(self._places)
 
     def apply(self, record: EvaluationRecord, partition: int, offset: int, arrival_ms: int) -> None:
         """One turn record read from the turns topic (keyed there by `key_of`)."""
@@ -62,24 +86,28 @@ class ConversationTracker:
                 partition=partition,
                 last_arrival_ms=arrival_ms,
             )
-        past_cap = conversation.past_cap
+            self._placed(key)
+        past_cap, before = conversation.past_cap, self._times(conversation)
         if conversation.apply(record, offset, arrival_ms, self.config.max_turns):
             self._held.move_to_end(key)
-            self._undecided.changed(conversation, self._held)
+            self._placed(key)
+            self._changed(conversation, before)
         self.counts["records_past_cap"] += conversation.past_cap - past_cap
 
     def restore(self, conversations: Iterable[Conversation]) -> None:
         """Conversations from the state topic. One already held keeps its own, newer state."""
         for conversation in conversations:
             kept = self._held.setdefault(conversation.key, conversation)
-            if kept.pending:
-                self._undecided.changed(kept, self._held)
+            if kept is conversation:
+                self._placed(kept.key)
+                self._changed(kept, [None] * len(self._indexes))
             self._unsorted = True
 
     def _in_order(self) -> OrderedDict[Key, Conversation]:
         """The conversations least recently changed first (sorted once after restores, not per one)."""
         if self._unsorted:
             self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].last_arrival_ms))
+            self._place = {key: next(self._places) for key in self._held}
             self._unsorted = False
         return self._held
 
@@ -98,27 +126,23 @@ class ConversationTracker:
     def quiet(self, now_of: Callable[[int], int]) -> list[Conversation]:
         """Changed conversations without a turn for `quiet_seconds`: their records are due. So is one that
         reached `max_turns` and was never written (a session id shared by many may never go quiet)."""
-        quiet_ms = self.config.quiet_seconds * 1000
-        full = self.config.max_turns
-        return [
-            c
-            for c in self._held.values()
-            if c.pending
-            and (
-                now_of(c.partition) - c.last_arrival_ms >= quiet_ms
-                or (len(c.turns) >= full and not c.emitted)
-            )
-        ]
+        due = {c.key: c for c in self._quiet.due(now_of, self.config.quiet_seconds * 1000, self._held)}
+        for key in list(self._full):
+            conversation = self._held.get(key)
+            if conversation is None or conversation.emitted or not conversation.pending:
+                self._full.discard(key)  # written (or forgotten); a change after puts it back
+            else:
+                due[key] = conversation
+        return self._ordered(due.values())
 
     def to_checkpoint(self, now_of: Callable[[int], int]) -> list[Conversation]:
         """Conversations with changes older than `quiet_seconds` not in the state topic yet (one that never
         goes quiet, a session id shared by many, would otherwise hold its partition's commits back)."""
-        quiet_ms = self.config.quiet_seconds * 1000
-        return [
-            c
-            for c in self._held.values()
-            if c.dirty_from is not None and now_of(c.partition) - c.dirty_since_ms >= quiet_ms
-        ]
+        return self._ordered(self._unsaved.due(now_of, self.config.quiet_seconds * 1000, self._held))
+
+    def _ordered(self, conversations: Iterable[Conversation]) -> list[Conversation]:
+        """Least recently changed first, as the held conversations are (the order records are written in)."""
+        return sorted(conversations, key=lambda c: self._place[c.key])
 
     def to_forget(self, now_of: Callable[[int], int]) -> list[Conversation]:
         """Conversations written and silent for `forget_seconds`: a later turn starts a new one."""
@@ -137,23 +161,28 @@ class ConversationTracker:
         return [c for _, c in zip(range(max(0, extra)), self._in_order().values(), strict=False)]
 
     def forget(self, conversation: Conversation) -> None:
-        self._held.pop(conversation.key, None)
+        key = conversation.key
+        if self._held.pop(key, None) is not None:
+            del self._place[key]
+            self._full.discard(key)
+            for index in self._indexes:
+                index.forget(key)
 
     def forget_partitions(self, partitions: Iterable[int]) -> None:
         """Partitions now owned by another instance: it resumes their conversations from the state topic."""
         gone = set(partitions)
         for key in [k for k, c in self._held.items() if c.partition in gone]:
-            del self._held[key]
-        self._undecided.forget(gone)
+            del self._held[key], self._place[key]
+            self._full.discard(key)
+        for index in self._indexes:
+            index.forget_partitions(gone)
 
     def commit_offsets(self, positions: dict[int, int]) -> dict[int, int]:
         """Per partition, the offset to commit: the next to read, held back to the oldest change not in the
         state topic yet (a restart re-reads from there)."""
         out = dict(positions)
-        for conversation in self._held.values():
-            held = conversation.dirty_from
-            if held is not None and conversation.partition in out:
-                out[conversation.partition] = min(out[conversation.partition], held)
+        for partition, offset in positions.items():
+            out[partition] = int(min(offset, self._floors.oldest(partition, self._held)))
         return out
 
 
@@ -162,62 +191,3 @@ def key_of(record: EvaluationRecord) -> Key | None:
     if not record.session_id:
         return None
     return (record.service_name, record.session_id)
-
-
-class _Undecided:
-    """Per partition, the changed conversations by when they started (a heap), for `undecided`: one entry a
-    conversation, pushed when it changes; an entry of one since written or forgotten is dropped when it comes
-    to the top, and all of them at once when the entries outnumber the held conversations twice over."""
-
-    def __init__(self) -> None:
-        self._heaps: dict[int, list[tuple[int, Key]]] = {}
-        self._entry: dict[Key, int] = {}  # key -> the started_ms of its live entry
-        self._size = 0
-
-    def changed(self, conversation: Conversation, held: Mapping[Key, Conversation]) -> None:
-        key, started_ms = conversation.key, conversation.started_ms
-        if self._entry.get(key) == started_ms:
-            return  # its entry is still in the heap
-        self._entry[key] = started_ms
-        heapq.heappush(self._heaps.setdefault(conversation.partition, []), (started_ms, key))
-        self._size += 1
-        if self._size > 2 * len(held) + 1_000:
-            self._trim(held)
-
-    def oldest(self, partition: int, held: Mapping[Key, Conversation]) -> float:
-        """When the oldest changed conversation of `partition` started (ms; infinity: none)."""
-        heap = self._heaps.get(partition, [])
-        while heap:
-            started_ms, key = heap[0]
-            if _live(held.get(key), started_ms, partition):
-                return started_ms
-            heapq.heappop(heap)
-            self._size -= 1
-            if self._entry.get(key) == started_ms:
-                del self._entry[key]
-        return float("inf")
-
-    def forget(self, partitions: Iterable[int]) -> None:
-        for partition in partitions:
-            for started_ms, key in self._heaps.pop(partition, []):
-                self._size -= 1
-                if self._entry.get(key) == started_ms:
-                    del self._entry[key]
-
-    def _trim(self, held: Mapping[Key, Conversation]) -> None:
-        self._entry.clear()
-        for partition, heap in self._heaps.items():
-            heap[:] = [(s, key) for s, key in heap if _live(held.get(key), s, partition)]
-            heapq.heapify(heap)
-            self._entry.update((key, s) for s, key in heap)
-        self._size = sum(map(len, self._heaps.values()))
-
-
-def _live(conversation: Conversation | None, started_ms: int, partition: int) -> bool:
-    """The entry (started_ms, its key) on `partition` is the held conversation's, and it changed."""
-    return (
-        conversation is not None
-        and conversation.pending
-        and conversation.started_ms == started_ms
-        and conversation.partition == partition
-    )
