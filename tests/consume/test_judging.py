@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from _helpers import assert_nothing_left_open, judge_client
+from _helpers import judge_client, nothing_left_open
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
@@ -129,19 +129,19 @@ def test_results_of_work_handed_over_are_dropped() -> None:
 def test_closing_the_worker_closes_the_llm_judges_connections() -> None:
     """A stopped consumer leaves no socket of its LLM judge open (the judge's client closes when the worker's
     loop finalises its async generators, as asyncio.run does)."""
-    with JudgeServer() as server:
-        llm = judge_client(server.base_url)
-        judging = Judging(Scorer(llm, [Faithfulness()]), max_in_flight=1)
-        work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
-            {TopicPartition("spans", 0): 0}, scoring=1
-        )
-        judging.queue(work, interaction(), None)
-        worker = ScoringWorker()
-        try:
-            judging.submit(worker)
-            [judged] = collect(judging, 1)
-        finally:
-            worker.close()
-    assert judged.scored is not None and judged.scored.results[0].status is MetricStatus.OK
-    del llm, judging, judged
-    assert_nothing_left_open()
+    with nothing_left_open():
+        with JudgeServer() as server:
+            llm = judge_client(server.base_url)
+            judging = Judging(Scorer(llm, [Faithfulness()]), max_in_flight=1)
+            work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
+                {TopicPartition("spans", 0): 0}, scoring=1
+            )
+            judging.queue(work, interaction(), None)
+            worker = ScoringWorker()
+            try:
+                judging.submit(worker)
+                [judged] = collect(judging, 1)
+            finally:
+                worker.close()
+        assert judged.scored is not None and judged.scored.results[0].status is MetricStatus.OK
+        del llm, judging, judged

@@ -10,7 +10,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from _helpers import assert_nothing_left_open, judge_client
+from _helpers import judge_client, nothing_left_open
 from grounding_turns import (
     INVENTED,
     RESTATED,
@@ -353,15 +353,19 @@ def test_the_alert_estimate_counts_a_grounded_turn_once_with_its_revised_verdict
 
 def test_closing_the_grounder_closes_the_llm_judges_connections() -> None:
     """A stopped `tracescore conversations` leaves no socket of its LLM judge open."""
-    with JudgeServer() as server:
-        server.responder = figures_judge
-        llm = judge_client(server.base_url)
-        harness = Harness(llm_judge=llm)
-        turns = chat(harness)
-        [first] = evaluate(turns[2].record, ["faithfulness"], llm)
-        harness.feed(evaluation_record(turns[2], first, None, selection="cascade", inclusion_probability=1.0))
-        assert any(r.judge == "openai:judge-test" for r in harness.checkpoint()), "judged again by the LLM"
-        Harness.created.remove(harness)
-        harness.close()
-    del llm, harness
-    assert_nothing_left_open()
+    with nothing_left_open():
+        with JudgeServer() as server:
+            server.responder = figures_judge
+            llm = judge_client(server.base_url)
+            harness = Harness(llm_judge=llm)
+            turns = chat(harness)
+            [first] = evaluate(turns[2].record, ["faithfulness"], llm)
+            harness.feed(
+                evaluation_record(turns[2], first, None, selection="cascade", inclusion_probability=1.0)
+            )
+            assert any(r.judge == "openai:judge-test" for r in harness.checkpoint()), (
+                "judged again by the LLM"
+            )
+            Harness.created.remove(harness)
+            harness.close()
+        del llm, harness
