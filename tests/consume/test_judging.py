@@ -11,14 +11,14 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore.consume import ConsumerStats, TraceAssembler
-from tracescore.consume._checkpoint import Checkpoint
+from tracescore.consume._checkpoint import Checkpoint, Work
 from tracescore.consume._judging import Judged, Judging
 from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._revise import Revision
 from tracescore.consume._scorer import Scorer
 from tracescore.consume._scoring import ScoringWorker
 from tracescore.model import MetricStatus
-from tracescore.score import OfflineJudge
+from tracescore.score import Judge, OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
 
@@ -33,6 +33,18 @@ def interaction() -> Revision:
     return trace.interactions[0][0]
 
 
+def judging_with(judge: Judge, max_in_flight: int = 1) -> Judging:
+    """Faithfulness by `judge` on the real worker loop, `max_in_flight` at once."""
+    return Judging(Scorer(judge, [Faithfulness()]), max_in_flight=max_in_flight)
+
+
+def held(scoring: int) -> Work:
+    """Work read from spans[0] at offset 0, waiting for `scoring` interactions."""
+    return Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
+        {TopicPartition("spans", 0): 0}, scoring=scoring
+    )
+
+
 def collect(judging: Judging, count: int, timeout_s: float = 30.0) -> list[Judged]:
     done: list[Judged] = []
     deadline = time.monotonic() + timeout_s
@@ -43,10 +55,8 @@ def collect(judging: Judging, count: int, timeout_s: float = 30.0) -> list[Judge
 
 
 def test_scores_at_most_max_in_flight_at_once_and_collects_each_once() -> None:
-    judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=2)
-    work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
-        {TopicPartition("spans", 0): 0}, scoring=3
-    )
+    judging = judging_with(OfflineJudge(), 2)
+    work = held(3)
     revision = interaction()
     for _ in range(3):
         judging.queue(work, revision, None)
@@ -68,10 +78,8 @@ def test_scores_at_most_max_in_flight_at_once_and_collects_each_once() -> None:
 
 
 def test_dropping_the_queue_leaves_what_is_running() -> None:
-    judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=1)
-    work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
-        {TopicPartition("spans", 0): 0}, scoring=2
-    )
+    judging = judging_with(OfflineJudge(), 1)
+    work = held(2)
     revision = interaction()
     judging.queue(work, revision, None)
     judging.queue(work, revision, None)
@@ -86,7 +94,7 @@ def test_dropping_the_queue_leaves_what_is_running() -> None:
 
 
 def test_on_revoke_a_trace_not_started_is_left_and_the_rest_of_a_started_one_goes_to_the_judges() -> None:
-    judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=1)
+    judging = judging_with(OfflineJudge(), 1)
     checkpoint = Checkpoint(TraceAssembler(), commit_interval_s=5.0)
     revoked, kept = TopicPartition("spans", 0), TopicPartition("spans", 1)
     started = checkpoint.hold({revoked: 0}, trace_id="started", scoring=2)
@@ -108,10 +116,8 @@ def test_on_revoke_a_trace_not_started_is_left_and_the_rest_of_a_started_one_goe
 
 
 def test_results_of_work_handed_over_are_dropped() -> None:
-    judging = Judging(Scorer(OfflineJudge(), [Faithfulness()]), max_in_flight=1)
-    work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
-        {TopicPartition("spans", 0): 0}, scoring=1
-    )
+    judging = judging_with(OfflineJudge(), 1)
+    work = held(1)
     judging.queue(work, interaction(), None)
     worker = ScoringWorker()
     try:
@@ -132,10 +138,8 @@ def test_closing_the_worker_closes_the_llm_judges_connections() -> None:
     with nothing_left_open():
         with JudgeServer() as server:
             llm = judge_client(server.base_url)
-            judging = Judging(Scorer(llm, [Faithfulness()]), max_in_flight=1)
-            work = Checkpoint(TraceAssembler(), commit_interval_s=5.0).hold(
-                {TopicPartition("spans", 0): 0}, scoring=1
-            )
+            judging = judging_with(llm)
+            work = held(1)
             judging.queue(work, interaction(), None)
             worker = ScoringWorker()
             try:

@@ -28,8 +28,8 @@ from tracescore.alert import EstimateWindow
 from tracescore.consume import decode_message
 from tracescore.conversations._stored import TurnState
 from tracescore.emit import evaluation_record
-from tracescore.model import revision_key
-from tracescore.score import evaluate
+from tracescore.model import MetricResult, revision_key
+from tracescore.score import OpenAIJudge, evaluate
 from tracescore.testing.judge_server import JudgeServer
 
 
@@ -43,6 +43,14 @@ def chat(harness: Harness, third: str | None = None, first: str | None = None, *
     for t in turns:
         harness.feed(evidence_of(t), scored(t))
     return turns
+
+
+def judged_by_llm(harness: Harness, llm: OpenAIJudge) -> MetricResult:
+    """A chat whose third turn the LLM judge scored, its record (picked by the cascade) fed; its verdict."""
+    turns = chat(harness)
+    [verdict] = evaluate(turns[2].record, ["faithfulness"], llm)
+    harness.feed(evaluation_record(turns[2], verdict, None, selection="cascade", inclusion_probability=1.0))
+    return verdict
 
 
 def test_a_follow_up_resting_on_an_earlier_turns_retrieval_is_grounded_in_a_revision() -> None:
@@ -268,11 +276,7 @@ def test_an_llm_record_is_judged_again_by_the_same_llm_judge() -> None:
         server.responder = figures_judge
         llm = judge_client(server.base_url)
         harness = Harness(llm_judge=llm)
-        turns = chat(harness)
-        [first] = evaluate(turns[2].record, ["faithfulness"], llm)
-        assert first.label == "hallucinated"
-        record = evaluation_record(turns[2], first, None, selection="cascade", inclusion_probability=1.0)
-        harness.feed(record)
+        assert judged_by_llm(harness, llm).label == "hallucinated"
         before = server.stats.chat_requests
         revised = {r.judge: r for r in harness.checkpoint()}
         assert server.stats.chat_requests == before + 1, "one call: the open claims, together"
@@ -358,11 +362,7 @@ def test_closing_the_grounder_closes_the_llm_judges_connections() -> None:
             server.responder = figures_judge
             llm = judge_client(server.base_url)
             harness = Harness(llm_judge=llm)
-            turns = chat(harness)
-            [first] = evaluate(turns[2].record, ["faithfulness"], llm)
-            harness.feed(
-                evaluation_record(turns[2], first, None, selection="cascade", inclusion_probability=1.0)
-            )
+            judged_by_llm(harness, llm)
             assert any(r.judge == "openai:judge-test" for r in harness.checkpoint()), (
                 "judged again by the LLM"
             )

@@ -76,7 +76,9 @@ class RestoreReader:
                 found = self.outputs.find(state.meta.outputs)
                 if found:
                     back.found[partition] = found
-        # The group consumer's calls are safe from another thread (kafka-python's IO thread runs them).
+        # The consumer is not thread-safe; the stage waits for this call, so one thread uses it at a time.
+        # A read given up on for a stop may still run while the service closes the consumer: whatever it
+        # returns then is never applied.
         back.committed = {tp.partition: consumer.committed(tp) for tp in assigned}
         if rewind_ms:
             starts = consumer.offsets_for_times(dict.fromkeys(assigned, rewind_ms))
