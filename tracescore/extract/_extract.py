@@ -24,13 +24,13 @@ _NONE: set[str] = set()  # never written: a one-span trace keeps no covered span
 DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = tuple(ConventionReader(c) for c in CONVENTIONS)
 
 
-@dataclass
+@dataclass(slots=True)
 class Extraction:
     interactions: list[Interaction] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class Findings:
     """What `find` read: the interactions, not built yet (`Found.interaction()` builds one), and the skips."""
 
