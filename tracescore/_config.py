@@ -20,7 +20,12 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
-from tracescore._kafka_config import RebalanceProtocol, rebalance_protocol_field, session_timeout_field
+from tracescore._kafka_config import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    RebalanceProtocol,
+    rebalance_protocol_field,
+    session_timeout_field,
+)
 
 __all__ = [
     "ConfigFileError",
@@ -102,7 +107,7 @@ class ServiceSettings(FileSettings):
     conversations`)."""
 
     bootstrap_servers: str = Field(
-        default="localhost:9092",
+        default=DEFAULT_BOOTSTRAP_SERVERS,
         description="Kafka brokers; unset here, TRACESCORE_BOOTSTRAP_SERVERS (the SDK's and consume's name) "
         "comes before this default.",
     )

@@ -16,7 +16,7 @@ from pydantic_settings import SettingsConfigDict
 from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table, unknown_name
 from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
 from tracescore.alert._notification import Unit
-from tracescore.model import CONVERSATIONS_TOPIC
+from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC
 from tracescore.score import metric_names
 
 __all__ = [
@@ -301,7 +301,7 @@ class AlertConfig(ServiceSettings):
         env_prefix="TRACESCORE_ALERT_", env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    evaluations_topic: str = Field(default="tracescore.evaluations", description="The records to alert on.")
+    evaluations_topic: str = Field(default=EVALUATIONS_TOPIC, description="The records to alert on.")
     conversations_topic: str = Field(
         default=CONVERSATIONS_TOPIC,
         description="The conversation records (`tracescore conversations`), read when a rule watches a "

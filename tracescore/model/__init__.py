@@ -32,6 +32,7 @@ from tracescore.model._evidence import EVIDENCE_TOPIC, EvidenceDocument, TurnEvi
 from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
 from tracescore.model._labels import BAD_LABELS, GOOD_LABELS, UNLABELLED_THRESHOLD, is_flagged, label_is_bad
 from tracescore.model._record import (
+    EVALUATIONS_TOPIC,
     SCHEMA_VERSION,
     AnnotatorKind,
     EvaluationRecord,
@@ -55,6 +56,7 @@ from tracescore.model._vocabulary import (
 __all__ = [
     "BAD_LABELS",
     "CONVERSATIONS_TOPIC",
+    "EVALUATIONS_TOPIC",
     "EVIDENCE_TOPIC",
     "GOOD_LABELS",
     "MAX_RUN_TEXT_CHARS",
