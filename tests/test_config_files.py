@@ -73,6 +73,15 @@ def test_every_command_reports_a_broken_file_the_same_way(tmp_path: Path) -> Non
         assert str(raised.value).startswith(f"{path}: not valid TOML") and "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize("load", [load_alert_config, load_conversations_config])
+def test_every_service_names_a_misspelt_setting_with_the_valid_ones(load: Any, tmp_path: Path) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text("group_idd = 'eu'\n")
+    with pytest.raises(ConfigFileError) as raised:
+        load(path)
+    assert "group_idd: unknown setting 'group_idd' (did you mean 'group_id'? valid: " in str(raised.value)
+
+
 def default(model: type[BaseModel], field: str) -> Any:
     return model.model_fields[field].default
 

@@ -10,10 +10,10 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table, unknown_name
+from tracescore._config import ConfigFileError, ServiceSettings, load_service_settings, unknown_name
 from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
 from tracescore.alert._notification import Unit
 from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC
@@ -361,10 +361,4 @@ class AlertConfig(ServiceSettings):
 
 def load_alert_config(path: Path | None = None, **flags: Any) -> AlertConfig:
     """The configuration from flags (None means not given), the environment, `path` and the defaults."""
-    given = {k: v for k, v in flags.items() if v is not None}
-    file_values = read_table(path, "alert", AlertConfigError) if path is not None else {}
-    try:
-        return AlertConfig.from_sources(given, file_values)
-    except ValidationError as exc:
-        where = f" in {path}" if path else ""
-        raise AlertConfigError(f"invalid alert config{where}: {one_line(exc, AlertConfig)}") from exc
+    return load_service_settings(AlertConfig, "alert", AlertConfigError, path, flags)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table
+from tracescore._config import ConfigFileError, ServiceSettings, load_service_settings
 from tracescore._kafka_config import SPANS_TOPIC, max_message_bytes_field
 from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, EVIDENCE_TOPIC
 
@@ -138,10 +138,4 @@ class ConversationsConfig(ServiceSettings):
 
 def load_conversations_config(path: Path | None = None, **flags: Any) -> ConversationsConfig:
     """The configuration from flags (None means not given), the environment, `path` and the defaults."""
-    given = {k: v for k, v in flags.items() if v is not None}
-    file_values = read_table(path, "conversations", ConversationsConfigError) if path is not None else {}
-    try:
-        return ConversationsConfig.from_sources(given, file_values)
-    except ValidationError as exc:
-        where = f" in {path}" if path else ""
-        raise ConversationsConfigError(f"invalid conversations config{where}: {one_line(exc)}") from exc
+    return load_service_settings(ConversationsConfig, "conversations", ConversationsConfigError, path, flags)
