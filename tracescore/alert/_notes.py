@@ -202,21 +202,40 @@ def _rule_note(
     **figures: Any,
 ) -> Notification:
     """A threshold's or a drop's notification: what both say alike, and their `figures`."""
-    return Notification(
-        alertname=alert_name(key.metric, key.unit, kind),
-        state=state,
-        severity=_severity(level),
+    return _note(
+        key, alert_name(key.metric, key.unit, kind), state, _severity(level), summary, starts_at, now, repeat,
         unit=key.unit,
+        signal=rule.signal,
+        **_severity_change(state, change, other),
+        **figures,
+    )  # fmt: skip
+
+
+def _note(
+    key: AlertKey,
+    alertname: str,
+    state: State,
+    severity: Severity,
+    summary: str,
+    starts_at: datetime,
+    now: datetime,
+    repeat: bool,
+    **fields: Any,
+) -> Notification:
+    """What every notification says alike: which alert, about which route, since when, and (once resolved)
+    until when; `fields` are its own."""
+    return Notification(
+        alertname=alertname,
+        state=state,
+        severity=severity,
         service=key.service,
         route=key.route,
         metric=key.metric,
         summary=summary,
-        signal=rule.signal,
         starts_at=starts_at,
         ends_at=now if state == "resolved" else None,
         repeat=repeat,
-        **_severity_change(state, change, other),
-        **figures,
+        **fields,
     )
 
 
@@ -258,21 +277,12 @@ def judge_note(
         if state == "firing"
         else f"judge healthy again on {key.service} {key.route} ({key.metric}): {failed} of {n} failed"
     )
-    return Notification(
-        alertname=JUDGE_ALERT,
-        state=state,
-        severity="warning",
-        service=key.service,
-        route=key.route,
-        metric=key.metric,
-        summary=summary,
+    return _note(
+        key, JUDGE_ALERT, state, "warning", summary, starts_at, now, repeat,
         value=rate,
         threshold=max_error_rate,
         samples=n,
-        starts_at=starts_at,
-        ends_at=now if state == "resolved" else None,
-        repeat=repeat,
-    )
+    )  # fmt: skip
 
 
 def no_data_note(
@@ -291,16 +301,4 @@ def no_data_note(
     )
     if key.unit != "answer":
         summary = summary.replace("evaluations of", f"{key.unit} records of", 1)
-    return Notification(
-        alertname=NO_DATA_ALERT,
-        state=state,
-        severity="info",
-        unit=key.unit,
-        service=key.service,
-        route=key.route,
-        metric=key.metric,
-        summary=summary,
-        starts_at=starts_at,
-        ends_at=now if state == "resolved" else None,
-        repeat=repeat,
-    )
+    return _note(key, NO_DATA_ALERT, state, "info", summary, starts_at, now, repeat, unit=key.unit)
