@@ -104,8 +104,10 @@ def score_note(
         )
     else:
         summary = f"{subject} recovered to {shown} over {n} {units} ({what})"
-    return _rule_note(
-        key, rule, "threshold", state, level, summary, starts_at, now, repeat, change, other_severity,
+    name = alert_name(key.metric, key.unit, "threshold")
+    return _note(
+        key, name, state, _severity(level), summary, starts_at, now, repeat,
+        **_rule_fields(key, rule, state, change, other_severity),
         value=None if est is None else est.value,
         bound=None if est is None else est.upper,
         lower=None if est is None else est.lower,
@@ -170,9 +172,10 @@ def drop_note(
         summary = f"{subject}: {level} drop superseded by {other}, not recovered: {fell}"
     else:
         summary = f"{subject} back to {against}: {levels}; drop {reading.drop:.2f} < {minimum / 2:.2f}"
-    return _rule_note(
-        key, rule, "drop", state, level, summary, starts_at, now, repeat,
-        "accepted" if accepted else change, other_severity,
+    name = alert_name(key.metric, key.unit, "drop")
+    return _note(
+        key, name, state, _severity(level), summary, starts_at, now, repeat,
+        **_rule_fields(key, rule, state, "accepted" if accepted else change, other_severity),
         value=reading.window,
         threshold=minimum,
         samples=reading.window_n,
@@ -187,28 +190,12 @@ def drop_note(
     )  # fmt: skip
 
 
-def _rule_note(
-    key: AlertKey,
-    rule: RuleConfig,
-    kind: Kind,
-    state: State,
-    level: Level,
-    summary: str,
-    starts_at: datetime,
-    now: datetime,
-    repeat: bool,
-    change: Change | None,
-    other: Severity | None,
-    **figures: Any,
-) -> Notification:
-    """A threshold's or a drop's notification: what both say alike, and their `figures`."""
-    return _note(
-        key, alert_name(key.metric, key.unit, kind), state, _severity(level), summary, starts_at, now, repeat,
-        unit=key.unit,
-        signal=rule.signal,
-        **_severity_change(state, change, other),
-        **figures,
-    )  # fmt: skip
+def _rule_fields(
+    key: AlertKey, rule: RuleConfig, state: State, change: Change | None, other: Severity | None
+) -> dict[str, Any]:
+    """What a threshold's and a drop's notification say beside the common fields: the unit, the rule's
+    signal, and how it relates to a severity change."""
+    return {"unit": key.unit, "signal": rule.signal, **_severity_change(state, change, other)}
 
 
 def _note(
