@@ -11,13 +11,15 @@ import pytest
 from pydantic import BaseModel
 
 from tracescore._config import ConfigFileError
-from tracescore.alert import AlertConfig, load_alert_config
+from tracescore.alert import AlertConfig, RuleConfig, load_alert_config
+from tracescore.cli import consume
 from tracescore.consume import ConsumerSettings
 from tracescore.conversations import ConversationsConfig, load_conversations_config
 from tracescore.emit import KafkaOutputSettings
 from tracescore.export import KafkaSpanExporter
 from tracescore.instrument import InstrumentSettings
-from tracescore.sample import load_sampling_config
+from tracescore.sample import CascadeConfig, load_sampling_config
+from tracescore.score import Faithfulness
 
 ONE_FILE_TOML = """
 [consume]
@@ -109,3 +111,9 @@ def test_a_setting_the_commands_share_has_one_default() -> None:
         default(m, "max_message_bytes") for m in (ConsumerSettings, KafkaOutputSettings, ConversationsConfig)
     }
     assert len(largest) == 1, largest
+
+
+def test_every_command_defaults_to_the_same_metric() -> None:
+    # What the consumer scores is what the cascade ranks and an alert rule watches, unless configured.
+    scored = next(p.default for p in consume.params if p.name == "metrics")
+    assert scored == default(CascadeConfig, "metric") == default(RuleConfig, "metric") == Faithfulness.name

@@ -16,7 +16,7 @@ from pydantic_settings import SettingsConfigDict
 from tracescore._config import ConfigFileError, ServiceSettings, load_service_settings, unknown_name
 from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
 from tracescore.alert._notification import Unit
-from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC
+from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, FAITHFULNESS
 from tracescore.score import metric_names
 
 __all__ = [
@@ -144,7 +144,7 @@ class DropConfig(_Strict):
 class RuleConfig(_Strict):
     """Rolling alert for one metric on the (service, route) pairs it matches, on its `signal`."""
 
-    metric: str = Field(default="faithfulness", description="The metric the rule watches.")
+    metric: str = Field(default=FAITHFULNESS, description="The metric the rule watches.")
     signal: Signal = Field(
         default="label",
         description="label: the share of answers the metric's label rule passes (for faithfulness, the "
