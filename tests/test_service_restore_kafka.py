@@ -1,7 +1,8 @@
-"""A restore (newly assigned partitions' state read back) while the broker stops answering, through a real
-broker paused with SIGSTOP (it stops answering, connections stay open) at the moment the service starts
-reading: a stop leaves no thread reading behind, and without a stop the service says what it waits for, tries
-again `restore_retries` times and exits with one line, instead of hanging without a word."""
+"""The service base's restore (newly assigned partitions' state read back: tracescore/_service/_restore.py),
+run by `tracescore conversations` in process, while the broker stops answering: a real broker paused with
+SIGSTOP (it stops answering, connections stay open) at the moment the service starts reading. A stop leaves
+no thread reading behind; without a stop the service says what it waits for, tries again `restore_retries`
+times and exits with one line, instead of hanging without a word."""
 
 from __future__ import annotations
 
@@ -12,15 +13,16 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import pytest
 from _helpers import wait_until
-from conversation_service import config, produce
-from conversation_turns import turn
+from kafka import KafkaProducer
 
 import tracescore._kafka
 from tracescore._service import _keyed, _restore
-from tracescore.conversations import ConversationService
+from tracescore.conversations import ConversationsConfig, ConversationService
+from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
@@ -62,8 +64,22 @@ def where(thread: threading.Thread) -> str:
 def started(broker: KafkaBroker, prefix: str, **settings: object) -> tuple[ConversationService, list]:  # type: ignore[type-arg]
     """An open conversation, and the service that restores it on its own thread; [what run() raised]."""
     bootstrap = broker.bootstrap_servers
-    produce(bootstrap, f"{prefix}.evaluations", [turn(n, 1.0, "c-1") for n in range(1, 4)])
-    cfg = config(bootstrap, prefix, evidence_topic="", stop_timeout_s=STOP_TIMEOUT_S, **settings)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for n in range(1, 4):
+        record = EvaluationRecord(
+            trace_id=f"{n:032x}", span_id=f"{n:016x}", service_name="chat-api", route="/chat",
+            metric="faithfulness", score=1.0, label="faithful", status=MetricStatus.OK, judge="offline",
+            session_id="c-1", timestamp=datetime.now(UTC),
+        )  # fmt: skip
+        key, value = record.to_kafka()
+        producer.send(f"{prefix}.evaluations", key=key, value=value).get(30)
+    producer.close()
+    cfg = ConversationsConfig(
+        bootstrap_servers=bootstrap, evaluations_topic=f"{prefix}.evaluations",
+        conversations_topic=f"{prefix}.conversations", turns_topic=f"{prefix}.turns",
+        state_topic=f"{prefix}.state", spans_topic="", evidence_topic="", group_id=f"{prefix}.conversations",
+        tick_seconds=0.2, stop_timeout_s=STOP_TIMEOUT_S, **settings,
+    )  # fmt: skip
     service, raised = ConversationService(cfg), []
 
     def run() -> None:
