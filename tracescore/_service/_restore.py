@@ -54,6 +54,11 @@ class ReadBack:
         return [p for p, s in self.states.items() if s.meta is None and s.unreadable_meta is None]
 
 
+def _retriable(error: BaseException) -> bool:
+    """A broker that did not answer in time, or not yet (a leader moving, the broker restarting)."""
+    return isinstance(error, KafkaError) and bool(error.retriable)
+
+
 class RestoreReader:
     """Reads what a restore needs for stage 2's consumer (`consumer`), from its state topic (`changelog`),
     its verified outputs and the old state topic; given up on once `stopping()`."""
@@ -81,7 +86,7 @@ class RestoreReader:
         tries = Retrying(
             stop=stop_after_attempt(self.retries + 1),
             wait=wait_exponential(multiplier=_PAUSE_S[0], max=_PAUSE_S[1]),
-            retry=retry_if_exception(lambda e: isinstance(e, KafkaTimeoutError) and not self.stopping()),
+            retry=retry_if_exception(lambda e: _retriable(e) and not self.stopping()),
             sleep=self._pause,
             before_sleep=lambda state: self._said(where, state),
             reraise=True,
@@ -89,8 +94,8 @@ class RestoreReader:
         started = time.monotonic()
         try:
             return tries(call, self.stopping, math.inf)
-        except KafkaTimeoutError as exc:
-            if self.stopping():
+        except KafkaError as exc:
+            if self.stopping() or not _retriable(exc):
                 raise
             raise RestoreFailed(
                 f"could not restore {where}: the broker did not answer in {self.retries + 1} tries over "
