@@ -20,13 +20,19 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
-from tracescore._kafka_config import RebalanceProtocol, rebalance_protocol_field, session_timeout_field
+from tracescore._kafka_config import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    RebalanceProtocol,
+    rebalance_protocol_field,
+    session_timeout_field,
+)
 
 __all__ = [
     "ConfigFileError",
     "FileSettings",
     "ServiceSettings",
     "fields_at",
+    "load_service_settings",
     "one_line",
     "problems",
     "read_table",
@@ -102,7 +108,7 @@ class ServiceSettings(FileSettings):
     conversations`)."""
 
     bootstrap_servers: str = Field(
-        default="localhost:9092",
+        default=DEFAULT_BOOTSTRAP_SERVERS,
         description="Kafka brokers; unset here, TRACESCORE_BOOTSTRAP_SERVERS (the SDK's and consume's name) "
         "comes before this default.",
     )
@@ -135,6 +141,24 @@ class ServiceSettings(FileSettings):
         "is lost: the next start (the pod restarted) restores them again. A large state topic that is being "
         "read is never cut short.",
     )
+
+
+def load_service_settings(
+    cls: type[SettingsT],
+    table: str,
+    error: type[ConfigFileError],
+    path: Path | None,
+    flags: Mapping[str, Any],
+) -> SettingsT:
+    """A service's settings from `flags` (None means not given), the environment, the `table` of the file at
+    `path` and the defaults. Every problem is one line in `error`; a misspelt name comes with valid ones."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    file_values = read_table(path, table, error) if path is not None else {}
+    try:
+        return cls.from_sources(given, file_values)
+    except ValidationError as exc:
+        where = f" in {path}" if path else ""
+        raise error(f"invalid {table} config{where}: {one_line(exc, cls)}") from exc
 
 
 def one_line(exc: ValidationError, model: type[BaseModel] | None = None) -> str:

@@ -30,7 +30,14 @@ from tracescore._service import Saved
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._index import Partitions
 from tracescore.conversations._stored import HeldCheck, TurnState
-from tracescore.model import EvaluationRecord, GroundingDetails, TurnEvidence, Verdict, is_flagged
+from tracescore.model import (
+    FAITHFULNESS,
+    EvaluationRecord,
+    GroundingDetails,
+    TurnEvidence,
+    Verdict,
+    is_flagged,
+)
 
 __all__ = [
     "GROUNDING_DETAIL",
@@ -49,7 +56,7 @@ Tier = tuple[str, str, str | None]  # (metric, judge, selection)
 # The record's details key this service writes: a record carrying it is a grounding revision read back.
 GROUNDING_DETAIL = "earlier_turns"
 _TURN_CHARS = 1_000  # what a held turn costs besides its texts, in characters
-_METRIC = "faithfulness"
+_METRIC = FAITHFULNESS
 # A held record's claims, cut to fit: their texts share this many characters (the re-keyed message stays
 # far below Kafka's limit whatever the answer's length), each text at least `_MIN_TEXT`.
 _CLAIMS_CHARS = 60_000
