@@ -48,6 +48,13 @@ T = TypeVar("T")
 BROKER_WAIT_S = 10.0
 
 
+# What to do about an unreachable broker, said with the error (every command reads the same variable).
+BROKER_HINT = (
+    "Is a broker running there, and reachable from here? Give its address as host:port with "
+    "--bootstrap-servers or TRACESCORE_BOOTSTRAP_SERVERS"
+)
+
+
 class BrokerUnreachable(RuntimeError):
     """No Kafka broker answered within the connect timeout, or it refused the client (authentication, TLS)."""
 
@@ -67,7 +74,7 @@ def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None
         if time.monotonic() >= deadline:
             raise BrokerUnreachable(
                 f"no Kafka broker reachable at {bootstrap_servers} ({when}; tried for {wait_s:.0f}s, "
-                f"last error: {last_error})"
+                f"last error: {last_error}). {BROKER_HINT}"
             )
         time.sleep(0.5)
 
@@ -83,7 +90,8 @@ def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -
         # Authentication, TLS or protocol problems: one line naming the cause, never a traceback.
         raise BrokerUnreachable(
             f"cannot connect to Kafka at {connection.bootstrap_servers} "
-            f"({connection.security.security_protocol}): {type(exc).__name__}: {exc}"
+            f"({connection.security.security_protocol}): {type(exc).__name__}: {exc}. Check the security "
+            "settings against the broker's listener (TRACESCORE_KAFKA__SECURITY_PROTOCOL, __SASL_*, __SSL_*)"
         ) from exc
 
 
