@@ -95,15 +95,16 @@ def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -
         ) from exc
 
 
-def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic]) -> None:
-    """Create the missing topics (a name: with the broker's defaults). Best effort: where this client may
-    not create topics, the broker's auto-creation or the operator's provisioning applies."""
+def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic]) -> list[str]:
+    """Create the missing topics (a name: with the broker's defaults); the names of those it created. Best
+    effort: where this client may not create topics, the broker's auto-creation or the operator's
+    provisioning applies."""
     wanted = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t, -1, -1) for t in topics)}
     try:
         admin = KafkaAdminClient(**connection.client_config())
     except KafkaError as exc:
         _log.debug("cannot check topics: %s", exc)
-        return
+        return []
     try:
         existing = set(admin.list_topics())
         missing = [topic for name, topic in sorted(wanted.items()) if name not in existing]
@@ -111,8 +112,10 @@ def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic])
             # raise_errors=False: another process creating the same topic at the same moment is fine.
             admin.create_topics(missing, raise_errors=False)
             _log.info("created topics: %s", ", ".join(t.name for t in missing))
+        return [t.name for t in missing]
     except KafkaError as exc:
         _log.debug("could not create topics %s: %s", sorted(wanted), exc)
+        return []
     finally:
         admin.close()
 

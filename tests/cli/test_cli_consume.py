@@ -27,6 +27,22 @@ def test_consume_stops_on_idle_timeout_and_reports_counts(bootstrap: str, topic_
     assert "dead-lettered" in done.stderr
 
 
+def test_a_topic_nothing_was_written_to_says_what_to_check(bootstrap: str, topic_prefix: str) -> None:
+    # A misspelt --topic: the consumer creates it and waits; the log and the summary say why nothing came.
+    topic = f"{topic_prefix}.spnas"
+    done = subprocess.run(
+        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
+         "--topic", topic, "--group-id", topic_prefix, "--idle-timeout", "2"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"the spans topic {topic} did not exist" in said, said
+    assert "give their topic with --topic or TRACESCORE_TOPIC" in said, said
+    assert f"nothing read from {topic} at {bootstrap}" in said, said
+    assert "a new --group-id reads the topic again" in said and "Nothing is scored?" in said, said
+
+
 def _consume_with_bad_input(
     *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -203,6 +203,15 @@ def consume(
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )
+    if stats.messages == 0:
+        # The first-hour question: a misspelt topic, the app's spans sent elsewhere, or a group done already.
+        click.echo(
+            f"  nothing read from {settings.topic} at {settings.bootstrap_servers}: does your app (or "
+            "Collector) send there (TRACESCORE_TOPIC, TRACESCORE_BOOTSTRAP_SERVERS)? Group "
+            f"{settings.group_id} goes on from what it read before: a new --group-id reads the topic again. "
+            "See the docs, Operating the consumer > Nothing is scored?",
+            err=True,
+        )
     if stats.not_admitted or stats.escalated:
         policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.not_admitted.items())) or "none"
         llm = ", ".join(f"{k}={v}" for k, v in sorted(stats.escalated.items())) or "none"

@@ -138,8 +138,9 @@ class Outputs:
         todo = (
             ""
             if failed.judge == "offline"
-            else "; when every call fails, check the judge's address (--base-url, TRACESCORE_JUDGE_BASE_URL), "
-            "model (--model, TRACESCORE_JUDGE_MODEL) and API key (TRACESCORE_JUDGE_API_KEY)"
+            else "; when every call fails, check the judge's address (--base-url, "
+            "TRACESCORE_JUDGE_BASE_URL), model (--model, TRACESCORE_JUDGE_MODEL) and API key "
+            "(TRACESCORE_JUDGE_API_KEY)"
         )
         self._explained(
             (failed.judge, kind),
