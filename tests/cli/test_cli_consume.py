@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
@@ -66,6 +67,19 @@ def test_illegal_topic_name_fails_at_startup_with_a_one_line_error() -> None:
         "Error: invalid value for --evaluations-topic: 'no spaces allowed' is not a legal Kafka topic name "
         "(1-249 of [a-zA-Z0-9._-])"
     ]
+
+
+@pytest.mark.parametrize("key", ["idle_timeout_s = 3", "default_rate = 0.5"])
+def test_a_config_file_without_tables_says_which_table_each_setting_goes_in(tmp_path: Path, key: str) -> None:
+    # consume reads its file twice (its options, the sampling policy): a file without tables used to fail one
+    # of the two, listing the other's settings as the valid ones.
+    path = tmp_path / "consume.toml"
+    path.write_text(key + "\n")
+    done = _consume_with_bad_input("--config", str(path))
+    assert done.returncode == 2, done.stderr
+    [error] = _error_lines(done.stderr)
+    assert error.startswith(f"Error: {path}: settings outside a table ({key.split()[0]}): "), error
+    assert "options from a [consume] table and the sampling policy from a [sampling] table" in error
 
 
 def test_invalid_setting_from_the_environment_names_the_variable() -> None:

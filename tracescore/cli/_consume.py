@@ -15,6 +15,7 @@ from typing import Any, Literal
 import click
 
 from tracescore import __version__
+from tracescore._config import ConfigFileError, keys_outside_tables
 from tracescore.alert import RuleConfig
 from tracescore.cli._options import (
     config_option,
@@ -149,6 +150,18 @@ def consume(
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
     from tracescore.score import OfflineJudge, check_judge, metric_names
 
+    try:
+        flat = keys_outside_tables(config_file) if config_file is not None else []
+    except ConfigFileError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if flat:
+        # Two readers share consume's file: its own settings and the sampling policy. Read whole by both,
+        # a file without tables fails one of them on every key, naming the other's valid settings.
+        raise click.UsageError(
+            f"{config_file}: settings outside a table ({', '.join(flat)}): tracescore consume reads its "
+            "options from a [consume] table and the sampling policy from a [sampling] table; put each key "
+            "under its table (see the docs, Reference > Settings)"
+        )
     settings = consumer_settings(flags, config_file)
     chosen_judge, chosen_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
     if max_claims is not None:
