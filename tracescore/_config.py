@@ -146,6 +146,17 @@ class ServiceSettings(FileSettings):
         "Kubernetes' 30 s grace period. What is not done (the broker gone, a receiver hanging) is said in "
         "one line and done by the next start: nothing is lost, it may be decided or sent again.",
     )
+    restore_retries: int = Field(
+        default=5,
+        ge=0,
+        description="Restoring newly assigned partitions (their state read back) while the broker does "
+        "not answer: each broker call waits 10 s at most, and a read that gets no answer is tried again this "
+        "many times, waiting 1 s, 2 s, 4 s ... (at most 30 s) between tries, each said in a warning; after "
+        "the last the service exits (status 1) with one line that says what it waited for (about 1.5 min in "
+        "all by default). Nothing of those partitions is applied or committed before all is read, so nothing "
+        "is lost: the next start (the pod restarted) restores them again. A large state topic that is being "
+        "read is never cut short.",
+    )
 
 
 def load_service_settings(

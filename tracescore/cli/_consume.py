@@ -209,6 +209,7 @@ def consume(
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     # Named only when it happens, as on the status line: most apps record their questions.
     unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""
+    unasked += stats.partly_read()
     click.echo(
         f"messages={stats.messages} spans={stats.spans} traces={stats.traces} "
         f"interactions={stats.interactions}{unasked} scored={stats.scored} "
