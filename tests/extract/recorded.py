@@ -125,6 +125,9 @@ EXPECTED = {
     "strands": ("interaction", "strands"),
     "strands_conversation/greeting_turn1": ("skip", "empty_context"),
     "strands_conversation": ("interaction", "strands"),
+    # Multi-agent runs: scored once, on the span whose answer the user reads (the orchestrator, the Swarm, the
+    # Graph), against the researcher's search; the researcher's own answer is neither the answer nor evidence.
+    "strands_multiagent": ("interaction", "strands"),
     # Mastra's OtelExporter through the real Collector: the question on the agent span's Mastra input.
     "mastra": ("interaction", "mastra"),
     "mastra_conversation/greeting_turn1": ("skip", "empty_context"),

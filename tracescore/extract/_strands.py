@@ -16,6 +16,13 @@ earlier turns' tool results in the last chat's input), with what Strands writes 
   list of texts returned that list of documents, in its span and in later model calls' input.
 - The agent span's answer is `str(AgentResult)`: its text blocks, each followed by a newline, which is not
   part of the answer.
+- Several agents answering one request are one interaction, on the span whose answer the user reads: an
+  orchestrator calling agents as tools (`agent.as_tool()`: the sub-agent's `invoke_agent` inside the
+  orchestrator's `execute_tool`) is the outermost `invoke_agent`; a Swarm or a Graph is `invoke_swarm` /
+  `invoke_graph` around its nodes' `invoke_agent` spans, with the task as its `gen_ai.input.messages` and no
+  output (Strands 1.x never records one): its answer is the last node's, its last chat's text. The
+  sub-agents' own tool results are the documents; what one agent hands another is not: an agent-as-tool's
+  result (the sub-agent's answer) and a Swarm's `handoff_to_agent` result (the handing agent's message).
 """
 
 from __future__ import annotations
@@ -44,6 +51,10 @@ class Strands(GenAI):
     OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
     CONTENT_ON_SPANS = "gen_ai_latest_experimental,gen_ai_span_attributes_only"
     UNREDACTED = "gen_ai_unredacted_attributes"
+    # A Swarm's and a Graph's span (`invoke_{swarm,graph}`) around its nodes' agent spans.
+    MULTI_AGENT_KINDS = frozenset({"invoke_swarm", "invoke_graph"})
+    INTERACTION_KINDS = GenAI.INTERACTION_KINDS | MULTI_AGENT_KINDS
+    HANDOFF_TOOL = "handoff_to_agent"  # a Swarm node's tool: its result is the message it hands on
     # The keys whose text is judged: question and earlier turns, answer, documents.
     CONTENT_KEYS = (GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES, GenAI.TOOL_RESULT[0])
     LOOKED_IN = {
@@ -64,6 +75,14 @@ class Strands(GenAI):
     def kind(self, span: DecodedSpan) -> str:
         # Only Strands' own spans: another producer's GenAI spans in the trace are the GenAI reader's.
         return super().kind(span) if self._is_strands(span) else ""
+
+    def collect(self, reading: Reading) -> Reading:
+        reading = super().collect(reading)
+        relays = [tool for tool in reading.tools if self._relays_agent(reading.trace, tool)]
+        if relays:
+            relayed = {tool.span_id for tool in relays}
+            reading.tool_results = [tool for tool in reading.tools if tool.span_id not in relayed]
+        return reading
 
     def tool_call(self, span: DecodedSpan) -> tuple[Any, Any]:
         result, arguments = super().tool_call(span)
@@ -98,6 +117,13 @@ class Strands(GenAI):
         # Two lookups, no generator: this runs on every span of every trace no earlier reader covered.
         get = span.attributes.get
         return get(self.PROVIDER) == self.STRANDS or get(self.SYSTEM) == self.STRANDS
+
+    def _relays_agent(self, trace: Trace, tool: DecodedSpan) -> bool:
+        """Whether the tool's result is another agent's words: an agent called as a tool (its answer), or a
+        Swarm's handoff (the handing agent's message); never evidence for the answer."""
+        if tool.attributes.get(self.TOOL_NAME) == self.HANDOFF_TOOL:
+            return True
+        return any(self.kind(span) == self.INVOKE_AGENT for span in trace.descendants(tool))
 
     def _redacted(self, span: DecodedSpan, key: str) -> bool:
         return span.attributes.get(key) == self.REDACTED
