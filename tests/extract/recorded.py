@@ -132,6 +132,7 @@ EXPECTED = {
     "mastra": ("interaction", "mastra"),
     "mastra_conversation/greeting_turn1": ("skip", "empty_context"),
     "mastra_conversation": ("interaction", "mastra"),
+    "mastra_workflow": ("interaction", "mastra"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
