@@ -114,6 +114,9 @@ EXPECTED = {
     # the spans only with its content settings on and the integration page's ObservationFilter.
     "spring_ai/no_content_": ("skip", "content_not_captured"),
     "spring_ai": ("interaction", "spring_ai"),
+    # The same app on Spring AI 2.0 / Spring Boot 4.
+    "spring_ai2/no_content_": ("skip", "content_not_captured"),
+    "spring_ai2": ("interaction", "spring_ai"),
     "spring_ai_conversation/greeting_turn1": ("skip", "empty_context"),
     "spring_ai_conversation": ("interaction", "spring_ai"),
     # Strands Agents' own GenAI spans: the messages are on them only with OTEL_SEMCONV_STABILITY_OPT_IN=
