@@ -1,8 +1,8 @@
 """Spring AI's spans, recorded from a real Spring Boot app (fixtures/spring_ai, spring_ai_conversation; the
-same app on Spring AI 2.0 and Spring Boot 4: spring_ai2, where the tool span is `execute_tool` below a Tool
-Calling advisor span): the chat client call read with its vector store retrieval; without the content on the
-spans, a skip that names the Spring settings to turn on; each chat turn in its conversation (the chat memory's
-id)."""
+same app on Spring AI 2.0 and Spring Boot 4: spring_ai2, spring_ai2_conversation, where the tool span is
+`execute_tool` below a Tool Calling advisor span): the chat client call read with its vector store retrieval;
+without the content on the spans, a skip that names the Spring settings to turn on; each chat turn in its
+conversation (the chat memory's id)."""
 
 from __future__ import annotations
 
