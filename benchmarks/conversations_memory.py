@@ -2,7 +2,7 @@
 ticks while they go quiet, against the tracker of an earlier tree in the same run.
 
     python benchmarks/conversations_memory.py [--conversations 100000] [--turns 3] [--ticks 20]
-                                             [--before DIR]   # git archive <commit> | tar -x -C DIR
+        [--partitions 6] [--before DIR]   # git archive <commit> | tar -x -C DIR
 
 Feeds `--conversations` conversations of `--turns` turns (one unfaithful turn each, so a reason is kept) into
 the service's `ConversationTracker`, then measures with tracemalloc the memory they hold. Then `--ticks` ticks
@@ -10,7 +10,9 @@ in which 1/`--ticks` of them go quiet (their records written, their states saved
 50 get a new turn, each tick asking what the service asks (quiet ones, ones to save, ones to forget, the cap,
 the commit offsets, whether any is open), timed as a share of the default tick interval (1 s). With
 `--before`, the `ConversationTracker` of that tree is fed and ticked the same way, tick for tick alternately,
-and the ratio of the two times given. The last line is JSON.
+and the ratio of the two times given. Last, a rebalance: each of the `--partitions` partitions revoked in
+turn (`forget_partitions`, timed) and its conversations restored (not timed), the mean revoke as a share of
+the tick interval, and against the earlier tree's. The last line is JSON.
 """
 
 from __future__ import annotations
@@ -31,10 +33,8 @@ from _runs import report
 from tracescore.conversations import ConversationsConfig, ConversationTracker
 from tracescore.model import EvaluationRecord, MetricStatus
 
-PARTITIONS = 6
-
-
 CHANGES_PER_TICK = 50
+PARTITIONS = 6  # the default of --partitions
 
 
 def tracker_of(tree: Path | None) -> Callable[[ConversationsConfig], Any]:
@@ -42,13 +42,35 @@ def tracker_of(tree: Path | None) -> Callable[[ConversationsConfig], Any]:
     one's), or this tree's."""
     if tree is None:
         return ConversationTracker
-    spec = importlib.util.spec_from_file_location(
-        "tracker_before", tree / "tracescore" / "conversations" / "_tracker.py"
-    )
+    index_name = "tracescore.conversations._index"
+    ours = sys.modules.get(index_name)
+    try:  # its tracker with its own indexes (imported by their full name while it loads)
+        sys.modules[index_name] = _module("index_before", tree / "tracescore" / "conversations" / "_index.py")
+        module = _module("tracker_before", tree / "tracescore" / "conversations" / "_tracker.py")
+    finally:
+        if ours is not None:
+            sys.modules[index_name] = ours
+    return module.ConversationTracker  # type: ignore[no-any-return]
+
+
+def _module(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.ConversationTracker  # type: ignore[no-any-return]
+    return module
+
+
+def revokes(tracker: Any, partitions: int) -> float:
+    """Each partition revoked in turn (timed, seconds in all) and its conversations restored (not timed)."""
+    spent = 0.0
+    for partition in range(partitions):
+        theirs = [c for c in tracker.held() if c.partition == partition]
+        started = time.perf_counter()
+        tracker.forget_partitions({partition})
+        spent += time.perf_counter() - started
+        tracker.restore(theirs)
+    return spent
 
 
 def fed(
@@ -70,7 +92,7 @@ def fed(
         for t in range(args.turns):
             shape = unfaithful if t == 1 else first
             record = shape.model_copy(update={"session_id": f"c-{c}", "trace_id": f"{c:024x}{t:08x}"})
-            tracker.apply(record, c % PARTITIONS, offset, now_ms + offset)
+            tracker.apply(record, c % args.partitions, offset, now_ms + offset)
             offset += 1
     tracker.held_bytes, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -78,6 +100,7 @@ def fed(
 
 
 def tick(tracker: Any, stream_ms: int, changes: list[tuple[int, int]], offsets: dict[int, int]) -> float:
+    partitions = len(offsets)
     """One tick's questions, timed (seconds); then what the service does with the answers (not timed)."""
     turn = EvaluationRecord(
         trace_id="f" * 32, span_id="0" * 16, service_name="chat-api", route="/chat", metric="faithfulness",
@@ -86,8 +109,8 @@ def tick(tracker: Any, stream_ms: int, changes: list[tuple[int, int]], offsets: 
     )  # fmt: skip
     for c, n in changes:
         record = turn.model_copy(update={"session_id": f"c-{c}", "trace_id": f"{c:024x}{n:08x}"})
-        tracker.apply(record, c % PARTITIONS, offsets[c % PARTITIONS], stream_ms)
-        offsets[c % PARTITIONS] += 1
+        tracker.apply(record, c % partitions, offsets[c % partitions], stream_ms)
+        offsets[c % partitions] += 1
 
     def now_of(partition: int) -> int:
         return stream_ms
@@ -114,8 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=100_000)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--ticks", type=int, default=300)
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, help="of the turns topic")
     parser.add_argument("--before", type=Path, default=None, help="an earlier tree, its tracker ticked too")
     args = parser.parse_args(argv)
+    partitions = args.partitions
     config = ConversationsConfig(max_conversations=args.conversations)
     tick_s = ConversationsConfig.model_fields["tick_seconds"].default
     quiet_ms = int(config.quiet_seconds * 1000)
@@ -124,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.before is not None:
         trackers["before"] = fed(tracker_of(args.before), config, args, now_ms)
     spent = dict.fromkeys(trackers, 0.0)
-    offsets = {name: dict.fromkeys(range(PARTITIONS), args.conversations * args.turns) for name in trackers}
+    offsets = {name: dict.fromkeys(range(partitions), args.conversations * args.turns) for name in trackers}
     span_ms = args.conversations * args.turns  # arrivals a millisecond apart
     step_ms = max(1, round(span_ms / quiet_ms * tick_s * 1000))  # arrivals spread over quiet_seconds
     rng = random.Random(1)
@@ -133,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         changes = [(rng.randrange(args.conversations), n) for _ in range(CHANGES_PER_TICK)]
         for name, tracker in trackers.items():
             spent[name] += tick(tracker, stream_ms, changes, offsets[name])
+    revoked = {name: revokes(tracker, partitions) for name, tracker in trackers.items()}
     held = trackers["now"].held_bytes
     result: dict[str, Any] = {
         "conversations": args.conversations,
@@ -141,20 +167,27 @@ def main(argv: list[str] | None = None) -> int:
         "held_mb": round(held / 2**20, 1),
         "bytes_per_conversation": round(held / args.conversations),
         "tick_share_of_interval": round(spent["now"] / args.ticks / tick_s, 4),
+        "partitions": partitions,
+        "revoke_share_of_interval": round(revoked["now"] / partitions / tick_s, 5),
     }
     line = (
         f"{args.conversations} open conversations of {args.turns} turns: {result['held_mb']} MB "
         f"({result['bytes_per_conversation']} bytes each); a tick's questions while they go quiet take "
-        f"{result['tick_share_of_interval']:.2%} of the {tick_s:g} s tick interval"
+        f"{result['tick_share_of_interval']:.2%} of the {tick_s:g} s tick interval; revoking 1 of "
+        f"{partitions} partitions {result['revoke_share_of_interval']:.3%}"
     )
     if "before" in trackers:
         before = trackers["before"].held_bytes
         result["before_bytes_per_conversation"] = round(before / args.conversations)
         result["before_tick_share_of_interval"] = round(spent["before"] / args.ticks / tick_s, 4)
         result["before_over_now"] = round(spent["before"] / spent["now"], 1)
+        result["before_revoke_share_of_interval"] = round(revoked["before"] / partitions / tick_s, 5)
+        result["revoke_before_over_now"] = round(revoked["before"] / revoked["now"], 1)
         line += (
             f"; the earlier tree's {result['before_tick_share_of_interval']:.2%} "
-            f"({result['before_over_now']}x as long; {result['before_bytes_per_conversation']} bytes each)"
+            f"({result['before_over_now']}x as long; {result['before_bytes_per_conversation']} bytes each), "
+            f"its revoke {result['before_revoke_share_of_interval']:.3%} "
+            f"({result['revoke_before_over_now']}x as long)"
         )
     report(line, result)
     return 0

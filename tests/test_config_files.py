@@ -1,16 +1,25 @@
-"""One config file for every command: each reads its own table, with the same precedence and errors."""
+"""One config file for every command: each reads its own table, with the same precedence and errors, and a
+setting that several commands share has one default."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from tracescore._config import ConfigFileError
-from tracescore.alert import load_alert_config
+from tracescore.alert import AlertConfig, RuleConfig, load_alert_config
+from tracescore.cli import consume
 from tracescore.consume import ConsumerSettings
-from tracescore.conversations import load_conversations_config
-from tracescore.sample import load_sampling_config
+from tracescore.conversations import ConversationsConfig, load_conversations_config
+from tracescore.emit import KafkaOutputSettings
+from tracescore.export import KafkaSpanExporter
+from tracescore.instrument import InstrumentSettings
+from tracescore.sample import CascadeConfig, load_sampling_config
+from tracescore.score import Faithfulness
 
 ONE_FILE_TOML = """
 [consume]
@@ -64,3 +73,47 @@ def test_every_command_reports_a_broken_file_the_same_way(tmp_path: Path) -> Non
         with pytest.raises(ConfigFileError) as raised:
             load()
         assert str(raised.value).startswith(f"{path}: not valid TOML") and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("load", [load_alert_config, load_conversations_config])
+def test_every_service_names_a_misspelt_setting_with_the_valid_ones(load: Any, tmp_path: Path) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text("group_idd = 'eu'\n")
+    with pytest.raises(ConfigFileError) as raised:
+        load(path)
+    assert "group_idd: unknown setting 'group_idd' (did you mean 'group_id'? valid: " in str(raised.value)
+
+
+def default(model: type[BaseModel], field: str) -> Any:
+    return model.model_fields[field].default
+
+
+def test_a_setting_the_commands_share_has_one_default() -> None:
+    # A default written twice drifts: the services once looked for `localhost:9092`, consume `127.0.0.1:9092`.
+    brokers = {default(m, "bootstrap_servers") for m in (ConsumerSettings, AlertConfig, ConversationsConfig)}
+    assert len(brokers) == 1, brokers
+    exporter_topic = inspect.signature(KafkaSpanExporter).parameters["topic"].default
+    spans = {
+        default(ConsumerSettings, "topic"),  # what consume scores
+        default(InstrumentSettings, "topic"),  # what the SDK writes
+        exporter_topic,
+        default(KafkaOutputSettings, "spans_topic"),  # where evaluation spans go back to
+        default(ConversationsConfig, "spans_topic"),
+    }
+    assert len(spans) == 1, spans
+    evaluations = {
+        default(m, "evaluations_topic")
+        for m in (ConsumerSettings, KafkaOutputSettings, AlertConfig, ConversationsConfig)
+    }
+    assert len(evaluations) == 1, evaluations
+    assert default(ConsumerSettings, "dlq_topic") == default(KafkaOutputSettings, "dlq_topic")
+    largest = {
+        default(m, "max_message_bytes") for m in (ConsumerSettings, KafkaOutputSettings, ConversationsConfig)
+    }
+    assert len(largest) == 1, largest
+
+
+def test_every_command_defaults_to_the_same_metric() -> None:
+    # What the consumer scores is what the cascade ranks and an alert rule watches, unless configured.
+    scored = next(p.default for p in consume.params if p.name == "metrics")
+    assert scored == default(CascadeConfig, "metric") == default(RuleConfig, "metric") == Faithfulness.name

@@ -93,3 +93,11 @@ def test_the_rules_tell_a_second_home_from_a_face_or_a_subpackage() -> None:
     assert second_homes(packages) == ["MetricResult: tracescore.model, tracescore.score"]
     face_of_another_stage = {FACE: {"x": own}, "tracescore.emit": {"x": own}}
     assert second_homes(face_of_another_stage) == ["x: tracescore, tracescore.emit"]
+
+
+def test_the_face_offers_the_sdk_names_it_lists_lazily() -> None:
+    # The face lists the SDK's names itself (static for type checkers, imported on first use), so the two
+    # lists are written twice on purpose: this keeps them the same.
+    import tracescore.instrument
+
+    assert sorted(tracescore.__all__) == sorted([*tracescore.instrument.__all__, "__version__"])

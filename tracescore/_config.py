@@ -20,13 +20,19 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
-from tracescore._kafka_config import RebalanceProtocol, rebalance_protocol_field, session_timeout_field
+from tracescore._kafka_config import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    RebalanceProtocol,
+    rebalance_protocol_field,
+    session_timeout_field,
+)
 
 __all__ = [
     "ConfigFileError",
     "FileSettings",
     "ServiceSettings",
     "fields_at",
+    "load_service_settings",
     "one_line",
     "problems",
     "read_table",
@@ -102,7 +108,7 @@ class ServiceSettings(FileSettings):
     conversations`)."""
 
     bootstrap_servers: str = Field(
-        default="localhost:9092",
+        default=DEFAULT_BOOTSTRAP_SERVERS,
         description="Kafka brokers; unset here, TRACESCORE_BOOTSTRAP_SERVERS (the SDK's and consume's name) "
         "comes before this default.",
     )
@@ -124,6 +130,35 @@ class ServiceSettings(FileSettings):
         "Kubernetes' 30 s grace period. What is not done (the broker gone, a receiver hanging) is said in "
         "one line and done by the next start: nothing is lost, it may be decided or sent again.",
     )
+    restore_retries: int = Field(
+        default=5,
+        ge=0,
+        description="Restoring newly assigned partitions (their state read back) while the broker does "
+        "not answer: each broker call waits 10 s at most, and a read that gets no answer is tried again this "
+        "many times, waiting 1 s, 2 s, 4 s ... (at most 30 s) between tries, each said in a warning; after "
+        "the last the service exits (status 1) with one line that says what it waited for (about 1.5 min in "
+        "all by default). Nothing of those partitions is applied or committed before all is read, so nothing "
+        "is lost: the next start (the pod restarted) restores them again. A large state topic that is being "
+        "read is never cut short.",
+    )
+
+
+def load_service_settings(
+    cls: type[SettingsT],
+    table: str,
+    error: type[ConfigFileError],
+    path: Path | None,
+    flags: Mapping[str, Any],
+) -> SettingsT:
+    """A service's settings from `flags` (None means not given), the environment, the `table` of the file at
+    `path` and the defaults. Every problem is one line in `error`; a misspelt name comes with valid ones."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    file_values = read_table(path, table, error) if path is not None else {}
+    try:
+        return cls.from_sources(given, file_values)
+    except ValidationError as exc:
+        where = f" in {path}" if path else ""
+        raise error(f"invalid {table} config{where}: {one_line(exc, cls)}") from exc
 
 
 def one_line(exc: ValidationError, model: type[BaseModel] | None = None) -> str:

@@ -15,7 +15,7 @@ from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, Ka
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from kafka.errors import InconsistentGroupProtocolError, KafkaError
+from kafka.errors import InconsistentGroupProtocolError, KafkaError, KafkaTimeoutError
 from kafka.structs import MemberState
 
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
@@ -199,14 +199,26 @@ def read_partitions(
     topic: str,
     partitions: Sequence[int],
     start: Mapping[int, int] | None = None,
+    give_up: Callable[[], bool] = lambda: False,
 ) -> Iterator[ConsumerRecord]:
     """Every message of `partitions` of `topic` from their beginning (or the offsets `start` gives) to their
     end offsets now, read without a group and without ever creating the topic: what a service restores from
-    its compacted state topic."""
+    its compacted state topic.
+
+    However long the partitions take to read, no wait is open-ended: each broker call waits BROKER_WAIT_S at
+    most, and so does the read while it gets no further (KafkaTimeoutError, saying what it read and how far);
+    `give_up()` is looked at between polls (KafkaTimeoutError): a read abandoned for a stop ends within
+    BROKER_WAIT_S and leaves no thread behind."""
     if not partitions:
         return
+    where = f"{topic}[{','.join(map(str, partitions))}]"
+    wait_ms = int(BROKER_WAIT_S * 1000)
     reader = KafkaConsumer(
-        **connection.client_config(), group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
+        **connection.client_config(),
+        group_id=None,
+        enable_auto_commit=False,
+        allow_auto_create_topics=False,
+        bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
     )
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
@@ -215,8 +227,21 @@ def read_partitions(
         for tp in tps:
             if start is not None and tp.partition in start:
                 reader.seek(tp, start[tp.partition])
-        end = reader.end_offsets(tps)
-        while any(reader.position(tp) < end[tp] for tp in tps):
+        end = reader.end_offsets(tps, timeout_ms=wait_ms)
+        moved_at, before = time.monotonic(), None
+        while True:
+            at = [reader.position(tp, timeout_ms=wait_ms) for tp in tps]
+            if all(a is not None and a >= end[tp] for a, tp in zip(at, tps, strict=True)):
+                return
+            if give_up():
+                raise KafkaTimeoutError(f"reading {where}: given up on, a stop was asked for")
+            if at != before:
+                moved_at, before = time.monotonic(), at
+            elif time.monotonic() - moved_at > BROKER_WAIT_S:
+                raise KafkaTimeoutError(
+                    f"no answer from the broker within {BROKER_WAIT_S:g}s reading {where} (offset/end: "
+                    f"{', '.join(f'{a}/{end[tp]}' for a, tp in zip(at, tps, strict=True))})"
+                )
             for messages in reader.poll(timeout_ms=500).values():
                 yield from messages
     finally:

@@ -9,6 +9,9 @@
 - `KafkaConnection`: what a client needs to reach the cluster (bootstrap servers, connect timeout, security).
 - The settings every consumer group member of ours has, each defined here once: `session_timeout_field`,
   `rebalance_protocol_field`, `connect_timeout_field`.
+- The defaults every process shares, each written here once: the brokers (`DEFAULT_BOOTSTRAP_SERVERS`), the
+  spans topic the SDK writes and the services read (`SPANS_TOPIC`), the largest message a service writes
+  (`max_message_bytes_field`).
 
 Pydantic only: importing this module imports no Kafka client, so the SDK's light install stays light.
 """
@@ -22,7 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
+    "DEFAULT_BOOTSTRAP_SERVERS",
     "PRODUCER_ONLY",
+    "SPANS_TOPIC",
     "KafkaConnection",
     "KafkaSecurity",
     "KafkaSettings",
@@ -32,9 +37,16 @@ __all__ = [
     "SecurityProtocol",
     "connect_timeout_field",
     "kafka_settings_from_env",
+    "max_message_bytes_field",
     "rebalance_protocol_field",
     "session_timeout_field",
 ]
+
+# Where every command looks for Kafka when neither a flag, the environment nor a config file says.
+DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
+# The OTLP spans topic: what the SDK's exporter writes, `tracescore consume` scores and `tracescore
+# conversations` writes its evaluation spans back to (the Collector's Kafka exporter uses the same name).
+SPANS_TOPIC = "otlp_spans"
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -205,6 +217,12 @@ def rebalance_protocol_field(groups: str = "its consumer group") -> Any:
         "others keep being read (KIP-429, kafka-python's cooperative-sticky assignor). eager: every member "
         "gives up every partition at each rebalance; every member of a group must use the same one.",
     )
+
+
+def max_message_bytes_field(description: str) -> Any:
+    # Below Kafka's default 1 MB message.max.bytes (and the producer's max.request.size) with room for the
+    # record batch's own overhead.
+    return Field(default=900_000, ge=1024, description=description)
 
 
 class KafkaConnection(BaseModel):

@@ -17,7 +17,7 @@ from tracescore.testing import free_port
     [
         ("quiet_seconds: 600\nforget_seconds: 60\n", "forget_seconds (60) is below quiet_seconds (600)"),
         ("max_turns: 0\n", "max_turns: Input should be greater than or equal to 1"),
-        ("quiet: 5\n", "quiet: Extra inputs are not permitted"),
+        ("quiet: 5\n", "quiet: unknown setting 'quiet' (valid: "),
     ],
 )
 def test_config_mistakes_are_one_line_errors(tmp_path: Path, config: str, message: str) -> None:

@@ -3,11 +3,14 @@ messages are kafka-python's own ConsumerRecord, as a poll returns them)."""
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
 import pytest
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler
 from tracescore.consume._handover import Handover
@@ -228,3 +231,48 @@ def test_traces_read_again_go_on_without_a_new_grace_once_the_previous_owners_me
     [trace] = taken.admitted  # its root is there and it waited its grace at the previous owner
     assert trace.trace_id == TRACE_ID and steps.stats.assembly["released_after_handover"] == 1
     assert tp not in steps.handovers and taken.dead_letters == []
+
+
+LOGFIRE_TURNS = [FIXTURES / "logfire_conversation" / f"resent_faithful_turn{n}.binpb" for n in (1, 2)]
+SCRUBBED = "[Scrubbed due to 'session']"
+
+
+def scrubbed(recorded: Path) -> bytes:
+    """A recorded Logfire turn as Logfire's default scrubbing sends it: `session.id` replaced, and listed."""
+    request = ExportTraceServiceRequest.FromString(recorded.read_bytes())
+    spans = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    for span in spans:
+        for attribute in [a for a in span.attributes if a.key == "session.id"]:
+            attribute.value.string_value = SCRUBBED
+            marker = span.attributes.add()
+            marker.key = "logfire.scrubbed"
+            marker.value.string_value = json.dumps(
+                [{"path": ["attributes", "session.id"], "matched_substring": "session"}]
+            )
+    return request.SerializeToString()
+
+
+def test_turns_whose_session_id_logfire_scrubbed_are_counted_and_said_once_per_service(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A session id Logfire's scrubbing replaced is not read (one placeholder would be every user's session),
+    and the turn was silently read as a one-turn interaction. It is still scored, counted apart from what is
+    not scored, and said once per service with where the docs show how to keep the id."""
+    caplog.set_level(logging.INFO, logger="tracescore")
+    steps, _ = pipeline()
+    steps.take([message(scrubbed(path), offset=n) for n, path in enumerate(LOGFIRE_TURNS)])
+    admitted = steps.flush()
+    turns = [revision.interaction for trace in admitted for revision, _ in trace.interactions]
+    assert len(turns) == 2 and all(turn.session_id is None for turn in turns)
+    stats = steps.stats
+    assert stats.read_partly == {"session_id_scrubbed": 2}
+    assert stats.interactions == 2 and not stats.skipped, stats.skipped  # scored: not a skip
+    assert "2 with their session id scrubbed: read as one-turn interactions" in stats.partly_read()
+    [said] = [r for r in caplog.records if "session_id_scrubbed" in r.getMessage()]
+    assert said.levelno == logging.WARNING
+    assert "logfire.md#keep-the-session-id-through-scrubbing" in said.getMessage()
+    # The same turns with the id kept (a scrubbing callback): read as a conversation, nothing said.
+    kept, _ = pipeline()
+    kept.take([message(path.read_bytes(), offset=n) for n, path in enumerate(LOGFIRE_TURNS)])
+    kept_turns = [r.interaction for trace in kept.flush() for r, _ in trace.interactions]
+    assert {turn.session_id for turn in kept_turns} != {None} and not kept.stats.read_partly

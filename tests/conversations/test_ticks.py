@@ -214,3 +214,50 @@ def test_grounding_takes_the_conversations_to_look_at_again_without_a_pass_over_
     assert held.looked <= 3 * 10 * PER_TICK, held.looked
     first = n - marked + 10 * PER_TICK  # the least recently changed still marked
     assert [h.key[1] for h in store.rechecks(3)] == [f"c-{c}" for c in range(first, first + 3)]
+
+
+class _CountedAll(_Counted):
+    """As `_Counted`, also counting every conversation taken out by key (a revoke removes each it forgets)."""
+
+    def __delitem__(self, key):  # type: ignore[no-untyped-def]
+        self.looked += 1
+        super().__delitem__(key)
+
+    def pop(self, key, *default):  # type: ignore[no-untyped-def, override]
+        self.looked += 1
+        return super().pop(key, *default)
+
+
+def test_a_revoke_looks_at_what_the_revoked_partition_holds_not_at_every_conversation() -> None:
+    """Revoking one partition of 50 walked every held conversation, in the tracker, in each of its time
+    indexes' reached entries and in grounding's store (issue 33: 100,000 open conversations, a rebalance); now
+    it costs what that partition holds."""
+    partitions, n = 50, 100_000
+    t = tracker(max_conversations=200_000)
+    start = ms(T0)
+    t.restore(
+        Conversation("chat-api", f"c-{i}", "/chat", start + i, i % partitions, start + i, pending=True)
+        for i in range(n)
+    )
+    t.over_capacity()
+    assert len(t.quiet(lambda _: start + n + QUIET_MS)) == n, "every one reached in the quiet index"
+    harness = Harness()
+    store = harness.grounder.store
+    evidence = evidence_of(interaction(1, conversation="c"))
+    for c in range(20_000):
+        store.evidence(evidence.model_copy(update={"session_id": f"c-{c}"}), c % partitions, c, start + c)
+    on_7 = sum(h.partition == 7 for h in store.held())
+    assert on_7 >= 20_000 // partitions // 2, "grounding holds conversations of the revoked partition too"
+    t._held = _CountedAll(t._held)
+    for index in t._indexes:
+        index._due = _CountedAll(index._due)  # type: ignore[assignment]
+    store._held = _CountedAll(store._held)
+    before = len(t), len(store)
+    t.forget_partitions([7])
+    harness.grounder.forget_partitions({7})
+    looked = t._held.looked + sum(index._due.looked for index in t._indexes) + store._held.looked
+    assert (len(t), len(store)) == (before[0] - n // partitions, before[1] - on_7)
+    assert not any(c.partition == 7 for c in t.held()) and not any(h.partition == 7 for h in store.held())
+    # The tracker removes each of the partition's 2,000, grounding each of its own (at most 400).
+    assert looked <= 2 * (n // partitions + on_7) + 20, looked
+    assert t.quiet(lambda _: start + n + QUIET_MS) == t.held(), "the other partitions' still answered"

@@ -5,6 +5,7 @@ count each conversation once."""
 from __future__ import annotations
 
 import functools
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -82,6 +83,23 @@ def test_the_span_is_a_child_of_the_last_turn_linked_to_every_turn() -> None:
     assert attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] == "flagged"
     assert attributes["tracescore.conversation.turns"] == 2
     assert conversation_span(conversation([], [], turns=0), start_ns=1) is None
+
+
+def test_the_span_says_what_every_evaluation_span_says() -> None:
+    span = conversation_span(conversation([f"{1:032x}"], [f"{1:016x}"]), start_ns=1, end_ns=2)
+    assert span is not None
+    attributes = dict(span.attributes or {})
+    assert attributes[semconv.OPENINFERENCE_SPAN_KIND] == "EVALUATOR"
+    assert json.loads(str(attributes[semconv.OUTPUT_VALUE]))["label"] == "flagged"
+    assert attributes[semconv.TRACESCORE_JUDGE] == "offline"
+    assert attributes[semconv.TRACESCORE_ANNOTATOR_KIND] == "CODE"
+    assert attributes["tracescore.evaluated_service"] == "chat-api"
+    assert attributes["tracescore.evaluation.status"] == "ok"
+    [event] = span.events
+    assert event.name == semconv.EVALUATION_EVENT and event.timestamp == 2
+    assert dict(event.attributes or {}) == {
+        k: v for k, v in attributes.items() if k.startswith("gen_ai.evaluation.")
+    }
 
 
 def test_metrics_count_a_conversation_once_and_its_revisions_apart() -> None:

@@ -166,23 +166,29 @@ def test_an_id_a_redacting_exporter_replaced_is_no_session() -> None:
     }
     tool = {"gen_ai.tool.call.result": DOC}
     turn = span("support_turn", scrubbed)
-    [rag] = extract(
+    read = extract(
         trace(
             turn,
             span("execute_tool s", tool, parent=turn.span_id, start=1),
             span("chat m", chat, parent=turn.span_id, start=2),
         )
-    ).interactions
+    )
+    [rag] = read.interactions
     assert (rag.session_id, rag.user_id) == (None, "u-7")
-    # A request span above it that names the conversation still does.
+    # Said: scored as a one-turn interaction, its session id scrubbed (counted by the consumer, not a skip).
+    [said] = read.skips
+    assert (said.reason, said.scored, said.span) == ("session_id_scrubbed", True, rag.span)
+    assert "keep-the-session-id-through-scrubbing" in said.detail
+    # A request span above it that names the conversation still does, and nothing is said.
     request = span("POST /chat", {semconv.GEN_AI_CONVERSATION_ID: "c-7"})
     turn = span("support_turn", scrubbed, parent=request.span_id, start=1)
-    [rag] = extract(
+    read = extract(
         trace(
             request,
             turn,
             span("execute_tool s", tool, parent=turn.span_id, start=2),
             span("chat m", chat, parent=turn.span_id, start=3),
         )
-    ).interactions
-    assert (rag.session_id, rag.user_id) == ("c-7", "u-7")
+    )
+    [rag] = read.interactions
+    assert (rag.session_id, rag.user_id) == ("c-7", "u-7") and read.skips == []

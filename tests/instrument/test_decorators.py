@@ -124,6 +124,32 @@ def test_generator_span_ends_only_when_the_stream_is_consumed(exporter: InMemory
     assert only_span(exporter).attributes[semconv.OUTPUT_VALUE] == "ab"
 
 
+async def test_a_consumer_that_stops_a_stream_early_ends_its_span_without_error(
+    exporter: InMemorySpanExporter,
+) -> None:
+    @tracescore.rag
+    def stream(query: str, contexts: list[str]) -> Iterator[str]:
+        yield "a"
+        yield "b"
+
+    @tracescore.rag
+    async def stream_async(query: str, contexts: list[str]) -> AsyncIterator[str]:
+        yield "a"
+        yield "b"
+
+    chunks = stream("q", CONTEXTS)
+    assert next(chunks) == "a"
+    chunks.close()
+    async_chunks = stream_async("q", CONTEXTS)
+    assert await anext(async_chunks) == "a"
+    await async_chunks.aclose()
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 2  # both ended, once
+    for span in spans:
+        assert span.status.status_code is not StatusCode.ERROR and not span.events
+        assert semconv.OUTPUT_VALUE not in span.attributes  # a stream cut short has no answer to record
+
+
 def test_rag_span_is_a_child_of_the_callers_span(exporter: InMemorySpanExporter) -> None:
     @tracescore.rag
     def answer(query: str, contexts: list[str]) -> str:

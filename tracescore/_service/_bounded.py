@@ -44,7 +44,7 @@ class BoundedCall(Generic[T]):
     def __call__(self, stopping: Callable[[], bool] = lambda: False, timeout_s: float = BROKER_WAIT_S) -> T:
         """The call's result (its exception raised here); KafkaTimeoutError when given up on."""
         if self._under_way is None:
-            self._under_way = _Run(self._call)
+            self._under_way = _Run(self._call, f"tracescore: {self.what}")
         run = self._under_way
         deadline = time.monotonic() + timeout_s
         while not run.done.wait(STOP_CHECK_S):
@@ -97,7 +97,7 @@ class StopBudget:
 
 
 class _Run(Generic[T]):
-    def __init__(self, call: Callable[[], T]) -> None:
+    def __init__(self, call: Callable[[], T], name: str) -> None:
         self.done = threading.Event()
         self._value: T | None = None
         self._error: BaseException | None = None
@@ -110,7 +110,7 @@ class _Run(Generic[T]):
             finally:
                 self.done.set()
 
-        threading.Thread(target=run, name="tracescore-bounded-call", daemon=True).start()
+        threading.Thread(target=run, name=name, daemon=True).start()
 
     def result(self) -> T:
         if self._error is not None:

@@ -153,10 +153,13 @@ class Changelog:
         return set(self._probe.partitions_for_topic(topic) or ())
 
     # -- reading back -----------------------------------------------------------------------------------
-    def read(self, partitions: Iterable[int]) -> dict[int, PartitionState]:
-        """Each of `partitions` as it is now: its meta and the last value of every key."""
+    def read(
+        self, partitions: Iterable[int], give_up: Callable[[], bool] = lambda: False
+    ) -> dict[int, PartitionState]:
+        """Each of `partitions` as it is now: its meta and the last value of every key (each wait bounded:
+        `read_partitions`)."""
         out = {p: PartitionState() for p in partitions}
-        for message in read_partitions(self.connection, self.topic, list(out)):
+        for message in read_partitions(self.connection, self.topic, list(out), give_up=give_up):
             state = out[message.partition]
             if message.key == META_KEY:
                 try:
@@ -195,7 +198,10 @@ class Changelog:
 
 
 def legacy_states(
-    connection: KafkaConnection, topic: str | None, wanted: Mapping[int, Any]
+    connection: KafkaConnection,
+    topic: str | None,
+    wanted: Mapping[int, Any],
+    give_up: Callable[[], bool] = lambda: False,
 ) -> list[tuple[bytes, bytes]]:
     """Every live (key, value) of the old single-partition state topic `topic` (none when it is unset or does
     not exist); `wanted` is only a guard that there is something to carry over to."""
@@ -211,7 +217,7 @@ def legacy_states(
     if not partitions:
         return []
     last: dict[bytes, bytes | None] = {}
-    for message in read_partitions(connection, topic, partitions):
+    for message in read_partitions(connection, topic, partitions, give_up=give_up):
         if message.key is not None:
             last[message.key] = message.value
     return [(key, value) for key, value in last.items() if value is not None]

@@ -53,6 +53,7 @@ class KeyedStage:
         logic: KeyedLogic,
         legacy_topic: str | None,
         clock: Callable[[], datetime],
+        restore_retries: int,
         stop_deadline: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.log = log
@@ -86,7 +87,9 @@ class KeyedStage:
         self._topic_checked = 0.0
         self._metas_written = time.monotonic()
         self._rewrite: list[Saved] = []
-        self._reader = RestoreReader(connection, consumer, changelog, outputs, legacy_topic, self._stopping)
+        self._reader = RestoreReader(
+            connection, consumer, changelog, outputs, legacy_topic, self._stopping, restore_retries, log
+        )
         self.not_restored: list[int] = []  # assigned partitions whose restore a stop gave up on
 
     # -- poll -------------------------------------------------------------------------------------------

@@ -67,6 +67,8 @@ class LoopConfig(Protocol):
     def health_file(self) -> Path | None: ...
     @property
     def stop_timeout_s(self) -> float: ...
+    @property
+    def restore_retries(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class ServiceLoop:
             legacy_topic=topics.legacy_state,
             clock=clock,
             stop_deadline=self.stop_deadline,
+            restore_retries=config.restore_retries,
         )
 
     def stop(self) -> None:

@@ -176,14 +176,21 @@ class OutputLog:
         crash_point("output.sent" if output.verified else "shared.sent", before=self.producer.flush)
         return future
 
-    def find(self, since: Mapping[str, Mapping[int, int]], limit: int = 1_000_000) -> dict[str, str]:
+    def find(
+        self,
+        since: Mapping[str, Mapping[int, int]],
+        limit: int = 1_000_000,
+        give_up: Callable[[], bool] = lambda: False,
+    ) -> dict[str, str]:
         """The ids (and digests) of every output on the verified topics from `since` to their end now (at most
         `limit` messages a topic: the marks move on every minute, so more means another writer is there)."""
         found: dict[str, str] = {}
         for topic, offsets in since.items():
             if topic not in self.verified or not offsets:
                 continue
-            messages = read_partitions(self.connection, topic, sorted(offsets), start=offsets)
+            messages = read_partitions(
+                self.connection, topic, sorted(offsets), start=offsets, give_up=give_up
+            )
             for read, message in enumerate(messages, start=1):
                 headers = dict(message.headers or ())
                 output_id = headers.get(OUTPUT_ID_HEADER)

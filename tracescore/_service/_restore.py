@@ -2,27 +2,42 @@
 on (`BoundedCall`): the state topic's partitions, the old state topic on a partition's first use, the
 outputs written after each partition's last saved state, and where to read the keyed topic again from.
 
-Reading a large state topic takes as long as it takes, so only a stop ends the wait; but no signal
-interrupts a client call, and a broker that stops answering would hold the stop past its budget. Nothing of
-what is read is applied until all of it is: a restore given up on leaves nothing half restored, and the
-partitions' next owner (this service's next start) restores them again.
+Reading a large state topic takes as long as it takes, but no wait is open-ended: each broker call waits
+BROKER_WAIT_S at most, and so does a read that gets no further (`read_partitions`). A read that timed out is
+tried again `restore_retries` times, with growing pauses, each said in a warning; then `RestoreFailed` (one
+line, the service exits: under Kubernetes the pod restarts and restores again). A stop gives the restore up at
+once, and the thread it leaves ends within BROKER_WAIT_S: every read looks at the stop between two polls.
+Nothing of what is read is applied until all of it is: a restore given up on leaves nothing half restored,
+and the partitions' next owner (this service's next start) restores them again.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from tracescore._kafka import BROKER_WAIT_S
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service._bounded import BoundedCall
+from tracescore._service._bounded import STOP_CHECK_S, BoundedCall
 from tracescore._service._changelog import Changelog, PartitionState, legacy_states
 from tracescore._service._outputs import OutputLog
 
-__all__ = ["ReadBack", "RestoreReader"]
+__all__ = ["ReadBack", "RestoreFailed", "RestoreReader"]
+
+_PAUSE_S = (1.0, 30.0)  # between two tries of a restore: doubling from the first, at most the second
+
+
+class RestoreFailed(KafkaError):
+    """The broker did not answer a restore's reads, tried `restore_retries` times more: one line that says
+    what it waited for (a KafkaError: the command line prints it as one line, exit status 1)."""
 
 
 @dataclass
@@ -39,6 +54,11 @@ class ReadBack:
         return [p for p, s in self.states.items() if s.meta is None and s.unreadable_meta is None]
 
 
+def _retriable(error: BaseException) -> bool:
+    """A broker that did not answer in time, or not yet (a leader moving, the broker restarting)."""
+    return isinstance(error, KafkaError) and bool(error.retriable)
+
+
 class RestoreReader:
     """Reads what a restore needs for stage 2's consumer (`consumer`), from its state topic (`changelog`),
     its verified outputs and the old state topic; given up on once `stopping()`."""
@@ -51,36 +71,83 @@ class RestoreReader:
         outputs: OutputLog,
         legacy_topic: str | None,
         stopping: Callable[[], bool],
+        retries: int,
+        log: logging.Logger,
     ) -> None:
         self.connection, self.consumer, self.changelog = connection, consumer, changelog
         self.outputs, self.legacy_topic, self.stopping = outputs, legacy_topic, stopping
+        self.retries, self.log = retries, log
 
     def read(self, assigned: Sequence[TopicPartition], rewind_ms: int | None) -> ReadBack:
-        """Everything a restore of `assigned` reads (KafkaTimeoutError once a stop gave it up; while not
-        stopping, as long as it takes)."""
+        """Everything a restore of `assigned` reads: KafkaTimeoutError once a stop gave it up; RestoreFailed
+        when the broker did not answer its reads in `retries` + 1 tries."""
         where = f"{self.changelog.topic}[{','.join(str(tp.partition) for tp in assigned)}]"
         call = BoundedCall(lambda: self._read(assigned, rewind_ms), f"the restore of {where}")
-        return call(self.stopping, math.inf)
+        tries = Retrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_exponential(multiplier=_PAUSE_S[0], max=_PAUSE_S[1]),
+            retry=retry_if_exception(lambda e: _retriable(e) and not self.stopping()),
+            sleep=self._pause,
+            before_sleep=lambda state: self._said(where, state),
+            reraise=True,
+        )
+        started = time.monotonic()
+        try:
+            return tries(call, self.stopping, math.inf)
+        except KafkaError as exc:
+            if self.stopping() or not _retriable(exc):
+                raise
+            raise RestoreFailed(
+                f"could not restore {where}: the broker did not answer in {self.retries + 1} tries over "
+                f"{time.monotonic() - started:.0f}s (restore_retries={self.retries}, each wait at most "
+                f"{BROKER_WAIT_S:g}s); the last: {exc}. Nothing of those partitions was applied or "
+                "committed: the next start restores them again once the broker answers"
+            ) from exc
+
+    def _said(self, where: str, state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        pause = state.next_action.sleep if state.next_action is not None else 0.0
+        self.log.warning(
+            "restoring %s: %s; try %d of %d failed, trying again in %.0fs (restore_retries); nothing of "
+            "those partitions is applied or committed meanwhile",
+            where,
+            error,
+            state.attempt_number,
+            self.retries + 1,
+            pause,
+        )
+
+    def _pause(self, seconds: float) -> None:
+        """tenacity's pause between two tries, cut short by a stop."""
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            if self.stopping():
+                raise KafkaTimeoutError("the restore's pause: given up on, a stop was asked for")
+            time.sleep(min(STOP_CHECK_S, max(0.0, until - time.monotonic())))
 
     def _read(self, assigned: Sequence[TopicPartition], rewind_ms: int | None) -> ReadBack:
-        changelog, consumer = self.changelog, self.consumer
-        back = ReadBack(changelog.read([tp.partition for tp in assigned]))
+        changelog, consumer, stopping = self.changelog, self.consumer, self.stopping
+        back = ReadBack(changelog.read([tp.partition for tp in assigned], give_up=stopping))
         fresh = set(back.fresh())
-        for key, value in legacy_states(self.connection, self.legacy_topic, dict.fromkeys(fresh, True)):
+        legacy = legacy_states(self.connection, self.legacy_topic, dict.fromkeys(fresh, True), stopping)
+        for key, value in legacy:
             # Where the old version's producer put the key's records (the default partitioner, murmur2).
             partition = (murmur2(key) & 0x7FFFFFFF) % changelog.partitions
             if partition in fresh:
                 back.legacy.append((partition, key, value))
         for partition, state in back.states.items():
             if state.meta is not None and state.meta.outputs:
-                found = self.outputs.find(state.meta.outputs)
+                found = self.outputs.find(state.meta.outputs, give_up=stopping)
                 if found:
                     back.found[partition] = found
         # The consumer is not thread-safe; the stage waits for this call, so one thread uses it at a time.
-        # A read given up on for a stop may still run while the service closes the consumer: whatever it
-        # returns then is never applied.
-        back.committed = {tp.partition: consumer.committed(tp) for tp in assigned}
+        # A read given up on for a stop may still run while the service closes the consumer (for one
+        # BROKER_WAIT_S at most): whatever it returns then is never applied.
+        if stopping():
+            raise KafkaTimeoutError("the restore's commits: given up on, a stop was asked for")
+        wait_ms = int(BROKER_WAIT_S * 1000)
+        back.committed = {tp.partition: consumer.committed(tp, timeout_ms=wait_ms) for tp in assigned}
         if rewind_ms:
-            starts = consumer.offsets_for_times(dict.fromkeys(assigned, rewind_ms))
+            starts = consumer.offsets_for_times(dict.fromkeys(assigned, rewind_ms), timeout_ms=wait_ms)
             back.rewind = {tp.partition: at.offset for tp, at in starts.items() if at is not None}
         return back

@@ -10,13 +10,13 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table, unknown_name
+from tracescore._config import ConfigFileError, ServiceSettings, load_service_settings, unknown_name
 from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
 from tracescore.alert._notification import Unit
-from tracescore.model import CONVERSATIONS_TOPIC
+from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, FAITHFULNESS
 from tracescore.score import metric_names
 
 __all__ = [
@@ -144,7 +144,7 @@ class DropConfig(_Strict):
 class RuleConfig(_Strict):
     """Rolling alert for one metric on the (service, route) pairs it matches, on its `signal`."""
 
-    metric: str = Field(default="faithfulness", description="The metric the rule watches.")
+    metric: str = Field(default=FAITHFULNESS, description="The metric the rule watches.")
     signal: Signal = Field(
         default="label",
         description="label: the share of answers the metric's label rule passes (for faithfulness, the "
@@ -301,7 +301,7 @@ class AlertConfig(ServiceSettings):
         env_prefix="TRACESCORE_ALERT_", env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    evaluations_topic: str = Field(default="tracescore.evaluations", description="The records to alert on.")
+    evaluations_topic: str = Field(default=EVALUATIONS_TOPIC, description="The records to alert on.")
     conversations_topic: str = Field(
         default=CONVERSATIONS_TOPIC,
         description="The conversation records (`tracescore conversations`), read when a rule watches a "
@@ -361,10 +361,4 @@ class AlertConfig(ServiceSettings):
 
 def load_alert_config(path: Path | None = None, **flags: Any) -> AlertConfig:
     """The configuration from flags (None means not given), the environment, `path` and the defaults."""
-    given = {k: v for k, v in flags.items() if v is not None}
-    file_values = read_table(path, "alert", AlertConfigError) if path is not None else {}
-    try:
-        return AlertConfig.from_sources(given, file_values)
-    except ValidationError as exc:
-        where = f" in {path}" if path else ""
-        raise AlertConfigError(f"invalid alert config{where}: {one_line(exc, AlertConfig)}") from exc
+    return load_service_settings(AlertConfig, "alert", AlertConfigError, path, flags)

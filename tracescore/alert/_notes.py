@@ -104,8 +104,10 @@ def score_note(
         )
     else:
         summary = f"{subject} recovered to {shown} over {n} {units} ({what})"
-    return _rule_note(
-        key, rule, "threshold", state, level, summary, starts_at, now, repeat, change, other_severity,
+    name = alert_name(key.metric, key.unit, "threshold")
+    return _note(
+        key, name, state, _severity(level), summary, starts_at, now, repeat,
+        **_rule_fields(key, rule, state, change, other_severity),
         value=None if est is None else est.value,
         bound=None if est is None else est.upper,
         lower=None if est is None else est.lower,
@@ -170,9 +172,10 @@ def drop_note(
         summary = f"{subject}: {level} drop superseded by {other}, not recovered: {fell}"
     else:
         summary = f"{subject} back to {against}: {levels}; drop {reading.drop:.2f} < {minimum / 2:.2f}"
-    return _rule_note(
-        key, rule, "drop", state, level, summary, starts_at, now, repeat,
-        "accepted" if accepted else change, other_severity,
+    name = alert_name(key.metric, key.unit, "drop")
+    return _note(
+        key, name, state, _severity(level), summary, starts_at, now, repeat,
+        **_rule_fields(key, rule, state, "accepted" if accepted else change, other_severity),
         value=reading.window,
         threshold=minimum,
         samples=reading.window_n,
@@ -187,36 +190,39 @@ def drop_note(
     )  # fmt: skip
 
 
-def _rule_note(
+def _rule_fields(
+    key: AlertKey, rule: RuleConfig, state: State, change: Change | None, other: Severity | None
+) -> dict[str, Any]:
+    """What a threshold's and a drop's notification say beside the common fields: the unit, the rule's
+    signal, and how it relates to a severity change."""
+    return {"unit": key.unit, "signal": rule.signal, **_severity_change(state, change, other)}
+
+
+def _note(
     key: AlertKey,
-    rule: RuleConfig,
-    kind: Kind,
+    alertname: str,
     state: State,
-    level: Level,
+    severity: Severity,
     summary: str,
     starts_at: datetime,
     now: datetime,
     repeat: bool,
-    change: Change | None,
-    other: Severity | None,
-    **figures: Any,
+    **fields: Any,
 ) -> Notification:
-    """A threshold's or a drop's notification: what both say alike, and their `figures`."""
+    """What every notification says alike: which alert, about which route, since when, and (once resolved)
+    until when; `fields` are its own."""
     return Notification(
-        alertname=alert_name(key.metric, key.unit, kind),
+        alertname=alertname,
         state=state,
-        severity=_severity(level),
-        unit=key.unit,
+        severity=severity,
         service=key.service,
         route=key.route,
         metric=key.metric,
         summary=summary,
-        signal=rule.signal,
         starts_at=starts_at,
         ends_at=now if state == "resolved" else None,
         repeat=repeat,
-        **_severity_change(state, change, other),
-        **figures,
+        **fields,
     )
 
 
@@ -258,21 +264,12 @@ def judge_note(
         if state == "firing"
         else f"judge healthy again on {key.service} {key.route} ({key.metric}): {failed} of {n} failed"
     )
-    return Notification(
-        alertname=JUDGE_ALERT,
-        state=state,
-        severity="warning",
-        service=key.service,
-        route=key.route,
-        metric=key.metric,
-        summary=summary,
+    return _note(
+        key, JUDGE_ALERT, state, "warning", summary, starts_at, now, repeat,
         value=rate,
         threshold=max_error_rate,
         samples=n,
-        starts_at=starts_at,
-        ends_at=now if state == "resolved" else None,
-        repeat=repeat,
-    )
+    )  # fmt: skip
 
 
 def no_data_note(
@@ -291,16 +288,4 @@ def no_data_note(
     )
     if key.unit != "answer":
         summary = summary.replace("evaluations of", f"{key.unit} records of", 1)
-    return Notification(
-        alertname=NO_DATA_ALERT,
-        state=state,
-        severity="info",
-        unit=key.unit,
-        service=key.service,
-        route=key.route,
-        metric=key.metric,
-        summary=summary,
-        starts_at=starts_at,
-        ends_at=now if state == "resolved" else None,
-        repeat=repeat,
-    )
+    return _note(key, NO_DATA_ALERT, state, "info", summary, starts_at, now, repeat, unit=key.unit)

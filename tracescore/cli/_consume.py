@@ -27,6 +27,7 @@ from tracescore.cli._options import (
 )
 from tracescore.cli._service import meter_provider, run_service
 from tracescore.consume import ConsumerSettings
+from tracescore.model import FAITHFULNESS
 from tracescore.sample import SamplingConfig
 from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
 
@@ -111,7 +112,7 @@ __all__ = ["consume"]
     help="Also post every result to this Arize Phoenix as a span annotation, e.g. http://127.0.0.1:6006 "
     "(API key from TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY).",
 )
-@judge_options(default_metrics="faithfulness")
+@judge_options(default_metrics=FAITHFULNESS)
 def consume(
     config_file: Path | None,
     sample_ratio: float | None,
@@ -172,7 +173,7 @@ def consume(
     for handler in logging.getLogger().handlers:
         handler.addFilter(RateLimitedLogs())
     provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
-    alerts = InProcessAlerts.for_threshold("faithfulness", alert_threshold, alert_window, alert_signal)
+    alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
     phoenix = [PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else []
     try:
         stats = run_service(
@@ -195,6 +196,7 @@ def consume(
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     # Named only when it happens, as on the status line: most apps record their questions.
     unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""
+    unasked += stats.partly_read()
     click.echo(
         f"messages={stats.messages} spans={stats.spans} traces={stats.traces} "
         f"interactions={stats.interactions}{unasked} scored={stats.scored} "

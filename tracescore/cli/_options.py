@@ -249,6 +249,17 @@ def otlp_metrics_option(what: str) -> Decorator:
     )
 
 
+def threshold_option(counted_in: str) -> Decorator:
+    """`--threshold` of `tracescore score` and `report`: scores below it fail too, in `counted_in`."""
+    return click.option(
+        "--threshold",
+        type=click.FloatRange(0, 1),
+        default=None,
+        help=f"Also count scores below this as failing ({counted_in}) [default: each metric's label decides; "
+        "see README, What 'hallucinated' means].",
+    )
+
+
 # Judging (consume, score)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error
+from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error, threshold_option
 from tracescore.score import DEFAULT_METRICS
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
@@ -43,13 +43,7 @@ EXIT_GATE_FAILED = 1
     default=None,
     help="Also write a self-contained HTML report here.",
 )
-@click.option(
-    "--threshold",
-    type=click.FloatRange(0, 1),
-    default=None,
-    help="Also count scores below this as failing (summary, report, --max-flagged) [default: each "
-    "metric's label decides; see README, What 'hallucinated' means].",
-)
+@threshold_option("summary, report, --max-flagged")
 @click.option(
     "--fail-under",
     "fail_under",
@@ -153,12 +147,7 @@ def score(
     default=None,
     help="The scored input file, to show queries, answers and contexts (joined by line number).",
 )
-@click.option(
-    "--threshold",
-    type=click.FloatRange(0, 1),
-    default=None,
-    help="Also count scores below this as failing [default: each metric's label decides].",
-)
+@threshold_option("the page's tables and counts")
 @click.option(
     "--rows",
     type=click.IntRange(min=1),

@@ -17,17 +17,20 @@ from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, read_table
 from tracescore._kafka_config import (
+    DEFAULT_BOOTSTRAP_SERVERS,
+    SPANS_TOPIC,
     KafkaConnection,
     KafkaSecurity,
     KafkaSettings,
     RebalanceProtocol,
     connect_timeout_field,
+    max_message_bytes_field,
     rebalance_protocol_field,
     session_timeout_field,
 )
 from tracescore.consume._assemble import AssemblySettings
-from tracescore.emit import EVIDENCE_CHARS
-from tracescore.model import EVIDENCE_TOPIC
+from tracescore.emit import DLQ_TOPIC, EVIDENCE_CHARS
+from tracescore.model import EVALUATIONS_TOPIC, EVIDENCE_TOPIC
 
 __all__ = ["ConfigFileError", "ConsumerSettings", "KafkaSecurity"]
 
@@ -38,13 +41,13 @@ class ConsumerSettings(FileSettings):
     # Nested settings from the environment: TRACESCORE_ASSEMBLY__GRACE_S=5, TRACESCORE_KAFKA__SASL_USERNAME
     model_config = SettingsConfigDict(env_prefix="TRACESCORE_", env_nested_delimiter="__", extra="forbid")
 
-    bootstrap_servers: str = Field(default="127.0.0.1:9092", description="Kafka brokers, host:port[,...].")
-    topic: str = Field(default="otlp_spans", description="Topic of OTLP spans (protobuf or JSON) to score.")
-    group_id: str = Field(default="tracescore", description="Kafka consumer group; members share partitions.")
-    evaluations_topic: str = Field(
-        default="tracescore.evaluations", description="Where evaluation records go."
+    bootstrap_servers: str = Field(
+        default=DEFAULT_BOOTSTRAP_SERVERS, description="Kafka brokers, host:port[,...]."
     )
-    dlq_topic: str = Field(default="tracescore.dlq", description="Where undecodable messages go.")
+    topic: str = Field(default=SPANS_TOPIC, description="Topic of OTLP spans (protobuf or JSON) to score.")
+    group_id: str = Field(default="tracescore", description="Kafka consumer group; members share partitions.")
+    evaluations_topic: str = Field(default=EVALUATIONS_TOPIC, description="Where evaluation records go.")
+    dlq_topic: str = Field(default=DLQ_TOPIC, description="Where undecodable messages go.")
     evaluation_spans_topic: str | None = Field(
         default=None,
         description="Where evaluation spans go [default: the spans topic, so a Collector forwards them with "
@@ -116,9 +119,7 @@ class ConsumerSettings(FileSettings):
         "restart (at least once, nothing lost).",
     )
     connect_timeout_s: float = connect_timeout_field()
-    max_message_bytes: int = Field(
-        default=900_000, ge=1024, description="Largest output message; bigger records are cut to fit."
-    )
+    max_message_bytes: int = max_message_bytes_field("Largest output message; bigger records are cut to fit.")
     max_records: int | None = Field(
         default=None, ge=1, description="Stop after this many interactions were handled."
     )

@@ -21,6 +21,8 @@ _log = logging.getLogger("tracescore.consume")
 _WINDOW = 100_000  # interactions per route and metric between two lines, at most
 _CONFIDENCE = 0.975  # one-sided: each bound of a 95% interval
 _LIFT_SHOWN = 10  # routes and shapes whose lift the line shows (the most recently judged)
+# What the status line and the closing summary say of `ConsumerStats.read_partly`, by reason.
+_PARTLY_READ = {"session_id_scrubbed": "with their session id scrubbed: read as one-turn interactions"}
 
 
 @dataclass
@@ -30,6 +32,9 @@ class ConsumerStats:
     traces: int = 0
     interactions: int = 0  # interactions recognised (formerly `rag_spans`)
     without_question: int = 0  # of those, interactions whose question was not recorded (faithfulness only)
+    # Of those, interactions scored without part of what they carried, by reason (session_id_scrubbed: a
+    # session id Logfire's scrubbing replaced, so the turn is read as a one-turn interaction).
+    read_partly: Counter[str] = field(default_factory=Counter)
     scored: int = 0
     sampled_out: int = 0
     evaluations: int = 0
@@ -48,6 +53,10 @@ class ConsumerStats:
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # Assembly: late_spans, duplicate_spans, evaluation_spans (ours, read back), released_<why>.
     assembly: Counter[str] = field(default_factory=Counter)
+
+    def partly_read(self) -> str:
+        """` (N with their session id scrubbed: ...)` per reason of `read_partly`; "" without (most runs)."""
+        return "".join(f" ({n} {_PARTLY_READ.get(r, r)})" for r, n in sorted(self.read_partly.items()))
 
     @property
     def rag_spans(self) -> int:
@@ -133,6 +142,7 @@ class StatusLine:
         lift = describe_lift(self._lift() if self._lift is not None else ())
         # Said only when it happens: most apps record their questions.
         unasked = f" ({s.without_question} without a recorded question)" if s.without_question else ""
+        unasked += s.partly_read()
         _log.info(
             "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d%s, skipped %s, to "
             "the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since last: %s "

@@ -7,11 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, ServiceSettings, one_line, read_table
-from tracescore.model import CONVERSATIONS_TOPIC, EVIDENCE_TOPIC
+from tracescore._config import ConfigFileError, ServiceSettings, load_service_settings
+from tracescore._kafka_config import SPANS_TOPIC, max_message_bytes_field
+from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, EVIDENCE_TOPIC
 
 __all__ = ["ConversationsConfig", "ConversationsConfigError", "load_conversations_config"]
 
@@ -26,7 +27,7 @@ class ConversationsConfig(ServiceSettings):
     )
 
     evaluations_topic: str = Field(
-        default="tracescore.evaluations", description="The evaluation records whose turns are gathered."
+        default=EVALUATIONS_TOPIC, description="The evaluation records whose turns are gathered."
     )
     conversations_topic: str = Field(
         default=CONVERSATIONS_TOPIC,
@@ -56,7 +57,7 @@ class ConversationsConfig(ServiceSettings):
         "when a partition of state_topic is first used, to carry its conversations over; unset: none.",
     )
     spans_topic: str | None = Field(
-        default="otlp_spans",
+        default=SPANS_TOPIC,
         description="Where a conversation's evaluation span goes (a child of its last turn's span, linked "
         "to every turn), for a Collector to forward; unset: none.",
     )
@@ -89,11 +90,8 @@ class ConversationsConfig(ServiceSettings):
     tick_seconds: float = Field(
         default=1.0, gt=0, description="How often quiet conversations are looked for."
     )
-    max_message_bytes: int = Field(
-        default=900_000,
-        ge=1024,
-        description="Largest state message; a bigger one drops its turns' reasons (a held turn, its "
-        "documents).",
+    max_message_bytes: int = max_message_bytes_field(
+        "Largest state message; a bigger one drops its turns' reasons (a held turn, its documents)."
     )
     evidence_topic: str | None = Field(
         default=EVIDENCE_TOPIC,
@@ -140,10 +138,4 @@ class ConversationsConfig(ServiceSettings):
 
 def load_conversations_config(path: Path | None = None, **flags: Any) -> ConversationsConfig:
     """The configuration from flags (None means not given), the environment, `path` and the defaults."""
-    given = {k: v for k, v in flags.items() if v is not None}
-    file_values = read_table(path, "conversations", ConversationsConfigError) if path is not None else {}
-    try:
-        return ConversationsConfig.from_sources(given, file_values)
-    except ValidationError as exc:
-        where = f" in {path}" if path else ""
-        raise ConversationsConfigError(f"invalid conversations config{where}: {one_line(exc)}") from exc
+    return load_service_settings(ConversationsConfig, "conversations", ConversationsConfigError, path, flags)

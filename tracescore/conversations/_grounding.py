@@ -28,8 +28,16 @@ from typing import Any
 
 from tracescore._service import Saved
 from tracescore.conversations._config import ConversationsConfig
+from tracescore.conversations._index import Partitions
 from tracescore.conversations._stored import HeldCheck, TurnState
-from tracescore.model import EvaluationRecord, GroundingDetails, TurnEvidence, Verdict, is_flagged
+from tracescore.model import (
+    FAITHFULNESS,
+    EvaluationRecord,
+    GroundingDetails,
+    TurnEvidence,
+    Verdict,
+    is_flagged,
+)
 
 __all__ = [
     "GROUNDING_DETAIL",
@@ -48,7 +56,7 @@ Tier = tuple[str, str, str | None]  # (metric, judge, selection)
 # The record's details key this service writes: a record carrying it is a grounding revision read back.
 GROUNDING_DETAIL = "earlier_turns"
 _TURN_CHARS = 1_000  # what a held turn costs besides its texts, in characters
-_METRIC = "faithfulness"
+_METRIC = FAITHFULNESS
 # A held record's claims, cut to fit: their texts share this many characters (the re-keyed message stays
 # far below Kafka's limit whatever the answer's length), each text at least `_MIN_TEXT`.
 _CLAIMS_CHARS = 60_000
@@ -134,6 +142,7 @@ class GroundingStore:
         self.config = config
         self.stats = stats
         self._held: OrderedDict[Key, Held] = OrderedDict()  # least recently changed first
+        self._partitions = Partitions()  # a revoke forgets a partition's conversations, not a pass over all
         self._chars = 0
         self._save: dict[bytes, tuple[int, TurnState | None]] = {}  # key -> (partition, state; None deletes)
         self._unsaved_from: dict[int, int] = {}  # partition -> lowest offset applied and not saved
@@ -233,6 +242,7 @@ class GroundingStore:
         if held is None:
             held = self._held[key] = Held(key, partition, last_arrival_ms=0)
             self._place[key] = next(self._places)
+            self._partitions.add(partition, key)
         turn = held.turns.get(turn_id)
         if turn is None:
             turn = held.turns[turn_id] = TurnState(
@@ -315,13 +325,15 @@ class GroundingStore:
         if self._held.pop(held.key, None) is not None:
             del self._place[held.key]
             self._rechecks.discard(held.key)
+            self._partitions.discard(held.partition, held.key)
         self._chars -= held.chars
         held.chars = 0
 
     def forget_partitions(self, partitions: Iterable[int]) -> None:
-        """Partitions now owned by another instance: it reads their turns back from the state topic."""
+        """Partitions now owned by another instance: it reads their turns back from the state topic. The cost
+        of what those partitions hold, and of the changes not saved yet (a checkpoint's worth)."""
         gone = set(partitions)
-        for key in [k for k, h in self._held.items() if h.partition in gone]:
+        for key in self._partitions.pop(gone):
             held = self._held.pop(key)
             del self._place[key]
             self._rechecks.discard(key)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from itertools import count
 
 from tracescore.conversations._config import ConversationsConfig
-from tracescore.conversations._index import ByTime, Key
+from tracescore.conversations._index import ByTime, Key, Partitions
 from tracescore.conversations._state import Conversation
 from tracescore.model import EvaluationRecord
 
@@ -27,6 +27,7 @@ class ConversationTracker:
         # Least recently changed first: eviction takes from the front, forgetting stops at the first too new.
         self._held: OrderedDict[Key, Conversation] = OrderedDict()
         self._unsorted = False  # restored conversations were appended out of order
+        self._partitions = Partitions()  # a revoke forgets a partition's conversations, not a pass over all
         # What the service asks every tick, by index (issue 33: 100,000 open conversations held): the work of
         # a tick follows what changed or became due, not how many are held.
         self._place: dict[Key, int] = {}  # key -> its place in `_held` (ascending): answers in that order
@@ -87,6 +88,7 @@ class ConversationTracker:
                 last_arrival_ms=arrival_ms,
             )
             self._placed(key)
+            self._partitions.add(partition, key)
         past_cap, before = conversation.past_cap, self._times(conversation)
         if conversation.apply(record, offset, arrival_ms, self.config.max_turns):
             self._held.move_to_end(key)
@@ -100,6 +102,7 @@ class ConversationTracker:
             kept = self._held.setdefault(conversation.key, conversation)
             if kept is conversation:
                 self._placed(kept.key)
+                self._partitions.add(kept.partition, kept.key)
                 self._changed(kept, [None] * len(self._indexes))
             self._unsorted = True
 
@@ -162,16 +165,19 @@ class ConversationTracker:
 
     def forget(self, conversation: Conversation) -> None:
         key = conversation.key
-        if self._held.pop(key, None) is not None:
+        held = self._held.pop(key, None)
+        if held is not None:
             del self._place[key]
             self._full.discard(key)
+            self._partitions.discard(held.partition, key)
             for index in self._indexes:
-                index.forget(key)
+                index.forget(key, held.partition)
 
     def forget_partitions(self, partitions: Iterable[int]) -> None:
-        """Partitions now owned by another instance: it resumes their conversations from the state topic."""
+        """Partitions now owned by another instance: it resumes their conversations from the state topic. The
+        cost of what those partitions hold: the other partitions' conversations are not looked at."""
         gone = set(partitions)
-        for key in [k for k, c in self._held.items() if c.partition in gone]:
+        for key in self._partitions.pop(gone):
             del self._held[key], self._place[key]
             self._full.discard(key)
         for index in self._indexes:

@@ -9,7 +9,13 @@ from tracescore._lazy import moved_names
 from tracescore.emit._conversations import conversation_span, session_annotation
 from tracescore.emit._evidence import EVIDENCE_CHARS, turn_evidence
 from tracescore.emit._explain import explanation
-from tracescore.emit._kafka import EVALUATION_SPANS_HEADER, KafkaEvaluationSink, KafkaOutputSettings, Output
+from tracescore.emit._kafka import (
+    DLQ_TOPIC,
+    EVALUATION_SPANS_HEADER,
+    KafkaEvaluationSink,
+    KafkaOutputSettings,
+    Output,
+)
 from tracescore.emit._metrics import LABEL_THRESHOLD, ConversationMetrics, EvaluationMetrics
 from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.emit._records import evaluation_record
@@ -17,6 +23,7 @@ from tracescore.emit._sink import RecordSink
 from tracescore.emit._spans import evaluation_span, record_span
 
 __all__ = [
+    "DLQ_TOPIC",
     "EVALUATION_SPANS_HEADER",
     "EVIDENCE_CHARS",
     "LABEL_THRESHOLD",

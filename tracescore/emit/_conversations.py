@@ -8,16 +8,14 @@ and `gen_ai.conversation.id`, and links to every judged turn's span.
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext, TraceFlags
 
 from tracescore import semconv
-from tracescore.emit._spans import evaluator_resource, evaluator_scope, new_span_id
-from tracescore.model import ConversationRecord, OpenInferenceSpanKind
+from tracescore.emit._spans import Judged, evaluator_span, link_to
+from tracescore.model import ConversationRecord
 
 __all__ = ["CONVERSATION_EVALUATION_PREFIX", "conversation_span", "session_annotation"]
 
@@ -72,54 +70,32 @@ def conversation_span(
         return None
     trace_id = int(record.trace_ids[-1], 16)
     parent = SpanContext(trace_id, int(record.span_ids[-1], 16), is_remote=True, trace_flags=TraceFlags(1))
-    context = SpanContext(trace_id, new_span_id(), is_remote=False, trace_flags=TraceFlags(1))
     name = _name(record)
-    what = f"{record.metric} over {record.turns} turns"
-    attributes: dict[str, Any] = {
-        semconv.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKind.EVALUATOR.value,
+    judged = Judged(
+        name=name,
+        what=f"{record.metric} over {record.turns} turns of conversation {record.conversation_id}",
+        score=record.score,
+        label=record.label,
+        explanation=record.reason,
+        judge=record.judge,
+        annotator=record.annotator_kind,
+        route=record.route,
+        service=record.service_name,
+        status=record.status,
+        revision=record.revision,
+        selection=record.selection,
+    )
+    own: dict[str, Any] = {
         semconv.SESSION_ID: record.conversation_id,
         semconv.GEN_AI_CONVERSATION_ID: record.conversation_id,
-        semconv.INPUT_VALUE: f"{what} of conversation {record.conversation_id}",
-        semconv.OUTPUT_VALUE: json.dumps(
-            {"score": record.score, "label": record.label, "explanation": record.reason}, ensure_ascii=False
-        ),
-        semconv.OUTPUT_MIME_TYPE: "application/json",
-        semconv.GEN_AI_EVALUATION_NAME: name,
-        semconv.TRACESCORE_JUDGE: record.judge,
-        semconv.TRACESCORE_ANNOTATOR_KIND: record.annotator_kind,
-        semconv.TRACESCORE_ROUTE: record.route,
-        "tracescore.evaluated_service": record.service_name,
-        "tracescore.evaluation.status": record.status.value,
-        "tracescore.evaluation.revision": record.revision,
         "tracescore.conversation.turns": record.turns,
         "tracescore.conversation.turns_scored": record.turns_scored,
         "tracescore.conversation.turns_flagged": record.turns_flagged,
         "tracescore.conversation.complete": record.complete,
-        semconv.GEN_AI_EVALUATION_EXPLANATION: record.reason,
     }
-    if record.selection is not None:
-        attributes[semconv.TRACESCORE_SELECTION] = record.selection
-    if record.score is not None:
-        attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = record.score
-    if record.label is not None:
-        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = record.label
-    end_ns = end_ns or time.time_ns()
-    event_attrs = {k: v for k, v in attributes.items() if k.startswith("gen_ai.evaluation.")}
     links = [
-        Link(SpanContext(int(t, 16), int(s, 16), is_remote=True), {"tracescore.link": "evaluated_turn"})
+        link_to(SpanContext(int(t, 16), int(s, 16), is_remote=True), "evaluated_turn")
         # Aligned when the service builds the record; one read from elsewhere links as far as both go.
         for t, s in list(zip(record.trace_ids, record.span_ids, strict=False))[-_MAX_LINKS:]
     ]
-    return ReadableSpan(
-        name=f"evaluation {name}",
-        context=context,
-        parent=parent,
-        resource=evaluator_resource,
-        attributes=attributes,
-        events=(Event(semconv.EVALUATION_EVENT, event_attrs, end_ns),),
-        links=tuple(links),
-        kind=SpanKind.INTERNAL,
-        instrumentation_scope=evaluator_scope,
-        start_time=start_ns,
-        end_time=end_ns,
-    )
+    return evaluator_span(judged, own, parent, links, start_ns, end_ns)

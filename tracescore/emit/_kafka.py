@@ -17,28 +17,29 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError, MessageSizeTooLargeError
 from pydantic import BaseModel, Field
 
+from tracescore._kafka_config import SPANS_TOPIC, max_message_bytes_field
 from tracescore.emit._evidence import EVIDENCE_CHARS, turn_evidence
 from tracescore.emit._fit import clip, fit_record
 from tracescore.emit._records import evaluation_record
 from tracescore.emit._spans import evaluation_span
 from tracescore.export import encode_trace_messages
-from tracescore.model import EvaluationRecord, Interaction, MetricResult
+from tracescore.model import EVALUATIONS_TOPIC, EvaluationRecord, Interaction, MetricResult
 
-__all__ = ["KafkaEvaluationSink", "KafkaOutputSettings", "Output"]
+__all__ = ["DLQ_TOPIC", "KafkaEvaluationSink", "KafkaOutputSettings", "Output"]
 
 _log = logging.getLogger("tracescore.emit")
 
 # Marks our own evaluation-span messages, so a consumer reading them back skips them without decoding.
 EVALUATION_SPANS_HEADER = "tracescore.evaluation-spans"
+# Where the messages that could not be decoded go, with why.
+DLQ_TOPIC = "tracescore.dlq"
 
 
 class KafkaOutputSettings(BaseModel):
-    evaluations_topic: str = "tracescore.evaluations"
-    dlq_topic: str = "tracescore.dlq"
-    spans_topic: str = "otlp_spans"
-    # Below Kafka's default 1 MB message.max.bytes (and the producer's max.request.size) with room for
-    # the record batch's own overhead.
-    max_message_bytes: int = Field(default=900_000, ge=1024)
+    evaluations_topic: str = EVALUATIONS_TOPIC
+    dlq_topic: str = DLQ_TOPIC
+    spans_topic: str = SPANS_TOPIC
+    max_message_bytes: int = max_message_bytes_field("Largest output message; bigger records are cut to fit.")
     dlq_prefix_bytes: int = Field(
         default=64 * 1024, ge=0, description="Kept of a dead letter too big to copy."
     )

@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.sdk.resources import SERVICE_NAME
 
-from tracescore import __version__
+from tracescore import __version__, semconv
 from tracescore.model import UNLABELLED_THRESHOLD, ConversationRecord, EvaluationRecord, Selection
 from tracescore.sample import LiftReading
 
@@ -28,6 +29,11 @@ __all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "ConversationMetrics", "Evaluatio
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # Judge agreement: a score at or above this passes (the label rule's threshold for unlabelled scores).
 LABEL_THRESHOLD = UNLABELLED_THRESHOLD
+
+
+def _series(service: str, route: str, **labels: str) -> dict[str, str]:
+    """A series' attributes: the service and route, named as on the spans, then its own `labels`."""
+    return {SERVICE_NAME: service, semconv.TRACESCORE_ROUTE: route, **labels}
 
 
 class EvaluationMetrics:
@@ -99,11 +105,7 @@ class EvaluationMetrics:
         )
 
     def evaluated(self, record: EvaluationRecord) -> None:
-        where = {
-            "service.name": record.service_name,
-            "tracescore.route": record.route,
-            "metric": record.metric,
-        }
+        where = _series(record.service_name, record.route, metric=record.metric)
         self._evaluations.add(1, {**where, "status": record.status.value})
         if record.score is not None:
             tier = {"annotator_kind": record.annotator_kind, "selection": record.selection or "none"}
@@ -139,10 +141,10 @@ class EvaluationMetrics:
             self._agreement_scores.add(llm, {**where, "annotator_kind": "LLM"})
 
     def skipped(self, reason: str, service: str = "", scope: str = "", count: int = 1) -> None:
-        self._skipped.add(count, {"reason": reason, "service.name": service, "otel.scope.name": scope})
+        self._skipped.add(count, {"reason": reason, SERVICE_NAME: service, "otel.scope.name": scope})
 
     def escalation(self, outcome: str, service: str = "") -> None:
-        self._escalations.add(1, {"outcome": outcome, "service.name": service})
+        self._escalations.add(1, {"outcome": outcome, SERVICE_NAME: service})
 
     def observe_lift(self, source: Callable[[], Sequence[LiftReading]]) -> None:
         """Report the cascade's lift and split per route and answer shape, as `source` (the policy's
@@ -151,10 +153,7 @@ class EvaluationMetrics:
 
     def _readings(self) -> list[tuple[dict[str, str], LiftReading]]:
         return [
-            (
-                {"service.name": r.key.service, "tracescore.route": r.key.route, "answer_shape": r.key.shape},
-                r,
-            )
+            (_series(r.key.service, r.key.route, answer_shape=r.key.shape), r)
             for source in self._lift_sources
             for r in source()
         ]
@@ -222,13 +221,13 @@ class ConversationMetrics:
         )
 
     def recorded(self, record: ConversationRecord) -> None:
-        where = {
-            "service.name": record.service_name,
-            "tracescore.route": record.route,
-            "metric": record.metric,
-            "annotator_kind": record.annotator_kind,
-            "selection": record.selection or "none",
-        }
+        where = _series(
+            record.service_name,
+            record.route,
+            metric=record.metric,
+            annotator_kind=record.annotator_kind,
+            selection=record.selection or "none",
+        )
         if record.revision > 0:
             self._revised.add(1, where)
             return

@@ -32,6 +32,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach,
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from tracescore._kafka_config import SPANS_TOPIC
 from tracescore.export._accounting import SpanAccounting
 from tracescore.export._layout import encode_partition_messages, encode_per_trace
 from tracescore.export._settings import KafkaProducerSettings
@@ -53,7 +54,7 @@ class KafkaSpanExporter(SpanExporter):
     def __init__(
         self,
         bootstrap_servers: str,
-        topic: str = "otlp_spans",
+        topic: str = SPANS_TOPIC,
         *,
         settings: KafkaProducerSettings | None = None,
         accounting: SpanAccounting | None = None,

@@ -74,6 +74,7 @@ class Reading:
     route_name: str | None = None
     session_id: str | None = None
     user_id: str | None = None
+    session_scrubbed: str | None = None  # the session key a redacting exporter replaced (`_lineage`)
 
     def found(
         self,

@@ -76,6 +76,10 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
         explained: list[DecodedSpan] = []
         for skip in skipped:
             skipped_at = skip.span
+            if skip.scored:  # said of an interaction scored: only of the reading kept
+                if any(kept.span is skipped_at for kept in kept_found):
+                    skips.append(skip)
+                continue
             if skipped_at is not None:
                 if any(_same(trace, skipped_at, frozenset(), kept) for kept in kept_found) or any(
                     _nested(trace, skipped_at, earlier) for earlier in explained

@@ -38,30 +38,35 @@ def route_of(trace: Trace, anchor: DecodedSpan, named: str | None = None) -> str
 
 def conversation_of(
     trace: Trace, anchor: DecodedSpan, read_from: Iterable[DecodedSpan] = ()
-) -> tuple[str | None, str | None]:
-    """(session, user) of the interaction, `session.id` / `gen_ai.conversation.id` and `user.id`: each the
-    first found on its span or an ancestor (a request span), else on a span it was read from (agents put them
-    on their LLM calls). One walk for both: every interaction on the unsampled path goes through here."""
+) -> tuple[str | None, str | None, str | None]:
+    """(session, user, scrubbed) of the interaction, `session.id` / `gen_ai.conversation.id` and `user.id`:
+    each the first found on its span or an ancestor (a request span), else on a span it was read from (agents
+    put them on their LLM calls); `scrubbed`, when no session was read, the key of one a redacting exporter
+    replaced (said to the user: the turn is read as a one-turn interaction). One walk for both: every
+    interaction on the unsampled path goes through here."""
     lineage = (
         (anchor,) if anchor.parent_span_id is None else itertools.chain((anchor,), trace.ancestors(anchor))
     )
     session: str | None = None
     user: str | None = None
+    scrubbed: str | None = None
     for span in itertools.chain(lineage, read_from) if read_from else lineage:
         attrs = span.attributes
         if session is None:
             for key in _SESSION_KEYS:
                 value = attrs.get(key)
-                if value and isinstance(value, str) and not _scrubbed(attrs, key):
-                    session = _unquoted(value)
-                    break
+                if value and isinstance(value, str):
+                    if not _scrubbed(attrs, key):
+                        session = _unquoted(value)
+                        break
+                    scrubbed = key
         if user is None:
             value = attrs.get(_USER_KEY)
             if value and isinstance(value, str) and not _scrubbed(attrs, _USER_KEY):
                 user = _unquoted(value)
         if session is not None and user is not None:
             break
-    return session, user
+    return session, user, None if session is not None else scrubbed
 
 
 def _scrubbed(attrs: Mapping[str, Any], key: str) -> bool:

@@ -19,13 +19,16 @@ __all__ = ["Recognizer", "Skip"]
 @dataclass(frozen=True)
 class Skip:
     """Why something in a trace is not scored. `expected` skips (traffic that is not RAG, our own evaluation
-    spans) are counted quietly after the first log line; the others are counted and logged as warnings."""
+    spans) are counted quietly after the first log line; the others are counted and logged as warnings.
+    `scored`: the interaction at `span` is scored all the same, only what `reason` names was not read (a
+    session id a redacting exporter replaced); counted apart from what is not scored."""
 
     reason: str
     detail: str
     expected: bool = False
     span: DecodedSpan | None = None
     convention: str | None = None
+    scored: bool = False
 
 
 class Recognizer(Protocol):

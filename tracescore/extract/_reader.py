@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
+from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading
 from tracescore.extract._lineage import conversation_of, route_of
 from tracescore.extract._protocol import Skip
@@ -195,8 +196,10 @@ def named_conversation(r: Reading) -> None:
 
 def conversation(r: Reading) -> None:
     if r.session_id is None or r.user_id is None:
-        session, user = conversation_of(r.trace, r.anchor, r.sources)
+        session, user, scrubbed = conversation_of(r.trace, r.anchor, r.sources)
         r.session_id, r.user_id = r.session_id or session, r.user_id or user
+        if scrubbed:
+            r.session_scrubbed = scrubbed
 
 
 def more_conversation(r: Reading) -> None:
@@ -294,6 +297,24 @@ def found(r: Reading) -> Found:
     )  # fmt: skip
 
 
+# Where the docs say how to keep the session id through Logfire's scrubbing.
+SCRUBBED_SESSION_DOCS = "docs/integrations/logfire.md#keep-the-session-id-through-scrubbing"
+
+
+def scrubbed_session(r: Reading) -> Skip:
+    """The interaction is scored, as a one-turn interaction: its session id was replaced by a redacting
+    exporter (`logfire.scrubbed` lists it), so it joins no conversation."""
+    return Skip(
+        "session_id_scrubbed",
+        f"{r.session_scrubbed} was replaced by Logfire's scrubbing ({semconv.LOGFIRE_SCRUBBED} lists it): "
+        "the turn is scored as a one-turn interaction, in no conversation and not grounded in earlier turns; "
+        f"keep the id through scrubbing ({SCRUBBED_SESSION_DOCS})",
+        span=r.anchor,
+        convention=r.name,
+        scored=True,
+    )
+
+
 def interaction(r: Reading) -> Interaction:
     """The interaction the steps read (built at once)."""
     return found(r).interaction()
@@ -368,6 +389,8 @@ class ConventionReader:
                     break
             else:
                 out.append(found(reading))
+                if reading.session_scrubbed is not None and reading.session_id is None:
+                    out.append(scrubbed_session(reading))
         return out
 
 

@@ -2,7 +2,9 @@
 
 What to read from a call is resolved once, at decoration (`Spec`); per call a wrapper only reads the chosen
 parameters, starts the recorder, runs the function and ends the recorder. The span is current only while
-the application's own code runs, so a generator's consumer never inherits it.
+the application's own code runs, so a generator's consumer never inherits it. The two generators end their
+span by one rule (`_Stream`); sync and async differ only where the async ones await, and the plain pair is
+kept inline: a shared helper would cost every decorated call on the application's path a frame or two.
 """
 
 from __future__ import annotations
@@ -82,6 +84,28 @@ class Spec:
         return recorder
 
 
+class _Stream:
+    """A streamed call's span (a generator's, sync or async): the chunks it yielded, and its end, once: with
+    the output joined from the chunks, or with the call's error. A consumer that stops early (GeneratorExit)
+    is no error of the call: the span ends without output."""
+
+    __slots__ = ("chunks", "context", "recorder", "spec")
+
+    def __init__(self, spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.spec = spec
+        self.recorder = spec.start(args, kwargs)
+        self.context = self.recorder.context  # current only while the application's generator runs
+        self.chunks: list[Any] = []
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, exc_type: Any, error: BaseException | None, tb: Any) -> None:
+        if error is None:
+            self.spec.output(self.recorder, self.spec.join(self.chunks))
+        self.recorder.end(None if isinstance(error, GeneratorExit) else error)
+
+
 def wrap(fn: Any, spec_for: Callable[[Callable[..., Any]], Spec]) -> Any:
     # A classmethod/staticmethod object (decorator applied above @classmethod): wrap its function, re-wrap.
     if isinstance(fn, classmethod | staticmethod):
@@ -90,36 +114,25 @@ def wrap(fn: Any, spec_for: Callable[[Callable[..., Any]], Spec]) -> Any:
     if inspect.isasyncgenfunction(fn):
 
         async def async_gen_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            recorder = spec.start(args, kwargs)
-            chunks: list[Any] = []
-            error: BaseException | None = None
-            try:
-                token = otel_context.attach(recorder.context)
+            with _Stream(spec, args, kwargs) as call:
+                token = otel_context.attach(call.context)
                 try:
                     stream = fn(*args, **kwargs)
                 finally:
                     otel_context.detach(token)
                 try:
                     while True:
-                        token = otel_context.attach(recorder.context)
+                        token = otel_context.attach(call.context)
                         try:
                             chunk = await stream.__anext__()
                         except StopAsyncIteration:
                             break
                         finally:
                             otel_context.detach(token)
-                        chunks.append(chunk)
+                        call.chunks.append(chunk)
                         yield chunk
                 finally:
                     await stream.aclose()
-                spec.output(recorder, spec.join(chunks))
-            except GeneratorExit:
-                raise  # the consumer stopped early: not an error of the call
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
-                recorder.end(error)
 
         wrapper: Callable[..., Any] = async_gen_wrapper
     elif inspect.iscoroutinefunction(fn):
@@ -142,32 +155,21 @@ def wrap(fn: Any, spec_for: Callable[[Callable[..., Any]], Spec]) -> Any:
     elif inspect.isgeneratorfunction(fn):
 
         def gen_wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            recorder = spec.start(args, kwargs)
-            chunks: list[Any] = []
-            error: BaseException | None = None
-            try:
+            with _Stream(spec, args, kwargs) as call:
                 stream = fn(*args, **kwargs)
                 try:
                     while True:
-                        token = otel_context.attach(recorder.context)
+                        token = otel_context.attach(call.context)
                         try:
                             chunk = next(stream)
                         except StopIteration:
                             break
                         finally:
                             otel_context.detach(token)
-                        chunks.append(chunk)
+                        call.chunks.append(chunk)
                         yield chunk
                 finally:
                     stream.close()
-                spec.output(recorder, spec.join(chunks))
-            except GeneratorExit:
-                raise
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
-                recorder.end(error)
 
         wrapper = gen_wrapper
     else:

@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -50,6 +50,24 @@ _USER_MESSAGES = '[{"role": "user", "parts": [{"type": "text", "content": %s}]}]
 _ASSISTANT_MESSAGES = (
     '[{"role": "assistant", "parts": [{"type": "text", "content": %s}], "finish_reason": "stop"}]'
 )
+
+
+class _MessageKeys(NamedTuple):
+    """Where one side of a rag call goes: its text, the text's MIME type, and its GenAI message list."""
+
+    value: str
+    mime_type: str
+    messages: str
+    template: str
+
+
+_QUESTION = _MessageKeys(
+    semconv.INPUT_VALUE, semconv.INPUT_MIME_TYPE, semconv.GEN_AI_INPUT_MESSAGES, _USER_MESSAGES
+)
+_ANSWER = _MessageKeys(
+    semconv.OUTPUT_VALUE, semconv.OUTPUT_MIME_TYPE, semconv.GEN_AI_OUTPUT_MESSAGES, _ASSISTANT_MESSAGES
+)
+
 # json.dumps of a str (the same bytes), without the encoder's two Python layers on the application's path.
 _json_text: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
@@ -285,17 +303,8 @@ class RagRecorder(Recorder, DocumentsMixin):
 
     @_guarded
     def set_query(self, query: Any) -> None:
-        if query is None:
-            return
-        # Before `begin()` straight into the start attributes (these writes cannot fail halfway).
-        pending = self._pending
-        out = pending if pending is not None else {}
-        text = self._text(semconv.INPUT_VALUE, query, out)
-        if text is not None:
-            out[semconv.INPUT_MIME_TYPE] = "text/plain"
-            out[semconv.GEN_AI_INPUT_MESSAGES] = _USER_MESSAGES % _json_text(text)
-        if out is not pending:
-            self._put(out)
+        if query is not None:
+            self._put_message(query, _QUESTION)
 
     @_guarded
     def add_contexts(self, contexts: Any) -> None:
@@ -312,14 +321,18 @@ class RagRecorder(Recorder, DocumentsMixin):
 
     @_guarded
     def set_answer(self, answer: Any) -> None:
-        if answer is None:
-            return
-        pending = self._pending  # as in set_query
+        if answer is not None:
+            self._put_message(answer, _ANSWER)
+
+    def _put_message(self, value: Any, keys: _MessageKeys) -> None:
+        """The question or the answer as text (OpenInference) and as a one-message GenAI list."""
+        # Before `begin()` straight into the start attributes (these writes cannot fail halfway).
+        pending = self._pending
         out = pending if pending is not None else {}
-        text = self._text(semconv.OUTPUT_VALUE, answer, out)
+        text = self._text(keys.value, value, out)
         if text is not None:
-            out[semconv.OUTPUT_MIME_TYPE] = "text/plain"
-            out[semconv.GEN_AI_OUTPUT_MESSAGES] = _ASSISTANT_MESSAGES % _json_text(text)
+            out[keys.mime_type] = "text/plain"
+            out[keys.messages] = keys.template % _json_text(text)
         if out is not pending:
             self._put(out)
 

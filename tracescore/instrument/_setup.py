@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tracescore import semconv
+from tracescore._kafka_config import SPANS_TOPIC
 from tracescore.export import (
     BoundedSpanProcessor,
     KafkaProducerSettings,
@@ -53,7 +54,7 @@ class InstrumentSettings(BaseSettings):
         exclude=True,
         description="Deprecated name of bootstrap_servers; still read, with a warning.",
     )
-    topic: str = Field(default="otlp_spans", description="Kafka topic the spans are written to.")
+    topic: str = Field(default=SPANS_TOPIC, description="Kafka topic the spans are written to.")
     exporter: Literal["kafka", "otlp"] | None = Field(
         default=None,
         description="kafka (needs bootstrap_servers) or otlp (the standard OTEL_EXPORTER_OTLP_* variables); "

@@ -30,8 +30,16 @@ from tracescore.model._conversation import (
 )
 from tracescore.model._evidence import EVIDENCE_TOPIC, EvidenceDocument, TurnEvidence, read_turn_evidence
 from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
-from tracescore.model._labels import BAD_LABELS, GOOD_LABELS, UNLABELLED_THRESHOLD, is_flagged, label_is_bad
+from tracescore.model._labels import (
+    BAD_LABELS,
+    FAITHFULNESS,
+    GOOD_LABELS,
+    UNLABELLED_THRESHOLD,
+    is_flagged,
+    label_is_bad,
+)
 from tracescore.model._record import (
+    EVALUATIONS_TOPIC,
     SCHEMA_VERSION,
     AnnotatorKind,
     EvaluationRecord,
@@ -55,7 +63,9 @@ from tracescore.model._vocabulary import (
 __all__ = [
     "BAD_LABELS",
     "CONVERSATIONS_TOPIC",
+    "EVALUATIONS_TOPIC",
     "EVIDENCE_TOPIC",
+    "FAITHFULNESS",
     "GOOD_LABELS",
     "MAX_RUN_TEXT_CHARS",
     "MAX_RUN_TOOL_CALLS",

@@ -13,7 +13,11 @@ from typing import Any
 
 from tracescore.model._results import MetricResult
 
-__all__ = ["BAD_LABELS", "GOOD_LABELS", "UNLABELLED_THRESHOLD", "is_flagged", "label_is_bad"]
+__all__ = ["BAD_LABELS", "FAITHFULNESS", "GOOD_LABELS", "UNLABELLED_THRESHOLD", "is_flagged", "label_is_bad"]
+
+# The metric every stage defaults to: the one whose label says "hallucinated" (what the consumer scores, the
+# cascade ranks, the alerts watch, the CI gate and the report count).
+FAITHFULNESS = "faithfulness"
 
 # Scores below this are flagged when the result carries no label read as good or bad and the caller sets
 # no threshold of its own.

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from tracescore.model._results import MetricStatus, Usage
 
 __all__ = [
+    "EVALUATIONS_TOPIC",
     "SCHEMA_VERSION",
     "AnnotatorKind",
     "EvaluationRecord",
@@ -22,6 +23,8 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+# Where `tracescore consume` writes the records, and `tracescore alert` and `conversations` read them.
+EVALUATIONS_TOPIC = "tracescore.evaluations"
 
 AnnotatorKind = Literal["LLM", "CODE"]
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import ConfigFileError, FileSettings, one_line, read_table, unknown_name
-from tracescore.model import Verdict
+from tracescore.model import FAITHFULNESS, Verdict
 
 __all__ = [
     "DEFAULT_CASCADE_METRIC",
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 _GLOB_CHARS = frozenset("*?[")
-DEFAULT_CASCADE_METRIC = "faithfulness"  # the offline result the cascade ranks by, and its LLM label
+DEFAULT_CASCADE_METRIC = FAITHFULNESS  # the offline result the cascade ranks by, and its LLM label
 
 
 class SamplingConfigError(ConfigFileError):

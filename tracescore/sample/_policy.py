@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tracescore.model import DecodedSpan, Interaction, MetricResult, Selection
+from tracescore.model import FAITHFULNESS, DecodedSpan, Interaction, MetricResult, Selection
 from tracescore.sample._admission import RunningQuantile
 from tracescore.sample._calibration import COLD_START
 from tracescore.sample._config import SamplingConfig
@@ -56,7 +56,7 @@ class CascadePolicy(SamplingPolicy):
         self,
         config: SamplingConfig | None = None,
         *,
-        metrics: Sequence[str] = ("faithfulness",),
+        metrics: Sequence[str] = (FAITHFULNESS,),
         clock: Callable[[], float] = time.time,
         cold_start: Mapping[str, float] = COLD_START,
     ) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from tracescore._lazy import lazy_exports
 
-# Public name -> the private module that defines it.
+# Public name -> the module that defines it (or the subpackage that publishes it).
 _LAZY = {
     # scoring
     "evaluate": "tracescore.score._evaluate",
@@ -61,15 +61,20 @@ _LAZY = {
     "VerdictScore": "tracescore.score.metrics._custom",
     "tool_selection": "tracescore.score.metrics._run_judged",
     "goal_completion": "tracescore.score.metrics._run_judged",
-    # judges and embeddings
-    "Judge": "tracescore.score.judges._protocol",
-    "JudgeError": "tracescore.score.judges._protocol",
-    "OfflineJudge": "tracescore.score.judges._offline",
-    "OfflineTuning": "tracescore.score.judges._offline",
-    "OpenAIJudge": "tracescore.score.judges._openai",
-    "OpenAIJudgeSettings": "tracescore.score.judges._openai",
-    "OpenAIEmbedder": "tracescore.score.judges._embeddings",
-    "OpenAIEmbedderSettings": "tracescore.score.judges._embeddings",
+    # judges and embeddings: from the judges package, which says where each lives (and imports it on use)
+    **dict.fromkeys(
+        (
+            "Judge",
+            "JudgeError",
+            "OfflineJudge",
+            "OfflineTuning",
+            "OpenAIJudge",
+            "OpenAIJudgeSettings",
+            "OpenAIEmbedder",
+            "OpenAIEmbedderSettings",
+        ),
+        "tracescore.score.judges",
+    ),
 }
 
 # Names whose home is the shared model; importable from here with a DeprecationWarning.

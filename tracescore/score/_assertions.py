@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracescore.model import FaithfulnessDetails, MetricResult, RagRecord, Verdict
+from tracescore.model import FAITHFULNESS, FaithfulnessDetails, MetricResult, RagRecord, Verdict
 from tracescore.score._evaluate import evaluate
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric
@@ -34,7 +34,7 @@ def assert_scores(
     """Score `record` and fail when a metric is below its minimum (default: faithfulness >= 0.5) or could
     not be scored. The message lists each failing metric with its reason and the claims that failed with
     their evidence. Scores only the metrics named in `minimums` unless `metrics` is given."""
-    minimums = dict(minimums or {"faithfulness": 0.5})
+    minimums = dict(minimums or {FAITHFULNESS: 0.5})
     results = evaluate(record, list(metrics or minimums), judge, column_map=column_map)
     by_name = {r.metric: r for r in results}
     unknown = sorted(set(minimums) - set(by_name))

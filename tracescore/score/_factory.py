@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tracescore.model import FAITHFULNESS
 from tracescore.score._registry import resolve_metrics
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric
@@ -12,7 +13,7 @@ from tracescore.score.metrics._protocol import Metric
 __all__ = ["DEFAULT_METRICS", "make_judge", "make_metrics"]
 
 # What `tracescore score` and `evaluate_dataset` score when not told: the three judge metrics (3 calls).
-DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_relevance")
+DEFAULT_METRICS = (FAITHFULNESS, "answer_relevancy", "context_relevance")
 
 
 def make_metrics(names: Sequence[str], config: Path | None = None) -> list[Metric]:

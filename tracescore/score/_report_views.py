@@ -8,11 +8,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracescore.model import FaithfulnessClaim, FaithfulnessDetails, RagRecord, Verdict, is_flagged
+from tracescore.model import (
+    FAITHFULNESS,
+    FaithfulnessClaim,
+    FaithfulnessDetails,
+    RagRecord,
+    Verdict,
+    is_flagged,
+)
 
 __all__ = ["VERDICT_SEVERITY", "Kept", "css", "histogram", "kept", "record_view", "snippet"]
 
-RANK_METRIC = "faithfulness"
+RANK_METRIC = FAITHFULNESS
 # Worst first: a sentence holding several claims takes the colour of its worst verdict.
 VERDICT_SEVERITY = {
     Verdict.CONTRADICTORY: 3,

@@ -6,12 +6,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tracescore.model import UNLABELLED_THRESHOLD, MetricResult, Usage, is_flagged
+from tracescore.model import FAITHFULNESS, UNLABELLED_THRESHOLD, MetricResult, Usage, is_flagged
 
 __all__ = ["FLAGGED_METRIC", "BatchSummary", "parse_fail_under", "parse_max_flagged"]
 
 # The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
-FLAGGED_METRIC = "faithfulness"
+FLAGGED_METRIC = FAITHFULNESS
 
 
 @dataclass

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tracescore.model import (
+    FAITHFULNESS,
     ClaimsCap,
     FaithfulnessClaim,
     FaithfulnessDetails,
@@ -137,7 +138,7 @@ class Faithfulness:
     serves any number of concurrent records.
     """
 
-    name = "faithfulness"
+    name = FAITHFULNESS
     tasks = (ANALYSIS_TASK, VERDICTS_TASK)
 
     def __init__(

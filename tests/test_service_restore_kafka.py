@@ -1,0 +1,144 @@
+"""The service base's restore (newly assigned partitions' state read back: tracescore/_service/_restore.py),
+run by `tracescore conversations` in process, while the broker stops answering: a real broker paused with
+SIGSTOP (it stops answering, connections stay open) at the moment the service starts reading. A stop leaves
+no thread reading behind; without a stop the service says what it waits for, tries again `restore_retries`
+times and exits with one line, instead of hanging without a word."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import pytest
+from _helpers import wait_until
+from kafka import KafkaProducer
+
+import tracescore._kafka
+from tracescore._service import _keyed, _restore
+from tracescore.conversations import ConversationsConfig, ConversationService
+from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_broker import KafkaBroker
+
+pytestmark = pytest.mark.kafka
+
+STOP_TIMEOUT_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[KafkaBroker]:
+    with KafkaBroker() as own:  # its own: paused by the tests
+        yield own
+
+
+def paused_at_the_restore(broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """The broker paused once the service reaches its first restore, before it reads anything (set then)."""
+    reached = threading.Event()
+    real = _keyed.crash_point
+
+    def crash_point(name: str, before: Callable[[], object] | None = None) -> None:
+        if name == "keyed.restoring" and not reached.is_set():
+            os.kill(broker.process.pid, signal.SIGSTOP)
+            reached.set()
+        real(name, before)
+
+    monkeypatch.setattr(_keyed, "crash_point", crash_point)
+    return reached
+
+
+def service_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t not in before and t.name.startswith("tracescore")]
+
+
+def where(thread: threading.Thread) -> str:
+    """A thread that outlived the stop, and where it waits."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return f"{thread.name} outlived the stop:\n" + "".join(traceback.format_stack(frame)[-8:])
+
+
+def started(broker: KafkaBroker, prefix: str, **settings: object) -> tuple[ConversationService, list]:  # type: ignore[type-arg]
+    """An open conversation, and the service that restores it on its own thread; [what run() raised]."""
+    bootstrap = broker.bootstrap_servers
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for n in range(1, 4):
+        record = EvaluationRecord(
+            trace_id=f"{n:032x}", span_id=f"{n:016x}", service_name="chat-api", route="/chat",
+            metric="faithfulness", score=1.0, label="faithful", status=MetricStatus.OK, judge="offline",
+            session_id="c-1", timestamp=datetime.now(UTC),
+        )  # fmt: skip
+        key, value = record.to_kafka()
+        producer.send(f"{prefix}.evaluations", key=key, value=value).get(30)
+    producer.close()
+    cfg = ConversationsConfig(
+        bootstrap_servers=bootstrap, evaluations_topic=f"{prefix}.evaluations",
+        conversations_topic=f"{prefix}.conversations", turns_topic=f"{prefix}.turns",
+        state_topic=f"{prefix}.state", spans_topic="", evidence_topic="", group_id=f"{prefix}.conversations",
+        tick_seconds=0.2, stop_timeout_s=STOP_TIMEOUT_S, **settings,
+    )  # fmt: skip
+    service, raised = ConversationService(cfg), []
+
+    def run() -> None:
+        try:
+            service.run()
+        except Exception as exc:  # what the command line would print
+            raised.append(exc)
+
+    threading.Thread(target=run, name="test-service", daemon=True).start()
+    return service, raised
+
+
+def test_a_restore_given_up_at_a_stop_leaves_no_thread_reading_from_a_broker_that_does_not_answer(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The restore's reads run on a thread a stop gives up on; that thread went on reading until the broker
+    answered again (for ever, with the broker gone), in every process that ran the service and stopped it
+    (a test run, an app embedding it). Now every read looks at the stop between two polls and each broker
+    call waits BROKER_WAIT_S at most: the thread ends within that, the broker still paused."""
+    reached = paused_at_the_restore(broker, monkeypatch)
+    before = set(threading.enumerate())
+    try:
+        service, raised = started(broker, "restore-stop")
+        assert reached.wait(120), "never restored"
+        reading = wait_until(lambda: service_threads(before), "the restore's reads under way")
+        service.stop()
+        runner = next(t for t in threading.enumerate() if t.name == "test-service")
+        runner.join(3 * (STOP_TIMEOUT_S + 5.0))
+        assert not runner.is_alive(), "run() did not return"
+        assert not raised, raised
+        for thread in reading:
+            # Generous: the call under way ends within BROKER_WAIT_S, then the thread looks at the stop.
+            thread.join(tracescore._kafka.BROKER_WAIT_S + 10.0)
+        left = service_threads(before)
+        assert not left, "\n".join(where(t) for t in left)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+
+
+def test_a_restore_that_gets_no_answer_says_so_tries_again_and_exits_with_one_line(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without a stop, a restore from a broker that stopped answering waited for ever and said nothing: the
+    service looked alive and did nothing. Now each wait is bounded, each failed try is a warning that names
+    what it reads, and after `restore_retries` more tries the service ends with one line (status 1 from the
+    command line; a restarted pod restores again, nothing applied or committed before)."""
+    for module in (tracescore._kafka, _restore):  # a shorter wait, for the test's time only
+        monkeypatch.setattr(module, "BROKER_WAIT_S", 2.0, raising=False)
+    reached = paused_at_the_restore(broker, monkeypatch)
+    caplog.set_level(logging.WARNING, logger="tracescore")
+    try:
+        _, raised = started(broker, "restore-hang", restore_retries=1)
+        assert reached.wait(120), "never restored"
+        wait_until(lambda: raised, "the service to give up the restore")
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+    [error] = raised
+    assert isinstance(error, _restore.RestoreFailed), repr(error)
+    assert "could not restore restore-hang.state[" in str(error), error
+    assert "2 tries" in str(error) and "restore_retries=1" in str(error), error
+    tries = [r.getMessage() for r in caplog.records if "try 1 of 2 failed" in r.getMessage()]
+    assert len(tries) == 1 and tries[0].startswith("restoring restore-hang.state["), caplog.text
