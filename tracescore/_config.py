@@ -32,6 +32,7 @@ __all__ = [
     "FileSettings",
     "ServiceSettings",
     "fields_at",
+    "keys_outside_tables",
     "load_service_settings",
     "one_line",
     "problems",
@@ -53,6 +54,25 @@ class ConfigFileError(ValueError):
 
 def read_table(path: Path, table: str, error: type[ConfigFileError] = ConfigFileError) -> dict[str, Any]:
     """The `table` section of the TOML/YAML file at `path` (the whole file when it has no command tables)."""
+    data = _read(path, error)
+    section = data.get(table, {}) if _sectioned(data) else data
+    if not isinstance(section, dict):
+        raise error(f"{path}: '{table}' must be a table of settings")
+    return section
+
+
+def keys_outside_tables(path: Path, error: type[ConfigFileError] = ConfigFileError) -> list[str]:
+    """The keys of the file at `path` when it holds settings at its top level instead of commands' tables
+    ([consume], [sampling], ...); empty when it has such tables, or nothing at all."""
+    data = _read(path, error)
+    return [] if _sectioned(data) else sorted(data)
+
+
+def _sectioned(data: Mapping[str, Any]) -> bool:
+    return any(isinstance(data.get(name), dict) for name in _COMMAND_TABLES)
+
+
+def _read(path: Path, error: type[ConfigFileError]) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -71,11 +91,7 @@ def read_table(path: Path, table: str, error: type[ConfigFileError] = ConfigFile
         raise error(f"{path}: not valid {suffix.lstrip('.').upper()}: {detail}") from None
     if not isinstance(data, dict):
         raise error(f"{path}: expected a table of settings, got {type(data).__name__}")
-    sectioned = any(isinstance(data.get(name), dict) for name in _COMMAND_TABLES)
-    section = data.get(table, {}) if sectioned else data
-    if not isinstance(section, dict):
-        raise error(f"{path}: '{table}' must be a table of settings")
-    return section
+    return data
 
 
 class FileSettings(BaseSettings):

@@ -48,6 +48,13 @@ T = TypeVar("T")
 BROKER_WAIT_S = 10.0
 
 
+# What to do about an unreachable broker, said with the error (every command reads the same variable).
+BROKER_HINT = (
+    "Is a broker running there, and reachable from here? Give its address as host:port with "
+    "--bootstrap-servers or TRACESCORE_BOOTSTRAP_SERVERS"
+)
+
+
 class BrokerUnreachable(RuntimeError):
     """No Kafka broker answered within the connect timeout, or it refused the client (authentication, TLS)."""
 
@@ -67,7 +74,7 @@ def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None
         if time.monotonic() >= deadline:
             raise BrokerUnreachable(
                 f"no Kafka broker reachable at {bootstrap_servers} ({when}; tried for {wait_s:.0f}s, "
-                f"last error: {last_error})"
+                f"last error: {last_error}). {BROKER_HINT}"
             )
         time.sleep(0.5)
 
@@ -83,19 +90,21 @@ def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -
         # Authentication, TLS or protocol problems: one line naming the cause, never a traceback.
         raise BrokerUnreachable(
             f"cannot connect to Kafka at {connection.bootstrap_servers} "
-            f"({connection.security.security_protocol}): {type(exc).__name__}: {exc}"
+            f"({connection.security.security_protocol}): {type(exc).__name__}: {exc}. Check the security "
+            "settings against the broker's listener (TRACESCORE_KAFKA__SECURITY_PROTOCOL, __SASL_*, __SSL_*)"
         ) from exc
 
 
-def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic]) -> None:
-    """Create the missing topics (a name: with the broker's defaults). Best effort: where this client may
-    not create topics, the broker's auto-creation or the operator's provisioning applies."""
+def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic]) -> list[str]:
+    """Create the missing topics (a name: with the broker's defaults); the names of those it created. Best
+    effort: where this client may not create topics, the broker's auto-creation or the operator's
+    provisioning applies."""
     wanted = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t, -1, -1) for t in topics)}
     try:
         admin = KafkaAdminClient(**connection.client_config())
     except KafkaError as exc:
         _log.debug("cannot check topics: %s", exc)
-        return
+        return []
     try:
         existing = set(admin.list_topics())
         missing = [topic for name, topic in sorted(wanted.items()) if name not in existing]
@@ -103,8 +112,10 @@ def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic])
             # raise_errors=False: another process creating the same topic at the same moment is fine.
             admin.create_topics(missing, raise_errors=False)
             _log.info("created topics: %s", ", ".join(t.name for t in missing))
+        return [t.name for t in missing]
     except KafkaError as exc:
         _log.debug("could not create topics %s: %s", sorted(wanted), exc)
+        return []
     finally:
         admin.close()
 

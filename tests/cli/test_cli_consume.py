@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
@@ -25,6 +26,22 @@ def test_consume_stops_on_idle_timeout_and_reports_counts(bootstrap: str, topic_
     assert done.returncode == 0, done.stderr
     assert "dead_letters=1" in done.stderr and "messages=1" in done.stderr
     assert "dead-lettered" in done.stderr
+
+
+def test_a_topic_nothing_was_written_to_says_what_to_check(bootstrap: str, topic_prefix: str) -> None:
+    # A misspelt --topic: the consumer creates it and waits; the log and the summary say why nothing came.
+    topic = f"{topic_prefix}.spnas"
+    done = subprocess.run(
+        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
+         "--topic", topic, "--group-id", topic_prefix, "--idle-timeout", "2"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"the spans topic {topic} did not exist" in said, said
+    assert "give their topic with --topic or TRACESCORE_TOPIC" in said, said
+    assert f"nothing read from {topic} at {bootstrap}" in said, said
+    assert "a new --group-id reads the topic again" in said and "Nothing is scored?" in said, said
 
 
 def _consume_with_bad_input(
@@ -50,6 +67,19 @@ def test_illegal_topic_name_fails_at_startup_with_a_one_line_error() -> None:
         "Error: invalid value for --evaluations-topic: 'no spaces allowed' is not a legal Kafka topic name "
         "(1-249 of [a-zA-Z0-9._-])"
     ]
+
+
+@pytest.mark.parametrize("key", ["idle_timeout_s = 3", "default_rate = 0.5"])
+def test_a_config_file_without_tables_says_which_table_each_setting_goes_in(tmp_path: Path, key: str) -> None:
+    # consume reads its file twice (its options, the sampling policy): a file without tables used to fail one
+    # of the two, listing the other's settings as the valid ones.
+    path = tmp_path / "consume.toml"
+    path.write_text(key + "\n")
+    done = _consume_with_bad_input("--config", str(path))
+    assert done.returncode == 2, done.stderr
+    [error] = _error_lines(done.stderr)
+    assert error.startswith(f"Error: {path}: settings outside a table ({key.split()[0]}): "), error
+    assert "options from a [consume] table and the sampling policy from a [sampling] table" in error
 
 
 def test_invalid_setting_from_the_environment_names_the_variable() -> None:

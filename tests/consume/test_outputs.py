@@ -115,6 +115,23 @@ def result(judge: str, score: float | None = 0.9, metric: str = "faithfulness") 
     return MetricResult(metric=metric, score=score, label="faithful", judge=judge)
 
 
+def test_a_judge_error_is_explained_once_in_the_log_with_what_to_check(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parts = Parts()
+    failed = MetricResult(
+        metric="faithfulness", score=None, status=MetricStatus.ERROR, judge="openai:gpt-4o-mini",
+        reason="connection error after 4 attempts: Connection error.",
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
+        for offset in range(3):
+            parts.outputs.write(judged(parts, offset, ScoredInteraction([result("offline"), failed])))
+    assert parts.stats.judge_errors == 3
+    [line] = [r.getMessage() for r in caplog.records if "could not score" in r.getMessage()]
+    assert "judge openai:gpt-4o-mini could not score faithfulness: connection error after 4 attempts" in line
+    assert "--base-url" in line and "--model" in line and "TRACESCORE_JUDGE_API_KEY" in line
+
+
 def committed_up_to(parts: Parts) -> dict[TopicPartition, int]:
     return {tp: commit.offset for tp, commit in parts.checkpoint.due(force=True).items()}
 

@@ -201,4 +201,5 @@ def test_one_environment_runs_the_sdk_consume_and_alert_through_scram(
     assert refused.returncode == 1
     [line] = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
     assert line.startswith(f"Error: cannot connect to Kafka at {sasl_broker.sasl_bootstrap_servers}")
+    assert "Check the security settings" in line  # what to do about it
     assert "not-the-password" not in refused.stderr

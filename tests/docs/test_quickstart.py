@@ -26,11 +26,11 @@ pytestmark = pytest.mark.kafka
 PAGE = DOCS / "quickstart.md"
 APP_DIR = REPO / "examples" / "quickstart"
 COMMANDS = (
-    "python app.py",
+    "python examples/quickstart/app.py",
     "tracescore consume --idle-timeout 10",
     "tracescore tail",
     "tracescore tail --flagged --json",
-    "python with_phoenix.py",
+    "python examples/quickstart/with_phoenix.py",
     "tracescore consume --idle-timeout 10 --phoenix-endpoint http://127.0.0.1:6006",
 )
 
@@ -71,7 +71,7 @@ class Quickstart:
     def run(self, command: list[str], **env: str) -> str:
         """stdout, then stderr (where the commands print logs and summaries), topics renamed back."""
         done = subprocess.run(
-            command, cwd=APP_DIR, env=self.env | env, capture_output=True, text=True, timeout=300, check=False
+            command, cwd=REPO, env=self.env | env, capture_output=True, text=True, timeout=300, check=False
         )
         assert done.returncode == 0, f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}"
         stderr = _CLIENT_WARNING.sub("", _CLIENT_CLOSE_RACE.sub("", done.stderr))
@@ -148,13 +148,13 @@ def test_the_quickstart_from_a_broker_to_phoenix(
     bootstrap: str, topic_prefix: str, phoenix_server: PhoenixServer
 ) -> None:
     quickstart = Quickstart(bootstrap, topic_prefix)
-    quickstart.check("app", quickstart.run([sys.executable, "app.py"]))
+    quickstart.check("app", quickstart.run([sys.executable, "examples/quickstart/app.py"]))
     quickstart.check_service("consume", quickstart.run(tracescore("consume", "--idle-timeout", "10")))
     quickstart.check("tail", quickstart.run(tracescore("tail")))
     quickstart.check("tail-json", quickstart.run(tracescore("tail", "--flagged", "--json")))
     # Step 5: the same group goes on with the two new traces, now also in Phoenix.
     url = phoenix_server.base_url
-    quickstart.run([sys.executable, "with_phoenix.py"], PHOENIX_ENDPOINT=url)
+    quickstart.run([sys.executable, "examples/quickstart/with_phoenix.py"], PHOENIX_ENDPOINT=url)
     scored = quickstart.run(tracescore("consume", "--idle-timeout", "10", "--phoenix-endpoint", url))
     quickstart.check_service("consume-phoenix", scored)
     records = [json.loads(line) for line in quickstart.run(tracescore("tail", "--json")).splitlines()[:-1]]

@@ -56,6 +56,13 @@ def test_route_falls_back_to_http_route_then_span_name() -> None:
     assert by_name.route == "support-answer"
 
 
+@pytest.mark.parametrize("route", ["", 7])
+def test_a_blank_or_non_text_tracescore_route_is_not_a_route(route: object) -> None:
+    result = read(decoded({**RAG_ATTRS, semconv.TRACESCORE_ROUTE: route, semconv.HTTP_ROUTE: "/v1/ask"}))
+    assert isinstance(result, Interaction)
+    assert result.route == "/v1/ask"
+
+
 @pytest.mark.parametrize("query", [None, "", "   "])
 def test_without_a_question_the_answer_is_still_judged_against_its_documents(query: str | None) -> None:
     attrs = {k: v for k, v in RAG_ATTRS.items() if k != semconv.INPUT_VALUE}

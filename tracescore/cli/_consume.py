@@ -15,6 +15,7 @@ from typing import Any, Literal
 import click
 
 from tracescore import __version__
+from tracescore._config import ConfigFileError, keys_outside_tables
 from tracescore.alert import RuleConfig
 from tracescore.cli._options import (
     config_option,
@@ -149,6 +150,18 @@ def consume(
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
     from tracescore.score import OfflineJudge, check_judge, metric_names
 
+    try:
+        flat = keys_outside_tables(config_file) if config_file is not None else []
+    except ConfigFileError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if flat:
+        # Two readers share consume's file: its own settings and the sampling policy. Read whole by both,
+        # a file without tables fails one of them on every key, naming the other's valid settings.
+        raise click.UsageError(
+            f"{config_file}: settings outside a table ({', '.join(flat)}): tracescore consume reads its "
+            "options from a [consume] table and the sampling policy from a [sampling] table; put each key "
+            "under its table (see the docs, Reference > Settings)"
+        )
     settings = consumer_settings(flags, config_file)
     chosen_judge, chosen_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
     if max_claims is not None:
@@ -204,6 +217,15 @@ def consume(
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )
+    if stats.messages == 0:
+        # The first-hour question: a misspelt topic, the app's spans sent elsewhere, or a group done already.
+        click.echo(
+            f"  nothing read from {settings.topic} at {settings.bootstrap_servers}: does your app (or "
+            "Collector) send there (TRACESCORE_TOPIC, TRACESCORE_BOOTSTRAP_SERVERS)? Group "
+            f"{settings.group_id} goes on from what it read before: a new --group-id reads the topic again. "
+            "See the docs, Operating the consumer > Nothing is scored?",
+            err=True,
+        )
     if stats.not_admitted or stats.escalated:
         policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.not_admitted.items())) or "none"
         llm = ", ".join(f"{k}={v}" for k, v in sorted(stats.escalated.items())) or "none"

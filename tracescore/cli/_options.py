@@ -256,7 +256,7 @@ def threshold_option(counted_in: str) -> Decorator:
         type=click.FloatRange(0, 1),
         default=None,
         help=f"Also count scores below this as failing ({counted_in}) [default: each metric's label decides; "
-        "see README, What 'hallucinated' means].",
+        "see the docs, Offline evaluation > Metrics].",
     )
 
 

@@ -55,8 +55,8 @@ EXIT_GATE_FAILED = 1
     "--max-flagged",
     metavar="N|SHARE",
     default=None,
-    help="CI gate: exit 1 when more faithfulness results are flagged (labelled hallucinated, see README) "
-    "than a count (3) or a share of the scored records (0.05).",
+    help="CI gate: exit 1 when more faithfulness results are flagged than a count (3) or a share of the "
+    "scored records (0.05); flagged: labelled hallucinated, see the docs, Offline evaluation > Metrics.",
 )
 @judge_options(default_metrics=",".join(DEFAULT_METRICS))
 def score(

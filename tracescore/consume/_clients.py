@@ -3,6 +3,7 @@ shared steps of `tracescore._kafka`."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
@@ -12,6 +13,8 @@ from tracescore._kafka import connect as _connect
 from tracescore.consume._settings import ConsumerSettings
 
 __all__ = ["BrokerUnreachable", "connect", "subscribe"]
+
+_log = logging.getLogger("tracescore.consume")
 
 
 def connect(
@@ -33,7 +36,15 @@ def subscribe(
     """The input and output topics created if missing, the input's partitions known, then subscribed."""
     s = settings
     outputs = (s.evaluations_topic, s.dlq_topic, s.spans_out_topic, s.conversation_evidence_topic)
-    ensure_topics(s.connection(), {s.topic, *(topic for topic in outputs if topic is not None)})
+    created = ensure_topics(s.connection(), {s.topic, *(topic for topic in outputs if topic is not None)})
+    if s.topic in created:
+        # Where a misspelt topic shows: nothing was ever written to it, and nothing will be scored.
+        _log.warning(
+            "the spans topic %s did not exist, so nothing has been written to it yet: created it and "
+            "waiting. If your app or Collector already sends spans, give their topic with --topic or "
+            "TRACESCORE_TOPIC (the SDK writes to TRACESCORE_TOPIC too, default otlp_spans)",
+            s.topic,
+        )
     wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
     consumer.subscribe([s.topic], listener=listener)
 

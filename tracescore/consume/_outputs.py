@@ -13,6 +13,7 @@ from typing import Protocol
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from tracescore._kafka import LogOnce
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._judging import Judged
 from tracescore.consume._pipeline import DeadLetter
@@ -91,6 +92,7 @@ class Outputs:
         self._dlq_topic = dlq_topic
         self._on_evaluation = on_evaluation
         self._sinks = tuple(sinks)
+        self._explained = LogOnce(_log)
 
     def write(self, judged: Judged) -> None:
         """Count one judged interaction and send its outputs; its work waits for their acknowledgements."""
@@ -117,13 +119,35 @@ class Outputs:
         scored = judged.scored
         assert scored is not None
         self._stats.scored += 1
-        self._stats.judge_errors += sum(r.status is MetricStatus.ERROR for r in scored.results)
+        for failed in (r for r in scored.results if r.status is MetricStatus.ERROR):
+            self._stats.judge_errors += 1
+            self._explain_judge_error(failed)
         if scored.selection is not None:
             self._stats.escalated[scored.selection] += 1
         if scored.escalation is not None:
             self._metrics_out.escalation(scored.escalation, judged.interaction.span.service_name)
             if scored.escalation == SkipReason.BUDGET:
                 self._stats.not_admitted[scored.escalation] += 1
+
+    def _explain_judge_error(self, failed: MetricResult) -> None:
+        """The first failure of each kind per judge, in the log: a count alone does not say that the judge's
+        address, model or key is wrong. The kind is the reason up to its first colon (`HTTP 404`,
+        `connection error after 4 attempts`), so a flood of failures is a few lines."""
+        reason = failed.reason or "no reason given"
+        kind = reason.split(":", 1)[0]
+        todo = (
+            ""
+            if failed.judge == "offline"
+            else "; when every call fails, check the judge's address (--base-url, "
+            "TRACESCORE_JUDGE_BASE_URL), model (--model, TRACESCORE_JUDGE_MODEL) and API key "
+            "(TRACESCORE_JUDGE_API_KEY)"
+        )
+        self._explained(
+            (failed.judge, kind),
+            "judge %s could not score %s: %s. Its record says status=error and judge_errors counts it%s "
+            "[logged once per judge and kind of error]",
+            failed.judge, failed.metric, reason, todo,
+        )  # fmt: skip
 
     def evidence(self, turns: Sequence[Revision]) -> list[Output]:
         """The documents of conversation turns, for `tracescore conversations`; their trace's offsets wait

@@ -26,7 +26,7 @@ from tracescore.consume._revise import Revision
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
-from tracescore.extract import Found, Skip, find
+from tracescore.extract import Skip, find
 from tracescore.model import DecodedSpan, Trace
 from tracescore.sample import SkipReason
 
@@ -168,7 +168,8 @@ class Pipeline:
 
     def extract_and_admit(self, traces: list[Trace]) -> list[Admitted]:
         admitted = []
-        stats, revise, admit, evidence = self.stats, self.assembler.revise, self._admit, self._evidence
+        stats, revise, evidence, policy = self.stats, self.assembler.revise, self._evidence, self._policy
+        turned_away = self._turned_away
         stats.traces += len(traces)
         for trace in traces:
             found = find(trace)  # interactions not built yet: only those admitted are
@@ -179,21 +180,36 @@ class Pipeline:
             if not revisions:
                 continue
             stats.interactions += len(revisions)
-            wanted: list[tuple[Revision, tuple[str, ...] | None]] = []
-            turns: list[Revision] = []
+            # Built for a trace with something to score or a conversation turn: most have neither.
+            wanted: list[tuple[Revision, tuple[str, ...] | None]] | None = None
+            turns: list[Revision] | None = None
             for revision in revisions:
                 read = revision.interaction
                 if evidence and read.session_id is not None:
                     # before sampling: an unscored turn's documents count too
+                    turns = turns or []
                     turns.append(revision._replace(interaction=read.interaction()))
                 if read.question_missing is not None:
                     stats.without_question += 1
-                admitted_now, metrics = admit(read)
-                if admitted_now:
-                    wanted.append((revision._replace(interaction=read.interaction()), metrics))
+                if policy is None:  # every interaction, every metric
+                    wanted = wanted or []
+                    wanted.append((revision._replace(interaction=read.interaction()), None))
+                    continue
+                # The span and route decide most interactions turned away: those are never built. Not a
+                # method per interaction: every one of the unsampled path comes here.
+                span = read.span
+                decision = policy.screen(span, read.route)
+                if decision is None:
+                    decision = policy.admit(read.interaction())
+                skip = decision.skip
+                if skip is not None:
+                    # Not `skip.value`: an enum property, a Python call per interaction. Counted by the batch.
+                    turned_away.append((_REASON_NAMES[skip], span.service_name, span.scope_name))
+                    continue
+                wanted = wanted or []
+                wanted.append((revision._replace(interaction=read.interaction()), decision.metrics))
             if wanted or turns:
-                admitted.append(Admitted(dict(trace.offsets), wanted, trace.trace_id, turns))
-        turned_away = self._turned_away
+                admitted.append(Admitted(dict(trace.offsets), wanted or [], trace.trace_id, turns or []))
         if turned_away:  # counted once per batch: a Counter's += per interaction costs the unsampled path
             stats.sampled_out += len(turned_away)
             stats.not_admitted.update(map(_REASON, turned_away))
@@ -212,22 +228,6 @@ class Pipeline:
             for (reason, service, scope), count in not_scored.items():
                 skipped(reason, service, scope, count)
             not_scored.clear()
-
-    def _admit(self, read: Found) -> tuple[bool, tuple[str, ...] | None]:
-        policy = self._policy
-        if policy is None:
-            return True, None
-        # The span and route decide most interactions turned away: those are never built.
-        span = read.span
-        decision = policy.screen(span, read.route)
-        if decision is None:
-            decision = policy.admit(read.interaction())
-        skip = decision.skip
-        if skip is not None:
-            # Not `skip.value`: an enum property, a Python call per interaction. Counted by the batch.
-            self._turned_away.append((_REASON_NAMES[skip], span.service_name, span.scope_name))
-            return False, None
-        return True, decision.metrics
 
     def _skip(self, skip: Skip) -> None:
         service = skip.span.service_name if skip.span else "unknown_service"

@@ -70,13 +70,15 @@ def revise(
     if previous is None:  # a first reading: everything is new; what it judged is kept for late spans
         # Every trace released comes here: one loop, no NamedTuple constructor or comprehension per reading.
         judged_now: list[JudgedReading] = []
+        first: list[Revision[Judgeable]] = []
         for i in interactions:
             texts = i.texts if type(i) is Found else judged_texts(i)
             judged_now.append((i.span.span_id, tuple(i.span_ids), texts, 0))
+            first.append(_new_revision(Revision, (i, 0, None)))
         memory.judged = tuple(judged_now)
         if skips:
             memory.skipped = tuple((s.span.span_id, s.reason) for s in skips if s.span is not None)
-        return first_revisions(interactions), list(skips)
+        return first, skips if type(skips) is list else list(skips)  # `find`'s own list: not copied
     judged: list[JudgedReading] = []
     out: list[Revision[Judgeable]] = []
     for interaction in interactions:

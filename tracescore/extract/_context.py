@@ -50,6 +50,7 @@ class Contexts:
         "_over_chars",
         "_reprs",
         "_sources",
+        "_span_ids",
         "_texts",
         "_tool_results",
         "_unread",
@@ -58,8 +59,11 @@ class Contexts:
     def __init__(self) -> None:
         self._texts: list[str] = []
         self._sources: list[ContextSource] = []
-        self._calls: list[ToolCall | None] = []  # aligned with _texts: the tool call of a tool result
-        self._tool_results = 0  # how many of _calls are not None: most interactions have none
+        # Aligned with _texts once a tool result is kept (the tool call of each, None for the others); empty
+        # until then: most interactions have none.
+        self._calls: list[ToolCall | None] = []
+        self._tool_results = 0  # how many of _calls are not None
+        self._span_ids: tuple[str, ...] = ()  # the spans documents were kept from, in order
         self._chars = 0
         # Built when first written: most interactions have no note and no repr among their documents.
         self._notes: tuple[str, ...] = ()
@@ -90,17 +94,19 @@ class Contexts:
     ) -> None:
         """Documents read from `span`; `call` when they are a tool's result (see `tool_results`);
         `turns_back` when they belong to an earlier turn of the conversation."""
-        # Every document of every interaction passes here: the bounds and lists are read once per call, and
-        # the source is built as the tuple it is (a NamedTuple's own constructor is a Python call).
-        source = _new_source(ContextSource, (span.span_id, kind, turns_back))
-        kept, sources, calls, chars = self._texts, self._sources, self._calls, self._chars
+        # Every document of every interaction passes here: the bounds and lists are read once per call, only
+        # the text is kept per document in the loop (its source and call, the same for the whole call, are
+        # added after it), and the source is built as the tuple it is (a NamedTuple's own constructor is a
+        # Python call).
+        kept, chars = self._texts, self._chars
+        before = len(kept)
         for value in texts:
             text = value if isinstance(value, str) else str(value)
             if not text or text.isspace():
                 continue
             if may_start_repr(text, 0, 300) and is_repr(text):
                 reprs = self._reprs if isinstance(self._reprs, dict) else {}
-                reprs[source.span_id] = reprs.get(source.span_id, 0) + 1
+                reprs[span.span_id] = reprs.get(span.span_id, 0) + 1
                 self._reprs = reprs
                 continue
             size = len(text)
@@ -112,11 +118,20 @@ class Contexts:
                 continue
             chars += size
             kept.append(text)
-            sources.append(source)
-            calls.append(call)
-            if call is not None:
-                self._tool_results += 1
         self._chars = chars
+        added = len(kept) - before
+        if not added:
+            return
+        self._sources += [_new_source(ContextSource, (span.span_id, kind, turns_back))] * added
+        calls = self._calls
+        if call is not None:
+            calls += [None] * (before - len(calls))  # the first tool result: the calls line up from here
+            calls += [call] * added
+            self._tool_results += added
+        elif calls:
+            calls += [None] * added
+        if span.span_id not in self._span_ids:
+            self._span_ids = (*self._span_ids, span.span_id)
 
     def add_inputs(self, inputs: Iterable[tuple[DecodedSpan, Any]]) -> None:
         """Documents handed to steps as their input: each (step, its input as recorded), an input being a JSON
@@ -149,8 +164,10 @@ class Contexts:
         self._chars -= sum(len(self._texts[i]) for i in gone)
         self._texts = [self._texts[i] for i in kept]
         self._sources = [self._sources[i] for i in kept]
-        self._calls = [self._calls[i] for i in kept]
+        if self._calls:
+            self._calls = [self._calls[i] for i in kept]
         self._tool_results = sum(call is not None for call in self._calls)
+        self._span_ids = tuple(dict.fromkeys(source.span_id for source in self._sources))
 
     def skip_span(self) -> None:
         """A span whose documents were not read because the bounds were already reached."""
@@ -167,6 +184,11 @@ class Contexts:
     @property
     def sources(self) -> tuple[ContextSource, ...]:
         return tuple(self._sources)
+
+    @property
+    def span_ids(self) -> tuple[str, ...]:
+        """The spans the documents were read from, each once, in the order first read."""
+        return self._span_ids
 
     @property
     def notes(self) -> tuple[str, ...]:

@@ -19,16 +19,18 @@ from tracescore.model import DecodedSpan, Interaction, Trace
 
 __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "Findings", "extract", "find"]
 
+_NONE: set[str] = set()  # never written: a one-span trace keeps no covered spans
+
 DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = tuple(ConventionReader(c) for c in CONVENTIONS)
 
 
-@dataclass
+@dataclass(slots=True)
 class Extraction:
     interactions: list[Interaction] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class Findings:
     """What `find` read: the interactions, not built yet (`Found.interaction()` builds one), and the skips."""
 
@@ -45,8 +47,10 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
     """`extract`, each interaction left unbuilt until asked for: the consumer builds those it may score."""
     kept_found: list[Found] = []
     skipped: list[Skip] = []
-    covered: set[str] = set()
     one_span = len(trace.spans) == 1  # most traces of our own spans: once read, nothing else is in it
+    # The spans in, above or below a kept interaction; none kept for a one-span trace (its only span is
+    # covered by the first interaction kept).
+    covered: set[str] = set() if not one_span else _NONE
     for recognizer in recognizers:
         if kept_found and (one_span or covered.issuperset(trace.by_id)):
             # Every span is in, above or below a kept interaction: whatever a later recogniser finds is
@@ -63,30 +67,31 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
             ):
                 kept_found.append(outcome)
                 if one_span:
-                    continue  # its only span is covered: no set of covered spans to keep
+                    continue
                 anchor = outcome.span
                 covered.update(outcome.span_ids)
                 covered.add(anchor.span_id)
                 if anchor.parent_span_id is not None:
                     covered.update(s.span_id for s in trace.ancestors(anchor))
-                if len(trace.spans) > 1 and trace.children(anchor):
+                if trace.children(anchor):
                     covered.update(s.span_id for s in trace.descendants(anchor))
+    if not skipped:  # most traces read: nothing to explain
+        return Findings(kept_found, skipped if kept_found else [_not_rag(trace, recognizers)])
     skips: list[Skip] = []
-    if skipped:  # most traces read have none: no list of explained anchors to build
-        explained: list[DecodedSpan] = []
-        for skip in skipped:
-            skipped_at = skip.span
-            if skip.scored:  # said of an interaction scored: only of the reading kept
-                if any(kept.span is skipped_at for kept in kept_found):
-                    skips.append(skip)
-                continue
-            if skipped_at is not None:
-                if any(_same(trace, skipped_at, frozenset(), kept) for kept in kept_found) or any(
-                    _nested(trace, skipped_at, earlier) for earlier in explained
-                ):
-                    continue  # another reading scored it, or an earlier recogniser already explained it
-                explained.append(skipped_at)
-            skips.append(skip)
+    explained: list[DecodedSpan] = []
+    for skip in skipped:
+        skipped_at = skip.span
+        if skip.scored:  # said of an interaction scored: only of the reading kept
+            if any(kept.span is skipped_at for kept in kept_found):
+                skips.append(skip)
+            continue
+        if skipped_at is not None:
+            if any(_same(trace, skipped_at, frozenset(), kept) for kept in kept_found) or any(
+                _nested(trace, skipped_at, earlier) for earlier in explained
+            ):
+                continue  # another reading scored it, or an earlier recogniser already explained it
+            explained.append(skipped_at)
+        skips.append(skip)
     if not kept_found and not skips:
         skips.append(_not_rag(trace, recognizers))
     return Findings(kept_found, skips)

@@ -18,6 +18,7 @@ __all__ = ["conversation_of", "route_of"]
 
 _SESSION_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID)
 _USER_KEY = semconv.USER_ID
+_ROUTE = semconv.TRACESCORE_ROUTE
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -27,13 +28,14 @@ def route_of(trace: Trace, anchor: DecodedSpan, named: str | None = None) -> str
     ancestor span), else the anchor span's name without the ids some instrumentations put in it (an unnamed
     CrewAI crew's span is `Crew_<a new UUID per Crew()>.kickoff`: one route per crew object would never
     gather a route's results)."""
-    lineage = (anchor, *trace.ancestors(anchor)) if anchor.parent_span_id is not None else (anchor,)
-    return (
-        _first_text(lineage, semconv.TRACESCORE_ROUTE)
-        or named
-        or _first_text(lineage, semconv.HTTP_ROUTE)
-        or _without_ids(anchor.name)
-    )
+    if anchor.parent_span_id is None:  # a root, as every span of our own one-span traces: no walk
+        lineage: Sequence[DecodedSpan] = (anchor,)
+        route = anchor.attributes.get(_ROUTE)
+        explicit = route if isinstance(route, str) and route else None
+    else:
+        lineage = (anchor, *trace.ancestors(anchor))
+        explicit = _first_text(lineage, _ROUTE)
+    return explicit or named or _first_text(lineage, semconv.HTTP_ROUTE) or _without_ids(anchor.name)
 
 
 def conversation_of(

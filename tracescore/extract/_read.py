@@ -57,8 +57,11 @@ _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "node
 # Also `<generator object ...>`, `<x.Y object at 0x...>` and JavaScript's `[object Object]`.
 _OBJECT_REPR = re.compile(r"\[?<?[A-Z][\w.]*\((?:\)|[A-Za-z_]\w*=|['\"]|[A-Z][\w.]*\()")
 # How every repr shape here starts (after blanks, within the first 300 characters): `[`, `<`, `{`, or a
-# capitalised name and its `(`. Prose fails this at its first word, the rest of it never scanned.
-_REPR_START = re.compile(r"\s*(?:[\[<{]|[A-Z][\w.]*\()")
+# capitalised name and its `(`. Prose fails this at its first word, the rest of it never scanned. Possessive
+# (`*+`): what follows each run is never a character the run takes, so giving some back cannot help, and a
+# first word that is not a call fails at once instead of retrying each shorter prefix (every document, answer
+# and question is tested).
+_REPR_START = re.compile(r"\s*+(?:[\[<{]|[A-Z][\w.]*+\()")
 _OBJECT_AT = re.compile(
     r"<(?:generator|coroutine|async_generator|function|bound method) object "
     r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"

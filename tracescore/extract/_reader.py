@@ -14,14 +14,14 @@ there; the order is the rules' order and is part of the behaviour.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import NamedTuple
 
 from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading
 from tracescore.extract._lineage import conversation_of, route_of
 from tracescore.extract._protocol import Skip
-from tracescore.extract._read import is_repr
+from tracescore.extract._read import is_repr, may_start_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
 from tracescore.model import ContextSourceKind, DecodedSpan, Interaction, RagRecord, Trace
@@ -144,7 +144,7 @@ def something_to_judge(r: Reading) -> Skip | None:
     answer = r.answer
     if answer is None or not answer.strip():
         return r.missing("missing_answer", "answer", "no answer")
-    if is_repr(answer):
+    if may_start_repr(answer, 0, 300) and is_repr(answer):  # its first test, a C call, before the Python one
         return r.missing(
             "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
         )
@@ -178,7 +178,7 @@ def question_recorded(r: Reading) -> None:
         looked_in = r.looked_in()
         where = f" (looked in {looked_in['question']})" if "question" in looked_in else ""
         r.question_missing = f"no question recorded{where}: faithfulness is judged without it"
-    elif is_repr(question):
+    elif may_start_repr(question, 0, 300) and is_repr(question):
         r.question_missing = f"the question is a program repr ({_clip(question or '')}): judged without it"
 
 
@@ -288,8 +288,9 @@ class Found:
 
 def found(r: Reading) -> Found:
     """The interaction the steps read, grouped by its route (`_lineage.route_of`)."""
-    anchor, contexts = r.anchor, r.contexts
-    span_ids = frozenset([anchor.span_id, *map(_SPAN_ID, r.sources), *map(_SOURCE_SPAN, contexts.sources)])
+    anchor, contexts, sources = r.anchor, r.contexts, r.sources
+    read_from = (anchor.span_id, *contexts.span_ids)
+    span_ids = frozenset((*read_from, *map(_SPAN_ID, sources)) if sources else read_from)
     question = None if r.question_missing else r.question
     return Found(
         anchor, span_ids, route_of(r.trace, anchor, r.route_name), r.question_missing,
@@ -395,7 +396,6 @@ class ConventionReader:
 
 
 _SPAN_ID = attrgetter("span_id")
-_SOURCE_SPAN = itemgetter(0)
 
 
 def _no_documents(r: Reading) -> Skip:

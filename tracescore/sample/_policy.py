@@ -43,6 +43,7 @@ _PACE_MARGIN = 1.1  # admit a little ahead of pace: the hard limit stops overspe
 # Decisions are immutable: one per reason, not one per interaction turned away (most are, at low rates).
 _SKIPS = {reason: Decision(metrics=(), skip=reason) for reason in SkipReason}
 _RATE = SkipReason.RATE
+_RATE_SKIP = _SKIPS[_RATE]
 
 
 class CascadePolicy(SamplingPolicy):
@@ -62,7 +63,13 @@ class CascadePolicy(SamplingPolicy):
     ) -> None:
         self.config = config or SamplingConfig()
         self.metrics = tuple(metrics)
-        self.skips: Counter[str] = Counter()
+        # Interactions turned away, by reason (`skips`); the rate's, most of them at low rates, an int:
+        # a Counter's item write is a Python-level call (its __delitem__ is Python), on every interaction.
+        self._skips: Counter[str] = Counter()
+        self._rate_skips = 0
+        # The config is frozen: its filters, read for every interaction, are read here once.
+        filters = self.config.filters
+        self._filters = filters if filters.include or filters.exclude else None
         self.selections: Counter[str] = Counter()
         self._rates: dict[tuple[str, str], tuple[float, ...]] = {}
         self._top_rates: dict[tuple[str, str], float] = {}  # the highest of each cached entry of _rates
@@ -85,8 +92,8 @@ class CascadePolicy(SamplingPolicy):
 
     def screen(self, span: DecodedSpan, route: str) -> Decision | None:
         """The filters and rates: they read the interaction's span and route only."""
-        filters = self.config.filters
-        if (filters.include or filters.exclude) and (
+        filters = self._filters
+        if filters is not None and (
             not all(f.matches(span.attributes) for f in filters.include)
             or any(f.matches(span.attributes) for f in filters.exclude)
         ):
@@ -99,9 +106,17 @@ class CascadePolicy(SamplingPolicy):
         if top <= 0.0 or (top < 1.0 and not within(position(span.trace_id, "rate"), top)):
             # Nothing to keep (no hash needed to say so), or outside the share. One hash for every metric:
             # a trace kept for a 10% metric is also kept for a 50% one.
-            self.skips[_RATE] += 1
-            return _SKIPS[_RATE]
+            self._rate_skips += 1
+            return _RATE_SKIP
         return None
+
+    @property
+    def skips(self) -> Counter[str]:
+        """Interactions turned away so far, by reason (`SkipReason`)."""
+        skips = Counter(self._skips)
+        if self._rate_skips:
+            skips[_RATE] += self._rate_skips
+        return skips
 
     def admit(self, interaction: Interaction) -> Decision:
         span = interaction.span
@@ -158,7 +173,7 @@ class CascadePolicy(SamplingPolicy):
             )
         hold = cascade.baseline_rate * candidates_per_s * estimate
         if selection is None or not self._budget_allows(selection, estimate, hold):
-            self.skips[SkipReason.BUDGET] += 1
+            self._skips[SkipReason.BUDGET] += 1
             return Escalation(
                 to_llm=False,
                 selection=selection or Selection.CASCADE,  # above the floor, below what the budget allows
@@ -320,7 +335,7 @@ class CascadePolicy(SamplingPolicy):
     # --- helpers -------------------------------------------------------------------------------------
 
     def _skipped(self, reason: SkipReason) -> Decision:
-        self.skips[reason] += 1
+        self._skips[reason] += 1
         return _SKIPS[reason]
 
     def _rates_for(self, service: str, route: str) -> tuple[float, ...]:

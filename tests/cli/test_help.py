@@ -1,0 +1,60 @@
+"""Every command's --help sends a reader only to places that exist: "see the docs, A > B" names pages of the
+docs site's navigation (mkdocs.yml), "see README, X" a heading of the README."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tracescore.cli import main
+
+ROOT = Path(__file__).parents[2]
+
+
+def _nav_titles(entries: list[object], trail: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    titles: set[tuple[str, ...]] = set()
+    for entry in entries:
+        if isinstance(entry, dict):
+            for title, target in entry.items():
+                titles.add((*trail, title))
+                if isinstance(target, list):
+                    titles |= _nav_titles(target, (*trail, title))
+    return titles
+
+
+def _help_texts() -> dict[str, str]:
+    assert isinstance(main, click.Group)
+    runner = CliRunner()
+    texts = {"tracescore": runner.invoke(main, ["--help"], terminal_width=10_000).output}
+    for name in main.commands:
+        texts[name] = runner.invoke(main, [name, "--help"], terminal_width=10_000).output
+    return texts
+
+
+HELP = _help_texts()
+
+
+@pytest.mark.parametrize("command", sorted(HELP))
+def test_help_points_only_to_pages_and_sections_that_exist(command: str) -> None:
+    # From `nav:` on: the part of mkdocs.yml before it holds tags plain YAML does not read.
+    nav = yaml.safe_load("nav:" + (ROOT / "mkdocs.yml").read_text().split("\nnav:", 1)[1])["nav"]
+    pages = _nav_titles(nav)
+    readme = {
+        line.lstrip("#").strip() for line in (ROOT / "README.md").read_text().splitlines() if line[:2] == "##"
+    }
+    text = " ".join(HELP[command].split())
+    for reference in re.findall(r"see the docs, ([^;\].)]+)", text):
+        path = tuple(part.strip() for part in reference.split(">"))
+        assert path in pages, (
+            f"tracescore {command} --help sends readers to a page not on the site: {reference!r}"
+        )
+    for section in re.findall(r"see README, ([^;\].)]+)", text):
+        assert section.strip() in readme, (
+            f"tracescore {command} --help names a README section it lacks: {section!r}"
+        )
+    assert "see README)" not in text, f"tracescore {command} --help says 'see README' without a section"
