@@ -114,6 +114,11 @@ EXPECTED = {
     # the spans only with its content settings on and the integration page's ObservationFilter.
     "spring_ai/no_content_": ("skip", "content_not_captured"),
     "spring_ai": ("interaction", "spring_ai"),
+    # The same app on Spring AI 2.0 / Spring Boot 4.
+    "spring_ai2/no_content_": ("skip", "content_not_captured"),
+    "spring_ai2_conversation/greeting_turn1": ("skip", "empty_context"),
+    "spring_ai2_conversation": ("interaction", "spring_ai"),
+    "spring_ai2": ("interaction", "spring_ai"),
     "spring_ai_conversation/greeting_turn1": ("skip", "empty_context"),
     "spring_ai_conversation": ("interaction", "spring_ai"),
     # Strands Agents' own GenAI spans: the messages are on them only with OTEL_SEMCONV_STABILITY_OPT_IN=
@@ -125,10 +130,16 @@ EXPECTED = {
     "strands": ("interaction", "strands"),
     "strands_conversation/greeting_turn1": ("skip", "empty_context"),
     "strands_conversation": ("interaction", "strands"),
+    # Multi-agent runs: scored once, on the span whose answer the user reads (the orchestrator, the Swarm, the
+    # Graph), against the researcher's search; the researcher's own answer is neither the answer nor evidence.
+    "strands_multiagent": ("interaction", "strands"),
+    # The memory's entries are the documents, injected into the prompt or returned by its search tool.
+    "strands_memory": ("interaction", "strands"),
     # Mastra's OtelExporter through the real Collector: the question on the agent span's Mastra input.
     "mastra": ("interaction", "mastra"),
     "mastra_conversation/greeting_turn1": ("skip", "empty_context"),
     "mastra_conversation": ("interaction", "mastra"),
+    "mastra_workflow": ("interaction", "mastra"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets

@@ -1,6 +1,8 @@
-"""Spring AI's spans, recorded from a real Spring Boot app (fixtures/spring_ai, spring_ai_conversation): the
-chat client call read with its vector store retrieval; without the content on the spans, a skip that names
-the Spring settings to turn on; each chat turn in its conversation (the chat memory's id)."""
+"""Spring AI's spans, recorded from a real Spring Boot app (fixtures/spring_ai, spring_ai_conversation; the
+same app on Spring AI 2.0 and Spring Boot 4: spring_ai2, spring_ai2_conversation, where the tool span is
+`execute_tool` below a Tool Calling advisor span): the chat client call read with its vector store retrieval;
+without the content on the spans, a skip that names the Spring settings to turn on; each chat turn in its
+conversation (the chat memory's id)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from recorded import Recording, extracted, read_as_run, read_chat_turn, recordin
 
 from tracescore.score import evaluate
 
-RECORDED = {r.id: r for r in recordings() if r.source in ("spring_ai", "spring_ai_conversation")}
+RECORDED = {
+    r.id: r for r in recordings() if r.source in ("spring_ai", "spring_ai2", "spring_ai_conversation")
+}
+LINES = pytest.mark.parametrize("line", ["spring_ai", "spring_ai2"])  # Spring AI 1.1 and 2.0
 QUESTION_WORDS = "How long does the Aurora X2 battery last?"
 TURNS = [r for r in RECORDED.values() if r.conversation and r.expected[0] == "interaction"]
 LOG_COMPLETION = "spring.ai.chat.client.observations.log-completion"
@@ -18,9 +23,10 @@ TOOL_CONTENT = "spring.ai.tools.observations.include-content"
 QUERY_RESPONSE, TOOL_RESULT = "db.vector.query.response.documents", "spring.ai.tool.call.result"
 
 
+@LINES
 @pytest.mark.parametrize("scenario", ["qa_advisor", "rag_advisor"])
-def test_both_advisors_are_read_with_the_vector_store_documents_as_context(scenario: str) -> None:
-    recording = RECORDED[f"spring_ai/{scenario}_faithful"]
+def test_both_advisors_are_read_with_the_vector_store_documents_as_context(line: str, scenario: str) -> None:
+    recording = RECORDED[f"{line}/{scenario}_faithful"]
     interaction = read_as_run(recording, "spring_ai", "spring_ai chat_client")
     assert {s.kind for s in interaction.context_sources} == {"retriever"}
     # Micrometer writes the usage as strings, and Spring AI's is cumulative over a tool loop: left unread.
@@ -28,8 +34,9 @@ def test_both_advisors_are_read_with_the_vector_store_documents_as_context(scena
     assert run is not None and (run.prompt_tokens, run.steps) == (None, 1)
 
 
-def test_content_capture_off_is_skipped_naming_the_spring_settings() -> None:
-    found = extracted(spans_of(RECORDED["spring_ai/no_content_faithful"]))
+@LINES
+def test_content_capture_off_is_skipped_naming_the_spring_settings(line: str) -> None:
+    found = extracted(spans_of(RECORDED[f"{line}/no_content_faithful"]))
     [skip] = found.skips
     assert found.interactions == [] and skip.reason == "content_not_captured"
     assert f"{LOG_COMPLETION}=true" in skip.detail and f"{LOG_QUERY_RESPONSE}=true" in skip.detail
@@ -50,8 +57,9 @@ def test_one_setting_off_is_named_alone(key: str, setting: str, other: str) -> N
     assert setting in skip.detail and other not in skip.detail
 
 
-def test_a_tool_the_model_called_is_in_the_run_and_its_search_read_once() -> None:
-    recording = RECORDED["spring_ai/tool_faithful"]
+@LINES
+def test_a_tool_the_model_called_is_in_the_run_and_its_search_read_once(line: str) -> None:
+    recording = RECORDED[f"{line}/tool_faithful"]
     [interaction] = extracted(spans_of(recording)).interactions
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     assert {s.kind for s in interaction.context_sources} == {"retriever"}  # not the tool's result again
@@ -60,15 +68,17 @@ def test_a_tool_the_model_called_is_in_the_run_and_its_search_read_once() -> Non
     assert QUESTION_WORDS in str(run.tool_calls[0].arguments)
 
 
-def test_a_tools_result_is_the_documents_when_its_search_recorded_none() -> None:
-    recording = RECORDED["spring_ai/tool_faithful"]
+@LINES
+def test_a_tools_result_is_the_documents_when_its_search_recorded_none(line: str) -> None:
+    recording = RECORDED[f"{line}/tool_faithful"]
     [interaction] = extracted(without(spans_of(recording), QUERY_RESPONSE)).interactions
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     assert {s.kind for s in interaction.context_sources} == {"tool"}
 
 
-def test_a_tool_without_its_content_names_the_tool_setting() -> None:
-    spans = without(spans_of(RECORDED["spring_ai/tool_faithful"]), QUERY_RESPONSE, TOOL_RESULT)
+@LINES
+def test_a_tool_without_its_content_names_the_tool_setting(line: str) -> None:
+    spans = without(spans_of(RECORDED[f"{line}/tool_faithful"]), QUERY_RESPONSE, TOOL_RESULT)
     [skip] = extracted(spans).skips
     assert skip.reason == "content_not_captured"
     assert f"{TOOL_CONTENT}=true" in skip.detail and f"{LOG_QUERY_RESPONSE}=true" in skip.detail
@@ -80,8 +90,13 @@ def test_the_question_falls_back_to_the_vector_store_query() -> None:
     assert interaction.record.query == recording.question
 
 
-def test_the_chat_model_span_is_not_read_again_as_an_otel_genai_call() -> None:
-    found = extracted(spans_of(RECORDED["spring_ai/rag_advisor_unfaithful"]))
+@LINES
+@pytest.mark.parametrize("scenario", ["rag_advisor_unfaithful", "tool_unfaithful"])
+def test_the_chat_model_and_tool_spans_are_not_read_again_as_otel_genai_calls(
+    line: str, scenario: str
+) -> None:
+    # Spring AI 2's tool span is `gen_ai.operation.name=execute_tool`: read as the chat client's, once.
+    found = extracted(spans_of(RECORDED[f"{line}/{scenario}"]))
     assert [i.convention for i in found.interactions] == ["spring_ai"] and found.skips == []
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from tracescore.extract._read import is_repr, may_start_repr
+from tracescore.extract._read import documents_of, is_repr, may_start_repr, parse_json
 from tracescore.model import ContextSource, ContextSourceKind, DecodedSpan
 
 __all__ = [
@@ -132,6 +132,18 @@ class Contexts:
             calls += [None] * added
         if span.span_id not in self._span_ids:
             self._span_ids = (*self._span_ids, span.span_id)
+
+    def add_inputs(self, inputs: Iterable[tuple[DecodedSpan, Any]]) -> None:
+        """Documents handed to steps as their input: each (step, its input as recorded), an input being a JSON
+        mapping with a list of documents under a `documents`-like key (`documents_of`). Nested steps pass the
+        same list on: each text is taken once."""
+        seen: set[str] = set()
+        for step, value in inputs:
+            value = parse_json(value)
+            docs = documents_of(value) if isinstance(value, Mapping) else None
+            if docs:
+                self.add(step, ContextSourceKind.INPUT, [d for d in docs if d not in seen])
+                seen.update(docs)
 
     @property
     def has_tool_results(self) -> bool:

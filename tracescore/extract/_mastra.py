@@ -13,6 +13,13 @@ earlier turns' tool results from what the model was given: the `model_generation
 memory recalled, the question).
 The conversation is the memory's thread (`gen_ai.conversation.id`), its user the memory's resource
 (`mastra.metadata.resourceId`).
+
+A workflow run (`invoke_workflow {id}`, `workflow_run`) is the interaction around its steps
+(`workflow_step`) and the agents they call: its question is its input, `mastra.workflow_run.input` (the
+text, or a question-like field of the input object), its answer its last chat's. A step that retrieves hands
+its documents on to the next step, whose input (`mastra.workflow_step.input`) then holds them: read, when no
+tool or retrieval recorded any, as the documents an answering step was given (a step's output is not read:
+only what was handed on is what the answer could rest on).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from collections.abc import Mapping
 from tracescore.extract._convention import Reading
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results
-from tracescore.extract._read import parse_json, user_text
+from tracescore.extract._read import parse_json, question_text, user_text
 from tracescore.model import DecodedSpan
 
 __all__ = ["Mastra"]
@@ -40,12 +47,17 @@ class Mastra(GenAI):
     GENERATION = "model_generation"  # the span type whose input is the conversation the model was given
     GENERATION_INPUT = "mastra.model_generation.input"
     GENERATION_MESSAGES = "messages"
+    WORKFLOW_INPUT = "mastra.workflow_run.input"
+    STEP = "workflow_step"  # a workflow's step: its input is what the step before handed it
+    STEP_INPUT = "mastra.workflow_step.input"
     LOOKED_IN = {
-        "question": f"{AGENT_INPUT} of the invoke_agent span (its text, or its last user message)",
+        "question": f"{AGENT_INPUT} of the invoke_agent span (its text, or its last user message), "
+        f"{WORKFLOW_INPUT} of the invoke_workflow span",
         "answer": f"{AGENT_OUTPUT} of the invoke_agent span, or the assistant message of "
         f"{GenAI.OUTPUT_MESSAGES} of its last chat",
         "documents": f"{GenAI.TOOL_RESULT[0]} of its execute_tool spans and {GenAI.RETRIEVAL_DOCUMENTS} of "
-        f"retrieval spans; earlier turns' tool results in {GENERATION_INPUT}",
+        f"retrieval spans; earlier turns' tool results in {GENERATION_INPUT}; a list of documents in a "
+        f"workflow step's {STEP_INPUT}",
     }
 
     def kind(self, span: DecodedSpan) -> str:
@@ -67,10 +79,17 @@ class Mastra(GenAI):
             return genai_tool_results(given.get(self.GENERATION_MESSAGES))
         return super().input_tool_results(llm)
 
+    def input_documents(self, reading: Reading) -> None:
+        steps = [s for s in reading.around if s.attributes.get(self.MARKER) == self.STEP]
+        reading.contexts.add_inputs((step, step.attributes.get(self.STEP_INPUT)) for step in steps)
+
     def question(self, reading: Reading) -> str | None:
-        asked = parse_json(reading.anchor.attributes.get(self.AGENT_INPUT))
+        attributes = reading.anchor.attributes
+        asked = parse_json(attributes.get(self.AGENT_INPUT))
         if isinstance(asked, str) and asked:
             return asked
+        if self.WORKFLOW_INPUT in attributes:
+            return question_text(attributes[self.WORKFLOW_INPUT]) or super().question(reading)
         return user_text(asked) or super().question(reading)
 
     def own_answer(self, span: DecodedSpan) -> str | None:

@@ -26,7 +26,6 @@ from tracescore.extract._read import (
     answer_text,
     documents_of,
     indexed,
-    parse_json,
     question_text,
     user_text,
 )
@@ -158,16 +157,8 @@ class OpenInference(Convention):
         same list on: each text is taken once."""
         if not self.is_interaction(reading.anchor):
             return
-        seen: set[str] = set()
-        for chain in [
-            reading.anchor,
-            *(s for s in reading.around if self.kind(s) == self.CHAIN),
-        ]:
-            value = parse_json(chain.attributes.get(self.INPUT_VALUE))
-            docs = documents_of(value) if isinstance(value, Mapping) else None
-            if docs:
-                reading.contexts.add(chain, ContextSourceKind.INPUT, [d for d in docs if d not in seen])
-                seen.update(docs)
+        chains = [reading.anchor, *(s for s in reading.around if self.kind(s) == self.CHAIN)]
+        reading.contexts.add_inputs((chain, chain.attributes.get(self.INPUT_VALUE)) for chain in chains)
 
     def question(self, reading: Reading) -> str | None:
         anchor = reading.anchor

@@ -16,6 +16,17 @@ earlier turns' tool results in the last chat's input), with what Strands writes 
   list of texts returned that list of documents, in its span and in later model calls' input.
 - The agent span's answer is `str(AgentResult)`: its text blocks, each followed by a newline, which is not
   part of the answer.
+- Several agents answering one request are one interaction, on the span whose answer the user reads: an
+  orchestrator calling agents as tools (`agent.as_tool()`: the sub-agent's `invoke_agent` inside the
+  orchestrator's `execute_tool`) is the outermost `invoke_agent`; a Swarm or a Graph is `invoke_swarm` /
+  `invoke_graph` around its nodes' `invoke_agent` spans, with the task as its `gen_ai.input.messages` and no
+  output (Strands 1.x never records one): its answer is the last node's, its last chat's text. The
+  sub-agents' own tool results are the documents; what one agent hands another is not: an agent-as-tool's
+  result (the sub-agent's answer) and a Swarm's `handoff_to_agent` result (the handing agent's message).
+- Its memory (`MemoryManager`) searches its stores in a `memory.search` span, whose `content` holds the
+  entries found once the search ended (Strands writes the query's and the results' events there, the results
+  last): retrieval spans, whether memory injection put the entries into the prompt or the model called the
+  `search_memory` tool (which wraps the search: its result is not read again).
 """
 
 from __future__ import annotations
@@ -23,11 +34,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescore.extract._convention import Reading
+from tracescore.extract._convention import Reading, without_wrappers
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult
-from tracescore.extract._read import parse_json
-from tracescore.model import DecodedSpan, Trace
+from tracescore.extract._read import documents_of, parse_json
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["Strands"]
 
@@ -44,6 +55,12 @@ class Strands(GenAI):
     OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
     CONTENT_ON_SPANS = "gen_ai_latest_experimental,gen_ai_span_attributes_only"
     UNREDACTED = "gen_ai_unredacted_attributes"
+    # A Swarm's and a Graph's span (`invoke_{swarm,graph}`) around its nodes' agent spans.
+    MULTI_AGENT_KINDS = frozenset({"invoke_swarm", "invoke_graph"})
+    INTERACTION_KINDS = GenAI.INTERACTION_KINDS | MULTI_AGENT_KINDS
+    HANDOFF_TOOL = "handoff_to_agent"  # a Swarm node's tool: its result is the message it hands on
+    MEMORY_SEARCH = "memory.search"
+    MEMORY_RESULTS = "content"  # of a memory.search span: the entries found (the query until it ended)
     # The keys whose text is judged: question and earlier turns, answer, documents.
     CONTENT_KEYS = (GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES, GenAI.TOOL_RESULT[0])
     LOOKED_IN = {
@@ -52,7 +69,8 @@ class Strands(GenAI):
         "answer": f"the assistant message of {GenAI.OUTPUT_MESSAGES} of the invoke_agent span or of its last "
         "chat",
         "documents": f"the content blocks of {GenAI.TOOL_RESULT[0]} of its execute_tool spans, tool results "
-        f"in {GenAI.INPUT_MESSAGES} and {GenAI.RETRIEVAL_DOCUMENTS} of retrieval spans",
+        f"in {GenAI.INPUT_MESSAGES}, {GenAI.RETRIEVAL_DOCUMENTS} of retrieval spans and the entries in "
+        f"{MEMORY_RESULTS} of memory.search spans",
     }
 
     def present(self, trace: Trace) -> bool:
@@ -64,6 +82,24 @@ class Strands(GenAI):
     def kind(self, span: DecodedSpan) -> str:
         # Only Strands' own spans: another producer's GenAI spans in the trace are the GenAI reader's.
         return super().kind(span) if self._is_strands(span) else ""
+
+    def is_retrieval(self, span: DecodedSpan) -> bool:
+        return self.kind(span) in (self.RETRIEVAL, self.MEMORY_SEARCH)
+
+    def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
+        if self.kind(span) == self.MEMORY_SEARCH:
+            return documents_of(span.attributes.get(self.MEMORY_RESULTS))
+        return super().documents(span, kind)
+
+    def collect(self, reading: Reading) -> Reading:
+        reading = super().collect(reading)
+        trace, tools = reading.trace, reading.tools
+        # A tool around a memory search returned what the search span records; an agent's words are not read.
+        read = without_wrappers(trace, tools, [span for span, _ in reading.retrievals])
+        results = [tool for tool in read if not self._relays_agent(trace, tool)]
+        if len(results) < len(tools):
+            reading.tool_results = results
+        return reading
 
     def tool_call(self, span: DecodedSpan) -> tuple[Any, Any]:
         result, arguments = super().tool_call(span)
@@ -98,6 +134,13 @@ class Strands(GenAI):
         # Two lookups, no generator: this runs on every span of every trace no earlier reader covered.
         get = span.attributes.get
         return get(self.PROVIDER) == self.STRANDS or get(self.SYSTEM) == self.STRANDS
+
+    def _relays_agent(self, trace: Trace, tool: DecodedSpan) -> bool:
+        """Whether the tool's result is another agent's words: an agent called as a tool (its answer), or a
+        Swarm's handoff (the handing agent's message); never evidence for the answer."""
+        if tool.attributes.get(self.TOOL_NAME) == self.HANDOFF_TOOL:
+            return True
+        return any(self.kind(span) == self.INVOKE_AGENT for span in trace.descendants(tool))
 
     def _redacted(self, span: DecodedSpan, key: str) -> bool:
         return span.attributes.get(key) == self.REDACTED
