@@ -10,12 +10,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kafka import KafkaConsumer, TopicPartition
+
 from tracescore.consume import ConsumerSettings
 from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 
 __all__ = [
     "WAIT_S",
+    "all_committed",
+    "committed",
     "consumer_settings",
+    "end_offsets",
     "judge_client",
     "nothing_left_open",
     "wait_until",
@@ -36,6 +41,30 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(every_s)
+
+
+def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None]:
+    """The group's committed offset on each partition of `topic` (None: nothing committed)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False)
+    partitions = consumer.partitions_for_topic(topic) or set()
+    offsets = {p: consumer.committed(TopicPartition(topic, p)) for p in sorted(partitions)}
+    consumer.close(autocommit=False)
+    return offsets
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    ends = {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
+    consumer.close()
+    return ends
+
+
+def all_committed(bootstrap: str, group_id: str, topic: str) -> bool:
+    """Whether the group committed the end of every partition of `topic` that holds messages: all read."""
+    done = committed(bootstrap, group_id, topic)
+    ends = {p: end for p, end in end_offsets(bootstrap, topic).items() if end}
+    return bool(ends) and all(done.get(p) == end for p, end in ends.items())
 
 
 def consumer_settings(bootstrap: str, prefix: str, **overrides: Any) -> ConsumerSettings:

@@ -84,6 +84,88 @@ def test_every_service_names_a_misspelt_setting_with_the_valid_ones(load: Any, t
     assert "group_idd: unknown setting 'group_idd' (did you mean 'group_id'? valid: " in str(raised.value)
 
 
+# Each service's internal topics (re-keyed records, state, the state of earlier versions), as every earlier
+# version named them: the default group keeps them so an upgrade keeps its state.
+TODAYS_TOPICS = {
+    load_alert_config: {
+        "routes_topic": "tracescore.alert.routes",
+        "state_topic": "tracescore.alert.changelog",
+        "legacy_state_topic": "tracescore.alert.state",
+    },
+    load_conversations_config: {
+        "turns_topic": "tracescore.conversations.turns",
+        "state_topic": "tracescore.conversations.changelog",
+        "legacy_state_topic": "tracescore.conversations.state",
+    },
+}
+
+
+def topics(config: BaseModel, load: Any) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in TODAYS_TOPICS[load]}
+
+
+@pytest.mark.parametrize("load", TODAYS_TOPICS)
+def test_the_default_group_keeps_the_topics_of_earlier_versions(load: Any, tmp_path: Path) -> None:
+    config = load()
+    assert topics(config, load) == TODAYS_TOPICS[load]
+    path = tmp_path / "same.toml"
+    path.write_text(f"group_id = {config.group_id!r}\n")  # named, yet the default: still today's names
+    assert topics(load(path), load) == TODAYS_TOPICS[load]
+
+
+@pytest.mark.parametrize(
+    ("load", "keyed"), [(load_alert_config, "routes_topic"), (load_conversations_config, "turns_topic")]
+)
+def test_another_group_gets_topics_of_its_own(
+    load: Any, keyed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suffix = keyed.removesuffix("_topic")
+    expected = {keyed: f"team-b.{suffix}", "state_topic": "team-b.changelog", "legacy_state_topic": None}
+    assert topics(load(group_id="team-b"), load) == expected  # the flag
+    path = tmp_path / "b.toml"
+    path.write_text("group_id = 'team-b'\n")
+    assert topics(load(path), load) == expected  # the file
+    prefix = "TRACESCORE_ALERT_" if load is load_alert_config else "TRACESCORE_CONVERSATIONS_"
+    monkeypatch.setenv(f"{prefix}GROUP_ID", "team-c")
+    assert load().state_topic == "team-c.changelog"  # the environment
+
+
+@pytest.mark.parametrize(
+    ("load", "keyed"), [(load_alert_config, "routes_topic"), (load_conversations_config, "turns_topic")]
+)
+def test_a_topic_set_explicitly_is_used_as_given(
+    load: Any, keyed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # How two groups share one state on purpose: each names the same topics.
+    path = tmp_path / "shared.toml"
+    path.write_text(f"group_id = 'team-b'\n{keyed} = 'shared.keyed'\nlegacy_state_topic = 'old.state'\n")
+    prefix = "TRACESCORE_ALERT_" if load is load_alert_config else "TRACESCORE_CONVERSATIONS_"
+    monkeypatch.setenv(f"{prefix}STATE_TOPIC", "shared.changelog")
+    assert topics(load(path), load) == {
+        keyed: "shared.keyed",
+        "state_topic": "shared.changelog",
+        "legacy_state_topic": "old.state",
+    }
+    assert load(path, state_topic="flag.changelog").state_topic == "flag.changelog"
+    monkeypatch.delenv(f"{prefix}STATE_TOPIC")
+    path.write_text("group_id = 'team-b'\nlegacy_state_topic = 'old.state'\n")
+    assert load(path).state_topic == "team-b.changelog"  # the others still the group's own
+
+
+@pytest.mark.parametrize("load", TODAYS_TOPICS)
+def test_a_group_id_that_cannot_name_a_topic_is_a_clear_error(load: Any, tmp_path: Path) -> None:
+    with pytest.raises(ConfigFileError) as raised:
+        load(group_id="team b")
+    message = str(raised.value)
+    assert "group_id 'team b' cannot name its own topics" in message and "'team b.changelog'" in message
+    assert "at most 249 letters, digits, '.', '_' and '-'; use such a group id, or set those" in message
+    with pytest.raises(ConfigFileError, match="cannot name its own topics"):
+        load(group_id="g" * 240)  # 240 characters + ".changelog" is longer than Kafka allows
+    keyed = next(iter(TODAYS_TOPICS[load]))
+    given = load(group_id="team b", **{keyed: "b.keyed", "state_topic": "b.changelog"})
+    assert given.state_topic == "b.changelog"  # both set: the group id names nothing
+
+
 def default(model: type[BaseModel], field: str) -> Any:
     return model.model_fields[field].default
 

@@ -9,6 +9,7 @@ settings class derives from `FileSettings`, so the precedence is the same everyw
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 import types
 from collections.abc import Collection, Mapping
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
 from tracescore._kafka_config import (
@@ -32,6 +33,7 @@ __all__ = [
     "FileSettings",
     "ServiceSettings",
     "fields_at",
+    "group_topic_field",
     "keys_outside_tables",
     "load_service_settings",
     "one_line",
@@ -119,9 +121,30 @@ class FileSettings(BaseSettings):
         return init_settings, env_settings, InitSettingsSource(settings_cls, dict(_file_values.get() or {}))
 
 
+# Where a group topic field keeps the name it takes under another group id (a `{group_id}` pattern, or None).
+_OF_ANOTHER_GROUP = "of_another_group"
+# What Kafka accepts as a topic name (kafka.common.internals.Topic): these characters, at most 249 of them.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def group_topic_field(default: str | None, of_another_group: str | None, description: str) -> Any:
+    """A service's internal topic (the re-keyed records, the state): it belongs to the consumer group, as
+    Kafka Streams' changelog and repartition topics belong to their application id. The default group id
+    keeps `default` (the name of every earlier version, so an upgrade keeps its state); another group id
+    gets `of_another_group` with `{group_id}` filled in (None: no topic). A name given explicitly (flag,
+    environment, file) is used as given: how two groups share state deliberately."""
+    derived = "unset" if of_another_group is None else f"`{of_another_group.format(group_id='<group_id>')}`"
+    return Field(
+        default=default,
+        description=f"{description} That default is the default group_id's; under another group_id it is "
+        f"{derived}, so two groups share it only when it is set.",
+        json_schema_extra={_OF_ANOTHER_GROUP: of_another_group},
+    )
+
+
 class ServiceSettings(FileSettings):
     """What the services that re-key the evaluation records share (`tracescore alert`, `tracescore
-    conversations`)."""
+    conversations`). A subclass declares `group_id` and its internal topics with `group_topic_field`."""
 
     bootstrap_servers: str = Field(
         default=DEFAULT_BOOTSTRAP_SERVERS,
@@ -157,6 +180,39 @@ class ServiceSettings(FileSettings):
         "is lost: the next start (the pod restarted) restores them again. A large state topic that is being "
         "read is never cut short.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _topics_of_the_group(cls, values: Any) -> Any:
+        """Name the internal topics left unset after a group id other than the default."""
+        default_group = cls.model_fields["group_id"].default
+        group = values.get("group_id", default_group) if isinstance(values, dict) else default_group
+        if group == default_group or not isinstance(group, str):
+            return values
+        derived = {
+            name: None if pattern is None else pattern.format(group_id=group)
+            for name, pattern in _group_topic_patterns(cls).items()
+            if name not in values
+        }
+        invalid = sorted(
+            name for name, topic in derived.items() if topic is not None and not _TOPIC_NAME.fullmatch(topic)
+        )
+        if invalid:
+            raise ValueError(
+                f"group_id {group!r} cannot name its own topics ({', '.join(invalid)}: "
+                f"{', '.join(repr(derived[name]) for name in invalid)}): a Kafka topic name is at most 249 "
+                "letters, digits, '.', '_' and '-'; use such a group id, or set those topics"
+            )
+        return {**values, **derived}
+
+
+def _group_topic_patterns(cls: type[BaseModel]) -> dict[str, str | None]:
+    """The fields declared with `group_topic_field`, with the name each takes under another group id."""
+    return {
+        name: extra[_OF_ANOTHER_GROUP]
+        for name, field in cls.model_fields.items()
+        if isinstance(extra := field.json_schema_extra, dict) and _OF_ANOTHER_GROUP in extra
+    }
 
 
 def load_service_settings(

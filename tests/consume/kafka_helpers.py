@@ -1,5 +1,6 @@
 """Helpers for tests that talk to the real broker: produce raw messages, run an instrumented app, wait. A
-topic is read back with `tracescore.testing.kafka_topics.read_topic`."""
+topic is read back with `tracescore.testing.kafka_topics.read_topic`; offsets with _helpers' `committed` and
+`end_offsets` (re-exported here)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Protocol
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from _helpers import committed, end_offsets
+from kafka import KafkaConsumer, KafkaProducer
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.model import EvaluationRecord
@@ -24,22 +26,6 @@ def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes
     for key, value in messages:
         producer.send(topic, key=key, value=value).get(timeout=30)
     producer.close()
-
-
-def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False)
-    partitions = consumer.partitions_for_topic(topic) or set()
-    offsets = {p: consumer.committed(TopicPartition(topic, p)) for p in sorted(partitions)}
-    consumer.close(autocommit=False)
-    return offsets
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-    ends = {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
-    consumer.close()
-    return ends
 
 
 def assert_all_committed(bootstrap: str, group_id: str, topic: str, *logs: str) -> None:

@@ -13,7 +13,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, ServiceSettings, load_service_settings, unknown_name
+from tracescore._config import (
+    ConfigFileError,
+    ServiceSettings,
+    group_topic_field,
+    load_service_settings,
+    unknown_name,
+)
 from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
 from tracescore.alert._notification import Unit
 from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, FAITHFULNESS
@@ -307,22 +313,29 @@ class AlertConfig(ServiceSettings):
         description="The conversation records (`tracescore conversations`), read when a rule watches a "
         "conversation signal.",
     )
-    group_id: str = Field(default="tracescore-alert", description="Consumer group of the alert instances.")
-    routes_topic: str = Field(
-        default="tracescore.alert.routes",
-        description="The records again, keyed by (service, route, metric), so each alert instance owns "
-        "whole routes however many instances run.",
+    group_id: str = Field(
+        default="tracescore-alert",
+        description="Consumer group of the alert instances; its internal topics (routes_topic, state_topic) "
+        "are its own.",
+    )
+    routes_topic: str = group_topic_field(
+        "tracescore.alert.routes",
+        "{group_id}.routes",
+        "The records again, keyed by (service, route, metric), so each alert instance owns whole routes "
+        "however many instances run.",
     )
     routes_partitions: int = Field(default=6, ge=1, description="Partitions of the routes topic.")
-    state_topic: str = Field(
-        default="tracescore.alert.changelog",
-        description="Compacted, partitioned like the routes topic (an alert's state on its route's partition "
-        "number): the last notified state per alert, so a restart neither repeats nor forgets alerts.",
+    state_topic: str = group_topic_field(
+        "tracescore.alert.changelog",
+        "{group_id}.changelog",
+        "Compacted, partitioned like the routes topic (an alert's state on its route's partition number): "
+        "the last notified state per alert, so a restart neither repeats nor forgets alerts.",
     )
-    legacy_state_topic: str | None = Field(
-        default="tracescore.alert.state",
-        description="The single-partition state topic of versions before the partitioned one: read once, "
-        "when a partition of state_topic is first used, to carry its alerts over; unset: none.",
+    legacy_state_topic: str | None = group_topic_field(
+        "tracescore.alert.state",
+        None,
+        "The single-partition state topic of versions before the partitioned one: read once, when a "
+        "partition of state_topic is first used, to carry its alerts over; unset: none.",
     )
     max_routes: int = Field(default=10_000, ge=1, description="oldest idle routes beyond this are evicted")
     tick_seconds: float = Field(default=5.0, gt=0, description="how often time-based conditions are checked")

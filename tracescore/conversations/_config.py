@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from tracescore._config import ConfigFileError, ServiceSettings, load_service_settings
+from tracescore._config import ConfigFileError, ServiceSettings, group_topic_field, load_service_settings
 from tracescore._kafka_config import SPANS_TOPIC, max_message_bytes_field
 from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, EVIDENCE_TOPIC
 
@@ -35,26 +35,31 @@ class ConversationsConfig(ServiceSettings):
         "them).",
     )
     group_id: str = Field(
-        default="tracescore-conversations", description="Consumer group of the conversations instances."
+        default="tracescore-conversations",
+        description="Consumer group of the conversations instances; its internal topics (turns_topic, "
+        "state_topic) are its own.",
     )
-    turns_topic: str = Field(
-        default="tracescore.conversations.turns",
-        description="The records again, keyed by (service, conversation id), so each instance owns whole "
-        "conversations however many instances run.",
+    turns_topic: str = group_topic_field(
+        "tracescore.conversations.turns",
+        "{group_id}.turns",
+        "The records again, keyed by (service, conversation id), so each instance owns whole conversations "
+        "however many instances run.",
     )
     turns_partitions: int = Field(
         default=6, ge=1, description="Partitions of the turns topic; never change it while state is kept."
     )
-    state_topic: str = Field(
-        default="tracescore.conversations.changelog",
-        description="Compacted, partitioned like the turns topic (a conversation's state on its turns' "
-        "partition number): each remembered conversation as of its last record, so a restart or rebalance "
-        "reads back only its partitions' conversations and re-reads only the turns since.",
+    state_topic: str = group_topic_field(
+        "tracescore.conversations.changelog",
+        "{group_id}.changelog",
+        "Compacted, partitioned like the turns topic (a conversation's state on its turns' partition "
+        "number): each remembered conversation as of its last record, so a restart or rebalance reads back "
+        "only its partitions' conversations and re-reads only the turns since.",
     )
-    legacy_state_topic: str | None = Field(
-        default="tracescore.conversations.state",
-        description="The single-partition state topic of versions before the partitioned one: read once, "
-        "when a partition of state_topic is first used, to carry its conversations over; unset: none.",
+    legacy_state_topic: str | None = group_topic_field(
+        "tracescore.conversations.state",
+        None,
+        "The single-partition state topic of versions before the partitioned one: read once, when a "
+        "partition of state_topic is first used, to carry its conversations over; unset: none.",
     )
     spans_topic: str | None = Field(
         default=SPANS_TOPIC,

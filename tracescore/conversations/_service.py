@@ -7,6 +7,9 @@
                        spans topic, Phoenix sessions, metrics          tracescore.conversations.changelog
                                                                           partition (compacted)
 
+The turns and state topics are group G's own (named above for the default G, tracescore-conversations;
+another G's are G.turns and G.changelog: ConversationsConfig).
+
 Evaluation records are keyed by trace id, so a conversation's turns are spread over every partition. The
 first stage writes them again (what a conversation needs of them: no details) keyed by conversation, so
 with several instances each owns whole conversations. The service base (tracescore/_service) does the
