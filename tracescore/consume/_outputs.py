@@ -22,7 +22,7 @@ from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._status import ConsumerStats, StatusLine
 from tracescore.consume._stopping import Wait
 from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, KafkaOutputSettings, Output, RecordSink
-from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus
+from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus, annotator_kind
 from tracescore.sample import SkipReason
 
 __all__ = ["EvaluationSink", "Outputs", "default_sink"]
@@ -137,7 +137,7 @@ class Outputs:
         kind = reason.split(":", 1)[0]
         todo = (
             ""
-            if failed.judge == "offline"
+            if annotator_kind(failed.judge) == "CODE"  # the offline judge has no address, model or key
             else "; when every call fails, check the judge's address (--base-url, "
             "TRACESCORE_JUDGE_BASE_URL), model (--model, TRACESCORE_JUDGE_MODEL) and API key "
             "(TRACESCORE_JUDGE_API_KEY)"
