@@ -29,10 +29,11 @@ from tracescore.testing.kafka_topics import read_topic
 pytestmark = pytest.mark.kafka
 
 # Every recorded multi-turn source (issue 31): each turn's grounding and each conversation's record checked.
+# (mastra_memory: the history Mastra's memory keeps, the earlier tool results recalled or filtered out.)
 SOURCES = ("openinference_openai_conversation", "vercel_ai_conversation", "haystack_conversation",
            "haystack_otel", "mlflow_conversation", "autogen_conversation", "google_adk",
            "google_adk_v1", "spring_ai_conversation", "strands_conversation", "logfire_conversation",
-           "openlit_conversation", "mastra_conversation")  # fmt: skip
+           "openlit_conversation", "mastra_conversation", "mastra_memory")  # fmt: skip
 # Haystack's own tracer with content tracing off records no document and no answer: its turns are skipped
 # (content_not_captured), never guessed about.
 NOT_CAPTURED = "content_off_"

@@ -133,13 +133,19 @@ EXPECTED = {
     # Multi-agent runs: scored once, on the span whose answer the user reads (the orchestrator, the Swarm, the
     # Graph), against the researcher's search; the researcher's own answer is neither the answer nor evidence.
     "strands_multiagent": ("interaction", "strands"),
-    # The memory's entries are the documents, injected into the prompt or returned by its search tool.
+    # The memory's entries are the documents, injected into the prompt or returned by its search tool; its
+    # background extraction (a trace of its own: memory.extract around a model call) is no interaction.
+    "strands_memory/extract_faithful_background": ("skip", "not_rag"),
+    "strands_memory/extract_unfaithful_background": ("skip", "not_rag"),
     "strands_memory": ("interaction", "strands"),
     # Mastra's OtelExporter through the real Collector: the question on the agent span's Mastra input.
     "mastra": ("interaction", "mastra"),
     "mastra_conversation/greeting_turn1": ("skip", "empty_context"),
     "mastra_conversation": ("interaction", "mastra"),
     "mastra_workflow": ("interaction", "mastra"),
+    # The chat with the history Mastra's memory keeps (`@mastra/memory`): the app sends the question alone.
+    "mastra_memory/recall_greeting_turn1": ("skip", "empty_context"),
+    "mastra_memory": ("interaction", "mastra"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets

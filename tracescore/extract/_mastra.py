@@ -11,6 +11,10 @@ model calls record no input messages, so the question is read from the agent spa
 earlier turns' tool results from what the model was given: the `model_generation` span's
 `mastra.model_generation.input` (`{"messages": [...]}`: the system prompt, the history the app sent or the
 memory recalled, the question).
+A request processor that rewrites the prompt after that (Mastra's `ToolCallFilter`, which keeps the earlier
+turns' tool calls out of it while the memory keeps them) records the prompt the model really got as its
+`processor_run` span's `mastra.processor_run.output` (`{"prompt": [...]}`): the last such prompt of the
+generation is read instead.
 The conversation is the memory's thread (`gen_ai.conversation.id`), its user the memory's resource
 (`mastra.metadata.resourceId`).
 
@@ -19,18 +23,27 @@ A workflow run (`invoke_workflow {id}`, `workflow_run`) is the interaction aroun
 text, or a question-like field of the input object), its answer its last chat's. A step that retrieves hands
 its documents on to the next step, whose input (`mastra.workflow_step.input`) then holds them: read, when no
 tool or retrieval recorded any, as the documents an answering step was given (a step's output is not read:
-only what was handed on is what the answer could rest on).
+only what was handed on is what the answer could rest on). After `.parallel()` (and `.branch()`) a step is
+handed the outputs of the steps that ran, keyed by their step ids (`mastra.workflow_step.step_id`): each
+is read as handed on.
+
+Without any of these, the documents an app put into the answering model call's instructions for the request
+(its system message, in `mastra.model_generation.input`, else the agent span's `gen_ai.system_instructions`)
+under a label that names them (`Context:`, `... from this context:`, `<context>...</context>`: `_read.
+context_block`): one document, the text after the label. Instructions without such a label are never read
+(a greeting answered with none would read as unsupported).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from tracescore.extract._convention import Reading
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results
-from tracescore.extract._read import parse_json, question_text, user_text
-from tracescore.model import DecodedSpan
+from tracescore.extract._read import context_block, parse_json, question_text, user_text
+from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["Mastra"]
 
@@ -47,9 +60,14 @@ class Mastra(GenAI):
     GENERATION = "model_generation"  # the span type whose input is the conversation the model was given
     GENERATION_INPUT = "mastra.model_generation.input"
     GENERATION_MESSAGES = "messages"
+    PROCESSOR = "processor_run"  # a processor: one that rewrote the prompt records it as its output
+    PROCESSOR_OUTPUT = "mastra.processor_run.output"
+    PROCESSED_PROMPT = "prompt"
     WORKFLOW_INPUT = "mastra.workflow_run.input"
     STEP = "workflow_step"  # a workflow's step: its input is what the step before handed it
     STEP_INPUT = "mastra.workflow_step.input"
+    STEP_ID = "mastra.workflow_step.step_id"
+    SYSTEM_ROLE = "system"
     LOOKED_IN = {
         "question": f"{AGENT_INPUT} of the invoke_agent span (its text, or its last user message), "
         f"{WORKFLOW_INPUT} of the invoke_workflow span",
@@ -57,7 +75,7 @@ class Mastra(GenAI):
         f"{GenAI.OUTPUT_MESSAGES} of its last chat",
         "documents": f"{GenAI.TOOL_RESULT[0]} of its execute_tool spans and {GenAI.RETRIEVAL_DOCUMENTS} of "
         f"retrieval spans; earlier turns' tool results in {GENERATION_INPUT}; a list of documents in a "
-        f"workflow step's {STEP_INPUT}",
+        f"workflow step's {STEP_INPUT}; a labelled context block in the answering call's system message",
     }
 
     def kind(self, span: DecodedSpan) -> str:
@@ -69,19 +87,72 @@ class Mastra(GenAI):
         # Its chat spans record no input: the model generation's input is the conversation the model had.
         generations = [s for s in reading.around if s.attributes.get(self.MARKER) == self.GENERATION]
         if generations:
-            found.answering = generations
+            # The prompt a processor rewrote, when one did, is what the last generation's model was given.
+            rewritten = [s for s in reading.trace.descendants(generations[-1]) if self._prompt(s) is not None]
+            found.answering = [*generations, *rewritten[-1:]]
             found.sources = [*found.sources, *generations]
         return found
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
+        prompt = self._prompt(llm)
+        if prompt is not None:
+            return genai_tool_results(prompt)
         given = parse_json(llm.attributes.get(self.GENERATION_INPUT))
         if isinstance(given, Mapping):
             return genai_tool_results(given.get(self.GENERATION_MESSAGES))
         return super().input_tool_results(llm)
 
+    def _prompt(self, span: DecodedSpan) -> list[Any] | None:
+        """The prompt a processor's span records it rewrote (None: not such a span)."""
+        if span.attributes.get(self.MARKER) != self.PROCESSOR:
+            return None
+        output = parse_json(span.attributes.get(self.PROCESSOR_OUTPUT))
+        prompt = output.get(self.PROCESSED_PROMPT) if isinstance(output, Mapping) else None
+        return prompt if isinstance(prompt, list) else None
+
     def input_documents(self, reading: Reading) -> None:
         steps = [s for s in reading.around if s.attributes.get(self.MARKER) == self.STEP]
-        reading.contexts.add_inputs((step, step.attributes.get(self.STEP_INPUT)) for step in steps)
+        ids = {s.attributes.get(self.STEP_ID) for s in steps}
+        reading.contexts.add_inputs((step, value) for step in steps for value in self._handed_on(step, ids))
+        if not reading.contexts:
+            self._instructed(reading)
+
+    def no_documents_note(self, reading: Reading) -> str | None:
+        if not any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.around)):
+            return None
+        return (
+            f"{self.SYSTEM_INSTRUCTIONS} are read as documents only under a label that names them (Context:)"
+        )
+
+    def _handed_on(self, step: DecodedSpan, ids: set[Any]) -> list[Any]:
+        """What the step was handed: its input, or after `.parallel()` / `.branch()` each output of the steps
+        that ran (its input keyed by their step ids)."""
+        given = parse_json(step.attributes.get(self.STEP_INPUT))
+        if isinstance(given, Mapping) and given and all(key in ids for key in given):
+            return list(given.values())
+        return [given]
+
+    def _instructed(self, reading: Reading) -> None:
+        """The documents under a label in the answering call's instructions (`_read.context_block`)."""
+        answering = reading.answering or ()
+        for span in reversed(answering):
+            given = parse_json(span.attributes.get(self.GENERATION_INPUT))
+            messages = given.get(self.GENERATION_MESSAGES) if isinstance(given, Mapping) else None
+            system = [
+                m.get("content")
+                for m in messages or ()
+                if isinstance(m, Mapping) and m.get("role") == self.SYSTEM_ROLE
+            ]
+            block = context_block("\n".join(c for c in system if isinstance(c, str)))
+            if block is not None:
+                reading.contexts.add(span, ContextSourceKind.INSTRUCTIONS, [block])
+                return
+        agents = [s for s in (reading.anchor, *reading.around) if self.SYSTEM_INSTRUCTIONS in s.attributes]
+        for span in reversed(agents):
+            block = context_block(span.attributes[self.SYSTEM_INSTRUCTIONS])
+            if block is not None:
+                reading.contexts.add(span, ContextSourceKind.INSTRUCTIONS, [block])
+                return
 
     def question(self, reading: Reading) -> str | None:
         attributes = reading.anchor.attributes
