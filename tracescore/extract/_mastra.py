@@ -11,10 +11,11 @@ model calls record no input messages, so the question is read from the agent spa
 earlier turns' tool results from what the model was given: the `model_generation` span's
 `mastra.model_generation.input` (`{"messages": [...]}`: the system prompt, the history the app sent or the
 memory recalled, the question).
-A request processor that rewrites the prompt after that (Mastra's `ToolCallFilter`, which keeps the earlier
-turns' tool calls out of it while the memory keeps them) records the prompt the model really got as its
-`processor_run` span's `mastra.processor_run.output` (`{"prompt": [...]}`): the last such prompt of the
-generation is read instead.
+With Mastra's memory (`@mastra/memory`) that input holds the thread's messages the memory recalled (its last
+messages, or semantic recall's), tool results included, read the same way. A `ToolCallFilter` processor
+leaves the earlier tool calls out of the prompt the model gets after that input was recorded: they are read
+all the same, as the same user's earlier retrieval, which grounding across turns counts as evidence whether or
+not the app resent it; read here, the follow-up needs no second judgement.
 The conversation is the memory's thread (`gen_ai.conversation.id`), its user the memory's resource
 (`mastra.metadata.resourceId`).
 
@@ -36,7 +37,7 @@ context_block`): one document, the text after the label. Instructions without su
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tracescore.extract._convention import Reading
@@ -60,14 +61,10 @@ class Mastra(GenAI):
     GENERATION = "model_generation"  # the span type whose input is the conversation the model was given
     GENERATION_INPUT = "mastra.model_generation.input"
     GENERATION_MESSAGES = "messages"
-    PROCESSOR = "processor_run"  # a processor: one that rewrote the prompt records it as its output
-    PROCESSOR_OUTPUT = "mastra.processor_run.output"
-    PROCESSED_PROMPT = "prompt"
     WORKFLOW_INPUT = "mastra.workflow_run.input"
     STEP = "workflow_step"  # a workflow's step: its input is what the step before handed it
     STEP_INPUT = "mastra.workflow_step.input"
     STEP_ID = "mastra.workflow_step.step_id"
-    SYSTEM_ROLE = "system"
     LOOKED_IN = {
         "question": f"{AGENT_INPUT} of the invoke_agent span (its text, or its last user message), "
         f"{WORKFLOW_INPUT} of the invoke_workflow span",
@@ -87,28 +84,15 @@ class Mastra(GenAI):
         # Its chat spans record no input: the model generation's input is the conversation the model had.
         generations = [s for s in reading.around if s.attributes.get(self.MARKER) == self.GENERATION]
         if generations:
-            # The prompt a processor rewrote, when one did, is what the last generation's model was given.
-            rewritten = [s for s in reading.trace.descendants(generations[-1]) if self._prompt(s) is not None]
-            found.answering = [*generations, *rewritten[-1:]]
+            found.answering = generations
             found.sources = [*found.sources, *generations]
         return found
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
-        prompt = self._prompt(llm)
-        if prompt is not None:
-            return genai_tool_results(prompt)
         given = parse_json(llm.attributes.get(self.GENERATION_INPUT))
         if isinstance(given, Mapping):
             return genai_tool_results(given.get(self.GENERATION_MESSAGES))
         return super().input_tool_results(llm)
-
-    def _prompt(self, span: DecodedSpan) -> list[Any] | None:
-        """The prompt a processor's span records it rewrote (None: not such a span)."""
-        if span.attributes.get(self.MARKER) != self.PROCESSOR:
-            return None
-        output = parse_json(span.attributes.get(self.PROCESSOR_OUTPUT))
-        prompt = output.get(self.PROCESSED_PROMPT) if isinstance(output, Mapping) else None
-        return prompt if isinstance(prompt, list) else None
 
     def input_documents(self, reading: Reading) -> None:
         steps = [s for s in reading.around if s.attributes.get(self.MARKER) == self.STEP]
@@ -134,25 +118,27 @@ class Mastra(GenAI):
 
     def _instructed(self, reading: Reading) -> None:
         """The documents under a label in the answering call's instructions (`_read.context_block`)."""
-        answering = reading.answering or ()
-        for span in reversed(answering):
+        for span, text in self._instructions(reading):
+            block = context_block(text)
+            if block is not None:
+                reading.contexts.add(span, ContextSourceKind.INSTRUCTIONS, [block])
+                return
+
+    def _instructions(self, reading: Reading) -> Iterator[tuple[DecodedSpan, Any]]:
+        """The instructions the model was given, last call first: the system messages of each generation's
+        input, then each agent span's `gen_ai.system_instructions` (a generation that recorded no input)."""
+        for span in reversed(reading.answering or ()):
             given = parse_json(span.attributes.get(self.GENERATION_INPUT))
             messages = given.get(self.GENERATION_MESSAGES) if isinstance(given, Mapping) else None
             system = [
                 m.get("content")
                 for m in messages or ()
-                if isinstance(m, Mapping) and m.get("role") == self.SYSTEM_ROLE
+                if isinstance(m, Mapping) and m.get("role") == "system"
             ]
-            block = context_block("\n".join(c for c in system if isinstance(c, str)))
-            if block is not None:
-                reading.contexts.add(span, ContextSourceKind.INSTRUCTIONS, [block])
-                return
-        agents = [s for s in (reading.anchor, *reading.around) if self.SYSTEM_INSTRUCTIONS in s.attributes]
-        for span in reversed(agents):
-            block = context_block(span.attributes[self.SYSTEM_INSTRUCTIONS])
-            if block is not None:
-                reading.contexts.add(span, ContextSourceKind.INSTRUCTIONS, [block])
-                return
+            yield span, "\n".join(text for text in system if isinstance(text, str))
+        for span in reversed((reading.anchor, *reading.around)):
+            if self.SYSTEM_INSTRUCTIONS in span.attributes:
+                yield span, span.attributes[self.SYSTEM_INSTRUCTIONS]
 
     def question(self, reading: Reading) -> str | None:
         attributes = reading.anchor.attributes
