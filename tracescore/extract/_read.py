@@ -331,10 +331,14 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
     return None
 
 
-# A line that introduces the documents a prompt carries, naming them and ending with a colon ("Context:",
-# "Answer from this context only:", "Documents:"), or tags around them (`<context>...</context>`).
-_CONTEXT_WORDS = r"context|documents?|docs|sources?|passages?|search results|excerpts?|knowledge"
-_CONTEXT_LABEL = re.compile(rf"^[^\n]*\b(?:{_CONTEXT_WORDS})\b[^\n]*:[ \t]*$", re.IGNORECASE | re.MULTILINE)
+# A line that introduces the documents a prompt carries, ending with a colon at most two words after a word
+# that names them ("Context:", "Answer from this context only:", "Here are the documents:"), or tags around
+# them (`<context>...</context>`). A line that names documents earlier and introduces something else
+# ("... with access to documents. Follow these rules:") is no such label.
+_CONTEXT_WORDS = r"context|documents?|docs|sources?|passages?|search results|excerpts?"
+_CONTEXT_LABEL = re.compile(
+    rf"^[^\n]*\b(?:{_CONTEXT_WORDS})\b(?:[^\w\n]+\w+){{0,2}}[^\w\n]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
+)
 _CONTEXT_TAG = re.compile(rf"<({_CONTEXT_WORDS})>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
 # What follows the documents ("Question:", "Rules:"): a short line ending with a colon.
 _HEADING = re.compile(r"^[^\n]{1,40}:[ \t]*$", re.MULTILINE)

@@ -20,9 +20,9 @@ earlier turns' tool results in the last chat's input), with what Strands writes 
   orchestrator calling agents as tools (`agent.as_tool()`: the sub-agent's `invoke_agent` inside the
   orchestrator's `execute_tool`) is the outermost `invoke_agent`; a Swarm or a Graph is `invoke_swarm` /
   `invoke_graph` around its nodes' `invoke_agent` spans, with the task as its `gen_ai.input.messages` and no
-  output (Strands 1.x never records one): its answer is its last nodes' (`last_nodes`: those no node started
-  after, one for a Swarm or a Graph that ends in one node, several when its last nodes ran side by side), each
-  its agent's answer, in the order they started, a blank line apart: what the app shows of the run. The
+  output (Strands 1.x never records one): its answer is its last nodes' (`last_nodes`: those after whose end
+  no node started, one for a Swarm or a Graph that ends in one node, several when its last nodes ran side by
+  side), each node's answer, in the order they started, a blank line apart: what the app shows of the run. The
   sub-agents' own tool results are the documents; what one agent hands another is not: an agent-as-tool's
   result (the sub-agent's answer) and a Swarm's `handoff_to_agent` result (the handing agent's message).
 - Its memory (`MemoryManager`) searches its stores in a `memory.search` span, whose `content` holds the
@@ -64,6 +64,7 @@ class Strands(GenAI):
     # A Swarm's and a Graph's span (`invoke_{swarm,graph}`) around its nodes' agent spans.
     MULTI_AGENT_KINDS = frozenset({"invoke_swarm", "invoke_graph"})
     INTERACTION_KINDS = GenAI.INTERACTION_KINDS | MULTI_AGENT_KINDS
+    NODE_KINDS = MULTI_AGENT_KINDS | {GenAI.INVOKE_AGENT}  # what a Swarm's or a Graph's node runs
     HANDOFF_TOOL = "handoff_to_agent"  # a Swarm node's tool: its result is the message it hands on
     MEMORY_SEARCH = "memory.search"
     MEMORY_EXTRACT = "memory.extract"  # background extraction: a trace root, never an interaction
@@ -108,10 +109,11 @@ class Strands(GenAI):
         return "\n\n".join(a for a in answers if a) or super().answer(reading)
 
     def last_nodes(self, reading: Reading) -> list[DecodedSpan]:
-        """A Swarm's or a Graph's nodes no other node started after (their answers are what the run ends
-        with), in the order they started: nodes side by side at the end of a Graph are all last."""
+        """A Swarm's or a Graph's nodes (agents, or nested Swarms and Graphs) after whose end no other node
+        started: their answers are what the run ends with. In the order they started: nodes side by side at
+        the end of a Graph are all last."""
         trace = reading.trace
-        nodes = [s for s in trace.children(reading.anchor) if self.kind(s) == self.INVOKE_AGENT]
+        nodes = [s for s in trace.children(reading.anchor) if self.kind(s) in self.NODE_KINDS]
         nodes.sort(key=lambda s: s.start_time_unix_nano)
         return [n for n in nodes if not any(o.start_time_unix_nano >= n.end_time_unix_nano for o in nodes)]
 
