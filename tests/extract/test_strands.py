@@ -95,6 +95,16 @@ def test_a_run_whose_spans_lost_events_past_the_limits_is_scored_and_says_so() -
     assert "'chat'" in skip.detail and "lost 7" in skip.detail and "128 events" in skip.detail
 
 
+def test_events_lost_where_the_messages_are_attributes_cost_nothing_and_are_not_said() -> None:
+    # Attribute mode: a chat span that lost other events (an exception's, say) lost no message.
+    spans = [
+        dataclasses.replace(s, events_dropped=7) if s.name == "chat" else s
+        for s in spans_of(RECORDED["strands/faithful"])
+    ]
+    found = extracted(spans)
+    assert len(found.interactions) == 1 and found.skips == []
+
+
 def test_the_attributes_a_span_carries_win_over_its_events() -> None:
     spans = spans_of(RECORDED["strands/legacy_faithful"])
     [agent] = [s for s in spans if s.name == "invoke_agent aurora_support"]

@@ -80,6 +80,9 @@ class Strands(GenAI):
     TOOL_STATUS, TOOL_FAILED = "gen_ai.tool.status", "error"
     # Spans whose output is text (an agent's answer); a model call's is content blocks.
     TEXT_ANSWER_KINDS = frozenset({GenAI.INVOKE_AGENT}) | MULTI_AGENT_KINDS
+    # The events that carry messages, and the attributes they stand for.
+    CONTENT_EVENTS = frozenset({OPERATION_DETAILS, SYSTEM_MESSAGE, CHOICE, *MEMORY_EVENTS, *MESSAGE_ROLES})
+    MESSAGE_KEYS = (GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES, GenAI.TOOL_RESULT[0], MEMORY_RESULTS)
     # Content blocks (Bedrock's Converse shape) beyond text and JSON, and their fields.
     TOOL_USE_BLOCK, TOOL_RESULT_BLOCK = "toolUse", "toolResult"
     BLOCK_NAME, BLOCK_TOOL_USE_ID, BLOCK_INPUT, BLOCK_CONTENT = "name", "toolUseId", "input", "content"
@@ -120,7 +123,8 @@ class Strands(GenAI):
     def collect(self, reading: Reading) -> Reading:
         reading = super().collect(reading)
         trace, tools = reading.trace, reading.tools
-        reading.events_lost = lost_events((reading.anchor, *reading.llms, *tools))
+        spans_read = (reading.anchor, *reading.llms, *tools, *(span for span, _ in reading.retrievals))
+        reading.events_lost = lost_events(self, spans_read)
         # A tool around a memory search returned what the search span records; an agent's words are not read.
         read = without_wrappers(trace, tools, [span for span, _ in reading.retrievals])
         results = [tool for tool in read if not self._relays_agent(trace, tool)]

@@ -53,9 +53,19 @@ def with_event_content(strands: Strands, trace: Trace) -> Trace:
     return Trace(trace.trace_id, spans, trace.incomplete, trace.offsets)
 
 
-def lost_events(spans: Iterable[DecodedSpan]) -> str | None:
-    """What the spans' cut events cost the reading, when some were cut (None: none was)."""
-    cut = [span for span in spans if span.events_dropped]
+def lost_events(strands: Strands, spans: Iterable[DecodedSpan]) -> str | None:
+    """What the spans' cut events cost the reading, when some were cut where Strands wrote messages (None:
+    none was): a span that holds message events, or no messages at all. One whose messages are its own
+    attributes lost other events (an exception's, say), not what is read."""
+    cut = [
+        span
+        for span in spans
+        if span.events_dropped
+        and (
+            any(event.name in strands.CONTENT_EVENTS for event in span.events)
+            or not any(key in span.attributes for key in strands.MESSAGE_KEYS)
+        )
+    ]
     if not cut:
         return None
     named = ", ".join(f"{span.name!r} {span.span_id} lost {span.events_dropped}" for span in cut[:5])
