@@ -123,8 +123,8 @@ EXPECTED = {
     "spring_ai_conversation": ("interaction", "spring_ai"),
     # Strands Agents' own GenAI spans: the messages on them (OTEL_SEMCONV_STABILITY_OPT_IN=
     # gen_ai_latest_experimental,gen_ai_span_attributes_only) or as span events (its default, `legacy_` /
-    # `default_`, and with gen_ai_latest_experimental alone, `events_`) read alike; redacted, the skip names
-    # the setting.
+    # `default_`, and with gen_ai_latest_experimental alone, `events_`) read alike; redacted (on the spans or
+    # in the default events, `redacted_legacy_`), the skip names the setting.
     "strands/redacted_": ("skip", "content_not_captured"),
     "strands": ("interaction", "strands"),
     "strands_conversation/greeting_turn1": ("skip", "empty_context"),
