@@ -36,12 +36,15 @@ def test_an_invented_answer_the_researcher_handed_on_is_judged_against_its_searc
     assert recording.answer not in " ".join(interaction.record.contexts)
 
 
+@pytest.mark.parametrize("mode", ["", "default_"], ids=["attributes", "span_events"])
 @pytest.mark.parametrize("faithful", [True, False], ids=["faithful", "unfaithful"])
-def test_a_graph_whose_last_nodes_ran_side_by_side_answers_with_each_of_them(faithful: bool) -> None:
+def test_a_graph_whose_last_nodes_ran_side_by_side_answers_with_each_of_them(
+    faithful: bool, mode: str
+) -> None:
     """The writer and the reviewer both follow the researcher and run in parallel: what the user reads is
     both their answers (the app shows each, in the order the Graph ran them), never the last-started one
     alone, which would judge the advice and drop the answer to the question."""
-    recording = RECORDED[f"graph_parallel_{'faithful' if faithful else 'unfaithful'}"]
+    recording = RECORDED[f"{mode}graph_parallel_{'faithful' if faithful else 'unfaithful'}"]
     [interaction] = extracted(spans_of(recording)).interactions
     assert interaction.span.name == "invoke_graph"
     assert interaction.record.answer == recording.answer
