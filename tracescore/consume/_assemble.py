@@ -310,7 +310,9 @@ class TraceAssembler:
             if memory is not None and limit and memory.size <= byte_limit:
                 rejoin[trace_id] = memory
                 kept_bytes += memory.size
-            out.append(Trace(trace_id, tuple(spans.values()), incomplete, entry.offsets))
+            # The buffer's dict is the trace's spans by id: handed over, never changed after (a late span
+            # rebuilds the trace from a copy, `_rejoined`).
+            out.append(Trace(trace_id, tuple(spans.values()), incomplete, entry.offsets, spans))
         self._bytes -= freed
         if remember:
             while len(released) > remember:
