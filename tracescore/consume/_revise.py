@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from tracescore.extract import Found, Skip
 from tracescore.model import DecodedSpan, Interaction, Trace, revision_key
@@ -62,17 +61,18 @@ def _texts(judged: JudgedReading) -> tuple[object, ...]:
     return (judged[_QUESTION], judged[_IDS + 1 + judged[_IDS] :], judged[_ANSWER])
 
 
-@dataclass(slots=True)
-class Remembered:
-    """A released trace kept so a late span can rebuild it; `judged`/`skipped` are filled by `revise`."""
+class Remembered(Protocol):
+    """A released trace kept so a late span can rebuild it; `judged`/`skipped` are filled by `revise`. The
+    assembler keeps the trace's buffered entry itself: one object per trace from its first span until it is
+    forgotten, not a second one made at each release (every object kept is walked by young collections)."""
 
     spans: dict[str, DecodedSpan]
     size: int
-    late: int = 0  # late spans in the release being revised (0: a first release)
-    whole: bool = True  # False: read early to stay in bounds, kept only to revise that reading
+    late: int  # late spans in the release being revised (0: a first release)
+    whole: bool  # False: read early to stay in bounds, kept only to revise that reading
     # None until the trace's first reading is revised (`revise`), which records what it judged.
-    judged: tuple[JudgedReading, ...] | None = None
-    skipped: tuple[tuple[str, str], ...] = ()  # (anchor span id, reason)
+    judged: tuple[JudgedReading, ...] | None
+    skipped: tuple[tuple[str, str], ...]  # (anchor span id, reason)
 
 
 def revise(
