@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections.abc import Callable
 
@@ -315,6 +316,23 @@ def test_a_late_span_that_changes_the_documents_rebuilds_the_trace_as_the_next_r
     assert judge(asm, again) == [] and asm.counts["late_spans_unchanged"] == 1, (
         "a span the interaction does not read changes nothing"
     )
+
+
+def test_what_a_reading_judged_is_kept_as_one_flat_record_the_collector_stops_tracking() -> None:
+    """Every trace read is kept for late spans: its record holds strings and counts only, no nested
+    containers, so the garbage collector's first pass stops tracking it (each object kept costs every young
+    collection that meets it)."""
+    asm, clock = assembler(grace_s=2)
+    asm.add([rag_span("a", ["It lasts 14 hours.", "It charges in 90 minutes."])], "p0", 1, 100)
+    clock.now += 2
+    [first] = asm.ready()
+    assert judge(asm, first) == [(ROOT, 0, None)]
+    [memory] = asm._rejoin.values()
+    assert memory.judged is not None
+    [record] = memory.judged
+    assert not [part for part in record if isinstance(part, tuple | list | set | frozenset | dict)], record
+    gc.collect()
+    assert not gc.is_tracked(record) and not gc.is_tracked(memory.judged)
 
 
 def counting_readings(monkeypatch: pytest.MonkeyPatch) -> list[str]:

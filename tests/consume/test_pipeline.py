@@ -12,13 +12,13 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler
+from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler, decode_message
 from tracescore.consume._handover import Handover
 from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.emit import EVALUATION_SPANS_HEADER
 from tracescore.extract import Found
-from tracescore.model import Interaction
+from tracescore.model import Interaction, Trace
 from tracescore.sample import (
     CascadePolicy,
     Decision,
@@ -31,6 +31,7 @@ from tracescore.sample import (
 
 FIXTURES = Path(__file__).parents[1] / "extract" / "fixtures"
 READ = FIXTURES / "openinference_manual" / "faithful.binpb"  # one interaction, openinference
+UNFAITHFUL = FIXTURES / "openinference_manual" / "unfaithful.binpb"  # another trace, one interaction
 NO_RETRIEVAL = FIXTURES / "openllmetry" / "langchain_faithful.binpb"  # traceloop's LangChain: a skip
 TRACE_ID = "f264428dc99ff7574806d7a7056ec517"
 
@@ -73,6 +74,21 @@ def test_a_recorded_trace_becomes_one_admitted_interaction_once_its_grace_passed
     with pytest.warns(DeprecationWarning, match="use ConsumerStats.interactions"):
         assert stats.rag_spans == 1  # the former name, for code that read it
     assert stats.assembly["released_complete"] == 1
+
+
+def test_traces_released_together_are_read_in_the_order_released_and_let_go_once_read() -> None:
+    steps, _ = pipeline()
+    released = [
+        Trace(spans[0].trace_id, tuple(spans))
+        for spans in (decode_message(READ.read_bytes()), decode_message(UNFAITHFUL.read_bytes()))
+    ]
+    order = [t.trace_id for t in released]
+    assert order[0] != order[1]
+    handed = list(released)
+    admitted = steps.extract_and_admit(handed)
+    assert [a.trace_id for a in admitted] == order, "read in the order released"
+    assert handed == [], "each trace is let go once read"
+    assert steps.stats.traces == 2 and steps.stats.interactions == 2
 
 
 def test_a_message_that_is_not_otlp_is_a_dead_letter_and_the_rest_of_the_batch_goes_on() -> None:

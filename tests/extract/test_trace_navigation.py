@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from trace_builder import span, trace
 
+from tracescore.model import Trace
+
 
 def test_outermost_keeps_a_chain_calling_a_chain_as_one_anchor() -> None:
     root = span("request", sid="a" * 16)
@@ -37,3 +39,12 @@ def test_a_one_span_trace_is_its_own_root_with_no_children() -> None:
     assert (built.roots, built.children(only), list(built.descendants(only))) == ([only], [], [])
     assert (built.in_order(), built.beside(only), list(built.ancestors(only))) == ([only], [only], [])
     assert built.outermost(lambda s: True) == [only]
+
+
+def test_a_trace_handed_its_spans_by_id_navigates_by_them_without_building_its_own() -> None:
+    root = span("request", sid="a" * 16)
+    chain = span("chain", sid="b" * 16, parent=root.span_id, start=1)
+    by_id = {root.span_id: root, chain.span_id: chain}
+    built = Trace(root.trace_id, (root, chain), by_id=by_id)
+    assert built.by_id is by_id
+    assert (list(built.ancestors(chain)), built.children(root), built.roots) == ([root], [chain], [root])

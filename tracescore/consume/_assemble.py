@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
-from tracescore.consume._revise import Judgeable, Remembered, Revision, first_revisions, revise
+from tracescore.consume._revise import Judgeable, JudgedReading, Revision, first_revisions, revise
 from tracescore.extract import Skip
 from tracescore.model import DecodedSpan, Trace
 
@@ -34,6 +34,7 @@ __all__ = ["AssemblySettings", "TraceAssembler"]
 
 # Released early to stay in bounds: rebuilding them for a late span would defeat the bound.
 _NOT_KEPT = frozenset({"too_many_spans", "evicted_memory"})
+_NOTHING_HELD: dict[Hashable, int] = {}  # a released entry's offsets: its trace holds them
 
 
 class AssemblySettings(BaseModel):
@@ -74,8 +75,13 @@ class _Buffered:
     size: int = 0
     offsets: dict[Hashable, int] = field(default_factory=dict)  # partition -> lowest offset held
     waiting: bool = False  # past its grace, held for remote work
-    rejoined: Remembered | None = None  # an already released trace rebuilt by a late span
+    rejoined: _Buffered | None = None  # an already released trace (its memory) rebuilt by a late span
     handed_over: bool = False  # read again after a rebalance: it waited its grace at the previous owner
+    # Once released, the entry is the trace's memory for late spans (`Remembered`, filled by `revise`).
+    late: int = 0
+    whole: bool = True
+    judged: tuple[JudgedReading, ...] | None = None
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 class TraceAssembler:
@@ -87,7 +93,7 @@ class TraceAssembler:
         self._by_last_seen: OrderedDict[str, _Buffered] = OrderedDict()
         self._rooted: OrderedDict[str, _Buffered] = OrderedDict()
         self._released: OrderedDict[str, None] = OrderedDict()
-        self._rejoin: OrderedDict[str, Remembered] = OrderedDict()
+        self._rejoin: OrderedDict[str, _Buffered] = OrderedDict()
         self._rejoin_bytes = 0
         self._bytes = 0
         # duplicate_spans, late_spans (of a trace no longer kept), late_spans_rejoined / _unchanged,
@@ -295,6 +301,9 @@ class TraceAssembler:
         out = []
         for entry in entries:
             trace_id, spans, size, memory = entry.trace_id, entry.spans, entry.size, entry.rejoined
+            # The buffer's dict is the trace's spans by id: handed over, never changed after (a late span
+            # rebuilds the trace from a copy, `_rejoined`).
+            out.append(Trace(trace_id, tuple(spans.values()), incomplete, entry.offsets, spans))
             by_last_seen.pop(trace_id, None)
             rooted.pop(trace_id, None)
             freed += size
@@ -302,7 +311,8 @@ class TraceAssembler:
                 released[trace_id] = None
             if kept:  # whole: a late span rebuilds it
                 if memory is None:
-                    memory = Remembered(spans, size)
+                    # The entry itself, its offsets let go with the trace read (never written again).
+                    memory, entry.offsets = entry, _NOTHING_HELD
                 else:
                     memory.spans, memory.size, memory.whole = spans, size, True
             elif memory is not None:  # what was judged, for revise: no rescoring as new
@@ -310,7 +320,6 @@ class TraceAssembler:
             if memory is not None and limit and memory.size <= byte_limit:
                 rejoin[trace_id] = memory
                 kept_bytes += memory.size
-            out.append(Trace(trace_id, tuple(spans.values()), incomplete, entry.offsets))
         self._bytes -= freed
         if remember:
             while len(released) > remember:

@@ -12,9 +12,8 @@ supersede.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from tracescore.extract import Found, Skip
 from tracescore.model import DecodedSpan, Interaction, Trace, revision_key
@@ -36,26 +35,44 @@ class Revision(NamedTuple, Generic[Judgeable]):
 
 
 # What one interaction's reading judged, kept for late spans (not consume._judging.Judged, an interaction
-# handed to the judges now): (anchor span id, span ids read, (question, documents, answer), revision).
-# Plain tuples of strings: the cyclic garbage collector stops tracking them, so the thousands of traces kept
-# for late spans cost its full passes nothing (kept as objects, they cost the unsampled path ~15%). The
-# texts are the record's own, by reference, compared only when a late span rebuilds the trace.
-JudgedReading = tuple[str, tuple[str, ...], tuple[object, ...], int]
-_ANCHOR, _SPAN_IDS, _TEXTS, _REVISION = range(4)
+# handed to the judges now): one flat tuple (anchor span id, revision, question or None, answer, how many span
+# ids follow, the span ids read, then the documents), built by `_judged`. Flat, of strings and ints only: the
+# cyclic garbage collector stops tracking such a tuple at its first pass, but every object still costs that
+# pass, and every trace the unsampled path reads is kept (a record nested as four tuples made each trace kept
+# three objects more for the young collections to walk). The texts are the reading's own, by reference,
+# compared only when a late span rebuilds the trace.
+JudgedReading = tuple[Any, ...]
+_ANCHOR, _REVISION, _QUESTION, _ANSWER, _IDS = range(5)
 _new_revision = tuple.__new__  # Revision(i), without the Python call of a NamedTuple's constructor
 
 
-@dataclass(slots=True)
-class Remembered:
-    """A released trace kept so a late span can rebuild it; `judged`/`skipped` are filled by `revise`."""
+def _judged(anchor: str, revision: int, span_ids: Iterable[str], texts: tuple[object, ...]) -> JudgedReading:
+    question, documents, answer = texts
+    ids = tuple(span_ids)
+    return (anchor, revision, question, answer, len(ids), *ids, *documents)
+
+
+def _span_ids(judged: JudgedReading) -> tuple[str, ...]:
+    return judged[_IDS + 1 : _IDS + 1 + judged[_IDS]]
+
+
+def _texts(judged: JudgedReading) -> tuple[object, ...]:
+    """(question or None, documents, answer), as `judged_texts` gives them."""
+    return (judged[_QUESTION], judged[_IDS + 1 + judged[_IDS] :], judged[_ANSWER])
+
+
+class Remembered(Protocol):
+    """A released trace kept so a late span can rebuild it; `judged`/`skipped` are filled by `revise`. The
+    assembler keeps the trace's buffered entry itself: one object per trace from its first span until it is
+    forgotten, not a second one made at each release (every object kept is walked by young collections)."""
 
     spans: dict[str, DecodedSpan]
     size: int
-    late: int = 0  # late spans in the release being revised (0: a first release)
-    whole: bool = True  # False: read early to stay in bounds, kept only to revise that reading
+    late: int  # late spans in the release being revised (0: a first release)
+    whole: bool  # False: read early to stay in bounds, kept only to revise that reading
     # None until the trace's first reading is revised (`revise`), which records what it judged.
-    judged: tuple[JudgedReading, ...] | None = None
-    skipped: tuple[tuple[str, str], ...] = ()  # (anchor span id, reason)
+    judged: tuple[JudgedReading, ...] | None
+    skipped: tuple[tuple[str, str], ...]  # (anchor span id, reason)
 
 
 def revise(
@@ -72,8 +89,9 @@ def revise(
         judged_now: list[JudgedReading] = []
         first: list[Revision[Judgeable]] = []
         for i in interactions:
-            texts = i.texts if type(i) is Found else judged_texts(i)
-            judged_now.append((i.span.span_id, tuple(i.span_ids), texts, 0))
+            judged_now.append(
+                _judged(i.span.span_id, 0, i.span_ids, i.texts if type(i) is Found else judged_texts(i))
+            )
             first.append(_new_revision(Revision, (i, 0, None)))
         memory.judged = tuple(judged_now)
         if skips:
@@ -84,11 +102,11 @@ def revise(
     for interaction in interactions:
         texts = judged_texts(interaction)
         earlier = next((j for j in previous if _replaces(trace, interaction, j)), None)
-        if earlier is not None and earlier[_TEXTS] == texts:
+        if earlier is not None and _texts(earlier) == texts:
             judged.append(earlier)
             continue
         revision = 0 if earlier is None else earlier[_REVISION] + 1
-        judged.append((interaction.span.span_id, tuple(interaction.span_ids), texts, revision))
+        judged.append(_judged(interaction.span.span_id, revision, interaction.span_ids, texts))
         if earlier is None:
             out.append(Revision(interaction))
         else:
@@ -124,7 +142,7 @@ def judged_texts(interaction: Interaction | Found) -> tuple[object, ...]:
 
 def _replaces(trace: Trace, interaction: Interaction | Found, earlier: JudgedReading) -> bool:
     anchor, earlier_anchor = interaction.span.span_id, earlier[_ANCHOR]
-    if anchor == earlier_anchor or earlier_anchor in interaction.span_ids or anchor in earlier[_SPAN_IDS]:
+    if anchor == earlier_anchor or earlier_anchor in interaction.span_ids or anchor in _span_ids(earlier):
         return True
     old = trace.by_id.get(earlier_anchor)
     return old is not None and any(a.span_id == anchor for a in trace.ancestors(old))

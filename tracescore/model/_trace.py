@@ -84,6 +84,7 @@ class Trace:
         spans: tuple[DecodedSpan, ...],
         incomplete: str | None = None,
         offsets: Mapping[Hashable, int] | None = None,
+        by_id: Mapping[str, DecodedSpan] | None = None,
     ) -> None:
         self.trace_id = trace_id
         self.spans = spans
@@ -92,11 +93,13 @@ class Trace:
         # those offsets uncommitted until its outputs are acknowledged.
         self.offsets: Mapping[Hashable, int] = offsets or {}
         self._children: dict[str | None, list[DecodedSpan]] | None = None
+        if by_id is None:
+            by_id = {spans[0].span_id: spans[0]} if len(spans) == 1 else {s.span_id: s for s in spans}
+        # `by_id`, when given: the same spans by id, as the caller holds them already and never changes (the
+        # assembler's buffer), not built again: every trace read comes here.
+        self.by_id = by_id
         if len(spans) == 1:  # the common trace of `@tracescore.rag` spans: no tree to index
-            (only,) = spans
-            self.by_id = {only.span_id: only}
             return
-        self.by_id = {span.span_id: span for span in spans}
         children: dict[str | None, list[DecodedSpan]] = defaultdict(list)
         for span in spans:
             children[span.parent_span_id if span.parent_span_id in self.by_id else None].append(span)
