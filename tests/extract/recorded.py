@@ -132,13 +132,19 @@ EXPECTED = {
     # Multi-agent runs: scored once, on the span whose answer the user reads (the orchestrator, the Swarm, the
     # Graph), against the researcher's search; the researcher's own answer is neither the answer nor evidence.
     "strands_multiagent": ("interaction", "strands"),
-    # The memory's entries are the documents, injected into the prompt or returned by its search tool.
+    # The memory's entries are the documents, injected into the prompt or returned by its search tool; its
+    # background extraction (a trace of its own: memory.extract around a model call) is no interaction.
+    "strands_memory/extract_faithful_background": ("skip", "not_rag"),
+    "strands_memory/extract_unfaithful_background": ("skip", "not_rag"),
     "strands_memory": ("interaction", "strands"),
     # Mastra's OtelExporter through the real Collector: the question on the agent span's Mastra input.
     "mastra": ("interaction", "mastra"),
     "mastra_conversation/greeting_turn1": ("skip", "empty_context"),
     "mastra_conversation": ("interaction", "mastra"),
     "mastra_workflow": ("interaction", "mastra"),
+    # The chat with the history Mastra's memory keeps (`@mastra/memory`): the app sends the question alone.
+    "mastra_memory/recall_greeting_turn1": ("skip", "empty_context"),
+    "mastra_memory": ("interaction", "mastra"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
@@ -154,6 +160,14 @@ OFFLINE_JUDGE_MISSES = {
 RESENT_AS_PROMPT_TEXT = {
     "haystack_conversation": "the ChatPromptBuilder template puts them into earlier user messages",
     "haystack_otel": "the ChatPromptBuilder template puts them into earlier user messages",
+}
+
+# Chats whose traces record the earlier turns' tool results though the model was not sent them: Mastra's
+# memory recalls them into the generation's input, and its ToolCallFilter leaves them out of the prompt after
+# that. They are read as the earlier turns' documents (the same user's retrieval, which grounding across turns
+# counts whether or not the app resent it).
+RECALLED_NOT_SENT = {
+    "mastra_memory/filtered_": "ToolCallFilter removes the recalled tool results after Mastra recorded them",
 }
 
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's
@@ -249,15 +263,21 @@ def _first_match(table: dict[str, T], source: str, scenario: str) -> T | None:
     )
 
 
-def _recorded_documents(source: str, entry: dict[str, Any]) -> tuple[str, ...]:
+def _recorded_documents(
+    source: str, entry: dict[str, Any], retrieved: dict[tuple[str, int], list[str]]
+) -> tuple[str, ...]:
     """What the trace records of the documents the model was given: this turn's retrieval when its content
-    was recorded, and the earlier turns' results resent in a form read as documents (a tool result)."""
+    was recorded, and the earlier turns' results resent in a form read as documents (a tool result), or
+    recalled into the trace without being sent (`RECALLED_NOT_SENT`)."""
     conversation = entry.get("conversation")
     if conversation is None:
         return tuple(entry["documents"])
     documents = list(conversation["retrieved"]) if conversation["retrieved_recorded"] else []
     if conversation["resent_recorded"] and source not in RESENT_AS_PROMPT_TEXT:
         documents += [text for resent in conversation["resent"] for text in resent["documents"]]
+    if _first_match(RECALLED_NOT_SENT, source, entry["scenario"]):
+        name = conversation["name"]
+        documents += [text for turn in range(1, conversation["turn"]) for text in retrieved[(name, turn)]]
     return tuple(documents)
 
 
@@ -294,7 +314,7 @@ def recordings() -> list[Recording]:
             source, scenario = manifest["source"], entry["scenario"]
             expected = _first_match(EXPECTED, source, scenario)
             assert expected is not None, f"{source}/{scenario}: no EXPECTED entry"
-            documents = _recorded_documents(source, entry)
+            documents = _recorded_documents(source, entry, retrieved)
             found.append(
                 Recording(
                     source=source,

@@ -119,6 +119,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         # Strands with its messages as span events or redacted; a greeting.
         ("aurora-support-strands", "content_not_captured"),
         ("aurora-support-strands", "empty_context"),
+        ("aurora-support-strands", "not_rag"),  # its memory's background extraction: no interaction
         ("aurora-support-mastra", "empty_context"),  # a greeting
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)

@@ -1,7 +1,8 @@
 """Strands Agents' multi-agent runs, recorded from the real library (fixtures/strands_multiagent): an
 orchestrator calling a researcher agent as a tool, a Swarm and a Graph are each one interaction, on the span
 whose answer the user reads, judged against what the researcher's search returned; what one agent hands
-another (its answer as a tool result, a handoff message) is never evidence for the answer."""
+another (its answer as a tool result, a handoff message) is never evidence for the answer. A Graph whose last
+nodes run side by side answers with all of them, as its app shows them."""
 
 from __future__ import annotations
 
@@ -33,3 +34,19 @@ def test_an_invented_answer_the_researcher_handed_on_is_judged_against_its_searc
     [interaction] = extracted(spans_of(recording)).interactions
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
     assert recording.answer not in " ".join(interaction.record.contexts)
+
+
+@pytest.mark.parametrize("mode", ["", "default_"], ids=["attributes", "span_events"])
+@pytest.mark.parametrize("faithful", [True, False], ids=["faithful", "unfaithful"])
+def test_a_graph_whose_last_nodes_ran_side_by_side_answers_with_each_of_them(
+    faithful: bool, mode: str
+) -> None:
+    """The writer and the reviewer both follow the researcher and run in parallel: what the user reads is
+    both their answers (the app shows each, in the order the Graph ran them), never the last-started one
+    alone, which would judge the advice and drop the answer to the question."""
+    recording = RECORDED[f"{mode}graph_parallel_{'faithful' if faithful else 'unfaithful'}"]
+    [interaction] = extracted(spans_of(recording)).interactions
+    assert interaction.span.name == "invoke_graph"
+    assert interaction.record.answer == recording.answer
+    writer, reviewer = recording.answer.split("\n\n")
+    assert "Aurora X2 battery lasts" in writer and "contact support" in reviewer

@@ -238,6 +238,11 @@ class Convention:
         """What the candidate is read from (`Reading.found`)."""
         raise NotImplementedError
 
+    def background_work(self, reading: Reading) -> str | None:
+        """Why the candidate is no interaction (the producer's own work nobody reads as an answer, such as a
+        memory's extraction), to count it with the traces that hold none; None for an interaction."""
+        return None
+
     # Reading documents and tool results.
 
     def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> Sequence[Any] | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tracescore.extract._conventions import CONVENTIONS
-from tracescore.extract._protocol import Recognizer, Skip
+from tracescore.extract._protocol import NOT_RAG, Recognizer, Skip
 from tracescore.extract._reader import ConventionReader, Found
 from tracescore.model import DecodedSpan, Interaction, Trace
 
@@ -127,7 +127,7 @@ def _not_rag(trace: Trace, recognizers: Sequence[Recognizer]) -> Skip:
     scopes = sorted({span.scope_name or "(no scope)" for span in trace.spans})
     root = trace.roots[0] if trace.roots else trace.spans[0]
     return Skip(
-        "not_rag",
+        NOT_RAG,
         f"trace {trace.trace_id} ({len(trace.spans)} spans, scopes: {', '.join(scopes)}) has no span "
         f"in a known RAG convention ({', '.join(r.name for r in recognizers)}) with a question, an answer "
         "or retrieved documents",

@@ -11,6 +11,11 @@ model calls record no input messages, so the question is read from the agent spa
 earlier turns' tool results from what the model was given: the `model_generation` span's
 `mastra.model_generation.input` (`{"messages": [...]}`: the system prompt, the history the app sent or the
 memory recalled, the question).
+With Mastra's memory (`@mastra/memory`) that input holds the thread's messages the memory recalled (its last
+messages, or semantic recall's), tool results included, read the same way. A `ToolCallFilter` processor
+leaves the earlier tool calls out of the prompt the model gets after that input was recorded: they are read
+all the same, as the same user's earlier retrieval, which grounding across turns counts as evidence whether or
+not the app resent it; read here, the follow-up needs no second judgement.
 The conversation is the memory's thread (`gen_ai.conversation.id`), its user the memory's resource
 (`mastra.metadata.resourceId`).
 
@@ -19,18 +24,27 @@ A workflow run (`invoke_workflow {id}`, `workflow_run`) is the interaction aroun
 text, or a question-like field of the input object), its answer its last chat's. A step that retrieves hands
 its documents on to the next step, whose input (`mastra.workflow_step.input`) then holds them: read, when no
 tool or retrieval recorded any, as the documents an answering step was given (a step's output is not read:
-only what was handed on is what the answer could rest on).
+only what was handed on is what the answer could rest on). After `.parallel()` (and `.branch()`) a step is
+handed the outputs of the steps that ran, keyed by their step ids (`mastra.workflow_step.step_id`): each
+is read as handed on.
+
+Without any of these, the documents an app put into the answering model call's instructions for the request
+(its system message, in `mastra.model_generation.input`, else the agent span's `gen_ai.system_instructions`)
+under a label that names them (`Context:`, `... from this context:`, `<context>...</context>`: `_read.
+context_block`): one document, the text after the label. Instructions without such a label are never read
+(a greeting answered with none would read as unsupported).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from tracescore.extract._convention import Reading
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results
-from tracescore.extract._read import parse_json, question_text, user_text
-from tracescore.model import DecodedSpan
+from tracescore.extract._read import context_block, parse_json, question_text, user_text
+from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["Mastra"]
 
@@ -50,6 +64,7 @@ class Mastra(GenAI):
     WORKFLOW_INPUT = "mastra.workflow_run.input"
     STEP = "workflow_step"  # a workflow's step: its input is what the step before handed it
     STEP_INPUT = "mastra.workflow_step.input"
+    STEP_ID = "mastra.workflow_step.step_id"
     LOOKED_IN = {
         "question": f"{AGENT_INPUT} of the invoke_agent span (its text, or its last user message), "
         f"{WORKFLOW_INPUT} of the invoke_workflow span",
@@ -57,7 +72,7 @@ class Mastra(GenAI):
         f"{GenAI.OUTPUT_MESSAGES} of its last chat",
         "documents": f"{GenAI.TOOL_RESULT[0]} of its execute_tool spans and {GenAI.RETRIEVAL_DOCUMENTS} of "
         f"retrieval spans; earlier turns' tool results in {GENERATION_INPUT}; a list of documents in a "
-        f"workflow step's {STEP_INPUT}",
+        f"workflow step's {STEP_INPUT}; a labelled context block in the answering call's system message",
     }
 
     def kind(self, span: DecodedSpan) -> str:
@@ -81,7 +96,49 @@ class Mastra(GenAI):
 
     def input_documents(self, reading: Reading) -> None:
         steps = [s for s in reading.around if s.attributes.get(self.MARKER) == self.STEP]
-        reading.contexts.add_inputs((step, step.attributes.get(self.STEP_INPUT)) for step in steps)
+        ids = {s.attributes.get(self.STEP_ID) for s in steps}
+        reading.contexts.add_inputs((step, value) for step in steps for value in self._handed_on(step, ids))
+        if not reading.contexts:
+            self._instructed(reading)
+
+    def no_documents_note(self, reading: Reading) -> str | None:
+        if not any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.around)):
+            return None
+        return (
+            f"{self.SYSTEM_INSTRUCTIONS} are read as documents only under a label that names them (Context:)"
+        )
+
+    def _handed_on(self, step: DecodedSpan, ids: set[Any]) -> list[Any]:
+        """What the step was handed: its input, or after `.parallel()` / `.branch()` each output of the steps
+        that ran (its input keyed by their step ids)."""
+        given = parse_json(step.attributes.get(self.STEP_INPUT))
+        if isinstance(given, Mapping) and given and all(key in ids for key in given):
+            return list(given.values())
+        return [given]
+
+    def _instructed(self, reading: Reading) -> None:
+        """The documents under a label in the answering call's instructions (`_read.context_block`)."""
+        for span, text in self._instructions(reading):
+            block = context_block(text)
+            if block is not None:
+                reading.contexts.add(span, ContextSourceKind.INSTRUCTIONS, [block])
+                return
+
+    def _instructions(self, reading: Reading) -> Iterator[tuple[DecodedSpan, Any]]:
+        """The instructions the model was given, last call first: the system messages of each generation's
+        input, then each agent span's `gen_ai.system_instructions` (a generation that recorded no input)."""
+        for span in reversed(reading.answering or ()):
+            given = parse_json(span.attributes.get(self.GENERATION_INPUT))
+            messages = given.get(self.GENERATION_MESSAGES) if isinstance(given, Mapping) else None
+            system = [
+                m.get("content")
+                for m in messages or ()
+                if isinstance(m, Mapping) and m.get("role") == "system"
+            ]
+            yield span, "\n".join(text for text in system if isinstance(text, str))
+        for span in reversed((reading.anchor, *reading.around)):
+            if self.SYSTEM_INSTRUCTIONS in span.attributes:
+                yield span, span.attributes[self.SYSTEM_INSTRUCTIONS]
 
     def question(self, reading: Reading) -> str | None:
         attributes = reading.anchor.attributes

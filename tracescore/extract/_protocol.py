@@ -13,7 +13,11 @@ from typing import Protocol
 
 from tracescore.model import DecodedSpan, Interaction, Trace
 
-__all__ = ["Recognizer", "Skip"]
+__all__ = ["NOT_RAG", "Recognizer", "Skip"]
+
+
+# The skip reason of what holds no RAG interaction (a trace without one, a producer's background work).
+NOT_RAG = "not_rag"
 
 
 @dataclass(frozen=True)

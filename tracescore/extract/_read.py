@@ -18,6 +18,7 @@ __all__ = [
     "answer_text",
     "assistant_text",
     "call_arguments",
+    "context_block",
     "documents_of",
     "indexed",
     "is_repr",
@@ -328,3 +329,34 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
         joined = "".join(texts)
         return joined if joined.strip() else None
     return None
+
+
+# A line that introduces the documents a prompt carries, ending with a colon at most two words after a word
+# that names them ("Context:", "Answer from this context only:", "Here are the documents:"), or tags around
+# them (`<context>...</context>`). A line that names documents earlier and introduces something else
+# ("... with access to documents. Follow these rules:") is no such label.
+_CONTEXT_WORDS = r"context|documents?|docs|sources?|passages?|search results|excerpts?"
+_CONTEXT_LABEL = re.compile(
+    rf"^[^\n]*\b(?:{_CONTEXT_WORDS})\b(?:[^\w\n]+\w+){{0,2}}[^\w\n]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
+)
+_CONTEXT_TAG = re.compile(rf"<({_CONTEXT_WORDS})>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
+# What follows the documents ("Question:", "Rules:"): a short line ending with a colon.
+_HEADING = re.compile(r"^[^\n]{1,40}:[ \t]*$", re.MULTILINE)
+
+
+def context_block(text: Any) -> str | None:
+    """The documents a prompt text carries under a label that names them (`Context:`, `... from this context
+    only:`, `<context>...</context>`): the text after the label, up to the next heading, as one document
+    (prompt text is never split into guessed documents). None without such a label: instructions alone are
+    never documents."""
+    if not isinstance(text, str):
+        return None
+    tagged = _CONTEXT_TAG.search(text)
+    if tagged is not None:
+        return tagged.group(2).strip() or None
+    label = _CONTEXT_LABEL.search(text)
+    if label is None:
+        return None
+    rest = text[label.end() :]
+    heading = _HEADING.search(rest)
+    return (rest[: heading.start()] if heading else rest).strip() or None

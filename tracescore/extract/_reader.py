@@ -20,7 +20,7 @@ from typing import NamedTuple
 from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading
 from tracescore.extract._lineage import conversation_of, route_of
-from tracescore.extract._protocol import Skip
+from tracescore.extract._protocol import NOT_RAG, Skip
 from tracescore.extract._read import is_repr, may_start_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
@@ -44,6 +44,18 @@ class Step(NamedTuple):
             return False
         kind = type(convention)
         return self.hook is None or getattr(kind, self.hook) is not getattr(Convention, self.hook)
+
+
+# Not an interaction at all.
+
+
+def background_work(r: Reading) -> Skip | None:
+    """A model call the producer makes for itself, whose output nobody reads as an answer (a memory's
+    extraction): counted with the traces that hold no RAG interaction, never scored."""
+    detail = r.convention.background_work(r)
+    if detail is None:
+        return None
+    return Skip(NOT_RAG, f"{r.place()}: {detail}", expected=True, span=r.anchor, convention=r.name)
 
 
 # Collecting the documents.
@@ -210,6 +222,7 @@ def more_conversation(r: Reading) -> None:
 
 # --8<-- [start:steps]
 STEPS: tuple[Step, ...] = (
+    Step("background work", background_work, hook="background_work"),
     Step("retrievals", read_documents),
     Step("tool results", read_tool_results, calls=True),
     Step("tool messages", read_tool_messages, hook="input_tool_results"),

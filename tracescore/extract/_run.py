@@ -45,7 +45,13 @@ _COMPLETION_TOKENS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_COMPLETIO
 _USAGE_JSON = {key: fields for c in RUN_KEY_ORDER for key, fields in c.RUN_USAGE_JSON.items()}
 # Sources read as retrieved documents (a tool's result is a tool call's, counted with the calls).
 _DOCUMENT_KINDS = frozenset(
-    {ContextSourceKind.RETRIEVER, ContextSourceKind.RERANKER, ContextSourceKind.SPAN, ContextSourceKind.INPUT}
+    {
+        ContextSourceKind.RETRIEVER,
+        ContextSourceKind.RERANKER,
+        ContextSourceKind.SPAN,
+        ContextSourceKind.INPUT,
+        ContextSourceKind.INSTRUCTIONS,
+    }
 )
 # What a model call that answered records (an LLM span without any of these only prepared a call).
 _MODEL_OUTPUT = frozenset(

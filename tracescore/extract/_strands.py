@@ -22,13 +22,19 @@ earlier turns' tool results in the last chat's input), with what Strands writes 
   orchestrator calling agents as tools (`agent.as_tool()`: the sub-agent's `invoke_agent` inside the
   orchestrator's `execute_tool`) is the outermost `invoke_agent`; a Swarm or a Graph is `invoke_swarm` /
   `invoke_graph` around its nodes' `invoke_agent` spans, with the task as its `gen_ai.input.messages` and no
-  output (Strands 1.x never records one): its answer is the last node's, its last chat's text. The
+  output (Strands 1.x never records one): its answer is its last nodes' (`last_nodes`: those after whose end
+  no node started, one for a Swarm or a Graph that ends in one node, several when its last nodes ran side by
+  side), each node's answer, in the order they started, a blank line apart: what the app shows of the run. The
   sub-agents' own tool results are the documents; what one agent hands another is not: an agent-as-tool's
   result (the sub-agent's answer) and a Swarm's `handoff_to_agent` result (the handing agent's message).
 - Its memory (`MemoryManager`) searches its stores in a `memory.search` span, whose `content` holds the
   entries found once the search ended (Strands writes the query's and the results' events there, the results
   last): retrieval spans, whether memory injection put the entries into the prompt or the model called the
   `search_memory` tool (which wraps the search: its result is not read again).
+- Its background memory extraction (a store's `extraction`, Strands' ModelExtractor) is a trace of its own
+  after the request, `memory.extract` around the model call that distils the conversation into facts to
+  remember: no interaction (nobody reads that call's output as an answer): skipped as `not_rag`, expected,
+  like any trace without one, never scored.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tracescore.extract._convention import Reading, without_wrappers
+from tracescore.extract._convention import Reading, last_text, without_wrappers
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult
 from tracescore.extract._read import documents_of, parse_json
@@ -61,8 +67,10 @@ class Strands(GenAI):
     # A Swarm's and a Graph's span (`invoke_{swarm,graph}`) around its nodes' agent spans.
     MULTI_AGENT_KINDS = frozenset({"invoke_swarm", "invoke_graph"})
     INTERACTION_KINDS = GenAI.INTERACTION_KINDS | MULTI_AGENT_KINDS
+    NODE_KINDS = MULTI_AGENT_KINDS | {GenAI.INVOKE_AGENT}  # what a Swarm's or a Graph's node runs
     HANDOFF_TOOL = "handoff_to_agent"  # a Swarm node's tool: its result is the message it hands on
     MEMORY_SEARCH = "memory.search"
+    MEMORY_EXTRACT = "memory.extract"  # background extraction: a trace root, never an interaction
     MEMORY_RESULTS = "content"  # of a memory.search span: the entries found (the query until it ended)
     # Its span events (`_strands_events`): with gen_ai_latest_experimental, the attributes the span would
     # carry; by default (the GenAI conventions' v1.36 events) one event per message, by role (a message
@@ -112,6 +120,32 @@ class Strands(GenAI):
         # Only Strands' own spans: another producer's GenAI spans in the trace are the GenAI reader's.
         return super().kind(span) if self._is_strands(span) else ""
 
+    def background_work(self, reading: Reading) -> str | None:
+        trace, anchor = reading.trace, reading.anchor
+        if self.kind(anchor) == self.MEMORY_EXTRACT or any(
+            self.kind(a) == self.MEMORY_EXTRACT for a in trace.ancestors(anchor)
+        ):
+            return (
+                f"Strands' background memory extraction ({self.MEMORY_EXTRACT}): a model call that distils "
+                "the conversation into facts to remember, not an interaction"
+            )
+        return None
+
+    def answer(self, reading: Reading) -> str | None:
+        if self.kind(reading.anchor) not in self.MULTI_AGENT_KINDS:
+            return super().answer(reading)
+        answers = [self._node_answer(reading, node) for node in self.last_nodes(reading)]
+        return "\n\n".join(a for a in answers if a) or super().answer(reading)
+
+    def last_nodes(self, reading: Reading) -> list[DecodedSpan]:
+        """A Swarm's or a Graph's nodes (agents, or nested Swarms and Graphs) after whose end no other node
+        started: their answers are what the run ends with. In the order they started: nodes side by side at
+        the end of a Graph are all last."""
+        trace = reading.trace
+        nodes = [s for s in trace.children(reading.anchor) if self.kind(s) in self.NODE_KINDS]
+        nodes.sort(key=lambda s: s.start_time_unix_nano)
+        return [n for n in nodes if not any(o.start_time_unix_nano >= n.end_time_unix_nano for o in nodes)]
+
     def is_retrieval(self, span: DecodedSpan) -> bool:
         return self.kind(span) in (self.RETRIEVAL, self.MEMORY_SEARCH)
 
@@ -159,6 +193,13 @@ class Strands(GenAI):
             "as span events (Strands' default; the exporter or a Collector processor may drop them): set "
             f"{self.OPT_IN}={self.CONTENT_ON_SPANS} where the agent runs to record them on the spans"
         )
+
+    def _node_answer(self, reading: Reading, node: DecodedSpan) -> str | None:
+        own = self.own_answer(node)
+        if own:
+            return own
+        inside = {s.span_id for s in reading.trace.descendants(node)}
+        return last_text([s for s in reading.llms if s.span_id in inside], self.llm_answer)
 
     def _is_strands(self, span: DecodedSpan) -> bool:
         # Two lookups, no generator: this runs on every span of every trace no earlier reader covered.

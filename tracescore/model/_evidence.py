@@ -22,7 +22,8 @@ class EvidenceDocument(BaseModel):
     text: str = Field(description="The document as it was judged (cut when the turn's documents were cut).")
     kind: str = Field(
         description="How it was read in its trace: retriever, reranker, tool, tool_message, span, input, "
-        "earlier_turn (an earlier turn's result the app resent in this turn's prompt)."
+        "instructions (under a label in the model's instructions), earlier_turn (an earlier turn's result "
+        "the app resent in this turn's prompt)."
     )
     span_id: str = Field(description="The span that held it, in the turn's trace.")
     turns_back: int = Field(default=0, ge=0, description="For kind earlier_turn: how many turns back, there.")

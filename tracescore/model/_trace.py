@@ -176,9 +176,10 @@ class ContextSource(NamedTuple):
     """Where one judged document came from: the span that held it and how it was read (`ContextSourceKind`:
     `retriever`, `reranker`, `tool` for a tool span's result, `tool_message` for a tool result passed to the
     next LLM call, `span` for documents recorded on the interaction span itself, `input` for documents a step
-    was given as its input, `earlier_turn` for a tool result of an earlier turn of the conversation that the
-    app kept in the LLM call's input). `turns_back` is 0 for this turn's documents, 1 for the previous
-    turn's, and so on."""
+    was given as its input, `instructions` for documents under a label that names them in the model's
+    instructions (its system message), `earlier_turn` for a tool result of an earlier turn of the
+    conversation that the app kept in the LLM call's input). `turns_back` is 0 for this turn's documents, 1
+    for the previous turn's, and so on."""
 
     span_id: str
     kind: ContextSourceKind

@@ -45,6 +45,7 @@ class ContextSourceKind(StrEnum):
     SPAN = "span"  # documents recorded on the interaction span itself
     INPUT = "input"  # documents a step was given as its input
     EARLIER_TURN = "earlier_turn"  # an earlier turn's tool result kept in the LLM call's input
+    INSTRUCTIONS = "instructions"  # the documents under a label in the model's instructions (system message)
 
 
 class GroundingStatus(StrEnum):
