@@ -14,13 +14,14 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from _helpers import wait_until
 from kafka import KafkaProducer
 
 import tracescore._kafka
-from tracescore._service import _keyed, _restore
+from tracescore._service import _changelog, _keyed, _restore
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -142,3 +143,46 @@ def test_a_restore_that_gets_no_answer_says_so_tries_again_and_exits_with_one_li
     assert "2 tries" in str(error) and "restore_retries=1" in str(error), error
     tries = [r.getMessage() for r in caplog.records if "try 1 of 2 failed" in r.getMessage()]
     assert len(tries) == 1 and tries[0].startswith("restoring restore-hang.state["), caplog.text
+
+
+def paused_at_the_old_state_topics_look(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> threading.Event:
+    """The broker paused once a restore, its state topic read, looks for the old state topic (set then)."""
+    reached = threading.Event()
+    real = _restore.legacy_states
+
+    def legacy_states(*args: Any, **kwargs: Any) -> Any:
+        if not reached.is_set():
+            os.kill(broker.process.pid, signal.SIGSTOP)
+            reached.set()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_restore, "legacy_states", legacy_states)
+    return reached
+
+
+def test_a_look_for_the_old_state_topic_that_gets_no_answer_is_tried_again_and_exits_with_one_line(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a partition's first use the restore looks for the old single-partition state topic
+    (legacy_state_topic) to carry its state over. That look asked the broker for metadata with no limit of
+    ours (kafka-python's 30 s bootstrap and request timeouts, each retried), so a broker that stopped
+    answering there held the restore far past what restore_retries promises. Now it is bounded like the
+    restore's reads: BROKER_WAIT_S, a warning per failed try, then one line."""
+    for module in (tracescore._kafka, _restore, _changelog):  # a shorter wait, for the test's time only
+        monkeypatch.setattr(module, "BROKER_WAIT_S", 2.0, raising=False)
+    reached = paused_at_the_old_state_topics_look(broker, monkeypatch)
+    caplog.set_level(logging.WARNING, logger="tracescore")
+    old = "legacy-look.old-state"
+    try:
+        _, raised = started(broker, "legacy-look", restore_retries=1, legacy_state_topic=old)
+        assert reached.wait(120), "never looked for the old state topic"
+        wait_until(lambda: raised, "the service to give up the restore", timeout_s=60.0)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+    [error] = raised
+    assert isinstance(error, _restore.RestoreFailed), repr(error)
+    assert "could not restore legacy-look.state[" in str(error) and "2 tries" in str(error), error
+    [said] = [r.getMessage() for r in caplog.records if "try 1 of 2 failed" in r.getMessage()]
+    assert said.startswith("restoring legacy-look.state[") and f"a look for the old state topic {old}" in said

@@ -54,7 +54,7 @@ def test_two_groups_on_the_same_records_each_count_every_record_once(
 ) -> None:
     first, second = (group_config(bootstrap, topic_prefix, g) for g in ("first", "second"))
     assert first.routes_topic == f"{topic_prefix}-first.routes" != second.routes_topic
-    assert first.state_topic == f"{topic_prefix}-first.changelog" != second.state_topic
+    assert first.state_topic == f"{topic_prefix}-first.routes.changelog" != second.state_topic
     answers = [(0.1, "/billing")] * 8 + [(0.95, "/support")] * 8  # one record each, their own trace
     produce(bootstrap, first.evaluations_topic, [scored(v, r) for v, r in answers])
 
