@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from _helpers import wait_until
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 
 import tracescore._kafka
 from tracescore._service import _changelog, _keyed, _restore
@@ -145,20 +145,21 @@ def test_a_restore_that_gets_no_answer_says_so_tries_again_and_exits_with_one_li
     assert len(tries) == 1 and tries[0].startswith("restoring restore-hang.state["), caplog.text
 
 
-def paused_at_the_old_state_topics_look(
-    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+def paused_at_the_look_for(
+    topic: str, broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
 ) -> threading.Event:
-    """The broker paused once a restore, its state topic read, looks for the old state topic (set then)."""
+    """The broker paused once the state topics' client, connected, first asks for `topic`'s partitions (set
+    then): a metadata request the broker will not answer."""
     reached = threading.Event()
-    real = _restore.legacy_states
 
-    def legacy_states(*args: Any, **kwargs: Any) -> Any:
-        if not reached.is_set():
-            os.kill(broker.process.pid, signal.SIGSTOP)
-            reached.set()
-        return real(*args, **kwargs)
+    class PausedAtTheLook(KafkaConsumer):
+        def partitions_for_topic(self, name: str) -> Any:
+            if name == topic and not reached.is_set():
+                os.kill(broker.process.pid, signal.SIGSTOP)
+                reached.set()
+            return super().partitions_for_topic(name)
 
-    monkeypatch.setattr(_restore, "legacy_states", legacy_states)
+    monkeypatch.setattr(_changelog, "KafkaConsumer", PausedAtTheLook)
     return reached
 
 
@@ -166,15 +167,15 @@ def test_a_look_for_the_old_state_topic_that_gets_no_answer_is_tried_again_and_e
     broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On a partition's first use the restore looks for the old single-partition state topic
-    (legacy_state_topic) to carry its state over. That look asked the broker for metadata with no limit of
-    ours (kafka-python's 30 s bootstrap and request timeouts, each retried), so a broker that stopped
-    answering there held the restore far past what restore_retries promises. Now it is bounded like the
-    restore's reads: BROKER_WAIT_S, a warning per failed try, then one line."""
+    (legacy_state_topic) to carry its state over. That look's metadata request had no limit of ours: a
+    broker that stopped answering it held the restore for kafka-python's request timeout (305 s), silent,
+    past what restore_retries promises. Now it is bounded like the restore's reads: BROKER_WAIT_S, a warning
+    per failed try naming the look, then one line."""
     for module in (tracescore._kafka, _restore, _changelog):  # a shorter wait, for the test's time only
         monkeypatch.setattr(module, "BROKER_WAIT_S", 2.0, raising=False)
-    reached = paused_at_the_old_state_topics_look(broker, monkeypatch)
-    caplog.set_level(logging.WARNING, logger="tracescore")
     old = "legacy-look.old-state"
+    reached = paused_at_the_look_for(old, broker, monkeypatch)
+    caplog.set_level(logging.WARNING, logger="tracescore")
     try:
         _, raised = started(broker, "legacy-look", restore_retries=1, legacy_state_topic=old)
         assert reached.wait(120), "never looked for the old state topic"
