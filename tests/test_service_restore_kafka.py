@@ -167,10 +167,11 @@ def test_a_look_for_the_old_state_topic_that_gets_no_answer_is_tried_again_and_e
     broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On a partition's first use the restore looks for the old single-partition state topic
-    (legacy_state_topic) to carry its state over. That look's metadata request had no limit of ours: a
-    broker that stopped answering it held the restore for kafka-python's request timeout (305 s), silent,
-    past what restore_retries promises. Now it is bounded like the restore's reads: BROKER_WAIT_S, a warning
-    per failed try naming the look, then one line."""
+    (legacy_state_topic) to carry its state over. That look had no limit of ours: a broker that stopped
+    answering held it for kafka-python's own timeouts (its bootstrap's 30 s, its request's), which a stop did
+    not cut short either, and the warning said only "Request timed out", not what was read. Now it is bounded
+    like the restore's reads: BROKER_WAIT_S (or a stop), a warning per failed try naming the look, then one
+    line."""
     for module in (tracescore._kafka, _restore, _changelog):  # a shorter wait, for the test's time only
         monkeypatch.setattr(module, "BROKER_WAIT_S", 2.0, raising=False)
     old = "legacy-look.old-state"

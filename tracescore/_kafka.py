@@ -18,6 +18,7 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.errors import InconsistentGroupProtocolError, KafkaError, KafkaTimeoutError
 from kafka.structs import MemberState
 
+from tracescore._first_join import first_join, subscribe_topics
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "read_partitions",
     "redact_in_client_logs",
     "rekeying_clients",
+    "subscribe_topics",
     "wait_for_partitions",
 ]
 
@@ -288,6 +290,7 @@ class RebalanceListener(ConsumerRebalanceListener):
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         self._log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
+        first_join.joined({tp.topic for tp in assigned})
         if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
         self._assigned(assigned)

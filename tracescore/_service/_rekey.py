@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 
-from tracescore._kafka import RebalanceListener
+from tracescore._kafka import RebalanceListener, subscribe_topics
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._crash import crash_point
 from tracescore._service._outputs import delivered_until, seconds_left
@@ -55,7 +55,7 @@ class RekeyStage:
 
     def subscribe(self, topics: Sequence[str], log: logging.Logger) -> None:
         self._joined = RebalanceListener(log, assigned=lambda _: None, revoked=lambda _: None)
-        self.consumer.subscribe(list(topics), listener=self._joined)
+        subscribe_topics(self.consumer, topics, self._joined)
 
     @property
     def first_assigned_at(self) -> float | None:
