@@ -5,7 +5,7 @@ own, so each records every conversation once and restores only its own state."""
 from __future__ import annotations
 
 import pytest
-from _helpers import all_committed, wait_until
+from _helpers import both_stages_read
 from conversation_service import Running, config, produce, wait
 from conversation_turns import turn
 
@@ -22,15 +22,7 @@ def group_config(bootstrap: str, topic_prefix: str, group: str) -> Conversations
 
 
 def read_all(bootstrap: str, cfg: ConversationsConfig) -> None:
-    """Until both stages committed the end of their input: every record re-keyed, every re-keyed turn
-    applied."""
-    wait_until(
-        lambda: (
-            all_committed(bootstrap, cfg.group_id, cfg.evaluations_topic)
-            and all_committed(bootstrap, f"{cfg.group_id}.turns", cfg.turns_topic)
-        ),
-        f"group {cfg.group_id} to read everything",
-    )
+    both_stages_read(bootstrap, cfg.group_id, cfg.evaluations_topic, "turns", cfg.turns_topic)
 
 
 def test_two_groups_on_the_same_records_each_record_every_conversation_once(
