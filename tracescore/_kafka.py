@@ -190,12 +190,18 @@ def protocol_checked(group: str, protocol: RebalanceProtocol, setting: str) -> I
 
 
 def rekeying_clients(
-    client: dict[str, Any], group: str, second: str, session_timeout_ms: int, protocol: RebalanceProtocol
+    client: dict[str, Any],
+    group: str,
+    second: str,
+    session_timeout_ms: int,
+    protocol: RebalanceProtocol,
+    client_id: str,
 ) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
     """The clients of a service that re-keys a topic into one of its own (`tracescore alert` by route,
-    `tracescore conversations` by conversation): a member of `group` reading the input, a member of
-    `group.<second>` reading the re-keyed topic, both committing themselves, and a producer that waits for
-    every in-sync replica."""
+    `tracescore conversations` by conversation), all named `client_id`: a member of `group` reading the
+    input, a member of `group.<second>` reading the re-keyed topic, both committing themselves, and a
+    producer that waits for every in-sync replica."""
+    client = {**client, "client_id": client_id}
     member = {
         **client,
         "enable_auto_commit": False,

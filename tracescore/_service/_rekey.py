@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 
@@ -53,8 +53,11 @@ class RekeyStage:
         self._joined: RebalanceListener | None = None
         self.unacknowledged = 0  # re-keyed records of a batch a stop gave up waiting for
 
-    def subscribe(self, topics: Sequence[str], log: logging.Logger) -> None:
-        self._joined = RebalanceListener(log, assigned=lambda _: None, revoked=lambda _: None)
+    def subscribe(
+        self, topics: Sequence[str], log: logging.Logger, changed: Callable[[Sequence[TopicPartition]], None]
+    ) -> None:
+        """`changed`: partitions assigned to or taken from this member (on the client's IO thread)."""
+        self._joined = RebalanceListener(log, assigned=changed, revoked=changed)
         subscribe_topics(self.consumer, topics, self._joined)
 
     @property

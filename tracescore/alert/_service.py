@@ -121,6 +121,7 @@ class AlertService:
             c,
             log=_log,
             connection=self.connection,
+            service="tracescore alert",
             stage="routes",
             topics=topics,
             forward=self._forward,

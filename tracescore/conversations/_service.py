@@ -125,6 +125,7 @@ class ConversationService:
             c,
             log=_log,
             connection=self.connection,
+            service="tracescore conversations",
             stage="turns",
             topics=topics,
             forward=self._forward,
