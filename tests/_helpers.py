@@ -18,6 +18,7 @@ from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 __all__ = [
     "WAIT_S",
     "all_committed",
+    "both_stages_read",
     "committed",
     "consumer_settings",
     "end_offsets",
@@ -65,6 +66,18 @@ def all_committed(bootstrap: str, group_id: str, topic: str) -> bool:
     done = committed(bootstrap, group_id, topic)
     ends = {p: end for p, end in end_offsets(bootstrap, topic).items() if end}
     return bool(ends) and all(done.get(p) == end for p, end in ends.items())
+
+
+def both_stages_read(bootstrap: str, group_id: str, evaluations: str, stage: str, keyed: str) -> None:
+    """Until both stages of a service (`tracescore alert`: stage routes; `tracescore conversations`: turns)
+    committed the end of their input: every record re-keyed onto `keyed`, every re-keyed one applied."""
+    wait_until(
+        lambda: (
+            all_committed(bootstrap, group_id, evaluations)
+            and all_committed(bootstrap, f"{group_id}.{stage}", keyed)
+        ),
+        f"group {group_id} to read everything",
+    )
 
 
 def consumer_settings(bootstrap: str, prefix: str, **overrides: Any) -> ConsumerSettings:

@@ -120,14 +120,18 @@ def test_another_group_gets_topics_of_its_own(
     load: Any, keyed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     suffix = keyed.removesuffix("_topic")
-    expected = {keyed: f"team-b.{suffix}", "state_topic": "team-b.changelog", "legacy_state_topic": None}
+    expected = {
+        keyed: f"team-b.{suffix}",
+        "state_topic": f"team-b.{suffix}.changelog",  # the changelog of the keyed topic: the service's own
+        "legacy_state_topic": None,
+    }
     assert topics(load(group_id="team-b"), load) == expected  # the flag
     path = tmp_path / "b.toml"
     path.write_text("group_id = 'team-b'\n")
     assert topics(load(path), load) == expected  # the file
     prefix = "TRACESCORE_ALERT_" if load is load_alert_config else "TRACESCORE_CONVERSATIONS_"
     monkeypatch.setenv(f"{prefix}GROUP_ID", "team-c")
-    assert load().state_topic == "team-c.changelog"  # the environment
+    assert load().state_topic == f"team-c.{suffix}.changelog"  # the environment
 
 
 @pytest.mark.parametrize(
@@ -149,7 +153,7 @@ def test_a_topic_set_explicitly_is_used_as_given(
     assert load(path, state_topic="flag.changelog").state_topic == "flag.changelog"
     monkeypatch.delenv(f"{prefix}STATE_TOPIC")
     path.write_text("group_id = 'team-b'\nlegacy_state_topic = 'old.state'\n")
-    assert load(path).state_topic == "team-b.changelog"  # the others still the group's own
+    assert load(path).state_topic == f"team-b.{keyed.removesuffix('_topic')}.changelog"  # still the group's
 
 
 @pytest.mark.parametrize("load", TODAYS_TOPICS)
@@ -157,13 +161,93 @@ def test_a_group_id_that_cannot_name_a_topic_is_a_clear_error(load: Any, tmp_pat
     with pytest.raises(ConfigFileError) as raised:
         load(group_id="team b")
     message = str(raised.value)
-    assert "group_id 'team b' cannot name its own topics" in message and "'team b.changelog'" in message
-    assert "at most 249 letters, digits, '.', '_' and '-'; use such a group id, or set those" in message
+    assert "group_id 'team b' cannot name its own topics" in message and ".changelog'" in message
+    assert "1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'; use such a group id" in message
     with pytest.raises(ConfigFileError, match="cannot name its own topics"):
-        load(group_id="g" * 240)  # 240 characters + ".changelog" is longer than Kafka allows
+        load(group_id="g" * 235)  # 235 characters + ".routes.changelog" is longer than Kafka allows
     keyed = next(iter(TODAYS_TOPICS[load]))
     given = load(group_id="team b", **{keyed: "b.keyed", "state_topic": "b.changelog"})
     assert given.state_topic == "b.changelog"  # both set: the group id names nothing
+
+
+# Group ids a team might give both services: the scoring consumer's default, another service's default, a
+# default topic's own prefix, names with dots.
+GROUP_IDS = ["team-b", "tracescore", "tracescore-alert", "tracescore-conversations", "a.b", "team-b.routes"]
+
+
+def internal_topics(config: BaseModel, load: Any) -> set[str]:
+    return {topic for topic in topics(config, load).values() if topic}
+
+
+@pytest.mark.parametrize("group", GROUP_IDS)
+def test_alert_and_conversations_given_one_group_id_share_no_topic(group: str) -> None:
+    """Both services once named their state `<group_id>.changelog`: given one group id, each restored the
+    other's state as its own and wrote over it. Every name a service derives now ends in its own stage."""
+    alert, conversations = load_alert_config(group_id=group), load_conversations_config(group_id=group)
+    assert alert.state_topic != conversations.state_topic
+    assert not internal_topics(alert, load_alert_config) & internal_topics(
+        conversations, load_conversations_config
+    )
+    for config, load in ((alert, load_alert_config), (conversations, load_conversations_config)):
+        # Nor does any group share one with the default groups of either service.
+        defaults = internal_topics(load_alert_config(), load_alert_config) | internal_topics(
+            load_conversations_config(), load_conversations_config
+        )
+        if config.group_id != load().group_id:
+            assert not internal_topics(config, load) & defaults, (group, topics(config, load))
+
+
+@pytest.mark.parametrize(
+    ("load", "group"),
+    [(load_alert_config, "tracescore.alert"), (load_conversations_config, "tracescore.conversations")],
+)
+def test_a_group_id_that_would_take_the_default_groups_topic_is_a_clear_error(load: Any, group: str) -> None:
+    with pytest.raises(ConfigFileError) as raised:
+        load(group_id=group)
+    assert f"group_id {group!r} would name" in str(raised.value) and "the default group's" in str(
+        raised.value
+    )
+
+
+TOPIC_SETTINGS = {
+    load_alert_config: [
+        "evaluations_topic", "conversations_topic", "routes_topic", "state_topic", "legacy_state_topic",
+    ],
+    load_conversations_config: [
+        "evaluations_topic", "conversations_topic", "turns_topic", "state_topic", "legacy_state_topic",
+        "spans_topic", "evidence_topic",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("load", "setting"), [(load, s) for load, names in TOPIC_SETTINGS.items() for s in names]
+)
+@pytest.mark.parametrize("name", ["team b.changelog", "team/b", "t" * 250, ".", "..", "état"])
+def test_a_topic_name_kafka_refuses_is_a_config_error_naming_the_setting(
+    load: Any, setting: str, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic set explicitly is used as given, but a name the broker refuses (InvalidTopicException, once
+    running) is said at start, naming the setting, from a flag, the environment or the file alike."""
+    rule = "is not a topic Kafka accepts: a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-'"
+    with pytest.raises(ConfigFileError, match=f"{setting}: .* {rule}"):
+        load(**{setting: name})
+    prefix = "TRACESCORE_ALERT_" if load is load_alert_config else "TRACESCORE_CONVERSATIONS_"
+    monkeypatch.setenv(f"{prefix}{setting.upper()}", name)
+    with pytest.raises(ConfigFileError, match=f"{setting}: .* {rule}"):
+        load()
+    monkeypatch.delenv(f"{prefix}{setting.upper()}")
+    path = tmp_path / "topics.yaml"
+    path.write_text(f"{setting}: {name!r}\n")
+    with pytest.raises(ConfigFileError, match=f"in {path}: {setting}: .* {rule}"):
+        load(path)
+    assert getattr(load(**{setting: "Team_B-2.x" * 24}), setting) == "Team_B-2.x" * 24  # 240: accepted
+
+
+def test_an_optional_topic_left_empty_is_none_and_a_required_one_is_an_error() -> None:
+    assert load_conversations_config(spans_topic="", legacy_state_topic="").spans_topic in ("", None)
+    with pytest.raises(ConfigFileError, match="evaluations_topic: '' is not a topic Kafka accepts"):
+        load_alert_config(evaluations_topic="")
 
 
 def default(model: type[BaseModel], field: str) -> Any:

@@ -14,13 +14,14 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from _helpers import wait_until
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 
 import tracescore._kafka
-from tracescore._service import _keyed, _restore
+from tracescore._service import _changelog, _keyed, _restore
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -142,3 +143,48 @@ def test_a_restore_that_gets_no_answer_says_so_tries_again_and_exits_with_one_li
     assert "2 tries" in str(error) and "restore_retries=1" in str(error), error
     tries = [r.getMessage() for r in caplog.records if "try 1 of 2 failed" in r.getMessage()]
     assert len(tries) == 1 and tries[0].startswith("restoring restore-hang.state["), caplog.text
+
+
+def paused_at_the_look_for(
+    topic: str, broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> threading.Event:
+    """The broker paused once the state topics' client, connected, first asks for `topic`'s partitions (set
+    then): a metadata request the broker will not answer."""
+    reached = threading.Event()
+
+    class PausedAtTheLook(KafkaConsumer):
+        def partitions_for_topic(self, name: str) -> Any:
+            if name == topic and not reached.is_set():
+                os.kill(broker.process.pid, signal.SIGSTOP)
+                reached.set()
+            return super().partitions_for_topic(name)
+
+    monkeypatch.setattr(_changelog, "KafkaConsumer", PausedAtTheLook)
+    return reached
+
+
+def test_a_look_for_the_old_state_topic_that_gets_no_answer_is_tried_again_and_exits_with_one_line(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a partition's first use the restore looks for the old single-partition state topic
+    (legacy_state_topic) to carry its state over. That look had no limit of ours: a broker that stopped
+    answering held it for kafka-python's own timeouts (its bootstrap's 30 s, its request's), which a stop did
+    not cut short either, and the warning said only "Request timed out", not what was read. Now it is bounded
+    like the restore's reads: BROKER_WAIT_S (or a stop), a warning per failed try naming the look, then one
+    line."""
+    for module in (tracescore._kafka, _restore, _changelog):  # a shorter wait, for the test's time only
+        monkeypatch.setattr(module, "BROKER_WAIT_S", 2.0, raising=False)
+    old = "legacy-look.old-state"
+    reached = paused_at_the_look_for(old, broker, monkeypatch)
+    caplog.set_level(logging.WARNING, logger="tracescore")
+    try:
+        _, raised = started(broker, "legacy-look", restore_retries=1, legacy_state_topic=old)
+        assert reached.wait(120), "never looked for the old state topic"
+        wait_until(lambda: raised, "the service to give up the restore", timeout_s=60.0)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+    [error] = raised
+    assert isinstance(error, _restore.RestoreFailed), repr(error)
+    assert "could not restore legacy-look.state[" in str(error) and "2 tries" in str(error), error
+    [said] = [r.getMessage() for r in caplog.records if "try 1 of 2 failed" in r.getMessage()]
+    assert said.startswith("restoring legacy-look.state[") and f"a look for the old state topic {old}" in said

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
 from tracescore._kafka_config import (
@@ -29,11 +29,13 @@ from tracescore._kafka_config import (
 )
 
 __all__ = [
+    "TOPIC_NAME_RULE",
     "ConfigFileError",
     "FileSettings",
     "ServiceSettings",
     "fields_at",
     "group_topic_field",
+    "is_topic_name",
     "keys_outside_tables",
     "load_service_settings",
     "one_line",
@@ -123,16 +125,26 @@ class FileSettings(BaseSettings):
 
 # Where a group topic field keeps the name it takes under another group id (a `{group_id}` pattern, or None).
 _OF_ANOTHER_GROUP = "of_another_group"
-# What Kafka accepts as a topic name (kafka.common.internals.Topic): these characters, at most 249 of them.
+# What Kafka accepts as a topic name (kafka.common.internals.Topic.validate): these characters, 1 to 249 of
+# them, and neither "." nor "..". The broker refuses any other (InvalidTopicException): said at start.
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+TOPIC_NAME_RULE = "a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'"
+
+
+def is_topic_name(name: str) -> bool:
+    """Whether Kafka accepts `name` as a topic name (`TOPIC_NAME_RULE`)."""
+    return bool(_TOPIC_NAME.fullmatch(name)) and name not in (".", "..")
 
 
 def group_topic_field(default: str | None, of_another_group: str | None, description: str) -> Any:
     """A service's internal topic (the re-keyed records, the state): it belongs to the consumer group, as
     Kafka Streams' changelog and repartition topics belong to their application id. The default group id
     keeps `default` (the name of every earlier version, so an upgrade keeps its state); another group id
-    gets `of_another_group` with `{group_id}` filled in (None: no topic). A name given explicitly (flag,
-    environment, file) is used as given: how two groups share state deliberately."""
+    gets `of_another_group` with `{group_id}` filled in (None: no topic). Every pattern ends in the service's
+    own stage (`.routes`, `.turns`; the state `.routes.changelog`, the changelog of its source), so two
+    services given one group id never share a topic.
+    A name given explicitly (flag, environment, file) is used as given, once Kafka would accept it: how two
+    groups share state deliberately."""
     derived = "unset" if of_another_group is None else f"`{of_another_group.format(group_id='<group_id>')}`"
     return Field(
         default=default,
@@ -195,15 +207,37 @@ class ServiceSettings(FileSettings):
             if name not in values
         }
         invalid = sorted(
-            name for name, topic in derived.items() if topic is not None and not _TOPIC_NAME.fullmatch(topic)
+            name for name, topic in derived.items() if topic is not None and not is_topic_name(topic)
         )
         if invalid:
             raise ValueError(
                 f"group_id {group!r} cannot name its own topics ({', '.join(invalid)}: "
-                f"{', '.join(repr(derived[name]) for name in invalid)}): a Kafka topic name is at most 249 "
-                "letters, digits, '.', '_' and '-'; use such a group id, or set those topics"
+                f"{', '.join(repr(derived[name]) for name in invalid)}): {TOPIC_NAME_RULE}; use such a "
+                "group id, or set those topics"
+            )
+        # A group named like a default topic's prefix ("tracescore.alert") would derive the default group's
+        # topic, and share its state: refused, as a shared topic must be set on purpose.
+        defaults = {cls.model_fields[name].default for name in _group_topic_patterns(cls)}
+        taken = sorted(name for name, topic in derived.items() if topic in defaults)
+        if taken:
+            raise ValueError(
+                f"group_id {group!r} would name {', '.join(taken)} "
+                f"{', '.join(repr(derived[name]) for name in taken)}, the default group's: use another "
+                "group id, or set those topics (to share the default group's on purpose)"
             )
         return {**values, **derived}
+
+    @field_validator("*")
+    @classmethod
+    def _kafka_accepts_the_topic(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every `*_topic` setting, derived or given: a name the broker would refuse is a config error naming
+        the setting, at start, not an InvalidTopicException once running. Empty: no topic, where allowed."""
+        name = info.field_name or ""
+        optional = type(None) in get_args(cls.model_fields[name].annotation)
+        checked = name.endswith("_topic") and isinstance(value, str) and (value or not optional)
+        if checked and not is_topic_name(value):
+            raise ValueError(f"{value!r} is not a topic Kafka accepts: {TOPIC_NAME_RULE}")
+        return value
 
 
 def _group_topic_patterns(cls: type[BaseModel]) -> dict[str, str | None]:

@@ -18,6 +18,7 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.errors import InconsistentGroupProtocolError, KafkaError, KafkaTimeoutError
 from kafka.structs import MemberState
 
+from tracescore._first_join import first_join, subscribe_topics
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "read_partitions",
     "redact_in_client_logs",
     "rekeying_clients",
+    "subscribe_topics",
     "wait_for_partitions",
 ]
 
@@ -188,12 +190,18 @@ def protocol_checked(group: str, protocol: RebalanceProtocol, setting: str) -> I
 
 
 def rekeying_clients(
-    client: dict[str, Any], group: str, second: str, session_timeout_ms: int, protocol: RebalanceProtocol
+    client: dict[str, Any],
+    group: str,
+    second: str,
+    session_timeout_ms: int,
+    protocol: RebalanceProtocol,
+    client_id: str,
 ) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
     """The clients of a service that re-keys a topic into one of its own (`tracescore alert` by route,
-    `tracescore conversations` by conversation): a member of `group` reading the input, a member of
-    `group.<second>` reading the re-keyed topic, both committing themselves, and a producer that waits for
-    every in-sync replica."""
+    `tracescore conversations` by conversation), all named `client_id`: a member of `group` reading the
+    input, a member of `group.<second>` reading the re-keyed topic, both committing themselves, and a
+    producer that waits for every in-sync replica."""
+    client = {**client, "client_id": client_id}
     member = {
         **client,
         "enable_auto_commit": False,
@@ -288,6 +296,7 @@ class RebalanceListener(ConsumerRebalanceListener):
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         self._log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
+        first_join.joined({tp.topic for tp in assigned})
         if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
         self._assigned(assigned)

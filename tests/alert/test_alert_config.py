@@ -124,7 +124,7 @@ def test_flags_beat_environment_beat_file_beat_defaults(
     assert config.bootstrap_servers == "flag:9092"
     assert config.evaluations_topic == "env-topic"
     assert config.group_id == "from-file"
-    assert config.state_topic == "from-file.changelog"  # the group's own (tests/test_config_files.py)
+    assert config.state_topic == "from-file.routes.changelog"  # the group's own (tests/test_config_files.py)
 
 
 def test_sinks_and_rules_are_read_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

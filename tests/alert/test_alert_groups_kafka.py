@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from _helpers import all_committed, wait_until
+from _helpers import both_stages_read, wait_until
 from alert_records import Running, produce, record
 from alert_records import service_config as config
 
@@ -30,15 +30,7 @@ def group_config(bootstrap: str, topic_prefix: str, group: str) -> AlertConfig:
 
 
 def read_all(bootstrap: str, cfg: AlertConfig) -> None:
-    """Until both stages committed the end of their input: every record re-keyed, every re-keyed one
-    applied."""
-    wait_until(
-        lambda: (
-            all_committed(bootstrap, cfg.group_id, cfg.evaluations_topic)
-            and all_committed(bootstrap, f"{cfg.group_id}.routes", cfg.routes_topic)
-        ),
-        f"group {cfg.group_id} to read everything",
-    )
+    both_stages_read(bootstrap, cfg.group_id, cfg.evaluations_topic, "routes", cfg.routes_topic)
 
 
 def scored(value: float, route: str) -> bytes:
@@ -54,7 +46,7 @@ def test_two_groups_on_the_same_records_each_count_every_record_once(
 ) -> None:
     first, second = (group_config(bootstrap, topic_prefix, g) for g in ("first", "second"))
     assert first.routes_topic == f"{topic_prefix}-first.routes" != second.routes_topic
-    assert first.state_topic == f"{topic_prefix}-first.changelog" != second.state_topic
+    assert first.state_topic == f"{topic_prefix}-first.routes.changelog" != second.state_topic
     answers = [(0.1, "/billing")] * 8 + [(0.95, "/support")] * 8  # one record each, their own trace
     produce(bootstrap, first.evaluations_topic, [scored(v, r) for v, r in answers])
 

@@ -4,6 +4,7 @@ that ran a command stays interruptible with Ctrl-C, and an embedding application
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -93,6 +94,20 @@ def test_a_command_that_fails_on_kafka_hands_back_the_signals(own_handler: Handl
     assert result.exit_code == 1, result.output
     assert "no Kafka broker reachable" in result.output
     assert all(signal.getsignal(signum) is own_handler for signum in STOP_SIGNALS)
+
+
+def test_consume_run_in_process_leaves_the_log_handlers_as_it_found_them() -> None:
+    """`tracescore consume` holds back repeated client warnings with a filter on the log handlers. It left
+    that filter on the handlers of the program that ran it in process: a test suite's log capture then held
+    back any warning of the same template for 30 s, in whichever test ran next."""
+    handlers = logging.getLogger().handlers
+    before = [list(handler.filters) for handler in handlers]
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    result = CliRunner(env=_clean_env()).invoke(
+        main, ["consume", "--bootstrap-servers", address, "--connect-timeout", "1"]
+    )
+    assert result.exit_code == 1, result.output
+    assert [list(handler.filters) for handler in handlers] == before
 
 
 def _service_args(command: str, bootstrap: str, prefix: str) -> list[str]:

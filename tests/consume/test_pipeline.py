@@ -11,12 +11,14 @@ import pytest
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
 
 from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler, decode_message
 from tracescore.consume._handover import Handover
 from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._shared_policy import SharedPolicy
-from tracescore.emit import EVALUATION_SPANS_HEADER
+from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
 from tracescore.extract import Found
 from tracescore.model import Interaction, Trace
 from tracescore.sample import (
@@ -50,11 +52,13 @@ def message(value: bytes, offset: int = 0, partition: int = 0, headers: list | N
     )
 
 
-def pipeline(policy: SamplingPolicy | None = None) -> tuple[Pipeline, Clock]:
+def pipeline(
+    policy: SamplingPolicy | None = None, metrics_out: EvaluationMetrics | None = None
+) -> tuple[Pipeline, Clock]:
     clock = Clock()
     assembler = TraceAssembler(AssemblySettings(grace_s=2.0), clock=clock)
     locked = SharedPolicy(policy) if policy is not None else None
-    return Pipeline(assembler, ConsumerStats(), policy=locked), clock
+    return Pipeline(assembler, ConsumerStats(), policy=locked, metrics_out=metrics_out), clock
 
 
 def test_a_recorded_trace_becomes_one_admitted_interaction_once_its_grace_passed() -> None:
@@ -275,7 +279,8 @@ def test_turns_whose_session_id_logfire_scrubbed_are_counted_and_said_once_per_s
     and the turn was silently read as a one-turn interaction. It is still scored, counted apart from what is
     not scored, and said once per service with where the docs show how to keep the id."""
     caplog.set_level(logging.INFO, logger="tracescore")
-    steps, _ = pipeline()
+    reader = InMemoryMetricReader()
+    steps, _ = pipeline(metrics_out=EvaluationMetrics(MeterProvider(metric_readers=[reader]).get_meter("t")))
     steps.take([message(scrubbed(path), offset=n) for n, path in enumerate(LOGFIRE_TURNS)])
     admitted = steps.flush()
     turns = [revision.interaction for trace in admitted for revision, _ in trace.interactions]
@@ -287,6 +292,22 @@ def test_turns_whose_session_id_logfire_scrubbed_are_counted_and_said_once_per_s
     [said] = [r for r in caplog.records if "session_id_scrubbed" in r.getMessage()]
     assert said.levelno == logging.WARNING
     assert "logfire.md#keep-the-session-id-through-scrubbing" in said.getMessage()
+    # And as an OTel metric with the others, by reason, service and scope (a dashboard sees it, not only
+    # the log): before, only the counts and the log line had it.
+    [counted] = [
+        point
+        for rm in (reader.get_metrics_data() or MetricsData([])).resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "tracescore.interactions.read_partly"
+        for point in metric.data.data_points
+    ]
+    [turn] = {span.service_name: span for span in (t.span for t in turns)}.values()
+    assert counted.value == 2 and counted.attributes == {
+        "reason": "session_id_scrubbed",
+        "service.name": turn.service_name,
+        "otel.scope.name": turn.scope_name,
+    }
     # The same turns with the id kept (a scrubbing callback): read as a conversation, nothing said.
     kept, _ = pipeline()
     kept.take([message(path.read_bytes(), offset=n) for n, path in enumerate(LOGFIRE_TURNS)])

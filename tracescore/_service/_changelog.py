@@ -204,16 +204,13 @@ def legacy_states(
     give_up: Callable[[], bool] = lambda: False,
 ) -> list[tuple[bytes, bytes]]:
     """Every live (key, value) of the old single-partition state topic `topic` (none when it is unset or does
-    not exist); `wanted` is only a guard that there is something to carry over to."""
+    not exist); `wanted` is only a guard that there is something to carry over to. Each wait is bounded like
+    the restore's other reads: the look for the topic gives up after BROKER_WAIT_S (an error the restore
+    tries again) or at once when `give_up()`."""
     if not topic or not wanted:
         return []
-    probe = KafkaConsumer(
-        **connection.client_config(), group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
-    )
-    try:
-        partitions = sorted(probe.partitions_for_topic(topic) or ())
-    finally:
-        probe.close()
+    what = f"a look for the old state topic {topic}"
+    partitions = BoundedCall(lambda: _old_partitions(connection, topic, what), what)(give_up, BROKER_WAIT_S)
     if not partitions:
         return []
     last: dict[bytes, bytes | None] = {}
@@ -221,3 +218,25 @@ def legacy_states(
         if message.key is not None:
             last[message.key] = message.value
     return [(key, value) for key, value in last.items() if value is not None]
+
+
+def _old_partitions(connection: KafkaConnection, topic: str, what: str) -> list[int]:
+    """The partitions of `topic` from a client of its own, closed here: a look given up on (the broker does
+    not answer) ends by itself within BROKER_WAIT_S, its requests timing out, and leaves no thread. An error
+    says `what` failed, and stays retriable when it was."""
+    wait_ms = int(BROKER_WAIT_S * 1000)
+    try:
+        probe = KafkaConsumer(
+            **connection.client_config(),
+            group_id=None,
+            enable_auto_commit=False,
+            allow_auto_create_topics=False,
+            bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
+            request_timeout_ms=wait_ms,  # the look's metadata request (30 s by default, then retried)
+        )
+        try:
+            return sorted(probe.partitions_for_topic(topic) or ())
+        finally:
+            probe.close()
+    except KafkaError as exc:
+        raise type(exc)(f"{what}: {exc}") from exc

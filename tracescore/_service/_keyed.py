@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.structs import OffsetAndMetadata
 
-from tracescore._kafka import RebalanceListener, caught_up
+from tracescore._kafka import RebalanceListener, caught_up, subscribe_topics
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState
@@ -95,7 +95,7 @@ class KeyedStage:
     # -- poll -------------------------------------------------------------------------------------------
     def subscribe(self) -> None:
         self._listener = RebalanceListener(self.log, assigned=self._assigned, revoked=self._revoked)
-        self.consumer.subscribe([self.topic], listener=self._listener)
+        subscribe_topics(self.consumer, [self.topic], self._listener)
 
     @property
     def first_assigned_at(self) -> float | None:

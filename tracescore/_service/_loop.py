@@ -35,6 +35,7 @@ from tracescore._service._bounded import BoundedCall, StopBudget
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
 from tracescore._service._crash import crash_point
+from tracescore._service._group_check import GroupCheck, client_id
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic
 from tracescore._service._outputs import OutputLog, seconds_left
@@ -89,6 +90,7 @@ class ServiceLoop:
         *,
         log: logging.Logger,
         connection: KafkaConnection,
+        service: str,
         stage: str,
         topics: ServiceTopics,
         forward: Callable[[ConsumerRecord], Forward | None],
@@ -99,8 +101,9 @@ class ServiceLoop:
         checkpoint_every_batch: bool,
         also_close: Sequence[tuple[str, Callable[[], None]]] = (),
     ) -> None:
-        """`also_close`: (what, close) of what the service itself holds (an alert's sinks), closed last and
-        within the stop's budget, like the clients."""
+        """`service`: the name it runs as (`tracescore alert`), its clients' id; `also_close`: (what, close)
+        of what the service itself holds (an alert's sinks), closed last and within the stop's budget, like
+        the clients."""
         self.log = log
         self._also_close = list(also_close)
         self.connection = connection
@@ -124,13 +127,15 @@ class ServiceLoop:
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
             ingest, keyed, producer = rekeying_clients(
-                client, group_id, stage, config.session_timeout_ms, rebalance_protocol
+                client, group_id, stage, config.session_timeout_ms, rebalance_protocol, client_id(service)
             )
             changelog = Changelog(connection, topics.state, topics.keyed, stopping=lambda: self._stopping)
             return ingest, keyed, producer, changelog
 
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
         self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
+        # GroupShared (one line) once the other service's members are in stage 1's group too.
+        self._group_check = GroupCheck(connection, group_id, service, stopping=lambda: self._stopping)
         self.rekey = RekeyStage(
             self._ingest, self._producer, topics.keyed, forward, oversized, stop_deadline=self.stop_deadline
         )
@@ -233,7 +238,8 @@ class ServiceLoop:
             with self.waiting("the broker (starting: the state topic)"):
                 # ChangelogError (one line): partitioned unlike the keyed topic; KafkaTimeoutError: no answer
                 self._changelog.ensure(wait_s)
-            self.rekey.subscribe(self.topics.inputs, self.log)
+            self._group_check()  # before joining: another service's members already there
+            self.rekey.subscribe(self.topics.inputs, self.log, changed=self._group_check.changed)
             self.keyed.subscribe()
             with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
                 self._loop(idle_timeout_s)
@@ -273,6 +279,7 @@ class ServiceLoop:
             if self._health_file is not None:
                 self._health_file.touch()
             with self.waiting("the broker (stage 1: re-keying a batch)"):
+                self._group_check()  # after a change of stage 1's members, before the batch it brings
                 moved = self.rekey.step(_POLL_MS)
             with self.waiting("the broker (stage 2: reading the keyed topic, restoring state)"):
                 moved += self.keyed.step(_POLL_MS)

@@ -11,11 +11,11 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 
-from tracescore._kafka import RebalanceListener
+from tracescore._kafka import RebalanceListener, subscribe_topics
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._crash import crash_point
 from tracescore._service._outputs import delivered_until, seconds_left
@@ -53,9 +53,12 @@ class RekeyStage:
         self._joined: RebalanceListener | None = None
         self.unacknowledged = 0  # re-keyed records of a batch a stop gave up waiting for
 
-    def subscribe(self, topics: Sequence[str], log: logging.Logger) -> None:
-        self._joined = RebalanceListener(log, assigned=lambda _: None, revoked=lambda _: None)
-        self.consumer.subscribe(list(topics), listener=self._joined)
+    def subscribe(
+        self, topics: Sequence[str], log: logging.Logger, changed: Callable[[Sequence[TopicPartition]], None]
+    ) -> None:
+        """`changed`: partitions assigned to or taken from this member (on the client's IO thread)."""
+        self._joined = RebalanceListener(log, assigned=changed, revoked=changed)
+        subscribe_topics(self.consumer, topics, self._joined)
 
     @property
     def first_assigned_at(self) -> float | None:

@@ -327,7 +327,7 @@ class AlertConfig(ServiceSettings):
     routes_partitions: int = Field(default=6, ge=1, description="Partitions of the routes topic.")
     state_topic: str = group_topic_field(
         "tracescore.alert.changelog",
-        "{group_id}.changelog",
+        "{group_id}.routes.changelog",
         "Compacted, partitioned like the routes topic (an alert's state on its route's partition number): "
         "the last notified state per alert, so a restart neither repeats nor forgets alerts.",
     )

@@ -7,8 +7,8 @@
                                                        tracescore.alert.changelog  partition (compacted)
 
 The routes and state topics are group G's own (named above for the default G, tracescore-alert; another G's
-are G.routes and G.changelog: AlertConfig), so a second group neither counts records twice nor takes over
-the first group's alerts.
+are G.routes and G.routes.changelog: AlertConfig, never `tracescore conversations`'), so a second group
+neither counts records twice nor takes over the first group's alerts.
 
 Evaluation records are keyed by trace id, so one route's records are spread over every partition. The first
 stage writes them again (what alerting reads of them: no details) keyed by route, so with several alert
@@ -121,6 +121,7 @@ class AlertService:
             c,
             log=_log,
             connection=self.connection,
+            service="tracescore alert",
             stage="routes",
             topics=topics,
             forward=self._forward,

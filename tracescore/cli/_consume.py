@@ -183,8 +183,11 @@ def consume(
     except ValueError as exc:
         hint = " (with --cascade the offline judge scores first: add --no-cascade)" if llm_judge else ""
         raise click.UsageError(f"{exc}{hint}") from exc
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RateLimitedLogs())
+    # On the handlers, so the client's flood is held back however it is logged; taken off again after the
+    # run, so a program that runs the command in process (a test suite) keeps its handlers as they were.
+    held_back = [(handler, RateLimitedLogs()) for handler in logging.getLogger().handlers]
+    for handler, limit in held_back:
+        handler.addFilter(limit)
     provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
     alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
     phoenix = [PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else []
@@ -206,6 +209,8 @@ def consume(
         )
     finally:
         provider.shutdown()  # exports what was recorded since the last interval
+        for handler, limit in held_back:
+            handler.removeFilter(limit)
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     # Named only when it happens, as on the status line: most apps record their questions.
     unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""

@@ -8,7 +8,13 @@ from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 
-from tracescore._kafka import BrokerUnreachable, ensure_topics, group_member, wait_for_partitions
+from tracescore._kafka import (
+    BrokerUnreachable,
+    ensure_topics,
+    group_member,
+    subscribe_topics,
+    wait_for_partitions,
+)
 from tracescore._kafka import connect as _connect
 from tracescore.consume._settings import ConsumerSettings
 
@@ -46,7 +52,7 @@ def subscribe(
             s.topic,
         )
     wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
-    consumer.subscribe([s.topic], listener=listener)
+    subscribe_topics(consumer, [s.topic], listener)
 
 
 def _consumer(settings: ConsumerSettings, config: dict[str, Any]) -> KafkaConsumer:

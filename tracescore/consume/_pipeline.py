@@ -235,15 +235,16 @@ class Pipeline:
 
     def _skip(self, skip: Skip) -> None:
         service = skip.span.service_name if skip.span else "unknown_service"
+        scope = (skip.span.scope_name or "(no scope)") if skip.span else "(no scope)"
         if skip.scored:  # scored all the same: counted apart, said once per service
             self.stats.read_partly[skip.reason] += 1
+            self._metrics_out.read_partly(skip.reason, service, scope)
             self._log_once(
                 (service, skip.reason),
                 "scored without part of what it carried (%s) from %s: %s [logged once]",
                 *(skip.reason, service, skip.detail),
             )
             return
-        scope = (skip.span.scope_name or "(no scope)") if skip.span else "(no scope)"
         source = (service, scope, skip.reason)
         self.stats.skipped[skip.reason] += 1
         self.stats.skipped_by_source[source] += 1

@@ -50,7 +50,7 @@ class ConversationsConfig(ServiceSettings):
     )
     state_topic: str = group_topic_field(
         "tracescore.conversations.changelog",
-        "{group_id}.changelog",
+        "{group_id}.turns.changelog",
         "Compacted, partitioned like the turns topic (a conversation's state on its turns' partition "
         "number): each remembered conversation as of its last record, so a restart or rebalance reads back "
         "only its partitions' conversations and re-reads only the turns since.",

@@ -8,7 +8,7 @@
                                                                           partition (compacted)
 
 The turns and state topics are group G's own (named above for the default G, tracescore-conversations;
-another G's are G.turns and G.changelog: ConversationsConfig).
+another G's are G.turns and G.turns.changelog: ConversationsConfig; never `tracescore alert`'s).
 
 Evaluation records are keyed by trace id, so a conversation's turns are spread over every partition. The
 first stage writes them again (what a conversation needs of them: no details) keyed by conversation, so
@@ -125,6 +125,7 @@ class ConversationService:
             c,
             log=_log,
             connection=self.connection,
+            service="tracescore conversations",
             stage="turns",
             topics=topics,
             forward=self._forward,

@@ -1,7 +1,7 @@
 """OTel metrics from the consumer: score distributions per service, route, metric, judge tier
-(`annotator_kind`) and `selection`, and the counts an operator alerts on (dead letters, skipped spans, judge
-errors, judge tokens, the LLM judge's spent budget), and the cascade's lift and split per route and answer
-shape (`tracescore.cascade.*`).
+(`annotator_kind`) and `selection`, and the counts an operator alerts on (dead letters, skipped spans,
+interactions read only in part, judge errors, judge tokens, the LLM judge's spent budget), and the cascade's
+lift and split per route and answer shape (`tracescore.cascade.*`).
 
 Two judges' scores never share a series. The additive `tracescore.estimate.sums` let recording rules build
 the same estimate `tracescore alert` uses (offline mean corrected by the LLM judge, see alert/_estimate.py);
@@ -36,6 +36,12 @@ def _series(service: str, route: str, **labels: str) -> dict[str, str]:
     return {SERVICE_NAME: service, semconv.TRACESCORE_ROUTE: route, **labels}
 
 
+def _source(reason: str, service: str, scope: str) -> dict[str, str]:
+    """What was read only in part or not scored: why, and from which service and instrumentation scope (the
+    names on the spans; no route: what was not read decides none)."""
+    return {"reason": reason, SERVICE_NAME: service, "otel.scope.name": scope}
+
+
 class EvaluationMetrics:
     def __init__(self, meter: Meter | None = None) -> None:
         meter = meter or metrics.get_meter("tracescore.consumer", __version__)
@@ -54,6 +60,12 @@ class EvaluationMetrics:
         self._skipped = meter.create_counter(
             "tracescore.spans.skipped",
             description="Traces or interactions not scored, by reason, service and instrumentation scope.",
+        )
+        self._read_partly = meter.create_counter(
+            "tracescore.interactions.read_partly",
+            description="Interactions scored without part of what they carried, by reason "
+            "(session_id_scrubbed: a session id Logfire's scrubbing replaced, so the turn is scored as a "
+            "one-turn interaction), service and instrumentation scope.",
         )
         self._escalations = meter.create_counter(
             "tracescore.llm_judge.escalations",
@@ -141,7 +153,11 @@ class EvaluationMetrics:
             self._agreement_scores.add(llm, {**where, "annotator_kind": "LLM"})
 
     def skipped(self, reason: str, service: str = "", scope: str = "", count: int = 1) -> None:
-        self._skipped.add(count, {"reason": reason, SERVICE_NAME: service, "otel.scope.name": scope})
+        self._skipped.add(count, _source(reason, service, scope))
+
+    def read_partly(self, reason: str, service: str = "", scope: str = "", count: int = 1) -> None:
+        """Interactions scored all the same, without what `reason` names (`ConsumerStats.read_partly`)."""
+        self._read_partly.add(count, _source(reason, service, scope))
 
     def escalation(self, outcome: str, service: str = "") -> None:
         self._escalations.add(1, {"outcome": outcome, SERVICE_NAME: service})

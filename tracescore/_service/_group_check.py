@@ -1,0 +1,95 @@
+"""Stage 1's consumer group holds one service's members only.
+
+`tracescore alert` and `tracescore conversations` both read the evaluation records in stage 1's group,
+`group_id`. Given one group id, their members would join one group and split the records' partitions between
+them: each service would see only part of the records, and say nothing. Their internal topics cannot meet
+(each derives its own: `tracescore._config.group_topic_field`), but the group is the user's name.
+
+So each service's clients carry its name as their Kafka client id, and the group's members are looked at
+(DescribeGroups) before the first poll and after each change of stage 1's assignment (a member joined or
+left): a member of the other service there is `GroupShared`, one line that says what to do, and the service
+exits before it reads another batch. Two started at once both join, and the rebalance that follows has each
+look again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import KafkaError
+
+from tracescore._kafka import BROKER_WAIT_S
+from tracescore._kafka_config import KafkaConnection
+from tracescore._service._bounded import BoundedCall
+
+__all__ = ["SERVICES", "GroupCheck", "GroupShared", "client_id"]
+
+_log = logging.getLogger("tracescore")
+
+# The services that re-key the evaluation records, by the name each is run as.
+SERVICES = ("tracescore alert", "tracescore conversations")
+
+
+def client_id(service: str) -> str:
+    """The Kafka client id of `service`'s clients ("tracescore-alert"): the broker's logs and quotas, and
+    other members of a group, see whose they are."""
+    return service.replace(" ", "-")
+
+
+class GroupShared(KafkaError):
+    """Stage 1's group has members of another service (a KafkaError: the command line prints it as one
+    line, exit status 1)."""
+
+
+class GroupCheck:
+    def __init__(
+        self, connection: KafkaConnection, group_id: str, service: str, stopping: Callable[[], bool]
+    ) -> None:
+        self.connection, self.group_id, self.service = connection, group_id, service
+        self._stopping = stopping
+        self._others = {client_id(s): s for s in SERVICES if s != service}
+        self._due = True  # before the first poll
+
+    def changed(self, _: Sequence[TopicPartition]) -> None:
+        """Stage 1's assignment changed (on the client's IO thread: only noted)."""
+        self._due = True
+
+    def __call__(self) -> None:
+        """Look at the group's members when due; GroupShared when another service's are there. A broker that
+        does not answer the look delays it to the next change (said at debug level): no pass waits on it
+        longer than BROKER_WAIT_S."""
+        if not self._due:
+            return
+        self._due = False
+        look = BoundedCall(self._members, f"a look at the members of group {self.group_id}")
+        try:
+            members = look(self._stopping, BROKER_WAIT_S)
+        except KafkaError as exc:
+            _log.debug("could not look at group %s's members: %s", self.group_id, exc)
+            return
+        found = sorted({self._others[m["client_id"]] for m in members if m.get("client_id") in self._others})
+        if found:
+            hosts = sorted({str(m.get("client_host", "?")).strip("/") for m in members})
+            raise GroupShared(
+                f"group {self.group_id!r} also has members of {' and '.join(found)} (hosts: "
+                f"{', '.join(hosts)}): given one group_id, the services split the evaluation records between "
+                f"them and each sees only part. Give each service its own group_id (the defaults differ: "
+                "tracescore-alert, tracescore-conversations)"
+            )
+
+    def _members(self) -> list[dict[str, Any]]:
+        wait_ms = int(BROKER_WAIT_S * 1000)
+        admin = KafkaAdminClient(
+            **self.connection.client_config(),
+            client_id=client_id(self.service),
+            request_timeout_ms=wait_ms,
+            bootstrap_timeout_ms=wait_ms,
+        )
+        try:
+            described = admin.describe_groups([self.group_id]).get(self.group_id) or {}
+        finally:
+            admin.close()
+        return list(described.get("members") or [])
