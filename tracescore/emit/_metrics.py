@@ -65,7 +65,8 @@ class EvaluationMetrics:
             "tracescore.interactions.read_partly",
             description="Interactions scored without part of what they carried, by reason "
             "(session_id_scrubbed: a session id Logfire's scrubbing replaced, so the turn is scored as a "
-            "one-turn interaction), service and instrumentation scope.",
+            "one-turn interaction; span_events_dropped: span events holding messages were lost past the "
+            "limits), service and instrumentation scope.",
         )
         self._escalations = meter.create_counter(
             "tracescore.llm_judge.escalations",
