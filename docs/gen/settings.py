@@ -70,7 +70,9 @@ def sections() -> list[Section]:
         Section(
             "Sampling policy", SamplingConfig,
             "Flags > `TRACESCORE_SAMPLING__*` variables (lists as JSON) > the `[sampling]` table of "
-            "`--config` (or the file's top level) > defaults.",
+            "`--config` > defaults. `tracescore consume` refuses a setting outside the file's tables (its "
+            "options go in `[consume]`); in Python, `load_sampling_config(path)` also reads a file without "
+            "tables, at its top level.",
             "TRACESCORE_SAMPLING__", file_table="sampling", commands=("consume",),
         ),
         Section(

@@ -82,6 +82,16 @@ def test_a_config_file_without_tables_says_which_table_each_setting_goes_in(tmp_
     assert "options from a [consume] table and the sampling policy from a [sampling] table" in error
 
 
+def test_a_setting_beside_the_tables_is_refused_not_ignored(tmp_path: Path) -> None:
+    # A sampling key at the top level of a file with a [consume] table was read by neither reader.
+    path = tmp_path / "consume.toml"
+    path.write_text('default_rate = 0.5\n\n[consume]\ntopic = "spans"\n')
+    done = _consume_with_bad_input("--config", str(path), "--connect-timeout", "1")
+    assert done.returncode == 2, done.stderr
+    [error] = _error_lines(done.stderr)
+    assert error.startswith(f"Error: {path}: settings outside a table (default_rate): "), error
+
+
 def test_invalid_setting_from_the_environment_names_the_variable() -> None:
     done = _consume_with_bad_input(env={"TRACESCORE_POLL_TIMEOUT_MS": "0"})
     assert done.returncode == 2, f"a usage error, not a crash ({done.returncode}):\n{done.stderr}"
