@@ -28,7 +28,7 @@ def make_judge(kind: str, *, model: str | None = None, base_url: str | None = No
 
         return OfflineJudge()
     if kind == "openai":
-        from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+        from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 
         overrides = {k: v for k, v in {"model": model, "base_url": base_url}.items() if v is not None}
         return OpenAIJudge(OpenAIJudgeSettings(**overrides))
