@@ -284,7 +284,9 @@ def page() -> str:
         "everywhere: flags > environment variables > the `--config` file > defaults. Invalid values stop a "
         "command at start with one line naming the flag or variable. Nested settings read variables joined "
         "with `__` (`TRACESCORE_ASSEMBLY__GRACE_S`); lists of tables are JSON in a variable, or tables in "
-        "the file (`[[sampling.rates]]`).\n",
+        "the file (`[[sampling.rates]]`). A `TRACESCORE_*` variable that no setting reads (a misspelt "
+        "`TRACESCORE_BROKER`) is named in a warning when `tracescore consume` starts, with the valid name "
+        "most like it.\n",
     ]
     documented: set[str] = set()
     for section in sections():

@@ -17,6 +17,7 @@ import click
 from tracescore import __version__
 from tracescore._config import ConfigFileError, keys_outside_tables
 from tracescore.alert import RuleConfig
+from tracescore.cli._environment import warn_misspelt_variables
 from tracescore.cli._options import (
     config_option,
     consumer_settings,
@@ -163,6 +164,7 @@ def consume(
             "under its table (see the docs, Reference > Settings)"
         )
     settings = consumer_settings(flags, config_file)
+    warn_misspelt_variables()
     chosen_judge, chosen_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
     if max_claims is not None:
         for metric in chosen_metrics:
