@@ -29,7 +29,7 @@ from tracescore.cli._options import (
 )
 from tracescore.cli._service import meter_provider, run_service
 from tracescore.consume import ConsumerSettings
-from tracescore.model import FAITHFULNESS
+from tracescore.model import FAITHFULNESS, OFFLINE_JUDGE
 from tracescore.sample import SamplingConfig
 from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
 
@@ -178,7 +178,7 @@ def consume(
         raise click.UsageError(str(exc)) from exc
     policy = CascadePolicy(sampling, metrics=[m.name for m in chosen_metrics])
     llm_judge = None
-    if judge != "offline" and cascade:
+    if judge != OFFLINE_JUDGE and cascade:
         chosen_judge, llm_judge = OfflineJudge(), chosen_judge
     try:
         check_judge(chosen_metrics, chosen_judge)

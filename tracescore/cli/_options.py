@@ -21,6 +21,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from tracescore._config import problems
 from tracescore._kafka_config import PRODUCER_ONLY, KafkaConnection, KafkaSecurity
 from tracescore.consume import ConfigFileError, ConsumerSettings
+from tracescore.model import OFFLINE_JUDGE
 from tracescore.score.judges import OpenAIJudgeSettings
 
 __all__ = [
@@ -268,8 +269,8 @@ def _judge_choice(help_text: str) -> list[Decorator]:
     return [
         click.option(
             "--judge",
-            type=click.Choice(["offline", "openai"]),
-            default="offline",
+            type=click.Choice([OFFLINE_JUDGE, "openai"]),
+            default=OFFLINE_JUDGE,
             show_default=True,
             help=help_text,
         ),

@@ -40,6 +40,7 @@ from tracescore.model._labels import (
 )
 from tracescore.model._record import (
     EVALUATIONS_TOPIC,
+    OFFLINE_JUDGE,
     SCHEMA_VERSION,
     AnnotatorKind,
     EvaluationRecord,
@@ -70,6 +71,7 @@ __all__ = [
     "MAX_RUN_TEXT_CHARS",
     "MAX_RUN_TOOL_CALLS",
     "NEAR_CERTAIN",
+    "OFFLINE_JUDGE",
     "SCHEMA_VERSION",
     "UNLABELLED_THRESHOLD",
     "AnnotatorKind",
