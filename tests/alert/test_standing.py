@@ -8,26 +8,15 @@ import random
 from datetime import timedelta
 from typing import Any
 
+import alert_records
 from alert_records import T0, record
 
-from tracescore.alert import AlertConfig, AlertEvaluator, DropConfig, RuleConfig, describe_routes
+from tracescore.alert import AlertEvaluator, DropConfig, describe_routes
 from tracescore.alert._standing import worst_first
 
 
 def evaluator(**rule: Any) -> AlertEvaluator:
-    settings: dict[str, Any] = {
-        "signal": "score",
-        "window_count": 20,
-        "window_seconds": 900,
-        "warning": 0.7,
-        "critical": 0.4,
-        "min_samples": 5,
-        "confidence": 0.9,
-        "cooldown_seconds": 0,
-        "no_data_seconds": None,
-        **rule,
-    }
-    return AlertEvaluator(AlertConfig(rules=[RuleConfig(**settings)]))
+    return alert_records.evaluator(cooldown_seconds=0, no_data_seconds=None, **rule)
 
 
 def feed(ev: AlertEvaluator, route: str, score: float, n: int = 10) -> None:
