@@ -145,7 +145,7 @@ def test_non_otlp_messages_raise_not_otlp(value: bytes | None) -> None:
 # --- OTLP JSON (the Collector's otlp_json encoding) --------------------------------------------------
 
 
-def _otlp_json(spans: list[ReadableSpan]) -> bytes:
+def otlp_json(spans: list[ReadableSpan]) -> bytes:
     """OTLP JSON as the Collector writes it: protobuf's JSON mapping, but trace and span ids in hex."""
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -170,7 +170,7 @@ def test_otlp_json_decodes_to_the_same_spans_as_protobuf() -> None:
     finished = list(exporter.get_finished_spans())
     [(_, proto)] = encode_trace_messages(finished)
 
-    from_json = decode_message(_otlp_json(finished))
+    from_json = decode_message(otlp_json(finished))
 
     assert from_json == decode_message(proto)
     by_name = {s.name: s for s in from_json}
@@ -183,7 +183,7 @@ def test_otlp_json_with_leading_whitespace_is_detected() -> None:
     provider, exporter = local_spans()
     with provider.get_tracer("lib").start_as_current_span("only"):
         pass
-    [span] = decode_message(b"\n  " + _otlp_json(list(exporter.get_finished_spans())))
+    [span] = decode_message(b"\n  " + otlp_json(list(exporter.get_finished_spans())))
     assert span.name == "only"
 
 
@@ -240,7 +240,7 @@ def test_a_failed_spans_status_is_decoded_from_protobuf_and_json() -> None:
         tool.set_status(Status(StatusCode.ERROR, "search backend timed out"))
     finished = list(exporter.get_finished_spans())
     [(_, proto)] = encode_trace_messages(finished)
-    for decoded in (decode_message(proto), decode_message(_otlp_json(finished))):
+    for decoded in (decode_message(proto), decode_message(otlp_json(finished))):
         by_name = {s.name: s for s in decoded}
         assert (by_name["search_docs"].status_code, by_name["search_docs"].status_message) == (
             2,

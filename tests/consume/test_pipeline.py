@@ -305,3 +305,41 @@ def test_turns_whose_session_id_logfire_scrubbed_are_counted_and_said_once_per_s
     kept.take([message(path.read_bytes(), offset=n) for n, path in enumerate(LOGFIRE_TURNS)])
     kept_turns = [r.interaction for trace in kept.flush() for r, _ in trace.interactions]
     assert {turn.session_id for turn in kept_turns} != {None} and not kept.stats.read_partly
+
+
+STRANDS_DEFAULT = FIXTURES / "strands" / "legacy_faithful.binpb"
+
+
+def events_lost_by_the_producer(recorded: Path, span_name: str, dropped: int) -> bytes:
+    """A recorded Strands run whose SDK dropped some of a span's events (its span event limit)."""
+    request = ExportTraceServiceRequest.FromString(recorded.read_bytes())
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                if span.name == span_name:
+                    span.dropped_events_count = dropped
+    return request.SerializeToString()
+
+
+def test_messages_written_as_span_events_are_scored_and_lost_events_counted_and_said_once_per_service(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Strands' default writes the messages as span events: the run is scored from them. A span that lost
+    events (past the producer's or the decoder's limits) may have lost messages: scored all the same, counted
+    apart and said once per service."""
+    caplog.set_level(logging.INFO, logger="tracescore")
+    whole, _ = pipeline()
+    whole.take([message(STRANDS_DEFAULT.read_bytes())])
+    [run] = [r.interaction for trace in whole.flush() for r, _ in trace.interactions]
+    assert run.convention == "strands" and run.record.query and run.record.contexts and run.record.answer
+    assert not whole.stats.read_partly and not whole.stats.skipped
+
+    steps, _ = pipeline()
+    steps.take([message(events_lost_by_the_producer(STRANDS_DEFAULT, "chat", 3))])
+    [partly] = [r.interaction for trace in steps.flush() for r, _ in trace.interactions]
+    assert partly.record == run.record
+    stats = steps.stats
+    assert stats.read_partly == {"span_events_dropped": 1} and not stats.skipped
+    assert "1 whose spans lost span events past the limits" in stats.partly_read()
+    [said] = [r for r in caplog.records if "span_events_dropped" in r.getMessage()]
+    assert said.levelno == logging.WARNING and "lost 3" in said.getMessage()

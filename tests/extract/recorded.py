@@ -121,11 +121,10 @@ EXPECTED = {
     "spring_ai2": ("interaction", "spring_ai"),
     "spring_ai_conversation/greeting_turn1": ("skip", "empty_context"),
     "spring_ai_conversation": ("interaction", "spring_ai"),
-    # Strands Agents' own GenAI spans: the messages are on them only with OTEL_SEMCONV_STABILITY_OPT_IN=
-    # gen_ai_latest_experimental,gen_ai_span_attributes_only. As span events (its default, and with
-    # gen_ai_latest_experimental alone) or redacted, the skip names the setting.
-    "strands/events_": ("skip", "content_not_captured"),
-    "strands/legacy_": ("skip", "content_not_captured"),
+    # Strands Agents' own GenAI spans: the messages on them (OTEL_SEMCONV_STABILITY_OPT_IN=
+    # gen_ai_latest_experimental,gen_ai_span_attributes_only) or as span events (its default, `legacy_` /
+    # `default_`, and with gen_ai_latest_experimental alone, `events_`) read alike; redacted (on the spans or
+    # in the default events, `redacted_legacy_`), the skip names the setting.
     "strands/redacted_": ("skip", "content_not_captured"),
     "strands": ("interaction", "strands"),
     "strands_conversation/greeting_turn1": ("skip", "empty_context"),

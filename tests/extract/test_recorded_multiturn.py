@@ -80,6 +80,7 @@ def test_the_turns_whose_evidence_is_in_an_earlier_trace_are_named() -> None:
     assert needs == {
         *(f"{source}/qa_only_faithful_turn3" for source in SOURCES),
         "mlflow_conversation/semconv_qa_only_faithful_turn3",
+        "strands_conversation/default_qa_only_faithful_turn3",  # Strands' default: messages as span events
         "google_adk/resent_faithful_turn3",
         "google_adk/schema_v1_resent_faithful_turn3",
         "haystack_conversation/resent_faithful_turn3",

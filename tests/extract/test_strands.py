@@ -1,10 +1,12 @@
 """Strands Agents' spans, recorded from the real library (fixtures/strands, strands_conversation): the agent
-call read with its tool's documents one by one; the messages as span events (Strands' default) or redacted,
-a skip that names the setting to change; each chat turn in its session, with the earlier turns' tool results
-the agent resent."""
+call read with its tool's documents one by one; the messages as span events (Strands' default, and with
+gen_ai_latest_experimental alone) read as they are on the spans, and a skip that names the setting when they
+are on neither or redacted; each chat turn in its session, with the earlier turns' tool results the agent
+resent."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -48,16 +50,79 @@ def test_the_answer_is_the_agents_text_without_the_newline_strands_ends_it_with(
     assert interaction.record.answer == recording.answer
 
 
-@pytest.mark.parametrize("scenario", ["legacy_faithful", "events_faithful"])
-def test_messages_written_as_span_events_are_skipped_naming_the_setting(scenario: str) -> None:
+@pytest.mark.parametrize(
+    "scenario", ["legacy_faithful", "legacy_unfaithful", "events_faithful", "events_unfaithful"]
+)
+def test_messages_written_as_span_events_read_as_the_same_run_with_them_on_the_spans(scenario: str) -> None:
+    # The same app and model replies, the messages written where OTEL_SEMCONV_STABILITY_OPT_IN puts them:
+    # Strands' default (one event per message) and gen_ai_latest_experimental alone (operation details).
+    on_spans = RECORDED[f"strands/{scenario.split('_', 1)[1]}"]
+    [expected] = extracted(spans_of(on_spans)).interactions
     found = extracted(spans_of(RECORDED[f"strands/{scenario}"]))
+    [interaction] = found.interactions
+    assert found.skips == [] and interaction.convention == "strands"
+    assert interaction.record.query == expected.record.query == on_spans.question
+    assert interaction.record.contexts == expected.record.contexts == tuple(on_spans.documents)
+    assert interaction.record.answer == expected.record.answer == on_spans.answer
+    assert {s.kind for s in interaction.context_sources} == {"tool"}
+    run, expected_run = interaction.run, expected.run
+    assert run is not None and expected_run is not None
+    assert run.steps == expected_run.steps == 2
+    assert [(c.name, c.arguments, c.result, c.ok) for c in run.tool_calls] == [
+        (c.name, c.arguments, c.result, c.ok) for c in expected_run.tool_calls
+    ]
+
+
+def test_a_run_whose_span_events_were_dropped_on_the_way_is_skipped_naming_the_setting() -> None:
+    # A Collector processor or exporter that drops span events leaves no messages to read.
+    spans = [dataclasses.replace(s, events=()) for s in spans_of(RECORDED["strands/legacy_faithful"])]
+    found = extracted(spans)
     [skip] = found.skips
     assert found.interactions == [] and skip.reason == "content_not_captured" and skip.convention == "strands"
     assert CONTENT_ON_SPANS in skip.detail and "span events" in skip.detail
 
 
-def test_redacted_texts_are_skipped_naming_the_keys_to_leave_unredacted() -> None:
-    found = extracted(spans_of(RECORDED["strands/redacted_faithful"]))
+def test_a_run_whose_spans_lost_events_past_the_limits_is_scored_and_says_so() -> None:
+    spans = [
+        dataclasses.replace(s, events_dropped=7) if s.name == "chat" else s
+        for s in spans_of(RECORDED["strands/legacy_faithful"])
+    ]
+    found = extracted(spans)
+    [interaction] = found.interactions
+    [skip] = found.skips
+    assert skip.scored and skip.reason == "span_events_dropped" and skip.span is not None
+    assert skip.span.span_id == interaction.span.span_id
+    assert "'chat'" in skip.detail and "lost 7" in skip.detail and "128 events" in skip.detail
+
+
+def test_events_lost_where_the_messages_are_attributes_cost_nothing_and_are_not_said() -> None:
+    # Attribute mode: a chat span that lost other events (an exception's, say) lost no message.
+    spans = [
+        dataclasses.replace(s, events_dropped=7) if s.name == "chat" else s
+        for s in spans_of(RECORDED["strands/faithful"])
+    ]
+    found = extracted(spans)
+    assert len(found.interactions) == 1 and found.skips == []
+
+
+def test_the_attributes_a_span_carries_win_over_its_events() -> None:
+    spans = spans_of(RECORDED["strands/legacy_faithful"])
+    [agent] = [s for s in spans if s.name == "invoke_agent aurora_support"]
+    answer = json.dumps(
+        [{"role": "assistant", "parts": [{"type": "text", "content": "Written on the span."}]}]
+    )
+    spans = [
+        dataclasses.replace(s, attributes={**s.attributes, OUTPUT_MESSAGES: answer}) if s is agent else s
+        for s in spans
+    ]
+    [interaction] = extracted(spans).interactions
+    assert interaction.record.answer == "Written on the span."
+
+
+@pytest.mark.parametrize("scenario", ["redacted_faithful", "redacted_legacy_faithful"])
+def test_redacted_texts_are_skipped_naming_the_keys_to_leave_unredacted(scenario: str) -> None:
+    # On the spans, or in Strands' default span events: `[REDACTED]` either way.
+    found = extracted(spans_of(RECORDED[f"strands/{scenario}"]))
     [skip] = found.skips
     assert found.interactions == [] and skip.reason == "content_not_captured"
     assert "gen_ai_unredacted_attributes=" in skip.detail

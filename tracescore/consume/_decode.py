@@ -4,6 +4,10 @@ Two encodings are read, detected per message: OTLP protobuf (the Collector's `ot
 OTLP JSON (the Collector's `otlp_json`). A protobuf ExportTraceServiceRequest starts with field 1's tag
 (0x0A); OTLP JSON starts with `{`, so the first non-blank byte tells them apart (0x0A is a blank: a protobuf
 request whose first resource takes 123 bytes starts b"\n{", and is read as protobuf once it is not JSON).
+
+A span's events are kept (some producers write its messages as events), bounded: its last `MAX_SPAN_EVENTS`
+within `MAX_SPAN_EVENT_BYTES` of encoded events; the older ones are counted on the span (`events_dropped`),
+for whoever reads its events to say what is missing.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tracescore.model import DecodedSpan
+from tracescore.model import MAX_SPAN_EVENT_BYTES, MAX_SPAN_EVENTS, DecodedSpan, SpanEvent
 
 __all__ = ["NotOtlp", "decode_message"]
 
@@ -67,6 +71,8 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
                 status = span.status  # always sent by the OTel SDK (UNSET): HasField would not spare it
                 if status.code:  # most spans leave it unset
                     decoded.status_code, decoded.status_message = status.code, status.message
+                if span.events:  # most spans carry none: they pay this test only
+                    decoded.events, decoded.events_dropped = _events(span)
                 if len(decoded.trace_id) != 32 or len(decoded.span_id) != 16:
                     raise NotOtlp(
                         f"a span has an invalid trace id {decoded.trace_id!r} or span id {decoded.span_id!r}"
@@ -76,6 +82,26 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
     if not spans:
         raise NotOtlp("no OTLP spans in the message (wrong topic or encoding?)")
     return spans
+
+
+def _events(span: Any) -> tuple[tuple[SpanEvent, ...], int]:
+    """The span's last events within the bounds, oldest first, and how many it lost (past the bounds, or
+    dropped by its producer). Names and keys interned: a producer writes the same few on every span."""
+    events = span.events
+    kept: list[SpanEvent] = []
+    budget = MAX_SPAN_EVENT_BYTES
+    for event in reversed(events):
+        if len(kept) == MAX_SPAN_EVENTS:
+            break
+        budget -= event.ByteSize()
+        if budget < 0:
+            break
+        attributes: dict[str, Any] = {}
+        for kv in event.attributes:
+            attributes[intern(kv.key)] = kv.value.string_value or _value(kv.value)
+        kept.append(SpanEvent(intern(event.name), attributes, event.time_unix_nano))
+    kept.reverse()
+    return tuple(kept), len(events) - len(kept) + span.dropped_events_count
 
 
 def _parse(value: bytes) -> ExportTraceServiceRequest:

@@ -22,7 +22,10 @@ _WINDOW = 100_000  # interactions per route and metric between two lines, at mos
 _CONFIDENCE = 0.975  # one-sided: each bound of a 95% interval
 _LIFT_SHOWN = 10  # routes and shapes whose lift the line shows (the most recently judged)
 # What the status line and the closing summary say of `ConsumerStats.read_partly`, by reason.
-_PARTLY_READ = {"session_id_scrubbed": "with their session id scrubbed: read as one-turn interactions"}
+_PARTLY_READ = {
+    "session_id_scrubbed": "with their session id scrubbed: read as one-turn interactions",
+    "span_events_dropped": "whose spans lost span events past the limits: messages written there not read",
+}
 
 
 @dataclass
@@ -33,7 +36,8 @@ class ConsumerStats:
     interactions: int = 0  # interactions recognised (formerly `rag_spans`)
     without_question: int = 0  # of those, interactions whose question was not recorded (faithfulness only)
     # Of those, interactions scored without part of what they carried, by reason (session_id_scrubbed: a
-    # session id Logfire's scrubbing replaced, so the turn is read as a one-turn interaction).
+    # session id Logfire's scrubbing replaced, so the turn is read as a one-turn interaction;
+    # span_events_dropped: spans read for their events lost some past the decoder's or the producer's limits).
     read_partly: Counter[str] = field(default_factory=Counter)
     scored: int = 0
     sampled_out: int = 0

@@ -75,6 +75,7 @@ class Reading:
     session_id: str | None = None
     user_id: str | None = None
     session_scrubbed: str | None = None  # the session key a redacting exporter replaced (`_lineage`)
+    events_lost: str | None = None  # what the spans read lost of their events past the limits (`_decode`)
 
     def found(
         self,

@@ -48,6 +48,13 @@ class GenAI(Convention):
     # messages): the OpenAI request and response as JSON, their `messages` / `message` in OpenAI's shape.
     REQUEST_DATA = "request_data"
     RESPONSE_DATA = "response_data"
+    # The messages' shape (`gen_ai.input.messages` / `gen_ai.output.messages`): a message's role, parts and
+    # finish reason; a part's type and fields; the part types.
+    ROLE, PARTS, FINISH_REASON = "role", "parts", "finish_reason"
+    USER, ASSISTANT = "user", "assistant"
+    PART_TYPE, PART_CONTENT, PART_NAME, PART_ID = "type", "content", "name", "id"
+    PART_ARGUMENTS, PART_RESPONSE = "arguments", "response"
+    TEXT_PART, TOOL_CALL_PART, TOOL_RESPONSE_PART = "text", "tool_call", "tool_call_response"
     INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
     OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
     RETRIEVAL = "retrieval"
@@ -94,9 +101,9 @@ class GenAI(Convention):
         messages = self._output_messages(span)
         if isinstance(messages, list):
             for message in messages:
-                parts = message.get("parts") if isinstance(message, dict) else None
+                parts = message.get(self.PARTS) if isinstance(message, dict) else None
                 if isinstance(parts, list) and any(
-                    isinstance(p, dict) and p.get("type") == "tool_call" for p in parts
+                    isinstance(p, dict) and p.get(self.PART_TYPE) == self.TOOL_CALL_PART for p in parts
                 ):
                     return True
         return self.llm_output(span) is None

@@ -316,6 +316,13 @@ def scrubbed_session(r: Reading) -> Skip:
     )
 
 
+def events_lost(r: Reading) -> Skip:
+    """The interaction is scored from what its spans kept: some lost span events past the limits, where its
+    producer wrote messages."""
+    detail = f"{r.place()}: {r.events_lost}"
+    return Skip("span_events_dropped", detail, span=r.anchor, convention=r.name, scored=True)
+
+
 def interaction(r: Reading) -> Interaction:
     """The interaction the steps read (built at once)."""
     return found(r).interaction()
@@ -392,6 +399,8 @@ class ConventionReader:
                 out.append(found(reading))
                 if reading.session_scrubbed is not None and reading.session_id is None:
                     out.append(scrubbed_session(reading))
+                if reading.events_lost is not None:
+                    out.append(events_lost(reading))
         return out
 
 

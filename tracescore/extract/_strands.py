@@ -8,9 +8,11 @@ earlier turns' tool results in the last chat's input), with what Strands writes 
 - The message content is on the spans only with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental,
   gen_ai_span_attributes_only. By default Strands writes each message as a span event (`gen_ai.user.message`,
   `gen_ai.choice`), and with `gen_ai_latest_experimental` alone the messages as
-  `gen_ai.client.inference.operation.details` events; span events are not read, so such a run is skipped as
-  `content_not_captured`, naming the setting. So is a run whose texts Strands redacted (`[REDACTED]`, its
-  `gen_ai_unredacted_attributes=` policy), naming the keys to leave unredacted.
+  `gen_ai.client.inference.operation.details` events: those are read as the attributes they stand for
+  (`_strands_events`), so every mode reads alike. A run whose messages are on neither (events dropped on the
+  way) is skipped as `content_not_captured`, naming the setting; one whose spans lost some events past the
+  limits is scored and says so (`span_events_dropped`). So is a run whose texts Strands redacted
+  (`[REDACTED]`, its `gen_ai_unredacted_attributes=` policy) skipped, naming the keys to leave unredacted.
 - A tool's result is a list of content blocks (`[{"text": ...}, {"json": ...}]`, Bedrock's tool result
   shape) whose text is what the tool returned, JSON-encoded when it was not a string: a tool that returned a
   list of texts returned that list of documents, in its span and in later model calls' input.
@@ -31,13 +33,14 @@ earlier turns' tool results in the last chat's input), with what Strands writes 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tracescore.extract._convention import Reading, without_wrappers
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult
 from tracescore.extract._read import documents_of, parse_json
+from tracescore.extract._strands_events import lost_events, with_event_content
 from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["Strands"]
@@ -61,6 +64,28 @@ class Strands(GenAI):
     HANDOFF_TOOL = "handoff_to_agent"  # a Swarm node's tool: its result is the message it hands on
     MEMORY_SEARCH = "memory.search"
     MEMORY_RESULTS = "content"  # of a memory.search span: the entries found (the query until it ended)
+    # Its span events (`_strands_events`): with gen_ai_latest_experimental, the attributes the span would
+    # carry; by default (the GenAI conventions' v1.36 events) one event per message, by role (a message
+    # carrying tool results is a tool message; its role is user), then the output; the memory spans' always.
+    OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+    MEMORY_EVENTS = frozenset({"memory.query", "memory.results", "memory.content"})
+    SYSTEM_MESSAGE, CHOICE = "gen_ai.system.message", "gen_ai.choice"
+    MESSAGE_ROLES = {
+        "gen_ai.user.message": GenAI.USER,
+        "gen_ai.assistant.message": GenAI.ASSISTANT,
+        "gen_ai.tool.message": GenAI.USER,
+    }
+    EVENT_CONTENT, EVENT_MESSAGE, EVENT_FINISH_REASON = "content", "message", "finish_reason"
+    EVENT_TOOL_RESULT = "tool.result"  # an event loop cycle's choice: the tool results fed back to the model
+    TOOL_STATUS, TOOL_FAILED = "gen_ai.tool.status", "error"
+    # Spans whose output is text (an agent's answer); a model call's is content blocks.
+    TEXT_ANSWER_KINDS = frozenset({GenAI.INVOKE_AGENT}) | MULTI_AGENT_KINDS
+    # The events that carry messages, and the attributes they stand for.
+    CONTENT_EVENTS = frozenset({OPERATION_DETAILS, SYSTEM_MESSAGE, CHOICE, *MEMORY_EVENTS, *MESSAGE_ROLES})
+    MESSAGE_KEYS = (GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES, GenAI.TOOL_RESULT[0], MEMORY_RESULTS)
+    # Content blocks (Bedrock's Converse shape) beyond text and JSON, and their fields.
+    TOOL_USE_BLOCK, TOOL_RESULT_BLOCK = "toolUse", "toolResult"
+    BLOCK_NAME, BLOCK_TOOL_USE_ID, BLOCK_INPUT, BLOCK_CONTENT = "name", "toolUseId", "input", "content"
     # The keys whose text is judged: question and earlier turns, answer, documents.
     CONTENT_KEYS = (GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES, GenAI.TOOL_RESULT[0])
     LOOKED_IN = {
@@ -79,6 +104,10 @@ class Strands(GenAI):
                 return True
         return False
 
+    def candidates(self, trace: Trace) -> Iterable[Reading]:
+        # Read from the spans as they would be with the messages on them, whichever mode wrote them.
+        return super().candidates(with_event_content(self, trace))
+
     def kind(self, span: DecodedSpan) -> str:
         # Only Strands' own spans: another producer's GenAI spans in the trace are the GenAI reader's.
         return super().kind(span) if self._is_strands(span) else ""
@@ -94,6 +123,8 @@ class Strands(GenAI):
     def collect(self, reading: Reading) -> Reading:
         reading = super().collect(reading)
         trace, tools = reading.trace, reading.tools
+        spans_read = (reading.anchor, *reading.llms, *tools, *(span for span, _ in reading.retrievals))
+        reading.events_lost = lost_events(self, spans_read)
         # A tool around a memory search returned what the search span records; an agent's words are not read.
         read = without_wrappers(trace, tools, [span for span, _ in reading.retrievals])
         results = [tool for tool in read if not self._relays_agent(trace, tool)]
@@ -124,10 +155,9 @@ class Strands(GenAI):
         if any(self.OUTPUT_MESSAGES in span.attributes for span in (reading.anchor, *reading.llms)):
             return None
         return (
-            f"it recorded no {self.OUTPUT_MESSAGES} or {self.INPUT_MESSAGES} on its spans: Strands writes "
-            f"the messages as span events by default and with {self.OPT_IN}=gen_ai_latest_experimental "
-            f"alone, which are not read; set {self.OPT_IN}={self.CONTENT_ON_SPANS} where the agent runs to "
-            "judge its runs"
+            f"it recorded no {self.OUTPUT_MESSAGES} or {self.INPUT_MESSAGES} on its spans, nor its messages "
+            "as span events (Strands' default; the exporter or a Collector processor may drop them): set "
+            f"{self.OPT_IN}={self.CONTENT_ON_SPANS} where the agent runs to record them on the spans"
         )
 
     def _is_strands(self, span: DecodedSpan) -> bool:

@@ -1,9 +1,10 @@
 """The data model every stage shares: what flows from consume through extract, sample and score to emit
 and alert.
 
-Spans and traces (`DecodedSpan`, `Trace`), the RAG interactions recognised in them (`Interaction`, formerly
-`RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge
-returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`; `FaithfulnessDetails` with its
+Spans and traces (`DecodedSpan` with its `SpanEvent`s, `Trace`), the RAG interactions recognised in them
+(`Interaction`, formerly `RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its
+`RunToolCall`s), what a judge returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`;
+`FaithfulnessDetails` with its
 `FaithfulnessClaim`s, what a Faithfulness result's details hold, with `GroundingDetails` where `tracescore
 conversations` grounded a turn in its `EarlierTurn`s, and `FaithfulnessFindings`, their counts),
 the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`), the evaluation record
@@ -51,7 +52,16 @@ from tracescore.model._record import (
 )
 from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
 from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, RunToolCall
-from tracescore.model._trace import ContextSource, DecodedSpan, Interaction, RagSpan, Trace
+from tracescore.model._trace import (
+    MAX_SPAN_EVENT_BYTES,
+    MAX_SPAN_EVENTS,
+    ContextSource,
+    DecodedSpan,
+    Interaction,
+    RagSpan,
+    SpanEvent,
+    Trace,
+)
 from tracescore.model._vocabulary import (
     ContextSourceKind,
     ConversationLabel,
@@ -70,6 +80,8 @@ __all__ = [
     "GOOD_LABELS",
     "MAX_RUN_TEXT_CHARS",
     "MAX_RUN_TOOL_CALLS",
+    "MAX_SPAN_EVENTS",
+    "MAX_SPAN_EVENT_BYTES",
     "NEAR_CERTAIN",
     "OFFLINE_JUDGE",
     "SCHEMA_VERSION",
@@ -100,6 +112,7 @@ __all__ = [
     "Run",
     "RunToolCall",
     "Selection",
+    "SpanEvent",
     "Trace",
     "TurnEvidence",
     "UnreadableRecord",

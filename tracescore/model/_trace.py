@@ -12,7 +12,30 @@ from tracescore.model._results import RagRecord
 from tracescore.model._run import Run
 from tracescore.model._vocabulary import ContextSourceKind
 
-__all__ = ["ContextSource", "DecodedSpan", "Interaction", "Trace"]
+__all__ = [
+    "MAX_SPAN_EVENTS",
+    "MAX_SPAN_EVENT_BYTES",
+    "ContextSource",
+    "DecodedSpan",
+    "Interaction",
+    "SpanEvent",
+    "Trace",
+]
+
+# What a decoded span keeps of its events: the last ones (an LLM call's output and a conversation's latest
+# messages come last), up to this many (the OpenTelemetry SDK's own default limit) and this many bytes of
+# encoded events; the older ones are counted in `DecodedSpan.events_dropped`.
+MAX_SPAN_EVENTS = 128
+MAX_SPAN_EVENT_BYTES = 4 * 1024 * 1024
+
+
+class SpanEvent(NamedTuple):
+    """One span event as read from Kafka: its name, attributes and time. Some producers write a span's
+    messages as events rather than attributes (Strands Agents by default)."""
+
+    name: str
+    attributes: Mapping[str, Any]
+    time_unix_nano: int = 0
 
 
 @dataclass(slots=True)
@@ -32,6 +55,10 @@ class DecodedSpan:
     kind: int = 0  # OTLP SpanKind: 0 unspecified, 1 internal, 2 server, 3 client, 4 producer, 5 consumer
     status_code: int = 0  # OTLP StatusCode: 0 unset, 1 ok, 2 error (a failed tool call, for one)
     status_message: str = ""
+    # Its events, oldest first (bounded: `MAX_SPAN_EVENTS`, `MAX_SPAN_EVENT_BYTES`), and how many it lost: the
+    # older ones past those bounds, and those its producer dropped (its SDK's limits).
+    events: tuple[SpanEvent, ...] = ()
+    events_dropped: int = 0
 
     def attr(self, key: str) -> Any:
         return self.attributes.get(key)
