@@ -66,10 +66,11 @@ def read_table(path: Path, table: str, error: type[ConfigFileError] = ConfigFile
 
 
 def keys_outside_tables(path: Path, error: type[ConfigFileError] = ConfigFileError) -> list[str]:
-    """The keys of the file at `path` when it holds settings at its top level instead of commands' tables
-    ([consume], [sampling], ...); empty when it has such tables, or nothing at all."""
+    """The keys of the file at `path` outside the commands' tables ([consume], [sampling], ...): every key of
+    a file of settings at its top level, and the stray ones beside the tables of one that has them (which no
+    command reads); empty when all sit in tables, or the file holds nothing."""
     data = _read(path, error)
-    return [] if _sectioned(data) else sorted(data)
+    return sorted(k for k, v in data.items() if not (k in _COMMAND_TABLES and isinstance(v, dict)))
 
 
 def _sectioned(data: Mapping[str, Any]) -> bool:

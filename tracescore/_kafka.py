@@ -310,15 +310,22 @@ class RebalanceListener(ConsumerRebalanceListener):
 
 class LogOnce:
     """A line (a warning unless told) the first time a key is seen, none after: a flood of bad input is not
-    a flood of logs; the caller's counts carry the rest."""
+    a flood of logs; the caller's counts carry the rest. `most`: the keys remembered at most, so keys drawn
+    from input cannot grow it without bound; past it one line says so and nothing more is logged."""
 
-    def __init__(self, log: logging.Logger) -> None:
+    def __init__(self, log: logging.Logger, most: int | None = None) -> None:
         self._log = log
         self._seen: set[Hashable] = set()
+        self._most = most
+        self._full = False
 
     def __call__(self, key: Hashable, message: str, *args: object, level: int = logging.WARNING) -> bool:
         """Log `message % args` if `key` is new; True when it was logged."""
-        if key in self._seen:
+        if key in self._seen or self._full:
+            return False
+        if self._most is not None and len(self._seen) >= self._most:
+            self._full = True
+            self._log.log(level, "%d kinds logged once each: further kinds are only counted", self._most)
             return False
         self._seen.add(key)
         self._log.log(level, message, *args)

@@ -70,7 +70,9 @@ def sections() -> list[Section]:
         Section(
             "Sampling policy", SamplingConfig,
             "Flags > `TRACESCORE_SAMPLING__*` variables (lists as JSON) > the `[sampling]` table of "
-            "`--config` (or the file's top level) > defaults.",
+            "`--config` > defaults. `tracescore consume` refuses a setting outside the file's tables (its "
+            "options go in `[consume]`); in Python, `load_sampling_config(path)` also reads a file without "
+            "tables, at its top level.",
             "TRACESCORE_SAMPLING__", file_table="sampling", commands=("consume",),
         ),
         Section(
@@ -282,7 +284,9 @@ def page() -> str:
         "everywhere: flags > environment variables > the `--config` file > defaults. Invalid values stop a "
         "command at start with one line naming the flag or variable. Nested settings read variables joined "
         "with `__` (`TRACESCORE_ASSEMBLY__GRACE_S`); lists of tables are JSON in a variable, or tables in "
-        "the file (`[[sampling.rates]]`).\n",
+        "the file (`[[sampling.rates]]`). A `TRACESCORE_*` variable that no setting reads (a misspelt "
+        "`TRACESCORE_BROKER`) is named in a warning when `tracescore consume` starts, with the valid name "
+        "most like it.\n",
     ]
     documented: set[str] = set()
     for section in sections():

@@ -14,7 +14,14 @@ from typing import Any
 from kafka import KafkaProducer
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
-from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
+from tracescore.alert import (
+    AlertConfig,
+    AlertEvaluator,
+    AlertService,
+    RuleConfig,
+    WebhookSink,
+    WebhookSinkConfig,
+)
 from tracescore.alert.testing import WebhookReceiver
 from tracescore.model import EvaluationRecord, MetricStatus
 
@@ -43,6 +50,25 @@ def record(
         judge="offline",
         timestamp=at,
     )
+
+
+def evaluator(max_routes: int = 100, **rule: Any) -> AlertEvaluator:
+    """An evaluator of one threshold rule (warning 0.7, critical 0.4) on small windows; `rule` overrides."""
+    settings: dict[str, Any] = {
+        "signal": "score",  # these tests are about the mechanics, on graded scores
+        "window_count": 20,
+        "window_seconds": 900,
+        "warning": 0.7,
+        "critical": 0.4,
+        "min_samples": 5,
+        "confidence": 0.9,
+        "hysteresis": 0.05,
+        "cooldown_seconds": 300,
+        "renotify_seconds": 3600,
+        "no_data_seconds": 600,
+        **rule,
+    }
+    return AlertEvaluator(AlertConfig(rules=[RuleConfig(**settings)], max_routes=max_routes))
 
 
 def llm_record(

@@ -3,33 +3,14 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from alert_records import T0, record
+from alert_records import T0, evaluator, record
 
-from tracescore.alert import AlertConfig, AlertEvaluator, AlertKey, EstimateWindow, Notification, RuleConfig
+from tracescore.alert import AlertEvaluator, AlertKey, EstimateWindow, Notification
 from tracescore.model import MetricStatus
 
 KEY = AlertKey("rag-api", "/billing", "faithfulness")
-
-
-def evaluator(max_routes: int = 100, **rule: Any) -> AlertEvaluator:
-    settings: dict[str, Any] = {
-        "signal": "score",  # these tests are about the mechanics, on graded scores
-        "window_count": 20,
-        "window_seconds": 900,
-        "warning": 0.7,
-        "critical": 0.4,
-        "min_samples": 5,
-        "confidence": 0.9,
-        "hysteresis": 0.05,
-        "cooldown_seconds": 300,
-        "renotify_seconds": 3600,
-        "no_data_seconds": 600,
-        **rule,
-    }
-    return AlertEvaluator(AlertConfig(rules=[RuleConfig(**settings)], max_routes=max_routes))
 
 
 def feed(

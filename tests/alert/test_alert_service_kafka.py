@@ -64,6 +64,12 @@ def test_fires_per_route_skips_bad_records_and_resolves_after_a_restart(
         _wait(lambda: service.stats.records >= 17)
         assert service.stats.skipped == {"unknown_schema_version": 1, "invalid_record": 1}
     assert alive.is_file()  # the liveness file the Kubernetes probe checks
+    # At the stop, where each route stands, the firing one first: read before closing gave them up.
+    assert [(s.key.route, s.level) for s in service.stats.routes] == [
+        ("/billing", "warning"),
+        ("/support", "ok"),
+    ]
+    assert service.stats.more_routes == 0
     assert not any(_is(r, "/support", "firing") for r in receiver.requests)
     assert len(receiver.requests) == receiver_count
 

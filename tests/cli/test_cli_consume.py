@@ -82,6 +82,36 @@ def test_a_config_file_without_tables_says_which_table_each_setting_goes_in(tmp_
     assert "options from a [consume] table and the sampling policy from a [sampling] table" in error
 
 
+def test_a_setting_beside_the_tables_is_refused_not_ignored(tmp_path: Path) -> None:
+    # A sampling key at the top level of a file with a [consume] table was read by neither reader.
+    path = tmp_path / "consume.toml"
+    path.write_text('default_rate = 0.5\n\n[consume]\ntopic = "spans"\n')
+    done = _consume_with_bad_input("--config", str(path), "--connect-timeout", "1")
+    assert done.returncode == 2, done.stderr
+    [error] = _error_lines(done.stderr)
+    assert error.startswith(f"Error: {path}: settings outside a table (default_rate): "), error
+
+
+def test_a_misspelt_variable_is_said_once_with_the_name_meant() -> None:
+    """TRACESCORE_BROKER was silently ignored (pydantic settings ignore names they do not know): the consumer
+    went on with the default broker. Said once at start; the variables of other tools, and the valid ones,
+    are not."""
+    env = {
+        "TRACESCORE_BROKER": "kafka:9092",
+        "TRACESCORE_TOPIC": "spans",
+        "TRACESCORE_ASSEMBLY__GRACE_S": "2",
+        "TRACESCORE_ALERT_GROUP_ID": "alerts",  # another command's
+        "TRACESCORE_PROMETHEUS_PORT": "9464",  # an option's own variable
+        "KAFKA_BROKER": "kafka:9092",  # outside our prefix
+    }
+    done = _consume_with_bad_input("--connect-timeout", "1", env=env)
+    warned = [line for line in done.stderr.splitlines() if "no tracescore setting has that name" in line]
+    assert len(warned) == 1, done.stderr
+    assert (
+        "TRACESCORE_BROKER is set" in warned[0] and "did you mean TRACESCORE_BOOTSTRAP_SERVERS?" in warned[0]
+    )
+
+
 def test_invalid_setting_from_the_environment_names_the_variable() -> None:
     done = _consume_with_bad_input(env={"TRACESCORE_POLL_TIMEOUT_MS": "0"})
     assert done.returncode == 2, f"a usage error, not a crash ({done.returncode}):\n{done.stderr}"

@@ -12,6 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from tracescore.cli import main
+from tracescore.score.judges import OpenAIJudgeSettings
 
 ROOT = Path(__file__).parents[2]
 
@@ -58,3 +59,15 @@ def test_help_points_only_to_pages_and_sections_that_exist(command: str) -> None
             f"tracescore {command} --help names a README section it lacks: {section!r}"
         )
     assert "see README)" not in text, f"tracescore {command} --help says 'see README' without a section"
+
+
+@pytest.mark.parametrize("command", sorted(c for c in HELP if "--judge" in HELP[c] and "--model" in HELP[c]))
+def test_help_shows_the_model_an_llm_judge_uses_without_model(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--judge openai` alone judges with the settings' default model: the help says which (read from the
+    settings, where the default is written)."""
+    monkeypatch.delenv("TRACESCORE_JUDGE_MODEL", raising=False)
+    default = OpenAIJudgeSettings().model
+    text = " ".join(HELP[command].split())
+    assert f"Judge model (openai judge; env TRACESCORE_JUDGE_MODEL) [default: {default}]" in text, text

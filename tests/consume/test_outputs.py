@@ -132,6 +132,51 @@ def test_a_judge_error_is_explained_once_in_the_log_with_what_to_check(
     assert "--base-url" in line and "--model" in line and "TRACESCORE_JUDGE_API_KEY" in line
 
 
+def failure(reason: str, **details: object) -> MetricResult:
+    return MetricResult(
+        metric="faithfulness", score=None, status=MetricStatus.ERROR, judge="custom:judge", reason=reason,
+        details=details,
+    )  # fmt: skip
+
+
+def explained(caplog: pytest.LogCaptureFixture, failures: list[MetricResult]) -> list[str]:
+    parts = Parts()
+    with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
+        for offset, failed in enumerate(failures):
+            parts.outputs.write(judged(parts, offset, ScoredInteraction([failed])))
+    assert parts.stats.judge_errors == len(failures)  # every one counted, logged or not
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if "could not score" in r.getMessage() or "kinds" in r.getMessage()
+    ]
+
+
+def test_a_judge_whose_reasons_vary_is_explained_once_per_kind_of_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The kind was the reason up to its first colon: a judge whose reasons name the reply (no colon) or
+    count attempts made each failure a new kind, a line each and a set of kinds growing without bound."""
+    failures = [
+        *(failure(f"reply {n} was not JSON") for n in range(40)),
+        *(failure(f"HTTP 503 after {n} attempts: upstream {n} unavailable") for n in range(1, 5)),
+        failure("HTTP 404: model gpt-5-nano not found"),
+        *(failure(f"scoring failed: ValueError: bad claim {n}", error_type="ValueError") for n in range(5)),
+    ]
+    lines = explained(caplog, failures)
+    assert len(lines) == 4, lines
+    assert [line.split(": ", 1)[1][:16] for line in lines] == [
+        "reply 0 was not ", "HTTP 503 after 1", "HTTP 404: model ", "scoring failed: ",
+    ]  # fmt: skip
+
+
+def test_the_kinds_of_judge_failure_explained_are_capped(caplog: pytest.LogCaptureFixture) -> None:
+    words = ["".join(chr(97 + (n // 26**i) % 26) for i in range(3)) for n in range(200)]  # no digits
+    lines = explained(caplog, [failure(f"the judge said {word}") for word in words])
+    assert len(lines) == 65, len(lines)
+    assert lines[-1] == "64 kinds logged once each: further kinds are only counted"
+
+
 def committed_up_to(parts: Parts) -> dict[TopicPartition, int]:
     return {tp: commit.offset for tp, commit in parts.checkpoint.due(force=True).items()}
 

@@ -123,6 +123,35 @@ def test_a_trace_with_nothing_to_judge_is_a_counted_explained_skip() -> None:
     assert scope == "opentelemetry.instrumentation.langchain"
 
 
+def health_check() -> bytes:
+    """One trace of one span no RAG convention describes: a web framework's health check."""
+    request = ExportTraceServiceRequest()
+    resource = request.resource_spans.add()
+    attribute = resource.resource.attributes.add()
+    attribute.key, attribute.value.string_value = "service.name", "shop"
+    scoped = resource.scope_spans.add()
+    scoped.scope.name = "opentelemetry.instrumentation.fastapi"
+    one = scoped.spans.add()
+    one.trace_id, one.span_id, one.name = bytes.fromhex(TRACE_ID), bytes(range(1, 9)), "GET /health"
+    one.start_time_unix_nano, one.end_time_unix_nano = 1, 2
+    return request.SerializeToString()
+
+
+def test_a_trace_that_is_not_rag_is_said_once_with_where_to_look_next(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Most traffic is not RAG, so it is said once, at INFO; the line is all a user whose RAG traffic is read
+    as not_rag has to go on: it names the docs page listing every producer read, and `@tracescore.rag`."""
+    caplog.set_level(logging.INFO, logger="tracescore")
+    steps, _ = pipeline()
+    steps.take([message(health_check(), offset=n) for n in range(2)])
+    assert steps.flush() == []
+    assert steps.stats.skipped["not_rag"] == 1
+    [said] = [r for r in caplog.records if "not_rag" in r.getMessage()]
+    assert said.levelno == logging.INFO
+    assert "docs/integrations/index.md" in said.getMessage() and "@tracescore.rag" in said.getMessage()
+
+
 def test_the_policy_admits_and_chooses_the_metrics() -> None:
     config = SamplingConfig(rates=(RateRule(metric="answer_relevancy", rate=0.0),))
     policy = CascadePolicy(config, metrics=["faithfulness", "answer_relevancy"])

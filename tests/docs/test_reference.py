@@ -4,9 +4,13 @@ no setting or option without a description and no recorded producer without an i
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from types import ModuleType
 
+from click.testing import CliRunner
 from pages import DOCS
+
+from tracescore.cli import main
 
 
 def _generator() -> ModuleType:
@@ -23,3 +27,20 @@ def test_the_committed_reference_is_what_the_code_generates() -> None:
     assert not problems, "undocumented: " + "; ".join(problems)
     stale = generator.stale(texts)
     assert not stale, f"stale: {', '.join(stale)}; run: make reference"
+
+
+def _intro(page: str, title: str) -> str:
+    """The paragraph under a section's title: what the page says of where its settings are read."""
+    return page.split(f"\n## {title}\n\n", 1)[1].split("\n\n", 1)[0]
+
+
+def test_the_settings_page_says_what_consume_does_with_a_file_without_tables(tmp_path: Path) -> None:
+    """The sampling section said its settings may sit at the file's top level; `tracescore consume` refuses
+    such a file (its options and the policy share it): the page says so."""
+    flat = tmp_path / "sampling.toml"
+    flat.write_text("default_rate = 0.5\n")
+    done = CliRunner().invoke(main, ["consume", "--config", str(flat), "--bootstrap-servers", "127.0.0.1:1"])
+    assert done.exit_code == 2 and "settings outside a table (default_rate)" in done.output, done.output
+    said = _intro((DOCS / "reference" / "settings.md").read_text(), "Sampling policy")
+    of_consume = said.split("in Python")[0]
+    assert "top level" not in of_consume and "`tracescore consume` refuses a setting outside" in said, said

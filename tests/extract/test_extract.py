@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from trace_builder import span, span_id, trace
 
 from tracescore import semconv
 from tracescore.extract import extract
+from tracescore.extract._extract import INTEGRATIONS_DOCS
+from tracescore.extract._reader import SCRUBBED_SESSION_DOCS
 from tracescore.model import DecodedSpan
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
@@ -162,6 +165,15 @@ def test_a_trace_with_nothing_to_score_is_one_explained_not_rag_skip() -> None:
     found = extract(trace(span("GET /health", {semconv.HTTP_ROUTE: "/health"}, scope="fastapi")))
     [skip] = found.skips
     assert skip.reason == "not_rag" and skip.expected and "fastapi" in skip.detail
+    assert INTEGRATIONS_DOCS in skip.detail and "@tracescore.rag" in skip.detail
+
+
+def test_the_docs_pages_skips_point_to_exist() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    for where in (INTEGRATIONS_DOCS, SCRUBBED_SESSION_DOCS):
+        page, _, anchor = where.partition("#")
+        assert (repo / page).is_file(), where
+        assert not anchor or f"## {anchor.replace('-', ' ')}" in (repo / page).read_text().lower(), where
 
 
 def test_genai_workflow_retrieval_and_chat() -> None:

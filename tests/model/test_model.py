@@ -3,20 +3,25 @@ and light enough for the SDK's install."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+import tracescore
 from tracescore.model import (
+    OFFLINE_JUDGE,
     EvaluationRecord,
     MetricResult,
     MetricStatus,
     UnreadableRecord,
     Usage,
+    annotator_kind,
     read_evaluation_record,
 )
 
@@ -114,3 +119,20 @@ def test_a_record_must_say_its_schema_version() -> None:
     unversioned = record.model_dump(mode="json", exclude={"schema_version"})
     with pytest.raises(UnreadableRecord, match="unknown_schema_version: schema_version None"):
         read_evaluation_record(json.dumps(unversioned).encode())
+
+
+def test_the_offline_judge_is_told_apart_in_one_place() -> None:
+    """A judge name compared with the literal "offline" was a second spelling of what annotator_kind
+    decides (a variant named "offline:<name>" failed it): every stage asks the model (annotator_kind,
+    OFFLINE_JUDGE)."""
+    package = Path(tracescore.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(isinstance(side, ast.Constant) and side.value == OFFLINE_JUDGE for side in sides):
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    assert found == [], found
+    assert annotator_kind(OFFLINE_JUDGE) == annotator_kind("offline:strict") == "CODE"
+    assert annotator_kind("openai:gpt-4o-mini") == "LLM"

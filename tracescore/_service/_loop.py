@@ -100,12 +100,15 @@ class ServiceLoop:
         clock: Callable[[], datetime],
         checkpoint_every_batch: bool,
         also_close: Sequence[tuple[str, Callable[[], None]]] = (),
+        before_close: Callable[[], None] | None = None,
     ) -> None:
         """`service`: the name it runs as (`tracescore alert`), its clients' id; `also_close`: (what, close)
         of what the service itself holds (an alert's sinks), closed last and within the stop's budget, like
-        the clients."""
+        the clients. `before_close`: what the service reads of its keys at a stop, called before the clients
+        close (closing gives the partitions up, and their keys with them)."""
         self.log = log
         self._also_close = list(also_close)
+        self._before_close = before_close
         self.connection = connection
         self.topics = topics
         self._logic = logic
@@ -269,6 +272,8 @@ class ServiceLoop:
                         self._stop_timeout_s,
                         "; ".join(part for part in not_done if part),
                     )
+            if self._before_close is not None:
+                self._before_close()
             with self.waiting("the broker (closing the clients)"):
                 self._close(deadline)
 

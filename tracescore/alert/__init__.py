@@ -32,6 +32,7 @@ from tracescore.alert._sinks import (
     make_sink,
     sign,
 )
+from tracescore.alert._standing import Standing, describe_routes
 from tracescore.alert._state import AlertState, DropState
 from tracescore.alert._window import EstimateWindow
 
@@ -61,8 +62,10 @@ __all__ = [
     "Sink",
     "SlackSink",
     "SlackSinkConfig",
+    "Standing",
     "WebhookSink",
     "WebhookSinkConfig",
+    "describe_routes",
     "load_alert_config",
     "make_sink",
     "sign",

@@ -23,6 +23,7 @@ from tracescore.alert._drop import DropReading, DropTracker
 from tracescore.alert._estimate import C_N, R_N, Estimate
 from tracescore.alert._notes import State, drop_note, judge_note, no_data_note, score_note
 from tracescore.alert._notification import AlertKey, Notification
+from tracescore.alert._standing import Standing
 from tracescore.alert._state import AlertState, Level, LevelState
 from tracescore.alert._transitions import NoteOf, due, transition
 from tracescore.alert._window import EstimateWindow
@@ -210,6 +211,15 @@ class AlertEvaluator:
         still being learned (no drop alert yet) or too few recent answers to judge."""
         route = self._routes.get(key)
         return None if route is None or route.drop is None else self._drop_reading(route, now)
+
+    def standings(self, now: datetime) -> list[Standing]:
+        """Where every route held stands against its rule now (the summary at a stop)."""
+        out = []
+        for key, route in self._routes.items():
+            drop, reading = route.drop, None if route.drop is None else self._drop_reading(route, now)
+            level = None if drop is None else drop.state.level
+            out.append(Standing(key, route.rule, route.state.level, self._window(route, now), level, reading))
+        return out
 
     def __len__(self) -> int:
         return len(self._routes)

@@ -40,6 +40,7 @@ from tracescore.alert._evaluator import AlertEvaluator
 from tracescore.alert._logic import UNIT_HEADER, AlertLogic
 from tracescore.alert._notification import Notification
 from tracescore.alert._sinks import AlertmanagerSink, Sink
+from tracescore.alert._standing import Standing, worst_first
 from tracescore.model import (
     ConversationRecord,
     EvaluationRecord,
@@ -48,11 +49,13 @@ from tracescore.model import (
     read_evaluation_record,
 )
 
-__all__ = ["AlertService", "AlertStats"]
+__all__ = ["SUMMARY_ROUTES", "AlertService", "AlertStats"]
 
 _log = logging.getLogger("tracescore.alert")
 Clock = Callable[[], datetime]
 _ROUTES_REASON_CHARS = 1_000
+# Routes the summary at a stop names, worst first: a group's thousands would bury the few that matter.
+SUMMARY_ROUTES = 10
 
 
 @dataclass
@@ -67,6 +70,9 @@ class AlertStats:
     # state topic: alert states restored, carried over from the old state topic (migrated), the topic
     # recreated after it was deleted
     state: Counter[str] = field(default_factory=Counter)
+    # At the stop: the routes held, worst first (at most SUMMARY_ROUTES), and how many more there were.
+    routes: list[Standing] = field(default_factory=list)
+    more_routes: int = 0
 
 
 def _for_routes(record: EvaluationRecord) -> bytes:
@@ -94,6 +100,7 @@ class AlertService:
         self.evaluator = AlertEvaluator(config)
         self.stats = AlertStats()
         self._on_notification = on_notification
+        self._clock = clock
         self._warn_once = LogOnce(_log)
         self._last_resend: float = time.monotonic()
         # Plaintext to config.bootstrap_servers unless given (`tracescore alert` gives TRACESCORE_KAFKA__*).
@@ -131,6 +138,7 @@ class AlertService:
             clock=clock,
             checkpoint_every_batch=True,
             also_close=[("closing the sinks", self._close_sinks)],
+            before_close=self._read_routes,
         )
 
     @property
@@ -148,6 +156,10 @@ class AlertService:
             self.stats.evicted_routes = self.evaluator.evicted
             self.stats.state.update(self._loop.keyed.counts)
         return self.stats
+
+    def _read_routes(self) -> None:
+        standings = self.evaluator.standings(self._clock())
+        self.stats.routes, self.stats.more_routes = worst_first(standings, SUMMARY_ROUTES)
 
     def _close_sinks(self) -> None:
         for sink in self.sinks:

@@ -37,7 +37,7 @@ def alert(
 
     Kafka security as for `tracescore consume` and the SDK: TRACESCORE_KAFKA__* (the password only from
     TRACESCORE_KAFKA__SASL_PASSWORD), the flags below on top."""
-    from tracescore.alert import AlertService, load_alert_config, make_sink
+    from tracescore.alert import AlertService, describe_routes, load_alert_config, make_sink
 
     config, connection = service_settings(load_alert_config, config_path, connect_timeout, flags)
     sinks = [or_usage_error(make_sink, sink) for sink in config.sinks]
@@ -53,3 +53,5 @@ def alert(
         f"state: {counted(stats.state)}",
         err=True,
     )
+    for line in describe_routes(stats.routes, stats.more_routes):
+        click.echo(f"  {line}", err=True)

@@ -17,6 +17,7 @@ import click
 from tracescore import __version__
 from tracescore._config import ConfigFileError, keys_outside_tables
 from tracescore.alert import RuleConfig
+from tracescore.cli._environment import warn_misspelt_variables
 from tracescore.cli._options import (
     config_option,
     consumer_settings,
@@ -28,7 +29,7 @@ from tracescore.cli._options import (
 )
 from tracescore.cli._service import meter_provider, run_service
 from tracescore.consume import ConsumerSettings
-from tracescore.model import FAITHFULNESS
+from tracescore.model import FAITHFULNESS, OFFLINE_JUDGE
 from tracescore.sample import SamplingConfig
 from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
 
@@ -163,6 +164,7 @@ def consume(
             "under its table (see the docs, Reference > Settings)"
         )
     settings = consumer_settings(flags, config_file)
+    warn_misspelt_variables()
     chosen_judge, chosen_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
     if max_claims is not None:
         for metric in chosen_metrics:
@@ -176,7 +178,7 @@ def consume(
         raise click.UsageError(str(exc)) from exc
     policy = CascadePolicy(sampling, metrics=[m.name for m in chosen_metrics])
     llm_judge = None
-    if judge != "offline" and cascade:
+    if judge != OFFLINE_JUDGE and cascade:
         chosen_judge, llm_judge = OfflineJudge(), chosen_judge
     try:
         check_judge(chosen_metrics, chosen_judge)

@@ -21,6 +21,7 @@ from tracescore.cli._options import (
 )
 from tracescore.cli._service import counted, meter_provider, run_service, service_settings
 from tracescore.conversations import ConversationsConfig
+from tracescore.model import OFFLINE_JUDGE
 
 __all__ = ["conversations"]
 
@@ -69,7 +70,7 @@ def conversations(
 
     config, connection = service_settings(load_conversations_config, config_path, connect_timeout, flags)
     llm_judge = (
-        None if judge == "offline" else or_usage_error(make_judge, judge, model=model, base_url=base_url)
+        None if judge == OFFLINE_JUDGE else or_usage_error(make_judge, judge, model=model, base_url=base_url)
     )
     endpoint = config.phoenix_endpoint
     phoenix = PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) if endpoint else None

@@ -21,6 +21,8 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from tracescore._config import problems
 from tracescore._kafka_config import PRODUCER_ONLY, KafkaConnection, KafkaSecurity
 from tracescore.consume import ConfigFileError, ConsumerSettings
+from tracescore.model import OFFLINE_JUDGE
+from tracescore.score.judges import OpenAIJudgeSettings
 
 __all__ = [
     "config_option",
@@ -267,16 +269,26 @@ def _judge_choice(help_text: str) -> list[Decorator]:
     return [
         click.option(
             "--judge",
-            type=click.Choice(["offline", "openai"]),
-            default="offline",
+            type=click.Choice([OFFLINE_JUDGE, "openai"]),
+            default=OFFLINE_JUDGE,
             show_default=True,
             help=help_text,
         ),
-        click.option("--model", default=None, help="Judge model (openai judge; env TRACESCORE_JUDGE_MODEL)."),
         click.option(
-            "--base-url", default=None, help="OpenAI-compatible base URL (env TRACESCORE_JUDGE_BASE_URL)."
+            "--model",
+            default=None,
+            help=f"Judge model (openai judge; env {_judge_env('model')}) "
+            f"[default: {default_of(OpenAIJudgeSettings, 'model')}].",
+        ),
+        click.option(
+            "--base-url", default=None, help=f"OpenAI-compatible base URL (env {_judge_env('base_url')})."
         ),
     ]
+
+
+def _judge_env(name: str) -> str:
+    """The variable the LLM judge's settings read `name` from (a flag left out leaves it to them)."""
+    return OpenAIJudgeSettings.model_config.get("env_prefix", "") + name.upper()
 
 
 def _applied(options: list[Decorator]) -> Decorator:

@@ -6,6 +6,7 @@ other sinks (`RecordSink`s, `on_evaluation`, the metrics).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -28,6 +29,27 @@ from tracescore.sample import SkipReason
 __all__ = ["EvaluationSink", "Outputs", "default_sink"]
 
 _log = logging.getLogger("tracescore.consume")
+
+# (judge, kind of failure) pairs explained in the log at most: a judge's reasons are its own text.
+_MOST_FAILURE_KINDS = 64
+_HTTP_STATUS = re.compile(r"HTTP \d{3}")
+_KIND_CHARS = 40
+
+
+def _failure_kind(failed: MetricResult) -> str:
+    """What a judge failure is, from a small set whatever its reason says: the exception's class where the
+    metric recorded one, the HTTP status, else the reason's start up to its first colon, digits masked and
+    cut short (`timeout after # attempts`, `judge refused`): a judge whose reasons name the claim or the
+    reply, or count attempts, is still one kind. A judge's own wording may still make new kinds: the kinds
+    explained are capped (_MOST_FAILURE_KINDS)."""
+    error_type = failed.details.get("error_type")
+    if isinstance(error_type, str):
+        return error_type[:_KIND_CHARS]
+    reason = failed.reason or ""
+    status = _HTTP_STATUS.match(reason)
+    if status:
+        return status.group(0)
+    return re.sub(r"\d+", "#", reason.split(":", 1)[0])[:_KIND_CHARS]
 
 
 class EvaluationSink(Protocol):
@@ -92,7 +114,7 @@ class Outputs:
         self._dlq_topic = dlq_topic
         self._on_evaluation = on_evaluation
         self._sinks = tuple(sinks)
-        self._explained = LogOnce(_log)
+        self._explained = LogOnce(_log, most=_MOST_FAILURE_KINDS)
 
     def write(self, judged: Judged) -> None:
         """Count one judged interaction and send its outputs; its work waits for their acknowledgements."""
@@ -131,10 +153,9 @@ class Outputs:
 
     def _explain_judge_error(self, failed: MetricResult) -> None:
         """The first failure of each kind per judge, in the log: a count alone does not say that the judge's
-        address, model or key is wrong. The kind is the reason up to its first colon (`HTTP 404`,
-        `connection error after 4 attempts`), so a flood of failures is a few lines."""
+        address, model or key is wrong. A flood of failures is a few lines (`_failure_kind`)."""
         reason = failed.reason or "no reason given"
-        kind = reason.split(":", 1)[0]
+        kind = _failure_kind(failed)
         todo = (
             ""
             if annotator_kind(failed.judge) == "CODE"  # the offline judge has no address, model or key

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracescore.consume._shared_policy import SharedPolicy
-from tracescore.model import Interaction, MetricResult, Selection
+from tracescore.model import Interaction, MetricResult, Selection, annotator_kind
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Metric, evaluate_record
 
@@ -69,7 +69,7 @@ class Scorer:
         metrics = self.metrics_named(metric_names)
         started = time.process_time()
         first = await evaluate_record(interaction.record, metrics, self.judge)
-        offline_first = self.llm_judge is not None or self.judge.name == "offline"
+        offline_first = self.llm_judge is not None or annotator_kind(self.judge.name) == "CODE"
         if self.policy is not None and offline_first:
             # Feeds the policy's thinning: what one interaction costs the offline judge's CPU share.
             self.policy.observe_offline(time.process_time() - started)

@@ -21,6 +21,9 @@ __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "Findings", "extract", "find"]
 
 _NONE: set[str] = set()  # never written: a one-span trace keeps no covered spans
 
+# Where the docs list every producer read and what each must record: the page a `not_rag` skip points to.
+INTEGRATIONS_DOCS = "docs/integrations/index.md"
+
 DEFAULT_RECOGNIZERS: tuple[Recognizer, ...] = tuple(ConventionReader(c) for c in CONVENTIONS)
 
 
@@ -130,7 +133,8 @@ def _not_rag(trace: Trace, recognizers: Sequence[Recognizer]) -> Skip:
         NOT_RAG,
         f"trace {trace.trace_id} ({len(trace.spans)} spans, scopes: {', '.join(scopes)}) has no span "
         f"in a known RAG convention ({', '.join(r.name for r in recognizers)}) with a question, an answer "
-        "or retrieved documents",
+        f"or retrieved documents; if it is your RAG traffic, check its producer is on the Integrations page "
+        f"({INTEGRATIONS_DOCS}) and records content, or add @tracescore.rag to the function that answers",
         expected=True,
         span=root,
     )

@@ -41,6 +41,7 @@ from tracescore.model._labels import (
 )
 from tracescore.model._record import (
     EVALUATIONS_TOPIC,
+    OFFLINE_JUDGE,
     SCHEMA_VERSION,
     AnnotatorKind,
     EvaluationRecord,
@@ -82,6 +83,7 @@ __all__ = [
     "MAX_SPAN_EVENTS",
     "MAX_SPAN_EVENT_BYTES",
     "NEAR_CERTAIN",
+    "OFFLINE_JUDGE",
     "SCHEMA_VERSION",
     "UNLABELLED_THRESHOLD",
     "AnnotatorKind",

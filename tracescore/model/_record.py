@@ -27,12 +27,14 @@ SCHEMA_VERSION = 1
 EVALUATIONS_TOPIC = "tracescore.evaluations"
 
 AnnotatorKind = Literal["LLM", "CODE"]
+# The deterministic judge's name: the `judge` of its records, and `--judge offline`.
+OFFLINE_JUDGE = "offline"
 
 
 def annotator_kind(judge_name: str) -> AnnotatorKind:
-    """CODE for the deterministic offline judge ("offline"); every other judge ("openai:<model>", a custom
-    judge wrapping a model) answers through an LLM."""
-    return "CODE" if judge_name.split(":", 1)[0].strip().lower() == "offline" else "LLM"
+    """CODE for the deterministic offline judge ("offline", or a variant of it, "offline:<name>"); every
+    other judge ("openai:<model>", a custom judge wrapping a model) answers through an LLM."""
+    return "CODE" if judge_name.split(":", 1)[0].strip().lower() == OFFLINE_JUDGE else "LLM"
 
 
 class EvaluationRecord(BaseModel):

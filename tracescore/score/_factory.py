@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracescore.model import FAITHFULNESS
+from tracescore.model import FAITHFULNESS, OFFLINE_JUDGE
 from tracescore.score._registry import resolve_metrics
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric
@@ -23,12 +23,12 @@ def make_metrics(names: Sequence[str], config: Path | None = None) -> list[Metri
 
 
 def make_judge(kind: str, *, model: str | None = None, base_url: str | None = None) -> Judge:
-    if kind == "offline":
+    if kind == OFFLINE_JUDGE:
         from tracescore.score.judges._offline import OfflineJudge
 
         return OfflineJudge()
     if kind == "openai":
-        from tracescore.score.judges._openai import OpenAIJudge, OpenAIJudgeSettings
+        from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 
         overrides = {k: v for k, v in {"model": model, "base_url": base_url}.items() if v is not None}
         return OpenAIJudge(OpenAIJudgeSettings(**overrides))

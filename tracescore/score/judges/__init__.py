@@ -13,7 +13,7 @@ _LAZY = {
     "OfflineJudge": "tracescore.score.judges._offline",
     "OfflineTuning": "tracescore.score.judges._offline",
     "OpenAIJudge": "tracescore.score.judges._openai",
-    "OpenAIJudgeSettings": "tracescore.score.judges._openai",
+    "OpenAIJudgeSettings": "tracescore.score.judges._openai_settings",
     "OpenAIEmbedder": "tracescore.score.judges._embeddings",
     "OpenAIEmbedderSettings": "tracescore.score.judges._embeddings",
 }

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from tracescore.model import Usage
+from tracescore.model import OFFLINE_JUDGE, Usage
 from tracescore.score.judges._offline_checks import judge_claim, quoted_evidence
 from tracescore.score.judges._offline_claim import IndexedContext, OfflineTuning, is_framing
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
@@ -83,7 +83,7 @@ class OfflineJudge:
     """Deterministic, free and offline. Answers the task kinds it can compute (claims, claim verdicts,
     chunk ratings) whichever metric asks; refuses free-form criteria, which need a language model."""
 
-    name = "offline"
+    name = OFFLINE_JUDGE
 
     def __init__(self, tuning: OfflineTuning | None = None) -> None:
         self.tuning = tuning or OfflineTuning()

@@ -1,0 +1,59 @@
+"""A variable in tracescore's prefix that no setting reads is found, with the valid name most like it."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tracescore._environment import misspelt_variables, variables_read
+from tracescore.consume import ConsumerSettings
+from tracescore.score.judges import OpenAIJudgeSettings
+
+
+class _Judge(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_JUDGE_")
+
+    model: str = Field(default="m", description="Judge model.")
+
+
+MODELS = [ConsumerSettings, _Judge]
+
+
+@pytest.mark.parametrize(
+    ("misspelt", "meant"),
+    [
+        ("TRACESCORE_BROKER", "TRACESCORE_BOOTSTRAP_SERVERS"),  # the thing meant: its description names it
+        ("TRACESCORE_BOOTSTRAP_SERVER", "TRACESCORE_BOOTSTRAP_SERVERS"),
+        ("TRACESCORE_GROUPID", "TRACESCORE_GROUP_ID"),
+        ("TRACESCORE_TOPICS", "TRACESCORE_TOPIC"),
+        ("TRACESCORE_IDLE_TIMEOUT", "TRACESCORE_IDLE_TIMEOUT_S"),
+        ("TRACESCORE_ASEMBLY__GRACE_S", "TRACESCORE_ASSEMBLY__GRACE_S"),  # nested: compared with nested
+        ("tracescore_groupid", "TRACESCORE_GROUP_ID"),  # the settings read names in any case
+    ],
+)
+def test_a_misspelt_variable_is_found_with_the_name_meant(misspelt: str, meant: str) -> None:
+    assert misspelt_variables([misspelt], MODELS) == {misspelt.upper(): meant}
+
+
+def test_a_name_like_no_setting_is_found_without_a_guess() -> None:
+    assert misspelt_variables(["TRACESCORE_WEBHOOK_SECRET"], MODELS) == {"TRACESCORE_WEBHOOK_SECRET": None}
+
+
+def test_valid_names_and_names_that_are_not_ours_are_left_alone() -> None:
+    environ = [
+        "TRACESCORE_TOPIC", "tracescore_group_id", "TRACESCORE_ASSEMBLY__GRACE_S", "TRACESCORE_KAFKA__ACKS",
+        "TRACESCORE_JUDGE_MODEL", "TRACESCORE_JUDGE_MODLE",  # a longer prefix: its settings' own to check
+        "TRACESCORE_PROMETHEUS_PORT",  # read by an option, given in `also`
+        "KAFKA_BROKER", "HOME", "OTEL_SERVICE_NAME",  # outside the prefix
+    ]  # fmt: skip
+    assert misspelt_variables(environ, MODELS, also={"TRACESCORE_PROMETHEUS_PORT": "port"}) == {}
+
+
+def test_the_variables_a_settings_class_reads_include_nested_ones_and_aliases() -> None:
+    read = variables_read(OpenAIJudgeSettings)
+    assert {"TRACESCORE_JUDGE_MODEL", "TRACESCORE_JUDGE_API_KEY", "OPENAI_API_KEY"} <= set(read)
+    nested = variables_read(ConsumerSettings)
+    assert {"TRACESCORE_ASSEMBLY", "TRACESCORE_ASSEMBLY__GRACE_S", "TRACESCORE_KAFKA__SASL_USERNAME"} <= set(
+        nested
+    )

@@ -1,0 +1,113 @@
+"""The environment variables tracescore reads, and the ones in its prefix it does not: a misspelt name
+(`TRACESCORE_BROKER`) is otherwise silently ignored, as pydantic settings ignore what they do not know."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Collection, Iterator, Mapping
+from typing import Annotated, Any, get_args, get_origin
+
+from pydantic import AliasChoices, BaseModel
+from pydantic_settings import BaseSettings
+
+__all__ = ["misspelt_variables", "variables_read"]
+
+_WORD = re.compile(r"[A-Za-z]{4,}")
+# How much of a description says what the setting is: the rest says how it behaves.
+_LEADING_WORDS = 3
+_DESCRIPTION_WEIGHT = 0.95
+# difflib's own cutoff for a close match (get_close_matches).
+_ALIKE = 0.6
+
+
+def variables_read(model: type[BaseSettings]) -> dict[str, str]:
+    """The variables `model` reads, each with its field's description: its prefix and each field's name in
+    capitals, a nested model's fields joined with its delimiter (`TRACESCORE_ASSEMBLY__GRACE_S`), and the
+    names a field lists as aliases."""
+    prefix = model.model_config.get("env_prefix", "").upper()
+    delimiter = model.model_config.get("env_nested_delimiter")
+
+    def walk(inner: type[BaseModel], stem: str) -> Iterator[tuple[str, str]]:
+        for name, field in inner.model_fields.items():
+            said = field.description or ""
+            yield stem + name.upper(), said
+            alias = field.validation_alias
+            if isinstance(alias, AliasChoices):
+                yield from ((c, said) for c in alias.choices if isinstance(c, str) and c.isupper())
+            nested = _model_of(field.annotation)
+            if delimiter and nested is not None:
+                yield from walk(nested, stem + name.upper() + delimiter)
+
+    return dict(walk(model, prefix))
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds as a table of its own (optional or not); None for a list of them (one JSON
+    variable) and for plain values."""
+    if get_origin(annotation) is Annotated:
+        return _model_of(get_args(annotation)[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    members = [a for a in get_args(annotation) if a is not type(None)]
+    return _model_of(members[0]) if get_origin(annotation) is not list and len(members) == 1 else None
+
+
+def misspelt_variables(
+    environ: Collection[str], models: Collection[type[BaseSettings]], also: Mapping[str, str] | None = None
+) -> dict[str, str | None]:
+    """Each variable named in `environ` in the models' top-level prefix (the shortest: `TRACESCORE_`) that
+    none of them reads, with the name one reads that is most like it (None: none is alike). `also`: names
+    read elsewhere (a command-line option's own variable), with what they set. A variable under a longer
+    prefix (`TRACESCORE_ALERT_`) is that model's to check, and one outside the prefix (`KAFKA_BROKER`) is not
+    ours: neither is named."""
+    prefixes = {m.model_config.get("env_prefix", "").upper() for m in models}
+    top = min(prefixes, key=len)
+    others = tuple(p for p in prefixes if p != top)
+    known = {name.upper(): said for name, said in (also or {}).items()}
+    for model in models:
+        known.update(variables_read(model))
+    # A nested variable (`TRACESCORE_ASSEMBLY__GRACE_S`) is top-level by its first part; the nested model
+    # reads the rest.
+    unknown = sorted(
+        name
+        for name in map(str.upper, environ)
+        if name.startswith(top) and not name.startswith(others) and name.split("__")[0] not in known
+    )
+    candidates = {
+        name: said
+        for name, said in sorted(known.items())
+        if name.startswith(top) and not name.startswith(others)
+    }
+    return {name: _closest(name.removeprefix(top), _alike(name, candidates), top) for name in unknown}
+
+
+def _alike(name: str, candidates: Mapping[str, str]) -> Mapping[str, str]:
+    """The candidates nested as deep as `name` (a top-level name is compared with top-level names), or all."""
+    depth = name.count("__")
+    same = {c: said for c, said in candidates.items() if c.count("__") == depth}
+    return same or candidates
+
+
+def _closest(stem: str, candidates: Mapping[str, str], top: str) -> str | None:
+    """The candidate most like `stem` (difflib's ratio), by its name, a word of its name, or a word at the
+    start of its description: a user writes the thing they mean (`BROKER`), which a description names first
+    ("Kafka brokers, host:port") where the name does not (`BOOTSTRAP_SERVERS`). None when none is alike."""
+
+    def likeness(name: str) -> tuple[float, float]:
+        own = name.removeprefix(top)
+        said = candidates[name].split(maxsplit=_LEADING_WORDS)[:_LEADING_WORDS]
+        by_description = [w.upper() for w in _WORD.findall(" ".join(said))]
+        best = max(
+            max(_ratio(stem, word) for word in [own, *own.split("_")]),
+            # a little below a name's: a word that is the name's beats the same word in a description
+            max((_ratio(stem, word) * _DESCRIPTION_WEIGHT for word in by_description), default=0.0),
+        )
+        return best, _ratio(stem, own)  # of two alike, the one alike as a whole (TOPICS: TOPIC)
+
+    best = max(candidates, key=likeness)
+    return best if likeness(best)[0] >= _ALIKE else None
+
+
+def _ratio(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()

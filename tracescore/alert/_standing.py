@@ -1,0 +1,86 @@
+"""Where each route stands against its rule now: what `tracescore alert` says of its routes when it stops,
+the routes furthest past their thresholds first (then the nearest to firing), at most a few of them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tracescore.alert._config import RuleConfig
+from tracescore.alert._estimate import Estimate
+from tracescore.alert._notification import AlertKey
+from tracescore.alert._reading import DropReading
+from tracescore.alert._state import Level
+
+__all__ = ["Standing", "describe_routes", "worst_first"]
+
+_RANK: dict[Level, int] = {"ok": 0, "warning": 1, "critical": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """One route's estimate against its threshold rule, and its window against its normal (a drop rule)."""
+
+    key: AlertKey
+    rule: RuleConfig
+    level: Level  # the threshold rule's
+    estimate: Estimate | None  # None: no scores in the window
+    drop_level: Level | None = None  # None: no drop rule
+    drop: DropReading | None = None
+
+    @property
+    def severity(self) -> tuple[int, float]:
+        """(the worse of its levels, the margin left before a rule fires; below 0 past it), for sorting:
+        firing first, then the nearest to firing. A threshold fires when the estimate's upper bound is below
+        it, a drop rule when the drop's lower bound reaches its `min_drop`."""
+        rank = max(_RANK[self.level], _RANK[self.drop_level or "ok"])
+        margins = []
+        if self.estimate is not None and self.rule.warning is not None:
+            margins.append(self.estimate.upper - self.rule.warning)
+        if self.drop is not None and self.drop.ready and self.rule.drop is not None:
+            margins.append(self.rule.drop.min_drop - self.drop.lower)
+        return rank, min(margins, default=math.inf)
+
+    def describe(self) -> str:
+        """`rag-api /billing faithfulness: warning: 0.55 [0.48, 0.62] from 40 offline + 4 LLM scores
+        (thresholds: warning 0.70, critical 0.40)`, then its drop rule's reading when it has one."""
+        key, rule = self.key, self.rule
+        units = "answers" if key.unit == "answer" else "conversations"
+        said = []
+        thresholds = [f"{name} {value:.2f}" for name, value in (("warning", rule.warning),
+                      ("critical", rule.critical)) if value is not None]  # fmt: skip
+        if thresholds or self.level != "ok":
+            est = self.estimate
+            shown = "no scores in its window" if est is None else est.describe()
+            said.append(f"{self.level}: {shown} (thresholds: {', '.join(thresholds) or 'none'})")
+        if self.drop is not None and rule.drop is not None:
+            d, drop = self.drop, rule.drop
+            if d.status == "learning":
+                said.append(
+                    f"drop rule learning its normal ({d.normal_n} of {drop.min_normal_samples} {units})"
+                )
+            elif d.status == "too_few":
+                said.append(f"drop rule: too few recent {units} ({d.whole_n} of {drop.min_samples})")
+            else:
+                said.append(
+                    f"drop rule {self.drop_level}: {max(0.0, min(1.0, d.window)):.2f} over {d.window_n} "
+                    f"{units} against its normal {max(0.0, min(1.0, d.normal)):.2f}, a drop of {d.drop:.2f} "
+                    f"(at least {d.lower:.2f}; alerts from {drop.min_drop:.2f})"
+                )
+        unit = "" if key.unit == "answer" else f" ({key.unit}s)"
+        return f"{key.service} {key.route} {key.metric}{unit}: {'; '.join(said)}"
+
+
+def worst_first(standings: Iterable[Standing], most: int) -> tuple[list[Standing], int]:
+    """The `most` most severe (`Standing.severity`), and how many more there are."""
+    ranked = sorted(standings, key=lambda s: (-s.severity[0], s.severity[1], s.key.encode()))
+    return ranked[:most], max(0, len(ranked) - most)
+
+
+def describe_routes(routes: Sequence[Standing], more: int) -> list[str]:
+    """The summary's lines for the routes `worst_first` kept and the `more` it left out."""
+    if not routes:
+        return []
+    rest = [f"  and {more} more"] if more else []
+    return [f"routes ({len(routes) + more}, worst first):", *(f"  {s.describe()}" for s in routes), *rest]

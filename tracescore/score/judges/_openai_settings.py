@@ -1,0 +1,56 @@
+"""The LLM judge's settings, apart from the judge: the command line shows their defaults (`--model`) without
+loading the `openai` client."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["OpenAIJudgeSettings"]
+
+
+class OpenAIJudgeSettings(BaseSettings):
+    """Judge configuration; every field reads TRACESCORE_JUDGE_<FIELD> from the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="TRACESCORE_JUDGE_", frozen=True, extra="ignore")
+
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible base URL (unset: the OpenAI API)."
+    )
+    model: str = Field(default="gpt-4o-mini", description="Judge model.")
+    api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("api_key", "TRACESCORE_JUDGE_API_KEY", "OPENAI_API_KEY"),
+        description="API key; falls back to OPENAI_API_KEY. Local servers take any placeholder, e.g. unused.",
+    )
+    timeout_s: float = Field(default=30.0, gt=0, description="Per request.")
+    max_retries: int = Field(
+        default=3, ge=0, description="Retries after the first attempt, on 429, 5xx and timeouts."
+    )
+    retry_base_s: float = Field(
+        default=0.5, ge=0, description="Exponential backoff with full jitter from here..."
+    )
+    retry_max_s: float = Field(
+        default=20.0, ge=0, description="...capped here (also caps a server's retry-after)."
+    )
+    concurrency: int = Field(default=8, ge=1, description="Requests in flight per judge.")
+    temperature: float = Field(default=0.0, description="Sampling temperature of the judge model.")
+    structured_output: Literal["json_schema", "json_object", "auto"] = Field(
+        default="auto",
+        description="json_schema (structured output), json_object (JSON mode, the schema in the prompt), or "
+        "auto: the first, falling back to the second for servers without it.",
+    )
+    prompt_price_per_1m: float = Field(default=0.0, ge=0, description="USD per 1M prompt tokens, for costs.")
+    completion_price_per_1m: float = Field(
+        default=0.0, ge=0, description="USD per 1M completion tokens, for costs."
+    )
+    max_context_chars: int = Field(
+        default=40_000, ge=100, description="Total text in one judge input; longer inputs are trimmed."
+    )
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens * self.prompt_price_per_1m + completion_tokens * self.completion_price_per_1m
+        ) / 1e6
