@@ -162,8 +162,13 @@ def test_a_stop_while_a_checkpoint_waits_on_a_paused_broker_exits_0_and_the_reco
         assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
         said = said_once(service.log)
         # The record's send may be acknowledged in the moment between the send and the service's SIGSTOP
-        # (the producer's IO thread runs on): then only the state that records it is left unsaved.
-        left = ("output(s) decided not written (no broker answered in time)", "state(s) not saved (no broker")
+        # (the producer's IO thread runs on): then only the state that records it is left unsaved. The state's
+        # send may be acknowledged in that moment too (seen on a loaded machine): then only the offsets are.
+        left = (
+            "output(s) decided not written (no broker answered in time)",
+            "state(s) not saved (no broker",
+            "not committed (no broker answered in time)",
+        )
         assert any(words in said for words in left), said
 
         records = written_after_a_restart(broker, prefix)
