@@ -52,8 +52,10 @@ def paused_at_the_restore(broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch) 
     return reached
 
 
-def service_threads(before: set[threading.Thread]) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t not in before and t.name.startswith("tracescore")]
+def service_threads(before: set[threading.Thread], named: str = "tracescore") -> list[threading.Thread]:
+    """The threads started since `before` whose name starts with `named`: ours, and kafka-python's threads of
+    the service's clients (named after their client_id)."""
+    return [t for t in threading.enumerate() if t not in before and t.name.startswith(named)]
 
 
 def where(thread: threading.Thread) -> str:
@@ -105,13 +107,17 @@ def test_a_restore_given_up_at_a_stop_leaves_no_thread_reading_from_a_broker_tha
     try:
         service, raised = started(broker, "restore-stop")
         assert reached.wait(120), "never restored"
-        reading = wait_until(lambda: service_threads(before), "the restore's reads under way")
+        # The restore's own thread: the service's clients' threads (named after its client_id, also
+        # "tracescore...") are there from the start, and the restore's may not have started yet.
+        wait_until(
+            lambda: service_threads(before, "tracescore: the restore of"), "the restore's reads under way"
+        )
         service.stop()
         runner = next(t for t in threading.enumerate() if t.name == "test-service")
         runner.join(3 * (STOP_TIMEOUT_S + 5.0))
         assert not runner.is_alive(), "run() did not return"
         assert not raised, raised
-        for thread in reading:
+        for thread in service_threads(before):  # every one still there once run() returned
             # Generous: the call under way ends within BROKER_WAIT_S, then the thread looks at the stop.
             thread.join(tracescore._kafka.BROKER_WAIT_S + 10.0)
         left = service_threads(before)
