@@ -21,7 +21,7 @@ from _helpers import wait_until
 from kafka import KafkaConsumer, KafkaProducer
 
 import tracescore._kafka
-from tracescore._service import _changelog, _keyed, _restore
+from tracescore._service import _changelog, _keyed, _loop, _restore
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -122,6 +122,40 @@ def test_a_restore_given_up_at_a_stop_leaves_no_thread_reading_from_a_broker_tha
             thread.join(tracescore._kafka.BROKER_WAIT_S + 10.0)
         left = service_threads(before)
         assert not left, "\n".join(where(t) for t in left)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+
+
+def test_a_restore_given_up_as_a_stop_begins_is_a_stop_not_an_error(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stop() starts the stop's budget, which the restore gives up on, then its backstop timer, then marks the
+    service stopping: a restore given up on in between (the service thread runs while the timer's thread
+    starts, more often under load) came out of run() as an error, "given up on, a stop was asked for", where
+    a stop returns. Here the timer's start waits for run() to end."""
+    real_timer = _loop.threading.Timer
+
+    class SlowToStart(real_timer):  # type: ignore[misc,valid-type]
+        def start(self) -> None:
+            if getattr(self.function, "__name__", "") == "_exit_overdue":
+                runner = next(t for t in threading.enumerate() if t.name == "test-service")
+                runner.join(3 * (STOP_TIMEOUT_S + 5.0))
+            super().start()
+
+    monkeypatch.setattr(_loop.threading, "Timer", SlowToStart)
+    reached = paused_at_the_restore(broker, monkeypatch)
+    before = set(threading.enumerate())
+    try:
+        service, raised = started(broker, "restore-stop-begins")
+        assert reached.wait(120), "never restored"
+        wait_until(
+            lambda: service_threads(before, "tracescore: the restore of"), "the restore's reads under way"
+        )
+        runner = next(t for t in threading.enumerate() if t.name == "test-service")
+        service.stop()
+        runner.join(3 * (STOP_TIMEOUT_S + 5.0))
+        assert not runner.is_alive(), "run() did not return"
+        assert not raised, raised
     finally:
         os.kill(broker.process.pid, signal.SIGCONT)
 
