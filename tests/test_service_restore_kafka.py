@@ -95,6 +95,18 @@ def started(broker: KafkaBroker, prefix: str, **settings: object) -> tuple[Conve
     return service, raised
 
 
+def stopped_while_restoring(broker: KafkaBroker, prefix: str, before: set[threading.Thread]) -> list:  # type: ignore[type-arg]
+    """The service started, then stopped once its restore's own thread reads from the paused broker (the
+    service's clients' threads, named after its client_id, are there from the start); [what run() raised]."""
+    service, raised = started(broker, prefix)
+    wait_until(lambda: service_threads(before, "tracescore: the restore of"), "the restore's reads under way")
+    runner = next(t for t in threading.enumerate() if t.name == "test-service")
+    service.stop()
+    runner.join(3 * (STOP_TIMEOUT_S + 5.0))
+    assert not runner.is_alive(), "run() did not return"
+    return raised
+
+
 def test_a_restore_given_up_at_a_stop_leaves_no_thread_reading_from_a_broker_that_does_not_answer(
     broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,20 +114,10 @@ def test_a_restore_given_up_at_a_stop_leaves_no_thread_reading_from_a_broker_tha
     answered again (for ever, with the broker gone), in every process that ran the service and stopped it
     (a test run, an app embedding it). Now every read looks at the stop between two polls and each broker
     call waits BROKER_WAIT_S at most: the thread ends within that, the broker still paused."""
-    reached = paused_at_the_restore(broker, monkeypatch)
+    paused_at_the_restore(broker, monkeypatch)
     before = set(threading.enumerate())
     try:
-        service, raised = started(broker, "restore-stop")
-        assert reached.wait(120), "never restored"
-        # The restore's own thread: the service's clients' threads (named after its client_id, also
-        # "tracescore...") are there from the start, and the restore's may not have started yet.
-        wait_until(
-            lambda: service_threads(before, "tracescore: the restore of"), "the restore's reads under way"
-        )
-        service.stop()
-        runner = next(t for t in threading.enumerate() if t.name == "test-service")
-        runner.join(3 * (STOP_TIMEOUT_S + 5.0))
-        assert not runner.is_alive(), "run() did not return"
+        raised = stopped_while_restoring(broker, "restore-stop", before)
         assert not raised, raised
         for thread in service_threads(before):  # every one still there once run() returned
             # Generous: the call under way ends within BROKER_WAIT_S, then the thread looks at the stop.
@@ -143,18 +145,9 @@ def test_a_restore_given_up_as_a_stop_begins_is_a_stop_not_an_error(
             super().start()
 
     monkeypatch.setattr(_loop.threading, "Timer", SlowToStart)
-    reached = paused_at_the_restore(broker, monkeypatch)
-    before = set(threading.enumerate())
+    paused_at_the_restore(broker, monkeypatch)
     try:
-        service, raised = started(broker, "restore-stop-begins")
-        assert reached.wait(120), "never restored"
-        wait_until(
-            lambda: service_threads(before, "tracescore: the restore of"), "the restore's reads under way"
-        )
-        runner = next(t for t in threading.enumerate() if t.name == "test-service")
-        service.stop()
-        runner.join(3 * (STOP_TIMEOUT_S + 5.0))
-        assert not runner.is_alive(), "run() did not return"
+        raised = stopped_while_restoring(broker, "restore-stop-begins", set(threading.enumerate()))
         assert not raised, raised
     finally:
         os.kill(broker.process.pid, signal.SIGCONT)
