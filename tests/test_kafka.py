@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import KafkaTimeoutError
 
-from tracescore._kafka import caught_up
+import tracescore._kafka
+from tracescore._kafka import caught_up, read_partitions
+from tracescore._kafka_config import KafkaConnection
 
 
 @pytest.mark.kafka
@@ -38,3 +43,35 @@ def test_a_partition_at_its_end_whose_high_watermark_no_fetch_reported_is_caught
         assert not caught_up(consumer)
     finally:
         consumer.close()
+
+
+@pytest.mark.kafka
+def test_a_read_given_up_during_a_position_asks_the_broker_for_no_other_partition(
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore's read asked the broker for every partition's position before it looked at the stop: a stop
+    that came while a broker did not answer left the read's thread waiting BROKER_WAIT_S for each partition
+    (a minute for six), not for the one call under way. Here the stop comes during the first position."""
+    topic = f"{topic_prefix}.state"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 3, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for partition in (0, 1, 2):  # a state on each: none read yet at the stop
+        producer.send(topic, key=b"a key", value=b"its state", partition=partition)
+    producer.flush()
+    producer.close()
+    asked: list[TopicPartition] = []
+
+    class StoppedDuringAPosition(KafkaConsumer):
+        def position(self, partition: TopicPartition, timeout_ms: Any = None) -> Any:
+            asked.append(partition)  # the stop is asked for while the broker is asked
+            return super().position(partition, timeout_ms=timeout_ms)
+
+    monkeypatch.setattr(tracescore._kafka, "KafkaConsumer", StoppedDuringAPosition)
+    reading = read_partitions(
+        KafkaConnection(bootstrap_servers=bootstrap), topic, [0, 1, 2], give_up=lambda: bool(asked)
+    )
+    with pytest.raises(KafkaTimeoutError, match="given up on, a stop was asked for"):
+        list(reading)
+    assert asked == [TopicPartition(topic, 0)]

@@ -226,8 +226,8 @@ def read_partitions(
 
     However long the partitions take to read, no wait is open-ended: each broker call waits BROKER_WAIT_S at
     most, and so does the read while it gets no further (KafkaTimeoutError, saying what it read and how far);
-    `give_up()` is looked at between polls (KafkaTimeoutError): a read abandoned for a stop ends within
-    BROKER_WAIT_S and leaves no thread behind."""
+    `give_up()` is looked at before each broker call of the loop (KafkaTimeoutError): a read abandoned for a
+    stop ends within BROKER_WAIT_S, one call's wait, and leaves no thread behind."""
     if not partitions:
         return
     where = f"{topic}[{','.join(map(str, partitions))}]"
@@ -249,11 +249,13 @@ def read_partitions(
         end = reader.end_offsets(tps, timeout_ms=wait_ms)
         moved_at, before = time.monotonic(), None
         while True:
-            at = [reader.position(tp, timeout_ms=wait_ms) for tp in tps]
+            at = []
+            for tp in tps:  # the stop looked at before each position: each may wait BROKER_WAIT_S
+                if give_up():
+                    raise KafkaTimeoutError(f"reading {where}: given up on, a stop was asked for")
+                at.append(reader.position(tp, timeout_ms=wait_ms))
             if all(a is not None and a >= end[tp] for a, tp in zip(at, tps, strict=True)):
                 return
-            if give_up():
-                raise KafkaTimeoutError(f"reading {where}: given up on, a stop was asked for")
             if at != before:
                 moved_at, before = time.monotonic(), at
             elif time.monotonic() - moved_at > BROKER_WAIT_S:

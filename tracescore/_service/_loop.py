@@ -248,7 +248,9 @@ class ServiceLoop:
                 self._loop(idle_timeout_s)
             clean = True
         except KafkaTimeoutError:
-            if not self._stopping:
+            # stop() starts the budget before it sets `_stopping`, and stage 2 gives up on the budget: a call
+            # given up on in between is the stop's too, not an error out of run().
+            if self.stop_deadline() is None:
                 raise
             # A broker call given up on for the stop (the state topic's look at startup, a checkpoint's
             # wait): the closing steps below run, bounded, and say what is left.
