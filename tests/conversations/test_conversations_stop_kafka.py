@@ -71,21 +71,35 @@ def start(
     )
 
 
-def written_after_a_restart(broker: KafkaBroker, prefix: str) -> list[tuple[str, int, int]]:
-    """The service run again until idle; then the records on the topic (conversation, revision, turns)."""
+def service_lines(log: str) -> str:
+    """What the service said, without the Kafka client's lines."""
+    return "\n".join(line for line in log.splitlines() if "kafka." not in line)
+
+
+def written_after_a_restart(
+    broker: KafkaBroker, prefix: str, stopped: ServiceProcess
+) -> tuple[list[tuple[str, int, int]], str]:
+    """The service run again until idle; then the records on the topic (conversation, revision, turns), and
+    what the stopped service and the restarted one said (for a failure's message)."""
     restarted = conversations_process(broker.bootstrap_servers, prefix, evidence=False)
-    assert restarted.wait() == 0, restarted.log[-3000:]
+    code = restarted.wait()
+    said = (
+        f"the stopped service said:\n{service_lines(stopped.log)}\n"
+        f"the restarted one said:\n{service_lines(restarted.log)}"
+    )
+    assert code == 0, said
     on_topic = read_topic(broker.bootstrap_servers, f"{prefix}.conversations")
-    return [
+    records = [
         (r.conversation_id, r.revision, r.turns)
         for r in map(read_conversation_record, (m.value for m in on_topic))
     ]
+    return records, said
 
 
 def said_once(log: str) -> str:
     """The one line that says what the stop could not save or commit."""
     said = [line for line in log.splitlines() if UNSAVED in line]
-    assert len(said) == 1, "\n".join(x for x in log.splitlines() if "kafka." not in x)[-4000:]
+    assert len(said) == 1, service_lines(log)[-4000:]
     assert f"stop_timeout_s ({STOP_TIMEOUT_S:g}s)" in said[0], said[0]
     return said[0]
 
@@ -171,8 +185,8 @@ def test_a_stop_while_a_checkpoint_waits_on_a_paused_broker_exits_0_and_the_reco
         )
         assert any(words in said for words in left), said
 
-        records = written_after_a_restart(broker, prefix)
-    assert records == [("c-1", 0, 3)], records
+        records, said = written_after_a_restart(broker, prefix, service)
+    assert records == [("c-1", 0, 3)], f"{records}\n{said}"
 
 
 def stopping_line(service: ServiceProcess) -> str:
@@ -181,7 +195,7 @@ def stopping_line(service: ServiceProcess) -> str:
         for line in service.log.splitlines()
         if f"stopping within stop_timeout_s ({STOP_TIMEOUT_S:g}s)" in line
     ]
-    assert len(said) == 1, "\n".join(x for x in service.log.splitlines() if "kafka." not in x)[-4000:]
+    assert len(said) == 1, service_lines(service.log)[-4000:]
     return said[0]
 
 
@@ -210,8 +224,8 @@ def test_a_stop_at_the_start_with_the_broker_paused_gives_up_what_waits_on_it_an
         assert code == 0, f"not stopped by its closing steps (exit {code}):\n{service.log[-3000:]}"
         assert given_up in stopping_line(service), service.log[-3000:]
 
-        records = written_after_a_restart(broker, prefix)
-    assert records == [("c-1", 0, 3)], records
+        records, said = written_after_a_restart(broker, prefix, service)
+    assert records == [("c-1", 0, 3)], f"{records}\n{said}"
 
 
 def hangs(monkeypatch: pytest.MonkeyPatch, cls: type) -> tuple[threading.Event, threading.Event]:
