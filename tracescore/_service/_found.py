@@ -30,6 +30,19 @@ class FoundOutputs:
         self._since[partition] = {topic: dict(ends) for topic, ends in since.items()}
         self._restored_at[partition] = restored_at
 
+    def held(self) -> bool:
+        """A restore's window is open: some partition may still decide again what its previous owner sent."""
+        return bool(self._since)
+
+    def look_again(self, find: Callable[[Marks], dict[str, str]]) -> dict[str, str]:
+        """Every held partition's outputs read again from the same marks to the topics' ends now (`find`):
+        a send its previous owner gave up on (a stop or a crash while the broker did not answer) may be
+        appended once the broker answers again, after the restore read the topics. Every held output's
+        id -> digest."""
+        for partition, since in self._since.items():
+            self._ids[partition] = {**self._ids.get(partition, {}), **find(since)}
+        return self.ids()
+
     def ids(self) -> dict[str, str]:
         """Every held output's id -> digest."""
         return {i: d for table in self._ids.values() for i, d in table.items()}
