@@ -329,7 +329,9 @@ class TraceAssembler:
             trace_id, spans, size, memory = entry.trace_id, entry.spans, entry.size, entry.rejoined
             # The buffer's dict is the trace's spans by id: handed over, never changed after (a late span
             # rebuilds the trace from a copy, `_rejoined`).
-            out.append(Trace(trace_id, tuple(spans.values()), incomplete, entry.offsets(), spans))
+            more = entry.more  # `entry.offsets()` written out: a Python call a trace fewer
+            offsets = {entry.partition: entry.offset} if more is None else more
+            out.append(Trace(trace_id, tuple(spans.values()), incomplete, offsets, spans))
             by_last_seen.pop(trace_id, None)
             rooted.pop(trace_id, None)
             freed += size
