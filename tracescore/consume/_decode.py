@@ -62,11 +62,15 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
                 # by identity, not by comparing the copy decoded seconds ago, no longer in the CPU's caches.
                 # A loop here, not a function with a comprehension: two Python calls a span fewer. The
                 # interned copy is looked up in a small dict of the keys seen (`_KEYS`), not in the
-                # interpreter's table of every interned string: the same copy, from memory the CPU caches.
+                # interpreter's table of every interned string: the same copy, from memory the CPU caches
+                # (a subscript, not `.get`: no method call, and a miss is only a key's first sight).
                 attributes: dict[str, Any] = {}
                 for kv in span.attributes:
-                    key = kv.key
-                    attributes[keys.get(key) or _interned(key)] = kv.value.string_value or _value(kv.value)
+                    try:
+                        key = keys[kv.key]
+                    except KeyError:
+                        key = _interned(kv.key)
+                    attributes[key] = kv.value.string_value or _value(kv.value)
                 decoded = DecodedSpan(
                     span.trace_id.hex(),
                     span.span_id.hex(),
