@@ -178,7 +178,12 @@ def test_a_second_services_late_message_is_judged_with_the_trace(bootstrap: str,
         evaluations_topic=f"{topic_prefix}.evaluations",
         dlq_topic=f"{topic_prefix}.dlq",
         evaluation_spans_topic=f"{topic_prefix}.evaluation-spans",
-        idle_timeout_s=max(delay for delay, _, _ in late) + 5,
+        # Done once each recording's interaction was dealt with, however long the late sends take on a loaded
+        # machine (an idle timeout a few seconds past the delay finished the traces before they came); the
+        # idle timeout and the long wait for the callee's spans are backstops, never reached when all is well.
+        max_records=len(recorded),
+        idle_timeout_s=60,
+        assembly={"max_wait_s": 600},
     )
     consumer = EvaluationConsumer(
         settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append
