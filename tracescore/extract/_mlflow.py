@@ -23,9 +23,11 @@ from typing import Any
 from tracescore.extract._convention import Convention, Reading, without_wrappers
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import (
+    Prompt,
     answer_text,
     assistant_text,
     documents_of,
+    message_prompt,
     parse_json,
     question_text,
     user_text,
@@ -156,6 +158,16 @@ class MLflow(Convention):
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         inputs = parse_json(llm.attributes.get(self.SPAN_INPUTS))
         return genai_tool_results(inputs.get("messages")) if isinstance(inputs, Mapping) else []
+
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """A call's chat messages (`messages`, or a Responses API `input` list) in its `mlflow.spanInputs`."""
+        value = parse_json(span.attributes.get(self.SPAN_INPUTS))
+        if isinstance(value, Mapping):
+            for key in self.MESSAGE_KEYS:
+                messages = parse_json(value.get(key))
+                if isinstance(messages, list):
+                    return message_prompt(messages)
+        return None
 
     def question(self, reading: Reading) -> str | None:
         anchor, llms = reading.anchor, reading.llms

@@ -8,24 +8,30 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from sys import intern
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "ANSWER_KEYS",
     "ASSISTANT_ROLES",
     "QUESTION_KEYS",
+    "SYSTEM_ROLES",
     "USER_ROLES",
+    "Prompt",
+    "PromptDocuments",
     "answer_text",
     "assistant_text",
     "call_arguments",
     "context_block",
     "documents_of",
     "indexed",
+    "indexed_prompt",
     "is_repr",
     "keyword_question",
     "last_message_text",
     "may_start_repr",
+    "message_prompt",
     "parse_json",
+    "prompt_documents",
     "question_text",
     "text_of",
     "user_text",
@@ -49,6 +55,7 @@ ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "out
 # Chat roles: who asks (the question is the last user message) and who answers.
 USER_ROLES = ("user", "human")
 ASSISTANT_ROLES = ("assistant", "ai", "model")
+SYSTEM_ROLES = ("system", "developer")  # who instructs the model (OpenAI's `developer` for reasoning models)
 _DOC_TEXT_KEYS = ("page_content", "pageContent", "content", "text", "document.content", "chunk", "body")
 _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "nodes", "results", "context")
 # A programming-language repr where text belongs: `ChatMessage(_role=...)`, `[Document(id=..., content=...)]`,
@@ -236,6 +243,48 @@ def last_message_text(messages: Any, roles: Sequence[str]) -> str | None:
     return None
 
 
+class Prompt(NamedTuple):
+    """What a model call was given as text, where an app may put its documents under a label: its
+    instructions (the system messages, joined) and its last user message. None: not recorded."""
+
+    instructions: str | None
+    user: str | None
+
+
+def message_prompt(messages: Any, instructions: Any = None) -> Prompt | None:
+    """The prompt of chat messages (`last_message_text`'s shapes, or a request's `messages`), with
+    instructions recorded beside them (OTel GenAI's `gen_ai.system_instructions`: text, or a JSON list of
+    text parts); None without either."""
+    messages = parse_json(messages)
+    if isinstance(messages, Mapping):  # a request's body: its messages beside the model and settings
+        messages = parse_json(messages.get("messages"))
+    listed = messages if isinstance(messages, list) else []
+    system = [_message_text(m) for m in listed if isinstance(m, Mapping) and _role(m) in SYSTEM_ROLES]
+    instructions = parse_json(instructions)
+    if isinstance(instructions, list):
+        instructions = _message_text({"parts": instructions})
+    if isinstance(instructions, str):
+        system.insert(0, instructions)
+    if not listed and not system:
+        return None
+    return Prompt(_joined(system), user_text(listed))
+
+
+def indexed_prompt(roles: Sequence[Any], content: Any) -> Prompt | None:
+    """The prompt of flattened messages (`indexed` roles; `content(index)` reads one message's text)."""
+    if not roles:
+        return None
+    named = [str(role).lower() for role in roles]
+    system = [content(index) for index, role in enumerate(named) if role in SYSTEM_ROLES]
+    asked = (content(index) for index in reversed(range(len(named))) if named[index] in USER_ROLES)
+    return Prompt(_joined(system), next((text for text in asked if text), None))
+
+
+def _joined(texts: Sequence[Any]) -> str | None:
+    joined = "\n\n".join(text for text in texts if isinstance(text, str) and text.strip())
+    return joined or None
+
+
 def documents_of(value: Any, depth: int = 0) -> list[str] | None:
     """Document texts from a retriever's output: a list of strings or of document objects, possibly under
     a `documents`-like key. None when the value is not recognisably a list of documents."""
@@ -340,23 +389,65 @@ _CONTEXT_LABEL = re.compile(
     rf"^[^\n]*\b(?:{_CONTEXT_WORDS})\b(?:[^\w\n]+\w+){{0,2}}[^\w\n]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
 )
 _CONTEXT_TAG = re.compile(rf"<({_CONTEXT_WORDS})>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
-# What follows the documents ("Question:", "Rules:"): a short line ending with a colon.
+# What follows the documents: a short line ending with a colon ("Rules:"), or the question's label with the
+# question on the same line ("Question: How long ...?").
 _HEADING = re.compile(r"^[^\n]{1,40}:[ \t]*$", re.MULTILINE)
+_QUESTION_LABEL = re.compile(
+    r"^[ \t]*(?:the[ \t]+|user(?:'s)?[ \t]+)?(?:question|query|q)[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE
+)
 
 
-def context_block(text: Any) -> str | None:
+class PromptDocuments(NamedTuple):
+    """The documents a prompt text carries under a label (`block`, one document) and the prompt's text
+    outside them (`outside`: the instructions and the question around the block; None when empty)."""
+
+    block: str
+    outside: str | None
+
+    @property
+    def question(self) -> str | None:
+        """The question the prompt asks beside its documents: after its label (`Question:`) when there is
+        one, else the text outside the documents."""
+        outside = self.outside
+        if outside is None:
+            return None
+        label = _QUESTION_LABEL.search(outside)
+        if label is None:
+            return outside
+        rest = outside[label.end() :]
+        heading = _HEADING.search(rest)
+        return (rest[: heading.start()] if heading else rest).strip() or outside
+
+
+def prompt_documents(text: Any) -> PromptDocuments | None:
     """The documents a prompt text carries under a label that names them (`Context:`, `... from this context
-    only:`, `<context>...</context>`): the text after the label, up to the next heading, as one document
-    (prompt text is never split into guessed documents). None without such a label: instructions alone are
-    never documents."""
+    only:`, `<context>...</context>`): the text after the label, up to the next heading or the question's
+    label, as one document (prompt text is never split into guessed documents), and the text around them.
+    None without such a label: instructions alone are never documents."""
     if not isinstance(text, str):
         return None
     tagged = _CONTEXT_TAG.search(text)
     if tagged is not None:
-        return tagged.group(2).strip() or None
-    label = _CONTEXT_LABEL.search(text)
-    if label is None:
+        block, start, end = tagged.group(2), tagged.start(), tagged.end()
+    else:
+        label = _CONTEXT_LABEL.search(text)
+        if label is None:
+            return None
+        start = end = label.end()
+        heading = _HEADING.search(text, end)
+        question = _QUESTION_LABEL.search(text, end)
+        if question is not None and (heading is None or question.start() < heading.start()):
+            heading = question
+        end = heading.start() if heading is not None else len(text)
+        block, start = text[start:end], label.start()
+    block = block.strip()
+    if not block:
         return None
-    rest = text[label.end() :]
-    heading = _HEADING.search(rest)
-    return (rest[: heading.start()] if heading else rest).strip() or None
+    outside = f"{text[:start].strip()}\n\n{text[end:].strip()}".strip()
+    return PromptDocuments(block, outside or None)
+
+
+def context_block(text: Any) -> str | None:
+    """The documents a prompt text carries under a label (`prompt_documents`), None without one."""
+    found = prompt_documents(text)
+    return found.block if found is not None else None
