@@ -7,6 +7,7 @@ scenarios/_stuffed.py); a prompt with no label stays an explained skip; retrieve
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from recorded import Recording, extracted, recordings, spans_of
@@ -152,3 +153,12 @@ def test_the_question_is_the_prompt_text_outside_the_documents(text: str, questi
 )
 def test_a_prompt_without_a_label_naming_documents_carries_none(text: str) -> None:
     assert prompt_documents(text) is None
+
+
+def test_the_skips_point_to_the_docs_section_that_shows_the_label_forms() -> None:
+    """`empty_context`, `no_retrieval` (above) and `not_rag` name the section, and the section is there."""
+    [not_rag] = extract(trace(span("GET /health", {"http.route": "/health"}))).skips
+    assert not_rag.reason == "not_rag"
+    assert "docs/integrations/index.md#documents-in-the-prompt" in not_rag.detail
+    page = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "index.md"
+    assert "\n### Documents in the prompt\n" in page.read_text(encoding="utf-8")
