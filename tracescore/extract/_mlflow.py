@@ -160,14 +160,8 @@ class MLflow(Convention):
         return genai_tool_results(inputs.get("messages")) if isinstance(inputs, Mapping) else []
 
     def prompt(self, span: DecodedSpan) -> Prompt | None:
-        """A call's chat messages (`messages`, or a Responses API `input` list) in its `mlflow.spanInputs`."""
-        value = parse_json(span.attributes.get(self.SPAN_INPUTS))
-        if isinstance(value, Mapping):
-            for key in self.MESSAGE_KEYS:
-                messages = parse_json(value.get(key))
-                if isinstance(messages, list):
-                    return message_prompt(messages)
-        return None
+        messages = self._messages(parse_json(span.attributes.get(self.SPAN_INPUTS)))
+        return message_prompt(messages) if messages is not None else None
 
     def question(self, reading: Reading) -> str | None:
         anchor, llms = reading.anchor, reading.llms
@@ -194,12 +188,17 @@ class MLflow(Convention):
 
     def _question(self, span: DecodedSpan) -> str | None:
         value = parse_json(span.attributes.get(self.SPAN_INPUTS))
-        if isinstance(value, Mapping):
+        messages = self._messages(value)
+        return user_text(messages) if messages is not None else question_text(value)
+
+    def _messages(self, inputs: Any) -> list[Any] | None:
+        """A call's chat messages in its inputs (`messages`, or a Responses API `input` list)."""
+        if isinstance(inputs, Mapping):
             for key in self.MESSAGE_KEYS:
-                messages = parse_json(value.get(key))
+                messages = parse_json(inputs.get(key))
                 if isinstance(messages, list):
-                    return user_text(messages)
-        return question_text(value)
+                    return messages
+        return None
 
 
 def _answer_text(value: Any) -> str | None:
