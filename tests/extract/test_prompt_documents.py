@@ -14,7 +14,7 @@ from recorded import Recording, extracted, recordings, spans_of
 from trace_builder import span, trace
 
 from tracescore.extract import extract
-from tracescore.extract._read import prompt_documents
+from tracescore.extract._prompt import prompt_documents
 from tracescore.model import ContextSourceKind
 
 STUFFED = {r.id: r for r in recordings() if r.source.endswith("_stuffed")}

@@ -20,8 +20,9 @@ from typing import Any, ClassVar
 
 from tracescore.extract._context import Contexts
 from tracescore.extract._history import TurnResult
+from tracescore.extract._prompt import PromptDocuments
 from tracescore.extract._protocol import Skip
-from tracescore.extract._read import Prompt, PromptDocuments, is_repr
+from tracescore.extract._read import Prompt, is_repr
 from tracescore.extract._tools import add_tool_result, answering_groups, called_by_tool, ran_between
 from tracescore.model import ContextSourceKind, DecodedSpan, Run, Trace
 

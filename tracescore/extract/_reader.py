@@ -20,8 +20,9 @@ from typing import NamedTuple
 from tracescore import semconv
 from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Reading
 from tracescore.extract._lineage import conversation_of, route_of
+from tracescore.extract._prompt import prompt_documents
 from tracescore.extract._protocol import NOT_RAG, Skip
-from tracescore.extract._read import is_repr, may_start_repr, prompt_documents
+from tracescore.extract._read import is_repr, may_start_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
 from tracescore.model import ContextSourceKind, DecodedSpan, Interaction, RagRecord, Trace
@@ -101,7 +102,7 @@ def read_input_documents(r: Reading) -> None:
 
 def read_prompt_documents(r: Reading) -> None:
     """With nothing recorded so far, the documents the app put into the answering model call's prompt under
-    a label that names them (`_read.prompt_documents`): its instructions' (`instructions`), its last user
+    a label that names them (`_prompt.prompt_documents`): its instructions' (`instructions`), its last user
     message's (`prompt`; the text outside them is then the question, `question_beside_documents`). Retrieved
     documents always win; prompt text without a label is never split into guessed documents."""
     if r.contexts:
