@@ -18,9 +18,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._convention import Convention, Reading, not_inside
+from tracescore.extract._convention import Convention, Reading, not_inside, unlabelled_note
 from tracescore.extract._history import TurnResult, genai_tool_results
-from tracescore.extract._read import assistant_text, documents_of, parse_json, user_text
+from tracescore.extract._read import (
+    Prompt,
+    assistant_text,
+    documents_of,
+    message_prompt,
+    parse_json,
+    user_text,
+)
 from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["GenAI"]
@@ -145,9 +152,12 @@ class GenAI(Convention):
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         return genai_tool_results(self._input_messages(llm))
 
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        return message_prompt(self._input_messages(span), span.attributes.get(self.SYSTEM_INSTRUCTIONS))
+
     def no_documents_note(self, reading: Reading) -> str | None:
         if any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.llms)):
-            return f"{self.SYSTEM_INSTRUCTIONS} are not read as documents"
+            return unlabelled_note(self.SYSTEM_INSTRUCTIONS)
         return None
 
     def question(self, reading: Reading) -> str | None:
