@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 import trace_builder as tb
-from recorded import Recording, extracted, recordings, spans_of
+from recorded import FIXTURES, Recording, extracted, recordings, spans_of
 
 from tracescore.extract import extract
 from tracescore.model import DecodedSpan, Interaction, SpanEvent
 
-RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "pydantic_ai_v1")}
+RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "pydantic_ai_v1", "otel_genai")}
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
 STRANDS_MARKERS = ("gen_ai.provider.name", "gen_ai.system")
@@ -154,3 +154,21 @@ def test_an_events_attribute_of_another_shape_is_not_read_as_messages(events: st
     found = extracted(_v1(RECORDED["pydantic_ai_v1/v1_faithful"], events))
     [interaction] = found.interactions
     assert interaction.record.query is None and interaction.question_missing is not None
+
+
+@pytest.mark.parametrize("scenario", ["event_only_faithful", "event_only_unfaithful"])
+def test_the_opentelemetry_genai_util_writes_its_operation_details_event_as_a_log_record_not_on_the_span(
+    scenario: str,
+) -> None:
+    """What opentelemetry-util-genai (which the OTel GenAI instrumentations build on) records with content
+    capture EVENT_ONLY: the event went to the logger provider (the manifest counts it), the trace holds no
+    span event and no text, so nothing is read from it and the skip says the answer is missing."""
+    recording = RECORDED[f"otel_genai/{scenario}"]
+    manifest = json.loads((FIXTURES / "otel_genai" / "manifest.json").read_text())
+    assert f"{OPERATION_DETAILS} x1" in manifest["scenarios"][f"{scenario}.binpb"]["notes"]
+    spans = spans_of(recording)
+    assert all(s.events == () for s in spans)
+    content = ("gen_ai.input", "gen_ai.output", "gen_ai.retrieval.doc")
+    assert not any(key.startswith(content) for s in spans for key in s.attributes)
+    found = extracted(spans)
+    assert found.interactions == [] and [s.reason for s in found.skips] == ["missing_answer"]
