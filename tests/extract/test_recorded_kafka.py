@@ -99,6 +99,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
     assert {(service, reason) for service, _, reason in stats.skipped_by_source} == {
         ("aurora-support-traceloop", "no_retrieval"),
         ("aurora-support-genai", "empty_context"),
+        ("aurora-support-genai", "missing_answer"),  # the GenAI util with EVENT_ONLY: no text on the trace
         ("aurora-support-langgraph", "empty_context"),
         ("aurora-support-langfuse", "empty_context"),  # content capture off
         ("aurora-support-autogen", "missing_answer"),

@@ -68,11 +68,11 @@ def lost_events(strands: Strands, spans: Iterable[DecodedSpan]) -> str | None:
 
 def _event_attributes(strands: Strands, span: DecodedSpan) -> dict[str, Any]:
     """The attributes the span's events stand for (none for a span of another producer)."""
-    if not span.events or not strands.kind(span):
+    kind = strands.kind(span) if span.events else ""
+    if not kind:
         return {}
     attributes = operation_details(strands, span)
     inputs: list[Any] = []
-    kind = strands.kind(span)
     for event in span.events:
         name, carried = event.name, event.attributes
         if name in strands.MEMORY_EVENTS:
