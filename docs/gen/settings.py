@@ -287,8 +287,11 @@ def page() -> str:
         "and `-`, and not `.` or `..`. Nested settings read variables joined "
         "with `__` (`TRACESCORE_ASSEMBLY__GRACE_S`); lists of tables are JSON in a variable, or tables in "
         "the file (`[[sampling.rates]]`). A `TRACESCORE_*` variable that no setting reads (a misspelt "
-        "`TRACESCORE_BROKER`) is named in a warning when `tracescore consume` starts, with the valid name "
-        "most like it.\n",
+        "`TRACESCORE_BROKER`) is named in a warning when `tracescore consume`, `tracescore alert` or "
+        "`tracescore conversations` starts, with the valid name most like it; alert and conversations "
+        "check their own `TRACESCORE_ALERT_*` and `TRACESCORE_CONVERSATIONS_*` variables against their "
+        "settings too. A variable a config names (a webhook's `secret_env`) is yours, whatever its name: "
+        "never warned about.\n",
     ]
     documented: set[str] = set()
     for section in sections():
