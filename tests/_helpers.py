@@ -4,6 +4,8 @@ prefix, the LLM judge pointed at the local judge server, and the check that noth
 from __future__ import annotations
 
 import gc
+import signal
+import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -14,6 +16,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from tracescore.consume import ConsumerSettings
 from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
+from tracescore.testing import end_process
 
 __all__ = [
     "WAIT_S",
@@ -22,12 +25,32 @@ __all__ = [
     "committed",
     "consumer_settings",
     "end_offsets",
+    "end_started_processes",
     "judge_client",
     "nothing_left_open",
+    "started_process",
     "wait_until",
 ]
 
 WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soon as the condition holds
+
+_started: list[subprocess.Popen[Any]] = []
+
+
+def started_process(process: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+    """`process` (a service the test runs as a child process), ended after the test if still running then:
+    a test that failed or was interrupted before it stopped its services leaves none behind (conftest.py)."""
+    _started.append(process)
+    return process
+
+
+def end_started_processes(timeout_s: float = 10.0) -> None:
+    """End the processes given to `started_process` that still run: SIGTERM, SIGKILL after `timeout_s`."""
+    while _started:
+        process = _started.pop()
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # one stopped at its pause point takes SIGTERM only then
+            end_process(process, timeout_s)
 
 
 def wait_until(

@@ -19,10 +19,16 @@ free. Those groups and the `LONG_FIRST` tests are handed out first.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
 
 import pytest
+from _helpers import end_started_processes
 
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.phoenix import PhoenixServer
@@ -40,6 +46,47 @@ LONG_FIRST = (
     "tests/consume/test_faults.py",
     "tests/consume/test_faults_fuzz.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a cancelled CI job, `timeout`, an editor's stop button) ends the run as Ctrl-C does: the
+    teardown stops the brokers, servers and services the tests started. Those run in sessions of their own
+    (a Ctrl-C in the terminal must not kill a broker mid-test), so pytest's default death on SIGTERM left
+    them running. An xdist controller, which runs no test, passes the signal on to its workers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return  # someone else's handler (an embedding runner): theirs to decide
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends pytest at once
+        if config.pluginmanager.has_plugin("dsession"):
+            for pid in _children():
+                os.kill(pid, signal.SIGTERM)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _children() -> list[int]:
+    """This process's child processes (Linux's /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
+        if parent == os.getpid():
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def _no_service_process_left() -> Iterator[None]:
+    """A service process a test started and did not stop (it failed, or was interrupted) is ended with the
+    test, never left reading and writing into the next tests or past the run (tests/_helpers.py)."""
+    yield
+    end_started_processes()
 
 
 @pytest.fixture(scope="session")

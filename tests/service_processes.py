@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _helpers import started_process
+
 from tracescore._service import CRASH_ENV, PAUSE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,12 +39,14 @@ class ServiceProcess:
             full_env.pop(hook, None)
             if point is not None:
                 full_env[hook] = point
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", "from tracescore.cli import main; main()", command, *args],
-            env=full_env,
-            cwd=REPO,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+        self.process = started_process(
+            subprocess.Popen(
+                [sys.executable, "-c", "from tracescore.cli import main; main()", command, *args],
+                env=full_env,
+                cwd=REPO,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+            )
         )
         self.log = ""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _helpers import wait_until
 from click.testing import CliRunner
 
 from tracescore.cli import main
@@ -80,7 +81,6 @@ def test_a_member_rebalancing_unlike_its_group_is_refused_with_one_line_saying_w
     """An upgrade run side by side with members of the other rebalance protocol (tracescore before it had
     the setting rebalances eagerly): kafka-python refuses one member mixing both."""
     import threading
-    import time
 
     from tracescore.conversations import ConversationsConfig, ConversationService
 
@@ -102,10 +102,7 @@ def test_a_member_rebalancing_unlike_its_group_is_refused_with_one_line_saying_w
     running = threading.Thread(target=older.run, daemon=True)
     running.start()
     try:
-        deadline = time.monotonic() + 60
-        while older.first_assigned_at is None:  # in the group first
-            assert time.monotonic() < deadline, "the older member never joined"
-            time.sleep(0.1)
+        wait_until(lambda: older.first_assigned_at is not None, "the older member in the group first")
         flags = [
             "--bootstrap-servers", bootstrap, "--evaluations-topic", f"{topic_prefix}.evaluations",
             "--group-id", topic_prefix, "--idle-timeout", "30",

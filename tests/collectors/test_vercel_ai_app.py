@@ -59,7 +59,8 @@ def test_the_ai_sdk_app_is_scored_through_the_collector(session: NodeSession) ->
         # (shape, call, api): (model replies, expected label or None for a skip)
         ("tool", "generate", "chat"): ((SEARCH, FAITHFUL_ANSWER), "faithful"),
         ("tool", "stream", "responses"): ((SEARCH, UNFAITHFUL_ANSWER), "hallucinated"),
-        ("prompt", "generate", "chat"): ((FAITHFUL_ANSWER,), None),
+        # The documents in the system prompt under `Context:`: read from there (kind `instructions`).
+        ("prompt", "generate", "chat"): ((FAITHFUL_ANSWER,), "faithful"),
     }
     traces = {}
     span_names: dict[str, str] = {}
@@ -95,7 +96,7 @@ def test_the_ai_sdk_app_is_scored_through_the_collector(session: NodeSession) ->
     stats = consumer.run()
 
     scored = {r.trace_id: r for r in seen}
-    assert len(scored) == len(seen) == 2, "each interaction scored once"
+    assert len(scored) == len(seen) == 3, "each interaction scored once"
     for trace_id, (span_name, label, session_id) in traces.items():
         if label is None:
             assert trace_id not in scored
@@ -104,5 +105,5 @@ def test_the_ai_sdk_app_is_scored_through_the_collector(session: NodeSession) ->
         assert (record.convention, record.label, record.route) == ("vercel_ai", label, "aurora-support")
         assert record.session_id == session_id
         assert span_names[record.span_id] == span_name
-    assert dict(stats.skipped) == {"no_retrieval": 1}
+    assert dict(stats.skipped) == {}
     assert stats.dead_letters == 0 and session.network_attempts() == []

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _helpers import WAIT_S, consumer_settings, wait_until
+from _helpers import WAIT_S, consumer_settings, started_process, wait_until
 from kafka import KafkaConsumer, TopicPartition
 from kafka_helpers import REPO
 from service_processes import SESSION_TIMEOUT_MS
@@ -100,13 +100,15 @@ class ConsumerProcess:
             "TRACESCORE_JUDGE_API_KEY": "unused",
             **(env or {}),
         }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tracescore.cli", "consume", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-            env=full_env,
+        self.process = started_process(
+            subprocess.Popen(
+                [sys.executable, "-m", "tracescore.cli", "consume", *args],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+                env=full_env,
+            )
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

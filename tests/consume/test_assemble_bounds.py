@@ -71,6 +71,28 @@ def test_low_watermarks_hold_the_oldest_message_of_every_buffered_trace() -> Non
     assert asm.low_watermarks() == {}, "released traces hold nothing"
 
 
+def test_a_trace_read_from_two_partitions_holds_the_lowest_offset_of_each() -> None:
+    # Rare (the SDK's per-partition layout with a trace's spans exported by two processes) but possible: each
+    # partition's commit waits for the trace, and a revoke of either takes it.
+    asm, clock = assembler(grace_s=5)
+    asm.add([span("a")], "p0", 10, 10)
+    asm.add([span("a")], "p0", 8, 10)  # read again lower (a replay): the lowest is held
+    asm.add([span("a")], "p1", 4, 10)
+    asm.add([span("a", root=True)], "p1", 6, 10)
+    asm.add([span("a")], "p0", 12, 10)
+    assert asm.low_watermarks() == {"p0": 8, "p1": 4}
+    assert asm.traces_on({"p1"}) == {"p1": ["a".ljust(32, "0")]}
+    clock.now += 5
+    [trace] = asm.ready()
+    assert trace.offsets == {"p0": 8, "p1": 4}
+    assert asm.low_watermarks() == {}
+
+    asm.add([span("b")], "p0", 20, 10)
+    asm.add([span("b")], "p1", 9, 10)
+    assert asm.revoke({"p1"}, handed_over=[]) == 1, "revoking either partition takes the trace"
+    assert asm.low_watermarks() == {}
+
+
 def test_memory_bounds_release_the_least_recently_fed_trace_early() -> None:
     asm, _ = assembler(max_traces=2, grace_s=60)
     assert asm.add([span("a")], "p0", 1, 10) == []

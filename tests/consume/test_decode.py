@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -261,3 +262,32 @@ def test_protobuf_that_starts_like_json_is_decoded() -> None:
     [decoded] = decode_message(value)
     assert decoded.name == span.name
     assert decoded.trace_id == bytes(range(16)).hex()
+
+
+def test_attribute_keys_are_interned_and_the_keys_remembered_stay_bounded() -> None:
+    """Keys come out interned (buffered spans share one copy, readers asking with interned keys match by
+    identity), looked up in a dict of the keys seen: a stream of ever new keys (built per request, or garbage)
+    or long keys must not grow the consumer's memory, and a key is read the same after that dict restarts."""
+    from tracescore.consume import _decode
+
+    long_key = "k" * (_decode._MAX_KEY_CHARS + 1)
+    keys = [f"attr.{i}" for i in range(_decode._MAX_KEYS + 100)] + [long_key, "attr.0"]
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id = bytes(range(16)), bytes(range(8))
+    for n, key in enumerate(keys):
+        kv = span.attributes.add()
+        kv.key, kv.value.string_value = key, f"v{n}"
+    value = request.SerializeToString()
+
+    for _ in range(2):
+        [decoded] = decode_message(value)
+        assert (
+            decoded.attributes["attr.0"] == f"v{len(keys) - 1}"
+            and decoded.attributes[long_key] == f"v{len(keys) - 2}"
+        )
+        assert len(decoded.attributes) == len(keys) - 1
+        for key in decoded.attributes:
+            assert key is sys.intern("".join(key)), "a decoded key is the interned copy"
+        assert len(_decode._KEYS) <= _decode._MAX_KEYS
+        assert long_key not in _decode._KEYS

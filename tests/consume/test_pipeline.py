@@ -34,7 +34,8 @@ from tracescore.sample import (
 FIXTURES = Path(__file__).parents[1] / "extract" / "fixtures"
 READ = FIXTURES / "openinference_manual" / "faithful.binpb"  # one interaction, openinference
 UNFAITHFUL = FIXTURES / "openinference_manual" / "unfaithful.binpb"  # another trace, one interaction
-NO_RETRIEVAL = FIXTURES / "openllmetry" / "langchain_faithful.binpb"  # traceloop's LangChain: a skip
+# An OpenLLMetry workflow whose documents are pasted into its prompt with no label naming them: a skip.
+NO_RETRIEVAL = FIXTURES / "openllmetry_openai_stuffed" / "unlabelled.binpb"
 TRACE_ID = "f264428dc99ff7574806d7a7056ec517"
 
 
@@ -120,7 +121,7 @@ def test_a_trace_with_nothing_to_judge_is_a_counted_explained_skip() -> None:
     assert stats.traces == 1 and stats.interactions == 0
     assert stats.skipped["no_retrieval"] == 1
     [(_, scope, _)] = [k for k in stats.skipped_by_source if k[2] == "no_retrieval"]
-    assert scope == "opentelemetry.instrumentation.langchain"
+    assert scope == "traceloop.tracer"
 
 
 def health_check() -> bytes:

@@ -19,6 +19,7 @@ from kafka_helpers import ConsumerFactory, assert_all_committed, run_instrumente
 from tracescore.consume import BrokerUnreachable
 from tracescore.model import EvaluationRecord
 from tracescore.score.judges import OfflineJudge
+from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic
 
@@ -197,12 +198,11 @@ def test_a_broker_gone_while_idle_is_an_error_not_a_successful_stop(
 
 
 def test_prometheus_can_scrape_the_running_service(bootstrap: str, topic_prefix: str) -> None:
-    import socket
     import urllib.request
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    # Below the ephemeral range: a port from bind(0) is one the kernel may hand to another test's outgoing
+    # connection before the service, seconds later, binds it ("Address already in use").
+    port = free_port()
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", GOOD_APP.format(n=2))
     service = subprocess.Popen(
         [
@@ -224,10 +224,11 @@ def test_prometheus_can_scrape_the_running_service(bootstrap: str, topic_prefix:
                 return ""
             return text if "tracescore_evaluations_total" in text else ""
 
-        scraped = wait_until(scrape, "evaluations in the scraped metrics", every_s=0.2)
+        # Or the service's exit (a port it could not serve on), whose error the assertion below shows.
+        scraped = wait_until(lambda: scrape() or service.poll() is not None, "a scrape", every_s=0.2)
     finally:
         service.terminate()
         _, stderr = service.communicate(timeout=120)
-    assert "tracescore_evaluations_total" in scraped, stderr
+    assert isinstance(scraped, str) and "tracescore_evaluations_total" in scraped, stderr
     assert 'tracescore_route="/ask"' in scraped and "tracescore_evaluation_score" in scraped
     assert service.returncode == 0, stderr

@@ -59,12 +59,16 @@ class Quickstart:
             "TRACESCORE_TOPIC": f"{prefix}.spans",
             "TRACESCORE_EVALUATIONS_TOPIC": f"{prefix}.evaluations",
             "TRACESCORE_DLQ_TOPIC": f"{prefix}.dlq",
+            # Every topic the commands create is the test's own: the worker's broker is shared, and one an
+            # earlier test made under its default name would be missing from "created topics".
+            "TRACESCORE_CONVERSATION_EVIDENCE_TOPIC": f"{prefix}.evidence",
             "TRACESCORE_GROUP_ID": prefix,
         }
         self.renames = {
             f"{prefix}.spans": "otlp_spans",
             f"{prefix}.evaluations": "tracescore.evaluations",
             f"{prefix}.dlq": "tracescore.dlq",
+            f"{prefix}.evidence": "tracescore.conversations.evidence",
         }
         self.shown = outputs(PAGE)
 

@@ -25,22 +25,35 @@ EXPECTED = {
     "openinference_langchain_tracescore": ("interaction", "tracescore"),
     "openinference_manual": ("interaction", "openinference"),
     "openllmetry/workflow": ("interaction", "openllmetry"),
-    "openllmetry/langchain": ("skip", "no_retrieval"),
-    "otel_genai/ids_only": ("skip", "empty_context"),
+    # traceloop's LangChain mode records no retrieval: the documents are read from the system message
+    # (`Context:`), and retrieval documents given as ids only from the instructions the same way.
+    "openllmetry/langchain": ("interaction", "openllmetry"),
+    # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=EVENT_ONLY: the util emits its operation-details
+    # event as a log record, so no text at all is on the trace (no message, document or query), as with a
+    # producer that records none: nothing to read an answer from.
+    "otel_genai/event_only_": ("skip", "missing_answer"),
     "otel_genai": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
     # An agent that answered from no tool and no retriever: nothing to judge against.
     "langgraph_tool/no_tool": ("skip", "empty_context"),
     "langgraph_tool": ("interaction", "openinference"),
     "pydantic_ai": ("interaction", "genai"),
+    # Pydantic AI 1.x: its default span format (version 2), and version 1, whose chat spans hold the messages
+    # as GenAI events in an `events` attribute, read alike; version 1 sending them to logs has no question.
+    "pydantic_ai_v1": ("interaction", "genai"),
     "haystack": ("interaction", "openinference"),
     "llamaindex": ("interaction", "openinference"),
     "openllmetry_openai_tools": ("interaction", "openllmetry"),
+    # One chat call whose prompt carries the documents under `Context:` (user or system message), no
+    # retrieval: read from the prompt. Pasted with no label they are never split into guessed documents.
+    "openinference_openai_stuffed/unlabelled": ("skip", "empty_context"),
+    "openinference_openai_stuffed": ("interaction", "openinference"),
+    "openllmetry_openai_stuffed/unlabelled": ("skip", "no_retrieval"),
+    "openllmetry_openai_stuffed": ("interaction", "openllmetry"),
     "langchain_stream_history": ("interaction", "openinference"),
-    # Content capture off on the decorated functions: the documents are recorded nowhere.
-    "langfuse/capture_off": ("skip", "empty_context"),
+    # Content capture off on the decorated functions: the retrieval recorded no documents, the generation's
+    # prompt holds them under `Context:` (the OpenAI integration records its messages): read from there.
     "langfuse": ("interaction", "langfuse"),
-    "langfuse_v3/capture_off": ("skip", "empty_context"),
     "langfuse_v3": ("interaction", "langfuse"),
     # Langfuse spans around OpenInference ones: scored once, on the Langfuse interaction.
     "langfuse_openinference": ("interaction", "langfuse"),
@@ -52,17 +65,17 @@ EXPECTED = {
     # The answer reaches the final_answer tool as its argument: that tool's result is never a document.
     "smolagents": ("interaction", "openinference"),
     "semantic_kernel": ("interaction", "genai"),
-    # MLflow's GenAI-conventions export drops mlflow.spanOutputs: the retriever's documents are gone, and
-    # system instructions (where the pipeline put them) are never read as documents.
-    "mlflow/semconv_rag": ("skip", "empty_context"),
+    # MLflow's GenAI-conventions export drops mlflow.spanOutputs: the retriever's documents are gone; the
+    # pipeline put them into the system instructions under `Context:`, read from there.
+    "mlflow/semconv_rag": ("interaction", "genai"),
     "mlflow/semconv_agent": ("interaction", "genai"),
     "mlflow": ("interaction", "mlflow"),
     # autogen-core's own spans carry names only: no answer (nor question or documents) to read.
     "autogen/core_only": ("skip", "missing_answer"),
     "autogen": ("interaction", "genai"),
     # The Vercel AI SDK through the real Collector (one Kafka message per trace and scope). An app that puts
-    # its documents only into the prompt records no retrieval; with content capture off, no text at all.
-    "vercel_ai/prompt_": ("skip", "no_retrieval"),
+    # its documents only into the prompt records no retrieval (they are read from its system message, under
+    # `Context:`); with content capture off, no text at all.
     "vercel_ai/no_content_": ("skip", "missing_answer"),
     "vercel_ai": ("interaction", "vercel_ai"),
     # The Langfuse JS SDK's observations (langfuse.observation.*), read by the Langfuse recogniser.
@@ -133,9 +146,14 @@ EXPECTED = {
     # Graph), against the researcher's search; the researcher's own answer is neither the answer nor evidence.
     "strands_multiagent": ("interaction", "strands"),
     # The memory's entries are the documents, injected into the prompt or returned by its search tool; its
-    # background extraction (a trace of its own: memory.extract around a model call) is no interaction.
+    # background extraction (a trace of its own: memory.extract around a model call) is no interaction, in
+    # every mode (the messages on the spans, `default_` one event per message, `events_` operation details).
     "strands_memory/extract_faithful_background": ("skip", "not_rag"),
     "strands_memory/extract_unfaithful_background": ("skip", "not_rag"),
+    "strands_memory/default_extract_faithful_background": ("skip", "not_rag"),
+    "strands_memory/default_extract_unfaithful_background": ("skip", "not_rag"),
+    "strands_memory/events_extract_faithful_background": ("skip", "not_rag"),
+    "strands_memory/events_extract_unfaithful_background": ("skip", "not_rag"),
     "strands_memory": ("interaction", "strands"),
     # Mastra's OtelExporter through the real Collector: the question on the agent span's Mastra input.
     "mastra": ("interaction", "mastra"),
@@ -173,6 +191,8 @@ RECALLED_NOT_SENT = {
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's
 # arguments, which is not the user's question): judged for faithfulness, the record says why it has none.
 QUESTION_NOT_RECORDED = {
+    "pydantic_ai_v1/v1_logs_": "InstrumentationSettings(version=1, event_mode='logs'): the messages are OTel "
+    "log records, none on the spans; the answer is the agent span's final_result",
     "semantic_kernel": "get_response(messages=...) / invoke_stream(messages=...): the agent span's "
     "gen_ai.input.messages is empty and the chat spans carry no messages",
 }

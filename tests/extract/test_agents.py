@@ -276,7 +276,8 @@ def test_an_agent_with_no_tool_and_no_retriever_is_an_explained_skip() -> None:
     found = extract(trace(agent, chat))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "empty_context" and "system_instructions are not read as documents" in skip.detail
+    assert skip.reason == "empty_context"
+    assert "system_instructions are read as documents only under a label that names them" in skip.detail
 
 
 def test_an_agent_looping_200_tool_calls_stays_bounded() -> None:

@@ -1,11 +1,11 @@
-"""The documents a prompt's instructions carry under a label that names them (`_read.context_block`): read as
-one document; instructions that only instruct are never documents."""
+"""The documents a prompt's instructions carry under a label that names them (`_prompt.context_block`): read
+as one document; instructions that only instruct are never documents."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracescore.extract._read import context_block
+from tracescore.extract._prompt import context_block
 
 DOCS = "Aurora Basic costs 9 euros a month.\nPhone support comes only with Plus."
 

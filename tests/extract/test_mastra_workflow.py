@@ -6,6 +6,8 @@ agent's instructions under a label that names them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from recorded import Recording, extracted, read_as_run, recordings, replaced, spans_of
 
@@ -32,10 +34,24 @@ def test_the_documents_a_retrieving_step_handed_on_are_what_the_answer_is_judged
 
 
 def test_a_workflow_whose_steps_hand_no_documents_on_is_skipped_not_judged_against_nothing() -> None:
-    spans = replaced(spans_of(RECORDED["step_faithful"]), STEP_INPUT, '{"notes": "no documents"}')
-    found = extracted(spans)
+    recording = RECORDED["step_faithful"]
+    spans = replaced(spans_of(recording), STEP_INPUT, '{"notes": "no documents"}')
+    # Nor does the agent's prompt carry any under a label: the question alone.
+    asked = json.dumps({"messages": [{"role": "user", "content": recording.question}]})
+    found = extracted(replaced(spans, GENERATION_INPUT, asked))
     [skip] = found.skips
     assert found.interactions == [] and skip.reason == "empty_context" and STEP_INPUT in skip.detail
+
+
+def test_documents_a_step_put_into_the_agents_prompt_under_a_label_are_read_beside_the_question() -> None:
+    """The answering step's agent is asked "Context:\n...\n\nQuestion: ...": with no step input holding a
+    list of documents, the block is the one document (`prompt`), the text after `Question:` the question."""
+    recording = RECORDED["step_faithful"]
+    found = extracted(replaced(spans_of(recording), STEP_INPUT, '{"notes": "no documents"}'))
+    [interaction] = found.interactions
+    assert [s.kind for s in interaction.context_sources] == ["prompt"]
+    assert interaction.record.contexts == ("\n".join(recording.documents),)
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
 
 
 def test_a_workflow_started_with_a_text_is_asked_that_text() -> None:

@@ -90,6 +90,10 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         # known misses are listed there too.
         direction = recording.offline_label
         assert record.label == direction, f"{recording.id}: {record.score} {record.reason}"
+        if recording.source.endswith("_stuffed"):
+            # Documents pasted into the prompt under a label: the record says which message they came from.
+            where = "prompt" if recording.scenario.startswith("user") else "instructions"
+            assert {s["kind"] for s in record.details["context_sources"]} == {where}, recording.id
         if recording.scenario.startswith("followup"):
             # A follow-up that called no tool: judged against the first turn's result, and the record says so.
             assert {s.get("turns_back") for s in record.details["context_sources"]} == {1}, recording.id
@@ -97,19 +101,19 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
             assert claim["evidence_source"]["turns_back"] == 1, recording.id
     assert stats.skipped == expected_skips
     assert {(service, reason) for service, _, reason in stats.skipped_by_source} == {
-        ("aurora-support-traceloop", "no_retrieval"),
-        ("aurora-support-genai", "empty_context"),
+        # Documents pasted into the prompt with no label naming them.
+        ("aurora-support-openai-stuffed", "empty_context"),
+        ("aurora-support-traceloop-stuffed", "no_retrieval"),
+        ("aurora-support-genai", "missing_answer"),  # the GenAI util with EVENT_ONLY: no text on the trace
         ("aurora-support-langgraph", "empty_context"),
-        ("aurora-support-langfuse", "empty_context"),  # content capture off
         ("aurora-support-autogen", "missing_answer"),
-        ("aurora-support-mlflow", "empty_context"),
-        ("aurora-support-vercel", "no_retrieval"),
         ("aurora-support-vercel", "missing_answer"),
         ("aurora-support-crewai", "missing_answer"),
         # Greetings answered without a lookup (issue 31's conversations), Haystack's content tracing off.
         ("aurora-support-autogen", "empty_context"),
         ("aurora-support-adk", "empty_context"),
         ("aurora-support-haystack", "empty_context"),
+        ("aurora-support-mlflow", "empty_context"),
         ("aurora-support-haystack", "content_not_captured"),
         ("aurora-support-openlit", "empty_context"),
         ("aurora-support-logfire", "empty_context"),
@@ -124,12 +128,12 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"
-    # Two traceloop LangChain traces and four AI SDK traces skipped for documents only inside the prompt:
-    # one line saying why for each, once per (service, scope, reason).
+    # A traceloop trace skipped for documents inside the prompt with no label: one line saying why, once per
+    # (service, scope, reason), pointing to the label forms that are read.
     explained = [r.getMessage() for r in caplog.records if "not scored (no_retrieval)" in r.getMessage()]
-    assert len(explained) == 2
-    assert any("inside the LLM prompt" in line for line in explained)
-    assert any("inside the prompt text" in line for line in explained)
+    assert len(explained) == 1
+    assert "inside the LLM prompt" in explained[0]
+    assert "docs/integrations/index.md#documents-in-the-prompt" in explained[0]
 
 
 def test_agent_runs_are_scored_per_run_with_the_run_signals(bootstrap: str, topic_prefix: str) -> None:
@@ -178,7 +182,12 @@ def test_a_second_services_late_message_is_judged_with_the_trace(bootstrap: str,
         evaluations_topic=f"{topic_prefix}.evaluations",
         dlq_topic=f"{topic_prefix}.dlq",
         evaluation_spans_topic=f"{topic_prefix}.evaluation-spans",
-        idle_timeout_s=max(delay for delay, _, _ in late) + 5,
+        # Done once each recording's interaction was dealt with, however long the late sends take on a loaded
+        # machine (an idle timeout a few seconds past the delay finished the traces before they came); the
+        # idle timeout and the long wait for the callee's spans are backstops, never reached when all is well.
+        max_records=len(recorded),
+        idle_timeout_s=60,
+        assembly={"max_wait_s": 600},
     )
     consumer = EvaluationConsumer(
         settings, judge=OfflineJudge(), metrics=[Faithfulness()], on_evaluation=seen.append

@@ -202,14 +202,23 @@ def test_tool_results_passed_in_the_prompt_are_this_turns_then_earlier_turns() -
     assert rag.context_sources == ((model.span_id, "tool_message", 0), (model.span_id, "earlier_turn", 1))
 
 
-def test_documents_only_in_the_system_prompt_are_a_no_retrieval_skip() -> None:
+def test_documents_under_a_label_in_the_system_prompt_are_read_as_instructions() -> None:
     prompt = {"system": f"Answer from the context.\n\nContext:\n{DOC}\n\n{DOC2}", "prompt": QUESTION}
+    anchor = _call("ai.streamText", **{"ai.prompt": json.dumps(prompt), "ai.response.text": ANSWER})
+    model = _model(anchor, 1, ANSWER, [{"role": "system", "content": prompt["system"]}, _user(QUESTION)])
+    [rag] = extract(trace(anchor, model)).interactions
+    assert (rag.record.query, rag.record.contexts) == (QUESTION, (f"{DOC}\n\n{DOC2}",))
+    assert rag.context_sources == ((model.span_id, "instructions", 0),)
+
+
+def test_documents_in_the_system_prompt_with_no_label_are_a_no_retrieval_skip() -> None:
+    prompt = {"system": f"Answer from what follows.\n\n{DOC}\n\n{DOC2}", "prompt": QUESTION}
     anchor = _call("ai.streamText", **{"ai.prompt": json.dumps(prompt), "ai.response.text": ANSWER})
     model = _model(anchor, 1, ANSWER, [{"role": "system", "content": prompt["system"]}, _user(QUESTION)])
     found = extract(trace(anchor, model))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "no_retrieval" and "inside the prompt text" in skip.detail
+    assert skip.reason == "no_retrieval" and "read only under a label" in skip.detail
 
 
 def test_tools_offered_but_not_called_leave_nothing_to_judge_against() -> None:

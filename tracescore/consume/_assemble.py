@@ -12,7 +12,9 @@ clock, not span timestamps, so clock skew between services cannot hold a trace o
 
 Offsets: every buffered trace remembers the lowest offset per partition it was read from. `low_watermarks`
 gives, per partition, the lowest offset still held, which the consumer never commits past, so a crash
-replays every buffered trace (at-least-once).
+replays every buffered trace (at-least-once). Nearly every trace is read from one partition: its partition
+and offset are held inline, a dict only for a trace read from several (one object fewer per buffered trace
+for the garbage collector's young passes to walk).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ __all__ = ["AssemblySettings", "TraceAssembler"]
 
 # Released early to stay in bounds: rebuilding them for a late span would defeat the bound.
 _NOT_KEPT = frozenset({"too_many_spans", "evicted_memory"})
-_NOTHING_HELD: dict[Hashable, int] = {}  # a released entry's offsets: its trace holds them
+_NOWHERE: Hashable = object()  # a new entry's partition, before its first span is added
 
 
 class AssemblySettings(BaseModel):
@@ -73,7 +75,11 @@ class _Buffered:
     has_root: bool = False
     last_seen: float = 0.0
     size: int = 0
-    offsets: dict[Hashable, int] = field(default_factory=dict)  # partition -> lowest offset held
+    # Where its spans were read from: the first partition and its lowest offset held, inline; `more` once a
+    # second partition is read, then every partition -> its lowest offset (the inline pair no longer read).
+    partition: Hashable = _NOWHERE
+    offset: int = 0
+    more: dict[Hashable, int] | None = None
     waiting: bool = False  # past its grace, held for remote work
     rejoined: _Buffered | None = None  # an already released trace (its memory) rebuilt by a late span
     handed_over: bool = False  # read again after a rebalance: it waited its grace at the previous owner
@@ -82,6 +88,12 @@ class _Buffered:
     whole: bool = True
     judged: tuple[JudgedReading, ...] | None = None
     skipped: tuple[tuple[str, str], ...] = ()
+
+    def offsets(self) -> dict[Hashable, int]:
+        """Partition -> the lowest offset its spans were read from there (a new dict but for several)."""
+        if self.more is not None:
+            return self.more
+        return {} if self.partition is _NOWHERE else {self.partition: self.offset}
 
 
 class TraceAssembler:
@@ -134,7 +146,7 @@ class TraceAssembler:
                     if entry is None:
                         continue
                 else:
-                    entry = _Buffered(trace_id)
+                    entry = _Buffered(trace_id, {})
                     by_last_seen[trace_id] = entry
             elif span.span_id in entry.spans:
                 self.counts["duplicate_spans"] += 1
@@ -149,9 +161,18 @@ class TraceAssembler:
             entry.size += per_span
             self._bytes += per_span
             entry.last_seen = now
-            held = entry.offsets.get(partition)
-            if held is None or offset < held:
-                entry.offsets[partition] = offset
+            more = entry.more
+            if more is None:
+                first = entry.partition
+                if first is _NOWHERE:  # its first span
+                    entry.partition, entry.offset = partition, offset
+                elif first is partition or first == partition:
+                    if offset < entry.offset:
+                        entry.offset = offset
+                else:  # a second partition: the rare trace held in a dict
+                    entry.more = {first: entry.offset, partition: offset}
+            elif offset < more.get(partition, offset + 1):
+                more[partition] = offset
             if span.parent_span_id is None:
                 entry.has_root = True
             if entry.has_root:
@@ -218,7 +239,7 @@ class TraceAssembler:
         still to come is a late span, as after any release."""
         out = []
         for entry in list(self._by_last_seen.values()):
-            if not entry.handed_over or partition not in entry.offsets:
+            if not entry.handed_over or partition not in entry.offsets():
                 continue
             entry.handed_over = False
             if entry.has_root and not (self.settings.wait_for_remote and waits_for_remote(entry.spans)):
@@ -249,7 +270,7 @@ class TraceAssembler:
 
         Other released traces stay remembered: a span of one read again (a Bloom filter's false positive of
         the handover) is a duplicate, not a trace to score again."""
-        dropped = [e for e in self._by_last_seen.values() if any(p in partitions for p in e.offsets)]
+        dropped = [e for e in self._by_last_seen.values() if any(p in partitions for p in e.offsets())]
         for entry in dropped:
             del self._by_last_seen[entry.trace_id]
             self._rooted.pop(entry.trace_id, None)
@@ -265,7 +286,7 @@ class TraceAssembler:
         """Per partition of `partitions`, the buffered traces read from it."""
         out: dict[Hashable, list[str]] = {}
         for entry in self._by_last_seen.values():
-            for partition in entry.offsets:
+            for partition in entry.offsets():
                 if partition in partitions:
                     out.setdefault(partition, []).append(entry.trace_id)
         return out
@@ -274,7 +295,12 @@ class TraceAssembler:
         """Per partition, the lowest offset a buffered trace was read from: commit no further than this."""
         marks: dict[Hashable, int] = {}
         for entry in self._by_last_seen.values():
-            for partition, offset in entry.offsets.items():
+            if entry.more is None:  # read from one partition: nearly every trace
+                partition, offset = entry.partition, entry.offset
+                if offset < marks.get(partition, offset + 1):
+                    marks[partition] = offset
+                continue
+            for partition, offset in entry.more.items():
                 if offset < marks.get(partition, offset + 1):
                     marks[partition] = offset
         return marks
@@ -303,16 +329,17 @@ class TraceAssembler:
             trace_id, spans, size, memory = entry.trace_id, entry.spans, entry.size, entry.rejoined
             # The buffer's dict is the trace's spans by id: handed over, never changed after (a late span
             # rebuilds the trace from a copy, `_rejoined`).
-            out.append(Trace(trace_id, tuple(spans.values()), incomplete, entry.offsets, spans))
+            more = entry.more  # `entry.offsets()` written out: a Python call a trace fewer
+            offsets = {entry.partition: entry.offset} if more is None else more
+            out.append(Trace(trace_id, tuple(spans.values()), incomplete, offsets, spans))
             by_last_seen.pop(trace_id, None)
             rooted.pop(trace_id, None)
             freed += size
             if remember:
                 released[trace_id] = None
             if kept:  # whole: a late span rebuilds it
-                if memory is None:
-                    # The entry itself, its offsets let go with the trace read (never written again).
-                    memory, entry.offsets = entry, _NOTHING_HELD
+                if memory is None:  # the entry itself (its offsets never read again)
+                    memory = entry
                 else:
                     memory.spans, memory.size, memory.whole = spans, size, True
             elif memory is not None:  # what was judged, for revise: no rescoring as new

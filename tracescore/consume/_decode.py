@@ -33,6 +33,13 @@ _JSON_START = re.compile(rb"\s*\{")
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
+# Attribute keys already interned, each to its interned copy. Bounded: a stream repeats a few dozen names, so
+# past `_MAX_KEYS` (keys built per request, or garbage) it starts again; a long key is interned, never kept.
+_KEYS: dict[str, str] = {}
+_MAX_KEYS = 4096
+_MAX_KEY_CHARS = 256
+
+
 class NotOtlp(ValueError):
     """The message is not an OTLP ExportTraceServiceRequest (protobuf or JSON) with spans."""
 
@@ -42,6 +49,7 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
         raise NotOtlp("empty message")
     request = _parse(value)
     spans = []
+    keys = _KEYS
     for resource_spans in request.resource_spans:
         service = _service_name(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
@@ -52,10 +60,17 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
                 # Keys are interned: the spans of a stream repeat a few dozen names, so buffered spans share
                 # one copy of each, and a reader asking with an interned key (`extract`'s list keys) matches
                 # by identity, not by comparing the copy decoded seconds ago, no longer in the CPU's caches.
-                # A loop here, not a function with a comprehension: two Python calls a span fewer.
+                # A loop here, not a function with a comprehension: two Python calls a span fewer. The
+                # interned copy is looked up in a small dict of the keys seen (`_KEYS`), not in the
+                # interpreter's table of every interned string: the same copy, from memory the CPU caches
+                # (a subscript, not `.get`: no method call, and a miss is only a key's first sight).
                 attributes: dict[str, Any] = {}
                 for kv in span.attributes:
-                    attributes[intern(kv.key)] = kv.value.string_value or _value(kv.value)
+                    try:
+                        key = keys[kv.key]
+                    except KeyError:
+                        key = _interned(kv.key)
+                    attributes[key] = kv.value.string_value or _value(kv.value)
                 decoded = DecodedSpan(
                     span.trace_id.hex(),
                     span.span_id.hex(),
@@ -82,6 +97,16 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
     if not spans:
         raise NotOtlp("no OTLP spans in the message (wrong topic or encoding?)")
     return spans
+
+
+def _interned(key: str) -> str:
+    """`key`'s interned copy, remembered in `_KEYS` within its bounds."""
+    key = intern(key)
+    if len(key) <= _MAX_KEY_CHARS:
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        _KEYS[key] = key
+    return key
 
 
 def _events(span: Any) -> tuple[tuple[SpanEvent, ...], int]:

@@ -20,18 +20,21 @@ from typing import Any, ClassVar
 
 from tracescore.extract._context import Contexts
 from tracescore.extract._history import TurnResult
+from tracescore.extract._prompt import PromptDocuments
 from tracescore.extract._protocol import Skip
-from tracescore.extract._read import is_repr
+from tracescore.extract._read import Prompt, is_repr
 from tracescore.extract._tools import add_tool_result, answering_groups, called_by_tool, ran_between
 from tracescore.model import ContextSourceKind, DecodedSpan, Run, Trace
 
 __all__ = [
+    "PROMPT_DOCUMENTS_DOCS",
     "Convention",
     "Reading",
     "first_text",
     "first_value",
     "last_text",
     "not_inside",
+    "unlabelled_note",
     "without_wrappers",
 ]
 
@@ -76,6 +79,8 @@ class Reading:
     user_id: str | None = None
     session_scrubbed: str | None = None  # the session key a redacting exporter replaced (`_lineage`)
     events_lost: str | None = None  # what the spans read lost of their events past the limits (`_decode`)
+    # The documents read from the user message of the prompt, and its text outside them (`_reader`).
+    prompt_asked: PromptDocuments | None = None
 
     def found(
         self,
@@ -277,6 +282,19 @@ class Convention:
     def input_documents(self, reading: Reading) -> None:
         """Documents the interaction was handed as input, read when nothing else recorded any."""
 
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """The instructions and last user message a model call (or the interaction span) was given as text,
+        where an app may have put its documents under a label; None when the span records neither."""
+        return None
+
+    def prompt_spans(self, reading: Reading) -> Iterable[DecodedSpan]:
+        """The spans whose prompts may carry the documents, nearest the answer first: the answering model
+        calls, last first, then the interaction span."""
+        answering = reading.llms if reading.answering is None else reading.answering
+        yield from reversed(answering)
+        if not any(span is reading.anchor for span in answering):
+            yield reading.anchor
+
     def no_documents_note(self, reading: Reading) -> str | None:
         """Why no documents were read, when the convention can tell (e.g. instructions are not documents)."""
         return None
@@ -335,6 +353,16 @@ class Convention:
     def more_conversation(self, reading: Reading) -> tuple[str | None, str | None]:
         """(session, user) where the shared lineage rule found none."""
         return None, None
+
+
+# Where the docs say how documents put into the prompt are read (the label forms).
+PROMPT_DOCUMENTS_DOCS = "docs/integrations/index.md#documents-in-the-prompt"
+
+
+def unlabelled_note(where: str) -> str:
+    """Why the instructions (`where`) gave no documents: only a label that names them is read (the skip
+    points to the docs that show the label forms)."""
+    return f"{where} are read as documents only under a label that names them (Context:, <context> tags)"
 
 
 def first_value(span: DecodedSpan, keys: Sequence[str]) -> Any:

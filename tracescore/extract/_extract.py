@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS
 from tracescore.extract._conventions import CONVENTIONS
 from tracescore.extract._protocol import NOT_RAG, Recognizer, Skip
 from tracescore.extract._reader import ConventionReader, Found
@@ -134,7 +135,8 @@ def _not_rag(trace: Trace, recognizers: Sequence[Recognizer]) -> Skip:
         f"trace {trace.trace_id} ({len(trace.spans)} spans, scopes: {', '.join(scopes)}) has no span "
         f"in a known RAG convention ({', '.join(r.name for r in recognizers)}) with a question, an answer "
         f"or retrieved documents; if it is your RAG traffic, check its producer is on the Integrations page "
-        f"({INTEGRATIONS_DOCS}) and records content, or add @tracescore.rag to the function that answers",
+        f"({INTEGRATIONS_DOCS}) and records content (documents pasted into a prompt are read under a label "
+        f"that names them: {PROMPT_DOCUMENTS_DOCS}), or add @tracescore.rag to the function that answers",
         expected=True,
         span=root,
     )

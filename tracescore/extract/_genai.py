@@ -9,19 +9,30 @@ call when the agent span has none: Pydantic AI), the answer the assistant text o
 span that recorded its result, from the tool results passed to the last chat call; after them, the tool
 results of the conversation's earlier turns in `gen_ai.input.messages`. System instructions are never read as
 documents. A chat span without the messages attributes is read from the OpenAI request and response JSON
-that Pydantic Logfire's first span format writes (`request_data.messages`, `response_data.message`).
+that Pydantic Logfire's first span format writes (`request_data.messages`, `response_data.message`). Messages
+written as `gen_ai.client.inference.operation.details` span events, or as Pydantic AI's version 1 `events`,
+are read as the attributes they stand for (`_genai_events`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._convention import Convention, Reading, not_inside
+from tracescore.extract._convention import Convention, Reading, not_inside, unlabelled_note
+from tracescore.extract._genai_events import event_messages, rebuilt
 from tracescore.extract._history import TurnResult, genai_tool_results
-from tracescore.extract._read import assistant_text, documents_of, parse_json, user_text
-from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.extract._read import (
+    Prompt,
+    assistant_text,
+    documents_of,
+    message_prompt,
+    parse_json,
+    user_text,
+)
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["GenAI"]
 
@@ -51,10 +62,24 @@ class GenAI(Convention):
     # The messages' shape (`gen_ai.input.messages` / `gen_ai.output.messages`): a message's role, parts and
     # finish reason; a part's type and fields; the part types.
     ROLE, PARTS, FINISH_REASON = "role", "parts", "finish_reason"
-    USER, ASSISTANT = "user", "assistant"
+    USER, ASSISTANT, TOOL = "user", "assistant", "tool"
     PART_TYPE, PART_CONTENT, PART_NAME, PART_ID = "type", "content", "name", "id"
     PART_ARGUMENTS, PART_RESPONSE = "arguments", "response"
     TEXT_PART, TOOL_CALL_PART, TOOL_RESPONSE_PART = "text", "tool_call", "tool_call_response"
+    # Messages written elsewhere (`_genai_events`): the latest conventions' opt-in span event, which carries
+    # the attributes above; the v1.36 events, one per message by role, then the reply (`gen_ai.choice`), their
+    # bodies in OpenAI's message shape, as Pydantic AI's version 1 lists them in a chat span's `events`.
+    OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+    EVENTS_ATTRIBUTE = "events"
+    EVENT_NAME = "event.name"
+    SYSTEM_MESSAGE, CHOICE = "gen_ai.system.message", "gen_ai.choice"
+    MESSAGE_EVENTS = {
+        "gen_ai.user.message": USER,
+        "gen_ai.assistant.message": ASSISTANT,
+        "gen_ai.tool.message": TOOL,
+    }
+    EVENT_CONTENT, EVENT_MESSAGE = "content", "message"
+    EVENT_TOOL_CALLS, EVENT_FUNCTION = "tool_calls", "function"
     INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
     OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
     RETRIEVAL = "retrieval"
@@ -83,6 +108,14 @@ class GenAI(Convention):
     RUN_COMPLETION_TOKENS = OUTPUT_TOKENS
     RUN_MODEL_OUTPUT = (OUTPUT_MESSAGES,)
     RUN_TOOL_DEFINITIONS = (TOOL_DEFINITIONS,)
+
+    def candidates(self, trace: Trace) -> Iterable[Reading]:
+        # Read from the spans as they would be with the messages on them, wherever the producer wrote them.
+        return super().candidates(self.with_content(trace))
+
+    def with_content(self, trace: Trace) -> Trace:
+        """`trace` with the messages its spans' events hold as their attributes (`_genai_events`)."""
+        return rebuilt(trace, partial(event_messages, self))
 
     def kind(self, span: DecodedSpan) -> str:
         operation = span.attributes.get(self.OPERATION_NAME)
@@ -145,9 +178,12 @@ class GenAI(Convention):
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         return genai_tool_results(self._input_messages(llm))
 
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        return message_prompt(self._input_messages(span), span.attributes.get(self.SYSTEM_INSTRUCTIONS))
+
     def no_documents_note(self, reading: Reading) -> str | None:
         if any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.llms)):
-            return f"{self.SYSTEM_INSTRUCTIONS} are not read as documents"
+            return unlabelled_note(self.SYSTEM_INSTRUCTIONS)
         return None
 
     def question(self, reading: Reading) -> str | None:

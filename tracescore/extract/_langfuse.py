@@ -31,11 +31,13 @@ from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading, first_text, without_wrappers
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import (
+    Prompt,
     answer_text,
     assistant_text,
     call_arguments,
     is_repr,
     keyword_question,
+    message_prompt,
     parse_json,
     question_text,
     user_text,
@@ -196,6 +198,11 @@ class Langfuse(Convention):
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         return genai_tool_results(_messages(llm))
+
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """A generation's input messages."""
+        messages = _messages(span)
+        return message_prompt(messages) if messages else None
 
     def question(self, reading: Reading) -> str | None:
         if reading.group is not None:

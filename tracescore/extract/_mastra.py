@@ -28,11 +28,10 @@ only what was handed on is what the answer could rest on). After `.parallel()` (
 handed the outputs of the steps that ran, keyed by their step ids (`mastra.workflow_step.step_id`): each
 is read as handed on.
 
-Without any of these, the documents an app put into the answering model call's instructions for the request
-(its system message, in `mastra.model_generation.input`, else the agent span's `gen_ai.system_instructions`)
-under a label that names them (`Context:`, `... from this context:`, `<context>...</context>`: `_read.
-context_block`): one document, the text after the label. Instructions without such a label are never read
-(a greeting answered with none would read as unsupported).
+Without any of these, the documents an app put into the answering model call's prompt under a label that
+names them are read by the shared rule (`_reader.read_prompt_documents`): Mastra's prompt is the system and
+last user message of `mastra.model_generation.input`, else the agent span's `gen_ai.system_instructions`.
+Instructions without such a label are never read (a greeting answered with none would read as unsupported).
 """
 
 from __future__ import annotations
@@ -40,11 +39,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tracescore.extract._convention import Reading
+from tracescore.extract._convention import Reading, unlabelled_note
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results
-from tracescore.extract._read import context_block, parse_json, question_text, user_text
-from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.extract._read import Prompt, message_prompt, parse_json, question_text, user_text
+from tracescore.model import DecodedSpan
 
 __all__ = ["Mastra"]
 
@@ -72,7 +71,7 @@ class Mastra(GenAI):
         f"{GenAI.OUTPUT_MESSAGES} of its last chat",
         "documents": f"{GenAI.TOOL_RESULT[0]} of its execute_tool spans and {GenAI.RETRIEVAL_DOCUMENTS} of "
         f"retrieval spans; earlier turns' tool results in {GENERATION_INPUT}; a list of documents in a "
-        f"workflow step's {STEP_INPUT}; a labelled context block in the answering call's system message",
+        f"workflow step's {STEP_INPUT}",
     }
 
     def kind(self, span: DecodedSpan) -> str:
@@ -98,15 +97,11 @@ class Mastra(GenAI):
         steps = [s for s in reading.around if s.attributes.get(self.MARKER) == self.STEP]
         ids = {s.attributes.get(self.STEP_ID) for s in steps}
         reading.contexts.add_inputs((step, value) for step in steps for value in self._handed_on(step, ids))
-        if not reading.contexts:
-            self._instructed(reading)
 
     def no_documents_note(self, reading: Reading) -> str | None:
         if not any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.around)):
             return None
-        return (
-            f"{self.SYSTEM_INSTRUCTIONS} are read as documents only under a label that names them (Context:)"
-        )
+        return unlabelled_note(self.SYSTEM_INSTRUCTIONS)
 
     def _handed_on(self, step: DecodedSpan, ids: set[Any]) -> list[Any]:
         """What the step was handed: its input, or after `.parallel()` / `.branch()` each output of the steps
@@ -116,29 +111,20 @@ class Mastra(GenAI):
             return list(given.values())
         return [given]
 
-    def _instructed(self, reading: Reading) -> None:
-        """The documents under a label in the answering call's instructions (`_read.context_block`)."""
-        for span, text in self._instructions(reading):
-            block = context_block(text)
-            if block is not None:
-                reading.contexts.add(span, ContextSourceKind.INSTRUCTIONS, [block])
-                return
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """A generation's: the messages of its input; another span's: its GenAI messages and instructions."""
+        given = parse_json(span.attributes.get(self.GENERATION_INPUT))
+        if isinstance(given, Mapping):
+            return message_prompt(given.get(self.GENERATION_MESSAGES))
+        return super().prompt(span)
 
-    def _instructions(self, reading: Reading) -> Iterator[tuple[DecodedSpan, Any]]:
-        """The instructions the model was given, last call first: the system messages of each generation's
-        input, then each agent span's `gen_ai.system_instructions` (a generation that recorded no input)."""
-        for span in reversed(reading.answering or ()):
-            given = parse_json(span.attributes.get(self.GENERATION_INPUT))
-            messages = given.get(self.GENERATION_MESSAGES) if isinstance(given, Mapping) else None
-            system = [
-                m.get("content")
-                for m in messages or ()
-                if isinstance(m, Mapping) and m.get("role") == "system"
-            ]
-            yield span, "\n".join(text for text in system if isinstance(text, str))
+    def prompt_spans(self, reading: Reading) -> Iterator[DecodedSpan]:
+        """The generations, last first, then each agent span's `gen_ai.system_instructions` (a generation that
+        recorded no input)."""
+        yield from reversed(reading.answering or ())
         for span in reversed((reading.anchor, *reading.around)):
             if self.SYSTEM_INSTRUCTIONS in span.attributes:
-                yield span, span.attributes[self.SYSTEM_INSTRUCTIONS]
+                yield span
 
     def question(self, reading: Reading) -> str | None:
         attributes = reading.anchor.attributes

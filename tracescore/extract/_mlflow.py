@@ -23,9 +23,11 @@ from typing import Any
 from tracescore.extract._convention import Convention, Reading, without_wrappers
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import (
+    Prompt,
     answer_text,
     assistant_text,
     documents_of,
+    message_prompt,
     parse_json,
     question_text,
     user_text,
@@ -157,6 +159,10 @@ class MLflow(Convention):
         inputs = parse_json(llm.attributes.get(self.SPAN_INPUTS))
         return genai_tool_results(inputs.get("messages")) if isinstance(inputs, Mapping) else []
 
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        messages = self._messages(parse_json(span.attributes.get(self.SPAN_INPUTS)))
+        return message_prompt(messages) if messages is not None else None
+
     def question(self, reading: Reading) -> str | None:
         anchor, llms = reading.anchor, reading.llms
         kind = self.kind(anchor)
@@ -182,12 +188,17 @@ class MLflow(Convention):
 
     def _question(self, span: DecodedSpan) -> str | None:
         value = parse_json(span.attributes.get(self.SPAN_INPUTS))
-        if isinstance(value, Mapping):
+        messages = self._messages(value)
+        return user_text(messages) if messages is not None else question_text(value)
+
+    def _messages(self, inputs: Any) -> list[Any] | None:
+        """A call's chat messages in its inputs (`messages`, or a Responses API `input` list)."""
+        if isinstance(inputs, Mapping):
             for key in self.MESSAGE_KEYS:
-                messages = parse_json(value.get(key))
+                messages = parse_json(inputs.get(key))
                 if isinstance(messages, list):
-                    return user_text(messages)
-        return question_text(value)
+                    return messages
+        return None
 
 
 def _answer_text(value: Any) -> str | None:

@@ -23,9 +23,12 @@ from tracescore.extract._convention import Convention, Reading, not_inside, with
 from tracescore.extract._history import TurnResult, indexed_tool_results
 from tracescore.extract._read import (
     USER_ROLES,
+    Prompt,
     answer_text,
     documents_of,
     indexed,
+    indexed_prompt,
+    message_prompt,
     question_text,
     user_text,
 )
@@ -159,6 +162,16 @@ class OpenInference(Convention):
             return
         chains = [reading.anchor, *(s for s in reading.around if self.kind(s) == self.CHAIN)]
         reading.contexts.add_inputs((chain, chain.attributes.get(self.INPUT_VALUE)) for chain in chains)
+
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """Flattened `llm.input_messages`, else the call's `input.value` messages (the OpenAI Agents SDK)."""
+        if not self.is_llm(span):
+            return None
+        prefix = self.INPUT_MESSAGES
+        roles = indexed(span.attributes, prefix, self.MESSAGE_ROLE)
+        if roles:
+            return indexed_prompt(roles, lambda index: self._message_content(span, prefix, index))
+        return message_prompt(span.attributes.get(self.INPUT_VALUE))
 
     def question(self, reading: Reading) -> str | None:
         anchor = reading.anchor

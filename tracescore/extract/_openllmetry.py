@@ -20,15 +20,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._convention import Convention, Reading, not_inside
+from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Reading, not_inside
 from tracescore.extract._history import TurnResult, genai_tool_results, indexed_tool_results
 from tracescore.extract._read import (
+    Prompt,
     answer_text,
     assistant_text,
     call_arguments,
     documents_of,
     indexed,
+    indexed_prompt,
     keyword_question,
+    message_prompt,
     parse_json,
     question_text,
 )
@@ -114,6 +117,15 @@ class OpenLLMetry(Convention):
         content = attrs.get(f"{message}.{self.CONTENT}")
         return [] if content is None else [content]
 
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """`gen_ai.prompt.N.*` (before 0.5x), else `gen_ai.input.messages` (0.6x)."""
+        attrs = span.attributes
+        roles = indexed(attrs, self.PROMPT, self.ROLE)
+        if roles:
+            prefix, content = self.PROMPT, self.CONTENT
+            return indexed_prompt(roles, lambda index: _text(attrs.get(f"{prefix}.{index}.{content}")))
+        return message_prompt(attrs.get(self.INPUT_MESSAGES))
+
     def question(self, reading: Reading) -> str | None:
         return self.retrieval_question(reading.anchor)
 
@@ -137,10 +149,15 @@ class OpenLLMetry(Convention):
 
     def prompt_only(self, reading: Reading) -> str | None:
         return (
-            f"{reading.place('workflow')}: no retrieval task recorded its documents (traceloop's LangChain "
-            "instrumentation puts them only inside the LLM prompt); decorate the retriever with "
-            "@task(name='retrieve') or use tracescore's decorators"
+            f"{reading.place('workflow')}: no retrieval task recorded its documents, and none are under a "
+            "label inside the LLM prompt (traceloop's LangChain instrumentation puts them only there; prompt "
+            f"text is read only under a label that names them, {PROMPT_DOCUMENTS_DOCS}); decorate the "
+            "retriever with @task(name='retrieve') or use tracescore's decorators"
         )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _question(entity_input: Any) -> str | None:

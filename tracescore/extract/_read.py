@@ -8,23 +8,26 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from sys import intern
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "ANSWER_KEYS",
     "ASSISTANT_ROLES",
     "QUESTION_KEYS",
+    "SYSTEM_ROLES",
     "USER_ROLES",
+    "Prompt",
     "answer_text",
     "assistant_text",
     "call_arguments",
-    "context_block",
     "documents_of",
     "indexed",
+    "indexed_prompt",
     "is_repr",
     "keyword_question",
     "last_message_text",
     "may_start_repr",
+    "message_prompt",
     "parse_json",
     "question_text",
     "text_of",
@@ -49,6 +52,7 @@ ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "out
 # Chat roles: who asks (the question is the last user message) and who answers.
 USER_ROLES = ("user", "human")
 ASSISTANT_ROLES = ("assistant", "ai", "model")
+SYSTEM_ROLES = ("system", "developer")  # who instructs the model (OpenAI's `developer` for reasoning models)
 _DOC_TEXT_KEYS = ("page_content", "pageContent", "content", "text", "document.content", "chunk", "body")
 _DOC_LIST_KEYS = ("documents", "docs", "source_documents", "source_nodes", "nodes", "results", "context")
 # A programming-language repr where text belongs: `ChatMessage(_role=...)`, `[Document(id=..., content=...)]`,
@@ -236,6 +240,48 @@ def last_message_text(messages: Any, roles: Sequence[str]) -> str | None:
     return None
 
 
+class Prompt(NamedTuple):
+    """What a model call was given as text, where an app may put its documents under a label: its
+    instructions (the system messages, joined) and its last user message. None: not recorded."""
+
+    instructions: str | None
+    user: str | None
+
+
+def message_prompt(messages: Any, instructions: Any = None) -> Prompt | None:
+    """The prompt of chat messages (`last_message_text`'s shapes, or a request's `messages`), with
+    instructions recorded beside them (OTel GenAI's `gen_ai.system_instructions`: text, or a JSON list of
+    text parts); None without either."""
+    messages = parse_json(messages)
+    if isinstance(messages, Mapping):  # a request's body: its messages beside the model and settings
+        messages = parse_json(messages.get("messages"))
+    listed = messages if isinstance(messages, list) else []
+    system = [_message_text(m) for m in listed if isinstance(m, Mapping) and _role(m) in SYSTEM_ROLES]
+    instructions = parse_json(instructions)
+    if isinstance(instructions, list):
+        instructions = _message_text({"parts": instructions})
+    if isinstance(instructions, str):
+        system.insert(0, instructions)
+    if not listed and not system:
+        return None
+    return Prompt(_joined(system), user_text(listed))
+
+
+def indexed_prompt(roles: Sequence[Any], content: Any) -> Prompt | None:
+    """The prompt of flattened messages (`indexed` roles; `content(index)` reads one message's text)."""
+    if not roles:
+        return None
+    named = [str(role).lower() for role in roles]
+    system = [content(index) for index, role in enumerate(named) if role in SYSTEM_ROLES]
+    asked = (content(index) for index in reversed(range(len(named))) if named[index] in USER_ROLES)
+    return Prompt(_joined(system), next((text for text in asked if text), None))
+
+
+def _joined(texts: Sequence[Any]) -> str | None:
+    joined = "\n\n".join(text for text in texts if isinstance(text, str) and text.strip())
+    return joined or None
+
+
 def documents_of(value: Any, depth: int = 0) -> list[str] | None:
     """Document texts from a retriever's output: a list of strings or of document objects, possibly under
     a `documents`-like key. None when the value is not recognisably a list of documents."""
@@ -329,34 +375,3 @@ def _message_text(message: Mapping[str, Any]) -> str | None:
         joined = "".join(texts)
         return joined if joined.strip() else None
     return None
-
-
-# A line that introduces the documents a prompt carries, ending with a colon at most two words after a word
-# that names them ("Context:", "Answer from this context only:", "Here are the documents:"), or tags around
-# them (`<context>...</context>`). A line that names documents earlier and introduces something else
-# ("... with access to documents. Follow these rules:") is no such label.
-_CONTEXT_WORDS = r"context|documents?|docs|sources?|passages?|search results|excerpts?"
-_CONTEXT_LABEL = re.compile(
-    rf"^[^\n]*\b(?:{_CONTEXT_WORDS})\b(?:[^\w\n]+\w+){{0,2}}[^\w\n]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
-)
-_CONTEXT_TAG = re.compile(rf"<({_CONTEXT_WORDS})>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
-# What follows the documents ("Question:", "Rules:"): a short line ending with a colon.
-_HEADING = re.compile(r"^[^\n]{1,40}:[ \t]*$", re.MULTILINE)
-
-
-def context_block(text: Any) -> str | None:
-    """The documents a prompt text carries under a label that names them (`Context:`, `... from this context
-    only:`, `<context>...</context>`): the text after the label, up to the next heading, as one document
-    (prompt text is never split into guessed documents). None without such a label: instructions alone are
-    never documents."""
-    if not isinstance(text, str):
-        return None
-    tagged = _CONTEXT_TAG.search(text)
-    if tagged is not None:
-        return tagged.group(2).strip() or None
-    label = _CONTEXT_LABEL.search(text)
-    if label is None:
-        return None
-    rest = text[label.end() :]
-    heading = _HEADING.search(rest)
-    return (rest[: heading.start()] if heading else rest).strip() or None

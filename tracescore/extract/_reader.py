@@ -18,8 +18,9 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from tracescore import semconv
-from tracescore.extract._convention import Convention, Reading
+from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Reading
 from tracescore.extract._lineage import conversation_of, route_of
+from tracescore.extract._prompt import prompt_documents
 from tracescore.extract._protocol import NOT_RAG, Skip
 from tracescore.extract._read import is_repr, may_start_repr
 from tracescore.extract._run import agent_run
@@ -99,6 +100,28 @@ def read_input_documents(r: Reading) -> None:
         r.convention.input_documents(r)
 
 
+def read_prompt_documents(r: Reading) -> None:
+    """With nothing recorded so far, the documents the app put into the answering model call's prompt under
+    a label that names them (`_prompt.prompt_documents`): its instructions' (`instructions`), its last user
+    message's (`prompt`; the text outside them is then the question, `question_beside_documents`). Retrieved
+    documents always win; prompt text without a label is never split into guessed documents."""
+    if r.contexts:
+        return
+    convention, contexts = r.convention, r.contexts
+    for span in convention.prompt_spans(r):
+        prompt = convention.prompt(span)
+        if prompt is None:
+            continue
+        instructed, asked = prompt_documents(prompt.instructions), prompt_documents(prompt.user)
+        if instructed is not None:
+            contexts.add(span, ContextSourceKind.INSTRUCTIONS, [instructed.block])
+        if asked is not None:
+            contexts.add(span, ContextSourceKind.PROMPT, [asked.block])
+            r.prompt_asked = asked
+        if instructed is not None or asked is not None:
+            return
+
+
 def read_earlier_turns(r: Reading) -> None:
     """The tool results of the conversation's earlier turns in the answering LLM call's input."""
     answering = r.llms if r.answering is None else r.answering
@@ -118,6 +141,14 @@ def explain_no_documents(r: Reading) -> None:
 def read_question_and_answer(r: Reading) -> None:
     convention = r.convention
     r.question, r.answer = convention.question(r), convention.answer(r)
+
+
+def question_beside_documents(r: Reading) -> None:
+    """Documents read from the user message: the question is its text outside them (after `Question:`, or
+    the rest), never the documents, unless the convention read the question elsewhere (a chain's input)."""
+    asked = r.prompt_asked
+    if asked is not None and (r.question is None or asked.block in r.question):
+        r.question = asked.question
 
 
 def question_from_retrieval(r: Reading) -> None:
@@ -227,9 +258,11 @@ STEPS: tuple[Step, ...] = (
     Step("tool results", read_tool_results, calls=True),
     Step("tool messages", read_tool_messages, hook="input_tool_results"),
     Step("input documents", read_input_documents, hook="input_documents"),
+    Step("prompt documents", read_prompt_documents, hook="prompt"),
     Step("earlier turns", read_earlier_turns, hook="input_tool_results"),
     Step("why no documents", explain_no_documents, hook="no_documents_note"),
     Step("question and answer", read_question_and_answer),
+    Step("question beside documents", question_beside_documents, hook="prompt"),
     Step("question from retrieval", question_from_retrieval, hook="retrieval_question"),
     Step("prompt only", prompt_only, hook="prompt_only"),
     Step("content not captured", content_not_captured, hook="content_not_captured"),
@@ -423,6 +456,8 @@ _SPAN_ID = attrgetter("span_id")
 def _no_documents(r: Reading) -> Skip:
     notes = "; ".join(r.contexts.notes)
     what = "no retrieved documents to check the answer against" + (f" ({notes})" if notes else "")
+    if type(r.convention).prompt is not Convention.prompt:
+        what += f", nor any under a label in its prompt ({PROMPT_DOCUMENTS_DOCS})"
     return r.missing("empty_context", "documents", what)
 
 

@@ -51,6 +51,7 @@ _DOCUMENT_KINDS = frozenset(
         ContextSourceKind.SPAN,
         ContextSourceKind.INPUT,
         ContextSourceKind.INSTRUCTIONS,
+        ContextSourceKind.PROMPT,
     }
 )
 # What a model call that answered records (an LLM span without any of these only prepared a call).

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from tracescore.extract._convention import Convention, Reading, not_inside, without_wrappers
 from tracescore.extract._openllmetry import OpenLLMetry
-from tracescore.extract._read import documents_of
+from tracescore.extract._read import Prompt, documents_of
 from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["SpringAI"]
@@ -99,6 +99,10 @@ class SpringAI(Convention):
 
     def question(self, reading: Reading) -> str | None:
         return _text(reading.anchor, self.PROMPT)
+
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """The chat client's user text (`gen_ai.prompt`, with log-prompt on)."""
+        return Prompt(None, _text(span, self.PROMPT)) if self.is_interaction(span) else None
 
     def retrieval_question(self, span: DecodedSpan) -> str | None:
         return _text(span, self.QUERY_CONTENT)

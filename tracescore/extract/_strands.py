@@ -39,7 +39,7 @@ earlier turns' tool results in the last chat's input), with what Strands writes 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from tracescore.extract._convention import Reading, last_text, without_wrappers
@@ -75,21 +75,16 @@ class Strands(GenAI):
     # Its span events (`_strands_events`): with gen_ai_latest_experimental, the attributes the span would
     # carry; by default (the GenAI conventions' v1.36 events) one event per message, by role (a message
     # carrying tool results is a tool message; its role is user), then the output; the memory spans' always.
-    OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
     MEMORY_EVENTS = frozenset({"memory.query", "memory.results", "memory.content"})
-    SYSTEM_MESSAGE, CHOICE = "gen_ai.system.message", "gen_ai.choice"
-    MESSAGE_ROLES = {
-        "gen_ai.user.message": GenAI.USER,
-        "gen_ai.assistant.message": GenAI.ASSISTANT,
-        "gen_ai.tool.message": GenAI.USER,
-    }
-    EVENT_CONTENT, EVENT_MESSAGE, EVENT_FINISH_REASON = "content", "message", "finish_reason"
+    MESSAGE_ROLES = {**GenAI.MESSAGE_EVENTS, "gen_ai.tool.message": GenAI.USER}
     EVENT_TOOL_RESULT = "tool.result"  # an event loop cycle's choice: the tool results fed back to the model
     TOOL_STATUS, TOOL_FAILED = "gen_ai.tool.status", "error"
     # Spans whose output is text (an agent's answer); a model call's is content blocks.
     TEXT_ANSWER_KINDS = frozenset({GenAI.INVOKE_AGENT}) | MULTI_AGENT_KINDS
     # The events that carry messages, and the attributes they stand for.
-    CONTENT_EVENTS = frozenset({OPERATION_DETAILS, SYSTEM_MESSAGE, CHOICE, *MEMORY_EVENTS, *MESSAGE_ROLES})
+    CONTENT_EVENTS = frozenset(
+        {GenAI.OPERATION_DETAILS, GenAI.SYSTEM_MESSAGE, GenAI.CHOICE, *MEMORY_EVENTS, *MESSAGE_ROLES}
+    )
     MESSAGE_KEYS = (GenAI.INPUT_MESSAGES, GenAI.OUTPUT_MESSAGES, GenAI.TOOL_RESULT[0], MEMORY_RESULTS)
     # Content blocks (Bedrock's Converse shape) beyond text and JSON, and their fields.
     TOOL_USE_BLOCK, TOOL_RESULT_BLOCK = "toolUse", "toolResult"
@@ -112,9 +107,9 @@ class Strands(GenAI):
                 return True
         return False
 
-    def candidates(self, trace: Trace) -> Iterable[Reading]:
-        # Read from the spans as they would be with the messages on them, whichever mode wrote them.
-        return super().candidates(with_event_content(self, trace))
+    def with_content(self, trace: Trace) -> Trace:
+        # Whichever of its three modes wrote the messages.
+        return with_event_content(self, trace)
 
     def kind(self, span: DecodedSpan) -> str:
         # Only Strands' own spans: another producer's GenAI spans in the trace are the GenAI reader's.

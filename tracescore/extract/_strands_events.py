@@ -5,9 +5,7 @@ the shape the Strands reader (`_strands`) reads.
 Strands writes each span's messages one of three ways, chosen by that setting, and the span events of the
 other two carry what the first writes as attributes:
 - `gen_ai_latest_experimental` alone: `gen_ai.client.inference.operation.details` events, each with the very
-  attributes the span would carry (`gen_ai.input.messages`, `gen_ai.output.messages`,
-  `gen_ai.system_instructions`); several on one span are applied in order, a later one replacing an earlier
-  value, as Strands sets them on the span.
+  attributes the span would carry, read as the GenAI reader reads them from any producer (`_genai_events`).
 - unset, its default (the GenAI conventions' v1.36 events): one event per message, `gen_ai.{user,assistant,
   system}.message` and `gen_ai.tool.message` (a message carrying tool results) with the message's content
   blocks, and `gen_ai.choice` with the output: a model call's content blocks, an agent's or a multi-agent
@@ -23,11 +21,12 @@ is named by `lost_events`, so the reading says what it could not see.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from tracescore.extract._genai_events import operation_details, rebuilt
 from tracescore.extract._read import parse_json
 from tracescore.model import MAX_SPAN_EVENT_BYTES, MAX_SPAN_EVENTS, DecodedSpan, Trace
 
@@ -40,17 +39,7 @@ __all__ = ["lost_events", "with_event_content"]
 def with_event_content(strands: Strands, trace: Trace) -> Trace:
     """`trace` with its Strands spans' event-written messages as their attributes (itself when none has
     any)."""
-    rebuilt: dict[str, DecodedSpan] = {}
-    for span in trace.spans:
-        if span.events and strands.kind(span):
-            attributes = _event_attributes(strands, span)
-            if attributes:
-                merged = {**attributes, **span.attributes}  # what the span carries itself wins
-                rebuilt[span.span_id] = dataclasses.replace(span, attributes=merged)
-    if not rebuilt:
-        return trace
-    spans = tuple(rebuilt.get(span.span_id, span) for span in trace.spans)
-    return Trace(trace.trace_id, spans, trace.incomplete, trace.offsets)
+    return rebuilt(trace, partial(_event_attributes, strands))
 
 
 def lost_events(strands: Strands, spans: Iterable[DecodedSpan]) -> str | None:
@@ -78,13 +67,15 @@ def lost_events(strands: Strands, spans: Iterable[DecodedSpan]) -> str | None:
 
 
 def _event_attributes(strands: Strands, span: DecodedSpan) -> dict[str, Any]:
-    """The attributes the span's events stand for."""
-    attributes: dict[str, Any] = {}
+    """The attributes the span's events stand for (none for a span of another producer)."""
+    kind = strands.kind(span) if span.events else ""
+    if not kind:
+        return {}
+    attributes = operation_details(strands, span)
     inputs: list[Any] = []
-    kind = strands.kind(span)
     for event in span.events:
         name, carried = event.name, event.attributes
-        if name == strands.OPERATION_DETAILS or name in strands.MEMORY_EVENTS:
+        if name in strands.MEMORY_EVENTS:
             attributes.update(carried)
         elif name in strands.MESSAGE_ROLES:
             content = carried.get(strands.EVENT_CONTENT)
@@ -116,7 +107,7 @@ def _choice(
     elif output is not None:
         # An agent's or a multi-agent run's answer is text; a model call's, content blocks.
         message = _message(strands, strands.ASSISTANT, output, text=kind in strands.TEXT_ANSWER_KINDS)
-        if isinstance(message, dict) and (finish := carried.get(strands.EVENT_FINISH_REASON)) is not None:
+        if isinstance(message, dict) and (finish := carried.get(strands.FINISH_REASON)) is not None:
             message[strands.FINISH_REASON] = finish
         _put(attributes, strands.OUTPUT_MESSAGES, _serialised(strands, [message]))
 

@@ -25,11 +25,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._convention import Convention, Reading
+from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Reading
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._openinference import OpenInference
-from tracescore.extract._read import answer_text, documents_of, indexed, parse_json, user_text
+from tracescore.extract._read import (
+    Prompt,
+    answer_text,
+    documents_of,
+    indexed,
+    message_prompt,
+    parse_json,
+    user_text,
+)
 from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["VercelAI"]
@@ -140,6 +148,19 @@ class VercelAI(Convention):
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         return genai_tool_results(llm.attributes.get(self.PROMPT_MESSAGES))
 
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """A model call's `ai.prompt.messages`; the call's `ai.prompt` (`system`, and `prompt` as text or
+        messages, or `messages`)."""
+        if self.PROMPT_MESSAGES in span.attributes:
+            return message_prompt(span.attributes[self.PROMPT_MESSAGES])
+        prompt = parse_json(span.attributes.get(self.PROMPT))
+        if not isinstance(prompt, Mapping):
+            return None
+        asked = prompt.get("prompt")
+        messages = prompt.get("messages") if not isinstance(asked, list) else asked
+        found = message_prompt(messages or [], prompt.get("system")) or Prompt(None, None)
+        return found._replace(user=asked) if isinstance(asked, str) else found
+
     def question(self, reading: Reading) -> str | None:
         prompt = parse_json(reading.anchor.attributes.get(self.PROMPT))
         if isinstance(prompt, Mapping):
@@ -171,7 +192,8 @@ class VercelAI(Convention):
         return (
             f"{reading.place()}: no tool call and no retrieval span recorded its documents (an app that puts "
             "retrieved documents into the prompt leaves them only inside the prompt text, "
-            f"{self.PROMPT}, which is not split into documents); return them from a tool, record the "
+            f"{self.PROMPT}, which is read only under a label that names them, {PROMPT_DOCUMENTS_DOCS}, and "
+            "never split into guessed documents); label them (Context:), return them from a tool, record the "
             "retrieval as its own span (gen_ai.operation.name=retrieval with gen_ai.retrieval.documents), or "
             "use tracescore's decorators"
         )

@@ -46,6 +46,7 @@ class ContextSourceKind(StrEnum):
     INPUT = "input"  # documents a step was given as its input
     EARLIER_TURN = "earlier_turn"  # an earlier turn's tool result kept in the LLM call's input
     INSTRUCTIONS = "instructions"  # the documents under a label in the model's instructions (system message)
+    PROMPT = "prompt"  # the documents under a label in the last user message the model was given
 
 
 class GroundingStatus(StrEnum):

@@ -1,0 +1,174 @@
+"""Messages written elsewhere than the span attributes read as those attributes by the OTel GenAI reader, for
+any producer: the latest conventions' `gen_ai.client.inference.operation.details` span events, and Pydantic
+AI's first span format (`InstrumentationSettings(version=1)`: GenAI events in a chat span's `events`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+import trace_builder as tb
+from recorded import FIXTURES, Recording, extracted, recordings, spans_of
+
+from tracescore.extract import extract
+from tracescore.model import DecodedSpan, Interaction, SpanEvent
+
+RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "pydantic_ai_v1", "otel_genai")}
+OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
+INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
+STRANDS_MARKERS = ("gen_ai.provider.name", "gen_ai.system")
+
+
+def _as_another_producer(spans: list[DecodedSpan]) -> list[DecodedSpan]:
+    """Strands' spans as a producer tracescore has no reader of its own for would write them."""
+    return [
+        dataclasses.replace(
+            s,
+            attributes={**s.attributes, **{k: "acme-agents" for k in STRANDS_MARKERS if k in s.attributes}},
+            scope_name="acme.agents",
+        )
+        for s in spans
+    ]
+
+
+def _one(spans: list[DecodedSpan]) -> Interaction:
+    found = extracted(spans)
+    [interaction] = found.interactions
+    assert found.skips == []
+    return interaction
+
+
+@pytest.mark.parametrize("scenario", ["faithful", "unfaithful"])
+def test_operation_details_events_of_any_producer_read_as_the_attributes_they_carry(scenario: str) -> None:
+    # Strands writes them with gen_ai_latest_experimental alone; here no Strands reader claims its spans.
+    on_spans = RECORDED[f"strands/{scenario}"]
+    expected = _one(_as_another_producer(spans_of(on_spans)))
+    spans = _as_another_producer(spans_of(RECORDED[f"strands/events_{scenario}"]))
+    assert not any(INPUT in s.attributes or OUTPUT in s.attributes for s in spans)  # only in events
+    interaction = _one(spans)
+    assert interaction.convention == expected.convention == "genai"
+    assert interaction.span.name == "invoke_agent aurora_support"
+    assert interaction.record.query == expected.record.query == on_spans.question
+    assert interaction.record.answer == expected.record.answer
+    assert interaction.record.contexts == expected.record.contexts
+
+
+def _messages(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+def _details(**attributes: Any) -> SpanEvent:
+    return SpanEvent(OPERATION_DETAILS, attributes)
+
+
+def _chat_with_events(*events: SpanEvent, **own: Any) -> list[DecodedSpan]:
+    """An OpenAI instrumentation's chat span (content capture EVENT_ONLY) beside the app's retrieval."""
+    root = tb.span("rag", {"gen_ai.operation.name": "invoke_workflow"})
+    retrieval = tb.span(
+        "retrieval docs",
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.documents": json.dumps([{"content": "X2: 14 h."}]),
+        },
+        parent=root.span_id,
+        start=1,
+    )
+    chat = tb.span(
+        "chat gpt-4o-mini",
+        {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", **own},
+        parent=root.span_id,
+        scope="opentelemetry.instrumentation.openai_v2",
+        start=2,
+    )
+    return [root, retrieval, dataclasses.replace(chat, events=events)]
+
+
+def test_a_chat_whose_messages_are_operation_details_events_is_read_from_them() -> None:
+    spans = _chat_with_events(
+        _details(**{INPUT: _messages("user", "How long does the X2 last?")}),
+        _details(**{OUTPUT: _messages("assistant", "A first draft.")}),
+        _details(**{OUTPUT: _messages("assistant", "14 hours.")}),  # a later event replaces an earlier value
+    )
+    interaction = _one(spans)
+    assert interaction.convention == "genai"
+    assert (interaction.record.query, interaction.record.answer) == (
+        "How long does the X2 last?",
+        "14 hours.",
+    )
+    assert interaction.record.contexts == ("X2: 14 h.",)
+
+
+def test_what_the_span_carries_itself_wins_over_its_events() -> None:
+    spans = _chat_with_events(
+        _details(
+            **{INPUT: _messages("user", "Asked in the event?"), OUTPUT: _messages("assistant", "Event.")}
+        ),
+        **{OUTPUT: _messages("assistant", "Written on the span.")},
+    )
+    interaction = _one(spans)
+    assert (interaction.record.query, interaction.record.answer) == (
+        "Asked in the event?",
+        "Written on the span.",
+    )
+
+
+def test_other_span_events_are_not_read_as_messages() -> None:
+    spans = _chat_with_events(SpanEvent("exception", {INPUT: _messages("user", "Not a message.")}))
+    assert extract(tb.trace(*spans)).interactions == []
+
+
+@pytest.mark.parametrize("scenario", ["faithful", "unfaithful"])
+def test_pydantic_ai_version_1_reads_as_its_default_format(scenario: str) -> None:
+    # The same app and model replies on Pydantic AI 1.x, traced in its default format and with version=1.
+    default, v1 = RECORDED[f"pydantic_ai_v1/{scenario}"], RECORDED[f"pydantic_ai_v1/v1_{scenario}"]
+    assert not any(INPUT in s.attributes for s in spans_of(v1))  # only in `events`
+    expected, interaction = _one(spans_of(default)), _one(spans_of(v1))
+    assert interaction.convention == expected.convention == "genai"
+    assert interaction.record.query == expected.record.query == v1.question
+    assert interaction.record.answer == expected.record.answer == v1.answer
+    assert interaction.record.contexts == expected.record.contexts == tuple(v1.documents)
+    assert interaction.question_missing is None
+    run, expected_run = interaction.run, expected.run
+    assert run is not None and expected_run is not None and run.steps == expected_run.steps == 2
+    assert [(c.name, c.arguments, c.result) for c in run.tool_calls] == [
+        (c.name, c.arguments, c.result) for c in expected_run.tool_calls
+    ]
+
+
+def _v1(recording: Recording, events: Any) -> list[DecodedSpan]:
+    """The recording with each chat span's `events` replaced."""
+    return [
+        dataclasses.replace(s, attributes={**s.attributes, "events": events})
+        if "events" in s.attributes
+        else s
+        for s in spans_of(recording)
+    ]
+
+
+@pytest.mark.parametrize(
+    "events", ["not json", json.dumps({"a": 1}), json.dumps([1, 2]), json.dumps([{"x": 1}])]
+)
+def test_an_events_attribute_of_another_shape_is_not_read_as_messages(events: str) -> None:
+    found = extracted(_v1(RECORDED["pydantic_ai_v1/v1_faithful"], events))
+    [interaction] = found.interactions
+    assert interaction.record.query is None and interaction.question_missing is not None
+
+
+@pytest.mark.parametrize("scenario", ["event_only_faithful", "event_only_unfaithful"])
+def test_the_opentelemetry_genai_util_writes_its_operation_details_event_as_a_log_record_not_on_the_span(
+    scenario: str,
+) -> None:
+    """What opentelemetry-util-genai (which the OTel GenAI instrumentations build on) records with content
+    capture EVENT_ONLY: the event went to the logger provider (the manifest counts it), the trace holds no
+    span event and no text, so nothing is read from it and the skip says the answer is missing."""
+    recording = RECORDED[f"otel_genai/{scenario}"]
+    manifest = json.loads((FIXTURES / "otel_genai" / "manifest.json").read_text())
+    assert f"{OPERATION_DETAILS} x1" in manifest["scenarios"][f"{scenario}.binpb"]["notes"]
+    spans = spans_of(recording)
+    assert all(s.events == () for s in spans)
+    content = ("gen_ai.input", "gen_ai.output", "gen_ai.retrieval.doc")
+    assert not any(key.startswith(content) for s in spans for key in s.attributes)
+    found = extracted(spans)
+    assert found.interactions == [] and [s.reason for s in found.skips] == ["missing_answer"]

@@ -1,0 +1,164 @@
+"""Documents an app put into the prompt itself, under a label that names them (`Context:`, `<context>` tags),
+with no retriever span: read by every convention from the answering model call's instructions (kind
+`instructions`) or its last user message (kind `prompt`, the question then being the message's text outside
+them). Recorded from the real libraries (fixtures/openinference_openai_stuffed, openllmetry_openai_stuffed:
+scenarios/_stuffed.py); a prompt with no label stays an explained skip; retrieved documents always win."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from recorded import Recording, extracted, recordings, spans_of
+from trace_builder import span, trace
+
+from tracescore.extract import extract
+from tracescore.extract._prompt import prompt_documents
+from tracescore.model import ContextSourceKind
+
+STUFFED = {r.id: r for r in recordings() if r.source.endswith("_stuffed")}
+LABELLED = [r for r in STUFFED.values() if r.scenario != "unlabelled"]
+QUESTION = "How long does the Aurora X2 battery last?"
+DOCS = "The Aurora X2 battery lasts 14 hours.\n\nThe Aurora X2 weighs 1.2 kg."
+ANSWER = "It lasts 14 hours."
+
+
+@pytest.mark.parametrize("recording", LABELLED, ids=lambda r: r.id)
+def test_a_recorded_stuffed_prompt_is_an_interaction_with_its_question_documents_and_answer(
+    recording: Recording,
+) -> None:
+    [interaction] = extracted(spans_of(recording)).interactions
+    record = interaction.record
+    # The question is never the documents: the text after `Question:`, or what the app was asked.
+    assert (record.query, record.answer) == (recording.question, recording.answer)
+    assert record.contexts == ("\n\n".join(recording.documents),)
+    where = recording.scenario.split("_")[0]
+    kind = ContextSourceKind.PROMPT if where == "user" else ContextSourceKind.INSTRUCTIONS
+    assert [source.kind for source in interaction.context_sources] == [kind]
+    assert interaction.span.name == recording.interaction_span
+
+
+@pytest.mark.parametrize("source", ["openinference_openai_stuffed", "openllmetry_openai_stuffed"])
+def test_documents_pasted_into_the_prompt_with_no_label_are_never_guessed(source: str) -> None:
+    found = extracted(spans_of(STUFFED[f"{source}/unlabelled"]))
+    assert found.interactions == []
+    [skip] = found.skips
+    assert skip.reason in ("empty_context", "no_retrieval")
+    assert "docs/integrations/index.md#documents-in-the-prompt" in skip.detail
+
+
+def _llm(messages: list[dict[str, str]], answer: str = ANSWER, **attributes: object) -> dict[str, object]:
+    """An OpenInference LLM span's attributes: flattened input messages, one output message."""
+    flattened: dict[str, object] = {"openinference.span.kind": "LLM", **attributes}
+    for index, message in enumerate(messages):
+        flattened[f"llm.input_messages.{index}.message.role"] = message["role"]
+        flattened[f"llm.input_messages.{index}.message.content"] = message["content"]
+    flattened["llm.output_messages.0.message.role"] = "assistant"
+    flattened["llm.output_messages.0.message.content"] = answer
+    return flattened
+
+
+def test_retrieved_documents_win_over_documents_in_the_prompt() -> None:
+    chain = span("rag", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER})
+    retriever = span(
+        "retrieve",
+        {
+            "openinference.span.kind": "RETRIEVER",
+            "retrieval.documents.0.document.content": "It lasts 14 hours.",
+        },
+        parent=chain.span_id,
+        start=1,
+    )
+    stuffed = f"Context:\n{DOCS}\n\nQuestion: {QUESTION}"
+    llm = span("chat", _llm([{"role": "user", "content": stuffed}]), parent=chain.span_id, start=2)
+    [rag] = extract(trace(chain, retriever, llm)).interactions
+    assert rag.record.contexts == ("It lasts 14 hours.",)
+    assert [s.kind for s in rag.context_sources] == [ContextSourceKind.RETRIEVER]
+
+
+def test_only_the_last_user_message_is_read_not_an_earlier_turns() -> None:
+    """A conversation's earlier user message carried documents; this turn's asks without any: nothing to
+    judge this turn's answer against (an earlier turn's prompt is not this turn's evidence)."""
+    messages = [
+        {"role": "user", "content": f"Context:\n{DOCS}\n\nQuestion: {QUESTION}"},
+        {"role": "assistant", "content": ANSWER},
+        {"role": "user", "content": "Thanks! Anything else?"},
+    ]
+    found = extract(trace(span("chat", _llm(messages, answer="You're welcome."))))
+    assert found.interactions == []
+    assert [s.reason for s in found.skips] == ["empty_context"]
+
+
+def test_a_genai_user_message_with_tagged_documents_is_asked_the_rest_of_the_message() -> None:
+    stuffed = f"<context>\n{DOCS}\n</context>\n\n{QUESTION}"
+    chat = span(
+        "chat m",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": stuffed}]}]
+            ),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
+            ),
+        },
+    )
+    [rag] = extract(trace(chat)).interactions
+    assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, (DOCS,), ANSWER)
+    assert [s.kind for s in rag.context_sources] == [ContextSourceKind.PROMPT]
+
+
+def test_genai_system_instructions_as_text_parts_are_read_under_their_label() -> None:
+    instructions = [{"type": "text", "content": f"Answer from the context below.\n\nContext:\n{DOCS}"}]
+    chat = span(
+        "chat m",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system_instructions": json.dumps(instructions),
+            "gen_ai.input.messages": json.dumps([{"role": "user", "content": QUESTION}]),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": ANSWER}]),
+        },
+    )
+    [rag] = extract(trace(chat)).interactions
+    assert (rag.record.query, rag.record.contexts) == (QUESTION, (DOCS,))
+    assert [s.kind for s in rag.context_sources] == [ContextSourceKind.INSTRUCTIONS]
+
+
+@pytest.mark.parametrize(
+    ("text", "question"),
+    [
+        (f"Answer using the context below.\nContext:\n{DOCS}\n\nQuestion: {QUESTION}", QUESTION),
+        (f"Context:\n{DOCS}\n\nQuestion:\n{QUESTION}\n\nAnswer:", QUESTION),
+        (f"<documents>\n{DOCS}\n</documents>\n{QUESTION}", QUESTION),
+        (f"{QUESTION}\n\nSources:\n{DOCS}", QUESTION),
+        (f"Context:\n{DOCS}", None),
+    ],
+    ids=["question_label", "question_heading", "tags_then_text", "question_first", "documents_only"],
+)
+def test_the_question_is_the_prompt_text_outside_the_documents(text: str, question: str | None) -> None:
+    found = prompt_documents(text)
+    assert found is not None and found.block == DOCS
+    assert found.question == question
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{DOCS}\n\n{QUESTION}",
+        f"Use the following to answer.\n{DOCS}\nQuestion: {QUESTION}",
+        "You can search our documents. Follow these rules:\n- Be brief.",
+    ],
+    ids=["pasted", "unnamed_label", "rules"],
+)
+def test_a_prompt_without_a_label_naming_documents_carries_none(text: str) -> None:
+    assert prompt_documents(text) is None
+
+
+def test_the_skips_point_to_the_docs_section_that_shows_the_label_forms() -> None:
+    """`empty_context`, `no_retrieval` (above) and `not_rag` name the section, and the section is there."""
+    [not_rag] = extract(trace(span("GET /health", {"http.route": "/health"}))).skips
+    assert not_rag.reason == "not_rag"
+    assert "docs/integrations/index.md#documents-in-the-prompt" in not_rag.detail
+    page = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "index.md"
+    assert "\n### Documents in the prompt\n" in page.read_text(encoding="utf-8")

@@ -1,0 +1,83 @@
+"""The documents an app put into a prompt itself, under a label that names them (`Context:`, `... from this
+context only:`, `<context>...</context>`), and the prompt's text around them (its instructions, its question).
+Conservative by design: without such a label a prompt carries no documents, and the text under one is one
+document, never split into guessed ones."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple
+
+__all__ = ["PromptDocuments", "context_block", "prompt_documents"]
+
+# A line that introduces the documents a prompt carries, ending with a colon at most two words after a word
+# that names them ("Context:", "Answer from this context only:", "Here are the documents:"), or tags around
+# them (`<context>...</context>`). A line that names documents earlier and introduces something else
+# ("... with access to documents. Follow these rules:") is no such label.
+_CONTEXT_WORDS = r"context|documents?|docs|sources?|passages?|search results|excerpts?"
+_CONTEXT_LABEL = re.compile(
+    rf"^[^\n]*\b(?:{_CONTEXT_WORDS})\b(?:[^\w\n]+\w+){{0,2}}[^\w\n]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
+)
+_CONTEXT_TAG = re.compile(rf"<({_CONTEXT_WORDS})>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
+# What follows the documents: a short line ending with a colon ("Rules:"), or the question's label with the
+# question on the same line ("Question: How long ...?").
+_HEADING = re.compile(r"^[^\n]{1,40}:[ \t]*$", re.MULTILINE)
+_QUESTION_LABEL = re.compile(
+    r"^[ \t]*(?:the[ \t]+|user(?:'s)?[ \t]+)?(?:question|query|q)[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE
+)
+
+
+class PromptDocuments(NamedTuple):
+    """The documents a prompt text carries under a label (`block`, one document) and the prompt's text
+    outside them (`outside`: the instructions and the question around the block; None when empty)."""
+
+    block: str
+    outside: str | None
+
+    @property
+    def question(self) -> str | None:
+        """The question the prompt asks beside its documents: after its label (`Question:`) when there is
+        one, else the text outside the documents."""
+        outside = self.outside
+        if outside is None:
+            return None
+        label = _QUESTION_LABEL.search(outside)
+        if label is None:
+            return outside
+        rest = outside[label.end() :]
+        heading = _HEADING.search(rest)
+        return (rest[: heading.start()] if heading else rest).strip() or outside
+
+
+def prompt_documents(text: Any) -> PromptDocuments | None:
+    """The documents a prompt text carries under a label that names them (`Context:`, `... from this context
+    only:`, `<context>...</context>`): the text after the label, up to the next heading or the question's
+    label, as one document (prompt text is never split into guessed documents), and the text around them.
+    None without such a label: instructions alone are never documents."""
+    if not isinstance(text, str):
+        return None
+    tagged = _CONTEXT_TAG.search(text)
+    if tagged is not None:
+        block, start, end = tagged.group(2), tagged.start(), tagged.end()
+    else:
+        label = _CONTEXT_LABEL.search(text)
+        if label is None:
+            return None
+        start = end = label.end()
+        heading = _HEADING.search(text, end)
+        question = _QUESTION_LABEL.search(text, end)
+        if question is not None and (heading is None or question.start() < heading.start()):
+            heading = question
+        end = heading.start() if heading is not None else len(text)
+        block, start = text[start:end], label.start()
+    block = block.strip()
+    if not block:
+        return None
+    outside = f"{text[:start].strip()}\n\n{text[end:].strip()}".strip()
+    return PromptDocuments(block, outside or None)
+
+
+def context_block(text: Any) -> str | None:
+    """The documents a prompt text carries under a label (`prompt_documents`), None without one."""
+    found = prompt_documents(text)
+    return found.block if found is not None else None
