@@ -76,6 +76,14 @@ def service_lines(log: str) -> str:
     return "\n".join(line for line in log.splitlines() if "kafka." not in line)
 
 
+def on_topic(broker: KafkaBroker, topic: str) -> list[tuple[str, int, int]]:
+    """The conversation records on `topic`: (conversation, revision, turns)."""
+    return [
+        (r.conversation_id, r.revision, r.turns)
+        for r in map(read_conversation_record, (m.value for m in read_topic(broker.bootstrap_servers, topic)))
+    ]
+
+
 def written_after_a_restart(
     broker: KafkaBroker, prefix: str, stopped: ServiceProcess
 ) -> tuple[list[tuple[str, int, int]], str]:
@@ -88,12 +96,7 @@ def written_after_a_restart(
         f"the restarted one said:\n{service_lines(restarted.log)}"
     )
     assert code == 0, said
-    on_topic = read_topic(broker.bootstrap_servers, f"{prefix}.conversations")
-    records = [
-        (r.conversation_id, r.revision, r.turns)
-        for r in map(read_conversation_record, (m.value for m in on_topic))
-    ]
-    return records, said
+    return on_topic(broker, f"{prefix}.conversations"), said
 
 
 def said_once(log: str) -> str:
@@ -265,13 +268,6 @@ def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_at_the_en
         thread.join(30)
     assert "closing the grounder's judge client given up on at the end of stop_timeout_s" in caplog.text
     assert "closing the Phoenix sink given up on at the end of stop_timeout_s" in caplog.text
-
-
-def on_topic(broker: KafkaBroker, topic: str) -> list[tuple[str, int, int]]:
-    return [
-        (r.conversation_id, r.revision, r.turns)
-        for r in map(read_conversation_record, (m.value for m in read_topic(broker.bootstrap_servers, topic)))
-    ]
 
 
 def test_a_record_its_previous_owner_sent_that_lands_after_the_restore_read_is_not_written_again() -> None:
