@@ -286,7 +286,18 @@ class KeyedStage:
         may have been appended since the restore read them, and would otherwise be written twice."""
         unwritten = [o for o in outputs if found.get(o.id) != o.digest]
         if any(o.verified for o in unwritten) and self._found.held() and not self._stopping():
-            found = self._found.look_again(lambda since: self.outputs.find(since, give_up=self._stopping))
+            ends = self.outputs.ends()
+            try:
+                found = self._found.look_again(
+                    lambda since: self.outputs.find(since, give_up=self._stopping), ends
+                )
+            except KafkaError as exc:  # written from what the restore found: the rest of the service goes on
+                self.log.warning(
+                    "could not look on the output topics again before writing %d output(s) (%s): one its "
+                    "previous owner sent that the broker appended after the restore may be written twice",
+                    len(unwritten),
+                    exc,
+                )
             unwritten = [o for o in unwritten if found.get(o.id) != o.digest]
         self.outputs.send(unwritten, until)
         self.logic.written(outputs, found)
