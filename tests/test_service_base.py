@@ -124,6 +124,28 @@ def test_found_outputs_hold_their_partitions_output_marks_back_until_released() 
     assert found.ids() == {} and found.marks(0, ends) == ends
 
 
+def test_a_look_again_reads_what_was_appended_since_the_restore_or_the_look_before_and_holds_it() -> None:
+    """A send the previous owner gave up on may land after the restore read the topics: each look before a
+    write reads from where the one before ended (the ends read just before it), never from past a mark."""
+    found = FoundOutputs()
+    found.add(0, {}, since={"records": {0: 5, 1: 7}}, restored_at=1_000)
+    found.add(1, {"rec-1": "d1"}, since={"records": {0: 6, 1: 2}}, restored_at=1_000)
+    reads: list[dict[str, dict[int, int]]] = []
+
+    def find(since: dict[str, dict[int, int]]) -> dict[str, str]:
+        reads.append(since)
+        return {"late": "d2"} if len(reads) == 1 else {}
+
+    assert found.look_again(find, {"records": {0: 9}}) == {"rec-1": "d1", "late": "d2"}
+    found.look_again(find, {"records": {0: 8, 1: 3}})
+    assert reads == [{"records": {0: 5, 1: 2}}, {"records": {0: 9, 1: 2}}], "from the lowest mark, then on"
+    found.release(lambda partition, restored_at: partition == 1)
+    assert found.ids() == {"late": "d2"}, "partition 0 still waits for its decisions: what it found is held"
+    assert found.marks(0, {"records": {0: 20, 1: 20}}) == {"records": {0: 5, 1: 7}}, (
+        "a kill now reads it again"
+    )
+
+
 def test_a_crash_point_kills_the_process_at_its_nth_pass_and_nowhere_else() -> None:
     script = (
         "from tracescore._service import crash_point\n"

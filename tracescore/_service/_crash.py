@@ -7,6 +7,7 @@ one checkpoint, in order, after the two of a start (docs: Contributing, Architec
 
     service.starting  the service about to create its topics (before any client reads)
     keyed.restoring   stage 2: partitions assigned, about to read their state back
+    keyed.restored    stage 2: their state and the outputs after its marks read, nothing applied
     rekey.polled      stage 1: a batch polled, nothing re-keyed
     rekey.sent        stage 1: re-keyed records handed to the producer, not flushed, input not committed
     keyed.applied     stage 2: a batch applied to the state in memory, nothing written

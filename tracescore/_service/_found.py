@@ -23,12 +23,39 @@ class FoundOutputs:
         self._ids: dict[int, dict[str, str]] = {}  # partition -> output id -> digest
         self._restored_at: dict[int, int] = {}  # partition -> when restored (ms, the stream clock's)
         self._since: dict[int, Marks] = {}  # partition -> the marks its restore read from
+        self._looked: dict[int, Marks] = {}  # partition -> where its next look for outputs starts
 
     def add(self, partition: int, found: dict[str, str], since: Marks, restored_at: int) -> None:
         """`found`: the outputs on the topics from `since` (the partition's saved marks) to their ends."""
         self._ids[partition] = found
         self._since[partition] = {topic: dict(ends) for topic, ends in since.items()}
+        self._looked[partition] = {topic: dict(ends) for topic, ends in since.items()}
         self._restored_at[partition] = restored_at
+
+    def held(self) -> bool:
+        """A restore's window is open: some partition may still decide again what its previous owner sent."""
+        return bool(self._since)
+
+    def look_again(self, find: Callable[[Marks], dict[str, str]], ends: Marks) -> dict[str, str]:
+        """The held partitions' outputs appended since their restore (or the look before) read the topics
+        (`find`, from marks to the topics' ends): a send the previous owner gave up on (a stop or a crash
+        while the broker did not answer) may be appended once the broker answers again. `ends`: the topics'
+        ends read just before, where the next look starts. Every held output's id -> digest."""
+        start: Marks = {}
+        for looked in self._looked.values():
+            for topic, offsets in looked.items():
+                held = start.setdefault(topic, {})
+                for p, offset in offsets.items():
+                    held[p] = min(offset, held.get(p, offset))
+        found = find(start)
+        after = {
+            topic: {p: max(offset, ends.get(topic, {}).get(p, offset)) for p, offset in offsets.items()}
+            for topic, offsets in start.items()
+        }
+        for partition in self._looked:
+            self._ids[partition] = {**self._ids.get(partition, {}), **found}
+            self._looked[partition] = {topic: dict(offsets) for topic, offsets in after.items()}
+        return self.ids()
 
     def ids(self) -> dict[str, str]:
         """Every held output's id -> digest."""
@@ -52,5 +79,5 @@ class FoundOutputs:
 
     def forget(self, partitions: Iterable[int]) -> None:
         for partition in partitions:
-            for table in (self._ids, self._restored_at, self._since):
+            for table in (self._ids, self._restored_at, self._since, self._looked):
                 table.pop(partition, None)

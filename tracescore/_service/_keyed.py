@@ -31,7 +31,7 @@ from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
 from tracescore._service._found import FoundOutputs
 from tracescore._service._keyed_logic import KeyedLogic, Saved
-from tracescore._service._outputs import OutputLog, seconds_left
+from tracescore._service._outputs import Output, OutputLog, seconds_left
 from tracescore._service._restore import ReadBack, RestoreReader
 
 __all__ = ["KeyedStage"]
@@ -180,6 +180,7 @@ class KeyedStage:
             meta = read.states[partition].meta
             assert meta is not None  # found from its marks
             self._found.add(partition, found, meta.outputs, restored_at)
+        crash_point("keyed.restored")
         self.log.info(
             "restored %d keys of %s[%s] from %s%s",
             restored,
@@ -260,8 +261,7 @@ class KeyedStage:
         found = self.found_outputs()
         outputs = self.logic.outputs(found)
         if outputs:
-            self.outputs.send([o for o in outputs if found.get(o.id) != o.digest], self._stop_deadline)
-            self.logic.written(outputs, found)
+            self.write(outputs, found, self._stop_deadline)
         self.save(wrote_outputs=bool(outputs))
         if stream_time is not None:
             # The previous owner decided what it wrote by a stream time before this restore: once the stream
@@ -276,6 +276,31 @@ class KeyedStage:
             self._rewrite.extend(again)
             if not self._stopping():  # asked for during the deliveries: the stop's checkpoint saves, bounded
                 self.save(wrote_outputs=False)
+
+    def write(
+        self, outputs: Sequence[Output], found: dict[str, str], until: Callable[[], float | None]
+    ) -> None:
+        """Send the `outputs` not `found` on the topics already, then mark all of them written (KafkaError;
+        KafkaTimeoutError past `until()`). While a restore's window is open, the topics are looked at again
+        first (not at a stop: no broker call it would wait for): what the previous owner sent and gave up on
+        may have been appended since the restore read them, and would otherwise be written twice."""
+        unwritten = [o for o in outputs if found.get(o.id) != o.digest]
+        if any(o.verified for o in unwritten) and self._found.held() and not self._stopping():
+            ends = self.outputs.ends()
+            try:
+                found = self._found.look_again(
+                    lambda since: self.outputs.find(since, give_up=self._stopping), ends
+                )
+            except KafkaError as exc:  # written from what the restore found: the rest of the service goes on
+                self.log.warning(
+                    "could not look on the output topics again before writing %d output(s) (%s): one its "
+                    "previous owner sent that the broker appended after the restore may be written twice",
+                    len(unwritten),
+                    exc,
+                )
+            unwritten = [o for o in unwritten if found.get(o.id) != o.digest]
+        self.outputs.send(unwritten, until)
+        self.logic.written(outputs, found)
 
     def _decided_again(self, partition: int, restored_at: int, stream_time: Callable[[int], int]) -> bool:
         return stream_time(partition) >= restored_at and not self.logic.undecided(partition, restored_at)

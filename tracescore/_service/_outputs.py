@@ -122,6 +122,12 @@ class OutputLog:
             self._refresh()
         return {topic: dict(ends) for topic, ends in self._ends.items()}
 
+    def ends(self) -> Marks:
+        """`marks`, refreshed from the broker now (kept as known when it does not answer)."""
+        if self.verified:
+            self._refresh()
+        return self.marks(refresh=False)
+
     def _refresh(self) -> None:
         if self._probe is None:
             self._probe = KafkaConsumer(

@@ -137,9 +137,8 @@ class RestoreReader:
                 back.legacy.append((partition, key, value))
         for partition, state in back.states.items():
             if state.meta is not None and state.meta.outputs:
-                found = self.outputs.find(state.meta.outputs, give_up=stopping)
-                if found:
-                    back.found[partition] = found
+                # Nothing found is kept too: the partition is looked at again before what it decides is sent.
+                back.found[partition] = self.outputs.find(state.meta.outputs, give_up=stopping)
         # The consumer is not thread-safe; the stage waits for this call, so one thread uses it at a time.
         # A read given up on for a stop may still run while the service closes the consumer (for one
         # BROKER_WAIT_S at most): whatever it returns then is never applied.

@@ -30,12 +30,13 @@ def final_checkpoint(stage: KeyedStage, deadline: float) -> str | None:
     )
     try:
         if outputs:
-            stage.outputs.send([o for o in outputs if found.get(o.id) != o.digest], lambda: deadline)
-            stage.logic.written(outputs, found)
+            stage.write(outputs, found, lambda: deadline)
     except KafkaError as exc:
         why = _why(exc)
-        return f"{len(outputs)} output(s) decided not written ({why}), so no state saved and " + (
-            not_committed.format("")
+        return (
+            f"{len(outputs)} output(s) decided not acknowledged ({why}; the broker may still write them, the "
+            "next start looks for them again right before it writes them), so no state saved and "
+            + not_committed.format("")
         )
     try:
         stage.save(wrote_outputs=bool(outputs), deadline=deadline)
