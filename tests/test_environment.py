@@ -6,7 +6,8 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tracescore._environment import misspelt_variables, variables_read
+from tracescore._environment import misspelt_variables, variables_named, variables_read
+from tracescore.alert import AlertConfig, WebhookSinkConfig
 from tracescore.consume import ConsumerSettings
 from tracescore.score.judges import OpenAIJudgeSettings
 
@@ -57,3 +58,15 @@ def test_the_variables_a_settings_class_reads_include_nested_ones_and_aliases() 
     assert {"TRACESCORE_ASSEMBLY", "TRACESCORE_ASSEMBLY__GRACE_S", "TRACESCORE_KAFKA__SASL_USERNAME"} <= set(
         nested
     )
+
+
+def test_the_variables_a_config_names_are_found_at_any_depth() -> None:
+    config = AlertConfig(
+        sinks=[
+            WebhookSinkConfig(url="http://127.0.0.1:9/a", secret_env="TRACESCORE_ALERT_HOOK_KEY"),
+            WebhookSinkConfig(url="http://127.0.0.1:9/b", secret_env="my_hook_key"),
+            WebhookSinkConfig(url="http://127.0.0.1:9/c", secret="inline"),
+        ]
+    )
+    assert variables_named(config) == {"TRACESCORE_ALERT_HOOK_KEY", "MY_HOOK_KEY"}
+    assert variables_named(ConsumerSettings()) == set()

@@ -6,16 +6,30 @@ service that finds the other's members in its group stops with one line that say
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 from _helpers import wait_until
+from kafka import KafkaConsumer, KafkaProducer
 
-from tracescore._service._group_check import GroupShared
+from tracescore._kafka import group_member
+from tracescore._service._group_check import GroupCheck, GroupShared, client_id
 from tracescore.alert import AlertConfig, AlertService
 from tracescore.conversations import ConversationsConfig, ConversationService
+from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_topics import read_topic
 
 pytestmark = pytest.mark.kafka
+
+
+def record(score: float, route: str) -> EvaluationRecord:
+    return EvaluationRecord(
+        trace_id=uuid.uuid4().hex, span_id=uuid.uuid4().hex[:16], service_name="rag-api", route=route,
+        metric="faithfulness", score=score, label=None, status=MetricStatus.OK, judge="offline",
+        timestamp=datetime.now(UTC),
+    )  # fmt: skip
 
 
 def alert(bootstrap: str, prefix: str, group: str) -> AlertService:
@@ -96,3 +110,52 @@ def test_two_services_started_together_in_one_group_do_not_both_read_on(
             thread.join()
     raised = [exc for t in threads for exc in t.raised]
     assert raised and all(isinstance(exc, GroupShared) for exc in raised), raised
+
+
+def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying_the_batch_it_joined_to(
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pods started together: the other service's member joins between this one's look and its join.
+    The poll that brings the new assignment often brings its first batch too; the look at the group comes
+    between the two, so none of it is re-keyed (it stays uncommitted, for the group's own service)."""
+    group = f"{topic_prefix}-late"
+    evaluations = f"{topic_prefix}.evaluations"
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for n in range(200):  # waiting on every partition: the first fetch after the join brings some at once
+        producer.send(evaluations, record(0.9, route=f"/r{n % 20}").model_dump_json().encode())
+    producer.flush()
+    producer.close()
+    # A member of tracescore conversations, as the group sees it (its client id); it never commits.
+    other = KafkaConsumer(
+        evaluations, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        client_id=client_id("tracescore conversations"), **group_member(3_000, "cooperative"),
+    )  # fmt: skip
+    polling, stopped = threading.Event(), threading.Event()
+
+    def poll_on() -> None:
+        while not stopped.is_set():
+            other.poll(timeout_ms=100)
+            if other.assignment():
+                polling.set()
+
+    poller = threading.Thread(target=poll_on, daemon=True)
+    poller.start()
+    looks = []
+    members = GroupCheck._members
+
+    def look_made_before_the_other_joined(self: GroupCheck) -> list[dict[str, object]]:
+        looks.append(self.group_id)
+        return [] if len(looks) == 1 else members(self)
+
+    try:
+        wait_until(polling.is_set, "the other service's member in the group")
+        monkeypatch.setattr(GroupCheck, "_members", look_made_before_the_other_joined)
+        service = alert(bootstrap, topic_prefix, group)
+        with pytest.raises(GroupShared, match="also has members of tracescore conversations"):
+            service.run(idle_timeout_s=30.0)
+    finally:
+        stopped.set()
+        poller.join(30)
+        other.close()
+    assert len(looks) >= 2, "the look after joining"
+    assert read_topic(bootstrap, f"{group}.routes") == [], "re-keyed before the look at the new group"

@@ -99,8 +99,26 @@ def _read(path: Path, error: type[ConfigFileError]) -> dict[str, Any]:
     return data
 
 
+# What Kafka accepts as a topic name (kafka.common.internals.Topic.validate): these characters, 1 to 249 of
+# them, and neither "." nor "..". The broker refuses any other (InvalidTopicException): said at start.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+TOPIC_NAME_RULE = "a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'"
+
+
+def is_topic_name(name: str) -> bool:
+    """Whether Kafka accepts `name` as a topic name (`TOPIC_NAME_RULE`)."""
+    return bool(_TOPIC_NAME.fullmatch(name)) and name not in (".", "..")
+
+
+def _is_topic_setting(field: str) -> bool:
+    """Whether the setting `field` names a Kafka topic: `topic` (consume's input) and every `*_topic`."""
+    return field == "topic" or field.endswith("_topic")
+
+
 class FileSettings(BaseSettings):
-    """Settings read from init values > environment > a config file's table > defaults."""
+    """Settings read from init values > environment > a config file's table > defaults. Every topic setting
+    (`topic`, `*_topic`) is checked against Kafka's naming rule (`TOPIC_NAME_RULE`), whichever source gave
+    it."""
 
     @classmethod
     def from_sources(
@@ -123,18 +141,22 @@ class FileSettings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, InitSettingsSource(settings_cls, dict(_file_values.get() or {}))
 
+    @field_validator("*")
+    @classmethod
+    def _kafka_accepts_the_topic(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every topic setting of every command (`topic`, `*_topic`), derived or given: a name the broker
+        would refuse is a config error naming the setting, at start, not an InvalidTopicException once
+        running. Empty: no topic, where allowed."""
+        name = info.field_name or ""
+        optional = type(None) in get_args(cls.model_fields[name].annotation)
+        checked = _is_topic_setting(name) and isinstance(value, str) and (value or not optional)
+        if checked and not is_topic_name(value):
+            raise ValueError(f"{value!r} is not a topic Kafka accepts: {TOPIC_NAME_RULE}")
+        return value
+
 
 # Where a group topic field keeps the name it takes under another group id (a `{group_id}` pattern, or None).
 _OF_ANOTHER_GROUP = "of_another_group"
-# What Kafka accepts as a topic name (kafka.common.internals.Topic.validate): these characters, 1 to 249 of
-# them, and neither "." nor "..". The broker refuses any other (InvalidTopicException): said at start.
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-TOPIC_NAME_RULE = "a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'"
-
-
-def is_topic_name(name: str) -> bool:
-    """Whether Kafka accepts `name` as a topic name (`TOPIC_NAME_RULE`)."""
-    return bool(_TOPIC_NAME.fullmatch(name)) and name not in (".", "..")
 
 
 def group_topic_field(default: str | None, of_another_group: str | None, description: str) -> Any:
@@ -227,18 +249,6 @@ class ServiceSettings(FileSettings):
                 "group id, or set those topics (to share the default group's on purpose)"
             )
         return {**values, **derived}
-
-    @field_validator("*")
-    @classmethod
-    def _kafka_accepts_the_topic(cls, value: Any, info: ValidationInfo) -> Any:
-        """Every `*_topic` setting, derived or given: a name the broker would refuse is a config error naming
-        the setting, at start, not an InvalidTopicException once running. Empty: no topic, where allowed."""
-        name = info.field_name or ""
-        optional = type(None) in get_args(cls.model_fields[name].annotation)
-        checked = name.endswith("_topic") and isinstance(value, str) and (value or not optional)
-        if checked and not is_topic_name(value):
-            raise ValueError(f"{value!r} is not a topic Kafka accepts: {TOPIC_NAME_RULE}")
-        return value
 
 
 def _group_topic_patterns(cls: type[BaseModel]) -> dict[str, str | None]:

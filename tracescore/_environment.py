@@ -11,7 +11,7 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import AliasChoices, BaseModel
 from pydantic_settings import BaseSettings
 
-__all__ = ["misspelt_variables", "variables_read"]
+__all__ = ["misspelt_variables", "variables_named", "variables_read"]
 
 _WORD = re.compile(r"[A-Za-z]{4,}")
 # How much of a description says what the setting is: the rest says how it behaves.
@@ -40,6 +40,26 @@ def variables_read(model: type[BaseSettings]) -> dict[str, str]:
                 yield from walk(nested, stem + name.upper() + delimiter)
 
     return dict(walk(model, prefix))
+
+
+def variables_named(settings: BaseModel) -> set[str]:
+    """The variables `settings` names in its values, in capitals: every setting whose name ends in `_env`
+    (a webhook's `secret_env`), at any depth. Their names are the user's, whatever prefix they have: never
+    ours to call misspelt."""
+
+    def walk(value: Any) -> Iterator[str]:
+        if isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                held = getattr(value, name)
+                if name.endswith("_env") and isinstance(held, str):
+                    yield held.upper()
+                else:
+                    yield from walk(held)
+        elif isinstance(value, (list, tuple, set, frozenset, Mapping)):
+            for item in value.values() if isinstance(value, Mapping) else value:
+                yield from walk(item)
+
+    return set(walk(settings))
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:

@@ -15,7 +15,12 @@ from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, Ka
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from kafka.errors import InconsistentGroupProtocolError, KafkaError, KafkaTimeoutError
+from kafka.errors import (
+    InconsistentGroupProtocolError,
+    KafkaError,
+    KafkaTimeoutError,
+    TopicAlreadyExistsError,
+)
 from kafka.structs import MemberState
 
 from tracescore._first_join import first_join, subscribe_topics
@@ -98,9 +103,15 @@ def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -
 
 
 def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic]) -> list[str]:
-    """Create the missing topics (a name: with the broker's defaults); the names of those it created. Best
+    """Create the missing topics (a name: with the broker's defaults); the names of those it created, once
+    the broker's metadata shows them with a leader for every partition (within the connect timeout). Best
     effort: where this client may not create topics, the broker's auto-creation or the operator's
-    provisioning applies."""
+    provisioning applies.
+
+    The wait is why nothing that writes or subscribes next logs an error: the broker answers CreateTopics
+    before its metadata shows the topic (KRaft applies it moments later), and a client asking for the topic
+    in between is told it does not exist, which kafka-python logs as an ERROR ("Topic X not found in
+    cluster metadata"), as it does for a producer whose first send makes the broker auto-create the topic."""
     wanted = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t, -1, -1) for t in topics)}
     try:
         admin = KafkaAdminClient(**connection.client_config())
@@ -110,16 +121,27 @@ def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic])
     try:
         existing = set(admin.list_topics())
         missing = [topic for name, topic in sorted(wanted.items()) if name not in existing]
-        if missing:
-            # raise_errors=False: another process creating the same topic at the same moment is fine.
-            admin.create_topics(missing, raise_errors=False)
-            _log.info("created topics: %s", ", ".join(t.name for t in missing))
+        if not missing:
+            return []
+        # raise_errors=False: another process creating the same topic at the same moment is fine.
+        answer = admin.create_topics(missing, raise_errors=False)
+        _log.info("created topics: %s", ", ".join(t.name for t in missing))
+        # A topic refused (no permission, a policy) will not appear: only the others are waited for.
+        made = [t["name"] for t in answer.get("topics", ()) if t.get("error_code") in _CREATED]
+        try:
+            admin.wait_for_topics(made, timeout_ms=connection.connect_timeout_s * 1000)
+        except KafkaTimeoutError as exc:
+            _log.debug("created topics not in the metadata yet: %s", exc)
         return [t.name for t in missing]
     except KafkaError as exc:
         _log.debug("could not create topics %s: %s", sorted(wanted), exc)
         return []
     finally:
         admin.close()
+
+
+# CreateTopics' error codes of a topic that exists after it: none, and another process created it meanwhile.
+_CREATED = frozenset({0, TopicAlreadyExistsError.errno})
 
 
 def wait_for_partitions(client_config: Mapping[str, Any], topics: Iterable[str], timeout_s: float) -> None:

@@ -282,11 +282,16 @@ def page() -> str:
         "# Settings\n\n",
         "Every setting, with the environment variable, config-file key and flag that set it. One precedence "
         "everywhere: flags > environment variables > the `--config` file > defaults. Invalid values stop a "
-        "command at start with one line naming the flag or variable. Nested settings read variables joined "
+        "command at start with one line naming the flag or variable; so does a topic setting (`topic`, "
+        "`*_topic`, any command) that Kafka would refuse: a topic name is 1 to 249 letters, digits, `.`, `_` "
+        "and `-`, and not `.` or `..`. Nested settings read variables joined "
         "with `__` (`TRACESCORE_ASSEMBLY__GRACE_S`); lists of tables are JSON in a variable, or tables in "
         "the file (`[[sampling.rates]]`). A `TRACESCORE_*` variable that no setting reads (a misspelt "
-        "`TRACESCORE_BROKER`) is named in a warning when `tracescore consume` starts, with the valid name "
-        "most like it.\n",
+        "`TRACESCORE_BROKER`) is named in a warning when `tracescore consume`, `tracescore alert` or "
+        "`tracescore conversations` starts, with the valid name most like it; alert and conversations "
+        "check their own `TRACESCORE_ALERT_*` and `TRACESCORE_CONVERSATIONS_*` variables against their "
+        "settings too. A variable a config names (a webhook's `secret_env`) is yours, whatever its name: "
+        "never warned about.\n",
     ]
     documented: set[str] = set()
     for section in sections():

@@ -42,9 +42,10 @@ def test_the_routes_firing_come_first_then_the_nearest_to_firing_and_the_rest_ar
     ]
     assert more == 9
     lines = describe_routes(shown, more)
-    assert lines[0] == "routes (12, worst first):" and lines[-1] == "  and 9 more"
+    # As `tracescore alert` prints them, under its counts line.
+    assert lines[0] == "  routes (12, worst first):" and lines[-1] == "    and 9 more"
     # Each with its estimate (value, bounds, what it came from) against the rule's thresholds.
-    assert lines[1].startswith("  rag-api /crit faithfulness: critical: 0.10 ["), lines
+    assert lines[1].startswith("    rag-api /crit faithfulness: critical: 0.10 ["), lines
     assert "10 offline + 0 LLM" in lines[1], lines
     assert lines[1].endswith("(thresholds: warning 0.70, critical 0.40)"), lines
 

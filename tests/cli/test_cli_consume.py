@@ -64,8 +64,8 @@ def test_illegal_topic_name_fails_at_startup_with_a_one_line_error() -> None:
     done = _consume_with_bad_input("--evaluations-topic", "no spaces allowed")
     assert done.returncode == 2, f"a usage error, not a crash ({done.returncode}):\n{done.stderr}"
     assert _error_lines(done.stderr) == [
-        "Error: invalid value for --evaluations-topic: 'no spaces allowed' is not a legal Kafka topic name "
-        "(1-249 of [a-zA-Z0-9._-])"
+        "Error: invalid value for --evaluations-topic: 'no spaces allowed' is not a topic Kafka accepts: a "
+        "Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'"
     ]
 
 

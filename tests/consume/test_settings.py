@@ -139,3 +139,49 @@ def test_an_invalid_flag_is_one_usage_line_naming_the_flag() -> None:
     result = CliRunner().invoke(consume, ["--max-in-flight", "0"])
     assert result.exit_code == 2
     assert "invalid value for --max-in-flight: Input should be greater than or equal to 1" in result.output
+
+
+# consume's topic settings: its input (`topic`) and every `*_topic`, as for alert and conversations.
+TOPIC_SETTINGS = [n for n in ConsumerSettings.model_fields if n == "topic" or n.endswith("_topic")]
+KAFKA_RULE = (
+    "is not a topic Kafka accepts: a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not "
+    "'.' or '..'"
+)
+
+
+def test_every_topic_setting_of_consume_is_checked() -> None:
+    assert TOPIC_SETTINGS == [
+        "topic", "evaluations_topic", "dlq_topic", "evaluation_spans_topic", "conversation_evidence_topic",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("setting", TOPIC_SETTINGS)
+@pytest.mark.parametrize("name", ["team b.spans", "team/b", "t" * 250, ".", "..", "état"])
+def test_a_topic_kafka_refuses_stops_consume_at_start_naming_the_setting(
+    setting: str, name: str, tmp_path: Path
+) -> None:
+    """The rule and the words of `tracescore alert` and `tracescore conversations`, from a flag, the
+    environment or the file alike: one line at start, not an InvalidTopicException once running."""
+    variable = f"TRACESCORE_{setting.upper()}"
+    path = write(tmp_path, f"[consume]\n{setting} = {name!r}\n")
+    for args, env, where in (
+        ([f"--{setting.replace('_', '-')}", name], {}, f"--{setting.replace('_', '-')}"),
+        ([], {variable: name}, f"{variable} (or `{setting}` in --config)"),
+        (["--config", str(path)], {}, f"{variable} (or `{setting}` in --config)"),
+    ):
+        result = CliRunner().invoke(consume, args, env=env)
+        assert result.exit_code == 2, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("Error")]
+        assert errors == [f"Error: invalid value for {where}: {name!r} {KAFKA_RULE}"], (args, env)
+
+
+@pytest.mark.parametrize("setting", TOPIC_SETTINGS)
+def test_a_topic_name_of_249_characters_is_accepted(setting: str) -> None:
+    assert getattr(ConsumerSettings.load({setting: "Team_B-2.x" * 24 + "abcdefghi"}), setting) == (
+        "Team_B-2.x" * 24 + "abcdefghi"
+    )
+
+
+def test_an_evaluation_spans_topic_left_empty_is_the_spans_topic() -> None:
+    assert ConsumerSettings.load({"evaluation_spans_topic": "", "topic": "spans"}).spans_out_topic == "spans"
+    assert ConsumerSettings.load({"conversation_evidence_topic": ""}).conversation_evidence_topic is None

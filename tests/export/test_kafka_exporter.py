@@ -151,6 +151,27 @@ def test_every_span_reaches_the_topic_and_is_counted_delivered(bootstrap: str, t
 
 
 @pytest.mark.kafka
+def test_an_application_s_first_export_to_a_topic_not_created_yet_logs_no_error(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first start of an app before any consumer: the broker would auto-create the topic at the first
+    # send, which kafka-python logs as "ERROR Topic X not found in cluster metadata" in the app's log.
+    topic = f"{topic_prefix}.first"
+    exporter = KafkaSpanExporter(bootstrap, topic)
+    provider, bounded = _pipeline(exporter, schedule_delay_s=60)
+    _make(provider, 5)
+    with caplog.at_level(logging.DEBUG):
+        try:
+            assert bounded.force_flush(60_000) and exporter.accounting.delivered == 5
+        finally:
+            bounded.shutdown(timeout_millis=10_000)
+    errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], errors
+    assert f"created topics: {topic}" in caplog.messages, "created by the exporter, not auto-created"
+    assert len(read_topic(bootstrap, topic, timeout_s=30)) >= 1
+
+
+@pytest.mark.kafka
 def test_force_flush_returns_once_spans_are_delivered_to_a_topic_still_being_created(
     bootstrap: str, topic_prefix: str
 ) -> None:

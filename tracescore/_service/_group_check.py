@@ -7,9 +7,10 @@ them: each service would see only part of the records, and say nothing. Their in
 
 So each service's clients carry its name as their Kafka client id, and the group's members are looked at
 (DescribeGroups) before the first poll and after each change of stage 1's assignment (a member joined or
-left): a member of the other service there is `GroupShared`, one line that says what to do, and the service
-exits before it reads another batch. Two started at once both join, and the rebalance that follows has each
-look again.
+left), between the poll that brought the change and the batch it may bring with it: a member of the other
+service there is `GroupShared`, one line that says what to do, and the service exits before it re-keys any of
+that batch (left uncommitted). Two started at once both join, and the rebalance that follows has each look
+again, each BROKER_WAIT_S at most.
 """
 
 from __future__ import annotations

@@ -286,8 +286,8 @@ class ServiceLoop:
             if self._health_file is not None:
                 self._health_file.touch()
             with self.waiting("the broker (stage 1: re-keying a batch)"):
-                self._group_check()  # after a change of stage 1's members, before the batch it brings
-                moved = self.rekey.step(_POLL_MS)
+                # After a change of stage 1's members, before the batch the same poll brings.
+                moved = self.rekey.step(_POLL_MS, before_batch=self._group_check)
             with self.waiting("the broker (stage 2: reading the keyed topic, restoring state)"):
                 moved += self.keyed.step(_POLL_MS)
             if moved:

@@ -65,13 +65,16 @@ class RekeyStage:
         """When the group first gave this member its partitions (none, too, when more members than them)."""
         return None if self._joined is None else self._joined.first_assigned_at
 
-    def step(self, timeout_ms: int) -> int:
-        """Poll once, write the batch again, commit it; the number of records read."""
+    def step(self, timeout_ms: int, before_batch: Callable[[], None] = lambda: None) -> int:
+        """Poll once, write the batch again, commit it; the number of records read. `before_batch` runs
+        between the poll and the batch: a poll that changed the assignment may bring the batch too, and the
+        check of the new group must come before any of it is written (an exception leaves it uncommitted)."""
         count = 0
         futures = []
         polled = poll_or_nothing(self.consumer, timeout_ms)
         if self._joined is not None:
             self._joined.polled(self.consumer)
+        before_batch()
         if any(polled.values()):
             crash_point("rekey.polled")
         for messages in polled.values():

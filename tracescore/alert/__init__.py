@@ -32,7 +32,7 @@ from tracescore.alert._sinks import (
     make_sink,
     sign,
 )
-from tracescore.alert._standing import Standing, describe_routes
+from tracescore.alert._standing import Standing, describe_routes, stop_summary
 from tracescore.alert._state import AlertState, DropState
 from tracescore.alert._window import EstimateWindow
 
@@ -69,4 +69,5 @@ __all__ = [
     "load_alert_config",
     "make_sink",
     "sign",
+    "stop_summary",
 ]

@@ -40,7 +40,7 @@ from tracescore.alert._evaluator import AlertEvaluator
 from tracescore.alert._logic import UNIT_HEADER, AlertLogic
 from tracescore.alert._notification import Notification
 from tracescore.alert._sinks import AlertmanagerSink, Sink
-from tracescore.alert._standing import Standing, worst_first
+from tracescore.alert._standing import SUMMARY_ROUTES, Standing, worst_first
 from tracescore.model import (
     ConversationRecord,
     EvaluationRecord,
@@ -49,13 +49,11 @@ from tracescore.model import (
     read_evaluation_record,
 )
 
-__all__ = ["SUMMARY_ROUTES", "AlertService", "AlertStats"]
+__all__ = ["AlertService", "AlertStats"]
 
 _log = logging.getLogger("tracescore.alert")
 Clock = Callable[[], datetime]
 _ROUTES_REASON_CHARS = 1_000
-# Routes the summary at a stop names, worst first: a group's thousands would bury the few that matter.
-SUMMARY_ROUTES = 10
 
 
 @dataclass

@@ -13,7 +13,10 @@ from tracescore.alert._notification import AlertKey
 from tracescore.alert._reading import DropReading
 from tracescore.alert._state import Level
 
-__all__ = ["Standing", "describe_routes", "worst_first"]
+__all__ = ["SUMMARY_ROUTES", "Standing", "describe_routes", "stop_summary", "worst_first"]
+
+# Routes the summary at a stop names, worst first: a group's thousands would bury the few that matter.
+SUMMARY_ROUTES = 10
 
 _RANK: dict[Level, int] = {"ok": 0, "warning": 1, "critical": 2}
 
@@ -79,8 +82,15 @@ def worst_first(standings: Iterable[Standing], most: int) -> tuple[list[Standing
 
 
 def describe_routes(routes: Sequence[Standing], more: int) -> list[str]:
-    """The summary's lines for the routes `worst_first` kept and the `more` it left out."""
+    """The stop summary's lines for the routes `worst_first` kept and the `more` it left out, as `tracescore
+    alert` prints them under its counts line."""
     if not routes:
         return []
-    rest = [f"  and {more} more"] if more else []
-    return [f"routes ({len(routes) + more}, worst first):", *(f"  {s.describe()}" for s in routes), *rest]
+    rest = [f"    and {more} more"] if more else []
+    return [f"  routes ({len(routes) + more}, worst first):", *(f"    {s.describe()}" for s in routes), *rest]
+
+
+def stop_summary(standings: Iterable[Standing]) -> list[str]:
+    """What `tracescore alert` says of the routes it holds when it stops, from where each stands now
+    (`AlertEvaluator.standings`): the worst `SUMMARY_ROUTES`, the others counted."""
+    return describe_routes(*worst_first(standings, SUMMARY_ROUTES))

@@ -54,4 +54,4 @@ def alert(
         err=True,
     )
     for line in describe_routes(stats.routes, stats.more_routes):
-        click.echo(f"  {line}", err=True)
+        click.echo(line, err=True)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import click
 from pydantic_settings import BaseSettings
 
-from tracescore._environment import misspelt_variables
+from tracescore._environment import misspelt_variables, variables_named
 from tracescore._service import CRASH_ENV, PAUSE_ENV
 
 __all__ = ["warn_misspelt_variables"]
@@ -48,9 +48,17 @@ def _option_variables() -> dict[str, str]:
     return found
 
 
-def warn_misspelt_variables(environ: Mapping[str, str] = os.environ) -> None:
-    """One warning per variable in tracescore's prefix that nothing reads, naming the closest valid one."""
-    for name, meant in misspelt_variables(list(environ), _settings_read(), _option_variables()).items():
+def warn_misspelt_variables(own: BaseSettings | None = None, environ: Mapping[str, str] = os.environ) -> None:
+    """One warning per variable in tracescore's prefix that nothing reads, naming the closest valid one.
+    `own`: the settings a service command read (`tracescore alert`'s, `tracescore conversations'`), whose
+    own prefix (`TRACESCORE_ALERT_`) is checked against them too; the variables they name (a webhook's
+    `secret_env`) are the user's, never warned about."""
+    theirs = variables_named(own) if own is not None else set()
+    names = [name for name in environ if name.upper() not in theirs]
+    found = misspelt_variables(names, _settings_read(), _option_variables())
+    if own is not None:
+        found.update(misspelt_variables(names, [type(own)]))
+    for name, meant in sorted(found.items()):
         _log.warning(
             "%s is set, but no tracescore setting has that name, so it is ignored: %s (every variable: see "
             "the docs, Reference > Settings)",

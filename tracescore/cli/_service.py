@@ -100,6 +100,7 @@ def service_settings(
     """The config of `tracescore alert` or `tracescore conversations` (`load`: flags > its environment > its
     file > defaults) and how it reaches Kafka; a mistake in either is one usage line."""
     from tracescore._config import ConfigFileError
+    from tracescore.cli._environment import warn_misspelt_variables
 
     given = nest(flags)
     given.pop("kafka", None)  # the security flags: the connection's
@@ -107,6 +108,7 @@ def service_settings(
         config = load(config_path, **given)
     except ConfigFileError as exc:
         raise click.UsageError(str(exc)) from exc
+    warn_misspelt_variables(config)
     return config, service_connection(config, connect_timeout, flags)
 
 

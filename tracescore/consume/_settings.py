@@ -7,7 +7,6 @@ name and default shown), so a default is never written twice.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -33,8 +32,6 @@ from tracescore.emit import DLQ_TOPIC, EVIDENCE_CHARS
 from tracescore.model import EVALUATIONS_TOPIC, EVIDENCE_TOPIC
 
 __all__ = ["ConfigFileError", "ConsumerSettings", "KafkaSecurity"]
-
-_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 class ConsumerSettings(FileSettings):
@@ -140,20 +137,10 @@ class ConsumerSettings(FileSettings):
     # client here; its producer tuning is the SDK's and is ignored here.
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
 
-    @field_validator("conversation_evidence_topic", mode="before")
+    @field_validator("evaluation_spans_topic", "conversation_evidence_topic", mode="before")
     @classmethod
     def _empty_is_none(cls, name: object) -> object:
         return None if name == "" else name
-
-    @field_validator(
-        "topic", "evaluations_topic", "dlq_topic", "evaluation_spans_topic", "conversation_evidence_topic"
-    )
-    @classmethod
-    def _legal_topic(cls, name: str | None) -> str | None:
-        # Kafka's own rule; checked here so a typo fails at startup, not at the first produced record.
-        if (name is not None and not _TOPIC.fullmatch(name)) or name in (".", ".."):
-            raise ValueError(f"{name!r} is not a legal Kafka topic name (1-249 of [a-zA-Z0-9._-])")
-        return name
 
     @model_validator(mode="after")
     def _evidence_fits(self) -> ConsumerSettings:

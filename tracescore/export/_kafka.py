@@ -32,7 +32,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach,
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from tracescore._kafka_config import SPANS_TOPIC
+from tracescore._kafka_config import SPANS_TOPIC, KafkaConnection
 from tracescore.export._accounting import SpanAccounting
 from tracescore.export._layout import encode_partition_messages, encode_per_trace
 from tracescore.export._settings import KafkaProducerSettings
@@ -65,6 +65,12 @@ class KafkaSpanExporter(SpanExporter):
         self.bootstrap_servers = bootstrap_servers
         settings = settings or KafkaProducerSettings()
         self._config = settings.producer_config()
+        # For creating the topic before the first send: its wait for the metadata shares max_block_ms' bound.
+        self._connection = KafkaConnection(
+            bootstrap_servers=bootstrap_servers,
+            security=settings.security(),
+            connect_timeout_s=max(settings.max_block_ms, 1) / 1000,
+        )
         self._per_trace = settings.trace_messages == "per_trace"
         self._max_message_bytes = settings.span_message_max_bytes()
         self._producer = producer
@@ -199,5 +205,12 @@ class KafkaSpanExporter(SpanExporter):
         # Only the export thread creates the producer, and creating it may wait for a broker: not under
         # self._lock, which shutdown() and the delivery callbacks take.
         if self._producer is None:
-            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._config)
+            producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._config)
+            # A broker answered. The topic is created first when missing, as `tracescore consume` does: a
+            # first send that makes the broker auto-create it is logged by kafka-python as an ERROR ("Topic X
+            # not found in cluster metadata") in the application's log. Best effort, as auto-creation is.
+            from tracescore._kafka import ensure_topics  # the admin client, loaded once, on this thread
+
+            ensure_topics(self._connection, [self.topic])
+            self._producer = producer
         return self._producer
