@@ -50,6 +50,10 @@ EXPECTED = {
     "openinference_openai_stuffed": ("interaction", "openinference"),
     "openllmetry_openai_stuffed/unlabelled": ("skip", "no_retrieval"),
     "openllmetry_openai_stuffed": ("interaction", "openllmetry"),
+    # A Haystack pipeline with no retriever: its prompt builder renders the app's documents under `Context:`
+    # into the messages (or the prompt string) its chat generator is given: read from the generator's input.
+    "haystack_otel_stuffed/unlabelled": ("skip", "empty_context"),
+    "haystack_otel_stuffed": ("interaction", "haystack"),
     "langchain_stream_history": ("interaction", "openinference"),
     # Content capture off on the decorated functions: the retrieval recorded no documents, the generation's
     # prompt holds them under `Context:` (the OpenAI integration records its messages): read from there.

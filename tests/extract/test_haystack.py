@@ -25,9 +25,13 @@ def _pipeline(
     inputs: dict[str, Any],
     *components: tuple[str, dict[str, Any] | None, Any],
     name: str = "haystack.pipeline.run",
+    outputs: dict[str, Any] | None = None,
 ) -> list[DecodedSpan]:
     """A `haystack.pipeline.run` with one `haystack.component.run` per (class name, input, output)."""
-    run = span(name, {"haystack.pipeline.input_data": json.dumps(inputs)}, scope="haystack")
+    attributes = {"haystack.pipeline.input_data": json.dumps(inputs)}
+    if outputs is not None:
+        attributes["haystack.pipeline.output_data"] = json.dumps(outputs)
+    run = span(name, attributes, scope="haystack")
     spans = [run]
     for at, (kind, given, made) in enumerate(components, start=1):
         attributes = {"haystack.component.name": kind.lower(), "haystack.component.type": kind}
@@ -127,3 +131,36 @@ def test_the_pipeline_is_read_once_around_the_model_clients_own_instrumentation(
     found = extract(trace(*spans, client))
     [rag] = found.interactions
     assert rag.convention == "haystack" and found.skips == []
+
+
+STUFFED = f"Answer from the context below.\n\nContext:\n{DOC}\n\nQuestion: {QUESTION}"
+
+
+def test_a_text_generators_prompt_carries_documents_under_a_label() -> None:
+    """Haystack 2.x's OpenAIGenerator: its input is the prompt string the PromptBuilder rendered."""
+    run, _, generator = _pipeline(
+        {"prompt_builder": {"question": QUESTION}},
+        ("PromptBuilder", {"question": QUESTION}, {"prompt": STUFFED}),
+        ("OpenAIGenerator", {"prompt": STUFFED}, {"replies": [ANSWER], "meta": [{}]}),
+    )
+    [rag] = extract(trace(run, _, generator)).interactions
+    assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, (DOC,), ANSWER)
+    assert [(s.kind, s.span_id) for s in rag.context_sources] == [("prompt", generator.span_id)]
+
+
+def test_the_prompt_builders_rendered_prompt_is_read_when_the_model_call_is_the_apps_own_component() -> None:
+    """A custom component calls the model: no ...Generator input; the ChatPromptBuilder's output holds the
+    messages, the documents in its system message."""
+    messages = [
+        {"role": "system", "meta": {}, "name": None, "content": [{"text": f"Context:\n{DOC}"}]},
+        {"role": "user", "meta": {}, "name": None, "content": [{"text": QUESTION}]},
+    ]
+    run, builder, model_call = _pipeline(
+        {"prompt_builder": {"question": QUESTION}},
+        ("ChatPromptBuilder", {"question": QUESTION}, {"prompt": messages}),
+        ("AuroraModelCall", {"messages": messages}, {"replies": [_reply(ANSWER)]}),
+        outputs={"llm": {"replies": [_reply(ANSWER)]}},
+    )
+    [rag] = extract(trace(run, builder, model_call)).interactions
+    assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, (DOC,), ANSWER)
+    assert [(s.kind, s.span_id) for s in rag.context_sources] == [("instructions", builder.span_id)]

@@ -1,8 +1,9 @@
 """Documents an app put into the prompt itself, under a label that names them (`Context:`, `<context>` tags),
 with no retriever span: read by every convention from the answering model call's instructions (kind
 `instructions`) or its last user message (kind `prompt`, the question then being the message's text outside
-them). Recorded from the real libraries (fixtures/openinference_openai_stuffed, openllmetry_openai_stuffed:
-scenarios/_stuffed.py); a prompt with no label stays an explained skip; retrieved documents always win."""
+them). Recorded from the real libraries (fixtures/openinference_openai_stuffed, openllmetry_openai_stuffed,
+haystack_otel_stuffed: scenarios/_stuffed.py); a prompt with no label stays an explained skip; retrieved
+documents always win."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def test_a_recorded_stuffed_prompt_is_an_interaction_with_its_question_documents
     assert interaction.span.name == recording.interaction_span
 
 
-@pytest.mark.parametrize("source", ["openinference_openai_stuffed", "openllmetry_openai_stuffed"])
+@pytest.mark.parametrize(
+    "source", ["openinference_openai_stuffed", "openllmetry_openai_stuffed", "haystack_otel_stuffed"]
+)
 def test_documents_pasted_into_the_prompt_with_no_label_are_never_guessed(source: str) -> None:
     found = extracted(spans_of(STUFFED[f"{source}/unlabelled"]))
     assert found.interactions == []

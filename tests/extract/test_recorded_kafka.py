@@ -104,6 +104,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         # Documents pasted into the prompt with no label naming them.
         ("aurora-support-openai-stuffed", "empty_context"),
         ("aurora-support-traceloop-stuffed", "no_retrieval"),
+        ("aurora-support-haystack-stuffed", "empty_context"),
         ("aurora-support-genai", "missing_answer"),  # the GenAI util with EVENT_ONLY: no text on the trace
         ("aurora-support-langgraph", "empty_context"),
         ("aurora-support-autogen", "missing_answer"),

@@ -16,8 +16,11 @@ The question is the question-like input of a component in the pipeline's input (
 retrievers' output `documents[].content` (a ranker's instead, when it has them). The answer is the text of the
 generator's `replies` in the pipeline's output, else in the last generator's output. Tool results in a
 generator's input messages (Haystack tool messages, `tool_call_result` parts) are read like every
-convention's: this turn's without a tool span, earlier turns' as `earlier_turn`. What a prompt template put
-into an earlier user message is prompt text, never split into guessed documents.
+convention's: this turn's without a tool span, earlier turns' as `earlier_turn`. With no documents recorded
+any other way, those a prompt builder rendered under a label (`Context:`, `<context>` tags) are read as every
+convention reads them (`_prompt`): from the last generator's input `messages` (a ChatPromptBuilder's chat
+messages, or a PromptBuilder's prompt string: the user's message), else a prompt builder's rendered `prompt`.
+What a prompt template put into an earlier user message is prompt text, never split into guessed documents.
 
 Haystack's tracer has no notion of a session: an app tags its own span around the pipeline
 (`tracing.tracer.trace("chat.turn", tags={"session.id": ..., "user.id": ...})`), which the shared lineage
@@ -27,12 +30,19 @@ rule reads. With content tracing off no component input or output is recorded: t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tracescore.extract._convention import Convention, Reading
 from tracescore.extract._history import TurnResult, genai_tool_results
-from tracescore.extract._read import assistant_text, documents_of, parse_json, question_text
+from tracescore.extract._read import (
+    Prompt,
+    assistant_text,
+    documents_of,
+    message_prompt,
+    parse_json,
+    question_text,
+)
 from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["Haystack"]
@@ -59,8 +69,12 @@ class Haystack(Convention):
         ("Embedder", "embedder"),
     )
     REPLIES = "replies"  # a generator's output: chat messages, or strings
-    MESSAGES = "messages"  # a chat generator's input
+    MESSAGES = "messages"  # a chat generator's input: chat messages, or a prompt string
+    PROMPT = "prompt"  # a prompt builder's output (chat messages, or a string), a 2.x text generator's input
     PIPELINE, RETRIEVER, RANKER, GENERATOR = "pipeline", "retriever", "ranker", "generator"
+    PROMPT_BUILDER = "prompt_builder"
+    # Where a component records the prompt it was given or rendered.
+    PROMPT_CARRIERS = {GENERATOR: COMPONENT_INPUT, PROMPT_BUILDER: COMPONENT_OUTPUT}
     INTERACTION_KINDS = frozenset({PIPELINE})
     LLM_KINDS = frozenset({GENERATOR})
     MARKER = COMPONENT_TYPE
@@ -70,8 +84,9 @@ class Haystack(Convention):
         f"query in its {COMPONENT_INPUT}",
         "answer": f"the {REPLIES} of a generator in {PIPELINE_OUTPUT}, and in the last generator's "
         f"{COMPONENT_OUTPUT}",
-        "documents": f"the documents in the {COMPONENT_OUTPUT} of each ...Retriever (a ...Ranker's instead) "
-        "and tool results in the generators' input messages",
+        "documents": f"the documents in the {COMPONENT_OUTPUT} of each ...Retriever (a ...Ranker's instead), "
+        "tool results in the generators' input messages, and documents under a label in the last generator's "
+        f"{MESSAGES} (or a ...PromptBuilder's rendered {PROMPT})",
     }
 
     RUN_MODEL_OUTPUT = (COMPONENT_OUTPUT,)
@@ -106,6 +121,22 @@ class Haystack(Convention):
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         inputs = parse_json(llm.attributes.get(self.COMPONENT_INPUT))
         return genai_tool_results(inputs.get(self.MESSAGES)) if isinstance(inputs, Mapping) else []
+
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        """A generator's input `messages` (`prompt` in 2.x's text generators), a prompt builder's rendered
+        `prompt`: chat messages, or one prompt string (what a PromptBuilder renders), the user's message."""
+        carrier = self.PROMPT_CARRIERS.get(self.kind(span))
+        given = parse_json(span.attributes.get(carrier)) if carrier is not None else None
+        if not isinstance(given, Mapping):
+            return None
+        messages = given.get(self.MESSAGES, given.get(self.PROMPT))
+        return Prompt(None, messages) if isinstance(messages, str) else message_prompt(messages)
+
+    def prompt_spans(self, reading: Reading) -> Iterator[DecodedSpan]:
+        """The generators, last first, then the prompt builders' rendered prompts, last first (the model call
+        may be a component of the app's own, not a ...Generator)."""
+        yield from super().prompt_spans(reading)
+        yield from (s for s in reversed(reading.around) if self.kind(s) == self.PROMPT_BUILDER)
 
     def question(self, reading: Reading) -> str | None:
         return question_text(reading.anchor.attributes.get(self.PIPELINE_INPUT))
