@@ -1,13 +1,19 @@
-"""The documents a prompt's instructions carry under a label that names them (`_prompt.context_block`): read
-as one document; instructions that only instruct are never documents."""
+"""The documents a prompt's instructions carry under a label that names them (`_prompt.prompt_documents`):
+read as one document; instructions that only instruct are never documents."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracescore.extract._prompt import context_block
+from tracescore.extract._prompt import prompt_documents
 
 DOCS = "Aurora Basic costs 9 euros a month.\nPhone support comes only with Plus."
+
+
+def context_block(instructions: str) -> str | None:
+    """The one document the instructions carry under a label, None without one."""
+    found = prompt_documents(instructions)
+    return found.block if found is not None else None
 
 
 @pytest.mark.parametrize(

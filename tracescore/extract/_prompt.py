@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-__all__ = ["PromptDocuments", "context_block", "prompt_documents"]
+__all__ = ["PromptDocuments", "prompt_documents"]
 
 # A line that introduces the documents a prompt carries, ending with a colon at most two words after a word
 # that names them ("Context:", "Answer from this context only:", "Here are the documents:"), or tags around
@@ -75,9 +75,3 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
         return None
     outside = f"{text[:start].strip()}\n\n{text[end:].strip()}".strip()
     return PromptDocuments(block, outside or None)
-
-
-def context_block(text: Any) -> str | None:
-    """The documents a prompt text carries under a label (`prompt_documents`), None without one."""
-    found = prompt_documents(text)
-    return found.block if found is not None else None
