@@ -14,7 +14,10 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[Cons
     """Every message on `topic` up to its end offsets as they are now, read without a group (none if the
     topic does not exist). TimeoutError, saying how far it got, when that end is not reached within
     `timeout_s`: never a part of the topic taken for all of it."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    # earliest: records deleted under the read are skipped, not everything after them (the default reset).
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest"
+    )
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not tps:
