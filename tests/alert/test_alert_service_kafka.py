@@ -23,7 +23,6 @@ from tracescore.alert import (
     AlertKey,
 )
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
-from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.kafka
@@ -195,7 +194,7 @@ def test_members_joining_and_leaving_in_turn_notify_each_alert_once(
 
 
 def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
-    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, closed_port: int
 ) -> None:
     """The real app drifts on /billing while the LLM judge is unreachable: the real consumer writes error
     records, and the only alerts are judge-health ones."""
@@ -221,7 +220,7 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
         capture_output=True,
         timeout=300,
     )
-    judge_down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every judge call fails at once
+    judge_down = f"http://127.0.0.1:{closed_port}/v1"  # nothing listens: every judge call fails at once
     consume = subprocess.run(
         [
             *(sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -86,12 +85,6 @@ def _annotations(api: httpx2.Client, span: SpanIds) -> dict[str, list[dict[str, 
     for annotation in response.json()["data"]:
         by_name.setdefault(annotation["name"], []).append(annotation)
     return by_name
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- against the real Phoenix ---------------------------------------------------------------------------
@@ -183,10 +176,10 @@ def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
 
 
 def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, closed_port: int
 ) -> None:
     settings = PhoenixSettings(
-        endpoint=f"http://127.0.0.1:{_closed_port()}",
+        endpoint=f"http://127.0.0.1:{closed_port}",
         api_key="phx-secret-key",
         max_retries=2,
         retry_base_s=0.0,
