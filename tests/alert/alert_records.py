@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _helpers import WAIT_S
 from kafka import KafkaProducer
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
@@ -122,7 +123,7 @@ class Running:
 
     def __exit__(self, *exc: object) -> None:
         self.service.stop()
-        self._thread.join(60)
+        self._thread.join(WAIT_S)  # returns as soon as the member stopped
         assert not self._thread.is_alive()
 
 

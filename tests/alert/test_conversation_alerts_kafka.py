@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from _helpers import WAIT_S, wait_until
 from kafka import KafkaProducer
 
 from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
@@ -46,7 +47,7 @@ class Threaded:
 
     def __exit__(self, *exc: object) -> None:
         self.service.stop()
-        self._thread.join(60)
+        self._thread.join(WAIT_S)  # returns as soon as the service stopped
         assert not self._thread.is_alive()
 
 
@@ -95,8 +96,6 @@ def test_a_drop_in_clean_conversations_fires_a_conversation_alert(bootstrap: str
             assert (body["state"], body["unit"], body["samples"]) == ("firing", "conversation", 12)
             assert body["value"] == pytest.approx(0.5)
             assert body["labels"]["unit"] == "conversation"
-            deadline = datetime.now(UTC).timestamp() + 60
-            while alert.stats.records < len(turns) + 12 and datetime.now(UTC).timestamp() < deadline:
-                threading.Event().wait(0.1)
+            wait_until(lambda: alert.stats.records >= len(turns) + 12, "every answer and conversation read")
             assert alert.stats.records == len(turns) + 12
         assert len(receiver.requests) == 1, "the answers' rule stays quiet: 87.5% of answers are faithful"
