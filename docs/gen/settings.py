@@ -288,7 +288,10 @@ def page() -> str:
         "with `__` (`TRACESCORE_ASSEMBLY__GRACE_S`); lists of tables are JSON in a variable, or tables in "
         "the file (`[[sampling.rates]]`). A `TRACESCORE_*` variable that no setting reads (a misspelt "
         "`TRACESCORE_BROKER`) is named in a warning when `tracescore consume`, `tracescore alert` or "
-        "`tracescore conversations` starts, with the valid name most like it; alert and conversations "
+        "`tracescore conversations` starts, with the valid name most like it; a settings group's variables "
+        "(`TRACESCORE_JUDGE_*`, `TRACESCORE_SAMPLING__*`, `TRACESCORE_PHOENIX_*`, `TRACESCORE_EMBEDDINGS_*`) "
+        "are compared with that group's (`TRACESCORE_JUDGE_MODLE`: did you mean `TRACESCORE_JUDGE_MODEL`?); "
+        "alert and conversations "
         "check their own `TRACESCORE_ALERT_*` and `TRACESCORE_CONVERSATIONS_*` variables against their "
         "settings too. A variable a config names (a webhook's `secret_env`) is yours, whatever its name: "
         "never warned about.\n",
