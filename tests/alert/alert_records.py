@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from _helpers import WAIT_S
-from kafka import KafkaProducer
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.alert import (
@@ -25,6 +24,7 @@ from tracescore.alert import (
 )
 from tracescore.alert.testing import WebhookReceiver
 from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_topics import input_producer
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -128,7 +128,7 @@ class Running:
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [topic], acks="all")
     for i, value in enumerate(values):
         producer.send(topic, key=f"{i:032x}".encode(), value=value)
     producer.flush()

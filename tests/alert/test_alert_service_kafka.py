@@ -16,7 +16,7 @@ import pytest
 from _helpers import wait_until
 from alert_records import Running, produce, record
 from alert_records import service_config as config
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from tracescore.alert import (
@@ -24,6 +24,7 @@ from tracescore.alert import (
 )
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -135,7 +136,7 @@ def test_no_record_name_or_stored_state_stops_the_service(
 def produce_keyed(
     bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]], partitions: bool = False
 ) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2**23)
+    producer = input_producer(bootstrap, [topic], acks="all", max_request_size=2**23)
     for n, (key, value) in enumerate(messages):
         producer.send(topic, key=key, value=value, partition=n % 6 if partitions else None).get(60)
     producer.close()

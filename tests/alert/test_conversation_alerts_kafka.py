@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 from _helpers import WAIT_S, wait_until
-from kafka import KafkaProducer
 
 from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
 from tracescore.alert.testing import WebhookReceiver
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -56,7 +56,7 @@ def test_a_drop_in_clean_conversations_fires_a_conversation_alert(bootstrap: str
     # Four turns each; every other conversation has one unfaithful turn: 87.5% of answers are faithful,
     # half the conversations are clean.
     turns = [turn(c, n, faithful=c % 2 == 0 or n != 3) for c in range(12) for n in range(4)]
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [evaluations], acks="all")
     for record in turns:
         producer.send(evaluations, key=record.trace_id.encode(), value=record.model_dump_json().encode())
     producer.flush()

@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
+
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
 
 def test_consume_stops_on_idle_timeout_and_reports_counts(bootstrap: str, topic_prefix: str) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer = input_producer(bootstrap, [f"{topic_prefix}.spans"])
     producer.send(f"{topic_prefix}.spans", b"garbage").get(timeout=30)
     producer.close()
     done = subprocess.run(

@@ -17,10 +17,10 @@ from typing import Any
 import kafka
 import pytest
 from click.testing import CliRunner, Result
-from kafka import KafkaProducer
 
 from tracescore.cli import main
 from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -59,7 +59,7 @@ FAILED = _record(3, score=None, label=None, status=MetricStatus.ERROR, reason="j
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer = input_producer(bootstrap, [topic])
     for value in values:
         producer.send(topic, key=b"k", value=value).get(timeout=30)  # one key: one partition, in order
     producer.close()

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from tracescore.emit import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.model import EvaluationRecord, MetricStatus, annotator_kind
 from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
+from tracescore.testing.kafka_topics import input_producer
 from tracescore.testing.phoenix import PhoenixServer
 
 # Phoenix inserts spans and annotations asynchronously: what a test wrote is polled for, gently.
@@ -295,7 +296,6 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
     import subprocess
     import sys
 
-    from kafka import KafkaProducer
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from tracescore.export import encode_trace_messages
@@ -318,7 +318,7 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
         context = span.get_span_context()
     provider.shutdown()
     ids = SpanIds(format(context.trace_id, "032x"), format(context.span_id, "016x"))
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.spans"], acks="all")
     for key, value in encode_trace_messages(memory.get_finished_spans()):
         producer.send(f"{topic_prefix}.spans", key=key, value=value).get(30)
     producer.close()
