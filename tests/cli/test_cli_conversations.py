@@ -10,7 +10,6 @@ from _helpers import wait_until
 from click.testing import CliRunner
 
 from tracescore.cli import main
-from tracescore.testing import free_port
 from tracescore.testing.kafka_topics import input_producer
 
 
@@ -31,8 +30,8 @@ def test_config_mistakes_are_one_line_errors(tmp_path: Path, config: str, messag
     assert "Traceback" not in result.output
 
 
-def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
-    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+def test_unreachable_kafka_is_one_line_naming_the_address(closed_port: int) -> None:
+    address = f"127.0.0.1:{closed_port}"  # nothing listens there
     result = CliRunner().invoke(
         main, ["conversations", "--bootstrap-servers", address, "--connect-timeout", "1"]
     )
