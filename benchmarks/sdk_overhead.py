@@ -21,9 +21,9 @@ machine does not decide the figure (summing the blocks instead moved single repe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import operator
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,12 +38,6 @@ _BASE = "Arthur's Magazine (1844-1846) was an American literary periodical publi
 DOCUMENTS = [(f"[{n}] " + _BASE * 30)[:2048] for n in range(10)]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _run_one(mode: str, calls: int, repeat: int) -> dict[str, Any]:
     # Imported here: the parent process only starts the children.
     from opentelemetry import trace
@@ -51,6 +45,7 @@ def _run_one(mode: str, calls: int, repeat: int) -> dict[str, Any]:
 
     import tracescore
     from tracescore import semconv
+    from tracescore.testing import closed_port
 
     class DropExporter(SpanExporter):
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
@@ -59,7 +54,8 @@ def _run_one(mode: str, calls: int, repeat: int) -> dict[str, Any]:
     if mode == "drop":
         instrumentation = tracescore.init("bench", exporter=DropExporter())
     else:
-        instrumentation = tracescore.init("bench", bootstrap_servers=f"127.0.0.1:{_closed_port()}")
+        port = contextlib.ExitStack().enter_context(closed_port())  # held until this child process ends
+        instrumentation = tracescore.init("bench", bootstrap_servers=f"127.0.0.1:{port}")
 
     tracer = trace.get_tracer(semconv.SDK_SCOPE)  # the same scope, so hand-written spans are exported alike
     user = '[{"role": "user", "parts": [{"type": "text", "content": %s}]}]'

@@ -8,6 +8,8 @@ so a session fixture is started once per worker that needs it.
   worker. Tests keep apart by topic and group names (`topic_prefix`), never by a broker of their own.
 - `own_broker`: a broker for one test alone. Ask for it when the test stops, restarts or kills the broker,
   or changes its configuration; never stop the shared one.
+- `closed_port`: a loopback port nothing listens on (a server that is down) for the whole test: held, so
+  no other worker's server takes it meanwhile (a port found free and let go may be taken).
 - `phoenix_server`: a real Arize Phoenix. Expensive to start, so every test that uses it runs on one worker
   (the grouping below), which starts it once.
 
@@ -30,6 +32,7 @@ from types import FrameType
 import pytest
 from _helpers import end_started_processes
 
+from tracescore import testing
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.phoenix import PhoenixServer
 
@@ -105,6 +108,14 @@ def bootstrap(kafka_broker: KafkaBroker) -> str:
 def topic_prefix() -> str:
     """Per-test topic names, so tests sharing the broker never read each other's messages."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port nothing listens on for the whole test (a server that is down), which no other
+    worker's server can take meanwhile (`tracescore.testing.closed_port`)."""
+    with testing.closed_port() as port:
+        yield port
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from tracescore._environment import misspelt_variables, variables_named, variables_read
 from tracescore.alert import AlertConfig, WebhookSinkConfig
 from tracescore.consume import ConsumerSettings
+from tracescore.sample import SamplingConfig
 from tracescore.score.judges import OpenAIJudgeSettings
 
 
@@ -44,11 +45,26 @@ def test_a_name_like_no_setting_is_found_without_a_guess() -> None:
 def test_valid_names_and_names_that_are_not_ours_are_left_alone() -> None:
     environ = [
         "TRACESCORE_TOPIC", "tracescore_group_id", "TRACESCORE_ASSEMBLY__GRACE_S", "TRACESCORE_KAFKA__ACKS",
-        "TRACESCORE_JUDGE_MODEL", "TRACESCORE_JUDGE_MODLE",  # a longer prefix: its settings' own to check
+        "TRACESCORE_JUDGE_MODEL",  # a settings group's longer prefix, valid
+        "TRACESCORE_ALERT_GROUPID",  # a prefix left unchecked: the service's own to check
         "TRACESCORE_PROMETHEUS_PORT",  # read by an option, given in `also`
         "KAFKA_BROKER", "HOME", "OTEL_SERVICE_NAME",  # outside the prefix
     ]  # fmt: skip
-    assert misspelt_variables(environ, MODELS, also={"TRACESCORE_PROMETHEUS_PORT": "port"}) == {}
+    also = {"TRACESCORE_PROMETHEUS_PORT": "port"}
+    assert misspelt_variables(environ, MODELS, also=also, unchecked=["TRACESCORE_ALERT_"]) == {}
+
+
+def test_a_misspelt_variable_under_a_settings_group_s_prefix_is_found_with_that_group_s_name() -> None:
+    """TRACESCORE_JUDGE_MODLE was left alone (a longer prefix was taken for another command's), so the judge
+    ran with its default model, silently. It is compared with the group's own names: not with
+    TRACESCORE_TOPIC or TRACESCORE_MODE."""
+    environ = ["TRACESCORE_JUDGE_MODLE", "TRACESCORE_JUDGE_API_KYE", "TRACESCORE_SAMPLING__DEFAULT_RAT"]
+    models = [ConsumerSettings, OpenAIJudgeSettings, SamplingConfig]
+    assert misspelt_variables(environ, models) == {
+        "TRACESCORE_JUDGE_MODLE": "TRACESCORE_JUDGE_MODEL",
+        "TRACESCORE_JUDGE_API_KYE": "TRACESCORE_JUDGE_API_KEY",
+        "TRACESCORE_SAMPLING__DEFAULT_RAT": "TRACESCORE_SAMPLING__DEFAULT_RATE",
+    }
 
 
 def test_the_variables_a_settings_class_reads_include_nested_ones_and_aliases() -> None:

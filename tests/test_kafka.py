@@ -75,3 +75,62 @@ def test_a_read_given_up_during_a_position_asks_the_broker_for_no_other_partitio
     with pytest.raises(KafkaTimeoutError, match="given up on, a stop was asked for"):
         list(reading)
     assert asked == [TopicPartition(topic, 0)]
+
+
+@pytest.mark.kafka
+def test_a_read_from_a_start_below_the_log_start_reads_what_is_left_and_says_what_was_lost(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A saved mark below a partition's log start (retention or delete_records removed the records below it)
+    made the fetch out of range, and kafka-python's default reset moved the group-less reader to the END: the
+    read returned nothing, silently. It reads from the earliest offset left, and one line says how many
+    offsets were lost."""
+    topic = f"{topic_prefix}.outputs"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    admin.wait_for_topics([topic], timeout_ms=30_000)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for n in range(10):
+        producer.send(topic, value=f"output {n}".encode(), partition=0)
+    producer.flush()
+    producer.close()
+    tp = TopicPartition(topic, 0)
+    admin.delete_records({tp: 6})  # offsets 0-5 gone: the saved mark 2 is below the log start
+    admin.close()
+
+    with caplog.at_level("WARNING", logger="tracescore"):
+        read = list(read_partitions(KafkaConnection(bootstrap_servers=bootstrap), topic, [0], start={0: 2}))
+
+    assert [m.value for m in read] == [b"output 6", b"output 7", b"output 8", b"output 9"]
+    lost = [r.getMessage() for r in caplog.records if "retention or deletion" in r.getMessage()]
+    assert lost == [
+        f"{topic}[0]: offsets 2 to 5 are gone (4 offsets, lost to retention or deletion): read from 6"
+    ]
+
+
+@pytest.mark.kafka
+def test_a_read_from_a_start_past_a_partitions_end_reads_the_others_and_ends(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A saved mark past a partition's end (the topic recreated since) is out of range too: the read of the
+    other partitions goes on, and ends, instead of failing on that one (or waiting for it)."""
+    topic = f"{topic_prefix}.outputs"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.wait_for_topics([topic], timeout_ms=30_000)
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for n in range(3):
+        for partition in (0, 1):
+            producer.send(topic, value=f"output {partition}.{n}".encode(), partition=partition)
+    producer.flush()
+    producer.close()
+
+    with caplog.at_level("WARNING", logger="tracescore"):
+        read = read_partitions(
+            KafkaConnection(bootstrap_servers=bootstrap), topic, [0, 1], start={0: 50, 1: 0}
+        )
+        values = [m.value for m in read]
+
+    assert values == [b"output 1.0", b"output 1.1", b"output 1.2"]
+    assert all("is past its log's end" in r.getMessage() for r in caplog.records if r.name == "tracescore")

@@ -12,14 +12,14 @@ from datetime import UTC, datetime
 
 import pytest
 from _helpers import wait_until
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 
 from tracescore._kafka import group_member
 from tracescore._service._group_check import GroupCheck, GroupShared, client_id
 from tracescore.alert import AlertConfig, AlertService
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -120,7 +120,7 @@ def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying
     between the two, so none of it is re-keyed (it stays uncommitted, for the group's own service)."""
     group = f"{topic_prefix}-late"
     evaluations = f"{topic_prefix}.evaluations"
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer = input_producer(bootstrap, [evaluations])
     for n in range(200):  # waiting on every partition: the first fetch after the join brings some at once
         producer.send(evaluations, record(0.9, route=f"/r{n % 20}").model_dump_json().encode())
     producer.flush()

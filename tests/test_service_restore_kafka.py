@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 from _helpers import wait_until
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 
 import tracescore._kafka
 from tracescore._service import _changelog, _keyed, _loop, _restore
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -67,7 +68,7 @@ def where(thread: threading.Thread) -> str:
 def started(broker: KafkaBroker, prefix: str, **settings: object) -> tuple[ConversationService, list]:  # type: ignore[type-arg]
     """An open conversation, and the service that restores it on its own thread; [what run() raised]."""
     bootstrap = broker.bootstrap_servers
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{prefix}.evaluations"], acks="all")
     for n in range(1, 4):
         record = EvaluationRecord(
             trace_id=f"{n:032x}", span_id=f"{n:016x}", service_name="chat-api", route="/chat",

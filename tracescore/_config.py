@@ -9,7 +9,6 @@ settings class derives from `FileSettings`, so the precedence is the same everyw
 from __future__ import annotations
 
 import difflib
-import re
 import tomllib
 import types
 from collections.abc import Collection, Mapping
@@ -18,24 +17,25 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
 from tracescore._kafka_config import (
     DEFAULT_BOOTSTRAP_SERVERS,
+    TOPIC_NAME_RULE,
     RebalanceProtocol,
+    TopicSettings,
+    is_topic_name,
     rebalance_protocol_field,
     session_timeout_field,
 )
 
 __all__ = [
-    "TOPIC_NAME_RULE",
     "ConfigFileError",
     "FileSettings",
     "ServiceSettings",
     "fields_at",
     "group_topic_field",
-    "is_topic_name",
     "keys_outside_tables",
     "load_service_settings",
     "one_line",
@@ -99,25 +99,9 @@ def _read(path: Path, error: type[ConfigFileError]) -> dict[str, Any]:
     return data
 
 
-# What Kafka accepts as a topic name (kafka.common.internals.Topic.validate): these characters, 1 to 249 of
-# them, and neither "." nor "..". The broker refuses any other (InvalidTopicException): said at start.
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-TOPIC_NAME_RULE = "a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'"
-
-
-def is_topic_name(name: str) -> bool:
-    """Whether Kafka accepts `name` as a topic name (`TOPIC_NAME_RULE`)."""
-    return bool(_TOPIC_NAME.fullmatch(name)) and name not in (".", "..")
-
-
-def _is_topic_setting(field: str) -> bool:
-    """Whether the setting `field` names a Kafka topic: `topic` (consume's input) and every `*_topic`."""
-    return field == "topic" or field.endswith("_topic")
-
-
-class FileSettings(BaseSettings):
+class FileSettings(TopicSettings):
     """Settings read from init values > environment > a config file's table > defaults. Every topic setting
-    (`topic`, `*_topic`) is checked against Kafka's naming rule (`TOPIC_NAME_RULE`), whichever source gave
+    (`topic`, `*_topic`) is checked against Kafka's naming rule (`TopicSettings`), whichever source gave
     it."""
 
     @classmethod
@@ -140,19 +124,6 @@ class FileSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, InitSettingsSource(settings_cls, dict(_file_values.get() or {}))
-
-    @field_validator("*")
-    @classmethod
-    def _kafka_accepts_the_topic(cls, value: Any, info: ValidationInfo) -> Any:
-        """Every topic setting of every command (`topic`, `*_topic`), derived or given: a name the broker
-        would refuse is a config error naming the setting, at start, not an InvalidTopicException once
-        running. Empty: no topic, where allowed."""
-        name = info.field_name or ""
-        optional = type(None) in get_args(cls.model_fields[name].annotation)
-        checked = _is_topic_setting(name) and isinstance(value, str) and (value or not optional)
-        if checked and not is_topic_name(value):
-            raise ValueError(f"{value!r} is not a topic Kafka accepts: {TOPIC_NAME_RULE}")
-        return value
 
 
 # Where a group topic field keeps the name it takes under another group id (a `{group_id}` pattern, or None).

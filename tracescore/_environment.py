@@ -74,32 +74,42 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 
 def misspelt_variables(
-    environ: Collection[str], models: Collection[type[BaseSettings]], also: Mapping[str, str] | None = None
+    environ: Collection[str],
+    models: Collection[type[BaseSettings]],
+    also: Mapping[str, str] | None = None,
+    unchecked: Collection[str] = (),
 ) -> dict[str, str | None]:
-    """Each variable named in `environ` in the models' top-level prefix (the shortest: `TRACESCORE_`) that
-    none of them reads, with the name one reads that is most like it (None: none is alike). `also`: names
-    read elsewhere (a command-line option's own variable), with what they set. A variable under a longer
-    prefix (`TRACESCORE_ALERT_`) is that model's to check, and one outside the prefix (`KAFKA_BROKER`) is not
-    ours: neither is named."""
-    prefixes = {m.model_config.get("env_prefix", "").upper() for m in models}
-    top = min(prefixes, key=len)
-    others = tuple(p for p in prefixes if p != top)
+    """Each variable named in `environ` in the models' prefixes that none of them reads, with the name most
+    like it under the same prefix (None: none is alike): the shortest prefix (`TRACESCORE_`) is compared
+    with its own names, a settings group's longer one (`TRACESCORE_JUDGE_`, `TRACESCORE_SAMPLING__`) with
+    that group's. `also`: names read elsewhere (a command-line option's own variable), with what they set.
+    A variable under a prefix in `unchecked` (a service's own, `TRACESCORE_ALERT_`, which only that service
+    can check: its config names variables of the user's) and one outside the prefix (`KAFKA_BROKER`) are
+    not ours: neither is named."""
+    prefixes = sorted({m.model_config.get("env_prefix", "").upper() for m in models}, key=len, reverse=True)
+    skipped = tuple(p.upper() for p in unchecked)
     known = {name.upper(): said for name, said in (also or {}).items()}
     for model in models:
         known.update(variables_read(model))
-    # A nested variable (`TRACESCORE_ASSEMBLY__GRACE_S`) is top-level by its first part; the nested model
-    # reads the rest.
-    unknown = sorted(
-        name
-        for name in map(str.upper, environ)
-        if name.startswith(top) and not name.startswith(others) and name.split("__")[0] not in known
-    )
-    candidates = {
-        name: said
-        for name, said in sorted(known.items())
-        if name.startswith(top) and not name.startswith(others)
-    }
-    return {name: _closest(name.removeprefix(top), _alike(name, candidates), top) for name in unknown}
+    found: dict[str, str | None] = {}
+    for name in sorted(map(str.upper, environ)):
+        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        if prefix is None or name.startswith(skipped):
+            continue
+        # A nested variable (`TRACESCORE_ASSEMBLY__GRACE_S`) is its group's by its first part; the nested
+        # model reads the rest.
+        if prefix + name.removeprefix(prefix).split("__")[0] in known or name in known:
+            continue
+        candidates = {c: said for c, said in sorted(known.items()) if _under(c, prefix, prefixes)}
+        found[name] = (
+            _closest(name.removeprefix(prefix), _alike(name, candidates), prefix) if candidates else None
+        )
+    return found
+
+
+def _under(name: str, prefix: str, prefixes: Collection[str]) -> bool:
+    """`name` is under `prefix` and under no longer one of `prefixes` (a group's names are its own)."""
+    return name.startswith(prefix) and not any(len(p) > len(prefix) and name.startswith(p) for p in prefixes)
 
 
 def _alike(name: str, candidates: Mapping[str, str]) -> Mapping[str, str]:

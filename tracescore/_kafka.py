@@ -19,6 +19,7 @@ from kafka.errors import (
     InconsistentGroupProtocolError,
     KafkaError,
     KafkaTimeoutError,
+    OffsetOutOfRangeError,
     TopicAlreadyExistsError,
 )
 from kafka.structs import MemberState
@@ -246,6 +247,10 @@ def read_partitions(
     end offsets now, read without a group and without ever creating the topic: what a service restores from
     its compacted state topic.
 
+    Records gone below a `start` (retention or delete_records moved the log start past it, before or during
+    the read) are not silently skipped to the end, kafka-python's default reset: the read goes on from the
+    earliest offset left, and a warning says how many offsets were lost.
+
     However long the partitions take to read, no wait is open-ended: each broker call waits BROKER_WAIT_S at
     most, and so does the read while it gets no further (KafkaTimeoutError, saying what it read and how far);
     `give_up()` is looked at before each broker call of the loop (KafkaTimeoutError): a read abandoned for a
@@ -260,6 +265,7 @@ def read_partitions(
         enable_auto_commit=False,
         allow_auto_create_topics=False,
         bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
+        auto_offset_reset="none",  # an offset out of range raises: said and handled below, never skipped
     )
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
@@ -285,10 +291,49 @@ def read_partitions(
                     f"no answer from the broker within {BROKER_WAIT_S:g}s reading {where} (offset/end: "
                     f"{', '.join(f'{a}/{end[tp]}' for a, tp in zip(at, tps, strict=True))})"
                 )
-            for messages in reader.poll(timeout_ms=500).values():
+            try:
+                polled = reader.poll(timeout_ms=500)
+            except OffsetOutOfRangeError as exc:
+                _read_on_from_log_start(reader, exc, end, wait_ms)
+                continue
+            for messages in polled.values():
                 yield from messages
     finally:
         reader.close()
+
+
+def _read_on_from_log_start(
+    reader: KafkaConsumer, exc: OffsetOutOfRangeError, end: dict[TopicPartition, int], wait_ms: int
+) -> None:
+    """Move each partition whose fetch offset is out of range to the earliest offset left (one warning: how
+    many were lost), or, past its log's end (the topic recreated, its log truncated), to that end, which
+    ends its read (one warning)."""
+    out_of_range: Mapping[TopicPartition, int] = exc.args[0] if exc.args else {}
+    tps = list(out_of_range)
+    starts = reader.beginning_offsets(tps, timeout_ms=wait_ms)
+    ends = reader.end_offsets(tps, timeout_ms=wait_ms)
+    for tp, offset in out_of_range.items():
+        where = f"{tp.topic}[{tp.partition}]"
+        if offset < starts[tp]:
+            _log.warning(
+                "%s: offsets %d to %d are gone (%d offsets, lost to retention or deletion): read from %d",
+                where,
+                offset,
+                starts[tp] - 1,
+                starts[tp] - offset,
+                starts[tp],
+            )
+            reader.seek(tp, starts[tp])
+        else:
+            _log.warning(
+                "%s: offset %d is past its log's end %d (the topic recreated, or its log truncated): nothing "
+                "more to read there",
+                where,
+                offset,
+                ends[tp],
+            )
+            end[tp] = min(end[tp], ends[tp])
+            reader.seek(tp, ends[tp])
 
 
 Partitions = Callable[[Sequence[TopicPartition]], None]

@@ -9,6 +9,7 @@
 - `KafkaConnection`: what a client needs to reach the cluster (bootstrap servers, connect timeout, security).
 - The settings every consumer group member of ours has, each defined here once: `session_timeout_field`,
   `rebalance_protocol_field`, `connect_timeout_field`.
+- Kafka's topic naming rule, checked on every topic setting of every process (`TopicSettings`).
 - The defaults every process shares, each written here once: the brokers (`DEFAULT_BOOTSTRAP_SERVERS`), the
   spans topic the SDK writes and the services read (`SPANS_TOPIC`), the largest message a service writes
   (`max_message_bytes_field`).
@@ -18,16 +19,18 @@ Pydantic only: importing this module imports no Kafka client, so the SDK's light
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
     "DEFAULT_BOOTSTRAP_SERVERS",
     "PRODUCER_ONLY",
     "SPANS_TOPIC",
+    "TOPIC_NAME_RULE",
     "KafkaConnection",
     "KafkaSecurity",
     "KafkaSettings",
@@ -35,7 +38,9 @@ __all__ = [
     "RebalanceProtocol",
     "SaslMechanism",
     "SecurityProtocol",
+    "TopicSettings",
     "connect_timeout_field",
+    "is_topic_name",
     "kafka_settings_from_env",
     "max_message_bytes_field",
     "rebalance_protocol_field",
@@ -236,6 +241,40 @@ class KafkaConnection(BaseModel):
 
     def client_config(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, **self.security.client_config()}
+
+
+# What Kafka accepts as a topic name (kafka.common.internals.Topic.validate): these characters, 1 to 249 of
+# them, and neither "." nor "..". The broker refuses any other (InvalidTopicException): said at start.
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+TOPIC_NAME_RULE = "a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'"
+
+
+def is_topic_name(name: str) -> bool:
+    """Whether Kafka accepts `name` as a topic name (`TOPIC_NAME_RULE`)."""
+    return bool(_TOPIC_NAME.fullmatch(name)) and name not in (".", "..")
+
+
+def _is_topic_setting(field: str) -> bool:
+    """Whether the setting `field` names a Kafka topic: `topic` (consume's input) and every `*_topic`."""
+    return field == "topic" or field.endswith("_topic")
+
+
+class TopicSettings(BaseSettings):
+    """Settings whose topic settings (`topic`, `*_topic`) are checked against Kafka's naming rule
+    (`TOPIC_NAME_RULE`), whichever source gave them: every command's (`FileSettings`) and the SDK's."""
+
+    @field_validator("*")
+    @classmethod
+    def _kafka_accepts_the_topic(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every topic setting of every command (`topic`, `*_topic`), derived or given: a name the broker
+        would refuse is a config error naming the setting, at start, not an InvalidTopicException once
+        running. Empty: no topic, where allowed."""
+        name = info.field_name or ""
+        optional = type(None) in get_args(cls.model_fields[name].annotation)
+        checked = _is_topic_setting(name) and isinstance(value, str) and (value or not optional)
+        if checked and not is_topic_name(value):
+            raise ValueError(f"{value!r} is not a topic Kafka accepts: {TOPIC_NAME_RULE}")
+        return value
 
 
 class _KafkaEnvironment(BaseSettings):

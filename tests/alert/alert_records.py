@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaProducer
+from _helpers import WAIT_S
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.alert import (
@@ -24,6 +24,7 @@ from tracescore.alert import (
 )
 from tracescore.alert.testing import WebhookReceiver
 from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_topics import input_producer
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -122,12 +123,12 @@ class Running:
 
     def __exit__(self, *exc: object) -> None:
         self.service.stop()
-        self._thread.join(60)
+        self._thread.join(WAIT_S)  # returns as soon as the member stopped
         assert not self._thread.is_alive()
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [topic], acks="all")
     for i, value in enumerate(values):
         producer.send(topic, key=f"{i:032x}".encode(), value=value)
     producer.flush()

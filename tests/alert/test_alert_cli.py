@@ -41,10 +41,8 @@ def test_a_missing_config_file_is_named(tmp_path: Path) -> None:
     assert "missing.yaml: cannot read the config file (No such file or directory)" in result.output
 
 
-def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
-    from tracescore.testing import free_port
-
-    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+def test_unreachable_kafka_is_one_line_naming_the_address(closed_port: int) -> None:
+    address = f"127.0.0.1:{closed_port}"  # nothing listens there
     result = CliRunner().invoke(main, ["alert", "--bootstrap-servers", address, "--connect-timeout", "1"])
     assert result.exit_code == 1
     # The line `tracescore consume` prints for the same mistake.

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from alert_records import alert_process, record, write_config
-from kafka import KafkaProducer
 
 from tracescore.alert.testing import WebhookReceiver
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -41,7 +41,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 def test_a_kill_at_any_step_loses_no_alert(
     bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, tmp_path: Path, point: str
 ) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.evaluations"], acks="all")
     for route in ROUTES:
         for _ in range(8):
             value = record(0.1, datetime.now(UTC), route=route).model_dump_json().encode()

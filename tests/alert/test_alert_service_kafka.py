@@ -8,23 +8,23 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from _helpers import wait_until
 from alert_records import Running, produce, record
 from alert_records import service_config as config
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from tracescore.alert import (
     AlertKey,
 )
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
-from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -61,7 +61,7 @@ def test_fires_per_route_skips_bad_records_and_resolves_after_a_restart(
         # Every record (good and bad) went through before the counts are read.
         receiver_count = len(receiver.requests)
         produce(bootstrap, evaluations, scores("/support", 0.9, n=1))
-        _wait(lambda: service.stats.records >= 17)
+        wait_until(lambda: service.stats.records >= 17, "every record read")
         assert service.stats.skipped == {"unknown_schema_version": 1, "invalid_record": 1}
     assert alive.is_file()  # the liveness file the Kubernetes probe checks
     # At the stop, where each route stands, the firing one first: read before closing gave them up.
@@ -114,7 +114,7 @@ def test_no_record_name_or_stored_state_stops_the_service(
         values = [not_unicode, huge_route, big.model_dump_json().encode(), *scores(odd_route, 0.1, n=7)]
         produce_keyed(bootstrap, cfg.evaluations_topic, [(b"k", value) for value in values])
         receiver.wait_for(about(odd_route, "firing"))
-        _wait(lambda: service.stats.records >= 8)
+        wait_until(lambda: service.stats.records >= 8, "every record read")
         assert service.stats.skipped["invalid_record"] == 1
         assert service.stats.skipped["oversized_record"] == 1
         # The state topic is read at every assignment: 4 bad entries each time, never a stop.
@@ -136,19 +136,10 @@ def test_no_record_name_or_stored_state_stops_the_service(
 def produce_keyed(
     bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]], partitions: bool = False
 ) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2**23)
+    producer = input_producer(bootstrap, [topic], acks="all", max_request_size=2**23)
     for n, (key, value) in enumerate(messages):
         producer.send(topic, key=key, value=value, partition=n % 6 if partitions else None).get(60)
     producer.close()
-
-
-def _wait(condition, timeout_s: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    done = threading.Event()
-    deadline = datetime.now(UTC).timestamp() + timeout_s
-    while not condition():
-        if datetime.now(UTC).timestamp() > deadline:
-            raise AssertionError("condition not met in time")
-        done.wait(0.1)
 
 
 def test_two_instances_split_the_routes_and_notify_each_alert_once(
@@ -157,10 +148,12 @@ def test_two_instances_split_the_routes_and_notify_each_alert_once(
     cfg = config(bootstrap, topic_prefix)
     routes = [f"/r{i}" for i in range(6)]
     with Running(cfg, receiver) as first, Running(cfg, receiver) as second:
-        _wait(lambda: first.first_assigned_at is not None and second.first_assigned_at is not None)
+        wait_until(
+            lambda: None not in (first.first_assigned_at, second.first_assigned_at), "both members assigned"
+        )
         produce(bootstrap, cfg.evaluations_topic, [v for route in routes for v in scores(route, 0.1)])
         receiver.wait_for(lambda got: all(any(_is(r, route, "firing") for r in got) for route in routes))
-        _wait(lambda: first.stats.records + second.stats.records >= len(routes) * 8)
+        wait_until(lambda: first.stats.records + second.stats.records >= len(routes) * 8, "every record read")
     firing = sorted(r.json()["route"] for r in receiver.requests if r.json()["state"] == "firing")
     assert firing == routes  # each route's alert exactly once, whichever instance owned it
 
@@ -177,10 +170,12 @@ def test_members_joining_and_leaving_in_turn_notify_each_alert_once(
         return lambda got: all(any(_is(r, route, state) for r in got) for route in routes)
 
     with Running(cfg, receiver) as steady:
-        _wait(lambda: steady.first_assigned_at is not None)
+        wait_until(lambda: steady.first_assigned_at is not None, "the member assigned")
         for b, batch in enumerate(batches):
             with Running(cfg, receiver) as second, Running(cfg, receiver) as third:
-                _wait(lambda: None not in (second.first_assigned_at, third.first_assigned_at))
+                wait_until(
+                    lambda: None not in (second.first_assigned_at, third.first_assigned_at), "both joined"
+                )
                 earlier = batches[b - 1] if b else []
                 values = [v for route in batch for v in scores(route, 0.1)]
                 produce(
@@ -195,7 +190,7 @@ def test_members_joining_and_leaving_in_turn_notify_each_alert_once(
 
 
 def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
-    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, closed_port: int
 ) -> None:
     """The real app drifts on /billing while the LLM judge is unreachable: the real consumer writes error
     records, and the only alerts are judge-health ones."""
@@ -221,7 +216,7 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
         capture_output=True,
         timeout=300,
     )
-    judge_down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every judge call fails at once
+    judge_down = f"http://127.0.0.1:{closed_port}/v1"  # nothing listens: every judge call fails at once
     consume = subprocess.run(
         [
             *(sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap),
@@ -250,7 +245,7 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
                 == {"/billing", "/support", "/product"}
             )
         )
-        _wait(lambda: service.stats.records >= 36)
+        wait_until(lambda: service.stats.records >= 36, "every record read")
     alerts = [r.json() for r in receiver.requests]
     assert {a["alertname"] for a in alerts} == {"TracescoreJudgeUnhealthy"}
     assert all("scores are missing, not low" in a["summary"] for a in alerts)
@@ -294,6 +289,6 @@ def test_the_state_topic_of_the_earlier_version_is_carried_over(
     assert not any(_is(r, "/billing", "firing") for r in receiver.requests), "known to be firing: no new page"
     with Running(cfg, receiver) as again:
         produce(bootstrap, cfg.evaluations_topic, scores("/support", 0.95, n=1))
-        _wait(lambda: again.stats.records >= 9)
+        wait_until(lambda: again.stats.records >= 9, "every record read")
     assert again.stats.state["migrated"] == 0, "read once: the new state topic has it now"
     assert again.stats.state["restored"] >= 1

@@ -21,7 +21,6 @@ from tracescore.alert import (
     sign,
 )
 from tracescore.alert.testing import WebhookReceiver
-from tracescore.testing import free_port
 
 SECRET = "s3cret-hmac-key"
 
@@ -119,8 +118,10 @@ def test_a_redirect_is_not_followed_and_says_so(
     assert "redirected to /moved" in caplog.text
 
 
-def test_a_receiver_that_is_down_is_a_counted_failure(caplog: pytest.LogCaptureFixture) -> None:
-    sink = webhook(f"http://127.0.0.1:{free_port()}/hook", max_attempts=2)
+def test_a_receiver_that_is_down_is_a_counted_failure(
+    caplog: pytest.LogCaptureFixture, closed_port: int
+) -> None:
+    sink = webhook(f"http://127.0.0.1:{closed_port}/hook", max_attempts=2)
     with caplog.at_level(logging.WARNING, "tracescore.alert"):
         assert not sink.send(note())
     assert sink.failed == 1

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 from alert_records import alert_process, record, service_config, write_config
-from kafka import KafkaProducer
 from service_processes import ServiceProcess
 
 from tracescore.alert import AlertService, LogSink
 from tracescore.alert.testing import WebhookReceiver
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -40,7 +40,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 def low_records(bootstrap: str, prefix: str, route: str = "/r0") -> None:
     """Enough low faithfulness on `route` to fire its alert."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{prefix}.evaluations"], acks="all")
     for _ in range(8):
         value = record(0.1, datetime.now(UTC), route=route).model_dump_json().encode()
         producer.send(f"{prefix}.evaluations", value=value)

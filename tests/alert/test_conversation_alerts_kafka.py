@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from _helpers import WAIT_S, wait_until
 
 from tracescore.alert import AlertConfig, AlertService, RuleConfig, WebhookSink, WebhookSinkConfig
 from tracescore.alert.testing import WebhookReceiver
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -46,7 +47,7 @@ class Threaded:
 
     def __exit__(self, *exc: object) -> None:
         self.service.stop()
-        self._thread.join(60)
+        self._thread.join(WAIT_S)  # returns as soon as the service stopped
         assert not self._thread.is_alive()
 
 
@@ -55,7 +56,7 @@ def test_a_drop_in_clean_conversations_fires_a_conversation_alert(bootstrap: str
     # Four turns each; every other conversation has one unfaithful turn: 87.5% of answers are faithful,
     # half the conversations are clean.
     turns = [turn(c, n, faithful=c % 2 == 0 or n != 3) for c in range(12) for n in range(4)]
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [evaluations], acks="all")
     for record in turns:
         producer.send(evaluations, key=record.trace_id.encode(), value=record.model_dump_json().encode())
     producer.flush()
@@ -95,8 +96,6 @@ def test_a_drop_in_clean_conversations_fires_a_conversation_alert(bootstrap: str
             assert (body["state"], body["unit"], body["samples"]) == ("firing", "conversation", 12)
             assert body["value"] == pytest.approx(0.5)
             assert body["labels"]["unit"] == "conversation"
-            deadline = datetime.now(UTC).timestamp() + 60
-            while alert.stats.records < len(turns) + 12 and datetime.now(UTC).timestamp() < deadline:
-                threading.Event().wait(0.1)
+            wait_until(lambda: alert.stats.records >= len(turns) + 12, "every answer and conversation read")
             assert alert.stats.records == len(turns) + 12
         assert len(receiver.requests) == 1, "the answers' rule stays quiet: 87.5% of answers are faithful"

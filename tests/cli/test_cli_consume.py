@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
+
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
 
 def test_consume_stops_on_idle_timeout_and_reports_counts(bootstrap: str, topic_prefix: str) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer = input_producer(bootstrap, [f"{topic_prefix}.spans"])
     producer.send(f"{topic_prefix}.spans", b"garbage").get(timeout=30)
     producer.close()
     done = subprocess.run(
@@ -110,6 +111,33 @@ def test_a_misspelt_variable_is_said_once_with_the_name_meant() -> None:
     assert (
         "TRACESCORE_BROKER is set" in warned[0] and "did you mean TRACESCORE_BOOTSTRAP_SERVERS?" in warned[0]
     )
+
+
+def test_a_misspelt_variable_of_a_settings_group_is_said_with_the_group_s_name_meant() -> None:
+    """The judge's, sampling's, Phoenix's and the embeddings' variables have longer prefixes, which were
+    taken for another command's and never checked: TRACESCORE_JUDGE_MODLE left the judge on its default
+    model, silently. Another service's own (TRACESCORE_ALERT_*) is still that service's to say."""
+    env = {
+        "TRACESCORE_JUDGE_MODLE": "gpt-4o",
+        "TRACESCORE_JUDGE_BASE_URL": "http://127.0.0.1:9/v1",  # valid
+        "TRACESCORE_SAMPLING__DEFAULT_RAT": "0.5",
+        "TRACESCORE_PHOENIX_ENDPIONT": "http://phoenix:6006",
+        "TRACESCORE_EMBEDDINGS_MODLE": "text-embedding-3-small",
+        "TRACESCORE_ALERT_GROUPID": "alerts",  # alert's own: said by tracescore alert
+    }
+    done = _consume_with_bad_input("--connect-timeout", "1", env=env)
+    warned = sorted(
+        line for line in done.stderr.splitlines() if "no tracescore setting has that name" in line
+    )
+    meant = [
+        ("TRACESCORE_EMBEDDINGS_MODLE", "TRACESCORE_EMBEDDINGS_MODEL"),
+        ("TRACESCORE_JUDGE_MODLE", "TRACESCORE_JUDGE_MODEL"),
+        ("TRACESCORE_PHOENIX_ENDPIONT", "TRACESCORE_PHOENIX_ENDPOINT"),
+        ("TRACESCORE_SAMPLING__DEFAULT_RAT", "TRACESCORE_SAMPLING__DEFAULT_RATE"),
+    ]
+    assert len(warned) == len(meant), done.stderr
+    for line, (name, valid) in zip(warned, meant, strict=True):
+        assert f"{name} is set" in line and f"did you mean {valid}?" in line, line
 
 
 def test_invalid_setting_from_the_environment_names_the_variable() -> None:

@@ -10,7 +10,7 @@ from _helpers import wait_until
 from click.testing import CliRunner
 
 from tracescore.cli import main
-from tracescore.testing import free_port
+from tracescore.testing.kafka_topics import input_producer
 
 
 @pytest.mark.parametrize(
@@ -30,8 +30,8 @@ def test_config_mistakes_are_one_line_errors(tmp_path: Path, config: str, messag
     assert "Traceback" not in result.output
 
 
-def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
-    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+def test_unreachable_kafka_is_one_line_naming_the_address(closed_port: int) -> None:
+    address = f"127.0.0.1:{closed_port}"  # nothing listens there
     result = CliRunner().invoke(
         main, ["conversations", "--bootstrap-servers", address, "--connect-timeout", "1"]
     )
@@ -44,11 +44,9 @@ def test_unreachable_kafka_is_one_line_naming_the_address() -> None:
 def test_the_command_writes_a_record_per_conversation_and_says_what_it_did(
     bootstrap: str, topic_prefix: str
 ) -> None:
-    from kafka import KafkaProducer
-
     from tracescore.model import EvaluationRecord, MetricStatus
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.evaluations"], acks="all")
     for n, session in enumerate(["s-1", "s-1", None]):
         record = EvaluationRecord(
             trace_id=f"{n:032x}", span_id=f"{n:016x}", service_name="chat", route="/chat",

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracescore.cli import main
-from tracescore.testing import free_port
+from tracescore.testing import closed_port
 
 WARNED = "is set, but no tracescore setting has that name, so it is ignored"
 
@@ -28,8 +28,8 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def _warnings(caplog: pytest.LogCaptureFixture, *args: str) -> list[str]:
     """What the command warned about misspelt variables, started against a port where nothing listens (it
     stops at once, after reading its settings)."""
-    address = f"127.0.0.1:{free_port()}"
-    with caplog.at_level(logging.WARNING, logger="tracescore.cli"):
+    with closed_port() as port, caplog.at_level(logging.WARNING, logger="tracescore.cli"):
+        address = f"127.0.0.1:{port}"
         result = CliRunner().invoke(main, [*args, "--bootstrap-servers", address, "--connect-timeout", "1"])
     assert result.exit_code == 1 and "no Kafka broker reachable" in result.output, result.output
     return sorted(r.getMessage() for r in caplog.records if WARNED in r.getMessage())

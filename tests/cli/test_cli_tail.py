@@ -14,12 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import kafka
 import pytest
 from click.testing import CliRunner, Result
-from kafka import KafkaProducer
 
 from tracescore.cli import main
 from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -58,7 +59,7 @@ FAILED = _record(3, score=None, label=None, status=MetricStatus.ERROR, reason="j
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer = input_producer(bootstrap, [topic])
     for value in values:
         producer.send(topic, key=b"k", value=value).get(timeout=30)  # one key: one partition, in order
     producer.close()
@@ -134,6 +135,31 @@ def test_last_starts_that_many_records_before_the_end(bootstrap: str, evaluation
     result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--last", "2")
     assert result.stdout.count("trace ") == 1 and "ERROR" in result.stdout  # the last two: future, failed
     assert "1 records shown, 1 skipped (unknown_schema_version=1)" in result.stderr
+
+
+def test_records_deleted_under_the_read_are_skipped_not_everything_after_them(
+    bootstrap: str, evaluations: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention deleting records between the tail's look at where a partition begins and its first fetch
+    made that fetch out of range, and the reader (kafka-python's default reset) jumped to the END: nothing
+    was printed. It reads on from the earliest record left. Here the deletion comes right after the look."""
+
+    class RetentionRightAfterTheLook(kafka.KafkaConsumer):
+        def beginning_offsets(self, partitions: Any, timeout_ms: Any = None) -> Any:
+            starts = super().beginning_offsets(partitions, timeout_ms=timeout_ms)
+            (held,) = [
+                tp for tp, end in self.end_offsets(partitions).items() if end
+            ]  # one key: one partition
+            admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+            admin.delete_records({held: 2})  # the first two records
+            admin.close()
+            return starts
+
+    monkeypatch.setattr(kafka, "KafkaConsumer", RetentionRightAfterTheLook)
+    result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--last", "6")
+    assert result.exit_code == 0, result.output
+    assert "hallucinated" in result.stdout and "ERROR" in result.stdout
+    assert "2 records shown, 2 skipped (invalid_record=1, unknown_schema_version=1)" in result.stderr
 
 
 def test_reads_kafka_settings_as_consume_does(bootstrap: str, evaluations: str, tmp_path: Path) -> None:

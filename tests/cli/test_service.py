@@ -17,7 +17,6 @@ from click.testing import CliRunner
 
 from tracescore.cli import main
 from tracescore.cli._service import STOP_SIGNALS, stop_on_signals
-from tracescore.testing import free_port
 
 # A bound on waiting for a service to start, not a timing assertion.
 _START_BOUND_S = 120
@@ -86,8 +85,10 @@ def test_outside_the_main_thread_nothing_is_installed(own_handler: Handler) -> N
 
 
 @pytest.mark.parametrize("command", ["consume", "alert", "conversations", "tail"])
-def test_a_command_that_fails_on_kafka_hands_back_the_signals(own_handler: Handler, command: str) -> None:
-    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+def test_a_command_that_fails_on_kafka_hands_back_the_signals(
+    own_handler: Handler, command: str, closed_port: int
+) -> None:
+    address = f"127.0.0.1:{closed_port}"  # nothing listens there
     result = CliRunner(env=_clean_env()).invoke(
         main, [command, "--bootstrap-servers", address, "--connect-timeout", "1"]
     )
@@ -96,13 +97,13 @@ def test_a_command_that_fails_on_kafka_hands_back_the_signals(own_handler: Handl
     assert all(signal.getsignal(signum) is own_handler for signum in STOP_SIGNALS)
 
 
-def test_consume_run_in_process_leaves_the_log_handlers_as_it_found_them() -> None:
+def test_consume_run_in_process_leaves_the_log_handlers_as_it_found_them(closed_port: int) -> None:
     """`tracescore consume` holds back repeated client warnings with a filter on the log handlers. It left
     that filter on the handlers of the program that ran it in process: a test suite's log capture then held
     back any warning of the same template for 30 s, in whichever test ran next."""
     handlers = logging.getLogger().handlers
     before = [list(handler.filters) for handler in handlers]
-    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    address = f"127.0.0.1:{closed_port}"  # nothing listens there
     result = CliRunner(env=_clean_env()).invoke(
         main, ["consume", "--bootstrap-servers", address, "--connect-timeout", "1"]
     )

@@ -11,18 +11,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from _helpers import committed, end_offsets
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.model import EvaluationRecord
 from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
+from tracescore.testing.kafka_topics import input_producer
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes]]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [topic], acks="all")
     for key, value in messages:
         producer.send(topic, key=key, value=value).get(timeout=30)
     producer.close()

@@ -6,12 +6,11 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from kafka import KafkaProducer
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import ConversationRecord, EvaluationRecord, read_conversation_record
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 
 def config(bootstrap: str, prefix: str, **overrides: object) -> ConversationsConfig:
@@ -32,7 +31,7 @@ def config(bootstrap: str, prefix: str, **overrides: object) -> ConversationsCon
 
 
 def produce(bootstrap: str, topic: str, records: list[EvaluationRecord | bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [topic], acks="all")
     for record in records:
         if isinstance(record, EvaluationRecord):
             key, value = record.to_kafka()

@@ -11,12 +11,12 @@ from collections import Counter
 import pytest
 from conversation_service import Running, config, conversations_process, produce, wait
 from conversation_turns import turn
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from service_processes import SESSION_TIMEOUT_MS
 
 from tracescore.model import EvaluationRecord, read_conversation_record
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -58,7 +58,7 @@ def hold_first_group(bootstrap: str, topic_prefix: str) -> KafkaConsumer:
 def test_a_kill_at_any_step_loses_no_conversation_and_writes_no_record_twice(
     bootstrap: str, topic_prefix: str, point: str
 ) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.evaluations"], acks="all")
     for record in turns():
         key, value = record.to_kafka()
         producer.send(f"{topic_prefix}.evaluations", key=key, value=value)
@@ -87,7 +87,7 @@ def test_a_record_a_kill_left_unsaved_is_not_written_again_while_the_first_group
     commit, as a lagging or crashed one does), so the restart reads its turns partitions to their end long
     before their stream time lets it decide the conversation again: what it found must still be known then
     (it was forgotten once the partitions were read to their end, and the record written twice)."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.evaluations"], acks="all")
     evaluations = f"{topic_prefix}.evaluations"
     for record in turns()[:3]:  # c-0
         key, value = record.to_kafka()

@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 import pytest
 from conversation_service import Running, config, produce, wait
 from conversation_turns import turn
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from service_processes import ServiceProcess
 
 from tracescore.conversations import ConversationsConfig
 from tracescore.model import EvaluationRecord
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -40,7 +40,7 @@ def create_compacted(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def put(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes, int | None]]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [topic], acks="all")
     for k, value, partition in messages:
         producer.send(topic, key=k, value=value, partition=partition).get(30)
     producer.close()

@@ -12,7 +12,7 @@ import time
 import pytest
 from conversation_service import config, conversations_process
 from conversation_turns import turn
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 from service_processes import ServiceProcess
 
 from tracescore.conversations import ConversationService
@@ -20,7 +20,7 @@ from tracescore.conversations._grounder import Grounder
 from tracescore.emit import PhoenixAnnotations
 from tracescore.model import read_conversation_record
 from tracescore.testing.kafka_broker import KafkaBroker
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -53,7 +53,7 @@ def start(
     """A conversation (quiet for `quiet_seconds` before its record: open) and the service that holds it, a
     tick a second (a tick under way at the stop)."""
     bootstrap = broker.bootstrap_servers
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{prefix}.evaluations"], acks="all")
     for n in range(1, 4):
         key, value = turn(n, 1.0, "c-1").to_kafka()
         producer.send(f"{prefix}.evaluations", key=key, value=value)

@@ -12,11 +12,10 @@ from collections import Counter
 import pytest
 from conversation_service import conversations_process
 from grounding_turns import evidence_of, interaction, scored
-from kafka import KafkaProducer
 from service_processes import ServiceProcess
 
 from tracescore.model import read_conversation_record, read_evaluation_record
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -31,7 +30,7 @@ POINTS = [
 
 
 def produce(bootstrap: str, prefix: str) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{prefix}.evidence", f"{prefix}.evaluations"], acks="all")
     for conversation in CONVERSATIONS:
         for n in (1, 2, 3):
             turn = interaction(n, conversation=conversation)

@@ -14,7 +14,6 @@ from collections import defaultdict
 import pytest
 from _helpers import consumer_settings, judge_client
 from grounding_turns import figures_judge
-from kafka import KafkaProducer
 from recorded_chats import Turn, chat_turns
 
 from tracescore.consume import EvaluationConsumer
@@ -24,7 +23,7 @@ from tracescore.score import OfflineJudge
 from tracescore.score.judges import Judge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -48,7 +47,7 @@ def run(
 ) -> tuple[dict[tuple[str, str], EvaluationRecord], list[EvaluationRecord], list[ConversationRecord]]:
     """Consume the turns, then run the conversation service; the latest record per (trace, judge), every
     record on the evaluations topic, and the conversation records written."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{prefix}.spans"], acks="all")
     for turn in turns:
         producer.send(f"{prefix}.spans", key=turn.trace_id.encode(), value=turn.payload)
     producer.flush()

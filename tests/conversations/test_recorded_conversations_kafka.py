@@ -10,7 +10,6 @@ from collections import defaultdict
 
 import pytest
 from _helpers import consumer_settings, judge_client
-from kafka import KafkaProducer
 from recorded import Recording, recordings
 
 from tracescore.consume import EvaluationConsumer
@@ -20,7 +19,7 @@ from tracescore.sample import CascadePolicy, load_sampling_config
 from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.judge_server import JudgeServer
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -39,7 +38,7 @@ def chosen() -> list[Recording]:
 def score(
     bootstrap: str, prefix: str, recorded: list[Recording], server: JudgeServer
 ) -> list[EvaluationRecord]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{prefix}.spans"], acks="all")
     for recording in recorded:
         producer.send(f"{prefix}.spans", key=recording.trace_id.encode(), value=recording.payload).get(30)
     producer.close()

@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
 from pages import DOCS, RECORD
 
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -39,7 +38,7 @@ def test_the_grounded_follow_up_the_page_shows_is_what_consume_and_conversations
     bootstrap: str, topic_prefix: str
 ) -> None:
     turns = chat()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.spans"], acks="all")
     for trace_id, payload, _ in turns:
         producer.send(f"{topic_prefix}.spans", key=trace_id.encode(), value=payload)
     producer.flush()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from tracescore.emit import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.model import EvaluationRecord, MetricStatus, annotator_kind
 from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
+from tracescore.testing.kafka_topics import input_producer
 from tracescore.testing.phoenix import PhoenixServer
 
 # Phoenix inserts spans and annotations asynchronously: what a test wrote is polled for, gently.
@@ -86,12 +86,6 @@ def _annotations(api: httpx2.Client, span: SpanIds) -> dict[str, list[dict[str, 
     for annotation in response.json()["data"]:
         by_name.setdefault(annotation["name"], []).append(annotation)
     return by_name
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- against the real Phoenix ---------------------------------------------------------------------------
@@ -183,10 +177,10 @@ def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
 
 
 def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, closed_port: int
 ) -> None:
     settings = PhoenixSettings(
-        endpoint=f"http://127.0.0.1:{_closed_port()}",
+        endpoint=f"http://127.0.0.1:{closed_port}",
         api_key="phx-secret-key",
         max_retries=2,
         retry_base_s=0.0,
@@ -302,7 +296,6 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
     import subprocess
     import sys
 
-    from kafka import KafkaProducer
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from tracescore.export import encode_trace_messages
@@ -325,7 +318,7 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
         context = span.get_span_context()
     provider.shutdown()
     ids = SpanIds(format(context.trace_id, "032x"), format(context.span_id, "016x"))
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.spans"], acks="all")
     for key, value in encode_trace_messages(memory.get_finished_spans()):
         producer.send(f"{topic_prefix}.spans", key=key, value=value).get(30)
     producer.close()

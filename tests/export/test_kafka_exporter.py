@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import socket
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -122,12 +121,6 @@ def _make(provider: TracerProvider, count: int, start: int = 0) -> None:
             span.set_attribute("input.value", f"question {index}")
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.kafka
 def test_every_span_reaches_the_topic_and_is_counted_delivered(bootstrap: str, topic_prefix: str) -> None:
     topic = f"{topic_prefix}.spans"
@@ -201,9 +194,9 @@ def test_force_flush_returns_once_spans_are_delivered_to_a_topic_still_being_cre
         bounded.shutdown(timeout_millis=10_000)
 
 
-def test_force_flush_is_false_when_spans_were_dropped() -> None:
+def test_force_flush_is_false_when_spans_were_dropped(closed_port: int) -> None:
     exporter = KafkaSpanExporter(
-        f"127.0.0.1:{_closed_port()}", "spans", settings=KafkaProducerSettings(max_block_ms=500)
+        f"127.0.0.1:{closed_port}", "spans", settings=KafkaProducerSettings(max_block_ms=500)
     )
     provider, bounded = _pipeline(exporter, schedule_delay_s=60)
     _make(provider, 3)
@@ -216,11 +209,11 @@ def test_force_flush_is_false_when_spans_were_dropped() -> None:
 
 
 def test_no_broker_at_all_costs_counted_drops_and_a_bounded_shutdown(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, closed_port: int
 ) -> None:
     # The worker waits 20 s for a broker; shutdown must not inherit that wait.
     exporter = KafkaSpanExporter(
-        f"127.0.0.1:{_closed_port()}", "spans", settings=KafkaProducerSettings(max_block_ms=20_000)
+        f"127.0.0.1:{closed_port}", "spans", settings=KafkaProducerSettings(max_block_ms=20_000)
     )
     provider, bounded = _pipeline(exporter, max_queue_size=100, max_batch_size=10, schedule_delay_s=0.01)
     _make(provider, 3_000)  # never raises, whatever the exporter is doing

@@ -11,7 +11,6 @@ from collections import Counter
 
 import pytest
 from _helpers import consumer_settings
-from kafka import KafkaProducer
 from recorded import Recording, recordings
 
 from tracescore.consume import ConsumerSettings, ConsumerStats, EvaluationConsumer, decode_message
@@ -20,6 +19,7 @@ from tracescore.model import EvaluationRecord
 from tracescore.score import make_metrics
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness, Metric
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 LANGFUSE_NOT_ANSWERING = ("retriever", "tool", "generation", "embedding", "evaluator", "guardrail", "event")
@@ -40,7 +40,7 @@ def _consume(
 ) -> tuple[list[EvaluationRecord], ConsumerStats]:
     """Produce the recordings as the Collector would (one message per trace and instrumentation scope: the
     messages it wrote where it was recorded through it) and run the real consumer."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.spans"], acks="all")
     for recording in recorded:
         for payload in [m.payload for m in recording.messages] or [recording.payload]:
             producer.send(f"{topic_prefix}.spans", key=recording.trace_id.encode(), value=payload).get(30)
@@ -167,7 +167,7 @@ def test_a_second_services_late_message_is_judged_with_the_trace(bootstrap: str,
     once, with the retrieval the late message carries, in the right direction."""
     recorded = [r for r in recordings() if any(m.delay_s > 0 for m in r.messages)]
     assert recorded, "no multi-service recording: run fixtures/record.py --only two_service"
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{topic_prefix}.spans"], acks="all")
     topic = f"{topic_prefix}.spans"
     first = [(r, m) for r in recorded for m in r.messages if m.delay_s == 0]
     late = sorted(

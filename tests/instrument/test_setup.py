@@ -105,6 +105,17 @@ SCENARIOS = {
         error = error_of(lambda: tracescore.init("svc"))
         report(early_shutdown=early_shutdown, error=error, provider_after=kind(trace.get_tracer_provider()))
     """,
+    "bad_topic": """
+        from_env = error_of(lambda: tracescore.init("svc", bootstrap_servers="127.0.0.1:1"))
+        import os
+
+        del os.environ["TRACESCORE_TOPIC"]
+        from_argument = error_of(
+            lambda: tracescore.init("svc", bootstrap_servers="127.0.0.1:1", topic="spans/eu")
+        )
+        provider_after = kind(trace.get_tracer_provider())
+        report(from_env=from_env, from_argument=from_argument, provider_after=provider_after)
+    """,
     "second_init": """
         first_exporter, second_exporter = InMemorySpanExporter(), InMemorySpanExporter()
         first = tracescore.init("svc", exporter=first_exporter)
@@ -306,6 +317,7 @@ SCENARIO_ENV = {
         "TRACESCORE_KAFKA_BOOTSTRAP": "127.0.0.1:1",
         "TRACESCORE_SHUTDOWN_TIMEOUT_S": "1",
     },
+    "bad_topic": {"TRACESCORE_TOPIC": "spans eu"},
     "content_from_env": {"TRACESCORE_CONTENT__CAPTURE": "false"},
     "redact_hook_and_env": {
         "TRACESCORE_CONTENT__REDACT": "email",
@@ -386,6 +398,18 @@ def test_init_without_kafka_or_exporter_is_a_clear_value_error(outcomes: Outcome
     message = error["message"]
     assert "TRACESCORE_BOOTSTRAP_SERVERS" in message and "OTEL_EXPORTER_OTLP_ENDPOINT" in message, message
     assert seen["provider_after"] == "ProxyTracerProvider", "the failed call installed nothing"
+
+
+def test_a_topic_kafka_would_refuse_fails_at_init_with_the_services_message(outcomes: Outcomes) -> None:
+    """TRACESCORE_TOPIC="spans eu" (or init(topic=...)) was taken, and the exports failed on it once
+    running: the SDK checks the topic against the rule every service's topic settings are checked against."""
+    seen = observed(outcomes, "bad_topic")
+    rule = "a Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'"
+    for given, error in (("spans eu", seen["from_env"]), ("spans/eu", seen["from_argument"])):
+        assert error is not None, f"init() took the topic {given!r}"
+        assert error["type"] == "ValidationError" and "topic" in error["message"], error
+        assert f"{given!r} is not a topic Kafka accepts: {rule}" in error["message"], error
+    assert seen["provider_after"] == "ProxyTracerProvider", "the failed calls installed nothing"
 
 
 def test_second_init_returns_the_first_instrumentation(outcomes: Outcomes) -> None:

@@ -113,18 +113,18 @@ def test_the_bare_install_holds_only_what_the_sdk_needs(bare_venv: Path) -> None
     assert not [name for name in installed if name.startswith("opentelemetry-exporter-otlp-proto-g")]
 
 
-def test_a_decorated_call_runs_on_the_bare_install(bare_venv: Path, package_dir: Path) -> None:
+def test_a_decorated_call_runs_on_the_bare_install(
+    bare_venv: Path, package_dir: Path, closed_port: int
+) -> None:
     done = _bare_python(
         bare_venv,
         package_dir,
         """
-        import json, socket, sys
+        import json, sys
         import tracescore
 
-        with socket.socket() as s:  # a port nobody listens on: the broker is down
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        instrumentation = tracescore.init("bare-app", bootstrap_servers=f"127.0.0.1:{port}")
+        # The broker is down: nothing listens there.
+        instrumentation = tracescore.init("bare-app", bootstrap_servers="127.0.0.1:CLOSED_PORT")
 
         @tracescore.retriever
         def search(query):
@@ -140,7 +140,7 @@ def test_a_decorated_call_runs_on_the_bare_install(bare_venv: Path, package_dir:
         heavy = sorted(m for m in ("openai", "jinja2", "click", "grpc", "httpx2") if m in sys.modules)
         print(json.dumps({"result": result, "stats": instrumentation.stats(), "heavy": heavy,
                           "from": tracescore.__file__}))
-        """,
+        """.replace("CLOSED_PORT", str(closed_port)),
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])

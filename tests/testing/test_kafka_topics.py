@@ -1,5 +1,6 @@
-"""Reading a topic back (`tracescore.testing.kafka_topics`), as the tests, benchmarks and the demo check what
-was written: every partition to its end, never a part of the topic taken for all of it."""
+"""Writing a test's input to a topic created first, and reading a topic back
+(`tracescore.testing.kafka_topics`), as the tests, benchmarks and the demo check what was written: every
+partition to its end, never a part of the topic taken for all of it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from tracescore.testing.kafka_topics import read_topic, wait_for_records
+from tracescore.testing.kafka_topics import input_producer, read_topic, wait_for_records
 
 pytestmark = pytest.mark.kafka
 
@@ -29,3 +30,18 @@ def test_a_topic_is_read_to_its_end_on_every_partition(bootstrap: str, topic_pre
         read_topic(bootstrap, topic, timeout_s=0)  # never a part of the topic taken for all of it
     assert len(wait_for_records(bootstrap, topic, 9)) == 9
     assert len(wait_for_records(bootstrap, topic, 10, timeout_s=1)) == 9, "what is there when it never comes"
+
+
+def test_a_test_s_input_written_to_a_new_topic_logs_no_false_error(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A test's producer whose first send made the broker create the topic logged kafka-python's ERROR
+    "Topic ... not found in cluster metadata": a false error in the log of every test that then failed."""
+    topic = f"{topic_prefix}.input"
+    with caplog.at_level("WARNING", logger="kafka"):
+        producer = input_producer(bootstrap, [topic], acks="all")
+        producer.send(topic, value=b"a record").get(timeout=30)
+        producer.close()
+    assert [m.value for m in read_topic(bootstrap, topic)] == [b"a record"]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert not errors, errors

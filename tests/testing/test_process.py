@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from tracescore.testing import free_port
+import pytest
+
+from tracescore.testing import closed_port, free_port
 
 
 def test_free_ports_are_below_the_range_the_kernel_gives_outgoing_connections() -> None:
@@ -18,3 +20,13 @@ def test_free_ports_are_below_the_range_the_kernel_gives_outgoing_connections() 
     for port in ports:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))  # free when returned
+
+
+def test_a_closed_port_refuses_connections_and_no_server_can_take_it_while_held() -> None:
+    """For a test of a server that is down: a port found free and let go (bind to 0, close) could be bound
+    by another worker's server before the test connects, and the 'down' server would answer."""
+    with closed_port() as port:
+        with socket.socket() as server, pytest.raises(OSError):
+            server.bind(("127.0.0.1", port))  # another worker's server cannot take it
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)

@@ -97,9 +97,11 @@ class WebhookReceiver:
         self._thread.start()
 
     def wait_for(
-        self, predicate: Callable[[list[ReceivedRequest]], bool], timeout_s: float = 60.0
+        self, predicate: Callable[[list[ReceivedRequest]], bool], timeout_s: float = 180.0
     ) -> list[ReceivedRequest]:
-        """Block until `predicate(requests)` holds (event-driven); raise with what arrived otherwise."""
+        """Block until `predicate(requests)` holds (event-driven: it returns as soon as it does); raise with
+        what arrived otherwise. The bound is generous: several members joining a group on a loaded machine
+        took over a minute."""
         with self._changed:
             if not self._changed.wait_for(lambda: predicate(self.requests), timeout_s):
                 bodies = [r.body[:300] for r in self.requests]

@@ -35,6 +35,15 @@ def _settings_read() -> list[type[BaseSettings]]:
     ]  # fmt: skip
 
 
+def _service_prefixes() -> list[str]:
+    """The prefixes of the services' own settings (`TRACESCORE_ALERT_`): checked by that service alone,
+    against the config it read (the variables a config names are the user's, whatever their prefix)."""
+    from tracescore.alert import AlertConfig
+    from tracescore.conversations import ConversationsConfig
+
+    return [str(m.model_config.get("env_prefix", "")) for m in (AlertConfig, ConversationsConfig)]
+
+
 def _option_variables() -> dict[str, str]:
     """The variables the commands' own options read (`TRACESCORE_PROMETHEUS_PORT`), with their help."""
     context = click.get_current_context(silent=True)
@@ -55,7 +64,7 @@ def warn_misspelt_variables(own: BaseSettings | None = None, environ: Mapping[st
     `secret_env`) are the user's, never warned about."""
     theirs = variables_named(own) if own is not None else set()
     names = [name for name in environ if name.upper() not in theirs]
-    found = misspelt_variables(names, _settings_read(), _option_variables())
+    found = misspelt_variables(names, _settings_read(), _option_variables(), unchecked=_service_prefixes())
     if own is not None:
         found.update(misspelt_variables(names, [type(own)]))
     for name, meant in sorted(found.items()):

@@ -133,7 +133,11 @@ def _messages(
     topic = settings.evaluations_topic
     consumer = connect(
         settings.connection(),
-        lambda config: KafkaConsumer(**config, group_id=None, enable_auto_commit=False),
+        # Records retention deletes under the read are skipped, not everything after them (the default reset
+        # jumps to the end).
+        lambda config: KafkaConsumer(
+            **config, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+        ),
     )
     try:
         partitions = consumer.partitions_for_topic(topic)

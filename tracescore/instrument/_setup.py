@@ -16,10 +16,10 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from tracescore import semconv
-from tracescore._kafka_config import SPANS_TOPIC
+from tracescore._kafka_config import SPANS_TOPIC, TopicSettings
 from tracescore.export import (
     BoundedSpanProcessor,
     KafkaProducerSettings,
@@ -36,7 +36,7 @@ __all__ = ["InstrumentSettings", "Instrumentation", "force_flush", "init", "shut
 _log = logging.getLogger("tracescore.instrument")
 
 
-class InstrumentSettings(BaseSettings):
+class InstrumentSettings(TopicSettings):
     """SDK settings; every field falls back to a TRACESCORE_* environment variable (nested ones with `__`:
     TRACESCORE_CONTENT__CAPTURE=false, TRACESCORE_KAFKA__SASL_MECHANISM=PLAIN)."""
 
@@ -151,7 +151,12 @@ def init(
         }.items()
         if v is not None
     }
-    settings = (settings or InstrumentSettings()).model_copy(update=overrides)
+    # The arguments validated as the environment is (a model copy is not): a topic Kafka would refuse fails
+    # here, not at the first export.
+    if settings is None:
+        settings = InstrumentSettings(**overrides)
+    else:
+        settings = type(settings).model_validate({**dict(settings), **overrides})
     with _state_lock:
         if _current is not None:
             _log.warning("tracescore.init() called again; keeping the first configuration")

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["end_process", "free_port", "locked", "log_tail", "wait_ready"]
+__all__ = ["closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
 
 
 def free_port() -> int:
@@ -32,6 +32,17 @@ def free_port() -> int:
     with socket.socket() as sock:  # a crowded range: the kernel's choice is still better than failing
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A loopback port nothing listens on while the block runs, for a test of a server that is down: held
+    bound but never listening, so a connection to it is refused and no other server can take it meanwhile
+    (a port only found free, as `free_port`'s, may be bound by another worker's server before the test
+    connects, and then something answers)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 _FIRST_PORT = 20_000  # above the well-known and most registered service ports

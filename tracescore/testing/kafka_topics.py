@@ -1,20 +1,38 @@
-"""Reading a topic back, as tests, benchmarks and the demo check what a service wrote."""
+"""Writing a test's input to a topic and reading a topic back, as tests, benchmarks and the demo check what a
+service wrote."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
-__all__ = ["read_topic", "wait_for_records"]
+from tracescore._kafka import ensure_topics
+from tracescore._kafka_config import KafkaConnection
+
+__all__ = ["input_producer", "read_topic", "wait_for_records"]
+
+
+def input_producer(bootstrap: str, topics: Iterable[str], **config: Any) -> KafkaProducer:
+    """A producer (kafka-python's `config`) for writing a test's input to `topics`, created first when
+    missing, with the broker's defaults, as its auto-creation would: a first send to a topic the broker does
+    not have yet logs kafka-python's ERROR "Topic X not found in cluster metadata", a false error in the log
+    of every test that then fails for another reason."""
+    ensure_topics(KafkaConnection(bootstrap_servers=bootstrap), topics)
+    return KafkaProducer(bootstrap_servers=bootstrap, **config)
 
 
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[ConsumerRecord]:
     """Every message on `topic` up to its end offsets as they are now, read without a group (none if the
     topic does not exist). TimeoutError, saying how far it got, when that end is not reached within
     `timeout_s`: never a part of the topic taken for all of it."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    # earliest: records deleted under the read are skipped, not everything after them (the default reset).
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest"
+    )
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not tps:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -223,16 +222,10 @@ async def test_the_score_is_the_mean_similarity() -> None:
     assert embedder.calls == [["q", "a", "b", "c"]]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-async def test_an_embeddings_failure_is_an_error_result_that_keeps_the_judge_usage() -> None:
+async def test_an_embeddings_failure_is_an_error_result_that_keeps_the_judge_usage(closed_port: int) -> None:
     embedder = OpenAIEmbedder(
         OpenAIEmbedderSettings(
-            base_url=f"http://127.0.0.1:{_closed_port()}/v1", api_key="x", max_retries=0, timeout_s=2
+            base_url=f"http://127.0.0.1:{closed_port}/v1", api_key="x", max_retries=0, timeout_s=2
         )
     )
     result = await AnswerRelevancy(embedder=embedder).score(RECORD, AnalysisJudge(questions=[QUESTION]))
