@@ -219,8 +219,8 @@ def _stop(name: str, process: subprocess.Popen[bytes], tmp: Path) -> None:
         process.wait()
         print(f"tracescore {name} did not stop in time and was killed", flush=True)
     lines = (tmp / f"{name}.log").read_text(errors="replace").splitlines()
-    summary = [line for line in lines if not line[:4].isdigit()]  # the summary lines carry no timestamp
-    print(f"tracescore {name} stopped: " + " | ".join(summary[-3:]), flush=True)
+    summary = [line for line in lines if line.strip() and not line[:4].isdigit()]  # no timestamp on them
+    print(f"tracescore {name} stopped:", *(f"  {line}" for line in summary), sep="\n", flush=True)
 
 
 def spans_by_id(values: list[bytes]) -> dict[str, dict[str, Any]]:

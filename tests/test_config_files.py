@@ -75,6 +75,50 @@ def test_every_command_reports_a_broken_file_the_same_way(tmp_path: Path) -> Non
         assert str(raised.value).startswith(f"{path}: not valid TOML") and "\n" not in str(raised.value)
 
 
+LOADERS = {
+    "consume": lambda path: ConsumerSettings.load({}, path),
+    "sampling": load_sampling_config,
+    "alert": load_alert_config,
+    "conversations": load_conversations_config,
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "meant"),
+    [
+        ('[consume]\ntopic = "rag-spans"\n\n[alerts]\ngroup_id = "eu"\n', "alert"),  # beside a good table
+        ("[conversation]\nquiet_seconds = 120\n", "conversations"),  # alone: read as an unknown setting
+        ("[consumer]\nidle_timeout_s = 3\n", "consume"),
+    ],
+)
+@pytest.mark.parametrize("command", LOADERS)
+def test_a_misnamed_table_is_said_with_the_name_meant(
+    tmp_path: Path, command: str, text: str, meant: str
+) -> None:
+    """[alerts] beside [consume] left tracescore alert on its defaults without a word; [conversation] alone
+    was an unknown setting 'conversation' (did you mean 'max_conversations'?)."""
+    path = tmp_path / "tracescore.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigFileError) as raised:
+        LOADERS[command](path)
+    assert f"is not a table tracescore reads (did you mean [{meant}]?)" in str(raised.value)
+
+
+@pytest.mark.parametrize("command", LOADERS)
+def test_a_key_beside_the_tables_is_refused_by_every_command(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "tracescore.toml"
+    path.write_text('group_id = "eu"\n\n[consume]\ntopic = "rag-spans"\n\n[alert]\nwarning = 0.7\n')
+    with pytest.raises(ConfigFileError) as raised:
+        LOADERS[command](path)
+    assert str(raised.value).startswith(f"{path}: group_id outside the tables [consume], [sampling], [alert]")
+
+
+def test_a_services_own_tables_are_not_taken_for_misnamed_ones(tmp_path: Path) -> None:
+    path = tmp_path / "alert.yaml"
+    path.write_text("judge_health:\n  max_error_rate: 0.3\n")
+    assert load_alert_config(path).judge_health.max_error_rate == 0.3
+
+
 @pytest.mark.parametrize("load", [load_alert_config, load_conversations_config])
 def test_every_service_names_a_misspelt_setting_with_the_valid_ones(load: Any, tmp_path: Path) -> None:
     path = tmp_path / "typo.toml"

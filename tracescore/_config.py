@@ -57,8 +57,14 @@ class ConfigFileError(ValueError):
 
 
 def read_table(path: Path, table: str, error: type[ConfigFileError] = ConfigFileError) -> dict[str, Any]:
-    """The `table` section of the TOML/YAML file at `path` (the whole file when it has no command tables)."""
-    data = _read(path, error)
+    """The `table` section of the TOML/YAML file at `path` (the whole file when it has no command tables). A
+    key beside the tables of a file that has them is an error: no command would read it."""
+    data = _read_tables(path, error)
+    if _sectioned(data) and (stray := _outside(data)):
+        raise error(
+            f"{path}: {', '.join(stray)} outside the tables {_TABLES}, so no command reads it: put each key "
+            "under its command's table"
+        )
     section = data.get(table, {}) if _sectioned(data) else data
     if not isinstance(section, dict):
         raise error(f"{path}: '{table}' must be a table of settings")
@@ -69,8 +75,30 @@ def keys_outside_tables(path: Path, error: type[ConfigFileError] = ConfigFileErr
     """The keys of the file at `path` outside the commands' tables ([consume], [sampling], ...): every key of
     a file of settings at its top level, and the stray ones beside the tables of one that has them (which no
     command reads); empty when all sit in tables, or the file holds nothing."""
-    data = _read(path, error)
+    return _outside(_read_tables(path, error))
+
+
+def _outside(data: Mapping[str, Any]) -> list[str]:
     return sorted(k for k, v in data.items() if not (k in _COMMAND_TABLES and isinstance(v, dict)))
+
+
+_TABLES = ", ".join(f"[{name}]" for name in _COMMAND_TABLES)
+
+
+def _read_tables(path: Path, error: type[ConfigFileError]) -> dict[str, Any]:
+    """The file read, with a table misnamed ([alerts], [conversation]) said with the name meant, where it
+    would otherwise leave its command on its defaults or name it an unknown setting: in a file with command
+    tables any other table; in one without, a table named close to a command's (the settings of one
+    command hold tables of their own, such as judge_health)."""
+    data = _read(path, error)
+    for key, value in data.items():
+        if not isinstance(value, dict) or key in _COMMAND_TABLES:
+            continue
+        close = difflib.get_close_matches(key, _COMMAND_TABLES, n=1)
+        if close or _sectioned(data):
+            hint = f" (did you mean [{close[0]}]?)" if close else ""
+            raise error(f"{path}: [{key}] is not a table tracescore reads{hint}; its tables are {_TABLES}")
+    return data
 
 
 def _sectioned(data: Mapping[str, Any]) -> bool:

@@ -218,9 +218,10 @@ def session_timeout_field(groups: str = "its consumer group") -> Any:
 def rebalance_protocol_field(groups: str = "its consumer group") -> Any:
     return Field(
         default="cooperative",
-        description=f"How {groups} rebalance. cooperative: only the partitions that change owner move, the "
-        "others keep being read (KIP-429, kafka-python's cooperative-sticky assignor). eager: every member "
-        "gives up every partition at each rebalance; every member of a group must use the same one.",
+        description=f"The rebalance protocol of {groups}. cooperative: only the partitions that change owner "
+        "move, the others keep being read (KIP-429, kafka-python's cooperative-sticky assignor). eager: "
+        "every member gives up every partition at each rebalance; every member of a group must use the same "
+        "one.",
     )
 
 

@@ -74,6 +74,20 @@ def test_a_file_that_is_not_scores_is_one_clear_error(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "line 2: not JSON" in result.output and "Traceback" not in result.output
 
 
+def test_the_scored_input_given_for_the_scores_is_said_so(tmp_path: Path) -> None:
+    """It used to make a page of unscored records (and exit 0), as if the batch's judge had failed."""
+    source, _ = _scored(tmp_path)
+    result = CliRunner().invoke(main, ["report", str(source), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert f"{source}: none of its 6 lines is a `tracescore score` output row (no `results`)" in said, said
+    assert (
+        "is it the scored input? Give what `tracescore score --out` wrote, and the input with --records"
+        in said
+    )
+    assert not (tmp_path / "r.html").exists()
+
+
 def _visible_ids(dom: str) -> list[str]:
     table = dom.split('id="worst"')[1].split("</table>")[0]
     rows = re.findall(r'<tr class="record"([^>]*)>\s*<td>\d+<div class="id">([^<]*)</div>', table)

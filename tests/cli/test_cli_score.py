@@ -177,6 +177,25 @@ def test_nothing_scored_exits_1(tmp_path: Path) -> None:
     assert code == 1 and "nothing could be scored" in output
 
 
+def test_a_judge_that_scores_nothing_is_said_with_the_first_reason(tmp_path: Path, monkeypatch) -> None:
+    """Its failures are in the output rows only: the last line pointed to "the reasons above", where the
+    summary alone stood."""
+    from tracescore.testing.judge_server import Fault, JudgeServer
+
+    monkeypatch.setenv("TRACESCORE_JUDGE_API_KEY", "test-key")
+    monkeypatch.setenv("TRACESCORE_JUDGE_MAX_RETRIES", "0")
+    with JudgeServer() as server:
+        server.inject(Fault.SERVER_ERROR)
+        _, output, code = _run(
+            tmp_path, [json.dumps(GOOD)], "--judge", "openai", "--base-url", server.base_url,
+            "--metrics", "faithfulness",
+        )  # fmt: skip
+    assert code == 1, output
+    [last] = [line for line in output.splitlines() if line.startswith("error:")]
+    assert last.startswith(f"error: nothing could be scored in {tmp_path / 'in.jsonl'}; the first reason: ")
+    assert "faithfulness: " in last and "500" in last and "reasons above" not in last, last
+
+
 def test_fail_under_on_a_metric_not_scored_or_malformed_is_a_usage_error(tmp_path: Path) -> None:
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--fail-under", "quality=0.5")
     assert code == 2 and "not in --metrics: quality" in output

@@ -130,6 +130,7 @@ def test_a_judge_error_is_explained_once_in_the_log_with_what_to_check(
     [line] = [r.getMessage() for r in caplog.records if "could not score" in r.getMessage()]
     assert "judge openai:gpt-4o-mini could not score faithfulness: connection error after 4 attempts" in line
     assert "--base-url" in line and "--model" in line and "TRACESCORE_JUDGE_API_KEY" in line
+    assert "Connection error. Its record says status=error" in line, line  # the reason's period, once
 
 
 def failure(reason: str, **details: object) -> MetricResult:

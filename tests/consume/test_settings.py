@@ -96,8 +96,11 @@ def test_a_misspelt_setting_in_the_config_file_is_named_with_the_valid_ones(tmp_
     result = CliRunner().invoke(consume, ["--config", str(path)])
     assert result.exit_code == 2
     [line] = [line for line in result.output.splitlines() if line.startswith("Error")]
-    assert "`topik` in --config): unknown setting 'topik' (did you mean 'topic'? valid: " in line, line
-    assert "`judge` in --config): unknown setting 'judge' (valid: " in line, line
+    # Named as the file's keys: there is no TRACESCORE_TOPIK the user could look for.
+    table = f"in the [consume] table of {path}: unknown setting"
+    assert f"invalid value for `topik` {table} 'topik' (did you mean 'topic'? valid: " in line, line
+    assert f"invalid value for `judge` {table} 'judge' (valid: " in line, line
+    assert "TRACESCORE_TOPIK" not in line, line
 
 
 def test_a_sampling_rule_naming_a_metric_that_does_not_exist_stops_the_consumer(tmp_path: Path) -> None:
@@ -167,7 +170,7 @@ def test_a_topic_kafka_refuses_stops_consume_at_start_naming_the_setting(
     for args, env, where in (
         ([f"--{setting.replace('_', '-')}", name], {}, f"--{setting.replace('_', '-')}"),
         ([], {variable: name}, f"{variable} (or `{setting}` in --config)"),
-        (["--config", str(path)], {}, f"{variable} (or `{setting}` in --config)"),
+        (["--config", str(path)], {}, f"`{setting}` in the [consume] table of {path}"),
     ):
         result = CliRunner().invoke(consume, args, env=env)
         assert result.exit_code == 2, result.output

@@ -37,6 +37,9 @@ def test_demo_fires_then_resolves_and_writes_the_report() -> None:
     assert "(signature verified)" in out and "INVALID" not in out
     assert "/support" not in out[out.index("== alerts received") :]
     assert "144 evaluations" in out
+    # Each service's closing summary as it prints it, its counts first, one line each.
+    assert "tracescore consume stopped:\n  messages=" in out
+    assert "tracescore alert stopped:\n  records=" in out
     # The label rule: the altered answers that keep one true sentence (score 0.5) are hallucinated too.
     assert "deliberately unfaithful answers caught: 12/12; faithful answers flagged: 0/132" in out
     assert report.is_file() and "/billing" in report.read_text()

@@ -107,6 +107,7 @@ class ServiceLoop:
         the clients. `before_close`: what the service reads of its keys at a stop, called before the clients
         close (closing gives the partitions up, and their keys with them)."""
         self.log = log
+        self._service = service
         self._also_close = list(also_close)
         self._before_close = before_close
         self.connection = connection
@@ -223,7 +224,17 @@ class ServiceLoop:
         client, wait_s = self.connection.client_config(), self.connection.connect_timeout_s
 
         def start() -> None:
-            ensure_topics(self.connection, topics)
+            created = ensure_topics(self.connection, topics)
+            for topic in (name for name in t.inputs if name in created):
+                # Where a misspelt topic shows: nothing was ever written to it, and nothing will arrive.
+                self.log.warning(
+                    "the topic %s that %s reads did not exist, so nothing has been written to it yet: "
+                    "created it and waiting. If its records are being written, they go to a topic of another "
+                    "name: give that one (`%s --help` names each topic's flag and variable)",
+                    topic,
+                    self._service,
+                    self._service,
+                )
             wait_for_partitions(client, [*t.inputs, t.keyed], wait_s)
 
         try:

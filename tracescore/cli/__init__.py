@@ -59,6 +59,9 @@ def main(verbose: bool) -> None:
     )
     # kafka-python is chatty at INFO (every connection); its warnings and errors still show.
     logging.getLogger("kafka").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    from tracescore._kafka import quiet_closed_transport_race
+
+    quiet_closed_transport_race()  # a traceback after a good run, from kafka-python's close
 
 
 for _command in (alert, consume, conversations, report, score, tail):

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import UnionType
@@ -18,7 +19,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import click
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from tracescore._config import problems
+from tracescore._config import problems, read_table
 from tracescore._kafka_config import PRODUCER_ONLY, KafkaConnection, KafkaSecurity
 from tracescore.consume import ConfigFileError, ConsumerSettings
 from tracescore.model import OFFLINE_JUDGE
@@ -174,14 +175,29 @@ def consumer_settings(flags: Mapping[str, Any], config_file: Path | None) -> Con
         raise click.UsageError(str(exc)) from exc
     except ValidationError as exc:
         env_prefix = ConsumerSettings.model_config.get("env_prefix", "")
+        in_file = read_table(config_file, "consume") if config_file is not None else {}
         found = []
         for loc, message in problems(exc, ConsumerSettings):
             path = tuple(str(part) for part in loc)
-            given = flags.get("__".join(path)) is not None
-            where = _option_name(path) if given else None
-            where = where or f"{_env_name(env_prefix, path)} (or `{'.'.join(path)}` in --config)"
+            variable, key = _env_name(env_prefix, path), ".".join(path)
+            set_as_variable = variable.lower() in {name.lower() for name in os.environ}  # as pydantic reads
+            if flags.get("__".join(path)) is not None:
+                where = _option_name(path)
+            elif _holds(in_file, path) and not set_as_variable:  # the file's key, no variable of the user's
+                where = f"`{key}` in the [consume] table of {config_file}"
+            else:
+                where = f"{variable} (or `{key}` in --config)"
             found.append(f"invalid value for {where}: {message}")
         raise click.UsageError("; ".join(found)) from exc
+
+
+def _holds(table: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    """Whether the file's table has the key at `path` (nested tables followed)."""
+    for part in path:
+        if not isinstance(table, Mapping) or part not in table:
+            return False
+        table = table[part]
+    return True
 
 
 # Where the settings come from

@@ -121,7 +121,13 @@ def score(
         _write_text(report_path, html)
         click.echo(f"report: {report_path}", err=True)
     if not summary.anything_scored:
-        click.echo(f"error: nothing could be scored in {input_path} (see the reasons above)", err=True)
+        # Unreadable lines are reported above; a judge's failures are only in the rows: the first said here.
+        why = (
+            f"; the first reason: {summary.first_unscored}"
+            if summary.first_unscored
+            else " (see the reasons above)"
+        )
+        click.echo(f"error: nothing could be scored in {input_path}{why}", err=True)
         sys.exit(EXIT_GATE_FAILED)
     failures = summary.gate(gate, flag_limit)
     for failure in failures:

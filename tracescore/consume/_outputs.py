@@ -154,7 +154,7 @@ class Outputs:
     def _explain_judge_error(self, failed: MetricResult) -> None:
         """The first failure of each kind per judge, in the log: a count alone does not say that the judge's
         address, model or key is wrong. A flood of failures is a few lines (`_failure_kind`)."""
-        reason = failed.reason or "no reason given"
+        reason = (failed.reason or "no reason given").rstrip(".")  # the line goes on after its own period
         kind = _failure_kind(failed)
         todo = (
             ""

@@ -160,6 +160,7 @@ def read_scores(
         from tracescore.score._batch import read_records
 
         by_line = {line.number: line.record for line in read_records(records) if line.record is not None}
+    rows = scored = 0
     with scores.open(encoding="utf-8-sig") as handle:
         for number, text in enumerate(handle, start=1):
             if not text.strip():
@@ -172,7 +173,14 @@ def read_scores(
                 ) from None
             if not isinstance(row, dict):
                 raise ValueError(f"{scores} line {number}: expected a JSON object")
+            rows, scored = rows + 1, scored + ("results" in row)  # every row score writes has results
             yield by_line.get(row.get("line")) if isinstance(row.get("line"), int) else None, row
+    if rows and not scored:
+        # The input file given for the scores: a page of unscored records, said to be a batch that failed.
+        raise ValueError(
+            f"{scores}: none of its {rows} lines is a `tracescore score` output row (no `results`); is it "
+            "the scored input? Give what `tracescore score --out` wrote, and the input with --records"
+        )
 
 
 def _confusion_view(collector: ReportCollector) -> dict[str, Any] | None:

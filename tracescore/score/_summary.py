@@ -28,6 +28,8 @@ class BatchSummary:
     # below `threshold` when one is set).
     flagged: dict[str, int] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
+    # The first result left unscored, as `metric: reason`: what a batch that scored nothing says first.
+    first_unscored: str | None = None
 
     def add(self, results: Sequence[MetricResult] | None, *, metric_names: Sequence[str] = ()) -> None:
         """One record's results; None for an input that could not be read."""
@@ -45,6 +47,8 @@ class BatchSummary:
             self.flagged.setdefault(result.metric, 0)
             if result.score is None:
                 self.unscored[result.metric] += 1
+                if self.first_unscored is None:
+                    self.first_unscored = f"{result.metric}: {result.reason or 'no reason given'}"
             else:
                 self.scores[result.metric].append(result.score)
                 self.flagged[result.metric] += is_flagged(result, self.threshold)

@@ -1,0 +1,33 @@
+"""`tracescore alert` and `tracescore conversations` as users start them, against the real broker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.mark.parametrize("command", ["alert", "conversations"])
+def test_a_topic_nothing_was_written_to_is_said_at_start(
+    bootstrap: str, topic_prefix: str, command: str
+) -> None:
+    """A misspelt --evaluations-topic: the service creates it and waits, as consume does for its spans topic,
+    which says so; these two only logged `created topics` at INFO and waited without a word."""
+    topic = f"{topic_prefix}.evalutions"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tracescore.cli", command, "--bootstrap-servers", bootstrap,
+         "--evaluations-topic", topic, "--group-id", f"{topic_prefix}-{command}", "--idle-timeout", "1"],
+        capture_output=True, text=True, timeout=180, check=False, env=clean,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert (
+        f"WARNING tracescore.{command}: the topic {topic} that tracescore {command} reads did not exist"
+        in said
+    )
+    assert f"`tracescore {command} --help` names each topic's flag and variable" in said, said
