@@ -90,6 +90,19 @@ def test_an_unknown_kafka_variable_is_one_line_naming_it(monkeypatch: pytest.Mon
     assert "unknown setting 'delivery_timeout' (did you mean 'delivery_timeout_ms'? valid: " in line
 
 
+def test_a_misspelt_assembly_setting_is_refused_in_the_file_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path, "[consume.assembly]\nmax_wiat_s = 60\n")
+    result = CliRunner().invoke(consume, ["--config", str(path)])
+    assert result.exit_code == 2
+    assert "unknown setting 'max_wiat_s' (did you mean 'max_wait_s'?" in result.output, result.output
+    monkeypatch.setenv("TRACESCORE_ASSEMBLY__MAX_WIAT_S", "60")
+    result = CliRunner().invoke(consume, [])
+    assert result.exit_code == 2
+    assert "unknown setting 'max_wiat_s' (did you mean 'max_wait_s'?" in result.output, result.output
+
+
 def test_a_misspelt_setting_in_the_config_file_is_named_with_the_valid_ones(tmp_path: Path) -> None:
     # A judge is chosen on the command line; in the [consume] table it is a setting that does not exist.
     path = write(tmp_path, '[consume]\ntopik = "spans"\njudge = "openai"\n')

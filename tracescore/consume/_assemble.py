@@ -24,7 +24,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
 from tracescore.consume._revise import Judgeable, JudgedReading, Revision, first_revisions, revise
@@ -40,6 +40,9 @@ _NOWHERE: Hashable = object()  # a new entry's partition, before its first span 
 
 
 class AssemblySettings(BaseModel):
+    # A misspelt `[consume.assembly]` key or TRACESCORE_ASSEMBLY__* variable is an error, never a default.
+    model_config = ConfigDict(extra="forbid")
+
     grace_s: float = Field(default=2.0, ge=0, description="Wait after a trace's root arrived.")
     max_wait_s: float = Field(
         default=30.0,
