@@ -105,7 +105,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-openai-stuffed", "empty_context"),
         ("aurora-support-traceloop-stuffed", "no_retrieval"),
         ("aurora-support-haystack-stuffed", "empty_context"),
-        ("aurora-support-genai", "missing_answer"),  # the GenAI util with EVENT_ONLY: no text on the trace
+        ("aurora-support-genai", "content_not_captured"),  # the GenAI util with EVENT_ONLY: no text on it
         ("aurora-support-langgraph", "empty_context"),
         ("aurora-support-autogen", "missing_answer"),
         ("aurora-support-vercel", "missing_answer"),
