@@ -29,9 +29,9 @@ EXPECTED = {
     # (`Context:`), and retrieval documents given as ids only from the instructions the same way.
     "openllmetry/langchain": ("interaction", "openllmetry"),
     # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=EVENT_ONLY: the util emits its operation-details
-    # event as a log record, so no text at all is on the trace (no message, document or query), as with a
-    # producer that records none: nothing to read an answer from.
-    "otel_genai/event_only_": ("skip", "missing_answer"),
+    # event as a log record, so no text at all is on the trace (no message, document or query): skipped as
+    # content not captured, naming the setting.
+    "otel_genai/event_only_": ("skip", "content_not_captured"),
     "otel_genai": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
     # An agent that answered from no tool and no retriever: nothing to judge against.

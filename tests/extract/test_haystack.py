@@ -10,10 +10,11 @@ import json
 from typing import Any
 
 import pytest
+from recorded import extracted, recordings, spans_of
 from trace_builder import span, trace
 
 from tracescore.extract import extract
-from tracescore.model import DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan
 
 QUESTION = "How long does the Aurora X2 battery last?"
 DOC = "The Aurora X2 battery lasts 14 hours."
@@ -164,3 +165,46 @@ def test_the_prompt_builders_rendered_prompt_is_read_when_the_model_call_is_the_
     [rag] = extract(trace(run, builder, model_call)).interactions
     assert (rag.record.query, rag.record.contexts, rag.record.answer) == (QUESTION, (DOC,), ANSWER)
     assert [(s.kind, s.span_id) for s in rag.context_sources] == [("instructions", builder.span_id)]
+
+
+def test_a_text_generators_system_prompt_is_read_as_its_instructions() -> None:
+    """Haystack 2.x's OpenAIGenerator given `system_prompt` at run time: the documents under its label are
+    read as the instructions' (kind `instructions`), the prompt being the question."""
+    system = f"Answer from the context below.\n\nContext:\n{DOC}"
+    run, generator = _pipeline(
+        {"llm": {"prompt": QUESTION, "system_prompt": system}},
+        (
+            "OpenAIGenerator",
+            {"prompt": QUESTION, "system_prompt": system},
+            {"replies": [ANSWER], "meta": [{}]},
+        ),
+        outputs={"llm": {"replies": [ANSWER], "meta": [{}]}},
+    )
+    [rag] = extract(trace(run, generator)).interactions
+    assert (rag.record.contexts, rag.record.answer) == ((DOC,), ANSWER)
+    assert [(s.kind, s.span_id) for s in rag.context_sources] == [("instructions", generator.span_id)]
+
+
+RECORDED = {r.scenario: r for r in recordings() if r.source == "haystack_otel_stuffed"}
+
+
+@pytest.mark.parametrize("scenario", ["documents_faithful", "documents_unfaithful"])
+def test_documents_handed_to_a_prompt_builder_are_read_one_by_one(scenario: str) -> None:
+    """Haystack `Document`s given to a ChatPromptBuilder (recorded from haystack-ai 3.4.1): the tracer
+    records them as a list of documents in the builder's input; each is a document of its own (kind
+    `input`), not the prompt's rendered block."""
+    recording = RECORDED[scenario]
+    [rag] = extracted(spans_of(recording)).interactions
+    assert (rag.record.query, rag.record.answer) == (recording.question, recording.answer)
+    assert rag.record.contexts == tuple(recording.documents)
+    assert {s.kind for s in rag.context_sources} == {ContextSourceKind.INPUT}
+
+
+def test_a_prompt_builders_text_input_named_like_documents_is_not_a_document_list() -> None:
+    run, builder, generator = _pipeline(
+        {"prompt_builder": {"question": QUESTION, "documents": DOC}},
+        ("ChatPromptBuilder", {"question": QUESTION, "documents": DOC}, {"prompt": STUFFED}),
+        ("OpenAIGenerator", {"prompt": STUFFED}, {"replies": [ANSWER], "meta": [{}]}),
+    )
+    [rag] = extract(trace(run, builder, generator)).interactions
+    assert [s.kind for s in rag.context_sources] == [ContextSourceKind.PROMPT]

@@ -19,7 +19,9 @@ from tracescore.extract._prompt import prompt_documents
 from tracescore.model import ContextSourceKind
 
 STUFFED = {r.id: r for r in recordings() if r.source.endswith("_stuffed")}
-LABELLED = [r for r in STUFFED.values() if r.scenario != "unlabelled"]
+# Documents under a label in the prompt (Haystack's `documents_*` hand the builder Document objects instead:
+# test_haystack.py).
+LABELLED = [r for r in STUFFED.values() if r.scenario.startswith(("user", "system"))]
 QUESTION = "How long does the Aurora X2 battery last?"
 DOCS = "The Aurora X2 battery lasts 14 hours.\n\nThe Aurora X2 weighs 1.2 kg."
 ANSWER = "It lasts 14 hours."
@@ -165,3 +167,49 @@ def test_the_skips_point_to_the_docs_section_that_shows_the_label_forms() -> Non
     assert "docs/integrations/index.md#documents-in-the-prompt" in not_rag.detail
     page = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "index.md"
     assert "\n### Documents in the prompt\n" in page.read_text(encoding="utf-8")
+
+
+REFUND_DOCS = "Refunds are accepted within 30 days of delivery.\n\nOpened software is not refunded."
+REFUND_QUESTION = "What is the refund window?"
+
+
+@pytest.mark.parametrize(
+    ("text", "block", "question"),
+    [
+        (f"Context:\n{REFUND_DOCS}\n\n{REFUND_QUESTION}", REFUND_DOCS, REFUND_QUESTION),
+        (
+            f"Answer from the context only.\nContext:\n{REFUND_DOCS}\n\n{REFUND_QUESTION}\n\nAnswer:",
+            REFUND_DOCS,
+            REFUND_QUESTION,
+        ),
+        # A document's own question stays in it: the prompt's question is asked elsewhere.
+        (
+            f"{REFUND_QUESTION}\n\nContext:\nCan I return it?\n\nYes, unopened.\n\nWhat about opened boxes?",
+            "Can I return it?\n\nYes, unopened.\n\nWhat about opened boxes?",
+            REFUND_QUESTION,
+        ),
+        # One paragraph is never cut: no blank line tells the question from the document.
+        (f"Context:\n{REFUND_DOCS.splitlines()[0]}\n{REFUND_QUESTION}", None, None),
+        # A last paragraph that asks nothing is the document's.
+        (f"Context:\n{REFUND_DOCS}", REFUND_DOCS, None),
+    ],
+    ids=["question_last", "question_then_heading", "question_before", "one_paragraph", "no_question"],
+)
+def test_a_block_with_no_question_label_ends_where_its_unlabelled_question_starts(
+    text: str, block: str | None, question: str | None
+) -> None:
+    """`Context:` then the documents then the user's question, with no `Question:` label: the question (a
+    last paragraph ending with a question mark) is never swallowed into the documents."""
+    found = prompt_documents(text)
+    assert found is not None
+    if block is None:  # the one-paragraph case: the whole block, the question with it
+        block = f"{REFUND_DOCS.splitlines()[0]}\n{REFUND_QUESTION}"
+    assert (found.block, found.question) == (block, question)
+
+
+def test_a_user_message_with_context_then_an_unlabelled_question_is_judged_on_both() -> None:
+    stuffed = f"Answer from the context below.\n\nContext:\n{REFUND_DOCS}\n\n{REFUND_QUESTION}"
+    llm = span("chat", _llm([{"role": "user", "content": stuffed}], answer="30 days."))
+    [rag] = extract(trace(llm)).interactions
+    assert (rag.record.query, rag.record.contexts) == (REFUND_QUESTION, (REFUND_DOCS,))
+    assert [s.kind for s in rag.context_sources] == [ContextSourceKind.PROMPT]

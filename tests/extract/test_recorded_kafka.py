@@ -92,7 +92,9 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         assert record.label == direction, f"{recording.id}: {record.score} {record.reason}"
         if recording.source.endswith("_stuffed"):
             # Documents pasted into the prompt under a label: the record says which message they came from.
-            where = "prompt" if recording.scenario.startswith("user") else "instructions"
+            where = {"user": "prompt", "system": "instructions", "documents": "input"}[
+                recording.scenario.split("_")[0]
+            ]
             assert {s["kind"] for s in record.details["context_sources"]} == {where}, recording.id
         if recording.scenario.startswith("followup"):
             # A follow-up that called no tool: judged against the first turn's result, and the record says so.
@@ -105,7 +107,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-openai-stuffed", "empty_context"),
         ("aurora-support-traceloop-stuffed", "no_retrieval"),
         ("aurora-support-haystack-stuffed", "empty_context"),
-        ("aurora-support-genai", "missing_answer"),  # the GenAI util with EVENT_ONLY: no text on the trace
+        ("aurora-support-genai", "content_not_captured"),  # the GenAI util with EVENT_ONLY: no text on it
         ("aurora-support-langgraph", "empty_context"),
         ("aurora-support-autogen", "missing_answer"),
         ("aurora-support-vercel", "missing_answer"),

@@ -110,3 +110,21 @@ def test_each_chat_turn_is_read_with_its_own_retrieval_in_its_conversation(recor
         # grounding across traces revises the faithful one (recorded.py, Recording.earlier_trace).
         [result] = evaluate(interaction.record, ["faithfulness"])
         assert result.label == recording.label_in_this_trace, result.reason
+
+
+@LINES
+@pytest.mark.parametrize("scenario", ["system_faithful", "system_unfaithful"])
+def test_documents_the_app_put_into_the_system_text_are_read_under_their_label(
+    line: str, scenario: str
+) -> None:
+    """No advisor, no retrieval: the app's `.system(...)` carries its documents under `Context:`; the page's
+    filter records the system text as `gen_ai.system_instructions` (with log-prompt), read by the shared
+    prompt step as the instructions' documents, the question being the user text."""
+    recording = RECORDED[f"{line}/{scenario}"]
+    spans = spans_of(recording)
+    assert not any(s.attributes.get("db.operation.name") == "query" for s in spans)
+    [interaction] = extracted(spans).interactions
+    record = interaction.record
+    assert (record.query, record.answer) == (recording.question, recording.answer)
+    assert record.contexts == ("\n\n".join(recording.documents),)
+    assert [s.kind for s in interaction.context_sources] == ["instructions"]

@@ -80,6 +80,17 @@ class GenAI(Convention):
     }
     EVENT_CONTENT, EVENT_MESSAGE = "content", "message"
     EVENT_TOOL_CALLS, EVENT_FUNCTION = "tool_calls", "function"
+    # What a span with content capture on records (messages as attributes, or Logfire's first format, or
+    # Pydantic AI's answer); the OpenTelemetry GenAI util's setting that puts it on the spans.
+    CONTENT_KEYS = (
+        INPUT_MESSAGES,
+        OUTPUT_MESSAGES,
+        SYSTEM_INSTRUCTIONS,
+        REQUEST_DATA,
+        RESPONSE_DATA,
+        FINAL_RESULT,
+    )
+    CAPTURE_SETTING = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
     INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
     OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
     RETRIEVAL = "retrieval"
@@ -185,6 +196,20 @@ class GenAI(Convention):
         if any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.llms)):
             return unlabelled_note(self.SYSTEM_INSTRUCTIONS)
         return None
+
+    def content_not_captured(self, reading: Reading) -> str | None:
+        # Any message, on a span or in its events (moved onto it by `with_content`), means capture was on.
+        spans = (reading.anchor, *reading.llms)
+        if not reading.llms or any(key in s.attributes for s in spans for key in self.CONTENT_KEYS):
+            return None
+        return (
+            f"its {len(reading.llms)} chat span(s) recorded no messages ({self.INPUT_MESSAGES}, "
+            f"{self.OUTPUT_MESSAGES}), neither as attributes nor as span events: the producer's content "
+            f"capture is off or writes them elsewhere (the OpenTelemetry GenAI instrumentations' "
+            f"{self.CAPTURE_SETTING}=EVENT_ONLY sends them to log records, which reach no trace; NO_CONTENT, "
+            f"the default, records none): set {self.CAPTURE_SETTING}=SPAN_ONLY or SPAN_AND_EVENT, or turn "
+            "the producer's content capture on, to judge it"
+        )
 
     def question(self, reading: Reading) -> str | None:
         question = self._question(reading.llms[0] if reading.group else reading.anchor)

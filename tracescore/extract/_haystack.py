@@ -68,9 +68,16 @@ class Haystack(Convention):
         ("Generator", "generator"),
         ("Embedder", "embedder"),
     )
+    # An Agent's (an LLM component's) model call, run inside it rather than as a pipeline component, with the
+    # chat generator's input and output as its own keys.
+    AGENT_LLM = "haystack.agent.step.llm"
+    AGENT_LLM_INPUT = "haystack.agent.step.llm.input"
+    AGENT_LLM_OUTPUT = "haystack.agent.step.llm.output"
     REPLIES = "replies"  # a generator's output: chat messages, or strings
     MESSAGES = "messages"  # a chat generator's input: chat messages, or a prompt string
+    DOCUMENTS, CONTENT = "documents", "content"  # Haystack documents handed to a prompt builder, their text
     PROMPT = "prompt"  # a prompt builder's output (chat messages, or a string), a 2.x text generator's input
+    SYSTEM_PROMPT = "system_prompt"  # a 2.x text generator's input beside its prompt
     PIPELINE, RETRIEVER, RANKER, GENERATOR = "pipeline", "retriever", "ranker", "generator"
     PROMPT_BUILDER = "prompt_builder"
     # Where a component records the prompt it was given or rendered.
@@ -89,12 +96,14 @@ class Haystack(Convention):
         f"{MESSAGES} (or a ...PromptBuilder's rendered {PROMPT})",
     }
 
-    RUN_MODEL_OUTPUT = (COMPONENT_OUTPUT,)
+    RUN_MODEL_OUTPUT = (COMPONENT_OUTPUT, AGENT_LLM_OUTPUT)
 
     def kind(self, span: DecodedSpan) -> str:
         component = span.attributes.get(self.COMPONENT_TYPE)
         if isinstance(component, str):
             return next((role for suffix, role in self.ROLES if component.endswith(suffix)), "component")
+        if span.name == self.AGENT_LLM:
+            return self.GENERATOR
         return self.PIPELINE if span.name in self.PIPELINE_RUNS else ""
 
     def collect(self, reading: Reading) -> Reading:
@@ -119,18 +128,33 @@ class Haystack(Convention):
         return documents_of(span.attributes.get(self.COMPONENT_OUTPUT))
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
-        inputs = parse_json(llm.attributes.get(self.COMPONENT_INPUT))
+        inputs = self._generator_input(llm)
         return genai_tool_results(inputs.get(self.MESSAGES)) if isinstance(inputs, Mapping) else []
 
+    def input_documents(self, reading: Reading) -> None:
+        """The documents a prompt builder was handed as Haystack `Document`s (its input's `documents`, as the
+        tracer records them: a list of `{"id", "content", ...}`), one document each, when no retriever
+        recorded any: the app's own search, rendered into the prompt by the builder's template."""
+        builders = (s for s in reading.around if self.kind(s) == self.PROMPT_BUILDER)
+        reading.contexts.add_inputs((s, self._builder_documents(s)) for s in builders)
+
     def prompt(self, span: DecodedSpan) -> Prompt | None:
-        """A generator's input `messages` (`prompt` in 2.x's text generators), a prompt builder's rendered
-        `prompt`: chat messages, or one prompt string (what a PromptBuilder renders), the user's message."""
-        carrier = self.PROMPT_CARRIERS.get(self.kind(span))
-        given = parse_json(span.attributes.get(carrier)) if carrier is not None else None
+        """A generator's input `messages` (`prompt` and `system_prompt` in 2.x's text generators; an Agent's
+        model call's, whose `system_prompt` is its system message), a prompt builder's rendered `prompt`: chat
+        messages, or one prompt string (what a PromptBuilder renders), the user's message."""
+        kind = self.kind(span)
+        if kind == self.GENERATOR:
+            given = self._generator_input(span)
+        else:
+            carrier = self.PROMPT_CARRIERS.get(kind)
+            given = parse_json(span.attributes.get(carrier)) if carrier is not None else None
         if not isinstance(given, Mapping):
             return None
         messages = given.get(self.MESSAGES, given.get(self.PROMPT))
-        return Prompt(None, messages) if isinstance(messages, str) else message_prompt(messages)
+        if not isinstance(messages, str):
+            return message_prompt(messages)
+        system = given.get(self.SYSTEM_PROMPT)  # a 2.x text generator's run-time system prompt
+        return Prompt(system if isinstance(system, str) else None, messages)
 
     def prompt_spans(self, reading: Reading) -> Iterator[DecodedSpan]:
         """The generators, last first, then the prompt builders' rendered prompts, last first (the model call
@@ -152,7 +176,8 @@ class Haystack(Convention):
         return next((text for text in map(self._replies, reversed(list(outputs.values()))) if text), None)
 
     def llm_output(self, llm: DecodedSpan) -> str | None:
-        return self._replies(parse_json(llm.attributes.get(self.COMPONENT_OUTPUT)))
+        get = llm.attributes.get
+        return self._replies(parse_json(get(self.COMPONENT_OUTPUT, get(self.AGENT_LLM_OUTPUT))))
 
     def asks_for_tool(self, span: DecodedSpan) -> bool:
         return self.llm_output(span) is None
@@ -169,6 +194,22 @@ class Haystack(Convention):
             "is off, so the documents and the answer are not in the trace (set "
             "HAYSTACK_CONTENT_TRACING_ENABLED=true to judge this pipeline)"
         )
+
+    def _generator_input(self, llm: DecodedSpan) -> Any:
+        """A generator component's input, or an Agent's model call's."""
+        get = llm.attributes.get
+        return parse_json(get(self.COMPONENT_INPUT, get(self.AGENT_LLM_INPUT)))
+
+    def _builder_documents(self, builder: DecodedSpan) -> dict[str, Any] | None:
+        """A prompt builder's `documents` input when it is a list of Haystack documents (objects with their
+        text under `content`), never a text variable that happens to be named like documents."""
+        inputs = parse_json(builder.attributes.get(self.COMPONENT_INPUT))
+        documents = inputs.get(self.DOCUMENTS) if isinstance(inputs, Mapping) else None
+        if not isinstance(documents, list) or not documents:
+            return None
+        if not all(isinstance(d, Mapping) and isinstance(d.get(self.CONTENT), str) for d in documents):
+            return None
+        return {self.DOCUMENTS: documents}
 
     def _replies(self, output: Any) -> str | None:
         """The text of a generator's first reply: a chat message (its text parts) or a string."""

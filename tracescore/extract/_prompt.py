@@ -25,19 +25,26 @@ _HEADING = re.compile(r"^[^\n]{1,40}:[ \t]*$", re.MULTILINE)
 _QUESTION_LABEL = re.compile(
     r"^[ \t]*(?:the[ \t]+|user(?:'s)?[ \t]+)?(?:question|query|q)[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE
 )
+# Paragraphs are separated by a blank line; a paragraph that ends with a question mark asks.
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
+_ASKS = re.compile(r"\?[ \t\"'\u201d)\]*_]*(?:\n[ \t]*\n|\s*\Z)")
 
 
 class PromptDocuments(NamedTuple):
-    """The documents a prompt text carries under a label (`block`, one document) and the prompt's text
-    outside them (`outside`: the instructions and the question around the block; None when empty)."""
+    """The documents a prompt text carries under a label (`block`, one document), the prompt's text
+    outside them (`outside`: the instructions and the question around the block; None when empty) and,
+    when the block's end was found where an unlabelled question starts, that question (`asked`)."""
 
     block: str
     outside: str | None
+    asked: str | None = None
 
     @property
     def question(self) -> str | None:
-        """The question the prompt asks beside its documents: after its label (`Question:`) when there is
-        one, else the text outside the documents."""
+        """The question the prompt asks beside its documents: the unlabelled question the block ended at,
+        else after its label (`Question:`) when there is one, else the text outside the documents."""
+        if self.asked is not None:
+            return self.asked
         outside = self.outside
         if outside is None:
             return None
@@ -51,11 +58,13 @@ class PromptDocuments(NamedTuple):
 
 def prompt_documents(text: Any) -> PromptDocuments | None:
     """The documents a prompt text carries under a label that names them (`Context:`, `... from this context
-    only:`, `<context>...</context>`): the text after the label, up to the next heading or the question's
-    label, as one document (prompt text is never split into guessed documents), and the text around them.
-    None without such a label: instructions alone are never documents."""
+    only:`, `<context>...</context>`): the text after the label, up to the next heading, the question's
+    label or an unlabelled question (`_unlabelled_question`), as one document (prompt text is never split into
+    guessed documents), and the text around them. None without such a label: instructions alone are never
+    documents."""
     if not isinstance(text, str):
         return None
+    asked = None
     tagged = _CONTEXT_TAG.search(text)
     if tagged is not None:
         block, start, end = tagged.group(2), tagged.start(), tagged.end()
@@ -67,11 +76,33 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
         heading = _HEADING.search(text, end)
         question = _QUESTION_LABEL.search(text, end)
         if question is not None and (heading is None or question.start() < heading.start()):
-            heading = question
-        end = heading.start() if heading is not None else len(text)
+            end = question.start()
+        else:
+            end = heading.start() if heading is not None else len(text)
+            asks = _unlabelled_question(text, start, end, label.start())
+            if asks is not None:
+                asked, end = text[asks:end].strip(), asks
         block, start = text[start:end], label.start()
     block = block.strip()
     if not block:
         return None
     outside = f"{text[:start].strip()}\n\n{text[end:].strip()}".strip()
-    return PromptDocuments(block, outside or None)
+    return PromptDocuments(block, outside or None, asked)
+
+
+def _unlabelled_question(text: str, start: int, end: int, label: int) -> int | None:
+    """Where the question starts when the labelled block (`text[start:end]`) ends with it, unlabelled:
+    the block's last paragraph (after a blank line) when it ends with a question mark and nothing else in
+    the prompt asks one (no question label, no paragraph outside the block that ends with a question mark).
+    A block of one paragraph is never cut, nor one whose question is elsewhere: a document's own question
+    stays in the document. None when the block keeps its whole text."""
+    outside = f"{text[:label]}\n\n{text[end:]}"
+    if _QUESTION_LABEL.search(outside) or _ASKS.search(outside.strip()):
+        return None
+    end = start + len(text[start:end].rstrip())
+    breaks = list(_PARAGRAPH_BREAK.finditer(text, start, end))
+    if not breaks or not _ASKS.search(text[breaks[-1].end() : end].strip()):
+        return None
+    if not text[start : breaks[-1].start()].strip():
+        return None
+    return breaks[-1].end()

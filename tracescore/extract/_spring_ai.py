@@ -8,7 +8,9 @@ documents`, a JSON list of texts: a QuestionAnswerAdvisor's or a RetrievalAugmen
 and the results of the `tool_call` spans the model asked for (`spring.ai.tool.call.result`, which Spring AI
 records itself with `spring.ai.tools.observations.include-content`; a tool whose own vector store query was
 read is not read again); the question the chat client span's `gen_ai.prompt` (else the query's
-`db.vector.query.content`), the answer its `gen_ai.completion`. The conversation is
+`db.vector.query.content`), the answer its `gen_ai.completion`. With neither, documents the app put into the
+system text (`gen_ai.system_instructions`) or the user text under a label are read by the shared prompt
+step (`_prompt`). The conversation is
 `spring.ai.chat.client.conversation.id` (a chat memory advisor's).
 
 Spring AI 1.x and 2.0 put none of these texts on spans themselves: their `log-prompt`, `log-completion` and
@@ -20,8 +22,9 @@ interaction is skipped as `content_not_captured`, naming the settings, rather th
 from __future__ import annotations
 
 from tracescore.extract._convention import Convention, Reading, not_inside, without_wrappers
+from tracescore.extract._genai import GenAI
 from tracescore.extract._openllmetry import OpenLLMetry
-from tracescore.extract._read import Prompt, documents_of
+from tracescore.extract._read import Prompt, documents_of, message_prompt
 from tracescore.model import ContextSourceKind, DecodedSpan
 
 __all__ = ["SpringAI"]
@@ -41,6 +44,9 @@ class SpringAI(Convention):
     QUERY_RESPONSE = "db.vector.query.response.documents"
     PROMPT = OpenLLMetry.PROMPT
     COMPLETION = OpenLLMetry.COMPLETION
+    # The system text the filter adds with log-prompt, as the OTel GenAI conventions name it (a JSON list of
+    # text parts, or text).
+    SYSTEM_INSTRUCTIONS = GenAI.SYSTEM_INSTRUCTIONS
     CONVERSATION_ID = "spring.ai.chat.client.conversation.id"
     TOOL_NAME = "spring.ai.tool.definition.name"
     TOOL_ARGUMENTS = "spring.ai.tool.call.arguments"
@@ -101,8 +107,12 @@ class SpringAI(Convention):
         return _text(reading.anchor, self.PROMPT)
 
     def prompt(self, span: DecodedSpan) -> Prompt | None:
-        """The chat client's user text (`gen_ai.prompt`, with log-prompt on)."""
-        return Prompt(None, _text(span, self.PROMPT)) if self.is_interaction(span) else None
+        """The chat client's system text (`gen_ai.system_instructions`) and user text (`gen_ai.prompt`), with
+        log-prompt on and the integration page's filter."""
+        if not self.is_interaction(span):
+            return None
+        system = message_prompt(None, span.attributes.get(self.SYSTEM_INSTRUCTIONS))
+        return Prompt(system.instructions if system else None, _text(span, self.PROMPT))
 
     def retrieval_question(self, span: DecodedSpan) -> str | None:
         return _text(span, self.QUERY_CONTENT)
