@@ -66,13 +66,13 @@ class BatchSummary:
             self.scores.setdefault(result.metric, [])
             self.unscored.setdefault(result.metric, 0)
             self.flagged.setdefault(result.metric, 0)
+            why = f"{result.metric}: {result.reason or 'no reason given'}"
+            if result.metric in failed and result.metric not in self.first_judge_failure:
+                self.first_judge_failure[result.metric] = (self.records, prefix + why)
             if result.score is None:
                 self.unscored[result.metric] += 1
-                why = f"{result.metric}: {result.reason or 'no reason given'}"
                 if self.first_unscored is None:
                     self.first_unscored = why
-                if result.metric in failed and result.metric not in self.first_judge_failure:
-                    self.first_judge_failure[result.metric] = (self.records, prefix + why)
             else:
                 self.scores[result.metric].append(result.score)
                 self.flagged[result.metric] += is_flagged(result, self.threshold)
