@@ -29,9 +29,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from _runs import ConversationsProcess, add_run_options, on_one_broker, read_values
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition
 
 from tracescore.model import EvaluationRecord, MetricStatus, read_conversation_record
+from tracescore.testing.kafka_topics import input_producer
 
 TURNS = 3
 START_EVERY_S = 0.1  # --spread: 300 conversations start over 30 s
@@ -60,7 +61,7 @@ def turn_records(conversations: int) -> list[EvaluationRecord]:
 
 
 def feed(bootstrap: str, topic: str, conversations: int, spread: bool) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20)
+    producer = input_producer(bootstrap, [topic], acks="all", linger_ms=20)
     records = turn_records(conversations)
     due = sorted(
         (c * START_EVERY_S + n * TURN_GAP_S, c * TURNS + n)

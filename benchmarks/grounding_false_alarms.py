@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _runs import read_values
-from kafka import KafkaProducer
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer, decode_message
 from tracescore.conversations import ConversationsConfig, ConversationService
@@ -30,6 +29,7 @@ from tracescore.model import ConversationRecord, EvaluationRecord, is_flagged, r
 from tracescore.score import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "extract" / "fixtures"
 # Every recorded source whose traces are turns of a conversation (a session id): issue 31's three-turn
@@ -138,7 +138,7 @@ def conversation_counts(
 def measure(bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, bool]]) -> list[Counted]:
     """One replay: its records and conversation records, as (source, what, counts)."""
     prefix = f"bench-grounding-{n}"
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = input_producer(bootstrap, [f"{prefix}.spans"], acks="all")
     for trace_id, payload in replay.messages:
         producer.send(f"{prefix}.spans", key=trace_id.encode(), value=payload)
     producer.flush()

@@ -23,12 +23,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 from kafka.admin import NewTopic
 from trace_assembly import build_tracescore_messages, through_kafka
 
 from tracescore.consume import AssemblySettings, _clients
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 # name -> (kafka-python KafkaConsumer overrides, TRACESCORE_* environment, gc.freeze after startup)
 VARIANTS: dict[str, tuple[dict[str, Any], dict[str, str], bool]] = {
@@ -100,10 +101,7 @@ def main() -> None:
     ratios: dict[str, list[float]] = {name: [] for name in variants}
     with KafkaBroker(heap="1g") as broker:
         topic = f"levers-{uuid.uuid4().hex[:8]}"
-        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
-        admin.create_topics([NewTopic(topic, 3, 1)])
-        admin.close()
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all")
+        producer = input_producer(broker.bootstrap_servers, [NewTopic(topic, 3, 1)], linger_ms=20, acks="all")
         for key, value in messages:
             producer.send(topic, key=key, value=value)
         producer.flush()

@@ -29,10 +29,10 @@ from typing import Any
 
 from _runs import ConversationsProcess, add_run_options
 from conversations_crash import turn_records
-from kafka import KafkaProducer
 
 from tracescore.testing.judge_server import JudgeServer
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 SERVICES = ("consume", "conversations")
 READY = "assigned partitions"
@@ -56,9 +56,9 @@ def started(
     """The service with work read and not committed, once it holds its partitions (and, with a `judge`, once
     a call to it is under way); its log's path."""
     prefix = f"stop{uuid.uuid4().hex[:8]}"
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
     calls = judge.stats.chat_requests if judge is not None else 0
     if service == "consume":
+        producer = input_producer(bootstrap, [f"{prefix}.spans"])
         producer.send(f"{prefix}.spans", b"not OTLP")  # dead-lettered, its offset committed later
         command = [
             sys.executable, "-c", "from tracescore.cli import main; main()", "consume",
@@ -82,6 +82,7 @@ def started(
             env["TRACESCORE_JUDGE_API_KEY"] = "unused"
     else:
         process = ConversationsProcess(bootstrap, prefix, code, "600")  # the conversation stays open
+        producer = input_producer(bootstrap, [process.evaluations])
         for record in turn_records(1):
             producer.send(process.evaluations, key=record.trace_id.encode(), value=record.to_kafka()[1])
         command, env = process.command, process.env

@@ -35,7 +35,7 @@ import tracemalloc
 import uuid
 from collections.abc import Sequence
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -61,6 +61,7 @@ from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 KIND = "openinference.span.kind"
 PARTITIONS = (0, 1, 2)
@@ -280,14 +281,10 @@ def run_shape(
     del decoded
     mean_bytes = sum(len(value) for _, _, value in messages) / len(messages)
     topic = f"assembly-{shape.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
-    admin.create_topics([NewTopic(topic, len(PARTITIONS), 1)])
-    admin.close()
-    if sdk_producer:  # as the SDK's exporter sends them: its producer settings, gzip included
-        config = KafkaProducerSettings().producer_config()
-        producer = KafkaProducer(**{**config, "bootstrap_servers": broker.bootstrap_servers})
-    else:  # as a Collector's kafka exporter with default settings: uncompressed
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=20, acks="all")
+    # as the SDK's exporter sends them (its producer settings, gzip included), or as a Collector's kafka
+    # exporter with default settings: uncompressed
+    config = KafkaProducerSettings().producer_config() if sdk_producer else {"linger_ms": 20, "acks": "all"}
+    producer = input_producer(broker.bootstrap_servers, [NewTopic(topic, len(PARTITIONS), 1)], **config)
     for partition, key, value in messages:
         producer.send(topic, key=key, value=value, partition=partition)
     producer.flush()

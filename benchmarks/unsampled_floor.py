@@ -36,7 +36,6 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,6 +46,7 @@ from unsampled_against import export  # noqa: E402
 
 from tracescore.export import KafkaProducerSettings  # noqa: E402
 from tracescore.testing.kafka_broker import KafkaBroker  # noqa: E402
+from tracescore.testing.kafka_topics import input_producer  # noqa: E402
 
 LAYOUTS = ("per_trace", "per_partition")
 
@@ -125,11 +125,8 @@ print(repr(timed))
 
 def produce(bootstrap: str, messages: list[trace_assembly.Message]) -> str:
     topic = f"unsampled-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(topic, len(trace_assembly.PARTITIONS), 1)])
-    admin.close()
     config = KafkaProducerSettings().producer_config()  # as the SDK's exporter sends them, gzip included
-    producer = KafkaProducer(**{**config, "bootstrap_servers": bootstrap})
+    producer = input_producer(bootstrap, [NewTopic(topic, len(trace_assembly.PARTITIONS), 1)], **config)
     for partition, key, value in messages:
         producer.send(topic, key=key, value=value, partition=partition)
     producer.flush()

@@ -31,3 +31,10 @@ print(result.rows[1]["faithfulness"], result.rows[1]["results"]["faithfulness"][
 print(result.means())
 print(result.to_pandas()[["id", "faithfulness"]])  # needs pandas (pip install '.[pandas]' in a clone)
 # --8<-- [end:dataset]
+
+# --8<-- [start:gate]
+rows = [*df.to_dict("records"), {"prompt": "Who founded it?"}]  # the last one has no answer: invalid
+checked = evaluate_dataset(rows, ["faithfulness"], column_map={"query": "prompt", "answer": "completion"})
+print(checked.summary.gate({"faithfulness": 0.4}))  # `tracescore score --fail-under faithfulness=0.4`
+print(checked.summary.gate({"faithfulness": 0.4}, allow_unscored=1))  # [] : passed
+# --8<-- [end:gate]

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -133,14 +132,6 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
         producer.send(topic, key=f"{i:032x}".encode(), value=value)
     producer.flush()
     producer.close()
-
-
-def wait(condition: Callable[[], bool], timeout_s: float = 120.0) -> None:
-    """Until `condition()` holds (checked every 0.1 s); an AssertionError after `timeout_s`."""
-    deadline = datetime.now(UTC) + timedelta(seconds=timeout_s)
-    while not condition():
-        assert datetime.now(UTC) < deadline, "condition not met in time"
-        threading.Event().wait(0.1)
 
 
 def write_config(tmp_path: Path, prefix: str, url: str, **settings: Any) -> Path:

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from itertools import cycle, islice
 
 import pytest
-from alert_records import Running, produce, record, service_config, wait
+from _helpers import wait_until
+from alert_records import Running, produce, record, service_config
 from kafka import KafkaConsumer, TopicPartition
 
 from tracescore.alert import (
@@ -99,7 +100,7 @@ def test_a_drop_rule_keeps_its_normal_across_a_restart_pages_below_it_and_resolv
     healthy = (1.0, 1.0, 1.0, 0.0)  # 75% pass the offline judge's label rule
     with Running(cfg, receiver) as first:
         produce(bootstrap, cfg.evaluations_topic, answers(80, healthy))
-        wait(lambda: first.stats.records >= 80)
+        wait_until(lambda: first.stats.records >= 80, "the first run to read the 80 records")
     learned = persisted(cfg)
     assert learned.status == "ready" and learned.normal == pytest.approx(0.75, abs=0.1)
     assert learned.normal_n + learned.whole_n == 80 - cfg.rules[0].window_count  # the rest wait in its window
@@ -107,7 +108,7 @@ def test_a_drop_rule_keeps_its_normal_across_a_restart_pages_below_it_and_resolv
     # Restarted: the normal comes from the state topic, and the last minutes read again to refill the rule's
     # window are not counted a second time.
     with Running(cfg, receiver) as second:
-        wait(lambda: second.stats.records >= 80)
+        wait_until(lambda: second.stats.records >= 80, "the restarted run to read the 80 records again")
     again = persisted(cfg)
     assert (again.status, again.normal_n, again.whole_n) == ("ready", learned.normal_n, learned.whole_n)
     assert again.normal == pytest.approx(learned.normal)
@@ -117,7 +118,7 @@ def test_a_drop_rule_keeps_its_normal_across_a_restart_pages_below_it_and_resolv
         receiver.wait_for(is_drop("firing"))
         produce(bootstrap, cfg.evaluations_topic, answers(60, healthy))
         receiver.wait_for(is_drop("resolved"))
-        wait(lambda: third.stats.records >= 80 + 90)
+        wait_until(lambda: third.stats.records >= 80 + 90, "the third run to read all 170 records")
     bodies = [r.json() for r in receiver.requests]
     (page,) = [b for b in bodies if b["state"] == "firing"]
     assert page["alertname"] == DROP and page["labels"]["tracescore_route"] == "/summarize"

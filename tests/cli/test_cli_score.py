@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,7 +172,25 @@ def test_tokens_and_cost_are_totalled_for_an_llm_judge(tmp_path: Path, monkeypat
     assert code == 0, output
     assert f"judge calls 3, tokens {prompt_tokens} prompt" in output
     assert f"cost ${prompt_tokens * 1000 / 1e6:.4f}" in output
-    assert "HTTP Request" not in output, "no httpx line per judge call"
+
+
+def test_the_command_logs_no_line_per_judge_call(tmp_path: Path) -> None:
+    """As a program: in-process, pytest's log capture keeps the command's logging set-up from showing them.
+    The judge's HTTP client logs every request at INFO, which scrolled the summary away."""
+    from tracescore.testing.judge_server import JudgeServer
+
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    with JudgeServer() as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "tracescore.cli", "score", str(source), "--out", str(tmp_path / "o.jsonl"),
+             "--no-progress", "--judge", "openai", "--base-url", server.base_url],
+            capture_output=True, text=True, timeout=120, check=False,
+            env={**clean, "TRACESCORE_JUDGE_API_KEY": "test-key"},
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "judge calls 3" in done.stderr and "HTTP Request" not in done.stderr, done.stderr
 
 
 def test_nothing_scored_exits_1(tmp_path: Path) -> None:
@@ -333,3 +354,72 @@ def test_max_flagged_malformed_or_without_faithfulness_is_a_usage_error(tmp_path
         tmp_path, [json.dumps(GOOD)], "--metrics", "context_relevance", "--max-flagged", "0"
     )
     assert code == 2 and "add it to --metrics" in output
+
+
+# --- the CI gate and the records it could not judge ----------------------------------------------------
+
+
+def _rate_limited_run(tmp_path: Path, monkeypatch, *args: str, faults: int) -> tuple[list[dict], str, int]:
+    """Three records through the local judge; the first `faults` judge calls answered 429, no retries."""
+    from tracescore.testing.judge_server import Fault, JudgeServer
+
+    monkeypatch.setenv("TRACESCORE_JUDGE_API_KEY", "test-key")
+    monkeypatch.setenv("TRACESCORE_JUDGE_MAX_RETRIES", "0")
+    lines = [json.dumps({**GOOD, "id": name}) for name in ("first", "second", "third")]
+    with JudgeServer() as server:
+        server.inject(Fault.RATE_LIMIT, times=faults)
+        return _run(
+            tmp_path, lines, "--judge", "openai", "--base-url", server.base_url, "--concurrency", "1",
+            "--metrics", "faithfulness", *args,
+        )  # fmt: skip
+
+
+def test_a_gate_fails_on_records_the_judge_left_unscored_naming_how_many_and_the_first_reason(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A judge rate-limited on part of a batch: the gate judged only the rest, and passed on them."""
+    gate = ("--fail-under", "faithfulness=0.5")
+    rows, output, code = _rate_limited_run(tmp_path, monkeypatch, *gate, faults=1)
+    assert rows[0]["results"]["faithfulness"]["status"] == "error" and rows[1]["faithfulness"] == 1.0
+    assert code == 1, output
+    last = output.splitlines()[-1]
+    assert last.startswith("FAIL 1 of 3 records not scored (1 judge error), more than --allow-unscored 0")
+    assert "the first: line 1: faithfulness: " in last and "429" in last, last
+    # Every record scored: the same gate passes.
+    _, output, code = _rate_limited_run(tmp_path, monkeypatch, *gate, faults=0)
+    assert code == 0 and "FAIL" not in output, output
+
+
+def test_allow_unscored_lets_that_many_records_through_a_gate(tmp_path: Path, monkeypatch) -> None:
+    _, output, code = _rate_limited_run(
+        tmp_path, monkeypatch, "--max-flagged", "0", "--allow-unscored", "2", faults=2
+    )
+    assert code == 0 and "FAIL" not in output and "2 unscored" in output, output
+    _, output, code = _rate_limited_run(
+        tmp_path, monkeypatch, "--max-flagged", "0", "--allow-unscored", "1", faults=2
+    )
+    assert code == 1 and output.splitlines()[-1].startswith("FAIL 2 of 3 records not scored"), output
+    assert "more than --allow-unscored 1" in output, output
+
+
+def test_invalid_rows_count_against_a_gate_and_not_without_one(tmp_path: Path) -> None:
+    """A golden set with broken rows failed no gate: the rest passed it. A refusal is not one of them: it is
+    not applicable to faithfulness on purpose (its row says why), the judge did not fail."""
+    refusal = json.dumps({**GOOD, "id": "refusal", "answer": "I don't know."})
+    lines = [json.dumps(GOOD), "{not json", json.dumps({"id": "c", "question": "Where?"}), refusal]
+    _, output, code = _run(tmp_path, lines, "--fail-under", "faithfulness=0.5", "--max-flagged", "0")
+    assert code == 1, output
+    last = output.splitlines()[-1]
+    assert last.startswith("FAIL 2 of 4 records not scored (2 invalid), more than --allow-unscored 0"), last
+    assert "the first: line 2: not JSON" in last, last
+    _, output, code = _run(tmp_path, lines, "--fail-under", "faithfulness=0.5", "--allow-unscored", "2")
+    assert code == 0 and "FAIL" not in output and "1 unscored" in output, output
+    _, output, code = _run(tmp_path, lines)
+    assert code == 0 and "4 records (2 invalid)" in output, "without a gate, invalid rows are reported only"
+
+
+def test_allow_unscored_without_a_gate_or_below_zero_is_a_usage_error(tmp_path: Path) -> None:
+    _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--allow-unscored", "1")
+    assert code == 2 and "--allow-unscored loosens a gate" in output, output
+    _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--max-flagged", "0", "--allow-unscored", "-1")
+    assert code == 2 and "--allow-unscored" in output, output

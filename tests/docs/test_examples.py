@@ -41,19 +41,22 @@ def test_an_example_runs_and_prints_what_its_page_shows(program: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("output", "flags"),
+    ("output", "source", "flags"),
     [
-        ("gate_fail_under.out", ["--fail-under", "faithfulness=0.8"]),
-        ("gate_max_flagged.out", ["--metrics", "faithfulness", "--max-flagged", "0"]),
+        ("gate_fail_under.out", "golden.jsonl", ["--fail-under", "faithfulness=0.8"]),
+        ("gate_max_flagged.out", "golden.jsonl", ["--metrics", "faithfulness", "--max-flagged", "0"]),
+        ("gate_unscored.out", "golden_renamed.jsonl", ["--fail-under", "faithfulness=0.8"]),
     ],
 )
-def test_the_ci_gate_fails_as_the_page_shows(output: str, flags: list[str], tmp_path: Path) -> None:
+def test_the_ci_gate_fails_as_the_page_shows(
+    output: str, source: str, flags: list[str], tmp_path: Path
+) -> None:
     command = [
         sys.executable,
         "-m",
         "tracescore.cli",
         "score",
-        "golden.jsonl",
+        source,
         "--out",
         str(tmp_path / "s.jsonl"),
     ]

@@ -115,6 +115,29 @@ def test_dataset_rows_come_back_in_input_order_with_labels_and_a_summary() -> No
     assert result.summary.gate({"faithfulness": 0.8}) == ["faithfulness: mean 0.667 is below 0.8"]
 
 
+def test_the_library_gate_fails_on_records_not_scored_for_its_metrics_as_the_command_does() -> None:
+    """`summary.gate` is `tracescore score`'s gate: an invalid record or a failed result of a gated metric
+    fails it unless allowed; a failure of a metric the gate does not look at is not its concern."""
+
+    @python_metric
+    def strict(record: RagRecord) -> float:
+        return float("nan") if "Mumbai" in record.answer else 1.0  # an ERROR result: outside 0..1
+
+    data = [GROUNDED, {"id": "no-answer", "query": "Where?"}, HALLUCINATED]
+    result = evaluate_dataset(data, [Faithfulness(), strict], OfflineJudge())
+    assert result.summary.gate({"faithfulness": 0.0}) == [
+        "1 of 3 records not scored (1 invalid), more than --allow-unscored 0; the first: rows[1]: "
+        + result.rows[1]["reason"].removeprefix("invalid input: ")
+    ]
+    [failure] = result.summary.gate({"strict": 0.0}, allow_unscored=1)
+    assert failure.startswith("2 of 3 records not scored (1 invalid, 1 judge error), more than")
+    assert failure.endswith("the first: rows[1]: " + result.rows[1]["reason"].removeprefix("invalid input: "))
+    assert result.summary.gate({"faithfulness": 0.0}, allow_unscored=1) == []
+    assert result.summary.gate({}) == [], "no condition, no gate"
+    with pytest.raises(ValueError, match="allow_unscored"):
+        result.summary.gate({"faithfulness": 0.0}, allow_unscored=-1)
+
+
 async def test_the_sync_api_works_inside_a_running_event_loop() -> None:
     # As in a Jupyter cell: a loop is running in this thread.
     asyncio.get_running_loop()

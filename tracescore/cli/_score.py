@@ -58,6 +58,15 @@ EXIT_GATE_FAILED = 1
     help="CI gate: exit 1 when more faithfulness results are flagged than a count (3) or a share of the "
     "scored records (0.05); flagged: labelled hallucinated, see the docs, Offline evaluation > Metrics.",
 )
+@click.option(
+    "--allow-unscored",
+    "allow_unscored",
+    type=click.IntRange(min=0),
+    metavar="N",
+    default=None,
+    help="CI gate: pass with up to N records invalid or not scored (the judge failed on a gated metric); "
+    "by default a gate fails on any. Needs --fail-under or --max-flagged.",
+)
 @judge_options(default_metrics=",".join(DEFAULT_METRICS))
 def score(
     input_path: Path,
@@ -68,6 +77,7 @@ def score(
     threshold: float | None,
     fail_under: tuple[str, ...],
     max_flagged: str | None,
+    allow_unscored: int | None,
     judge: str,
     model: str | None,
     base_url: str | None,
@@ -75,13 +85,14 @@ def score(
     metric_config: Path | None,
 ) -> None:
     """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records; one output line per input
-    record. Exits 1 when nothing could be scored, a --fail-under mean is missed or --max-flagged exceeded."""
+    record. Exits 1 when nothing could be scored, a --fail-under mean is missed, --max-flagged exceeded or,
+    with either gate, a record invalid or not scored (beyond --allow-unscored)."""
     from tracescore.score import check_judge
     from tracescore.score._batch import score_file
     from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
 
     # One line per judge call at INFO would scroll the progress bar away.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     gate = or_usage_error(parse_fail_under, fail_under)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
     the_judge, the_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
@@ -90,6 +101,8 @@ def score(
         raise click.UsageError(f"--fail-under names metric(s) not in --metrics: {', '.join(not_scored)}")
     if flag_limit is not None and FLAGGED_METRIC not in {m.name for m in the_metrics}:
         raise click.UsageError(f"--max-flagged counts {FLAGGED_METRIC} flags: add it to --metrics")
+    if allow_unscored is not None and not gate and flag_limit is None:
+        raise click.UsageError("--allow-unscored loosens a gate: add --fail-under or --max-flagged")
     or_usage_error(check_judge, the_metrics, the_judge)
     collector = None
     if report_path:
@@ -129,7 +142,9 @@ def score(
         )
         click.echo(f"error: nothing could be scored in {input_path}{why}", err=True)
         sys.exit(EXIT_GATE_FAILED)
-    failures = summary.gate(gate, flag_limit)
+    # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
+    allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}
+    failures = summary.gate(gate, flag_limit, **allowance)
     for failure in failures:
         click.echo(f"FAIL {failure}", err=True)
     if failures:

@@ -169,7 +169,7 @@ def score_file(
                 record_of=lambda line: line.record,
             )
             async for line, results in scored:
-                summary.add(results, metric_names=names)
+                summary.add(results, metric_names=names, where=f"line {line.number}", error=line.error)
                 if line.error is not None:
                     report(f"{source} line {line.number}: {line.error}")
                 extra: dict[str, Any] = {"line": line.number}

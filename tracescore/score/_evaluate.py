@@ -232,7 +232,7 @@ async def aevaluate_dataset(
     summary = BatchSummary(threshold=threshold)
     rows = []
     for item, results in zip(inputs, by_position, strict=True):
-        summary.add(results, metric_names=names)
+        summary.add(results, metric_names=names, where=f"rows[{item.position}]", error=item.error)
         extra = {} if item.label is None else {"label": item.label}
         rows.append(result_row(item.record, names, results, error=item.error, extra=extra))
     return EvaluationResult(rows=rows, results=by_position, summary=summary, metrics=names)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore._kafka import ensure_topics
@@ -16,11 +17,11 @@ from tracescore._kafka_config import KafkaConnection
 __all__ = ["input_producer", "read_topic", "wait_for_records"]
 
 
-def input_producer(bootstrap: str, topics: Iterable[str], **config: Any) -> KafkaProducer:
+def input_producer(bootstrap: str, topics: Iterable[str | NewTopic], **config: Any) -> KafkaProducer:
     """A producer (kafka-python's `config`) for writing a test's input to `topics`, created first when
-    missing, with the broker's defaults, as its auto-creation would: a first send to a topic the broker does
-    not have yet logs kafka-python's ERROR "Topic X not found in cluster metadata", a false error in the log
-    of every test that then fails for another reason."""
+    missing: a name with the broker's defaults, as its auto-creation would, a `NewTopic` as it says (its
+    partitions). A first send to a topic the broker does not have yet logs kafka-python's ERROR "Topic X not
+    found in cluster metadata", a false error in the log of every test that then fails for another reason."""
     ensure_topics(KafkaConnection(bootstrap_servers=bootstrap), topics)
     return KafkaProducer(bootstrap_servers=bootstrap, **config)
 
