@@ -137,7 +137,11 @@ class Haystack(Convention):
 
     def present(self, trace: Trace) -> bool:
         """A component's span, or an Agent run on its own (no component span around it)."""
-        return super().present(trace) or any(span.name == self.AGENT_RUN for span in trace.spans)
+        # Runs on every trace, and most have no Haystack span: one plain loop.
+        for span in trace.spans:
+            if self.COMPONENT_TYPE in span.attributes or span.name == self.AGENT_RUN:
+                return True
+        return False
 
     def kind(self, span: DecodedSpan) -> str:
         component = span.attributes.get(self.COMPONENT_TYPE)
