@@ -245,6 +245,15 @@ def test_an_faqs_answered_q_lines_are_documents_and_the_question_is_the_unanswer
     assert (found.block, found.question) == (FAQ, question)
 
 
+def test_a_templates_one_answered_question_label_still_ends_the_documents() -> None:
+    """A chain-of-thought template starts the answer for the model ("Answer: Let's think step by step."):
+    its one answered label is the prompt's question, not a document's."""
+    text = f"Context:\n{REFUND_DOCS}\n\nQuestion: {REFUND_QUESTION}\nAnswer: Let's think step by step."
+    found = prompt_documents(text)
+    assert found is not None
+    assert found.block == REFUND_DOCS
+
+
 def test_an_faq_in_the_prompt_is_judged_whole() -> None:
     stuffed = f"Answer from the context below.\n\nContext:\n{FAQ}\n\nQ: {FAQ_QUESTION}\nA:"
     llm = span("chat", _llm([{"role": "user", "content": stuffed}], answer="Yes, for two years."))

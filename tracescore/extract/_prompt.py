@@ -95,15 +95,14 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
 
 def _question_label(text: str, start: int) -> re.Match[str] | None:
     """The prompt's question label after `start`: the first one no answer follows before the next question
-    label. A `Q:` answered by an `A:` is a document's (an FAQ), never where the documents end."""
-    label = _QUESTION_LABEL.search(text, start)
-    while label is not None:
-        following = _QUESTION_LABEL.search(text, label.end())
+    label. `Q:` lines answered by `A:` lines are a document's (an FAQ), not where the documents end; a single
+    answered label is the prompt's own (a template's "Answer: Let's think step by step.")."""
+    labels = list(_QUESTION_LABEL.finditer(text, start))
+    for label, following in zip(labels, [*labels[1:], None], strict=False):
         stop = following.start() if following is not None else len(text)
         if _ANSWER_LABEL.search(text, label.end(), stop) is None:
             return label
-        label = following
-    return None
+    return labels[0] if len(labels) == 1 else None
 
 
 def _unlabelled_question(text: str, start: int, end: int, label: int) -> int | None:
