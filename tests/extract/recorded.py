@@ -54,6 +54,9 @@ EXPECTED = {
     # into the messages (or the prompt string) its chat generator is given: read from the generator's input.
     "haystack_otel_stuffed/unlabelled": ("skip", "empty_context"),
     "haystack_otel_stuffed": ("interaction", "haystack"),
+    # A Haystack Agent that calls a local tool, in a pipeline and on its own: the tool spans' results are the
+    # documents.
+    "haystack_otel_agent": ("interaction", "haystack"),
     "langchain_stream_history": ("interaction", "openinference"),
     # Content capture off on the decorated functions: the retrieval recorded no documents, the generation's
     # prompt holds them under `Context:` (the OpenAI integration records its messages): read from there.

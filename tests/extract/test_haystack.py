@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from recorded import extracted, recordings, spans_of
+from recorded import extracted, recordings, replaced, spans_of, without
 from trace_builder import span, trace
 
 from tracescore.extract import extract
@@ -208,3 +208,62 @@ def test_a_prompt_builders_text_input_named_like_documents_is_not_a_document_lis
     )
     [rag] = extract(trace(run, builder, generator)).interactions
     assert [s.kind for s in rag.context_sources] == [ContextSourceKind.PROMPT]
+
+
+AGENT_RUNS = {r.scenario: r for r in recordings() if r.source == "haystack_otel_agent"}
+AGENT_TOOL_OUTPUT = "haystack.agent.step.tool.output"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "anchor"),
+    [
+        ("pipeline_faithful", "haystack.pipeline.run"),
+        ("pipeline_unfaithful", "haystack.pipeline.run"),
+        ("agent_faithful", "haystack.agent.run"),
+        ("agent_unfaithful", "haystack.agent.run"),
+    ],
+)
+def test_an_agents_tool_calls_are_its_documents_and_its_usage_is_read(scenario: str, anchor: str) -> None:
+    """A Haystack Agent that called `search_docs` (recorded from haystack-ai 3.4.1), as a pipeline component
+    and run on its own: the tool span's result is the documents (kind `tool`, one each), the run names the
+    call with its arguments, and its two model calls' usage (in each reply's meta) is summed."""
+    recording = AGENT_RUNS[scenario]
+    spans = spans_of(recording)
+    [tool] = [s for s in spans if s.name == "haystack.agent.step.tool"]
+    [rag] = extracted(spans).interactions
+    assert (rag.convention, rag.span.name) == ("haystack", anchor)
+    assert (rag.record.query, rag.record.answer) == (recording.question, recording.answer)
+    assert rag.record.contexts == tuple(recording.documents)
+    assert {(s.kind, s.span_id) for s in rag.context_sources} == {(ContextSourceKind.TOOL, tool.span_id)}
+    run = rag.record.run
+    assert run is not None
+    [call] = run.tool_calls
+    assert (call.name, json.loads(call.arguments or "")) == ("search_docs", {"query": recording.question})
+    assert call.ok and call.span_id == tool.span_id
+    assert (run.steps, run.prompt_tokens, run.completion_tokens) == (2, 84, 18)
+
+
+def test_an_agents_tool_result_that_is_its_answer_is_not_evidence() -> None:
+    """An answer never supports itself: a tool whose result is the Agent's answer (a tool handed back what
+    the model wrote) is dropped, with a note, and the Agent has nothing else to be judged against."""
+    recording = AGENT_RUNS["agent_unfaithful"]
+    found = extracted(replaced(spans_of(recording), AGENT_TOOL_OUTPUT, json.dumps(recording.answer)))
+    assert not found.interactions
+    [skip] = found.skips
+    assert skip.reason == "empty_context"
+    assert "'haystack.agent.step.tool' not judged: its result is the answer" in skip.detail
+
+
+def test_an_agent_with_content_tracing_off_is_not_captured() -> None:
+    """An Agent run on its own, no pipeline around it, traced with content tracing off: said, not guessed."""
+    keys = (
+        "haystack.agent.input",
+        "haystack.agent.output",
+        AGENT_TOOL_OUTPUT,
+        "haystack.agent.step.tool.input",
+    )
+    keys += ("haystack.agent.step.llm.input", "haystack.agent.step.llm.output")
+    found = extracted(without(spans_of(AGENT_RUNS["agent_faithful"]), *keys))
+    [skip] = found.skips
+    assert skip.reason == "content_not_captured"
+    assert "HAYSTACK_CONTENT_TRACING_ENABLED" in skip.detail

@@ -213,3 +213,49 @@ def test_a_user_message_with_context_then_an_unlabelled_question_is_judged_on_bo
     [rag] = extract(trace(llm)).interactions
     assert (rag.record.query, rag.record.contexts) == (REFUND_QUESTION, (REFUND_DOCS,))
     assert [s.kind for s in rag.context_sources] == [ContextSourceKind.PROMPT]
+
+
+FAQ = (
+    "Q: How do I reset the Aurora X2?\nA: Hold the power button for 10 seconds.\n"
+    "Q: How long is the warranty?\nA: Two years from delivery."
+)
+FAQ_QUESTION = "Is the battery covered by the warranty?"
+
+
+@pytest.mark.parametrize(
+    ("text", "question"),
+    [
+        (f"Context:\n{FAQ}\n\nQuestion: {FAQ_QUESTION}", FAQ_QUESTION),
+        (f"Context:\n{FAQ}\n\nQ: {FAQ_QUESTION}\nA:", FAQ_QUESTION),
+        (f"Answer from the FAQ below.\nContext:\n{FAQ}\n\nQ: {FAQ_QUESTION}", FAQ_QUESTION),
+        (f"Context:\n{FAQ}\n\n{FAQ_QUESTION}", FAQ_QUESTION),
+        (f"Question: {FAQ_QUESTION}\n\nContext:\n{FAQ}", FAQ_QUESTION),
+        (f"Context:\n{FAQ}", None),
+    ],
+    ids=["question_label", "q_then_empty_a", "q_label", "unlabelled", "question_first", "faq_only"],
+)
+def test_an_faqs_answered_q_lines_are_documents_and_the_question_is_the_unanswered_label(
+    text: str, question: str | None
+) -> None:
+    """An FAQ pasted under `Context:` as `Q:` / `A:` lines: a `Q:` an `A:` answers is the documents' own,
+    never where the block ends; the user's question is the label no answer follows (or, unlabelled, the last
+    paragraph that asks)."""
+    found = prompt_documents(text)
+    assert found is not None
+    assert (found.block, found.question) == (FAQ, question)
+
+
+def test_a_templates_one_answered_question_label_still_ends_the_documents() -> None:
+    """A chain-of-thought template starts the answer for the model ("Answer: Let's think step by step."):
+    its one answered label is the prompt's question, not a document's."""
+    text = f"Context:\n{REFUND_DOCS}\n\nQuestion: {REFUND_QUESTION}\nAnswer: Let's think step by step."
+    found = prompt_documents(text)
+    assert found is not None
+    assert found.block == REFUND_DOCS
+
+
+def test_an_faq_in_the_prompt_is_judged_whole() -> None:
+    stuffed = f"Answer from the context below.\n\nContext:\n{FAQ}\n\nQ: {FAQ_QUESTION}\nA:"
+    llm = span("chat", _llm([{"role": "user", "content": stuffed}], answer="Yes, for two years."))
+    [rag] = extract(trace(llm)).interactions
+    assert (rag.record.query, rag.record.contexts) == (FAQ_QUESTION, (FAQ,))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from recorded import Recording, extracted, read_as_run, read_chat_turn, recordings, spans_of, without
 
+from tracescore.consume import decode_message
+from tracescore.model import DecodedSpan
 from tracescore.score import evaluate
 
 RECORDED = {
@@ -128,3 +130,47 @@ def test_documents_the_app_put_into_the_system_text_are_read_under_their_label(
     assert (record.query, record.answer) == (recording.question, recording.answer)
     assert record.contexts == ("\n\n".join(recording.documents),)
     assert [s.kind for s in interaction.context_sources] == ["instructions"]
+
+
+GENAI_SETTING = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+LOG_PROMPT = "spring.ai.chat.client.observations.log-prompt"
+
+
+def _lone_chat_messages() -> list[tuple[str, list[DecodedSpan]]]:
+    """Each Kafka message of a recorded Spring AI trace that holds only the chat model's span (Micrometer's
+    exporter sends spans as they end: the chat model call reaches Kafka in a message of its own)."""
+    found = []
+    for recording in RECORDED.values():
+        for at, message in enumerate(recording.messages):
+            spans = decode_message(message.payload)
+            if [s.name for s in spans] == ["chat gpt-4o-mini"]:
+                found.append((f"{recording.id}.msg{at}", spans))
+    return found
+
+
+LONE_CHATS = _lone_chat_messages()
+
+
+@pytest.mark.parametrize(("message", "spans"), LONE_CHATS, ids=[m for m, _ in LONE_CHATS])
+def test_a_lone_spring_ai_chat_span_names_spring_ais_settings_not_the_genai_one(
+    message: str, spans: list[DecodedSpan]
+) -> None:
+    """Read without its chat client span, Spring AI's chat model call is skipped as content not captured
+    with Spring AI's own hint (its content settings and the page's ObservationFilter), as the chat client
+    span is, never the OTel GenAI instrumentations' capture setting, which Spring AI does not read."""
+    found = extracted(spans)
+    [skip] = found.skips
+    assert found.interactions == [] and (skip.reason, skip.convention) == (
+        "content_not_captured",
+        "spring_ai",
+    )
+    assert f"{LOG_PROMPT}=true" in skip.detail and f"{LOG_COMPLETION}=true" in skip.detail
+    assert "ObservationFilter" in skip.detail and GENAI_SETTING not in skip.detail
+
+
+def test_the_hint_is_the_same_for_the_chat_client_and_a_lone_chat_span() -> None:
+    [(_, chat)] = LONE_CHATS[:1]
+    [lone] = extracted(chat).skips
+    [client] = extracted(spans_of(RECORDED["spring_ai/no_content_faithful"])).skips
+    hint = "Spring AI writes prompts, completions and retrieved documents only to the application log; set"
+    assert hint in lone.detail and hint in client.detail

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from tracescore.extract._context import Contexts
 from tracescore.extract._history import TurnResult
@@ -30,6 +30,7 @@ __all__ = [
     "PROMPT_DOCUMENTS_DOCS",
     "Convention",
     "Reading",
+    "UsageFields",
     "first_text",
     "first_value",
     "last_text",
@@ -147,6 +148,15 @@ class Reading:
         return convention.LOOKED_IN
 
 
+class UsageFields(NamedTuple):
+    """Where a JSON attribute holds a model call's token usage: the input and output token fields (the first
+    present wins), in the object at `path` inside it (keys and list indices; empty: the attribute itself)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    path: tuple[str | int, ...] = ()
+
+
 class Convention:
     """The adapter protocol, with the defaults most conventions share. An adapter defines `name`, `kind`
     and its kinds, and `collect`, and overrides the readers its convention records differently."""
@@ -172,8 +182,8 @@ class Convention:
     RUN_TOOL_RESULT: ClassVar[tuple[str, ...]] = ()
     RUN_PROMPT_TOKENS: ClassVar[tuple[str, ...]] = ()
     RUN_COMPLETION_TOKENS: ClassVar[tuple[str, ...]] = ()
-    # Usage as one JSON attribute: key -> (input token fields, output token fields).
-    RUN_USAGE_JSON: ClassVar[Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+    # Usage in a JSON attribute: key -> where in it, and its token fields.
+    RUN_USAGE_JSON: ClassVar[Mapping[str, UsageFields]] = {}
     # What a model call that answered records (an LLM span without any of these only prepared a call).
     RUN_MODEL_OUTPUT: ClassVar[tuple[str, ...]] = ()
     # The tools a model was offered: JSON lists, and flattened (prefix, suffix) lists.

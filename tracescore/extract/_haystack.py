@@ -2,7 +2,8 @@
 `tracing` is given): `haystack.pipeline.run` spans with a `haystack.component.run` span per component.
 
 The interaction is the outermost `haystack.pipeline.run` (an AsyncPipeline's: `haystack.async_pipeline.run`
-in Haystack 2.x). Its components are told apart by
+in Haystack 2.x), or an `Agent` run on its own (`haystack.agent.run`, its question the last user message of
+`haystack.agent.input`). Its components are told apart by
 `haystack.component.type`, the component's class name: a `...Retriever` retrieves, a `...Ranker` reranks (its
 output, when it recorded one, is what the next step saw: read in place of the retrievals), a
 `...PromptBuilder` builds the prompt, a `...Generator` (`...ChatGenerator` too) calls the model and an
@@ -16,7 +17,11 @@ The question is the question-like input of a component in the pipeline's input (
 retrievers' output `documents[].content` (a ranker's instead, when it has them). The answer is the text of the
 generator's `replies` in the pipeline's output, else in the last generator's output. Tool results in a
 generator's input messages (Haystack tool messages, `tool_call_result` parts) are read like every
-convention's: this turn's without a tool span, earlier turns' as `earlier_turn`. With no documents recorded
+convention's: this turn's without a tool span, earlier turns' as `earlier_turn`. An Agent's tool calls are
+`haystack.agent.step.tool` spans (`haystack.tool.name`, the arguments and the result in
+`haystack.agent.step.tool.input` / `.output`): their results are its documents, read as every convention's
+tool results are, and its model calls (`haystack.agent.step.llm`) are the run's steps. Each model call's
+token usage is in its replies' `meta.usage` (`prompt_tokens`, `completion_tokens`). With no documents recorded
 any other way, those a prompt builder rendered under a label (`Context:`, `<context>` tags) are read as every
 convention reads them (`_prompt`): from the last generator's input `messages` (a ChatPromptBuilder's chat
 messages, or a PromptBuilder's prompt string: the user's message), else a prompt builder's rendered `prompt`.
@@ -33,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from tracescore.extract._convention import Convention, Reading
+from tracescore.extract._convention import Convention, Reading, UsageFields, not_inside, without_wrappers
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import (
     Prompt,
@@ -43,7 +48,7 @@ from tracescore.extract._read import (
     parse_json,
     question_text,
 )
-from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["Haystack"]
 
@@ -73,40 +78,79 @@ class Haystack(Convention):
     AGENT_LLM = "haystack.agent.step.llm"
     AGENT_LLM_INPUT = "haystack.agent.step.llm.input"
     AGENT_LLM_OUTPUT = "haystack.agent.step.llm.output"
+    # An Agent's run (on its own: the interaction; in a pipeline: below its component) and its tool calls.
+    AGENT_RUN = "haystack.agent.run"
+    AGENT_INPUT = "haystack.agent.input"
+    AGENT_OUTPUT = "haystack.agent.output"
+    AGENT_TOOL = "haystack.agent.step.tool"
+    TOOL_NAME = "haystack.tool.name"
+    AGENT_TOOL_INPUT = "haystack.agent.step.tool.input"
+    AGENT_TOOL_OUTPUT = "haystack.agent.step.tool.output"
     REPLIES = "replies"  # a generator's output: chat messages, or strings
     MESSAGES = "messages"  # a chat generator's input: chat messages, or a prompt string
     DOCUMENTS, CONTENT = "documents", "content"  # Haystack documents handed to a prompt builder, their text
     PROMPT = "prompt"  # a prompt builder's output (chat messages, or a string), a 2.x text generator's input
     SYSTEM_PROMPT = "system_prompt"  # a 2.x text generator's input beside its prompt
     PIPELINE, RETRIEVER, RANKER, GENERATOR = "pipeline", "retriever", "ranker", "generator"
-    PROMPT_BUILDER = "prompt_builder"
+    PROMPT_BUILDER, AGENT, TOOL = "prompt_builder", "agent", "tool"
     # Where a component records the prompt it was given or rendered.
     PROMPT_CARRIERS = {GENERATOR: COMPONENT_INPUT, PROMPT_BUILDER: COMPONENT_OUTPUT}
-    INTERACTION_KINDS = frozenset({PIPELINE})
+    INTERACTION_KINDS = frozenset({PIPELINE, AGENT})
     LLM_KINDS = frozenset({GENERATOR})
+    TOOL_KINDS = frozenset({TOOL})
+    # The spans Haystack itself names (a component's kind is its class name's).
+    SPAN_KINDS = {
+        **dict.fromkeys(PIPELINE_RUNS, PIPELINE),
+        AGENT_RUN: AGENT,
+        AGENT_LLM: GENERATOR,
+        AGENT_TOOL: TOOL,
+    }
     MARKER = COMPONENT_TYPE
     LLM_CALL = "generator"
     LOOKED_IN = {
-        "question": f"the question-like input of a component in {PIPELINE_INPUT}, and the first retriever's "
-        f"query in its {COMPONENT_INPUT}",
+        "question": f"the question-like input of a component in {PIPELINE_INPUT} (an Agent's: the last user "
+        f"message of {AGENT_INPUT}), and the first retriever's query in its {COMPONENT_INPUT}",
         "answer": f"the {REPLIES} of a generator in {PIPELINE_OUTPUT}, and in the last generator's "
         f"{COMPONENT_OUTPUT}",
         "documents": f"the documents in the {COMPONENT_OUTPUT} of each ...Retriever (a ...Ranker's instead), "
-        "tool results in the generators' input messages, and documents under a label in the last generator's "
+        f"an Agent's tool results ({AGENT_TOOL_OUTPUT}), tool results in the generators' input messages, and "
+        "documents under a label in the last generator's "
         f"{MESSAGES} (or a ...PromptBuilder's rendered {PROMPT})",
     }
 
+    RUN_TOOL_NAME = (TOOL_NAME,)
+    RUN_TOOL_ARGUMENTS = (AGENT_TOOL_INPUT,)
+    RUN_TOOL_RESULT = (AGENT_TOOL_OUTPUT,)
     RUN_MODEL_OUTPUT = (COMPONENT_OUTPUT, AGENT_LLM_OUTPUT)
+    # A chat generator's usage, in its (first) reply's meta.
+    _REPLY_USAGE = UsageFields(("prompt_tokens",), ("completion_tokens",), (REPLIES, 0, "meta", "usage"))
+    RUN_USAGE_JSON = {COMPONENT_OUTPUT: _REPLY_USAGE, AGENT_LLM_OUTPUT: _REPLY_USAGE}
+    # What a span records only with content tracing on.
+    CAPTURED = (
+        PIPELINE_OUTPUT,
+        COMPONENT_INPUT,
+        COMPONENT_OUTPUT,
+        AGENT_OUTPUT,
+        AGENT_LLM_INPUT,
+        AGENT_LLM_OUTPUT,
+    )
+
+    def present(self, trace: Trace) -> bool:
+        """A component's span, or an Agent run on its own (no component span around it)."""
+        # Runs on every trace, and most have no Haystack span: one plain loop.
+        for span in trace.spans:
+            if self.COMPONENT_TYPE in span.attributes or span.name == self.AGENT_RUN:
+                return True
+        return False
 
     def kind(self, span: DecodedSpan) -> str:
         component = span.attributes.get(self.COMPONENT_TYPE)
         if isinstance(component, str):
             return next((role for suffix, role in self.ROLES if component.endswith(suffix)), "component")
-        if span.name == self.AGENT_LLM:
-            return self.GENERATOR
-        return self.PIPELINE if span.name in self.PIPELINE_RUNS else ""
+        return self.SPAN_KINDS.get(span.name, "")
 
     def collect(self, reading: Reading) -> Reading:
+        trace, anchor = reading.trace, reading.anchor
         by_kind: dict[str, list[DecodedSpan]] = {}
         for span in reading.around:
             by_kind.setdefault(self.kind(span), []).append(span)
@@ -117,11 +161,15 @@ class Haystack(Convention):
         read = [(s, ContextSourceKind.RERANKER) for s in ranked] or [
             (s, ContextSourceKind.RETRIEVER) for s in retrievers
         ]
+        # A tool that runs a pipeline of its own (a ComponentTool): its retrieval is the tool's result.
+        tools = without_wrappers(trace, by_kind.get(self.TOOL, []), [s for s, _ in read])
         return reading.found(
             retrievals=read,
-            asked=retrievers,
+            asked=not_inside(trace, retrievers, anchor, self.is_tool),
+            tools=tools,
             llms=generators,
-            sources=[*(s for s, _ in read), *generators],
+            answering=not_inside(trace, generators, anchor, self.is_tool),
+            sources=[*(s for s, _ in read), *generators, *tools],
         )
 
     def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
@@ -163,7 +211,12 @@ class Haystack(Convention):
         yield from (s for s in reversed(reading.around) if self.kind(s) == self.PROMPT_BUILDER)
 
     def question(self, reading: Reading) -> str | None:
-        return question_text(reading.anchor.attributes.get(self.PIPELINE_INPUT))
+        """A pipeline's question-like input; an Agent's last user message."""
+        anchor = reading.anchor
+        if anchor.name == self.AGENT_RUN:
+            prompt = message_prompt(anchor.attributes.get(self.AGENT_INPUT))
+            return prompt.user if prompt is not None else None
+        return question_text(anchor.attributes.get(self.PIPELINE_INPUT))
 
     def retrieval_question(self, span: DecodedSpan) -> str | None:
         return question_text(span.attributes.get(self.COMPONENT_INPUT))
@@ -183,16 +236,24 @@ class Haystack(Convention):
         return self.llm_output(span) is None
 
     def content_not_captured(self, reading: Reading) -> str | None:
-        components = [s for s in reading.around if self.COMPONENT_TYPE in s.attributes]
-        if self.PIPELINE_OUTPUT in reading.anchor.attributes or any(
-            self.COMPONENT_INPUT in s.attributes or self.COMPONENT_OUTPUT in s.attributes for s in components
-        ):
+        spans = [reading.anchor, *reading.around]
+        if any(key in s.attributes for s in spans for key in self.CAPTURED):
             return None
+        if reading.anchor.name == self.AGENT_RUN:
+            recorded, judged = (
+                f"the Agent recorded no {self.AGENT_OUTPUT} nor its model calls any input or output",
+                "Agent",
+            )
+        else:
+            components = sum(self.COMPONENT_TYPE in s.attributes for s in reading.around)
+            recorded = (
+                f"none of its {components} component(s) recorded {self.COMPONENT_INPUT} or "
+                f"{self.COMPONENT_OUTPUT}, nor the pipeline {self.PIPELINE_OUTPUT}"
+            )
+            judged = "pipeline"
         return (
-            f"none of its {len(components)} component(s) recorded {self.COMPONENT_INPUT} or "
-            f"{self.COMPONENT_OUTPUT}, nor the pipeline {self.PIPELINE_OUTPUT}: Haystack's content tracing "
-            "is off, so the documents and the answer are not in the trace (set "
-            "HAYSTACK_CONTENT_TRACING_ENABLED=true to judge this pipeline)"
+            f"{recorded}: Haystack's content tracing is off, so the documents and the answer are not in the "
+            f"trace (set HAYSTACK_CONTENT_TRACING_ENABLED=true to judge this {judged})"
         )
 
     def _generator_input(self, llm: DecodedSpan) -> Any:

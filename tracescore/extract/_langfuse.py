@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._convention import Convention, Reading, first_text, without_wrappers
+from tracescore.extract._convention import Convention, Reading, UsageFields, first_text, without_wrappers
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import (
     Prompt,
@@ -84,7 +84,7 @@ class Langfuse(Convention):
 
     RUN_TOOL_ARGUMENTS = (INPUT,)
     RUN_TOOL_RESULT = (OUTPUT,)
-    RUN_USAGE_JSON = {USAGE_DETAILS: (("input", "prompt_tokens"), ("output", "completion_tokens"))}
+    RUN_USAGE_JSON = {USAGE_DETAILS: UsageFields(("input", "prompt_tokens"), ("output", "completion_tokens"))}
     RUN_MODEL_OUTPUT = (OUTPUT,)
     RUN_ERROR_LEVEL = (LEVEL, STATUS_MESSAGE)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracescore.extract._convention import Convention, Reading, without_wrappers
+from tracescore.extract._convention import Convention, Reading, UsageFields, without_wrappers
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import (
     Prompt,
@@ -68,7 +68,7 @@ class MLflow(Convention):
 
     RUN_TOOL_ARGUMENTS = (SPAN_INPUTS,)
     RUN_TOOL_RESULT = (SPAN_OUTPUTS,)
-    RUN_USAGE_JSON = {TOKEN_USAGE: (("input_tokens",), ("output_tokens",))}
+    RUN_USAGE_JSON = {TOKEN_USAGE: UsageFields(("input_tokens",), ("output_tokens",))}
     RUN_MODEL_OUTPUT = (SPAN_OUTPUTS,)
     RUN_TOOL_DEFINITIONS = (CHAT_TOOLS,)
 

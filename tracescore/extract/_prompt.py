@@ -25,6 +25,9 @@ _HEADING = re.compile(r"^[^\n]{1,40}:[ \t]*$", re.MULTILINE)
 _QUESTION_LABEL = re.compile(
     r"^[ \t]*(?:the[ \t]+|user(?:'s)?[ \t]+)?(?:question|query|q)[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE
 )
+# An answer given on its label's line ("A: Hold the button."): a question label it follows is a document's
+# (an FAQ's `Q:` / `A:` pairs), not the prompt's; the prompt's own "Answer:" is left for the model to fill.
+_ANSWER_LABEL = re.compile(r"^[ \t]*(?:the[ \t]+)?(?:answer|a)[ \t]*:[ \t]*\S", re.IGNORECASE | re.MULTILINE)
 # Paragraphs are separated by a blank line; a paragraph that ends with a question mark asks.
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _ASKS = re.compile(r"\?[ \t\"'\u201d)\]*_]*(?:\n[ \t]*\n|\s*\Z)")
@@ -59,9 +62,9 @@ class PromptDocuments(NamedTuple):
 def prompt_documents(text: Any) -> PromptDocuments | None:
     """The documents a prompt text carries under a label that names them (`Context:`, `... from this context
     only:`, `<context>...</context>`): the text after the label, up to the next heading, the question's
-    label or an unlabelled question (`_unlabelled_question`), as one document (prompt text is never split into
-    guessed documents), and the text around them. None without such a label: instructions alone are never
-    documents."""
+    label (`_question_label`: never an answered `Q:` of the documents) or an unlabelled question
+    (`_unlabelled_question`), as one document (prompt text is never split into guessed documents), and the
+    text around them. None without such a label: instructions alone are never documents."""
     if not isinstance(text, str):
         return None
     asked = None
@@ -74,7 +77,7 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
             return None
         start = end = label.end()
         heading = _HEADING.search(text, end)
-        question = _QUESTION_LABEL.search(text, end)
+        question = _question_label(text, end)
         if question is not None and (heading is None or question.start() < heading.start()):
             end = question.start()
         else:
@@ -88,6 +91,18 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
         return None
     outside = f"{text[:start].strip()}\n\n{text[end:].strip()}".strip()
     return PromptDocuments(block, outside or None, asked)
+
+
+def _question_label(text: str, start: int) -> re.Match[str] | None:
+    """The prompt's question label after `start`: the first one no answer follows before the next question
+    label. `Q:` lines answered by `A:` lines are a document's (an FAQ), not where the documents end; a single
+    answered label is the prompt's own (a template's "Answer: Let's think step by step.")."""
+    labels = list(_QUESTION_LABEL.finditer(text, start))
+    for label, following in zip(labels, [*labels[1:], None], strict=False):
+        stop = following.start() if following is not None else len(text)
+        if _ANSWER_LABEL.search(text, label.end(), stop) is None:
+            return label
+    return labels[0] if len(labels) == 1 else None
 
 
 def _unlabelled_question(text: str, start: int, end: int, label: int) -> int | None:

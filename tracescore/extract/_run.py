@@ -41,7 +41,7 @@ _TOOL_ARGUMENTS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_TOOL_ARGUMEN
 _TOOL_RESULT = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_TOOL_RESULT)
 _PROMPT_TOKENS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_PROMPT_TOKENS)
 _COMPLETION_TOKENS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_COMPLETION_TOKENS)
-# Usage as one JSON attribute (Langfuse's usage details, MLflow's token usage): key -> (input, output fields).
+# Usage in a JSON attribute (Langfuse's usage details, MLflow's token usage, a Haystack reply's meta).
 _USAGE_JSON = {key: fields for c in RUN_KEY_ORDER for key, fields in c.RUN_USAGE_JSON.items()}
 # Sources read as retrieved documents (a tool's result is a tool call's, counted with the calls).
 _DOCUMENT_KINDS = frozenset(
@@ -275,10 +275,15 @@ def _tokens(llms: Sequence[DecodedSpan]) -> tuple[int | None, int | None]:
 
 
 def _usage_json(span: DecodedSpan) -> tuple[int | None, int | None]:
-    for key, (inputs, outputs) in _USAGE_JSON.items():
+    for key, fields in _USAGE_JSON.items():
         usage = parse_json(span.attributes.get(key))
+        for step in fields.path:
+            if isinstance(step, int):
+                usage = usage[step] if isinstance(usage, list) and len(usage) > step else None
+            else:
+                usage = usage.get(step) if isinstance(usage, Mapping) else None
         if isinstance(usage, Mapping):
-            return _number_in(usage, inputs), _number_in(usage, outputs)
+            return _number_in(usage, fields.inputs), _number_in(usage, fields.outputs)
     return None, None
 
 

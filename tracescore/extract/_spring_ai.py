@@ -16,16 +16,22 @@ step (`_prompt`). The conversation is
 Spring AI 1.x and 2.0 put none of these texts on spans themselves: their `log-prompt`, `log-completion` and
 `log-query-response` settings write them to the application log. The small ObservationFilter on the Spring AI
 integration page adds them to the spans when those settings are on; without it (or with them off) the
-interaction is skipped as `content_not_captured`, naming the settings, rather than judged on a guess.
+interaction is skipped as `content_not_captured`, naming the settings, rather than judged on a guess. A chat
+model call of Spring AI's (its span, from Spring Boot's tracer, carries no `spring.ai.kind`) read with no
+chat client span around it, and no message on it (its span reached Kafka in a message of its own, or the app
+called the `ChatModel` itself), is skipped the same way, naming the same settings and filter, which put the
+content on the chat client span; one that carries messages is left to the OTel GenAI reader.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from tracescore.extract._convention import Convention, Reading, not_inside, without_wrappers
 from tracescore.extract._genai import GenAI
 from tracescore.extract._openllmetry import OpenLLMetry
 from tracescore.extract._read import Prompt, documents_of, message_prompt
-from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["SpringAI"]
 
@@ -51,8 +57,10 @@ class SpringAI(Convention):
     TOOL_NAME = "spring.ai.tool.definition.name"
     TOOL_ARGUMENTS = "spring.ai.tool.call.arguments"
     TOOL_RESULT = "spring.ai.tool.call.result"
-    # The chat model's call: no `spring.ai.kind`, OTel GenAI's operation name.
-    LLM_OPERATION = ("gen_ai.operation.name", "chat")
+    # The chat model's call: no `spring.ai.kind`, OTel GenAI's operation name, and the instrumentation scope
+    # of Spring Boot's tracer (Micrometer Tracing's OpenTelemetry bridge, as Spring Boot sets it up).
+    LLM_OPERATION = (GenAI.OPERATION_NAME, "chat")
+    SPRING_BOOT_SCOPE = "org.springframework.boot"
     # Spring AI's settings that decide what the filter puts on the spans.
     LOG_PROMPT = "spring.ai.chat.client.observations.log-prompt"
     LOG_COMPLETION = "spring.ai.chat.client.observations.log-completion"
@@ -80,6 +88,35 @@ class SpringAI(Convention):
             return kind
         key, chat = self.LLM_OPERATION
         return chat if span.attributes.get(key) == chat else ""
+
+    def present(self, trace: Trace) -> bool:
+        """A span of Spring AI's own, or a chat model call from Spring Boot's tracer."""
+        # Runs on every trace, and most have no Spring AI span: one plain loop.
+        for span in trace.spans:  # noqa: SIM110
+            if self.KIND in span.attributes or self._bare_chat(span):
+                return True
+        return False
+
+    def candidates(self, trace: Trace) -> Iterator[Reading]:
+        """The chat client calls; without one, each chat model call of Spring AI's that recorded no message,
+        read only to say what puts the content on the spans."""
+        found = False
+        for reading in super().candidates(trace):
+            found = True
+            yield reading
+        if found:
+            return
+        for chat in trace.outermost(self._bare_chat):
+            yield self.collect(Reading(trace, self, chat, list(trace.descendants(chat))))
+
+    def _bare_chat(self, span: DecodedSpan) -> bool:
+        """A chat model call from Spring Boot's tracer with no message on it, as attributes or events."""
+        return (
+            span.scope_name == self.SPRING_BOOT_SCOPE
+            and self.kind(span) == self.LLM_OPERATION[1]
+            and not span.events
+            and not any(key in span.attributes for key in GenAI.CONTENT_KEYS)
+        )
 
     def collect(self, reading: Reading) -> Reading:
         queries = [
@@ -121,6 +158,12 @@ class SpringAI(Convention):
         return _text(span, self.COMPLETION)
 
     def content_not_captured(self, reading: Reading) -> str | None:
+        if self.is_llm(reading.anchor):  # a chat model call read alone: its content is never on its span
+            hint = self._hint(self.LOG_PROMPT, self.LOG_COMPLETION)
+            return (
+                "this Spring AI chat model call recorded no message, and the spring_ai chat_client span "
+                f"around it, where its content is judged, is not in this trace (or this part of it): {hint}"
+            )
         missing = []
         if self.COMPLETION not in reading.anchor.attributes:
             missing.append((self.COMPLETION, "chat_client span", self.LOG_COMPLETION))
@@ -134,11 +177,16 @@ class SpringAI(Convention):
         if not missing:
             return None
         keys = " and ".join(f"{key} on its {where}" for key, where, _ in missing)
-        settings = ", ".join(f"{setting}=true" for _, _, setting in missing)
+        return f"it recorded no {keys}: {self._hint(*(setting for _, _, setting in missing))}"
+
+    @staticmethod
+    def _hint(*settings: str) -> str:
+        """What to turn on for Spring AI to put the content on its spans (the one place this is said)."""
+        turn_on = ", ".join(f"{setting}=true" for setting in settings)
         return (
-            f"it recorded no {keys}: Spring AI writes prompts, completions and retrieved documents only to "
-            f"the application log; set {settings} and add the ObservationFilter of tracescore's Spring AI "
-            "page, which puts them on the spans, to judge this call"
+            "Spring AI writes prompts, completions and retrieved documents only to the application log; set "
+            f"{turn_on} and add the ObservationFilter of tracescore's Spring AI page, which puts them on the "
+            "spans, to judge this call"
         )
 
     def named_conversation(self, anchor: DecodedSpan) -> tuple[str | None, str | None]:
