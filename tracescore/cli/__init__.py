@@ -59,6 +59,9 @@ def main(verbose: bool) -> None:
     )
     # kafka-python is chatty at INFO (every connection); its warnings and errors still show.
     logging.getLogger("kafka").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # The HTTP client logs every judge call at INFO: a line per call in consume's log, and score's progress
+    # bar scrolled away.
+    logging.getLogger("httpx2").setLevel(logging.DEBUG if verbose else logging.WARNING)
     from tracescore._kafka import quiet_closed_transport_race
 
     quiet_closed_transport_race()  # a traceback after a good run, from kafka-python's close

@@ -3,7 +3,6 @@ scored file)."""
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,8 +90,6 @@ def score(
     from tracescore.score._batch import score_file
     from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
 
-    # One line per judge call at INFO would scroll the progress bar away.
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
     gate = or_usage_error(parse_fail_under, fail_under)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
     the_judge, the_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
