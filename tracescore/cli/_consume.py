@@ -219,7 +219,7 @@ def consume(
     unasked += stats.partly_read()
     click.echo(
         f"messages={stats.messages} spans={stats.spans} traces={stats.traces} "
-        f"interactions={stats.interactions}{unasked} scored={stats.scored} "
+        f"interactions={stats.interactions}{unasked} scored={stats.scored} unscored={stats.unscored} "
         f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,

@@ -352,9 +352,27 @@ def judge_and_metrics(
     judge: str, model: str | None, base_url: str | None, metrics: str, metric_config: Path | None
 ) -> tuple[Any, list[Any]]:
     """The judge and the metrics the judge options name; a mistake is a usage error."""
-    from tracescore.score import make_judge, make_metrics
+    from tracescore.score import make_metrics
 
     return (
-        or_usage_error(make_judge, judge, model=model, base_url=base_url),
+        cli_judge(judge, model, base_url),
         or_usage_error(make_metrics, _names_in(metrics), metric_config),
     )
+
+
+def cli_judge(judge: str, model: str | None, base_url: str | None) -> Any:
+    """The judge `--judge` names; a mistake is a usage error, a missing API key said with the flag and the
+    variables to set (not the class that needs it)."""
+    from tracescore.score import make_judge
+    from tracescore.score.judges import MissingApiKey
+
+    try:
+        return make_judge(judge, model=model, base_url=base_url)
+    except MissingApiKey as exc:
+        keys = " or ".join(OpenAIJudgeSettings.key_variables())
+        raise click.UsageError(
+            f"--judge {judge} needs an API key: set {keys}; a local OpenAI-compatible server needs none, "
+            f"give its address with --base-url ({_judge_env('base_url')}) instead"
+        ) from exc
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc

@@ -93,6 +93,7 @@ class EvaluationConsumer:
         if self._policy is not None:
             self._metrics_out.observe_lift(self._policy.lift_readings)
         self._sinks = tuple(sinks)
+        self._judges = tuple(j for j in (judge, llm_judge) if j is not None)
         self._consumer = consumer
         self._producer = producer
         self._make_sink = sink
@@ -147,7 +148,7 @@ class EvaluationConsumer:
         self._outputs = Outputs(
             self._make_sink(producer, self.settings), self._checkpoint, self.stats, self._status,
             self._metrics_out, dlq_topic=self.settings.dlq_topic, on_evaluation=self._on_evaluation,
-            sinks=self._sinks,
+            sinks=self._sinks, judges=self._judges,
         )  # fmt: skip
         worker = self._make_worker()
         self._rebalancing.start(self._outputs, worker)
