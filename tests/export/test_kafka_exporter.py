@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -162,6 +165,58 @@ def test_an_application_s_first_export_to_a_topic_not_created_yet_logs_no_error(
     assert errors == [], errors
     assert f"created topics: {topic}" in caplog.messages, "created by the exporter, not auto-created"
     assert len(read_topic(bootstrap, topic, timeout_s=30)) >= 1
+
+
+# A user's app: it logs warnings and errors to stderr, as apps do. The race is replayed deterministically:
+# each transport the app's clients close then has its socket read, as kafka-python's network thread does
+# when it woke for a readable socket just before the close (it finds the transport gone and logs a traceback).
+RACING_APP = """
+import logging
+import sys
+
+from kafka.net.transport import KafkaTCPTransport
+
+import tracescore
+
+logging.basicConfig(level=logging.WARNING)
+close = KafkaTCPTransport.close
+
+
+def close_racing_a_read(self):
+    close(self)
+    self._sock_recv()
+
+
+KafkaTCPTransport.close = close_racing_a_read
+tracescore.init(service_name="racing-app", bootstrap_servers=sys.argv[1], topic=sys.argv[2])
+
+
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "The head office is in Delhi."
+
+
+answer("Where is the Oberoi Group's head office?", ["The Oberoi Group's head office is in Delhi."])
+assert tracescore.force_flush(timeout_s=60)
+tracescore.shutdown(timeout_s=60)
+print("closed", file=sys.stderr)
+"""
+
+
+@pytest.mark.kafka
+def test_an_app_shutting_down_the_sdk_prints_no_traceback_of_kafka_pythons_close_race(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """kafka-python logs an ERROR with a traceback when its network thread reads a socket the SDK's close
+    just closed (nothing is lost): the commands drop it, and an application's log must not show it either."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
+    done = subprocess.run(
+        [sys.executable, "-c", RACING_APP, bootstrap, f"{topic_prefix}.spans"],
+        capture_output=True, text=True, timeout=240, check=False, env=clean,
+    )  # fmt: skip
+    assert done.returncode == 0 and "closed" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "Error receiving network data" not in done.stderr, done.stderr
+    assert len(read_topic(bootstrap, f"{topic_prefix}.spans", timeout_s=30)) >= 1
 
 
 @pytest.mark.kafka
