@@ -94,6 +94,7 @@ class EvaluationConsumer:
             self._metrics_out.observe_lift(self._policy.lift_readings)
         self._sinks = tuple(sinks)
         self._judges = tuple(j for j in (judge, llm_judge) if j is not None)
+        self._waiting_since: float | None = None  # subscribed to a spans topic that did not exist yet
         self._consumer = consumer
         self._producer = producer
         self._make_sink = sink
@@ -218,7 +219,9 @@ class EvaluationConsumer:
     def _start(self) -> tuple[KafkaConsumer, KafkaProducer]:
         self._connect()
         assert self._producer is not None
-        subscribe(self.settings, self._kafka(), self._rebalance)
+        if not subscribe(self.settings, self._kafka(), self._rebalance):
+            # No partition to be assigned until a writer creates the topic: idle from now (--idle-timeout).
+            self._waiting_since = time.monotonic()
         return self._kafka(), self._producer
 
     def _poll(self, consumer: KafkaConsumer) -> list[ConsumerRecord]:
@@ -280,8 +283,9 @@ class EvaluationConsumer:
     @property
     def first_assigned_at(self) -> float | None:
         """When the first partitions were assigned (monotonic). --idle-timeout counts from then: waiting to
-        join the group (a dead member's session still holding the partitions) is not idleness."""
-        return self._rebalance.first_assigned_at
+        join the group (a dead member's session still holding the partitions) is not idleness; waiting for a
+        spans topic nobody has written yet is, from subscribing."""
+        return self._rebalance.first_assigned_at or self._waiting_since
 
     def _log_status(self, consumer: KafkaConsumer) -> None:
         # The broker is asked (BROKER_WAIT_S at most) only while running: a stop's budget is for its steps.
