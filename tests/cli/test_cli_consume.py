@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 
+from tests.consume.kafka_helpers import run_instrumented_app
 from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
@@ -52,21 +53,13 @@ def test_a_topic_nothing_was_written_to_says_what_to_check(bootstrap: str, topic
     assert "a new --group-id reads the topic again" in said and "Nothing is scored?" in said, said
 
 
-APP = """
-import sys
-
-import tracescore
-
-tracescore.init(service_name="later-app", bootstrap_servers=sys.argv[1], topic=sys.argv[2])
-
-
+# One faithful answer, as an app's code: tracescore.init and shutdown around it (run_instrumented_app).
+ANSWER = """
 @tracescore.rag(route="/ask")
 def answer(query, contexts):
     return "The head office is in Delhi."
 
-
 answer("Where is the Oberoi Group's head office?", ["The Oberoi Group's head office is in Delhi."])
-tracescore.shutdown(timeout_s=60)
 """
 
 
@@ -90,11 +83,7 @@ def test_consume_started_before_the_app_scores_what_the_app_then_sends(
             log.append(line)
             if "does not exist" in line:
                 break
-        app = subprocess.run(
-            [sys.executable, "-c", APP, bootstrap, topic], capture_output=True, text=True, timeout=120,
-            check=False, env=clean,
-        )  # fmt: skip
-        assert app.returncode == 0, app.stderr
+        run_instrumented_app(bootstrap, topic, ANSWER)
         _, rest = consume.communicate(timeout=120)
     finally:
         if consume.poll() is None:

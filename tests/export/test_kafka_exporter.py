@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
-import subprocess
-import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -24,6 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.consume.kafka_helpers import run_instrumented_app
 from tracescore.export import (
     BoundedSpanProcessor,
     KafkaProducerSettings,
@@ -167,16 +165,14 @@ def test_an_application_s_first_export_to_a_topic_not_created_yet_logs_no_error(
     assert len(read_topic(bootstrap, topic, timeout_s=30)) >= 1
 
 
-# A user's app: it logs warnings and errors to stderr, as apps do. The race is replayed deterministically:
-# each transport the app's clients close then has its socket read, as kafka-python's network thread does
-# when it woke for a readable socket just before the close (it finds the transport gone and logs a traceback).
+# A user's app (run_instrumented_app adds tracescore.init and shutdown): it logs warnings and errors to
+# stderr, as apps do. The race is replayed deterministically: each transport the SDK's clients close then
+# has its socket read, as kafka-python's network thread does when it woke for a readable socket just before
+# the close (it finds the transport gone and logs a traceback).
 RACING_APP = """
 import logging
-import sys
 
 from kafka.net.transport import KafkaTCPTransport
-
-import tracescore
 
 logging.basicConfig(level=logging.WARNING)
 close = KafkaTCPTransport.close
@@ -188,7 +184,6 @@ def close_racing_a_read(self):
 
 
 KafkaTCPTransport.close = close_racing_a_read
-tracescore.init(service_name="racing-app", bootstrap_servers=sys.argv[1], topic=sys.argv[2])
 
 
 @tracescore.rag(route="/ask")
@@ -197,9 +192,6 @@ def answer(query, contexts):
 
 
 answer("Where is the Oberoi Group's head office?", ["The Oberoi Group's head office is in Delhi."])
-assert tracescore.force_flush(timeout_s=60)
-tracescore.shutdown(timeout_s=60)
-print("closed", file=sys.stderr)
 """
 
 
@@ -209,12 +201,7 @@ def test_an_app_shutting_down_the_sdk_prints_no_traceback_of_kafka_pythons_close
 ) -> None:
     """kafka-python logs an ERROR with a traceback when its network thread reads a socket the SDK's close
     just closed (nothing is lost): the commands drop it, and an application's log must not show it either."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
-    done = subprocess.run(
-        [sys.executable, "-c", RACING_APP, bootstrap, f"{topic_prefix}.spans"],
-        capture_output=True, text=True, timeout=240, check=False, env=clean,
-    )  # fmt: skip
-    assert done.returncode == 0 and "closed" in done.stderr, done.stderr
+    done = run_instrumented_app(bootstrap, f"{topic_prefix}.spans", RACING_APP)
     assert "Traceback" not in done.stderr and "Error receiving network data" not in done.stderr, done.stderr
     assert len(read_topic(bootstrap, f"{topic_prefix}.spans", timeout_s=30)) >= 1
 
