@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import KafkaError
+from kafka.errors import KafkaConnectionError, KafkaError
 
 from tracescore._kafka import (
     GroupProtocolMismatch,
@@ -56,6 +56,7 @@ __all__ = [
 ]  # fmt: skip
 
 _log = logging.getLogger("tracescore.consume")
+_WAITING_RETRY_MS = 1000  # a member waiting for its topic, the broker gone: how often it looks again
 _BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emitted promptly
 
 
@@ -232,8 +233,18 @@ class EvaluationConsumer:
         timeout_ms = _BUSY_POLL_MS if self._lifecycle.busy else self.settings.poll_timeout_ms
         batch: list[ConsumerRecord] = []
         settings = self.settings
-        with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
-            polled = consumer.poll(timeout_ms=timeout_ms)
+        try:
+            with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
+                polled = consumer.poll(timeout_ms=timeout_ms)
+        except KafkaConnectionError as exc:
+            if self._rebalance.first_assigned_at is not None or self._waiting_since is None:
+                raise
+            # Waiting for the spans topic, the member has not joined: kafka-python's poll raises its
+            # coordinator lookup's failure then. As for a joined member, a broker gone is waited out, and said
+            # (BrokerUnreachable) when the stream goes idle with --idle-timeout.
+            _log.debug("no broker while waiting for %s: %s", settings.topic, exc)
+            time.sleep(min(timeout_ms, _WAITING_RETRY_MS) / 1000)
+            return []
         for partition, messages in polled.items():
             if messages:
                 # A partition's messages come in offset order: its first and last offsets say all it read.
