@@ -34,6 +34,7 @@ __all__ = [
     "ConfigFileError",
     "FileSettings",
     "ServiceSettings",
+    "did_you_mean",
     "fields_at",
     "group_topic_field",
     "keys_outside_tables",
@@ -300,9 +301,15 @@ def problems(exc: ValidationError, model: type[BaseModel] | None = None) -> list
 
 def unknown_name(what: str, name: str, valid: Collection[str]) -> str:
     """`unknown metric 'answer_relevance' (did you mean 'answer_relevancy'? valid: ...)`."""
-    close = difflib.get_close_matches(name, list(valid), n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    meant = did_you_mean(name, valid)
+    hint = f"{meant} " if meant else ""
     return f"unknown {what} {name!r} ({hint}valid: {', '.join(sorted(valid))})"
+
+
+def did_you_mean(name: str, valid: Collection[str]) -> str | None:
+    """`did you mean 'answer_relevancy'?` for the valid name closest to a misspelt one; None when none is."""
+    close = difflib.get_close_matches(name, list(valid), n=1)
+    return f"did you mean {close[0]!r}?" if close else None
 
 
 def fields_at(model: type[BaseModel], path: tuple[int | str, ...]) -> list[str] | None:

@@ -40,6 +40,7 @@ __all__ = [
     "group_member",
     "known_lag",
     "lag",
+    "not_creating_topics",
     "protocol_checked",
     "quiet_closed_transport_race",
     "read_partitions",
@@ -104,9 +105,26 @@ def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -
         ) from exc
 
 
-def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic]) -> list[str]:
+def not_creating_topics() -> dict[str, Any]:
+    """A KafkaConsumer's settings so that its metadata requests never make the broker create the topics they
+    name (`auto.create.topics.enable`): a reader of a misspelt topic would leave it on the broker.
+    kafka-python 3.0 accepts `allow_auto_create_topics` but builds its cluster metadata without it (every
+    request asks for creation), so its documented `kafka_client` factory applies it to that metadata."""
+    return {"allow_auto_create_topics": False, "kafka_client": _client_not_creating_topics}
+
+
+def _client_not_creating_topics(**configs: Any) -> Any:
+    client = KafkaConsumer.DEFAULT_CONFIG["kafka_client"](**configs)
+    client.cluster.config["allow_auto_create_topics"] = False
+    return client
+
+
+def ensure_topics(
+    connection: KafkaConnection, topics: Iterable[str | NewTopic], *, read: Iterable[str] = ()
+) -> list[str]:
     """Create the missing topics (a name: with the broker's defaults); the names of those it created, once
-    the broker's metadata shows them with a leader for every partition (within the connect timeout). Best
+    the broker's metadata shows them with a leader for every partition (within the connect timeout), and of
+    the `read` topics that do not exist (a reader does not create what it reads: its writers do). Best
     effort: where this client may not create topics, the broker's auto-creation or the operator's
     provisioning applies.
 
@@ -122,9 +140,10 @@ def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic])
         return []
     try:
         existing = set(admin.list_topics())
+        absent = sorted(set(read) - existing - set(wanted))
         missing = [topic for name, topic in sorted(wanted.items()) if name not in existing]
         if not missing:
-            return []
+            return absent
         # raise_errors=False: another process creating the same topic at the same moment is fine.
         answer = admin.create_topics(missing, raise_errors=False)
         _log.info("created topics: %s", ", ".join(t.name for t in missing))
@@ -134,7 +153,7 @@ def ensure_topics(connection: KafkaConnection, topics: Iterable[str | NewTopic])
             admin.wait_for_topics(made, timeout_ms=connection.connect_timeout_s * 1000)
         except KafkaTimeoutError as exc:
             _log.debug("created topics not in the metadata yet: %s", exc)
-        return [t.name for t in missing]
+        return [t.name for t in missing] + absent
     except KafkaError as exc:
         _log.debug("could not create topics %s: %s", sorted(wanted), exc)
         return []
@@ -155,7 +174,8 @@ def wait_for_partitions(client_config: Mapping[str, Any], topics: Iterable[str],
     member asking itself rebalanced once more right after joining)."""
     missing = set(topics)
     deadline = time.monotonic() + timeout_s
-    probe = KafkaConsumer(**client_config, group_id=None, enable_auto_commit=False)
+    # Asking must not create: with the broker's auto-creation on, a metadata request would.
+    probe = KafkaConsumer(**client_config, group_id=None, enable_auto_commit=False, **not_creating_topics())
     try:
         while True:
             # partitions_for_topic fetches metadata when the topic is not in the cache yet.

@@ -10,8 +10,8 @@ import click
 
 from gen import GENERATED, Undocumented, cell, code, table
 
-# "[env: NAME ...]" as settings_options writes it, or "(env NAME)".
-_ENV_IN_HELP = re.compile(r"\benv:?\s+((?:TRACESCORE|OPENAI|OTEL|PHOENIX)_[A-Z0-9_]+)\b")
+# "[env: NAME ...]", as every option's help says it (tracescore.cli._options.env_note).
+_ENV_IN_HELP = re.compile(r"\[env: ((?:TRACESCORE|OPENAI|OTEL|PHOENIX)_[A-Z0-9_]+)\b")
 
 
 def commands() -> Iterator[tuple[str, click.Command]]:

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from kafka import KafkaAdminClient
 
+from tests.consume.kafka_helpers import run_instrumented_app
 from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
@@ -30,7 +32,8 @@ def test_consume_stops_on_idle_timeout_and_reports_counts(bootstrap: str, topic_
 
 
 def test_a_topic_nothing_was_written_to_says_what_to_check(bootstrap: str, topic_prefix: str) -> None:
-    # A misspelt --topic: the consumer creates it and waits; the log and the summary say why nothing came.
+    # A misspelt --topic: the consumer waits for it, never creating it (a topic nobody writes would be left
+    # on the broker); the log and the summary say why nothing came.
     topic = f"{topic_prefix}.spnas"
     done = subprocess.run(
         [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
@@ -39,10 +42,56 @@ def test_a_topic_nothing_was_written_to_says_what_to_check(bootstrap: str, topic
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stderr.split())
-    assert f"the spans topic {topic} did not exist" in said, said
+    assert f"the spans topic {topic} does not exist" in said and "waiting for it" in said, said
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        assert topic not in admin.list_topics(), "the consumer created the topic it reads"
+    finally:
+        admin.close()
     assert "give their topic with --topic or TRACESCORE_TOPIC" in said, said
     assert f"nothing read from {topic} at {bootstrap}" in said, said
     assert "a new --group-id reads the topic again" in said and "Nothing is scored?" in said, said
+
+
+# One faithful answer, as an app's code: tracescore.init and shutdown around it (run_instrumented_app).
+ANSWER = """
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "The head office is in Delhi."
+
+answer("Where is the Oberoi Group's head office?", ["The Oberoi Group's head office is in Delhi."])
+"""
+
+
+def test_consume_started_before_the_app_scores_what_the_app_then_sends(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """The consumer does not create its spans topic: started first (as the demo starts it), it waits until
+    the app's SDK creates the topic at its first export, then reads it from the start."""
+    topic = f"{topic_prefix}.spans"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
+    consume = subprocess.Popen(
+        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
+         "--topic", topic, "--group-id", topic_prefix, "--idle-timeout", "8",
+         "--evaluations-topic", f"{topic_prefix}.evaluations", "--dlq-topic", f"{topic_prefix}.dlq"],
+        stderr=subprocess.PIPE, text=True, env=clean,
+    )  # fmt: skip
+    try:
+        assert consume.stderr is not None
+        log = []
+        for line in consume.stderr:  # the consumer has looked for the topic and is waiting for it
+            log.append(line)
+            if "does not exist" in line:
+                break
+        run_instrumented_app(bootstrap, topic, ANSWER)
+        _, rest = consume.communicate(timeout=120)
+    finally:
+        if consume.poll() is None:
+            consume.kill()
+    said = "".join(log) + rest
+    assert consume.returncode == 0, said
+    assert f"the spans topic {topic} does not exist" in said, said
+    assert "interactions=1 scored=1 " in said, said
 
 
 def _consume_with_bad_input(

@@ -83,6 +83,8 @@ def test_csv_input(tmp_path: Path) -> None:
 def test_unknown_metric_is_a_usage_error(tmp_path: Path) -> None:
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--metrics", "faithfulness,nonsense")
     assert code == 2 and "unknown metric" in output and "nonsense" in output
+    _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--metrics", "faithfulnes")
+    assert code == 2 and "faithfulnes (did you mean 'faithfulness'?)" in output, output
 
 
 def test_openai_judge_with_all_three_metrics_costs_three_calls_per_record(
@@ -207,6 +209,7 @@ def test_a_judge_that_scores_nothing_is_said_with_the_first_reason(tmp_path: Pat
     monkeypatch.setenv("TRACESCORE_JUDGE_MAX_RETRIES", "0")
     with JudgeServer() as server:
         server.inject(Fault.SERVER_ERROR)
+        address = server.base_url.rstrip("/")
         _, output, code = _run(
             tmp_path, [json.dumps(GOOD)], "--judge", "openai", "--base-url", server.base_url,
             "--metrics", "faithfulness",
@@ -215,11 +218,16 @@ def test_a_judge_that_scores_nothing_is_said_with_the_first_reason(tmp_path: Pat
     [last] = [line for line in output.splitlines() if line.startswith("error:")]
     assert last.startswith(f"error: nothing could be scored in {tmp_path / 'in.jsonl'}; the first reason: ")
     assert "faithfulness: " in last and "500" in last and "reasons above" not in last, last
+    assert last.endswith(f" at {address})"), last  # where the failing calls went
 
 
 def test_fail_under_on_a_metric_not_scored_or_malformed_is_a_usage_error(tmp_path: Path) -> None:
-    _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--fail-under", "quality=0.5")
-    assert code == 2 and "not in --metrics: quality" in output
+    args = ("--metrics", "faithfulness", "--fail-under")
+    _, output, code = _run(tmp_path, [json.dumps(GOOD)], *args, "quality=0.5")
+    assert code == 2 and "--fail-under: unknown metric 'quality' (valid: faithfulness)" in output, output
+    assert "it gates the metrics --metrics scores" in output
+    _, output, code = _run(tmp_path, [json.dumps(GOOD)], *args, "faithfulnes=0.8")
+    assert code == 2 and "'faithfulnes' (did you mean 'faithfulness'? valid: faithfulness)" in output, output
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--fail-under", "faithfulness")
     assert code == 2 and "METRIC=MIN" in output
 
@@ -423,3 +431,25 @@ def test_allow_unscored_without_a_gate_or_below_zero_is_a_usage_error(tmp_path: 
     assert code == 2 and "--allow-unscored loosens a gate" in output, output
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--max-flagged", "0", "--allow-unscored", "-1")
     assert code == 2 and "--allow-unscored" in output, output
+
+
+@pytest.mark.parametrize("command", ["score", "consume", "conversations"])
+def test_a_missing_api_key_names_the_flag_and_the_variables_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """What the user typed and what to set, not the class (`OpenAIJudge needs an API key`)."""
+    for name in (
+        "OPENAI_API_KEY",
+        "TRACESCORE_JUDGE_API_KEY",
+        "TRACESCORE_JUDGE_BASE_URL",
+        "OPENAI_BASE_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
+    args = [str(source)] if command == "score" else ["--bootstrap-servers", "127.0.0.1:9"]
+    result = CliRunner().invoke(main, [command, *args, "--judge", "openai"])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "--judge openai needs an API key: set TRACESCORE_JUDGE_API_KEY or OPENAI_API_KEY" in said, said
+    assert "--base-url (TRACESCORE_JUDGE_BASE_URL)" in said and "OpenAIJudge" not in said, said

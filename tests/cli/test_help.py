@@ -70,4 +70,15 @@ def test_help_shows_the_model_an_llm_judge_uses_without_model(
     monkeypatch.delenv("TRACESCORE_JUDGE_MODEL", raising=False)
     default = OpenAIJudgeSettings().model
     text = " ".join(HELP[command].split())
-    assert f"Judge model (openai judge; env TRACESCORE_JUDGE_MODEL) [default: {default}]" in text, text
+    assert f"Judge model (openai judge). [env: TRACESCORE_JUDGE_MODEL; default: {default}]" in text, text
+
+
+@pytest.mark.parametrize("command", sorted(HELP))
+def test_help_names_each_variable_in_one_form(command: str) -> None:
+    """`[env: NAME]` everywhere: click's own `[env var: NAME]` and a hand-written `(env NAME)` read as two
+    different things next to it."""
+    text = " ".join(HELP[command].split())
+    assert "env var" not in text and "(env " not in text and "; env " not in text, text
+    chosen = main.commands.get(command, main)
+    for option in (p for p in chosen.params if isinstance(p, click.Option) and isinstance(p.envvar, str)):
+        assert f"[env: {option.envvar}" in " ".join((option.help or "").split()), option.opts

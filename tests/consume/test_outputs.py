@@ -26,6 +26,7 @@ from tracescore.consume._status import StatusLine
 from tracescore.consume._stopping import Wait
 from tracescore.emit import EvaluationMetrics, Output, evaluation_record
 from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus
+from tracescore.score.judges import Judge, OpenAIJudge, OpenAIJudgeSettings
 
 RECORDING = Path(__file__).parents[1] / "extract" / "fixtures" / "openinference_manual" / "faithful.binpb"
 TP = TopicPartition("spans", 0)
@@ -87,7 +88,7 @@ class Extra:
 
 
 class Parts:
-    def __init__(self) -> None:
+    def __init__(self, judges: Sequence[Judge] = ()) -> None:
         self.sink = MemorySink()
         self.checkpoint = Checkpoint(TraceAssembler(), commit_interval_s=5.0)
         self.stats = ConsumerStats()
@@ -95,7 +96,7 @@ class Parts:
         self.extra = Extra()
         self.outputs = Outputs(
             self.sink, self.checkpoint, self.stats, StatusLine(self.stats, 0), EvaluationMetrics(),
-            dlq_topic="spans.dlq", on_evaluation=self.seen.append, sinks=[self.extra],
+            dlq_topic="spans.dlq", on_evaluation=self.seen.append, sinks=[self.extra], judges=judges,
         )  # fmt: skip
 
 
@@ -131,6 +132,37 @@ def test_a_judge_error_is_explained_once_in_the_log_with_what_to_check(
     assert "judge openai:gpt-4o-mini could not score faithfulness: connection error after 4 attempts" in line
     assert "--base-url" in line and "--model" in line and "TRACESCORE_JUDGE_API_KEY" in line
     assert "Connection error. Its record says status=error" in line, line  # the reason's period, once
+
+
+def test_a_judge_error_names_the_judges_base_url_and_never_its_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A judge pointed at the wrong endpoint: the address it calls is the first thing to check."""
+    secret = "sk-never-shown"
+    judge = OpenAIJudge(
+        OpenAIJudgeSettings(base_url=f"http://user:{secret}@127.0.0.1:9/v1?key={secret}", api_key=secret)
+    )
+    parts = Parts(judges=[judge])
+    failed = MetricResult(
+        metric="faithfulness", score=None, status=MetricStatus.ERROR, judge=judge.name,
+        reason="connection error after 4 attempts: Connection error.",
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
+        parts.outputs.write(judged(parts, 0, ScoredInteraction([failed])))
+    [line] = [r.getMessage() for r in caplog.records if "could not score" in r.getMessage()]
+    assert "judge openai:gpt-4o-mini at http://127.0.0.1:9/v1 could not score faithfulness" in line, line
+    assert secret not in line and "user" not in line, line
+
+
+def test_an_interaction_the_judge_failed_on_is_counted_unscored_not_scored() -> None:
+    """`scored=2 ... judge_errors=2` read as two scored: an interaction with no score is `unscored`."""
+    parts = Parts()
+    failed = result("openai:gpt-4o-mini", score=None)
+    parts.outputs.write(judged(parts, 0, ScoredInteraction([failed])))
+    parts.outputs.write(judged(parts, 1, ScoredInteraction([failed, result("openai:gpt-4o-mini", 0.8, "x")])))
+    parts.outputs.write(judged(parts, 2, ScoredInteraction([result("offline")])))
+    stats = parts.stats
+    assert (stats.scored, stats.unscored, stats.judge_errors, stats.handled) == (2, 1, 2, 3)
 
 
 def failure(reason: str, **details: object) -> MetricResult:

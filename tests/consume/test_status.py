@@ -89,7 +89,8 @@ def test_interactions_judged_without_a_recorded_question_are_counted_only_when_t
     stats = ConsumerStats(scored=3)
     line = StatusLine(stats, interval_s=1.0)
     line.log({}, 0, 0, 0)
-    assert "| scored 3, skipped none" in caplog.records[-1].getMessage()
+    assert "| scored 3, unscored 0, skipped none" in caplog.records[-1].getMessage()
     stats.without_question = 2
     line.log({}, 0, 0, 0)
-    assert "| scored 3 (2 without a recorded question), skipped none" in caplog.records[-1].getMessage()
+    said = caplog.records[-1].getMessage()
+    assert "| scored 3 (2 without a recorded question), unscored 0, skipped none" in said

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.consume.kafka_helpers import run_instrumented_app
 from tracescore.export import (
     BoundedSpanProcessor,
     KafkaProducerSettings,
@@ -162,6 +163,47 @@ def test_an_application_s_first_export_to_a_topic_not_created_yet_logs_no_error(
     assert errors == [], errors
     assert f"created topics: {topic}" in caplog.messages, "created by the exporter, not auto-created"
     assert len(read_topic(bootstrap, topic, timeout_s=30)) >= 1
+
+
+# A user's app (run_instrumented_app adds tracescore.init and shutdown): it logs warnings and errors to
+# stderr, as apps do. The race is replayed deterministically: each transport the SDK's clients close then
+# has its socket read, as kafka-python's network thread does when it woke for a readable socket just before
+# the close (it finds the transport gone and logs a traceback).
+RACING_APP = """
+import logging
+
+from kafka.net.transport import KafkaTCPTransport
+
+logging.basicConfig(level=logging.WARNING)
+close = KafkaTCPTransport.close
+
+
+def close_racing_a_read(self):
+    close(self)
+    self._sock_recv()
+
+
+KafkaTCPTransport.close = close_racing_a_read
+
+
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "The head office is in Delhi."
+
+
+answer("Where is the Oberoi Group's head office?", ["The Oberoi Group's head office is in Delhi."])
+"""
+
+
+@pytest.mark.kafka
+def test_an_app_shutting_down_the_sdk_prints_no_traceback_of_kafka_pythons_close_race(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """kafka-python logs an ERROR with a traceback when its network thread reads a socket the SDK's close
+    just closed (nothing is lost): the commands drop it, and an application's log must not show it either."""
+    done = run_instrumented_app(bootstrap, f"{topic_prefix}.spans", RACING_APP)
+    assert "Traceback" not in done.stderr and "Error receiving network data" not in done.stderr, done.stderr
+    assert len(read_topic(bootstrap, f"{topic_prefix}.spans", timeout_s=30)) >= 1
 
 
 @pytest.mark.kafka

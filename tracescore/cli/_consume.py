@@ -22,6 +22,8 @@ from tracescore.cli._options import (
     config_option,
     consumer_settings,
     default_of,
+    env_note,
+    env_option,
     judge_and_metrics,
     judge_options,
     otlp_metrics_option,
@@ -35,6 +37,8 @@ from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
 
 __all__ = ["consume"]
 
+_PROMETHEUS_HOST = "0.0.0.0"  # every interface: a scraper runs elsewhere
+
 
 @click.command()
 @config_option
@@ -43,10 +47,9 @@ __all__ = ["consume"]
     "--sample-ratio",
     type=click.FloatRange(0, 1),
     default=None,
-    help="Share of traces to score, decided per trace id: the sampling policy's default_rate "
-    f"[env: TRACESCORE_SAMPLING__DEFAULT_RATE; default: {default_of(SamplingConfig, 'default_rate')}]. "
-    "Rates per service/route/metric, filters, rate limit and LLM token budgets: the [sampling] table of "
-    "--config.",
+    help="Share of traces to score, decided per trace id: the sampling policy's default_rate. Rates per "
+    "service/route/metric, filters, rate limit and LLM token budgets: the [sampling] table of --config. "
+    + env_note("TRACESCORE_SAMPLING__DEFAULT_RATE", default_of(SamplingConfig, "default_rate")),
 )
 @click.option(
     "--cascade/--no-cascade",
@@ -81,35 +84,32 @@ __all__ = ["consume"]
     "alert's rules].",
 )
 @otlp_metrics_option("the consumer's OTel metrics (score histograms, counts)")
-@click.option(
+@env_option(
     "--prometheus-port",
     envvar="TRACESCORE_PROMETHEUS_PORT",
-    show_envvar=True,
     type=click.IntRange(1, 65535),
     default=None,
     help="Also serve the consumer's metrics for Prometheus to scrape at http://HOST:PORT/metrics.",
 )
-@click.option(
+@env_option(
     "--prometheus-host",
     envvar="TRACESCORE_PROMETHEUS_HOST",
-    show_envvar=True,
-    default="0.0.0.0",
-    show_default=True,
+    default=_PROMETHEUS_HOST,
+    shown_default=_PROMETHEUS_HOST,
     help="Address the Prometheus endpoint listens on.",
 )
-@click.option(
+@env_option(
     "--max-claims",
     envvar="TRACESCORE_MAX_CLAIMS",
-    show_envvar=True,
     type=click.IntRange(min=1),
     default=None,
+    shown_default=DEFAULT_MAX_CLAIMS,
     help="Claims judged per answer; the rest of a very long answer is not judged and the record says so "
-    f"(details.capped) [default: {DEFAULT_MAX_CLAIMS}].",
+    "(details.capped).",
 )
-@click.option(
+@env_option(
     "--phoenix-endpoint",
     envvar="TRACESCORE_PHOENIX_ENDPOINT",
-    show_envvar=True,
     default=None,
     help="Also post every result to this Arize Phoenix as a span annotation, e.g. http://127.0.0.1:6006 "
     "(API key from TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY).",
@@ -219,7 +219,7 @@ def consume(
     unasked += stats.partly_read()
     click.echo(
         f"messages={stats.messages} spans={stats.spans} traces={stats.traces} "
-        f"interactions={stats.interactions}{unasked} scored={stats.scored} "
+        f"interactions={stats.interactions}{unasked} scored={stats.scored} unscored={stats.unscored} "
         f"sampled_out={stats.sampled_out} evaluations={stats.evaluations} "
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,

@@ -10,11 +10,11 @@ import click
 
 from tracescore import __version__
 from tracescore.cli._options import (
+    cli_judge,
     connect_timeout_option,
     idle_timeout_option,
     kafka_security_options,
     llm_judge_options,
-    or_usage_error,
     otlp_metrics_option,
     service_config_option,
     settings_options,
@@ -66,12 +66,9 @@ def conversations(
         load_conversations_config,
     )
     from tracescore.emit import ConversationMetrics, PhoenixAnnotations, PhoenixSettings
-    from tracescore.score import make_judge
 
     config, connection = service_settings(load_conversations_config, config_path, connect_timeout, flags)
-    llm_judge = (
-        None if judge == OFFLINE_JUDGE else or_usage_error(make_judge, judge, model=model, base_url=base_url)
-    )
+    llm_judge = None if judge == OFFLINE_JUDGE else cli_judge(judge, model, base_url)
     endpoint = config.phoenix_endpoint
     phoenix = PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) if endpoint else None
     provider = meter_provider(otlp_metrics_endpoint, service_name="tracescore-conversations")

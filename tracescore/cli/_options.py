@@ -26,10 +26,13 @@ from tracescore.model import OFFLINE_JUDGE
 from tracescore.score.judges import OpenAIJudgeSettings
 
 __all__ = [
+    "cli_judge",
     "config_option",
     "connect_timeout_option",
     "consumer_settings",
     "default_of",
+    "env_note",
+    "env_option",
     "idle_timeout_option",
     "judge_and_metrics",
     "judge_options",
@@ -60,6 +63,19 @@ def or_usage_error(factory: Callable[..., Any], *args: Any, **kwargs: Any) -> An
         return factory(*args, **kwargs)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
+
+
+def env_note(variable: str, default: object = None) -> str:
+    """`[env: VARIABLE; default: D]`: how every option's help names the variable it reads, whoever reads it
+    (the settings, or click for `env_option`), in one form (click's own says `[env var: ...]`)."""
+    shown = "" if default is None else f"; default: {default}"
+    return f"[env: {variable}{shown}]"
+
+
+def env_option(*decls: str, envvar: str, help: str, shown_default: object = None, **kwargs: Any) -> Decorator:
+    """A click option click also reads from `envvar`, its help ending in `env_note` (with `shown_default`,
+    the default the command applies when neither is given)."""
+    return click.option(*decls, envvar=envvar, help=f"{help} {env_note(envvar, shown_default)}", **kwargs)
 
 
 def default_of(model: type[BaseModel], name: str) -> Any:
@@ -138,10 +154,8 @@ def settings_options(
             kind = (types or {}).get(path[-1], kind)
             default = info.get_default(call_default_factory=True)
             shown = "********" if info.annotation in (SecretStr, SecretStr | None) and default else default
-            default_text = "" if default is None else f"; default: {shown}"
-            help_text = (
-                f"{(info.description or '').rstrip('.')}. [env: {_env_name(prefix, path)}{default_text}]"
-            )
+            note = env_note(_env_name(prefix, path), None if default is None else shown)
+            help_text = f"{(info.description or '').rstrip('.')}. {note}"
             name = _option_name(path)
             declaration = f"{name}/--no-{name[2:]}" if is_flag else name
             fn = click.option(
@@ -216,7 +230,7 @@ config_option = click.option(
 def service_config_option(command: str, help_text: str) -> Decorator:
     """`--config` of a service that re-keys the records (`alert`, `conversations`): YAML or TOML, its table
     named after the command; also from TRACESCORE_<COMMAND>_CONFIG."""
-    return click.option(
+    return env_option(
         "--config",
         "config_path",
         type=click.Path(dir_okay=False, path_type=Path),
@@ -228,14 +242,13 @@ def service_config_option(command: str, help_text: str) -> Decorator:
 
 # Reaching Kafka (alert, conversations; consume and tail generate theirs from ConsumerSettings)
 
-connect_timeout_option = click.option(
+connect_timeout_option = env_option(
     "--connect-timeout",
     type=click.FloatRange(min=0, min_open=True),
     envvar="TRACESCORE_CONNECT_TIMEOUT_S",
-    show_envvar=True,
     default=None,
-    help="Give up with an error if no broker answers within this time "
-    f"[default: {KafkaConnection.model_fields['connect_timeout_s'].default:g}].",
+    help="Give up with an error if no broker answers within this time.",
+    shown_default=f"{KafkaConnection.model_fields['connect_timeout_s'].default:g}",
 )
 
 kafka_security_options = settings_options(
@@ -258,10 +271,9 @@ def idle_timeout_option(done: str) -> Decorator:
 
 def otlp_metrics_option(what: str) -> Decorator:
     """`--otlp-metrics-endpoint`: where a service sends `what` (its OTel metrics) over OTLP/HTTP."""
-    return click.option(
+    return env_option(
         "--otlp-metrics-endpoint",
         envvar="TRACESCORE_OTLP_METRICS_ENDPOINT",
-        show_envvar=True,
         default=None,
         help=f"Send {what} over OTLP/HTTP, e.g. http://127.0.0.1:4318/v1/metrics.",
     )
@@ -293,11 +305,14 @@ def _judge_choice(help_text: str) -> list[Decorator]:
         click.option(
             "--model",
             default=None,
-            help=f"Judge model (openai judge; env {_judge_env('model')}) "
-            f"[default: {default_of(OpenAIJudgeSettings, 'model')}].",
+            help="Judge model (openai judge). "
+            + env_note(_judge_env("model"), default_of(OpenAIJudgeSettings, "model")),
         ),
         click.option(
-            "--base-url", default=None, help=f"OpenAI-compatible base URL (env {_judge_env('base_url')})."
+            "--base-url",
+            default=None,
+            help="OpenAI-compatible base URL (openai judge; unset: OPENAI_BASE_URL, else the OpenAI API). "
+            + env_note(_judge_env("base_url")),
         ),
     ]
 
@@ -352,9 +367,27 @@ def judge_and_metrics(
     judge: str, model: str | None, base_url: str | None, metrics: str, metric_config: Path | None
 ) -> tuple[Any, list[Any]]:
     """The judge and the metrics the judge options name; a mistake is a usage error."""
-    from tracescore.score import make_judge, make_metrics
+    from tracescore.score import make_metrics
 
     return (
-        or_usage_error(make_judge, judge, model=model, base_url=base_url),
+        cli_judge(judge, model, base_url),
         or_usage_error(make_metrics, _names_in(metrics), metric_config),
     )
+
+
+def cli_judge(judge: str, model: str | None, base_url: str | None) -> Any:
+    """The judge `--judge` names; a mistake is a usage error, a missing API key said with the flag and the
+    variables to set (not the class that needs it)."""
+    from tracescore.score import make_judge
+    from tracescore.score.judges import MissingApiKey
+
+    try:
+        return make_judge(judge, model=model, base_url=base_url)
+    except MissingApiKey as exc:
+        keys = " or ".join(OpenAIJudgeSettings.key_variables())
+        raise click.UsageError(
+            f"--judge {judge} needs an API key: set {keys}; a local OpenAI-compatible server needs none, "
+            f"give its address with --base-url ({_judge_env('base_url')}) instead"
+        ) from exc
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from tracescore._config import unknown_name
 from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error, threshold_option
 from tracescore.score import DEFAULT_METRICS
 
@@ -93,9 +94,10 @@ def score(
     gate = or_usage_error(parse_fail_under, fail_under)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
     the_judge, the_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
-    not_scored = sorted(set(gate) - {m.name for m in the_metrics})
-    if not_scored:
-        raise click.UsageError(f"--fail-under names metric(s) not in --metrics: {', '.join(not_scored)}")
+    scored = [m.name for m in the_metrics]
+    if not_scored := sorted(set(gate) - set(scored)):
+        named = "; ".join(unknown_name("metric", name, scored) for name in not_scored)
+        raise click.UsageError(f"--fail-under: {named}: it gates the metrics --metrics scores")
     if flag_limit is not None and FLAGGED_METRIC not in {m.name for m in the_metrics}:
         raise click.UsageError(f"--max-flagged counts {FLAGGED_METRIC} flags: add it to --metrics")
     if allow_unscored is not None and not gate and flag_limit is None:
@@ -132,8 +134,11 @@ def score(
         click.echo(f"report: {report_path}", err=True)
     if not summary.anything_scored:
         # Unreadable lines are reported above; a judge's failures are only in the rows: the first said here.
+        # An LLM judge's address is the first thing to rule out when every call failed.
+        address = getattr(the_judge, "base_url", None)
+        at = f" (judge {the_judge.name} at {address})" if address else ""
         why = (
-            f"; the first reason: {summary.first_unscored}"
+            f"; the first reason: {summary.first_unscored}{at}"
             if summary.first_unscored
             else " (see the reasons above)"
         )

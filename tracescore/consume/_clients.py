@@ -12,6 +12,7 @@ from tracescore._kafka import (
     BrokerUnreachable,
     ensure_topics,
     group_member,
+    not_creating_topics,
     subscribe_topics,
     wait_for_partitions,
 )
@@ -38,21 +39,28 @@ def connect(
 
 def subscribe(
     settings: ConsumerSettings, consumer: KafkaConsumer, listener: ConsumerRebalanceListener
-) -> None:
-    """The input and output topics created if missing, the input's partitions known, then subscribed."""
+) -> bool:
+    """The output topics created if missing, the input's partitions known, then subscribed. The input is
+    never created here (a misspelt name would be made a topic): its writers create it, the SDK at its first
+    export; until then the member waits for it. Whether the input exists."""
     s = settings
-    outputs = (s.evaluations_topic, s.dlq_topic, s.spans_out_topic, s.conversation_evidence_topic)
-    created = ensure_topics(s.connection(), {s.topic, *(topic for topic in outputs if topic is not None)})
-    if s.topic in created:
+    outputs = {
+        t for t in (s.evaluations_topic, s.dlq_topic, s.spans_out_topic, s.conversation_evidence_topic) if t
+    }
+    exists = s.topic not in ensure_topics(s.connection(), outputs - {s.topic}, read=[s.topic])
+    if not exists:
         # Where a misspelt topic shows: nothing was ever written to it, and nothing will be scored.
         _log.warning(
-            "the spans topic %s did not exist, so nothing has been written to it yet: created it and "
-            "waiting. If your app or Collector already sends spans, give their topic with --topic or "
-            "TRACESCORE_TOPIC (the SDK writes to TRACESCORE_TOPIC too, default otlp_spans)",
-            s.topic,
-        )
-    wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
+            "the spans topic %s does not exist, so nothing has been written to it yet: waiting for it (the "
+            "SDK or Collector that writes it creates it; kafka-python says 'Topic %s not found in cluster "
+            "metadata' until then). If your app or Collector already sends spans, give their topic with "
+            "--topic or TRACESCORE_TOPIC (the SDK writes to TRACESCORE_TOPIC too, default otlp_spans)",
+            s.topic, s.topic,
+        )  # fmt: skip
+    else:
+        wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
     subscribe_topics(consumer, [s.topic], listener)
+    return exists
 
 
 def _consumer(settings: ConsumerSettings, config: dict[str, Any]) -> KafkaConsumer:
@@ -60,6 +68,7 @@ def _consumer(settings: ConsumerSettings, config: dict[str, Any]) -> KafkaConsum
         **config,
         group_id=settings.group_id,
         enable_auto_commit=False,
+        **not_creating_topics(),  # what it reads is its writers' to create (subscribe)
         auto_offset_reset=settings.auto_offset_reset,
         max_poll_records=settings.max_poll_records,
         max_poll_interval_ms=settings.max_poll_interval_ms,

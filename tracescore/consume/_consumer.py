@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import KafkaError
+from kafka.errors import KafkaConnectionError, KafkaError
 
 from tracescore._kafka import (
     GroupProtocolMismatch,
@@ -56,6 +56,7 @@ __all__ = [
 ]  # fmt: skip
 
 _log = logging.getLogger("tracescore.consume")
+_WAITING_RETRY_MS = 1000  # a member waiting for its topic, the broker gone: how often it looks again
 _BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emitted promptly
 
 
@@ -93,6 +94,8 @@ class EvaluationConsumer:
         if self._policy is not None:
             self._metrics_out.observe_lift(self._policy.lift_readings)
         self._sinks = tuple(sinks)
+        self._judges = tuple(j for j in (judge, llm_judge) if j is not None)
+        self._waiting_since: float | None = None  # subscribed to a spans topic that did not exist yet
         self._consumer = consumer
         self._producer = producer
         self._make_sink = sink
@@ -147,7 +150,7 @@ class EvaluationConsumer:
         self._outputs = Outputs(
             self._make_sink(producer, self.settings), self._checkpoint, self.stats, self._status,
             self._metrics_out, dlq_topic=self.settings.dlq_topic, on_evaluation=self._on_evaluation,
-            sinks=self._sinks,
+            sinks=self._sinks, judges=self._judges,
         )  # fmt: skip
         worker = self._make_worker()
         self._rebalancing.start(self._outputs, worker)
@@ -217,7 +220,9 @@ class EvaluationConsumer:
     def _start(self) -> tuple[KafkaConsumer, KafkaProducer]:
         self._connect()
         assert self._producer is not None
-        subscribe(self.settings, self._kafka(), self._rebalance)
+        if not subscribe(self.settings, self._kafka(), self._rebalance):
+            # No partition to be assigned until a writer creates the topic: idle from now (--idle-timeout).
+            self._waiting_since = time.monotonic()
         return self._kafka(), self._producer
 
     def _poll(self, consumer: KafkaConsumer) -> list[ConsumerRecord]:
@@ -228,8 +233,18 @@ class EvaluationConsumer:
         timeout_ms = _BUSY_POLL_MS if self._lifecycle.busy else self.settings.poll_timeout_ms
         batch: list[ConsumerRecord] = []
         settings = self.settings
-        with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
-            polled = consumer.poll(timeout_ms=timeout_ms)
+        try:
+            with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
+                polled = consumer.poll(timeout_ms=timeout_ms)
+        except KafkaConnectionError as exc:
+            if self._rebalance.first_assigned_at is not None or self._waiting_since is None:
+                raise
+            # Waiting for the spans topic, the member has not joined: kafka-python's poll raises its
+            # coordinator lookup's failure then. As for a joined member, a broker gone is waited out, and said
+            # (BrokerUnreachable) when the stream goes idle with --idle-timeout.
+            _log.debug("no broker while waiting for %s: %s", settings.topic, exc)
+            time.sleep(min(timeout_ms, _WAITING_RETRY_MS) / 1000)
+            return []
         for partition, messages in polled.items():
             if messages:
                 # A partition's messages come in offset order: its first and last offsets say all it read.
@@ -279,8 +294,9 @@ class EvaluationConsumer:
     @property
     def first_assigned_at(self) -> float | None:
         """When the first partitions were assigned (monotonic). --idle-timeout counts from then: waiting to
-        join the group (a dead member's session still holding the partitions) is not idleness."""
-        return self._rebalance.first_assigned_at
+        join the group (a dead member's session still holding the partitions) is not idleness; waiting for a
+        spans topic nobody has written yet is, from subscribing."""
+        return self._rebalance.first_assigned_at or self._waiting_since
 
     def _log_status(self, consumer: KafkaConsumer) -> None:
         # The broker is asked (BROKER_WAIT_S at most) only while running: a stop's budget is for its steps.

@@ -25,6 +25,7 @@ from tracescore.consume._stopping import Wait
 from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, KafkaOutputSettings, Output, RecordSink
 from tracescore.model import EvaluationRecord, Interaction, MetricResult, MetricStatus, annotator_kind
 from tracescore.sample import SkipReason
+from tracescore.score.judges import Judge
 
 __all__ = ["EvaluationSink", "Outputs", "default_sink"]
 
@@ -105,8 +106,12 @@ class Outputs:
         dlq_topic: str,
         on_evaluation: Callable[[EvaluationRecord], object] | None = None,
         sinks: Sequence[RecordSink] = (),
+        judges: Sequence[Judge] = (),
     ) -> None:
         self._sink = sink
+        # Where each judge's calls go (an LLM judge's base URL), for the failure it explains: a wrong address
+        # is the first thing to rule out when every call fails.
+        self._addresses = {j.name: url for j in judges if (url := getattr(j, "base_url", None))}
         self._checkpoint = checkpoint
         self._stats = stats
         self._status = status
@@ -140,8 +145,13 @@ class Outputs:
     def _count(self, judged: Judged) -> None:
         scored = judged.scored
         assert scored is not None
-        self._stats.scored += 1
-        for failed in (r for r in scored.results if r.status is MetricStatus.ERROR):
+        failures = [r for r in scored.results if r.status is MetricStatus.ERROR]
+        # An interaction whose every metric failed has records, but no score: not counted as scored.
+        if failures and len(failures) == len(scored.results):
+            self._stats.unscored += 1
+        else:
+            self._stats.scored += 1
+        for failed in failures:
             self._stats.judge_errors += 1
             self._explain_judge_error(failed)
         if scored.selection is not None:
@@ -163,11 +173,13 @@ class Outputs:
             "TRACESCORE_JUDGE_BASE_URL), model (--model, TRACESCORE_JUDGE_MODEL) and API key "
             "(TRACESCORE_JUDGE_API_KEY)"
         )
+        address = self._addresses.get(failed.judge)
+        at = f" at {address}" if address else ""
         self._explained(
             (failed.judge, kind),
-            "judge %s could not score %s: %s. Its record says status=error and judge_errors counts it%s "
+            "judge %s%s could not score %s: %s. Its record says status=error and judge_errors counts it%s "
             "[logged once per judge and kind of error]",
-            failed.judge, failed.metric, reason, todo,
+            failed.judge, at, failed.metric, reason, todo,
         )  # fmt: skip
 
     def evidence(self, turns: Sequence[Revision]) -> list[Output]:

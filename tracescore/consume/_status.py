@@ -39,7 +39,11 @@ class ConsumerStats:
     # session id Logfire's scrubbing replaced, so the turn is read as a one-turn interaction;
     # span_events_dropped: spans read for their events lost some past the decoder's or the producer's limits).
     read_partly: Counter[str] = field(default_factory=Counter)
+    # Interactions with a record the judge gave (a score, or not applicable) for at least one metric; those
+    # whose every metric the judge failed on are `unscored`, and each of their failed records counts in
+    # `judge_errors` (a count of records, as `evaluations`).
     scored: int = 0
+    unscored: int = 0
     sampled_out: int = 0
     evaluations: int = 0
     judge_errors: int = 0
@@ -79,8 +83,9 @@ class ConsumerStats:
 
     @property
     def handled(self) -> int:
-        """Interactions dealt with: scored, sampled out, or skipped with a logged reason."""
-        return self.scored + self.sampled_out + sum(n for r, n in self.skipped.items() if r != "not_rag")
+        """Interactions dealt with: scored, unscored, sampled out, or skipped with a logged reason."""
+        skipped = sum(n for r, n in self.skipped.items() if r != "not_rag")
+        return self.scored + self.unscored + self.sampled_out + skipped
 
 
 class StatusLine:
@@ -148,10 +153,10 @@ class StatusLine:
         unasked = f" ({s.without_question} without a recorded question)" if s.without_question else ""
         unasked += s.partly_read()
         _log.info(
-            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d%s, skipped %s, to "
-            "the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate since last: %s "
-            "| cascade lift: %s",
-            rates, lags, in_flight, queued, buffered, s.scored, unasked, skipped, escalated,
+            "status: %s | lag %s | scoring %d, queued %d, traces buffered %d | scored %d%s, unscored %d, "
+            "skipped %s, to the LLM judge %s, dead letters %d, judge errors %d, judge latency %s | estimate "
+            "since last: %s | cascade lift: %s",
+            rates, lags, in_flight, queued, buffered, s.scored, unasked, s.unscored, skipped, escalated,
             s.dead_letters, s.judge_errors, latency, means or "none", lift,
         )  # fmt: skip
         self._last_at = now

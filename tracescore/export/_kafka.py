@@ -205,12 +205,16 @@ class KafkaSpanExporter(SpanExporter):
         # Only the export thread creates the producer, and creating it may wait for a broker: not under
         # self._lock, which shutdown() and the delivery callbacks take.
         if self._producer is None:
+            # The admin client's close below and the producer's at shutdown may race their network thread's
+            # read: kafka-python then logs a traceback for a transport closed on purpose (nothing is lost)
+            # into the application's log. The commands' filter drops it here too.
+            from tracescore._kafka import ensure_topics, quiet_closed_transport_race  # loaded on this thread
+
+            quiet_closed_transport_race()
             producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._config)
             # A broker answered. The topic is created first when missing, as `tracescore consume` does: a
             # first send that makes the broker auto-create it is logged by kafka-python as an ERROR ("Topic X
             # not found in cluster metadata") in the application's log. Best effort, as auto-creation is.
-            from tracescore._kafka import ensure_topics  # the admin client, loaded once, on this thread
-
             ensure_topics(self._connection, [self.topic])
             self._producer = producer
         return self._producer

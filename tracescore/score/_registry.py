@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
-from tracescore._config import one_line
+from tracescore._config import did_you_mean, one_line
 from tracescore.model import MetricResult, RagRecord
 from tracescore.score.judges._embeddings import embedder_from_env
 from tracescore.score.judges._protocol import Judge
@@ -291,8 +291,9 @@ def resolve_metrics(names: Sequence[str], config: MetricConfig | Path | str | No
     ]
     if unknown:
         known = sorted({*declared, *builtins, *plugins})
+        named = ", ".join(f"{n} ({meant})" if (meant := did_you_mean(n, known)) else n for n in unknown)
         raise MetricLoadError(
-            f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(known)}; "
+            f"unknown metric(s) {named}; known: {', '.join(known)}; "
             "or give a dotted path 'package.module:attr'"
         )
     metrics: list[Metric] = []

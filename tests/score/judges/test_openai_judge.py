@@ -335,3 +335,14 @@ def test_missing_api_key_for_the_public_endpoint_is_refused(monkeypatch: pytest.
     monkeypatch.delenv("TRACESCORE_JUDGE_API_KEY", raising=False)
     with pytest.raises(ValueError, match="API key"):
         OpenAIJudge(OpenAIJudgeSettings())
+
+
+def test_the_base_url_shown_is_where_the_client_sends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a judge failure names: the settings' URL, else the client's own OPENAI_BASE_URL, else the
+    OpenAI API; never a user or password written into it."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert OpenAIJudge(OpenAIJudgeSettings(api_key="k")).base_url == "https://api.openai.com/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://gateway.example:8080/openai/v1/")
+    assert OpenAIJudge(OpenAIJudgeSettings(api_key="k")).base_url == "http://gateway.example:8080/openai/v1"
+    with_user = OpenAIJudgeSettings(base_url="http://me:pw@127.0.0.1:9/v1")
+    assert OpenAIJudge(with_user).base_url == "http://127.0.0.1:9/v1"

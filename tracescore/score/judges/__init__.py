@@ -14,6 +14,7 @@ _LAZY = {
     "OfflineTuning": "tracescore.score.judges._offline",
     "OpenAIJudge": "tracescore.score.judges._openai",
     "OpenAIJudgeSettings": "tracescore.score.judges._openai_settings",
+    "MissingApiKey": "tracescore.score.judges._openai_settings",
     "OpenAIEmbedder": "tracescore.score.judges._embeddings",
     "OpenAIEmbedderSettings": "tracescore.score.judges._embeddings",
 }
@@ -23,6 +24,7 @@ __all__ = [
     "JudgeError",
     "JudgeTask",
     "Judgement",
+    "MissingApiKey",
     "OfflineJudge",
     "OfflineTuning",
     "OpenAIEmbedder",

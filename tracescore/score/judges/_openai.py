@@ -14,6 +14,7 @@ import threading
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ from tenacity import (
 )
 
 from tracescore.model import Usage
-from tracescore.score.judges._openai_settings import OpenAIJudgeSettings
+from tracescore.score.judges._openai_settings import MissingApiKey, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import (
     TrimmedField,
     fit_to_budget,
@@ -107,11 +108,26 @@ class OpenAIJudge:
         # A plain bool: writes are atomic and every writer writes the same value.
         self._json_object_only = self.settings.structured_output == "json_object"
         if self._client is None and self.settings.api_key is None and self.settings.base_url is None:
-            raise ValueError("OpenAIJudge needs an API key: set TRACESCORE_JUDGE_API_KEY or OPENAI_API_KEY")
+            raise MissingApiKey(
+                f"OpenAIJudge needs an API key: set {' or '.join(OpenAIJudgeSettings.key_variables())}, or "
+                "give the settings a base_url (a local server takes none)"
+            )
 
     @property
     def name(self) -> str:
         return f"openai:{self.settings.model}"
+
+    @property
+    def base_url(self) -> str:
+        """Where the requests go, as the client resolves it (--base-url, else OPENAI_BASE_URL, else the OpenAI
+        API), for messages: without a user, password, query or fragment, so no credential is ever shown."""
+        with self._loops_lock:
+            client = self._client or next((state.client for state in self._loops.values()), None)
+        url = urlsplit(str((client or self._build_client()).base_url))
+        shown = url._replace(
+            netloc=url.netloc.rpartition("@")[2], path=url.path.rstrip("/"), query="", fragment=""
+        )
+        return urlunsplit(shown)
 
     @property
     def structured_output_mode(self) -> Literal["json_schema", "json_object"]:

@@ -8,7 +8,12 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["OpenAIJudgeSettings"]
+__all__ = ["MissingApiKey", "OpenAIJudgeSettings"]
+
+
+class MissingApiKey(ValueError):
+    """No API key, and no base URL of a local server that needs none: a command says which flag and
+    variables to set (`OpenAIJudgeSettings.key_variables`)."""
 
 
 class OpenAIJudgeSettings(BaseSettings):
@@ -49,6 +54,13 @@ class OpenAIJudgeSettings(BaseSettings):
     max_context_chars: int = Field(
         default=40_000, ge=100, description="Total text in one judge input; longer inputs are trimmed."
     )
+
+    @classmethod
+    def key_variables(cls) -> list[str]:
+        """The environment variables the API key is read from, in the order they are looked at."""
+        alias = cls.model_fields["api_key"].validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else ()
+        return [c for c in choices if isinstance(c, str) and c.isupper()]
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (
