@@ -12,10 +12,11 @@ from memory, not the CPU's caches. This measures what reading each trace at once
   and read right after they were decoded.
 
 The late-span memory keeps every released trace's spans either way, so `hot` holds what reading at once and
-confirming at the grace's end would hold, without the confirmation's cost. Each mode runs in a fresh process
-pinned to one core, alternating which goes first, with the consumer's policy at rate 0 and its collector
-threshold; CPU time per stage (`time.thread_time`, the collector's passes apart through `gc.callbacks`), best
-of 3 loops after one unmeasured, in µs a span. `take`: decode and assembly (`Pipeline.take`); `release`:
+confirming at the grace's end would hold, without the confirmation's cost. Each round is a fresh process
+pinned to one core that runs the two modes loop by loop in turn (which goes first alternates by round), so a
+change in the machine's load falls on both, with the consumer's policy at rate 0 and its collector threshold;
+CPU time per stage (`time.thread_time`, the collector's passes apart through `gc.callbacks`), best of 3 loops
+of each after one unmeasured, in µs a span. `take`: decode and assembly (`Pipeline.take`); `release`:
 `TraceAssembler.ready`; `read`: recognising, revising and screening (`Pipeline.extract_and_admit`).
 """
 
@@ -107,19 +108,26 @@ def loop(batches: list[list[Record]], hot: bool) -> dict[str, float]:
     return {**spent, "spans": stats.spans, "traces": stats.traces}
 
 
-def child(mode: str, path: str, batch: int) -> None:
+def child(path: str, batch: int, first: str) -> None:
+    """Both modes in one process, loop by loop in turn (`first` first), so a change in the machine's load
+    falls on both: the best of 3 loops of each per stage, after one unmeasured loop of each."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {0})
     with open(path, "rb") as f:
         messages: list[Record] = pickle.load(f)
     batches = [messages[i : i + batch] for i in range(0, len(messages), batch)]
-    loop(batches, mode == "hot")  # unmeasured: imports, caches, the interpreter's specialisations
-    best = dict.fromkeys(STAGES, float("inf"))
-    for _ in range(3):
-        got = loop(batches, mode == "hot")
-        for stage in STAGES:
-            best[stage] = min(best[stage], got[stage] / got["spans"] * 1e6)
-    print(repr({**best, "traces": got["traces"]}))
+    order = (first, *(m for m in MODES if m != first))
+    best = {mode: dict.fromkeys(STAGES, float("inf")) for mode in MODES}
+    traces = {}
+    for number in range(4):  # the first: imports, caches, the interpreter's specialisations
+        for mode in order if number % 2 == 0 else order[::-1]:
+            got = loop(batches, mode == "hot")
+            gc.collect()  # the previous loop's buffer gone before the next starts
+            traces[mode] = got["traces"]
+            if number:
+                for stage in STAGES:
+                    best[mode][stage] = min(best[mode][stage], got[stage] / got["spans"] * 1e6)
+    print(repr({mode: {**best[mode], "traces": traces[mode]} for mode in MODES}))
 
 
 def main() -> None:
@@ -131,7 +139,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], args.batch)
+        child(args.child[1], args.batch, args.child[0])
         return
     print(f"building {args.traces} @tracescore.rag traces through the SDK ({args.layout}) ...", flush=True)
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
@@ -140,13 +148,14 @@ def main() -> None:
         with open(path, "wb") as f:
             pickle.dump(records(args.layout, args.traces), f)
         for number in range(args.rounds):
-            for mode in MODES[number % 2 :] + MODES[: number % 2]:  # who goes first alternates
-                command = [sys.executable, __file__, "--batch", str(args.batch), "--child", mode, path]
-                got = subprocess.run(command, capture_output=True, text=True, check=True)
-                result = ast.literal_eval(got.stdout.strip().splitlines()[-1])
-                if result["traces"] != args.traces:
-                    raise RuntimeError(f"{mode} read {result['traces']} of {args.traces} traces")
-                results[mode].append(result)
+            first = MODES[number % 2]  # who goes first alternates
+            command = [sys.executable, __file__, "--batch", str(args.batch), "--child", first, path]
+            got = subprocess.run(command, capture_output=True, text=True, check=True)
+            both = ast.literal_eval(got.stdout.strip().splitlines()[-1])
+            for mode in MODES:
+                if both[mode]["traces"] != args.traces:
+                    raise RuntimeError(f"{mode} read {both[mode]['traces']} of {args.traces} traces")
+                results[mode].append(both[mode])
             print(f"round {number + 1}: " + "; ".join(_row(results[m][-1], m) for m in MODES), flush=True)
     print(f"\nhot / cold, median of {args.rounds} rounds (min..max), µs a span: cold, hot")
     for stage in (*STAGES, "all"):
