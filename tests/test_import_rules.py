@@ -41,6 +41,8 @@ READS_INTERNALS = {
     # the consumer's pipeline step and judging queue, timed on their own (hooks around the admission path)
     "benchmarks/consumer_latency.py": {"tracescore.consume"},
     "benchmarks/trace_assembly.py": {"tracescore.consume"},
+    # the consumer's pipeline step driven with a clock of its own: its reading timed hot against cold
+    "benchmarks/reading_hot_cold.py": {"tracescore.consume"},
     # swaps the kafka-python client the consumer builds (consume._clients) to measure client settings
     "benchmarks/kafka_consumer_levers.py": {"tracescore.consume"},
     # the held turns of grounding across turns (conversations._grounder), measured on their own
