@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import KafkaTimeoutError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 import tracescore._kafka
 from tracescore._kafka import caught_up, read_partitions
@@ -134,3 +135,19 @@ def test_a_read_from_a_start_past_a_partitions_end_reads_the_others_and_ends(
 
     assert values == [b"output 1.0", b"output 1.1", b"output 1.2"]
     assert all("is past its log's end" in r.getMessage() for r in caplog.records if r.name == "tracescore")
+
+
+@pytest.mark.kafka
+def test_a_read_of_a_missing_topic_leaves_no_topic_on_the_broker(bootstrap: str, topic_prefix: str) -> None:
+    """A service's read of a state topic that is gone (deleted, or a misspelt name) must not make it: the
+    reader's metadata requests asked the broker to create the topic (kafka-python 3.0 ignores
+    allow_auto_create_topics), which left it there with the broker's defaults, uncompacted."""
+    topic = f"{topic_prefix}.state"
+    # The topic's partition has no end offset to read to: how the read fails does not matter here.
+    with contextlib.suppress(KafkaError):
+        list(read_partitions(KafkaConnection(bootstrap_servers=bootstrap), topic, [0]))
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        assert topic not in admin.list_topics(), "reading the topic created it"
+    finally:
+        admin.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 import types
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
@@ -95,9 +95,9 @@ def _read_tables(path: Path, error: type[ConfigFileError]) -> dict[str, Any]:
     for key, value in data.items():
         if not isinstance(value, dict) or key in _COMMAND_TABLES:
             continue
-        close = difflib.get_close_matches(key, _COMMAND_TABLES, n=1)
-        if close or _sectioned(data):
-            hint = f" (did you mean [{close[0]}]?)" if close else ""
+        meant = did_you_mean(key, _COMMAND_TABLES, shown=lambda table: f"[{table}]")
+        if meant or _sectioned(data):
+            hint = f" ({meant})" if meant else ""
             raise error(f"{path}: [{key}] is not a table tracescore reads{hint}; its tables are {_TABLES}")
     return data
 
@@ -306,10 +306,11 @@ def unknown_name(what: str, name: str, valid: Collection[str]) -> str:
     return f"unknown {what} {name!r} ({hint}valid: {', '.join(sorted(valid))})"
 
 
-def did_you_mean(name: str, valid: Collection[str]) -> str | None:
-    """`did you mean 'answer_relevancy'?` for the valid name closest to a misspelt one; None when none is."""
+def did_you_mean(name: str, valid: Collection[str], shown: Callable[[str], str] = repr) -> str | None:
+    """`did you mean 'answer_relevancy'?` for the valid name closest to a misspelt one, written as `shown`
+    writes it (a table: `[alert]`); None when none is."""
     close = difflib.get_close_matches(name, list(valid), n=1)
-    return f"did you mean {close[0]!r}?" if close else None
+    return f"did you mean {shown(close[0])}?" if close else None
 
 
 def fields_at(model: type[BaseModel], path: tuple[int | str, ...]) -> list[str] | None:

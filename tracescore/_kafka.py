@@ -106,10 +106,11 @@ def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -
 
 
 def not_creating_topics() -> dict[str, Any]:
-    """A KafkaConsumer's settings so that its metadata requests never make the broker create the topics they
-    name (`auto.create.topics.enable`): a reader of a misspelt topic would leave it on the broker.
-    kafka-python 3.0 accepts `allow_auto_create_topics` but builds its cluster metadata without it (every
-    request asks for creation), so its documented `kafka_client` factory applies it to that metadata."""
+    """A KafkaConsumer's or KafkaProducer's settings so that its metadata requests never make the broker
+    create the topics they name (`auto.create.topics.enable`): a reader of a misspelt topic would leave it on
+    the broker. kafka-python 3.0 accepts `allow_auto_create_topics` but builds its cluster metadata without it
+    (every request asks for creation), so its documented `kafka_client` factory (the same for both) applies
+    it to that metadata."""
     return {"allow_auto_create_topics": False, "kafka_client": _client_not_creating_topics}
 
 
@@ -284,7 +285,7 @@ def read_partitions(
         **connection.client_config(),
         group_id=None,
         enable_auto_commit=False,
-        allow_auto_create_topics=False,
+        **not_creating_topics(),
         bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
         auto_offset_reset="none",  # an offset out of range raises: said and handled below, never skipped
     )

@@ -453,3 +453,35 @@ def test_a_missing_api_key_names_the_flag_and_the_variables_to_set(
     said = " ".join(result.output.split())
     assert "--judge openai needs an API key: set TRACESCORE_JUDGE_API_KEY or OPENAI_API_KEY" in said, said
     assert "--base-url (TRACESCORE_JUDGE_BASE_URL)" in said and "OpenAIJudge" not in said, said
+
+
+def test_a_column_option_reads_a_renamed_column_and_the_message_says_how_to_give_it(tmp_path: Path) -> None:
+    """An invalid record's message ended 'map them with column_map={...}', a Python-only option, on the
+    command line too, which had no way to map a column: --column FIELD=COLUMN does what column_map does."""
+    renamed = {
+        "id": "a",
+        "question": "Where is the head office?",
+        "contexts": GOOD["contexts"],
+        "reply": "Delhi",
+    }
+    rows, output, code = _run(tmp_path, [json.dumps(renamed)])
+    assert code == 1 and rows[0]["faithfulness"] is None
+    assert "no answer" in rows[0]["reason"] and "map them with --column answer=<column>" in rows[0]["reason"]
+    assert "column_map" not in output
+
+    rows, output, code = _run(tmp_path, [json.dumps(renamed)], "--column", "answer=reply")
+    assert code == 0, output
+    assert rows[0]["reason"] is None and rows[0]["faithfulness"] >= 0.5
+
+    rows, _, code = _run(tmp_path, [json.dumps(renamed)], "--column", "answer=replie")
+    assert code == 1 and "--column names no such column: 'replie' for answer" in rows[0]["reason"]
+
+
+def test_a_column_option_naming_no_field_is_a_usage_error_with_the_field_meant(tmp_path: Path) -> None:
+    _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--column", "anwser=reply")
+    assert code == 2
+    said = " ".join(output.split())
+    assert "unknown field 'anwser' (did you mean 'answer'? valid: answer, contexts, id, query)" in said, said
+    for bad in ("answer", "answer=", "answer=reply --column answer=text"):
+        _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--column", *bad.split(" --column "))
+        assert code == 2, (bad, output)

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
 
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import ConversationRecord, EvaluationRecord, read_conversation_record
 from tracescore.testing.kafka_topics import input_producer, read_topic
+
+# The conversation tests' waits (shorter than wait_until's default); each ends once its condition holds.
+SERVICE_WAIT_S = 90.0
 
 
 def config(bootstrap: str, prefix: str, **overrides: object) -> ConversationsConfig:
@@ -57,15 +59,6 @@ class Running:
         self.service.stop()
         self._thread.join(60)
         assert not self._thread.is_alive()
-
-
-def wait(condition, timeout_s: float = 90.0) -> None:  # type: ignore[no-untyped-def]
-    done = threading.Event()
-    deadline = datetime.now(UTC).timestamp() + timeout_s
-    while not condition():
-        if datetime.now(UTC).timestamp() > deadline:
-            raise AssertionError("condition not met in time")
-        done.wait(0.1)
 
 
 def on_topic(bootstrap: str, cfg: ConversationsConfig) -> list[ConversationRecord]:

@@ -9,7 +9,8 @@ import time
 from collections import Counter
 
 import pytest
-from conversation_service import Running, config, conversations_process, produce, wait
+from _helpers import wait_until
+from conversation_service import SERVICE_WAIT_S, Running, config, conversations_process, produce
 from conversation_turns import turn
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
@@ -50,7 +51,11 @@ def hold_first_group(bootstrap: str, topic_prefix: str) -> KafkaConsumer:
         partition_assignment_strategy=(CooperativeStickyAssignor,),
     )
     # Given the evaluations partitions once the killed member's session ends.
-    wait(lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()))
+    wait_until(
+        lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()),
+        "the holder's assignment",
+        timeout_s=SERVICE_WAIT_S,
+    )
     return holder
 
 
@@ -103,11 +108,19 @@ def test_a_record_a_kill_left_unsaved_is_not_written_again_while_the_first_group
     producer.close()
     cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0, session_timeout_ms=SESSION_TIMEOUT_MS)
     with Running(cfg) as restarted:
-        wait(lambda: restarted.service.stats.turn_records == 3)  # c-0's turns read again, to their end
+        wait_until(
+            lambda: restarted.service.stats.turn_records == 3,
+            "c-0's 3 turns read again",
+            timeout_s=SERVICE_WAIT_S,
+        )  # c-0's turns read again, to their end
         time.sleep(1.0)  # ticks with the partitions read to their end and no stream time yet
         assert not restarted.written, "nothing is decided while the first group holds turns back"
         holder.close()  # leaves the group: the restart's first stage re-keys the held turn, the time moves on
-        wait(lambda: "c-later" in {r.conversation_id for r in restarted.written})
+        wait_until(
+            lambda: "c-later" in {r.conversation_id for r in restarted.written},
+            "c-later's record",
+            timeout_s=SERVICE_WAIT_S,
+        )
     on_topic = read_topic(bootstrap, f"{topic_prefix}.conversations")
     records = [read_conversation_record(m.value) for m in on_topic]
     assert [(r.conversation_id, r.revision, r.turns) for r in records] == [("c-0", 0, 3), ("c-later", 0, 1)]
@@ -139,9 +152,15 @@ def test_a_record_a_kill_left_unsaved_is_revised_not_written_again_when_a_turn_c
     produce(bootstrap, evaluations, turns()[2:3])  # c-0's turn 3: held in the first group
     cfg = config(bootstrap, topic_prefix, quiet_seconds=3.0, spans_topic=None, evidence_topic=None)
     with Running(cfg) as restarted:
-        wait(lambda: restarted.service.stats.turn_records == 2)  # restored, turns 1 and 2 read again
+        wait_until(
+            lambda: restarted.service.stats.turn_records == 2,
+            "turns 1 and 2 read again",
+            timeout_s=SERVICE_WAIT_S,
+        )  # restored, turns 1 and 2 read again
         holder.close()  # the turn is re-keyed after the restore
-        wait(lambda: bool(restarted.written))
+        wait_until(
+            lambda: bool(restarted.written), "a record from the restarted service", timeout_s=SERVICE_WAIT_S
+        )
     records = [read_conversation_record(m.value) for m in read_topic(bootstrap, cfg.conversations_topic)]
     assert [(r.conversation_id, r.revision, r.supersedes, r.turns) for r in records] == [
         ("c-0", 0, None, 2),

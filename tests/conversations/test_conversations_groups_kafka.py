@@ -5,8 +5,8 @@ own, so each records every conversation once and restores only its own state."""
 from __future__ import annotations
 
 import pytest
-from _helpers import both_stages_read
-from conversation_service import Running, config, produce, wait
+from _helpers import both_stages_read, wait_until
+from conversation_service import SERVICE_WAIT_S, Running, config, produce
 from conversation_turns import turn
 
 from tracescore.conversations import ConversationsConfig
@@ -38,7 +38,11 @@ def test_two_groups_on_the_same_records_each_record_every_conversation_once(
 
     for cfg in (first, second):
         with Running(cfg) as running:
-            wait(lambda: len(running.written) >= len(conversations))
+            wait_until(
+                lambda: len(running.written) >= len(conversations),
+                "a record for each conversation",
+                timeout_s=SERVICE_WAIT_S,
+            )
             read_all(bootstrap, cfg)
             # Sharing the first group's turns topic, the second read its re-keyed turns too: twice as many.
             assert running.service.stats.turn_records == len(turns), cfg.group_id
@@ -51,7 +55,9 @@ def test_two_groups_on_the_same_records_each_record_every_conversation_once(
     # (revision 1, the four turns), not written anew as a one-turn conversation.
     produce(bootstrap, first.evaluations_topic, [turn(3, 1.0, "c-0")])
     with Running(first) as again:
-        wait(lambda: len(again.written) >= 1)
+        wait_until(
+            lambda: len(again.written) >= 1, "a record from the restarted service", timeout_s=SERVICE_WAIT_S
+        )
         read_all(bootstrap, first)
     assert [(r.conversation_id, r.revision, r.turns) for r in again.written] == [("c-0", 1, 4)]
     assert again.service.stats.state["restored"] >= len(conversations)

@@ -6,7 +6,8 @@ counted, never a stop; a broker restart mid-stream loses and repeats no record."
 from __future__ import annotations
 
 import pytest
-from conversation_service import Running, config, on_topic, produce, wait
+from _helpers import wait_until
+from conversation_service import SERVICE_WAIT_S, Running, config, on_topic, produce
 from conversation_turns import turn
 
 from tracescore.consume import decode_message
@@ -22,10 +23,12 @@ def test_a_later_turn_revises_the_record_across_a_restart(bootstrap: str, topic_
     cfg = config(bootstrap, topic_prefix)
     produce(bootstrap, cfg.evaluations_topic, [turn(1, 1.0), turn(2, 1.0)])
     with Running(cfg) as first:
-        wait(lambda: len(first.written) == 1)
+        wait_until(lambda: len(first.written) == 1, "the first conversation record", timeout_s=SERVICE_WAIT_S)
         # The first turn of another conversation, read but not quiet yet when the instance stops.
         produce(bootstrap, cfg.evaluations_topic, [turn(10, 1.0, "c-2")])
-        wait(lambda: first.service.stats.turn_records == 3)
+        wait_until(
+            lambda: first.service.stats.turn_records == 3, "the 3 turns read", timeout_s=SERVICE_WAIT_S
+        )
     [record] = first.written
     assert (record.revision, record.turns, record.label) == (0, 2, "passed")
 
@@ -33,7 +36,7 @@ def test_a_later_turn_revises_the_record_across_a_restart(bootstrap: str, topic_
     # second conversation's next turn.
     produce(bootstrap, cfg.evaluations_topic, [turn(3, 0.0), turn(11, 1.0, "c-2")])
     with Running(cfg) as second:
-        wait(lambda: len(second.written) == 2)
+        wait_until(lambda: len(second.written) == 2, "the second run's 2 records", timeout_s=SERVICE_WAIT_S)
     revised = next(r for r in second.written if r.conversation_id == "c-1")
     assert (revised.revision, revised.supersedes, revised.turns, revised.label) == (1, 0, 3, "flagged")
     assert revised.started_at == record.started_at
@@ -67,17 +70,23 @@ def test_two_instances_split_the_conversations_and_record_each_once(
     cfg = config(bootstrap, topic_prefix)
     conversations = [f"c-{i}" for i in range(8)]
     with Running(cfg) as first, Running(cfg) as second:
-        wait(
+        wait_until(
             lambda: (
                 first.service.first_assigned_at is not None and second.service.first_assigned_at is not None
-            )
+            ),
+            "both members assigned",
+            timeout_s=SERVICE_WAIT_S,
         )
         produce(
             bootstrap,
             cfg.evaluations_topic,
             [turn(10 * i + n, 1.0, c) for i, c in enumerate(conversations) for n in range(3)],
         )
-        wait(lambda: len(first.written) + len(second.written) == len(conversations))
+        wait_until(
+            lambda: len(first.written) + len(second.written) == len(conversations),
+            "a record for each conversation",
+            timeout_s=SERVICE_WAIT_S,
+        )
     written = first.written + second.written
     assert sorted(r.conversation_id for r in written) == conversations
     assert all(r.turns == 3 for r in written)
@@ -92,14 +101,30 @@ def test_an_instance_joining_and_leaving_moves_only_the_partitions_that_change_o
     reads back the state of those it gets, never of those it had. Eager: every rebalance reads back all."""
     cfg = config(bootstrap, topic_prefix, rebalance_protocol=protocol)
     with Running(cfg) as first:
-        wait(lambda: first.service.first_assigned_at is not None)
+        wait_until(
+            lambda: first.service.first_assigned_at is not None,
+            "the first member assigned",
+            timeout_s=SERVICE_WAIT_S,
+        )
         with Running(cfg) as second:
-            wait(lambda: second.service.first_assigned_at is not None)
+            wait_until(
+                lambda: second.service.first_assigned_at is not None,
+                "the second member assigned",
+                timeout_s=SERVICE_WAIT_S,
+            )
             produce(bootstrap, cfg.evaluations_topic, [turn(n, 1.0, f"c-{n}") for n in range(12)])
-            wait(lambda: len(first.written) + len(second.written) == 12)
+            wait_until(
+                lambda: len(first.written) + len(second.written) == 12,
+                "12 records from the two members",
+                timeout_s=SERVICE_WAIT_S,
+            )
         # The first owns every partition again once it wrote conversations from each.
         produce(bootstrap, cfg.evaluations_topic, [turn(12 + n, 1.0, f"late-{n}") for n in range(12)])
-        wait(lambda: len(first.written) + len(second.written) == 24)
+        wait_until(
+            lambda: len(first.written) + len(second.written) == 24,
+            "24 records from the two members",
+            timeout_s=SERVICE_WAIT_S,
+        )
     later = {f"late-{n}" for n in range(12)}
     partitions = {
         m.partition
@@ -123,7 +148,7 @@ def test_bad_records_are_counted_and_the_service_goes_on(bootstrap: str, topic_p
         + [turn(n, 1.0, "shared-by-everyone") for n in range(1, 9)],
     )
     with Running(cfg) as running:
-        wait(lambda: len(running.written) == 1)
+        wait_until(lambda: len(running.written) == 1, "the conversation record", timeout_s=SERVICE_WAIT_S)
     [record] = running.written
     assert (record.turns, record.records_past_cap) == (5, 3)
     stats = running.service.stats
@@ -147,10 +172,16 @@ def test_a_broker_restart_mid_stream_loses_and_repeats_no_record(
 
     produce(bootstrap, cfg.evaluations_topic, turns(before, 0))
     with Running(cfg) as running:
-        wait(lambda: len(running.written) >= 1)  # records and states being written
+        wait_until(
+            lambda: len(running.written) >= 1, "the first record", timeout_s=SERVICE_WAIT_S
+        )  # records and states being written
         own_broker.restart()  # same data, same port
         produce(bootstrap, cfg.evaluations_topic, turns(after, 1000))  # the stream goes on
-        wait(lambda: len(running.written) >= len(before + after), timeout_s=240)
+        wait_until(
+            lambda: len(running.written) >= len(before + after),
+            "a record for each conversation, before and after",
+            timeout_s=240,
+        )
     written = sorted((r.conversation_id, r.revision, r.turns) for r in on_topic(bootstrap, cfg))
     assert written == sorted((c, 0, 3) for c in before + after)
 
@@ -163,17 +194,33 @@ def test_members_joining_and_leaving_in_turn_write_every_conversation_once(
     cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
     batches = [[f"s{b}-{i}" for i in range(6)] for b in range(4)]
     with Running(cfg) as steady:
-        wait(lambda: steady.service.first_assigned_at is not None)
+        wait_until(
+            lambda: steady.service.first_assigned_at is not None,
+            "the steady member assigned",
+            timeout_s=SERVICE_WAIT_S,
+        )
         for b, batch in enumerate(batches):
             with Running(cfg) as second, Running(cfg) as third:
                 members = (steady, second, third)
-                wait(lambda: None not in (second.service.first_assigned_at, third.service.first_assigned_at))
+                wait_until(
+                    lambda: None not in (second.service.first_assigned_at, third.service.first_assigned_at),
+                    "the second and third members assigned",
+                    timeout_s=SERVICE_WAIT_S,
+                )
                 turns = [turn(1000 * b + 10 * i + n, 1.0, c) for i, c in enumerate(batch) for n in range(3)]
                 produce(bootstrap, cfg.evaluations_topic, turns)
-                wait(lambda: any(r.conversation_id in batch for m in members for r in m.written))  # noqa: B023
+                wait_until(
+                    lambda: any(r.conversation_id in batch for m in members for r in m.written),  # noqa: B023
+                    "a record of the batch from a member",
+                    timeout_s=SERVICE_WAIT_S,
+                )
         expected = sorted(c for batch in batches for c in batch)
         # Every conversation, counted once: a repeat must not end the wait before the last one is written.
-        wait(lambda: {r.conversation_id for r in on_topic(bootstrap, cfg)} >= set(expected), timeout_s=180)
+        wait_until(
+            lambda: {r.conversation_id for r in on_topic(bootstrap, cfg)} >= set(expected),
+            "every expected conversation on the topic",
+            timeout_s=180,
+        )
     records = on_topic(bootstrap, cfg)
     written = [r.conversation_id for r in records]
     assert sorted(set(written)) == expected  # none lost

@@ -10,7 +10,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from conversation_service import Running, config, produce, wait
+from _helpers import wait_until
+from conversation_service import SERVICE_WAIT_S, Running, config, produce
 from conversation_turns import turn
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
@@ -53,7 +54,11 @@ def test_each_conversation_state_sits_on_its_turns_partition_number(
     conversations = [f"c-{i}" for i in range(12)]
     produce(bootstrap, cfg.evaluations_topic, turns(conversations))
     with Running(cfg) as running:
-        wait(lambda: len(running.written) == len(conversations))
+        wait_until(
+            lambda: len(running.written) == len(conversations),
+            "a record for each conversation",
+            timeout_s=SERVICE_WAIT_S,
+        )
     turns_partition = {m.key: m.partition for m in read_topic(bootstrap, cfg.turns_topic)}
     state = read_topic(bootstrap, cfg.state_topic)
     states = [m for m in state if m.key != META_KEY]
@@ -81,7 +86,7 @@ def test_the_state_topic_of_the_earlier_version_is_carried_over_once(
     create_compacted(bootstrap, old, 1)
     put(bootstrap, old, [(key("c-1"), json.dumps(snapshot).encode(), None)])
     with Running(cfg) as first:
-        wait(lambda: len(first.written) == 1)
+        wait_until(lambda: len(first.written) == 1, "the first run's record", timeout_s=SERVICE_WAIT_S)
     [record] = first.written
     assert (record.conversation_id, record.revision, record.supersedes, record.turns) == ("c-1", 1, 0, 3)
     assert first.service.stats.state["migrated"] == 1
@@ -90,7 +95,7 @@ def test_the_state_topic_of_the_earlier_version_is_carried_over_once(
     put(bootstrap, old, [(key("c-2"), b"not a snapshot", None)])
     produce(bootstrap, cfg.evaluations_topic, turns(["c-3"], base=100))
     with Running(cfg) as second:
-        wait(lambda: len(second.written) == 1)
+        wait_until(lambda: len(second.written) == 1, "the second run's record", timeout_s=SERVICE_WAIT_S)
     assert second.written[0].conversation_id == "c-3"
     assert second.service.stats.state["migrated"] == 0
     assert second.service.stats.state["restored"] >= 1
@@ -110,7 +115,7 @@ def test_a_future_version_or_garbage_state_is_counted_and_the_service_goes_on(
     )
     produce(bootstrap, cfg.evaluations_topic, turns(["c-1", "c-2"]))
     with Running(cfg) as running:
-        wait(lambda: len(running.written) == 2)
+        wait_until(lambda: len(running.written) == 2, "2 records", timeout_s=SERVICE_WAIT_S)
     assert sorted(r.conversation_id for r in running.written) == ["c-1", "c-2"]
     skipped = running.service.stats.skipped
     assert (skipped["future_state_version"], skipped["invalid_state"]) == (1, 1)
@@ -125,20 +130,22 @@ def test_a_state_topic_deleted_while_running_is_recreated_and_nothing_is_lost(
     first_six = [f"a-{i}" for i in range(6)]
     produce(bootstrap, cfg.evaluations_topic, turns(first_six))
     with Running(cfg) as running:
-        wait(lambda: len(running.written) == 6)
+        wait_until(lambda: len(running.written) == 6, "6 records", timeout_s=SERVICE_WAIT_S)
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         admin.delete_topics([cfg.state_topic])
         admin.close()
         wait_recreated(bootstrap, cfg, caplog)
         produce(bootstrap, cfg.evaluations_topic, [turn(1000, 0.0, "a-0"), *turns(["b-0"], base=2000)])
-        wait(lambda: len(running.written) == 8)
+        wait_until(lambda: len(running.written) == 8, "8 records", timeout_s=SERVICE_WAIT_S)
     assert running.service.stats.state["recreated"] == 1
     assert sorted((r.conversation_id, r.revision) for r in running.written[6:]) == [("a-0", 1), ("b-0", 0)]
 
     # A restart reads the recreated topic: every conversation's state came back, so later turns revise.
     produce(bootstrap, cfg.evaluations_topic, [turn(3000, 0.0, "a-5"), turn(3001, 0.0, "b-0")])
     with Running(cfg) as restarted:
-        wait(lambda: len(restarted.written) == 2)
+        wait_until(
+            lambda: len(restarted.written) == 2, "the restarted service's 2 records", timeout_s=SERVICE_WAIT_S
+        )
     assert sorted((r.conversation_id, r.revision, r.turns) for r in restarted.written) == [
         ("a-5", 1, 4),
         ("b-0", 1, 4),
@@ -152,15 +159,20 @@ def wait_recreated(
     look for the topic gone then back: the service looks every 5 s, and on a loaded machine its look can
     find the topic gone and make it again before a probe started after the deletion ever sees it gone."""
     said = f"the state topic {cfg.state_topic} was deleted while running: recreating it"
-    wait(lambda: any(said in r.getMessage() for r in caplog.records), timeout_s)
+    wait_until(
+        lambda: any(said in r.getMessage() for r in caplog.records),
+        "the service's word that it recreates the deleted state topic",
+        timeout_s=timeout_s,
+    )
     probe = KafkaConsumer(bootstrap_servers=bootstrap, allow_auto_create_topics=False)
     try:
-        wait(
+        wait_until(
             lambda: (
                 cfg.state_topic in probe.topics()
                 and len(probe.partitions_for_topic(cfg.state_topic) or ()) == cfg.turns_partitions
             ),
-            timeout_s,
+            "the state topic again, with the turns topic's partitions",
+            timeout_s=timeout_s,
         )
     finally:
         probe.close()

@@ -20,7 +20,7 @@ from kafka.errors import KafkaError
 from kafka.producer.future import FutureRecordMetadata
 from pydantic import Field
 
-from tracescore._kafka import BROKER_WAIT_S, ensure_topics, read_partitions
+from tracescore._kafka import BROKER_WAIT_S, ensure_topics, not_creating_topics, read_partitions
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
@@ -82,13 +82,13 @@ class Changelog:
         # No client of ours may create it by accident: auto-created, it would have the broker's partition
         # count and no compaction.
         self._probe = KafkaConsumer(
-            **client, group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
+            **client, group_id=None, enable_auto_commit=False, **not_creating_topics()
         )
         self._producer = KafkaProducer(
             **client,
             acks="all",
             enable_idempotence=True,  # in order per partition, retries included: a meta never lands before
-            allow_auto_create_topics=False,  # the states it follows
+            **not_creating_topics(),  # the states it follows
             linger_ms=5,
             max_block_ms=10_000,  # a send to a deleted topic gives up after this, to recreate it
         )
@@ -230,7 +230,7 @@ def _old_partitions(connection: KafkaConnection, topic: str, what: str) -> list[
             **connection.client_config(),
             group_id=None,
             enable_auto_commit=False,
-            allow_auto_create_topics=False,
+            **not_creating_topics(),
             bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
             request_timeout_ms=wait_ms,  # the look's metadata request (30 s by default, then retried)
         )

@@ -30,6 +30,7 @@ from datetime import datetime
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
+from tracescore._kafka import not_creating_topics
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall
 
@@ -192,7 +193,7 @@ class StreamClock:
         if self._probe is None or self._admin is None:
             client = self.connection.client_config()
             self._probe = KafkaConsumer(
-                **client, group_id=None, enable_auto_commit=False, allow_auto_create_topics=False
+                **client, group_id=None, enable_auto_commit=False, **not_creating_topics()
             )
             self._admin = KafkaAdminClient(**client, request_timeout_ms=_BROKER_WAIT_MS)
         return self._probe, self._admin

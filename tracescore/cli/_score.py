@@ -67,6 +67,14 @@ EXIT_GATE_FAILED = 1
     help="CI gate: pass with up to N records invalid or not scored (the judge failed on a gated metric); "
     "by default a gate fails on any. Needs --fail-under or --max-flagged.",
 )
+@click.option(
+    "--column",
+    "columns",
+    multiple=True,
+    metavar="FIELD=COLUMN",
+    help="Read the record field FIELD from the file's column COLUMN (repeatable), e.g. query=question: "
+    "the library's column_map; the fields, and the names read without it: see the docs, Offline evaluation.",
+)
 @judge_options(default_metrics=",".join(DEFAULT_METRICS))
 def score(
     input_path: Path,
@@ -78,6 +86,7 @@ def score(
     fail_under: tuple[str, ...],
     max_flagged: str | None,
     allow_unscored: int | None,
+    columns: tuple[str, ...],
     judge: str,
     model: str | None,
     base_url: str | None,
@@ -89,9 +98,11 @@ def score(
     with either gate, a record invalid or not scored (beyond --allow-unscored)."""
     from tracescore.score import check_judge
     from tracescore.score._batch import score_file
+    from tracescore.score._inputs import parse_column_map
     from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
 
     gate = or_usage_error(parse_fail_under, fail_under)
+    column_map = or_usage_error(parse_column_map, columns)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
     the_judge, the_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
     scored = [m.name for m in the_metrics]
@@ -120,6 +131,7 @@ def score(
             threshold=threshold,
             report=lambda line: click.echo(line, err=True),
             on_row=collector,
+            column_map=column_map,
         )
     finally:
         if out_path:

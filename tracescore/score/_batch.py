@@ -12,7 +12,7 @@ import asyncio
 import csv
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from tracescore.model import RagRecord
 from tracescore.score._evaluate import evaluate_many, result_row
-from tracescore.score._inputs import InputError, to_record
+from tracescore.score._inputs import COLUMN_OPTION, InputError, to_record
 from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric
@@ -43,9 +43,9 @@ class _Line:
     label: Any = None
 
 
-def read_records(path: Path) -> Iterator[_Line]:
+def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Iterator[_Line]:
     """Records from JSONL (one object per line), CSV or TSV (contexts as a JSON or Python list, or one
-    string); the format comes from the file suffix."""
+    string); the format comes from the file suffix. `column_map` as the library's, given with `--column`."""
     suffix = path.suffix.lower()
     with path.open("rb") as handle:
         lines = _Decoded(handle)
@@ -59,7 +59,7 @@ def read_records(path: Path) -> Iterator[_Line]:
                 continue
             label = row.get("label") if isinstance(row, dict) else None
             try:
-                yield _Line(number, to_record(row), label=label)
+                yield _Line(number, to_record(row, column_map, COLUMN_OPTION), label=label)
             except InputError as exc:
                 yield _Line(number, None, str(exc), label)
 
@@ -151,9 +151,11 @@ def score_file(
     threshold: float | None = None,
     report: Callable[[str], None] | None = None,
     on_row: RowCallback | None = None,
+    column_map: Mapping[str, str] | None = None,
 ) -> BatchSummary:
-    """Score `source` into `out`, rows in input order. `report` receives one line per invalid input line
-    (default: the log); `on_row` receives (record, row) for every output row."""
+    """Score `source` into `out`, rows in input order, its columns read through `column_map` (fields to
+    column names). `report` receives one line per invalid input line (default: the log); `on_row` receives
+    (record, row) for every output row."""
     report = report or _log.warning
     names = [m.name for m in metrics]
     summary = BatchSummary(threshold=threshold)
@@ -161,7 +163,7 @@ def score_file(
     async def run() -> None:
         with tqdm(desc="scoring", unit="rec", disable=not progress) as bar:
             scored = evaluate_many(
-                read_records(source),
+                read_records(source, column_map),
                 metrics,
                 judge,
                 concurrency=concurrency,

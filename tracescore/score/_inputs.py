@@ -9,14 +9,25 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from tracescore._config import unknown_name
 from tracescore.model import RagRecord, Run
 
-__all__ = ["FIELD_ALIASES", "InputError", "iter_inputs", "parse_contexts", "to_record"]
+__all__ = [
+    "COLUMN_OPTION",
+    "FIELD_ALIASES",
+    "InputError",
+    "MappedWith",
+    "iter_inputs",
+    "parse_column_map",
+    "parse_contexts",
+    "to_record",
+]
 
 # tracescore field -> column names recognised without a mapping, in order of preference.
 FIELD_ALIASES: Mapping[str, tuple[str, ...]] = {
@@ -31,9 +42,43 @@ class InputError(ValueError):
     """A record that cannot be read; the message is one line naming what is missing and how to map it."""
 
 
-def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecord:
+@dataclass(frozen=True)
+class MappedWith:
+    """How the caller maps columns to fields, as a message about a record names it: the library's
+    `column_map` keyword or `tracescore score`'s `--column` option."""
+
+    name: str
+    written: Callable[[Mapping[str, str]], str]  # a mapping as the caller writes it
+
+
+COLUMN_MAP = MappedWith("column_map", lambda mapping: f"column_map={dict(mapping)!r}")
+COLUMN_OPTION = MappedWith(
+    "--column", lambda mapping: " ".join(f"--column {field}={column}" for field, column in mapping.items())
+)
+
+
+def parse_column_map(specs: Sequence[str]) -> dict[str, str]:
+    """`--column`'s `["query=question", ...]` -> {"query": "question"}: the mapping `column_map` takes;
+    ValueError naming the bad spec, an unknown field (with the one meant) or a field mapped twice."""
+    parsed: dict[str, str] = {}
+    for spec in specs:
+        field, sep, column = (part.strip() for part in spec.partition("="))
+        if not sep or not field or not column:
+            raise ValueError(f"--column {spec!r}: expected FIELD=COLUMN, e.g. query=question")
+        if field not in FIELD_ALIASES:
+            raise ValueError(f"--column {spec!r}: {unknown_name('field', field, FIELD_ALIASES)}")
+        if field in parsed:
+            raise ValueError(f"--column {spec!r}: {field} is already mapped to {parsed[field]!r}")
+        parsed[field] = column
+    return parsed
+
+
+def to_record(
+    row: Any, column_map: Mapping[str, str] | None = None, mapped_with: MappedWith = COLUMN_MAP
+) -> RagRecord:
     """A RagRecord from a RagRecord or a mapping. `column_map` maps tracescore fields to column names
-    (`{"query": "prompt"}`); without it the names in FIELD_ALIASES are recognised."""
+    (`{"query": "prompt"}`); without it the names in FIELD_ALIASES are recognised. A message about a
+    column says how to map it as `mapped_with` writes it."""
     if isinstance(row, RagRecord):
         return row
     if not isinstance(row, Mapping):
@@ -44,7 +89,8 @@ def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecor
     ]
     if unmapped:
         raise InputError(
-            f"column_map names no such column: {', '.join(unmapped)}; the record's columns: {_columns(row)}"
+            f"{mapped_with.name} names no such column: {', '.join(unmapped)}; the record's columns: "
+            f"{_columns(row)}"
         )
     values: dict[str, Any] = {}
     missing = []
@@ -63,7 +109,7 @@ def to_record(row: Any, column_map: Mapping[str, str] | None = None) -> RagRecor
             continue
         values[field] = row[column]
     if missing:
-        raise InputError(_missing_message(missing, row))
+        raise InputError(_missing_message(missing, row, mapped_with))
     record_id = values.get("id")
     try:
         return RagRecord(
@@ -89,10 +135,10 @@ def _run(value: Any) -> Run | None:
     return None if _is_null(value) or value == "" else Run.model_validate(value)
 
 
-def _missing_message(missing: list[str], row: Mapping[str, Any]) -> str:
+def _missing_message(missing: list[str], row: Mapping[str, Any], mapped_with: MappedWith) -> str:
     wanted = "; ".join(f"no {f} (looked for {', '.join(FIELD_ALIASES[f])})" for f in missing)
-    hint = ", ".join(f"{f!r}: '<column>'" for f in missing)
-    return f"{wanted}; the record's columns: {_columns(row)}; map them with column_map={{{hint}}}"
+    hint = mapped_with.written(dict.fromkeys(missing, "<column>"))
+    return f"{wanted}; the record's columns: {_columns(row)}; map them with {hint}"
 
 
 def _columns(row: Mapping[str, Any]) -> str:
