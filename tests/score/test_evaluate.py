@@ -103,6 +103,13 @@ def test_a_column_map_reads_other_names_and_a_missing_column_says_how_to_map_it(
     assert unmapped.summary.invalid == 1
 
 
+def test_a_column_map_naming_no_field_is_an_error_with_the_field_meant() -> None:
+    """A misspelt key was ignored: the column went unread and every row scored without it."""
+    row = {"question": GROUNDED["query"], "docs": GROUNDED["contexts"], "answer": GROUNDED["answer"]}
+    with pytest.raises(ValueError, match=r"column_map: unknown field 'contxts' \(did you mean 'contexts'\?"):
+        evaluate_dataset([row], ["faithfulness"], column_map={"contxts": "docs"})
+
+
 def test_dataset_rows_come_back_in_input_order_with_labels_and_a_summary() -> None:
     records = [RagRecord.model_validate(HALLUCINATED), {**GROUNDED, "label": "faithful"}, GROUNDED]
     result = evaluate_dataset(records, [Faithfulness()], OfflineJudge(), concurrency=2)

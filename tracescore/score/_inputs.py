@@ -84,6 +84,10 @@ def to_record(
     if not isinstance(row, Mapping):
         raise InputError(f"expected a record (a mapping or RagRecord), got {type(row).__name__}")
     column_map = column_map or {}
+    for field in column_map:
+        if field not in FIELD_ALIASES:
+            # The caller's mistake, not the record's: raised out of a batch, never counted as an invalid row.
+            raise ValueError(f"{mapped_with.name}: {unknown_name('field', field, FIELD_ALIASES)}")
     unmapped = [
         f"{column_map[f]!r} for {f}" for f in FIELD_ALIASES if f in column_map and column_map[f] not in row
     ]
