@@ -1,6 +1,6 @@
 """Which kafka-python consumer settings (and gc tuning) make the unsampled path cheaper through Kafka.
 
-    python benchmarks/kafka_consumer_levers.py [--traces 20000] [--rounds 3]
+    python benchmarks/kafka_consumer_levers.py [--traces 20000] [--rounds 3] [--layout per_partition]
 
 The `tracescore` shape of benchmarks/trace_assembly.py (one `@tracescore.rag` span per trace, 3 documents of
 1 KB, written by the real SDK) is produced once to a real Kafka 4 broker. Then `EvaluationConsumer` (sampler
@@ -25,7 +25,7 @@ from typing import Any
 
 from kafka import KafkaConsumer
 from kafka.admin import NewTopic
-from trace_assembly import build_tracescore_messages, through_kafka
+from trace_assembly import PARTITIONS, build_tracescore_messages, through_kafka
 
 from tracescore.consume import AssemblySettings, _clients
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -88,6 +88,9 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=None, help="variant names to run (baseline always)")
+    parser.add_argument(
+        "--layout", choices=("per_partition", "per_trace"), default="per_partition", help="the SDK's layout"
+    )
     args = parser.parse_args()
     variants = {
         name: v
@@ -95,15 +98,17 @@ def main() -> None:
         if args.only is None or name in args.only or "baseline" in name
     }
     print(f"building {args.traces} @tracescore.rag traces through the SDK ...", flush=True)
-    messages = build_tracescore_messages(args.traces)
+    messages = build_tracescore_messages(args.traces, args.layout)
     assembly = AssemblySettings(grace_s=0)
     rates: dict[str, list[float]] = {name: [] for name in variants}
     ratios: dict[str, list[float]] = {name: [] for name in variants}
     with KafkaBroker(heap="1g") as broker:
         topic = f"levers-{uuid.uuid4().hex[:8]}"
-        producer = input_producer(broker.bootstrap_servers, [NewTopic(topic, 3, 1)], linger_ms=20, acks="all")
-        for key, value in messages:
-            producer.send(topic, key=key, value=value)
+        producer = input_producer(
+            broker.bootstrap_servers, [NewTopic(topic, len(PARTITIONS), 1)], linger_ms=20, acks="all"
+        )
+        for partition, key, value in messages:
+            producer.send(topic, key=key, value=value, partition=partition)
         producer.flush()
         producer.close()
         if hasattr(os, "sched_setaffinity"):
@@ -121,8 +126,8 @@ def main() -> None:
                 print(f"  round {round_ + 1}: {name:32s} {cpu_rate:10,.0f} spans/CPU-s", flush=True)
             for name in names:
                 ratios[name].append(this_round[name] / this_round[names[0]])
-    size = sum(len(v) for _, v in messages) / len(messages)
-    print(f"\n{args.traces} traces x 1 span, {size:.0f} B per message")
+    size = sum(len(v) for _, _, v in messages) / len(messages)
+    print(f"\n{args.traces} traces x 1 span ({args.layout}), {size:.0f} B per message")
     print(f"{'variant':32s} {'median spans/CPU-s':>19s} {'ratio to baseline (per round)':>40s}")
     for name in names:
         per_round = ", ".join(f"{r:.2f}" for r in ratios[name])
