@@ -212,9 +212,10 @@ class KafkaSpanExporter(SpanExporter):
 
             quiet_closed_transport_race()
             producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._config)
-            # A broker answered. The topic is created first when missing, as `tracescore consume` does: a
-            # first send that makes the broker auto-create it is logged by kafka-python as an ERROR ("Topic X
-            # not found in cluster metadata") in the application's log. Best effort, as auto-creation is.
+            # A broker answered. The topic is created first when missing: its writer creates it (`tracescore
+            # consume` waits for it, never creates what it reads), and a first send that makes the broker
+            # auto-create it is logged by kafka-python as an ERROR ("Topic X not found in cluster metadata")
+            # in the application's log. Best effort, as auto-creation is.
             ensure_topics(self._connection, [self.topic])
             self._producer = producer
         return self._producer
