@@ -335,7 +335,7 @@ def test_max_flagged_counts_answers_labelled_hallucinated_even_at_half_score(tmp
     rows, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "0")
     half = rows[1]["results"]["faithfulness"]
     assert half["score"] == 0.5 and half["label"] == "hallucinated"
-    assert code == 1 and "FAIL faithfulness: 1 records flagged (50.0% of scored), more than 0" in output
+    assert code == 1 and "FAIL faithfulness: 1 record flagged (50.0% of scored), more than 0" in output
     assert "faithfulness: 2 scored, 0 unscored; mean 0.750, 0% below 0.5, 1 flagged" in output
     # A restatement of the question is weak evidence (confidence 0.3): 0.5 and faithful by the label...
     weak = {**GOOD, "answer": "The head office is in Delhi. The Oberoi Group has a head office."}
@@ -345,7 +345,7 @@ def test_max_flagged_counts_answers_labelled_hallucinated_even_at_half_score(tmp
     _, output, code = _run(
         tmp_path, [json.dumps(weak)], "--metrics", "faithfulness", "--max-flagged", "0", "--threshold", "0.6"
     )
-    assert code == 1 and "1 records flagged" in output
+    assert code == 1 and "1 record flagged" in output
     _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "1")
     assert code == 0 and "FAIL" not in output
     _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "0.25")

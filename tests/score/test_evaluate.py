@@ -153,7 +153,7 @@ def test_the_library_gate_names_its_conditions_as_its_parameters_not_as_the_comm
     data = [GROUNDED, HALLUCINATED, {"id": "no-answer", "query": "Where?"}]
     result = evaluate_dataset(data, [Faithfulness()], OfflineJudge())
     assert result.summary.gate({"faithfulness": 0.9}, max_flagged=0) == [
-        "faithfulness: 1 records flagged (50.0% of scored), more than 0",
+        "faithfulness: 1 record flagged (50.0% of scored), more than 0",
         "faithfulness: mean 0.500 is below 0.9",
         "1 of 3 records not scored (1 invalid), more than allow_unscored=0; the first: rows[2]: "
         + result.rows[2]["reason"].removeprefix("invalid input: "),

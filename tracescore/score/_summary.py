@@ -72,9 +72,8 @@ class GateFailure:
         if self.condition is GateCondition.FAIL_UNDER:
             return f"{self.metric}: mean {self.found:.3f} is below {self.limit:g}"
         limit = f"{self.limit:.0%} of scored" if _is_share(self.limit) else f"{self.limit:g}"
-        return (
-            f"{self.metric}: {self.found:g} records flagged ({self.share:.1%} of scored), more than {limit}"
-        )
+        flagged = f"{self.found:g} record{'s' * (self.found != 1)} flagged"
+        return f"{self.metric}: {flagged} ({self.share:.1%} of scored), more than {limit}"
 
     def __str__(self) -> str:
         return self.words(as_parameter)
