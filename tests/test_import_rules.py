@@ -43,6 +43,8 @@ READS_INTERNALS = {
     "benchmarks/trace_assembly.py": {"tracescore.consume"},
     # the consumer's pipeline step driven with a clock of its own: its reading timed hot against cold
     "benchmarks/reading_hot_cold.py": {"tracescore.consume"},
+    # the same step's parts (the pipeline's find, the reader's steps and found) counted one at a time
+    "benchmarks/reading_instructions.py": {"tracescore.consume", "tracescore.extract"},
     # swaps the kafka-python client the consumer builds (consume._clients) to measure client settings
     "benchmarks/kafka_consumer_levers.py": {"tracescore.consume"},
     # the held turns of grounding across turns (conversations._grounder), measured on their own
