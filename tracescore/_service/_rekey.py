@@ -8,7 +8,7 @@ that writes some of them twice, which stage 2 absorbs (a record it already appli
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -54,16 +54,22 @@ class RekeyStage:
         self.unacknowledged = 0  # re-keyed records of a batch a stop gave up waiting for
 
     def subscribe(
-        self, topics: Sequence[str], log: logging.Logger, changed: Callable[[Sequence[TopicPartition]], None]
+        self,
+        topics: Sequence[str],
+        log: logging.Logger,
+        changed: Callable[[Sequence[TopicPartition]], None],
+        absent: Collection[str] = (),
     ) -> None:
-        """`changed`: partitions assigned to or taken from this member (on the client's IO thread)."""
+        """`changed`: partitions assigned to or taken from this member (on the client's IO thread); `absent`:
+        the topics of `topics` that no writer created yet (`ready_to_read`), waited for."""
         self._joined = RebalanceListener(log, assigned=changed, revoked=changed)
-        subscribe_topics(self.consumer, topics, self._joined)
+        subscribe_topics(self.consumer, topics, self._joined, absent)
 
     @property
-    def first_assigned_at(self) -> float | None:
-        """When the group first gave this member its partitions (none, too, when more members than them)."""
-        return None if self._joined is None else self._joined.first_assigned_at
+    def idle_from(self) -> float | None:
+        """When the group first gave this member its partitions (none, too, when more members than them),
+        or when it subscribed to inputs that no writer created yet (`RebalanceListener.idle_from`)."""
+        return None if self._joined is None else self._joined.idle_from
 
     def step(self, timeout_ms: int, before_batch: Callable[[], None] = lambda: None) -> int:
         """Poll once, write the batch again, commit it; the number of records read. `before_batch` runs
