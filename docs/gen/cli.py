@@ -12,6 +12,8 @@ from gen import GENERATED, Undocumented, cell, code, table
 
 # "[env: NAME ...]", as every option's help says it (tracescore.cli._options.env_note).
 _ENV_IN_HELP = re.compile(r"\[env: ((?:TRACESCORE|OPENAI|OTEL|PHOENIX)_[A-Z0-9_]+)\b")
+# The same note closing the help of an option click reads a variable for: "[env: NAME; default: D]".
+_ENV_NOTE = re.compile(r"\s*\[env: (?P<name>[A-Z0-9_]+)(?:; default: (?P<default>[^\]]*))?\]$")
 
 
 def commands() -> Iterator[tuple[str, click.Command]]:
@@ -33,6 +35,15 @@ def environment_names(param: click.Parameter) -> list[str]:
     names = [name for name in declared if name]
     help_text = getattr(param, "help", None) or ""
     return names + [name for name in _ENV_IN_HELP.findall(help_text) if name not in names]
+
+
+def split_env_note(help_text: str, variable: str) -> tuple[str, str]:
+    """(the help without its closing note on `variable`, the default the note gives or ""): for a table
+    that shows the variable and the default in columns of their own."""
+    note = _ENV_NOTE.search(help_text)
+    if note is None or note["name"] != variable:
+        return help_text, ""
+    return help_text[: note.start()], note["default"] or ""
 
 
 def _type(param: click.Parameter) -> str:

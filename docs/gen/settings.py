@@ -21,7 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from gen import GENERATED, Undocumented, cell, code, table
-from gen.cli import commands, environment_names
+from gen.cli import commands, environment_names, split_env_note
 
 
 @dataclass(frozen=True)
@@ -328,20 +328,22 @@ def page() -> str:
 
 
 def _command_line_only(options: list[tuple[str, click.Option]], documented: set[str]) -> str:
-    """Options that read a variable no settings class defines (click reads it for them)."""
+    """Options that read a variable no settings class defines (click reads it for them). Their help ends in
+    the variable and the default (`[env: X; default: D]`): here those have columns of their own."""
     rows: dict[str, list[str]] = {}
     for command, option in options:
         envs = [e for e in environment_names(option) if e not in documented and e == option.envvar]
         for env in envs:
-            rows.setdefault(
-                env, [code(env), "", f"{code(option.opts[-1])} ({command})", cell(option.help or "")]
-            )
+            description, default = split_env_note(option.help or "", env)
+            flag = f"{code(option.opts[-1])} ({command})"
+            rows.setdefault(env, [code(env), "", flag, code(default) if default else "", cell(description)])
             if command not in rows[env][2]:
-                rows[env][2] += f", {code(option.opts[-1])} ({command})"
+                rows[env][2] += f", {flag}"
     if not rows:
         return ""
     intro = (
         "\n## Command-line options with a variable\n\n"
         "Options of one command that read a variable of their own.\n\n"
     )
-    return intro + table(["Environment", "File", "Flag", "Description"], [rows[e] for e in sorted(rows)])
+    header = ["Environment", "File", "Flag", "Default", "Description"]
+    return intro + table(header, [rows[e] for e in sorted(rows)])

@@ -335,7 +335,7 @@ def test_max_flagged_counts_answers_labelled_hallucinated_even_at_half_score(tmp
     rows, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "0")
     half = rows[1]["results"]["faithfulness"]
     assert half["score"] == 0.5 and half["label"] == "hallucinated"
-    assert code == 1 and "FAIL faithfulness: 1 records flagged (50.0% of scored), more than 0" in output
+    assert code == 1 and "FAIL faithfulness: 1 record flagged (50.0% of scored), more than 0" in output
     assert "faithfulness: 2 scored, 0 unscored; mean 0.750, 0% below 0.5, 1 flagged" in output
     # A restatement of the question is weak evidence (confidence 0.3): 0.5 and faithful by the label...
     weak = {**GOOD, "answer": "The head office is in Delhi. The Oberoi Group has a head office."}
@@ -345,7 +345,7 @@ def test_max_flagged_counts_answers_labelled_hallucinated_even_at_half_score(tmp
     _, output, code = _run(
         tmp_path, [json.dumps(weak)], "--metrics", "faithfulness", "--max-flagged", "0", "--threshold", "0.6"
     )
-    assert code == 1 and "1 records flagged" in output
+    assert code == 1 and "1 record flagged" in output
     _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "1")
     assert code == 0 and "FAIL" not in output
     _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "0.25")
@@ -485,3 +485,66 @@ def test_a_column_option_naming_no_field_is_a_usage_error_with_the_field_meant(t
     for bad in ("answer", "answer=", "answer=reply --column answer=text"):
         _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--column", *bad.split(" --column "))
         assert code == 2, (bad, output)
+
+
+def test_the_column_option_s_help_lists_the_fields_its_usage_error_accepts(tmp_path: Path) -> None:
+    """Only the usage error said which fields --column maps: the help sent readers to the docs."""
+    _, output, _ = _run(tmp_path, [json.dumps(GOOD)], "--column", "nofield=x")
+    valid = " ".join(output.split()).split("valid: ")[1].split(")")[0].split(", ")
+    helped = " ".join(CliRunner().invoke(main, ["score", "--help"], terminal_width=10_000).output.split())
+    listed = helped.split("--column FIELD=COLUMN Read the record field FIELD (")[1].split(")")[0]
+    assert sorted(listed.split(", ")) == sorted(valid) == ["answer", "contexts", "id", "query"], listed
+
+
+# A golden set's record whose documents sit under a name tracescore does not read.
+PASSAGES = {"id": "p", "query": GOOD["query"], "passages": GOOD["contexts"], "answer": GOOD["answer"]}
+NO_CONTEXTS = (
+    "faithfulness: no contexts (looked for contexts, retrieved_contexts, retrieval_context, context, "
+    "documents); the record's columns: id, query, passages, answer; map them with --column contexts=<column>"
+)
+
+
+def test_a_record_without_a_contexts_column_fails_a_gate_naming_the_column_and_how_to_map_it(
+    tmp_path: Path,
+) -> None:
+    """Those records were not_applicable to faithfulness, as a refusal is, and the gate passed on the rest.
+    A record that retrieved nothing (an empty list) still is the record's own outcome."""
+    refusal = {**GOOD, "id": "refusal", "contexts": [], "answer": "I don't know."}
+    lines = [json.dumps(GOOD), json.dumps(PASSAGES), json.dumps(refusal)]
+    gate = ("--metrics", "faithfulness", "--fail-under", "faithfulness=0.5", "--max-flagged", "0")
+    rows, output, code = _run(tmp_path, lines, *gate)
+    assert [r["results"]["faithfulness"]["status"] for r in rows[1:]] == ["not_applicable"] * 2
+    assert code == 1, output
+    assert output.splitlines()[-1] == (
+        "FAIL 1 of 3 records not scored (1 without a contexts column), more than --allow-unscored 0; the "
+        f"first: line 2: {NO_CONTEXTS}"
+    )
+    _, output, code = _run(tmp_path, lines, *gate, "--allow-unscored", "1")
+    assert code == 0 and "FAIL" not in output, output
+    _, output, code = _run(tmp_path, [json.dumps(GOOD), json.dumps(refusal)], *gate)
+    assert code == 0 and "FAIL" not in output, output
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness")
+    assert code == 0, "without a gate, nothing changes"
+
+
+def test_a_file_without_a_contexts_column_fails_every_condition_and_is_read_once_mapped(
+    tmp_path: Path,
+) -> None:
+    """Answer relevancy scores those records (it reads no document): the gate on faithfulness says what it
+    lacked; with faithfulness alone nothing is scored, and the error says why."""
+    lines = [json.dumps(PASSAGES), json.dumps({**PASSAGES, "id": "q"})]
+    gate = ("--fail-under", "faithfulness=0.5", "--max-flagged", "0")
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness,answer_relevancy", *gate)
+    assert code == 1, output
+    assert output.splitlines()[-3:] == [
+        "FAIL faithfulness: no record could be scored (--max-flagged 0)",
+        "FAIL faithfulness: no record could be scored (--fail-under faithfulness=0.5)",
+        "FAIL 2 of 2 records not scored (2 without a contexts column), more than --allow-unscored 0; the "
+        f"first: line 1: {NO_CONTEXTS}",
+    ]
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", *gate)
+    assert code == 1 and output.splitlines()[-1].endswith(f"; the first reason: {NO_CONTEXTS}"), output
+    rows, output, code = _run(
+        tmp_path, lines, "--metrics", "faithfulness", *gate, "--column", "contexts=passages"
+    )
+    assert code == 0 and "FAIL" not in output and rows[0]["faithfulness"] == 1.0, output

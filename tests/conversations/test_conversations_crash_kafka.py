@@ -12,7 +12,8 @@ import pytest
 from _helpers import wait_until
 from conversation_service import SERVICE_WAIT_S, Running, config, conversations_process, produce
 from conversation_turns import turn
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from service_processes import SESSION_TIMEOUT_MS
 
@@ -43,14 +44,20 @@ def turns() -> list[EvaluationRecord]:
 def hold_first_group(bootstrap: str, topic_prefix: str) -> KafkaConsumer:
     """A member of the first group that holds the evaluations partitions and commits nothing (as a lagging
     or crashed one does): what reaches them is not re-keyed until it leaves (`close`)."""
+    return hold_group(bootstrap, f"{topic_prefix}.conversations", f"{topic_prefix}.evaluations")
+
+
+def hold_group(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
+    """A member of `group` given every partition of `topic`; it polls no more, so a member joining after it
+    waits for it to leave (`close`)."""
     holder = KafkaConsumer(
-        f"{topic_prefix}.evaluations",
+        topic,
         bootstrap_servers=bootstrap,
-        group_id=f"{topic_prefix}.conversations",
+        group_id=group,
         enable_auto_commit=False,
         partition_assignment_strategy=(CooperativeStickyAssignor,),
     )
-    # Given the evaluations partitions once the killed member's session ends.
+    # Given them once a killed member's session ends, where one held them.
     wait_until(
         lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()),
         "the holder's assignment",
@@ -82,6 +89,37 @@ def test_a_kill_at_any_step_loses_no_conversation_and_writes_no_record_twice(
     assert [(r.revision, r.turns, r.turns_flagged) for r in records] == [(0, 3, 1)] * len(CONVERSATIONS)
     # Every record's evaluation span went out (a span may go out twice: its topic is not read back).
     assert len({m.key for m in read_topic(bootstrap, f"{topic_prefix}.spans")}) == len(CONVERSATIONS)
+
+
+def test_a_record_written_in_the_first_checkpoint_after_a_restore_is_not_written_again_after_a_kill(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """A partition its member restores between two ticks (a rebalance: here, the member that held the turns
+    partitions leaves after the first tick): the turns are read and the conversation decided before the next
+    checkpoint, so that checkpoint writes the record before the partition's meta was ever saved. Killed right
+    after it, the restart must find the record: the meta (with the output marks a restore reads from) goes
+    out before the partition's first output. Saved after it, the restart found no marks, did not look, and
+    wrote the record a second time (and a late send of the killed member's was missed the same way)."""
+    turns_topic = f"{topic_prefix}.turns"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(turns_topic, 6, 1)])  # the service's own partitions (turns_partitions)
+    admin.close()
+    holder = hold_group(bootstrap, f"{topic_prefix}.conversations.turns", turns_topic)
+    produce(bootstrap, f"{topic_prefix}.evaluations", list(turns()[:3]))  # c-0
+    killed = conversations_process(bootstrap, topic_prefix, crash_at="outputs.written:1", tick_seconds="10")
+    try:
+        # Its first tick is over once stage 1 has its partitions; its stage 2 waits for the holder meanwhile.
+        wait_until(lambda: killed.said(f"{topic_prefix}.evaluations[0]"), "stage 1's partitions")
+    finally:
+        holder.close()  # leaves: the member's stage 2 gets every turns partition, restored between two ticks
+    assert killed.wait() == -9, killed.log[-3000:]
+    assert "restored 0 keys" in killed.log, killed.log[-3000:]
+    restarted = conversations_process(bootstrap, topic_prefix)
+    assert restarted.wait() == 0, restarted.log[-3000:]
+    on_topic = read_topic(bootstrap, f"{topic_prefix}.conversations")
+    records = [read_conversation_record(m.value) for m in on_topic]
+    said = f"killed:\n{killed.log[-3000:]}\nrestarted:\n{restarted.log[-3000:]}"
+    assert [(r.conversation_id, r.revision, r.turns) for r in records] == [("c-0", 0, 3)], said
 
 
 def test_a_record_a_kill_left_unsaved_is_not_written_again_while_the_first_group_holds_turns_back(

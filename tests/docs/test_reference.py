@@ -44,3 +44,16 @@ def test_the_settings_page_says_what_consume_does_with_a_file_without_tables(tmp
     said = _intro((DOCS / "reference" / "settings.md").read_text(), "Sampling policy")
     of_consume = said.split("in Python")[0]
     assert "top level" not in of_consume and "`tracescore consume` refuses a setting outside" in said, said
+
+
+def test_the_settings_page_says_each_variable_and_default_once_in_a_row() -> None:
+    """The options click reads a variable for repeated their help's `[env: X; default: D]` in the
+    description, beside the Environment column: the default has a column of its own."""
+    page = (DOCS / "reference" / "settings.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    assert rows and not [row for row in rows if "[env: " in row]
+    section = page.split("\n## Command-line options with a variable\n", 1)[1]
+    header = next(line for line in section.splitlines() if line.startswith("| Environment"))
+    assert header == "| Environment | File | Flag | Default | Description |"
+    [claims] = [row for row in section.splitlines() if row.startswith("| `TRACESCORE_MAX_CLAIMS`")]
+    assert claims.split(" | ")[3] == "`200`", claims

@@ -243,6 +243,50 @@ def test_an_agents_tool_calls_are_its_documents_and_its_usage_is_read(scenario: 
     assert (run.steps, run.prompt_tokens, run.completion_tokens) == (2, 84, 18)
 
 
+OFFERED = (
+    "search_docs: Search the Aurora product documentation.",
+    "order_status: Look up the delivery status of an Aurora order.",
+)
+
+
+@pytest.mark.parametrize("scenario", ["pipeline_faithful", "agent_faithful"])
+def test_the_tools_an_agent_was_offered_are_its_runs_offered_tools(scenario: str) -> None:
+    """The Agent offers its model `search_docs` and `order_status` (recorded from haystack-ai 3.4.1): each
+    model call's input lists them as Haystack serialises a `Tool` (`{"type": ..., "data": {"name",
+    "description", ...}}`), read as every convention's offered tools are; `order_status` is offered, never
+    called."""
+    [rag] = extracted(spans_of(AGENT_RUNS[scenario])).interactions
+    run = rag.record.run
+    assert run is not None
+    assert run.tools_offered == OFFERED
+    assert [call.name for call in run.tool_calls] == ["search_docs"]
+
+
+def test_a_generator_components_toolset_is_read_tool_by_tool() -> None:
+    """A chat generator component given a `Toolset` at run time: the tracer records it as Haystack
+    serialises one (its tools under `data.tools`); each tool is offered, once."""
+
+    def tool(name: str, description: str) -> dict[str, Any]:
+        data = {"name": name, "description": description, "parameters": {}, "function": f"app.{name}"}
+        return {"type": "haystack.tools.tool.Tool", "data": data}
+
+    toolset = {"type": "haystack.tools.toolset.Toolset", "data": {"tools": [tool("search", "Search docs.")]}}
+    user = {"role": "user", "meta": {}, "name": None, "content": [{"text": QUESTION}]}
+    given = {"messages": [user], "tools": [toolset, tool("weather", "Today's weather.")]}
+    found = extract(
+        trace(
+            *_pipeline(
+                {"llm": {"messages": [user]}},
+                ("InMemoryBM25Retriever", {"query": QUESTION}, {"documents": [{"content": DOC}]}),
+                ("OpenAIChatGenerator", given, {"replies": [_reply(ANSWER)]}),
+            )
+        )
+    )
+    [rag] = found.interactions
+    assert rag.record.run is not None
+    assert rag.record.run.tools_offered == ("search: Search docs.", "weather: Today's weather.")
+
+
 def test_an_agents_tool_result_that_is_its_answer_is_not_evidence() -> None:
     """An answer never supports itself: a tool whose result is the Agent's answer (a tool handed back what
     the model wrote) is dropped, with a note, and the Agent has nothing else to be judged against."""

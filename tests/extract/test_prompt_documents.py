@@ -251,7 +251,54 @@ def test_a_templates_one_answered_question_label_still_ends_the_documents() -> N
     text = f"Context:\n{REFUND_DOCS}\n\nQuestion: {REFUND_QUESTION}\nAnswer: Let's think step by step."
     found = prompt_documents(text)
     assert found is not None
-    assert found.block == REFUND_DOCS
+    assert (found.block, found.question) == (REFUND_DOCS, REFUND_QUESTION)  # not the answer's start
+
+
+THINK = "Let's think step by step."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Context:\n{FAQ}\n\nQuestion: {FAQ_QUESTION}\nAnswer: {THINK}",
+        f"Answer from the FAQ below.\nContext:\n{FAQ}\n\nQ: {FAQ_QUESTION}\nAnswer: {THINK}",
+        f"Context:\n{FAQ}\n\nQ: {FAQ_QUESTION}\nA: {THINK}",
+    ],
+    ids=["written_otherwise", "answer_written_otherwise", "set_apart"],
+)
+def test_an_faq_then_the_templates_own_answered_question_ends_the_documents(text: str) -> None:
+    """An FAQ's answered `Q:` lines, then the template's question with the answer it starts for the model:
+    every question label is answered, and the last is the prompt's own, not the FAQ's, because the prompt
+    ends on its answer's line and it stands apart from the FAQ (written another way than the FAQ's pairs,
+    or set off by a blank line where none parts them). The FAQ is the documents, that label the question."""
+    found = prompt_documents(text)
+    assert found is not None
+    assert (found.block, found.question) == (FAQ, FAQ_QUESTION)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Context:\n{FAQ}\n\nQ: {FAQ_QUESTION}\nA: {THINK}\n\nKeep it short.",
+        f"Context:\n{FAQ.replace(chr(10) + 'Q:', chr(10) * 2 + 'Q:')}\n\nQ: {FAQ_QUESTION}\nA: {THINK}",
+    ],
+    ids=["text_after_it", "faq_pairs_apart_too"],
+)
+def test_an_faq_whose_last_pair_may_be_its_own_stays_whole(text: str) -> None:
+    """Where nothing tells the template's pair from the FAQ's (text after its answer, or pairs all set off
+    alike), every answered pair stays in the one document: prompt text is never cut on a guess."""
+    found = prompt_documents(text)
+    assert found is not None
+    assert (found.block, found.question) == (text.removeprefix("Context:\n"), None)
+
+
+def test_an_faq_then_a_chain_of_thought_question_is_judged_on_the_faq() -> None:
+    stuffed = (
+        f"Answer from the context below.\n\nContext:\n{FAQ}\n\nQuestion: {FAQ_QUESTION}\nAnswer: {THINK}"
+    )
+    llm = span("chat", _llm([{"role": "user", "content": stuffed}], answer="Yes, for two years."))
+    [rag] = extract(trace(llm)).interactions
+    assert (rag.record.query, rag.record.contexts) == (FAQ_QUESTION, (FAQ,))
 
 
 def test_an_faq_in_the_prompt_is_judged_whole() -> None:

@@ -23,6 +23,7 @@ LOG_COMPLETION = "spring.ai.chat.client.observations.log-completion"
 LOG_QUERY_RESPONSE = "spring.ai.vectorstore.observations.log-query-response"
 TOOL_CONTENT = "spring.ai.tools.observations.include-content"
 QUERY_RESPONSE, TOOL_RESULT = "db.vector.query.response.documents", "spring.ai.tool.call.result"
+TOOL_NAMES = "spring.ai.chat.client.tool.names"
 
 
 @LINES
@@ -166,6 +167,68 @@ def test_a_lone_spring_ai_chat_span_names_spring_ais_settings_not_the_genai_one(
     )
     assert f"{LOG_PROMPT}=true" in skip.detail and f"{LOG_COMPLETION}=true" in skip.detail
     assert "ObservationFilter" in skip.detail and GENAI_SETTING not in skip.detail
+
+
+def _lone_chat_client_messages() -> list[tuple[str, list[DecodedSpan]]]:
+    """Each Kafka message of a recorded Spring AI trace that holds only the chat client's span with its
+    content on (it ends after every span below it: read before the rest of its trace, it is alone)."""
+    found = []
+    for recording in RECORDED.values():
+        for at, message in enumerate(recording.messages):
+            spans = decode_message(message.payload)
+            if [s.name for s in spans] == ["spring_ai chat_client"] and "gen_ai.completion" in spans[
+                0
+            ].attributes:
+                found.append((f"{recording.id}.msg{at}", spans))
+    return found
+
+
+LONE_CLIENTS = _lone_chat_client_messages()
+# Where each retrieval a chat client names keeps its documents, and the setting that puts them there.
+HELD_BY = {
+    "QuestionAnswerAdvisor": (QUERY_RESPONSE, LOG_QUERY_RESPONSE),
+    "RetrievalAugmentationAdvisor": (QUERY_RESPONSE, LOG_QUERY_RESPONSE),
+    "search_docs": (TOOL_RESULT, TOOL_CONTENT),
+}
+
+
+@pytest.mark.parametrize(("message", "spans"), LONE_CLIENTS, ids=[m for m, _ in LONE_CLIENTS])
+def test_a_lone_chat_client_span_says_where_its_documents_are_and_how_to_get_them(
+    message: str, spans: list[DecodedSpan]
+) -> None:
+    """The chat client span holds the question, the system text and the answer (the filter's), never the
+    retrieved documents. Read without the spans below it: documents the app put into its system text are
+    read from it (`system_*`); a call whose advisors retrieved (or whose model was given tools) is skipped
+    naming the spans and keys that hold its documents and Spring AI's hint with the setting that puts them
+    there, not a bare `empty_context`; one that retrieved nothing (a greeting with a chat memory only) still
+    is that."""
+    [client] = spans
+    named = " ".join(str(client.attributes.get(k)) for k in ("spring.ai.chat.client.advisors", TOOL_NAMES))
+    held = [where for name, where in HELD_BY.items() if name in named]
+    found = extracted(spans)
+    if "gen_ai.system_instructions" in client.attributes:
+        [interaction] = found.interactions
+        assert [s.kind for s in interaction.context_sources] == ["instructions"]
+        return
+    [skip] = found.skips
+    assert found.interactions == [] and skip.convention == "spring_ai"
+    if not held:
+        assert skip.reason == "empty_context"
+        return
+    assert skip.reason == "content_not_captured"
+    for key, setting in held:
+        assert key in skip.detail and f"{setting}=true" in skip.detail
+    assert "none of them is in this trace (or this part of it" in skip.detail
+    assert "ObservationFilter" in skip.detail
+
+
+def test_the_lone_chat_clients_cover_each_kind_of_retrieval() -> None:
+    named = {
+        str(spans[0].attributes.get(key))
+        for _, spans in LONE_CLIENTS
+        for key in ("spring.ai.chat.client.advisors", TOOL_NAMES)
+    }
+    assert all(any(name in n for n in named) for name in HELD_BY)
 
 
 def test_the_hint_is_the_same_for_the_chat_client_and_a_lone_chat_span() -> None:

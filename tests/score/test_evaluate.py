@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 import tracescore.score as score_api
-from tracescore.model import MetricResult, RagRecord
+from tracescore.model import FAITHFULNESS, MetricResult, RagRecord
 from tracescore.score import (
     EvaluationResult,
     Faithfulness,
+    GateCondition,
+    GateFailure,
     IncompatibleJudge,
     OfflineJudge,
     aevaluate_dataset,
@@ -133,7 +135,7 @@ def test_the_library_gate_fails_on_records_not_scored_for_its_metrics_as_the_com
     data = [GROUNDED, {"id": "no-answer", "query": "Where?"}, HALLUCINATED]
     result = evaluate_dataset(data, [Faithfulness(), strict], OfflineJudge())
     assert result.summary.gate({"faithfulness": 0.0}) == [
-        "1 of 3 records not scored (1 invalid), more than --allow-unscored 0; the first: rows[1]: "
+        "1 of 3 records not scored (1 invalid), more than allow_unscored=0; the first: rows[1]: "
         + result.rows[1]["reason"].removeprefix("invalid input: ")
     ]
     [failure] = result.summary.gate({"strict": 0.0}, allow_unscored=1)
@@ -143,6 +145,88 @@ def test_the_library_gate_fails_on_records_not_scored_for_its_metrics_as_the_com
     assert result.summary.gate({}) == [], "no condition, no gate"
     with pytest.raises(ValueError, match="allow_unscored"):
         result.summary.gate({"faithfulness": 0.0}, allow_unscored=-1)
+
+
+def test_the_library_gate_names_its_conditions_as_its_parameters_not_as_the_commands_flags() -> None:
+    """A notebook has no `--allow-unscored`: each line names what the caller passed to `gate`; the same
+    failures come as data from `gate_failures`."""
+    data = [GROUNDED, HALLUCINATED, {"id": "no-answer", "query": "Where?"}]
+    result = evaluate_dataset(data, [Faithfulness()], OfflineJudge())
+    assert result.summary.gate({"faithfulness": 0.9}, max_flagged=0) == [
+        "faithfulness: 1 record flagged (50.0% of scored), more than 0",
+        "faithfulness: mean 0.500 is below 0.9",
+        "1 of 3 records not scored (1 invalid), more than allow_unscored=0; the first: rows[2]: "
+        + result.rows[2]["reason"].removeprefix("invalid input: "),
+    ]
+    nothing = evaluate_dataset([{**GROUNDED, "contexts": []}], [Faithfulness()], OfflineJudge()).summary
+    assert nothing.gate({"faithfulness": 0.9}, max_flagged=0.05) == [
+        "faithfulness: no record could be scored (max_flagged=0.05)",
+        "faithfulness: no record could be scored (fail_under={'faithfulness': 0.9})",
+    ]
+    flagged, below, unscored = result.summary.gate_failures({"faithfulness": 0.9}, max_flagged=0)
+    assert flagged == GateFailure(GateCondition.MAX_FLAGGED, 0, FAITHFULNESS, found=1, share=0.5)
+    assert below == GateFailure(GateCondition.FAIL_UNDER, 0.9, FAITHFULNESS, found=0.5)
+    assert (unscored.condition, unscored.limit, unscored.found, unscored.invalid) == (
+        "allow_unscored",
+        0,
+        1,
+        1,
+    )
+    assert [str(f) for f in (flagged, below, unscored)] == result.summary.gate({"faithfulness": 0.9}, 0)
+
+
+PASSAGES = {
+    "id": "passages",
+    "query": GROUNDED["query"],
+    "passages": GROUNDED["contexts"],  # a name tracescore does not read
+    "answer": GROUNDED["answer"],
+}
+REFUSAL = {**GROUNDED, "id": "refusal", "contexts": [], "answer": "I don't know."}
+# What the gate says of PASSAGES: the column, the names looked for, and how to map it.
+NO_CONTEXTS = (
+    "no contexts (looked for contexts, retrieved_contexts, retrieval_context, context, documents); the "
+    "record's columns: id, query, passages, answer; map them with column_map={'contexts': '<column>'}"
+)
+
+
+def test_a_record_without_a_contexts_column_fails_a_gate_on_a_metric_that_reads_them() -> None:
+    """A golden set whose documents sit under a name tracescore does not read (`passages`) scored those
+    records not_applicable, and the gate passed on the rest. An empty list is a record retrieving nothing (a
+    refusal): its own outcome, not counted."""
+    result = evaluate_dataset([GROUNDED, PASSAGES, REFUSAL], [Faithfulness()], OfflineJudge())
+    assert result.rows[1]["results"]["faithfulness"]["status"] == "not_applicable"
+    [failure] = result.summary.gate({"faithfulness": 0.8})
+    assert failure.startswith(
+        "1 of 3 records not scored (1 without a contexts column), more than allow_unscored=0"
+    )
+    assert failure.endswith("the first: rows[1]: faithfulness: " + NO_CONTEXTS), failure
+    assert result.summary.gate({"faithfulness": 0.8}, allow_unscored=1) == []
+    assert evaluate_dataset([GROUNDED, REFUSAL], [Faithfulness()]).summary.gate({"faithfulness": 0.8}) == []
+    mapped = evaluate_dataset([PASSAGES], [Faithfulness()], column_map={"contexts": "passages"})
+    assert mapped.summary.gate({"faithfulness": 0.8}) == []
+
+
+def test_a_contexts_column_is_needed_only_by_the_gated_metrics_that_read_it() -> None:
+    """Answer relevancy reads no document: gated alone it passes; quality reads them through two of its
+    parts (it scores from the third), and a rubric whose template names them reads them too."""
+    result = evaluate_dataset([GROUNDED, PASSAGES], ["answer_relevancy", "quality"], OfflineJudge())
+    assert result.summary.gate({"answer_relevancy": 0.5}) == []
+    assert result.rows[1]["quality"] is not None
+    [failure] = result.summary.gate({"quality": 0.0})
+    assert failure.startswith("1 of 2 records not scored (1 without a contexts column)"), failure
+    assert rubric("cited", "The answer quotes {{ context }}.").uses_contexts
+    assert not rubric("short", "The answer {{ answer }} is one sentence.").uses_contexts
+
+
+def test_a_dataframe_without_a_contexts_column_fails_a_faithfulness_gate_on_every_row() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([PASSAGES, {**PASSAGES, "id": "other"}])
+    summary = evaluate_dataset(frame, [Faithfulness()]).summary
+    assert summary.gate({"faithfulness": 0.5}, allow_unscored=1) == [
+        "faithfulness: no record could be scored (fail_under={'faithfulness': 0.5})",
+        "2 of 2 records not scored (2 without a contexts column), more than allow_unscored=1; the first: "
+        "rows[0]: faithfulness: " + NO_CONTEXTS,
+    ]
 
 
 async def test_the_sync_api_works_inside_a_running_event_loop() -> None:

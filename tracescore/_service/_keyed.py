@@ -31,7 +31,7 @@ from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
 from tracescore._service._found import FoundOutputs
 from tracescore._service._keyed_logic import KeyedLogic, Saved
-from tracescore._service._outputs import Output, OutputLog, seconds_left
+from tracescore._service._outputs import Marks, Output, OutputLog, seconds_left
 from tracescore._service._restore import ReadBack, RestoreReader
 
 __all__ = ["KeyedStage"]
@@ -80,6 +80,8 @@ class KeyedStage:
         self._committed: dict[int, int] = {}
         self._metas: dict[int, PartitionMeta] = {}
         self._meta_due: set[int] = set()
+        # The partitions whose meta is on the state topic (restored, or saved since): see `_first_metas`.
+        self._meta_saved: set[int] = set()
         # Per restored partition: the outputs found written after its last saved state (a crash came between
         # them), kept until its stream time passes its restore and no key older than that waits for a
         # decision (`_decided_again`); its meta keeps the marks they were found from meanwhile.
@@ -118,6 +120,7 @@ class KeyedStage:
                 table.pop(partition, None)
         self._found.forget(gone)
         self._meta_due -= gone
+        self._meta_saved -= gone
 
     def step(self, timeout_ms: int) -> int:
         """Poll once, restore what was newly assigned, apply the rest; the number of records read."""
@@ -196,6 +199,8 @@ class KeyedStage:
         if state.unreadable_meta is not None:
             self.logic.skip(state.unreadable_meta.reason, f"partition meta: {state.unreadable_meta.detail}")
         self._metas[partition] = state.meta or PartitionMeta()
+        if state.meta is not None:
+            self._meta_saved.add(partition)
         restored = 0
         for key, value in state.values.items():
             if value is None:
@@ -285,6 +290,8 @@ class KeyedStage:
         first (not at a stop: no broker call it would wait for): what the previous owner sent and gave up on
         may have been appended since the restore read them, and would otherwise be written twice."""
         unwritten = [o for o in outputs if found.get(o.id) != o.digest]
+        if unwritten:
+            self._first_metas(until)
         if any(o.verified for o in unwritten) and self._found.held() and not self._stopping():
             ends = self.outputs.ends()
             try:
@@ -301,6 +308,39 @@ class KeyedStage:
             unwritten = [o for o in unwritten if found.get(o.id) != o.digest]
         self.outputs.send(unwritten, until)
         self.logic.written(outputs, found)
+
+    def _first_metas(self, until: Callable[[], float | None]) -> None:
+        """Save the meta of each partition that has none on the state topic yet (first used, or the topic
+        recreated), before any output goes out: its output marks are where the partition's next owner looks
+        for what this one wrote (after a crash, or a send the broker appends late). Saved only after the
+        outputs (a partition restored between two ticks decides at the next one), the next owner found no
+        marks, did not look, and wrote the same decisions again. KafkaError, as `write`."""
+        first = sorted(set(self._metas) - self._meta_saved)
+        if not first:
+            return
+        # A fresh look at the ends (none before a stop: no broker call it would wait for).
+        marks = self.outputs.marks(refresh=False) if self._stopping() else self.outputs.ends()
+        try:
+            futures = self._write_metas(first, marks)
+        except KafkaTimeoutError:  # no metadata for the state topic: deleted since the last look (`save`)
+            if self._stopping() or self.changelog.check():
+                raise
+            self._recreate()
+            return self._first_metas(until)
+        failures = self.changelog.delivered(futures, until)
+        if failures:
+            raise failures[0]
+        self._meta_saved.update(first)
+
+    def _write_metas(self, partitions: Sequence[int], marks: Marks) -> list[Any]:
+        """Send `partitions`' metas with the output marks `marks` (held back where a restore's are held)."""
+        futures = []
+        for partition in partitions:
+            outputs = self._found.marks(partition, marks)
+            meta = self._metas.get(partition, PartitionMeta()).model_copy(update={"outputs": outputs})
+            self._metas[partition] = meta
+            futures.append(self.changelog.write_meta(partition, meta))
+        return futures
 
     def _decided_again(self, partition: int, restored_at: int, stream_time: Callable[[int], int]) -> bool:
         return stream_time(partition) >= restored_at and not self.logic.undecided(partition, restored_at)
@@ -333,6 +373,7 @@ class KeyedStage:
         self.changelog.recreate()
         self.counts["recreated"] += 1
         self._meta_due.update(self._metas)
+        self._meta_saved.clear()
         self._rewrite = everything
 
     def save(self, wrote_outputs: bool, deadline: float | None = None, first: Sequence[Saved] = ()) -> int:
@@ -350,11 +391,7 @@ class KeyedStage:
         marks = self.outputs.marks(refresh=not self._stopping())  # no broker call a stop would wait for
         try:
             futures = [self._write(p, key, state) for p, key, state in saves]
-            for partition in sorted(self._meta_due):
-                outputs = self._found.marks(partition, marks)
-                meta = self._metas.get(partition, PartitionMeta()).model_copy(update={"outputs": outputs})
-                self._metas[partition] = meta
-                futures.append(self.changelog.write_meta(partition, meta))
+            futures += self._write_metas(sorted(self._meta_due), marks)
         except KafkaTimeoutError:
             # No metadata for the topic: deleted between two looks. Anything else is the broker's problem.
             if deadline is not None:  # stopping: no look that may wait for a broker that is gone
@@ -375,6 +412,7 @@ class KeyedStage:
         if failures:
             self._rewrite = [*self._rewrite, *saves]
             raise failures[0]
+        self._meta_saved.update(self._meta_due)
         self._meta_due.clear()
         crash_point("state.saved")
         return len(saves)

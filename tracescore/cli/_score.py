@@ -11,7 +11,8 @@ import click
 
 from tracescore._config import unknown_name
 from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error, threshold_option
-from tracescore.score import DEFAULT_METRICS
+from tracescore.score import DEFAULT_METRICS, GateCondition, GateFailure
+from tracescore.score._inputs import FIELD_ALIASES
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
@@ -64,16 +65,18 @@ EXIT_GATE_FAILED = 1
     type=click.IntRange(min=0),
     metavar="N",
     default=None,
-    help="CI gate: pass with up to N records invalid or not scored (the judge failed on a gated metric); "
-    "by default a gate fails on any. Needs --fail-under or --max-flagged.",
+    help="CI gate: pass with up to N records invalid or not scored (the judge failed on a gated metric, or "
+    "a gated metric that reads the contexts found no contexts column); by default a gate fails on any. "
+    "Needs --fail-under or --max-flagged.",
 )
 @click.option(
     "--column",
     "columns",
     multiple=True,
     metavar="FIELD=COLUMN",
-    help="Read the record field FIELD from the file's column COLUMN (repeatable), e.g. query=question: "
-    "the library's column_map; the fields, and the names read without it: see the docs, Offline evaluation.",
+    help=f"Read the record field FIELD ({', '.join(FIELD_ALIASES)}) from the file's column COLUMN "
+    "(repeatable), e.g. query=question: the library's column_map; the names read without it: see the docs, "
+    "Offline evaluation.",
 )
 @judge_options(default_metrics=",".join(DEFAULT_METRICS))
 def score(
@@ -158,9 +161,9 @@ def score(
         sys.exit(EXIT_GATE_FAILED)
     # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
     allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}
-    failures = summary.gate(gate, flag_limit, **allowance)
+    failures = summary.gate_failures(gate, flag_limit, **allowance)
     for failure in failures:
-        click.echo(f"FAIL {failure}", err=True)
+        click.echo(f"FAIL {failure.words(_as_flag)}", err=True)
     if failures:
         sys.exit(EXIT_GATE_FAILED)
 
@@ -205,6 +208,15 @@ def report(
     html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
     _write_text(out_path, html)
     click.echo(f"{collector.records} records; report: {out_path}", err=True)
+
+
+def _as_flag(failure: GateFailure) -> str:
+    """The failed condition as the flag that set it (`--fail-under faithfulness=0.8`): the library's
+    parameter, written as an option (the gate's words are the library's, `str(failure)`)."""
+    value = f"{failure.limit:g}"
+    if failure.condition is GateCondition.FAIL_UNDER:
+        value = f"{failure.metric}={value}"
+    return f"--{failure.condition.replace('_', '-')} {value}"
 
 
 def _open_output(path: Path) -> Any:

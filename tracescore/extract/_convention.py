@@ -186,8 +186,9 @@ class Convention:
     RUN_USAGE_JSON: ClassVar[Mapping[str, UsageFields]] = {}
     # What a model call that answered records (an LLM span without any of these only prepared a call).
     RUN_MODEL_OUTPUT: ClassVar[tuple[str, ...]] = ()
-    # The tools a model was offered: JSON lists, and flattened (prefix, suffix) lists.
-    RUN_TOOL_DEFINITIONS: ClassVar[tuple[str, ...]] = ()
+    # The tools a model was offered: key -> where in its JSON the list is (keys and list indices; empty: the
+    # attribute is the list), and flattened (prefix, suffix) lists.
+    RUN_TOOL_DEFINITIONS: ClassVar[Mapping[str, tuple[str | int, ...]]] = {}
     RUN_INDEXED_TOOL_DEFINITIONS: ClassVar[tuple[tuple[str, str], ...]] = ()
     # (level key, message key) of an observation level that reports a failure as "ERROR".
     RUN_ERROR_LEVEL: ClassVar[tuple[str, str] | None] = None

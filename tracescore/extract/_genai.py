@@ -118,7 +118,7 @@ class GenAI(Convention):
     RUN_PROMPT_TOKENS = INPUT_TOKENS
     RUN_COMPLETION_TOKENS = OUTPUT_TOKENS
     RUN_MODEL_OUTPUT = (OUTPUT_MESSAGES,)
-    RUN_TOOL_DEFINITIONS = (TOOL_DEFINITIONS,)
+    RUN_TOOL_DEFINITIONS = {TOOL_DEFINITIONS: ()}
 
     def candidates(self, trace: Trace) -> Iterable[Reading]:
         # Read from the spans as they would be with the messages on them, wherever the producer wrote them.

@@ -20,7 +20,8 @@ generator's input messages (Haystack tool messages, `tool_call_result` parts) ar
 convention's: this turn's without a tool span, earlier turns' as `earlier_turn`. An Agent's tool calls are
 `haystack.agent.step.tool` spans (`haystack.tool.name`, the arguments and the result in
 `haystack.agent.step.tool.input` / `.output`): their results are its documents, read as every convention's
-tool results are, and its model calls (`haystack.agent.step.llm`) are the run's steps. Each model call's
+tool results are, and its model calls (`haystack.agent.step.llm`) are the run's steps, the tools each was
+offered in its input's `tools` (Haystack's serialised `Tool`s) the run's offered tools. Each model call's
 token usage is in its replies' `meta.usage` (`prompt_tokens`, `completion_tokens`). With no documents recorded
 any other way, those a prompt builder rendered under a label (`Context:`, `<context>` tags) are read as every
 convention reads them (`_prompt`): from the last generator's input `messages` (a ChatPromptBuilder's chat
@@ -125,6 +126,9 @@ class Haystack(Convention):
     # A chat generator's usage, in its (first) reply's meta.
     _REPLY_USAGE = UsageFields(("prompt_tokens",), ("completion_tokens",), (REPLIES, 0, "meta", "usage"))
     RUN_USAGE_JSON = {COMPONENT_OUTPUT: _REPLY_USAGE, AGENT_LLM_OUTPUT: _REPLY_USAGE}
+    # The tools a chat generator was offered: its input's `tools`, Haystack `Tool`s (a `Toolset`) serialised.
+    TOOLS = "tools"
+    RUN_TOOL_DEFINITIONS = {COMPONENT_INPUT: (TOOLS,), AGENT_LLM_INPUT: (TOOLS,)}
     # What a span records only with content tracing on.
     CAPTURED = (
         PIPELINE_OUTPUT,

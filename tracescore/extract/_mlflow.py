@@ -70,7 +70,7 @@ class MLflow(Convention):
     RUN_TOOL_RESULT = (SPAN_OUTPUTS,)
     RUN_USAGE_JSON = {TOKEN_USAGE: UsageFields(("input_tokens",), ("output_tokens",))}
     RUN_MODEL_OUTPUT = (SPAN_OUTPUTS,)
-    RUN_TOOL_DEFINITIONS = (CHAT_TOOLS,)
+    RUN_TOOL_DEFINITIONS = {CHAT_TOOLS: ()}
 
     def kind(self, span: DecodedSpan) -> str:
         value = span.attributes.get(self.SPAN_TYPE)

@@ -23,11 +23,14 @@ _CONTEXT_TAG = re.compile(rf"<({_CONTEXT_WORDS})>(.*?)</\1>", re.IGNORECASE | re
 # question on the same line ("Question: How long ...?").
 _HEADING = re.compile(r"^[^\n]{1,40}:[ \t]*$", re.MULTILINE)
 _QUESTION_LABEL = re.compile(
-    r"^[ \t]*(?:the[ \t]+|user(?:'s)?[ \t]+)?(?:question|query|q)[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE
+    r"^[ \t]*((?:the[ \t]+|user(?:'s)?[ \t]+)?(?:question|query|q))[ \t]*:[ \t]*",
+    re.IGNORECASE | re.MULTILINE,
 )
 # An answer given on its label's line ("A: Hold the button."): a question label it follows is a document's
 # (an FAQ's `Q:` / `A:` pairs), not the prompt's; the prompt's own "Answer:" is left for the model to fill.
-_ANSWER_LABEL = re.compile(r"^[ \t]*(?:the[ \t]+)?(?:answer|a)[ \t]*:[ \t]*\S", re.IGNORECASE | re.MULTILINE)
+_ANSWER_LABEL = re.compile(
+    r"^[ \t]*((?:the[ \t]+)?(?:answer|a))[ \t]*:[ \t]*\S", re.IGNORECASE | re.MULTILINE
+)
 # Paragraphs are separated by a blank line; a paragraph that ends with a question mark asks.
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _ASKS = re.compile(r"\?[ \t\"'\u201d)\]*_]*(?:\n[ \t]*\n|\s*\Z)")
@@ -55,8 +58,10 @@ class PromptDocuments(NamedTuple):
         if label is None:
             return outside
         rest = outside[label.end() :]
-        heading = _HEADING.search(rest)
-        return (rest[: heading.start()] if heading else rest).strip() or outside
+        # The question ends at the next heading, or at the answer a template starts for the model
+        # ("Answer: Let's think step by step.").
+        ends = [m.start() for m in (_HEADING.search(rest), _ANSWER_LABEL.search(rest)) if m is not None]
+        return rest[: min(ends, default=len(rest))].strip() or outside
 
 
 def prompt_documents(text: Any) -> PromptDocuments | None:
@@ -96,13 +101,45 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
 def _question_label(text: str, start: int) -> re.Match[str] | None:
     """The prompt's question label after `start`: the first one no answer follows before the next question
     label. `Q:` lines answered by `A:` lines are a document's (an FAQ), not where the documents end; a single
-    answered label is the prompt's own (a template's "Answer: Let's think step by step.")."""
+    answered label is the prompt's own (a template's "Answer: Let's think step by step."), and so is the last
+    of several when the template ends with it (`_templates_own`)."""
     labels = list(_QUESTION_LABEL.finditer(text, start))
+    answers = []
     for label, following in zip(labels, [*labels[1:], None], strict=False):
         stop = following.start() if following is not None else len(text)
-        if _ANSWER_LABEL.search(text, label.end(), stop) is None:
+        answer = _ANSWER_LABEL.search(text, label.end(), stop)
+        if answer is None:
             return label
-    return labels[0] if len(labels) == 1 else None
+        answers.append(answer)
+    if len(labels) == 1 or (labels and _templates_own(text, labels, answers)):
+        return labels[-1]
+    return None
+
+
+def _templates_own(text: str, labels: list[re.Match[str]], answers: list[re.Match[str]]) -> bool:
+    """Whether the last of several answered question labels is the prompt's own, not the FAQ's: the prompt
+    ends on its answer's line (a template that starts the model's answer, "Answer: Let's think step by
+    step."), and it stands apart from the FAQ the earlier labels make, which share one way of writing their
+    pairs: it is written another way (`Question:` / `Answer:` after `Q:` / `A:` lines), or a blank line sets
+    it off where none parts the FAQ's pairs. Otherwise every pair is the FAQ's (a prompt that is an FAQ
+    alone ends on its last answer too)."""
+    last, answer = labels[-1], answers[-1]
+    if "\n" in text[answer.end() :].rstrip():
+        return False  # text after its answer's line: the template does not end with it
+    forms = {_pair_form(q, a) for q, a in zip(labels[:-1], answers[:-1], strict=True)}
+    if len(forms) != 1:
+        return False
+    if _pair_form(last, answer) not in forms:
+        return True
+    faq = text[labels[0].start() : last.start()]
+    pairs = faq.rstrip()
+    return _PARAGRAPH_BREAK.search(pairs) is None and faq.count("\n", len(pairs)) >= 2
+
+
+def _pair_form(question: re.Match[str], answer: re.Match[str]) -> tuple[str, str]:
+    """How a question / answer pair is labelled (`("q", "a")`, `("question", "answer")`), case and spacing
+    aside."""
+    return " ".join(question.group(1).lower().split()), " ".join(answer.group(1).lower().split())
 
 
 def _unlabelled_question(text: str, start: int, end: int, label: int) -> int | None:

@@ -58,7 +58,7 @@ _DOCUMENT_KINDS = frozenset(
 _MODEL_OUTPUT = frozenset(
     (*(key for c in RUN_KEY_ORDER for key in c.RUN_MODEL_OUTPUT), *_PROMPT_TOKENS, *_USAGE_JSON)
 )
-_TOOL_DEFINITIONS = tuple(key for c in RUN_KEY_ORDER for key in c.RUN_TOOL_DEFINITIONS)
+_TOOL_DEFINITIONS = {key: path for c in RUN_KEY_ORDER for key, path in c.RUN_TOOL_DEFINITIONS.items()}
 _INDEXED_TOOL_DEFINITIONS = tuple(keys for c in RUN_KEY_ORDER for keys in c.RUN_INDEXED_TOOL_DEFINITIONS)
 _ERROR_LEVELS = tuple(c.RUN_ERROR_LEVEL for c in RUN_KEY_ORDER if c.RUN_ERROR_LEVEL is not None)
 # OpenTelemetry's own error attributes, whatever the convention.
@@ -129,35 +129,66 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
 def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
     """The tools the model was offered, `name: description`, once each, as the last model call that lists
     them was (a run's calls are offered the same tools): OpenInference `llm.tools`, OTel GenAI
-    `gen_ai.tool.definitions`, the AI SDK's `ai.prompt.tools`, MLflow's `mlflow.chat.tools`."""
+    `gen_ai.tool.definitions`, the AI SDK's `ai.prompt.tools`, MLflow's `mlflow.chat.tools`, the `tools` of
+    a Haystack chat generator's input (`_tool_definitions`: each format's)."""
     offered: dict[str, str] = {}
     for llm in reversed(llms):
         attrs = llm.attributes
         definitions: list[Any] = []
         for prefix, suffix in _INDEXED_TOOL_DEFINITIONS:
             definitions += indexed(attrs, prefix, suffix)
-        for key in _TOOL_DEFINITIONS:
+        for key, path in _TOOL_DEFINITIONS.items():
             if (listed := attrs.get(key)) is not None:
-                definitions += _listed(listed)
+                definitions += _listed(listed, path)
         if not definitions:
             continue
-        for definition in definitions:
-            tool = parse_json(definition)
-            tool = tool.get("function", tool) if isinstance(tool, Mapping) else None
-            if (
-                isinstance(tool, Mapping)
-                and isinstance(tool.get("name"), str)
-                and len(offered) < MAX_RUN_TOOL_CALLS
-            ):
-                description = " ".join(str(tool.get("description") or "").split())
-                offered.setdefault(tool["name"], f"{tool['name']}: {description}"[:_OFFERED_CHARS])
+        for tool in _tool_definitions(definitions):
+            if len(offered) >= MAX_RUN_TOOL_CALLS:
+                break
+            description = " ".join(str(tool.get("description") or "").split())
+            offered.setdefault(tool["name"], f"{tool['name']}: {description}"[:_OFFERED_CHARS])
         break
     return tuple(offered.values())
 
 
-def _listed(value: Any) -> list[Any]:
-    value = parse_json(value)
+def _tool_definitions(definitions: list[Any]) -> list[Mapping[str, Any]]:
+    """Each named tool definition: one with its `name`, or one wrapped as a format has it: OpenAI's
+    `{"type": "function", "function": {...}}` (OpenInference, GenAI, MLflow), a Haystack serialised `Tool`
+    `{"type": "haystack.tools.tool.Tool", "data": {...}}`, whose `Toolset` lists its tools in `data.tools`
+    (bounded: `MAX_RUN_TOOL_CALLS` read)."""
+    found: list[Mapping[str, Any]] = []
+    pending = list(reversed(definitions))
+    while pending and len(found) < MAX_RUN_TOOL_CALLS:
+        tool = parse_json(pending.pop())
+        if not isinstance(tool, Mapping):
+            continue
+        if not isinstance(tool.get("name"), str):
+            tool = tool.get("function", tool.get("data"))
+            if not isinstance(tool, Mapping):
+                continue
+        if isinstance(tool.get("name"), str):
+            found.append(tool)
+        elif isinstance(tools := tool.get("tools"), list):
+            pending += reversed(tools[:MAX_RUN_TOOL_CALLS])
+    return found
+
+
+def _listed(value: Any, path: tuple[str | int, ...]) -> list[Any]:
+    """The list at `path` in an attribute's JSON (a path's first key not in the text: not parsed)."""
+    if path and isinstance(value, str) and f'"{path[0]}"' not in value:
+        return []  # a model call's whole input, without the key: not parsed for nothing
+    value = _at(parse_json(value), path)
     return list(value) if isinstance(value, list | tuple) else []
+
+
+def _at(value: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at `path` (keys and list indices) in parsed JSON; None when it is not there."""
+    for step in path:
+        if isinstance(step, int):
+            value = value[step] if isinstance(value, list) and len(value) > step else None
+        else:
+            value = value.get(step) if isinstance(value, Mapping) else None
+    return value
 
 
 def _read_results(contexts: Contexts) -> dict[str, list[str]]:
@@ -276,12 +307,7 @@ def _tokens(llms: Sequence[DecodedSpan]) -> tuple[int | None, int | None]:
 
 def _usage_json(span: DecodedSpan) -> tuple[int | None, int | None]:
     for key, fields in _USAGE_JSON.items():
-        usage = parse_json(span.attributes.get(key))
-        for step in fields.path:
-            if isinstance(step, int):
-                usage = usage[step] if isinstance(usage, list) and len(usage) > step else None
-            else:
-                usage = usage.get(step) if isinstance(usage, Mapping) else None
+        usage = _at(parse_json(span.attributes.get(key)), fields.path)
         if isinstance(usage, Mapping):
             return _number_in(usage, fields.inputs), _number_in(usage, fields.outputs)
     return None, None

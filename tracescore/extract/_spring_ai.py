@@ -20,17 +20,23 @@ interaction is skipped as `content_not_captured`, naming the settings, rather th
 model call of Spring AI's (its span, from Spring Boot's tracer, carries no `spring.ai.kind`) read with no
 chat client span around it, and no message on it (its span reached Kafka in a message of its own, or the app
 called the `ChatModel` itself), is skipped the same way, naming the same settings and filter, which put the
-content on the chat client span; one that carries messages is left to the OTel GenAI reader.
+content on the chat client span; one that carries messages is left to the OTel GenAI reader. The chat client
+span itself never holds documents (the filter puts on it the user text as the app gave it, before any advisor
+added its retrieval, the system text and the answer; Spring AI the advisors' names and the tools'): read with
+no span below it, its retrieving advisors (`spring.ai.chat.client.advisors`) or tools
+(`spring.ai.chat.client.tool.names`) name the spans that hold them and the settings that put them there,
+skipped the same way; one that names neither retrieved nothing (`empty_context`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from tracescore.extract._convention import Convention, Reading, not_inside, without_wrappers
 from tracescore.extract._genai import GenAI
 from tracescore.extract._openllmetry import OpenLLMetry
-from tracescore.extract._read import Prompt, documents_of, message_prompt
+from tracescore.extract._read import Prompt, documents_of, message_prompt, parse_json
 from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["SpringAI"]
@@ -54,6 +60,11 @@ class SpringAI(Convention):
     # text parts, or text).
     SYSTEM_INSTRUCTIONS = GenAI.SYSTEM_INSTRUCTIONS
     CONVERSATION_ID = "spring.ai.chat.client.conversation.id"
+    # What Spring AI itself records of a chat client call: its advisors' names and its tools' (JSON lists).
+    ADVISORS = "spring.ai.chat.client.advisors"
+    TOOL_NAMES = "spring.ai.chat.client.tool.names"
+    # Spring AI's advisors that retrieve, each with a vector_store query span below the chat client span.
+    RETRIEVING_ADVISORS = frozenset({"QuestionAnswerAdvisor", "RetrievalAugmentationAdvisor"})
     TOOL_NAME = "spring.ai.tool.definition.name"
     TOOL_ARGUMENTS = "spring.ai.tool.call.arguments"
     TOOL_RESULT = "spring.ai.tool.call.result"
@@ -174,10 +185,34 @@ class SpringAI(Convention):
             missing.append((self.QUERY_RESPONSE, "vector_store query span", self.LOG_QUERY_RESPONSE))
         if reading.tools and not documents:
             missing.append((self.TOOL_RESULT, "tool_call span", self.TOOL_CONTENT))
-        if not missing:
+        if missing:
+            keys = " and ".join(f"{key} on its {where}" for key, where, _ in missing)
+            return f"it recorded no {keys}: {self._hint(*(setting for _, _, setting in missing))}"
+        return self._read_apart(reading) if not reading.around else None
+
+    def _read_apart(self, reading: Reading) -> str | None:
+        """A chat client span read with no span below it (it reached Kafka in a message of its own and was
+        read before the rest of its trace), whose advisors retrieved or whose model was given tools: the
+        documents are on the spans below it, never on it. None when it names neither (nothing retrieved)."""
+        attributes = reading.anchor.attributes
+        advisors = sorted(self.RETRIEVING_ADVISORS.intersection(_names(attributes.get(self.ADVISORS))))
+        tools = _names(attributes.get(self.TOOL_NAMES))
+        held = []  # (the spans, the key their documents are in, the setting that puts them there)
+        if advisors:
+            span = f"{' and '.join(advisors)}'s vector_store query span"
+            held.append((span, self.QUERY_RESPONSE, self.LOG_QUERY_RESPONSE))
+        if tools:
+            held.append((f"the tool_call spans of {', '.join(tools)}", self.TOOL_RESULT, self.TOOL_CONTENT))
+        if not held:
             return None
-        keys = " and ".join(f"{key} on its {where}" for key, where, _ in missing)
-        return f"it recorded no {keys}: {self._hint(*(setting for _, _, setting in missing))}"
+        where = " and ".join(f"{span} ({key})" for span, key, _ in held)
+        settings = [setting for _, _, setting in held]
+        return (
+            "the documents of this Spring AI chat_client call are on the spans below it, never on the "
+            f"chat_client span: {where}, and none of them is in this trace (or this part of it: the span "
+            f"reached Kafka in a message of its own and was read before the rest of its trace). "
+            f"{self._hint(*settings)}"
+        )
 
     @staticmethod
     def _hint(*settings: str) -> str:
@@ -191,6 +226,12 @@ class SpringAI(Convention):
 
     def named_conversation(self, anchor: DecodedSpan) -> tuple[str | None, str | None]:
         return _text(anchor, self.CONVERSATION_ID), None
+
+
+def _names(value: Any) -> list[str]:
+    """The names in a JSON list of names (or an array attribute)."""
+    listed = parse_json(value)
+    return [name for name in listed if isinstance(name, str)] if isinstance(listed, list | tuple) else []
 
 
 def _text(span: DecodedSpan, key: str) -> str | None:

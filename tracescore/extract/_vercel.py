@@ -97,7 +97,7 @@ class VercelAI(Convention):
     RUN_PROMPT_TOKENS = INPUT_TOKENS
     RUN_COMPLETION_TOKENS = OUTPUT_TOKENS
     RUN_MODEL_OUTPUT = (RESPONSE_TEXT, RESPONSE_TOOL_CALLS, RESPONSE_OBJECT)
-    RUN_TOOL_DEFINITIONS = (PROMPT_TOOLS,)
+    RUN_TOOL_DEFINITIONS = {PROMPT_TOOLS: ()}
 
     def kind(self, span: DecodedSpan) -> str:
         operation = span.attributes.get(self.OPERATION)

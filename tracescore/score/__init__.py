@@ -25,6 +25,8 @@ _LAZY = {
     "EvaluationResult": "tracescore.score._evaluate",
     "IncompatibleJudge": "tracescore.score._evaluate",
     "BatchSummary": "tracescore.score._summary",
+    "GateCondition": "tracescore.score._summary",
+    "GateFailure": "tracescore.score._summary",
     "assert_scores": "tracescore.score._assertions",
     "ScoreAssertionError": "tracescore.score._assertions",
     # building metrics and judges from names (the command line, config files, plugins)

@@ -21,10 +21,10 @@ from tqdm import tqdm
 
 from tracescore.model import RagRecord
 from tracescore.score._evaluate import evaluate_many, result_row
-from tracescore.score._inputs import COLUMN_OPTION, InputError, to_record
+from tracescore.score._inputs import COLUMN_OPTION, ReadRow, read_row
 from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge
-from tracescore.score.metrics._protocol import Metric
+from tracescore.score.metrics._protocol import Metric, needing_contexts
 
 __all__ = ["BatchSummary", "RowCallback", "read_records", "score_file"]
 
@@ -38,9 +38,7 @@ RowCallback = Callable[[RagRecord | None, dict[str, Any]], None]
 @dataclass(frozen=True)
 class _Line:
     number: int
-    record: RagRecord | None
-    error: str | None = None
-    label: Any = None
+    read: ReadRow
 
 
 def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Iterator[_Line]:
@@ -54,14 +52,10 @@ def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Ite
         else:
             rows = _jsonl_rows(lines)
         for number, row, error in rows:
-            if error is not None:
-                yield _Line(number, None, error)
-                continue
-            label = row.get("label") if isinstance(row, dict) else None
-            try:
-                yield _Line(number, to_record(row, column_map, COLUMN_OPTION), label=label)
-            except InputError as exc:
-                yield _Line(number, None, str(exc), label)
+            yield _Line(
+                number,
+                ReadRow(None, error) if error is not None else read_row(row, column_map, COLUMN_OPTION),
+            )
 
 
 class _Decoded:
@@ -158,7 +152,7 @@ def score_file(
     (record, row) for every output row."""
     report = report or _log.warning
     names = [m.name for m in metrics]
-    summary = BatchSummary(threshold=threshold)
+    summary = BatchSummary(threshold=threshold, needs_contexts=needing_contexts(metrics))
 
     async def run() -> None:
         with tqdm(desc="scoring", unit="rec", disable=not progress) as bar:
@@ -168,19 +162,26 @@ def score_file(
                 judge,
                 concurrency=concurrency,
                 ordered=True,
-                record_of=lambda line: line.record,
+                record_of=lambda line: line.read.record,
             )
             async for line, results in scored:
-                summary.add(results, metric_names=names, where=f"line {line.number}", error=line.error)
-                if line.error is not None:
-                    report(f"{source} line {line.number}: {line.error}")
+                read = line.read
+                summary.add(
+                    results,
+                    metric_names=names,
+                    where=f"line {line.number}",
+                    error=read.error,
+                    no_contexts=read.no_contexts,
+                )
+                if read.error is not None:
+                    report(f"{source} line {line.number}: {read.error}")
                 extra: dict[str, Any] = {"line": line.number}
-                if line.label is not None:
-                    extra["label"] = line.label
-                row = result_row(line.record, names, results, error=line.error, extra=extra)
+                if read.label is not None:
+                    extra["label"] = read.label
+                row = result_row(read.record, names, results, error=read.error, extra=extra)
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 if on_row is not None:
-                    on_row(line.record, row)
+                    on_row(read.record, row)
                 bar.update()
 
     asyncio.run(run())

@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 from tracescore.model import MetricResult, RagRecord
 from tracescore.score._factory import DEFAULT_METRICS, make_metrics
-from tracescore.score._inputs import InputError, iter_inputs, to_record
+from tracescore.score._inputs import ReadRow, iter_inputs, read_row, to_record
 from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge, unanswerable
-from tracescore.score.metrics._protocol import Metric, evaluate_record
+from tracescore.score.metrics._protocol import Metric, evaluate_record, needing_contexts
 
 __all__ = [
     "EvaluationResult",
@@ -178,18 +178,12 @@ class EvaluationResult:
 @dataclass(frozen=True)
 class _Input:
     position: int
-    record: RagRecord | None
-    error: str | None
-    label: Any
+    read: ReadRow
 
 
 def _inputs(data: Any, column_map: Mapping[str, str] | None) -> Iterator[_Input]:
     for position, row in enumerate(iter_inputs(data)):
-        label = row.get("label") if isinstance(row, Mapping) else None
-        try:
-            yield _Input(position, to_record(row, column_map), None, label)
-        except InputError as exc:
-            yield _Input(position, None, str(exc), label)
+        yield _Input(position, read_row(row, column_map))
 
 
 def _setup(metrics: Sequence[Metric | str] | None, judge: Judge | None) -> tuple[list[Metric], Judge]:
@@ -225,16 +219,18 @@ async def aevaluate_dataset(
 
     with tqdm(total=len(inputs), desc="scoring", unit="rec", disable=not progress) as bar:
         async for item, results in evaluate_many(
-            inputs, resolved, the_judge, concurrency=concurrency, record_of=lambda i: i.record
+            inputs, resolved, the_judge, concurrency=concurrency, record_of=lambda i: i.read.record
         ):
             by_position[item.position] = results
             bar.update()
-    summary = BatchSummary(threshold=threshold)
+    summary = BatchSummary(threshold=threshold, needs_contexts=needing_contexts(resolved))
     rows = []
     for item, results in zip(inputs, by_position, strict=True):
-        summary.add(results, metric_names=names, where=f"rows[{item.position}]", error=item.error)
-        extra = {} if item.label is None else {"label": item.label}
-        rows.append(result_row(item.record, names, results, error=item.error, extra=extra))
+        read = item.read
+        where = f"rows[{item.position}]"
+        summary.add(results, metric_names=names, where=where, error=read.error, no_contexts=read.no_contexts)
+        extra = {} if read.label is None else {"label": read.label}
+        rows.append(result_row(read.record, names, results, error=read.error, extra=extra))
     return EvaluationResult(rows=rows, results=by_position, summary=summary, metrics=names)
 
 

@@ -23,9 +23,11 @@ __all__ = [
     "FIELD_ALIASES",
     "InputError",
     "MappedWith",
+    "ReadRow",
     "iter_inputs",
     "parse_column_map",
     "parse_contexts",
+    "read_row",
     "to_record",
 ]
 
@@ -127,6 +129,37 @@ def to_record(
         raise InputError(
             "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         ) from None
+
+
+@dataclass(frozen=True)
+class ReadRow:
+    """One input row as read: its record, or why it could not be read (`error`); its `label` column; and
+    `no_contexts`, set when no column held the contexts (the record's are empty for want of a column, not
+    because nothing was retrieved): the reason a gate gives for the metrics that read them."""
+
+    record: RagRecord | None
+    error: str | None = None
+    label: Any = None
+    no_contexts: str | None = None
+
+
+def read_row(
+    row: Any, column_map: Mapping[str, str] | None = None, mapped_with: MappedWith = COLUMN_MAP
+) -> ReadRow:
+    """`to_record(row, ...)` as a ReadRow: an InputError becomes its `error`, a ValueError (the caller's
+    mapping) is raised."""
+    label = row.get("label") if isinstance(row, Mapping) else None
+    try:
+        record = to_record(row, column_map, mapped_with)
+    except InputError as exc:
+        return ReadRow(None, str(exc), label)
+    # A mapped contexts column is there (to_record checked); a list of RagRecords has no columns.
+    unread = (
+        isinstance(row, Mapping)
+        and "contexts" not in (column_map or {})
+        and not any(a in row for a in FIELD_ALIASES["contexts"])
+    )
+    return ReadRow(record, None, label, _missing_message(["contexts"], row, mapped_with) if unread else None)
 
 
 def _run(value: Any) -> Run | None:

@@ -159,7 +159,9 @@ def read_scores(
     if records is not None:
         from tracescore.score._batch import read_records
 
-        by_line = {line.number: line.record for line in read_records(records) if line.record is not None}
+        by_line = {
+            line.number: line.read.record for line in read_records(records) if line.read.record is not None
+        }
     rows = scored = 0
     with scores.open(encoding="utf-8-sig") as handle:
         for number, text in enumerate(handle, start=1):

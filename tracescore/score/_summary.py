@@ -4,15 +4,91 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from tracescore.model import FAITHFULNESS, UNLABELLED_THRESHOLD, MetricResult, MetricStatus, Usage, is_flagged
 
-__all__ = ["FLAGGED_METRIC", "BatchSummary", "parse_fail_under", "parse_max_flagged"]
+__all__ = [
+    "FLAGGED_METRIC",
+    "BatchSummary",
+    "GateCondition",
+    "GateFailure",
+    "as_parameter",
+    "parse_fail_under",
+    "parse_max_flagged",
+]
 
 # The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
 FLAGGED_METRIC = FAITHFULNESS
+
+
+class GateCondition(StrEnum):
+    """A condition of the CI gate, by the name of `BatchSummary.gate`'s parameter that sets it."""
+
+    FAIL_UNDER = "fail_under"
+    MAX_FLAGGED = "max_flagged"
+    ALLOW_UNSCORED = "allow_unscored"
+
+
+@dataclass(frozen=True)
+class GateFailure:
+    """One failed condition of the gate, as data: each caller words it with its own name for the condition
+    (`words`), the library as its parameter (`str()`), `tracescore score` as its flag."""
+
+    condition: GateCondition
+    # The condition as given: the metric's minimum mean, the flags allowed, the records allowed unscored.
+    limit: float
+    metric: str | None = None  # the metric it gates (None for allow_unscored)
+    # What the batch has: the mean, the flagged records or the records not scored; None: no record was scored.
+    found: float | None = None
+    share: float | None = None  # max_flagged: the flagged share of the scored records
+    # allow_unscored: the records in the batch, the ones not scored by why, and the first one's reason.
+    records: int = 0
+    invalid: int = 0
+    judge_errors: int = 0
+    no_contexts: int = 0
+    first: str | None = None
+
+    def words(self, name: Callable[[GateFailure], str]) -> str:
+        """The line that says what failed, the condition written by `name` (e.g. `as_parameter`)."""
+        if self.condition is GateCondition.ALLOW_UNSCORED:
+            kinds = [
+                f"{count} {kind}"
+                for count, kind in (
+                    (self.invalid, "invalid"),
+                    (self.judge_errors, "judge error" + "s" * (self.judge_errors != 1)),
+                    (self.no_contexts, "without a contexts column"),
+                )
+                if count
+            ]
+            return (
+                f"{self.found:g} of {self.records} records not scored ({', '.join(kinds)}), "
+                f"more than {name(self)}; the first: {self.first}"
+            )
+        if self.found is None:
+            return f"{self.metric}: no record could be scored ({name(self)})"
+        if self.condition is GateCondition.FAIL_UNDER:
+            return f"{self.metric}: mean {self.found:.3f} is below {self.limit:g}"
+        limit = f"{self.limit:.0%} of scored" if _is_share(self.limit) else f"{self.limit:g}"
+        flagged = f"{self.found:g} record{'s' * (self.found != 1)} flagged"
+        return f"{self.metric}: {flagged} ({self.share:.1%} of scored), more than {limit}"
+
+    def __str__(self) -> str:
+        return self.words(as_parameter)
+
+
+def as_parameter(failure: GateFailure) -> str:
+    """The failed condition as `BatchSummary.gate` is given it: `fail_under={'faithfulness': 0.8}`."""
+    if failure.condition is GateCondition.FAIL_UNDER:
+        return f"fail_under={{{failure.metric!r}: {failure.limit:g}}}"
+    return f"{failure.condition}={failure.limit:g}"
+
+
+def _is_share(max_flagged: float) -> bool:
+    """`max_flagged` below 1 is a share of the scored records; 0 and up from 1, a count."""
+    return 0 < max_flagged < 1
 
 
 @dataclass
@@ -21,6 +97,9 @@ class BatchSummary:
 
     # Set by the caller (--threshold): scores below it count as flagged too; None: each result's label.
     threshold: float | None = None
+    # Set by the caller (`needing_contexts`): the metrics that read the retrieved contexts; a record no
+    # contexts column was found for (`add`'s `no_contexts`) is not judged by them.
+    needs_contexts: frozenset[str] = frozenset()
     records: int = 0
     invalid: int = 0
     scores: dict[str, list[float]] = field(default_factory=dict)
@@ -31,12 +110,13 @@ class BatchSummary:
     usage: Usage = field(default_factory=Usage)
     # The first result left unscored, as `metric: reason`: what a batch that scored nothing says first.
     first_unscored: str | None = None
-    # Records a judge failed on (status error, not a record with nothing to check), counted by the set of
-    # metrics it failed: a gate counts those that touch its own metrics.
-    judge_failed: Counter[frozenset[str]] = field(default_factory=Counter)
-    # The first invalid input and, per metric, the first judge failure: (record number, "where: why").
+    # Records read but not judged, counted by (the metrics a judge failed on: status error, not a record with
+    # nothing to check; the metrics that needed the contexts column the record lacked): a gate counts those
+    # that touch its own metrics.
+    unjudged: Counter[tuple[frozenset[str], frozenset[str]]] = field(default_factory=Counter)
+    # The first invalid input and, per metric, the first record it did not judge: (number, "where: why").
     first_invalid: tuple[int, str] | None = None
-    first_judge_failure: dict[str, tuple[int, str]] = field(default_factory=dict)
+    first_unjudged: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def add(
         self,
@@ -45,9 +125,12 @@ class BatchSummary:
         metric_names: Sequence[str] = (),
         where: str | None = None,
         error: str | None = None,
+        no_contexts: str | None = None,
     ) -> None:
         """One record's results; None for an input that could not be read, `error` saying why. `where`
-        names the record in the gate's reasons ("line 4")."""
+        names the record in the gate's reasons ("line 4"); `no_contexts`, set when the record had no
+        contexts column, says so (the reader's ReadRow.no_contexts): the metrics that need them did not
+        judge it."""
         self.records += 1
         for name in metric_names:
             self.scores.setdefault(name, [])
@@ -60,15 +143,17 @@ class BatchSummary:
                 self.first_invalid = (self.records, prefix + (error or "invalid input"))
             return
         failed = frozenset(r.metric for r in results if r.status is MetricStatus.ERROR)
-        if failed:
-            self.judge_failed[failed] += 1
+        blind = frozenset(r.metric for r in results if no_contexts and r.metric in self.needs_contexts)
+        if failed or blind:
+            self.unjudged[failed, blind] += 1
         for result in results:
             self.scores.setdefault(result.metric, [])
             self.unscored.setdefault(result.metric, 0)
             self.flagged.setdefault(result.metric, 0)
-            why = f"{result.metric}: {result.reason or 'no reason given'}"
-            if result.metric in failed and result.metric not in self.first_judge_failure:
-                self.first_judge_failure[result.metric] = (self.records, prefix + why)
+            reason = no_contexts if result.metric in blind else result.reason or "no reason given"
+            why = f"{result.metric}: {reason}"
+            if result.metric in failed | blind:
+                self.first_unjudged.setdefault(result.metric, (self.records, prefix + why))
             if result.score is None:
                 self.unscored[result.metric] += 1
                 if self.first_unscored is None:
@@ -108,8 +193,18 @@ class BatchSummary:
     ) -> list[str]:
         """One line per failed condition of the CI gate; empty when the batch passes. `max_flagged` is a
         count of faithfulness-flagged records (>= 1 or 0) or a share of the scored ones (0 < x < 1). A gate
-        also fails when more than `allow_unscored` records were invalid or not scored by a judge failure on
-        a gated metric (that line last, with the first reason); no condition given, no gate at all."""
+        also fails when more than `allow_unscored` records were invalid, not scored by a judge failure on a
+        gated metric, or had no contexts column for a gated metric that reads them (that line last, with the
+        first reason); no condition given, no gate at all. `gate_failures` gives the same as data."""
+        return [
+            str(failure)
+            for failure in self.gate_failures(fail_under, max_flagged, allow_unscored=allow_unscored)
+        ]
+
+    def gate_failures(
+        self, fail_under: Mapping[str, float], max_flagged: float | None = None, *, allow_unscored: int = 0
+    ) -> list[GateFailure]:
+        """`gate`'s failed conditions, as data."""
         if allow_unscored < 0:
             raise ValueError(f"allow_unscored={allow_unscored}: expected a count of records, 0 or more")
         if not fail_under and max_flagged is None:
@@ -117,39 +212,43 @@ class BatchSummary:
         failures = []
         if max_flagged is not None:
             flagged, share = self.flagged.get(FLAGGED_METRIC, 0), self.flagged_share(FLAGGED_METRIC)
-            if share is None:
+            found = None if share is None else flagged
+            if share is None or (
+                (share > max_flagged) if _is_share(max_flagged) else (flagged > max_flagged)
+            ):
                 failures.append(
-                    f"{FLAGGED_METRIC}: no record could be scored (--max-flagged {max_flagged:g})"
-                )
-            elif (share > max_flagged) if 0 < max_flagged < 1 else (flagged > max_flagged):
-                limit = f"{max_flagged:.0%} of scored" if 0 < max_flagged < 1 else f"{max_flagged:g}"
-                failures.append(
-                    f"{FLAGGED_METRIC}: {flagged} records flagged ({share:.1%} of scored), more than {limit}"
+                    GateFailure(GateCondition.MAX_FLAGGED, max_flagged, FLAGGED_METRIC, found, share)
                 )
         for metric, minimum in fail_under.items():
             mean = self.mean(metric)
-            if mean is None:
-                failures.append(f"{metric}: no record could be scored (--fail-under {metric}={minimum:g})")
-            elif mean < minimum:
-                failures.append(f"{metric}: mean {mean:.3f} is below {minimum:g}")
+            if mean is None or mean < minimum:
+                failures.append(GateFailure(GateCondition.FAIL_UNDER, minimum, metric, mean))
         gated = {*fail_under, *([FLAGGED_METRIC] if max_flagged is not None else [])}
         unscored = self._unscored_for(gated, allow_unscored)
         return failures + ([unscored] if unscored else [])
 
-    def _unscored_for(self, gated: set[str], allowed: int) -> str | None:
-        """The gate's line on records it could not judge, when there are more than `allowed`."""
-        failed = sum(n for metrics, n in self.judge_failed.items() if metrics & gated)
-        count = self.invalid + failed
+    def _unscored_for(self, gated: set[str], allowed: int) -> GateFailure | None:
+        """The gate's failure on records it could not judge, when there are more than `allowed`."""
+        # A record a judge failed on counts as that, whatever else it lacked.
+        failed = sum(n for (errors, _), n in self.unjudged.items() if errors & gated)
+        blind = sum(
+            n for (errors, lacking), n in self.unjudged.items() if lacking & gated and not errors & gated
+        )
+        count = self.invalid + failed + blind
         if count <= allowed:
             return None
-        firsts = [self.first_judge_failure[m] for m in gated if m in self.first_judge_failure]
+        firsts = [self.first_unjudged[m] for m in gated if m in self.first_unjudged]
         firsts += [self.first_invalid] if self.first_invalid else []
         _, first = min(firsts)
-        kinds = [f"{self.invalid} invalid"] if self.invalid else []
-        kinds += [f"{failed} judge error" + "s" * (failed != 1)] if failed else []
-        return (
-            f"{count} of {self.records} records not scored ({', '.join(kinds)}), "
-            f"more than --allow-unscored {allowed}; the first: {first}"
+        return GateFailure(
+            GateCondition.ALLOW_UNSCORED,
+            allowed,
+            found=count,
+            records=self.records,
+            invalid=self.invalid,
+            judge_errors=failed,
+            no_contexts=blind,
+            first=first,
         )
 
     def lines(self) -> list[str]:

@@ -69,6 +69,7 @@ CONTEXT_RELEVANCE_TASK: JudgeTask[ContextRelevanceInput, ContextRatings] = Judge
 class ContextRelevance:
     name = "context_relevance"
     tasks = (CONTEXT_RELEVANCE_TASK,)
+    uses_contexts = True
 
     def __init__(self, *, k: int | None = None, decay: float = 0.9, threshold: float = 0.5) -> None:
         if not 0 < decay <= 1:

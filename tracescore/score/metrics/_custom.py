@@ -116,6 +116,7 @@ class LLMJudgeMetric:
         criteria, fields, named = _render_criteria(name, template)
         self.fields: tuple[str, ...] = fields
         self.uses_question = "query" in named
+        self.uses_contexts = bool({"contexts", "context"} & set(fields))
         self.task: JudgeTask[BaseModel, BaseModel] = JudgeTask(
             name=f"custom.{name}",
             instruction=_instruction(criteria, fields, lo, hi),

@@ -140,6 +140,7 @@ class Faithfulness:
 
     name = FAITHFULNESS
     tasks = (ANALYSIS_TASK, VERDICTS_TASK)
+    uses_contexts = True
 
     def __init__(
         self,

@@ -11,19 +11,27 @@ from tracescore.model import MetricResult, RagRecord, has_question
 from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.judges._protocol import Judge
 
-__all__ = ["Metric", "evaluate", "evaluate_each", "evaluate_record", "question_missing"]
+__all__ = ["Metric", "evaluate", "evaluate_each", "evaluate_record", "needing_contexts", "question_missing"]
 
 _log = logging.getLogger("tracescore.score")
 
 
 @runtime_checkable
 class Metric(Protocol):
-    """Scores one record. Stateless and async: one instance is shared by all concurrent records."""
+    """Scores one record. Stateless and async: one instance is shared by all concurrent records. A metric
+    that reads the retrieved contexts says so with `uses_contexts = True` (see `needing_contexts`)."""
 
     @property
     def name(self) -> str: ...
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult: ...
+
+
+def needing_contexts(metrics: Sequence[Metric]) -> frozenset[str]:
+    """The names of the metrics that read the retrieved contexts: those whose `uses_contexts` is true (an
+    optional attribute; a metric that does not say reads none). A record whose file had no contexts column
+    is not judged by them: a gate counts it, where an empty list (nothing retrieved) is the record's own."""
+    return frozenset(m.name for m in metrics if getattr(m, "uses_contexts", False))
 
 
 def question_missing(metric: str, record: RagRecord, judge: Judge, why_needed: str) -> MetricResult | None:

@@ -13,7 +13,7 @@ from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
 from tracescore.score.metrics._faithfulness import Faithfulness
-from tracescore.score.metrics._protocol import Metric, evaluate_each
+from tracescore.score.metrics._protocol import Metric, evaluate_each, needing_contexts
 
 __all__ = ["DEFAULT_WEIGHTS", "Quality", "letter_grade"]
 
@@ -44,6 +44,7 @@ class Quality:
             raise ValueError(f"no positive weight for sub-metric(s) {', '.join(missing)}")
         self._weights = dict(weights)
         self.tasks = tuple(t for m in self._metrics for t in getattr(m, "tasks", ()))
+        self.uses_contexts = bool(needing_contexts(self._metrics))
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         results = await evaluate_each(record, self._metrics, judge)
