@@ -28,7 +28,6 @@ from kafka.structs import MemberState
 
 from tracescore._first_join import first_join
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
-from tracescore._unwritten import unwritten
 
 __all__ = [
     "BROKER_WAIT_S",
@@ -220,8 +219,8 @@ def ready_to_read(
     """A reader's start, before it subscribes: `create` made where missing, never a topic of `read` (a
     misspelt name would be left on the broker: its writers create it); each of those that does not exist
     said with `unwritten_said(topic)` (the reader waits for its writer), the partitions of the others and of
-    the other `subscribed` topics waited for (`wait_for_partitions`). The absent ones: give them to
-    `subscribe_topics`, which waits for them."""
+    the other `subscribed` topics waited for (`wait_for_partitions`). The absent ones: the member does not
+    subscribe to them until they exist (`tracescore._service.AwaitedInputs`)."""
     absent = ensure_topics(connection, create, read=read).absent
     for topic in absent:
         unwritten_said(topic)
@@ -231,15 +230,10 @@ def ready_to_read(
     return absent
 
 
-def subscribe_topics(
-    consumer: KafkaConsumer, topics: Sequence[str], listener: RebalanceListener, absent: Collection[str] = ()
-) -> None:
-    """`consumer.subscribe(topics)`, its first join's warning about them expected (`first_join`). Of them,
-    `absent` do not exist yet (`ready_to_read`): the member waits for their writers, idle from now
-    (`listener.idle_from`), kafka-python's ERROR about each at every metadata refresh dropped until it is
-    given their partitions (`unwritten`)."""
+def subscribe_topics(consumer: KafkaConsumer, topics: Sequence[str], listener: RebalanceListener) -> None:
+    """`consumer.subscribe(topics)`, topics that exist (a member never subscribes to one that does not:
+    `tracescore._service.AwaitedInputs`), its first join's warning about them expected (`first_join`)."""
     first_join.expect(topics)
-    listener.subscribed(absent)
     consumer.subscribe(list(topics), listener=listener)
 
 
@@ -413,7 +407,7 @@ Partitions = Callable[[Sequence[TopicPartition]], None]
 class RebalanceListener(ConsumerRebalanceListener):
     """Forwards a group member's rebalance callbacks (run on the client's IO thread: they must not block),
     logs each assignment and remembers when the first one came (`first_assigned_at`, monotonic), and when
-    the member subscribed to topics no writer had created yet (`waiting_since`)."""
+    the member started waiting for inputs no writer had created yet (`waiting_since`)."""
 
     def __init__(
         self,
@@ -431,21 +425,20 @@ class RebalanceListener(ConsumerRebalanceListener):
         self.waiting_since: float | None = None
 
     def subscribed(self, absent: Collection[str]) -> None:
-        """The member subscribes now, `absent` among its topics (none: all of them exist)."""
+        """The member subscribes now to its inputs that exist, and waits for `absent`, which do not."""
         if absent:
             self.waiting_since = time.monotonic()
-            unwritten.expect(self, absent)
 
     @property
     def waiting(self) -> bool:
-        """Subscribed to topics that did not exist, and given no partition yet: waiting for their writers."""
+        """Waiting for inputs that did not exist, and given no partition yet: waiting for their writers."""
         return self.waiting_since is not None and self.first_assigned_at is None
 
     @property
     def idle_from(self) -> float | None:
         """When idleness (`--idle-timeout`) starts counting: the first assignment (waiting to join, a dead
-        member's session still holding the partitions, is not idleness), or subscribing, for a member that
-        waits for a topic nobody has written yet (monotonic)."""
+        member's session still holding the partitions, is not idleness), or the start of the wait, for a
+        member that waits for a topic nobody has written yet (monotonic)."""
         return self.first_assigned_at or self.waiting_since
 
     def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
@@ -458,7 +451,6 @@ class RebalanceListener(ConsumerRebalanceListener):
         self._log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
         topics = {tp.topic for tp in assigned}
         first_join.joined(topics)
-        unwritten.found(self, topics)
         if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
         self._assigned(assigned)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +11,11 @@ from pathlib import Path
 import pytest
 from _helpers import not_found_errors
 from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
 
 from tests.consume.kafka_helpers import run_instrumented_app
-from tracescore.testing.kafka_topics import input_producer
+from tracescore.model import read_evaluation_record
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -95,6 +98,65 @@ def test_consume_started_before_the_app_scores_what_the_app_then_sends(
     assert consume.returncode == 0, said
     assert f"the spans topic {topic} does not exist" in said, said
     assert "interactions=1 scored=1 " in said, said
+
+
+# Twelve faithful answers: twelve traces, spread over the spans topic's partitions by trace id.
+TWELVE_ANSWERS = """
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "The head office is in Delhi."
+
+for n in range(12):
+    answer(f"Where is the head office? ({n})", ["The Oberoi Group's head office is in Delhi."])
+"""
+
+
+def test_two_consumers_started_before_the_app_score_each_trace_once(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Two replicas of the consumer, one group, deployed before the app sent anything: both wait for the
+    spans topic, and once it appears the group splits its partitions and every trace is scored once. One
+    replica was left out of the group for good (elected leader of a rebalance it never finished), and its
+    share of the traces was never scored."""
+    topic, evaluations = f"{topic_prefix}.spans", f"{topic_prefix}.evaluations"
+    consumers = [_consume_process(bootstrap, topic_prefix, "--idle-timeout", "15") for _ in range(2)]
+    logs: list[str] = []
+    try:
+        for consume in consumers:  # each has looked for the topic and is waiting for it
+            assert consume.stderr is not None
+            log = ""
+            for line in consume.stderr:
+                log += line
+                if "does not exist" in line:
+                    break
+            logs.append(log)
+        input_producer(bootstrap, [NewTopic(topic, 4, 1)]).close()  # as the app's first export does
+        run_instrumented_app(bootstrap, topic, TWELVE_ANSWERS)
+        said = [
+            log + consume.communicate(timeout=180)[1] for log, consume in zip(logs, consumers, strict=True)
+        ]
+    finally:
+        for consume in consumers:
+            if consume.poll() is None:
+                consume.kill()
+    assert [c.returncode for c in consumers] == [0, 0], said
+    scored = [int(m.group(1)) for text in said for m in [re.search(r" scored=(\d+) ", text)] if m]
+    assert len(scored) == 2 and sum(scored) == 12, said
+    assert all(scored), f"one replica scored nothing: {said}"
+    traces = [read_evaluation_record(m.value).trace_id for m in read_topic(bootstrap, evaluations)]
+    assert len(traces) == len(set(traces)) == 12
+
+
+def _consume_process(bootstrap: str, prefix: str, *args: str) -> subprocess.Popen[str]:
+    """`tracescore consume` reading `prefix`.spans in group `prefix`, writing `prefix`.evaluations; its log
+    on its stderr."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
+         "--topic", f"{prefix}.spans", "--group-id", prefix, "--evaluations-topic", f"{prefix}.evaluations",
+         "--dlq-topic", f"{prefix}.dlq", *args],
+        stderr=subprocess.PIPE, text=True, env=clean,
+    )  # fmt: skip
 
 
 def _consume_with_bad_input(

@@ -259,7 +259,11 @@ class ServiceLoop:
                 self._changelog.ensure(wait_s)
             self._group_check()  # before joining: another service's members already there
             self.rekey.subscribe(
-                self.topics.inputs, self.log, changed=self._group_check.changed, absent=absent
+                self.topics.inputs,
+                self.log,
+                changed=self._group_check.changed,
+                client_config=self.connection.client_config(),
+                absent=absent,
             )
             self.keyed.subscribe()
             with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):

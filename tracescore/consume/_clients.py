@@ -14,9 +14,9 @@ from tracescore._kafka import (
     group_member,
     not_creating_topics,
     ready_to_read,
-    subscribe_topics,
 )
 from tracescore._kafka import connect as _connect
+from tracescore._service import AwaitedInputs
 from tracescore.consume._settings import ConsumerSettings
 
 __all__ = ["BrokerUnreachable", "connect", "subscribe"]
@@ -37,16 +37,18 @@ def connect(
     )
 
 
-def subscribe(settings: ConsumerSettings, consumer: KafkaConsumer, listener: RebalanceListener) -> None:
+def subscribe(
+    settings: ConsumerSettings, consumer: KafkaConsumer, listener: RebalanceListener
+) -> AwaitedInputs:
     """The output topics created if missing, the input's partitions known, then subscribed. The input is
     never created here (a misspelt name would be made a topic): its writers create it, the SDK at its first
-    export; until then the member waits for it (`ready_to_read`)."""
+    export; until then the member waits for it, not subscribed (`AwaitedInputs.look` before each poll)."""
     s = settings
     outputs = {
         t for t in (s.evaluations_topic, s.dlq_topic, s.spans_out_topic, s.conversation_evidence_topic) if t
     }
     absent = ready_to_read(s.connection(), [s.topic], _unwritten, create=outputs - {s.topic})
-    subscribe_topics(consumer, [s.topic], listener, absent)
+    return AwaitedInputs(consumer, [s.topic], listener, absent, s.connection().client_config())
 
 
 def _unwritten(topic: str) -> None:

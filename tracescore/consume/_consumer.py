@@ -29,6 +29,7 @@ from tracescore._kafka import (
     lag,
     protocol_checked,
 )
+from tracescore._service import AwaitedInputs
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._clients import connect, subscribe
@@ -116,6 +117,7 @@ class EvaluationConsumer:
             settings.status_interval_s,
             lift=self._policy.lift_readings if self._policy is not None else None,
         )
+        self._inputs: AwaitedInputs | None = None  # subscribed in run()
         self._rebalance = RebalanceListener(
             _log,
             assigned=self.partitions_assigned,
@@ -219,7 +221,7 @@ class EvaluationConsumer:
     def _start(self) -> tuple[KafkaConsumer, KafkaProducer]:
         self._connect()
         assert self._producer is not None
-        subscribe(self.settings, self._kafka(), self._rebalance)
+        self._inputs = subscribe(self.settings, self._kafka(), self._rebalance)
         return self._kafka(), self._producer
 
     def _poll(self, consumer: KafkaConsumer) -> list[ConsumerRecord]:
@@ -231,6 +233,8 @@ class EvaluationConsumer:
         batch: list[ConsumerRecord] = []
         settings = self.settings
         try:
+            if self._inputs is not None:
+                self._inputs.look()  # the spans topic, subscribed to once its writer created it
             with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
                 polled = consumer.poll(timeout_ms=timeout_ms)
         except KafkaConnectionError as exc:
