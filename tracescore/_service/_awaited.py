@@ -1,9 +1,11 @@
 """A group member's subscription to inputs that their writers create: never to a topic that does not exist.
 
-Two members of one group subscribed to a topic not created yet, and the topic appearing while they
-rebalance, left one of them out of the group for good under load (kafka-python 3.0: the leader, whose
-assignment ran on metadata without the topic, saw it appear mid-rebalance and rejoined while the others
-synced: elected leader of the next generation, it never completed it, was dropped, and never came back).
+Two members of one group subscribed to a topic not created yet, and the topic appearing, left one of them
+out of the group for good under load (kafka-python 3.0.12: a leader whose assignment ran on metadata without
+the topic's partitions rejoins as soon as its metadata shows them, and a member whose own metadata does not
+show them yet assigns none when it leads the next generation, so generations follow each other while the
+metadata of each member catches up; one member, elected leader of such a generation, never completed it,
+was dropped (UnknownMemberIdError when it left) and never rejoined).
 So a member subscribes only to the inputs that exist, looks for the others every `LOOK_EVERY_S` (on a
 separate client that never creates them, off the poll thread so a stop is never kept waiting) and extends
 its subscription when one appears, its own metadata brought up to date first: its join, and its assignment
