@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
-from _helpers import not_found_errors
+from _helpers import not_found_errors, wait_until
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
@@ -115,36 +117,42 @@ def test_two_consumers_started_before_the_app_score_each_trace_once(
     bootstrap: str, topic_prefix: str
 ) -> None:
     """Two replicas of the consumer, one group, deployed before the app sent anything: both wait for the
-    spans topic, and once it appears the group splits its partitions and every trace is scored once. One
-    replica was left out of the group for good (elected leader of a rebalance it never finished), and its
-    share of the traces was never scored."""
+    spans topic, and once it appears both are given partitions and every trace is scored once. One replica
+    was left out of the group for good (elected leader of a rebalance it never finished): given none, it
+    scored nothing."""
     topic, evaluations = f"{topic_prefix}.spans", f"{topic_prefix}.evaluations"
-    consumers = [_consume_process(bootstrap, topic_prefix, "--idle-timeout", "15") for _ in range(2)]
-    logs: list[str] = []
+    consumers = [_consume_process(bootstrap, topic_prefix) for _ in range(2)]
+    logs: list[list[str]] = [[], []]
+    for consume, log in zip(consumers, logs, strict=True):
+        threading.Thread(target=_collect, args=(consume, log), daemon=True).start()
     try:
-        for consume in consumers:  # each has looked for the topic and is waiting for it
-            assert consume.stderr is not None
-            log = ""
-            for line in consume.stderr:
-                log += line
-                if "does not exist" in line:
-                    break
-            logs.append(log)
+        wait_until(lambda: all(_said(log, "does not exist") for log in logs), "both waiting for the topic")
         input_producer(bootstrap, [NewTopic(topic, 4, 1)]).close()  # as the app's first export does
+        wait_until(lambda: all(_said(log, "assigned partitions: ['") for log in logs), "both assigned")
         run_instrumented_app(bootstrap, topic, TWELVE_ANSWERS)
-        said = [
-            log + consume.communicate(timeout=180)[1] for log, consume in zip(logs, consumers, strict=True)
-        ]
+        wait_until(lambda: len(read_topic(bootstrap, evaluations)) >= 12, "the 12 evaluations", every_s=0.5)
+        for consume in consumers:
+            consume.send_signal(signal.SIGTERM)
+            consume.wait(timeout=120)
     finally:
         for consume in consumers:
             if consume.poll() is None:
                 consume.kill()
+    said = ["".join(log) for log in logs]
     assert [c.returncode for c in consumers] == [0, 0], said
     scored = [int(m.group(1)) for text in said for m in [re.search(r" scored=(\d+) ", text)] if m]
-    assert len(scored) == 2 and sum(scored) == 12, said
-    assert all(scored), f"one replica scored nothing: {said}"
+    assert len(scored) == 2 and sum(scored) == 12 and all(scored), said
     traces = [read_evaluation_record(m.value).trace_id for m in read_topic(bootstrap, evaluations)]
     assert len(traces) == len(set(traces)) == 12
+
+
+def _collect(process: subprocess.Popen[str], lines: list[str]) -> None:
+    for line in process.stderr or ():
+        lines.append(line)
+
+
+def _said(log: list[str], words: str) -> bool:
+    return any(words in line for line in list(log))
 
 
 def _consume_process(bootstrap: str, prefix: str, *args: str) -> subprocess.Popen[str]:

@@ -86,7 +86,10 @@ class AwaitedInputs:
         # The member's own metadata, fresh before its (re)join: a metadata update that changes what it
         # subscribes to mid-rebalance makes a leader rejoin at once (the hazard above), and a leader whose
         # metadata lacks a topic assigns none of it.
-        self._consumer.topics()
+        try:
+            self._consumer.topics()
+        except KafkaError as exc:  # no broker this moment: its next metadata refresh brings them
+            _log.debug("metadata before joining with %s: %s", ", ".join(self._present), exc)
 
     def _existing(self) -> set[str]:
         """The absent inputs that exist now, each with its partitions known, asked by a client of its own
