@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
 from tracescore.consume import ConsumerSettings
 from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
@@ -27,7 +27,9 @@ __all__ = [
     "end_offsets",
     "end_started_processes",
     "judge_client",
+    "not_found_errors",
     "nothing_left_open",
+    "partitions_on_broker",
     "started_process",
     "wait_until",
 ]
@@ -82,6 +84,24 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     ends = {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
     consumer.close()
     return ends
+
+
+def partitions_on_broker(bootstrap: str, topic: str) -> int | None:
+    """How many partitions `topic` has; None when it does not exist. Asked of the admin API: a consumer's
+    metadata request for a missing topic could make the broker create it."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        if topic not in admin.list_topics():
+            return None
+        [described] = admin.describe_topics([topic])
+        return len(described["partitions"])
+    finally:
+        admin.close()
+
+
+def not_found_errors(log: str) -> list[str]:
+    """kafka-python's ERROR lines about a topic missing from its metadata in `log` (the lines logged)."""
+    return [line for line in log.splitlines() if "not found in cluster metadata" in line]
 
 
 def all_committed(bootstrap: str, group_id: str, topic: str) -> bool:

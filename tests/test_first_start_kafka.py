@@ -1,8 +1,8 @@
 """A team's first start, as processes on a broker where none of their topics exists yet: the application
 with the SDK, then `tracescore consume`, `tracescore alert` and `tracescore conversations`. Each creates
-what it writes or reads, and none logs an ERROR line (kafka-python's "Topic X not found in cluster
-metadata" when a topic is auto-created by a first send, or asked for before the broker's metadata shows it,
-used to be one on the application's first start)."""
+what it writes (what it reads is its writer's), and none logs an ERROR line (kafka-python's "Topic X not
+found in cluster metadata" when a topic is auto-created by a first send, or asked for before the broker's
+metadata shows it, used to be one on the application's first start)."""
 
 from __future__ import annotations
 

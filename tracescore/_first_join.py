@@ -17,11 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer
-
-__all__ = ["FIRST_JOIN_S", "FirstJoin", "first_join", "subscribe_topics"]
+__all__ = ["FIRST_JOIN_S", "FirstJoin", "first_join"]
 
 _log = logging.getLogger("tracescore")
 
@@ -77,12 +75,3 @@ class FirstJoin(logging.Filter):
 
 # One per process: logging is.
 first_join = FirstJoin()
-
-
-def subscribe_topics(
-    consumer: KafkaConsumer, topics: Sequence[str], listener: ConsumerRebalanceListener
-) -> None:
-    """`consumer.subscribe(topics)`, its first join's warning about them expected (the listener must call
-    `first_join.joined` with what it is given: `tracescore._kafka.RebalanceListener` does)."""
-    first_join.expect(topics)
-    consumer.subscribe(list(topics), listener=listener)

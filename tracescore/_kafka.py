@@ -1,14 +1,16 @@
-"""Every Kafka client step the services share (`tracescore consume`, `tracescore alert`): connect with one
-clear error, probe the broker, create topics, wait for a new topic's partitions, the rebalance listener,
-log-once, and lag read through kafka-python's public API only."""
+"""Every Kafka client step the services share (`tracescore consume`, `tracescore alert`, `tracescore
+conversations`): connect with one clear error, probe the broker, create topics, wait for a new topic's
+partitions or for the topics a reader reads to be written, the rebalance listener, log-once, and lag read
+through kafka-python's public API only."""
 
 from __future__ import annotations
 
 import logging
 import socket
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -24,12 +26,13 @@ from kafka.errors import (
 )
 from kafka.structs import MemberState
 
-from tracescore._first_join import first_join, subscribe_topics
+from tracescore._first_join import first_join
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 
 __all__ = [
     "BROKER_WAIT_S",
     "BrokerUnreachable",
+    "EnsuredTopics",
     "GroupProtocolMismatch",
     "LogOnce",
     "RebalanceListener",
@@ -44,6 +47,7 @@ __all__ = [
     "protocol_checked",
     "quiet_closed_transport_race",
     "read_partitions",
+    "ready_to_read",
     "redact_in_client_logs",
     "rekeying_clients",
     "subscribe_topics",
@@ -120,14 +124,23 @@ def _client_not_creating_topics(**configs: Any) -> Any:
     return client
 
 
+@dataclass(frozen=True)
+class EnsuredTopics:
+    """What `ensure_topics` did and found: the topics it `created`, and the topics to read that are
+    `absent` (never created: their writers create them)."""
+
+    created: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+
+
 def ensure_topics(
     connection: KafkaConnection, topics: Iterable[str | NewTopic], *, read: Iterable[str] = ()
-) -> list[str]:
-    """Create the missing topics (a name: with the broker's defaults); the names of those it created, once
-    the broker's metadata shows them with a leader for every partition (within the connect timeout), and of
-    the `read` topics that do not exist (a reader does not create what it reads: its writers do). Best
+) -> EnsuredTopics:
+    """Create the missing topics (a name: with the broker's defaults), and say which it created, once the
+    broker's metadata shows them with a leader for every partition (within the connect timeout), and which
+    of the `read` topics do not exist (a reader does not create what it reads: its writers do). Best
     effort: where this client may not create topics, the broker's auto-creation or the operator's
-    provisioning applies.
+    provisioning applies; where it cannot even list them, nothing is said created or absent.
 
     The wait is why nothing that writes or subscribes next logs an error: the broker answers CreateTopics
     before its metadata shows the topic (KRaft applies it moments later), and a client asking for the topic
@@ -138,13 +151,13 @@ def ensure_topics(
         admin = KafkaAdminClient(**connection.client_config())
     except KafkaError as exc:
         _log.debug("cannot check topics: %s", exc)
-        return []
+        return EnsuredTopics()
     try:
         existing = set(admin.list_topics())
-        absent = sorted(set(read) - existing - set(wanted))
+        absent = tuple(sorted(set(read) - existing - set(wanted)))
         missing = [topic for name, topic in sorted(wanted.items()) if name not in existing]
         if not missing:
-            return absent
+            return EnsuredTopics(absent=absent)
         # raise_errors=False: another process creating the same topic at the same moment is fine.
         answer = admin.create_topics(missing, raise_errors=False)
         _log.info("created topics: %s", ", ".join(t.name for t in missing))
@@ -154,10 +167,10 @@ def ensure_topics(
             admin.wait_for_topics(made, timeout_ms=connection.connect_timeout_s * 1000)
         except KafkaTimeoutError as exc:
             _log.debug("created topics not in the metadata yet: %s", exc)
-        return [t.name for t in missing] + absent
+        return EnsuredTopics(created=tuple(t.name for t in missing), absent=absent)
     except KafkaError as exc:
         _log.debug("could not create topics %s: %s", sorted(wanted), exc)
-        return []
+        return EnsuredTopics()
     finally:
         admin.close()
 
@@ -193,6 +206,35 @@ def wait_for_partitions(client_config: Mapping[str, Any], topics: Iterable[str],
             time.sleep(0.2)
     finally:
         probe.close()
+
+
+def ready_to_read(
+    connection: KafkaConnection,
+    read: Sequence[str],
+    unwritten_said: Callable[[str], None],
+    *,
+    create: Iterable[str | NewTopic] = (),
+    subscribed: Sequence[str] = (),
+) -> tuple[str, ...]:
+    """A reader's start, before it subscribes: `create` made where missing, never a topic of `read` (a
+    misspelt name would be left on the broker: its writers create it); each of those that does not exist
+    said with `unwritten_said(topic)` (the reader waits for its writer), the partitions of the others and of
+    the other `subscribed` topics waited for (`wait_for_partitions`). The absent ones: the member does not
+    subscribe to them until they exist (`tracescore._service.AwaitedInputs`)."""
+    absent = ensure_topics(connection, create, read=read).absent
+    for topic in absent:
+        unwritten_said(topic)
+    present = [t for t in dict.fromkeys([*read, *subscribed]) if t not in absent]
+    if present:
+        wait_for_partitions(connection.client_config(), present, timeout_s=connection.connect_timeout_s)
+    return absent
+
+
+def subscribe_topics(consumer: KafkaConsumer, topics: Sequence[str], listener: RebalanceListener) -> None:
+    """`consumer.subscribe(topics)`, topics that exist (a member never subscribes to one that does not:
+    `tracescore._service.AwaitedInputs`), its first join's warning about them expected (`first_join`)."""
+    first_join.expect(topics)
+    consumer.subscribe(list(topics), listener=listener)
 
 
 def group_member(session_timeout_ms: int, protocol: RebalanceProtocol) -> dict[str, Any]:
@@ -244,12 +286,13 @@ def rekeying_clients(
 ) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
     """The clients of a service that re-keys a topic into one of its own (`tracescore alert` by route,
     `tracescore conversations` by conversation), all named `client_id`: a member of `group` reading the
-    input, a member of `group.<second>` reading the re-keyed topic, both committing themselves, and a
-    producer that waits for every in-sync replica."""
+    input, a member of `group.<second>` reading the re-keyed topic, both committing themselves and neither
+    ever creating a topic, and a producer that waits for every in-sync replica."""
     client = {**client, "client_id": client_id}
     member = {
         **client,
         "enable_auto_commit": False,
+        **not_creating_topics(),  # an input is its writers' to create (ready_to_read); the keyed topic ours
         "auto_offset_reset": "earliest",
         **group_member(session_timeout_ms, protocol),
     }
@@ -363,7 +406,8 @@ Partitions = Callable[[Sequence[TopicPartition]], None]
 
 class RebalanceListener(ConsumerRebalanceListener):
     """Forwards a group member's rebalance callbacks (run on the client's IO thread: they must not block),
-    logs each assignment and remembers when the first one came (`first_assigned_at`, monotonic)."""
+    logs each assignment and remembers when the first one came (`first_assigned_at`, monotonic), and when
+    the member started waiting for inputs no writer had created yet (`waiting_since`)."""
 
     def __init__(
         self,
@@ -378,6 +422,24 @@ class RebalanceListener(ConsumerRebalanceListener):
         self._revoked = revoked
         self._lost = lost or revoked
         self.first_assigned_at: float | None = None
+        self.waiting_since: float | None = None
+
+    def subscribed(self, absent: Collection[str]) -> None:
+        """The member subscribes now to its inputs that exist, and waits for `absent`, which do not."""
+        if absent:
+            self.waiting_since = time.monotonic()
+
+    @property
+    def waiting(self) -> bool:
+        """Waiting for inputs that did not exist, and given no partition yet: waiting for their writers."""
+        return self.waiting_since is not None and self.first_assigned_at is None
+
+    @property
+    def idle_from(self) -> float | None:
+        """When idleness (`--idle-timeout`) starts counting: the first assignment (waiting to join, a dead
+        member's session still holding the partitions, is not idleness), or the start of the wait, for a
+        member that waits for a topic nobody has written yet (monotonic)."""
+        return self.first_assigned_at or self.waiting_since
 
     def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
         self._revoked(revoked)
@@ -387,7 +449,8 @@ class RebalanceListener(ConsumerRebalanceListener):
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         self._log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
-        first_join.joined({tp.topic for tp in assigned})
+        topics = {tp.topic for tp in assigned}
+        first_join.joined(topics)
         if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
         self._assigned(assigned)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from _helpers import wait_until
+from _helpers import not_found_errors, partitions_on_broker, wait_until
 from alert_records import Running, produce, record
 from alert_records import service_config as config
 from kafka import KafkaAdminClient
@@ -79,6 +79,30 @@ def test_fires_per_route_skips_bad_records_and_resolves_after_a_restart(
         receiver.wait_for(about("/billing", "resolved"))
     firing = [r for r in receiver.requests if _is(r, "/billing", "firing")]
     assert len(firing) == 1
+
+
+def test_an_evaluations_topic_not_written_yet_is_waited_for_and_never_created(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Started before `tracescore consume` wrote a record (or given a misspelt topic), the service created the
+    topic it reads, with the broker's defaults: a misspelt name was left on the broker. It waits for the
+    topic's writer now, says so once (kafka-python's ERROR that the topic is not found, repeated while it
+    waits, is not logged) and reads it once it appears. Its routes and state topics are its own, made at
+    start: partitioned as routes_partitions says, whatever the evaluations topic's partitions."""
+    cfg = config(bootstrap, topic_prefix)
+    evaluations = cfg.evaluations_topic
+    with Running(cfg, receiver) as service:
+        # Stage 2 is assigned once both stages subscribed and polled: stage 1 looked for its topic.
+        wait_until(lambda: service.first_assigned_at is not None, "the routes topic's partitions assigned")
+        assert partitions_on_broker(bootstrap, evaluations) is None, "the service created the topic it reads"
+        assert f"the topic {evaluations} that tracescore alert reads does not exist" in caplog.text
+        assert partitions_on_broker(bootstrap, cfg.state_topic) == cfg.routes_partitions
+        input_producer(bootstrap, [NewTopic(evaluations, 2, 1)]).close()  # what `tracescore consume` does
+        produce(bootstrap, evaluations, scores("/billing", 0.1))
+        receiver.wait_for(about("/billing", "firing"))
+    assert partitions_on_broker(bootstrap, cfg.routes_topic) == cfg.routes_partitions
+    assert partitions_on_broker(bootstrap, cfg.state_topic) == cfg.routes_partitions
+    assert not_found_errors(caplog.text) == []
 
 
 def test_no_record_name_or_stored_state_stops_the_service(

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+from _helpers import not_found_errors, wait_until
 from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
 
 from tests.consume.kafka_helpers import run_instrumented_app
-from tracescore.testing.kafka_topics import input_producer
+from tracescore.model import read_evaluation_record
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -33,7 +39,8 @@ def test_consume_stops_on_idle_timeout_and_reports_counts(bootstrap: str, topic_
 
 def test_a_topic_nothing_was_written_to_says_what_to_check(bootstrap: str, topic_prefix: str) -> None:
     # A misspelt --topic: the consumer waits for it, never creating it (a topic nobody writes would be left
-    # on the broker); the log and the summary say why nothing came.
+    # on the broker); the log and the summary say why nothing came, once: kafka-python's ERROR that the topic
+    # is not found (at once, then every 30 s) is not logged on top.
     topic = f"{topic_prefix}.spnas"
     done = subprocess.run(
         [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
@@ -43,6 +50,7 @@ def test_a_topic_nothing_was_written_to_says_what_to_check(bootstrap: str, topic
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stderr.split())
     assert f"the spans topic {topic} does not exist" in said and "waiting for it" in said, said
+    assert not_found_errors(done.stderr) == []
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         assert topic not in admin.list_topics(), "the consumer created the topic it reads"
@@ -92,6 +100,71 @@ def test_consume_started_before_the_app_scores_what_the_app_then_sends(
     assert consume.returncode == 0, said
     assert f"the spans topic {topic} does not exist" in said, said
     assert "interactions=1 scored=1 " in said, said
+
+
+# Twelve faithful answers: twelve traces, spread over the spans topic's partitions by trace id.
+TWELVE_ANSWERS = """
+@tracescore.rag(route="/ask")
+def answer(query, contexts):
+    return "The head office is in Delhi."
+
+for n in range(12):
+    answer(f"Where is the head office? ({n})", ["The Oberoi Group's head office is in Delhi."])
+"""
+
+
+def test_two_consumers_started_before_the_app_score_each_trace_once(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Two replicas of the consumer, one group, deployed before the app sent anything: both wait for the
+    spans topic, and once it appears both are given partitions and every trace is scored once. One replica
+    was left out of the group for good (elected leader of a rebalance it never finished): given none, it
+    scored nothing."""
+    topic, evaluations = f"{topic_prefix}.spans", f"{topic_prefix}.evaluations"
+    consumers = [_consume_process(bootstrap, topic_prefix) for _ in range(2)]
+    logs: list[list[str]] = [[], []]
+    for consume, log in zip(consumers, logs, strict=True):
+        threading.Thread(target=_collect, args=(consume, log), daemon=True).start()
+    try:
+        wait_until(lambda: all(_said(log, "does not exist") for log in logs), "both waiting for the topic")
+        input_producer(bootstrap, [NewTopic(topic, 4, 1)]).close()  # as the app's first export does
+        wait_until(lambda: all(_said(log, "assigned partitions: ['") for log in logs), "both assigned")
+        run_instrumented_app(bootstrap, topic, TWELVE_ANSWERS)
+        wait_until(lambda: len(read_topic(bootstrap, evaluations)) >= 12, "the 12 evaluations", every_s=0.5)
+        for consume in consumers:
+            consume.send_signal(signal.SIGTERM)
+            consume.wait(timeout=120)
+    finally:
+        for consume in consumers:
+            if consume.poll() is None:
+                consume.kill()
+    said = ["".join(log) for log in logs]
+    assert [c.returncode for c in consumers] == [0, 0], said
+    scored = [int(m.group(1)) for text in said for m in [re.search(r" scored=(\d+) ", text)] if m]
+    assert len(scored) == 2 and sum(scored) == 12 and all(scored), said
+    traces = [read_evaluation_record(m.value).trace_id for m in read_topic(bootstrap, evaluations)]
+    assert len(traces) == len(set(traces)) == 12
+
+
+def _collect(process: subprocess.Popen[str], lines: list[str]) -> None:
+    for line in process.stderr or ():
+        lines.append(line)
+
+
+def _said(log: list[str], words: str) -> bool:
+    return any(words in line for line in list(log))
+
+
+def _consume_process(bootstrap: str, prefix: str, *args: str) -> subprocess.Popen[str]:
+    """`tracescore consume` reading `prefix`.spans in group `prefix`, writing `prefix`.evaluations; its log
+    on its stderr."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
+         "--topic", f"{prefix}.spans", "--group-id", prefix, "--evaluations-topic", f"{prefix}.evaluations",
+         "--dlq-topic", f"{prefix}.dlq", *args],
+        stderr=subprocess.PIPE, text=True, env=clean,
+    )  # fmt: skip
 
 
 def _consume_with_bad_input(

@@ -6,17 +6,44 @@ counted, never a stop; a broker restart mid-stream loses and repeats no record."
 from __future__ import annotations
 
 import pytest
-from _helpers import wait_until
+from _helpers import not_found_errors, partitions_on_broker, wait_until
 from conversation_service import SERVICE_WAIT_S, Running, config, on_topic, produce
 from conversation_turns import turn
+from kafka.admin import NewTopic
 
 from tracescore.consume import decode_message
 from tracescore.emit import EVALUATION_SPANS_HEADER
 from tracescore.model import EvaluationRecord, read_evaluation_record
 from tracescore.testing.kafka_broker import KafkaBroker
-from tracescore.testing.kafka_topics import read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
+
+
+def test_inputs_not_written_yet_are_waited_for_and_never_created(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Started before `tracescore consume` wrote a record (or given a misspelt topic), the service created the
+    topics it reads, with the broker's defaults: a misspelt name was left on the broker. It waits for their
+    writer now, says so once for each (kafka-python's ERROR that a topic is not found, repeated while it
+    waits, is not logged) and reads each once it appears, the other still waited for. Its turns and state
+    topics are its own, made at start: partitioned as turns_partitions says, whatever its inputs'."""
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
+    evaluations, evidence = cfg.evaluations_topic, str(cfg.evidence_topic)
+    with Running(cfg) as running:
+        # Stage 2 is assigned once both stages subscribed and polled: stage 1 looked for its topics.
+        wait_until(lambda: running.service.first_assigned_at is not None, "the turns topic's partitions")
+        for topic in (evaluations, evidence):
+            assert partitions_on_broker(bootstrap, topic) is None, "the service created a topic it reads"
+            assert f"the topic {topic} that tracescore conversations reads does not exist" in caplog.text
+        assert partitions_on_broker(bootstrap, cfg.state_topic) == cfg.turns_partitions
+        input_producer(bootstrap, [NewTopic(evaluations, 2, 1)]).close()  # what `tracescore consume` does
+        produce(bootstrap, evaluations, [turn(1, 1.0), turn(2, 1.0)])
+        wait_until(lambda: len(running.written) == 1, "the conversation's record", timeout_s=SERVICE_WAIT_S)
+    assert partitions_on_broker(bootstrap, evidence) is None, "still not written: still not there"
+    assert partitions_on_broker(bootstrap, cfg.turns_topic) == cfg.turns_partitions
+    assert partitions_on_broker(bootstrap, cfg.state_topic) == cfg.turns_partitions
+    assert not_found_errors(caplog.text) == []
 
 
 def test_a_later_turn_revises_the_record_across_a_restart(bootstrap: str, topic_prefix: str) -> None:
@@ -98,7 +125,9 @@ def test_an_instance_joining_and_leaving_moves_only_the_partitions_that_change_o
     bootstrap: str, topic_prefix: str, protocol: str
 ) -> None:
     """Cooperative rebalancing (the default): the first instance keeps reading the partitions it keeps and
-    reads back the state of those it gets, never of those it had. Eager: every rebalance reads back all."""
+    reads back the state of those it gets, never of those it had. Eager: every rebalance reads back all.
+    Both start before their inputs exist, which appear once both wait: two replicas deployed before anything
+    was written (one of them, once elected leader of a rebalance it never finished, was left out for good)."""
     cfg = config(bootstrap, topic_prefix, rebalance_protocol=protocol)
     with Running(cfg) as first:
         wait_until(

@@ -13,13 +13,13 @@ import pytest
 from _helpers import wait_until
 from conversation_service import SERVICE_WAIT_S, Running, config, produce
 from conversation_turns import turn
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from service_processes import ServiceProcess
 
 from tracescore.conversations import ConversationsConfig
 from tracescore.model import EvaluationRecord
-from tracescore.testing.kafka_topics import input_producer, read_topic
+from tracescore.testing.kafka_topics import input_producer, read_topic, topic_probe
 
 pytestmark = pytest.mark.kafka
 
@@ -164,7 +164,8 @@ def wait_recreated(
         "the service's word that it recreates the deleted state topic",
         timeout_s=timeout_s,
     )
-    probe = KafkaConsumer(bootstrap_servers=bootstrap, allow_auto_create_topics=False)
+    # A probe that made the topic would find it back whether or not the service recreated it.
+    probe = topic_probe(bootstrap)
     try:
         wait_until(
             lambda: (

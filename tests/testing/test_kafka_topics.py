@@ -5,10 +5,11 @@ partition to its end, never a part of the topic taken for all of it."""
 from __future__ import annotations
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from _helpers import partitions_on_broker
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from tracescore.testing.kafka_topics import input_producer, read_topic, wait_for_records
+from tracescore.testing.kafka_topics import input_producer, read_topic, topic_probe, wait_for_records
 
 pytestmark = pytest.mark.kafka
 
@@ -45,3 +46,21 @@ def test_a_test_s_input_written_to_a_new_topic_logs_no_false_error(
     assert [m.value for m in read_topic(bootstrap, topic)] == [b"a record"]
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert not errors, errors
+
+
+def test_a_look_for_a_topic_never_makes_it(bootstrap: str, topic_prefix: str) -> None:
+    """kafka-python 3.0 ignores `allow_auto_create_topics=False`: a probe built with it that asked for a topic
+    by name (its metadata for an assigned partition, as a read does) made the broker create it (the state
+    topic test's probe, waiting for the service to recreate a deleted state topic, could have made it)."""
+    looked_for, read = f"{topic_prefix}.looked-for", f"{topic_prefix}.read"
+    probe = topic_probe(bootstrap)
+    try:
+        assert not probe.partitions_for_topic(looked_for)
+        probe.assign([TopicPartition(looked_for, 0)])
+        probe.poll(timeout_ms=500)  # the metadata of the assigned partition's topic, asked for by name
+        assert looked_for not in probe.topics()
+    finally:
+        probe.close()
+    assert read_topic(bootstrap, read) == []
+    assert partitions_on_broker(bootstrap, looked_for) is None
+    assert partitions_on_broker(bootstrap, read) is None

@@ -11,6 +11,7 @@ record changes a key's state (a pydantic `StateRecord` with a schema version), w
 decides, and which states to save. Docs: Contributing, Architecture (state, commits and restarts).
 """
 
+from tracescore._service._awaited import AwaitedInputs
 from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S, BoundedCall, StopBudget
 from tracescore._service._changelog import Changelog, ChangelogError, PartitionMeta
 from tracescore._service._clock import StreamClock, StreamTime
@@ -30,6 +31,7 @@ __all__ = [
     "OVERDUE_EXIT",
     "PAUSE_ENV",
     "STOP_CHECK_S",
+    "AwaitedInputs",
     "BoundedCall",
     "Changelog",
     "ChangelogError",

@@ -24,11 +24,10 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from tracescore._kafka import (
     caught_up,
     connect,
-    ensure_topics,
     lag,
     protocol_checked,
+    ready_to_read,
     rekeying_clients,
-    wait_for_partitions,
 )
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._bounded import BoundedCall, StopBudget
@@ -74,7 +73,7 @@ class LoopConfig(Protocol):
 
 @dataclass(frozen=True)
 class ServiceTopics:
-    inputs: Sequence[str]  # what stage 1 reads (created with the broker's defaults when missing)
+    inputs: Sequence[str]  # what stage 1 reads (never created: waited for when missing)
     keyed: str  # stage 1 -> stage 2
     keyed_partitions: int  # when stage 1's topic is created
     state: str  # stage 2's state, partitioned like `keyed`
@@ -214,46 +213,58 @@ class ServiceLoop:
             if self._overdue is not None:
                 self._overdue.cancel()
 
-    def _start(self) -> None:
-        """Create the topics that are missing and wait until the cluster's metadata shows them (the admin and
-        metadata calls take no timeout of ours: given up on at a stop, on a thread; KafkaTimeoutError)."""
+    def _start(self) -> tuple[str, ...]:
+        """Create the topics it writes that are missing and wait until the cluster's metadata shows them; the
+        inputs, never created (their writers' to create), that do not exist yet, said and returned: waited for
+        once subscribed (the admin and metadata calls take no timeout of ours: given up on at a stop, on a
+        thread; KafkaTimeoutError)."""
         crash_point("service.starting")
         t = self.topics
         outputs = [o for o in t.outputs if o not in t.inputs]
-        topics = [*t.inputs, NewTopic(t.keyed, t.keyed_partitions, -1), *outputs]
-        client, wait_s = self.connection.client_config(), self.connection.connect_timeout_s
 
-        def start() -> None:
-            created = ensure_topics(self.connection, topics)
-            for topic in (name for name in t.inputs if name in created):
-                # Where a misspelt topic shows: nothing was ever written to it, and nothing will arrive.
-                self.log.warning(
-                    "the topic %s that %s reads did not exist, so nothing has been written to it yet: "
-                    "created it and waiting. If its records are being written, they go to a topic of another "
-                    "name: give that one (`%s --help` names each topic's flag and variable)",
-                    topic,
-                    self._service,
-                    self._service,
-                )
-            wait_for_partitions(client, [*t.inputs, t.keyed], wait_s)
+        def start() -> tuple[str, ...]:
+            return ready_to_read(
+                self.connection,
+                t.inputs,
+                self._unwritten,
+                create=[NewTopic(t.keyed, t.keyed_partitions, -1), *outputs],
+                subscribed=[t.keyed],
+            )
 
         try:
             with self.waiting("the broker (starting: creating the topics)"):
-                BoundedCall(start, "creating the topics")(lambda: self._stopping, math.inf)
+                return BoundedCall(start, "creating the topics")(lambda: self._stopping, math.inf)
         except KafkaTimeoutError:
             self._not_started = "started no further than creating its topics: nothing was read"
             raise
+
+    def _unwritten(self, topic: str) -> None:
+        # Where a misspelt topic shows: nothing was ever written to it, and nothing will arrive.
+        self.log.warning(
+            "the topic %s that %s reads does not exist, so nothing has been written to it yet: waiting for "
+            "it (whatever writes it creates it). If its records are being written, they go to a topic of "
+            "another name: give that one (`%s --help` names each topic's flag and variable)",
+            topic,
+            self._service,
+            self._service,
+        )
 
     def _run(self, idle_timeout_s: float | None) -> None:
         wait_s = self.connection.connect_timeout_s
         clean = False
         try:
-            self._start()
+            absent = self._start()
             with self.waiting("the broker (starting: the state topic)"):
                 # ChangelogError (one line): partitioned unlike the keyed topic; KafkaTimeoutError: no answer
                 self._changelog.ensure(wait_s)
             self._group_check()  # before joining: another service's members already there
-            self.rekey.subscribe(self.topics.inputs, self.log, changed=self._group_check.changed)
+            self.rekey.subscribe(
+                self.topics.inputs,
+                self.log,
+                changed=self._group_check.changed,
+                client_config=self.connection.client_config(),
+                absent=absent,
+            )
             self.keyed.subscribe()
             with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
                 self._loop(idle_timeout_s)
@@ -327,8 +338,9 @@ class ServiceLoop:
 
     def _idle(self, last_moved: float, idle_timeout_s: float) -> bool:
         """Counted from the first assignment of both stages (a restart may wait out a killed member's session
-        first), and only once both have read everything and no key waits for its output."""
-        rekey_joined, keyed_joined = self.rekey.first_assigned_at, self.keyed.first_assigned_at
+        first; stage 1 waiting for inputs no writer created yet, from subscribing), and only once both have
+        read everything and no key waits for its output."""
+        rekey_joined, keyed_joined = self.rekey.idle_from, self.keyed.first_assigned_at
         if rekey_joined is None or keyed_joined is None:
             return False
         if time.monotonic() - max(last_moved, rekey_joined, keyed_joined) <= idle_timeout_s:

@@ -8,14 +8,16 @@ that writes some of them twice, which stage 2 absorbs (a record it already appli
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 
-from tracescore._kafka import RebalanceListener, subscribe_topics
+from tracescore._kafka import RebalanceListener
+from tracescore._service._awaited import AwaitedInputs
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._crash import crash_point
 from tracescore._service._outputs import delivered_until, seconds_left
@@ -51,19 +53,28 @@ class RekeyStage:
         self._oversized = oversized
         self._stop_deadline = stop_deadline  # time.monotonic(); None until a stop is asked for
         self._joined: RebalanceListener | None = None
+        self._inputs: AwaitedInputs | None = None
         self.unacknowledged = 0  # re-keyed records of a batch a stop gave up waiting for
 
     def subscribe(
-        self, topics: Sequence[str], log: logging.Logger, changed: Callable[[Sequence[TopicPartition]], None]
+        self,
+        topics: Sequence[str],
+        log: logging.Logger,
+        changed: Callable[[Sequence[TopicPartition]], None],
+        client_config: Mapping[str, Any],
+        absent: Collection[str] = (),
     ) -> None:
-        """`changed`: partitions assigned to or taken from this member (on the client's IO thread)."""
+        """`changed`: partitions assigned to or taken from this member (on the client's IO thread); `absent`:
+        the topics of `topics` that no writer created yet (`ready_to_read`), waited for unsubscribed
+        (`AwaitedInputs`, looked for before each poll with a client of `client_config`)."""
         self._joined = RebalanceListener(log, assigned=changed, revoked=changed)
-        subscribe_topics(self.consumer, topics, self._joined)
+        self._inputs = AwaitedInputs(self.consumer, topics, self._joined, absent, client_config)
 
     @property
-    def first_assigned_at(self) -> float | None:
-        """When the group first gave this member its partitions (none, too, when more members than them)."""
-        return None if self._joined is None else self._joined.first_assigned_at
+    def idle_from(self) -> float | None:
+        """When the group first gave this member its partitions (none, too, when more members than them),
+        or when it subscribed to inputs that no writer created yet (`RebalanceListener.idle_from`)."""
+        return None if self._joined is None else self._joined.idle_from
 
     def step(self, timeout_ms: int, before_batch: Callable[[], None] = lambda: None) -> int:
         """Poll once, write the batch again, commit it; the number of records read. `before_batch` runs
@@ -71,6 +82,8 @@ class RekeyStage:
         check of the new group must come before any of it is written (an exception leaves it uncommitted)."""
         count = 0
         futures = []
+        if self._inputs is not None:
+            self._inputs.look()
         polled = poll_or_nothing(self.consumer, timeout_ms)
         if self._joined is not None:
             self._joined.polled(self.consumer)

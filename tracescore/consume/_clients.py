@@ -6,17 +6,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 
 from tracescore._kafka import (
     BrokerUnreachable,
-    ensure_topics,
+    RebalanceListener,
     group_member,
     not_creating_topics,
-    subscribe_topics,
-    wait_for_partitions,
+    ready_to_read,
 )
 from tracescore._kafka import connect as _connect
+from tracescore._service import AwaitedInputs
 from tracescore.consume._settings import ConsumerSettings
 
 __all__ = ["BrokerUnreachable", "connect", "subscribe"]
@@ -38,29 +38,27 @@ def connect(
 
 
 def subscribe(
-    settings: ConsumerSettings, consumer: KafkaConsumer, listener: ConsumerRebalanceListener
-) -> bool:
+    settings: ConsumerSettings, consumer: KafkaConsumer, listener: RebalanceListener
+) -> AwaitedInputs:
     """The output topics created if missing, the input's partitions known, then subscribed. The input is
     never created here (a misspelt name would be made a topic): its writers create it, the SDK at its first
-    export; until then the member waits for it. Whether the input exists."""
+    export; until then the member waits for it, not subscribed (`AwaitedInputs.look` before each poll)."""
     s = settings
     outputs = {
         t for t in (s.evaluations_topic, s.dlq_topic, s.spans_out_topic, s.conversation_evidence_topic) if t
     }
-    exists = s.topic not in ensure_topics(s.connection(), outputs - {s.topic}, read=[s.topic])
-    if not exists:
-        # Where a misspelt topic shows: nothing was ever written to it, and nothing will be scored.
-        _log.warning(
-            "the spans topic %s does not exist, so nothing has been written to it yet: waiting for it (the "
-            "SDK or Collector that writes it creates it; kafka-python says 'Topic %s not found in cluster "
-            "metadata' until then). If your app or Collector already sends spans, give their topic with "
-            "--topic or TRACESCORE_TOPIC (the SDK writes to TRACESCORE_TOPIC too, default otlp_spans)",
-            s.topic, s.topic,
-        )  # fmt: skip
-    else:
-        wait_for_partitions(s.client_config(), [s.topic], timeout_s=s.connect_timeout_s)
-    subscribe_topics(consumer, [s.topic], listener)
-    return exists
+    absent = ready_to_read(s.connection(), [s.topic], _unwritten, create=outputs - {s.topic})
+    return AwaitedInputs(consumer, [s.topic], listener, absent, s.connection().client_config())
+
+
+def _unwritten(topic: str) -> None:
+    # Where a misspelt topic shows: nothing was ever written to it, and nothing will be scored.
+    _log.warning(
+        "the spans topic %s does not exist, so nothing has been written to it yet: waiting for it (the SDK "
+        "or Collector that writes it creates it). If your app or Collector already sends spans, give their "
+        "topic with --topic or TRACESCORE_TOPIC (the SDK writes to TRACESCORE_TOPIC too, default otlp_spans)",
+        topic,
+    )
 
 
 def _consumer(settings: ConsumerSettings, config: dict[str, Any]) -> KafkaConsumer:

@@ -29,6 +29,7 @@ from tracescore._kafka import (
     lag,
     protocol_checked,
 )
+from tracescore._service import AwaitedInputs
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._clients import connect, subscribe
@@ -95,7 +96,6 @@ class EvaluationConsumer:
             self._metrics_out.observe_lift(self._policy.lift_readings)
         self._sinks = tuple(sinks)
         self._judges = tuple(j for j in (judge, llm_judge) if j is not None)
-        self._waiting_since: float | None = None  # subscribed to a spans topic that did not exist yet
         self._consumer = consumer
         self._producer = producer
         self._make_sink = sink
@@ -117,6 +117,7 @@ class EvaluationConsumer:
             settings.status_interval_s,
             lift=self._policy.lift_readings if self._policy is not None else None,
         )
+        self._inputs: AwaitedInputs | None = None  # subscribed in run()
         self._rebalance = RebalanceListener(
             _log,
             assigned=self.partitions_assigned,
@@ -220,9 +221,7 @@ class EvaluationConsumer:
     def _start(self) -> tuple[KafkaConsumer, KafkaProducer]:
         self._connect()
         assert self._producer is not None
-        if not subscribe(self.settings, self._kafka(), self._rebalance):
-            # No partition to be assigned until a writer creates the topic: idle from now (--idle-timeout).
-            self._waiting_since = time.monotonic()
+        self._inputs = subscribe(self.settings, self._kafka(), self._rebalance)
         return self._kafka(), self._producer
 
     def _poll(self, consumer: KafkaConsumer) -> list[ConsumerRecord]:
@@ -234,10 +233,12 @@ class EvaluationConsumer:
         batch: list[ConsumerRecord] = []
         settings = self.settings
         try:
+            if self._inputs is not None:
+                self._inputs.look()  # the spans topic, subscribed to once its writer created it
             with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
                 polled = consumer.poll(timeout_ms=timeout_ms)
         except KafkaConnectionError as exc:
-            if self._rebalance.first_assigned_at is not None or self._waiting_since is None:
+            if not self._rebalance.waiting:
                 raise
             # Waiting for the spans topic, the member has not joined: kafka-python's poll raises its
             # coordinator lookup's failure then. As for a joined member, a broker gone is waited out, and said
@@ -296,7 +297,7 @@ class EvaluationConsumer:
         """When the first partitions were assigned (monotonic). --idle-timeout counts from then: waiting to
         join the group (a dead member's session still holding the partitions) is not idleness; waiting for a
         spans topic nobody has written yet is, from subscribing."""
-        return self._rebalance.first_assigned_at or self._waiting_since
+        return self._rebalance.idle_from
 
     def _log_status(self, consumer: KafkaConsumer) -> None:
         # The broker is asked (BROKER_WAIT_S at most) only while running: a stop's budget is for its steps.

@@ -1,5 +1,5 @@
-"""Writing a test's input to a topic and reading a topic back, as tests, benchmarks and the demo check what a
-service wrote."""
+"""Writing a test's input to a topic, looking at topics and reading a topic back, as tests, benchmarks and the
+demo check what a service wrote, never creating a topic by looking at it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._kafka import ensure_topics
+from tracescore._kafka import ensure_topics, not_creating_topics
 from tracescore._kafka_config import KafkaConnection
 
-__all__ = ["input_producer", "read_topic", "wait_for_records"]
+__all__ = ["input_producer", "read_topic", "topic_probe", "wait_for_records"]
 
 
 def input_producer(bootstrap: str, topics: Iterable[str | NewTopic], **config: Any) -> KafkaProducer:
@@ -26,14 +26,26 @@ def input_producer(bootstrap: str, topics: Iterable[str | NewTopic], **config: A
     return KafkaProducer(bootstrap_servers=bootstrap, **config)
 
 
+def topic_probe(bootstrap: str, **config: Any) -> KafkaConsumer:
+    """A consumer without a group (kafka-python's `config` added) for looking at topics (`topics()`,
+    `partitions_for_topic`) that never makes the broker create one: kafka-python 3.0 ignores
+    `allow_auto_create_topics=False`, so a look for a topic deleted or not created yet made it, with the
+    broker's defaults (`auto.create.topics.enable`, on by default and on the test broker)."""
+    return KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        **not_creating_topics(),
+        **config,
+    )
+
+
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[ConsumerRecord]:
     """Every message on `topic` up to its end offsets as they are now, read without a group (none if the
     topic does not exist). TimeoutError, saying how far it got, when that end is not reached within
     `timeout_s`: never a part of the topic taken for all of it."""
     # earliest: records deleted under the read are skipped, not everything after them (the default reset).
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, auto_offset_reset="earliest"
-    )
+    consumer = topic_probe(bootstrap, auto_offset_reset="earliest")
     try:
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not tps:
