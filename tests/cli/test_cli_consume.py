@@ -75,28 +75,24 @@ def test_consume_started_before_the_app_scores_what_the_app_then_sends(
     bootstrap: str, topic_prefix: str
 ) -> None:
     """The consumer does not create its spans topic: started first (as the demo starts it), it waits until
-    the app's SDK creates the topic at its first export, then reads it from the start."""
-    topic = f"{topic_prefix}.spans"
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
-    consume = subprocess.Popen(
-        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
-         "--topic", topic, "--group-id", topic_prefix, "--idle-timeout", "8",
-         "--evaluations-topic", f"{topic_prefix}.evaluations", "--dlq-topic", f"{topic_prefix}.dlq"],
-        stderr=subprocess.PIPE, text=True, env=clean,
-    )  # fmt: skip
+    the app's SDK creates the topic at its first export, then reads it from the start. Stopped once the
+    evaluation is written (an idle timeout raced the app's start on a loaded machine)."""
+    topic, evaluations = f"{topic_prefix}.spans", f"{topic_prefix}.evaluations"
+    consume = _consume_process(bootstrap, topic_prefix)
+    log: list[str] = []
+    reader = threading.Thread(target=_collect, args=(consume, log), daemon=True)
+    reader.start()
     try:
-        assert consume.stderr is not None
-        log = []
-        for line in consume.stderr:  # the consumer has looked for the topic and is waiting for it
-            log.append(line)
-            if "does not exist" in line:
-                break
+        wait_until(lambda: _said(log, "does not exist"), "waiting for the topic")
         run_instrumented_app(bootstrap, topic, ANSWER)
-        _, rest = consume.communicate(timeout=120)
+        wait_until(lambda: len(read_topic(bootstrap, evaluations)) >= 1, "the evaluation", every_s=0.5)
+        consume.send_signal(signal.SIGTERM)
+        consume.wait(timeout=120)
     finally:
         if consume.poll() is None:
             consume.kill()
-    said = "".join(log) + rest
+    reader.join(30)  # its last lines, the counts, read to the end of its stderr
+    said = "".join(log)
     assert consume.returncode == 0, said
     assert f"the spans topic {topic} does not exist" in said, said
     assert "interactions=1 scored=1 " in said, said
@@ -123,8 +119,12 @@ def test_two_consumers_started_before_the_app_score_each_trace_once(
     topic, evaluations = f"{topic_prefix}.spans", f"{topic_prefix}.evaluations"
     consumers = [_consume_process(bootstrap, topic_prefix) for _ in range(2)]
     logs: list[list[str]] = [[], []]
-    for consume, log in zip(consumers, logs, strict=True):
-        threading.Thread(target=_collect, args=(consume, log), daemon=True).start()
+    readers = [
+        threading.Thread(target=_collect, args=(c, log), daemon=True)
+        for c, log in zip(consumers, logs, strict=True)
+    ]
+    for reader in readers:
+        reader.start()
     try:
         wait_until(lambda: all(_said(log, "does not exist") for log in logs), "both waiting for the topic")
         input_producer(bootstrap, [NewTopic(topic, 4, 1)]).close()  # as the app's first export does
@@ -138,6 +138,8 @@ def test_two_consumers_started_before_the_app_score_each_trace_once(
         for consume in consumers:
             if consume.poll() is None:
                 consume.kill()
+    for reader in readers:
+        reader.join(30)  # their last lines, the counts, read to the end of their stderr
     said = ["".join(log) for log in logs]
     assert [c.returncode for c in consumers] == [0, 0], said
     scored = [int(m.group(1)) for text in said for m in [re.search(r" scored=(\d+) ", text)] if m]
