@@ -51,6 +51,13 @@ def conversations(bootstrap: str, prefix: str, group: str) -> ConversationServic
     return ConversationService(cfg)
 
 
+def written(bootstrap: str, prefix: str) -> None:
+    """The evaluations topic, as `tracescore consume` creates it: a service joins stage 1's group only once
+    the topic it reads exists (it waits for it unsubscribed), so only then are the two services' members in
+    one group."""
+    input_producer(bootstrap, [f"{prefix}.evaluations"]).close()
+
+
 class Thread:
     """`run()` of a service on a thread; what it raised, if anything."""
 
@@ -74,6 +81,7 @@ def test_conversations_started_in_the_group_alert_runs_in_stops_with_one_line(
     bootstrap: str, topic_prefix: str
 ) -> None:
     group = f"{topic_prefix}-shared"
+    written(bootstrap, topic_prefix)
     first = alert(bootstrap, topic_prefix, group)
     running = Thread(first.run)
     try:
@@ -98,6 +106,7 @@ def test_two_services_started_together_in_one_group_do_not_both_read_on(
 ) -> None:
     """Both join before either looks: the rebalance that brings the other's member has one look again."""
     group = f"{topic_prefix}-together"
+    written(bootstrap, topic_prefix)
     services = [alert(bootstrap, topic_prefix, group), conversations(bootstrap, topic_prefix, group)]
     if started_first == "conversations":
         services.reverse()
