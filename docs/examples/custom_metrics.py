@@ -24,12 +24,17 @@ def short_answer(record) -> float:
     return 1.0 if len(record.answer) < 500 else 0.0
 
 
+@python_metric
+def quotes_a_document(answer: str, contexts: tuple[str, ...]) -> float:  # given the fields it names
+    return 1.0 if any(answer.rstrip(".").casefold() in c.casefold() for c in contexts) else 0.0
+
+
 # --8<-- [end:custom]
 
 
 record = {"query": "Where is the head office?", "contexts": ["It is in Delhi."], "answer": "In Delhi."}
-[result] = evaluate(record, [short_answer])
-print(result.metric, result.score)
+for result in evaluate(record, [short_answer, quotes_a_document]):
+    print(result.metric, result.score)
 try:
     evaluate(record, [politeness])
 except IncompatibleJudge as refused:

@@ -548,3 +548,17 @@ def test_a_file_without_a_contexts_column_fails_every_condition_and_is_read_once
         tmp_path, lines, "--metrics", "faithfulness", *gate, "--column", "contexts=passages"
     )
     assert code == 0 and "FAIL" not in output and rows[0]["faithfulness"] == 1.0, output
+
+
+def test_without_a_gate_a_row_says_which_column_is_missing_and_one_record_is_counted_as_one(
+    tmp_path: Path,
+) -> None:
+    """The row said "no retrieved context" (as a record that retrieved nothing does) and the summary
+    "1 records": both as read now, and `tracescore report` counts alike."""
+    rows, output, code = _run(tmp_path, [json.dumps(PASSAGES)], "--metrics", "faithfulness,answer_relevancy")
+    assert code == 0, output
+    assert rows[0]["reason"] == NO_CONTEXTS and rows[0]["answer_relevancy"] is not None
+    assert "1 record (0 invalid)" in output.splitlines(), output
+    page = tmp_path / "report.html"
+    reported = CliRunner().invoke(main, ["report", str(tmp_path / "out.jsonl"), "--out", str(page)])
+    assert reported.output == f"1 record; report: {page}\n", reported.output

@@ -17,6 +17,8 @@ from tracescore.score import (
     GateFailure,
     IncompatibleJudge,
     OfflineJudge,
+    Quality,
+    UsesContexts,
     aevaluate_dataset,
     evaluate,
     evaluate_dataset,
@@ -206,16 +208,49 @@ def test_a_record_without_a_contexts_column_fails_a_gate_on_a_metric_that_reads_
     assert mapped.summary.gate({"faithfulness": 0.8}) == []
 
 
-def test_a_contexts_column_is_needed_only_by_the_gated_metrics_that_read_it() -> None:
-    """Answer relevancy reads no document: gated alone it passes; quality reads them through two of its
-    parts (it scores from the third), and a rubric whose template names them reads them too."""
-    result = evaluate_dataset([GROUNDED, PASSAGES], ["answer_relevancy", "quality"], OfflineJudge())
+def test_a_contexts_column_is_needed_only_by_the_gated_metrics_that_need_it() -> None:
+    """Answer relevancy reads no document and quality scores from its other parts without them (it reads
+    them if present): gated, both pass on a record without a contexts column; faithfulness needs them. A
+    rubric whose template names them needs them, one in plain prose (given the whole record) reads them if
+    there are any, one naming other fields reads none."""
+    result = evaluate_dataset([GROUNDED, PASSAGES], ["answer_relevancy", "quality", "faithfulness"])
     assert result.summary.gate({"answer_relevancy": 0.5}) == []
     assert result.rows[1]["quality"] is not None
-    [failure] = result.summary.gate({"quality": 0.0})
+    assert result.summary.gate({"quality": 0.0}) == []
+    [failure] = result.summary.gate({"faithfulness": 0.0, "quality": 0.0})
     assert failure.startswith("1 of 2 records not scored (1 without a contexts column)"), failure
-    assert rubric("cited", "The answer quotes {{ context }}.").uses_contexts
-    assert not rubric("short", "The answer {{ answer }} is one sentence.").uses_contexts
+    assert rubric("cited", "The answer quotes {{ context }}.").uses_contexts is UsesContexts.NEEDED
+    assert rubric("concise", "The answer is at most two sentences.").uses_contexts is UsesContexts.IF_PRESENT
+    assert rubric("short", "The answer {{ answer }} is one sentence.").uses_contexts is UsesContexts.NO
+    assert Quality().uses_contexts is UsesContexts.IF_PRESENT
+    assert Quality([Faithfulness()]).uses_contexts is UsesContexts.NEEDED, "scores nothing without them"
+
+
+def test_without_a_gate_a_row_without_a_contexts_column_says_which_column_is_missing() -> None:
+    """The row's reason named the column only in the gate's line; the row itself said "no retrieved
+    context", like a record that retrieved nothing (an empty list, which still says so). A metric reading
+    them if present is scored, warned that they were missing."""
+    result = evaluate_dataset([PASSAGES, REFUSAL], ["faithfulness", "context_relevance", "quality"])
+    lacking, refusal = result.rows
+    assert lacking["reason"] == f"faithfulness: {NO_CONTEXTS}; context_relevance: {NO_CONTEXTS}"
+    assert lacking["results"]["quality"]["warnings"] == [f"scored without the contexts: {NO_CONTEXTS}"]
+    assert "no retrieved context" in refusal["results"]["faithfulness"]["reason"]
+    assert not refusal["results"]["quality"]["warnings"]
+    [faithfulness] = evaluate(PASSAGES, ["faithfulness"])
+    assert (faithfulness.status, faithfulness.reason) == ("not_applicable", NO_CONTEXTS)
+    [mapped] = evaluate(PASSAGES, ["faithfulness"], column_map={"contexts": "passages"})
+    assert mapped.score == 1.0
+
+
+def test_the_summary_counts_one_record_in_the_singular() -> None:
+    """ "1 records (0 invalid)", "1 of 1 records not scored": the counts read as written."""
+    summary = evaluate_dataset([PASSAGES], ["faithfulness"]).summary
+    assert summary.lines()[0] == "1 record (0 invalid)"
+    *_, failure = summary.gate({"faithfulness": 0.0})
+    assert failure.startswith("1 of 1 record not scored (1 without a contexts column)"), failure
+    assert (
+        evaluate_dataset([GROUNDED, REFUSAL], ["faithfulness"]).summary.lines()[0] == "2 records (0 invalid)"
+    )
 
 
 def test_a_dataframe_without_a_contexts_column_fails_a_faithfulness_gate_on_every_row() -> None:

@@ -249,9 +249,38 @@ async def test_config_declares_template_and_path_metrics(plugin: str, tmp_path: 
     assert "politeness" in error_of(["nonsense"], config=path)
 
 
+def test_a_config_template_metric_may_say_how_it_uses_the_contexts(tmp_path: Path) -> None:
+    """Inferred from the template as in Python (prose criteria are given the whole record, so they read the
+    documents if present); `uses_contexts` overrides it."""
+    path = write_config(
+        tmp_path,
+        """
+        [[metric]]
+        name = "supported"
+        template = "The answer {{ answer }} is supported by {{ context }}."
+
+        [[metric]]
+        name = "tone"
+        template = "Rate how polite the answer is."
+
+        [[metric]]
+        name = "tone_alone"
+        template = "Rate how polite the answer is."
+        uses_contexts = false
+        """,
+    )
+    uses = {name: metric.uses_contexts for name, metric in load_metric_config(path).metrics.items()}
+    assert uses == {"supported": "needed", "tone": "if_present", "tone_alone": "no"}
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
+        (
+            '[[metric]]\nname = "x"\ntemplate = "t"\nuses_contexts = "always"\n',
+            "uses_contexts: Input should be True, False, 'no', 'if_present' or 'needed'",
+        ),
+        ('[[metric]]\nname = "x"\npath = "a:b"\nuses_contexts = true\n', "uses_contexts apply to template"),
         (
             '[[metric]]\nname = "x"\ntemplate = "t"\ntemperature = 0\n',
             "temperature: unknown setting 'temperature' (did you mean 'template'? valid: description, name,",

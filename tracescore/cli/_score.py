@@ -13,6 +13,7 @@ from tracescore._config import unknown_name
 from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error, threshold_option
 from tracescore.score import DEFAULT_METRICS, GateCondition, GateFailure
 from tracescore.score._inputs import FIELD_ALIASES
+from tracescore.score._summary import counted
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
@@ -66,7 +67,7 @@ EXIT_GATE_FAILED = 1
     metavar="N",
     default=None,
     help="CI gate: pass with up to N records invalid or not scored (the judge failed on a gated metric, or "
-    "a gated metric that reads the contexts found no contexts column); by default a gate fails on any. "
+    "a gated metric that needs the contexts found no contexts column); by default a gate fails on any. "
     "Needs --fail-under or --max-flagged.",
 )
 @click.option(
@@ -207,7 +208,7 @@ def report(
         raise click.ClickException(str(exc)) from None
     html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
     _write_text(out_path, html)
-    click.echo(f"{collector.records} records; report: {out_path}", err=True)
+    click.echo(f"{counted(collector.records, 'record')}; report: {out_path}", err=True)
 
 
 def _as_flag(failure: GateFailure) -> str:

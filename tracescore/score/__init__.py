@@ -44,6 +44,7 @@ _LAZY = {
     "render_report": "tracescore.score._report",
     # metrics
     "Metric": "tracescore.score.metrics._protocol",
+    "UsesContexts": "tracescore.score.metrics._protocol",
     "Faithfulness": "tracescore.score.metrics._faithfulness",
     "faithfulness_label": "tracescore.score.metrics._faithfulness",
     "AnswerRelevancy": "tracescore.score.metrics._answer_relevancy",

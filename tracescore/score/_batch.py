@@ -162,7 +162,7 @@ def score_file(
                 judge,
                 concurrency=concurrency,
                 ordered=True,
-                record_of=lambda line: line.read.record,
+                record_of=lambda line: line.read,
             )
             async for line, results in scored:
                 read = line.read

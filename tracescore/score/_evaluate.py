@@ -26,10 +26,16 @@ from typing import Any, TypeVar
 
 from tracescore.model import MetricResult, RagRecord
 from tracescore.score._factory import DEFAULT_METRICS, make_metrics
-from tracescore.score._inputs import ReadRow, iter_inputs, read_row, to_record
+from tracescore.score._inputs import InputError, ReadRow, iter_inputs, read_row
 from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge, unanswerable
-from tracescore.score.metrics._protocol import Metric, evaluate_record, needing_contexts
+from tracescore.score.metrics._protocol import (
+    Metric,
+    UsesContexts,
+    contexts_use,
+    evaluate_record,
+    needing_contexts,
+)
 
 __all__ = [
     "EvaluationResult",
@@ -40,6 +46,7 @@ __all__ = [
     "evaluate",
     "evaluate_dataset",
     "evaluate_many",
+    "evaluate_read",
     "result_row",
 ]
 
@@ -70,22 +77,25 @@ async def evaluate_many(
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     ordered: bool = False,
-    record_of: Callable[[T], RagRecord | None] | None = None,
+    record_of: Callable[[T], RagRecord | ReadRow | None] | None = None,
 ) -> AsyncIterator[tuple[T, list[MetricResult] | None]]:
     """(item, results) for every item, with at most `concurrency` records scored at once.
 
-    `record_of` picks the record out of an item (default: the item is a RagRecord); an item whose record
-    is None is passed through with results None (an unreadable input line keeps its place). Results come
-    as they complete, or in input order with `ordered=True`. Items are pulled lazily, so memory is
-    bounded by `concurrency` whatever the stream's length; closing the iterator cancels what is in flight.
+    `record_of` picks the record out of an item (default: the item is a RagRecord), or the row it was read
+    from (scored by `evaluate_read`); an item whose record is None is passed through with results None (an
+    unreadable input line keeps its place). Results come as they complete, or in input order with
+    `ordered=True`. Items are pulled lazily, so memory is bounded by `concurrency` whatever the stream's
+    length; closing the iterator cancels what is in flight.
     """
     check_judge(metrics, judge)
     limit = max(1, concurrency)
-    pick: Callable[[T], RagRecord | None] = record_of or (lambda item: item)  # type: ignore[assignment,return-value]
+    pick: Callable[[T], RagRecord | ReadRow | None] = record_of or (lambda item: item)  # type: ignore[assignment,return-value]
 
     async def one(item: T) -> tuple[T, list[MetricResult] | None]:
-        record = pick(item)
-        return item, None if record is None else await evaluate_record(record, metrics, judge)
+        picked = pick(item)
+        return item, await evaluate_read(
+            picked if isinstance(picked, ReadRow) else ReadRow(picked), metrics, judge
+        )
 
     source = _aiter(items)
     in_flight: deque[asyncio.Task[tuple[T, list[MetricResult] | None]]] = deque()
@@ -113,6 +123,34 @@ async def evaluate_many(
             task.cancel()
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
+
+
+async def evaluate_read(read: ReadRow, metrics: Sequence[Metric], judge: Judge) -> list[MetricResult] | None:
+    """The results of a row as read (None when it could not be). A row with no contexts column is not judged
+    by the metrics that need them: each is `not_applicable`, its reason the row's `no_contexts` (the column,
+    the names looked for and how to map it: the gate's words too); one that reads them if present is scored
+    from the rest, with that reason as a warning."""
+    record = read.record
+    if record is None:
+        return None
+    if read.no_contexts is None:
+        return await evaluate_record(record, metrics, judge)
+    uses = [contexts_use(m) for m in metrics]
+    scored = iter(
+        await evaluate_record(
+            record, [m for m, use in zip(metrics, uses, strict=True) if use is not UsesContexts.NEEDED], judge
+        )
+    )
+    results = []
+    for metric, use in zip(metrics, uses, strict=True):
+        if use is UsesContexts.NEEDED:
+            results.append(MetricResult.not_applicable(metric.name, read.no_contexts, judge=judge.name))
+            continue
+        result = next(scored)
+        if use is UsesContexts.IF_PRESENT:
+            result.warnings.append(f"scored without the contexts: {read.no_contexts}")
+        results.append(result)
+    return results
 
 
 async def _aiter(items: Iterable[T] | AsyncIterable[T]) -> AsyncIterator[T]:
@@ -219,7 +257,7 @@ async def aevaluate_dataset(
 
     with tqdm(total=len(inputs), desc="scoring", unit="rec", disable=not progress) as bar:
         async for item, results in evaluate_many(
-            inputs, resolved, the_judge, concurrency=concurrency, record_of=lambda i: i.read.record
+            inputs, resolved, the_judge, concurrency=concurrency, record_of=lambda i: i.read
         ):
             by_position[item.position] = results
             bar.update()
@@ -251,9 +289,14 @@ async def aevaluate(
     *,
     column_map: Mapping[str, str] | None = None,
 ) -> list[MetricResult]:
-    """Every metric's result for one record (a RagRecord or a dict), judge calls shared between metrics."""
+    """Every metric's result for one record (a RagRecord or a dict), judge calls shared between metrics; a
+    dict without a contexts column is not judged by the metrics that need them (see `evaluate_read`)."""
     resolved, the_judge = _setup(metrics, judge)
-    return await evaluate_record(to_record(record, column_map), resolved, the_judge)
+    read = read_row(record, column_map)
+    results = await evaluate_read(read, resolved, the_judge)
+    if results is None:
+        raise InputError(read.error)
+    return results
 
 
 def evaluate(

@@ -135,7 +135,7 @@ def to_record(
 class ReadRow:
     """One input row as read: its record, or why it could not be read (`error`); its `label` column; and
     `no_contexts`, set when no column held the contexts (the record's are empty for want of a column, not
-    because nothing was retrieved): the reason a gate gives for the metrics that read them."""
+    because nothing was retrieved): the reason the row and the gate give for the metrics that need them."""
 
     record: RagRecord | None
     error: str | None = None

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
@@ -32,7 +32,7 @@ from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
 from tracescore.score.metrics._custom import DistinctN, LLMJudgeMetric
 from tracescore.score.metrics._faithfulness import Faithfulness
-from tracescore.score.metrics._protocol import Metric
+from tracescore.score.metrics._protocol import Metric, UsesContexts
 from tracescore.score.metrics._quality import Quality
 from tracescore.score.metrics._run_judged import goal_completion, tool_selection
 from tracescore.score.metrics._run_signals import RUN_SIGNALS
@@ -185,13 +185,21 @@ class _Entry(BaseModel):
     samples: StrictInt = Field(default=1, ge=1)
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     description: str | None = None
+    # None: inferred from the template. One literal, so a wrong value gets one message listing the right ones.
+    uses_contexts: Literal[(True, False, *(u.value for u in UsesContexts))] | None = None  # type: ignore[valid-type]
     options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments for a path's class/factory
 
     @model_validator(mode="after")
     def _one_kind(self) -> _Entry:
         if (self.template is None) == (self.path is None):
             raise ValueError("give exactly one of 'template' (an LLM-judge metric) or 'path'")
-        template_only = {"scale", "samples", "threshold", "description"} & self.model_fields_set
+        template_only = {
+            "scale",
+            "samples",
+            "threshold",
+            "description",
+            "uses_contexts",
+        } & self.model_fields_set
         if self.path is not None and template_only:
             raise ValueError(f"{', '.join(sorted(template_only))} apply to template metrics; use 'options'")
         if self.template is not None and self.options:
@@ -252,6 +260,7 @@ def _build(entry: _Entry, where: str) -> Metric:
                 samples=entry.samples,
                 threshold=entry.threshold,
                 description=entry.description,
+                uses_contexts=entry.uses_contexts,
             )
         except ValueError as exc:
             raise MetricLoadError(f"{where}: {exc}") from None

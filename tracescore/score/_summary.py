@@ -16,12 +16,18 @@ __all__ = [
     "GateCondition",
     "GateFailure",
     "as_parameter",
+    "counted",
     "parse_fail_under",
     "parse_max_flagged",
 ]
 
 # The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
 FLAGGED_METRIC = FAITHFULNESS
+
+
+def counted(count: float, noun: str) -> str:
+    """`1 record`, `3 records`: a count and its noun, plural unless the count is one."""
+    return f"{count:g} {noun}{'' if count == 1 else 's'}"
 
 
 class GateCondition(StrEnum):
@@ -55,16 +61,16 @@ class GateFailure:
         """The line that says what failed, the condition written by `name` (e.g. `as_parameter`)."""
         if self.condition is GateCondition.ALLOW_UNSCORED:
             kinds = [
-                f"{count} {kind}"
-                for count, kind in (
-                    (self.invalid, "invalid"),
-                    (self.judge_errors, "judge error" + "s" * (self.judge_errors != 1)),
-                    (self.no_contexts, "without a contexts column"),
+                phrase
+                for count, phrase in (
+                    (self.invalid, f"{self.invalid} invalid"),
+                    (self.judge_errors, counted(self.judge_errors, "judge error")),
+                    (self.no_contexts, f"{self.no_contexts} without a contexts column"),
                 )
                 if count
             ]
             return (
-                f"{self.found:g} of {self.records} records not scored ({', '.join(kinds)}), "
+                f"{self.found:g} of {counted(self.records, 'record')} not scored ({', '.join(kinds)}), "
                 f"more than {name(self)}; the first: {self.first}"
             )
         if self.found is None:
@@ -72,8 +78,8 @@ class GateFailure:
         if self.condition is GateCondition.FAIL_UNDER:
             return f"{self.metric}: mean {self.found:.3f} is below {self.limit:g}"
         limit = f"{self.limit:.0%} of scored" if _is_share(self.limit) else f"{self.limit:g}"
-        flagged = f"{self.found:g} record{'s' * (self.found != 1)} flagged"
-        return f"{self.metric}: {flagged} ({self.share:.1%} of scored), more than {limit}"
+        flagged = counted(self.found, "record")
+        return f"{self.metric}: {flagged} flagged ({self.share:.1%} of scored), more than {limit}"
 
     def __str__(self) -> str:
         return self.words(as_parameter)
@@ -97,7 +103,7 @@ class BatchSummary:
 
     # Set by the caller (--threshold): scores below it count as flagged too; None: each result's label.
     threshold: float | None = None
-    # Set by the caller (`needing_contexts`): the metrics that read the retrieved contexts; a record no
+    # Set by the caller (`needing_contexts`): the metrics that need the retrieved contexts; a record no
     # contexts column was found for (`add`'s `no_contexts`) is not judged by them.
     needs_contexts: frozenset[str] = frozenset()
     records: int = 0
@@ -150,8 +156,7 @@ class BatchSummary:
             self.scores.setdefault(result.metric, [])
             self.unscored.setdefault(result.metric, 0)
             self.flagged.setdefault(result.metric, 0)
-            reason = no_contexts if result.metric in blind else result.reason or "no reason given"
-            why = f"{result.metric}: {reason}"
+            why = f"{result.metric}: {result.reason or 'no reason given'}"
             if result.metric in failed | blind:
                 self.first_unjudged.setdefault(result.metric, (self.records, prefix + why))
             if result.score is None:
@@ -194,7 +199,7 @@ class BatchSummary:
         """One line per failed condition of the CI gate; empty when the batch passes. `max_flagged` is a
         count of faithfulness-flagged records (>= 1 or 0) or a share of the scored ones (0 < x < 1). A gate
         also fails when more than `allow_unscored` records were invalid, not scored by a judge failure on a
-        gated metric, or had no contexts column for a gated metric that reads them (that line last, with the
+        gated metric, or had no contexts column for a gated metric that needs them (that line last, with the
         first reason); no condition given, no gate at all. `gate_failures` gives the same as data."""
         return [
             str(failure)
@@ -253,7 +258,7 @@ class BatchSummary:
 
     def lines(self) -> list[str]:
         """The closing summary, as printed by `tracescore score`."""
-        out = [f"{self.records} records ({self.invalid} invalid)"]
+        out = [f"{counted(self.records, 'record')} ({self.invalid} invalid)"]
         for metric, values in self.scores.items():
             mean = self.mean(metric)
             share = self.below_share(metric)

@@ -1,5 +1,5 @@
-"""Custom metrics: LLMJudgeMetric over real HTTP (the `openai` client against JudgeServer), DistinctN and
-PythonMetric."""
+"""Custom metrics: LLMJudgeMetric over real HTTP (the `openai` client against JudgeServer), DistinctN,
+PythonMetric, and which of them need the retrieved contexts."""
 
 from __future__ import annotations
 
@@ -8,12 +8,23 @@ import math
 from collections.abc import Callable
 
 import pytest
+from pydantic import BaseModel
 
 from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
-from tracescore.score import rubric
-from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
+from tracescore.score import evaluate_dataset, rubric
+from tracescore.score.judges import JudgeTask, OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN
-from tracescore.score.metrics import DistinctN, LLMJudgeMetric, PythonMetric, evaluate_record, python_metric
+from tracescore.score.metrics import (
+    DistinctN,
+    LLMJudgeMetric,
+    PythonMetric,
+    UsesContexts,
+    VerdictMetric,
+    VerdictScore,
+    evaluate_record,
+    python_metric,
+    tool_selection,
+)
 from tracescore.testing.judge_server import Fault, JudgeServer, fenced_data, task_of
 
 RECORD = RagRecord(
@@ -308,3 +319,89 @@ async def test_python_metric_exception_becomes_an_error_via_evaluate() -> None:
 def test_python_metric_needs_a_name_for_a_lambda() -> None:
     with pytest.raises(ValueError, match="needs name="):
         PythonMetric(lambda record: 0.5)
+
+
+# -- which custom metrics need the contexts (a record without a contexts column) ---------------------------
+WITH_CONTEXTS = {
+    "id": "with",
+    "query": RECORD.query,
+    "contexts": list(RECORD.contexts),
+    "answer": RECORD.answer,
+}
+PASSAGES = {
+    "id": "passages",
+    "query": RECORD.query,
+    "passages": list(RECORD.contexts),
+    "answer": RECORD.answer,
+}
+
+
+def test_a_python_metric_taking_the_contexts_is_not_run_on_a_record_without_a_contexts_column() -> None:
+    """A function given record fields by name gets the ones it takes; one that takes the contexts needs
+    them, so a file without that column fails the gate instead of scoring an empty list."""
+    answered: list[str] = []
+
+    @python_metric
+    def grounded(answer: str, contexts: tuple[str, ...]) -> float:
+        answered.append(answer)
+        return 1.0 if any("Delhi" in c for c in contexts) else 0.0
+
+    assert grounded.uses_contexts is UsesContexts.NEEDED
+    result = evaluate_dataset([WITH_CONTEXTS, PASSAGES], [grounded])
+    assert [row["grounded"] for row in result.rows] == [1.0, None]
+    assert answered == [RECORD.answer], "not called without the column"
+    assert result.rows[1]["reason"].startswith("grounded: no contexts (looked for contexts, "), result.rows
+    [failure] = result.summary.gate({"grounded": 0.5})
+    assert failure.startswith("1 of 2 records not scored (1 without a contexts column)"), failure
+
+
+def test_a_custom_metric_says_it_needs_the_contexts_when_that_cannot_be_seen() -> None:
+    """A function given the whole record reads none of them unless told (`uses_contexts=`, which also
+    overrides what is inferred: a metric scoring from the answer alone when there are none)."""
+
+    @python_metric
+    def short(record: RagRecord) -> float:
+        return float(len(record.answer) < 50)
+
+    @python_metric(uses_contexts=True)
+    def quotes(record: RagRecord) -> float:
+        return float(any(record.answer in c for c in record.contexts))
+
+    def lenient(answer: str, contexts: tuple[str, ...]) -> float:
+        return 1.0 if not contexts else float(any(answer in c for c in contexts))
+
+    assert short.uses_contexts is UsesContexts.NO and quotes.uses_contexts is UsesContexts.NEEDED
+    optional = PythonMetric(lenient, uses_contexts=UsesContexts.IF_PRESENT)
+    result = evaluate_dataset([PASSAGES], [short, quotes, optional])
+    assert result.summary.gate({"short": 0.5, "lenient": 0.5}) == []
+    assert result.summary.gate({"quotes": 0.0})[-1].startswith("1 of 1 record not scored")
+    assert (
+        LLMJudgeMetric("cites", "{{ answer }} quotes {{ context }}", uses_contexts=False).uses_contexts
+        == "no"
+    )
+    with pytest.raises(ValueError, match=r"uses_contexts='always': expected True, False or UsesContexts.NO"):
+        PythonMetric(lenient, uses_contexts="always")  # type: ignore[arg-type]
+
+
+def test_a_verdict_metric_whose_task_is_given_the_contexts_needs_them() -> None:
+    class Passages(BaseModel):
+        answer: str
+        contexts: list[str]
+
+    class Cited(BaseModel):
+        cited: bool
+
+    task = JudgeTask(
+        name="cited", instruction="Does the answer cite a passage?", input_model=Passages, output_model=Cited
+    )
+
+    def judge_input(record: RagRecord, judge: object) -> Passages:
+        return Passages(answer=record.answer, contexts=list(record.contexts))
+
+    def read(output: Cited) -> VerdictScore:
+        return VerdictScore(float(output.cited), "cited" if output.cited else "uncited", "", {})
+
+    assert VerdictMetric("cited", task, judge_input, read).uses_contexts is UsesContexts.NEEDED
+    overridden = VerdictMetric("cited", task, judge_input, read, uses_contexts=UsesContexts.IF_PRESENT)
+    assert overridden.uses_contexts is UsesContexts.IF_PRESENT
+    assert tool_selection().uses_contexts is UsesContexts.NO, "the run's input holds no contexts"

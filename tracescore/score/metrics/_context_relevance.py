@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from tracescore.model import MetricResult, RagRecord, Usage
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
-from tracescore.score.metrics._protocol import question_missing
+from tracescore.score.metrics._protocol import UsesContexts, question_missing
 
 __all__ = [
     "CONTEXT_RELEVANCE_TASK",
@@ -69,7 +69,7 @@ CONTEXT_RELEVANCE_TASK: JudgeTask[ContextRelevanceInput, ContextRatings] = Judge
 class ContextRelevance:
     name = "context_relevance"
     tasks = (CONTEXT_RELEVANCE_TASK,)
-    uses_contexts = True
+    uses_contexts = UsesContexts.NEEDED
 
     def __init__(self, *, k: int | None = None, decay: float = 0.9, threshold: float = 0.5) -> None:
         if not 0 < decay <= 1:

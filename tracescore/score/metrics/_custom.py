@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, create_model
 
 from tracescore.model import MetricResult, MetricStatus, RagRecord, Run, Usage, has_question
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
-from tracescore.score.metrics._protocol import question_missing
+from tracescore.score.metrics._protocol import UsesContexts, as_contexts_use, question_missing
 
 __all__ = [
     "NO_RUN",
@@ -55,6 +55,8 @@ _FIELDS: dict[str, tuple[Any, str]] = {
 # A template that names no field (plain prose criteria) gets the whole record.
 _DEFAULT_FIELDS = ("query", "answer", "contexts")
 _LISTS = frozenset({"contexts", "tool_calls"})
+# The names a template, a verdict task's input or a Python metric's parameters hold the contexts under.
+_CONTEXT_NAMES = frozenset({"contexts", "context"})
 
 
 class _ListRef(list[str]):
@@ -87,6 +89,9 @@ class LLMJudgeMetric:
     times concurrently; raw scores are averaged and normalised to 0..1 as (mean - lo) / (hi - lo).
     Samples that fail are recorded in details when others succeed; if all fail the result is ERROR.
 
+    `uses_contexts` is inferred: a template that names `contexts` or `context` NEEDS them, one that names
+    no field reads them IF_PRESENT; `uses_contexts=` overrides it.
+
     Stateless: the task and its models are built once here and never changed.
     """
 
@@ -99,6 +104,7 @@ class LLMJudgeMetric:
         samples: int = 1,
         threshold: float = 0.5,
         description: str | None = None,
+        uses_contexts: UsesContexts | bool | None = None,
     ) -> None:
         if not _NAME.fullmatch(name):
             raise ValueError(f"metric name {name!r} must be letters, digits, '_', '.' or '-'")
@@ -116,7 +122,15 @@ class LLMJudgeMetric:
         criteria, fields, named = _render_criteria(name, template)
         self.fields: tuple[str, ...] = fields
         self.uses_question = "query" in named
-        self.uses_contexts = bool({"contexts", "context"} & set(fields))
+        # Criteria about the documents need them; prose criteria naming no field get them if there are any.
+        inferred = (
+            UsesContexts.NEEDED
+            if _CONTEXT_NAMES & named
+            else UsesContexts.IF_PRESENT
+            if _CONTEXT_NAMES & set(fields)
+            else UsesContexts.NO
+        )
+        self.uses_contexts = _declared(uses_contexts, inferred, name)
         self.task: JudgeTask[BaseModel, BaseModel] = JudgeTask(
             name=f"custom.{name}",
             instruction=_instruction(criteria, fields, lo, hi),
@@ -280,6 +294,11 @@ def _ident(name: str) -> str:
     return re.sub(r"\W", "_", name)
 
 
+def _declared(explicit: UsesContexts | bool | None, inferred: UsesContexts, metric: str) -> UsesContexts:
+    """A custom metric's `uses_contexts`: what the user set, else what its definition shows (`inferred`)."""
+    return inferred if explicit is None else as_contexts_use(explicit, metric)
+
+
 def tool_call_rows(run: Run | None) -> list[dict[str, Any]]:
     """The run's tool calls as a judge reads them (`tool_calls` of a template, the run metrics' input)."""
     if run is None:
@@ -302,7 +321,9 @@ class VerdictMetric(Generic[InT, OutT]):
     """An LLM-judge metric whose verdict is a typed model: `task` asks it, `judge_input` builds the task's
     input from a record (or returns the result that says why the metric does not apply) and `read` turns
     the verdict into a score. Metrics that ask the same task with the same input share one judge call per
-    record (`SharedCallsJudge`): one task can hold several metrics' verdicts. Stateless."""
+    record (`SharedCallsJudge`): one task can hold several metrics' verdicts. A task whose input model has a
+    `contexts` (or `context`) field NEEDS the contexts (`uses_contexts`; `uses_contexts=` overrides it).
+    Stateless."""
 
     def __init__(
         self,
@@ -310,10 +331,16 @@ class VerdictMetric(Generic[InT, OutT]):
         task: JudgeTask[InT, OutT],
         judge_input: Callable[[RagRecord, Judge], InT | MetricResult],
         read: Callable[[OutT], VerdictScore],
+        *,
+        uses_contexts: UsesContexts | bool | None = None,
     ) -> None:
         self.name = name
         self.task = task
         self.tasks = (task,)
+        judged = _CONTEXT_NAMES & set(task.input_model.model_fields)
+        self.uses_contexts = _declared(
+            uses_contexts, UsesContexts.NEEDED if judged else UsesContexts.NO, name
+        )
         self._judge_input = judge_input
         self._read = read
 
@@ -369,26 +396,37 @@ class DistinctN:
         )
 
 
-PythonFn = Callable[[RagRecord], "float | MetricResult | Awaitable[float | MetricResult]"]
+# `(record)`, or `(answer, contexts, ...)`: parameters named after record fields.
+PythonFn = Callable[..., "float | MetricResult | Awaitable[float | MetricResult]"]
 
 
 class PythonMetric:
-    """A Metric from a plain function `(RagRecord) -> float | MetricResult` (async functions work too).
+    """A Metric from a plain function `(RagRecord) -> float | MetricResult` (async functions work too), or
+    from one whose parameters are record fields, `(answer, contexts) -> float`: it is given those.
 
     A float becomes an OK result; a returned MetricResult is kept, renamed to this metric. A score outside
     0..1 (or NaN, or a non-number) becomes an ERROR result saying so. Exceptions propagate: evaluate()
     turns them into ERROR results. Never calls the judge; results carry its name like every metric's.
+    A function with a `contexts` parameter NEEDS the contexts (`uses_contexts`); one given the record reads
+    none unless `uses_contexts=` says so.
     """
 
-    def __init__(self, fn: PythonFn, *, name: str | None = None) -> None:
+    def __init__(
+        self, fn: PythonFn, *, name: str | None = None, uses_contexts: UsesContexts | bool | None = None
+    ) -> None:
         metric_name = name or getattr(fn, "__name__", "")
         if not metric_name or metric_name == "<lambda>":
             raise ValueError("PythonMetric needs name=... for a lambda or an unnamed callable")
         self.fn = fn
         self.name = metric_name
+        self.fields = _field_parameters(fn)
+        inferred = UsesContexts.NEEDED if "contexts" in self.fields else UsesContexts.NO
+        self.uses_contexts = _declared(uses_contexts, inferred, metric_name)
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
-        value: Any = self.fn(record)
+        value: Any = (
+            self.fn(**{f: getattr(record, f) for f in self.fields}) if self.fields else self.fn(record)
+        )
         if inspect.isawaitable(value):
             value = await value
         if isinstance(value, MetricResult):
@@ -409,6 +447,15 @@ class PythonMetric:
         return f"PythonMetric({self.name!r})"
 
 
+def _field_parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The record fields `fn` takes by name (`def grounded(answer, contexts)`); () when given the record."""
+    try:
+        parameters = tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a callable without a signature is given the record
+        return ()
+    return parameters if parameters and set(parameters) <= set(RagRecord.model_fields) else ()
+
+
 def _out_of_range(value: Any) -> str | None:
     if not isinstance(value, int | float):  # bools pass: a pass/fail check is a 0/1 score
         return f"returned {type(value).__name__} {value!r:.80}; expected a score in 0..1 or a MetricResult"
@@ -420,11 +467,18 @@ def _out_of_range(value: Any) -> str | None:
 @overload
 def python_metric(fn: PythonFn, /) -> PythonMetric: ...
 @overload
-def python_metric(*, name: str | None = None) -> Callable[[PythonFn], PythonMetric]: ...
 def python_metric(
-    fn: PythonFn | None = None, /, *, name: str | None = None
+    *, name: str | None = None, uses_contexts: UsesContexts | bool | None = None
+) -> Callable[[PythonFn], PythonMetric]: ...
+def python_metric(
+    fn: PythonFn | None = None,
+    /,
+    *,
+    name: str | None = None,
+    uses_contexts: UsesContexts | bool | None = None,
 ) -> PythonMetric | Callable[[PythonFn], PythonMetric]:
-    """Decorator: `@python_metric` or `@python_metric(name="short_answer")` over a scoring function."""
+    """Decorator: `@python_metric` or `@python_metric(name="short_answer", uses_contexts=...)` over a scoring
+    function."""
     if fn is not None:
-        return PythonMetric(fn, name=name)
-    return lambda f: PythonMetric(f, name=name)
+        return PythonMetric(fn, name=name, uses_contexts=uses_contexts)
+    return lambda f: PythonMetric(f, name=name, uses_contexts=uses_contexts)

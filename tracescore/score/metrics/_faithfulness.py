@@ -27,6 +27,7 @@ from tracescore.model import (
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask, TaskKind
 from tracescore.score.metrics._analysis import ANALYSIS_TASK, AnswerAnalysis, analyse_answer
+from tracescore.score.metrics._protocol import UsesContexts
 
 __all__ = [
     "VERDICTS_TASK",
@@ -140,7 +141,7 @@ class Faithfulness:
 
     name = FAITHFULNESS
     tasks = (ANALYSIS_TASK, VERDICTS_TASK)
-    uses_contexts = True
+    uses_contexts = UsesContexts.NEEDED
 
     def __init__(
         self,

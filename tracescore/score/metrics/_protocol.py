@@ -5,21 +5,44 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
 
 from tracescore.model import MetricResult, RagRecord, has_question
 from tracescore.score.judges._memo import SharedCallsJudge
 from tracescore.score.judges._protocol import Judge
 
-__all__ = ["Metric", "evaluate", "evaluate_each", "evaluate_record", "needing_contexts", "question_missing"]
+__all__ = [
+    "Metric",
+    "UsesContexts",
+    "as_contexts_use",
+    "contexts_use",
+    "evaluate",
+    "evaluate_each",
+    "evaluate_record",
+    "needing_contexts",
+    "question_missing",
+]
 
 _log = logging.getLogger("tracescore.score")
+
+
+class UsesContexts(StrEnum):
+    """How a metric uses the retrieved contexts: its `uses_contexts` attribute. A record read from a file
+    (or a dict) with no contexts column is not judged by a metric that NEEDS them: its result is
+    `not_applicable` naming the column, and a CI gate on the metric counts the record as not scored. A
+    metric that reads them IF_PRESENT is scored from the rest (with a warning naming the column)."""
+
+    NO = "no"
+    IF_PRESENT = "if_present"  # reads them when there, scores without them (quality)
+    NEEDED = "needed"  # scores nothing without them (faithfulness, context relevance)
 
 
 @runtime_checkable
 class Metric(Protocol):
     """Scores one record. Stateless and async: one instance is shared by all concurrent records. A metric
-    that reads the retrieved contexts says so with `uses_contexts = True` (see `needing_contexts`)."""
+    that reads the retrieved contexts says how with `uses_contexts` (a `UsesContexts`; `True` is short for
+    `UsesContexts.NEEDED`; a metric without the attribute reads none), read by `contexts_use`."""
 
     @property
     def name(self) -> str: ...
@@ -27,11 +50,32 @@ class Metric(Protocol):
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult: ...
 
 
+def contexts_use(metric: Metric) -> UsesContexts:
+    """`metric`'s `uses_contexts`: a `UsesContexts` (or its value), `True` for NEEDED, `False`, None or no
+    attribute for NO; ValueError for anything else."""
+    return as_contexts_use(getattr(metric, "uses_contexts", None), metric.name)
+
+
+def as_contexts_use(declared: Any, metric: str) -> UsesContexts:
+    """A declared `uses_contexts` (see `contexts_use`) as a UsesContexts."""
+    if declared is True:
+        return UsesContexts.NEEDED
+    if declared is None or declared is False:
+        return UsesContexts.NO
+    try:
+        return UsesContexts(declared)
+    except ValueError:
+        valid = ", ".join(f"UsesContexts.{u.name}" for u in UsesContexts)
+        raise ValueError(
+            f"metric {metric!r}: uses_contexts={declared!r}: expected True, False or {valid}"
+        ) from None
+
+
 def needing_contexts(metrics: Sequence[Metric]) -> frozenset[str]:
-    """The names of the metrics that read the retrieved contexts: those whose `uses_contexts` is true (an
-    optional attribute; a metric that does not say reads none). A record whose file had no contexts column
-    is not judged by them: a gate counts it, where an empty list (nothing retrieved) is the record's own."""
-    return frozenset(m.name for m in metrics if getattr(m, "uses_contexts", False))
+    """The names of the metrics that need the retrieved contexts (`UsesContexts.NEEDED`). A record whose file
+    had no contexts column is not judged by them: a gate counts it, where an empty list (nothing retrieved)
+    is the record's own."""
+    return frozenset(m.name for m in metrics if contexts_use(m) is UsesContexts.NEEDED)
 
 
 def question_missing(metric: str, record: RagRecord, judge: Judge, why_needed: str) -> MetricResult | None:

@@ -13,7 +13,7 @@ from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._answer_relevancy import AnswerRelevancy
 from tracescore.score.metrics._context_relevance import ContextRelevance
 from tracescore.score.metrics._faithfulness import Faithfulness
-from tracescore.score.metrics._protocol import Metric, evaluate_each, needing_contexts
+from tracescore.score.metrics._protocol import Metric, UsesContexts, contexts_use, evaluate_each
 
 __all__ = ["DEFAULT_WEIGHTS", "Quality", "letter_grade"]
 
@@ -44,7 +44,10 @@ class Quality:
             raise ValueError(f"no positive weight for sub-metric(s) {', '.join(missing)}")
         self._weights = dict(weights)
         self.tasks = tuple(t for m in self._metrics for t in getattr(m, "tasks", ()))
-        self.uses_contexts = bool(needing_contexts(self._metrics))
+        # It scores from the sub-metrics that could be scored: it needs the contexts only when all of its
+        # parts do, and reads none when none does.
+        uses = {contexts_use(m) for m in self._metrics}
+        self.uses_contexts = uses.pop() if len(uses) == 1 else UsesContexts.IF_PRESENT
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         results = await evaluate_each(record, self._metrics, judge)
