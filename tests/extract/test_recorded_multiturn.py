@@ -56,11 +56,13 @@ def test_each_turn_reads_its_own_documents_then_the_earlier_turns_results_it_was
     assert conversation is not None
     sources = dict(zip(interaction.record.contexts, interaction.context_sources, strict=True))
     for text in conversation["retrieved"]:
-        # A tool span's result, a retrieval's, or (Logfire, OpenLIT: no tool span) the tool message it became.
+        # A tool span's result, a retrieval's, (Logfire, OpenLIT: no tool span) the tool message it became, or
+        # (Spring AI) its advisors' documents, which the page's filter puts on the interaction span.
         assert (sources[text].kind, sources[text].turns_back) in {
             ("tool", 0),
             ("retriever", 0),
             ("tool_message", 0),
+            ("span", 0),
         }
     for resent in conversation["resent"]:
         for text in resent["documents"]:

@@ -3,9 +3,12 @@ bridge: `spring.ai.kind` on every span of the framework's own (`chat_client`, `a
 `tool_call`), `gen_ai.*` keys on the chat model's call.
 
 The interaction is the outermost `chat_client` span (`spring_ai chat_client`: one `ChatClient` call with its
-advisors). The documents are those of the `vector_store` query spans below it (`db.vector.query.response.
-documents`, a JSON list of texts: a QuestionAnswerAdvisor's or a RetrievalAugmentationAdvisor's retrieval),
-and the results of the `tool_call` spans the model asked for (`spring.ai.tool.call.result`, which Spring AI
+advisors). The documents are those its QuestionAnswerAdvisor or RetrievalAugmentationAdvisor retrieved, on the
+span itself (`gen_ai.retrieval.documents`: the page's filter copies them from the chat client response's
+context, where Spring AI keeps them, so the span is judged even when it reaches Kafka without the spans
+below it), else those of the `vector_store` query spans below it (`db.vector.query.response.documents`, a
+JSON list of texts: the same retrieval, as the store returned it), and the results of the `tool_call` spans
+the model asked for (`spring.ai.tool.call.result`, which Spring AI
 records itself with `spring.ai.tools.observations.include-content`; a tool whose own vector store query was
 read is not read again); the question the chat client span's `gen_ai.prompt` (else the query's
 `db.vector.query.content`), the answer its `gen_ai.completion`. With neither, documents the app put into the
@@ -20,12 +23,12 @@ interaction is skipped as `content_not_captured`, naming the settings, rather th
 model call of Spring AI's (its span, from Spring Boot's tracer, carries no `spring.ai.kind`) read with no
 chat client span around it, and no message on it (its span reached Kafka in a message of its own, or the app
 called the `ChatModel` itself), is skipped the same way, naming the same settings and filter, which put the
-content on the chat client span; one that carries messages is left to the OTel GenAI reader. The chat client
-span itself never holds documents (the filter puts on it the user text as the app gave it, before any advisor
-added its retrieval, the system text and the answer; Spring AI the advisors' names and the tools'): read with
-no span below it, its retrieving advisors (`spring.ai.chat.client.advisors`) or tools
-(`spring.ai.chat.client.tool.names`) name the spans that hold them and the settings that put them there,
-skipped the same way; one that names neither retrieved nothing (`empty_context`).
+content on the chat client span; one that carries messages is left to the OTel GenAI reader. A chat client
+span without its advisors' documents (an earlier filter, or log-query-response off; the user text on it is
+the app's, before any advisor added its retrieval) read with no span below it: its retrieving advisors
+(`spring.ai.chat.client.advisors`) or tools (`spring.ai.chat.client.tool.names`) name where the documents
+are and what puts them on the chat client span, skipped the same way; one that names neither retrieved
+nothing (`empty_context`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,14 @@ class SpringAI(Convention):
     # What the integration page's ObservationFilter adds, under Spring AI's own names (its docs name
     # gen_ai.prompt / gen_ai.completion, which OpenLLMetry writes with an index: `gen_ai.prompt.0.content`).
     QUERY_RESPONSE = "db.vector.query.response.documents"
+    # The documents the chat client's advisors retrieved, which Spring AI keeps in the chat client response's
+    # context only (under these advisors' context keys): the filter copies them onto the chat_client span as
+    # the OTel GenAI conventions name retrieved documents (a JSON list of {id, score, content}).
+    ADVISED_DOCUMENTS = GenAI.RETRIEVAL_DOCUMENTS
+    ADVISOR_CONTEXT_KEYS = {
+        "QuestionAnswerAdvisor": "qa_retrieved_documents",
+        "RetrievalAugmentationAdvisor": "rag_document_context",
+    }
     PROMPT = OpenLLMetry.PROMPT
     COMPLETION = OpenLLMetry.COMPLETION
     # The system text the filter adds with log-prompt, as the OTel GenAI conventions name it (a JSON list of
@@ -64,7 +75,7 @@ class SpringAI(Convention):
     ADVISORS = "spring.ai.chat.client.advisors"
     TOOL_NAMES = "spring.ai.chat.client.tool.names"
     # Spring AI's advisors that retrieve, each with a vector_store query span below the chat client span.
-    RETRIEVING_ADVISORS = frozenset({"QuestionAnswerAdvisor", "RetrievalAugmentationAdvisor"})
+    RETRIEVING_ADVISORS = frozenset(ADVISOR_CONTEXT_KEYS)
     TOOL_NAME = "spring.ai.tool.definition.name"
     TOOL_ARGUMENTS = "spring.ai.tool.call.arguments"
     TOOL_RESULT = "spring.ai.tool.call.result"
@@ -77,6 +88,9 @@ class SpringAI(Convention):
     LOG_COMPLETION = "spring.ai.chat.client.observations.log-completion"
     LOG_QUERY_RESPONSE = "spring.ai.vectorstore.observations.log-query-response"
     TOOL_CONTENT = "spring.ai.tools.observations.include-content"
+    # The filter that puts them there: its class on the integration page (the recording app's own).
+    FILTER = "SpanContentObservationFilter"
+    PAGE = "docs/integrations/spring-ai.md"
     INTERACTION_KINDS = frozenset({CHAT_CLIENT})
     LLM_KINDS = frozenset({"chat"})
     TOOL_KINDS = frozenset({TOOL_CALL})
@@ -85,8 +99,8 @@ class SpringAI(Convention):
     LOOKED_IN = {
         "question": f"{PROMPT} of the chat_client span, and {QUERY_CONTENT} of its vector_store queries",
         "answer": f"{COMPLETION} of the chat_client span",
-        "documents": f"{QUERY_RESPONSE} of the vector_store query spans below the chat_client span, and "
-        f"{TOOL_RESULT} of its tool_call spans",
+        "documents": f"{ADVISED_DOCUMENTS} of the chat_client span (its advisors'), else {QUERY_RESPONSE} of "
+        f"the vector_store query spans below it, and {TOOL_RESULT} of its tool_call spans",
     }
 
     RUN_TOOL_NAME = (TOOL_NAME,)
@@ -138,10 +152,20 @@ class SpringAI(Convention):
         llms = [s for s in reading.around if self.is_llm(s)]
         tools = [s for s in reading.around if self.is_tool(s)]
         recorded = [s for s in queries if self.QUERY_RESPONSE in s.attributes]
+        # A query the app's advisors made (not a tool's search) may name the question.
+        advised = not_inside(reading.trace, queries, reading.anchor, self.is_tool)
+        read = [(s, ContextSourceKind.RETRIEVER) for s in queries]
+        if self.ADVISED_DOCUMENTS in reading.anchor.attributes:
+            # The advisors' documents as they went into the prompt (joined, post-processed), read once: their
+            # queries' results are not read again; a tool's own query still is.
+            by_advisors = {s.span_id for s in advised}
+            read = [
+                (reading.anchor, ContextSourceKind.SPAN),
+                *(r for r in read if r[0].span_id not in by_advisors),
+            ]
         return reading.found(
-            retrievals=[(s, ContextSourceKind.RETRIEVER) for s in queries],
-            # A query the app's advisors made (not a tool's search) may name the question.
-            asked=not_inside(reading.trace, queries, reading.anchor, self.is_tool),
+            retrievals=read,
+            asked=advised,
             tools=tools,
             tool_results=without_wrappers(reading.trace, tools, recorded),
             llms=llms,
@@ -149,7 +173,11 @@ class SpringAI(Convention):
         )
 
     def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
-        return documents_of(span.attributes.get(self.QUERY_RESPONSE))
+        return documents_of(span.attributes.get(self._documents_key(kind)))
+
+    def _documents_key(self, kind: ContextSourceKind) -> str:
+        """Where a retrieval read keeps its documents: the chat client span its advisors', a query its own."""
+        return self.ADVISED_DOCUMENTS if kind == ContextSourceKind.SPAN else self.QUERY_RESPONSE
 
     def question(self, reading: Reading) -> str | None:
         return _text(reading.anchor, self.PROMPT)
@@ -178,50 +206,67 @@ class SpringAI(Convention):
         missing = []
         if self.COMPLETION not in reading.anchor.attributes:
             missing.append((self.COMPLETION, "chat_client span", self.LOG_COMPLETION))
-        documents = any(self.QUERY_RESPONSE in s.attributes for s, _ in reading.retrievals) or any(
+        documents = any(self._documents_key(k) in s.attributes for s, k in reading.retrievals) or any(
             self.TOOL_RESULT in s.attributes for s in reading.tools
         )
         if reading.retrievals and not documents:
-            missing.append((self.QUERY_RESPONSE, "vector_store query span", self.LOG_QUERY_RESPONSE))
+            where = (
+                f"chat_client span (its advisors'), nor {self.QUERY_RESPONSE} on its vector_store query span"
+            )
+            missing.append((self.ADVISED_DOCUMENTS, where, self.LOG_QUERY_RESPONSE))
         if reading.tools and not documents:
             missing.append((self.TOOL_RESULT, "tool_call span", self.TOOL_CONTENT))
         if missing:
-            keys = " and ".join(f"{key} on its {where}" for key, where, _ in missing)
+            keys = "; and no ".join(f"{key} on its {where}" for key, where, _ in missing)
             return f"it recorded no {keys}: {self._hint(*(setting for _, _, setting in missing))}"
         return self._read_apart(reading) if not reading.around else None
 
     def _read_apart(self, reading: Reading) -> str | None:
         """A chat client span read with no span below it (it reached Kafka in a message of its own and was
-        read before the rest of its trace), whose advisors retrieved or whose model was given tools: the
-        documents are on the spans below it, never on it. None when it names neither (nothing retrieved)."""
+        read before the rest of its trace), whose advisors retrieved documents that are not on it, or whose
+        model was given tools: where its documents are, none of which is here. None when it names neither
+        (nothing retrieved, or its advisors' documents on it and none found)."""
         attributes = reading.anchor.attributes
         advisors = sorted(self.RETRIEVING_ADVISORS.intersection(_names(attributes.get(self.ADVISORS))))
         tools = _names(attributes.get(self.TOOL_NAMES))
-        held = []  # (the spans, the key their documents are in, the setting that puts them there)
-        if advisors:
-            span = f"{' and '.join(advisors)}'s vector_store query span"
-            held.append((span, self.QUERY_RESPONSE, self.LOG_QUERY_RESPONSE))
+        held = []  # (what holds the documents, the setting that puts them on a span)
+        if advisors and self.ADVISED_DOCUMENTS not in attributes:
+            kept = " and ".join(f"{a}'s {self.ADVISOR_CONTEXT_KEYS[a]}" for a in advisors)
+            held.append(
+                (
+                    f"its {' and '.join(advisors)} retrieved documents that are not on the chat_client span "
+                    f"({self.ADVISED_DOCUMENTS}; Spring AI keeps them in the chat client response's context "
+                    f"only: {kept}) but on the vector_store query spans below it ({self.QUERY_RESPONSE})",
+                    self.LOG_QUERY_RESPONSE,
+                )
+            )
         if tools:
-            held.append((f"the tool_call spans of {', '.join(tools)}", self.TOOL_RESULT, self.TOOL_CONTENT))
+            held.append(
+                (
+                    f"its model was given tools ({', '.join(tools)}) whose results are on their tool_call "
+                    f"spans ({self.TOOL_RESULT})",
+                    self.TOOL_CONTENT,
+                )
+            )
         if not held:
             return None
-        where = " and ".join(f"{span} ({key})" for span, key, _ in held)
-        settings = [setting for _, _, setting in held]
+        where = "; and ".join(place for place, _ in held)
         return (
-            "the documents of this Spring AI chat_client call are on the spans below it, never on the "
-            f"chat_client span: {where}, and none of them is in this trace (or this part of it: the span "
-            f"reached Kafka in a message of its own and was read before the rest of its trace). "
-            f"{self._hint(*settings)}"
+            f"this Spring AI chat_client call's documents are not on its span: {where}, and none of the "
+            "spans below it is in this trace (or this part of it: the span reached Kafka in a message of its "
+            f"own and was read before the rest of its trace). {self._hint(*(s for _, s in held))}"
         )
 
-    @staticmethod
-    def _hint(*settings: str) -> str:
+    @classmethod
+    def _hint(cls, *settings: str) -> str:
         """What to turn on for Spring AI to put the content on its spans (the one place this is said)."""
         turn_on = ", ".join(f"{setting}=true" for setting in settings)
         return (
             "Spring AI writes prompts, completions and retrieved documents only to the application log; set "
-            f"{turn_on} and add the ObservationFilter of tracescore's Spring AI page, which puts them on the "
-            "spans, to judge this call"
+            f"{turn_on} and add the ObservationFilter of tracescore's Spring AI page ({cls.FILTER}, "
+            f"{cls.PAGE}), which puts them on the spans (the question, the answer and the documents its "
+            "advisors retrieved, copied from the chat client response's context, on the chat_client span: "
+            f"{cls.ADVISED_DOCUMENTS}), to judge this call"
         )
 
     def named_conversation(self, anchor: DecodedSpan) -> tuple[str | None, str | None]:
