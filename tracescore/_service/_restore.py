@@ -149,10 +149,10 @@ class RestoreReader:
         # none (a meta unreadable, written before its owner knew that end), from the log start.
         with_meta = [p for p, s in back.states.items() if s.meta is not None or s.unreadable_meta is not None]
         if with_meta and self.outputs.verified:
-            starts = self._log_starts(wait_ms)
+            log_starts = self._log_starts(wait_ms)
             for partition in with_meta:
                 meta = back.states[partition].meta
-                back.since[partition] = self.outputs.since(meta.outputs if meta else {}, starts)
+                back.since[partition] = self.outputs.since(meta.outputs if meta else {}, log_starts)
             # One look from the lowest marks for them all: what it finds of another partition's keys only
             # says written of what was written. It ends at the ends read as it starts (`find`), so a look
             # from a log start reads at most what retention keeps, and holds at most FOUND_AT_MOST ids.
