@@ -109,11 +109,35 @@ def test_outputs_written_after_a_mark_are_found_by_their_id(bootstrap: str, topi
         producer.close()
 
 
+@pytest.mark.kafka
+def test_a_look_holds_at_most_its_limit_of_ids_the_newest_and_reads_a_partition_without_a_mark_from_its_start(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """A meta without a mark for a verified topic partition (its writer never learnt that end) is looked at
+    from the log start, not skipped; a look from there may find many: it holds the newest `limit` ids (the
+    outputs a crash left are the newest), never every message it reads."""
+    topic, other = f"{topic_prefix}.records", f"{topic_prefix}.revisions"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for n in range(5):
+        headers = [(OUTPUT_ID_HEADER, f"id-{n}".encode()), (OUTPUT_DIGEST_HEADER, f"d{n}".encode())]
+        producer.send(topic, key=b"k", value=b"v", headers=headers, partition=0).get(30)
+        producer.send(topic, key=b"k", value=b"not ours", partition=0).get(30)  # no id: read, not held
+    log = OutputLog(KafkaConnection(bootstrap_servers=bootstrap), producer, [topic, other])
+    try:
+        starts = {topic: {0: 0, 1: 0}, other: {0: 3}, "shared.spans": {0: 0}}
+        since = log.since({topic: {1: 4}, "shared.spans": {0: 9}}, starts)
+        assert since == {topic: {0: 0, 1: 4}, other: {0: 3}}, "no mark: from the log start"
+        assert log.find({topic: {0: 0}}, limit=2) == {"id-3": "d3", "id-4": "d4"}
+    finally:
+        log.close()
+        producer.close()
+
+
 def test_found_outputs_hold_their_partitions_output_marks_back_until_released() -> None:
     """A partition's meta keeps the marks its restore read from while what that found is held: killed again
     meanwhile, the next restart reads the same outputs again."""
     found = FoundOutputs()
-    found.add(0, {"rec-1": "d1"}, since={"records": {0: 5, 1: 7}}, restored_at=1_000)
+    found.add({0: {"records": {0: 5, 1: 7}}}, {"rec-1": "d1"}, restored_at=1_000)
     ends = {"records": {0: 9, 1: 7, 2: 4}, "revisions": {0: 3}}
     assert found.marks(0, ends) == {"records": {0: 5, 1: 7, 2: 4}, "revisions": {0: 3}}
     assert found.marks(1, ends) == ends, "a partition that found nothing saves the ends"
@@ -128,8 +152,9 @@ def test_a_look_again_reads_what_was_appended_since_the_restore_or_the_look_befo
     """A send the previous owner gave up on may land after the restore read the topics: each look before a
     write reads from where the one before ended (the ends read just before it), never from past a mark."""
     found = FoundOutputs()
-    found.add(0, {}, since={"records": {0: 5, 1: 7}}, restored_at=1_000)
-    found.add(1, {"rec-1": "d1"}, since={"records": {0: 6, 1: 2}}, restored_at=1_000)
+    found.add(
+        {0: {"records": {0: 5, 1: 7}}, 1: {"records": {0: 6, 1: 2}}}, {"rec-1": "d1"}, restored_at=1_000
+    )
     reads: list[dict[str, dict[int, int]]] = []
 
     def find(since: dict[str, dict[int, int]]) -> dict[str, str]:
@@ -140,7 +165,8 @@ def test_a_look_again_reads_what_was_appended_since_the_restore_or_the_look_befo
     found.look_again(find, {"records": {0: 8, 1: 3}})
     assert reads == [{"records": {0: 5, 1: 2}}, {"records": {0: 9, 1: 2}}], "from the lowest mark, then on"
     found.release(lambda partition, restored_at: partition == 1)
-    assert found.ids() == {"late": "d2"}, "partition 0 still waits for its decisions: what it found is held"
+    # One table for every held partition: an id names one decision, another partition's only says written.
+    assert found.ids() == {"rec-1": "d1", "late": "d2"}, "partition 0 still waits: what was found is held"
     assert found.marks(0, {"records": {0: 20, 1: 20}}) == {"records": {0: 5, 1: 7}}, (
         "a kill now reads it again"
     )

@@ -5,8 +5,10 @@ step (a count of the point, not a time); the restart waits out the killed member
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from _helpers import wait_until
@@ -114,6 +116,48 @@ def test_a_record_written_in_the_first_checkpoint_after_a_restore_is_not_written
         holder.close()  # leaves: the member's stage 2 gets every turns partition, restored between two ticks
     assert killed.wait() == -9, killed.log[-3000:]
     assert "restored 0 keys" in killed.log, killed.log[-3000:]
+    restarted = conversations_process(bootstrap, topic_prefix)
+    assert restarted.wait() == 0, restarted.log[-3000:]
+    on_topic = read_topic(bootstrap, f"{topic_prefix}.conversations")
+    records = [read_conversation_record(m.value) for m in on_topic]
+    said = f"killed:\n{killed.log[-3000:]}\nrestarted:\n{restarted.log[-3000:]}"
+    assert [(r.conversation_id, r.revision, r.turns) for r in records] == [("c-0", 0, 3)], said
+
+
+def test_a_record_written_at_a_stop_before_any_look_at_the_outputs_is_not_written_again_after_a_kill(
+    bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    """As above, but the stop (SIGTERM) comes in the checkpoint that would write the record, at its look for
+    the state topic: the closing checkpoint writes it, and the partition's first meta before it, with the
+    output marks known without asking the broker (none: nothing had asked where the conversations topic
+    ends). Killed right after the record, the restart must still look for it: a meta without marks for an
+    output topic means "look from its start", not "nothing to look for" (it wrote the record twice)."""
+    turns_topic = f"{topic_prefix}.turns"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(turns_topic, 6, 1)])
+    admin.close()
+    holder = hold_group(bootstrap, f"{topic_prefix}.conversations.turns", turns_topic)
+    produce(bootstrap, f"{topic_prefix}.evaluations", list(turns()[:3]))  # c-0
+    alive = tmp_path / "alive"  # touched at the start of every pass of the service loop
+    killed = conversations_process(
+        bootstrap,
+        topic_prefix,
+        crash_at="outputs.written:1",
+        pause_at="state_topic.look:1",  # in the first checkpoint with partitions: it decided c-0
+        tick_seconds="10",
+        health_file=str(alive),
+    )
+    try:
+        # The loop's first pass ticks at once: once a later pass started, the next tick is 10 s away.
+        wait_until(alive.exists, "the loop's first pass", timeout_s=SERVICE_WAIT_S)
+        alive.unlink()
+        wait_until(alive.exists, "a later pass of the loop", timeout_s=SERVICE_WAIT_S)
+    finally:
+        holder.close()  # stage 2 restores every turns partition between two ticks, reads c-0's turns
+    wait_until(killed.paused, "the first checkpoint's look for the state topic", SERVICE_WAIT_S)
+    killed.process.send_signal(signal.SIGTERM)  # handled as it goes on: the look ends the checkpoint
+    killed.resume()
+    assert killed.wait() == -9, f"the closing checkpoint wrote no record:\n{killed.log[-3000:]}"
     restarted = conversations_process(bootstrap, topic_prefix)
     assert restarted.wait() == 0, restarted.log[-3000:]
     on_topic = read_topic(bootstrap, f"{topic_prefix}.conversations")

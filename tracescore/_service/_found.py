@@ -11,26 +11,32 @@ the window.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
 
-from tracescore._service._outputs import Marks
+from tracescore._service._outputs import FOUND_AT_MOST, Marks, lowest
 
 __all__ = ["FoundOutputs"]
 
 
 class FoundOutputs:
     def __init__(self) -> None:
-        self._ids: dict[int, dict[str, str]] = {}  # partition -> output id -> digest
+        # Output id -> digest, of every held partition together: one table (a look from a log start may find
+        # a million, and held once per partition they were as many times that). An id is one decision of one
+        # key, so another partition's ids only ever say "written" of what was written.
+        self._ids: dict[str, str] = {}
         self._restored_at: dict[int, int] = {}  # partition -> when restored (ms, the stream clock's)
         self._since: dict[int, Marks] = {}  # partition -> the marks its restore read from
         self._looked: dict[int, Marks] = {}  # partition -> where its next look for outputs starts
 
-    def add(self, partition: int, found: dict[str, str], since: Marks, restored_at: int) -> None:
-        """`found`: the outputs on the topics from `since` (the partition's saved marks) to their ends."""
-        self._ids[partition] = found
-        self._since[partition] = {topic: dict(ends) for topic, ends in since.items()}
-        self._looked[partition] = {topic: dict(ends) for topic, ends in since.items()}
-        self._restored_at[partition] = restored_at
+    def add(self, since: Mapping[int, Marks], found: Mapping[str, str], restored_at: int) -> None:
+        """`found`: the outputs on the topics from the restored partitions' marks (`since`, per partition:
+        the saved ones, a log start where none was saved) to their ends."""
+        self._ids.update(found)
+        for partition, marks in since.items():
+            self._since[partition] = lowest(marks)
+            self._looked[partition] = lowest(marks)
+            self._restored_at[partition] = restored_at
 
     def held(self) -> bool:
         """A restore's window is open: some partition may still decide again what its previous owner sent."""
@@ -41,25 +47,22 @@ class FoundOutputs:
         (`find`, from marks to the topics' ends): a send the previous owner gave up on (a stop or a crash
         while the broker did not answer) may be appended once the broker answers again. `ends`: the topics'
         ends read just before, where the next look starts. Every held output's id -> digest."""
-        start: Marks = {}
-        for looked in self._looked.values():
-            for topic, offsets in looked.items():
-                held = start.setdefault(topic, {})
-                for p, offset in offsets.items():
-                    held[p] = min(offset, held.get(p, offset))
-        found = find(start)
+        start = lowest(*self._looked.values())
+        self._ids.update(find(start))
+        # A window held long (a conversation open for hours) adds every look's finds: the oldest go first.
+        for identity in list(islice(self._ids, max(0, len(self._ids) - FOUND_AT_MOST))):
+            del self._ids[identity]
         after = {
             topic: {p: max(offset, ends.get(topic, {}).get(p, offset)) for p, offset in offsets.items()}
             for topic, offsets in start.items()
         }
         for partition in self._looked:
-            self._ids[partition] = {**self._ids.get(partition, {}), **found}
-            self._looked[partition] = {topic: dict(offsets) for topic, offsets in after.items()}
+            self._looked[partition] = lowest(after)
         return self.ids()
 
     def ids(self) -> dict[str, str]:
-        """Every held output's id -> digest."""
-        return {i: d for table in self._ids.values() for i, d in table.items()}
+        """Every held output's id -> digest (the table itself: read it, never change it)."""
+        return self._ids
 
     def release(self, decided_again: Callable[[int, int], bool]) -> None:
         """Let go of each partition for which `decided_again(partition, restored_at)`."""
@@ -69,15 +72,11 @@ class FoundOutputs:
     def marks(self, partition: int, ends: Marks) -> Marks:
         """The output marks saved with `partition`'s meta: the topics' `ends`, held back to where its restore
         read from while what it found is held."""
-        since = self._since.get(partition)
-        out = {topic: dict(offsets) for topic, offsets in ends.items()}
-        for topic, offsets in (since or {}).items():
-            held = out.setdefault(topic, {})
-            for p, offset in offsets.items():
-                held[p] = min(offset, held.get(p, offset))
-        return out
+        return lowest(ends, self._since.get(partition, {}))
 
     def forget(self, partitions: Iterable[int]) -> None:
         for partition in partitions:
-            for table in (self._ids, self._restored_at, self._since, self._looked):
+            for table in (self._restored_at, self._since, self._looked):
                 table.pop(partition, None)
+        if not self._since:
+            self._ids = {}  # a new table: one handed out before is left as it was

@@ -179,10 +179,7 @@ class KeyedStage:
         restored = sum(self._restore_partition(p, read.states[p]) for p in mine)
         migrated = self._migrate(read)
         self.logic.restored()
-        for partition, found in read.found.items():
-            meta = read.states[partition].meta
-            assert meta is not None  # found from its marks
-            self._found.add(partition, found, meta.outputs, restored_at)
+        self._found.add(read.since, read.found, restored_at)
         crash_point("keyed.restored")
         self.log.info(
             "restored %d keys of %s[%s] from %s%s",
@@ -318,7 +315,8 @@ class KeyedStage:
         first = sorted(set(self._metas) - self._meta_saved)
         if not first:
             return
-        # A fresh look at the ends (none before a stop: no broker call it would wait for).
+        # A fresh look at the ends; none at a stop (no broker call it would wait for): the ends known then
+        # may lack a topic never looked at, which the next owner reads from its log start (`since`).
         marks = self.outputs.marks(refresh=False) if self._stopping() else self.outputs.ends()
         try:
             futures = self._write_metas(first, marks)

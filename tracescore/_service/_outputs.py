@@ -4,15 +4,18 @@ Every output names the decision it carries (`id`: the same decision taken again 
 id) and what it says (`digest`), in two headers. The state topic's partition meta holds where the verified
 output topics ended when that partition's state was last saved; after a crash, the stage reads those
 topics from there to their end and collects the ids it finds, so a decision taken again whose output is
-already on the topic is marked written instead of written twice. Topics shared with other producers (the
-spans topic) are not read back: their outputs go first, and are written again only if the crash came after
-them and before the verified ones.
+already on the topic is marked written instead of written twice. A verified topic partition the marks lack
+(its end was never learnt: a stop before any look, a probe that got no answer, a partition or topic added
+since) is read from its log start (`since`): the partition's owners may have written there anywhere. Topics
+shared with other producers (the spans topic) are not read back: their outputs go first, and are written
+again only if the crash came after them and before the verified ones.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,12 +29,14 @@ from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S
 from tracescore._service._crash import crash_point
 
 __all__ = [
+    "FOUND_AT_MOST",
     "OUTPUT_DIGEST_HEADER",
     "OUTPUT_ID_HEADER",
     "Output",
     "OutputLog",
     "delivered",
     "delivered_until",
+    "lowest",
     "seconds_left",
 ]
 
@@ -40,6 +45,8 @@ OUTPUT_DIGEST_HEADER = "tracescore.output.digest"
 _log = logging.getLogger("tracescore")
 Marks = dict[str, dict[int, int]]  # topic -> partition -> offset
 _REFRESH_S = 60.0  # how stale the known end offsets may get (other instances write to the same partitions)
+# The most ids a restore holds (about 180 bytes each in memory: some 180 MB); past it the oldest are let go.
+FOUND_AT_MOST = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,36 +193,70 @@ class OutputLog:
         crash_point("output.sent" if output.verified else "shared.sent", before=self.producer.flush)
         return future
 
+    def since(self, marks: Mapping[str, Mapping[int, int]], log_starts: Marks) -> Marks:
+        """Where a restore looks on the verified topics for what a partition's owners wrote after its meta
+        (`marks`): from each partition's mark, or from its log start where the marks have none (`log_starts`:
+        every partition of the verified topics now). Outputs of a partition go out only after its first
+        meta, and every meta after that holds the ends its states cover; a partition without a mark is one
+        whose end that meta's writer did not know, so it may have written there from any offset."""
+        return {
+            topic: {p: marks.get(topic, {}).get(p, start) for p, start in starts.items()}
+            for topic, starts in log_starts.items()
+            if topic in self.verified
+        }
+
     def find(
         self,
         since: Mapping[str, Mapping[int, int]],
-        limit: int = 1_000_000,
+        limit: int = FOUND_AT_MOST,
         give_up: Callable[[], bool] = lambda: False,
     ) -> dict[str, str]:
-        """The ids (and digests) of every output on the verified topics from `since` to their end now (at most
-        `limit` messages a topic: the marks move on every minute, so more means another writer is there)."""
+        """The ids (and digests) of every output on the verified topics from `since` to their ends now (ends
+        read as the look starts, so it ends however much is written meanwhile). Memory is bounded by the ids
+        held, never the messages read: past `limit` the oldest found are let go (the marks move on every
+        minute, so the outputs that matter are the newest; more means many writers, or a look from a log
+        start, and one let go may be written twice: said in a warning)."""
         found: dict[str, str] = {}
+        order: deque[str] = deque()
+        dropped = 0
         for topic, offsets in since.items():
             if topic not in self.verified or not offsets:
                 continue
             messages = read_partitions(
                 self.connection, topic, sorted(offsets), start=offsets, give_up=give_up
             )
-            for read, message in enumerate(messages, start=1):
+            for message in messages:
                 headers = dict(message.headers or ())
                 output_id = headers.get(OUTPUT_ID_HEADER)
-                if output_id is not None:
-                    found[output_id.decode()] = headers.get(OUTPUT_DIGEST_HEADER, b"").decode()
-                if read >= limit:
-                    _log.warning(
-                        "stopped looking for outputs already written after %d messages on %s since the last "
-                        "saved state: a record decided again may be written twice",
-                        limit,
-                        topic,
-                    )
-                    break
+                if output_id is None:
+                    continue
+                identity = output_id.decode()
+                if identity not in found:
+                    order.append(identity)
+                found[identity] = headers.get(OUTPUT_DIGEST_HEADER, b"").decode()
+                if len(order) > limit:
+                    found.pop(order.popleft(), None)
+                    dropped += 1
+        if dropped:
+            _log.warning(
+                "looking for outputs already written since the last saved state: found more than %d, let go "
+                "of the %d oldest; a record decided again that one of them carried may be written twice",
+                limit,
+                dropped,
+            )
         return found
 
     def close(self, timeout_s: float | None = None) -> None:
         if self._probe is not None:
             self._probe.close(timeout_ms=None if timeout_s is None else int(timeout_s * 1000))
+
+
+def lowest(*marks: Mapping[str, Mapping[int, int]]) -> Marks:
+    """Every topic partition of `marks`, at the lowest offset any of them gives it."""
+    out: Marks = {}
+    for each in marks:
+        for topic, offsets in each.items():
+            held = out.setdefault(topic, {})
+            for p, offset in offsets.items():
+                held[p] = min(offset, held.get(p, offset))
+    return out

@@ -28,7 +28,7 @@ from tracescore._kafka import BROKER_WAIT_S
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import STOP_CHECK_S, BoundedCall
 from tracescore._service._changelog import Changelog, PartitionState, legacy_states
-from tracescore._service._outputs import OutputLog
+from tracescore._service._outputs import Marks, OutputLog, lowest
 
 __all__ = ["ReadBack", "RestoreFailed", "RestoreReader"]
 
@@ -45,7 +45,9 @@ class ReadBack:
     states: dict[int, PartitionState]
     # The old state topic's (partition, key, value) for partitions used for the first time (no meta yet).
     legacy: list[tuple[int, bytes, bytes]] = field(default_factory=list)
-    found: dict[int, dict[str, str]] = field(default_factory=dict)  # outputs after each partition's marks
+    # Per partition with a meta: where it looks for its outputs (its marks; a log start where it has none).
+    since: dict[int, Marks] = field(default_factory=dict)
+    found: dict[str, str] = field(default_factory=dict)  # the outputs from there to the topics' ends
     committed: dict[int, int | None] = field(default_factory=dict)  # the group's committed offsets
     rewind: dict[int, int] = field(default_factory=dict)  # the first offset at or after `rewind_ms`
 
@@ -135,18 +137,43 @@ class RestoreReader:
             partition = (murmur2(key) & 0x7FFFFFFF) % changelog.partitions
             if partition in fresh:
                 back.legacy.append((partition, key, value))
-        for partition, state in back.states.items():
-            if state.meta is not None and state.meta.outputs:
-                # Nothing found is kept too: the partition is looked at again before what it decides is sent.
-                back.found[partition] = self.outputs.find(state.meta.outputs, give_up=stopping)
         # The consumer is not thread-safe; the stage waits for this call, so one thread uses it at a time.
         # A read given up on for a stop may still run while the service closes the consumer (for one
         # BROKER_WAIT_S at most): whatever it returns then is never applied.
         if stopping():
-            raise KafkaTimeoutError("the restore's commits: given up on, a stop was asked for")
+            raise KafkaTimeoutError("the restore's outputs: given up on, a stop was asked for")
         wait_ms = int(BROKER_WAIT_S * 1000)
+        # A partition without a meta never had an output: its first meta goes out before its first output
+        # (`KeyedStage._first_metas`). Every other one is looked at (nothing found is held too: looked at
+        # again before what it decides is sent): from its marks, or where a verified topic partition has
+        # none (a meta unreadable, written before its owner knew that end), from the log start.
+        with_meta = [p for p, s in back.states.items() if s.meta is not None or s.unreadable_meta is not None]
+        if with_meta and self.outputs.verified:
+            log_starts = self._log_starts(wait_ms)
+            for partition in with_meta:
+                meta = back.states[partition].meta
+                back.since[partition] = self.outputs.since(meta.outputs if meta else {}, log_starts)
+            # One look from the lowest marks for them all: what it finds of another partition's keys only
+            # says written of what was written. It ends at the ends read as it starts (`find`), so a look
+            # from a log start reads at most what retention keeps, and holds at most FOUND_AT_MOST ids.
+            back.found = self.outputs.find(lowest(*back.since.values()), give_up=stopping)
+        if stopping():
+            raise KafkaTimeoutError("the restore's commits: given up on, a stop was asked for")
         back.committed = {tp.partition: consumer.committed(tp, timeout_ms=wait_ms) for tp in assigned}
         if rewind_ms:
             starts = consumer.offsets_for_times(dict.fromkeys(assigned, rewind_ms), timeout_ms=wait_ms)
             back.rewind = {tp.partition: at.offset for tp, at in starts.items() if at is not None}
         return back
+
+    def _log_starts(self, wait_ms: int) -> Marks:
+        """Every partition of the verified output topics, at its log start (a topic not created yet has none:
+        nothing was written to it)."""
+        tps = [
+            TopicPartition(topic, p)
+            for topic in self.outputs.verified
+            for p in sorted(self.consumer.partitions_for_topic(topic) or ())
+        ]
+        out: Marks = {topic: {} for topic in self.outputs.verified}
+        for tp, offset in (self.consumer.beginning_offsets(tps, timeout_ms=wait_ms) if tps else {}).items():
+            out[tp.topic][tp.partition] = offset
+        return out
