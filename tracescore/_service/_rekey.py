@@ -68,7 +68,20 @@ class RekeyStage:
         the topics of `topics` that no writer created yet (`ready_to_read`), waited for unsubscribed
         (`AwaitedInputs`, looked for before each poll with a client of `client_config`)."""
         self._joined = RebalanceListener(log, assigned=changed, revoked=changed)
-        self._inputs = AwaitedInputs(self.consumer, topics, self._joined, absent, client_config)
+        self._inputs = AwaitedInputs(
+            self.consumer,
+            topics,
+            self._joined,
+            absent,
+            client_config,
+            stopping=lambda: self._stop_deadline() is not None,
+        )
+
+    def close(self) -> None:
+        """At the stop: the look for inputs not written yet ended, its client closed (the stage's clients
+        are the service's to close)."""
+        if self._inputs is not None:
+            self._inputs.close()
 
     @property
     def idle_from(self) -> float | None:
