@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from _helpers import wait_until
+from _helpers import consumer_settings, wait_until
 from kafka import KafkaConsumer
 from kafka.errors import Cancelled
 
@@ -26,7 +26,10 @@ from tracescore._kafka import (
 from tracescore._service import _awaited
 from tracescore._service._awaited import AwaitedInputs
 from tracescore.alert import AlertConfig, AlertService
+from tracescore.consume import EvaluationConsumer
 from tracescore.conversations import ConversationsConfig, ConversationService
+from tracescore.score import OfflineJudge
+from tracescore.score.metrics import Faithfulness
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import input_producer
 
@@ -214,13 +217,20 @@ def conversations(bootstrap: str, prefix: str) -> ConversationService:
     return ConversationService(cfg)
 
 
-@pytest.mark.parametrize("make", [alert, conversations], ids=["alert", "conversations"])
+def consume(bootstrap: str, prefix: str) -> EvaluationConsumer:
+    settings = consumer_settings(bootstrap, prefix, idle_timeout_s=None)
+    return EvaluationConsumer(settings, judge=OfflineJudge(), metrics=[Faithfulness()])
+
+
+@pytest.mark.parametrize("make", [consume, alert, conversations], ids=["consume", "alert", "conversations"])
 def test_a_service_stopped_while_waiting_for_its_input_closes_the_looks_client(
     bootstrap: str,
     topic_prefix: str,
     probes: Probes,
-    make: Callable[[str, str], AlertService | ConversationService],
+    make: Callable[[str, str], EvaluationConsumer | AlertService | ConversationService],
 ) -> None:
+    """Each service's stop closes the client its looks share (held for the whole wait now), with its other
+    clients: nothing of the service left open or running once `run()` returned."""
     service = make(bootstrap, topic_prefix)
     running = threading.Thread(target=service.run, daemon=True)
     running.start()

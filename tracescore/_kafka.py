@@ -397,7 +397,10 @@ Partitions = Callable[[Sequence[TopicPartition]], None]
 class RebalanceListener(ConsumerRebalanceListener):
     """Forwards a group member's rebalance callbacks (run on the client's IO thread: they must not block),
     logs each assignment and remembers when the first one came (`first_assigned_at`, monotonic), and when
-    the member started waiting for inputs no writer had created yet (`waiting_since`)."""
+    the member started waiting for inputs no writer had created yet (`waiting_since`). `regrouped`: called
+    from `polled` (on the poll thread) once the group completed a new generation, a member having joined or
+    left, whether or not this member's partitions changed (a cooperative rebalance that changes none calls
+    no other callback: a member joining a group of one partition, given none)."""
 
     def __init__(
         self,
@@ -406,11 +409,14 @@ class RebalanceListener(ConsumerRebalanceListener):
         assigned: Partitions,
         revoked: Partitions,
         lost: Partitions | None = None,
+        regrouped: Callable[[], None] | None = None,
     ) -> None:
         self._log = log
         self._assigned = assigned
         self._revoked = revoked
         self._lost = lost or revoked
+        self._regrouped = regrouped
+        self._generation: int | None = None
         self.first_assigned_at: float | None = None
         self.waiting_since: float | None = None
 
@@ -447,9 +453,16 @@ class RebalanceListener(ConsumerRebalanceListener):
 
     def polled(self, consumer: KafkaConsumer) -> None:
         """After each poll: a member in its group with nothing to read got an assignment too (a cooperative
-        rebalance calls no listener for an empty one)."""
-        if self.first_assigned_at is None and consumer.group_metadata().state == MemberState.STABLE:
+        rebalance calls no listener for an empty one); a new generation of the group, `regrouped`."""
+        group = consumer.group_metadata()
+        if group.state != MemberState.STABLE:
+            return
+        if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
+        if group.generation_id != self._generation:
+            self._generation = group.generation_id
+            if self._regrouped is not None:
+                self._regrouped()
 
 
 class LogOnce:
