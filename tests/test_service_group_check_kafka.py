@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
 from _helpers import wait_until
 from kafka import KafkaConsumer
+from kafka.admin import NewTopic
 
 from tracescore._kafka import group_member
 from tracescore._service._group_check import GroupCheck, GroupShared, client_id
@@ -100,6 +102,33 @@ def test_conversations_started_in_the_group_alert_runs_in_stops_with_one_line(
     assert not running.raised
 
 
+@contextmanager
+def both_running(
+    bootstrap: str, prefix: str, group: str, started_first: str
+) -> Iterator[tuple[list[AlertService | ConversationService], list[Thread]]]:
+    """tracescore alert and tracescore conversations in `group`, `started_first` first, each on a thread;
+    stopped and joined on exit."""
+    services = [alert(bootstrap, prefix, group), conversations(bootstrap, prefix, group)]
+    if started_first == "conversations":
+        services.reverse()
+    threads = [Thread(service.run) for service in services]
+    try:
+        yield services, threads
+    finally:
+        for service, thread in zip(services, threads, strict=True):
+            service.stop()
+            thread.join()
+
+
+def one_said_the_group_is_shared(threads: list[Thread], group: str) -> None:
+    """A service stopped with the one line that says what to do; none for another reason."""
+    raised = [exc for t in threads for exc in t.raised]
+    assert raised and all(isinstance(exc, GroupShared) for exc in raised), raised
+    for exc in raised:
+        assert f"group '{group}' also has members of tracescore " in str(exc)
+        assert "Give each service its own group_id" in str(exc)
+
+
 @pytest.mark.parametrize("started_first", ["alert", "conversations"])
 def test_two_services_started_together_in_one_group_do_not_both_read_on(
     bootstrap: str, topic_prefix: str, started_first: str
@@ -107,18 +136,9 @@ def test_two_services_started_together_in_one_group_do_not_both_read_on(
     """Both join before either looks: the rebalance that brings the other's member has one look again."""
     group = f"{topic_prefix}-together"
     written(bootstrap, topic_prefix)
-    services = [alert(bootstrap, topic_prefix, group), conversations(bootstrap, topic_prefix, group)]
-    if started_first == "conversations":
-        services.reverse()
-    threads = [Thread(service.run) for service in services]
-    try:
+    with both_running(bootstrap, topic_prefix, group, started_first) as (_, threads):
         wait_until(lambda: any(t.raised for t in threads), "a service to find the other", timeout_s=60.0)
-    finally:
-        for service, thread in zip(services, threads, strict=True):
-            service.stop()
-            thread.join()
-    raised = [exc for t in threads for exc in t.raised]
-    assert raised and all(isinstance(exc, GroupShared) for exc in raised), raised
+    one_said_the_group_is_shared(threads, group)
 
 
 def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying_the_batch_it_joined_to(
@@ -168,3 +188,23 @@ def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying
         other.close()
     assert len(looks) >= 2, "the look after joining"
     assert read_topic(bootstrap, f"{group}.routes") == [], "re-keyed before the look at the new group"
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+@pytest.mark.parametrize("started_first", ["alert", "conversations"])
+def test_two_services_in_one_group_started_before_their_input_exists_do_not_both_read_on(
+    bootstrap: str, topic_prefix: str, started_first: str, partitions: int
+) -> None:
+    """Deployed before `tracescore consume` wrote anything: neither joins stage 1's group until the topic
+    exists (each waits for it unsubscribed), so the look before joining finds nobody. Once it is created,
+    both join, and the rebalance has one find the other, with the same line as at a start."""
+    group = f"{topic_prefix}-before"
+    with both_running(bootstrap, topic_prefix, group, started_first) as (services, threads):
+        for service in services:  # stage 2 assigned: stage 1 subscribed to what exists and looked
+            wait_until(
+                lambda s=service: s.first_assigned_at is not None, "both services waiting", timeout_s=90.0
+            )
+        assert not any(t.raised for t in threads)
+        input_producer(bootstrap, [NewTopic(f"{topic_prefix}.evaluations", partitions, 1)]).close()
+        wait_until(lambda: any(t.raised for t in threads), "a service to find the other", timeout_s=90.0)
+    one_said_the_group_is_shared(threads, group)

@@ -10,7 +10,6 @@ import socket
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -18,6 +17,7 @@ from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import (
+    Cancelled,
     InconsistentGroupProtocolError,
     KafkaError,
     KafkaTimeoutError,
@@ -32,7 +32,6 @@ from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 __all__ = [
     "BROKER_WAIT_S",
     "BrokerUnreachable",
-    "EnsuredTopics",
     "GroupProtocolMismatch",
     "LogOnce",
     "RebalanceListener",
@@ -124,23 +123,14 @@ def _client_not_creating_topics(**configs: Any) -> Any:
     return client
 
 
-@dataclass(frozen=True)
-class EnsuredTopics:
-    """What `ensure_topics` did and found: the topics it `created`, and the topics to read that are
-    `absent` (never created: their writers create them)."""
-
-    created: tuple[str, ...] = ()
-    absent: tuple[str, ...] = ()
-
-
 def ensure_topics(
     connection: KafkaConnection, topics: Iterable[str | NewTopic], *, read: Iterable[str] = ()
-) -> EnsuredTopics:
-    """Create the missing topics (a name: with the broker's defaults), and say which it created, once the
-    broker's metadata shows them with a leader for every partition (within the connect timeout), and which
-    of the `read` topics do not exist (a reader does not create what it reads: its writers do). Best
-    effort: where this client may not create topics, the broker's auto-creation or the operator's
-    provisioning applies; where it cannot even list them, nothing is said created or absent.
+) -> tuple[str, ...]:
+    """Create the missing topics (a name: with the broker's defaults), said at info level, once the
+    broker's metadata shows them with a leader for every partition (within the connect timeout); return
+    those of the `read` topics that do not exist (a reader does not create what it reads: its writers do).
+    Best effort: where this client may not create topics, the broker's auto-creation or the operator's
+    provisioning applies; where it cannot even list them, none is said absent.
 
     The wait is why nothing that writes or subscribes next logs an error: the broker answers CreateTopics
     before its metadata shows the topic (KRaft applies it moments later), and a client asking for the topic
@@ -151,13 +141,13 @@ def ensure_topics(
         admin = KafkaAdminClient(**connection.client_config())
     except KafkaError as exc:
         _log.debug("cannot check topics: %s", exc)
-        return EnsuredTopics()
+        return ()
     try:
         existing = set(admin.list_topics())
         absent = tuple(sorted(set(read) - existing - set(wanted)))
         missing = [topic for name, topic in sorted(wanted.items()) if name not in existing]
         if not missing:
-            return EnsuredTopics(absent=absent)
+            return absent
         # raise_errors=False: another process creating the same topic at the same moment is fine.
         answer = admin.create_topics(missing, raise_errors=False)
         _log.info("created topics: %s", ", ".join(t.name for t in missing))
@@ -167,10 +157,10 @@ def ensure_topics(
             admin.wait_for_topics(made, timeout_ms=connection.connect_timeout_s * 1000)
         except KafkaTimeoutError as exc:
             _log.debug("created topics not in the metadata yet: %s", exc)
-        return EnsuredTopics(created=tuple(t.name for t in missing), absent=absent)
+        return absent
     except KafkaError as exc:
         _log.debug("could not create topics %s: %s", sorted(wanted), exc)
-        return EnsuredTopics()
+        return ()
     finally:
         admin.close()
 
@@ -221,7 +211,7 @@ def ready_to_read(
     said with `unwritten_said(topic)` (the reader waits for its writer), the partitions of the others and of
     the other `subscribed` topics waited for (`wait_for_partitions`). The absent ones: the member does not
     subscribe to them until they exist (`tracescore._service.AwaitedInputs`)."""
-    absent = ensure_topics(connection, create, read=read).absent
+    absent = ensure_topics(connection, create, read=read)
     for topic in absent:
         unwritten_said(topic)
     present = [t for t in dict.fromkeys([*read, *subscribed]) if t not in absent]
@@ -407,7 +397,10 @@ Partitions = Callable[[Sequence[TopicPartition]], None]
 class RebalanceListener(ConsumerRebalanceListener):
     """Forwards a group member's rebalance callbacks (run on the client's IO thread: they must not block),
     logs each assignment and remembers when the first one came (`first_assigned_at`, monotonic), and when
-    the member started waiting for inputs no writer had created yet (`waiting_since`)."""
+    the member started waiting for inputs no writer had created yet (`waiting_since`). `regrouped`: called
+    from `polled` (on the poll thread) once the group completed a new generation, a member having joined or
+    left, whether or not this member's partitions changed (a cooperative rebalance that changes none calls
+    no other callback: a member joining a group of one partition, given none)."""
 
     def __init__(
         self,
@@ -416,11 +409,14 @@ class RebalanceListener(ConsumerRebalanceListener):
         assigned: Partitions,
         revoked: Partitions,
         lost: Partitions | None = None,
+        regrouped: Callable[[], None] | None = None,
     ) -> None:
         self._log = log
         self._assigned = assigned
         self._revoked = revoked
         self._lost = lost or revoked
+        self._regrouped = regrouped
+        self._generation: int | None = None
         self.first_assigned_at: float | None = None
         self.waiting_since: float | None = None
 
@@ -457,9 +453,16 @@ class RebalanceListener(ConsumerRebalanceListener):
 
     def polled(self, consumer: KafkaConsumer) -> None:
         """After each poll: a member in its group with nothing to read got an assignment too (a cooperative
-        rebalance calls no listener for an empty one)."""
-        if self.first_assigned_at is None and consumer.group_metadata().state == MemberState.STABLE:
+        rebalance calls no listener for an empty one); a new generation of the group, `regrouped`."""
+        group = consumer.group_metadata()
+        if group.state != MemberState.STABLE:
+            return
+        if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
+        if group.generation_id != self._generation:
+            self._generation = group.generation_id
+            if self._regrouped is not None:
+                self._regrouped()
 
 
 class LogOnce:
@@ -577,9 +580,20 @@ class _ClosedTransportRace(logging.Filter):
         return not (isinstance(error, AttributeError) and any(str(a).endswith("(closed)>") for a in args))
 
 
+class _CancelledByClose(logging.Filter):
+    """kafka-python logs a metadata request cancelled by its client's close as an ERROR ("Metadata refresh:
+    failed Cancelled"): a look for a topic under way when the service stops, closed on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(a, Cancelled) for a in args)
+
+
 def quiet_closed_transport_race() -> None:
-    """Drop kafka-python's traceback of a socket read racing the client's own close (`_ClosedTransportRace`),
-    which every command that closes a client could print after a run that went well."""
-    logger = logging.getLogger("kafka.net.transport")
-    if not any(isinstance(f, _ClosedTransportRace) for f in logger.filters):
-        logger.addFilter(_ClosedTransportRace())
+    """Drop kafka-python's errors about a client's own close: the traceback of a socket read racing it
+    (`_ClosedTransportRace`), which every command that closes a client could print after a run that went
+    well, and a request it cancelled (`_CancelledByClose`)."""
+    for name, quiet in (("kafka.net.transport", _ClosedTransportRace), ("kafka.cluster", _CancelledByClose)):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, quiet) for f in logger.filters):
+            logger.addFilter(quiet())

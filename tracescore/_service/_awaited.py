@@ -6,8 +6,9 @@ the topic's partitions rejoins as soon as its metadata shows them, and a member 
 show them yet assigns none when it leads the next generation, so generations follow each other while the
 metadata of each member catches up; one member, elected leader of such a generation, never completed it,
 was dropped (UnknownMemberIdError when it left) and never rejoined).
-So a member subscribes only to the inputs that exist, looks for the others every `LOOK_EVERY_S` (on a
-separate client that never creates them, off the poll thread so a stop is never kept waiting) and extends
+So a member subscribes only to the inputs that exist, looks for the others every `LOOK_EVERY_S` (on one
+client of its own for the whole wait, which never creates them, off the poll thread so a stop is never kept
+waiting) and extends
 its subscription when one appears, its own metadata brought up to date first: its join, and its assignment
 when it leads, see every partition of every topic it subscribes to, and no topic appears mid-rebalance.
 """
@@ -15,8 +16,9 @@ when it leads, see every partition of every topic it subscribes to, and no topic
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer
@@ -34,7 +36,10 @@ LOOK_EVERY_S = 1.0  # how often a member looks for the inputs no writer created 
 
 class AwaitedInputs:
     """`consumer` subscribed to those of `topics` that exist; `absent` (`ready_to_read`) waited for, each
-    added to the subscription once it exists (`look`, before each poll)."""
+    added to the subscription once it exists (`look`, before each poll). The looks share one client, made
+    at the first and closed once nothing is absent or at `close()` (the service's stop): a fleet waiting
+    for its input does not connect to the broker anew every second. `stopping`: a stop was asked for (the
+    member's own metadata is waited for no longer then)."""
 
     def __init__(
         self,
@@ -43,13 +48,19 @@ class AwaitedInputs:
         listener: RebalanceListener,
         absent: Collection[str],
         client_config: Mapping[str, Any],
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._consumer = consumer
         self._listener = listener
         self._present = [t for t in topics if t not in absent]
         self._absent = [t for t in topics if t in absent]
         self._client_config = dict(client_config)
+        self._stopping = stopping
+        self._probe: KafkaConsumer | None = None
+        self._closed = False
+        self._probe_lock = threading.Lock()  # made on the look's thread, closed from the poll thread
         self._looking = BoundedCall(self._existing, "looking for the inputs not written yet")
+        self._metadata = BoundedCall(consumer.topics, "the metadata of the inputs before joining")
         self._next_look = time.monotonic() + LOOK_EVERY_S
         listener.subscribed(self._absent)  # idle (`--idle-timeout`) from now while waiting
         if self._present:
@@ -63,7 +74,7 @@ class AwaitedInputs:
     def look(self) -> None:
         """On the poll thread, before a poll: at most every LOOK_EVERY_S, whether an absent input exists now
         (waiting for the look a moment at most: it runs on a thread of its own), and if so subscribed to."""
-        if not self._absent or time.monotonic() < self._next_look:
+        if not self._absent or self._closed or time.monotonic() < self._next_look:
             return
         try:
             existing = self._looking(timeout_s=0)
@@ -79,30 +90,50 @@ class AwaitedInputs:
         _log.info("the topic(s) %s now exist: reading them", ", ".join(appeared))
         self._absent = [t for t in self._absent if t not in appeared]
         self._present += appeared
+        if not self._absent:
+            self.close()  # nothing more to look for
         self._subscribe()
+
+    def close(self) -> None:
+        """No more looks; the looks' client closed, a look under way on it cancelled (a broker that does not
+        answer would keep it open for BROKER_WAIT_S). From the poll thread, at the service's stop."""
+        with self._probe_lock:
+            self._closed = True
+            probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.close(autocommit=False, timeout_ms=0)
 
     def _subscribe(self) -> None:
         subscribe_topics(self._consumer, self._present, self._listener)
         # The member's own metadata, fresh before its (re)join: a metadata update that changes what it
         # subscribes to mid-rebalance makes a leader rejoin at once (the hazard above), and a leader whose
-        # metadata lacks a topic assigns none of it.
+        # metadata lacks a topic assigns none of it. Waited for BROKER_WAIT_S at most, and not once a stop is
+        # asked for (kafka-python's request timeout is 30 s): its next metadata refresh brings it otherwise.
         try:
-            self._consumer.topics()
-        except KafkaError as exc:  # no broker this moment: its next metadata refresh brings them
+            self._metadata(self._stopping, BROKER_WAIT_S)
+        except KafkaError as exc:  # no broker this moment
             _log.debug("metadata before joining with %s: %s", ", ".join(self._present), exc)
 
     def _existing(self) -> set[str]:
-        """The absent inputs that exist now, each with its partitions known, asked by a client of its own
-        that never creates a topic (on BoundedCall's thread)."""
+        """The absent inputs that exist now, each with its partitions known, asked by the looks' client, which
+        never creates a topic (on BoundedCall's thread)."""
+        probe = self._probe or self._connected_probe()
+        wanted = set(self._absent) & probe.topics()
+        return {t for t in wanted if probe.partitions_for_topic(t)}
+
+    def _connected_probe(self) -> KafkaConsumer:
+        wait_ms = int(BROKER_WAIT_S * 1000)
         probe = KafkaConsumer(
             **self._client_config,
             group_id=None,
             enable_auto_commit=False,
             **not_creating_topics(),
-            request_timeout_ms=int(BROKER_WAIT_S * 1000),
+            request_timeout_ms=wait_ms,
+            bootstrap_timeout_ms=wait_ms,  # its first connection (30 s by default)
         )
-        try:
-            wanted = set(self._absent) & probe.topics()
-            return {t for t in wanted if probe.partitions_for_topic(t)}
-        finally:
-            probe.close()
+        with self._probe_lock:
+            if not self._closed:
+                self._probe = probe
+                return probe
+        probe.close(autocommit=False, timeout_ms=0)  # closed while it connected: a stop
+        raise KafkaTimeoutError("looking for the inputs: given up on, closed")

@@ -6,11 +6,12 @@ them: each service would see only part of the records, and say nothing. Their in
 (each derives its own: `tracescore._config.group_topic_field`), but the group is the user's name.
 
 So each service's clients carry its name as their Kafka client id, and the group's members are looked at
-(DescribeGroups) before the first poll and after each change of stage 1's assignment (a member joined or
-left), between the poll that brought the change and the batch it may bring with it: a member of the other
-service there is `GroupShared`, one line that says what to do, and the service exits before it re-keys any of
-that batch (left uncommitted). Two started at once both join, and the rebalance that follows has each look
-again, each BROKER_WAIT_S at most.
+(DescribeGroups) before the first poll and after each change of stage 1's assignment or of its group's
+generation (a member joined or left: a cooperative rebalance may change none of this member's partitions,
+as for both members of a one-partition topic), between the poll that brought the change and the batch it may
+bring with it: a member of the other service there is `GroupShared`, one line that says what to do, and the
+service exits before it re-keys any of that batch (left uncommitted). Two started at once both join, and the
+rebalance that follows has each look again, each BROKER_WAIT_S at most.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class GroupCheck:
         self._due = True  # before the first poll
 
     def changed(self, _: Sequence[TopicPartition]) -> None:
-        """Stage 1's assignment changed (on the client's IO thread: only noted)."""
+        """Stage 1's assignment or its group's generation changed (on the client's IO thread, or after the
+        poll: only noted)."""
         self._due = True
 
     def __call__(self) -> None:

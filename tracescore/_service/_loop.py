@@ -360,6 +360,7 @@ class ServiceLoop:
             return max(_CLOSE_MIN_S, seconds_left(close_by) or 0.0)
 
         closes = (
+            self.rekey.close,  # at once: the look for the inputs not written yet, on its own client
             lambda: self._producer.close(timeout=left()),
             lambda: self._ingest.close(autocommit=False, timeout_ms=int(left() * 1000)),
             lambda: self.keyed.consumer.close(autocommit=False, timeout_ms=int(left() * 1000)),

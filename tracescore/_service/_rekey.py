@@ -64,11 +64,28 @@ class RekeyStage:
         client_config: Mapping[str, Any],
         absent: Collection[str] = (),
     ) -> None:
-        """`changed`: partitions assigned to or taken from this member (on the client's IO thread); `absent`:
+        """`changed`: partitions assigned to or taken from this member (on the client's IO thread), or none
+        when the group's generation changed without changing them (on this thread, after the poll); `absent`:
         the topics of `topics` that no writer created yet (`ready_to_read`), waited for unsubscribed
         (`AwaitedInputs`, looked for before each poll with a client of `client_config`)."""
-        self._joined = RebalanceListener(log, assigned=changed, revoked=changed)
-        self._inputs = AwaitedInputs(self.consumer, topics, self._joined, absent, client_config)
+        # A generation that changes none of this member's partitions changed the group all the same.
+        self._joined = RebalanceListener(
+            log, assigned=changed, revoked=changed, regrouped=lambda: changed(())
+        )
+        self._inputs = AwaitedInputs(
+            self.consumer,
+            topics,
+            self._joined,
+            absent,
+            client_config,
+            stopping=lambda: self._stop_deadline() is not None,
+        )
+
+    def close(self) -> None:
+        """At the stop: the look for inputs not written yet ended, its client closed (the stage's clients
+        are the service's to close)."""
+        if self._inputs is not None:
+            self._inputs.close()
 
     @property
     def idle_from(self) -> float | None:

@@ -4,6 +4,7 @@ shared steps of `tracescore._kafka`."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
@@ -38,17 +39,22 @@ def connect(
 
 
 def subscribe(
-    settings: ConsumerSettings, consumer: KafkaConsumer, listener: RebalanceListener
+    settings: ConsumerSettings,
+    consumer: KafkaConsumer,
+    listener: RebalanceListener,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> AwaitedInputs:
     """The output topics created if missing, the input's partitions known, then subscribed. The input is
     never created here (a misspelt name would be made a topic): its writers create it, the SDK at its first
-    export; until then the member waits for it, not subscribed (`AwaitedInputs.look` before each poll)."""
+    export; until then the member waits for it, not subscribed (`AwaitedInputs.look` before each poll;
+    `close()` at the stop). `stopping`: a stop was asked for."""
     s = settings
     outputs = {
         t for t in (s.evaluations_topic, s.dlq_topic, s.spans_out_topic, s.conversation_evidence_topic) if t
     }
-    absent = ready_to_read(s.connection(), [s.topic], _unwritten, create=outputs - {s.topic})
-    return AwaitedInputs(consumer, [s.topic], listener, absent, s.connection().client_config())
+    connection = s.connection()
+    absent = ready_to_read(connection, [s.topic], _unwritten, create=outputs - {s.topic})
+    return AwaitedInputs(consumer, [s.topic], listener, absent, connection.client_config(), stopping)
 
 
 def _unwritten(topic: str) -> None:

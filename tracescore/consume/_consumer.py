@@ -194,6 +194,8 @@ class EvaluationConsumer:
         for another reason than a signal starts it here)."""
         plan = self._lifecycle.stop_plan
         plan.start()
+        if self._inputs is not None:
+            self._inputs.close()  # at once: the look for the spans topic not written yet, on its own client
         self._rebalancing.closing(failed=failed)  # the revoke on close commits; nothing is left to score
         worker.close()
         if self._policy is not None:
@@ -221,7 +223,10 @@ class EvaluationConsumer:
     def _start(self) -> tuple[KafkaConsumer, KafkaProducer]:
         self._connect()
         assert self._producer is not None
-        self._inputs = subscribe(self.settings, self._kafka(), self._rebalance)
+        stopping = self._lifecycle.stop_plan.budget
+        self._inputs = subscribe(
+            self.settings, self._kafka(), self._rebalance, stopping=lambda: stopping.started_at is not None
+        )
         return self._kafka(), self._producer
 
     def _poll(self, consumer: KafkaConsumer) -> list[ConsumerRecord]:

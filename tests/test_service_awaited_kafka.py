@@ -1,0 +1,244 @@
+"""A member waiting for inputs that their writers have not created yet (tracescore/_service/_awaited.py), on
+the real broker: it looks for them on one client of its own for the whole wait, closed once nothing is
+awaited and at the stop, which ends a look under way at once, however long the broker takes to answer it;
+and its own metadata before it joins waits no longer than the service's broker wait, nor past a stop."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from _helpers import consumer_settings, wait_until
+from kafka import KafkaConsumer
+from kafka.errors import Cancelled
+
+from tracescore._kafka import (
+    BROKER_WAIT_S,
+    RebalanceListener,
+    not_creating_topics,
+    quiet_closed_transport_race,
+)
+from tracescore._service import _awaited
+from tracescore._service._awaited import AwaitedInputs
+from tracescore.alert import AlertConfig, AlertService
+from tracescore.consume import EvaluationConsumer
+from tracescore.conversations import ConversationsConfig, ConversationService
+from tracescore.score import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
+
+pytestmark = pytest.mark.kafka
+
+LOOKING = "tracescore: looking for the inputs not written yet"  # the name of a look's thread
+
+
+class Probes:
+    """Every client the looks made (kafka-python's KafkaConsumer, counted): each look, how it ended, and
+    whether it was closed."""
+
+    def __init__(self) -> None:
+        self.made: list[Any] = []
+        probes = self
+
+        class Probe(KafkaConsumer):  # type: ignore[misc]
+            def __init__(self, **config: Any) -> None:
+                self.looks: list[BaseException | None] = []  # None: under way, or answered
+                self.answered = 0  # looks ended
+                self.closed = False
+                super().__init__(**config)
+                probes.made.append(self)
+
+            def topics(self) -> set[str]:
+                self.looks.append(None)
+                try:
+                    return super().topics()  # type: ignore[no-any-return]
+                except BaseException as exc:
+                    self.looks[-1] = exc
+                    raise
+                finally:
+                    self.answered = len(self.looks)
+
+            def close(self, *args: Any, **kwargs: Any) -> None:
+                self.closed = True
+                super().close(*args, **kwargs)
+
+        self.kind = Probe
+
+    def looks(self) -> int:
+        """The looks that ended, over every client."""
+        return sum(p.answered for p in self.made)
+
+
+@pytest.fixture
+def probes(monkeypatch: pytest.MonkeyPatch) -> Probes:
+    made = Probes()
+    monkeypatch.setattr(_awaited, "KafkaConsumer", made.kind)
+    return made
+
+
+def member(bootstrap: str) -> KafkaConsumer:
+    return KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, **not_creating_topics())
+
+
+def awaited(
+    consumer: KafkaConsumer, bootstrap: str, topic: str, absent: bool = True, **stopping: Callable[[], bool]
+) -> AwaitedInputs:
+    """`topic` awaited (`absent`) or subscribed to at once; `stopping`, a stop asked for."""
+    listener = RebalanceListener(logging.getLogger("tracescore"), assigned=print, revoked=print)
+    absent_topics = [topic] if absent else []
+    return AwaitedInputs(
+        consumer, [topic], listener, absent_topics, {"bootstrap_servers": bootstrap}, **stopping
+    )
+
+
+def looked(inputs: AwaitedInputs, probes: Probes, looks: int) -> Callable[[], bool]:
+    """The poll loop's look, until `looks` looks ended."""
+
+    def condition() -> bool:
+        inputs.look()
+        return probes.looks() >= looks
+
+    return condition
+
+
+@contextmanager
+def not_answering(broker: KafkaBroker) -> Iterator[None]:
+    """The broker frozen (SIGSTOP): connections stay open, no request is answered until it resumes."""
+    assert broker.process is not None
+    broker.process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        broker.process.send_signal(signal.SIGCONT)
+
+
+def test_the_looks_share_one_client_closed_once_the_input_exists(
+    bootstrap: str, topic_prefix: str, probes: Probes
+) -> None:
+    """A new client every second for as long as the writer had not created the topic: a connection churn on
+    the broker of every member of a fleet waiting for its input."""
+    topic = f"{topic_prefix}.later"
+    consumer = member(bootstrap)
+    inputs = awaited(consumer, bootstrap, topic)
+    try:
+        wait_until(looked(inputs, probes, 3), "three looks")
+        assert len(probes.made) == 1, "a client of its own for each look"
+        input_producer(bootstrap, [topic]).close()
+        wait_until(lambda: (inputs.look(), not inputs.absent)[1], "the topic found")
+        assert consumer.subscription() == {topic}
+        assert [p.closed for p in probes.made] == [True], "nothing awaited: its client closed"
+        inputs.look()
+        assert len(probes.made) == 1, "no look once nothing is awaited"
+    finally:
+        inputs.close()
+        consumer.close()
+
+
+def test_closing_ends_a_look_the_broker_does_not_answer(
+    own_broker: KafkaBroker, topic_prefix: str, probes: Probes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A look under way at a stop kept its client open, and its thread running, until the broker's answer or
+    the request timeout (BROKER_WAIT_S): past the stop of a service run in-process. Closing cancels it now,
+    without kafka-python's ERROR for the request cancelled on purpose (what the command line installs)."""
+    quiet_closed_transport_race()
+    bootstrap = own_broker.bootstrap_servers
+    consumer = member(bootstrap)
+    inputs = awaited(consumer, bootstrap, f"{topic_prefix}.later")
+    try:
+        wait_until(looked(inputs, probes, 1), "a first look, answered")
+        [probe] = probes.made
+        with not_answering(own_broker):
+            wait_until(lambda: (inputs.look(), len(probe.looks) == 2)[1], "a look the broker does not answer")
+            [look] = [t for t in threading.enumerate() if t.name == LOOKING]
+            inputs.close()
+            look.join(60)
+            assert not look.is_alive()
+            assert probe.closed
+            assert isinstance(probe.looks[1], Cancelled), f"ended by the close, not a timeout: {probe.looks}"
+    finally:
+        inputs.close()
+        consumer.close()
+    assert [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.name == "kafka.cluster"
+    ] == []
+
+
+def test_a_stop_is_not_kept_waiting_by_the_metadata_asked_for_before_joining(
+    own_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    """The member's own metadata, asked for once it subscribes, was waited for on the poll thread for
+    kafka-python's request timeout (30 s) while the broker did not answer: longer than any broker call of
+    the service's pass (BROKER_WAIT_S, now its most), and a stop asked for meanwhile waited too."""
+    bootstrap = own_broker.bootstrap_servers
+    topic = f"{topic_prefix}.present"
+    input_producer(bootstrap, [topic]).close()
+    consumer = member(bootstrap)
+    consumer.topics()  # connected to the broker, as a member that polled its other inputs is
+    stop = threading.Event()
+    made: list[AwaitedInputs] = []
+    try:
+        with not_answering(own_broker):
+            joining = threading.Thread(
+                target=lambda: made.append(awaited(consumer, bootstrap, topic, False, stopping=stop.is_set))
+            )
+            joining.start()
+            # Subscribed: the metadata is asked for next, which the broker does not answer.
+            wait_until(lambda: consumer.subscription() == {topic}, "subscribed")
+            stop.set()
+            joining.join(2 * BROKER_WAIT_S)  # the request timeout of kafka-python's (30 s) is longer
+            assert not joining.is_alive(), "the poll thread still waits for the broker's metadata"
+        assert [i.absent for i in made] == [()]
+        assert consumer.subscription() == {topic}
+    finally:
+        consumer.close()
+
+
+def alert(bootstrap: str, prefix: str) -> AlertService:
+    return AlertService(
+        AlertConfig(
+            bootstrap_servers=bootstrap, evaluations_topic=f"{prefix}.evaluations", group_id=f"{prefix}-alert"
+        ),
+        [],
+    )
+
+
+def conversations(bootstrap: str, prefix: str) -> ConversationService:
+    cfg = ConversationsConfig(
+        bootstrap_servers=bootstrap, evaluations_topic=f"{prefix}.evaluations",
+        conversations_topic=f"{prefix}.conversations", spans_topic="", evidence_topic="",
+        group_id=f"{prefix}-conversations", tick_seconds=0.2,
+    )  # fmt: skip
+    return ConversationService(cfg)
+
+
+def consume(bootstrap: str, prefix: str) -> EvaluationConsumer:
+    settings = consumer_settings(bootstrap, prefix, idle_timeout_s=None)
+    return EvaluationConsumer(settings, judge=OfflineJudge(), metrics=[Faithfulness()])
+
+
+@pytest.mark.parametrize("make", [consume, alert, conversations], ids=["consume", "alert", "conversations"])
+def test_a_service_stopped_while_waiting_for_its_input_closes_the_looks_client(
+    bootstrap: str,
+    topic_prefix: str,
+    probes: Probes,
+    make: Callable[[str, str], EvaluationConsumer | AlertService | ConversationService],
+) -> None:
+    """Each service's stop closes the client its looks share (held for the whole wait now), with its other
+    clients: nothing of the service left open or running once `run()` returned."""
+    service = make(bootstrap, topic_prefix)
+    running = threading.Thread(target=service.run, daemon=True)
+    running.start()
+    try:
+        wait_until(lambda: probes.looks() >= 1, "a look for the input", timeout_s=120)
+    finally:
+        service.stop()
+        running.join(60)
+    assert not running.is_alive()
+    assert probes.made and all(p.closed for p in probes.made), "the looks' client left open"
+    wait_until(lambda: not [t for t in threading.enumerate() if t.name == LOOKING], "no look left running")
