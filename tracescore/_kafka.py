@@ -43,6 +43,7 @@ __all__ = [
     "known_lag",
     "lag",
     "not_creating_topics",
+    "probe_consumer",
     "protocol_checked",
     "quiet_closed_transport_race",
     "read_partitions",
@@ -123,6 +124,15 @@ def _client_not_creating_topics(**configs: Any) -> Any:
     return client
 
 
+def probe_consumer(client_config: Mapping[str, Any], **config: Any) -> KafkaConsumer:
+    """A consumer in no group, committing nothing, whose looks (`topics()`, `partitions_for_topic`, offsets)
+    and reads by partition never make the broker create a topic (`not_creating_topics`); `config`: more of
+    kafka-python's settings."""
+    return KafkaConsumer(
+        **client_config, group_id=None, enable_auto_commit=False, **not_creating_topics(), **config
+    )
+
+
 def ensure_topics(
     connection: KafkaConnection, topics: Iterable[str | NewTopic], *, read: Iterable[str] = ()
 ) -> tuple[str, ...]:
@@ -179,7 +189,7 @@ def wait_for_partitions(client_config: Mapping[str, Any], topics: Iterable[str],
     missing = set(topics)
     deadline = time.monotonic() + timeout_s
     # Asking must not create: with the broker's auto-creation on, a metadata request would.
-    probe = KafkaConsumer(**client_config, group_id=None, enable_auto_commit=False, **not_creating_topics())
+    probe = probe_consumer(client_config)
     try:
         while True:
             # partitions_for_topic fetches metadata when the topic is not in the cache yet.
@@ -314,11 +324,8 @@ def read_partitions(
         return
     where = f"{topic}[{','.join(map(str, partitions))}]"
     wait_ms = int(BROKER_WAIT_S * 1000)
-    reader = KafkaConsumer(
-        **connection.client_config(),
-        group_id=None,
-        enable_auto_commit=False,
-        **not_creating_topics(),
+    reader = probe_consumer(
+        connection.client_config(),
         bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
         auto_offset_reset="none",  # an offset out of range raises: said and handled below, never skipped
     )
@@ -445,8 +452,7 @@ class RebalanceListener(ConsumerRebalanceListener):
 
     def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         self._log.info("assigned partitions: %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
-        topics = {tp.topic for tp in assigned}
-        first_join.joined(topics)
+        first_join.joined({tp.topic for tp in assigned})
         if self.first_assigned_at is None:
             self.first_assigned_at = time.monotonic()
         self._assigned(assigned)

@@ -8,9 +8,9 @@ metadata of each member catches up; one member, elected leader of such a generat
 was dropped (UnknownMemberIdError when it left) and never rejoined).
 So a member subscribes only to the inputs that exist, looks for the others every `LOOK_EVERY_S` (on one
 client of its own for the whole wait, which never creates them, off the poll thread so a stop is never kept
-waiting) and extends
-its subscription when one appears, its own metadata brought up to date first: its join, and its assignment
-when it leads, see every partition of every topic it subscribes to, and no topic appears mid-rebalance.
+waiting) and extends its subscription when one appears, its own metadata brought up to date first: its
+join, and its assignment when it leads, see every partition of every topic it subscribes to, and no topic
+appears mid-rebalance.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from datetime import datetime
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
-from tracescore._kafka import not_creating_topics
+from tracescore._kafka import probe_consumer
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall
 
@@ -192,9 +192,7 @@ class StreamClock:
     def _clients(self) -> tuple[KafkaConsumer, KafkaAdminClient]:
         if self._probe is None or self._admin is None:
             client = self.connection.client_config()
-            self._probe = KafkaConsumer(
-                **client, group_id=None, enable_auto_commit=False, **not_creating_topics()
-            )
+            self._probe = probe_consumer(client)
             self._admin = KafkaAdminClient(**client, request_timeout_ms=_BROKER_WAIT_MS)
         return self._probe, self._admin
 

@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
-from tracescore._kafka import not_creating_topics, read_partitions
+from tracescore._kafka import probe_consumer, read_partitions
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S
 from tracescore._service._crash import crash_point
@@ -138,12 +138,7 @@ class OutputLog:
     def _refresh(self) -> None:
         if self._probe is None:
             # A verified topic may be an input no writer created yet (the evaluations topic, grounding).
-            self._probe = KafkaConsumer(
-                **self.connection.client_config(),
-                group_id=None,
-                enable_auto_commit=False,
-                **not_creating_topics(),
-            )
+            self._probe = probe_consumer(self.connection.client_config())
         try:
             tps = [
                 TopicPartition(topic, p)

@@ -11,7 +11,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._kafka import ensure_topics, not_creating_topics
+from tracescore._kafka import ensure_topics, probe_consumer
 from tracescore._kafka_config import KafkaConnection
 
 __all__ = ["input_producer", "read_topic", "topic_probe", "wait_for_records"]
@@ -31,13 +31,7 @@ def topic_probe(bootstrap: str, **config: Any) -> KafkaConsumer:
     `partitions_for_topic`) that never makes the broker create one: kafka-python 3.0 ignores
     `allow_auto_create_topics=False`, so a look for a topic deleted or not created yet made it, with the
     broker's defaults (`auto.create.topics.enable`, on by default and on the test broker)."""
-    return KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        **not_creating_topics(),
-        **config,
-    )
+    return probe_consumer({"bootstrap_servers": bootstrap}, **config)
 
 
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[ConsumerRecord]:
