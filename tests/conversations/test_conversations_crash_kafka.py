@@ -53,12 +53,15 @@ def hold_group(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
     """A member of `group` given every partition of `topic`; it polls no more, so a member joining after it
     waits for it to leave (`close`)."""
     holder = KafkaConsumer(
-        topic,
         bootstrap_servers=bootstrap,
         group_id=group,
         enable_auto_commit=False,
         partition_assignment_strategy=(CooperativeStickyAssignor,),
     )
+    # Its partitions known before it joins, as the services do: a member that joins on metadata without them
+    # is assigned none and never rebalances again (kafka-python 3.0.12, seen under load).
+    wait_until(lambda: bool(holder.partitions_for_topic(topic)), f"{topic}'s partitions known")
+    holder.subscribe([topic])
     # Given them once a killed member's session ends, where one held them.
     wait_until(
         lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()),
