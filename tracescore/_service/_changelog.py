@@ -26,12 +26,15 @@ from tracescore._service._bounded import BoundedCall
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._outputs import delivered
 
-__all__ = ["META_KEY", "Changelog", "ChangelogError", "PartitionMeta", "PartitionState"]
+__all__ = ["META_KEY", "META_SAVED", "Changelog", "ChangelogError", "PartitionMeta", "PartitionState"]
 
 _log = logging.getLogger("tracescore")
 
 # A JSON list (conversations) or names joined by \x1f (alert) never starts with NUL or lacks both.
 META_KEY = b"\x00tracescore.partition"
+# The metadata of every offset stage 2 commits: the partition's meta was on the state topic before it. A
+# restore that finds such an offset and no meta knows the partition's state was lost (`lost_state`).
+META_SAVED = "tracescore.meta-saved"
 
 
 class PartitionMeta(StateRecord):
