@@ -38,7 +38,9 @@ META_SAVED = "tracescore.meta-saved"
 
 
 class PartitionMeta(StateRecord):
-    """One per state topic partition."""
+    """One per state topic partition. Its `outputs` marks say where a restart looks for what was written;
+    a missing mark means "look from the log start" (`OutputLog.since`), and so does a missing meta where the
+    group committed an offset after saving one (the state lost: `_restore.lost_state`)."""
 
     schema_version: Literal[1] = 1
     migrated_from: str | None = Field(
@@ -47,7 +49,9 @@ class PartitionMeta(StateRecord):
     outputs: dict[str, dict[int, int]] = Field(
         default_factory=dict,
         description="Per verified output topic and partition, its end offset when this partition's state was "
-        "last saved: a restart looks there for outputs written after it (by ids in their headers).",
+        "last saved: a restart looks there for outputs written after it (by ids in their headers). A topic "
+        "or partition without a mark (its end never learnt: a stop before any look, one added since) means "
+        "look from its log start, never nothing to look for.",
     )
 
 
