@@ -14,13 +14,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from kafka.producer.future import FutureRecordMetadata
 from pydantic import Field
 
-from tracescore._kafka import BROKER_WAIT_S, ensure_topics, not_creating_topics, read_partitions
+from tracescore._kafka import (
+    BROKER_WAIT_S,
+    ensure_topics,
+    not_creating_topics,
+    probe_consumer,
+    read_partitions,
+)
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
@@ -88,9 +94,7 @@ class Changelog:
         client = connection.client_config()
         # No client of ours may create it by accident: auto-created, it would have the broker's partition
         # count and no compaction.
-        self._probe = KafkaConsumer(
-            **client, group_id=None, enable_auto_commit=False, **not_creating_topics()
-        )
+        self._probe = probe_consumer(client)
         self._producer = KafkaProducer(
             **client,
             acks="all",
@@ -233,11 +237,8 @@ def _old_partitions(connection: KafkaConnection, topic: str, what: str) -> list[
     says `what` failed, and stays retriable when it was."""
     wait_ms = int(BROKER_WAIT_S * 1000)
     try:
-        probe = KafkaConsumer(
-            **connection.client_config(),
-            group_id=None,
-            enable_auto_commit=False,
-            **not_creating_topics(),
+        probe = probe_consumer(
+            connection.client_config(),
             bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
             request_timeout_ms=wait_ms,  # the look's metadata request (30 s by default, then retried)
         )
