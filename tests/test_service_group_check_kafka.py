@@ -157,10 +157,12 @@ def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying
         producer.send(evaluations, record(0.9, route=f"/r{n % 20}").model_dump_json().encode())
     producer.flush()
     producer.close()
-    # A member of tracescore conversations, as the group sees it (its client id); it never commits.
+    # A member of tracescore conversations, as the group sees it (its client id); it never commits. Its
+    # session outlasts a loaded machine's late heartbeats: with 3 s the coordinator expired it (its leave
+    # got UnknownMemberId) before the service looked after joining, and found no other member.
     other = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-        client_id=client_id("tracescore conversations"), **group_member(3_000, "cooperative"),
+        client_id=client_id("tracescore conversations"), **group_member(15_000, "cooperative"),
     )  # fmt: skip
     # Its partitions known before it joins, as the services do: a member that joins on metadata without them
     # was assigned none and never rebalanced again (kafka-python 3.0.12, seen under load).
