@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError
 
 import tracescore._kafka
-from tracescore._kafka import caught_up, read_partitions
+from tracescore._kafka import caught_up, ensure_topics, read_partitions
 from tracescore._kafka_config import KafkaConnection
 
 
@@ -151,3 +152,23 @@ def test_a_read_of_a_missing_topic_leaves_no_topic_on_the_broker(bootstrap: str,
         assert topic not in admin.list_topics(), "reading the topic created it"
     finally:
         admin.close()
+
+
+@pytest.mark.kafka
+def test_a_topic_the_broker_refuses_to_create_is_not_said_created_and_is_named_with_the_brokers_reason(
+    bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ensure_topics said "created topics" of every topic it asked for, one the broker refused too (here a
+    replication factor the one-broker cluster cannot meet), and said nothing of the refusal: the user was
+    told a topic exists that does not, and not why."""
+    made, refused = f"{topic_prefix}.made", f"{topic_prefix}.refused"
+    with caplog.at_level(logging.INFO, logger="tracescore"):
+        ensure_topics(
+            KafkaConnection(bootstrap_servers=bootstrap), [NewTopic(made, 1, -1), NewTopic(refused, 1, 3)]
+        )
+    said = [r.getMessage() for r in caplog.records]
+    assert [m for m in said if m.startswith("created topics")] == [f"created topics: {made}"]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"could not create the topic {refused}" in warning, warning
+    assert "replication factor 3" in warning and "InvalidReplicationFactorError" in warning, warning
+    assert "only 1 broker" in warning, warning  # the broker's own words

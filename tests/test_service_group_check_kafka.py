@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from _helpers import wait_until
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 
 from tracescore._kafka import group_member
+from tracescore._service import _group_check as group_check
 from tracescore._service._group_check import GroupCheck, GroupShared, client_id
 from tracescore.alert import AlertConfig, AlertService
 from tracescore.conversations import ConversationsConfig, ConversationService
@@ -154,10 +157,12 @@ def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying
         producer.send(evaluations, record(0.9, route=f"/r{n % 20}").model_dump_json().encode())
     producer.flush()
     producer.close()
-    # A member of tracescore conversations, as the group sees it (its client id); it never commits.
+    # A member of tracescore conversations, as the group sees it (its client id); it never commits. Its
+    # session outlasts a loaded machine's late heartbeats: with 3 s the coordinator expired it (its leave
+    # got UnknownMemberId) before the service looked after joining, and found no other member.
     other = KafkaConsumer(
         bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-        client_id=client_id("tracescore conversations"), **group_member(3_000, "cooperative"),
+        client_id=client_id("tracescore conversations"), **group_member(15_000, "cooperative"),
     )  # fmt: skip
     # Its partitions known before it joins, as the services do: a member that joins on metadata without them
     # was assigned none and never rebalanced again (kafka-python 3.0.12, seen under load).
@@ -212,3 +217,40 @@ def test_two_services_in_one_group_started_before_their_input_exists_do_not_both
         input_producer(bootstrap, [NewTopic(f"{topic_prefix}.evaluations", partitions, 1)]).close()
         wait_until(lambda: any(t.raised for t in threads), "a service to find the other", timeout_s=90.0)
     one_said_the_group_is_shared(threads, group)
+
+
+def test_each_service_run_looks_at_its_group_on_one_admin_client_closed_at_the_stop(
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look at the group made an admin client (a connection, a metadata bootstrap) at every look: after
+    each rebalance of stage 1. Now one per service run, for every look across the group's generations, and
+    closed when the run stops. Here the two services start together: the one that finds the other looks
+    before joining and again after the rebalance that brought the other."""
+    made: list[Counted] = []
+    looks: list[str] = []
+
+    class Counted(KafkaAdminClient):
+        def __init__(self, **config: Any) -> None:
+            super().__init__(**config)
+            self.client_id, self.closed = str(config["client_id"]), False
+            made.append(self)
+
+        def describe_groups(self, *args: Any, **kwargs: Any) -> Any:
+            looks.append(self.client_id)
+            return super().describe_groups(*args, **kwargs)
+
+        def close(self) -> None:
+            self.closed = True
+            super().close()
+
+    monkeypatch.setattr(group_check, "KafkaAdminClient", Counted)
+    group = f"{topic_prefix}-one-client"
+    written(bootstrap, topic_prefix)
+    with both_running(bootstrap, topic_prefix, group, "alert") as (_, threads):
+        wait_until(lambda: any(t.raised for t in threads), "a service to find the other", timeout_s=60.0)
+    one_said_the_group_is_shared(threads, group)  # the looks still see the group as it is now
+    looked = Counter(looks)
+    assert max(looked.values()) >= 2, looked  # a service looked more than once
+    made_by = Counter(admin.client_id for admin in made)
+    assert made_by == Counter(dict.fromkeys(looked, 1)), f"admin clients made {made_by}, looks {looked}"
+    assert all(admin.closed for admin in made), "an admin client left open after the stop"

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -182,18 +182,25 @@ def test_a_restore_that_gets_no_answer_says_so_tries_again_and_exits_with_one_li
 def paused_at_the_look_for(
     topic: str, broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
 ) -> threading.Event:
-    """The broker paused once the state topics' client, connected, first asks for `topic`'s partitions (set
-    then): a metadata request the broker will not answer."""
+    """The broker paused once a client of the state topics' (its probes), connected, first asks for
+    `topic`'s partitions (set then): a metadata request the broker will not answer."""
     reached = threading.Event()
+    probe_consumer = _changelog.probe_consumer
 
-    class PausedAtTheLook(KafkaConsumer):
-        def partitions_for_topic(self, name: str) -> Any:
+    def paused_at_the_look(client_config: Mapping[str, Any], **config: Any) -> KafkaConsumer:
+        probe = probe_consumer(client_config, **config)
+        look = probe.partitions_for_topic
+
+        def partitions_for_topic(name: str) -> Any:
             if name == topic and not reached.is_set():
                 os.kill(broker.process.pid, signal.SIGSTOP)
                 reached.set()
-            return super().partitions_for_topic(name)
+            return look(name)
 
-    monkeypatch.setattr(_changelog, "KafkaConsumer", PausedAtTheLook)
+        probe.partitions_for_topic = partitions_for_topic  # type: ignore[method-assign]
+        return probe
+
+    monkeypatch.setattr(_changelog, "probe_consumer", paused_at_the_look)
     return reached
 
 

@@ -23,6 +23,7 @@ from kafka.errors import (
     KafkaTimeoutError,
     OffsetOutOfRangeError,
     TopicAlreadyExistsError,
+    for_code,
 )
 from kafka.structs import MemberState
 
@@ -159,10 +160,15 @@ def ensure_topics(
         if not missing:
             return absent
         # raise_errors=False: another process creating the same topic at the same moment is fine.
-        answer = admin.create_topics(missing, raise_errors=False)
-        _log.info("created topics: %s", ", ".join(t.name for t in missing))
+        answer = {t["name"]: t for t in admin.create_topics(missing, raise_errors=False).get("topics", ())}
+        created = [name for name, t in answer.items() if t.get("error_code") == 0]
+        if created:
+            _log.info("created topics: %s", ", ".join(created))
+        for topic in missing:
+            if topic.name in answer and answer[topic.name].get("error_code") not in _CREATED:
+                _log.warning("%s", _refused(topic, answer[topic.name]))
         # A topic refused (no permission, a policy) will not appear: only the others are waited for.
-        made = [t["name"] for t in answer.get("topics", ()) if t.get("error_code") in _CREATED]
+        made = [name for name, t in answer.items() if t.get("error_code") in _CREATED]
         try:
             admin.wait_for_topics(made, timeout_ms=connection.connect_timeout_s * 1000)
         except KafkaTimeoutError as exc:
@@ -177,6 +183,28 @@ def ensure_topics(
 
 # CreateTopics' error codes of a topic that exists after it: none, and another process created it meanwhile.
 _CREATED = frozenset({0, TopicAlreadyExistsError.errno})
+
+
+def _refused(topic: NewTopic, answer: Mapping[str, Any]) -> str:
+    """What the broker said refusing to create `topic` (its CreateTopics answer), with what was asked for."""
+    error = for_code(answer.get("error_code", -1))
+    reason = (answer.get("error_message") or error.description).rstrip(".")
+
+    def asked_for(value: int) -> str:
+        return "the broker's default" if value == -1 else str(value)  # -1: CreateTopics' "not set"
+
+    asked = ", ".join(
+        [
+            f"partitions {asked_for(topic.num_partitions)}",
+            f"replication factor {asked_for(topic.replication_factor)}",
+            *(f"{key}={value}" for key, value in sorted((topic.topic_configs or {}).items())),
+        ]
+    )
+    return (
+        f"could not create the topic {topic.name} ({asked}): the broker refused it, {error.__name__}: "
+        f"{reason}. Create it as a user allowed to, with settings the broker accepts, or change the setting "
+        "it refused"
+    )
 
 
 def wait_for_partitions(client_config: Mapping[str, Any], topics: Iterable[str], timeout_s: float) -> None:

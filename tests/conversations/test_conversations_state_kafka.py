@@ -7,14 +7,18 @@ one-line error at start."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import pytest
 from _helpers import wait_until
-from conversation_service import SERVICE_WAIT_S, Running, config, produce
+from conversation_service import SERVICE_WAIT_S, Running, config, conversations_process, on_topic, produce
 from conversation_turns import turn
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import KafkaError, NoError
+from kafka.structs import OffsetAndMetadata
 from service_processes import ServiceProcess
 
 from tracescore.conversations import ConversationsConfig
@@ -24,6 +28,7 @@ from tracescore.testing.kafka_topics import input_producer, read_topic, topic_pr
 pytestmark = pytest.mark.kafka
 
 META_KEY = b"\x00tracescore.partition"
+T = TypeVar("T")
 
 
 def key(conversation: str) -> bytes:
@@ -85,6 +90,15 @@ def test_the_state_topic_of_the_earlier_version_is_carried_over_once(
     }  # fmt: skip
     create_compacted(bootstrap, old, 1)
     put(bootstrap, old, [(key("c-1"), json.dumps(snapshot).encode(), None)])
+    # It read the turns topic in the same group and committed its offsets (plain ones: it had no meta).
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(cfg.turns_topic, cfg.turns_partitions, 1)])
+    offsets = {
+        TopicPartition(cfg.turns_topic, p): OffsetAndMetadata(0, "", -1) for p in range(cfg.turns_partitions)
+    }
+    group = f"{cfg.group_id}.turns"
+    wait_until(lambda: committed_all(admin, group, offsets), "the earlier version's commits")
+    admin.close()
     with Running(cfg) as first:
         wait_until(lambda: len(first.written) == 1, "the first run's record", timeout_s=SERVICE_WAIT_S)
     [record] = first.written
@@ -177,6 +191,79 @@ def wait_recreated(
         )
     finally:
         probe.close()
+
+
+def test_a_record_is_not_written_again_after_the_state_topic_was_deleted_and_the_service_killed(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """The state topic deleted while the service runs, right after it wrote a record (before the state that
+    records it was saved), and the service killed before it looked for the topic again: the restart finds no
+    meta for the turns partition, but an offset the group committed after saving one (at its first
+    checkpoint, before the turn came), so it knows the state was lost and looks for what was written from the
+    conversations topic's log start. It took the partition for one used for the first time (nothing written,
+    nothing to look for), read the turn again and wrote the record a second time."""
+    cfg = config(bootstrap, topic_prefix, turns_partitions=1, max_turns=1)  # one turn: full, decided at once
+    settings = {"turns_partitions": "1", "max_turns": "1"}
+    killed = conversations_process(
+        bootstrap, topic_prefix, pause_at="outputs.written:1", idle_timeout=None, spans=False, evidence=False,
+        **settings,
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: committed(bootstrap, cfg) == {0: 0}, "the first checkpoint's commit", SERVICE_WAIT_S
+        )
+        produce(bootstrap, cfg.evaluations_topic, [turn(1, 1.0, "c-0")])
+        wait_until(killed.paused, "c-0's record written, its state not saved", SERVICE_WAIT_S)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.delete_topics([cfg.state_topic])
+        admin.close()
+        probe = topic_probe(bootstrap)
+        try:
+            wait_until(lambda: cfg.state_topic not in probe.topics(), "the state topic deleted")
+        finally:
+            probe.close()
+    finally:
+        killed.process.kill()
+    assert killed.wait() == -9, killed.log[-3000:]
+    assert [r.conversation_id for r in on_topic(bootstrap, cfg)] == ["c-0"]
+
+    restarted = conversations_process(bootstrap, topic_prefix, spans=False, evidence=False, **settings)
+    assert restarted.wait() == 0, restarted.log[-3000:]
+    said = f"killed:\n{killed.log[-3000:]}\nrestarted:\n{restarted.log[-3000:]}"
+    assert [(r.conversation_id, r.revision, r.turns) for r in on_topic(bootstrap, cfg)] == [("c-0", 0, 1)], (
+        said
+    )
+    assert f"the state topic {cfg.state_topic} has no meta for partition(s) 0 of {cfg.turns_topic}" in said
+    assert f"looked for on {cfg.conversations_topic} from the log start" in said
+
+
+def committed(bootstrap: str, cfg: ConversationsConfig) -> dict[int, int]:
+    """The offsets stage 2's group committed on the turns topic (none while its coordinator is not known)."""
+    group = f"{cfg.group_id}.turns"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        offsets = retriable(lambda: admin.list_group_offsets([group]).get(group)) or {}
+    finally:
+        admin.close()
+    return {tp.partition: at.offset for tp, at in offsets.items() if tp.topic == cfg.turns_topic}
+
+
+def committed_all(
+    admin: KafkaAdminClient, group: str, offsets: dict[TopicPartition, OffsetAndMetadata]
+) -> bool:
+    """`offsets` committed in `group`; False where the broker said to try again."""
+    errors = retriable(lambda: admin.alter_group_offsets(group, offsets))
+    return errors is not None and set(errors.values()) == {NoError}
+
+
+def retriable(call: Callable[[], T]) -> T | None:
+    """`call()`, or None where the broker said to try again (a group's coordinator not elected yet)."""
+    try:
+        return call()
+    except KafkaError as exc:
+        if not exc.retriable:
+            raise
+        return None
 
 
 def test_a_state_topic_partitioned_unlike_the_turns_topic_stops_the_service_with_one_line(

@@ -14,28 +14,39 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from kafka.producer.future import FutureRecordMetadata
 from pydantic import Field
 
-from tracescore._kafka import BROKER_WAIT_S, ensure_topics, not_creating_topics, read_partitions
+from tracescore._kafka import (
+    BROKER_WAIT_S,
+    ensure_topics,
+    not_creating_topics,
+    probe_consumer,
+    read_partitions,
+)
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._outputs import delivered
 
-__all__ = ["META_KEY", "Changelog", "ChangelogError", "PartitionMeta", "PartitionState"]
+__all__ = ["META_KEY", "META_SAVED", "Changelog", "ChangelogError", "PartitionMeta", "PartitionState"]
 
 _log = logging.getLogger("tracescore")
 
 # A JSON list (conversations) or names joined by \x1f (alert) never starts with NUL or lacks both.
 META_KEY = b"\x00tracescore.partition"
+# The metadata of every offset stage 2 commits: the partition's meta was on the state topic before it. A
+# restore that finds such an offset and no meta knows the partition's state was lost (`lost_state`).
+META_SAVED = "tracescore.meta-saved"
 
 
 class PartitionMeta(StateRecord):
-    """One per state topic partition."""
+    """One per state topic partition. Its `outputs` marks say where a restart looks for what was written;
+    a missing mark means "look from the log start" (`OutputLog.since`), and so does a missing meta where the
+    group committed an offset after saving one (the state lost: `_restore.lost_state`)."""
 
     schema_version: Literal[1] = 1
     migrated_from: str | None = Field(
@@ -44,7 +55,9 @@ class PartitionMeta(StateRecord):
     outputs: dict[str, dict[int, int]] = Field(
         default_factory=dict,
         description="Per verified output topic and partition, its end offset when this partition's state was "
-        "last saved: a restart looks there for outputs written after it (by ids in their headers).",
+        "last saved: a restart looks there for outputs written after it (by ids in their headers). A topic "
+        "or partition without a mark (its end never learnt: a stop before any look, one added since) means "
+        "look from its log start, never nothing to look for.",
     )
 
 
@@ -81,9 +94,7 @@ class Changelog:
         client = connection.client_config()
         # No client of ours may create it by accident: auto-created, it would have the broker's partition
         # count and no compaction.
-        self._probe = KafkaConsumer(
-            **client, group_id=None, enable_auto_commit=False, **not_creating_topics()
-        )
+        self._probe = probe_consumer(client)
         self._producer = KafkaProducer(
             **client,
             acks="all",
@@ -226,11 +237,8 @@ def _old_partitions(connection: KafkaConnection, topic: str, what: str) -> list[
     says `what` failed, and stays retriable when it was."""
     wait_ms = int(BROKER_WAIT_S * 1000)
     try:
-        probe = KafkaConsumer(
-            **connection.client_config(),
-            group_id=None,
-            enable_auto_commit=False,
-            **not_creating_topics(),
+        probe = probe_consumer(
+            connection.client_config(),
             bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
             request_timeout_ms=wait_ms,  # the look's metadata request (30 s by default, then retried)
         )

@@ -17,11 +17,12 @@ rebalance that follows has each look again, each BROKER_WAIT_S at most.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from tracescore._kafka import BROKER_WAIT_S
 from tracescore._kafka_config import KafkaConnection
@@ -47,6 +48,8 @@ class GroupShared(KafkaError):
 
 
 class GroupCheck:
+    """The looks of one service run, on one admin client (made at the first look, `close`d at the stop)."""
+
     def __init__(
         self, connection: KafkaConnection, group_id: str, service: str, stopping: Callable[[], bool]
     ) -> None:
@@ -54,6 +57,12 @@ class GroupCheck:
         self._stopping = stopping
         self._others = {client_id(s): s for s in SERVICES if s != service}
         self._due = True  # before the first poll
+        self._admin: KafkaAdminClient | None = None
+        self._closed = False
+        self._lock = threading.Lock()  # `close` may come while a look given up on makes the client
+        # One call at a time: a look given up on still runs, and the next one waits for it (not two threads
+        # on the one client).
+        self._look = BoundedCall(self._members, f"a look at the members of group {group_id}")
 
     def changed(self, _: Sequence[TopicPartition]) -> None:
         """Stage 1's assignment or its group's generation changed (on the client's IO thread, or after the
@@ -67,9 +76,8 @@ class GroupCheck:
         if not self._due:
             return
         self._due = False
-        look = BoundedCall(self._members, f"a look at the members of group {self.group_id}")
         try:
-            members = look(self._stopping, BROKER_WAIT_S)
+            members = self._look(self._stopping, BROKER_WAIT_S)
         except KafkaError as exc:
             _log.debug("could not look at group %s's members: %s", self.group_id, exc)
             return
@@ -84,15 +92,30 @@ class GroupCheck:
             )
 
     def _members(self) -> list[dict[str, Any]]:
-        wait_ms = int(BROKER_WAIT_S * 1000)
-        admin = KafkaAdminClient(
-            **self.connection.client_config(),
-            client_id=client_id(self.service),
-            request_timeout_ms=wait_ms,
-            bootstrap_timeout_ms=wait_ms,
-        )
-        try:
-            described = admin.describe_groups([self.group_id]).get(self.group_id) or {}
-        finally:
-            admin.close()
+        admin = self._admin
+        if admin is None:
+            wait_ms = int(BROKER_WAIT_S * 1000)
+            admin = KafkaAdminClient(
+                **self.connection.client_config(),
+                client_id=client_id(self.service),
+                request_timeout_ms=wait_ms,
+                bootstrap_timeout_ms=wait_ms,
+            )
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._admin = admin
+            if closed:
+                admin.close()
+                raise KafkaTimeoutError(f"a look at group {self.group_id}: the service stopped meanwhile")
+        described = admin.describe_groups([self.group_id]).get(self.group_id) or {}
         return list(described.get("members") or [])
+
+    def close(self) -> None:
+        """Close the admin client, if a look made one (a look given up on that still runs ends with an error
+        nobody waits for); no look makes another."""
+        with self._lock:
+            self._closed = True
+            admin, self._admin = self._admin, None
+        if admin is not None:
+            admin.close()

@@ -26,7 +26,7 @@ from kafka.structs import OffsetAndMetadata
 from tracescore._kafka import RebalanceListener, caught_up, subscribe_topics
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
-from tracescore._service._changelog import Changelog, PartitionMeta, PartitionState
+from tracescore._service._changelog import META_SAVED, Changelog, PartitionMeta, PartitionState
 from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._crash import crash_point
 from tracescore._service._found import FoundOutputs
@@ -177,6 +177,7 @@ class KeyedStage:
             raise
         self.counts["partitions_read"] += len(mine)
         restored = sum(self._restore_partition(p, read.states[p]) for p in mine)
+        self._meta_due.update(read.lost)  # a meta again at the next save, before the next commit
         migrated = self._migrate(read)
         self.logic.restored()
         self._found.add(read.since, read.found, restored_at)
@@ -425,7 +426,7 @@ class KeyedStage:
         # Restored partitions only: one revoked stays assigned until the rebalance completes, its keys gone.
         positions = {p: offset for p, offset in self.positions().items() if offset is not None}
         return {
-            TopicPartition(self.topic, partition): OffsetAndMetadata(offset, "", -1)
+            TopicPartition(self.topic, partition): OffsetAndMetadata(offset, META_SAVED, -1)
             for partition, offset in self.logic.commit_floors(positions).items()
             if every or self._committed.get(partition) != offset
         }

@@ -367,6 +367,7 @@ class ServiceLoop:
             lambda: self._outputs.close(left()),
             lambda: self._changelog.close(left()),
             lambda: self._stream.close(left()),
+            self._group_check.close,
         )
         for close in closes:
             try:

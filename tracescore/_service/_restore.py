@@ -16,21 +16,22 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
+from kafka.structs import OffsetAndMetadata
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from tracescore._kafka import BROKER_WAIT_S
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import STOP_CHECK_S, BoundedCall
-from tracescore._service._changelog import Changelog, PartitionState, legacy_states
+from tracescore._service._changelog import META_SAVED, Changelog, PartitionState, legacy_states
 from tracescore._service._outputs import Marks, OutputLog, lowest
 
-__all__ = ["ReadBack", "RestoreFailed", "RestoreReader"]
+__all__ = ["ReadBack", "RestoreFailed", "RestoreReader", "lost_state"]
 
 _PAUSE_S = (1.0, 30.0)  # between two tries of a restore: doubling from the first, at most the second
 
@@ -45,15 +46,38 @@ class ReadBack:
     states: dict[int, PartitionState]
     # The old state topic's (partition, key, value) for partitions used for the first time (no meta yet).
     legacy: list[tuple[int, bytes, bytes]] = field(default_factory=list)
-    # Per partition with a meta: where it looks for its outputs (its marks; a log start where it has none).
+    # Per partition not used for the first time: where it looks for its outputs (its marks; a log start
+    # where it has none).
     since: dict[int, Marks] = field(default_factory=dict)
     found: dict[str, str] = field(default_factory=dict)  # the outputs from there to the topics' ends
     committed: dict[int, int | None] = field(default_factory=dict)  # the group's committed offsets
     rewind: dict[int, int] = field(default_factory=dict)  # the first offset at or after `rewind_ms`
+    # The partitions whose state was lost (`lost_state`): looked at like a meta without marks.
+    lost: list[int] = field(default_factory=list)
 
     def fresh(self) -> list[int]:
         """The partitions used for the first time: the old state topic is carried over to them."""
-        return [p for p, s in self.states.items() if s.meta is None and s.unreadable_meta is None]
+        return [p for p in _without_meta(self.states) if p not in self.lost]
+
+
+def _without_meta(states: Mapping[int, PartitionState]) -> list[int]:
+    return [p for p, s in states.items() if s.meta is None and s.unreadable_meta is None]
+
+
+def lost_state(
+    states: Mapping[int, PartitionState], committed: Mapping[int, OffsetAndMetadata | None], legacy: bool
+) -> list[int]:
+    """The partitions of `states` without a meta whose input offsets were committed after one was saved: a
+    partition's first meta goes out before its first output and before any offset committed with META_SAVED
+    (`KeyedStage.save`), so such a partition lost its state (the state topic deleted, or named anew). An
+    offset without META_SAVED (committed by an earlier version, or by a tool) says the same unless an old
+    state topic is set (`legacy`): the single-partition version committed offsets on the same keyed topic,
+    wrote no meta, and its state is carried over from that topic the first time a partition is used."""
+    return [
+        p
+        for p in _without_meta(states)
+        if (at := committed.get(p)) is not None and (at.metadata == META_SAVED or not legacy)
+    ]
 
 
 def _retriable(error: BaseException) -> bool:
@@ -95,7 +119,7 @@ class RestoreReader:
         )
         started = time.monotonic()
         try:
-            return tries(call, self.stopping, math.inf)
+            back = tries(call, self.stopping, math.inf)
         except KafkaError as exc:
             if self.stopping() or not _retriable(exc):
                 raise
@@ -105,6 +129,24 @@ class RestoreReader:
                 f"{BROKER_WAIT_S:g}s); the last: {exc}. Nothing of those partitions was applied or "
                 "committed: the next start restores them again once the broker answers"
             ) from exc
+        if back.lost:
+            self._said_lost(back.lost)
+        return back
+
+    def _said_lost(self, lost: Sequence[int]) -> None:
+        topics = ", ".join(self.outputs.verified)
+        self.log.warning(
+            "the state topic %s has no meta for partition(s) %s of %s, whose offsets group %s committed "
+            "after saving one: their state was lost (the topic deleted, or named anew). %s; their keys start "
+            "again from the records after the committed offsets",
+            self.changelog.topic,
+            ",".join(map(str, lost)),
+            self.changelog.source,
+            self.consumer.config["group_id"],
+            f"What they wrote is looked for on {topics} from the log start, so nothing found is written again"
+            if topics
+            else "No output topic to look at: what they decide again may go out again",
+        )
 
     def _said(self, where: str, state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome is not None else None
@@ -130,6 +172,17 @@ class RestoreReader:
     def _read(self, assigned: Sequence[TopicPartition], rewind_ms: int | None) -> ReadBack:
         changelog, consumer, stopping = self.changelog, self.consumer, self.stopping
         back = ReadBack(changelog.read([tp.partition for tp in assigned], give_up=stopping))
+        # The consumer is not thread-safe; the stage waits for this call, so one thread uses it at a time.
+        # A read given up on for a stop may still run while the service closes the consumer (for one
+        # BROKER_WAIT_S at most): whatever it returns then is never applied.
+        if stopping():
+            raise KafkaTimeoutError("the restore's commits: given up on, a stop was asked for")
+        wait_ms = int(BROKER_WAIT_S * 1000)
+        committed = {
+            tp.partition: consumer.committed(tp, metadata=True, timeout_ms=wait_ms) for tp in assigned
+        }
+        back.committed = {p: None if at is None else at.offset for p, at in committed.items()}
+        back.lost = lost_state(back.states, committed, legacy=bool(self.legacy_topic))
         fresh = set(back.fresh())
         legacy = legacy_states(self.connection, self.legacy_topic, dict.fromkeys(fresh, True), stopping)
         for key, value in legacy:
@@ -137,29 +190,23 @@ class RestoreReader:
             partition = (murmur2(key) & 0x7FFFFFFF) % changelog.partitions
             if partition in fresh:
                 back.legacy.append((partition, key, value))
-        # The consumer is not thread-safe; the stage waits for this call, so one thread uses it at a time.
-        # A read given up on for a stop may still run while the service closes the consumer (for one
-        # BROKER_WAIT_S at most): whatever it returns then is never applied.
         if stopping():
             raise KafkaTimeoutError("the restore's outputs: given up on, a stop was asked for")
-        wait_ms = int(BROKER_WAIT_S * 1000)
-        # A partition without a meta never had an output: its first meta goes out before its first output
-        # (`KeyedStage._first_metas`). Every other one is looked at (nothing found is held too: looked at
-        # again before what it decides is sent): from its marks, or where a verified topic partition has
-        # none (a meta unreadable, written before its owner knew that end), from the log start.
-        with_meta = [p for p, s in back.states.items() if s.meta is not None or s.unreadable_meta is not None]
-        if with_meta and self.outputs.verified:
+        # A partition used for the first time never had an output: its first meta goes out before its first
+        # output (`KeyedStage._first_metas`). Every other one is looked at (nothing found is held too: looked
+        # at again before what it decides is sent): from its marks, or where a verified topic partition has
+        # none (a meta unreadable, written before its owner knew that end; its state lost), from the log
+        # start.
+        looked_at = sorted(set(back.states) - fresh)
+        if looked_at and self.outputs.verified:
             log_starts = self._log_starts(wait_ms)
-            for partition in with_meta:
+            for partition in looked_at:
                 meta = back.states[partition].meta
                 back.since[partition] = self.outputs.since(meta.outputs if meta else {}, log_starts)
             # One look from the lowest marks for them all: what it finds of another partition's keys only
             # says written of what was written. It ends at the ends read as it starts (`find`), so a look
             # from a log start reads at most what retention keeps, and holds at most FOUND_AT_MOST ids.
             back.found = self.outputs.find(lowest(*back.since.values()), give_up=stopping)
-        if stopping():
-            raise KafkaTimeoutError("the restore's commits: given up on, a stop was asked for")
-        back.committed = {tp.partition: consumer.committed(tp, timeout_ms=wait_ms) for tp in assigned}
         if rewind_ms:
             starts = consumer.offsets_for_times(dict.fromkeys(assigned, rewind_ms), timeout_ms=wait_ms)
             back.rewind = {tp.partition: at.offset for tp, at in starts.items() if at is not None}
