@@ -259,29 +259,26 @@ class OutputLog:
     def _reader(self) -> Iterator[KafkaConsumer]:
         """The kept reader, or one of this look's own while another thread's look holds it (a restore given
         up on for a stop may still read, for BROKER_WAIT_S at most) or after `close`. A read broken off (a
-        stop, the broker not answering) leaves the kept one closed: the next look starts a new one."""
+        stop, the broker not answering) closes the kept one: the next look starts a new one."""
         with self._guard:
             kept = not self._reading and not self._closed
-            if kept:
-                self._reading = True
-                if self._kept is None:
-                    self._kept = log_reader(self.connection)
-                reader = self._kept
-        if not kept:
-            reader = log_reader(self.connection)
+            self._reading |= kept
+            reader = self._kept if kept else None
         done = False
         try:
+            if reader is None:  # made outside the guard: a first connection may wait BROKER_WAIT_S
+                reader = log_reader(self.connection)
             yield reader
             done = True
         finally:
-            if not kept:
-                reader.close()
-            else:
+            keep = False
+            if kept:
                 with self._guard:
                     self._reading = False
-                    if not done or self._closed:
-                        self._kept = None
-                        reader.close()
+                    keep = done and not self._closed
+                    self._kept = reader if keep else None
+            if reader is not None and not keep:
+                reader.close()
 
     def close(self, timeout_s: float | None = None) -> None:
         timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
