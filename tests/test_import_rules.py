@@ -47,6 +47,8 @@ READS_INTERNALS = {
     "benchmarks/reading_instructions.py": {"tracescore.consume", "tracescore.extract"},
     # swaps the kafka-python client the consumer builds (consume._clients) to measure client settings
     "benchmarks/kafka_consumer_levers.py": {"tracescore.consume"},
+    # the services' restore look for their outputs (the service base's OutputLog and FoundOutputs), timed
+    "benchmarks/restore_look.py": {"tracescore"},
     # the held turns of grounding across turns (conversations._grounder), measured on their own
     "benchmarks/grounding_cost.py": {"tracescore.conversations"},
     # the learning models fed through the consumer's lock (consume._shared_policy.SharedPolicy)

@@ -13,10 +13,11 @@ import threading
 import time
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import InconsistentGroupProtocolError, KafkaConnectionError, KafkaTimeoutError
 
+import tracescore._kafka
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service import (
     CRASH_ENV,
@@ -131,6 +132,76 @@ def test_a_look_holds_at_most_its_limit_of_ids_the_newest_and_reads_a_partition_
     finally:
         log.close()
         producer.close()
+
+
+def produced(producer: KafkaProducer, topic: str, names: range, partition: int = 0) -> None:
+    for n in names:
+        headers = [(OUTPUT_ID_HEADER, f"id-{n}".encode()), (OUTPUT_DIGEST_HEADER, f"d{n}".encode())]
+        producer.send(topic, key=b"k", value=b"v", headers=headers, partition=partition).get(30)
+
+
+@pytest.mark.kafka
+def test_looks_again_on_several_topics_reuse_one_reader_and_find_what_was_appended_since(
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a restore's window is open, the output topics are looked at again before each write: every
+    topic is read in one read, by a reader kept from one look to the next (a new client per topic and look
+    connected and learnt the metadata anew each time), which still finds what was appended since."""
+    opened: list[KafkaConsumer] = []
+
+    class Counted(KafkaConsumer):  # type: ignore[misc]
+        def __init__(self, **config: object) -> None:
+            super().__init__(**config)
+            opened.append(self)
+
+    topic, other = f"{topic_prefix}.records", f"{topic_prefix}.revisions"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    produced(producer, topic, range(2))
+    produced(producer, other, range(10, 12))
+    monkeypatch.setattr(tracescore._kafka, "KafkaConsumer", Counted)
+    log = OutputLog(KafkaConnection(bootstrap_servers=bootstrap), producer, [topic, other])
+    try:
+        assert log.find({topic: {0: 0}, other: {0: 0}}) == {f"id-{n}": f"d{n}" for n in (0, 1, 10, 11)}
+        produced(producer, other, range(12, 13))
+        assert log.find({topic: {0: 2}, other: {0: 2}}) == {"id-12": "d12"}
+        assert log.find({topic: {0: 1}, other: {0: 3}}) == {"id-1": "d1"}
+        assert len(opened) == 1, "one reader for every topic and look"
+    finally:
+        log.close()
+        producer.close()
+
+
+@pytest.mark.kafka
+def test_a_look_while_another_threads_look_holds_the_kept_reader_reads_with_its_own(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """A restore given up on for a stop may still read on its thread (one broker wait at most) while the
+    service looks again or closes: the kept reader is never used by two looks at once, and one still reading
+    when the log is closed is closed as its look ends."""
+    topic = f"{topic_prefix}.records"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    produced(producer, topic, range(3))
+    log = OutputLog(KafkaConnection(bootstrap_servers=bootstrap), producer, [topic])
+    inside, go_on, results = threading.Event(), threading.Event(), []
+
+    def held_up() -> bool:
+        inside.set()
+        go_on.wait(30)
+        return False
+
+    first = threading.Thread(target=lambda: results.append(log.find({topic: {0: 0}}, give_up=held_up)))
+    first.start()
+    try:
+        assert inside.wait(30)
+        assert log.find({topic: {0: 1}}) == {"id-1": "d1", "id-2": "d2"}, "read by a reader of its own"
+        log.close()
+        assert log.find({topic: {0: 2}}) == {"id-2": "d2"}, "closed: a look still reads, by its own reader"
+    finally:
+        go_on.set()
+        first.join(30)
+        log.close()
+        producer.close()
+    assert results == [{"id-0": "d0", "id-1": "d1", "id-2": "d2"}]
 
 
 def test_found_outputs_hold_their_partitions_output_marks_back_until_released() -> None:

@@ -43,11 +43,13 @@ __all__ = [
     "group_member",
     "known_lag",
     "lag",
+    "log_reader",
     "not_creating_topics",
     "probe_consumer",
     "protocol_checked",
     "quiet_closed_transport_race",
     "read_partitions",
+    "read_with",
     "ready_to_read",
     "redact_in_client_logs",
     "rekeying_clients",
@@ -338,9 +340,36 @@ def read_partitions(
 ) -> Iterator[ConsumerRecord]:
     """Every message of `partitions` of `topic` from their beginning (or the offsets `start` gives) to their
     end offsets now, read without a group and without ever creating the topic: what a service restores from
-    its compacted state topic.
+    its compacted state topic (`read_with`, by a reader of its own, closed once read)."""
+    if not partitions:
+        return
+    reader = log_reader(connection)
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        yield from read_with(reader, {tp: (start or {}).get(tp.partition) for tp in tps}, give_up)
+    finally:
+        reader.close()
 
-    Records gone below a `start` (retention or delete_records moved the log start past it, before or during
+
+def log_reader(connection: KafkaConnection) -> KafkaConsumer:
+    """A consumer for `read_with`: in no group, never creating a topic, raising on an offset out of range."""
+    return probe_consumer(
+        connection.client_config(),
+        bootstrap_timeout_ms=int(BROKER_WAIT_S * 1000),  # its first metadata (30 s by default)
+        auto_offset_reset="none",  # an offset out of range raises: said and handled by read_with
+    )
+
+
+def read_with(
+    reader: KafkaConsumer,
+    start: Mapping[TopicPartition, int | None],
+    give_up: Callable[[], bool] = lambda: False,
+) -> Iterator[ConsumerRecord]:
+    """Every message of the topic partitions of `start` from there (None: their beginning) to their end
+    offsets now, read by `reader` (a `log_reader`, assigned those partitions: one kept for many reads skips
+    a new client's connection and first metadata each time).
+
+    Records gone below a start (retention or delete_records moved the log start past it, before or during
     the read) are not silently skipped to the end, kafka-python's default reset: the read goes on from the
     earliest offset left, and a warning says how many offsets were lost.
 
@@ -348,48 +377,43 @@ def read_partitions(
     most, and so does the read while it gets no further (KafkaTimeoutError, saying what it read and how far);
     `give_up()` is looked at before each broker call of the loop (KafkaTimeoutError): a read abandoned for a
     stop ends within BROKER_WAIT_S, one call's wait, and leaves no thread behind."""
-    if not partitions:
+    tps = list(start)
+    if not tps:
         return
-    where = f"{topic}[{','.join(map(str, partitions))}]"
-    wait_ms = int(BROKER_WAIT_S * 1000)
-    reader = probe_consumer(
-        connection.client_config(),
-        bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
-        auto_offset_reset="none",  # an offset out of range raises: said and handled below, never skipped
+    where = ", ".join(
+        f"{topic}[{','.join(str(tp.partition) for tp in tps if tp.topic == topic)}]"
+        for topic in dict.fromkeys(tp.topic for tp in tps)
     )
-    try:
-        tps = [TopicPartition(topic, p) for p in partitions]
-        reader.assign(tps)
-        reader.seek_to_beginning(*tps)
-        for tp in tps:
-            if start is not None and tp.partition in start:
-                reader.seek(tp, start[tp.partition])
-        end = reader.end_offsets(tps, timeout_ms=wait_ms)
-        moved_at, before = time.monotonic(), None
-        while True:
-            at = []
-            for tp in tps:  # the stop looked at before each position: each may wait BROKER_WAIT_S
-                if give_up():
-                    raise KafkaTimeoutError(f"reading {where}: given up on, a stop was asked for")
-                at.append(reader.position(tp, timeout_ms=wait_ms))
-            if all(a is not None and a >= end[tp] for a, tp in zip(at, tps, strict=True)):
-                return
-            if at != before:
-                moved_at, before = time.monotonic(), at
-            elif time.monotonic() - moved_at > BROKER_WAIT_S:
-                raise KafkaTimeoutError(
-                    f"no answer from the broker within {BROKER_WAIT_S:g}s reading {where} (offset/end: "
-                    f"{', '.join(f'{a}/{end[tp]}' for a, tp in zip(at, tps, strict=True))})"
-                )
-            try:
-                polled = reader.poll(timeout_ms=500)
-            except OffsetOutOfRangeError as exc:
-                _read_on_from_log_start(reader, exc, end, wait_ms)
-                continue
-            for messages in polled.values():
-                yield from messages
-    finally:
-        reader.close()
+    wait_ms = int(BROKER_WAIT_S * 1000)
+    reader.assign(tps)
+    reader.seek_to_beginning(*tps)
+    for tp, offset in start.items():
+        if offset is not None:
+            reader.seek(tp, offset)
+    end = reader.end_offsets(tps, timeout_ms=wait_ms)
+    moved_at, before = time.monotonic(), None
+    while True:
+        at = []
+        for tp in tps:  # the stop looked at before each position: each may wait BROKER_WAIT_S
+            if give_up():
+                raise KafkaTimeoutError(f"reading {where}: given up on, a stop was asked for")
+            at.append(reader.position(tp, timeout_ms=wait_ms))
+        if all(a is not None and a >= end[tp] for a, tp in zip(at, tps, strict=True)):
+            return
+        if at != before:
+            moved_at, before = time.monotonic(), at
+        elif time.monotonic() - moved_at > BROKER_WAIT_S:
+            raise KafkaTimeoutError(
+                f"no answer from the broker within {BROKER_WAIT_S:g}s reading {where} (offset/end: "
+                f"{', '.join(f'{a}/{end[tp]}' for a, tp in zip(at, tps, strict=True))})"
+            )
+        try:
+            polled = reader.poll(timeout_ms=500)
+        except OffsetOutOfRangeError as exc:
+            _read_on_from_log_start(reader, exc, end, wait_ms)
+            continue
+        for messages in polled.values():
+            yield from messages
 
 
 def _read_on_from_log_start(

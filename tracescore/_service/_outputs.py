@@ -14,16 +14,18 @@ again only if the crash came after them and before the verified ones.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
-from tracescore._kafka import probe_consumer, read_partitions
+from tracescore._kafka import log_reader, probe_consumer, read_with
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S
 from tracescore._service._crash import crash_point
@@ -118,6 +120,11 @@ class OutputLog:
         self._ends: Marks = {}
         self._ends_at = 0.0
         self._probe: KafkaConsumer | None = None
+        # The reader `find` keeps between looks (`_reader`): used by one look at a time.
+        self._guard = threading.Lock()
+        self._kept: KafkaConsumer | None = None
+        self._reading = False
+        self._closed = False
         # Sent, and a stop gave up waiting for their acknowledgement: id -> (digest, its send). The closing
         # checkpoint waits for these sends again instead of writing the same outputs twice.
         self._unacknowledged: dict[str, tuple[str, FutureRecordMetadata]] = {}
@@ -210,25 +217,32 @@ class OutputLog:
         read as the look starts, so it ends however much is written meanwhile). Memory is bounded by the ids
         held, never the messages read: past `limit` the oldest found are let go (the marks move on every
         minute, so the outputs that matter are the newest; more means many writers, or a look from a log
-        start, and one let go may be written twice: said in a warning)."""
+        start, and one let go may be written twice: said in a warning). Only the id and digest headers are
+        looked at: every topic in one read, by a reader kept for the next look (a look again before each
+        write while a restore's window is open would otherwise connect and learn the metadata anew)."""
+        start: dict[TopicPartition, int | None] = {
+            TopicPartition(topic, p): offset
+            for topic, offsets in since.items()
+            if topic in self.verified
+            for p, offset in sorted(offsets.items())
+        }
         found: dict[str, str] = {}
         order: deque[str] = deque()
         dropped = 0
-        for topic, offsets in since.items():
-            if topic not in self.verified or not offsets:
-                continue
-            messages = read_partitions(
-                self.connection, topic, sorted(offsets), start=offsets, give_up=give_up
-            )
-            for message in messages:
-                headers = dict(message.headers or ())
-                output_id = headers.get(OUTPUT_ID_HEADER)
+        with self._reader() as reader:
+            for message in read_with(reader, start, give_up):
+                output_id = digest = None
+                for name, value in message.headers or ():
+                    if name == OUTPUT_ID_HEADER:
+                        output_id = value
+                    elif name == OUTPUT_DIGEST_HEADER:
+                        digest = value
                 if output_id is None:
                     continue
                 identity = output_id.decode()
                 if identity not in found:
                     order.append(identity)
-                found[identity] = headers.get(OUTPUT_DIGEST_HEADER, b"").decode()
+                found[identity] = digest.decode() if digest is not None else ""
                 if len(order) > limit:
                     found.pop(order.popleft(), None)
                     dropped += 1
@@ -241,9 +255,40 @@ class OutputLog:
             )
         return found
 
+    @contextmanager
+    def _reader(self) -> Iterator[KafkaConsumer]:
+        """The kept reader, or one of this look's own while another thread's look holds it (a restore given
+        up on for a stop may still read, for BROKER_WAIT_S at most) or after `close`. A read broken off (a
+        stop, the broker not answering) closes the kept one: the next look starts a new one."""
+        with self._guard:
+            kept = not self._reading and not self._closed
+            self._reading |= kept
+            reader = self._kept if kept else None
+        done = False
+        try:
+            if reader is None:  # made outside the guard: a first connection may wait BROKER_WAIT_S
+                reader = log_reader(self.connection)
+            yield reader
+            done = True
+        finally:
+            keep = False
+            if kept:
+                with self._guard:
+                    self._reading = False
+                    keep = done and not self._closed
+                    self._kept = reader if keep else None
+            if reader is not None and not keep:
+                reader.close()
+
     def close(self, timeout_s: float | None = None) -> None:
+        timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
         if self._probe is not None:
-            self._probe.close(timeout_ms=None if timeout_s is None else int(timeout_s * 1000))
+            self._probe.close(timeout_ms=timeout_ms)
+        with self._guard:
+            self._closed = True
+            reader, self._kept = (None, self._kept) if self._reading else (self._kept, None)
+        if reader is not None:  # one still reading is closed as its look ends
+            reader.close(timeout_ms=timeout_ms)
 
 
 def lowest(*marks: Mapping[str, Mapping[int, int]]) -> Marks:
