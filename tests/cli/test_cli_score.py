@@ -80,6 +80,16 @@ def test_csv_input(tmp_path: Path) -> None:
     assert row["id"] == "x" and row["faithfulness"] is not None
 
 
+def test_a_csv_row_with_more_fields_than_a_one_column_header_says_field_not_fields(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text("answer\nDelhi,Mumbai\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["score", str(source), "--out", str(tmp_path / "o.jsonl"), "--no-progress"]
+    )
+    assert "in.csv line 2: expected 1 field, got 2" in result.output
+    assert "1 record (1 invalid)" in result.output
+
+
 def test_unknown_metric_is_a_usage_error(tmp_path: Path) -> None:
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--metrics", "faithfulness,nonsense")
     assert code == 2 and "unknown metric" in output and "nonsense" in output

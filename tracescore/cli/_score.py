@@ -10,10 +10,10 @@ from typing import Any
 import click
 
 from tracescore._config import unknown_name
+from tracescore._plural import counted
 from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error, threshold_option
 from tracescore.score import DEFAULT_METRICS, GateCondition, GateFailure
 from tracescore.score._inputs import FIELD_ALIASES
-from tracescore.score._summary import counted
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, TextIO
 
 from tqdm import tqdm
 
+from tracescore._plural import counted
 from tracescore.model import RagRecord
 from tracescore.score._evaluate import evaluate_many, result_row
 from tracescore.score._inputs import COLUMN_OPTION, ReadRow, read_row
@@ -124,7 +125,7 @@ def _table_rows(lines: _Decoded, delimiter: str) -> Iterator[tuple[int, Any, str
                 yield number, None, lines.bad.get(number, f"part of the record at line {first}: {bad[0]}")
             continue
         if problem is None and len(fields) != len(header):
-            problem = f"expected {len(header)} fields, got {len(fields)}"
+            problem = f"expected {counted(len(header), 'field')}, got {len(fields)}"
         if problem is None:
             yield first, dict(zip(header, fields, strict=True)), None
             continue

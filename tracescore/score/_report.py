@@ -24,6 +24,7 @@ from typing import Any
 
 import jinja2
 
+from tracescore._plural import counted
 from tracescore.model import UNLABELLED_THRESHOLD, RagRecord, is_flagged, label_is_bad
 from tracescore.score._report_views import (
     RANK_METRIC,
@@ -179,8 +180,9 @@ def read_scores(
             yield by_line.get(row.get("line")) if isinstance(row.get("line"), int) else None, row
     if rows and not scored:
         # The input file given for the scores: a page of unscored records, said to be a batch that failed.
+        lines = counted(rows, "line")
         raise ValueError(
-            f"{scores}: none of its {rows} lines is a `tracescore score` output row (no `results`); is it "
+            f"{scores}: none of its {lines} is a `tracescore score` output row (no `results`); is it "
             "the scored input? Give what `tracescore score --out` wrote, and the input with --records"
         )
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tracescore._plural import counted
 from tracescore.model import FAITHFULNESS, UNLABELLED_THRESHOLD, MetricResult, MetricStatus, Usage, is_flagged
 
 __all__ = [
@@ -16,18 +17,12 @@ __all__ = [
     "GateCondition",
     "GateFailure",
     "as_parameter",
-    "counted",
     "parse_fail_under",
     "parse_max_flagged",
 ]
 
 # The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
 FLAGGED_METRIC = FAITHFULNESS
-
-
-def counted(count: float, noun: str) -> str:
-    """`1 record`, `3 records`: a count and its noun, plural unless the count is one."""
-    return f"{count:g} {noun}{'' if count == 1 else 's'}"
 
 
 class GateCondition(StrEnum):
