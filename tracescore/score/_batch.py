@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from tracescore._plural import counted
 from tracescore.model import RagRecord
-from tracescore.score._evaluate import evaluate_many, result_row
+from tracescore.score._evaluate import evaluate_reads, result_row
 from tracescore.score._inputs import COLUMN_OPTION, ReadRow, read_row
 from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge
@@ -157,13 +157,13 @@ def score_file(
 
     async def run() -> None:
         with tqdm(desc="scoring", unit="rec", disable=not progress) as bar:
-            scored = evaluate_many(
+            scored = evaluate_reads(
                 read_records(source, column_map),
                 metrics,
                 judge,
+                lambda line: line.read,
                 concurrency=concurrency,
                 ordered=True,
-                record_of=lambda line: line.read,
             )
             async for line, results in scored:
                 read = line.read
