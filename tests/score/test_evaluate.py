@@ -375,6 +375,13 @@ async def test_evaluate_many_refuses_an_item_that_is_no_record_naming_it_and_wha
         [pair async for pair in evaluate_many(records, [Faithfulness()], OfflineJudge(), record_of=str)]
 
 
+@pytest.mark.parametrize(("data", "got"), [("a.jsonl", "a string"), (None, "None"), (42, "int")])
+def test_data_that_is_no_dataset_is_an_input_error_saying_what_was_given(data: Any, got: str) -> None:
+    """Not `'NoneType' object is not iterable`: what the function takes, and what it was given."""
+    with pytest.raises(InputError, match=f"expected records, a list of records or a DataFrame, got {got}$"):
+        evaluate_dataset(data, ["faithfulness"])
+
+
 def test_a_record_that_cannot_be_read_is_an_input_error_the_caller_can_catch_by_type() -> None:
     with pytest.raises(InputError, match=r"no answer \(looked for answer, "):
         evaluate({"query": "q", "contexts": ["c"]}, ["faithfulness"])

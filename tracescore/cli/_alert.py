@@ -22,7 +22,7 @@ from tracescore.cli._service import named_counts, run_service, service_settings
 __all__ = ["alert"]
 
 
-@click.command()
+@click.command(short_help="Alert on rolling scores per service and route (a service).")
 @service_config_option(
     "alert", "Alert config YAML (or TOML): rules, judge health, sinks; see the docs, Alerting."
 )

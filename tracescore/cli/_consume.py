@@ -41,7 +41,7 @@ __all__ = ["consume"]
 _PROMETHEUS_HOST = "0.0.0.0"  # every interface: a scraper runs elsewhere
 
 
-@click.command()
+@click.command(short_help="Score the RAG answers in traces from Kafka (a service).")
 @config_option
 @settings_options(ConsumerSettings)
 @click.option(

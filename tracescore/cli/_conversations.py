@@ -30,7 +30,7 @@ _FLAGS = ("bootstrap_servers", "evaluations_topic", "conversations_topic", "grou
           "phoenix_endpoint", "evidence_topic")  # fmt: skip
 
 
-@click.command()
+@click.command(short_help="One record per conversation once it goes quiet (a service).")
 @service_config_option(
     "conversations",
     "Config YAML (or TOML): its `conversations` table, or its top level; see the docs, Conversations.",

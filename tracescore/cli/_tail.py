@@ -180,7 +180,7 @@ def _messages(
             client_log.setLevel(level)
 
 
-@click.command()
+@click.command(short_help="Print the evaluation records on the evaluations topic.")
 @config_option
 @settings_options(
     ConsumerSettings, only=("bootstrap_servers", "evaluations_topic", "connect_timeout_s", "kafka")
