@@ -99,7 +99,7 @@ def test_a_file_without_a_record_says_so_not_see_the_reasons_above(tmp_path: Pat
     )
     assert result.exit_code == 1
     assert result.output.splitlines()[-1] == (
-        f"error: nothing could be scored in {source}: it holds no record (an empty file, blank lines or a "
+        f"Error: nothing could be scored in {source}: it holds no record (an empty file, blank lines or a "
         "header alone)"
     )
 
@@ -221,7 +221,7 @@ def test_the_command_logs_no_line_per_judge_call(tmp_path: Path) -> None:
 
 def test_nothing_scored_exits_1(tmp_path: Path) -> None:
     _, output, code = _run(tmp_path, ["{broken", json.dumps({"id": "x"})])
-    assert code == 1 and "nothing could be scored" in output
+    assert code == 1 and "Error: nothing could be scored" in output, "said as click says its errors"
 
 
 def test_a_judge_that_scores_nothing_is_said_with_the_first_reason(tmp_path: Path, monkeypatch) -> None:
@@ -239,8 +239,8 @@ def test_a_judge_that_scores_nothing_is_said_with_the_first_reason(tmp_path: Pat
             "--metrics", "faithfulness",
         )  # fmt: skip
     assert code == 1, output
-    [last] = [line for line in output.splitlines() if line.startswith("error:")]
-    assert last.startswith(f"error: nothing could be scored in {tmp_path / 'in.jsonl'}; the first reason: ")
+    [last] = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert last.startswith(f"Error: nothing could be scored in {tmp_path / 'in.jsonl'}; the first reason: ")
     assert "faithfulness: " in last and "500" in last and "reasons above" not in last, last
     assert last.endswith(f" at {address})"), last  # where the failing calls went
 

@@ -159,7 +159,7 @@ def score(
             why = " (see the reasons above)"
         else:
             why = ": it holds no record (an empty file, blank lines or a header alone)"
-        click.echo(f"error: nothing could be scored in {input_path}{why}", err=True)
+        click.echo(f"Error: nothing could be scored in {input_path}{why}", err=True)  # as click says its own
         sys.exit(EXIT_GATE_FAILED)
     # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
     allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}

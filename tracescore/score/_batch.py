@@ -27,7 +27,7 @@ from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric, needing_contexts
 
-__all__ = ["BatchSummary", "RowCallback", "read_records", "score_file"]
+__all__ = ["BatchSummary", "Decoded", "RowCallback", "read_records", "score_file"]
 
 _log = logging.getLogger("tracescore.score")
 
@@ -47,7 +47,7 @@ def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Ite
     string); the format comes from the file suffix. `column_map` as the library's, given with `--column`."""
     suffix = path.suffix.lower()
     with path.open("rb") as handle:
-        lines = _Decoded(handle)
+        lines = Decoded(handle)
         if suffix in (".csv", ".tsv"):
             rows = _table_rows(lines, "\t" if suffix == ".tsv" else ",")
         else:
@@ -59,7 +59,7 @@ def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Ite
             )
 
 
-class _Decoded:
+class Decoded:
     """Text lines of a binary file; `bad` holds the numbers of lines that were not valid UTF-8."""
 
     def __init__(self, handle: BinaryIO) -> None:
@@ -78,7 +78,7 @@ class _Decoded:
             yield text
 
 
-def _jsonl_rows(lines: _Decoded) -> Iterator[tuple[int, Any, str | None]]:
+def _jsonl_rows(lines: Decoded) -> Iterator[tuple[int, Any, str | None]]:
     for line in lines:
         number = lines.number
         if number in lines.bad:
@@ -92,7 +92,7 @@ def _jsonl_rows(lines: _Decoded) -> Iterator[tuple[int, Any, str | None]]:
                 yield number, None, f"not JSON: {exc.msg} at column {exc.colno}"
 
 
-def _table_rows(lines: _Decoded, delimiter: str) -> Iterator[tuple[int, Any, str | None]]:
+def _table_rows(lines: Decoded, delimiter: str) -> Iterator[tuple[int, Any, str | None]]:
     # strict: a quote that closes early (`"Where is it?,...` then a quote on a later line) is an error
     # instead of text silently merged with the next record.
     reader = csv.reader(iter(lines), delimiter=delimiter, strict=True)

@@ -156,16 +156,22 @@ def read_scores(
 ) -> Iterator[tuple[RagRecord | None, dict[str, Any]]]:
     """(record, row) for each row of a `tracescore score` JSONL; with `records` (the scored input file)
     each row gets its record by line number, for the texts. ValueError names a line that is not a row."""
+    from tracescore.score._batch import Decoded, read_records
+
     by_line: dict[int, RagRecord] = {}
     if records is not None:
-        from tracescore.score._batch import read_records
-
         by_line = {
             line.number: line.read.record for line in read_records(records) if line.read.record is not None
         }
     rows = scored = 0
-    with scores.open(encoding="utf-8-sig") as handle:
-        for number, text in enumerate(handle, start=1):
+    with scores.open("rb") as handle:
+        lines = Decoded(handle)
+        for text in lines:
+            number = lines.number
+            if number in lines.bad:  # a binary file: said by line, as `tracescore score` says it
+                raise ValueError(
+                    f"{scores} line {number}: {lines.bad[number]}; is it a `tracescore score` output?"
+                )
             if not text.strip():
                 continue
             try:
@@ -239,6 +245,7 @@ def _template() -> jinja2.Template:
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["counted"] = counted  # `{{ n | counted("row") }}`: 1 row, 2 rows, as everything else says
     source = resources.files("tracescore.score").joinpath("report.html.jinja").read_text(encoding="utf-8")
     return env.from_string(source)
 
