@@ -180,6 +180,7 @@ def test_a_normal_held_past_relearn_after_is_accepted_as_the_new_normal_and_says
     accepted = [n for n in route.notes if n.change == "accepted"]
     assert len(accepted) == 1 and accepted[0].state == "resolved" and accepted[0].alertname == DROP
     assert "accepted as the new normal" in accepted[0].summary
+    assert "stayed below its normal for 1 day: " in accepted[0].summary, "one day, not `1 days`"
     assert len(pages(route.notes)) == 1
     assert pages(route.answers(1500, 0.5)) == []  # its new level is its normal now
 

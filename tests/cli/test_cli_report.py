@@ -59,7 +59,7 @@ def test_report_is_rebuilt_from_scores_with_labels_and_texts(tmp_path: Path) -> 
     # hallucinated, "ok" passed, "empty" unscored.
     assert cells == {"tp": "3", "fn": "1", "fp": "0", "tn": "1", "balanced-accuracy": "0.875"}
     assert "The head office is in Mumbai." in html, "texts joined from --records"
-    assert "1 labelled row(s) without a score" in html
+    assert "1 labelled row without a score" in html
 
     bare = tmp_path / "bare.html"
     _report(str(scores), "--out", str(bare), "--rows", "1")
@@ -72,6 +72,17 @@ def test_a_file_that_is_not_scores_is_one_clear_error(tmp_path: Path) -> None:
     bad.write_text('{"id": 1}\nnot json\n', encoding="utf-8")
     result = CliRunner().invoke(main, ["report", str(bad), "--out", str(tmp_path / "r.html")])
     assert result.exit_code == 1 and "line 2: not JSON" in result.output and "Traceback" not in result.output
+
+
+def test_a_binary_file_is_one_clear_error_naming_the_file_and_line(tmp_path: Path) -> None:
+    """It was Python's own `'utf-8' codec can't decode byte 0x89 in position 0`, naming neither."""
+    bad = tmp_path / "image.jsonl"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n")
+    result = CliRunner().invoke(main, ["report", str(bad), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: {bad} line 1: not valid UTF-8 (byte 1 of the line); is it a `tracescore score` output?\n"
+    )
 
 
 def test_the_scored_input_given_for_the_scores_is_said_so(tmp_path: Path) -> None:

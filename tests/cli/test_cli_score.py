@@ -80,6 +80,30 @@ def test_csv_input(tmp_path: Path) -> None:
     assert row["id"] == "x" and row["faithfulness"] is not None
 
 
+def test_a_csv_row_with_more_fields_than_a_one_column_header_says_field_not_fields(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text("answer\nDelhi,Mumbai\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["score", str(source), "--out", str(tmp_path / "o.jsonl"), "--no-progress"]
+    )
+    assert "in.csv line 2: expected 1 field, got 2" in result.output
+    assert "1 record (1 invalid)" in result.output
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "id,query,contexts,answer\n"], ids=["empty", "blank", "header"])
+def test_a_file_without_a_record_says_so_not_see_the_reasons_above(tmp_path: Path, text: str) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["score", str(source), "--out", str(tmp_path / "o.jsonl"), "--no-progress"]
+    )
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"Error: nothing could be scored in {source}: it holds no record (an empty file, blank lines or a "
+        "header alone)"
+    )
+
+
 def test_unknown_metric_is_a_usage_error(tmp_path: Path) -> None:
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--metrics", "faithfulness,nonsense")
     assert code == 2 and "unknown metric" in output and "nonsense" in output
@@ -197,7 +221,7 @@ def test_the_command_logs_no_line_per_judge_call(tmp_path: Path) -> None:
 
 def test_nothing_scored_exits_1(tmp_path: Path) -> None:
     _, output, code = _run(tmp_path, ["{broken", json.dumps({"id": "x"})])
-    assert code == 1 and "nothing could be scored" in output
+    assert code == 1 and "Error: nothing could be scored" in output, "said as click says its errors"
 
 
 def test_a_judge_that_scores_nothing_is_said_with_the_first_reason(tmp_path: Path, monkeypatch) -> None:
@@ -215,8 +239,8 @@ def test_a_judge_that_scores_nothing_is_said_with_the_first_reason(tmp_path: Pat
             "--metrics", "faithfulness",
         )  # fmt: skip
     assert code == 1, output
-    [last] = [line for line in output.splitlines() if line.startswith("error:")]
-    assert last.startswith(f"error: nothing could be scored in {tmp_path / 'in.jsonl'}; the first reason: ")
+    [last] = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert last.startswith(f"Error: nothing could be scored in {tmp_path / 'in.jsonl'}; the first reason: ")
     assert "faithfulness: " in last and "500" in last and "reasons above" not in last, last
     assert last.endswith(f" at {address})"), last  # where the failing calls went
 
@@ -559,6 +583,9 @@ def test_without_a_gate_a_row_says_which_column_is_missing_and_one_record_is_cou
     assert code == 0, output
     assert rows[0]["reason"] == NO_CONTEXTS and rows[0]["answer_relevancy"] is not None
     assert "1 record (0 invalid)" in output.splitlines(), output
+    # The summary says why a metric scored nothing, without a gate too (it said only "no score").
+    why = NO_CONTEXTS.removeprefix("faithfulness: ")
+    assert f"  faithfulness: 0 scored, 1 unscored; no score; the first: line 1: {why}" in output
     page = tmp_path / "report.html"
     reported = CliRunner().invoke(main, ["report", str(tmp_path / "out.jsonl"), "--out", str(page)])
     assert reported.output == f"1 record; report: {page}\n", reported.output

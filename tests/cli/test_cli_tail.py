@@ -134,7 +134,7 @@ def test_json_lines_are_the_records(bootstrap: str, evaluations: str) -> None:
 def test_last_starts_that_many_records_before_the_end(bootstrap: str, evaluations: str) -> None:
     result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--last", "2")
     assert result.stdout.count("trace ") == 1 and "ERROR" in result.stdout  # the last two: future, failed
-    assert "1 records shown, 1 skipped (unknown_schema_version=1)" in result.stderr
+    assert "1 record shown, 1 skipped (unknown_schema_version=1)" in result.stderr
 
 
 def test_records_deleted_under_the_read_are_skipped_not_everything_after_them(

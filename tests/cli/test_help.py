@@ -82,3 +82,12 @@ def test_help_names_each_variable_in_one_form(command: str) -> None:
     chosen = main.commands.get(command, main)
     for option in (p for p in chosen.params if isinstance(p, click.Option) and isinstance(p.envvar, str)):
         assert f"[env: {option.envvar}" in " ".join((option.help or "").split()), option.opts
+
+
+def test_the_command_list_says_what_each_command_does_without_cutting_it_short() -> None:
+    """At a terminal's 80 columns `tracescore --help` lists every command in a whole phrase (click cut each
+    first sentence with "..."), after a paragraph that says which command reads what."""
+    text = CliRunner().invoke(main, ["--help"], terminal_width=80).output
+    listed = text.split("Commands:\n", 1)[1].splitlines()
+    assert len(listed) == len(main.commands) and not [line for line in listed if line.endswith("...")], text
+    assert "`consume` scores them" in " ".join(text.split())

@@ -17,3 +17,13 @@ def test_a_grounded_revision_names_the_earlier_turns_trace() -> None:
     assert grounded.startswith("    grounded in an earlier turn: The weekend add-on costs 9 euros")
     assert grounded.endswith("(trace e6d7d22e1d2f608d0a7014362f35a3cc, 2 turns back)")
     assert trace.startswith(f"    trace {record.trace_id}")
+
+
+def test_the_failed_claims_left_out_are_counted_in_the_right_number() -> None:
+    """Three failed claims are shown; a fourth is `+1 more failed claim`, a fifth makes it `claims`."""
+    claims = [{"claim": f"Claim {n}.", "verdict": "NO_EVIDENCE"} for n in range(5)]
+    record = EvaluationRecord.model_validate_json(EXAMPLE.read_text(encoding="utf-8"))
+    one_more = record.model_copy(update={"details": {"claims": claims[:4]}})
+    two_more = record.model_copy(update={"details": {"claims": claims}})
+    assert "    (+1 more failed claim)" in format_record(one_more, flagged=True).splitlines()
+    assert "    (+2 more failed claims)" in format_record(two_more, flagged=True).splitlines()

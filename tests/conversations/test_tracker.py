@@ -50,6 +50,13 @@ def test_a_conversation_record_counts_its_turns_and_names_the_worst() -> None:
     assert "2 of 3 scored turns pass faithfulness" in record.reason
 
 
+def test_a_one_turn_conversation_says_turn_not_turns() -> None:
+    t = tracker()
+    feed(t, [turn(1, 1.0)])
+    [record] = records_of(t)
+    assert record.reason is not None and record.reason.startswith("1 of 1 scored turn pass faithfulness")
+
+
 def test_the_worst_turn_is_a_flagged_one_before_a_lower_score_that_passes() -> None:
     t = tracker()
     partly = turn(1, 0.5).model_copy(update={"label": "partially_faithful"})  # passes the label rule

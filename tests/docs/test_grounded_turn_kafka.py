@@ -68,7 +68,7 @@ def test_the_grounded_follow_up_the_page_shows_is_what_consume_and_conversations
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     summary = done.stderr.splitlines()[-1]
-    assert "1 turn records revised; grounded=1" in summary, done.stderr
+    assert "1 turn record revised; grounded=1" in summary, done.stderr
 
     third = next(trace_id for trace_id, _, turn in turns if turn == 3)
     evaluations = [json.loads(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.evaluations")]

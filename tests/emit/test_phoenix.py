@@ -282,7 +282,7 @@ def test_after_a_failure_phoenix_gets_one_attempt_per_batch_until_it_recovers(
     messages = [r.getMessage() for r in caplog.records if r.name.startswith("tracescore.emit")]
     assert len(messages) == 2, messages
     assert "not accepting annotations" in messages[0]
-    assert "accepts annotations again; 2 were dropped meanwhile" in messages[1]
+    assert "accepts annotations again; 2 annotations dropped meanwhile" in messages[1]
 
 
 # --- the consumer's --phoenix-endpoint, end to end --------------------------------------------------------

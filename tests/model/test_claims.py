@@ -119,6 +119,14 @@ def test_older_details_are_read_tolerantly_claims_without_a_verdict_left_out() -
         FaithfulnessDetails.model_validate(OLDER)
 
 
+def test_the_explanation_of_a_one_claim_answer_says_claim_not_claims() -> None:
+    details = {"claims": [{"claim": "It ships from Oslo.", "verdict": "NO_EVIDENCE"}]}
+    result = MetricResult(metric="faithfulness", score=0.0, label="hallucinated", judge="x", details=details)
+    assert explanation(result) == (
+        "0 of 1 claim fully supported by the retrieved context. no_evidence: It ships from Oslo."
+    )
+
+
 def test_every_reader_reads_older_details_without_a_crash() -> None:
     result = MetricResult(metric="faithfulness", score=0.25, label="hallucinated", judge="x", details=OLDER)
     assert explanation(result) == (

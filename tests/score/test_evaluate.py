@@ -16,6 +16,7 @@ from tracescore.score import (
     GateCondition,
     GateFailure,
     IncompatibleJudge,
+    InputError,
     OfflineJudge,
     Quality,
     UsesContexts,
@@ -361,6 +362,29 @@ async def test_evaluate_many_in_input_order_and_unreadable_items_keep_their_plac
         )
     ]
     assert out == [("a", 1.0), ("bad", None), ("b", 0.0)]
+
+
+async def test_evaluate_many_refuses_an_item_that_is_no_record_naming_it_and_what_reads_rows() -> None:
+    """A dict, or a record_of giving something other than a RagRecord or None, is the caller's mistake: a
+    TypeError at that item, not an AttributeError from deep in a metric nor a row scored as nothing."""
+    records = _records(1)
+    with pytest.raises(TypeError, match=r"the item gave a dict for item 1, expected a RagRecord or None.*"
+                       r"evaluate_dataset"):  # fmt: skip
+        [pair async for pair in evaluate_many([*records, GROUNDED], [Faithfulness()], OfflineJudge())]
+    with pytest.raises(TypeError, match="record_of gave a str for item 0"):
+        [pair async for pair in evaluate_many(records, [Faithfulness()], OfflineJudge(), record_of=str)]
+
+
+@pytest.mark.parametrize(("data", "got"), [("a.jsonl", "a string"), (None, "None"), (42, "int")])
+def test_data_that_is_no_dataset_is_an_input_error_saying_what_was_given(data: Any, got: str) -> None:
+    """Not `'NoneType' object is not iterable`: what the function takes, and what it was given."""
+    with pytest.raises(InputError, match=f"expected records, a list of records or a DataFrame, got {got}$"):
+        evaluate_dataset(data, ["faithfulness"])
+
+
+def test_a_record_that_cannot_be_read_is_an_input_error_the_caller_can_catch_by_type() -> None:
+    with pytest.raises(InputError, match=r"no answer \(looked for answer, "):
+        evaluate({"query": "q", "contexts": ["c"]}, ["faithfulness"])
 
 
 async def test_closing_the_stream_cancels_records_in_flight() -> None:

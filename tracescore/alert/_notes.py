@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from tracescore._plural import counted
 from tracescore.alert._config import RuleConfig
 from tracescore.alert._drop import DropReading
 from tracescore.alert._estimate import Estimate, Signal
@@ -72,7 +73,7 @@ def score_note(
     (resolved)."""
     threshold = rule.critical if level == "critical" else rule.warning
     n = 0 if est is None else est.n
-    units = "answers" if key.unit == "answer" else "conversations"
+    over = counted(n, key.unit)  # "1 answer", "12 conversations"
     shown = "n/a" if est is None else est.describe()
     what = _SIGNAL_TEXT[rule.signal]
     change, other_severity = _change(state, level, other)
@@ -82,28 +83,28 @@ def score_note(
         if change == "de-escalated":
             back = (rule.warning or 0.0) + rule.hysteresis
             summary = (
-                f"{subject} de-escalated from critical to warning: up to {shown} over {n} {units}, "
+                f"{subject} de-escalated from critical to warning: up to {shown} over {over}, "
                 f"above the critical threshold {rule.critical:.2f} but not recovered (resolves at "
                 f"{back:.2f}; {what})"
             )
         else:
             verb = "escalated from warning to critical: fell further to" if change else "dropped to"
             summary = (
-                f"{subject} {verb} {shown} over {n} {units} ({what}; {evidence} < {level} threshold "
+                f"{subject} {verb} {shown} over {over} ({what}; {evidence} < {level} threshold "
                 f"{threshold:.2f})"
             )
     elif change == "escalated":
         summary = (
-            f"{subject}: warning superseded by critical, it fell further to {shown} over {n} {units} "
+            f"{subject}: warning superseded by critical, it fell further to {shown} over {over} "
             f"(not recovered; {what})"
         )
     elif change == "de-escalated":
         summary = (
-            f"{subject}: critical superseded by warning, up to {shown} over {n} {units} but still firing as "
+            f"{subject}: critical superseded by warning, up to {shown} over {over} but still firing as "
             f"warning (not recovered; {what})"
         )
     else:
-        summary = f"{subject} recovered to {shown} over {n} {units} ({what})"
+        summary = f"{subject} recovered to {shown} over {over} ({what})"
     name = alert_name(key.metric, key.unit, "threshold")
     return _note(
         key, name, state, _severity(level), summary, starts_at, now, repeat,
@@ -144,8 +145,8 @@ def drop_note(
     if reading.reference == "floor":
         against = f"its best normal of the last {_span(drop.floor_seconds)}"
     levels = (
-        f"{max(0.0, min(1.0, reading.window)):.2f} over {reading.window_n} {units} against {against} "
-        f"{max(0.0, min(1.0, reading.normal)):.2f} over {reading.normal_n} "
+        f"{max(0.0, min(1.0, reading.window)):.2f} over {counted(reading.window_n, key.unit)} against "
+        f"{against} {max(0.0, min(1.0, reading.normal)):.2f} over {reading.normal_n} "
         f"({_SIGNAL_TEXT[rule.signal]}; {reading.offline_n} offline + {reading.llm_n} LLM{tag})"
     )
     bound = f"at least {reading.lower:.2f} at {drop.confidence * 100:g}% confidence"
@@ -241,7 +242,7 @@ def _span(seconds: float | None) -> str:
     if seconds is None:
         return "long"
     days = seconds / 86_400
-    return f"{days:g} days" if days >= 1 else f"{seconds / 3600:g} hours"
+    return counted(days, "day") if days >= 1 else counted(seconds / 3600, "hour")
 
 
 def judge_note(
@@ -259,8 +260,8 @@ def judge_note(
     timeouts = sum(t for _, _, t in judge)
     rate = failed / n if n else 0.0
     summary = (
-        f"judge errors on {key.service} {key.route} ({key.metric}): {failed} of {n} evaluations failed"
-        f" ({timeouts} timeouts); scores are missing, not low"
+        f"judge errors on {key.service} {key.route} ({key.metric}): {failed} of "
+        f"{counted(n, 'evaluation')} failed ({counted(timeouts, 'timeout')}); scores are missing, not low"
         if state == "firing"
         else f"judge healthy again on {key.service} {key.route} ({key.metric}): {failed} of {n} failed"
     )

@@ -45,7 +45,12 @@ __all__ = ["alert", "consume", "conversations", "main", "report", "score", "tail
 @click.version_option(__version__, prog_name="tracescore")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def main(verbose: bool) -> None:
-    """Catch hallucinations in production RAG."""
+    """Catch hallucinations in production RAG.
+
+    In production, your application's spans reach Kafka (the tracescore SDK or any OpenTelemetry exporter):
+    `consume` scores them, `tail` prints the scores, `alert` and `conversations` read them. Offline, `score`
+    scores a file of records and gates a CI run on it.
+    """
     try:
         import tracescore.consume
         import tracescore.emit

@@ -17,12 +17,12 @@ from tracescore.cli._options import (
     service_config_option,
     settings_options,
 )
-from tracescore.cli._service import counted, run_service, service_settings
+from tracescore.cli._service import named_counts, run_service, service_settings
 
 __all__ = ["alert"]
 
 
-@click.command()
+@click.command(short_help="Alert on rolling scores per service and route (a service).")
 @service_config_option(
     "alert", "Alert config YAML (or TOML): rules, judge health, sinks; see the docs, Alerting."
 )
@@ -49,8 +49,8 @@ def alert(
     click.echo(
         f"records={stats.records} notifications={stats.notifications} "
         f"delivery_failures={stats.delivery_failures} evicted_routes={stats.evicted_routes} "
-        f"skipped: {counted(stats.skipped)} "
-        f"state: {counted(stats.state)}",
+        f"skipped: {named_counts(stats.skipped)} "
+        f"state: {named_counts(stats.state)}",
         err=True,
     )
     for line in describe_routes(stats.routes, stats.more_routes):

@@ -16,6 +16,7 @@ import click
 
 from tracescore import __version__
 from tracescore._config import ConfigFileError, keys_outside_tables
+from tracescore._plural import counted
 from tracescore.alert import RuleConfig
 from tracescore.cli._environment import warn_misspelt_variables
 from tracescore.cli._options import (
@@ -40,7 +41,7 @@ __all__ = ["consume"]
 _PROMETHEUS_HOST = "0.0.0.0"  # every interface: a scraper runs elsewhere
 
 
-@click.command()
+@click.command(short_help="Score the RAG answers in traces from Kafka (a service).")
 @config_option
 @settings_options(ConsumerSettings)
 @click.option(
@@ -245,4 +246,9 @@ def consume(
     if assembly:
         click.echo(f"  assembly: {assembly}", err=True)
     if stats.truncated_outputs:
-        click.echo(f"  {stats.truncated_outputs} records were cut to fit Kafka's message limit", err=True)
+        cut = stats.truncated_outputs
+        were = "was" if cut == 1 else "were"
+        click.echo(
+            f"  {counted(cut, 'record')} {were} cut to fit Kafka's message limit",
+            err=True,
+        )

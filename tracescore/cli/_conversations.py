@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from tracescore import __version__
+from tracescore._plural import counted
 from tracescore.cli._options import (
     cli_judge,
     connect_timeout_option,
@@ -19,7 +20,7 @@ from tracescore.cli._options import (
     service_config_option,
     settings_options,
 )
-from tracescore.cli._service import counted, meter_provider, run_service, service_settings
+from tracescore.cli._service import meter_provider, named_counts, run_service, service_settings
 from tracescore.conversations import ConversationsConfig
 from tracescore.model import OFFLINE_JUDGE
 
@@ -29,7 +30,7 @@ _FLAGS = ("bootstrap_servers", "evaluations_topic", "conversations_topic", "grou
           "phoenix_endpoint", "evidence_topic")  # fmt: skip
 
 
-@click.command()
+@click.command(short_help="One record per conversation once it goes quiet (a service).")
 @service_config_option(
     "conversations",
     "Config YAML (or TOML): its `conversations` table, or its top level; see the docs, Conversations.",
@@ -85,14 +86,14 @@ def conversations(
         provider.shutdown()  # exports what was recorded since the last interval
     click.echo(
         f"turn_records={stats.turn_records} records={stats.records} (revisions {stats.revisions}) "
-        f"evicted={stats.evicted} forgotten={stats.forgotten} skipped: {counted(stats.skipped)} "
-        f"state: {counted(stats.state)}",
+        f"evicted={stats.evicted} forgotten={stats.forgotten} skipped: {named_counts(stats.skipped)} "
+        f"state: {named_counts(stats.state)}",
         err=True,
     )
     grounding = ", ".join(f"{k}={v}" for k, v in sorted(stats.grounding.counts.items()))
     if stats.grounding.evidence or grounding:
         click.echo(
-            f"  grounding across turns: documents of {stats.grounding.evidence} turns read, "
-            f"{stats.turns_revised} turn records revised; {grounding or 'nothing judged again'}",
+            f"  grounding across turns: documents of {counted(stats.grounding.evidence, 'turn')} read, "
+            f"{counted(stats.turns_revised, 'turn record')} revised; {grounding or 'nothing judged again'}",
             err=True,
         )

@@ -10,10 +10,10 @@ from typing import Any
 import click
 
 from tracescore._config import unknown_name
+from tracescore._plural import counted
 from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error, threshold_option
 from tracescore.score import DEFAULT_METRICS, GateCondition, GateFailure
 from tracescore.score._inputs import FIELD_ALIASES
-from tracescore.score._summary import counted
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
@@ -21,7 +21,7 @@ __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 EXIT_GATE_FAILED = 1
 
 
-@click.command()
+@click.command(short_help="Score a file of records (JSONL, CSV, TSV); a CI gate.")
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--out",
@@ -153,12 +153,13 @@ def score(
         # An LLM judge's address is the first thing to rule out when every call failed.
         address = getattr(the_judge, "base_url", None)
         at = f" (judge {the_judge.name} at {address})" if address else ""
-        why = (
-            f"; the first reason: {summary.first_unscored}{at}"
-            if summary.first_unscored
-            else " (see the reasons above)"
-        )
-        click.echo(f"error: nothing could be scored in {input_path}{why}", err=True)
+        if summary.first_unscored:
+            why = f"; the first reason: {summary.first_unscored}{at}"
+        elif summary.records:
+            why = " (see the reasons above)"
+        else:
+            why = ": it holds no record (an empty file, blank lines or a header alone)"
+        click.echo(f"Error: nothing could be scored in {input_path}{why}", err=True)  # as click says its own
         sys.exit(EXIT_GATE_FAILED)
     # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
     allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}
@@ -169,7 +170,7 @@ def score(
         sys.exit(EXIT_GATE_FAILED)
 
 
-@click.command()
+@click.command(short_help="Rebuild the HTML report of a `tracescore score` output.")
 @click.argument("scores_path", metavar="SCORES", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--out",

@@ -25,9 +25,9 @@ from tracescore.cli._options import nest
 
 __all__ = [
     "STOP_SIGNALS",
-    "counted",
     "meter_provider",
     "metrics_resource",
+    "named_counts",
     "run_service",
     "service_connection",
     "service_settings",
@@ -89,7 +89,7 @@ def run_service(
         raise click.ClickException(f"Kafka at {bootstrap_servers}: {exc}") from exc
 
 
-def counted(counts: Mapping[str, int]) -> str:
+def named_counts(counts: Mapping[str, int]) -> str:
     """A closing summary's counts (`skipped`, `state`) as `name=n, ...`, the zeros left out; "none"."""
     return ", ".join(f"{name}={n}" for name, n in sorted(counts.items()) if n) or "none"
 

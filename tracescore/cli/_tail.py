@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from tracescore._plural import counted
 from tracescore.cli._options import config_option, consumer_settings, settings_options
 from tracescore.cli._service import stop_on_signals
 from tracescore.consume import ConsumerSettings
@@ -44,7 +45,7 @@ class TailStats:
     skipped: Counter[str] = field(default_factory=Counter)
 
     def summary(self) -> str:
-        text = f"{self.shown} records shown"
+        text = f"{counted(self.shown, 'record')} shown"
         if self.filtered:
             text += f", {self.filtered} filtered out"
         if self.skipped:
@@ -88,7 +89,7 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
         if claim.evidence:
             lines.append(f"      evidence: {_clip(claim.evidence)}{_turn_of(claim)}")
     if len(failed) > _CLAIMS_SHOWN:
-        lines.append(f"    (+{len(failed) - _CLAIMS_SHOWN} more failed claims)")
+        lines.append(f"    (+{counted(len(failed) - _CLAIMS_SHOWN, 'more failed claim')})")
     if not failed and record.reason and (flagged or record.status is not MetricStatus.OK):
         lines.append(f"    reason: {_clip(record.reason)}")
     lines += _grounded(record)
@@ -113,7 +114,7 @@ def _turn_of(claim: FaithfulnessClaim) -> str:
     back = claim.evidence_source.turns_back if claim.evidence_source is not None else 0
     if back < 1:
         return ""
-    return f"  ({back} turn{'s' if back > 1 else ''} back)"
+    return f"  ({counted(back, 'turn')} back)"
 
 
 def _clip(value: object) -> str:
@@ -179,7 +180,7 @@ def _messages(
             client_log.setLevel(level)
 
 
-@click.command()
+@click.command(short_help="Print the evaluation records on the evaluations topic.")
 @config_option
 @settings_options(
     ConsumerSettings, only=("bootstrap_servers", "evaluations_topic", "connect_timeout_s", "kafka")

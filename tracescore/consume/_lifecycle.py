@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from enum import Enum
 
+from tracescore._plural import counted
 from tracescore.consume._checkpoint import Checkpoint
 from tracescore.consume._judging import Judging
 from tracescore.consume._pauser import Pauser
@@ -85,7 +86,7 @@ class Lifecycle:
             self.state = RunState.STOPPING
             self._drain_deadline, self._drain_limit = self.stop_plan.drain_deadline()
             self._judging.drop_unstarted()
-            _log.info("stopping: finishing %d interactions being scored", self._judging.pending)
+            _log.info("stopping: finishing %s being scored", counted(self._judging.pending, "interaction"))
 
     def went_idle(self, polled: bool) -> bool:
         """Whether the stream just went idle (the loop then releases the buffered traces and finishes).
@@ -118,9 +119,9 @@ class Lifecycle:
                 return True
             if self._clock() > self._drain_deadline:
                 _log.warning(
-                    "stopping: %d interactions still being scored when the drain ran out (%s) are not "
-                    "committed: the next start reads and scores them again (at least once, nothing lost)",
-                    self._judging.running,
+                    "stopping: %s still being scored when the drain ran out (%s) not committed: the next "
+                    "start reads and scores them again (at least once, nothing lost)",
+                    counted(self._judging.running, "interaction"),
                     self._drain_limit,
                 )
                 return True

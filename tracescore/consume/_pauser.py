@@ -12,6 +12,8 @@ from collections.abc import Collection, Hashable
 
 from kafka import KafkaConsumer
 
+from tracescore._plural import counted
+
 __all__ = ["Pauser"]
 
 _log = logging.getLogger("tracescore.consume")
@@ -28,7 +30,7 @@ class Pauser:
         if not self.paused and pending >= self.max_in_flight:
             self.paused = True
             self.pauses += 1
-            _log.debug("pausing partitions: %d interactions pending", pending)
+            _log.debug("pausing partitions: %s pending", counted(pending, "interaction"))
         elif self.paused and pending <= self.max_in_flight // 2:
             self.paused = False
         return self.paused

@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
+from tracescore._plural import counted
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._handover import Handover
@@ -228,9 +229,8 @@ class Rebalance:
         started = sum(w.started for w in handed)
         if dropped or handed:
             _log.info(
-                "rebalance: %d buffered traces and %d released (%d of them at the judges) left to the next "
-                "owner of %s%s",
-                dropped, len(handed), started, _names(partitions),
+                "rebalance: %s and %d released (%d of them at the judges) left to the next owner of %s%s",
+                counted(dropped, "buffered trace"), len(handed), started, _names(partitions),
                 " (this member lost the group: nothing committed)" if lost else "",
             )  # fmt: skip
 
@@ -252,8 +252,8 @@ class Rebalance:
             running = [f for f in running if not f.done()]
         if running:
             _log.warning(
-                "rebalance: %d judge calls on %s still running after %.1fs; the next owner scores them again",
-                len(running), _names(partitions), limit,
+                "rebalance: %s on %s still running after %.1fs; the next owner scores them again",
+                counted(len(running), "judge call"), _names(partitions), limit,
             )  # fmt: skip
         if self._checkpoint.settling_on(partitions):
             # Not bounded by what the judges left of the deadline: a result that came just before it would

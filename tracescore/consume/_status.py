@@ -10,6 +10,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tracescore._plural import counted
 from tracescore.alert import EstimateWindow
 from tracescore.emit import LABEL_THRESHOLD
 from tracescore.model import EvaluationRecord
@@ -169,7 +170,8 @@ def describe_lift(readings: Sequence[LiftReading]) -> str:
     """The cascade's lift and split of the most recently judged routes and shapes, on one line."""
     text = "; ".join(r.describe() for r in readings[-_LIFT_SHOWN:]) or "none"
     if len(readings) > _LIFT_SHOWN:
-        text += f"; {len(readings) - _LIFT_SHOWN} more routes and shapes not shown"
+        more = counted(len(readings) - _LIFT_SHOWN, "more route and shape", "more routes and shapes")
+        text += f"; {more} not shown"
     return text
 
 

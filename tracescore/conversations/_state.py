@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from statistics import NormalDist
 
+from tracescore._plural import counted
 from tracescore.model import (
     ConversationLabel,
     ConversationRecord,
@@ -238,12 +239,13 @@ def _reason(
 ) -> str:
     if status is not MetricStatus.OK:
         why = next((o[_REASON] for _, o in outcomes if o[_REASON]), None)
-        return f"no turn scored for {metric} ({judged} of {turns} judged: {status.value})" + (
-            f"; {why}" if why else ""
+        return (
+            f"no turn scored for {metric} ({judged} of {counted(turns, 'turn')} judged: {status.value})"
+            + (f"; {why}" if why else "")
         )
-    text = f"{passed} of {scored} scored turns pass {metric}"
+    text = f"{passed} of {counted(scored, 'scored turn')} pass {metric}"
     if judged < turns:
-        text += f" ({judged} of {turns} turns judged by this judge)"
+        text += f" ({judged} of {counted(turns, 'turn')} judged by this judge)"
     if worst is not None and passed < scored:
         text += f"; worst: trace {worst.trace_id} score {worst.score:.2f} {worst.label or ''}".rstrip()
         if worst.reason:

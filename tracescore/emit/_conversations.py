@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from tracescore import semconv
+from tracescore._plural import counted
 from tracescore.emit._spans import Judged, evaluator_span, link_to
 from tracescore.model import ConversationRecord
 
@@ -73,7 +74,7 @@ def conversation_span(
     name = _name(record)
     judged = Judged(
         name=name,
-        what=f"{record.metric} over {record.turns} turns of conversation {record.conversation_id}",
+        what=f"{record.metric} over {counted(record.turns, 'turn')} of conversation {record.conversation_id}",
         score=record.score,
         label=record.label,
         explanation=record.reason,

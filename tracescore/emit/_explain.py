@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tracescore._plural import counted
 from tracescore.model import FaithfulnessClaim, FaithfulnessDetails, MetricResult, MetricStatus, Verdict
 
 __all__ = ["explanation"]
@@ -20,13 +21,15 @@ def explanation(result: MetricResult) -> str | None:
         return _claims_explanation(claims)
     relevant, total = result.details.get("relevant_chunks"), result.details.get("total_chunks")
     if isinstance(relevant, int) and isinstance(total, int):
-        return f"{relevant} of {total} retrieved chunks are relevant to the question."
+        are = "is" if relevant == 1 else "are"
+        return f"{relevant} of {counted(total, 'retrieved chunk')} {are} relevant to the question."
     return None
 
 
 def _claims_explanation(claims: list[FaithfulnessClaim]) -> str:
     doubtful = [c for c in claims if c.verdict is not Verdict.FULLY_SUPPORTED]
-    text = f"{len(claims) - len(doubtful)} of {len(claims)} claims fully supported by the retrieved context"
+    supported = len(claims) - len(doubtful)
+    text = f"{supported} of {counted(len(claims), 'claim')} fully supported by the retrieved context"
     if not doubtful:
         return text + "."
     quoted = "; ".join(f"{c.verdict.value.lower()}: {_clip(c.claim)}" for c in doubtful[:_MAX_QUOTED])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracescore._plural import counted
 from tracescore.model import EvaluationRecord
 
 __all__ = ["clip", "fit_record"]
@@ -22,7 +23,7 @@ def clip(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, saying how much was cut."""
     if len(text) <= limit:
         return text
-    marker = f"… [{len(text) - limit} more characters]"
+    marker = f"… [{counted(len(text) - limit, 'more character')}]"
     return text[: max(0, limit - len(marker))] + marker
 
 
@@ -53,6 +54,6 @@ def _shrink(value: Any, max_chars: int, max_items: int) -> Any:
     if isinstance(value, list | tuple):
         kept = [_shrink(v, max_chars, max_items) for v in value[:max_items]]
         if len(value) > max_items:
-            kept.append(f"[{len(value) - max_items} more items]")
+            kept.append(f"[{counted(len(value) - max_items, 'more item')}]")
         return kept
     return value

@@ -22,6 +22,7 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from tracescore._plural import counted
 from tracescore.emit._conversations import session_annotation
 from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
 
@@ -149,9 +150,9 @@ class PhoenixAnnotations:
             self.sent += len(batch)
             if self._failing:
                 logger.info(
-                    "Phoenix at %s accepts annotations again; %d were dropped meanwhile",
+                    "Phoenix at %s accepts annotations again; %s dropped meanwhile",
                     self._where,
-                    self._dropped_while_failing,
+                    counted(self._dropped_while_failing, "annotation"),
                 )
                 self._failing = False
                 self._dropped_while_failing = 0
@@ -185,7 +186,9 @@ class PhoenixAnnotations:
         self.failed += count
         self._dropped_while_failing += count
         if self._failing:
-            logger.debug("Phoenix at %s: dropped %d annotations: %s", self._where, count, _describe(exc))
+            logger.debug(
+                "Phoenix at %s: dropped %s: %s", self._where, counted(count, "annotation"), _describe(exc)
+            )
             return
         self._failing = True
         logger.warning(

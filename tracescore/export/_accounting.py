@@ -10,6 +10,8 @@ from collections import Counter
 
 from opentelemetry import metrics
 
+from tracescore._plural import counted
+
 __all__ = ["DROP_REASONS", "SpanAccounting"]
 
 _log = logging.getLogger("tracescore.export")
@@ -67,8 +69,8 @@ class SpanAccounting:
             since, self._last_log = now - self._last_log, now
         reasons = ", ".join(f"{reason}: {n}" for reason, n in sorted(unlogged.items()))
         _log.warning(
-            "tracescore dropped %d spans in the last %.0f s (%s); the application is unaffected",
-            sum(unlogged.values()),
+            "tracescore dropped %s in the last %.0f s (%s); the application is unaffected",
+            counted(sum(unlogged.values()), "span"),
             since,
             reasons,
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tracescore._plural import counted
 from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS
 from tracescore.extract._conventions import CONVENTIONS
 from tracescore.extract._protocol import NOT_RAG, Recognizer, Skip
@@ -130,9 +131,10 @@ def _nested(trace: Trace, anchor: DecodedSpan, other: DecodedSpan) -> bool:
 def _not_rag(trace: Trace, recognizers: Sequence[Recognizer]) -> Skip:
     scopes = sorted({span.scope_name or "(no scope)" for span in trace.spans})
     root = trace.roots[0] if trace.roots else trace.spans[0]
+    spans = counted(len(trace.spans), "span")
     return Skip(
         NOT_RAG,
-        f"trace {trace.trace_id} ({len(trace.spans)} spans, scopes: {', '.join(scopes)}) has no span "
+        f"trace {trace.trace_id} ({spans}, scopes: {', '.join(scopes)}) has no span "
         f"in a known RAG convention ({', '.join(r.name for r in recognizers)}) with a question, an answer "
         f"or retrieved documents; if it is your RAG traffic, check its producer is on the Integrations page "
         f"({INTEGRATIONS_DOCS}) and records content (documents pasted into a prompt are read under a label "

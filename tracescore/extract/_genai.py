@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from tracescore import semconv
+from tracescore._plural import counted
 from tracescore.extract._convention import Convention, Reading, not_inside, unlabelled_note
 from tracescore.extract._genai_events import event_messages, rebuilt
 from tracescore.extract._history import TurnResult, genai_tool_results
@@ -177,7 +178,7 @@ class GenAI(Convention):
         if isinstance(count, int) and count > len(documents):
             # An answer resting on a document the producer left out reads as unsupported: say so.
             reading.contexts.note(
-                f"{span.name!r} returned {count} documents and recorded {len(documents)} "
+                f"{span.name!r} returned {counted(count, 'document')} and recorded {len(documents)} "
                 f"({self.RETRIEVAL_DOCUMENT_COUNT}): the others are not judged"
             )
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from tracescore._plural import counted
 from tracescore.model._results import RagRecord
 from tracescore.model._run import Run
 from tracescore.model._vocabulary import ContextSourceKind
@@ -108,7 +109,7 @@ class Trace:
         self._children = dict(children)
 
     def __repr__(self) -> str:
-        return f"Trace({self.trace_id}, {len(self.spans)} spans, incomplete={self.incomplete})"
+        return f"Trace({self.trace_id}, {counted(len(self.spans), 'span')}, incomplete={self.incomplete})"
 
     def children(self, span: DecodedSpan) -> list[DecodedSpan]:
         children = self._children

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tracescore._plural import counted
 from tracescore.model import FaithfulnessFindings, MetricResult, MetricStatus, Verdict
 from tracescore.sample._calibration import SuspicionFeatures
 from tracescore.sample._config import CascadeConfig
@@ -38,5 +39,9 @@ def suspicion(
     flagged = [f"{v} ({n})" for v, n in counts.items() if n > 0]
     score = "" if result.score is None else f", offline {cascade.metric} {result.score:.2f}"
     claims = f", claims judged {', '.join(flagged)}" if flagged else ""
-    aligned = f", {found.aligned} of {found.claims} claims aligned" if found.aligned < found.claims else ""
+    aligned = (
+        f", {found.aligned} of {counted(found.claims, 'claim')} aligned"
+        if found.aligned < found.claims
+        else ""
+    )
     return Suspicion(probability, f"P(hallucinated) {probability:.2f}{score}{claims}{aligned}", x)

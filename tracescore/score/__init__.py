@@ -24,6 +24,7 @@ _LAZY = {
     "evaluate_many": "tracescore.score._evaluate",
     "EvaluationResult": "tracescore.score._evaluate",
     "IncompatibleJudge": "tracescore.score._evaluate",
+    "InputError": "tracescore.score._inputs",
     "BatchSummary": "tracescore.score._summary",
     "GateCondition": "tracescore.score._summary",
     "GateFailure": "tracescore.score._summary",

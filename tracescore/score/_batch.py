@@ -19,14 +19,15 @@ from typing import Any, BinaryIO, TextIO
 
 from tqdm import tqdm
 
+from tracescore._plural import counted
 from tracescore.model import RagRecord
-from tracescore.score._evaluate import evaluate_many, result_row
+from tracescore.score._evaluate import evaluate_reads, result_row
 from tracescore.score._inputs import COLUMN_OPTION, ReadRow, read_row
 from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric, needing_contexts
 
-__all__ = ["BatchSummary", "RowCallback", "read_records", "score_file"]
+__all__ = ["BatchSummary", "Decoded", "RowCallback", "read_records", "score_file"]
 
 _log = logging.getLogger("tracescore.score")
 
@@ -46,7 +47,7 @@ def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Ite
     string); the format comes from the file suffix. `column_map` as the library's, given with `--column`."""
     suffix = path.suffix.lower()
     with path.open("rb") as handle:
-        lines = _Decoded(handle)
+        lines = Decoded(handle)
         if suffix in (".csv", ".tsv"):
             rows = _table_rows(lines, "\t" if suffix == ".tsv" else ",")
         else:
@@ -58,7 +59,7 @@ def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Ite
             )
 
 
-class _Decoded:
+class Decoded:
     """Text lines of a binary file; `bad` holds the numbers of lines that were not valid UTF-8."""
 
     def __init__(self, handle: BinaryIO) -> None:
@@ -77,7 +78,7 @@ class _Decoded:
             yield text
 
 
-def _jsonl_rows(lines: _Decoded) -> Iterator[tuple[int, Any, str | None]]:
+def _jsonl_rows(lines: Decoded) -> Iterator[tuple[int, Any, str | None]]:
     for line in lines:
         number = lines.number
         if number in lines.bad:
@@ -91,7 +92,7 @@ def _jsonl_rows(lines: _Decoded) -> Iterator[tuple[int, Any, str | None]]:
                 yield number, None, f"not JSON: {exc.msg} at column {exc.colno}"
 
 
-def _table_rows(lines: _Decoded, delimiter: str) -> Iterator[tuple[int, Any, str | None]]:
+def _table_rows(lines: Decoded, delimiter: str) -> Iterator[tuple[int, Any, str | None]]:
     # strict: a quote that closes early (`"Where is it?,...` then a quote on a later line) is an error
     # instead of text silently merged with the next record.
     reader = csv.reader(iter(lines), delimiter=delimiter, strict=True)
@@ -124,7 +125,7 @@ def _table_rows(lines: _Decoded, delimiter: str) -> Iterator[tuple[int, Any, str
                 yield number, None, lines.bad.get(number, f"part of the record at line {first}: {bad[0]}")
             continue
         if problem is None and len(fields) != len(header):
-            problem = f"expected {len(header)} fields, got {len(fields)}"
+            problem = f"expected {counted(len(header), 'field')}, got {len(fields)}"
         if problem is None:
             yield first, dict(zip(header, fields, strict=True)), None
             continue
@@ -156,13 +157,13 @@ def score_file(
 
     async def run() -> None:
         with tqdm(desc="scoring", unit="rec", disable=not progress) as bar:
-            scored = evaluate_many(
+            scored = evaluate_reads(
                 read_records(source, column_map),
                 metrics,
                 judge,
+                lambda line: line.read,
                 concurrency=concurrency,
                 ordered=True,
-                record_of=lambda line: line.read,
             )
             async for line, results in scored:
                 read = line.read

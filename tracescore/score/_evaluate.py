@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import itertools
 from collections import deque
 from collections.abc import (
     AsyncIterable,
@@ -47,6 +49,7 @@ __all__ = [
     "evaluate_dataset",
     "evaluate_many",
     "evaluate_read",
+    "evaluate_reads",
     "result_row",
 ]
 
@@ -77,25 +80,55 @@ async def evaluate_many(
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     ordered: bool = False,
-    record_of: Callable[[T], RagRecord | ReadRow | None] | None = None,
+    record_of: Callable[[T], RagRecord | None] | None = None,
 ) -> AsyncIterator[tuple[T, list[MetricResult] | None]]:
     """(item, results) for every item, with at most `concurrency` records scored at once.
 
-    `record_of` picks the record out of an item (default: the item is a RagRecord), or the row it was read
-    from (scored by `evaluate_read`); an item whose record is None is passed through with results None (an
-    unreadable input line keeps its place). Results come as they complete, or in input order with
-    `ordered=True`. Items are pulled lazily, so memory is bounded by `concurrency` whatever the stream's
-    length; closing the iterator cancels what is in flight.
+    `record_of` picks the RagRecord out of an item (default: the item is one); an item it gives None for
+    is passed through with results None, in its place (an input the caller could not read). Anything else
+    is a TypeError naming the item: rows and dicts are read by `evaluate_dataset` (an unreadable one gets a
+    row with the reason) or `evaluate` (it raises `InputError`). Results come as they complete, or in input
+    order with `ordered=True`. Items are pulled lazily, so memory is bounded by `concurrency` whatever the
+    stream's length; closing the iterator cancels what is in flight.
     """
+    pick: Callable[[T], object] = record_of or (lambda item: item)
+    positions = itertools.count()
+
+    def read_of(item: T) -> ReadRow:
+        record, position = pick(item), next(positions)
+        if record is not None and not isinstance(record, RagRecord):
+            given = "record_of" if record_of else "the item"
+            raise TypeError(
+                f"evaluate_many: {given} gave a {type(record).__name__} for item {position}, expected a "
+                "RagRecord or None (None: not scored, results None); rows and dicts are read by "
+                "evaluate_dataset or evaluate"
+            )
+        return ReadRow(record)
+
+    async with contextlib.aclosing(
+        evaluate_reads(items, metrics, judge, read_of, concurrency=concurrency, ordered=ordered)
+    ) as scored:
+        async for pair in scored:
+            yield pair
+
+
+async def evaluate_reads(
+    items: Iterable[T] | AsyncIterable[T],
+    metrics: Sequence[Metric],
+    judge: Judge,
+    read_of: Callable[[T], ReadRow],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    ordered: bool = False,
+) -> AsyncIterator[tuple[T, list[MetricResult] | None]]:
+    """`evaluate_many` for the readers of rows (`evaluate_dataset`, `tracescore score`): each item's row as
+    read (`read_of`, called as the item is pulled), scored by `evaluate_read`; a row that could not be read
+    has results None, its reason in the row for the caller to report."""
     check_judge(metrics, judge)
     limit = max(1, concurrency)
-    pick: Callable[[T], RagRecord | ReadRow | None] = record_of or (lambda item: item)  # type: ignore[assignment,return-value]
 
-    async def one(item: T) -> tuple[T, list[MetricResult] | None]:
-        picked = pick(item)
-        return item, await evaluate_read(
-            picked if isinstance(picked, ReadRow) else ReadRow(picked), metrics, judge
-        )
+    async def one(item: T, read: ReadRow) -> tuple[T, list[MetricResult] | None]:
+        return item, await evaluate_read(read, metrics, judge)
 
     source = _aiter(items)
     in_flight: deque[asyncio.Task[tuple[T, list[MetricResult] | None]]] = deque()
@@ -108,7 +141,7 @@ async def evaluate_many(
                 except StopAsyncIteration:
                     exhausted = True
                     break
-                in_flight.append(asyncio.ensure_future(one(item)))
+                in_flight.append(asyncio.ensure_future(one(item, read_of(item))))
             if not in_flight:
                 return
             if ordered:
@@ -256,8 +289,8 @@ async def aevaluate_dataset(
     from tqdm.auto import tqdm
 
     with tqdm(total=len(inputs), desc="scoring", unit="rec", disable=not progress) as bar:
-        async for item, results in evaluate_many(
-            inputs, resolved, the_judge, concurrency=concurrency, record_of=lambda i: i.read
+        async for item, results in evaluate_reads(
+            inputs, resolved, the_judge, lambda i: i.read, concurrency=concurrency
         ):
             by_position[item.position] = results
             bar.update()

@@ -224,10 +224,11 @@ def iter_inputs(data: Any) -> Iterator[Any]:
         yield from data.to_dict(orient="records")
     elif isinstance(data, RagRecord | Mapping):
         yield data
-    elif isinstance(data, str | bytes):
-        raise InputError("expected records, a list of records or a DataFrame, got a string")
-    else:
+    elif isinstance(data, Iterable) and not isinstance(data, str | bytes):
         yield from data
+    else:  # a string iterates, by character: no more a dataset than None or a number
+        got = "a string" if isinstance(data, str | bytes) else "None" if data is None else type(data).__name__
+        raise InputError(f"expected records, a list of records or a DataFrame, got {got}")
 
 
 def _is_dataframe(data: Any) -> bool:

@@ -24,6 +24,7 @@ from typing import Any
 
 import jinja2
 
+from tracescore._plural import counted
 from tracescore.model import UNLABELLED_THRESHOLD, RagRecord, is_flagged, label_is_bad
 from tracescore.score._report_views import (
     RANK_METRIC,
@@ -155,16 +156,22 @@ def read_scores(
 ) -> Iterator[tuple[RagRecord | None, dict[str, Any]]]:
     """(record, row) for each row of a `tracescore score` JSONL; with `records` (the scored input file)
     each row gets its record by line number, for the texts. ValueError names a line that is not a row."""
+    from tracescore.score._batch import Decoded, read_records
+
     by_line: dict[int, RagRecord] = {}
     if records is not None:
-        from tracescore.score._batch import read_records
-
         by_line = {
             line.number: line.read.record for line in read_records(records) if line.read.record is not None
         }
     rows = scored = 0
-    with scores.open(encoding="utf-8-sig") as handle:
-        for number, text in enumerate(handle, start=1):
+    with scores.open("rb") as handle:
+        lines = Decoded(handle)
+        for text in lines:
+            number = lines.number
+            if number in lines.bad:  # a binary file: said by line, as `tracescore score` says it
+                raise ValueError(
+                    f"{scores} line {number}: {lines.bad[number]}; is it a `tracescore score` output?"
+                )
             if not text.strip():
                 continue
             try:
@@ -179,8 +186,9 @@ def read_scores(
             yield by_line.get(row.get("line")) if isinstance(row.get("line"), int) else None, row
     if rows and not scored:
         # The input file given for the scores: a page of unscored records, said to be a batch that failed.
+        lines = counted(rows, "line")
         raise ValueError(
-            f"{scores}: none of its {rows} lines is a `tracescore score` output row (no `results`); is it "
+            f"{scores}: none of its {lines} is a `tracescore score` output row (no `results`); is it "
             "the scored input? Give what `tracescore score --out` wrote, and the input with --records"
         )
 
@@ -237,6 +245,7 @@ def _template() -> jinja2.Template:
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["counted"] = counted  # `{{ n | counted("row") }}`: 1 row, 2 rows, as everything else says
     source = resources.files("tracescore.score").joinpath("report.html.jinja").read_text(encoding="utf-8")
     return env.from_string(source)
 

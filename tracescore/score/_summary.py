@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tracescore._plural import counted
 from tracescore.model import FAITHFULNESS, UNLABELLED_THRESHOLD, MetricResult, MetricStatus, Usage, is_flagged
 
 __all__ = [
@@ -16,18 +17,12 @@ __all__ = [
     "GateCondition",
     "GateFailure",
     "as_parameter",
-    "counted",
     "parse_fail_under",
     "parse_max_flagged",
 ]
 
 # The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
 FLAGGED_METRIC = FAITHFULNESS
-
-
-def counted(count: float, noun: str) -> str:
-    """`1 record`, `3 records`: a count and its noun, plural unless the count is one."""
-    return f"{count:g} {noun}{'' if count == 1 else 's'}"
 
 
 class GateCondition(StrEnum):
@@ -116,6 +111,9 @@ class BatchSummary:
     usage: Usage = field(default_factory=Usage)
     # The first result left unscored, as `metric: reason`: what a batch that scored nothing says first.
     first_unscored: str | None = None
+    # Per metric, the first record it left unscored, as "where: reason": what its summary line says when it
+    # scored nothing.
+    first_unscored_by_metric: dict[str, str] = field(default_factory=dict)
     # Records read but not judged, counted by (the metrics a judge failed on: status error, not a record with
     # nothing to check; the metrics that needed the contexts column the record lacked): a gate counts those
     # that touch its own metrics.
@@ -163,6 +161,9 @@ class BatchSummary:
                 self.unscored[result.metric] += 1
                 if self.first_unscored is None:
                     self.first_unscored = why
+                self.first_unscored_by_metric.setdefault(
+                    result.metric, prefix + (result.reason or "no reason given")
+                )
             else:
                 self.scores[result.metric].append(result.score)
                 self.flagged[result.metric] += is_flagged(result, self.threshold)
@@ -263,8 +264,9 @@ class BatchSummary:
             mean = self.mean(metric)
             share = self.below_share(metric)
             flagged = self.flagged.get(metric, 0)
+            first = self.first_unscored_by_metric.get(metric)
             stats = (
-                "no score"
+                ("no score" + (f"; the first: {first}" if first else ""))
                 if mean is None
                 else f"mean {mean:.3f}, {share:.0%} below {self.shown_threshold:g}, {flagged} flagged"
             )

@@ -116,7 +116,7 @@ async def test_run_budget() -> None:
     judge = OfflineJudge()
     within = await RunBudget().score(record(search(BATTERY), prompt_tokens=84, completion_tokens=18), judge)
     assert (within.score, within.label) == (1.0, "within_budget")
-    assert "2 step(s), 1 tool call(s), 84 prompt + 18 completion tokens" in (within.reason or "")
+    assert "2 steps, 1 tool call, 84 prompt + 18 completion tokens" in (within.reason or "")
     over = await RunBudget(max_steps=4).score(record(steps=8), judge)
     assert (over.score, over.label) == (0.5, "over_budget") and over.details["steps"] == 8
 

@@ -16,6 +16,7 @@ from jinja2 import meta
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, Field, create_model
 
+from tracescore._plural import counted
 from tracescore.model import MetricResult, MetricStatus, RagRecord, Run, Usage, has_question
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
 from tracescore.score.metrics._protocol import UsesContexts, as_contexts_use, question_missing
@@ -383,7 +384,7 @@ class DistinctN:
         if len(tokens) < self.n:
             return MetricResult.not_applicable(
                 self.name,
-                f"the answer has {len(tokens)} token(s); {self.name} needs at least {self.n}",
+                f"the answer has {counted(len(tokens), 'token')}; {self.name} needs at least {self.n}",
                 judge=judge.name,
             )
         grams = [tuple(tokens[i : i + self.n]) for i in range(len(tokens) - self.n + 1)]

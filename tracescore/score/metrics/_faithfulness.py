@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tracescore._plural import counted
 from tracescore.model import (
     FAITHFULNESS,
     ClaimsCap,
@@ -215,8 +216,8 @@ class Faithfulness:
         result.warnings.extend(dict.fromkeys(extracted.warnings + judged.warnings))
         if capped is not None:
             result.warnings.append(
-                f"only the first {len(claims)} claims of an answer of {total_sentences} sentences were "
-                f"judged (max_claims={self.max_claims})"
+                f"judged only the first {counted(len(claims), 'claim')} of an answer of "
+                f"{counted(total_sentences, 'sentence')} (max_claims={self.max_claims})"
             )
         return result
 

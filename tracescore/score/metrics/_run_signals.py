@@ -18,6 +18,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from tracescore._plural import counted
 from tracescore.model import MAX_RUN_TOOL_CALLS, MetricResult, RagRecord, Run, RunToolCall
 from tracescore.score._segment import split_sentences
 from tracescore.score.judges._offline import answer_claims
@@ -162,7 +163,7 @@ class UngroundedAnswer:
         answered = _usable(run)
         facts = {"claims": len(claims), "retrievals": run.retrievals, "tool_results": len(answered)}
         if run.retrievals or answered:
-            found = f"{run.retrievals} retrieval(s) and {len(answered)} tool result(s)"
+            found = f"{counted(run.retrievals, 'retrieval')} and {counted(len(answered), 'tool result')}"
             return _result(
                 self.name, judge, run, 1.0, "grounded", f"the run looked its answer up: {found}", **facts
             )
@@ -173,18 +174,20 @@ class UngroundedAnswer:
                 run,
                 1.0,
                 "earlier_turns",
-                f"the run looked nothing up; the answer rests on {run.earlier_turn_documents} earlier turn "
-                "tool result(s) kept in the conversation",
+                "the run looked nothing up; the answer rests on "
+                f"{counted(run.earlier_turn_documents, 'earlier turn tool result')} kept in the conversation",
                 **facts,
             )
-        why = f"{run.failed_tool_calls} failed tool call(s)" if run.failed_tool_calls else "no tool result"
+        why = (
+            counted(run.failed_tool_calls, "failed tool call") if run.failed_tool_calls else "no tool result"
+        )
         return _result(
             self.name,
             judge,
             run,
             0.0,
             "ungrounded",
-            f"the answer makes {len(claims)} claim(s), but the run retrieved nothing and had {why}",
+            f"the answer makes {counted(len(claims), 'claim')}, but the run retrieved nothing and had {why}",
             **facts,
         )
 
@@ -217,7 +220,7 @@ class UnusedToolResults:
                 run,
                 1.0,
                 "all_used",
-                f"the answer uses all {len(results)} tool result(s)",
+                f"the answer uses all {counted(len(results), 'tool result')}",
                 results=len(results),
                 unused=[],
             )
@@ -228,7 +231,7 @@ class UnusedToolResults:
             run,
             score,
             "unused",
-            f"the answer uses none of {len(unused)} of {len(results)} tool result(s) ({names})",
+            f"the answer uses none of {len(unused)} of {counted(len(results), 'tool result')} ({names})",
             results=len(results),
             unused=[_call(c) for c in unused],
         )
@@ -271,7 +274,7 @@ class RepeatedToolCalls:
                 run,
                 1.0,
                 "no_repeats",
-                f"no tool was asked the same twice in {total} call(s)",
+                f"no tool was asked the same twice in {counted(total, 'call')}",
                 repeats=[],
             )
         count = sum(repeats.values())
@@ -319,7 +322,7 @@ class RunBudget:
             if run.prompt_tokens is not None or run.completion_tokens is not None
             else ""
         )
-        counts = f"{run.steps} step(s), {run.tool_calls_total} tool call(s){tokens}"
+        counts = f"{counted(run.steps, 'step')}, {counted(run.tool_calls_total, 'tool call')}{tokens}"
         over = score < 1.0
         return _result(
             self.name,
@@ -327,7 +330,8 @@ class RunBudget:
             run,
             score,
             "over_budget" if over else "within_budget",
-            f"{counts}; budget {self.max_steps} steps, {self.max_tool_calls} tool calls",
+            f"{counts}; budget {counted(self.max_steps, 'step')}, "
+            f"{counted(self.max_tool_calls, 'tool call')}",
             steps=run.steps,
             failed_tool_calls=run.failed_tool_calls,
             prompt_tokens=run.prompt_tokens,
