@@ -9,6 +9,7 @@ import pytest
 from _helpers import not_found_errors, partitions_on_broker, wait_until
 from conversation_service import SERVICE_WAIT_S, Running, config, on_topic, produce
 from conversation_turns import turn
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from tracescore.consume import decode_message
@@ -118,6 +119,61 @@ def test_two_instances_split_the_conversations_and_record_each_once(
     assert sorted(r.conversation_id for r in written) == conversations
     assert all(r.turns == 3 for r in written)
     assert first.written and second.written, "both instances owned some"
+
+
+def stage_one_owners(bootstrap: str, group: str) -> list[set[str]]:
+    """The partitions of each member of stage 1's group (`topic[partition]`), as the broker describes it."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        members = (admin.describe_groups([group]).get(group) or {}).get("members") or []
+    finally:
+        admin.close()
+    owners = []
+    for member in members:
+        assignment = member.get("member_assignment") or {}
+        owned = assignment.get("assigned_partitions", []) if isinstance(assignment, dict) else []
+        owners.append({f"{t['topic']}[{p}]" for t in owned for p in t["partitions"]})
+    return owners
+
+
+def test_two_members_started_before_both_inputs_exist_share_them_once_each_appears(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Two replicas deployed before anything was written: the evaluations topic appears, then later the
+    evidence topic. Each appearance extends both members' subscription (a rejoin); both end up owning
+    partitions of each (kafka-python 3.0.12 left the one whose rejoin outlasted its poll out of the group for
+    good, once in 12 runs under load: tracescore/_service/_awaited.py), and every conversation is written
+    exactly once."""
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
+    evaluations, evidence = cfg.evaluations_topic, str(cfg.evidence_topic)
+    everything = {f"{t}[{p}]" for t in (evaluations, evidence) for p in range(2)}
+
+    def shared(topics: set[str]) -> bool:
+        owners = stage_one_owners(bootstrap, cfg.group_id)
+        return len(owners) == 2 and all(owners) and set().union(*owners) == topics
+
+    def batch(name: str, base: int) -> list[EvaluationRecord | bytes]:
+        return [turn(base + 10 * i + n, 1.0, f"{name}-{i}") for i in range(6) for n in range(3)]
+
+    with Running(cfg) as first, Running(cfg) as second:
+        wait_until(
+            lambda: first.service.first_assigned_at and second.service.first_assigned_at,
+            "both members waiting for their inputs",
+            timeout_s=SERVICE_WAIT_S,
+        )
+        input_producer(bootstrap, [NewTopic(evaluations, 2, 1)]).close()
+        wait_until(lambda: shared({f"{evaluations}[{p}]" for p in range(2)}), "the evaluations topic shared")
+        produce(bootstrap, evaluations, batch("a", 0))
+        input_producer(bootstrap, [NewTopic(evidence, 2, 1)]).close()
+        wait_until(lambda: shared(everything), "both inputs shared", timeout_s=SERVICE_WAIT_S)
+        produce(bootstrap, evaluations, batch("b", 1000))
+        wait_until(
+            lambda: len(first.written) + len(second.written) >= 12,
+            "a record for each conversation",
+            timeout_s=SERVICE_WAIT_S,
+        )
+    written = sorted((r.conversation_id, r.revision, r.turns) for r in on_topic(bootstrap, cfg))
+    assert written == sorted((f"{name}-{i}", 0, 3) for name in "ab" for i in range(6))
 
 
 @pytest.mark.parametrize("protocol", ["cooperative", "eager"])

@@ -1,16 +1,23 @@
-"""A group member's subscription to inputs that their writers create: never to a topic that does not exist.
+"""A group member's subscription to inputs that their writers create: never to a topic that does not exist,
+and every rejoin it starts waited for until it completes.
 
-Two members of one group subscribed to a topic not created yet, and the topic appearing, left one of them
-out of the group for good under load (kafka-python 3.0.12: a leader whose assignment ran on metadata without
-the topic's partitions rejoins as soon as its metadata shows them, and a member whose own metadata does not
-show them yet assigns none when it leads the next generation, so generations follow each other while the
-metadata of each member catches up; one member, elected leader of such a generation, never completed it,
-was dropped (UnknownMemberIdError when it left) and never rejoined).
-So a member subscribes only to the inputs that exist, looks for the others every `LOOK_EVERY_S` (on one
-client of its own for the whole wait, which never creates them, off the poll thread so a stop is never kept
-waiting) and extends its subscription when one appears, its own metadata brought up to date first: its
-join, and its assignment when it leads, see every partition of every topic it subscribes to, and no topic
-appears mid-rebalance.
+Subscribed to a topic not created yet, members join on metadata without its partitions: the leader assigns
+none of it, and rejoins when they appear, while each member's metadata catches up in its own time. So a
+member subscribes only to the inputs that exist, looks for the others every `LOOK_EVERY_S` (on one client of
+its own for the whole wait, which never creates them, off the poll thread so a stop is never kept waiting)
+and extends its subscription when one appears, its own metadata brought up to date first: its join, and its
+assignment when it leads, see every partition of every topic it subscribes to.
+
+Extending it is a rejoin, and kafka-python 3.0.12 waits for a rejoin in later polls only when its
+coordinator asked for one (`rejoin_needed`: a first join, a rebalance the broker announced). A rejoin that a
+changed subscription starts (or, for the leader, a change of the metadata it assigned from) is waited for in
+the poll that sends it alone: once the JoinGroup is sent (`_joined_subscription` updated), or the leader has
+assigned (`_assignment_snapshot`), `need_rejoin()` is false and no later poll waits for it. When it takes
+longer than that poll (the other members must rejoin too), the member never takes its assignment, its
+heartbeats stay off, the group drops it after its session, and it never notices: two members whose input
+appeared, one of them read nothing from then on (its LeaveGroup at the stop: UnknownMemberIdError). So
+before each poll a join under way that no poll would wait for is asked for (`_join_waited_for`): the poll
+waits for it as for a first join.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.structs import MemberState
 
 from tracescore._kafka import BROKER_WAIT_S, RebalanceListener, not_creating_topics, subscribe_topics
 from tracescore._service._bounded import BoundedCall
@@ -72,8 +80,10 @@ class AwaitedInputs:
         return tuple(self._absent)
 
     def look(self) -> None:
-        """On the poll thread, before a poll: at most every LOOK_EVERY_S, whether an absent input exists now
-        (waiting for the look a moment at most: it runs on a thread of its own), and if so subscribed to."""
+        """On the poll thread, before a poll: a rejoin under way waited for by the poll (`_join_waited_for`);
+        at most every LOOK_EVERY_S, whether an absent input exists now (waiting for the look a moment at most:
+        it runs on a thread of its own), and if so subscribed to."""
+        _join_waited_for(self._consumer)
         if not self._absent or self._closed or time.monotonic() < self._next_look:
             return
         try:
@@ -137,3 +147,12 @@ class AwaitedInputs:
                 return probe
         probe.close(autocommit=False, timeout_ms=0)  # closed while it connected: a stop
         raise KafkaTimeoutError("looking for the inputs: given up on, closed")
+
+
+def _join_waited_for(consumer: KafkaConsumer) -> None:
+    """A join of `consumer`'s under way that its next poll would not wait for (the member rebalancing while
+    its coordinator needs no rejoin: the hazard above) asked for again, so that poll waits for it, and the
+    ones after it until it completes. kafka-python has no public call for either."""
+    coordinator = consumer._coordinator
+    if consumer.group_metadata().state is MemberState.REBALANCING and not coordinator.need_rejoin():
+        coordinator.request_rejoin()
