@@ -29,6 +29,7 @@ from kafka.structs import MemberState
 
 from tracescore._first_join import first_join
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
+from tracescore._plural import counted
 
 __all__ = [
     "BROKER_WAIT_S",
@@ -430,11 +431,11 @@ def _read_on_from_log_start(
         where = f"{tp.topic}[{tp.partition}]"
         if offset < starts[tp]:
             _log.warning(
-                "%s: offsets %d to %d are gone (%d offsets, lost to retention or deletion): read from %d",
+                "%s: offsets %d to %d are gone (%s, lost to retention or deletion): read from %d",
                 where,
                 offset,
                 starts[tp] - 1,
-                starts[tp] - offset,
+                counted(starts[tp] - offset, "offset"),
                 starts[tp],
             )
             reader.seek(tp, starts[tp])

@@ -25,6 +25,7 @@ from kafka.structs import OffsetAndMetadata
 
 from tracescore._kafka import RebalanceListener, caught_up, subscribe_topics
 from tracescore._kafka_config import KafkaConnection
+from tracescore._plural import counted
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._changelog import META_SAVED, Changelog, PartitionMeta, PartitionState
 from tracescore._service._codec import StateRecord, UnreadableState
@@ -183,8 +184,8 @@ class KeyedStage:
         self._found.add(read.since, read.found, restored_at)
         crash_point("keyed.restored")
         self.log.info(
-            "restored %d keys of %s[%s] from %s%s",
-            restored,
+            "restored %s of %s[%s] from %s%s",
+            counted(restored, "key"),
             self.topic,
             ",".join(map(str, mine)),
             self.changelog.topic,
@@ -363,11 +364,11 @@ class KeyedStage:
         """The state topic was deleted while running: create it again and save every state held."""
         everything = self.logic.everything()
         self.log.error(
-            "the state topic %s was deleted while running: recreating it (%d partitions, compacted) and "
-            "saving the %d states this instance holds again (other instances save theirs)",
+            "the state topic %s was deleted while running: recreating it (%s, compacted) and "
+            "saving the %s this instance holds again (other instances save theirs)",
             self.changelog.topic,
-            self.changelog.partitions,
-            len(everything),
+            counted(self.changelog.partitions, "partition"),
+            counted(len(everything), "state"),
         )
         self.changelog.recreate()
         self.counts["recreated"] += 1
