@@ -191,7 +191,7 @@ def test_sigterm_with_the_broker_gone_exits_within_the_stop_budget_saying_what_i
     wait_until(lambda: len(read_topic(topics.bootstrap, topics.evaluations, 1)) >= 1, "the first record")
     wait_until(lambda: judge_server.stats.chat_requests >= 3, "the next judge call held")
     proc.terminate()
-    proc.wait_for_line("stopping: finishing 1 interactions")  # the drain waits for the call held
+    proc.wait_for_line("stopping: finishing 1 interaction")  # the drain waits for the call held
     own_broker.stop()
     judge_server.open()  # the drain ends; its records are sent and never acknowledged
 

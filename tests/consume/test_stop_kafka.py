@@ -48,7 +48,7 @@ def test_a_stop_with_the_broker_gone_and_a_judge_call_hanging_ends_within_the_gr
     wait_until(lambda: len(read_topic(topics.bootstrap, topics.evaluations, 1)) >= 1, "the first record")
     wait_until(lambda: judge_server.stats.chat_requests >= 3, "the next judge call held")
     proc.terminate()
-    proc.wait_for_line("stopping: finishing 1 interactions")  # the drain waits for the call held
+    proc.wait_for_line("stopping: finishing 1 interaction")  # the drain waits for the call held
     own_broker.stop()
 
     try:
