@@ -173,7 +173,7 @@ EXPECTED = {
     # Genkit's own spans through the real Collector: a flow that retrieves (ai.retrieve) and hands the
     # documents to ai.generate({docs}), and a flow whose model calls a tool.
     "genkit": ("interaction", "genkit"),
-    # The chat on Genkit's agent API (`defineAgent`, `agent.chat({state}).send()`): the session is the state's.
+    # The chat on Genkit's agent API (`defineAgent`, `agent.chat({state}).send()`): the state's session.
     "genkit_conversation/greeting_turn1": ("skip", "empty_context"),
     "genkit_conversation": ("interaction", "genkit"),
 }

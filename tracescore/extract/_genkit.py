@@ -1,25 +1,27 @@
-"""Firebase Genkit's own tracing (JS `genkit`, tracer `genkit-tracer`): every action Genkit runs is a span whose
-`genkit:*` attributes say what it is (`genkit:type`, and `genkit:metadata:subtype` for an action: `flow`,
-`retriever`, `model`, `tool`, `embedder`...; `generate` is a `util`) and what went in and out
+"""Firebase Genkit's own tracing (JS `genkit`, tracer `genkit-tracer`): every action Genkit runs is a span
+whose `genkit:*` attributes say what it is (`genkit:type`, and `genkit:metadata:subtype` for an action:
+`flow`, `agent`, `retriever`, `model`, `tool`...; `generate` is a `util`) and what went in and out
 (`genkit:input`, `genkit:output`, JSON).
 
-The interaction is the outermost flow (`ai.defineFlow`), or, outside any flow, the outermost `generate` (an
-`ai.generate` call). The question is the flow's `genkit:input` (its text, or a question-like field of its
-input object), else the last user message the first model call was given, without the documents Genkit
-appended to it (the text parts `ai.generate({docs})` adds, marked `metadata.purpose: "context"`). The answer
-is the flow's `genkit:output` (its text, or an answer-like field), else the last model call's reply
-(`genkit:output`'s `message`), read from the model actions (`/model/...`), not the `generate` spans around
-them, which repeat it.
+The interaction is the outermost flow (`ai.defineFlow`) or agent turn (`ai.defineAgent` in `genkit/beta`,
+`agent.chat().send()`), or, outside both, the outermost `generate` (an `ai.generate` call). The question is
+the flow's `genkit:input` (its text, or a question-like field of its input object), else the last user message
+the first model action was given, without the documents Genkit appended to it (the text parts
+`ai.generate({docs})` adds, marked `metadata.purpose: "context"`). The answer is the flow's `genkit:output`
+(its text, or an answer-like field), an agent turn's output `message`, else the last model action's reply
+(`genkit:output`'s `message`): the model actions (`/model/...`) are read, not the `generate` spans around
+them, which repeat them.
 
 The documents: each retriever's output (`ai.retrieve`: `{documents: [{content: [{text}]}]}`); each tool's
 `genkit:output` (with its `genkit:input`, so one that merely carries the answer is dropped by the shared
-rule); without tool spans, the `toolResponse` parts in the model call's input messages; the documents handed
-to the model (`ai.generate({docs})`: the model call's input `docs`) when nothing else recorded any; and the
-earlier turns' `toolResponse` parts in those messages, with their turn. Genkit records content always: it has
-no setting that leaves inputs and outputs out.
+rule); without tool spans, the `toolResponse` parts in the model action's input messages; the documents handed
+to the model (`ai.generate({docs})`: the model action's input `docs`) when nothing else recorded any; and the
+earlier turns' `toolResponse` parts in those messages (an agent's session state resent), with their turn.
+Genkit records content always: it has no setting that leaves inputs and outputs out.
 
-The route is the flow's name (`genkit:name`). Genkit's flows record no session or user: an app that names
-them puts them on a span the shared lineage rule reads (a parent span of its own, baggage).
+The route is the flow's or agent's name (`genkit:name`); the session an agent turn's
+`genkit:metadata:agent:sessionId` (the chat state's `sessionId`). Genkit records no user, nor a session for a
+flow (a flow called from outside Genkit is a root span: an app's span around it is not its parent).
 """
 
 from __future__ import annotations
