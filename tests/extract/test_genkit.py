@@ -59,3 +59,25 @@ def test_a_greeting_answered_without_a_lookup_is_skipped_with_nothing_to_judge_a
     spans = spans_of(recording)
     [skip] = extract(Trace(recording.trace_id, tuple(spans))).skips
     assert isinstance(skip, Skip) and (skip.reason, skip.convention) == ("empty_context", "genkit")
+
+
+def test_without_a_retriever_span_the_documents_are_those_the_model_was_handed() -> None:
+    """`ai.generate({docs})` with documents the app found itself (no `ai.retrieve`): the model action's
+    input `docs`."""
+    recording = RECORDED["genkit/rag_faithful"]
+    spans = [s for s in spans_of(recording) if s.attributes.get("genkit:metadata:subtype") != "retriever"]
+    [interaction] = extracted(spans).interactions
+    assert interaction.record.query == recording.question
+    assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    assert {s.kind for s in interaction.context_sources} == {"input"}
+
+
+def test_a_generate_call_outside_any_flow_is_the_interaction() -> None:
+    """`ai.generate` called on its own: its `generate` span, read from the model action below it (the question
+    without the documents Genkit appended to the user message)."""
+    recording = RECORDED["genkit/rag_unfaithful"]
+    spans = [s for s in spans_of(recording) if s.attributes.get("genkit:metadata:subtype") != "flow"]
+    [interaction] = extracted(spans).interactions
+    assert interaction.span.name == "generate" and interaction.convention == "genkit"
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+    assert sorted(interaction.record.contexts) == sorted(recording.documents)
