@@ -27,8 +27,8 @@ FIXTURES = REPO / "tests" / "extract" / "fixtures"
 sys.path[:0] = [str(FIXTURES), str(FIXTURES / "scenarios")]
 
 from _corpus import DOCUMENTS, FAITHFUL_ANSWER, QUESTION, UNFAITHFUL_ANSWER  # noqa: E402
-from _node import NodeSession, app_dir, collector_to_kafka  # noqa: E402
-from _openai_server import FakeOpenAI, ToolCall  # noqa: E402
+from _node import NodeSession, live_session  # noqa: E402
+from _openai_server import ToolCall  # noqa: E402
 from peers import NodeEnv, ensure_node_env  # noqa: E402
 
 pytestmark = pytest.mark.kafka
@@ -46,12 +46,8 @@ def node_env() -> Path:
 def session(
     otelcol: Path, kafka_broker: KafkaBroker, node_env: Path, tmp_path: Path
 ) -> Iterator[NodeSession]:
-    with (
-        FakeOpenAI() as server,
-        collector_to_kafka(otelcol, kafka_broker.bootstrap_servers, tmp_path) as pipeline,
-        app_dir(node_env, APP) as app,
-    ):
-        yield NodeSession(server, pipeline, app, tmp_path / "network.log")
+    with live_session(otelcol, kafka_broker.bootstrap_servers, node_env, APP, tmp_path) as live:
+        yield live
 
 
 def test_the_ai_sdk_app_is_scored_through_the_collector(session: NodeSession) -> None:

@@ -170,6 +170,12 @@ EXPECTED = {
     # The chat with the history Mastra's memory keeps (`@mastra/memory`): the app sends the question alone.
     "mastra_memory/recall_greeting_turn1": ("skip", "empty_context"),
     "mastra_memory": ("interaction", "mastra"),
+    # Genkit's own spans through the real Collector: a flow that retrieves (ai.retrieve) and hands the
+    # documents to ai.generate({docs}), and a flow whose model calls a tool.
+    "genkit": ("interaction", "genkit"),
+    # The chat on Genkit's agent API (`defineAgent`, `agent.chat({state}).send()`): the state's session.
+    "genkit_conversation/greeting_turn1": ("skip", "empty_context"),
+    "genkit_conversation": ("interaction", "genkit"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets

@@ -136,8 +136,9 @@ def test_a_recorded_turn_keeps_the_user_who_asked_on_its_record(recording: Recor
 # Every recorded chat of the conversation scenarios (scenarios/_multiturn.py), on every producer: each turn
 # keeps the session and user its app set, so the conversations service groups that chat's turns, no other's.
 CHAT_TURNS = [r for r in recordings() if r.expected[0] == "interaction" and r.conversation]
-# Spring AI's observations (1.1, 2.0) name the chat memory's conversation, never a user (its app sets none).
-NO_USER = {"spring_ai_conversation", "spring_ai2_conversation"}
+# Spring AI's observations (1.1, 2.0) name the chat memory's conversation, never a user (its app sets none);
+# Genkit's agent records its session's id, and has no user to record.
+NO_USER = {"spring_ai_conversation", "spring_ai2_conversation", "genkit_conversation"}
 
 
 @pytest.mark.parametrize("recording", CHAT_TURNS, ids=lambda r: r.id)

@@ -14,6 +14,7 @@ from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._reader import Found
 from tracescore.extract._recognizers import (
     GenAIRecognizer,
+    GenkitRecognizer,
     HaystackRecognizer,
     LangfuseRecognizer,
     MastraRecognizer,
@@ -32,6 +33,7 @@ __all__ = [
     "Findings",
     "Found",
     "GenAIRecognizer",
+    "GenkitRecognizer",
     "HaystackRecognizer",
     "LangfuseRecognizer",
     "MLflowRecognizer",

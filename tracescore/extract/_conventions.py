@@ -11,9 +11,11 @@ are scored once, by the convention listed first:
 4. OpenInference, 5. OpenLLMetry, 6. MLflow: each reads its own span kinds; where two describe one
    interaction (a framework traced by one calls a client traced by another) the earlier is kept, an order
    kept as they were added, not a judgement of which reads better;
-7. Spring AI, 8. the Vercel AI SDK, 9. Strands Agents and 10. Mastra, before 11. the OTel GenAI conventions:
+7. Spring AI, 8. the Vercel AI SDK, 9. Strands Agents and 10. Mastra, before the OTel GenAI conventions:
    Spring AI's chat model calls and the SDK's carry a few `gen_ai.*` attributes, and the frameworks' own
-   spans say more; Strands and Mastra write GenAI spans whose content they shape their own way.
+   spans say more; Strands and Mastra write GenAI spans whose content they shape their own way;
+11. Genkit (before 12. the OTel GenAI conventions): its `genkit:*` spans carry no other convention's keys,
+   and a model client traced by another instrumentation inside a flow is read once, by the flow.
 
 A new producer's adapter takes its place here: before every convention whose spans it may enclose or whose
 keys it also writes. One span written by several conventions (dual-emitting instrumentations) is read for an
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from tracescore.extract._convention import Convention
 from tracescore.extract._genai import GenAI
+from tracescore.extract._genkit import Genkit
 from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
 from tracescore.extract._mastra import Mastra
@@ -50,6 +53,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     VercelAI(),
     Strands(),
     Mastra(),
+    Genkit(),
     GenAI(),
 )
 # --8<-- [end:order]

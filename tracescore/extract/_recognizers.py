@@ -4,6 +4,7 @@ and what each reads, are in `_conventions` and the adapters' modules."""
 from __future__ import annotations
 
 from tracescore.extract._genai import GenAI
+from tracescore.extract._genkit import Genkit
 from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
 from tracescore.extract._mastra import Mastra
@@ -18,6 +19,7 @@ from tracescore.extract._vercel import VercelAI
 
 __all__ = [
     "GenAIRecognizer",
+    "GenkitRecognizer",
     "HaystackRecognizer",
     "LangfuseRecognizer",
     "MLflowRecognizer",
@@ -65,6 +67,10 @@ class StrandsRecognizer(ConventionReader, convention=Strands()):
 
 class MastraRecognizer(ConventionReader, convention=Mastra()):
     """Mastra's tracing exported by its OtelExporter (OTel GenAI conventions)."""
+
+
+class GenkitRecognizer(ConventionReader, convention=Genkit()):
+    """Genkit's own tracing (`genkit:*` span attributes)."""
 
 
 class VercelAIRecognizer(ConventionReader, convention=VercelAI()):
