@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tests.score.test_report import _chromium
@@ -122,3 +123,17 @@ def test_search_filter_and_sort_work_in_headless_chromium(tmp_path: Path) -> Non
 
     dom = _chromium(tmp_path, "--dump-dom", page.as_uri() + "#sort=faithfulness:desc").stdout
     assert _visible_ids(dom) == ["half", "mumbai", "paris"]
+
+
+@pytest.mark.parametrize("text", ["", "\n\n"], ids=["empty", "blank"])
+def test_a_scores_file_without_a_row_is_an_error_not_an_empty_page(tmp_path: Path, text: str) -> None:
+    """It wrote a page of nothing and exited 0, as if a batch had passed."""
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, ["report", str(scores), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: nothing could be reported in {scores}: it holds no record (an empty file, blank lines or a "
+        "header alone)\n"
+    )
+    assert not (tmp_path / "r.html").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -17,7 +17,8 @@ from tracescore.score._inputs import FIELD_ALIASES
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
-# Exit status of `tracescore score` when the CI gate fails or nothing could be scored (2 is a usage error).
+# Exit status of `tracescore score` when the CI gate fails or nothing could be scored, and of `tracescore
+# report` when nothing could be reported (2 is a usage error).
 EXIT_GATE_FAILED = 1
 
 
@@ -158,9 +159,8 @@ def score(
         elif summary.records:
             why = " (see the reasons above)"
         else:
-            why = ": it holds no record (an empty file, blank lines or a header alone)"
-        click.echo(f"Error: nothing could be scored in {input_path}{why}", err=True)  # as click says its own
-        sys.exit(EXIT_GATE_FAILED)
+            why = _HOLDS_NO_RECORD
+        _nothing_in(input_path, "scored", why)
     # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
     allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}
     failures = summary.gate_failures(gate, flag_limit, **allowance)
@@ -207,9 +207,21 @@ def report(
             collector(record, row)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    if not collector.records:
+        _nothing_in(scores_path, "reported", _HOLDS_NO_RECORD)  # an empty page, exit 0, passed for a report
     html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
     _write_text(out_path, html)
     click.echo(f"{counted(collector.records, 'record')}; report: {out_path}", err=True)
+
+
+# Why nothing could be done with a file that was read: `score`'s input, `report`'s scores.
+_HOLDS_NO_RECORD = ": it holds no record (an empty file, blank lines or a header alone)"
+
+
+def _nothing_in(path: Path, done: str, why: str) -> NoReturn:
+    """Exit 1 saying nothing could be `done` with `path`, and `why`."""
+    click.echo(f"Error: nothing could be {done} in {path}{why}", err=True)  # as click says its own
+    sys.exit(EXIT_GATE_FAILED)
 
 
 def _as_flag(failure: GateFailure) -> str:
