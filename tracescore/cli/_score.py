@@ -4,6 +4,7 @@ scored file)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -20,6 +21,19 @@ __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 # Exit status of `tracescore score` when the CI gate fails or nothing could be scored, and of `tracescore
 # report` when nothing could be reported (2 is a usage error).
 EXIT_GATE_FAILED = 1
+
+
+def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--column FIELD=COLUMN`: `score` reads its input through it, `report` its --records the same way."""
+    return click.option(
+        "--column",
+        "columns",
+        multiple=True,
+        metavar="FIELD=COLUMN",
+        help=f"Read the record field FIELD ({', '.join(FIELD_ALIASES)}) from {read_from} COLUMN "
+        "(repeatable), e.g. query=question: the library's column_map; the names read without it: see the "
+        "docs, Offline evaluation.",
+    )
 
 
 @click.command(short_help="Score a file of records (JSONL, CSV, TSV); a CI gate.")
@@ -71,15 +85,7 @@ EXIT_GATE_FAILED = 1
     "a gated metric that needs the contexts found no contexts column); by default a gate fails on any. "
     "Needs --fail-under or --max-flagged.",
 )
-@click.option(
-    "--column",
-    "columns",
-    multiple=True,
-    metavar="FIELD=COLUMN",
-    help=f"Read the record field FIELD ({', '.join(FIELD_ALIASES)}) from the file's column COLUMN "
-    "(repeatable), e.g. query=question: the library's column_map; the names read without it: see the docs, "
-    "Offline evaluation.",
-)
+@_column_option("the file's column")
 @judge_options(default_metrics=",".join(DEFAULT_METRICS))
 def score(
     input_path: Path,
@@ -185,8 +191,10 @@ def score(
     "records_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="The scored input file, to show queries, answers and contexts (joined by line number).",
+    help="The scored input file, to show queries, answers and contexts (joined by line number; an error "
+    "where it is not the file scored: another count of records, an input line with another id or label).",
 )
+@_column_option("--records' column")
 @threshold_option("the page's tables and counts")
 @click.option(
     "--rows",
@@ -196,14 +204,23 @@ def score(
     help="Records listed in each table of the page.",
 )
 def report(
-    scores_path: Path, out_path: Path, records_path: Path | None, threshold: float | None, rows: int
+    scores_path: Path,
+    out_path: Path,
+    records_path: Path | None,
+    columns: tuple[str, ...],
+    threshold: float | None,
+    rows: int,
 ) -> None:
     """Rebuild the HTML report from the JSONL that `tracescore score` wrote, without re-scoring."""
+    from tracescore.score._inputs import parse_column_map
     from tracescore.score._report import ReportCollector, read_scores, render_report
 
+    column_map = or_usage_error(parse_column_map, columns)
+    if column_map and records_path is None:
+        raise click.UsageError("--column says how to read --records: add it")
     collector = ReportCollector(threshold=threshold, limit=rows)
     try:
-        for record, row in read_scores(scores_path, records_path):
+        for record, row in read_scores(scores_path, records_path, column_map):
             collector(record, row)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
