@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from _helpers import wait_until
+from _helpers import subscribe_once_known, wait_until
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 
@@ -164,10 +164,7 @@ def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying
         bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
         client_id=client_id("tracescore conversations"), **group_member(15_000, "cooperative"),
     )  # fmt: skip
-    # Its partitions known before it joins, as the services do: a member that joins on metadata without them
-    # was assigned none and never rebalanced again (kafka-python 3.0.12, seen under load).
-    wait_until(lambda: bool(other.partitions_for_topic(evaluations)), "the evaluations partitions known")
-    other.subscribe([evaluations])
+    subscribe_once_known(other, evaluations)
     polling, stopped = threading.Event(), threading.Event()
 
     def poll_on() -> None:
