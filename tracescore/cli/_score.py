@@ -225,7 +225,7 @@ def report(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if not collector.records:
-        _nothing_in(scores_path, "reported", _HOLDS_NO_RECORD)  # an empty page, exit 0, passed for a report
+        _nothing_in(scores_path, "reported", _HOLDS_NO_RECORD)  # not an empty page that exits 0
     html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
     _write_text(out_path, html)
     click.echo(f"{counted(collector.records, 'record')}; report: {out_path}", err=True)
