@@ -31,6 +31,7 @@ __all__ = [
     "nothing_left_open",
     "partitions_on_broker",
     "started_process",
+    "subscribe_once_known",
     "wait_until",
 ]
 
@@ -67,6 +68,15 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(every_s)
+
+
+def subscribe_once_known(consumer: KafkaConsumer, *topics: str) -> None:
+    """`consumer.subscribe(topics)` once its own metadata holds their partitions, as the services subscribe
+    (`tracescore._kafka.wait_for_partitions`): a plain consumer that joins on metadata without them is
+    assigned none of them and never rebalances again (kafka-python 3.0.12, seen under load)."""
+    for topic in topics:
+        wait_until(lambda t=topic: bool(consumer.partitions_for_topic(t)), f"{topic}'s partitions known")
+    consumer.subscribe(list(topics))
 
 
 def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None]:

@@ -10,6 +10,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.protocol.admin import CreateTopicsResponse
 
 import tracescore._kafka
 from tracescore._kafka import caught_up, ensure_topics, read_partitions
@@ -172,3 +173,27 @@ def test_a_topic_the_broker_refuses_to_create_is_not_said_created_and_is_named_w
     assert f"could not create the topic {refused}" in warning, warning
     assert "replication factor 3" in warning and "InvalidReplicationFactorError" in warning, warning
     assert "only 1 broker" in warning, warning  # the broker's own words
+
+
+def test_a_topic_the_brokers_create_answer_leaves_out_is_said_and_not_waited_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A topic asked for in CreateTopics but missing from the broker's answer was taken as fine without a
+    word. No broker leaves one out on purpose (each asked topic gets an answer, a refusal included), so this
+    is the answer as kafka-python builds it from the protocol class, given to ensure_topics' reading of it."""
+    result = CreateTopicsResponse.CreatableTopicResult
+    answer = CreateTopicsResponse(throttle_time_ms=0, topics=[result(name="t.made", error_code=0)]).to_dict()
+    asked = [NewTopic("t.made", 1, -1), NewTopic("t.left-out", 3, -1, topic_configs={"retention.ms": "1"})]
+    with caplog.at_level(logging.INFO, logger="tracescore"):
+        made = tracescore._kafka._answered(asked, answer)
+    assert made == ["t.made"]
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [
+        (logging.INFO, "created topics: t.made"),
+        (
+            logging.WARNING,
+            "asked to create the topic t.left-out (partitions 3, replication factor the broker's default, "
+            "retention.ms=1), the broker's answer did not mention it: it may not exist. Check that it does, "
+            "or create it",
+        ),
+    ]

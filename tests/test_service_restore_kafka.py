@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from _helpers import wait_until
 from kafka import KafkaConsumer
+from kafka.coordinator.consumer import ConsumerCoordinator
 
 import tracescore._kafka
 from tracescore._service import _changelog, _keyed, _loop, _restore
@@ -229,3 +230,38 @@ def test_a_look_for_the_old_state_topic_that_gets_no_answer_is_tried_again_and_e
     assert "could not restore legacy-look.state[" in str(error) and "2 tries" in str(error), error
     [said] = [r.getMessage() for r in caplog.records if "try 1 of 2 failed" in r.getMessage()]
     assert said.startswith("restoring legacy-look.state[") and f"a look for the old state topic {old}" in said
+
+
+def test_a_restore_reads_its_partitions_committed_offsets_in_one_request(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The restore asked the group's coordinator for one partition's committed offset at a time (the
+    consumer's `committed`): as many round trips as partitions assigned (6 here) before any was restored.
+    The coordinator's real fetch is watched, not replaced: each of the restore's asks, and what it asked."""
+    asked: list[list[int]] = []
+    restored: list[list[int]] = []
+    real_fetch = ConsumerCoordinator.fetch_committed_offsets
+    real_read = _restore.RestoreReader.read
+
+    def fetch(self: ConsumerCoordinator, partitions: Any, timeout_ms: Any = None) -> Any:
+        if threading.current_thread().name.startswith("tracescore: the restore of"):
+            asked.append(sorted(tp.partition for tp in partitions))
+        return real_fetch(self, partitions, timeout_ms=timeout_ms)
+
+    def read(self: _restore.RestoreReader, assigned: Any, rewind_ms: Any) -> Any:
+        back = real_read(self, assigned, rewind_ms)
+        restored.append(sorted(tp.partition for tp in assigned))
+        return back
+
+    monkeypatch.setattr(ConsumerCoordinator, "fetch_committed_offsets", fetch)
+    monkeypatch.setattr(_restore.RestoreReader, "read", read)
+    service, raised = started(broker, "restore-one-fetch")
+    try:
+        wait_until(lambda: restored, "the first restore")
+    finally:
+        service.stop()
+    runner = next(t for t in threading.enumerate() if t.name == "test-service")
+    runner.join(3 * (STOP_TIMEOUT_S + 5.0))
+    assert not raised, raised
+    assert restored[0] == list(range(6)), restored
+    assert asked[: len(restored)] == restored, f"restored {restored}; asked for the offsets of {asked}"

@@ -163,15 +163,7 @@ def ensure_topics(
         if not missing:
             return absent
         # raise_errors=False: another process creating the same topic at the same moment is fine.
-        answer = {t["name"]: t for t in admin.create_topics(missing, raise_errors=False).get("topics", ())}
-        created = [name for name, t in answer.items() if t.get("error_code") == 0]
-        if created:
-            _log.info("created topics: %s", ", ".join(created))
-        for topic in missing:
-            if topic.name in answer and answer[topic.name].get("error_code") not in _CREATED:
-                _log.warning("%s", _refused(topic, answer[topic.name]))
-        # A topic refused (no permission, a policy) will not appear: only the others are waited for.
-        made = [name for name, t in answer.items() if t.get("error_code") in _CREATED]
+        made = _answered(missing, admin.create_topics(missing, raise_errors=False))
         try:
             admin.wait_for_topics(made, timeout_ms=connection.connect_timeout_s * 1000)
         except KafkaTimeoutError as exc:
@@ -188,25 +180,51 @@ def ensure_topics(
 _CREATED = frozenset({0, TopicAlreadyExistsError.errno})
 
 
-def _refused(topic: NewTopic, answer: Mapping[str, Any]) -> str:
-    """What the broker said refusing to create `topic` (its CreateTopics answer), with what was asked for."""
-    error = for_code(answer.get("error_code", -1))
-    reason = (answer.get("error_message") or error.description).rstrip(".")
+def _answered(asked: Sequence[NewTopic], answer: Mapping[str, Any]) -> list[str]:
+    """The topics of `asked` that exist after the broker's CreateTopics `answer` (as `create_topics` returns
+    it), to be waited for; those it created said at info level, each it refused or left out said in a
+    warning. A topic refused (no permission, a policy) will not appear, and one the answer leaves out is
+    not known to: neither is waited for."""
+    by_name = {t["name"]: t for t in answer.get("topics", ())}
+    created = [t.name for t in asked if t.name in by_name and by_name[t.name].get("error_code") == 0]
+    if created:
+        _log.info("created topics: %s", ", ".join(created))
+    for topic in asked:
+        if topic.name not in by_name:
+            _log.warning(
+                "asked to create the topic %s (%s), the broker's answer did not mention it: it may not "
+                "exist. Check that it does, or create it",
+                topic.name,
+                _asked(topic),
+            )
+        elif by_name[topic.name].get("error_code") not in _CREATED:
+            _log.warning("%s", _refused(topic, by_name[topic.name]))
+    return [t.name for t in asked if by_name.get(t.name, {}).get("error_code", -1) in _CREATED]
+
+
+def _asked(topic: NewTopic) -> str:
+    """What CreateTopics asked for `topic`: partitions, replication factor, configs."""
 
     def asked_for(value: int) -> str:
         return "the broker's default" if value == -1 else str(value)  # -1: CreateTopics' "not set"
 
-    asked = ", ".join(
+    return ", ".join(
         [
             f"partitions {asked_for(topic.num_partitions)}",
             f"replication factor {asked_for(topic.replication_factor)}",
             *(f"{key}={value}" for key, value in sorted((topic.topic_configs or {}).items())),
         ]
     )
+
+
+def _refused(topic: NewTopic, answer: Mapping[str, Any]) -> str:
+    """What the broker said refusing to create `topic` (its CreateTopics answer), with what was asked for."""
+    error = for_code(answer.get("error_code", -1))
+    reason = (answer.get("error_message") or error.description).rstrip(".")
     return (
-        f"could not create the topic {topic.name} ({asked}): the broker refused it, {error.__name__}: "
-        f"{reason}. Create it as a user allowed to, with settings the broker accepts, or change the setting "
-        "it refused"
+        f"could not create the topic {topic.name} ({_asked(topic)}): the broker refused it, "
+        f"{error.__name__}: {reason}. Create it as a user allowed to, with settings the broker accepts, or "
+        "change the setting it refused"
     )
 
 

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tests.score.test_report import _chromium
@@ -122,3 +123,63 @@ def test_search_filter_and_sort_work_in_headless_chromium(tmp_path: Path) -> Non
 
     dom = _chromium(tmp_path, "--dump-dom", page.as_uri() + "#sort=faithfulness:desc").stdout
     assert _visible_ids(dom) == ["half", "mumbai", "paris"]
+
+
+@pytest.mark.parametrize("text", ["", "\n\n"], ids=["empty", "blank"])
+def test_a_scores_file_without_a_row_is_an_error_not_an_empty_page(tmp_path: Path, text: str) -> None:
+    """It wrote a page of nothing and exited 0, as if a batch had passed."""
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, ["report", str(scores), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: nothing could be reported in {scores}: it holds no record (an empty file, blank lines or a "
+        "header alone)\n"
+    )
+    assert not (tmp_path / "r.html").exists()
+
+
+def _report_error(*args: str) -> str:
+    result = CliRunner().invoke(main, ["report", *args])
+    assert result.exit_code == 1, result.output
+    return " ".join(result.output.split())
+
+
+def test_records_that_are_not_the_scored_file_are_an_error_not_other_records_texts(tmp_path: Path) -> None:
+    """--records was joined by line number unchecked: another file's texts showed under these scores."""
+    source, scores = _scored(tmp_path)
+    page = tmp_path / "r.html"
+    swapped = tmp_path / "swapped.jsonl"
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    swapped.write_text("".join([lines[1], lines[0], *lines[2:]]), encoding="utf-8")
+    said = _report_error(str(scores), "--records", str(swapped), "--out", str(page))
+    assert said == (
+        f'Error: {scores} line 1 is the row of input line 1, id "ok", but {swapped} line 1 holds id '
+        '"mumbai": is it the file these scores were made from? Give it with --records, with the --column '
+        "options the scores were made with"
+    )
+    fewer = tmp_path / "fewer.jsonl"
+    fewer.write_text("".join(lines[:-1]), encoding="utf-8")
+    said = _report_error(str(scores), "--records", str(fewer), "--out", str(page))
+    assert f"{scores} line 6 is the row of input line 6, but {fewer} has no record there (it holds 5" in said
+    more = tmp_path / "more.jsonl"
+    more.write_text("".join([*lines, lines[0]]), encoding="utf-8")
+    said = _report_error(str(scores), "--records", str(more), "--out", str(page))
+    assert said.startswith(
+        f"Error: {more} holds 7 records (invalid ones included) but {scores} 6 rows: is it"
+    )
+    assert not page.exists()
+
+
+def test_records_read_through_column_are_joined_as_score_read_them(tmp_path: Path) -> None:
+    """The ids of a file scored with --column id=COLUMN are the column's: report reads --records so too."""
+    source = tmp_path / "renamed.jsonl"
+    renamed = [{"qid": r["id"], **{k: v for k, v in r.items() if k != "id"}} for r in RECORDS]
+    source.write_text("".join(json.dumps(r) + "\n" for r in renamed), encoding="utf-8")
+    scores, page = tmp_path / "scores.jsonl", tmp_path / "r.html"
+    args = ["--out", str(scores), "--no-progress", "--metrics", "faithfulness", "--column", "id=qid"]
+    assert CliRunner().invoke(main, ["score", str(source), *args]).exit_code == 0
+    _report(str(scores), "--records", str(source), "--column", "id=qid", "--out", str(page))
+    assert "The head office is in Mumbai." in page.read_text(encoding="utf-8")
+    said = _report_error(str(scores), "--records", str(source), "--out", str(page))
+    assert f'{scores} line 1 is the row of input line 1, id "ok", but {source} line 1 holds no id' in said

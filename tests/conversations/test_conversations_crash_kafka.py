@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from _helpers import wait_until
+from _helpers import subscribe_once_known, wait_until
 from conversation_service import SERVICE_WAIT_S, Running, config, conversations_process, produce
 from conversation_turns import turn
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -58,10 +58,7 @@ def hold_group(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
         enable_auto_commit=False,
         partition_assignment_strategy=(CooperativeStickyAssignor,),
     )
-    # Its partitions known before it joins, as the services do: a member that joins on metadata without them
-    # is assigned none and never rebalances again (kafka-python 3.0.12, seen under load).
-    wait_until(lambda: bool(holder.partitions_for_topic(topic)), f"{topic}'s partitions known")
-    holder.subscribe([topic])
+    subscribe_once_known(holder, topic)
     # Given them once a killed member's session ends, where one held them.
     wait_until(
         lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()),

@@ -178,9 +178,14 @@ class RestoreReader:
         if stopping():
             raise KafkaTimeoutError("the restore's commits: given up on, a stop was asked for")
         wait_ms = int(BROKER_WAIT_S * 1000)
-        committed = {
-            tp.partition: consumer.committed(tp, metadata=True, timeout_ms=wait_ms) for tp in assigned
-        }
+        # One OffsetFetch for every assigned partition: the public `consumer.committed(tp)` asks for one per
+        # call, a round trip each. Its coordinator's `fetch_committed_offsets` (private; what `committed`
+        # calls with one partition) asks for many on the member's own coordinator connection, retries a
+        # coordinator still loading, and leaves out those with nothing committed. The public one that asks
+        # for many, the admin client's `list_group_offsets`, opens a client of its own per restore
+        # (bootstrap, metadata, FindCoordinator: more round trips than it saves) and retries nothing.
+        found = consumer._coordinator.fetch_committed_offsets(list(assigned), timeout_ms=wait_ms)
+        committed = {tp.partition: found.get(tp) for tp in assigned}
         back.committed = {p: None if at is None else at.offset for p, at in committed.items()}
         back.lost = lost_state(back.states, committed, legacy=bool(self.legacy_topic))
         fresh = set(back.fresh())

@@ -4,8 +4,9 @@ scored file)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -17,8 +18,22 @@ from tracescore.score._inputs import FIELD_ALIASES
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
-# Exit status of `tracescore score` when the CI gate fails or nothing could be scored (2 is a usage error).
+# Exit status of `tracescore score` when the CI gate fails or nothing could be scored, and of `tracescore
+# report` when nothing could be reported (2 is a usage error).
 EXIT_GATE_FAILED = 1
+
+
+def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--column FIELD=COLUMN`: `score` reads its input through it, `report` its --records the same way."""
+    return click.option(
+        "--column",
+        "columns",
+        multiple=True,
+        metavar="FIELD=COLUMN",
+        help=f"Read the record field FIELD ({', '.join(FIELD_ALIASES)}) from {read_from} COLUMN "
+        "(repeatable), e.g. query=question: the library's column_map; the names read without it: see the "
+        "docs, Offline evaluation.",
+    )
 
 
 @click.command(short_help="Score a file of records (JSONL, CSV, TSV); a CI gate.")
@@ -70,15 +85,7 @@ EXIT_GATE_FAILED = 1
     "a gated metric that needs the contexts found no contexts column); by default a gate fails on any. "
     "Needs --fail-under or --max-flagged.",
 )
-@click.option(
-    "--column",
-    "columns",
-    multiple=True,
-    metavar="FIELD=COLUMN",
-    help=f"Read the record field FIELD ({', '.join(FIELD_ALIASES)}) from the file's column COLUMN "
-    "(repeatable), e.g. query=question: the library's column_map; the names read without it: see the docs, "
-    "Offline evaluation.",
-)
+@_column_option("the file's column")
 @judge_options(default_metrics=",".join(DEFAULT_METRICS))
 def score(
     input_path: Path,
@@ -158,9 +165,8 @@ def score(
         elif summary.records:
             why = " (see the reasons above)"
         else:
-            why = ": it holds no record (an empty file, blank lines or a header alone)"
-        click.echo(f"Error: nothing could be scored in {input_path}{why}", err=True)  # as click says its own
-        sys.exit(EXIT_GATE_FAILED)
+            why = _HOLDS_NO_RECORD
+        _nothing_in(input_path, "scored", why)
     # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
     allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}
     failures = summary.gate_failures(gate, flag_limit, **allowance)
@@ -185,8 +191,10 @@ def score(
     "records_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="The scored input file, to show queries, answers and contexts (joined by line number).",
+    help="The scored input file, to show queries, answers and contexts (joined by line number; an error "
+    "where it is not the file scored: another count of records, an input line with another id or label).",
 )
+@_column_option("--records' column")
 @threshold_option("the page's tables and counts")
 @click.option(
     "--rows",
@@ -196,20 +204,41 @@ def score(
     help="Records listed in each table of the page.",
 )
 def report(
-    scores_path: Path, out_path: Path, records_path: Path | None, threshold: float | None, rows: int
+    scores_path: Path,
+    out_path: Path,
+    records_path: Path | None,
+    columns: tuple[str, ...],
+    threshold: float | None,
+    rows: int,
 ) -> None:
     """Rebuild the HTML report from the JSONL that `tracescore score` wrote, without re-scoring."""
+    from tracescore.score._inputs import parse_column_map
     from tracescore.score._report import ReportCollector, read_scores, render_report
 
+    column_map = or_usage_error(parse_column_map, columns)
+    if column_map and records_path is None:
+        raise click.UsageError("--column says how to read --records: add it")
     collector = ReportCollector(threshold=threshold, limit=rows)
     try:
-        for record, row in read_scores(scores_path, records_path):
+        for record, row in read_scores(scores_path, records_path, column_map):
             collector(record, row)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    if not collector.records:
+        _nothing_in(scores_path, "reported", _HOLDS_NO_RECORD)  # not an empty page that exits 0
     html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
     _write_text(out_path, html)
     click.echo(f"{counted(collector.records, 'record')}; report: {out_path}", err=True)
+
+
+# Why nothing could be done with a file that was read: `score`'s input, `report`'s scores.
+_HOLDS_NO_RECORD = ": it holds no record (an empty file, blank lines or a header alone)"
+
+
+def _nothing_in(path: Path, done: str, why: str) -> NoReturn:
+    """Exit 1 saying nothing could be `done` with `path`, and `why`."""
+    click.echo(f"Error: nothing could be {done} in {path}{why}", err=True)  # as click says its own
+    sys.exit(EXIT_GATE_FAILED)
 
 
 def _as_flag(failure: GateFailure) -> str:

@@ -26,6 +26,7 @@ import jinja2
 
 from tracescore._plural import counted
 from tracescore.model import UNLABELLED_THRESHOLD, RagRecord, is_flagged, label_is_bad
+from tracescore.score._inputs import ReadRow
 from tracescore.score._report_views import (
     RANK_METRIC,
     VERDICT_SEVERITY,
@@ -152,17 +153,17 @@ def _result(results: Mapping[str, Any], name: str, score: Any) -> Mapping[str, A
 
 
 def read_scores(
-    scores: Path, records: Path | None = None
+    scores: Path, records: Path | None = None, column_map: Mapping[str, str] | None = None
 ) -> Iterator[tuple[RagRecord | None, dict[str, Any]]]:
-    """(record, row) for each row of a `tracescore score` JSONL; with `records` (the scored input file)
-    each row gets its record by line number, for the texts. ValueError names a line that is not a row."""
+    """(record, row) for each row of a `tracescore score` JSONL; with `records` (the scored input file, its
+    columns read through `column_map` as `score` read them) each row gets its record by line number, for the
+    texts. ValueError names a line that is not a row, or where `records` is not the file that was scored:
+    another count of records, or a row whose input line holds another id or label (`_joined`)."""
     from tracescore.score._batch import Decoded, read_records
 
-    by_line: dict[int, RagRecord] = {}
+    reads: dict[int, ReadRow] = {}
     if records is not None:
-        by_line = {
-            line.number: line.read.record for line in read_records(records) if line.read.record is not None
-        }
+        reads = {line.number: line.read for line in read_records(records, column_map)}
     rows = scored = 0
     with scores.open("rb") as handle:
         lines = Decoded(handle)
@@ -183,7 +184,11 @@ def read_scores(
             if not isinstance(row, dict):
                 raise ValueError(f"{scores} line {number}: expected a JSON object")
             rows, scored = rows + 1, scored + ("results" in row)  # every row score writes has results
-            yield by_line.get(row.get("line")) if isinstance(row.get("line"), int) else None, row
+            if records is None:
+                yield None, row
+                continue
+            read = _joined(row, reads, f"{scores} line {number}", records)
+            yield read.record, row
     if rows and not scored:
         # The input file given for the scores: a page of unscored records, said to be a batch that failed.
         lines = counted(rows, "line")
@@ -191,6 +196,46 @@ def read_scores(
             f"{scores}: none of its {lines} is a `tracescore score` output row (no `results`); is it "
             "the scored input? Give what `tracescore score --out` wrote, and the input with --records"
         )
+    if records is not None and rows != len(reads):
+        # `score` writes one row per record read (an invalid one too): another count is another file.
+        raise ValueError(
+            f"{records} holds {counted(len(reads), 'record')} (invalid ones included) but {scores} "
+            f"{counted(rows, 'row')}{_NOT_THE_SCORED}"
+        )
+
+
+_NOT_THE_SCORED = (
+    ": is it the file these scores were made from? Give it with --records, with the --column options the "
+    "scores were made with"
+)
+
+
+def _joined(row: Mapping[str, Any], reads: Mapping[int, ReadRow], where: str, records: Path) -> ReadRow:
+    """The input line of `row` (at `where`) in `reads` (read from `records`), checked to be the one scored:
+    the row repeats the record's id (None where the record has none or could not be read) and its label
+    column (left out where none), so where they differ the rows and the records are of different files."""
+    line = row.get("line")
+    if not isinstance(line, int) or isinstance(line, bool):
+        raise ValueError(f"{where}: the row has no input line number to join {records} by{_NOT_THE_SCORED}")
+    read = reads.get(line)
+    if read is None:
+        raise ValueError(
+            f"{where} is the row of input line {line}, but {records} has no record there (it holds "
+            f"{counted(len(reads), 'record')}){_NOT_THE_SCORED}"
+        )
+    carried = {"id": row.get("id"), "label": row.get("label")}
+    held = {"id": read.record.id if read.record else None, "label": read.label}
+    for name, value in carried.items():
+        if json.dumps(value) != json.dumps(held[name]):  # as the row wrote it: a NaN label is equal too
+            raise ValueError(
+                f"{where} is the row of input line {line}, {_named(name, value)}, but {records} line {line} "
+                f"holds {_named(name, held[name])}{_NOT_THE_SCORED}"
+            )
+    return read
+
+
+def _named(name: str, value: Any) -> str:
+    return f"no {name}" if value is None else f"{name} {json.dumps(value, ensure_ascii=False)}"
 
 
 def _confusion_view(collector: ReportCollector) -> dict[str, Any] | None:
