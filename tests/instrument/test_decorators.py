@@ -330,16 +330,25 @@ def test_contexts_arg_naming_a_missing_parameter_is_a_type_error() -> None:
         tracescore.rag(contexts_arg="passages")(answer)
 
 
-def test_exception_propagates_and_marks_the_span(exporter: InMemorySpanExporter) -> None:
+@pytest.mark.parametrize("shape", ["sync", "async"])
+async def test_exception_propagates_and_marks_the_span(exporter: InMemorySpanExporter, shape: str) -> None:
     error = ValueError("retriever down")
 
     @tracescore.rag
     def answer(query: str, contexts: list[str]) -> str:
         raise error
 
+    @tracescore.rag
+    async def answer_async(query: str, contexts: list[str]) -> str:
+        raise error
+
     with pytest.raises(ValueError) as excinfo:
-        answer("q", CONTEXTS)
+        if shape == "sync":
+            answer("q", CONTEXTS)
+        else:
+            await answer_async("q", CONTEXTS)
     assert excinfo.value is error
+    assert not trace.get_current_span().get_span_context().is_valid  # the caller's context is back
     span = only_span(exporter)
     assert span.status.status_code is StatusCode.ERROR
     assert [e.name for e in span.events] == ["exception"]
