@@ -20,7 +20,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
 from tracescore._service import ServiceLoop
 
-__all__ = ["GroupDiagnostics"]
+__all__ = ["GroupDiagnostics", "member_partitions"]
 
 # tracescore's own lines, and kafka-python's joins, assignments and heartbeats failures.
 _LOGGERS = ("tracescore", "kafka.coordinator")
@@ -137,13 +137,17 @@ def _broker(bootstrap: str, loop: ServiceLoop) -> list[str]:
         about: dict[str, Any] = described.get(group) or {}
         lines.append(f"group {group}: state={about.get('group_state')}")
         for member in about.get("members") or []:
-            assignment = member.get("member_assignment") or {}
-            owned = assignment.get("assigned_partitions", []) if isinstance(assignment, dict) else []
-            held = sorted(f"{t['topic']}[{p}]" for t in owned for p in t["partitions"])
-            lines.append(f"  member {member.get('member_id')}: {held}")
+            lines.append(f"  member {member.get('member_id')}: {sorted(member_partitions(member))}")
         lines += [f"  {line}" for line in _offsets(bootstrap, group, topics)]
     lines += _offsets(bootstrap, None, [loop.topics.state])
     return lines
+
+
+def member_partitions(member: dict[str, Any]) -> set[str]:
+    """The partitions (`topic[partition]`) of a member as `KafkaAdminClient.describe_groups` describes it."""
+    assignment = member.get("member_assignment") or {}
+    owned = assignment.get("assigned_partitions", []) if isinstance(assignment, dict) else []
+    return {f"{t['topic']}[{p}]" for t in owned for p in t["partitions"]}
 
 
 def _offsets(bootstrap: str, group: str | None, topics: Sequence[str]) -> list[str]:

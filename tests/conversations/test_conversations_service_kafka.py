@@ -11,7 +11,7 @@ import pytest
 from _helpers import not_found_errors, partitions_on_broker, wait_until
 from conversation_service import SERVICE_WAIT_S, Running, config, on_topic, produce
 from conversation_turns import turn
-from group_diagnostics import GroupDiagnostics
+from group_diagnostics import GroupDiagnostics, member_partitions
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
@@ -145,12 +145,7 @@ def stage_one_owners(bootstrap: str, group: str) -> list[set[str]]:
         members = (admin.describe_groups([group]).get(group) or {}).get("members") or []
     finally:
         admin.close()
-    owners = []
-    for member in members:
-        assignment = member.get("member_assignment") or {}
-        owned = assignment.get("assigned_partitions", []) if isinstance(assignment, dict) else []
-        owners.append({f"{t['topic']}[{p}]" for t in owned for p in t["partitions"]})
-    return owners
+    return [member_partitions(member) for member in members]
 
 
 def test_two_members_started_before_both_inputs_exist_share_them_once_each_appears(
