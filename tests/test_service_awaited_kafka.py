@@ -1,8 +1,9 @@
 """A member waiting for inputs that their writers have not created yet (tracescore/_service/_awaited.py), on
 the real broker: it looks for them on one client of its own for the whole wait, closed once nothing is
 awaited and at the stop, which ends a look under way at once, however long the broker takes to answer it;
-its own metadata before it joins waits no longer than the service's broker wait, nor past a stop; and the
-rejoin that extending its subscription starts is waited for until it completes, however short its polls."""
+its own metadata before it joins waits no longer than the service's broker wait, nor past a stop; the
+rejoin that extending its subscription starts is waited for until it completes, however short its polls; and
+a join that completed between two polls is taken, not thrown away for another rebalance."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from _helpers import consumer_settings, wait_until
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import Cancelled
+from kafka.structs import MemberState
 
 from tracescore._kafka import (
     BROKER_WAIT_S,
@@ -26,6 +28,7 @@ from tracescore._kafka import (
     not_creating_topics,
     quiet_closed_transport_race,
 )
+from tracescore._kafka_config import RebalanceProtocol
 from tracescore._service import _awaited
 from tracescore._service._awaited import AwaitedInputs
 from tracescore.alert import AlertConfig, AlertService
@@ -207,12 +210,18 @@ class Polling:
     its own as a service's stage 1 does, but for `poll_ms` at a time: a rejoin takes longer than one poll."""
 
     def __init__(
-        self, bootstrap: str, group: str, topics: list[str], absent: list[str], poll_ms: int
+        self,
+        bootstrap: str,
+        group: str,
+        topics: list[str],
+        absent: list[str],
+        poll_ms: int,
+        protocol: RebalanceProtocol = "cooperative",
     ) -> None:
         client = {"bootstrap_servers": bootstrap}
         self.consumer = KafkaConsumer(
             **client, group_id=group, enable_auto_commit=False, **not_creating_topics(),
-            **group_member(3_000, "cooperative"),
+            **group_member(3_000, protocol),
         )  # fmt: skip
         listener = RebalanceListener(logging.getLogger("tracescore"), assigned=print, revoked=print)
         self.inputs = AwaitedInputs(self.consumer, topics, listener, absent, client)
@@ -271,6 +280,51 @@ def test_a_member_whose_input_appears_completes_its_rejoin_however_short_its_pol
     finally:
         for m in members:
             m.close()
+
+
+def test_a_member_takes_the_join_that_completed_between_its_polls(bootstrap: str, topic_prefix: str) -> None:
+    """A second member joins a group whose leader spends most of its time between polls (a service's
+    checkpoints, its other stage's poll): the leader's join completes when the other member rejoins, while it
+    does not poll. kafka-python 3.0.12 threw such a join away at the next poll and sent a new JoinGroup,
+    which from the leader is another rebalance, completed most likely between two of its polls again: one a
+    heartbeat interval for as long as it ran, the leader never taking its assignment (its heartbeats off).
+    Its next poll takes it now: the leader holds the generation the other member joined."""
+    topic, group = f"{topic_prefix}.input", f"{topic_prefix}.group"
+    input_producer(bootstrap, [NewTopic(topic, 6, 1)]).close()
+    client = {"bootstrap_servers": bootstrap}
+    leader = KafkaConsumer(
+        **client, group_id=group, enable_auto_commit=False, **not_creating_topics(),
+        **group_member(9_000, "eager"),  # cooperatively, the join it takes starts a second one at once
+    )  # fmt: skip
+    listener = RebalanceListener(logging.getLogger("tracescore"), assigned=print, revoked=print)
+    inputs = AwaitedInputs(leader, [topic], listener, [], client)  # the service's stage 1, and `consume`
+
+    def polled(timeout_ms: int) -> None:
+        inputs.look()
+        leader.poll(timeout_ms=timeout_ms)
+
+    other: Polling | None = None
+    try:
+        wait_until(lambda: polled(200) or len(leader.assignment()) == 6, "the leader alone given all")
+        other = Polling(bootstrap, group, [topic], [], 200, protocol="eager")
+        joined = other.consumer.group_metadata
+
+        def between_polls() -> bool:  # its polls start its join and never wait for it
+            polled(0)
+            return joined().state == MemberState.STABLE
+
+        wait_until(between_polls, "the other member's join completed", every_s=0.5)
+        generation = joined().generation_id
+        polled(300)
+        assert (leader.group_metadata().state, leader.group_metadata().generation_id) == (
+            MemberState.STABLE,
+            generation,
+        ), "the leader's completed join was thrown away: it started another rebalance"
+    finally:
+        if other is not None:
+            other.close()
+        inputs.close()
+        leader.close(autocommit=False)
 
 
 def alert(bootstrap: str, prefix: str) -> AlertService:

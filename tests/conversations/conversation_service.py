@@ -49,16 +49,16 @@ class Running:
     def __init__(self, cfg: ConversationsConfig) -> None:
         self.written: list[ConversationRecord] = []
         self.service = ConversationService(cfg, on_record=self.written.append)
-        self._thread = threading.Thread(target=self.service.run, daemon=True)
+        self.thread = threading.Thread(target=self.service.run, daemon=True)
 
     def __enter__(self) -> Running:
-        self._thread.start()
+        self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.service.stop()
-        self._thread.join(60)
-        assert not self._thread.is_alive()
+        self.thread.join(60)
+        assert not self.thread.is_alive()
 
 
 def on_topic(bootstrap: str, cfg: ConversationsConfig) -> list[ConversationRecord]:

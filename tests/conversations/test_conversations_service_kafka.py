@@ -5,10 +5,13 @@ counted, never a stop; a broker restart mid-stream loses and repeats no record."
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from _helpers import not_found_errors, partitions_on_broker, wait_until
 from conversation_service import SERVICE_WAIT_S, Running, config, on_topic, produce
 from conversation_turns import turn
+from group_diagnostics import GroupDiagnostics, member_partitions
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
@@ -19,6 +22,20 @@ from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def diagnosed(bootstrap: str) -> Iterator[GroupDiagnostics]:
+    """What each member logged and holds, said when a wait inside its `explained()` fails."""
+    diagnostics = GroupDiagnostics(bootstrap)
+    yield diagnostics
+    diagnostics.close()
+
+
+def watched(diagnostics: GroupDiagnostics, name: str, running: Running) -> Running:
+    """`running`, not started yet, named `name` in what `diagnostics` says."""
+    diagnostics.member(name, running.service._loop, running.thread)
+    return running
 
 
 def test_inputs_not_written_yet_are_waited_for_and_never_created(
@@ -128,12 +145,7 @@ def stage_one_owners(bootstrap: str, group: str) -> list[set[str]]:
         members = (admin.describe_groups([group]).get(group) or {}).get("members") or []
     finally:
         admin.close()
-    owners = []
-    for member in members:
-        assignment = member.get("member_assignment") or {}
-        owned = assignment.get("assigned_partitions", []) if isinstance(assignment, dict) else []
-        owners.append({f"{t['topic']}[{p}]" for t in owned for p in t["partitions"]})
-    return owners
+    return [member_partitions(member) for member in members]
 
 
 def test_two_members_started_before_both_inputs_exist_share_them_once_each_appears(
@@ -272,20 +284,23 @@ def test_a_broker_restart_mid_stream_loses_and_repeats_no_record(
 
 
 def test_members_joining_and_leaving_in_turn_write_every_conversation_once(
-    bootstrap: str, topic_prefix: str
+    bootstrap: str, topic_prefix: str, diagnosed: GroupDiagnostics
 ) -> None:
     """A rebalance storm: a second and a third instance join and leave around every batch of turns, leaving
     while its conversations are being written. None is lost or written twice."""
     cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
     batches = [[f"s{b}-{i}" for i in range(6)] for b in range(4)]
-    with Running(cfg) as steady:
+    with watched(diagnosed, "steady", Running(cfg)) as steady, diagnosed.explained():
         wait_until(
             lambda: steady.service.first_assigned_at is not None,
             "the steady member assigned",
             timeout_s=SERVICE_WAIT_S,
         )
         for b, batch in enumerate(batches):
-            with Running(cfg) as second, Running(cfg) as third:
+            with (
+                watched(diagnosed, f"second-{b}", Running(cfg)) as second,
+                watched(diagnosed, f"third-{b}", Running(cfg)) as third,
+            ):
                 members = (steady, second, third)
                 wait_until(
                     lambda: None not in (second.service.first_assigned_at, third.service.first_assigned_at),

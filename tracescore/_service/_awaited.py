@@ -18,6 +18,16 @@ heartbeats stay off, the group drops it after its session, and it never notices:
 appeared, one of them read nothing from then on (its LeaveGroup at the stop: UnknownMemberIdError). So
 before each poll a join under way that no poll would wait for is asked for (`_join_waited_for`): the poll
 waits for it as for a first join.
+
+A join that a poll waited for too briefly is not finished with either: kafka-python 3.0.12 leaves it under way
+for the next poll, but a join that completes between two polls (the other members rejoined meanwhile) is
+thrown away by the next, which sends a new JoinGroup. A follower gets the same generation back; a leader's
+new JoinGroup starts another rebalance, which completes at the other members' pace, most likely between two
+of its polls again: a member whose loop spends most of its time outside the poll (checkpoints, restores,
+the other stage's poll) rebalanced the group once a heartbeat interval for as long as it ran, never taking
+the partitions it assigned itself (no member read them), its heartbeats off meanwhile. So each member takes
+a join that completed while no poll waited at its next poll (`take_completed_joins`), as the Java client
+does.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from kafka.structs import MemberState
 from tracescore._kafka import BROKER_WAIT_S, RebalanceListener, not_creating_topics, subscribe_topics
 from tracescore._service._bounded import BoundedCall
 
-__all__ = ["LOOK_EVERY_S", "AwaitedInputs"]
+__all__ = ["LOOK_EVERY_S", "AwaitedInputs", "take_completed_joins"]
 
 _log = logging.getLogger("tracescore")
 
@@ -47,7 +57,8 @@ class AwaitedInputs:
     added to the subscription once it exists (`look`, before each poll). The looks share one client, made
     at the first and closed once nothing is absent or at `close()` (the service's stop): a fleet waiting
     for its input does not connect to the broker anew every second. `stopping`: a stop was asked for (the
-    member's own metadata is waited for no longer then)."""
+    member's own metadata is waited for no longer then). Its joins are taken however brief its polls
+    (`take_completed_joins`)."""
 
     def __init__(
         self,
@@ -59,6 +70,7 @@ class AwaitedInputs:
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._consumer = consumer
+        take_completed_joins(consumer)
         self._listener = listener
         self._present = [t for t in topics if t not in absent]
         self._absent = [t for t in topics if t in absent]
@@ -156,3 +168,31 @@ def _join_waited_for(consumer: KafkaConsumer) -> None:
     coordinator = consumer._coordinator
     if consumer.group_metadata().state is MemberState.REBALANCING and not coordinator.need_rejoin():
         coordinator.request_rejoin()
+
+
+def take_completed_joins(consumer: KafkaConsumer) -> None:
+    """A join of `consumer`'s that completed while no poll waited for it (the hazard above) taken by the next
+    poll rather than thrown away for a new JoinGroup. kafka-python starts each attempt with
+    `_do_join_and_sync_async` and finishes the one it waited for with `_on_join_complete_async`, and has no
+    public call for either: an attempt's assignment is held from its completion until one finishes, and
+    the next attempt returns it instead of joining again while the member is still in the rebalance that
+    attempt joined (no reset of its generation since)."""
+    coordinator = consumer._coordinator
+    join_and_sync, complete = coordinator._do_join_and_sync_async, coordinator._on_join_complete_async
+    held: list[tuple[object, Any]] = []  # (the generation joined, its assignment), not taken yet
+
+    async def joined_once() -> Any:
+        if held and coordinator.state is MemberState.REBALANCING and coordinator._generation is held[0][0]:
+            _log.debug("taking the join of group %s that completed between two polls", coordinator.group_id)
+            return held[0][1]  # held until taken: a poll that waits for this attempt too briefly leaves it
+        held.clear()
+        assignment = await join_and_sync()
+        held.append((coordinator._generation, assignment))
+        return assignment
+
+    async def taken(*args: Any, **kwargs: Any) -> Any:
+        held.clear()
+        return await complete(*args, **kwargs)
+
+    coordinator._do_join_and_sync_async = joined_once
+    coordinator._on_join_complete_async = taken

@@ -26,6 +26,7 @@ from kafka.structs import OffsetAndMetadata
 from tracescore._kafka import RebalanceListener, caught_up, subscribe_topics
 from tracescore._kafka_config import KafkaConnection
 from tracescore._plural import counted
+from tracescore._service._awaited import take_completed_joins
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._changelog import META_SAVED, Changelog, PartitionMeta, PartitionState
 from tracescore._service._codec import StateRecord, UnreadableState
@@ -98,6 +99,7 @@ class KeyedStage:
     # -- poll -------------------------------------------------------------------------------------------
     def subscribe(self) -> None:
         self._listener = RebalanceListener(self.log, assigned=self._assigned, revoked=self._revoked)
+        take_completed_joins(self.consumer)  # a join done between two polls: taken (`_awaited`)
         subscribe_topics(self.consumer, [self.topic], self._listener)
 
     @property
