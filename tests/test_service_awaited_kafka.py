@@ -327,6 +327,24 @@ def test_a_member_takes_the_join_that_completed_between_its_polls(bootstrap: str
         leader.close(autocommit=False)
 
 
+def test_a_consumer_set_up_twice_holds_its_completed_joins_once(bootstrap: str, topic_prefix: str) -> None:
+    """Both set-ups of a member (stage 1's inputs, a stage subscribing again) on one consumer: its joins are
+    wrapped once, so a held join is one assignment, taken by one completion."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=f"{topic_prefix}.group", **not_creating_topics()
+    )
+    try:
+        _awaited.take_completed_joins(consumer)
+        wrapped = consumer._coordinator._do_join_and_sync_async, consumer._coordinator._on_join_complete_async
+        _awaited.take_completed_joins(consumer)
+        assert (
+            consumer._coordinator._do_join_and_sync_async,
+            consumer._coordinator._on_join_complete_async,
+        ) == wrapped
+    finally:
+        consumer.close(autocommit=False)
+
+
 def alert(bootstrap: str, prefix: str) -> AlertService:
     return AlertService(
         AlertConfig(

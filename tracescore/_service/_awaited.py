@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer
+from kafka import __version__ as kafka_version
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.structs import MemberState
 
@@ -178,7 +179,18 @@ def take_completed_joins(consumer: KafkaConsumer) -> None:
     the next attempt returns it instead of joining again while the member is still in the rebalance that
     attempt joined (no reset of its generation since)."""
     coordinator = consumer._coordinator
-    join_and_sync, complete = coordinator._do_join_and_sync_async, coordinator._on_join_complete_async
+    if getattr(coordinator, _TAKES_COMPLETED_JOINS, False):
+        return  # installed already (one consumer, two stages' set-up): a second wrapper would hold twice
+    join_and_sync = getattr(coordinator, "_do_join_and_sync_async", None)
+    complete = getattr(coordinator, "_on_join_complete_async", None)
+    if join_and_sync is None or complete is None or not hasattr(coordinator, "_generation"):
+        # Another kafka-python than 3.0.x: its joins are left to it (this guard is for 3.0.12's hazard).
+        _log.warning(
+            "kafka-python %s: its coordinator is not the one tracescore guards (a join completed between two "
+            "polls may be thrown away and the group rebalanced again); see the docs' Rebalances page",
+            kafka_version,
+        )
+        return
     held: list[tuple[object, Any]] = []  # (the generation joined, its assignment), not taken yet
 
     async def joined_once() -> Any:
@@ -196,3 +208,7 @@ def take_completed_joins(consumer: KafkaConsumer) -> None:
 
     coordinator._do_join_and_sync_async = joined_once
     coordinator._on_join_complete_async = taken
+    setattr(coordinator, _TAKES_COMPLETED_JOINS, True)
+
+
+_TAKES_COMPLETED_JOINS = "_tracescore_takes_completed_joins"
