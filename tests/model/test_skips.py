@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import tracescore
-from tracescore.cli._service import named_counts
 from tracescore.conversations import ConversationSkip
 from tracescore.model import ServiceSkip, UnreadableRecord, read_evaluation_record
 
@@ -111,7 +110,10 @@ def test_the_summary_and_the_log_print_each_reason_as_its_word() -> None:
     log readers match) are the values, as when they were strings."""
     counts: Counter[str] = Counter({ServiceSkip.OVERSIZED_RECORD: 2, ConversationSkip.NO_CONVERSATION: 1})
     counts["oversized_record"] += 1  # a member and its word are one key
-    assert named_counts(counts) == "no_conversation=1, oversized_record=3"
+    assert [f"{name}={n}" for name, n in sorted(counts.items())] == [
+        "no_conversation=1",
+        "oversized_record=3",
+    ]
     said = logging.LogRecord(
         "tracescore.alert", logging.WARNING, "", 0, "skipped (%s)", (ServiceSkip.INVALID_STATE,), None
     )
