@@ -14,6 +14,8 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tracescore.model import ServiceSkip
+
 __all__ = ["StateCodec", "StateRecord", "UnreadableState"]
 
 
@@ -32,7 +34,7 @@ StateT = TypeVar("StateT", bound=StateRecord)
 class UnreadableState(ValueError):
     """A state topic value this version cannot use: `reason` is the counter's name, `detail` one line."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: ServiceSkip, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
@@ -53,23 +55,23 @@ class StateCodec(Generic[StateT]):
         try:
             data = json.loads(raw)
         except (UnicodeDecodeError, ValueError):
-            raise UnreadableState("invalid_state", f"not JSON ({len(raw)} bytes)") from None
+            raise UnreadableState(ServiceSkip.INVALID_STATE, f"not JSON ({len(raw)} bytes)") from None
         version = data.get("schema_version") if isinstance(data, dict) else None
         if not isinstance(version, int) or isinstance(version, bool):
             raise UnreadableState(
-                "invalid_state",
+                ServiceSkip.INVALID_STATE,
                 "no schema_version: not a state this service writes (an unversioned snapshot of an earlier "
                 "version is read from the old state topic only, see legacy_state_topic)",
             )
         if version > self.version:
             raise UnreadableState(
-                "future_state_version",
+                ServiceSkip.FUTURE_STATE_VERSION,
                 f"schema_version {version}, written by a newer tracescore (this one reads {self.version}); "
                 "run one version across the group",
             )
         if version < self.version:
             raise UnreadableState(
-                "old_state_version",
+                ServiceSkip.OLD_STATE_VERSION,
                 f"schema_version {version}, which this version ({self.version}) no longer reads",
             )
         try:
@@ -77,4 +79,4 @@ class StateCodec(Generic[StateT]):
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise UnreadableState("invalid_state", f"{where}: {first['msg']}"[:200]) from None
+            raise UnreadableState(ServiceSkip.INVALID_STATE, f"{where}: {first['msg']}"[:200]) from None

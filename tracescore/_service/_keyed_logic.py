@@ -11,6 +11,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore._service._codec import StateCodec, StateRecord
 from tracescore._service._outputs import Output
+from tracescore.model import ServiceSkip
 
 __all__ = ["KeyedLogic", "Saved"]
 
@@ -70,5 +71,5 @@ class KeyedLogic(Protocol):
 
     def forget_partitions(self, partitions: set[int]) -> None: ...
 
-    def skip(self, reason: str, detail: str) -> None:
+    def skip(self, reason: ServiceSkip, detail: str) -> None:
         """Count (and say once) an unreadable state or record."""

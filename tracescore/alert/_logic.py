@@ -28,6 +28,7 @@ from tracescore.alert._notification import AlertKey, Notification
 from tracescore.model import (
     ConversationRecord,
     EvaluationRecord,
+    ServiceSkip,
     UnreadableRecord,
     read_conversation_record,
     read_evaluation_record,
@@ -62,7 +63,7 @@ class AlertLogic:
         *,
         deliver: Callable[[Sequence[Notification]], list[Notification]],
         resend_firing: Callable[[datetime], None],
-        skip: Callable[[str, str], None],
+        skip: Callable[[ServiceSkip, str], None],
         count_record: Callable[[], None],
         clock: Callable[[], datetime],
     ) -> None:
@@ -106,7 +107,7 @@ class AlertLogic:
         try:
             return RouteState(alert=AlertState.model_validate_json(value))
         except ValidationError as exc:
-            raise UnreadableState("invalid_state", str(exc).splitlines()[0][:200]) from None
+            raise UnreadableState(ServiceSkip.INVALID_STATE, str(exc).splitlines()[0][:200]) from None
 
     def rewind_ms(self) -> int | None:
         longest = max(r.window_seconds for r in [*self.config.rules, self.config.judge_health])
@@ -210,7 +211,7 @@ class AlertLogic:
             for table in (self._partition, self._through, self._pending, self._unheld):
                 table.pop(key, None)
 
-    def skip(self, reason: str, detail: str) -> None:
+    def skip(self, reason: ServiceSkip, detail: str) -> None:
         self._skip(reason, detail)
 
 
@@ -218,4 +219,4 @@ def _decode(key: bytes) -> AlertKey:
     try:
         return AlertKey.decode(key)
     except ValueError as exc:  # UnicodeDecodeError too
-        raise UnreadableState("invalid_state", f"not an alert key: {exc}"[:200]) from None
+        raise UnreadableState(ServiceSkip.INVALID_STATE, f"not an alert key: {exc}"[:200]) from None

@@ -44,6 +44,7 @@ from tracescore.alert._standing import SUMMARY_ROUTES, Standing, worst_first
 from tracescore.model import (
     ConversationRecord,
     EvaluationRecord,
+    ServiceSkip,
     UnreadableRecord,
     read_conversation_record,
     read_evaluation_record,
@@ -59,9 +60,7 @@ _ROUTES_REASON_CHARS = 1_000
 @dataclass
 class AlertStats:
     records: int = 0
-    # evaluations topic: unknown_schema_version, invalid_record, oversized_record; state topic: invalid_state,
-    # future_state_version, old_state_version
-    skipped: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[ServiceSkip] = field(default_factory=Counter)  # by reason
     notifications: int = 0
     evicted_routes: int = 0
     delivery_failures: int = 0
@@ -130,7 +129,7 @@ class AlertService:
             stage="routes",
             topics=topics,
             forward=self._forward,
-            oversized=lambda detail: self._skip("oversized_record", detail),
+            oversized=lambda detail: self._skip(ServiceSkip.OVERSIZED_RECORD, detail),
             logic=self._logic,
             open_keys=lambda: 0,
             clock=clock,
@@ -180,7 +179,7 @@ class AlertService:
             return Forward(key, _conversation_for_routes(record), (UNIT_HEADER,))
         return Forward(key, _for_routes(record))
 
-    def _skip(self, reason: str, detail: str) -> None:
+    def _skip(self, reason: ServiceSkip, detail: str) -> None:
         self.stats.skipped[reason] += 1
         self._warn_once(
             reason, "skipped evaluation record (%s): %s; further ones are only counted", reason, detail

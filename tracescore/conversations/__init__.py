@@ -3,7 +3,8 @@
 `ConversationService` (`tracescore conversations`) gathers the records of a conversation's turns (its
 interactions sharing a `session_id`) from every scoring consumer of the group and writes a
 `ConversationRecord` per metric and judge tier once no turn arrived for `quiet_seconds`; a later turn
-revises it. `ConversationTracker` is the same logic without Kafka.
+revises it. `ConversationTracker` is the same logic without Kafka. `ConversationSkip` names what it alone
+skips (beside `tracescore.model.ServiceSkip`).
 """
 
 from tracescore.conversations._config import (
@@ -12,12 +13,14 @@ from tracescore.conversations._config import (
     load_conversations_config,
 )
 from tracescore.conversations._service import ConversationService, ConversationStats
+from tracescore.conversations._skips import ConversationSkip
 from tracescore.conversations._state import Conversation, wilson
 from tracescore.conversations._tracker import ConversationTracker, key_of
 
 __all__ = [
     "Conversation",
     "ConversationService",
+    "ConversationSkip",
     "ConversationStats",
     "ConversationTracker",
     "ConversationsConfig",

@@ -25,6 +25,7 @@ from tracescore._service import Output, Saved, StateRecord
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import GroundingStats
+from tracescore.conversations._skips import ConversationSkip
 from tracescore.conversations._state import Conversation, Tier, record_digest
 from tracescore.conversations._stored import (
     ConversationCodec,
@@ -40,6 +41,7 @@ from tracescore.export import encode_trace_messages
 from tracescore.model import (
     ConversationRecord,
     EvaluationRecord,
+    ServiceSkip,
     UnreadableRecord,
     read_evaluation_record,
     read_turn_evidence,
@@ -66,10 +68,7 @@ class ConversationStats:
     revisions: int = 0  # of which revised an earlier one
     evicted: int = 0  # written early and forgotten past max_conversations
     forgotten: int = 0  # silent for forget_seconds
-    # evaluations topic: no_conversation, invalid_record, unknown_schema_version, oversized_record;
-    # turns topic: records_past_cap; state topic: invalid_state, future_state_version, old_state_version,
-    # state_too_large
-    skipped: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[ServiceSkip | ConversationSkip] = field(default_factory=Counter)  # by reason
     # state topic: conversations restored, carried over from the old state topic (migrated), the topic
     # recreated after it was deleted; records found already written after a crash, not written again
     # (recovered)
@@ -122,14 +121,16 @@ class ConversationLogic:
     ) -> None:
         if isinstance(state, TurnState):
             if key != state.key:
-                self._skip("invalid_state", f"a held turn under another key ({len(key)} bytes)")
+                self._skip(ServiceSkip.INVALID_STATE, f"a held turn under another key ({len(key)} bytes)")
             elif self.grounder is not None:
                 self.grounder.store.restore(partition, state)
             else:
                 self._stale[key] = partition  # grounding turned off: delete what it held
             return
         if decode_key(key) != (state.service, state.conversation_id):
-            self._skip("invalid_state", f"a state under another conversation's key ({len(key)} bytes)")
+            self._skip(
+                ServiceSkip.INVALID_STATE, f"a state under another conversation's key ({len(key)} bytes)"
+            )
             return
         conversation = state.conversation(partition)
         self.tracker.restore([conversation])
@@ -154,7 +155,7 @@ class ConversationLogic:
                 try:
                     evidence = read_turn_evidence(message.value)
                 except UnreadableRecord as unreadable:
-                    self._skip("invalid_evidence", unreadable.detail)
+                    self._skip(ConversationSkip.INVALID_EVIDENCE, unreadable.detail)
                     return
                 self.grounder.store.evidence(evidence, message.partition, message.offset, arrival)
             return
@@ -167,9 +168,13 @@ class ConversationLogic:
         self.tracker.apply(record, message.partition, message.offset, arrival)
         if self.grounder is not None:
             self.grounder.store.record(record, message.partition, message.offset, arrival)
-        past_cap = self.tracker.counts.pop("records_past_cap", 0)
+        past_cap = self.tracker.counts.pop(ConversationSkip.RECORDS_PAST_CAP, 0)
         if past_cap:
-            self._skip("records_past_cap", "a session id shared by more turns than max_turns", past_cap)
+            self._skip(
+                ConversationSkip.RECORDS_PAST_CAP,
+                "a session id shared by more turns than max_turns",
+                past_cap,
+            )
 
     def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
         # Quiet, forgotten or due for a checkpoint by the partition's stream time, not the wall clock: a turn
@@ -275,7 +280,9 @@ class ConversationLogic:
         """A held turn as saved: without its documents when it would not fit (counted), never too large."""
         if not isinstance(turn, TurnState) or len(self.codec.encode(turn)) <= self.config.max_message_bytes:
             return turn
-        self._skip("state_too_large", f"held turn {turn.trace_id}: saved without its documents")
+        self._skip(
+            ConversationSkip.STATE_TOO_LARGE, f"held turn {turn.trace_id}: saved without its documents"
+        )
         smaller = turn.model_copy(update={"evidence": None})
         return smaller if len(self.codec.encode(smaller)) <= self.config.max_message_bytes else None
 
@@ -295,7 +302,9 @@ class ConversationLogic:
         if size <= self.config.max_message_bytes:
             return state
         # Written without its state: a restart would miss its turns read so far; said once, counted.
-        self._skip("state_too_large", f"conversation {conversation.conversation_id!r}: {size} bytes")
+        self._skip(
+            ConversationSkip.STATE_TOO_LARGE, f"conversation {conversation.conversation_id!r}: {size} bytes"
+        )
         return None
 
     def everything(self) -> list[Saved]:
@@ -325,7 +334,7 @@ class ConversationLogic:
         self._save = {k: p for k, p in self._save.items() if p not in partitions}
         self._writing = [c for c in self._writing if c.partition not in partitions]
 
-    def skip(self, reason: str, detail: str) -> None:
+    def skip(self, reason: ServiceSkip, detail: str) -> None:
         self._skip(reason, detail)
 
 

@@ -40,12 +40,14 @@ from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import held_details
 from tracescore.conversations._logic import EVIDENCE_HEADER, ConversationLogic, ConversationStats, Written
+from tracescore.conversations._skips import ConversationSkip
 from tracescore.conversations._stored import encode_key
 from tracescore.conversations._tracker import ConversationTracker, key_of
 from tracescore.emit import ConversationMetrics, PhoenixAnnotations
 from tracescore.model import (
     ConversationRecord,
     EvaluationRecord,
+    ServiceSkip,
     UnreadableRecord,
     read_evaluation_record,
     read_turn_evidence,
@@ -129,7 +131,7 @@ class ConversationService:
             stage="turns",
             topics=topics,
             forward=self._forward,
-            oversized=lambda detail: self._skip("oversized_record", detail),
+            oversized=lambda detail: self._skip(ServiceSkip.OVERSIZED_RECORD, detail),
             logic=self._logic,
             open_keys=self._open,
             clock=clock,
@@ -169,7 +171,9 @@ class ConversationService:
             return None
         key = key_of(record)
         if key is None:
-            self._skip("no_conversation", "its interaction carries no session.id / conversation id")
+            self._skip(
+                ConversationSkip.NO_CONVERSATION, "its interaction carries no session.id / conversation id"
+            )
             return None
         return Forward(encode_key(key), rekeyed(record, grounding=self._grounder is not None))
 
@@ -177,7 +181,7 @@ class ConversationService:
         try:
             evidence = read_turn_evidence(message.value)
         except UnreadableRecord as unreadable:
-            self._skip("invalid_evidence", unreadable.detail)
+            self._skip(ConversationSkip.INVALID_EVIDENCE, unreadable.detail)
             return None
         key = encode_key((evidence.service_name, evidence.session_id))
         value = message.value
@@ -200,11 +204,11 @@ class ConversationService:
             self._skip(unreadable.reason, unreadable.detail)
             return None
 
-    def _skip(self, reason: str, detail: str, count: int = 1) -> None:
+    def _skip(self, reason: ServiceSkip | ConversationSkip, detail: str, count: int = 1) -> None:
         self.stats.skipped[reason] += count
-        self._metrics.skipped(reason, count)
+        self._metrics.skipped(reason.value, count)  # the plain string: the exporters' label value
         # A turn without a conversation id is normal (a one-shot question): said once, not warned about.
-        level = logging.INFO if reason == "no_conversation" else logging.WARNING
+        level = logging.INFO if reason == ConversationSkip.NO_CONVERSATION else logging.WARNING
         self._warn_once(
             reason, "skipped a record (%s): %s; further ones are only counted", reason, detail, level=level
         )
@@ -218,7 +222,7 @@ class ConversationService:
         if self._phoenix is not None and done.revised:
             self._phoenix.send(done.revised)  # the span annotation of the turn, overwritten
         if done.evicted:
-            self._metrics.skipped("evicted", done.evicted)
+            self._metrics.skipped(ConversationSkip.EVICTED.value, done.evicted)
         for record in done.records:
             self.stats.records += 1
             self.stats.revisions += record.revision > 0

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from tracescore._service import StateCodec, StateRecord, UnreadableState
 from tracescore.conversations._state import Conversation, Tier, TurnRecord
-from tracescore.model import EvaluationRecord, TurnEvidence
+from tracescore.model import EvaluationRecord, ServiceSkip, TurnEvidence
 
 __all__ = [
     "ConversationCodec",
@@ -41,7 +41,9 @@ def decode_key(raw: bytes) -> tuple[str, str]:
     try:
         service, conversation_id = json.loads(raw)
     except (UnicodeDecodeError, ValueError, TypeError):
-        raise UnreadableState("invalid_state", f"not a conversation key ({len(raw)} bytes)") from None
+        raise UnreadableState(
+            ServiceSkip.INVALID_STATE, f"not a conversation key ({len(raw)} bytes)"
+        ) from None
     return str(service), str(conversation_id)
 
 
@@ -177,7 +179,7 @@ def from_legacy(value: bytes) -> ConversationState:
         )
     except (KeyError, TypeError, ValueError) as exc:  # ValidationError too
         detail = f"not a conversation snapshot of an earlier version: {type(exc).__name__}: {exc}"
-        raise UnreadableState("invalid_state", detail.splitlines()[0][:200]) from None
+        raise UnreadableState(ServiceSkip.INVALID_STATE, detail.splitlines()[0][:200]) from None
 
 
 class HeldCheck(BaseModel):

@@ -15,6 +15,7 @@ from itertools import count
 
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._index import ByTime, Key, Partitions
+from tracescore.conversations._skips import ConversationSkip
 from tracescore.conversations._state import Conversation
 from tracescore.model import EvaluationRecord
 
@@ -38,7 +39,7 @@ class ConversationTracker:
         self._unsaved = ByTime(lambda c: c.dirty_since_ms if c.dirty_from is not None else None)
         self._floors = ByTime(lambda c: c.dirty_from)
         self._indexes = (self._undecided, self._quiet, self._unsaved, self._floors)
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[ConversationSkip] = Counter()
 
     def __len__(self) -> int:
         return len(self._held)
@@ -75,7 +76,7 @@ class ConversationTracker:
         """One turn record read from the turns topic (keyed there by `key_of`)."""
         key = key_of(record)
         if key is None:
-            self.counts["no_conversation"] += 1
+            self.counts[ConversationSkip.NO_CONVERSATION] += 1
             return
         conversation = self._held.get(key)
         if conversation is None:
@@ -94,7 +95,7 @@ class ConversationTracker:
             self._held.move_to_end(key)
             self._placed(key)
             self._changed(conversation, before)
-        self.counts["records_past_cap"] += conversation.past_cap - past_cap
+        self.counts[ConversationSkip.RECORDS_PAST_CAP] += conversation.past_cap - past_cap
 
     def restore(self, conversations: Iterable[Conversation]) -> None:
         """Conversations from the state topic. One already held keeps its own, newer state."""

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, UnreadableRecord
 from tracescore.model._results import MetricStatus
+from tracescore.model._skips import ServiceSkip
 from tracescore.model._vocabulary import ConversationLabel
 
 __all__ = ["CONVERSATIONS_TOPIC", "ConversationRecord", "WorstTurn", "read_conversation_record"]
@@ -124,15 +125,15 @@ def read_conversation_record(value: bytes | None) -> ConversationRecord:
     except ValidationError as exc:
         version = _claimed_version(exc)
         if version is not None:
-            raise UnreadableRecord("unknown_schema_version", version) from None
+            raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, version) from None
         first = exc.errors(include_url=False)[0]
         where = ".".join(map(str, first["loc"]))
         detail = f"not a conversation record: {where}: {first['msg']}"[:200]
-        raise UnreadableRecord("invalid_record", detail) from None
+        raise UnreadableRecord(ServiceSkip.INVALID_RECORD, detail) from None
     if "schema_version" not in record.model_fields_set:
         # A record that does not say which format it is, is none we know.
         detail = f"schema_version None; this version reads {SCHEMA_VERSION}"
-        raise UnreadableRecord("unknown_schema_version", detail)
+        raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, detail)
     return record
 
 

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from tracescore.model._record import UnreadableRecord
+from tracescore.model._skips import ServiceSkip
 
 __all__ = ["EVIDENCE_TOPIC", "EvidenceDocument", "TurnEvidence", "read_turn_evidence"]
 
@@ -56,6 +57,5 @@ def read_turn_evidence(value: bytes | None) -> TurnEvidence:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise UnreadableRecord(
-            "invalid_record", f"not turn evidence: {where}: {first['msg']}"[:200]
-        ) from None
+        detail = f"not turn evidence: {where}: {first['msg']}"[:200]
+        raise UnreadableRecord(ServiceSkip.INVALID_RECORD, detail) from None

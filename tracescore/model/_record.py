@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from tracescore.model._results import MetricStatus, Usage
+from tracescore.model._skips import ServiceSkip
 
 __all__ = [
     "EVALUATIONS_TOPIC",
@@ -156,9 +157,14 @@ def revision_key(trace_id: str, span_id: str, revision: int) -> str:
 
 class UnreadableRecord(ValueError):
     """A message on an evaluations topic that is not an evaluation record this version reads. `reason` is
-    `invalid_record` (not JSON, or not the record's fields) or `unknown_schema_version`; `detail` says why."""
+    `ServiceSkip.INVALID_RECORD` (not JSON, or not the record's fields) or `UNKNOWN_SCHEMA_VERSION`;
+    `detail` says why."""
 
-    def __init__(self, reason: Literal["invalid_record", "unknown_schema_version"], detail: str) -> None:
+    def __init__(
+        self,
+        reason: Literal[ServiceSkip.INVALID_RECORD, ServiceSkip.UNKNOWN_SCHEMA_VERSION],
+        detail: str,
+    ) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
@@ -172,11 +178,11 @@ def read_evaluation_record(value: bytes | None) -> EvaluationRecord:
     except ValidationError as exc:
         version = _claimed_version(value)
         if version is not None and version != SCHEMA_VERSION:
-            raise UnreadableRecord("unknown_schema_version", _version_detail(version)) from None
-        raise UnreadableRecord("invalid_record", _problems(exc)) from None
+            raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, _version_detail(version)) from None
+        raise UnreadableRecord(ServiceSkip.INVALID_RECORD, _problems(exc)) from None
     if "schema_version" not in record.model_fields_set:
         # A record that does not say which format it is, is none we know.
-        raise UnreadableRecord("unknown_schema_version", _version_detail(None))
+        raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, _version_detail(None))
     return record
 
 
