@@ -50,6 +50,7 @@ EXPECTED = {
     "openinference_openai_stuffed": ("interaction", "openinference"),
     "openllmetry_openai_stuffed/unlabelled": ("skip", "no_retrieval"),
     "openllmetry_openai_stuffed": ("interaction", "openllmetry"),
+    "litellm_otel": ("interaction", "genai"),
     # A Haystack pipeline with no retriever: its prompt builder renders the app's documents under `Context:`
     # into the messages (or the prompt string) its chat generator is given: read from the generator's input.
     "haystack_otel_stuffed/unlabelled": ("skip", "empty_context"),
