@@ -18,13 +18,16 @@ REQUEST_SPAN = "litellm_request"
 
 
 @pytest.mark.parametrize("recording", LABELLED, ids=lambda r: r.id)
-def test_a_litellm_completion_with_documents_under_a_label_is_read_from_its_prompt(recording: Recording) -> None:
+def test_a_litellm_completion_with_documents_under_a_label_is_read_from_its_prompt(
+    recording: Recording,
+) -> None:
     [interaction] = extracted(spans_of(recording)).interactions
     record = interaction.record
     assert (interaction.convention, interaction.span.name) == ("genai", REQUEST_SPAN)
     assert (record.query, record.answer) == (recording.question, recording.answer)
     assert record.contexts == ("\n\n".join(recording.documents),)
-    kind = ContextSourceKind.PROMPT if recording.scenario.startswith("user") else ContextSourceKind.INSTRUCTIONS
+    in_user_message = recording.scenario.startswith("user")
+    kind = ContextSourceKind.PROMPT if in_user_message else ContextSourceKind.INSTRUCTIONS
     assert [source.kind for source in interaction.context_sources] == [kind]
 
 
