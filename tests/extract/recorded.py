@@ -50,6 +50,10 @@ EXPECTED = {
     "openinference_openai_stuffed": ("interaction", "openinference"),
     "openllmetry_openai_stuffed/unlabelled": ("skip", "no_retrieval"),
     "openllmetry_openai_stuffed": ("interaction", "openllmetry"),
+    # LiteLLM's own OTel callback writes GenAI messages (a tool message's result as text parts): read by OTel
+    # GenAI, the documents from the prompt's label or the tool messages; pasted with no label, never split.
+    "litellm_otel/unlabelled": ("skip", "empty_context"),
+    "litellm_otel": ("interaction", "genai"),
     # A Haystack pipeline with no retriever: its prompt builder renders the app's documents under `Context:`
     # into the messages (or the prompt string) its chat generator is given: read from the generator's input.
     "haystack_otel_stuffed/unlabelled": ("skip", "empty_context"),

@@ -2,8 +2,8 @@
 with no retriever span: read by every convention from the answering model call's instructions (kind
 `instructions`) or its last user message (kind `prompt`, the question then being the message's text outside
 them). Recorded from the real libraries (fixtures/openinference_openai_stuffed, openllmetry_openai_stuffed,
-haystack_otel_stuffed: scenarios/_stuffed.py); a prompt with no label stays an explained skip; retrieved
-documents always win."""
+haystack_otel_stuffed, litellm_otel: scenarios/_stuffed.py); a prompt with no label stays an explained skip;
+retrieved documents always win."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from tracescore.extract import extract
 from tracescore.extract._prompt import prompt_documents
 from tracescore.model import ContextSourceKind
 
-STUFFED = {r.id: r for r in recordings() if r.source.endswith("_stuffed")}
+# LiteLLM's OTel callback records the same calls beside its tool loop (test_litellm_otel.py).
+STUFFED = {r.id: r for r in recordings() if r.source.endswith("_stuffed") or r.source == "litellm_otel"}
 # Documents under a label in the prompt (Haystack's `documents_*` hand the builder Document objects instead:
 # test_haystack.py).
 LABELLED = [r for r in STUFFED.values() if r.scenario.startswith(("user", "system"))]
@@ -43,7 +44,8 @@ def test_a_recorded_stuffed_prompt_is_an_interaction_with_its_question_documents
 
 
 @pytest.mark.parametrize(
-    "source", ["openinference_openai_stuffed", "openllmetry_openai_stuffed", "haystack_otel_stuffed"]
+    "source",
+    ["openinference_openai_stuffed", "openllmetry_openai_stuffed", "haystack_otel_stuffed", "litellm_otel"],
 )
 def test_documents_pasted_into_the_prompt_with_no_label_are_never_guessed(source: str) -> None:
     found = extracted(spans_of(STUFFED[f"{source}/unlabelled"]))

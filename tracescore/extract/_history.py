@@ -8,8 +8,9 @@ answer never supports itself, and an earlier answer may itself be a hallucinatio
 
 Two shape families, one rule each. Message lists (OTel GenAI `gen_ai.input.messages`, OpenAI-style lists,
 MLflow's `mlflow.spanInputs.messages`, the Vercel AI SDK's `ai.prompt.messages`, Langfuse generation input,
-Haystack's ChatMessages): a tool-role message's content, or a tool-result content part in any message
-(`tool_call_response`, `tool_result`, `tool-result`, `tool_call_result`, `function_response`). Flattened
+Haystack's ChatMessages): a tool-role message's content (or its text parts, as LiteLLM's OTel callback writes
+it), or a tool-result content part in any message (`tool_call_response`, `tool_result`, `tool-result`,
+`tool_call_result`, `function_response`). Flattened
 attributes (OpenInference `llm.input_messages.N.message.role`, OpenLLMetry `gen_ai.prompt.N.role`): each
 tool-role (`tool`, `function`) message's result, read by its convention (`MessageResults`: its content, its
 content parts, or the function results recorded beside it). A result is kept as recorded: the envelope a
@@ -112,16 +113,22 @@ def _message_results(message: Mapping[str, Any]) -> list[Any]:
     result carries none."""
     parts = message.get("parts")
     listed = parts if isinstance(parts, list) else message.get("content")
+    tool_role = _role(message) in _TOOL_ROLES
     if isinstance(listed, list):
         tool_parts = [part for part in listed if _is_tool_part(part)]
         if tool_parts:
             return [value for part in tool_parts if (value := _part_result(part)) is not None]
         if listed is parts:
-            return []
-    if _role(message) in _TOOL_ROLES:
+            # LiteLLM's OTel callback writes a tool message's result as its text parts.
+            return [part["content"] for part in parts if _is_text_part(part)] if tool_role else []
+    if tool_role:
         content = message.get("content")
         return [] if content is None else [content]
     return []
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "text" and part.get("content") is not None
 
 
 def _is_tool_part(part: Any) -> bool:

@@ -1,0 +1,32 @@
+"""LiteLLM's own OpenTelemetry callback (`litellm.callbacks = ["otel"]`), recorded from litellm itself
+(fixtures/litellm_otel, scenarios/litellm_otel.py): its `litellm_request` spans carry OTel GenAI messages
+and are read by the GenAI convention (documents under a label in the prompt: test_prompt_documents.py). A
+tool's result arrives as a `tool` message whose result is its text parts (not a `tool_call_response` part),
+read as the tool's documents, the call that asked for the tool joined to the one that answered."""
+
+from __future__ import annotations
+
+import pytest
+from recorded import Recording, extracted, recordings, spans_of
+
+from tracescore.model import ContextSourceKind
+
+TOOLS = [r for r in recordings() if r.source == "litellm_otel" and r.scenario.startswith("tools_")]
+REQUEST_SPAN = "litellm_request"
+
+
+@pytest.mark.parametrize("recording", TOOLS, ids=lambda r: r.id)
+def test_a_litellm_tool_loop_is_judged_against_the_tool_messages_text_parts(recording: Recording) -> None:
+    spans = spans_of(recording)
+    [interaction] = extracted(spans).interactions
+    record = interaction.record
+    assert (record.query, record.answer) == (recording.question, recording.answer)
+    # One document per item of the tool's JSON result, from the answering call's `tool` message.
+    assert record.contexts == tuple(recording.documents)
+    assert {source.kind for source in interaction.context_sources} == {ContextSourceKind.TOOL_MESSAGE}
+    # The call that asked for search_docs and the call that answered are one interaction.
+    requests = {span.span_id for span in spans if span.name == REQUEST_SPAN}
+    assert len(requests) == 2
+    assert requests <= interaction.span_ids
+    assert record.run is not None
+    assert (record.run.steps, record.run.tool_calls_total) == (2, 1)
