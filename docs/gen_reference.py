@@ -5,8 +5,9 @@
     python docs/gen_reference.py --check    # exit 1, naming each stale page and each undocumented setting
 
 Pages: the command line (from click), every setting with its environment variable, flag and default (from
-the pydantic settings classes), the evaluation record and its JSON Schema (from its pydantic model), and
-the integrations' tested versions (from each recorded fixture's manifest.json). tests/docs runs --check.
+the pydantic settings classes), the evaluation record and its JSON Schema (from its pydantic model), the
+integrations' tested versions (from each recorded fixture's manifest.json), and the Node apps the recorder
+runs (from its NODE_SOURCES). tests/docs runs --check.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ DOCS = Path(__file__).resolve().parent
 REPO = DOCS.parent
 sys.path.insert(0, str(DOCS))
 
-from gen import cli, reads, record, settings, versions  # noqa: E402  (the folder above, put on the path)
+from gen import apps, cli, reads, record, settings, versions  # noqa: E402  (the folder above, put on the path)
 
 # Page (relative to the repository) -> what writes it. Each writer returns the page's text; problems (a
 # setting without a description, a fixture without a page) are raised as gen.Undocumented.
@@ -31,6 +32,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/evaluation-record.schema.json": record.schema,
     "docs/reference/conversation-record.md": record.conversation_page,
     "docs/integrations/_tested_versions.md": versions.table,
+    "docs/contributing/_node_apps.md": apps.node_apps,
     **reads.pages(),  # what is read from each recorded producer, one table per source
 }
 
