@@ -6,8 +6,8 @@
 
 Pages: the command line (from click), every setting with its environment variable, flag and default (from
 the pydantic settings classes), the evaluation record and its JSON Schema (from its pydantic model), the
-integrations' tested versions (from each recorded fixture's manifest.json) and the services' skip reasons
-(from their enums). tests/docs runs --check.
+integrations' tested versions (from each recorded fixture's manifest.json), the services' skip reasons
+(from their enums) and the Node apps the recorder runs (from its NODE_SOURCES). tests/docs runs --check.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ DOCS = Path(__file__).resolve().parent
 REPO = DOCS.parent
 sys.path.insert(0, str(DOCS))
 
-from gen import cli, reads, record, settings, skips, versions  # noqa: E402  (the folder above, put on the path)
+from gen import apps, cli, reads, record, settings, skips, versions  # noqa: E402  (the folder above, on the path)
 
 # Page (relative to the repository) -> what writes it. Each writer returns the page's text; problems (a
 # setting without a description, a fixture without a page) are raised as gen.Undocumented.
@@ -34,6 +34,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "docs/integrations/_tested_versions.md": versions.table,
     "docs/operating/_skip_reasons.md": skips.service_table,
     "docs/operating/_conversations_skip_reasons.md": skips.conversations_table,
+    "docs/contributing/_node_apps.md": apps.node_apps,
     **reads.pages(),  # what is read from each recorded producer, one table per source
 }
 

@@ -25,7 +25,7 @@ from kafka.errors import (
     TopicAlreadyExistsError,
     for_code,
 )
-from kafka.structs import MemberState
+from kafka.structs import MemberState, OffsetAndMetadata
 
 from tracescore._first_join import first_join
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
@@ -39,6 +39,7 @@ __all__ = [
     "RebalanceListener",
     "caught_up",
     "check_broker",
+    "committed_offsets",
     "connect",
     "ensure_topics",
     "group_member",
@@ -564,6 +565,22 @@ class LogOnce:
         self._seen.add(key)
         self._log.log(level, message, *args)
         return True
+
+
+def committed_offsets(
+    consumer: KafkaConsumer, partitions: Collection[TopicPartition], timeout_ms: int
+) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """The group's committed offset of each of `partitions`, with its metadata (None: nothing committed),
+    in one OffsetFetch within `timeout_ms` (KafkaTimeoutError past it; the broker's error as a KafkaError).
+
+    The public `consumer.committed(tp)` asks for one partition per call, a round trip each. Its
+    coordinator's `fetch_committed_offsets` (private; what `committed` calls with one partition) asks for
+    many on the member's own coordinator connection, retries a coordinator still loading, and leaves out
+    those with nothing committed. The public one that asks for many, the admin client's
+    `list_group_offsets`, opens a client of its own per call (bootstrap, metadata, FindCoordinator: more
+    round trips than it saves) and retries nothing."""
+    found = consumer._coordinator.fetch_committed_offsets(list(partitions), timeout_ms=timeout_ms)
+    return {tp: found.get(tp) for tp in partitions}
 
 
 def lag(consumer: KafkaConsumer, ask_broker: bool = False) -> dict[TopicPartition, int | None]:

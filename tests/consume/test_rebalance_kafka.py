@@ -13,13 +13,16 @@ import os
 import signal
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from _helpers import wait_until
 from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka_helpers import end_offsets, run_instrumented_app
+from kafka.coordinator.consumer import ConsumerCoordinator
+from kafka.errors import KafkaTimeoutError
+from kafka_helpers import ConsumerFactory, end_offsets, run_instrumented_app
 
 from tracescore.model import EvaluationRecord
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -209,3 +212,41 @@ def test_records_sent_during_a_revoke_and_acknowledged_late_are_not_handed_over(
     for member in group.members:
         group.leave(member)
     group.assert_each_scored_once("records acknowledged after the revoke's deadline")
+
+
+@pytest.mark.parametrize("answered", [True, False], ids=["answered", "not-answered"])
+@pytest.mark.parametrize("protocol", ["eager", "cooperative"])
+def test_a_member_reads_its_partitions_committed_offsets_in_one_request(
+    topics: Topics,
+    consumer_for: ConsumerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    protocol: str,
+    answered: bool,
+) -> None:
+    """A member given partitions asked the group's coordinator for one partition's committed offset at a
+    time (the consumer's `committed`): as many round trips as partitions assigned (6 here) before it took
+    any of their messages. The coordinator's real fetch is watched, not replaced; a broker that does not
+    answer is that fetch timing out: each partition then says so, and is read all the same (nothing
+    committed is scored again: kafka-python's own position starts at the committed offset)."""
+    asked: list[list[int]] = []
+    real_fetch = ConsumerCoordinator.fetch_committed_offsets
+
+    def fetch(self: ConsumerCoordinator, partitions: Any, timeout_ms: Any = None) -> Any:
+        asked.append(sorted(tp.partition for tp in partitions))
+        if not answered:
+            raise KafkaTimeoutError("the test's broker did not answer")
+        return real_fetch(self, partitions, timeout_ms=timeout_ms)
+
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS // 5))
+    monkeypatch.setattr(ConsumerCoordinator, "fetch_committed_offsets", fetch)
+    runs = []
+    for _ in range(2):  # the second member reads every partition from what the first committed
+        member, seen = consumer_for(topics.bootstrap, topics.prefix, rebalance_protocol=protocol)
+        member.run()
+        runs.append(len(seen))
+
+    assert runs == [SPANS // 5, 0], runs
+    assert asked == [list(range(PARTITIONS))] * 2, f"asked for the offsets of {asked}"
+    not_read = [r.getMessage() for r in caplog.records if "committed offset (" in r.getMessage()]
+    assert len(not_read) == (0 if answered else 2 * PARTITIONS), not_read

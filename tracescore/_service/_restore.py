@@ -25,7 +25,7 @@ from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from tracescore._kafka import BROKER_WAIT_S
+from tracescore._kafka import BROKER_WAIT_S, committed_offsets
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import STOP_CHECK_S, BoundedCall
 from tracescore._service._changelog import META_SAVED, Changelog, PartitionState, legacy_states
@@ -178,14 +178,9 @@ class RestoreReader:
         if stopping():
             raise KafkaTimeoutError("the restore's commits: given up on, a stop was asked for")
         wait_ms = int(BROKER_WAIT_S * 1000)
-        # One OffsetFetch for every assigned partition: the public `consumer.committed(tp)` asks for one per
-        # call, a round trip each. Its coordinator's `fetch_committed_offsets` (private; what `committed`
-        # calls with one partition) asks for many on the member's own coordinator connection, retries a
-        # coordinator still loading, and leaves out those with nothing committed. The public one that asks
-        # for many, the admin client's `list_group_offsets`, opens a client of its own per restore
-        # (bootstrap, metadata, FindCoordinator: more round trips than it saves) and retries nothing.
-        found = consumer._coordinator.fetch_committed_offsets(list(assigned), timeout_ms=wait_ms)
-        committed = {tp.partition: found.get(tp) for tp in assigned}
+        # One OffsetFetch for every assigned partition, not a round trip each.
+        found = committed_offsets(consumer, assigned, wait_ms)
+        committed = {tp.partition: at for tp, at in found.items()}
         back.committed = {p: None if at is None else at.offset for p, at in committed.items()}
         back.lost = lost_state(back.states, committed, legacy=bool(self.legacy_topic))
         fresh = set(back.fresh())

@@ -23,7 +23,9 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
 
+from tracescore._kafka import committed_offsets
 from tracescore._plural import counted
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
@@ -106,42 +108,47 @@ class Rebalance:
     def read_handovers(self, within_s: float) -> None:
         """The handover of each partition assigned since the last call, from its committed offset: before
         any message of it is taken (the poll that assigned it may have returned some already). All of them
-        within `within_s`: a broker that does not answer costs that once, not kafka-python's 30 s a
-        partition."""
+        in one request to the group's coordinator (not a round trip each), within `within_s`: a broker that
+        does not answer costs that once, not kafka-python's 30 s."""
         if self.error is not None:
             error, self.error = self.error, None
             raise error
         consumer = self._consumer()
         deadline = self._clock() + within_s
-        while self._to_read:
-            tp = self._to_read.pop()
+        while self._to_read:  # any assigned while the request waited: read next, within the same deadline
+            to_read, self._to_read = sorted(self._to_read), set()
+            left_ms = max(1, int(1000 * (deadline - self._clock())))
             try:
-                left_ms = max(1, int(1000 * (deadline - self._clock())))
-                committed = consumer.committed(tp, metadata=True, timeout_ms=left_ms)
+                found = committed_offsets(consumer, to_read, left_ms)
             except KafkaError as exc:
-                _log.warning(
-                    "cannot read %s[%d]'s committed offset (%s): every message after it is read "
-                    "as new, so some traces may be scored twice",
-                    tp.topic,
-                    tp.partition,
-                    exc,
-                )
-                self._release(consumer, tp, None)
+                for tp in to_read:
+                    _log.warning(
+                        "cannot read %s[%d]'s committed offset (%s): every message after it is read "
+                        "as new, so some traces may be scored twice",
+                        tp.topic,
+                        tp.partition,
+                        exc,
+                    )
+                    self._release(consumer, tp, None)
                 continue
-            self._release(consumer, tp, committed.offset if committed is not None else None)
-            try:
-                handover = Handover.decode(committed.metadata if committed is not None else None)
-            except ValueError as exc:
-                _log.warning(
-                    "%s[%d]'s committed offset carries a handover that cannot be read (%s): every "
-                    "message after it is read as new",
-                    tp.topic,
-                    tp.partition,
-                    exc,
-                )
-                continue
-            if handover is not None:
-                self._checkpoint.handovers[tp] = handover
+            for tp, committed in found.items():
+                self._release(consumer, tp, committed.offset if committed is not None else None)
+                self._take_handover(tp, committed)
+
+    def _take_handover(self, tp: TopicPartition, committed: OffsetAndMetadata | None) -> None:
+        try:
+            handover = Handover.decode(committed.metadata if committed is not None else None)
+        except ValueError as exc:
+            _log.warning(
+                "%s[%d]'s committed offset carries a handover that cannot be read (%s): every "
+                "message after it is read as new",
+                tp.topic,
+                tp.partition,
+                exc,
+            )
+            return
+        if handover is not None:
+            self._checkpoint.handovers[tp] = handover
 
     def _release(self, consumer: KafkaConsumer, tp: TopicPartition, committed: int | None) -> None:
         """An eager member's partition held since its assignment is read from the group's committed offset
