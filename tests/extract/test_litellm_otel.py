@@ -30,3 +30,14 @@ def test_a_litellm_tool_loop_is_judged_against_the_tool_messages_text_parts(reco
     assert requests <= interaction.span_ids
     assert record.run is not None
     assert (record.run.steps, record.run.tool_calls_total) == (2, 1)
+
+
+@pytest.mark.parametrize("recording", TOOLS, ids=lambda r: r.id)
+def test_a_litellm_run_lists_the_tools_offered_under_openllmetrys_flattened_keys(
+    recording: Recording,
+) -> None:
+    # LiteLLM writes the offered tools as `llm.request.functions.N.name` / `.description`, not as
+    # `gen_ai.tool.definitions`: the run still says what the model could call.
+    [interaction] = extracted(spans_of(recording)).interactions
+    assert interaction.record.run is not None
+    assert interaction.record.run.tools_offered == ("search_docs: Search the Aurora product documentation.",)
