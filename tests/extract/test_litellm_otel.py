@@ -41,3 +41,11 @@ def test_a_litellm_run_lists_the_tools_offered_under_openllmetrys_flattened_keys
     [interaction] = extracted(spans_of(recording)).interactions
     assert interaction.record.run is not None
     assert interaction.record.run.tools_offered == ("search_docs: Search the Aurora product documentation.",)
+
+
+@pytest.mark.parametrize("recording", TOOLS, ids=lambda r: r.id)
+def test_a_litellm_tool_message_is_named_by_the_assistants_call_it_answers(recording: Recording) -> None:
+    # The `tool` message carries no name, only `tool_call_id`: the assistant's `tool_calls` name it.
+    [interaction] = extracted(spans_of(recording)).interactions
+    assert interaction.record.run is not None
+    assert [call.name for call in interaction.record.run.tool_calls] == ["search_docs"]

@@ -247,7 +247,7 @@ def _with_result(call: RunToolCall, text: str) -> RunToolCall:
 def _message_call(call: ToolCall, text: str) -> RunToolCall:
     error = _error_result(text)
     return RunToolCall(
-        name="(tool message)",
+        name=call.name or "(tool message)",
         result=_clip(text),
         ok=error is None,
         error=error,
