@@ -2,7 +2,8 @@
 (fixtures/litellm_otel, scenarios/litellm_otel.py): its `litellm_request` spans carry OTel GenAI messages
 and are read by the GenAI convention (documents under a label in the prompt: test_prompt_documents.py). A
 tool's result arrives as a `tool` message whose result is its text parts (not a `tool_call_response` part),
-read as the tool's documents, the call that asked for the tool joined to the one that answered."""
+read as the tool's documents, the call that asked for the tool joined to the one that answered; the run
+names the call by the assistant's `tool_calls` and lists the tools offered (`llm.request.functions.N.*`)."""
 
 from __future__ import annotations
 

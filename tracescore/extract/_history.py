@@ -15,7 +15,8 @@ attributes (OpenInference `llm.input_messages.N.message.role`, OpenLLMetry `gen_
 tool-role (`tool`, `function`) message's result, read by its convention (`MessageResults`: its content, its
 content parts, or the function results recorded beside it). A result is kept as recorded: the envelope a
 framework passes it in (`{"name", "content", "call_id"}`, `{"result": ...}`) is opened where results are read
-(`_tools.tool_result_texts`).
+(`_tools.tool_result_texts`). A tool-role message's result is named (`tool_name`) by its own `name`, else
+by the assistant's OpenAI-style `tool_calls` entry whose `id` is its `tool_call_id`.
 """
 
 from __future__ import annotations
