@@ -83,7 +83,12 @@ def _genai_turn(messages: list[dict[str, Any]]) -> list[Any]:
         parent=agent.span_id,
         start=1,
     )
-    chat = span(
+    return [agent, tool, _chat(messages, parent=agent.span_id, start=2)]
+
+
+def _chat(messages: list[dict[str, Any]], **placement: Any) -> Any:
+    """A GenAI chat span given `messages` that answered ANSWER."""
+    return span(
         "chat",
         {
             "gen_ai.operation.name": "chat",
@@ -92,10 +97,8 @@ def _genai_turn(messages: list[dict[str, Any]]) -> list[Any]:
                 [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]
             ),
         },
-        parent=agent.span_id,
-        start=2,
+        **placement,
     )
-    return [agent, tool, chat]
 
 
 def _conversation(tool_message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -150,3 +153,28 @@ def test_odd_tool_result_shapes_never_crash(tool_message: dict[str, Any]) -> Non
     found = extract(trace(*_genai_turn(_conversation(tool_message))))
     [rag] = found.interactions
     assert rag.record.contexts[0] == WEEKEND and rag.record.answer == ANSWER
+
+
+def test_a_tool_message_without_a_name_is_named_by_the_assistants_call_with_its_id() -> None:
+    """OpenAI-style tool messages carry only `tool_call_id`: the assistant's `tool_calls` name them, matched
+    by id (not by order); a message's own name wins."""
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "search_plans", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "search_addons", "arguments": "{}"}},
+    ]
+    messages = [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "c2", "content": WEEKEND},
+        {"role": "tool", "tool_call_id": "c1", "content": PRICE},
+        {"role": "function", "name": "price_list", "content": PRICE},
+        {"role": "tool", "tool_call_id": "unknown", "content": PRICE},
+    ]
+    [rag] = extract(trace(_chat(messages))).interactions
+    assert rag.record.run is not None
+    assert [call.name for call in rag.record.run.tool_calls] == [
+        "search_addons",
+        "search_plans",
+        "price_list",
+        "(tool message)",
+    ]

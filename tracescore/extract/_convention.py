@@ -190,6 +190,8 @@ class Convention:
     # attribute is the list), and flattened (prefix, suffix) lists.
     RUN_TOOL_DEFINITIONS: ClassVar[Mapping[str, tuple[str | int, ...]]] = {}
     RUN_INDEXED_TOOL_DEFINITIONS: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # Tools offered as flattened fields, not JSON: (prefix, name suffix, description suffix).
+    RUN_FIELDED_TOOL_DEFINITIONS: ClassVar[tuple[tuple[str, str, str], ...]] = ()
     # (level key, message key) of an observation level that reports a failure as "ERROR".
     RUN_ERROR_LEVEL: ClassVar[tuple[str, str] | None] = None
     # An open convention many instrumentations write beside their own keys: its run keys are read first.

@@ -15,7 +15,8 @@ attributes (OpenInference `llm.input_messages.N.message.role`, OpenLLMetry `gen_
 tool-role (`tool`, `function`) message's result, read by its convention (`MessageResults`: its content, its
 content parts, or the function results recorded beside it). A result is kept as recorded: the envelope a
 framework passes it in (`{"name", "content", "call_id"}`, `{"result": ...}`) is opened where results are read
-(`_tools.tool_result_texts`).
+(`_tools.tool_result_texts`). A tool-role message's result is named (`tool_name`) by its own `name`, else
+by the assistant's OpenAI-style `tool_calls` entry whose `id` is its `tool_call_id`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "genai_tool_results",
     "indexed_tool_messages",
     "indexed_tool_results",
+    "tool_name",
 ]
 
 _TOOL_ROLES = ("tool", "function", "ipython")
@@ -47,8 +49,24 @@ _TOOL_PART_KEYS = {
     "functionResponse": "response",
 }
 
-# (the result as recorded, how many turns back it was given: 0 for this turn's)
-TurnResult = tuple[Any, int]
+
+class TurnResult(tuple[Any, int]):
+    """(the result as recorded, how many turns back it was given: 0 for this turn's); `tool` names the
+    tool it is the result of where the message list does (`tool_name`). Still a pair: adapters unpack it."""
+
+    tool: str | None = None
+
+    def __new__(cls, value: Any, back: int, tool: str | None = None) -> TurnResult:
+        result = super().__new__(cls, (value, back))
+        result.tool = tool
+        return result
+
+
+def tool_name(result: tuple[Any, int]) -> str | None:
+    """The tool a result is of, where its message list names it (None for a plain pair)."""
+    return result.tool if isinstance(result, TurnResult) else None
+
+
 # Reads the results of one tool-role message of flattened attributes, given the message's prefix
 # (`llm.input_messages.3`): a convention records a tool message's result under its own keys.
 MessageResults = Callable[[Mapping[str, Any], str], list[Any]]
@@ -67,14 +85,42 @@ def genai_tool_results(messages: Any) -> list[TurnResult]:
         if isinstance(message, Mapping) and _role(message) in USER_ROLES and _is_user_turn(message)
     ]
     results: list[TurnResult] = []
+    called: dict[str, str] = {}  # tool call id -> the tool's name, from the assistant messages so far
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             continue
+        called.update(_called(message))
         found = _message_results(message)
         if found:
             back = len(users) - bisect.bisect_right(users, index)  # user messages after this one
-            results.extend((value, back) for value in found if value is not None)
+            tool = _result_name(message, called)
+            results.extend(TurnResult(value, back, tool) for value in found if value is not None)
     return results
+
+
+def _called(message: Mapping[str, Any]) -> dict[str, str]:
+    """The tool calls an OpenAI-style assistant message makes (`tool_calls`: `{"id", "function": {"name"}}`),
+    by id."""
+    calls = message.get("tool_calls")
+    named: dict[str, str] = {}
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if isinstance(name, str) and isinstance(call.get("id"), str):
+            named[call["id"]] = name
+    return named
+
+
+def _result_name(message: Mapping[str, Any], called: Mapping[str, str]) -> str | None:
+    """A tool-role message's tool: its own `name`, else the assistant's call it answers (`tool_call_id`:
+    LiteLLM's and OpenAI's tool messages carry no name)."""
+    if _role(message) not in _TOOL_ROLES:
+        return None
+    name = message.get("name")
+    if isinstance(name, str) and name:
+        return name
+    call = message.get("tool_call_id")
+    return called.get(call) if isinstance(call, str) else None
 
 
 def genai_tool_messages(messages: Any) -> list[Any]:

@@ -63,6 +63,8 @@ class OpenLLMetry(Convention):
     RUN_TOOL_ARGUMENTS = (ENTITY_INPUT,)
     RUN_TOOL_RESULT = (ENTITY_OUTPUT,)
     RUN_MODEL_OUTPUT = (f"{COMPLETION}.0.{ROLE}", f"{COMPLETION}.0.{CONTENT}")
+    # The tools offered, flattened: `llm.request.functions.N.name` / `.description` (LiteLLM writes them too).
+    RUN_FIELDED_TOOL_DEFINITIONS = (("llm.request.functions", "name", "description"),)
 
     def kind(self, span: DecodedSpan) -> str:
         kind = span.attributes.get(self.SPAN_KIND)

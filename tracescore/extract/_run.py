@@ -60,6 +60,7 @@ _MODEL_OUTPUT = frozenset(
 )
 _TOOL_DEFINITIONS = {key: path for c in RUN_KEY_ORDER for key, path in c.RUN_TOOL_DEFINITIONS.items()}
 _INDEXED_TOOL_DEFINITIONS = tuple(keys for c in RUN_KEY_ORDER for keys in c.RUN_INDEXED_TOOL_DEFINITIONS)
+_FIELDED_TOOL_DEFINITIONS = tuple(keys for c in RUN_KEY_ORDER for keys in c.RUN_FIELDED_TOOL_DEFINITIONS)
 _ERROR_LEVELS = tuple(c.RUN_ERROR_LEVEL for c in RUN_KEY_ORDER if c.RUN_ERROR_LEVEL is not None)
 # OpenTelemetry's own error attributes, whatever the convention.
 _ERROR_KEYS = ("exception.message", "error.message", semconv.ERROR_TYPE, "exception.type")
@@ -130,7 +131,8 @@ def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
     """The tools the model was offered, `name: description`, once each, as the last model call that lists
     them was (a run's calls are offered the same tools): OpenInference `llm.tools`, OTel GenAI
     `gen_ai.tool.definitions`, the AI SDK's `ai.prompt.tools`, MLflow's `mlflow.chat.tools`, the `tools` of
-    a Haystack chat generator's input (`_tool_definitions`: each format's)."""
+    a Haystack chat generator's input (`_tool_definitions`: each format's); without any, OpenLLMetry's
+    flattened `llm.request.functions.N.name` / `.description` (which LiteLLM's OTel callback writes too)."""
     offered: dict[str, str] = {}
     for llm in reversed(llms):
         attrs = llm.attributes
@@ -140,6 +142,11 @@ def _offered(llms: Sequence[DecodedSpan]) -> tuple[str, ...]:
         for key, path in _TOOL_DEFINITIONS.items():
             if (listed := attrs.get(key)) is not None:
                 definitions += _listed(listed, path)
+        for prefix, name, description in () if definitions else _FIELDED_TOOL_DEFINITIONS:
+            definitions += [
+                {"name": tool, "description": attrs.get(f"{prefix}.{index}.{description}")}
+                for index, tool in enumerate(indexed(attrs, prefix, name))
+            ]
         if not definitions:
             continue
         for tool in _tool_definitions(definitions):
@@ -240,7 +247,7 @@ def _with_result(call: RunToolCall, text: str) -> RunToolCall:
 def _message_call(call: ToolCall, text: str) -> RunToolCall:
     error = _error_result(text)
     return RunToolCall(
-        name="(tool message)",
+        name=call.name or "(tool message)",
         result=_clip(text),
         ok=error is None,
         error=error,

@@ -148,6 +148,7 @@ def add_tool_result(
     value: Any,
     what: str,
     arguments: Any = None,
+    name: str | None = None,
 ) -> None:
     """One tool result into `contexts` (noted when it is not a list of documents). `arguments` are the
     call's arguments as recorded (a JSON string or a mapping), when the convention records them: a result
@@ -158,7 +159,7 @@ def add_tool_result(
         contexts.skip_span()
         return
     texts, document_like = tool_result_texts(value)
-    contexts.add(span, kind, texts, ToolCall(span, arguments, document_like, what))
+    contexts.add(span, kind, texts, ToolCall(span, arguments, document_like, what, name))
 
 
 def add_earlier_turns(contexts: Contexts, llm: DecodedSpan, results: Iterable[TurnResult]) -> None:
