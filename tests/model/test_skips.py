@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import tracescore
-from tracescore.conversations import ConversationSkip
-from tracescore.model import ServiceSkip, UnreadableRecord, read_evaluation_record
+from tracescore._service import StateCount
+from tracescore.conversations import ConversationSkip, GroundingCount
+from tracescore.model import NotRejudgedReason, ServiceSkip, UnreadableRecord, read_evaluation_record
 
 PACKAGE = Path(tracescore.__file__).parent
 REPO = PACKAGE.parent
@@ -26,7 +27,7 @@ COUNTING = ("alert", "conversations", "_service", "model")
 REASON_CALLS = {"_skip", "skip", "UnreadableState", "UnreadableRecord"}
 REASON_COUNTERS = {"skipped"}
 # The conversations tracker counts the turns its service skips (`counts`, read by the service's logic); the
-# other `counts` (grounding's, the state restore's) are not skip reasons.
+# other `counts` (grounding's, the state restore's) are not skip reasons: `NAMED_COUNTERS` below.
 TRACKER_COUNTS = ("self.counts", "self.tracker.counts")
 ENUMS: dict[str, type[StrEnum]] = {"ServiceSkip": ServiceSkip, "ConversationSkip": ConversationSkip}
 # What else may stand for a reason: one passed on (`unreadable.reason`, a `reason` parameter).
@@ -131,3 +132,56 @@ def test_the_troubleshooting_page_explains_every_reason() -> None:
     rows = set(re.findall(r"^\| `([a-z_]+)` \|", page, flags=re.MULTILINE))
     missing = [f"{enum.__name__}.{r.name}" for enum in ENUMS.values() for r in enum if r.value not in rows]
     assert not missing, f"no row on docs/operating/troubleshooting.md for {missing}"
+
+
+# Counters keyed by a count's name, not a skip reason: (source, the counter, the enum naming its keys).
+# The words are what users read in the closing summaries (`state: ...`, `grounding across turns: ...`).
+NAMED_COUNTERS: tuple[tuple[str, str, type[StrEnum]], ...] = (
+    ("conversations/_grounder.py", "self.stats.counts", GroundingCount),
+    ("conversations/_grounding.py", "self.stats.counts", GroundingCount),
+    ("_service/_keyed.py", "self.counts", StateCount),
+    ("alert/_service.py", "self.stats.state", StateCount),
+    ("conversations/_service.py", "self.stats.state", StateCount),
+)
+
+
+def _members(node: ast.expr, enum: type[StrEnum]) -> list[ast.expr]:
+    """The parts of a counter's key not named by `enum` (`Enum.MEMBER`, either side of `a if c else b`, or
+    one of the enum's own methods, `Enum.method(...)`)."""
+    if isinstance(node, ast.IfExp):
+        return _members(node.body, enum) + _members(node.orelse, enum)
+    if isinstance(node, ast.Call):
+        node = node.func
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == enum.__name__
+    ):
+        return []
+    return [node]
+
+
+def test_every_count_a_stage_keys_by_name_is_a_member_of_its_enum() -> None:
+    """The grounding's and the state's counts are keyed by members (`GroundingCount`, `StateCount`), not
+    by words spelled again at each counter, in the stats and in the docs."""
+    loose = []
+    for source, counter, enum in NAMED_COUNTERS:
+        tree = ast.parse((PACKAGE / source).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            keys: list[ast.expr | None] = []
+            if isinstance(node, ast.Subscript) and ast.unparse(node.value) == counter:
+                keys = [node.slice]
+            # A counter started as a dict literal (`{"restored": 0, ...}`) spells its keys too.
+            if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
+                target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+                keys = list(node.value.keys) if ast.unparse(target) == counter else []
+            for key in filter(None, keys):
+                loose += [f"{source}:{node.lineno}: {ast.unparse(part)}" for part in _members(key, enum)]
+    assert not loose, "counts not named by GroundingCount / StateCount:\n" + "\n".join(loose)
+
+
+def test_each_reason_a_turn_is_not_judged_again_is_counted_by_its_word() -> None:
+    assert [GroundingCount.not_rejudged(why) for why in NotRejudgedReason] == [
+        "not_rejudged_not_captured",
+        "not_rejudged_no_judge",
+    ]

@@ -16,6 +16,7 @@ from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S, BoundedCal
 from tracescore._service._changelog import Changelog, ChangelogError, PartitionMeta
 from tracescore._service._clock import StreamClock, StreamTime
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
+from tracescore._service._counts import StateCount
 from tracescore._service._crash import CRASH_ENV, PAUSE_ENV, crash_point
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic, Saved
@@ -46,6 +47,7 @@ __all__ = [
     "ServiceLoop",
     "ServiceTopics",
     "StateCodec",
+    "StateCount",
     "StateRecord",
     "StopBudget",
     "StreamClock",

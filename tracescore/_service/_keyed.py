@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -30,6 +31,7 @@ from tracescore._service._awaited import take_completed_joins
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._changelog import META_SAVED, Changelog, PartitionMeta, PartitionState
 from tracescore._service._codec import StateRecord, UnreadableState
+from tracescore._service._counts import StateCount
 from tracescore._service._crash import crash_point
 from tracescore._service._found import FoundOutputs
 from tracescore._service._keyed_logic import KeyedLogic, Saved
@@ -73,7 +75,7 @@ class KeyedStage:
         self._stopping = lambda: stop_deadline() is not None
         self._listener: RebalanceListener | None = None
         # keys restored and carried over, the state topic recreated, partitions whose state was read back
-        self.counts: dict[str, int] = {"restored": 0, "migrated": 0, "recreated": 0, "partitions_read": 0}
+        self.counts: Counter[StateCount] = Counter()
         self._pending: set[TopicPartition] = set()
         self._replay_below: dict[int, int] = {}
         # Per partition, the offset after the last record applied: where it is read to when the client cannot
@@ -178,7 +180,7 @@ class KeyedStage:
         except KafkaTimeoutError:  # given up on for a stop: nothing of them applied, none committed
             self.not_restored = mine
             raise
-        self.counts["partitions_read"] += len(mine)
+        self.counts[StateCount.PARTITIONS_READ] += len(mine)
         restored = sum(self._restore_partition(p, read.states[p]) for p in mine)
         self._meta_due.update(read.lost)  # a meta again at the next save, before the next commit
         migrated = self._migrate(read)
@@ -213,7 +215,7 @@ class KeyedStage:
                 self.logic.skip(unreadable.reason, unreadable.detail)
                 continue
             restored += 1
-        self.counts["restored"] += restored
+        self.counts[StateCount.RESTORED] += restored
         return restored
 
     def _migrate(self, read: ReadBack) -> int:
@@ -230,7 +232,7 @@ class KeyedStage:
         for partition in read.fresh():
             self._metas[partition] = PartitionMeta(migrated_from=self.legacy_topic if migrated else None)
             self._meta_due.add(partition)
-        self.counts["migrated"] += migrated
+        self.counts[StateCount.MIGRATED] += migrated
         return migrated
 
     def _seek(self, assigned: Sequence[TopicPartition], read: ReadBack) -> None:
@@ -373,7 +375,7 @@ class KeyedStage:
             counted(len(everything), "state"),
         )
         self.changelog.recreate()
-        self.counts["recreated"] += 1
+        self.counts[StateCount.RECREATED] += 1
         self._meta_due.update(self._metas)
         self._meta_saved.clear()
         self._rewrite = everything

@@ -32,7 +32,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore._kafka import LogOnce
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service import Forward, ServiceLoop, ServiceTopics
+from tracescore._service import Forward, ServiceLoop, ServiceTopics, StateCount
 from tracescore.alert._config import AlertConfig
 from tracescore.alert._conversations import record_key
 from tracescore.alert._delivery import deliver
@@ -66,7 +66,7 @@ class AlertStats:
     delivery_failures: int = 0
     # state topic: alert states restored, carried over from the old state topic (migrated), the topic
     # recreated after it was deleted
-    state: Counter[str] = field(default_factory=Counter)
+    state: Counter[StateCount] = field(default_factory=Counter)
     # At the stop: the routes held, worst first (at most SUMMARY_ROUTES), and how many more there were.
     routes: list[Standing] = field(default_factory=list)
     more_routes: int = 0

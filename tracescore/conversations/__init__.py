@@ -4,7 +4,8 @@
 interactions sharing a `session_id`) from every scoring consumer of the group and writes a
 `ConversationRecord` per metric and judge tier once no turn arrived for `quiet_seconds`; a later turn
 revises it. `ConversationTracker` is the same logic without Kafka. `ConversationSkip` names what it alone
-skips (beside `tracescore.model.ServiceSkip`).
+skips (beside `tracescore.model.ServiceSkip`), `GroundingCount` what grounding across turns counts
+(`ConversationStats.grounding.counts`).
 """
 
 from tracescore.conversations._config import (
@@ -12,6 +13,7 @@ from tracescore.conversations._config import (
     ConversationsConfigError,
     load_conversations_config,
 )
+from tracescore.conversations._counts import GroundingCount
 from tracescore.conversations._service import ConversationService, ConversationStats
 from tracescore.conversations._skips import ConversationSkip
 from tracescore.conversations._state import Conversation, wilson
@@ -25,6 +27,7 @@ __all__ = [
     "ConversationTracker",
     "ConversationsConfig",
     "ConversationsConfigError",
+    "GroundingCount",
     "key_of",
     "load_conversations_config",
     "wilson",

@@ -20,6 +20,7 @@ from datetime import datetime
 
 from tracescore._service import Output
 from tracescore.conversations._config import ConversationsConfig
+from tracescore.conversations._counts import GroundingCount
 from tracescore.conversations._grounding import GroundingStats, GroundingStore, Held, TurnId, has_open_claims
 from tracescore.conversations._regrounding import (
     Decision,
@@ -92,7 +93,7 @@ class Grounder:
         document written before that was applied."""
         for held in self.store.to_forget(stream_time):
             self.store.forget(held)
-            self.stats.counts["forgotten"] += 1
+            self.stats.counts[GroundingCount.FORGOTTEN] += 1
         # At most this many conversations a tick, so a burst of follow-ups (an LLM judge at a few seconds a
         # call) never keeps the service from polling; the rest wait for the next tick, still open.
         changed = self.store.rechecks(_CONVERSATIONS_PER_TICK)
@@ -157,7 +158,7 @@ class Grounder:
             check.checked = stamp
             self.store.changed(held, turn)
         if context.other_users:
-            self.stats.counts["other_user_turns_left_out"] += context.other_users
+            self.stats.counts[GroundingCount.OTHER_USER_TURNS_LEFT_OUT] += context.other_users
         if not context.earlier:
             # Earlier turns known without documents (content capture off, cut, never written): said once, not
             # guessed about. A first turn, with no earlier turn at all, has nothing to say.
@@ -194,12 +195,12 @@ class Grounder:
             self._loop = asyncio.new_event_loop()
         outcomes = self._loop.run_until_complete(_all(jobs))
         for job, outcome in zip(jobs, outcomes, strict=True):
-            self.stats.counts["rejudged"] += 1
+            self.stats.counts[GroundingCount.REJUDGED] += 1
             job.check.checked = job.fingerprint
             pair = self._pair(job.turn, job.check)
             if isinstance(outcome, JudgeError) or outcome.result is None:
                 failed = isinstance(outcome, JudgeError)
-                self.stats.counts["judge_errors" if failed else "unsupported"] += 1
+                self.stats.counts[GroundingCount.JUDGE_ERRORS if failed else GroundingCount.UNSUPPORTED] += 1
                 job.check.status = GroundingStatus.ERROR if failed else GroundingStatus.UNSUPPORTED
                 self.store.changed(job.held, job.turn)
                 # A revision written here that still says otherwise, or an offline pair that moved.
@@ -208,7 +209,7 @@ class Grounder:
                     record = decision_record(job.check.record, now, note, offline=pair)
                     self._decide(job.held, job.turn, job.check, record, job.check.status)
                 continue
-            self.stats.counts["grounded"] += 1
+            self.stats.counts[GroundingCount.GROUNDED] += 1
             rows = grounded_rows(outcome.result, outcome.grounded, job.context)
             note = _earlier_turns(GroundingStatus.GROUNDED, job, outcome)
             record = decision_record(job.check.record, now, note, outcome.result, rows, pair, outcome.usage)
@@ -224,7 +225,7 @@ class Grounder:
         text: str,
         context: GroundingContext,
     ) -> None:
-        self.stats.counts[f"not_rejudged_{why.value}"] += 1
+        self.stats.counts[GroundingCount.not_rejudged(why)] += 1
         note = GroundingDetails(
             status=GroundingStatus.NOT_REJUDGED,
             why=why,
@@ -285,7 +286,7 @@ class Grounder:
                 record = record.model_copy(update={"evaluation_span_id": spans[0][1]})
             value = record.model_dump_json().encode()
             if len(value) > self.config.max_message_bytes:
-                self.stats.counts["record_too_large"] += 1
+                self.stats.counts[GroundingCount.RECORD_TOO_LARGE] += 1
                 continue
             self._writing[identity] = (decision, record)
             out += [output for output, _ in spans]

@@ -28,6 +28,7 @@ from typing import Any
 
 from tracescore._service import Saved
 from tracescore.conversations._config import ConversationsConfig
+from tracescore.conversations._counts import GroundingCount
 from tracescore.conversations._index import Partitions
 from tracescore.conversations._stored import HeldCheck, TurnState
 from tracescore.model import (
@@ -123,7 +124,7 @@ def held_details(record: EvaluationRecord) -> dict[str, Any]:
 class GroundingStats:
     evidence: int = 0  # turns' documents read
     held_records: int = 0  # records held to judge again
-    counts: Counter[str] = field(default_factory=Counter)  # outcomes and cuts, by reason
+    counts: Counter[GroundingCount] = field(default_factory=Counter)  # outcomes and cuts, by reason
 
 
 @dataclass
@@ -267,7 +268,7 @@ class GroundingStore:
         oldest_first = sorted(held.turns.values(), key=_start)
         for turn in oldest_first[: max(0, len(oldest_first) - self.config.max_turns)]:
             self._drop(held, turn)
-            self.stats.counts["turns_past_cap"] += 1
+            self.stats.counts[GroundingCount.TURNS_PAST_CAP] += 1
         documents = sum(_document_chars(t) for t in held.turns.values())
         for turn in sorted(held.turns.values(), key=_start):
             if documents <= self.config.evidence_chars:
@@ -284,7 +285,7 @@ class GroundingStore:
                 }
             )
             documents -= cut
-            self.stats.counts["documents_dropped"] += len(evidence.documents)
+            self.stats.counts[GroundingCount.DOCUMENTS_DROPPED] += len(evidence.documents)
             self._save[turn.key] = (held.partition, turn)
         self._account(held)
         while self._chars > self.config.max_evidence_chars and len(self._held) > 1:
@@ -292,7 +293,7 @@ class GroundingStore:
             if oldest is held:
                 break
             self.forget(oldest)
-            self.stats.counts["evidence_evicted"] += 1
+            self.stats.counts[GroundingCount.EVIDENCE_EVICTED] += 1
 
     def _account(self, held: Held) -> None:
         size = sum(_size(t) for t in held.turns.values())

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._service import Output, Saved, StateRecord
+from tracescore._service import Output, Saved, StateCount, StateRecord
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import GroundingStats
@@ -72,7 +72,7 @@ class ConversationStats:
     # state topic: conversations restored, carried over from the old state topic (migrated), the topic
     # recreated after it was deleted; records found already written after a crash, not written again
     # (recovered)
-    state: Counter[str] = field(default_factory=Counter)
+    state: Counter[StateCount] = field(default_factory=Counter)
     grounding: GroundingStats = field(default_factory=GroundingStats)
     turns_revised: int = 0  # turns' records revised (grounded in earlier turns, or saying why not)
 

@@ -35,7 +35,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore._kafka import LogOnce
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service import Forward, ServiceLoop, ServiceTopics
+from tracescore._service import Forward, ServiceLoop, ServiceTopics, StateCount
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import held_details
@@ -215,7 +215,7 @@ class ConversationService:
 
     # -- stage 2's outputs ------------------------------------------------------------------------------
     def _written(self, done: Written) -> None:
-        self.stats.state["recovered"] += done.found
+        self.stats.state[StateCount.RECOVERED] += done.found
         for revised in done.revised:
             if self._on_revision is not None:
                 self._on_revision(revised)

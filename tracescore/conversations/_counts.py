@@ -1,0 +1,34 @@
+"""What `tracescore conversations` counts while grounding a follow-up in earlier turns: its closing summary's
+`grounding across turns` line and `ConversationStats.grounding.counts`. The values are what users read there
+and in the docs (conversations page, settings reference): never rename one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from tracescore.model import NotRejudgedReason
+
+__all__ = ["GroundingCount"]
+
+
+class GroundingCount(StrEnum):
+    # Outcomes of judging a held turn again.
+    REJUDGED = "rejudged"  # judged again with its earlier turns' documents
+    GROUNDED = "grounded"  # ... and those supported its claims: a revision written
+    UNSUPPORTED = "unsupported"  # ... and still unsupported
+    JUDGE_ERRORS = "judge_errors"  # ... and the judge failed
+    NOT_REJUDGED_NOT_CAPTURED = "not_rejudged_not_captured"  # see `NotRejudgedReason` (`not_rejudged`)
+    NOT_REJUDGED_NO_JUDGE = "not_rejudged_no_judge"
+    OTHER_USER_TURNS_LEFT_OUT = "other_user_turns_left_out"  # another user's turns, not evidence
+    # Cuts: each bound's drops.
+    RECORD_TOO_LARGE = "record_too_large"  # a revision too large to write
+    TURNS_PAST_CAP = "turns_past_cap"  # turns beyond max_turns in one conversation
+    DOCUMENTS_DROPPED = "documents_dropped"  # documents past evidence_chars in one conversation
+    EVIDENCE_EVICTED = "evidence_evicted"  # conversations' turns dropped past max_evidence_chars
+    FORGOTTEN = "forgotten"  # conversations forgotten forget_seconds after their last turn
+
+    @classmethod
+    def not_rejudged(cls, why: NotRejudgedReason) -> GroundingCount:
+        """The count of turns not judged again for `why` (a member per `NotRejudgedReason`)."""
+        return cls(f"not_rejudged_{why.value}")
