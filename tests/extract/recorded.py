@@ -180,6 +180,12 @@ EXPECTED = {
     # The chat on Genkit's agent API (`defineAgent`, `agent.chat({state}).send()`): the state's session.
     "genkit_conversation/greeting_turn1": ("skip", "empty_context"),
     "genkit_conversation": ("interaction", "genkit"),
+    # LangChain.js under OpenInference's LangChain instrumentation through the real Collector: a retrieval
+    # chain, a LangGraph ReAct agent whose tool result is a serialised ToolMessage, and a chat on that agent
+    # whose session and user are OpenInference's context (`setSession`, `setUser`).
+    "langchain_js": ("interaction", "openinference"),
+    "langchain_js_conversation/greeting_turn1": ("skip", "empty_context"),
+    "langchain_js_conversation": ("interaction", "openinference"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
