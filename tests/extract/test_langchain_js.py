@@ -1,8 +1,9 @@
-"""LangChain.js under OpenInference's LangChain instrumentation (`@arizeai/openinference-instrumentation-langchain`),
-recorded from a real Node app through the OTLP exporter and the real Collector (fixtures/langchain_js,
-fixtures/langchain_js_conversation): a retrieval chain, a LangGraph ReAct agent whose model calls a search tool,
-and a chat on that agent whose session and user are OpenInference's context, each read with its question,
-documents, answer, route, run and (a chat) session and user."""
+"""LangChain.js under OpenInference's LangChain instrumentation
+(`@arizeai/openinference-instrumentation-langchain`), recorded from a real Node app through the OTLP exporter
+and the real Collector (fixtures/langchain_js, fixtures/langchain_js_conversation): a retrieval chain, a
+LangGraph ReAct agent whose model calls a search tool, and a chat on that agent whose session and user are
+OpenInference's context, each read with its question, documents, answer, route, run and (a chat) session and
+user."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def test_a_retrieval_chain_is_read_with_the_retrievers_documents_under_the_chain
 
 
 def test_an_agents_tool_result_is_the_tool_messages_content_not_its_serialised_envelope() -> None:
-    """LangChain.js serialises the ToolMessage a tool returns (`{"output": {"lc": 1, "id": [..., "ToolMessage"],
-    "kwargs": {"content": ...}}}`, with no `type` in its kwargs): the document is the text the model was
-    given."""
+    """LangChain.js serialises the ToolMessage a tool returns (`{"output": {"lc": 1, "id": [...,
+    "ToolMessage"], "kwargs": {"content": ...}}}`, with no `type` in its kwargs): the document is the text the
+    model was given."""
     recording = RECORDED["langchain_js/agent_faithful"]
     interaction = read_as_run(recording, "openinference", "supportAgent")
     assert interaction.route == "supportAgent"
