@@ -33,7 +33,7 @@ from tracescore.extract._convention import Convention, Reading, UsageFields
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import Prompt, answer_text, message_prompt, parse_json, question_text, user_text
-from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan, start_order
 
 __all__ = ["Genkit"]
 
@@ -101,7 +101,7 @@ class Genkit(Convention):
             for s in around
             if self.kind(s) == self.RETRIEVER and s.span_id not in inside_tools
         ]
-        llms = sorted((s for s in around if self.is_llm(s)), key=_start)
+        llms = sorted((s for s in around if self.is_llm(s)), key=start_order)
         return reading.found(
             retrievals=retrievals,
             asked=[s for s, _ in retrievals],
@@ -221,7 +221,3 @@ class Genkit(Convention):
                 if text.strip():
                     texts.append(text)
         return texts
-
-
-def _start(span: DecodedSpan) -> int:
-    return span.start_time_unix_nano
