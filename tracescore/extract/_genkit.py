@@ -63,7 +63,7 @@ class Genkit(Convention):
     # The shapes of Genkit's messages and documents (`genkit:input` / `genkit:output` JSON).
     MESSAGES, MESSAGE, CONTENT, TEXT = "messages", "message", "content", "text"
     DOCS, DOCUMENTS, QUERY = "docs", "documents", "query"
-    TOOL_REQUEST, TOOL_RESPONSE, TOOL_OUTPUT = "toolRequest", "toolResponse", "output"
+    TOOL_REQUEST, TOOL_RESPONSE, TOOL_OUTPUT, TOOL_NAME = "toolRequest", "toolResponse", "output", "name"
     PART_METADATA, PURPOSE, CONTEXT_PURPOSE = "metadata", "purpose", "context"
     TOOLS, USAGE = "tools", "usage"
     LLM_CALL = "model action"
@@ -203,8 +203,13 @@ class Genkit(Convention):
         for part in self._parts(message):
             response = part.get(self.TOOL_RESPONSE)
             if isinstance(response, Mapping):
-                result = response.get(self.TOOL_OUTPUT)
-                parts.append({_GENAI.PART_TYPE: _GENAI.TOOL_RESPONSE_PART, _GENAI.PART_RESPONSE: result})
+                parts.append(
+                    {
+                        _GENAI.PART_TYPE: _GENAI.TOOL_RESPONSE_PART,
+                        _GENAI.PART_RESPONSE: response.get(self.TOOL_OUTPUT),
+                        _GENAI.PART_NAME: response.get(self.TOOL_NAME),
+                    }
+                )
             else:
                 parts.append(part)
         return {**message, self.CONTENT: parts}

@@ -166,7 +166,7 @@ class Strands(GenAI):
         return self._returned(result), arguments
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
-        return [(self._returned(value), back) for value, back in super().input_tool_results(llm)]
+        return [r._replace(value=self._returned(r.value)) for r in super().input_tool_results(llm)]
 
     def own_answer(self, span: DecodedSpan) -> str | None:
         answer = super().own_answer(span)
