@@ -18,6 +18,8 @@ from tracescore.extract import extract
 from tracescore.extract._context import Contexts
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._tools import add_earlier_turns
+from tracescore.score import evaluate
+from tracescore.score.judges import OfflineJudge
 
 FIRST = "What does the Basic plan cost?"
 PRICE = "Aurora Basic costs 9 euros a month."
@@ -306,6 +308,15 @@ def test_the_runs_tool_calls_are_named_by_the_calls_the_results_answer(messages:
     """A model call without tool spans: this turn's tool results are the run's tool calls, each named by the
     call it answers (not `(tool message)`), which the tool signals compare (a retry of the same tool)."""
     assert _tool_call_names(messages) == ["search_addons", "search_plans", "(tool message)"]
+
+
+@pytest.mark.parametrize("messages", [GENAI_CONVERSATION, ANTHROPIC_CONVERSATION], ids=["genai", "anthropic"])
+def test_two_tools_answering_one_turn_are_not_a_repeated_call(messages: Any) -> None:
+    """What the names change for a user: results of two different tools were two calls of one unnamed tool
+    with no arguments recorded, which `repeated_tool_calls` read as a repeat."""
+    [rag] = extract(trace(_chat(messages))).interactions  # search_addons, search_plans, one unnamed
+    [result] = evaluate(rag.record, ["repeated_tool_calls"], OfflineJudge())
+    assert (result.label, result.score) == ("no_repeats", 1.0)
 
 
 def test_an_earlier_turns_result_keeps_its_tools_name() -> None:
