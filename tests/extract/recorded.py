@@ -180,6 +180,10 @@ EXPECTED = {
     # The chat on Genkit's agent API (`defineAgent`, `agent.chat({state}).send()`): the state's session.
     "genkit_conversation/greeting_turn1": ("skip", "empty_context"),
     "genkit_conversation": ("interaction", "genkit"),
+    # LangSmith's OTel export (LANGSMITH_OTEL_ENABLED): an LCEL RAG chain, a LangGraph agent and a two-turn
+    # thread, the runs' IO as JSON in gen_ai.prompt / gen_ai.completion (misread as GenAI chat spans without
+    # messages before its reader).
+    "langsmith": ("interaction", "langsmith"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
