@@ -12,7 +12,7 @@ from recorded import Recording, extracted, recordings, spans_of
 from tracescore.model import ContextSourceKind
 
 LANGSMITH = [r for r in recordings() if r.source == "langsmith"]
-RAG = [r for r in LANGSMITH if r.scenario.startswith("rag_")]
+RAG = [r for r in LANGSMITH if r.scenario.startswith(("rag_", "stream_rag_"))]
 AGENT = [r for r in LANGSMITH if r.scenario.startswith("agent_")]
 THREAD = [r for r in LANGSMITH if r.scenario == "turn1" or r.scenario.startswith("followup_")]
 
