@@ -185,6 +185,8 @@ EXPECTED = {
     # gen_ai.prompt / gen_ai.completion (read as GenAI chat spans without messages before its reader).
     # Pasted with no label, the documents are never split into guessed ones.
     "langsmith/unlabelled": ("skip", "empty_context"),
+    # A Client that hides the runs' inputs and outputs: every span records `{}`, nothing to judge.
+    "langsmith/hidden_": ("skip", "content_not_captured"),
     "langsmith": ("interaction", "langsmith"),
 }
 

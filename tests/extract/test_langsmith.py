@@ -63,3 +63,15 @@ def test_a_follow_up_without_a_tool_call_is_judged_against_turn_1s_result(record
     [interaction] = extracted(spans_of(recording)).interactions
     assert interaction.record.contexts == recording.documents
     assert {source.kind for source in interaction.context_sources} == {ContextSourceKind.EARLIER_TURN}
+
+
+@pytest.mark.parametrize(
+    "recording", [r for r in LANGSMITH if r.scenario.startswith("hidden_")], ids=lambda r: r.id
+)
+def test_runs_whose_outputs_langsmith_hid_are_skipped_naming_the_setting(recording: Recording) -> None:
+    # Client(hide_inputs=True, hide_outputs=True): every span's gen_ai.prompt / gen_ai.completion is `{}`.
+    found = extracted(spans_of(recording))
+    assert found.interactions == []
+    [skip] = found.skips
+    assert (skip.reason, skip.convention) == ("content_not_captured", "langsmith")
+    assert "LANGSMITH_HIDE_OUTPUTS" in skip.detail

@@ -14,7 +14,9 @@ messages as LangChain-serialised messages (`{"messages": [[...]]}`, each message
 their output as an LLMResult (`generations`), both read here. The documents are the retrievers' output
 (`documents[].page_content`) and the tools' results (a ToolMessage's `content`), without a tool run that
 recorded one the tool messages passed to the last model call, and the tool results of the conversation's
-earlier turns in its input; with none of those, documents under a label in its prompt.
+earlier turns in its input; with none of those, documents under a label in its prompt. With the runs'
+outputs hidden (LANGSMITH_HIDE_OUTPUTS, a Client's `hide_outputs`) every span records `{}`: the interaction
+is skipped as `content_not_captured`, naming the setting.
 
 Each span is named by its run (`run_name` in the run's config names it): the route, unless the shared rule
 finds an explicit one (an HTTP route around it). LangSmith's own `session` is its
@@ -65,6 +67,7 @@ class LangSmith(Convention):
     TOOL_KINDS = frozenset({TOOL})
     LLM_WORK = frozenset({LLM, TOOL, RETRIEVER})  # what makes a chain an LLM interaction
     MARKER = RUN_TYPE
+    HIDE_OUTPUTS = "LANGSMITH_HIDE_OUTPUTS"  # the setting that empties every run's outputs
     LONE_LLM_CALLS = True
     # A chat model's input (a batch of message lists) and output (an LLMResult); a text model's prompts.
     MESSAGES, PROMPTS, GENERATIONS = "messages", "prompts", "generations"
@@ -159,6 +162,16 @@ class LangSmith(Convention):
         if message is not None and message.get(self.TOOL_CALLS):
             return True
         return self.llm_output(span) is None
+
+    def content_not_captured(self, reading: Reading) -> str | None:
+        """The runs' outputs were hidden: every span read records `{}` (or nothing) as its outputs."""
+        spans = (reading.anchor, *reading.around)
+        if any(parse_json(span.attributes.get(self.OUTPUTS)) for span in spans):
+            return None
+        return (
+            f"none of its {len(spans)} run(s) recorded an output ({self.OUTPUTS} empty): LangSmith hid them "
+            f"({self.HIDE_OUTPUTS}=true, or a Client's hide_outputs); unset it to judge this interaction"
+        )
 
     def named_conversation(self, anchor: DecodedSpan) -> tuple[str | None, str | None]:
         return first_text([anchor], self.THREAD_KEYS), first_text([anchor], self.USER_KEYS)
