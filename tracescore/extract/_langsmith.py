@@ -34,6 +34,7 @@ from tracescore.extract._convention import Convention, Reading, first_text, not_
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._openllmetry import OpenLLMetry
 from tracescore.extract._read import (
+    USER_ROLES,
     Prompt,
     answer_text,
     assistant_text,
@@ -72,6 +73,8 @@ class LangSmith(Convention):
     # A chat model's input (a batch of message lists) and output (an LLMResult); a text model's prompts.
     MESSAGES, PROMPTS, GENERATIONS = "messages", "prompts", "generations"
     TEXT, MESSAGE, KWARGS, TOOL_CALLS = "text", "message", "kwargs", "tool_calls"
+    LC = "lc"  # what marks a LangChain-serialised object (its fields under `kwargs`)
+    ROLE, CONTENT = "role", "content"  # a chat message's, for a text model's prompt
     LLM_CALL = "model call"
     LOOKED_IN = {
         "question": f"the chain's input ({INPUTS}: a question-like field, or the last user message of a "
@@ -194,7 +197,7 @@ class LangSmith(Convention):
             return _plain_messages(messages)
         prompts = inputs.get(self.PROMPTS)
         if isinstance(prompts, list) and prompts and isinstance(prompts[0], str):
-            return [{"type": "human", "content": prompts[0]}]
+            return [{self.ROLE: USER_ROLES[0], self.CONTENT: prompts[0]}]
         return None
 
     def _generation(self, llm: DecodedSpan) -> Mapping[str, Any] | None:
@@ -216,4 +219,4 @@ def _plain_message(message: Any) -> Mapping[str, Any] | None:
     if not isinstance(message, Mapping):
         return None
     kwargs = message.get(LangSmith.KWARGS)
-    return kwargs if isinstance(kwargs, Mapping) and "lc" in message else message
+    return kwargs if isinstance(kwargs, Mapping) and LangSmith.LC in message else message
