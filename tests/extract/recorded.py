@@ -180,6 +180,14 @@ EXPECTED = {
     # The chat on Genkit's agent API (`defineAgent`, `agent.chat({state}).send()`): the state's session.
     "genkit_conversation/greeting_turn1": ("skip", "empty_context"),
     "genkit_conversation": ("interaction", "genkit"),
+    # LangSmith's OTel export (LANGSMITH_OTEL_ENABLED): an LCEL RAG chain, a chat model called alone with
+    # the documents in its prompt, a LangGraph agent and a two-turn thread; the runs' IO as JSON in
+    # gen_ai.prompt / gen_ai.completion (read as GenAI chat spans without messages before its reader).
+    # Pasted with no label, the documents are never split into guessed ones.
+    "langsmith/unlabelled": ("skip", "empty_context"),
+    # A Client that hides the runs' inputs and outputs: every span records `{}`, nothing to judge.
+    "langsmith/hidden_": ("skip", "content_not_captured"),
+    "langsmith": ("interaction", "langsmith"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
