@@ -186,6 +186,14 @@ EXPECTED = {
     "langchain_js": ("interaction", "openinference"),
     "langchain_js_conversation/greeting_turn1": ("skip", "empty_context"),
     "langchain_js_conversation": ("interaction", "openinference"),
+    # LangSmith's OTel export (LANGSMITH_OTEL_ENABLED): an LCEL RAG chain, a chat model called alone with
+    # the documents in its prompt, a LangGraph agent and a two-turn thread; the runs' IO as JSON in
+    # gen_ai.prompt / gen_ai.completion (read as GenAI chat spans without messages before its reader).
+    # Pasted with no label, the documents are never split into guessed ones.
+    "langsmith/unlabelled": ("skip", "empty_context"),
+    # A Client that hides the runs' inputs and outputs: every span records `{}`, nothing to judge.
+    "langsmith/hidden_": ("skip", "content_not_captured"),
+    "langsmith": ("interaction", "langsmith"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets

@@ -118,7 +118,7 @@ def test_the_shared_reader_explains_what_a_new_convention_did_not_record() -> No
 def test_the_default_recognisers_are_the_conventions_in_their_one_order() -> None:
     assert [r.name for r in DEFAULT_RECOGNIZERS] == [c.name for c in CONVENTIONS] == [
         "tracescore", "langfuse", "haystack", "openinference", "openllmetry", "mlflow", "spring_ai",
-        "vercel_ai", "strands", "mastra", "genkit", "genai",
+        "vercel_ai", "strands", "mastra", "genkit", "langsmith", "genai",
     ]  # fmt: skip
 
 

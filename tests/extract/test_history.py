@@ -2,7 +2,9 @@
 recorded ones: tests/extract/test_recorded_multiturn.py): OpenInference function messages whose result
 sits beside them (`message.function.*`), Haystack's `tool_call_result` parts, Anthropic's `tool_result`
 blocks and Gemini's `function_response` parts in user-role messages (which are not turns of their own).
-Each is read as the earlier turn's (`earlier_turn`, with how many turns back); an earlier answer never is."""
+Each is read as the earlier turn's (`earlier_turn`, with how many turns back); an earlier answer never is.
+A result is named by its tool where the message list names it: by its own name, else by the call it answers,
+matched by id (OpenAI `tool_calls`, GenAI `tool_call` parts, Anthropic `tool_use` blocks)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,11 @@ import pytest
 from trace_builder import span, trace
 
 from tracescore.extract import extract
+from tracescore.extract._context import Contexts
+from tracescore.extract._history import TurnResult, genai_tool_results
+from tracescore.extract._tools import add_earlier_turns
+from tracescore.score import evaluate
+from tracescore.score.judges import OfflineJudge
 
 FIRST = "What does the Basic plan cost?"
 PRICE = "Aurora Basic costs 9 euros a month."
@@ -147,6 +154,13 @@ def test_tool_result_parts_in_any_message_are_the_earlier_turns(tool_message: di
         },
         {"role": "function", "content": {"name": {"content": {"result": {"output": {"response": [None]}}}}}},
         {"role": "tool", "content": json.dumps({"id": 1, "name": 2, "response": {"result": "deep" * 1000}})},
+        # A `type` that is not text, ids and names that are not strings.
+        {"role": "user", "content": [{"type": ["tool_result"]}, {"type": {"tool_use": 1}, "id": "c1"}]},
+        {
+            "role": "tool",
+            "parts": [{"type": "tool_call_response", "id": ["c1"], "name": 3, "response": PRICE}],
+        },
+        {"role": "tool", "tool_call_id": {"c1": 1}, "name": ["x"], "content": PRICE},
     ],
 )
 def test_odd_tool_result_shapes_never_crash(tool_message: dict[str, Any]) -> None:
@@ -170,11 +184,146 @@ def test_a_tool_message_without_a_name_is_named_by_the_assistants_call_with_its_
         {"role": "function", "name": "price_list", "content": PRICE},
         {"role": "tool", "tool_call_id": "unknown", "content": PRICE},
     ]
+    assert _tool_call_names(messages) == ["search_addons", "search_plans", "price_list", "(tool message)"]
+
+
+def _tool_call_names(messages: list[dict[str, Any]]) -> list[str]:
+    """The names of the run's tool calls when a chat without tool spans was given `messages`."""
     [rag] = extract(trace(_chat(messages))).interactions
     assert rag.record.run is not None
-    assert [call.name for call in rag.record.run.tool_calls] == [
-        "search_addons",
-        "search_plans",
-        "price_list",
-        "(tool message)",
+    return [call.name for call in rag.record.run.tool_calls]
+
+
+# The GenAI semconv's message parts as Logfire records them (fixtures/logfire/tools_faithful.txt): an
+# assistant `tool_call` part, answered by a tool-role message's `tool_call_response` part with its id.
+def _genai_call(call_id: str, name: str) -> dict[str, Any]:
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": {"topic": "prices"}}
+
+
+def _genai_response(call_id: str, response: str) -> dict[str, Any]:
+    return {"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id, "response": response}]}
+
+
+def _genai_user(text: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"type": "text", "content": text}]}
+
+
+GENAI_CONVERSATION = [
+    _genai_user(FIRST),
+    {"role": "assistant", "parts": [_genai_call("call_0001", "search_plans")]},
+    _genai_response("call_0001", PRICE),
+    {"role": "assistant", "parts": [{"type": "text", "content": EARLIER_ANSWER}]},
+    _genai_user(QUESTION),
+    # Two calls at once, answered in the other order: matched by id, not by order.
+    {
+        "role": "assistant",
+        "parts": [_genai_call("call_0002", "search_plans"), _genai_call("call_0003", "search_addons")],
+    },
+    _genai_response("call_0003", WEEKEND),
+    _genai_response("call_0002", PRICE),
+    _genai_response("call_unknown", PRICE),
+]
+
+# Anthropic's Messages API: an assistant `tool_use` block (`id`, `name`, `input`), answered by a `tool_result`
+# block (`tool_use_id`, `content`) of the next user-role message.
+ANTHROPIC_CONVERSATION = [
+    {"role": "user", "content": FIRST},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Let me look that up."},
+            {"type": "tool_use", "id": "toolu_01", "name": "search_plans", "input": {"topic": "prices"}},
+        ],
+    },
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": PRICE}]},
+    {"role": "assistant", "content": [{"type": "text", "text": EARLIER_ANSWER}]},
+    {"role": "user", "content": QUESTION},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "toolu_02", "name": "search_plans", "input": {"topic": "prices"}},
+            {"type": "tool_use", "id": "toolu_03", "name": "search_addons", "input": {"topic": "weekend"}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_03",
+                "content": [{"type": "text", "text": WEEKEND}],
+            },
+            {"type": "tool_result", "tool_use_id": "toolu_02", "content": PRICE},
+            {"type": "tool_result", "tool_use_id": "toolu_unknown", "content": PRICE},
+        ],
+    },
+]
+
+
+@pytest.mark.parametrize(
+    ("messages", "weekend"),
+    [(GENAI_CONVERSATION, WEEKEND), (ANTHROPIC_CONVERSATION, [{"type": "text", "text": WEEKEND}])],
+    ids=["genai", "anthropic"],
+)
+def test_a_tool_result_part_is_named_by_the_call_with_its_id_in_every_turn(
+    messages: Any, weekend: Any
+) -> None:
+    """A GenAI `tool_call_response` part names its tool through the `tool_call` part with its `id`, an
+    Anthropic `tool_result` block through the `tool_use` block its `tool_use_id` answers: the earlier turn's
+    result as much as this turn's, parallel calls by id whatever their order, an unknown id unnamed."""
+    assert [tuple(result) for result in genai_tool_results(messages)] == [
+        (PRICE, 1, "search_plans"),
+        (weekend, 0, "search_addons"),
+        (PRICE, 0, "search_plans"),
+        (PRICE, 0, None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        # Pydantic AI (fixtures/pydantic_ai/faithful.txt): the part names its tool itself.
+        {"type": "tool_call_response", "id": "call_0001", "name": "search_plans", "result": PRICE},
+        # The Vercel AI SDK's prompt messages (fixtures/vercel_ai/tool_generate_chat_faithful.txt).
+        {"type": "tool-result", "toolCallId": "call_0001", "toolName": "search_plans", "output": PRICE},
+        # Gemini's `function_response`; Haystack's `tool_call_result` (origin: the ToolCall it answers).
+        {"function_response": {"name": "search_plans", "response": PRICE}},
+        {
+            "tool_call_result": {
+                "result": PRICE,
+                "origin": {"tool_name": "search_plans", "id": "c1"},
+                "error": False,
+            }
+        },
+    ],
+    ids=["pydantic_ai", "vercel_ai", "gemini", "haystack"],
+)
+def test_a_tool_result_part_that_names_its_tool_is_named_by_it(part: dict[str, Any]) -> None:
+    messages = [{"role": "user", "content": QUESTION}, {"role": "user", "parts": [part]}]
+    assert [tuple(result) for result in genai_tool_results(messages)] == [(PRICE, 0, "search_plans")]
+
+
+@pytest.mark.parametrize("messages", [GENAI_CONVERSATION, ANTHROPIC_CONVERSATION], ids=["genai", "anthropic"])
+def test_the_runs_tool_calls_are_named_by_the_calls_the_results_answer(messages: Any) -> None:
+    """A model call without tool spans: this turn's tool results are the run's tool calls, each named by the
+    call it answers (not `(tool message)`), which the tool signals compare (a retry of the same tool)."""
+    assert _tool_call_names(messages) == ["search_addons", "search_plans", "(tool message)"]
+
+
+@pytest.mark.parametrize("messages", [GENAI_CONVERSATION, ANTHROPIC_CONVERSATION], ids=["genai", "anthropic"])
+def test_two_tools_answering_one_turn_are_not_a_repeated_call(messages: Any) -> None:
+    """What the names change for a user: results of two different tools were two calls of one unnamed tool
+    with no arguments recorded, which `repeated_tool_calls` read as a repeat."""
+    [rag] = extract(trace(_chat(messages))).interactions  # search_addons, search_plans, one unnamed
+    [result] = evaluate(rag.record, ["repeated_tool_calls"], OfflineJudge())
+    assert (result.label, result.score) == ("no_repeats", 1.0)
+
+
+def test_an_earlier_turns_result_keeps_its_tools_name() -> None:
+    """The earlier turns' tool results carry the name their message list gave them, like this turn's."""
+    contexts, llm = Contexts(), span("chat")
+    add_earlier_turns(contexts, llm, [TurnResult(PRICE, 1, "search_plans"), TurnResult(WEEKEND, 2)])
+    assert [(text, call.name) for _, text, call in contexts.tool_results()] == [
+        (PRICE, "search_plans"),
+        (WEEKEND, None),
     ]

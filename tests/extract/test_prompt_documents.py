@@ -18,8 +18,10 @@ from tracescore.extract import extract
 from tracescore.extract._prompt import prompt_documents
 from tracescore.model import ContextSourceKind
 
-# LiteLLM's OTel callback records the same calls beside its tool loop (test_litellm_otel.py).
-STUFFED = {r.id: r for r in recordings() if r.source.endswith("_stuffed") or r.source == "litellm_otel"}
+# LiteLLM's OTel callback and LangSmith's OTel export record the same calls beside their other apps
+# (test_litellm_otel.py, test_langsmith.py).
+BESIDE = ("litellm_otel", "langsmith")
+STUFFED = {r.id: r for r in recordings() if r.source.endswith("_stuffed") or r.source in BESIDE}
 # Documents under a label in the prompt (Haystack's `documents_*` hand the builder Document objects instead:
 # test_haystack.py).
 LABELLED = [r for r in STUFFED.values() if r.scenario.startswith(("user", "system"))]
@@ -45,7 +47,7 @@ def test_a_recorded_stuffed_prompt_is_an_interaction_with_its_question_documents
 
 @pytest.mark.parametrize(
     "source",
-    ["openinference_openai_stuffed", "openllmetry_openai_stuffed", "haystack_otel_stuffed", "litellm_otel"],
+    ["openinference_openai_stuffed", "openllmetry_openai_stuffed", "haystack_otel_stuffed", *BESIDE],
 )
 def test_documents_pasted_into_the_prompt_with_no_label_are_never_guessed(source: str) -> None:
     found = extracted(spans_of(STUFFED[f"{source}/unlabelled"]))

@@ -131,6 +131,9 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-genkit", "empty_context"),  # a greeting
         ("aurora-support-langchain-js", "empty_context"),  # a greeting
         ("aurora-support-litellm", "empty_context"),  # documents pasted into the prompt with no label
+        # LangSmith's export: documents pasted with no label; a Client that hid the runs' outputs.
+        ("aurora-support-langsmith", "empty_context"),
+        ("aurora-support-langsmith", "content_not_captured"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"

@@ -38,7 +38,7 @@ class ToolCall(NamedTuple):
     arguments: Any
     document_like: bool
     what: str = "tool result"
-    name: str | None = None  # the tool's, for a tool message that names it (`_history.tool_name`)
+    name: str | None = None  # the tool's, where the message list names it (`_history.TurnResult.tool`)
 
 
 class Contexts:

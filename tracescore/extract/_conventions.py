@@ -14,8 +14,11 @@ are scored once, by the convention listed first:
 7. Spring AI, 8. the Vercel AI SDK, 9. Strands Agents and 10. Mastra, before the OTel GenAI conventions:
    Spring AI's chat model calls and the SDK's carry a few `gen_ai.*` attributes, and the frameworks' own
    spans say more; Strands and Mastra write GenAI spans whose content they shape their own way;
-11. Genkit (before 12. the OTel GenAI conventions): its `genkit:*` spans carry no other convention's keys,
-   and a model client traced by another instrumentation inside a flow is read once, by the flow.
+11. Genkit (before 13. the OTel GenAI conventions): its `genkit:*` spans carry no other convention's keys,
+   and a model client traced by another instrumentation inside a flow is read once, by the flow;
+12. LangSmith's OTel export, before the OTel GenAI conventions: every run's span carries
+   `gen_ai.operation.name` (a model call's `chat`) beside the run's inputs and outputs, which only its own
+   keys say how to read.
 
 A new producer's adapter takes its place here: before every convention whose spans it may enclose or whose
 keys it also writes. One span written by several conventions (dual-emitting instrumentations) is read for an
@@ -30,6 +33,7 @@ from tracescore.extract._genai import GenAI
 from tracescore.extract._genkit import Genkit
 from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
+from tracescore.extract._langsmith import LangSmith
 from tracescore.extract._mastra import Mastra
 from tracescore.extract._mlflow import MLflow
 from tracescore.extract._openinference import OpenInference
@@ -54,6 +58,7 @@ CONVENTIONS: tuple[Convention, ...] = (
     Strands(),
     Mastra(),
     Genkit(),
+    LangSmith(),
     GenAI(),
 )
 # --8<-- [end:order]

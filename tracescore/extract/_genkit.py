@@ -33,7 +33,7 @@ from tracescore.extract._convention import Convention, Reading, UsageFields
 from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results
 from tracescore.extract._read import Prompt, answer_text, message_prompt, parse_json, question_text, user_text
-from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan, start_order
 
 __all__ = ["Genkit"]
 
@@ -63,7 +63,7 @@ class Genkit(Convention):
     # The shapes of Genkit's messages and documents (`genkit:input` / `genkit:output` JSON).
     MESSAGES, MESSAGE, CONTENT, TEXT = "messages", "message", "content", "text"
     DOCS, DOCUMENTS, QUERY = "docs", "documents", "query"
-    TOOL_REQUEST, TOOL_RESPONSE, TOOL_OUTPUT = "toolRequest", "toolResponse", "output"
+    TOOL_REQUEST, TOOL_RESPONSE, TOOL_OUTPUT, TOOL_NAME = "toolRequest", "toolResponse", "output", "name"
     PART_METADATA, PURPOSE, CONTEXT_PURPOSE = "metadata", "purpose", "context"
     TOOLS, USAGE = "tools", "usage"
     LLM_CALL = "model action"
@@ -101,7 +101,7 @@ class Genkit(Convention):
             for s in around
             if self.kind(s) == self.RETRIEVER and s.span_id not in inside_tools
         ]
-        llms = sorted((s for s in around if self.is_llm(s)), key=_start)
+        llms = sorted((s for s in around if self.is_llm(s)), key=start_order)
         return reading.found(
             retrievals=retrievals,
             asked=[s for s, _ in retrievals],
@@ -203,8 +203,13 @@ class Genkit(Convention):
         for part in self._parts(message):
             response = part.get(self.TOOL_RESPONSE)
             if isinstance(response, Mapping):
-                result = response.get(self.TOOL_OUTPUT)
-                parts.append({_GENAI.PART_TYPE: _GENAI.TOOL_RESPONSE_PART, _GENAI.PART_RESPONSE: result})
+                parts.append(
+                    {
+                        _GENAI.PART_TYPE: _GENAI.TOOL_RESPONSE_PART,
+                        _GENAI.PART_RESPONSE: response.get(self.TOOL_OUTPUT),
+                        _GENAI.PART_NAME: response.get(self.TOOL_NAME),
+                    }
+                )
             else:
                 parts.append(part)
         return {**message, self.CONTENT: parts}
@@ -221,7 +226,3 @@ class Genkit(Convention):
                 if text.strip():
                     texts.append(text)
         return texts
-
-
-def _start(span: DecodedSpan) -> int:
-    return span.start_time_unix_nano

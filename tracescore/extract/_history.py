@@ -15,15 +15,23 @@ attributes (OpenInference `llm.input_messages.N.message.role`, OpenLLMetry `gen_
 tool-role (`tool`, `function`) message's result, read by its convention (`MessageResults`: its content, its
 content parts, or the function results recorded beside it). A result is kept as recorded: the envelope a
 framework passes it in (`{"name", "content", "call_id"}`, `{"result": ...}`) is opened where results are read
-(`_tools.tool_result_texts`). A tool-role message's result is named (`tool_name`) by its own `name`, else
-by the assistant's OpenAI-style `tool_calls` entry whose `id` is its `tool_call_id`.
+(`_tools.tool_result_texts`).
+
+A result is named (`TurnResult.tool`) where the message list names its tool: a tool-result part by its own
+name (Pydantic AI's `tool_call_response` `name`, the AI SDK's `toolName`, Gemini's `function_response`
+`name`, Haystack's `origin.tool_name`), else by the call it answers, matched by id among the calls the
+messages before it made: a GenAI `tool_call_response` part's `id` answers a `tool_call` part's `id`, an
+Anthropic `tool_result` block's `tool_use_id` a `tool_use` block's `id`, an AI SDK `tool-result`'s
+`toolCallId` a `tool-call`'s. A tool-role message's result is named by its own `name`, else by the
+assistant's OpenAI-style `tool_calls` entry whose `id` is its `tool_call_id`. Matched by id, never by
+order: parallel calls are answered in any order.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracescore.extract._read import USER_ROLES, indexed, parse_json
 
@@ -34,7 +42,6 @@ __all__ = [
     "genai_tool_results",
     "indexed_tool_messages",
     "indexed_tool_results",
-    "tool_name",
 ]
 
 _TOOL_ROLES = ("tool", "function", "ipython")
@@ -48,23 +55,26 @@ _TOOL_PART_KEYS = {
     "function_response": "response",
     "functionResponse": "response",
 }
+# How a part names its tool itself: a typed part's own field, a keyed part's field of its inner mapping.
+_PART_NAMES = ("name", "toolName")
+_INNER_NAME = "name"
+_ORIGIN, _ORIGIN_NAME = "origin", "tool_name"  # Haystack's ToolCallResult: the ToolCall it answers
+# Tool calls in content parts, by type: (the field of the call's id, of its tool's name); and the field of a
+# typed result part that holds the id of the call it answers.
+_CALL_PARTS = {
+    "tool_call": ("id", "name"),
+    "tool_use": ("id", "name"),
+    "tool-call": ("toolCallId", "toolName"),
+}
+_ANSWERED_ID = {"tool_call_response": "id", "tool_result": "tool_use_id", "tool-result": "toolCallId"}
 
 
-class TurnResult(tuple[Any, int]):
-    """(the result as recorded, how many turns back it was given: 0 for this turn's); `tool` names the
-    tool it is the result of where the message list does (`tool_name`). Still a pair: adapters unpack it."""
+class TurnResult(NamedTuple):
+    """One tool result in an LLM call's input messages."""
 
-    tool: str | None = None
-
-    def __new__(cls, value: Any, back: int, tool: str | None = None) -> TurnResult:
-        result = super().__new__(cls, (value, back))
-        result.tool = tool
-        return result
-
-
-def tool_name(result: tuple[Any, int]) -> str | None:
-    """The tool a result is of, where its message list names it (None for a plain pair)."""
-    return result.tool if isinstance(result, TurnResult) else None
+    value: Any  # the result as recorded
+    back: int  # how many turns back it was given: 0 for this turn's
+    tool: str | None = None  # the tool it is the result of, where the message list names it
 
 
 # Reads the results of one tool-role message of flattened attributes, given the message's prefix
@@ -85,48 +95,74 @@ def genai_tool_results(messages: Any) -> list[TurnResult]:
         if isinstance(message, Mapping) and _role(message) in USER_ROLES and _is_user_turn(message)
     ]
     results: list[TurnResult] = []
-    called: dict[str, str] = {}  # tool call id -> the tool's name, from the assistant messages so far
+    called: dict[str, str] = {}  # tool call id -> the tool's name, from the messages so far
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             continue
         called.update(_called(message))
-        found = _message_results(message)
+        found = _message_results(message, called)
         if found:
             back = len(users) - bisect.bisect_right(users, index)  # user messages after this one
-            tool = _result_name(message, called)
-            results.extend(TurnResult(value, back, tool) for value in found if value is not None)
+            results.extend(TurnResult(value, back, tool) for value, tool in found)
     return results
 
 
 def _called(message: Mapping[str, Any]) -> dict[str, str]:
-    """The tool calls an OpenAI-style assistant message makes (`tool_calls`: `{"id", "function": {"name"}}`),
-    by id."""
-    calls = message.get("tool_calls")
+    """The tool calls a message makes, by id: OpenAI-style `tool_calls` (`{"id", "function": {"name"}}`) and
+    tool-call parts (`_CALL_PARTS`: GenAI `tool_call`, Anthropic `tool_use`, the AI SDK's `tool-call`)."""
     named: dict[str, str] = {}
+    calls = message.get("tool_calls")
     for call in calls if isinstance(calls, list) else ():
         function = call.get("function") if isinstance(call, Mapping) else None
-        name = function.get("name") if isinstance(function, Mapping) else None
-        if isinstance(name, str) and isinstance(call.get("id"), str):
-            named[call["id"]] = name
+        if isinstance(function, Mapping):
+            _name_call(named, call.get("id"), function.get("name"))
+    for part in _parts(message):
+        fields = _CALL_PARTS.get(_kind(part)) if isinstance(part, Mapping) else None
+        if fields is not None:
+            _name_call(named, part.get(fields[0]), part.get(fields[1]))
     return named
 
 
-def _result_name(message: Mapping[str, Any], called: Mapping[str, str]) -> str | None:
-    """A tool-role message's tool: its own `name`, else the assistant's call it answers (`tool_call_id`:
-    LiteLLM's and OpenAI's tool messages carry no name)."""
+def _name_call(named: dict[str, str], call_id: Any, name: Any) -> None:
+    if isinstance(call_id, str) and isinstance(name, str) and name:
+        named[call_id] = name
+
+
+def _message_name(message: Mapping[str, Any], called: Mapping[str, str]) -> str | None:
+    """A tool-role message's tool: its own `name`, else the call it answers (`tool_call_id`: LiteLLM's and
+    OpenAI's tool messages carry no name)."""
     if _role(message) not in _TOOL_ROLES:
         return None
-    name = message.get("name")
-    if isinstance(name, str) and name:
-        return name
-    call = message.get("tool_call_id")
-    return called.get(call) if isinstance(call, str) else None
+    return _named(message.get("name")) or _answered(called, message.get("tool_call_id"))
+
+
+def _part_name(part: Mapping[str, Any], called: Mapping[str, str]) -> str | None:
+    """A tool-result part's tool: the name it carries, else the call its id answers (`_ANSWERED_ID`)."""
+    kind = _kind(part)
+    if kind in _TOOL_PART_TYPES:
+        own = next(filter(None, (_named(part.get(key)) for key in _PART_NAMES)), None)
+        return own or _answered(called, part.get(_ANSWERED_ID.get(kind, "")))
+    inner = next(part[key] for key in _TOOL_PART_KEYS if key in part)  # a tool part: one of them is there
+    if not isinstance(inner, Mapping):
+        return None
+    origin = inner.get(_ORIGIN)
+    return _named(inner.get(_INNER_NAME)) or (
+        _named(origin.get(_ORIGIN_NAME)) if isinstance(origin, Mapping) else None
+    )
+
+
+def _answered(called: Mapping[str, str], call_id: Any) -> str | None:
+    return called.get(call_id) if isinstance(call_id, str) else None
+
+
+def _named(name: Any) -> str | None:
+    return name if isinstance(name, str) and name else None
 
 
 def genai_tool_messages(messages: Any) -> list[Any]:
     """This turn's tool results in a message list (after the last user message with text), so a
     conversation's earlier turns are never read as this turn's documents."""
-    return [value for value, back in genai_tool_results(messages) if back == 0]
+    return [result.value for result in genai_tool_results(messages) if result.back == 0]
 
 
 def indexed_tool_results(
@@ -141,7 +177,9 @@ def indexed_tool_results(
         if name in _TOOL_ROLES:
             back = len(users) - bisect.bisect_right(users, index)
             found.extend(
-                (value, back) for value in results(attributes, f"{prefix}.{index}") if value is not None
+                TurnResult(value, back)
+                for value in results(attributes, f"{prefix}.{index}")
+                if value is not None
             )
     return found
 
@@ -150,27 +188,38 @@ def indexed_tool_messages(
     attributes: Mapping[str, Any], prefix: str, role: str, results: MessageResults
 ) -> list[Any]:
     """This turn's tool-role messages of flattened message attributes (after the last user message)."""
-    return [value for value, back in indexed_tool_results(attributes, prefix, role, results) if back == 0]
+    found = indexed_tool_results(attributes, prefix, role, results)
+    return [result.value for result in found if result.back == 0]
 
 
-def _message_results(message: Mapping[str, Any]) -> list[Any]:
-    """The tool results one message carries: its tool-result parts (`parts`, or `content` as a list of
-    parts), else, for a tool-role message, its content. A message with GenAI `parts` and none of them a tool
-    result carries none."""
-    parts = message.get("parts")
-    listed = parts if isinstance(parts, list) else message.get("content")
+def _message_results(message: Mapping[str, Any], called: Mapping[str, str]) -> list[tuple[Any, str | None]]:
+    """The tool results one message carries, each with its tool's name where named: its tool-result parts
+    (`parts`, or `content` as a list of parts), else, for a tool-role message, its content. A message with
+    GenAI `parts` and none of them a tool result carries none."""
+    named = _message_name(message, called)  # None for a message that is not tool-role
     tool_role = _role(message) in _TOOL_ROLES
-    if isinstance(listed, list):
-        tool_parts = [part for part in listed if _is_tool_part(part)]
-        if tool_parts:
-            return [value for part in tool_parts if (value := _part_result(part)) is not None]
-        if listed is parts:
-            # LiteLLM's OTel callback writes a tool message's result as its text parts.
-            return [part["content"] for part in parts if _is_text_part(part)] if tool_role else []
+    tool_parts = [part for part in _parts(message) if _is_tool_part(part)]
+    if tool_parts:
+        return [
+            (value, _part_name(part, called) or named)
+            for part in tool_parts
+            if (value := _part_result(part)) is not None
+        ]
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        # LiteLLM's OTel callback writes a tool message's result as its text parts.
+        return [(part["content"], named) for part in parts if _is_text_part(part)] if tool_role else []
     if tool_role:
         content = message.get("content")
-        return [] if content is None else [content]
+        return [] if content is None else [(content, named)]
     return []
+
+
+def _parts(message: Mapping[str, Any]) -> list[Any]:
+    """A message's content parts: GenAI `parts`, else `content` as a list of parts."""
+    parts = message.get("parts")
+    listed = parts if isinstance(parts, list) else message.get("content")
+    return listed if isinstance(listed, list) else []
 
 
 def _is_text_part(part: Any) -> bool:
@@ -180,13 +229,13 @@ def _is_text_part(part: Any) -> bool:
 def _is_tool_part(part: Any) -> bool:
     if not isinstance(part, Mapping):
         return False
-    return part.get("type") in _TOOL_PART_TYPES or any(key in part for key in _TOOL_PART_KEYS)
+    return _kind(part) in _TOOL_PART_TYPES or any(key in part for key in _TOOL_PART_KEYS)
 
 
 def _part_result(part: Mapping[str, Any]) -> Any:
     """The result a tool-result part carries (None for a failed AI SDK tool's `error-*` output: not
     evidence). The AI SDK wraps it as `{"type": "text" | "json", "value": ...}` (`result` before v5)."""
-    if part.get("type") in _TOOL_PART_TYPES:
+    if _kind(part) in _TOOL_PART_TYPES:
         value = _first(part, _TYPED_RESULT_FIELDS)
     else:
         key = next(key for key in _TOOL_PART_KEYS if key in part)
@@ -197,6 +246,12 @@ def _part_result(part: Mapping[str, Any]) -> Any:
             return None
         value = value["value"]
     return value
+
+
+def _kind(part: Mapping[str, Any]) -> str | None:
+    """A part's `type`, None when it is not text (a list there would not hash: bad input never raises)."""
+    kind = part.get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def _role(message: Mapping[str, Any]) -> str:

@@ -43,7 +43,7 @@ from tracescore.extract._read import (
     user_text,
 )
 from tracescore.extract._tools import add_tool_result, answering_groups
-from tracescore.model import ContextSourceKind, DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace, start_order
 
 __all__ = ["Langfuse"]
 
@@ -148,7 +148,7 @@ class Langfuse(Convention):
             generations = list(group)
         else:
             generations = sorted(
-                (s for s, kind, inside in below if kind == "generation" and inside is None), key=_start
+                (s for s, kind, inside in below if kind == "generation" and inside is None), key=start_order
             )
         recorded = [r for r in retrievers if r.attributes.get(self.OUTPUT) is not None]
         return reading.found(
@@ -288,10 +288,6 @@ def _once(spans: Iterable[DecodedSpan]) -> list[DecodedSpan]:
 def _normal(text: str) -> str:
     """`text` compared as words: whitespace and case do not count."""
     return " ".join(text.split()).casefold()
-
-
-def _start(span: DecodedSpan) -> tuple[int, int]:
-    return span.start_time_unix_nano, span.end_time_unix_nano
 
 
 def _question(value: Any, hints: Sequence[str] = ()) -> str | None:

@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 from tracescore import semconv
 from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Reading
-from tracescore.extract._history import tool_name
 from tracescore.extract._lineage import conversation_of, route_of
 from tracescore.extract._prompt import prompt_documents
 from tracescore.extract._protocol import NOT_RAG, Skip
@@ -86,16 +85,16 @@ def read_tool_messages(r: Reading) -> None:
     if not prompted or not convention.reads_tool_messages(r):
         return
     for llm in reversed(prompted):
-        results = [result for result in convention.input_tool_results(llm) if result[1] == 0]
+        results = [result for result in convention.input_tool_results(llm) if result.back == 0]
         if results:
             for result in results:
                 add_tool_result(
                     r.contexts,
                     llm,
                     ContextSourceKind.TOOL_MESSAGE,
-                    result[0],
+                    result.value,
                     convention.TOOL_MESSAGE,
-                    name=tool_name(result),
+                    name=result.tool,
                 )
             return
 

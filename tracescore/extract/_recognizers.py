@@ -7,6 +7,7 @@ from tracescore.extract._genai import GenAI
 from tracescore.extract._genkit import Genkit
 from tracescore.extract._haystack import Haystack
 from tracescore.extract._langfuse import Langfuse
+from tracescore.extract._langsmith import LangSmith
 from tracescore.extract._mastra import Mastra
 from tracescore.extract._mlflow import MLflow
 from tracescore.extract._openinference import OpenInference
@@ -21,6 +22,7 @@ __all__ = [
     "GenAIRecognizer",
     "GenkitRecognizer",
     "HaystackRecognizer",
+    "LangSmithRecognizer",
     "LangfuseRecognizer",
     "MLflowRecognizer",
     "MastraRecognizer",
@@ -71,6 +73,10 @@ class MastraRecognizer(ConventionReader, convention=Mastra()):
 
 class GenkitRecognizer(ConventionReader, convention=Genkit()):
     """Genkit's own tracing (`genkit:*` span attributes)."""
+
+
+class LangSmithRecognizer(ConventionReader, convention=LangSmith()):
+    """LangSmith's OpenTelemetry export of LangChain/LangGraph runs (`langsmith.*`)."""
 
 
 class VercelAIRecognizer(ConventionReader, convention=VercelAI()):

@@ -47,7 +47,7 @@ from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult
 from tracescore.extract._read import documents_of, parse_json
 from tracescore.extract._strands_events import lost_events, with_event_content
-from tracescore.model import ContextSourceKind, DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace, start_order
 
 __all__ = ["Strands"]
 
@@ -138,7 +138,7 @@ class Strands(GenAI):
         the end of a Graph are all last."""
         trace = reading.trace
         nodes = [s for s in trace.children(reading.anchor) if self.kind(s) in self.NODE_KINDS]
-        nodes.sort(key=lambda s: s.start_time_unix_nano)
+        nodes.sort(key=start_order)
         return [n for n in nodes if not any(o.start_time_unix_nano >= n.end_time_unix_nano for o in nodes)]
 
     def is_retrieval(self, span: DecodedSpan) -> bool:
@@ -166,7 +166,7 @@ class Strands(GenAI):
         return self._returned(result), arguments
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
-        return [(self._returned(value), back) for value, back in super().input_tool_results(llm)]
+        return [r._replace(value=self._returned(r.value)) for r in super().input_tool_results(llm)]
 
     def own_answer(self, span: DecodedSpan) -> str | None:
         answer = super().own_answer(span)

@@ -26,7 +26,7 @@ import ast
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import itemgetter
+from operator import attrgetter
 from typing import Any
 
 from tracescore.extract._context import MAX_CONTEXT_CHARS, Contexts, ToolCall
@@ -174,12 +174,11 @@ def add_earlier_turns(contexts: Contexts, llm: DecodedSpan, results: Iterable[Tu
     most of this turn's), after the documents already in `contexts`: the most recent turn first, each marked
     `earlier_turn` with how many turns back it was. A document already judged (the same tool asked the same
     again this turn) is not added twice."""
-    earlier = [(value, back) for value, back in results if back > 0]
+    earlier = sorted((result for result in results if result.back > 0), key=_TURNS_BACK)
     if not earlier:
         return
-    earlier.sort(key=_TURNS_BACK)
     seen = set(contexts.texts)
-    for value, back in earlier:
+    for value, back, tool in earlier:
         if contexts.full:
             contexts.skip_span()
             continue
@@ -187,11 +186,11 @@ def add_earlier_turns(contexts: Contexts, llm: DecodedSpan, results: Iterable[Tu
         fresh = [text for text in texts if text not in seen]
         seen.update(fresh)
         what = f"tool result of an earlier turn ({back} back) in the LLM input"
-        call = ToolCall(llm, None, document_like, what)
+        call = ToolCall(llm, None, document_like, what, tool)
         contexts.add(llm, ContextSourceKind.EARLIER_TURN, fresh, call, turns_back=back)
 
 
-_TURNS_BACK = itemgetter(1)
+_TURNS_BACK = attrgetter("back")
 
 
 # Text compared with the answer: its words, case-folded, so quoting, spacing and punctuation do not matter.

@@ -38,7 +38,7 @@ from tracescore.extract._read import (
     parse_json,
     user_text,
 )
-from tracescore.model import ContextSourceKind, DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace, start_order
 
 __all__ = ["VercelAI"]
 
@@ -107,7 +107,7 @@ class VercelAI(Convention):
 
     def collect(self, reading: Reading) -> Reading:
         trace, anchor, around = reading.trace, reading.anchor, reading.around
-        calls = sorted((s for s in around if self.is_llm(s)), key=_start)
+        calls = sorted((s for s in around if self.is_llm(s)), key=start_order)
         # The last model call gives the answer: what ran after it started cannot have informed it.
         answered_at = calls[-1].start_time_unix_nano if calls else anchor.end_time_unix_nano
         tools = [s for s in around if self.is_tool(s)]
@@ -241,10 +241,6 @@ class VercelAI(Convention):
             if isinstance(index, int) and 0 <= index < len(candidates):
                 texts.append(_candidate_text(candidates[index]))
         return texts
-
-
-def _start(span: DecodedSpan) -> int:
-    return span.start_time_unix_nano
 
 
 def _candidate_text(candidate: Any) -> str:

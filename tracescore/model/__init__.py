@@ -1,12 +1,12 @@
 """The data model every stage shares: what flows from consume through extract, sample and score to emit
 and alert.
 
-Spans and traces (`DecodedSpan` with its `SpanEvent`s, `Trace`), the RAG interactions recognised in them
-(`Interaction`, formerly `RagSpan`, its `RagRecord` and `ContextSource`, an agent's `Run` and its
-`RunToolCall`s), what a judge returns (`MetricResult`, `MetricStatus`, `Usage`, `Verdict`;
-`FaithfulnessDetails` with its
-`FaithfulnessClaim`s, what a Faithfulness result's details hold, with `GroundingDetails` where `tracescore
-conversations` grounded a turn in its `EarlierTurn`s, and `FaithfulnessFindings`, their counts),
+Spans and traces (`DecodedSpan` with its `SpanEvent`s, `Trace`, the order spans started in: `start_order`),
+the RAG interactions recognised in them (`Interaction`, formerly `RagSpan`, its `RagRecord` and
+`ContextSource`, an agent's `Run` and its `RunToolCall`s), what a judge returns (`MetricResult`,
+`MetricStatus`, `Usage`, `Verdict`; `FaithfulnessDetails` with its `FaithfulnessClaim`s, what a
+Faithfulness result's details hold, with `GroundingDetails` where `tracescore conversations` grounded a
+turn in its `EarlierTurn`s, and `FaithfulnessFindings`, their counts),
 the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`), the evaluation record
 emit writes and alert reads (`EvaluationRecord`), the conversation record `tracescore conversations` writes
 from them (`ConversationRecord`), and the shared words (`Selection`, `ConversationLabel`,
@@ -63,6 +63,7 @@ from tracescore.model._trace import (
     RagSpan,
     SpanEvent,
     Trace,
+    start_order,
 )
 from tracescore.model._vocabulary import (
     ContextSourceKind,
@@ -130,4 +131,5 @@ __all__ = [
     "read_evaluation_record",
     "read_turn_evidence",
     "revision_key",
+    "start_order",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "Interaction",
     "SpanEvent",
     "Trace",
+    "start_order",
 ]
 
 # What a decoded span keeps of its events: the last ones (an LLM call's output and a conversation's latest
@@ -105,7 +106,7 @@ class Trace:
         for span in spans:
             children[span.parent_span_id if span.parent_span_id in self.by_id else None].append(span)
         for siblings in children.values():
-            siblings.sort(key=_start_order)
+            siblings.sort(key=start_order)
         self._children = dict(children)
 
     def __repr__(self) -> str:
@@ -123,7 +124,7 @@ class Trace:
 
     def select(self, keep: Callable[[DecodedSpan], bool]) -> list[DecodedSpan]:
         """The spans `keep` accepts, in start order: cheaper than walking the tree when few match."""
-        return sorted((s for s in self.spans if keep(s)), key=_start_order)
+        return sorted((s for s in self.spans if keep(s)), key=start_order)
 
     def descendants(self, span: DecodedSpan) -> Iterator[DecodedSpan]:
         """Depth-first, in start order; each span at most once even if parent ids form a cycle."""
@@ -169,7 +170,9 @@ class Trace:
         return list(ordered.values())
 
 
-def _start_order(span: DecodedSpan) -> tuple[int, int, str]:
+def start_order(span: DecodedSpan) -> tuple[int, int, str]:
+    """The order spans started in, the trace's own (`Trace.children`, `Trace.select`): the sort key wherever
+    spans are put in order. Ties are broken by end, then id, so the order never depends on the input's."""
     return (span.start_time_unix_nano, span.end_time_unix_nano, span.span_id)
 
 
