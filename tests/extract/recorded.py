@@ -180,6 +180,12 @@ EXPECTED = {
     # The chat on Genkit's agent API (`defineAgent`, `agent.chat({state}).send()`): the state's session.
     "genkit_conversation/greeting_turn1": ("skip", "empty_context"),
     "genkit_conversation": ("interaction", "genkit"),
+    # LangChain.js under OpenInference's LangChain instrumentation through the real Collector: a retrieval
+    # chain, a LangGraph ReAct agent whose tool result is a serialised ToolMessage, and a chat on that agent
+    # whose session and user are OpenInference's context (`setSession`, `setUser`).
+    "langchain_js": ("interaction", "openinference"),
+    "langchain_js_conversation/greeting_turn1": ("skip", "empty_context"),
+    "langchain_js_conversation": ("interaction", "openinference"),
     # LangSmith's OTel export (LANGSMITH_OTEL_ENABLED): an LCEL RAG chain, a chat model called alone with
     # the documents in its prompt, a LangGraph agent and a two-turn thread; the runs' IO as JSON in
     # gen_ai.prompt / gen_ai.completion (read as GenAI chat spans without messages before its reader).

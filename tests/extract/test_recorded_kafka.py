@@ -129,6 +129,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-strands", "not_rag"),  # its memory's background extraction: no interaction
         ("aurora-support-mastra", "empty_context"),  # a greeting
         ("aurora-support-genkit", "empty_context"),  # a greeting
+        ("aurora-support-langchain-js", "empty_context"),  # a greeting
         ("aurora-support-litellm", "empty_context"),  # documents pasted into the prompt with no label
         # LangSmith's export: documents pasted with no label; a Client that hid the runs' outputs.
         ("aurora-support-langsmith", "empty_context"),

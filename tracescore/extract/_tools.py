@@ -54,6 +54,7 @@ _MAX_LITERAL_ITEMS = 256
 # A result's envelope (`_opened`): the field the result is in, and the fields that name the call beside it.
 _RESULT_FIELDS = ("content", "response", "result", "output")
 _CALL_FIELDS = frozenset({"name", "id", "call_id", "tool_call_id", "is_error", "isError"})
+_TOOL_MESSAGE = "ToolMessage"  # a LangChain-serialised object's class, the last of its `id`
 
 
 def tool_result_texts(value: Any) -> tuple[list[str], bool]:
@@ -67,7 +68,12 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
         parsed = parse_json((data if isinstance(data, Mapping) else parsed).get("content"))
     elif isinstance(parsed, Mapping) and isinstance(parsed.get("kwargs"), Mapping):  # LangChain constructor
         kwargs = parsed["kwargs"]
-        if str(kwargs.get("type", "")).lower() == "tool" and "content" in kwargs:
+        # Python's kwargs say `type: tool`; LangChain.js's only name the class (`id: [..., "ToolMessage"]`).
+        named = parsed.get("id")
+        tool = str(kwargs.get("type", "")).lower() == "tool" or (
+            isinstance(named, list) and named[-1:] == [_TOOL_MESSAGE]
+        )
+        if tool and "content" in kwargs:
             parsed = parse_json(kwargs["content"])
     if isinstance(parsed, Mapping) and "tool_name" in parsed and isinstance(parsed.get("blocks"), list):
         # A LlamaIndex ToolOutput: what the model was given is its text blocks (`raw_output` may be an
