@@ -130,6 +130,9 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-mastra", "empty_context"),  # a greeting
         ("aurora-support-genkit", "empty_context"),  # a greeting
         ("aurora-support-litellm", "empty_context"),  # documents pasted into the prompt with no label
+        # The same through the LiteLLM proxy: explained by the proxy, or by the app whose trace it joins.
+        ("litellm-proxy", "empty_context"),
+        ("aurora-support", "empty_context"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"
