@@ -54,6 +54,14 @@ EXPECTED = {
     # GenAI, the documents from the prompt's label or the tool messages; pasted with no label, never split.
     "litellm_otel/unlabelled": ("skip", "empty_context"),
     "litellm_otel": ("interaction", "genai"),
+    # The same calls with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental: each a `chat <model>` span
+    # with the messages and gen_ai.provider.name, no raw_gen_ai_request child: read alike.
+    "litellm_otel_latest/unlabelled": ("skip", "empty_context"),
+    "litellm_otel_latest": ("interaction", "genai"),
+    "litellm_proxy/joined_unlabelled": ("skip", "empty_context"),
+    "litellm_proxy/detached_unlabelled": ("skip", "empty_context"),
+    "litellm_proxy/joined": ("interaction", "openinference"),
+    "litellm_proxy": ("interaction", "genai"),
     # A Haystack pipeline with no retriever: its prompt builder renders the app's documents under `Context:`
     # into the messages (or the prompt string) its chat generator is given: read from the generator's input.
     "haystack_otel_stuffed/unlabelled": ("skip", "empty_context"),
