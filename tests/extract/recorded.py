@@ -194,6 +194,10 @@ EXPECTED = {
     "langchain_js": ("interaction", "openinference"),
     "langchain_js_conversation/greeting_turn1": ("skip", "empty_context"),
     "langchain_js_conversation": ("interaction", "openinference"),
+    # The same app under OpenLLMetry's LangChain.js instrumentation: its callbacks lose the parent context,
+    # so every step is a childless sibling under the app's `POST /ask` span; the root workflow (the chain,
+    # the LangGraph graph) is the interaction, read from the siblings that started within it.
+    "openllmetry_js": ("interaction", "openllmetry"),
     # LangSmith's OTel export (LANGSMITH_OTEL_ENABLED): an LCEL RAG chain, a chat model called alone with
     # the documents in its prompt, a LangGraph agent and a two-turn thread; the runs' IO as JSON in
     # gen_ai.prompt / gen_ai.completion (read as GenAI chat spans without messages before its reader).
