@@ -16,6 +16,7 @@ import pytest
 
 import tracescore
 from tracescore._service import StateCount
+from tracescore.consume import AssemblyCount
 from tracescore.conversations import ConversationSkip, GroundingCount
 from tracescore.model import NotRejudgedReason, ServiceSkip, UnreadableRecord, read_evaluation_record
 
@@ -135,13 +136,20 @@ def test_the_troubleshooting_page_explains_every_reason() -> None:
 
 
 # Counters keyed by a count's name, not a skip reason: (source, the counter, the enum naming its keys).
-# The words are what users read in the closing summaries (`state: ...`, `grounding across turns: ...`).
+# The words are what users read in the closing summaries (`state: ...`, `grounding across turns: ...`,
+# consume's `assembly: ...`).
 NAMED_COUNTERS: tuple[tuple[str, str, type[StrEnum]], ...] = (
     ("conversations/_grounder.py", "self.stats.counts", GroundingCount),
     ("conversations/_grounding.py", "self.stats.counts", GroundingCount),
     ("_service/_keyed.py", "self.counts", StateCount),
     ("alert/_service.py", "self.stats.state", StateCount),
     ("conversations/_service.py", "self.stats.state", StateCount),
+    # The trace assembler's counts (`counts`, a local name for them) and the pipeline's, in one counter.
+    ("consume/_assemble.py", "self.counts", AssemblyCount),
+    ("consume/_assemble.py", "counts", AssemblyCount),
+    ("consume/_revise.py", "counts", AssemblyCount),
+    ("consume/_pipeline.py", "self.stats.assembly", AssemblyCount),
+    ("consume/_pipeline.py", "stats.assembly", AssemblyCount),
 )
 
 
@@ -162,8 +170,9 @@ def _members(node: ast.expr, enum: type[StrEnum]) -> list[ast.expr]:
 
 
 def test_every_count_a_stage_keys_by_name_is_a_member_of_its_enum() -> None:
-    """The grounding's and the state's counts are keyed by members (`GroundingCount`, `StateCount`), not
-    by words spelled again at each counter, in the stats and in the docs."""
+    """The grounding's, the state's and trace assembly's counts are keyed by members (`GroundingCount`,
+    `StateCount`, `AssemblyCount`), not by words spelled again at each counter, in the stats and in the
+    docs."""
     loose = []
     for source, counter, enum in NAMED_COUNTERS:
         tree = ast.parse((PACKAGE / source).read_text(encoding="utf-8"))
@@ -177,7 +186,7 @@ def test_every_count_a_stage_keys_by_name_is_a_member_of_its_enum() -> None:
                 keys = list(node.value.keys) if ast.unparse(target) == counter else []
             for key in filter(None, keys):
                 loose += [f"{source}:{node.lineno}: {ast.unparse(part)}" for part in _members(key, enum)]
-    assert not loose, "counts not named by GroundingCount / StateCount:\n" + "\n".join(loose)
+    assert not loose, "counts not named by their enum (NAMED_COUNTERS):\n" + "\n".join(loose)
 
 
 def test_each_reason_a_turn_is_not_judged_again_is_counted_by_its_word() -> None:

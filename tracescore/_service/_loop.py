@@ -9,6 +9,7 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._bounded import BoundedCall, StopBudget
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
+from tracescore._service._counts import StateCount
 from tracescore._service._crash import crash_point
 from tracescore._service._group_check import GroupCheck, client_id
 from tracescore._service._keyed import KeyedStage
@@ -93,18 +95,20 @@ class ServiceLoop:
         stage: str,
         topics: ServiceTopics,
         forward: Callable[[ConsumerRecord], Forward | None],
-        oversized: Callable[[str], None],
         logic: KeyedLogic,
+        state: Counter[StateCount],
         open_keys: Callable[[], int],
         clock: Callable[[], datetime],
         checkpoint_every_batch: bool,
         also_close: Sequence[tuple[str, Callable[[], None]]] = (),
         before_close: Callable[[], None] | None = None,
     ) -> None:
-        """`service`: the name it runs as (`tracescore alert`), its clients' id; `also_close`: (what, close)
-        of what the service itself holds (an alert's sinks), closed last and within the stop's budget, like
-        the clients. `before_close`: what the service reads of its keys at a stop, called before the clients
-        close (closing gives the partitions up, and their keys with them)."""
+        """`service`: the name it runs as (`tracescore alert`), its clients' id; `logic.skip` counts (and
+        says once) the records the loop skips itself (too large to re-key), as the service's own; `state`:
+        the service's counter of what was done with its state (restores, the state topic recreated).
+        `also_close`: (what, close) of what the service itself holds (an alert's sinks), closed last and
+        within the stop's budget, like the clients. `before_close`: what the service reads of its keys at a
+        stop, called before the clients close (closing gives the partitions up, and their keys with them)."""
         self.log = log
         self._service = service
         self._also_close = list(also_close)
@@ -140,7 +144,7 @@ class ServiceLoop:
         # GroupShared (one line) once the other service's members are in stage 1's group too.
         self._group_check = GroupCheck(connection, group_id, service, stopping=lambda: self._stopping)
         self.rekey = RekeyStage(
-            self._ingest, self._producer, topics.keyed, forward, oversized, stop_deadline=self.stop_deadline
+            self._ingest, self._producer, topics.keyed, forward, logic.skip, stop_deadline=self.stop_deadline
         )
         self._outputs = OutputLog(connection, self._producer, topics.verified)
         self._stream = StreamClock(
@@ -154,6 +158,7 @@ class ServiceLoop:
             changelog=self._changelog,
             outputs=self._outputs,
             logic=logic,
+            counts=state,
             legacy_topic=topics.legacy_state,
             clock=clock,
             stop_deadline=self.stop_deadline,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from tracescore._plural import counted
 from tracescore.alert import EstimateWindow
+from tracescore.consume._counts import AssemblyCount
 from tracescore.emit import LABEL_THRESHOLD
 from tracescore.model import EvaluationRecord
 from tracescore.sample import LiftReading
@@ -61,7 +62,7 @@ class ConsumerStats:
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # Assembly: late_spans, duplicate_spans, evaluation_spans (ours, read back), released_<why>.
-    assembly: Counter[str] = field(default_factory=Counter)
+    assembly: Counter[AssemblyCount] = field(default_factory=Counter)
 
     def partly_read(self) -> str:
         """` (N with their session id scrubbed: ...)` per reason of `read_partly`; "" without (most runs)."""

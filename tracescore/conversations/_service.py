@@ -131,8 +131,8 @@ class ConversationService:
             stage="turns",
             topics=topics,
             forward=self._forward,
-            oversized=lambda detail: self._skip(ServiceSkip.OVERSIZED_RECORD, detail),
-            logic=self._logic,
+            logic=self._logic,  # its `skip` counts the records the loop skips too (oversized)
+            state=self.stats.state,
             open_keys=self._open,
             clock=clock,
             checkpoint_every_batch=False,
@@ -150,10 +150,7 @@ class ConversationService:
     def run(self, idle_timeout_s: float | None = None) -> ConversationStats:
         """Until stopped, or `idle_timeout_s` without a record (counted from the first assignment) with
         everything read and nothing left to write."""
-        try:
-            self._loop.run(idle_timeout_s)  # closes the grounder and Phoenix sink last, in the stop's budget
-        finally:
-            self.stats.state.update(self._loop.keyed.counts)
+        self._loop.run(idle_timeout_s)  # closes the grounder and Phoenix sink last, in the stop's budget
         return self.stats
 
     def _open(self) -> int:
