@@ -13,11 +13,14 @@ from enum import StrEnum
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import tracescore
 from tracescore._service import StateCount
 from tracescore.consume import AssemblyCount
-from tracescore.conversations import ConversationSkip, GroundingCount
+from tracescore.conversations import SKIP_REASONS, ConversationSkip, GroundingCount
+from tracescore.emit import ConversationMetrics
 from tracescore.model import NotRejudgedReason, ServiceSkip, UnreadableRecord, read_evaluation_record
 
 PACKAGE = Path(tracescore.__file__).parent
@@ -133,6 +136,35 @@ def test_the_troubleshooting_page_explains_every_reason() -> None:
     rows = set(re.findall(r"^\| `([a-z_]+)` \|", page, flags=re.MULTILINE))
     missing = [f"{enum.__name__}.{r.name}" for enum in ENUMS.values() for r in enum if r.value not in rows]
     assert not missing, f"no row on docs/operating/troubleshooting.md for {missing}"
+
+
+def test_the_troubleshooting_page_names_every_service_that_counts_a_reason() -> None:
+    """Both services run the base that reads their state topics and re-keys their input: its reasons are
+    counted by `tracescore conversations` as much as by `tracescore alert` (the table says so, from the
+    code)."""
+    page = _page(REPO / "docs" / "operating" / "troubleshooting.md")
+    rows = {m[1]: m[2] for m in re.finditer(r"^\| `([a-z_]+)` \| ([^|]*) \|", page, flags=re.MULTILINE)}
+    base = [ServiceSkip.OVERSIZED_RECORD, ServiceSkip.INVALID_STATE, ServiceSkip.FUTURE_STATE_VERSION]
+    base.append(ServiceSkip.OLD_STATE_VERSION)
+    assert {r: rows[r] for r in base} == dict.fromkeys(base, "`tracescore alert`, `tracescore conversations`")
+    assert rows[ServiceSkip.INVALID_RECORD].endswith("`tracescore tail`")
+    assert rows[ConversationSkip.NO_CONVERSATION] == "`tracescore conversations`"
+
+
+def test_the_conversations_metric_describes_every_reason_it_counts_by() -> None:
+    reader = InMemoryMetricReader()
+    ConversationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"), SKIP_REASONS).skipped(
+        "evicted"
+    )
+    [description] = [
+        metric.description
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "tracescore.conversations.skipped"
+    ]
+    named = set(re.findall(r"[a-z]+(?:_[a-z]+)*", description.split("(", 1)[1]))
+    assert named == {r.value for enum in ENUMS.values() for r in enum}, description
 
 
 # Counters keyed by a count's name, not a skip reason: (source, the counter, the enum naming its keys).

@@ -40,7 +40,7 @@ from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import held_details
 from tracescore.conversations._logic import EVIDENCE_HEADER, ConversationLogic, ConversationStats, Written
-from tracescore.conversations._skips import ConversationSkip
+from tracescore.conversations._skips import SKIP_REASONS, ConversationSkip
 from tracescore.conversations._stored import encode_key
 from tracescore.conversations._tracker import ConversationTracker, key_of
 from tracescore.emit import ConversationMetrics, PhoenixAnnotations
@@ -91,7 +91,7 @@ class ConversationService:
         self.stats = ConversationStats()
         self._on_revision = on_revision
         self._phoenix = phoenix
-        self._metrics = metrics or ConversationMetrics()
+        self._metrics = metrics or ConversationMetrics(skip_reasons=SKIP_REASONS)
         self._on_record = on_record
         self._warn_once = LogOnce(_log)
         self.connection = kafka or KafkaConnection(bootstrap_servers=config.bootstrap_servers)
