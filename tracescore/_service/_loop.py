@@ -64,6 +64,8 @@ class LoopConfig(Protocol):
     @property
     def rebalance_protocol(self) -> RebalanceProtocol: ...
     @property
+    def max_poll_interval_ms(self) -> int: ...
+    @property
     def tick_seconds(self) -> float: ...
     @property
     def health_file(self) -> Path | None: ...
@@ -134,7 +136,13 @@ class ServiceLoop:
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
             ingest, keyed, producer = rekeying_clients(
-                client, group_id, stage, config.session_timeout_ms, rebalance_protocol, client_id(service)
+                client,
+                group_id,
+                stage,
+                config.session_timeout_ms,
+                rebalance_protocol,
+                config.max_poll_interval_ms,
+                client_id(service),
             )
             changelog = Changelog(connection, topics.state, topics.keyed, stopping=lambda: self._stopping)
             return ingest, keyed, producer, changelog
