@@ -61,7 +61,7 @@ class ConsumerStats:
     # Traces (or interactions in them) not scored, by reason; and by (service, scope, reason) to show whose.
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    # Assembly: late_spans, duplicate_spans, evaluation_spans (ours, read back), released_<why>.
+    # How traces were read, by `AssemblyCount` (late_spans, duplicate_spans, ..., released_<why>).
     assembly: Counter[AssemblyCount] = field(default_factory=Counter)
 
     def partly_read(self) -> str:
