@@ -41,7 +41,7 @@ class AssemblyCount(StrEnum):
     @classmethod
     def released(cls, why: Incomplete | None) -> AssemblyCount:
         """The count of traces read for `why` (None: whole; a member per `Incomplete`)."""
-        return cls(f"released_{why or 'complete'}")
+        return _RELEASED[why]
 
     @property
     def why_read(self) -> bool:
@@ -49,4 +49,8 @@ class AssemblyCount(StrEnum):
         return self in _WHY_READ
 
 
-_WHY_READ = frozenset(AssemblyCount.released(why) for why in (None, *Incomplete))
+# Looked up once a released batch (every trace of the unsampled path): a dict, not the enum's call by value.
+_RELEASED: dict[Incomplete | None, AssemblyCount] = {
+    why: AssemblyCount(f"released_{why or 'complete'}") for why in (None, *Incomplete)
+}
+_WHY_READ = frozenset(_RELEASED.values())
