@@ -13,10 +13,14 @@ from enum import StrEnum
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import tracescore
 from tracescore._service import StateCount
-from tracescore.conversations import ConversationSkip, GroundingCount
+from tracescore.consume import AssemblyCount
+from tracescore.conversations import SKIP_REASONS, ConversationSkip, GroundingCount
+from tracescore.emit import ConversationMetrics
 from tracescore.model import NotRejudgedReason, ServiceSkip, UnreadableRecord, read_evaluation_record
 
 PACKAGE = Path(tracescore.__file__).parent
@@ -134,14 +138,50 @@ def test_the_troubleshooting_page_explains_every_reason() -> None:
     assert not missing, f"no row on docs/operating/troubleshooting.md for {missing}"
 
 
+def test_the_troubleshooting_page_names_every_service_that_counts_a_reason() -> None:
+    """Both services run the base that reads their state topics and re-keys their input: its reasons are
+    counted by `tracescore conversations` as much as by `tracescore alert` (the table says so, from the
+    code)."""
+    page = _page(REPO / "docs" / "operating" / "troubleshooting.md")
+    rows = {m[1]: m[2] for m in re.finditer(r"^\| `([a-z_]+)` \| ([^|]*) \|", page, flags=re.MULTILINE)}
+    base = [ServiceSkip.OVERSIZED_RECORD, ServiceSkip.INVALID_STATE, ServiceSkip.FUTURE_STATE_VERSION]
+    base.append(ServiceSkip.OLD_STATE_VERSION)
+    assert {r: rows[r] for r in base} == dict.fromkeys(base, "`tracescore alert`, `tracescore conversations`")
+    assert rows[ServiceSkip.INVALID_RECORD].endswith("`tracescore tail`")
+    assert rows[ConversationSkip.NO_CONVERSATION] == "`tracescore conversations`"
+
+
+def test_the_conversations_metric_describes_every_reason_it_counts_by() -> None:
+    reader = InMemoryMetricReader()
+    ConversationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"), SKIP_REASONS).skipped(
+        "evicted"
+    )
+    [description] = [
+        metric.description
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "tracescore.conversations.skipped"
+    ]
+    named = set(re.findall(r"[a-z]+(?:_[a-z]+)*", description.split("(", 1)[1]))
+    assert named == {r.value for enum in ENUMS.values() for r in enum}, description
+
+
 # Counters keyed by a count's name, not a skip reason: (source, the counter, the enum naming its keys).
-# The words are what users read in the closing summaries (`state: ...`, `grounding across turns: ...`).
+# The words are what users read in the closing summaries (`state: ...`, `grounding across turns: ...`,
+# consume's `assembly: ...`).
 NAMED_COUNTERS: tuple[tuple[str, str, type[StrEnum]], ...] = (
     ("conversations/_grounder.py", "self.stats.counts", GroundingCount),
     ("conversations/_grounding.py", "self.stats.counts", GroundingCount),
     ("_service/_keyed.py", "self.counts", StateCount),
     ("alert/_service.py", "self.stats.state", StateCount),
     ("conversations/_service.py", "self.stats.state", StateCount),
+    # The trace assembler's counts (`counts`, a local name for them) and the pipeline's, in one counter.
+    ("consume/_assemble.py", "self.counts", AssemblyCount),
+    ("consume/_assemble.py", "counts", AssemblyCount),
+    ("consume/_revise.py", "counts", AssemblyCount),
+    ("consume/_pipeline.py", "self.stats.assembly", AssemblyCount),
+    ("consume/_pipeline.py", "stats.assembly", AssemblyCount),
 )
 
 
@@ -162,8 +202,9 @@ def _members(node: ast.expr, enum: type[StrEnum]) -> list[ast.expr]:
 
 
 def test_every_count_a_stage_keys_by_name_is_a_member_of_its_enum() -> None:
-    """The grounding's and the state's counts are keyed by members (`GroundingCount`, `StateCount`), not
-    by words spelled again at each counter, in the stats and in the docs."""
+    """The grounding's, the state's and trace assembly's counts are keyed by members (`GroundingCount`,
+    `StateCount`, `AssemblyCount`), not by words spelled again at each counter, in the stats and in the
+    docs."""
     loose = []
     for source, counter, enum in NAMED_COUNTERS:
         tree = ast.parse((PACKAGE / source).read_text(encoding="utf-8"))
@@ -177,7 +218,7 @@ def test_every_count_a_stage_keys_by_name_is_a_member_of_its_enum() -> None:
                 keys = list(node.value.keys) if ast.unparse(target) == counter else []
             for key in filter(None, keys):
                 loose += [f"{source}:{node.lineno}: {ast.unparse(part)}" for part in _members(key, enum)]
-    assert not loose, "counts not named by GroundingCount / StateCount:\n" + "\n".join(loose)
+    assert not loose, "counts not named by their enum (NAMED_COUNTERS):\n" + "\n".join(loose)
 
 
 def test_each_reason_a_turn_is_not_judged_again_is_counted_by_its_word() -> None:

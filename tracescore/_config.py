@@ -26,6 +26,7 @@ from tracescore._kafka_config import (
     RebalanceProtocol,
     TopicSettings,
     is_topic_name,
+    max_poll_interval_field,
     rebalance_protocol_field,
     session_timeout_field,
 )
@@ -195,6 +196,10 @@ class ServiceSettings(FileSettings):
         "both consumer groups (the input's and the re-keyed topic's)"
     )
     rebalance_protocol: RebalanceProtocol = rebalance_protocol_field("both consumer groups")
+    max_poll_interval_ms: int = max_poll_interval_field(
+        "Of both consumer groups: a restore, a checkpoint or an alert's deliveries between two polls must "
+        "end within it."
+    )
     stop_timeout_s: float = Field(
         default=20.0,
         gt=0,

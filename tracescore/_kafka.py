@@ -332,6 +332,7 @@ def rekeying_clients(
     second: str,
     session_timeout_ms: int,
     protocol: RebalanceProtocol,
+    max_poll_interval_ms: int,
     client_id: str,
 ) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer]:
     """The clients of a service that re-keys a topic into one of its own (`tracescore alert` by route,
@@ -345,6 +346,7 @@ def rekeying_clients(
         **not_creating_topics(),  # an input is its writers' to create (ready_to_read); the keyed topic ours
         "auto_offset_reset": "earliest",
         **group_member(session_timeout_ms, protocol),
+        "max_poll_interval_ms": max_poll_interval_ms,
     }
     first = KafkaConsumer(**member, group_id=group)
     rekeyed = KafkaConsumer(**member, group_id=f"{group}.{second}")

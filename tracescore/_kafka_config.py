@@ -215,6 +215,15 @@ def session_timeout_field(groups: str = "its consumer group") -> Any:
     )
 
 
+def max_poll_interval_field(description: str) -> Any:
+    return Field(
+        default=300_000,  # kafka-python's (and Kafka's) own
+        ge=1_000,
+        description="Kafka's max.poll.interval.ms: how long a member may go without polling before it "
+        "leaves its group, and how long a rebalance waits for the members to rejoin. " + description,
+    )
+
+
 def rebalance_protocol_field(groups: str = "its consumer group") -> Any:
     return Field(
         default="cooperative",

@@ -1,15 +1,29 @@
 """The skip reasons' tables on the troubleshooting page, one row per member of the enums the services count
 with (`ServiceSkip`, shared by `tracescore alert` and `tracescore conversations`; `ConversationSkip`,
-conversations' own), in the enums' order: a reason added to an enum without a row here fails the check."""
+conversations' own), in the enums' order: a reason added to an enum without a row here fails the check.
+Which commands count each reason is read from the code (`counted_by`), not written here."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from enum import StrEnum
+from pathlib import Path
 
+import tracescore
 from gen import GENERATED, Undocumented, cell, code, table
 from tracescore.conversations import ConversationSkip
 from tracescore.model import ServiceSkip
+
+PACKAGE = Path(tracescore.__file__).parent
+# The commands that skip what they cannot read, each by its own code (a package, or a module of the CLI's);
+# the shared code a command imports (the services' base, the model's record readers) counts for it too.
+COMMANDS = {
+    "tracescore alert": "alert",
+    "tracescore conversations": "conversations",
+    "tracescore tail": "cli/_tail.py",
+}
+SHARED = ("_service", "model")
 
 # reason -> (meaning, what to do): Markdown, one table cell each.
 EXPLAINED: dict[StrEnum, tuple[str, str]] = {
@@ -23,21 +37,22 @@ EXPLAINED: dict[StrEnum, tuple[str, str]] = {
         "run the same tracescore version as the consumers",
     ),
     ServiceSkip.OVERSIZED_RECORD: (
-        "(alert) a record too large for the routes topic: only names of hundreds of KB get there",
-        "shorten service and route names",
+        "a record too large for the service's own re-keyed topic (alert's routes, conversations' turns): "
+        "only names of hundreds of KB get there",
+        "shorten service and route names (or session ids)",
     ),
     ServiceSkip.INVALID_STATE: (
-        "(alert) an entry of the state topic that tracescore did not write (not JSON, no `schema_version`, "
-        "not the state's fields, a key that is no alert's): that key starts anew",
-        "keep other producers off `tracescore.alert.changelog`",
+        "an entry of the service's state topic that tracescore did not write (not JSON, no `schema_version`, "
+        "not the state's fields, a key that is none of the service's): that key starts anew",
+        "keep other producers off the state topics (`tracescore.alert.changelog`, "
+        "`tracescore.conversations.changelog`)",
     ),
     ServiceSkip.FUTURE_STATE_VERSION: (
-        "(alert) a state saved by a newer tracescore (a higher `schema_version`): skipped, that key starts "
-        "anew",
+        "a state saved by a newer tracescore (a higher `schema_version`): skipped, that key starts anew",
         "run one tracescore version across the group; roll back only to a version that reads it",
     ),
     ServiceSkip.OLD_STATE_VERSION: (
-        "(alert) a state of a version this one no longer reads",
+        "a state of a version this one no longer reads",
         "let the version that wrote it finish, or delete the key",
     ),
     ConversationSkip.NO_CONVERSATION: (
@@ -68,14 +83,64 @@ EXPLAINED: dict[StrEnum, tuple[str, str]] = {
 }
 
 
+def _files(where: str) -> list[Path]:
+    path = PACKAGE / where
+    return [path] if path.suffix == ".py" else sorted(path.glob("*.py"))
+
+
+def _trees(where: str) -> list[ast.Module]:
+    return [ast.parse(f.read_text(encoding="utf-8")) for f in _files(where)]
+
+
+def _imported(trees: list[ast.Module]) -> set[str]:
+    """The tracescore packages `trees` import (`from tracescore.model import ...`: "model")."""
+    names = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+            elif isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+    return {n.split(".")[1] for n in names if n.startswith("tracescore.") and n.count(".") >= 1}
+
+
+def _named(trees: list[ast.Module], reasons: type[StrEnum]) -> set[StrEnum]:
+    """The members of `reasons` that `trees` name (`ServiceSkip.INVALID_STATE`)."""
+    return {
+        reasons[node.attr]
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == reasons.__name__
+        and node.attr in reasons.__members__
+    }
+
+
+def counted_by(reasons: type[StrEnum]) -> dict[StrEnum, list[str]]:
+    """Per member of `reasons`, the commands whose code (or the shared code they import) names it."""
+    out: dict[StrEnum, list[str]] = {r: [] for r in reasons}
+    for command, where in COMMANDS.items():
+        own = _trees(where)
+        trees = own + [t for shared in SHARED if shared in _imported(own) for t in _trees(shared)]
+        for reason in _named(trees, reasons):
+            out[reason].append(command)
+    return out
+
+
 def _table(reasons: type[StrEnum], explained: Mapping[StrEnum, tuple[str, str]] = EXPLAINED) -> str:
     missing = [
         f"{reasons.__name__}.{r.name}: no row in docs/gen/skips.py" for r in reasons if r not in explained
     ]
+    by = counted_by(reasons)
+    missing += [f"{reasons.__name__}.{r.name}: no command counts it" for r in reasons if not by[r]]
     if missing:
         raise Undocumented(missing)
-    rows = [[code(r.value), cell(explained[r][0]), cell(explained[r][1])] for r in reasons]
-    return GENERATED + table(["reason", "meaning", "what to do"], rows)
+    rows = [
+        [code(r.value), ", ".join(f"`{c}`" for c in by[r]), cell(explained[r][0]), cell(explained[r][1])]
+        for r in reasons
+    ]
+    return GENERATED + table(["reason", "counted by", "meaning", "what to do"], rows)
 
 
 def service_table() -> str:

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from _helpers import WAIT_S, consumer_settings, started_process, wait_until
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
 from kafka_helpers import REPO
 from service_processes import SESSION_TIMEOUT_MS
 
@@ -187,20 +189,30 @@ class Topics:
 
 
 class CommittedOffsets:
-    """Reads the group's committed offsets without joining the group (no subscribe, no assignment)."""
+    """Reads the group's committed offsets without joining the group (no subscribe, no assignment): one
+    OffsetFetch for all of them, by kafka-python's admin client."""
 
     def __init__(self, topics: Topics) -> None:
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=topics.bootstrap, group_id=topics.group, enable_auto_commit=False
-        )
-        partitions = self._consumer.partitions_for_topic(topics.spans) or set()
-        self._tps = [TopicPartition(topics.spans, p) for p in sorted(partitions)]
+        self._admin = KafkaAdminClient(bootstrap_servers=topics.bootstrap)
+        self._group, self._topic = topics.group, topics.spans
 
     def any(self) -> bool:
-        return any(self._consumer.committed(tp) is not None for tp in self._tps)
+        """Whether the group committed an offset on the spans topic (asked again while the broker says to
+        try again: the group's coordinator not loaded yet)."""
+        [offsets] = wait_until(self._fetched, f"the committed offsets of group {self._group}")
+        return any(tp.topic == self._topic and at.offset >= 0 for tp, at in offsets.items())
+
+    def _fetched(self) -> list[dict[TopicPartition, OffsetAndMetadata]]:
+        """[every offset the group committed] (in a list: none is an answer too); [] to ask again."""
+        try:
+            return [self._admin.list_group_offsets({self._group: None}).get(self._group, {})]
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            return []
 
     def close(self) -> None:
-        self._consumer.close(autocommit=False)
+        self._admin.close()
 
 
 @dataclass

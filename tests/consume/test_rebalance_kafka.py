@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from _helpers import wait_until
+from _helpers import WAIT_S, wait_until
 from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
@@ -34,6 +34,8 @@ SPANS = 60
 PARTITIONS = 6
 REVOKE_TIMEOUT_S = 2
 STEP = 20  # judge replies let through between two membership changes (about two per interaction)
+SESSION_MS, MAX_POLL_INTERVAL_MS = 30_000, 60_000  # a member's timeouts: see `Group.args`
+assert (SESSION_MS + MAX_POLL_INTERVAL_MS) / 1000 < WAIT_S
 
 
 class Group:
@@ -46,9 +48,12 @@ class Group:
     def args(self) -> list[str]:
         return self.topics.cli_args(
             # No idle exit: the test says when each member goes. A session long enough that a member
-            # waiting on its revoke (at most --revoke-timeout) never loses the group on a slow machine.
+            # waiting on its revoke (at most --revoke-timeout) never loses the group on a slow machine; it
+            # and the rebalance timeout (max.poll.interval) within the test's waits (WAIT_S): a member that
+            # stops polling is out of the group before a wait gives up (300 s by default).
             "--rebalance-protocol", self.protocol, "--revoke-timeout", str(REVOKE_TIMEOUT_S),
-            "--drain-timeout", "2", "--max-in-flight", "2", "--session-timeout-ms", "30000",
+            "--drain-timeout", "2", "--max-in-flight", "2", "--session-timeout-ms", str(SESSION_MS),
+            "--max-poll-interval-ms", str(MAX_POLL_INTERVAL_MS),
             base_url=self.server.base_url, idle_timeout_s=600,
         )  # fmt: skip
 

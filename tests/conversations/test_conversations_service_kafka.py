@@ -283,12 +283,19 @@ def test_a_broker_restart_mid_stream_loses_and_repeats_no_record(
     assert written == sorted((c, 0, 3) for c in before + after)
 
 
+# A storm member's timeouts, well inside the test's shortest wait (SERVICE_WAIT_S): one that stops
+# heartbeating, or heartbeats but stops polling, is out of the group and its partitions given to the others
+# before a wait gives up (the defaults, 45 s and 300 s, outlast the waits).
+STORM_MEMBER = {"session_timeout_ms": 20_000, "max_poll_interval_ms": 60_000}
+assert sum(STORM_MEMBER.values()) / 1000 < SERVICE_WAIT_S
+
+
 def test_members_joining_and_leaving_in_turn_write_every_conversation_once(
     bootstrap: str, topic_prefix: str, diagnosed: GroupDiagnostics
 ) -> None:
     """A rebalance storm: a second and a third instance join and leave around every batch of turns, leaving
     while its conversations are being written. None is lost or written twice."""
-    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0)
+    cfg = config(bootstrap, topic_prefix, quiet_seconds=1.0, **STORM_MEMBER)
     batches = [[f"s{b}-{i}" for i in range(6)] for b in range(4)]
     with watched(diagnosed, "steady", Running(cfg)) as steady, diagnosed.explained():
         wait_until(

@@ -86,17 +86,12 @@ def _literal_first_arguments(folder: Path, callee: str) -> set[str]:
     return found
 
 
-def _counter_keys(folder: Path) -> set[str]:
-    """Keys the consumer counts by: `counts["x"]`, `assembly["x"]`, the why a trace was released (the
-    literal given to `_release` or returned by the function that decides it) and its named constants."""
-    text = "\n".join(p.read_text(encoding="utf-8") for p in folder.glob("*.py"))
-    keys = set(re.findall(r'(?:counts|assembly)\[\s*"([a-z_]+)"\s*\]', text))
-    keys |= set(re.findall(r'_release\(\s*\w+,\s*"([a-z_]+)"\s*\)', text))
-    unfinished = (
-        text.split("def _unfinished", 1)[1].split("\ndef ", 1)[0] if "def _unfinished" in text else ""
-    )
-    keys |= set(re.findall(r'return "([a-z_]+)"', unfinished))
-    return keys | set(re.findall(r'^[A-Z_]+ = "([a-z_]+)"$', text, re.M))
+def _counter_keys() -> set[str]:
+    """Keys the consumer counts by (`AssemblyCount`, read by the closing summary's `assembly:`) and why it
+    read a trace early (`Incomplete`: the `released_<why>` counts)."""
+    from tracescore.consume import AssemblyCount, Incomplete
+
+    return {c.value for c in AssemblyCount if not c.why_read} | {why.value for why in Incomplete}
 
 
 def skip_reasons() -> dict[str, str]:
@@ -111,7 +106,7 @@ def skip_reasons() -> dict[str, str]:
         reasons |= dict.fromkeys(_literal_first_arguments(package / "extract", callee), "extract")
     reasons |= dict.fromkeys((r.value for r in SkipReason), "sample.SkipReason")
     reasons |= dict.fromkeys(DROP_REASONS, "export (the SDK's drops)")
-    reasons |= dict.fromkeys(_counter_keys(package / "consume"), "consume counters")
+    reasons |= dict.fromkeys(_counter_keys(), "consume counters")
     reasons |= dict.fromkeys(
         get_args(UnreadableRecord.__init__.__annotations__["reason"]), "the record reader"
     )

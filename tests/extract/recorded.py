@@ -54,6 +54,14 @@ EXPECTED = {
     # GenAI, the documents from the prompt's label or the tool messages; pasted with no label, never split.
     "litellm_otel/unlabelled": ("skip", "empty_context"),
     "litellm_otel": ("interaction", "genai"),
+    # The same calls with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental: each a `chat <model>` span
+    # with the messages and gen_ai.provider.name, no raw_gen_ai_request child: read alike.
+    "litellm_otel_latest/unlabelled": ("skip", "empty_context"),
+    "litellm_otel_latest": ("interaction", "genai"),
+    "litellm_proxy/joined_unlabelled": ("skip", "empty_context"),
+    "litellm_proxy/detached_unlabelled": ("skip", "empty_context"),
+    "litellm_proxy/joined": ("interaction", "openinference"),
+    "litellm_proxy": ("interaction", "genai"),
     # A Haystack pipeline with no retriever: its prompt builder renders the app's documents under `Context:`
     # into the messages (or the prompt string) its chat generator is given: read from the generator's input.
     "haystack_otel_stuffed/unlabelled": ("skip", "empty_context"),
@@ -186,6 +194,10 @@ EXPECTED = {
     "langchain_js": ("interaction", "openinference"),
     "langchain_js_conversation/greeting_turn1": ("skip", "empty_context"),
     "langchain_js_conversation": ("interaction", "openinference"),
+    # The same app under OpenLLMetry's LangChain.js instrumentation: its callbacks lose the parent context,
+    # so every step is a childless sibling under the app's `POST /ask` span; the root workflow (the chain,
+    # the LangGraph graph) is the interaction, read from the siblings that started within it.
+    "openllmetry_js": ("interaction", "openllmetry"),
     # LangSmith's OTel export (LANGSMITH_OTEL_ENABLED): an LCEL RAG chain, a chat model called alone with
     # the documents in its prompt, a LangGraph agent and a two-turn thread; the runs' IO as JSON in
     # gen_ai.prompt / gen_ai.completion (read as GenAI chat spans without messages before its reader).

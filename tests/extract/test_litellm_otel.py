@@ -3,7 +3,9 @@
 and are read by the GenAI convention (documents under a label in the prompt: test_prompt_documents.py). A
 tool's result arrives as a `tool` message whose result is its text parts (not a `tool_call_response` part),
 read as the tool's documents, the call that asked for the tool joined to the one that answered; the run
-names the call by the assistant's `tool_calls` and lists the tools offered (`llm.request.functions.N.*`)."""
+names the call by the assistant's `tool_calls` and lists the tools offered (`llm.request.functions.N.*`).
+With OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (fixtures/litellm_otel_latest) each call is a
+`chat <model>` span with the same messages, read alike."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from recorded import Recording, extracted, recordings, spans_of
 
 from tracescore.model import ContextSourceKind
 
-TOOLS = [r for r in recordings() if r.source == "litellm_otel" and r.scenario.startswith("tools_")]
-REQUEST_SPAN = "litellm_request"
+SOURCES = ("litellm_otel", "litellm_otel_latest")
+TOOLS = [r for r in recordings() if r.source in SOURCES and r.scenario.startswith("tools_")]
 
 
 @pytest.mark.parametrize("recording", TOOLS, ids=lambda r: r.id)
@@ -26,7 +28,7 @@ def test_a_litellm_tool_loop_is_judged_against_the_tool_messages_text_parts(reco
     assert record.contexts == tuple(recording.documents)
     assert {source.kind for source in interaction.context_sources} == {ContextSourceKind.TOOL_MESSAGE}
     # The call that asked for search_docs and the call that answered are one interaction.
-    requests = {span.span_id for span in spans if span.name == REQUEST_SPAN}
+    requests = {span.span_id for span in spans if span.name == recording.interaction_span}
     assert len(requests) == 2
     assert requests <= interaction.span_ids
     assert record.run is not None

@@ -134,6 +134,9 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         # LangSmith's export: documents pasted with no label; a Client that hid the runs' outputs.
         ("aurora-support-langsmith", "empty_context"),
         ("aurora-support-langsmith", "content_not_captured"),
+        # The same through the LiteLLM proxy: explained by the proxy, or by the app whose trace it joins.
+        ("litellm-proxy", "empty_context"),
+        ("aurora-support", "empty_context"),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     assert stats.without_question == sum(1 for r in recorded if r.question_not_recorded), "judged without one"

@@ -55,6 +55,7 @@ class KeyedStage:
         changelog: Changelog,
         outputs: OutputLog,
         logic: KeyedLogic,
+        counts: Counter[StateCount],
         legacy_topic: str | None,
         clock: Callable[[], datetime],
         restore_retries: int,
@@ -74,8 +75,9 @@ class KeyedStage:
         self._stop_deadline = stop_deadline
         self._stopping = lambda: stop_deadline() is not None
         self._listener: RebalanceListener | None = None
-        # keys restored and carried over, the state topic recreated, partitions whose state was read back
-        self.counts: Counter[StateCount] = Counter()
+        # keys restored and carried over, the state topic recreated, partitions whose state was read back: in
+        # the service's own counter (its stats' `state`)
+        self.counts = counts
         self._pending: set[TopicPartition] = set()
         self._replay_below: dict[int, int] = {}
         # Per partition, the offset after the last record applied: where it is read to when the client cannot

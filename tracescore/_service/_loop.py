@@ -9,6 +9,7 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
 from tracescore._service._bounded import BoundedCall, StopBudget
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
+from tracescore._service._counts import StateCount
 from tracescore._service._crash import crash_point
 from tracescore._service._group_check import GroupCheck, client_id
 from tracescore._service._keyed import KeyedStage
@@ -61,6 +63,8 @@ class LoopConfig(Protocol):
     def session_timeout_ms(self) -> int: ...
     @property
     def rebalance_protocol(self) -> RebalanceProtocol: ...
+    @property
+    def max_poll_interval_ms(self) -> int: ...
     @property
     def tick_seconds(self) -> float: ...
     @property
@@ -93,18 +97,20 @@ class ServiceLoop:
         stage: str,
         topics: ServiceTopics,
         forward: Callable[[ConsumerRecord], Forward | None],
-        oversized: Callable[[str], None],
         logic: KeyedLogic,
+        state: Counter[StateCount],
         open_keys: Callable[[], int],
         clock: Callable[[], datetime],
         checkpoint_every_batch: bool,
         also_close: Sequence[tuple[str, Callable[[], None]]] = (),
         before_close: Callable[[], None] | None = None,
     ) -> None:
-        """`service`: the name it runs as (`tracescore alert`), its clients' id; `also_close`: (what, close)
-        of what the service itself holds (an alert's sinks), closed last and within the stop's budget, like
-        the clients. `before_close`: what the service reads of its keys at a stop, called before the clients
-        close (closing gives the partitions up, and their keys with them)."""
+        """`service`: the name it runs as (`tracescore alert`), its clients' id; `logic.skip` counts (and
+        says once) the records the loop skips itself (too large to re-key), as the service's own; `state`:
+        the service's counter of what was done with its state (restores, the state topic recreated).
+        `also_close`: (what, close) of what the service itself holds (an alert's sinks), closed last and
+        within the stop's budget, like the clients. `before_close`: what the service reads of its keys at a
+        stop, called before the clients close (closing gives the partitions up, and their keys with them)."""
         self.log = log
         self._service = service
         self._also_close = list(also_close)
@@ -130,7 +136,13 @@ class ServiceLoop:
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
             ingest, keyed, producer = rekeying_clients(
-                client, group_id, stage, config.session_timeout_ms, rebalance_protocol, client_id(service)
+                client,
+                group_id,
+                stage,
+                config.session_timeout_ms,
+                rebalance_protocol,
+                config.max_poll_interval_ms,
+                client_id(service),
             )
             changelog = Changelog(connection, topics.state, topics.keyed, stopping=lambda: self._stopping)
             return ingest, keyed, producer, changelog
@@ -140,7 +152,7 @@ class ServiceLoop:
         # GroupShared (one line) once the other service's members are in stage 1's group too.
         self._group_check = GroupCheck(connection, group_id, service, stopping=lambda: self._stopping)
         self.rekey = RekeyStage(
-            self._ingest, self._producer, topics.keyed, forward, oversized, stop_deadline=self.stop_deadline
+            self._ingest, self._producer, topics.keyed, forward, logic.skip, stop_deadline=self.stop_deadline
         )
         self._outputs = OutputLog(connection, self._producer, topics.verified)
         self._stream = StreamClock(
@@ -154,6 +166,7 @@ class ServiceLoop:
             changelog=self._changelog,
             outputs=self._outputs,
             logic=logic,
+            counts=state,
             legacy_topic=topics.legacy_state,
             clock=clock,
             stop_deadline=self.stop_deadline,

@@ -21,6 +21,7 @@ from tracescore._service._awaited import AwaitedInputs
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._crash import crash_point
 from tracescore._service._outputs import delivered_until, seconds_left
+from tracescore.model import ServiceSkip
 
 __all__ = ["Forward", "RekeyStage"]
 
@@ -43,14 +44,14 @@ class RekeyStage:
         producer: KafkaProducer,
         topic: str,
         forward: Callable[[ConsumerRecord], Forward | None],
-        oversized: Callable[[str], None],
+        skip: Callable[[ServiceSkip, str], None],
         stop_deadline: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.consumer = consumer
         self.producer = producer
         self.topic = topic
         self._forward = forward
-        self._oversized = oversized
+        self._skip = skip  # the service's: counts the reason and says it once
         self._stop_deadline = stop_deadline  # time.monotonic(); None until a stop is asked for
         self._joined: RebalanceListener | None = None
         self._inputs: AwaitedInputs | None = None
@@ -120,7 +121,7 @@ class RekeyStage:
                         )
                     )
                 except MessageSizeTooLargeError as exc:  # only names of hundreds of KB get here
-                    self._oversized(str(exc).splitlines()[0][:200])
+                    self._skip(ServiceSkip.OVERSIZED_RECORD, str(exc).splitlines()[0][:200])
         if not count:
             return 0
         crash_point("rekey.sent")
@@ -131,7 +132,7 @@ class RekeyStage:
         for failure in failures:
             if not isinstance(failure, MessageSizeTooLargeError | RecordListTooLargeError):
                 raise failure  # not committed: a restart reads the batch again
-            self._oversized(str(failure).splitlines()[0][:200])
+            self._skip(ServiceSkip.OVERSIZED_RECORD, str(failure).splitlines()[0][:200])
         left = seconds_left(self._stop_deadline())
         try:
             self.consumer.commit(

@@ -129,8 +129,8 @@ class AlertService:
             stage="routes",
             topics=topics,
             forward=self._forward,
-            oversized=lambda detail: self._skip(ServiceSkip.OVERSIZED_RECORD, detail),
-            logic=self._logic,
+            logic=self._logic,  # its `skip` counts the records the loop skips too (oversized)
+            state=self.stats.state,
             open_keys=lambda: 0,
             clock=clock,
             checkpoint_every_batch=True,
@@ -151,7 +151,6 @@ class AlertService:
             self._loop.run(idle_timeout_s)  # closes the sinks last, within the stop's budget
         finally:
             self.stats.evicted_routes = self.evaluator.evicted
-            self.stats.state.update(self._loop.keyed.counts)
         return self.stats
 
     def _read_routes(self) -> None:

@@ -242,7 +242,7 @@ def consume(
         click.echo(f"  cascade lift: {describe_lift(readings)}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
         click.echo(f"  not scored: {count} x {reason} from service {service!r}, scope {scope!r}", err=True)
-    assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if "released" not in k)
+    assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if not k.why_read)
     if assembly:
         click.echo(f"  assembly: {assembly}", err=True)
     if stats.truncated_outputs:

@@ -63,6 +63,7 @@ def conversations(
     Kafka security as for `tracescore consume` and the SDK: TRACESCORE_KAFKA__* (the password only from
     TRACESCORE_KAFKA__SASL_PASSWORD), the flags below on top."""
     from tracescore.conversations import (
+        SKIP_REASONS,
         ConversationService,
         load_conversations_config,
     )
@@ -73,7 +74,7 @@ def conversations(
     endpoint = config.phoenix_endpoint
     phoenix = PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) if endpoint else None
     provider = meter_provider(otlp_metrics_endpoint, service_name="tracescore-conversations")
-    metrics = ConversationMetrics(provider.get_meter("tracescore.conversations", __version__))
+    metrics = ConversationMetrics(provider.get_meter("tracescore.conversations", __version__), SKIP_REASONS)
     try:
         stats = run_service(
             lambda: ConversationService(

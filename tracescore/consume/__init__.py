@@ -3,11 +3,13 @@
 from tracescore.consume._assemble import AssemblySettings, TraceAssembler
 from tracescore.consume._clients import BrokerUnreachable
 from tracescore.consume._consumer import EvaluationConsumer, GroupProtocolMismatch, OutputNotAcknowledged
+from tracescore.consume._counts import AssemblyCount, Incomplete
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings, KafkaSecurity
 from tracescore.consume._status import ConsumerStats, RateLimitedLogs
 
 __all__ = [
+    "AssemblyCount",
     "AssemblySettings",
     "BrokerUnreachable",
     "ConfigFileError",
@@ -15,6 +17,7 @@ __all__ = [
     "ConsumerStats",
     "EvaluationConsumer",
     "GroupProtocolMismatch",
+    "Incomplete",
     "KafkaSecurity",
     "NotOtlp",
     "OutputNotAcknowledged",

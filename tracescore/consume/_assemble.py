@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tracescore.consume._remote import REMOTE_WORK_NOT_ARRIVED, waits_for_remote
+from tracescore.consume._counts import AssemblyCount, Incomplete
+from tracescore.consume._remote import waits_for_remote
 from tracescore.consume._revise import Judgeable, JudgedReading, Revision, first_revisions, revise
 from tracescore.extract import Skip
 from tracescore.model import DecodedSpan, Trace
@@ -35,7 +36,7 @@ __all__ = ["AssemblySettings", "TraceAssembler"]
 
 
 # Released early to stay in bounds: rebuilding them for a late span would defeat the bound.
-_NOT_KEPT = frozenset({"too_many_spans", "evicted_memory"})
+_NOT_KEPT = frozenset({Incomplete.TOO_MANY_SPANS, Incomplete.EVICTED_MEMORY})
 _NOWHERE: Hashable = object()  # a new entry's partition, before its first span is added
 
 
@@ -113,7 +114,7 @@ class TraceAssembler:
         self._bytes = 0
         # duplicate_spans, late_spans (of a trace no longer kept), late_spans_rejoined / _unchanged,
         # rescored, remote_work_not_arrived, released_<why>
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[AssemblyCount] = Counter()
 
     @property
     def buffered_traces(self) -> int:
@@ -152,7 +153,7 @@ class TraceAssembler:
                     entry = _Buffered(trace_id, {})
                     by_last_seen[trace_id] = entry
             elif span.span_id in entry.spans:
-                self.counts["duplicate_spans"] += 1
+                self.counts[AssemblyCount.DUPLICATE_SPANS] += 1
                 continue
             else:
                 by_last_seen.move_to_end(trace_id)  # a new entry is already last
@@ -184,12 +185,12 @@ class TraceAssembler:
                 else:
                     rooted[trace_id] = entry
             if len(entry.spans) >= max_spans:
-                early.append(self._release(entry, "too_many_spans"))
+                early.append(self._release(entry, Incomplete.TOO_MANY_SPANS))
         while self._by_last_seen and (
             len(self._by_last_seen) > self.settings.max_traces or self._bytes > self.settings.max_bytes
         ):
             oldest = next(iter(self._by_last_seen.values()))
-            early.append(self._release(oldest, "evicted_memory"))
+            early.append(self._release(oldest, Incomplete.EVICTED_MEMORY))
         return early
 
     def ready(self) -> list[Trace]:
@@ -246,7 +247,7 @@ class TraceAssembler:
                 continue
             entry.handed_over = False
             if entry.has_root and not (self.settings.wait_for_remote and waits_for_remote(entry.spans)):
-                self.counts["released_after_handover"] += 1
+                self.counts[AssemblyCount.RELEASED_AFTER_HANDOVER] += 1
                 out.append(self._release(entry, None))
         return out
 
@@ -308,19 +309,19 @@ class TraceAssembler:
                     marks[partition] = offset
         return marks
 
-    def _release(self, entry: _Buffered, incomplete: str | None) -> Trace:
+    def _release(self, entry: _Buffered, incomplete: Incomplete | None) -> Trace:
         return self._release_many((entry,), incomplete)[0]
 
-    def _release_many(self, entries: Sequence[_Buffered], incomplete: str | None) -> list[Trace]:
+    def _release_many(self, entries: Sequence[_Buffered], incomplete: Incomplete | None) -> list[Trace]:
         """Release `entries`, all for one reason (`incomplete`, None: complete), each as a Trace, and remember
         them for late spans. One pass for a whole batch: every trace of the unsampled path comes here, and
         the bounds are trimmed once (the oldest first, as one at a time would)."""
         if not entries:
             return []
         by_last_seen, rooted, counts = self._by_last_seen, self._rooted, self.counts
-        counts["released_complete" if incomplete is None else f"released_{incomplete}"] += len(entries)
-        if incomplete == REMOTE_WORK_NOT_ARRIVED:
-            counts[REMOTE_WORK_NOT_ARRIVED] += len(entries)
+        counts[AssemblyCount.released(incomplete)] += len(entries)
+        if incomplete is Incomplete.REMOTE_WORK_NOT_ARRIVED:
+            counts[AssemblyCount.REMOTE_WORK_NOT_ARRIVED] += len(entries)
         settings = self.settings
         remember, released = settings.remember_released, self._released
         kept = incomplete not in _NOT_KEPT
@@ -365,10 +366,11 @@ class TraceAssembler:
         if memory is None or not memory.whole:
             # Forgotten, or read early to stay in bounds (kept only so its reading can be revised):
             # counted, never scored alone.
-            self.counts["late_spans"] += 1
+            self.counts[AssemblyCount.LATE_SPANS] += 1
             return None
         if span.span_id in memory.spans:
-            self.counts["duplicate_spans"] += 1  # a replayed message: the trace stays as it was read
+            # A replayed message: the trace stays as it was read.
+            self.counts[AssemblyCount.DUPLICATE_SPANS] += 1
             return None
         del self._rejoin[span.trace_id]
         self._rejoin_bytes -= memory.size
@@ -385,10 +387,10 @@ class TraceAssembler:
             self._rejoin_bytes -= oldest.size
 
 
-def _unfinished(entry: _Buffered) -> str | None:
+def _unfinished(entry: _Buffered) -> Incomplete | None:
     """Why a trace released at its maximum wait (or at idle) is incomplete, if it is."""
     if not entry.has_root:
-        return "no_root_span"
+        return Incomplete.NO_ROOT_SPAN
     if entry.waiting and waits_for_remote(entry.spans):
-        return REMOTE_WORK_NOT_ARRIVED
+        return Incomplete.REMOTE_WORK_NOT_ARRIVED
     return None

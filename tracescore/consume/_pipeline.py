@@ -20,6 +20,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from tracescore import semconv
 from tracescore._kafka import LogOnce
 from tracescore.consume._assemble import TraceAssembler
+from tracescore.consume._counts import AssemblyCount
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._handover import Handover
 from tracescore.consume._revise import Revision
@@ -116,13 +117,15 @@ class Pipeline:
                 if message.offset >= handover.until:
                     handover = None
             if message.headers and any(key == EVALUATION_SPANS_HEADER for key, _ in message.headers):
-                self.stats.assembly["evaluation_span_messages"] += 1  # ours, read back: never decoded
+                # Ours, read back: never decoded.
+                self.stats.assembly[AssemblyCount.EVALUATION_SPAN_MESSAGES] += 1
                 continue
             try:
                 spans = decode_message(message.value)
             except NotOtlp as exc:
                 if handover is not None:
-                    stats.assembly["handed_over_messages_skipped"] += 1  # dead-lettered by the last owner
+                    # Dead-lettered by the last owner.
+                    stats.assembly[AssemblyCount.HANDED_OVER_MESSAGES_SKIPPED] += 1
                     continue
                 self.stats.dead_letters += 1
                 self._metrics_out.dead_lettered()
@@ -140,7 +143,7 @@ class Pipeline:
                 else any(s.scope_name == _EVALUATOR_SCOPE for s in spans)
             ):
                 kept = [s for s in spans if s.scope_name != _EVALUATOR_SCOPE]
-                stats.assembly["evaluation_spans"] += len(spans) - len(kept)
+                stats.assembly[AssemblyCount.EVALUATION_SPANS] += len(spans) - len(kept)
                 spans = kept
             early = assembler.add(spans, tp, message.offset, len(message.value), handover is not None)
             if early:
@@ -155,7 +158,7 @@ class Pipeline:
         finish; the others' traces were scored (or had nothing to score) and are counted, not read."""
         kept = [s for s in spans if handover.keeps(offset, s.trace_id)]
         if len(kept) < len(spans):
-            self.stats.assembly["handed_over_spans_skipped"] += len(spans) - len(kept)
+            self.stats.assembly[AssemblyCount.HANDED_OVER_SPANS_SKIPPED] += len(spans) - len(kept)
         return kept
 
     def ready(self) -> list[Admitted]:

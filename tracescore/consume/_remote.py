@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from tracescore.model import DecodedSpan
 from tracescore.model import OpenInferenceSpanKind as Kind
 
-__all__ = ["REMOTE_WORK_NOT_ARRIVED", "waits_for_remote"]
-
-REMOTE_WORK_NOT_ARRIVED = "remote_work_not_arrived"
+__all__ = ["waits_for_remote"]
 
 _CLIENT = 3  # OTLP SpanKind
 _LOCAL_KINDS = (2, 4, 5)  # SERVER, PRODUCER, CONSUMER: not a call that waits for a callee's spans

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from tracescore.consume._counts import AssemblyCount
 from tracescore.extract import Found, Skip
 from tracescore.model import DecodedSpan, Interaction, Trace, revision_key
 
@@ -80,7 +81,7 @@ def revise(
     memory: Remembered,
     interactions: Sequence[Judgeable],
     skips: Sequence[Skip],
-    counts: Counter[str],
+    counts: Counter[AssemblyCount],
 ) -> tuple[list[Revision[Judgeable]], list[Skip]]:
     """The interactions to score and the skips to report for this release of `trace`; updates `memory`."""
     previous = memory.judged
@@ -118,10 +119,10 @@ def revise(
     memory.judged = tuple(judged)
     if memory.late:
         if out:
-            counts["late_spans_rejoined"] += memory.late
-            counts["rescored"] += sum(r.revision > 0 for r in out)
+            counts[AssemblyCount.LATE_SPANS_REJOINED] += memory.late
+            counts[AssemblyCount.RESCORED] += sum(r.revision > 0 for r in out)
         else:
-            counts["late_spans_unchanged"] += memory.late
+            counts[AssemblyCount.LATE_SPANS_UNCHANGED] += memory.late
         memory.late = 0
     return out, fresh
 

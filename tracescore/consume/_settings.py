@@ -24,6 +24,7 @@ from tracescore._kafka_config import (
     RebalanceProtocol,
     connect_timeout_field,
     max_message_bytes_field,
+    max_poll_interval_field,
     rebalance_protocol_field,
     session_timeout_field,
 )
@@ -68,11 +69,8 @@ class ConsumerSettings(FileSettings):
     )
     poll_timeout_ms: int = Field(default=500, ge=1, description="Longest wait in one poll.")
     max_poll_records: int = Field(default=500, ge=1, description="Records per poll.")
-    max_poll_interval_ms: int = Field(
-        default=300_000,
-        ge=1_000,
-        description="Kafka's max.poll.interval.ms. The loop polls while judges run, so a slow judge never "
-        "risks it.",
+    max_poll_interval_ms: int = max_poll_interval_field(
+        "The loop polls while judges run, so a slow judge never risks it."
     )
     session_timeout_ms: int = session_timeout_field()
     rebalance_protocol: RebalanceProtocol = rebalance_protocol_field()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from tracescore._plural import counted
 from tracescore.alert import EstimateWindow
+from tracescore.consume._counts import AssemblyCount
 from tracescore.emit import LABEL_THRESHOLD
 from tracescore.model import EvaluationRecord
 from tracescore.sample import LiftReading
@@ -60,8 +61,8 @@ class ConsumerStats:
     # Traces (or interactions in them) not scored, by reason; and by (service, scope, reason) to show whose.
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    # Assembly: late_spans, duplicate_spans, evaluation_spans (ours, read back), released_<why>.
-    assembly: Counter[str] = field(default_factory=Counter)
+    # How traces were read, by `AssemblyCount` (late_spans, duplicate_spans, ..., released_<why>).
+    assembly: Counter[AssemblyCount] = field(default_factory=Counter)
 
     def partly_read(self) -> str:
         """` (N with their session id scrubbed: ...)` per reason of `read_partly`; "" without (most runs)."""

@@ -15,11 +15,12 @@ from tracescore.conversations._config import (
 )
 from tracescore.conversations._counts import GroundingCount
 from tracescore.conversations._service import ConversationService, ConversationStats
-from tracescore.conversations._skips import ConversationSkip
+from tracescore.conversations._skips import SKIP_REASONS, ConversationSkip
 from tracescore.conversations._state import Conversation, wilson
 from tracescore.conversations._tracker import ConversationTracker, key_of
 
 __all__ = [
+    "SKIP_REASONS",
     "Conversation",
     "ConversationService",
     "ConversationSkip",

@@ -40,7 +40,7 @@ from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import held_details
 from tracescore.conversations._logic import EVIDENCE_HEADER, ConversationLogic, ConversationStats, Written
-from tracescore.conversations._skips import ConversationSkip
+from tracescore.conversations._skips import SKIP_REASONS, ConversationSkip
 from tracescore.conversations._stored import encode_key
 from tracescore.conversations._tracker import ConversationTracker, key_of
 from tracescore.emit import ConversationMetrics, PhoenixAnnotations
@@ -91,7 +91,7 @@ class ConversationService:
         self.stats = ConversationStats()
         self._on_revision = on_revision
         self._phoenix = phoenix
-        self._metrics = metrics or ConversationMetrics()
+        self._metrics = metrics or ConversationMetrics(skip_reasons=SKIP_REASONS)
         self._on_record = on_record
         self._warn_once = LogOnce(_log)
         self.connection = kafka or KafkaConnection(bootstrap_servers=config.bootstrap_servers)
@@ -131,8 +131,8 @@ class ConversationService:
             stage="turns",
             topics=topics,
             forward=self._forward,
-            oversized=lambda detail: self._skip(ServiceSkip.OVERSIZED_RECORD, detail),
-            logic=self._logic,
+            logic=self._logic,  # its `skip` counts the records the loop skips too (oversized)
+            state=self.stats.state,
             open_keys=self._open,
             clock=clock,
             checkpoint_every_batch=False,
@@ -150,10 +150,7 @@ class ConversationService:
     def run(self, idle_timeout_s: float | None = None) -> ConversationStats:
         """Until stopped, or `idle_timeout_s` without a record (counted from the first assignment) with
         everything read and nothing left to write."""
-        try:
-            self._loop.run(idle_timeout_s)  # closes the grounder and Phoenix sink last, in the stop's budget
-        finally:
-            self.stats.state.update(self._loop.keyed.counts)
+        self._loop.run(idle_timeout_s)  # closes the grounder and Phoenix sink last, in the stop's budget
         return self.stats
 
     def _open(self) -> int:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ConversationSkip"]
+from tracescore.model import ServiceSkip
+
+__all__ = ["SKIP_REASONS", "ConversationSkip"]
 
 
 class ConversationSkip(StrEnum):
@@ -17,3 +19,7 @@ class ConversationSkip(StrEnum):
     EVICTED = "evicted"  # conversations written early and forgotten past max_conversations (metric only)
     STATE_TOO_LARGE = "state_too_large"  # a state saved without its reasons or documents, or not at all
     INVALID_EVIDENCE = "invalid_evidence"  # an evidence topic message that is no turn's documents
+
+
+# Every reason `tracescore conversations` counts: its summary's `skipped` and its metric's `reason`.
+SKIP_REASONS: tuple[ServiceSkip | ConversationSkip, ...] = (*ServiceSkip, *ConversationSkip)

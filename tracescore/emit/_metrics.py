@@ -208,8 +208,11 @@ class ConversationMetrics:
     per judge tier; later revisions only in `tracescore.conversations.revised` (the conversations topic has
     the final numbers). `selection` keeps the uniform baseline apart from the cascade's targeted picks."""
 
-    def __init__(self, meter: Meter | None = None) -> None:
+    def __init__(self, meter: Meter | None = None, skip_reasons: Sequence[str] = ()) -> None:
+        """`skip_reasons`: the words `tracescore.conversations.skipped` counts by, named in its description
+        (the service's enums, which emit, below it, does not import: `conversations.SKIP_REASONS`)."""
         meter = meter or metrics.get_meter("tracescore.conversations", __version__)
+        reasons = f" ({', '.join(skip_reasons)})" if skip_reasons else ""
         self._closed = meter.create_counter(
             "tracescore.conversations",
             description="Conversations recorded, by service, route of the first turn, metric, judge tier and "
@@ -233,8 +236,8 @@ class ConversationMetrics:
         )
         self._skipped = meter.create_counter(
             "tracescore.conversations.skipped",
-            description="Turn records not gathered into a conversation, by reason (no_conversation, "
-            "records_past_cap, invalid_record, ...), and conversations evicted.",
+            description="Turn records not gathered into a conversation, and conversations evicted, by "
+            f"reason{reasons}.",
         )
 
     def recorded(self, record: ConversationRecord) -> None:

@@ -2,9 +2,12 @@
 
 Recognisers run in priority order (`DEFAULT_RECOGNIZERS`: one per convention, in the order `_conventions`
 explains). Two readings describe the same interaction when one's anchor span is the other's ancestor or
-descendant, or they were read from a shared span: the earlier recogniser's reading is kept. Sibling
-interactions (two RAG calls in one request) stay separate. Skips are kept the same way: of two conventions
-that could not score one interaction (one's anchor inside the other's), the earlier one explains it.
+descendant, or they were read from a shared span, or they are one model call recorded by two services (a
+client app and the gateway it called, as the LiteLLM proxy: the same question and answer read in another
+service): the earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay
+separate. Skips are kept the same way: of two conventions that could not score one interaction (one's anchor
+inside the other's), the earlier one explains it, as does the reading of the service that made the call a
+gateway's spans record.
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
             if isinstance(outcome, Skip):
                 skipped.append(outcome)
             elif not kept_found or not any(
-                _same(trace, outcome.span, outcome.span_ids, kept) for kept in kept_found
+                _same(trace, outcome.span, outcome.span_ids, kept) or _relayed(outcome, kept)
+                for kept in kept_found
             ):
                 kept_found.append(outcome)
                 if one_span:
@@ -91,10 +95,16 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
                 skips.append(skip)
             continue
         if skipped_at is not None:
-            if any(_same(trace, skipped_at, frozenset(), kept) for kept in kept_found) or any(
-                _nested(trace, skipped_at, earlier) for earlier in explained
+            if any(
+                _same(trace, skipped_at, frozenset(), kept) or _called_from(trace, skipped_at, kept.span)
+                for kept in kept_found
+            ) or any(
+                _nested(trace, skipped_at, earlier) or _called_from(trace, skipped_at, earlier)
+                for earlier in explained
             ):
-                continue  # another reading scored it, or an earlier recogniser already explained it
+                # Another reading scored it, an earlier recogniser already explained it, or the service that
+                # called this one did (a gateway's record of the client's call).
+                continue
             explained.append(skipped_at)
         skips.append(skip)
     if not kept_found and not skips:
@@ -115,6 +125,26 @@ def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Fou
     return any(a.span_id == kept.span.span_id for a in trace.ancestors(anchor)) or any(
         a.span_id == anchor.span_id for a in trace.ancestors(kept.span)
     )
+
+
+def _relayed(found: Found, kept: Found) -> bool:
+    """Whether `found` is the call `kept` made, recorded again by the service it called (a gateway such as the
+    LiteLLM proxy, its spans beside the client's when the client sent its trace context itself)."""
+    question, _, answer = found.texts
+    return (
+        bool(answer)
+        and found.span.service_name != kept.span.service_name
+        and (question, answer) == (kept.texts[0], kept.texts[2])
+    )
+
+
+def _called_from(trace: Trace, anchor: DecodedSpan, other: DecodedSpan) -> bool:
+    """Whether `anchor` is in a service called from `other` or a span above it (its nearest ancestor in
+    another service is one of them): a gateway's record of a call the calling service's reading covers."""
+    caller = next((a for a in trace.ancestors(anchor) if a.service_name != anchor.service_name), None)
+    if caller is None or caller.service_name != other.service_name:
+        return False
+    return caller.span_id == other.span_id or any(a.span_id == caller.span_id for a in trace.ancestors(other))
 
 
 def _nested(trace: Trace, anchor: DecodedSpan, other: DecodedSpan) -> bool:

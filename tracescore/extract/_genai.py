@@ -92,6 +92,12 @@ class GenAI(Convention):
         FINAL_RESULT,
     )
     CAPTURE_SETTING = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+    # LiteLLM's `otel` callback, unless opted in to the latest conventions, writes its call type as the
+    # operation: `acompletion` for an async call, as every call its proxy makes.
+    OPERATION_ALIASES = {"completion": "chat", "acompletion": "chat", "atext_completion": "text_completion"}
+    # The end user the app named in OpenAI's `user` field, as LiteLLM records it (the key OpenLLMetry's
+    # conventions name).
+    END_USER = "llm.user"
     INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
     OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
     RETRIEVAL = "retrieval"
@@ -132,7 +138,7 @@ class GenAI(Convention):
     def kind(self, span: DecodedSpan) -> str:
         operation = span.attributes.get(self.OPERATION_NAME)
         if isinstance(operation, str):
-            return operation
+            return self.OPERATION_ALIASES.get(operation, operation)
         # Span names follow `{operation} {target}` when a producer omits the attribute.
         name = span.name
         if name.startswith((self.INVOKE_AGENT, self.EXECUTE_TOOL)):
@@ -211,6 +217,13 @@ class GenAI(Convention):
             f"the default, records none): set {self.CAPTURE_SETTING}=SPAN_ONLY or SPAN_AND_EVENT, or turn "
             "the producer's content capture on, to judge it"
         )
+
+    def more_conversation(self, reading: Reading) -> tuple[str | None, str | None]:
+        for span in (reading.anchor, *reading.llms):
+            user = span.attributes.get(self.END_USER)
+            if isinstance(user, str) and user:
+                return None, user
+        return None, None
 
     def question(self, reading: Reading) -> str | None:
         question = self._question(reading.llms[0] if reading.group else reading.anchor)

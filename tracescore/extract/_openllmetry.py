@@ -11,12 +11,18 @@ has written: `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (before 0.5x) and `ge
 `gen_ai.output.messages` (0.6x). Where no retrieval was recorded (traceloop's LangChain mode puts the
 documents only inside the prompt), the workflow is skipped with that explanation: the prompt's text is not
 a reliable split into question and documents.
+
+OpenLLMetry's LangChain.js handler starts each step's span in whatever context is active, not under the run
+that called it: a chain's steps, model calls and tools arrive as childless siblings under the app's request
+span. Such a flat run is one interaction, anchored at its root workflow (the chain or graph invoked, the
+first to start, whose time holds the others' starts): the question is its input, the answer its output or
+else the last LLM call's, the documents those of the siblings that started within it, as above.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tracescore import semconv
@@ -35,7 +41,7 @@ from tracescore.extract._read import (
     parse_json,
     question_text,
 )
-from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["OpenLLMetry"]
 
@@ -88,6 +94,60 @@ class OpenLLMetry(Convention):
             bool(self.RETRIEVAL_NAME.search(name))
             and self.documents(span, ContextSourceKind.RETRIEVER) is not None
         )
+
+    def candidates(self, trace: Trace) -> Iterable[Reading]:
+        """The outermost workflows, each with everything below it; a flat run (`_flat_runs`) is one
+        interaction, anchored at its root workflow, read from the spans that ran within it."""
+        if not self.present(trace):
+            return
+        anchors = self.anchors(trace)
+        runs = {run[0].span_id: run for run in self._flat_runs(trace, anchors)}
+        inside = {span.span_id for run in runs.values() for span in run[1:]}
+        for anchor in anchors:
+            if (run := runs.get(anchor.span_id)) is not None:
+                reading = self.collect(Reading(trace, self, anchor, run[1:]))
+                reading.sources = run[1:]  # every step of the run is this interaction's
+                yield reading
+            elif anchor.span_id not in inside:
+                yield self.collect(Reading(trace, self, anchor, list(trace.descendants(anchor))))
+
+    def _flat_runs(self, trace: Trace, anchors: Sequence[DecodedSpan]) -> list[list[DecodedSpan]]:
+        """Runs whose spans lost their parent context (OpenLLMetry JS's LangChain callbacks start each step's
+        span in the active context): childless sibling spans of the convention under a span of another (the
+        app's request, recorded or not), where a workflow's time span holds the others' starts and an LLM
+        call is among them. A workflow that ran an LLM call yet has no child can only have lost its context;
+        each run is [root, the spans that started within it, in start order]. Only starts are compared: the
+        handler ends a chain's span before its last step's. Two chains run concurrently in one request
+        interleave their steps, which nothing on the spans tells apart: they are read as one run."""
+        parents = {
+            anchor.parent_span_id
+            for anchor in anchors
+            if anchor.parent_span_id is not None
+            and not trace.children(anchor)
+            and not self._ours(trace.by_id.get(anchor.parent_span_id))
+        }
+        if not parents:
+            return []
+        # By parent id, not by the parent span: the request's span may reach Kafka in a later message.
+        siblings: dict[str, list[DecodedSpan]] = {parent: [] for parent in parents}
+        for span in trace.spans:
+            if span.parent_span_id in siblings and self._ours(span) and not trace.children(span):
+                siblings[span.parent_span_id].append(span)
+        return [run for flat in siblings.values() for run in self._enclosed(flat)]
+
+    def _enclosed(self, flat: list[DecodedSpan]) -> list[list[DecodedSpan]]:
+        """`flat` grouped under the workflows whose time spans hold them (see `_flat_runs`)."""
+        runs: list[list[DecodedSpan]] = []
+        # Outermost first: of two spans started in one millisecond (the handler's resolution), the longer.
+        for span in sorted(flat, key=lambda s: (s.start_time_unix_nano, -s.end_time_unix_nano, s.span_id)):
+            if runs and span.start_time_unix_nano <= runs[-1][0].end_time_unix_nano:
+                runs[-1].append(span)
+            elif self.is_interaction(span):
+                runs.append([span])
+        return [run for run in runs if any(self.is_llm(s) for s in run)]
+
+    def _ours(self, span: DecodedSpan | None) -> bool:
+        return span is not None and (bool(self.kind(span)) or self.is_llm(span))
 
     def collect(self, reading: Reading) -> Reading:
         trace, anchor, around = reading.trace, reading.anchor, reading.around

@@ -1,0 +1,52 @@
+"""What trace assembly counts, in `tracescore consume`'s closing summary (`assembly: late_spans=2, ...`) and
+`ConsumerStats.assembly`, and why a trace was read before it was whole (`Trace.incomplete`). The values are
+what users read there and in the docs (Troubleshooting's assembly counts, Trace completeness, Rebalances):
+never rename one."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["AssemblyCount", "Incomplete"]
+
+
+class Incomplete(StrEnum):
+    """Why a trace was read before it was whole (`Trace.incomplete`; None: it was)."""
+
+    NO_ROOT_SPAN = "no_root_span"  # its root never arrived: read at the maximum wait
+    REMOTE_WORK_NOT_ARRIVED = "remote_work_not_arrived"  # a callee's spans never arrived (`_remote`)
+    TOO_MANY_SPANS = "too_many_spans"  # past max_spans_per_trace: read at once, not rebuilt later
+    EVICTED_MEMORY = "evicted_memory"  # past max_traces or max_bytes: the least recently fed, read early
+
+
+class AssemblyCount(StrEnum):
+    DUPLICATE_SPANS = "duplicate_spans"  # a span id seen twice (a replayed message): kept once
+    LATE_SPANS = "late_spans"  # spans of a trace already read and no longer kept: never scored alone
+    LATE_SPANS_REJOINED = "late_spans_rejoined"  # late spans that rebuilt their trace
+    LATE_SPANS_UNCHANGED = "late_spans_unchanged"  # late spans that changed nothing judged
+    RESCORED = "rescored"  # interactions scored again after late spans (a new revision)
+    REMOTE_WORK_NOT_ARRIVED = "remote_work_not_arrived"  # traces read without a callee's spans
+    RELEASED_AFTER_HANDOVER = "released_after_handover"  # handed over unfinished, read without a new grace
+    HANDED_OVER_SPANS_SKIPPED = "handed_over_spans_skipped"  # read again, their trace finished already
+    HANDED_OVER_MESSAGES_SKIPPED = "handed_over_messages_skipped"  # read again, dead-lettered already
+    EVALUATION_SPAN_MESSAGES = "evaluation_span_messages"  # ours, read back: skipped by header
+    EVALUATION_SPANS = "evaluation_spans"  # evaluation spans without that header, dropped after decoding
+    # Why each trace was read (`released`): the closing summary leaves these out.
+    RELEASED_COMPLETE = "released_complete"
+    RELEASED_NO_ROOT_SPAN = "released_no_root_span"
+    RELEASED_REMOTE_WORK_NOT_ARRIVED = "released_remote_work_not_arrived"
+    RELEASED_TOO_MANY_SPANS = "released_too_many_spans"
+    RELEASED_EVICTED_MEMORY = "released_evicted_memory"
+
+    @classmethod
+    def released(cls, why: Incomplete | None) -> AssemblyCount:
+        """The count of traces read for `why` (None: whole; a member per `Incomplete`)."""
+        return cls(f"released_{why or 'complete'}")
+
+    @property
+    def why_read(self) -> bool:
+        """A count of why traces were read (`released`), which the closing summary leaves out."""
+        return self in _WHY_READ
+
+
+_WHY_READ = frozenset(AssemblyCount.released(why) for why in (None, *Incomplete))
