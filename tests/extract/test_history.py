@@ -16,7 +16,7 @@ from trace_builder import span, trace
 
 from tracescore.extract import extract
 from tracescore.extract._context import Contexts
-from tracescore.extract._history import TurnResult, genai_tool_results
+from tracescore.extract._history import TurnResult, genai_tool_results, indexed_tool_results
 from tracescore.extract._tools import add_earlier_turns
 from tracescore.score import evaluate
 from tracescore.score.judges import OfflineJudge
@@ -196,8 +196,8 @@ def _tool_call_names(messages: list[dict[str, Any]]) -> list[str]:
 
 # The GenAI semconv's message parts as Logfire records them (fixtures/logfire/tools_faithful.txt): an
 # assistant `tool_call` part, answered by a tool-role message's `tool_call_response` part with its id.
-def _genai_call(call_id: str, name: str) -> dict[str, Any]:
-    return {"type": "tool_call", "id": call_id, "name": name, "arguments": {"topic": "prices"}}
+def _genai_call(call_id: str, name: str, topic: str = "prices") -> dict[str, Any]:
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": {"topic": topic}}
 
 
 def _genai_response(call_id: str, response: str) -> dict[str, Any]:
@@ -217,7 +217,10 @@ GENAI_CONVERSATION = [
     # Two calls at once, answered in the other order: matched by id, not by order.
     {
         "role": "assistant",
-        "parts": [_genai_call("call_0002", "search_plans"), _genai_call("call_0003", "search_addons")],
+        "parts": [
+            _genai_call("call_0002", "search_plans"),
+            _genai_call("call_0003", "search_addons", "weekend"),
+        ],
     },
     _genai_response("call_0003", WEEKEND),
     _genai_response("call_0002", PRICE),
@@ -271,11 +274,12 @@ def test_a_tool_result_part_is_named_by_the_call_with_its_id_in_every_turn(
     """A GenAI `tool_call_response` part names its tool through the `tool_call` part with its `id`, an
     Anthropic `tool_result` block through the `tool_use` block its `tool_use_id` answers: the earlier turn's
     result as much as this turn's, parallel calls by id whatever their order, an unknown id unnamed."""
+    prices, weekends = {"topic": "prices"}, {"topic": "weekend"}
     assert [tuple(result) for result in genai_tool_results(messages)] == [
-        (PRICE, 1, "search_plans"),
-        (weekend, 0, "search_addons"),
-        (PRICE, 0, "search_plans"),
-        (PRICE, 0, None),
+        (PRICE, 1, "search_plans", prices),
+        (weekend, 0, "search_addons", weekends),
+        (PRICE, 0, "search_plans", prices),
+        (PRICE, 0, None, None),
     ]
 
 
@@ -291,7 +295,7 @@ def test_a_tool_result_part_is_named_by_the_call_with_its_id_in_every_turn(
         {
             "tool_call_result": {
                 "result": PRICE,
-                "origin": {"tool_name": "search_plans", "id": "c1"},
+                "origin": {"tool_name": "search_plans", "arguments": {"topic": "prices"}, "id": "c1"},
                 "error": False,
             }
         },
@@ -299,8 +303,13 @@ def test_a_tool_result_part_is_named_by_the_call_with_its_id_in_every_turn(
     ids=["pydantic_ai", "vercel_ai", "gemini", "haystack"],
 )
 def test_a_tool_result_part_that_names_its_tool_is_named_by_it(part: dict[str, Any]) -> None:
+    """Named by the part itself; a Haystack result's `origin` (the ToolCall it answers) gives its arguments
+    too; the others' arguments are the calls' (none made in these messages)."""
     messages = [{"role": "user", "content": QUESTION}, {"role": "user", "parts": [part]}]
-    assert [tuple(result) for result in genai_tool_results(messages)] == [(PRICE, 0, "search_plans")]
+    arguments = part.get("tool_call_result", {}).get("origin", {}).get("arguments")
+    assert [tuple(result) for result in genai_tool_results(messages)] == [
+        (PRICE, 0, "search_plans", arguments)
+    ]
 
 
 @pytest.mark.parametrize("messages", [GENAI_CONVERSATION, ANTHROPIC_CONVERSATION], ids=["genai", "anthropic"])
@@ -317,6 +326,161 @@ def test_two_tools_answering_one_turn_are_not_a_repeated_call(messages: Any) -> 
     [rag] = extract(trace(_chat(messages))).interactions  # search_addons, search_plans, one unnamed
     [result] = evaluate(rag.record, ["repeated_tool_calls"], OfflineJudge())
     assert (result.label, result.score) == ("no_repeats", 1.0)
+
+
+# One turn's two calls of one tool, answered as tool results, in each message shape that names a call by id:
+# the assistant's calls (`arguments`: two queries, ids c0 and c1) and the results that answer them, the
+# second call's first (matched by id, not by order).
+def _openai_turn(arguments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "search_docs", "arguments": json.dumps(a)}}
+        for i, a in enumerate(arguments)
+    ]
+    answers = [{"role": "tool", "tool_call_id": f"c{i}", "content": r} for i, r in ANSWERED]
+    return [{"role": "user", "content": QUESTION}, {"role": "assistant", "tool_calls": calls}, *answers]
+
+
+def _genai_turn_of(arguments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    calls = [{**_genai_call(f"c{i}", "search_docs"), "arguments": a} for i, a in enumerate(arguments)]
+    answers = [_genai_response(f"c{i}", r) for i, r in ANSWERED]
+    return [_genai_user(QUESTION), {"role": "assistant", "parts": calls}, *answers]
+
+
+def _anthropic_turn(arguments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    calls = [
+        {"type": "tool_use", "id": f"c{i}", "name": "search_docs", "input": a}
+        for i, a in enumerate(arguments)
+    ]
+    answers = [{"type": "tool_result", "tool_use_id": f"c{i}", "content": r} for i, r in ANSWERED]
+    return [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": calls},
+        {"role": "user", "content": answers},
+    ]
+
+
+def _ai_sdk_turn(arguments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The AI SDK's prompt messages (fixtures/vercel_ai/tool_generate_chat_faithful.txt: `input`, v5)."""
+    calls = [
+        {"type": "tool-call", "toolCallId": f"c{i}", "toolName": "search_docs", "input": a}
+        for i, a in enumerate(arguments)
+    ]
+    answers = [
+        {"type": "tool-result", "toolCallId": f"c{i}", "output": {"type": "text", "value": r}}
+        for i, r in ANSWERED
+    ]
+    return [
+        {"role": "user", "content": [{"type": "text", "text": QUESTION}]},
+        {"role": "assistant", "content": calls},
+        {"role": "tool", "content": answers},
+    ]
+
+
+ANSWERED = ((1, WEEKEND), (0, PRICE))  # (the call answered, its result)
+BATTERY, WEIGHT = {"query": "battery"}, {"query": "weight"}
+
+
+def _flattened(messages: list[dict[str, Any]], prefix: str, fields: str, call: tuple[str, str, str]) -> dict:
+    """OpenAI-style messages as flattened attributes: each message's fields under `<prefix>.N.<fields>`, its
+    calls under `tool_calls.M.` with `call`'s (id, name, arguments) keys."""
+    flat: dict[str, Any] = {}
+    for n, message in enumerate(messages):
+        at = f"{prefix}.{n}.{fields}"
+        flat.update({at + key: message[key] for key in ("role", "content", "tool_call_id") if key in message})
+        for m, made in enumerate(message.get("tool_calls", ())):
+            values = (made["id"], made["function"]["name"], made["function"]["arguments"])
+            flat.update({f"{at}tool_calls.{m}.{key}": value for key, value in zip(call, values, strict=True)})
+    return flat
+
+
+def _openinference_chat(arguments: list[dict[str, Any]]) -> list[Any]:
+    """OpenInference's openai instrumentation (fixtures/openinference_openai_tools/faithful.txt): the
+    assistant's `message.tool_calls.M.tool_call.*`, a tool message's `message.tool_call_id`."""
+    call = ("tool_call.id", "tool_call.function.name", "tool_call.function.arguments")
+    messages = _flattened(_openai_turn(arguments), "llm.input_messages", "message.", call)
+    output = {
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": ANSWER,
+    }
+    return [span("ChatCompletion", {"openinference.span.kind": "LLM", **messages, **output})]
+
+
+def _openllmetry_chat(arguments: list[dict[str, Any]]) -> list[Any]:
+    """OpenLLMetry's openai instrumentation before its GenAI messages: `gen_ai.prompt.N.tool_calls.M.id` /
+    `.name` / `.arguments`, a tool message's `gen_ai.prompt.N.tool_call_id`."""
+    workflow = span(
+        "support.workflow",
+        {
+            "traceloop.span.kind": "workflow",
+            "traceloop.entity.input": json.dumps({"args": [QUESTION], "kwargs": {}}),
+            "traceloop.entity.output": json.dumps(ANSWER),
+        },
+    )
+    messages = _flattened(_openai_turn(arguments), "gen_ai.prompt", "", ("id", "name", "arguments"))
+    output = {"gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": ANSWER}
+    return [workflow, span("openai.chat", {**messages, **output}, parent=workflow.span_id, start=1)]
+
+
+TURNS = {
+    "openai": lambda arguments: [_chat(_openai_turn(arguments))],
+    "genai": lambda arguments: [_chat(_genai_turn_of(arguments))],
+    "anthropic": lambda arguments: [_chat(_anthropic_turn(arguments))],
+    "ai_sdk": lambda arguments: [_chat(_ai_sdk_turn(arguments))],
+    "openinference": _openinference_chat,
+    "openllmetry": _openllmetry_chat,
+}
+
+
+def _repeats(spans: list[Any]) -> tuple[list[tuple[str, str | None]], str]:
+    """The run's calls (name, arguments) and `repeated_tool_calls`' label."""
+    [rag] = extract(trace(*spans)).interactions
+    assert rag.record.run is not None
+    [result] = evaluate(rag.record, ["repeated_tool_calls"], OfflineJudge())
+    return [(call.name, call.arguments) for call in rag.record.run.tool_calls], result.label
+
+
+@pytest.mark.parametrize("shape", TURNS)
+def test_one_tool_asked_two_things_is_not_a_repeated_call_but_asked_the_same_twice_is(shape: str) -> None:
+    """A run's tool calls read from the model's messages carry the arguments of the calls their results
+    answer (JSON text, as a tool span's): two searches for different things are no repeat; the same search
+    twice is. Without the arguments every two results of one tool read as a repeat."""
+    text = json.dumps
+    assert _repeats(TURNS[shape]([BATTERY, WEIGHT])) == (
+        [("search_docs", text(WEIGHT)), ("search_docs", text(BATTERY))],
+        "no_repeats",
+    )
+    assert _repeats(TURNS[shape]([BATTERY, BATTERY]))[1] == "repeated"
+
+
+def test_a_flattened_tool_message_is_named_by_the_call_with_its_id_in_every_turn() -> None:
+    """OpenInference's flattened messages as its openai instrumentation records them: an earlier turn's
+    result and this turn's are named (with arguments) by the assistant's `tool_calls.M.tool_call.*` whose id
+    is their `message.tool_call_id`; a message's own `message.name` wins; an unknown id stays unnamed."""
+    call = ("tool_call.id", "tool_call.function.name", "tool_call.function.arguments")
+    earlier = [
+        {"role": "user", "content": FIRST},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c9", "function": {"name": "search_plans", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c9", "content": PRICE},
+        {"role": "assistant", "content": EARLIER_ANSWER},
+    ]
+    unknown = {"role": "tool", "tool_call_id": "c7", "content": PRICE}
+    flat = _flattened(
+        [*earlier, *_openai_turn([BATTERY, WEIGHT]), unknown], "llm.input_messages", "message.", call
+    )
+    flat["llm.input_messages.7.message.name"] = "search_docs_v2"  # the message answering c0 names itself
+    content = "message.content"
+    found = indexed_tool_results(
+        flat, "llm.input_messages", "message.role", lambda a, m: [a[f"{m}.{content}"]]
+    )
+    assert [tuple(result) for result in found] == [
+        (PRICE, 1, "search_plans", "{}"),
+        (WEEKEND, 0, "search_docs", json.dumps(WEIGHT)),
+        (PRICE, 0, "search_docs_v2", json.dumps(BATTERY)),
+        (PRICE, 0, None, None),
+    ]
 
 
 def test_an_earlier_turns_result_keeps_its_tools_name() -> None:

@@ -23,13 +23,21 @@ name (Pydantic AI's `tool_call_response` `name`, the AI SDK's `toolName`, Gemini
 messages before it made: a GenAI `tool_call_response` part's `id` answers a `tool_call` part's `id`, an
 Anthropic `tool_result` block's `tool_use_id` a `tool_use` block's `id`, an AI SDK `tool-result`'s
 `toolCallId` a `tool-call`'s. A tool-role message's result is named by its own `name`, else by the
-assistant's OpenAI-style `tool_calls` entry whose `id` is its `tool_call_id`. Matched by id, never by
-order: parallel calls are answered in any order.
+assistant's OpenAI-style `tool_calls` entry whose `id` is its `tool_call_id`. Flattened messages the same
+way: a tool message's `tool_call_id` (OpenInference's `message.tool_call_id`, OpenLLMetry's at the
+message's own prefix) answers an earlier message's flattened `tool_calls.M` entry (OpenInference's
+`tool_call.id` / `tool_call.function.name`, OpenLLMetry's `id` / `name`). Matched by id, never by order:
+parallel calls are answered in any order.
+
+The call a result answers also gives its arguments as recorded (`TurnResult.arguments`: JSON text or an
+object, as the call's `arguments`, `input` or `args` held them; a Haystack result's own `origin`), so a run's
+tool calls read from messages are compared by tool and arguments as tool spans' are (`repeated_tool_calls`).
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -55,18 +63,37 @@ _TOOL_PART_KEYS = {
     "function_response": "response",
     "functionResponse": "response",
 }
+# OpenAI-style calls of a message, `{"id", "function": {"name", "arguments"}}` (flattened alike), and the
+# field of a tool-role message that holds the id of the call it answers.
+_TOOL_CALLS, _FUNCTION, _ID, _NAME, _ARGUMENTS = "tool_calls", "function", "id", "name", "arguments"
+_ANSWERS = "tool_call_id"
 # How a part names its tool itself: a typed part's own field, a keyed part's field of its inner mapping.
-_PART_NAMES = ("name", "toolName")
-_INNER_NAME = "name"
-_ORIGIN, _ORIGIN_NAME = "origin", "tool_name"  # Haystack's ToolCallResult: the ToolCall it answers
-# Tool calls in content parts, by type: (the field of the call's id, of its tool's name); and the field of a
-# typed result part that holds the id of the call it answers.
+_PART_NAMES = (_NAME, "toolName")
+# Haystack's ToolCallResult: the ToolCall it answers, with its tool's name and arguments.
+_ORIGIN, _ORIGIN_NAME = "origin", "tool_name"
+
+
+class _CallFields(NamedTuple):
+    """Where a tool call records its id, its tool's name and its arguments (the first present)."""
+
+    id: str
+    name: str
+    arguments: tuple[str, ...]
+
+
+# Tool calls in content parts, by type; and the field of a typed result part that holds the id of the call it
+# answers.
 _CALL_PARTS = {
-    "tool_call": ("id", "name"),
-    "tool_use": ("id", "name"),
-    "tool-call": ("toolCallId", "toolName"),
+    "tool_call": _CallFields(_ID, _NAME, (_ARGUMENTS,)),
+    "tool_use": _CallFields(_ID, _NAME, ("input",)),
+    "tool-call": _CallFields("toolCallId", "toolName", ("input", "args")),  # AI SDK 5, before 5
 }
-_ANSWERED_ID = {"tool_call_response": "id", "tool_result": "tool_use_id", "tool-result": "toolCallId"}
+_ANSWERED_ID = {"tool_call_response": _ID, "tool_result": "tool_use_id", "tool-result": "toolCallId"}
+# A flattened message's calls, `<message>.tool_calls.M.<field>`: OpenInference's, OpenLLMetry's.
+_FLAT_CALLS = (
+    _CallFields("tool_call.id", "tool_call.function.name", ("tool_call.function.arguments",)),
+    _CallFields(_ID, _NAME, (_ARGUMENTS,)),
+)
 
 
 class TurnResult(NamedTuple):
@@ -75,7 +102,17 @@ class TurnResult(NamedTuple):
     value: Any  # the result as recorded
     back: int  # how many turns back it was given: 0 for this turn's
     tool: str | None = None  # the tool it is the result of, where the message list names it
+    arguments: Any = None  # the arguments of the call it answers, as recorded (None: not recorded)
 
+
+class _Call(NamedTuple):
+    """The call a result answers, as far as the messages tell: its tool's name and its arguments."""
+
+    name: str | None = None
+    arguments: Any = None
+
+
+_UNKNOWN = _Call()
 
 # Reads the results of one tool-role message of flattened attributes, given the message's prefix
 # (`llm.input_messages.3`): a convention records a tool message's result under its own keys.
@@ -95,7 +132,7 @@ def genai_tool_results(messages: Any) -> list[TurnResult]:
         if isinstance(message, Mapping) and _role(message) in USER_ROLES and _is_user_turn(message)
     ]
     results: list[TurnResult] = []
-    called: dict[str, str] = {}  # tool call id -> the tool's name, from the messages so far
+    called: dict[str, _Call] = {}  # tool call id -> the call, from the messages so far
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             continue
@@ -103,56 +140,85 @@ def genai_tool_results(messages: Any) -> list[TurnResult]:
         found = _message_results(message, called)
         if found:
             back = len(users) - bisect.bisect_right(users, index)  # user messages after this one
-            results.extend(TurnResult(value, back, tool) for value, tool in found)
+            results.extend(TurnResult(value, back, *call) for value, call in found)
     return results
 
 
-def _called(message: Mapping[str, Any]) -> dict[str, str]:
-    """The tool calls a message makes, by id: OpenAI-style `tool_calls` (`{"id", "function": {"name"}}`) and
-    tool-call parts (`_CALL_PARTS`: GenAI `tool_call`, Anthropic `tool_use`, the AI SDK's `tool-call`)."""
-    named: dict[str, str] = {}
-    calls = message.get("tool_calls")
+def _called(message: Mapping[str, Any]) -> dict[str, _Call]:
+    """The tool calls a message makes, by id: OpenAI-style `tool_calls` (`{"id", "function": {"name",
+    "arguments"}}`) and tool-call parts (`_CALL_PARTS`: GenAI `tool_call`, Anthropic `tool_use`, the AI
+    SDK's `tool-call`)."""
+    made: dict[str, _Call] = {}
+    calls = message.get(_TOOL_CALLS)
     for call in calls if isinstance(calls, list) else ():
-        function = call.get("function") if isinstance(call, Mapping) else None
+        function = call.get(_FUNCTION) if isinstance(call, Mapping) else None
         if isinstance(function, Mapping):
-            _name_call(named, call.get("id"), function.get("name"))
+            _add_call(made, call.get(_ID), function.get(_NAME), function.get(_ARGUMENTS))
     for part in _parts(message):
         fields = _CALL_PARTS.get(_kind(part)) if isinstance(part, Mapping) else None
         if fields is not None:
-            _name_call(named, part.get(fields[0]), part.get(fields[1]))
-    return named
+            _add_call(made, *_call_of(part, fields))
+    return made
 
 
-def _name_call(named: dict[str, str], call_id: Any, name: Any) -> None:
+_NO_CALL = (None, None, None)  # a flattened list's gap
+
+
+def _flat_called(attributes: Mapping[str, Any], calls: str) -> dict[str, _Call]:
+    """The tool calls of one flattened message, by id (`calls`: its `tool_calls` prefix), in either layout
+    (`_FLAT_CALLS`), up to the first gap."""
+    made: dict[str, _Call] = {}
+    for fields in _FLAT_CALLS:
+        for index in itertools.count():
+            call = _call_of(attributes, fields, f"{calls}.{index}.")
+            if call == _NO_CALL:
+                break
+            _add_call(made, *call)
+    return made
+
+
+def _call_of(values: Mapping[str, Any], fields: _CallFields, at: str = "") -> tuple[Any, Any, Any]:
+    """(id, name, arguments) of the call `values` record under `at` (a part: its own fields)."""
+    arguments = (values.get(at + key) for key in fields.arguments)
+    found = next((value for value in arguments if value is not None), None)
+    return values.get(at + fields.id), values.get(at + fields.name), found
+
+
+def _add_call(made: dict[str, _Call], call_id: Any, name: Any, arguments: Any) -> None:
     if isinstance(call_id, str) and isinstance(name, str) and name:
-        named[call_id] = name
+        made[call_id] = _Call(name, arguments)
 
 
-def _message_name(message: Mapping[str, Any], called: Mapping[str, str]) -> str | None:
+def _answering(name: Any, called: Mapping[str, _Call], call_id: Any) -> _Call:
+    """A result's tool: the call with the id it answers, named by the result's own `name` where it has one
+    (its arguments are the call's)."""
+    call = called.get(call_id, _UNKNOWN) if isinstance(call_id, str) else _UNKNOWN
+    own = _named(name)
+    return call._replace(name=own) if own else call
+
+
+def _message_tool(message: Mapping[str, Any], called: Mapping[str, _Call]) -> _Call:
     """A tool-role message's tool: its own `name`, else the call it answers (`tool_call_id`: LiteLLM's and
     OpenAI's tool messages carry no name)."""
     if _role(message) not in _TOOL_ROLES:
-        return None
-    return _named(message.get("name")) or _answered(called, message.get("tool_call_id"))
+        return _UNKNOWN
+    return _answering(message.get(_NAME), called, message.get(_ANSWERS))
 
 
-def _part_name(part: Mapping[str, Any], called: Mapping[str, str]) -> str | None:
-    """A tool-result part's tool: the name it carries, else the call its id answers (`_ANSWERED_ID`)."""
+def _part_tool(part: Mapping[str, Any], called: Mapping[str, _Call]) -> _Call:
+    """A tool-result part's tool: the name it carries, else the call its id answers (`_ANSWERED_ID`); a
+    keyed part's, its inner mapping's name or the call it names as its `origin` (Haystack)."""
     kind = _kind(part)
     if kind in _TOOL_PART_TYPES:
         own = next(filter(None, (_named(part.get(key)) for key in _PART_NAMES)), None)
-        return own or _answered(called, part.get(_ANSWERED_ID.get(kind, "")))
+        return _answering(own, called, part.get(_ANSWERED_ID.get(kind, "")))
     inner = next(part[key] for key in _TOOL_PART_KEYS if key in part)  # a tool part: one of them is there
     if not isinstance(inner, Mapping):
-        return None
+        return _UNKNOWN
     origin = inner.get(_ORIGIN)
-    return _named(inner.get(_INNER_NAME)) or (
-        _named(origin.get(_ORIGIN_NAME)) if isinstance(origin, Mapping) else None
-    )
-
-
-def _answered(called: Mapping[str, str], call_id: Any) -> str | None:
-    return called.get(call_id) if isinstance(call_id, str) else None
+    origin = origin if isinstance(origin, Mapping) else {}
+    name = _named(inner.get(_NAME)) or _named(origin.get(_ORIGIN_NAME))
+    return _Call(name, origin.get(_ARGUMENTS))
 
 
 def _named(name: Any) -> str | None:
@@ -169,18 +235,29 @@ def indexed_tool_results(
     attributes: Mapping[str, Any], prefix: str, role: str, results: MessageResults
 ) -> list[TurnResult]:
     """Every tool-role message of flattened message attributes (`llm.input_messages.N.message.role` /
-    OpenLLMetry's `gen_ai.prompt.N.role`), with its turn; `results` reads one message's results."""
+    OpenLLMetry's `gen_ai.prompt.N.role`), with its turn; `results` reads one message's results. Each is
+    named as in a message list, by the message's fields beside its `role` (OpenInference's `message.*`):
+    its own `name`, else the earlier message's flattened call whose id is its `tool_call_id`."""
     roles = [str(r).lower() for r in indexed(attributes, prefix, role)]
+    if not any(name in _TOOL_ROLES for name in roles):
+        return []  # most model calls: no calls read
     users = [index for index, name in enumerate(roles) if name in USER_ROLES]
+    fields = role.rpartition(".")[0]  # `message` for `message.role`, none for `role`
+    beside = f".{fields}." if fields else "."
     found: list[TurnResult] = []
+    called: dict[str, _Call] = {}
     for index, name in enumerate(roles):
-        if name in _TOOL_ROLES:
-            back = len(users) - bisect.bisect_right(users, index)
-            found.extend(
-                TurnResult(value, back)
-                for value in results(attributes, f"{prefix}.{index}")
-                if value is not None
-            )
+        message = f"{prefix}.{index}{beside}"
+        if name not in _TOOL_ROLES:
+            called.update(_flat_called(attributes, message + _TOOL_CALLS))
+            continue
+        back = len(users) - bisect.bisect_right(users, index)
+        call = _answering(attributes.get(message + _NAME), called, attributes.get(message + _ANSWERS))
+        found.extend(
+            TurnResult(value, back, *call)
+            for value in results(attributes, f"{prefix}.{index}")
+            if value is not None
+        )
     return found
 
 
@@ -192,26 +269,28 @@ def indexed_tool_messages(
     return [result.value for result in found if result.back == 0]
 
 
-def _message_results(message: Mapping[str, Any], called: Mapping[str, str]) -> list[tuple[Any, str | None]]:
-    """The tool results one message carries, each with its tool's name where named: its tool-result parts
-    (`parts`, or `content` as a list of parts), else, for a tool-role message, its content. A message with
-    GenAI `parts` and none of them a tool result carries none."""
-    named = _message_name(message, called)  # None for a message that is not tool-role
+def _message_results(message: Mapping[str, Any], called: Mapping[str, _Call]) -> list[tuple[Any, _Call]]:
+    """The tool results one message carries, each with the call it answers where the messages tell: its
+    tool-result parts (`parts`, or `content` as a list of parts; a part's own tool, else the message's),
+    else, for a tool-role message, its content. A message with GenAI `parts` and none of them a tool result
+    carries none."""
+    tool = _message_tool(message, called)  # unknown for a message that is not tool-role
     tool_role = _role(message) in _TOOL_ROLES
     tool_parts = [part for part in _parts(message) if _is_tool_part(part)]
     if tool_parts:
-        return [
-            (value, _part_name(part, called) or named)
-            for part in tool_parts
-            if (value := _part_result(part)) is not None
-        ]
+        found: list[tuple[Any, _Call]] = []
+        for part in tool_parts:
+            if (value := _part_result(part)) is not None:
+                own = _part_tool(part, called)
+                found.append((value, own if own.name else tool))
+        return found
     parts = message.get("parts")
     if isinstance(parts, list):
         # LiteLLM's OTel callback writes a tool message's result as its text parts.
-        return [(part["content"], named) for part in parts if _is_text_part(part)] if tool_role else []
+        return [(part["content"], tool) for part in parts if _is_text_part(part)] if tool_role else []
     if tool_role:
         content = message.get("content")
-        return [] if content is None else [(content, named)]
+        return [] if content is None else [(content, tool)]
     return []
 
 

@@ -94,7 +94,8 @@ def read_tool_messages(r: Reading) -> None:
                     ContextSourceKind.TOOL_MESSAGE,
                     result.value,
                     convention.TOOL_MESSAGE,
-                    name=result.tool,
+                    result.arguments,
+                    result.tool,
                 )
             return
 

@@ -29,6 +29,7 @@ from tracescore.model import (
     DecodedSpan,
     Run,
     RunToolCall,
+    start_order,
 )
 
 __all__ = ["agent_run"]
@@ -74,9 +75,10 @@ _ERROR_FIELDS = frozenset({"error", "message", "code", "status", "type", "detail
 
 def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], contexts: Contexts) -> Run | None:
     """What the agent did, read the same way for every convention: each tool span's call (name, arguments,
-    result, whether it failed), without tool spans the tool messages this turn passed to the model, the
-    LLM calls' steps and tokens, and the retrievals whose documents are in `contexts`. None when the
-    interaction shows neither a tool nor an LLM call (a decorated function, a chain without model spans).
+    result, whether it failed), without tool spans the tool messages this turn passed to the model (named,
+    with arguments, by the calls they answer, where the messages say: `_history`), the LLM calls' steps and
+    tokens, and the retrievals whose documents are in `contexts`. None when the interaction shows neither a
+    tool nor an LLM call (a decorated function, a chain without model spans).
     Bounded: the first `MAX_RUN_TOOL_CALLS` calls are kept, the rest counted."""
     if (
         not tools
@@ -87,7 +89,7 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
         )
     ):
         return None  # the unsampled path reads every interaction: a plain RAG span pays nothing here
-    ordered = sorted(tools, key=lambda s: (s.start_time_unix_nano, s.span_id))
+    ordered = sorted(tools, key=start_order)
     read_as = _read_results(contexts)
     calls = [_tool_call(tool, read_as.get(tool.span_id)) for tool in ordered[:MAX_RUN_TOOL_CALLS]]
     total, failed = len(ordered), sum(not c.ok for c in calls)
@@ -214,15 +216,22 @@ def _tool_call(span: DecodedSpan, texts: list[str] | None) -> RunToolCall:
     # The result as the model was given it: a ToolMessage's or ToolOutput's content, documents one a line.
     if texts is None:
         texts = tool_result_texts(result)[0] if result is not None else []
-    arguments_text, result_text = _text(arguments), "\n\n".join(texts) if texts else _text(result)
+    result_text = "\n\n".join(texts) if texts else _text(result)
+    return _run_call(str(name) if name else span.name, arguments, result_text, error, span.span_id)
+
+
+def _run_call(name: str, arguments: Any, result: str | None, error: str | None, span_id: str) -> RunToolCall:
+    """A call of the run, its arguments as text (JSON text as recorded, an object as JSON: tool spans and
+    messages record either) and clipped like its result."""
+    arguments_text = _text(arguments)
     return RunToolCall(
-        name=str(name) if name else span.name,
+        name=name,
         arguments=_clip(arguments_text),
-        result=_clip(result_text),
+        result=_clip(result),
         ok=error is None,
         error=error,
-        clipped=any(t is not None and len(t) > MAX_RUN_TEXT_CHARS for t in (arguments_text, result_text)),
-        span_id=span.span_id,
+        clipped=any(t is not None and len(t) > MAX_RUN_TEXT_CHARS for t in (arguments_text, result)),
+        span_id=span_id,
     )
 
 
@@ -245,15 +254,9 @@ def _with_result(call: RunToolCall, text: str) -> RunToolCall:
 
 
 def _message_call(call: ToolCall, text: str) -> RunToolCall:
-    error = _error_result(text)
-    return RunToolCall(
-        name=call.name or "(tool message)",
-        result=_clip(text),
-        ok=error is None,
-        error=error,
-        clipped=len(text) > MAX_RUN_TEXT_CHARS,
-        span_id=call.span.span_id,
-    )
+    """A tool message's call: named, with the arguments of the call it answers, where the messages say."""
+    name = call.name or "(tool message)"
+    return _run_call(name, call.arguments, text, _error_result(text), call.span.span_id)
 
 
 def _failure(span: DecodedSpan, result: Any) -> str | None:

@@ -32,7 +32,7 @@ from typing import Any
 from tracescore.extract._context import MAX_CONTEXT_CHARS, Contexts, ToolCall
 from tracescore.extract._history import TurnResult, genai_tool_messages, indexed_tool_messages
 from tracescore.extract._read import documents_of, is_repr, parse_json
-from tracescore.model import ContextSourceKind, DecodedSpan, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Trace, start_order
 
 __all__ = [
     "add_earlier_turns",
@@ -178,7 +178,7 @@ def add_earlier_turns(contexts: Contexts, llm: DecodedSpan, results: Iterable[Tu
     if not earlier:
         return
     seen = set(contexts.texts)
-    for value, back, tool in earlier:
+    for value, back, tool, arguments in earlier:
         if contexts.full:
             contexts.skip_span()
             continue
@@ -186,7 +186,7 @@ def add_earlier_turns(contexts: Contexts, llm: DecodedSpan, results: Iterable[Tu
         fresh = [text for text in texts if text not in seen]
         seen.update(fresh)
         what = f"tool result of an earlier turn ({back} back) in the LLM input"
-        call = ToolCall(llm, None, document_like, what, tool)
+        call = ToolCall(llm, arguments, document_like, what, tool)
         contexts.add(llm, ContextSourceKind.EARLIER_TURN, fresh, call, turns_back=back)
 
 
@@ -310,8 +310,12 @@ def answering_groups(
             groups.append((group, since.get(parent, 0)))
             since[parent] = llm.end_time_unix_nano
     groups.extend((group, since.get(parent, 0)) for parent, group in pending.items())
-    groups.sort(key=lambda item: item[0][0].start_time_unix_nano)
+    groups.sort(key=_first_start)
     return groups
+
+
+def _first_start(group: tuple[list[DecodedSpan], int]) -> tuple[int, int, str]:
+    return start_order(group[0][0])
 
 
 def called_by_tool(
