@@ -59,6 +59,9 @@ def test_the_command_writes_a_record_per_conversation_and_says_what_it_did(
         "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{topic_prefix}.turns",
         "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{topic_prefix}.state",
         "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{topic_prefix}.spans",
+        # Not the default name, which other tests' consumers write on the shared broker: once it exists,
+        # stage 1 joins its group too (and another test's records are read).
+        "TRACESCORE_CONVERSATIONS_EVIDENCE_TOPIC": f"{topic_prefix}.evidence",
     }
     flags = [
         "--bootstrap-servers", bootstrap, "--evaluations-topic", f"{topic_prefix}.evaluations",
@@ -86,6 +89,9 @@ def test_a_member_rebalancing_unlike_its_group_is_refused_with_one_line_saying_w
         "TRACESCORE_CONVERSATIONS_TURNS_TOPIC": f"{topic_prefix}.turns",
         "TRACESCORE_CONVERSATIONS_STATE_TOPIC": f"{topic_prefix}.state",
         "TRACESCORE_CONVERSATIONS_SPANS_TOPIC": f"{topic_prefix}.spans",
+        # Not the default name, which other tests' consumers write on the shared broker: once it exists,
+        # stage 1 joins its group too (and another test's records are read).
+        "TRACESCORE_CONVERSATIONS_EVIDENCE_TOPIC": f"{topic_prefix}.evidence",
         "TRACESCORE_CONVERSATIONS_REBALANCE_PROTOCOL": "cooperative",
     }
     names = {name.removeprefix("TRACESCORE_CONVERSATIONS_").lower(): value for name, value in env.items()}
