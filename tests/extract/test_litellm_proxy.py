@@ -2,18 +2,22 @@
 (fixtures/litellm_proxy, scenarios/litellm_proxy.py). Its calls are `acompletion`s, which its callback writes
 as the GenAI operation: read as chat calls, the end user the app named in OpenAI's `user` field (`llm.user`)
 as the user. A client app that sent its trace context (`traceparent`) puts the proxy's spans in its own
-trace, beside the app's record of the same call: scored once, on the app's reading."""
+trace, beside the app's record of the same call: scored once, on the app's reading, the proxy's end user its
+user (OpenInference keeps OpenAI's `user` field only inside `llm.invocation_parameters`)."""
 
 from __future__ import annotations
 
 import pytest
 from recorded import Recording, extracted, recordings, spans_of
 
-from tracescore.model import DecodedSpan
+from tracescore.extract import DEFAULT_RECOGNIZERS, extract
+from tracescore.model import DecodedSpan, Trace
 
 PROXY = [r for r in recordings() if r.source == "litellm_proxy" and r.expected[0] == "interaction"]
 DETACHED = [r for r in PROXY if r.scenario.startswith("detached_")]
 JOINED = [r for r in PROXY if r.scenario.startswith("joined_")]
+# The app names the end user in its single calls, not in the tool loop (scenarios/litellm_proxy.py).
+JOINED_FOR_A_USER = [r for r in JOINED if not r.scenario.startswith("joined_tools")]
 END_USER = "customer-42"  # scenarios/litellm_proxy.py
 PROXY_SERVICE = "litellm-proxy"
 
@@ -44,4 +48,25 @@ def test_a_call_through_the_proxy_in_the_apps_trace_is_scored_once(recording: Re
     assert _services(spans) == {PROXY_SERVICE, "aurora-support"}
     [interaction] = extracted(spans).interactions
     assert interaction.span.service_name == "aurora-support"
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+
+
+@pytest.mark.parametrize("recording", JOINED_FOR_A_USER, ids=lambda r: r.id)
+def test_the_end_user_the_proxy_recorded_is_the_user_of_the_apps_reading(recording: Recording) -> None:
+    # The app's reading names no user (OpenInference writes OpenAI's `user` field into its invocation
+    # parameters only); the proxy's record of the same call does, as `llm.user`.
+    spans = spans_of(recording)
+    assert {s.attributes.get("llm.user") for s in spans if s.service_name == PROXY_SERVICE} >= {END_USER}
+    [interaction] = extracted(spans).interactions
+    assert (interaction.span.service_name, interaction.user_id) == ("aurora-support", END_USER)
+
+
+@pytest.mark.parametrize("recording", JOINED, ids=lambda r: r.id)
+def test_the_apps_reading_is_kept_whichever_convention_reads_first(recording: Recording) -> None:
+    # The proxy's reading read before the app's (a gateway traced by a convention listed earlier than the
+    # app's): still scored once, on the app's reading, the reading of the service that made the call.
+    spans = spans_of(recording)
+    trace = Trace(spans[0].trace_id, tuple(spans))
+    [interaction] = extract(trace, tuple(reversed(DEFAULT_RECOGNIZERS))).interactions
+    assert (interaction.span.service_name, interaction.convention) == ("aurora-support", "openinference")
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)

@@ -2,12 +2,13 @@
 
 Recognisers run in priority order (`DEFAULT_RECOGNIZERS`: one per convention, in the order `_conventions`
 explains). Two readings describe the same interaction when one's anchor span is the other's ancestor or
-descendant, or they were read from a shared span, or they are one model call recorded by two services (a
-client app and the gateway it called, as the LiteLLM proxy: the same question and answer read in another
-service): the earlier recogniser's reading is kept. Sibling interactions (two RAG calls in one request) stay
-separate. Skips are kept the same way: of two conventions that could not score one interaction (one's anchor
-inside the other's), the earlier one explains it, as does the reading of the service that made the call a
-gateway's spans record.
+descendant, or they were read from a shared span: the earlier recogniser's reading is kept. One model call
+recorded by two services (a client app and the gateway it called, as the LiteLLM proxy: the same question and
+answer read in a service called from the app's reading) is scored once, on the caller's reading, the gateway's
+end user filling an empty one. Sibling interactions (two RAG calls in one request, or two services that each
+make the same call, neither calling the other) stay separate. Skips are kept the same way: of two conventions
+that could not score one interaction (one's anchor inside the other's), the earlier one explains it, as does
+the reading of the service that made the call a gateway's spans record.
 """
 
 from __future__ import annotations
@@ -70,11 +71,7 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
         for outcome in outcomes:
             if isinstance(outcome, Skip):
                 skipped.append(outcome)
-            elif not kept_found or not any(
-                _same(trace, outcome.span, outcome.span_ids, kept) or _relayed(outcome, kept)
-                for kept in kept_found
-            ):
-                kept_found.append(outcome)
+            elif _keep(trace, outcome, kept_found):
                 if one_span:
                     continue
                 anchor = outcome.span
@@ -96,7 +93,8 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
             continue
         if skipped_at is not None:
             if any(
-                _same(trace, skipped_at, frozenset(), kept) or _called_from(trace, skipped_at, kept.span)
+                _same(trace, skipped_at, frozenset(), kept)
+                or _called_from(trace, skipped_at, kept.span, kept.span_ids)
                 for kept in kept_found
             ) or any(
                 _nested(trace, skipped_at, earlier) or _called_from(trace, skipped_at, earlier)
@@ -127,24 +125,51 @@ def _same(trace: Trace, anchor: DecodedSpan, span_ids: frozenset[str], kept: Fou
     )
 
 
-def _relayed(found: Found, kept: Found) -> bool:
+def _keep(trace: Trace, found: Found, kept_found: list[Found]) -> bool:
+    """Keeps `found` unless it is an interaction kept already: read from the same spans (`_same`), or the
+    relay of a kept reading (`_relayed`); in place of a kept reading that is its own relay (read first, by an
+    earlier convention or from an earlier span). Of a call and its relay the caller's reading is kept, the
+    relay's end user filling an empty one (a gateway names the user the app did not). True when kept."""
+    for index, kept in enumerate(kept_found):
+        if _relayed(trace, found, kept):
+            kept.fill_user(found.user_id)
+            return False
+        if _relayed(trace, kept, found):
+            found.fill_user(kept.user_id)
+            kept_found[index] = found
+            return True
+        if _same(trace, found.span, found.span_ids, kept):
+            return False
+    kept_found.append(found)
+    return True
+
+
+def _relayed(trace: Trace, found: Found, kept: Found) -> bool:
     """Whether `found` is the call `kept` made, recorded again by the service it called (a gateway such as the
-    LiteLLM proxy, its spans beside the client's when the client sent its trace context itself)."""
+    LiteLLM proxy): in a service called from `kept`'s reading (`_called_from`), with the same question and
+    answer. Two services that each make the same call, neither calling the other (a fan-out), are two
+    interactions."""
     question, _, answer = found.texts
     return (
         bool(answer)
         and found.span.service_name != kept.span.service_name
         and (question, answer) == (kept.texts[0], kept.texts[2])
+        and _called_from(trace, found.span, kept.span, kept.span_ids)
     )
 
 
-def _called_from(trace: Trace, anchor: DecodedSpan, other: DecodedSpan) -> bool:
-    """Whether `anchor` is in a service called from `other` or a span above it (its nearest ancestor in
-    another service is one of them): a gateway's record of a call the calling service's reading covers."""
+def _called_from(
+    trace: Trace, anchor: DecodedSpan, reading: DecodedSpan, span_ids: frozenset[str] = frozenset()
+) -> bool:
+    """Whether `anchor` is in a service called from a reading (its span `reading`, read from `span_ids`): its
+    nearest ancestor in another service is in the reading's service and is one of the reading's spans or above
+    or below one (an app sends its trace context from the span current when it calls: its own span around the
+    model call, the client's span, or an HTTP span below it): a gateway's record of the reading's call."""
     caller = next((a for a in trace.ancestors(anchor) if a.service_name != anchor.service_name), None)
-    if caller is None or caller.service_name != other.service_name:
+    if caller is None or caller.service_name != reading.service_name:
         return False
-    return caller.span_id == other.span_id or any(a.span_id == caller.span_id for a in trace.ancestors(other))
+    spans = (reading, *(span for span_id in span_ids if (span := trace.by_id.get(span_id)) is not None))
+    return any(_nested(trace, caller, span) for span in spans)
 
 
 def _nested(trace: Trace, anchor: DecodedSpan, other: DecodedSpan) -> bool:

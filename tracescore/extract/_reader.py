@@ -14,6 +14,7 @@ there; the order is the rules' order and is part of the behaviour.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -321,10 +322,29 @@ class Found:
     @property
     def session_id(self) -> str | None:
         """The conversation it is a turn of, as the steps read it (no build needed)."""
+        return self._read().session_id
+
+    @property
+    def user_id(self) -> str | None:
+        """The end user it was asked for, as the steps read it."""
+        return self._read().user_id
+
+    def fill_user(self, user: str | None) -> None:
+        """`user` as its end user where none was read (never one read from its own spans)."""
+        if user is None or self.user_id is not None:
+            return
         if self._built is not None:
-            return self._built.session_id
+            self._built = replace(self._built, user_id=user)
+        else:
+            assert self._reading is not None
+            self._reading.user_id = user
+
+    def _read(self) -> Interaction | Reading:
+        """What it was read as: the interaction once built, the reading until then."""
+        if self._built is not None:
+            return self._built
         assert self._reading is not None
-        return self._reading.session_id
+        return self._reading
 
     def interaction(self) -> Interaction:
         built = self._built
