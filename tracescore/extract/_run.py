@@ -251,14 +251,18 @@ def _with_result(call: RunToolCall, answered: ToolCall, text: str) -> RunToolCal
     """A tool span's call with the result its tool message gave the model, and the arguments of the call
     the message answers where the span recorded none (of the same tool: never another's)."""
     error = call.error or _error_result(text)
-    update = {"result": _clip(text), "ok": error is None, "error": error}
-    arguments = _text(answered.arguments) if answered.name == call.name else None
-    if call.arguments is None and arguments is not None:
-        update["arguments"] = _clip(arguments)
-    else:
-        arguments = None
-    update["clipped"] = call.clipped or any(len(t) > MAX_RUN_TEXT_CHARS for t in (text, arguments or ""))
-    return call.model_copy(update=update)
+    given = _text(answered.arguments) if call.arguments is None and answered.name == call.name else None
+    arguments = call.arguments if given is None else _clip(given)
+    clipped = call.clipped or any(t is not None and len(t) > MAX_RUN_TEXT_CHARS for t in (text, given))
+    return call.model_copy(
+        update={
+            "result": _clip(text),
+            "arguments": arguments,
+            "ok": error is None,
+            "error": error,
+            "clipped": clipped,
+        }
+    )
 
 
 def _message_call(call: ToolCall, text: str) -> RunToolCall:
