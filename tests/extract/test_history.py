@@ -12,12 +12,14 @@ import json
 from typing import Any
 
 import pytest
+from recorded import Recording, extracted, recordings, spans_of
 from trace_builder import span, trace
 
 from tracescore.extract import extract
 from tracescore.extract._context import Contexts
 from tracescore.extract._history import TurnResult, genai_tool_results, indexed_tool_results
 from tracescore.extract._tools import add_earlier_turns
+from tracescore.model import DecodedSpan, Interaction, RunToolCall
 from tracescore.score import evaluate
 from tracescore.score.judges import OfflineJudge
 
@@ -275,7 +277,7 @@ def test_a_tool_result_part_is_named_by_the_call_with_its_id_in_every_turn(
     Anthropic `tool_result` block through the `tool_use` block its `tool_use_id` answers: the earlier turn's
     result as much as this turn's, parallel calls by id whatever their order, an unknown id unnamed."""
     prices, weekends = {"topic": "prices"}, {"topic": "weekend"}
-    assert [tuple(result) for result in genai_tool_results(messages)] == [
+    assert [tuple(result)[:4] for result in genai_tool_results(messages)] == [
         (PRICE, 1, "search_plans", prices),
         (weekend, 0, "search_addons", weekends),
         (PRICE, 0, "search_plans", prices),
@@ -307,7 +309,7 @@ def test_a_tool_result_part_that_names_its_tool_is_named_by_it(part: dict[str, A
     too; the others' arguments are the calls' (none made in these messages)."""
     messages = [{"role": "user", "content": QUESTION}, {"role": "user", "parts": [part]}]
     arguments = part.get("tool_call_result", {}).get("origin", {}).get("arguments")
-    assert [tuple(result) for result in genai_tool_results(messages)] == [
+    assert [tuple(result)[:4] for result in genai_tool_results(messages)] == [
         (PRICE, 0, "search_plans", arguments)
     ]
 
@@ -475,7 +477,7 @@ def test_a_flattened_tool_message_is_named_by_the_call_with_its_id_in_every_turn
     found = indexed_tool_results(
         flat, "llm.input_messages", "message.role", lambda a, m: [a[f"{m}.{content}"]]
     )
-    assert [tuple(result) for result in found] == [
+    assert [tuple(result)[:4] for result in found] == [
         (PRICE, 1, "search_plans", "{}"),
         (WEEKEND, 0, "search_docs", json.dumps(WEIGHT)),
         (PRICE, 0, "search_docs_v2", json.dumps(BATTERY)),
@@ -490,4 +492,179 @@ def test_an_earlier_turns_result_keeps_its_tools_name() -> None:
     assert [(text, call.name) for _, text, call in contexts.tool_results()] == [
         (PRICE, "search_plans"),
         (WEEKEND, None),
+    ]
+
+
+# The recorded producers whose tool results name their calls elsewhere than beside them: OpenLIT passes the
+# model's tool calls only as the output of the chat that made them (never in the next chat's input), AutoGen's
+# `execute_tool` spans record a call's id but not its arguments, and Gemini's `function_response` parts answer
+# `function_call` parts of the same name (ids only where ADK sets them).
+RECORDED = {recording.id: recording for recording in recordings()}
+OPENLIT_TOOL_TURNS = [
+    r.param
+    for r in RECORDED.values()
+    if r.source.startswith("openlit") and b"tool_call_response" in r.payload
+]
+AUTOGEN_TOOL_TURNS = [
+    r.param for r in RECORDED.values() if r.source == "autogen" and r.scenario != "core_only"
+]
+
+
+def _output_calls(spans: list[DecodedSpan]) -> dict[str, tuple[str, str]]:
+    """Every GenAI `tool_call` part the recorded chats output, by id: (tool, arguments as JSON text)."""
+    calls = {}
+    for chat in spans:
+        for message in json.loads(chat.attributes.get("gen_ai.output.messages", "[]")):
+            for part in message["parts"]:
+                if part["type"] == "tool_call":
+                    calls[part["id"]] = (part["name"], json.dumps(part["arguments"]))
+    return calls
+
+
+def _run_calls(interaction: Interaction) -> list[tuple[str, str | None]]:
+    assert interaction.record.run is not None
+    return [(call.name, call.arguments) for call in interaction.record.run.tool_calls]
+
+
+def _one_interaction(recording: Recording) -> Interaction:
+    [interaction] = extracted(spans_of(recording)).interactions
+    return interaction
+
+
+@pytest.mark.parametrize("recording", OPENLIT_TOOL_TURNS)
+def test_openlit_tool_messages_are_named_by_the_call_an_earlier_chat_output(recording: Recording) -> None:
+    """OpenLIT leaves the model's tool-call message out of the answering chat's input: the result's
+    `tool_call_response` id is answered by the `tool_call` the previous chat output, which names it and gives
+    its arguments (it was `(tool message)` with none)."""
+    spans = spans_of(recording)
+    answers = [
+        part["id"]
+        for chat in spans
+        for message in json.loads(chat.attributes.get("gen_ai.input.messages", "[]"))
+        for part in message["parts"]
+        if part["type"] == "tool_call_response"
+    ]
+    # The recording as read: the call it answers is in no chat's input, only in an earlier chat's output.
+    assert answers and not any('"tool_call"' in s.attributes.get("gen_ai.input.messages", "") for s in spans)
+    calls = _output_calls(spans)
+    this_turn = answers[-1]  # the earlier turns' results come first in the input
+    assert _run_calls(_one_interaction(recording)) == [calls[this_turn]]
+
+
+@pytest.mark.parametrize("recording", AUTOGEN_TOOL_TURNS)
+def test_autogen_tool_spans_take_the_arguments_of_the_call_with_their_id(recording: Recording) -> None:
+    """autogen-core's `execute_tool` span records the tool and the call's id, not its arguments; the chat
+    that asked for it output the call with that id and its arguments, which the run's call now carries."""
+    spans = spans_of(recording)
+    [tool] = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    assert not {"gen_ai.tool.call.arguments", "gen_ai.tool.call.result"} & tool.attributes.keys()
+    assert _run_calls(_one_interaction(recording)) == [
+        _output_calls(spans)[tool.attributes["gen_ai.tool.call.id"]]
+    ]
+
+
+def _repeats_label(*calls: RunToolCall) -> str:
+    """`repeated_tool_calls` on a run that made `calls` (each as a recorded run read it), in order."""
+    rag = extracted(spans_of(RECORDED["autogen/faithful"])).interactions[0].record
+    assert rag.run is not None
+    run = rag.run.model_copy(update={"tool_calls": calls, "tool_calls_total": len(calls)})
+    [result] = evaluate(rag.model_copy(update={"run": run}), ["repeated_tool_calls"], OfflineJudge())
+    return result.label
+
+
+@pytest.mark.parametrize(
+    ("first", "other", "same"),
+    [
+        (
+            "openlit_conversation/qa_only_faithful_turn1",
+            "openlit_conversation/qa_only_faithful_turn2",  # topic support, not prices
+            "openlit_conversation/qa_only_invented_turn1",  # topic prices again
+        ),
+        ("autogen/faithful", "autogen/second_turn_faithful", "autogen/unfaithful"),
+    ],
+    ids=["openlit", "autogen"],
+)
+def test_one_recorded_tool_asked_two_things_is_no_repeat_the_same_twice_is(
+    first: str, other: str, same: str
+) -> None:
+    """Two recorded calls of one tool, as one run would have made them: asked different things they are no
+    repeat (read without arguments they were: two unnamed results, or two `search_docs` with none); asked
+    the same twice they are."""
+    [call], [different], [again] = (
+        _one_interaction(RECORDED[name]).record.run.tool_calls  # type: ignore[union-attr]
+        for name in (first, other, same)
+    )
+    assert call.name == different.name == again.name and call.arguments == again.arguments
+    assert _repeats_label(call, different) == "no_repeats"
+    assert _repeats_label(call, again) == "repeated"
+
+
+def _gemini_contents(recording: str) -> list[dict[str, Any]]:
+    """The Gemini `contents` ADK sent the model in the recording's last model call (`function_call` and
+    `function_response` parts, each with the id ADK gives it)."""
+    spans = spans_of(RECORDED[recording])
+    requests = [s for s in spans if "gcp.vertex.agent.llm_request" in s.attributes]
+    return json.loads(
+        max(requests, key=lambda s: s.start_time_unix_nano).attributes["gcp.vertex.agent.llm_request"]
+    )["contents"]
+
+
+def _without_ids(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gemini's own shape: its API gives a function call no id (ADK adds one)."""
+    return [
+        {
+            **content,
+            "parts": [
+                {k: {**v, "id": None} if k.startswith("function_") else v for k, v in part.items()}
+                for part in content["parts"]
+            ],
+        }
+        for content in contents
+    ]
+
+
+@pytest.mark.parametrize("ids", [True, False], ids=["adk_ids", "gemini_no_ids"])
+def test_a_gemini_function_response_takes_the_arguments_of_the_function_call_it_answers(ids: bool) -> None:
+    """Recorded Gemini contents (ADK, turn 3: one lookup a turn): each `function_response` is named and given
+    the arguments of the `function_call` it answers, by id where ADK set one, else the earlier call of its
+    tool not answered yet (the n-th response of a tool answers its n-th call of the turn)."""
+    contents = _gemini_contents("google_adk_v1/resent_faithful_turn3")
+    contents = contents if ids else _without_ids(contents)
+    called = [
+        (part["function_call"]["name"], part["function_call"]["args"])
+        for content in contents
+        for part in content["parts"]
+        if "function_call" in part
+    ]
+    found = genai_tool_results(contents)
+    assert [(result.tool, result.arguments) for result in found] == called
+    assert [result.back for result in found] == [2, 1, 0]
+    assert len({json.dumps(arguments) for _, arguments in called}) == 3  # three different topics
+
+
+def test_gemini_function_responses_of_one_tool_answer_its_calls_in_order() -> None:
+    """Two calls of one tool in one turn (Gemini gives them no id), answered in one message: the first
+    response answers the first call; a response with no call of its tool left is named, without arguments;
+    a new turn's responses answer that turn's calls."""
+
+    def call(topic: str) -> dict[str, Any]:
+        return {"function_call": {"name": "search_plans", "args": {"topic": topic}}}
+
+    def response(text: str) -> dict[str, Any]:
+        return {"function_response": {"name": "search_plans", "response": {"result": text}}}
+
+    contents = [
+        {"role": "user", "parts": [{"text": FIRST}]},
+        {"role": "model", "parts": [call("prices"), call("weekend")]},
+        {"role": "user", "parts": [response(PRICE), response(WEEKEND), response(PRICE)]},
+        {"role": "model", "parts": [call("unanswered")]},
+        {"role": "user", "parts": [{"text": QUESTION}]},
+        {"role": "model", "parts": [call("plus")]},
+        {"role": "user", "parts": [response(PRICE)]},
+    ]
+    assert [(r.value, r.back, r.tool, r.arguments) for r in genai_tool_results(contents)] == [
+        ({"result": PRICE}, 1, "search_plans", {"topic": "prices"}),
+        ({"result": WEEKEND}, 1, "search_plans", {"topic": "weekend"}),
+        ({"result": PRICE}, 1, "search_plans", None),
+        ({"result": PRICE}, 0, "search_plans", {"topic": "plus"}),
     ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
 from tracescore.extract._context import Contexts
-from tracescore.extract._history import TurnResult
+from tracescore.extract._history import MadeCall, TurnResult
 from tracescore.extract._prompt import PromptDocuments
 from tracescore.extract._protocol import Skip
 from tracescore.extract._read import Prompt, is_repr
@@ -282,6 +282,11 @@ class Convention:
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         """Every tool result in an LLM call's input messages, with how many turns back it was given."""
         return []
+
+    def output_tool_calls(self, llm: DecodedSpan) -> Mapping[str, MadeCall]:
+        """The tool calls an LLM call's output made, by id: where its input left out the calls its tool
+        results answer, the reader names them by these (`_history.answered_earlier`)."""
+        return {}
 
     def reads_tool_messages(self, reading: Reading) -> bool:
         """Whether the tool messages passed to the model are read: by default only without tool spans (they

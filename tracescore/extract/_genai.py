@@ -24,7 +24,7 @@ from tracescore import semconv
 from tracescore._plural import counted
 from tracescore.extract._convention import Convention, Reading, not_inside, unlabelled_note
 from tracescore.extract._genai_events import event_messages, rebuilt
-from tracescore.extract._history import TurnResult, genai_tool_results
+from tracescore.extract._history import MadeCall, TurnResult, genai_tool_calls, genai_tool_results
 from tracescore.extract._read import (
     Prompt,
     assistant_text,
@@ -195,6 +195,9 @@ class GenAI(Convention):
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
         return genai_tool_results(self._input_messages(llm))
+
+    def output_tool_calls(self, llm: DecodedSpan) -> Mapping[str, MadeCall]:
+        return genai_tool_calls(self._output_messages(llm))
 
     def prompt(self, span: DecodedSpan) -> Prompt | None:
         return message_prompt(self._input_messages(span), span.attributes.get(self.SYSTEM_INSTRUCTIONS))

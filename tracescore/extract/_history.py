@@ -22,12 +22,17 @@ name (Pydantic AI's `tool_call_response` `name`, the AI SDK's `toolName`, Gemini
 `name`, Haystack's `origin.tool_name`), else by the call it answers, matched by id among the calls the
 messages before it made: a GenAI `tool_call_response` part's `id` answers a `tool_call` part's `id`, an
 Anthropic `tool_result` block's `tool_use_id` a `tool_use` block's `id`, an AI SDK `tool-result`'s
-`toolCallId` a `tool-call`'s. A tool-role message's result is named by its own `name`, else by the
+`toolCallId` a `tool-call`'s, a Gemini `function_response`'s `id` (ADK sets one) a `function_call`'s; without
+an id (Gemini's API gives none), a `function_response` answers the first `function_call` of its tool not
+answered yet this turn (the n-th response of a tool answers its n-th call). A tool-role message's result is
+named by its own `name`, else by the
 assistant's OpenAI-style `tool_calls` entry whose `id` is its `tool_call_id`. Flattened messages the same
 way: a tool message's `tool_call_id` (OpenInference's `message.tool_call_id`, OpenLLMetry's at the
 message's own prefix) answers an earlier message's flattened `tool_calls.M` entry (OpenInference's
 `tool_call.id` / `tool_call.function.name`, OpenLLMetry's `id` / `name`). Matched by id, never by order:
-parallel calls are answered in any order.
+parallel calls are answered in any order. A result whose id no message before it made keeps the id
+(`TurnResult.answers`): the reader looks it up among the calls earlier model calls output
+(`answered_earlier`; OpenLIT passes the model's tool calls only as the output of the call that made them).
 
 The call a result answers also gives its arguments as recorded (`TurnResult.arguments`: JSON text or an
 object, as the call's `arguments`, `input` or `args` held them; a Haystack result's own `origin`), so a run's
@@ -38,14 +43,17 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from tracescore.extract._read import USER_ROLES, indexed, parse_json
 
 __all__ = [
+    "MadeCall",
     "MessageResults",
     "TurnResult",
+    "answered_earlier",
+    "genai_tool_calls",
     "genai_tool_messages",
     "genai_tool_results",
     "indexed_tool_messages",
@@ -89,6 +97,8 @@ _CALL_PARTS = {
     "tool-call": _CallFields("toolCallId", "toolName", ("input", "args")),  # AI SDK 5, before 5
 }
 _ANSWERED_ID = {"tool_call_response": _ID, "tool_result": "tool_use_id", "tool-result": "toolCallId"}
+# Gemini's calls, by their one key: `{"function_call": {"name", "args"}}` (an `id` only where ADK set one).
+_KEYED_CALLS = {key: _CallFields(_ID, _NAME, ("args",)) for key in ("function_call", "functionCall")}
 # A flattened message's calls, `<message>.tool_calls.M.<field>`: OpenInference's, OpenLLMetry's.
 _FLAT_CALLS = (
     _CallFields("tool_call.id", "tool_call.function.name", ("tool_call.function.arguments",)),
@@ -103,16 +113,19 @@ class TurnResult(NamedTuple):
     back: int  # how many turns back it was given: 0 for this turn's
     tool: str | None = None  # the tool it is the result of, where the message list names it
     arguments: Any = None  # the arguments of the call it answers, as recorded (None: not recorded)
+    answers: str | None = None  # the id of the call it answers, as recorded (None: not recorded)
 
 
-class _Call(NamedTuple):
-    """The call a result answers, as far as the messages tell: its tool's name and its arguments."""
+class MadeCall(NamedTuple):
+    """A tool call the model made, as far as the messages tell: its tool's name, its arguments and its id
+    (for a result: those of the call it answers)."""
 
     name: str | None = None
     arguments: Any = None
+    id: str | None = None
 
 
-_UNKNOWN = _Call()
+_UNKNOWN = MadeCall()
 
 # Reads the results of one tool-role message of flattened attributes, given the message's prefix
 # (`llm.input_messages.3`): a convention records a tool message's result under its own keys.
@@ -132,11 +145,13 @@ def genai_tool_results(messages: Any) -> list[TurnResult]:
         if isinstance(message, Mapping) and _role(message) in USER_ROLES and _is_user_turn(message)
     ]
     results: list[TurnResult] = []
-    called: dict[str, _Call] = {}  # tool call id -> the call, from the messages so far
+    called, turns = _Calls(), set(users)
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             continue
-        called.update(_called(message))
+        if index in turns:
+            called.waiting.clear()  # a new turn: Gemini's results answer this turn's calls
+        called.add(_called(message))
         found = _message_results(message, called)
         if found:
             back = len(users) - bisect.bisect_right(users, index)  # user messages after this one
@@ -144,37 +159,93 @@ def genai_tool_results(messages: Any) -> list[TurnResult]:
     return results
 
 
-def _called(message: Mapping[str, Any]) -> dict[str, _Call]:
-    """The tool calls a message makes, by id: OpenAI-style `tool_calls` (`{"id", "function": {"name",
-    "arguments"}}`) and tool-call parts (`_CALL_PARTS`: GenAI `tool_call`, Anthropic `tool_use`, the AI
-    SDK's `tool-call`)."""
-    made: dict[str, _Call] = {}
+def genai_tool_calls(messages: Any) -> dict[str, MadeCall]:
+    """The tool calls a message list makes, by id (a model call's output messages: `answered_earlier`)."""
+    messages = parse_json(messages)
+    called = _Calls()
+    for message in messages if isinstance(messages, list) else ():
+        if isinstance(message, Mapping):
+            called.add(_called(message))
+    return called.by_id
+
+
+def answered_earlier(
+    results: list[TurnResult], earlier: Iterable[Mapping[str, MadeCall]]
+) -> list[TurnResult]:
+    """`results` with those whose call the messages left out (no arguments, an id the input never made)
+    named by the call with that id among `earlier` (the calls earlier model calls made, in order: the last
+    with the id wins): OpenLIT passes the model's tool calls only as the output of the call that made them,
+    never in the next call's input. A result's own name is kept."""
+    made: dict[str, MadeCall] = {}
+    for calls in earlier:
+        made.update(calls)
+    found = []
+    for result in results:
+        call = made.get(result.answers) if result.arguments is None and result.answers is not None else None
+        if call is not None:
+            result = result._replace(tool=result.tool or call.name, arguments=call.arguments)
+        found.append(result)
+    return found
+
+
+class _Calls:
+    """The tool calls the messages made so far: by id, and Gemini's, which carry none, by tool name in the
+    order made, not answered yet this turn (the n-th result of a tool answers its n-th call)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, MadeCall] = {}
+        self.waiting: dict[str, list[MadeCall]] = {}
+
+    def add(self, calls: list[MadeCall]) -> None:
+        for call in calls:
+            if call.id is not None:
+                self.by_id[call.id] = call
+            elif call.name is not None:
+                self.waiting.setdefault(call.name, []).append(call)
+
+    def next_of(self, name: str | None) -> MadeCall:
+        """The first call of tool `name` not answered yet, now answered."""
+        waiting = self.waiting.get(name) if name is not None else None
+        return waiting.pop(0) if waiting else _UNKNOWN
+
+
+def _called(message: Mapping[str, Any]) -> list[MadeCall]:
+    """The tool calls a message makes: OpenAI-style `tool_calls` (`{"id", "function": {"name",
+    "arguments"}}`), tool-call parts (`_CALL_PARTS`: GenAI `tool_call`, Anthropic `tool_use`, the AI SDK's
+    `tool-call`; by id) and Gemini's `function_call` parts (`_KEYED_CALLS`, by id only where ADK set one)."""
+    made: list[MadeCall] = []
     calls = message.get(_TOOL_CALLS)
     for call in calls if isinstance(calls, list) else ():
         function = call.get(_FUNCTION) if isinstance(call, Mapping) else None
         if isinstance(function, Mapping):
             _add_call(made, call.get(_ID), function.get(_NAME), function.get(_ARGUMENTS))
     for part in _parts(message):
-        fields = _CALL_PARTS.get(_kind(part)) if isinstance(part, Mapping) else None
-        if fields is not None:
+        if not isinstance(part, Mapping):
+            continue
+        if (fields := _CALL_PARTS.get(_kind(part))) is not None:
             _add_call(made, *_call_of(part, fields))
+        for key, fields in _KEYED_CALLS.items():
+            if isinstance(inner := part.get(key), Mapping):
+                call_id, name, arguments = _call_of(inner, fields)
+                _add_call(made, call_id if isinstance(call_id, str) else _WAITING, name, arguments)
     return made
 
 
 _NO_CALL = (None, None, None)  # a flattened list's gap
+_WAITING = ""  # a Gemini call without an id: answered by order (`_Calls`)
 
 
-def _flat_called(attributes: Mapping[str, Any], calls: str) -> dict[str, _Call]:
+def _flat_called(attributes: Mapping[str, Any], calls: str) -> dict[str, MadeCall]:
     """The tool calls of one flattened message, by id (`calls`: its `tool_calls` prefix), in either layout
     (`_FLAT_CALLS`), up to the first gap."""
-    made: dict[str, _Call] = {}
+    made: list[MadeCall] = []
     for fields in _FLAT_CALLS:
         for index in itertools.count():
             call = _call_of(attributes, fields, f"{calls}.{index}.")
             if call == _NO_CALL:
                 break
             _add_call(made, *call)
-    return made
+    return {call.id: call for call in made if call.id}
 
 
 def _call_of(values: Mapping[str, Any], fields: _CallFields, at: str = "") -> tuple[Any, Any, Any]:
@@ -184,41 +255,47 @@ def _call_of(values: Mapping[str, Any], fields: _CallFields, at: str = "") -> tu
     return values.get(at + fields.id), values.get(at + fields.name), found
 
 
-def _add_call(made: dict[str, _Call], call_id: Any, name: Any, arguments: Any) -> None:
+def _add_call(made: list[MadeCall], call_id: Any, name: Any, arguments: Any) -> None:
+    """A call with an id and a name (`_WAITING`: a Gemini call, which has no id)."""
     if isinstance(call_id, str) and isinstance(name, str) and name:
-        made[call_id] = _Call(name, arguments)
+        made.append(MadeCall(name, arguments, call_id or None))
 
 
-def _answering(name: Any, called: Mapping[str, _Call], call_id: Any) -> _Call:
+def _answering(name: Any, called: Mapping[str, MadeCall], call_id: Any) -> MadeCall:
     """A result's tool: the call with the id it answers, named by the result's own `name` where it has one
-    (its arguments are the call's)."""
-    call = called.get(call_id, _UNKNOWN) if isinstance(call_id, str) else _UNKNOWN
-    own = _named(name)
-    return call._replace(name=own) if own else call
+    (its arguments are the call's); the id is the result's, answered or not (`answered_earlier`)."""
+    answers = call_id if isinstance(call_id, str) and call_id else None
+    call = called.get(answers, _UNKNOWN) if answers is not None else _UNKNOWN
+    return call._replace(name=_named(name) or call.name, id=answers)
 
 
-def _message_tool(message: Mapping[str, Any], called: Mapping[str, _Call]) -> _Call:
+def _message_tool(message: Mapping[str, Any], called: _Calls) -> MadeCall:
     """A tool-role message's tool: its own `name`, else the call it answers (`tool_call_id`: LiteLLM's and
     OpenAI's tool messages carry no name)."""
     if _role(message) not in _TOOL_ROLES:
         return _UNKNOWN
-    return _answering(message.get(_NAME), called, message.get(_ANSWERS))
+    return _answering(message.get(_NAME), called.by_id, message.get(_ANSWERS))
 
 
-def _part_tool(part: Mapping[str, Any], called: Mapping[str, _Call]) -> _Call:
+def _part_tool(part: Mapping[str, Any], called: _Calls) -> MadeCall:
     """A tool-result part's tool: the name it carries, else the call its id answers (`_ANSWERED_ID`); a
-    keyed part's, its inner mapping's name or the call it names as its `origin` (Haystack)."""
+    keyed part's, its inner mapping's name or the call it names as its `origin` (Haystack), its arguments
+    the call its `id` answers, else (Gemini's `function_response`, no id) the first call of its tool not
+    answered yet this turn."""
     kind = _kind(part)
     if kind in _TOOL_PART_TYPES:
         own = next(filter(None, (_named(part.get(key)) for key in _PART_NAMES)), None)
-        return _answering(own, called, part.get(_ANSWERED_ID.get(kind, "")))
+        return _answering(own, called.by_id, part.get(_ANSWERED_ID.get(kind, "")))
     inner = next(part[key] for key in _TOOL_PART_KEYS if key in part)  # a tool part: one of them is there
     if not isinstance(inner, Mapping):
         return _UNKNOWN
     origin = inner.get(_ORIGIN)
-    origin = origin if isinstance(origin, Mapping) else {}
-    name = _named(inner.get(_NAME)) or _named(origin.get(_ORIGIN_NAME))
-    return _Call(name, origin.get(_ARGUMENTS))
+    if isinstance(origin, Mapping):
+        return MadeCall(_named(inner.get(_NAME)) or _named(origin.get(_ORIGIN_NAME)), origin.get(_ARGUMENTS))
+    name = _named(inner.get(_NAME))
+    if isinstance(inner.get(_ID), str) and inner[_ID]:
+        return _answering(name, called.by_id, inner[_ID])
+    return called.next_of(name)._replace(name=name)
 
 
 def _named(name: Any) -> str | None:
@@ -245,7 +322,7 @@ def indexed_tool_results(
     fields = role.rpartition(".")[0]  # `message` for `message.role`, none for `role`
     beside = f".{fields}." if fields else "."
     found: list[TurnResult] = []
-    called: dict[str, _Call] = {}
+    called: dict[str, MadeCall] = {}
     for index, name in enumerate(roles):
         message = f"{prefix}.{index}{beside}"
         if name not in _TOOL_ROLES:
@@ -269,7 +346,7 @@ def indexed_tool_messages(
     return [result.value for result in found if result.back == 0]
 
 
-def _message_results(message: Mapping[str, Any], called: Mapping[str, _Call]) -> list[tuple[Any, _Call]]:
+def _message_results(message: Mapping[str, Any], called: _Calls) -> list[tuple[Any, MadeCall]]:
     """The tool results one message carries, each with the call it answers where the messages tell: its
     tool-result parts (`parts`, or `content` as a list of parts; a part's own tool, else the message's),
     else, for a tool-role message, its content. A message with GenAI `parts` and none of them a tool result
@@ -278,11 +355,11 @@ def _message_results(message: Mapping[str, Any], called: Mapping[str, _Call]) ->
     tool_role = _role(message) in _TOOL_ROLES
     tool_parts = [part for part in _parts(message) if _is_tool_part(part)]
     if tool_parts:
-        found: list[tuple[Any, _Call]] = []
+        found: list[tuple[Any, MadeCall]] = []
         for part in tool_parts:
             if (value := _part_result(part)) is not None:
                 own = _part_tool(part, called)
-                found.append((value, own if own.name else tool))
+                found.append((value, own if own.name else tool._replace(id=own.id or tool.id)))
         return found
     parts = message.get("parts")
     if isinstance(parts, list):

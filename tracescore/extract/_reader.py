@@ -20,13 +20,14 @@ from typing import NamedTuple
 
 from tracescore import semconv
 from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Reading
+from tracescore.extract._history import TurnResult, answered_earlier
 from tracescore.extract._lineage import conversation_of, route_of
 from tracescore.extract._prompt import prompt_documents
 from tracescore.extract._protocol import NOT_RAG, Skip
 from tracescore.extract._read import is_repr, may_start_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
-from tracescore.model import ContextSourceKind, DecodedSpan, Interaction, RagRecord, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, Interaction, RagRecord, Trace, start_order
 
 __all__ = ["STEPS", "ConventionReader", "Found", "Step"]
 
@@ -86,7 +87,7 @@ def read_tool_messages(r: Reading) -> None:
     if not prompted or not convention.reads_tool_messages(r):
         return
     for llm in reversed(prompted):
-        results = [result for result in convention.input_tool_results(llm) if result.back == 0]
+        results = [result for result in input_results(r, llm) if result.back == 0]
         if results:
             for result in results:
                 add_tool_result(
@@ -134,7 +135,19 @@ def read_earlier_turns(r: Reading) -> None:
     answering = r.llms if r.answering is None else r.answering
     if answering:
         llm = answering[-1]  # the call that answered: its input holds the most of the conversation
-        add_earlier_turns(r.contexts, llm, r.convention.input_tool_results(llm))
+        add_earlier_turns(r.contexts, llm, input_results(r, llm))
+
+
+def input_results(r: Reading, llm: DecodedSpan) -> list[TurnResult]:
+    """The tool results in `llm`'s input, each named, with arguments, by the call it answers; a call its
+    input left out (OpenLIT passes the model's tool calls only as the output of the call that made them) is
+    looked up by id among the tool calls the interaction's earlier model calls output."""
+    results = r.convention.input_tool_results(llm)
+    if all(result.arguments is not None or result.answers is None for result in results):
+        return results  # every call found in the input (or no id to look up)
+    began = start_order(llm)
+    earlier = sorted((e for e in r.llms if start_order(e) < began), key=start_order)
+    return answered_earlier(results, (r.convention.output_tool_calls(e) for e in earlier))
 
 
 def explain_no_documents(r: Reading) -> None:

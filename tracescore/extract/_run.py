@@ -104,8 +104,10 @@ def agent_run(tools: Sequence[DecodedSpan], llms: Sequence[DecodedSpan], context
         total = len(messages)
     elif len(messages) == total and all(c.result is None for c in calls):
         # Tool spans that name the call only (autogen-core): the results are the messages the model was
-        # given, one per call, in the same order.
-        calls = [_with_result(c, text) for c, (_, text) in zip(calls, messages, strict=False)]
+        # given, one per call, in the same order, with the arguments of the calls they answer.
+        calls = [
+            _with_result(c, answered, text) for c, (answered, text) in zip(calls, messages, strict=False)
+        ]
         failed = sum(not c.ok for c in calls)
     if not total and not llms:
         return None
@@ -245,11 +247,21 @@ def _tool_messages(contexts: Contexts) -> list[tuple[ToolCall, str]]:
     return [(call, "\n\n".join(texts)) for call, texts in joined.values()]
 
 
-def _with_result(call: RunToolCall, text: str) -> RunToolCall:
+def _with_result(call: RunToolCall, answered: ToolCall, text: str) -> RunToolCall:
+    """A tool span's call with the result its tool message gave the model, and the arguments of the call
+    the message answers where the span recorded none (of the same tool: never another's)."""
     error = call.error or _error_result(text)
-    clipped = call.clipped or len(text) > MAX_RUN_TEXT_CHARS
+    given = _text(answered.arguments) if call.arguments is None and answered.name == call.name else None
+    arguments = call.arguments if given is None else _clip(given)
+    clipped = call.clipped or any(t is not None and len(t) > MAX_RUN_TEXT_CHARS for t in (text, given))
     return call.model_copy(
-        update={"result": _clip(text), "ok": error is None, "error": error, "clipped": clipped}
+        update={
+            "result": _clip(text),
+            "arguments": arguments,
+            "ok": error is None,
+            "error": error,
+            "clipped": clipped,
+        }
     )
 
 

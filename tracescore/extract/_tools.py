@@ -178,16 +178,16 @@ def add_earlier_turns(contexts: Contexts, llm: DecodedSpan, results: Iterable[Tu
     if not earlier:
         return
     seen = set(contexts.texts)
-    for value, back, tool, arguments in earlier:
+    for result in earlier:
         if contexts.full:
             contexts.skip_span()
             continue
-        texts, document_like = tool_result_texts(value)
+        texts, document_like = tool_result_texts(result.value)
         fresh = [text for text in texts if text not in seen]
         seen.update(fresh)
-        what = f"tool result of an earlier turn ({back} back) in the LLM input"
-        call = ToolCall(llm, arguments, document_like, what, tool)
-        contexts.add(llm, ContextSourceKind.EARLIER_TURN, fresh, call, turns_back=back)
+        what = f"tool result of an earlier turn ({result.back} back) in the LLM input"
+        call = ToolCall(llm, result.arguments, document_like, what, result.tool)
+        contexts.add(llm, ContextSourceKind.EARLIER_TURN, fresh, call, turns_back=result.back)
 
 
 _TURNS_BACK = attrgetter("back")
