@@ -206,6 +206,18 @@ EXPECTED = {
     # A Client that hides the runs' inputs and outputs: every span records `{}`, nothing to judge.
     "langsmith/hidden_": ("skip", "content_not_captured"),
     "langsmith": ("interaction", "langsmith"),
+    # Agno under OpenInference's Agno instrumentation: the agent run (`AGENT`), its tools' `TOOL` spans (a
+    # returned list recorded with `str()`, a Python repr), the chat with the run's `session_id` / `user_id`.
+    "agno_conversation/greeting_turn1": ("skip", "empty_context"),
+    "agno_conversation": ("interaction", "openinference"),
+    "agno": ("interaction", "openinference"),
+    # Microsoft Agent Framework's own GenAI spans (`configure_otel_providers`); with sensitive data off (its
+    # default) no message text is on them, and the skip names its setting. A session kept in the app has no
+    # id on its spans: the chat's app span per turn carries `session.id` / `user.id`.
+    "agent_framework/no_content_": ("skip", "content_not_captured"),
+    "agent_framework_conversation/greeting_turn1": ("skip", "empty_context"),
+    "agent_framework_conversation": ("interaction", "genai"),
+    "agent_framework": ("interaction", "genai"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets

@@ -134,6 +134,10 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         # LangSmith's export: documents pasted with no label; a Client that hid the runs' outputs.
         ("aurora-support-langsmith", "empty_context"),
         ("aurora-support-langsmith", "content_not_captured"),
+        ("aurora-support-agno", "empty_context"),  # a greeting
+        # Microsoft Agent Framework with sensitive data off (its default); a greeting.
+        ("aurora-support-agent-framework", "content_not_captured"),
+        ("aurora-support-agent-framework", "empty_context"),
         # The same through the LiteLLM proxy: explained by the proxy, or by the app whose trace it joins.
         ("litellm-proxy", "empty_context"),
         ("aurora-support", "empty_context"),

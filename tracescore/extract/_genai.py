@@ -92,6 +92,12 @@ class GenAI(Convention):
         FINAL_RESULT,
     )
     CAPTURE_SETTING = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+    # Frameworks that trace themselves in these conventions and gate the messages behind a setting of their
+    # own, by the instrumentation scope their spans carry: the skip names theirs, not the util's.
+    OWN_CAPTURE_SETTINGS = {
+        "agent_framework": "Microsoft Agent Framework records them only with sensitive data on "
+        "(configure_otel_providers(enable_sensitive_data=True), or ENABLE_SENSITIVE_DATA=true)",
+    }
     # LiteLLM's `otel` callback, unless opted in to the latest conventions, writes its call type as the
     # operation: `acompletion` for an async call, as every call its proxy makes.
     OPERATION_ALIASES = {"completion": "chat", "acompletion": "chat", "atext_completion": "text_completion"}
@@ -212,9 +218,15 @@ class GenAI(Convention):
         spans = (reading.anchor, *reading.llms)
         if not reading.llms or any(key in s.attributes for s in spans for key in self.CONTENT_KEYS):
             return None
-        return (
+        recorded = (
             f"its {len(reading.llms)} chat span(s) recorded no messages ({self.INPUT_MESSAGES}, "
-            f"{self.OUTPUT_MESSAGES}), neither as attributes nor as span events: the producer's content "
+            f"{self.OUTPUT_MESSAGES}), neither as attributes nor as span events"
+        )
+        own = next((o for s in spans if (o := self.OWN_CAPTURE_SETTINGS.get(s.scope_name))), None)
+        if own is not None:
+            return f"{recorded}: {own}; turn it on to judge it"
+        return (
+            f"{recorded}: the producer's content "
             f"capture is off or writes them elsewhere (the OpenTelemetry GenAI instrumentations' "
             f"{self.CAPTURE_SETTING}=EVENT_ONLY sends them to log records, which reach no trace; NO_CONTENT, "
             f"the default, records none): set {self.CAPTURE_SETTING}=SPAN_ONLY or SPAN_AND_EVENT, or turn "
