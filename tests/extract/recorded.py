@@ -13,7 +13,9 @@ import pytest
 
 from tracescore.consume import decode_message
 from tracescore.extract import Extraction, extract
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan, Interaction, RunToolCall, Trace
+from tracescore.score import evaluate
+from tracescore.score.judges import OfflineJudge
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T = TypeVar("T")
@@ -427,6 +429,16 @@ def spans_of(recording: Recording) -> list[DecodedSpan]:
 
 def extracted(spans: list[DecodedSpan]) -> Extraction:
     return extract(Trace(spans[0].trace_id, tuple(spans)))
+
+
+def repeats_label(recording: Recording, *calls: RunToolCall) -> str:
+    """`repeated_tool_calls` on the recording's run as if it had made `calls` (each as a recorded run read
+    it), in order."""
+    rag = extracted(spans_of(recording)).interactions[0].record
+    assert rag.run is not None
+    run = rag.run.model_copy(update={"tool_calls": calls, "tool_calls_total": len(calls)})
+    [result] = evaluate(rag.model_copy(update={"run": run}), ["repeated_tool_calls"], OfflineJudge())
+    return result.label
 
 
 def without(spans: list[DecodedSpan], *keys: str) -> list[DecodedSpan]:

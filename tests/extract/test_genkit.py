@@ -6,14 +6,27 @@ documents, answer, route and (a chat) session."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from recorded import extracted, read_as_run, read_chat_turn, recordings, replaced, spans_of
+import pytest
+from recorded import (
+    Recording,
+    extracted,
+    read_as_run,
+    read_chat_turn,
+    recordings,
+    repeats_label,
+    replaced,
+    spans_of,
+)
 
 from tracescore.extract import Skip, extract
-from tracescore.model import Trace
+from tracescore.extract._genkit import Genkit
+from tracescore.model import DecodedSpan, Interaction, RunToolCall, Trace
 
 RECORDED = {r.id: r for r in recordings() if r.source in ("genkit", "genkit_conversation")}
 INPUT = "genkit:input"
+SUBTYPE = "genkit:metadata:subtype"
 
 
 def test_a_flow_that_retrieves_is_read_with_the_retrievers_documents_under_the_flows_name() -> None:
@@ -81,3 +94,91 @@ def test_a_generate_call_outside_any_flow_is_the_interaction() -> None:
     assert interaction.span.name == "generate" and interaction.convention == "genkit"
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
+
+
+# Tool results the model was given: Genkit resends the conversation in each model action's input, the model's
+# `toolRequest` parts (`{name, ref, input}`) before the `toolResponse` parts (`{name, ref, output}`) answering
+# them, so a result read from the messages is named and argued as the tool action that ran it.
+
+
+def _tools(spans: list[DecodedSpan]) -> list[DecodedSpan]:
+    return [s for s in spans if s.attributes.get(SUBTYPE) == "tool"]
+
+
+TOOL_TURNS = [r for r in RECORDED.values() if _tools(spans_of(r))]
+
+
+def _read(recording: Recording, *, tool_spans: bool = True) -> Interaction:
+    """The recording's one interaction, read with or without its tool action spans."""
+    spans = spans_of(recording)
+    tools = {s.span_id for s in _tools(spans)} if not tool_spans else set()
+    [interaction] = extracted([s for s in spans if s.span_id not in tools]).interactions
+    return interaction
+
+
+def _calls(recording: Recording, *, tool_spans: bool = True) -> list[tuple[str, Any, str | None]]:
+    """The run's tool calls (tool, arguments parsed, result), read with or without the tool action spans."""
+    run = _read(recording, tool_spans=tool_spans).record.run
+    assert run is not None
+    return [(c.name, json.loads(c.arguments or "null"), c.result) for c in run.tool_calls]
+
+
+@pytest.mark.parametrize("recording", TOOL_TURNS, ids=lambda r: r.id)
+def test_without_tool_spans_the_run_reads_each_tool_response_named_and_argued_as_the_tool_span(
+    recording: Recording,
+) -> None:
+    """A run read from the `toolResponse` parts alone (no tool action spans) has the calls the tool spans
+    record: each named and with the `input` of the `toolRequest` with its `ref` (it had no arguments)."""
+    assert _calls(recording, tool_spans=False) == _calls(recording)
+
+
+def _answering_results(recording: Recording, **replace: Any) -> list[tuple[str | None, Any, int]]:
+    """(tool, arguments, turns back) of each tool result the recording's last model action was given."""
+    models = [s for s in spans_of(recording) if s.attributes.get(SUBTYPE) == "model"]
+    last = max(models, key=lambda s: s.start_time_unix_nano)
+    given = json.loads(last.attributes[INPUT])
+    if replace:
+        given["messages"] = [
+            {**m, "content": [_part_with(part, replace) for part in m["content"]]} for m in given["messages"]
+        ]
+    [model] = replaced([last], INPUT, json.dumps(given))
+    return [(r.tool, r.arguments, r.back) for r in Genkit().input_tool_results(model)]
+
+
+def _part_with(part: dict[str, Any], replace: dict[str, Any]) -> dict[str, Any]:
+    """A `toolRequest` / `toolResponse` part with fields replaced (another plugin's shape)."""
+    return {k: {**v, **replace} if k in ("toolRequest", "toolResponse") else v for k, v in part.items()}
+
+
+@pytest.mark.parametrize("ref", [True, False], ids=["ref", "no_ref"])
+def test_an_earlier_turns_tool_response_is_named_and_argued_as_its_turns_tool_span(ref: bool) -> None:
+    """The third turn of a chat was resent every turn's `toolResponse`: each is named and given the arguments
+    its turn's tool action ran with, paired by `ref` (the OpenAI plugin's call id), else, for a plugin that
+    gives none, the n-th response of a tool answering its n-th request of the turn."""
+    turns = [RECORDED[f"genkit_conversation/resent_faithful_turn{n}"] for n in (1, 2, 3)]
+    ran = [_tools(spans_of(turn)) for turn in turns]
+    expected = [
+        (t.attributes["genkit:name"], json.loads(t.attributes[INPUT]), 3 - n) for n, [t] in enumerate(ran, 1)
+    ]
+    assert len({json.dumps(arguments) for _, arguments, _ in expected}) == 3  # three different topics
+    assert _answering_results(turns[-1], **({} if ref else {"ref": None})) == expected
+
+
+def test_one_tool_asked_two_things_from_the_messages_is_no_repeat_the_same_twice_is() -> None:
+    """Two recorded `searchPlans` results read from the messages (no tool spans), as one run would have made
+    them: asked different topics they are no repeat (without arguments they were); the same topic twice is."""
+
+    def call(name: str) -> RunToolCall:
+        run = _read(RECORDED[f"genkit_conversation/{name}"], tool_spans=False).record.run
+        assert run is not None
+        [made] = run.tool_calls
+        return made
+
+    first, other, same = (
+        call("qa_only_faithful_turn1"),
+        call("qa_only_faithful_turn2"),
+        call("qa_only_invented_turn1"),
+    )
+    assert first.name == other.name == same.name == "searchPlans"
+    assert repeats_label(RECORDED["genkit/tool_faithful"], first, other) == "no_repeats"
+    assert repeats_label(RECORDED["genkit/tool_faithful"], first, same) == "repeated"

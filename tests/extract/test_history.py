@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from recorded import Recording, extracted, recordings, spans_of
+from recorded import Recording, extracted, recordings, repeats_label, spans_of
 from trace_builder import span, trace
 
 from tracescore.extract import extract
@@ -565,11 +565,7 @@ def test_autogen_tool_spans_take_the_arguments_of_the_call_with_their_id(recordi
 
 def _repeats_label(*calls: RunToolCall) -> str:
     """`repeated_tool_calls` on a run that made `calls` (each as a recorded run read it), in order."""
-    rag = extracted(spans_of(RECORDED["autogen/faithful"])).interactions[0].record
-    assert rag.run is not None
-    run = rag.run.model_copy(update={"tool_calls": calls, "tool_calls_total": len(calls)})
-    [result] = evaluate(rag.model_copy(update={"run": run}), ["repeated_tool_calls"], OfflineJudge())
-    return result.label
+    return repeats_label(RECORDED["autogen/faithful"], *calls)
 
 
 @pytest.mark.parametrize(

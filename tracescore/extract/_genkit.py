@@ -16,7 +16,11 @@ The documents: each retriever's output (`ai.retrieve`: `{documents: [{content: [
 `genkit:output` (with its `genkit:input`, so one that merely carries the answer is dropped by the shared
 rule); without tool spans, the `toolResponse` parts in the model action's input messages; the documents handed
 to the model (`ai.generate({docs})`: the model action's input `docs`) when nothing else recorded any; and the
-earlier turns' `toolResponse` parts in those messages (an agent's session state resent), with their turn.
+earlier turns' `toolResponse` parts in those messages (an agent's session state resent), with their turn. A
+`toolResponse` (`{name, ref, output}`) is named and argued by the `toolRequest` (`{name, ref, input}`) the
+model made before it in the same messages: by `ref` (the model's call id), else by tool and order (a plugin
+that sets no `ref`), as Gemini's parts are paired (`_history`): a run's calls read from the messages compare
+by arguments as tool spans' do.
 Genkit records content always: it has no setting that leaves inputs and outputs out.
 
 The route is the flow's or agent's name (`genkit:name`); the session an agent turn's
@@ -30,15 +34,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tracescore.extract._convention import Convention, Reading, UsageFields
-from tracescore.extract._genai import GenAI
-from tracescore.extract._history import TurnResult, genai_tool_results
+from tracescore.extract._history import Gemini, TurnResult, genai_tool_results
 from tracescore.extract._read import Prompt, answer_text, message_prompt, parse_json, question_text, user_text
 from tracescore.model import ContextSourceKind, DecodedSpan, start_order
 
 __all__ = ["Genkit"]
-
-# The tool-result part shape the shared reader knows, which Genkit's `toolResponse` parts are read as.
-_GENAI = GenAI()
 
 
 class Genkit(Convention):
@@ -64,6 +64,7 @@ class Genkit(Convention):
     MESSAGES, MESSAGE, CONTENT, TEXT = "messages", "message", "content", "text"
     DOCS, DOCUMENTS, QUERY = "docs", "documents", "query"
     TOOL_REQUEST, TOOL_RESPONSE, TOOL_OUTPUT, TOOL_NAME = "toolRequest", "toolResponse", "output", "name"
+    TOOL_INPUT, TOOL_REF = "input", "ref"  # a `toolRequest`'s arguments; the id a `toolResponse` answers
     PART_METADATA, PURPOSE, CONTEXT_PURPOSE = "metadata", "purpose", "context"
     TOOLS, USAGE = "tools", "usage"
     LLM_CALL = "model action"
@@ -124,7 +125,7 @@ class Genkit(Convention):
         return texts[0] if texts else None
 
     def input_tool_results(self, llm: DecodedSpan) -> list[TurnResult]:
-        # Genkit's `toolResponse` parts as the tool-result parts the shared reader knows.
+        # Genkit's `toolRequest` / `toolResponse` parts as the call and result parts the shared reader pairs.
         messages = self._messages(llm)
         return genai_tool_results([self._tool_parts(m) for m in messages]) if messages else []
 
@@ -199,20 +200,27 @@ class Genkit(Convention):
         return isinstance(metadata, Mapping) and metadata.get(self.PURPOSE) == self.CONTEXT_PURPOSE
 
     def _tool_parts(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
-        parts = []
+        """The message with its `toolRequest` / `toolResponse` parts in Gemini's shape, which pairs a result
+        with its call the way Genkit does: by `ref` (the model's call id, where the plugin gave one), else
+        the n-th response of a tool answers its n-th request (`_history`)."""
+        parts: list[Mapping[str, Any]] = []
         for part in self._parts(message):
-            response = part.get(self.TOOL_RESPONSE)
-            if isinstance(response, Mapping):
+            request, response = part.get(self.TOOL_REQUEST), part.get(self.TOOL_RESPONSE)
+            if isinstance(request, Mapping):
                 parts.append(
-                    {
-                        _GENAI.PART_TYPE: _GENAI.TOOL_RESPONSE_PART,
-                        _GENAI.PART_RESPONSE: response.get(self.TOOL_OUTPUT),
-                        _GENAI.PART_NAME: response.get(self.TOOL_NAME),
-                    }
+                    {Gemini.CALL: {**self._call(request), Gemini.ARGUMENTS: request.get(self.TOOL_INPUT)}}
+                )
+            elif isinstance(response, Mapping):
+                parts.append(
+                    {Gemini.RESPONSE: {**self._call(response), Gemini.RESULT: response.get(self.TOOL_OUTPUT)}}
                 )
             else:
                 parts.append(part)
         return {**message, self.CONTENT: parts}
+
+    def _call(self, part: Mapping[str, Any]) -> dict[str, Any]:
+        """The tool and the call id (`ref`) of a `toolRequest` / `toolResponse`, under Gemini's names."""
+        return {Gemini.NAME: part.get(self.TOOL_NAME), Gemini.ID: part.get(self.TOOL_REF)}
 
     def _texts(self, documents: Any) -> list[str] | None:
         """The texts of Genkit documents (`{content: [{text}, ...]}`: the text parts joined)."""

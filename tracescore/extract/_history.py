@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 from tracescore.extract._read import USER_ROLES, indexed, parse_json
 
 __all__ = [
+    "Gemini",
     "MadeCall",
     "MessageResults",
     "TurnResult",
@@ -61,6 +62,17 @@ __all__ = [
 ]
 
 _TOOL_ROLES = ("tool", "function", "ipython")
+
+
+class Gemini:
+    """Gemini's tool parts, by their one key: `{"function_call": {"id", "name", "args"}}` and
+    `{"function_response": {"id", "name", "response"}}`, paired by id, else by tool and order (`_Calls`).
+    A convention whose parts pair the same way (Genkit's `toolRequest` / `toolResponse`) is read so."""
+
+    CALL, RESPONSE = "function_call", "function_response"
+    ID, NAME, ARGUMENTS, RESULT = "id", "name", "args", "response"
+
+
 # Content parts that carry a tool's result, told apart by their `type` (OTel GenAI `tool_call_response`,
 # Anthropic `tool_result`, the Vercel AI SDK's `tool-result`) or by their one key (Haystack's ChatMessage
 # `tool_call_result`, Gemini's `function_response`); each with the fields its result may sit in.
@@ -68,7 +80,7 @@ _TOOL_PART_TYPES = frozenset({"tool_call_response", "tool_result", "function_res
 _TYPED_RESULT_FIELDS = ("response", "result", "content", "output")
 _TOOL_PART_KEYS = {
     "tool_call_result": "result",
-    "function_response": "response",
+    Gemini.RESPONSE: Gemini.RESULT,
     "functionResponse": "response",
 }
 # OpenAI-style calls of a message, `{"id", "function": {"name", "arguments"}}` (flattened alike), and the
@@ -98,7 +110,7 @@ _CALL_PARTS = {
 }
 _ANSWERED_ID = {"tool_call_response": _ID, "tool_result": "tool_use_id", "tool-result": "toolCallId"}
 # Gemini's calls, by their one key: `{"function_call": {"name", "args"}}` (an `id` only where ADK set one).
-_KEYED_CALLS = {key: _CallFields(_ID, _NAME, ("args",)) for key in ("function_call", "functionCall")}
+_KEYED_CALLS = {key: _CallFields(_ID, _NAME, (Gemini.ARGUMENTS,)) for key in (Gemini.CALL, "functionCall")}
 # A flattened message's calls, `<message>.tool_calls.M.<field>`: OpenInference's, OpenLLMetry's.
 _FLAT_CALLS = (
     _CallFields("tool_call.id", "tool_call.function.name", ("tool_call.function.arguments",)),
