@@ -46,6 +46,7 @@ OUTPUT_ID_HEADER = "tracescore.output.id"
 OUTPUT_DIGEST_HEADER = "tracescore.output.digest"
 _log = logging.getLogger("tracescore")
 Marks = dict[str, dict[int, int]]  # topic -> partition -> offset
+_BROKER_WAIT_MS = int(BROKER_WAIT_S * 1000)
 _REFRESH_S = 60.0  # how stale the known end offsets may get (other instances write to the same partitions)
 # The most ids a restore holds (about 180 bytes each in memory: some 180 MB); past it the oldest are let go.
 FOUND_AT_MOST = 1_000_000
@@ -142,17 +143,42 @@ class OutputLog:
             self._refresh()
         return self.marks(refresh=False)
 
-    def _refresh(self) -> None:
+    def log_starts(self) -> Marks:
+        """Every partition of the verified topics, at its log start (a topic not created yet has none: nothing
+        was written to it). Its partitions are looked up anew: a client's metadata is refreshed only every
+        `metadata_max_age_ms` (5 minutes), and a partition added since it was fetched would be missing, its
+        outputs never read, and written again (KafkaError when the broker does not answer)."""
+        probe = self._ready_probe()
+        probe.topics()  # a fresh look at every topic's partitions (bounded: the probe's request timeout)
+        tps = self._partitions(probe)
+        out: Marks = {topic: {} for topic in self.verified}
+        for tp, offset in (probe.beginning_offsets(tps, timeout_ms=_BROKER_WAIT_MS) if tps else {}).items():
+            out[tp.topic][tp.partition] = offset
+        return out
+
+    def _ready_probe(self) -> KafkaConsumer:
         if self._probe is None:
             # A verified topic may be an input no writer created yet (the evaluations topic, grounding).
-            self._probe = probe_consumer(self.connection.client_config())
+            self._probe = probe_consumer(
+                self.connection.client_config(),
+                request_timeout_ms=_BROKER_WAIT_MS,  # a metadata look's wait (30 s by default)
+                bootstrap_timeout_ms=_BROKER_WAIT_MS,  # its first connection (30 s by default)
+            )
+        return self._probe
+
+    def _partitions(self, probe: KafkaConsumer) -> list[TopicPartition]:
+        """Every partition of the verified topics, as `probe`'s metadata knows them."""
+        return [
+            TopicPartition(topic, p)
+            for topic in self.verified
+            for p in sorted(probe.partitions_for_topic(topic) or ())
+        ]
+
+    def _refresh(self) -> None:
+        probe = self._ready_probe()
         try:
-            tps = [
-                TopicPartition(topic, p)
-                for topic in self.verified
-                for p in sorted(self._probe.partitions_for_topic(topic) or ())
-            ]
-            ends = self._probe.end_offsets(tps, timeout_ms=int(BROKER_WAIT_S * 1000)) if tps else {}
+            tps = self._partitions(probe)
+            ends = probe.end_offsets(tps, timeout_ms=_BROKER_WAIT_MS) if tps else {}
         except KafkaError:  # kept as known: still a lower bound
             return
         for tp, end in ends.items():
