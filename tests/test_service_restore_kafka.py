@@ -21,6 +21,7 @@ from _helpers import wait_until
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.coordinator.consumer import ConsumerCoordinator
+from kafka.errors import KafkaError
 
 import tracescore._kafka
 from tracescore._kafka_config import KafkaConnection
@@ -327,3 +328,31 @@ def topic_probe_partitions(bootstrap: str, topic: str) -> set[int]:
         return probe.partitions_for_topic(topic) or set()
     finally:
         probe.close()
+
+
+def test_a_look_for_the_state_topic_given_up_on_ends_its_thread_within_one_broker_wait(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look for the state topic (before each checkpoint's writes, and at startup) runs on a thread of its
+    own, given up on after BROKER_WAIT_S. The look itself waited kafka-python's request timeout (30 s): a
+    broker that stopped answering kept that thread, its metadata request in flight, long past the give-up
+    (one more such thread for every client whose look was given up on). Now the state topic's probe waits
+    BROKER_WAIT_S per request too."""
+    monkeypatch.setattr(_changelog, "BROKER_WAIT_S", 2.0)  # a shorter wait, for the test's time only
+    bootstrap = broker.bootstrap_servers
+    source, state = "look-ends.turns", "look-ends.state"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(source, 1, 1)])
+    admin.close()
+    changelog = _changelog.Changelog(KafkaConnection(bootstrap_servers=bootstrap), state, source)
+    before = set(threading.enumerate())
+    try:
+        assert changelog.ensure() == 1
+        os.kill(broker.process.pid, signal.SIGSTOP)
+        with pytest.raises(KafkaError):  # the probe's request timed out, or the look was given up on
+            changelog.check()
+        looks = service_threads(before, f"tracescore: a look for the state topic {state}")
+        wait_until(lambda: not any(t.is_alive() for t in looks), "the look's thread to end", timeout_s=15)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+        changelog.close()
