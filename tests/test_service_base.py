@@ -5,12 +5,15 @@ kills the process exactly at its n-th pass. The services' own tests run all of i
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -27,6 +30,7 @@ from tracescore._service import (
     BoundedCall,
     Changelog,
     ChangelogError,
+    Output,
     OutputLog,
     PartitionMeta,
     StopBudget,
@@ -34,7 +38,9 @@ from tracescore._service import (
 )
 from tracescore._service._bounded import poll_or_nothing
 from tracescore._service._found import FoundOutputs
+from tracescore._service._keyed import KeyedStage
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -204,6 +210,51 @@ def test_a_look_while_another_threads_look_holds_the_kept_reader_reads_with_its_
     assert results == [{"id-0": "d0", "id-1": "d1", "id-2": "d2"}]
 
 
+@pytest.mark.kafka
+def test_a_look_again_before_a_write_asks_the_broker_for_the_topics_ends_once(
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a restore's window is open, each write looks on the output topics again first: it asked for
+    their ends twice, on two clients (the ends where the next look starts, then the look's own), a round
+    trip more before every write of the window. Once now, and what the previous owner wrote after the
+    restore is still found and not written again."""
+    topic = f"{topic_prefix}.records"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    produced(producer, topic, range(2))
+    connection = KafkaConnection(bootstrap_servers=bootstrap)
+    log = OutputLog(connection, producer, [topic])
+    written: list[list[str]] = []
+
+    class Logic:
+        def written(self, outputs: list[Output], found: dict[str, str]) -> None:
+            written.append([o.id for o in outputs if found.get(o.id) != o.digest])
+
+    stage = KeyedStage(
+        log=logging.getLogger("test"), connection=connection, consumer=None, topic=topic,  # type: ignore[arg-type]
+        changelog=None, outputs=log, logic=Logic(), counts=Counter(), legacy_topic=None,  # type: ignore[arg-type]
+        clock=lambda: datetime.now(UTC), restore_retries=0,
+    )  # fmt: skip
+    stage._found.add({0: {topic: {0: 0}}}, {"id-0": "d0"}, restored_at=0)  # the restore found id-0
+    produced(producer, topic, range(2, 3))  # the previous owner's send, appended after the restore read
+    asked: list[object] = []
+    real = KafkaConsumer.end_offsets
+
+    def end_offsets(self: KafkaConsumer, partitions: object, timeout_ms: object = None) -> object:
+        asked.append(partitions)
+        return real(self, partitions, timeout_ms=timeout_ms)
+
+    monkeypatch.setattr(KafkaConsumer, "end_offsets", end_offsets)
+    again = [Output(topic, b"k", b"v", f"id-{n}", f"d{n}") for n in (0, 2, 5)]
+    try:
+        stage.write(again, {"id-0": "d0"}, lambda: None)
+    finally:
+        log.close()
+        producer.close()
+    assert len(asked) == 1, f"the ends asked for {len(asked)} times: {asked}"
+    assert len(read_topic(bootstrap, topic)) == 4, "id-5 alone written"
+    assert written == [["id-5"]]
+
+
 def test_found_outputs_hold_their_partitions_output_marks_back_until_released() -> None:
     """A partition's meta keeps the marks its restore read from while what that found is held: killed again
     meanwhile, the next restart reads the same outputs again."""
@@ -228,12 +279,14 @@ def test_a_look_again_reads_what_was_appended_since_the_restore_or_the_look_befo
     )
     reads: list[dict[str, dict[int, int]]] = []
 
-    def find(since: dict[str, dict[int, int]]) -> dict[str, str]:
+    def find(since: dict[str, dict[int, int]]) -> tuple[dict[str, str], dict[str, dict[int, int]]]:
         reads.append(since)
-        return {"late": "d2"} if len(reads) == 1 else {}
+        if len(reads) == 1:
+            return {"late": "d2"}, {"records": {0: 9}}
+        return {}, {"records": {0: 8, 1: 3}}
 
-    assert found.look_again(find, {"records": {0: 9}}) == {"rec-1": "d1", "late": "d2"}
-    found.look_again(find, {"records": {0: 8, 1: 3}})
+    assert found.look_again(find) == {"rec-1": "d1", "late": "d2"}
+    found.look_again(find)
     assert reads == [{"records": {0: 5, 1: 2}}, {"records": {0: 9, 1: 2}}], "from the lowest mark, then on"
     found.release(lambda partition, restored_at: partition == 1)
     # One table for every held partition: an id names one decision, another partition's only says written.

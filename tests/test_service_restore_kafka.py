@@ -18,15 +18,27 @@ from typing import Any
 
 import pytest
 from _helpers import wait_until
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewPartitions, NewTopic
 from kafka.coordinator.consumer import ConsumerCoordinator
+from kafka.errors import KafkaError
 
 import tracescore._kafka
-from tracescore._service import _changelog, _keyed, _loop, _restore
+from tracescore._kafka_config import KafkaConnection
+from tracescore._service import (
+    OUTPUT_DIGEST_HEADER,
+    OUTPUT_ID_HEADER,
+    OutputLog,
+    PartitionMeta,
+    _changelog,
+    _keyed,
+    _loop,
+    _restore,
+)
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.kafka_broker import KafkaBroker
-from tracescore.testing.kafka_topics import input_producer
+from tracescore.testing.kafka_topics import input_producer, topic_probe
 
 pytestmark = pytest.mark.kafka
 
@@ -265,3 +277,82 @@ def test_a_restore_reads_its_partitions_committed_offsets_in_one_request(
     assert not raised, raised
     assert restored[0] == list(range(6)), restored
     assert asked[: len(restored)] == restored, f"restored {restored}; asked for the offsets of {asked}"
+
+
+def test_a_restore_reads_a_partition_added_to_an_output_topic_since_its_clients_learnt_the_topic(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """An output topic given a partition while the service runs (here the evaluations topic, which
+    `tracescore conversations` with grounding writes revised turn records to), and its previous owner wrote
+    a revision there before a crash: the restore's log starts came from stage 2's cached metadata, refreshed
+    only every metadata_max_age_ms (5 minutes), which lacked the new partition. Its outputs were never read,
+    and the decision they carried was written again."""
+    source, state, output = (f"{topic_prefix}.{name}" for name in ("turns", "changelog", "evaluations"))
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(source, 1, 1), NewTopic(output, 1, 1)])
+    connection = KafkaConnection(bootstrap_servers=bootstrap)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    changelog = _changelog.Changelog(connection, state, source)
+    outputs = OutputLog(connection, producer, [output])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=f"{topic_prefix}.turns")
+    try:
+        changelog.ensure()
+        # The partition's meta marks the one partition the output topic had when its state was saved.
+        assert changelog.delivered([changelog.write_meta(0, PartitionMeta(outputs={output: {0: 0}}))]) == []
+        # Both clients a restore may use have learnt the topic already (the cache a running service holds).
+        assert consumer.partitions_for_topic(output) == {0} and outputs.ends() == {output: {0: 0}}
+        admin.create_partitions({output: NewPartitions(2)})
+        wait_until(lambda: len(topic_probe_partitions(bootstrap, output)) == 2, "the output's new partition")
+        headers = [(OUTPUT_ID_HEADER, b"revised-1"), (OUTPUT_DIGEST_HEADER, b"d1")]
+        producer.send(output, key=b"k", value=b"v", headers=headers, partition=1).get(30)
+        reader = _restore.RestoreReader(
+            connection, consumer, changelog, outputs, None, lambda: False, 0, logging.getLogger("test")
+        )
+        back = reader.read([TopicPartition(source, 0)], None)
+    finally:
+        consumer.close()
+        outputs.close()
+        changelog.close()
+        producer.close()
+        admin.close()
+    assert back.since == {0: {output: {0: 0, 1: 0}}}, "the new partition is looked at from its log start"
+    assert back.found == {"revised-1": "d1"}, (
+        "what the previous owner wrote there is known: not written again"
+    )
+
+
+def topic_probe_partitions(bootstrap: str, topic: str) -> set[int]:
+    """`topic`'s partitions as a new client sees them."""
+    probe = topic_probe(bootstrap)
+    try:
+        return probe.partitions_for_topic(topic) or set()
+    finally:
+        probe.close()
+
+
+def test_a_look_for_the_state_topic_given_up_on_ends_its_thread_within_one_broker_wait(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look for the state topic (before each checkpoint's writes, and at startup) runs on a thread of its
+    own, given up on after BROKER_WAIT_S. The look itself waited kafka-python's request timeout (30 s): a
+    broker that stopped answering kept that thread, its metadata request in flight, long past the give-up
+    (one more such thread for every client whose look was given up on). Now the state topic's probe waits
+    BROKER_WAIT_S per request too."""
+    monkeypatch.setattr(_changelog, "BROKER_WAIT_S", 2.0)  # a shorter wait, for the test's time only
+    bootstrap = broker.bootstrap_servers
+    source, state = "look-ends.turns", "look-ends.state"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(source, 1, 1)])
+    admin.close()
+    changelog = _changelog.Changelog(KafkaConnection(bootstrap_servers=bootstrap), state, source)
+    before = set(threading.enumerate())
+    try:
+        assert changelog.ensure() == 1
+        os.kill(broker.process.pid, signal.SIGSTOP)
+        with pytest.raises(KafkaError):  # the probe's request timed out, or the look was given up on
+            changelog.check()
+        looks = service_threads(before, f"tracescore: a look for the state topic {state}")
+        wait_until(lambda: not any(t.is_alive() for t in looks), "the look's thread to end", timeout_s=15)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+        changelog.close()

@@ -386,10 +386,12 @@ def read_with(
     reader: KafkaConsumer,
     start: Mapping[TopicPartition, int | None],
     give_up: Callable[[], bool] = lambda: False,
+    end: Mapping[TopicPartition, int] | None = None,
 ) -> Iterator[ConsumerRecord]:
     """Every message of the topic partitions of `start` from there (None: their beginning) to their end
-    offsets now, read by `reader` (a `log_reader`, assigned those partitions: one kept for many reads skips
-    a new client's connection and first metadata each time).
+    offsets now (`end`, when the caller read them: one call for both), read by `reader` (a `log_reader`,
+    assigned those partitions: one kept for many reads skips a new client's connection and first metadata
+    each time).
 
     Records gone below a start (retention or delete_records moved the log start past it, before or during
     the read) are not silently skipped to the end, kafka-python's default reset: the read goes on from the
@@ -412,7 +414,7 @@ def read_with(
     for tp, offset in start.items():
         if offset is not None:
             reader.seek(tp, offset)
-    end = reader.end_offsets(tps, timeout_ms=wait_ms)
+    end = dict(end) if end is not None else reader.end_offsets(tps, timeout_ms=wait_ms)
     moved_at, before = time.monotonic(), None
     while True:
         at = []

@@ -20,7 +20,7 @@ from tracescore._service._counts import StateCount
 from tracescore._service._crash import CRASH_ENV, PAUSE_ENV, crash_point
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic, Saved
-from tracescore._service._loop import OVERDUE_EXIT, ServiceLoop, ServiceTopics
+from tracescore._service._loop import OVERDUE_EXIT, LoopService, ServiceLoop, ServiceTopics
 from tracescore._service._outputs import OUTPUT_DIGEST_HEADER, OUTPUT_ID_HEADER, Output, OutputLog
 from tracescore._service._rekey import Forward, RekeyStage
 
@@ -39,6 +39,7 @@ __all__ = [
     "Forward",
     "KeyedLogic",
     "KeyedStage",
+    "LoopService",
     "Output",
     "OutputLog",
     "PartitionMeta",

@@ -93,8 +93,10 @@ class Changelog:
         self.partitions = 0
         client = connection.client_config()
         # No client of ours may create it by accident: auto-created, it would have the broker's partition
-        # count and no compaction.
-        self._probe = probe_consumer(client)
+        # count and no compaction. Its looks wait BROKER_WAIT_S per request, as their callers do: one given up
+        # on (a broker that does not answer) ends with it, not at kafka-python's 30 s request timeout.
+        wait_ms = int(BROKER_WAIT_S * 1000)
+        self._probe = probe_consumer(client, request_timeout_ms=wait_ms, bootstrap_timeout_ms=wait_ms)
         self._producer = KafkaProducer(
             **client,
             acks="all",

@@ -42,13 +42,14 @@ class FoundOutputs:
         """A restore's window is open: some partition may still decide again what its previous owner sent."""
         return bool(self._since)
 
-    def look_again(self, find: Callable[[Marks], dict[str, str]], ends: Marks) -> dict[str, str]:
+    def look_again(self, find: Callable[[Marks], tuple[dict[str, str], Marks]]) -> dict[str, str]:
         """The held partitions' outputs appended since their restore (or the look before) read the topics
-        (`find`, from marks to the topics' ends): a send the previous owner gave up on (a stop or a crash
-        while the broker did not answer) may be appended once the broker answers again. `ends`: the topics'
-        ends read just before, where the next look starts. Every held output's id -> digest."""
+        (`find`, from marks to the topics' ends, and those ends, where the next look starts): a send the
+        previous owner gave up on (a stop or a crash while the broker did not answer) may be appended once
+        the broker answers again. Every held output's id -> digest."""
         start = lowest(*self._looked.values())
-        self._ids.update(find(start))
+        found, ends = find(start)
+        self._ids.update(found)
         # A window held long (a conversation open for hours) adds every look's finds: the oldest go first.
         for identity in list(islice(self._ids, max(0, len(self._ids) - FOUND_AT_MOST))):
             del self._ids[identity]

@@ -298,10 +298,9 @@ class KeyedStage:
         if unwritten:
             self._first_metas(until)
         if any(o.verified for o in unwritten) and self._found.held() and not self._stopping():
-            ends = self.outputs.ends()
             try:
                 found = self._found.look_again(
-                    lambda since: self.outputs.find(since, give_up=self._stopping), ends
+                    lambda since: self.outputs.find_to_ends(since, give_up=self._stopping)
                 )
             except KafkaError as exc:  # written from what the restore found: the rest of the service goes on
                 self.log.warning(

@@ -43,7 +43,7 @@ from tracescore._service._outputs import OutputLog, seconds_left
 from tracescore._service._rekey import Forward, RekeyStage
 from tracescore._service._stop_checkpoint import final_checkpoint, restore_given_up
 
-__all__ = ["OVERDUE_EXIT", "LoopConfig", "ServiceLoop", "ServiceTopics"]
+__all__ = ["OVERDUE_EXIT", "LoopConfig", "LoopService", "ServiceLoop", "ServiceTopics"]
 
 _POLL_MS = 200
 _CLOSE_FLOOR_S = 1.0  # for closing every client, past the stop's budget (half the backstop's 2 s)
@@ -394,3 +394,19 @@ class ServiceLoop:
                 self.log.warning("stopping: %s given up on at the end of stop_timeout_s", what)
             except Exception as exc:  # closing: said, and the other closes still run
                 self.log.warning("stopping: %s failed: %s", what, exc)
+
+
+class LoopService:
+    """What `tracescore alert` and `tracescore conversations` answer alike, from the `ServiceLoop` each runs
+    (`_loop`, made in its `__init__`)."""
+
+    _loop: ServiceLoop
+
+    @property
+    def first_assigned_at(self) -> float | None:
+        """When stage 2 was first assigned partitions (time.monotonic); None until then."""
+        return self._loop.keyed.first_assigned_at
+
+    def stop(self) -> None:
+        """Return from run() after the current pass. Safe from a signal handler."""
+        self._loop.stop()

@@ -46,6 +46,7 @@ OUTPUT_ID_HEADER = "tracescore.output.id"
 OUTPUT_DIGEST_HEADER = "tracescore.output.digest"
 _log = logging.getLogger("tracescore")
 Marks = dict[str, dict[int, int]]  # topic -> partition -> offset
+_BROKER_WAIT_MS = int(BROKER_WAIT_S * 1000)
 _REFRESH_S = 60.0  # how stale the known end offsets may get (other instances write to the same partitions)
 # The most ids a restore holds (about 180 bytes each in memory: some 180 MB); past it the oldest are let go.
 FOUND_AT_MOST = 1_000_000
@@ -142,23 +143,52 @@ class OutputLog:
             self._refresh()
         return self.marks(refresh=False)
 
-    def _refresh(self) -> None:
+    def log_starts(self) -> Marks:
+        """Every partition of the verified topics, at its log start (a topic not created yet has none: nothing
+        was written to it). Its partitions are looked up anew: a client's metadata is refreshed only every
+        `metadata_max_age_ms` (5 minutes), and a partition added since it was fetched would be missing, its
+        outputs never read, and written again (KafkaError when the broker does not answer)."""
+        probe = self._ready_probe()
+        probe.topics()  # a fresh look at every topic's partitions (bounded: the probe's request timeout)
+        tps = self._partitions(probe)
+        out: Marks = {topic: {} for topic in self.verified}
+        for tp, offset in (probe.beginning_offsets(tps, timeout_ms=_BROKER_WAIT_MS) if tps else {}).items():
+            out[tp.topic][tp.partition] = offset
+        return out
+
+    def _ready_probe(self) -> KafkaConsumer:
         if self._probe is None:
             # A verified topic may be an input no writer created yet (the evaluations topic, grounding).
-            self._probe = probe_consumer(self.connection.client_config())
+            self._probe = probe_consumer(
+                self.connection.client_config(),
+                request_timeout_ms=_BROKER_WAIT_MS,  # a metadata look's wait (30 s by default)
+                bootstrap_timeout_ms=_BROKER_WAIT_MS,  # its first connection (30 s by default)
+            )
+        return self._probe
+
+    def _partitions(self, probe: KafkaConsumer) -> list[TopicPartition]:
+        """Every partition of the verified topics, as `probe`'s metadata knows them."""
+        return [
+            TopicPartition(topic, p)
+            for topic in self.verified
+            for p in sorted(probe.partitions_for_topic(topic) or ())
+        ]
+
+    def _refresh(self) -> None:
+        probe = self._ready_probe()
         try:
-            tps = [
-                TopicPartition(topic, p)
-                for topic in self.verified
-                for p in sorted(self._probe.partitions_for_topic(topic) or ())
-            ]
-            ends = self._probe.end_offsets(tps, timeout_ms=int(BROKER_WAIT_S * 1000)) if tps else {}
+            tps = self._partitions(probe)
+            ends = probe.end_offsets(tps, timeout_ms=_BROKER_WAIT_MS) if tps else {}
         except KafkaError:  # kept as known: still a lower bound
             return
+        self._learnt(ends)
+        self._ends_at = time.monotonic()
+
+    def _learnt(self, ends: Mapping[TopicPartition, int]) -> None:
+        """`ends`, ends the broker gave or acknowledged: the known ones moved on to them (never back)."""
         for tp, end in ends.items():
             known = self._ends.setdefault(tp.topic, {})
             known[tp.partition] = max(known.get(tp.partition, 0), end)
-        self._ends_at = time.monotonic()
 
     def send(self, outputs: Sequence[Output], until: Callable[[], float | None] = lambda: None) -> None:
         """Write `outputs`: the unverified ones first and acknowledged, then the verified ones; raises the
@@ -174,10 +204,8 @@ class OutputLog:
                 failures = delivered(self.producer, futures, until)
                 if failures:
                     raise failures[0]
-                for future in futures:
-                    metadata = future.value
-                    known = self._ends.setdefault(metadata.topic, {})
-                    known[metadata.partition] = max(known.get(metadata.partition, 0), metadata.offset + 1)
+                written = (future.value for future in futures)
+                self._learnt({TopicPartition(m.topic, m.partition): m.offset + 1 for m in written})
         except KafkaTimeoutError:
             # Given up on for a stop: the closing checkpoint waits for these sends (the acknowledged ones
             # too) instead of writing the same outputs again.
@@ -213,13 +241,24 @@ class OutputLog:
         limit: int = FOUND_AT_MOST,
         give_up: Callable[[], bool] = lambda: False,
     ) -> dict[str, str]:
+        """`find_to_ends`' ids."""
+        return self.find_to_ends(since, limit, give_up)[0]
+
+    def find_to_ends(
+        self,
+        since: Mapping[str, Mapping[int, int]],
+        limit: int = FOUND_AT_MOST,
+        give_up: Callable[[], bool] = lambda: False,
+    ) -> tuple[dict[str, str], Marks]:
         """The ids (and digests) of every output on the verified topics from `since` to their ends now (ends
         read as the look starts, so it ends however much is written meanwhile). Memory is bounded by the ids
         held, never the messages read: past `limit` the oldest found are let go (the marks move on every
         minute, so the outputs that matter are the newest; more means many writers, or a look from a log
         start, and one let go may be written twice: said in a warning). Only the id and digest headers are
         looked at: every topic in one read, by a reader kept for the next look (a look again before each
-        write while a restore's window is open would otherwise connect and learn the metadata anew)."""
+        write while a restore's window is open would otherwise connect and learn the metadata anew). With
+        them, the ends read to (where a next look starts; the known ends moved on to them): one end-offsets
+        call for the look and its ends."""
         start: dict[TopicPartition, int | None] = {
             TopicPartition(topic, p): offset
             for topic, offsets in since.items()
@@ -230,7 +269,8 @@ class OutputLog:
         order: deque[str] = deque()
         dropped = 0
         with self._reader() as reader:
-            for message in read_with(reader, start, give_up):
+            ends = reader.end_offsets(list(start), timeout_ms=_BROKER_WAIT_MS) if start else {}
+            for message in read_with(reader, start, give_up, end=ends):
                 output_id = digest = None
                 for name, value in message.headers or ():
                     if name == OUTPUT_ID_HEADER:
@@ -253,7 +293,11 @@ class OutputLog:
                 limit,
                 dropped,
             )
-        return found
+        self._learnt(ends)
+        read_to: Marks = {}
+        for tp, end in ends.items():
+            read_to.setdefault(tp.topic, {})[tp.partition] = end
+        return found, read_to
 
     @contextmanager
     def _reader(self) -> Iterator[KafkaConsumer]:

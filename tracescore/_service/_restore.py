@@ -199,7 +199,7 @@ class RestoreReader:
         # start.
         looked_at = sorted(set(back.states) - fresh)
         if looked_at and self.outputs.verified:
-            log_starts = self._log_starts(wait_ms)
+            log_starts = self.outputs.log_starts()
             for partition in looked_at:
                 meta = back.states[partition].meta
                 back.since[partition] = self.outputs.since(meta.outputs if meta else {}, log_starts)
@@ -211,16 +211,3 @@ class RestoreReader:
             starts = consumer.offsets_for_times(dict.fromkeys(assigned, rewind_ms), timeout_ms=wait_ms)
             back.rewind = {tp.partition: at.offset for tp, at in starts.items() if at is not None}
         return back
-
-    def _log_starts(self, wait_ms: int) -> Marks:
-        """Every partition of the verified output topics, at its log start (a topic not created yet has none:
-        nothing was written to it)."""
-        tps = [
-            TopicPartition(topic, p)
-            for topic in self.outputs.verified
-            for p in sorted(self.consumer.partitions_for_topic(topic) or ())
-        ]
-        out: Marks = {topic: {} for topic in self.outputs.verified}
-        for tp, offset in (self.consumer.beginning_offsets(tps, timeout_ms=wait_ms) if tps else {}).items():
-            out[tp.topic][tp.partition] = offset
-        return out

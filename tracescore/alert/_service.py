@@ -32,7 +32,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore._kafka import LogOnce
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service import Forward, ServiceLoop, ServiceTopics, StateCount
+from tracescore._service import Forward, LoopService, ServiceLoop, ServiceTopics, StateCount
 from tracescore.alert._config import AlertConfig
 from tracescore.alert._conversations import record_key
 from tracescore.alert._delivery import deliver
@@ -82,7 +82,7 @@ def _conversation_for_routes(record: ConversationRecord) -> bytes:
     return slim.model_dump_json().encode()
 
 
-class AlertService:
+class AlertService(LoopService):
     def __init__(
         self,
         config: AlertConfig,
@@ -137,14 +137,6 @@ class AlertService:
             also_close=[("closing the sinks", self._close_sinks)],
             before_close=self._read_routes,
         )
-
-    @property
-    def first_assigned_at(self) -> float | None:
-        return self._loop.keyed.first_assigned_at
-
-    def stop(self) -> None:
-        """Return from run() after the current batch. Safe from a signal handler."""
-        self._loop.stop()
 
     def run(self, idle_timeout_s: float | None = None) -> AlertStats:
         try:

@@ -31,7 +31,7 @@ from tracescore.cli._options import (
     settings_options,
 )
 from tracescore.cli._service import meter_provider, run_service
-from tracescore.consume import ConsumerSettings
+from tracescore.consume import AssemblyCounts, ConsumerSettings
 from tracescore.model import FAITHFULNESS, OFFLINE_JUDGE
 from tracescore.sample import SamplingConfig
 from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
@@ -242,7 +242,7 @@ def consume(
         click.echo(f"  cascade lift: {describe_lift(readings)}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
         click.echo(f"  not scored: {count} x {reason} from service {service!r}, scope {scope!r}", err=True)
-    assembly = ", ".join(f"{k}={v}" for k, v in sorted(stats.assembly.items()) if not k.why_read)
+    assembly = assembly_summary(stats.assembly)
     if assembly:
         click.echo(f"  assembly: {assembly}", err=True)
     if stats.truncated_outputs:
@@ -252,3 +252,9 @@ def consume(
             f"  {counted(cut, 'record')} {were} cut to fit Kafka's message limit",
             err=True,
         )
+
+
+def assembly_summary(counts: AssemblyCounts) -> str:
+    """The closing summary's assembly counts (`late_spans=2, ...`), why traces were read left out: keyed by
+    `AssemblyCount` members whatever they were counted by (`AssemblyCounts`), so each has its `why_read`."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(counts.items()) if not k.why_read)

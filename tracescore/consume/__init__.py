@@ -3,13 +3,14 @@
 from tracescore.consume._assemble import AssemblySettings, TraceAssembler
 from tracescore.consume._clients import BrokerUnreachable
 from tracescore.consume._consumer import EvaluationConsumer, GroupProtocolMismatch, OutputNotAcknowledged
-from tracescore.consume._counts import AssemblyCount, Incomplete
+from tracescore.consume._counts import AssemblyCount, AssemblyCounts, Incomplete
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings, KafkaSecurity
 from tracescore.consume._status import ConsumerStats, RateLimitedLogs
 
 __all__ = [
     "AssemblyCount",
+    "AssemblyCounts",
     "AssemblySettings",
     "BrokerUnreachable",
     "ConfigFileError",

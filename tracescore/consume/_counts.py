@@ -5,9 +5,11 @@ never rename one."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-__all__ = ["AssemblyCount", "Incomplete"]
+__all__ = ["AssemblyCount", "AssemblyCounts", "Incomplete"]
 
 
 class Incomplete(StrEnum):
@@ -54,3 +56,29 @@ _RELEASED: dict[Incomplete | None, AssemblyCount] = {
     why: AssemblyCount(f"released_{why or 'complete'}") for why in (None, *Incomplete)
 }
 _WHY_READ = frozenset(_RELEASED.values())
+
+
+class AssemblyCounts(Counter[AssemblyCount]):
+    """`ConsumerStats.assembly`: keyed by `AssemblyCount` members only, whatever they are counted by. A count
+    given by its plain name ("late_spans": the word users read) is kept under its member, and an unknown
+    name is a ValueError where it is counted: the closing summary reads each key's `why_read`, which a
+    plain-string key lacks (one counted so ended the run's summary in a traceback)."""
+
+    def __setitem__(self, key: AssemblyCount | str, value: int) -> None:
+        super().__setitem__(_member(key), value)
+
+    def update(  # type: ignore[override]
+        self,
+        counts: Mapping[AssemblyCount | str, int] | Iterable[AssemblyCount | str] | None = None,
+        /,
+        **more: int,
+    ) -> None:
+        # Counter.update copies a mapping into an empty counter without __setitem__: its keys made members.
+        if isinstance(counts, Mapping):
+            counts = {_member(key): n for key, n in counts.items()}
+        super().update(counts, **more)
+
+
+def _member(key: AssemblyCount | str) -> AssemblyCount:
+    # The type looked at first: counted once a batch, the enum's call by value is not free.
+    return key if type(key) is AssemblyCount else AssemblyCount(key)

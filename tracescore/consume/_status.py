@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from tracescore._plural import counted
 from tracescore.alert import EstimateWindow
-from tracescore.consume._counts import AssemblyCount
+from tracescore.consume._counts import AssemblyCounts
 from tracescore.emit import LABEL_THRESHOLD
 from tracescore.model import EvaluationRecord
 from tracescore.sample import LiftReading
@@ -62,7 +62,7 @@ class ConsumerStats:
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # How traces were read, by `AssemblyCount` (late_spans, duplicate_spans, ..., released_<why>).
-    assembly: Counter[AssemblyCount] = field(default_factory=Counter)
+    assembly: AssemblyCounts = field(default_factory=AssemblyCounts)
 
     def partly_read(self) -> str:
         """` (N with their session id scrubbed: ...)` per reason of `read_partly`; "" without (most runs)."""

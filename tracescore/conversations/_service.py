@@ -35,7 +35,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore._kafka import LogOnce
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service import Forward, ServiceLoop, ServiceTopics, StateCount
+from tracescore._service import Forward, LoopService, ServiceLoop, ServiceTopics, StateCount
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import held_details
@@ -71,7 +71,7 @@ def rekeyed(record: EvaluationRecord, grounding: bool) -> bytes:
     return slim.model_dump_json().encode()
 
 
-class ConversationService:
+class ConversationService(LoopService):
     def __init__(
         self,
         config: ConversationsConfig,
@@ -138,14 +138,6 @@ class ConversationService:
             checkpoint_every_batch=False,
             also_close=also_close,
         )
-
-    @property
-    def first_assigned_at(self) -> float | None:
-        return self._loop.keyed.first_assigned_at
-
-    def stop(self) -> None:
-        """Return from run() after the current pass. Safe from a signal handler."""
-        self._loop.stop()
 
     def run(self, idle_timeout_s: float | None = None) -> ConversationStats:
         """Until stopped, or `idle_timeout_s` without a record (counted from the first assignment) with
