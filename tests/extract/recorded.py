@@ -218,6 +218,9 @@ EXPECTED = {
     "agent_framework_conversation/greeting_turn1": ("skip", "empty_context"),
     "agent_framework_conversation": ("interaction", "genai"),
     "agent_framework": ("interaction", "genai"),
+    # The chat on its Responses API client, the history kept by the service: its `gen_ai.conversation.id` is
+    # the last response's id (a new one each turn); the `app_` chats' span per turn carries the session.
+    "agent_framework_responses": ("interaction", "genai"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
