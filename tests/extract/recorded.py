@@ -465,6 +465,22 @@ def read_as_run(recording: Recording, convention: str, span_name: str) -> Intera
     return interaction
 
 
+def read_resent_turn(recording: Recording) -> Interaction:
+    """A recorded chat turn whose history an agent resends, read in the session and user the app set, with
+    this turn's tool results (kind `tool`) and the earlier turns' its model call carried (`earlier_turn`)."""
+    interaction, conversation = read_chat_turn(recording)
+    assert (interaction.session_id, interaction.user_id) == (
+        conversation["session_id"],
+        conversation["user_id"],
+    )
+    own = [s for s in interaction.context_sources if s.kind == "tool"]
+    earlier = [s for s in interaction.context_sources if s.kind == "earlier_turn"]
+    resent = [text for item in conversation["resent"] for text in item["documents"]]
+    assert (len(own), len(earlier)) == (len(conversation["retrieved"]), len(resent))
+    assert sorted(interaction.record.contexts) == sorted([*conversation["retrieved"], *resent])
+    return interaction
+
+
 def read_chat_turn(recording: Recording) -> tuple[Interaction, dict[str, Any]]:
     """A recorded chat turn's one interaction and its manifest's conversation entry; an earlier answer in its
     prompt is never among its documents (an answer never supports itself). Its session and user:
