@@ -33,7 +33,7 @@ SOURCES = ("openinference_openai_conversation", "vercel_ai_conversation", "hayst
            "haystack_otel", "mlflow_conversation", "autogen_conversation", "google_adk",
            "google_adk_v1", "spring_ai_conversation", "strands_conversation", "logfire_conversation",
            "openlit_conversation", "mastra_conversation", "mastra_memory", "genkit_conversation",
-           "agno_conversation", "agent_framework_conversation")  # fmt: skip
+           "agno_conversation", "agent_framework_conversation", "beeai_conversation")  # fmt: skip
 # Chats whose trace records the earlier turns' results though the app kept only questions and answers for the
 # model: Mastra's memory recalls them into the generation's input before ToolCallFilter removes them from the
 # prompt. Read there, the follow-up is grounded in its own trace, as a resent one is.

@@ -220,6 +220,15 @@ EXPECTED = {
     "agent_framework_conversation/greeting_turn1": ("skip", "empty_context"),
     "agent_framework_conversation": ("interaction", "genai"),
     "agent_framework": ("interaction", "genai"),
+    # The chat on its Responses API client, the history kept by the service: its `gen_ai.conversation.id` is
+    # the last response's id (a new one each turn); the `app_` chats' span per turn carries the session.
+    "agent_framework_responses": ("interaction", "genai"),
+    # BeeAI under OpenInference's BeeAI instrumentation: the RequirementAgent's span (`AGENT`, named after
+    # it), its tools' `TOOL` spans (a returned list recorded with `str()`), the answer given to its
+    # final_answer tool; the chat's session and user from OpenInference's `using_attributes`.
+    "beeai_conversation/greeting_turn1": ("skip", "empty_context"),
+    "beeai_conversation": ("interaction", "openinference"),
+    "beeai": ("interaction", "openinference"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
@@ -465,6 +474,22 @@ def read_as_run(recording: Recording, convention: str, span_name: str) -> Intera
     assert interaction.convention == convention and interaction.span.name == span_name
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
     assert sorted(interaction.record.contexts) == sorted(recording.documents)
+    return interaction
+
+
+def read_resent_turn(recording: Recording) -> Interaction:
+    """A recorded chat turn whose history an agent resends, read in the session and user the app set, with
+    this turn's tool results (kind `tool`) and the earlier turns' its model call carried (`earlier_turn`)."""
+    interaction, conversation = read_chat_turn(recording)
+    assert (interaction.session_id, interaction.user_id) == (
+        conversation["session_id"],
+        conversation["user_id"],
+    )
+    own = [s for s in interaction.context_sources if s.kind == "tool"]
+    earlier = [s for s in interaction.context_sources if s.kind == "earlier_turn"]
+    resent = [text for item in conversation["resent"] for text in item["documents"]]
+    assert (len(own), len(earlier)) == (len(conversation["retrieved"]), len(resent))
+    assert sorted(interaction.record.contexts) == sorted([*conversation["retrieved"], *resent])
     return interaction
 
 

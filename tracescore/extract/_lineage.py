@@ -1,7 +1,10 @@
 """Lineage: what an interaction inherits from the spans around it, the same way for every convention. Its
 route (results are grouped by it) and its conversation (session and user) are read from the interaction
 span, then its ancestors (a request span), then the spans it was read from; an id written JSON-encoded (as
-MLflow writes every attribute) is read as the app set it."""
+MLflow writes every attribute) is read as the app set it. A `gen_ai.conversation.id` that is an OpenAI
+Responses API response id is no conversation's: a session the service keeps by chaining responses
+(`previous_response_id`) gets a new one every turn, so reading it would make each turn a conversation of its
+own (Microsoft Agent Framework's Responses client writes the session's last response id there)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ __all__ = ["conversation_of", "route_of"]
 _SESSION_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID)
 _USER_KEY = semconv.USER_ID
 _ROUTE = semconv.TRACESCORE_ROUTE
+# What the OpenAI Responses API's response ids start with; its conversations' (`conv_`) are kept as read.
+_RESPONSE_ID_PREFIX = "resp_"
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -57,7 +62,7 @@ def conversation_of(
         if session is None:
             for key in _SESSION_KEYS:
                 value = attrs.get(key)
-                if value and isinstance(value, str):
+                if value and isinstance(value, str) and not _names_a_response(key, value):
                     if not _scrubbed(attrs, key):
                         session = _unquoted(value)
                         break
@@ -69,6 +74,10 @@ def conversation_of(
         if session is not None and user is not None:
             break
     return session, user, None if session is not None else scrubbed
+
+
+def _names_a_response(key: str, value: str) -> bool:
+    return key == semconv.GEN_AI_CONVERSATION_ID and value.startswith(_RESPONSE_ID_PREFIX)
 
 
 def _scrubbed(attrs: Mapping[str, Any], key: str) -> bool:

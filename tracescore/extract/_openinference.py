@@ -32,6 +32,7 @@ from tracescore.extract._read import (
     question_text,
     user_text,
 )
+from tracescore.extract._tools import tool_result_texts
 from tracescore.model import ContextSourceKind, DecodedSpan
 from tracescore.model import OpenInferenceSpanKind as Kind
 
@@ -138,13 +139,14 @@ class OpenInference(Convention):
 
     def _tool_message(self, attrs: Mapping[str, Any], message: str) -> list[Any]:
         """The results of one tool or function message: its content; else its content parts, one document
-        each; else the function results recorded beside it."""
+        each, a part that holds a list of documents (BeeAI writes a tool's returned list as one text part, its
+        Python repr) giving them; else the function results recorded beside it."""
         content = attrs.get(f"{message}.{self.MESSAGE_CONTENT}")
         if content is not None:
             return [content]
         parts = indexed(attrs, f"{message}.{self.MESSAGE_CONTENTS}", self.MESSAGE_CONTENT_TEXT)
         if parts:
-            return [[str(part) for part in parts]]
+            return [[text for part in parts for text in _part_documents(part)]]
         for key in self.FUNCTION_RESULTS:
             function = f"{message}.{key}"
             content = attrs.get(f"{function}.{self.FUNCTION_CONTENT}")
@@ -230,6 +232,11 @@ class OpenInference(Convention):
         parts = indexed(attrs, f"{prefix}.{index}.{self.MESSAGE_CONTENTS}", self.MESSAGE_CONTENT_TEXT)
         joined = "".join(str(p) for p in parts)
         return joined if joined.strip() else None
+
+
+def _part_documents(part: Any) -> list[str]:
+    texts, document_like = tool_result_texts(part)
+    return texts if document_like else [str(part)]
 
 
 def _first_read(spans: Sequence[DecodedSpan], read: Callable[[DecodedSpan], str | None]) -> str | None:
