@@ -13,7 +13,9 @@ from recorded import FIXTURES
 
 from tracescore.consume import decode_message
 
-FORMS = ("resent", "qa_only")  # earlier tool results resent in the prompt, or only questions and answers
+# Earlier tool results resent in the prompt, only questions and answers, or the history kept by the model's
+# service (the Responses API's previous_response_id: nothing resent).
+FORMS = ("resent", "qa_only", "service")
 ENDINGS = ("faithful", "invented", "restated")
 
 

@@ -1,5 +1,6 @@
-"""Grounding across turns through the real broker, on chats recorded from the real libraries in both forms a
-chat app keeps its history in (earlier tool results resent in the prompt, or only questions and answers):
+"""Grounding across turns through the real broker, on chats recorded from the real libraries in the forms a
+chat app's history is kept in (earlier tool results resent in the prompt, only questions and answers, or kept
+by the model's service: the Responses API's previous_response_id, nothing resent):
 `EvaluationConsumer` scores every turn and writes each turn's documents, `ConversationService` judges again
 the claims a turn's own documents did not support, against the same user's earlier turns.
 
@@ -33,7 +34,8 @@ SOURCES = ("openinference_openai_conversation", "vercel_ai_conversation", "hayst
            "haystack_otel", "mlflow_conversation", "autogen_conversation", "google_adk",
            "google_adk_v1", "spring_ai_conversation", "strands_conversation", "logfire_conversation",
            "openlit_conversation", "mastra_conversation", "mastra_memory", "genkit_conversation",
-           "agno_conversation", "agent_framework_conversation", "beeai_conversation")  # fmt: skip
+           "agno_conversation", "agent_framework_conversation", "beeai_conversation",
+           "agent_framework_responses")  # fmt: skip
 # Chats whose trace records the earlier turns' results though the app kept only questions and answers for the
 # model: Mastra's memory recalls them into the generation's input before ToolCallFilter removes them from the
 # prompt. Read there, the follow-up is grounded in its own trace, as a resent one is.
@@ -44,10 +46,16 @@ NOT_CAPTURED = "content_off_"
 
 
 def run(
-    bootstrap: str, prefix: str, turns: list[Turn], judge: Judge, llm_judge: Judge | None = None
+    bootstrap: str,
+    prefix: str,
+    turns: list[Turn],
+    judge: Judge,
+    llm_judge: Judge | None = None,
+    in_conversation: bool = True,
 ) -> tuple[dict[tuple[str, str], EvaluationRecord], list[EvaluationRecord], list[ConversationRecord]]:
     """Consume the turns, then run the conversation service; the latest record per (trace, judge), every
-    record on the evaluations topic, and the conversation records written."""
+    record on the evaluations topic, and the conversation records written. Each turn's documents are written
+    for grounding if it is `in_conversation` (its trace names one), none if not."""
     producer = input_producer(bootstrap, [f"{prefix}.spans"], acks="all")
     for turn in turns:
         producer.send(f"{prefix}.spans", key=turn.trace_id.encode(), value=turn.payload)
@@ -55,7 +63,8 @@ def run(
     producer.close()
     settings = consumer_settings(bootstrap, prefix, conversation_evidence_topic=f"{prefix}.evidence")
     stats = EvaluationConsumer(settings, judge=judge, metrics=[Faithfulness()]).run()
-    assert stats.conversation_evidence == stats.interactions, "every turn's documents, scored or not"
+    evidence = stats.interactions if in_conversation else 0
+    assert stats.conversation_evidence == evidence, "every turn's documents in a conversation, scored or not"
     config = ConversationsConfig(
         bootstrap_servers=bootstrap, evaluations_topic=f"{prefix}.evaluations",
         conversations_topic=f"{prefix}.conversations", turns_topic=f"{prefix}.turns",
@@ -119,21 +128,23 @@ def replays(turns: list[Turn]) -> list[list[Turn]]:
     return out
 
 
-REPLAYS = replays([turn for source in SOURCES for turn in chat_turns(source)])
+# The Responses API chats whose app names no conversation (`service_*`) have none: tested apart, below.
+UNNAMED = "service_"
+REPLAYS = replays([t for s in SOURCES for t in chat_turns(s) if not t.chat.startswith(UNNAMED)])
 
 
 @pytest.mark.parametrize("replay", range(len(REPLAYS)), ids=lambda n: f"replay{n}")
-def test_a_follow_up_grounded_in_an_earlier_turns_retrieval_in_both_history_forms(
+def test_a_follow_up_grounded_in_an_earlier_turns_retrieval_in_every_history_form(
     bootstrap: str, topic_prefix: str, replay: int
 ) -> None:
     turns = REPLAYS[replay]
-    assert {t.form for t in turns} == {"resent", "qa_only"}
+    assert {t.form for t in turns} >= {"resent", "qa_only"}
     latest, records, written = run(bootstrap, topic_prefix, turns, OfflineJudge())
     check_turns(turns, latest, "offline")
     qa_only = [
         t
         for t in turns
-        if t.form == "qa_only"
+        if t.form in ("qa_only", "service")
         and t.ending == "faithful"
         and t.turn == 3
         and t.source not in RECALLED_IN_TRACE
@@ -178,3 +189,17 @@ def test_an_llm_judges_records_are_grounded_by_the_same_llm_judge(bootstrap: str
     third = next(t for t in turns if (t.chat, t.turn) == ("qa_only_faithful", 3))
     assert [r.trace_id for r in grounded] == [third.trace_id]
     assert all(r.details["earlier_turns"]["judge"] == "openai:judge-test" for r in grounded)
+
+
+def test_a_history_the_model_service_keeps_is_no_conversation_without_the_apps_id(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """The Responses API chat whose app names no conversation (`service_*`: only response ids chain the turns,
+    each trace its own): nothing joins its turns, so the follow-up is judged on its own trace alone and stays
+    flagged, faithful or not. The same chat under the app's session.id is grounded (the replays above)."""
+    turns = [t for t in chat_turns("agent_framework_responses") if t.chat.startswith(UNNAMED)]
+    latest, _, written = run(bootstrap, topic_prefix, turns, OfflineJudge(), in_conversation=False)
+    third = [latest[(t.trace_id, "offline")] for t in turns if t.turn == 3]
+    assert [(r.label, r.revision) for r in third] == [("hallucinated", 0)] * 3
+    assert all(r.session_id is None for r in latest.values())
+    assert written == [], "no conversation record: no turn named one"
