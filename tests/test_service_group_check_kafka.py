@@ -5,6 +5,7 @@ service that finds the other's members in its group stops with one line that say
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections import Counter
@@ -145,11 +146,15 @@ def test_two_services_started_together_in_one_group_do_not_both_read_on(
 
 
 def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying_the_batch_it_joined_to(
-    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Two pods started together: the other service's member joins between this one's look and its join.
     The poll that brings the new assignment often brings its first batch too; the look at the group comes
     between the two, so none of it is re-keyed (it stays uncommitted, for the group's own service)."""
+    # Failed once in a CI rehearsal at load ~9 (DID NOT RAISE; the stand-in's leave got UnknownMemberId), not
+    # reproduced in 12 loaded runs: a failure shows the looks given up on and the members' joins and expiries.
+    caplog.set_level(logging.DEBUG, logger="tracescore._service")
+    caplog.set_level(logging.INFO, logger="kafka.coordinator")
     group = f"{topic_prefix}-late"
     evaluations = f"{topic_prefix}.evaluations"
     producer = input_producer(bootstrap, [evaluations])
