@@ -44,7 +44,8 @@ SOURCES = (
     "mastra_conversation", "spring_ai2_conversation", "mastra_memory",
     "langchain_stream_history", "langfuse", "langfuse_v3", "pydantic_ai", "pydantic_ai_conversation",
     "autogen", "genkit_conversation", "agno_conversation", "beeai_conversation",
-    "agent_framework_conversation", "agent_framework_responses",
+    "agent_framework_conversation", "agent_framework_responses", "langchain_js_conversation",
+    "langgraph_conversation", "llamaindex_conversation",
 )  # fmt: skip
 
 

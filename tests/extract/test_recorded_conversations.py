@@ -1,8 +1,8 @@
-"""Two-turn conversations recorded from the real libraries (LangGraph with a checkpointer, a LlamaIndex agent
-with memory, Pydantic AI with message_history): turn 2 calls no tool and answers from turn 1's tool result,
-which the app kept in the conversation. The follow-up is judged against that result, marked as an earlier
-turn's; a follow-up that result does not support is a hallucination; the record says which turn's evidence
-each claim rests on."""
+"""Two-turn conversations recorded from the real libraries (Pydantic AI with message_history; LangGraph's
+and LlamaIndex's are the three-turn chats of test_recorded_multiturn.py): turn 2 calls no tool and answers
+from turn 1's tool result, which the app kept in the conversation. The follow-up is judged against that
+result, marked as an earlier turn's; a follow-up that result does not support is a hallucination; the record
+says which turn's evidence each claim rests on."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tracescore.extract import extract
 from tracescore.model import Interaction, Trace
 from tracescore.score import evaluate
 
-CONVERSATIONS = ("langgraph_conversation", "llamaindex_conversation", "pydantic_ai_conversation")
+CONVERSATIONS = ("pydantic_ai_conversation",)
 FOLLOW_UPS = [r for r in recordings() if r.source in CONVERSATIONS and r.scenario.startswith("followup")]
 FIRST_TURNS = [r for r in recordings() if r.source in CONVERSATIONS and r.scenario == "turn1"]
 

@@ -139,6 +139,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-agent-framework", "content_not_captured"),
         ("aurora-support-agent-framework", "empty_context"),
         ("aurora-support-beeai", "empty_context"),  # a greeting
+        ("aurora-support-llamaindex-agent", "empty_context"),  # a greeting (LangGraph's: above)
         # The same through the LiteLLM proxy: explained by the proxy, or by the app whose trace it joins.
         ("litellm-proxy", "empty_context"),
         ("aurora-support", "empty_context"),
@@ -156,7 +157,11 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
 def test_agent_runs_are_scored_per_run_with_the_run_signals(bootstrap: str, topic_prefix: str) -> None:
     """The consumer scores each agent run (LangGraph, recorded) with faithfulness and the run signals: a
     failed tool the answer ignored, a repeated search, a follow-up that rests on the earlier turn."""
-    recorded = [r for r in recordings() if r.source in ("langgraph_tool_error", "langgraph_conversation")]
+    follow_ups = (
+        "pydantic_ai_conversation/followup_unfaithful",
+        "langgraph_conversation/resent_invented_turn3",
+    )
+    recorded = [r for r in recordings() if r.source == "langgraph_tool_error" or r.id in follow_ups]
     signals = ["tool_errors", "ungrounded_answer", "unused_tool_results", "repeated_tool_calls", "run_budget"]
     seen, stats = _consume(bootstrap, topic_prefix, recorded, [Faithfulness(), *make_metrics(signals)])
     labels = {(r.trace_id, r.metric): r.label or r.status.value for r in seen}
@@ -172,9 +177,13 @@ def test_agent_runs_are_scored_per_run_with_the_run_signals(bootstrap: str, topi
     }
     assert by_id["langgraph_tool_error/tool_error_retried"]["tool_errors"] == "recovered"
     assert by_id["langgraph_tool_error/repeated_call"]["repeated_tool_calls"] == "repeated"
-    follow_up = by_id["langgraph_conversation/followup_unfaithful"]
+    # A follow-up that looked nothing up rests on the earlier turn's result (Pydantic AI's message_history).
+    follow_up = by_id["pydantic_ai_conversation/followup_unfaithful"]
     assert (follow_up["faithfulness"], follow_up["ungrounded_answer"]) == ("hallucinated", "earlier_turns")
     assert follow_up["tool_errors"] == "not_applicable"
+    # A LangGraph chat's third turn that searched, then invented a price: looked up, still a hallucination.
+    invented = by_id["langgraph_conversation/resent_invented_turn3"]
+    assert (invented["faithfulness"], invented["ungrounded_answer"]) == ("hallucinated", "grounded")
 
 
 def test_a_second_services_late_message_is_judged_with_the_trace(bootstrap: str, topic_prefix: str) -> None:

@@ -175,8 +175,9 @@ def test_an_interaction_without_tools_or_model_calls_has_no_run() -> None:
 
 
 def test_recorded_agent_runs() -> None:
-    """From the real libraries: LangGraph's handled tool failure, its retry and a repeated search, and the
-    follow-up turns that called no tool (their evidence is the earlier turn's)."""
+    """From the real libraries: LangGraph's handled tool failure, its retry and a repeated search, a chat's
+    third turn given the earlier turns' tool results by its checkpointer, and a follow-up that called no tool
+    (its evidence is the earlier turn's)."""
     runs = {}
     sources = ("langgraph_tool_error", "langgraph_conversation", "pydantic_ai_conversation", "crewai")
     for recording in recordings():
@@ -191,7 +192,9 @@ def test_recorded_agent_runs() -> None:
     assert shape["langgraph_tool_error/tool_error_ignored"] == (2, 1, 1, 0)
     assert shape["langgraph_tool_error/tool_error_retried"] == (3, 2, 1, 0)
     assert shape["langgraph_tool_error/repeated_call"] == (3, 2, 0, 0)
-    assert shape["langgraph_conversation/followup_faithful"] == (1, 0, 0, 1)
+    # Its own search, plus turn 1's and turn 2's results the thread kept (one text each).
+    assert shape["langgraph_conversation/resent_faithful_turn3"] == (2, 1, 0, 2)
+    assert shape["langgraph_conversation/qa_only_faithful_turn3"] == (2, 1, 0, 0)
     assert shape["pydantic_ai_conversation/followup_faithful"] == (1, 0, 0, 3)
     assert shape["pydantic_ai_conversation/turn1"] == (2, 1, 0, 0)
     [call] = runs["langgraph_tool_error/tool_error_ignored"].tool_calls
