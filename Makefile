@@ -52,6 +52,10 @@ alertmanager:
 		echo "installing prometheus and prometheus-alertmanager (apt-get)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; }
 
+# The tests start many Python processes (services, CLIs, the example app). Where PYTHONDONTWRITEBYTECODE is set
+# (our shared machine) each compiled tracescore from source, a sixth of its import's CPU; `compileall` (in
+# `test`) writes the bytecode once, into the __pycache__ folders git ignores, and every process reads it.
+
 # pytest's parallel workers (pytest-xdist). The tests mostly wait (on brokers, services, idle timeouts), so
 # more workers than CI's two cores pay; each worker starts its own broker. `make test PYTEST_WORKERS=0` runs
 # them one after another in one process. The 25 slowest steps are listed at the end, where speeding up the
@@ -64,6 +68,7 @@ test: check-install $(STAMP) browser promtool alertmanager
 	$(PYTHON) -m ruff format --check .
 	$(LINT_IMPORTS)
 	$(MKDOCS_BUILD)
+	$(PYTHON) -m compileall -q tracescore examples >/dev/null
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
 
 ## make docs: build the documentation site into .make/site (python -m mkdocs serve to preview)
