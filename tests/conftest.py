@@ -16,7 +16,8 @@ so a session fixture is started once per worker that needs it.
 The grouping (`xdist_group`, set here so no test file has to know): tests that share a module- or
 class-scoped fixture run on one worker, so the fixture starts once; tests using a fixture in
 `ONE_WORKER_FIXTURES` run on one worker. Every other test is scheduled on its own, to whichever worker is
-free. Those groups and the `LONG_FIRST` tests are handed out first.
+free. Those groups and the `LONG_FIRST` tests are handed out first, then the tests that use a broker, then
+the rest (`_order`). (xdist hands out the multi-test groups, largest first, before the single tests.)
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from tracescore.testing.phoenix import PhoenixServer
 # Session fixtures that take seconds to start and are used by a handful of tests: their tests share one
 # worker rather than each worker starting its own.
 ONE_WORKER_FIXTURES = ("phoenix_server", "prometheus_stack")
+# A test whose fixtures start or use a broker (directly or through another fixture).
+BROKER_FIXTURES = frozenset({"kafka_broker", "own_broker"})
 # Scheduled first with those groups, so that no worker is left running one of them alone at the end: the
 # tests that take a minute or more on a loaded two-core machine (a pip install into a new venv, the demo,
 # brokers stopped and restarted, SASL brokers).
@@ -146,8 +149,17 @@ def _worker_group(item: pytest.Item) -> str | None:
     return None
 
 
-def _long(item: pytest.Item, group: str | None) -> bool:
-    return group in ONE_WORKER_FIXTURES or item.nodeid.startswith(LONG_FIRST)
+def _order(item: pytest.Item, group: str | None) -> int:
+    """When `item` is handed out: the long ones and the one-worker groups (0), then the tests that talk to a
+    broker (1: they wait seconds to a minute on groups, timeouts and services), then the rest (2: most take
+    milliseconds). The run ends on short tests spread over every worker, not on one worker still running a
+    Kafka test that came last in file order (tests/testing/, the top-level tests) while the others idle."""
+    if group in ONE_WORKER_FIXTURES or item.nodeid.startswith(LONG_FIRST):
+        return 0
+    uses_broker = BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    if uses_broker or "kafka" in item.nodeid.split("::", 1)[0]:
+        return 1
+    return 2
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its hook appends the group to the node id)
@@ -157,7 +169,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         groups[item] = group = _worker_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: not _long(item, groups[item]))  # stable: the rest keeps its order
+    items.sort(key=lambda item: _order(item, groups[item]))  # stable: each part keeps its order
 
 
 _GROUPS_LOST = pytest.StashKey[bool]()

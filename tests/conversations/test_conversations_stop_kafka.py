@@ -270,7 +270,9 @@ def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_at_the_en
     assert "closing the Phoenix sink given up on at the end of stop_timeout_s" in caplog.text
 
 
-def test_a_record_its_previous_owner_sent_that_lands_after_the_restore_read_is_not_written_again() -> None:
+def test_a_record_its_previous_owner_sent_that_lands_after_the_restore_read_is_not_written_again(
+    kafka_broker: KafkaBroker, topic_prefix: str
+) -> None:
     """A send the previous owner gave up on (a stop, a crash, while its broker did not answer) is appended
     whenever the broker reads it: possibly after the next owner's restore read the output topics from the
     saved marks, found nothing, and before it writes the same decision. The restore's look alone let the
@@ -278,28 +280,28 @@ def test_a_record_its_previous_owner_sent_that_lands_after_the_restore_read_is_n
     certain: the previous owner stops itself before it sends the record (its spans sent) and stays stopped
     while the next start joins and restores; that start stops itself once restored; the previous owner goes on
     and its record lands; then the next start goes on and decides the conversation again."""
-    with KafkaBroker() as broker:
-        prefix = "late-send"
-        topic = f"{prefix}.conversations"
-        previous = start(broker, prefix, pause_at="shared.sent", quiet_seconds="1")
-        wait_until(previous.paused, "sent the conversation's span", previous)
-        # Its member's session (3 s) ends while it is stopped: the next start gets its partitions.
-        restarted = conversations_process(
-            broker.bootstrap_servers, prefix, evidence=False, pause_at="keyed.restored"
-        )
-        try:
-            wait_until(restarted.paused, "restored", restarted)
-            previous.resume()
-            wait_until(lambda: len(on_topic(broker, topic)) == 1, "wrote its record", previous)
-        finally:
-            previous.process.kill()  # a zombie from here on: what it would do next is not this test's
-            previous.wait(30)
-        restarted.resume()
-        code = restarted.wait()
-        said = (
-            f"the previous owner said:\n{service_lines(previous.log)}\n"
-            f"the restarted one said:\n{service_lines(restarted.log)}"
-        )
-        assert code == 0, said
-        records = on_topic(broker, topic)
+    # The worker's shared broker: this test stops services, never the broker.
+    broker, prefix = kafka_broker, topic_prefix
+    topic = f"{prefix}.conversations"
+    previous = start(broker, prefix, pause_at="shared.sent", quiet_seconds="1")
+    wait_until(previous.paused, "sent the conversation's span", previous)
+    # Its member's session (3 s) ends while it is stopped: the next start gets its partitions.
+    restarted = conversations_process(
+        broker.bootstrap_servers, prefix, evidence=False, pause_at="keyed.restored"
+    )
+    try:
+        wait_until(restarted.paused, "restored", restarted)
+        previous.resume()
+        wait_until(lambda: len(on_topic(broker, topic)) == 1, "wrote its record", previous)
+    finally:
+        previous.process.kill()  # a zombie from here on: what it would do next is not this test's
+        previous.wait(30)
+    restarted.resume()
+    code = restarted.wait()
+    said = (
+        f"the previous owner said:\n{service_lines(previous.log)}\n"
+        f"the restarted one said:\n{service_lines(restarted.log)}"
+    )
+    assert code == 0, said
+    records = on_topic(broker, topic)
     assert records == [("c-1", 0, 3)], f"{records}\n{said}"

@@ -4,6 +4,7 @@ should become: an interaction read by a given convention, or an explained skip."
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -394,6 +395,13 @@ def _earlier_trace(
 
 
 def recordings() -> list[Recording]:
+    """Every recording, a new list each call (callers filter it). Read once per process: some thirty test
+    modules ask at import, and each of pytest's workers collects them all."""
+    return list(_read_recordings())
+
+
+@functools.cache
+def _read_recordings() -> tuple[Recording, ...]:
     found = []
     for manifest_path in sorted(FIXTURES.glob("*/manifest.json")):
         manifest = json.loads(manifest_path.read_text())
@@ -435,7 +443,7 @@ def recordings() -> list[Recording]:
                 )
             )
     assert len(found) >= 60, f"fixtures missing under {FIXTURES}: run fixtures/record.py"
-    return found
+    return tuple(found)
 
 
 def spans_of(recording: Recording) -> list[DecodedSpan]:
