@@ -33,6 +33,7 @@ SOURCES = (
     "mastra_conversation",
     "genkit_conversation",
     "langchain_js_conversation",
+    "openai_agents_conversation",
 )
 RECORDED = [r for r in recordings() if r.source in SOURCES]
 TURNS = [r for r in RECORDED if r.expected[0] == "interaction"]
