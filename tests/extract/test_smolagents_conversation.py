@@ -16,7 +16,7 @@ TURNS = [r for r in RECORDED.values() if r.conversation and r.expected[0] == "in
 
 
 @pytest.mark.parametrize("recording", TURNS, ids=lambda r: r.id)
-def test_each_chat_turn_is_read_in_its_session_with_what_the_agents_memory_resent(recording: Recording) -> None:
+def test_each_chat_turn_is_read_in_its_session_with_what_its_memory_resent(recording: Recording) -> None:
     read_resent_turn(recording)
 
 
