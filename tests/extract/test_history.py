@@ -475,7 +475,7 @@ def test_a_flattened_tool_message_is_named_by_the_call_with_its_id_in_every_turn
     flat["llm.input_messages.7.message.name"] = "search_docs_v2"  # the message answering c0 names itself
     content = "message.content"
     found = indexed_tool_results(
-        flat, "llm.input_messages", "message.role", lambda a, m: [a[f"{m}.{content}"]]
+        flat, "llm.input_messages", "message.role", lambda a, m: [a.get(f"{m}.{content}")]
     )
     assert [tuple(result)[:4] for result in found] == [
         (PRICE, 1, "search_plans", "{}"),

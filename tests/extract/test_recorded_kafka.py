@@ -140,6 +140,8 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-agent-framework", "empty_context"),
         ("aurora-support-beeai", "empty_context"),  # a greeting
         ("aurora-support-llamaindex-agent", "empty_context"),  # a greeting (LangGraph's: above)
+        ("aurora-support-openai-agents", "empty_context"),  # a greeting
+        ("aurora-support-smolagents", "empty_context"),  # a greeting
         # The same through the LiteLLM proxy: explained by the proxy, or by the app whose trace it joins.
         ("litellm-proxy", "empty_context"),
         ("aurora-support", "empty_context"),

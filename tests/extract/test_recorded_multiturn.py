@@ -36,6 +36,7 @@ SOURCES = (
     "langchain_js_conversation",
     "langgraph_conversation",
     "llamaindex_conversation",
+    "openai_agents_conversation",
 )
 RECORDED = [r for r in recordings() if r.source in SOURCES]
 TURNS = [r for r in RECORDED if r.expected[0] == "interaction"]

@@ -61,7 +61,10 @@ __all__ = [
     "indexed_tool_results",
 ]
 
-_TOOL_ROLES = ("tool", "function", "ipython")
+# `tool-response`: smolagents' memory (its ToolCallingAgent's observations, resent with `reset=False`).
+_TOOL_ROLES = ("tool", "function", "ipython", "tool-response")
+# A result of this many words or more that the calling message already holds word for word was handed back.
+_MIN_ECHOED_WORDS = 4
 
 
 class Gemini:
@@ -140,7 +143,8 @@ class MadeCall(NamedTuple):
 _UNKNOWN = MadeCall()
 
 # Reads the results of one tool-role message of flattened attributes, given the message's prefix
-# (`llm.input_messages.3`): a convention records a tool message's result under its own keys.
+# (`llm.input_messages.3`): a convention records a tool message's result under its own keys. Also given the
+# message that made the calls, whose texts (none: an empty list) tell a result handed back (`_echoed`).
 MessageResults = Callable[[Mapping[str, Any], str], list[Any]]
 
 
@@ -335,19 +339,41 @@ def indexed_tool_results(
     beside = f".{fields}." if fields else "."
     found: list[TurnResult] = []
     called: dict[str, MadeCall] = {}
+    caller, calling = -1, ""  # the last message that was not a tool result (it made the calls), its text
     for index, name in enumerate(roles):
         message = f"{prefix}.{index}{beside}"
         if name not in _TOOL_ROLES:
             called.update(_flat_called(attributes, message + _TOOL_CALLS))
+            caller = index
             continue
+        if caller == index - 1:  # the first result of its calls: read the caller's text once
+            calling = _spaced(results(attributes, f"{prefix}.{caller}")) if caller >= 0 else ""
         back = len(users) - bisect.bisect_right(users, index)
         call = _answering(attributes.get(message + _NAME), called, attributes.get(message + _ANSWERS))
         found.extend(
             TurnResult(value, back, *call)
             for value in results(attributes, f"{prefix}.{index}")
-            if value is not None
+            if value is not None and not _echoed(value, calling)
         )
     return found
+
+
+def _spaced(value: Any) -> str:
+    """A message's texts (a result, or a list of them) as one string, single-spaced."""
+    texts = value if isinstance(value, list) else [value]
+    return " ".join(
+        _spaced(text) if isinstance(text, list) else " ".join(str(text).split())
+        for text in texts
+        if text is not None
+    )
+
+
+def _echoed(value: Any, calling: str) -> bool:
+    """A result the message that made the call already holds word for word (smolagents' `final_answer`
+    observation repeats the answer its call was handed, `Calling tools: [...]`): the model's own words handed
+    back, never evidence (an earlier answer may itself be a hallucination)."""
+    text = _spaced(value)
+    return len(text.split()) >= _MIN_ECHOED_WORDS and text in calling
 
 
 def indexed_tool_messages(

@@ -143,10 +143,10 @@ class OpenInference(Convention):
         Python repr) giving them; else the function results recorded beside it."""
         content = attrs.get(f"{message}.{self.MESSAGE_CONTENT}")
         if content is not None:
-            return [content]
+            return [_observed(content)]
         parts = indexed(attrs, f"{message}.{self.MESSAGE_CONTENTS}", self.MESSAGE_CONTENT_TEXT)
         if parts:
-            return [[text for part in parts for text in _part_documents(part)]]
+            return [[text for part in parts for text in _part_documents(_observed(part))]]
         for key in self.FUNCTION_RESULTS:
             function = f"{message}.{key}"
             content = attrs.get(f"{function}.{self.FUNCTION_CONTENT}")
@@ -232,6 +232,17 @@ class OpenInference(Convention):
         parts = indexed(attrs, f"{prefix}.{index}.{self.MESSAGE_CONTENTS}", self.MESSAGE_CONTENT_TEXT)
         joined = "".join(str(p) for p in parts)
         return joined if joined.strip() else None
+
+
+def _observed(result: Any) -> Any:
+    """A ReAct observation's result without its label (smolagents' memory resends a tool's result as
+    `Observation:\n<result>`), so a returned list still gives its documents."""
+    if isinstance(result, str) and result.startswith(_OBSERVATION):
+        return result.removeprefix(_OBSERVATION).lstrip()
+    return result
+
+
+_OBSERVATION = "Observation:"
 
 
 def _part_documents(part: Any) -> list[str]:
