@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import openai
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:  # the client is imported when one is made: every metric imports the Embedder protocol
+    import openai
 
 __all__ = ["Embedder", "OpenAIEmbedder", "OpenAIEmbedderSettings", "embedder_from_env"]
 
@@ -49,6 +51,8 @@ class OpenAIEmbedder:
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
 
     def _new_client(self) -> openai.AsyncOpenAI:
+        import openai
+
         s = self.settings
         # A local endpoint needs no key; the openai client insists on one, so a placeholder is passed.
         key = s.api_key or (None if s.base_url is None else "unused")
