@@ -28,6 +28,11 @@ LIBRARIES_NOT_LOADED = {
     "tracescore.sample": {"kafka"},
     # ... and score's judges load their HTTP clients on first use (tracescore/score/__init__.py).
     "tracescore.score": {"kafka", "openai", "httpx"},
+    # The services start without the LLM client: alert never judges, conversations and consume make one only
+    # when a judge is configured (its import is over half of a service's start).
+    "tracescore.alert": {"openai"},
+    "tracescore.conversations": {"openai"},
+    "tracescore.consume": {"openai"},
 }
 
 
