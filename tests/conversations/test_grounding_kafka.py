@@ -35,7 +35,7 @@ SOURCES = ("openinference_openai_conversation", "vercel_ai_conversation", "hayst
            "google_adk_v1", "spring_ai_conversation", "strands_conversation", "logfire_conversation",
            "openlit_conversation", "mastra_conversation", "mastra_memory", "genkit_conversation",
            "agno_conversation", "agent_framework_conversation", "beeai_conversation",
-           "agent_framework_responses")  # fmt: skip
+           "agent_framework_responses", "langsmith_conversation", "langfuse_v3_conversation")  # fmt: skip
 # Chats whose trace records the earlier turns' results though the app kept only questions and answers for the
 # model: Mastra's memory recalls them into the generation's input before ToolCallFilter removes them from the
 # prompt. Read there, the follow-up is grounded in its own trace, as a resent one is.
