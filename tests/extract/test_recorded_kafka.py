@@ -139,6 +139,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-agent-framework", "content_not_captured"),
         ("aurora-support-agent-framework", "empty_context"),
         ("aurora-support-beeai", "empty_context"),  # a greeting
+        ("aurora-support-langfuse", "empty_context"),  # a greeting (the Langfuse v3 chats)
         # The same through the LiteLLM proxy: explained by the proxy, or by the app whose trace it joins.
         ("litellm-proxy", "empty_context"),
         ("aurora-support", "empty_context"),
