@@ -36,7 +36,8 @@ SOURCES = ("openinference_openai_conversation", "vercel_ai_conversation", "hayst
            "openlit_conversation", "mastra_conversation", "mastra_memory", "genkit_conversation",
            "agno_conversation", "agent_framework_conversation", "beeai_conversation",
            "agent_framework_responses", "langchain_js_conversation", "langgraph_conversation",
-           "llamaindex_conversation", "openai_agents_conversation", "smolagents_conversation")  # fmt: skip
+           "llamaindex_conversation", "openai_agents_conversation", "smolagents_conversation",
+           "langsmith_conversation", "langfuse_v3_conversation")  # fmt: skip
 # Chats whose trace records the earlier turns' results though the app kept only questions and answers for the
 # model: Mastra's memory recalls them into the generation's input before ToolCallFilter removes them from the
 # prompt. Read there, the follow-up is grounded in its own trace, as a resent one is.

@@ -245,6 +245,15 @@ EXPECTED = {
     # and user from `using_session` / `using_user`.
     "smolagents_conversation/greeting_turn1": ("skip", "empty_context"),
     "smolagents_conversation": ("interaction", "openinference"),
+    # The chats on a LangGraph agent under LangSmith's OTel export: the thread named by the checkpointer's
+    # `configurable.thread_id` (resent: its checkpoint resends the earlier tool results) or by metadata
+    # `session_id` (questions and answers only), the user by metadata `user_id`.
+    "langsmith_conversation/greeting_turn1": ("skip", "empty_context"),
+    "langsmith_conversation": ("interaction", "langsmith"),
+    # The chats under the Langfuse v3 SDK: an `@observe` turn naming its session with
+    # `update_current_trace`, a `tool` observation per search, the langfuse.openai client's generations.
+    "langfuse_v3_conversation/greeting_turn1": ("skip", "empty_context"),
+    "langfuse_v3_conversation": ("interaction", "langfuse"),
 }
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets

@@ -142,6 +142,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-llamaindex-agent", "empty_context"),  # a greeting (LangGraph's: above)
         ("aurora-support-openai-agents", "empty_context"),  # a greeting
         ("aurora-support-smolagents", "empty_context"),  # a greeting
+        ("aurora-support-langfuse", "empty_context"),  # a greeting (the Langfuse v3 chats)
         # The same through the LiteLLM proxy: explained by the proxy, or by the app whose trace it joins.
         ("litellm-proxy", "empty_context"),
         ("aurora-support", "empty_context"),
