@@ -36,8 +36,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "extract" / "fixtures
 # chats in both history forms, the same chats on the producers read since (Spring AI 1.1 and 2.0, Logfire,
 # OpenLIT, Strands Agents, Mastra, and Mastra with its memory keeping the history; Genkit, Agno, BeeAI,
 # Microsoft Agent Framework, and Agent Framework on the Responses API with the history kept by the service,
-# under the app's session.id or under no id; the OpenAI Agents SDK and smolagents; LangSmith's OTel export on a
-# LangGraph agent, the Langfuse v3 SDK's decorators), and the conversations recorded before them.
+# under the app's session.id or under no id; the OpenAI Agents SDK and smolagents; LangSmith's OTel export on
+# a LangGraph agent, the Langfuse v3 SDK's decorators), and the conversations recorded before them.
 SOURCES = (
     "autogen_conversation", "google_adk", "google_adk_v1", "haystack_conversation", "haystack_otel",
     "mlflow_conversation", "openinference_openai_conversation", "vercel_ai_conversation",
