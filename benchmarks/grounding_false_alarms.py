@@ -36,7 +36,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "extract" / "fixtures
 # chats in both history forms, the same chats on the producers read since (Spring AI 1.1 and 2.0, Logfire,
 # OpenLIT, Strands Agents, Mastra, and Mastra with its memory keeping the history; Genkit, Agno, BeeAI,
 # Microsoft Agent Framework, and Agent Framework on the Responses API with the history kept by the service,
-# under the app's session.id or under no id), and the conversations recorded before them.
+# under the app's session.id or under no id; OpenLLMetry under its association properties, Semantic Kernel's
+# thread under the app's session.id or under none), and the conversations recorded before them.
 SOURCES = (
     "autogen_conversation", "google_adk", "google_adk_v1", "haystack_conversation", "haystack_otel",
     "mlflow_conversation", "openinference_openai_conversation", "vercel_ai_conversation",
@@ -44,7 +45,8 @@ SOURCES = (
     "mastra_conversation", "spring_ai2_conversation", "mastra_memory",
     "langchain_stream_history", "langfuse", "langfuse_v3", "pydantic_ai", "pydantic_ai_conversation",
     "autogen", "genkit_conversation", "agno_conversation", "beeai_conversation",
-    "agent_framework_conversation", "agent_framework_responses",
+    "agent_framework_conversation", "agent_framework_responses", "openllmetry_conversation",
+    "semantic_kernel_conversation",
 )  # fmt: skip
 
 
