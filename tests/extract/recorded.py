@@ -332,10 +332,7 @@ class Recording:
         """The offline judge's verdict on this trace: `label_in_this_trace`, but where it is known to miss
         (OFFLINE_JUDGE_MISSES)."""
         right = self.label_in_this_trace
-        if (
-            self.scenario not in OFFLINE_JUDGE_MISSES
-            or self.source in OFFLINE_JUDGE_RIGHT_WITHOUT_QUESTION
-        ):
+        if self.scenario not in OFFLINE_JUDGE_MISSES or self.source in OFFLINE_JUDGE_RIGHT_WITHOUT_QUESTION:
             return right
         return "hallucinated" if right == "faithful" else "faithful"
 

@@ -1,10 +1,11 @@
 """Three-turn support chats recorded from the real libraries (issue 31: AutoGen AgentChat, Google ADK 1.x and
 2.x, Haystack under OpenInference and under its own tracer, MLflow native and GenAI, the openai client under
 OpenInference, the Vercel AI SDK; read since: Spring AI, Logfire, OpenLIT, Strands Agents, Mastra, Genkit,
-LangChain.js, OpenLLMetry, Semantic Kernel): each turn read as the app ran it, its own documents and the earlier turns' tool results its
-model call carried in whatever message shape the library wrote, marked as an earlier turn's; never an earlier
-answer. A follow-up whose evidence only an earlier turn's trace holds is read right on its own trace (its own
-documents) and named: grounding across traces (the conversations service) revises its verdict."""
+LangChain.js, OpenLLMetry, Semantic Kernel): each turn read as the app ran it, its own documents and the
+earlier turns' tool results its model call carried in whatever message shape the library wrote, marked as an
+earlier turn's; never an earlier answer. A follow-up whose evidence only an earlier turn's trace holds is read
+right on its own trace (its own documents) and named: grounding across traces (the conversations service)
+revises its verdict."""
 
 from __future__ import annotations
 

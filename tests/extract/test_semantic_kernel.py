@@ -13,9 +13,7 @@ from recorded import Recording, extracted, recordings, spans_of
 from tracescore import semconv
 
 TURNS = [
-    r
-    for r in recordings()
-    if r.source == "semantic_kernel_conversation" and r.expected[0] == "interaction"
+    r for r in recordings() if r.source == "semantic_kernel_conversation" and r.expected[0] == "interaction"
 ]
 UNNAMED = "unnamed_"
 NAMING_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID, semconv.USER_ID)

@@ -14,10 +14,10 @@ a reliable split into question and documents. A model that was offered tools and
 retrieved nothing: that is said instead (`empty_context`).
 
 The conversation is the standard keys' (`gen_ai.conversation.id`, which traceloop's `set_conversation_id` /
-`@conversation` write), else traceloop's association properties, `traceloop.association.properties.session_id`
-and `.user_id` (`Traceloop.set_association_properties`, the keys its `AssociationProperty` names; the LangChain
-instrumentation writes a run's metadata there too), on the interaction, a span above it or one it was read
-from.
+`@conversation` write), else traceloop's association properties,
+`traceloop.association.properties.session_id` and `.user_id` (`Traceloop.set_association_properties`, the
+keys its `AssociationProperty` names; the LangChain instrumentation writes a run's metadata there too), on the
+interaction, a span above it or one it was read from.
 
 OpenLLMetry's LangChain.js handler starts each step's span in whatever context is active, not under the run
 that called it: a chain's steps, model calls and tools arrive as childless siblings under the app's request
