@@ -37,7 +37,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "extract" / "fixtures
 # OpenLIT, Strands Agents, Mastra, and Mastra with its memory keeping the history; Genkit, Agno, BeeAI,
 # Microsoft Agent Framework, and Agent Framework on the Responses API with the history kept by the service,
 # under the app's session.id or under no id; the OpenAI Agents SDK and smolagents; LangSmith's OTel export on
-# a LangGraph agent, the Langfuse v3 SDK's decorators), and the conversations recorded before them.
+# a LangGraph agent, the Langfuse v3 SDK's decorators; OpenLLMetry under its association properties, Semantic
+# Kernel's thread under the app's session.id or under none), and the conversations recorded before them.
 SOURCES = (
     "autogen_conversation", "google_adk", "google_adk_v1", "haystack_conversation", "haystack_otel",
     "mlflow_conversation", "openinference_openai_conversation", "vercel_ai_conversation",
@@ -48,6 +49,7 @@ SOURCES = (
     "agent_framework_conversation", "agent_framework_responses", "langchain_js_conversation",
     "langgraph_conversation", "llamaindex_conversation", "openai_agents_conversation",
     "smolagents_conversation", "langsmith_conversation", "langfuse_v3_conversation",
+    "openllmetry_conversation", "semantic_kernel_conversation",
 )  # fmt: skip
 
 

@@ -37,7 +37,8 @@ SOURCES = ("openinference_openai_conversation", "vercel_ai_conversation", "hayst
            "agno_conversation", "agent_framework_conversation", "beeai_conversation",
            "agent_framework_responses", "langchain_js_conversation", "langgraph_conversation",
            "llamaindex_conversation", "openai_agents_conversation", "smolagents_conversation",
-           "langsmith_conversation", "langfuse_v3_conversation")  # fmt: skip
+           "langsmith_conversation", "langfuse_v3_conversation", "openllmetry_conversation",
+           "semantic_kernel_conversation")  # fmt: skip
 # Chats whose trace records the earlier turns' results though the app kept only questions and answers for the
 # model: Mastra's memory recalls them into the generation's input before ToolCallFilter removes them from the
 # prompt. Read there, the follow-up is grounded in its own trace, as a resent one is.
@@ -130,9 +131,17 @@ def replays(turns: list[Turn]) -> list[list[Turn]]:
     return out
 
 
-# The Responses API chats whose app names no conversation (`service_*`) have none: tested apart, below.
-UNNAMED = "service_"
-REPLAYS = replays([t for s in SOURCES for t in chat_turns(s) if not t.chat.startswith(UNNAMED)])
+# The chats nothing names have no conversation, tested apart below: the Responses API chats whose app names
+# none (`service_*`), Semantic Kernel's thread as its docs run it (`unnamed_*`: its spans name none).
+UNNAMED = {"agent_framework_responses": "service_", "semantic_kernel_conversation": "unnamed_"}
+
+
+def unnamed(turn: Turn) -> bool:
+    prefix = UNNAMED.get(turn.source)
+    return prefix is not None and turn.chat.startswith(prefix)
+
+
+REPLAYS = replays([t for s in SOURCES for t in chat_turns(s) if not unnamed(t)])
 
 
 @pytest.mark.parametrize("replay", range(len(REPLAYS)), ids=lambda n: f"replay{n}")
@@ -193,15 +202,15 @@ def test_an_llm_judges_records_are_grounded_by_the_same_llm_judge(bootstrap: str
     assert all(r.details["earlier_turns"]["judge"] == "openai:judge-test" for r in grounded)
 
 
-def test_a_history_the_model_service_keeps_is_no_conversation_without_the_apps_id(
-    bootstrap: str, topic_prefix: str
-) -> None:
+@pytest.mark.parametrize("source", sorted(UNNAMED))
+def test_a_chat_nothing_names_is_no_conversation(bootstrap: str, topic_prefix: str, source: str) -> None:
     """The Responses API chat whose app names no conversation (`service_*`: only response ids chain the turns,
-    each trace its own): nothing joins its turns, so the follow-up is judged on its own trace alone and stays
-    flagged, faithful or not. The same chat under the app's session.id is grounded (the replays above)."""
-    turns = [t for t in chat_turns("agent_framework_responses") if t.chat.startswith(UNNAMED)]
+    each trace its own), Semantic Kernel's thread (`unnamed_*`: no span carries its id): nothing joins their
+    turns, so a follow-up is judged on its own trace alone and stays flagged, faithful or not. The same chats
+    under the app's session.id are grounded (the replays above)."""
+    turns = [t for t in chat_turns(source) if unnamed(t)]
     latest, _, written = run(bootstrap, topic_prefix, turns, OfflineJudge(), in_conversation=False)
     third = [latest[(t.trace_id, "offline")] for t in turns if t.turn == 3]
-    assert [(r.label, r.revision) for r in third] == [("hallucinated", 0)] * 3
+    assert third and [(r.label, r.revision) for r in third] == [("hallucinated", 0)] * len(third)
     assert all(r.session_id is None for r in latest.values())
     assert written == [], "no conversation record: no turn named one"

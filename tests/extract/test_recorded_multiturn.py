@@ -1,11 +1,11 @@
 """Three-turn support chats recorded from the real libraries (issue 31: AutoGen AgentChat, Google ADK 1.x and
 2.x, Haystack under OpenInference and under its own tracer, MLflow native and GenAI, the openai client under
 OpenInference, the Vercel AI SDK; read since: Spring AI, Logfire, OpenLIT, Strands Agents, Mastra, Genkit,
-LangChain.js, LangGraph, LlamaIndex, LangSmith's OTel export, the Langfuse v3 SDK): each turn read as the app
-ran it, its own documents and the earlier turns' tool results its model call carried in whatever message shape
-the library wrote, marked as an earlier turn's; never an earlier answer. A follow-up whose evidence only an
-earlier turn's trace holds is read right on its own trace (its own documents) and named: grounding across
-traces (the conversations service) revises its verdict."""
+LangChain.js, LangGraph, LlamaIndex, LangSmith's OTel export, the Langfuse v3 SDK, OpenLLMetry, Semantic
+Kernel): each turn read as the app ran it, its own documents and the earlier turns' tool results its model
+call carried in whatever message shape the library wrote, marked as an earlier turn's; never an earlier
+answer. A follow-up whose evidence only an earlier turn's trace holds is read right on its own trace (its own
+documents) and named: grounding across traces (the conversations service) revises its verdict."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ SOURCES = (
     "openai_agents_conversation",
     "langsmith_conversation",
     "langfuse_v3_conversation",
+    "openllmetry_conversation",
+    "semantic_kernel_conversation",
 )
 RECORDED = [r for r in recordings() if r.source in SOURCES]
 TURNS = [r for r in RECORDED if r.expected[0] == "interaction"]
@@ -98,6 +100,11 @@ def test_the_turns_whose_evidence_is_in_an_earlier_trace_are_named() -> None:
         "haystack_otel/content_off_resent_faithful_turn3",  # skipped: its content is not recorded at all
         # Spring AI's observations record no prompt: what the chat memory resends is in no span.
         "spring_ai_conversation/resent_faithful_turn3",
+        # Semantic Kernel's model calls write their messages to log records: the thread's resent results
+        # are in no span either, named or not (`unnamed_`: nothing names the conversation).
+        "semantic_kernel_conversation/resent_faithful_turn3",
+        "semantic_kernel_conversation/unnamed_resent_faithful_turn3",
+        "semantic_kernel_conversation/unnamed_qa_only_faithful_turn3",
     }
     # Where the app resent them as a tool result the trace records, this trace alone grounds the follow-up.
     resent_read = [r for r in TURNS if r.scenario.endswith("resent_faithful_turn3") and not r.earlier_trace]
@@ -106,6 +113,7 @@ def test_the_turns_whose_evidence_is_in_an_earlier_trace_are_named() -> None:
         "haystack_conversation",
         "haystack_otel",
         "spring_ai_conversation",
+        "semantic_kernel_conversation",
     }
 
 

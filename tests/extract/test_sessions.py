@@ -139,8 +139,9 @@ CHAT_TURNS = [r for r in recordings() if r.expected[0] == "interaction" and r.co
 # Spring AI's observations (1.1, 2.0) name the chat memory's conversation, never a user (its app sets none);
 # Genkit's agent records its session's id, and has no user to record.
 NO_USER = {"spring_ai_conversation", "spring_ai2_conversation", "genkit_conversation"}
-# Agent Framework's Responses API chats whose app sets no ids: the response id on its spans is no session.
-NO_SESSION = "agent_framework_responses/service_"
+# Chats nothing names: Agent Framework's Responses API chats whose app sets no ids (the response id on its
+# spans is no session), and Semantic Kernel's thread as its docs run it (its spans name no conversation).
+NO_SESSION = ("agent_framework_responses/service_", "semantic_kernel_conversation/unnamed_")
 
 
 @pytest.mark.parametrize("recording", CHAT_TURNS, ids=lambda r: r.id)

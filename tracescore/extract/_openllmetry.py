@@ -10,7 +10,14 @@ its input. LLM spans are read in both forms traceloop
 has written: `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (before 0.5x) and `gen_ai.input.messages` /
 `gen_ai.output.messages` (0.6x). Where no retrieval was recorded (traceloop's LangChain mode puts the
 documents only inside the prompt), the workflow is skipped with that explanation: the prompt's text is not
-a reliable split into question and documents.
+a reliable split into question and documents. A model that was offered tools and called none (a greeting)
+retrieved nothing: that is said instead (`empty_context`).
+
+The conversation is the standard keys' (`gen_ai.conversation.id`, which traceloop's `set_conversation_id` /
+`@conversation` write), else traceloop's association properties,
+`traceloop.association.properties.session_id` and `.user_id` (`Traceloop.set_association_properties`, the
+keys its `AssociationProperty` names; the LangChain instrumentation writes a run's metadata there too), on the
+interaction, a span above it or one it was read from.
 
 OpenLLMetry's LangChain.js handler starts each step's span in whatever context is active, not under the run
 that called it: a chain's steps, model calls and tools arrive as childless siblings under the app's request
@@ -26,7 +33,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tracescore import semconv
-from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Reading, not_inside
+from tracescore.extract._convention import (
+    PROMPT_DOCUMENTS_DOCS,
+    Convention,
+    Reading,
+    first_text,
+    not_inside,
+)
+from tracescore.extract._genai import GenAI
 from tracescore.extract._history import TurnResult, genai_tool_results, indexed_tool_results
 from tracescore.extract._read import (
     Prompt,
@@ -60,6 +74,10 @@ class OpenLLMetry(Convention):
     CONTENT = "content"
     INPUT_MESSAGES = semconv.GEN_AI_INPUT_MESSAGES  # 0.6x
     OUTPUT_MESSAGES = semconv.GEN_AI_OUTPUT_MESSAGES
+    # What the app associates a trace with (`Traceloop.set_association_properties`): its session and user.
+    ASSOCIATION = "traceloop.association.properties"
+    SESSION_KEYS = (f"{ASSOCIATION}.session_id",)
+    USER_KEYS = (f"{ASSOCIATION}.user_id",)
     INTERACTION_KINDS = frozenset({"workflow", "agent"})
     TOOL_KINDS = frozenset({"tool"})
     MARKER = SPAN_KIND
@@ -71,6 +89,8 @@ class OpenLLMetry(Convention):
     RUN_MODEL_OUTPUT = (f"{COMPLETION}.0.{ROLE}", f"{COMPLETION}.0.{CONTENT}")
     # The tools offered, flattened: `llm.request.functions.N.name` / `.description` (LiteLLM writes them too).
     RUN_FIELDED_TOOL_DEFINITIONS = (("llm.request.functions", "name", "description"),)
+    # An LLM call that was offered tools, in either form (before 0.5x, 0.6x).
+    TOOLS_OFFERED = ("llm.request.functions.0.name", GenAI.TOOL_DEFINITIONS)
 
     def kind(self, span: DecodedSpan) -> str:
         kind = span.attributes.get(self.SPAN_KIND)
@@ -209,7 +229,15 @@ class OpenLLMetry(Convention):
         messages = llm.attributes.get(self.OUTPUT_MESSAGES)
         return assistant_text(messages) if messages is not None else None
 
+    def more_conversation(self, reading: Reading) -> tuple[str | None, str | None]:
+        """The association properties, where the standard keys name no session or user."""
+        anchor = reading.anchor
+        spans = [anchor, *reading.trace.ancestors(anchor), *reading.sources]
+        return first_text(spans, self.SESSION_KEYS), first_text(spans, self.USER_KEYS)
+
     def prompt_only(self, reading: Reading) -> str | None:
+        if any(key in call.attributes for call in reading.llms for key in self.TOOLS_OFFERED):
+            return None  # the model was offered tools and called none: nothing retrieved, not a prompt's
         return (
             f"{reading.place('workflow')}: no retrieval task recorded its documents, and none are under a "
             "label inside the LLM prompt (traceloop's LangChain instrumentation puts them only there; prompt "
