@@ -46,6 +46,9 @@ from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 __all__ = ["OpenLLMetry"]
 
 CONCURRENT_DOCS = "docs/integrations/langchain.md#openllmetry-concurrent-chains"
+# The handler's start times are whole milliseconds: a last step that started before its chain's end may be
+# recorded up to one later.
+_HANDLER_RESOLUTION_NS = 1_000_000
 
 
 class OpenLLMetry(Convention):
@@ -144,7 +147,7 @@ class OpenLLMetry(Convention):
         runs: list[list[DecodedSpan]] = []
         # Outermost first: of two spans started in one millisecond (the handler's resolution), the longer.
         for span in sorted(flat, key=lambda s: (s.start_time_unix_nano, -s.end_time_unix_nano, s.span_id)):
-            if runs and span.start_time_unix_nano <= runs[-1][0].end_time_unix_nano:
+            if runs and span.start_time_unix_nano <= runs[-1][0].end_time_unix_nano + _HANDLER_RESOLUTION_NS:
                 runs[-1].append(span)
             elif self.is_interaction(span):
                 runs.append([span])
