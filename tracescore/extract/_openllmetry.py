@@ -16,7 +16,9 @@ OpenLLMetry's LangChain.js handler starts each step's span in whatever context i
 that called it: a chain's steps, model calls and tools arrive as childless siblings under the app's request
 span. Such a flat run is one interaction, anchored at its root workflow (the chain or graph invoked, the
 first to start, whose time holds the others' starts): the question is its input, the answer its output or
-else the last LLM call's, the documents those of the siblings that started within it, as above.
+else the last LLM call's, the documents those of the siblings that started within it, as above. Chains run
+at once (concurrent requests, `Promise.all`) interleave with nothing on the spans saying whose each step is:
+such a run is skipped (`interleaved`), and each model call is then read on its own by the GenAI reader.
 """
 
 from __future__ import annotations
@@ -124,8 +126,8 @@ class OpenLLMetry(Convention):
         app's request, recorded or not), where a workflow's time span holds the others' starts and an LLM
         call is among them. A workflow that ran an LLM call yet has no child can only have lost its context;
         each run is [root, the spans that started within it, in start order]. Only starts are compared: the
-        handler ends a chain's span before its last step's. Two chains run concurrently in one request
-        interleave their steps, which nothing on the spans tells apart: they are read as one run."""
+        handler ends a chain's span before its last step's. Chains run at once interleave their steps into
+        one run, which `interleaved` skips rather than read as one interaction."""
         parents = {
             anchor.parent_span_id
             for anchor in anchors
