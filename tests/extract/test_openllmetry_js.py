@@ -7,11 +7,14 @@ siblings that started within it; none of the steps is skipped as an interaction 
 from __future__ import annotations
 
 import dataclasses
+import json
+from typing import Any
 
-from recorded import Recording, recordings, spans_of
+import pytest
+from recorded import FIXTURES, Recording, recordings, spans_of
 
 from tracescore.consume import decode_message
-from tracescore.extract import extract
+from tracescore.extract import Extraction, extract
 from tracescore.model import DecodedSpan, Interaction, Trace
 
 RECORDED = {r.id: r for r in recordings() if r.source == "openllmetry_js"}
@@ -71,3 +74,58 @@ def test_two_chains_run_one_after_the_other_in_one_request_are_two_interactions(
     extraction = extract(Trace(request.trace_id, (request, *steps, *later)))
     assert extraction.skips == []
     assert [i.record.answer for i in extraction.interactions] == [faithful.answer, unfaithful.answer]
+
+
+# Chains run at once (fixtures/openllmetry_js/concurrent/, each entry's `requests` every chain of its run).
+CONCURRENT = FIXTURES / "openllmetry_js" / "concurrent"
+_MANIFEST = json.loads((CONCURRENT / "manifest.json").read_text())["scenarios"]
+
+
+def _concurrent(scenario: str) -> tuple[Extraction, list[dict[str, Any]]]:
+    entry = _MANIFEST[f"{scenario}.binpb"]
+    spans = decode_message((CONCURRENT / f"{scenario}.binpb").read_bytes())
+    return extract(Trace(entry["trace_id"], tuple(spans))), entry["requests"]
+
+
+def _own(interaction: Interaction, requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one request an interaction was read from whole: its question, its documents, its answer."""
+    record = interaction.record
+    [request] = [r for r in requests if r["question"] == record.query]
+    assert record.answer == request["answer"]
+    assert record.contexts == ("\n\n".join(request["documents"]),)
+    return request
+
+
+@pytest.mark.parametrize("scenario", ["concurrent_one_span", "concurrent_requests_first"])
+def test_chains_run_at_once_are_never_read_as_one_each_model_call_is_its_own_request(scenario: str) -> None:
+    """Their steps interleave under one span with nothing saying whose each is: the run is skipped as
+    interleaved, naming both questions, and each chain's model call (its question, the documents under its
+    prompt's `Context:`, its answer) is read on its own."""
+    extraction, requests = _concurrent(scenario)
+    assert sorted(_own(i, requests)["question"] for i in extraction.interactions) == sorted(
+        r["question"] for r in requests
+    )
+    assert {i.convention for i in extraction.interactions} == {"genai"}
+    interleaved = [s for s in extraction.skips if s.reason == "interleaved_runs"]
+    assert interleaved and {s.reason for s in extraction.skips} == {"interleaved_runs"}
+    assert all(r["question"] in interleaved[0].detail for r in requests)
+
+
+def test_a_request_whose_steps_went_to_another_requests_trace_is_skipped_as_interleaved() -> None:
+    """LangChain.js runs its callbacks in a background queue, in the first request's context: the second
+    request's trace keeps its request span and a lone step."""
+    extraction, _ = _concurrent("concurrent_requests_second")
+    assert extraction.interactions == []
+    [skip] = extraction.skips
+    assert skip.reason == "interleaved_runs" and "workflow parser" in skip.detail
+
+
+@pytest.mark.parametrize("scenario", ["concurrent_awaited_first", "concurrent_awaited_second"])
+def test_requests_served_at_once_with_awaited_callbacks_are_each_one_chain(scenario: str) -> None:
+    """With LANGCHAIN_CALLBACKS_BACKGROUND=false each request's steps are in its own trace: read as its chain
+    on its root workflow, with no skip."""
+    extraction, requests = _concurrent(scenario)
+    assert extraction.skips == []
+    [interaction] = extraction.interactions
+    assert (interaction.convention, interaction.span.name) == ("openllmetry", "workflow RunnableSequence")
+    assert _own(interaction, requests)["question"] == _MANIFEST[f"{scenario}.binpb"]["question"]

@@ -261,6 +261,11 @@ class Convention:
         memory's extraction), to count it with the traces that hold none; None for an interaction."""
         return None
 
+    def interleaved(self, reading: Reading) -> str | None:
+        """Why the candidate's spans hold more than one interaction that nothing on them tells apart (runs
+        at once whose steps lost their parent), to skip it rather than read a mix; None when they do not."""
+        return None
+
     # Reading documents and tool results.
 
     def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> Sequence[Any] | None:

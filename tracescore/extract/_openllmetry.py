@@ -23,7 +23,9 @@ OpenLLMetry's LangChain.js handler starts each step's span in whatever context i
 that called it: a chain's steps, model calls and tools arrive as childless siblings under the app's request
 span. Such a flat run is one interaction, anchored at its root workflow (the chain or graph invoked, the
 first to start, whose time holds the others' starts): the question is its input, the answer its output or
-else the last LLM call's, the documents those of the siblings that started within it, as above.
+else the last LLM call's, the documents those of the siblings that started within it, as above. Chains run
+at once (concurrent requests, `Promise.all`) interleave with nothing on the spans saying whose each step is:
+such a run is skipped (`interleaved`), and each model call is then read on its own by the GenAI reader.
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["OpenLLMetry"]
 
+CONCURRENT_DOCS = "docs/integrations/langchain.md#openllmetry-concurrent-chains"
+# The handler's start times are whole milliseconds: a last step that started before its chain's end may be
+# recorded up to one later.
+_HANDLER_RESOLUTION_NS = 1_000_000
+
 
 class OpenLLMetry(Convention):
     """traceloop-sdk's keys (`traceloop.*`; `gen_ai.prompt` / `gen_ai.completion` on LLM calls), readers."""
@@ -81,6 +88,8 @@ class OpenLLMetry(Convention):
     INTERACTION_KINDS = frozenset({"workflow", "agent"})
     TOOL_KINDS = frozenset({"tool"})
     MARKER = SPAN_KIND
+    # What OpenLLMetry's LangChain.js handler writes on every span (the chains' flat steps, `_flat_runs`).
+    PROVIDER, LANGCHAIN_JS = semconv.GEN_AI_PROVIDER_NAME, "langchain"
     RETRIEVAL_NAME = re.compile(r"retriev|search|lookup|fetch_?doc|get_?doc|context|knowledge", re.IGNORECASE)
 
     RUN_TOOL_NAME = (ENTITY_NAME,)
@@ -137,8 +146,8 @@ class OpenLLMetry(Convention):
         app's request, recorded or not), where a workflow's time span holds the others' starts and an LLM
         call is among them. A workflow that ran an LLM call yet has no child can only have lost its context;
         each run is [root, the spans that started within it, in start order]. Only starts are compared: the
-        handler ends a chain's span before its last step's. Two chains run concurrently in one request
-        interleave their steps, which nothing on the spans tells apart: they are read as one run."""
+        handler ends a chain's span before its last step's. Chains run at once interleave their steps into
+        one run, which `interleaved` skips rather than read as one interaction."""
         parents = {
             anchor.parent_span_id
             for anchor in anchors
@@ -160,11 +169,56 @@ class OpenLLMetry(Convention):
         runs: list[list[DecodedSpan]] = []
         # Outermost first: of two spans started in one millisecond (the handler's resolution), the longer.
         for span in sorted(flat, key=lambda s: (s.start_time_unix_nano, -s.end_time_unix_nano, s.span_id)):
-            if runs and span.start_time_unix_nano <= runs[-1][0].end_time_unix_nano:
+            if runs and span.start_time_unix_nano <= runs[-1][0].end_time_unix_nano + _HANDLER_RESOLUTION_NS:
                 runs[-1].append(span)
             elif self.is_interaction(span):
                 runs.append([span])
         return [run for run in runs if any(self.is_llm(s) for s in run)]
+
+    def interleaved(self, reading: Reading) -> str | None:
+        """A flat run (`_flat_runs`) whose chains ran at once: two of its workflows were invoked with
+        different questions, each the user message of one of its LLM calls. The handler records no run id
+        or parent run, so which step, model call or document is whose cannot be read; nor can it be for two
+        requests served at once, whose steps LangChain.js's background callbacks start in the first one's
+        context (the second request's trace keeps only a step or two)."""
+        trace, anchor = reading.trace, reading.anchor
+        if trace.children(anchor) or self._ours(trace.by_id.get(anchor.parent_span_id or "")):
+            return None  # a run read from its spans' tree, not a flat one
+        if not reading.around:
+            return self._stray(anchor)
+        asked = {
+            prompt.user
+            for span in reading.around
+            if self.is_llm(span) and (prompt := self.prompt(span)) is not None and prompt.user
+        }
+        chains = {
+            question
+            for span in (anchor, *reading.around)
+            if self.kind(span) in self.INTERACTION_KINDS
+            and (question := self.retrieval_question(span)) is not None
+            and question in asked
+        }
+        if len(chains) < 2:
+            return None
+        asked_by = ", ".join(map(repr, sorted(chains)))
+        return (
+            f"{len(chains)} chains ran at once among its sibling steps ({asked_by}): OpenLLMetry's "
+            "LangChain.js handler records no run id or parent run, so nothing on the spans says which step, "
+            "model call or document is whose, and the chains are not read (each model call is, on its own: "
+            f"{CONCURRENT_DOCS})"
+        )
+
+    def _stray(self, step: DecodedSpan) -> str | None:
+        """A step of LangChain.js's handler alone among its siblings, no model call within it: its chain's
+        other steps are elsewhere, which only a chain run at once with another does (the steps interleaved,
+        or in the first request's trace)."""
+        if step.attributes.get(self.PROVIDER) != self.LANGCHAIN_JS:
+            return None
+        return (
+            f"a lone step of a LangChain.js chain ('{step.name}'), no model call within it: its chain's "
+            "other steps are elsewhere, as when chains run at once (OpenLLMetry's LangChain.js handler "
+            f"records no run id or parent run: {CONCURRENT_DOCS})"
+        )
 
     def _ours(self, span: DecodedSpan | None) -> bool:
         return span is not None and (bool(self.kind(span)) or self.is_llm(span))

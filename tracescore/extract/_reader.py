@@ -61,6 +61,19 @@ def background_work(r: Reading) -> Skip | None:
     return Skip(NOT_RAG, f"{r.place()}: {detail}", expected=True, span=r.anchor, convention=r.name)
 
 
+# The skip reason of spans of several interactions run at once that nothing tells apart.
+INTERLEAVED = "interleaved_runs"
+
+
+def interleaved(r: Reading) -> Skip | None:
+    """Spans of several interactions that ran at once with nothing on them to tell which is whose: one
+    question's answer judged against another's documents would be a wrong verdict, so none is read."""
+    detail = r.convention.interleaved(r)
+    if detail is None:
+        return None
+    return Skip(INTERLEAVED, f"{r.place()}: {detail}", span=r.anchor, convention=r.name)
+
+
 # Collecting the documents.
 
 
@@ -274,6 +287,7 @@ def more_conversation(r: Reading) -> None:
 # --8<-- [start:steps]
 STEPS: tuple[Step, ...] = (
     Step("background work", background_work, hook="background_work"),
+    Step("interleaved", interleaved, hook="interleaved"),
     Step("retrievals", read_documents),
     Step("tool results", read_tool_results, calls=True),
     Step("tool messages", read_tool_messages, hook="input_tool_results"),
