@@ -6,7 +6,7 @@
 
 Pages: the command line (from click), every setting with its environment variable, flag and default (from
 the pydantic settings classes), the evaluation record and its JSON Schema (from its pydantic model), the
-integrations' tested versions (from each recorded fixture's manifest.json), the services' skip reasons
+integrations' tested versions (from each recorded fixture's manifest.json), the skip reasons
 (from their enums) and the Node apps the recorder runs (from its NODE_SOURCES). tests/docs runs --check.
 """
 
@@ -32,6 +32,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/evaluation-record.schema.json": record.schema,
     "docs/reference/conversation-record.md": record.conversation_page,
     "docs/integrations/_tested_versions.md": versions.table,
+    "docs/operating/_extract_skip_reasons.md": skips.extract_table,
     "docs/operating/_skip_reasons.md": skips.service_table,
     "docs/operating/_conversations_skip_reasons.md": skips.conversations_table,
     "docs/contributing/_node_apps.md": apps.node_apps,

@@ -1,7 +1,8 @@
-"""The skip reasons' tables on the troubleshooting page, one row per member of the enums the services count
-with (`ServiceSkip`, shared by `tracescore alert` and `tracescore conversations`; `ConversationSkip`,
-conversations' own), in the enums' order: a reason added to an enum without a row here fails the check.
-Which commands count each reason is read from the code (`counted_by`), not written here."""
+"""The skip reasons' tables on the troubleshooting page, one row per member of the enums they are counted
+with (`ExtractSkip`, why `tracescore consume` did not score an interaction; `ServiceSkip`, shared by
+`tracescore alert` and `tracescore conversations`; `ConversationSkip`, conversations' own), in the enums'
+order: a reason added to an enum without a row here fails the check. Which commands count each service
+reason is read from the code (`counted_by`), not written here."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import tracescore
 from gen import GENERATED, Undocumented, cell, code, table
 from tracescore.conversations import ConversationSkip
-from tracescore.model import ServiceSkip
+from tracescore.model import ExtractSkip, ServiceSkip
 
 PACKAGE = Path(tracescore.__file__).parent
 # The commands that skip what they cannot read, each by its own code (a package, or a module of the CLI's);
@@ -27,6 +28,69 @@ SHARED = ("_service", "model")
 
 # reason -> (meaning, what to do): Markdown, one table cell each.
 EXPLAINED: dict[StrEnum, tuple[str, str]] = {
+    ExtractSkip.NOT_RAG: (
+        "no span of a known convention in the trace (the log line names the conventions read and points to "
+        "the [Integrations](../integrations/index.md) page, where every producer read is listed, to "
+        "[Documents in the prompt](../integrations/index.md#documents-in-the-prompt), and to "
+        "`@tracescore.rag`). Counted quietly after the first log line: most traffic is not RAG",
+        "if it is your RAG traffic: check the instrumentation writes content (OpenLLMetry: "
+        "`TRACELOOP_TRACE_CONTENT=true`; GenAI util: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`), "
+        "or, for a producer not listed there, add `@tracescore.rag`",
+    ),
+    ExtractSkip.MISSING_ANSWER: (
+        "no answer text, or only a repr (`<generator object ...>`, `ChatMessage(...)`)",
+        "return text (join a stream before the span ends); a Haystack or LlamaIndex answer is read from the "
+        "LLM span when it has one",
+    ),
+    ExtractSkip.EMPTY_CONTEXT: (
+        "a question and an answer but no retrieved documents to check it against (an agent that answered "
+        "without a tool); the log says where it looked",
+        "put retrieval on a span: a retriever, a tool returning the documents, or "
+        "`tracescore.record_contexts(docs)`; or, where the app pastes the documents into the prompt, put them"
+        " under a label that names them (`Context:`, `<context>...</context>`: [Documents in the "
+        "prompt](../integrations/index.md#documents-in-the-prompt))",
+    ),
+    ExtractSkip.CONTENT_NOT_CAPTURED: (
+        "the producer's content capture is off: its spans are there, their inputs and outputs are not "
+        "(Haystack's tracer without `HAYSTACK_CONTENT_TRACING_ENABLED`, the OTel GenAI util with "
+        "`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=EVENT_ONLY`, Spring AI without its `log-prompt` "
+        "/ `log-completion` settings and the Spring AI page's ObservationFilter, or a Spring AI chat client "
+        "span read without the spans below it, its advisors' documents not copied onto it by the Spring AI "
+        "page's filter); the log names the setting",
+        "turn content capture on for the traffic you want judged",
+    ),
+    ExtractSkip.NO_RETRIEVAL: (
+        "an OpenLLMetry workflow (or an AI SDK call) whose documents exist only inside the LLM prompt with no"
+        " label naming them (traceloop's LangChain instrumentation reads its documents under `Context:`)",
+        "label them in the prompt ([Documents in the "
+        "prompt](../integrations/index.md#documents-in-the-prompt)), name the retrieval step "
+        '(`@task(name="retrieve")`) or add `@tracescore.rag`',
+    ),
+    ExtractSkip.INTERLEAVED_RUNS: (
+        "the steps of chains that ran at once, with nothing on the spans saying which is whose (OpenLLMetry's"
+        " LangChain.js handler records no run id or parent run: concurrent requests or `Promise.all` chains "
+        "interleave in one trace); the log names the questions. Each model call is still read on its own",
+        "run LangChain.js with `LANGCHAIN_CALLBACKS_BACKGROUND=false` so each request gets its own trace "
+        "([Chains run at once](../integrations/langchain.md#openllmetry-concurrent-chains))",
+    ),
+    ExtractSkip.SPAN_EVENTS_DROPPED: (
+        "not a skip: the interaction is scored from what its spans kept, but some of the span events it was "
+        "read from were lost: past tracescore's bound (a span's last 128 events within 4 MiB are kept) or "
+        "past the producer SDK's own limit (OTLP's `dropped_events_count`), and messages the producer wrote "
+        "there (Strands' default) are missing; counted on the status line and summary "
+        '("whose spans lost span events past the limits") and in the metric '
+        "`tracescore.interactions.read_partly{reason}`, said once per service naming the spans",
+        "raise the SDK's span event limit (`OTEL_SPAN_EVENT_COUNT_LIMIT`), or have the producer write the "
+        "messages as span attributes ([Strands](../integrations/strands.md))",
+    ),
+    ExtractSkip.SESSION_ID_SCRUBBED: (
+        "not a skip: the interaction is scored, but its `session.id` was replaced by Logfire's default "
+        "scrubbing, so it is read as a one-turn interaction (in no conversation, not grounded in earlier "
+        'turns); counted on the status line and summary ("with their session id scrubbed") and in the metric '
+        "`tracescore.interactions.read_partly{reason}`, said once per service",
+        "keep the id through scrubbing "
+        "([Logfire](../integrations/logfire.md#keep-the-session-id-through-scrubbing))",
+    ),
     ServiceSkip.INVALID_RECORD: (
         "not JSON, not a JSON object, or not the record's fields "
         "(`not an evaluation record: missing trace_id, ...`)",
@@ -128,19 +192,30 @@ def counted_by(reasons: type[StrEnum]) -> dict[StrEnum, list[str]]:
     return out
 
 
-def _table(reasons: type[StrEnum], explained: Mapping[StrEnum, tuple[str, str]] = EXPLAINED) -> str:
+def _table(
+    reasons: type[StrEnum],
+    explained: Mapping[StrEnum, tuple[str, str]] = EXPLAINED,
+    *,
+    by_command: bool = True,
+) -> str:
     missing = [
         f"{reasons.__name__}.{r.name}: no row in docs/gen/skips.py" for r in reasons if r not in explained
     ]
-    by = counted_by(reasons)
-    missing += [f"{reasons.__name__}.{r.name}: no command counts it" for r in reasons if not by[r]]
+    by = counted_by(reasons) if by_command else {}
+    missing += [f"{reasons.__name__}.{r.name}: no command counts it" for r in by if not by[r]]
     if missing:
         raise Undocumented(missing)
     rows = [
-        [code(r.value), ", ".join(f"`{c}`" for c in by[r]), cell(explained[r][0]), cell(explained[r][1])]
+        [code(r.value), *([", ".join(f"`{c}`" for c in by[r])] if by else []), *map(cell, explained[r])]
         for r in reasons
     ]
-    return GENERATED + table(["reason", "counted by", "meaning", "what to do"], rows)
+    header = ["reason", *(["counted by"] if by else []), "meaning", "what to do"]
+    return GENERATED + table(header, rows)
+
+
+def extract_table() -> str:
+    """The reasons `tracescore consume` did not score an interaction (or read it partly): all its own."""
+    return _table(ExtractSkip, by_command=False)
 
 
 def service_table() -> str:

@@ -12,7 +12,7 @@ from assembly_helpers import ROOT, assembler, span
 from tracescore import semconv
 from tracescore.consume import TraceAssembler
 from tracescore.extract import DEFAULT_RECOGNIZERS, extract
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import DecodedSpan, ExtractSkip, Trace
 
 QUESTION, ANSWER = "How long does the battery last?", "14 hours."
 
@@ -159,7 +159,7 @@ def test_an_interaction_first_skipped_is_scored_when_its_documents_arrive_late()
     [first] = asm.ready()
     found = extract(first)
     revisions, skips = asm.revise(first, found.interactions, found.skips)
-    assert revisions == [] and [s.reason for s in skips] == ["empty_context"]
+    assert revisions == [] and [s.reason for s in skips] == [ExtractSkip.EMPTY_CONTEXT]
     asm.add([retriever("a", "It lasts 14 hours.")], "p0", 2, 100)
     clock.now += 2
     [again] = asm.ready()

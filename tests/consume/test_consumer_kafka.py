@@ -24,7 +24,7 @@ from tracescore.consume import (
 )
 from tracescore.emit import EvaluationMetrics
 from tracescore.extract import extract
-from tracescore.model import Trace
+from tracescore.model import ExtractSkip, Trace
 from tracescore.score.judges import OfflineJudge
 from tracescore.testing.kafka_topics import read_topic
 
@@ -137,9 +137,9 @@ def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(
         ("service.name", "test-app"),
     )
     assert counted[("tracescore.spans.skipped", skipped_here)] == 1
-    assert stats.skipped_by_source[("test-app", "tracescore", "empty_context")] == 1
+    assert stats.skipped_by_source[("test-app", "tracescore", ExtractSkip.EMPTY_CONTEXT)] == 1
     assert stats.dead_letters == 2
-    assert stats.skipped["missing_answer"] == 1 and stats.skipped["empty_context"] == 1
+    assert stats.skipped[ExtractSkip.MISSING_ANSWER] == 1 and stats.skipped[ExtractSkip.EMPTY_CONTEXT] == 1
     assert stats.scored == 1 and [r.score for r in seen] == [1.0]
     dead = read_topic(bootstrap, f"{topic_prefix}.dlq")
     assert sorted(m.value for m in dead) == sorted([b"this is not OTLP", b'{"resourceSpans": []}'])

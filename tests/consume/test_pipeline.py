@@ -20,7 +20,7 @@ from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
 from tracescore.extract import Found
-from tracescore.model import Interaction, Trace
+from tracescore.model import ExtractSkip, Interaction, Trace
 from tracescore.sample import (
     CascadePolicy,
     Decision,
@@ -119,8 +119,8 @@ def test_a_trace_with_nothing_to_judge_is_a_counted_explained_skip() -> None:
     assert steps.flush() == []
     stats = steps.stats
     assert stats.traces == 1 and stats.interactions == 0
-    assert stats.skipped["no_retrieval"] == 1
-    [(_, scope, _)] = [k for k in stats.skipped_by_source if k[2] == "no_retrieval"]
+    assert stats.skipped[ExtractSkip.NO_RETRIEVAL] == 1
+    [(_, scope, _)] = [k for k in stats.skipped_by_source if k[2] == ExtractSkip.NO_RETRIEVAL]
     assert scope == "traceloop.tracer"
 
 
@@ -147,8 +147,8 @@ def test_a_trace_that_is_not_rag_is_said_once_with_where_to_look_next(
     steps, _ = pipeline()
     steps.take([message(health_check(), offset=n) for n in range(2)])
     assert steps.flush() == []
-    assert steps.stats.skipped["not_rag"] == 1
-    [said] = [r for r in caplog.records if "not_rag" in r.getMessage()]
+    assert steps.stats.skipped[ExtractSkip.NOT_RAG] == 1
+    [said] = [r for r in caplog.records if ExtractSkip.NOT_RAG in r.getMessage()]
     assert said.levelno == logging.INFO
     assert "docs/integrations/index.md" in said.getMessage() and "@tracescore.rag" in said.getMessage()
 
@@ -316,10 +316,10 @@ def test_turns_whose_session_id_logfire_scrubbed_are_counted_and_said_once_per_s
     turns = [revision.interaction for trace in admitted for revision, _ in trace.interactions]
     assert len(turns) == 2 and all(turn.session_id is None for turn in turns)
     stats = steps.stats
-    assert stats.read_partly == {"session_id_scrubbed": 2}
+    assert stats.read_partly == {ExtractSkip.SESSION_ID_SCRUBBED: 2}
     assert stats.interactions == 2 and not stats.skipped, stats.skipped  # scored: not a skip
     assert "2 with their session id scrubbed: read as one-turn interactions" in stats.partly_read()
-    [said] = [r for r in caplog.records if "session_id_scrubbed" in r.getMessage()]
+    [said] = [r for r in caplog.records if ExtractSkip.SESSION_ID_SCRUBBED in r.getMessage()]
     assert said.levelno == logging.WARNING
     assert "logfire.md#keep-the-session-id-through-scrubbing" in said.getMessage()
     # And as an OTel metric with the others, by reason, service and scope (a dashboard sees it, not only
@@ -377,7 +377,7 @@ def test_messages_written_as_span_events_are_scored_and_lost_events_counted_and_
     [partly] = [r.interaction for trace in steps.flush() for r, _ in trace.interactions]
     assert partly.record == run.record
     stats = steps.stats
-    assert stats.read_partly == {"span_events_dropped": 1} and not stats.skipped
+    assert stats.read_partly == {ExtractSkip.SPAN_EVENTS_DROPPED: 1} and not stats.skipped
     assert "1 whose spans lost span events past the limits" in stats.partly_read()
-    [said] = [r for r in caplog.records if "span_events_dropped" in r.getMessage()]
+    [said] = [r for r in caplog.records if ExtractSkip.SPAN_EVENTS_DROPPED in r.getMessage()]
     assert said.levelno == logging.WARNING and "lost 3" in said.getMessage()

@@ -97,13 +97,12 @@ def _counter_keys() -> set[str]:
 def skip_reasons() -> dict[str, str]:
     """Every reason the code gives for not scoring, delivering or reading something, with where it is."""
     from tracescore.export import DROP_REASONS
-    from tracescore.model import UnreadableRecord
+    from tracescore.model import ExtractSkip, UnreadableRecord
     from tracescore.sample import SkipReason
 
     package = REPO / "tracescore"
     reasons: dict[str, str] = {}
-    for callee in ("Skip", "missing"):
-        reasons |= dict.fromkeys(_literal_first_arguments(package / "extract", callee), "extract")
+    reasons |= dict.fromkeys((r.value for r in ExtractSkip), "model.ExtractSkip")
     reasons |= dict.fromkeys((r.value for r in SkipReason), "sample.SkipReason")
     reasons |= dict.fromkeys(DROP_REASONS, "export (the SDK's drops)")
     reasons |= dict.fromkeys(_counter_keys(), "consume counters")
@@ -121,14 +120,33 @@ def skip_reasons() -> dict[str, str]:
     return reasons
 
 
+def _shown(page: Path) -> str:
+    """A page's text as the site shows it: each file it includes whole (`--8<-- "path"`) in its place."""
+    text = page.read_text(encoding="utf-8")
+    return _SNIPPET.sub(
+        lambda m: m[0] if m["section"] else (REPO / m["path"]).read_text(encoding="utf-8"), text
+    )
+
+
 def test_every_skip_reason_is_explained_on_the_troubleshooting_page() -> None:
-    text = TROUBLESHOOTING.read_text(encoding="utf-8")
+    text = _shown(TROUBLESHOOTING)
     missing = [
         f"{reason} ({where})"
         for reason, where in sorted(skip_reasons().items())
         if not re.search(rf"(?<![\w]){re.escape(reason)}(?![\w])", text)
     ]
     assert not missing, f"{TROUBLESHOOTING.relative_to(REPO)} does not explain: {', '.join(missing)}"
+
+
+def test_the_troubleshooting_table_of_extract_skips_has_a_row_per_reason_in_its_order() -> None:
+    """The table is written from `ExtractSkip` (docs/gen/skips.py): a reason extract gives is a member, so
+    none is given that the page does not explain, and none is explained that extract no longer gives."""
+    from tracescore.model import ExtractSkip
+
+    table = REPO / "docs" / "operating" / "_extract_skip_reasons.md"
+    assert f'--8<-- "{table.relative_to(REPO)}"' in TROUBLESHOOTING.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \|", table.read_text(encoding="utf-8"), re.M)
+    assert rows == [reason.value for reason in ExtractSkip]
 
 
 def test_the_readme_is_short_and_its_test_command_is_cis() -> None:

@@ -8,7 +8,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tracescore.emit import EvaluationMetrics
-from tracescore.model import EvaluationRecord, MetricStatus, Usage
+from tracescore.model import EvaluationRecord, ExtractSkip, MetricStatus, Usage
 
 
 def _record(score: float | None, status: MetricStatus = MetricStatus.OK) -> EvaluationRecord:
@@ -36,7 +36,7 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
     out.evaluated(_record(0.2))
     out.evaluated(_record(0.9))
     out.evaluated(_record(None, MetricStatus.ERROR))
-    out.skipped("empty_context", "rag-api", "openinference.instrumentation.langchain")
+    out.skipped(ExtractSkip.EMPTY_CONTEXT, "rag-api", "openinference.instrumentation.langchain")
     out.dead_lettered()
     out.escalation("cascade", "rag-api")
     out.escalation("budget", "rag-api")

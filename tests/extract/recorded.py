@@ -14,7 +14,7 @@ import pytest
 
 from tracescore.consume import decode_message
 from tracescore.extract import Extraction, extract
-from tracescore.model import DecodedSpan, Interaction, RunToolCall, Trace
+from tracescore.model import DecodedSpan, ExtractSkip, Interaction, RunToolCall, Trace
 from tracescore.score import evaluate
 from tracescore.score.judges import OfflineJudge
 
@@ -34,11 +34,11 @@ EXPECTED = {
     # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=EVENT_ONLY: the util emits its operation-details
     # event as a log record, so no text at all is on the trace (no message, document or query): skipped as
     # content not captured, naming the setting.
-    "otel_genai/event_only_": ("skip", "content_not_captured"),
+    "otel_genai/event_only_": ("skip", ExtractSkip.CONTENT_NOT_CAPTURED),
     "otel_genai": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
     # An agent that answered from no tool and no retriever: nothing to judge against.
-    "langgraph_tool/no_tool": ("skip", "empty_context"),
+    "langgraph_tool/no_tool": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "langgraph_tool": ("interaction", "openinference"),
     "pydantic_ai": ("interaction", "genai"),
     # Pydantic AI 1.x: its default span format (version 2), and version 1, whose chat spans hold the messages
@@ -49,25 +49,25 @@ EXPECTED = {
     "openllmetry_openai_tools": ("interaction", "openllmetry"),
     # One chat call whose prompt carries the documents under `Context:` (user or system message), no
     # retrieval: read from the prompt. Pasted with no label they are never split into guessed documents.
-    "openinference_openai_stuffed/unlabelled": ("skip", "empty_context"),
+    "openinference_openai_stuffed/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "openinference_openai_stuffed": ("interaction", "openinference"),
-    "openllmetry_openai_stuffed/unlabelled": ("skip", "no_retrieval"),
+    "openllmetry_openai_stuffed/unlabelled": ("skip", ExtractSkip.NO_RETRIEVAL),
     "openllmetry_openai_stuffed": ("interaction", "openllmetry"),
     # LiteLLM's own OTel callback writes GenAI messages (a tool message's result as text parts): read by OTel
     # GenAI, the documents from the prompt's label or the tool messages; pasted with no label, never split.
-    "litellm_otel/unlabelled": ("skip", "empty_context"),
+    "litellm_otel/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "litellm_otel": ("interaction", "genai"),
     # The same calls with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental: each a `chat <model>` span
     # with the messages and gen_ai.provider.name, no raw_gen_ai_request child: read alike.
-    "litellm_otel_latest/unlabelled": ("skip", "empty_context"),
+    "litellm_otel_latest/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "litellm_otel_latest": ("interaction", "genai"),
-    "litellm_proxy/joined_unlabelled": ("skip", "empty_context"),
-    "litellm_proxy/detached_unlabelled": ("skip", "empty_context"),
+    "litellm_proxy/joined_unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
+    "litellm_proxy/detached_unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "litellm_proxy/joined": ("interaction", "openinference"),
     "litellm_proxy": ("interaction", "genai"),
     # A Haystack pipeline with no retriever: its prompt builder renders the app's documents under `Context:`
     # into the messages (or the prompt string) its chat generator is given: read from the generator's input.
-    "haystack_otel_stuffed/unlabelled": ("skip", "empty_context"),
+    "haystack_otel_stuffed/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "haystack_otel_stuffed": ("interaction", "haystack"),
     # A Haystack Agent that calls a local tool, in a pipeline and on its own: the tool spans' results are the
     # documents.
@@ -93,12 +93,12 @@ EXPECTED = {
     "mlflow/semconv_agent": ("interaction", "genai"),
     "mlflow": ("interaction", "mlflow"),
     # autogen-core's own spans carry names only: no answer (nor question or documents) to read.
-    "autogen/core_only": ("skip", "missing_answer"),
+    "autogen/core_only": ("skip", ExtractSkip.MISSING_ANSWER),
     "autogen": ("interaction", "genai"),
     # The Vercel AI SDK through the real Collector (one Kafka message per trace and scope). An app that puts
     # its documents only into the prompt records no retrieval (they are read from its system message, under
     # `Context:`); with content capture off, no text at all.
-    "vercel_ai/no_content_": ("skip", "missing_answer"),
+    "vercel_ai/no_content_": ("skip", ExtractSkip.MISSING_ANSWER),
     "vercel_ai": ("interaction", "vercel_ai"),
     # The Langfuse JS SDK's observations (langfuse.observation.*), read by the Langfuse recogniser.
     "langfuse_js": ("interaction", "langfuse"),
@@ -107,7 +107,7 @@ EXPECTED = {
     "dspy": ("interaction", "openinference"),
     # A streamed crew's kickoff returns a handle (its span's output is the handle's repr) and runs the crew
     # in a trace of its own, read as the interaction.
-    "crewai/stream_handle": ("skip", "missing_answer"),
+    "crewai/stream_handle": ("skip", ExtractSkip.MISSING_ANSWER),
     "crewai": ("interaction", "openinference"),
     # Two-turn conversations: each turn is its own trace; a follow-up that calls no tool is judged against
     # the first turn's tool result, kept in its LLM call's input.
@@ -116,9 +116,9 @@ EXPECTED = {
     # OpenInference's `using_user`) and on a LlamaIndex FunctionAgent (its Memory; the session and user
     # OpenInference's `using_attributes`): each turn read with its own tool result and the earlier turns'
     # `ToolMessage`s / tool messages its model call carried; a greeting answered without a lookup skipped.
-    "langgraph_conversation/greeting_turn1": ("skip", "empty_context"),
+    "langgraph_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "langgraph_conversation": ("interaction", "openinference"),
-    "llamaindex_conversation/greeting_turn1": ("skip", "empty_context"),
+    "llamaindex_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "llamaindex_conversation": ("interaction", "openinference"),
     # A failed tool's message is what the model was given: judged (it supports nothing); the run says so.
     "langgraph_tool_error": ("interaction", "openinference"),
@@ -126,49 +126,49 @@ EXPECTED = {
     # kept. A greeting answered without a lookup has nothing to be judged against. Each turn is read with its
     # own retrieval, plus the earlier turns' tool results its model call carried (`earlier_turn`); what
     # needs an earlier turn's trace is in `Recording.earlier_trace`.
-    "autogen_conversation/greeting_turn1": ("skip", "empty_context"),
+    "autogen_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "autogen_conversation": ("interaction", "openinference"),
-    "google_adk/greeting_turn1": ("skip", "empty_context"),
+    "google_adk/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "google_adk": ("interaction", "openinference"),
-    "google_adk_v1/greeting_turn1": ("skip", "empty_context"),
+    "google_adk_v1/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "google_adk_v1": ("interaction", "openinference"),
-    "haystack_conversation/greeting_turn1": ("skip", "empty_context"),
+    "haystack_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "haystack_conversation": ("interaction", "openinference"),
     # Haystack's own tracer; with its content tracing off only the pipeline's input is recorded.
-    "haystack_otel/content_off_": ("skip", "content_not_captured"),
-    "haystack_otel/greeting_turn1": ("skip", "empty_context"),
+    "haystack_otel/content_off_": ("skip", ExtractSkip.CONTENT_NOT_CAPTURED),
+    "haystack_otel/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "haystack_otel": ("interaction", "haystack"),
-    "mlflow_conversation/greeting_turn1": ("skip", "empty_context"),
+    "mlflow_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "mlflow_conversation/semconv_": ("interaction", "genai"),
     "mlflow_conversation": ("interaction", "mlflow"),
     "openinference_openai_conversation": ("interaction", "openinference"),
     # OpenLIT and Pydantic Logfire write OTel GenAI spans: chat calls with gen_ai.input/output.messages (the
     # search results a tool message), OpenLIT's LangChain retriever a `retrieval` span.
     "openlit": ("interaction", "genai"),
-    "openlit_conversation/greeting_turn1": ("skip", "empty_context"),
+    "openlit_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "openlit_conversation": ("interaction", "genai"),
     "logfire": ("interaction", "genai"),
-    "logfire_conversation/greeting_turn1": ("skip", "empty_context"),
+    "logfire_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "logfire_conversation": ("interaction", "genai"),
     "vercel_ai_conversation": ("interaction", "vercel_ai"),
     # Spring AI through Micrometer Tracing and the real Collector: the question, documents and answer are on
     # the spans only with its content settings on and the integration page's ObservationFilter.
-    "spring_ai/no_content_": ("skip", "content_not_captured"),
+    "spring_ai/no_content_": ("skip", ExtractSkip.CONTENT_NOT_CAPTURED),
     "spring_ai": ("interaction", "spring_ai"),
     # The same app on Spring AI 2.0 / Spring Boot 4.
-    "spring_ai2/no_content_": ("skip", "content_not_captured"),
-    "spring_ai2_conversation/greeting_turn1": ("skip", "empty_context"),
+    "spring_ai2/no_content_": ("skip", ExtractSkip.CONTENT_NOT_CAPTURED),
+    "spring_ai2_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "spring_ai2_conversation": ("interaction", "spring_ai"),
     "spring_ai2": ("interaction", "spring_ai"),
-    "spring_ai_conversation/greeting_turn1": ("skip", "empty_context"),
+    "spring_ai_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "spring_ai_conversation": ("interaction", "spring_ai"),
     # Strands Agents' own GenAI spans: the messages on them (OTEL_SEMCONV_STABILITY_OPT_IN=
     # gen_ai_latest_experimental,gen_ai_span_attributes_only) or as span events (its default, `legacy_` /
     # `default_`, and with gen_ai_latest_experimental alone, `events_`) read alike; redacted (on the spans or
     # in the default events, `redacted_legacy_`), the skip names the setting.
-    "strands/redacted_": ("skip", "content_not_captured"),
+    "strands/redacted_": ("skip", ExtractSkip.CONTENT_NOT_CAPTURED),
     "strands": ("interaction", "strands"),
-    "strands_conversation/greeting_turn1": ("skip", "empty_context"),
+    "strands_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "strands_conversation": ("interaction", "strands"),
     # Multi-agent runs: scored once, on the span whose answer the user reads (the orchestrator, the Swarm, the
     # Graph), against the researcher's search; the researcher's own answer is neither the answer nor evidence.
@@ -176,32 +176,32 @@ EXPECTED = {
     # The memory's entries are the documents, injected into the prompt or returned by its search tool; its
     # background extraction (a trace of its own: memory.extract around a model call) is no interaction, in
     # every mode (the messages on the spans, `default_` one event per message, `events_` operation details).
-    "strands_memory/extract_faithful_background": ("skip", "not_rag"),
-    "strands_memory/extract_unfaithful_background": ("skip", "not_rag"),
-    "strands_memory/default_extract_faithful_background": ("skip", "not_rag"),
-    "strands_memory/default_extract_unfaithful_background": ("skip", "not_rag"),
-    "strands_memory/events_extract_faithful_background": ("skip", "not_rag"),
-    "strands_memory/events_extract_unfaithful_background": ("skip", "not_rag"),
+    "strands_memory/extract_faithful_background": ("skip", ExtractSkip.NOT_RAG),
+    "strands_memory/extract_unfaithful_background": ("skip", ExtractSkip.NOT_RAG),
+    "strands_memory/default_extract_faithful_background": ("skip", ExtractSkip.NOT_RAG),
+    "strands_memory/default_extract_unfaithful_background": ("skip", ExtractSkip.NOT_RAG),
+    "strands_memory/events_extract_faithful_background": ("skip", ExtractSkip.NOT_RAG),
+    "strands_memory/events_extract_unfaithful_background": ("skip", ExtractSkip.NOT_RAG),
     "strands_memory": ("interaction", "strands"),
     # Mastra's OtelExporter through the real Collector: the question on the agent span's Mastra input.
     "mastra": ("interaction", "mastra"),
-    "mastra_conversation/greeting_turn1": ("skip", "empty_context"),
+    "mastra_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "mastra_conversation": ("interaction", "mastra"),
     "mastra_workflow": ("interaction", "mastra"),
     # The chat with the history Mastra's memory keeps (`@mastra/memory`): the app sends the question alone.
-    "mastra_memory/recall_greeting_turn1": ("skip", "empty_context"),
+    "mastra_memory/recall_greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "mastra_memory": ("interaction", "mastra"),
     # Genkit's own spans through the real Collector: a flow that retrieves (ai.retrieve) and hands the
     # documents to ai.generate({docs}), and a flow whose model calls a tool.
     "genkit": ("interaction", "genkit"),
     # The chat on Genkit's agent API (`defineAgent`, `agent.chat({state}).send()`): the state's session.
-    "genkit_conversation/greeting_turn1": ("skip", "empty_context"),
+    "genkit_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "genkit_conversation": ("interaction", "genkit"),
     # LangChain.js under OpenInference's LangChain instrumentation through the real Collector: a retrieval
     # chain, a LangGraph ReAct agent whose tool result is a serialised ToolMessage, and a chat on that agent
     # whose session and user are OpenInference's context (`setSession`, `setUser`).
     "langchain_js": ("interaction", "openinference"),
-    "langchain_js_conversation/greeting_turn1": ("skip", "empty_context"),
+    "langchain_js_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "langchain_js_conversation": ("interaction", "openinference"),
     # The same app under OpenLLMetry's LangChain.js instrumentation: its callbacks lose the parent context,
     # so every step is a childless sibling under the app's `POST /ask` span; the root workflow (the chain,
@@ -211,20 +211,20 @@ EXPECTED = {
     # the documents in its prompt, a LangGraph agent and a two-turn thread; the runs' IO as JSON in
     # gen_ai.prompt / gen_ai.completion (read as GenAI chat spans without messages before its reader).
     # Pasted with no label, the documents are never split into guessed ones.
-    "langsmith/unlabelled": ("skip", "empty_context"),
+    "langsmith/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     # A Client that hides the runs' inputs and outputs: every span records `{}`, nothing to judge.
-    "langsmith/hidden_": ("skip", "content_not_captured"),
+    "langsmith/hidden_": ("skip", ExtractSkip.CONTENT_NOT_CAPTURED),
     "langsmith": ("interaction", "langsmith"),
     # Agno under OpenInference's Agno instrumentation: the agent run (`AGENT`), its tools' `TOOL` spans (a
     # returned list recorded with `str()`, a Python repr), the chat with the run's `session_id` / `user_id`.
-    "agno_conversation/greeting_turn1": ("skip", "empty_context"),
+    "agno_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "agno_conversation": ("interaction", "openinference"),
     "agno": ("interaction", "openinference"),
     # Microsoft Agent Framework's own GenAI spans (`configure_otel_providers`); with sensitive data off (its
     # default) no message text is on them, and the skip names its setting. A session kept in the app has no
     # id on its spans: the chat's app span per turn carries `session.id` / `user.id`.
-    "agent_framework/no_content_": ("skip", "content_not_captured"),
-    "agent_framework_conversation/greeting_turn1": ("skip", "empty_context"),
+    "agent_framework/no_content_": ("skip", ExtractSkip.CONTENT_NOT_CAPTURED),
+    "agent_framework_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "agent_framework_conversation": ("interaction", "genai"),
     "agent_framework": ("interaction", "genai"),
     # The chat on its Responses API client, the history kept by the service: its `gen_ai.conversation.id` is
@@ -233,36 +233,36 @@ EXPECTED = {
     # BeeAI under OpenInference's BeeAI instrumentation: the RequirementAgent's span (`AGENT`, named after
     # it), its tools' `TOOL` spans (a returned list recorded with `str()`), the answer given to its
     # final_answer tool; the chat's session and user from OpenInference's `using_attributes`.
-    "beeai_conversation/greeting_turn1": ("skip", "empty_context"),
+    "beeai_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "beeai_conversation": ("interaction", "openinference"),
     "beeai": ("interaction", "openinference"),
     # The OpenAI Agents SDK's chat: its Session resends the earlier runs' items (function calls and their
     # outputs), or the app passes only the questions and answers as the run's input; the session and user
     # from OpenInference's `using_session` / `using_user` (the SDK's `group_id` is not exported).
-    "openai_agents_conversation/greeting_turn1": ("skip", "empty_context"),
+    "openai_agents_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "openai_agents_conversation": ("interaction", "openinference"),
     # smolagents' chat: one agent run with `reset=False`, its memory resending the earlier runs; the session
     # and user from `using_session` / `using_user`.
-    "smolagents_conversation/greeting_turn1": ("skip", "empty_context"),
+    "smolagents_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "smolagents_conversation": ("interaction", "openinference"),
     # The chats on a LangGraph agent under LangSmith's OTel export: the thread named by the checkpointer's
     # `configurable.thread_id` (resent: its checkpoint resends the earlier tool results) or by metadata
     # `session_id` (questions and answers only), the user by metadata `user_id`.
-    "langsmith_conversation/greeting_turn1": ("skip", "empty_context"),
+    "langsmith_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "langsmith_conversation": ("interaction", "langsmith"),
     # The chats under the Langfuse v3 SDK: an `@observe` turn naming its session with
     # `update_current_trace`, a `tool` observation per search, the langfuse.openai client's generations.
-    "langfuse_v3_conversation/greeting_turn1": ("skip", "empty_context"),
+    "langfuse_v3_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "langfuse_v3_conversation": ("interaction", "langfuse"),
     # Current OpenLLMetry on the openai client: each turn an @workflow, the session and user its association
     # properties (`traceloop.association.properties.session_id` / `.user_id`; the greeting chat's session its
     # conversation id, `gen_ai.conversation.id`). The greeting, offered the search tool, called none.
-    "openllmetry_conversation/greeting_turn1": ("skip", "empty_context"),
+    "openllmetry_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "openllmetry_conversation": ("interaction", "openllmetry"),
     # A Semantic Kernel ChatCompletionAgent's thread: its spans name no conversation (the `unnamed_` chats are
     # no conversation; the others' app span per turn carries `session.id` / `user.id`), and its model calls'
     # messages are log records: a resent result is in no span.
-    "semantic_kernel_conversation/greeting_turn1": ("skip", "empty_context"),
+    "semantic_kernel_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "semantic_kernel_conversation": ("interaction", "genai"),
 }
 

@@ -15,7 +15,7 @@ from tracescore.extract._convention import Convention, Reading
 from tracescore.extract._conventions import CONVENTIONS
 from tracescore.extract._read import answer_text, documents_of, question_text
 from tracescore.extract._reader import STEPS, ConventionReader
-from tracescore.model import DecodedSpan
+from tracescore.model import DecodedSpan, ExtractSkip
 
 EXTRACT = Path(__file__).parents[2] / "tracescore" / "extract"
 QUESTION = "How long is the Aurora X2 warranty?"
@@ -111,7 +111,7 @@ def test_a_producer_is_one_adapter_read_by_the_shared_reader() -> None:
 def test_the_shared_reader_explains_what_a_new_convention_did_not_record() -> None:
     found = extract(trace(*_acme(LLM, question={"question": QUESTION})), [ConventionReader(Acme())])
     [skip] = found.skips
-    assert skip.reason == "empty_context" and skip.convention == "acme"
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and skip.convention == "acme"
     assert "no retrieved documents" in skip.detail
 
 

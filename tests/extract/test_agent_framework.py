@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 from recorded import Recording, extracted, read_as_run, read_chat_turn, recordings, spans_of
 
+from tracescore.model import ExtractSkip
+
 SOURCES = ("agent_framework", "agent_framework_conversation", "agent_framework_responses")
 RECORDED = {r.id: r for r in recordings() if r.source in SOURCES}
 TURNS = [
@@ -35,7 +37,7 @@ def test_the_agent_invocation_is_read_with_each_document_its_tool_returned(scena
 def test_sensitive_data_off_is_skipped_naming_agent_frameworks_own_setting(scenario: str) -> None:
     found = extracted(spans_of(RECORDED[f"agent_framework/{scenario}"]))
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "content_not_captured"
+    assert found.interactions == [] and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert "enable_sensitive_data=True" in skip.detail and "ENABLE_SENSITIVE_DATA=true" in skip.detail
     # The OpenTelemetry GenAI util's setting does nothing for Agent Framework: never the advice here.
     assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" not in skip.detail

@@ -10,6 +10,7 @@ from tracescore import semconv
 from tracescore.extract import extract
 from tracescore.extract._context import MAX_CONTEXTS
 from tracescore.extract._tools import tool_result_texts
+from tracescore.model import ExtractSkip
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -276,7 +277,7 @@ def test_an_agent_with_no_tool_and_no_retriever_is_an_explained_skip() -> None:
     found = extract(trace(agent, chat))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "empty_context"
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT
     assert "system_instructions are read as documents only under a label that names them" in skip.detail
 
 
@@ -332,7 +333,7 @@ def test_a_tool_returning_langchain_documents_stringified_as_their_repr_is_read_
     odd = "[Document(id=1, content='x'), Document(page_content='y')]"  # not every Document has page_content
     agent, tool = _agent(lambda p: span("search", {KIND: "TOOL", "output.value": odd}, parent=p, start=1))
     [skip] = extract(trace(agent, tool)).skips
-    assert skip.reason == "empty_context" and "program reprs" in skip.detail
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and "program reprs" in skip.detail
 
 
 def test_a_tool_request_never_answered_is_an_explained_missing_answer() -> None:
@@ -340,7 +341,7 @@ def test_a_tool_request_never_answered_is_an_explained_missing_answer() -> None:
     ask = _oi_llm(request.span_id, 1, messages=[("user", QUESTION)], out=None)
     tool = span("search", {KIND: "TOOL", "output.value": DOC}, parent=request.span_id, start=2)
     [skip] = extract(trace(request, ask, tool)).skips
-    assert skip.reason == "missing_answer" and "asked for a tool" in skip.detail
+    assert skip.reason == ExtractSkip.MISSING_ANSWER and "asked for a tool" in skip.detail
 
 
 def _genai_chat(parent: str, start: int, messages: list[dict], output: list[dict]) -> object:

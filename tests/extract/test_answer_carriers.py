@@ -11,6 +11,7 @@ from trace_builder import span, trace
 
 from tracescore import semconv
 from tracescore.extract import extract
+from tracescore.model import ExtractSkip
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -60,7 +61,7 @@ def test_with_only_the_answer_carried_there_is_nothing_to_judge_against() -> Non
     found = extract(trace(*_openinference(_final_answer(ANSWER))))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "empty_context" and "never supports itself" in skip.detail
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and "never supports itself" in skip.detail
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 from recorded import Recording, extracted, read_as_run, read_resent_turn, recordings, spans_of
 
+from tracescore.model import ExtractSkip
+
 RECORDED = {r.id: r for r in recordings() if r.source in ("beeai", "beeai_conversation")}
 TURNS = [r for r in RECORDED.values() if r.conversation and r.expected[0] == "interaction"]
 AGENT = "aurora_support"
@@ -51,4 +53,4 @@ def test_each_chat_turn_is_read_in_its_session_with_what_beeais_memory_resent(re
 def test_a_greeting_answered_without_a_search_is_skipped_with_nothing_to_judge() -> None:
     found = extracted(spans_of(RECORDED["beeai_conversation/greeting_turn1"]))
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "empty_context" and AGENT in skip.detail
+    assert found.interactions == [] and skip.reason == ExtractSkip.EMPTY_CONTEXT and AGENT in skip.detail

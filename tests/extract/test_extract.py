@@ -11,7 +11,7 @@ from tracescore import semconv
 from tracescore.extract import extract
 from tracescore.extract._extract import INTEGRATIONS_DOCS
 from tracescore.extract._reader import SCRUBBED_SESSION_DOCS
-from tracescore.model import DecodedSpan
+from tracescore.model import DecodedSpan, ExtractSkip
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -127,7 +127,7 @@ def test_non_json_retriever_output_is_an_explained_skip_not_a_score() -> None:
     found = extract(trace(chain, retriever))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "empty_context" and chain.span_id in skip.detail
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and chain.span_id in skip.detail
 
 
 def test_documents_json_of_an_unknown_shape_is_not_read_as_documents() -> None:
@@ -135,7 +135,7 @@ def test_documents_json_of_an_unknown_shape_is_not_read_as_documents() -> None:
     odd = json.dumps({"documents": [{"embedding": [0.1, 0.2]}, 7]})
     retriever = span("r", {KIND: "RETRIEVER", "output.value": odd}, parent=chain.span_id)
     [skip] = extract(trace(chain, retriever)).skips
-    assert skip.reason == "empty_context"
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT
 
 
 def test_manual_tracer_documents_in_output_json_are_read() -> None:
@@ -164,7 +164,7 @@ def test_a_megabyte_attribute_is_read_without_trouble() -> None:
 def test_a_trace_with_nothing_to_score_is_one_explained_not_rag_skip() -> None:
     found = extract(trace(span("GET /health", {semconv.HTTP_ROUTE: "/health"}, scope="fastapi")))
     [skip] = found.skips
-    assert skip.reason == "not_rag" and skip.expected and "fastapi" in skip.detail
+    assert skip.reason == ExtractSkip.NOT_RAG and skip.expected and "fastapi" in skip.detail
     assert INTEGRATIONS_DOCS in skip.detail and "@tracescore.rag" in skip.detail
 
 
@@ -245,7 +245,7 @@ def test_openllmetry_without_a_recorded_retrieval_is_an_explained_skip() -> None
     found = extract(trace(workflow, llm))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "no_retrieval" and "inside the LLM prompt" in skip.detail
+    assert skip.reason == ExtractSkip.NO_RETRIEVAL and "inside the LLM prompt" in skip.detail
 
 
 def test_a_genai_retrieval_that_recorded_fewer_documents_than_it_returned_says_so() -> None:

@@ -13,7 +13,7 @@ import trace_builder as tb
 from recorded import FIXTURES, Recording, extracted, recordings, spans_of
 
 from tracescore.extract import extract
-from tracescore.model import DecodedSpan, Interaction, SpanEvent
+from tracescore.model import DecodedSpan, ExtractSkip, Interaction, SpanEvent
 
 RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "pydantic_ai_v1", "otel_genai")}
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
@@ -173,5 +173,5 @@ def test_the_opentelemetry_genai_util_writes_its_operation_details_event_as_a_lo
     assert not any(key.startswith(content) for s in spans for key in s.attributes)
     found = extracted(spans)
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "content_not_captured"
+    assert found.interactions == [] and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY or SPAN_AND_EVENT" in skip.detail

@@ -22,7 +22,7 @@ from recorded import (
 
 from tracescore.extract import Skip, extract
 from tracescore.extract._genkit import Genkit
-from tracescore.model import DecodedSpan, Interaction, RunToolCall, Trace
+from tracescore.model import DecodedSpan, ExtractSkip, Interaction, RunToolCall, Trace
 
 RECORDED = {r.id: r for r in recordings() if r.source in ("genkit", "genkit_conversation")}
 INPUT = "genkit:input"
@@ -71,7 +71,7 @@ def test_a_greeting_answered_without_a_lookup_is_skipped_with_nothing_to_judge_a
     recording = RECORDED["genkit_conversation/greeting_turn1"]
     spans = spans_of(recording)
     [skip] = extract(Trace(recording.trace_id, tuple(spans))).skips
-    assert isinstance(skip, Skip) and (skip.reason, skip.convention) == ("empty_context", "genkit")
+    assert isinstance(skip, Skip) and (skip.reason, skip.convention) == (ExtractSkip.EMPTY_CONTEXT, "genkit")
 
 
 def test_without_a_retriever_span_the_documents_are_those_the_model_was_handed() -> None:

@@ -14,7 +14,7 @@ from recorded import extracted, recordings, replaced, spans_of, without
 from trace_builder import span, trace
 
 from tracescore.extract import extract
-from tracescore.model import ContextSourceKind, DecodedSpan
+from tracescore.model import ContextSourceKind, DecodedSpan, ExtractSkip
 
 QUESTION = "How long does the Aurora X2 battery last?"
 DOC = "The Aurora X2 battery lasts 14 hours."
@@ -294,7 +294,7 @@ def test_an_agents_tool_result_that_is_its_answer_is_not_evidence() -> None:
     found = extracted(replaced(spans_of(recording), AGENT_TOOL_OUTPUT, json.dumps(recording.answer)))
     assert not found.interactions
     [skip] = found.skips
-    assert skip.reason == "empty_context"
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT
     assert "'haystack.agent.step.tool' not judged: its result is the answer" in skip.detail
 
 
@@ -309,5 +309,5 @@ def test_an_agent_with_content_tracing_off_is_not_captured() -> None:
     keys += ("haystack.agent.step.llm.input", "haystack.agent.step.llm.output")
     found = extracted(without(spans_of(AGENT_RUNS["agent_faithful"]), *keys))
     [skip] = found.skips
-    assert skip.reason == "content_not_captured"
+    assert skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert "HAYSTACK_CONTENT_TRACING_ENABLED" in skip.detail

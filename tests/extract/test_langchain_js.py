@@ -10,7 +10,7 @@ from __future__ import annotations
 from recorded import read_as_run, read_chat_turn, recordings, spans_of
 
 from tracescore.extract import Skip, extract
-from tracescore.model import Trace
+from tracescore.model import ExtractSkip, Trace
 
 RECORDED = {r.id: r for r in recordings() if r.source in ("langchain_js", "langchain_js_conversation")}
 
@@ -59,4 +59,7 @@ def test_a_chat_turn_keeps_its_context_session_and_user_and_the_earlier_turns_to
 def test_a_greeting_answered_without_a_lookup_is_skipped_with_nothing_to_judge_against() -> None:
     recording = RECORDED["langchain_js_conversation/greeting_turn1"]
     [skip] = extract(Trace(recording.trace_id, tuple(spans_of(recording)))).skips
-    assert isinstance(skip, Skip) and (skip.reason, skip.convention) == ("empty_context", "openinference")
+    assert isinstance(skip, Skip) and (skip.reason, skip.convention) == (
+        ExtractSkip.EMPTY_CONTEXT,
+        "openinference",
+    )

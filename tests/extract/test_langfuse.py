@@ -16,7 +16,7 @@ from tracescore import semconv
 from tracescore.consume import decode_message
 from tracescore.extract import extract
 from tracescore.extract._context import MAX_CONTEXT_CHARS, MAX_CONTEXTS
-from tracescore.model import Trace
+from tracescore.model import ExtractSkip, Trace
 
 TYPE, INPUT, OUTPUT = "langfuse.observation.type", "langfuse.observation.input", "langfuse.observation.output"
 SCOPE = "langfuse-sdk"
@@ -73,7 +73,7 @@ def test_content_capture_off_is_an_explained_skip_never_a_guess() -> None:
     found = extract(trace(root, retriever, _generation(root.span_id, 2)))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "empty_context" and skip.span is root
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and skip.span is root
     assert "recorded no output (content capture off?)" in skip.detail
     assert "looked in langfuse.observation.output of the retriever and tool observations" in skip.detail
 
@@ -85,7 +85,9 @@ def test_capture_off_everywhere_is_a_skip_naming_what_is_missing() -> None:
     found = extract(trace(root, retriever, generation))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "missing_answer" and "looked in langfuse.observation.output" in skip.detail
+    assert (
+        skip.reason == ExtractSkip.MISSING_ANSWER and "looked in langfuse.observation.output" in skip.detail
+    )
 
 
 def test_a_huge_json_tool_result_is_bounded_and_noted() -> None:
@@ -118,7 +120,11 @@ def test_a_100kb_repr_output_is_never_the_answer() -> None:
     found = extract(trace(root, retriever))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "missing_answer" and "a program repr" in skip.detail and len(skip.detail) < 1_000
+    assert (
+        skip.reason == ExtractSkip.MISSING_ANSWER
+        and "a program repr" in skip.detail
+        and len(skip.detail) < 1_000
+    )
 
 
 def test_a_function_returning_the_models_stream_is_answered_by_the_generation() -> None:
@@ -210,7 +216,7 @@ def test_a_judges_call_is_never_an_interaction_of_its_own() -> None:
     judge = _observation("faithfulness", "evaluator", input=_call(QUESTION, ANSWER), output={"score": 1})
     verdict = _generation(judge.span_id, 1, "score: 1", question=f"Is '{ANSWER}' supported?")
     found = extract(trace(judge, verdict))
-    assert found.interactions == [] and [s.reason for s in found.skips] == ["not_rag"]
+    assert found.interactions == [] and [s.reason for s in found.skips] == [ExtractSkip.NOT_RAG]
 
 
 def test_the_question_among_several_string_arguments_is_the_one_the_model_was_given() -> None:
@@ -299,12 +305,12 @@ def test_a_rag_function_decorated_as_a_generation_is_read_with_the_retrieval_ins
         "complete", "generation", input=f"Context: {DOC}\nQuestion: {QUESTION}", output=ANSWER
     )
     found = extract(trace(prompt))
-    assert found.interactions == [] and [s.reason for s in found.skips] == ["empty_context"]
+    assert found.interactions == [] and [s.reason for s in found.skips] == [ExtractSkip.EMPTY_CONTEXT]
 
 
 def test_a_traced_function_with_no_llm_work_is_not_an_interaction() -> None:
     found = extract(trace(_observation("load_config", "span", input=_call("prod"), output="ok")))
-    assert found.interactions == [] and [s.reason for s in found.skips] == ["not_rag"]
+    assert found.interactions == [] and [s.reason for s in found.skips] == [ExtractSkip.NOT_RAG]
     assert "langfuse" in found.skips[0].detail
 
 

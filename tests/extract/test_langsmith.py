@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from recorded import Recording, extracted, recordings, spans_of
 
-from tracescore.model import ContextSourceKind
+from tracescore.model import ContextSourceKind, ExtractSkip
 
 LANGSMITH = [r for r in recordings() if r.source == "langsmith"]
 RAG = [r for r in LANGSMITH if r.scenario.startswith(("rag_", "stream_rag_"))]
@@ -73,5 +73,5 @@ def test_runs_whose_outputs_langsmith_hid_are_skipped_naming_the_setting(recordi
     found = extracted(spans_of(recording))
     assert found.interactions == []
     [skip] = found.skips
-    assert (skip.reason, skip.convention) == ("content_not_captured", "langsmith")
+    assert (skip.reason, skip.convention) == (ExtractSkip.CONTENT_NOT_CAPTURED, "langsmith")
     assert "LANGSMITH_HIDE_OUTPUTS" in skip.detail

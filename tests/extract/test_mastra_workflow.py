@@ -11,6 +11,8 @@ import json
 import pytest
 from recorded import Recording, extracted, read_as_run, recordings, replaced, spans_of
 
+from tracescore.model import ExtractSkip
+
 RECORDED = {r.scenario: r for r in recordings() if r.source == "mastra_workflow"}
 STEP_INPUT, WORKFLOW_INPUT = "mastra.workflow_step.input", "mastra.workflow_run.input"
 GENERATION_INPUT, INSTRUCTIONS = "mastra.model_generation.input", "gen_ai.system_instructions"
@@ -40,7 +42,7 @@ def test_a_workflow_whose_steps_hand_no_documents_on_is_skipped_not_judged_again
     asked = json.dumps({"messages": [{"role": "user", "content": recording.question}]})
     found = extracted(replaced(spans, GENERATION_INPUT, asked))
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "empty_context" and STEP_INPUT in skip.detail
+    assert found.interactions == [] and skip.reason == ExtractSkip.EMPTY_CONTEXT and STEP_INPUT in skip.detail
 
 
 def test_documents_a_step_put_into_the_agents_prompt_under_a_label_are_read_beside_the_question() -> None:
@@ -107,4 +109,6 @@ def test_instructions_without_a_label_naming_documents_are_never_documents() -> 
     spans = replaced(replaced(spans_of(recording), GENERATION_INPUT, "{}"), INSTRUCTIONS, unlabelled)
     found = extracted(spans)
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "empty_context" and INSTRUCTIONS in skip.detail
+    assert (
+        found.interactions == [] and skip.reason == ExtractSkip.EMPTY_CONTEXT and INSTRUCTIONS in skip.detail
+    )

@@ -10,6 +10,7 @@ from trace_builder import span, trace
 
 from tracescore.extract import extract
 from tracescore.extract._context import MAX_CONTEXTS
+from tracescore.model import ExtractSkip
 
 QUESTION = "How long does the Aurora X2 battery last?"
 DOCS = ("The Aurora X2 battery lasts 14 hours on a single charge.", "The Aurora X2 weighs 1.2 kg.")
@@ -65,7 +66,11 @@ def test_spans_without_content_are_skipped_saying_where_it_was_looked_for() -> N
     found = extract(trace(root, retrieve, chat))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "missing_answer" and skip.span is root and "mlflow.spanOutputs" in skip.detail
+    assert (
+        skip.reason == ExtractSkip.MISSING_ANSWER
+        and skip.span is root
+        and "mlflow.spanOutputs" in skip.detail
+    )
 
 
 def test_a_100_kb_repr_output_is_never_the_answer() -> None:
@@ -75,7 +80,9 @@ def test_a_100_kb_repr_output_is_never_the_answer() -> None:
     found = extract(trace(*_rag(program_repr, llm=False)))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "missing_answer" and "program repr" in skip.detail and len(skip.detail) < 500
+    assert (
+        skip.reason == ExtractSkip.MISSING_ANSWER and "program repr" in skip.detail and len(skip.detail) < 500
+    )
 
 
 def test_a_streamed_output_is_answered_by_the_llm_call() -> None:
@@ -186,4 +193,4 @@ def test_retrieval_tool_and_helper_spans_alone_are_never_an_interaction() -> Non
     )
     for spans in ((helper,), (retrieve,), (helper, retrieve)):
         found = extract(trace(*spans))
-        assert found.interactions == [] and [s.reason for s in found.skips] == ["not_rag"]
+        assert found.interactions == [] and [s.reason for s in found.skips] == [ExtractSkip.NOT_RAG]

@@ -10,6 +10,7 @@ from trace_builder import span, trace
 
 from tracescore import semconv
 from tracescore.extract import extract
+from tracescore.model import ExtractSkip
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -77,7 +78,7 @@ def test_a_step_input_that_is_not_a_list_of_documents_is_no_context() -> None:
     found = extract(trace(*spans))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "empty_context"
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT
 
 
 def test_an_llm_output_that_is_a_responses_api_object_gives_its_output_text() -> None:

@@ -12,6 +12,7 @@ import dataclasses
 from recorded import extracted, recordings, spans_of, without
 
 from tracescore import semconv
+from tracescore.model import ExtractSkip
 
 RECORDED = {r.id: r for r in recordings() if r.source == "openllmetry_conversation"}
 ASSOCIATED = "traceloop.association.properties."
@@ -53,7 +54,7 @@ def test_a_greeting_the_model_answered_without_the_tool_it_was_offered_retrieved
     the model was offered the search tool and called none."""
     spans = spans_of(RECORDED["openllmetry_conversation/greeting_turn1"])
     [skip] = extracted(spans).skips
-    assert skip.reason == "empty_context" and "support_turn.workflow" in skip.detail
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and "support_turn.workflow" in skip.detail
     # Offered no tool, the same call is the prompt-only case, said as such.
     [skip] = extracted(without(spans, "gen_ai.tool.definitions")).skips
-    assert skip.reason == "no_retrieval" and "@task(name='retrieve')" in skip.detail
+    assert skip.reason == ExtractSkip.NO_RETRIEVAL and "@task(name='retrieve')" in skip.detail

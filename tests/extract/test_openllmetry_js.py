@@ -15,7 +15,7 @@ from recorded import FIXTURES, Recording, recordings, spans_of
 
 from tracescore.consume import decode_message
 from tracescore.extract import Extraction, extract
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan, ExtractSkip, Interaction, Trace
 
 RECORDED = {r.id: r for r in recordings() if r.source == "openllmetry_js"}
 
@@ -106,8 +106,8 @@ def test_chains_run_at_once_are_never_read_as_one_each_model_call_is_its_own_req
         r["question"] for r in requests
     )
     assert {i.convention for i in extraction.interactions} == {"genai"}
-    interleaved = [s for s in extraction.skips if s.reason == "interleaved_runs"]
-    assert interleaved and {s.reason for s in extraction.skips} == {"interleaved_runs"}
+    interleaved = [s for s in extraction.skips if s.reason == ExtractSkip.INTERLEAVED_RUNS]
+    assert interleaved and {s.reason for s in extraction.skips} == {ExtractSkip.INTERLEAVED_RUNS}
     assert all(r["question"] in interleaved[0].detail for r in requests)
 
 
@@ -117,7 +117,7 @@ def test_a_request_whose_steps_went_to_another_requests_trace_is_skipped_as_inte
     extraction, _ = _concurrent("concurrent_requests_second")
     assert extraction.interactions == []
     [skip] = extraction.skips
-    assert skip.reason == "interleaved_runs" and "workflow parser" in skip.detail
+    assert skip.reason == ExtractSkip.INTERLEAVED_RUNS and "workflow parser" in skip.detail
 
 
 @pytest.mark.parametrize("scenario", ["concurrent_awaited_first", "concurrent_awaited_second"])

@@ -16,7 +16,7 @@ from trace_builder import span, trace
 
 from tracescore.extract import extract
 from tracescore.extract._prompt import prompt_documents
-from tracescore.model import ContextSourceKind
+from tracescore.model import ContextSourceKind, ExtractSkip
 
 # LiteLLM's OTel callback and LangSmith's OTel export record the same calls beside their other apps
 # (test_litellm_otel.py, test_langsmith.py).
@@ -53,7 +53,7 @@ def test_documents_pasted_into_the_prompt_with_no_label_are_never_guessed(source
     found = extracted(spans_of(STUFFED[f"{source}/unlabelled"]))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason in ("empty_context", "no_retrieval")
+    assert skip.reason in (ExtractSkip.EMPTY_CONTEXT, ExtractSkip.NO_RETRIEVAL)
     assert "docs/integrations/index.md#documents-in-the-prompt" in skip.detail
 
 
@@ -96,7 +96,7 @@ def test_only_the_last_user_message_is_read_not_an_earlier_turns() -> None:
     ]
     found = extract(trace(span("chat", _llm(messages, answer="You're welcome."))))
     assert found.interactions == []
-    assert [s.reason for s in found.skips] == ["empty_context"]
+    assert [s.reason for s in found.skips] == [ExtractSkip.EMPTY_CONTEXT]
 
 
 def test_a_genai_user_message_with_tagged_documents_is_asked_the_rest_of_the_message() -> None:
@@ -167,7 +167,7 @@ def test_a_prompt_without_a_label_naming_documents_carries_none(text: str) -> No
 def test_the_skips_point_to_the_docs_section_that_shows_the_label_forms() -> None:
     """`empty_context`, `no_retrieval` (above) and `not_rag` name the section, and the section is there."""
     [not_rag] = extract(trace(span("GET /health", {"http.route": "/health"}))).skips
-    assert not_rag.reason == "not_rag"
+    assert not_rag.reason == ExtractSkip.NOT_RAG
     assert "docs/integrations/index.md#documents-in-the-prompt" in not_rag.detail
     page = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "index.md"
     assert "\n### Documents in the prompt\n" in page.read_text(encoding="utf-8")

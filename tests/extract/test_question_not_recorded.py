@@ -10,6 +10,7 @@ from trace_builder import span, trace
 
 from tracescore import semconv
 from tracescore.extract import extract
+from tracescore.model import ExtractSkip
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -94,13 +95,13 @@ def test_a_repr_question_is_no_question() -> None:
 def test_without_an_answer_or_documents_it_is_still_a_skip() -> None:
     agent = span("agent.run", {KIND: "AGENT", "output.value": ANSWER})
     [skip] = extract(trace(agent)).skips
-    assert skip.reason == "empty_context"
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT
     agent = span("agent.run", {KIND: "AGENT"})
     retriever = span(
         "r", {KIND: "RETRIEVER", "retrieval.documents.0.document.content": DOC}, parent=agent.span_id, start=1
     )
     [skip] = extract(trace(agent, retriever)).skips
-    assert skip.reason == "missing_answer"
+    assert skip.reason == ExtractSkip.MISSING_ANSWER
 
 
 def test_genai_and_openllmetry_never_take_a_tools_query_for_the_question() -> None:

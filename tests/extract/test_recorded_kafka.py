@@ -15,7 +15,7 @@ from recorded import Recording, recordings
 
 from tracescore.consume import ConsumerSettings, ConsumerStats, EvaluationConsumer, decode_message
 from tracescore.model import DecodedSpan as Span
-from tracescore.model import EvaluationRecord
+from tracescore.model import EvaluationRecord, ExtractSkip
 from tracescore.score import make_metrics
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness, Metric
@@ -104,50 +104,52 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
     assert stats.skipped == expected_skips
     assert {(service, reason) for service, _, reason in stats.skipped_by_source} == {
         # Documents pasted into the prompt with no label naming them.
-        ("aurora-support-openai-stuffed", "empty_context"),
-        ("aurora-support-traceloop-stuffed", "no_retrieval"),
-        ("aurora-support-haystack-stuffed", "empty_context"),
-        ("aurora-support-genai", "content_not_captured"),  # the GenAI util with EVENT_ONLY: no text on it
-        ("aurora-support-langgraph", "empty_context"),
-        ("aurora-support-autogen", "missing_answer"),
-        ("aurora-support-vercel", "missing_answer"),
-        ("aurora-support-crewai", "missing_answer"),
+        ("aurora-support-openai-stuffed", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-traceloop-stuffed", ExtractSkip.NO_RETRIEVAL),
+        ("aurora-support-haystack-stuffed", ExtractSkip.EMPTY_CONTEXT),
+        # The GenAI util with EVENT_ONLY: no text on it.
+        ("aurora-support-genai", ExtractSkip.CONTENT_NOT_CAPTURED),
+        ("aurora-support-langgraph", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-autogen", ExtractSkip.MISSING_ANSWER),
+        ("aurora-support-vercel", ExtractSkip.MISSING_ANSWER),
+        ("aurora-support-crewai", ExtractSkip.MISSING_ANSWER),
         # Greetings answered without a lookup (issue 31's conversations), Haystack's content tracing off.
-        ("aurora-support-autogen", "empty_context"),
-        ("aurora-support-adk", "empty_context"),
-        ("aurora-support-haystack", "empty_context"),
-        ("aurora-support-mlflow", "empty_context"),
-        ("aurora-support-haystack", "content_not_captured"),
-        ("aurora-support-openlit", "empty_context"),
-        ("aurora-support-logfire", "empty_context"),
+        ("aurora-support-autogen", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-adk", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-haystack", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-mlflow", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-haystack", ExtractSkip.CONTENT_NOT_CAPTURED),
+        ("aurora-support-openlit", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-logfire", ExtractSkip.EMPTY_CONTEXT),
         # Spring AI without its content settings (and the page's ObservationFilter); a greeting.
-        ("aurora-support-spring", "content_not_captured"),
-        ("aurora-support-spring", "empty_context"),
+        ("aurora-support-spring", ExtractSkip.CONTENT_NOT_CAPTURED),
+        ("aurora-support-spring", ExtractSkip.EMPTY_CONTEXT),
         # Strands with its messages as span events or redacted; a greeting.
-        ("aurora-support-strands", "content_not_captured"),
-        ("aurora-support-strands", "empty_context"),
-        ("aurora-support-strands", "not_rag"),  # its memory's background extraction: no interaction
-        ("aurora-support-mastra", "empty_context"),  # a greeting
-        ("aurora-support-genkit", "empty_context"),  # a greeting
-        ("aurora-support-langchain-js", "empty_context"),  # a greeting
-        ("aurora-support-litellm", "empty_context"),  # documents pasted into the prompt with no label
+        ("aurora-support-strands", ExtractSkip.CONTENT_NOT_CAPTURED),
+        ("aurora-support-strands", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-strands", ExtractSkip.NOT_RAG),  # its memory's background extraction: no interaction
+        ("aurora-support-mastra", ExtractSkip.EMPTY_CONTEXT),  # a greeting
+        ("aurora-support-genkit", ExtractSkip.EMPTY_CONTEXT),  # a greeting
+        ("aurora-support-langchain-js", ExtractSkip.EMPTY_CONTEXT),  # a greeting
+        # Documents pasted into the prompt with no label.
+        ("aurora-support-litellm", ExtractSkip.EMPTY_CONTEXT),
         # LangSmith's export: documents pasted with no label; a Client that hid the runs' outputs.
-        ("aurora-support-langsmith", "empty_context"),
-        ("aurora-support-langsmith", "content_not_captured"),
-        ("aurora-support-agno", "empty_context"),  # a greeting
+        ("aurora-support-langsmith", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-langsmith", ExtractSkip.CONTENT_NOT_CAPTURED),
+        ("aurora-support-agno", ExtractSkip.EMPTY_CONTEXT),  # a greeting
         # Microsoft Agent Framework with sensitive data off (its default); a greeting.
-        ("aurora-support-agent-framework", "content_not_captured"),
-        ("aurora-support-agent-framework", "empty_context"),
-        ("aurora-support-beeai", "empty_context"),  # a greeting
-        ("aurora-support-llamaindex-agent", "empty_context"),  # a greeting (LangGraph's: above)
-        ("aurora-support-openai-agents", "empty_context"),  # a greeting
-        ("aurora-support-smolagents", "empty_context"),  # a greeting
-        ("aurora-support-langfuse", "empty_context"),  # a greeting (the Langfuse v3 chats)
-        ("aurora-support-traceloop-chat", "empty_context"),  # a greeting offered the search tool
-        ("aurora-support-semantic-kernel", "empty_context"),  # a greeting
+        ("aurora-support-agent-framework", ExtractSkip.CONTENT_NOT_CAPTURED),
+        ("aurora-support-agent-framework", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-beeai", ExtractSkip.EMPTY_CONTEXT),  # a greeting
+        ("aurora-support-llamaindex-agent", ExtractSkip.EMPTY_CONTEXT),  # a greeting (LangGraph's: above)
+        ("aurora-support-openai-agents", ExtractSkip.EMPTY_CONTEXT),  # a greeting
+        ("aurora-support-smolagents", ExtractSkip.EMPTY_CONTEXT),  # a greeting
+        ("aurora-support-langfuse", ExtractSkip.EMPTY_CONTEXT),  # a greeting (the Langfuse v3 chats)
+        ("aurora-support-traceloop-chat", ExtractSkip.EMPTY_CONTEXT),  # a greeting offered the search tool
+        ("aurora-support-semantic-kernel", ExtractSkip.EMPTY_CONTEXT),  # a greeting
         # The same through the LiteLLM proxy: explained by the proxy, or by the app whose trace it joins.
-        ("litellm-proxy", "empty_context"),
-        ("aurora-support", "empty_context"),
+        ("litellm-proxy", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support", ExtractSkip.EMPTY_CONTEXT),
     }
     assert stats.dead_letters == 0 and stats.traces == len(recorded)
     judged_without_one = [r for r in recorded if r.question_not_recorded and r.expected[0] == "interaction"]

@@ -14,7 +14,7 @@ from recorded import Recording, recordings
 
 from tracescore.consume import decode_message
 from tracescore.extract import Extraction, extract
-from tracescore.model import Trace
+from tracescore.model import ExtractSkip, Trace
 from tracescore.score import evaluate
 
 SOURCES = (
@@ -136,7 +136,7 @@ def test_a_greeting_answered_without_a_lookup_is_one_explained_skip(recording: R
     """ADK writes OpenInference and GenAI keys on its spans: one skip, by the convention read first."""
     found = _extract(recording)
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "empty_context"
+    assert found.interactions == [] and skip.reason == ExtractSkip.EMPTY_CONTEXT
 
 
 def test_haystack_with_content_tracing_off_is_skipped_saying_so_never_guessed() -> None:
@@ -145,7 +145,7 @@ def test_haystack_with_content_tracing_off_is_skipped_saying_so_never_guessed() 
     for recording in off:
         found = _extract(recording)
         [skip] = found.skips
-        assert found.interactions == [] and skip.reason == "content_not_captured"
+        assert found.interactions == [] and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
         assert "HAYSTACK_CONTENT_TRACING_ENABLED" in skip.detail and skip.convention == "haystack"
 
 

@@ -10,6 +10,7 @@ from trace_builder import span, trace
 from tracescore import semconv
 from tracescore.extract import extract
 from tracescore.extract._read import is_repr
+from tracescore.model import ExtractSkip
 
 KIND = semconv.OPENINFERENCE_SPAN_KIND
 QUESTION = "What does Acme Corp sell?"
@@ -118,7 +119,7 @@ def test_a_trace_whose_only_answer_is_a_cut_repr_is_an_explained_skip(text: str)
     found = extract(trace(run, tool))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "missing_answer" and "repr" in skip.detail and "StopEvent(" in skip.detail
+    assert skip.reason == ExtractSkip.MISSING_ANSWER and "repr" in skip.detail and "StopEvent(" in skip.detail
 
 
 @pytest.mark.parametrize("text", REPRS)
@@ -130,7 +131,7 @@ def test_a_repr_answer_with_no_better_reading_is_an_explained_skip(text: str) ->
     found = extract(trace(chain, retriever))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "missing_answer" and "repr" in skip.detail
+    assert skip.reason == ExtractSkip.MISSING_ANSWER and "repr" in skip.detail
 
 
 @pytest.mark.parametrize("text", REPRS)
@@ -142,7 +143,7 @@ def test_repr_documents_are_dropped_and_noted(text: str) -> None:
     found = extract(trace(chain, retriever))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "empty_context" and "program reprs" in skip.detail
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and "program reprs" in skip.detail
 
 
 def test_haystack_answer_is_read_from_the_generators_output_messages() -> None:
@@ -219,7 +220,7 @@ def test_a_repr_tool_result_is_not_judged() -> None:
     agent = span("agent", {KIND: "AGENT", "input.value": QUESTION, "output.value": ANSWER})
     tool = span("search", {KIND: "TOOL", "output.value": REPRS[4]}, parent=agent.span_id, start=1)
     [skip] = extract(trace(agent, tool)).skips
-    assert skip.reason == "empty_context" and "program reprs" in skip.detail
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and "program reprs" in skip.detail
 
 
 def test_a_tracescore_span_with_a_repr_answer_is_not_judged() -> None:
@@ -229,7 +230,7 @@ def test_a_tracescore_span_with_a_repr_answer_is_not_judged() -> None:
         scope=semconv.SDK_SCOPE,
     )
     [skip] = extract(trace(ours)).skips
-    assert skip.reason == "missing_answer"
+    assert skip.reason == ExtractSkip.MISSING_ANSWER
 
 
 def test_genai_and_openllmetry_answers_that_are_reprs_come_from_the_llm_call_that_wrote_them() -> None:

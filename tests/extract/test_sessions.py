@@ -14,7 +14,7 @@ from tracescore import semconv
 from tracescore.consume import decode_message
 from tracescore.emit import evaluation_record
 from tracescore.extract import extract
-from tracescore.model import MetricResult, Trace
+from tracescore.model import ExtractSkip, MetricResult, Trace
 
 
 def test_session_id_is_on_the_interaction_and_a_turn_uses_its_own_documents() -> None:
@@ -184,7 +184,7 @@ def test_an_id_a_redacting_exporter_replaced_is_no_session() -> None:
     assert (rag.session_id, rag.user_id) == (None, "u-7")
     # Said: scored as a one-turn interaction, its session id scrubbed (counted by the consumer, not a skip).
     [said] = read.skips
-    assert (said.reason, said.scored, said.span) == ("session_id_scrubbed", True, rag.span)
+    assert (said.reason, said.scored, said.span) == (ExtractSkip.SESSION_ID_SCRUBBED, True, rag.span)
     assert "keep-the-session-id-through-scrubbing" in said.detail
     # A request span above it that names the conversation still does, and nothing is said.
     request = span("POST /chat", {semconv.GEN_AI_CONVERSATION_ID: "c-7"})

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 from recorded import Recording, extracted, read_resent_turn, recordings, spans_of
 
+from tracescore.model import ExtractSkip
+
 RECORDED = {r.id: r for r in recordings() if r.source == "smolagents_conversation"}
 TURNS = [r for r in RECORDED.values() if r.conversation and r.expected[0] == "interaction"]
 
@@ -35,4 +37,4 @@ def test_a_restated_follow_up_is_never_grounded_in_the_earlier_answer_it_repeats
 def test_a_greeting_answered_without_a_search_is_skipped_with_nothing_to_judge() -> None:
     found = extracted(spans_of(RECORDED["smolagents_conversation/greeting_turn1"]))
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "empty_context"
+    assert found.interactions == [] and skip.reason == ExtractSkip.EMPTY_CONTEXT

@@ -11,7 +11,7 @@ import pytest
 from recorded import Recording, extracted, read_as_run, read_chat_turn, recordings, spans_of, without
 
 from tracescore.consume import decode_message
-from tracescore.model import DecodedSpan
+from tracescore.model import DecodedSpan, ExtractSkip
 from tracescore.score import evaluate
 
 RECORDED = {
@@ -61,7 +61,7 @@ def test_without_the_advisors_documents_on_the_chat_client_its_vector_store_quer
 def test_content_capture_off_is_skipped_naming_the_spring_settings(line: str) -> None:
     found = extracted(spans_of(RECORDED[f"{line}/no_content_faithful"]))
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "content_not_captured"
+    assert found.interactions == [] and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert f"{LOG_COMPLETION}=true" in skip.detail and f"{LOG_QUERY_RESPONSE}=true" in skip.detail
     assert "ObservationFilter" in skip.detail
 
@@ -76,7 +76,7 @@ def test_content_capture_off_is_skipped_naming_the_spring_settings(line: str) ->
 def test_one_setting_off_is_named_alone(keys: tuple[str, ...], setting: str, other: str) -> None:
     spans = without(spans_of(RECORDED["spring_ai/qa_advisor_faithful"]), *keys)
     [skip] = extracted(spans).skips
-    assert skip.reason == "content_not_captured"
+    assert skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert setting in skip.detail and other not in skip.detail
 
 
@@ -103,7 +103,7 @@ def test_a_tools_result_is_the_documents_when_its_search_recorded_none(line: str
 def test_a_tool_without_its_content_names_the_tool_setting(line: str) -> None:
     spans = without(spans_of(RECORDED[f"{line}/tool_faithful"]), QUERY_RESPONSE, TOOL_RESULT)
     [skip] = extracted(spans).skips
-    assert skip.reason == "content_not_captured"
+    assert skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert f"{TOOL_CONTENT}=true" in skip.detail and f"{LOG_QUERY_RESPONSE}=true" in skip.detail
 
 
@@ -182,7 +182,7 @@ def test_a_lone_spring_ai_chat_span_names_spring_ais_settings_not_the_genai_one(
     found = extracted(spans)
     [skip] = found.skips
     assert found.interactions == [] and (skip.reason, skip.convention) == (
-        "content_not_captured",
+        ExtractSkip.CONTENT_NOT_CAPTURED,
         "spring_ai",
     )
     assert f"{LOG_PROMPT}=true" in skip.detail and f"{LOG_COMPLETION}=true" in skip.detail
@@ -257,7 +257,7 @@ def test_a_lone_chat_client_span_without_its_advisors_documents_names_the_filter
     the filter copies them to and the setting, not a bare `empty_context`."""
     [client] = without(spans, ADVISED)
     [skip] = extracted([client]).skips
-    assert (skip.reason, skip.convention) == ("content_not_captured", "spring_ai")
+    assert (skip.reason, skip.convention) == (ExtractSkip.CONTENT_NOT_CAPTURED, "spring_ai")
     named = [a for a in CONTEXT_KEYS if a in str(client.attributes[ADVISORS])]
     assert named and all(CONTEXT_KEYS[a] in skip.detail for a in named)
     assert f"{ADVISED})" in skip.detail and f"{LOG_QUERY_RESPONSE}=true" in skip.detail
@@ -283,9 +283,9 @@ def test_a_lone_chat_client_span_without_advisors_says_where_its_documents_are(
     [skip] = found.skips
     assert found.interactions == [] and skip.convention == "spring_ai"
     if "search_docs" not in str(client.attributes.get(TOOL_NAMES)):
-        assert skip.reason == "empty_context"
+        assert skip.reason == ExtractSkip.EMPTY_CONTEXT
         return
-    assert skip.reason == "content_not_captured"
+    assert skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert TOOL_RESULT in skip.detail and f"{TOOL_CONTENT}=true" in skip.detail
     assert "none of the spans below it is in this trace (or this part of it" in skip.detail
 

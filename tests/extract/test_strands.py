@@ -13,7 +13,7 @@ import pytest
 from recorded import Recording, extracted, read_as_run, read_chat_turn, recordings, replaced, spans_of
 
 from tracescore.extract import GenAIRecognizer
-from tracescore.model import Interaction, Trace
+from tracescore.model import ExtractSkip, Interaction, Trace
 
 RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "strands_conversation")}
 TURNS = [r for r in RECORDED.values() if r.conversation and r.expected[0] == "interaction"]
@@ -78,7 +78,11 @@ def test_a_run_whose_span_events_were_dropped_on_the_way_is_skipped_naming_the_s
     spans = [dataclasses.replace(s, events=()) for s in spans_of(RECORDED["strands/legacy_faithful"])]
     found = extracted(spans)
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "content_not_captured" and skip.convention == "strands"
+    assert (
+        found.interactions == []
+        and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
+        and skip.convention == "strands"
+    )
     assert CONTENT_ON_SPANS in skip.detail and "span events" in skip.detail
 
 
@@ -90,7 +94,7 @@ def test_a_run_whose_spans_lost_events_past_the_limits_is_scored_and_says_so() -
     found = extracted(spans)
     [interaction] = found.interactions
     [skip] = found.skips
-    assert skip.scored and skip.reason == "span_events_dropped" and skip.span is not None
+    assert skip.scored and skip.reason == ExtractSkip.SPAN_EVENTS_DROPPED and skip.span is not None
     assert skip.span.span_id == interaction.span.span_id
     assert "'chat'" in skip.detail and "lost 7" in skip.detail and "128 events" in skip.detail
 
@@ -124,7 +128,7 @@ def test_redacted_texts_are_skipped_naming_the_keys_to_leave_unredacted(scenario
     # On the spans, or in Strands' default span events: `[REDACTED]` either way.
     found = extracted(spans_of(RECORDED[f"strands/{scenario}"]))
     [skip] = found.skips
-    assert found.interactions == [] and skip.reason == "content_not_captured"
+    assert found.interactions == [] and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert "gen_ai_unredacted_attributes=" in skip.detail
     assert all(key in skip.detail for key in ("gen_ai.input.messages", OUTPUT_MESSAGES, TOOL_RESULT))
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from recorded import Recording, extracted, read_as_run, recordings, spans_of, without
 
+from tracescore.model import ExtractSkip
+
 RECORDED = {r.scenario: r for r in recordings() if r.source == "strands_memory"}
 REQUESTS = {name: r for name, r in RECORDED.items() if not name.endswith("_background")}
 EXTRACTIONS = [r for name, r in RECORDED.items() if name.endswith("_background")]
@@ -25,7 +27,7 @@ def test_the_memorys_entries_are_the_documents_read_once(recording: Recording) -
 def test_injected_entries_the_search_did_not_record_leave_nothing_to_judge() -> None:
     # Memory injection puts the entries into the prompt text only, which is never split into documents.
     found = extracted(without(spans_of(RECORDED["injected_unfaithful"]), MEMORY_RESULTS))
-    assert found.interactions == [] and [s.reason for s in found.skips] == ["empty_context"]
+    assert found.interactions == [] and [s.reason for s in found.skips] == [ExtractSkip.EMPTY_CONTEXT]
 
 
 def test_the_extraction_is_recorded_as_its_own_trace_after_the_request() -> None:
@@ -44,5 +46,5 @@ def test_the_background_extraction_is_no_interaction(recording: Recording) -> No
     found = extracted(spans_of(recording))
     assert found.interactions == []
     [skip] = found.skips
-    assert (skip.reason, skip.expected, skip.convention) == ("not_rag", True, "strands")
+    assert (skip.reason, skip.expected, skip.convention) == (ExtractSkip.NOT_RAG, True, "strands")
     assert "memory.extract" in skip.detail and "not an interaction" in skip.detail

@@ -9,7 +9,7 @@ from trace_builder import span, trace
 
 from tracescore import semconv
 from tracescore.extract import Skip, extract
-from tracescore.model import DecodedSpan, Interaction
+from tracescore.model import DecodedSpan, ExtractSkip, Interaction
 
 RAG_ATTRS = {
     semconv.INPUT_VALUE: "Capital of France?",
@@ -78,7 +78,7 @@ def test_missing_answer_is_an_unexpected_skip() -> None:
     attrs = {k: v for k, v in RAG_ATTRS.items() if k != semconv.OUTPUT_VALUE}
     result = read(decoded(attrs))
     assert isinstance(result, Skip)
-    assert result.reason == "missing_answer"
+    assert result.reason == ExtractSkip.MISSING_ANSWER
     assert result.expected is False
 
 
@@ -91,14 +91,14 @@ def test_empty_context_is_an_unexpected_skip(contexts: list[str]) -> None:
     attrs.update({semconv.document_content_key(i): text for i, text in enumerate(contexts)})
     result = read(decoded(attrs))
     assert isinstance(result, Skip)
-    assert result.reason == "empty_context"
+    assert result.reason == ExtractSkip.EMPTY_CONTEXT
     assert result.expected is False
 
 
 def test_plain_non_rag_span_is_an_expected_skip() -> None:
     result = read(decoded({"http.method": "GET", semconv.HTTP_ROUTE: "/health"}, scope="app"))
     assert isinstance(result, Skip)
-    assert result.reason == "not_rag"
+    assert result.reason == ExtractSkip.NOT_RAG
     assert result.expected is True
 
 
@@ -114,4 +114,4 @@ def test_plain_non_rag_span_is_an_expected_skip() -> None:
 def test_evaluation_spans_are_never_read_as_answers(attributes: dict[str, Any], scope: str) -> None:
     result = read(decoded(attributes, scope=scope))
     assert isinstance(result, Skip)
-    assert result.reason == "not_rag"
+    assert result.reason == ExtractSkip.NOT_RAG

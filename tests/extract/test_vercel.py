@@ -11,7 +11,7 @@ from trace_builder import span, trace
 from tracescore import semconv
 from tracescore.extract import extract
 from tracescore.extract._context import MAX_CONTEXT_CHARS, MAX_CONTEXTS
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import DecodedSpan, ExtractSkip, Trace
 
 QUESTION = "How long does the Aurora X2 battery last?"
 DOC = "The Aurora X2 battery lasts 14 hours on a single charge."
@@ -91,7 +91,7 @@ def test_content_capture_off_is_an_explained_skip() -> None:
     found = extract(trace(*spans))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "missing_answer" and "recordOutputs: false" in skip.detail
+    assert skip.reason == ExtractSkip.MISSING_ANSWER and "recordOutputs: false" in skip.detail
 
 
 def test_outputs_off_is_a_missing_answer_naming_record_outputs() -> None:
@@ -99,7 +99,7 @@ def test_outputs_off_is_a_missing_answer_naming_record_outputs() -> None:
     first = [{"role": "system", "content": SYSTEM}, _user(QUESTION)]
     spans = (anchor, _model(anchor, 1, None, first), _tool(anchor, 2, None), _model(anchor, 3, None, first))
     [skip] = extract(trace(*spans)).skips
-    assert skip.reason == "missing_answer" and "recordOutputs: false" in skip.detail
+    assert skip.reason == ExtractSkip.MISSING_ANSWER and "recordOutputs: false" in skip.detail
 
 
 def test_a_huge_json_tool_result_is_read_within_the_bounds_and_says_so() -> None:
@@ -112,14 +112,14 @@ def test_a_huge_json_tool_result_is_read_within_the_bounds_and_says_so() -> None
     found = extract(trace(*_tool_loop(result=one_blob)))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "empty_context" and "exceed" in skip.detail
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and "exceed" in skip.detail
 
 
 def test_an_answer_that_is_a_repr_is_not_judged() -> None:
     found = extract(trace(*_tool_loop(answer="[object Object]")))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "missing_answer" and "repr" in skip.detail
+    assert skip.reason == ExtractSkip.MISSING_ANSWER and "repr" in skip.detail
 
 
 def test_a_tool_called_after_the_answer_is_not_evidence() -> None:
@@ -218,14 +218,14 @@ def test_documents_in_the_system_prompt_with_no_label_are_a_no_retrieval_skip() 
     found = extract(trace(anchor, model))
     assert found.interactions == []
     [skip] = found.skips
-    assert skip.reason == "no_retrieval" and "read only under a label" in skip.detail
+    assert skip.reason == ExtractSkip.NO_RETRIEVAL and "read only under a label" in skip.detail
 
 
 def test_tools_offered_but_not_called_leave_nothing_to_judge_against() -> None:
     anchor, ask, _, _ = _tool_loop()
     ask = _model(anchor, 1, ANSWER, [_user(QUESTION)], **{"ai.prompt.tools": ['{"name":"search_docs"}']})
     [skip] = extract(trace(anchor, ask)).skips
-    assert skip.reason == "empty_context"
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT
 
 
 def test_retrieval_spans_beside_the_call_are_its_documents() -> None:
@@ -293,7 +293,7 @@ def test_rerank_gives_its_top_ranked_documents_and_says_when_the_ranking_is_miss
 
     found = extract(trace(request, rerank, anchor))  # recordOutputs off: no ranking
     [skip] = found.skips
-    assert skip.reason == "empty_context" and "ai.ranking" in skip.detail
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT and "ai.ranking" in skip.detail
 
 
 def test_an_object_call_answers_with_its_answer_field() -> None:

@@ -14,7 +14,7 @@ from tracescore._plural import counted
 from tracescore.alert import EstimateWindow
 from tracescore.consume._counts import AssemblyCounts
 from tracescore.emit import LABEL_THRESHOLD
-from tracescore.model import EvaluationRecord
+from tracescore.model import EvaluationRecord, ExtractSkip
 from tracescore.sample import LiftReading
 
 __all__ = ["ConsumerStats", "RateLimitedLogs", "StatusLine", "describe_lift"]
@@ -25,8 +25,10 @@ _CONFIDENCE = 0.975  # one-sided: each bound of a 95% interval
 _LIFT_SHOWN = 10  # routes and shapes whose lift the line shows (the most recently judged)
 # What the status line and the closing summary say of `ConsumerStats.read_partly`, by reason.
 _PARTLY_READ = {
-    "session_id_scrubbed": "with their session id scrubbed: read as one-turn interactions",
-    "span_events_dropped": "whose spans lost span events past the limits: messages written there not read",
+    ExtractSkip.SESSION_ID_SCRUBBED: "with their session id scrubbed: read as one-turn interactions",
+    ExtractSkip.SPAN_EVENTS_DROPPED: (
+        "whose spans lost span events past the limits: messages written there not read"
+    ),
 }
 
 
@@ -86,7 +88,7 @@ class ConsumerStats:
     @property
     def handled(self) -> int:
         """Interactions dealt with: scored, unscored, sampled out, or skipped with a logged reason."""
-        skipped = sum(n for r, n in self.skipped.items() if r != "not_rag")
+        skipped = sum(n for r, n in self.skipped.items() if r != ExtractSkip.NOT_RAG)
         return self.scored + self.unscored + self.sampled_out + skipped
 
 

@@ -24,7 +24,7 @@ from tracescore.extract._prompt import PromptDocuments
 from tracescore.extract._protocol import Skip
 from tracescore.extract._read import Prompt, is_repr
 from tracescore.extract._tools import add_tool_result, answering_groups, called_by_tool, ran_between
-from tracescore.model import ContextSourceKind, DecodedSpan, Run, Trace
+from tracescore.model import ContextSourceKind, DecodedSpan, ExtractSkip, Run, Trace
 
 __all__ = [
     "PROMPT_DOCUMENTS_DOCS",
@@ -129,7 +129,7 @@ class Reading:
             f"({anchor.service_name})"
         )
 
-    def missing(self, reason: str, part: str, what: str) -> Skip:
+    def missing(self, reason: ExtractSkip, part: str, what: str) -> Skip:
         """The skip naming the missing `part` and where it was looked for."""
         # Built only for a skip: most interactions are scored, and this text is then never read.
         looked_in = self.looked_in()

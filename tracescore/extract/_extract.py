@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from tracescore._plural import counted
 from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS
 from tracescore.extract._conventions import CONVENTIONS
-from tracescore.extract._protocol import NOT_RAG, Recognizer, Skip
+from tracescore.extract._protocol import Recognizer, Skip
 from tracescore.extract._reader import ConventionReader, Found
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan, ExtractSkip, Interaction, Trace
 
 __all__ = ["DEFAULT_RECOGNIZERS", "Extraction", "Findings", "extract", "find"]
 
@@ -188,7 +188,7 @@ def _not_rag(trace: Trace, recognizers: Sequence[Recognizer]) -> Skip:
     root = trace.roots[0] if trace.roots else trace.spans[0]
     spans = counted(len(trace.spans), "span")
     return Skip(
-        NOT_RAG,
+        ExtractSkip.NOT_RAG,
         f"trace {trace.trace_id} ({spans}, scopes: {', '.join(scopes)}) has no span "
         f"in a known RAG convention ({', '.join(r.name for r in recognizers)}) with a question, an answer "
         f"or retrieved documents; if it is your RAG traffic, check its producer is on the Integrations page "

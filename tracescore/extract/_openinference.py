@@ -234,15 +234,15 @@ class OpenInference(Convention):
         return joined if joined.strip() else None
 
 
+_OBSERVATION = "Observation:"
+
+
 def _observed(result: Any) -> Any:
     """A ReAct observation's result without its label (smolagents' memory resends a tool's result as
     `Observation:\n<result>`), so a returned list still gives its documents."""
     if isinstance(result, str) and result.startswith(_OBSERVATION):
         return result.removeprefix(_OBSERVATION).lstrip()
     return result
-
-
-_OBSERVATION = "Observation:"
 
 
 def _part_documents(part: Any) -> list[str]:

@@ -11,13 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from tracescore.model import DecodedSpan, Interaction, Trace
+from tracescore.model import DecodedSpan, ExtractSkip, Interaction, Trace
 
-__all__ = ["NOT_RAG", "Recognizer", "Skip"]
-
-
-# The skip reason of what holds no RAG interaction (a trace without one, a producer's background work).
-NOT_RAG = "not_rag"
+__all__ = ["Recognizer", "Skip"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +23,7 @@ class Skip:
     `scored`: the interaction at `span` is scored all the same, only what `reason` names was not read (a
     session id a redacting exporter replaced); counted apart from what is not scored."""
 
-    reason: str
+    reason: ExtractSkip
     detail: str
     expected: bool = False
     span: DecodedSpan | None = None

@@ -23,11 +23,19 @@ from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Re
 from tracescore.extract._history import TurnResult, answered_earlier
 from tracescore.extract._lineage import conversation_of, route_of
 from tracescore.extract._prompt import prompt_documents
-from tracescore.extract._protocol import NOT_RAG, Skip
+from tracescore.extract._protocol import Skip
 from tracescore.extract._read import is_repr, may_start_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
-from tracescore.model import ContextSourceKind, DecodedSpan, Interaction, RagRecord, Trace, start_order
+from tracescore.model import (
+    ContextSourceKind,
+    DecodedSpan,
+    ExtractSkip,
+    Interaction,
+    RagRecord,
+    Trace,
+    start_order,
+)
 
 __all__ = ["STEPS", "ConventionReader", "Found", "Step"]
 
@@ -58,11 +66,9 @@ def background_work(r: Reading) -> Skip | None:
     detail = r.convention.background_work(r)
     if detail is None:
         return None
-    return Skip(NOT_RAG, f"{r.place()}: {detail}", expected=True, span=r.anchor, convention=r.name)
-
-
-# The skip reason of spans of several interactions run at once that nothing tells apart.
-INTERLEAVED = "interleaved_runs"
+    return Skip(
+        ExtractSkip.NOT_RAG, f"{r.place()}: {detail}", expected=True, span=r.anchor, convention=r.name
+    )
 
 
 def interleaved(r: Reading) -> Skip | None:
@@ -71,7 +77,7 @@ def interleaved(r: Reading) -> Skip | None:
     detail = r.convention.interleaved(r)
     if detail is None:
         return None
-    return Skip(INTERLEAVED, f"{r.place()}: {detail}", span=r.anchor, convention=r.name)
+    return Skip(ExtractSkip.INTERLEAVED_RUNS, f"{r.place()}: {detail}", span=r.anchor, convention=r.name)
 
 
 # Collecting the documents.
@@ -197,7 +203,7 @@ def prompt_only(r: Reading) -> Skip | None:
     if r.question and r.answer and not (r.retrievals or r.tools or r.contexts):
         detail = r.convention.prompt_only(r)
         if detail is not None:
-            return Skip("no_retrieval", detail, span=r.anchor, convention=r.name)
+            return Skip(ExtractSkip.NO_RETRIEVAL, detail, span=r.anchor, convention=r.name)
     return None
 
 
@@ -209,7 +215,9 @@ def content_not_captured(r: Reading) -> Skip | None:
     if not r.contexts or not (r.answer or "").strip():
         detail = r.convention.content_not_captured(r)
         if detail is not None:
-            return Skip("content_not_captured", f"{r.place()}: {detail}", span=r.anchor, convention=r.name)
+            return Skip(
+                ExtractSkip.CONTENT_NOT_CAPTURED, f"{r.place()}: {detail}", span=r.anchor, convention=r.name
+            )
     return None
 
 
@@ -219,10 +227,10 @@ def something_to_judge(r: Reading) -> Skip | None:
     wrong text."""
     answer = r.answer
     if answer is None or not answer.strip():
-        return r.missing("missing_answer", "answer", "no answer")
+        return r.missing(ExtractSkip.MISSING_ANSWER, "answer", "no answer")
     if may_start_repr(answer, 0, 300) and is_repr(answer):  # its first test, a C call, before the Python one
         return r.missing(
-            "missing_answer", "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
+            ExtractSkip.MISSING_ANSWER, "answer", f"a program repr, not text, as its answer ({_clip(answer)})"
         )
     if not r.contexts:  # dropping answer carriers only removes: no run is built for a skip
         return _no_documents(r)
@@ -405,7 +413,7 @@ def scrubbed_session(r: Reading) -> Skip:
     """The interaction is scored, as a one-turn interaction: its session id was replaced by a redacting
     exporter (`logfire.scrubbed` lists it), so it joins no conversation."""
     return Skip(
-        "session_id_scrubbed",
+        ExtractSkip.SESSION_ID_SCRUBBED,
         f"{r.session_scrubbed} was replaced by Logfire's scrubbing ({semconv.LOGFIRE_SCRUBBED} lists it): "
         "the turn is scored as a one-turn interaction, in no conversation and not grounded in earlier turns; "
         f"keep the id through scrubbing ({SCRUBBED_SESSION_DOCS})",
@@ -419,7 +427,7 @@ def events_lost(r: Reading) -> Skip:
     """The interaction is scored from what its spans kept: some lost span events past the limits, where its
     producer wrote messages."""
     detail = f"{r.place()}: {r.events_lost}"
-    return Skip("span_events_dropped", detail, span=r.anchor, convention=r.name, scored=True)
+    return Skip(ExtractSkip.SPAN_EVENTS_DROPPED, detail, span=r.anchor, convention=r.name, scored=True)
 
 
 def interaction(r: Reading) -> Interaction:
@@ -511,7 +519,7 @@ def _no_documents(r: Reading) -> Skip:
     what = "no retrieved documents to check the answer against" + (f" ({notes})" if notes else "")
     if type(r.convention).prompt is not Convention.prompt:
         what += f", nor any under a label in its prompt ({PROMPT_DOCUMENTS_DOCS})"
-    return r.missing("empty_context", "documents", what)
+    return r.missing(ExtractSkip.EMPTY_CONTEXT, "documents", what)
 
 
 def _clip(text: str, limit: int = 80) -> str:

@@ -10,8 +10,9 @@ turn in its `EarlierTurn`s, and `FaithfulnessFindings`, their counts),
 the label rule that reads a result as flagged or not (`is_flagged`, `label_is_bad`), the evaluation record
 emit writes and alert reads (`EvaluationRecord`), the conversation record `tracescore conversations` writes
 from them (`ConversationRecord`), and the shared words (`Selection`, `ConversationLabel`,
-`ContextSourceKind`, `GroundingStatus`, `NotRejudgedReason`, `OpenInferenceSpanKind`, and `ServiceSkip`, why
-`tracescore alert` or `tracescore conversations` skipped a message). Stages import these
+`ContextSourceKind`, `GroundingStatus`, `NotRejudgedReason`, `OpenInferenceSpanKind`, `ExtractSkip`, why
+`tracescore consume` did not score an interaction, and `ServiceSkip`, why `tracescore alert` or `tracescore
+conversations` skipped a message). Stages import these
 from here (or from a stage's public `__init__`), never from one another's private modules. Light on purpose
 (pydantic only): the instrumentation SDK's install can import it.
 """
@@ -53,7 +54,7 @@ from tracescore.model._record import (
 )
 from tracescore.model._results import MetricResult, MetricStatus, RagRecord, Usage, Verdict, has_question
 from tracescore.model._run import MAX_RUN_TEXT_CHARS, MAX_RUN_TOOL_CALLS, Run, RunToolCall
-from tracescore.model._skips import ServiceSkip
+from tracescore.model._skips import ExtractSkip, ServiceSkip
 from tracescore.model._trace import (
     MAX_SPAN_EVENT_BYTES,
     MAX_SPAN_EVENTS,
@@ -100,6 +101,7 @@ __all__ = [
     "EarlierTurn",
     "EvaluationRecord",
     "EvidenceDocument",
+    "ExtractSkip",
     "FaithfulnessClaim",
     "FaithfulnessDetails",
     "FaithfulnessFindings",
