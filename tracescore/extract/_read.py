@@ -288,6 +288,8 @@ def message_prompt(messages: Any, instructions: Any = None) -> Prompt | None:
         system.insert(0, instructions)
     if not listed and not system:
         return None
+    if len(listed) < 3:  # a question, its answer and the next question at least: most prompts hold none
+        return Prompt(_joined(system), user_text(listed))
     turns = ((_role(m), _message_text(m)) for m in listed if isinstance(m, Mapping))
     return Prompt(_joined(system), user_text(listed), qa_pairs(turns))
 
