@@ -4,7 +4,10 @@ sources and writes each turn's documents; `tracescore conversations` then runs t
 without grounding (`evidence_topic` empty: the verdicts as each trace alone supports them), then with it (its
 revisions read back, as every reader of the evaluations topic does).
 
-    python benchmarks/grounding_false_alarms.py [--source NAME ...]
+    python benchmarks/grounding_false_alarms.py [--source NAME ...] [--infer-conversations]
+
+With `--infer-conversations`, `tracescore consume` infers the conversation of a turn no app named from the
+question/answer history its prompt resent (`infer_conversations`).
 
 The truth is the manifest's (tests/extract/fixtures/<source>/manifest.json, `faithful`: whether the app's
 answer was faithful to what it was given, its own turn's retrieval or an earlier one's). Nothing here is
@@ -142,7 +145,9 @@ def conversation_counts(
     return counts
 
 
-def measure(bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, bool]]) -> list[Counted]:
+def measure(
+    bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, bool]], infer: bool = False
+) -> list[Counted]:
     """One replay: its records and conversation records, as (source, what, counts)."""
     prefix = f"bench-grounding-{n}"
     producer = input_producer(bootstrap, [f"{prefix}.spans"], acks="all")
@@ -154,7 +159,7 @@ def measure(bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, 
         bootstrap_servers=bootstrap, topic=f"{prefix}.spans", group_id=f"{prefix}.consume",
         evaluations_topic=f"{prefix}.evaluations", dlq_topic=f"{prefix}.dlq",
         evaluation_spans_topic=f"{prefix}.evaluation-spans", conversation_evidence_topic=f"{prefix}.evidence",
-        idle_timeout_s=3,
+        idle_timeout_s=3, infer_conversations=infer,
     )  # fmt: skip
     EvaluationConsumer(settings, judge=OfflineJudge(), metrics=[Faithfulness()]).run()
     without = conversations(bootstrap, prefix, "without", grounding=False)
@@ -193,12 +198,14 @@ def measure(bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", action="append", choices=SOURCES, help="(default: all)")
+    parser.add_argument("--infer-conversations", action="store_true", help="consume's infer_conversations")
     args = parser.parse_args(argv)
     by_source: dict[str, dict[str, Counter[str]]] = {}
     replays, truth = recorded(args.source or list(SOURCES))
     with KafkaBroker() as broker:
         for n, replay in enumerate(replays):
-            for source, what, counts in measure(broker.bootstrap_servers, n, replay, truth):
+            measured = measure(broker.bootstrap_servers, n, replay, truth, args.infer_conversations)
+            for source, what, counts in measured:
                 by_source.setdefault(source, {}).setdefault(what, Counter()).update(counts)
     total: dict[str, Counter[str]] = {}
     for counts in by_source.values():

@@ -6,9 +6,10 @@ wherever it is kept (`fixtures/<source>`, or `fixtures/unread/<source>` until it
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from recorded import FIXTURES
 
 from tracescore.consume import decode_message
@@ -59,3 +60,17 @@ def chat_turns(source: str) -> list[Turn]:
             )
         )
     return turns
+
+
+def named_nothing(turn: Turn) -> Turn:
+    """`turn` as its app would have recorded it naming no conversation: every span attribute that held the
+    conversation id left out (the recorded spans otherwise as they are). The question/answer history the app
+    resent stays in the prompt, which is what a conversation is inferred from where none is named."""
+    request = ExportTraceServiceRequest.FromString(turn.payload)
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                kept = [a for a in span.attributes if a.value.string_value != turn.session_id]
+                del span.attributes[:]
+                span.attributes.extend(kept)
+    return replace(turn, payload=request.SerializeToString(), chat=f"unnamed_{turn.chat}")

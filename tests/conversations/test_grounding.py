@@ -28,7 +28,14 @@ from tracescore.alert import EstimateWindow
 from tracescore.consume import decode_message
 from tracescore.conversations._stored import TurnState
 from tracescore.emit import evaluation_record
-from tracescore.model import MetricResult, revision_key
+from tracescore.model import (
+    EvaluationRecord,
+    Interaction,
+    MetricResult,
+    TurnEvidence,
+    revision_key,
+    turn_digest,
+)
 from tracescore.score import OpenAIJudge, evaluate
 from tracescore.testing.judge_server import JudgeServer
 
@@ -107,6 +114,56 @@ def test_another_users_turns_under_the_same_session_id_are_never_evidence() -> N
     harness.feed(evidence_of(interaction(2, user="u-1", documents=other.record.contexts)))
     [revised] = harness.checkpoint()
     assert grounded_in(revised)[0]["trace_id"] == trace_of(2)
+
+
+def inferred(
+    turn: Interaction, history: list[str] | None = None
+) -> tuple[TurnEvidence, EvaluationRecord | None]:
+    """`turn` of a conversation inferred from its resent history (`tracescore consume`'s
+    `infer_conversations`): its documents under its own (question, answer) digest, and with `history` (the
+    digests its prompt resent) its record."""
+    digest = turn_digest(turn.record.query or "", turn.record.answer)
+    evidence = evidence_of(turn).model_copy(update={"turn_digest": digest})
+    if history is None:
+        return evidence, None
+    return evidence, scored(turn, conversation_source="history", history_turns=history)
+
+
+def test_an_inferred_conversation_is_grounded_only_in_the_turns_its_history_resent() -> None:
+    """Two chats that opened alike share an inferred id: another chat's later turn (which retrieved the price)
+    is never evidence for this one, whose history does not hold it; this chat's own first turn is."""
+    harness = Harness()
+    conversation = "history:opened-alike"
+    other = interaction(2, conversation=conversation, user=None, documents=interaction(1).record.contexts)
+    mine_first = interaction(1, conversation=conversation, user=None)
+    mine = interaction(3, conversation=conversation, user=None)
+    first_digest = turn_digest(mine_first.record.query or "", mine_first.record.answer)
+    other_evidence, _ = inferred(other)
+    mine_evidence, mine_record = inferred(mine, history=[first_digest])
+    assert mine_record is not None and mine_record.label == "hallucinated"
+    harness.feed(other_evidence, mine_evidence, mine_record)
+    assert harness.checkpoint() == [], "the other chat's turn is not in this turn's history"
+    assert harness.stats.grounding.counts["turns_not_in_history"] == 1
+    harness.feed(inferred(mine_first)[0])
+    [revised] = harness.checkpoint()
+    assert revised.label == "faithful" and grounded_in(revised)[0]["trace_id"] == mine_first.span.trace_id
+    assert revised.details["earlier_turns"]["turns_not_in_history"] == 1
+
+
+def test_a_restated_hallucination_in_an_inferred_conversation_stays_flagged() -> None:
+    """Turn 1 said 7 euros where its documents say 9; turn 3, resending turn 1's question and answer, repeats
+    7 euros: turn 1's documents are judged, never its answer."""
+    harness = Harness()
+    conversation = "history:restated"
+    first = interaction(1, conversation=conversation, user=None, answer=RESTATED)
+    third = interaction(
+        3, conversation=conversation, user=None, answer="The weekend add-on costs 7 euros a month."
+    )
+    first_evidence, _ = inferred(first)
+    third_evidence, third_record = inferred(third, history=[first_evidence.turn_digest or ""])
+    harness.feed(first_evidence, third_evidence, third_record)
+    assert harness.checkpoint() == []
+    assert harness.stats.grounding.counts["unsupported"] == 1
 
 
 def test_an_earlier_turn_read_after_the_follow_up_grounds_it_then() -> None:

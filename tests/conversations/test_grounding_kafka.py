@@ -15,7 +15,7 @@ from collections import defaultdict
 import pytest
 from _helpers import consumer_settings, judge_client
 from grounding_turns import figures_judge
-from recorded_chats import Turn, chat_turns
+from recorded_chats import Turn, chat_turns, named_nothing
 
 from tracescore.consume import EvaluationConsumer
 from tracescore.conversations import ConversationsConfig, ConversationService
@@ -55,19 +55,24 @@ def run(
     judge: Judge,
     llm_judge: Judge | None = None,
     in_conversation: bool = True,
+    infer: bool = False,
 ) -> tuple[dict[tuple[str, str], EvaluationRecord], list[EvaluationRecord], list[ConversationRecord]]:
     """Consume the turns, then run the conversation service; the latest record per (trace, judge), every
     record on the evaluations topic, and the conversation records written. Each turn's documents are written
-    for grounding if it is `in_conversation` (its trace names one), none if not."""
+    for grounding if it is `in_conversation` (its trace names one), none if not; with `infer` (consume's
+    `infer_conversations`) those of a turn that names none too."""
     producer = input_producer(bootstrap, [f"{prefix}.spans"], acks="all")
     for turn in turns:
         producer.send(f"{prefix}.spans", key=turn.trace_id.encode(), value=turn.payload)
     producer.flush()
     producer.close()
-    settings = consumer_settings(bootstrap, prefix, conversation_evidence_topic=f"{prefix}.evidence")
+    settings = consumer_settings(
+        bootstrap, prefix, conversation_evidence_topic=f"{prefix}.evidence", infer_conversations=infer
+    )
     stats = EvaluationConsumer(settings, judge=judge, metrics=[Faithfulness()]).run()
     evidence = stats.interactions if in_conversation else 0
-    assert stats.conversation_evidence == evidence, "every turn's documents in a conversation, scored or not"
+    if not infer:
+        assert stats.conversation_evidence == evidence, "every conversation turn's documents, scored or not"
     config = ConversationsConfig(
         bootstrap_servers=bootstrap, evaluations_topic=f"{prefix}.evaluations",
         conversations_topic=f"{prefix}.conversations", turns_topic=f"{prefix}.turns",
@@ -202,15 +207,69 @@ def test_an_llm_judges_records_are_grounded_by_the_same_llm_judge(bootstrap: str
     assert all(r.details["earlier_turns"]["judge"] == "openai:judge-test" for r in grounded)
 
 
+@pytest.mark.parametrize("infer", [False, True], ids=["named_only", "infer_conversations"])
 @pytest.mark.parametrize("source", sorted(UNNAMED))
-def test_a_chat_nothing_names_is_no_conversation(bootstrap: str, topic_prefix: str, source: str) -> None:
+def test_a_chat_nothing_names_is_no_conversation(
+    bootstrap: str, topic_prefix: str, source: str, infer: bool
+) -> None:
     """The Responses API chat whose app names no conversation (`service_*`: only response ids chain the turns,
     each trace its own), Semantic Kernel's thread (`unnamed_*`: no span carries its id): nothing joins their
     turns, so a follow-up is judged on its own trace alone and stays flagged, faithful or not. The same chats
-    under the app's session.id are grounded (the replays above)."""
+    under the app's session.id are grounded (the replays above). Nor does inferring the conversation from the
+    resent history join them: the Responses API resends nothing, and Semantic Kernel writes the chat's
+    messages to log records, not to its spans (its traces hold no question, no history)."""
     turns = [t for t in chat_turns(source) if unnamed(t)]
-    latest, _, written = run(bootstrap, topic_prefix, turns, OfflineJudge(), in_conversation=False)
+    judge = OfflineJudge()
+    latest, _, written = run(bootstrap, topic_prefix, turns, judge, in_conversation=False, infer=infer)
     third = [latest[(t.trace_id, "offline")] for t in turns if t.turn == 3]
     assert third and [(r.label, r.revision) for r in third] == [("hallucinated", 0)] * len(third)
     assert all(r.session_id is None for r in latest.values())
     assert written == [], "no conversation record: no turn named one"
+
+
+# One source per convention whose recorded prompt resends the question/answer history (the chats' form with
+# only questions and answers), read as if the app named no conversation (`named_nothing`).
+INFERRED = ("openinference_openai_conversation", "vercel_ai_conversation", "logfire_conversation",
+            "langfuse_v3_conversation", "genkit_conversation", "openllmetry_conversation",
+            "mastra_conversation", "haystack_otel", "langsmith_conversation",
+            "strands_conversation")  # fmt: skip
+
+
+def test_a_chat_no_app_named_is_grounded_in_the_question_and_answer_history_it_resent(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """With `infer_conversations`, a follow-up whose app named no conversation but resent its questions and
+    answers is a turn of the conversation that history shows: the faithful one is grounded by a revision
+    naming turn 1's trace, the invented and restated ones stay flagged (an earlier answer is never evidence).
+    Its records say where the id came from; a first turn, told from a one-shot only by a later turn, keeps a
+    record of no conversation, and each conversation record counts the follow-ups."""
+    turns = [named_nothing(t) for s in INFERRED for t in chat_turns(s) if t.form == "qa_only"]
+    assert {t.source for t in turns} == set(INFERRED)
+    latest, _, written = run(bootstrap, topic_prefix, turns, OfflineJudge(), infer=True)
+    check_turns(turns, latest, "offline")
+    for turn in turns:
+        record = latest[(turn.trace_id, "offline")]
+        if turn.turn == 1:
+            assert (record.session_id, record.conversation_source) == (None, None), turn
+            continue
+        assert record.conversation_source == "history", turn
+        assert record.session_id is not None and record.session_id.startswith("history:"), turn
+        assert len(record.history_turns) == turn.turn - 1, turn
+    final: dict[tuple[str, str], ConversationRecord] = {}
+    for written_record in written:
+        key = (written_record.service_name, written_record.conversation_id)
+        if key not in final or final[key].revision < written_record.revision:
+            final[key] = written_record
+    # Each follow-up counted once. Two chats that opened with the same question and answer and recorded no
+    # user (Genkit's spans name none) are one conversation: its record counts both, yet neither chat's turns
+    # are evidence for the other's (check_turns above).
+    follow_ups = {t.trace_id: t for t in turns if t.turn > 1}
+    counted = [trace for r in final.values() for trace in r.trace_ids]
+    assert sorted(counted) == sorted(follow_ups)
+    flagged = {"faithful": 0, "invented": 1, "restated": 1}
+    for record in final.values():
+        chats = {(follow_ups[t].source, follow_ups[t].chat) for t in record.trace_ids}
+        endings = [chat.rsplit("_", 1)[-1] for _, chat in chats]
+        assert (record.turns, record.turns_scored) == (2 * len(chats), 2 * len(chats)), chats
+        assert record.turns_flagged == sum(flagged[e] for e in endings), chats
+    assert sum(len(r.trace_ids) == 4 for r in final.values()) == 1, "Genkit's two chats that opened alike"

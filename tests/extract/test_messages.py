@@ -8,6 +8,7 @@ import json
 from trace_builder import span, trace
 
 from tracescore.extract import extract
+from tracescore.extract._read import qa_pairs
 
 QUESTION = "How long does the Aurora X2 battery last?"
 DOC = "The Aurora X2 battery lasts 14 hours."
@@ -232,3 +233,20 @@ def test_a_retrieval_named_tool_is_read_once_not_again_from_the_tool_message() -
     )
     [rag] = extract(trace(workflow, tool, chat)).interactions
     assert rag.record.contexts == (DOC,) and rag.context_sources[0].span_id == tool.span_id
+
+
+def test_the_pairs_are_each_question_and_the_last_answer_after_it() -> None:
+    messages = [
+        ("system", "You answer from the documents."),
+        ("user", "What does Basic cost?"),
+        ("assistant", ""),  # a tool call, no text
+        ("tool", "Basic costs 9 euros."),
+        ("assistant", "9 euros a month."),
+        ("user", "Phone support?"),
+        ("assistant", "Only with Plus."),
+        ("user", "And the add-on?"),  # the question being answered: no pair yet
+    ]
+    assert qa_pairs(messages) == (
+        ("What does Basic cost?", "9 euros a month."),
+        ("Phone support?", "Only with Plus."),
+    )

@@ -106,6 +106,7 @@ class EvaluationConsumer:
         self._pipeline = Pipeline(
             assembler, self.stats, policy=self._policy, metrics_out=self._metrics_out,
             handovers=checkpoint.handovers, evidence=settings.conversation_evidence_topic is not None,
+            infer_conversations=settings.infer_conversations,
         )  # fmt: skip
         self._judging = Judging(
             Scorer(judge, metrics, llm_judge=llm_judge, policy=self._policy), settings.max_in_flight

@@ -79,9 +79,11 @@ class Pipeline:
         metrics_out: EvaluationMetrics | None = None,
         handovers: dict[Hashable, Handover] | None = None,
         evidence: bool = False,
+        infer_conversations: bool = False,
     ) -> None:
         self.assembler = assembler
         self._evidence = evidence  # collect the conversation turns (an evidence topic is set)
+        self._infer = infer_conversations  # a conversation no app named, read from its resent history
         self.stats = stats
         # Per partition, the handover its committed offset carried: what the previous owner left unfinished.
         self.handovers: dict[Hashable, Handover] = handovers if handovers is not None else {}
@@ -174,6 +176,7 @@ class Pipeline:
         still in the CPU's caches, not all at the end of a batch that came a grace period ago."""
         admitted = []
         stats, revise, evidence, policy = self.stats, self.assembler.revise, self._evidence, self._policy
+        infer = self._infer
         turned_away = self._turned_away
         stats.traces += len(traces)
         traces.reverse()  # popped from the end: read in the order released
@@ -192,7 +195,9 @@ class Pipeline:
             turns: list[Revision] | None = None
             for revision in revisions:
                 read = revision.interaction
-                if evidence and read.session_id is not None:
+                if infer and read.session_id is None:
+                    read.infer_conversation()  # before sampling: its baseline draw follows the conversation
+                if evidence and (read.session_id is not None or read.opens_conversation is not None):
                     # before sampling: an unscored turn's documents count too
                     turns = turns or []
                     turns.append(revision._replace(interaction=read.interaction()))

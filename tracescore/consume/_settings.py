@@ -57,6 +57,14 @@ class ConsumerSettings(FileSettings):
         "tracescore conversations to ground a follow-up's claims in what earlier turns retrieved; empty: "
         "not written (interactions without a conversation id never cost anything here).",
     )
+    infer_conversations: bool = Field(
+        default=False,
+        description="Where the app names no conversation but resends its question/answer history in the "
+        "prompt, infer the conversation from that history: a follow-up's records carry the inferred id "
+        "(conversation_source history), and the documents of every interaction that names none are written "
+        "to conversation_evidence_topic (a first turn cannot be told from a one-shot until a later turn "
+        "resends it), for tracescore conversations to ground follow-ups in them.",
+    )
     conversation_evidence_chars: int = Field(
         default=EVIDENCE_CHARS,
         ge=1_000,

@@ -21,6 +21,9 @@ class GroundingCount(StrEnum):
     NOT_REJUDGED_NOT_CAPTURED = "not_rejudged_not_captured"  # see `NotRejudgedReason` (`not_rejudged`)
     NOT_REJUDGED_NO_JUDGE = "not_rejudged_no_judge"
     OTHER_USER_TURNS_LEFT_OUT = "other_user_turns_left_out"  # another user's turns, not evidence
+    # An inferred conversation's turns this turn's resent history does not hold: another chat with the same
+    # opening, not evidence.
+    TURNS_NOT_IN_HISTORY = "turns_not_in_history"
     # Cuts: each bound's drops.
     RECORD_TOO_LARGE = "record_too_large"  # a revision too large to write
     TURNS_PAST_CAP = "turns_past_cap"  # turns beyond max_turns in one conversation

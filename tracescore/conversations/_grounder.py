@@ -143,7 +143,7 @@ class Grounder:
                     held, turn, check, decision_record(check.record, now, note), GroundingStatus.SUPERSEDED
                 )
             return []
-        context = context_of(held, turn, self._recorded(held.key))
+        context = context_of(held, turn, self._recorded(held.key), check.record)
         stamp = fingerprint(check, turn, context)
         if stamp == check.checked:
             return []  # nothing new to judge it against
@@ -159,6 +159,8 @@ class Grounder:
             self.store.changed(held, turn)
         if context.other_users:
             self.stats.counts[GroundingCount.OTHER_USER_TURNS_LEFT_OUT] += context.other_users
+        if context.not_in_history:
+            self.stats.counts[GroundingCount.TURNS_NOT_IN_HISTORY] += context.not_in_history
         if not context.earlier:
             # Earlier turns known without documents (content capture off, cut, never written): said once, not
             # guessed about. A first turn, with no earlier turn at all, has nothing to say.
@@ -364,6 +366,7 @@ def _earlier_turns(status: str, job: _Job, outcome: Regrounded | None) -> Ground
     counted = {
         "turns_without_documents": context.without_documents,
         "other_user_turns_left_out": context.other_users,
+        "turns_not_in_history": context.not_in_history,
     }
     return GroundingDetails(
         status=GroundingStatus(status),

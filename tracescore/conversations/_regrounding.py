@@ -29,6 +29,7 @@ from tracescore.conversations._stored import HeldCheck, TurnState
 from tracescore.emit import explanation
 from tracescore.model import (
     ContextSourceKind,
+    ConversationSource,
     EvaluationRecord,
     EvidenceDocument,
     GroundingDetails,
@@ -38,6 +39,7 @@ from tracescore.model import (
 
 __all__ = ["Decision", "GroundingContext", "context_of", "decision_record", "fingerprint"]
 
+_HISTORY = ConversationSource.HISTORY.value
 _WORD = re.compile(r"\w+")
 _CLAIM_QUOTED = 120
 
@@ -70,14 +72,21 @@ class GroundingContext:
     earlier: list[tuple[TurnState, int]] = field(default_factory=list)  # (turn, turns back) with documents
     without_documents: int = 0  # earlier turns known with no document held (not recorded, or dropped)
     other_users: int = 0  # earlier turns of another user.id under this conversation id: never used
+    not_in_history: int = 0  # an inferred conversation's earlier turns this turn's history does not hold
     unordered: bool = False  # the turn has no start time: nothing is known to be earlier
 
 
 def context_of(
-    held: Held, turn: TurnState, recorded_earlier: Sequence[tuple[TurnId, int]]
+    held: Held,
+    turn: TurnState,
+    recorded_earlier: Sequence[tuple[TurnId, int]],
+    record: EvaluationRecord | None = None,
 ) -> GroundingContext:
     """`recorded_earlier`: the conversation's turns known by their records (the tracker's), with their start,
-    so an earlier turn whose documents never arrived is counted, not guessed about."""
+    so an earlier turn whose documents never arrived is counted, not guessed about. In a conversation
+    inferred from the resent history (`record`'s `conversation_source`), only the earlier turns whose
+    (question, answer) the record's history holds: two chats that opened alike share the id, not their
+    later turns."""
     context = GroundingContext()
     seen: set[str] = set()
     if turn.evidence is not None:
@@ -95,6 +104,11 @@ def context_of(
     ]
     mine = sorted((t for t in before if t.user_id == turn.user_id), key=_started, reverse=True)
     context.other_users = len(before) - len(mine)
+    if record is not None and record.conversation_source == _HISTORY:
+        resent = set(record.history_turns)
+        kept = [t for t in mine if t.evidence is None or t.evidence.turn_digest in resent]
+        context.not_in_history = len(mine) - len(kept)
+        mine = kept
     for back, earlier in enumerate(mine, start=1):
         documents = earlier.evidence.documents if earlier.evidence is not None else []
         if not documents:
@@ -133,7 +147,9 @@ def fingerprint(check: HeldCheck, turn: TurnState, context: GroundingContext) ->
         used,
         context.without_documents,
     ]
-    raw = json.dumps([*seen, context.other_users])
+    # Named conversations keep the fingerprints they had before turns were left out by history.
+    left_out = [context.not_in_history] if context.not_in_history else []
+    raw = json.dumps([*seen, context.other_users, *left_out])
     return hashlib.blake2b(raw.encode(), digest_size=12).hexdigest()
 
 

@@ -1,11 +1,11 @@
 """A conversation turn's documents for `tracescore conversations` (`TurnEvidence`, in `tracescore.model`),
 cut to a size that fits Kafka's limits by construction.
 
-Only interactions with a conversation id have any; the rest cost one attribute test. The documents are kept
-in the order the turn was judged against them (its own first), whole while `max_chars` lasts; the one that
-crosses it is cut, the rest are left out, both counted in the evidence (`documents_dropped`,
-`chars_dropped`). A character takes at most 6 bytes in JSON (`\\u00XX`), so `max_chars` below a sixth of
-the message limit always fits.
+Only interactions with a conversation id (or a first turn's inferred one) have any; the rest cost one
+attribute test. The documents are kept in the order the turn was judged against them (its own first), whole
+while `max_chars` lasts; the one that crosses it is cut, the rest are left out, both counted in the evidence
+(`documents_dropped`, `chars_dropped`). A character takes at most 6 bytes in JSON (`\\u00XX`), so
+`max_chars` below a sixth of the message limit always fits.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ _MIN_CUT_CHARS = 200  # a document cut shorter than this says too little to be k
 def turn_evidence(
     interaction: Interaction, max_chars: int, revision: int = 0, now: datetime | None = None
 ) -> TurnEvidence | None:
-    """The evidence of `interaction` (None without a conversation id), documents within `max_chars`;
-    `revision` as its records' (late spans changed the turn)."""
-    session_id = interaction.session_id
+    """The evidence of `interaction` (None without a conversation id, named or inferred: a first turn's
+    documents go under the conversation it would open), documents within `max_chars`; `revision` as its
+    records' (late spans changed the turn)."""
+    session_id = interaction.session_id or interaction.opens_conversation
     if session_id is None:
         return None
     span, record, sources = interaction.span, interaction.record, interaction.context_sources
@@ -61,6 +62,7 @@ def turn_evidence(
         session_id=session_id,
         user_id=interaction.user_id,
         question=None if question is None else question[:QUESTION_CHARS],
+        turn_digest=interaction.turn_digest,
         span_started_at=started_at(interaction),
         revision=revision,
         documents=documents,

@@ -145,7 +145,7 @@ class KafkaEvaluationSink:
         """The documents of a conversation turn (None without a conversation id, or with no evidence topic),
         whether or not it is scored: a later turn may rest on them."""
         topic = self.settings.evidence_topic
-        if topic is None or interaction.session_id is None:
+        if topic is None or (interaction.session_id or interaction.opens_conversation) is None:
             return None
         evidence = turn_evidence(interaction, self.settings.evidence_chars, revision)
         assert evidence is not None

@@ -62,6 +62,8 @@ def evaluation_record(
         usage=result.usage,
         session_id=rag.session_id,
         user_id=rag.user_id,
+        conversation_source=rag.conversation_source,
+        history_turns=list(rag.history) if rag.session_id is not None else [],
     )
 
 

@@ -79,6 +79,11 @@ class Reading:
     session_id: str | None = None
     user_id: str | None = None
     session_scrubbed: str | None = None  # the session key a redacting exporter replaced (`_lineage`)
+    # Where no conversation was named, what its resent history shows (`_reader.read_history`).
+    history: tuple[str, ...] = ()
+    turn_digest: str | None = None
+    conversation_source: str | None = None
+    opens_conversation: str | None = None
     events_lost: str | None = None  # what the spans read lost of their events past the limits (`_decode`)
     # The documents read from the user message of the prompt, and its text outside them (`_reader`).
     prompt_asked: PromptDocuments | None = None

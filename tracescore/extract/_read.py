@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from sys import intern
 from typing import Any, NamedTuple
 
@@ -29,6 +29,7 @@ __all__ = [
     "may_start_repr",
     "message_prompt",
     "parse_json",
+    "qa_pairs",
     "question_text",
     "text_of",
     "user_text",
@@ -242,10 +243,33 @@ def last_message_text(messages: Any, roles: Sequence[str]) -> str | None:
 
 class Prompt(NamedTuple):
     """What a model call was given as text, where an app may put its documents under a label: its
-    instructions (the system messages, joined) and its last user message. None: not recorded."""
+    instructions (the system messages, joined) and its last user message. None: not recorded. `history`:
+    the earlier (question, answer) pairs the messages resent before the last user message, oldest first
+    (`qa_pairs`)."""
 
     instructions: str | None
     user: str | None
+    history: tuple[tuple[str, str], ...] = ()
+
+
+def qa_pairs(turns: Iterable[tuple[str, str | None]]) -> tuple[tuple[str, str], ...]:
+    """The (question, answer) pairs of a conversation's messages, given as (role, text) in order: each user
+    message with text and the last assistant text after it, kept once the next user message with text
+    comes (so the question being answered now is never one). Tool messages and texts of other roles are
+    passed over: only what the people asked and what the model answered name a turn."""
+    pairs: list[tuple[str, str]] = []
+    question: str | None = None
+    answer: str | None = None
+    for role, text in turns:
+        if not text or not text.strip():
+            continue
+        if role in USER_ROLES:
+            if question is not None and answer is not None:
+                pairs.append((question, answer))
+            question, answer = text, None
+        elif role in ASSISTANT_ROLES and question is not None:
+            answer = text
+    return tuple(pairs)
 
 
 def message_prompt(messages: Any, instructions: Any = None) -> Prompt | None:
@@ -264,7 +288,10 @@ def message_prompt(messages: Any, instructions: Any = None) -> Prompt | None:
         system.insert(0, instructions)
     if not listed and not system:
         return None
-    return Prompt(_joined(system), user_text(listed))
+    if len(listed) < 3:  # a question, its answer and the next question at least: most prompts hold none
+        return Prompt(_joined(system), user_text(listed))
+    turns = ((_role(m), _message_text(m)) for m in listed if isinstance(m, Mapping))
+    return Prompt(_joined(system), user_text(listed), qa_pairs(turns))
 
 
 def indexed_prompt(roles: Sequence[Any], content: Any) -> Prompt | None:
@@ -274,7 +301,15 @@ def indexed_prompt(roles: Sequence[Any], content: Any) -> Prompt | None:
     named = [str(role).lower() for role in roles]
     system = [content(index) for index, role in enumerate(named) if role in SYSTEM_ROLES]
     asked = (content(index) for index in reversed(range(len(named))) if named[index] in USER_ROLES)
-    return Prompt(_joined(system), next((text for text in asked if text), None))
+    user = next((text for text in asked if text), None)
+    if not any(role in ASSISTANT_ROLES for role in named):
+        return Prompt(_joined(system), user)  # no answer resent: no pair to read
+    turns = ((role, _text(content(index))) for index, role in enumerate(named))
+    return Prompt(_joined(system), user, qa_pairs(turns))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _joined(texts: Sequence[Any]) -> str | None:

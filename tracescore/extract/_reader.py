@@ -29,12 +29,15 @@ from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
 from tracescore.model import (
     ContextSourceKind,
+    ConversationSource,
     DecodedSpan,
     ExtractSkip,
     Interaction,
     RagRecord,
     Trace,
+    history_conversation_id,
     start_order,
+    turn_digest,
 )
 
 __all__ = ["STEPS", "ConventionReader", "Found", "Step"]
@@ -292,6 +295,30 @@ def more_conversation(r: Reading) -> None:
         r.session_id, r.user_id = r.session_id or session, r.user_id or user
 
 
+def read_history(r: Reading) -> None:
+    """Where no conversation was named: the turn's (question, answer) digest and those of the pairs the
+    answering model call's prompt resent (the first prompt, nearest the answer, that resent any). A turn that
+    resent some is a turn of the conversation its first pair opened; one that resent none may open one (a
+    first turn cannot be told from a one-shot: `opens_conversation`, for its documents, never its records).
+    Run only where asked (`Found.infer_conversation`): a stream that names its conversations never pays."""
+    question, answer = r.question, r.answer
+    if r.session_id is not None or r.question_missing is not None or not question or not answer:
+        return
+    convention = r.convention
+    for span in convention.prompt_spans(r):
+        prompt = convention.prompt(span)
+        if prompt is not None and prompt.history:
+            r.history = tuple(turn_digest(q, a) for q, a in prompt.history)
+            break
+    r.turn_digest = turn_digest(question, answer)
+    opened_by = r.history[0] if r.history else r.turn_digest
+    inferred = history_conversation_id(r.anchor.service_name, r.user_id, opened_by)
+    if r.history:
+        r.session_id, r.conversation_source = inferred, ConversationSource.HISTORY.value
+    else:
+        r.opens_conversation = inferred
+
+
 # --8<-- [start:steps]
 STEPS: tuple[Step, ...] = (
     Step("background work", background_work, hook="background_work"),
@@ -363,6 +390,17 @@ class Found:
     def user_id(self) -> str | None:
         """The end user it was asked for, as the steps read it."""
         return self._read().user_id
+
+    @property
+    def opens_conversation(self) -> str | None:
+        """A first turn's inferred conversation (`read_history`): its documents are kept under it."""
+        return self._read().opens_conversation
+
+    def infer_conversation(self) -> None:
+        """Where no conversation was named, the one its resent question/answer history shows
+        (`read_history`); before it is built (an interaction a recogniser built itself is left as it is)."""
+        if self._reading is not None and self._reading.session_id is None:
+            read_history(self._reading)
 
     def fill_user(self, user: str | None) -> None:
         """`user` as its end user where none was read (never one read from its own spans)."""
@@ -451,6 +489,10 @@ def _build(r: Reading, found: Found) -> Interaction:
         session_id=r.session_id,
         user_id=r.user_id,
         question_missing=r.question_missing,
+        history=r.history,
+        turn_digest=r.turn_digest,
+        conversation_source=r.conversation_source or (_NAMED if r.session_id is not None else None),
+        opens_conversation=r.opens_conversation,
     )
 
 
@@ -512,6 +554,7 @@ class ConventionReader:
 
 
 _SPAN_ID = attrgetter("span_id")
+_NAMED = ConversationSource.NAMED.value
 
 
 def _no_documents(r: Reading) -> Skip:

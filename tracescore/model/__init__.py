@@ -33,6 +33,12 @@ from tracescore.model._conversation import (
 )
 from tracescore.model._evidence import EVIDENCE_TOPIC, EvidenceDocument, TurnEvidence, read_turn_evidence
 from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
+from tracescore.model._history import (
+    HISTORY_ID_PREFIX,
+    ConversationSource,
+    history_conversation_id,
+    turn_digest,
+)
 from tracescore.model._labels import (
     BAD_LABELS,
     FAITHFULNESS,
@@ -82,6 +88,7 @@ __all__ = [
     "EVIDENCE_TOPIC",
     "FAITHFULNESS",
     "GOOD_LABELS",
+    "HISTORY_ID_PREFIX",
     "MAX_RUN_TEXT_CHARS",
     "MAX_RUN_TOOL_CALLS",
     "MAX_SPAN_EVENTS",
@@ -96,6 +103,7 @@ __all__ = [
     "ContextSourceKind",
     "ConversationLabel",
     "ConversationRecord",
+    "ConversationSource",
     "DecodedSpan",
     "DocumentSource",
     "EarlierTurn",
@@ -127,6 +135,7 @@ __all__ = [
     "WorstTurn",
     "annotator_kind",
     "has_question",
+    "history_conversation_id",
     "is_flagged",
     "label_is_bad",
     "read_conversation_record",
@@ -134,4 +143,5 @@ __all__ = [
     "read_turn_evidence",
     "revision_key",
     "start_order",
+    "turn_digest",
 ]

@@ -127,6 +127,12 @@ class GroundingDetails(BaseModel):
     other_user_turns_left_out: StrictInt | None = Field(
         default=None, ge=0, description="Earlier turns of another `user.id` under the same session id."
     )
+    turns_not_in_history: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        description="In a conversation inferred from the resent history: earlier turns under the same id "
+        "whose question and answer this turn's history does not hold (another chat with the same opening).",
+    )
     offline_grounded: bool | None = Field(
         default=None, description="An LLM record whose offline record was grounded: the pair it follows."
     )

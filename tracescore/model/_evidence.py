@@ -41,6 +41,11 @@ class TurnEvidence(BaseModel):
     session_id: str = Field(description="The conversation id, as on the turn's records.")
     user_id: str | None = Field(default=None, description="The end user who asked, as on the records.")
     question: str | None = Field(default=None, description="The turn's question, cut to 2,000 characters.")
+    turn_digest: str | None = Field(
+        default=None,
+        description="With an inferred conversation: the digest of the turn's (question, answer) pair, "
+        "which a follow-up's history names to use these documents.",
+    )
     span_started_at: datetime | None = Field(description="When the turn started: what orders the turns.")
     revision: int = Field(default=0, ge=0, description="As the records': late spans changed the turn.")
     documents: list[EvidenceDocument] = Field(default_factory=list)

@@ -105,6 +105,17 @@ class EvaluationRecord(BaseModel):
         default=None,
         description="End user who asked (user.id; the Vercel AI SDK's metadata userId; Langfuse's user id).",
     )
+    conversation_source: str | None = Field(
+        default=None,
+        description="Where session_id came from: named (the app or its producer named the conversation) or "
+        "history (inferred from the question/answer history the app resent, where it named none: "
+        "tracescore consume's infer_conversations); null without a conversation.",
+    )
+    history_turns: list[str] = Field(
+        default_factory=list,
+        description="With conversation_source history: the digests of the (question, answer) pairs the "
+        "turn's prompt resent, oldest first; only earlier turns among them ground its claims.",
+    )
     revision: int = Field(
         default=0,
         ge=0,

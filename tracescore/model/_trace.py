@@ -201,7 +201,9 @@ class Interaction:
     reprs dropped, tool results that carry the answer, documents past the limits); `run` is what an agent
     did (`record.run`: tool calls, LLM calls, steps; None without one); `session_id` is the
     conversation the turn belongs to, `user_id` the end user who asked (`user.id`, or what the convention
-    calls it; None when not recorded). `question_missing` says why `record.query` is None (the question was
+    calls it; None when not recorded); where no conversation was named, `history`, `turn_digest`,
+    `conversation_source` and `opens_conversation` say what the resent history showed
+    (`model._history`). `question_missing` says why `record.query` is None (the question was
     not recorded, or only as a program repr): faithfulness is judged without it, the metrics that need it
     say `not_applicable`.
     """
@@ -216,6 +218,13 @@ class Interaction:
     session_id: str | None = None
     user_id: str | None = None
     question_missing: str | None = None
+    # Where no conversation was named (`model._history`): the digests of the (question, answer) pairs the
+    # prompt resent, oldest first, and of this turn's own pair; `conversation_source` says where
+    # `session_id` came from (None: no conversation).
+    history: tuple[str, ...] = ()
+    turn_digest: str | None = None
+    conversation_source: str | None = None
+    opens_conversation: str | None = None  # a first turn's inferred id: its documents', never its records'
 
     @property
     def run(self) -> Run | None:

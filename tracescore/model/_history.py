@@ -1,0 +1,44 @@
+"""A conversation inferred from the history an app resends, where the app named none (no `session.id`, no
+thread id): the words both sides agree on, so that extract (which reads a turn's history), consume (which
+writes its records and documents) and `tracescore conversations` (which grounds a follow-up) compute the
+same ids without sharing any state.
+
+A turn is known by the digest of its (question, answer) pair (`turn_digest`); a follow-up's history, by the
+digests of the (question, answer) pairs its prompt resends. The conversation is named by its first pair:
+`history_conversation_id` of the service, the end user (where recorded) and the first pair's digest is
+computable at turn 1 from its own question and answer and at turn N from the first pair of its history, on
+any instance, so conversations route by key as named ones do."""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+
+__all__ = ["HISTORY_ID_PREFIX", "ConversationSource", "history_conversation_id", "turn_digest"]
+
+# An inferred id says so, and cannot be mistaken for an id an app named (which is never rewritten).
+HISTORY_ID_PREFIX = "history:"
+_DIGEST_BYTES = 12
+
+
+class ConversationSource(StrEnum):
+    """Where a record's conversation id came from."""
+
+    NAMED = "named"  # the app, the producer or the tracescore SDK named it (session.id, a thread id)
+    HISTORY = "history"  # inferred from the question/answer history the app resent in the prompt
+
+
+def _digest(*parts: str) -> str:
+    raw = "\x1f".join(parts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(raw, digest_size=_DIGEST_BYTES).hexdigest()
+
+
+def turn_digest(question: str, answer: str) -> str:
+    """The digest of one (question, answer) pair, blanks collapsed: a turn's own, or one its follow-up
+    resent (a history keeps the texts the app was given, the spacing may differ)."""
+    return _digest(" ".join(question.split()), " ".join(answer.split()))
+
+
+def history_conversation_id(service: str, user_id: str | None, first_turn: str) -> str:
+    """The id of the conversation whose first turn's digest is `first_turn`, of `service` and `user_id`."""
+    return HISTORY_ID_PREFIX + _digest(service, user_id or "", first_turn)
