@@ -49,7 +49,7 @@ def written(turns: list[EvaluationRecord], now: datetime) -> list[ConversationRe
         arrived = record.timestamp + timedelta(seconds=2)  # when it reached the turns topic
         tracker.apply(record, partition=0, offset=next(offsets), arrival_ms=int(arrived.timestamp() * 1000))
     quiet = tracker.quiet(lambda _: int(now.timestamp() * 1000))
-    out = [record for c in quiet for _, record in c.due(0.95, now)]
+    out = [record for c in quiet for _, record, _ in c.due(0.95, now)]
     for conversation in quiet:
         conversation.written(conversation.due(0.95, now))
     return out

@@ -139,7 +139,7 @@ def _conversation_example() -> dict[str, Any]:
         interaction = Interaction(span=span, record=record, route="/chat", session_id="session-s2")
         written = evaluation_record(interaction, result, None, now=started + timedelta(seconds=20 * n + 1))
         conversation.apply(written, offset=n, arrival_ms=conversation.started_ms + n, max_turns=200)
-    [(_, out)] = conversation.due(0.95, started + timedelta(minutes=16))
+    [(_, out, _)] = conversation.due(0.95, started + timedelta(minutes=16))
     return json.loads(out.model_dump_json())
 
 

@@ -63,7 +63,7 @@ def test_the_unversioned_snapshot_of_the_earlier_version_is_carried_over() -> No
     today.written(today.due(0.95, T0))
     today.apply(turn(3, 1.0), 2, ms(T0) + 2000, 200)
     assert restored.records(0.95, T0) == today.records(0.95, T0)
-    [(_, revised)] = restored.due(0.95, T0)
+    [(_, revised, _)] = restored.due(0.95, T0)
     assert (revised.revision, revised.supersedes, revised.turns) == (1, 0, 3)
     assert restored.turns[("0" * 31 + "2", "0" * 15 + "2")][("faithfulness", "offline", None)][4] == (
         "turn 2: claim without evidence"
@@ -97,12 +97,13 @@ def test_a_field_added_by_a_newer_version_within_schema_2_is_ignored() -> None:
 def test_a_revision_already_on_the_topic_is_never_given_to_another_record() -> None:
     """After a crash between writing records and saving the state: revision 0 is on the topic."""
     conversation = conversation_of([(1, 1.0), (2, 0.0)])
-    [(tier, first)] = conversation.due(0.95, T0)
-    same = {(tier, 0): record_digest(first)}
+    [(tier, first, digest)] = conversation.due(0.95, T0)
+    assert digest == record_digest(first), "the digest of what the record says, whatever its revision"
+    same = {(tier, 0): digest}
     # The same record found: it is due as revision 0 (written already: marked, not written again).
-    [(_, again)] = conversation.due(0.95, T0, lambda t, r: same.get((t, r)))
+    [(_, again, _)] = conversation.due(0.95, T0, lambda t, r: same.get((t, r)))
     assert again.revision == 0
     # A later turn changed it: revision 0 on the topic says the older content, so this one is revision 1.
     conversation.apply(turn(3, 1.0, at=T0 + timedelta(days=1)), 2, ms(T0) + 5000, 200)
-    [(_, revised)] = conversation.due(0.95, T0, lambda t, r: same.get((t, r)))
+    [(_, revised, _)] = conversation.due(0.95, T0, lambda t, r: same.get((t, r)))
     assert (revised.revision, revised.supersedes) == (1, 0)

@@ -145,12 +145,12 @@ def test_a_quiet_conversation_is_due_and_a_later_turn_revises_it() -> None:
     feed(t, [turn(1, 1.0), turn(2, 1.0)])
     [conversation] = t.quiet(lambda _: ms(T0) + 1000 * (1 + int(QUIET_S)))
     assert t.quiet(lambda _: ms(T0) + 1000 * int(QUIET_S)) == [], "not quiet a second before"
-    [(_, first)] = conversation.due(0.95, T0)
-    conversation.written([(_, first)])
+    [(tier, first, digest)] = conversation.due(0.95, T0)
+    conversation.written([(tier, first, digest)])
     assert (first.revision, first.supersedes) == (0, None)
     assert conversation.due(0.95, T0) == [], "nothing changed since it was written"
     feed(t, [turn(3, 0.0, at=T0 + timedelta(days=1))], start=5)
-    [(_, second)] = conversation.due(0.95, T0)
+    [(_, second, _)] = conversation.due(0.95, T0)
     assert (second.revision, second.supersedes, second.turns, second.label) == (1, 0, 3, "flagged")
     assert second.started_at == first.started_at
 

@@ -26,7 +26,7 @@ from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import GroundingStats
 from tracescore.conversations._skips import ConversationSkip
-from tracescore.conversations._state import Conversation, Tier, record_digest
+from tracescore.conversations._state import Conversation, Tier
 from tracescore.conversations._stored import (
     ConversationCodec,
     ConversationState,
@@ -203,14 +203,16 @@ class ConversationLogic:
             def seen(tier: Tier, revision: int, c: Conversation = conversation) -> str | None:
                 return found.get(output_id(c, tier, revision))
 
-            for tier, record in conversation.due(self.config.confidence, self._now, seen):
-                out.extend(self._outputs_of(conversation, tier, record))
+            for tier, record, digest in conversation.due(self.config.confidence, self._now, seen):
+                out.extend(self._outputs_of(conversation, tier, record, digest))
         if self.grounder is not None:
             out.extend(self.grounder.outputs(found, self.config.evaluations_topic))
         return out
 
-    def _outputs_of(self, conversation: Conversation, tier: Tier, record: ConversationRecord) -> list[Output]:
-        identity, digest = output_id(conversation, tier, record.revision), record_digest(record)
+    def _outputs_of(
+        self, conversation: Conversation, tier: Tier, record: ConversationRecord, digest: str
+    ) -> list[Output]:
+        identity = output_id(conversation, tier, record.revision)
         self._decided[identity] = (conversation, tier, record)
         outputs = []
         span = conversation_span(record, start_ns=time.time_ns()) if self.config.spans_topic else None
@@ -239,7 +241,7 @@ class ConversationLogic:
             if decided is None:
                 continue  # a span: its record says the rest
             conversation, tier, record = decided
-            conversation.written([(tier, record)])
+            conversation.written([(tier, record, output.digest)])
             self._save[conversation.key] = conversation.partition
             if found.get(output.id) == output.digest:
                 done.found += 1

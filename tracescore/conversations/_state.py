@@ -116,13 +116,18 @@ class Conversation:
     # -- records --------------------------------------------------------------------------------------
     def records(self, confidence: float, now: datetime) -> list[tuple[Tier, ConversationRecord]]:
         """One record per tier, revision 0 and unlinked (`due` gives them their revision)."""
+        # One pass over the turns (the records of every evicted conversation are built at once: issue 33).
+        first_at: dict[str, dict[tuple[str, str], int]] = {}  # metric -> turn -> its earliest time
+        tiers_of: dict[str, set[Tier]] = {}
+        for k, outcomes in self.turns.items():
+            for tier, o in outcomes.items():
+                firsts = first_at.setdefault(tier[0], {})
+                firsts[k] = min(firsts.get(k, o[_AT]), o[_AT])
+                tiers_of.setdefault(tier[0], set()).add(tier)
         out = []
-        for metric in sorted({tier[0] for outcomes in self.turns.values() for tier in outcomes}):
-            keys = [k for k, o in self.turns.items() if any(t[0] == metric for t in o)]
-            first_at = {k: min(o[_AT] for t, o in self.turns[k].items() if t[0] == metric) for k in keys}
-            keys.sort(key=lambda k: (first_at[k], k))
-            tiers = {t for k in keys for t in self.turns[k] if t[0] == metric}
-            for tier in sorted(tiers, key=lambda t: (t[1], t[2] or "")):
+        for metric in sorted(first_at):
+            keys = sorted(first_at[metric], key=lambda k, at=first_at[metric]: (at[k], k))
+            for tier in sorted(tiers_of[metric], key=lambda t: (t[1], t[2] or "")):
                 judged = [(k, self.turns[k][tier]) for k in keys if tier in self.turns[k]]
                 out.append((tier, self._record(tier, len(keys), judged, confidence, now)))
         return out
@@ -193,11 +198,12 @@ class Conversation:
 
     def due(
         self, confidence: float, now: datetime, found: Callable[[Tier, int], str | None] | None = None
-    ) -> list[tuple[Tier, ConversationRecord]]:
-        """The records that differ from the ones last written, with their revision and what they supersede;
-        `written` marks them written. `found(tier, revision)`: the digest of that revision when it is on the
-        topic already though the state does not say so (a crash came between the two): a revision is never
-        given to two different records."""
+    ) -> list[tuple[Tier, ConversationRecord, str]]:
+        """The records that differ from the ones last written, with their revision, what they supersede and
+        their digest (`record_digest`, computed once: a record's revision is not part of it); `written` marks
+        them written. `found(tier, revision)`: the digest of that revision when it is on the topic already
+        though the state does not say so (a crash came between the two): a revision is never given to two
+        different records."""
         out = []
         for tier, record in self.records(confidence, now):
             digest = record_digest(record)
@@ -211,13 +217,14 @@ class Conversation:
                 continue
             revision = 0 if last is None else last[0] + 1
             supersedes = None if last is None else last[0]
-            out.append((tier, record.model_copy(update={"revision": revision, "supersedes": supersedes})))
+            update = {"revision": revision, "supersedes": supersedes}
+            out.append((tier, record.model_copy(update=update), digest))
         return out
 
-    def written(self, records: list[tuple[Tier, ConversationRecord]]) -> None:
+    def written(self, records: list[tuple[Tier, ConversationRecord, str]]) -> None:
         """`records` (from `due`) were written: the next ones are their revisions."""
-        for tier, record in records:
-            self.emitted[tier] = (record.revision, record_digest(record))
+        for tier, record, digest in records:
+            self.emitted[tier] = (record.revision, digest)
         self.pending = False
 
 
