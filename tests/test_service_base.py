@@ -325,14 +325,23 @@ def test_a_bounded_call_is_given_up_on_at_a_stop_or_its_timeout_and_never_runs_t
         return "topics"
 
     bounded = BoundedCall(look, "a look")
-    with pytest.raises(KafkaTimeoutError, match="a look: given up on, a stop was asked for"):
-        bounded(stopping=lambda: True)
     with pytest.raises(KafkaTimeoutError, match=r"a look: no answer within 0.3s"):
         bounded(timeout_s=0.3)
+    with pytest.raises(KafkaTimeoutError, match="a look: given up on, a stop was asked for"):
+        bounded(stopping=lambda: True)
     answer.set()
     assert bounded() == "topics"
     assert len(calls) == 1, "the call given up on was waited for again, not started twice"
     assert bounded() == "topics" and len(calls) == 2
+
+
+def test_a_bounded_call_asked_for_once_a_stop_came_is_not_started() -> None:
+    """A call started after the stop (a client made, its first connection waiting BROKER_WAIT_S for a broker
+    that does not answer) outlived the stop by that wait, on its thread: it is not started."""
+    started = threading.Event()
+    with pytest.raises(KafkaTimeoutError, match="a look: not started, a stop was asked for"):
+        BoundedCall(started.set, "a look")(stopping=lambda: True)
+    assert not started.wait(1.0), "the call started after the stop"
 
 
 def test_creating_the_state_topic_at_startup_is_given_up_on_at_a_stop_or_when_the_broker_does_not_answer(

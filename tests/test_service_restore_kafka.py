@@ -31,6 +31,7 @@ from tracescore._service import (
     OutputLog,
     PartitionMeta,
     _changelog,
+    _clock,
     _keyed,
     _loop,
     _restore,
@@ -356,3 +357,33 @@ def test_a_look_for_the_state_topic_given_up_on_ends_its_thread_within_one_broke
     finally:
         os.kill(broker.process.pid, signal.SIGCONT)
         changelog.close()
+
+
+def test_the_stream_times_update_given_up_at_a_stop_ends_its_thread_within_one_broker_wait(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream time's update (each tick, on a thread of its own a stop gives up on) makes its clients on
+    that thread the first time. They connected with kafka-python's default waits, and the stop closed only
+    clients made already: a broker that did not answer kept the update connecting 30 s past the stop (then
+    its admin client 30 s more), a thread a stop left behind. Now they connect within BROKER_WAIT_S, and one
+    made while the stop came is closed as soon as made: the thread ends within one broker wait."""
+    monkeypatch.setattr(_clock, "BROKER_WAIT_S", 2.0)  # a shorter wait, for the test's time only
+    stopping = threading.Event()
+    clock = _clock.StreamClock(
+        KafkaConnection(bootstrap_servers=broker.bootstrap_servers), "clock-ends", ["clock-ends.evaluations"],
+        "clock-ends.keyed", lambda: datetime.now(UTC), stopping=stopping.is_set,
+    )  # fmt: skip
+    before = set(threading.enumerate())
+    os.kill(broker.process.pid, signal.SIGSTOP)
+    try:
+        ticking = threading.Thread(target=lambda: clock.tick(lambda: {0: None})(0), daemon=True)
+        ticking.start()  # the service's thread: its tick waits for the update
+        update = wait_until(
+            lambda: service_threads(before, "tracescore: the stream time's update"), "the update under way"
+        )
+        stopping.set()  # the service's stop: the tick gives the update up, then the clients are closed
+        ticking.join(10)
+        clock.close()
+        wait_until(lambda: not any(t.is_alive() for t in update), "the update's thread to end", timeout_s=15)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)

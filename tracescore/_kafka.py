@@ -365,6 +365,8 @@ def read_partitions(
     its compacted state topic (`read_with`, by a reader of its own, closed once read)."""
     if not partitions:
         return
+    if give_up():  # no client made once given up on: its first connection would wait BROKER_WAIT_S
+        raise KafkaTimeoutError(f"reading {topic}: given up on, a stop was asked for")
     reader = log_reader(connection)
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
@@ -375,9 +377,11 @@ def read_partitions(
 
 def log_reader(connection: KafkaConnection) -> KafkaConsumer:
     """A consumer for `read_with`: in no group, never creating a topic, raising on an offset out of range."""
+    wait_ms = int(BROKER_WAIT_S * 1000)
     return probe_consumer(
         connection.client_config(),
-        bootstrap_timeout_ms=int(BROKER_WAIT_S * 1000),  # its first metadata (30 s by default)
+        bootstrap_timeout_ms=wait_ms,  # its first connection (30 s by default)
+        request_timeout_ms=wait_ms,  # each request, its first metadata's too (30 s by default)
         auto_offset_reset="none",  # an offset out of range raises: said and handled by read_with
     )
 
@@ -414,6 +418,8 @@ def read_with(
     for tp, offset in start.items():
         if offset is not None:
             reader.seek(tp, offset)
+    if end is None and give_up():
+        raise KafkaTimeoutError(f"reading {where}: given up on, a stop was asked for")
     end = dict(end) if end is not None else reader.end_offsets(tps, timeout_ms=wait_ms)
     moved_at, before = time.monotonic(), None
     while True:

@@ -33,7 +33,6 @@ does.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -44,7 +43,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.structs import MemberState
 
 from tracescore._kafka import BROKER_WAIT_S, RebalanceListener, not_creating_topics, subscribe_topics
-from tracescore._service._bounded import BoundedCall
+from tracescore._service._bounded import BoundedCall, ClosedAtStop
 
 __all__ = ["LOOK_EVERY_S", "AwaitedInputs", "take_completed_joins"]
 
@@ -77,9 +76,8 @@ class AwaitedInputs:
         self._absent = [t for t in topics if t in absent]
         self._client_config = dict(client_config)
         self._stopping = stopping
-        self._probe: KafkaConsumer | None = None
+        self._probe = ClosedAtStop(self._new_probe, "the looks for the inputs not written yet")
         self._closed = False
-        self._probe_lock = threading.Lock()  # made on the look's thread, closed from the poll thread
         self._looking = BoundedCall(self._existing, "looking for the inputs not written yet")
         self._metadata = BoundedCall(consumer.topics, "the metadata of the inputs before joining")
         self._next_look = time.monotonic() + LOOK_EVERY_S
@@ -120,11 +118,8 @@ class AwaitedInputs:
     def close(self) -> None:
         """No more looks; the looks' client closed, a look under way on it cancelled (a broker that does not
         answer would keep it open for BROKER_WAIT_S). From the poll thread, at the service's stop."""
-        with self._probe_lock:
-            self._closed = True
-            probe, self._probe = self._probe, None
-        if probe is not None:
-            probe.close(autocommit=False, timeout_ms=0)
+        self._closed = True
+        self._probe.close()
 
     def _subscribe(self) -> None:
         subscribe_topics(self._consumer, self._present, self._listener)
@@ -140,13 +135,13 @@ class AwaitedInputs:
     def _existing(self) -> set[str]:
         """The absent inputs that exist now, each with its partitions known, asked by the looks' client, which
         never creates a topic (on BoundedCall's thread)."""
-        probe = self._probe or self._connected_probe()
+        probe = self._probe.get()
         wanted = set(self._absent) & probe.topics()
         return {t for t in wanted if probe.partitions_for_topic(t)}
 
-    def _connected_probe(self) -> KafkaConsumer:
+    def _new_probe(self) -> KafkaConsumer:
         wait_ms = int(BROKER_WAIT_S * 1000)
-        probe = KafkaConsumer(
+        return KafkaConsumer(
             **self._client_config,
             group_id=None,
             enable_auto_commit=False,
@@ -154,12 +149,6 @@ class AwaitedInputs:
             request_timeout_ms=wait_ms,
             bootstrap_timeout_ms=wait_ms,  # its first connection (30 s by default)
         )
-        with self._probe_lock:
-            if not self._closed:
-                self._probe = probe
-                return probe
-        probe.close(autocommit=False, timeout_ms=0)  # closed while it connected: a stop
-        raise KafkaTimeoutError("looking for the inputs: given up on, closed")
 
 
 def _join_waited_for(consumer: KafkaConsumer) -> None:

@@ -15,15 +15,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, KafkaTimeoutError
 
 from tracescore._kafka import BROKER_WAIT_S
 
-__all__ = ["BROKER_WAIT_S", "STOP_CHECK_S", "BoundedCall", "StopBudget", "poll_or_nothing"]
+__all__ = ["BROKER_WAIT_S", "STOP_CHECK_S", "BoundedCall", "ClosedAtStop", "StopBudget", "poll_or_nothing"]
 
 T = TypeVar("T")
+C = TypeVar("C", KafkaConsumer, KafkaAdminClient)
 _log = logging.getLogger("tracescore")
 
 # A stop interrupts the waits that `BoundedCall` runs; the other broker calls (BROKER_WAIT_S at most each) are
@@ -42,8 +43,12 @@ class BoundedCall(Generic[T]):
         self._under_way: _Run[T] | None = None
 
     def __call__(self, stopping: Callable[[], bool] = lambda: False, timeout_s: float = BROKER_WAIT_S) -> T:
-        """The call's result (its exception raised here); KafkaTimeoutError when given up on."""
+        """The call's result (its exception raised here); KafkaTimeoutError when given up on, and at once,
+        without starting it, when `stopping()` already: a call started after the stop (a client made, a
+        connection opened) would outlive it by a broker wait."""
         if self._under_way is None:
+            if stopping():
+                raise KafkaTimeoutError(f"{self.what}: not started, a stop was asked for")
             self._under_way = _Run(self._call, f"tracescore: {self.what}")
         run = self._under_way
         deadline = time.monotonic() + timeout_s
@@ -54,6 +59,53 @@ class BoundedCall(Generic[T]):
                 raise KafkaTimeoutError(f"{self.what}: no answer within {timeout_s:g}s")
         self._under_way = None
         return run.result()
+
+
+class ClosedAtStop(Generic[C]):
+    """One kafka-python client made when first needed, on the thread of a call a stop may give up on (a look,
+    a restore's read, the stream time's update), and closed by the stop from the service's thread: a call
+    on it that waits for a broker that does not answer then fails at once (closing the client fails what its
+    IO loop was waited on for), so the thread ends with the stop rather than a broker wait later. A client
+    made while the stop came (its first connection waits BROKER_WAIT_S at most: `make` passes it) is closed
+    as soon as made, never used; none is made after it (KafkaTimeoutError)."""
+
+    def __init__(self, make: Callable[[], C], what: str) -> None:
+        self._make = make
+        self.what = what
+        self._client: C | None = None
+        self._closed = False
+        self._lock = threading.Lock()  # made on a call's thread, closed from the service's
+
+    def get(self) -> C:
+        """The client, made on the first call (KafkaTimeoutError once closed)."""
+        client = self._client
+        if client is not None:
+            return client
+        if self._closed:
+            raise KafkaTimeoutError(f"{self.what}: closed, a stop was asked for")
+        made = self._make()
+        with self._lock:
+            if not self._closed:
+                self._client = made
+                return made
+        _close(made)
+        raise KafkaTimeoutError(f"{self.what}: closed while it connected, a stop was asked for")
+
+    def close(self) -> None:
+        """Close the client (if made) and make none again; KafkaError of its close is the caller's."""
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            _close(client)
+
+
+def _close(client: KafkaConsumer | KafkaAdminClient) -> None:
+    """Closed without waiting for anything: the stop's own steps are bounded by its budget, not by this."""
+    if isinstance(client, KafkaConsumer):
+        client.close(autocommit=False, timeout_ms=0)
+    else:
+        client.close()
 
 
 class StopBudget:

@@ -32,7 +32,7 @@ from kafka.errors import KafkaError
 
 from tracescore._kafka import probe_consumer
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall
+from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall, ClosedAtStop
 
 __all__ = ["StreamClock", "StreamTime"]
 
@@ -129,8 +129,9 @@ class StreamClock:
         self.inputs = list(inputs)
         self.keyed = keyed
         self.time = StreamTime()
-        self._probe: KafkaConsumer | None = None
-        self._admin: KafkaAdminClient | None = None
+        # Made by the first update, on its thread; closed at the stop, a call under way on them with it.
+        self._probe = ClosedAtStop(self._new_probe, "the stream time's probe")
+        self._admin = ClosedAtStop(self._new_admin, "the stream time's admin client")
         self._assigned: list[int] = []
         # On a thread of its own: a stop does not wait for it (a given-up update still ends on that thread,
         # and the next tick waits for it instead of asking the broker twice at once).
@@ -190,23 +191,24 @@ class StreamClock:
         return committed
 
     def _clients(self) -> tuple[KafkaConsumer, KafkaAdminClient]:
-        if self._probe is None or self._admin is None:
-            client = self.connection.client_config()
-            self._probe = probe_consumer(client)
-            self._admin = KafkaAdminClient(**client, request_timeout_ms=_BROKER_WAIT_MS)
-        return self._probe, self._admin
+        return self._probe.get(), self._admin.get()
 
-    def close(self, timeout_s: float | None = None) -> None:
-        probe, admin = self._probe, self._admin
-        closes = []
-        if probe is not None:
-            closes.append(
-                lambda: probe.close(timeout_ms=None if timeout_s is None else int(timeout_s * 1000))
-            )
-        if admin is not None:
-            closes.append(admin.close)
-        for close in closes:
+    def _new_probe(self) -> KafkaConsumer:
+        wait_ms = int(BROKER_WAIT_S * 1000)  # its first connection and each request (30 s by default)
+        return probe_consumer(
+            self.connection.client_config(), request_timeout_ms=wait_ms, bootstrap_timeout_ms=wait_ms
+        )
+
+    def _new_admin(self) -> KafkaAdminClient:
+        wait_ms = int(BROKER_WAIT_S * 1000)
+        return KafkaAdminClient(
+            **self.connection.client_config(), request_timeout_ms=wait_ms, bootstrap_timeout_ms=wait_ms
+        )
+
+    def close(self) -> None:
+        """Both clients closed, an update under way on them failing at once; none made again."""
+        for client in (self._probe, self._admin):
             try:
-                close()
+                client.close()
             except KafkaError as exc:  # closing after the broker went away
                 _log.debug("closing the stream clock's clients: %s", exc)

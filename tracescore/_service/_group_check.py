@@ -17,16 +17,15 @@ rebalance that follows has each look again, each BROKER_WAIT_S at most.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import KafkaError
 
 from tracescore._kafka import BROKER_WAIT_S
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service._bounded import BoundedCall
+from tracescore._service._bounded import BoundedCall, ClosedAtStop
 
 __all__ = ["SERVICES", "GroupCheck", "GroupShared", "client_id"]
 
@@ -57,9 +56,7 @@ class GroupCheck:
         self._stopping = stopping
         self._others = {client_id(s): s for s in SERVICES if s != service}
         self._due = True  # before the first poll
-        self._admin: KafkaAdminClient | None = None
-        self._closed = False
-        self._lock = threading.Lock()  # `close` may come while a look given up on makes the client
+        self._admin = ClosedAtStop(self._new_admin, f"the admin client of the looks at group {group_id}")
         # One call at a time: a look given up on still runs, and the next one waits for it (not two threads
         # on the one client).
         self._look = BoundedCall(self._members, f"a look at the members of group {group_id}")
@@ -92,30 +89,19 @@ class GroupCheck:
             )
 
     def _members(self) -> list[dict[str, Any]]:
-        admin = self._admin
-        if admin is None:
-            wait_ms = int(BROKER_WAIT_S * 1000)
-            admin = KafkaAdminClient(
-                **self.connection.client_config(),
-                client_id=client_id(self.service),
-                request_timeout_ms=wait_ms,
-                bootstrap_timeout_ms=wait_ms,
-            )
-            with self._lock:
-                closed = self._closed
-                if not closed:
-                    self._admin = admin
-            if closed:
-                admin.close()
-                raise KafkaTimeoutError(f"a look at group {self.group_id}: the service stopped meanwhile")
-        described = admin.describe_groups([self.group_id]).get(self.group_id) or {}
+        described = self._admin.get().describe_groups([self.group_id]).get(self.group_id) or {}
         return list(described.get("members") or [])
+
+    def _new_admin(self) -> KafkaAdminClient:
+        wait_ms = int(BROKER_WAIT_S * 1000)
+        return KafkaAdminClient(
+            **self.connection.client_config(),
+            client_id=client_id(self.service),
+            request_timeout_ms=wait_ms,
+            bootstrap_timeout_ms=wait_ms,
+        )
 
     def close(self) -> None:
         """Close the admin client, if a look made one (a look given up on that still runs ends with an error
         nobody waits for); no look makes another."""
-        with self._lock:
-            self._closed = True
-            admin, self._admin = self._admin, None
-        if admin is not None:
-            admin.close()
+        self._admin.close()

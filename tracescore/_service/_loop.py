@@ -379,7 +379,7 @@ class ServiceLoop:
             lambda: self.keyed.consumer.close(autocommit=False, timeout_ms=int(left() * 1000)),
             lambda: self._outputs.close(left()),
             lambda: self._changelog.close(left()),
-            lambda: self._stream.close(left()),
+            self._stream.close,  # at once: an update under way on its clients fails with them
             self._group_check.close,
         )
         for close in closes:

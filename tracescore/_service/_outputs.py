@@ -27,7 +27,7 @@ from kafka.producer.future import FutureRecordMetadata
 
 from tracescore._kafka import log_reader, probe_consumer, read_with
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S
+from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S, ClosedAtStop
 from tracescore._service._crash import crash_point
 
 __all__ = [
@@ -120,7 +120,8 @@ class OutputLog:
         self.verified = list(verified)
         self._ends: Marks = {}
         self._ends_at = 0.0
-        self._probe: KafkaConsumer | None = None
+        # Made by the first look (a restore's, on its thread), closed at the stop with a look under way on it.
+        self._probe = ClosedAtStop(self._new_probe, "the output topics' probe")
         # The reader `find` keeps between looks (`_reader`): used by one look at a time.
         self._guard = threading.Lock()
         self._kept: KafkaConsumer | None = None
@@ -157,14 +158,15 @@ class OutputLog:
         return out
 
     def _ready_probe(self) -> KafkaConsumer:
-        if self._probe is None:
-            # A verified topic may be an input no writer created yet (the evaluations topic, grounding).
-            self._probe = probe_consumer(
-                self.connection.client_config(),
-                request_timeout_ms=_BROKER_WAIT_MS,  # a metadata look's wait (30 s by default)
-                bootstrap_timeout_ms=_BROKER_WAIT_MS,  # its first connection (30 s by default)
-            )
-        return self._probe
+        return self._probe.get()
+
+    def _new_probe(self) -> KafkaConsumer:
+        # A verified topic may be an input no writer created yet (the evaluations topic, grounding).
+        return probe_consumer(
+            self.connection.client_config(),
+            request_timeout_ms=_BROKER_WAIT_MS,  # a metadata look's wait (30 s by default)
+            bootstrap_timeout_ms=_BROKER_WAIT_MS,  # its first connection (30 s by default)
+        )
 
     def _partitions(self, probe: KafkaConsumer) -> list[TopicPartition]:
         """Every partition of the verified topics, as `probe`'s metadata knows them."""
@@ -268,6 +270,8 @@ class OutputLog:
         found: dict[str, str] = {}
         order: deque[str] = deque()
         dropped = 0
+        if give_up():  # no reader connected for a look given up on (its first connection waits)
+            raise KafkaTimeoutError("looking for the outputs written: given up on, a stop was asked for")
         with self._reader() as reader:
             ends = reader.end_offsets(list(start), timeout_ms=_BROKER_WAIT_MS) if start else {}
             for message in read_with(reader, start, give_up, end=ends):
@@ -326,8 +330,7 @@ class OutputLog:
 
     def close(self, timeout_s: float | None = None) -> None:
         timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
-        if self._probe is not None:
-            self._probe.close(timeout_ms=timeout_ms)
+        self._probe.close()
         with self._guard:
             self._closed = True
             reader, self._kept = (None, self._kept) if self._reading else (self._kept, None)
