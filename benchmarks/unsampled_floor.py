@@ -1,7 +1,7 @@
 """`tracescore consume --sample-ratio 0` against the bare kafka-python client, same messages, one run.
 
     python benchmarks/unsampled_floor.py [--traces 20000] [--rounds 5] [--layout both] [--against REV]...
-                                         [--profile DIR]
+                                         [--profile DIR] [--split]
 
 The floor is what any consumer of these messages pays: a bare `KafkaConsumer` (the consumer's
 `max_poll_records`) that polls, decodes each OTLP request (`ExportTraceServiceRequest.ParseFromString`) and
@@ -21,7 +21,9 @@ the ratio consumer / floor is taken per round and its median printed. `--against
 another revision's consumer too (its `tracescore/` exported with git archive, or a folder holding a tree's
 `tracescore/` and `benchmarks/`), in the same rounds on the same messages, so before and after are measured
 in one run. `--profile DIR`: the consumers also write a cProfile of their
-loop there (slower; the ratios of a profiled run are not figures).
+loop there (slower; the ratios of a profiled run are not figures). `--split`: also the consumer's CPU by
+part (its main thread's time in kafka-python's poll, in the take, in the release and reading, the rest; its
+other threads; the collector, system time and page faults), each against the floor's CPU in the same round.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ LAYOUTS = ("per_trace", "per_partition")
 
 # A fresh process: pinned to one core, it reads the topic from the start and prints {"spans": n, "cpu": s}.
 FLOOR = """
-import os, sys, time, uuid
+import os, resource, sys, time, uuid
 from kafka import KafkaConsumer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from tracescore.consume import ConsumerSettings
@@ -68,7 +70,7 @@ spans, touched, first = 0, 0, None
 while spans < total:
     for records in consumer.poll(timeout_ms=1000).values():
         if first is None:
-            first = time.process_time()
+            first, used = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
         for record in records:
             request = ExportTraceServiceRequest()
             request.ParseFromString(record.value)
@@ -79,12 +81,14 @@ while spans < total:
                         for kv in span.attributes:
                             touched += len(kv.key) + len(kv.value.string_value)
 cpu = time.process_time() - first
+now = resource.getrusage(resource.RUSAGE_SELF)
 consumer.close()
-print(repr({"spans": spans, "cpu": cpu}))
+sys_s, faults = now.ru_stime - used.ru_stime, now.ru_minflt - used.ru_minflt
+print(repr({"spans": spans, "cpu": cpu, "sys": sys_s, "faults": faults}))
 """
 
 CONSUMER = """
-import cProfile, os, sys, time
+import cProfile, gc, os, resource, sys, time
 if hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {0})
 sys.path.insert(0, sys.argv[5])
@@ -95,17 +99,61 @@ from tracescore.cli import consume
 bootstrap, topic, total, profile = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 profiler = cProfile.Profile() if profile else None
 timed = {}
+# The main thread's CPU by part, from the first message taken (--split): thread_time around each part.
+parts = dict.fromkeys(("poll", "take", "ready", "gc"), 0.0)
+at = {}
+
+def collected(phase, info):  # the collector's passes, wherever they fall
+    if phase == "start":
+        at["gc"] = time.thread_time()
+    elif "first" in at:
+        parts["gc"] += time.thread_time() - at["gc"]
+
+gc.callbacks.append(collected)
 
 class Timed(trace_assembly.TimedConsumer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        ready = self._pipeline.ready
+
+        def timed_ready():
+            started = at["ready"] = time.thread_time()
+            out = ready()
+            if at.pop("ready", None) is not None:  # else counted when the run was done, within this call
+                parts["ready"] += time.thread_time() - started
+            return out
+
+        self._pipeline.ready = timed_ready
+
+    def _poll(self, consumer):
+        started = time.thread_time()
+        polled = super()._poll(consumer)
+        if "first" in at:
+            parts["poll"] += time.thread_time() - started
+        return polled
+
     def _take(self, batch):
-        if batch and self.first_at is None and profiler is not None:
-            profiler.enable()
+        if batch and self.first_at is None:
+            at.update(first=time.thread_time(), used=resource.getrusage(resource.RUSAGE_SELF))
+            if profiler is not None:
+                profiler.enable()
+        started = time.thread_time()
         super()._take(batch)
+        parts["take"] += time.thread_time() - started
+        if batch:
+            at["last_take"] = time.process_time()
 
     def _timed_extract_and_admit(self, traces):
         admitted = super()._timed_extract_and_admit(traces)
         if self.done_at is not None and not timed:
-            timed.update(spans=self.stats.spans, cpu=self.done_cpu - self.first_cpu)
+            now = resource.getrusage(resource.RUSAGE_SELF)
+            if "ready" in at:  # done within this ready(): its time so far
+                parts["ready"] += time.thread_time() - at.pop("ready")
+            timed.update(
+                spans=self.stats.spans, cpu=self.done_cpu - self.first_cpu,
+                main=time.thread_time() - at["first"], tail=self.done_cpu - at["last_take"],
+                sys=now.ru_stime - at["used"].ru_stime, faults=now.ru_minflt - at["used"].ru_minflt, **parts,
+            )
             if profiler is not None:
                 profiler.disable()
         return admitted
@@ -161,6 +209,7 @@ def main() -> None:
         help="also the consumer of this revision (or tree), in the same rounds; repeatable",
     )
     parser.add_argument("--profile", type=Path, default=None, help="write the consumer's cProfiles here")
+    parser.add_argument("--split", action="store_true", help="also the consumer's CPU by part (see SPLIT)")
     args = parser.parse_args()
     layouts = LAYOUTS if args.layout == "both" else (args.layout,)
     print(f"building {args.traces} @tracescore.rag traces through the SDK ...", flush=True)
@@ -175,6 +224,9 @@ def main() -> None:
             trees[given.name if given.is_dir() else against] = other
         sides = ("floor", *trees)
         results = {layout: {side: [] for side in sides} for layout in layouts}
+        details: dict[str, dict[str, list[dict[str, float]]]] = {
+            layout: {side: [] for side in sides} for layout in layouts
+        }
         with KafkaBroker(heap="1g") as broker:
             topics = {layout: produce(broker.bootstrap_servers, built[layout]) for layout in layouts}
             spans = {layout: args.traces for layout in layouts}  # one span a trace
@@ -193,6 +245,7 @@ def main() -> None:
                         if got["spans"] < spans[layout]:
                             raise RuntimeError(f"{side} read {got['spans']} of {spans[layout]} spans")
                         results[layout][side].append(got["spans"] / got["cpu"])
+                        details[layout][side].append(got)
                 print(
                     f"round {number + 1}: "
                     + ", ".join(
@@ -215,6 +268,42 @@ def main() -> None:
                 f"{statistics.median(floor):8,.0f} {statistics.median(ours):8,.0f}  "
                 f"{statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})"
             )
+    if args.split:
+        print_split(details, list(trees))
+
+
+# The consumer's CPU by part, each as a share of the floor's CPU in the same round (a ratio, as robust to the
+# machine's load as the main figure): what the consumer spends where the floor spends 1.
+SPLIT = (
+    ("kafka-python's poll (main thread)", lambda c: c["poll"]),
+    ("take: decode, assembly", lambda c: c["take"]),
+    ("ready: release, reading", lambda c: c["ready"]),
+    ("the loop's other steps", lambda c: c["main"] - c["poll"] - c["take"] - c["ready"]),
+    ("other threads", lambda c: c["cpu"] - c["main"]),
+    ("all (consumer CPU / floor CPU)", lambda c: c["cpu"]),
+    ("  of which the collector", lambda c: c["gc"]),
+    ("  of which system time", lambda c: c["sys"]),
+    ("  of which after the last message", lambda c: c["tail"]),
+)
+
+
+def print_split(details: dict[str, dict[str, list[dict[str, float]]]], sides: list[str]) -> None:
+    for layout, by_side in details.items():
+        floors = by_side["floor"]
+        rounds = len(floors)
+        print(f"\n{layout}: the consumer's CPU by part / the floor's CPU, median (min..max), {rounds} rounds")
+        for side in sides:
+            print(f"  {side}")
+            for name, part in SPLIT:
+                shares = [part(c) / f["cpu"] for c, f in zip(by_side[side], floors, strict=True)]
+                low, high = min(shares), max(shares)
+                print(f"    {name:38s} {statistics.median(shares):.2f} ({low:.2f}..{high:.2f})")
+            faults = [c["faults"] / c["spans"] for c in by_side[side]]
+            print(f"    {'page faults a span':38s} {statistics.median(faults):.2f}")
+        shares = [f["sys"] / f["cpu"] for f in floors]
+        faults = [f["faults"] / f["spans"] for f in floors]
+        share, fault = statistics.median(shares), statistics.median(faults)
+        print(f"  floor: system time {share:.2f} of its CPU, {fault:.2f} page faults a span")
 
 
 if __name__ == "__main__":
