@@ -15,6 +15,7 @@ from tracescore.emit import evaluation_record, evaluation_span
 from tracescore.export import encode_trace_messages
 from tracescore.extract import extract
 from tracescore.model import (
+    HISTORY_TURNS_KEPT,
     SCHEMA_VERSION,
     DecodedSpan,
     Interaction,
@@ -24,6 +25,7 @@ from tracescore.model import (
     Trace,
     Usage,
     read_evaluation_record,
+    turn_digest,
 )
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -164,6 +166,16 @@ def test_the_record_names_the_conversation_and_the_user_of_the_turn() -> None:
     record = read_evaluation_record(evaluation_record(turn, OK_RESULT, None).to_kafka()[1])
     assert (record.session_id, record.user_id) == ("s-1", "u-7")
     assert evaluation_record(scored_span(), OK_RESULT, None).user_id is None
+
+
+def test_a_turn_that_resent_a_history_of_any_length_names_only_its_most_recent_pairs() -> None:
+    history = tuple(turn_digest(f"question {n}", f"answer {n}") for n in range(100_000))
+    turn = dataclasses.replace(
+        scored_span(), session_id="history:0", conversation_source="history", history=history
+    )
+    record = read_evaluation_record(evaluation_record(turn, OK_RESULT, None).to_kafka()[1])
+    assert record.history_turns == list(history[-HISTORY_TURNS_KEPT:]), "the nearest turns, oldest first"
+    assert len(evaluation_record(turn, OK_RESULT, None).to_kafka()[1]) < 16_000, "a bounded record"
 
 
 def test_evaluation_record_of_an_error_and_default_timestamp() -> None:

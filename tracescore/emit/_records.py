@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from tracescore.emit._explain import explanation
 from tracescore.model import (
+    HISTORY_TURNS_KEPT,
     ContextSource,
     DocumentSource,
     EvaluationRecord,
@@ -63,7 +64,7 @@ def evaluation_record(
         session_id=rag.session_id,
         user_id=rag.user_id,
         conversation_source=rag.conversation_source,
-        history_turns=list(rag.history) if rag.session_id is not None else [],
+        history_turns=list(rag.history[-HISTORY_TURNS_KEPT:]) if rag.session_id is not None else [],
     )
 
 

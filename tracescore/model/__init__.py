@@ -35,6 +35,7 @@ from tracescore.model._evidence import EVIDENCE_TOPIC, EvidenceDocument, TurnEvi
 from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
 from tracescore.model._history import (
     HISTORY_ID_PREFIX,
+    HISTORY_TURNS_KEPT,
     ConversationSource,
     history_conversation_id,
     turn_digest,
@@ -89,6 +90,7 @@ __all__ = [
     "FAITHFULNESS",
     "GOOD_LABELS",
     "HISTORY_ID_PREFIX",
+    "HISTORY_TURNS_KEPT",
     "MAX_RUN_TEXT_CHARS",
     "MAX_RUN_TOOL_CALLS",
     "MAX_SPAN_EVENTS",

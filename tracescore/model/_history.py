@@ -14,11 +14,20 @@ from __future__ import annotations
 import hashlib
 from enum import StrEnum
 
-__all__ = ["HISTORY_ID_PREFIX", "ConversationSource", "history_conversation_id", "turn_digest"]
+__all__ = [
+    "HISTORY_ID_PREFIX",
+    "HISTORY_TURNS_KEPT",
+    "ConversationSource",
+    "history_conversation_id",
+    "turn_digest",
+]
 
 # An inferred id says so, and cannot be mistaken for an id an app named (which is never rewritten).
 HISTORY_ID_PREFIX = "history:"
 _DIGEST_BYTES = 12
+# A record names at most this many of the pairs its prompt resent, the most recent: a prompt of any length
+# gives a record of bounded size (~27 bytes a digest), and a follow-up is grounded in its nearest turns first.
+HISTORY_TURNS_KEPT = 200
 
 
 class ConversationSource(StrEnum):

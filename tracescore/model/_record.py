@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from tracescore.model._history import HISTORY_TURNS_KEPT
 from tracescore.model._results import MetricStatus, Usage
 from tracescore.model._skips import ServiceSkip
 
@@ -114,7 +115,8 @@ class EvaluationRecord(BaseModel):
     history_turns: list[str] = Field(
         default_factory=list,
         description="With conversation_source history: the digests of the (question, answer) pairs the "
-        "turn's prompt resent, oldest first; only earlier turns among them ground its claims.",
+        f"turn's prompt resent, oldest first (the {HISTORY_TURNS_KEPT} most recent); only earlier turns "
+        "among them ground its claims.",
     )
     revision: int = Field(
         default=0,
