@@ -87,8 +87,9 @@ def test_a_kill_at_any_step_loses_no_conversation_and_writes_no_record_twice(
     written = read_topic(bootstrap, f"{topic_prefix}.conversations")
     records = [read_conversation_record(m.value) for m in written]
     copies = Counter((r.conversation_id, r.revision) for r in records)
-    assert sorted(r.conversation_id for r in records) == sorted(CONVERSATIONS), copies
-    assert [(r.revision, r.turns, r.turns_flagged) for r in records] == [(0, 3, 1)] * len(CONVERSATIONS)
+    said = f"{copies}\nkilled:\n{killed.log[-4000:]}\nrestarted:\n{restarted.log[-4000:]}"
+    assert sorted(r.conversation_id for r in records) == sorted(CONVERSATIONS), said
+    assert [(r.revision, r.turns, r.turns_flagged) for r in records] == [(0, 3, 1)] * len(CONVERSATIONS), said
     # Every record's evaluation span went out (a span may go out twice: its topic is not read back).
     assert len({m.key for m in read_topic(bootstrap, f"{topic_prefix}.spans")}) == len(CONVERSATIONS)
 
