@@ -508,10 +508,13 @@ class RebalanceListener(ConsumerRebalanceListener):
         self._generation: int | None = None
         self.first_assigned_at: float | None = None
         self.waiting_since: float | None = None
+        self._joining = False  # subscribed to an input that exists: in its group once assigned
 
-    def subscribed(self, absent: Collection[str]) -> None:
-        """The member subscribes now to its inputs that exist, and waits for `absent`, which do not."""
-        if absent:
+    def subscribed(self, present: Collection[str], absent: Collection[str]) -> None:
+        """The member subscribes now to `present`, its inputs that exist (it joins its group), and waits for
+        `absent`, which do not; called again when one of them appears."""
+        self._joining = bool(present)
+        if absent and self.waiting_since is None:
             self.waiting_since = time.monotonic()
 
     @property
@@ -523,8 +526,13 @@ class RebalanceListener(ConsumerRebalanceListener):
     def idle_from(self) -> float | None:
         """When idleness (`--idle-timeout`) starts counting: the first assignment (waiting to join, a dead
         member's session still holding the partitions, is not idleness), or the start of the wait, for a
-        member that waits for a topic nobody has written yet (monotonic)."""
-        return self.first_assigned_at or self.waiting_since
+        member that waits for topics nobody has written yet and subscribes to none that exists, so joins no
+        group (monotonic). One that subscribes to an input that exists waits for its assignment however many
+        others it waits for: counted from the wait, a restart stopped idle while the killed member's session
+        held the inputs, having read nothing."""
+        if self.first_assigned_at is not None:
+            return self.first_assigned_at
+        return None if self._joining else self.waiting_since
 
     def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
         self._revoked(revoked)

@@ -17,7 +17,7 @@ from conversation_turns import turn
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from service_processes import SESSION_TIMEOUT_MS
+from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS
 
 from tracescore.model import EvaluationRecord, read_conversation_record
 from tracescore.testing.kafka_topics import input_producer, read_topic
@@ -87,10 +87,35 @@ def test_a_kill_at_any_step_loses_no_conversation_and_writes_no_record_twice(
     written = read_topic(bootstrap, f"{topic_prefix}.conversations")
     records = [read_conversation_record(m.value) for m in written]
     copies = Counter((r.conversation_id, r.revision) for r in records)
-    assert sorted(r.conversation_id for r in records) == sorted(CONVERSATIONS), copies
-    assert [(r.revision, r.turns, r.turns_flagged) for r in records] == [(0, 3, 1)] * len(CONVERSATIONS)
+    said = f"{copies}\nkilled:\n{killed.log[-4000:]}\nrestarted:\n{restarted.log[-4000:]}"
+    assert sorted(r.conversation_id for r in records) == sorted(CONVERSATIONS), said
+    assert [(r.revision, r.turns, r.turns_flagged) for r in records] == [(0, 3, 1)] * len(CONVERSATIONS), said
     # Every record's evaluation span went out (a span may go out twice: its topic is not read back).
     assert len({m.key for m in read_topic(bootstrap, f"{topic_prefix}.spans")}) == len(CONVERSATIONS)
+
+
+def test_a_restart_waiting_out_the_killed_members_session_in_the_first_group_is_not_idle(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """A restart joins stage 1's group only once the killed member's session there ends, and its stage 2 may
+    be given the turns partitions first (the killed member's session there ended sooner). Waiting to join is
+    not idleness, even with an input no writer created yet (the evidence topic here): counted from the
+    subscription to that one, the restart stopped idle (--idle-timeout 1) before stage 1 ever read, having
+    written nothing, every conversation lost. A member holding the evaluations partitions stands in for the
+    killed one's session, for as long as the test needs."""
+    produce(bootstrap, f"{topic_prefix}.evaluations", list(turns()))
+    holder = hold_first_group(bootstrap, topic_prefix)
+    try:
+        restarted = conversations_process(bootstrap, topic_prefix)
+        wait_until(lambda: restarted.said(f"restored 0 keys of {topic_prefix}.turns"), "stage 2's partitions")
+        time.sleep(3 * float(IDLE_TIMEOUT_S))  # three idle timeouts with stage 1 not in its group yet
+    finally:
+        holder.close()  # leaves: the restart's stage 1 joins, re-keys every turn
+    assert restarted.wait() == 0, restarted.log[-3000:]
+    records = [
+        read_conversation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.conversations")
+    ]
+    assert sorted(r.conversation_id for r in records) == sorted(CONVERSATIONS), restarted.log[-3000:]
 
 
 def test_a_record_written_in_the_first_checkpoint_after_a_restore_is_not_written_again_after_a_kill(

@@ -81,7 +81,7 @@ class AwaitedInputs:
         self._looking = BoundedCall(self._existing, "looking for the inputs not written yet")
         self._metadata = BoundedCall(consumer.topics, "the metadata of the inputs before joining")
         self._next_look = time.monotonic() + LOOK_EVERY_S
-        listener.subscribed(self._absent)  # idle (`--idle-timeout`) from now while waiting
+        listener.subscribed(self._present, self._absent)  # idle (`--idle-timeout`) from now if nothing exists
         if self._present:
             self._subscribe()
 
@@ -111,6 +111,7 @@ class AwaitedInputs:
         _log.info("the topic(s) %s now exist: reading them", ", ".join(appeared))
         self._absent = [t for t in self._absent if t not in appeared]
         self._present += appeared
+        self._listener.subscribed(self._present, self._absent)  # joining: idle once assigned
         if not self._absent:
             self.close()  # nothing more to look for
         self._subscribe()

@@ -351,8 +351,8 @@ class ServiceLoop:
 
     def _idle(self, last_moved: float, idle_timeout_s: float) -> bool:
         """Counted from the first assignment of both stages (a restart may wait out a killed member's session
-        first; stage 1 waiting for inputs no writer created yet, from subscribing), and only once both have
-        read everything and no key waits for its output."""
+        first; stage 1 waiting for inputs no writer created yet, none of which exists, from then), and only
+        once both have read everything and no key waits for its output."""
         rekey_joined, keyed_joined = self.rekey.idle_from, self.keyed.first_assigned_at
         if rekey_joined is None or keyed_joined is None:
             return False

@@ -91,7 +91,8 @@ class RekeyStage:
     @property
     def idle_from(self) -> float | None:
         """When the group first gave this member its partitions (none, too, when more members than them),
-        or when it subscribed to inputs that no writer created yet (`RebalanceListener.idle_from`)."""
+        or, while none of the inputs it reads exists yet, when it started waiting for them
+        (`RebalanceListener.idle_from`)."""
         return None if self._joined is None else self._joined.idle_from
 
     def step(self, timeout_ms: int, before_batch: Callable[[], None] = lambda: None) -> int:
