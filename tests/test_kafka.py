@@ -169,7 +169,10 @@ def test_a_topic_the_broker_refuses_to_create_is_not_said_created_and_is_named_w
         )
     said = [r.getMessage() for r in caplog.records]
     assert [m for m in said if m.startswith("created topics")] == [f"created topics: {made}"]
-    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    # Ours only: kafka-python warns of its own on a loaded machine (a selector task that ran long).
+    [warning] = [
+        r.getMessage() for r in caplog.records if r.name == "tracescore" and r.levelno == logging.WARNING
+    ]
     assert f"could not create the topic {refused}" in warning, warning
     assert "replication factor 3" in warning and "InvalidReplicationFactorError" in warning, warning
     assert "only 1 broker" in warning, warning  # the broker's own words
