@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 from _lockbox import open_lockbox
 from halueval_accuracy import DEFAULT_PATHS, Row, Shape, load, score_all
-from offline_semantic import OFF, rejudged, report_choice
+from offline_semantic import OFF, rejudged, report_choice, report_shipped
 
 from tracescore.model import FaithfulnessClaim, MetricResult, Usage, Verdict
 from tracescore.score.judges._offline_claim import IndexedContext
@@ -308,11 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes.append(Shape(scored.name, scored.rows, variants(scored, neither), guard))
     print(f"\nsettings: (variant, contradiction cut, decision threshold, min_confidence); {OFF}: today's")
     report_choice(shapes, args.folds)
-    print("each variant at the shipped settings (threshold 0.4, min_confidence 0.5):")
-    every = [(s, list(range(len(s.rows)))) for s in shapes]
-    for key in shapes[0].scores:
-        line = "; ".join(f"{s.name} {s.confusion((*key, 0.4, 0.5), at).line()}" for s, at in every)
-        print(f"  {key}: {line}")
+    report_shipped(shapes)
     return 0
 
 

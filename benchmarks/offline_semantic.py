@@ -169,6 +169,15 @@ def report_choice(shapes: list[Shape], folds: int) -> None:
             print(f"    {shape.name}: {confusion.line()}   | {default.line()}")
 
 
+def report_shipped(shapes: list[Shape]) -> None:
+    """Each judge variant at the shipped settings, on every record of every shape."""
+    print("each variant at the shipped settings (threshold 0.4, min_confidence 0.5):")
+    every = [(s, list(range(len(s.rows)))) for s in shapes]
+    for key in shapes[0].scores:
+        line = "; ".join(f"{s.name} {s.confusion((*key, 0.4, 0.5), at).line()}" for s, at in every)
+        print(f"  {key}: {line}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, default=list(DEFAULT_PATHS))

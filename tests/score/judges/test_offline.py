@@ -376,3 +376,20 @@ async def test_a_positive_claim_restating_what_the_context_negates_is_contradict
         "They can be cancelled before the next billing date.",
     )
     assert cancelled.verdict is Verdict.FULLY_SUPPORTED, "the negation does not reach past its clause"
+
+
+async def test_a_lexicon_lets_a_reworded_claim_align_and_leaves_changed_facts_flagged() -> None:
+    # The hook benchmarks/offline_wordnet.py measures WordNet through (not shipped: BENCHMARKS.md): a claim's
+    # word the context lacks counts as stated when the lexicon names a word of the context of that meaning.
+    context = "The physician examined the patient before the surgery. The clinic opened in 1990 in Leeds."
+    claims = [
+        "The doctor examined the patient before the surgery.",
+        "The doctor examined the patient in 1995.",
+    ]
+    task = VerdictsInput(question="Summarize the passage.", context=context, claims=claims)
+    synonyms = {"doctor": ("medico", "physician")}
+    plain = await OfflineJudge().run(VERDICTS_TASK, task)
+    reworded = await OfflineJudge(lexicon=lambda word: synonyms.get(word, ())).run(VERDICTS_TASK, task)
+    assert [v.verdict for v in plain.output.verdicts] == [Verdict.NO_EVIDENCE, Verdict.NO_EVIDENCE]
+    assert [v.verdict for v in reworded.output.verdicts] == [Verdict.FULLY_SUPPORTED, Verdict.NO_EVIDENCE]
+    assert reworded.output.verdicts[0].evidence == "The physician examined the patient before the surgery."

@@ -16,7 +16,7 @@ from typing import Any
 
 from tracescore.model import OFFLINE_JUDGE, Usage
 from tracescore.score.judges._offline_checks import judge_claim, quoted_evidence
-from tracescore.score.judges._offline_claim import IndexedContext, OfflineTuning, is_framing
+from tracescore.score.judges._offline_claim import IndexedContext, Lexicon, OfflineTuning, is_framing
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
 from tracescore.score.judges._offline_text import words
 from tracescore.score.judges._offline_words import REFUSAL_PATTERNS
@@ -59,11 +59,13 @@ def answer_claims(data: Any) -> dict[str, Any]:
     return {"sentences": sentences, "relevance": rating, "relevance_reason": reason}
 
 
-def answer_verdicts(data: Any, tuning: OfflineTuning | None = None) -> dict[str, Any]:
+def answer_verdicts(
+    data: Any, tuning: OfflineTuning | None = None, lexicon: Lexicon | None = None
+) -> dict[str, Any]:
     """One verdict per claim, with the context sentences it is aligned with quoted as evidence (none when
     the judge could not align it)."""
     tuning = tuning or OfflineTuning()
-    context = IndexedContext.of(data.context, data.question or "")
+    context = IndexedContext.of(data.context, data.question or "", lexicon)
     verdicts = []
     for i, claim in enumerate(data.claims):
         outcome, case = judge_claim(claim, context, tuning)
@@ -81,15 +83,19 @@ def answer_verdicts(data: Any, tuning: OfflineTuning | None = None) -> dict[str,
 
 class OfflineJudge:
     """Deterministic, free and offline. Answers the task kinds it can compute (claims, claim verdicts,
-    chunk ratings) whichever metric asks; refuses free-form criteria, which need a language model."""
+    chunk ratings) whichever metric asks; refuses free-form criteria, which need a language model.
+
+    `lexicon` (none by default) names words of the same meaning as a claim's word the context lacks: the
+    hook benchmarks/offline_wordnet.py measures WordNet through (BENCHMARKS.md: it did not help)."""
 
     name = OFFLINE_JUDGE
 
-    def __init__(self, tuning: OfflineTuning | None = None) -> None:
+    def __init__(self, tuning: OfflineTuning | None = None, lexicon: Lexicon | None = None) -> None:
         self.tuning = tuning or OfflineTuning()
+        self.lexicon = lexicon
         handlers: dict[TaskKind, Callable[[Any], dict[str, Any]]] = {
             TaskKind.ANSWER_CLAIMS: answer_claims,
-            TaskKind.CLAIM_VERDICTS: lambda data: answer_verdicts(data, self.tuning),
+            TaskKind.CLAIM_VERDICTS: lambda data: answer_verdicts(data, self.tuning, self.lexicon),
             TaskKind.CHUNK_RATINGS: rate_chunks,
         }
         self._handlers = handlers

@@ -8,6 +8,7 @@ checks of _offline_checks then read both. Everything here is a pure function of 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -34,7 +35,20 @@ from tracescore.score.judges._offline_words import (
     script,
 )
 
-__all__ = ["Case", "Claim", "Evidence", "IndexedContext", "OfflineTuning", "is_framing", "read_case"]
+__all__ = [
+    "Case",
+    "Claim",
+    "Evidence",
+    "IndexedContext",
+    "Lexicon",
+    "OfflineTuning",
+    "is_framing",
+    "read_case",
+]
+
+# Words of the same meaning as a lowercase word (synonyms, derived forms), lowercase: a claim's word the
+# context lacks is matched to one of them that the context states. None: no lexicon (the default).
+Lexicon = Callable[[str], Iterable[str]]
 
 _FRAMING = keys(" ".join(FRAMING_WORDS))
 _SOURCE = keys(" ".join(SOURCE_WORDS))
@@ -77,9 +91,10 @@ class IndexedContext:
     anchor: frozenset[str]
     siblings: dict[str, str]  # 7-letter prefix -> the long context word it starts
     stems: dict[str, tuple[str, ...]]  # 4-letter prefix -> the context words it starts, for name forms
+    lexicon: Lexicon | None = None
 
     @classmethod
-    def of(cls, context: str, question: str) -> IndexedContext:
+    def of(cls, context: str, question: str, lexicon: Lexicon | None = None) -> IndexedContext:
         sentences = index_context(context)
         all_keys = frozenset().union(*(s.keys for s in sentences))
         vocabulary = frozenset().union(*(s.vocabulary for s in sentences))
@@ -100,6 +115,7 @@ class IndexedContext:
                 k[:_SIBLING_PREFIX]: k for k in sorted(all_keys, reverse=True) if len(k) >= 8 and k.isalpha()
             },
             stems={prefix: tuple(found) for prefix, found in stems.items()},
+            lexicon=lexicon,
         )
 
     def spelling(self, tok: Tok) -> Tok:
@@ -116,7 +132,14 @@ class IndexedContext:
             found = self.siblings.get(tok.key[:_SIBLING_PREFIX])
         else:
             found = None
+        if found is None and self.lexicon is not None and not tok.cap:  # names have no synonyms
+            found = self._related(tok.surface.casefold())
         return tok if found is None else Tok(found, tok.surface, tok.cap, tok.num)
+
+    def _related(self, word: str) -> str | None:
+        """The first context key among the lexicon's words of the same meaning (in its order)."""
+        assert self.lexicon is not None
+        return next((k for w in self.lexicon(word) for k in keys(w) if k in self.keys), None)
 
 
 def _same_name(a: str, b: str) -> bool:
