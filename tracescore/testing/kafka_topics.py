@@ -16,6 +16,8 @@ from tracescore._kafka_config import KafkaConnection
 
 __all__ = ["input_producer", "read_topic", "topic_probe", "wait_for_records"]
 
+_READ_S = 60.0  # a read to a topic's end: generous, a loaded machine's fetches can take seconds
+
 
 def input_producer(bootstrap: str, topics: Iterable[str | NewTopic], **config: Any) -> KafkaProducer:
     """A producer (kafka-python's `config`) for writing a test's input to `topics`, created first when
@@ -34,7 +36,7 @@ def topic_probe(bootstrap: str, **config: Any) -> KafkaConsumer:
     return probe_consumer({"bootstrap_servers": bootstrap}, **config)
 
 
-def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[ConsumerRecord]:
+def read_topic(bootstrap: str, topic: str, timeout_s: float = _READ_S) -> list[ConsumerRecord]:
     """Every message on `topic` up to its end offsets as they are now, read without a group (none if the
     topic does not exist). TimeoutError, saying how far it got, when that end is not reached within
     `timeout_s`: never a part of the topic taken for all of it."""
@@ -64,10 +66,12 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[Cons
 
 def wait_for_records(bootstrap: str, topic: str, count: int, timeout_s: float = 60.0) -> list[ConsumerRecord]:
     """`topic` read whole until it holds at least `count` messages; what it holds after `timeout_s` if it
-    never does (the caller's assert says what is missing)."""
+    never does (the caller's assert says what is missing). `timeout_s` bounds the wait for the count, not a
+    read: each read is given at least `_READ_S` to reach the end (a short wait gave its reads as long, so
+    a slow fetch on a loaded machine raised TimeoutError where the caller asked for what is there)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        records = read_topic(bootstrap, topic, timeout_s)
+        records = read_topic(bootstrap, topic, max(timeout_s, _READ_S))
         if len(records) >= count or time.monotonic() > deadline:
             return records
         time.sleep(0.5)
