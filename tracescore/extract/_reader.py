@@ -307,8 +307,9 @@ def read_history(r: Reading) -> None:
     convention = r.convention
     for span in convention.prompt_spans(r):
         prompt = convention.prompt(span)
-        if prompt is not None and prompt.history:
-            r.history = tuple(turn_digest(q, a) for q, a in prompt.history)
+        pairs = prompt.history if prompt is not None else ()  # read once: computed when asked (`Prompt`)
+        if pairs:
+            r.history = tuple(turn_digest(q, a) for q, a in pairs)
             break
     r.turn_digest = turn_digest(question, answer)
     opened_by = r.history[0] if r.history else r.turn_digest
