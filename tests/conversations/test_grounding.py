@@ -29,6 +29,7 @@ from tracescore.consume import decode_message
 from tracescore.conversations._stored import TurnState
 from tracescore.emit import evaluation_record
 from tracescore.model import (
+    ConversationSource,
     EvaluationRecord,
     Interaction,
     MetricResult,
@@ -126,7 +127,7 @@ def inferred(
     evidence = evidence_of(turn).model_copy(update={"turn_digest": digest})
     if history is None:
         return evidence, None
-    return evidence, scored(turn, conversation_source="history", history_turns=history)
+    return evidence, scored(turn, conversation_source=ConversationSource.HISTORY, history_turns=history)
 
 
 def test_an_inferred_conversation_is_grounded_only_in_the_turns_its_history_resent() -> None:

@@ -17,6 +17,7 @@ from tracescore.extract import extract
 from tracescore.model import (
     HISTORY_TURNS_KEPT,
     SCHEMA_VERSION,
+    ConversationSource,
     DecodedSpan,
     Interaction,
     MetricResult,
@@ -171,7 +172,7 @@ def test_the_record_names_the_conversation_and_the_user_of_the_turn() -> None:
 def test_a_turn_that_resent_a_history_of_any_length_names_only_its_most_recent_pairs() -> None:
     history = tuple(turn_digest(f"question {n}", f"answer {n}") for n in range(100_000))
     turn = dataclasses.replace(
-        scored_span(), session_id="history:0", conversation_source="history", history=history
+        scored_span(), session_id="history:0", conversation_source=ConversationSource.HISTORY, history=history
     )
     record = read_evaluation_record(evaluation_record(turn, OK_RESULT, None).to_kafka()[1])
     assert record.history_turns == list(history[-HISTORY_TURNS_KEPT:]), "the nearest turns, oldest first"

@@ -16,6 +16,7 @@ import pytest
 import tracescore
 from tracescore.model import (
     OFFLINE_JUDGE,
+    ConversationSource,
     EvaluationRecord,
     MetricResult,
     MetricStatus,
@@ -75,6 +76,22 @@ def test_an_old_record_without_user_id_reads_with_none() -> None:
     record = read_evaluation_record(json.dumps(old).encode())
     assert (record.session_id, record.user_id) == ("s-1", None)
     assert read_evaluation_record(json.dumps({**old, "user_id": "u-7"}).encode()).user_id == "u-7"
+
+
+def test_where_a_records_conversation_came_from_reads_as_one_of_the_models_words() -> None:
+    """conversation_source is a ConversationSource, written back in the same words; a word this version does
+    not know is an invalid record that names the field, not a string passed on to every reader."""
+    row = {
+        "schema_version": 1, "trace_id": "a" * 32, "span_id": "b" * 16, "service_name": "rag",
+        "route": "/ask", "metric": "faithfulness", "score": 1.0, "label": None, "status": "ok",
+        "judge": "offline", "timestamp": datetime.now(UTC).isoformat(), "session_id": "history:0",
+        "conversation_source": "history",
+    }  # fmt: skip
+    record = read_evaluation_record(json.dumps(row).encode())
+    assert record.conversation_source is ConversationSource.HISTORY
+    assert json.loads(record.to_kafka()[1])["conversation_source"] == "history"
+    with pytest.raises(UnreadableRecord, match=r"invalid_record: .*conversation_source"):
+        read_evaluation_record(json.dumps({**row, "conversation_source": "guessed"}).encode())
 
 
 def test_an_unscored_result_has_no_score_and_says_why() -> None:

@@ -39,7 +39,6 @@ from tracescore.model import (
 
 __all__ = ["Decision", "GroundingContext", "context_of", "decision_record", "fingerprint"]
 
-_HISTORY = ConversationSource.HISTORY.value
 _WORD = re.compile(r"\w+")
 _CLAIM_QUOTED = 120
 
@@ -104,7 +103,7 @@ def context_of(
     ]
     mine = sorted((t for t in before if t.user_id == turn.user_id), key=_started, reverse=True)
     context.other_users = len(before) - len(mine)
-    if record is not None and record.conversation_source == _HISTORY:
+    if record is not None and record.conversation_source == ConversationSource.HISTORY:
         resent = set(record.history_turns)
         kept = [t for t in mine if t.evidence is None or t.evidence.turn_digest in resent]
         context.not_in_history = len(mine) - len(kept)

@@ -24,7 +24,7 @@ from tracescore.extract._prompt import PromptDocuments
 from tracescore.extract._protocol import Skip
 from tracescore.extract._read import Prompt, is_repr
 from tracescore.extract._tools import add_tool_result, answering_groups, called_by_tool, ran_between
-from tracescore.model import ContextSourceKind, DecodedSpan, ExtractSkip, Run, Trace
+from tracescore.model import ContextSourceKind, ConversationSource, DecodedSpan, ExtractSkip, Run, Trace
 
 __all__ = [
     "PROMPT_DOCUMENTS_DOCS",
@@ -82,7 +82,7 @@ class Reading:
     # Where no conversation was named, what its resent history shows (`_reader.read_history`).
     history: tuple[str, ...] = ()
     turn_digest: str | None = None
-    conversation_source: str | None = None
+    conversation_source: ConversationSource | None = None
     opens_conversation: str | None = None
     events_lost: str | None = None  # what the spans read lost of their events past the limits (`_decode`)
     # The documents read from the user message of the prompt, and its text outside them (`_reader`).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from sys import intern
 from typing import Any, NamedTuple
 
@@ -245,11 +245,17 @@ class Prompt(NamedTuple):
     """What a model call was given as text, where an app may put its documents under a label: its
     instructions (the system messages, joined) and its last user message. None: not recorded. `history`:
     the earlier (question, answer) pairs the messages resent before the last user message, oldest first
-    (`qa_pairs`)."""
+    (`qa_pairs` of `turns`, the messages as (role, text) in order; None: no pair to read)."""
 
     instructions: str | None
     user: str | None
-    history: tuple[tuple[str, str], ...] = ()
+    # Read only when asked: every interaction's prompt is read for its documents and question, its pairs
+    # only with consume's infer_conversations (`_reader.read_history`).
+    turns: Callable[[], Iterable[tuple[str, str | None]]] | None = None
+
+    @property
+    def history(self) -> tuple[tuple[str, str], ...]:
+        return qa_pairs(self.turns()) if self.turns is not None else ()
 
 
 def qa_pairs(turns: Iterable[tuple[str, str | None]]) -> tuple[tuple[str, str], ...]:
@@ -290,8 +296,11 @@ def message_prompt(messages: Any, instructions: Any = None) -> Prompt | None:
         return None
     if len(listed) < 3:  # a question, its answer and the next question at least: most prompts hold none
         return Prompt(_joined(system), user_text(listed))
-    turns = ((_role(m), _message_text(m)) for m in listed if isinstance(m, Mapping))
-    return Prompt(_joined(system), user_text(listed), qa_pairs(turns))
+    return Prompt(
+        _joined(system),
+        user_text(listed),
+        lambda: ((_role(m), _message_text(m)) for m in listed if isinstance(m, Mapping)),
+    )
 
 
 def indexed_prompt(roles: Sequence[Any], content: Any) -> Prompt | None:
@@ -304,8 +313,7 @@ def indexed_prompt(roles: Sequence[Any], content: Any) -> Prompt | None:
     user = next((text for text in asked if text), None)
     if not any(role in ASSISTANT_ROLES for role in named):
         return Prompt(_joined(system), user)  # no answer resent: no pair to read
-    turns = ((role, _text(content(index))) for index, role in enumerate(named))
-    return Prompt(_joined(system), user, qa_pairs(turns))
+    return Prompt(_joined(system), user, lambda: ((role, _text(content(i))) for i, role in enumerate(named)))
 
 
 def _text(value: Any) -> str | None:

@@ -307,14 +307,15 @@ def read_history(r: Reading) -> None:
     convention = r.convention
     for span in convention.prompt_spans(r):
         prompt = convention.prompt(span)
-        if prompt is not None and prompt.history:
-            r.history = tuple(turn_digest(q, a) for q, a in prompt.history)
+        pairs = prompt.history if prompt is not None else ()  # read once: computed when asked (`Prompt`)
+        if pairs:
+            r.history = tuple(turn_digest(q, a) for q, a in pairs)
             break
     r.turn_digest = turn_digest(question, answer)
     opened_by = r.history[0] if r.history else r.turn_digest
     inferred = history_conversation_id(r.anchor.service_name, r.user_id, opened_by)
     if r.history:
-        r.session_id, r.conversation_source = inferred, ConversationSource.HISTORY.value
+        r.session_id, r.conversation_source = inferred, ConversationSource.HISTORY
     else:
         r.opens_conversation = inferred
 
@@ -491,7 +492,8 @@ def _build(r: Reading, found: Found) -> Interaction:
         question_missing=r.question_missing,
         history=r.history,
         turn_digest=r.turn_digest,
-        conversation_source=r.conversation_source or (_NAMED if r.session_id is not None else None),
+        conversation_source=r.conversation_source
+        or (ConversationSource.NAMED if r.session_id is not None else None),
         opens_conversation=r.opens_conversation,
     )
 
@@ -554,7 +556,6 @@ class ConventionReader:
 
 
 _SPAN_ID = attrgetter("span_id")
-_NAMED = ConversationSource.NAMED.value
 
 
 def _no_documents(r: Reading) -> Skip:

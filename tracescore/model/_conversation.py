@@ -41,7 +41,10 @@ class ConversationRecord(BaseModel):
         default=SCHEMA_VERSION, description="Version of this format; readers skip versions they do not know."
     )
     conversation_id: str = Field(
-        description="The turns' session.id / gen_ai.conversation.id (the producer's thread or session id)."
+        description="The turns' session.id / gen_ai.conversation.id (the producer's thread or session id), "
+        "or the id inferred from the history their prompts resent where none was named (tracescore "
+        "consume's infer_conversations: `history:` and 24 hex digits; the turns' records say "
+        "conversation_source history)."
     )
     service_name: str = Field(description="service.name of the turns: a conversation is (service, id).")
     route: str = Field(description="The route of the conversation's first turn.")

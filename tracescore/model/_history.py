@@ -30,6 +30,8 @@ _DIGEST_BYTES = 12
 HISTORY_TURNS_KEPT = 200
 
 
+# Words of the evaluation record's format (`conversation_source`): readers refuse one they do not know, so a
+# new one is a change of the format.
 class ConversationSource(StrEnum):
     """Where a record's conversation id came from."""
 

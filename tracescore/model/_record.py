@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from tracescore.model._history import HISTORY_TURNS_KEPT
+from tracescore.model._history import HISTORY_TURNS_KEPT, ConversationSource
 from tracescore.model._results import MetricStatus, Usage
 from tracescore.model._skips import ServiceSkip
 
@@ -106,7 +106,7 @@ class EvaluationRecord(BaseModel):
         default=None,
         description="End user who asked (user.id; the Vercel AI SDK's metadata userId; Langfuse's user id).",
     )
-    conversation_source: str | None = Field(
+    conversation_source: ConversationSource | None = Field(
         default=None,
         description="Where session_id came from: named (the app or its producer named the conversation) or "
         "history (inferred from the question/answer history the app resent, where it named none: "

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tracescore._plural import counted
+from tracescore.model._history import ConversationSource
 from tracescore.model._results import RagRecord
 from tracescore.model._run import Run
 from tracescore.model._vocabulary import ContextSourceKind
@@ -223,7 +224,7 @@ class Interaction:
     # `session_id` came from (None: no conversation).
     history: tuple[str, ...] = ()
     turn_digest: str | None = None
-    conversation_source: str | None = None
+    conversation_source: ConversationSource | None = None
     opens_conversation: str | None = None  # a first turn's inferred id: its documents', never its records'
 
     @property
