@@ -163,7 +163,7 @@ def pytest_configure(config: pytest.Config) -> None:
     folder = os.environ.get(ENV)
     if folder:
         recorder = _Recorder(Path(folder))
-        if config.pluginmanager.has_plugin("dsession"):
+        if "PYTEST_XDIST_WORKER" not in os.environ and getattr(config.option, "numprocesses", None):
             recorder.worker = "controller"  # runs no test; its reaped children are the workers, counted apart
         recorder.startup = _cpu(resource.getrusage(resource.RUSAGE_SELF))
         config.stash[_RECORDER] = recorder
