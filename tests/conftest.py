@@ -37,6 +37,8 @@ from tracescore import testing
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.phoenix import PhoenixServer
 
+pytest_plugins = ("_cpu_plugin",)  # per-test CPU, when TRACESCORE_TEST_CPU is set: tests/_cpu_plugin.py
+
 # Session fixtures that take seconds to start and are used by a handful of tests: their tests share one
 # worker rather than each worker starting its own.
 ONE_WORKER_FIXTURES = ("phoenix_server", "prometheus_stack")

@@ -72,6 +72,9 @@ def test_restart_keeps_address_cluster_and_messages() -> None:
         assert broker.process is None
         assert (data_dir / "data" / "meta.properties").exists(), "stop() keeps the data for a restart"
         broker.start()
+        # The stop wrote the class archive of Kafka's jars if none was there: every start now loads it.
+        assert broker.process is not None
+        assert any(str(arg).startswith("-XX:SharedArchiveFile=") for arg in broker.process.args)
 
         assert broker.bootstrap_servers == bootstrap and broker.cluster_id == cluster_id
         assert broker.data_dir == data_dir and _meta_cluster_id(broker) == cluster_id

@@ -1,0 +1,258 @@
+"""Where the suite's CPU goes, test by test (issue 33 item 4): an opt-in measurement, off unless
+`TRACESCORE_TEST_CPU=<folder>` is set (tests/conftest.py loads this file; it does nothing without it).
+
+For each test (its setup, call and teardown) every pytest process (each xdist worker, or the one process)
+records:
+
+- `wall`: seconds of the clock;
+- `self`: the worker's own CPU (user + sys, `getrusage(RUSAGE_SELF)`);
+- `children`: the CPU of the processes the test started (every process descended from the worker, by
+  /proc's parent links): those that ended and were reaped during the test (`getrusage(RUSAGE_CHILDREN)`, which
+  includes their own reaped children), plus those still running at the end of the test that began during it
+  (read from /proc/<pid>/stat), less what an earlier test was already charged for them;
+- `held`: the CPU during the test of processes that outlived the test that started them (the worker's
+  session broker, Phoenix, a module's services): charged to their own line (`held_processes`, with the test
+  that started them and their command), not to the tests, so one broker start is not one test's cost.
+
+It also records the worker's start-up (`startup`: the interpreter, pytest and plugins, up to configure) and
+its collection (`collection`). One JSON per process into the folder (`<worker id>.json`, written at its
+end); `python tests/_cpu_plugin.py <folder>` ranks them: by folder, by module, by test, and the held
+processes. The /proc scans are taken outside the `self` readings, so the measurement's own cost is not a
+test's. Known gaps: a process that leaves the tree (a double fork re-parented to init) is not seen; a
+grandchild charged while running and reaped later by its parent is counted again with its parent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ENV = "TRACESCORE_TEST_CPU"
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(usage: resource.struct_rusage) -> float:
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    start: int  # start time in ticks: with the pid, one process (pids are reused)
+    cpu: float
+
+
+def _processes() -> dict[int, _Proc]:
+    procs = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        # After the command: state ppid ... utime(12) stime(13) ... starttime(20), counted from 1 at pid.
+        procs[int(name)] = _Proc(int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / _TICK)
+    return procs
+
+
+def _descendants(root: int) -> dict[tuple[int, int], _Proc]:
+    procs = _processes()
+    children = defaultdict(list)
+    for pid, proc in procs.items():
+        children[proc.ppid].append(pid)
+    found, todo = {}, list(children[root])
+    while todo:
+        pid = todo.pop()
+        found[(pid, procs[pid].start)] = procs[pid]
+        todo.extend(children[pid])
+    return found
+
+
+def _command(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    words = [word.decode(errors="replace") for word in argv if word]
+    # A JVM's command is pages of flags and classpath: its main class says what it is.
+    main = next((word for word in words if word.startswith(("kafka.", "org.", "io."))), None)
+    if main:
+        return f"java {main}"
+    return " ".join(words)[:160]
+
+
+@dataclass
+class _Recorder:
+    folder: Path
+    worker: str = field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    tests: list[dict[str, object]] = field(default_factory=list)
+    charged: dict[tuple[int, int], float] = field(default_factory=dict)  # CPU already counted, by process
+    held: dict[tuple[int, int], dict[str, object]] = field(default_factory=dict)
+    startup: float = 0.0
+    collection: float = 0.0
+
+    def test(self, nodeid: str) -> Iterator[None]:
+        before = _descendants(os.getpid())
+        self_0, children_0 = (
+            _cpu(resource.getrusage(resource.RUSAGE_SELF)),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+        wall_0 = time.perf_counter()
+        yield
+        wall = time.perf_counter() - wall_0
+        self_1 = _cpu(resource.getrusage(resource.RUSAGE_SELF))
+        reaped = _cpu(resource.getrusage(resource.RUSAGE_CHILDREN)) - _cpu(children_0)
+        after = _descendants(os.getpid())
+        held = 0.0
+        # Ended during the test: RUSAGE_CHILDREN has all the CPU of the worker's own children (and of what
+        # they reaped), part of which an earlier test was charged while the child ran.
+        for key in before.keys() - after.keys():
+            if before[key].ppid == os.getpid():
+                reaped -= self.charged.pop(key, 0.0)
+            if key in self.held:
+                self.held[key]["ended_in"] = nodeid
+        # Running at the end: it outlives the test, so its CPU is its own line's, not the test's.
+        for key, proc in after.items():
+            held += proc.cpu - self.charged.get(key, 0.0)
+            self.charged[key] = proc.cpu
+            if key not in self.held:
+                started_in = "?" if key in before else nodeid
+                self.held[key] = {"pid": key[0], "command": _command(key[0]), "started_in": started_in}
+            self.held[key]["cpu"] = proc.cpu
+        children = max(reaped, 0.0)
+        self.tests.append(
+            {
+                "nodeid": nodeid,
+                "wall": round(wall, 4),
+                "self": round(self_1 - self_0, 4),
+                "children": round(children, 4),
+                "held": round(held, 4),
+            }
+        )
+
+    def write(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        report = {
+            "worker": self.worker,
+            "pid": os.getpid(),
+            "startup": round(self.startup, 3),
+            "collection": round(self.collection, 3),
+            "self_total": round(_cpu(resource.getrusage(resource.RUSAGE_SELF)), 3),
+            "children_total": round(_cpu(resource.getrusage(resource.RUSAGE_CHILDREN)), 3),
+            "tests": self.tests,
+            "held_processes": list(self.held.values()),
+        }
+        (self.folder / f"{self.worker}.json").write_text(json.dumps(report, indent=1))
+
+
+_RECORDER = pytest.StashKey[_Recorder]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folder = os.environ.get(ENV)
+    if folder:
+        recorder = _Recorder(Path(folder))
+        if "PYTEST_XDIST_WORKER" not in os.environ and getattr(config.option, "numprocesses", None):
+            recorder.worker = "controller"  # runs no test; its reaped children are the workers, counted apart
+        recorder.startup = _cpu(resource.getrusage(resource.RUSAGE_SELF))
+        config.stash[_RECORDER] = recorder
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    recorder = session.config.stash.get(_RECORDER, None)
+    if recorder is not None:
+        recorder.collection = _cpu(resource.getrusage(resource.RUSAGE_SELF)) - recorder.startup
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    recorder = item.config.stash.get(_RECORDER, None)
+    if recorder is None:
+        return (yield)
+    measure = recorder.test(item.nodeid)
+    next(measure)
+    try:
+        return (yield)
+    finally:
+        next(measure, None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    recorder = config.stash.get(_RECORDER, None)
+    if recorder is not None:
+        recorder.write()
+
+
+# --- the ranking: python tests/_cpu_plugin.py <folder> [top] ---------------------------------------------
+
+
+def _header(title: str, columns: str) -> None:
+    count = columns.count("|")
+    print(f"\n{title}\n| {columns} |\n|---|{'---:|' * count}")
+
+
+def _rank(folder: Path, top: int) -> None:
+    reports = [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
+    tests = [test for report in reports for test in report["tests"]]
+    for test in tests:
+        test["cpu"] = test["self"] + test["children"]
+    by_folder: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+    by_module: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+    for test in tests:
+        module = test["nodeid"].split("::", 1)[0]
+        parts = module.split("/")
+        for key, table in (
+            (module, by_module),
+            ("/".join(parts[:2]) if len(parts) > 2 else parts[0], by_folder),
+        ):
+            row = table[key]
+            row[0] += test["cpu"]
+            row[1] += test["held"]
+            row[2] += test["wall"]
+            row[3] += 1
+
+    def table(title: str, rows: dict[str, list[float]], limit: int) -> None:
+        _header(title, "where | tests | CPU-s (self + children) | held CPU-s | wall s")
+        for key, (cpu, held, wall, count) in sorted(rows.items(), key=lambda kv: -kv[1][0])[:limit]:
+            print(f"| {key} | {count} | {cpu:.1f} | {held:.1f} | {wall:.1f} |")
+
+    total_tests = sum(test["cpu"] for test in tests)
+    startup = sum(report["startup"] for report in reports)
+    collection = sum(report["collection"] for report in reports)
+    held = [proc for report in reports for proc in report["held_processes"]]
+    held_total = sum(proc["cpu"] for proc in held)
+    totals = sum(
+        report["self_total"] + (report["children_total"] if report["worker"] != "controller" else 0.0)
+        for report in reports
+    )
+    print(
+        f"processes: {len(reports)}, tests: {len(tests)}; CPU-s: tests {total_tests:.1f}, held processes"
+        f" {held_total:.1f}, start-up {startup:.1f}, collection {collection:.1f}; the processes' own"
+        f" totals (self + reaped children) {totals:.1f}"
+    )
+    table("By folder", by_folder, 100)
+    table(f"By module (top {top})", by_module, top)
+    _header(f"By test (top {top})", "test | CPU-s | self | children | held | wall s")
+    for test in sorted(tests, key=lambda test: -test["cpu"])[:top]:
+        print(
+            f"| {test['nodeid']} | {test['cpu']:.1f} | {test['self']:.1f} | {test['children']:.1f} |"
+            f" {test['held']:.1f} | {test['wall']:.1f} |"
+        )
+    _header("Held processes (outlived the test that started them)", "command | CPU-s | started in")
+    for proc in sorted(held, key=lambda proc: -proc["cpu"]):
+        print(f"| {proc['command'][:80]} | {proc['cpu']:.1f} | {proc['started_in']} |")
+
+
+if __name__ == "__main__":
+    _rank(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 30)
