@@ -16,8 +16,9 @@ so a session fixture is started once per worker that needs it.
 The grouping (`xdist_group`, set here so no test file has to know): tests that share a module- or
 class-scoped fixture run on one worker, so the fixture starts once; tests using a fixture in
 `ONE_WORKER_FIXTURES` run on one worker. Every other test is scheduled on its own, to whichever worker is
-free. Those groups and the `LONG_FIRST` tests are handed out first, then the tests that use a broker, then
-the rest (`_order`). (xdist hands out the multi-test groups, largest first, before the single tests.)
+free. Those groups and the `LONG_FIRST` tests (longest first) are handed out first, then the tests that use a
+broker, then the rest (`_order`). (xdist hands out the multi-test groups, largest first, before the single
+tests, which go in this order.)
 """
 
 from __future__ import annotations
@@ -44,14 +45,29 @@ pytest_plugins = ("_cpu_plugin",)  # per-test CPU, when TRACESCORE_TEST_CPU is s
 ONE_WORKER_FIXTURES = ("phoenix_server", "prometheus_stack")
 # A test whose fixtures start or use a broker (directly or through another fixture).
 BROKER_FIXTURES = frozenset({"kafka_broker", "own_broker"})
-# Scheduled first with those groups, so that no worker is left running one of them alone at the end: the
-# tests that take a minute or more on a loaded two-core machine (a pip install into a new venv, the demo,
-# brokers stopped and restarted, SASL brokers).
+# Scheduled first, right after those groups, the longest first: the tests that take half a minute or more on a
+# loaded two-core machine (a pip install into a new venv, the demo, members joining and leaving a group,
+# brokers stopped and restarted, SASL brokers, stop budgets run out). xdist hands the single tests out in
+# this order, so none of them starts late and leaves one worker running it alone at the end. Node-id
+# prefixes, from `make test`'s --durations (an entry missing here costs time, never a result).
 LONG_FIRST = (
-    "tests/packaging/",
-    "tests/examples/",
+    "tests/consume/test_rebalance_kafka.py::test_two_then_three_members_joining_and_leaving",
+    "tests/consume/test_faults.py::test_sigterm_with_the_broker_gone",
     "tests/consume/test_sasl_kafka.py",
+    "tests/consume/test_rebalance_kafka.py::test_a_rebalance_storm",
+    "tests/packaging/",
+    "tests/conversations/test_conversations_service_kafka.py::test_members_joining_and_leaving_in_turn",
+    "tests/alert/test_drop_benchmark.py",
     "tests/consume/test_faults.py",
+    "tests/conversations/test_conversations_stop_kafka.py",
+    "tests/consume/test_stop_kafka.py",
+    "tests/conversations/test_logic.py::test_100000_open_conversations",
+    "tests/docs/test_reference.py",
+    "tests/testing/test_kafka_broker.py",
+    "tests/examples/",
+    "tests/alert/test_alert_stop_kafka.py",
+    "tests/alert/test_alert_service_kafka.py::test_members_joining_and_leaving_in_turn",
+    "tests/consume/test_rebalance_kafka.py::test_records_sent_during_a_revoke",
     "tests/consume/test_faults_fuzz.py",
 )
 
@@ -151,17 +167,20 @@ def _worker_group(item: pytest.Item) -> str | None:
     return None
 
 
-def _order(item: pytest.Item, group: str | None) -> int:
-    """When `item` is handed out: the long ones and the one-worker groups (0), then the tests that talk to a
-    broker (1: they wait seconds to a minute on groups, timeouts and services), then the rest (2: most take
-    milliseconds). The run ends on short tests spread over every worker, not on one worker still running a
-    Kafka test that came last in file order (tests/testing/, the top-level tests) while the others idle."""
-    if group in ONE_WORKER_FIXTURES or item.nodeid.startswith(LONG_FIRST):
-        return 0
+def _order(item: pytest.Item, group: str | None) -> tuple[int, int]:
+    """When `item` is handed out: the one-worker groups and the long ones (0, longest first), then the tests
+    that talk to a broker (1: they wait seconds to a minute on groups, timeouts and services), then the rest
+    (2: most take milliseconds). The run ends on short tests spread over every worker, not on one worker
+    still running a Kafka test that came last in file order while the others idle."""
+    long = next((rank for rank, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)), None)
+    if long is not None:
+        return 0, long
+    if group in ONE_WORKER_FIXTURES:
+        return 0, len(LONG_FIRST)
     uses_broker = BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
     if uses_broker or "kafka" in item.nodeid.split("::", 1)[0]:
-        return 1
-    return 2
+        return 1, 0
+    return 2, 0
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its hook appends the group to the node id)

@@ -48,9 +48,11 @@ class GatedJudgeServer(JudgeServer):
         self.responder = self._held_reply
 
     def hold(self, allow: int = 0) -> None:
-        """Hold every reply from now on, but let `allow` more through."""
+        """Hold every reply from now on, but let `allow` more through: the calls already held first (woken
+        here, not left to their client's timeout and retry, 30 s later)."""
         with self._gate:
             self._allowed = allow
+            self._gate.notify_all()
 
     def open(self) -> None:
         with self._gate:

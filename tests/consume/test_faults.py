@@ -181,8 +181,12 @@ def test_sigterm_with_the_broker_gone_exits_within_the_stop_budget_saying_what_i
     admin.close()
     run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=4))
     judge_server.hold(allow=2)  # one interaction scored: the producer knows the output topics
-    # No periodic commit after the first: the stop's is the one that meets the broker gone.
+    # No periodic commit after the first: the stop's is the one that meets the broker gone. The drain waits
+    # for the acknowledgements of the records the call held sends, which never come: --drain-timeout ends it
+    # (the default, 60 s, only made the test wait), long after the broker is gone (stopped right after the
+    # stop begins: the drain cannot end before the judge lets the call held go, after that).
     args = ("--commit-interval", "600", "--close-timeout", "2", "--ack-timeout", "1", "--max-in-flight", "1")
+    args += ("--drain-timeout", "10")
     args += (
         "--status-interval",
         "0",
@@ -211,7 +215,9 @@ def test_broker_stopped_and_restarted_mid_stream(own_broker: KafkaBroker, topic_
     with GatedJudgeServer() as server:
         run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=SPANS))
         server.hold()
-        proc = ConsumerProcess(topics.cli_args(base_url=server.base_url, idle_timeout_s=10))
+        # Idleness counts only once the judge calls held through the restart are done, and a stream not read
+        # to its end (or a broker still gone) is never idle: 5 s of it is a clean end, not a lucky one.
+        proc = ConsumerProcess(topics.cli_args(base_url=server.base_url, idle_timeout_s=5))
         wait_until(lambda: server.stats.chat_requests >= 4, "judge calls in flight")
 
         own_broker.restart()  # same data, same port
@@ -240,14 +246,22 @@ def test_a_member_joining_then_one_killed_rebalances_with_nothing_lost(
     first = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url, idle_timeout_s=60))
     first.wait_for_line("assigned partitions")
     wait_until(lambda: judge_server.stats.chat_requests >= 1, "the first member scoring")
-    # Idle long enough to outlive the dead member's session and take its partitions over.
-    second = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url, idle_timeout_s=20))
+    # No idle exit: the test stops the survivor once it took the dead member's partitions over and every
+    # span has a record (an idle exit had to outlive the dead member's session, then idled 20 s more).
+    second = ConsumerProcess(topics.cli_args(base_url=judge_server.base_url, idle_timeout_s=600))
     second.wait_for_line("assigned partitions")
     first.wait_for_line("revoked partitions")  # the group rebalanced over both
 
     first.kill()
     judge_server.open()
 
+    second.wait_for_line("assigned partitions", times=2)
+    wait_until(
+        lambda: outcome(topics, expected).lost == 0 or second.process.poll() is not None,
+        "every span scored",
+        every_s=0.5,
+    )
+    second.terminate()
     assert second.wait() == 0, second.log
     assert second.count("assigned partitions") >= 2, "the survivor took the dead member's partitions"
     # The survivor kept its own partitions through both rebalances: it read again what it had dropped on
