@@ -27,17 +27,15 @@ The variants patch the module's `_stem` (and the keys computed from it at import
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from pathlib import Path
 
-from halueval_accuracy import DEFAULT_PATHS, Shape, load
-from offline_semantic import OFF, report_choice, report_shipped
-from offline_wordnet import changed
+from halueval_accuracy import Shape, load
+from offline_semantic import OFF
+from offline_wordnet import arguments, changed, report
 
 import tracescore.score.judges._offline_claim as claim_module
 import tracescore.score.judges._offline_text as text_module
@@ -97,31 +95,23 @@ async def score_all(records: list[RagRecord]) -> list[MetricResult]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", type=Path, default=list(DEFAULT_PATHS))
-    parser.add_argument("--guard", type=Path, action="append", default=[], metavar="FILE")
-    parser.add_argument("--folds", type=int, default=5)
-    args = parser.parse_args(argv)
+    files, folds = arguments(__doc__, argv)
     found = stemmers()
     every = {"today": text_module._stem, **found}
     for word in ("cancel", "cancelled", "kill", "killed", "travelling", "installed", "install"):
         print(f"  {word}: " + ", ".join(f"{name} {stem(word)}" for name, stem in every.items()))
     print(f"settings: (stemmer variant, decision threshold, min_confidence); {OFF} is today's judge")
     shapes = []
-    for path, guard in [*((p, False) for p in args.paths), *((g, True) for g in args.guard)]:
+    for path, guard in files:
         rows = load(path)
-        records = [r.record for r in rows]
-        base = asyncio.run(score_all(records))
+        base = asyncio.run(score_all([r.record for r in rows]))
         scores: dict[tuple[object, ...], list[MetricResult]] = {OFF: base}
         for variant in VARIANTS:
             with stemming(found[variant]):
-                scores[(variant,)] = asyncio.run(score_all(records))
+                scores[(variant,)] = asyncio.run(score_all([r.record for r in rows]))
             print(f"{path.name} {variant} changed: {changed(rows, base, scores[(variant,)])}")
         shapes.append(Shape(path.name + (" (guard)" if guard else ""), rows, scores, guard))
-    if args.folds > 1:  # 0: too few records to choose on (a check)
-        report_choice(shapes, args.folds)
-    report_shipped(shapes)
-    return 0
+    return report(shapes, folds)
 
 
 if __name__ == "__main__":
