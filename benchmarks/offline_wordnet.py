@@ -130,19 +130,32 @@ def changed(rows: list[Row], base: list[MetricResult], other: list[MetricResult]
     return "; ".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str, argv: list[str] | None) -> tuple[list[tuple[Path, bool]], int]:
+    """A variant benchmark's command line: (each file, whether it is a guard), the folds to choose over."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, default=list(DEFAULT_PATHS))
     parser.add_argument("--guard", type=Path, action="append", default=[], metavar="FILE")
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args(argv)
+    return [*((p, False) for p in args.paths), *((g, True) for g in args.guard)], args.folds
+
+
+def report(shapes: list[Shape], folds: int) -> int:
+    if folds > 1:  # 0: too few records to choose on (a check)
+        report_choice(shapes, folds)
+    report_shipped(shapes)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    files, folds = arguments(__doc__, argv)
     started = time.perf_counter()
     found = lexicons()
     found["derived"]("loaded")
     print(f"WordNet loaded in {time.perf_counter() - started:.1f} s")
     print(f"settings: (lexicon variant, decision threshold, min_confidence); {OFF} is today's judge")
     shapes = []
-    for path, guard in [*((p, False) for p in args.paths), *((g, True) for g in args.guard)]:
+    for path, guard in files:
         rows = load(path)
         records = [r.record for r in rows]
         started = time.perf_counter()
@@ -159,10 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  changed: {changed(rows, base, scores[(variant,)])}")
             print(f"  links: {links(rows, found[variant])}")
         shapes.append(Shape(path.name + (" (guard)" if guard else ""), rows, scores, guard))
-    if args.folds > 1:  # 0: too few records to choose on (a check)
-        report_choice(shapes, args.folds)
-    report_shipped(shapes)
-    return 0
+    return report(shapes, folds)
 
 
 if __name__ == "__main__":

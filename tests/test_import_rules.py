@@ -36,6 +36,8 @@ READS_INTERNALS = {
     # the same sentences and word lists, to pair each claim with its closest context windows for an NLI model
     "benchmarks/offline_nli.py": {"tracescore.score"},
     "benchmarks/offline_long_context.py": {"tracescore.score"},
+    # the offline judge's stemmer swapped for a variant (and the keys built from it when imported)
+    "benchmarks/offline_stemmer.py": {"tracescore.score"},
     # fits the cascade's calibration coefficients (sample._calibration) on the labelled split
     "benchmarks/cascade_sampling.py": {"tracescore.sample"},
     # the consumer's pipeline step and judging queue, timed on their own (hooks around the admission path)

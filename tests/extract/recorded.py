@@ -268,10 +268,9 @@ EXPECTED = {
 
 # Interactions read right whose verdict the offline judge (lexical alignment: the consumer's first tier) gets
 # wrong, by scenario: the LLM judge decides these. Strict: a judge that gets one right fails until it goes.
-OFFLINE_JUDGE_MISSES = {
-    "quiet_long_faithful_turn1": "a six-sentence answer that paraphrases its document ('You can cancel the "
-    "plan at any time' for 'can be cancelled at any time'): half its sentences align with no document",
-}
+# (quiet_long_faithful_turn1, "You can cancel the plan" for "can be cancelled", went when the judge's keys
+# stopped telling a doubled "l" from a single one.)
+OFFLINE_JUDGE_MISSES: dict[str, str] = {}
 # Sources whose traces record no question, on which the offline judge is less sure of a sentence no document
 # states (below its min_confidence, not counted): it gets those scenarios right.
 OFFLINE_JUDGE_RIGHT_WITHOUT_QUESTION = {"semantic_kernel_conversation"}

@@ -343,6 +343,32 @@ async def test_irregular_and_regular_verb_forms_match_their_lemma() -> None:
     assert bought.verdict is Verdict.NO_EVIDENCE, "another verb is not a form of this one"
 
 
+# British spelling doubles an "l" before -ed / -ing ("cancelled", "travelled"), American does not; a word's
+# own "ll" ("killed", "installed") must still match its base form.
+PLAN = (
+    "The plan can be cancelled within 30 days. Staff travelled to Oslo in May. "
+    "The storm killed two people. The team installed the update."
+)
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "You can cancel the plan within 30 days.",
+        "The plan can be canceled within 30 days.",
+        "Staff travel to Oslo in May.",
+        "The storm kills two people.",
+        "The team installs the update.",
+    ],
+)
+async def test_a_doubled_l_keys_as_one_in_either_spelling(claim: str) -> None:
+    [found] = await verdicts("What does the plan allow?", PLAN, claim)
+    assert found.verdict is Verdict.FULLY_SUPPORTED, found.reason
+    changed = claim.replace("30", "60")
+    if changed != claim:
+        assert await verdict("What does the plan allow?", PLAN, changed) is not Verdict.FULLY_SUPPORTED
+
+
 async def test_a_negation_reaches_no_further_than_its_clause_or_a_hyphenated_compound() -> None:
     context = (
         "GMT is equivalent to UTC for civil purposes (but this is not formalised) and for navigation is "

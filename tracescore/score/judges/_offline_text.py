@@ -95,6 +95,14 @@ def _fold(text: str) -> str:
 
 @lru_cache(maxsize=65536)  # a vocabulary-sized memo of a pure function: words repeat across texts
 def _stem(word: str) -> str:
+    """The word's key. A final "ll" is written "l" in every key, base forms' too: British spelling doubles
+    an "l" before -ed / -ing where American does not ("cancelled", "canceled", "cancel": one key), and
+    "kill" / "killed" still share one ("kil"), so no list of words that keep their "ll" is needed."""
+    key = _strip(word)
+    return key[:-1] if len(key) > 3 and key.endswith("ll") else key
+
+
+def _strip(word: str) -> str:
     """A light suffix stripper; it only has to map the inflections of one word to one key. Irregular verb
     forms go to their base first ("sold", "sells" -> "sell"), and a consonant doubled before -ing/-ed is
     undoubled ("beginning", "begins" -> "begin")."""
@@ -117,7 +125,8 @@ def _stem(word: str) -> str:
 
 
 def _undouble(stem: str) -> str:
-    # Only consonants English doubles before a suffix; "added" and "passed" keep theirs (add, pass).
+    # Only consonants English doubles before a suffix; "added" and "passed" keep theirs (add, pass). A
+    # doubled "l" is left to _stem, which writes every key's final "ll" as "l".
     if len(stem) > 3 and stem[-1] == stem[-2] and stem[-1] in "bgmnprt":
         return stem[:-1]
     return stem
