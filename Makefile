@@ -59,7 +59,7 @@ alertmanager:
 
 # pytest's parallel workers (pytest-xdist). The tests mostly wait (on brokers, services, idle timeouts), so
 # more workers than CI's two cores pay; each worker starts its own broker (cheap since the class archive).
-# Six against four in fresh-clone runs of the same main: 530 s of pytest against 710, the same CPU-seconds
+# Six against four in fresh-clone runs a merge apart: 508-530 s of pytest against 710, the same CPU-seconds
 # (BENCHMARKS.md, Test suite time). `make test PYTEST_WORKERS=0` runs them one after another in one process.
 # The 25 slowest steps are listed at the end, where speeding up the suite starts.
 PYTEST_WORKERS ?= 6
