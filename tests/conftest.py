@@ -1,7 +1,7 @@
 """Shared fixtures and how the suite runs in parallel (docs/contributing/index.md, Development, says it for
 people).
 
-`make test` runs pytest with xdist workers (`-n 6 --dist loadgroup`): each worker is its own pytest session,
+`make test` runs pytest with xdist workers (`-n 4 --dist loadgroup`): each worker is its own pytest session,
 so a session fixture is started once per worker that needs it.
 
 - `kafka_broker` / `bootstrap`: the worker's real Apache Kafka 4.x broker, shared by every test on that

@@ -271,9 +271,6 @@ EXPECTED = {
 # (quiet_long_faithful_turn1, "You can cancel the plan" for "can be cancelled", went when the judge's keys
 # stopped telling a doubled "l" from a single one.)
 OFFLINE_JUDGE_MISSES: dict[str, str] = {}
-# Sources whose traces record no question, on which the offline judge is less sure of a sentence no document
-# states (below its min_confidence, not counted): it gets those scenarios right.
-OFFLINE_JUDGE_RIGHT_WITHOUT_QUESTION = {"semantic_kernel_conversation"}
 
 # Apps that resend earlier turns' documents only as prompt text (their template puts them into an earlier user
 # message, `Context: ... Question: ...`): prompt text is never split into documents, so those documents are
@@ -356,7 +353,7 @@ class Recording:
         """The offline judge's verdict on this trace: `label_in_this_trace`, but where it is known to miss
         (OFFLINE_JUDGE_MISSES)."""
         right = self.label_in_this_trace
-        if self.scenario not in OFFLINE_JUDGE_MISSES or self.source in OFFLINE_JUDGE_RIGHT_WITHOUT_QUESTION:
+        if self.scenario not in OFFLINE_JUDGE_MISSES:
             return right
         return "hallucinated" if right == "faithful" else "faithful"
 
