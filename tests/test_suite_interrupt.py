@@ -57,7 +57,7 @@ def _alive(pid: int) -> bool:
 def test_sigterm_ends_the_run_like_ctrl_c_and_leaves_no_process_behind(tmp_path: Path, workers: str) -> None:
     suite = tmp_path / "tests"
     suite.mkdir()
-    for name in ("conftest.py", "_helpers.py", "_cpu_plugin.py"):  # the conftest and what it imports
+    for name in ("conftest.py", "_helpers.py", "_held.py", "_cpu_plugin.py"):  # the conftest and its imports
         shutil.copy(TESTS / name, suite / name)
     (suite / "test_running.py").write_text(RUN)
     pids_file = tmp_path / "pids"
