@@ -6,15 +6,13 @@ a pytest run of its own on the suite's conftest, on an xdist worker as `make tes
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
-TESTS = Path(__file__).resolve().parent
+from _helpers import own_suite
 
 # Each line of EVENTS: what happened, in order. The session fixture stands for the worker's broker.
 RUN = textwrap.dedent(
@@ -66,11 +64,7 @@ RUN = textwrap.dedent(
 
 
 def test_a_held_fixture_stops_after_its_last_test_and_before_the_session_fixtures(tmp_path: Path) -> None:
-    suite = tmp_path / "tests"
-    suite.mkdir()
-    for name in ("conftest.py", "_helpers.py", "_held.py", "_cpu_plugin.py"):  # the conftest and its imports
-        shutil.copy(TESTS / name, suite / name)
-    (suite / "test_held.py").write_text(RUN)
+    suite = own_suite(tmp_path, RUN)
     events = tmp_path / "events"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", str(suite)],
