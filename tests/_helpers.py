@@ -4,12 +4,14 @@ prefix, the LLM judge pointed at the local judge server, and the check that noth
 from __future__ import annotations
 
 import gc
+import shutil
 import signal
 import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -29,6 +31,7 @@ __all__ = [
     "judge_client",
     "not_found_errors",
     "nothing_left_open",
+    "own_suite",
     "partitions_on_broker",
     "started_process",
     "subscribe_once_known",
@@ -169,3 +172,14 @@ def nothing_left_open() -> Iterator[None]:
         gc.collect()
     left = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert left == [], left
+
+
+def own_suite(folder: Path, test_module: str) -> Path:
+    """A suite of one test module (`test_module`'s source) in `folder`/tests, on a copy of this suite's
+    conftest and what it imports, for a pytest run of its own that tests how the suite runs."""
+    suite = folder / "tests"
+    suite.mkdir()
+    for name in ("conftest.py", "_helpers.py", "_held.py", "_cpu_plugin.py"):
+        shutil.copy(Path(__file__).with_name(name), suite / name)
+    (suite / "test_own.py").write_text(test_module)
+    return suite

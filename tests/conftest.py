@@ -11,7 +11,8 @@ so a session fixture is started once per worker that needs it.
 - `closed_port`: a loopback port nothing listens on (a server that is down) for the whole test: held, so
   no other worker's server takes it meanwhile (a port found free and let go may be taken).
 - `phoenix_server`: a real Arize Phoenix. Expensive to start, so every test that uses it runs on one worker
-  (the grouping below), which starts it once.
+  (the grouping below), which starts it once; held while those tests run and stopped after the last
+  (tests/_held.py), not left idling to the run's end.
 
 The grouping (`xdist_group`, set here so no test file has to know): tests that share a module- or
 class-scoped fixture run on one worker, so the fixture starts once; tests using a fixture in
@@ -27,11 +28,12 @@ import os
 import signal
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from types import FrameType
 
 import pytest
+from _held import held, release_unused
 from _helpers import end_started_processes
 
 from tracescore import testing
@@ -40,8 +42,9 @@ from tracescore.testing.phoenix import PhoenixServer
 
 pytest_plugins = ("_cpu_plugin",)  # per-test CPU, when TRACESCORE_TEST_CPU is set: tests/_cpu_plugin.py
 
-# Session fixtures that take seconds to start and are used by a handful of tests: their tests share one
-# worker rather than each worker starting its own.
+# Fixtures that take seconds to start and are used by a handful of tests: their tests share one worker
+# rather than each worker starting its own, and come one after another there, so a fixture held while they
+# run (tests/_held.py) starts once.
 ONE_WORKER_FIXTURES = ("phoenix_server", "prometheus_stack")
 # A test whose fixtures start or use a broker (directly or through another fixture).
 BROKER_FIXTURES = frozenset({"kafka_broker", "own_broker"})
@@ -147,11 +150,20 @@ def own_broker() -> Iterator[KafkaBroker]:
         yield broker
 
 
-@pytest.fixture(scope="session")
-def phoenix_server() -> Iterator[PhoenixServer]:
+@pytest.fixture
+def phoenix_server(request: pytest.FixtureRequest) -> PhoenixServer:
     # No skip on failure: a test that needs Phoenix and cannot get it must fail loudly (PhoenixUnavailable).
-    with PhoenixServer() as server:
-        yield server
+    return held(request, lambda stack: stack.enter_context(PhoenixServer()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    """A held fixture (tests/_held.py) stops after the last of its tests, once that test's own fixtures are
+    down."""
+    try:
+        return (yield)
+    finally:
+        release_unused(item, nextitem)
 
 
 def _worker_group(item: pytest.Item) -> str | None:

@@ -6,7 +6,6 @@ started, with them; here stand-ins for both, in a pytest run of its own on the s
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,9 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _helpers import wait_until
-
-TESTS = Path(__file__).resolve().parent
+from _helpers import own_suite, wait_until
 
 SLEEPER = '[sys.executable, "-c", "import time; time.sleep(600)"]'
 RUN = textwrap.dedent(
@@ -55,11 +52,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("workers", ["0", "1"], ids=["in-process", "xdist"])
 def test_sigterm_ends_the_run_like_ctrl_c_and_leaves_no_process_behind(tmp_path: Path, workers: str) -> None:
-    suite = tmp_path / "tests"
-    suite.mkdir()
-    for name in ("conftest.py", "_helpers.py", "_cpu_plugin.py"):  # the conftest and what it imports
-        shutil.copy(TESTS / name, suite / name)
-    (suite / "test_running.py").write_text(RUN)
+    suite = own_suite(tmp_path, RUN)
     pids_file = tmp_path / "pids"
     run = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers, str(suite)],

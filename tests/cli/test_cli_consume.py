@@ -1,21 +1,28 @@
-"""`tracescore consume` as users run it: a process that stops by itself and prints its counts."""
+"""`tracescore consume` as users run it: a process that stops by itself and prints its counts; and what it
+says of bad flags, files and variables (in process: `consume_with_bad_input`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from _helpers import not_found_errors, wait_until
+from click.testing import CliRunner
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from tests.consume.kafka_helpers import run_instrumented_app
+from tracescore.cli import main
 from tracescore.model import read_evaluation_record
 from tracescore.testing.kafka_topics import input_producer, read_topic
 
@@ -169,55 +176,83 @@ def _consume_process(bootstrap: str, prefix: str, *args: str) -> subprocess.Pope
     )  # fmt: skip
 
 
-def _consume_with_bad_input(
-    *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    # Port 1: nothing listens there, so the command must fail on its input before any Kafka I/O.
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", "127.0.0.1:1", *args],
-        capture_output=True, text=True, timeout=60, check=False, env={**clean, **(env or {})},
-    )  # fmt: skip
+@dataclass(frozen=True)
+class _Refused:
+    exit_code: int
+    errors: list[str]  # the lines click printed as its error ("Error: ...")
+    warnings: list[str]  # what the command logged at WARNING or above
 
 
-def _error_lines(stderr: str) -> list[str]:
-    assert "Traceback" not in stderr, f"a crash, not a clear error:\n{stderr}"
-    return [line for line in stderr.splitlines() if line.startswith("Error:")]
+@pytest.fixture
+def consume_with_bad_input(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., _Refused]:
+    """`tracescore consume` given bad input, in process through the command's own entry (`main`): these tests
+    are about reading flags, files and variables, not about the process, so none starts an interpreter
+    (~1 CPU-s of imports each). Only the variables a test sets: the runner's own TRACESCORE_* would be read
+    too. Port 1: nothing listens there, so the command fails on its input, or at once on Kafka."""
+    for name in [n for n in os.environ if n.upper().startswith("TRACESCORE_")]:
+        monkeypatch.delenv(name)
+
+    def run(*args: str, env: dict[str, str] | None = None) -> _Refused:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            command = ["consume", "--bootstrap-servers", "127.0.0.1:1", *args]
+            result = CliRunner().invoke(main, command, env=env)
+        # A crash, not a clear error: an exception other than the exit click makes, or a logged traceback.
+        crash = result.exception if not isinstance(result.exception, SystemExit) else None
+        assert crash is None, "".join(traceback.format_exception(crash))
+        assert not [r for r in caplog.records if r.exc_info], caplog.text
+        return _Refused(
+            result.exit_code,
+            [line for line in result.stderr.splitlines() if line.startswith("Error:")],
+            [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING],
+        )
+
+    return run
 
 
-def test_illegal_topic_name_fails_at_startup_with_a_one_line_error() -> None:
-    done = _consume_with_bad_input("--evaluations-topic", "no spaces allowed")
-    assert done.returncode == 2, f"a usage error, not a crash ({done.returncode}):\n{done.stderr}"
-    assert _error_lines(done.stderr) == [
+def test_illegal_topic_name_fails_at_startup_with_a_one_line_error(
+    consume_with_bad_input: Callable[..., _Refused],
+) -> None:
+    done = consume_with_bad_input("--evaluations-topic", "no spaces allowed")
+    assert done.exit_code == 2, f"a usage error ({done.exit_code}): {done.errors}"
+    assert done.errors == [
         "Error: invalid value for --evaluations-topic: 'no spaces allowed' is not a topic Kafka accepts: a "
         "Kafka topic name is 1 to 249 letters, digits, '.', '_' and '-', and not '.' or '..'"
     ]
 
 
 @pytest.mark.parametrize("key", ["idle_timeout_s = 3", "default_rate = 0.5"])
-def test_a_config_file_without_tables_says_which_table_each_setting_goes_in(tmp_path: Path, key: str) -> None:
+def test_a_config_file_without_tables_says_which_table_each_setting_goes_in(
+    tmp_path: Path, key: str, consume_with_bad_input: Callable[..., _Refused]
+) -> None:
     # consume reads its file twice (its options, the sampling policy): a file without tables used to fail one
     # of the two, listing the other's settings as the valid ones.
     path = tmp_path / "consume.toml"
     path.write_text(key + "\n")
-    done = _consume_with_bad_input("--config", str(path))
-    assert done.returncode == 2, done.stderr
-    [error] = _error_lines(done.stderr)
+    done = consume_with_bad_input("--config", str(path))
+    assert done.exit_code == 2, done.errors
+    [error] = done.errors
     assert error.startswith(f"Error: {path}: settings outside a table ({key.split()[0]}): "), error
     assert "options from a [consume] table and the sampling policy from a [sampling] table" in error
 
 
-def test_a_setting_beside_the_tables_is_refused_not_ignored(tmp_path: Path) -> None:
+def test_a_setting_beside_the_tables_is_refused_not_ignored(
+    tmp_path: Path, consume_with_bad_input: Callable[..., _Refused]
+) -> None:
     # A sampling key at the top level of a file with a [consume] table was read by neither reader.
     path = tmp_path / "consume.toml"
     path.write_text('default_rate = 0.5\n\n[consume]\ntopic = "spans"\n')
-    done = _consume_with_bad_input("--config", str(path), "--connect-timeout", "1")
-    assert done.returncode == 2, done.stderr
-    [error] = _error_lines(done.stderr)
+    done = consume_with_bad_input("--config", str(path), "--connect-timeout", "1")
+    assert done.exit_code == 2, done.errors
+    [error] = done.errors
     assert error.startswith(f"Error: {path}: settings outside a table (default_rate): "), error
 
 
-def test_a_misspelt_variable_is_said_once_with_the_name_meant() -> None:
+def test_a_misspelt_variable_is_said_once_with_the_name_meant(
+    consume_with_bad_input: Callable[..., _Refused],
+) -> None:
     """TRACESCORE_BROKER was silently ignored (pydantic settings ignore names they do not know): the consumer
     went on with the default broker. Said once at start; the variables of other tools, and the valid ones,
     are not."""
@@ -229,15 +264,17 @@ def test_a_misspelt_variable_is_said_once_with_the_name_meant() -> None:
         "TRACESCORE_PROMETHEUS_PORT": "9464",  # an option's own variable
         "KAFKA_BROKER": "kafka:9092",  # outside our prefix
     }
-    done = _consume_with_bad_input("--connect-timeout", "1", env=env)
-    warned = [line for line in done.stderr.splitlines() if "no tracescore setting has that name" in line]
-    assert len(warned) == 1, done.stderr
+    done = consume_with_bad_input("--connect-timeout", "1", env=env)
+    warned = [line for line in done.warnings if "no tracescore setting has that name" in line]
+    assert len(warned) == 1, done.warnings
     assert (
         "TRACESCORE_BROKER is set" in warned[0] and "did you mean TRACESCORE_BOOTSTRAP_SERVERS?" in warned[0]
     )
 
 
-def test_a_misspelt_variable_of_a_settings_group_is_said_with_the_group_s_name_meant() -> None:
+def test_a_misspelt_variable_of_a_settings_group_is_said_with_the_group_s_name_meant(
+    consume_with_bad_input: Callable[..., _Refused],
+) -> None:
     """The judge's, sampling's, Phoenix's and the embeddings' variables have longer prefixes, which were
     taken for another command's and never checked: TRACESCORE_JUDGE_MODLE left the judge on its default
     model, silently. Another service's own (TRACESCORE_ALERT_*) is still that service's to say."""
@@ -249,25 +286,25 @@ def test_a_misspelt_variable_of_a_settings_group_is_said_with_the_group_s_name_m
         "TRACESCORE_EMBEDDINGS_MODLE": "text-embedding-3-small",
         "TRACESCORE_ALERT_GROUPID": "alerts",  # alert's own: said by tracescore alert
     }
-    done = _consume_with_bad_input("--connect-timeout", "1", env=env)
-    warned = sorted(
-        line for line in done.stderr.splitlines() if "no tracescore setting has that name" in line
-    )
+    done = consume_with_bad_input("--connect-timeout", "1", env=env)
+    warned = sorted(line for line in done.warnings if "no tracescore setting has that name" in line)
     meant = [
         ("TRACESCORE_EMBEDDINGS_MODLE", "TRACESCORE_EMBEDDINGS_MODEL"),
         ("TRACESCORE_JUDGE_MODLE", "TRACESCORE_JUDGE_MODEL"),
         ("TRACESCORE_PHOENIX_ENDPIONT", "TRACESCORE_PHOENIX_ENDPOINT"),
         ("TRACESCORE_SAMPLING__DEFAULT_RAT", "TRACESCORE_SAMPLING__DEFAULT_RATE"),
     ]
-    assert len(warned) == len(meant), done.stderr
+    assert len(warned) == len(meant), done.warnings
     for line, (name, valid) in zip(warned, meant, strict=True):
         assert f"{name} is set" in line and f"did you mean {valid}?" in line, line
 
 
-def test_invalid_setting_from_the_environment_names_the_variable() -> None:
-    done = _consume_with_bad_input(env={"TRACESCORE_POLL_TIMEOUT_MS": "0"})
-    assert done.returncode == 2, f"a usage error, not a crash ({done.returncode}):\n{done.stderr}"
-    [error] = _error_lines(done.stderr)
+def test_invalid_setting_from_the_environment_names_the_variable(
+    consume_with_bad_input: Callable[..., _Refused],
+) -> None:
+    done = consume_with_bad_input(env={"TRACESCORE_POLL_TIMEOUT_MS": "0"})
+    assert done.exit_code == 2, f"a usage error ({done.exit_code}): {done.errors}"
+    [error] = done.errors
     assert error.startswith("Error: invalid value for TRACESCORE_POLL_TIMEOUT_MS "), error
     assert "greater than or equal to 1" in error
 

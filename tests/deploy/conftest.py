@@ -11,9 +11,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from _held import held
 from deploy_stack import (
     REPO,
     PrometheusStack,
@@ -45,8 +47,22 @@ def otelcol() -> Path:
     return Path(lines[-1])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def prometheus_stack(
+    request: pytest.FixtureRequest,
+    kafka_broker: KafkaBroker,
+    otelcol: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> PrometheusStack:
+    """Held while its tests run (tests/_held.py): it scrapes, evaluates and exports every second, ~1 CPU-s a
+    minute, so it stops after its last test, not at the worker's end."""
+    return held(
+        request, lambda stack: stack.enter_context(_prometheus_stack(kafka_broker, otelcol, tmp_path_factory))
+    )
+
+
+@contextmanager
+def _prometheus_stack(
     kafka_broker: KafkaBroker, otelcol: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PrometheusStack]:
     tmp = tmp_path_factory.mktemp("prometheus-path")
@@ -114,10 +130,14 @@ scrape_configs:
         collector_log.close()
 
 
-@pytest.fixture(scope="session")
-def drifted_stack(prometheus_stack: PrometheusStack) -> PrometheusStack:
-    """The stack after a healthy phase (scraped) and then a drift of /billing: what the rules alert on."""
-    stack = prometheus_stack
+@pytest.fixture
+def drifted_stack(request: pytest.FixtureRequest, prometheus_stack: PrometheusStack) -> PrometheusStack:
+    """The stack after a healthy phase (scraped) and then a drift of /billing: what the rules alert on. Held
+    with the stack: the phases run once for its tests."""
+    return held(request, lambda _: _drifted(prometheus_stack))
+
+
+def _drifted(stack: PrometheusStack) -> PrometheusStack:
     stack.run_app("healthy")
     billing = 'sum(tracescore_evaluation_score_count{tracescore_route="/billing", metric="faithfulness"})'
     wait_until(
