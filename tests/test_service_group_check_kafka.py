@@ -6,6 +6,8 @@ service that finds the other's members in its group stops with one line that say
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import uuid
 from collections import Counter
@@ -20,11 +22,13 @@ from group_member import GroupMember
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
+from tracescore._kafka_config import KafkaConnection
 from tracescore._service import _group_check as group_check
 from tracescore._service._group_check import GroupCheck, GroupShared, client_id
 from tracescore.alert import AlertConfig, AlertService
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import input_producer, read_topic
 
 pytestmark = pytest.mark.kafka
@@ -248,3 +252,40 @@ def test_each_service_run_looks_at_its_group_on_one_admin_client_closed_at_the_s
     made_by = Counter(admin.client_id for admin in made)
     assert made_by == Counter(dict.fromkeys(looked, 1)), f"admin clients made {made_by}, looks {looked}"
     assert all(admin.closed for admin in made), "an admin client left open after the stop"
+
+
+def test_a_look_at_the_group_the_broker_did_not_answer_is_tried_again_until_one_is_answered(
+    own_broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look after a rebalance is the one that finds the other service's member that rebalance brought. A
+    look the broker did not answer (restarting just then, the group back with the same generation after it)
+    was given up until the group changed again, said at debug level only: the services read on in one group,
+    each seeing part of the records, without a word. Now it is tried again until one is answered. Here the
+    broker is paused for the whole of the first look, then resumed, and nothing in the group changes."""
+    monkeypatch.setattr(group_check, "BROKER_WAIT_S", 2.0)  # the look's wait, for the test's time only
+    monkeypatch.setattr(group_check, "RETRY_S", (0.5, 1.0), raising=False)
+    bootstrap, group, evaluations = own_broker.bootstrap_servers, "look-again", "look-again.evaluations"
+    input_producer(bootstrap, [evaluations]).close()
+    with GroupMember(bootstrap, group, evaluations, client_id("tracescore conversations")) as other:
+        look = GroupCheck(
+            KafkaConnection(bootstrap_servers=bootstrap), group, "tracescore alert", lambda: False
+        )
+        try:
+            os.kill(own_broker.process.pid, signal.SIGSTOP)
+            try:
+                look()  # before the first poll: no answer within BROKER_WAIT_S
+            finally:
+                os.kill(own_broker.process.pid, signal.SIGCONT)
+
+            def looked_again() -> GroupShared | None:
+                try:
+                    look()  # as each pass of the service's loop does
+                except GroupShared as shared:
+                    return shared
+                return None
+
+            shared = wait_until(looked_again, "the look tried again", timeout_s=30.0)
+        finally:
+            look.close()
+            print(f"the stand-in's lines:\n{other.log}")  # pytest shows them with a failure only
+    assert f"group '{group}' also has members of tracescore conversations" in str(shared)
