@@ -274,6 +274,23 @@ def looked_again(look: GroupCheck) -> Callable[[], GroupShared | None]:
     return passed
 
 
+@contextmanager
+def alert_looks_beside_the_other(bootstrap: str, prefix: str, name: str) -> Iterator[tuple[str, GroupCheck]]:
+    """tracescore alert's looks at group `{prefix}-{name}` (closed on exit), with a stand-in member of
+    tracescore conversations in it; the group's name."""
+    group, evaluations = f"{prefix}-{name}", f"{prefix}.evaluations"
+    written(bootstrap, prefix)
+    with GroupMember(bootstrap, group, evaluations, client_id("tracescore conversations")) as other:
+        look = GroupCheck(
+            KafkaConnection(bootstrap_servers=bootstrap), group, "tracescore alert", lambda: False
+        )
+        try:
+            yield group, look
+        finally:
+            look.close()
+            print(f"the stand-in's lines:\n{other.log}")  # pytest shows them with a failure only
+
+
 def test_a_look_at_the_group_the_broker_did_not_answer_is_tried_again_until_one_is_answered(
     bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -295,20 +312,11 @@ def test_a_look_at_the_group_the_broker_did_not_answer_is_tried_again_until_one_
         return members(self)
 
     monkeypatch.setattr(GroupCheck, "_members", unanswered_first)
-    group, evaluations = f"{topic_prefix}-again", f"{topic_prefix}.evaluations"
-    written(bootstrap, topic_prefix)
-    with GroupMember(bootstrap, group, evaluations, client_id("tracescore conversations")) as other:
-        look = GroupCheck(
-            KafkaConnection(bootstrap_servers=bootstrap), group, "tracescore alert", lambda: False
-        )
-        try:
-            look()  # before the first poll: no answer, and no GroupShared
-            look()  # the next pass, at once: not tried again yet
-            assert len(asked) == 1, "tried again at once"
-            shared = wait_until(looked_again(look), "the look tried again", timeout_s=60.0)
-        finally:
-            look.close()
-            print(f"the stand-in's lines:\n{other.log}")  # pytest shows them with a failure only
+    with alert_looks_beside_the_other(bootstrap, topic_prefix, "again") as (group, look):
+        look()  # before the first poll: no answer, and no GroupShared
+        look()  # the next pass, at once: not tried again yet
+        assert len(asked) == 1, "tried again at once"
+        shared = wait_until(looked_again(look), "the look tried again", timeout_s=60.0)
     assert f"group '{group}' also has members of tracescore conversations" in str(shared)
     assert asked[1] - asked[0] >= 1.0, "tried again before the pause"
 
@@ -376,17 +384,8 @@ def test_a_look_the_broker_answered_with_an_error_for_the_group_is_no_answer(
             return super().describe_groups(group_ids, *args, **kwargs)
 
     monkeypatch.setattr(group_check, "KafkaAdminClient", Loading)
-    group, evaluations = f"{topic_prefix}-loading", f"{topic_prefix}.evaluations"
-    written(bootstrap, topic_prefix)
-    with GroupMember(bootstrap, group, evaluations, client_id("tracescore conversations")) as other:
-        look = GroupCheck(
-            KafkaConnection(bootstrap_servers=bootstrap), group, "tracescore alert", lambda: False
-        )
-        try:
-            look()  # the coordinator loading: no answer, and no GroupShared
-            shared = wait_until(looked_again(look), "the look tried again", timeout_s=60.0)
-        finally:
-            look.close()
-            print(f"the stand-in's lines:\n{other.log}")  # pytest shows them with a failure only
+    with alert_looks_beside_the_other(bootstrap, topic_prefix, "loading") as (group, look):
+        look()  # the coordinator loading: no answer, and no GroupShared
+        shared = wait_until(looked_again(look), "the look tried again", timeout_s=60.0)
     assert f"group '{group}' also has members of tracescore conversations" in str(shared)
     assert len(described) >= 2
