@@ -16,9 +16,10 @@ from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
+from _helpers import wait_until
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import InconsistentGroupProtocolError, KafkaConnectionError, KafkaTimeoutError
+from kafka.errors import InconsistentGroupProtocolError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 
 import tracescore._kafka
 from tracescore._kafka_config import KafkaConnection
@@ -35,9 +36,11 @@ from tracescore._service import (
     PartitionMeta,
     StopBudget,
     StreamTime,
+    _group_check,
 )
 from tracescore._service._bounded import poll_or_nothing
 from tracescore._service._found import FoundOutputs
+from tracescore._service._group_check import GroupCheck
 from tracescore._service._keyed import KeyedStage
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic
@@ -455,3 +458,26 @@ def test_the_stream_time_behind_the_keyed_end_is_never_the_newest_record_read() 
     # Revoked and assigned again between two ticks: restored, read again from the committed offset 1.
     assert time.of(0, 1) == 0, "read again from before the end it passed: no time until it passes it again"
     assert time.of(0, 4) == 7_000
+
+
+def test_clients_tried_again_while_no_broker_answers_leave_no_thread_behind(
+    closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka-python 3.0.12 starts a client's IO thread in its constructor, before its first connection: one
+    that fails raises with no object to close, and the thread stayed, idle, for the process's life. The
+    services make some clients at their first use, and try again at each use while that fails (the look at
+    stage 1's group after each change, the state topics' readers at each restore's try): with the broker
+    away from before that first use, one more thread at every try, for as long as it stayed away (8 tries
+    here: 8 threads). Now each one's network client is closed when its constructor fails."""
+    for module in (_group_check, tracescore._kafka):  # their clients' first connection, for the test's time
+        monkeypatch.setattr(module, "BROKER_WAIT_S", 0.3)
+    connection = KafkaConnection(bootstrap_servers=f"127.0.0.1:{closed_port}")
+    look = GroupCheck(connection, "no-broker", "tracescore alert", stopping=lambda: False)
+    before = threading.active_count()
+    for _ in range(4):
+        look.changed([])
+        look()  # its admin client fails to connect: said at debug level, looked at again later
+        with pytest.raises(KafkaError):
+            tracescore._kafka.log_reader(connection)  # a restore's reader (the old state topic's probe too)
+    # The looks' own threads (BoundedCall's) end with their calls: kafka-python's, left behind, never did.
+    wait_until(lambda: threading.active_count() <= before, f"back to {before} threads", timeout_s=15)

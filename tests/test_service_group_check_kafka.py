@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,7 +20,9 @@ from _helpers import wait_until
 from group_member import GroupMember
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
+from kafka.errors import CoordinatorLoadInProgressError, KafkaTimeoutError
 
+from tracescore._kafka_config import KafkaConnection
 from tracescore._service import _group_check as group_check
 from tracescore._service._group_check import GroupCheck, GroupShared, client_id
 from tracescore.alert import AlertConfig, AlertService
@@ -163,10 +166,15 @@ def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying
     producer.close()
     looks = []
     members = GroupCheck._members
+    answers: list[list[str]] = []  # the client ids each look after joining found, shown with a failure
 
     def look_made_before_the_other_joined(self: GroupCheck) -> list[dict[str, object]]:
         looks.append(self.group_id)
-        return [] if len(looks) == 1 else members(self)
+        if len(looks) == 1:
+            return []
+        found = members(self)
+        answers.append(sorted(str(member.get("client_id")) for member in found))
+        return found
 
     # A member of tracescore conversations, as the group sees it (its client id), in a process of its own:
     # on a thread of this one it waited on the service's work under load, the coordinator expired it, and
@@ -178,6 +186,9 @@ def test_a_member_that_came_after_the_look_before_joining_stops_before_re_keying
             with pytest.raises(GroupShared, match="also has members of tracescore conversations"):
                 service.run(idle_timeout_s=30.0)
         finally:
+            # The stand-in stalled (kafka-python 3.0.12 under load, its IO loop blocked for seconds) and
+            # expired before this service's join: the looks then rightly find it alone.
+            print(f"the looks after joining found: {answers}")
             print(f"the stand-in's lines:\n{other.log}")  # pytest shows them with a failure only
     assert len(looks) >= 2, "the look after joining"
     assert read_topic(bootstrap, f"{group}.routes") == [], "re-keyed before the look at the new group"
@@ -248,3 +259,133 @@ def test_each_service_run_looks_at_its_group_on_one_admin_client_closed_at_the_s
     made_by = Counter(admin.client_id for admin in made)
     assert made_by == Counter(dict.fromkeys(looked, 1)), f"admin clients made {made_by}, looks {looked}"
     assert all(admin.closed for admin in made), "an admin client left open after the stop"
+
+
+def looked_again(look: GroupCheck) -> Callable[[], GroupShared | None]:
+    """A pass of the service's loop (`look()`), as a condition for `wait_until`: what it raised, if it did."""
+
+    def passed() -> GroupShared | None:
+        try:
+            look()
+        except GroupShared as shared:
+            return shared
+        return None
+
+    return passed
+
+
+@contextmanager
+def alert_looks_beside_the_other(bootstrap: str, prefix: str, name: str) -> Iterator[tuple[str, GroupCheck]]:
+    """tracescore alert's looks at group `{prefix}-{name}` (closed on exit), with a stand-in member of
+    tracescore conversations in it; the group's name."""
+    group, evaluations = f"{prefix}-{name}", f"{prefix}.evaluations"
+    written(bootstrap, prefix)
+    with GroupMember(bootstrap, group, evaluations, client_id("tracescore conversations")) as other:
+        look = GroupCheck(
+            KafkaConnection(bootstrap_servers=bootstrap), group, "tracescore alert", lambda: False
+        )
+        try:
+            yield group, look
+        finally:
+            look.close()
+            print(f"the stand-in's lines:\n{other.log}")  # pytest shows them with a failure only
+
+
+def test_a_look_at_the_group_the_broker_did_not_answer_is_tried_again_until_one_is_answered(
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look after a rebalance is the one that finds the other service's member that rebalance brought. A
+    look the broker did not answer (restarting just then, the group back with the same generation after it)
+    was given up until the group changed again, said at debug level only: the services read on in one group,
+    each seeing part of the records, without a word. Now it is tried again, later (not at every pass), until
+    one is answered. Here the first look fails as kafka-python's does when no answer comes, and nothing in
+    the group changes after it. (A broker paused by SIGSTOP raced the look: a broker that had not stopped
+    yet, or not the test's, answered it.)"""
+    monkeypatch.setattr(group_check, "RETRY_S", (1.0, 2.0), raising=False)  # for the test's time only
+    members = GroupCheck._members
+    asked: list[float] = []
+
+    def unanswered_first(self: GroupCheck) -> list[dict[str, object]]:
+        asked.append(time.monotonic())
+        if len(asked) == 1:
+            raise KafkaTimeoutError("no answer (the test's)")
+        return members(self)
+
+    monkeypatch.setattr(GroupCheck, "_members", unanswered_first)
+    with alert_looks_beside_the_other(bootstrap, topic_prefix, "again") as (group, look):
+        look()  # before the first poll: no answer, and no GroupShared
+        look()  # the next pass, at once: not tried again yet
+        assert len(asked) == 1, "tried again at once"
+        shared = wait_until(looked_again(look), "the look tried again", timeout_s=60.0)
+    assert f"group '{group}' also has members of tracescore conversations" in str(shared)
+    assert asked[1] - asked[0] >= 1.0, "tried again before the pause"
+
+
+def test_the_answer_of_a_look_given_up_on_asked_before_a_change_is_not_taken_for_the_group_after_it(
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look given up on (no answer within BROKER_WAIT_S) still runs, and the next look waits for it: one
+    call at a time on the client. Its answer is the group as it was when it was asked. The look after a
+    change (the other service's member joined meanwhile) took that old answer for the group after the change,
+    found nobody, and the member went unnoticed: both services read on. Now an answer asked before the
+    latest change has the group looked at again. Here a look is asked, for real, before the other service's
+    member joins, and its answer comes only after it joined and the look was given up on."""
+    members = GroupCheck._members
+    late, asked, answer = threading.Event(), threading.Event(), threading.Event()
+
+    def answered_late(self: GroupCheck) -> list[dict[str, object]]:
+        found = members(self)
+        if late.is_set():
+            asked.set()
+            answer.wait(60)  # the answer on its way until the test lets it come
+        return found
+
+    monkeypatch.setattr(GroupCheck, "_members", answered_late)
+    group, evaluations = f"{topic_prefix}-old-answer", f"{topic_prefix}.evaluations"
+    written(bootstrap, topic_prefix)
+    look = GroupCheck(KafkaConnection(bootstrap_servers=bootstrap), group, "tracescore alert", lambda: False)
+    try:
+        look()  # before the first poll: nobody in the group (the looks' admin client made, with its waits)
+        monkeypatch.setattr(group_check, "BROKER_WAIT_S", 1.0)  # the looks' wait from here (the test's time)
+        late.set()
+        look.changed(())
+        look()  # given up on after BROKER_WAIT_S: asked with nobody in the group, its answer on its way
+        wait_until(asked.is_set, "the look asked")
+        with GroupMember(bootstrap, group, evaluations, client_id("tracescore conversations")) as other:
+            look.changed(())  # the rebalance that brought it
+            answer.set()  # the old look answers: nobody
+            try:
+                shared = wait_until(looked_again(look), "a look after the change", timeout_s=60.0)
+            finally:
+                print(f"the stand-in's lines:\n{other.log}")  # pytest shows them with a failure only
+    finally:
+        answer.set()
+        look.close()
+    assert f"group '{group}' also has members of tracescore conversations" in str(shared)
+
+
+def test_a_look_the_broker_answered_with_an_error_for_the_group_is_no_answer(
+    bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kafka-python 3.0.12 returns the broker's error for a described group as text beside no members: the
+    group's coordinator still loading after a broker restart (the case the looks are tried again for) read as
+    a group with nobody in it, and was not looked at again. Now it is a look the broker did not answer, tried
+    again. Here the first DescribeGroups answer is the one a loading coordinator gives, as kafka-python
+    returns it."""
+    monkeypatch.setattr(group_check, "RETRY_S", (1.0, 2.0), raising=False)
+    described: list[str] = []
+
+    class Loading(KafkaAdminClient):
+        def describe_groups(self, group_ids: list[str], *args: Any, **kwargs: Any) -> Any:
+            described.extend(group_ids)
+            if len(described) == 1:
+                error = str(CoordinatorLoadInProgressError(""))
+                return {group_ids[0]: {"group_id": group_ids[0], "error": error, "members": []}}
+            return super().describe_groups(group_ids, *args, **kwargs)
+
+    monkeypatch.setattr(group_check, "KafkaAdminClient", Loading)
+    with alert_looks_beside_the_other(bootstrap, topic_prefix, "loading") as (group, look):
+        look()  # the coordinator loading: no answer, and no GroupShared
+        shared = wait_until(looked_again(look), "the look tried again", timeout_s=60.0)
+    assert f"group '{group}' also has members of tracescore conversations" in str(shared)
+    assert len(described) >= 2

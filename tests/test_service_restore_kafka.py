@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -194,10 +195,12 @@ def test_a_restore_that_gets_no_answer_says_so_tries_again_and_exits_with_one_li
 
 
 def paused_at_the_look_for(
-    topic: str, broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+    topic: str, broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, connected: bool = False
 ) -> threading.Event:
     """The broker paused once a client of the state topics' (its probes), connected, first asks for
-    `topic`'s partitions (set then): a metadata request the broker will not answer."""
+    `topic`'s partitions (set then): a metadata request the broker will not answer. `connected`: the
+    client's connection to the broker made first (a look at every topic), so that only the request's own
+    timeout can end it (a new connection's setup gives up after kafka-python's 10 s)."""
     reached = threading.Event()
     probe_consumer = _changelog.probe_consumer
 
@@ -207,6 +210,8 @@ def paused_at_the_look_for(
 
         def partitions_for_topic(name: str) -> Any:
             if name == topic and not reached.is_set():
+                if connected:
+                    probe.topics()
                 os.kill(broker.process.pid, signal.SIGSTOP)
                 reached.set()
             return look(name)
@@ -243,6 +248,45 @@ def test_a_look_for_the_old_state_topic_that_gets_no_answer_is_tried_again_and_e
     assert "could not restore legacy-look.state[" in str(error) and "2 tries" in str(error), error
     [said] = [r.getMessage() for r in caplog.records if "try 1 of 2 failed" in r.getMessage()]
     assert said.startswith("restoring legacy-look.state[") and f"a look for the old state topic {old}" in said
+
+
+def test_a_stop_during_the_look_for_the_old_state_topic_ends_the_look_with_the_stop(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The look for the old state topic runs on a thread a stop gives up on, on a client of its own made on
+    that thread, which the stop did not close: the service exited within its budget all the same (nothing
+    waits for that thread), but the look went on until its request timed out (BROKER_WAIT_S), the broker
+    gone, a thread left in every process that ran the service and stopped it. Now its client is closed by
+    the stop, like the other clients made on such threads: the look ends with the stop. Its own wait is
+    made far longer than the test's here, so only the stop can end it."""
+    monkeypatch.setattr(_changelog, "BROKER_WAIT_S", 120.0)  # the look's request timeout
+    old = "legacy-stop.old-state"
+    reached = paused_at_the_look_for(old, broker, monkeypatch, connected=True)
+    caplog.set_level(logging.WARNING, logger="tracescore")
+    before = set(threading.enumerate())
+    try:
+        service, raised = started(broker, "legacy-stop", legacy_state_topic=old)
+        assert reached.wait(120), "never looked for the old state topic"
+        looks = wait_until(
+            lambda: service_threads(before, f"tracescore: a look for the old state topic {old}"), "the look"
+        )
+        runner = next(t for t in threading.enumerate() if t.name == "test-service")
+        asked = time.monotonic()
+        service.stop()
+        runner.join(3 * (STOP_TIMEOUT_S + 5.0))
+        took = time.monotonic() - asked
+        assert not runner.is_alive(), "run() did not return"
+        assert not raised, raised
+        # stop_timeout_s, and the moment past it the last clients' closes get (_CLOSE_FLOOR_S)
+        assert took < STOP_TIMEOUT_S + 1.5, f"the stop took {took:.1f}s"
+        [said] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopping within")]
+        assert "the restore of " in said and "given up on" in said, said
+        for look in looks:  # the broker still paused: only the stop can have ended it
+            look.join(10.0)
+        left = [t for t in looks if t.is_alive()]
+        assert not left, "\n".join(where(t) for t in left)
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
 
 
 def test_a_restore_reads_its_partitions_committed_offsets_in_one_request(

@@ -46,6 +46,7 @@ __all__ = [
     "known_lag",
     "lag",
     "log_reader",
+    "made_or_closed",
     "not_creating_topics",
     "probe_consumer",
     "protocol_checked",
@@ -61,6 +62,7 @@ __all__ = [
 
 _log = logging.getLogger("tracescore")
 T = TypeVar("T")
+C = TypeVar("C", KafkaConsumer, KafkaAdminClient)
 
 # The longest one broker call of a service's pass may take (a look for a topic, end offsets for a status line
 # or the stream time, a periodic commit): kafka-python's 30 s request timeout would outlast a stop's budget.
@@ -129,12 +131,40 @@ def _client_not_creating_topics(**configs: Any) -> Any:
     return client
 
 
+def made_or_closed(build: Callable[..., C], **config: Any) -> C:
+    """`build(**config)`: a KafkaConsumer or KafkaAdminClient, whose network client is closed when building
+    it fails. kafka-python 3.0.12 starts a client's IO thread in its constructor, before its first
+    connection: one that fails (no broker within `bootstrap_timeout_ms`) raises with no object to close, and
+    the thread stays, idle, holding a socket pair, for the life of the process: one more at every try while
+    the broker is away. The network client is made through kafka-python's documented `kafka_client` setting
+    (the one `config` gives, if any), which hands it here to close."""
+    made: list[Any] = []
+    make = config.pop("kafka_client", KafkaConsumer.DEFAULT_CONFIG["kafka_client"])
+
+    def kept(**configs: Any) -> Any:
+        client = make(**configs)
+        made.append(client)
+        return client
+
+    try:
+        return build(**config, kafka_client=kept)
+    except BaseException:
+        for client in made:
+            client.close()
+        raise
+
+
 def probe_consumer(client_config: Mapping[str, Any], **config: Any) -> KafkaConsumer:
     """A consumer in no group, committing nothing, whose looks (`topics()`, `partitions_for_topic`, offsets)
     and reads by partition never make the broker create a topic (`not_creating_topics`); `config`: more of
-    kafka-python's settings."""
-    return KafkaConsumer(
-        **client_config, group_id=None, enable_auto_commit=False, **not_creating_topics(), **config
+    kafka-python's settings. Nothing left running when no broker answers its first connection."""
+    return made_or_closed(
+        KafkaConsumer,
+        **client_config,
+        group_id=None,
+        enable_auto_commit=False,
+        **not_creating_topics(),
+        **config,
     )
 
 
@@ -153,7 +183,7 @@ def ensure_topics(
     cluster metadata"), as it does for a producer whose first send makes the broker auto-create the topic."""
     wanted = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t, -1, -1) for t in topics)}
     try:
-        admin = KafkaAdminClient(**connection.client_config())
+        admin = made_or_closed(KafkaAdminClient, **connection.client_config())
     except KafkaError as exc:
         _log.debug("cannot check topics: %s", exc)
         return ()
@@ -348,9 +378,15 @@ def rekeying_clients(
         **group_member(session_timeout_ms, protocol),
         "max_poll_interval_ms": max_poll_interval_ms,
     }
-    first = KafkaConsumer(**member, group_id=group)
-    rekeyed = KafkaConsumer(**member, group_id=f"{group}.{second}")
-    return first, rekeyed, KafkaProducer(**client, acks="all")
+    made: list[KafkaConsumer] = []
+    try:
+        for group_id in (group, f"{group}.{second}"):
+            made.append(made_or_closed(KafkaConsumer, **member, group_id=group_id))
+        return made[0], made[1], KafkaProducer(**client, acks="all")
+    except BaseException:  # `connect` says why in one line; nothing of these left running
+        for consumer in made:
+            consumer.close(autocommit=False, timeout_ms=0)
+        raise
 
 
 def read_partitions(

@@ -165,3 +165,20 @@ def test_a_port_taken_before_the_first_start_is_chosen_again_and_a_restart_keeps
                     broker.start()
         finally:
             broker.close()
+
+
+def test_a_port_taken_by_another_broker_before_the_first_start_is_chosen_again(
+    kafka_broker: KafkaBroker,
+) -> None:
+    """Two brokers started at once (parallel test workers) can choose the same free port. The one that bound
+    it second exited ("Address already in use"), but the other answered its readiness check, so its start
+    returned: its tests then paused (SIGSTOP) or restarted a dead process while the other broker answered
+    them. The readiness check now asks for this broker's cluster id, and the start chooses other ports."""
+    broker = KafkaBroker(port=kafka_broker.port)
+    try:
+        broker.start()
+        assert broker.port != kafka_broker.port, "the other broker's port taken for this one's"
+        assert broker.process is not None and broker.process.poll() is None, "this broker's JVM exited"
+        assert _values(broker.bootstrap_servers, "none-yet") == []
+    finally:
+        broker.close()

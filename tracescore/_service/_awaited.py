@@ -42,7 +42,13 @@ from kafka import __version__ as kafka_version
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.structs import MemberState
 
-from tracescore._kafka import BROKER_WAIT_S, RebalanceListener, not_creating_topics, subscribe_topics
+from tracescore._kafka import (
+    BROKER_WAIT_S,
+    RebalanceListener,
+    made_or_closed,
+    not_creating_topics,
+    subscribe_topics,
+)
 from tracescore._service._bounded import BoundedCall, ClosedAtStop
 
 __all__ = ["LOOK_EVERY_S", "AwaitedInputs", "take_completed_joins"]
@@ -142,7 +148,8 @@ class AwaitedInputs:
 
     def _new_probe(self) -> KafkaConsumer:
         wait_ms = int(BROKER_WAIT_S * 1000)
-        return KafkaConsumer(
+        return made_or_closed(
+            KafkaConsumer,
             **self._client_config,
             group_id=None,
             enable_auto_commit=False,

@@ -10,11 +10,12 @@ single-partition topic is read once) and where the verified output topics ended 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 from kafka.producer.future import FutureRecordMetadata
@@ -28,7 +29,7 @@ from tracescore._kafka import (
     read_partitions,
 )
 from tracescore._kafka_config import KafkaConnection
-from tracescore._service._bounded import BoundedCall
+from tracescore._service._bounded import BoundedCall, ClosedAtStop
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._outputs import delivered
 
@@ -106,6 +107,10 @@ class Changelog:
             max_block_ms=10_000,  # a send to a deleted topic gives up after this, to recreate it
         )
         self._look = BoundedCall(self._probe.topics, f"a look for the state topic {topic}")
+        # The client of a look for the old state topic under way (on a restore's thread): the stop closes it.
+        self._old_look: ClosedAtStop[KafkaConsumer] | None = None
+        self._closed = False
+        self._guard = threading.Lock()  # a look's client made on its thread, closed from the service's
         self._ensure_call = BoundedCall(self._ensure, f"creating or looking up the state topic {topic}")
 
     # -- the topic --------------------------------------------------------------------------------------
@@ -198,8 +203,58 @@ class Changelog:
     ) -> list[Exception]:
         return delivered(self._producer, futures, until)
 
+    # -- the old state topic ---------------------------------------------------------------------------
+    def legacy_states(
+        self, topic: str | None, wanted: Mapping[int, Any], give_up: Callable[[], bool] = lambda: False
+    ) -> list[tuple[bytes, bytes]]:
+        """Every live (key, value) of the old single-partition state topic `topic` (none when it is unset or
+        does not exist); `wanted` is only a guard that there is something to carry over to. Each wait is
+        bounded like the restore's other reads: the look for the topic gives up after BROKER_WAIT_S (an error
+        the restore tries again) or at once when `give_up()`."""
+        if not topic or not wanted:
+            return []
+        what = f"a look for the old state topic {topic}"
+        partitions = BoundedCall(lambda: self._old_partitions(topic, what), what)(give_up, BROKER_WAIT_S)
+        if not partitions:
+            return []
+        last: dict[bytes, bytes | None] = {}
+        for message in read_partitions(self.connection, topic, partitions, give_up=give_up):
+            if message.key is not None:
+                last[message.key] = message.value
+        return [(key, value) for key, value in last.items() if value is not None]
+
+    def _old_partitions(self, topic: str, what: str) -> list[int]:
+        """The partitions of `topic` from a client of the look's own (a fresh look: nothing cached), closed
+        once it answered, or by the stop (`close`): a look given up on for a stop ends with the stop, not
+        when its request times out (one made while the stop came, within its first connection's
+        BROKER_WAIT_S). An error says `what` failed, and stays retriable when it was."""
+        look = ClosedAtStop(self._new_old_probe, what)
+        with self._guard:
+            if self._closed:
+                look.close()  # none made: `get` says the stop came
+            self._old_look = look
+        try:
+            try:
+                return sorted(look.get().partitions_for_topic(topic) or ())
+            finally:
+                look.close()
+        except KafkaError as exc:
+            raise type(exc)(f"{what}: {exc}") from exc
+
+    def _new_old_probe(self) -> KafkaConsumer:
+        wait_ms = int(BROKER_WAIT_S * 1000)
+        return probe_consumer(
+            self.connection.client_config(),
+            bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
+            request_timeout_ms=wait_ms,  # the look's metadata request (30 s by default, then retried)
+        )
+
     def close(self, timeout_s: float = 30.0) -> None:
+        with self._guard:
+            self._closed = True
+            old_look = self._old_look
         closes = (
+            old_look.close if old_look is not None else lambda: None,  # at once: a look under way fails
             lambda: self._producer.close(timeout=timeout_s),
             lambda: self._probe.close(timeout_ms=int(timeout_s * 1000)),
         )
@@ -208,45 +263,3 @@ class Changelog:
                 close()
             except KafkaError as exc:  # closing after the broker went away
                 _log.debug("closing the state topic's clients: %s", exc)
-
-
-def legacy_states(
-    connection: KafkaConnection,
-    topic: str | None,
-    wanted: Mapping[int, Any],
-    give_up: Callable[[], bool] = lambda: False,
-) -> list[tuple[bytes, bytes]]:
-    """Every live (key, value) of the old single-partition state topic `topic` (none when it is unset or does
-    not exist); `wanted` is only a guard that there is something to carry over to. Each wait is bounded like
-    the restore's other reads: the look for the topic gives up after BROKER_WAIT_S (an error the restore
-    tries again) or at once when `give_up()`."""
-    if not topic or not wanted:
-        return []
-    what = f"a look for the old state topic {topic}"
-    partitions = BoundedCall(lambda: _old_partitions(connection, topic, what), what)(give_up, BROKER_WAIT_S)
-    if not partitions:
-        return []
-    last: dict[bytes, bytes | None] = {}
-    for message in read_partitions(connection, topic, partitions, give_up=give_up):
-        if message.key is not None:
-            last[message.key] = message.value
-    return [(key, value) for key, value in last.items() if value is not None]
-
-
-def _old_partitions(connection: KafkaConnection, topic: str, what: str) -> list[int]:
-    """The partitions of `topic` from a client of its own, closed here: a look given up on (the broker does
-    not answer) ends by itself within BROKER_WAIT_S, its requests timing out, and leaves no thread. An error
-    says `what` failed, and stays retriable when it was."""
-    wait_ms = int(BROKER_WAIT_S * 1000)
-    try:
-        probe = probe_consumer(
-            connection.client_config(),
-            bootstrap_timeout_ms=wait_ms,  # its first metadata (30 s by default)
-            request_timeout_ms=wait_ms,  # the look's metadata request (30 s by default, then retried)
-        )
-        try:
-            return sorted(probe.partitions_for_topic(topic) or ())
-        finally:
-            probe.close()
-    except KafkaError as exc:
-        raise type(exc)(f"{what}: {exc}") from exc

@@ -30,7 +30,7 @@ from datetime import datetime
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
-from tracescore._kafka import probe_consumer
+from tracescore._kafka import made_or_closed, probe_consumer
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall, ClosedAtStop
 
@@ -201,8 +201,11 @@ class StreamClock:
 
     def _new_admin(self) -> KafkaAdminClient:
         wait_ms = int(BROKER_WAIT_S * 1000)
-        return KafkaAdminClient(
-            **self.connection.client_config(), request_timeout_ms=wait_ms, bootstrap_timeout_ms=wait_ms
+        return made_or_closed(
+            KafkaAdminClient,
+            **self.connection.client_config(),
+            request_timeout_ms=wait_ms,
+            bootstrap_timeout_ms=wait_ms,
         )
 
     def close(self) -> None:

@@ -12,24 +12,43 @@ as for both members of a one-partition topic), between the poll that brought the
 bring with it: a member of the other service there is `GroupShared`, one line that says what to do, and the
 service exits before it re-keys any of that batch (left uncommitted). Two started at once both join, and the
 rebalance that follows has each look again, each BROKER_WAIT_S at most.
+
+A look the broker does not answer (it restarts just after the rebalance, and the group comes back with the
+same generation: no change to look again at) is tried again 5 s later, then less and less often (`RETRY_S`),
+until one is answered: given up, the other service's member that rebalance brought would go unnoticed, and
+both services would read on, each seeing part of the records, without a word. A look the broker refuses (not
+allowed to describe the group) is not tried again: a warning says the check waits for the group to change.
+
+A look given up on still runs, and the next one waits for it (one call at a time on the client): its answer
+is the group as it was when it was asked. One asked before the latest change is not taken for the group after
+it (the member that change brought would go unnoticed): unless it already shows the other service's members,
+the group is looked at again.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import GroupIdNotFoundError, KafkaError, for_code
 
-from tracescore._kafka import BROKER_WAIT_S
+from tracescore._kafka import BROKER_WAIT_S, made_or_closed
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall, ClosedAtStop
 
-__all__ = ["SERVICES", "GroupCheck", "GroupShared", "client_id"]
+__all__ = ["RETRY_S", "SERVICES", "GroupCheck", "GroupShared", "client_id"]
 
 _log = logging.getLogger("tracescore")
+
+# After a look the broker did not answer, the next: this much later, the pause doubling to at most the second.
+RETRY_S = (5.0, 60.0)
+
+# How kafka-python writes a broker's error code for a group it describes: "[Error 14] CoordinatorLoad...".
+_ERROR_CODE = re.compile(r"\[Error (-?\d+)\]")
 
 # The services that re-key the evaluation records, by the name each is run as.
 SERVICES = ("tracescore alert", "tracescore conversations")
@@ -56,29 +75,39 @@ class GroupCheck:
         self._stopping = stopping
         self._others = {client_id(s): s for s in SERVICES if s != service}
         self._due = True  # before the first poll
+        self._changed_at = float("-inf")  # the latest change (monotonic): answers asked before it are old
+        self._retry_at: float | None = None  # when a look the broker did not answer is tried again
+        self._pause_s = RETRY_S[0]
         self._admin = ClosedAtStop(self._new_admin, f"the admin client of the looks at group {group_id}")
         # One call at a time: a look given up on still runs, and the next one waits for it (not two threads
         # on the one client).
-        self._look = BoundedCall(self._members, f"a look at the members of group {group_id}")
+        self._look = BoundedCall(self._asked_members, f"a look at the members of group {group_id}")
 
     def changed(self, _: Sequence[TopicPartition]) -> None:
         """Stage 1's assignment or its group's generation changed (on the client's IO thread, or after the
         poll: only noted)."""
+        self._changed_at = time.monotonic()
         self._due = True
 
     def __call__(self) -> None:
-        """Look at the group's members when due; GroupShared when another service's are there. A broker that
-        does not answer the look delays it to the next change (said at debug level): no pass waits on it
-        longer than BROKER_WAIT_S."""
-        if not self._due:
+        """Look at the group's members when due, or when a look the broker did not answer is tried again;
+        GroupShared when another service's are there. No pass waits on a look longer than BROKER_WAIT_S, and
+        none once a stop is asked for."""
+        retry = self._retry_at is not None and time.monotonic() >= self._retry_at
+        if not (self._due or retry):
             return
-        self._due = False
+        self._due, self._retry_at = False, None
         try:
-            members = self._look(self._stopping, BROKER_WAIT_S)
+            asked_at, members = self._look(self._stopping, BROKER_WAIT_S)
         except KafkaError as exc:
-            _log.debug("could not look at group %s's members: %s", self.group_id, exc)
+            self._failed(exc, retry)
             return
+        self._pause_s = RETRY_S[0]
         found = sorted({self._others[m["client_id"]] for m in members if m.get("client_id") in self._others})
+        if not found and asked_at <= self._changed_at:
+            # The answer of a look given up on, asked before the group changed: the next pass looks again.
+            _log.debug("group %s changed after the look was asked: looking again", self.group_id)
+            self._due = True
         if found:
             hosts = sorted({str(m.get("client_host", "?")).strip("/") for m in members})
             raise GroupShared(
@@ -88,13 +117,44 @@ class GroupCheck:
                 "tracescore-alert, tracescore-conversations)"
             )
 
+    def _failed(self, exc: KafkaError, retry: bool) -> None:
+        """A look that failed: tried again later when the broker may answer then (not at a stop)."""
+        if self._stopping():
+            return
+        if not exc.retriable:
+            _log.warning(
+                "could not look at the members of group %s: %s. Whether the other service's members share it "
+                "is not checked again until its members change (an authorization error: allow the service's "
+                "principal to describe the group)",
+                self.group_id,
+                exc,
+            )
+            return
+        if retry:  # failed again: less often
+            self._pause_s = min(2 * self._pause_s, RETRY_S[1])
+        self._retry_at = time.monotonic() + self._pause_s
+        pause = self._pause_s
+        _log.debug("could not look at group %s's members: %s; again in %gs", self.group_id, exc, pause)
+
+    def _asked_members(self) -> tuple[float, list[dict[str, Any]]]:
+        """When the look was asked (monotonic), and the group's members it found."""
+        return time.monotonic(), self._members()
+
     def _members(self) -> list[dict[str, Any]]:
+        """The group's members; the broker's error for the group raised (kafka-python 3.0.12 returns it as
+        text beside no members: the coordinator loading after a restart is no answer, not an empty group)."""
         described = self._admin.get().describe_groups([self.group_id]).get(self.group_id) or {}
+        error = _ERROR_CODE.match(described.get("error") or "")
+        if error is not None:
+            kind = for_code(int(error[1]))
+            if kind is not GroupIdNotFoundError:  # no such group yet (DescribeGroups v6): no members
+                raise kind(f"looking at group {self.group_id}: {described['error']}")
         return list(described.get("members") or [])
 
     def _new_admin(self) -> KafkaAdminClient:
         wait_ms = int(BROKER_WAIT_S * 1000)
-        return KafkaAdminClient(
+        return made_or_closed(
+            KafkaAdminClient,
             **self.connection.client_config(),
             client_id=client_id(self.service),
             request_timeout_ms=wait_ms,

@@ -28,7 +28,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tracescore._kafka import BROKER_WAIT_S, committed_offsets
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import STOP_CHECK_S, BoundedCall
-from tracescore._service._changelog import META_SAVED, Changelog, PartitionState, legacy_states
+from tracescore._service._changelog import META_SAVED, Changelog, PartitionState
 from tracescore._service._outputs import Marks, OutputLog, lowest
 
 __all__ = ["ReadBack", "RestoreFailed", "RestoreReader", "lost_state"]
@@ -184,7 +184,7 @@ class RestoreReader:
         back.committed = {p: None if at is None else at.offset for p, at in committed.items()}
         back.lost = lost_state(back.states, committed, legacy=bool(self.legacy_topic))
         fresh = set(back.fresh())
-        legacy = legacy_states(self.connection, self.legacy_topic, dict.fromkeys(fresh, True), stopping)
+        legacy = changelog.legacy_states(self.legacy_topic, dict.fromkeys(fresh, True), stopping)
         for key, value in legacy:
             # Where the old version's producer put the key's records (the default partitioner, murmur2).
             partition = (murmur2(key) & 0x7FFFFFFF) % changelog.partitions

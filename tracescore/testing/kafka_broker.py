@@ -333,8 +333,10 @@ class KafkaBroker:
         except (OSError, KafkaError):
             return False
         try:
-            admin.list_topics()
-            return True
+            # This broker, not another that took the port first (a parallel worker's, chosen free at the same
+            # time): this one's JVM then exits "Address already in use", and start() chooses other ports.
+            # Taken for ours, its tests would pause or restart a dead process while that one answered.
+            return bool(admin.describe_cluster().get("cluster_id") == self.cluster_id)
         except KafkaError:
             return False
         finally:
