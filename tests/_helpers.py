@@ -1,9 +1,11 @@
-"""Helpers the tests of several stages share: the one wait, a scoring consumer's settings on topics of one
-prefix, the LLM judge pointed at the local judge server, and the check that nothing was left open."""
+"""Helpers the tests of several stages share: the one wait, a process paused, a scoring consumer's settings on
+topics of one prefix, the LLM judge pointed at the local judge server, and the check that nothing was left
+open."""
 
 from __future__ import annotations
 
 import gc
+import os
 import shutil
 import signal
 import subprocess
@@ -33,7 +35,9 @@ __all__ = [
     "nothing_left_open",
     "own_suite",
     "partitions_on_broker",
+    "paused",
     "started_process",
+    "stopped",
     "subscribe_once_known",
     "wait_until",
 ]
@@ -71,6 +75,29 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(every_s)
+
+
+def stopped(pid: int) -> bool:
+    """Every thread of process `pid` is stopped (SIGSTOP): its state in /proc is T. False once it exited."""
+    try:
+        stats = [Path(f"/proc/{pid}/task/{t}/stat").read_text() for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:  # exited, or a thread ended between the two reads
+        return False
+    return bool(stats) and all(stat.rsplit(")", 1)[1].split()[0] == "T" for stat in stats)
+
+
+@contextmanager
+def paused(pid: int) -> Iterator[None]:
+    """Process `pid` (a broker) stopped for the block (SIGSTOP: it answers nothing, its connections stay
+    open), and let go on after it (SIGCONT). The block starts once every thread of it has stopped: kill()
+    returns before that, each thread stops when it is next scheduled, and on a loaded machine a broker
+    answered sends made after the kill() in the meantime."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: stopped(pid), f"process {pid} stopped", every_s=0.001)
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def subscribe_once_known(consumer: KafkaConsumer, *topics: str) -> None:

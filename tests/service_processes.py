@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _helpers import started_process
+from _helpers import started_process, stopped
 
 from tracescore._service import CRASH_ENV, PAUSE_ENV
 
@@ -58,12 +58,9 @@ class ServiceProcess:
             return text in log.read()
 
     def paused(self) -> bool:
-        """Stopped at its pause point (`pause_at`): the process state in /proc is T."""
-        try:
-            stat = Path(f"/proc/{self.process.pid}/stat").read_text()
-        except OSError:  # exited
-            return False
-        return stat.rsplit(")", 1)[1].split()[0] == "T"
+        """Stopped at its pause point (`pause_at`), every thread of it: the client threads too, which run on
+        for a moment after the thread that reached the point stopped."""
+        return stopped(self.process.pid)
 
     def resume(self) -> None:
         self.process.send_signal(signal.SIGCONT)

@@ -9,14 +9,12 @@ condition (a log line, records on the topic) with a generous bound.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections import Counter
 from typing import Any
 
 import pytest
-from _helpers import WAIT_S, wait_until
+from _helpers import WAIT_S, paused, wait_until
 from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics, outcome, rag_spans_on, report
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
@@ -206,12 +204,9 @@ def test_records_sent_during_a_revoke_and_acknowledged_late_are_not_handed_over(
 
     group.members.append(ConsumerProcess(group.args()))  # joins: the first revokes every partition
     first.wait_for_line("revoked partitions")
-    os.kill(own_broker.process.pid, signal.SIGSTOP)
-    try:
+    with paused(own_broker.process.pid):
         judge_server.open()  # the running calls finish; their records are sent, not acknowledged
         time.sleep(2 * REVOKE_TIMEOUT_S)  # past the revoke's judge deadline (not a timing assert)
-    finally:
-        os.kill(own_broker.process.pid, signal.SIGCONT)
 
     wait_until(lambda: _spans_scored(topics) >= SPANS, "every span scored", every_s=0.5)
     for member in group.members:
