@@ -35,6 +35,7 @@ __all__ = [
     "nothing_left_open",
     "own_suite",
     "partitions_on_broker",
+    "pause",
     "paused",
     "started_process",
     "stopped",
@@ -86,15 +87,21 @@ def stopped(pid: int) -> bool:
     return bool(stats) and all(stat.rsplit(")", 1)[1].split()[0] == "T" for stat in stats)
 
 
+def pause(pid: int) -> None:
+    """SIGSTOP process `pid`, returning once every thread of it has stopped (see `paused`); SIGCONT resumes
+    it. For a pause that does not end in the block that starts it."""
+    os.kill(pid, signal.SIGSTOP)
+    wait_until(lambda: stopped(pid), f"process {pid} stopped", every_s=0.001)
+
+
 @contextmanager
 def paused(pid: int) -> Iterator[None]:
     """Process `pid` (a broker) stopped for the block (SIGSTOP: it answers nothing, its connections stay
     open), and let go on after it (SIGCONT). The block starts once every thread of it has stopped: kill()
     returns before that, each thread stops when it is next scheduled, and on a loaded machine a broker
     answered sends made after the kill() in the meantime."""
-    os.kill(pid, signal.SIGSTOP)
     try:
-        wait_until(lambda: stopped(pid), f"process {pid} stopped", every_s=0.001)
+        pause(pid)
         yield
     finally:
         os.kill(pid, signal.SIGCONT)

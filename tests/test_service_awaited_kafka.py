@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from _helpers import consumer_settings, wait_until
+from _helpers import consumer_settings, pause, wait_until
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import Cancelled
@@ -117,8 +117,8 @@ def looked(inputs: AwaitedInputs, probes: Probes, looks: int) -> Callable[[], bo
 def not_answering(broker: KafkaBroker) -> Iterator[None]:
     """The broker frozen (SIGSTOP): connections stay open, no request is answered until it resumes."""
     assert broker.process is not None
-    broker.process.send_signal(signal.SIGSTOP)
     try:
+        pause(broker.process.pid)
         yield
     finally:
         broker.process.send_signal(signal.SIGCONT)

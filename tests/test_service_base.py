@@ -16,7 +16,7 @@ from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
-from _helpers import wait_until
+from _helpers import pause, wait_until
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import InconsistentGroupProtocolError, KafkaConnectionError, KafkaError, KafkaTimeoutError
@@ -358,7 +358,7 @@ def test_creating_the_state_topic_at_startup_is_given_up_on_at_a_stop_or_when_th
         connection = KafkaConnection(bootstrap_servers=broker.bootstrap_servers)
         state, keyed = f"{topic_prefix}.state", f"{topic_prefix}.keyed"
         changelog = Changelog(connection, state, keyed, stopping=stop.is_set)
-        os.kill(broker.process.pid, signal.SIGSTOP)
+        pause(broker.process.pid)
         try:
             with pytest.raises(KafkaTimeoutError, match=r"the state topic .*: no answer within 0.5s"):
                 changelog.ensure(timeout_s=0.5)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from _helpers import wait_until
+from _helpers import pause, wait_until
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.coordinator.consumer import ConsumerCoordinator
@@ -60,7 +60,7 @@ def paused_at_the_restore(broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch) 
 
     def crash_point(name: str, before: Callable[[], object] | None = None) -> None:
         if name == "keyed.restoring" and not reached.is_set():
-            os.kill(broker.process.pid, signal.SIGSTOP)
+            pause(broker.process.pid)
             reached.set()
         real(name, before)
 
@@ -212,7 +212,7 @@ def paused_at_the_look_for(
             if name == topic and not reached.is_set():
                 if connected:
                     probe.topics()
-                os.kill(broker.process.pid, signal.SIGSTOP)
+                pause(broker.process.pid)
                 reached.set()
             return look(name)
 
@@ -393,7 +393,7 @@ def test_a_look_for_the_state_topic_given_up_on_ends_its_thread_within_one_broke
     before = set(threading.enumerate())
     try:
         assert changelog.ensure() == 1
-        os.kill(broker.process.pid, signal.SIGSTOP)
+        pause(broker.process.pid)
         with pytest.raises(KafkaError):  # the probe's request timed out, or the look was given up on
             changelog.check()
         looks = service_threads(before, f"tracescore: a look for the state topic {state}")
@@ -418,7 +418,7 @@ def test_the_stream_times_update_given_up_at_a_stop_ends_its_thread_within_one_b
         "clock-ends.keyed", lambda: datetime.now(UTC), stopping=stopping.is_set,
     )  # fmt: skip
     before = set(threading.enumerate())
-    os.kill(broker.process.pid, signal.SIGSTOP)
+    pause(broker.process.pid)
     try:
         ticking = threading.Thread(target=lambda: clock.tick(lambda: {0: None})(0), daemon=True)
         ticking.start()  # the service's thread: its tick waits for the update
