@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from _helpers import pause, wait_until
@@ -21,12 +21,6 @@ from tracescore.testing.kafka_broker import KafkaBroker
 pytestmark = pytest.mark.kafka
 
 RECORDS = 8
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[KafkaBroker]:
-    with KafkaBroker() as own:  # its own: paused by the tests
-        yield own
 
 
 def stage(
@@ -64,10 +58,11 @@ def closed(rekey: RekeyStage, broker: KafkaBroker) -> None:
 
 
 def test_a_stop_counts_only_the_re_keyed_records_the_broker_did_not_acknowledge(
-    broker: KafkaBroker, topic_prefix: str
+    own_broker: KafkaBroker, topic_prefix: str
 ) -> None:
     """The broker acknowledges the first re-keyed record of the batch and then stops answering; the stop
     gives up on the rest. It said every record of the batch was not acknowledged (8 where 7 were)."""
+    broker = own_broker  # paused by the test
     sent: list[ConsumerRecord] = []
 
     def forward(record: ConsumerRecord) -> Forward:
@@ -91,10 +86,11 @@ def test_a_stop_counts_only_the_re_keyed_records_the_broker_did_not_acknowledge(
 
 
 def test_a_stop_says_when_the_commit_of_an_acknowledged_batch_failed_and_that_re_keying_it_again_is_harmless(
-    broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+    own_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every re-keyed record acknowledged, then the stop comes and the broker stops answering before the
     input's commit: the commit fails and the stop said nothing of the batch read again at the next start."""
+    broker = own_broker  # paused by the test
     deadline: list[float] = []
     real = _rekey.crash_point
 

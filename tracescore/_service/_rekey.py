@@ -70,14 +70,16 @@ class RekeyStage:
         changed: Callable[[Sequence[TopicPartition]], None],
         client_config: Mapping[str, Any],
         absent: Collection[str] = (),
+        outnumbered: Callable[[int], bool] | None = None,
     ) -> None:
         """`changed`: partitions assigned to or taken from this member (on the client's IO thread), or none
         when the group's generation changed without changing them (on this thread, after the poll); `absent`:
         the topics of `topics` that no writer created yet (`ready_to_read`), waited for unsubscribed
-        (`AwaitedInputs`, looked for before each poll with a client of `client_config`)."""
+        (`AwaitedInputs`, looked for before each poll with a client of `client_config`); `outnumbered`:
+        `RebalanceListener`'s."""
         # A generation that changes none of this member's partitions changed the group all the same.
         self._joined = RebalanceListener(
-            log, assigned=changed, revoked=changed, regrouped=lambda: changed(())
+            log, assigned=changed, revoked=changed, regrouped=lambda: changed(()), outnumbered=outnumbered
         )
         self._inputs = AwaitedInputs(
             self.consumer,
