@@ -110,5 +110,6 @@ def test_a_stop_says_when_the_commit_of_an_acknowledged_batch_failed_and_that_re
         closed(rekey, broker)
     assert rekey.unacknowledged == 0
     assert said is not None, "the failed commit said nothing"
-    assert f"the commit of {read} input record(s) already re-keyed onto {topic_prefix}.keyed failed" in said
+    failed = f"the commit of {read} input record(s) already re-keyed onto {topic_prefix}.keyed failed"
+    assert f"{failed} (no broker answered in time)" in said, said
     assert "the next start re-keys them again, which changes nothing" in said, said

@@ -18,7 +18,7 @@ from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLarg
 
 from tracescore._kafka import RebalanceListener
 from tracescore._service._awaited import AwaitedInputs
-from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
+from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing, why
 from tracescore._service._crash import crash_point
 from tracescore._service._outputs import delivered_until, seconds_left
 from tracescore.model import ServiceSkip
@@ -153,7 +153,7 @@ class RekeyStage:
         except KafkaError as exc:  # written already: a later commit covers it, or it is re-keyed once more
             _log.debug("commit of the input deferred: %s", exc)
             self._not_committed += count
-            self._commit_failed = str(exc).splitlines()[0][:160] or type(exc).__name__
+            self._commit_failed = why(exc)
         else:
             self._not_committed = 0
         return count
