@@ -525,7 +525,11 @@ class RebalanceListener(ConsumerRebalanceListener):
     the member started waiting for inputs no writer had created yet (`waiting_since`). `regrouped`: called
     from `polled` (on the poll thread) once the group completed a new generation, a member having joined or
     left, whether or not this member's partitions changed (a cooperative rebalance that changes none calls
-    no other callback: a member joining a group of one partition, given none)."""
+    no other callback: a member joining a group of one partition, given none). `outnumbered(n)`: whether the
+    group's members, as last looked at, are more than `n` partitions (None: every empty assignment is final).
+    A cooperative join gives a new member nothing in its first generation, while the others give up what it
+    is to get, and its partitions in the next (a heartbeat later, some 3 s): an empty assignment starts the
+    idle clock only when the members outnumber the partitions, so some stay without any for good."""
 
     def __init__(
         self,
@@ -535,8 +539,10 @@ class RebalanceListener(ConsumerRebalanceListener):
         revoked: Partitions,
         lost: Partitions | None = None,
         regrouped: Callable[[], None] | None = None,
+        outnumbered: Callable[[int], bool] | None = None,
     ) -> None:
         self._log = log
+        self._outnumbered = outnumbered
         self._assigned = assigned
         self._revoked = revoked
         self._lost = lost or revoked
@@ -589,12 +595,20 @@ class RebalanceListener(ConsumerRebalanceListener):
         group = consumer.group_metadata()
         if group.state != MemberState.STABLE:
             return
-        if self.first_assigned_at is None:
+        if self.first_assigned_at is None and self._none_for_good(consumer):
             self.first_assigned_at = time.monotonic()
         if group.generation_id != self._generation:
             self._generation = group.generation_id
             if self._regrouped is not None:
                 self._regrouped()
+
+    def _none_for_good(self, consumer: KafkaConsumer) -> bool:
+        """A stable generation gave this member no partition (a non-empty one was `on_partitions_assigned`),
+        and none is on its way: more members than the partitions of its topics."""
+        if self._outnumbered is None:
+            return True
+        topics = consumer.subscription() or ()
+        return self._outnumbered(sum(len(consumer.partitions_for_topic(t) or ()) for t in topics))
 
 
 class LogOnce:

@@ -21,7 +21,15 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 
 from tracescore._kafka import BROKER_WAIT_S
 
-__all__ = ["BROKER_WAIT_S", "STOP_CHECK_S", "BoundedCall", "ClosedAtStop", "StopBudget", "poll_or_nothing"]
+__all__ = [
+    "BROKER_WAIT_S",
+    "STOP_CHECK_S",
+    "BoundedCall",
+    "ClosedAtStop",
+    "StopBudget",
+    "poll_or_nothing",
+    "why",
+]
 
 T = TypeVar("T")
 C = TypeVar("C", KafkaConsumer, KafkaAdminClient)
@@ -183,3 +191,10 @@ def poll_or_nothing(consumer: KafkaConsumer, timeout_ms: int) -> dict[TopicParti
         # What the poll would have waited: no busy loop while the broker is away.
         time.sleep(timeout_ms / 1000)
         return {}
+
+
+def why(exc: BaseException) -> str:
+    """Why a broker call failed, in words for the stop's line (a timeout's own text says nothing)."""
+    if isinstance(exc, KafkaTimeoutError):
+        return "no broker answered in time"
+    return str(exc).splitlines()[0][:160] or type(exc).__name__

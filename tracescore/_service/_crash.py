@@ -10,6 +10,7 @@ one checkpoint, in order, after the two of a start (docs: Contributing, Architec
     keyed.restored    stage 2: their state and the outputs after its marks read, nothing applied
     rekey.polled      stage 1: a batch polled, nothing re-keyed
     rekey.sent        stage 1: re-keyed records handed to the producer, not flushed, input not committed
+    rekey.acknowledged  stage 1: every re-keyed record acknowledged, the input not committed
     keyed.applied     stage 2: a batch applied to the state in memory, nothing written
     shared.sent       an output to a topic other producers share (spans) sent, the ones before it flushed
     output.sent       a verified output (a record) sent, the ones before it flushed, the rest not

@@ -78,6 +78,8 @@ class GroupCheck:
         self._changed_at = float("-inf")  # the latest change (monotonic): answers asked before it are old
         self._retry_at: float | None = None  # when a look the broker did not answer is tried again
         self._pause_s = RETRY_S[0]
+        self._counted: int | None = None  # how many, as looked at since the latest change (None: not yet)
+        self._blind = False  # the broker refused the looks: the members are not known until a change
         self._admin = ClosedAtStop(self._new_admin, f"the admin client of the looks at group {group_id}")
         # One call at a time: a look given up on still runs, and the next one waits for it (not two threads
         # on the one client).
@@ -88,6 +90,13 @@ class GroupCheck:
         poll: only noted)."""
         self._changed_at = time.monotonic()
         self._due = True
+        self._counted = None
+
+    def outnumbered(self, partitions: int) -> bool:
+        """The group has more members than `partitions` (an empty assignment of a member is then for good,
+        not a cooperative join's first generation), as looked at since its latest change; True when the
+        broker refuses the looks (the first stable generation then counts, as without them)."""
+        return self._blind or (self._counted is not None and self._counted > partitions)
 
     def __call__(self) -> None:
         """Look at the group's members when due, or when a look the broker did not answer is tried again;
@@ -103,6 +112,9 @@ class GroupCheck:
             self._failed(exc, retry)
             return
         self._pause_s = RETRY_S[0]
+        self._blind = False
+        if asked_at > self._changed_at:
+            self._counted = len(members)
         found = sorted({self._others[m["client_id"]] for m in members if m.get("client_id") in self._others})
         if not found and asked_at <= self._changed_at:
             # The answer of a look given up on, asked before the group changed: the next pass looks again.
@@ -122,6 +134,7 @@ class GroupCheck:
         if self._stopping():
             return
         if not exc.retriable:
+            self._blind = True
             _log.warning(
                 "could not look at the members of group %s: %s. Whether the other service's members share it "
                 "is not checked again until its members change (an authorization error: allow the service's "

@@ -101,8 +101,11 @@ class KeyedStage:
         self.not_restored: list[int] = []  # assigned partitions whose restore a stop gave up on
 
     # -- poll -------------------------------------------------------------------------------------------
-    def subscribe(self) -> None:
-        self._listener = RebalanceListener(self.log, assigned=self._assigned, revoked=self._revoked)
+    def subscribe(self, outnumbered: Callable[[int], bool] | None = None) -> None:
+        """`outnumbered`: `RebalanceListener`'s (each instance has a member in both stages' groups)."""
+        self._listener = RebalanceListener(
+            self.log, assigned=self._assigned, revoked=self._revoked, outnumbered=outnumbered
+        )
         take_completed_joins(self.consumer)  # a join done between two polls: taken (`_awaited`)
         subscribe_topics(self.consumer, [self.topic], self._listener)
 

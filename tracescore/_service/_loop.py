@@ -271,14 +271,18 @@ class ServiceLoop:
                 # ChangelogError (one line): partitioned unlike the keyed topic; KafkaTimeoutError: no answer
                 self._changelog.ensure(wait_s)
             self._group_check()  # before joining: another service's members already there
+            # Eager: a stable generation's assignment is whole (an empty one too: the range assignor gives a
+            # member none of a few one-partition topics). Cooperative: an empty one may be the first of two.
+            outnumbered = self._group_check.outnumbered if self._protocol == "cooperative" else None
             self.rekey.subscribe(
                 self.topics.inputs,
                 self.log,
                 changed=self._group_check.changed,
                 client_config=self.connection.client_config(),
                 absent=absent,
+                outnumbered=outnumbered,
             )
-            self.keyed.subscribe()
+            self.keyed.subscribe(outnumbered)
             with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
                 self._loop(idle_timeout_s)
             clean = True

@@ -18,7 +18,7 @@ from kafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLarg
 
 from tracescore._kafka import RebalanceListener
 from tracescore._service._awaited import AwaitedInputs
-from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
+from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing, why
 from tracescore._service._crash import crash_point
 from tracescore._service._outputs import delivered_until, seconds_left
 from tracescore.model import ServiceSkip
@@ -55,7 +55,13 @@ class RekeyStage:
         self._stop_deadline = stop_deadline  # time.monotonic(); None until a stop is asked for
         self._joined: RebalanceListener | None = None
         self._inputs: AwaitedInputs | None = None
-        self.unacknowledged = 0  # re-keyed records of a batch a stop gave up waiting for
+        # The batch a stop gave up waiting for: its re-keyed records not acknowledged, of how many sent.
+        self.unacknowledged = 0
+        self._sent = 0
+        # Records whose re-keys were acknowledged but whose input commit failed, since the last commit that
+        # succeeded (a later one covers them), and why the last one failed.
+        self._not_committed = 0
+        self._commit_failed = ""
 
     def subscribe(
         self,
@@ -64,14 +70,16 @@ class RekeyStage:
         changed: Callable[[Sequence[TopicPartition]], None],
         client_config: Mapping[str, Any],
         absent: Collection[str] = (),
+        outnumbered: Callable[[int], bool] | None = None,
     ) -> None:
         """`changed`: partitions assigned to or taken from this member (on the client's IO thread), or none
         when the group's generation changed without changing them (on this thread, after the poll); `absent`:
         the topics of `topics` that no writer created yet (`ready_to_read`), waited for unsubscribed
-        (`AwaitedInputs`, looked for before each poll with a client of `client_config`)."""
+        (`AwaitedInputs`, looked for before each poll with a client of `client_config`); `outnumbered`:
+        `RebalanceListener`'s."""
         # A generation that changes none of this member's partitions changed the group all the same.
         self._joined = RebalanceListener(
-            log, assigned=changed, revoked=changed, regrouped=lambda: changed(())
+            log, assigned=changed, revoked=changed, regrouped=lambda: changed(()), outnumbered=outnumbered
         )
         self._inputs = AwaitedInputs(
             self.consumer,
@@ -128,12 +136,15 @@ class RekeyStage:
         crash_point("rekey.sent")
         failures = delivered_until(self.producer, futures, self._stop_deadline)
         if failures is None:  # the stop's budget ran out first: not committed, a restart re-keys the batch
-            self.unacknowledged = len(futures)
+            # Only the sends still waiting: the broker may have acknowledged the others already.
+            self.unacknowledged = sum(not f.succeeded() for f in futures)
+            self._sent = len(futures)
             return count
         for failure in failures:
             if not isinstance(failure, MessageSizeTooLargeError | RecordListTooLargeError):
                 raise failure  # not committed: a restart reads the batch again
             self._skip(ServiceSkip.OVERSIZED_RECORD, str(failure).splitlines()[0][:200])
+        crash_point("rekey.acknowledged")
         left = seconds_left(self._stop_deadline())
         try:
             self.consumer.commit(
@@ -141,13 +152,25 @@ class RekeyStage:
             )
         except KafkaError as exc:  # written already: a later commit covers it, or it is re-keyed once more
             _log.debug("commit of the input deferred: %s", exc)
+            self._not_committed += count
+            self._commit_failed = why(exc)
+        else:
+            self._not_committed = 0
         return count
 
     def not_done(self) -> str | None:
         """What a stop left undone here, in words (None: nothing)."""
-        if not self.unacknowledged:
-            return None
-        return (
-            f"stage 1: {self.unacknowledged} re-keyed record(s) not acknowledged by {self.topic} in time, "
-            "their input not committed: the next start re-keys them (stage 2 applies each once)"
-        )
+        parts = []
+        if self._not_committed:  # a stop ends the loop: no later commit covers them
+            parts.append(
+                f"stage 1: the commit of {self._not_committed} input record(s) already re-keyed onto "
+                f"{self.topic} failed ({self._commit_failed}): the next start re-keys them again, which "
+                "changes nothing (stage 2 applies each record once)"
+            )
+        if self.unacknowledged:
+            parts.append(
+                f"stage 1: {self.unacknowledged} of {self._sent} re-keyed record(s) not acknowledged by "
+                f"{self.topic} in time, the batch's input not committed: the next start re-keys them all "
+                "(stage 2 applies each once)"
+            )
+        return "; ".join(parts) or None

@@ -3,8 +3,9 @@ stop's deadline, and what could not be done put in words for the stop's one warn
 
 from __future__ import annotations
 
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import KafkaError
 
+from tracescore._service._bounded import why
 from tracescore._service._keyed import KeyedStage
 
 __all__ = ["READ_AGAIN", "final_checkpoint", "restore_given_up"]
@@ -32,21 +33,20 @@ def final_checkpoint(stage: KeyedStage, deadline: float) -> str | None:
         if outputs:
             stage.write(outputs, found, lambda: deadline)
     except KafkaError as exc:
-        why = _why(exc)
         return (
-            f"{len(outputs)} output(s) decided not acknowledged ({why}; the broker may still write them, the "
-            "next start looks for them again right before it writes them), so no state saved and "
+            f"{len(outputs)} output(s) decided not acknowledged ({why(exc)}; the broker may still write "
+            "them, the next start looks for them again right before it writes them), so no state saved and "
             + not_committed.format("")
         )
     try:
         stage.save(wrote_outputs=bool(outputs), deadline=deadline)
     except KafkaError as exc:
-        return f"{stage.unsaved} state(s) not saved ({_why(exc)}) and {not_committed.format('')}"
+        return f"{stage.unsaved} state(s) not saved ({why(exc)}) and {not_committed.format('')}"
     try:
         if read:  # records read past the commit: the group hears where this member stopped
             stage.commit(deadline)
     except KafkaError as exc:
-        return not_committed.format(f" ({_why(exc)})")
+        return not_committed.format(f" ({why(exc)})")
     again = stage.logic.after_save()
     undelivered = stage.logic.not_delivered()
     if again:
@@ -54,7 +54,7 @@ def final_checkpoint(stage: KeyedStage, deadline: float) -> str | None:
             stage.save(wrote_outputs=False, deadline=deadline, first=again)
         except KafkaError as exc:
             not_saved = (
-                f"{len(again)} state(s) recording deliveries not saved ({_why(exc)}): the next start "
+                f"{len(again)} state(s) recording deliveries not saved ({why(exc)}): the next start "
                 "delivers those notifications again"
             )
             return "; ".join(part for part in (not_saved, undelivered) if part)
@@ -70,9 +70,3 @@ def restore_given_up(stage: KeyedStage) -> str | None:
         f"the restore of {stage.topic}[{partitions}] given up on: nothing of those partitions applied or "
         "committed, their next owner restores them"
     )
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, KafkaTimeoutError):
-        return "no broker answered in time"
-    return str(exc).splitlines()[0][:160] or type(exc).__name__

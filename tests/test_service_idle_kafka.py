@@ -1,0 +1,116 @@
+"""When `--idle-timeout` starts counting for a member of stage 1's cooperative group that joins after
+another took every partition: its first generation gives it none (the other gives up its share first), the
+next, a heartbeat later, gives it its own. Counted from the first, a short idle timeout stopped it having read
+nothing. The member's rebalance listener and the service's look at the group's members, on the real broker."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from _helpers import wait_until
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewTopic
+from kafka.structs import MemberState
+
+from tracescore._kafka import RebalanceListener, group_member, subscribe_topics
+from tracescore._kafka_config import KafkaConnection
+from tracescore._service._group_check import GroupCheck
+
+pytestmark = pytest.mark.kafka
+
+_log = logging.getLogger("tracescore")
+
+
+def member(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        **group_member(10_000, "cooperative"),
+    )
+    wait_until(lambda: consumer.partitions_for_topic(topic), f"{topic}'s partitions known")
+    return consumer
+
+
+@pytest.fixture
+def first_holds_all(bootstrap: str, topic_prefix: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A member of group `<prefix>.g` holding every partition of topic `<prefix>.in` (as many as the test's
+    `partitions` mark says), polling on its own thread; the topic's name."""
+    topic = f"{topic_prefix}.in"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, request.param, 1)])
+    admin.close()
+    first = member(bootstrap, f"{topic_prefix}.g", topic)
+    first.subscribe([topic])
+    wait_until(lambda: first.poll(100) is not None and len(first.assignment()) == request.param, "all held")
+    done = threading.Event()
+
+    def polls() -> None:
+        while not done.is_set():
+            first.poll(200)
+
+    thread = threading.Thread(target=polls, daemon=True)
+    thread.start()
+    yield topic
+    done.set()
+    thread.join(30)
+    first.close(autocommit=False)
+
+
+@contextmanager
+def joined(
+    bootstrap: str, topic_prefix: str, topic: str
+) -> Iterator[tuple[KafkaConsumer, RebalanceListener, GroupCheck]]:
+    """A second member wired as stage 1 wires its own: each generation makes the look at the members due, and
+    the look runs after each poll."""
+    group = f"{topic_prefix}.g"
+    look = GroupCheck(KafkaConnection(bootstrap_servers=bootstrap), group, "tracescore alert", lambda: False)
+    listener = RebalanceListener(
+        _log,
+        assigned=look.changed,
+        revoked=look.changed,
+        regrouped=lambda: look.changed(()),
+        outnumbered=look.outnumbered,
+    )
+    second = member(bootstrap, group, topic)
+    subscribe_topics(second, [topic], listener)
+    try:
+        yield second, listener, look
+    finally:
+        look.close()
+        second.close(autocommit=False)
+
+
+def step(second: KafkaConsumer, listener: RebalanceListener, look: GroupCheck) -> None:
+    second.poll(100)
+    listener.polled(second)
+    look()
+
+
+@pytest.mark.parametrize("first_holds_all", [2], indirect=True)
+def test_a_member_given_nothing_by_its_first_cooperative_generation_is_not_idle_until_its_partitions_come(
+    bootstrap: str, topic_prefix: str, first_holds_all: str
+) -> None:
+    with joined(bootstrap, topic_prefix, first_holds_all) as (second, listener, look):
+        while second.group_metadata().state != MemberState.STABLE:
+            step(second, listener, look)
+        assert not second.assignment(), "the first generation gives the member nothing: the other held all"
+        while not second.assignment():
+            # Before: the first stable generation started the idle clock, empty.
+            assert listener.idle_from is None, "the idle clock started while the member's partitions came"
+            step(second, listener, look)
+        assert listener.idle_from is not None
+
+
+@pytest.mark.parametrize("first_holds_all", [1], indirect=True)
+def test_a_member_of_a_group_with_more_members_than_partitions_starts_its_idle_clock_empty(
+    bootstrap: str, topic_prefix: str, first_holds_all: str
+) -> None:
+    """Two members, one partition: the second's empty assignment is for good, and its idle clock starts."""
+    with joined(bootstrap, topic_prefix, first_holds_all) as (second, listener, look):
+        wait_until(lambda: step(second, listener, look) or listener.idle_from is not None, "the idle clock")
+        assert not second.assignment()

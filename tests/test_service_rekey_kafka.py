@@ -1,0 +1,115 @@
+"""Stage 1 of a service (`RekeyStage`) stopped part way through a batch: what the stop line says it left is
+what it left. Its own broker, paused at an exact step of the batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+from _helpers import pause, wait_until
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.consumer.fetcher import ConsumerRecord
+
+from tracescore._service import _rekey
+from tracescore._service._rekey import Forward, RekeyStage
+from tracescore.testing.kafka_broker import KafkaBroker
+
+pytestmark = pytest.mark.kafka
+
+RECORDS = 8
+
+
+def stage(
+    broker: KafkaBroker,
+    prefix: str,
+    forward: Callable[[ConsumerRecord], Forward | None],
+    stop_deadline: Callable[[], float | None],
+) -> RekeyStage:
+    """A stage 1 reading `prefix.in` (RECORDS records on one partition, assigned) onto `prefix.keyed`."""
+    bootstrap = broker.bootstrap_servers
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(f"{prefix}.{name}", 1, 1) for name in ("in", "keyed")])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for n in range(RECORDS):
+        producer.send(f"{prefix}.in", key=b"k", value=str(n).encode())
+    producer.flush()
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=f"{prefix}.group", enable_auto_commit=False
+    )
+    consumer.assign([TopicPartition(f"{prefix}.in", 0)])
+    consumer.seek_to_beginning()
+    skip = lambda reason, detail: pytest.fail(f"skipped: {reason} {detail}")  # noqa: E731
+    return RekeyStage(consumer, producer, f"{prefix}.keyed", forward, skip, stop_deadline)
+
+
+def one_batch(rekey: RekeyStage) -> int:
+    return wait_until(lambda: rekey.step(200), "a batch read")
+
+
+def closed(rekey: RekeyStage, broker: KafkaBroker) -> None:
+    os.kill(broker.process.pid, signal.SIGCONT)
+    rekey.producer.close(timeout=30)
+    rekey.consumer.close(autocommit=False)
+
+
+def test_a_stop_counts_only_the_re_keyed_records_the_broker_did_not_acknowledge(
+    own_broker: KafkaBroker, topic_prefix: str
+) -> None:
+    """The broker acknowledges the first re-keyed record of the batch and then stops answering; the stop
+    gives up on the rest. It said every record of the batch was not acknowledged (8 where 7 were)."""
+    broker = own_broker  # paused by the test
+    sent: list[ConsumerRecord] = []
+
+    def forward(record: ConsumerRecord) -> Forward:
+        if len(sent) == 1:  # the first one acknowledged, then no answer for the rest
+            rekey.producer.flush()
+            pause(broker.process.pid)
+        sent.append(record)
+        return Forward(key=record.key, value=record.value)
+
+    rekey = stage(broker, topic_prefix, forward, stop_deadline=time.monotonic)  # a stop, its deadline passed
+    try:
+        read = one_batch(rekey)
+        assert read == len(sent) >= 2, "the batch came in one poll"
+        said = rekey.not_done()
+    finally:
+        closed(rekey, broker)
+    assert rekey.unacknowledged == read - 1
+    assert said is not None
+    assert f"{read - 1} of {read} re-keyed record(s) not acknowledged" in said, said
+    assert "the next start re-keys them" in said, said
+
+
+def test_a_stop_says_when_the_commit_of_an_acknowledged_batch_failed_and_that_re_keying_it_again_is_harmless(
+    own_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every re-keyed record acknowledged, then the stop comes and the broker stops answering before the
+    input's commit: the commit fails and the stop said nothing of the batch read again at the next start."""
+    broker = own_broker  # paused by the test
+    deadline: list[float] = []
+    real = _rekey.crash_point
+
+    def crash_point(name: str, before: Callable[[], object] | None = None) -> None:
+        if name == "rekey.acknowledged":
+            pause(broker.process.pid)
+            deadline.append(time.monotonic() + 2.0)  # SIGTERM: the commit waits at most this long
+        real(name, before)
+
+    monkeypatch.setattr(_rekey, "crash_point", crash_point)
+    forward = lambda record: Forward(key=record.key, value=record.value)  # noqa: E731
+    rekey = stage(broker, topic_prefix, forward, stop_deadline=lambda: deadline[0] if deadline else None)
+    try:
+        read = one_batch(rekey)
+        said = rekey.not_done()
+    finally:
+        closed(rekey, broker)
+    assert rekey.unacknowledged == 0
+    assert said is not None, "the failed commit said nothing"
+    failed = f"the commit of {read} input record(s) already re-keyed onto {topic_prefix}.keyed failed"
+    assert f"{failed} (no broker answered in time)" in said, said
+    assert "the next start re-keys them again, which changes nothing" in said, said
