@@ -1,11 +1,14 @@
 """`tracescore.init()`. The global TracerProvider can be set only once per process, so every scenario runs
-in a fresh interpreter; the interpreters are started together, because importing tracescore (kafka,
-pydantic) is most of each one's time."""
+in a process of its own. Importing tracescore and OpenTelemetry was most of each one's time (18 interpreters
+doing the same imports: ~15 CPU-s), so one interpreter imports what the prelude imports, sets nothing, and
+forks a process per scenario: each runs the whole prelude and its code as `python -c` would (as `__main__`,
+its environment, exit code, atexit handlers and interpreter shutdown its own), started together."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -328,30 +331,70 @@ SCENARIO_ENV = {
 Outcomes = dict[str, subprocess.CompletedProcess[str]]
 
 
+# One interpreter: the prelude's imports (nothing else: no provider set, no thread), then a fork per scenario
+# whose stdout and stderr are files; the child leaves the loop and runs its scenario at the top level, so an
+# uncaught exception, sys.exit and the interpreter's shutdown behave as in `python -c`. The parent prints
+# each scenario's exit code.
+RUNNER = """
+import ast, json, os, sys, threading
+prelude, scenarios = json.loads(sys.stdin.read())
+imports = [node for node in ast.parse(prelude).body if isinstance(node, (ast.Import, ast.ImportFrom))]
+exec(compile(ast.Module(imports, []), "<prelude imports>", "exec"), {})
+assert threading.active_count() == 1, "a thread before the fork"
+source, children = None, {}
+sys.stdout.flush(), sys.stderr.flush()
+for name, (code, env, out, err) in scenarios.items():
+    pid = os.fork()
+    if pid == 0:
+        os.environ.update(env)
+        for fd, path in ((1, out), (2, err)):
+            opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(opened, fd)
+            os.close(opened)
+        source = prelude + code
+        break
+    children[pid] = name
+if source is None:
+    codes = {children[pid]: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in list(children)}
+    print(json.dumps(codes))
+    sys.exit(0)
+del imports, scenarios, children
+exec(compile(source, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+"""
+
+
 @pytest.fixture(scope="module")
-def outcomes() -> Iterator[Outcomes]:
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcomes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
-    running = {
-        name: subprocess.Popen(
-            [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env | SCENARIO_ENV.get(name, {}),
-        )
+    folder = tmp_path_factory.mktemp("scenarios")
+    files = {name: (folder / f"{name}.out", folder / f"{name}.err") for name in SCENARIOS}
+    scenarios = {
+        name: [textwrap.dedent(code), SCENARIO_ENV.get(name, {}), str(files[name][0]), str(files[name][1])]
         for name, code in SCENARIOS.items()
     }
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its scenarios' processes in its group, killed with it on a timeout
+    )
     try:
-        done: Outcomes = {}
-        for name, proc in running.items():
-            stdout, stderr = proc.communicate(timeout=120)
-            done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-        yield done
+        stdout, stderr = runner.communicate(json.dumps([PRELUDE, scenarios]), timeout=120)
+        assert runner.returncode == 0, f"the scenarios' runner failed:\n{stderr}"
+        codes = json.loads(stdout.strip().splitlines()[-1])
+        yield {
+            name: subprocess.CompletedProcess(
+                [name], codes[name], out.read_text(encoding="utf-8"), err.read_text(encoding="utf-8")
+            )
+            for name, (out, err) in files.items()
+        }
     finally:
-        for proc in running.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
 
 
 def observed(outcomes: Outcomes, scenario: str) -> dict[str, Any]:
