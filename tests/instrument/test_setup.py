@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _forked import run_forked
 
 PRELUDE = """
 import json
@@ -331,70 +329,14 @@ SCENARIO_ENV = {
 Outcomes = dict[str, subprocess.CompletedProcess[str]]
 
 
-# One interpreter: the prelude's imports (nothing else: no provider set, no thread), then a fork per scenario
-# whose stdout and stderr are files; the child leaves the loop and runs its scenario at the top level, so an
-# uncaught exception, sys.exit and the interpreter's shutdown behave as in `python -c`. The parent prints
-# each scenario's exit code.
-RUNNER = """
-import ast, json, os, sys, threading
-prelude, scenarios = json.loads(sys.stdin.read())
-imports = [node for node in ast.parse(prelude).body if isinstance(node, (ast.Import, ast.ImportFrom))]
-exec(compile(ast.Module(imports, []), "<prelude imports>", "exec"), {})
-assert threading.active_count() == 1, "a thread before the fork"
-source, children = None, {}
-sys.stdout.flush(), sys.stderr.flush()
-for name, (code, env, out, err) in scenarios.items():
-    pid = os.fork()
-    if pid == 0:
-        os.environ.update(env)
-        for fd, path in ((1, out), (2, err)):
-            opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(opened, fd)
-            os.close(opened)
-        source = prelude + code
-        break
-    children[pid] = name
-if source is None:
-    codes = {children[pid]: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in list(children)}
-    print(json.dumps(codes))
-    sys.exit(0)
-del imports, scenarios, children
-exec(compile(source, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
-"""
-
-
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcomes]:
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Outcomes:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
-    folder = tmp_path_factory.mktemp("scenarios")
-    files = {name: (folder / f"{name}.out", folder / f"{name}.err") for name in SCENARIOS}
-    scenarios = {
-        name: [textwrap.dedent(code), SCENARIO_ENV.get(name, {}), str(files[name][0]), str(files[name][1])]
+    jobs = {
+        name: (PRELUDE + textwrap.dedent(code), SCENARIO_ENV.get(name, {}))
         for name, code in SCENARIOS.items()
     }
-    runner = subprocess.Popen(
-        [sys.executable, "-c", RUNNER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,  # its scenarios' processes in its group, killed with it on a timeout
-    )
-    try:
-        stdout, stderr = runner.communicate(json.dumps([PRELUDE, scenarios]), timeout=120)
-        assert runner.returncode == 0, f"the scenarios' runner failed:\n{stderr}"
-        codes = json.loads(stdout.strip().splitlines()[-1])
-        yield {
-            name: subprocess.CompletedProcess(
-                [name], codes[name], out.read_text(encoding="utf-8"), err.read_text(encoding="utf-8")
-            )
-            for name, (out, err) in files.items()
-        }
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait()
+    return run_forked(PRELUDE, jobs, tmp_path_factory.mktemp("scenarios"), env)
 
 
 def observed(outcomes: Outcomes, scenario: str) -> dict[str, Any]:
