@@ -1,5 +1,5 @@
-"""The import contracts at run time: importing a stage in a fresh interpreter loads only what the contracts in
-pyproject.toml let it import. import-linter checks the import statements; this checks what `import
+"""The import contracts at run time: importing a stage in a process of its own loads only what the contracts
+in pyproject.toml let it import. import-linter checks the import statements; this checks what `import
 tracescore.score` (a notebook, a CI gate) really loads, parent packages and module-level side effects
 included, which no static graph sees.
 
@@ -9,13 +9,11 @@ included, which no static graph sees.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _forked import run_forked
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,31 +67,30 @@ def breaches(stage: str, loaded: list[str], forbidden: set[str]) -> list[str]:
 RULES = forbidden_at_run_time(contracts())
 
 
+# Imported once, before each stage's process is forked: libraries several stages load. They are in every
+# stage's list, so none may load what a rule forbids (checked first, by itself: a library that came to load
+# a forbidden module fails here, not in the stages that never import it). No tracescore module: which of
+# ours a stage loads is what is checked.
+PRELOAD = "import jinja2, opentelemetry.sdk.trace, pydantic_settings, tenacity, yaml"
+_NOTHING = "(the preload alone)"
+
+
 @pytest.fixture(scope="module")
-def loaded() -> Iterator[dict[str, list[str]]]:
-    """Stage -> every module in sys.modules after `import <stage>` in a fresh interpreter (started together:
-    importing is most of each one's time)."""
-    program = (
-        "import importlib, json, sys; importlib.import_module(sys.argv[1]); print(json.dumps([*sys.modules]))"
-    )
-    running = {
-        stage: subprocess.Popen(
-            [sys.executable, "-c", program, stage], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for stage in RULES
-    }
-    try:
-        done = {}
-        for stage, process in running.items():
-            stdout, stderr = process.communicate(timeout=120)
-            assert process.returncode == 0, f"import {stage} failed:\n{stderr}"
-            done[stage] = json.loads(stdout.strip().splitlines()[-1])
-        yield done
-    finally:
-        for process in running.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """Stage -> every module in sys.modules after `import <stage>` in a process of its own (forked from one
+    interpreter that imported only PRELOAD: an interpreter's start and pydantic's import were a fifth or more
+    of each stage's time)."""
+    program = "import importlib, json, sys; {}; print(json.dumps([*sys.modules]))"
+    jobs = {stage: (program.format(f"importlib.import_module({stage!r})"), {}) for stage in RULES}
+    jobs[_NOTHING] = (program.format("pass"), {})
+    done = {}
+    for stage, outcome in run_forked(PRELOAD, jobs, tmp_path_factory.mktemp("imports")).items():
+        assert outcome.returncode == 0, f"import {stage} failed:\n{outcome.stderr}"
+        done[stage] = json.loads(outcome.stdout.strip().splitlines()[-1])
+    alone = done.pop(_NOTHING)
+    preloaded = {m for forbidden in RULES.values() for m in breaches("", alone, forbidden)}
+    assert not preloaded, f"PRELOAD loads modules a rule forbids (take it out): {sorted(preloaded)}"
+    return done
 
 
 @pytest.mark.parametrize("stage", sorted(RULES))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 
 import tracescore
@@ -152,42 +153,34 @@ def _files(where: str) -> list[Path]:
     return [path] if path.suffix == ".py" else sorted(path.glob("*.py"))
 
 
-def _trees(where: str) -> list[ast.Module]:
-    return [ast.parse(f.read_text(encoding="utf-8")) for f in _files(where)]
-
-
-def _imported(trees: list[ast.Module]) -> set[str]:
-    """The tracescore packages `trees` import (`from tracescore.model import ...`: "model")."""
-    names = set()
-    for tree in trees:
-        for node in ast.walk(tree):
+@cache
+def _read(where: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """What the code at `where` imports of tracescore (`from tracescore.model import ...`: "model") and the
+    enum members it names (`ServiceSkip.INVALID_STATE`: ("ServiceSkip", "INVALID_STATE")): each file parsed
+    and walked once, though three commands and two enums ask."""
+    modules, named = set(), set()
+    for path in _files(where):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module:
-                names.add(node.module)
+                modules.add(node.module)
             elif isinstance(node, ast.Import):
-                names |= {alias.name for alias in node.names}
-    return {n.split(".")[1] for n in names if n.startswith("tracescore.") and n.count(".") >= 1}
-
-
-def _named(trees: list[ast.Module], reasons: type[StrEnum]) -> set[StrEnum]:
-    """The members of `reasons` that `trees` name (`ServiceSkip.INVALID_STATE`)."""
-    return {
-        reasons[node.attr]
-        for tree in trees
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == reasons.__name__
-        and node.attr in reasons.__members__
-    }
+                modules |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                named.add((node.value.id, node.attr))
+    packages = {n.split(".")[1] for n in modules if n.startswith("tracescore.") and n.count(".") >= 1}
+    return frozenset(packages), frozenset(named)
 
 
 def counted_by(reasons: type[StrEnum]) -> dict[StrEnum, list[str]]:
     """Per member of `reasons`, the commands whose code (or the shared code they import) names it."""
     out: dict[StrEnum, list[str]] = {r: [] for r in reasons}
     for command, where in COMMANDS.items():
-        own = _trees(where)
-        trees = own + [t for shared in SHARED if shared in _imported(own) for t in _trees(shared)]
-        for reason in _named(trees, reasons):
+        imported, named = _read(where)
+        named = named.union(*(_read(shared)[1] for shared in SHARED if shared in imported))
+        found = {
+            reasons[attr] for name, attr in named if name == reasons.__name__ and attr in reasons.__members__
+        }
+        for reason in found:
             out[reason].append(command)
     return out
 

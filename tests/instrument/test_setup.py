@@ -1,18 +1,19 @@
 """`tracescore.init()`. The global TracerProvider can be set only once per process, so every scenario runs
-in a fresh interpreter; the interpreters are started together, because importing tracescore (kafka,
-pydantic) is most of each one's time."""
+in a process of its own. Importing tracescore and OpenTelemetry was most of each one's time (18 interpreters
+doing the same imports: ~15 CPU-s), so one interpreter imports what the prelude imports, sets nothing, and
+forks a process per scenario: each runs the whole prelude and its code as `python -c` would (as `__main__`,
+its environment, exit code, atexit handlers and interpreter shutdown its own), started together."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _forked import run_forked
 
 PRELUDE = """
 import json
@@ -329,29 +330,13 @@ Outcomes = dict[str, subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="module")
-def outcomes() -> Iterator[Outcomes]:
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Outcomes:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
-    running = {
-        name: subprocess.Popen(
-            [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env | SCENARIO_ENV.get(name, {}),
-        )
+    jobs = {
+        name: (PRELUDE + textwrap.dedent(code), SCENARIO_ENV.get(name, {}))
         for name, code in SCENARIOS.items()
     }
-    try:
-        done: Outcomes = {}
-        for name, proc in running.items():
-            stdout, stderr = proc.communicate(timeout=120)
-            done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-        yield done
-    finally:
-        for proc in running.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    return run_forked(PRELUDE, jobs, tmp_path_factory.mktemp("scenarios"), env)
 
 
 def observed(outcomes: Outcomes, scenario: str) -> dict[str, Any]:

@@ -294,7 +294,9 @@ def resolve_metrics(names: Sequence[str], config: MetricConfig | Path | str | No
         config = load_metric_config(config)
     declared = dict(config.metrics) if config is not None else {}
     builtins = builtin_metrics()
-    plugins = _entry_points()
+    # The installed plugins are read only when a name is neither declared nor built in: reading every
+    # distribution's entry points is ~9 ms, more than scoring a record offline (evaluate() in a loop).
+    plugins = _entry_points() if any(n not in declared and n not in builtins for n in names) else {}
     unknown = [
         n for n in names if n not in declared and n not in builtins and n not in plugins and ":" not in n
     ]
