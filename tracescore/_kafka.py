@@ -751,11 +751,27 @@ class _CancelledByClose(logging.Filter):
         return not any(isinstance(a, Cancelled) for a in args)
 
 
+class _SlowTask(logging.Filter):
+    """kafka-python 3 warns when one step of its network thread's tasks took over 0.1 s ("Task ... ran for
+    0.227s (>0.100s threshold). It is blocking the event loop ..."): on a loaded machine, a thread that was
+    not scheduled. It says nothing of the service's health and alarms whoever reads the log; the selector's
+    other warnings still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        said = record.getMessage()
+        return not (said.startswith("Task ") and "threshold). It is blocking the event loop" in said)
+
+
 def quiet_closed_transport_race() -> None:
     """Drop kafka-python's errors about a client's own close: the traceback of a socket read racing it
     (`_ClosedTransportRace`), which every command that closes a client could print after a run that went
-    well, and a request it cancelled (`_CancelledByClose`)."""
-    for name, quiet in (("kafka.net.transport", _ClosedTransportRace), ("kafka.cluster", _CancelledByClose)):
+    well, and a request it cancelled (`_CancelledByClose`); and its network thread's slow-step warning
+    (`_SlowTask`)."""
+    for name, quiet in (
+        ("kafka.net.transport", _ClosedTransportRace),
+        ("kafka.cluster", _CancelledByClose),
+        ("kafka.net.selector", _SlowTask),
+    ):
         logger = logging.getLogger(name)
         if not any(isinstance(f, quiet) for f in logger.filters):
             logger.addFilter(quiet())
