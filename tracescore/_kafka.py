@@ -28,7 +28,7 @@ from kafka.errors import (
 from kafka.structs import MemberState, OffsetAndMetadata
 
 from tracescore._first_join import first_join
-from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
+from tracescore._kafka_config import KafkaConnection, RebalanceProtocol, SettingOrigin
 from tracescore._plural import counted
 
 __all__ = [
@@ -70,18 +70,36 @@ BROKER_WAIT_S = 10.0
 
 
 # What to do about an unreachable broker, said with the error (every command reads the same variable).
-BROKER_HINT = (
-    "Is a broker running there, and reachable from here? Give its address as host:port with "
-    "--bootstrap-servers or TRACESCORE_BOOTSTRAP_SERVERS"
-)
+_ASK = "Is a broker running there, and reachable from here?"
+BROKER_HINT = f"{_ASK} Give its address as host:port with --bootstrap-servers or TRACESCORE_BOOTSTRAP_SERVERS"
+
+
+def broker_hint(origin: SettingOrigin | None = None) -> str:
+    """BROKER_HINT, saying where the address came from when the settings know it: a config file's address
+    overrides TRACESCORE_BOOTSTRAP_SERVERS for some commands, so the hint names the source to correct, and
+    the flag, which comes before every other."""
+    if origin is None:
+        return BROKER_HINT
+    if origin.kind == "flag":
+        return f"{_ASK} The address is the one --bootstrap-servers gave: give the broker's as host:port"
+    if origin.kind == "default":
+        return f"{BROKER_HINT} (this address is the default: no flag, variable or config file gave one)"
+    where = origin.name if origin.kind == "variable" else f"bootstrap_servers in {origin.name or 'the file'}"
+    return (
+        f"{_ASK} The address came from {where}: correct it there, or give the broker's as host:port with "
+        "--bootstrap-servers, which comes first"
+    )
 
 
 class BrokerUnreachable(RuntimeError):
     """No Kafka broker answered within the connect timeout, or it refused the client (authentication, TLS)."""
 
 
-def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None:
-    """Raise BrokerUnreachable unless a bootstrap server accepts a TCP connection within `wait_s`."""
+def check_broker(
+    bootstrap_servers: str, when: str, wait_s: float = 5.0, origin: SettingOrigin | None = None
+) -> None:
+    """Raise BrokerUnreachable unless a bootstrap server accepts a TCP connection within `wait_s` (`origin`:
+    where the address came from, said in the error)."""
     deadline = time.monotonic() + wait_s
     last_error: OSError | None = None
     while True:
@@ -95,7 +113,7 @@ def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None
         if time.monotonic() >= deadline:
             raise BrokerUnreachable(
                 f"no Kafka broker reachable at {bootstrap_servers} ({when}; tried for {wait_s:.0f}s, "
-                f"last error: {last_error}). {BROKER_HINT}"
+                f"last error: {last_error}). {broker_hint(origin)}"
             )
         time.sleep(0.5)
 
@@ -103,7 +121,12 @@ def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None
 def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -> T:
     """`build(client_config)` once a broker answers: one clear error, not a stream of client logs, when
     none does within the connect timeout or the broker refuses the client."""
-    check_broker(connection.bootstrap_servers, "starting", wait_s=connection.connect_timeout_s)
+    check_broker(
+        connection.bootstrap_servers,
+        "starting",
+        wait_s=connection.connect_timeout_s,
+        origin=connection.bootstrap_origin,
+    )
     redact_in_client_logs(*connection.security.secrets())
     try:
         return build(connection.client_config())
