@@ -25,12 +25,14 @@ LIBRARIES_NOT_LOADED = {
     "tracescore.extract": {"kafka"},
     "tracescore.sample": {"kafka"},
     # ... and score's judges load their HTTP clients on first use (tracescore/score/__init__.py).
-    "tracescore.score": {"kafka", "openai", "httpx"},
+    "tracescore.score": {"kafka", "openai", "httpx", "httpx2"},
     # The services start without the LLM client: alert never judges, conversations and consume make one only
-    # when a judge is configured (its import is over half of a service's start).
-    "tracescore.alert": {"openai"},
-    "tracescore.conversations": {"openai"},
-    "tracescore.consume": {"openai"},
+    # when a judge is configured (its import is over half of a service's start). Nor the HTTP client of
+    # the sinks that post (a webhook, Phoenix) unless one is configured, nor jinja2 unless a metric is
+    # declared with a template.
+    "tracescore.alert": {"openai", "httpx2", "jinja2"},
+    "tracescore.conversations": {"openai", "httpx2", "jinja2"},
+    "tracescore.consume": {"openai", "httpx2", "jinja2"},
 }
 
 
@@ -97,7 +99,7 @@ with closed_port() as port:
 # stage's list, so none may load what a rule forbids (checked first, by itself: a library that came to load
 # a forbidden module fails here, not in the stages that never import it). No tracescore module: which of
 # ours a stage loads is what is checked.
-PRELOAD = "import jinja2, opentelemetry.sdk.trace, pydantic_settings, tenacity, yaml"
+PRELOAD = "import opentelemetry.sdk.trace, pydantic_settings, tenacity, yaml"
 _NOTHING = "(the preload alone)"
 
 
