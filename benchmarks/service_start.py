@@ -1,6 +1,7 @@
-"""The CPU a `tracescore` process spends starting: `--version`, `consume --help`, and each service from its
-start to its first poll of Kafka, against a floor (the libraries every service needs: click, kafka-python,
-pydantic-settings), in the same run.
+"""The CPU a `tracescore` process spends starting: `--version`, `consume --help`, each service from its
+start to its first poll of Kafka, and each service's whole run on an empty topic (started, idle for a
+second, stopped: what a test's service process costs at the least), against a floor (the libraries every
+service needs: click, kafka-python, pydantic-settings), in the same run.
 
     python benchmarks/service_start.py [--rounds 5] [--code DIR ...]
 
@@ -26,6 +27,7 @@ import uuid
 from pathlib import Path
 
 from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import input_producer
 
 REPO = Path(__file__).resolve().parents[1]
 FLOOR = "import click, kafka, pydantic_settings"
@@ -41,28 +43,34 @@ main()
 RUN = "from tracescore.cli import main; main()"
 
 
-def cases(bootstrap: str) -> dict[str, list[str]]:
-    """Each case's command line (a fresh group and topics per process, so no service waits on another's)."""
+SERVICES = ("consume", "alert", "conversations")
+CASES = ("floor", "--version", "consume --help", *SERVICES, *(f"{service} run" for service in SERVICES))
+
+
+def command(case: str, bootstrap: str) -> list[str]:
+    """The case's command line, on a group and topics of its own (so no process waits on another's); a
+    whole run's input topics are created first (an empty topic: it stops once idle for a second)."""
     prefix = f"start{uuid.uuid4().hex[:8]}"
-    kafka = ["--bootstrap-servers", bootstrap]
-    return {
-        "floor": ["-c", FLOOR],
-        "--version": ["-c", RUN, "--version"],
-        "consume --help": ["-c", RUN, "consume", "--help"],
-        "consume": [
-            "-c", FIRST_POLL, "consume", *kafka, "--topic", f"{prefix}.spans", "--group-id", prefix,
-            "--evaluations-topic", f"{prefix}.evaluations", "--dlq-topic", f"{prefix}.dlq",
-            "--evaluation-spans-topic", f"{prefix}.evaluation-spans",
-        ],
-        "alert": [
-            "-c", FIRST_POLL, "alert", *kafka, "--evaluations-topic", f"{prefix}.evaluations", "--group-id",
-            f"{prefix}.alert",
-        ],
-        "conversations": [
-            "-c", FIRST_POLL, "conversations", *kafka, "--evaluations-topic", f"{prefix}.evaluations",
-            "--conversations-topic", f"{prefix}.conversations", "--group-id", f"{prefix}.conversations",
-        ],
+    service, _, run = case.partition(" ")
+    topics = {
+        "consume": ["--topic", f"{prefix}.spans", "--group-id", prefix, "--evaluations-topic",
+                    f"{prefix}.evaluations", "--dlq-topic", f"{prefix}.dlq", "--evaluation-spans-topic",
+                    f"{prefix}.evaluation-spans"],
+        "alert": ["--evaluations-topic", f"{prefix}.evaluations", "--group-id", f"{prefix}.alert"],
+        "conversations": ["--evaluations-topic", f"{prefix}.evaluations", "--conversations-topic",
+                          f"{prefix}.conversations", "--group-id", f"{prefix}.conversations"],
     }  # fmt: skip
+    if case == "floor":
+        return ["-c", FLOOR]
+    if service not in topics:
+        return ["-c", RUN, *case.split()]
+    args = [service, "--bootstrap-servers", bootstrap, *topics[service]]
+    if not run:
+        return ["-c", FIRST_POLL, *args]
+    input_producer(
+        bootstrap, [f"{prefix}.spans" if service == "consume" else f"{prefix}.evaluations"]
+    ).close()
+    return ["-c", RUN, *args, "--idle-timeout", "1"]
 
 
 def cpu_of(args: list[str], code: Path) -> float:
@@ -91,10 +99,10 @@ def main() -> None:
     seconds: dict[str, dict[str, list[float]]] = {str(t): {} for t in trees}
     with KafkaBroker() as broker:
         for round_ in range(options.rounds + 1):  # round 0 writes each tree's bytecode
-            for case in cases(broker.bootstrap_servers):
+            for case in CASES:
                 # the trees one after the other in each case, their order turned each round
                 for tree in trees if round_ % 2 else trees[::-1]:
-                    cpu = cpu_of(cases(broker.bootstrap_servers)[case], tree)
+                    cpu = cpu_of(command(case, broker.bootstrap_servers), tree)
                     if round_:
                         seconds[str(tree)].setdefault(case, []).append(cpu)
             print(f"round {round_} done", file=sys.stderr, flush=True)
@@ -110,7 +118,7 @@ def main() -> None:
         }
         print(tree)
         for case, figures in result[tree].items():
-            print(f"  {case:16} {figures['median_cpu_s']:6.3f} CPU-s  {figures['x_floor']:5.2f}x the floor")
+            print(f"  {case:18} {figures['median_cpu_s']:6.3f} CPU-s  {figures['x_floor']:5.2f}x the floor")
     if len(trees) == 2:
         before, after = (result[str(t)] for t in trees)
         result["after/before"] = {
