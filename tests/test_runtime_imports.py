@@ -73,10 +73,11 @@ RULES = forbidden_at_run_time(contracts())
 # stages it never runs. The misspelt-variable check reads every stage's variables from
 # tracescore/cli/_variables.json: importing those stages instead was a third of each service's start
 # (benchmarks/service_start.py).
+# Nor, started without a config file, the YAML parser.
 COMMANDS_NOT_LOADING = {
-    "alert": {"tracescore.instrument"},
-    "conversations": {"tracescore.instrument"},
-    "consume": {"tracescore.conversations", "tracescore.instrument"},
+    "alert": {"tracescore.instrument", "yaml"},
+    "conversations": {"tracescore.instrument", "yaml"},
+    "consume": {"tracescore.conversations", "tracescore.instrument", "yaml"},
 }
 COMMAND_RULES = {
     command: (RULES[f"tracescore.{command}"] - {"tracescore.cli"}) | others
@@ -99,7 +100,7 @@ with closed_port() as port:
 # stage's list, so none may load what a rule forbids (checked first, by itself: a library that came to load
 # a forbidden module fails here, not in the stages that never import it). No tracescore module: which of
 # ours a stage loads is what is checked.
-PRELOAD = "import opentelemetry.sdk.trace, pydantic_settings, tenacity, yaml"
+PRELOAD = "import opentelemetry.sdk.trace, pydantic_settings, tenacity"
 _NOTHING = "(the preload alone)"
 
 
