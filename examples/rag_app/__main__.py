@@ -1,9 +1,13 @@
-"""CLI: python -m examples.rag_app --bootstrap HOST:PORT [--requests N] [--phase P] [--expected-out FILE]."""
+"""CLI: python -m examples.rag_app [--bootstrap HOST:PORT] [--requests N] [--phase P] [--expected-out FILE].
+
+The broker and topic default to TRACESCORE_BOOTSTRAP_SERVERS and TRACESCORE_TOPIC, as for tracescore's
+commands."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -22,8 +26,20 @@ import tracescore
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m examples.rag_app", description=__doc__)
-    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server")
-    p.add_argument("--topic", default="otlp_spans", help="Kafka topic for spans (default: %(default)s)")
+    # The same variables as every tracescore command, so the app runs beside them with no flag.
+    bootstrap = os.environ.get("TRACESCORE_BOOTSTRAP_SERVERS")
+    p.add_argument(
+        "--bootstrap",
+        default=bootstrap,
+        required=bootstrap is None,
+        metavar="HOST:PORT",
+        help="Kafka bootstrap server (default: $TRACESCORE_BOOTSTRAP_SERVERS)",
+    )
+    p.add_argument(
+        "--topic",
+        default=os.environ.get("TRACESCORE_TOPIC", "otlp_spans"),
+        help="Kafka topic for spans (default: $TRACESCORE_TOPIC, else otlp_spans)",
+    )
     p.add_argument(
         "--requests", type=int, default=36, metavar="N", help="requests to send, cycling the questions"
     )

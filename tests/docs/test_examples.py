@@ -84,5 +84,11 @@ def test_the_example_configurations_load() -> None:
     assert summaries.drop.critical_drop == 0.10
     others = drops.rule_for("news", "/ask", "faithfulness")
     assert others is not None and others.warning == 0.7 and others.drop is not None
+    tried = load_alert_config(EXAMPLES / "alert_try.yaml")
+    billing = tried.rule_for("northwind-assistant", "/billing", "faithfulness")
+    assert billing is not None and billing.warning is None and billing.drop is not None
+    assert billing.drop.min_normal_samples == 100
+    assert tried.rule_for("northwind-assistant", "/support", "faithfulness") is None
+    assert [sink.type for sink in tried.sinks] == ["log"]
     [politeness] = make_metrics(["politeness"], EXAMPLES / "metrics.toml")
     assert politeness.name == "politeness"

@@ -391,7 +391,8 @@ def cli_judge(judge: str, model: str | None, base_url: str | None) -> Any:
         keys = " or ".join(OpenAIJudgeSettings.key_variables())
         raise click.UsageError(
             f"--judge {judge} needs an API key: set {keys}; a local OpenAI-compatible server needs none, "
-            f"give its address with --base-url ({_judge_env('base_url')}) instead"
+            f"give its address with --base-url ({_judge_env('base_url')}) instead (OPENAI_BASE_URL is read "
+            "only with a key)"
         ) from exc
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

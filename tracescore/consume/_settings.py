@@ -124,7 +124,10 @@ class ConsumerSettings(FileSettings):
     connect_timeout_s: float = connect_timeout_field()
     max_message_bytes: int = max_message_bytes_field("Largest output message; bigger records are cut to fit.")
     max_records: int | None = Field(
-        default=None, ge=1, description="Stop after this many interactions were handled."
+        default=None,
+        ge=1,
+        description="Stop reading once this many interactions were handled; every interaction already "
+        "read is still scored, so more may be handled (many more behind a slow judge).",
     )
     idle_timeout_s: float | None = Field(
         default=None,

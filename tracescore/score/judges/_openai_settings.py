@@ -22,7 +22,7 @@ class OpenAIJudgeSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TRACESCORE_JUDGE_", frozen=True, extra="ignore")
 
     base_url: str | None = Field(
-        default=None, description="OpenAI-compatible base URL (unset: the OpenAI API)."
+        default=None, description="OpenAI-compatible base URL (unset: OPENAI_BASE_URL, else the OpenAI API)."
     )
     model: str = Field(default="gpt-4o-mini", description="Judge model.")
     api_key: SecretStr | None = Field(
