@@ -8,6 +8,8 @@ Pages: the command line (from click), every setting with its environment variabl
 the pydantic settings classes), the evaluation record and its JSON Schema (from its pydantic model), the
 integrations' tested versions (from each recorded fixture's manifest.json), the skip reasons
 (from their enums) and the Node apps the recorder runs (from its NODE_SOURCES). tests/docs runs --check.
+Beside the pages, the package's list of the variables every setting and option reads (from the same
+classes), which the commands' misspelt-variable check reads at start instead of importing every stage.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ sys.path.insert(0, str(DOCS))
 
 from gen import apps, cli, reads, record, settings, skips, versions  # noqa: E402  (the folder above, on the path)
 
+from tracescore.cli._environment import variables_json  # noqa: E402
+
 # Page (relative to the repository) -> what writes it. Each writer returns the page's text; problems (a
 # setting without a description, a fixture without a page) are raised as gen.Undocumented.
 PAGES: dict[str, Callable[[], str]] = {
@@ -37,6 +41,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "docs/operating/_conversations_skip_reasons.md": skips.conversations_table,
     "docs/contributing/_node_apps.md": apps.node_apps,
     **reads.pages(),  # what is read from each recorded producer, one table per source
+    "tracescore/cli/_variables.json": variables_json,
 }
 
 

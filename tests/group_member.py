@@ -27,8 +27,8 @@ from types import TracebackType
 from _helpers import WAIT_S, started_process
 from kafka import KafkaConsumer
 
-from tracescore._kafka import group_member
-from tracescore._service._awaited import _join_waited_for, take_completed_joins
+from tracescore._kafka import RebalanceListener, group_member
+from tracescore._service._awaited import GuardedJoins
 from tracescore.testing import end_process
 
 __all__ = ["ASSIGNED", "GroupMember"]
@@ -127,12 +127,12 @@ def main(argv: list[str]) -> None:
     # came; leading generation 2, assigning cleared its need to rejoin, so a SyncGroup not answered within
     # that 100 ms poll was waited for by no later poll, its heartbeats stayed off and the group expired it
     # (the late-member test's DID NOT RAISE). And each poll waits for a join under way, however started.
-    take_completed_joins(member)
-    member.subscribe([args.topic])
-    member.topics()
+    joins = GuardedJoins(member, stopped.is_set)
+    log = logging.getLogger("tracescore")
+    joins.subscribe([args.topic], RebalanceListener(log, assigned=lambda _: None, revoked=lambda _: None))
     said = False
     while not stopped.is_set():
-        _join_waited_for(member)
+        joins.before_poll()
         member.poll(timeout_ms=_POLL_MS)
         if not said and member.assignment():
             held = ",".join(sorted(f"{tp.topic}[{tp.partition}]" for tp in member.assignment()))

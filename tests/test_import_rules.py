@@ -55,6 +55,9 @@ READS_INTERNALS = {
     "benchmarks/grounding_cost.py": {"tracescore.conversations"},
     # the learning models fed through the consumer's lock (consume._shared_policy.SharedPolicy)
     "tests/sample/test_learning.py": {"tracescore.consume"},
+    # writes the command line's list of every variable read (tracescore/cli/_variables.json, which its
+    # misspelt-variable check reads) beside the settings reference it generates from the same classes
+    "docs/gen_reference.py": {"tracescore.cli"},
 }
 
 

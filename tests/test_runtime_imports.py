@@ -25,12 +25,14 @@ LIBRARIES_NOT_LOADED = {
     "tracescore.extract": {"kafka"},
     "tracescore.sample": {"kafka"},
     # ... and score's judges load their HTTP clients on first use (tracescore/score/__init__.py).
-    "tracescore.score": {"kafka", "openai", "httpx"},
+    "tracescore.score": {"kafka", "openai", "httpx", "httpx2"},
     # The services start without the LLM client: alert never judges, conversations and consume make one only
-    # when a judge is configured (its import is over half of a service's start).
-    "tracescore.alert": {"openai"},
-    "tracescore.conversations": {"openai"},
-    "tracescore.consume": {"openai"},
+    # when a judge is configured (its import is over half of a service's start). Nor the HTTP client of
+    # the sinks that post (a webhook, Phoenix) unless one is configured, nor jinja2 unless a metric is
+    # declared with a template.
+    "tracescore.alert": {"openai", "httpx2", "jinja2"},
+    "tracescore.conversations": {"openai", "httpx2", "jinja2"},
+    "tracescore.consume": {"openai", "httpx2", "jinja2"},
 }
 
 
@@ -66,12 +68,39 @@ def breaches(stage: str, loaded: list[str], forbidden: set[str]) -> list[str]:
 
 RULES = forbidden_at_run_time(contracts())
 
+# What a service's process loads before it reaches Kafka (`tracescore alert`, settings read and checked):
+# what its stage may load, the command line itself included, and beyond the contracts none of the other
+# stages it never runs. The misspelt-variable check reads every stage's variables from
+# tracescore/cli/_variables.json: importing those stages instead was a third of each service's start
+# (benchmarks/service_start.py).
+# Nor, started without a config file, the YAML parser.
+COMMANDS_NOT_LOADING = {
+    "alert": {"tracescore.instrument", "yaml"},
+    "conversations": {"tracescore.instrument", "yaml"},
+    "consume": {"tracescore.conversations", "tracescore.instrument", "yaml"},
+}
+COMMAND_RULES = {
+    command: (RULES[f"tracescore.{command}"] - {"tracescore.cli"}) | others
+    for command, others in COMMANDS_NOT_LOADING.items()
+}
+# Started against a port nothing listens on: it reads its settings, checks the environment's variables, then
+# gives up on Kafka.
+_STARTED = """
+from tracescore.cli import main
+from tracescore.testing import closed_port
+with closed_port() as port:
+    try:
+        main([{command!r}, "--bootstrap-servers", f"127.0.0.1:{{port}}", "--connect-timeout", "0.5"])
+    except SystemExit as exit:
+        assert exit.code == 1, exit.code
+"""
+
 
 # Imported once, before each stage's process is forked: libraries several stages load. They are in every
 # stage's list, so none may load what a rule forbids (checked first, by itself: a library that came to load
 # a forbidden module fails here, not in the stages that never import it). No tracescore module: which of
 # ours a stage loads is what is checked.
-PRELOAD = "import jinja2, opentelemetry.sdk.trace, pydantic_settings, tenacity, yaml"
+PRELOAD = "import opentelemetry.sdk.trace, pydantic_settings, tenacity"
 _NOTHING = "(the preload alone)"
 
 
@@ -80,8 +109,9 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """Stage -> every module in sys.modules after `import <stage>` in a process of its own (forked from one
     interpreter that imported only PRELOAD: an interpreter's start and pydantic's import were a fifth or more
     of each stage's time)."""
-    program = "import importlib, json, sys; {}; print(json.dumps([*sys.modules]))"
+    program = "import importlib, json, sys\n{}\nprint(json.dumps([*sys.modules]))"
     jobs = {stage: (program.format(f"importlib.import_module({stage!r})"), {}) for stage in RULES}
+    jobs.update({f"tracescore {c}": (program.format(_STARTED.format(command=c)), {}) for c in COMMAND_RULES})
     jobs[_NOTHING] = (program.format("pass"), {})
     done = {}
     for stage, outcome in run_forked(PRELOAD, jobs, tmp_path_factory.mktemp("imports")).items():
@@ -99,6 +129,12 @@ def test_importing_a_stage_loads_only_what_the_contracts_allow(
 ) -> None:
     found = breaches(stage, loaded[stage], RULES[stage])
     assert not found, f"import {stage} loaded modules its contracts forbid: {found}"
+
+
+@pytest.mark.parametrize("command", sorted(COMMAND_RULES))
+def test_a_service_s_start_loads_only_its_own_stage(loaded: dict[str, list[str]], command: str) -> None:
+    found = breaches(command, loaded[f"tracescore {command}"], COMMAND_RULES[command])
+    assert not found, f"tracescore {command} loaded modules it never runs at its start: {found}"
 
 
 def test_every_stage_of_the_contracts_is_checked() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -325,6 +326,69 @@ def test_a_member_takes_the_join_that_completed_between_its_polls(bootstrap: str
             other.close()
         inputs.close()
         leader.close(autocommit=False)
+
+
+def test_a_stage_2_member_that_led_without_its_topic_takes_the_rejoin_its_metadata_started(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Stage 2's member (`KeyedStage`) leads its group from metadata without the keyed topic's partitions
+    (its first join answered before its own metadata update, which a loaded machine sees: the topic exists,
+    created by another client) and assigns none of them; once its metadata has them, it rejoins, a rejoin
+    that waits for the other instance's member and completes while it does not poll (its loop spends most
+    of its time in stage 1's poll, ticks, checkpoints). kafka-python 3.0.12 waits for such a rejoin only in
+    the poll that sends it: the member never took its assignment, its heartbeats stayed off, its share of
+    the keyed topic was read by no one until the group dropped it after its session, and it read nothing
+    of it again. Stage 1's guards (`AwaitedInputs`) are stage 2's too now: it holds its share."""
+    prefix = f"{topic_prefix}-keyed"
+    service = conversations(bootstrap, prefix)
+    stage, keyed = service._loop.keyed, service.config.turns_topic
+    group = stage.consumer.config["group_id"]
+
+    def generation(consumer: KafkaConsumer) -> tuple[MemberState, int]:
+        joined = consumer.group_metadata()
+        return joined.state, joined.generation_id
+
+    other: Polling | None = None
+    try:
+        stage.subscribe()  # the keyed topic not in its metadata: the stand-in for a late metadata update
+        wait_until(lambda: stage.step(200) == 0 and stage.first_assigned_at is not None, "the member joined")
+        other = Polling(bootstrap, group, [keyed], [], 200)  # the other instance's member, polling on its own
+        both = other.consumer
+
+        def settled() -> bool:
+            stage.step(200)
+            mine, theirs = generation(stage.consumer), generation(both)
+            return mine == theirs and mine[0] is MemberState.STABLE
+
+        wait_until(settled, "both members in one generation, the stage's leading it")
+        assert not stage.consumer.assignment() and not both.assignment(), "no keyed topic: nothing assigned"
+        input_producer(bootstrap, [NewTopic(keyed, 2, 1)]).close()
+        service._loop._changelog.ensure()  # the state topic, as a start makes it
+        wait_until(
+            lambda: stage.consumer.partitions_for_topic(keyed), "the keyed topic in the leader's metadata"
+        )
+        before = generation(both)[1]
+
+        def between_polls() -> bool:  # each poll starts or looks at its rejoin and never waits for it
+            stage.step(0)
+            state, at = generation(both)
+            return state is MemberState.STABLE and at > before
+
+        wait_until(between_polls, "the other member's rejoin completed", every_s=0.5)
+        deadline = time.monotonic() + 10  # its next polls, as the service's loop makes them
+        while generation(stage.consumer) != generation(both) and time.monotonic() < deadline:
+            stage.step(200)
+        assert generation(stage.consumer) == generation(both), (
+            f"the stage's member {generation(stage.consumer)}, the other {generation(both)}: its rejoin "
+            "never taken, its heartbeats off, the keyed topic's partitions it assigned itself read by no one"
+        )
+        every = {TopicPartition(keyed, p) for p in range(2)}
+        mine, theirs = stage.consumer.assignment(), both.assignment()
+        assert mine and theirs and not mine & theirs and mine | theirs == every, (mine, theirs)
+    finally:
+        if other is not None:
+            other.close()
+        service._loop._close(time.monotonic() + 10)
 
 
 def test_a_consumer_set_up_twice_holds_its_completed_joins_once(bootstrap: str, topic_prefix: str) -> None:

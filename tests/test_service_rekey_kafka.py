@@ -3,6 +3,7 @@ what it left. Its own broker, paused at an exact step of the batch."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -14,6 +15,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
+from tracescore._kafka import group_member
 from tracescore._service import _rekey
 from tracescore._service._rekey import Forward, RekeyStage
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -113,3 +115,69 @@ def test_a_stop_says_when_the_commit_of_an_acknowledged_batch_failed_and_that_re
     failed = f"the commit of {read} input record(s) already re-keyed onto {topic_prefix}.keyed failed"
     assert f"{failed} (no broker answered in time)" in said, said
     assert "the next start re-keys them again, which changes nothing" in said, said
+
+
+def test_a_stop_counts_no_failed_commit_of_a_partition_the_group_gave_to_another_member_since(
+    own_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches from both partitions of the input re-keyed, each input commit failed (the broker not answering
+    in time); then a second member joins and the group moves one partition to it. That partition's records
+    are its new owner's to read again (from the last commit), but the stop line still counted them as this
+    member's (8 where 4 were)."""
+    broker = own_broker  # paused by the test
+    bootstrap, topic = broker.bootstrap_servers, f"{topic_prefix}.in"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 1), NewTopic(f"{topic_prefix}.keyed", 1, 1)])
+    admin.close()
+    deadline: list[float] = []  # while the broker is paused: the commit waits this long at most
+    real = _rekey.crash_point
+
+    def crash_point(name: str, before: Callable[[], object] | None = None) -> None:
+        if name == "rekey.acknowledged":  # every batch's commit fails
+            pause(broker.process.pid)
+            deadline.append(time.monotonic() + 2.0)
+        real(name, before)
+
+    monkeypatch.setattr(_rekey, "crash_point", crash_point)
+    group = {"bootstrap_servers": bootstrap, "group_id": f"{topic_prefix}.group", "enable_auto_commit": False}
+    consumer = KafkaConsumer(**group, **group_member(10_000, "cooperative"))
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    forward = lambda record: Forward(key=record.key, value=record.value)  # noqa: E731
+    skip = lambda reason, detail: pytest.fail(f"skipped: {reason} {detail}")  # noqa: E731
+    rekey = RekeyStage(
+        consumer, producer, f"{topic_prefix}.keyed", forward, skip, lambda: deadline[-1] if deadline else None
+    )
+    other: KafkaConsumer | None = None
+    try:
+        rekey.subscribe(
+            [topic], logging.getLogger("tracescore"), lambda _: None, {"bootstrap_servers": bootstrap}
+        )
+        wait_until(lambda: rekey.step(200) == 0 and len(consumer.assignment()) == 2, "both partitions held")
+        for n in range(RECORDS):
+            producer.send(topic, key=b"k", value=str(n).encode(), partition=n % 2)
+        producer.flush()
+        read = [0]
+
+        def batch() -> bool:
+            read[0] += rekey.step(200)
+            os.kill(broker.process.pid, signal.SIGCONT)
+            deadline.clear()
+            return read[0] >= RECORDS
+
+        wait_until(batch, "every record re-keyed")
+        assert f"the commit of {RECORDS} input record(s)" in (rekey.not_done() or "")
+        other = joining = KafkaConsumer(**group, **group_member(10_000, "cooperative"))
+        joining.subscribe([topic])
+        wait_until(
+            lambda: rekey.step(100) == 0 and joining.poll(100) is not None and joining.assignment(),
+            "a partition moved to the other member",
+        )
+        said, held = rekey.not_done(), consumer.assignment()
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+        if other is not None:
+            other.close(autocommit=False)
+        closed(rekey, broker)
+    assert len(held) == 1, held
+    assert said is not None
+    assert f"the commit of {RECORDS // 2} input record(s) already re-keyed" in said, said

@@ -17,7 +17,6 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
@@ -116,14 +115,19 @@ def _read(path: Path, error: type[ConfigFileError]) -> dict[str, Any]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise error(f"{path}: cannot read the config file ({reason})") from None
     suffix = path.suffix.lower()
+    parse: Callable[[str], Any]
+    invalid: type[Exception]
+    if suffix == ".toml":
+        parse, invalid = tomllib.loads, tomllib.TOMLDecodeError
+    elif suffix in (".yaml", ".yml"):
+        import yaml  # only for a YAML file: a service started without one never loads the parser
+
+        parse, invalid = yaml.safe_load, yaml.YAMLError
+    else:
+        raise error(f"{path}: a config file must be .toml, .yaml or .yml")
     try:
-        if suffix == ".toml":
-            data: Any = tomllib.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
-        else:
-            raise error(f"{path}: a config file must be .toml, .yaml or .yml")
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        data: Any = parse(text) or {}
+    except invalid as exc:
         detail = " ".join(str(exc).split())
         raise error(f"{path}: not valid {suffix.lstrip('.').upper()}: {detail}") from None
     if not isinstance(data, dict):

@@ -11,7 +11,14 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import AliasChoices, BaseModel
 from pydantic_settings import BaseSettings
 
-__all__ = ["misspelt_variables", "variables_named", "variables_read"]
+__all__ = [
+    "env_prefix",
+    "leading_words",
+    "misspelt_among",
+    "misspelt_variables",
+    "variables_named",
+    "variables_read",
+]
 
 _WORD = re.compile(r"[A-Za-z]{4,}")
 # How much of a description says what the setting is: the rest says how it behaves.
@@ -25,7 +32,7 @@ def variables_read(model: type[BaseSettings]) -> dict[str, str]:
     """The variables `model` reads, each with its field's description: its prefix and each field's name in
     capitals, a nested model's fields joined with its delimiter (`TRACESCORE_ASSEMBLY__GRACE_S`), and the
     names a field lists as aliases."""
-    prefix = model.model_config.get("env_prefix", "").upper()
+    prefix = env_prefix(model)
     delimiter = model.model_config.get("env_nested_delimiter")
 
     def walk(inner: type[BaseModel], stem: str) -> Iterator[tuple[str, str]]:
@@ -86,25 +93,48 @@ def misspelt_variables(
     A variable under a prefix in `unchecked` (a service's own, `TRACESCORE_ALERT_`, which only that service
     can check: its config names variables of the user's) and one outside the prefix (`KAFKA_BROKER`) are
     not ours: neither is named."""
-    prefixes = sorted({m.model_config.get("env_prefix", "").upper() for m in models}, key=len, reverse=True)
-    skipped = tuple(p.upper() for p in unchecked)
-    known = {name.upper(): said for name, said in (also or {}).items()}
+    known = dict(also or {})
     for model in models:
         known.update(variables_read(model))
+    return misspelt_among(environ, known, [env_prefix(m) for m in models], unchecked)
+
+
+def env_prefix(model: type[BaseSettings]) -> str:
+    """The prefix of the variables `model` reads, in capitals."""
+    return str(model.model_config.get("env_prefix", "")).upper()
+
+
+def misspelt_among(
+    environ: Collection[str],
+    known: Mapping[str, str],
+    prefixes: Collection[str],
+    unchecked: Collection[str] = (),
+) -> dict[str, str | None]:
+    """`misspelt_variables` against the variables read already listed: `known` (name -> what it sets, or the
+    first words of that: `leading_words`) under `prefixes`."""
+    ordered = sorted({p.upper() for p in prefixes}, key=len, reverse=True)
+    skipped = tuple(p.upper() for p in unchecked)
+    known = {name.upper(): said for name, said in known.items()}
     found: dict[str, str | None] = {}
     for name in sorted(map(str.upper, environ)):
-        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        prefix = next((p for p in ordered if name.startswith(p)), None)
         if prefix is None or name.startswith(skipped):
             continue
         # A nested variable (`TRACESCORE_ASSEMBLY__GRACE_S`) is its group's by its first part; the nested
         # model reads the rest.
         if prefix + name.removeprefix(prefix).split("__")[0] in known or name in known:
             continue
-        candidates = {c: said for c, said in sorted(known.items()) if _under(c, prefix, prefixes)}
+        candidates = {c: said for c, said in sorted(known.items()) if _under(c, prefix, ordered)}
         found[name] = (
             _closest(name.removeprefix(prefix), _alike(name, candidates), prefix) if candidates else None
         )
     return found
+
+
+def leading_words(said: str) -> str:
+    """The start of a description that says what the setting is (the rest says how it behaves): what a
+    misspelt name is compared with, beside the names."""
+    return " ".join(said.split(maxsplit=_LEADING_WORDS)[:_LEADING_WORDS])
 
 
 def _under(name: str, prefix: str, prefixes: Collection[str]) -> bool:
@@ -126,8 +156,7 @@ def _closest(stem: str, candidates: Mapping[str, str], top: str) -> str | None:
 
     def likeness(name: str) -> tuple[float, float]:
         own = name.removeprefix(top)
-        said = candidates[name].split(maxsplit=_LEADING_WORDS)[:_LEADING_WORDS]
-        by_description = [w.upper() for w in _WORD.findall(" ".join(said))]
+        by_description = [w.upper() for w in _WORD.findall(leading_words(candidates[name]))]
         best = max(
             max(_ratio(stem, word) for word in [own, *own.split("_")]),
             # a little below a name's: a word that is the name's beats the same word in a description

@@ -1,5 +1,6 @@
 """Module-level `__getattr__`s: public names imported on first use, and names that moved to another public
-home, still importable from the old path with a DeprecationWarning.
+home, still importable from the old path with a DeprecationWarning; and a mapping whose values are imported
+on first lookup (the commands of the `tracescore` group).
 
 A package lists `name -> private module` once and pays for a module (the judges' HTTP clients, the report's
 templates) only when one of its names is looked up; a name that moved is listed `name -> its home`."""
@@ -9,10 +10,10 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
-__all__ = ["lazy_exports", "moved_names"]
+__all__ = ["LazyMapping", "lazy_exports", "moved_names"]
 
 
 def lazy_exports(
@@ -35,6 +36,45 @@ def lazy_exports(
         return sorted(names)
 
     return __getattr__, __dir__
+
+
+class LazyMapping(MutableMapping[str, Any]):
+    """A mapping whose keys are known at once and whose values are imported on first lookup: each name in
+    `lazy` is the attribute of that name of its module. Its keys, `len` and `in` import nothing; a lookup
+    imports the one module (values(), items() all of them); a value set is held as given."""
+
+    def __init__(self, lazy: Mapping[str, str]) -> None:
+        self._lazy = dict(lazy)
+        self._held: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._held:
+            if name not in self._lazy:
+                raise KeyError(name)
+            self._held[name] = getattr(importlib.import_module(self._lazy[name]), name)
+        return self._held[name]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self._held[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._held and name not in self._lazy:
+            raise KeyError(name)
+        self._held.pop(name, None)
+        self._lazy.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(self._lazy), **dict.fromkeys(self._held)})
+
+    def __len__(self) -> int:
+        return len(self._lazy.keys() | self._held.keys())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._held or name in self._lazy
+
+    def imported(self) -> dict[str, Any]:
+        """The values looked up (or set) so far, importing nothing more."""
+        return dict(self._held)
 
 
 def moved_names(package: str, moved: Mapping[str, str]) -> Callable[[str], Any]:

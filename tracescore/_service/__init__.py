@@ -18,6 +18,7 @@ from tracescore._service._clock import StreamClock, StreamTime
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
 from tracescore._service._counts import StateCount
 from tracescore._service._crash import CRASH_ENV, PAUSE_ENV, crash_point
+from tracescore._service._group_check import GroupLook, client_id
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic, Saved
 from tracescore._service._loop import OVERDUE_EXIT, LoopService, ServiceLoop, ServiceTopics
@@ -37,6 +38,7 @@ __all__ = [
     "Changelog",
     "ChangelogError",
     "Forward",
+    "GroupLook",
     "KeyedLogic",
     "KeyedStage",
     "LoopService",
@@ -54,5 +56,6 @@ __all__ = [
     "StreamClock",
     "StreamTime",
     "UnreadableState",
+    "client_id",
     "crash_point",
 ]

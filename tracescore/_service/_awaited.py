@@ -28,6 +28,11 @@ the other stage's poll) rebalanced the group once a heartbeat interval for as lo
 the partitions it assigned itself (no member read them), its heartbeats off meanwhile. So each member takes
 a join that completed while no poll waited at its next poll (`take_completed_joins`), as the Java client
 does.
+
+These guards are `GuardedJoins`, which every group member of tracescore's joins through: stage 1's and
+`tracescore consume`'s (`AwaitedInputs`), and stage 2's (`KeyedStage`), whose leader assigned none of the
+keyed topic when its first join came before its own metadata had the topic (created by another client just
+before), and rejoined once it had: a rejoin its metadata started, the hazard above.
 """
 
 from __future__ import annotations
@@ -51,11 +56,42 @@ from tracescore._kafka import (
 )
 from tracescore._service._bounded import BoundedCall, ClosedAtStop
 
-__all__ = ["LOOK_EVERY_S", "AwaitedInputs", "take_completed_joins"]
+__all__ = ["LOOK_EVERY_S", "AwaitedInputs", "GuardedJoins", "take_completed_joins"]
 
 _log = logging.getLogger("tracescore")
 
 LOOK_EVERY_S = 1.0  # how often a member looks for the inputs no writer created yet
+
+
+class GuardedJoins:
+    """`consumer`'s joins guarded against kafka-python 3.0.12 leaving one undone (the hazard above): each one
+    that completed between two polls taken by the next (`take_completed_joins`), its own metadata fresh after
+    each subscription (`subscribe`), and before each poll a rejoin under way asked for, so the poll waits for
+    it (`before_poll`). `stopping`: a stop was asked for (the metadata is waited for no longer then)."""
+
+    def __init__(self, consumer: KafkaConsumer, stopping: Callable[[], bool] = lambda: False) -> None:
+        self._consumer = consumer
+        take_completed_joins(consumer)
+        self._stopping = stopping
+        self._metadata = BoundedCall(consumer.topics, "the member's metadata before joining")
+
+    def subscribe(self, topics: Sequence[str], listener: RebalanceListener) -> None:
+        """`consumer` subscribed to `topics` (each of them exists), its own metadata brought up to date
+        before its (re)join."""
+        subscribe_topics(self._consumer, topics, listener)
+        # A metadata update that changes what it subscribes to mid-rebalance makes a leader rejoin at once
+        # (the hazard above), and a leader whose metadata lacks a topic assigns none of it. Waited for
+        # BROKER_WAIT_S at most, and not once a stop is asked for (kafka-python's request timeout is 30 s):
+        # its next metadata refresh brings it otherwise.
+        try:
+            self._metadata(self._stopping, BROKER_WAIT_S)
+        except KafkaError as exc:  # no broker this moment
+            _log.debug("metadata before joining with %s: %s", ", ".join(topics), exc)
+
+    def before_poll(self) -> None:
+        """On the poll thread, before each poll: a rejoin under way that the poll would not wait for asked
+        for again (`_join_waited_for`)."""
+        _join_waited_for(self._consumer)
 
 
 class AwaitedInputs:
@@ -75,17 +111,14 @@ class AwaitedInputs:
         client_config: Mapping[str, Any],
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
-        self._consumer = consumer
-        take_completed_joins(consumer)
+        self._joins = GuardedJoins(consumer, stopping)
         self._listener = listener
         self._present = [t for t in topics if t not in absent]
         self._absent = [t for t in topics if t in absent]
         self._client_config = dict(client_config)
-        self._stopping = stopping
         self._probe = ClosedAtStop(self._new_probe, "the looks for the inputs not written yet")
         self._closed = False
         self._looking = BoundedCall(self._existing, "looking for the inputs not written yet")
-        self._metadata = BoundedCall(consumer.topics, "the metadata of the inputs before joining")
         self._next_look = time.monotonic() + LOOK_EVERY_S
         listener.subscribed(self._present, self._absent)  # idle (`--idle-timeout`) from now if nothing exists
         if self._present:
@@ -100,7 +133,7 @@ class AwaitedInputs:
         """On the poll thread, before a poll: a rejoin under way waited for by the poll (`_join_waited_for`);
         at most every LOOK_EVERY_S, whether an absent input exists now (waiting for the look a moment at most:
         it runs on a thread of its own), and if so subscribed to."""
-        _join_waited_for(self._consumer)
+        self._joins.before_poll()
         if not self._absent or self._closed or time.monotonic() < self._next_look:
             return
         try:
@@ -129,15 +162,7 @@ class AwaitedInputs:
         self._probe.close()
 
     def _subscribe(self) -> None:
-        subscribe_topics(self._consumer, self._present, self._listener)
-        # The member's own metadata, fresh before its (re)join: a metadata update that changes what it
-        # subscribes to mid-rebalance makes a leader rejoin at once (the hazard above), and a leader whose
-        # metadata lacks a topic assigns none of it. Waited for BROKER_WAIT_S at most, and not once a stop is
-        # asked for (kafka-python's request timeout is 30 s): its next metadata refresh brings it otherwise.
-        try:
-            self._metadata(self._stopping, BROKER_WAIT_S)
-        except KafkaError as exc:  # no broker this moment
-            _log.debug("metadata before joining with %s: %s", ", ".join(self._present), exc)
+        self._joins.subscribe(self._present, self._listener)
 
     def _existing(self) -> set[str]:
         """The absent inputs that exist now, each with its partitions known, asked by the looks' client, which

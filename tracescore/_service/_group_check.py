@@ -40,7 +40,7 @@ from tracescore._kafka import BROKER_WAIT_S, made_or_closed
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall, ClosedAtStop
 
-__all__ = ["RETRY_S", "SERVICES", "GroupCheck", "GroupShared", "client_id"]
+__all__ = ["RETRY_S", "SERVICES", "GroupCheck", "GroupLook", "GroupShared", "client_id"]
 
 _log = logging.getLogger("tracescore")
 
@@ -65,15 +65,23 @@ class GroupShared(KafkaError):
     line, exit status 1)."""
 
 
-class GroupCheck:
-    """The looks of one service run, on one admin client (made at the first look, `close`d at the stop)."""
+class GroupLook:
+    """The looks at a group's members of one run, on one admin client of `client` (made at the first look,
+    `close`d at the stop): before the first poll and after each change of the group, how many members it
+    has (`outnumbered`, which decides when an empty assignment starts `--idle-timeout`'s clock: the services'
+    stages, `tracescore consume`). `unlooked`: what goes unchecked when the broker refuses the looks."""
 
     def __init__(
-        self, connection: KafkaConnection, group_id: str, service: str, stopping: Callable[[], bool]
+        self,
+        connection: KafkaConnection,
+        group_id: str,
+        client: str,
+        stopping: Callable[[], bool],
+        unlooked: str = "an empty assignment counts as for good until its members change",
     ) -> None:
-        self.connection, self.group_id, self.service = connection, group_id, service
+        self.connection, self.group_id, self._client = connection, group_id, client
         self._stopping = stopping
-        self._others = {client_id(s): s for s in SERVICES if s != service}
+        self._unlooked = unlooked
         self._due = True  # before the first poll
         self._changed_at = float("-inf")  # the latest change (monotonic): answers asked before it are old
         self._retry_at: float | None = None  # when a look the broker did not answer is tried again
@@ -85,8 +93,8 @@ class GroupCheck:
         # on the one client).
         self._look = BoundedCall(self._asked_members, f"a look at the members of group {group_id}")
 
-    def changed(self, _: Sequence[TopicPartition]) -> None:
-        """Stage 1's assignment or its group's generation changed (on the client's IO thread, or after the
+    def changed(self, _: Sequence[TopicPartition] = ()) -> None:
+        """The member's assignment or its group's generation changed (on the client's IO thread, or after the
         poll: only noted)."""
         self._changed_at = time.monotonic()
         self._due = True
@@ -99,9 +107,8 @@ class GroupCheck:
         return self._blind or (self._counted is not None and self._counted > partitions)
 
     def __call__(self) -> None:
-        """Look at the group's members when due, or when a look the broker did not answer is tried again;
-        GroupShared when another service's are there. No pass waits on a look longer than BROKER_WAIT_S, and
-        none once a stop is asked for."""
+        """Look at the group's members when due, or when a look the broker did not answer is tried again. No
+        pass waits on a look longer than BROKER_WAIT_S, and none once a stop is asked for."""
         retry = self._retry_at is not None and time.monotonic() >= self._retry_at
         if not (self._due or retry):
             return
@@ -113,21 +120,17 @@ class GroupCheck:
             return
         self._pause_s = RETRY_S[0]
         self._blind = False
-        if asked_at > self._changed_at:
+        current = asked_at > self._changed_at
+        if current:
             self._counted = len(members)
-        found = sorted({self._others[m["client_id"]] for m in members if m.get("client_id") in self._others})
-        if not found and asked_at <= self._changed_at:
+        self._seen(members, current)
+
+    def _seen(self, members: list[dict[str, Any]], current: bool) -> None:
+        """What a look found: `members`, as the group was since its latest change unless not `current`."""
+        if not current:
             # The answer of a look given up on, asked before the group changed: the next pass looks again.
             _log.debug("group %s changed after the look was asked: looking again", self.group_id)
             self._due = True
-        if found:
-            hosts = sorted({str(m.get("client_host", "?")).strip("/") for m in members})
-            raise GroupShared(
-                f"group {self.group_id!r} also has members of {' and '.join(found)} (hosts: "
-                f"{', '.join(hosts)}): given one group_id, the services split the evaluation records between "
-                f"them and each sees only part. Give each service its own group_id (the defaults differ: "
-                "tracescore-alert, tracescore-conversations)"
-            )
 
     def _failed(self, exc: KafkaError, retry: bool) -> None:
         """A look that failed: tried again later when the broker may answer then (not at a stop)."""
@@ -136,11 +139,11 @@ class GroupCheck:
         if not exc.retriable:
             self._blind = True
             _log.warning(
-                "could not look at the members of group %s: %s. Whether the other service's members share it "
-                "is not checked again until its members change (an authorization error: allow the service's "
+                "could not look at the members of group %s: %s. %s (an authorization error: allow the "
                 "principal to describe the group)",
                 self.group_id,
                 exc,
+                self._unlooked[:1].upper() + self._unlooked[1:],
             )
             return
         if retry:  # failed again: less often
@@ -169,7 +172,7 @@ class GroupCheck:
         return made_or_closed(
             KafkaAdminClient,
             **self.connection.client_config(),
-            client_id=client_id(self.service),
+            client_id=self._client,
             request_timeout_ms=wait_ms,
             bootstrap_timeout_ms=wait_ms,
         )
@@ -178,3 +181,33 @@ class GroupCheck:
         """Close the admin client, if a look made one (a look given up on that still runs ends with an error
         nobody waits for); no look makes another."""
         self._admin.close()
+
+
+class GroupCheck(GroupLook):
+    """Stage 1's looks of one service run: a member of the other service there is GroupShared."""
+
+    def __init__(
+        self, connection: KafkaConnection, group_id: str, service: str, stopping: Callable[[], bool]
+    ) -> None:
+        super().__init__(
+            connection,
+            group_id,
+            client_id(service),
+            stopping,
+            unlooked="whether the other service's members share it is not checked again until its members "
+            "change",
+        )
+        self.service = service
+        self._others = {client_id(s): s for s in SERVICES if s != service}
+
+    def _seen(self, members: list[dict[str, Any]], current: bool) -> None:
+        found = sorted({self._others[m["client_id"]] for m in members if m.get("client_id") in self._others})
+        if found:
+            hosts = sorted({str(m.get("client_host", "?")).strip("/") for m in members})
+            raise GroupShared(
+                f"group {self.group_id!r} also has members of {' and '.join(found)} (hosts: "
+                f"{', '.join(hosts)}): given one group_id, the services split the evaluation records between "
+                f"them and each sees only part. Give each service its own group_id (the defaults differ: "
+                "tracescore-alert, tracescore-conversations)"
+            )
+        super()._seen(members, current)

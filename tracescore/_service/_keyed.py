@@ -24,10 +24,10 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.structs import OffsetAndMetadata
 
-from tracescore._kafka import RebalanceListener, caught_up, subscribe_topics
+from tracescore._kafka import RebalanceListener, caught_up
 from tracescore._kafka_config import KafkaConnection
 from tracescore._plural import counted
-from tracescore._service._awaited import take_completed_joins
+from tracescore._service._awaited import GuardedJoins
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
 from tracescore._service._changelog import META_SAVED, Changelog, PartitionMeta, PartitionState
 from tracescore._service._codec import StateRecord, UnreadableState
@@ -75,6 +75,7 @@ class KeyedStage:
         self._stop_deadline = stop_deadline
         self._stopping = lambda: stop_deadline() is not None
         self._listener: RebalanceListener | None = None
+        self._joins: GuardedJoins | None = None  # stage 1's guards of its joins: see `_awaited`
         # keys restored and carried over, the state topic recreated, partitions whose state was read back: in
         # the service's own counter (its stats' `state`)
         self.counts = counts
@@ -106,8 +107,8 @@ class KeyedStage:
         self._listener = RebalanceListener(
             self.log, assigned=self._assigned, revoked=self._revoked, outnumbered=outnumbered
         )
-        take_completed_joins(self.consumer)  # a join done between two polls: taken (`_awaited`)
-        subscribe_topics(self.consumer, [self.topic], self._listener)
+        self._joins = GuardedJoins(self.consumer, self._stopping)
+        self._joins.subscribe([self.topic], self._listener)
 
     @property
     def first_assigned_at(self) -> float | None:
@@ -134,6 +135,8 @@ class KeyedStage:
 
     def step(self, timeout_ms: int) -> int:
         """Poll once, restore what was newly assigned, apply the rest; the number of records read."""
+        if self._joins is not None:
+            self._joins.before_poll()  # a rejoin its metadata started waited for by this poll, and the next
         polled = poll_or_nothing(self.consumer, timeout_ms)
         if self._listener is not None:
             self._listener.polled(self.consumer)

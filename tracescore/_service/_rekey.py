@@ -8,6 +8,7 @@ that writes some of them twice, which stage 2 absorbs (a record it already appli
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,9 +59,10 @@ class RekeyStage:
         # The batch a stop gave up waiting for: its re-keyed records not acknowledged, of how many sent.
         self.unacknowledged = 0
         self._sent = 0
-        # Records whose re-keys were acknowledged but whose input commit failed, since the last commit that
-        # succeeded (a later one covers them), and why the last one failed.
-        self._not_committed = 0
+        # Per input partition, the records whose re-keys were acknowledged but whose input commit failed,
+        # since the last commit that succeeded (a later one covers them), and why the last one failed. A
+        # partition revoked meanwhile is its next owner's to read again: no longer this member's to say.
+        self._not_committed: Counter[TopicPartition] = Counter()
         self._commit_failed = ""
 
     def subscribe(
@@ -77,9 +79,14 @@ class RekeyStage:
         the topics of `topics` that no writer created yet (`ready_to_read`), waited for unsubscribed
         (`AwaitedInputs`, looked for before each poll with a client of `client_config`); `outnumbered`:
         `RebalanceListener`'s."""
+
+        def revoked(partitions: Sequence[TopicPartition]) -> None:
+            self._revoked(partitions)
+            changed(partitions)
+
         # A generation that changes none of this member's partitions changed the group all the same.
         self._joined = RebalanceListener(
-            log, assigned=changed, revoked=changed, regrouped=lambda: changed(()), outnumbered=outnumbered
+            log, assigned=changed, revoked=revoked, regrouped=lambda: changed(()), outnumbered=outnumbered
         )
         self._inputs = AwaitedInputs(
             self.consumer,
@@ -152,18 +159,24 @@ class RekeyStage:
             )
         except KafkaError as exc:  # written already: a later commit covers it, or it is re-keyed once more
             _log.debug("commit of the input deferred: %s", exc)
-            self._not_committed += count
+            self._not_committed.update({tp: len(messages) for tp, messages in polled.items()})
             self._commit_failed = why(exc)
         else:
-            self._not_committed = 0
+            self._not_committed.clear()
         return count
+
+    def _revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        # On the client's IO thread, while the poll waits (lost partitions too: the listener's default).
+        for tp in revoked:
+            self._not_committed.pop(tp, None)
 
     def not_done(self) -> str | None:
         """What a stop left undone here, in words (None: nothing)."""
         parts = []
-        if self._not_committed:  # a stop ends the loop: no later commit covers them
+        not_committed = self._not_committed.total()
+        if not_committed:  # a stop ends the loop: no later commit covers them
             parts.append(
-                f"stage 1: the commit of {self._not_committed} input record(s) already re-keyed onto "
+                f"stage 1: the commit of {not_committed} input record(s) already re-keyed onto "
                 f"{self.topic} failed ({self._commit_failed}): the next start re-keys them again, which "
                 "changes nothing (stage 2 applies each record once)"
             )

@@ -13,9 +13,8 @@ import hmac
 import json
 import logging
 import os
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import httpx2
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from tracescore.alert._config import (
@@ -27,6 +26,9 @@ from tracescore.alert._config import (
     _HttpSink,
 )
 from tracescore.alert._notification import Notification
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -86,6 +88,8 @@ class _HttpPoster:
     a signature covers exactly the bytes sent."""
 
     def __init__(self, name: str, config: _HttpSink, transport: httpx2.BaseTransport | None = None) -> None:
+        import httpx2  # a sink that posts only: the log sink, the default, needs no HTTP client
+
         self.name = name
         self.config = config
         self.sent = 0
@@ -226,6 +230,8 @@ def make_sink(config: SinkConfig, transport: httpx2.BaseTransport | None = None)
 
 
 def _transient(exc: BaseException) -> bool:
+    import httpx2  # loaded already: the poster's client raised it
+
     if isinstance(exc, httpx2.TransportError):  # refused, reset, timed out
         return True
     if isinstance(exc, httpx2.HTTPStatusError):
@@ -235,6 +241,8 @@ def _transient(exc: BaseException) -> bool:
 
 
 def _describe(exc: Exception) -> str:
+    import httpx2
+
     if isinstance(exc, httpx2.HTTPStatusError):
         return f"HTTP {exc.response.status_code}: {exc.response.text[:200]}"
     if isinstance(exc, httpx2.TimeoutException):

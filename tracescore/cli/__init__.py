@@ -19,6 +19,7 @@ import sys
 
 from tracescore import __version__
 from tracescore._extras import install_line
+from tracescore._lazy import LazyMapping, lazy_exports
 
 # `pip install tracescore` is the SDK only; the command is the scoring service and needs its extra.
 _NEEDS_CONSUMER_EXTRA = "the tracescore command needs the consumer extra ({} is not installed): " + (
@@ -27,21 +28,41 @@ _NEEDS_CONSUMER_EXTRA = "the tracescore command needs the consumer extra ({} is 
 
 try:
     import click
-
-    from tracescore.cli._alert import alert
-    from tracescore.cli._consume import consume
-    from tracescore.cli._conversations import conversations
-    from tracescore.cli._score import EXIT_GATE_FAILED as EXIT_GATE_FAILED  # the CI gate's exit status
-    from tracescore.cli._score import report, score
-    from tracescore.cli._tail import tail
 except ModuleNotFoundError as missing:
     raise SystemExit(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
 
+# Each command's module (and the stage it runs) is imported when the command is looked up: `tracescore alert`
+# loads alert's stage, not consume's; `--help` lists them all.
+_COMMANDS = {
+    "alert": "tracescore.cli._alert",
+    "consume": "tracescore.cli._consume",
+    "conversations": "tracescore.cli._conversations",
+    "report": "tracescore.cli._score",
+    "score": "tracescore.cli._score",
+    "tail": "tracescore.cli._tail",
+}
+
 # The group, and its commands for a program that embeds them in a click group of its own.
 __all__ = ["alert", "consume", "conversations", "main", "report", "score", "tail"]
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {**_COMMANDS, "EXIT_GATE_FAILED": "tracescore.cli._score"},
+    __all__,  # the CI gate's exit status
+)
 
 
-@click.group()
+class _Commands(click.Group):
+    """The group whose commands are imported on first lookup; an import that fails for a library of the
+    consumer extra says which extra to install, as the group's own import does."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        try:
+            return super().get_command(ctx, cmd_name)
+        except ModuleNotFoundError as missing:
+            raise click.ClickException(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
+
+
+@click.group(cls=_Commands, commands=LazyMapping(_COMMANDS))
 @click.version_option(__version__, prog_name="tracescore")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def main(verbose: bool) -> None:
@@ -51,12 +72,6 @@ def main(verbose: bool) -> None:
     `consume` scores them, `tail` prints the scores, `alert` and `conversations` read them. Offline, `score`
     scores a file of records and gates a CI run on it.
     """
-    try:
-        import tracescore.consume
-        import tracescore.emit
-        import tracescore.score  # noqa: F401
-    except ModuleNotFoundError as missing:
-        raise click.ClickException(_NEEDS_CONSUMER_EXTRA.format(missing.name)) from None
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -70,7 +85,3 @@ def main(verbose: bool) -> None:
     from tracescore._kafka import quiet_closed_transport_race
 
     quiet_closed_transport_race()  # a traceback after a good run, from kafka-python's close
-
-
-for _command in (alert, consume, conversations, report, score, tail):
-    main.add_command(_command)

@@ -14,16 +14,18 @@ import os
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 import click
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from tracescore._config import problems, read_table
+from tracescore._config import ConfigFileError, problems, read_table
 from tracescore._kafka_config import PRODUCER_ONLY, KafkaConnection, KafkaSecurity
-from tracescore.consume import ConfigFileError, ConsumerSettings
 from tracescore.model import OFFLINE_JUDGE
 from tracescore.score.judges import OpenAIJudgeSettings
+
+if TYPE_CHECKING:
+    from tracescore.consume import ConsumerSettings
 
 __all__ = [
     "cli_judge",
@@ -183,6 +185,8 @@ def nest(flags: Mapping[str, Any]) -> dict[str, Any]:
 def consumer_settings(flags: Mapping[str, Any], config_file: Path | None) -> ConsumerSettings:
     """The settings of `tracescore consume` (and the Kafka ones of `tracescore tail`) from the flags, the
     environment and the file; a problem is one usage line naming the flag, or the variable and the key."""
+    from tracescore.consume import ConsumerSettings  # the consume stage: not for alert's or conversations'
+
     try:
         return ConsumerSettings.load(nest(flags), config_file)
     except ConfigFileError as exc:

@@ -29,7 +29,7 @@ from tracescore._kafka import (
     lag,
     protocol_checked,
 )
-from tracescore._service import AwaitedInputs
+from tracescore._service import AwaitedInputs, GroupLook, client_id
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._clients import connect, subscribe
@@ -119,11 +119,24 @@ class EvaluationConsumer:
             lift=self._policy.lift_readings if self._policy is not None else None,
         )
         self._inputs: AwaitedInputs | None = None  # subscribed in run()
+        # Cooperatively, the group's members counted after each of its generations: an empty assignment
+        # starts the idle clock only when they outnumber the partitions (as the services' members). Eagerly,
+        # a stable generation's assignment is whole, an empty one too.
+        self._members: GroupLook | None = None
+        if settings.rebalance_protocol == "cooperative":
+            self._members = GroupLook(
+                settings.connection(),
+                settings.group_id,
+                client_id("tracescore consume"),
+                stopping=lambda: self._lifecycle.stop_plan.budget.started_at is not None,
+            )
         self._rebalance = RebalanceListener(
             _log,
             assigned=self.partitions_assigned,
             revoked=lambda revoked: self.partitions_revoked(revoked, lost=False),
             lost=lambda lost: self.partitions_revoked(lost, lost=True),
+            regrouped=None if self._members is None else self._members.changed,
+            outnumbered=None if self._members is None else self._members.outnumbered,
         )
         self._lifecycle = Lifecycle(
             settings, self._judging, self._checkpoint, self._pauser, self.stats,
@@ -197,6 +210,8 @@ class EvaluationConsumer:
         plan.start()
         if self._inputs is not None:
             self._inputs.close()  # at once: the look for the spans topic not written yet, on its own client
+        if self._members is not None:
+            self._members.close()
         self._rebalancing.closing(failed=failed)  # the revoke on close commits; nothing is left to score
         worker.close()
         if self._policy is not None:
@@ -243,6 +258,9 @@ class EvaluationConsumer:
                 self._inputs.look()  # the spans topic, subscribed to once its writer created it
             with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
                 polled = consumer.poll(timeout_ms=timeout_ms)
+            self._rebalance.polled(consumer)  # an empty assignment starts the idle clock when for good
+            if self._members is not None:
+                self._members()  # counted after a new generation (BROKER_WAIT_S at most)
         except KafkaConnectionError as exc:
             if not self._rebalance.waiting:
                 raise

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -25,6 +24,9 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 from tracescore._plural import counted
 from tracescore.emit._conversations import session_annotation
 from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["PhoenixAnnotations", "PhoenixSettings", "span_annotation"]
 
@@ -106,6 +108,8 @@ class PhoenixAnnotations:
     def __init__(
         self, settings: PhoenixSettings | None = None, *, transport: httpx2.BaseTransport | None = None
     ) -> None:
+        import httpx2  # only with Phoenix configured: every service loads this module (emit)
+
         self.settings = settings or PhoenixSettings()
         headers = {}
         if self.settings.api_key is not None:
@@ -201,6 +205,8 @@ class PhoenixAnnotations:
 
 
 def _transient(exc: BaseException) -> bool:
+    import httpx2  # loaded already: the client raised it
+
     if isinstance(exc, httpx2.TransportError):
         return True
     if isinstance(exc, httpx2.HTTPStatusError):
@@ -210,6 +216,8 @@ def _transient(exc: BaseException) -> bool:
 
 
 def _describe(exc: Exception) -> str:
+    import httpx2
+
     if isinstance(exc, httpx2.HTTPStatusError):
         # Phoenix's error body says what it rejected ("Spans ... do not exist", a validation error).
         return f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"

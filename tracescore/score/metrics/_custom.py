@@ -11,9 +11,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
-import jinja2
-from jinja2 import meta
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, Field, create_model
 
 from tracescore._plural import counted
@@ -241,6 +238,11 @@ def _check_scale(scale: Any) -> tuple[int, int]:
 def _render_criteria(name: str, template: str) -> tuple[str, tuple[str, ...], frozenset[str]]:
     """The template rendered with field references, the fields its input holds (in `_FIELDS` order) and
     the fields it names."""
+    # jinja2 only for a metric declared with a template: every service loads this module (the registry).
+    import jinja2
+    from jinja2 import meta
+    from jinja2.sandbox import SandboxedEnvironment
+
     # Sandboxed and strict: a config file's template can neither reach Python internals nor misspell a
     # field silently.
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
