@@ -9,6 +9,7 @@ settings class derives from `FileSettings`, so the precedence is the same everyw
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 import types
 from collections.abc import Callable, Collection, Mapping
@@ -16,13 +17,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
 
 from tracescore._kafka_config import (
     DEFAULT_BOOTSTRAP_SERVERS,
     TOPIC_NAME_RULE,
     RebalanceProtocol,
+    SettingOrigin,
     TopicSettings,
     is_topic_name,
     max_poll_interval_field,
@@ -138,15 +140,38 @@ class FileSettings(TopicSettings):
     (`topic`, `*_topic`) is checked against Kafka's naming rule (`TopicSettings`), whichever source gave
     it."""
 
+    # What each source gave (read once, by from_sources), so that a message can say where a value came from.
+    _flags_given: frozenset[str] = PrivateAttr(default=frozenset())
+    _file_given: frozenset[str] = PrivateAttr(default=frozenset())
+    _file: Path | None = PrivateAttr(default=None)
+
     @classmethod
     def from_sources(
-        cls: type[SettingsT], flags: Mapping[str, Any], file_values: Mapping[str, Any]
+        cls: type[SettingsT],
+        flags: Mapping[str, Any],
+        file_values: Mapping[str, Any],
+        file: Path | None = None,
     ) -> SettingsT:
         token = _file_values.set(file_values)
         try:
-            return cls(**flags)
+            settings = cls(**flags)
         finally:
             _file_values.reset(token)
+        settings._flags_given, settings._file_given = frozenset(flags), frozenset(file_values)
+        settings._file = file
+        return settings
+
+    def origin(self, name: str) -> SettingOrigin | None:
+        """Which source gave the setting `name` (a top-level one) its value, by the sources' precedence; None
+        when it was given but not through `from_sources` (a keyword in Python)."""
+        if name in self._flags_given:
+            return SettingOrigin(kind="flag")
+        variable = self.model_config.get("env_prefix", "") + name.upper()
+        if variable in {set_name.upper() for set_name in os.environ}:  # as pydantic-settings reads them
+            return SettingOrigin(kind="variable", name=variable)
+        if name in self._file_given:
+            return SettingOrigin(kind="file", name=None if self._file is None else str(self._file))
+        return SettingOrigin(kind="default") if name not in self.model_fields_set else None
 
     @classmethod
     def settings_customise_sources(
@@ -281,7 +306,7 @@ def load_service_settings(
     given = {k: v for k, v in flags.items() if v is not None}
     file_values = read_table(path, table, error) if path is not None else {}
     try:
-        return cls.from_sources(given, file_values)
+        return cls.from_sources(given, file_values, path)
     except ValidationError as exc:
         where = f" in {path}" if path else ""
         raise error(f"invalid {table} config{where}: {one_line(exc, cls)}") from exc

@@ -28,7 +28,7 @@ from kafka.errors import (
 from kafka.structs import MemberState, OffsetAndMetadata
 
 from tracescore._first_join import first_join
-from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
+from tracescore._kafka_config import KafkaConnection, RebalanceProtocol, SettingOrigin
 from tracescore._plural import counted
 
 __all__ = [
@@ -70,18 +70,36 @@ BROKER_WAIT_S = 10.0
 
 
 # What to do about an unreachable broker, said with the error (every command reads the same variable).
-BROKER_HINT = (
-    "Is a broker running there, and reachable from here? Give its address as host:port with "
-    "--bootstrap-servers or TRACESCORE_BOOTSTRAP_SERVERS"
-)
+_ASK = "Is a broker running there, and reachable from here?"
+BROKER_HINT = f"{_ASK} Give its address as host:port with --bootstrap-servers or TRACESCORE_BOOTSTRAP_SERVERS"
+
+
+def broker_hint(origin: SettingOrigin | None = None) -> str:
+    """BROKER_HINT, saying where the address came from when the settings know it: a config file's address
+    overrides TRACESCORE_BOOTSTRAP_SERVERS for some commands, so the hint names the source to correct, and
+    the flag, which comes before every other."""
+    if origin is None:
+        return BROKER_HINT
+    if origin.kind == "flag":
+        return f"{_ASK} The address is the one --bootstrap-servers gave: give the broker's as host:port"
+    if origin.kind == "default":
+        return f"{BROKER_HINT} (this address is the default: no flag, variable or config file gave one)"
+    where = origin.name if origin.kind == "variable" else f"bootstrap_servers in {origin.name or 'the file'}"
+    return (
+        f"{_ASK} The address came from {where}: correct it there, or give the broker's as host:port with "
+        "--bootstrap-servers, which comes first"
+    )
 
 
 class BrokerUnreachable(RuntimeError):
     """No Kafka broker answered within the connect timeout, or it refused the client (authentication, TLS)."""
 
 
-def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None:
-    """Raise BrokerUnreachable unless a bootstrap server accepts a TCP connection within `wait_s`."""
+def check_broker(
+    bootstrap_servers: str, when: str, wait_s: float = 5.0, origin: SettingOrigin | None = None
+) -> None:
+    """Raise BrokerUnreachable unless a bootstrap server accepts a TCP connection within `wait_s` (`origin`:
+    where the address came from, said in the error)."""
     deadline = time.monotonic() + wait_s
     last_error: OSError | None = None
     while True:
@@ -95,7 +113,7 @@ def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None
         if time.monotonic() >= deadline:
             raise BrokerUnreachable(
                 f"no Kafka broker reachable at {bootstrap_servers} ({when}; tried for {wait_s:.0f}s, "
-                f"last error: {last_error}). {BROKER_HINT}"
+                f"last error: {last_error}). {broker_hint(origin)}"
             )
         time.sleep(0.5)
 
@@ -103,7 +121,12 @@ def check_broker(bootstrap_servers: str, when: str, wait_s: float = 5.0) -> None
 def connect(connection: KafkaConnection, build: Callable[[dict[str, Any]], T]) -> T:
     """`build(client_config)` once a broker answers: one clear error, not a stream of client logs, when
     none does within the connect timeout or the broker refuses the client."""
-    check_broker(connection.bootstrap_servers, "starting", wait_s=connection.connect_timeout_s)
+    check_broker(
+        connection.bootstrap_servers,
+        "starting",
+        wait_s=connection.connect_timeout_s,
+        origin=connection.bootstrap_origin,
+    )
     redact_in_client_logs(*connection.security.secrets())
     try:
         return build(connection.client_config())
@@ -751,11 +774,27 @@ class _CancelledByClose(logging.Filter):
         return not any(isinstance(a, Cancelled) for a in args)
 
 
+class _SlowTask(logging.Filter):
+    """kafka-python 3 warns when one step of its network thread's tasks took over 0.1 s ("Task ... ran for
+    0.227s (>0.100s threshold). It is blocking the event loop ..."): on a loaded machine, a thread that was
+    not scheduled. It says nothing of the service's health and alarms whoever reads the log; the selector's
+    other warnings still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        said = record.getMessage()
+        return not (said.startswith("Task ") and "threshold). It is blocking the event loop" in said)
+
+
 def quiet_closed_transport_race() -> None:
     """Drop kafka-python's errors about a client's own close: the traceback of a socket read racing it
     (`_ClosedTransportRace`), which every command that closes a client could print after a run that went
-    well, and a request it cancelled (`_CancelledByClose`)."""
-    for name, quiet in (("kafka.net.transport", _ClosedTransportRace), ("kafka.cluster", _CancelledByClose)):
+    well, and a request it cancelled (`_CancelledByClose`); and its network thread's slow-step warning
+    (`_SlowTask`)."""
+    for name, quiet in (
+        ("kafka.net.transport", _ClosedTransportRace),
+        ("kafka.cluster", _CancelledByClose),
+        ("kafka.net.selector", _SlowTask),
+    ):
         logger = logging.getLogger(name)
         if not any(isinstance(f, quiet) for f in logger.filters):
             logger.addFilter(quiet())

@@ -38,6 +38,7 @@ __all__ = [
     "RebalanceProtocol",
     "SaslMechanism",
     "SecurityProtocol",
+    "SettingOrigin",
     "TopicSettings",
     "connect_timeout_field",
     "is_topic_name",
@@ -240,6 +241,16 @@ def max_message_bytes_field(description: str) -> Any:
     return Field(default=900_000, ge=1024, description=description)
 
 
+class SettingOrigin(BaseModel):
+    """Which source gave a setting its value (flags > variables > a config file > the default), said in a
+    message that asks the user to change it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["flag", "variable", "file", "default"]
+    name: str | None = Field(default=None, description="The variable's name, or the config file's path.")
+
+
 class KafkaConnection(BaseModel):
     """How a service's clients reach the cluster."""
 
@@ -248,6 +259,9 @@ class KafkaConnection(BaseModel):
     bootstrap_servers: str
     connect_timeout_s: float = connect_timeout_field()
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    bootstrap_origin: SettingOrigin | None = Field(
+        default=None, description="Where bootstrap_servers came from, if known: said when no broker answers."
+    )
 
     def client_config(self) -> dict[str, Any]:
         return {"bootstrap_servers": self.bootstrap_servers, **self.security.client_config()}

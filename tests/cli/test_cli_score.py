@@ -462,12 +462,7 @@ def test_a_missing_api_key_names_the_flag_and_the_variables_to_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
     """What the user typed and what to set, not the class (`OpenAIJudge needs an API key`)."""
-    for name in (
-        "OPENAI_API_KEY",
-        "TRACESCORE_JUDGE_API_KEY",
-        "TRACESCORE_JUDGE_BASE_URL",
-        "OPENAI_BASE_URL",
-    ):
+    for name in _JUDGE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
@@ -476,7 +471,57 @@ def test_a_missing_api_key_names_the_flag_and_the_variables_to_set(
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert "--judge openai needs an API key: set TRACESCORE_JUDGE_API_KEY or OPENAI_API_KEY" in said, said
-    assert "--base-url (TRACESCORE_JUDGE_BASE_URL)" in said and "OpenAIJudge" not in said, said
+    assert "--base-url (TRACESCORE_JUDGE_BASE_URL or OPENAI_BASE_URL) instead" in said, said
+    assert "OpenAIJudge" not in said, said
+
+
+_JUDGE_VARIABLES = (
+    "OPENAI_API_KEY",
+    "TRACESCORE_JUDGE_API_KEY",
+    "TRACESCORE_JUDGE_BASE_URL",
+    "OPENAI_BASE_URL",
+)
+
+
+def test_a_local_server_at_openai_base_url_needs_no_key_and_the_flag_and_ours_come_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPENAI_BASE_URL to a local server without a key was refused ("needs an API key") where --base-url to
+    the same server was not: it is a base URL too, after the flag and TRACESCORE_JUDGE_BASE_URL. The real
+    openai client sends to the server the precedence names, and nowhere else."""
+    from tracescore.testing.judge_server import JudgeServer
+
+    for name in _JUDGE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with JudgeServer() as flag, JudgeServer() as ours, JudgeServer() as openais:
+        servers = {"flag": flag, "ours": ours, "openai's": openais}
+        for expected in reversed(servers):
+            # Each run adds the next source: OPENAI_BASE_URL alone, then ours, then the flag too.
+            monkeypatch.setenv("OPENAI_BASE_URL", openais.base_url)
+            if expected != "openai's":
+                monkeypatch.setenv("TRACESCORE_JUDGE_BASE_URL", ours.base_url)
+            extra = ("--base-url", flag.base_url) if expected == "flag" else ()
+            before = {name: server.stats.chat_requests for name, server in servers.items()}
+            rows, output, code = _run(
+                tmp_path, [json.dumps(GOOD)], "--judge", "openai", "--model", "judge-test", *extra
+            )
+            assert code == 0, output
+            assert rows[0]["results"]["faithfulness"]["judge"] == "openai:judge-test", rows[0]["reason"]
+            sent = [name for name, server in servers.items() if server.stats.chat_requests > before[name]]
+            assert sent == [expected], (expected, sent)
+
+
+@pytest.mark.parametrize("command", ["consume", "conversations"])
+def test_a_service_takes_openai_base_url_without_a_key(monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """The report's command: with OPENAI_BASE_URL alone it goes on to reach Kafka (none here)."""
+    for name in _JUDGE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    args = ["--bootstrap-servers", "127.0.0.1:9", "--connect-timeout", "1", "--judge", "openai"]
+    result = CliRunner().invoke(main, [command, *args])
+    assert "API key" not in result.output, result.output
+    assert result.exit_code == 1, result.output
+    assert "no Kafka broker reachable at 127.0.0.1:9" in result.output, result.output
 
 
 def test_a_column_option_reads_a_renamed_column_and_the_message_says_how_to_give_it(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tracescore.cli import main
-from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus, WorstTurn
 from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
@@ -296,3 +296,63 @@ def test_records_of_an_older_consumer_are_printed_or_counted_never_a_crash(
     assert "    claim NO_EVIDENCE: It weighs 3 kg." in out and "      evidence: 1.2 kg" in out
     assert "    claim CONTRADICTORY: It is red." in out
     assert "3 records shown, 1 skipped (invalid_record=1)" in result.stderr, "the rest counted, with why"
+
+
+def _conversation(conversation_id: str, **fields: Any) -> ConversationRecord:
+    values: dict[str, Any] = {
+        "conversation_id": conversation_id, "service_name": "support-chat", "route": "/chat",
+        "started_at": datetime(2026, 3, 4, 5, 0, tzinfo=UTC), "metric": "faithfulness", "judge": "offline",
+        "annotator_kind": "CODE", "selection": None, "turns": 2, "turns_judged": 2, "turns_scored": 2,
+        "turns_passed": 1, "turns_flagged": 1, "complete": True, "score": 0.5, "share_lower": 0.0945,
+        "share_upper": 0.9055, "confidence": 0.95, "label": "flagged", "status": MetricStatus.OK,
+        "reason": "1 of 2 scored turns pass faithfulness", "trace_ids": [f"{1:032x}", f"{2:032x}"],
+        "span_ids": [f"{1:016x}", f"{2:016x}"],
+        "worst_turn": WorstTurn(trace_id=f"{2:032x}", span_id=f"{2:016x}", score=0.0, label="hallucinated"),
+        "first_turn_at": datetime(2026, 3, 4, 5, 0, tzinfo=UTC),
+        "last_turn_at": datetime(2026, 3, 4, 5, 1, tzinfo=UTC),
+        "timestamp": datetime(2026, 3, 4, 5, 16, tzinfo=UTC),
+    }  # fmt: skip
+    return ConversationRecord(**{**values, **fields})
+
+
+def test_conversation_records_print_one_line_each(bootstrap: str, topic_prefix: str) -> None:
+    """The records of `tracescore conversations` were all skipped as invalid evaluation records. Each is now
+    one line known by its fields (not by the topic's name), next to evaluation records on the same topic;
+    a broken one is explained as a conversation record."""
+    topic = f"{topic_prefix}.conversations"
+    revised = _conversation(
+        "session-2", revision=1, supersedes=0, selection="baseline", judge="openai:gpt-4o-mini",
+        turns_passed=2, turns_flagged=0, score=1.0, label="passed", worst_turn=None,
+        annotator_kind="LLM",
+    )  # fmt: skip
+    broken = {**json.loads(_conversation("session-3").model_dump_json()), "turns": "many"}
+    _produce(
+        bootstrap,
+        topic,
+        [
+            _conversation("session-1").model_dump_json().encode(),
+            revised.model_dump_json().encode(),
+            json.dumps(broken).encode(),
+            HALLUCINATED.model_dump_json().encode(),
+        ],
+    )
+    result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", topic)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        "2026-03-04 05:16:00  FLAGGED  conversation faithfulness 0.50 [0.09, 0.91]  flagged  support-chat "
+        f"session-1  (2 turns: 2 scored, 1 flagged)  (offline)  worst trace {2:032x}"
+    )
+    assert lines[1] == (
+        "2026-03-04 05:16:00  ok       conversation faithfulness 1.00 [0.09, 0.91]  passed  support-chat "
+        "session-2  (2 turns: 2 scored, 0 flagged)  (openai:gpt-4o-mini, baseline, revision 1)"
+    )
+    assert "FLAGGED  faithfulness 0.00  hallucinated  shop /billing  (offline)" in result.stdout
+    assert "offset 2: invalid_record: not a conversation record: turns:" in result.stderr
+    assert "3 records shown, 1 skipped (invalid_record=1)" in result.stderr
+    flagged = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", topic, "--flagged", "--json")
+    assert [json.loads(line).get("conversation_id") for line in flagged.stdout.splitlines()] == [
+        "session-1",
+        None,
+    ]
+    assert "2 records shown, 1 filtered out, 1 skipped" in flagged.stderr

@@ -168,8 +168,8 @@ def test_an_unreachable_broker_is_one_clear_error_and_a_failing_exit() -> None:
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
     assert errors == [
         "Error: no Kafka broker reachable at 127.0.0.1:1 (starting; tried for 2s, last error: "
-        "[Errno 111] Connection refused). Is a broker running there, and reachable from here? Give its "
-        "address as host:port with --bootstrap-servers or TRACESCORE_BOOTSTRAP_SERVERS"
+        "[Errno 111] Connection refused). Is a broker running there, and reachable from here? The address "
+        "is the one --bootstrap-servers gave: give the broker's as host:port"
     ]
     assert len(done.stderr.splitlines()) <= 3, done.stderr
 

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
+from click.testing import CliRunner
 
+from tracescore.cli import main
 from tracescore.testing.judge_server import (
     Fault,
     JudgeServer,
@@ -307,3 +314,32 @@ def test_close_wakes_a_sleeping_timeout_instead_of_waiting_for_it(server: JudgeS
     [reply] = replies
     assert not isinstance(reply, BaseException), reply
     assert json.loads(reply.choices[0].message.content or "")["sentences"], "woken, it still answers"
+
+
+def test_run_as_a_program_it_serves_until_interrupted_and_a_command_judges_with_it(tmp_path: Path) -> None:
+    """`python -m tracescore.testing.judge_server`: to try `--judge openai` without a provider's key. Its
+    first line is its base URL; `tracescore score` judges through it with that URL alone (no key, no model);
+    Ctrl-C stops it cleanly."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tracescore.testing.judge_server"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1"), base_url
+        assert f"--base-url {base_url}" in server.stdout.readline()
+        source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+        record = {"id": "a", "query": "Where?", "contexts": ["It is in Delhi."], "answer": "It is in Delhi."}
+        source.write_text(json.dumps(record) + "\n")
+        unset = {k: None for k in os.environ if k.startswith(("TRACESCORE_JUDGE_", "OPENAI_"))}
+        result = CliRunner(env={**unset, "OPENAI_BASE_URL": base_url}).invoke(
+            main, ["score", str(source), "--judge", "openai", "--metrics", "faithfulness", "--out", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        [row] = [json.loads(line) for line in out.read_text().splitlines()]
+        assert row["faithfulness"] == 1.0 and row["results"]["faithfulness"]["judge"] == "openai:gpt-4o-mini"
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=30)
+    assert server.returncode == 0 and "Traceback" not in err, err

@@ -315,7 +315,9 @@ def _judge_choice(help_text: str) -> list[Decorator]:
         click.option(
             "--base-url",
             default=None,
-            help="OpenAI-compatible base URL (openai judge; unset: OPENAI_BASE_URL, else the OpenAI API). "
+            help="OpenAI-compatible base URL (openai judge; unset: "
+            + ", else ".join([*OpenAIJudgeSettings.base_url_variables()[1:], "the OpenAI API"])
+            + "). A local server's needs no API key. "
             + env_note(_judge_env("base_url")),
         ),
     ]
@@ -389,10 +391,10 @@ def cli_judge(judge: str, model: str | None, base_url: str | None) -> Any:
         return make_judge(judge, model=model, base_url=base_url)
     except MissingApiKey as exc:
         keys = " or ".join(OpenAIJudgeSettings.key_variables())
+        urls = " or ".join(OpenAIJudgeSettings.base_url_variables())
         raise click.UsageError(
             f"--judge {judge} needs an API key: set {keys}; a local OpenAI-compatible server needs none, "
-            f"give its address with --base-url ({_judge_env('base_url')}) instead (OPENAI_BASE_URL is read "
-            "only with a key)"
+            f"give its address with --base-url ({urls}) instead"
         ) from exc
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

@@ -121,7 +121,7 @@ def service_connection(
     from pydantic import ValidationError
 
     from tracescore._config import problems
-    from tracescore._kafka_config import kafka_settings_from_env
+    from tracescore._kafka_config import SettingOrigin, kafka_settings_from_env
 
     given = {key.removeprefix("kafka__"): value for key, value in flags.items() if key.startswith("kafka__")}
     try:
@@ -135,11 +135,12 @@ def service_connection(
             where = where or "TRACESCORE_" + "__".join(p.upper() for p in path)
             found.append(f"invalid value for {where}: {message}")
         raise click.UsageError("; ".join(found)) from None
-    servers = config.bootstrap_servers
-    if "bootstrap_servers" not in config.model_fields_set:
-        servers = os.environ.get("TRACESCORE_BOOTSTRAP_SERVERS") or servers
+    servers, origin = config.bootstrap_servers, config.origin("bootstrap_servers")
+    if "bootstrap_servers" not in config.model_fields_set and os.environ.get("TRACESCORE_BOOTSTRAP_SERVERS"):
+        servers = os.environ["TRACESCORE_BOOTSTRAP_SERVERS"]
+        origin = SettingOrigin(kind="variable", name="TRACESCORE_BOOTSTRAP_SERVERS")
     timeout = {} if connect_timeout is None else {"connect_timeout_s": connect_timeout}
-    return KafkaConnection(bootstrap_servers=servers, security=security, **timeout)
+    return KafkaConnection(bootstrap_servers=servers, security=security, bootstrap_origin=origin, **timeout)
 
 
 def meter_provider(

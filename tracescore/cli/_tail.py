@@ -1,4 +1,5 @@
-"""`tracescore tail`: read evaluation records from Kafka and print them for a person (or as JSON lines).
+"""`tracescore tail`: read evaluation records (or the conversation records of `tracescore conversations`)
+from Kafka and print them for a person (or as JSON lines).
 
 It reaches Kafka as `tracescore consume` does (the same settings, flags > TRACESCORE_* variables > the
 `[consume]` table of --config > defaults), reads without a consumer group (it never commits, so it cannot
@@ -7,6 +8,7 @@ disturb a service), and counts and explains anything on the topic that is not a 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,16 +24,20 @@ from tracescore.cli._options import config_option, consumer_settings, settings_o
 from tracescore.cli._service import stop_on_signals
 from tracescore.consume import ConsumerSettings
 from tracescore.model import (
+    ConversationLabel,
+    ConversationRecord,
     EvaluationRecord,
     FaithfulnessClaim,
     FaithfulnessDetails,
     MetricStatus,
+    ServiceSkip,
     UnreadableRecord,
     is_flagged,
+    read_conversation_record,
     read_evaluation_record,
 )
 
-__all__ = ["format_record", "tail"]
+__all__ = ["format_conversation", "format_record", "tail"]
 
 _CLAIMS_SHOWN = 3
 _TEXT_CHARS = 200
@@ -65,19 +71,11 @@ class Message:
 def format_record(record: EvaluationRecord, flagged: bool) -> str:
     """A record as a person reads it: verdict, metric, score, label, service and route, judge; the failed
     claims with the judge's reason and the closest evidence; the trace id to open in a trace viewer."""
-    if record.status is MetricStatus.OK:
-        verdict = "FLAGGED" if flagged else "ok"
-    else:
-        verdict = "ERROR" if record.status is MetricStatus.ERROR else "n/a"
+    verdict = _verdict(record.status, flagged)
     score = "-" if record.score is None else f"{record.score:.2f}"
-    who = [record.judge]
-    if record.selection:
-        who.append(record.selection)
-    if record.revision:
-        who.append(f"revision {record.revision}")
     lines = [
         f"{record.timestamp:%Y-%m-%d %H:%M:%S}  {verdict:<7}  {record.metric} {score}  "
-        f"{record.label or record.status.value}  {record.service_name} {record.route}  ({', '.join(who)})"
+        f"{record.label or record.status.value}  {record.service_name} {record.route}  ({_who(record)})"
     ]
     # Read tolerantly: the record may come from an older consumer. The claims worth showing are the ones the
     # label rule counts against an answer.
@@ -95,6 +93,41 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
     lines += _grounded(record)
     lines.append(f"    trace {record.trace_id}  span {record.span_id}")
     return "\n".join(lines)
+
+
+def format_conversation(record: ConversationRecord, flagged: bool) -> str:
+    """A conversation record on one line: verdict, metric, share of passed turns with its interval, label,
+    service and conversation id, the turns, judge tier and revision; the worst turn's trace to open."""
+    verdict = _verdict(record.status, flagged)
+    score = "-" if record.score is None else f"{record.score:.2f}"
+    if record.share_lower is not None and record.share_upper is not None:
+        score += f" [{record.share_lower:.2f}, {record.share_upper:.2f}]"
+    turns = (
+        f"{counted(record.turns, 'turn')}: {record.turns_scored} scored, {record.turns_flagged} flagged"
+        + ("" if record.complete else f", {record.turns_judged} judged")
+    )
+    worst = f"  worst trace {record.worst_turn.trace_id}" if record.worst_turn is not None else ""
+    return (
+        f"{record.timestamp:%Y-%m-%d %H:%M:%S}  {verdict:<7}  conversation {record.metric} {score}  "
+        f"{record.label or record.status.value}  {record.service_name} {_clip(record.conversation_id)}  "
+        f"({turns})  ({_who(record)}){worst}"
+    )
+
+
+def _verdict(status: MetricStatus, flagged: bool) -> str:
+    if status is MetricStatus.OK:
+        return "FLAGGED" if flagged else "ok"
+    return "ERROR" if status is MetricStatus.ERROR else "n/a"
+
+
+def _who(record: EvaluationRecord | ConversationRecord) -> str:
+    """The judge, its tier and the record's revision."""
+    who = [record.judge]
+    if record.selection:
+        who.append(record.selection)
+    if record.revision:
+        who.append(f"revision {record.revision}")
+    return ", ".join(who)
 
 
 def _grounded(record: EvaluationRecord) -> list[str]:
@@ -180,7 +213,7 @@ def _messages(
             client_log.setLevel(level)
 
 
-@click.command(short_help="Print the evaluation records on the evaluations topic.")
+@click.command(short_help="Print the evaluation (or conversation) records on a topic.")
 @config_option
 @settings_options(
     ConsumerSettings, only=("bootstrap_servers", "evaluations_topic", "connect_timeout_s", "kafka")
@@ -213,8 +246,13 @@ def tail(
     """Print the evaluation records on the evaluations topic: score, label, route, the claims that failed
     and the trace id to open in your trace viewer.
 
+    The conversation records of `tracescore conversations` print one line each (--evaluations-topic
+    tracescore.conversations): the share of passed turns with its interval, label, service, conversation
+    id, turns, judge tier, revision and the worst turn's trace id; a record is known by its fields, so one
+    topic may hold both kinds.
+
     Reads the topic from its beginning to its current end and stops; --follow keeps going. Messages that
-    are not evaluation records this version reads are counted and explained on stderr, never fatal.
+    are not records this version reads are counted and explained on stderr, never fatal.
     """
     from tracescore._kafka import BrokerUnreachable
 
@@ -233,7 +271,7 @@ def tail(
 def _show(message: Message, stats: TailStats, flagged: bool, route_glob: str | None, as_json: bool) -> None:
     """Print one message's record if it passes the filters; count it either way."""
     try:
-        record = read_evaluation_record(message.value)
+        record = _read(message.value)
     except UnreadableRecord as unreadable:
         stats.skipped[unreadable.reason] += 1
         if stats.skipped[unreadable.reason] == 1:  # explained once per reason; the summary counts the rest
@@ -243,12 +281,40 @@ def _show(message: Message, stats: TailStats, flagged: bool, route_glob: str | N
                 err=True,
             )
         return
-    bad = record.status is MetricStatus.ERROR or is_flagged({"score": record.score, "label": record.label})
+    if isinstance(record, ConversationRecord):
+        flags_it = record.label is ConversationLabel.FLAGGED
+    else:
+        flags_it = is_flagged({"score": record.score, "label": record.label})
+    bad = record.status is MetricStatus.ERROR or flags_it
     if (flagged and not bad) or (route_glob is not None and not fnmatchcase(record.route, route_glob)):
         stats.filtered += 1
         return
     stats.shown += 1
-    click.echo(record.model_dump_json() if as_json else format_record(record, bad))
+    if as_json:
+        click.echo(record.model_dump_json())
+    elif isinstance(record, ConversationRecord):
+        click.echo(format_conversation(record, bad))
+    else:
+        click.echo(format_record(record, bad))
+
+
+def _read(value: bytes | None) -> EvaluationRecord | ConversationRecord:
+    """The record in a message, known by its fields: an object with a `conversation_id` that is no
+    evaluation record is read as a conversation record (its own problems are the ones explained)."""
+    try:
+        return read_evaluation_record(value)
+    except UnreadableRecord as unreadable:
+        if unreadable.reason is not ServiceSkip.INVALID_RECORD or not _names_a_conversation(value):
+            raise
+    return read_conversation_record(value)
+
+
+def _names_a_conversation(value: bytes | None) -> bool:
+    try:
+        data = json.loads(value or b"")
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "conversation_id" in data
 
 
 class _Stop:

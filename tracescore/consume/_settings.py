@@ -177,6 +177,7 @@ class ConsumerSettings(FileSettings):
             bootstrap_servers=self.bootstrap_servers,
             connect_timeout_s=self.connect_timeout_s,
             security=self.kafka.security(),
+            bootstrap_origin=self.origin("bootstrap_servers"),
         )
 
     def client_config(self) -> dict[str, Any]:
@@ -185,4 +186,4 @@ class ConsumerSettings(FileSettings):
     @classmethod
     def load(cls, flags: Mapping[str, Any], config_file: Path | None = None) -> ConsumerSettings:
         """Settings from explicit flags, the environment and `config_file`, in that order of precedence."""
-        return cls.from_sources(flags, read_table(config_file, "consume") if config_file else {})
+        return cls.from_sources(flags, read_table(config_file, "consume") if config_file else {}, config_file)

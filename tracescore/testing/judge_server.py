@@ -110,8 +110,10 @@ class JudgeServer:
         retry_after_s: float = 0.0,
         json_schema_supported: bool = True,
         embedding_dim: int = 256,
+        port: int = 0,
     ) -> None:
         self.model = model
+        self.port = port  # 0: a free one
         self.latency_s = latency_s  # per successful chat reply; lets concurrency tests overlap requests
         self.timeout_sleep_s = timeout_sleep_s
         self.retry_after_s = retry_after_s
@@ -127,7 +129,7 @@ class JudgeServer:
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> JudgeServer:
         handler = type("_BoundHandler", (_Handler,), {"server_ref": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         httpd.daemon_threads = True
         httpd.block_on_close = False  # a TIMEOUT fault may still be sleeping; never wait for it
         self._httpd = httpd
@@ -365,3 +367,30 @@ _ERROR_REPLIES: dict[Fault | None, tuple[int, str, str, str | None]] = {
 
 def _error(message: str, kind: str, *, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": kind}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m tracescore.testing.judge_server`: the scripted judge until Ctrl-C (or SIGTERM), to try
+    `--judge openai` without a provider's key; its base URL printed first, on a line of its own."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(
+        prog="python -m tracescore.testing.judge_server",
+        description="A local OpenAI-compatible server with scripted replies (every claim supported): "
+        "try --judge openai without a provider's key. Not a model.",
+    )
+    parser.add_argument("--port", type=int, default=0, help="Port on 127.0.0.1 [default: a free one].")
+    port = parser.parse_args(argv).port
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with JudgeServer(port=port) as server:
+        print(server.base_url, flush=True)
+        print(f"try: tracescore consume --judge openai --base-url {server.base_url}", flush=True)
+        print("Ctrl-C stops this server", flush=True)
+        stop.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -331,10 +331,22 @@ async def test_settings_read_the_environment(server: JudgeServer, monkeypatch: p
 
 
 def test_missing_api_key_for_the_public_endpoint_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("TRACESCORE_JUDGE_API_KEY", raising=False)
+    for name in OpenAIJudgeSettings.key_variables() + OpenAIJudgeSettings.base_url_variables():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("BASE_URL", "http://127.0.0.1:9/v1")  # a shell's own variable: not the judge's
     with pytest.raises(ValueError, match="API key"):
         OpenAIJudge(OpenAIJudgeSettings())
+
+
+def test_the_base_url_has_one_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argument (a command's --base-url) > TRACESCORE_JUDGE_BASE_URL > OPENAI_BASE_URL, in the settings;
+    OPENAI_BASE_URL was left to the client, so a local server's address there still asked for a key."""
+    monkeypatch.delenv("TRACESCORE_JUDGE_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://openai.example/v1")
+    assert OpenAIJudgeSettings().base_url == "http://openai.example/v1"
+    monkeypatch.setenv("TRACESCORE_JUDGE_BASE_URL", "http://ours.example/v1")
+    assert OpenAIJudgeSettings().base_url == "http://ours.example/v1"
+    assert OpenAIJudgeSettings(base_url="http://flag.example/v1").base_url == "http://flag.example/v1"
 
 
 def test_the_base_url_shown_is_where_the_client_sends(monkeypatch: pytest.MonkeyPatch) -> None:

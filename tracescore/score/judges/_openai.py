@@ -110,7 +110,8 @@ class OpenAIJudge:
         if self._client is None and self.settings.api_key is None and self.settings.base_url is None:
             raise MissingApiKey(
                 f"OpenAIJudge needs an API key: set {' or '.join(OpenAIJudgeSettings.key_variables())}, or "
-                "give the settings a base_url (a local server takes none)"
+                f"give a local server's base_url ({' or '.join(OpenAIJudgeSettings.base_url_variables())}), "
+                "which takes none"
             )
 
     @property
@@ -119,8 +120,8 @@ class OpenAIJudge:
 
     @property
     def base_url(self) -> str:
-        """Where the requests go, as the client resolves it (--base-url, else OPENAI_BASE_URL, else the OpenAI
-        API), for messages: without a user, password, query or fragment, so no credential is ever shown."""
+        """Where the requests go (the settings' base_url, else the OpenAI API; an injected client's own), for
+        messages: without a user, password, query or fragment, so no credential is ever shown."""
         with self._loops_lock:
             client = self._client or next((state.client for state in self._loops.values()), None)
         url = urlsplit(str((client or self._build_client()).base_url))

@@ -13,16 +13,26 @@ __all__ = ["MissingApiKey", "OpenAIJudgeSettings"]
 
 class MissingApiKey(ValueError):
     """No API key, and no base URL of a local server that needs none: a command says which flag and
-    variables to set (`OpenAIJudgeSettings.key_variables`)."""
+    variables to set (`OpenAIJudgeSettings.key_variables`, `base_url_variables`)."""
 
 
 class OpenAIJudgeSettings(BaseSettings):
     """Judge configuration; every field reads TRACESCORE_JUDGE_<FIELD> from the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="TRACESCORE_JUDGE_", frozen=True, extra="ignore")
+    # populate_by_name: a keyword (a command's flag) sets a field whose variables are aliases, without the
+    # field's bare name becoming a variable too (a shell's generic BASE_URL must not redirect the judge).
+    model_config = SettingsConfigDict(
+        env_prefix="TRACESCORE_JUDGE_", frozen=True, extra="ignore", populate_by_name=True
+    )
 
     base_url: str | None = Field(
-        default=None, description="OpenAI-compatible base URL (unset: OPENAI_BASE_URL, else the OpenAI API)."
+        default=None,
+        # The one precedence of the judge's address: the flag > TRACESCORE_JUDGE_BASE_URL > OPENAI_BASE_URL.
+        # Resolved here, not left to the client, so that a base URL from either variable is one (a local
+        # server's needs no key).
+        validation_alias=AliasChoices("TRACESCORE_JUDGE_BASE_URL", "OPENAI_BASE_URL"),
+        description="OpenAI-compatible base URL; falls back to OPENAI_BASE_URL, else the OpenAI API. A local "
+        "server's needs no API key.",
     )
     model: str = Field(default="gpt-4o-mini", description="Judge model.")
     api_key: SecretStr | None = Field(
@@ -58,7 +68,16 @@ class OpenAIJudgeSettings(BaseSettings):
     @classmethod
     def key_variables(cls) -> list[str]:
         """The environment variables the API key is read from, in the order they are looked at."""
-        alias = cls.model_fields["api_key"].validation_alias
+        return cls._variables("api_key")
+
+    @classmethod
+    def base_url_variables(cls) -> list[str]:
+        """The environment variables the base URL is read from, in the order they are looked at."""
+        return cls._variables("base_url")
+
+    @classmethod
+    def _variables(cls, field: str) -> list[str]:
+        alias = cls.model_fields[field].validation_alias
         choices = alias.choices if isinstance(alias, AliasChoices) else ()
         return [c for c in choices if isinstance(c, str) and c.isupper()]
 
