@@ -234,6 +234,18 @@ def test_span_annotation_is_the_phoenix_payload_for_the_record() -> None:
     assert skipped["result"] == {"label": "not_applicable", "score": None, "explanation": "a refusal"}
 
 
+def test_a_shells_generic_api_key_is_not_sent_to_phoenix(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TRACESCORE_PHOENIX_API_KEY", "PHOENIX_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("API_KEY", "another-service-s-secret")
+    assert PhoenixSettings().api_key is None
+    key = PhoenixSettings(api_key="phx").api_key
+    assert key is not None and key.get_secret_value() == "phx"
+    monkeypatch.setenv("PHOENIX_API_KEY", "from-phoenix-s-variable")
+    key = PhoenixSettings().api_key
+    assert key is not None and key.get_secret_value() == "from-phoenix-s-variable"
+
+
 def test_annotator_kind_follows_the_judges_own_names() -> None:
     assert annotator_kind(OfflineJudge().name) == "CODE"
     assert annotator_kind(OpenAIJudge(OpenAIJudgeSettings(api_key="unused", model="gpt-4o")).name) == "LLM"

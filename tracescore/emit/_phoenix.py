@@ -40,12 +40,16 @@ _TRANSIENT_STATUS = frozenset({408, 429})
 class PhoenixSettings(BaseSettings):
     """Where and how to send annotations; each field reads TRACESCORE_PHOENIX_<FIELD> from the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="TRACESCORE_PHOENIX_", frozen=True, extra="ignore")
+    # populate_by_name: a keyword sets api_key, whose variables are aliases, without the bare name becoming a
+    # variable too (a shell's generic API_KEY must not be sent to Phoenix).
+    model_config = SettingsConfigDict(
+        env_prefix="TRACESCORE_PHOENIX_", frozen=True, extra="ignore", populate_by_name=True
+    )
 
     endpoint: str = Field(default="http://127.0.0.1:6006", description="Phoenix's base URL, without /v1.")
     api_key: SecretStr | None = Field(
         default=None,
-        validation_alias=AliasChoices("api_key", "TRACESCORE_PHOENIX_API_KEY", "PHOENIX_API_KEY"),
+        validation_alias=AliasChoices("TRACESCORE_PHOENIX_API_KEY", "PHOENIX_API_KEY"),
         description="Sent as Authorization: Bearer <key> (Phoenix with auth on); falls back to "
         "PHOENIX_API_KEY.",
     )

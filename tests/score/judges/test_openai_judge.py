@@ -338,6 +338,19 @@ def test_missing_api_key_for_the_public_endpoint_is_refused(monkeypatch: pytest.
         OpenAIJudge(OpenAIJudgeSettings())
 
 
+def test_a_shells_generic_api_key_is_not_the_judges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A variable named API_KEY belongs to something else in the shell: read as the judge's key, it was sent
+    to whatever base URL the judge used. The judge's key comes from its own variables or a keyword only."""
+    for name in OpenAIJudgeSettings.key_variables():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("API_KEY", "another-service-s-secret")
+    assert OpenAIJudgeSettings().api_key is None
+    assert OpenAIJudgeSettings(api_key="given").api_key is not None
+    monkeypatch.setenv("TRACESCORE_JUDGE_API_KEY", "ours")
+    key = OpenAIJudgeSettings().api_key
+    assert key is not None and key.get_secret_value() == "ours"
+
+
 def test_the_base_url_has_one_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     """The argument (a command's --base-url) > TRACESCORE_JUDGE_BASE_URL > OPENAI_BASE_URL, in the settings;
     OPENAI_BASE_URL was left to the client, so a local server's address there still asked for a key."""

@@ -37,7 +37,7 @@ class OpenAIJudgeSettings(BaseSettings):
     model: str = Field(default="gpt-4o-mini", description="Judge model.")
     api_key: SecretStr | None = Field(
         default=None,
-        validation_alias=AliasChoices("api_key", "TRACESCORE_JUDGE_API_KEY", "OPENAI_API_KEY"),
+        validation_alias=AliasChoices("TRACESCORE_JUDGE_API_KEY", "OPENAI_API_KEY"),
         description="API key; falls back to OPENAI_API_KEY. Local servers take any placeholder, e.g. unused.",
     )
     timeout_s: float = Field(default=30.0, gt=0, description="Per request.")
