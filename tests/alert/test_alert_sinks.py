@@ -12,6 +12,8 @@ from alert_records import T0
 
 from tracescore.alert import (
     SIGNATURE_HEADER,
+    AlertmanagerSink,
+    AlertmanagerSinkConfig,
     LogSink,
     Notification,
     SlackSink,
@@ -126,6 +128,38 @@ def test_a_receiver_that_is_down_is_a_counted_failure(
         assert not sink.send(note())
     assert sink.failed == 1
     assert "ConnectError" in caplog.text
+
+
+def test_a_notification_given_up_on_says_after_how_many_attempts_and_what_becomes_of_it(
+    receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture, closed_port: int
+) -> None:
+    down = f"http://127.0.0.1:{closed_port}"
+    with caplog.at_level(logging.WARNING, "tracescore.alert"):
+        assert not webhook(down + "/hook", max_attempts=3).send(note())
+        assert not webhook(down + "/hook", max_attempts=2).send(note("resolved"))
+        receiver.mode = "redirect"
+        assert not webhook(receiver.url + "/old").send(note())
+        manager = AlertmanagerSink(AlertmanagerSinkConfig(url=down, max_attempts=2, retry_base_seconds=0.01))
+        assert not manager.send(note())
+        assert not manager.send(note("resolved"))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 5, lines
+    firing, resolved, moved, manager_firing, manager_resolved = lines
+    assert firing.startswith(
+        f"webhook sink at {down}: firing TracescoreFaithfulnessDropped of rag-api /billing not delivered "
+        "after 3 attempts in "
+    ), firing
+    assert "ConnectError" in firing and "given up, not sent to this sink again" in firing
+    assert firing.endswith("the rule's next reminder (renotify_seconds), that one is sent"), firing
+    assert "after 2 attempts" in resolved and resolved.endswith("not told the alert resolved"), resolved
+    assert "after 1 attempt in" in moved and "; not retried: not a transient failure" in moved, moved
+    assert manager_firing.startswith(f"alertmanager sink at {down}: firing"), manager_firing
+    assert manager_firing.endswith("the next re-send of the firing alerts (every 60s) carries it"), (
+        manager_firing
+    )
+    assert manager_resolved.endswith(
+        "ends the alert itself once it is no longer re-sent (its resolve_timeout)"
+    )
 
 
 def test_slack_gets_its_incoming_webhook_format_and_the_secret_path_stays_out_of_logs(

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 from alert_records import T0, llm_record, record
 
-from tracescore.alert import AlertConfig, AlertEvaluator, AlertKey, DropConfig, Notification, RuleConfig
+from tracescore.alert import (
+    AlertConfig,
+    AlertEvaluator,
+    AlertKey,
+    DropConfig,
+    Notification,
+    RuleConfig,
+    stop_summary,
+)
 
 KEY = AlertKey("rag-api", "/billing", "faithfulness")
 DROP = "TracescoreFaithfulnessBelowNormal"
@@ -100,6 +108,33 @@ def test_a_new_route_says_it_is_learning_its_normal_and_never_pages_on_its_cold_
     assert route.status().status == "ready"
     assert "normal learned" in caplog.text and "drop alerts armed" in caplog.text
     assert route.status().normal < 0.4  # what it learned: the bad deploy's level
+
+
+def test_a_route_too_quiet_for_its_drop_rule_to_arm_says_so_once_naming_what_to_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 400 answers to learn (min_normal_samples), the normal keeps 7 days (normal_seconds): a route of 30
+    # answers a day never gets there. A route of 100 a day does, within the rule's, the drop window's and the
+    # normal's spans (1 + 1 + 7 days) the warning waits for.
+    quiet, busy = Route(evaluator()), Route(evaluator())
+    stuck = "drop rule still learning its normal"
+    with caplog.at_level(logging.INFO, "tracescore.alert"):
+        quiet.answers(8 * 30, 1.0, every=timedelta(minutes=48))
+        busy.answers(9 * 100, 1.0, every=timedelta(minutes=14.4))
+        assert stuck not in caplog.text  # not before it could have armed
+        assert busy.status().status == "ready"
+        quiet.answers(4 * 30, 1.0, every=timedelta(minutes=48))
+        quiet.ev.tick(quiet.at + timedelta(hours=1))
+    assert quiet.status().status == "learning"
+    (warning,) = [r for r in caplog.records if stuck in r.getMessage()]  # once, not at every evaluation
+    said = warning.getMessage()
+    assert warning.levelno == logging.WARNING and said.startswith("rag-api /billing faithfulness: " + stuck)
+    assert "after 9" in said and "of the 400 answers it needs (drop.min_normal_samples)" in said, said
+    assert "lower drop.min_normal_samples or raise drop.normal_seconds" in said, said
+    state = quiet.ev.state_of(KEY)
+    assert state is not None and state.drop is not None and state.drop.learning_since is not None
+    (line,) = stop_summary(quiet.ev.standings(quiet.at))[1:]
+    assert "too few per normal_seconds to ever arm: lower min_normal_samples or raise normal_seconds" in line
 
 
 def test_a_bad_deploy_at_the_start_is_the_threshold_part_s_to_catch() -> None:

@@ -5,13 +5,14 @@ judge when healthy: a threshold at 0.7 would sit in its noise, the drop rule onl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import cycle, islice
 
 import pytest
 from _helpers import wait_until
-from alert_records import Running, produce, record, service_config
+from alert_records import Running, llm_record, produce, record, service_config
 from kafka import KafkaConsumer, TopicPartition
 
 from tracescore.alert import (
@@ -24,6 +25,8 @@ from tracescore.alert import (
 )
 from tracescore.alert._logic import AlertLogic
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
+from tracescore.model import EvaluationRecord
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -125,3 +128,39 @@ def test_a_drop_rule_keeps_its_normal_across_a_restart_pages_below_it_and_resolv
     assert page["normal"] == pytest.approx(0.75, abs=0.1) and page["drop_lower"] >= 0.2
     assert "below its normal" in page["summary"]
     assert [b["state"] for b in bodies] == ["firing", "resolved"]
+
+
+def test_a_page_on_a_normal_the_baseline_correction_reads_past_1_adds_up_on_the_receiver(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver
+) -> None:
+    # The LLM judge's baseline passes the answers the offline judge wrongly fails (1 in 5): a correction of
+    # +0.2; then the offline judge passes every answer (the normal reads past 1), then fails every one.
+    cfg = config(bootstrap, topic_prefix)
+    cfg = cfg.model_copy(update={"rules": [cfg.rules[0].model_copy(update={"window_count": 20})]})
+    records = []
+    for i, value in enumerate(answers(50, (0.0, 1.0, 1.0, 1.0, 1.0))):
+        offline = EvaluationRecord.model_validate_json(value)
+        records.append(offline)
+        if i % 2 == 0:  # the baseline: half the answers, uniformly
+            records.append(llm_record(offline, 1.0, "baseline", 0.5))
+    records += [EvaluationRecord.model_validate_json(v) for v in answers(80, (1.0,)) + answers(40, (0.0,))]
+    producer = input_producer(bootstrap, [cfg.evaluations_topic], acks="all")
+    for r in records:  # read in this order: on one partition (the phases interleaved would page early)
+        producer.send(cfg.evaluations_topic, key=KEY.encode(), value=r.model_dump_json().encode())
+    producer.flush()
+    producer.close()
+    with Running(cfg, receiver):
+        receiver.wait_for(is_drop("firing"))
+    (page,) = [r.json() for r in receiver.requests if r.json()["state"] == "firing"]
+    number = r"(-?\d\.\d\d)"
+    said = re.search(
+        rf"fell {number} below its normal: {number} over .* against its normal {number}", page["summary"]
+    )
+    assert said, page["summary"]
+    drop, window, normal = (float(x) for x in said.groups())
+    assert normal > 1.0 and drop == pytest.approx(normal - window), page["summary"]
+    assert "a level past 0..1: the correction from the LLM judge's baseline pairs" in page["summary"]
+    assert (f"{page['value']:.2f}", f"{page['normal']:.2f}") == (said[2], said[3])
+    assert (
+        page["drop"] == pytest.approx(page["normal"] - page["value"]) and page["drop_lower"] <= page["drop"]
+    )

@@ -21,7 +21,7 @@ from tracescore.alert._config import AlertConfig, RuleConfig
 from tracescore.alert._conversations import conversation_observation, record_key
 from tracescore.alert._drop import DropReading, DropTracker
 from tracescore.alert._estimate import C_N, R_N, Estimate
-from tracescore.alert._notes import State, drop_note, judge_note, no_data_note, score_note
+from tracescore.alert._notes import State, drop_note, judge_note, no_data_note, score_note, span
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._standing import Standing
 from tracescore.alert._state import AlertState, Level, LevelState
@@ -35,7 +35,7 @@ _log = logging.getLogger("tracescore.alert")
 
 
 class _Route:
-    __slots__ = ("drop", "judge", "partition", "rule", "scores", "state")
+    __slots__ = ("drop", "judge", "partition", "rule", "scores", "state", "warned_learning")
 
     def __init__(self, rule: RuleConfig, judge_window: int, partition: int, state: AlertState) -> None:
         self.rule = rule
@@ -48,6 +48,7 @@ class _Route:
         # (time, judge failed, failure was a timeout)
         self.judge: deque[tuple[datetime, bool, bool]] = deque(maxlen=judge_window)
         self.state = state
+        self.warned_learning = False  # this run said its drop rule cannot arm: once a run
 
     @property
     def quiet(self) -> bool:
@@ -74,6 +75,14 @@ def _insert_in_time_order(window: deque[_Timed], item: _Timed) -> None:
             return
         window.popleft()
     window.insert(bisect.bisect_right(window, item[0], key=lambda entry: entry[0]), item)
+
+
+def _arming(rule: RuleConfig) -> timedelta:
+    """The longest a drop rule takes to arm on a route with `min_normal_samples` answers per
+    `normal_seconds`: its answers wait in the rule's window, then the drop rule's, then join the normal."""
+    drop = rule.drop
+    assert drop is not None
+    return timedelta(seconds=rule.window_seconds + drop.window_seconds + drop.normal_seconds)
 
 
 class AlertEvaluator:
@@ -218,7 +227,9 @@ class AlertEvaluator:
         for key, route in self._routes.items():
             drop, reading = route.drop, None if route.drop is None else self._drop_reading(route, now)
             level = None if drop is None else drop.state.level
-            out.append(Standing(key, route.rule, route.state.level, self._window(route, now), level, reading))
+            window = self._window(route, now)
+            stuck = self._cannot_arm(route, now)
+            out.append(Standing(key, route.rule, route.state.level, window, level, reading, stuck))
         return out
 
     def __len__(self) -> int:
@@ -353,9 +364,10 @@ class AlertEvaluator:
         if levels.learned_at is None and reading.status != "learning":
             levels.learned_at = now
             _log.info(
-                "%s %s %s: normal learned (%.2f over %d %ss); drop alerts armed",
-                key.service, key.route, key.metric, reading.normal, reading.normal_n, key.unit,
+                "%s %s %s: normal learned (%s over %d %ss); drop alerts armed",
+                key.service, key.route, key.metric, reading.figures().normal, reading.normal_n, key.unit,
             )  # fmt: skip
+        self._learning(key, route, reading, now)
         note = self._drop_note(key, route, reading, now)
         if tracker.hold(reading, levels.level != "ok", now):  # held too long: the level is the new normal
             since, out = levels.level_since or now, []
@@ -367,6 +379,39 @@ class AlertEvaluator:
             tracker.relearn()
             return out
         return self._transition(route.rule, levels, tracker.level(levels.level, reading), now, note)
+
+    def _learning(self, key: AlertKey, route: _Route, reading: DropReading, now: datetime) -> None:
+        """Say once a run when the drop rule cannot arm: still learning its normal after the longest a route
+        with `min_normal_samples` answers per `normal_seconds` takes (an answer joins the normal once it
+        has left the rule's and the drop rule's windows, and the normal keeps `normal_seconds` of them)."""
+        drop, tracker = route.rule.drop, route.drop
+        assert drop is not None and tracker is not None
+        levels = tracker.state
+        if reading.status != "learning":
+            if levels.learning_since is not None:
+                levels.learning_since, route.warned_learning = None, False
+                self._dirty.add(key)
+            return
+        if levels.learning_since is None:
+            levels.learning_since = now
+            self._dirty.add(key)
+        if route.warned_learning or not self._cannot_arm(route, now):
+            return
+        route.warned_learning = True
+        units = f"{key.unit}s"
+        _log.warning(
+            "%s %s %s: drop rule still learning its normal after %s, with %d of the %d %s it needs "
+            "(drop.min_normal_samples): the normal keeps %s of %s (drop.normal_seconds), and this route has "
+            "fewer in that span, so its drop alerts never arm; lower drop.min_normal_samples or raise "
+            "drop.normal_seconds",
+            key.service, key.route, key.metric, span((now - levels.learning_since).total_seconds()),
+            reading.normal_n, drop.min_normal_samples, units, span(drop.normal_seconds), units,
+        )  # fmt: skip
+
+    @staticmethod
+    def _cannot_arm(route: _Route, now: datetime) -> bool:
+        since = None if route.drop is None else route.drop.state.learning_since
+        return since is not None and now - since > _arming(route.rule)
 
     def _drop_note(self, key: AlertKey, route: _Route, reading: DropReading, now: datetime) -> NoteOf:
         assert route.drop is not None

@@ -12,6 +12,7 @@ from tracescore.alert._config import RuleConfig
 from tracescore.alert._drop import DropReading
 from tracescore.alert._estimate import Estimate, Signal
 from tracescore.alert._notification import AlertKey, Change, Notification, Severity
+from tracescore.alert._reading import PAST_RANGE
 from tracescore.alert._state import Level
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "judge_note",
     "no_data_note",
     "score_note",
+    "span",
 ]
 
 JUDGE_ALERT = "TracescoreJudgeUnhealthy"
@@ -109,7 +111,7 @@ def score_note(
     return _note(
         key, name, state, _severity(level), summary, starts_at, now, repeat,
         **_rule_fields(key, rule, state, change, other_severity),
-        value=None if est is None else est.value,
+        value=None if est is None else est.shown,
         bound=None if est is None else est.upper,
         lower=None if est is None else est.lower,
         threshold=threshold,
@@ -133,7 +135,9 @@ def drop_note(
     *,
     accepted: bool = False,
 ) -> Notification:
-    """A drop rule's alert: the route's window against its normal (or floor)."""
+    """A drop rule's alert: the route's window against its normal (or floor), in the figures the test read
+    (`DropReading.figures`: the drop is the difference of the levels shown), alike in the summary and the
+    fields."""
     drop = rule.drop
     assert drop is not None
     minimum = drop.critical_drop if level == "critical" else drop.min_drop
@@ -143,13 +147,17 @@ def drop_note(
     tag = "" if reading.calibrated else ", uncalibrated: offline judge only"
     against = "its normal"
     if reading.reference == "floor":
-        against = f"its best normal of the last {_span(drop.floor_seconds)}"
+        against = f"its best normal of the last {span(drop.floor_seconds)}"
+    figures = reading.figures()
+    past = ""
+    if figures.past_range:
+        past = f"; {PAST_RANGE}, the drop between the two levels is what is tested"
     levels = (
-        f"{max(0.0, min(1.0, reading.window)):.2f} over {counted(reading.window_n, key.unit)} against "
-        f"{against} {max(0.0, min(1.0, reading.normal)):.2f} over {reading.normal_n} "
-        f"({_SIGNAL_TEXT[rule.signal]}; {reading.offline_n} offline + {reading.llm_n} LLM{tag})"
+        f"{figures.window} over {counted(reading.window_n, key.unit)} against {against} {figures.normal} "
+        f"over {reading.normal_n} ({_SIGNAL_TEXT[rule.signal]}; {reading.offline_n} offline + "
+        f"{reading.llm_n} LLM{tag}{past})"
     )
-    bound = f"at least {reading.lower:.2f} at {drop.confidence * 100:g}% confidence"
+    bound = f"at least {figures.lower} at {drop.confidence * 100:g}% confidence"
     if reading.test == "sustained":  # the CUSUM's alarm: the answers since the drop began
         bound = (
             f"a sustained drop: evidence of a drop of {drop.sustained_drop or drop.min_drop:.2f} past the "
@@ -157,10 +165,18 @@ def drop_note(
             "normal's lower limit"
         )
     change, other_severity = _change(state, level, other)
-    fell = f"fell {reading.drop:.2f} below {against}: {levels}; {bound}"
+    fell = f"fell {figures.drop} below {against}: {levels}; {bound}"
+    if reading.test == "window" and reading.lower < minimum:
+        # Held by the hysteresis (it resolves under half the drop): its bound no longer reaches the drop.
+        reached = (
+            f"; held until the drop is under {minimum / 2:.2f} in the whole window and its newest answers "
+            f"(now up to {reading.peak_drop:.2f}; {level} drop {minimum:.2f})"
+        )
+    else:
+        reached = f" >= {level} drop {minimum:.2f}"
     if accepted:
         summary = (
-            f"{subject} stayed below {against} for {_span(drop.relearn_after_seconds)}: its level is "
+            f"{subject} stayed below {against} for {span(drop.relearn_after_seconds)}: its level is "
             f"accepted as the new normal, drop alerts compare with it from now on ({levels})"
         )
     elif state == "firing" and change:
@@ -168,11 +184,11 @@ def drop_note(
     elif state == "firing" and reading.test == "sustained":
         summary = f"{subject} {fell}"
     elif state == "firing":
-        summary = f"{subject} {fell} >= {level} drop {minimum:.2f}"
+        summary = f"{subject} {fell}{reached}"
     elif change:
         summary = f"{subject}: {level} drop superseded by {other}, not recovered: {fell}"
     else:
-        summary = f"{subject} back to {against}: {levels}; drop {reading.drop:.2f} < {minimum / 2:.2f}"
+        summary = f"{subject} back to {against}: {levels}; drop {figures.drop} < {minimum / 2:.2f}"
     name = alert_name(key.metric, key.unit, "drop")
     return _note(
         key, name, state, _severity(level), summary, starts_at, now, repeat,
@@ -238,11 +254,12 @@ def _severity_change(state: State, change: Change | None, other: Severity | None
     return {"change": change, **({side: other} if other else {})}
 
 
-def _span(seconds: float | None) -> str:
+def span(seconds: float | None) -> str:
+    """`7 days`, `8.5 days`, `3 hours` (to a tenth)."""
     if seconds is None:
         return "long"
     days = seconds / 86_400
-    return counted(days, "day") if days >= 1 else counted(seconds / 3600, "hour")
+    return counted(round(days, 1), "day") if days >= 1 else counted(round(seconds / 3600, 1), "hour")
 
 
 def judge_note(

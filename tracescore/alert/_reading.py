@@ -7,15 +7,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from tracescore.alert._config import DropConfig
 from tracescore.alert._cusum import Sustained
 from tracescore.alert._estimate import LLM_N, OFFLINE_N, R_N, PairStats, Sums, interactions, plain_level
 from tracescore.alert._floor import Floor
 
-__all__ = ["LENGTHS", "DropReader", "DropReading", "Status", "Test"]
+__all__ = ["LENGTHS", "PAST_RANGE", "DropReader", "DropReading", "Figures", "Status", "Test"]
 
+# Said beside a reading with a level past 0..1 (`Figures.past_range`).
+PAST_RANGE = "a level past 0..1: the correction from the LLM judge's baseline pairs overshoots on this route"
 LENGTHS = (1, 2, 4)  # newest buckets of the window tested on their own, besides the whole window
 
 Status = Literal["learning", "too_few", "ready"]
@@ -50,6 +52,37 @@ class DropReading:
     @property
     def ready(self) -> bool:
         return self.status == "ready"
+
+    def figures(self) -> Figures:
+        """The reading as a person is shown it (notifications, logs, the stop summary).
+
+        The levels are the ones the test compared, unclipped: the estimator may read one past 0..1 (the
+        route's one baseline correction is added to every offline-judged answer, so a window the offline
+        judge fails throughout can read -0.04 and a normal it passes throughout 1.04), and clipped they would
+        no longer make the drop that was tested (a normal of 1.10 and a window of 1.00 shown as 1.00 and
+        1.00 for a drop of 0.10). Written to two decimals, the drop as the difference of the two levels
+        written and its bound no larger, so the text adds up to the last digit."""
+        window, normal = _written(self.window), _written(self.normal)
+        drop = _written(normal - window)
+        past = not (0.0 <= window <= 1.0 and 0.0 <= normal <= 1.0)
+        return Figures(
+            f"{window:.2f}", f"{normal:.2f}", f"{drop:.2f}", f"{min(_written(self.lower), drop):.2f}", past
+        )
+
+
+class Figures(NamedTuple):
+    """`DropReading.figures`: the levels, the drop and its lower bound as written; `past_range`: a level
+    read past 0..1 (the notification says why)."""
+
+    window: str
+    normal: str
+    drop: str
+    lower: str
+    past_range: bool
+
+
+def _written(value: float) -> float:
+    return round(value, 2) + 0.0  # never "-0.00"
 
 
 class DropReader:

@@ -1,9 +1,12 @@
 """Where notifications go: the log, a generic signed webhook, Slack, Alertmanager.
 
 Every sink is a `Sink`: `send(notification)` never raises; a receiver that hangs, fails or redirects is
-retried a bounded number of times (transient failures only), then the notification is counted as failed
-and logged in one line. Redirects are never followed: a webhook URL that moved is a configuration error,
-and following it could carry the signature somewhere unintended.
+retried a bounded number of times (transient failures only), then the notification is given up for that
+sink, counted as failed and logged in one line that says how many attempts were made and what becomes of
+it: nothing sends it to that sink again (the outbox, alert/_logic.py, holds a notification until every
+sink was tried, not until every sink took it); a firing alert reaches it again with the rule's next
+reminder, or Alertmanager's next re-send. Redirects are never followed: a webhook URL that moved is a
+configuration error, and following it could carry the signature somewhere unintended.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import hmac
 import json
 import logging
 import os
+import time
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from tracescore._plural import counted
 from tracescore.alert._config import (
     AlertmanagerSinkConfig,
     LogSinkConfig,
@@ -25,6 +30,7 @@ from tracescore.alert._config import (
     WebhookSinkConfig,
     _HttpSink,
 )
+from tracescore.alert._notes import NO_DATA_ALERT
 from tracescore.alert._notification import Notification
 
 if TYPE_CHECKING:
@@ -101,7 +107,7 @@ class _HttpPoster:
         url = httpx2.URL(config.url)
         self._where = f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
 
-    def post(self, url: str, payload: Any, headers: dict[str, str] | None = None) -> bool:
+    def post(self, url: str, payload: Any, note: Notification, headers: dict[str, str] | None = None) -> bool:
         body = json.dumps(payload, separators=(",", ":"), default=str).encode()
         all_headers = {"Content-Type": "application/json", **self._sign(body), **(headers or {})}
         retrying = Retrying(
@@ -110,24 +116,39 @@ class _HttpPoster:
             retry=retry_if_exception(_transient),
             reraise=True,
         )
+        started, tries = time.monotonic(), 0
         try:
             for attempt in retrying:
                 with attempt:
+                    tries += 1
                     response = self._client.post(url, content=body, headers=all_headers)
                     if response.is_redirect:
                         raise _Redirected(response.headers.get("location", "?"))
                     response.raise_for_status()
         except Exception as exc:  # never into the service: the next notification must still go out
             self.failed += 1
+            retried = "" if _transient(exc) or tries > 1 else "; not retried: not a transient failure"
             _log.warning(
-                "%s sink at %s: notification not delivered: %s", self.name, self._where, _describe(exc)
-            )
+                "%s sink at %s: %s %s of %s %s not delivered after %s in %.1fs (%s%s): given up, not sent to "
+                "this sink again; %s",
+                self.name, self._where, note.state, note.alertname, note.service, note.route,
+                counted(tries, "attempt"), time.monotonic() - started, _describe(exc), retried,
+                self._after_failure(note),
+            )  # fmt: skip
             return False
         self.sent += 1
         return True
 
     def _sign(self, body: bytes) -> dict[str, str]:
         return {}
+
+    def _after_failure(self, note: Notification) -> str:
+        """What becomes of an alert whose notification this sink gave up on."""
+        if note.state == "resolved":
+            return "its receiver is not told the alert resolved"
+        if note.alertname == NO_DATA_ALERT:
+            return "its receiver is not told (no-data alerts send no reminders)"
+        return "if the alert still fires at the rule's next reminder (renotify_seconds), that one is sent"
 
     def close(self) -> None:
         self._client.close()
@@ -154,7 +175,7 @@ class WebhookSink(_HttpPoster):
         return {SIGNATURE_HEADER: sign(self._secret, body)} if self._secret else {}
 
     def send(self, notification: Notification) -> bool:
-        return self.post(self.config.url, notification.to_json())
+        return self.post(self.config.url, notification.to_json(), notification)
 
 
 class SlackSink(_HttpPoster):
@@ -164,7 +185,7 @@ class SlackSink(_HttpPoster):
         super().__init__("slack", config, transport)
 
     def send(self, notification: Notification) -> bool:
-        return self.post(self.config.url, slack_message(notification))
+        return self.post(self.config.url, slack_message(notification), notification)
 
 
 _SLACK_ICONS = {
@@ -201,7 +222,14 @@ class AlertmanagerSink(_HttpPoster):
         self.resend_seconds = config.resend_seconds
 
     def send(self, notification: Notification) -> bool:
-        return self.post(self.config.url.rstrip("/") + "/api/v2/alerts", [alertmanager_alert(notification)])
+        url = self.config.url.rstrip("/") + "/api/v2/alerts"
+        return self.post(url, [alertmanager_alert(notification)], notification)
+
+    def _after_failure(self, note: Notification) -> str:
+        if note.state == "resolved":  # no longer re-sent: Alertmanager times it out
+            return "Alertmanager ends the alert itself once it is no longer re-sent (its resolve_timeout)"
+        every = f"every {self.resend_seconds:g}s"
+        return f"while it fires, the next re-send of the firing alerts ({every}) carries it"
 
 
 def alertmanager_alert(n: Notification) -> dict[str, Any]:

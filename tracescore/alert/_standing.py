@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tracescore.alert._config import RuleConfig
 from tracescore.alert._estimate import Estimate
 from tracescore.alert._notification import AlertKey
-from tracescore.alert._reading import DropReading
+from tracescore.alert._reading import PAST_RANGE, DropReading
 from tracescore.alert._state import Level
 
 __all__ = ["SUMMARY_ROUTES", "Standing", "describe_routes", "stop_summary", "worst_first"]
@@ -31,6 +31,7 @@ class Standing:
     estimate: Estimate | None  # None: no scores in the window
     drop_level: Level | None = None  # None: no drop rule
     drop: DropReading | None = None
+    cannot_arm: bool = False  # the drop rule learning longer than a route with enough answers would
 
     @property
     def severity(self) -> tuple[int, float]:
@@ -60,16 +61,22 @@ class Standing:
         if self.drop is not None and rule.drop is not None:
             d, drop = self.drop, rule.drop
             if d.status == "learning":
-                said.append(
-                    f"drop rule learning its normal ({d.normal_n} of {drop.min_normal_samples} {units})"
-                )
+                learning = f"{d.normal_n} of {drop.min_normal_samples} {units}"
+                if self.cannot_arm:  # said once in the log too
+                    learning += (
+                        "; too few per normal_seconds to ever arm: lower min_normal_samples or raise "
+                        "normal_seconds"
+                    )
+                said.append(f"drop rule learning its normal ({learning})")
             elif d.status == "too_few":
                 said.append(f"drop rule: too few recent {units} ({d.whole_n} of {drop.min_samples})")
             else:
+                f = d.figures()
+                past = f"; {PAST_RANGE}" if f.past_range else ""
                 said.append(
-                    f"drop rule {self.drop_level}: {max(0.0, min(1.0, d.window)):.2f} over {d.window_n} "
-                    f"{units} against its normal {max(0.0, min(1.0, d.normal)):.2f}, a drop of {d.drop:.2f} "
-                    f"(at least {d.lower:.2f}; alerts from {drop.min_drop:.2f})"
+                    f"drop rule {self.drop_level}: {f.window} over {d.window_n} {units} against its normal "
+                    f"{f.normal}, a drop of {f.drop} (at least {f.lower}; alerts from {drop.min_drop:.2f}"
+                    f"{past})"
                 )
         unit = "" if key.unit == "answer" else f" ({key.unit}s)"
         return f"{key.service} {key.route} {key.metric}{unit}: {'; '.join(said)}"

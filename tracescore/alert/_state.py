@@ -96,6 +96,11 @@ class DropState(LevelState):
         default=False, description="A suspicion held the normal a window's span without a page: not again."
     )
     learned_at: datetime | None = Field(default=None, description="When the normal first had enough answers.")
+    learning_since: datetime | None = Field(
+        default=None,
+        description="Since when the normal has had too few answers (unset: it has enough). Learning longer "
+        "than the windows' and the normal's spans together, the route is too quiet to arm: said once a run.",
+    )
     late: int = Field(default=0, description="Records that came too late to count (already-counted answers).")
     # The sustained-drop test (alert/_cusum.py); states written before it read as a silent start.
     cusum: float = Field(default=0.0, description="The CUSUM: evidence of a drop since it last left 0.")
