@@ -59,12 +59,13 @@ alertmanager:
 
 # pytest's parallel workers (pytest-xdist). The tests mostly wait (on brokers, services, idle timeouts), so
 # more workers than CI's two cores pay; each worker starts its own broker (cheap since the class archive).
-# Six ran 508-530 s of pytest against 710 with four (the same CPU-seconds). The one failure seen at six was a
-# test's premise: kill(SIGSTOP) returns before every thread of a broker has stopped, and under load a "paused"
-# broker answered (tests/_helpers.py `paused`; BENCHMARKS.md, Test suite time). `make test PYTEST_WORKERS=0`
-# runs them one after another in one process. The 25 slowest steps are listed at the end, where speeding up
-# the suite starts.
-PYTEST_WORKERS ?= 6
+# Six ran 504-530 s of pytest against 710 with four (the same CPU-seconds), eight 458 s (the long Kafka tests
+# leave cores idle while they wait on group joins and stop budgets). The one failure seen at six was a test's
+# premise: kill(SIGSTOP) returns before every thread of a broker has stopped, and under load a "paused" broker
+# answered (tests/_helpers.py `paused`; BENCHMARKS.md, Test suite time). `make test PYTEST_WORKERS=0` runs
+# them one after another in one process. The 25 slowest steps are listed at the end, where speeding up the
+# suite starts.
+PYTEST_WORKERS ?= 8
 
 # Each worker collects the whole suite: on a fresh clone each rewrote every test module's asserts and compiled
 # tracescore itself (10-12 CPU-s a worker, ~5 once written). One collection beside the lint steps (which use one
