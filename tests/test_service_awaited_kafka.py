@@ -27,7 +27,7 @@ from tracescore._kafka import (
     RebalanceListener,
     group_member,
     not_creating_topics,
-    quiet_closed_transport_race,
+    quiet_kafka_client_noise,
 )
 from tracescore._kafka_config import RebalanceProtocol
 from tracescore._service import _awaited
@@ -153,7 +153,7 @@ def test_closing_ends_a_look_the_broker_does_not_answer(
     """A look under way at a stop kept its client open, and its thread running, until the broker's answer or
     the request timeout (BROKER_WAIT_S): past the stop of a service run in-process. Closing cancels it now,
     without kafka-python's ERROR for the request cancelled on purpose (what the command line installs)."""
-    quiet_closed_transport_race()
+    quiet_kafka_client_noise()
     bootstrap = own_broker.bootstrap_servers
     consumer = member(bootstrap)
     inputs = awaited(consumer, bootstrap, f"{topic_prefix}.later")

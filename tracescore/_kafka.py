@@ -50,7 +50,7 @@ __all__ = [
     "not_creating_topics",
     "probe_consumer",
     "protocol_checked",
-    "quiet_closed_transport_race",
+    "quiet_kafka_client_noise",
     "read_partitions",
     "read_with",
     "ready_to_read",
@@ -785,11 +785,12 @@ class _SlowTask(logging.Filter):
         return not (said.startswith("Task ") and "threshold). It is blocking the event loop" in said)
 
 
-def quiet_closed_transport_race() -> None:
-    """Drop kafka-python's errors about a client's own close: the traceback of a socket read racing it
+def quiet_kafka_client_noise() -> None:
+    """Drop kafka-python's log records that say nothing of the service's health and alarm whoever reads
+    them: its errors about a client's own close, the traceback of a socket read racing it
     (`_ClosedTransportRace`), which every command that closes a client could print after a run that went
-    well, and a request it cancelled (`_CancelledByClose`); and its network thread's slow-step warning
-    (`_SlowTask`)."""
+    well, and a request it cancelled (`_CancelledByClose`); and its network thread's slow-step warning,
+    "It is blocking the event loop" (`_SlowTask`). Its other warnings and errors still show."""
     for name, quiet in (
         ("kafka.net.transport", _ClosedTransportRace),
         ("kafka.cluster", _CancelledByClose),

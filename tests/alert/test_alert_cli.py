@@ -1,11 +1,14 @@
-"""`tracescore alert`: a bad config or sink setting is a one-line usage error, never a traceback.
-(The running service through the CLI is exercised by the demo test, tests/examples/test_demo.py.)"""
+"""`tracescore alert`: a bad config or sink setting is a one-line usage error, never a traceback; what it
+counts at its stop. (The running service through the CLI is exercised by the demo test too,
+tests/examples/test_demo.py.)"""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from alert_records import produce, record, write_config
 from click.testing import CliRunner
 
 from tracescore.cli import main
@@ -73,3 +76,23 @@ def test_the_alert_reads_the_kafka_security_everyone_reads(monkeypatch: pytest.M
     result = CliRunner().invoke(main, ["alert"])
     assert result.exit_code == 2
     assert "invalid value for TRACESCORE_KAFKA__LINGER: Extra inputs are not permitted" in result.output
+
+
+@pytest.mark.kafka
+def test_the_counts_line_counts_the_routes_too_quiet_for_their_drop_rule_to_arm(
+    bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    # A drop rule that arms within 2 s (the rule's, the drop window's and the normal's spans) on a route of 10
+    # answers a second: /billing's 3 answers, then nothing for the idle timeout, never get it there.
+    drop = {"window_count": 2, "min_samples": 1, "normal_count": 10, "min_normal_samples": 10,
+            "window_seconds": 0.5, "normal_seconds": 1}  # fmt: skip
+    rule = {"warning": None, "critical": None, "window_count": 2, "min_samples": 1, "window_seconds": 0.5,
+            "no_data_seconds": None, "drop": drop}  # fmt: skip
+    config = write_config(tmp_path, topic_prefix, "", rules=[rule], sinks=[])
+    now = datetime.now(UTC)
+    produce(bootstrap, f"{topic_prefix}.evaluations", [record(1.0, now).model_dump_json().encode()] * 3)
+    flags = ["--config", str(config), "--bootstrap-servers", bootstrap, "--idle-timeout", "4"]
+    result = CliRunner().invoke(main, ["alert", *flags])
+    assert result.exit_code == 0, result.output
+    assert " evicted_routes=0 cannot_arm_routes=1 skipped: " in result.output, result.output
+    assert "too few per normal_seconds to ever arm" in result.output, result.output

@@ -175,9 +175,11 @@ def test_an_unreachable_broker_is_one_clear_error_and_a_failing_exit() -> None:
 
 
 def test_a_broker_gone_while_idle_is_an_error_not_a_successful_stop(
-    consumer_for: ConsumerFactory, topic_prefix: str
+    consumer_for: ConsumerFactory, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with KafkaBroker() as broker:
+        # The address given as the variable: the error names it, the place to correct, as at the start.
+        monkeypatch.setenv("TRACESCORE_BOOTSTRAP_SERVERS", broker.bootstrap_servers)
         consumer, _ = consumer_for(broker.bootstrap_servers, topic_prefix, idle_timeout_s=5)
         outcome: list[BaseException | None] = []
 
@@ -195,6 +197,10 @@ def test_a_broker_gone_while_idle_is_an_error_not_a_successful_stop(
         thread.join(120)
     assert outcome and isinstance(outcome[0], BrokerUnreachable), outcome
     assert "the stream went idle" in str(outcome[0])
+    assert str(outcome[0]).endswith(
+        "The address came from TRACESCORE_BOOTSTRAP_SERVERS: correct it there, or give the broker's as "
+        "host:port with --bootstrap-servers, which comes first"
+    ), outcome[0]
 
 
 def test_prometheus_can_scrape_the_running_service(bootstrap: str, topic_prefix: str) -> None:

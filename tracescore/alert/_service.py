@@ -63,6 +63,8 @@ class AlertStats:
     skipped: Counter[ServiceSkip] = field(default_factory=Counter)  # by reason
     notifications: int = 0
     evicted_routes: int = 0
+    # At the stop: the routes whose drop rule cannot arm at their traffic (each said once a run in the log).
+    cannot_arm_routes: int = 0
     delivery_failures: int = 0
     # state topic: alert states restored, carried over from the old state topic (migrated), the topic
     # recreated after it was deleted
@@ -148,6 +150,7 @@ class AlertService(LoopService):
     def _read_routes(self) -> None:
         standings = self.evaluator.standings(self._clock())
         self.stats.routes, self.stats.more_routes = worst_first(standings, SUMMARY_ROUTES)
+        self.stats.cannot_arm_routes = sum(s.cannot_arm for s in standings)
 
     def _close_sinks(self) -> None:
         for sink in self.sinks:

@@ -82,6 +82,6 @@ def main(verbose: bool) -> None:
     # The HTTP client logs every judge call at INFO: a line per call in consume's log, and score's progress
     # bar scrolled away.
     logging.getLogger("httpx2").setLevel(logging.DEBUG if verbose else logging.WARNING)
-    from tracescore._kafka import quiet_closed_transport_race
+    from tracescore._kafka import quiet_kafka_client_noise
 
-    quiet_closed_transport_race()  # a traceback after a good run, from kafka-python's close
+    quiet_kafka_client_noise()  # e.g. a traceback after a good run, from kafka-python's close

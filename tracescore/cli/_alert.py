@@ -49,6 +49,7 @@ def alert(
     click.echo(
         f"records={stats.records} notifications={stats.notifications} "
         f"delivery_failures={stats.delivery_failures} evicted_routes={stats.evicted_routes} "
+        f"cannot_arm_routes={stats.cannot_arm_routes} "
         f"skipped: {named_counts(stats.skipped)} "
         f"state: {named_counts(stats.state)}",
         err=True,

@@ -138,11 +138,13 @@ class EvaluationConsumer:
             regrouped=None if self._members is None else self._members.changed,
             outnumbered=None if self._members is None else self._members.outnumbered,
         )
+        # Where the address came from, said if the broker goes away later, as at the start (`connect`).
+        origin = settings.connection().bootstrap_origin
         self._lifecycle = Lifecycle(
             settings, self._judging, self._checkpoint, self._pauser, self.stats,
             assigned_at=lambda: self.first_assigned_at,
             at_end=lambda: caught_up(self._kafka()),
-            probe=lambda: check_broker(settings.bootstrap_servers, "the stream went idle", 5.0),
+            probe=lambda: check_broker(settings.bootstrap_servers, "the stream went idle", 5.0, origin),
         )  # fmt: skip
 
     @property

@@ -207,10 +207,10 @@ class KafkaSpanExporter(SpanExporter):
         if self._producer is None:
             # The admin client's close below and the producer's at shutdown may race their network thread's
             # read: kafka-python then logs a traceback for a transport closed on purpose (nothing is lost)
-            # into the application's log. The commands' filter drops it here too.
-            from tracescore._kafka import ensure_topics, quiet_closed_transport_race  # loaded on this thread
+            # into the application's log. The commands' filters drop it (and other client noise) here too.
+            from tracescore._kafka import ensure_topics, quiet_kafka_client_noise  # loaded on this thread
 
-            quiet_closed_transport_race()
+            quiet_kafka_client_noise()
             producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, **self._config)
             # A broker answered. The topic is created first when missing: its writer creates it (`tracescore
             # consume` waits for it, never creates what it reads), and a first send that makes the broker
