@@ -16,8 +16,9 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.structs import MemberState
 
-from tracescore._kafka import RebalanceListener, group_member, subscribe_topics
+from tracescore._kafka import RebalanceListener, group_member
 from tracescore._kafka_config import KafkaConnection
+from tracescore._service._awaited import GuardedJoins
 from tracescore._service._group_check import GroupCheck
 
 pytestmark = pytest.mark.kafka
@@ -45,13 +46,23 @@ def first_holds_all(bootstrap: str, topic_prefix: str, request: pytest.FixtureRe
     admin.create_topics([NewTopic(topic, request.param, 1)])
     admin.close()
     first = member(bootstrap, f"{topic_prefix}.g", topic)
-    first.subscribe([topic])
-    wait_until(lambda: first.poll(100) is not None and len(first.assignment()) == request.param, "all held")
+    # With the services' guards against kafka-python 3.0.12 leaving a join undone: without them, a rejoin of
+    # this leader whose SyncGroup came after the poll that sent it was never taken, its heartbeats stayed off
+    # and the group expired it, so the second member's first generation held every partition (seen once in a
+    # loaded full run; its LeaveGroup at the close: UnknownMemberIdError).
+    joins = GuardedJoins(first)
+    joins.subscribe([topic], RebalanceListener(_log, assigned=lambda _: None, revoked=lambda _: None))
+
+    def polled(timeout_ms: int) -> None:
+        joins.before_poll()
+        first.poll(timeout_ms)
+
+    wait_until(lambda: polled(100) is None and len(first.assignment()) == request.param, "all held")
     done = threading.Event()
 
     def polls() -> None:
         while not done.is_set():
-            first.poll(200)
+            polled(200)
 
     thread = threading.Thread(target=polls, daemon=True)
     thread.start()
@@ -64,7 +75,7 @@ def first_holds_all(bootstrap: str, topic_prefix: str, request: pytest.FixtureRe
 @contextmanager
 def joined(
     bootstrap: str, topic_prefix: str, topic: str
-) -> Iterator[tuple[KafkaConsumer, RebalanceListener, GroupCheck]]:
+) -> Iterator[tuple[KafkaConsumer, RebalanceListener, GroupCheck, GuardedJoins]]:
     """A second member wired as stage 1 wires its own: each generation makes the look at the members due, and
     the look runs after each poll."""
     group = f"{topic_prefix}.g"
@@ -77,15 +88,17 @@ def joined(
         outnumbered=look.outnumbered,
     )
     second = member(bootstrap, group, topic)
-    subscribe_topics(second, [topic], listener)
+    joins = GuardedJoins(second)
+    joins.subscribe([topic], listener)
     try:
-        yield second, listener, look
+        yield second, listener, look, joins
     finally:
         look.close()
         second.close(autocommit=False)
 
 
-def step(second: KafkaConsumer, listener: RebalanceListener, look: GroupCheck) -> None:
+def step(second: KafkaConsumer, listener: RebalanceListener, look: GroupCheck, joins: GuardedJoins) -> None:
+    joins.before_poll()
     second.poll(100)
     listener.polled(second)
     look()
@@ -95,14 +108,14 @@ def step(second: KafkaConsumer, listener: RebalanceListener, look: GroupCheck) -
 def test_a_member_given_nothing_by_its_first_cooperative_generation_is_not_idle_until_its_partitions_come(
     bootstrap: str, topic_prefix: str, first_holds_all: str
 ) -> None:
-    with joined(bootstrap, topic_prefix, first_holds_all) as (second, listener, look):
+    with joined(bootstrap, topic_prefix, first_holds_all) as (second, listener, look, joins):
         while second.group_metadata().state != MemberState.STABLE:
-            step(second, listener, look)
+            step(second, listener, look, joins)
         assert not second.assignment(), "the first generation gives the member nothing: the other held all"
         while not second.assignment():
             # Before: the first stable generation started the idle clock, empty.
             assert listener.idle_from is None, "the idle clock started while the member's partitions came"
-            step(second, listener, look)
+            step(second, listener, look, joins)
         assert listener.idle_from is not None
 
 
@@ -111,6 +124,8 @@ def test_a_member_of_a_group_with_more_members_than_partitions_starts_its_idle_c
     bootstrap: str, topic_prefix: str, first_holds_all: str
 ) -> None:
     """Two members, one partition: the second's empty assignment is for good, and its idle clock starts."""
-    with joined(bootstrap, topic_prefix, first_holds_all) as (second, listener, look):
-        wait_until(lambda: step(second, listener, look) or listener.idle_from is not None, "the idle clock")
+    with joined(bootstrap, topic_prefix, first_holds_all) as (second, listener, look, joins):
+        wait_until(
+            lambda: step(second, listener, look, joins) or listener.idle_from is not None, "the idle clock"
+        )
         assert not second.assignment()
