@@ -8,6 +8,7 @@ import pytest
 from _helpers import partitions_on_broker
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import UnknownTopicOrPartitionError
 
 from tracescore.testing.kafka_topics import input_producer, read_topic, topic_probe, wait_for_records
 
@@ -59,7 +60,13 @@ def test_a_look_for_a_topic_never_makes_it(bootstrap: str, topic_prefix: str) ->
         assert not probe.partitions_for_topic(looked_for)
         probe.assign([TopicPartition(looked_for, 0)])
         probe.poll(timeout_ms=500)  # the metadata of the assigned partition's topic, asked for by name
-        assert looked_for not in probe.topics()
+        try:
+            listed = probe.topics()
+        except UnknownTopicOrPartitionError:
+            # kafka-python 3.0.12 may raise the assigned partition's failed offset reset from this next call
+            # (seen once, loaded): the broker saying the topic is unknown, the outcome asked for.
+            listed = set()
+        assert looked_for not in listed
     finally:
         probe.close()
     assert read_topic(bootstrap, read) == []
