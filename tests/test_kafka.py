@@ -13,8 +13,8 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.protocol.admin import CreateTopicsResponse
 
 import tracescore._kafka
-from tracescore._kafka import caught_up, ensure_topics, read_partitions
-from tracescore._kafka_config import KafkaConnection
+from tracescore._kafka import BrokerUnreachable, caught_up, check_broker, ensure_topics, read_partitions
+from tracescore._kafka_config import KafkaConnection, SettingOrigin
 
 
 @pytest.mark.kafka
@@ -200,3 +200,14 @@ def test_a_topic_the_brokers_create_answer_leaves_out_is_said_and_not_waited_for
             "or create it",
         ),
     ]
+
+
+def test_an_address_from_the_default_is_said_to_be_the_default(closed_port: int) -> None:
+    """The no-broker error for an address no flag, variable or file gave (a closed port stands for the
+    default address, which a broker on this machine may answer)."""
+    with pytest.raises(BrokerUnreachable) as raised:
+        check_broker(f"127.0.0.1:{closed_port}", "starting", wait_s=1.0, origin=SettingOrigin(kind="default"))
+    assert str(raised.value).endswith(
+        "Give its address as host:port with --bootstrap-servers or TRACESCORE_BOOTSTRAP_SERVERS "
+        "(this address is the default: no flag, variable or config file gave one)"
+    ), raised.value
