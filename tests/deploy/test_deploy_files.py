@@ -233,6 +233,29 @@ def test_kubeconform_rejects_a_broken_scaled_object(tools: tuple[Path, Path, Pat
     assert done.returncode != 0 and "maxReplicas" in done.stdout, done.stdout + done.stderr
 
 
+def test_the_scaled_object_measures_the_lag_of_what_the_consumers_read() -> None:
+    """KEDA's scaler reads the brokers, group and topic from the consume container's own variables (KEDA's
+    `<key>FromEnv`), so a bootstrap address or group changed in one place cannot leave the autoscaler
+    measuring another group's lag (or an unreachable cluster's)."""
+    (scaled,) = [d for d in _k8s_documents() if d["kind"] == "ScaledObject"]
+    target = scaled["spec"]["scaleTargetRef"]["name"]
+    (deployment,) = [
+        d for d in _k8s_documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == target
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    given = {e["name"] for e in container["env"]}
+    (trigger,) = scaled["spec"]["triggers"]
+    for key in ("bootstrapServers", "consumerGroup", "topic"):
+        assert key not in trigger["metadata"], (
+            f"{key} written in the ScaledObject as well as for the consumers"
+        )
+        assert trigger["metadata"][f"{key}FromEnv"] in given, key
+    flags = " ".join(container["args"])
+    assert "--topic" not in flags and "--group-id" not in flags, (
+        "a flag would win over the variable KEDA reads"
+    )
+
+
 def test_deployments_reference_secrets_and_request_resources() -> None:
     deployments = {d["metadata"]["name"]: d for d in _k8s_documents() if d["kind"] == "Deployment"}
     assert set(deployments) == {"tracescore-consume", "tracescore-alert", "tracescore-conversations"}
