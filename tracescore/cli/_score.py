@@ -52,7 +52,11 @@ def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..
     show_default=True,
     help="Records scored at once (judge calls in flight).",
 )
-@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option(
+    "--no-progress",
+    is_flag=True,
+    help="Hide the progress bar (shown only when stderr is a terminal: a CI log gets the summary alone).",
+)
 @click.option(
     "--report",
     "report_path",
@@ -138,7 +142,8 @@ def score(
             metrics=the_metrics,
             judge=the_judge,
             concurrency=concurrency,
-            progress=not no_progress,
+            # A bar redrawn into a CI log is noise around the gate's lines: only a terminal gets it.
+            progress=not no_progress and sys.stderr.isatty(),
             threshold=threshold,
             report=lambda line: click.echo(line, err=True),
             on_row=collector,
