@@ -1,0 +1,78 @@
+"""docs/alerting/index.md: a webhook receiver that checks the signature of what `tracescore alert`'s webhook
+sink posts, fed by that sink itself (one firing notification, then a body altered on the way)."""
+
+import hmac
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from tracescore.alert import AlertConfig, AlertEvaluator, WebhookSink, WebhookSinkConfig, sign
+from tracescore.model import EvaluationRecord, MetricStatus
+
+os.environ["TRACESCORE_WEBHOOK_SECRET"] = "change-me"  # in production: from your secret store
+
+# --8<-- [start:receiver]
+SECRET = os.environ["TRACESCORE_WEBHOOK_SECRET"].encode()
+
+
+class Receiver(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        # The HMAC-SHA256 of the exact bytes received, compared in constant time, before parsing anything.
+        expected = "sha256=" + hmac.new(SECRET, body, "sha256").hexdigest()
+        if not hmac.compare_digest(expected, self.headers.get("X-Tracescore-Signature", "")):
+            print("refused: the signature does not match the body")
+            self.send_response(401)
+            self.end_headers()
+            return
+        alert = json.loads(body)
+        print(f"[{alert['headline']}] {alert['summary']}")
+        print(f"  labels {alert['labels']}")
+        print(f"  signal {alert['signal']}: value {alert['value']:.2f}, upper bound {alert['bound']:.2f}")
+        self.send_response(204)
+        self.end_headers()
+
+    # --8<-- [end:receiver]
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # no access log in the page's output
+
+
+server = HTTPServer(("127.0.0.1", 0), Receiver)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+url = f"http://127.0.0.1:{server.server_port}/tracescore"
+
+# The notification the service would send: a route at 10% faithful answers against a 0.7 threshold, through
+# the evaluator `tracescore alert` runs.
+evaluator = AlertEvaluator(AlertConfig.model_validate({"rules": [{"warning": 0.7, "critical": None}]}))
+now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+notes = []
+for n in range(40):
+    faithful = n % 10 == 0
+    label = "faithful" if faithful else "hallucinated"
+    record = EvaluationRecord(
+        trace_id=f"{n:032x}", span_id=f"{n:016x}", service_name="rag-api", route="/search",
+        metric="faithfulness", score=1.0 if faithful else 0.0, label=label,
+        status=MetricStatus.OK, judge="offline", timestamp=now - timedelta(seconds=600 - 15 * n),
+    )  # fmt: skip
+    key = evaluator.add(record)
+    if key is not None:
+        notes += evaluator.evaluate(key, now)
+note = notes[0]
+sink = WebhookSink(WebhookSinkConfig(url=url, secret_env="TRACESCORE_WEBHOOK_SECRET"))
+print("delivered:", sink.send(note))
+sink.close()
+
+# A body changed on the way (or a sender without the secret) is refused.
+body = json.dumps({**note.to_json(), "severity": "info"}).encode()
+signature = sign(b"change-me", json.dumps(note.to_json()).encode())
+request = urllib.request.Request(url, data=body, headers={"X-Tracescore-Signature": signature})
+try:
+    urllib.request.urlopen(request, timeout=10)
+except urllib.error.HTTPError as refused:
+    print("altered body:", refused.code)
+server.shutdown()
