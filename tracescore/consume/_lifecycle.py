@@ -118,11 +118,14 @@ class Lifecycle:
             if not (left or self._judging.queued):  # the rest of a trace being scored is queued
                 return True
             if self._clock() > self._drain_deadline:
+                one = self._judging.running == 1
                 _log.warning(
-                    "stopping: %s still being scored when the drain ran out (%s) not committed: the next "
-                    "start reads and scores them again (at least once, nothing lost)",
+                    "stopping: %s still being scored when the drain ran out (%s) %s not committed: the next "
+                    "start reads and scores %s again (at least once, nothing lost)",
                     counted(self._judging.running, "interaction"),
                     self._drain_limit,
+                    "is" if one else "are",
+                    "it" if one else "them",
                 )
                 return True
         return False
