@@ -132,9 +132,9 @@ def test_bad_input_is_counted_dead_lettered_and_the_rest_scored(
     }
     assert counted[("tracescore.messages.dead_lettered", ())] == 2
     skipped_here = (
-        ("otel.scope.name", "tracescore"),
         ("reason", "empty_context"),
         ("service.name", "test-app"),
+        ("tracescore.scope", "tracescore"),
     )
     assert counted[("tracescore.spans.skipped", skipped_here)] == 1
     assert stats.skipped_by_source[("test-app", "tracescore", ExtractSkip.EMPTY_CONTEXT)] == 1

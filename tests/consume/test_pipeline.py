@@ -336,7 +336,7 @@ def test_turns_whose_session_id_logfire_scrubbed_are_counted_and_said_once_per_s
     assert counted.value == 2 and counted.attributes == {
         "reason": "session_id_scrubbed",
         "service.name": turn.service_name,
-        "otel.scope.name": turn.scope_name,
+        "tracescore.scope": turn.scope_name,
     }
     # The same turns with the id kept (a scrubbing callback): read as a conversation, nothing said.
     kept, _ = pipeline()

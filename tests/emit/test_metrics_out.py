@@ -64,7 +64,7 @@ def test_scores_counts_and_tokens_are_recorded_by_service_route_and_metric() -> 
             {
                 "reason": "empty_context",
                 "service.name": "rag-api",
-                "otel.scope.name": "openinference.instrumentation.langchain",
+                "tracescore.scope": "openinference.instrumentation.langchain",
             },
             1,
         )
@@ -108,3 +108,21 @@ def test_judge_tiers_never_share_a_series_and_the_estimate_sums_and_agreement_ad
         "fail",
         1,
     )
+
+
+def test_no_attribute_takes_a_label_prometheus_exporters_add_themselves() -> None:
+    """A Prometheus exporter labels each series with its meter's scope (otel_scope_name, ...); the Collector's
+    drops the whole metric when an attribute turns into one of those labels too ("duplicate label names"):
+    `tracescore.spans.skipped`, labelled `otel.scope.name`, never reached Prometheus through the shipped
+    metrics Collector."""
+    reader = InMemoryMetricReader()
+    out = EvaluationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    out.evaluated(_record(0.2))
+    out.skipped(ExtractSkip.EMPTY_CONTEXT, "rag-api", "openinference.instrumentation.langchain")
+    out.read_partly(ExtractSkip.SESSION_ID_SCRUBBED, "rag-api", "logfire")
+    out.dead_lettered()
+    names = {name: {key for p in points for key in p.attributes} for name, points in _points(reader).items()}
+    assert {"tracescore.spans.skipped", "tracescore.interactions.read_partly"} <= set(names)
+    # An exporter names a label after the attribute, its dots as underscores.
+    taken = {name: keys for name, keys in names.items() if any(k.startswith("otel.") for k in keys)}
+    assert taken == {}, taken

@@ -36,10 +36,16 @@ def _series(service: str, route: str, **labels: str) -> dict[str, str]:
     return {SERVICE_NAME: service, semconv.TRACESCORE_ROUTE: route, **labels}
 
 
+# The skipped spans' instrumentation scope, under a name of ours: a Prometheus exporter labels every series
+# with its own meter's scope as otel_scope_name, and the Collector's drops the whole metric when an attribute
+# takes that label too ("duplicate label names"), so `otel.scope.name` here lost every skip count.
+SOURCE_SCOPE = "tracescore.scope"
+
+
 def _source(reason: str, service: str, scope: str) -> dict[str, str]:
     """What was read only in part or not scored: why, and from which service and instrumentation scope (the
     names on the spans; no route: what was not read decides none)."""
-    return {"reason": reason, SERVICE_NAME: service, "otel.scope.name": scope}
+    return {"reason": reason, SERVICE_NAME: service, SOURCE_SCOPE: scope}
 
 
 class EvaluationMetrics:
