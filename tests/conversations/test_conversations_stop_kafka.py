@@ -4,15 +4,18 @@ inside Kubernetes' grace period, instead of waiting on the broker until it is ki
 
 from __future__ import annotations
 
+import math
+import os
 import signal
 import threading
 import time
+from typing import Any
 
 import pytest
-from _helpers import paused
+from _helpers import pause, paused
 from conversation_service import config, conversations_process
 from conversation_turns import turn
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from service_processes import ServiceProcess
 
 from tracescore.conversations import ConversationService
@@ -167,8 +170,9 @@ def test_a_stop_while_a_checkpoint_waits_on_a_paused_broker_exits_0_and_the_reco
     delivery timeout (120 s), whatever the stop: with the broker paused, a stop during that wait ended by
     the backstop (exit 1). Made certain: the service stops itself (SIGSTOP) once it sent the conversation's
     record, the broker is paused, SIGTERM comes, and the service goes on into the wait. It now gives up at
-    the stop's deadline, the closing checkpoint waits for the same send (not a second one) and says what is
-    left; the next start decides the conversation again and writes it once."""
+    the stop's deadline (the budget less the clients' closes' part: see the next test), the closing
+    checkpoint waits for the same send (not a second one) and says what is left; the next start decides the
+    conversation again and writes it once."""
     with KafkaBroker() as broker:
         prefix = "stop-checkpoint"
         service = start(broker, prefix, pause_at="output.sent", quiet_seconds="1")
@@ -187,6 +191,81 @@ def test_a_stop_while_a_checkpoint_waits_on_a_paused_broker_exits_0_and_the_reco
 
         records, said = written_after_a_restart(broker, prefix, service)
     assert records == [("c-1", 0, 3)], f"{records}\n{said}"
+
+
+def test_closing_the_clients_at_a_stop_with_the_broker_paused_is_given_what_is_left_of_the_budget(
+    kafka_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop's closing checkpoint waited on the paused broker to the end of stop_timeout_s, then the
+    clients' closes got a second past it: the first, the producer's (its sends never acknowledged), waited
+    all of that second, and each close after it 50 ms more. With the backstop 2 s past the budget, little was
+    left for the closes' own work, and a loaded machine ended the stop with it (the test above: exit 1,
+    "passed waiting on the broker (closing the clients)"). The steps before now keep closing the clients a
+    part of the budget, and each close that may wait on the broker is given a share of what is left, never
+    more. Made certain: the broker paused the moment the conversation's record is sent and the stop asked
+    for then (the checkpoint waits until its deadline for the record's acknowledgement, or the state's if the
+    broker acknowledged the record before it stopped); every client's close on the service's thread, and the
+    time it was given, recorded."""
+    cfg = config(
+        kafka_broker.bootstrap_servers, topic_prefix, quiet_seconds=1.0, stop_timeout_s=STOP_TIMEOUT_S
+    )
+    service = ConversationService(cfg)
+    runner = threading.Thread(target=service.run, name="test-service", daemon=True)
+    asked: list[float] = []
+    closes: list[tuple[str, float, float]] = []  # (client, when, the seconds it was given)
+    real_send, real_producer_close = KafkaProducer.send, KafkaProducer.close
+    real_consumer_close = KafkaConsumer.close
+
+    def send(self: KafkaProducer, topic: str, *args: Any, **kwargs: Any) -> Any:
+        sent = real_send(self, topic, *args, **kwargs)  # the first to a topic waits for its metadata first
+        if topic == cfg.conversations_topic and not asked:
+            pause(kafka_broker.process.pid)
+            asked.append(time.monotonic())
+            service.stop()
+        return sent
+
+    def closing(client: str, timeout_s: float | None) -> None:
+        if asked and threading.current_thread() is runner:
+            closes.append((client, time.monotonic(), math.inf if timeout_s is None else timeout_s))
+
+    def producer_close(self: KafkaProducer, timeout: float | None = None, null_logger: bool = False) -> None:
+        closing(f"producer {self.config['client_id']}", timeout)
+        real_producer_close(self, timeout, null_logger)
+
+    def consumer_close(self: KafkaConsumer, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        in_group = self.config["group_id"] is not None
+        closing(
+            f"consumer of {self.config['group_id']}" if in_group else "consumer",
+            None if timeout_ms is None else timeout_ms / 1000,
+        )
+        real_consumer_close(self, autocommit, timeout_ms)
+
+    monkeypatch.setattr(KafkaProducer, "send", send)
+    monkeypatch.setattr(KafkaProducer, "close", producer_close)
+    monkeypatch.setattr(KafkaConsumer, "close", consumer_close)
+    producer = input_producer(kafka_broker.bootstrap_servers, [cfg.evaluations_topic], acks="all")
+    for n in range(1, 4):
+        key, value = turn(n, 1.0, "c-1").to_kafka()
+        producer.send(cfg.evaluations_topic, key=key, value=value)
+    producer.flush()
+    producer.close()
+    runner.start()
+    try:
+        # Generous: the record decided (1 s quiet), then the budget.
+        runner.join(120 + 3 * STOP_TIMEOUT_S)
+        assert not runner.is_alive(), "run() did not return"
+    finally:
+        os.kill(kafka_broker.process.pid, signal.SIGCONT)
+    assert asked, "the conversation's record was never sent"
+    deadline = asked[0] + STOP_TIMEOUT_S  # the budget counts from stop(), called right after
+    waiting = [c for c in closes if c[0].startswith("producer") or c[0].startswith("consumer of")]
+    assert len(waiting) >= 4, closes  # two producers, a member of each stage's group
+    # Each given no more than what was left of the budget (when nothing was: a moment, to try); a margin
+    # for the moment between taking its share and the close.
+    over = [
+        (c, round(at - deadline, 2), round(s, 2)) for c, at, s in closes if s > max(0.0, deadline - at) + 0.25
+    ]
+    assert not over, f"closes given time past the stop's deadline (client, started - deadline, given): {over}"
 
 
 def stopping_line(service: ServiceProcess) -> str:

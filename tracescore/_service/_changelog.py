@@ -31,7 +31,7 @@ from tracescore._kafka import (
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall, ClosedAtStop
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
-from tracescore._service._outputs import delivered
+from tracescore._service._outputs import delivered, seconds_left
 
 __all__ = ["META_KEY", "META_SAVED", "Changelog", "ChangelogError", "PartitionMeta", "PartitionState"]
 
@@ -250,13 +250,15 @@ class Changelog:
         )
 
     def close(self, timeout_s: float = 30.0) -> None:
+        """Every client closed within `timeout_s`, all of them together."""
+        close_by = time.monotonic() + timeout_s
         with self._guard:
             self._closed = True
             old_look = self._old_look
         closes = (
             old_look.close if old_look is not None else lambda: None,  # at once: a look under way fails
-            lambda: self._producer.close(timeout=timeout_s),
-            lambda: self._probe.close(timeout_ms=int(timeout_s * 1000)),
+            lambda: self._producer.close(timeout=seconds_left(close_by) or 0.0),
+            lambda: self._probe.close(timeout_ms=int(1000 * (seconds_left(close_by) or 0.0))),
         )
         for close in closes:
             try:

@@ -10,10 +10,11 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -46,8 +47,10 @@ from tracescore._service._stop_checkpoint import final_checkpoint, restore_given
 __all__ = ["OVERDUE_EXIT", "LoopConfig", "LoopService", "ServiceLoop", "ServiceTopics"]
 
 _POLL_MS = 200
-_CLOSE_FLOOR_S = 1.0  # for closing every client, past the stop's budget (half the backstop's 2 s)
-_CLOSE_MIN_S = 0.05  # a client's close given no time at all still tries
+# Of the stop's budget, kept for closing every client (a quarter of a shorter budget): the steps before give
+# up that much earlier, so a broker that does not answer costs the closes their share, never the backstop's.
+_CLOSE_S = 1.0
+_CLOSE_MIN_S = 0.05  # a client's close given no time at all (the steps before overran) still tries
 _SAVE_RESERVE_S = 5.0  # of the stop's budget, kept from deliveries for the closing checkpoint (half at most)
 _OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
 OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
@@ -126,6 +129,7 @@ class ServiceLoop:
         self._stopping = False
         self._stop_timeout_s = stop_timeout_s = config.stop_timeout_s
         self._budget = StopBudget(stop_timeout_s)  # counted from the signal
+        self._close_s = min(_CLOSE_S, stop_timeout_s / 4)
         self._overdue: threading.Timer | None = None
         # Only while run() runs may an overdue stop end the process (never a test's, after or before it).
         self._running = False
@@ -188,9 +192,10 @@ class ServiceLoop:
         self._stopping = True
 
     def stop_deadline(self) -> float | None:
-        """When the stop's budget runs out (time.monotonic), counted from the signal; None until a stop is
-        asked for."""
-        return self._budget.deadline
+        """When the steps of a stop before closing the clients give up (time.monotonic): the budget, counted
+        from the signal, less what closing the clients is kept; None until a stop is asked for."""
+        deadline = self._budget.deadline
+        return None if deadline is None else deadline - self._close_s
 
     def waiting(self, what: str) -> AbstractContextManager[None]:
         """`what` the block waits on (the broker, a receiver): what a stop that outlives its budget names."""
@@ -199,7 +204,7 @@ class ServiceLoop:
     def deliveries_deadline(self) -> float | None:
         """When what waits outside Kafka (an alert's deliveries) gives up at a stop: early enough to leave the
         closing checkpoint time to save what they did and did not do."""
-        deadline = self.stop_deadline()
+        deadline = self._budget.deadline
         if deadline is None:
             return None
         return deadline - min(_SAVE_RESERVE_S, self._stop_timeout_s / 2)
@@ -296,8 +301,8 @@ class ServiceLoop:
             clean = True
         finally:
             self._budget.start()  # idle, or an error: the closing steps get the same budget
-            deadline = self._budget.deadline
-            assert deadline is not None
+            deadline, steps_deadline = self._budget.deadline, self.stop_deadline()
+            assert deadline is not None and steps_deadline is not None
             if clean:
                 # A stop (SIGTERM, idle): what is decided goes out and is saved, in the stop's budget.
                 with self.waiting("the broker (the closing checkpoint)"):
@@ -305,7 +310,7 @@ class ServiceLoop:
                         self._not_started,
                         restore_given_up(self.keyed),
                         self.rekey.not_done(),
-                        final_checkpoint(self.keyed, deadline),
+                        final_checkpoint(self.keyed, steps_deadline),
                     ]
                 if any(not_done):
                     self.log.warning(
@@ -369,35 +374,48 @@ class ServiceLoop:
         return all(n == 0 for n in lag(self._ingest, ask_broker=True).values())
 
     def _close(self, deadline: float) -> None:
-        """Every client closed within what is left of the stop's budget; past it, all of them together get
-        a moment more (well inside the backstop's)."""
-        close_by = max(deadline, time.monotonic() + _CLOSE_FLOOR_S)
-
-        def left() -> float:
-            return max(_CLOSE_MIN_S, seconds_left(close_by) or 0.0)
-
-        closes = (
-            self.rekey.close,  # at once: the look for the inputs not written yet, on its own client
-            lambda: self._producer.close(timeout=left()),
-            lambda: self._ingest.close(autocommit=False, timeout_ms=int(left() * 1000)),
-            lambda: self.keyed.consumer.close(autocommit=False, timeout_ms=int(left() * 1000)),
-            lambda: self._outputs.close(left()),
-            lambda: self._changelog.close(left()),
-            self._stream.close,  # at once: an update under way on its clients fails with them
+        """Every client closed by the stop's `deadline`. Each close that may wait (a producer's sends not
+        acknowledged, a member's request to leave its group, a peer of the service's own) gets an even
+        share of what is left as it starts, so the first to wait on a broker that does not answer does not
+        take the others' time: kafka-python's producer waits its whole timeout for such sends."""
+        at_once = (
+            self.rekey.close,  # the look for the inputs not written yet, on its own client
+            self._stream.close,  # an update under way on its clients fails with them
             self._group_check.close,
         )
-        for close in closes:
-            try:
-                close()
-            except KafkaError as exc:  # the broker not answering: what was not done is said already
-                self.log.debug("closing a client: %s", exc)
-        for what, close_other in self._also_close:  # no timeout of ours: on a thread, given up on at the end
-            try:
-                BoundedCall(close_other, what)(timeout_s=left())
+        waiting: tuple[Callable[[float], None], ...] = (
+            lambda s: self._producer.close(timeout=s),
+            lambda s: self._ingest.close(autocommit=False, timeout_ms=int(s * 1000)),
+            lambda s: self.keyed.consumer.close(autocommit=False, timeout_ms=int(s * 1000)),
+            self._outputs.close,
+            self._changelog.close,
+        )
+        shares = _shares(deadline, len(waiting) + len(self._also_close))
+        for close in at_once:
+            self._close_client(close)
+        for wait in waiting:
+            self._close_client(partial(wait, next(shares)))  # its share taken as it starts
+        for what, close_other in self._also_close:
+            try:  # no timeout of ours: on a thread, given up on at the end of its share
+                BoundedCall(close_other, what)(timeout_s=next(shares))
             except KafkaTimeoutError:
                 self.log.warning("stopping: %s given up on at the end of stop_timeout_s", what)
             except Exception as exc:  # closing: said, and the other closes still run
                 self.log.warning("stopping: %s failed: %s", what, exc)
+
+    def _close_client(self, close: Callable[[], None]) -> None:
+        try:
+            close()
+        except KafkaError as exc:  # the broker not answering: what was not done is said already
+            self.log.debug("closing a client: %s", exc)
+
+
+def _shares(deadline: float, count: int) -> Iterator[float]:
+    """`count` waits' timeouts, one after another: each an even share of what is left until `deadline`
+    (time.monotonic) when it is taken, so what one leaves unused is shared by those after it; never below
+    _CLOSE_MIN_S."""
+    for n in range(count, 0, -1):
+        yield max(_CLOSE_MIN_S, (seconds_left(deadline) or 0.0) / n)
 
 
 class LoopService:

@@ -329,13 +329,15 @@ class OutputLog:
                 reader.close()
 
     def close(self, timeout_s: float | None = None) -> None:
-        timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
+        """Both clients closed within `timeout_s`, together (None: each within its request timeout)."""
+        close_by = None if timeout_s is None else time.monotonic() + timeout_s
         self._probe.close()
         with self._guard:
             self._closed = True
             reader, self._kept = (None, self._kept) if self._reading else (self._kept, None)
         if reader is not None:  # one still reading is closed as its look ends
-            reader.close(timeout_ms=timeout_ms)
+            left = seconds_left(close_by)
+            reader.close(timeout_ms=None if left is None else int(left * 1000))
 
 
 def lowest(*marks: Mapping[str, Mapping[int, int]]) -> Marks:
