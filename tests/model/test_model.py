@@ -15,7 +15,9 @@ import pytest
 
 import tracescore
 from tracescore.model import (
+    CONVERSATION_KEY,
     OFFLINE_JUDGE,
+    ConversationRecord,
     ConversationSource,
     EvaluationRecord,
     MetricResult,
@@ -138,18 +140,33 @@ def test_a_record_must_say_its_schema_version() -> None:
         read_evaluation_record(json.dumps(unversioned).encode())
 
 
-def test_the_offline_judge_is_told_apart_in_one_place() -> None:
-    """A judge name compared with the literal "offline" was a second spelling of what annotator_kind
-    decides (a variant named "offline:<name>" failed it): every stage asks the model (annotator_kind,
-    OFFLINE_JUDGE)."""
+def _compared_with(word: str) -> list[str]:
+    """Where tracescore's code compares something with `word` spelled out (`==`, `in`): file:line."""
     package = Path(tracescore.__file__).parent
     found = []
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
-                if any(isinstance(side, ast.Constant) and side.value == OFFLINE_JUDGE for side in sides):
+                if any(isinstance(side, ast.Constant) and side.value == word for side in sides):
                     found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
-    assert found == [], found
+    return found
+
+
+def test_the_offline_judge_is_told_apart_in_one_place() -> None:
+    """A judge name compared with the literal "offline" was a second spelling of what annotator_kind
+    decides (a variant named "offline:<name>" failed it): every stage asks the model (annotator_kind,
+    OFFLINE_JUDGE)."""
+    assert _compared_with(OFFLINE_JUDGE) == []
     assert annotator_kind(OFFLINE_JUDGE) == annotator_kind("offline:strict") == "CODE"
     assert annotator_kind("openai:gpt-4o-mini") == "LLM"
+
+
+def test_a_conversation_record_is_told_apart_by_the_field_the_model_names() -> None:
+    """`tracescore tail` knew a conversation record by a loose "conversation_id" in the JSON: renaming the
+    field would have left it reading every conversation record as an invalid evaluation record, silently.
+    The model names the field (CONVERSATION_KEY), which stays a field only a conversation record has, and no
+    reader tests a message for it by its spelling."""
+    assert ConversationRecord.model_fields[CONVERSATION_KEY].is_required()
+    assert CONVERSATION_KEY not in EvaluationRecord.model_fields
+    assert _compared_with(CONVERSATION_KEY) == []

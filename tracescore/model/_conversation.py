@@ -14,7 +14,13 @@ from tracescore.model._results import MetricStatus
 from tracescore.model._skips import ServiceSkip
 from tracescore.model._vocabulary import ConversationLabel
 
-__all__ = ["CONVERSATIONS_TOPIC", "ConversationRecord", "WorstTurn", "read_conversation_record"]
+__all__ = [
+    "CONVERSATIONS_TOPIC",
+    "CONVERSATION_KEY",
+    "ConversationRecord",
+    "WorstTurn",
+    "read_conversation_record",
+]
 
 # Where `tracescore conversations` writes the records and `tracescore alert` reads them, unless told.
 CONVERSATIONS_TOPIC = "tracescore.conversations"
@@ -118,6 +124,12 @@ class ConversationRecord(BaseModel):
     def to_kafka(self) -> tuple[bytes, bytes]:
         """(key, value): keyed by conversation id, so a conversation's revisions stay in order."""
         return self.conversation_id.encode(), self.model_dump_json().encode()
+
+
+# What tells a conversation record from an evaluation record in a message (a topic may hold both): the field
+# only a conversation record has. Named here, by the model, so a reader never spells it (tests/model check it
+# stays a field of ConversationRecord and of no EvaluationRecord).
+CONVERSATION_KEY = "conversation_id"
 
 
 def read_conversation_record(value: bytes | None) -> ConversationRecord:
