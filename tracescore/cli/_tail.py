@@ -31,7 +31,6 @@ from tracescore.model import (
     FaithfulnessClaim,
     FaithfulnessDetails,
     MetricStatus,
-    ServiceSkip,
     UnreadableRecord,
     is_flagged,
     read_conversation_record,
@@ -301,12 +300,12 @@ def _show(message: Message, stats: TailStats, flagged: bool, route_glob: str | N
 
 def _read(value: bytes | None) -> EvaluationRecord | ConversationRecord:
     """The record in a message, known by its fields: an object with the conversation record's own field
-    (`CONVERSATION_KEY`) that is no evaluation record is read as a conversation record (its own problems are
-    the ones explained)."""
+    (`CONVERSATION_KEY`) that is no evaluation record is read as a conversation record, so its own problems
+    are the ones explained (a newer tracescore's conversation record is said to be one)."""
     try:
         return read_evaluation_record(value)
-    except UnreadableRecord as unreadable:
-        if unreadable.reason is not ServiceSkip.INVALID_RECORD or not _names_a_conversation(value):
+    except UnreadableRecord:
+        if not _names_a_conversation(value):
             raise
     return read_conversation_record(value)
 
