@@ -39,7 +39,6 @@ __all__ = [
     "paused",
     "started_process",
     "stopped",
-    "subscribe_once_known",
     "wait_until",
 ]
 
@@ -105,15 +104,6 @@ def paused(pid: int) -> Iterator[None]:
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
-
-
-def subscribe_once_known(consumer: KafkaConsumer, *topics: str) -> None:
-    """`consumer.subscribe(topics)` once its own metadata holds their partitions, as the services subscribe
-    (`tracescore._kafka.wait_for_partitions`): a plain consumer that joins on metadata without them is
-    assigned none of them and never rebalances again (kafka-python 3.0.12, seen under load)."""
-    for topic in topics:
-        wait_until(lambda t=topic: bool(consumer.partitions_for_topic(t)), f"{topic}'s partitions known")
-    consumer.subscribe(list(topics))
 
 
 def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None]:

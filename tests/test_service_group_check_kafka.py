@@ -218,22 +218,25 @@ def test_each_service_run_looks_at_its_group_on_one_admin_client_closed_at_the_s
     bootstrap: str, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A look at the group made an admin client (a connection, a metadata bootstrap) at every look: after
-    each rebalance of stage 1. Now one per service run, for every look across the group's generations, and
-    closed when the run stops. Here alert looks before its first poll and again once assigned, then
+    each rebalance of stage 1. Now one per group a service run looks at (stage 1's, and stage 2's own), for
+    every look across the group's generations, and closed when the run stops. Here alert looks at stage 1's
+    group before its first poll and again once assigned, then
     conversations starts in its group and finds it. (Both started together, the second's look before joining
     could find the first before the first's second look: each looked once, under load.)"""
     made: list[Counted] = []
-    looks: list[str] = []
+    looks: list[tuple[str, str]] = []  # (client id, group)
 
     class Counted(KafkaAdminClient):
         def __init__(self, **config: Any) -> None:
             super().__init__(**config)
             self.client_id, self.closed = str(config["client_id"]), False
+            self.groups: set[str] = set()
             made.append(self)
 
-        def describe_groups(self, *args: Any, **kwargs: Any) -> Any:
-            looks.append(self.client_id)
-            return super().describe_groups(*args, **kwargs)
+        def describe_groups(self, group_ids: list[str], *args: Any, **kwargs: Any) -> Any:
+            looks.extend((self.client_id, g) for g in group_ids)
+            self.groups.update(group_ids)
+            return super().describe_groups(group_ids, *args, **kwargs)
 
         def close(self) -> None:
             self.closed = True
@@ -245,7 +248,8 @@ def test_each_service_run_looks_at_its_group_on_one_admin_client_closed_at_the_s
     services: list[AlertService | ConversationService] = [alert(bootstrap, topic_prefix, group)]
     threads = [Thread(services[0].run)]
     try:
-        wait_until(lambda: looks.count(client_id("tracescore alert")) >= 2, "alert to look once assigned")
+        alert_looks = (client_id("tracescore alert"), group)
+        wait_until(lambda: looks.count(alert_looks) >= 2, "alert to look once assigned")
         services.append(conversations(bootstrap, topic_prefix, group))
         threads.append(Thread(services[1].run))
         wait_until(lambda: any(t.raised for t in threads), "a service to find the other", timeout_s=60.0)
@@ -255,9 +259,10 @@ def test_each_service_run_looks_at_its_group_on_one_admin_client_closed_at_the_s
             thread.join()
     one_said_the_group_is_shared(threads, group)  # the looks still see the group as it is now
     looked = Counter(looks)
-    assert looked[client_id("tracescore alert")] >= 2, looked  # alert looked more than once
-    made_by = Counter(admin.client_id for admin in made)
-    assert made_by == Counter(dict.fromkeys(looked, 1)), f"admin clients made {made_by}, looks {looked}"
+    assert looked[alert_looks] >= 2, looked  # alert looked at stage 1's group more than once
+    made_for = Counter((admin.client_id, g) for admin in made for g in admin.groups)
+    assert made_for == Counter(dict.fromkeys(looked, 1)), f"admin clients made {made_for}, looks {looked}"
+    assert all(len(admin.groups) == 1 for admin in made), "one group's looks per admin client"
     assert all(admin.closed for admin in made), "an admin client left open after the stop"
 
 

@@ -1,7 +1,8 @@
 """When `--idle-timeout` starts counting for a member of stage 1's cooperative group that joins after
 another took every partition: its first generation gives it none (the other gives up its share first), the
 next, a heartbeat later, gives it its own. Counted from the first, a short idle timeout stopped it having read
-nothing. The member's rebalance listener and the service's look at the group's members, on the real broker."""
+nothing. The member's rebalance listener and the service's look at the group's members, on the real broker;
+and a service whose stage 2 its group gives nothing for good, which stops when idle."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 from _helpers import wait_until
+from _members import GuardedMember
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.structs import MemberState
@@ -20,6 +22,7 @@ from tracescore._kafka import RebalanceListener, group_member
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._awaited import GuardedJoins
 from tracescore._service._group_check import GroupCheck
+from tracescore.alert import AlertConfig, AlertService
 
 pytestmark = pytest.mark.kafka
 
@@ -129,3 +132,51 @@ def test_a_member_of_a_group_with_more_members_than_partitions_starts_its_idle_c
             lambda: step(second, listener, look, joins) or listener.idle_from is not None, "the idle clock"
         )
         assert not second.assignment()
+
+
+def test_an_instance_whose_stage_2_gets_nothing_for_good_while_its_input_is_unwritten_stops_when_idle(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Another instance holds the one routes partition, and nobody has written the evaluations topic yet:
+    stage 1 waits for it in no group, and stage 2's empty assignment is for good (two members, one
+    partition). Stage 2 judged that by stage 1's group, whose members it counted only at stage 1's changes:
+    none came, the count stayed at the none found at the start, and the instance never stopped on its
+    --idle-timeout. The other instance, a stand-in member of stage 2's group, polls on its own thread."""
+    topics = {f"{name}_topic": f"{topic_prefix}.{name}" for name in ("evaluations", "routes", "state")}
+    group = f"{topic_prefix}.alert"
+    cfg = AlertConfig(bootstrap_servers=bootstrap, group_id=group, routes_partitions=1, **topics)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(cfg.routes_topic, 1, 1)])
+    admin.close()
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=f"{cfg.group_id}.routes",  # stage 2's group
+        enable_auto_commit=False,
+        **group_member(10_000, "cooperative"),
+    )
+    other = GuardedMember(consumer, cfg.routes_topic)
+    done = threading.Event()
+
+    def polls() -> None:
+        while not done.is_set():
+            other.poll(200)
+
+    polling = threading.Thread(target=polls, daemon=True)
+    try:
+        wait_until(lambda: other.poll(100) is not None and other.assignment(), "the other's partition")
+        polling.start()
+        service = AlertService(cfg, [])
+        running = threading.Thread(target=lambda: service.run(idle_timeout_s=1.0), daemon=True)
+        running.start()
+        running.join(60)  # joining, a look at the members, 1 s idle: seconds
+        stopped = not running.is_alive()
+        if not stopped:
+            service.stop()
+            running.join(60)
+        assert other.assignment(), "the other instance kept the partition throughout"
+    finally:
+        done.set()
+        if polling.is_alive():
+            polling.join(30)
+        other.close()
+    assert stopped, "given no partition for good, the instance never stopped on its idle timeout"

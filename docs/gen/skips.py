@@ -98,8 +98,9 @@ EXPLAINED: dict[StrEnum, tuple[str, str]] = {
         "keep other producers off the evaluations topic",
     ),
     ServiceSkip.UNKNOWN_SCHEMA_VERSION: (
-        "a record of a `schema_version` this version does not read (or none)",
-        "run the same tracescore version as the consumers",
+        "a record of a `schema_version` this version does not read (or none); the message says which kind "
+        "(`a conversation record of schema_version 2, written by a newer tracescore; ...`)",
+        "upgrade: run the same tracescore version as the consumers",
     ),
     ServiceSkip.OVERSIZED_RECORD: (
         "a record too large for the service's own re-keyed topic (alert's routes, conversations' turns): "

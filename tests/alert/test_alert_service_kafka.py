@@ -21,6 +21,7 @@ from kafka.admin import NewTopic
 
 from tracescore.alert import (
     AlertKey,
+    RuleConfig,
 )
 from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.testing.kafka_broker import KafkaBroker
@@ -103,6 +104,28 @@ def test_an_evaluations_topic_not_written_yet_is_waited_for_and_never_created(
     assert partitions_on_broker(bootstrap, cfg.routes_topic) == cfg.routes_partitions
     assert partitions_on_broker(bootstrap, cfg.state_topic) == cfg.routes_partitions
     assert not_found_errors(caplog.text) == []
+
+
+def test_a_conversation_record_of_a_newer_tracescore_is_skipped_saying_so(
+    bootstrap: str, topic_prefix: str, receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A conversation record of a future schema version was skipped as an "evaluation record" of a
+    schema_version this version does not read: the warning names what was read, its version, what this
+    tracescore reads, and to upgrade."""
+    rule = RuleConfig(
+        signal="conversation_label", window_count=8, min_samples=8, critical=None, no_data_seconds=None
+    )
+    cfg = config(bootstrap, topic_prefix, conversations_topic=f"{topic_prefix}.conversations", rules=[rule])
+    newer = json.dumps({"schema_version": 2, "conversation_id": "c-1", "turns": 3}).encode()
+    produce(bootstrap, cfg.evaluations_topic, scores("/billing", 0.9, n=1))
+    produce(bootstrap, cfg.conversations_topic, [newer])
+    with Running(cfg, receiver) as service:
+        wait_until(lambda: service.stats.skipped, "the conversation record read")
+    assert service.stats.skipped == {"unknown_schema_version": 1}
+    assert (
+        "skipped a message (unknown_schema_version): a conversation record of schema_version 2, written by a "
+        "newer tracescore; this one reads up to 1: upgrade tracescore to read it" in caplog.text
+    )
 
 
 def test_no_record_name_or_stored_state_stops_the_service(

@@ -108,7 +108,7 @@ def test_prints_each_record_readably_and_explains_what_it_skips(bootstrap: str, 
     # Bad messages: each reason explained once, with where it was and why; then all are counted.
     err = result.stderr
     assert "offset 1: invalid_record: not JSON" in err
-    assert "unknown_schema_version: schema_version 2; this version reads 1" in err
+    assert "unknown_schema_version: an evaluation record of schema_version 2, written by a newer" in err
     assert err.count("invalid_record:") == 1, "a reason is explained once; the count carries the rest"
     assert "3 records shown, 3 skipped (invalid_record=2, unknown_schema_version=1)" in err
     assert "Traceback" not in err
@@ -318,7 +318,8 @@ def _conversation(conversation_id: str, **fields: Any) -> ConversationRecord:
 def test_conversation_records_print_one_line_each(bootstrap: str, topic_prefix: str) -> None:
     """The records of `tracescore conversations` were all skipped as invalid evaluation records. Each is now
     one line known by its fields (not by the topic's name), next to evaluation records on the same topic;
-    a broken one is explained as a conversation record."""
+    a broken one is explained as a conversation record, and so is one of a newer tracescore (it was said to
+    be an evaluation record's version, asking nothing of the reader)."""
     topic = f"{topic_prefix}.conversations"
     revised = _conversation(
         "session-2", revision=1, supersedes=0, selection="baseline", judge="openai:gpt-4o-mini",
@@ -326,6 +327,7 @@ def test_conversation_records_print_one_line_each(bootstrap: str, topic_prefix: 
         annotator_kind="LLM",
     )  # fmt: skip
     broken = {**json.loads(_conversation("session-3").model_dump_json()), "turns": "many"}
+    newer = {**json.loads(_conversation("session-4").model_dump_json()), "schema_version": 2}
     _produce(
         bootstrap,
         topic,
@@ -334,6 +336,7 @@ def test_conversation_records_print_one_line_each(bootstrap: str, topic_prefix: 
             revised.model_dump_json().encode(),
             json.dumps(broken).encode(),
             HALLUCINATED.model_dump_json().encode(),
+            json.dumps(newer).encode(),
         ],
     )
     result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", topic)
@@ -349,10 +352,14 @@ def test_conversation_records_print_one_line_each(bootstrap: str, topic_prefix: 
     )
     assert "FLAGGED  faithfulness 0.00  hallucinated  shop /billing  (offline)" in result.stdout
     assert "offset 2: invalid_record: not a conversation record: turns:" in result.stderr
-    assert "3 records shown, 1 skipped (invalid_record=1)" in result.stderr
+    assert (
+        "offset 4: unknown_schema_version: a conversation record of schema_version 2, written by a newer "
+        "tracescore; this one reads up to 1: upgrade tracescore to read it" in result.stderr
+    )
+    assert "3 records shown, 2 skipped (invalid_record=1, unknown_schema_version=1)" in result.stderr
     flagged = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", topic, "--flagged", "--json")
     assert [json.loads(line).get("conversation_id") for line in flagged.stdout.splitlines()] == [
         "session-1",
         None,
     ]
-    assert "2 records shown, 1 filtered out, 1 skipped" in flagged.stderr
+    assert "2 records shown, 1 filtered out, 2 skipped" in flagged.stderr

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _helpers import WAIT_S, wait_until
+from _members import GuardedMember
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka_helpers import assert_all_committed, committed, end_offsets, make_consumer, produce
@@ -162,11 +163,14 @@ class TwoPartitionTraces:
         from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 
         assignors = {"partition_assignment_strategy": (CooperativeStickyAssignor,)}
-        other = KafkaConsumer(
-            self.topic, bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
-            **(assignors if protocol == "cooperative" else {}),
+        other = GuardedMember(
+            KafkaConsumer(
+                bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
+                **(assignors if protocol == "cooperative" else {}),
+            ),
+            self.topic,
         )  # fmt: skip
-        wait_for(lambda: bool(other.poll(timeout_ms=200) is not None and other.assignment()), "a rebalance")
+        wait_for(lambda: bool(other.poll(200) is not None and other.assignment()), "a rebalance")
         other.close()
 
     def close(self) -> None:

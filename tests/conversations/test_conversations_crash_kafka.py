@@ -11,7 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from _helpers import subscribe_once_known, wait_until
+from _helpers import wait_until
+from _members import GuardedMember
 from conversation_service import SERVICE_WAIT_S, Running, config, conversations_process, produce
 from conversation_turns import turn
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -43,25 +44,25 @@ def turns() -> list[EvaluationRecord]:
     ]
 
 
-def hold_first_group(bootstrap: str, topic_prefix: str) -> KafkaConsumer:
+def hold_first_group(bootstrap: str, topic_prefix: str) -> GuardedMember:
     """A member of the first group that holds the evaluations partitions and commits nothing (as a lagging
     or crashed one does): what reaches them is not re-keyed until it leaves (`close`)."""
     return hold_group(bootstrap, f"{topic_prefix}.conversations", f"{topic_prefix}.evaluations")
 
 
-def hold_group(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
+def hold_group(bootstrap: str, group: str, topic: str) -> GuardedMember:
     """A member of `group` given every partition of `topic`; it polls no more, so a member joining after it
     waits for it to leave (`close`)."""
-    holder = KafkaConsumer(
+    consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
         enable_auto_commit=False,
         partition_assignment_strategy=(CooperativeStickyAssignor,),
     )
-    subscribe_once_known(holder, topic)
+    holder = GuardedMember(consumer, topic)
     # Given them once a killed member's session ends, where one held them.
     wait_until(
-        lambda: bool(holder.poll(timeout_ms=200) or holder.assignment()),
+        lambda: bool(holder.poll(200) or holder.assignment()),
         "the holder's assignment",
         timeout_s=SERVICE_WAIT_S,
     )

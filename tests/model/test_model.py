@@ -8,6 +8,7 @@ import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,7 +16,10 @@ import pytest
 
 import tracescore
 from tracescore.model import (
+    CONVERSATION_KEY,
     OFFLINE_JUDGE,
+    SCHEMA_VERSION,
+    ConversationRecord,
     ConversationSource,
     EvaluationRecord,
     MetricResult,
@@ -23,6 +27,7 @@ from tracescore.model import (
     UnreadableRecord,
     Usage,
     annotator_kind,
+    read_conversation_record,
     read_evaluation_record,
 )
 
@@ -116,7 +121,7 @@ def test_importing_the_model_loads_no_stage() -> None:
         (b"\xff{", "invalid_record", "not JSON"),
         (b"[1, 2]", "invalid_record", "not a JSON object"),
         (b'{"event": "page_view"}', "invalid_record", "not an evaluation record: missing trace_id, span_id"),
-        (b'{"schema_version": 2}', "unknown_schema_version", "schema_version 2; this version reads 1"),
+        (b'{"schema_version": 2}', "unknown_schema_version", "an evaluation record of schema_version 2"),
         (b'{"trace_id": "x"}', "invalid_record", "missing span_id"),
     ],
 )
@@ -134,22 +139,63 @@ def test_a_record_must_say_its_schema_version() -> None:
     )  # fmt: skip
     assert read_evaluation_record(record.model_dump_json().encode()) == record
     unversioned = record.model_dump(mode="json", exclude={"schema_version"})
-    with pytest.raises(UnreadableRecord, match="unknown_schema_version: schema_version None"):
+    with pytest.raises(UnreadableRecord, match="unknown_schema_version: an evaluation record without a sch"):
         read_evaluation_record(json.dumps(unversioned).encode())
 
 
-def test_the_offline_judge_is_told_apart_in_one_place() -> None:
-    """A judge name compared with the literal "offline" was a second spelling of what annotator_kind
-    decides (a variant named "offline:<name>" failed it): every stage asks the model (annotator_kind,
-    OFFLINE_JUDGE)."""
+@pytest.mark.parametrize("read", [read_evaluation_record, read_conversation_record])
+def test_a_record_of_a_newer_tracescore_says_which_record_and_to_upgrade(
+    read: Callable[[bytes], object],
+) -> None:
+    """A conversation record of a future schema version was explained as an evaluation record's version was
+    (both formats share SCHEMA_VERSION), in words that asked nothing of the reader: the detail names the
+    kind of record read, its version, what this tracescore reads, and to upgrade."""
+    kind = "an evaluation record" if read is read_evaluation_record else "a conversation record"
+    with pytest.raises(UnreadableRecord) as newer:
+        read(b'{"schema_version": 2, "and": "fields of its own"}')
+    assert newer.value.reason == "unknown_schema_version"
+    assert newer.value.detail == (
+        f"{kind} of schema_version 2, written by a newer tracescore; this one reads up to "
+        f"{SCHEMA_VERSION}: upgrade tracescore to read it"
+    )
+    with pytest.raises(UnreadableRecord) as never:
+        read(b'{"schema_version": "1"}')
+    assert never.value.detail == (
+        f"{kind} of schema_version '1', which no tracescore writes; this one reads up to {SCHEMA_VERSION}"
+    )
+    with pytest.raises(UnreadableRecord) as broken:
+        read(b'{"schema_version": 1, "trace_id": 7}')
+    assert broken.value.reason == "invalid_record"
+    assert broken.value.detail.startswith(f"not {kind}: missing ")
+
+
+def _compared_with(word: str) -> list[str]:
+    """Where tracescore's code compares something with `word` spelled out (`==`, `in`): file:line."""
     package = Path(tracescore.__file__).parent
     found = []
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
-                if any(isinstance(side, ast.Constant) and side.value == OFFLINE_JUDGE for side in sides):
+                if any(isinstance(side, ast.Constant) and side.value == word for side in sides):
                     found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
-    assert found == [], found
+    return found
+
+
+def test_the_offline_judge_is_told_apart_in_one_place() -> None:
+    """A judge name compared with the literal "offline" was a second spelling of what annotator_kind
+    decides (a variant named "offline:<name>" failed it): every stage asks the model (annotator_kind,
+    OFFLINE_JUDGE)."""
+    assert _compared_with(OFFLINE_JUDGE) == []
     assert annotator_kind(OFFLINE_JUDGE) == annotator_kind("offline:strict") == "CODE"
     assert annotator_kind("openai:gpt-4o-mini") == "LLM"
+
+
+def test_a_conversation_record_is_told_apart_by_the_field_the_model_names() -> None:
+    """`tracescore tail` knew a conversation record by a loose "conversation_id" in the JSON: renaming the
+    field would have left it reading every conversation record as an invalid evaluation record, silently.
+    The model names the field (CONVERSATION_KEY), which stays a field only a conversation record has, and no
+    reader tests a message for it by its spelling."""
+    assert ConversationRecord.model_fields[CONVERSATION_KEY].is_required()
+    assert CONVERSATION_KEY not in EvaluationRecord.model_fields
+    assert _compared_with(CONVERSATION_KEY) == []

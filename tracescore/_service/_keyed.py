@@ -34,6 +34,7 @@ from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._counts import StateCount
 from tracescore._service._crash import crash_point
 from tracescore._service._found import FoundOutputs
+from tracescore._service._group_check import GroupLook
 from tracescore._service._keyed_logic import KeyedLogic, Saved
 from tracescore._service._outputs import Marks, Output, OutputLog, seconds_left
 from tracescore._service._restore import ReadBack, RestoreReader
@@ -76,6 +77,7 @@ class KeyedStage:
         self._stopping = lambda: stop_deadline() is not None
         self._listener: RebalanceListener | None = None
         self._joins: GuardedJoins | None = None  # stage 1's guards of its joins: see `_awaited`
+        self._members: GroupLook | None = None  # the looks at its group's members (`subscribe`)
         # keys restored and carried over, the state topic recreated, partitions whose state was read back: in
         # the service's own counter (its stats' `state`)
         self.counts = counts
@@ -102,10 +104,18 @@ class KeyedStage:
         self.not_restored: list[int] = []  # assigned partitions whose restore a stop gave up on
 
     # -- poll -------------------------------------------------------------------------------------------
-    def subscribe(self, outnumbered: Callable[[int], bool] | None = None) -> None:
-        """`outnumbered`: `RebalanceListener`'s (each instance has a member in both stages' groups)."""
+    def subscribe(self, members: GroupLook | None = None) -> None:
+        """`members`, cooperatively: the looks at this stage's own group, after each of its generations (an
+        empty assignment starts the idle clock only once they outnumber the partitions). Stage 1's group
+        misses an instance whose stage 1 waits in none for inputs no writer created yet: counted there, an
+        empty assignment for good went unnoticed and such an instance never stopped on its idle timeout."""
+        self._members = members
         self._listener = RebalanceListener(
-            self.log, assigned=self._assigned, revoked=self._revoked, outnumbered=outnumbered
+            self.log,
+            assigned=self._assigned,
+            revoked=self._revoked,
+            regrouped=None if members is None else members.changed,
+            outnumbered=None if members is None else members.outnumbered,
         )
         self._joins = GuardedJoins(self.consumer, self._stopping)
         self._joins.subscribe([self.topic], self._listener)
@@ -140,6 +150,8 @@ class KeyedStage:
         polled = poll_or_nothing(self.consumer, timeout_ms)
         if self._listener is not None:
             self._listener.polled(self.consumer)
+        if self._members is not None:
+            self._members()  # counted after a new generation (BROKER_WAIT_S at most)
         if self._pending:
             # Anything fetched for them before the seek is read again from the restored position.
             polled = {tp: m for tp, m in polled.items() if tp not in self._pending}

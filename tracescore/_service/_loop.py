@@ -37,7 +37,7 @@ from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
 from tracescore._service._counts import StateCount
 from tracescore._service._crash import crash_point
-from tracescore._service._group_check import GroupCheck, client_id
+from tracescore._service._group_check import GroupCheck, GroupLook, client_id
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic
 from tracescore._service._outputs import OutputLog, seconds_left
@@ -155,6 +155,10 @@ class ServiceLoop:
         self._ingest, keyed, self._producer, self._changelog = connect(connection, clients)
         # GroupShared (one line) once the other service's members are in stage 1's group too.
         self._group_check = GroupCheck(connection, group_id, service, stopping=lambda: self._stopping)
+        # Stage 2's own group, looked at as stage 1's is: whether its members outnumber its partitions.
+        self._keyed_members = GroupLook(
+            connection, keyed.config["group_id"], client_id(service), stopping=lambda: self._stopping
+        )
         self.rekey = RekeyStage(
             self._ingest, self._producer, topics.keyed, forward, logic.skip, stop_deadline=self.stop_deadline
         )
@@ -278,7 +282,8 @@ class ServiceLoop:
             self._group_check()  # before joining: another service's members already there
             # Eager: a stable generation's assignment is whole (an empty one too: the range assignor gives a
             # member none of a few one-partition topics). Cooperative: an empty one may be the first of two.
-            outnumbered = self._group_check.outnumbered if self._protocol == "cooperative" else None
+            cooperative = self._protocol == "cooperative"
+            outnumbered = self._group_check.outnumbered if cooperative else None
             self.rekey.subscribe(
                 self.topics.inputs,
                 self.log,
@@ -287,7 +292,7 @@ class ServiceLoop:
                 absent=absent,
                 outnumbered=outnumbered,
             )
-            self.keyed.subscribe(outnumbered)
+            self.keyed.subscribe(self._keyed_members if cooperative else None)
             with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
                 self._loop(idle_timeout_s)
             clean = True
@@ -382,6 +387,7 @@ class ServiceLoop:
             self.rekey.close,  # the look for the inputs not written yet, on its own client
             self._stream.close,  # an update under way on its clients fails with them
             self._group_check.close,
+            self._keyed_members.close,
         )
         waiting: tuple[Callable[[float], None], ...] = (
             lambda s: self._producer.close(timeout=s),

@@ -175,9 +175,7 @@ class AlertService(LoopService):
 
     def _skip(self, reason: ServiceSkip, detail: str) -> None:
         self.stats.skipped[reason] += 1
-        self._warn_once(
-            reason, "skipped evaluation record (%s): %s; further ones are only counted", reason, detail
-        )
+        self._warn_once(reason, "skipped a message (%s): %s; further ones are only counted", reason, detail)
 
     def _count_record(self) -> None:
         self.stats.records += 1

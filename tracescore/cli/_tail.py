@@ -24,13 +24,13 @@ from tracescore.cli._options import config_option, consumer_settings, settings_o
 from tracescore.cli._service import stop_on_signals
 from tracescore.consume import ConsumerSettings
 from tracescore.model import (
+    CONVERSATION_KEY,
     ConversationLabel,
     ConversationRecord,
     EvaluationRecord,
     FaithfulnessClaim,
     FaithfulnessDetails,
     MetricStatus,
-    ServiceSkip,
     UnreadableRecord,
     is_flagged,
     read_conversation_record,
@@ -299,12 +299,13 @@ def _show(message: Message, stats: TailStats, flagged: bool, route_glob: str | N
 
 
 def _read(value: bytes | None) -> EvaluationRecord | ConversationRecord:
-    """The record in a message, known by its fields: an object with a `conversation_id` that is no
-    evaluation record is read as a conversation record (its own problems are the ones explained)."""
+    """The record in a message, known by its fields: an object with the conversation record's own field
+    (`CONVERSATION_KEY`) that is no evaluation record is read as a conversation record, so its own problems
+    are the ones explained (a newer tracescore's conversation record is said to be one)."""
     try:
         return read_evaluation_record(value)
-    except UnreadableRecord as unreadable:
-        if unreadable.reason is not ServiceSkip.INVALID_RECORD or not _names_a_conversation(value):
+    except UnreadableRecord:
+        if not _names_a_conversation(value):
             raise
     return read_conversation_record(value)
 
@@ -314,7 +315,7 @@ def _names_a_conversation(value: bytes | None) -> bool:
         data = json.loads(value or b"")
     except ValueError:
         return False
-    return isinstance(data, dict) and "conversation_id" in data
+    return isinstance(data, dict) and CONVERSATION_KEY in data
 
 
 class _Stop:

@@ -26,6 +26,7 @@ from tracescore.model._claims import (
     GroundingDetails,
 )
 from tracescore.model._conversation import (
+    CONVERSATION_KEY,
     CONVERSATIONS_TOPIC,
     ConversationRecord,
     WorstTurn,
@@ -85,6 +86,7 @@ from tracescore.model._vocabulary import (
 __all__ = [
     "BAD_LABELS",
     "CONVERSATIONS_TOPIC",
+    "CONVERSATION_KEY",
     "EVALUATIONS_TOPIC",
     "EVIDENCE_TOPIC",
     "FAITHFULNESS",

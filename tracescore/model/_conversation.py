@@ -7,14 +7,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, UnreadableRecord
+from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, read_versioned
 from tracescore.model._results import MetricStatus
-from tracescore.model._skips import ServiceSkip
 from tracescore.model._vocabulary import ConversationLabel
 
-__all__ = ["CONVERSATIONS_TOPIC", "ConversationRecord", "WorstTurn", "read_conversation_record"]
+__all__ = [
+    "CONVERSATIONS_TOPIC",
+    "CONVERSATION_KEY",
+    "ConversationRecord",
+    "WorstTurn",
+    "read_conversation_record",
+]
 
 # Where `tracescore conversations` writes the records and `tracescore alert` reads them, unless told.
 CONVERSATIONS_TOPIC = "tracescore.conversations"
@@ -120,28 +125,13 @@ class ConversationRecord(BaseModel):
         return self.conversation_id.encode(), self.model_dump_json().encode()
 
 
+# What tells a conversation record from an evaluation record in a message (a topic may hold both): the field
+# only a conversation record has. Named here, by the model, so a reader never spells it (tests/model check it
+# stays a field of ConversationRecord and of no EvaluationRecord).
+CONVERSATION_KEY = "conversation_id"
+
+
 def read_conversation_record(value: bytes | None) -> ConversationRecord:
     """The record in a Kafka message's value, or UnreadableRecord (`invalid_record`,
     `unknown_schema_version`)."""
-    try:
-        record = ConversationRecord.model_validate_json(value or b"")
-    except ValidationError as exc:
-        version = _claimed_version(exc)
-        if version is not None:
-            raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, version) from None
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(map(str, first["loc"]))
-        detail = f"not a conversation record: {where}: {first['msg']}"[:200]
-        raise UnreadableRecord(ServiceSkip.INVALID_RECORD, detail) from None
-    if "schema_version" not in record.model_fields_set:
-        # A record that does not say which format it is, is none we know.
-        detail = f"schema_version None; this version reads {SCHEMA_VERSION}"
-        raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, detail)
-    return record
-
-
-def _claimed_version(exc: ValidationError) -> str | None:
-    for error in exc.errors(include_url=False):
-        if error["loc"] == ("schema_version",) and error["type"] == "literal_error":
-            return f"schema_version {error['input']!r}; this version reads {SCHEMA_VERSION}"
-    return None
+    return read_versioned(ConversationRecord, "a conversation record", value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -29,6 +29,7 @@ SCHEMA_VERSION = 1
 EVALUATIONS_TOPIC = "tracescore.evaluations"
 
 AnnotatorKind = Literal["LLM", "CODE"]
+_Versioned = TypeVar("_Versioned", bound=BaseModel)
 # The deterministic judge's name: the `judge` of its records, and `--judge offline`.
 OFFLINE_JUDGE = "offline"
 
@@ -169,9 +170,9 @@ def revision_key(trace_id: str, span_id: str, revision: int) -> str:
 
 
 class UnreadableRecord(ValueError):
-    """A message on an evaluations topic that is not an evaluation record this version reads. `reason` is
-    `ServiceSkip.INVALID_RECORD` (not JSON, or not the record's fields) or `UNKNOWN_SCHEMA_VERSION`;
-    `detail` says why."""
+    """A message on an evaluations (or conversations) topic that is not a record this version reads. `reason`
+    is `ServiceSkip.INVALID_RECORD` (not JSON, or not the record's fields) or `UNKNOWN_SCHEMA_VERSION`;
+    `detail` says why, naming the kind of record read."""
 
     def __init__(
         self,
@@ -186,16 +187,25 @@ class UnreadableRecord(ValueError):
 def read_evaluation_record(value: bytes | None) -> EvaluationRecord:
     """The record in a Kafka message's value, or UnreadableRecord. pydantic's JSON parser, not json.loads:
     it also refuses text that is not Unicode (a lone surrogate escape), which no reader could pass on."""
+    return read_versioned(EvaluationRecord, "an evaluation record", value)
+
+
+def read_versioned(model: type[_Versioned], kind: str, value: bytes | None) -> _Versioned:
+    """The `model` (a record of the formats that share SCHEMA_VERSION, `kind` in what a reader is told: "an
+    evaluation record")
+    in a Kafka message's value, or UnreadableRecord: `unknown_schema_version` when the message says a version
+    this tracescore does not read (or none), before its fields are looked at; `invalid_record` else."""
     try:
-        record = EvaluationRecord.model_validate_json(value or b"")
+        record = model.model_validate_json(value or b"")
     except ValidationError as exc:
         version = _claimed_version(value)
         if version is not None and version != SCHEMA_VERSION:
-            raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, _version_detail(version)) from None
-        raise UnreadableRecord(ServiceSkip.INVALID_RECORD, _problems(exc)) from None
+            detail = _version_detail(kind, version)
+            raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, detail) from None
+        raise UnreadableRecord(ServiceSkip.INVALID_RECORD, _problems(kind, exc)) from None
     if "schema_version" not in record.model_fields_set:
         # A record that does not say which format it is, is none we know.
-        raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, _version_detail(None))
+        raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, _version_detail(kind, None))
     return record
 
 
@@ -207,11 +217,18 @@ def _claimed_version(value: bytes | None) -> object:
     return data.get("schema_version") if isinstance(data, dict) else None
 
 
-def _version_detail(version: object) -> str:
-    return f"schema_version {version!r}; this version reads {SCHEMA_VERSION}"
+def _version_detail(kind: str, version: object) -> str:
+    """What a reader can act on: a newer tracescore wrote it (upgrade), or no tracescore did."""
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return (
+            f"{kind} of schema_version {version}, written by a newer tracescore; this one reads up to "
+            f"{SCHEMA_VERSION}: upgrade tracescore to read it"
+        )
+    said = "without a schema_version" if version is None else f"of schema_version {version!r}"
+    return f"{kind} {said}, which no tracescore writes; this one reads up to {SCHEMA_VERSION}"
 
 
-def _problems(exc: ValidationError, shown: int = 3) -> str:
+def _problems(kind: str, exc: ValidationError, shown: int = 3) -> str:
     errors = exc.errors(include_url=False)
     if errors and errors[0]["type"] == "json_invalid":
         return f"not JSON ({errors[0]['msg'].removeprefix('Invalid JSON: ')})"[:200]
@@ -225,4 +242,4 @@ def _problems(exc: ValidationError, shown: int = 3) -> str:
         else []
     )
     parts += other[:shown]
-    return ("not an evaluation record: " + "; ".join(parts))[:200]
+    return (f"not {kind}: " + "; ".join(parts))[:200]
