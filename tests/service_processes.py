@@ -41,7 +41,7 @@ class ServiceProcess:
                 full_env[hook] = point
         self.process = started_process(
             subprocess.Popen(
-                [sys.executable, "-c", "from tracescore.cli import main; main()", command, *args],
+                [sys.executable, "-m", "tracescore.cli", command, *args],
                 env=full_env,
                 cwd=REPO,
                 stdout=self._log,

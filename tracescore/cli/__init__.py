@@ -10,12 +10,14 @@ Every command lives in this package, one module each, and what they share beside
 - `_options.py`: every shared option, declared once (options of settings generated from their fields)
 - `_service.py`: running a service: SIGINT/SIGTERM stop it (the handlers found are put back after),
   Kafka's errors as one line, the metrics it reports
+- `_exit.py`: how the program (`run`, not a command run in process) ends its process
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import NoReturn
 
 from tracescore import __version__
 from tracescore._extras import install_line
@@ -85,3 +87,16 @@ def main(verbose: bool) -> None:
     from tracescore._kafka import quiet_kafka_client_noise
 
     quiet_kafka_client_noise()  # e.g. a traceback after a good run, from kafka-python's close
+
+
+def run() -> NoReturn:
+    """The `tracescore` program: its console script and `python -m tracescore.cli`. The group runs as the
+    process's own main, then the process ends once the exit handlers ran and the output is flushed, without
+    the interpreter's teardown (`_exit.py`). A program running a command in process calls `main` instead."""
+    from tracescore.cli._exit import end_process
+
+    try:
+        main()
+    except SystemExit as done:
+        end_process(done.code)
+    end_process(0)  # not reached: click's standalone `main` always exits
