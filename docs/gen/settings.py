@@ -101,7 +101,9 @@ def sections() -> list[Section]:
         ),
         Section(
             "Phoenix annotations", PhoenixSettings,
-            "Used by `tracescore consume --phoenix-endpoint`.",
+            "Used by `tracescore consume --phoenix-endpoint` (or `TRACESCORE_PHOENIX_ENDPOINT`) and "
+            "`tracescore conversations --phoenix-endpoint`, each posting to the endpoint it is given; the "
+            "other settings both read from these variables.",
             "TRACESCORE_PHOENIX_", nested=False, commands=("consume",),
         ),
     ]  # fmt: skip

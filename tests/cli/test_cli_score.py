@@ -634,3 +634,60 @@ def test_without_a_gate_a_row_says_which_column_is_missing_and_one_record_is_cou
     page = tmp_path / "report.html"
     reported = CliRunner().invoke(main, ["report", str(tmp_path / "out.jsonl"), "--out", str(page)])
     assert reported.output == f"1 record; report: {page}\n", reported.output
+
+
+def _score_on(tmp_path: Path, stderr: int, *args: str) -> subprocess.Popen[bytes]:
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tracescore.cli", "score", str(source), "--out", str(tmp_path / "o.jsonl"),
+         "--judge", "offline", *args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=clean,
+    )  # fmt: skip
+
+
+def _terminal_output(tmp_path: Path, *args: str) -> str:
+    """What `tracescore score` writes to a real terminal (a pseudo-terminal as its stderr)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    # A new pseudo-terminal is 0 columns wide, and tqdm fits its bar into that: 24 rows of 80, as a window.
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        process = _score_on(tmp_path, follower, *args)
+        os.close(follower)  # the child holds its own: reading ends (EIO) once it exits
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # Linux: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert process.wait(timeout=120) == 0
+    finally:
+        os.close(leader)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+def test_a_terminal_gets_the_progress_bar_and_the_summary_and_no_progress_hides_it(tmp_path: Path) -> None:
+    shown = _terminal_output(tmp_path)
+    assert "scoring: 1rec [" in shown, shown  # the bar (no total known: the count of records scored)
+    assert "1 record (0 invalid)" in shown and "judge calls 0" in shown, shown
+    hidden = _terminal_output(tmp_path, "--no-progress")
+    assert "scoring" not in hidden and "1 record (0 invalid)" in hidden, hidden
+
+
+def test_a_pipe_gets_the_summary_without_the_progress_bar(tmp_path: Path) -> None:
+    """A CI log: the bar redrawn there is noise around the gate's lines."""
+    process = _score_on(tmp_path, subprocess.PIPE)
+    _, err = process.communicate(timeout=120)
+    logged = err.decode()
+    assert process.returncode == 0, logged
+    assert "1 record (0 invalid)" in logged and "scoring" not in logged and "rec/s" not in logged, logged

@@ -1,10 +1,14 @@
 """The shipped Prometheus rules on metrics that went through the real Collector and Prometheus: a drift on
-one route reaches a webhook through the real Alertmanager; healthy routes stay quiet."""
+one route reaches a webhook through the real Alertmanager; healthy routes stay quiet; a trace not scored
+is counted there by reason and instrumentation scope."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from deploy_stack import PrometheusStack, wait_until
+from deploy_stack import REPO, PrometheusStack, python_env, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -69,3 +73,43 @@ def test_the_rules_metric_names_are_the_ones_the_collector_exports(drifted_stack
     assert {(r["metric"]["annotator_kind"], r["metric"]["selection"]) for r in tiers["result"]} == {
         ("CODE", "none")
     }, "the score histogram names its judge tier and selection"
+
+
+# An app that sends all its spans (export_all_spans): a health check from its HTTP instrumentation's scope,
+# no RAG in it, is read and skipped as not_rag.
+_HEALTH_CHECK = """
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+import tracescore
+
+provider = TracerProvider(resource=Resource.create({"service.name": "northwind-assistant"}))
+trace.set_tracer_provider(provider)
+tracescore.init(bootstrap_servers=sys.argv[1], topic=sys.argv[2],
+                settings=tracescore.InstrumentSettings(export_all_spans=True))
+with provider.get_tracer("northwind.http").start_as_current_span("GET /healthz"):
+    pass
+tracescore.shutdown()
+"""
+
+
+def test_a_skipped_trace_reaches_prometheus_by_reason_and_scope(drifted_stack: PrometheusStack) -> None:
+    """`tracescore.spans.skipped` through the shipped metrics Collector: its scope attribute once took the
+    label the Collector's exporter sets itself (otel_scope_name), and the Collector dropped the whole metric,
+    so the dashboard's skips panel stayed empty."""
+    stack = drifted_stack
+    subprocess.run(
+        [sys.executable, "-c", _HEALTH_CHECK, stack.bootstrap, stack.topic],
+        cwd=REPO, env=python_env(), check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    skipped = 'tracescore_spans_skipped_total{tracescore_scope="northwind.http"}'
+    (series,) = wait_until(
+        "Prometheus scraped the skipped trace", lambda: stack.prometheus.query(skipped)["result"]
+    )
+    labels = series["metric"]
+    assert (labels["reason"], labels["service_name"]) == ("not_rag", "northwind-assistant"), labels
+    assert float(series["value"][1]) == 1
+    assert labels["otel_scope_name"] == "tracescore.consumer", (
+        "the exporter's own label (the meter), apart from ours"
+    )

@@ -20,6 +20,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tracescore.emit import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.model import EvaluationRecord, MetricStatus, annotator_kind
@@ -150,6 +151,36 @@ def test_records_become_annotations_on_the_scored_span(
     failed = landed["context_relevance"][0]
     assert failed["annotator_kind"] == "LLM"
     assert failed["result"] == {"label": "error", "score": None, "explanation": "error: judge timed out"}
+
+
+def test_an_annotation_posted_before_its_span_reached_phoenix_lands_when_the_span_does(
+    phoenix_server: PhoenixServer, phoenix_api: httpx2.Client
+) -> None:
+    """Through the egress Collector the app's spans may reach Phoenix after consume posted their scores
+    (docs/operating/troubleshooting.md): Phoenix keeps the annotation and attaches it once the span comes."""
+    held = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-api"}))
+    provider.add_span_processor(SimpleSpanProcessor(held))
+    with provider.get_tracer("tests").start_as_current_span("answer") as span:
+        context = span.get_span_context()
+    provider.shutdown()
+    late = SpanIds(format(context.trace_id, "032x"), format(context.span_id, "016x"))
+    with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
+        assert sink.send([_record(late)]) == 1
+    # Only now does the span reach Phoenix (until then Phoenix may not even have the project).
+    exporter = OTLPSpanExporter(endpoint=f"{phoenix_server.base_url}/v1/traces")
+    assert exporter.export(held.get_finished_spans()).name == "SUCCESS"
+    exporter.shutdown()
+
+    def attached() -> list[dict[str, Any]]:
+        # 404 until Phoenix has inserted the span's project (asynchronously, as everything it is sent)
+        response = phoenix_api.get(
+            f"/v1/projects/{PROJECT}/span_annotations", params={"span_ids": late.span_id}
+        )
+        return response.json()["data"] if response.status_code == 200 else []
+
+    (annotation,) = in_phoenix(attached, "the annotation on the late span")
+    assert (annotation["name"], annotation["result"]["score"]) == ("faithfulness", 0.5)
 
 
 def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(

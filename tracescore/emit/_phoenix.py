@@ -46,7 +46,11 @@ class PhoenixSettings(BaseSettings):
         env_prefix="TRACESCORE_PHOENIX_", frozen=True, extra="ignore", populate_by_name=True
     )
 
-    endpoint: str = Field(default="http://127.0.0.1:6006", description="Phoenix's base URL, without /v1.")
+    endpoint: str = Field(
+        default="http://127.0.0.1:6006",
+        description="Phoenix's base URL, without /v1. A command posts nothing without --phoenix-endpoint "
+        "(or its variable): this default is for `PhoenixSettings()` in code.",
+    )
     api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("TRACESCORE_PHOENIX_API_KEY", "PHOENIX_API_KEY"),
