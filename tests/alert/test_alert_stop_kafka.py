@@ -132,7 +132,7 @@ class HangingClose(LogSink):
         self.release.wait()
 
 
-def test_a_sink_whose_close_hangs_is_given_up_on_at_the_end_of_the_stop_budget(
+def test_a_sink_whose_close_hangs_is_given_up_on_within_the_stop_budget(
     bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The sinks were closed after the service's loop returned, outside every budget: one that hung held the
@@ -150,4 +150,4 @@ def test_a_sink_whose_close_hangs_is_given_up_on_at_the_end_of_the_stop_budget(
     finally:
         sink.release.set()
         thread.join(30)
-    assert "closing the sinks given up on at the end of stop_timeout_s" in caplog.text
+    assert "closing the sinks given up on within stop_timeout_s" in caplog.text

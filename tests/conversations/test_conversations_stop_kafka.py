@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from tracescore.testing.kafka_topics import input_producer, read_topic
 pytestmark = pytest.mark.kafka
 
 STOP_TIMEOUT_S = 5.0
+CLOSE_S = 1.0  # of the budget, the last second is the closes' (docs: Operating, Rebalances)
 OVERDUE_EXIT = 1  # a stop that outlived stop_timeout_s (docs: Operating, Rebalances)
 UNSAVED = "the next start reads those records again from the last commit (nothing is lost"
 
@@ -193,28 +195,33 @@ def test_a_stop_while_a_checkpoint_waits_on_a_paused_broker_exits_0_and_the_reco
     assert records == [("c-1", 0, 3)], f"{records}\n{said}"
 
 
-def test_closing_the_clients_at_a_stop_with_the_broker_paused_is_given_what_is_left_of_the_budget(
+@dataclass
+class StopSeen:
+    """What a stop asked for as the conversation's record was sent did on the service's thread."""
+
+    asked: list[float] = field(default_factory=list)  # when the stop was asked for
+    closes: list[tuple[str, float, float]] = field(default_factory=list)  # (client, when, seconds given)
+    positions: list[tuple[float, float]] = field(
+        default_factory=list
+    )  # a position call: (when, seconds given)
+
+
+def stopped_as_the_record_is_sent(
     kafka_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The stop's closing checkpoint waited on the paused broker to the end of stop_timeout_s, then the
-    clients' closes got a second past it: the first, the producer's (its sends never acknowledged), waited
-    all of that second, and each close after it 50 ms more. With the backstop 2 s past the budget, little was
-    left for the closes' own work, and a loaded machine ended the stop with it (the test above: exit 1,
-    "passed waiting on the broker (closing the clients)"). The steps before now keep closing the clients a
-    part of the budget, and each close that may wait on the broker is given a share of what is left, never
-    more. Made certain: the broker paused the moment the conversation's record is sent and the stop asked
-    for then (the checkpoint waits until its deadline for the record's acknowledgement, or the state's if the
-    broker acknowledged the record before it stopped); every client's close on the service's thread, and the
-    time it was given, recorded."""
+) -> StopSeen:
+    """The broker paused the moment the conversation's record is sent and the stop asked for then (the
+    checkpoint waits until its deadline for the record's acknowledgement, or the state's if the broker
+    acknowledged the record before it stopped); every client's close and position call on the service's
+    thread after it, and the time it was given, recorded."""
     cfg = config(
         kafka_broker.bootstrap_servers, topic_prefix, quiet_seconds=1.0, stop_timeout_s=STOP_TIMEOUT_S
     )
     service = ConversationService(cfg)
     runner = threading.Thread(target=service.run, name="test-service", daemon=True)
-    asked: list[float] = []
-    closes: list[tuple[str, float, float]] = []  # (client, when, the seconds it was given)
+    seen = StopSeen()
+    asked, closes = seen.asked, seen.closes
     real_send, real_producer_close = KafkaProducer.send, KafkaProducer.close
-    real_consumer_close = KafkaConsumer.close
+    real_consumer_close, real_position = KafkaConsumer.close, KafkaConsumer.position
 
     def send(self: KafkaProducer, topic: str, *args: Any, **kwargs: Any) -> Any:
         sent = real_send(self, topic, *args, **kwargs)  # the first to a topic waits for its metadata first
@@ -240,7 +247,13 @@ def test_closing_the_clients_at_a_stop_with_the_broker_paused_is_given_what_is_l
         )
         real_consumer_close(self, autocommit, timeout_ms)
 
+    def position(self: KafkaConsumer, partition: TopicPartition, timeout_ms: int | None = None) -> Any:
+        if asked and threading.current_thread() is runner:
+            seen.positions.append((time.monotonic(), math.inf if timeout_ms is None else timeout_ms / 1000))
+        return real_position(self, partition, timeout_ms)
+
     monkeypatch.setattr(KafkaProducer, "send", send)
+    monkeypatch.setattr(KafkaConsumer, "position", position)
     monkeypatch.setattr(KafkaProducer, "close", producer_close)
     monkeypatch.setattr(KafkaConsumer, "close", consumer_close)
     producer = input_producer(kafka_broker.bootstrap_servers, [cfg.evaluations_topic], acks="all")
@@ -257,15 +270,49 @@ def test_closing_the_clients_at_a_stop_with_the_broker_paused_is_given_what_is_l
     finally:
         os.kill(kafka_broker.process.pid, signal.SIGCONT)
     assert asked, "the conversation's record was never sent"
-    deadline = asked[0] + STOP_TIMEOUT_S  # the budget counts from stop(), called right after
-    waiting = [c for c in closes if c[0].startswith("producer") or c[0].startswith("consumer of")]
-    assert len(waiting) >= 4, closes  # two producers, a member of each stage's group
+    return seen
+
+
+def test_closing_the_clients_at_a_stop_with_the_broker_paused_is_given_what_is_left_of_the_budget(
+    kafka_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop's closing checkpoint waited on the paused broker to the end of stop_timeout_s, then the
+    clients' closes got a second past it: the first, the producer's (its sends never acknowledged), waited
+    all of that second, and each close after it 50 ms more. With the backstop 2 s past the budget, little was
+    left for the closes' own work, and a loaded machine ended the stop with it (the test above: exit 1,
+    "passed waiting on the broker (closing the clients)"). The steps before now keep closing the clients a
+    part of the budget, and each close that may wait on the broker is given a share of what is left, never
+    more."""
+    seen = stopped_as_the_record_is_sent(kafka_broker, topic_prefix, monkeypatch)
+    deadline = seen.asked[0] + STOP_TIMEOUT_S  # the budget counts from stop(), called right after
+    waiting = [c for c in seen.closes if c[0].startswith("producer") or c[0].startswith("consumer of")]
+    assert len(waiting) >= 4, seen.closes  # two producers, a member of each stage's group
     # Each given no more than what was left of the budget (when nothing was: a moment, to try); a margin
     # for the moment between taking its share and the close.
     over = [
-        (c, round(at - deadline, 2), round(s, 2)) for c, at, s in closes if s > max(0.0, deadline - at) + 0.25
+        (c, round(at - deadline, 2), round(s, 2))
+        for c, at, s in seen.closes
+        if s > max(0.0, deadline - at) + 0.25
     ]
     assert not over, f"closes given time past the stop's deadline (client, started - deadline, given): {over}"
+
+
+def test_the_closing_checkpoint_asks_no_position_past_the_steps_deadline_with_the_broker_paused(
+    kafka_broker: KafkaBroker,
+    topic_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The closing checkpoint asked the client each partition's position (where it was read to) with 100 ms
+    to wait for the broker each, whatever was left of the stop's budget: after a checkpoint that waited on a
+    paused broker to the steps' deadline, with many partitions, that took the closes' second. No position
+    call is given time past the steps' deadline; the partitions not asked are said."""
+    seen = stopped_as_the_record_is_sent(kafka_broker, topic_prefix, monkeypatch)
+    steps_deadline = seen.asked[0] + STOP_TIMEOUT_S - CLOSE_S
+    # A margin for the moment between taking what is left and the call.
+    over = [(round(at - steps_deadline, 3), s) for at, s in seen.positions if s > steps_deadline - at + 0.05]
+    assert not over, f"position calls given time past the steps' deadline (started - deadline, given): {over}"
+    assert "not asked of the client (the deadline passed): taken as far as applied" in caplog.text
 
 
 def stopping_line(service: ServiceProcess) -> str:
@@ -320,7 +367,7 @@ def hangs(monkeypatch: pytest.MonkeyPatch, cls: type) -> tuple[threading.Event, 
     return closing, release
 
 
-def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_at_the_end_of_the_stop_budget(
+def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_within_the_stop_budget(
     bootstrap: str, topic_prefix: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The grounder (its LLM judge's client) and the Phoenix sink were closed after the service's loop
@@ -342,8 +389,8 @@ def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_at_the_en
         judge_release.set()
         phoenix_release.set()
         thread.join(30)
-    assert "closing the grounder's judge client given up on at the end of stop_timeout_s" in caplog.text
-    assert "closing the Phoenix sink given up on at the end of stop_timeout_s" in caplog.text
+    assert "closing the grounder's judge client given up on within stop_timeout_s" in caplog.text
+    assert "closing the Phoenix sink given up on within stop_timeout_s" in caplog.text
 
 
 def test_a_record_its_previous_owner_sent_that_lands_after_the_restore_read_is_not_written_again(

@@ -161,12 +161,30 @@ def test_a_record_of_a_newer_tracescore_says_which_record_and_to_upgrade(
     with pytest.raises(UnreadableRecord) as never:
         read(b'{"schema_version": "1"}')
     assert never.value.detail == (
-        f"{kind} of schema_version '1', which no tracescore writes; this one reads up to {SCHEMA_VERSION}"
+        f'{kind} of schema_version "1", which no tracescore writes; this one reads up to {SCHEMA_VERSION}'
     )
     with pytest.raises(UnreadableRecord) as broken:
         read(b'{"schema_version": 1, "trace_id": 7}')
     assert broken.value.reason == "invalid_record"
     assert broken.value.detail.startswith(f"not {kind}: missing ")
+
+
+@pytest.mark.parametrize("read", [read_evaluation_record, read_conversation_record])
+@pytest.mark.parametrize("version", ["true", "1.0"])
+def test_a_record_whose_version_only_equals_1_is_one_no_tracescore_writes(
+    read: Callable[[bytes], object], version: str
+) -> None:
+    """pydantic read `schema_version: true` or `1.0` as version 1, and the record's fields were looked at as
+    if a tracescore had written it. Only the JSON integer 1 is version 1: such a record is skipped as one of
+    a version no tracescore writes, whatever its other fields."""
+    kind = "an evaluation record" if read is read_evaluation_record else "a conversation record"
+    with pytest.raises(UnreadableRecord) as raised:
+        read(b'{"schema_version": %s, "trace_id": 7}' % version.encode())
+    assert raised.value.reason == "unknown_schema_version"
+    assert raised.value.detail == (
+        f"{kind} of schema_version {version}, which no tracescore writes; this one reads up to "
+        f"{SCHEMA_VERSION}"
+    )
 
 
 def _compared_with(word: str) -> list[str]:

@@ -43,6 +43,7 @@ __all__ = ["KeyedStage"]
 
 _CHECK_TOPIC_S = 5.0  # how often the state topic is looked for (deleted while running)
 _META_REFRESH_S = 60.0  # how often every partition's output marks are written anew
+_POSITION_WAIT_MS = 100  # what a position call may wait (for the coordinator: committed offsets)
 
 
 class KeyedStage:
@@ -98,6 +99,9 @@ class KeyedStage:
         self._topic_checked = 0.0
         self._metas_written = time.monotonic()
         self._rewrite: list[Saved] = []
+        # The partitions whose position the last `positions()` did not ask of the client: the stop's deadline
+        # had passed (what this stage knows itself taken instead).
+        self.not_asked: list[int] = []
         self._reader = RestoreReader(
             connection, consumer, changelog, outputs, legacy_topic, self._stopping, restore_retries, log
         )
@@ -169,19 +173,30 @@ class KeyedStage:
 
     def positions(self) -> dict[int, int | None]:
         """Where each restored partition is read to (None: not known yet); what this stage knows itself when
-        the client cannot say (its position call asks the group's coordinator, gone with the broker)."""
+        the client cannot say (its position call asks the group's coordinator, gone with the broker) or, at a
+        stop, is not asked any more (each call may wait: none past the stop's deadline, see `not_asked`)."""
         out: dict[int, int | None] = {}
+        deadline = self._stop_deadline()
+        self.not_asked = []
         for tp in self.consumer.assignment():
             if tp in self._pending or tp.partition not in self._replay_below:
                 continue
+            left = seconds_left(deadline)
+            wait_ms = _POSITION_WAIT_MS if left is None else min(_POSITION_WAIT_MS, int(1000 * left))
+            if wait_ms <= 0:
+                self.not_asked.append(tp.partition)
+                out[tp.partition] = self._known_position(tp.partition)
+                continue
             try:
-                out[tp.partition] = self.consumer.position(tp, timeout_ms=100)
-            except KafkaError:  # at least as far as applied, or committed (never before it: a replay)
-                known = [
-                    at for at in (self._applied_to.get(tp.partition), self._committed.get(tp.partition)) if at
-                ]
-                out[tp.partition] = max(known) if known else None
+                out[tp.partition] = self.consumer.position(tp, timeout_ms=wait_ms)
+            except KafkaError:
+                out[tp.partition] = self._known_position(tp.partition)
         return out
+
+    def _known_position(self, partition: int) -> int | None:
+        # At least as far as applied, or committed (never before it: a replay).
+        known = [at for at in (self._applied_to.get(partition), self._committed.get(partition)) if at]
+        return max(known) if known else None
 
     def fully_read(self) -> bool:
         return not self._pending and caught_up(self.consumer)

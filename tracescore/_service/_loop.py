@@ -405,7 +405,7 @@ class ServiceLoop:
             try:  # no timeout of ours: on a thread, given up on at the end of its share
                 BoundedCall(close_other, what)(timeout_s=next(shares))
             except KafkaTimeoutError:
-                self.log.warning("stopping: %s given up on at the end of stop_timeout_s", what)
+                self.log.warning("stopping: %s given up on within stop_timeout_s", what)
             except Exception as exc:  # closing: said, and the other closes still run
                 self.log.warning("stopping: %s failed: %s", what, exc)
 

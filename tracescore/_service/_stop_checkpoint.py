@@ -23,9 +23,25 @@ def final_checkpoint(stage: KeyedStage, deadline: float) -> str | None:
     (None: everything was)."""
     if not stage.consumer.assignment():
         return None
+    read = stage.read_past_commit()
+    # Read before the steps below (whose commit asks again, and may find the deadline passed by then).
+    not_asked = _not_asked(stage)
+    said = [part for part in (not_asked, _checkpoint(stage, deadline, read)) if part]
+    return "; ".join(said) or None
+
+
+def _not_asked(stage: KeyedStage) -> str | None:
+    if not stage.not_asked:
+        return None
+    return (
+        f"the positions of {stage.topic}[{','.join(map(str, stage.not_asked))}] not asked of the client "
+        "(the deadline passed): taken as far as applied"
+    )
+
+
+def _checkpoint(stage: KeyedStage, deadline: float, read: list[int]) -> str | None:
     found = stage.found_outputs()
     outputs = stage.logic.outputs(found)
-    read = stage.read_past_commit()
     not_committed = (
         f"the offsets read on {stage.topic}[{','.join(map(str, read))}] not committed{{}}: {READ_AGAIN}"
     )

@@ -5,11 +5,10 @@ read by `tracescore alert` (conversation rules) and anyone downstream."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, read_versioned
+from tracescore.model._record import SCHEMA_VERSION, AnnotatorKind, SchemaVersion, read_versioned
 from tracescore.model._results import MetricStatus
 from tracescore.model._vocabulary import ConversationLabel
 
@@ -42,7 +41,7 @@ class ConversationRecord(BaseModel):
     A reader keeps, per (service_name, conversation_id, started_at, metric, judge, selection), the record of
     the highest `revision`: a turn that arrives after the conversation's record was written revises it."""
 
-    schema_version: Literal[1] = Field(
+    schema_version: SchemaVersion = Field(
         default=SCHEMA_VERSION, description="Version of this format; readers skip versions they do not know."
     )
     conversation_id: str = Field(

@@ -6,11 +6,10 @@ written whether or not the interaction was scored (sampled out, judge error), cu
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from tracescore.model._record import UnreadableRecord
+from tracescore.model._record import SchemaVersion, UnreadableRecord
 from tracescore.model._skips import ServiceSkip
 
 __all__ = ["EVIDENCE_TOPIC", "EvidenceDocument", "TurnEvidence", "read_turn_evidence"]
@@ -33,7 +32,7 @@ class EvidenceDocument(BaseModel):
 class TurnEvidence(BaseModel):
     """Versioned wire format. Add fields freely; renaming or removing one bumps `schema_version`."""
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = 1
     trace_id: str = Field(description="The turn's trace id.")
     span_id: str = Field(description="The interaction's span id (the scored span of its records).")
     service_name: str

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
 
 from tracescore.model._history import HISTORY_TURNS_KEPT, ConversationSource
 from tracescore.model._results import MetricStatus, Usage
@@ -29,6 +29,17 @@ SCHEMA_VERSION = 1
 EVALUATIONS_TOPIC = "tracescore.evaluations"
 
 AnnotatorKind = Literal["LLM", "CODE"]
+
+
+def _written_as_int(version: object) -> object:
+    # pydantic reads `true` and `1.0` as the literal 1: no tracescore writes either.
+    if type(version) is not int:
+        raise ValueError("not an integer")
+    return version
+
+
+# The `schema_version` field of the versioned records: the JSON integer 1, nothing equal to it.
+SchemaVersion = Annotated[Literal[1], BeforeValidator(_written_as_int)]
 _Versioned = TypeVar("_Versioned", bound=BaseModel)
 # The deterministic judge's name: the `judge` of its records, and `--judge offline`.
 OFFLINE_JUDGE = "offline"
@@ -43,7 +54,7 @@ def annotator_kind(judge_name: str) -> AnnotatorKind:
 class EvaluationRecord(BaseModel):
     """Versioned wire format. Add fields freely; renaming or removing one bumps `schema_version`."""
 
-    schema_version: Literal[1] = Field(
+    schema_version: SchemaVersion = Field(
         default=SCHEMA_VERSION, description="Version of this format; readers skip versions they do not know."
     )
     trace_id: str = Field(description="Scored span's trace id, 32 lowercase hex chars (as in OTLP JSON).")
@@ -199,7 +210,7 @@ def read_versioned(model: type[_Versioned], kind: str, value: bytes | None) -> _
         record = model.model_validate_json(value or b"")
     except ValidationError as exc:
         version = _claimed_version(value)
-        if version is not None and version != SCHEMA_VERSION:
+        if version is not None and not (type(version) is int and version == SCHEMA_VERSION):
             detail = _version_detail(kind, version)
             raise UnreadableRecord(ServiceSkip.UNKNOWN_SCHEMA_VERSION, detail) from None
         raise UnreadableRecord(ServiceSkip.INVALID_RECORD, _problems(kind, exc)) from None
@@ -224,7 +235,7 @@ def _version_detail(kind: str, version: object) -> str:
             f"{kind} of schema_version {version}, written by a newer tracescore; this one reads up to "
             f"{SCHEMA_VERSION}: upgrade tracescore to read it"
         )
-    said = "without a schema_version" if version is None else f"of schema_version {version!r}"
+    said = "without a schema_version" if version is None else f"of schema_version {json.dumps(version)}"
     return f"{kind} {said}, which no tracescore writes; this one reads up to {SCHEMA_VERSION}"
 
 
