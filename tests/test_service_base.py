@@ -42,6 +42,7 @@ from tracescore._service._bounded import poll_or_nothing
 from tracescore._service._found import FoundOutputs
 from tracescore._service._group_check import GroupCheck
 from tracescore._service._keyed import KeyedStage
+from tracescore._service._outputs import close_shares
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic
 
@@ -383,6 +384,16 @@ def test_a_stop_budget_is_shared_by_its_steps_and_names_what_a_step_waits_on() -
     assert budget.waiting_on == "the broker"
     now[0] += 60.0
     assert budget.until(10.0) == 0.0
+
+
+def test_closes_share_what_is_left_of_the_stop_so_the_first_to_wait_does_not_take_the_others_time() -> None:
+    deadline = time.monotonic() + 3.0
+    shares = close_shares(deadline, 3)
+    assert 0.9 < next(shares) <= 1.0, "a third of what is left"
+    assert 1.4 < next(shares) <= 1.5, "the first returned at once: half of what is left"
+    time.sleep(0.3)
+    assert 2.5 < next(shares) < 2.71, "the last takes all that is left"
+    assert min(close_shares(time.monotonic() - 1.0, 2)) > 0, "a deadline passed still gives each close a try"
 
 
 def test_a_poll_the_broker_does_not_answer_is_an_empty_one_and_a_lasting_error_is_raised() -> None:

@@ -31,7 +31,7 @@ from tracescore._kafka import (
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall, ClosedAtStop
 from tracescore._service._codec import StateCodec, StateRecord, UnreadableState
-from tracescore._service._outputs import delivered, seconds_left
+from tracescore._service._outputs import close_shares, delivered
 
 __all__ = ["META_KEY", "META_SAVED", "Changelog", "ChangelogError", "PartitionMeta", "PartitionState"]
 
@@ -250,15 +250,16 @@ class Changelog:
         )
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Every client closed within `timeout_s`, all of them together."""
-        close_by = time.monotonic() + timeout_s
+        """Every client closed within `timeout_s`, all of them together, each that may wait with an even share
+        of what is left as it starts."""
+        shares = close_shares(time.monotonic() + timeout_s, 2)
         with self._guard:
             self._closed = True
             old_look = self._old_look
         closes = (
             old_look.close if old_look is not None else lambda: None,  # at once: a look under way fails
-            lambda: self._producer.close(timeout=seconds_left(close_by) or 0.0),
-            lambda: self._probe.close(timeout_ms=int(1000 * (seconds_left(close_by) or 0.0))),
+            lambda: self._producer.close(timeout=next(shares)),
+            lambda: self._probe.close(timeout_ms=int(1000 * next(shares))),
         )
         for close in closes:
             try:

@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,7 +40,7 @@ from tracescore._service._crash import crash_point
 from tracescore._service._group_check import GroupCheck, GroupLook, client_id
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic
-from tracescore._service._outputs import OutputLog, seconds_left
+from tracescore._service._outputs import OutputLog, close_shares
 from tracescore._service._rekey import Forward, RekeyStage
 from tracescore._service._stop_checkpoint import final_checkpoint, restore_given_up
 
@@ -50,7 +50,6 @@ _POLL_MS = 200
 # Of the stop's budget, kept for closing every client (a quarter of a shorter budget): the steps before give
 # up that much earlier, so a broker that does not answer costs the closes their share, never the backstop's.
 _CLOSE_S = 1.0
-_CLOSE_MIN_S = 0.05  # a client's close given no time at all (the steps before overran) still tries
 _SAVE_RESERVE_S = 5.0  # of the stop's budget, kept from deliveries for the closing checkpoint (half at most)
 _OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
 OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
@@ -396,7 +395,7 @@ class ServiceLoop:
             self._outputs.close,
             self._changelog.close,
         )
-        shares = _shares(deadline, len(waiting) + len(self._also_close))
+        shares = close_shares(deadline, len(waiting) + len(self._also_close))
         for close in at_once:
             self._close_client(close)
         for wait in waiting:
@@ -414,14 +413,6 @@ class ServiceLoop:
             close()
         except KafkaError as exc:  # the broker not answering: what was not done is said already
             self.log.debug("closing a client: %s", exc)
-
-
-def _shares(deadline: float, count: int) -> Iterator[float]:
-    """`count` waits' timeouts, one after another: each an even share of what is left until `deadline`
-    (time.monotonic) when it is taken, so what one leaves unused is shared by those after it; never below
-    _CLOSE_MIN_S."""
-    for n in range(count, 0, -1):
-        yield max(_CLOSE_MIN_S, (seconds_left(deadline) or 0.0) / n)
 
 
 class LoopService:

@@ -111,6 +111,18 @@ def seconds_left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+_CLOSE_MIN_S = 0.05  # a client's close given no time at all (the steps before overran) still tries
+
+
+def close_shares(deadline: float, count: int) -> Iterator[float]:
+    """`count` closes' timeouts, one after another: each an even share of what is left until `deadline`
+    (time.monotonic) when it is taken, so what one leaves unused is shared by those after it; never below
+    _CLOSE_MIN_S. kafka-python's producer waits its whole timeout for sends not acknowledged: the first
+    close to wait on a broker that does not answer must not take the others' time."""
+    for n in range(count, 0, -1):
+        yield max(_CLOSE_MIN_S, (seconds_left(deadline) or 0.0) / n)
+
+
 class OutputLog:
     """Sends a stage's outputs and finds them again after a crash."""
 
