@@ -4,11 +4,17 @@ it fits Kafka's default metadata limit whatever it holds."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
+from kafka import TopicPartition
+from kafka.structs import OffsetAndMetadata
 
+from tracescore.consume import ConsumerSettings, TraceAssembler
+from tracescore.consume._checkpoint import Checkpoint
 from tracescore.consume._handover import Handover, TraceFilter
+from tracescore.consume._rebalance import Rebalance
 
 KAFKA_METADATA_LIMIT = 4096  # offset.metadata.max.bytes, the broker's default
 
@@ -88,3 +94,30 @@ def test_a_later_member_that_read_past_an_earlier_handover_drops_it() -> None:
     later = Handover.build(30, ["mine"], earlier)
     assert later is not None and len(later.segments) == 1
     assert later.keeps(25, "mine") and not later.keeps(25, "theirs")
+
+
+def test_a_handover_of_another_version_is_not_used_and_what_follows_the_offset_is_read_as_new(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Members of two tracescore versions in one group (a rolling upgrade): a committed offset whose handover
+    is of a version this member does not read leaves it nothing to skip by, so every message after the offset
+    is read as new (a trace may be scored twice, none is lost), said in one warning."""
+    checkpoint = Checkpoint(TraceAssembler(), commit_interval_s=5.0)
+    rebalance = Rebalance(
+        ConsumerSettings(),
+        checkpoint,
+        TraceAssembler(),
+        judging=None,
+        consumer=lambda: None,  # type: ignore[arg-type]
+    )
+    ours, other = TopicPartition("spans", 0), TopicPartition("spans", 1)
+    handover = Handover.build(100, ["a"], None)
+    assert handover is not None
+    rebalance._take_handover(ours, OffsetAndMetadata(40, handover.encode(), -1))
+    newer = handover.encode().replace('"tracescore_handover":1', '"tracescore_handover":2')
+    with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
+        rebalance._take_handover(other, OffsetAndMetadata(40, newer, -1))
+    assert list(checkpoint.handovers) == [ours]
+    [warning] = caplog.records
+    assert "handover version 2, not 1" in warning.getMessage()
+    assert "every message after it is read as new" in warning.getMessage()

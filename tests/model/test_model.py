@@ -83,6 +83,18 @@ def test_an_old_record_without_user_id_reads_with_none() -> None:
     assert read_evaluation_record(json.dumps({**old, "user_id": "u-7"}).encode()).user_id == "u-7"
 
 
+def test_a_field_a_newer_tracescore_added_within_the_schema_version_is_ignored() -> None:
+    """Fields are additive within a schema_version: an older reader (alert, conversations, tail) reads a
+    record a newer consume wrote with a field it does not know, without it (docs/operating/upgrading.md)."""
+    row = {
+        "schema_version": 1, "trace_id": "a" * 32, "span_id": "b" * 16, "service_name": "rag",
+        "route": "/ask", "metric": "faithfulness", "score": 1.0, "label": None, "status": "ok",
+        "judge": "offline", "timestamp": datetime.now(UTC).isoformat(),
+    }  # fmt: skip
+    record = read_evaluation_record(json.dumps({**row, "a_field_of_tomorrow": {"x": 1}}).encode())
+    assert record == read_evaluation_record(json.dumps(row).encode())
+
+
 def test_where_a_records_conversation_came_from_reads_as_one_of_the_models_words() -> None:
     """conversation_source is a ConversationSource, written back in the same words; a word this version does
     not know is an invalid record that names the field, not a string passed on to every reader."""
