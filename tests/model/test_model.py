@@ -29,6 +29,7 @@ from tracescore.model import (
     annotator_kind,
     read_conversation_record,
     read_evaluation_record,
+    read_turn_evidence,
 )
 
 # Paths code was written against before the model was these types' one home: (old package, name, home).
@@ -155,14 +156,18 @@ def test_a_record_must_say_its_schema_version() -> None:
         read_evaluation_record(json.dumps(unversioned).encode())
 
 
-@pytest.mark.parametrize("read", [read_evaluation_record, read_conversation_record])
+@pytest.mark.parametrize("read", [read_evaluation_record, read_conversation_record, read_turn_evidence])
 def test_a_record_of_a_newer_tracescore_says_which_record_and_to_upgrade(
     read: Callable[[bytes], object],
 ) -> None:
     """A conversation record of a future schema version was explained as an evaluation record's version was
     (both formats share SCHEMA_VERSION), in words that asked nothing of the reader: the detail names the
     kind of record read, its version, what this tracescore reads, and to upgrade."""
-    kind = "an evaluation record" if read is read_evaluation_record else "a conversation record"
+    kind = {
+        read_evaluation_record: "an evaluation record",
+        read_conversation_record: "a conversation record",
+        read_turn_evidence: "a turn's documents (evidence)",
+    }[read]
     with pytest.raises(UnreadableRecord) as newer:
         read(b'{"schema_version": 2, "and": "fields of its own"}')
     assert newer.value.reason == "unknown_schema_version"
@@ -189,7 +194,11 @@ def test_a_record_whose_version_only_equals_1_is_one_no_tracescore_writes(
     """pydantic read `schema_version: true` or `1.0` as version 1, and the record's fields were looked at as
     if a tracescore had written it. Only the JSON integer 1 is version 1: such a record is skipped as one of
     a version no tracescore writes, whatever its other fields."""
-    kind = "an evaluation record" if read is read_evaluation_record else "a conversation record"
+    kind = {
+        read_evaluation_record: "an evaluation record",
+        read_conversation_record: "a conversation record",
+        read_turn_evidence: "a turn's documents (evidence)",
+    }[read]
     with pytest.raises(UnreadableRecord) as raised:
         read(b'{"schema_version": %s, "trace_id": 7}' % version.encode())
     assert raised.value.reason == "unknown_schema_version"

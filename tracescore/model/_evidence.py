@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from tracescore.model._record import SchemaVersion, UnreadableRecord
-from tracescore.model._skips import ServiceSkip
+from tracescore.model._record import SchemaVersion, read_versioned
 
 __all__ = ["EVIDENCE_TOPIC", "EvidenceDocument", "TurnEvidence", "read_turn_evidence"]
 
@@ -55,11 +54,6 @@ class TurnEvidence(BaseModel):
 
 
 def read_turn_evidence(value: bytes | None) -> TurnEvidence:
-    """The evidence in a Kafka message's value, or UnreadableRecord (`invalid_record` with why)."""
-    try:
-        return TurnEvidence.model_validate_json(value or b"")
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        detail = f"not turn evidence: {where}: {first['msg']}"[:200]
-        raise UnreadableRecord(ServiceSkip.INVALID_RECORD, detail) from None
+    """The evidence in a Kafka message's value, or UnreadableRecord: of a version this one does not read, it
+    says so (a newer tracescore wrote it: upgrade), as the records do."""
+    return read_versioned(TurnEvidence, "a turn's documents (evidence)", value)
