@@ -25,6 +25,10 @@ def _shell(block: str, cwd: Path, venv: Path) -> None:
     """A block run as a person pastes it into a shell whose virtualenv is active."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_", "TRACESCORE_"))}
     env |= {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+    # Not what is checked here: the bytecode of every package installed (an eighth of pip's CPU; Python
+    # compiles what it imports). PIP_COMPILE=0, not PIP_NO_COMPILE=1: pip reads its --no-* options' variables
+    # inverted ("falsy values have to be used"), so PIP_NO_COMPILE=1 would still compile.
+    env["PIP_COMPILE"] = "0"
     done = subprocess.run(
         ["bash", "-e", "-c", block],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False,

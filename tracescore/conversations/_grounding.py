@@ -57,6 +57,7 @@ Tier = tuple[str, str, str | None]  # (metric, judge, selection)
 # The record's details key this service writes: a record carrying it is a grounding revision read back.
 GROUNDING_DETAIL = "earlier_turns"
 _TURN_CHARS = 1_000  # what a held turn costs besides its texts, in characters
+_STALE_QUEUED = 1_000  # stale recheck entries tolerated beyond twice the marked before a rebuild
 _METRIC = FAITHFULNESS
 # A held record's claims, cut to fit: their texts share this many characters (the re-keyed message stays
 # far below Kafka's limit whatever the answer's length), each text at least `_MIN_TEXT`.
@@ -153,6 +154,9 @@ class GroundingStore:
         self._rechecks: set[Key] = set()
         self._place: dict[Key, int] = {}
         self._places = count()
+        # The marked ones by place, (place, key): an entry whose key is no longer marked or was placed again
+        # since is dropped when met (a tick took the first marked by a pass over all marked: 100,000).
+        self._queue: list[tuple[int, Key]] = []
 
     def __len__(self) -> int:
         return len(self._held)
@@ -174,12 +178,24 @@ class GroundingStore:
     def recheck(self, held: Held) -> None:
         """Look at `held`'s checks again at the next tick (something changed)."""
         self._rechecks.add(held.key)
+        heapq.heappush(self._queue, (self._place[held.key], held.key))
+        if len(self._queue) > 2 * len(self._rechecks) + _STALE_QUEUED:
+            self._requeue()
 
     def rechecks(self, most: int) -> list[Held]:
         """The first `most` conversations to look at again, least recently changed first; no longer marked."""
-        first = heapq.nsmallest(most, self._rechecks, key=self._place.__getitem__)
-        self._rechecks.difference_update(first)
+        first: list[Key] = []
+        while self._queue and len(first) < most:
+            place, key = heapq.heappop(self._queue)
+            if key in self._rechecks and self._place.get(key) == place:
+                self._rechecks.discard(key)
+                first.append(key)
         return [self._held[key] for key in first]
+
+    def _requeue(self) -> None:
+        """The queue rebuilt from the marked ones: its stale entries dropped, or every key placed again."""
+        self._queue = [(self._place[key], key) for key in self._rechecks]
+        heapq.heapify(self._queue)
 
     # -- apply ------------------------------------------------------------------------------------------
     def evidence(self, evidence: TurnEvidence, partition: int, offset: int, arrival_ms: int) -> None:
@@ -254,9 +270,9 @@ class GroundingStore:
     def _changed(self, held: Held, turn: TurnState, offset: int, arrival_ms: int) -> None:
         turn.arrival_ms = max(turn.arrival_ms, arrival_ms)
         held.last_arrival_ms = max(held.last_arrival_ms, arrival_ms)
-        self.recheck(held)
         self._held.move_to_end(held.key)
         self._place[held.key] = next(self._places)
+        self.recheck(held)  # queued at its new place
         self._save[turn.key] = (held.partition, turn)
         self._unsaved_from[held.partition] = min(self._unsaved_from.get(held.partition, offset), offset)
         self._fit(held)
@@ -312,6 +328,7 @@ class GroundingStore:
             self._held = OrderedDict(sorted(self._held.items(), key=lambda item: item[1].last_arrival_ms))
             self._place = {key: next(self._places) for key in self._held}
             self._unsorted = False
+            self._requeue()
         out = []
         for held in self._held.values():
             if now_of(held.partition) - held.last_arrival_ms < forget_ms:

@@ -11,7 +11,6 @@ oldest change not saved yet.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections import Counter
@@ -34,6 +33,7 @@ from tracescore.conversations._stored import (
     decode_key,
     encode_key,
     from_legacy,
+    json_bytes,
 )
 from tracescore.conversations._tracker import ConversationTracker, Key
 from tracescore.emit import EVALUATION_SPANS_HEADER, conversation_span
@@ -58,7 +58,7 @@ EVIDENCE_HEADER = "tracescore.turn.evidence"
 def output_id(conversation: Conversation, tier: Tier, revision: int) -> str:
     """The identity of one revision of one conversation's record (its header on the conversations topic)."""
     identity = [conversation.service, conversation.conversation_id, conversation.started_ms, *tier, revision]
-    return hashlib.blake2b(json.dumps(identity, ensure_ascii=False).encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b(json_bytes(identity), digest_size=16).hexdigest()
 
 
 @dataclass
@@ -203,7 +203,9 @@ class ConversationLogic:
             def seen(tier: Tier, revision: int, c: Conversation = conversation) -> str | None:
                 return found.get(output_id(c, tier, revision))
 
-            for tier, record, digest in conversation.due(self.config.confidence, self._now, seen):
+            # Nothing found on the topic (no crash came between a write and its state): no identity to ask.
+            asked = seen if found else None
+            for tier, record, digest in conversation.due(self.config.confidence, self._now, asked):
                 out.extend(self._outputs_of(conversation, tier, record, digest))
         if self.grounder is not None:
             out.extend(self.grounder.outputs(found, self.config.evaluations_topic))

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from statistics import NormalDist
 
 from tracescore._plural import counted
@@ -37,10 +38,16 @@ _REV, _STATUS, _SCORE, _LABEL, _REASON, _AT = range(6)
 _REASON_CHARS = 300  # kept of a turn's reason, for the worst turn; only for turns that did not pass
 
 
+@cache
+def _z(confidence: float) -> float:
+    """The normal quantile of a two-sided `confidence` (one configured value: once, not per record)."""
+    return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+
+
 def wilson(passed: int, n: int, confidence: float) -> tuple[float, float]:
     """The Wilson score interval of a share `passed / n` (two-sided `confidence`): sound on the few turns
     of a conversation, where the normal approximation leaves 0..1."""
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    z = _z(confidence)
     share = passed / n
     centre = (share + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)

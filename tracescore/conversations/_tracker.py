@@ -39,6 +39,7 @@ class ConversationTracker:
         self._unsaved = ByTime(lambda c: c.dirty_since_ms if c.dirty_from is not None else None)
         self._floors = ByTime(lambda c: c.dirty_from)
         self._indexes = (self._undecided, self._quiet, self._unsaved, self._floors)
+        self._none: list[int | None] = [None] * len(self._indexes)
         self.counts: Counter[ConversationSkip] = Counter()
 
     def __len__(self) -> int:
@@ -90,7 +91,10 @@ class ConversationTracker:
             )
             self._placed(key)
             self._partitions.add(partition, key)
-        past_cap, before = conversation.past_cap, self._times(conversation)
+            before = self._none  # a new conversation is in no index yet (not pending, nothing unsaved)
+        else:
+            before = self._times(conversation)
+        past_cap = conversation.past_cap
         if conversation.apply(record, offset, arrival_ms, self.config.max_turns):
             self._held.move_to_end(key)
             self._placed(key)
@@ -104,7 +108,7 @@ class ConversationTracker:
             if kept is conversation:
                 self._placed(kept.key)
                 self._partitions.add(kept.partition, kept.key)
-                self._changed(kept, [None] * len(self._indexes))
+                self._changed(kept, self._none)
             self._unsorted = True
 
     def _in_order(self) -> OrderedDict[Key, Conversation]:
