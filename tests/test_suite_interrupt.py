@@ -78,3 +78,75 @@ def test_sigterm_ends_the_run_like_ctrl_c_and_leaves_no_process_behind(tmp_path:
         for pid in pids:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+SHARED = textwrap.dedent(
+    """
+    import os, time
+    from pathlib import Path
+
+    import pytest
+
+
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_on_the_broker(bootstrap, n):
+        Path(os.environ["PIDS_FILE"]).with_suffix(f".{n}").write_text(f"{os.getpid()} {bootstrap}")
+        time.sleep(600)
+    """
+)
+
+
+def _brokers_under(pid: int) -> dict[int, int]:
+    """The Kafka brokers descended from process `pid`: broker's pid -> its parent's."""
+    parents, brokers = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if b"kafka.Kafka" in (stat.parent / "cmdline").read_bytes().split(b"\0"):
+                brokers[int(stat.parent.name)] = parents[int(stat.parent.name)]
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
+    below = {}
+    for broker, parent in brokers.items():
+        up = broker
+        while up in parents and up != pid:
+            up = parents[up]
+        if up == pid:
+            below[broker] = parent
+    return below
+
+
+def test_the_workers_share_one_broker_the_controller_stops_at_sigterm(tmp_path: Path) -> None:
+    """Every xdist worker's tests get the run's one broker, started by the controller (not one JVM a worker,
+    each idling to the run's end), which stops it when the run ends, here by SIGTERM."""
+    suite = own_suite(tmp_path, SHARED)
+    pids_file = tmp_path / "pids"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", str(suite)],
+        cwd=tmp_path,
+        env={**os.environ, "PIDS_FILE": str(pids_file)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    brokers: dict[int, int] = {}
+    try:
+        seen = [pids_file.with_suffix(f".{n}") for n in (1, 2)]
+        wait_until(lambda: all(file.exists() and file.read_text() for file in seen), "both tests to start")
+        (worker_1, address_1), (worker_2, address_2) = (file.read_text().split() for file in seen)
+        assert worker_1 != worker_2, "the two tests ran on one worker"
+        assert address_1 == address_2, "each worker got a broker of its own"
+        brokers = _brokers_under(run.pid)
+        assert list(brokers.values()) == [run.pid], f"not one broker, the controller's: {brokers}"
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=120)
+        assert run.returncode == pytest.ExitCode.INTERRUPTED, output
+        left = [pid for pid in brokers if _alive(pid)]
+        assert not left, f"the shared broker still running after pytest ended: {left}\n{output}"
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+        for pid in brokers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
