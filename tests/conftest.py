@@ -5,11 +5,11 @@ people).
 so a session fixture is started once per worker that needs it.
 
 - `kafka_broker` / `bootstrap`: the run's real Apache Kafka 4.x broker, shared by every test of every
-  worker at once: one JVM for the run, not one idling on each worker. The xdist controller (the process that
-  runs no test) starts it when a worker first asks for it and stops it at the run's end, Ctrl-C or SIGTERM
-  included (`_ControllerBroker`); without xdist the session starts its own. Tests keep apart by topic and group
-  names (`topic_prefix`), never by a broker of their own, and never look at what is broker-wide (every
-  topic, every group): seven other workers' tests are on it too.
+  worker at once: one JVM for the run, not one idling on each worker. The xdist controller (the process
+  that runs no test) starts it when a worker first asks for it and stops it at the run's end, Ctrl-C or
+  SIGTERM included (`_ControllerBroker`); without xdist the session starts its own. Tests keep apart by
+  topic and group names (`topic_prefix`), never by a broker of their own, and never look at what is
+  broker-wide (every topic, every group): the other workers' tests are on it too.
 - `own_broker`: a broker for one test alone. Ask for it when the test stops, restarts, kills or pauses the
   broker, or changes its configuration: the shared one is only an address (`SharedKafkaBroker`), whose
   process no test can reach.
@@ -220,7 +220,8 @@ class _ControllerBroker:
 
 
 def _asked(path: str) -> SharedKafkaBroker:
-    """A worker's shared broker, asked of the controller (`_ControllerBroker`): it starts it at the first ask."""
+    """A worker's shared broker, asked of the controller (`_ControllerBroker`), which starts it at the first
+    ask."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as ask:
         ask.connect(path)
         answer = b"".join(iter(lambda: ask.recv(4096), b""))
