@@ -58,7 +58,7 @@ alertmanager:
 # the example app) compiled tracescore from source (a sixth of its import's CPU).
 
 # pytest's parallel workers (pytest-xdist). The tests mostly wait (on brokers, services, idle timeouts), so
-# more workers than CI's two cores pay; each worker starts its own broker (cheap since the class archive).
+# more workers than CI's two cores pay; they share one broker that the xdist controller runs.
 # Six ran 504-530 s of pytest against 710 with four (the same CPU-seconds), eight 458 s (the long Kafka tests
 # leave cores idle while they wait on group joins and stop budgets). The one failure seen at six was a test's
 # premise: kill(SIGSTOP) returns before every thread of a broker has stopped, and under load a "paused" broker

@@ -10,14 +10,20 @@ records:
   /proc's parent links): those that ended and were reaped during the test (`getrusage(RUSAGE_CHILDREN)`, which
   includes their own reaped children), plus those still running at the end of the test that began during it
   (read from /proc/<pid>/stat), less what an earlier test was already charged for them;
-- `held`: the CPU during the test of processes that outlived the test that started them (the worker's
-  session broker, Phoenix, a module's services): charged to their own line (`held_processes`, with the test
-  that started them and their command), not to the tests, so one broker start is not one test's cost.
+- `held`: the CPU during the test of processes that outlived the test that started them (Phoenix, a
+  module's services, the session broker of a run without xdist): charged to their own line
+  (`held_processes`, with the test that started them and their command), not to the tests, so one broker
+  start is not one test's cost.
 
 It also records the worker's start-up (`startup`: the interpreter, pytest and plugins, up to configure) and
-its collection (`collection`). One JSON per process into the folder (`<worker id>.json`, written at its
-end); `python tests/_cpu_plugin.py <folder>` ranks them: by folder, by module, by test, and the held
-processes. The /proc scans are taken outside the `self` readings, so the measurement's own cost is not a
+its collection (`collection`). The xdist controller runs no test, but the run's shared broker is its child
+(tests/conftest.py): at its session's end it records the processes it still runs (the broker's JVM) and
+the CPU of those it started and ended during the run (the broker's storage format) as held lines of its own.
+One JSON per process into the folder (`<worker id>.json`, written at its end); `python tests/_cpu_plugin.py
+<folder>` ranks them: by folder, by module, by test, and the held processes. Only the run itself writes: the
+folder reaches its workers in `workerinput`, and the variable is taken out of the environment, so a pytest
+run a test starts (tests/test_suite_interrupt.py) is that test's CPU, not a run of its own writing over the
+workers' files. The /proc scans are taken outside the `self` readings, so the measurement's own cost is not a
 test's. Known gaps: a process that leaves the tree (a double fork re-parented to init) is not seen; a
 grandchild charged while running and reaped later by its parent is counted again with its parent.
 """
@@ -101,6 +107,9 @@ class _Recorder:
     held: dict[tuple[int, int], dict[str, object]] = field(default_factory=dict)
     startup: float = 0.0
     collection: float = 0.0
+    # The controller's: its reaped children's CPU at configure, and its workers (not its own processes).
+    reaped_at_start: float = 0.0
+    workers: set[int] = field(default_factory=set)
 
     def test(self, nodeid: str) -> Iterator[None]:
         before = _descendants(os.getpid())
@@ -141,6 +150,33 @@ class _Recorder:
             }
         )
 
+    def controller_held(self) -> None:
+        """The controller's own processes, read before its workers end and are reaped: those it still runs
+        (the shared broker; not the workers and theirs) and the CPU of those it ran and reaped meanwhile (the
+        broker's storage format)."""
+        procs = _descendants(os.getpid())
+        parents = {pid: proc.ppid for (pid, _), proc in procs.items()}
+
+        def a_workers(pid: int) -> bool:
+            while pid in parents:
+                if pid in self.workers:
+                    return True
+                pid = parents[pid]
+            return False
+
+        for key, proc in procs.items():
+            if not a_workers(key[0]):
+                self.held[key] = self._line(key[0], proc.cpu)
+        reaped = _cpu(resource.getrusage(resource.RUSAGE_CHILDREN)) - self.reaped_at_start
+        self.held[(0, 0)] = {
+            **self._line(0, round(reaped, 3)),
+            "command": "its processes ended during the run",
+        }
+
+    @staticmethod
+    def _line(pid: int, cpu: float) -> dict[str, object]:
+        return {"pid": pid, "command": _command(pid), "started_in": "the xdist controller", "cpu": cpu}
+
     def write(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         report = {
@@ -157,16 +193,43 @@ class _Recorder:
 
 
 _RECORDER = pytest.StashKey[_Recorder]()
+_INPUT = "tracescore_test_cpu"  # the workerinput key: the folder
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    folder = os.environ.get(ENV)
+    worker_input = getattr(config, "workerinput", None)
+    folder = worker_input.get(_INPUT) if worker_input is not None else os.environ.pop(ENV, None)
     if folder:
         recorder = _Recorder(Path(folder))
-        if "PYTEST_XDIST_WORKER" not in os.environ and getattr(config.option, "numprocesses", None):
+        if worker_input is None and getattr(config.option, "numprocesses", None):
             recorder.worker = "controller"  # runs no test; its reaped children are the workers, counted apart
         recorder.startup = _cpu(resource.getrusage(resource.RUSAGE_SELF))
+        recorder.reaped_at_start = _cpu(resource.getrusage(resource.RUSAGE_CHILDREN))
         config.stash[_RECORDER] = recorder
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """xdist's controller, setting up a worker: the folder it writes into."""
+    recorder = node.config.stash.get(_RECORDER, None)  # type: ignore[attr-defined]
+    if recorder is not None:
+        node.workerinput[_INPUT] = str(recorder.folder)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodeready(node: object) -> None:
+    """xdist's controller, a worker ready: its children so far are its workers (each ready before any test is
+    handed out, so before any asks for the shared broker)."""
+    recorder = node.config.stash.get(_RECORDER, None)  # type: ignore[attr-defined]
+    if recorder is not None:
+        recorder.workers.update(pid for pid, proc in _processes().items() if proc.ppid == os.getpid())
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's (it ends the workers)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    recorder = session.config.stash.get(_RECORDER, None)
+    if recorder is not None and recorder.worker == "controller":
+        recorder.controller_held()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -233,7 +296,12 @@ def _rank(folder: Path, top: int) -> None:
     held = [proc for report in reports for proc in report["held_processes"]]
     held_total = sum(proc["cpu"] for proc in held)
     totals = sum(
-        report["self_total"] + (report["children_total"] if report["worker"] != "controller" else 0.0)
+        report["self_total"]
+        + (
+            report["children_total"]
+            if report["worker"] != "controller"
+            else sum(proc["cpu"] for proc in report["held_processes"])
+        )
         for report in reports
     )
     print(

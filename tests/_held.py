@@ -39,7 +39,7 @@ def held(request: pytest.FixtureRequest, start: Callable[[ExitStack], T]) -> T:
             else:
                 _held[name] = (value, starting.pop_all())
         # At the session's end (the last test, an interrupted run): before the session fixtures it uses (the
-        # worker's broker), which were set up before it, so their finalizers run after this one.
+        # session's broker), which were set up before it, so their finalizers run after this one.
         request.session.addfinalizer(lambda: _release(name))
     found = _held[name][0]
     if isinstance(found, Exception):

@@ -1,13 +1,18 @@
 """Shared fixtures and how the suite runs in parallel (docs/contributing/index.md, Development, says it for
 people).
 
-`make test` runs pytest with xdist workers (`-n 4 --dist loadgroup`): each worker is its own pytest session,
+`make test` runs pytest with xdist workers (`-n 8 --dist loadgroup`): each worker is its own pytest session,
 so a session fixture is started once per worker that needs it.
 
-- `kafka_broker` / `bootstrap`: the worker's real Apache Kafka 4.x broker, shared by every test on that
-  worker. Tests keep apart by topic and group names (`topic_prefix`), never by a broker of their own.
-- `own_broker`: a broker for one test alone. Ask for it when the test stops, restarts or kills the broker,
-  or changes its configuration; never stop the shared one.
+- `kafka_broker` / `bootstrap`: the run's real Apache Kafka 4.x broker, shared by every test of every
+  worker at once: one JVM for the run, not one idling on each worker. The xdist controller (the process
+  that runs no test) starts it when a worker first asks for it and stops it at the run's end, Ctrl-C or
+  SIGTERM included (`_ControllerBroker`); without xdist the session starts its own. Tests keep apart by
+  topic and group names (`topic_prefix`), never by a broker of their own, and never look at what is
+  broker-wide (every topic, every group): the other workers' tests are on it too.
+- `own_broker`: a broker for one test alone. Ask for it when the test stops, restarts, kills or pauses the
+  broker, or changes its configuration: the shared one is only an address (`SharedKafkaBroker`), whose
+  process no test can reach.
 - `closed_port`: a loopback port nothing listens on (a server that is down) for the whole test: held, so
   no other worker's server takes it meanwhile (a port found free and let go may be taken).
 - `phoenix_server`: a real Arize Phoenix. Expensive to start, so every test that uses it runs on one worker
@@ -24,11 +29,17 @@ tests, which go in this order.)
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shutil
 import signal
+import socket
+import tempfile
 import threading
 import uuid
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -37,7 +48,7 @@ from _held import held, release_unused
 from _helpers import end_started_processes
 
 from tracescore import testing
-from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_broker import KafkaBroker, KafkaUnavailable
 from tracescore.testing.phoenix import PhoenixServer
 
 pytest_plugins = ("_cpu_plugin",)  # per-test CPU, when TRACESCORE_TEST_CPU is set: tests/_cpu_plugin.py
@@ -88,7 +99,10 @@ def pytest_configure(config: pytest.Config) -> None:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends pytest at once
         if config.pluginmanager.has_plugin("dsession"):
-            for pid in _children():
+            # The workers, not the shared broker: the workers' teardown still talks to it; it stops after
+            # them (pytest_unconfigure).
+            shared = config.stash.get(_SHARED, None)
+            for pid in set(_children()) - {shared.pid if shared else None}:
                 os.kill(pid, signal.SIGTERM)
         raise KeyboardInterrupt
 
@@ -116,11 +130,138 @@ def _no_service_process_left() -> Iterator[None]:
     end_started_processes()
 
 
+# The run's shared broker has every Kafka test of eight workers on it at once, and their topics for the whole
+# run (thousands of partitions): more heap than a test's own broker (512m), so it is not collecting garbage
+# all the time; still a ceiling, not what it takes.
+SHARED_BROKER_HEAP = "1g"
+
+
+@dataclass
+class SharedKafkaBroker(KafkaBroker):
+    """The run's shared broker as its tests get it: the address of a broker another process runs (the xdist
+    controller, or the session's fixture), which no test may stop, restart or pause: the other workers' tests
+    are on it. Its `process` is None; a test that needs the process asks for `own_broker`."""
+
+    def start(self, timeout_s: float = 60.0) -> KafkaBroker:
+        raise self._not_yours()
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        raise self._not_yours()
+
+    def close(self) -> None:
+        raise self._not_yours()
+
+    def _not_yours(self) -> AssertionError:
+        return AssertionError(
+            "the run's shared broker is every test's: a test that stops it asks for own_broker"
+        )
+
+
+def _shared(broker: KafkaBroker) -> SharedKafkaBroker:
+    return SharedKafkaBroker(
+        port=broker.port, controller_port=broker.controller_port, cluster_id=broker.cluster_id
+    )
+
+
+class _ControllerBroker:
+    """The xdist controller's side of the shared broker: a Unix socket the workers ask on (its path is handed
+    to them in `workerinput`). The first ask starts the broker, so a run whose tests need none starts none;
+    every ask is answered with its address, or with why it could not start (each of its tests fails saying
+    so). A worker that asks while it starts waits for it."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="tracescore-shared-broker-"))
+        self.path = str(self.folder / "ask")
+        self.broker: KafkaBroker | None = None
+        self._answer: bytes | None = None
+        self._closed = False
+        self._lock = threading.Lock()  # held by a start under way: close() waits for it, then stops it
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.bind(self.path)
+        self._socket.listen()
+        self._thread = threading.Thread(target=self._serve, name="shared-kafka-broker", daemon=True)
+        self._thread.start()
+
+    @property
+    def pid(self) -> int | None:
+        process = self.broker.process if self.broker else None
+        return process.pid if process else None
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:
+                return  # closed: the run is over
+            with connection, self._lock:
+                if self._answer is None and not self._closed:
+                    self._answer = self._start()
+                connection.sendall(self._answer or b'{"error": "the run is ending"}')
+
+    def _start(self) -> bytes:
+        self.broker = KafkaBroker(heap=SHARED_BROKER_HEAP)
+        try:
+            self.broker.start()
+        except Exception as exc:  # every test that asks fails with it, as the broker's own start would
+            return json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
+        shared = _shared(self.broker)
+        return json.dumps({"port": shared.port, "controller_port": shared.controller_port,
+                           "cluster_id": shared.cluster_id}).encode()  # fmt: skip
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._socket.shutdown(socket.SHUT_RDWR)  # wakes the accept() (Linux)
+        self._socket.close()
+        with self._lock:
+            if self.broker is not None:
+                self.broker.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _asked(path: str) -> SharedKafkaBroker:
+    """A worker's shared broker, asked of the controller (`_ControllerBroker`), which starts it at the first
+    ask."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as ask:
+        ask.connect(path)
+        answer = b"".join(iter(lambda: ask.recv(4096), b""))
+    if not answer:
+        raise KafkaUnavailable("the xdist controller closed without answering for the shared broker")
+    shared = json.loads(answer)
+    if "error" in shared:
+        raise KafkaUnavailable(f"the run's shared broker did not start: {shared['error']}")
+    return SharedKafkaBroker(**shared)
+
+
+_SHARED = pytest.StashKey[_ControllerBroker]()
+_SHARED_INPUT = "tracescore_shared_kafka_broker"  # the workerinput key: the socket's path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """xdist's controller, setting up a worker: where it asks for the shared broker."""
+    config: pytest.Config = node.config  # type: ignore[attr-defined]
+    if _SHARED not in config.stash:
+        config.stash[_SHARED] = _ControllerBroker()
+    node.workerinput[_SHARED_INPUT] = config.stash[_SHARED].path  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller's end (the workers are down): the shared broker stops."""
+    shared = config.stash.get(_SHARED, None)
+    if shared is not None:
+        shared.close()
+
+
 @pytest.fixture(scope="session")
-def kafka_broker() -> Iterator[KafkaBroker]:
+def kafka_broker(request: pytest.FixtureRequest) -> Iterator[KafkaBroker]:
     # No skip on failure: a test that needs Kafka and cannot get it must fail loudly (KafkaUnavailable).
-    with KafkaBroker() as broker:
-        yield broker
+    path = getattr(request.config, "workerinput", {}).get(_SHARED_INPUT)
+    if path is not None:
+        yield _asked(path)
+        return
+    with KafkaBroker(heap=SHARED_BROKER_HEAP) as broker:
+        yield _shared(broker)
 
 
 @pytest.fixture
@@ -144,8 +285,8 @@ def closed_port() -> Iterator[int]:
 
 @pytest.fixture
 def own_broker() -> Iterator[KafkaBroker]:
-    """A broker of this test's own, for tests that stop, restart or kill it (the shared one must stay up for
-    the other tests of the worker)."""
+    """A broker of this test's own, for tests that stop, restart, kill or pause it (the shared one must stay
+    up and answering for the other tests of every worker)."""
     with KafkaBroker() as broker:
         yield broker
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from _helpers import own_suite
 
-# Each line of EVENTS: what happened, in order. The session fixture stands for the worker's broker.
+# Each line of EVENTS: what happened, in order. The session fixture stands for the session's broker.
 RUN = textwrap.dedent(
     """
     import os

@@ -207,15 +207,13 @@ class StopSeen:
 
 
 def stopped_as_the_record_is_sent(
-    kafka_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+    broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> StopSeen:
-    """The broker paused the moment the conversation's record is sent and the stop asked for then (the
-    checkpoint waits until its deadline for the record's acknowledgement, or the state's if the broker
-    acknowledged the record before it stopped); every client's close and position call on the service's
-    thread after it, and the time it was given, recorded."""
-    cfg = config(
-        kafka_broker.bootstrap_servers, topic_prefix, quiet_seconds=1.0, stop_timeout_s=STOP_TIMEOUT_S
-    )
+    """The test's own broker (`broker`: paused, so never the shared one) paused the moment the conversation's
+    record is sent and the stop asked for then (the checkpoint waits until its deadline for the record's
+    acknowledgement, or the state's if the broker acknowledged the record before it stopped); every client's
+    close and position call on the service's thread after it, and the time it was given, recorded."""
+    cfg = config(broker.bootstrap_servers, topic_prefix, quiet_seconds=1.0, stop_timeout_s=STOP_TIMEOUT_S)
     service = ConversationService(cfg)
     runner = threading.Thread(target=service.run, name="test-service", daemon=True)
     seen = StopSeen()
@@ -226,7 +224,7 @@ def stopped_as_the_record_is_sent(
     def send(self: KafkaProducer, topic: str, *args: Any, **kwargs: Any) -> Any:
         sent = real_send(self, topic, *args, **kwargs)  # the first to a topic waits for its metadata first
         if topic == cfg.conversations_topic and not asked:
-            pause(kafka_broker.process.pid)
+            pause(broker.process.pid)
             asked.append(time.monotonic())
             service.stop()
         return sent
@@ -256,7 +254,7 @@ def stopped_as_the_record_is_sent(
     monkeypatch.setattr(KafkaConsumer, "position", position)
     monkeypatch.setattr(KafkaProducer, "close", producer_close)
     monkeypatch.setattr(KafkaConsumer, "close", consumer_close)
-    producer = input_producer(kafka_broker.bootstrap_servers, [cfg.evaluations_topic], acks="all")
+    producer = input_producer(broker.bootstrap_servers, [cfg.evaluations_topic], acks="all")
     for n in range(1, 4):
         key, value = turn(n, 1.0, "c-1").to_kafka()
         producer.send(cfg.evaluations_topic, key=key, value=value)
@@ -268,13 +266,13 @@ def stopped_as_the_record_is_sent(
         runner.join(120 + 3 * STOP_TIMEOUT_S)
         assert not runner.is_alive(), "run() did not return"
     finally:
-        os.kill(kafka_broker.process.pid, signal.SIGCONT)
+        os.kill(broker.process.pid, signal.SIGCONT)
     assert asked, "the conversation's record was never sent"
     return seen
 
 
 def test_closing_the_clients_at_a_stop_with_the_broker_paused_is_given_what_is_left_of_the_budget(
-    kafka_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
+    own_broker: KafkaBroker, topic_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The stop's closing checkpoint waited on the paused broker to the end of stop_timeout_s, then the
     clients' closes got a second past it: the first, the producer's (its sends never acknowledged), waited
@@ -283,7 +281,7 @@ def test_closing_the_clients_at_a_stop_with_the_broker_paused_is_given_what_is_l
     "passed waiting on the broker (closing the clients)"). The steps before now keep closing the clients a
     part of the budget, and each close that may wait on the broker is given a share of what is left, never
     more."""
-    seen = stopped_as_the_record_is_sent(kafka_broker, topic_prefix, monkeypatch)
+    seen = stopped_as_the_record_is_sent(own_broker, topic_prefix, monkeypatch)
     deadline = seen.asked[0] + STOP_TIMEOUT_S  # the budget counts from stop(), called right after
     waiting = [c for c in seen.closes if c[0].startswith("producer") or c[0].startswith("consumer of")]
     assert len(waiting) >= 4, seen.closes  # two producers, a member of each stage's group
@@ -298,7 +296,7 @@ def test_closing_the_clients_at_a_stop_with_the_broker_paused_is_given_what_is_l
 
 
 def test_the_closing_checkpoint_asks_no_position_past_the_steps_deadline_with_the_broker_paused(
-    kafka_broker: KafkaBroker,
+    own_broker: KafkaBroker,
     topic_prefix: str,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
@@ -307,7 +305,7 @@ def test_the_closing_checkpoint_asks_no_position_past_the_steps_deadline_with_th
     to wait for the broker each, whatever was left of the stop's budget: after a checkpoint that waited on a
     paused broker to the steps' deadline, with many partitions, that took the closes' second. No position
     call is given time past the steps' deadline; the partitions not asked are said."""
-    seen = stopped_as_the_record_is_sent(kafka_broker, topic_prefix, monkeypatch)
+    seen = stopped_as_the_record_is_sent(own_broker, topic_prefix, monkeypatch)
     steps_deadline = seen.asked[0] + STOP_TIMEOUT_S - CLOSE_S
     # A margin for the moment between taking what is left and the call.
     over = [(round(at - steps_deadline, 3), s) for at, s in seen.positions if s > steps_deadline - at + 0.05]
@@ -403,7 +401,7 @@ def test_a_record_its_previous_owner_sent_that_lands_after_the_restore_read_is_n
     certain: the previous owner stops itself before it sends the record (its spans sent) and stays stopped
     while the next start joins and restores; that start stops itself once restored; the previous owner goes on
     and its record lands; then the next start goes on and decides the conversation again."""
-    # The worker's shared broker: this test stops services, never the broker.
+    # The run's shared broker: this test stops services, never the broker.
     broker, prefix = kafka_broker, topic_prefix
     topic = f"{prefix}.conversations"
     previous = start(broker, prefix, pause_at="shared.sent", quiet_seconds="1")
