@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from _helpers import WAIT_S, started_process
+from _zygote import popen as forked
 from kafka import KafkaConsumer
 
 from tracescore._kafka import RebalanceListener, group_member
@@ -58,7 +59,7 @@ class GroupMember:
 
     def __enter__(self) -> GroupMember:
         self._process = started_process(
-            subprocess.Popen(
+            forked(
                 [sys.executable, __file__, *self._args],
                 env={**os.environ, "PYTHONPATH": str(REPO)},
                 cwd=REPO,
