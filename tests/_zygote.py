@@ -182,12 +182,13 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the zygote ignored both: a fresh interpreter's
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     kind, target, args = request["kind"], request["target"], request["args"]
+    # The entry `python -m` / `<script>` / `-c` puts first (the zygote took its own script's folder out).
     if kind == "module":
-        sys.path[0] = os.getcwd()
+        sys.path.insert(0, os.getcwd())
     elif kind == "path":
-        sys.path[0] = str(Path(target).resolve().parent)
+        sys.path.insert(0, str(Path(target).resolve().parent))
     else:
-        sys.path[0] = ""
+        sys.path.insert(0, "")
     sys.argv = [{"module": "-m", "code": "-c"}.get(kind, target), *args]
 
 
