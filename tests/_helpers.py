@@ -8,13 +8,12 @@ import gc
 import os
 import shutil
 import signal
-import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
@@ -44,10 +43,24 @@ __all__ = [
 
 WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soon as the condition holds
 
-_started: list[subprocess.Popen[Any]] = []
+
+class _Process(Protocol):
+    """What of a child process the helpers use: a `subprocess.Popen`, or one forked from the worker's zygote
+    (tests/_zygote.py)."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+    def kill(self) -> None: ...
 
 
-def started_process(process: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+_P = TypeVar("_P", bound=_Process)
+_started: list[_Process] = []
+
+
+def started_process(process: _P) -> _P:
     """`process` (a service the test runs as a child process), ended after the test if still running then:
     a test that failed or was interrupted before it stopped its services leaves none behind (conftest.py)."""
     _started.append(process)
@@ -60,7 +73,7 @@ def end_started_processes(timeout_s: float = 10.0) -> None:
         process = _started.pop()
         if process.poll() is None:
             process.send_signal(signal.SIGCONT)  # one stopped at its pause point takes SIGTERM only then
-            end_process(process, timeout_s)
+            end_process(process, timeout_s)  # type: ignore[arg-type]  # a Popen or a zygote's child
 
 
 def wait_until(

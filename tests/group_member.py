@@ -25,6 +25,8 @@ from pathlib import Path
 from types import TracebackType
 
 from _helpers import WAIT_S, started_process
+from _zygote import ZygoteProcess
+from _zygote import popen as forked
 from kafka import KafkaConsumer
 
 from tracescore._kafka import RebalanceListener, group_member
@@ -52,13 +54,13 @@ class GroupMember:
         self._args = [bootstrap, group, topic, client_id]
         self._timeout_s = timeout_s
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in __exit__)
-        self._process: subprocess.Popen[str] | None = None
+        self._process: ZygoteProcess | None = None
         self._said = threading.Event()
         self.assigned = ""
 
     def __enter__(self) -> GroupMember:
         self._process = started_process(
-            subprocess.Popen(
+            forked(
                 [sys.executable, __file__, *self._args],
                 env={**os.environ, "PYTHONPATH": str(REPO)},
                 cwd=REPO,
@@ -75,7 +77,7 @@ class GroupMember:
             )
         return self
 
-    def _read(self, process: subprocess.Popen[str]) -> None:
+    def _read(self, process: ZygoteProcess) -> None:
         assert process.stdout is not None
         for line in process.stdout:
             if line.startswith(ASSIGNED):

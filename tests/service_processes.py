@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from _helpers import started_process, stopped
+from _zygote import popen as forked
 
 from tracescore._service import CRASH_ENV, PAUSE_ENV
 
@@ -40,7 +41,7 @@ class ServiceProcess:
             if point is not None:
                 full_env[hook] = point
         self.process = started_process(
-            subprocess.Popen(
+            forked(
                 [sys.executable, "-m", "tracescore.cli", command, *args],
                 env=full_env,
                 cwd=REPO,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from _helpers import WAIT_S, consumer_settings, started_process, wait_until
+from _zygote import popen as forked
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
@@ -105,7 +106,7 @@ class ConsumerProcess:
             **(env or {}),
         }
         self.process = started_process(
-            subprocess.Popen(
+            forked(
                 [sys.executable, "-m", "tracescore.cli", "consume", *args],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
