@@ -32,22 +32,25 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import io
 import json
 import os
 import queue
 import select
+import selectors
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["RERUN", "SERVICE_PRELOAD", "Zygote", "ZygoteProcess", "popen"]
+__all__ = ["RERUN", "SERVICE_PRELOAD", "Zygote", "ZygoteProcess", "popen", "run"]
 
 # Modules whose import reads the environment (TRACESCORE_TEST_CRASH_AT / _PAUSE_AT) and that are safe to run
 # again in place in a child (constants and functions only: the functions others imported keep the module's
@@ -244,6 +247,7 @@ class ZygoteProcess:
     def __init__(self, args: list[str], pid: int, exit: _Exit, streams: tuple[IO[Any] | None, ...]) -> None:
         self.args, self.pid, self._exit = args, pid, exit
         self.stdin, self.stdout, self.stderr = streams
+        self._read: dict[IO[Any], list[bytes]] = {}  # what `communicate` read of each pipe so far
 
     @property
     def returncode(self) -> int | None:
@@ -271,6 +275,42 @@ class ZygoteProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """`Popen.communicate` without input, as on POSIX: stdout and stderr (those that are pipes) read to
+        their end and closed, then the exit waited for. On TimeoutExpired what was read is kept for a next
+        call."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        read = self._read
+        streams = [s for s in (self.stdout, self.stderr) if s is not None]
+        with selectors.DefaultSelector() as selector:
+            for stream in streams:
+                read.setdefault(stream, [])
+                if not stream.closed:
+                    selector.register(stream, selectors.EVENT_READ)
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0)
+                for key, _ in selector.select(left):
+                    data = os.read(key.fd, 32768)
+                    if data:
+                        read[key.fileobj].append(data)
+                    else:
+                        selector.unregister(key.fileobj)
+                        key.fileobj.close()
+        self.wait(None if deadline is None else max(deadline - time.monotonic(), 0))
+        return tuple(  # type: ignore[return-value]
+            None if stream is None else _output(stream, b"".join(read[stream]))
+            for stream in (self.stdout, self.stderr)
+        )
+
+
+def _output(stream: IO[Any], data: bytes) -> str | bytes:
+    """What Popen's communicate returns of a pipe's bytes: text mode decodes them, universal newlines."""
+    if not isinstance(stream, io.TextIOBase):
+        return data
+    return data.decode(stream.encoding, stream.errors or "strict").replace("\r\n", "\n").replace("\r", "\n")
 
 
 class Zygote:
@@ -486,6 +526,28 @@ def popen(
         for fd in opened:
             os.close(fd)
     return ZygoteProcess([str(a) for a in args], pid, exit, (ends[0], ends[1], ends[2]))
+
+
+def run(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(args, capture_output=True, text=True, check=False, ...)` (see `popen`): on the
+    timeout the child is killed and waited for, and TimeoutExpired raised."""
+    process = popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = process.communicate(timeout)
+    except BaseException:
+        process.kill()
+        process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        raise
+    return subprocess.CompletedProcess(process.args, process.wait(), out, err)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """`tracescore alert` and `tracescore conversations` as real processes for the crash tests: started with a
 named crash point armed (the process kills itself with SIGKILL at that exact step, the service base's
 test-only hook), or clean, until their idle timeout. Event-driven: a test waits for the process's exit (or,
-with a pause point armed, for the process to stop itself there)."""
+with a pause point armed, for the process to stop itself there).
+
+`checkout_env`: the environment of any test's child forked from the worker's zygote (tests/_zygote.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from _helpers import started_process, stopped
@@ -25,6 +28,13 @@ SESSION_TIMEOUT_MS = 3_000
 IDLE_TIMEOUT_S = "1"
 
 
+def checkout_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`env` (the worker's by default) with this checkout first on the path, as `python -m tracescore.cli`
+    run from it finds it: the zygote's imports and its children's are this checkout's, not the installed
+    copy's, and one zygote per worker serves every such child (its PYTHONPATH is the same)."""
+    return {**(os.environ if env is None else env), "PYTHONPATH": str(REPO)}
+
+
 class ServiceProcess:
     def __init__(
         self,
@@ -35,7 +45,7 @@ class ServiceProcess:
         pause_at: str | None = None,
     ) -> None:
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in wait)
-        full_env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+        full_env = checkout_env({**os.environ, **env})
         for hook, point in ((CRASH_ENV, crash_at), (PAUSE_ENV, pause_at)):
             full_env.pop(hook, None)
             if point is not None:

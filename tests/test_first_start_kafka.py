@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from _zygote import run
+from service_processes import checkout_env
 
 from tracescore.testing.kafka_topics import read_topic
 
@@ -41,10 +42,7 @@ tracescore.shutdown(timeout_s=60)
 def _run(args: list[str], env: dict[str, str] | None = None) -> str:
     # The runner's own TRACESCORE_* variables must not reach the processes (a topic or a group of theirs).
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
-    done = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=240, cwd=REPO, check=False,
-        env={**clean, **(env or {})},
-    )  # fmt: skip
+    done = run([sys.executable, *args], timeout=240, cwd=REPO, env=checkout_env({**clean, **(env or {})}))
     assert done.returncode == 0, done.stderr
     return done.stderr
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from _helpers import pause, stopped, wait_until
-from _zygote import Zygote, popen
+from _zygote import Zygote, popen, run
 
 from tracescore._service import CRASH_ENV
 
@@ -76,6 +76,25 @@ def test_a_module_runs_as_main_with_its_argv_and_the_program_exit(tmp_path: Path
     said = child.stderr.read()
     child.stderr.close()
     assert "No such option '--no-such-option'" in said and "Usage: python -m tracescore.cli consume" in said
+
+
+def test_run_and_communicate_give_what_subprocess_gives() -> None:
+    """`run` as `subprocess.run(capture_output=True, text=True)`: the exit code and both outputs in full
+    (more than a pipe holds, written at once: read while the child runs), newlines translated; text or bytes
+    from `communicate` as the pipes were opened."""
+    code = "import sys; sys.stdout.write('o\\r\\n' * 100_000); sys.stderr.write('é' * 100_000); sys.exit(3)"
+    done = run([sys.executable, "-c", code], env=ENV, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "o\n" * 100_000, "é" * 100_000)
+    child = popen([sys.executable, "-c", code], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert child.communicate(60) == (None, "é".encode() * 100_000) and child.returncode == 3
+
+
+def test_run_kills_the_child_on_its_timeout(tmp_path: Path) -> None:
+    pid = tmp_path / "pid"
+    code = "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(600)"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run([sys.executable, "-c", code, str(pid)], env=ENV, timeout=5)
+    assert not _alive(int(pid.read_text())), "killed and reaped when run returned"
 
 
 def test_signals_act_on_the_child() -> None:

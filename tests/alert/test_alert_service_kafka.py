@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 from _helpers import WAIT_S, not_found_errors, partitions_on_broker, wait_until
+from _zygote import run as forked_run
 from alert_records import Running, produce, record
 from alert_records import service_config as config
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
+from service_processes import checkout_env
 
 from tracescore.alert import (
     AlertKey,
@@ -271,7 +273,7 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
         timeout=300,
     )
     judge_down = f"http://127.0.0.1:{closed_port}/v1"  # nothing listens: every judge call fails at once
-    consume = subprocess.run(
+    consume = forked_run(
         [
             *(sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap),
             *(
@@ -286,9 +288,7 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
             *("--judge", "openai", "--no-cascade", "--base-url", judge_down, "--model", "judge-test"),
             *("--max-records", "36", "--idle-timeout", "60"),
         ],
-        env={**env, "TRACESCORE_JUDGE_API_KEY": "unused", "TRACESCORE_JUDGE_MAX_RETRIES": "0"},
-        capture_output=True,
-        text=True,
+        env=checkout_env({**env, "TRACESCORE_JUDGE_API_KEY": "unused", "TRACESCORE_JUDGE_MAX_RETRIES": "0"}),
         timeout=600,
     )
     assert consume.returncode == 0, consume.stderr[-3000:]

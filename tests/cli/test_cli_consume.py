@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 from _helpers import not_found_errors, wait_until
+from _zygote import ZygoteProcess, popen, run
 from click.testing import CliRunner
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
+from service_processes import checkout_env
 
 from tests.consume.kafka_helpers import run_instrumented_app
 from tracescore.cli import main
@@ -33,11 +35,11 @@ def test_consume_stops_on_idle_timeout_and_reports_counts(bootstrap: str, topic_
     producer = input_producer(bootstrap, [f"{topic_prefix}.spans"])
     producer.send(f"{topic_prefix}.spans", b"garbage").get(timeout=30)
     producer.close()
-    done = subprocess.run(
+    done = run(
         [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
          "--topic", f"{topic_prefix}.spans", "--group-id", topic_prefix,
          "--dlq-topic", f"{topic_prefix}.dlq", "--idle-timeout", "3"],
-        capture_output=True, text=True, timeout=120, check=False,
+        env=checkout_env(), timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "dead_letters=1" in done.stderr and "messages=1" in done.stderr
@@ -49,10 +51,10 @@ def test_a_topic_nothing_was_written_to_says_what_to_check(bootstrap: str, topic
     # on the broker); the log and the summary say why nothing came, once: kafka-python's ERROR that the topic
     # is not found (at once, then every 30 s) is not logged on top.
     topic = f"{topic_prefix}.spnas"
-    done = subprocess.run(
+    done = run(
         [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
          "--topic", topic, "--group-id", topic_prefix, "--idle-timeout", "2"],
-        capture_output=True, text=True, timeout=120, check=False,
+        env=checkout_env(), timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stderr.split())
@@ -155,7 +157,7 @@ def test_two_consumers_started_before_the_app_score_each_trace_once(
     assert len(traces) == len(set(traces)) == 12
 
 
-def _collect(process: subprocess.Popen[str], lines: list[str]) -> None:
+def _collect(process: ZygoteProcess, lines: list[str]) -> None:
     for line in process.stderr or ():
         lines.append(line)
 
@@ -164,15 +166,15 @@ def _said(log: list[str], words: str) -> bool:
     return any(words in line for line in list(log))
 
 
-def _consume_process(bootstrap: str, prefix: str, *args: str) -> subprocess.Popen[str]:
+def _consume_process(bootstrap: str, prefix: str, *args: str) -> ZygoteProcess:
     """`tracescore consume` reading `prefix`.spans in group `prefix`, writing `prefix`.evaluations; its log
     on its stderr."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
-    return subprocess.Popen(
+    return popen(
         [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
          "--topic", f"{prefix}.spans", "--group-id", prefix, "--evaluations-topic", f"{prefix}.evaluations",
          "--dlq-topic", f"{prefix}.dlq", *args],
-        stderr=subprocess.PIPE, text=True, env=clean,
+        stderr=subprocess.PIPE, text=True, env=checkout_env(clean),
     )  # fmt: skip
 
 

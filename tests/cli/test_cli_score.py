@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from _zygote import ZygoteProcess, popen, run
 from click.testing import CliRunner
+from service_processes import checkout_env
 
 from tracescore.cli import main
 
@@ -209,11 +211,10 @@ def test_the_command_logs_no_line_per_judge_call(tmp_path: Path) -> None:
     source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
     with JudgeServer() as server:
-        done = subprocess.run(
+        done = run(
             [sys.executable, "-m", "tracescore.cli", "score", str(source), "--out", str(tmp_path / "o.jsonl"),
              "--no-progress", "--judge", "openai", "--base-url", server.base_url],
-            capture_output=True, text=True, timeout=120, check=False,
-            env={**clean, "TRACESCORE_JUDGE_API_KEY": "test-key"},
+            timeout=120, env=checkout_env({**clean, "TRACESCORE_JUDGE_API_KEY": "test-key"}),
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "judge calls 3" in done.stderr and "HTTP Request" not in done.stderr, done.stderr
@@ -636,14 +637,14 @@ def test_without_a_gate_a_row_says_which_column_is_missing_and_one_record_is_cou
     assert reported.output == f"1 record; report: {page}\n", reported.output
 
 
-def _score_on(tmp_path: Path, stderr: int, *args: str) -> subprocess.Popen[bytes]:
+def _score_on(tmp_path: Path, stderr: int, *args: str) -> ZygoteProcess:
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
-    return subprocess.Popen(
+    return popen(
         [sys.executable, "-m", "tracescore.cli", "score", str(source), "--out", str(tmp_path / "o.jsonl"),
          "--judge", "offline", *args],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=clean,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=checkout_env(clean),
     )  # fmt: skip
 
 

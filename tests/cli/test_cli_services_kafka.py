@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
 from _helpers import not_found_errors, partitions_on_broker
+from _zygote import run
+from service_processes import checkout_env
 
 pytestmark = pytest.mark.kafka
 
@@ -21,10 +22,10 @@ def test_a_topic_nothing_was_written_to_is_said_at_start(
     the topic is not found is not logged on top of the warning."""
     topic = f"{topic_prefix}.evalutions"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
-    done = subprocess.run(
+    done = run(
         [sys.executable, "-m", "tracescore.cli", command, "--bootstrap-servers", bootstrap,
          "--evaluations-topic", topic, "--group-id", f"{topic_prefix}-{command}", "--idle-timeout", "1"],
-        capture_output=True, text=True, timeout=180, check=False, env=clean,
+        timeout=180, env=checkout_env(clean),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stderr.split())

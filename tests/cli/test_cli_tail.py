@@ -16,7 +16,9 @@ from typing import Any
 
 import kafka
 import pytest
+from _zygote import popen, run
 from click.testing import CliRunner, Result
+from service_processes import checkout_env
 
 from tracescore.cli import main
 from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus, WorstTurn
@@ -185,10 +187,10 @@ def test_reads_kafka_settings_as_consume_does(bootstrap: str, evaluations: str, 
 def test_follow_prints_new_records_until_interrupted(bootstrap: str, topic_prefix: str) -> None:
     topic = f"{topic_prefix}.evaluations"
     _produce(bootstrap, topic, [_record(1).model_dump_json().encode()])
-    follower = subprocess.Popen(
+    follower = popen(
         [sys.executable, "-m", "tracescore.cli", "tail", "--follow", "--flagged",
          "--bootstrap-servers", bootstrap, "--evaluations-topic", topic],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=checkout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     lines: list[str] = []
     seen = threading.Event()
@@ -221,10 +223,10 @@ def test_follow_prints_new_records_until_interrupted(bootstrap: str, topic_prefi
 
 def test_no_broker_is_one_line_and_exit_1() -> None:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TRACESCORE_")}
-    done = subprocess.run(
+    done = run(
         [sys.executable, "-m", "tracescore.cli", "tail", "--bootstrap-servers", "127.0.0.1:1",
          "--connect-timeout", "1"],
-        capture_output=True, text=True, timeout=120, check=False, env=clean,
+        timeout=120, env=checkout_env(clean),
     )  # fmt: skip
     assert done.returncode == 1
     assert "Traceback" not in done.stderr

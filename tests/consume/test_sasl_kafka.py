@@ -7,7 +7,9 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from _zygote import run as forked_run
 from kafka_helpers import make_consumer, run_instrumented_app
+from service_processes import checkout_env
 
 from tracescore.consume import BrokerUnreachable, EvaluationConsumer
 from tracescore.model import EvaluationRecord
@@ -77,7 +79,6 @@ def test_the_sdk_exports_through_the_sasl_listener_with_its_env_settings(
     """The SDK and the service read the same TRACESCORE_KAFKA__* variables: an app configured only by
     environment exports through the authenticated listener, and the service scores what it wrote."""
     import os
-    import subprocess
     import sys
     import textwrap
 
@@ -105,15 +106,7 @@ def test_the_sdk_exports_through_the_sasl_listener_with_its_env_settings(
         "TRACESCORE_KAFKA__SASL_USERNAME": "scorer",
         "TRACESCORE_KAFKA__SASL_PASSWORD": PASSWORD,
     }
-    done = subprocess.run(
-        [sys.executable, "-c", app],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = forked_run([sys.executable, "-c", app], env=checkout_env(env), cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "tracescore dropped" not in done.stderr, done.stderr
     assert PASSWORD not in done.stderr
@@ -156,15 +149,7 @@ def test_one_environment_runs_the_sdk_consume_and_alert_through_scram(
     }
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, *argv],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
+        done = forked_run([sys.executable, *argv], env=checkout_env(env), cwd=REPO, timeout=240)
         assert PASSWORD not in done.stdout + done.stderr
         return done
 

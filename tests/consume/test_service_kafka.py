@@ -12,9 +12,11 @@ import threading
 
 import pytest
 from _helpers import wait_until
+from _zygote import popen, run
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka_helpers import ConsumerFactory, assert_all_committed, run_instrumented_app
+from service_processes import checkout_env
 
 from tracescore.consume import BrokerUnreachable
 from tracescore.model import EvaluationRecord
@@ -163,12 +165,12 @@ def test_the_status_line_tells_the_operator_rates_lag_and_scores(
 
 
 def test_an_unreachable_broker_is_one_clear_error_and_a_failing_exit() -> None:
-    done = subprocess.run(
+    done = run(
         [
             sys.executable, "-m", "tracescore.cli", "consume",
             "--bootstrap-servers", "127.0.0.1:1", "--connect-timeout", "2", "--idle-timeout", "1",
         ],
-        capture_output=True, text=True, timeout=120, check=False,
+        env=checkout_env(), timeout=120,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
@@ -217,14 +219,14 @@ def test_prometheus_can_scrape_the_running_service(bootstrap: str, topic_prefix:
     # connection before the service, seconds later, binds it ("Address already in use").
     port = free_port()
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", GOOD_APP.format(n=2))
-    service = subprocess.Popen(
+    service = popen(
         [
             sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
             "--topic", f"{topic_prefix}.spans", "--group-id", f"{topic_prefix}.group",
             "--evaluations-topic", f"{topic_prefix}.evaluations", "--dlq-topic", f"{topic_prefix}.dlq",
             "--prometheus-port", str(port), "--prometheus-host", "127.0.0.1",
         ],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=checkout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
 

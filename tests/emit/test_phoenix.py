@@ -336,10 +336,11 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
 ) -> None:
     """The app's span goes to Phoenix (OTLP) and to Kafka; `tracescore consume --phoenix-endpoint` scores it
     from Kafka and its result appears in Phoenix on that span, as a CODE annotation."""
-    import subprocess
     import sys
 
+    from _zygote import run
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from service_processes import checkout_env
 
     from tracescore.export import encode_trace_messages
 
@@ -366,7 +367,7 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
         producer.send(f"{topic_prefix}.spans", key=key, value=value).get(30)
     producer.close()
 
-    done = subprocess.run(
+    done = run(
         [
             sys.executable, "-m", "tracescore.cli", "consume",
             "--bootstrap-servers", bootstrap,
@@ -377,7 +378,7 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
             "--idle-timeout", "3",
             "--phoenix-endpoint", phoenix_server.base_url,
         ],
-        capture_output=True, text=True, timeout=180, check=False,
+        env=checkout_env(), timeout=180,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "scored=1" in done.stderr, done.stderr
