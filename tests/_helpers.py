@@ -13,13 +13,16 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-
-from tracescore.consume import ConsumerSettings
-from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
 from tracescore.testing import end_process
+
+# kafka-python, the consumer and the judge (openai) are imported where used: the suite's conftest imports this
+# module, and the pytest runs of their own that test how the suite runs (own_suite) need none of them (two
+# CPU-seconds in each of their processes).
+if TYPE_CHECKING:
+    from tracescore.consume import ConsumerSettings
+    from tracescore.score.judges import OpenAIJudge
 
 __all__ = [
     "WAIT_S",
@@ -121,6 +124,8 @@ def paused(pid: int) -> Iterator[None]:
 
 def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None]:
     """The group's committed offset on each partition of `topic` (None: nothing committed)."""
+    from kafka import KafkaConsumer, TopicPartition
+
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False)
     partitions = consumer.partitions_for_topic(topic) or set()
     offsets = {p: consumer.committed(TopicPartition(topic, p)) for p in sorted(partitions)}
@@ -129,6 +134,8 @@ def committed(bootstrap: str, group_id: str, topic: str) -> dict[int, int | None
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from kafka import KafkaConsumer, TopicPartition
+
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
     ends = {tp.partition: offset for tp, offset in consumer.end_offsets(tps).items()}
@@ -139,6 +146,8 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 def partitions_on_broker(bootstrap: str, topic: str) -> int | None:
     """How many partitions `topic` has; None when it does not exist. Asked of the admin API: a consumer's
     metadata request for a missing topic could make the broker create it."""
+    from kafka import KafkaAdminClient
+
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         if topic not in admin.list_topics():
@@ -176,6 +185,8 @@ def both_stages_read(bootstrap: str, group_id: str, evaluations: str, stage: str
 def consumer_settings(bootstrap: str, prefix: str, **overrides: Any) -> ConsumerSettings:
     """A scoring consumer reading `<prefix>.spans` and writing `<prefix>.evaluations` (and its DLQ and
     evaluation spans), in group `<prefix>.group`, stopping 3 s after the topic runs dry."""
+    from tracescore.consume import ConsumerSettings
+
     fields: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
         "topic": f"{prefix}.spans",
@@ -190,6 +201,8 @@ def consumer_settings(bootstrap: str, prefix: str, **overrides: Any) -> Consumer
 
 def judge_client(base_url: str, **settings: Any) -> OpenAIJudge:
     """The LLM judge (the real `openai` client) against the local judge server at `base_url`."""
+    from tracescore.score.judges import OpenAIJudge, OpenAIJudgeSettings
+
     return OpenAIJudge(
         OpenAIJudgeSettings(base_url=base_url, api_key="unused", model="judge-test", **settings)
     )

@@ -55,32 +55,41 @@ def _alive(pid: int) -> bool:
 @contextmanager
 def _run(tmp_path: Path, test_module: str, workers: str) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
     """A pytest run of `test_module` on the suite's conftest, with `PIDS_FILE` in its environment, and the
-    pids the test adds to the list: the run and those are killed at the end if they are still running."""
+    pids the test adds to the list: the run and those are killed at the end if they are still running. Its
+    output goes to a file beside the suite: a pipe read only at the end fills up, and the run stops on it."""
     suite = own_suite(tmp_path, test_module)
-    run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers, str(suite)],
-        cwd=tmp_path,
-        env={**os.environ, "PIDS_FILE": str(tmp_path / "pids")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    # The async plugins serve no test here (anyio's alone imports trio: a quarter CPU-second a process).
+    unused = ["-p", "no:cacheprovider", "-p", "no:asyncio", "-p", "no:anyio"]
+    with _output(suite).open("w") as output:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", *unused, "-n", workers, str(suite)],
+            cwd=tmp_path,
+            env={**os.environ, "PIDS_FILE": str(tmp_path / "pids")},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     pids: list[int] = []
     try:
         yield run, pids
     finally:
         if run.poll() is None:
             run.kill()
-            run.communicate()
+            run.wait()
         for pid in pids:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
+def _output(suite: Path) -> Path:
+    return suite.with_name("output")
+
+
 def _sigterm(run: subprocess.Popen[str], pids: list[int]) -> None:
     """SIGTERM ends the run as Ctrl-C does, and none of `pids` is left running."""
     run.send_signal(signal.SIGTERM)
-    output, _ = run.communicate(timeout=120)
+    run.wait(timeout=120)
+    output = _output(Path(run.args[-1])).read_text()
     assert run.returncode == pytest.ExitCode.INTERRUPTED, output
     left = [pid for pid in pids if _alive(pid)]
     assert not left, f"still running after pytest ended: {left}\n{output}"

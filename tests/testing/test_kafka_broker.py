@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,48 +46,65 @@ def test_generated_cluster_ids_are_kafka_uuids() -> None:
         assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
 
 
-def test_a_cluster_id_starting_with_a_dash_formats_and_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    # One generated id in 64 starts with "-"; StorageTool once read it as an option and refused to format.
-    dashed = "-" + kafka_broker._cluster_id()[1:]
-    monkeypatch.setattr(kafka_broker, "_cluster_id", lambda: dashed)
-    with KafkaBroker(partitions=1) as broker:
-        assert broker.cluster_id == dashed
-        assert _meta_cluster_id(broker) == dashed, "storage was formatted with the dashed id"
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
-        assert producer.send("dashed", b"hello").get(timeout=30).offset == 0
-        producer.close()
-        assert _values(broker.bootstrap_servers, "dashed") == [b"hello"]
+DASHED = "-" + kafka_broker._cluster_id()[1:]
 
 
-def test_restart_keeps_address_cluster_and_messages() -> None:
-    with KafkaBroker(partitions=1) as broker:
-        bootstrap, cluster_id, data_dir = broker.bootstrap_servers, broker.cluster_id, broker.data_dir
-        assert data_dir is not None
-        # One producer across the restart, as an application's would be mid-stream.
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        before = [f"before-{i}".encode() for i in range(5)]
-        for value in before:
-            producer.send("restarted", value).get(timeout=30)
+@pytest.fixture(scope="module")
+def dashed_broker() -> Iterator[KafkaBroker]:
+    """A broker whose generated cluster id starts with "-" (one in 64 does), for the two tests below: one JVM
+    started and stopped for both (each on topics of its own). Its close() deletes the data directory it
+    created, restarts or not."""
+    broker = KafkaBroker(partitions=1)
+    try:
+        with pytest.MonkeyPatch.context() as patch:  # the id is generated at the first start
+            patch.setattr(kafka_broker, "_cluster_id", lambda: DASHED)
+            broker.start()
+        data_dir = broker.data_dir
+        yield broker
+    finally:
+        broker.close()
+    assert data_dir is not None and not data_dir.exists(), "close() left the data directory it created"
 
-        broker.stop()
-        assert broker.process is None
-        assert (data_dir / "data" / "meta.properties").exists(), "stop() keeps the data for a restart"
-        broker.start()
-        # The stop wrote the class archive of Kafka's jars if none was there: every start now loads it.
-        assert broker.process is not None
-        assert any(str(arg).startswith("-XX:SharedArchiveFile=") for arg in broker.process.args)
 
-        assert broker.bootstrap_servers == bootstrap and broker.cluster_id == cluster_id
-        assert broker.data_dir == data_dir and _meta_cluster_id(broker) == cluster_id
-        assert _values(bootstrap, "restarted") == before, "messages from before the restart are still there"
-        assert producer.send("restarted", b"after").get(timeout=60).offset == len(before)
-        producer.close()
-        assert _values(bootstrap, "restarted") == [*before, b"after"]
+def test_a_cluster_id_starting_with_a_dash_formats_and_starts(dashed_broker: KafkaBroker) -> None:
+    # StorageTool once read such an id as an option and refused to format.
+    broker = dashed_broker
+    assert broker.cluster_id == DASHED
+    assert _meta_cluster_id(broker) == DASHED, "storage was formatted with the dashed id"
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
+    assert producer.send("dashed", b"hello").get(timeout=30).offset == 0
+    producer.close()
+    assert _values(broker.bootstrap_servers, "dashed") == [b"hello"]
 
-        broker.restart()
-        assert broker.bootstrap_servers == bootstrap
-        assert _values(bootstrap, "restarted") == [*before, b"after"]
-    assert not data_dir.exists(), "leaving the with block deletes the data directory it created"
+
+def test_restart_keeps_address_cluster_and_messages(dashed_broker: KafkaBroker) -> None:
+    broker = dashed_broker
+    bootstrap, cluster_id, data_dir = broker.bootstrap_servers, broker.cluster_id, broker.data_dir
+    assert data_dir is not None
+    # One producer across the restart, as an application's would be mid-stream.
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    before = [f"before-{i}".encode() for i in range(5)]
+    for value in before:
+        producer.send("restarted", value).get(timeout=30)
+
+    broker.stop()
+    assert broker.process is None
+    assert (data_dir / "data" / "meta.properties").exists(), "stop() keeps the data for a restart"
+    broker.start()
+    # The stop wrote the class archive of Kafka's jars if none was there: every start now loads it.
+    assert broker.process is not None
+    assert any(str(arg).startswith("-XX:SharedArchiveFile=") for arg in broker.process.args)
+
+    assert broker.bootstrap_servers == bootstrap and broker.cluster_id == cluster_id
+    assert broker.data_dir == data_dir and _meta_cluster_id(broker) == cluster_id
+    assert _values(bootstrap, "restarted") == before, "messages from before the restart are still there"
+    assert producer.send("restarted", b"after").get(timeout=60).offset == len(before)
+    producer.close()
+    assert _values(bootstrap, "restarted") == [*before, b"after"]
+
+    broker.restart()
+    assert broker.bootstrap_servers == bootstrap
+    assert _values(bootstrap, "restarted") == [*before, b"after"]
 
 
 def test_a_data_dir_formatted_for_another_cluster_is_refused_before_kafka_starts(tmp_path: Path) -> None:
