@@ -198,20 +198,16 @@ class TraceAssembler:
         now = self._clock()
         rooted, grace, remote = self._rooted, self.settings.grace_s, self.settings.wait_for_remote
         due = []  # oldest first: _rooted is in order of last span
+        waiting = []
         for entry in rooted.values():
             if now - entry.last_seen < grace:
                 break
-            due.append(entry)
-        if remote:
-            complete = []
-            for entry in due:
-                if waits_for_remote(entry.spans):
-                    # Stays buffered; a new span puts it back in _rooted, max_wait_s releases it below.
-                    del rooted[entry.trace_id]
-                    entry.waiting = True
-                else:
-                    complete.append(entry)
-            due = complete
+            # One pass: every trace of the unsampled path is tested here.
+            (waiting if remote and waits_for_remote(entry.spans) else due).append(entry)
+        for entry in waiting:
+            # Stays buffered; a new span puts it back in _rooted, max_wait_s releases it below.
+            del rooted[entry.trace_id]
+            entry.waiting = True
         out = self._release_many(due, None)  # every complete trace due, in one pass
         while self._by_last_seen:
             entry = next(iter(self._by_last_seen.values()))

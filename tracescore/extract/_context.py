@@ -98,9 +98,9 @@ class Contexts:
         # Every document of every interaction passes here: the bounds and lists are read once per call, only
         # the text is kept per document in the loop (its source and call, the same for the whole call, are
         # added after it), and the source is built as the tuple it is (a NamedTuple's own constructor is a
-        # Python call).
+        # Python call). How many are kept is counted here, not asked of the list per document.
         kept, chars = self._texts, self._chars
-        before = len(kept)
+        count = before = len(kept)
         for value in texts:
             text = value if isinstance(value, str) else str(value)
             if not text or text.isspace():
@@ -110,17 +110,18 @@ class Contexts:
                 reprs[span.span_id] = reprs.get(span.span_id, 0) + 1
                 self._reprs = reprs
                 continue
-            size = len(text)
-            if len(kept) >= MAX_CONTEXTS:
+            if count >= MAX_CONTEXTS:
                 self._unread += 1
                 continue
+            size = len(text)
             if chars + size > MAX_CONTEXT_CHARS:
                 self._over_chars += 1
                 continue
             chars += size
             kept.append(text)
+            count += 1
         self._chars = chars
-        added = len(kept) - before
+        added = count - before
         if not added:
             return
         self._sources += [_new_source(ContextSource, (span.span_id, kind, turns_back))] * added
