@@ -10,6 +10,8 @@ import-linter cannot say "private, except from its own tests".
 from __future__ import annotations
 
 import ast
+import functools
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,9 +63,36 @@ READS_INTERNALS = {
 }
 
 
-def _imported_modules(tree: ast.AST, package: str) -> Iterator[tuple[int, str]]:
+Imports = list[ast.Import | ast.ImportFrom]
+# What holds statements: an import is one, and no expression holds one (a lambda's body is an expression).
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _imports(tree: ast.AST) -> Imports:
+    """Every import statement of a module, nested ones included, in `ast.walk`'s order: only the statements
+    are walked, not their expressions (most of a module's nodes)."""
+    found: Imports = []
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+            continue
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                todo.extend(child for child in value if isinstance(child, _BLOCKS))
+    return found
+
+
+@pytest.fixture(scope="module")
+def imports() -> list[tuple[Path, Imports]]:
+    """Every file's imports, each file parsed once for the tests of this module (it does not change)."""
+    return [(path, _imports(ast.parse(path.read_text(), str(path)))) for path in _python_files()]
+
+
+def _imported_modules(nodes: Imports, package: str) -> Iterator[tuple[int, str]]:
     """(line, dotted module) for every import; `from a import _b` counts as importing `a._b`."""
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
@@ -112,24 +141,24 @@ def _python_files() -> Iterator[Path]:
         yield from sorted((REPO / folder).rglob("*.py"))
 
 
-def _violations() -> list[str]:
+def _violations(imports: list[tuple[Path, Imports]]) -> list[str]:
     found = []
-    for path in _python_files():
+    for path, nodes in imports:
         relative = path.relative_to(REPO)
         package = ".".join(relative.parent.parts)
-        tree = ast.parse(path.read_text(), str(path))
-        for line, module in _imported_modules(tree, package):
+        for line, module in _imported_modules(nodes, package):
             owner = _owner(module)
             if owner is not None and not _allowed(path, owner):
                 found.append(f"{relative}:{line}: imports {module} (private to {owner})")
     return sorted(set(found))
 
 
-def _public_names(package: str) -> set[str]:
+@functools.cache  # asked once per import of a private module, of a few packages
+def _public_names(package: str) -> frozenset[str]:
     """What a package's `__init__` exports: its `__all__` and the names it imports on first use (`_LAZY`)."""
     init = REPO.joinpath(*package.split("."), "__init__.py")
     if not init.exists():
-        return set()
+        return frozenset()
     names: set[str] = set()
     for node in ast.parse(init.read_text()).body:
         if isinstance(node, ast.Assign) and any(
@@ -137,7 +166,7 @@ def _public_names(package: str) -> set[str]:
         ):
             items = node.value.keys if isinstance(node.value, ast.Dict) else getattr(node.value, "elts", [])
             names |= {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
-    return names
+    return frozenset(names)
 
 
 def _public_home(module: str, name: str) -> str | None:
@@ -149,13 +178,13 @@ def _public_home(module: str, name: str) -> str | None:
     return next((p for p in packages if name in _public_names(p)), None)
 
 
-def _private_paths_to_public_names() -> list[str]:
+def _private_paths_to_public_names(imports: list[tuple[Path, Imports]]) -> list[str]:
     found = []
-    for path in _python_files():
+    for path, nodes in imports:
         relative = path.relative_to(REPO)
         if relative.parts[0] == "tracescore":
             continue  # inside the package a private path avoids import cycles
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in nodes:
             if isinstance(node, ast.ImportFrom) and _owner(node.module or "") is not None:
                 for alias in node.names:
                     home = _public_home(node.module or "", alias.name)
@@ -164,13 +193,17 @@ def _private_paths_to_public_names() -> list[str]:
     return found
 
 
-def test_names_that_are_public_are_imported_from_their_public_path() -> None:
-    found = _private_paths_to_public_names()
+def test_names_that_are_public_are_imported_from_their_public_path(
+    imports: list[tuple[Path, Imports]],
+) -> None:
+    found = _private_paths_to_public_names(imports)
     assert not found, "\n".join(found)
 
 
-def test_private_modules_are_imported_only_by_their_package_and_its_tests() -> None:
-    violations = _violations()
+def test_private_modules_are_imported_only_by_their_package_and_its_tests(
+    imports: list[tuple[Path, Imports]],
+) -> None:
+    violations = _violations(imports)
     assert not violations, "import the public name instead:\n" + "\n".join(violations)
 
 

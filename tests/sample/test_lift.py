@@ -112,9 +112,16 @@ def run(
     return Run(reached / max(1, total), uniform / max(1, total), policy, sent, total, shares)
 
 
-def mean_recalls(make_interaction: Any, judge: Judge, streams: int = 12, **kw: Any) -> tuple[float, float]:
-    runs = [run(make_interaction, [judge], seed=seed, **kw) for seed in range(streams)]
+def streams_of(make_interaction: Any, judge: Judge, streams: int = 12, **kw: Any) -> list[Run]:
+    return [run(make_interaction, [judge], seed=seed, **kw) for seed in range(streams)]
+
+
+def recalls(runs: list[Run]) -> tuple[float, float]:
     return statistics.fmean(r.recall for r in runs), statistics.fmean(r.uniform_recall for r in runs)
+
+
+def mean_recalls(make_interaction: Any, judge: Judge, streams: int = 12, **kw: Any) -> tuple[float, float]:
+    return recalls(streams_of(make_interaction, judge, streams, **kw))
 
 
 def test_a_useless_offline_judge_matches_uniform(make_interaction: Any) -> None:
@@ -132,9 +139,10 @@ def test_a_misleading_offline_judge_does_no_worse_than_uniform(make_interaction:
 
 
 def test_a_good_offline_judge_targets_from_the_cold_start(make_interaction: Any) -> None:
-    cascade, uniform = mean_recalls(make_interaction, good, streams=4)
+    runs = streams_of(make_interaction, good, streams=4)
+    cascade, uniform = recalls(runs)
     assert cascade > 8 * uniform and cascade > 0.4, (cascade, uniform)
-    policy = run(make_interaction, [good]).policy
+    policy = runs[0].policy  # the first stream's (seed 0, the defaults) at its end
     (reading,) = policy.lift_readings()
     assert reading.targeting and reading.targeted_share == 1.0
     assert reading.difference is not None and reading.difference[1] > 0  # credibly above uniform

@@ -31,6 +31,7 @@ restart in the route's state (`DropState`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 from tracescore.alert._estimate import C_N, C_SUM, R_N, R_SUM, Sums, add_sums, empty_sums, plain_level
@@ -55,11 +56,24 @@ def _clamp(p: float) -> float:
     return min(1 - _EDGE, max(_EDGE, p))
 
 
+# The levels move only when the normal does, the answers come one at a time: the logarithms of a pair of
+# levels (and its threshold) are computed once, not once per answer (a few distinct pairs are live at once).
+_CACHED_LEVELS = 64
+
+
+@functools.lru_cache(maxsize=_CACHED_LEVELS)
+def _log_ratios(p0: float, p1: float) -> tuple[float, float]:
+    """(log p1 / p0, log (1 - p1) / (1 - p0)): the log-likelihood ratio of a value of 1 and of 0."""
+    return math.log(p1 / p0), math.log((1 - p1) / (1 - p0))
+
+
 def _llr(value: float, p0: float, p1: float) -> float:
     """log p1(v) / p0(v) of a value in 0..1 (Bernoulli's, linear in v)."""
-    return value * math.log(p1 / p0) + (1 - value) * math.log((1 - p1) / (1 - p0))
+    up, down = _log_ratios(p0, p1)
+    return value * up + (1 - value) * down
 
 
+@functools.lru_cache(maxsize=_CACHED_LEVELS)
 def _threshold(p0: float, p1: float, every: float) -> float:
     """The CUSUM's threshold for one false alarm per about `every` answers on a route at p0: there the
     increments X = log p1(v) / p0(v) have E[e^X] = 1 (θ = 1, whatever p0 and p1), so the run to a false
@@ -78,6 +92,10 @@ class Sustained:
         self.every = every
         self.state = state
         self.run: Sums = empty_sums() if state.cusum_run is None else state.cusum_run.values()
+        # `levels` of the last normal read (what it depends on, then the levels): the same normal is read
+        # for every answer until a bucket moves.
+        self._levels_of: tuple[float, ...] | None = None
+        self._levels: tuple[float, float, float] | None = None
 
     @property
     def alarm(self) -> bool:
@@ -86,6 +104,13 @@ class Sustained:
     def levels(self, normal: Sums, correction: float) -> tuple[float, float, float] | None:
         """(p0, p1, the normal's level): what the test weighs against each other now; None while the normal
         has no answer."""
+        read = (normal[C_N], normal[R_N], normal[C_SUM], normal[R_SUM], correction)  # what level and n are of
+        if read == self._levels_of:
+            return self._levels
+        self._levels_of, self._levels = read, self._compute_levels(normal, correction)
+        return self._levels
+
+    def _compute_levels(self, normal: Sums, correction: float) -> tuple[float, float, float] | None:
         level, _, n = plain_level(normal, correction)
         if n <= 0:
             return None
