@@ -5,8 +5,6 @@ mid-stream loses and repeats no alert."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -253,8 +251,8 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
     cfg = config(bootstrap, topic_prefix)
     spans = f"{topic_prefix}.spans"
     repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")])}
-    subprocess.run(
+    env = checkout_env()
+    app = forked_run(
         [
             sys.executable,
             "-m",
@@ -263,15 +261,13 @@ def test_a_judge_outage_alerts_as_judge_health_never_as_a_faithfulness_drop(
             bootstrap,
             "--topic",
             spans,
-            "--phase",
-            "drift",
+            *("--phase", "drift"),
         ],
         cwd=repo,
         env=env,
-        check=True,
-        capture_output=True,
         timeout=300,
     )
+    assert app.returncode == 0, app.stderr[-3000:]
     judge_down = f"http://127.0.0.1:{closed_port}/v1"  # nothing listens: every judge call fails at once
     consume = forked_run(
         [

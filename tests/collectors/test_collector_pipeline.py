@@ -14,7 +14,6 @@ with what tracescore writes. That both configs are valid for this Collector buil
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _zygote import run
 from collector_helpers import (
     COLLECTORS,
     REPO,
@@ -36,6 +36,7 @@ from collector_helpers import (
 from google.protobuf.json_format import MessageToDict
 from kafka.consumer.fetcher import ConsumerRecord
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from service_processes import checkout_env
 
 from tracescore.consume import (
     ConsumerSettings,
@@ -155,7 +156,7 @@ def pipeline(
     }
     ingest = CollectorProcess(otelcol, [COLLECTORS / "otlp-to-kafka.yaml"], env, tmp / "otelcol.log")
     with ingest:
-        app = subprocess.run(
+        app = run(
             [
                 sys.executable,
                 "-c",
@@ -167,11 +168,9 @@ def pipeline(
                 json.dumps(ANSWERS),
                 json.dumps(CONTEXT),
             ],
-            capture_output=True,
-            text=True,
             timeout=120,
             cwd=REPO,
-            check=False,
+            env=checkout_env(),
         )
         assert app.returncode == 0, f"app failed:\n{app.stderr}\nCollector log:\n{ingest.log()}"
         collector_messages = wait_for_records(bootstrap, spans_topic, len(ANSWERS))

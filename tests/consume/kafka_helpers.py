@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from _helpers import committed, end_offsets
+from _zygote import run
 from kafka import KafkaConsumer
+from service_processes import checkout_env
 
 from tracescore.consume import ConsumerSettings, EvaluationConsumer
 from tracescore.model import EvaluationRecord
@@ -42,7 +44,8 @@ def assert_all_committed(bootstrap: str, group_id: str, topic: str, *logs: str) 
 
 def run_instrumented_app(bootstrap: str, topic: str, body: str) -> subprocess.CompletedProcess[str]:
     """Run `body` as a separate application process that calls tracescore.init and shutdown, as a real app
-    does (the global TracerProvider is per process, so the SDK path is exercised end to end)."""
+    does (the global TracerProvider is per process, so the SDK path is exercised end to end). Forked from the
+    worker's zygote (tests/_zygote.py): `python -c` with its imports done, not its cold start."""
     script = (
         textwrap.dedent(
             f"""
@@ -55,9 +58,7 @@ def run_instrumented_app(bootstrap: str, topic: str, body: str) -> subprocess.Co
         # and the test needs its spans, not a bounded exit.
         + "\ntracescore.shutdown(timeout_s=60)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=REPO, check=False
-    )
+    done = run([sys.executable, "-c", script], env=checkout_env(), cwd=REPO, timeout=180)
     assert done.returncode == 0, done.stderr
     assert "tracescore dropped" not in done.stderr, f"the app's spans did not all reach Kafka:\n{done.stderr}"
     return done

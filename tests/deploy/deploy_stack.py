@@ -7,7 +7,6 @@ example app -> Kafka -> tracescore consume --OTLP/HTTP--> Collector (prometheus 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,8 @@ from typing import Any
 
 import httpx2
 from _helpers import wait_until as _wait_until
+from _zygote import run
+from service_processes import checkout_env
 
 from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver
 
@@ -37,17 +38,16 @@ class PrometheusStack:
     topic: str
 
     def run_app(self, phase: str, requests: int = 36) -> None:
-        subprocess.run(
+        app = run(
             [
                 *(sys.executable, "-m", "examples.rag_app", "--bootstrap", self.bootstrap),
                 *("--topic", self.topic, "--requests", str(requests), "--phase", phase),
             ],
             cwd=REPO,
-            env=python_env(),
-            check=True,
-            capture_output=True,
+            env=checkout_env(),
             timeout=300,
         )
+        assert app.returncode == 0, app.stderr[-3000:]
 
     def value(self, promql: str) -> float:
         result = self.prometheus.query(promql)["result"]

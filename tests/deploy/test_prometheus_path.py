@@ -4,11 +4,12 @@ is counted there by reason and instrumentation scope."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
-from deploy_stack import REPO, PrometheusStack, python_env, wait_until
+from _zygote import run
+from deploy_stack import REPO, PrometheusStack, wait_until
+from service_processes import checkout_env
 
 pytestmark = pytest.mark.kafka
 
@@ -99,10 +100,13 @@ def test_a_skipped_trace_reaches_prometheus_by_reason_and_scope(drifted_stack: P
     label the Collector's exporter sets itself (otel_scope_name), and the Collector dropped the whole metric,
     so the dashboard's skips panel stayed empty."""
     stack = drifted_stack
-    subprocess.run(
+    app = run(
         [sys.executable, "-c", _HEALTH_CHECK, stack.bootstrap, stack.topic],
-        cwd=REPO, env=python_env(), check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+        cwd=REPO,
+        env=checkout_env(),
+        timeout=120,
+    )
+    assert app.returncode == 0, app.stderr[-3000:]
     skipped = 'tracescore_spans_skipped_total{tracescore_scope="northwind.http"}'
     (series,) = wait_until(
         "Prometheus scraped the skipped trace", lambda: stack.prometheus.query(skipped)["result"]

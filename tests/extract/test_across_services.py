@@ -9,16 +9,17 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
+from _zygote import run as forked_run
 from opentelemetry import propagate
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from service_processes import checkout_env
 
 from tracescore.consume import decode_message
 from tracescore.extract import extract
@@ -95,10 +96,8 @@ def run_services(*called: dict[str, object]) -> tuple[Trace, list[Interaction]]:
         code = textwrap.dedent(SERVICE)
         for call in called:
             argument = json.dumps({**call, "traceparent": headers["traceparent"]})
-            done = subprocess.run(
-                [sys.executable, "-c", code, argument, code],
-                capture_output=True, text=True, timeout=180, check=False, env=environment,
-            )  # fmt: skip
+            command = [sys.executable, "-c", code, argument, code]
+            done = forked_run(command, timeout=180, env=checkout_env(environment))
             assert done.returncode == 0, done.stderr
             payloads.extend(base64.b64decode(p) for p in json.loads(done.stdout))
     payloads.append(encode_spans(exporter.get_finished_spans()).SerializeToString())

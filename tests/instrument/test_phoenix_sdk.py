@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -13,6 +12,8 @@ import uuid
 from typing import Any
 
 import httpx2
+from _zygote import run
+from service_processes import checkout_env
 
 from tracescore.testing.phoenix import PhoenixServer
 
@@ -69,10 +70,7 @@ def test_phoenix_reads_the_kinds_documents_and_input_output(phoenix_server: Phoe
         "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix_server.base_url,
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(APP), service],
-        capture_output=True, text=True, timeout=120, check=False, env=env,
-    )  # fmt: skip
+    done = run([sys.executable, "-c", textwrap.dedent(APP), service], timeout=120, env=checkout_env(env))
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert (report["delivered"], report["dropped"]) == (3, {})

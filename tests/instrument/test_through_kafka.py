@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from _zygote import run
+from service_processes import checkout_env
 
 from tracescore.consume import decode_message
 from tracescore.extract import extract
@@ -48,10 +49,7 @@ def test_an_instrumented_app_is_read_back_as_one_rag_interaction(bootstrap: str,
     topic = f"{topic_prefix}.spans"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
     env["TRACESCORE_BOOTSTRAP_SERVERS"] = bootstrap
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(APP), topic],
-        capture_output=True, text=True, timeout=180, check=False, env=env,
-    )  # fmt: skip
+    done = run([sys.executable, "-c", textwrap.dedent(APP), topic], timeout=180, env=checkout_env(env))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"delivered": 3, "dropped": {}}
 
