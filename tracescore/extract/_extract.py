@@ -71,11 +71,7 @@ def find(trace: Trace, recognizers: Sequence[Recognizer] = DEFAULT_RECOGNIZERS) 
         for outcome in outcomes:
             if isinstance(outcome, Skip):
                 skipped.append(outcome)
-            else:
-                if not kept_found:  # the first reading: nothing to compare it with (`_keep` would append it)
-                    kept_found.append(outcome)
-                elif not _keep(trace, outcome, kept_found):
-                    continue
+            elif _keep(trace, outcome, kept_found):
                 if one_span:
                     continue
                 anchor = outcome.span
