@@ -11,7 +11,7 @@ import signal
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -33,6 +33,7 @@ __all__ = [
     "end_offsets",
     "end_started_processes",
     "judge_client",
+    "kill_if_running",
     "not_found_errors",
     "nothing_left_open",
     "own_suite",
@@ -100,6 +101,14 @@ def stopped(pid: int) -> bool:
     except OSError:  # exited, or a thread ended between the two reads
         return False
     return bool(stats) and all(stat.rsplit(")", 1)[1].split()[0] == "T" for stat in stats)
+
+
+def kill_if_running(pid: int, marker: str) -> None:
+    """SIGKILL process `pid` if it still runs with `marker` in its command line (not another process that took
+    the pid since): a test's grandchild, such as a server its child started and a guard failed to end."""
+    with suppress(OSError):  # it exited meanwhile (a zombie's command line is empty)
+        if marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+            os.kill(pid, signal.SIGKILL)
 
 
 def pause(pid: int) -> None:

@@ -1,9 +1,11 @@
-"""The development broker as `make kafka` / `make kafka-stop` use it: detached, reused, stopped cleanly."""
+"""The development broker as `make kafka` / `make kafka-stop` use it: detached, reused, stopped cleanly; and a
+broker that ends with the process that started it, however that process ends."""
 
 from __future__ import annotations
 
 import base64
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _helpers import kill_if_running, wait_until
 from kafka import KafkaProducer
 
 from tracescore.testing import kafka_broker
@@ -132,11 +135,13 @@ def test_detached_broker_starts_once_is_reused_and_stops(tmp_path: Path) -> None
     state = tmp_path / "state"
     bootstrap = _cli("start", "--state-dir", str(state))
     try:
+        pid = json.loads((state / "broker.json").read_text())["pid"]
+        # It outlives the command that started it (a broker's guard ends it with its starter: not this one).
         assert _cli("start", "--state-dir", str(state)) == bootstrap, "a running broker is reused"
         producer = KafkaProducer(bootstrap_servers=bootstrap)
         assert producer.send("smoke", b"hello").get(timeout=30).offset == 0
         producer.close()
-        pid = json.loads((state / "broker.json").read_text())["pid"]
+        assert _pid_alive(pid) and json.loads((state / "broker.json").read_text())["pid"] == pid
     finally:
         stopped = _cli("stop", "--state-dir", str(state))
     assert f"pid {pid}" in stopped
@@ -200,3 +205,47 @@ def test_a_port_taken_by_another_broker_before_the_first_start_is_chosen_again(
         assert _values(broker.bootstrap_servers, "none-yet") == []
     finally:
         broker.close()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A process that starts a broker from a thread that has ended when it reports the broker (a guard tied to
+# the starting thread, as PR_SET_PDEATHSIG is, would have ended the broker with it), then runs until killed.
+_OWNER = """
+import json, sys, threading
+from tracescore.testing.kafka_broker import KafkaBroker
+
+broker = KafkaBroker(partitions=1)
+starting = threading.Thread(target=broker.start)
+starting.start()
+starting.join()
+print(json.dumps({"pid": broker.process.pid, "bootstrap": broker.bootstrap_servers,
+                  "data_dir": str(broker.data_dir)}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_broker_ends_with_the_process_that_started_it_however_it_is_killed() -> None:
+    """A test run killed on a timeout (SIGKILL: no close(), no atexit) left its brokers' JVMs running for
+    good, 1 GB each, their data directories beside them."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout is not None
+    started: dict[str, str] = {}
+    try:
+        started = json.loads(owner.stdout.readline() or "{}")
+        assert started, "the process did not start its broker"
+        pid = int(started["pid"])
+        assert _values(started["bootstrap"], "none-yet") == [], "the broker answers after its thread ended"
+        owner.kill()
+        owner.wait()
+        wait_until(lambda: not _pid_alive(pid), "the broker's JVM to end with its owner", timeout_s=60)
+        wait_until(lambda: not Path(started["data_dir"]).exists(), "its data directory removed", timeout_s=10)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if started:  # the guard failed: this test's broker goes anyway
+            kill_if_running(int(started["pid"]), started["data_dir"])
+            shutil.rmtree(started["data_dir"], ignore_errors=True)

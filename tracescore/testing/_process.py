@@ -1,19 +1,27 @@
 """What every real third-party program run for dev and tests needs: a free loopback port, one installer at a
-time, a wait until it answers, a clean end, and its log's tail when it does not come up."""
+time, a wait until it answers, a clean end, an end with the process that started it (`Guard`), and its log's
+tail when it does not come up.
+
+Run as a script, this file is a guard's watchdog (`_watch`): it imports nothing but the standard library.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import random
+import select
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
+__all__ = ["Guard", "closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
 
 
 def free_port() -> int:
@@ -108,3 +116,106 @@ def log_tail(*paths: Path, lines: int = 40) -> str:
         with contextlib.suppress(OSError):
             text += path.read_text(errors="replace")
     return "\n".join(text.splitlines()[-lines:])
+
+
+class Guard:
+    """Ends `process` (a server this process started, such as a broker's JVM) when this process dies without
+    ending it, however it dies (SIGKILL, the OOM killer, a pytest-xdist controller killed on a timeout), and
+    then removes `remove` (what a close() would have). Without it a server started in a session of its own
+    outlives its owner for good.
+
+    A watchdog process holds the reading end of a pipe whose writing end only this process holds: the kernel
+    closes that end when this process dies, whichever thread started the server. (PR_SET_PDEATHSIG in the
+    server would fire when the *thread* that started it ends: the run's shared broker is started from a
+    socket-serving thread; it also needs preexec_fn, unsafe with threads, and removes nothing.) The watchdog
+    knows the server by a pidfd opened here while the server is this process's unreaped child, so it never
+    signals another process that took the pid later. Left open: an owner killed in the milliseconds between
+    the server's start and its watchdog's. Linux 5.3+ (pidfd); elsewhere `start` returns None: no guard.
+    """
+
+    def __init__(self, watchdog: subprocess.Popen[bytes], owner_end: int) -> None:
+        self.watchdog = watchdog
+        self._owner_end = owner_end
+
+    @classmethod
+    def start(
+        cls, process: subprocess.Popen[bytes], grace_s: float, remove: Sequence[Path] = ()
+    ) -> Guard | None:
+        """Watch `process`. If this process dies first, the watchdog ends it as `end_process` would (SIGTERM,
+        SIGKILL after `grace_s`), then removes the files and folders in `remove`."""
+        if not hasattr(os, "pidfd_open"):
+            return None
+        pidfd = os.pidfd_open(process.pid)
+        watchdog_end, owner_end = os.pipe()  # both not inherited: only the watchdog gets its end (pass_fds)
+        try:
+            watchdog = subprocess.Popen(
+                # -I -S: no site-packages, no environment; this file needs only the standard library.
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    __file__,
+                    str(watchdog_end),
+                    str(pidfd),
+                    str(grace_s),
+                    *map(str, remove),
+                ],
+                pass_fds=(watchdog_end, pidfd),
+                # Its own session: a Ctrl-C in the terminal does not end it. No stdio of ours: a pytest-xdist
+                # worker's stdout is its channel to the controller.
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except BaseException:
+            os.close(owner_end)
+            raise
+        finally:
+            os.close(watchdog_end)
+            os.close(pidfd)
+        return cls(watchdog, owner_end)
+
+    def disarm(self) -> None:
+        """The owner ended the process itself (or it exited): the watchdog leaves, ending and removing
+        nothing."""
+        with contextlib.suppress(OSError):  # the watchdog already left, as the process exited
+            os.write(self._owner_end, _DISARM)
+        os.close(self._owner_end)
+        self.watchdog.wait()
+
+
+_DISARM = b"d"  # any byte: only an end of file (the owner died) sets the watchdog off
+
+
+def _watch(owner_end: int, pidfd: int, grace_s: float, remove: Sequence[str]) -> None:
+    """A guard's watchdog (`Guard`): waits for its owner (the pipe: a byte if the owner disarmed it, an end
+    of file if the owner died), and meanwhile for the process (its pidfd turns readable when it exits)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        # It ends with the process or with the owner: a signal to the owner's whole family (an xdist
+        # controller passes a SIGTERM on to every child) must not take the guard away while the owner runs.
+        signal.signal(signum, signal.SIG_IGN)
+    if owner_end not in select.select([owner_end, pidfd], [], [])[0]:
+        # The process exited (it crashed, a test killed it): what it left still goes if its owner dies now.
+        select.select([owner_end], [], [])
+    if os.read(owner_end, 1):
+        return
+    _send(pidfd, signal.SIGTERM)
+    _send(pidfd, signal.SIGCONT)  # a paused (SIGSTOP) process takes the SIGTERM once it runs again
+    if not select.select([pidfd], [], [], grace_s)[0]:
+        _send(pidfd, signal.SIGKILL)
+        select.select([pidfd], [], [], grace_s)
+    for path in map(Path, remove):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _send(pidfd: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+        signal.pidfd_send_signal(pidfd, signum)
+
+
+if __name__ == "__main__":
+    _watch(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:])

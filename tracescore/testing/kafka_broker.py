@@ -7,6 +7,9 @@ loopback port.
 
     python -m tracescore.testing.kafka_broker start   # prints the bootstrap address, leaves it running
     python -m tracescore.testing.kafka_broker stop
+
+A `KafkaBroker` ends with the process that started it, whatever kills that process (`guarded`, `Guard`): a
+test run killed on a timeout leaves no JVM behind. Only `start` above leaves its broker running on purpose.
 """
 
 from __future__ import annotations
@@ -33,12 +36,13 @@ import click
 from tracescore.testing._kafka_jars import CACHE_ROOT, KafkaUnavailable, fetch_kafka_jars
 from tracescore.testing._kafka_jars import KAFKA_VERSION as KAFKA_VERSION
 from tracescore.testing._kafka_jars import LOG4J_VERSION as LOG4J_VERSION
-from tracescore.testing._process import end_process, free_port, log_tail, wait_ready
+from tracescore.testing._process import Guard, end_process, free_port, log_tail, wait_ready
 
 __all__ = ["KafkaBroker", "KafkaUnavailable", "fetch_kafka_jars"]
 
 STATE_DIR = CACHE_ROOT / "run" / "kafka"
 _BIND_ATTEMPTS = 3
+_STOP_S = 20.0  # how long a stop waits for the JVM to exit on SIGTERM before it kills it
 
 _LOG4J2 = """<Configuration status="WARN">
   <Appenders>
@@ -100,9 +104,14 @@ class KafkaBroker:
     sasl_users: dict[str, str] | None = None
     sasl_mechanism: str = "PLAIN"
     sasl_port: int = field(default_factory=free_port)
+    # The JVM ends when the process that started it dies without stopping it (SIGKILL, the OOM killer), and
+    # a data directory the broker created goes as close() would delete it (`Guard`). False: it outlives its
+    # starter, as `python -m tracescore.testing.kafka_broker start`'s must.
+    guarded: bool = True
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     # (where this run's JVM writes its class archive, where the archive goes once whole): see _launch
     _archive_dump: tuple[Path, Path] | None = field(default=None, init=False)
+    _guard: Guard | None = field(default=None, init=False)
     _owns_data_dir: bool = field(default=False, init=False)
     _started: bool = field(default=False, init=False)  # once started, its ports are its address for good
 
@@ -184,6 +193,11 @@ class KafkaBroker:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C in the parent's terminal must not kill the broker mid-test
             )
+        if self.guarded:
+            # What close() deletes, and the class archive this run writes (its owner gone, none keeps it).
+            remove = [self.data_dir] if self._owns_data_dir else []
+            remove += [self._archive_dump[0]] if self._archive_dump else []
+            self._guard = Guard.start(self.process, _STOP_S, remove)
         self._wait_ready(timeout_s)
 
     def _format(self, jvm: list[str], cluster_id: str, properties: Path) -> None:
@@ -208,12 +222,15 @@ class KafkaBroker:
         if formatted.returncode != 0:
             raise KafkaUnavailable(f"StorageTool format failed:\n{formatted.stdout}{formatted.stderr}")
 
-    def stop(self, timeout_s: float = 20.0) -> None:
+    def stop(self, timeout_s: float = _STOP_S) -> None:
         """End the broker process; its data, cluster id and ports stay for a later start()."""
         process, dump, self._archive_dump = self.process, self._archive_dump, None
         # Writing the archive takes seconds more at exit (a minute on a loaded machine): not a hang.
         end_process(process, timeout_s if dump is None else timeout_s + 60)
         self.process = None
+        if self._guard is not None:  # after the end: a stop cut short by its owner's death is finished by it
+            self._guard.disarm()
+            self._guard = None
         if dump is not None and process is not None:
             written, archive = dump
             # Exited by itself on SIGTERM: the archive is whole. Killed: it may be cut short, so it goes.
@@ -365,7 +382,7 @@ def start(state_dir: Path) -> None:
         if _pid_alive(running["pid"]):
             click.echo(running["bootstrap_servers"])
             return
-    broker = KafkaBroker(data_dir=state_dir / "broker").start()
+    broker = KafkaBroker(data_dir=state_dir / "broker", guarded=False).start()  # `stop` ends it
     assert broker.process is not None
     state.write_text(json.dumps({"pid": broker.process.pid, "bootstrap_servers": broker.bootstrap_servers}))
     click.echo(broker.bootstrap_servers)
