@@ -192,7 +192,7 @@ def _watch(owner_end: int, pidfd: int, grace_s: float, remove: Sequence[str]) ->
     """A guard's watchdog (`Guard`): waits for its owner (the pipe: a byte if the owner disarmed it, an end
     of file if the owner died), and meanwhile for the process (its pidfd turns readable when it exits)."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        # It ends with the process or with the owner: a signal to the owner's whole family (an xdist
+        # It ends when its owner disarms it or dies: a signal to the owner's whole family (an xdist
         # controller passes a SIGTERM on to every child) must not take the guard away while the owner runs.
         signal.signal(signum, signal.SIG_IGN)
     if owner_end not in select.select([owner_end, pidfd], [], [])[0]:
