@@ -5,9 +5,12 @@ open."""
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -32,6 +35,7 @@ __all__ = [
     "consumer_settings",
     "end_offsets",
     "end_started_processes",
+    "ends_with_its_owner",
     "judge_client",
     "kill_if_running",
     "not_found_errors",
@@ -109,6 +113,42 @@ def kill_if_running(pid: int, marker: str) -> None:
     with suppress(OSError):  # it exited meanwhile (a zombie's command line is empty)
         if marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
             os.kill(pid, signal.SIGKILL)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def ends_with_its_owner(owner: str, what: str, timeout_s: float = 60.0) -> None:
+    """Run `owner` (Python code) in a child process that starts a server, prints one JSON line (the server's
+    "pid", a "marker" in its command line, the "folder" its guard removes if it has one) and waits; SIGKILL
+    the child (no stop, no atexit), then assert the server, `what`, ends within `timeout_s` and its folder
+    goes. The server (the test's grandchild) does not outlive the test even when its guard fails."""
+    from tracescore.testing.kafka_broker import _pid_alive
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", owner], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    started: dict[str, Any] = {}
+    try:
+        started = json.loads(child.stdout.readline() or "{}")
+        assert started, f"the child did not start {what}"
+        pid, folder = int(started["pid"]), started.get("folder")
+        assert _pid_alive(pid), f"{what} is not running"
+        assert folder is None or Path(folder).exists()
+        child.kill()
+        child.wait()
+        wait_until(lambda: not _pid_alive(pid), f"{what} to end with its owner", timeout_s=timeout_s)
+        if folder is not None:
+            wait_until(lambda: not Path(folder).exists(), f"{what}'s folder removed", timeout_s=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if started:  # the guard failed: the test's server goes anyway
+            kill_if_running(int(started["pid"]), started["marker"])
+            if started.get("folder"):
+                shutil.rmtree(started["folder"], ignore_errors=True)
 
 
 def pause(pid: int) -> None:

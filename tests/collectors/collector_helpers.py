@@ -14,7 +14,7 @@ from typing import Any
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from tracescore.testing import end_process, wait_ready
+from tracescore.testing import Guard, end_process, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "deploy" / "collector" / "build.sh"
@@ -22,11 +22,13 @@ COLLECTORS = REPO / "collectors"
 # A cold build (Go modules and compilation) takes minutes on two cores; warm runs return at once.
 BUILD_TIMEOUT_S = 45 * 60
 READY_LINE = "Everything is ready. Begin running and processing data."
+STOP_S = 20.0  # how long a stop waits for the Collector to drain and exit on SIGTERM before it kills it
 
 
 class CollectorProcess:
     """One `otelcol --config ...` process on loopback ports. A context manager: on exit it is terminated
-    (SIGTERM lets the Collector drain its queues), waited for, and killed if it hangs."""
+    (SIGTERM lets the Collector drain its queues), waited for, and killed if it hangs; if the process that
+    started it dies first, its guard ends it."""
 
     def __init__(self, binary: Path, configs: Sequence[Path], env: Mapping[str, str], log_path: Path) -> None:
         self.binary = binary
@@ -34,6 +36,7 @@ class CollectorProcess:
         self.env = {**os.environ, **env}
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
+        self._guard: Guard | None = None
 
     def start(self, timeout_s: float = 60.0) -> CollectorProcess:
         args = [str(self.binary)]
@@ -43,6 +46,7 @@ class CollectorProcess:
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.log_path.parent
             )
+        self._guard = Guard.start(self.process, STOP_S)
         try:
             wait_ready(
                 self.process, lambda: READY_LINE in self.log(), what="the Collector", timeout_s=timeout_s,
@@ -53,10 +57,10 @@ class CollectorProcess:
             raise
         return self
 
-    def stop(self, timeout_s: float = 20.0) -> None:
+    def stop(self, timeout_s: float = STOP_S) -> None:
         # SIGTERM first: the Collector drains its queues on it.
-        end_process(self.process, timeout_s)
-        self.process = None
+        end_process(self.process, timeout_s, self._guard)
+        self.process, self._guard = None, None
 
     def log(self) -> str:
         try:

@@ -7,7 +7,6 @@ example app -> Kafka -> tracescore consume --OTLP/HTTP--> Collector (prometheus 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,10 +25,11 @@ from deploy_stack import (
 )
 
 from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver
-from tracescore.testing import free_port
+from tracescore.testing import Guard, end_process, free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 
 BUILD_TIMEOUT_S = 45 * 60  # a cold Collector build takes minutes on two cores
+_STOP_S = 60.0  # how long the consumer and the Collector have to exit on SIGTERM before they are killed
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +80,7 @@ def _prometheus_stack(
         stdout=collector_log,
         stderr=subprocess.STDOUT,
     )
+    guard = Guard.start(collector, _STOP_S)  # it ends with this worker, however the worker ends
     consumer = None
     try:
         wait_until(
@@ -119,14 +120,8 @@ scrape_configs:
                     prometheus, alertmanager, receiver, kafka_broker.bootstrap_servers, topic
                 )
     finally:
-        for process in (consumer, collector):
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+        end_process(consumer, _STOP_S)
+        end_process(collector, _STOP_S, guard)
         collector_log.close()
 
 

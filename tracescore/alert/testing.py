@@ -1,6 +1,6 @@
 """Real receivers for alerts, for tests and the demo: a local HTTP webhook receiver with failure modes, and
 the real Alertmanager and Prometheus programs (Debian packages `prometheus-alertmanager`, `prometheus`) run
-on free loopback ports.
+on free loopback ports, each ending with the process that started it however that process ends (`Guard`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from typing import Any, Literal
 import httpx2
 
 from tracescore._lazy import moved_names
-from tracescore.testing import end_process, wait_ready
+from tracescore.testing import Guard, end_process, wait_ready
 from tracescore.testing import free_port as _free_port
 
 __all__ = ["AlertmanagerProcess", "PrometheusProcess", "ReceivedRequest", "WebhookReceiver"]
 
 Mode = Literal["ok", "fail", "hang", "redirect"]
+_STOP_S = 30.0  # how long a stop waits for a program to exit on SIGTERM before it kills it
 
 # Its home is tracescore.testing; importable from here with a DeprecationWarning.
 __getattr__ = moved_names(__name__, {"free_port": "tracescore.testing"})
@@ -122,7 +123,8 @@ class WebhookReceiver:
 
 class _Program:
     """A program on a free loopback port, its data in a temporary directory; ready when `ready_path`
-    answers 200. A context manager: terminated (then killed) on exit."""
+    answers 200. A context manager: terminated (then killed) on exit; and if the process that started it
+    dies first, its guard ends it and removes its directory."""
 
     ready_path = "/-/ready"
 
@@ -138,6 +140,7 @@ class _Program:
         self.dir = Path(tempfile.mkdtemp(prefix=f"tracescore-{executable}-"))
         self.log_path = self.dir / "log.txt"
         self.process: subprocess.Popen[bytes] | None = None
+        self._guard: Guard | None = None
 
     def args(self) -> list[str]:
         raise NotImplementedError
@@ -145,6 +148,7 @@ class _Program:
     def start(self, timeout_s: float = 120.0) -> _Program:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
+        self._guard = Guard.start(self.process, _STOP_S, [self.dir])
 
         def ready() -> bool:
             try:
@@ -166,8 +170,8 @@ class _Program:
             return ""
 
     def stop(self) -> None:
-        end_process(self.process, timeout_s=30)
-        self.process = None
+        end_process(self.process, _STOP_S, self._guard)
+        self.process, self._guard = None, None
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __exit__(

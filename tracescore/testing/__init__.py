@@ -1,6 +1,14 @@
 """Real third-party programs for development and tests (a Kafka broker, a scripted judge server, Phoenix),
 and what running them needs."""
 
-from tracescore.testing._process import closed_port, end_process, free_port, locked, log_tail, wait_ready
+from tracescore.testing._process import (
+    Guard,
+    closed_port,
+    end_process,
+    free_port,
+    locked,
+    log_tail,
+    wait_ready,
+)
 
-__all__ = ["closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
+__all__ = ["Guard", "closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]

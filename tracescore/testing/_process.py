@@ -97,16 +97,20 @@ def wait_ready(
     raise error(f"{what} not ready after {timeout_s:g}s:\n{log()}")
 
 
-def end_process(process: subprocess.Popen[bytes] | None, timeout_s: float = 20.0) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`."""
-    if process is None or process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def end_process(
+    process: subprocess.Popen[bytes] | None, timeout_s: float = 20.0, guard: Guard | None = None
+) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`; then `guard` (the process's) is
+    disarmed: after the end, so a stop cut short by its owner's death is finished by the guard."""
+    if process is not None and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if guard is not None:
+        guard.disarm()
 
 
 def log_tail(*paths: Path, lines: int = 40) -> str:
@@ -121,8 +125,8 @@ def log_tail(*paths: Path, lines: int = 40) -> str:
 class Guard:
     """Ends `process` (a server this process started, such as a broker's JVM) when this process dies without
     ending it, however it dies (SIGKILL, the OOM killer, a pytest-xdist controller killed on a timeout), and
-    then removes `remove` (what a close() would have). Without it a server started in a session of its own
-    outlives its owner for good.
+    then removes `remove` (what a close() would have). Without it the server outlives its owner for good: a
+    child is not ended with its parent (one in a session of its own not even by a Ctrl-C in the terminal).
 
     A watchdog process holds the reading end of a pipe whose writing end only this process holds: the kernel
     closes that end when this process dies, whichever thread started the server. (PR_SET_PDEATHSIG in the

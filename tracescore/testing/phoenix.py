@@ -3,7 +3,8 @@
 Phoenix lives in its own virtualenv outside the repo (its dependency tree is large and pins things tracescore
 does not), created by pip on first use under ~/.cache/tracescore/peers/phoenix-<version>/. Later starts
 reuse it and only launch the server, with a throwaway working directory (SQLite database included) and
-telemetry off so it makes no outbound connections.
+telemetry off so it makes no outbound connections. The server ends with the process that started it, however
+that process ends (`Guard`): a test run killed on a timeout leaves no Phoenix behind.
 
     python -m tracescore.testing.phoenix install   # create the virtualenv now (minutes the first time)
     python -m tracescore.testing.phoenix serve     # run one in the foreground, print its URL
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import click
 
-from tracescore.testing._process import end_process, free_port, locked, log_tail, wait_ready
+from tracescore.testing._process import Guard, end_process, free_port, locked, log_tail, wait_ready
 
 __all__ = ["PHOENIX_VERSION", "PhoenixServer", "PhoenixUnavailable", "install_phoenix"]
 
@@ -30,6 +31,7 @@ PHOENIX_VERSION = os.environ.get("TRACESCORE_PHOENIX_VERSION", "20.26.1")
 CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
 # A cold install downloads ~100 wheels (pyarrow, pandas, grpc, ...); a slow mirror needs many minutes.
 INSTALL_TIMEOUT_S = 1800.0
+_STOP_S = 20.0  # how long a stop waits for the server to exit on SIGTERM before it kills it
 
 
 class PhoenixUnavailable(RuntimeError):
@@ -88,6 +90,7 @@ class PhoenixServer:
     grpc_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _owns_working_dir: bool = field(default=False, init=False)
+    _guard: Guard | None = field(default=None, init=False)
 
     @property
     def base_url(self) -> str:
@@ -109,6 +112,8 @@ class PhoenixServer:
             start_new_session=True,  # a Ctrl-C in the parent's terminal must not kill it mid-test
         )
         log.close()  # the child holds its own descriptor
+        # Ended, and the working directory it was given removed, if this process dies without a stop().
+        self._guard = Guard.start(self.process, _STOP_S, [self.working_dir] if self._owns_working_dir else [])
         try:
             self._wait_ready(timeout_s)
         except BaseException:
@@ -116,9 +121,9 @@ class PhoenixServer:
             raise
         return self
 
-    def stop(self, timeout_s: float = 20.0) -> None:
-        end_process(self.process, timeout_s)
-        self.process = None
+    def stop(self, timeout_s: float = _STOP_S) -> None:
+        end_process(self.process, timeout_s, self._guard)
+        self.process, self._guard = None, None
         if self._owns_working_dir and self.working_dir is not None:
             shutil.rmtree(self.working_dir, ignore_errors=True)
             self.working_dir = None
