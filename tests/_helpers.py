@@ -118,11 +118,17 @@ def kill_if_running(pid: int, marker: str) -> None:
 REPO = Path(__file__).resolve().parents[1]
 
 
-def ends_with_its_owner(owner: str, what: str, timeout_s: float = 60.0) -> None:
+def ends_with_its_owner(
+    owner: str,
+    what: str,
+    timeout_s: float = 60.0,
+    check: Callable[[dict[str, Any]], None] = lambda started: None,
+) -> None:
     """Run `owner` (Python code) in a child process that starts a server, prints one JSON line (the server's
-    "pid", a "marker" in its command line, the "folder" its guard removes if it has one) and waits; SIGKILL
-    the child (no stop, no atexit), then assert the server, `what`, ends within `timeout_s` and its folder
-    goes. The server (the test's grandchild) does not outlive the test even when its guard fails."""
+    "pid", a "marker" in its command line, the "folder" its guard removes if it has one) and waits; `check`
+    what it printed; SIGKILL the child (no stop, no atexit), then assert the server, `what`, ends within
+    `timeout_s` and its folder goes. The server (the test's grandchild) does not outlive the test even when
+    its guard fails."""
     from tracescore.testing.kafka_broker import _pid_alive
 
     child = subprocess.Popen(
@@ -136,6 +142,7 @@ def ends_with_its_owner(owner: str, what: str, timeout_s: float = 60.0) -> None:
         pid, folder = int(started["pid"]), started.get("folder")
         assert _pid_alive(pid), f"{what} is not running"
         assert folder is None or Path(folder).exists()
+        check(started)
         child.kill()
         child.wait()
         wait_until(lambda: not _pid_alive(pid), f"{what} to end with its owner", timeout_s=timeout_s)

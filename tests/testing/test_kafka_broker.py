@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from _helpers import kill_if_running, wait_until
+from _helpers import ends_with_its_owner
 from kafka import KafkaProducer
 
 from tracescore.testing import kafka_broker
@@ -207,8 +207,6 @@ def test_a_port_taken_by_another_broker_before_the_first_start_is_chosen_again(
         broker.close()
 
 
-REPO = Path(__file__).resolve().parents[2]
-
 # A process that starts a broker from a thread that has ended when it reports the broker (a guard tied to
 # the starting thread, as PR_SET_PDEATHSIG is, would have ended the broker with it), then runs until killed.
 _OWNER = """
@@ -220,7 +218,7 @@ starting = threading.Thread(target=broker.start)
 starting.start()
 starting.join()
 print(json.dumps({"pid": broker.process.pid, "bootstrap": broker.bootstrap_servers,
-                  "data_dir": str(broker.data_dir)}), flush=True)
+                  "folder": str(broker.data_dir), "marker": str(broker.data_dir)}), flush=True)
 sys.stdin.read()
 """
 
@@ -228,24 +226,8 @@ sys.stdin.read()
 def test_a_broker_ends_with_the_process_that_started_it_however_it_is_killed() -> None:
     """A test run killed on a timeout (SIGKILL: no close(), no atexit) left its brokers' JVMs running for
     good, 1 GB each, their data directories beside them."""
-    owner = subprocess.Popen(
-        [sys.executable, "-c", _OWNER], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert owner.stdout is not None
-    started: dict[str, str] = {}
-    try:
-        started = json.loads(owner.stdout.readline() or "{}")
-        assert started, "the process did not start its broker"
-        pid = int(started["pid"])
+
+    def answers(started: dict[str, Any]) -> None:
         assert _values(started["bootstrap"], "none-yet") == [], "the broker answers after its thread ended"
-        owner.kill()
-        owner.wait()
-        wait_until(lambda: not _pid_alive(pid), "the broker's JVM to end with its owner", timeout_s=60)
-        wait_until(lambda: not Path(started["data_dir"]).exists(), "its data directory removed", timeout_s=10)
-    finally:
-        if owner.poll() is None:
-            owner.kill()
-            owner.wait()
-        if started:  # the guard failed: this test's broker goes anyway
-            kill_if_running(int(started["pid"]), started["data_dir"])
-            shutil.rmtree(started["data_dir"], ignore_errors=True)
+
+    ends_with_its_owner(_OWNER, "the broker's JVM", check=answers)
