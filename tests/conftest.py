@@ -71,6 +71,7 @@ LONG_FIRST = (
     "tests/consume/test_sasl_kafka.py",
     "tests/consume/test_rebalance_kafka.py::test_a_rebalance_storm",
     "tests/packaging/",
+    "tests/testing/test_phoenix_server.py",
     "tests/conversations/test_conversations_service_kafka.py::test_members_joining_and_leaving_in_turn",
     "tests/alert/test_drop_benchmark.py",
     "tests/consume/test_faults.py",
