@@ -53,11 +53,15 @@ from _node import collector_to_kafka, INGEST_CONFIG
 
 session = collector_to_kafka(Path({otelcol!r}), {bootstrap!r}, Path({workdir!r}))  # held: no exit
 session.__enter__()
-mine = [
-    int(pid) for pid in os.listdir("/proc") if pid.isdigit()
-    and int(Path(f"/proc/{{pid}}/stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
-    and {otelcol!r} in Path(f"/proc/{{pid}}/cmdline").read_text()
-]
+
+def is_mine(pid):
+    try:  # a process of another test may end between the listing and the read
+        parent = int(Path(f"/proc/{{pid}}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return parent == os.getpid() and {otelcol!r} in Path(f"/proc/{{pid}}/cmdline").read_text()
+    except (OSError, IndexError, ValueError):
+        return False
+
+mine = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and is_mine(pid)]
 print(json.dumps({{"pid": mine[0], "marker": str(INGEST_CONFIG)}}), flush=True)
 sys.stdin.read()
 """
