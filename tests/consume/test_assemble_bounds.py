@@ -119,6 +119,22 @@ def test_a_trace_reaching_the_span_limit_is_released_at_once() -> None:
     assert asm.counts["late_spans"] == 50, "the rest are counted, not silently dropped"
 
 
+def test_a_one_span_trace_at_a_limit_of_one_span_is_released_at_once() -> None:
+    asm, _ = assembler(max_spans_per_trace=1, grace_s=60)
+    [trace] = asm.add([span("a", root=True)], "p0", 1, 100)
+    assert len(trace.spans) == 1 and trace.incomplete == "too_many_spans"
+    assert asm.buffered_traces == 0 and asm.buffered_bytes == 0
+
+
+def test_a_one_span_trace_read_again_after_a_rebalance_goes_on_without_a_new_grace() -> None:
+    asm, _ = assembler(grace_s=60)
+    asm.add([span("a", root=True)], "p0", 1, 100, handed_over=True)
+    asm.add([span("b", root=True)], "p0", 2, 100)  # read for the first time: waits its grace
+    [trace] = asm.release_handed_over("p0")
+    assert trace.trace_id == "a".ljust(32, "0") and dict(trace.offsets) == {"p0": 1}
+    assert asm.buffered_traces == 1 and asm.buffered_bytes == 100
+
+
 def test_ten_thousand_spans_in_one_trace_assemble() -> None:
     asm, _ = assembler(grace_s=0)
     spans = [span("big") for _ in range(9_999)] + [span("big", root=True)]

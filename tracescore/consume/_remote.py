@@ -16,7 +16,9 @@ from tracescore.model import OpenInferenceSpanKind as Kind
 __all__ = ["waits_for_remote"]
 
 _CLIENT = 3  # OTLP SpanKind
-_LOCAL_KINDS = (2, 4, 5)  # SERVER, PRODUCER, CONSUMER: not a call that waits for a callee's spans
+# SERVER, PRODUCER, CONSUMER: not a call that waits for a callee's spans. A set: one hash lookup, where a
+# tuple compares each member in turn (every trace released is asked).
+_LOCAL_KINDS = frozenset({2, 4, 5})
 _REQUEST_KEYS = ("http.request.method", "http.method", "rpc.system", "rpc.service", "rpc.method")
 _UNTRACED_PREFIXES = ("db.", "llm.", "gen_ai.")
 _UNTRACED_OPENINFERENCE = frozenset({Kind.LLM, Kind.EMBEDDING, Kind.RERANKER})

@@ -12,7 +12,7 @@ supersede.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from tracescore.consume._counts import AssemblyCount
@@ -47,10 +47,12 @@ _ANCHOR, _REVISION, _QUESTION, _ANSWER, _IDS = range(5)
 _new_revision = tuple.__new__  # Revision(i), without the Python call of a NamedTuple's constructor
 
 
-def _judged(anchor: str, revision: int, span_ids: Iterable[str], texts: tuple[object, ...]) -> JudgedReading:
+def _judged(
+    anchor: str, revision: int, span_ids: Collection[str], texts: tuple[object, ...]
+) -> JudgedReading:
     question, documents, answer = texts
-    ids = tuple(span_ids)
-    return (anchor, revision, question, answer, len(ids), *ids, *documents)
+    # The ids unpacked as they are (a frozenset), not copied into a tuple first: one object fewer a reading.
+    return (anchor, revision, question, answer, len(span_ids), *span_ids, *documents)
 
 
 def _span_ids(judged: JudgedReading) -> tuple[str, ...]:
