@@ -140,31 +140,18 @@ class TraceAssembler:
         now = self._clock()
         early: list[Trace] = []
         by_last_seen, rooted = self._by_last_seen, self._rooted
-        rejoin, released = self._rejoin, self._released
         max_spans = self.settings.max_spans_per_trace
-        added = 0  # bytes, added to the buffer's once a message
         for span in spans:
             trace_id = span.trace_id
             entry = by_last_seen.get(trace_id)
             if entry is None:
-                if trace_id in rejoin or trace_id in released:
+                if trace_id in self._rejoin or trace_id in self._released:
                     entry = self._rejoined(span)
                     if entry is None:
                         continue
                 else:
-                    # A new trace (nearly every span of one-span traces): its entry built with its first span
-                    # in one call, not filled field by field as a later span's is below.
-                    root = span.parent_span_id is None
-                    entry = by_last_seen[trace_id] = _Buffered(
-                        trace_id, {span.span_id: span}, root, now, per_span, partition, offset,
-                        None, False, None, handed_over,
-                    )  # fmt: skip
-                    added += per_span
-                    if root:
-                        rooted[trace_id] = entry  # new: not in it yet
-                    if max_spans == 1:
-                        early.append(self._release(entry, Incomplete.TOO_MANY_SPANS))
-                    continue
+                    entry = _Buffered(trace_id, {})
+                    by_last_seen[trace_id] = entry
             elif span.span_id in entry.spans:
                 self.counts[AssemblyCount.DUPLICATE_SPANS] += 1
                 continue
@@ -176,7 +163,7 @@ class TraceAssembler:
                 entry.handed_over = True
             entry.spans[span.span_id] = span
             entry.size += per_span
-            added += per_span
+            self._bytes += per_span
             entry.last_seen = now
             more = entry.more
             if more is None:
@@ -199,7 +186,6 @@ class TraceAssembler:
                     rooted[trace_id] = entry
             if len(entry.spans) >= max_spans:
                 early.append(self._release(entry, Incomplete.TOO_MANY_SPANS))
-        self._bytes += added
         while self._by_last_seen and (
             len(self._by_last_seen) > self.settings.max_traces or self._bytes > self.settings.max_bytes
         ):
