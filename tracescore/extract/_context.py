@@ -137,7 +137,7 @@ class Contexts:
         elif calls:
             calls += (None,) * added
         if span.span_id not in self.span_ids:
-            self.span_ids = (*self.span_ids, span.span_id)
+            self.span_ids += (span.span_id,)  # a concatenation: no list built as `(*a, b)` builds one
 
     def add_inputs(self, inputs: Iterable[tuple[DecodedSpan, Any]]) -> None:
         """Documents handed to steps as their input: each (step, its input as recorded), an input being a JSON
