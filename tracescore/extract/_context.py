@@ -51,20 +51,22 @@ class Contexts:
         "_over_chars",
         "_reprs",
         "_sources",
-        "_span_ids",
         "_texts",
         "_tool_results",
         "_unread",
+        "span_ids",
     )
 
     def __init__(self) -> None:
         self._texts: list[str] = []
         self._sources: list[ContextSource] = []
-        # Aligned with _texts once a tool result is kept (the tool call of each, None for the others); empty
-        # until then: most interactions have none.
-        self._calls: list[ToolCall | None] = []
+        # Aligned with _texts once a tool result is kept (the tool call of each, None for the others); an
+        # empty tuple until then: most interactions have none (no list built for them).
+        self._calls: list[ToolCall | None] | tuple[()] = ()
         self._tool_results = 0  # how many of _calls are not None
-        self._span_ids: tuple[str, ...] = ()  # the spans documents were kept from, in order
+        # The spans the documents were read from, each once, in the order first read (an attribute, not a
+        # property: every interaction's reading asks for it).
+        self.span_ids: tuple[str, ...] = ()
         self._chars = 0
         # Built when first written: most interactions have no note and no repr among their documents.
         self._notes: tuple[str, ...] = ()
@@ -124,16 +126,18 @@ class Contexts:
         added = count - before
         if not added:
             return
-        self._sources += [_new_source(ContextSource, (span.span_id, kind, turns_back))] * added
+        self._sources += (_new_source(ContextSource, (span.span_id, kind, turns_back)),) * added
         calls = self._calls
         if call is not None:
-            calls += [None] * (before - len(calls))  # the first tool result: the calls line up from here
-            calls += [call] * added
+            if not calls:
+                calls = self._calls = []
+            calls += (None,) * (before - len(calls))  # the first tool result: the calls line up from here
+            calls += (call,) * added
             self._tool_results += added
         elif calls:
-            calls += [None] * added
-        if span.span_id not in self._span_ids:
-            self._span_ids = (*self._span_ids, span.span_id)
+            calls += (None,) * added
+        if span.span_id not in self.span_ids:
+            self.span_ids += (span.span_id,)  # a concatenation: no list built as `(*a, b)` builds one
 
     def add_inputs(self, inputs: Iterable[tuple[DecodedSpan, Any]]) -> None:
         """Documents handed to steps as their input: each (step, its input as recorded), an input being a JSON
@@ -169,7 +173,7 @@ class Contexts:
         if self._calls:
             self._calls = [self._calls[i] for i in kept]
         self._tool_results = sum(call is not None for call in self._calls)
-        self._span_ids = tuple(dict.fromkeys(source.span_id for source in self._sources))
+        self.span_ids = tuple(dict.fromkeys(source.span_id for source in self._sources))
 
     def skip_span(self) -> None:
         """A span whose documents were not read because the bounds were already reached."""
@@ -186,11 +190,6 @@ class Contexts:
     @property
     def sources(self) -> tuple[ContextSource, ...]:
         return tuple(self._sources)
-
-    @property
-    def span_ids(self) -> tuple[str, ...]:
-        """The spans the documents were read from, each once, in the order first read."""
-        return self._span_ids
 
     @property
     def notes(self) -> tuple[str, ...]:

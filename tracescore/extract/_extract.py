@@ -130,13 +130,15 @@ def _keep(trace: Trace, found: Found, kept_found: list[Found]) -> bool:
     relay of a kept reading (`_relayed`); in place of a kept reading that is its own relay (read first, by an
     earlier convention or from an earlier span). Of a call and its relay the caller's reading is kept, the
     relay's end user filling an empty one (a gateway names the user the app did not). True when kept."""
-    for index, kept in enumerate(kept_found):
+    # No enumerate: every reading kept comes here, most into an empty list; the index is looked up only to
+    # replace a relay.
+    for kept in kept_found:
         if _relayed(trace, found, kept):
             kept.fill_user(found.user_id)
             return False
         if _relayed(trace, kept, found):
             found.fill_user(kept.user_id)
-            kept_found[index] = found
+            kept_found[kept_found.index(kept)] = found
             return True
         if _same(trace, found.span, found.span_ids, kept):
             return False

@@ -21,6 +21,8 @@ __all__ = ["conversation_of", "route_of"]
 
 _SESSION_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID)
 _USER_KEY = semconv.USER_ID
+# Every key the conversation is read from: a span with none of them is passed over in one C call (most spans).
+_CONVERSATION_KEYS = frozenset((*_SESSION_KEYS, _USER_KEY))
 _ROUTE = semconv.TRACESCORE_ROUTE
 # What the OpenAI Responses API's response ids start with; its conversations' (`conv_`) are kept as read.
 _RESPONSE_ID_PREFIX = "resp_"
@@ -59,6 +61,8 @@ def conversation_of(
     scrubbed: str | None = None
     for span in itertools.chain(lineage, read_from) if read_from else lineage:
         attrs = span.attributes
+        if attrs.keys().isdisjoint(_CONVERSATION_KEYS):
+            continue
         if session is None:
             for key in _SESSION_KEYS:
                 value = attrs.get(key)
