@@ -62,8 +62,6 @@ class Tracescore(Convention):
         query = reading.anchor.attributes.get(self.QUESTION)
         return None if query is None else str(query)
 
-    def answer(self, reading: Reading) -> str | None:
-        # The span's own answer, read here rather than through `own_answer` (a second call on every trace of
-        # ours): it records no LLM call (`CALLS`) whose answer `Convention.answer` could fall back on.
-        answer = reading.anchor.attributes.get(self.ANSWER)
+    def own_answer(self, span: DecodedSpan) -> str | None:
+        answer = span.attributes.get(self.ANSWER)
         return None if answer is None else str(answer)
