@@ -107,6 +107,14 @@ def stopped(pid: int) -> bool:
     return bool(stats) and all(stat.rsplit(")", 1)[1].split()[0] == "T" for stat in stats)
 
 
+def running(pid: int) -> bool:
+    """Process `pid` exists and has not exited (a zombie, exited and not yet reaped, has)."""
+    try:  # the state is the first field after the command's name, which may hold spaces and parentheses
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def kill_if_running(pid: int, marker: str) -> None:
     """SIGKILL process `pid` if it still runs with `marker` in its command line (not another process that took
     the pid since): a test's grandchild, such as a server its child started and a guard failed to end."""
@@ -129,8 +137,6 @@ def ends_with_its_owner(
     what it printed; SIGKILL the child (no stop, no atexit), then assert the server, `what`, ends within
     `timeout_s` and its folder goes. The server (the test's grandchild) does not outlive the test even when
     its guard fails."""
-    from tracescore.testing.kafka_broker import _pid_alive
-
     child = subprocess.Popen(
         [sys.executable, "-c", owner], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -140,12 +146,12 @@ def ends_with_its_owner(
         started = json.loads(child.stdout.readline() or "{}")
         assert started, f"the child did not start {what}"
         pid, folder = int(started["pid"]), started.get("folder")
-        assert _pid_alive(pid), f"{what} is not running"
+        assert running(pid), f"{what} is not running"
         assert folder is None or Path(folder).exists()
         check(started)
         child.kill()
         child.wait()
-        wait_until(lambda: not _pid_alive(pid), f"{what} to end with its owner", timeout_s=timeout_s)
+        wait_until(lambda: not running(pid), f"{what} to end with its owner", timeout_s=timeout_s)
         if folder is not None:
             wait_until(lambda: not Path(folder).exists(), f"{what}'s folder removed", timeout_s=10)
     finally:
