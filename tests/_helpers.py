@@ -49,6 +49,7 @@ __all__ = [
     "wait_until",
 ]
 
+REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 120.0  # generous: the machine is shared and slow; the waits end as soon as the condition holds
 
 
@@ -121,9 +122,6 @@ def kill_if_running(pid: int, marker: str) -> None:
     with suppress(OSError):  # it exited meanwhile (a zombie's command line is empty)
         if marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
             os.kill(pid, signal.SIGKILL)
-
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def ends_with_its_owner(

@@ -14,7 +14,7 @@ from typing import Any
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from tracescore.testing import Guard, end_process, wait_ready
+from tracescore.testing import STOP_S, Guard, end_process, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "deploy" / "collector" / "build.sh"
@@ -22,7 +22,6 @@ COLLECTORS = REPO / "collectors"
 # A cold build (Go modules and compilation) takes minutes on two cores; warm runs return at once.
 BUILD_TIMEOUT_S = 45 * 60
 READY_LINE = "Everything is ready. Begin running and processing data."
-STOP_S = 20.0  # how long a stop waits for the Collector to drain and exit on SIGTERM before it kills it
 
 
 class CollectorProcess:

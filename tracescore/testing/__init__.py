@@ -2,6 +2,7 @@
 and what running them needs."""
 
 from tracescore.testing._process import (
+    STOP_S,
     Guard,
     closed_port,
     end_process,
@@ -11,4 +12,4 @@ from tracescore.testing._process import (
     wait_ready,
 )
 
-__all__ = ["Guard", "closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
+__all__ = ["STOP_S", "Guard", "closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]

@@ -21,7 +21,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["Guard", "closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
+__all__ = ["STOP_S", "Guard", "closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
+
+# How long a stop (and a guard, its owner gone) waits for a server to exit on SIGTERM before it kills it.
+STOP_S = 20.0
 
 
 def free_port() -> int:
@@ -98,7 +101,7 @@ def wait_ready(
 
 
 def end_process(
-    process: subprocess.Popen[bytes] | None, timeout_s: float = 20.0, guard: Guard | None = None
+    process: subprocess.Popen[bytes] | None, timeout_s: float = STOP_S, guard: Guard | None = None
 ) -> None:
     """SIGTERM, then SIGKILL if it has not exited within `timeout_s`; then `guard` (the process's) is
     disarmed: after the end, so a stop cut short by its owner's death is finished by the guard."""

@@ -36,13 +36,12 @@ import click
 from tracescore.testing._kafka_jars import CACHE_ROOT, KafkaUnavailable, fetch_kafka_jars
 from tracescore.testing._kafka_jars import KAFKA_VERSION as KAFKA_VERSION
 from tracescore.testing._kafka_jars import LOG4J_VERSION as LOG4J_VERSION
-from tracescore.testing._process import Guard, end_process, free_port, log_tail, wait_ready
+from tracescore.testing._process import STOP_S, Guard, end_process, free_port, log_tail, wait_ready
 
 __all__ = ["KafkaBroker", "KafkaUnavailable", "fetch_kafka_jars"]
 
 STATE_DIR = CACHE_ROOT / "run" / "kafka"
 _BIND_ATTEMPTS = 3
-_STOP_S = 20.0  # how long a stop waits for the JVM to exit on SIGTERM before it kills it
 
 _LOG4J2 = """<Configuration status="WARN">
   <Appenders>
@@ -197,7 +196,7 @@ class KafkaBroker:
             # What close() deletes, and the class archive this run writes (its owner gone, none keeps it).
             remove = [self.data_dir] if self._owns_data_dir else []
             remove += [self._archive_dump[0]] if self._archive_dump else []
-            self._guard = Guard.start(self.process, _STOP_S, remove)
+            self._guard = Guard.start(self.process, STOP_S, remove)
         self._wait_ready(timeout_s)
 
     def _format(self, jvm: list[str], cluster_id: str, properties: Path) -> None:
@@ -222,15 +221,12 @@ class KafkaBroker:
         if formatted.returncode != 0:
             raise KafkaUnavailable(f"StorageTool format failed:\n{formatted.stdout}{formatted.stderr}")
 
-    def stop(self, timeout_s: float = _STOP_S) -> None:
+    def stop(self, timeout_s: float = STOP_S) -> None:
         """End the broker process; its data, cluster id and ports stay for a later start()."""
         process, dump, self._archive_dump = self.process, self._archive_dump, None
         # Writing the archive takes seconds more at exit (a minute on a loaded machine): not a hang.
-        end_process(process, timeout_s if dump is None else timeout_s + 60)
-        self.process = None
-        if self._guard is not None:  # after the end: a stop cut short by its owner's death is finished by it
-            self._guard.disarm()
-            self._guard = None
+        end_process(process, timeout_s if dump is None else timeout_s + 60, self._guard)
+        self.process, self._guard = None, None
         if dump is not None and process is not None:
             written, archive = dump
             # Exited by itself on SIGTERM: the archive is whole. Killed: it may be cut short, so it goes.

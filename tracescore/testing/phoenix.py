@@ -23,7 +23,7 @@ from pathlib import Path
 
 import click
 
-from tracescore.testing._process import Guard, end_process, free_port, locked, log_tail, wait_ready
+from tracescore.testing._process import STOP_S, Guard, end_process, free_port, locked, log_tail, wait_ready
 
 __all__ = ["PHOENIX_VERSION", "PhoenixServer", "PhoenixUnavailable", "install_phoenix"]
 
@@ -31,7 +31,6 @@ PHOENIX_VERSION = os.environ.get("TRACESCORE_PHOENIX_VERSION", "20.26.1")
 CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
 # A cold install downloads ~100 wheels (pyarrow, pandas, grpc, ...); a slow mirror needs many minutes.
 INSTALL_TIMEOUT_S = 1800.0
-_STOP_S = 20.0  # how long a stop waits for the server to exit on SIGTERM before it kills it
 
 
 class PhoenixUnavailable(RuntimeError):
@@ -113,7 +112,7 @@ class PhoenixServer:
         )
         log.close()  # the child holds its own descriptor
         # Ended, and the working directory it was given removed, if this process dies without a stop().
-        self._guard = Guard.start(self.process, _STOP_S, [self.working_dir] if self._owns_working_dir else [])
+        self._guard = Guard.start(self.process, STOP_S, [self.working_dir] if self._owns_working_dir else [])
         try:
             self._wait_ready(timeout_s)
         except BaseException:
@@ -121,7 +120,7 @@ class PhoenixServer:
             raise
         return self
 
-    def stop(self, timeout_s: float = _STOP_S) -> None:
+    def stop(self, timeout_s: float = STOP_S) -> None:
         end_process(self.process, timeout_s, self._guard)
         self.process, self._guard = None, None
         if self._owns_working_dir and self.working_dir is not None:
