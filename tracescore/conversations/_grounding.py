@@ -282,11 +282,13 @@ class GroundingStore:
         """The conversation within `max_turns` and `evidence_chars`, the instance within
         `max_evidence_chars`."""
         oldest_first = sorted(held.turns.values(), key=_start)
-        for turn in oldest_first[: max(0, len(oldest_first) - self.config.max_turns)]:
+        past_cap = max(0, len(oldest_first) - self.config.max_turns)
+        for turn in oldest_first[:past_cap]:
             self._drop(held, turn)
             self.stats.counts[GroundingCount.TURNS_PAST_CAP] += 1
-        documents = sum(_document_chars(t) for t in held.turns.values())
-        for turn in sorted(held.turns.values(), key=_start):
+        kept = oldest_first[past_cap:]
+        documents = sum(_document_chars(t) for t in kept)
+        for turn in kept:
             if documents <= self.config.evidence_chars:
                 break
             evidence = turn.evidence
