@@ -143,7 +143,9 @@ class Changelog:
                 f"the state topic {self.topic} has {len(found)} partition(s), its source {self.source} "
                 f"{self.partitions}: a key's state must sit on its records' partition number. A topic of an "
                 "earlier version (one partition): set it as legacy_state_topic and give state_topic a new "
-                "name; otherwise recreate it with the source's partition count"
+                f"name. Partitions added to {self.source} (kafka-topics --alter) moved its keys away from "
+                "their state: give both topics new names, and the service creates them (the state starts "
+                "anew). Otherwise recreate it with the source's partition count"
             )
         return True
 
