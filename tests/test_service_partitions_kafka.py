@@ -2,7 +2,8 @@
 when the service creates its keyed topic. One found with another count (the setting raised to run more
 instances) was used silently, the instances past its count idle: now the start says so once, naming the
 topic, both counts, the setting and what to do, and runs on the topic's count, the state topic alike.
-Partitions added to the keyed topic in place (kafka-topics --alter) stop the start, saying why."""
+Partitions added to the keyed topic in place (kafka-topics --alter), its keys moved away from their state,
+stop the service, at its start or while it runs, saying why."""
 
 from __future__ import annotations
 
@@ -145,3 +146,36 @@ def test_partitions_added_to_the_keyed_topic_stop_the_start_saying_so(
     error = str(raised.value)
     assert f"the state topic {state} has 2 partition(s), its source {topic} 3" in error
     assert f"Partitions added to {topic} (kafka-topics --alter) moved its keys away from their state" in error
+
+
+def test_partitions_added_to_the_keyed_topic_while_it_runs_stop_the_service_saying_so(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """Its clients would route and read by the new count at their next metadata refresh (5 min), its keys'
+    new records away from their state: the service's look at its state topic (every 5 s) sees the change
+    first and stops it with the start's line."""
+    topic = f"{topic_prefix}.routes"
+    service = alert(bootstrap, topic_prefix, 2)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            service.run()
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: service.first_assigned_at is not None, "the routes topic's partitions assigned")
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_partitions({topic: NewPartitions(3)})
+        admin.close()
+        thread.join(60)  # a look every 5 s
+    finally:
+        service.stop()
+        thread.join(60)
+    [error] = raised
+    assert isinstance(error, ChangelogError), error
+    assert f"the topic {topic} has 3 partition(s) now, 2 when the service started" in str(error)
+    assert f"Partitions added to {topic} (kafka-topics --alter) moved its keys away" in str(error)

@@ -295,7 +295,7 @@ class ServiceLoop:
             "instances share its keys. For %(set)d, stop every instance and give %(topic_setting)s and "
             "state_topic new names: they are created with it, starting with no state (what the old ones "
             "hold is not carried over). Never add partitions to %(keyed)s (kafka-topics --alter): its keys "
-            "would move away from their state (the next start stops: the state topic partitioned unlike it)",
+            "would move away from their state, and the service stops at the change and at every start after",
             {
                 "keyed": t.keyed,
                 "found": found,

@@ -331,7 +331,7 @@ class AlertConfig(ServiceSettings):
         "share the routes. A routes topic already there keeps its own count, which the service runs on, "
         "saying so at start when it differs. To change it, give routes_topic and state_topic new names (the "
         "alerts' state starts anew); partitions added to the routes topic in place (kafka-topics --alter) "
-        "stop the next start.",
+        "stop the service, running or starting.",
     )
     state_topic: str = group_topic_field(
         "tracescore.alert.changelog",

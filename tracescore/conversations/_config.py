@@ -52,7 +52,7 @@ class ConversationsConfig(ServiceSettings):
         "share the conversations. A turns topic already there keeps its own count, which the service runs "
         "on, saying so at start when it differs. To change it, give turns_topic and state_topic new names "
         "(the conversations held start anew); partitions added to the turns topic in place (kafka-topics "
-        "--alter) stop the next start.",
+        "--alter) stop the service, running or starting.",
     )
     state_topic: str = group_topic_field(
         "tracescore.conversations.changelog",
