@@ -131,10 +131,18 @@ class Changelog:
         return self.partitions
 
     def check(self, stopping: Callable[[], bool] = lambda: False) -> bool:
-        """True when the topic exists as it must; False when it does not (deleted); ChangelogError when it is
-        partitioned unlike its source; KafkaTimeoutError when no broker answered within BROKER_WAIT_S or
-        `stopping()` came true first."""
+        """True when the topic exists as it must; False when it does not (deleted); ChangelogError when it or
+        its source is partitioned unlike the source at the start (partitions added to either in place);
+        KafkaTimeoutError when no broker answered within BROKER_WAIT_S or `stopping()` came true first."""
         self._look(stopping)  # a fresh look: the cached metadata would still show a deleted topic
+        # Partitions added to the source while running: seen here first, every few seconds, before the
+        # service's clients route and read by the new count (at their metadata refresh, minutes apart).
+        source = self._partitions_of(self.source, fresh=False)
+        if source and len(source) != self.partitions:
+            raise ChangelogError(
+                f"the topic {self.source} has {len(source)} partition(s) now, {self.partitions} when the "
+                f"service started: a key's state must sit on its records' partition number. {self._added}"
+            )
         found = self._partitions_of(self.topic, fresh=False)
         if not found:
             return False
@@ -143,9 +151,16 @@ class Changelog:
                 f"the state topic {self.topic} has {len(found)} partition(s), its source {self.source} "
                 f"{self.partitions}: a key's state must sit on its records' partition number. A topic of an "
                 "earlier version (one partition): set it as legacy_state_topic and give state_topic a new "
-                "name; otherwise recreate it with the source's partition count"
+                f"name. {self._added}. Otherwise recreate it with the source's partition count"
             )
         return True
+
+    @property
+    def _added(self) -> str:
+        return (
+            f"Partitions added to {self.source} (kafka-topics --alter) moved its keys away from their state: "
+            "give both topics new names, and the service creates them (the state starts anew)"
+        )
 
     def recreate(self, timeout_s: float = 60.0) -> None:
         """Create the deleted topic again (the broker may take a moment to finish deleting it)."""

@@ -29,7 +29,13 @@ from tracescore._kafka_config import KafkaConnection
 from tracescore._plural import counted
 from tracescore._service._awaited import GuardedJoins
 from tracescore._service._bounded import BROKER_WAIT_S, poll_or_nothing
-from tracescore._service._changelog import META_SAVED, Changelog, PartitionMeta, PartitionState
+from tracescore._service._changelog import (
+    META_SAVED,
+    Changelog,
+    ChangelogError,
+    PartitionMeta,
+    PartitionState,
+)
 from tracescore._service._codec import StateRecord, UnreadableState
 from tracescore._service._counts import StateCount
 from tracescore._service._crash import crash_point
@@ -294,6 +300,8 @@ class KeyedStage:
             crash_point("state_topic.look")
             try:
                 gone = not self.changelog.check(self._stopping)
+            except ChangelogError:  # partitioned unlike at the start: one line out of run()
+                raise
             except KafkaError as exc:  # the broker restarting (or a stop asked for): look again next time
                 self.log.debug("cannot look for %s now: %s", self.changelog.topic, exc)
                 gone = False

@@ -23,6 +23,7 @@ from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, KafkaTimeoutError
 
+from tracescore._environment import env_prefix
 from tracescore._kafka import (
     caught_up,
     connect,
@@ -81,11 +82,27 @@ class LoopConfig(Protocol):
 class ServiceTopics:
     inputs: Sequence[str]  # what stage 1 reads (never created: waited for when missing)
     keyed: str  # stage 1 -> stage 2
-    keyed_partitions: int  # when stage 1's topic is created
+    keyed_partitions: int  # when stage 1's topic is created; an existing one keeps its own (said at start)
     state: str  # stage 2's state, partitioned like `keyed`
     legacy_state: str | None  # the single-partition state topic of earlier versions, read once
     outputs: Sequence[str] = field(default_factory=tuple)  # created when missing
     verified: Sequence[str] = field(default_factory=tuple)  # outputs looked for after a crash
+
+
+@dataclass(frozen=True)
+class KeyedSettings:
+    """A service's keyed topic settings, `<stage>_topic` and `<stage>_partitions`, as messages name them."""
+
+    topic: str
+    partitions: str
+    partitions_variable: str
+
+    @classmethod
+    def of(cls, config: LoopConfig, stage: str) -> KeyedSettings:
+        topic, partitions = f"{stage}_topic", f"{stage}_partitions"
+        # A setting renamed fails every start in the tests, rather than a warning naming no setting.
+        assert hasattr(config, topic) and hasattr(config, partitions), f"no {topic} or {partitions} setting"
+        return cls(topic, partitions, env_prefix(type(config)) + partitions.upper())
 
 
 class ServiceLoop:
@@ -107,7 +124,9 @@ class ServiceLoop:
         also_close: Sequence[tuple[str, Callable[[], None]]] = (),
         before_close: Callable[[], None] | None = None,
     ) -> None:
-        """`service`: the name it runs as (`tracescore alert`), its clients' id; `logic.skip` counts (and
+        """`service`: the name it runs as (`tracescore alert`), its clients' id; `stage`: its keyed topic's
+        (`routes`, `turns`): stage 2's group `<group_id>.<stage>`, and the settings `<stage>_topic` and
+        `<stage>_partitions` that name the topic and its count; `logic.skip` counts (and
         says once) the records the loop skips itself (too large to re-key), as the service's own; `state`:
         the service's counter of what was done with its state (restores, the state topic recreated).
         `also_close`: (what, close) of what the service itself holds (an alert's sinks), closed last and
@@ -136,6 +155,7 @@ class ServiceLoop:
         self._not_started: str | None = None  # a stop gave up on the startup: what it did not do
         group_id, rebalance_protocol = config.group_id, config.rebalance_protocol
         self._group_id, self._protocol = group_id, rebalance_protocol
+        self._keyed_settings = KeyedSettings.of(config, stage)
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
             ingest, keyed, producer = rekeying_clients(
@@ -259,6 +279,35 @@ class ServiceLoop:
             self._not_started = "started no further than creating its topics: nothing was read"
             raise
 
+    def _said_partitions(self, found: int) -> None:
+        """The keyed topic found with a count other than the setting's, which acts only when the service
+        creates it: said once, the service running on the topic's. A warning, not a stop: every instance
+        routes keys by the topic's count and the state topic has it too (`Changelog.ensure` stopped the
+        start otherwise), so a key's records and state stay together; only the instances that share the
+        work are fewer or more than meant."""
+        t, named = self.topics, self._keyed_settings
+        if found == t.keyed_partitions:
+            return
+        self.log.warning(
+            "the topic %(keyed)s has %(found)d partition(s), not the %(set)d of %(setting)s (%(variable)s, "
+            "or `%(setting)s` in --config): the setting acts only when %(service)s creates the topic. "
+            "Running on its %(found)d, the state topic %(state)s partitioned alike: at most %(found)d "
+            "instances share its keys. For %(set)d, stop every instance and give %(topic_setting)s and "
+            "state_topic new names: they are created with it, starting with no state (what the old ones "
+            "hold is not carried over). Never add partitions to %(keyed)s (kafka-topics --alter): its keys "
+            "would move away from their state, and the service stops at the change and at every start after",
+            {
+                "keyed": t.keyed,
+                "found": found,
+                "set": t.keyed_partitions,
+                "setting": named.partitions,
+                "variable": named.partitions_variable,
+                "service": self._service,
+                "state": t.state,
+                "topic_setting": named.topic,
+            },
+        )
+
     def _unwritten(self, topic: str) -> None:
         # Where a misspelt topic shows: nothing was ever written to it, and nothing will arrive.
         self.log.warning(
@@ -277,7 +326,8 @@ class ServiceLoop:
             absent = self._start()
             with self.waiting("the broker (starting: the state topic)"):
                 # ChangelogError (one line): partitioned unlike the keyed topic; KafkaTimeoutError: no answer
-                self._changelog.ensure(wait_s)
+                partitions = self._changelog.ensure(wait_s)  # the keyed topic's, as found
+            self._said_partitions(partitions)
             self._group_check()  # before joining: another service's members already there
             # Eager: a stable generation's assignment is whole (an empty one too: the range assignor gives a
             # member none of a few one-partition topics). Cooperative: an empty one may be the first of two.

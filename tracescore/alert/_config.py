@@ -324,7 +324,15 @@ class AlertConfig(ServiceSettings):
         "The records again, keyed by (service, route, metric), so each alert instance owns whole routes "
         "however many instances run.",
     )
-    routes_partitions: int = Field(default=6, ge=1, description="Partitions of the routes topic.")
+    routes_partitions: int = Field(
+        default=6,
+        ge=1,
+        description="Partitions of the routes topic when the service creates it: at most this many instances "
+        "share the routes. A routes topic already there keeps its own count, which the service runs on, "
+        "saying so at start when it differs. To change it, give routes_topic and state_topic new names (the "
+        "alerts' state starts anew); partitions added to the routes topic in place (kafka-topics --alter) "
+        "stop the service, running or starting.",
+    )
     state_topic: str = group_topic_field(
         "tracescore.alert.changelog",
         "{group_id}.routes.changelog",

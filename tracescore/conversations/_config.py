@@ -46,7 +46,13 @@ class ConversationsConfig(ServiceSettings):
         "however many instances run.",
     )
     turns_partitions: int = Field(
-        default=6, ge=1, description="Partitions of the turns topic; never change it while state is kept."
+        default=6,
+        ge=1,
+        description="Partitions of the turns topic when the service creates it: at most this many instances "
+        "share the conversations. A turns topic already there keeps its own count, which the service runs "
+        "on, saying so at start when it differs. To change it, give turns_topic and state_topic new names "
+        "(the conversations held start anew); partitions added to the turns topic in place (kafka-topics "
+        "--alter) stop the service, running or starting.",
     )
     state_topic: str = group_topic_field(
         "tracescore.conversations.changelog",
