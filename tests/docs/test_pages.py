@@ -5,12 +5,13 @@ troubleshooting page; the README stays short and its test command is CI's. Failu
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import get_args
 
 import pytest
-from pages import DOCS, REPO, blocks, pages
+from pages import DOCS, REPO, blocks, normalised, outputs, pages
 
 _SNIPPET = re.compile(r'^\s*-{1,}8<-{1,}\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$', re.M)
 _SECTION = "--8<-- [{kind}:{name}]"
@@ -156,3 +157,20 @@ def test_the_readme_is_short_and_its_test_command_is_cis() -> None:
     for command in ("make test", "make demo"):
         assert command in readme, f"README.md does not show `{command}`"
         assert re.search(rf"^{command}$", ci, re.M), f".ci/run does not run `{command}`"
+
+
+def test_the_readmes_outputs_are_the_quickstarts() -> None:
+    """README's "What you get" shows the quickstart's flagged answer as `tracescore tail` prints it, and its
+    evaluation span's explanation: the quickstart's outputs are checked against a real run, so a wording
+    change there must reach the README too (it once kept "0 of 1 claims" after the code said "claim")."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    quickstart = outputs(DOCS / "quickstart.md")
+    tail = quickstart["tail"].splitlines()
+    start = next(i for i, line in enumerate(tail) if "  FLAGGED  " in line)
+    end = next(i for i in range(start + 1, len(tail)) if not tail[i].startswith(" "))
+    flagged = "\n".join(tail[start:end])
+    assert normalised(flagged) in normalised(readme), "README.md's tail output is not the quickstart's"
+    reason = json.loads(quickstart["tail-json"].splitlines()[0])["reason"]
+    assert f"gen_ai.evaluation.explanation = {reason!r}" in readme, (
+        f"README.md's evaluation span does not say the quickstart record's reason: {reason!r}"
+    )
