@@ -174,3 +174,35 @@ def test_the_readmes_outputs_are_the_quickstarts() -> None:
     assert f"gen_ai.evaluation.explanation = {reason!r}" in readme, (
         f"README.md's evaluation span does not say the quickstart record's reason: {reason!r}"
     )
+
+
+def _status_line_format() -> str:
+    """The format string of consume's status line, read from its source (tests/docs imports no private
+    module): the `_log.info("status: ...", ...)` call of tracescore/consume/_status.py."""
+    source = REPO / "tracescore" / "consume" / "_status.py"
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "info" and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and str(first.value).startswith("status: "):
+                return str(first.value)
+    raise AssertionError(f"no status line format in {source.relative_to(REPO)}")
+
+
+def test_the_operating_pages_status_line_is_the_one_consume_writes() -> None:
+    """The page shows a status line of a real run; its parts must still be the ones the code writes (the
+    sample once lacked the `| cascade lift:` part added later)."""
+    page = DOCS / "operating" / "index.md"
+    shown = [
+        line
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if "tracescore.consume: status: " in line
+    ]
+    assert shown, f"{page.relative_to(REPO)} shows no status line"
+    pattern = "".join(
+        ".*" if part in ("%s", "%d") else re.escape(part)
+        for part in re.split(r"(%[sd])", _status_line_format())
+    )
+    for line in shown:
+        assert re.fullmatch(pattern, line.split("tracescore.consume: ", 1)[1]), (
+            f"{page.relative_to(REPO)}: a status line not of the form consume writes: {line[:80]}..."
+        )
