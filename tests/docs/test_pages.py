@@ -1,6 +1,7 @@
 """The pages' code is code CI runs: every Python block is a snippet of a tested file, every snippet points at
 a file and section that exist; every reason the code can skip something is explained on the
-troubleshooting page; the README stays short and its test command is CI's. Failures name the page."""
+troubleshooting page; the README stays short, its test command is CI's and its outputs are the quickstart's;
+the operating page's status line has the parts the code writes. Failures name the page."""
 
 from __future__ import annotations
 
