@@ -40,12 +40,15 @@ async def judge(interaction: Interaction) -> None:
     offline = await evaluate_record(interaction.record, metrics, offline_judge)
     policy.observe_offline(time.process_time() - started)  # feeds CPU thinning
     escalation = policy.escalate(interaction, offline)
-    if escalation.to_llm:  # escalation.selection: cascade | baseline
+    if escalation.to_llm:  # escalation.selection: cascade | baseline | uniform
         llm = await evaluate_record(interaction.record, metrics, llm_judge)
         tokens = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in llm)
         policy.charge(tokens, reserved=escalation.reserved_tokens)
-        if escalation.selection == "baseline" and llm[0].status is MetricStatus.OK:  # an error is no label
-            policy.learn(interaction, offline, hallucinated=llm[0].label == "hallucinated")
+        if llm[0].status is MetricStatus.OK:  # an error is no verdict
+            hallucinated = llm[0].label == "hallucinated"
+            policy.judged(interaction, escalation, failed=hallucinated)  # the cascade's lift
+            if escalation.selection == "baseline":  # chosen blind to its score: a label to learn from
+                policy.learn(interaction, offline, hallucinated=hallucinated)
     print(f"offline {offline[0].label}, to the LLM judge: {escalation.to_llm} ({escalation.selection})")
 
 

@@ -1,16 +1,18 @@
 """The pages' code is code CI runs: every Python block is a snippet of a tested file, every snippet points at
 a file and section that exist; every reason the code can skip something is explained on the
-troubleshooting page; the README stays short and its test command is CI's. Failures name the page."""
+troubleshooting page; the README stays short, its test command is CI's and its outputs are the quickstart's;
+the operating page's status line has the parts the code writes. Failures name the page."""
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import get_args
 
 import pytest
-from pages import DOCS, REPO, blocks, pages
+from pages import DOCS, REPO, blocks, normalised, outputs, pages
 
 _SNIPPET = re.compile(r'^\s*-{1,}8<-{1,}\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$', re.M)
 _SECTION = "--8<-- [{kind}:{name}]"
@@ -156,3 +158,52 @@ def test_the_readme_is_short_and_its_test_command_is_cis() -> None:
     for command in ("make test", "make demo"):
         assert command in readme, f"README.md does not show `{command}`"
         assert re.search(rf"^{command}$", ci, re.M), f".ci/run does not run `{command}`"
+
+
+def test_the_readmes_outputs_are_the_quickstarts() -> None:
+    """README's "What you get" shows the quickstart's flagged answer as `tracescore tail` prints it, and its
+    evaluation span's explanation: the quickstart's outputs are checked against a real run, so a wording
+    change there must reach the README too (it once kept "0 of 1 claims" after the code said "claim")."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    quickstart = outputs(DOCS / "quickstart.md")
+    tail = quickstart["tail"].splitlines()
+    start = next(i for i, line in enumerate(tail) if "  FLAGGED  " in line)
+    end = next(i for i in range(start + 1, len(tail)) if not tail[i].startswith(" "))
+    flagged = "\n".join(tail[start:end])
+    assert normalised(flagged) in normalised(readme), "README.md's tail output is not the quickstart's"
+    reason = json.loads(quickstart["tail-json"].splitlines()[0])["reason"]
+    assert f"gen_ai.evaluation.explanation = {reason!r}" in readme, (
+        f"README.md's evaluation span does not say the quickstart record's reason: {reason!r}"
+    )
+
+
+def _status_line_format() -> str:
+    """The format string of consume's status line, read from its source (tests/docs imports no private
+    module): the `_log.info("status: ...", ...)` call of tracescore/consume/_status.py."""
+    source = REPO / "tracescore" / "consume" / "_status.py"
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "info" and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and str(first.value).startswith("status: "):
+                return str(first.value)
+    raise AssertionError(f"no status line format in {source.relative_to(REPO)}")
+
+
+def test_the_operating_pages_status_line_is_the_one_consume_writes() -> None:
+    """The page shows a status line of a real run; its parts must still be the ones the code writes (the
+    sample once lacked the `| cascade lift:` part added later)."""
+    page = DOCS / "operating" / "index.md"
+    shown = [
+        line
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if "tracescore.consume: status: " in line
+    ]
+    assert shown, f"{page.relative_to(REPO)} shows no status line"
+    pattern = "".join(
+        ".*" if part in ("%s", "%d") else re.escape(part)
+        for part in re.split(r"(%[sd])", _status_line_format())
+    )
+    for line in shown:
+        assert re.fullmatch(pattern, line.split("tracescore.consume: ", 1)[1]), (
+            f"{page.relative_to(REPO)}: a status line not of the form consume writes: {line[:80]}..."
+        )
