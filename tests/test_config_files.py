@@ -57,6 +57,15 @@ def test_one_file_configures_every_command_from_its_own_table(tmp_path: Path, na
     assert load_conversations_config(path).quiet_seconds == 120
 
 
+def test_every_loader_takes_the_path_as_a_string_too(tmp_path: Path) -> None:
+    """A path from a variable or argv is a str: each public loader reads it as it reads a Path."""
+    path = tmp_path / "all.toml"
+    path.write_text(ONE_FILE_TOML)
+    assert load_sampling_config(str(path)).default_rate == 0.25
+    assert load_alert_config(str(path)).group_id == "alerts-eu"
+    assert load_conversations_config(str(path)).quiet_seconds == 120
+
+
 def test_a_table_for_another_command_does_not_leak_into_this_one(tmp_path: Path) -> None:
     path = tmp_path / "consume-only.toml"
     path.write_text('[consume]\ntopic = "rag-spans"\n')

@@ -298,11 +298,12 @@ def load_service_settings(
     cls: type[SettingsT],
     table: str,
     error: type[ConfigFileError],
-    path: Path | None,
+    path: str | Path | None,
     flags: Mapping[str, Any],
 ) -> SettingsT:
     """A service's settings from `flags` (None means not given), the environment, the `table` of the file at
     `path` and the defaults. Every problem is one line in `error`; a misspelt name comes with valid ones."""
+    path = Path(path) if path is not None else None
     given = {k: v for k, v in flags.items() if v is not None}
     file_values = read_table(path, table, error) if path is not None else {}
     try:

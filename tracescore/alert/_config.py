@@ -380,6 +380,6 @@ class AlertConfig(ServiceSettings):
         return any(rule.unit == "conversation" for rule in self.rules)
 
 
-def load_alert_config(path: Path | None = None, **flags: Any) -> AlertConfig:
+def load_alert_config(path: str | Path | None = None, **flags: Any) -> AlertConfig:
     """The configuration from flags (None means not given), the environment, `path` and the defaults."""
     return load_service_settings(AlertConfig, "alert", AlertConfigError, path, flags)

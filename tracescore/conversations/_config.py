@@ -147,6 +147,6 @@ class ConversationsConfig(ServiceSettings):
         return self
 
 
-def load_conversations_config(path: Path | None = None, **flags: Any) -> ConversationsConfig:
+def load_conversations_config(path: str | Path | None = None, **flags: Any) -> ConversationsConfig:
     """The configuration from flags (None means not given), the environment, `path` and the defaults."""
     return load_service_settings(ConversationsConfig, "conversations", ConversationsConfigError, path, flags)
