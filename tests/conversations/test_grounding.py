@@ -177,6 +177,25 @@ def test_an_earlier_turn_read_after_the_follow_up_grounds_it_then() -> None:
     assert revised.label == "faithful" and grounded_in(revised)[0]["turns_back"] == 1
 
 
+def test_turns_started_within_one_millisecond_are_ordered_by_their_microseconds() -> None:
+    """A fast app (or a script trying the feature) starts its follow-up within the millisecond of the
+    turn before: the follow-up is still grounded in it, and the order survives the state topic."""
+    first_at = T0 + timedelta(microseconds=200)
+    first, third = interaction(1, at=first_at), interaction(3, at=first_at + timedelta(microseconds=300))
+    harness = Harness()
+    harness.feed(evidence_of(third), scored(third))
+    harness.feed(evidence_of(first), scored(first))
+    held = sorted(
+        (state for _, _, state in harness.logic.to_save() if isinstance(state, TurnState)),
+        key=lambda t: t.trace_id,
+    )
+    [revised] = harness.checkpoint()
+    assert revised.label == "faithful" and grounded_in(revised)[0]["turns_back"] == 1
+    raw = [harness.logic.codec.decode(harness.logic.codec.encode(t)) for t in held]
+    assert [t.started for t in raw] == [t.started for t in held]
+    assert raw[0].started is not None and raw[1].started == raw[0].started + 300
+
+
 def test_an_earlier_turn_never_scored_still_counts_by_its_documents() -> None:
     harness = Harness()
     first, third = interaction(1), interaction(3)

@@ -211,7 +211,7 @@ class GroundingStore:
         started = evidence.span_started_at
         turn.user_id, turn.through = evidence.user_id, offset
         if started is not None:
-            turn.started_ms = int(started.timestamp() * 1000)
+            turn.start_at(started)
         turn.evidence = evidence
         self._changed(held, turn, offset, arrival_ms)
 
@@ -230,8 +230,8 @@ class GroundingStore:
         turn.through = offset
         if turn.user_id is None:
             turn.user_id = record.user_id
-        if turn.started_ms is None and record.span_started_at is not None:
-            turn.started_ms = int(record.span_started_at.timestamp() * 1000)
+        if turn.started is None and record.span_started_at is not None:
+            turn.start_at(record.span_started_at)
         # A newer reading of the turn (late spans) replaces the record; what this service wrote before stays
         # known, so its next revision is above both.
         fresh = HeldCheck(
@@ -386,7 +386,8 @@ def _tier(record: EvaluationRecord) -> Tier:
 
 
 def _start(turn: TurnState) -> tuple[int, str, str]:
-    return (turn.started_ms if turn.started_ms is not None else -1, turn.trace_id, turn.span_id)
+    started = turn.started
+    return (started if started is not None else -1, turn.trace_id, turn.span_id)
 
 
 def _document_chars(turn: TurnState) -> int:

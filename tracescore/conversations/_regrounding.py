@@ -94,12 +94,13 @@ def context_of(
                 seen.add(document.text)
                 context.texts.append(document.text)
                 context.sources.append(None)
-    start = turn.started_ms
+    start = turn.started
     if start is None:
         context.unordered = True
         return context
+    # In microseconds: two turns of a fast app (or a script) often start within one millisecond.
     before = [
-        t for t in held.turns.values() if t is not turn and t.started_ms is not None and t.started_ms < start
+        t for t in held.turns.values() if t is not turn and (at := t.started) is not None and at < start
     ]
     mine = sorted((t for t in before if t.user_id == turn.user_id), key=_started, reverse=True)
     context.other_users = len(before) - len(mine)
@@ -121,7 +122,7 @@ def context_of(
                 context.sources.append(Source(earlier.trace_id, back, document))
     held_ids = {(t.trace_id, t.span_id) for t in held.turns.values()}
     context.without_documents += sum(
-        1 for turn_id, at in recorded_earlier if at < start and turn_id not in held_ids
+        1 for turn_id, at in recorded_earlier if at < start // 1000 and turn_id not in held_ids
     )
     return context
 
@@ -234,7 +235,7 @@ def _where(row: Mapping[str, Any]) -> str | None:
 
 
 def _started(turn: TurnState) -> int:
-    return turn.started_ms or 0
+    return turn.started or 0
 
 
 def _clip(text: str) -> str:
