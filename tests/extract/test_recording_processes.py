@@ -1,7 +1,7 @@
 """What a fixture recording runs (fixtures/record.py) ends with the process that started it, however that
 process ends: the scenario program record.py runs (peers.py's `run`), with the folder it records into, and a
 server a scenario program runs beside the library it records (the Spring AI app's JVM, the LiteLLM proxy, the
-Collector: scenarios/_server_process.py), with the program's scratch folder."""
+Collector: scenarios/_guarded.py), with the program's scratch folder."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ import json, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, {scenarios!r})
 assert "tracescore" not in sys.modules
-from _server_process import free_port, server_process
+from _guarded import free_port, server_process
 
 scratch = Path(tempfile.mkdtemp(prefix="tracescore-recording-"))
 port = free_port()
