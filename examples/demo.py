@@ -35,7 +35,7 @@ from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.consume import decode_message
 from tracescore.model import EvaluationRecord, is_flagged
 from tracescore.score import render_report
-from tracescore.testing import STOP_S, Guard, end_process
+from tracescore.testing import STOP_S, Guard, end_process, run_guarded
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic, wait_for_records
 
@@ -192,31 +192,23 @@ def main() -> int:
 
 
 def run_app(bootstrap: str, phase: str, requests: int, expected_path: Path) -> dict[str, Any]:
-    """One run of the example app; `expected_path` is in the demo's folder."""
-    command = [
-        *(sys.executable, "-m", "examples.rag_app", "--bootstrap", bootstrap, "--topic", SPANS_TOPIC),
-        *("--requests", str(requests), "--phase", phase, "--expected-out", str(expected_path)),
-    ]
-    process, guard = _guarded(command, expected_path.parent, cwd=REPO, stdout=subprocess.DEVNULL)
-    try:
-        returncode = process.wait()
-    finally:  # a Ctrl-C: the app had it too; it ends before the services stop
-        end_process(process, STOP_S, guard)
-    if returncode:
-        raise subprocess.CalledProcessError(returncode, command)
+    """One run of the example app, guarded as the services are (`start_service`); `expected_path` is in the
+    demo's folder."""
+    run_guarded(
+        [
+            *(sys.executable, "-m", "examples.rag_app", "--bootstrap", bootstrap, "--topic", SPANS_TOPIC),
+            *("--requests", str(requests), "--phase", phase, "--expected-out", str(expected_path)),
+        ],
+        check=True,
+        remove=[expected_path.parent],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
     return json.loads(expected_path.read_text())
 
 
 def _pythonpath() -> str:
     return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-
-
-def _guarded(command: list[str], folder: Path, **popen: Any) -> tuple[subprocess.Popen[bytes], Guard | None]:
-    """`command` started with a guard: if the demo dies without ending it (a SIGKILL, its terminal closed),
-    the guard ends it (SIGTERM, SIGKILL after STOP_S) and removes the demo's `folder`, which the demo's own
-    exit would have. Without it the process runs on for good (the services) or until it is done (the app)."""
-    process = subprocess.Popen(command, **popen)
-    return process, Guard.start(process, STOP_S, [folder])
 
 
 @dataclass(frozen=True)
@@ -230,18 +222,19 @@ class Service:
 
 
 def start_service(args: list[str], folder: Path, env: Mapping[str, str] | None = None) -> Service:
-    """`tracescore <args>` from this checkout (`env` added to the demo's environment), guarded (`_guarded`),
-    logging to a file in the demo's `folder`: the demo prints what the receiver gets, and the service's
-    closing summary once stopped."""
+    """`tracescore <args>` from this checkout (`env` added to the demo's environment), logging to a file in
+    the demo's `folder`: the demo prints what the receiver gets, and the service's closing summary once
+    stopped. Guarded: if the demo dies without stopping it (a SIGKILL, its terminal closed), the guard ends it
+    (SIGTERM, SIGKILL after STOP_S) and removes the `folder`, which the demo's own exit would have; without it
+    the service runs on for good."""
     log = folder / f"{args[0]}.log"
     with log.open("wb") as out:
-        process, guard = _guarded(
+        process = subprocess.Popen(
             [sys.executable, "-m", "tracescore.cli", *args],
-            folder,
             env={**os.environ, "PYTHONPATH": _pythonpath(), **(env or {})},
             stderr=out,
         )
-    return Service(args[0], process, guard, log)
+    return Service(args[0], process, Guard.start(process, STOP_S, [folder]), log)
 
 
 def stop_service(service: Service) -> None:

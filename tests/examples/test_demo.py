@@ -64,6 +64,6 @@ def test_demo_fires_then_resolves_and_writes_the_report() -> None:
 def test_a_demo_service_ends_with_the_demo_however_the_demo_is_killed(kafka_broker: KafkaBroker) -> None:
     """A demo killed with SIGKILL (or its terminal closed) left its `tracescore consume` and `tracescore
     alert` running for good, and its folder (their logs, the alert rules) behind. One service stands for
-    both, and for the app's runs: all start through the same guarded start."""
+    both; the app's runs go through `run_guarded` (tests/extract/test_recording_processes.py)."""
     topic = f"demo-guarded-{uuid.uuid4().hex[:8]}"
     ends_with_its_owner(_OWNER.format(bootstrap=kafka_broker.bootstrap_servers, topic=topic), "the service")
