@@ -75,8 +75,8 @@ _OWNER = "import os, sys; os.execv(sys.executable, [sys.executable, '-I', '-S', 
 
 
 def test_a_recording_server_ends_with_its_program_however_the_program_is_killed() -> None:
-    """record.py kills a scenario program that overruns its time (and the program's own guard kills it when
-    record.py is killed): its servers ran on for good, their ports taken, its scratch folder left."""
+    """record.py ends a scenario program that overruns its time, and the program's guard ends it when
+    record.py is killed: its servers ran on for good, their ports taken, its scratch folder left."""
     program = _PROGRAM.format(scenarios=str(SCENARIOS))
     ends_with_its_owner(_OWNER.format(program=program), "the recording's server")
 
