@@ -2,7 +2,9 @@
 
 1. start Apache Kafka (KRaft, from Maven Central jars) on a free port, a local webhook receiver, and two
    services in the background: `tracescore consume` (offline judge) and `tracescore alert` (its rules in
-   a YAML file, notifications signed and posted to the receiver)
+   a YAML file, notifications signed and posted to the receiver). Every process the demo starts (the
+   broker, the services, the app's runs) ends with it however it ends: a Ctrl-C stops them in order, and a
+   SIGKILL or a closed terminal sets off their guards (`Guard`), which end them and remove the demo's folder
 2. the example RAG app answers faithfully (long enough for each route to learn its normal), then its /billing
    route starts answering unfaithfully (drift): /billing's rolling share of faithful answers drops, and both
    alerts fire on the receiver: the threshold rule (below 0.7) and the drop rule (below the route's own
@@ -21,7 +23,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from tracescore.alert.testing import ReceivedRequest, WebhookReceiver
 from tracescore.consume import decode_message
 from tracescore.model import EvaluationRecord, is_flagged
 from tracescore.score import render_report
+from tracescore.testing import STOP_S, Guard, end_process, run_guarded
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic, wait_for_records
 
@@ -42,6 +46,7 @@ SPANS_TOPIC = "otlp_spans"
 EVALUATIONS_TOPIC = "tracescore.evaluations"
 REPORT = REPO / "out" / "demo-report.html"
 WAIT_S = 300  # generous: a shared two-core machine can be slow, and the wait ends at the event
+SERVICE_STOP_S = 120  # a service's own stop (it commits, prints its summary) before it is killed
 SECRET = "demo-webhook-secret"  # the demo's own HMAC key, passed to `tracescore alert` in its environment
 ALERT_CONFIG = """
 rules:
@@ -146,11 +151,11 @@ def main() -> int:
             print(f"broker at {bootstrap}, webhook receiver at {receiver.url}")
             config = tmp / "alert.yaml"
             config.write_text(ALERT_CONFIG.format(url=receiver.url))
-            env = {**os.environ, "DEMO_WEBHOOK_SECRET": SECRET, "PYTHONPATH": _pythonpath()}
+            env = {"DEMO_WEBHOOK_SECRET": SECRET}
             step("background services: tracescore consume (offline judge) and tracescore alert")
             services = [
-                _start(["consume", "--bootstrap-servers", bootstrap, "--topic", SPANS_TOPIC], env, tmp),
-                _start(["alert", "--config", str(config), "--bootstrap-servers", bootstrap], env, tmp),
+                start_service(["consume", "--bootstrap-servers", bootstrap, "--topic", SPANS_TOPIC], tmp),
+                start_service(["alert", "--config", str(config), "--bootstrap-servers", bootstrap], tmp, env),
             ]
             expected: dict[str, Any] = {}
             sent = 0  # requests, one evaluation record each (a question asked twice has one expectation)
@@ -174,8 +179,8 @@ def main() -> int:
                 wait_for_evaluations(bootstrap, sent)
             finally:
                 step("stopping the services")
-                for name, process in services:
-                    _stop(name, process, tmp)
+                for service in services:
+                    stop_service(service)
             queries = spans_by_id([m.value for m in read_topic(bootstrap, SPANS_TOPIC)])
             records = [
                 EvaluationRecord.model_validate_json(m.value)
@@ -187,13 +192,16 @@ def main() -> int:
 
 
 def run_app(bootstrap: str, phase: str, requests: int, expected_path: Path) -> dict[str, Any]:
-    subprocess.run(
+    """One run of the example app, guarded as the services are (`start_service`); `expected_path` is in the
+    demo's folder."""
+    run_guarded(
         [
             *(sys.executable, "-m", "examples.rag_app", "--bootstrap", bootstrap, "--topic", SPANS_TOPIC),
             *("--requests", str(requests), "--phase", phase, "--expected-out", str(expected_path)),
         ],
-        cwd=REPO,
         check=True,
+        remove=[expected_path.parent],
+        cwd=REPO,
         stdout=subprocess.DEVNULL,
     )
     return json.loads(expected_path.read_text())
@@ -203,24 +211,40 @@ def _pythonpath() -> str:
     return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 
 
-def _start(args: list[str], env: dict[str, str], tmp: Path) -> tuple[str, subprocess.Popen[bytes]]:
-    # The services log to files (the demo prints what the receiver gets); their closing summary is shown.
-    with (tmp / f"{args[0]}.log").open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "tracescore.cli", *args], env=env, stderr=log)
-    return args[0], process
+@dataclass(frozen=True)
+class Service:
+    """A `tracescore` command the demo runs in the background (`start_service`, `stop_service`)."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    guard: Guard | None
+    log: Path
 
 
-def _stop(name: str, process: subprocess.Popen[bytes], tmp: Path) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(120)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        print(f"tracescore {name} did not stop in time and was killed", flush=True)
-    lines = (tmp / f"{name}.log").read_text(errors="replace").splitlines()
+def start_service(args: list[str], folder: Path, env: Mapping[str, str] | None = None) -> Service:
+    """`tracescore <args>` from this checkout (`env` added to the demo's environment), logging to a file in
+    the demo's `folder`: the demo prints what the receiver gets, and the service's closing summary once
+    stopped. Guarded: if the demo dies without stopping it (a SIGKILL, its terminal closed), the guard ends it
+    (SIGTERM, SIGKILL after STOP_S) and removes the `folder`, which the demo's own exit would have; without it
+    the service runs on for good."""
+    log = folder / f"{args[0]}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tracescore.cli", *args],
+            env={**os.environ, "PYTHONPATH": _pythonpath(), **(env or {})},
+            stderr=out,
+        )
+    return Service(args[0], process, Guard.start(process, STOP_S, [folder]), log)
+
+
+def stop_service(service: Service) -> None:
+    """SIGTERM (its own stop), SIGKILL if it has not stopped in SERVICE_STOP_S; then its summary is shown."""
+    end_process(service.process, SERVICE_STOP_S, service.guard)
+    if service.process.returncode == -signal.SIGKILL:
+        print(f"tracescore {service.name} did not stop in time and was killed", flush=True)
+    lines = service.log.read_text(errors="replace").splitlines()
     summary = [line for line in lines if line.strip() and not line[:4].isdigit()]  # no timestamp on them
-    print(f"tracescore {name} stopped:", *(f"  {line}" for line in summary), sep="\n", flush=True)
+    print(f"tracescore {service.name} stopped:", *(f"  {line}" for line in summary), sep="\n", flush=True)
 
 
 def spans_by_id(values: list[bytes]) -> dict[str, dict[str, Any]]:

@@ -81,7 +81,7 @@ def _prometheus_stack(
         stderr=subprocess.STDOUT,
     )
     guard = Guard.start(collector, _STOP_S)  # it ends with this worker, however the worker ends
-    consumer = None
+    consumer = consumer_guard = None
     try:
         wait_until(
             "the Collector's prometheus exporter answers",
@@ -103,26 +103,37 @@ scrape_configs:
       - targets: ["127.0.0.1:{exporter_port}"]
 """
             with PrometheusProcess(config) as prometheus:
-                consumer = subprocess.Popen(
-                    [
-                        *(sys.executable, "-m", "tracescore.cli", "consume"),
-                        *("--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic),
-                        *("--group-id", f"{topic}-scorers"),
-                        *("--otlp-metrics-endpoint", f"http://127.0.0.1:{otlp_port}/v1/metrics"),
-                    ],
-                    env=python_env(
-                        OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_RESOURCE_ATTRIBUTES="service.instance.id=c1"
-                    ),
-                    stdout=subprocess.DEVNULL,
-                    stderr=(tmp / "consume.log").open("wb"),
+                consumer, consumer_guard = start_consume(
+                    kafka_broker.bootstrap_servers, topic, otlp_port, tmp / "consume.log"
                 )
                 yield PrometheusStack(
                     prometheus, alertmanager, receiver, kafka_broker.bootstrap_servers, topic
                 )
     finally:
-        end_process(consumer, _STOP_S)
+        end_process(consumer, _STOP_S, consumer_guard)
         end_process(collector, _STOP_S, guard)
         collector_log.close()
+
+
+def start_consume(
+    bootstrap: str, topic: str, otlp_port: int, log: Path
+) -> tuple[subprocess.Popen[bytes], Guard | None]:
+    """The stack's `tracescore consume`, exporting its metrics to the Collector on `otlp_port` every second;
+    guarded as the Collector beside it: it ends with this worker, however the worker ends."""
+    with log.open("wb") as stderr:
+        consumer = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "tracescore.cli", "consume"),
+                *("--bootstrap-servers", bootstrap, "--topic", topic, "--group-id", f"{topic}-scorers"),
+                *("--otlp-metrics-endpoint", f"http://127.0.0.1:{otlp_port}/v1/metrics"),
+            ],
+            env=python_env(
+                OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_RESOURCE_ATTRIBUTES="service.instance.id=c1"
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    return consumer, Guard.start(consumer, _STOP_S)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from _helpers import kill_if_running, wait_until
 
-from tracescore.testing import closed_port, free_port
+from tracescore.testing import closed_port, free_port, run_guarded
 from tracescore.testing.kafka_broker import _pid_alive
 
 
@@ -145,3 +145,23 @@ def test_a_guard_removes_what_its_process_left_when_the_owner_dies_after_the_pro
         wait_until(lambda: not folder.exists(), "the guard to remove its folder", timeout_s=10)
     finally:
         _end_server(pid, ended, folder)
+
+
+def test_a_command_run_guarded_is_run_as_subprocess_run_runs_it() -> None:
+    """Its output captured, its exit status returned, a CalledProcessError when checked."""
+    command = [sys.executable, "-c", "import sys; print('out'); sys.exit(3)"]
+    done = run_guarded(command, capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "")
+    with pytest.raises(subprocess.CalledProcessError) as raised:
+        run_guarded(command, check=True, stdout=subprocess.DEVNULL)
+    assert raised.value.returncode == 3
+
+
+def test_a_command_run_guarded_out_of_time_is_ended_with_a_sigterm_first(tmp_path: Path) -> None:
+    """subprocess.run kills a command out of time at once (SIGKILL): a scenario program recording, or a
+    server, is given its SIGTERM first, as `end_process` gives it. (Ended with its owner, however the owner
+    ends: tests/extract/test_recording_processes.py, through the recorder's runs.)"""
+    ended = tmp_path / "ended"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_guarded([sys.executable, "-c", _SERVER, str(ended)], timeout_s=3, stdout=subprocess.DEVNULL)
+    assert ended.read_text() == "SIGTERM"

@@ -9,7 +9,18 @@ from tracescore.testing._process import (
     free_port,
     locked,
     log_tail,
+    run_guarded,
     wait_ready,
 )
 
-__all__ = ["STOP_S", "Guard", "closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
+__all__ = [
+    "STOP_S",
+    "Guard",
+    "closed_port",
+    "end_process",
+    "free_port",
+    "locked",
+    "log_tail",
+    "run_guarded",
+    "wait_ready",
+]

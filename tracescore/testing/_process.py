@@ -1,6 +1,6 @@
 """What every real third-party program run for dev and tests needs: a free loopback port, one installer at a
-time, a wait until it answers, a clean end, an end with the process that started it (`Guard`), and its log's
-tail when it does not come up.
+time, a wait until it answers, a clean end, an end with the process that started it (`Guard`; `run_guarded`
+for a command waited for), and its log's tail when it does not come up.
 
 Run as a script, this file is a guard's watchdog (`_watch`): it imports nothing but the standard library.
 """
@@ -21,7 +21,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["STOP_S", "Guard", "closed_port", "end_process", "free_port", "locked", "log_tail", "wait_ready"]
+TYPE_CHECKING = False  # typing's own flag, without importing typing into every watchdog's start
+if TYPE_CHECKING:
+    from typing import Any
 
 # How long a stop (and a guard, its owner gone) waits for a server to exit on SIGTERM before it kills it.
 STOP_S = 20.0
@@ -114,6 +116,34 @@ def end_process(
             process.wait()
     if guard is not None:
         guard.disarm()
+
+
+def run_guarded(
+    command: Sequence[str],
+    *,
+    timeout_s: float | None = None,
+    check: bool = False,
+    capture_output: bool = False,
+    grace_s: float = STOP_S,
+    remove: Sequence[Path] = (),
+    **popen: Any,
+) -> subprocess.CompletedProcess[Any]:
+    """`subprocess.run(command, timeout=timeout_s, check=check, capture_output=capture_output, **popen)`,
+    guarded: should this process die meanwhile, the command ends too (`Guard`) and `remove` goes. Out of time,
+    or this process interrupted (a Ctrl-C), the command is ended as `end_process` ends a process (a SIGTERM
+    first, where subprocess.run sends a SIGKILL at once), and the exception (subprocess.TimeoutExpired,
+    KeyboardInterrupt) raised."""
+    if capture_output:
+        popen |= {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    process = subprocess.Popen(command, **popen)
+    guard = Guard.start(process, grace_s, remove)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    finally:
+        end_process(process, grace_s, guard)
+    if check and process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, process.args, stdout, stderr)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def log_tail(*paths: Path, lines: int = 40) -> str:
