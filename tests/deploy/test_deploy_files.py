@@ -76,6 +76,19 @@ def test_dockerfile_copies_what_exists_and_runs_the_console_script() -> None:
     assert re.search(r"^USER \d+", text, flags=re.MULTILINE), "the image must not run as root"
 
 
+def test_the_image_installs_the_extra_its_command_needs() -> None:
+    """The plain install is the SDK alone: an image built with `pip install .` had a `tracescore` that only
+    said to install the consumer extra, and every service it was to run exited 1."""
+    text = (DEPLOY / "Dockerfile").read_text()
+    installs = re.findall(r"pip install (?:-\S+ )*['\"]?\.(?:\[([\w,-]+)\])?['\"]?(?=\s)", text)
+    assert len(installs) == 1, f"one `pip install .[...]` of the checkout expected: {installs}"
+    extras = set(installs[0].split(",")) - {""}
+    optional = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    # The extra that brings the command line (click), as the command's own message names it.
+    needed = {name for name, deps in optional.items() if any(re.match(r"click\b", d) for d in deps)}
+    assert needed and extras & needed, f"the image installs {sorted(extras)}; the command needs {needed}"
+
+
 def test_prometheus_config_and_rules_pass_promtool() -> None:
     promtool = shutil.which("promtool")
     assert promtool, "promtool is not installed: make promtool"
