@@ -267,6 +267,12 @@ def test_the_scaled_object_measures_the_lag_of_what_the_consumers_read() -> None
     assert "--topic" not in flags and "--group-id" not in flags, (
         "a flag would win over the variable KEDA reads"
     )
+    # A group without committed offsets: KEDA counts its lag from where the consumers will start reading.
+    values = {e["name"]: e.get("value") for e in container["env"]}
+    reset = values.get("TRACESCORE_AUTO_OFFSET_RESET")
+    reset = reset or ConsumerSettings.model_fields["auto_offset_reset"].default
+    assert "--auto-offset-reset" not in flags, "a flag would win over the variable read here"
+    assert trigger["metadata"]["offsetResetPolicy"] == reset, "KEDA counts lag from another offset"
 
 
 def test_deployments_reference_secrets_and_request_resources() -> None:
