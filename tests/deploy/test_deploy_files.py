@@ -273,6 +273,8 @@ def test_the_scaled_object_measures_the_lag_of_what_the_consumers_read() -> None
     reset = reset or ConsumerSettings.model_fields["auto_offset_reset"].default
     assert "--auto-offset-reset" not in flags, "a flag would win over the variable read here"
     assert trigger["metadata"]["offsetResetPolicy"] == reset, "KEDA counts lag from another offset"
+    # Kubernetes: a Deployment an autoscaler scales leaves out spec.replicas, or each apply resets the count.
+    assert "replicas" not in deployment["spec"], "kubectl apply would scale the consumers back to it"
 
 
 def test_deployments_reference_secrets_and_request_resources() -> None:
