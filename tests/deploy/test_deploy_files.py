@@ -283,8 +283,6 @@ def test_deployments_reference_secrets_and_request_resources() -> None:
     for name, deployment in deployments.items():
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         assert container["resources"]["requests"], name
-        if name == "tracescore-conversations":
-            continue  # it holds no secret (a Phoenix API key, when used, would come from the Secret too)
         refs = [
             e["valueFrom"]["secretKeyRef"]
             for e in container["env"]
