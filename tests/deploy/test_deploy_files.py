@@ -131,6 +131,43 @@ def test_shipped_conversations_configs_load(tmp_path: Path) -> None:
     assert load_conversations_config(path).health_file == Path("/tmp/tracescore-conversations.alive")
 
 
+_LOADERS = {"alert": load_alert_config, "conversations": load_conversations_config}
+_PROBES = ("livenessProbe", "readinessProbe")
+
+
+def test_every_probe_checks_the_health_file_its_service_touches(tmp_path: Path) -> None:
+    """A probe on another file than the config's `health_file` never sees it touched: the pod would be
+    restarted for good (Kubernetes) or shown unhealthy (compose) however well the service runs."""
+    checked = []
+    for document in _k8s_documents():
+        if document["kind"] != "Deployment":
+            continue
+        spec = document["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        probes = [container[p]["exec"]["command"] for p in _PROBES if p in container]
+        if not probes:
+            continue
+        (volume,) = [v for v in spec["volumes"] if "configMap" in v]
+        (configmap,) = [
+            d
+            for d in _k8s_documents()
+            if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
+        ]
+        ((name, text),) = configmap["data"].items()
+        (tmp_path / name).write_text(text)
+        health_file = _LOADERS[container["args"][0]](tmp_path / name).health_file
+        checked += [(document["metadata"]["name"], " ".join(probe), health_file) for probe in probes]
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        if "healthcheck" in service and str(service.get("image", "")).startswith("tracescore:"):
+            (mounted,) = [v.split(":")[0] for v in service["volumes"] if v.startswith("./")]
+            health_file = _LOADERS[service["command"][0]](DEPLOY / mounted).health_file
+            checked.append((f"compose {name}", " ".join(service["healthcheck"]["test"]), health_file))
+    assert len(checked) == 6, checked  # each service: two probes on Kubernetes, a healthcheck in compose
+    for where, probe, health_file in checked:
+        assert health_file is not None and re.findall(r"/\S+\.alive", probe) == [str(health_file)], where
+
+
 def test_the_shipped_alert_config_shows_every_setting_and_marks_what_is_not_its_default() -> None:
     """deploy/alert/alert.yaml is the reference users copy ("the defaults unless marked"): a setting added to
     `tracescore alert` or a default changed in the code shows here."""
