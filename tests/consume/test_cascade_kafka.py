@@ -165,8 +165,8 @@ def test_the_cascade_measures_its_lift_and_shows_it_in_records_metrics_and_the_s
     assert {r.targeted_share for r in llm} == {1.0}
     failed = sum(r.label == "hallucinated" for r in llm) / 6
     where = {"tracescore_route": "/support", "answer_shape": "short"}
-    assert gauge(reader, "tracescore.cascade.targeted_share", **where) == [1.0]
-    uniform = gauge(reader, "tracescore.cascade.failed_share", **where, group="uniform", bound="value")
+    assert gauge(reader, "tracescore.cascade.targeted_share_ratio", **where) == [1.0]
+    uniform = gauge(reader, "tracescore.cascade.failed_share_ratio", **where, group="uniform", bound="value")
     assert uniform == [pytest.approx(failed)]
     # The two suspicious answers are what the cascade would have picked: evidence for its side too (older
     # labels fade by 1/200 a label).

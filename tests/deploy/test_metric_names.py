@@ -85,24 +85,7 @@ def collector_scrape(otelcol: Path, tmp_path: Path) -> Iterator[tuple[set[str], 
         # Exported by force_flush below, not on a timer.
         reader = PeriodicExportingMetricReader(exporter_to_collector, export_interval_millis=3_600_000)
         provider = MeterProvider(metric_readers=[reader])
-        meter = _EveryInstrumentOnce(provider.get_meter("tracescore.consumer"))
-        metrics = EvaluationMetrics(meter)  # type: ignore[arg-type]
-        ConversationMetrics(meter)  # type: ignore[arg-type]
-        metrics.evaluated(
-            EvaluationRecord(
-                trace_id="0" * 32,
-                span_id="0" * 16,
-                service_name="svc",
-                route="/r",
-                metric="faithfulness",
-                score=0.5,
-                label="faithful",
-                status=MetricStatus.OK,
-                judge="offline",
-                timestamp=datetime.now(UTC),
-            )
-        )
-        metrics.skipped("not_rag", "svc", "scope")
+        _record_every_instrument(provider)
         provider.force_flush()
 
         def served() -> str | None:
@@ -118,6 +101,29 @@ def collector_scrape(otelcol: Path, tmp_path: Path) -> Iterator[tuple[set[str], 
         if provider is not None:
             provider.shutdown(timeout_millis=5_000)
         end_process(collector, _STOP_S, guard)
+
+
+def _record_every_instrument(provider: MeterProvider) -> None:
+    """One value in every instrument of the consumer and the conversations service (and the labels a scored
+    record and a skip give)."""
+    meter = _EveryInstrumentOnce(provider.get_meter("tracescore.consumer"))
+    metrics = EvaluationMetrics(meter)  # type: ignore[arg-type]
+    ConversationMetrics(meter)  # type: ignore[arg-type]
+    metrics.evaluated(
+        EvaluationRecord(
+            trace_id="0" * 32,
+            span_id="0" * 16,
+            service_name="svc",
+            route="/r",
+            metric="faithfulness",
+            score=0.5,
+            label="faithful",
+            status=MetricStatus.OK,
+            judge="offline",
+            timestamp=datetime.now(UTC),
+        )
+    )
+    metrics.skipped("not_rag", "svc", "scope")
 
 
 def _named(text: str) -> set[str]:
@@ -137,3 +143,25 @@ def test_every_metric_named_is_one_the_collector_exports(collector_scrape: tuple
         str(path.relative_to(REPO)): sorted(_named(path.read_text()) - exported - labels) for path in NAMED_IN
     }
     assert not {path: names for path, names in unknown.items() if names}, f"exported: {sorted(exported)}"
+
+
+def test_the_prometheus_port_serves_the_names_the_collector_does(
+    collector_scrape: tuple[set[str], set[str]],
+) -> None:
+    """`--prometheus-port` (its PrometheusMetricReader) and the metrics Collector name every metric alike, so
+    one dashboard and one set of rules serve either path (a gauge of unit 1 named without `_ratio` gets it
+    from the Collector only)."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import REGISTRY, generate_latest
+
+    exported, _ = collector_scrape
+    reader = PrometheusMetricReader()  # what meter_provider gives --prometheus-port: the default registry
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        _record_every_instrument(provider)
+        text = generate_latest(REGISTRY).decode()
+    finally:
+        provider.shutdown(timeout_millis=5_000)  # unregisters the reader's collector
+    # prometheus_client adds a `_created` series beside each counter and histogram: not a name of ours.
+    served = {name for name in re.findall(r"^(tracescore_\w+)", text, re.M) if not name.endswith("_created")}
+    assert served == {name for name in exported if name.startswith("tracescore_")}

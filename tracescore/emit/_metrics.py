@@ -99,14 +99,14 @@ class EvaluationMetrics:
         # (`observe_lift`): always its current state, nothing kept here, and forgotten routes drop out.
         self._lift_sources: list[Callable[[], Sequence[LiftReading]]] = []
         meter.create_observable_gauge(
-            "tracescore.cascade.targeted_share",
+            "tracescore.cascade.targeted_share_ratio",
             callbacks=[self._observe_targeted_share],
             unit="1",
             description="Per route and answer shape: the share of the cascade's LLM budget that targets "
             "suspicious answers; the rest draws uniformly, because targeting showed no lift.",
         )
         meter.create_observable_gauge(
-            "tracescore.cascade.failed_share",
+            "tracescore.cascade.failed_share_ratio",
             callbacks=[self._observe_failed_share],
             unit="1",
             description="Per route and answer shape: the share of the LLM judge's verdicts that failed, by "
