@@ -33,6 +33,7 @@ def test_a_topic_nothing_was_written_to_is_said_at_start(
         f"WARNING tracescore.{command}: the topic {topic} that tracescore {command} reads does not exist"
         in said
     ), said
-    assert f"`tracescore {command} --help` names each topic's flag and variable" in said, said
+    variable = f"TRACESCORE_{command.upper()}_EVALUATIONS_TOPIC"
+    assert f"give that one in evaluations_topic ({variable}, or `evaluations_topic` in --config" in said, said
     assert partitions_on_broker(bootstrap, topic) is None, f"tracescore {command} created the topic it reads"
     assert not_found_errors(done.stderr) == []

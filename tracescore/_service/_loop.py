@@ -105,6 +105,12 @@ class KeyedSettings:
         return cls(topic, partitions, env_prefix(type(config)) + partitions.upper())
 
 
+def topic_setting(config: LoopConfig, topic: str) -> str | None:
+    """The `*_topic` setting of `config` that names `topic`."""
+    fields = getattr(type(config), "model_fields", {})
+    return next((name for name in fields if name.endswith("_topic") and getattr(config, name) == topic), None)
+
+
 class ServiceLoop:
     def __init__(
         self,
@@ -155,6 +161,7 @@ class ServiceLoop:
         self._not_started: str | None = None  # a stop gave up on the startup: what it did not do
         group_id, rebalance_protocol = config.group_id, config.rebalance_protocol
         self._group_id, self._protocol = group_id, rebalance_protocol
+        self._config = config
         self._keyed_settings = KeyedSettings.of(config, stage)
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
@@ -309,14 +316,22 @@ class ServiceLoop:
         )
 
     def _unwritten(self, topic: str) -> None:
-        # Where a misspelt topic shows: nothing was ever written to it, and nothing will arrive.
+        # Where a misspelt topic shows: nothing was ever written to it, and nothing will arrive. Named by its
+        # setting, as not every topic a service reads has a flag (alert's conversations_topic has none).
+        setting = topic_setting(self._config, topic)
+        where = (
+            f"{setting} ({env_prefix(type(self._config)) + setting.upper()}, or `{setting}` in --config, "
+            f"or its flag where `{self._service} --help` lists one)"
+            if setting is not None
+            else f"`{self._service} --help` lists the flags"
+        )
         self.log.warning(
             "the topic %s that %s reads does not exist, so nothing has been written to it yet: waiting for "
             "it (whatever writes it creates it). If its records are being written, they go to a topic of "
-            "another name: give that one (`%s --help` names each topic's flag and variable)",
+            "another name: give that one in %s",
             topic,
             self._service,
-            self._service,
+            where,
         )
 
     def _run(self, idle_timeout_s: float | None) -> None:
