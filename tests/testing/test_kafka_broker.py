@@ -56,8 +56,9 @@ DASHED = "-" + kafka_broker._cluster_id()[1:]
 def dashed_broker() -> Iterator[KafkaBroker]:
     """A broker whose generated cluster id starts with "-" (one in 64 does), for the two tests below: one JVM
     started and stopped for both (each on topics of its own). Its close() deletes the data directory it
-    created, restarts or not."""
-    broker = KafkaBroker(partitions=1)
+    created, restarts or not. It has a SCRAM user, so StorageTool itself formats its storage with the
+    dashed id as an argument (other brokers copy a template the tool formatted once)."""
+    broker = KafkaBroker(partitions=1, sasl_users={"dashed": "secret"}, sasl_mechanism="SCRAM-SHA-256")
     try:
         with pytest.MonkeyPatch.context() as patch:  # the id is generated at the first start
             patch.setattr(kafka_broker, "_cluster_id", lambda: DASHED)
@@ -108,6 +109,34 @@ def test_restart_keeps_address_cluster_and_messages(dashed_broker: KafkaBroker) 
     broker.restart()
     assert broker.bootstrap_servers == bootstrap
     assert _values(bootstrap, "restarted") == [*before, b"after"]
+
+
+def _meta(folder: Path) -> dict[str, str]:
+    lines = (folder / "meta.properties").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+def test_a_new_broker_is_formatted_from_the_template_with_ids_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """StorageTool (a JVM: a third of a test broker's CPU) runs once per Kafka release and configuration,
+    into a template beside the jars; a new broker's storage is that template with its own cluster id and a
+    directory id of its own, and the broker starts on it, answering as its cluster."""
+    with KafkaBroker(partitions=1) as first:  # formats the template if no broker did yet
+        monkeypatch.setattr(kafka_broker, "_storage_tool", lambda *args: pytest.fail("StorageTool ran"))
+        with KafkaBroker(partitions=1) as second:
+            assert first.data_dir is not None and second.data_dir is not None
+            template = second._template(second.data_dir / "server.properties", fetch_kafka_jars())
+            checkpoint = (template / "bootstrap.checkpoint").read_bytes()
+            assert (second.data_dir / "data" / "bootstrap.checkpoint").read_bytes() == checkpoint
+            metas = [_meta(first.data_dir / "data"), _meta(second.data_dir / "data"), _meta(template)]
+            assert [meta["cluster.id"] for meta in metas[:2]] == [first.cluster_id, second.cluster_id]
+            assert len({meta["directory.id"] for meta in metas}) == 3, metas
+            assert all(not meta["directory.id"].startswith("-") for meta in metas)
+            assert {(meta["node.id"], meta["version"]) for meta in metas} == {("1", "1")}
+            producer = KafkaProducer(bootstrap_servers=second.bootstrap_servers, acks="all")
+            assert producer.send("copied", b"hello").get(timeout=30).offset == 0
+            producer.close()
 
 
 def test_a_data_dir_formatted_for_another_cluster_is_refused_before_kafka_starts(tmp_path: Path) -> None:
