@@ -117,26 +117,32 @@ def _meta(folder: Path) -> dict[str, str]:
 
 
 def test_a_new_broker_is_formatted_from_the_template_with_ids_of_its_own(
-    monkeypatch: pytest.MonkeyPatch,
+    kafka_broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """StorageTool (a JVM: a third of a test broker's CPU) runs once per Kafka release and configuration,
-    into a template beside the jars; a new broker's storage is that template with its own cluster id and a
-    directory id of its own, and the broker starts on it, answering as its cluster."""
-    with KafkaBroker(partitions=1) as first:  # formats the template if no broker did yet
-        monkeypatch.setattr(kafka_broker, "_storage_tool", lambda *args: pytest.fail("StorageTool ran"))
-        with KafkaBroker(partitions=1) as second:
-            assert first.data_dir is not None and second.data_dir is not None
-            template = second._template(second.data_dir / "server.properties", fetch_kafka_jars())
-            checkpoint = (template / "bootstrap.checkpoint").read_bytes()
-            assert (second.data_dir / "data" / "bootstrap.checkpoint").read_bytes() == checkpoint
-            metas = [_meta(first.data_dir / "data"), _meta(second.data_dir / "data"), _meta(template)]
-            assert [meta["cluster.id"] for meta in metas[:2]] == [first.cluster_id, second.cluster_id]
-            assert len({meta["directory.id"] for meta in metas}) == 3, metas
-            assert all(not meta["directory.id"].startswith("-") for meta in metas)
-            assert {(meta["node.id"], meta["version"]) for meta in metas} == {("1", "1")}
-            producer = KafkaProducer(bootstrap_servers=second.bootstrap_servers, acks="all")
-            assert producer.send("copied", b"hello").get(timeout=30).offset == 0
-            producer.close()
+    into a template beside the jars (the shared broker's start made the one of this configuration); a new
+    broker's storage is that template with its own cluster id and a directory id of its own, and the broker
+    starts on it, answering as its cluster."""
+
+    def storage_tool(*args: object) -> None:
+        pytest.fail("StorageTool ran")
+
+    monkeypatch.setattr("tracescore.testing.kafka_broker._storage_tool", storage_tool)
+    with KafkaBroker() as broker:
+        assert broker.data_dir is not None
+        template = broker._template(broker.data_dir / "server.properties", fetch_kafka_jars())
+        checkpoint = (template / "bootstrap.checkpoint").read_bytes()
+        assert (broker.data_dir / "data" / "bootstrap.checkpoint").read_bytes() == checkpoint
+        own, formatted = _meta(broker.data_dir / "data"), _meta(template)
+        assert own["cluster.id"] == broker.cluster_id != formatted["cluster.id"]
+        assert own["directory.id"] != formatted["directory.id"] and not own["directory.id"].startswith("-")
+        ids = ("cluster.id", "directory.id")
+        assert {k: v for k, v in own.items() if k not in ids} == {
+            k: v for k, v in formatted.items() if k not in ids
+        }
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
+        assert producer.send("copied", b"hello").get(timeout=30).offset == 0
+        producer.close()
 
 
 def test_a_data_dir_formatted_for_another_cluster_is_refused_before_kafka_starts(tmp_path: Path) -> None:
