@@ -6,10 +6,11 @@ records:
 
 - `wall`: seconds of the clock;
 - `self`: the worker's own CPU (user + sys, `getrusage(RUSAGE_SELF)`);
-- `children`: the CPU of the processes the test started (every process descended from the worker, by
-  /proc's parent links): those that ended and were reaped during the test (`getrusage(RUSAGE_CHILDREN)`, which
-  includes their own reaped children), plus those still running at the end of the test that began during it
-  (read from /proc/<pid>/stat), less what an earlier test was already charged for them;
+- `children`: the CPU of the processes that ended during the test (every process descended from the
+  worker, by /proc's parent links), wherever they were reaped: by the worker (`getrusage(RUSAGE_CHILDREN)`,
+  which includes their own reaped children) or by a process of the tree that outlives the test (its
+  cutime + cstime in /proc/<pid>/stat: the zygote's forked services, tests/_zygote.py, a shell's commands),
+  less what an earlier test was already charged for them while they ran;
 - `held`: the CPU during the test of processes that outlived the test that started them (Phoenix, a
   module's services, the session broker of a run without xdist): charged to their own line
   (`held_processes`, with the test that started them and their command), not to the tests, so one broker
@@ -24,8 +25,8 @@ One JSON per process into the folder (`<worker id>.json`, written at its end); `
 folder reaches its workers in `workerinput`, and the variable is taken out of the environment, so a pytest
 run a test starts (tests/test_suite_interrupt.py) is that test's CPU, not a run of its own writing over the
 workers' files. The /proc scans are taken outside the `self` readings, so the measurement's own cost is not a
-test's. Known gaps: a process that leaves the tree (a double fork re-parented to init) is not seen; a
-grandchild charged while running and reaped later by its parent is counted again with its parent.
+test's. Known gap: a process that leaves the tree (a double fork re-parented to init) is not seen after it
+leaves.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class _Proc:
     ppid: int
     start: int  # start time in ticks: with the pid, one process (pids are reused)
     cpu: float
+    reaped: float  # the CPU of its children it waited for (and theirs): cutime + cstime
 
 
 def _processes() -> dict[int, _Proc]:
@@ -67,13 +69,17 @@ def _processes() -> dict[int, _Proc]:
                 fields = stat.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue  # ended meanwhile
-        # After the command: state ppid ... utime(12) stime(13) ... starttime(20), counted from 1 at pid.
-        procs[int(name)] = _Proc(int(fields[1]), int(fields[19]), (int(fields[11]) + int(fields[12])) / _TICK)
+        # After the command: state ppid ... utime(12) stime(13) cutime(14) cstime(15) ... starttime(20),
+        # counted from 1 at pid.
+        ticks = [int(fields[n]) for n in (11, 12, 13, 14)]
+        procs[int(name)] = _Proc(
+            int(fields[1]), int(fields[19]), (ticks[0] + ticks[1]) / _TICK, (ticks[2] + ticks[3]) / _TICK
+        )
     return procs
 
 
-def _descendants(root: int) -> dict[tuple[int, int], _Proc]:
-    procs = _processes()
+def _descendants(root: int, procs: dict[int, _Proc] | None = None) -> dict[tuple[int, int], _Proc]:
+    procs = _processes() if procs is None else procs
     children = defaultdict(list)
     for pid, proc in procs.items():
         children[proc.ppid].append(pid)
@@ -103,7 +109,9 @@ class _Recorder:
     folder: Path
     worker: str = field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     tests: list[dict[str, object]] = field(default_factory=list)
-    charged: dict[tuple[int, int], float] = field(default_factory=dict)  # CPU already counted, by process
+    # CPU already counted, by process: its own (as held) and its reaped children's (as a test's children).
+    charged: dict[tuple[int, int], float] = field(default_factory=dict)
+    charged_reaped: dict[tuple[int, int], float] = field(default_factory=dict)
     held: dict[tuple[int, int], dict[str, object]] = field(default_factory=dict)
     startup: float = 0.0
     collection: float = 0.0
@@ -122,19 +130,25 @@ class _Recorder:
         wall = time.perf_counter() - wall_0
         self_1 = _cpu(resource.getrusage(resource.RUSAGE_SELF))
         reaped = _cpu(resource.getrusage(resource.RUSAGE_CHILDREN)) - _cpu(children_0)
-        after = _descendants(os.getpid())
+        procs = _processes()
+        after = _descendants(os.getpid(), procs)
         held = 0.0
-        # Ended during the test: RUSAGE_CHILDREN has all the CPU of the worker's own children (and of what
-        # they reaped), part of which an earlier test was charged while the child ran.
+        # Ended during the test: all its CPU (and its reaped children's) went into its reaper's reaped total,
+        # the worker's RUSAGE_CHILDREN or a running process's cutime (below); an earlier test was charged
+        # part of it while it ran. (One that left the tree still running is not counted off: it reaped
+        # into nothing of ours.)
         for key in before.keys() - after.keys():
-            if before[key].ppid == os.getpid():
-                reaped -= self.charged.pop(key, 0.0)
+            if key[0] not in procs or procs[key[0]].start != key[1]:
+                reaped -= self.charged.pop(key, 0.0) + self.charged_reaped.pop(key, 0.0)
             if key in self.held:
                 self.held[key]["ended_in"] = nodeid
-        # Running at the end: it outlives the test, so its CPU is its own line's, not the test's.
+        # Running at the end: it outlives the test, so its own CPU is its own line's, not the test's; what it
+        # reaped meanwhile (the zygote's forked services) ended in the test.
         for key, proc in after.items():
             held += proc.cpu - self.charged.get(key, 0.0)
             self.charged[key] = proc.cpu
+            reaped += proc.reaped - self.charged_reaped.get(key, 0.0)
+            self.charged_reaped[key] = proc.reaped
             if key not in self.held:
                 started_in = "?" if key in before else nodeid
                 self.held[key] = {"pid": key[0], "command": _command(key[0]), "started_in": started_in}

@@ -56,8 +56,9 @@ DASHED = "-" + kafka_broker._cluster_id()[1:]
 def dashed_broker() -> Iterator[KafkaBroker]:
     """A broker whose generated cluster id starts with "-" (one in 64 does), for the two tests below: one JVM
     started and stopped for both (each on topics of its own). Its close() deletes the data directory it
-    created, restarts or not."""
-    broker = KafkaBroker(partitions=1)
+    created, restarts or not. It has a SCRAM user, so StorageTool itself formats its storage with the
+    dashed id as an argument (other brokers copy a template the tool formatted once)."""
+    broker = KafkaBroker(partitions=1, sasl_users={"dashed": "secret"}, sasl_mechanism="SCRAM-SHA-256")
     try:
         with pytest.MonkeyPatch.context() as patch:  # the id is generated at the first start
             patch.setattr(kafka_broker, "_cluster_id", lambda: DASHED)
@@ -108,6 +109,40 @@ def test_restart_keeps_address_cluster_and_messages(dashed_broker: KafkaBroker) 
     broker.restart()
     assert broker.bootstrap_servers == bootstrap
     assert _values(bootstrap, "restarted") == [*before, b"after"]
+
+
+def _meta(folder: Path) -> dict[str, str]:
+    lines = (folder / "meta.properties").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+def test_a_new_broker_is_formatted_from_the_template_with_ids_of_its_own(
+    kafka_broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """StorageTool (a JVM: a third of a test broker's CPU) runs once per Kafka release and configuration,
+    into a template beside the jars (the shared broker's start made the one of this configuration); a new
+    broker's storage is that template with its own cluster id and a directory id of its own, and the broker
+    starts on it, answering as its cluster."""
+
+    def storage_tool(*args: object) -> None:
+        pytest.fail("StorageTool ran")
+
+    monkeypatch.setattr("tracescore.testing.kafka_broker._storage_tool", storage_tool)
+    with KafkaBroker() as broker:
+        assert broker.data_dir is not None
+        template = broker._template(broker.data_dir / "server.properties", fetch_kafka_jars())
+        checkpoint = (template / "bootstrap.checkpoint").read_bytes()
+        assert (broker.data_dir / "data" / "bootstrap.checkpoint").read_bytes() == checkpoint
+        own, formatted = _meta(broker.data_dir / "data"), _meta(template)
+        assert own["cluster.id"] == broker.cluster_id != formatted["cluster.id"]
+        assert own["directory.id"] != formatted["directory.id"] and not own["directory.id"].startswith("-")
+        ids = ("cluster.id", "directory.id")
+        assert {k: v for k, v in own.items() if k not in ids} == {
+            k: v for k, v in formatted.items() if k not in ids
+        }
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
+        assert producer.send("copied", b"hello").get(timeout=30).offset == 0
+        producer.close()
 
 
 def test_a_data_dir_formatted_for_another_cluster_is_refused_before_kafka_starts(tmp_path: Path) -> None:

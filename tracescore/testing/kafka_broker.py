@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -36,7 +37,7 @@ import click
 from tracescore.testing._kafka_jars import CACHE_ROOT, KafkaUnavailable, fetch_kafka_jars
 from tracescore.testing._kafka_jars import KAFKA_VERSION as KAFKA_VERSION
 from tracescore.testing._kafka_jars import LOG4J_VERSION as LOG4J_VERSION
-from tracescore.testing._process import STOP_S, Guard, end_process, free_port, log_tail, wait_ready
+from tracescore.testing._process import STOP_S, Guard, end_process, free_port, locked, log_tail, wait_ready
 
 __all__ = ["KafkaBroker", "KafkaUnavailable", "fetch_kafka_jars"]
 
@@ -56,10 +57,23 @@ _LOG4J2 = """<Configuration status="WARN">
 """
 
 
-def _cluster_id() -> str:
-    # Kafka's own format (what StorageTool random-uuid prints): URL-safe base64 of a UUID, unpadded. One in
-    # 64 starts with "-", so it must only ever be passed as `--cluster-id=<id>`, never as its own argument.
+def _kafka_uuid() -> str:
+    # Kafka's own format (what StorageTool random-uuid prints): URL-safe base64 of a UUID, unpadded.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _cluster_id() -> str:
+    # One in 64 starts with "-", so it must only ever be passed as `--cluster-id=<id>`, never as its own
+    # argument.
+    return _kafka_uuid()
+
+
+def _directory_id() -> str:
+    """A log directory's id as StorageTool writes it: Kafka's `Uuid.randomUuid()`, which never starts with
+    "-"."""
+    while (made := _kafka_uuid()).startswith("-"):
+        pass
+    return made
 
 
 def _class_archive(java: str, libs: Path) -> Path:
@@ -175,7 +189,7 @@ class KafkaBroker:
             classpath,
         ]
         if not formatted_before:
-            self._format(jvm, cluster_id, properties)
+            self._format(jvm, cluster_id, properties, libs)
         dump = []
         if not archive.exists():
             # No archive yet (the first start with these jars and this JVM): this broker writes one as it
@@ -199,27 +213,50 @@ class KafkaBroker:
             self._guard = Guard.start(self.process, STOP_S, remove)
         self._wait_ready(timeout_s)
 
-    def _format(self, jvm: list[str], cluster_id: str, properties: Path) -> None:
+    def _format(self, jvm: list[str], cluster_id: str, properties: Path, libs: Path) -> None:
         """Kafka's StorageTool writes the data directory's metadata (and SCRAM users): once, at the first
         start. A restart finds it formatted for the same cluster and skips the tool's JVM (seconds of CPU
-        on a loaded two-core machine, for nothing)."""
-        formatted = subprocess.run(
-            [
-                *jvm,
-                "kafka.tools.StorageTool",
-                "format",
-                "--ignore-formatted",
-                f"--cluster-id={cluster_id}",  # one argument: an id starting with "-" is not an option
-                "-c",
-                str(properties),
-                *self._scram_credentials(),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if formatted.returncode != 0:
-            raise KafkaUnavailable(f"StorageTool format failed:\n{formatted.stdout}{formatted.stderr}")
+        on a loaded two-core machine, for nothing).
+
+        What the tool writes depends on the Kafka release and the configuration, not on the cluster, the
+        ports or the folder: the bootstrap checkpoint (the release's feature levels; its records' times
+        aside) and meta.properties (the node, the cluster id and a new id for the directory). So it runs once
+        per release and configuration, into a template beside the jars, and a new broker copies that with
+        its own cluster id and a directory id of its own: a JVM less per broker (a third of a test broker's
+        CPU from start to stop). SCRAM users are salted anew by each format: such a broker runs the tool."""
+        assert self.data_dir is not None
+        if self._scram_credentials():
+            _storage_tool(jvm, cluster_id, properties, self._scram_credentials())
+            return
+        text = properties.read_text()
+        template = self._template(properties, libs)
+        with locked(libs.parent / "formatted.lock"):
+            if not template.exists():
+                folder = Path(tempfile.mkdtemp(prefix=f"{template.name}.", dir=libs.parent))
+                try:
+                    config = folder / "server.properties"
+                    config.write_text(text.replace(str(self.data_dir), str(folder)))
+                    _storage_tool(jvm, cluster_id, config, [])
+                    config.unlink()
+                    os.replace(folder / "data", template)
+                finally:
+                    shutil.rmtree(folder, ignore_errors=True)
+        ids = {"cluster.id": cluster_id, "directory.id": _directory_id()}
+        logs = self.data_dir / "data"
+        shutil.copytree(template, logs, dirs_exist_ok=True, ignore=shutil.ignore_patterns("meta.properties"))
+        meta = []
+        for line in (template / "meta.properties").read_text().splitlines(keepends=True):
+            key, sep, _ = line.partition("=")
+            meta.append(f"{key}={ids[key]}\n" if sep and key in ids else line)
+        (logs / "meta.properties").write_text("".join(meta))
+
+    def _template(self, properties: Path, libs: Path) -> Path:
+        """Where the storage StorageTool formats for this configuration lives (beside the jars of `libs`)."""
+        # The folder and the ports out: the configuration that is left is what the tool reads.
+        general = properties.read_text().replace(str(self.data_dir), "<dir>")
+        general = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", general)
+        key = hashlib.sha256(f"{libs}\n{general}".encode()).hexdigest()[:16]
+        return libs.parent / f"formatted-{key}"
 
     def stop(self, timeout_s: float = STOP_S) -> None:
         """End the broker process; its data, cluster id and ports stay for a later start()."""
@@ -358,6 +395,26 @@ class KafkaBroker:
     def _log_tail(self, lines: int = 40) -> str:
         assert self.data_dir is not None
         return log_tail(self.data_dir / "stdout.log", self.data_dir / "server.log", lines=lines)
+
+
+def _storage_tool(jvm: list[str], cluster_id: str, properties: Path, scram: list[str]) -> None:
+    formatted = subprocess.run(
+        [
+            *jvm,
+            "kafka.tools.StorageTool",
+            "format",
+            "--ignore-formatted",
+            f"--cluster-id={cluster_id}",  # one argument: an id starting with "-" is not an option
+            "-c",
+            str(properties),
+            *scram,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if formatted.returncode != 0:
+        raise KafkaUnavailable(f"StorageTool format failed:\n{formatted.stdout}{formatted.stderr}")
 
 
 # --- `make kafka` / `make kafka-stop`: a detached broker whose pid and address live in STATE_DIR ---------
