@@ -52,7 +52,12 @@ class AssemblySettings(BaseModel):
         "another service's spans.",
     )
     max_traces: int = Field(default=20_000, ge=1, description="Traces buffered at once.")
-    max_bytes: int = Field(default=256 * 1024 * 1024, ge=1, description="Bytes of spans buffered at once.")
+    max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=1,
+        description="Bytes of spans buffered at once, as Kafka delivered them (their messages' bytes); "
+        "decoded they hold ~1-3x that in memory, more for traces of many small spans.",
+    )
     max_spans_per_trace: int = Field(default=50_000, ge=1, description="A larger trace is read early.")
     remember_released: int = Field(
         default=100_000, ge=0, description="Recently released trace ids, to count late spans."
@@ -63,7 +68,9 @@ class AssemblySettings(BaseModel):
         description="Recently released traces kept whole, so a late span rebuilds its trace (0: off).",
     )
     rejoin_bytes: int = Field(
-        default=64 * 1024 * 1024, ge=0, description="Bytes of spans kept to rebuild late traces."
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="Bytes of spans kept to rebuild late traces, counted as max_bytes counts them.",
     )
     wait_for_remote: bool = Field(
         default=True,
