@@ -17,19 +17,19 @@ import pytest
 from _held import held
 from deploy_stack import (
     REPO,
+    STOP_S,
     PrometheusStack,
-    http_ok,
+    metrics_collector,
     python_env,
     rules_without_for_delays,
     wait_until,
 )
 
 from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver
-from tracescore.testing import Guard, end_process, free_port
+from tracescore.testing import Guard, end_process
 from tracescore.testing.kafka_broker import KafkaBroker
 
 BUILD_TIMEOUT_S = 45 * 60  # a cold Collector build takes minutes on two cores
-_STOP_S = 60.0  # how long the consumer and the Collector have to exit on SIGTERM before they are killed
 
 
 @pytest.fixture(scope="session")
@@ -67,28 +67,12 @@ def _prometheus_stack(
 ) -> Iterator[PrometheusStack]:
     tmp = tmp_path_factory.mktemp("prometheus-path")
     topic = f"promspans{os.getpid()}"
-    otlp_port, exporter_port = free_port(), free_port()
-    collector_log = (tmp / "collector.log").open("wb")
-    collector = subprocess.Popen(
-        [str(otelcol), "--config", str(REPO / "collectors" / "otlp-metrics-to-prometheus.yaml")],
-        env={
-            **os.environ,
-            "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{otlp_port}",
-            "PROMETHEUS_EXPORTER_ENDPOINT": f"127.0.0.1:{exporter_port}",
-            "OTELCOL_METRICS_PORT": str(free_port()),
-        },
-        stdout=collector_log,
-        stderr=subprocess.STDOUT,
-    )
-    guard = Guard.start(collector, _STOP_S)  # it ends with this worker, however the worker ends
-    consumer = consumer_guard = None
-    try:
-        wait_until(
-            "the Collector's prometheus exporter answers",
-            lambda: http_ok(f"http://127.0.0.1:{exporter_port}/metrics"),
-        )
-        with WebhookReceiver() as receiver, AlertmanagerProcess(receiver.url + "/am") as alertmanager:
-            config = f"""
+    with (
+        metrics_collector(otelcol, tmp / "collector.log") as collector,
+        WebhookReceiver() as receiver,
+        AlertmanagerProcess(receiver.url + "/am") as alertmanager,
+    ):
+        config = f"""
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -100,19 +84,19 @@ alerting:
 scrape_configs:
   - job_name: tracescore-metrics
     static_configs:
-      - targets: ["127.0.0.1:{exporter_port}"]
+      - targets: ["127.0.0.1:{collector.exporter_port}"]
 """
-            with PrometheusProcess(config) as prometheus:
-                consumer, consumer_guard = start_consume(
-                    kafka_broker.bootstrap_servers, topic, otlp_port, tmp / "consume.log"
-                )
+        with PrometheusProcess(config) as prometheus:
+            # Ended before the Collector it exports its metrics to.
+            consumer, consumer_guard = start_consume(
+                kafka_broker.bootstrap_servers, topic, collector.otlp_port, tmp / "consume.log"
+            )
+            try:
                 yield PrometheusStack(
                     prometheus, alertmanager, receiver, kafka_broker.bootstrap_servers, topic
                 )
-    finally:
-        end_process(consumer, _STOP_S, consumer_guard)
-        end_process(collector, _STOP_S, guard)
-        collector_log.close()
+            finally:
+                end_process(consumer, STOP_S, consumer_guard)
 
 
 def start_consume(
@@ -133,7 +117,7 @@ def start_consume(
             stdout=subprocess.DEVNULL,
             stderr=stderr,
         )
-    return consumer, Guard.start(consumer, _STOP_S)
+    return consumer, Guard.start(consumer, STOP_S)
 
 
 @pytest.fixture

@@ -7,8 +7,10 @@ example app -> Kafka -> tracescore consume --OTLP/HTTP--> Collector (prometheus 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,11 @@ from _zygote import run
 from service_processes import checkout_env
 
 from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver
+from tracescore.testing import Guard, end_process, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "tracescore-rules.yaml"
+STOP_S = 60.0  # how long a process the stack started has to exit on SIGTERM before it is killed
 
 
 def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 180.0) -> Any:
@@ -78,3 +82,35 @@ def rules_without_for_delays(tmp: Path) -> Path:
     path = tmp / "tracescore-rules.yaml"
     path.write_text(fast + "\n")
     return path
+
+
+@dataclass(frozen=True)
+class MetricsCollector:
+    otlp_port: int  # where it takes OTLP/HTTP metrics
+    exporter_port: int  # where it serves them to Prometheus (`/metrics`)
+
+
+@contextmanager
+def metrics_collector(otelcol: Path, log: Path) -> Iterator[MetricsCollector]:
+    """The shipped metrics Collector (collectors/otlp-metrics-to-prometheus.yaml) on free ports, once its
+    Prometheus exporter answers; guarded: it ends with this worker, however the worker ends."""
+    ports = MetricsCollector(free_port(), free_port())
+    with log.open("wb") as out:
+        collector = subprocess.Popen(
+            [str(otelcol), "--config", str(REPO / "collectors" / "otlp-metrics-to-prometheus.yaml")],
+            env={
+                **os.environ,
+                "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{ports.otlp_port}",
+                "PROMETHEUS_EXPORTER_ENDPOINT": f"127.0.0.1:{ports.exporter_port}",
+                "OTELCOL_METRICS_PORT": str(free_port()),
+            },
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    guard = Guard.start(collector, STOP_S)
+    try:
+        url = f"http://127.0.0.1:{ports.exporter_port}/metrics"
+        wait_until("the Collector's prometheus exporter answers", lambda: http_ok(url))
+        yield ports
+    finally:
+        end_process(collector, STOP_S, guard)

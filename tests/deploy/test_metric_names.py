@@ -5,9 +5,7 @@ renamed one; this test asks the Collector for every instrument the code declares
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from deploy_stack import REPO, http_ok, wait_until
+from deploy_stack import REPO, metrics_collector, wait_until
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.metrics import Meter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -23,9 +21,7 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
 from tracescore.emit import ConversationMetrics, EvaluationMetrics
 from tracescore.model import EvaluationRecord, MetricStatus
-from tracescore.testing import Guard, end_process, free_port
 
-_STOP_S = 30.0
 # Where a metric's Prometheus name is written for people or for Prometheus.
 NAMED_IN = [
     REPO / "deploy" / "grafana" / "tracescore-dashboard.json",
@@ -63,44 +59,29 @@ class _EveryInstrumentOnce:
 def collector_scrape(otelcol: Path, tmp_path: Path) -> Iterator[tuple[set[str], set[str]]]:
     """(metric names, label names) the real metrics Collector serves for every instrument of the consumer and
     the conversations service, recorded once (and the labels a scored record and a skip give)."""
-    otlp, exporter = free_port(), free_port()
-    with (tmp_path / "collector.log").open("wb") as log:
-        collector = subprocess.Popen(
-            [str(otelcol), "--config", str(REPO / "collectors" / "otlp-metrics-to-prometheus.yaml")],
-            env={
-                **os.environ,
-                "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{otlp}",
-                "PROMETHEUS_EXPORTER_ENDPOINT": f"127.0.0.1:{exporter}",
-                "OTELCOL_METRICS_PORT": str(free_port()),
-            },
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    with metrics_collector(otelcol, tmp_path / "collector.log") as collector:
+        exporter_to_collector = OTLPMetricExporter(
+            endpoint=f"http://127.0.0.1:{collector.otlp_port}/v1/metrics"
         )
-    guard = Guard.start(collector, _STOP_S)  # it ends with this worker, however the worker ends
-    provider = None
-    try:
-        url = f"http://127.0.0.1:{exporter}/metrics"
-        wait_until("the Collector's prometheus exporter answers", lambda: http_ok(url), timeout_s=60)
-        exporter_to_collector = OTLPMetricExporter(endpoint=f"http://127.0.0.1:{otlp}/v1/metrics")
         # Exported by force_flush below, not on a timer.
         reader = PeriodicExportingMetricReader(exporter_to_collector, export_interval_millis=3_600_000)
         provider = MeterProvider(metric_readers=[reader])
-        _record_every_instrument(provider)
-        provider.force_flush()
+        try:
+            _record_every_instrument(provider)
+            provider.force_flush()
+            url = f"http://127.0.0.1:{collector.exporter_port}/metrics"
 
-        def served() -> str | None:
-            body = httpx2.get(url, timeout=5).text
-            return body if "tracescore_spans_skipped" in body else None
+            def served() -> str | None:
+                body = httpx2.get(url, timeout=5).text
+                return body if "tracescore_spans_skipped" in body else None
 
-        text = wait_until("the Collector serves what was sent", served, timeout_s=60)
-        series = [line for line in text.splitlines() if line and not line.startswith("#")]
-        names = {re.match(r"[\w:]+", line)[0] for line in series}  # type: ignore[index]
-        labels = {label for line in series for label in re.findall(r'[{,](\w+)="', line)}
-        yield names, labels
-    finally:
-        if provider is not None:
+            text = wait_until("the Collector serves what was sent", served, timeout_s=60)
+        finally:
             provider.shutdown(timeout_millis=5_000)
-        end_process(collector, _STOP_S, guard)
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    names = {re.match(r"[\w:]+", line)[0] for line in series}  # type: ignore[index]
+    labels = {label for line in series for label in re.findall(r'[{,](\w+)="', line)}
+    yield names, labels
 
 
 def _record_every_instrument(provider: MeterProvider) -> None:
