@@ -15,6 +15,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
 
 from tracescore.consume import AssemblySettings, ConsumerStats, TraceAssembler, decode_message
+from tracescore.consume._assemble import SPAN_OBJECT_BYTES
 from tracescore.consume._handover import Handover
 from tracescore.consume._pipeline import Pipeline
 from tracescore.consume._shared_policy import SharedPolicy
@@ -60,6 +61,15 @@ def pipeline(
     assembler = TraceAssembler(AssemblySettings(grace_s=2.0), clock=clock)
     locked = SharedPolicy(policy) if policy is not None else None
     return Pipeline(assembler, ConsumerStats(), policy=locked, metrics_out=metrics_out), clock
+
+
+def test_a_buffered_message_counts_its_bytes_and_its_spans_objects_against_max_bytes() -> None:
+    """Decoded, a span holds more than its share of the message (BENCHMARKS.md, "The trace buffer's
+    memory"): the bound counts both, so max_bytes bounds the memory held."""
+    steps, _ = pipeline()
+    value = READ.read_bytes()
+    steps.take([message(value, offset=41)])
+    assert steps.assembler.buffered_bytes == len(value) + 3 * SPAN_OBJECT_BYTES  # its three spans
 
 
 def test_a_recorded_trace_becomes_one_admitted_interaction_once_its_grace_passed() -> None:

@@ -19,7 +19,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore import semconv
 from tracescore._kafka import LogOnce
-from tracescore.consume._assemble import TraceAssembler
+from tracescore.consume._assemble import TraceAssembler, counted_bytes
 from tracescore.consume._counts import AssemblyCount
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._handover import Handover
@@ -147,7 +147,8 @@ class Pipeline:
                 kept = [s for s in spans if s.scope_name != _EVALUATOR_SCOPE]
                 stats.assembly[AssemblyCount.EVALUATION_SPANS] += len(spans) - len(kept)
                 spans = kept
-            early = assembler.add(spans, tp, message.offset, len(message.value), handover is not None)
+            size = counted_bytes(len(message.value), len(spans))
+            early = assembler.add(spans, tp, message.offset, size, handover is not None)
             if early:
                 released += early
         if read_again is not None:
