@@ -32,7 +32,7 @@ from tracescore.consume._revise import Judgeable, JudgedReading, Revision, first
 from tracescore.extract import Skip
 from tracescore.model import DecodedSpan, Trace
 
-__all__ = ["SPAN_OBJECT_BYTES", "AssemblySettings", "TraceAssembler", "counted_bytes"]
+__all__ = ["SPAN_OBJECT_BYTES", "AssemblySettings", "TraceAssembler"]
 
 
 # Released early to stay in bounds: rebuilding them for a late span would defeat the bound.
@@ -43,11 +43,6 @@ _NOWHERE: Hashable = object()  # a new entry's partition, before its first span 
 # bytes and this a span, so max_bytes and rejoin_bytes bound the memory held (within ~0.7-1.1x, BENCHMARKS.md
 # "The trace buffer's memory"), not only the bytes Kafka delivered (which understated it up to ~3x).
 SPAN_OBJECT_BYTES = 1024
-
-
-def counted_bytes(message_bytes: int, spans: int) -> int:
-    """What a message of `spans` decoded spans counts for against max_bytes and rejoin_bytes."""
-    return message_bytes + SPAN_OBJECT_BYTES * spans
 
 
 class AssemblySettings(BaseModel):
@@ -149,8 +144,8 @@ class TraceAssembler:
         size: int,
         handed_over: bool = False,
     ) -> list[Trace]:
-        """Buffer the spans of one message (counted as `size` bytes: see `counted_bytes`); returns traces
-        released early to stay in bounds.
+        """Buffer the spans of one message (counted as `size` bytes: the pipeline counts its bytes and
+        SPAN_OBJECT_BYTES a span); returns traces released early to stay in bounds.
         `handed_over`: the message is read again after a rebalance (see `release_handed_over`)."""
         if not isinstance(spans, list):
             spans = list(spans)

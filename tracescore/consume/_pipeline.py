@@ -19,7 +19,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore import semconv
 from tracescore._kafka import LogOnce
-from tracescore.consume._assemble import TraceAssembler, counted_bytes
+from tracescore.consume._assemble import SPAN_OBJECT_BYTES, TraceAssembler
 from tracescore.consume._counts import AssemblyCount
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._handover import Handover
@@ -147,7 +147,7 @@ class Pipeline:
                 kept = [s for s in spans if s.scope_name != _EVALUATOR_SCOPE]
                 stats.assembly[AssemblyCount.EVALUATION_SPANS] += len(spans) - len(kept)
                 spans = kept
-            size = counted_bytes(len(message.value), len(spans))
+            size = len(message.value) + SPAN_OBJECT_BYTES * len(spans)  # what the buffer's bounds count
             early = assembler.add(spans, tp, message.offset, size, handover is not None)
             if early:
                 released += early
