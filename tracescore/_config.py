@@ -161,12 +161,22 @@ class FileSettings(TopicSettings):
         settings._file = file
         return settings
 
+    @classmethod
+    def variable(cls, name: str) -> str:
+        """The environment variable of the top-level setting `name`."""
+        return str(cls.model_config.get("env_prefix", "")).upper() + name.upper()
+
+    @classmethod
+    def named(cls, name: str) -> str:
+        """The setting `name` as a message names it: with its variable and its key in a config file."""
+        return f"{name} ({cls.variable(name)}, or `{name}` in --config)"
+
     def origin(self, name: str) -> SettingOrigin | None:
         """Which source gave the setting `name` (a top-level one) its value, by the sources' precedence; None
         when it was given but not through `from_sources` (a keyword in Python)."""
         if name in self._flags_given:
             return SettingOrigin(kind="flag")
-        variable = self.model_config.get("env_prefix", "") + name.upper()
+        variable = self.variable(name)
         if variable in {set_name.upper() for set_name in os.environ}:  # as pydantic-settings reads them
             return SettingOrigin(kind="variable", name=variable)
         if name in self._file_given:

@@ -23,7 +23,6 @@ from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import KafkaError, KafkaTimeoutError
 
-from tracescore._environment import env_prefix
 from tracescore._kafka import (
     caught_up,
     connect,
@@ -76,6 +75,7 @@ class LoopConfig(Protocol):
     def stop_timeout_s(self) -> float: ...
     @property
     def restore_retries(self) -> int: ...
+    def named(self, name: str) -> str: ...  # a setting as messages name it (`FileSettings.named`)
 
 
 @dataclass(frozen=True)
@@ -87,22 +87,6 @@ class ServiceTopics:
     legacy_state: str | None  # the single-partition state topic of earlier versions, read once
     outputs: Sequence[str] = field(default_factory=tuple)  # created when missing
     verified: Sequence[str] = field(default_factory=tuple)  # outputs looked for after a crash
-
-
-@dataclass(frozen=True)
-class KeyedSettings:
-    """A service's keyed topic settings, `<stage>_topic` and `<stage>_partitions`, as messages name them."""
-
-    topic: str
-    partitions: str
-    partitions_variable: str
-
-    @classmethod
-    def of(cls, config: LoopConfig, stage: str) -> KeyedSettings:
-        topic, partitions = f"{stage}_topic", f"{stage}_partitions"
-        # A setting renamed fails every start in the tests, rather than a warning naming no setting.
-        assert hasattr(config, topic) and hasattr(config, partitions), f"no {topic} or {partitions} setting"
-        return cls(topic, partitions, env_prefix(type(config)) + partitions.upper())
 
 
 def topic_setting(config: LoopConfig, topic: str) -> str | None:
@@ -162,7 +146,10 @@ class ServiceLoop:
         group_id, rebalance_protocol = config.group_id, config.rebalance_protocol
         self._group_id, self._protocol = group_id, rebalance_protocol
         self._config = config
-        self._keyed_settings = KeyedSettings.of(config, stage)
+        # The keyed topic's settings, named in messages: a setting renamed fails every start in the tests,
+        # rather than a warning naming no setting.
+        self._keyed_topic, self._keyed_partitions = f"{stage}_topic", f"{stage}_partitions"
+        assert hasattr(config, self._keyed_topic) and hasattr(config, self._keyed_partitions), stage
 
         def clients(client: dict[str, Any]) -> tuple[KafkaConsumer, KafkaConsumer, KafkaProducer, Changelog]:
             ingest, keyed, producer = rekeying_clients(
@@ -292,26 +279,25 @@ class ServiceLoop:
         routes keys by the topic's count and the state topic has it too (`Changelog.ensure` stopped the
         start otherwise), so a key's records and state stay together; only the instances that share the
         work are fewer or more than meant."""
-        t, named = self.topics, self._keyed_settings
+        t = self.topics
         if found == t.keyed_partitions:
             return
         self.log.warning(
-            "the topic %(keyed)s has %(found)d partition(s), not the %(set)d of %(setting)s (%(variable)s, "
-            "or `%(setting)s` in --config): the setting acts only when %(service)s creates the topic. "
-            "Running on its %(found)d, the state topic %(state)s partitioned alike: at most %(found)d "
-            "instances share its keys. For %(set)d, stop every instance and give %(topic_setting)s and "
-            "state_topic new names: they are created with it, starting with no state (what the old ones "
-            "hold is not carried over). Never add partitions to %(keyed)s (kafka-topics --alter): its keys "
-            "would move away from their state, and the service stops at the change and at every start after",
+            "the topic %(keyed)s has %(found)d partition(s), not the %(set)d of %(setting)s: the setting "
+            "acts only when %(service)s creates the topic. Running on its %(found)d, the state topic "
+            "%(state)s partitioned alike: at most %(found)d instances share its keys. For %(set)d, stop "
+            "every instance and give %(topic_setting)s and state_topic new names: they are created with "
+            "it, starting with no state (what the old ones hold is not carried over). Never add partitions "
+            "to %(keyed)s (kafka-topics --alter): its keys would move away from their state, and the "
+            "service stops at the change and at every start after",
             {
                 "keyed": t.keyed,
                 "found": found,
                 "set": t.keyed_partitions,
-                "setting": named.partitions,
-                "variable": named.partitions_variable,
+                "setting": self._config.named(self._keyed_partitions),
                 "service": self._service,
                 "state": t.state,
-                "topic_setting": named.topic,
+                "topic_setting": self._keyed_topic,
             },
         )
 
@@ -319,12 +305,8 @@ class ServiceLoop:
         # Where a misspelt topic shows: nothing was ever written to it, and nothing will arrive. Named by its
         # setting, as not every topic a service reads has a flag (alert's conversations_topic has none).
         setting = topic_setting(self._config, topic)
-        where = (
-            f"{setting} ({env_prefix(type(self._config)) + setting.upper()}, or `{setting}` in --config, "
-            f"or its flag where `{self._service} --help` lists one)"
-            if setting is not None
-            else f"`{self._service} --help` lists the flags"
-        )
+        flags = f"`{self._service} --help` lists the flags"
+        where = flags if setting is None else f"{self._config.named(setting)}; {flags}"
         self.log.warning(
             "the topic %s that %s reads does not exist, so nothing has been written to it yet: waiting for "
             "it (whatever writes it creates it). If its records are being written, they go to a topic of "
