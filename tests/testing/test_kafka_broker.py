@@ -130,7 +130,7 @@ def test_a_new_broker_is_formatted_from_the_template_with_ids_of_its_own(
     monkeypatch.setattr("tracescore.testing.kafka_broker._storage_tool", storage_tool)
     with KafkaBroker() as broker:
         assert broker.data_dir is not None
-        template = broker._template(broker.data_dir / "server.properties", fetch_kafka_jars())
+        template = broker._template((broker.data_dir / "server.properties").read_text(), fetch_kafka_jars())
         checkpoint = (template / "bootstrap.checkpoint").read_bytes()
         assert (broker.data_dir / "data" / "bootstrap.checkpoint").read_bytes() == checkpoint
         own, formatted = _meta(broker.data_dir / "data"), _meta(template)

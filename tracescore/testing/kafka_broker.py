@@ -225,11 +225,11 @@ class KafkaBroker:
         its own cluster id and a directory id of its own: a JVM less per broker (a third of a test broker's
         CPU from start to stop). SCRAM users are salted anew by each format: such a broker runs the tool."""
         assert self.data_dir is not None
-        if self._scram_credentials():
-            _storage_tool(jvm, cluster_id, properties, self._scram_credentials())
+        if scram := self._scram_credentials():
+            _storage_tool(jvm, cluster_id, properties, scram)
             return
         text = properties.read_text()
-        template = self._template(properties, libs)
+        template = self._template(text, libs)
         with locked(libs.parent / "formatted.lock"):
             if not template.exists():
                 folder = Path(tempfile.mkdtemp(prefix=f"{template.name}.", dir=libs.parent))
@@ -250,10 +250,11 @@ class KafkaBroker:
             meta.append(f"{key}={ids[key]}\n" if sep and key in ids else line)
         (logs / "meta.properties").write_text("".join(meta))
 
-    def _template(self, properties: Path, libs: Path) -> Path:
-        """Where the storage StorageTool formats for this configuration lives (beside the jars of `libs`)."""
+    def _template(self, properties: str, libs: Path) -> Path:
+        """Where the storage StorageTool formats for this configuration (`properties`, the server.properties
+        text) lives, beside the jars of `libs`."""
         # The folder and the ports out: the configuration that is left is what the tool reads.
-        general = properties.read_text().replace(str(self.data_dir), "<dir>")
+        general = properties.replace(str(self.data_dir), "<dir>")
         general = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", general)
         key = hashlib.sha256(f"{libs}\n{general}".encode()).hexdigest()[:16]
         return libs.parent / f"formatted-{key}"
