@@ -182,6 +182,21 @@ def test_dotted_path_errors_for_modules() -> None:
     assert "is not a dotted path" in error_of(["tracescore.score:"])
 
 
+def test_a_module_not_found_says_where_modules_are_imported_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tracescore` is a script: a metrics file in the folder it runs in is not importable without
+    PYTHONPATH, and the message says so; a module that is found but imports a missing one is not told."""
+    name = f"tsplugin_{uuid.uuid4().hex[:8]}"
+    assert "for tsplugin_nowhere.py or tsplugin_nowhere/ in the current folder, run with PYTHONPATH=." in (
+        error_of(["tsplugin_nowhere.metrics:thing"])
+    )
+    (tmp_path / f"{name}.py").write_text("import tsplugin_its_missing_dependency\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    message = error_of([f"{name}:thing"])
+    assert "No module named 'tsplugin_its_missing_dependency'" in message and "PYTHONPATH" not in message
+
+
 def test_a_scoring_function_hints_at_python_metric(plugin: str) -> None:
     assert "@python_metric" in error_of([f"{plugin}:scorer"])
 

@@ -97,12 +97,26 @@ def load_dotted(spec: str) -> Any:
     except Exception as exc:  # an ImportError, or whatever the module raised while importing
         raise MetricLoadError(
             f"metric {spec!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
+            f"{_where_modules_come_from(module_name, exc)}"
         ) from exc
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise MetricLoadError(f"metric {spec!r}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def _where_modules_come_from(module_name: str, exc: Exception) -> str:
+    """Where a module not found is looked for: the `tracescore` command is a script, so the folder it runs in
+    is not on the import path (as it is for `python -m`), and a metrics file beside the data is not found."""
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if not missing or not (module_name == missing or module_name.startswith(f"{missing}.")):
+        return ""  # a module the metric's own code imports: the message names it
+    top = module_name.partition(".")[0]
+    return (
+        f" (it is imported from an installed package or a folder on PYTHONPATH; for {top}.py or {top}/ in "
+        "the current folder, run with PYTHONPATH=.)"
+    )
 
 
 def as_metric(obj: Any, origin: str, options: Mapping[str, Any] | None = None) -> Metric:
