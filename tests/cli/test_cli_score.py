@@ -331,6 +331,20 @@ def test_a_pandas_csv_with_a_list_column_and_ragas_names(tmp_path: Path) -> None
     assert row["results"]["context_relevance"]["details"]["total_chunks"] == 2, "the list is two passages"
 
 
+def test_documents_given_as_objects_are_invalid_lines_naming_their_keys_not_judged_as_their_repr(
+    tmp_path: Path,
+) -> None:
+    """A `{"text", "source"}` document was judged as its Python repr, its metadata quoted as evidence."""
+    document = {"text": GOOD["contexts"][0], "source": "wiki"}
+    rows, output, code = _run(tmp_path, [json.dumps(GOOD), json.dumps({**GOOD, "contexts": [document]})])
+    assert code == 0, output
+    assert rows[0]["faithfulness"] == 1.0
+    assert rows[1]["faithfulness"] is None
+    reason = "contexts[0]: expected a string, got a mapping (keys text, source): give each document's text"
+    assert rows[1]["reason"] == f"invalid input: {reason}" and f"line 2: {reason}" in output
+    assert "2 records (1 invalid)" in output
+
+
 def test_a_tsv_file_is_read_as_tsv(tmp_path: Path) -> None:
     data = b"id\tquery\tcontexts\tanswer\nt1\tWhere is it?\tIt is in Delhi.\tDelhi\n"
     rows, output, code = _score_bytes(tmp_path, "in.tsv", data)

@@ -198,13 +198,28 @@ def parse_contexts(value: Any) -> tuple[str, ...]:
         if text.startswith("["):
             parsed = _list_literal(text)
             if parsed is not None:
-                return tuple(str(item) for item in parsed)
+                return _texts(parsed)
         return (value,)
     if isinstance(value, Mapping):
         raise InputError("contexts: expected a list of strings, got a mapping")
     if isinstance(value, Iterable):
-        return tuple(str(item) for item in value)
+        return _texts(value)
     raise InputError(f"contexts: expected a list of strings, got {type(value).__name__}")
+
+
+def _texts(items: Iterable[Any]) -> tuple[str, ...]:
+    texts = []
+    for position, item in enumerate(items):
+        if isinstance(item, Mapping):
+            # A document as an object ({"text", "source"}, LangChain's page_content and metadata) would be
+            # judged as its repr, metadata and all, and quoted so as evidence.
+            keys = ", ".join(map(str, list(item)[:6]))
+            raise InputError(
+                f"contexts[{position}]: expected a string, got a mapping (keys {keys}): "
+                "give each document's text"
+            )
+        texts.append(str(item))
+    return tuple(texts)
 
 
 def _list_literal(text: str) -> list[Any] | None:
