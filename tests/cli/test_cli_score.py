@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -343,6 +344,28 @@ def test_documents_given_as_objects_are_invalid_lines_naming_their_keys_not_judg
     reason = "contexts[0]: expected a string, got a mapping (keys text, source): give each document's text"
     assert rows[1]["reason"] == f"invalid input: {reason}" and f"line 2: {reason}" in output
     assert "2 records (1 invalid)" in output
+
+
+def test_a_json_array_is_refused_saying_how_to_make_json_lines_of_it(tmp_path: Path) -> None:
+    """`df.to_json(orient="records")`, or a file written with json.dump(indent=1): each of its lines was an
+    invalid record of its own ("not JSON", "expected a record ..."), and none said what the file was."""
+    for data in (json.dumps([GOOD, GOOD]).encode(), json.dumps([GOOD], indent=1).encode()):
+        rows, output, code = _score_bytes(tmp_path, "golden.json", data)
+        assert code == 1 and not rows
+        assert output.endswith(
+            "golden.json holds a JSON array: tracescore score reads JSON Lines, one record a line; "
+            "convert it with jq -c '.[]' "
+            + str(tmp_path / "golden.json")
+            + " > golden.jsonl, or in pandas with "
+            "to_json(..., orient='records', lines=True)\n"
+        ), output
+
+
+def test_a_gzip_compressed_file_is_refused_saying_to_decompress_it(tmp_path: Path) -> None:
+    """Each of its lines was "not valid UTF-8"."""
+    rows, output, code = _score_bytes(tmp_path, "golden.jsonl.gz", gzip.compress(json.dumps(GOOD).encode()))
+    assert code == 1 and not rows
+    assert "golden.jsonl.gz is gzip-compressed: decompress it first (gunzip -k " in output, output
 
 
 def test_a_tsv_file_is_read_as_tsv(tmp_path: Path) -> None:

@@ -129,6 +129,7 @@ def score(
     if allow_unscored is not None and not gate and flag_limit is None:
         raise click.UsageError("--allow-unscored loosens a gate: add --fail-under or --max-flagged")
     or_usage_error(check_judge, the_metrics, the_judge)
+    _refuse_what_is_no_table(input_path)
     collector = None
     if report_path:
         from tracescore.score._report import ReportCollector
@@ -244,6 +245,27 @@ def _nothing_in(path: Path, done: str, why: str) -> NoReturn:
     """Exit 1 saying nothing could be `done` with `path`, and `why`."""
     click.echo(f"Error: nothing could be {done} in {path}{why}", err=True)  # as click says its own
     sys.exit(EXIT_GATE_FAILED)
+
+
+# What a file starts with when it is not lines of records: each of its lines would be reported invalid, and
+# none would say what the file is.
+_GZIP_MAGIC = b"\x1f\x8b"
+_SNIFFED_BYTES = 4096
+
+
+def _refuse_what_is_no_table(path: Path) -> None:
+    """Exit 1 on a gzip-compressed input or a JSON array (`df.to_json(orient="records")`), saying what the
+    file is and how to turn it into JSON Lines, instead of one invalid record a line."""
+    with path.open("rb") as handle:
+        head = handle.read(_SNIFFED_BYTES)
+    if head.startswith(_GZIP_MAGIC):
+        raise click.ClickException(f"{path} is gzip-compressed: decompress it first (gunzip -k {path})")
+    if path.suffix.lower() not in (".csv", ".tsv") and head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        raise click.ClickException(
+            f"{path} holds a JSON array: tracescore score reads JSON Lines, one record a line; convert it "
+            f"with jq -c '.[]' {path} > {path.with_suffix('.jsonl').name}, or in pandas with "
+            "to_json(..., orient='records', lines=True)"
+        )
 
 
 def _as_flag(failure: GateFailure) -> str:
