@@ -250,10 +250,12 @@ def test_a_judge_that_scores_nothing_is_said_with_the_first_reason(tmp_path: Pat
 def test_fail_under_on_a_metric_not_scored_or_malformed_is_a_usage_error(tmp_path: Path) -> None:
     args = ("--metrics", "faithfulness", "--fail-under")
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], *args, "quality=0.5")
-    assert code == 2 and "--fail-under: unknown metric 'quality' (valid: faithfulness)" in output, output
-    assert "it gates the metrics --metrics scores" in output
+    # A metric --metrics leaves out, not an "unknown metric 'quality'".
+    not_scored = "--fail-under: 'quality' is not among the metrics scored (faithfulness): add it to --metrics"
+    assert code == 2 and not_scored in output, output
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], *args, "faithfulnes=0.8")
     assert code == 2 and "'faithfulnes' (did you mean 'faithfulness'? valid: faithfulness)" in output, output
+    assert "it gates the metrics --metrics scores" in output
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--fail-under", "faithfulness")
     assert code == 2 and "METRIC=MIN" in output
 

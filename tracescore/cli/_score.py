@@ -122,8 +122,8 @@ def score(
     the_judge, the_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
     scored = [m.name for m in the_metrics]
     if not_scored := sorted(set(gate) - set(scored)):
-        named = "; ".join(unknown_name("metric", name, scored) for name in not_scored)
-        raise click.UsageError(f"--fail-under: {named}: it gates the metrics --metrics scores")
+        named = "; ".join(_why_not_scored(name, scored, metric_config) for name in not_scored)
+        raise click.UsageError(f"--fail-under: {named}")
     if flag_limit is not None and FLAGGED_METRIC not in {m.name for m in the_metrics}:
         raise click.UsageError(f"--max-flagged counts {FLAGGED_METRIC} flags: add it to --metrics")
     if allow_unscored is not None and not gate and flag_limit is None:
@@ -245,6 +245,18 @@ def _nothing_in(path: Path, done: str, why: str) -> NoReturn:
     """Exit 1 saying nothing could be `done` with `path`, and `why`."""
     click.echo(f"Error: nothing could be {done} in {path}{why}", err=True)  # as click says its own
     sys.exit(EXIT_GATE_FAILED)
+
+
+def _why_not_scored(name: str, scored: list[str], metric_config: Path | None) -> str:
+    """Why `--fail-under` names a metric that is not scored: one --metrics leaves out (a metric it knows:
+    `quality`, not "unknown metric 'quality'"), or a name that is no metric (a typo, with the one meant)."""
+    from tracescore.score import make_metrics
+
+    try:
+        make_metrics([name], metric_config)
+    except ValueError:
+        return f"{unknown_name('metric', name, scored)}: it gates the metrics --metrics scores"
+    return f"{name!r} is not among the metrics scored ({', '.join(scored)}): add it to --metrics"
 
 
 # What a file starts with when it is not lines of records: each of its lines would be reported invalid, and
