@@ -8,17 +8,17 @@ from tracescore.score import Faithfulness, OfflineJudge, evaluate, evaluate_data
 
 results = evaluate({"query": "Where is the head office?", "contexts": ["It is in Delhi."], "answer": "Delhi"})
 print([(r.metric, r.score) for r in results])  # faithfulness, answer_relevancy, context_relevance
+# (context_relevance 0.0: the offline judge rates a document by the question's words in it; none here)
 # --8<-- [end:evaluate]
 
-df = pd.DataFrame(
+# --8<-- [start:dataset]
+df = pd.DataFrame(  # your golden set, under names of your own
     {
         "prompt": ["Where is the head office?", "When was it founded?"],
         "contexts": [["The head office is in Delhi."], ["The head office is in Delhi."]],
         "completion": ["The head office is in Delhi.", "It was founded in 1950."],
     }
 )
-
-# --8<-- [start:dataset]
 result = evaluate_dataset(
     df,  # a DataFrame, a list of dicts or RagRecords, any iterable
     [Faithfulness()],
