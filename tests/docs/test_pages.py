@@ -207,3 +207,16 @@ def test_the_operating_pages_status_line_is_the_one_consume_writes() -> None:
         assert re.fullmatch(pattern, line.split("tracescore.consume: ", 1)[1]), (
             f"{page.relative_to(REPO)}: a status line not of the form consume writes: {line[:80]}..."
         )
+
+
+def test_the_offline_page_lists_the_labels_the_code_reads_good_and_bad() -> None:
+    """A label column whose values the code does not read gets no confusion matrix, and one read the other
+    way round (`true` is good) an inverted one: the page's two lists are the code's two sets."""
+    from tracescore.model import BAD_LABELS, GOOD_LABELS
+
+    page = DOCS / "offline" / "index.md"
+    text = " ".join(page.read_text(encoding="utf-8").split("## Labels", 1)[1].split())
+    lists = re.search(r"whatever the case: (.*?) are good; (.*?) are bad", text)
+    assert lists, f"{page.relative_to(REPO)}: no list of the labels read as good and bad"
+    good, bad = (set(re.findall(r"`([^`]+)`", lists[i])) for i in (1, 2))
+    assert (good, bad) == (set(GOOD_LABELS), set(BAD_LABELS)), f"{page.relative_to(REPO)}: the labels"
