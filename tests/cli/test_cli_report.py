@@ -145,6 +145,16 @@ def _report_error(*args: str) -> str:
     return " ".join(result.output.split())
 
 
+def test_a_page_written_over_a_file_read_is_a_usage_error_and_the_file_is_kept(tmp_path: Path) -> None:
+    source, scores = _scored(tmp_path)
+    for read, args in ((scores, []), (source, ["--records", str(source)])):
+        kept = read.read_text(encoding="utf-8")
+        result = CliRunner().invoke(main, ["report", str(scores), *args, "--out", str(read)])
+        assert result.exit_code == 2, result.output
+        assert f"--out {read} is {read}, a file read" in " ".join(result.output.split())
+        assert read.read_text(encoding="utf-8") == kept
+
+
 def test_records_that_are_not_the_scored_file_are_an_error_not_other_records_texts(tmp_path: Path) -> None:
     """--records was joined by line number unchecked: another file's texts showed under these scores."""
     source, scores = _scored(tmp_path)

@@ -370,6 +370,20 @@ def test_a_gzip_compressed_file_is_refused_saying_to_decompress_it(tmp_path: Pat
     assert "golden.jsonl.gz is gzip-compressed: decompress it first (gunzip -k " in output, output
 
 
+@pytest.mark.parametrize("flag", ["--out", "--report"])
+def test_writing_over_the_input_is_a_usage_error_and_the_input_is_kept(tmp_path: Path, flag: str) -> None:
+    """`--out golden.jsonl` emptied the golden set before reading it, then said it held no record."""
+    source = tmp_path / "golden.jsonl"
+    source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
+    args = ["--out", str(tmp_path / "s.jsonl"), "--report"] if flag == "--report" else ["--out"]
+    result = CliRunner().invoke(main, ["score", str(source), *args, str(tmp_path / "." / "golden.jsonl")])
+    assert result.exit_code == 2, result.output
+    assert f"{flag} {source} is {source}, a file read: writing it would erase it before it is read" in (
+        " ".join(result.output.split())
+    )
+    assert source.read_text(encoding="utf-8") == json.dumps(GOOD) + "\n"
+
+
 def test_a_tsv_file_is_read_as_tsv(tmp_path: Path) -> None:
     data = b"id\tquery\tcontexts\tanswer\nt1\tWhere is it?\tIt is in Delhi.\tDelhi\n"
     rows, output, code = _score_bytes(tmp_path, "in.tsv", data)

@@ -116,6 +116,7 @@ def score(
     from tracescore.score._inputs import parse_column_map
     from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
 
+    _refuse_to_overwrite(input_path, out=out_path, report=report_path)
     gate = or_usage_error(parse_fail_under, fail_under)
     column_map = or_usage_error(parse_column_map, columns)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
@@ -221,6 +222,9 @@ def report(
     from tracescore.score._inputs import parse_column_map
     from tracescore.score._report import ReportCollector, read_scores, render_report
 
+    _refuse_to_overwrite(scores_path, out=out_path)
+    if records_path is not None:
+        _refuse_to_overwrite(records_path, out=out_path)
     column_map = or_usage_error(parse_column_map, columns)
     if column_map and records_path is None:
         raise click.UsageError("--column says how to read --records: add it")
@@ -257,6 +261,16 @@ def _why_not_scored(name: str, scored: list[str], metric_config: Path | None) ->
     except ValueError:
         return f"{unknown_name('metric', name, scored)}: it gates the metrics --metrics scores"
     return f"{name!r} is not among the metrics scored ({', '.join(scored)}): add it to --metrics"
+
+
+def _refuse_to_overwrite(read: Path, **written: Path | None) -> None:
+    """A usage error when a file the command writes is one it reads: opened for writing, the golden set was
+    emptied before it was read, and the run said it held no record."""
+    for flag, path in written.items():
+        if path is not None and path.exists() and path.samefile(read):
+            raise click.UsageError(
+                f"--{flag} {path} is {read}, a file read: writing it would erase it before it is read"
+            )
 
 
 # What a file starts with when it is not lines of records: each of its lines would be reported invalid, and
