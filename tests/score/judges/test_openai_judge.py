@@ -117,6 +117,24 @@ async def test_rate_limit_is_retried_and_counted(server: JudgeServer, make_judge
     assert server.stats.chat_requests == 3
 
 
+async def test_a_404_from_a_base_url_without_its_version_asks_whether_v1_is_missing(
+    server: JudgeServer, make_judge: MakeJudge
+) -> None:
+    """`--base-url http://localhost:8000` for `.../v1`: the server's "no route POST /chat/completions"
+    alone did not say what to change."""
+    root = server.base_url.removesuffix("/v1")
+    result = await Faithfulness().score(RECORD, make_judge(base_url=root))
+    assert result.status is MetricStatus.ERROR
+    assert result.reason == (
+        f"HTTP 404: no route POST /chat/completions (POST {root}/chat/completions: is the base URL missing "
+        "its version path, such as /v1?)"
+    )
+    elsewhere = await Faithfulness().score(RECORD, make_judge(base_url=f"{server.base_url}/elsewhere"))
+    assert elsewhere.reason == "HTTP 404: no route POST /v1/elsewhere/chat/completions", (
+        "a path with a version"
+    )
+
+
 async def test_retry_after_header_stretches_the_backoff(server: JudgeServer, make_judge: MakeJudge) -> None:
     server.retry_after_s = 0.2
     server.inject(Fault.RATE_LIMIT)

@@ -354,8 +354,19 @@ def _describe(exc: BaseException, attempts: int, timeout_s: float | None = None)
         # exc.body is the API's error object; its message reads better than the "Error code: ..." repr.
         body = exc.body if isinstance(exc.body, dict) else {}
         message = body.get("message") or exc.message
-        return f"HTTP {exc.status_code}{after if attempts > 1 else ''}: {_one_line(str(message))}"
+        described = f"HTTP {exc.status_code}{after if attempts > 1 else ''}: {_one_line(str(message))}"
+        return described + _base_url_hint(exc)
     return f"{type(exc).__name__}: {_one_line(str(exc))}"
+
+
+def _base_url_hint(exc: openai.APIStatusError) -> str:
+    """A 404 from a base URL without its API version (`http://localhost:8000`, not `.../v1`): the client
+    adds /chat/completions to the base URL as given, and the server's own 404 does not say what is missing.
+    (A 404 of a model that does not exist comes from a path with the version in it, and gets no hint.)"""
+    path = exc.request.url.path if exc.status_code == 404 else ""
+    if not path or any(part.startswith("v") and part[1:].isdigit() for part in path.split("/")):
+        return ""
+    return f" (POST {exc.request.url}: is the base URL missing its version path, such as /v1?)"
 
 
 def _one_line(text: str, limit: int = 300) -> str:
