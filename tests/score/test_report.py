@@ -313,3 +313,22 @@ def test_flags_follow_each_results_label_unless_a_threshold_is_set() -> None:
     assert cells == {"below": "1", "tp": "1", "fn": "0", "fp": "0", "tn": "2"}
     strict = dict(re.findall(r'id="(below|fp)">([^<]*)<', render_report(rows, threshold=0.45)))
     assert strict == {"below": "2", "fp": "1"}, "a threshold the caller sets flags scores below it as well"
+
+
+def test_labels_read_neither_as_good_nor_bad_are_named_not_a_matrix_silently_missing() -> None:
+    """A `label` column of yes/no (HaluEval's `hallucination`) left the page without its section and said
+    nothing; the values not read are named, and the matrix is drawn only from labels read."""
+    rows = [_row(1, 1.0, label="no"), _row(2, 0.0, label="yes"), _row(3, 0.0, label="Yes")]
+    text = " ".join(re.sub(r"<[^>]+>", "", render_report(rows)).split())
+    left_out = "3 labelled rows without a score or with an unknown label are left out"
+    assert f"{left_out} (labels not read: no, yes, Yes;" in text, text
+    assert "Balanced accuracy" not in text and 'id="tp"' not in render_report(rows)
+    mixed = render_report([*rows, _row(4, 0.0, label="hallucinated")])
+    assert dict(re.findall(r'id="(tp|fn|fp|tn)">([^<]*)<', mixed)) == {
+        "tp": "1",
+        "fn": "0",
+        "fp": "0",
+        "tn": "0",
+    }
+    assert "labels not read:" in mixed
+    assert "Against the labels" not in render_report([_row(1, 1.0)]), "no label column, no section"

@@ -41,6 +41,7 @@ from tracescore.score._report_views import (
 __all__ = ["ReportCollector", "read_scores", "render_report"]
 
 DEFAULT_TITLE = "tracescore report"
+_UNREAD_LABELS_SHOWN = 3
 _NOT_METRICS = frozenset({"id", "line", "reason", "results", "query", "answer", "contexts", "label"})
 
 
@@ -65,6 +66,9 @@ class ReportCollector:
         # (label says bad, rank metric flags it) -> records; only rows with a readable label and a score.
         self.confusion: Counter[tuple[bool, bool]] = Counter()
         self.unlabelled = 0
+        # The first values of the label column read neither as good nor bad ("yes", "no"): the page names
+        # them, or a column of them would leave no confusion matrix and no word of why.
+        self.unread_labels: list[str] = []
         self._worst: list[tuple[tuple[float, ...], int, Kept]] = []  # max-heap on the negated rank key
         self._seq = itertools.count()
 
@@ -102,6 +106,12 @@ class ReportCollector:
         if label is None:
             return
         truth = label_is_bad(label)
+        if (
+            truth is None
+            and len(self.unread_labels) < _UNREAD_LABELS_SHOWN
+            and str(label) not in self.unread_labels
+        ):
+            self.unread_labels.append(str(label))
         if truth is None or score is None:
             self.unlabelled += 1
             return
@@ -240,8 +250,8 @@ def _named(name: str, value: Any) -> str:
 
 def _confusion_view(collector: ReportCollector) -> dict[str, Any] | None:
     counts = collector.confusion
-    if not counts:
-        return None
+    if not counts and not collector.unlabelled:
+        return None  # no row has a label
     tp, fn = counts[(True, True)], counts[(True, False)]
     tn, fp = counts[(False, False)], counts[(False, True)]
     tpr = tp / (tp + fn) if tp + fn else None
@@ -257,6 +267,8 @@ def _confusion_view(collector: ReportCollector) -> dict[str, Any] | None:
         "tnr": tnr,
         "balanced_accuracy": sum(rates) / len(rates) if rates else None,
         "unlabelled": collector.unlabelled,
+        "unread_labels": collector.unread_labels,
+        "read": bool(counts),
     }
 
 
