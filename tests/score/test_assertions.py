@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tracescore.score import ScoreAssertionError, assert_scores
@@ -43,3 +47,21 @@ def test_an_unscored_metric_fails_with_its_reason() -> None:
 def test_minimums_for_a_metric_not_scored_are_a_mistake() -> None:
     with pytest.raises(ValueError, match="not scored: quality"):
         assert_scores(RECORD, {"quality": 0.5}, metrics=["faithfulness"])
+
+
+def test_pytest_reports_the_failure_at_the_tests_call_with_the_claims(tmp_path: Path) -> None:
+    """The traceback ended inside tracescore (`raise ScoreAssertionError(...)`), far from the golden record's
+    test; it ends at the test's own line, with the message."""
+    test_file = tmp_path / "test_golden.py"
+    test_file.write_text(
+        f"from tracescore.score import assert_scores\n\n\ndef test_office():\n"
+        f"    assert_scores({RECORD!r}, {{'faithfulness': 0.8}})\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", str(test_file)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "_assertions.py" not in done.stdout, done.stdout
+    assert ">       assert_scores(" in done.stdout and "faithfulness: 0.50 < 0.8" in done.stdout, done.stdout

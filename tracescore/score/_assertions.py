@@ -34,6 +34,7 @@ def assert_scores(
     """Score `record` and fail when a metric is below its minimum (default: faithfulness >= 0.5) or could
     not be scored. The message lists each failing metric with its reason and the claims that failed with
     their evidence. Scores only the metrics named in `minimums` unless `metrics` is given."""
+    __tracebackhide__ = True  # pytest shows the failure at the test's call, not inside this function
     minimums = dict(minimums or {FAITHFULNESS: 0.5})
     results = evaluate(record, list(metrics or minimums), judge, column_map=column_map)
     by_name = {r.metric: r for r in results}
