@@ -110,7 +110,7 @@ def score(
 ) -> None:
     """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records; one output line per input
     record. Exits 1 when nothing could be scored, a --fail-under mean is missed, --max-flagged exceeded or,
-    with either gate, a record invalid or not scored (beyond --allow-unscored)."""
+    with either gate, a record invalid or not scored (beyond --allow-unscored); 2 on a usage error."""
     from tracescore.score import check_judge
     from tracescore.score._batch import score_file
     from tracescore.score._inputs import parse_column_map
