@@ -13,22 +13,40 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
+from tracescore._extras import install_line
+
 __all__ = ["LazyMapping", "lazy_exports", "moved_names"]
 
 
 def lazy_exports(
-    package: str, lazy: Mapping[str, str], names: list[str], moved: Mapping[str, str] | None = None
+    package: str,
+    lazy: Mapping[str, str],
+    names: list[str],
+    moved: Mapping[str, str] | None = None,
+    extra: str | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """(`__getattr__`, `__dir__`) for `package`, whose public `names` are its `__all__`: each name in `lazy`
     is imported from its module on first lookup and cached in the package's namespace; each name in `moved`
-    is looked up in its new home, with a DeprecationWarning (see `moved_names`)."""
+    is looked up in its new home, with a DeprecationWarning (see `moved_names`). `extra`: the optional extra
+    whose dependencies the names need, named when one of them is not installed."""
     moved = moved or {}
 
     def __getattr__(name: str) -> Any:
         module = lazy.get(name)
         if module is None:
             return _moved(package, name, moved.get(name))
-        value = getattr(importlib.import_module(module), name)
+        try:
+            value = getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError as missing:
+            if extra is None or not missing.name or missing.name.partition(".")[0] == "tracescore":
+                raise
+            # The SDK alone (`pip install tracescore`) lacks the extra's dependencies: say which extra, as the
+            # command does, not only the third-party module's name.
+            raise ModuleNotFoundError(
+                f"{package}.{name} needs the {extra} extra ({missing.name} is not installed): "
+                f"{install_line(extra)}",
+                name=missing.name,
+            ) from missing
         setattr(sys.modules[package], name, value)  # later lookups skip this function
         return value
 

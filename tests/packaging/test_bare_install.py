@@ -193,6 +193,26 @@ def test_the_command_says_which_extra_to_install(bare_venv: Path, package_dir: P
     ]
 
 
+def test_the_library_without_its_extra_names_the_extra(bare_venv: Path, package_dir: Path) -> None:
+    done = _bare_python(
+        bare_venv,
+        package_dir,
+        """
+        import tracescore.score
+
+        try:
+            tracescore.score.Faithfulness
+        except ModuleNotFoundError as exc:
+            print(exc)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "tracescore.score.Faithfulness needs the consumer extra (pysbd is not installed): "
+        "pip install '.[consumer]' in a tracescore checkout"
+    )
+
+
 def test_otlp_export_without_its_extra_names_the_extra(bare_venv: Path, package_dir: Path) -> None:
     done = _bare_python(
         bare_venv,

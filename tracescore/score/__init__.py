@@ -87,4 +87,4 @@ _MOVED = dict.fromkeys(
 )
 
 __all__ = [*_LAZY]
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__, _MOVED)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__, _MOVED, extra="consumer")

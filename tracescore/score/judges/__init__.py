@@ -32,4 +32,4 @@ __all__ = [
     "OpenAIJudge",
     "OpenAIJudgeSettings",
 ]
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__, extra="consumer")
