@@ -745,3 +745,35 @@ def test_a_pipe_gets_the_summary_without_the_progress_bar(tmp_path: Path) -> Non
     logged = err.decode()
     assert process.returncode == 0, logged
     assert "1 record (0 invalid)" in logged and "scoring" not in logged and "rec/s" not in logged, logged
+
+
+def test_ctrl_c_exits_130_and_keeps_the_lines_scored_before(tmp_path: Path) -> None:
+    """A CI job tells a cancelled run from a failed gate (1) by the status a shell gives an interrupted
+    command; what was scored stays readable in --out."""
+    import signal
+    import time
+
+    source = tmp_path / "in.jsonl"
+    source.write_text((json.dumps(GOOD) + "\n") * 50_000, encoding="utf-8")  # a minute of scoring or more
+    out = tmp_path / "o.jsonl"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    process = popen(
+        [sys.executable, "-m", "tracescore.cli", "score", str(source), "--out", str(out),
+         "--judge", "offline", "--fail-under", "faithfulness=0.5"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=checkout_env(clean),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120  # a bound on a start that takes seconds, not a timing assertion
+        while not (out.exists() and out.stat().st_size > 0) and time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.1)
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    said = err.decode()
+    assert process.returncode == 130, said
+    assert f"interrupted, no summary and no gate: {out} holds the lines scored before" in said, said
+    assert "FAIL" not in said and "Traceback" not in said, said
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert 0 < len(rows) < 50_000
+    assert [row["line"] for row in rows] == list(range(1, len(rows) + 1))

@@ -21,6 +21,9 @@ __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 # Exit status of `tracescore score` when the CI gate fails or nothing could be scored, and of `tracescore
 # report` when nothing could be reported (2 is a usage error).
 EXIT_GATE_FAILED = 1
+# A run stopped by Ctrl-C (SIGINT) exits as a shell says a command it interrupted did, 128 + 2: a CI job told
+# apart a cancelled run from a failed gate.
+EXIT_INTERRUPTED = 130
 
 
 def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -110,7 +113,8 @@ def score(
 ) -> None:
     """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records; one output line per input
     record. Exits 1 when nothing could be scored, a --fail-under mean is missed, --max-flagged exceeded or,
-    with either gate, a record invalid or not scored (beyond --allow-unscored); 2 on a usage error."""
+    with either gate, a record invalid or not scored (beyond --allow-unscored); 2 on a usage error; 130 when
+    interrupted (Ctrl-C)."""
     from tracescore.score import check_judge
     from tracescore.score._batch import score_file
     from tracescore.score._inputs import parse_column_map
@@ -151,6 +155,10 @@ def score(
             on_row=collector,
             column_map=column_map,
         )
+    except KeyboardInterrupt:
+        kept = f": {out_path} holds the lines scored before, in input order" if out_path else ""
+        click.echo(f"interrupted, no summary and no gate{kept}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     finally:
         if out_path:
             out.close()
