@@ -166,7 +166,8 @@ def drop_note(
         )
     change, other_severity = _change(state, level, other)
     fell = f"fell {figures.drop} below {against}: {levels}; {bound}"
-    if reading.test == "window" and reading.lower < minimum:
+    held = reading.test == "window" and reading.lower < minimum
+    if held:
         # Held by the hysteresis (it resolves under half the drop): its bound no longer reaches the drop.
         reached = (
             f"; held until the drop is under {minimum / 2:.2f} in the whole window and its newest answers "
@@ -179,8 +180,9 @@ def drop_note(
             f"{subject} stayed below {against} for {span(drop.relearn_after_seconds)}: its level is "
             f"accepted as the new normal, drop alerts compare with it from now on ({levels})"
         )
-    elif state == "firing" and change:
-        summary = f"{subject} {change} from {other} to {level}: {fell}, {level} drop {minimum:.2f}"
+    elif state == "firing" and change:  # a warning de-escalated to may fire on by its hysteresis alone
+        tail = reached if held else f", {level} drop {minimum:.2f}"
+        summary = f"{subject} {change} from {other} to {level}: {fell}{tail}"
     elif state == "firing" and reading.test == "sustained":
         summary = f"{subject} {fell}"
     elif state == "firing":
