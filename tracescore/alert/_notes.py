@@ -3,6 +3,7 @@ no data. Pure functions of what the evaluator knows; no state of their own."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -170,7 +171,7 @@ def drop_note(
     if held:
         # Held by the hysteresis (it resolves under half the drop): its bound no longer reaches the drop.
         reached = (
-            f"; held until the drop is under {minimum / 2:.2f} in the whole window and its newest answers "
+            f"; held until the drop is under {minimum / 2:g} in the whole window and its newest answers "
             f"(now up to {reading.peak_drop:.2f}; {level} drop {minimum:.2f})"
         )
     else:
@@ -190,7 +191,10 @@ def drop_note(
     elif change:
         summary = f"{subject}: {level} drop superseded by {other}, not recovered: {fell}"
     else:
-        summary = f"{subject} back to {against}: {levels}; drop {figures.drop} < {minimum / 2:.2f}"
+        # What resolved it: the largest drop of the window's lengths at most half of min_drop, written so
+        # that it reads so (rounded down; the levels' rounded difference read "drop 0.08 < 0.07").
+        largest = math.floor(reading.peak_drop * 1000) / 1000
+        summary = f"{subject} back to {against}: {levels}; largest drop {largest:.3f} <= {minimum / 2:g}"
     name = alert_name(key.metric, key.unit, "drop")
     return _note(
         key, name, state, _severity(level), summary, starts_at, now, repeat,
