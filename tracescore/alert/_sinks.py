@@ -70,9 +70,10 @@ def sign(secret: bytes, body: bytes) -> str:
 class LogSink:
     name = "log"
 
-    def __init__(self, config: LogSinkConfig | None = None) -> None:
+    def __init__(self, config: LogSinkConfig | None = None, *, note: str = "") -> None:
         self.sent = 0
         self.failed = 0
+        self.note = note  # said after every line: whose alert it is, where that is not the service's
 
     def send(self, notification: Notification) -> bool:
         level = (
@@ -81,7 +82,7 @@ class LogSink:
             else logging.WARNING
         )
         again = " (still firing)" if notification.repeat else ""
-        _log.log(level, "[%s] %s%s", notification.headline, notification.summary, again)
+        _log.log(level, "[%s] %s%s%s", notification.headline, notification.summary, again, self.note)
         self.sent += 1
         return True
 
