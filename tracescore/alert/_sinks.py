@@ -69,6 +69,7 @@ def sign(secret: bytes, body: bytes) -> str:
 
 class LogSink:
     name = "log"
+    where = "log"  # how the service's start line names it
 
     def __init__(self, config: LogSinkConfig | None = None, *, note: str = "") -> None:
         self.sent = 0
@@ -107,6 +108,7 @@ class _HttpPoster:
         # For log lines: never the URL's credentials, path or query (Slack's secret is its path).
         url = httpx2.URL(config.url)
         self._where = f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
+        self.where = f"{name} at {self._where}"  # how the service's start line names it
 
     def post(self, url: str, payload: Any, note: Notification, headers: dict[str, str] | None = None) -> bool:
         body = json.dumps(payload, separators=(",", ":"), default=str).encode()
