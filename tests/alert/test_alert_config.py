@@ -191,3 +191,11 @@ def test_the_start_line_says_which_rules_and_sinks_run(
         "a route no rule matches is not watched | "
         "sinks: log, slack at https://hooks.slack.com, webhook at http://hooks.internal:8080"
     )
+
+
+def test_one_pattern_may_be_written_without_a_list(tmp_path: Path) -> None:
+    # `routes: /billing` is what a person writes for one route; it was "Input should be a valid list".
+    config = load_alert_config(write(tmp_path, "rules:\n  - services: support-bot\n    routes: /billing*\n"))
+    assert config.rule_for("support-bot", "/billing/refunds", "faithfulness") is not None
+    assert config.rule_for("support-bot", "/search", "faithfulness") is None
+    assert config.rule_for("docs-bot", "/billing", "faithfulness") is None

@@ -10,7 +10,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import (
@@ -147,6 +147,10 @@ class DropConfig(_Strict):
         return self
 
 
+# fnmatch patterns; one may be written without a list (`routes: /billing*`), as people write one route.
+Patterns = Annotated[list[str], BeforeValidator(lambda given: [given] if isinstance(given, str) else given)]
+
+
 class RuleConfig(_Strict):
     """Rolling alert for one metric on the (service, route) pairs it matches, on its `signal`."""
 
@@ -158,8 +162,8 @@ class RuleConfig(_Strict):
         "conversations`): conversation_label, the share of conversations without a flagged turn; "
         "conversation_score, the mean share of a conversation's turns that pass.",
     )
-    services: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
-    routes: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
+    services: Patterns = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
+    routes: Patterns = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
     window_count: int = Field(
         default=50, ge=1, description="at most this many recent answers (conversations, for their signals)"
     )
