@@ -14,7 +14,7 @@ from tracescore.alert._drop import DropReading
 from tracescore.alert._estimate import Estimate, Signal
 from tracescore.alert._notification import AlertKey, Change, Notification, Severity
 from tracescore.alert._reading import PAST_RANGE
-from tracescore.alert._state import Level
+from tracescore.alert._state import AlertState, Level
 
 __all__ = [
     "JUDGE_ALERT",
@@ -27,6 +27,7 @@ __all__ = [
     "no_data_note",
     "score_note",
     "span",
+    "unwatched_notes",
 ]
 
 JUDGE_ALERT = "TracescoreJudgeUnhealthy"
@@ -294,6 +295,35 @@ def judge_note(
         threshold=max_error_rate,
         samples=n,
     )  # fmt: skip
+
+
+def unwatched_notes(
+    key: AlertKey, state: AlertState, why: str, now: datetime, *, drop_only: bool = False
+) -> list[Notification]:
+    """The end of each alert `state` says fires (only its drop alert with `drop_only`) that the config no
+    longer watches (`why`: what changed): a resolve that is no recovery, so the receivers that heard it
+    fire close it, knowing nothing was measured."""
+    firing: list[tuple[str, Severity, datetime | None]] = []
+    if state.drop is not None and state.drop_firing:
+        drop = alert_name(key.metric, key.unit, "drop")
+        firing.append((drop, _severity(state.drop.level), state.drop.level_since))
+    if not drop_only:
+        if state.level != "ok":
+            threshold = alert_name(key.metric, key.unit, "threshold")
+            firing.append((threshold, _severity(state.level), state.level_since))
+        if state.judge_firing:
+            firing.append((JUDGE_ALERT, "warning", state.judge_since))
+        if state.no_data_firing:
+            firing.append((NO_DATA_ALERT, "info", state.no_data_since))
+    return [
+        _note(
+            key, name, "resolved", severity,
+            f"{name} of {key.service} {key.route} ({key.metric}) is no longer watched: {why}; it ends here, "
+            "which is not a recovery",
+            since or now, now, False, unit=key.unit, change="unwatched",
+        )
+        for name, severity, since in firing
+    ]  # fmt: skip
 
 
 def no_data_note(

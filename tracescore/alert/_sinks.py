@@ -197,6 +197,7 @@ _SLACK_ICONS = {
     "ESCALATED": ":arrow_double_up:",
     "DE-ESCALATED": ":arrow_down_small:",
     "SUPERSEDED": ":arrows_counterclockwise:",
+    "ENDED": ":heavy_minus_sign:",
 }
 _SLACK_COLOURS = {"critical": "#d00000", "warning": "#e8a317", "info": "#439fe0"}
 
@@ -204,7 +205,8 @@ _SLACK_COLOURS = {"critical": "#d00000", "warning": "#e8a317", "info": "#439fe0"
 def slack_message(n: Notification) -> dict[str, Any]:
     # Green only for a real recovery: a superseded severity still fires under the other one.
     still_firing = n.state == "firing" or n.to_severity is not None
-    color = _SLACK_COLOURS[n.to_severity or n.severity] if still_firing else "#2eb886"
+    recovered = "#808080" if n.change == "unwatched" else "#2eb886"  # ended unwatched: grey, no recovery
+    color = _SLACK_COLOURS[n.to_severity or n.severity] if still_firing else recovered
     fields = [
         {"title": "service", "value": n.service, "short": True},
         {"title": "route", "value": n.route, "short": True},
