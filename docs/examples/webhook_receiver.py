@@ -17,6 +17,7 @@ os.environ["TRACESCORE_WEBHOOK_SECRET"] = "change-me"  # in production: from you
 
 # --8<-- [start:receiver]
 SECRET = os.environ["TRACESCORE_WEBHOOK_SECRET"].encode()
+NUMBERS = ("value", "bound", "threshold", "normal", "drop", "drop_lower")
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -32,7 +33,10 @@ class Receiver(BaseHTTPRequestHandler):
         alert = json.loads(body)
         print(f"[{alert['headline']}] {alert['summary']}")
         print(f"  labels {alert['labels']}")
-        print(f"  signal {alert['signal']}: value {alert['value']:.2f}, upper bound {alert['bound']:.2f}")
+        # Each kind of alert sets its own fields (a threshold alert its bound, a drop alert its normal and
+        # drop, a no-data alert none of them): the others are null.
+        numbers = [f"{name} {alert[name]:.2f}" for name in NUMBERS if alert.get(name) is not None]
+        print(f"  signal {alert['signal']}: {', '.join(numbers)}" if numbers else "  no estimate")
         self.send_response(204)
         self.end_headers()
 
@@ -46,26 +50,48 @@ server = HTTPServer(("127.0.0.1", 0), Receiver)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 url = f"http://127.0.0.1:{server.server_port}/tracescore"
 
-# The notification the service would send: a route at 10% faithful answers against a 0.7 threshold, through
-# the evaluator `tracescore alert` runs.
-evaluator = AlertEvaluator(AlertConfig.model_validate({"rules": [{"warning": 0.7, "critical": None}]}))
+# The notifications the service would send, from the evaluator `tracescore alert` runs: /search at 10%
+# faithful answers against a 0.7 threshold; /billing, watched against its own normal only, at 50% after 90%;
+# then both gone quiet for half an hour (no data).
+evaluator = AlertEvaluator(
+    AlertConfig.model_validate(
+        {
+            "rules": [
+                {"routes": ["/billing"], "warning": None, "critical": None,
+                 "drop": {"min_drop": 0.1, "window_count": 50, "min_samples": 20, "normal_count": 200,
+                          "min_normal_samples": 100}},
+                {"warning": 0.7, "critical": None},
+            ]
+        }
+    )
+)  # fmt: skip
 now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 notes = []
-for n in range(40):
-    faithful = n % 10 == 0
+
+
+def answer(n: int, route: str, faithful: bool, at: datetime) -> None:
     label = "faithful" if faithful else "hallucinated"
     record = EvaluationRecord(
-        trace_id=f"{n:032x}", span_id=f"{n:016x}", service_name="rag-api", route="/search",
+        trace_id=f"{n:032x}", span_id=f"{n:016x}", service_name="rag-api", route=route,
         metric="faithfulness", score=1.0 if faithful else 0.0, label=label,
-        status=MetricStatus.OK, judge="offline", timestamp=now - timedelta(seconds=600 - 15 * n),
+        status=MetricStatus.OK, judge="offline", timestamp=at,
     )  # fmt: skip
     key = evaluator.add(record)
     if key is not None:
-        notes += evaluator.evaluate(key, now)
-note = notes[0]
+        notes.extend(evaluator.evaluate(key, at))
+
+
+for n in range(40):
+    answer(n, "/search", n % 10 == 0, now - timedelta(seconds=600 - 15 * n))
+for n in range(300):  # 250 answers at 90%, then 50 at 50%: one every 2 seconds
+    answer(1000 + n, "/billing", n % 10 != 0 if n < 250 else n % 2 == 0, now - timedelta(seconds=600 - 2 * n))
+notes += evaluator.tick(now + timedelta(minutes=31))
 sink = WebhookSink(WebhookSinkConfig(url=url, secret_env="TRACESCORE_WEBHOOK_SECRET"))
-print("delivered:", sink.send(note))
+for kind in ("TracescoreFaithfulnessDropped", "TracescoreFaithfulnessBelowNormal", "TracescoreNoData"):
+    sent = next(n for n in notes if n.alertname == kind and n.state == "firing")
+    print("delivered:", sink.send(sent))
 sink.close()
+note = notes[0]
 
 # A body changed on the way (or a sender without the secret) is refused.
 body = json.dumps({**note.to_json(), "severity": "info"}).encode()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tracescore.alert import AlertConfigError, WebhookSinkConfig, load_alert_config
+from tracescore.alert import AlertConfigError, WebhookSinkConfig, load_alert_config, make_sink, start_line
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -160,3 +160,42 @@ sinks:
 def test_the_agent_run_metrics_are_known_without_declaring_them(tmp_path: Path, metric: str) -> None:
     config = load_alert_config(write(tmp_path, f"rules:\n  - metric: {metric}\n"))
     assert config.rules[0].metric == metric
+
+
+def test_the_start_line_says_which_rules_and_sinks_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a rule is changed and the service restarted, its first line says what it now runs: in the
+    # order they match, each rule's routes and what pages; the sinks without a URL's path (a Slack secret).
+    monkeypatch.setenv("HOOK_SECRET", "s3cret")
+    config = load_alert_config(
+        write(
+            tmp_path,
+            "rules:\n"
+            "  - services: [support-bot]\n    routes: [/billing]\n    warning: null\n    critical: null\n"
+            "    drop: {min_drop: 0.15, critical_drop: 0.3}\n"
+            "  - signal: score\n    drop: {}\n"
+            "sinks:\n  - type: log\n"
+            "  - type: slack\n    url: https://hooks.slack.com/services/T0/B0/secret\n"
+            "  - type: webhook\n    url: http://hooks.internal:8080/tracescore\n"
+            "    secret_env: HOOK_SECRET\n",
+        )
+    )
+    assert start_line(config, [make_sink(s) for s in config.sinks]) == (
+        "rules, the first matching applies: "
+        "1. faithfulness of support-bot /billing: the newest 2000 against the 7000 before them (its normal), "
+        "drop 0.15 (critical 0.3); "
+        "2. faithfulness (signal score) of every service and route: warning 0.7, critical 0.5, "
+        "over the newest 50 answers (at least 10), and the newest 2000 against the 7000 before them (its "
+        "normal), drop 0.02; "
+        "a route no rule matches is not watched | "
+        "sinks: log, slack at https://hooks.slack.com, webhook at http://hooks.internal:8080"
+    )
+
+
+def test_one_pattern_may_be_written_without_a_list(tmp_path: Path) -> None:
+    # `routes: /billing` is what a person writes for one route; it was "Input should be a valid list".
+    config = load_alert_config(write(tmp_path, "rules:\n  - services: support-bot\n    routes: /billing*\n"))
+    assert config.rule_for("support-bot", "/billing/refunds", "faithfulness") is not None
+    assert config.rule_for("support-bot", "/search", "faithfulness") is None
+    assert config.rule_for("docs-bot", "/billing", "faithfulness") is None

@@ -120,3 +120,30 @@ def test_a_threshold_alert_s_value_is_the_share_its_summary_shows() -> None:
     rule = RuleConfig()
     note = score_note(KEY, rule, estimate, "resolved", "warning", T0, T0)
     assert "recovered to 1.00 [0.97, 1.00]" in note.summary and note.value == 1.0
+
+
+def test_a_drop_alert_de_escalated_while_held_by_its_hysteresis_says_so() -> None:
+    # Back from critical to warning with its bound under min_drop: the warning fires on only by the
+    # hysteresis, which the page says, rather than "at least -0.11 ..., warning drop 0.10".
+    route = Route(drop_rules.evaluator(critical_drop=0.35))
+    route.answers(1500, 0.9)
+    assert drop_rules.pages(route.answers(300, 0.2))
+    notes = route.answers(200, 0.84)  # the window's 200 answers: back to 0.84, a drop of about 0.06
+    (back,) = [n for n in notes if n.headline == "DE-ESCALATED"]
+    lower = BOUND.search(back.summary)
+    assert lower and float(lower[1]) < 0.1, back.summary
+    assert "de-escalated from critical to warning" in back.summary
+    assert "; held until the drop is under 0.05 in the whole window" in back.summary, back.summary
+
+
+def test_a_drop_alert_s_resolve_compares_what_its_test_compared() -> None:
+    # min_drop 0.15 resolves once the drop is under 0.075 at every length; written to two decimals the
+    # resolve read "drop 0.08 < 0.07" (levels rounded, half of 0.15 rounded too).
+    route = Route(drop_rules.evaluator(min_drop=0.15))
+    route.answers(1500, 0.9)
+    assert drop_rules.pages(route.answers(300, 0.5))
+    notes = [n for _ in range(8) for n in route.answers(50, 0.86)]
+    (resolved,) = [n for n in notes if n.headline == "RESOLVED"]
+    compared = re.search(r"largest drop (-?\d\.\d\d\d) <= (\d\.\d+)$", resolved.summary)
+    assert compared, resolved.summary
+    assert float(compared[1]) <= float(compared[2]) == 0.075, resolved.summary

@@ -74,3 +74,19 @@ def test_with_the_cascade_on_each_answer_counts_once_and_the_llm_corrects_the_of
             )  # fmt: skip
             fired += alerts.observe(llm)
     assert fired == []
+
+
+def test_its_log_line_says_it_is_the_consumer_s_hint_not_the_alert_service_s_rules(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A consumer logs on the same logger as `tracescore alert`; a person reading (or alerting on) the logs
+    # must tell a consumer's one-rule hint from the service's page, and learn how to turn the hint off.
+    alerts = InProcessAlerts.for_threshold("faithfulness", threshold=0.7, window=10)
+    caplog.set_level(logging.INFO, logger="tracescore.alert")
+    feed(alerts, [0.0] * 10)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("[FIRING] faithfulness of rag-api /billing dropped"), line
+    assert line.endswith(
+        " (tracescore consume's own hint: its partitions' share of the route against --alert-threshold 0.7, "
+        "not tracescore alert's rules; --alert-threshold 0 turns it off)"
+    ), line

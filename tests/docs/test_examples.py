@@ -73,7 +73,7 @@ def test_the_ci_gate_fails_as_the_page_shows(
 
 def test_the_example_configurations_load() -> None:
     """(docs/examples/sampling.toml is tests/sample/test_config.py's.)"""
-    from tracescore.alert import load_alert_config
+    from tracescore.alert import load_alert_config, make_sink, start_line
     from tracescore.score import make_metrics
 
     alert = load_alert_config(EXAMPLES / "alert.yaml")
@@ -91,5 +91,8 @@ def test_the_example_configurations_load() -> None:
     assert billing.drop.min_normal_samples == 100
     assert tried.rule_for("northwind-assistant", "/support", "faithfulness") is None
     assert [sink.type for sink in tried.sinks] == ["log"]
+    # The alerting page shows the line the service starts with for it.
+    said = start_line(tried, [make_sink(sink) for sink in tried.sinks])
+    assert f"INFO tracescore.alert: {said}\n" in (DOCS / "alerting" / "index.md").read_text(encoding="utf-8")
     [politeness] = make_metrics(["politeness"], EXAMPLES / "metrics.toml")
     assert politeness.name == "politeness"

@@ -21,7 +21,7 @@ from tracescore.alert._estimate import Agreement, Estimate
 from tracescore.alert._evaluator import AlertEvaluator
 from tracescore.alert._in_process import InProcessAlerts
 from tracescore.alert._notification import AlertKey, Notification
-from tracescore.alert._service import AlertService, AlertStats
+from tracescore.alert._service import AlertService, AlertStats, start_line
 from tracescore.alert._sinks import (
     SIGNATURE_HEADER,
     AlertmanagerSink,
@@ -69,5 +69,6 @@ __all__ = [
     "load_alert_config",
     "make_sink",
     "sign",
+    "start_line",
     "stop_summary",
 ]

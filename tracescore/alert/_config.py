@@ -10,7 +10,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tracescore._config import (
@@ -147,6 +147,10 @@ class DropConfig(_Strict):
         return self
 
 
+# fnmatch patterns; one may be written without a list (`routes: /billing*`), as people write one route.
+Patterns = Annotated[list[str], BeforeValidator(lambda given: [given] if isinstance(given, str) else given)]
+
+
 class RuleConfig(_Strict):
     """Rolling alert for one metric on the (service, route) pairs it matches, on its `signal`."""
 
@@ -158,8 +162,8 @@ class RuleConfig(_Strict):
         "conversations`): conversation_label, the share of conversations without a flagged turn; "
         "conversation_score, the mean share of a conversation's turns that pass.",
     )
-    services: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
-    routes: list[str] = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
+    services: Patterns = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
+    routes: Patterns = Field(default_factory=lambda: ["*"], description="fnmatch patterns")
     window_count: int = Field(
         default=50, ge=1, description="at most this many recent answers (conversations, for their signals)"
     )
@@ -228,6 +232,31 @@ class RuleConfig(_Strict):
     def unit(self) -> Unit:
         """What the rule counts: conversations for the conversation signals, else answers."""
         return "conversation" if self.signal in CONVERSATION_SIGNALS else "answer"
+
+    def describe(self) -> str:
+        """What the rule watches and what pages, for the service's start line: `faithfulness of * /billing*:
+        warning 0.7, critical 0.5, over the newest 50 answers (at least 10), and the newest 2000 against the
+        7000 before them (its normal), drop 0.02 (critical 0.1)`."""
+        signal = "" if self.signal == "label" else f" (signal {self.signal})"
+        anywhere = self.services == ["*"] and self.routes == ["*"]
+        where = (
+            "every service and route" if anywhere else f"{','.join(self.services)} {','.join(self.routes)}"
+        )
+        parts = []
+        if self.warning is not None:
+            critical = "" if self.critical is None else f", critical {self.critical:g}"
+            units = "answers" if self.unit == "answer" else "conversations"
+            parts.append(
+                f"warning {self.warning:g}{critical}, over the newest {self.window_count} {units} "
+                f"(at least {self.min_samples})"
+            )
+        if self.drop is not None:
+            critical = "" if self.drop.critical_drop is None else f" (critical {self.drop.critical_drop:g})"
+            parts.append(
+                f"the newest {self.drop.window_count} against the {self.drop.normal_count} before them (its "
+                f"normal), drop {self.drop.min_drop:g}{critical}"
+            )
+        return f"{self.metric}{signal} of {where}: {', and '.join(parts)}"
 
     def matches(self, service: str, route: str, metric: str, unit: Unit = "answer") -> bool:
         return (

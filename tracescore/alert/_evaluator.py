@@ -21,7 +21,15 @@ from tracescore.alert._config import AlertConfig, RuleConfig
 from tracescore.alert._conversations import conversation_observation, record_key
 from tracescore.alert._drop import DropReading, DropTracker
 from tracescore.alert._estimate import C_N, R_N, Estimate
-from tracescore.alert._notes import State, drop_note, judge_note, no_data_note, score_note, span
+from tracescore.alert._notes import (
+    State,
+    drop_note,
+    judge_note,
+    no_data_note,
+    score_note,
+    span,
+    unwatched_notes,
+)
 from tracescore.alert._notification import AlertKey, Notification
 from tracescore.alert._standing import Standing
 from tracescore.alert._state import AlertState, Level, LevelState
@@ -93,6 +101,8 @@ class AlertEvaluator:
         self._dirty: set[AlertKey] = set()
         self.evicted = 0
         self.unmatched = 0
+        # Alerts a changed config no longer watches (restored firing): ended, saying so, at the next tick.
+        self._unwatched: list[Callable[[datetime], list[Notification]]] = []
         self.suppressed_by_cooldown = 0
 
     # -- input ------------------------------------------------------------------------------------------
@@ -171,8 +181,11 @@ class AlertEvaluator:
         return out
 
     def tick(self, now: datetime) -> list[Notification]:
-        """Time-based conditions for every route: windows ageing out, quiet routes, re-notification."""
-        return [n for key in list(self._routes) for n in self.evaluate(key, now)]
+        """Time-based conditions for every route: windows ageing out, quiet routes, re-notification; and the
+        end of the alerts the config no longer watches."""
+        unwatched, self._unwatched = self._unwatched, []
+        ended = [n for end in unwatched for n in end(now)]
+        return ended + [n for key in list(self._routes) for n in self.evaluate(key, now)]
 
     def firing(self, now: datetime) -> list[Notification]:
         """Every alert currently firing (for sinks that must hear about them again, like Alertmanager)."""
@@ -242,8 +255,21 @@ class AlertEvaluator:
             route.partition = partition
             return route
         rule = self.config.rule_for(*key)
+        restored = self._restored.get(key)
         if rule is None:
+            if restored is not None and restored.firing:
+                # It fired when no rule stopped matching it: end it, and delete its state (a restart must
+                # not end it again; a rule matching it later starts it anew).
+                del self._restored[key]
+                why = "no rule of the alert config matches the route any more"
+                self._unwatched.append(lambda now: unwatched_notes(key, restored, why, now))
+                self._dirty.add(key)
             return None
+        if rule.drop is None and restored is not None and restored.drop_firing:
+            why = "its rule has no drop part any more"  # the state forgets its normal (_Route)
+            ended = restored.model_copy()
+            self._unwatched.append(lambda now: unwatched_notes(key, ended, why, now, drop_only=True))
+            self._dirty.add(key)  # saved without it: a restart does not end it again
         state = self._restored.pop(key, None) or AlertState()
         route = self._routes[key] = _Route(rule, self.config.judge_health.window_count, partition, state)
         if len(self._routes) > self.config.max_routes:

@@ -47,7 +47,12 @@ class InProcessAlerts:
             renotify_seconds=None,
             no_data_seconds=None,
         )
-        return cls(rule)
+        # Logged on the alert service's logger, so each line says whose it is and how to turn it off.
+        note = (
+            " (tracescore consume's own hint: its partitions' share of the route against --alert-threshold "
+            f"{threshold:g}, not tracescore alert's rules; --alert-threshold 0 turns it off)"
+        )
+        return cls(rule, LogSink(note=note))
 
     def observe(self, record: EvaluationRecord) -> list[Notification]:
         key = self._evaluator.add(record)

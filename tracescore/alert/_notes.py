@@ -3,6 +3,7 @@ no data. Pure functions of what the evaluator knows; no state of their own."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -13,7 +14,7 @@ from tracescore.alert._drop import DropReading
 from tracescore.alert._estimate import Estimate, Signal
 from tracescore.alert._notification import AlertKey, Change, Notification, Severity
 from tracescore.alert._reading import PAST_RANGE
-from tracescore.alert._state import Level
+from tracescore.alert._state import AlertState, Level
 
 __all__ = [
     "JUDGE_ALERT",
@@ -26,6 +27,7 @@ __all__ = [
     "no_data_note",
     "score_note",
     "span",
+    "unwatched_notes",
 ]
 
 JUDGE_ALERT = "TracescoreJudgeUnhealthy"
@@ -166,10 +168,11 @@ def drop_note(
         )
     change, other_severity = _change(state, level, other)
     fell = f"fell {figures.drop} below {against}: {levels}; {bound}"
-    if reading.test == "window" and reading.lower < minimum:
+    held = reading.test == "window" and reading.lower < minimum
+    if held:
         # Held by the hysteresis (it resolves under half the drop): its bound no longer reaches the drop.
         reached = (
-            f"; held until the drop is under {minimum / 2:.2f} in the whole window and its newest answers "
+            f"; held until the drop is under {minimum / 2:g} in the whole window and its newest answers "
             f"(now up to {reading.peak_drop:.2f}; {level} drop {minimum:.2f})"
         )
     else:
@@ -179,8 +182,9 @@ def drop_note(
             f"{subject} stayed below {against} for {span(drop.relearn_after_seconds)}: its level is "
             f"accepted as the new normal, drop alerts compare with it from now on ({levels})"
         )
-    elif state == "firing" and change:
-        summary = f"{subject} {change} from {other} to {level}: {fell}, {level} drop {minimum:.2f}"
+    elif state == "firing" and change:  # a warning de-escalated to may fire on by its hysteresis alone
+        tail = reached if held else f", {level} drop {minimum:.2f}"
+        summary = f"{subject} {change} from {other} to {level}: {fell}{tail}"
     elif state == "firing" and reading.test == "sustained":
         summary = f"{subject} {fell}"
     elif state == "firing":
@@ -188,7 +192,10 @@ def drop_note(
     elif change:
         summary = f"{subject}: {level} drop superseded by {other}, not recovered: {fell}"
     else:
-        summary = f"{subject} back to {against}: {levels}; drop {figures.drop} < {minimum / 2:.2f}"
+        # What resolved it: the largest drop of the window's lengths at most half of min_drop, written so
+        # that it reads so (rounded down; the levels' rounded difference read "drop 0.08 < 0.07").
+        largest = math.floor(reading.peak_drop * 1000) / 1000
+        summary = f"{subject} back to {against}: {levels}; largest drop {largest:.3f} <= {minimum / 2:g}"
     name = alert_name(key.metric, key.unit, "drop")
     return _note(
         key, name, state, _severity(level), summary, starts_at, now, repeat,
@@ -288,6 +295,35 @@ def judge_note(
         threshold=max_error_rate,
         samples=n,
     )  # fmt: skip
+
+
+def unwatched_notes(
+    key: AlertKey, state: AlertState, why: str, now: datetime, *, drop_only: bool = False
+) -> list[Notification]:
+    """The end of each alert `state` says fires (only its drop alert with `drop_only`) that the config no
+    longer watches (`why`: what changed): a resolve that is no recovery, so the receivers that heard it
+    fire close it, knowing nothing was measured."""
+    firing: list[tuple[str, Severity, datetime | None]] = []
+    if state.drop is not None and state.drop_firing:
+        drop = alert_name(key.metric, key.unit, "drop")
+        firing.append((drop, _severity(state.drop.level), state.drop.level_since))
+    if not drop_only:
+        if state.level != "ok":
+            threshold = alert_name(key.metric, key.unit, "threshold")
+            firing.append((threshold, _severity(state.level), state.level_since))
+        if state.judge_firing:
+            firing.append((JUDGE_ALERT, "warning", state.judge_since))
+        if state.no_data_firing:
+            firing.append((NO_DATA_ALERT, "info", state.no_data_since))
+    return [
+        _note(
+            key, name, "resolved", severity,
+            f"{name} of {key.service} {key.route} ({key.metric}) is no longer watched: {why}; it ends here, "
+            "which is not a recovery",
+            since or now, now, False, unit=key.unit, change="unwatched",
+        )
+        for name, severity, since in firing
+    ]  # fmt: skip
 
 
 def no_data_note(

@@ -13,9 +13,10 @@ __all__ = ["AlertKey", "Notification"]
 
 Severity = Literal["info", "warning", "critical"]
 # How a notification relates to the one sent with it: a firing alert that replaces one of another severity
-# (escalated to critical, de-escalated to warning), the resolve of the severity it replaced (same word), or a
-# drop alert resolved because its route's level became the normal (accepted).
-Change = Literal["escalated", "de-escalated", "accepted"]
+# (escalated to critical, de-escalated to warning), the resolve of the severity it replaced (same word), a
+# drop alert resolved because its route's level became the normal (accepted), or an alert ended because the
+# config no longer watches it (unwatched: its rule lost the part, or no rule matches the route any more).
+Change = Literal["escalated", "de-escalated", "accepted", "unwatched"]
 
 
 _SEPARATOR = "\x1f"  # ASCII unit separator: no real service, route or metric name holds one
@@ -110,9 +111,11 @@ class Notification(BaseModel):
     def headline(self) -> str:
         """The first word a person reads: FIRING, RESOLVED, or what really happened when the severity
         changed: ESCALATED / DE-ESCALATED (the new severity firing), SUPERSEDED (the old one's resolve: the
-        alert did not recover, another severity replaced it)."""
+        alert did not recover, another severity replaced it); ENDED (the config no longer watches it)."""
         if self.change in ("escalated", "de-escalated"):
             return self.change.upper() if self.state == "firing" else "SUPERSEDED"
+        if self.change == "unwatched":
+            return "ENDED"
         return self.state.upper()
 
     def to_json(self) -> dict[str, Any]:

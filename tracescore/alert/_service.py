@@ -50,7 +50,7 @@ from tracescore.model import (
     read_evaluation_record,
 )
 
-__all__ = ["AlertService", "AlertStats"]
+__all__ = ["AlertService", "AlertStats", "start_line"]
 
 _log = logging.getLogger("tracescore.alert")
 Clock = Callable[[], datetime]
@@ -72,6 +72,17 @@ class AlertStats:
     # At the stop: the routes held, worst first (at most SUMMARY_ROUTES), and how many more there were.
     routes: list[Standing] = field(default_factory=list)
     more_routes: int = 0
+
+
+def start_line(config: AlertConfig, sinks: Sequence[Sink]) -> str:
+    """What the service runs, said when it starts (so a changed rule is seen in force after a restart): the
+    rules in the order they match, and the sinks without their URLs' paths (a Slack URL's path is its
+    secret)."""
+    rules = "; ".join(f"{n}. {rule.describe()}" for n, rule in enumerate(config.rules, 1))
+    named = ", ".join(getattr(sink, "where", sink.name) for sink in sinks) or "none"
+    return (
+        f"rules, the first matching applies: {rules}; a route no rule matches is not watched | sinks: {named}"
+    )
 
 
 def _for_routes(record: EvaluationRecord) -> bytes:
@@ -141,6 +152,7 @@ class AlertService(LoopService):
         )
 
     def run(self, idle_timeout_s: float | None = None) -> AlertStats:
+        _log.info("%s", start_line(self.config, self.sinks))
         try:
             self._loop.run(idle_timeout_s)  # closes the sinks last, within the stop's budget
         finally:

@@ -69,10 +69,12 @@ def sign(secret: bytes, body: bytes) -> str:
 
 class LogSink:
     name = "log"
+    where = "log"  # how the service's start line names it
 
-    def __init__(self, config: LogSinkConfig | None = None) -> None:
+    def __init__(self, config: LogSinkConfig | None = None, *, note: str = "") -> None:
         self.sent = 0
         self.failed = 0
+        self.note = note  # said after every line: whose alert it is, where that is not the service's
 
     def send(self, notification: Notification) -> bool:
         level = (
@@ -81,7 +83,7 @@ class LogSink:
             else logging.WARNING
         )
         again = " (still firing)" if notification.repeat else ""
-        _log.log(level, "[%s] %s%s", notification.headline, notification.summary, again)
+        _log.log(level, "[%s] %s%s%s", notification.headline, notification.summary, again, self.note)
         self.sent += 1
         return True
 
@@ -106,6 +108,7 @@ class _HttpPoster:
         # For log lines: never the URL's credentials, path or query (Slack's secret is its path).
         url = httpx2.URL(config.url)
         self._where = f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
+        self.where = f"{name} at {self._where}"  # how the service's start line names it
 
     def post(self, url: str, payload: Any, note: Notification, headers: dict[str, str] | None = None) -> bool:
         body = json.dumps(payload, separators=(",", ":"), default=str).encode()
@@ -194,6 +197,7 @@ _SLACK_ICONS = {
     "ESCALATED": ":arrow_double_up:",
     "DE-ESCALATED": ":arrow_down_small:",
     "SUPERSEDED": ":arrows_counterclockwise:",
+    "ENDED": ":heavy_minus_sign:",
 }
 _SLACK_COLOURS = {"critical": "#d00000", "warning": "#e8a317", "info": "#439fe0"}
 
@@ -201,7 +205,8 @@ _SLACK_COLOURS = {"critical": "#d00000", "warning": "#e8a317", "info": "#439fe0"
 def slack_message(n: Notification) -> dict[str, Any]:
     # Green only for a real recovery: a superseded severity still fires under the other one.
     still_firing = n.state == "firing" or n.to_severity is not None
-    color = _SLACK_COLOURS[n.to_severity or n.severity] if still_firing else "#2eb886"
+    recovered = "#808080" if n.change == "unwatched" else "#2eb886"  # ended unwatched: grey, no recovery
+    color = _SLACK_COLOURS[n.to_severity or n.severity] if still_firing else recovered
     fields = [
         {"title": "service", "value": n.service, "short": True},
         {"title": "route", "value": n.route, "short": True},

@@ -122,3 +122,12 @@ class AlertState(LevelState):
     no_data_since: datetime | None = None
     last_seen: datetime | None = None
     drop: DropState | None = None
+
+    @property
+    def drop_firing(self) -> bool:
+        return self.drop is not None and self.drop.level != "ok"
+
+    @property
+    def firing(self) -> bool:
+        """Any alert of the key fires: its threshold's, its drop's, its judge's or its no-data alert."""
+        return self.level != "ok" or self.drop_firing or self.judge_firing or self.no_data_firing
