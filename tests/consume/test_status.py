@@ -43,9 +43,24 @@ def test_the_line_shows_the_estimate_its_interval_the_counts_and_judge_agreement
     line.log({}, 0, 0, 0)
     text = caplog.records[-1].getMessage()
     # 16 offline 0.9 corrected by +0.1 on the baseline, plus 2 of 4 suspicious: (16 + 2) / 20.
-    assert "/ask faithfulness 0.90 (n=20) 95% [" in text
+    assert "rag-api /ask faithfulness 0.90 (n=20) 95% [" in text
     assert "16 offline + 8 LLM" in text and "uncalibrated" not in text
     assert "judges agree 1.00 on 4 baseline pairs, mean LLM-offline +0.10" in text
+
+
+def test_two_services_with_a_route_of_the_same_name_get_an_estimate_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Two LangChain apps both name their route `RunnableSequence`: one estimate of both would be neither's.
+    caplog.set_level(logging.INFO, logger="tracescore.consume")
+    line = StatusLine(ConsumerStats(), interval_s=1.0)
+    for score in (1.0, 1.0):
+        line.recorded(offline(score))
+    line.recorded(offline(0.0).model_copy(update={"service_name": "billing-api"}))
+    line.log({}, 0, 0, 0)
+    text = caplog.records[-1].getMessage()
+    assert "billing-api /ask faithfulness 0.00 (n=1)" in text
+    assert "rag-api /ask faithfulness 1.00 (n=2)" in text
 
 
 def test_offline_scores_alone_are_marked_uncalibrated(caplog: pytest.LogCaptureFixture) -> None:
@@ -55,8 +70,8 @@ def test_offline_scores_alone_are_marked_uncalibrated(caplog: pytest.LogCaptureF
         line.recorded(offline(score))
     line.log({}, 0, 0, 0)
     assert (
-        "/ask faithfulness 1.00 (n=3) 95% [1.00, 1.00], passing 1.00 95% [1.00, 1.00] (label rule, as "
-        "alerts), 3 offline + 0 LLM, uncalibrated" in caplog.records[-1].getMessage()
+        "rag-api /ask faithfulness 1.00 (n=3) 95% [1.00, 1.00], passing 1.00 95% [1.00, 1.00] (label rule, "
+        "as alerts), 3 offline + 0 LLM, uncalibrated" in caplog.records[-1].getMessage()
     )
 
 
@@ -70,7 +85,7 @@ def test_the_line_shows_the_share_the_label_rule_passes_next_to_the_mean_score(
         line.recorded(offline(score))
     line.log({}, 0, 0, 0)
     text = caplog.records[-1].getMessage()
-    assert "/ask faithfulness 0.62 (n=10) 95% [" in text
+    assert "rag-api /ask faithfulness 0.62 (n=10) 95% [" in text
     assert "passing 0.70 95% [" in text and "(label rule, as alerts)" in text
 
 

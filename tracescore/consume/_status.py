@@ -113,15 +113,16 @@ class StatusLine:
         self._last_at = clock()
         self._last = (0, 0, 0)
         self._latencies: deque[float] = deque(maxlen=2000)
-        # Per route and metric: the mean score, and the share of answers the label rule passes (what alerts
-        # use by default), so the line and the alerts show the same number.
-        self._scores: dict[tuple[str, str], tuple[EstimateWindow, EstimateWindow]] = {}
+        # Per service, route and metric (two services may share a route's name: never one estimate), the mean
+        # score and the share of answers the label rule passes (what alerts use by default), so the line and
+        # the alerts show the same number.
+        self._scores: dict[tuple[str, str, str], tuple[EstimateWindow, EstimateWindow]] = {}
 
     def judged(self, latency_s: float) -> None:
         self._latencies.append(latency_s)
 
     def recorded(self, record: EvaluationRecord) -> None:
-        key = (record.route, record.metric)
+        key = (record.service_name, record.route, record.metric)
         windows = self._scores.get(key)
         if windows is None:
             windows = self._scores[key] = (EstimateWindow(_WINDOW), EstimateWindow(_WINDOW, signal="label"))
@@ -150,7 +151,8 @@ class StatusLine:
             p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
             latency = f"mean {statistics.fmean(ordered):.3f}s p95 {p95:.3f}s"
         means = ", ".join(
-            _describe(route, metric, *windows) for (route, metric), windows in sorted(self._scores.items())
+            _describe(f"{service} {route}", metric, *windows)
+            for (service, route, metric), windows in sorted(self._scores.items())
         )
         lift = describe_lift(self._lift() if self._lift is not None else ())
         # Said only when it happens: most apps record their questions.
@@ -178,12 +180,12 @@ def describe_lift(readings: Sequence[LiftReading]) -> str:
     return text
 
 
-def _describe(route: str, metric: str, window: EstimateWindow, passing: EstimateWindow) -> str:
+def _describe(where: str, metric: str, window: EstimateWindow, passing: EstimateWindow) -> str:
     estimate = window.estimate(_CONFIDENCE)
     if estimate is None:
-        return f"{route} {metric} no scores"
+        return f"{where} {metric} no scores"
     shown = min(1.0, max(0.0, estimate.value))
-    text = f"{route} {metric} {shown:.2f} (n={estimate.n}) 95% [{estimate.lower:.2f}, {estimate.upper:.2f}]"
+    text = f"{where} {metric} {shown:.2f} (n={estimate.n}) 95% [{estimate.lower:.2f}, {estimate.upper:.2f}]"
     share = passing.estimate(_CONFIDENCE)
     if share is not None:
         text += (
