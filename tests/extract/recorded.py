@@ -22,15 +22,18 @@ FIXTURES = Path(__file__).parent / "fixtures"
 T = TypeVar("T")
 
 # What a reader of each recording must produce. Decided by what the library records, not by the bytes:
-# traceloop's LangChain mode records no retrieval, and GenAI documents given as ids carry no text.
+# traceloop 0.45's LangChain mode records no retrieval, and GenAI documents given as ids carry no text.
 EXPECTED = {
     "openinference_langchain": ("interaction", "openinference"),
     "openinference_langchain_tracescore": ("interaction", "tracescore"),
     "openinference_manual": ("interaction", "openinference"),
     "openllmetry/workflow": ("interaction", "openllmetry"),
-    # traceloop's LangChain mode records no retrieval: the documents are read from the system message
-    # (`Context:`), and retrieval documents given as ids only from the instructions the same way.
+    # traceloop 0.62's LangChain mode records the retriever (a vector_db_retrieve span): its documents.
     "openllmetry/langchain": ("interaction", "openllmetry"),
+    "openllmetry_v045/workflow": ("interaction", "openllmetry"),
+    # traceloop 0.45's LangChain mode records no retrieval: the documents are read from the system message
+    # (`Context:`), and retrieval documents given as ids only from the instructions the same way.
+    "openllmetry_v045/langchain": ("interaction", "openllmetry"),
     # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=EVENT_ONLY: the util emits its operation-details
     # event as a log record, so no text at all is on the trace (no message, document or query): skipped as
     # content not captured, naming the setting.

@@ -8,8 +8,9 @@ output is a list of documents, and `tool` spans (any result: one not document-li
 without tool spans, tool messages passed to the last LLM call; after them, the earlier turns' tool messages in
 its input. LLM spans are read in both forms traceloop
 has written: `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (before 0.5x) and `gen_ai.input.messages` /
-`gen_ai.output.messages` (0.6x). Where no retrieval was recorded (traceloop's LangChain mode puts the
-documents only inside the prompt), the workflow is skipped with that explanation: the prompt's text is not
+`gen_ai.output.messages` (0.6x). Its LangChain mode records the retriever from 0.6x on (a `vector_db_retrieve
+<retriever>` task); where no retrieval was recorded (0.45's LangChain mode puts the documents only inside the
+prompt), the workflow is skipped with that explanation: the prompt's text is not
 a reliable split into question and documents. A model that was offered tools and called none (a greeting)
 retrieved nothing: that is said instead (`empty_context`).
 
