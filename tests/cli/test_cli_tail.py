@@ -123,6 +123,13 @@ def test_flagged_and_route_filters(bootstrap: str, evaluations: str) -> None:
     assert "2 records shown, 1 filtered out" in flagged.stderr
     routed = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--route", "/bill*")
     assert routed.stdout.count("trace ") == 1 and "/billing" in routed.stdout
+    # Two services may name a route alike: --service tells them apart.
+    served = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--service", "sh*")
+    assert served.stdout.count("trace ") == 3 and "3 records shown" in served.stderr
+    other = _tail(
+        "--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--service", "billing"
+    )
+    assert other.stdout == "" and "0 records shown, 3 filtered out" in other.stderr
 
 
 def test_json_lines_are_the_records(bootstrap: str, evaluations: str) -> None:

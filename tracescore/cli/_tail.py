@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -220,6 +220,7 @@ def _messages(
 )
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new records until Ctrl-C.")
 @click.option("--route", "route_glob", default=None, help="Only records whose route matches this glob.")
+@click.option("--service", "service_glob", default=None, help="Only records whose service matches this glob.")
 @click.option(
     "--flagged",
     is_flag=True,
@@ -238,6 +239,7 @@ def tail(
     config_file: Path | None,
     follow: bool,
     route_glob: str | None,
+    service_glob: str | None,
     flagged: bool,
     as_json: bool,
     last: int | None,
@@ -262,13 +264,28 @@ def tail(
     try:
         with stop_on_signals(stop.request):
             for message in _messages(settings, follow, last, stop.requested):
-                _show(message, stats, flagged, route_glob, as_json)
+                _show(message, stats, _Filter(flagged, route_glob, service_glob), as_json)
     except BrokerUnreachable as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(stats.summary(), err=True)
 
 
-def _show(message: Message, stats: TailStats, flagged: bool, route_glob: str | None, as_json: bool) -> None:
+class _Filter(NamedTuple):
+    """What `--flagged`, `--route` and `--service` keep."""
+
+    flagged: bool
+    route_glob: str | None
+    service_glob: str | None
+
+    def keeps(self, record: EvaluationRecord | ConversationRecord, bad: bool) -> bool:
+        return (
+            (bad or not self.flagged)
+            and (self.route_glob is None or fnmatchcase(record.route, self.route_glob))
+            and (self.service_glob is None or fnmatchcase(record.service_name, self.service_glob))
+        )
+
+
+def _show(message: Message, stats: TailStats, kept: _Filter, as_json: bool) -> None:
     """Print one message's record if it passes the filters; count it either way."""
     try:
         record = _read(message.value)
@@ -286,7 +303,7 @@ def _show(message: Message, stats: TailStats, flagged: bool, route_glob: str | N
     else:
         flags_it = is_flagged({"score": record.score, "label": record.label})
     bad = record.status is MetricStatus.ERROR or flags_it
-    if (flagged and not bad) or (route_glob is not None and not fnmatchcase(record.route, route_glob)):
+    if not kept.keeps(record, bad):
         stats.filtered += 1
         return
     stats.shown += 1
