@@ -18,13 +18,14 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from _helpers import consumer_settings
-from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics
+from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics, file_exporter_spans
 
 from tracescore.consume import AssemblyCount, EvaluationConsumer, decode_message
 from tracescore.model import EvaluationRecord
@@ -32,7 +33,7 @@ from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
-from tracescore.testing.kafka_topics import read_topic, wait_for_records
+from tracescore.testing.kafka_topics import input_producer, read_topic, wait_for_records
 
 FIXTURES = REPO / "tests" / "extract" / "fixtures"
 sys.path[:0] = [str(FIXTURES), str(FIXTURES / "scenarios")]
@@ -146,9 +147,12 @@ def test_genai_events_written_as_log_records_are_scored_through_the_collector(
     # The log records are keyed by trace id like the spans: on their partition, whoever wrote first.
     kinds: dict[str, set[str]] = defaultdict(set)
     partitions: dict[str, set[int]] = defaultdict(set)
+    span_ids: set[str] = set()
     for message in read_topic(bootstrap, topic):
         decoded = decode_message(message.value)
         kind = "spans" if type(decoded) is list else "logs"  # a logs message gives a list of its own type
+        if kind == "spans":
+            span_ids.update(span.span_id for span in decoded)
         trace_ids = {item.trace_id for item in decoded}
         assert [message.key.decode()] == sorted(trace_ids), kind
         kinds[message.key.decode()].add(kind)
@@ -172,3 +176,56 @@ def test_genai_events_written_as_log_records_are_scored_through_the_collector(
     assert scored == expected
     assert dict(stats.skipped) == {} and stats.dead_letters == 0
     assert stats.assembly[AssemblyCount.LOG_EVENTS] == len(runs)
+    _assert_the_egress_forwards(otelcol, bootstrap, topic, span_ids, tmp_path)
+
+
+def test_the_egress_collector_skips_log_records_on_the_spans_topic_without_holding_back_the_spans(
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """Log records first, then spans, on one partition: an unreadable message held back every later one
+    there until a rebalance (`message_marking.on_permanent_error: false`)."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = f"e{uuid.uuid4().hex[:10]}.spans"
+    create_topics(bootstrap, [topic], 1)
+    entry = json.loads((FIXTURES / "otel_genai" / "manifest.json").read_text())["scenarios"]
+    recorded = entry["event_only_faithful.binpb"]
+    spans = (FIXTURES / "otel_genai" / "event_only_faithful.binpb").read_bytes()
+    logs = (FIXTURES / "otel_genai" / recorded["logs"]["file"]).read_bytes()
+    producer = input_producer(bootstrap, [topic], acks="all")
+    for value in (logs, spans):
+        producer.send(topic, key=recorded["trace_id"].encode(), value=value).get(30)
+    producer.close()
+
+    _assert_the_egress_forwards(
+        otelcol, bootstrap, topic, {s.span_id for s in decode_message(spans)}, tmp_path
+    )
+
+
+def _assert_the_egress_forwards(
+    otelcol: Path, bootstrap: str, topic: str, span_ids: set[str], tmp: Path
+) -> None:
+    """The egress Collector (kafka-to-backend.yaml, its backend swapped for a file) reads `topic` as traces
+    and forwards every span in it: the log records' messages are no traces to it, never holding back the
+    spans after them."""
+    exported = tmp / "backend.jsonl"
+    override = tmp / "file-backend.yaml"
+    override.write_text(
+        json.dumps({
+            "exporters": {"file/backend": {"path": str(exported), "flush_interval": "100ms"}},
+            "service": {"pipelines": {"traces": {"exporters": ["file/backend"]}}},
+        })
+    )  # fmt: skip
+    egress_env = {
+        "KAFKA_BROKERS": bootstrap,
+        "KAFKA_SPANS_TOPIC": topic,
+        "KAFKA_GROUP_ID": f"{topic}.backend",
+        "KAFKA_INITIAL_OFFSET": "earliest",
+        "OTLP_BACKEND_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # replaced by the file exporter
+        "OTELCOL_METRICS_PORT": str(free_port()),
+    }
+    configs = [COLLECTORS / "kafka-to-backend.yaml", override]
+    with CollectorProcess(otelcol, configs, egress_env, tmp / "egress.log") as egress:
+        deadline = time.monotonic() + 30
+        while len(backend := file_exporter_spans(exported)) < len(span_ids) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert {span["spanId"] for span in backend} == span_ids, egress.log()
