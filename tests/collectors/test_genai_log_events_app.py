@@ -18,14 +18,13 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from _helpers import consumer_settings
-from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics, file_exporter_spans
+from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics, egress_to_file
 
 from tracescore.consume import AssemblyCount, EvaluationConsumer, decode_message
 from tracescore.model import EvaluationRecord
@@ -204,28 +203,7 @@ def test_the_egress_collector_skips_log_records_on_the_spans_topic_without_holdi
 def _assert_the_egress_forwards(
     otelcol: Path, bootstrap: str, topic: str, span_ids: set[str], tmp: Path
 ) -> None:
-    """The egress Collector (kafka-to-backend.yaml, its backend swapped for a file) reads `topic` as traces
-    and forwards every span in it: the log records' messages are no traces to it, never holding back the
-    spans after them."""
-    exported = tmp / "backend.jsonl"
-    override = tmp / "file-backend.yaml"
-    override.write_text(
-        json.dumps({
-            "exporters": {"file/backend": {"path": str(exported), "flush_interval": "100ms"}},
-            "service": {"pipelines": {"traces": {"exporters": ["file/backend"]}}},
-        })
-    )  # fmt: skip
-    egress_env = {
-        "KAFKA_BROKERS": bootstrap,
-        "KAFKA_SPANS_TOPIC": topic,
-        "KAFKA_GROUP_ID": f"{topic}.backend",
-        "KAFKA_INITIAL_OFFSET": "earliest",
-        "OTLP_BACKEND_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # replaced by the file exporter
-        "OTELCOL_METRICS_PORT": str(free_port()),
-    }
-    configs = [COLLECTORS / "kafka-to-backend.yaml", override]
-    with CollectorProcess(otelcol, configs, egress_env, tmp / "egress.log") as egress:
-        deadline = time.monotonic() + 30
-        while len(backend := file_exporter_spans(exported)) < len(span_ids) and time.monotonic() < deadline:
-            time.sleep(0.3)
-        assert {span["spanId"] for span in backend} == span_ids, egress.log()
+    """The egress Collector (kafka-to-backend.yaml) reads `topic` as traces and forwards every span in it:
+    the log records' messages are no traces to it, never holding back the spans after them."""
+    backend, log = egress_to_file(otelcol, bootstrap, topic, len(span_ids), tmp, timeout_s=30)
+    assert {span["spanId"] for span in backend} == span_ids, log

@@ -112,10 +112,9 @@ class _Buffered:
     whole: bool = True
     judged: tuple[JudgedReading, ...] | None = None
     skipped: tuple[tuple[str, str], ...] = ()
-    # Log events not yet added to their span (`_attach` at release); the first `carried` came from the
-    # trace's memory (their span had not arrived at an earlier release: counted then).
+    # Log events not yet added to their span (`_attach` at release). A rebuilt trace's first ones are its
+    # memory's (`rejoined.events`: their span had not arrived at an earlier release, counted then).
     events: list[LogEvent] | None = None
-    carried: int = 0
 
     def hold(self, partition: Hashable, offset: int) -> None:
         """Remember `offset` of `partition` as read (`TraceAssembler.add` writes this out for its spans)."""
@@ -238,7 +237,12 @@ class TraceAssembler:
                     rooted[trace_id] = entry
             if len(entry.spans) >= max_spans:
                 early += self._release(entry, Incomplete.TOO_MANY_SPANS)
-        return self._within_bounds(early)
+        settings = (
+            self.settings
+        )  # the bounds tested here, not in a call: once a message of the unsampled path
+        if len(by_last_seen) > settings.max_traces or self._bytes > settings.max_bytes:
+            self._within_bounds(early)
+        return early
 
     def add_events(
         self,
@@ -295,7 +299,8 @@ class TraceAssembler:
         return self._within_bounds([])
 
     def _within_bounds(self, early: list[Trace]) -> list[Trace]:
-        """`early`, and the least recently fed traces released to bring the buffer within its bounds."""
+        """`early`, with the least recently fed traces released (added to it) to bring the buffer within its
+        bounds."""
         while self._by_last_seen and (
             len(self._by_last_seen) > self.settings.max_traces or self._bytes > self.settings.max_bytes
         ):
@@ -440,7 +445,8 @@ class TraceAssembler:
             trace_id, spans, size, memory = entry.trace_id, entry.spans, entry.size, entry.rejoined
             events = entry.events
             if events is not None:  # log events: added to their spans, the rest kept for a late span
-                events, missing = _attach(spans, events, entry.carried)
+                carried = memory.events if memory is not None else None
+                events, missing = _attach(spans, events, len(carried) if carried else 0)
                 if missing:
                     counts[AssemblyCount.LOG_EVENTS_WITHOUT_SPAN] += missing
             # The buffer's dict is the trace's spans by id: handed over, never changed after (a late span
@@ -459,7 +465,8 @@ class TraceAssembler:
                     memory = entry
                 else:
                     memory.spans, memory.size, memory.whole = spans, size, True
-                memory.events = events or None
+                if events is not None:  # (None: the memory holds none either, `_rejoined`)
+                    memory.events = events or None
             elif memory is not None:  # what was judged, for revise: no rescoring as new
                 memory.spans, memory.size, memory.whole, memory.events = {}, 0, False, None
             if memory is not None and limit and memory.size <= byte_limit:
@@ -503,7 +510,6 @@ class TraceAssembler:
         entry.has_root = any(s.parent_span_id is None for s in memory.spans.values())
         if memory.events:  # log events whose span had not arrived: counted at that release
             entry.events = list(memory.events)
-            entry.carried = len(memory.events)
         self._bytes += memory.size
         self._by_last_seen[trace_id] = entry
         return entry
