@@ -237,9 +237,8 @@ class TraceAssembler:
                     rooted[trace_id] = entry
             if len(entry.spans) >= max_spans:
                 early += self._release(entry, Incomplete.TOO_MANY_SPANS)
-        settings = (
-            self.settings
-        )  # the bounds tested here, not in a call: once a message of the unsampled path
+        # The bounds tested here, not in a call: once a message of the unsampled path.
+        settings = self.settings
         if len(by_last_seen) > settings.max_traces or self._bytes > settings.max_bytes:
             self._within_bounds(early)
         return early
