@@ -45,6 +45,7 @@ __all__ = ["SPAN_OBJECT_BYTES", "AssemblySettings", "TraceAssembler", "assemble_
 
 # Released early to stay in bounds: rebuilding them for a late span would defeat the bound.
 _NOT_KEPT = frozenset({Incomplete.TOO_MANY_SPANS, Incomplete.EVICTED_MEMORY})
+_LATE, _DUPLICATE = "late", "duplicate"  # why a late span or log event rebuilt no trace (`_rejoined`)
 _NOWHERE: Hashable = object()  # a new entry's partition, before its first span is added
 # What a decoded span holds in Python beyond its share of its message's bytes (its DecodedSpan, attribute
 # dict, keys and strings): 650-1,560 bytes measured on OpenInference's spans and ours. A message counts as its
@@ -192,13 +193,10 @@ class TraceAssembler:
             entry = by_last_seen.get(trace_id)
             if entry is None:
                 if trace_id in self._rejoin or trace_id in self._released:
-                    entry = self._rejoined(
-                        trace_id,
-                        _has_span(span),
-                        AssemblyCount.LATE_SPANS,
-                        AssemblyCount.DUPLICATE_SPANS,
-                    )
-                    if entry is None:
+                    entry = self._rejoined(trace_id, _has_span(span))
+                    if isinstance(entry, str):
+                        late = entry is _LATE
+                        self.counts[AssemblyCount.LATE_SPANS if late else AssemblyCount.DUPLICATE_SPANS] += 1
                         continue
                 else:
                     entry = _Buffered(trace_id, {})
@@ -261,13 +259,12 @@ class TraceAssembler:
             entry = by_last_seen.get(trace_id)
             if entry is None:
                 if trace_id in self._rejoin or trace_id in self._released:
-                    entry = self._rejoined(
-                        trace_id,
-                        _has_event(log_event),
-                        AssemblyCount.LATE_LOG_EVENTS,
-                        AssemblyCount.DUPLICATE_LOG_EVENTS,
-                    )
-                    if entry is None:
+                    entry = self._rejoined(trace_id, _has_event(log_event))
+                    if isinstance(entry, str):
+                        late = entry is _LATE
+                        counts[
+                            AssemblyCount.LATE_LOG_EVENTS if late else AssemblyCount.DUPLICATE_LOG_EVENTS
+                        ] += 1
                         continue
                 else:
                     entry = _Buffered(trace_id, {})
@@ -484,25 +481,18 @@ class TraceAssembler:
             self._trim_rejoin()
         return out
 
-    def _rejoined(
-        self,
-        trace_id: str,
-        held: Callable[[_Buffered], bool],
-        late: AssemblyCount,
-        duplicate: AssemblyCount,
-    ) -> _Buffered | None:
+    def _rejoined(self, trace_id: str, held: Callable[[_Buffered], bool]) -> _Buffered | str:
         """A late span or log event of a released trace (`held`: the trace's memory has it already): buffer
-        the trace again, whole, if it is still kept; else count it as `late` or `duplicate`."""
+        the trace again, whole, if it is still kept; else why not, for the caller to count: `_LATE` or
+        `_DUPLICATE`."""
         memory = self._rejoin.get(trace_id)
         if memory is None or not memory.whole:
             # Forgotten, or read early to stay in bounds (kept only so its reading can be revised):
             # counted, never scored alone.
-            self.counts[late] += 1
-            return None
+            return _LATE
         if held(memory):
             # A replayed message: the trace stays as it was read.
-            self.counts[duplicate] += 1
-            return None
+            return _DUPLICATE
         del self._rejoin[trace_id]
         self._rejoin_bytes -= memory.size
         entry = _Buffered(trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
