@@ -12,11 +12,13 @@ __all__ = [
     "ERROR_TYPE",
     "EVALUATION_EVENT",
     "EVALUATOR_SCOPE",
+    "EVENT_NAME",
     "GEN_AI_CONVERSATION_ID",
     "GEN_AI_EVALUATION_EXPLANATION",
     "GEN_AI_EVALUATION_NAME",
     "GEN_AI_EVALUATION_SCORE_LABEL",
     "GEN_AI_EVALUATION_SCORE_VALUE",
+    "GEN_AI_EVENT_PREFIX",
     "GEN_AI_INPUT_MESSAGES",
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_OUTPUT_MESSAGES",
@@ -30,6 +32,7 @@ __all__ = [
     "LLM_MODEL_NAME",
     "LLM_OUTPUT_MESSAGES",
     "LOGFIRE_SCRUBBED",
+    "LOG_RECORD_BODY",
     "METADATA",
     "OPENINFERENCE_SPAN_KIND",
     "OUTPUT_MIME_TYPE",
@@ -100,6 +103,14 @@ GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 HTTP_ROUTE = "http.route"
 ERROR_TYPE = "error.type"
+# An OTel log record that is an event: its name (LogRecord.event_name, or this attribute from SDKs before
+# the field existed). Only GenAI events (this prefix) are read from log records, as their span's events.
+EVENT_NAME = "event.name"
+GEN_AI_EVENT_PREFIX = "gen_ai."
+# A log record's body, kept among its span event's attributes. In the `log.record.*` namespace, where OTel
+# names attributes about the log record itself (log.record.uid, log.record.original): no producer's event
+# attribute can be shadowed by it, and a reader of the span event sees where the value came from.
+LOG_RECORD_BODY = "log.record.body"
 
 # Pydantic Logfire: the JSON list of what its scrubber replaced on the span (`[{"path": ["attributes", key],
 # "matched_substring": ...}]`); a replaced value is a placeholder, never the app's.

@@ -49,7 +49,7 @@ def _documents(interaction: Any, by_id: dict[str, Any]) -> str:
 
 
 def read_table(manifest_path: Path) -> str:
-    from tracescore.consume import decode_message
+    from tracescore.consume import assemble_messages, decode_message
     from tracescore.extract import extract
     from tracescore.model import Trace
     from tracescore.score import evaluate
@@ -57,7 +57,12 @@ def read_table(manifest_path: Path) -> str:
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     rows = []
     for file_name, entry in sorted(manifest["scenarios"].items()):
-        spans = decode_message((manifest_path.parent / file_name).read_bytes())
+        payload = (manifest_path.parent / file_name).read_bytes()
+        if "logs" in entry:  # with the log records recorded beside it, as the consumer reads them
+            logs = (manifest_path.parent / entry["logs"]["file"]).read_bytes()
+            spans = [span for trace in assemble_messages([logs, payload]) for span in trace.spans]
+        else:
+            spans = decode_message(payload)
         trace = Trace(entry["trace_id"], tuple(spans))
         found = extract(trace)
         name = code(file_name.removesuffix(".binpb"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -85,6 +86,40 @@ def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None
         admin.create_topics([NewTopic(name, partitions, 1) for name in names])
     finally:
         admin.close()
+
+
+def egress_to_file(
+    otelcol: Path, bootstrap: str, topic: str, expected: int, tmp: Path, timeout_s: float = 60.0
+) -> tuple[list[dict[str, Any]], str]:
+    """Run the documented egress config (kafka-to-backend.yaml) on `topic` from its start, its OTLP backend
+    swapped for a file, until `expected` spans reached the file or `timeout_s` passed: (the spans, the
+    Collector's log). A second --config is merged over the first (maps merge, lists are replaced)."""
+    from tracescore.testing import free_port
+
+    exported = tmp / "backend.jsonl"
+    override = tmp / "file-backend.yaml"
+    override.write_text(
+        json.dumps(
+            {
+                "exporters": {"file/backend": {"path": str(exported), "flush_interval": "100ms"}},
+                "service": {"pipelines": {"traces": {"exporters": ["file/backend"]}}},
+            }
+        )
+    )
+    env = {
+        "KAFKA_BROKERS": bootstrap,
+        "KAFKA_SPANS_TOPIC": topic,
+        "KAFKA_GROUP_ID": f"{topic}.backend",
+        "KAFKA_INITIAL_OFFSET": "earliest",
+        "OTLP_BACKEND_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # replaced by the file exporter
+        "OTELCOL_METRICS_PORT": str(free_port()),
+    }
+    configs = [COLLECTORS / "kafka-to-backend.yaml", override]
+    with CollectorProcess(otelcol, configs, env, tmp / "egress.log") as egress:
+        deadline = time.monotonic() + timeout_s
+        while len(backend := file_exporter_spans(exported)) < expected and time.monotonic() < deadline:
+            time.sleep(0.3)
+        return backend, egress.log()
 
 
 def file_exporter_spans(path: Path) -> list[dict[str, Any]]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from collector_helpers import (
     REPO,
     CollectorProcess,
     create_topics,
-    file_exporter_spans,
+    egress_to_file,
 )
 from google.protobuf.json_format import MessageToDict
 from kafka.consumer.fetcher import ConsumerRecord
@@ -318,32 +317,9 @@ def test_evaluation_spans_reach_the_backend_in_their_traces(
 ) -> None:
     in_kafka = [span for m in read_topic(pipeline.bootstrap, pipeline.spans_topic) for span in _spans(m)]
     assert len(in_kafka) == 2 * len(ANSWERS), "the app's spans and one evaluation span per scored span"
-    # The documented config with its OTLP backend swapped for a file: a second --config is merged over
-    # the first (maps merge, lists are replaced).
-    exported = tmp_path / "backend.jsonl"
-    override = tmp_path / "file-backend.yaml"
-    override.write_text(
-        json.dumps(
-            {
-                "exporters": {"file/backend": {"path": str(exported), "flush_interval": "100ms"}},
-                "service": {"pipelines": {"traces": {"exporters": ["file/backend"]}}},
-            }
-        )
-    )
-    env = {
-        "KAFKA_BROKERS": pipeline.bootstrap,
-        "KAFKA_SPANS_TOPIC": pipeline.spans_topic,
-        "KAFKA_GROUP_ID": f"{pipeline.spans_topic}.backend",
-        "KAFKA_INITIAL_OFFSET": "earliest",
-        "OTLP_BACKEND_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # replaced by the file exporter
-        "OTELCOL_METRICS_PORT": str(free_port()),
-    }
-    configs = [COLLECTORS / "kafka-to-backend.yaml", override]
-    with CollectorProcess(otelcol, configs, env, tmp_path / "otelcol.log") as egress:
-        deadline = time.monotonic() + 60
-        while len(backend := file_exporter_spans(exported)) < len(in_kafka) and time.monotonic() < deadline:
-            time.sleep(0.3)
-        assert len(backend) == len(in_kafka), egress.log()
+    # The documented config with its OTLP backend swapped for a file.
+    backend, log = egress_to_file(otelcol, pipeline.bootstrap, pipeline.spans_topic, len(in_kafka), tmp_path)
+    assert len(backend) == len(in_kafka), log
 
     assert {(s["traceId"], s["spanId"]) for s in backend} == {(s["traceId"], s["spanId"]) for s in in_kafka}
     app_spans = {s["spanId"]: s for s in backend if s["scope"] == "tracescore"}

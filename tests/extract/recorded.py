@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tracescore.consume import decode_message
+from tracescore.consume import assemble_messages, decode_message
 from tracescore.extract import Extraction, extract
 from tracescore.model import DecodedSpan, ExtractSkip, Interaction, RunToolCall, Trace
 from tracescore.score import evaluate
@@ -35,9 +35,9 @@ EXPECTED = {
     # (`Context:`), and retrieval documents given as ids only from the instructions the same way.
     "openllmetry_v045/langchain": ("interaction", "openllmetry"),
     # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=EVENT_ONLY: the util emits its operation-details
-    # event as a log record, so no text at all is on the trace (no message, document or query): skipped as
-    # content not captured, naming the setting.
-    "otel_genai/event_only_": ("skip", ExtractSkip.CONTENT_NOT_CAPTURED),
+    # event as a log record, so no text at all is on the spans; read with its log records (`Recording.logs`,
+    # as the consumer reads them from the spans topic), the chat span's event carries the messages.
+    "otel_genai/event_only_": ("interaction", "genai"),
     "otel_genai": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
     # An agent that answered from no tool and no retriever: nothing to judge against.
@@ -334,6 +334,9 @@ class Recording:
     not_yet_read: str | None
     # Per-service messages of a multi-service trace (empty: the library's one process exported it whole).
     messages: tuple[Message, ...] = ()
+    # The log records the library emitted with the trace (one ExportLogsServiceRequest, <scenario>.logs.pb),
+    # None when it wrote none: read with the trace (`spans_of`), their GenAI events on their spans.
+    logs: bytes | None = None
     # Why the library records no question, when it does not (QUESTION_NOT_RECORDED).
     question_not_recorded: str | None = None
     # Everything the model was given (the manifest's documents: earlier turns' results it was resent too,
@@ -471,6 +474,9 @@ def _read_recordings() -> tuple[Recording, ...]:
                         )
                         for message in entry.get("messages", [])
                     ),
+                    logs=(manifest_path.parent / entry["logs"]["file"]).read_bytes()
+                    if "logs" in entry
+                    else None,
                 )
             )
     assert len(found) >= 60, f"fixtures missing under {FIXTURES}: run fixtures/record.py"
@@ -478,7 +484,11 @@ def _read_recordings() -> tuple[Recording, ...]:
 
 
 def spans_of(recording: Recording) -> list[DecodedSpan]:
-    return decode_message(recording.payload)
+    """The recording's spans as the consumer reads them: with its log records' GenAI events, if it has any."""
+    if recording.logs is None:
+        return decode_message(recording.payload)
+    [trace] = assemble_messages([recording.logs, recording.payload])
+    return list(trace.spans)
 
 
 def extracted(spans: list[DecodedSpan]) -> Extraction:

@@ -12,6 +12,7 @@ import pytest
 import trace_builder as tb
 from recorded import FIXTURES, Recording, extracted, recordings, spans_of
 
+from tracescore.consume import decode_message
 from tracescore.extract import extract
 from tracescore.model import DecodedSpan, ExtractSkip, Interaction, SpanEvent
 
@@ -157,21 +158,29 @@ def test_an_events_attribute_of_another_shape_is_not_read_as_messages(events: st
 
 
 @pytest.mark.parametrize("scenario", ["event_only_faithful", "event_only_unfaithful"])
-def test_the_opentelemetry_genai_util_writes_its_operation_details_event_as_a_log_record_not_on_the_span(
+def test_the_opentelemetry_genai_util_writes_its_operation_details_event_as_a_log_record_read_with_its_span(
     scenario: str,
 ) -> None:
     """What opentelemetry-util-genai (which the OTel GenAI instrumentations build on) records with content
     capture EVENT_ONLY: the event went to the logger provider (the manifest counts it), the trace holds no
-    span event and no text, so nothing is read from it and the skip says content was not captured, naming the
-    setting that keeps it on the spans."""
+    span event and no text, so the trace alone is skipped as content not captured, naming the setting that
+    keeps it on the spans; read with its log records (as the consumer reads them from the spans topic), the
+    chat span carries the event and the interaction is read from it."""
     recording = RECORDED[f"otel_genai/{scenario}"]
     manifest = json.loads((FIXTURES / "otel_genai" / "manifest.json").read_text())
     assert f"{OPERATION_DETAILS} x1" in manifest["scenarios"][f"{scenario}.binpb"]["notes"]
-    spans = spans_of(recording)
-    assert all(s.events == () for s in spans)
+    alone = decode_message(recording.payload)
+    assert all(s.events == () for s in alone)
     content = ("gen_ai.input", "gen_ai.output", "gen_ai.retrieval.doc")
-    assert not any(key.startswith(content) for s in spans for key in s.attributes)
-    found = extracted(spans)
+    assert not any(key.startswith(content) for s in alone for key in s.attributes)
+    found = extracted(alone)
     [skip] = found.skips
     assert found.interactions == [] and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
     assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY or SPAN_AND_EVENT" in skip.detail
+
+    spans = spans_of(recording)
+    [chat] = [s for s in spans if s.events]
+    assert chat.attributes["gen_ai.operation.name"] == "chat"
+    assert [e.name for e in chat.events] == [OPERATION_DETAILS]
+    [interaction] = extracted(spans).interactions
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)

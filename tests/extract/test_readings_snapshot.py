@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tracescore.consume import decode_message
+from tracescore.consume import assemble_messages, decode_message
 from tracescore.extract import Skip, find
 from tracescore.model import Interaction, Trace
 
@@ -26,9 +26,14 @@ SNAPSHOT = Path(__file__).parent / "readings.json"
 PAYLOADS = sorted(FIXTURES.glob("*/*.binpb"))
 
 
-def readings(payload: bytes) -> list[dict[str, Any]]:
-    """What the consumer reads of one recorded message: per trace, its interactions and skips."""
-    spans = decode_message(payload)
+def readings(payload: bytes, logs: bytes | None = None) -> list[dict[str, Any]]:
+    """What the consumer reads of one recorded message (and of the log records recorded with it, their GenAI
+    events on their spans): per trace, its interactions and skips."""
+    spans = (
+        decode_message(payload)
+        if logs is None
+        else [s for t in assemble_messages([logs, payload]) for s in t.spans]
+    )
     out = []
     for trace_id in sorted({s.trace_id for s in spans}):
         trace = Trace(trace_id, tuple(s for s in spans if s.trace_id == trace_id))
@@ -81,7 +86,13 @@ def _skip(s: Skip) -> dict[str, Any]:
 
 
 def _all() -> dict[str, Any]:
-    return {str(p.relative_to(FIXTURES)): readings(p.read_bytes()) for p in PAYLOADS}
+    return {str(p.relative_to(FIXTURES)): readings(p.read_bytes(), _logs(p)) for p in PAYLOADS}
+
+
+def _logs(payload: Path) -> bytes | None:
+    """The log records recorded beside a trace (<scenario>.logs.pb), if any."""
+    logs = payload.with_name(payload.name.removesuffix(".binpb") + ".logs.pb")
+    return logs.read_bytes() if logs.is_file() else None
 
 
 def _dumps(value: Any) -> str:
@@ -103,4 +114,6 @@ def test_the_snapshot_covers_every_recorded_fixture(snapshot: dict[str, Any]) ->
 @pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_a_recorded_fixture_reads_as_the_snapshot_says(payload: Path, snapshot: dict[str, Any]) -> None:
     # Compared as the JSON text, so a difference shows as a diff of what was read.
-    assert _dumps(readings(payload.read_bytes())) == _dumps(snapshot[str(payload.relative_to(FIXTURES))])
+    assert _dumps(readings(payload.read_bytes(), _logs(payload))) == _dumps(
+        snapshot[str(payload.relative_to(FIXTURES))]
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from recorded import Recording, recordings
+from recorded import Recording, recordings, spans_of
 
 from tracescore.consume import decode_message
 from tracescore.extract import extract
@@ -22,7 +22,7 @@ LANGFUSE_INNER = {"retriever", "tool", "generation", "embedding", "evaluator", "
 
 @pytest.mark.parametrize("recording", [r.param for r in recordings()])
 def test_a_recorded_trace_is_read_as_the_application_ran_it(recording: Recording) -> None:
-    spans = decode_message(recording.payload)
+    spans = spans_of(recording)
     assert {s.trace_id for s in spans} == {recording.trace_id}
     found = extract(Trace(recording.trace_id, tuple(spans)))
     outcome, name = recording.expected
@@ -63,7 +63,7 @@ def _holds(text: str, answer: str) -> bool:
 def test_an_answer_never_supports_itself(recording: Recording) -> None:
     """No judged document holds the answer's words unless it is one of the app's documents that does: a
     final-answer tool's result, a tool handed the answer, an agent's own output are never evidence."""
-    spans = decode_message(recording.payload)
+    spans = spans_of(recording)
     for interaction in extract(Trace(recording.trace_id, tuple(spans))).interactions:
         answer = interaction.record.answer
         for document in interaction.record.contexts:
@@ -77,7 +77,7 @@ def test_an_answer_never_supports_itself(recording: Recording) -> None:
 
 @pytest.mark.parametrize("recording", recordings(), ids=lambda r: r.id)
 def test_a_recorded_trace_in_any_span_order_reads_the_same(recording: Recording) -> None:
-    spans = decode_message(recording.payload)
+    spans = spans_of(recording)
     forward = extract(Trace(recording.trace_id, tuple(spans)))
     backward = extract(Trace(recording.trace_id, tuple(reversed(spans))))
     assert [(r.span.span_id, r.record) for r in forward.interactions] == [

@@ -1,6 +1,6 @@
 """Consume: read OTLP spans from Kafka in a consumer group, assemble whole traces, score them, commit."""
 
-from tracescore.consume._assemble import AssemblySettings, TraceAssembler
+from tracescore.consume._assemble import AssemblySettings, TraceAssembler, assemble_messages
 from tracescore.consume._clients import BrokerUnreachable
 from tracescore.consume._consumer import EvaluationConsumer, GroupProtocolMismatch, OutputNotAcknowledged
 from tracescore.consume._counts import AssemblyCount, AssemblyCounts, Incomplete
@@ -24,5 +24,6 @@ __all__ = [
     "OutputNotAcknowledged",
     "RateLimitedLogs",
     "TraceAssembler",
+    "assemble_messages",
     "decode_message",
 ]

@@ -15,10 +15,17 @@ gives, per partition, the lowest offset still held, which the consumer never com
 replays every buffered trace (at-least-once). Nearly every trace is read from one partition: its partition
 and offset are held inline, a dict only for a trace read from several (one object fewer per buffered trace
 for the garbage collector's young passes to walk).
+
+Log events: GenAI events some producers write as OTel log records (`_decode.LogEvent`) wait in their trace's
+entry as spans do (counted in its bytes, holding their offsets) and are added to their span's events when
+the trace is released (`_attach`: a new span, spans are never changed). Whether one arrives before its span,
+after it, or after its trace was released (a late one rebuilds the trace as a late span does), the trace is
+read the same way; one whose span has not arrived is kept with the trace for a late span, and counted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
@@ -27,16 +34,18 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracescore.consume._counts import AssemblyCount, Incomplete
+from tracescore.consume._decode import LogEvent, LogEvents, decode_message
 from tracescore.consume._remote import waits_for_remote
 from tracescore.consume._revise import Judgeable, JudgedReading, Revision, first_revisions, revise
 from tracescore.extract import Skip
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import MAX_SPAN_EVENT_BYTES, MAX_SPAN_EVENTS, DecodedSpan, SpanEvent, Trace
 
-__all__ = ["SPAN_OBJECT_BYTES", "AssemblySettings", "TraceAssembler"]
+__all__ = ["SPAN_OBJECT_BYTES", "AssemblySettings", "TraceAssembler", "assemble_messages"]
 
 
 # Released early to stay in bounds: rebuilding them for a late span would defeat the bound.
 _NOT_KEPT = frozenset({Incomplete.TOO_MANY_SPANS, Incomplete.EVICTED_MEMORY})
+_LATE, _DUPLICATE = "late", "duplicate"  # why a late span or log event rebuilt no trace (`_rejoined`)
 _NOWHERE: Hashable = object()  # a new entry's partition, before its first span is added
 # What a decoded span holds in Python beyond its share of its message's bytes (its DecodedSpan, attribute
 # dict, keys and strings): 650-1,560 bytes measured on OpenInference's spans and ours. A message counts as its
@@ -104,6 +113,31 @@ class _Buffered:
     whole: bool = True
     judged: tuple[JudgedReading, ...] | None = None
     skipped: tuple[tuple[str, str], ...] = ()
+    # Log events not yet added to their span (`_attach` at release). A rebuilt trace's first ones are its
+    # memory's (`rejoined.events`: their span had not arrived at an earlier release, counted then).
+    events: list[LogEvent] | None = None
+
+    def hold(self, partition: Hashable, offset: int) -> None:
+        """Remember `offset` of `partition` as read (`TraceAssembler.add` writes this out for its spans)."""
+        more = self.more
+        if more is None:
+            first = self.partition
+            if first is _NOWHERE:
+                self.partition, self.offset = partition, offset
+            elif first is partition or first == partition:
+                if offset < self.offset:
+                    self.offset = offset
+            else:
+                self.more = {first: self.offset, partition: offset}
+        elif offset < more.get(partition, offset + 1):
+            more[partition] = offset
+
+    def has_event(self, log_event: LogEvent) -> bool:
+        """The same event of the same span is held already (a replayed message)."""
+        if self.events is not None and log_event in self.events:
+            return True
+        span = self.spans.get(log_event.span_id)
+        return span is not None and log_event.event in span.events
 
     def offsets(self) -> dict[Hashable, int]:
         """Partition -> the lowest offset its spans were read from there (a new dict but for several)."""
@@ -159,8 +193,10 @@ class TraceAssembler:
             entry = by_last_seen.get(trace_id)
             if entry is None:
                 if trace_id in self._rejoin or trace_id in self._released:
-                    entry = self._rejoined(span)
-                    if entry is None:
+                    entry = self._rejoined(trace_id, _has_span(span))
+                    if isinstance(entry, str):
+                        late = entry is _LATE
+                        self.counts[AssemblyCount.LATE_SPANS if late else AssemblyCount.DUPLICATE_SPANS] += 1
                         continue
                 else:
                     entry = _Buffered(trace_id, {})
@@ -178,7 +214,7 @@ class TraceAssembler:
             entry.size += per_span
             self._bytes += per_span
             entry.last_seen = now
-            more = entry.more
+            more = entry.more  # `entry.hold` written out: a Python call a span fewer
             if more is None:
                 first = entry.partition
                 if first is _NOWHERE:  # its first span
@@ -198,12 +234,74 @@ class TraceAssembler:
                 else:
                     rooted[trace_id] = entry
             if len(entry.spans) >= max_spans:
-                early.append(self._release(entry, Incomplete.TOO_MANY_SPANS))
+                early += self._release(entry, Incomplete.TOO_MANY_SPANS)
+        # The bounds tested here, not in a call: once a message of the unsampled path.
+        settings = self.settings
+        if len(by_last_seen) > settings.max_traces or self._bytes > settings.max_bytes:
+            self._within_bounds(early)
+        return early
+
+    def add_events(
+        self,
+        events: Sequence[LogEvent],
+        partition: Hashable,
+        offset: int,
+        size: int,
+        handed_over: bool = False,
+    ) -> list[Trace]:
+        """Buffer the log events of one message as `add` buffers spans (each waits in its trace's entry, its
+        offset held, its share of `size` counted); returns traces released early to stay in bounds."""
+        per_event = size // max(1, len(events))
+        now = self._clock()
+        by_last_seen, rooted, counts = self._by_last_seen, self._rooted, self.counts
+        for log_event in events:
+            trace_id = log_event.trace_id
+            entry = by_last_seen.get(trace_id)
+            if entry is None:
+                if trace_id in self._rejoin or trace_id in self._released:
+                    entry = self._rejoined(trace_id, _has_event(log_event))
+                    if isinstance(entry, str):
+                        late = entry is _LATE
+                        counts[
+                            AssemblyCount.LATE_LOG_EVENTS if late else AssemblyCount.DUPLICATE_LOG_EVENTS
+                        ] += 1
+                        continue
+                else:
+                    entry = _Buffered(trace_id, {})
+                    by_last_seen[trace_id] = entry
+            elif entry.has_event(log_event):
+                counts[AssemblyCount.DUPLICATE_LOG_EVENTS] += 1
+                continue
+            else:
+                by_last_seen.move_to_end(trace_id)
+            counts[AssemblyCount.LOG_EVENTS] += 1
+            if entry.rejoined is not None:
+                entry.rejoined.late += 1
+            if handed_over:
+                entry.handed_over = True
+            if entry.events is None:
+                entry.events = [log_event]
+            else:
+                entry.events.append(log_event)
+            entry.size += per_event
+            self._bytes += per_event
+            entry.last_seen = now
+            entry.hold(partition, offset)
+            if entry.has_root:  # its grace starts again, as after a span
+                if trace_id in rooted:
+                    rooted.move_to_end(trace_id)
+                else:
+                    rooted[trace_id] = entry
+        return self._within_bounds([])
+
+    def _within_bounds(self, early: list[Trace]) -> list[Trace]:
+        """`early`, with the least recently fed traces released (added to it) to bring the buffer within its
+        bounds."""
         while self._by_last_seen and (
             len(self._by_last_seen) > self.settings.max_traces or self._bytes > self.settings.max_bytes
         ):
             oldest = next(iter(self._by_last_seen.values()))
-            early.append(self._release(oldest, Incomplete.EVICTED_MEMORY))
+            early += self._release(oldest, Incomplete.EVICTED_MEMORY)
         return early
 
     def ready(self) -> list[Trace]:
@@ -226,7 +324,7 @@ class TraceAssembler:
             entry = next(iter(self._by_last_seen.values()))
             if now - entry.last_seen < self.settings.max_wait_s:
                 break
-            out.append(self._release(entry, _unfinished(entry)))
+            out += self._release(entry, _unfinished(entry))
         return out
 
     def revise(
@@ -257,12 +355,15 @@ class TraceAssembler:
             entry.handed_over = False
             if entry.has_root and not (self.settings.wait_for_remote and waits_for_remote(entry.spans)):
                 self.counts[AssemblyCount.RELEASED_AFTER_HANDOVER] += 1
-                out.append(self._release(entry, None))
+                out += self._release(entry, None)
         return out
 
     def release_all(self) -> list[Trace]:
         """Everything buffered, e.g. when the stream has gone idle and no more spans are expected."""
-        return [self._release(entry, _unfinished(entry)) for entry in list(self._by_last_seen.values())]
+        out: list[Trace] = []
+        for entry in list(self._by_last_seen.values()):
+            out += self._release(entry, _unfinished(entry))
+        return out
 
     def clear(self) -> int:
         """Forget every buffered trace and every released one (their messages are read again, as new).
@@ -318,19 +419,17 @@ class TraceAssembler:
                     marks[partition] = offset
         return marks
 
-    def _release(self, entry: _Buffered, incomplete: Incomplete | None) -> Trace:
-        return self._release_many((entry,), incomplete)[0]
+    def _release(self, entry: _Buffered, incomplete: Incomplete | None) -> list[Trace]:
+        return self._release_many((entry,), incomplete)
 
     def _release_many(self, entries: Sequence[_Buffered], incomplete: Incomplete | None) -> list[Trace]:
         """Release `entries`, all for one reason (`incomplete`, None: complete), each as a Trace, and remember
         them for late spans. One pass for a whole batch: every trace of the unsampled path comes here, and
-        the bounds are trimmed once (the oldest first, as one at a time would)."""
+        the bounds are trimmed once (the oldest first, as one at a time would). An entry of log events only
+        (no span yet) gives no Trace: it is remembered, for its spans to rebuild it."""
         if not entries:
             return []
         by_last_seen, rooted, counts = self._by_last_seen, self._rooted, self.counts
-        counts[AssemblyCount.released(incomplete)] += len(entries)
-        if incomplete is Incomplete.REMOTE_WORK_NOT_ARRIVED:
-            counts[AssemblyCount.REMOTE_WORK_NOT_ARRIVED] += len(entries)
         settings = self.settings
         remember, released = settings.remember_released, self._released
         kept = incomplete not in _NOT_KEPT
@@ -340,11 +439,18 @@ class TraceAssembler:
         out = []
         for entry in entries:
             trace_id, spans, size, memory = entry.trace_id, entry.spans, entry.size, entry.rejoined
+            events = entry.events
+            if events is not None:  # log events: added to their spans, the rest kept for a late span
+                carried = memory.events if memory is not None else None
+                events, missing = _attach(spans, events, len(carried) if carried else 0)
+                if missing:
+                    counts[AssemblyCount.LOG_EVENTS_WITHOUT_SPAN] += missing
             # The buffer's dict is the trace's spans by id: handed over, never changed after (a late span
             # rebuilds the trace from a copy, `_rejoined`).
             more = entry.more  # `entry.offsets()` written out: a Python call a trace fewer
             offsets = {entry.partition: entry.offset} if more is None else more
-            out.append(Trace(trace_id, tuple(spans.values()), incomplete, offsets, spans))
+            if spans:
+                out.append(Trace(trace_id, tuple(spans.values()), incomplete, offsets, spans))
             by_last_seen.pop(trace_id, None)
             rooted.pop(trace_id, None)
             freed += size
@@ -355,12 +461,18 @@ class TraceAssembler:
                     memory = entry
                 else:
                     memory.spans, memory.size, memory.whole = spans, size, True
+                if events is not None:  # (None: the memory holds none either, `_rejoined`)
+                    memory.events = events or None
             elif memory is not None:  # what was judged, for revise: no rescoring as new
-                memory.spans, memory.size, memory.whole = {}, 0, False
+                memory.spans, memory.size, memory.whole, memory.events = {}, 0, False, None
             if memory is not None and limit and memory.size <= byte_limit:
                 rejoin[trace_id] = memory
                 kept_bytes += memory.size
         self._bytes -= freed
+        if out:  # (none: log events only)
+            counts[AssemblyCount.released(incomplete)] += len(out)
+            if incomplete is Incomplete.REMOTE_WORK_NOT_ARRIVED:
+                counts[AssemblyCount.REMOTE_WORK_NOT_ARRIVED] += len(out)
         if remember:
             while len(released) > remember:
                 released.popitem(last=False)
@@ -369,24 +481,26 @@ class TraceAssembler:
             self._trim_rejoin()
         return out
 
-    def _rejoined(self, span: DecodedSpan) -> _Buffered | None:
-        """A late span of a released trace: buffer the trace again, whole, if it is still kept."""
-        memory = self._rejoin.get(span.trace_id)
+    def _rejoined(self, trace_id: str, held: Callable[[_Buffered], bool]) -> _Buffered | str:
+        """A late span or log event of a released trace (`held`: the trace's memory has it already): buffer
+        the trace again, whole, if it is still kept; else why not, for the caller to count: `_LATE` or
+        `_DUPLICATE`."""
+        memory = self._rejoin.get(trace_id)
         if memory is None or not memory.whole:
             # Forgotten, or read early to stay in bounds (kept only so its reading can be revised):
             # counted, never scored alone.
-            self.counts[AssemblyCount.LATE_SPANS] += 1
-            return None
-        if span.span_id in memory.spans:
+            return _LATE
+        if held(memory):
             # A replayed message: the trace stays as it was read.
-            self.counts[AssemblyCount.DUPLICATE_SPANS] += 1
-            return None
-        del self._rejoin[span.trace_id]
+            return _DUPLICATE
+        del self._rejoin[trace_id]
         self._rejoin_bytes -= memory.size
-        entry = _Buffered(span.trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
+        entry = _Buffered(trace_id, spans=dict(memory.spans), size=memory.size, rejoined=memory)
         entry.has_root = any(s.parent_span_id is None for s in memory.spans.values())
+        if memory.events:  # log events whose span had not arrived: counted at that release
+            entry.events = list(memory.events)
         self._bytes += memory.size
-        self._by_last_seen[span.trace_id] = entry
+        self._by_last_seen[trace_id] = entry
         return entry
 
     def _trim_rejoin(self) -> None:
@@ -394,6 +508,73 @@ class TraceAssembler:
         while len(rejoin) > settings.rejoin_traces or self._rejoin_bytes > settings.rejoin_bytes:
             _, oldest = rejoin.popitem(last=False)
             self._rejoin_bytes -= oldest.size
+
+
+def assemble_messages(values: Iterable[bytes]) -> list[Trace]:
+    """The traces in `values`, messages as Kafka holds them (spans, or log records whose GenAI events join
+    their spans), each read whole as the consumer reads it: for recorded traffic, with no broker."""
+    assembler = TraceAssembler()
+    for offset, value in enumerate(values):
+        decoded = decode_message(value)
+        if type(decoded) is LogEvents:
+            assembler.add_events(decoded, 0, offset, len(value))
+        else:
+            assembler.add(decoded, 0, offset, len(value))
+    return assembler.release_all()
+
+
+def _has_span(span: DecodedSpan) -> Callable[[_Buffered], bool]:
+    return lambda memory: span.span_id in memory.spans
+
+
+def _has_event(log_event: LogEvent) -> Callable[[_Buffered], bool]:
+    return lambda memory: memory.has_event(log_event)
+
+
+def _attach(
+    spans: dict[str, DecodedSpan], events: list[LogEvent], carried: int
+) -> tuple[list[LogEvent], int]:
+    """Add each log event to its span in `spans` (a new span each: spans are never changed), oldest first
+    among the span's events, within `MAX_SPAN_EVENTS` and `MAX_SPAN_EVENT_BYTES` (the older ones counted in
+    `events_dropped`, as the decoder counts a span's own). Returns the events whose span is not in `spans`,
+    and how many of them are new (past the first `carried`, counted at an earlier release)."""
+    by_span: dict[str, list[LogEvent]] = {}
+    unattached: list[LogEvent] = []
+    missing = 0
+    for index, log_event in enumerate(events):
+        if log_event.span_id in spans:
+            by_span.setdefault(log_event.span_id, []).append(log_event)
+        else:
+            unattached.append(log_event)
+            missing += index >= carried
+    for span_id, added in by_span.items():
+        span = spans[span_id]
+        sized = [(event, _event_bytes(event)) for event in span.events]
+        sized += [(log_event.event, log_event.size) for log_event in added]
+        sized.sort(key=_event_time)  # stable: a span's own events keep their order
+        kept: list[SpanEvent] = []
+        budget = MAX_SPAN_EVENT_BYTES
+        for event, size in reversed(sized):
+            budget -= size
+            if len(kept) == MAX_SPAN_EVENTS or budget < 0:
+                break
+            kept.append(event)
+        kept.reverse()
+        dropped = span.events_dropped + len(sized) - len(kept)
+        spans[span_id] = dataclasses.replace(span, events=tuple(kept), events_dropped=dropped)
+    return unattached, missing
+
+
+def _event_time(sized: tuple[SpanEvent, int]) -> int:
+    return sized[0].time_unix_nano
+
+
+def _event_bytes(event: SpanEvent) -> int:
+    """About what a span's own event took encoded (its size is not kept once decoded): its name and its
+    attributes' keys and string values, 16 bytes for any other value."""
+    return len(event.name) + sum(
+        len(key) + (len(value) if isinstance(value, str) else 16) for key, value in event.attributes.items()
+    )
 
 
 def _unfinished(entry: _Buffered) -> Incomplete | None:

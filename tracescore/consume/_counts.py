@@ -33,6 +33,13 @@ class AssemblyCount(StrEnum):
     HANDED_OVER_MESSAGES_SKIPPED = "handed_over_messages_skipped"  # read again, dead-lettered already
     EVALUATION_SPAN_MESSAGES = "evaluation_span_messages"  # ours, read back: skipped by header
     EVALUATION_SPANS = "evaluation_spans"  # evaluation spans without that header, dropped after decoding
+    # Log records (a logs pipeline writing to the spans topic): GenAI events become their span's events.
+    LOG_EVENTS = "log_events"  # GenAI events read from log records, each added to its span's events
+    LOG_RECORDS_WITHOUT_TRACE = "log_records_without_trace"  # no trace and span id: nothing to join
+    LOG_RECORDS_NOT_EVENTS = "log_records_not_events"  # not a GenAI event (an app's log line): not read
+    LOG_EVENTS_WITHOUT_SPAN = "log_events_without_span"  # their span had not arrived when the trace was read
+    LATE_LOG_EVENTS = "late_log_events"  # of a trace already read and no longer kept: never read
+    DUPLICATE_LOG_EVENTS = "duplicate_log_events"  # the same event of the same span twice: kept once
     # Why each trace was read (`released`): the closing summary leaves these out.
     RELEASED_COMPLETE = "released_complete"
     RELEASED_NO_ROOT_SPAN = "released_no_root_span"

@@ -8,6 +8,13 @@ request whose first resource takes 123 bytes starts b"\n{", and is read as proto
 A span's events are kept (some producers write its messages as events), bounded: its last `MAX_SPAN_EVENTS`
 within `MAX_SPAN_EVENT_BYTES` of encoded events; the older ones are counted on the span (`events_dropped`),
 for whoever reads its events to say what is missing.
+
+A message may also be an ExportLogsServiceRequest (the Collector's logs pipeline writing to the same topic):
+some producers write an LLM call's messages as OTel log records ("events", tied to their span by trace and
+span id) rather than on the span. Its GenAI events are returned as `LogEvent`s, which the assembler adds to
+their span's events. It is told apart without a cost to spans: it is only tried once the message failed to
+read as spans, which a logs request always does (LogRecord's field 1 is a fixed64 time, Span's the
+length-delimited trace id, so no record reads as a span with an id); OTLP JSON names it (`resourceLogs`).
 """
 
 from __future__ import annotations
@@ -16,16 +23,18 @@ import base64
 import json
 import re
 from sys import intern
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from tracescore import semconv
 from tracescore.model import MAX_SPAN_EVENT_BYTES, MAX_SPAN_EVENTS, DecodedSpan, SpanEvent
 
-__all__ = ["NotOtlp", "decode_message"]
+__all__ = ["LogEvent", "LogEvents", "NotOtlp", "decode_message"]
 
 # OTLP JSON: `{` after blanks. Matched in place: a protobuf message starts with b"\n", a blank to
 # bytes.lstrip(), which would copy every message whole to read one byte.
@@ -41,13 +50,36 @@ _MAX_KEY_CHARS = 256
 
 
 class NotOtlp(ValueError):
-    """The message is not an OTLP ExportTraceServiceRequest (protobuf or JSON) with spans."""
+    """The message is not an OTLP ExportTraceServiceRequest (protobuf or JSON) with spans, nor an
+    ExportLogsServiceRequest with log records."""
 
 
-def decode_message(value: bytes | None) -> list[DecodedSpan]:
+class LogEvent(NamedTuple):
+    """A log record that is a GenAI event, as the span event it stands for, with the span it belongs to and
+    its encoded size (which counts toward a span's `MAX_SPAN_EVENT_BYTES`, as a span event's does)."""
+
+    trace_id: str
+    span_id: str
+    event: SpanEvent
+    size: int
+
+
+class LogEvents(list[LogEvent]):
+    """What a logs message gave: its GenAI events, and how many of its records were skipped (explained in
+    the assembly counts): without a trace and span id, or not a GenAI event."""
+
+    without_trace: int = 0
+    not_events: int = 0
+
+
+def decode_message(value: bytes | None) -> list[DecodedSpan] | LogEvents:
+    """The spans of a traces message, or the GenAI events of a logs message (a `LogEvents`)."""
     if not value:
         raise NotOtlp("empty message")
-    request = _parse(value)
+    try:
+        request = _parse(value)
+    except NotOtlp as exc:
+        return _logs_or_raise(value, exc)
     spans = []
     keys = _KEYS
     for resource_spans in request.resource_spans:
@@ -89,14 +121,90 @@ def decode_message(value: bytes | None) -> list[DecodedSpan]:
                 if span.events:  # most spans carry none: they pay this test only
                     decoded.events, decoded.events_dropped = _events(span)
                 if len(decoded.trace_id) != 32 or len(decoded.span_id) != 16:
-                    raise NotOtlp(
+                    invalid = (
                         f"a span has an invalid trace id {decoded.trace_id!r} or span id {decoded.span_id!r}"
                     )
+                    return _logs_or_raise(value, NotOtlp(invalid))
                 spans.append(decoded)
     # Arbitrary bytes sometimes parse as an empty protobuf message; an OTLP export always carries spans.
     if not spans:
-        raise NotOtlp("no OTLP spans in the message (wrong topic or encoding?)")
+        return _logs_or_raise(value, NotOtlp("no OTLP spans in the message (wrong topic or encoding?)"))
     return spans
+
+
+def _logs_or_raise(value: bytes, not_spans: NotOtlp) -> LogEvents:
+    """A message that did not read as spans: its GenAI events if it is a logs request, else `not_spans`.
+    Only such messages pay for this second reading."""
+    events = _decode_logs(value)
+    if events is None:
+        raise not_spans
+    return events
+
+
+def _decode_logs(value: bytes) -> LogEvents | None:
+    """The GenAI events of an ExportLogsServiceRequest, None when `value` is not one. A record counts as one
+    when it has a time: SDKs always set one (the observed time), and bytes that are neither request nor
+    trace would otherwise parse as a few empty records, not as the dead letter they are."""
+    request = _parse_logs(value)
+    if request is None:
+        return None
+    events = LogEvents()
+    records = 0
+    prefix = semconv.GEN_AI_EVENT_PREFIX
+    for resource_logs in request.resource_logs:
+        for scope_logs in resource_logs.scope_logs:
+            for record in scope_logs.log_records:
+                time = record.time_unix_nano or record.observed_time_unix_nano
+                if not time:
+                    continue
+                records += 1
+                trace_id, span_id = record.trace_id, record.span_id
+                if len(trace_id) != 16 or len(span_id) != 8:
+                    events.without_trace += 1  # no trace to join (or an invalid id)
+                    continue
+                # The name before the attributes: a record that is not a GenAI event costs no more.
+                name = record.event_name or _event_name_attribute(record.attributes)
+                if not name.startswith(prefix):
+                    events.not_events += 1
+                    continue
+                attributes: dict[str, Any] = {}
+                for kv in record.attributes:
+                    attributes[intern(kv.key)] = kv.value.string_value or _value(kv.value)
+                body = _value(record.body)  # None when it has none (SDKs send an empty one)
+                if body is not None:
+                    attributes[semconv.LOG_RECORD_BODY] = body
+                event = SpanEvent(intern(name), attributes, time)
+                events.append(LogEvent(trace_id.hex(), span_id.hex(), event, record.ByteSize()))
+    return events if records else None
+
+
+def _event_name_attribute(key_values: Any) -> str:
+    for kv in key_values:
+        if kv.key == semconv.EVENT_NAME:
+            return kv.value.string_value
+    return ""
+
+
+def _parse_logs(value: bytes) -> ExportLogsServiceRequest | None:
+    if _JSON_START.match(value):
+        try:
+            document = json.loads(value)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            document = None
+        if isinstance(document, dict) and ("resourceLogs" in document or "resource_logs" in document):
+            try:
+                _hex_ids_to_base64(document, _LOGS_PATH)
+                return json_format.ParseDict(document, ExportLogsServiceRequest(), ignore_unknown_fields=True)
+            except (json_format.ParseError, ValueError, TypeError, RecursionError):
+                return None
+        if value[:1] != b"\n":  # JSON, not protobuf that starts like it (see `_parse`)
+            return None
+    request = ExportLogsServiceRequest()
+    try:
+        request.ParseFromString(value)
+    except DecodeError:
+        return None
+    return request
 
 
 def _interned(key: str) -> str:
@@ -162,17 +270,23 @@ def _parse_json(value: bytes) -> ExportTraceServiceRequest:
     if not isinstance(document, dict):
         raise NotOtlp("not OTLP JSON: the top level is not an object")
     try:
-        _hex_ids_to_base64(document)
+        _hex_ids_to_base64(document, _SPANS_PATH)
         return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise NotOtlp(f"not OTLP JSON: {exc}") from exc
 
 
-def _hex_ids_to_base64(document: dict[str, Any]) -> None:
+# Where OTLP JSON keeps its spans and its log records: each level's key, camelCase and snake_case.
+_SPANS_PATH = (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans",))
+_LOGS_PATH = (("resourceLogs", "resource_logs"), ("scopeLogs", "scope_logs"), ("logRecords", "log_records"))
+
+
+def _hex_ids_to_base64(document: dict[str, Any], path: tuple[tuple[str, ...], ...]) -> None:
     # OTLP JSON writes trace and span ids as hex; protobuf's JSON mapping expects base64 for bytes fields.
-    for resource_spans in _list(document, "resourceSpans", "resource_spans"):
-        for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
-            for span in _list(scope_spans, "spans"):
+    resources, scopes, items = path
+    for resource in _list(document, *resources):
+        for scope in _list(resource, *scopes):
+            for span in _list(scope, *items):
                 for holder in (span, *_list(span, "links")):
                     for key in _ID_FIELDS:
                         if isinstance(holder, dict) and isinstance(holder.get(key), str):

@@ -2,6 +2,9 @@
 
     decode -> (dead letter | drop our own evaluation spans) -> assemble traces -> extract -> admit
 
+A message of log records (a logs pipeline writing to the spans topic) gives GenAI events instead of spans:
+they are assembled with their trace, as their span's events (`_assemble`).
+
 Every message, span, trace and interaction is counted in `ConsumerStats`; what is not scored is a counted,
 explained skip (logged once per service, scope and reason).
 """
@@ -13,6 +16,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import TypeVar
 
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
@@ -21,7 +25,7 @@ from tracescore import semconv
 from tracescore._kafka import LogOnce
 from tracescore.consume._assemble import SPAN_OBJECT_BYTES, TraceAssembler
 from tracescore.consume._counts import AssemblyCount
-from tracescore.consume._decode import NotOtlp, decode_message
+from tracescore.consume._decode import LogEvent, LogEvents, NotOtlp, decode_message
 from tracescore.consume._handover import Handover
 from tracescore.consume._revise import Revision
 from tracescore.consume._shared_policy import SharedPolicy
@@ -37,6 +41,7 @@ _log = logging.getLogger("tracescore.consume")
 _EVALUATOR_SCOPE = semconv.EVALUATOR_SCOPE
 _REASON_NAMES = {reason: reason.value for reason in SkipReason}
 _REASON = itemgetter(0)
+_Held = TypeVar("_Held", DecodedSpan, LogEvent)  # what a message gives: spans, or log events
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,11 @@ class Pipeline:
                 self._metrics_out.dead_lettered()
                 taken.dead_letters.append(DeadLetter(message, tp, exc))
                 continue
+            if type(spans) is LogEvents:  # log records: their GenAI events, not spans
+                early = self._add_log_events(spans, message, tp, handover)
+                if early:
+                    released += early
+                continue
             if handover is not None:
                 spans = self._unfinished(handover, message.offset, spans)
                 if not spans:
@@ -156,9 +166,27 @@ class Pipeline:
         taken.admitted = self.extract_and_admit(released)
         return taken
 
-    def _unfinished(self, handover: Handover, offset: int, spans: list[DecodedSpan]) -> list[DecodedSpan]:
-        """The spans of a message read again after a rebalance whose traces the previous owner did not
-        finish; the others' traces were scored (or had nothing to score) and are counted, not read."""
+    def _add_log_events(
+        self, events: LogEvents, message: ConsumerRecord, tp: TopicPartition, handover: Handover | None
+    ) -> list[Trace]:
+        """Buffer a logs message's GenAI events with their traces, counting the records it skipped."""
+        counts = self.stats.assembly
+        if events.without_trace:
+            counts[AssemblyCount.LOG_RECORDS_WITHOUT_TRACE] += events.without_trace
+        if events.not_events:
+            counts[AssemblyCount.LOG_RECORDS_NOT_EVENTS] += events.not_events
+        kept: list[LogEvent] = events
+        if handover is not None:
+            kept = self._unfinished(handover, message.offset, events)
+        if not kept:
+            return []
+        size = len(message.value) + SPAN_OBJECT_BYTES * len(kept)  # counted as spans are
+        return self.assembler.add_events(kept, tp, message.offset, size, handover is not None)
+
+    def _unfinished(self, handover: Handover, offset: int, spans: list[_Held]) -> list[_Held]:
+        """The spans (or log events) of a message read again after a rebalance whose traces the previous
+        owner did not finish; the others' traces were scored (or had nothing to score) and are counted, not
+        read."""
         kept = [s for s in spans if handover.keeps(offset, s.trace_id)]
         if len(kept) < len(spans):
             self.stats.assembly[AssemblyCount.HANDED_OVER_SPANS_SKIPPED] += len(spans) - len(kept)
