@@ -1,7 +1,7 @@
 """GenAI messages written as OTel log records, through the real Collector and scored:
 
     the real opentelemetry-util-genai (EVENT_ONLY) --OTLP/HTTP traces + logs--> Collector
-        (collectors/otlp-to-kafka.yaml) --> one spans topic --> tracescore consumer
+        (collectors/otlp-to-kafka.yaml + genai-log-events.yaml) --> one spans topic --> tracescore consumer
 
 The app is the otel_genai fixture's RAG (fixtures/scenarios/otel_genai.py) in its recorder's env (the util
 1.3b0 and the OTel SDK it pins, built by fixtures/record.py, reused): with content capture EVENT_ONLY its
@@ -127,7 +127,10 @@ def test_genai_events_written_as_log_records_are_scored_through_the_collector(
         "OTELCOL_METRICS_PORT": str(free_port()),
     }
     with CollectorProcess(
-        otelcol, [COLLECTORS / "otlp-to-kafka.yaml"], collector_env, tmp_path / "otelcol.log"
+        otelcol,
+        [COLLECTORS / "otlp-to-kafka.yaml", COLLECTORS / "genai-log-events.yaml"],
+        collector_env,
+        tmp_path / "otelcol.log",
     ):
         app = subprocess.run(
             [str(env.python), "-c", textwrap.dedent(APP), f"http://127.0.0.1:{http_port}"],

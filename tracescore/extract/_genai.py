@@ -228,8 +228,8 @@ class GenAI(Convention):
         return (
             f"{recorded}: the producer's content "
             f"capture is off or writes them elsewhere (the OpenTelemetry GenAI instrumentations' "
-            f"{self.CAPTURE_SETTING}=EVENT_ONLY sends them to log records, read only when the Collector's "
-            "logs pipeline writes them to the spans topic (collectors/otlp-to-kafka.yaml); NO_CONTENT, "
+            f"{self.CAPTURE_SETTING}=EVENT_ONLY sends them to log records, read only when the Collector "
+            "writes them to the spans topic (collectors/genai-log-events.yaml); NO_CONTENT, "
             f"the default, records none): set {self.CAPTURE_SETTING}=SPAN_ONLY or SPAN_AND_EVENT, or turn "
             "the producer's content capture on, to judge it"
         )
