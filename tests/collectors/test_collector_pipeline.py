@@ -31,6 +31,7 @@ from collector_helpers import (
     CollectorProcess,
     create_topics,
     egress_to_file,
+    ingest_env,
 )
 from google.protobuf.json_format import MessageToDict
 from kafka.consumer.fetcher import ConsumerRecord
@@ -47,7 +48,6 @@ from tracescore.extract import extract
 from tracescore.model import EvaluationRecord, Trace
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
-from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic, wait_for_records
 
@@ -145,14 +145,7 @@ def pipeline(
     spans_topic, direct_topic, batched_topic = f"{prefix}.spans", f"{prefix}.direct", f"{prefix}.batched"
     create_topics(bootstrap, [spans_topic, direct_topic, batched_topic], PARTITIONS)
     tmp = tmp_path_factory.mktemp("otlp-to-kafka")
-    http_port = free_port()
-    env = {
-        "KAFKA_BROKERS": bootstrap,
-        "KAFKA_SPANS_TOPIC": spans_topic,
-        "OTLP_GRPC_ENDPOINT": f"127.0.0.1:{free_port()}",
-        "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{http_port}",
-        "OTELCOL_METRICS_PORT": str(free_port()),
-    }
+    env, http_port = ingest_env(bootstrap, spans_topic)
     ingest = CollectorProcess(otelcol, [COLLECTORS / "otlp-to-kafka.yaml"], env, tmp / "otelcol.log")
     with ingest:
         app = run(

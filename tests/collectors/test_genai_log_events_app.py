@@ -24,13 +24,12 @@ from pathlib import Path
 
 import pytest
 from _helpers import consumer_settings
-from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics, egress_to_file
+from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics, egress_to_file, ingest_env
 
 from tracescore.consume import AssemblyCount, EvaluationConsumer, decode_message
 from tracescore.model import EvaluationRecord
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
-from tracescore.testing import free_port
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import input_producer, read_topic, wait_for_records
 
@@ -118,14 +117,7 @@ def test_genai_events_written_as_log_records_are_scored_through_the_collector(
     prefix = f"g{uuid.uuid4().hex[:10]}"
     topic = f"{prefix}.spans"
     create_topics(bootstrap, [topic], PARTITIONS)
-    http_port = free_port()
-    collector_env = {
-        "KAFKA_BROKERS": bootstrap,
-        "KAFKA_SPANS_TOPIC": topic,
-        "OTLP_GRPC_ENDPOINT": f"127.0.0.1:{free_port()}",
-        "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{http_port}",
-        "OTELCOL_METRICS_PORT": str(free_port()),
-    }
+    collector_env, http_port = ingest_env(bootstrap, topic)
     with CollectorProcess(
         otelcol,
         [COLLECTORS / "otlp-to-kafka.yaml", COLLECTORS / "genai-log-events.yaml"],
