@@ -45,7 +45,8 @@ EXPECTED = {
     "langgraph_tool": ("interaction", "openinference"),
     "pydantic_ai": ("interaction", "genai"),
     # Pydantic AI 1.x: its default span format (version 2), and version 1, whose chat spans hold the messages
-    # as GenAI events in an `events` attribute, read alike; version 1 sending them to logs has no question.
+    # as GenAI events in an `events` attribute, read alike; version 1 sending them to logs (event_mode='logs')
+    # read with its log records (`Recording.logs`), each event on its chat span, alike.
     "pydantic_ai_v1": ("interaction", "genai"),
     "haystack": ("interaction", "openinference"),
     "llamaindex": ("interaction", "openinference"),
@@ -294,8 +295,6 @@ RECALLED_NOT_SENT = {
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's
 # arguments, which is not the user's question): judged for faithfulness, the record says why it has none.
 QUESTION_NOT_RECORDED = {
-    "pydantic_ai_v1/v1_logs_": "InstrumentationSettings(version=1, event_mode='logs'): the messages are OTel "
-    "log records, none on the spans; the answer is the agent span's final_result",
     "semantic_kernel": "get_response(messages=...) / invoke_stream(messages=...): the agent span's "
     "gen_ai.input.messages is empty and the chat spans carry no messages",
     "semantic_kernel_conversation": "get_response(messages=..., thread=...): as semantic_kernel's",

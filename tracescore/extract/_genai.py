@@ -72,7 +72,7 @@ class GenAI(Convention):
     # bodies in OpenAI's message shape, as Pydantic AI's version 1 lists them in a chat span's `events`.
     OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
     EVENTS_ATTRIBUTE = "events"
-    EVENT_NAME = "event.name"
+    EVENT_NAME = semconv.EVENT_NAME
     SYSTEM_MESSAGE, CHOICE = "gen_ai.system.message", "gen_ai.choice"
     MESSAGE_EVENTS = {
         "gen_ai.user.message": USER,
