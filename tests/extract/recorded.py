@@ -90,6 +90,8 @@ EXPECTED = {
     "llamaindex_agent": ("interaction", "openinference"),
     # The answer reaches the final_answer tool as its argument: that tool's result is never a document.
     "smolagents": ("interaction", "openinference"),
+    # Semantic Kernel's model calls' messages are log lines its samples export as OTel log records: read with
+    # its log records (`Recording.logs`), each GenAI event on its chat span, the question among them.
     "semantic_kernel": ("interaction", "genai"),
     # MLflow's GenAI-conventions export drops mlflow.spanOutputs: the retriever's documents are gone; the
     # pipeline put them into the system instructions under `Context:`, read from there.
@@ -295,9 +297,8 @@ RECALLED_NOT_SENT = {
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's
 # arguments, which is not the user's question): judged for faithfulness, the record says why it has none.
 QUESTION_NOT_RECORDED = {
-    "semantic_kernel": "get_response(messages=...) / invoke_stream(messages=...): the agent span's "
-    "gen_ai.input.messages is empty and the chat spans carry no messages",
-    "semantic_kernel_conversation": "get_response(messages=..., thread=...): as semantic_kernel's",
+    "semantic_kernel_conversation": "get_response(messages=..., thread=...): the agent span's "
+    "gen_ai.input.messages is empty and the chat spans carry no messages (no log records kept with them)",
 }
 
 # Shapes the extractor does not read yet, as a strict-xfail reason per source (or source/scenario): a

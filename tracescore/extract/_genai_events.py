@@ -13,9 +13,10 @@ as those attributes, so that every format reads alike:
   `id`). They become the latest conventions' messages and parts, as version 2 writes them. (The agent span's
   `all_messages_events` is the run's messages again, as version 2's `pydantic_ai.all_messages`: not read.)
 - The same v1.36 events as OTel log records, each tied to its chat span (Pydantic AI's version 1 with
-  `event_mode='logs'`): the consumer adds them to their span's events (`tracescore.consume`), the record's
-  attributes as the event's and its body, the message, under `log.record.body`. They are read as the
-  `events` attribute above, the body's keys beside the attributes as Pydantic AI lists them there.
+  `event_mode='logs'`; Semantic Kernel, whose log lines carry the message as JSON text and `event.name`
+  among their attributes): the consumer adds them to their span's events (`tracescore.consume`), the
+  record's attributes as the event's and its body, the message, under `log.record.body`. They are read as
+  the `events` attribute above, the body's keys beside the attributes as Pydantic AI lists them there.
 
 What a span carries itself is kept over what its events say. A trace with neither is returned as it is.
 """
@@ -77,12 +78,13 @@ def event_messages(genai: GenAI, span: DecodedSpan) -> dict[str, Any]:
 
 
 def _logged_v1_events(genai: GenAI, span: DecodedSpan) -> list[dict[str, Any]]:
-    """The span's events that came from log records with a message body (`semconv.LOG_RECORD_BODY`), as
-    Pydantic AI lists them in an `events` attribute: the record's attributes and its body's keys, and the
-    event's name. An event a producer put on the span itself has no such body and is not among them."""
+    """The span's events that came from log records with a message body (`semconv.LOG_RECORD_BODY`: a map,
+    or its JSON text, as Semantic Kernel's log lines carry it), as Pydantic AI lists them in an `events`
+    attribute: the record's attributes and the body's keys, and the event's name. An event a producer put on
+    the span itself has no such body and is not among them."""
     listed = []
     for event in span.events:
-        body = event.attributes.get(semconv.LOG_RECORD_BODY)
+        body = parse_json(event.attributes.get(semconv.LOG_RECORD_BODY))
         if isinstance(body, Mapping):
             attributes = {k: v for k, v in event.attributes.items() if k != semconv.LOG_RECORD_BODY}
             listed.append({**attributes, **body, genai.EVENT_NAME: event.name})
