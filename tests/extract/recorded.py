@@ -39,6 +39,12 @@ EXPECTED = {
     # as the consumer reads them from the spans topic), the chat span's event carries the messages.
     "otel_genai/event_only_": ("interaction", "genai"),
     "otel_genai": ("interaction", "genai"),
+    # opentelemetry-instrumentation-openai-v2 on its default (v1.30) conventions, content capture `true`: each
+    # message a v1.30 GenAI event as a log record (`event_name`, the message in the body), none on the chat
+    # span; read with its log records (`Recording.logs`) as Pydantic AI's version 1 events. Pasted with no
+    # label, the documents are never split into guessed ones.
+    "openai_v2/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
+    "openai_v2": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
     # An agent that answered from no tool and no retriever: nothing to judge against.
     "langgraph_tool/no_tool": ("skip", ExtractSkip.EMPTY_CONTEXT),

@@ -16,7 +16,8 @@ from tracescore.consume import decode_message
 from tracescore.extract import extract
 from tracescore.model import DecodedSpan, ExtractSkip, Interaction, SpanEvent
 
-RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "pydantic_ai_v1", "otel_genai")}
+SOURCES = ("strands", "pydantic_ai_v1", "otel_genai", "openai_v2")
+RECORDED = {r.id: r for r in recordings() if r.source in SOURCES}
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
 STRANDS_MARKERS = ("gen_ai.provider.name", "gen_ai.system")
@@ -211,3 +212,27 @@ def test_the_opentelemetry_genai_util_writes_its_operation_details_event_as_a_lo
     assert [e.name for e in chat.events] == [OPERATION_DETAILS]
     [interaction] = extracted(spans).interactions
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+
+
+@pytest.mark.parametrize("scenario", ["tools_faithful", "tools_unfaithful", "system_faithful"])
+def test_openai_v2_on_its_v1_30_conventions_writes_v1_events_as_log_records_read_with_their_chat_span(
+    scenario: str,
+) -> None:
+    """opentelemetry-instrumentation-openai-v2 on its default conventions, content capture `true`: each
+    message a v1.30 GenAI event sent as a log record (its `event_name`, the message in the body), none on the
+    chat spans. The trace alone is skipped as content not captured, the skip naming that setting's log
+    records; read with its log records, the chat spans carry the events and the interaction is read."""
+    recording = RECORDED[f"openai_v2/{scenario}"]
+    alone = decode_message(recording.payload)
+    assert not any(s.events or INPUT in s.attributes or OUTPUT in s.attributes for s in alone)
+    found = extracted(alone)
+    [skip] = found.skips
+    assert found.interactions == [] and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
+    assert "=true on their default v1.30 conventions (opentelemetry-instrumentation-openai-v2)" in skip.detail
+
+    spans = spans_of(recording)
+    chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert chats and all(c.events[-1].name == "gen_ai.choice" for c in chats)
+    [interaction] = extracted(spans).interactions
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+    assert "\n\n".join(interaction.record.contexts) == "\n\n".join(recording.documents)
