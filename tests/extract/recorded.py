@@ -39,13 +39,20 @@ EXPECTED = {
     # as the consumer reads them from the spans topic), the chat span's event carries the messages.
     "otel_genai/event_only_": ("interaction", "genai"),
     "otel_genai": ("interaction", "genai"),
+    # opentelemetry-instrumentation-openai-v2 on its default (v1.30) conventions, content capture `true`: each
+    # message a v1.30 GenAI event as a log record (`event_name`, the message in the body), none on the chat
+    # span; read with its log records (`Recording.logs`) as Pydantic AI's version 1 events. Pasted with no
+    # label, the documents are never split into guessed ones.
+    "openai_v2/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
+    "openai_v2": ("interaction", "genai"),
     "openinference_openai_tools": ("interaction", "openinference"),
     # An agent that answered from no tool and no retriever: nothing to judge against.
     "langgraph_tool/no_tool": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "langgraph_tool": ("interaction", "openinference"),
     "pydantic_ai": ("interaction", "genai"),
     # Pydantic AI 1.x: its default span format (version 2), and version 1, whose chat spans hold the messages
-    # as GenAI events in an `events` attribute, read alike; version 1 sending them to logs has no question.
+    # as GenAI events in an `events` attribute, read alike; version 1 sending them to logs (event_mode='logs')
+    # read with its log records (`Recording.logs`), each event on its chat span, alike.
     "pydantic_ai_v1": ("interaction", "genai"),
     "haystack": ("interaction", "openinference"),
     "llamaindex": ("interaction", "openinference"),
@@ -89,6 +96,8 @@ EXPECTED = {
     "llamaindex_agent": ("interaction", "openinference"),
     # The answer reaches the final_answer tool as its argument: that tool's result is never a document.
     "smolagents": ("interaction", "openinference"),
+    # Semantic Kernel's model calls' messages are log lines its samples export as OTel log records: read with
+    # its log records (`Recording.logs`), each GenAI event on its chat span, the question among them.
     "semantic_kernel": ("interaction", "genai"),
     # MLflow's GenAI-conventions export drops mlflow.spanOutputs: the retriever's documents are gone; the
     # pipeline put them into the system instructions under `Context:`, read from there.
@@ -294,11 +303,8 @@ RECALLED_NOT_SENT = {
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's
 # arguments, which is not the user's question): judged for faithfulness, the record says why it has none.
 QUESTION_NOT_RECORDED = {
-    "pydantic_ai_v1/v1_logs_": "InstrumentationSettings(version=1, event_mode='logs'): the messages are OTel "
-    "log records, none on the spans; the answer is the agent span's final_result",
-    "semantic_kernel": "get_response(messages=...) / invoke_stream(messages=...): the agent span's "
-    "gen_ai.input.messages is empty and the chat spans carry no messages",
-    "semantic_kernel_conversation": "get_response(messages=..., thread=...): as semantic_kernel's",
+    "semantic_kernel_conversation": "get_response(messages=..., thread=...): the agent span's "
+    "gen_ai.input.messages is empty and the chat spans carry no messages (no log records kept with them)",
 }
 
 # Shapes the extractor does not read yet, as a strict-xfail reason per source (or source/scenario): a

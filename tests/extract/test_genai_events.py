@@ -16,7 +16,8 @@ from tracescore.consume import decode_message
 from tracescore.extract import extract
 from tracescore.model import DecodedSpan, ExtractSkip, Interaction, SpanEvent
 
-RECORDED = {r.id: r for r in recordings() if r.source in ("strands", "pydantic_ai_v1", "otel_genai")}
+SOURCES = ("strands", "pydantic_ai_v1", "otel_genai", "openai_v2")
+RECORDED = {r.id: r for r in recordings() if r.source in SOURCES}
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 INPUT, OUTPUT = "gen_ai.input.messages", "gen_ai.output.messages"
 STRANDS_MARKERS = ("gen_ai.provider.name", "gen_ai.system")
@@ -123,9 +124,36 @@ def test_other_span_events_are_not_read_as_messages() -> None:
 @pytest.mark.parametrize("scenario", ["faithful", "unfaithful"])
 def test_pydantic_ai_version_1_reads_as_its_default_format(scenario: str) -> None:
     # The same app and model replies on Pydantic AI 1.x, traced in its default format and with version=1.
-    default, v1 = RECORDED[f"pydantic_ai_v1/{scenario}"], RECORDED[f"pydantic_ai_v1/v1_{scenario}"]
+    v1 = RECORDED[f"pydantic_ai_v1/v1_{scenario}"]
     assert not any(INPUT in s.attributes for s in spans_of(v1))  # only in `events`
-    expected, interaction = _one(spans_of(default)), _one(spans_of(v1))
+    _assert_read_as_the_default_format(v1, spans_of(v1), scenario)
+
+
+@pytest.mark.parametrize("scenario", ["faithful", "unfaithful"])
+def test_pydantic_ai_version_1_log_records_read_with_their_chat_spans_as_its_default_format(
+    scenario: str,
+) -> None:
+    """Version 1 with event_mode='logs': the same events as log records, each with its chat span's trace and
+    span id, the message in its body. The trace alone has no message on a chat span (the question is
+    missing); read with its log records (as the consumer reads them from the spans topic), as the default
+    format."""
+    recording = RECORDED[f"pydantic_ai_v1/v1_logs_{scenario}"]
+    alone = decode_message(recording.payload)
+    chats = [s for s in alone if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert chats and not any(INPUT in s.attributes or "events" in s.attributes or s.events for s in chats)
+    [interaction] = extracted(alone).interactions
+    assert interaction.record.query is None and interaction.question_missing is not None
+
+    spans = spans_of(recording)
+    for chat in (s for s in spans if s.span_id in {c.span_id for c in chats}):
+        assert [e.name for e in chat.events][:2] == ["gen_ai.system.message", "gen_ai.user.message"]
+        assert chat.events[-1].name == "gen_ai.choice"
+    _assert_read_as_the_default_format(recording, spans, scenario)
+
+
+def _assert_read_as_the_default_format(v1: Recording, spans: list[DecodedSpan], scenario: str) -> None:
+    default = RECORDED[f"pydantic_ai_v1/{scenario}"]
+    expected, interaction = _one(spans_of(default)), _one(spans)
     assert interaction.convention == expected.convention == "genai"
     assert interaction.record.query == expected.record.query == v1.question
     assert interaction.record.answer == expected.record.answer == v1.answer
@@ -184,3 +212,27 @@ def test_the_opentelemetry_genai_util_writes_its_operation_details_event_as_a_lo
     assert [e.name for e in chat.events] == [OPERATION_DETAILS]
     [interaction] = extracted(spans).interactions
     assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+
+
+@pytest.mark.parametrize("scenario", ["tools_faithful", "tools_unfaithful", "system_faithful"])
+def test_openai_v2_on_its_v1_30_conventions_writes_v1_events_as_log_records_read_with_their_chat_span(
+    scenario: str,
+) -> None:
+    """opentelemetry-instrumentation-openai-v2 on its default conventions, content capture `true`: each
+    message a v1.30 GenAI event sent as a log record (its `event_name`, the message in the body), none on the
+    chat spans. The trace alone is skipped as content not captured, the skip naming that setting's log
+    records; read with its log records, the chat spans carry the events and the interaction is read."""
+    recording = RECORDED[f"openai_v2/{scenario}"]
+    alone = decode_message(recording.payload)
+    assert not any(s.events or INPUT in s.attributes or OUTPUT in s.attributes for s in alone)
+    found = extracted(alone)
+    [skip] = found.skips
+    assert found.interactions == [] and skip.reason == ExtractSkip.CONTENT_NOT_CAPTURED
+    assert "=true on their default v1.30 conventions (opentelemetry-instrumentation-openai-v2)" in skip.detail
+
+    spans = spans_of(recording)
+    chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert chats and all(c.events[-1].name == "gen_ai.choice" for c in chats)
+    [interaction] = extracted(spans).interactions
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+    assert "\n\n".join(interaction.record.contexts) == "\n\n".join(recording.documents)

@@ -134,6 +134,7 @@ def test_recorded_traces_are_scored_once_each_in_the_right_direction(
         ("aurora-support-langchain-js", ExtractSkip.EMPTY_CONTEXT),  # a greeting
         # Documents pasted into the prompt with no label.
         ("aurora-support-litellm", ExtractSkip.EMPTY_CONTEXT),
+        ("aurora-support-openai-v2", ExtractSkip.EMPTY_CONTEXT),
         # LangSmith's export: documents pasted with no label; a Client that hid the runs' outputs.
         ("aurora-support-langsmith", ExtractSkip.EMPTY_CONTEXT),
         ("aurora-support-langsmith", ExtractSkip.CONTENT_NOT_CAPTURED),

@@ -72,7 +72,7 @@ class GenAI(Convention):
     # bodies in OpenAI's message shape, as Pydantic AI's version 1 lists them in a chat span's `events`.
     OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
     EVENTS_ATTRIBUTE = "events"
-    EVENT_NAME = "event.name"
+    EVENT_NAME = semconv.EVENT_NAME
     SYSTEM_MESSAGE, CHOICE = "gen_ai.system.message", "gen_ai.choice"
     MESSAGE_EVENTS = {
         "gen_ai.user.message": USER,
@@ -92,6 +92,7 @@ class GenAI(Convention):
         FINAL_RESULT,
     )
     CAPTURE_SETTING = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+    OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"  # what moves an instrumentation to the latest conventions
     # Frameworks that trace themselves in these conventions and gate the messages behind a setting of their
     # own, by the instrumentation scope their spans carry: the skip names theirs, not the util's.
     OWN_CAPTURE_SETTINGS = {
@@ -228,10 +229,12 @@ class GenAI(Convention):
         return (
             f"{recorded}: the producer's content "
             f"capture is off or writes them elsewhere (the OpenTelemetry GenAI instrumentations' "
-            f"{self.CAPTURE_SETTING}=EVENT_ONLY sends them to log records, read only when the Collector "
-            "writes them to the spans topic (collectors/genai-log-events.yaml); NO_CONTENT, "
-            f"the default, records none): set {self.CAPTURE_SETTING}=SPAN_ONLY or SPAN_AND_EVENT, or turn "
-            "the producer's content capture on, to judge it"
+            f"{self.CAPTURE_SETTING}=EVENT_ONLY, or =true on their default v1.30 conventions "
+            "(opentelemetry-instrumentation-openai-v2), sends them to log records, read only when the "
+            "Collector writes them to the spans topic (collectors/genai-log-events.yaml); NO_CONTENT, "
+            f"the default, records none): set {self.CAPTURE_SETTING}=SPAN_ONLY or SPAN_AND_EVENT (with "
+            f"{self.OPT_IN}=gen_ai_latest_experimental on the v1.30 conventions), or turn the "
+            "producer's content capture on, to judge it"
         )
 
     def more_conversation(self, reading: Reading) -> tuple[str | None, str | None]:

@@ -12,6 +12,11 @@ as those attributes, so that every format reads alike:
   with the model's reply), their bodies in OpenAI's message shape (`content`, `tool_calls`, a tool message's
   `id`). They become the latest conventions' messages and parts, as version 2 writes them. (The agent span's
   `all_messages_events` is the run's messages again, as version 2's `pydantic_ai.all_messages`: not read.)
+- The same v1.36 events as OTel log records, each tied to its chat span (Pydantic AI's version 1 with
+  `event_mode='logs'`; Semantic Kernel, whose log lines carry the message as JSON text and `event.name`
+  among their attributes): the consumer adds them to their span's events (`tracescore.consume`), the
+  record's attributes as the event's and its body, the message, under `log.record.body`. They are read as
+  the `events` attribute above, the body's keys beside the attributes as Pydantic AI lists them there.
 
 What a span carries itself is kept over what its events say. A trace with neither is returned as it is.
 """
@@ -23,6 +28,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tracescore import semconv
 from tracescore.extract._read import parse_json
 from tracescore.model import DecodedSpan, Trace
 
@@ -58,15 +64,31 @@ def operation_details(genai: GenAI, span: DecodedSpan) -> dict[str, Any]:
 
 def event_messages(genai: GenAI, span: DecodedSpan) -> dict[str, Any]:
     """The message attributes the span's events stand for: its operation-details events', else Pydantic AI's
-    version 1 `events` (none for a span with neither: checked first, as this runs on every span)."""
+    version 1 `events`, else the v1.36 events its log records added (none for a span with none of them:
+    checked first, as this runs on every span)."""
     if span.events:
         attributes = operation_details(genai, span)
         if attributes:
             return attributes
     recorded = span.attributes.get(genai.EVENTS_ATTRIBUTE)
-    if recorded is None or not genai.kind(span):
+    if (recorded is None and not span.events) or not genai.kind(span):
         return {}
-    return _v1_messages(genai, parse_json(recorded))
+    events = parse_json(recorded) if recorded is not None else _logged_v1_events(genai, span)
+    return _v1_messages(genai, events)
+
+
+def _logged_v1_events(genai: GenAI, span: DecodedSpan) -> list[dict[str, Any]]:
+    """The span's events that came from log records with a message body (`semconv.LOG_RECORD_BODY`: a map,
+    or its JSON text, as Semantic Kernel's log lines carry it), as Pydantic AI lists them in an `events`
+    attribute: the record's attributes and the body's keys, and the event's name. An event a producer put on
+    the span itself has no such body and is not among them."""
+    listed = []
+    for event in span.events:
+        body = parse_json(event.attributes.get(semconv.LOG_RECORD_BODY))
+        if isinstance(body, Mapping):
+            attributes = {k: v for k, v in event.attributes.items() if k != semconv.LOG_RECORD_BODY}
+            listed.append({**attributes, **body, genai.EVENT_NAME: event.name})
+    return listed
 
 
 def _v1_messages(genai: GenAI, events: Any) -> dict[str, Any]:

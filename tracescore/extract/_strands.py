@@ -61,7 +61,6 @@ class Strands(GenAI):
     REDACTED = "[REDACTED]"
     # The content blocks of a tool result that hold what the tool returned.
     TEXT_BLOCK, JSON_BLOCK = "text", "json"
-    OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
     CONTENT_ON_SPANS = "gen_ai_latest_experimental,gen_ai_span_attributes_only"
     UNREDACTED = "gen_ai_unredacted_attributes"
     # A Swarm's and a Graph's span (`invoke_{swarm,graph}`) around its nodes' agent spans.
