@@ -57,6 +57,21 @@ class PrometheusStack:
         result = self.prometheus.query(promql)["result"]
         return sum(float(r["value"][1]) for r in result)
 
+    def state(self, route: str) -> str:
+        """What Prometheus and Alertmanager hold for `route` now, for a failure to say where an alert stopped:
+        the rule's inputs, the ALERTS series, what Alertmanager has and what the webhook received."""
+        where = f'tracescore_route="{route}"'
+        seen = {
+            name: self.prometheus.query(f"{name}{{{where}}}")["result"]
+            for name in (
+                "tracescore:faithfulness:estimate_upper_15m",
+                "tracescore:faithfulness:evaluations_15m",
+                "ALERTS",
+            )
+        }
+        received = [r.json() for r in self.receiver.requests if r.path == "/am"]
+        return f"prometheus: {seen}; alertmanager: {self.alertmanager.alerts()}; webhook: {received}"
+
 
 def python_env(**extra: str) -> dict[str, str]:
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
