@@ -23,7 +23,7 @@ import base64
 import json
 import re
 from sys import intern
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -77,7 +77,7 @@ def decode_message(value: bytes | None) -> list[DecodedSpan] | LogEvents:
     if not value:
         raise NotOtlp("empty message")
     try:
-        request = _parse(value)
+        request = _parse(value, ExportTraceServiceRequest, _SPANS_PATH)
     except NotOtlp as exc:
         return _logs_or_raise(value, exc)
     spans = []
@@ -186,25 +186,10 @@ def _event_name_attribute(key_values: Any) -> str:
 
 
 def _parse_logs(value: bytes) -> ExportLogsServiceRequest | None:
-    if _JSON_START.match(value):
-        try:
-            document = json.loads(value)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            document = None
-        if isinstance(document, dict) and ("resourceLogs" in document or "resource_logs" in document):
-            try:
-                _hex_ids_to_base64(document, _LOGS_PATH)
-                return json_format.ParseDict(document, ExportLogsServiceRequest(), ignore_unknown_fields=True)
-            except (json_format.ParseError, ValueError, TypeError, RecursionError):
-                return None
-        if value[:1] != b"\n":  # JSON, not protobuf that starts like it (see `_parse`)
-            return None
-    request = ExportLogsServiceRequest()
     try:
-        request.ParseFromString(value)
-    except DecodeError:
+        return _parse(value, ExportLogsServiceRequest, _LOGS_PATH)
+    except NotOtlp:
         return None
-    return request
 
 
 def _interned(key: str) -> str:
@@ -237,24 +222,35 @@ def _events(span: Any) -> tuple[tuple[SpanEvent, ...], int]:
     return tuple(kept), len(events) - len(kept) + span.dropped_events_count
 
 
-def _parse(value: bytes) -> ExportTraceServiceRequest:
+# Where OTLP JSON keeps its spans and its log records: each level's key, camelCase and snake_case.
+_SPANS_PATH = (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans",))
+_LOGS_PATH = (("resourceLogs", "resource_logs"), ("scopeLogs", "scope_logs"), ("logRecords", "log_records"))
+
+
+# What a message is read as: a traces request (the decoder's first try) or a logs request (`_decode_logs`).
+_Request = TypeVar("_Request", ExportTraceServiceRequest, ExportLogsServiceRequest)
+
+
+def _parse(value: bytes, request_type: type[_Request], path: tuple[tuple[str, ...], ...]) -> _Request:
+    """`value` as a `request_type`, OTLP protobuf or OTLP JSON (`path`: where its JSON keeps the items
+    whose hex ids protobuf's JSON mapping reads as base64)."""
     if not _JSON_START.match(value):
-        return _parse_protobuf(value)
+        return _parse_protobuf(value, request_type)
     try:
-        return _parse_json(value)
+        return _parse_json(value, request_type, path)
     except NotOtlp as not_json:
         # Protobuf starts so too when its first resource's spans take 123 bytes (field 1's tag is b"\n", a
         # blank, and the length b"{"): such a message is read as the protobuf it is.
         if value[:1] == b"\n":
             try:
-                return _parse_protobuf(value)
+                return _parse_protobuf(value, request_type)
             except NotOtlp:
                 pass
         raise not_json
 
 
-def _parse_protobuf(value: bytes) -> ExportTraceServiceRequest:
-    request = ExportTraceServiceRequest()
+def _parse_protobuf(value: bytes, request_type: type[_Request]) -> _Request:
+    request = request_type()
     try:
         request.ParseFromString(value)
     except DecodeError as exc:
@@ -262,7 +258,7 @@ def _parse_protobuf(value: bytes) -> ExportTraceServiceRequest:
     return request
 
 
-def _parse_json(value: bytes) -> ExportTraceServiceRequest:
+def _parse_json(value: bytes, request_type: type[_Request], path: tuple[tuple[str, ...], ...]) -> _Request:
     try:
         document = json.loads(value)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -270,15 +266,10 @@ def _parse_json(value: bytes) -> ExportTraceServiceRequest:
     if not isinstance(document, dict):
         raise NotOtlp("not OTLP JSON: the top level is not an object")
     try:
-        _hex_ids_to_base64(document, _SPANS_PATH)
-        return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+        _hex_ids_to_base64(document, path)
+        return json_format.ParseDict(document, request_type(), ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise NotOtlp(f"not OTLP JSON: {exc}") from exc
-
-
-# Where OTLP JSON keeps its spans and its log records: each level's key, camelCase and snake_case.
-_SPANS_PATH = (("resourceSpans", "resource_spans"), ("scopeSpans", "scope_spans"), ("spans",))
-_LOGS_PATH = (("resourceLogs", "resource_logs"), ("scopeLogs", "scope_logs"), ("logRecords", "log_records"))
 
 
 def _hex_ids_to_base64(document: dict[str, Any], path: tuple[tuple[str, ...], ...]) -> None:
