@@ -17,7 +17,7 @@ from tracescore.alert._delivery import deliver
 class Receiver:
     """A sink whose second delivery hangs until released; the first fails."""
 
-    name = "test"
+    name = where = "test"
 
     def __init__(self) -> None:
         self.sent, self.failed = 0, 0

@@ -79,7 +79,7 @@ def start_line(config: AlertConfig, sinks: Sequence[Sink]) -> str:
     rules in the order they match, and the sinks without their URLs' paths (a Slack URL's path is its
     secret)."""
     rules = "; ".join(f"{n}. {rule.describe()}" for n, rule in enumerate(config.rules, 1))
-    named = ", ".join(getattr(sink, "where", sink.name) for sink in sinks) or "none"
+    named = ", ".join(sink.where for sink in sinks) or "none"
     return (
         f"rules, the first matching applies: {rules}; a route no rule matches is not watched | sinks: {named}"
     )

@@ -54,6 +54,7 @@ SIGNATURE_HEADER = "X-Tracescore-Signature"
 @runtime_checkable
 class Sink(Protocol):
     name: str
+    where: str  # how the service's start line names it: never a URL's path or credentials
     sent: int
     failed: int
 
@@ -69,7 +70,7 @@ def sign(secret: bytes, body: bytes) -> str:
 
 class LogSink:
     name = "log"
-    where = "log"  # how the service's start line names it
+    where = "log"
 
     def __init__(self, config: LogSinkConfig | None = None, *, note: str = "") -> None:
         self.sent = 0
@@ -108,7 +109,7 @@ class _HttpPoster:
         # For log lines: never the URL's credentials, path or query (Slack's secret is its path).
         url = httpx2.URL(config.url)
         self._where = f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
-        self.where = f"{name} at {self._where}"  # how the service's start line names it
+        self.where = f"{name} at {self._where}"
 
     def post(self, url: str, payload: Any, note: Notification, headers: dict[str, str] | None = None) -> bool:
         body = json.dumps(payload, separators=(",", ":"), default=str).encode()
