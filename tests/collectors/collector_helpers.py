@@ -88,22 +88,6 @@ def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None
         admin.close()
 
 
-def ingest_env(bootstrap: str, topic: str) -> tuple[dict[str, str], int]:
-    """The ingest config's (otlp-to-kafka.yaml) environment for `topic`, on free ports: (it, the OTLP/HTTP
-    port apps send to)."""
-    from tracescore.testing import free_port
-
-    http_port = free_port()
-    env = {
-        "KAFKA_BROKERS": bootstrap,
-        "KAFKA_SPANS_TOPIC": topic,
-        "OTLP_GRPC_ENDPOINT": f"127.0.0.1:{free_port()}",
-        "OTLP_HTTP_ENDPOINT": f"127.0.0.1:{http_port}",
-        "OTELCOL_METRICS_PORT": str(free_port()),
-    }
-    return env, http_port
-
-
 def egress_to_file(
     otelcol: Path, bootstrap: str, topic: str, expected: int, tmp: Path, timeout_s: float = 60.0
 ) -> tuple[list[dict[str, Any]], str]:

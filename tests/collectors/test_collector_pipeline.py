@@ -31,7 +31,6 @@ from collector_helpers import (
     CollectorProcess,
     create_topics,
     egress_to_file,
-    ingest_env,
 )
 from google.protobuf.json_format import MessageToDict
 from kafka.consumer.fetcher import ConsumerRecord
@@ -48,6 +47,7 @@ from tracescore.extract import extract
 from tracescore.model import EvaluationRecord, Trace
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
+from tracescore.testing.collector import ingest_env
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic, wait_for_records
 

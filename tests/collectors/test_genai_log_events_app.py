@@ -24,12 +24,13 @@ from pathlib import Path
 
 import pytest
 from _helpers import consumer_settings
-from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics, egress_to_file, ingest_env
+from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics, egress_to_file
 
 from tracescore.consume import AssemblyCount, EvaluationConsumer, decode_message
 from tracescore.model import EvaluationRecord
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
+from tracescore.testing.collector import ingest_env
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import input_producer, read_topic, wait_for_records
 
