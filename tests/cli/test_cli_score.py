@@ -442,6 +442,27 @@ def test_max_flagged_malformed_or_without_faithfulness_is_a_usage_error(tmp_path
     assert code == 2 and "add it to --metrics" in output
 
 
+def test_an_id_on_two_records_fails_a_gate_naming_the_lines_and_without_a_gate_both_are_scored(
+    tmp_path: Path,
+) -> None:
+    """Two records with one id were both scored and counted, without a word: a golden case pasted twice
+    weighed twice in the gate, and a comparison of two runs by id paired each copy with each."""
+    lines = [json.dumps(GOOD), json.dumps(HALF), json.dumps({**HALF, "id": GOOD["id"]})]
+    rows, output, code = _run(tmp_path, lines, "--metrics", "faithfulness")
+    assert code == 0 and [r["line"] for r in rows] == [1, 2, 3], "every record scored, no gate: no failure"
+    said = "id 'a' on 2 records (line 1, line 3)"
+    assert f"  1 id on more than one record, each record scored: {said}" in output.splitlines()
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "2")
+    assert code == 1
+    assert output.splitlines()[-1] == (
+        f"FAIL {said}: a gate counts each record by its id (a copy weighs twice, and runs are compared by "
+        "id): give each record its own id"
+    )
+    lines[2] = json.dumps({**HALF, "id": "c"})
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "2")
+    assert code == 0 and "more than one record" not in output, output
+
+
 # --- the CI gate and the records it could not judge ----------------------------------------------------
 
 

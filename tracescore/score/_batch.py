@@ -173,6 +173,7 @@ def score_file(
                     where=f"line {line.number}",
                     error=read.error,
                     no_contexts=read.no_contexts,
+                    record_id=read.record.id if read.record else None,
                 )
                 if read.error is not None:
                     report(f"{source} line {line.number}: {read.error}")

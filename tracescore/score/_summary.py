@@ -26,11 +26,13 @@ FLAGGED_METRIC = FAITHFULNESS
 
 
 class GateCondition(StrEnum):
-    """A condition of the CI gate, by the name of `BatchSummary.gate`'s parameter that sets it."""
+    """A condition of the CI gate, by the name of `BatchSummary.gate`'s parameter that sets it (UNIQUE_IDS:
+    set by any condition, no parameter of its own)."""
 
     FAIL_UNDER = "fail_under"
     MAX_FLAGGED = "max_flagged"
     ALLOW_UNSCORED = "allow_unscored"
+    UNIQUE_IDS = "unique_ids"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ class GateFailure:
 
     def words(self, name: Callable[[GateFailure], str]) -> str:
         """The line that says what failed, the condition written by `name` (e.g. `as_parameter`)."""
+        if self.condition is GateCondition.UNIQUE_IDS:
+            others = int(self.found or 0) - 1
+            more = f"; {counted(others, 'other id')} too" if others else ""
+            return f"{self.first}{more}: {REPEATED_ID_RISK}"
         if self.condition is GateCondition.ALLOW_UNSCORED:
             kinds = [
                 phrase
@@ -78,6 +84,15 @@ class GateFailure:
 
     def __str__(self) -> str:
         return self.words(as_parameter)
+
+
+# Why a gate refuses a batch whose records repeat an id: what a user reads after the ids repeated.
+REPEATED_ID_RISK = (
+    "a gate counts each record by its id (a copy weighs twice, and runs are compared by id): give each "
+    "record its own id"
+)
+# Records named on the summary's line about repeated ids.
+_REPEATS_SHOWN = 3
 
 
 def as_parameter(failure: GateFailure) -> str:
@@ -121,6 +136,9 @@ class BatchSummary:
     # The first invalid input and, per metric, the first record it did not judge: (number, "where: why").
     first_invalid: tuple[int, str] | None = None
     first_unjudged: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # Each record id (`add`'s record_id) -> where it was read, every place for an id read more than once:
+    # one entry per id, so a batch keeps its ids (not its results) to tell a repeated one.
+    ids: dict[str, list[str]] = field(default_factory=dict)
 
     def add(
         self,
@@ -130,12 +148,15 @@ class BatchSummary:
         where: str | None = None,
         error: str | None = None,
         no_contexts: str | None = None,
+        record_id: str | None = None,
     ) -> None:
         """One record's results; None for an input that could not be read, `error` saying why. `where`
         names the record in the gate's reasons ("line 4"); `no_contexts`, set when the record had no
         contexts column, says so (the reader's ReadRow.no_contexts): the metrics that need them did not
-        judge it."""
+        judge it. `record_id`, the record's id: one read twice fails a gate (`repeated_ids`)."""
         self.records += 1
+        if record_id is not None:
+            self.ids.setdefault(record_id, []).append(where or f"record {self.records}")
         for name in metric_names:
             self.scores.setdefault(name, [])
             self.unscored.setdefault(name, 0)
@@ -168,6 +189,11 @@ class BatchSummary:
                 self.scores[result.metric].append(result.score)
                 self.flagged[result.metric] += is_flagged(result, self.threshold)
             self.usage += result.usage
+
+    @property
+    def repeated_ids(self) -> dict[str, list[str]]:
+        """Each id read on more than one record -> where each was read, in input order."""
+        return {record_id: wheres for record_id, wheres in self.ids.items() if len(wheres) > 1}
 
     @property
     def scored(self) -> dict[str, int]:
@@ -231,7 +257,22 @@ class BatchSummary:
                 failures.append(GateFailure(GateCondition.FAIL_UNDER, minimum, metric, mean))
         gated = {*fail_under, *([FLAGGED_METRIC] if max_flagged is not None else [])}
         unscored = self._unscored_for(gated, allow_unscored)
-        return failures + ([unscored] if unscored else [])
+        return failures + ([unscored] if unscored else []) + self._repeated_for_gate()
+
+    def _repeated_for_gate(self) -> list[GateFailure]:
+        """The gate's failure on ids read on more than one record: the first such id, where it was read."""
+        repeated = self.repeated_ids
+        if not repeated:
+            return []
+        return [
+            GateFailure(
+                GateCondition.UNIQUE_IDS,
+                1,
+                found=len(repeated),
+                records=sum(map(len, repeated.values())),
+                first=_repeated_words(*next(iter(repeated.items()))),
+            )
+        ]
 
     def _unscored_for(self, gated: set[str], allowed: int) -> GateFailure | None:
         """The gate's failure on records it could not judge, when there are more than `allowed`."""
@@ -271,12 +312,23 @@ class BatchSummary:
                 else f"mean {mean:.3f}, {share:.0%} below {self.shown_threshold:g}, {flagged} flagged"
             )
             out.append(f"  {metric}: {len(values)} scored, {self.unscored.get(metric, 0)} unscored; {stats}")
+        if repeated := self.repeated_ids:
+            shown = "; ".join(_repeated_words(*item) for item in list(repeated.items())[:_REPEATS_SHOWN])
+            more = len(repeated) - _REPEATS_SHOWN
+            out.append(
+                f"  {counted(len(repeated), 'id')} on more than one record, each record scored: {shown}"
+                + (f"; {more} more" if more > 0 else "")
+            )
         spend = f"judge calls {self.usage.calls}, tokens {self.usage.prompt_tokens} prompt + "
         spend += f"{self.usage.completion_tokens} completion"
         if self.usage.cost_usd:
             spend += f", cost ${self.usage.cost_usd:.4f}"
         out.append("  " + spend)
         return out
+
+
+def _repeated_words(record_id: str, wheres: Sequence[str]) -> str:
+    return f"id {record_id!r} on {counted(len(wheres), 'record')} ({', '.join(wheres)})"
 
 
 def parse_fail_under(specs: Sequence[str]) -> dict[str, float]:
