@@ -179,7 +179,6 @@ def test_the_library_gate_names_its_conditions_as_its_parameters_not_as_the_comm
     assert [str(f) for f in (flagged, below, unscored)] == result.summary.gate({"faithfulness": 0.9}, 0)
 
 
-
 def test_an_id_on_two_records_fails_a_gate_and_is_named_on_the_summary_with_both_scored() -> None:
     """A golden case pasted twice weighed twice in the gate's mean and share, without a word."""
     data = [GROUNDED, HALLUCINATED, GROUNDED]
