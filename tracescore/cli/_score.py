@@ -40,7 +40,11 @@ def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..
 
 
 @click.command(short_help="Score a file of records (JSONL, CSV, TSV); a CI gate.")
-@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "input_path",
+    metavar="INPUT",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+)
 @click.option(
     "--out",
     "out_path",
@@ -111,12 +115,12 @@ def score(
     metrics: str,
     metric_config: Path | None,
 ) -> None:
-    """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records; one output line per input
-    record. Exits 1 when nothing could be scored, a --fail-under mean is missed, --max-flagged exceeded or,
-    with either gate, a record invalid or not scored (beyond --allow-unscored); 2 on a usage error; 130 when
-    interrupted (Ctrl-C)."""
+    """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records (INPUT - reads standard
+    input, its format told by its first line); one output line per input record. Exits 1 when nothing could
+    be scored, a --fail-under mean is missed, --max-flagged exceeded or, with either gate, a record invalid
+    or not scored (beyond --allow-unscored); 2 on a usage error; 130 when interrupted (Ctrl-C)."""
     from tracescore.score import check_judge
-    from tracescore.score._batch import score_file
+    from tracescore.score._batch import InputRefused, Source, score_file
     from tracescore.score._inputs import parse_column_map
     from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
 
@@ -134,7 +138,12 @@ def score(
     if allow_unscored is not None and not gate and flag_limit is None:
         raise click.UsageError("--allow-unscored loosens a gate: add --fail-under or --max-flagged")
     or_usage_error(check_judge, the_metrics, the_judge)
-    _refuse_what_is_no_table(input_path)
+    try:  # before --out is opened: a refused input leaves no empty scores file behind
+        source = Source(input_path, click.get_binary_stream("stdin"))
+    except InputRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    if source.guessed:
+        click.echo(f"reading {source.name} as {source.format} ({source.guessed})", err=True)
     collector = None
     if report_path:
         from tracescore.score._report import ReportCollector
@@ -143,7 +152,7 @@ def score(
     out = _open_output(out_path) if out_path else sys.stdout
     try:
         summary = score_file(
-            input_path,
+            source,
             out,
             metrics=the_metrics,
             judge=the_judge,
@@ -160,6 +169,7 @@ def score(
         click.echo(f"interrupted, no summary and no gate{kept}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     finally:
+        source.close()
         if out_path:
             out.close()
     for line in summary.lines():
@@ -167,7 +177,8 @@ def score(
     if report_path and collector is not None:
         from tracescore.score._report import render_report
 
-        html = render_report(collector, threshold=threshold, title=f"tracescore report: {input_path.name}")
+        shown = source.name if source.is_stdin else input_path.name
+        html = render_report(collector, threshold=threshold, title=f"tracescore report: {shown}")
         _write_text(report_path, html)
         click.echo(f"report: {report_path}", err=True)
     if not summary.anything_scored:
@@ -181,7 +192,7 @@ def score(
             why = " (see the reasons above)"
         else:
             why = _HOLDS_NO_RECORD
-        _nothing_in(input_path, "scored", why)
+        _nothing_in(source.name, "scored", why)
     # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
     allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}
     failures = summary.gate_failures(gate, flag_limit, **allowance)
@@ -243,7 +254,7 @@ def report(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if not collector.records:
-        _nothing_in(scores_path, "reported", _HOLDS_NO_RECORD)  # not an empty page that exits 0
+        _nothing_in(str(scores_path), "reported", _HOLDS_NO_RECORD)  # not an empty page that exits 0
     html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
     _write_text(out_path, html)
     click.echo(f"{counted(collector.records, 'record')}; report: {out_path}", err=True)
@@ -253,9 +264,9 @@ def report(
 _HOLDS_NO_RECORD = ": it holds no record (an empty file, blank lines or a header alone)"
 
 
-def _nothing_in(path: Path, done: str, why: str) -> NoReturn:
-    """Exit 1 saying nothing could be `done` with `path`, and `why`."""
-    click.echo(f"Error: nothing could be {done} in {path}{why}", err=True)  # as click says its own
+def _nothing_in(name: str, done: str, why: str) -> NoReturn:
+    """Exit 1 saying nothing could be `done` with the input `name`d (a path, stdin), and `why`."""
+    click.echo(f"Error: nothing could be {done} in {name}{why}", err=True)  # as click says its own
     sys.exit(EXIT_GATE_FAILED)
 
 
@@ -275,31 +286,10 @@ def _refuse_to_overwrite(read: Path, **written: Path | None) -> None:
     """A usage error when a file the command writes is one it reads: opened for writing, the golden set was
     emptied before it was read, and the run said it held no record."""
     for flag, path in written.items():
-        if path is not None and path.exists() and path.samefile(read):
+        if path is not None and path.exists() and read.exists() and path.samefile(read):
             raise click.UsageError(
                 f"--{flag} {path} is {read}, a file read: writing it would erase it before it is read"
             )
-
-
-# What a file starts with when it is not lines of records: each of its lines would be reported invalid, and
-# none would say what the file is.
-_GZIP_MAGIC = b"\x1f\x8b"
-_SNIFFED_BYTES = 4096
-
-
-def _refuse_what_is_no_table(path: Path) -> None:
-    """Exit 1 on a gzip-compressed input or a JSON array (`df.to_json(orient="records")`), saying what the
-    file is and how to turn it into JSON Lines, instead of one invalid record a line."""
-    with path.open("rb") as handle:
-        head = handle.read(_SNIFFED_BYTES)
-    if head.startswith(_GZIP_MAGIC):
-        raise click.ClickException(f"{path} is gzip-compressed: decompress it first (gunzip -k {path})")
-    if path.suffix.lower() not in (".csv", ".tsv") and head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
-        raise click.ClickException(
-            f"{path} holds a JSON array: tracescore score reads JSON Lines, one record a line; convert it "
-            f"with jq -c '.[]' {path} > {path.with_suffix('.jsonl').name}, or in pandas with "
-            "to_json(..., orient='records', lines=True)"
-        )
 
 
 def _as_flag(failure: GateFailure) -> str:
