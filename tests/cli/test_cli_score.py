@@ -710,7 +710,7 @@ def test_a_column_option_naming_no_field_is_a_usage_error_with_the_field_meant(t
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--column", "anwser=reply")
     assert code == 2
     said = " ".join(output.split())
-    assert "unknown field 'anwser' (did you mean 'answer'? valid: answer, contexts, id, query)" in said, said
+    assert "unknown field 'anwser' (did you mean 'answer'? valid: answer, contexts, id, label, query)" in said
     for bad in ("answer", "answer=", "answer=reply --column answer=text"):
         _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--column", *bad.split(" --column "))
         assert code == 2, (bad, output)
@@ -721,8 +721,10 @@ def test_the_column_option_s_help_lists_the_fields_its_usage_error_accepts(tmp_p
     _, output, _ = _run(tmp_path, [json.dumps(GOOD)], "--column", "nofield=x")
     valid = " ".join(output.split()).split("valid: ")[1].split(")")[0].split(", ")
     helped = " ".join(CliRunner().invoke(main, ["score", "--help"], terminal_width=10_000).output.split())
-    listed = helped.split("--column FIELD=COLUMN Read the record field FIELD (")[1].split(")")[0]
-    assert sorted(listed.split(", ")) == sorted(valid) == ["answer", "contexts", "id", "query"], listed
+    listed = helped.split("--column FIELD=COLUMN Read FIELD (")[1].split(")")[0]
+    assert sorted(listed.split(", ")) == sorted(valid) == ["answer", "contexts", "id", "label", "query"], (
+        listed
+    )
 
 
 # A golden set's record whose documents sit under a name tracescore does not read.

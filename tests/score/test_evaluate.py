@@ -312,6 +312,10 @@ def test_dataframe_in_and_out() -> None:
     assert list(out["faithfulness"]) == [1.0, 0.0]
     assert list(out["label"]) == ["faithful", "hallucinated"]
     assert "results" not in out.columns
+    # A label column under another name is mapped as the fields are.
+    relabelled = frame.rename(columns={"label": "verdict"})
+    mapped = evaluate_dataset(relabelled, ["faithfulness"], column_map={"label": "verdict"}).to_pandas()
+    assert list(mapped["label"]) == ["faithful", "hallucinated"]
 
 
 def test_a_metric_the_judge_cannot_answer_is_refused_before_any_record_is_scored() -> None:

@@ -14,7 +14,7 @@ from tracescore._config import unknown_name
 from tracescore._plural import counted
 from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error, threshold_option
 from tracescore.score import DEFAULT_METRICS, GateCondition, GateFailure
-from tracescore.score._inputs import FIELD_ALIASES
+from tracescore.score._inputs import MAPPED_FIELDS
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
@@ -33,8 +33,8 @@ def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..
         "columns",
         multiple=True,
         metavar="FIELD=COLUMN",
-        help=f"Read the record field FIELD ({', '.join(FIELD_ALIASES)}) from {read_from} COLUMN "
-        "(repeatable), e.g. query=question: the library's column_map; the names read without it: see the "
+        help=f"Read FIELD ({', '.join(MAPPED_FIELDS)}) from {read_from} COLUMN (repeatable), e.g. "
+        "query=question or label=verdict: the library's column_map; the names read without it: see the "
         "docs, Offline evaluation.",
     )
 
