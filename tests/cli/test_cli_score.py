@@ -517,6 +517,35 @@ def test_max_flagged_counts_answers_labelled_hallucinated_even_at_half_score(tmp
     assert code == 0, output
 
 
+def test_max_flagged_takes_a_share_written_as_a_percentage(tmp_path: Path) -> None:
+    """`--max-flagged 5%` was "expected a count (e.g. 3) or a share below 1"."""
+    lines = [
+        json.dumps(GOOD),
+        json.dumps(HALF),
+        json.dumps({**GOOD, "id": "c"}),
+        json.dumps({**GOOD, "id": "d"}),
+    ]
+    gate = ["--metrics", "faithfulness", "--max-flagged"]
+    _, output, code = _run(tmp_path, lines, *gate, "20%")
+    assert code == 1 and output.splitlines()[-1] == (
+        "FAIL faithfulness: 1 record flagged (25.0% of scored), more than 20% of scored"
+    ), output
+    _, output, code = _run(tmp_path, lines, *gate, "25%")
+    assert code == 0, output
+    _, output, code = _run(tmp_path, lines, *gate, "0.5%")
+    assert code == 1 and output.splitlines()[-1].endswith("more than 0.5% of scored"), output
+    for bad, said in (
+        ("120%", "--max-flagged '120%': a percentage must be below 100% (e.g. 5%); at 100% every scored "
+         "record may be flagged and pass: leave the option out"),
+        ("100%", "--max-flagged '100%': a percentage must be below 100%"),
+        ("-1", "--max-flagged '-1': expected a count (e.g. 3), a share below 1 (e.g. 0.05) or a percentage "
+         "below 100% (e.g. 5%)"),
+        ("-5%", "--max-flagged '-5%': expected a count"),
+    ):  # fmt: skip
+        _, output, code = _run(tmp_path, lines, *gate, bad)
+        assert code == 2 and said in " ".join(output.split()), (bad, output)
+
+
 def test_max_flagged_malformed_or_without_faithfulness_is_a_usage_error(tmp_path: Path) -> None:
     for bad in ("-1", "1.5", "lots"):
         _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--max-flagged", bad)

@@ -84,7 +84,8 @@ def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..
     metavar="N|SHARE",
     default=None,
     help="CI gate: exit 1 when more faithfulness results are flagged than a count (3) or a share of the "
-    "scored records (0.05); flagged: labelled hallucinated, see the docs, Offline evaluation > Metrics.",
+    "scored records (0.05, or 5%); flagged: labelled hallucinated, see the docs, Offline evaluation > "
+    "Metrics.",
 )
 @click.option(
     "--allow-unscored",

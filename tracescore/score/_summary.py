@@ -78,7 +78,8 @@ class GateFailure:
             return f"{self.metric}: no record could be scored ({name(self)})"
         if self.condition is GateCondition.FAIL_UNDER:
             return f"{self.metric}: mean {self.found:.3f} is below {self.limit:g}"
-        limit = f"{self.limit:.0%} of scored" if _is_share(self.limit) else f"{self.limit:g}"
+        # :g of the percentage, not :.0%: a limit of 0.5% was said "more than 0% of scored".
+        limit = f"{self.limit * 100:g}% of scored" if _is_share(self.limit) else f"{self.limit:g}"
         flagged = counted(self.found, "record")
         return f"{self.metric}: {flagged} flagged ({self.share:.1%} of scored), more than {limit}"
 
@@ -347,14 +348,26 @@ def parse_fail_under(specs: Sequence[str]) -> dict[str, float]:
 
 
 def parse_max_flagged(value: str | None) -> float | None:
-    """`--max-flagged`: a whole count ("3") or a share of the scored records ("0.05"); None when unset."""
+    """`--max-flagged`: a whole count ("3"), a share of the scored records ("0.05") or that share as a
+    percentage ("5%"); None when unset."""
     if value is None:
         return None
+    text = value.strip()
+    percent = text.endswith("%")
     try:
-        parsed = float(value)
+        parsed = float(text.removesuffix("%"))
     except ValueError:
         parsed = float("nan")
-    whole = parsed.is_integer() and "." not in value
-    if not (parsed >= 0 and (whole or parsed < 1)):
-        raise ValueError(f"--max-flagged {value!r}: expected a count (e.g. 3) or a share below 1 (e.g. 0.05)")
-    return parsed
+    if percent and parsed >= 100:
+        # 100% as a share would be 1, the count of one record; and no batch flags more than all it scored.
+        raise ValueError(
+            f"--max-flagged {value!r}: a percentage must be below 100% (e.g. 5%); at 100% every scored "
+            "record may be flagged and pass: leave the option out"
+        )
+    whole = parsed.is_integer() and "." not in text
+    if not (parsed >= 0 and (percent or whole or parsed < 1)):
+        raise ValueError(
+            f"--max-flagged {value!r}: expected a count (e.g. 3), a share below 1 (e.g. 0.05) or a "
+            "percentage below 100% (e.g. 5%)"
+        )
+    return parsed / 100 if percent else parsed
