@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from tracescore._plural import counted
 from tracescore.model import FAITHFULNESS, UNLABELLED_THRESHOLD, MetricResult, MetricStatus, Usage, is_flagged
+from tracescore.score._baseline import Baseline, Comparison, record_key
 
 __all__ = [
     "FLAGGED_METRIC",
@@ -19,6 +20,7 @@ __all__ = [
     "as_parameter",
     "parse_fail_under",
     "parse_max_flagged",
+    "parse_share",
 ]
 
 # The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
@@ -32,6 +34,7 @@ class GateCondition(StrEnum):
     FAIL_UNDER = "fail_under"
     MAX_FLAGGED = "max_flagged"
     ALLOW_UNSCORED = "allow_unscored"
+    BASELINE = "baseline_margin"  # with `baseline`: the rise allowed against it
     UNIQUE_IDS = "unique_ids"
 
 
@@ -53,6 +56,8 @@ class GateFailure:
     judge_errors: int = 0
     no_contexts: int = 0
     first: str | None = None
+    # baseline_margin: the runs compared, record by record.
+    comparison: Comparison | None = None
 
     def words(self, name: Callable[[GateFailure], str]) -> str:
         """The line that says what failed, the condition written by `name` (e.g. `as_parameter`)."""
@@ -74,6 +79,10 @@ class GateFailure:
                 f"{self.found:g} of {counted(self.records, 'record')} not scored ({', '.join(kinds)}), "
                 f"more than {name(self)}; the first: {self.first}"
             )
+        if self.comparison is not None:
+            if self.found is None:
+                return f"{self.comparison.words()} ({name(self)})"
+            return f"{self.comparison.words()}: a rise above {name(self)} even at the interval's lower end"
         if self.found is None:
             return f"{self.metric}: no record could be scored ({name(self)})"
         if self.condition is GateCondition.FAIL_UNDER:
@@ -137,6 +146,8 @@ class BatchSummary:
     # The first invalid input and, per metric, the first record it did not judge: (number, "where: why").
     first_invalid: tuple[int, str] | None = None
     first_unjudged: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # Each record's faithfulness flag, by `record_key` (None: not scored): compared with a baseline's.
+    flags: dict[str, bool | None] = field(default_factory=dict)
     # Each record id (`add`'s record_id) -> where it was read, every place for an id read more than once:
     # one entry per id, so a batch keeps its ids (not its results) to tell a repeated one.
     ids: dict[str, list[str]] = field(default_factory=dict)
@@ -156,8 +167,11 @@ class BatchSummary:
         contexts column, says so (the reader's ReadRow.no_contexts): the metrics that need them did not
         judge it. `record_id`, the record's id: one read twice fails a gate (`repeated_ids`)."""
         self.records += 1
+        place = where or f"record {self.records}"
         if record_id is not None:
-            self.ids.setdefault(record_id, []).append(where or f"record {self.records}")
+            self.ids.setdefault(record_id, []).append(place)
+        key = record_key(record_id, place)
+        self.flags[key] = None
         for name in metric_names:
             self.scores.setdefault(name, [])
             self.unscored.setdefault(name, 0)
@@ -188,7 +202,10 @@ class BatchSummary:
                 )
             else:
                 self.scores[result.metric].append(result.score)
-                self.flagged[result.metric] += is_flagged(result, self.threshold)
+                flagged = is_flagged(result, self.threshold)
+                self.flagged[result.metric] += flagged
+                if result.metric == FLAGGED_METRIC:
+                    self.flags[key] = flagged
             self.usage += result.usage
 
     @property
@@ -222,25 +239,46 @@ class BatchSummary:
         return self.flagged.get(metric, 0) / len(values) if values else None
 
     def gate(
-        self, fail_under: Mapping[str, float], max_flagged: float | None = None, *, allow_unscored: int = 0
+        self,
+        fail_under: Mapping[str, float],
+        max_flagged: float | None = None,
+        *,
+        allow_unscored: int = 0,
+        baseline: Baseline | None = None,
+        baseline_margin: float = 0.0,
     ) -> list[str]:
         """One line per failed condition of the CI gate; empty when the batch passes. `max_flagged` is a
         count of faithfulness-flagged records (>= 1 or 0) or a share of the scored ones (0 < x < 1). A gate
         also fails when more than `allow_unscored` records were invalid, not scored by a judge failure on a
         gated metric, or had no contexts column for a gated metric that needs them (that line last, with the
-        first reason); no condition given, no gate at all. `gate_failures` gives the same as data."""
-        return [
-            str(failure)
-            for failure in self.gate_failures(fail_under, max_flagged, allow_unscored=allow_unscored)
-        ]
+        first reason); no condition given, no gate at all. `baseline` (another run's scores of the same
+        records, `Baseline.read`) fails it when the faithfulness-flagged share rose by more than
+        `baseline_margin` (a share) at the lower end of its 95% interval (`tracescore.score._baseline`). An id
+        read on more than one record fails any gate. `gate_failures` gives the same as data."""
+        failures = self.gate_failures(
+            fail_under,
+            max_flagged,
+            allow_unscored=allow_unscored,
+            baseline=baseline,
+            baseline_margin=baseline_margin,
+        )
+        return [str(failure) for failure in failures]
 
     def gate_failures(
-        self, fail_under: Mapping[str, float], max_flagged: float | None = None, *, allow_unscored: int = 0
+        self,
+        fail_under: Mapping[str, float],
+        max_flagged: float | None = None,
+        *,
+        allow_unscored: int = 0,
+        baseline: Baseline | None = None,
+        baseline_margin: float = 0.0,
     ) -> list[GateFailure]:
         """`gate`'s failed conditions, as data."""
         if allow_unscored < 0:
             raise ValueError(f"allow_unscored={allow_unscored}: expected a count of records, 0 or more")
-        if not fail_under and max_flagged is None:
+        if not 0 <= baseline_margin < 1:
+            raise ValueError(f"baseline_margin={baseline_margin}: expected a share, 0 or more and below 1")
+        if not fail_under and max_flagged is None and baseline is None:
             return []
         failures = []
         if max_flagged is not None:
@@ -256,7 +294,21 @@ class BatchSummary:
             mean = self.mean(metric)
             if mean is None or mean < minimum:
                 failures.append(GateFailure(GateCondition.FAIL_UNDER, minimum, metric, mean))
-        gated = {*fail_under, *([FLAGGED_METRIC] if max_flagged is not None else [])}
+        if baseline is not None:
+            comparison = baseline.compare(self.flags)
+            interval = comparison.interval()
+            if interval is None or interval[0] > baseline_margin:
+                failures.append(
+                    GateFailure(
+                        GateCondition.BASELINE,
+                        baseline_margin,
+                        FLAGGED_METRIC,
+                        comparison.rise,
+                        comparison=comparison,
+                    )
+                )
+        flag_gated = max_flagged is not None or baseline is not None
+        gated = {*fail_under, *([FLAGGED_METRIC] if flag_gated else [])}
         unscored = self._unscored_for(gated, allow_unscored)
         return failures + ([unscored] if unscored else []) + self._repeated_for_gate()
 
@@ -353,21 +405,38 @@ def parse_max_flagged(value: str | None) -> float | None:
     if value is None:
         return None
     text = value.strip()
+    expected = "a count (e.g. 3), a share below 1 (e.g. 0.05) or a percentage below 100% (e.g. 5%)"
+    if text.endswith("%"):
+        return _share("--max-flagged", value, expected)
+    parsed = _number(text)
+    if not (parsed >= 0 and ((parsed.is_integer() and "." not in text) or parsed < 1)):
+        raise ValueError(f"--max-flagged {value!r}: expected {expected}")
+    return parsed
+
+
+def parse_share(option: str, value: str) -> float:
+    """A share given to `option` as a fraction ("0.02") or a percentage ("2%"): 0 or more, below 1."""
+    return _share(option, value, "a share below 1 (e.g. 0.02) or a percentage below 100% (e.g. 2%)")
+
+
+def _share(option: str, value: str, expected: str) -> float:
+    text = value.strip()
     percent = text.endswith("%")
-    try:
-        parsed = float(text.removesuffix("%"))
-    except ValueError:
-        parsed = float("nan")
+    parsed = _number(text.removesuffix("%"))
     if percent and parsed >= 100:
-        # 100% as a share would be 1, the count of one record; and no batch flags more than all it scored.
+        # 100% as a share would be 1, which --max-flagged reads as one record; and no share passes 100%.
         raise ValueError(
-            f"--max-flagged {value!r}: a percentage must be below 100% (e.g. 5%); at 100% every scored "
-            "record may be flagged and pass: leave the option out"
+            f"{option} {value!r}: a percentage must be below 100% (e.g. 5%); at 100% every scored record may "
+            "be flagged and pass: leave the option out"
         )
-    whole = parsed.is_integer() and "." not in text
-    if not (parsed >= 0 and (percent or whole or parsed < 1)):
-        raise ValueError(
-            f"--max-flagged {value!r}: expected a count (e.g. 3), a share below 1 (e.g. 0.05) or a "
-            "percentage below 100% (e.g. 5%)"
-        )
-    return parsed / 100 if percent else parsed
+    share = parsed / 100 if percent else parsed
+    if not 0 <= share < 1:
+        raise ValueError(f"{option} {value!r}: expected {expected}")
+    return share
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
