@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tracescore.score import evaluate_dataset
-from tracescore.score._baseline import Baseline, paired_difference_interval
+from tracescore.score import Baseline, evaluate_dataset
+from tracescore.score._baseline import paired_difference_interval
 
 BASE = {
     "query": "Where is the Oberoi Group's head office?",
