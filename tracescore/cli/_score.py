@@ -98,7 +98,7 @@ def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..
     default=None,
     help="CI gate: pass with up to N records invalid or not scored (the judge failed on a gated metric, or "
     "a gated metric that needs the contexts found no contexts column); by default a gate fails on any. "
-    "Needs --fail-under or --max-flagged.",
+    "Needs --fail-under, --max-flagged or --baseline.",
 )
 @click.option(
     "--baseline",
@@ -157,8 +157,9 @@ def score(
 ) -> None:
     """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records (INPUT - reads standard
     input, its format told by its first line); one output line per input record. Exits 1 when nothing could
-    be scored, a --fail-under mean is missed, --max-flagged exceeded or, with either gate, a record invalid
-    or not scored (beyond --allow-unscored); 2 on a usage error; 130 when interrupted (Ctrl-C)."""
+    be scored, a --fail-under mean is missed, --max-flagged exceeded, the flagged share rose against
+    --baseline or, with any gate, a record invalid or not scored (beyond --allow-unscored) or an id on two
+    records; 2 on a usage error; 130 when interrupted (Ctrl-C)."""
     from tracescore.score import check_judge
     from tracescore.score._baseline import Baseline
     from tracescore.score._batch import InputRefused, Source, score_file
