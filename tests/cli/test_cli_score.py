@@ -976,6 +976,15 @@ def test_baseline_fails_a_rise_in_flagged_answers_beyond_chance_and_says_the_int
     assert code == 2 and "--baseline-margin '1.5': expected a share below 1" in output
     output, code = _score(str(tmp_path / "worse.jsonl"), "--baseline", str(tmp_path / "main_in.jsonl"))
     assert code == 1 and "--baseline: " in output and "is it the scored input?" in output, output
+    # --baseline is a gate: a record it could not judge fails it, unless allowed.
+    invalid = tmp_path / "invalid.jsonl"
+    invalid.write_text((tmp_path / "branch.jsonl").read_text() + "{not json\n", encoding="utf-8")
+    against = ["--out", str(tmp_path / "i.jsonl"), "--baseline", str(main_scores)]
+    output, code = _score(str(invalid), *against)
+    assert code == 1 and output.splitlines()[-1].startswith("FAIL 1 of 21 records not scored (1 invalid)"), (
+        output
+    )
+    assert _score(str(invalid), *against, "--allow-unscored", "1")[1] == 0
 
 
 def test_junit_has_one_case_per_gate_condition_failed_as_the_fail_lines_say(tmp_path: Path) -> None:
