@@ -203,7 +203,7 @@ RebalanceProtocol = Literal["cooperative", "eager"]
 
 def connect_timeout_field() -> Any:
     return Field(
-        default=30.0, gt=0, description="Give up with an error if no broker answers within this time."
+        default=30.0, gt=0, description="Give up with an error if no broker answers within this many seconds."
     )
 
 

@@ -193,3 +193,35 @@ def test_records_read_through_column_are_joined_as_score_read_them(tmp_path: Pat
     assert "The head office is in Mumbai." in page.read_text(encoding="utf-8")
     said = _report_error(str(scores), "--records", str(source), "--out", str(page))
     assert f'{scores} line 1 is the row of input line 1, id "ok", but {source} line 1 holds no id' in said
+
+
+def test_a_label_column_of_another_name_is_read_with_column_by_score_and_report_alike(tmp_path: Path) -> None:
+    """`--column label=...` was an unknown field: a golden set's labels under another name (`verdict`) gave
+    no label to the rows and no confusion matrix."""
+    source = tmp_path / "verdicts.jsonl"
+    renamed = [{"verdict": r["label"], **{k: v for k, v in r.items() if k != "label"}} for r in RECORDS]
+    source.write_text("".join(json.dumps(r) + "\n" for r in renamed), encoding="utf-8")
+    scores, page = tmp_path / "scores.jsonl", tmp_path / "r.html"
+    args = ["--out", str(scores), "--no-progress", "--metrics", "faithfulness"]
+    mapped = CliRunner().invoke(
+        main, ["score", str(source), *args, "--column", "label=verdict", "--report", str(page)]
+    )
+    assert mapped.exit_code == 0, mapped.output
+    rows = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert [row["label"] for row in rows] == [r["label"] for r in RECORDS]
+    cells = dict(re.findall(r'id="(tp|fn|fp|tn)">([^<]*)<', page.read_text(encoding="utf-8")))
+    assert cells == {"tp": "3", "fn": "1", "fp": "0", "tn": "1"}
+    page.unlink()
+    _report(str(scores), "--records", str(source), "--column", "label=verdict", "--out", str(page))
+    assert "The head office is in Mumbai." in page.read_text(encoding="utf-8")
+    said = _report_error(str(scores), "--records", str(source), "--out", str(page))
+    assert (
+        f'{scores} line 1 is the row of input line 1, label "faithful", but {source} line 1 holds no label'
+    ) in said
+    # A label column mapped but not there is the record's, as for any mapped field: named, with the columns.
+    typo = CliRunner().invoke(main, ["score", str(source), *args, "--column", "label=verdcit"])
+    assert typo.exit_code == 1
+    reason = json.loads(scores.read_text().splitlines()[0])["reason"]
+    assert (
+        "--column names no such column: 'verdcit' for label; the record's columns: verdict, query" in reason
+    )

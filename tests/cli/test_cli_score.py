@@ -391,6 +391,91 @@ def test_a_tsv_file_is_read_as_tsv(tmp_path: Path) -> None:
     assert rows[0]["id"] == "t1" and rows[0]["faithfulness"] is not None
 
 
+# --- `-`: standard input, a pipe from another tool --------------------------------------------------------
+
+# The same records as a JSONL, CSV and TSV file: the second one's answer invented (NO_EVIDENCE).
+_AS_FILES = {
+    "in.jsonl": "".join(json.dumps(r) + "\n" for r in (GOOD, {**GOOD, "id": "b", "answer": "Mumbai"})),
+    "in.csv": f'id,query,contexts,answer\na,{GOOD["query"]},"{GOOD["contexts"][0]}",Delhi\nb,'
+    f'{GOOD["query"]},"{GOOD["contexts"][0]}",Mumbai\n',
+    "in.tsv": f"id\tquery\tcontexts\tanswer\na\t{GOOD['query']}\t{GOOD['contexts'][0]}\tDelhi\nb\t"
+    f"{GOOD['query']}\t{GOOD['contexts'][0]}\tMumbai\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "read_as"), [("in.jsonl", "JSON Lines"), ("in.csv", "CSV"), ("in.tsv", "TSV")]
+)
+def test_stdin_is_read_as_the_file_would_be_its_format_told_by_its_first_line(
+    tmp_path: Path, name: str, read_as: str
+) -> None:
+    """`tracescore score -` (a pipe from another tool) was "File '-' does not exist"."""
+    source = tmp_path / name
+    source.write_text(_AS_FILES[name], encoding="utf-8")
+    args = ["--metrics", "faithfulness", "--no-progress", "--out"]
+    from_file = CliRunner().invoke(main, ["score", str(source), *args, str(tmp_path / "file.jsonl")])
+    piped = CliRunner().invoke(
+        main, ["score", "-", *args, str(tmp_path / "pipe.jsonl")], input=source.read_bytes()
+    )
+    assert piped.exit_code == from_file.exit_code == 0, piped.output
+    assert (tmp_path / "pipe.jsonl").read_text() == (tmp_path / "file.jsonl").read_text()
+    assert [json.loads(line)["faithfulness"] for line in (tmp_path / "pipe.jsonl").open()] == [1.0, 0.0]
+    said = piped.output.splitlines()[0]
+    assert said.startswith(f"reading stdin as {read_as} ("), said
+    assert piped.output.splitlines()[1:] == from_file.output.splitlines()
+
+
+def test_stdin_s_bad_lines_and_refusals_are_the_file_s_named_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    args = ["score", "-", "--no-progress", "--out", str(out)]
+    bad = CliRunner().invoke(main, args, input=json.dumps(GOOD) + "\n{not json\n")
+    assert bad.exit_code == 0 and "stdin line 2: not JSON: Expecting property name" in bad.output, bad.output
+    assert "2 records (1 invalid)" in bad.output
+    out.unlink()
+    array = CliRunner().invoke(main, args, input=json.dumps([GOOD]))
+    assert array.exit_code == 1 and array.output.endswith(
+        "Error: stdin holds a JSON array: tracescore score reads JSON Lines, one record a line; convert it "
+        "in the pipe (... | jq -c '.[]' | tracescore score -), or in pandas with to_json(..., "
+        "orient='records', lines=True)\n"
+    ), array.output
+    packed = CliRunner().invoke(main, args, input=gzip.compress(json.dumps(GOOD).encode()))
+    assert packed.exit_code == 1 and packed.output.endswith(
+        "Error: stdin is gzip-compressed: decompress it first in the pipe (... | gunzip | tracescore "
+        "score -)\n"
+    ), packed.output
+    assert not out.exists(), "a refused input leaves no empty scores file"
+    empty = CliRunner().invoke(main, args, input=b"")
+    assert empty.exit_code == 1 and empty.output.splitlines() == [
+        "0 records (0 invalid)",
+        "  judge calls 0, tokens 0 prompt + 0 completion",
+        f"Error: nothing could be scored in stdin{_HOLDS_NO_RECORD}",
+    ], empty.output
+
+
+_HOLDS_NO_RECORD = ": it holds no record (an empty file, blank lines or a header alone)"
+
+
+def test_a_real_pipe_into_score_dash_is_scored_past_the_bytes_read_to_tell_its_format(tmp_path: Path) -> None:
+    """Past the first 4096 bytes (the ones read to tell the format) and a line they cut in two."""
+    records = [{**GOOD, "id": f"r{n}", "query": f"{GOOD['query']} ({n})"} for n in range(120)]
+    data = "".join(json.dumps(r) + "\n" for r in records).encode()
+    assert len(data) > 4 * 4096
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    out = tmp_path / "out.jsonl"
+    process = popen(
+        [sys.executable, "-m", "tracescore.cli", "score", "-", "--out", str(out),
+         "--metrics", "faithfulness"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=checkout_env(clean),
+    )  # fmt: skip
+    assert process.stdin is not None
+    process.stdin.write(data)
+    process.stdin.close()
+    _, err = process.communicate(120)
+    assert process.wait() == 0, err
+    assert [json.loads(line)["id"] for line in out.open()] == [r["id"] for r in records]
+    assert b"120 records (0 invalid)" in err
+
+
 def test_out_into_a_missing_directory_is_created(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
@@ -432,6 +517,35 @@ def test_max_flagged_counts_answers_labelled_hallucinated_even_at_half_score(tmp
     assert code == 0, output
 
 
+def test_max_flagged_takes_a_share_written_as_a_percentage(tmp_path: Path) -> None:
+    """`--max-flagged 5%` was "expected a count (e.g. 3) or a share below 1"."""
+    lines = [
+        json.dumps(GOOD),
+        json.dumps(HALF),
+        json.dumps({**GOOD, "id": "c"}),
+        json.dumps({**GOOD, "id": "d"}),
+    ]
+    gate = ["--metrics", "faithfulness", "--max-flagged"]
+    _, output, code = _run(tmp_path, lines, *gate, "20%")
+    assert code == 1 and output.splitlines()[-1] == (
+        "FAIL faithfulness: 1 record flagged (25.0% of scored), more than 20% of scored"
+    ), output
+    _, output, code = _run(tmp_path, lines, *gate, "25%")
+    assert code == 0, output
+    _, output, code = _run(tmp_path, lines, *gate, "0.5%")
+    assert code == 1 and output.splitlines()[-1].endswith("more than 0.5% of scored"), output
+    for bad, said in (
+        ("120%", "--max-flagged '120%': a percentage must be below 100% (e.g. 5%); at 100% every scored "
+         "record may be flagged and pass: leave the option out"),
+        ("100%", "--max-flagged '100%': a percentage must be below 100%"),
+        ("-1", "--max-flagged '-1': expected a count (e.g. 3), a share below 1 (e.g. 0.05) or a percentage "
+         "below 100% (e.g. 5%)"),
+        ("-5%", "--max-flagged '-5%': expected a count"),
+    ):  # fmt: skip
+        _, output, code = _run(tmp_path, lines, *gate, bad)
+        assert code == 2 and said in " ".join(output.split()), (bad, output)
+
+
 def test_max_flagged_malformed_or_without_faithfulness_is_a_usage_error(tmp_path: Path) -> None:
     for bad in ("-1", "1.5", "lots"):
         _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--max-flagged", bad)
@@ -440,6 +554,27 @@ def test_max_flagged_malformed_or_without_faithfulness_is_a_usage_error(tmp_path
         tmp_path, [json.dumps(GOOD)], "--metrics", "context_relevance", "--max-flagged", "0"
     )
     assert code == 2 and "add it to --metrics" in output
+
+
+def test_an_id_on_two_records_fails_a_gate_naming_the_lines_and_without_a_gate_both_are_scored(
+    tmp_path: Path,
+) -> None:
+    """Two records with one id were both scored and counted, without a word: a golden case pasted twice
+    weighed twice in the gate, and a comparison of two runs by id paired each copy with each."""
+    lines = [json.dumps(GOOD), json.dumps(HALF), json.dumps({**HALF, "id": GOOD["id"]})]
+    rows, output, code = _run(tmp_path, lines, "--metrics", "faithfulness")
+    assert code == 0 and [r["line"] for r in rows] == [1, 2, 3], "every record scored, no gate: no failure"
+    said = "id 'a' on 2 records (line 1, line 3)"
+    assert f"  1 id on more than one record, each record scored: {said}" in output.splitlines()
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "2")
+    assert code == 1
+    assert output.splitlines()[-1] == (
+        f"FAIL {said}: a gate counts each record by its id (a copy weighs twice, and runs are compared by "
+        "id): give each record its own id"
+    )
+    lines[2] = json.dumps({**HALF, "id": "c"})
+    _, output, code = _run(tmp_path, lines, "--metrics", "faithfulness", "--max-flagged", "2")
+    assert code == 0 and "more than one record" not in output, output
 
 
 # --- the CI gate and the records it could not judge ----------------------------------------------------
@@ -604,7 +739,7 @@ def test_a_column_option_naming_no_field_is_a_usage_error_with_the_field_meant(t
     _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--column", "anwser=reply")
     assert code == 2
     said = " ".join(output.split())
-    assert "unknown field 'anwser' (did you mean 'answer'? valid: answer, contexts, id, query)" in said, said
+    assert "unknown field 'anwser' (did you mean 'answer'? valid: answer, contexts, id, label, query)" in said
     for bad in ("answer", "answer=", "answer=reply --column answer=text"):
         _, output, code = _run(tmp_path, [json.dumps(GOOD)], "--column", *bad.split(" --column "))
         assert code == 2, (bad, output)
@@ -615,8 +750,10 @@ def test_the_column_option_s_help_lists_the_fields_its_usage_error_accepts(tmp_p
     _, output, _ = _run(tmp_path, [json.dumps(GOOD)], "--column", "nofield=x")
     valid = " ".join(output.split()).split("valid: ")[1].split(")")[0].split(", ")
     helped = " ".join(CliRunner().invoke(main, ["score", "--help"], terminal_width=10_000).output.split())
-    listed = helped.split("--column FIELD=COLUMN Read the record field FIELD (")[1].split(")")[0]
-    assert sorted(listed.split(", ")) == sorted(valid) == ["answer", "contexts", "id", "query"], listed
+    listed = helped.split("--column FIELD=COLUMN Read FIELD (")[1].split(")")[0]
+    assert sorted(listed.split(", ")) == sorted(valid) == ["answer", "contexts", "id", "label", "query"], (
+        listed
+    )
 
 
 # A golden set's record whose documents sit under a name tracescore does not read.

@@ -91,3 +91,49 @@ def test_the_command_list_says_what_each_command_does_without_cutting_it_short()
     listed = text.split("Commands:\n", 1)[1].splitlines()
     assert len(listed) == len(main.commands) and not [line for line in listed if line.endswith("...")], text
     assert "`consume` scores them" in " ".join(text.split())
+
+
+def _option_help(command: str, option: str) -> str:
+    """The help of `option` in `tracescore command --help`, on one line."""
+    options = " ".join(HELP[command].split()).split(" Options: ", 1)[1]
+    return options.split(f"{option} ", 1)[1].split(" --", 1)[0]
+
+
+def test_tail_s_evaluations_topic_says_it_reads_the_records() -> None:
+    """It said "Where evaluation records go", the shared setting's words for consume, in a command that
+    reads them."""
+    assert _option_help("tail", "--evaluations-topic").startswith(
+        "TEXT The topic of the evaluation records: consume writes them there, tail reads them."
+    )
+    assert "go." not in _option_help("consume", "--evaluations-topic")
+
+
+def test_connect_timeout_says_one_default_and_one_unit_in_every_command() -> None:
+    """Its default read 30.0 in consume's and tail's help (generated from the setting) and 30 in alert's and
+    conversations' (a flag of their own), with "within this time" and no unit."""
+    helps = {
+        # (click adds its range check's `[x>0]` where the flag declares the range itself)
+        command: _option_help(command, "--connect-timeout")
+        .split(" ", 1)[1]
+        .removeprefix("RANGE ")
+        .removesuffix(" [x>0]")
+        for command in ("alert", "consume", "conversations", "tail")
+    }
+    assert set(helps.values()) == {
+        "Give up with an error if no broker answers within this many seconds. [env: "
+        "TRACESCORE_CONNECT_TIMEOUT_S; default: 30]"
+    }, helps
+
+
+def test_alert_s_help_says_what_runs_without_a_config_as_the_start_line_says_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without --config the service runs a default rule and a log sink, said only in the line it starts
+    with: the help says the same words, from the defaults (not this shell's environment)."""
+    from tracescore.alert import load_alert_config, make_sink, start_line
+
+    for name in ("TRACESCORE_ALERT_CONFIG", "TRACESCORE_ALERT_RULES", "TRACESCORE_ALERT_SINKS"):
+        monkeypatch.delenv(name, raising=False)
+    config = load_alert_config()
+    said = start_line(config, [make_sink(sink) for sink in config.sinks])
+    assert f"Without one: {said}. [env: TRACESCORE_ALERT_CONFIG]" in _option_help("alert", "--config"), said

@@ -47,6 +47,11 @@ def test_an_example_runs_and_prints_what_its_page_shows(program: Path) -> None:
         ("gate_max_flagged.out", "golden.jsonl", ["--metrics", "faithfulness", "--max-flagged", "0"]),
         ("gate_unscored.out", "golden_renamed.jsonl", ["--fail-under", "faithfulness=0.8"]),
         (
+            "gate_repeated_id.out",
+            "golden_repeated.jsonl",
+            ["--metrics", "faithfulness", "--max-flagged", "1"],
+        ),
+        (
             "gate_no_contexts.out",
             "golden_passages.jsonl",
             ["--metrics", "faithfulness", "--fail-under", "faithfulness=0.8"],

@@ -116,10 +116,11 @@ def test_a_column_map_naming_no_field_is_an_error_with_the_field_meant() -> None
 
 
 def test_dataset_rows_come_back_in_input_order_with_labels_and_a_summary() -> None:
-    records = [RagRecord.model_validate(HALLUCINATED), {**GROUNDED, "label": "faithful"}, GROUNDED]
+    again = {**GROUNDED, "id": "grounded-again"}
+    records = [RagRecord.model_validate(HALLUCINATED), {**GROUNDED, "label": "faithful"}, again]
     result = evaluate_dataset(records, [Faithfulness()], OfflineJudge(), concurrency=2)
     assert isinstance(result, EvaluationResult)
-    assert [r["id"] for r in result.rows] == ["hallucinated", "grounded", "grounded"]
+    assert [r["id"] for r in result.rows] == ["hallucinated", "grounded", "grounded-again"]
     assert [r["faithfulness"] for r in result.rows] == [0.0, 1.0, 1.0]
     assert result.rows[1]["label"] == "faithful" and "label" not in result.rows[0]
     assert result.means() == {"faithfulness": pytest.approx(2 / 3)}
@@ -176,6 +177,27 @@ def test_the_library_gate_names_its_conditions_as_its_parameters_not_as_the_comm
         1,
     )
     assert [str(f) for f in (flagged, below, unscored)] == result.summary.gate({"faithfulness": 0.9}, 0)
+
+
+def test_an_id_on_two_records_fails_a_gate_and_is_named_on_the_summary_with_both_scored() -> None:
+    """A golden case pasted twice weighed twice in the gate's mean and share, without a word."""
+    data = [GROUNDED, HALLUCINATED, GROUNDED]
+    result = evaluate_dataset(data, [Faithfulness()], OfflineJudge())
+    assert [r["faithfulness"] for r in result.rows] == [1.0, 0.0, 1.0], "each record scored"
+    assert result.summary.repeated_ids == {"grounded": ["rows[0]", "rows[2]"]}
+    assert (
+        "  1 id on more than one record, each record scored: id 'grounded' on 2 records (rows[0], rows[2])"
+        in result.summary.lines()
+    )
+    assert result.summary.gate({"faithfulness": 0.5}) == [
+        "id 'grounded' on 2 records (rows[0], rows[2]): a gate counts each record by its id (a copy weighs "
+        "twice, and runs are compared by id): give each record its own id"
+    ]
+    [failure] = result.summary.gate_failures({}, max_flagged=1)
+    assert (failure.condition, failure.found, failure.records) == (GateCondition.UNIQUE_IDS, 1, 2)
+    assert result.summary.gate({}) == [], "no condition, no gate"
+    unique = evaluate_dataset([GROUNDED, HALLUCINATED], [Faithfulness()], OfflineJudge()).summary
+    assert unique.gate({"faithfulness": 0.5}) == [] and not unique.repeated_ids
 
 
 PASSAGES = {
@@ -290,6 +312,10 @@ def test_dataframe_in_and_out() -> None:
     assert list(out["faithfulness"]) == [1.0, 0.0]
     assert list(out["label"]) == ["faithful", "hallucinated"]
     assert "results" not in out.columns
+    # A label column under another name is mapped as the fields are.
+    relabelled = frame.rename(columns={"label": "verdict"})
+    mapped = evaluate_dataset(relabelled, ["faithfulness"], column_map={"label": "verdict"}).to_pandas()
+    assert list(mapped["label"]) == ["faithful", "hallucinated"]
 
 
 def test_a_metric_the_judge_cannot_answer_is_refused_before_any_record_is_scored() -> None:

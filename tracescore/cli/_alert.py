@@ -22,9 +22,20 @@ from tracescore.cli._service import named_counts, run_service, service_settings
 __all__ = ["alert"]
 
 
+def _without_config() -> str:
+    """What runs without a config file, as the service's start line says it: the default rules and sinks
+    (built without the environment, which --help does not read)."""
+    from tracescore.alert import make_sink, start_line
+
+    defaults = AlertConfig.model_construct()
+    return start_line(defaults, [make_sink(sink) for sink in defaults.sinks])
+
+
 @click.command(short_help="Alert on rolling scores per service and route (a service).")
 @service_config_option(
-    "alert", "Alert config YAML (or TOML): rules, judge health, sinks; see the docs, Alerting."
+    "alert",
+    "Alert config YAML (or TOML): rules, judge health, sinks; see the docs, Alerting. Without one: "
+    f"{_without_config()}.",
 )
 @settings_options(AlertConfig, only=("bootstrap_servers", "evaluations_topic", "group_id"))
 @idle_timeout_option("")

@@ -69,7 +69,10 @@ def or_usage_error(factory: Callable[..., Any], *args: Any, **kwargs: Any) -> An
 
 def env_note(variable: str, default: object = None) -> str:
     """`[env: VARIABLE; default: D]`: how every option's help names the variable it reads, whoever reads it
-    (the settings, or click for `env_option`), in one form (click's own says `[env var: ...]`)."""
+    (the settings, or click for `env_option`), in one form (click's own says `[env var: ...]`); a whole
+    float as the number it is (30, not 30.0 here and 30 there)."""
+    if isinstance(default, float) and default.is_integer():
+        default = int(default)
     shown = "" if default is None else f"; default: {default}"
     return f"[env: {variable}{shown}]"
 
@@ -251,8 +254,8 @@ connect_timeout_option = env_option(
     type=click.FloatRange(min=0, min_open=True),
     envvar="TRACESCORE_CONNECT_TIMEOUT_S",
     default=None,
-    help="Give up with an error if no broker answers within this time.",
-    shown_default=f"{KafkaConnection.model_fields['connect_timeout_s'].default:g}",
+    help=KafkaConnection.model_fields["connect_timeout_s"].description or "",  # the setting's own words
+    shown_default=default_of(KafkaConnection, "connect_timeout_s"),
 )
 
 kafka_security_options = settings_options(

@@ -3,6 +3,7 @@ scored file)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,9 @@ from tracescore._config import unknown_name
 from tracescore._plural import counted
 from tracescore.cli._options import judge_and_metrics, judge_options, or_usage_error, threshold_option
 from tracescore.score import DEFAULT_METRICS, GateCondition, GateFailure
-from tracescore.score._inputs import FIELD_ALIASES
+from tracescore.score._ci import ANYTHING_SCORED, Check, junit_xml, summary_json
+from tracescore.score._inputs import MAPPED_FIELDS
+from tracescore.score._summary import FLAGGED_METRIC
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
@@ -33,14 +36,18 @@ def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..
         "columns",
         multiple=True,
         metavar="FIELD=COLUMN",
-        help=f"Read the record field FIELD ({', '.join(FIELD_ALIASES)}) from {read_from} COLUMN "
-        "(repeatable), e.g. query=question: the library's column_map; the names read without it: see the "
+        help=f"Read FIELD ({', '.join(MAPPED_FIELDS)}) from {read_from} COLUMN (repeatable), e.g. "
+        "query=question or label=verdict: the library's column_map; the names read without it: see the "
         "docs, Offline evaluation.",
     )
 
 
 @click.command(short_help="Score a file of records (JSONL, CSV, TSV); a CI gate.")
-@click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "input_path",
+    metavar="INPUT",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+)
 @click.option(
     "--out",
     "out_path",
@@ -80,7 +87,8 @@ def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..
     metavar="N|SHARE",
     default=None,
     help="CI gate: exit 1 when more faithfulness results are flagged than a count (3) or a share of the "
-    "scored records (0.05); flagged: labelled hallucinated, see the docs, Offline evaluation > Metrics.",
+    "scored records (0.05, or 5%); flagged: labelled hallucinated, see the docs, Offline evaluation > "
+    "Metrics.",
 )
 @click.option(
     "--allow-unscored",
@@ -90,7 +98,39 @@ def _column_option(read_from: str) -> Callable[[Callable[..., Any]], Callable[..
     default=None,
     help="CI gate: pass with up to N records invalid or not scored (the judge failed on a gated metric, or "
     "a gated metric that needs the contexts found no contexts column); by default a gate fails on any. "
-    "Needs --fail-under or --max-flagged.",
+    "Needs --fail-under, --max-flagged or --baseline.",
+)
+@click.option(
+    "--baseline",
+    "baseline_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    metavar="SCORES",
+    help="CI gate: exit 1 when the share of faithfulness-flagged records rose against SCORES (another run's "
+    "--out of the same records, e.g. main's; paired by id) by more than --baseline-margin at the lower end "
+    "of its 95% interval.",
+)
+@click.option(
+    "--baseline-margin",
+    metavar="SHARE",
+    default=None,
+    help="The rise of the flagged share --baseline allows, as a share or a percentage (0.02 or 2%) "
+    "[default: 0].",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write a JUnit XML file here: one test case per condition of the gate, failed as the FAIL "
+    "lines say.",
+)
+@click.option(
+    "--summary-json",
+    "summary_json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the summary, the gate's conditions and the exit status as JSON here.",
 )
 @_column_option("the file's column")
 @judge_options(default_metrics=",".join(DEFAULT_METRICS))
@@ -104,6 +144,10 @@ def score(
     fail_under: tuple[str, ...],
     max_flagged: str | None,
     allow_unscored: int | None,
+    baseline_path: Path | None,
+    baseline_margin: str | None,
+    junit_path: Path | None,
+    summary_json_path: Path | None,
     columns: tuple[str, ...],
     judge: str,
     model: str | None,
@@ -111,30 +155,54 @@ def score(
     metrics: str,
     metric_config: Path | None,
 ) -> None:
-    """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records; one output line per input
-    record. Exits 1 when nothing could be scored, a --fail-under mean is missed, --max-flagged exceeded or,
-    with either gate, a record invalid or not scored (beyond --allow-unscored); 2 on a usage error; 130 when
-    interrupted (Ctrl-C)."""
+    """Score a JSONL, CSV or TSV file of {id, query, contexts, answer} records (INPUT - reads standard
+    input, its format told by its first line); one output line per input record. Exits 1 when nothing could
+    be scored, a --fail-under mean is missed, --max-flagged exceeded, the flagged share rose against
+    --baseline or, with any gate, a record invalid or not scored (beyond --allow-unscored) or an id on two
+    records; 2 on a usage error; 130 when interrupted (Ctrl-C)."""
     from tracescore.score import check_judge
-    from tracescore.score._batch import score_file
+    from tracescore.score._baseline import Baseline
+    from tracescore.score._batch import InputRefused, Source, score_file
     from tracescore.score._inputs import parse_column_map
-    from tracescore.score._summary import FLAGGED_METRIC, parse_fail_under, parse_max_flagged
+    from tracescore.score._summary import parse_fail_under, parse_max_flagged, parse_share
 
-    _refuse_to_overwrite(input_path, out=out_path, report=report_path)
+    written = {"out": out_path, "report": report_path, "junit": junit_path, "summary-json": summary_json_path}
+    _refuse_to_overwrite(input_path, **written)
+    if baseline_path is not None:
+        _refuse_to_overwrite(baseline_path, **written)
     gate = or_usage_error(parse_fail_under, fail_under)
     column_map = or_usage_error(parse_column_map, columns)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
+    margin = (
+        0.0 if baseline_margin is None else or_usage_error(parse_share, "--baseline-margin", baseline_margin)
+    )
+    if baseline_margin is not None and baseline_path is None:
+        raise click.UsageError("--baseline-margin is the rise --baseline allows: add --baseline")
     the_judge, the_metrics = judge_and_metrics(judge, model, base_url, metrics, metric_config)
     scored = [m.name for m in the_metrics]
     if not_scored := sorted(set(gate) - set(scored)):
         named = "; ".join(_why_not_scored(name, scored, metric_config) for name in not_scored)
         raise click.UsageError(f"--fail-under: {named}")
-    if flag_limit is not None and FLAGGED_METRIC not in {m.name for m in the_metrics}:
-        raise click.UsageError(f"--max-flagged counts {FLAGGED_METRIC} flags: add it to --metrics")
-    if allow_unscored is not None and not gate and flag_limit is None:
-        raise click.UsageError("--allow-unscored loosens a gate: add --fail-under or --max-flagged")
+    for flag, given in (("--max-flagged", flag_limit), ("--baseline", baseline_path)):
+        if given is not None and FLAGGED_METRIC not in scored:
+            raise click.UsageError(f"{flag} counts {FLAGGED_METRIC} flags: add it to --metrics")
+    if allow_unscored is not None and not gate and flag_limit is None and baseline_path is None:
+        raise click.UsageError(
+            "--allow-unscored loosens a gate: add --fail-under, --max-flagged or --baseline"
+        )
     or_usage_error(check_judge, the_metrics, the_judge)
-    _refuse_what_is_no_table(input_path)
+    baseline = None
+    if baseline_path is not None:
+        try:
+            baseline = Baseline.read(baseline_path, threshold)
+        except ValueError as exc:
+            raise click.ClickException(f"--baseline: {exc}") from None
+    try:  # before --out is opened: a refused input leaves no empty scores file behind
+        source = Source(input_path, click.get_binary_stream("stdin"))
+    except InputRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    if source.guessed:
+        click.echo(f"reading {source.name} as {source.format} ({source.guessed})", err=True)
     collector = None
     if report_path:
         from tracescore.score._report import ReportCollector
@@ -143,7 +211,7 @@ def score(
     out = _open_output(out_path) if out_path else sys.stdout
     try:
         summary = score_file(
-            input_path,
+            source,
             out,
             metrics=the_metrics,
             judge=the_judge,
@@ -160,6 +228,7 @@ def score(
         click.echo(f"interrupted, no summary and no gate{kept}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     finally:
+        source.close()
         if out_path:
             out.close()
     for line in summary.lines():
@@ -167,9 +236,11 @@ def score(
     if report_path and collector is not None:
         from tracescore.score._report import render_report
 
-        html = render_report(collector, threshold=threshold, title=f"tracescore report: {input_path.name}")
+        shown = source.name if source.is_stdin else input_path.name
+        html = render_report(collector, threshold=threshold, title=f"tracescore report: {shown}")
         _write_text(report_path, html)
         click.echo(f"report: {report_path}", err=True)
+    checks, status = [Check(ANYTHING_SCORED)], 0
     if not summary.anything_scored:
         # Unreadable lines are reported above; a judge's failures are only in the rows: the first said here.
         # An LLM judge's address is the first thing to rule out when every call failed.
@@ -181,14 +252,63 @@ def score(
             why = " (see the reasons above)"
         else:
             why = _HOLDS_NO_RECORD
-        _nothing_in(input_path, "scored", why)
-    # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
-    allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}
-    failures = summary.gate_failures(gate, flag_limit, **allowance)
-    for failure in failures:
-        click.echo(f"FAIL {failure.words(_as_flag)}", err=True)
-    if failures:
-        sys.exit(EXIT_GATE_FAILED)
+        checks, status = [Check(ANYTHING_SCORED, f"nothing could be scored in {source.name}{why}")], 1
+    else:
+        # Passed only when given: the gate's own default (none allowed) is the one rule, the library's too.
+        allowance = {} if allow_unscored is None else {"allow_unscored": allow_unscored}
+        failures = summary.gate_failures(
+            gate, flag_limit, **allowance, baseline=baseline, baseline_margin=margin
+        )
+        if baseline is not None and GateCondition.BASELINE not in {f.condition for f in failures}:
+            click.echo(f"  {baseline.compare(summary.flags).words()}", err=True)  # a FAIL line says it else
+        for failure in failures:
+            click.echo(f"FAIL {failure.words(_as_flag)}", err=True)
+        checks += _gate_checks(gate, flag_limit, allow_unscored or 0, baseline is not None, margin, failures)
+        status = EXIT_GATE_FAILED if failures else 0
+    comparison = baseline.compare(summary.flags) if baseline is not None else None
+    if junit_path is not None:
+        _write_bytes(junit_path, junit_xml(source.name, checks, summary.lines()))
+    if summary_json_path is not None:
+        document = summary_json(source.name, summary, checks, exit_status=status, comparison=comparison)
+        _write_text(summary_json_path, json.dumps(document, indent=2) + "\n")
+    if not summary.anything_scored:
+        _nothing_in(source.name, "scored", why)
+    if status:
+        sys.exit(status)
+
+
+def _gate_checks(
+    gate: dict[str, float],
+    flag_limit: float | None,
+    allow_unscored: int,
+    with_baseline: bool,
+    margin: float,
+    failures: list[GateFailure],
+) -> list[Check]:
+    """The gate's conditions, each as its flag says it, with its failure's words where it failed."""
+    conditions: list[tuple[GateCondition, float, str | None]] = [
+        (GateCondition.FAIL_UNDER, minimum, metric) for metric, minimum in gate.items()
+    ]
+    if flag_limit is not None:
+        conditions.append((GateCondition.MAX_FLAGGED, flag_limit, FLAGGED_METRIC))
+    if with_baseline:
+        conditions.append((GateCondition.BASELINE, margin, FLAGGED_METRIC))
+    if conditions:  # any gate: the records it could not judge, and the ids read twice
+        conditions += [
+            (GateCondition.ALLOW_UNSCORED, allow_unscored, None),
+            (GateCondition.UNIQUE_IDS, 1, None),
+        ]
+    failed = {(f.condition, f.metric): f for f in failures}
+    checks = []
+    for condition, limit, metric in conditions:
+        failure = failed.get((condition, metric))
+        checks.append(
+            Check(
+                _flag_words(condition, limit, metric),
+                None if failure is None else failure.words(_as_flag),
+            )
+        )
+    return checks
 
 
 @click.command(short_help="Rebuild the HTML report of a `tracescore score` output.")
@@ -243,7 +363,7 @@ def report(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if not collector.records:
-        _nothing_in(scores_path, "reported", _HOLDS_NO_RECORD)  # not an empty page that exits 0
+        _nothing_in(str(scores_path), "reported", _HOLDS_NO_RECORD)  # not an empty page that exits 0
     html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
     _write_text(out_path, html)
     click.echo(f"{counted(collector.records, 'record')}; report: {out_path}", err=True)
@@ -253,9 +373,9 @@ def report(
 _HOLDS_NO_RECORD = ": it holds no record (an empty file, blank lines or a header alone)"
 
 
-def _nothing_in(path: Path, done: str, why: str) -> NoReturn:
-    """Exit 1 saying nothing could be `done` with `path`, and `why`."""
-    click.echo(f"Error: nothing could be {done} in {path}{why}", err=True)  # as click says its own
+def _nothing_in(name: str, done: str, why: str) -> NoReturn:
+    """Exit 1 saying nothing could be `done` with the input `name`d (a path, stdin), and `why`."""
+    click.echo(f"Error: nothing could be {done} in {name}{why}", err=True)  # as click says its own
     sys.exit(EXIT_GATE_FAILED)
 
 
@@ -275,40 +395,25 @@ def _refuse_to_overwrite(read: Path, **written: Path | None) -> None:
     """A usage error when a file the command writes is one it reads: opened for writing, the golden set was
     emptied before it was read, and the run said it held no record."""
     for flag, path in written.items():
-        if path is not None and path.exists() and path.samefile(read):
+        if path is not None and path.exists() and read.exists() and path.samefile(read):
             raise click.UsageError(
                 f"--{flag} {path} is {read}, a file read: writing it would erase it before it is read"
             )
 
 
-# What a file starts with when it is not lines of records: each of its lines would be reported invalid, and
-# none would say what the file is.
-_GZIP_MAGIC = b"\x1f\x8b"
-_SNIFFED_BYTES = 4096
-
-
-def _refuse_what_is_no_table(path: Path) -> None:
-    """Exit 1 on a gzip-compressed input or a JSON array (`df.to_json(orient="records")`), saying what the
-    file is and how to turn it into JSON Lines, instead of one invalid record a line."""
-    with path.open("rb") as handle:
-        head = handle.read(_SNIFFED_BYTES)
-    if head.startswith(_GZIP_MAGIC):
-        raise click.ClickException(f"{path} is gzip-compressed: decompress it first (gunzip -k {path})")
-    if path.suffix.lower() not in (".csv", ".tsv") and head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
-        raise click.ClickException(
-            f"{path} holds a JSON array: tracescore score reads JSON Lines, one record a line; convert it "
-            f"with jq -c '.[]' {path} > {path.with_suffix('.jsonl').name}, or in pandas with "
-            "to_json(..., orient='records', lines=True)"
-        )
-
-
 def _as_flag(failure: GateFailure) -> str:
     """The failed condition as the flag that set it (`--fail-under faithfulness=0.8`): the library's
     parameter, written as an option (the gate's words are the library's, `str(failure)`)."""
-    value = f"{failure.limit:g}"
-    if failure.condition is GateCondition.FAIL_UNDER:
-        value = f"{failure.metric}={value}"
-    return f"--{failure.condition.replace('_', '-')} {value}"
+    return _flag_words(failure.condition, failure.limit, failure.metric)
+
+
+def _flag_words(condition: GateCondition, limit: float, metric: str | None) -> str:
+    if condition is GateCondition.UNIQUE_IDS:
+        return "ids read once"  # no flag sets it: every gate checks it
+    value = f"{limit:g}"
+    if condition is GateCondition.FAIL_UNDER:
+        value = f"{metric}={value}"
+    return f"--{condition.replace('_', '-')} {value}"
 
 
 def _open_output(path: Path) -> Any:
@@ -322,3 +427,7 @@ def _open_output(path: Path) -> Any:
 def _write_text(path: Path, text: str) -> None:
     with _open_output(path) as handle:
         handle.write(text)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    _write_text(path, data.decode("utf-8"))

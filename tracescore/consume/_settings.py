@@ -44,7 +44,10 @@ class ConsumerSettings(FileSettings):
     )
     topic: str = Field(default=SPANS_TOPIC, description="Topic of OTLP spans (protobuf or JSON) to score.")
     group_id: str = Field(default="tracescore", description="Kafka consumer group; members share partitions.")
-    evaluations_topic: str = Field(default=EVALUATIONS_TOPIC, description="Where evaluation records go.")
+    evaluations_topic: str = Field(
+        default=EVALUATIONS_TOPIC,
+        description="The topic of the evaluation records: consume writes them there, tail reads them.",
+    )
     dlq_topic: str = Field(default=DLQ_TOPIC, description="Where undecodable messages go.")
     evaluation_spans_topic: str | None = Field(
         default=None,

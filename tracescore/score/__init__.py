@@ -28,6 +28,7 @@ _LAZY = {
     "BatchSummary": "tracescore.score._summary",
     "GateCondition": "tracescore.score._summary",
     "GateFailure": "tracescore.score._summary",
+    "Baseline": "tracescore.score._baseline",
     "assert_scores": "tracescore.score._assertions",
     "ScoreAssertionError": "tracescore.score._assertions",
     # building metrics and judges from names (the command line, config files, plugins)

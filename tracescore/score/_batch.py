@@ -12,8 +12,9 @@ import asyncio
 import csv
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -27,7 +28,17 @@ from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric, needing_contexts
 
-__all__ = ["BatchSummary", "Decoded", "RowCallback", "read_records", "score_file"]
+__all__ = [
+    "STDIN",
+    "BatchSummary",
+    "Decoded",
+    "Format",
+    "InputRefused",
+    "RowCallback",
+    "Source",
+    "read_records",
+    "score_file",
+]
 
 _log = logging.getLogger("tracescore.score")
 
@@ -42,16 +53,111 @@ class _Line:
     read: ReadRow
 
 
-def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Iterator[_Line]:
-    """Records from JSONL (one object per line), CSV or TSV (contexts as a JSON or Python list, or one
-    string); the format comes from the file suffix. `column_map` as the library's, given with `--column`."""
-    suffix = path.suffix.lower()
-    with path.open("rb") as handle:
-        lines = Decoded(handle)
-        if suffix in (".csv", ".tsv"):
-            rows = _table_rows(lines, "\t" if suffix == ".tsv" else ",")
+# The input path that means standard input (a pipe from another tool), as Unix commands write it.
+STDIN = Path("-")
+# What a file starts with when it is not lines of records: each of its lines would be reported invalid, and
+# none would say what the file is.
+_GZIP_MAGIC = b"\x1f\x8b"
+_SNIFFED_BYTES = 4096
+_BLANK_START = b"\xef\xbb\xbf \t\r\n"  # a byte-order mark and blank lines before the first record
+
+
+class Format(StrEnum):
+    JSONL = "JSON Lines"
+    CSV = "CSV"
+    TSV = "TSV"
+
+
+_BY_SUFFIX = {".csv": Format.CSV, ".tsv": Format.TSV}
+
+
+class InputRefused(ValueError):
+    """An input that is no lines of records (gzip-compressed, a JSON array): the message says what it is and
+    the command that makes JSON Lines of it."""
+
+
+class Source:
+    """An input opened once, a file or standard input: its first bytes read to tell its format and refuse
+    what is no table, the lines then read from where they left off (a pipe cannot be read twice)."""
+
+    def __init__(self, path: Path, stdin: BinaryIO | None = None) -> None:
+        self.path = path
+        self.is_stdin = path == STDIN
+        # As messages name it: `in.jsonl line 3`, `stdin line 3`.
+        self.name = "stdin" if self.is_stdin else str(path)
+        if self.is_stdin:
+            if stdin is None:
+                raise ValueError("reading - (standard input) needs the stream: pass stdin")
+            self._handle, self._owned = stdin, False
         else:
+            self._handle, self._owned = path.open("rb"), True
+        try:
+            self._head = self._handle.read(_SNIFFED_BYTES)
+            self.format, self.guessed = self._format()
+        except BaseException:
+            self.close()
+            raise
+
+    def _format(self) -> tuple[Format, str | None]:
+        """The format, and why when it was guessed: a file's comes from its suffix, standard input's from its
+        first line (a JSON object: JSON Lines; else a header, TSV with a tab in it, else CSV)."""
+        if self._head.startswith(_GZIP_MAGIC):
+            how = _IN_THE_PIPE.format("gunzip") if self.is_stdin else f"(gunzip -k {self.path})"
+            raise InputRefused(f"{self.name} is gzip-compressed: decompress it first {how}")
+        start = self._head.lstrip(_BLANK_START)
+        if start.startswith(b"[") and (self.is_stdin or self.path.suffix.lower() not in _BY_SUFFIX):
+            jq = "jq -c '.[]'"
+            how = (
+                _IN_THE_PIPE.format(jq)
+                if self.is_stdin
+                else f"with {jq} {self.path} > {self.path.stem}.jsonl"
+            )
+            raise InputRefused(
+                f"{self.name} holds a JSON array: tracescore score reads JSON Lines, one record a line; "
+                f"convert it {how}, or in pandas with to_json(..., orient='records', lines=True)"
+            )
+        if not self.is_stdin:
+            return _BY_SUFFIX.get(self.path.suffix.lower(), Format.JSONL), None
+        if not start or start.startswith(b"{"):
+            return Format.JSONL, "its first line is a JSON object" if start else None
+        header = start.split(b"\n", 1)[0]
+        return (Format.TSV, "its first line has a tab") if b"\t" in header else (Format.CSV, _NO_TAB)
+
+    def lines(self) -> Iterator[bytes]:
+        """The input's lines, as bytes, the first ones from the bytes read to tell the format."""
+        first = self._head.splitlines(keepends=True)
+        if first and not first[-1].endswith(b"\n"):
+            first[-1] += self._handle.readline()  # the line the sniffed bytes cut
+        yield from first
+        yield from self._handle
+
+    def close(self) -> None:
+        if self._owned:
+            self._handle.close()
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+_NO_TAB = "its first line is no JSON object and has no tab"
+# How standard input is converted: in the pipe that feeds it.
+_IN_THE_PIPE = "in the pipe (... | {} | tracescore score -)"
+
+
+def read_records(source: Path | Source, column_map: Mapping[str, str] | None = None) -> Iterator[_Line]:
+    """Records from JSONL (one object per line), CSV or TSV (contexts as a JSON or Python list, or one
+    string); a file's format comes from its suffix, standard input's from its first line (`Source`).
+    `column_map` as the library's, given with `--column`. InputRefused for what is no lines of records."""
+    opened = source if isinstance(source, Source) else Source(source)
+    with opened:
+        lines = Decoded(opened.lines())
+        if opened.format is Format.JSONL:
             rows = _jsonl_rows(lines)
+        else:
+            rows = _table_rows(lines, "\t" if opened.format is Format.TSV else ",")
         for number, row, error in rows:
             yield _Line(
                 number,
@@ -62,7 +168,7 @@ def read_records(path: Path, column_map: Mapping[str, str] | None = None) -> Ite
 class Decoded:
     """Text lines of a binary file; `bad` holds the numbers of lines that were not valid UTF-8."""
 
-    def __init__(self, handle: BinaryIO) -> None:
+    def __init__(self, handle: Iterable[bytes]) -> None:
         self._handle = handle
         self.number = 0
         self.bad: dict[int, str] = {}
@@ -136,7 +242,7 @@ def _table_rows(lines: Decoded, delimiter: str) -> Iterator[tuple[int, Any, str 
 
 
 def score_file(
-    source: Path,
+    source: Path | Source,
     out: TextIO,
     *,
     metrics: Sequence[Metric],
@@ -148,10 +254,11 @@ def score_file(
     on_row: RowCallback | None = None,
     column_map: Mapping[str, str] | None = None,
 ) -> BatchSummary:
-    """Score `source` into `out`, rows in input order, its columns read through `column_map` (fields to
-    column names). `report` receives one line per invalid input line (default: the log); `on_row` receives
-    (record, row) for every output row."""
+    """Score `source` (a path, or a `Source`: standard input) into `out`, rows in input order, its columns
+    read through `column_map` (fields to column names). `report` receives one line per invalid input line
+    (default: the log); `on_row` receives (record, row) for every output row."""
     report = report or _log.warning
+    name = source.name if isinstance(source, Source) else str(source)
     names = [m.name for m in metrics]
     summary = BatchSummary(threshold=threshold, needs_contexts=needing_contexts(metrics))
 
@@ -173,9 +280,10 @@ def score_file(
                     where=f"line {line.number}",
                     error=read.error,
                     no_contexts=read.no_contexts,
+                    record_id=read.record.id if read.record else None,
                 )
                 if read.error is not None:
-                    report(f"{source} line {line.number}: {read.error}")
+                    report(f"{name} line {line.number}: {read.error}")
                 extra: dict[str, Any] = {"line": line.number}
                 if read.label is not None:
                     extra["label"] = read.label

@@ -299,7 +299,14 @@ async def aevaluate_dataset(
     for item, results in zip(inputs, by_position, strict=True):
         read = item.read
         where = f"rows[{item.position}]"
-        summary.add(results, metric_names=names, where=where, error=read.error, no_contexts=read.no_contexts)
+        summary.add(
+            results,
+            metric_names=names,
+            where=where,
+            error=read.error,
+            no_contexts=read.no_contexts,
+            record_id=read.record.id if read.record else None,
+        )
         extra = {} if read.label is None else {"label": read.label}
         rows.append(result_row(read.record, names, results, error=read.error, extra=extra))
     return EvaluationResult(rows=rows, results=by_position, summary=summary, metrics=names)

@@ -21,6 +21,8 @@ from tracescore.model import RagRecord, Run
 __all__ = [
     "COLUMN_OPTION",
     "FIELD_ALIASES",
+    "LABEL",
+    "MAPPED_FIELDS",
     "InputError",
     "MappedWith",
     "ReadRow",
@@ -38,6 +40,11 @@ FIELD_ALIASES: Mapping[str, tuple[str, ...]] = {
     "contexts": ("contexts", "retrieved_contexts", "retrieval_context", "context", "documents"),
     "answer": ("answer", "response", "actual_output"),  # RAGAS: response; DeepEval: actual_output
 }
+# The row's label (whether its answer is good, for the report's confusion matrix): copied to the output row,
+# never part of the record judged. Read from the column of that name, or the one `column_map` gives.
+LABEL = "label"
+# What `column_map` and `--column` map: the record's fields and the label.
+MAPPED_FIELDS: tuple[str, ...] = (*FIELD_ALIASES, LABEL)
 
 
 class InputError(ValueError):
@@ -60,15 +67,16 @@ COLUMN_OPTION = MappedWith(
 
 
 def parse_column_map(specs: Sequence[str]) -> dict[str, str]:
-    """`--column`'s `["query=question", ...]` -> {"query": "question"}: the mapping `column_map` takes;
+    """`--column`'s `["query=question", ...]` -> {"query": "question"}: the mapping `column_map` takes (the
+    fields and the label, MAPPED_FIELDS);
     ValueError naming the bad spec, an unknown field (with the one meant) or a field mapped twice."""
     parsed: dict[str, str] = {}
     for spec in specs:
         field, sep, column = (part.strip() for part in spec.partition("="))
         if not sep or not field or not column:
             raise ValueError(f"--column {spec!r}: expected FIELD=COLUMN, e.g. query=question")
-        if field not in FIELD_ALIASES:
-            raise ValueError(f"--column {spec!r}: {unknown_name('field', field, FIELD_ALIASES)}")
+        if field not in MAPPED_FIELDS:
+            raise ValueError(f"--column {spec!r}: {unknown_name('field', field, MAPPED_FIELDS)}")
         if field in parsed:
             raise ValueError(f"--column {spec!r}: {field} is already mapped to {parsed[field]!r}")
         parsed[field] = column
@@ -79,19 +87,19 @@ def to_record(
     row: Any, column_map: Mapping[str, str] | None = None, mapped_with: MappedWith = COLUMN_MAP
 ) -> RagRecord:
     """A RagRecord from a RagRecord or a mapping. `column_map` maps tracescore fields to column names
-    (`{"query": "prompt"}`); without it the names in FIELD_ALIASES are recognised. A message about a
-    column says how to map it as `mapped_with` writes it."""
+    (`{"query": "prompt"}`; `label` too, read by `read_row`); without it the names in FIELD_ALIASES are
+    recognised. A message about a column says how to map it as `mapped_with` writes it."""
     if isinstance(row, RagRecord):
         return row
     if not isinstance(row, Mapping):
         raise InputError(f"expected a record (a mapping or RagRecord), got {type(row).__name__}")
     column_map = column_map or {}
     for field in column_map:
-        if field not in FIELD_ALIASES:
+        if field not in MAPPED_FIELDS:
             # The caller's mistake, not the record's: raised out of a batch, never counted as an invalid row.
-            raise ValueError(f"{mapped_with.name}: {unknown_name('field', field, FIELD_ALIASES)}")
+            raise ValueError(f"{mapped_with.name}: {unknown_name('field', field, MAPPED_FIELDS)}")
     unmapped = [
-        f"{column_map[f]!r} for {f}" for f in FIELD_ALIASES if f in column_map and column_map[f] not in row
+        f"{column_map[f]!r} for {f}" for f in MAPPED_FIELDS if f in column_map and column_map[f] not in row
     ]
     if unmapped:
         raise InputError(
@@ -148,7 +156,7 @@ def read_row(
 ) -> ReadRow:
     """`to_record(row, ...)` as a ReadRow: an InputError becomes its `error`, a ValueError (the caller's
     mapping) is raised."""
-    label = row.get("label") if isinstance(row, Mapping) else None
+    label = row.get((column_map or {}).get(LABEL, LABEL)) if isinstance(row, Mapping) else None
     try:
         record = to_record(row, column_map, mapped_with)
     except InputError as exc:

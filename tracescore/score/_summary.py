@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from tracescore._plural import counted
 from tracescore.model import FAITHFULNESS, UNLABELLED_THRESHOLD, MetricResult, MetricStatus, Usage, is_flagged
+from tracescore.score._baseline import Baseline, Comparison, record_key
 
 __all__ = [
     "FLAGGED_METRIC",
@@ -19,6 +20,7 @@ __all__ = [
     "as_parameter",
     "parse_fail_under",
     "parse_max_flagged",
+    "parse_share",
 ]
 
 # The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
@@ -26,11 +28,14 @@ FLAGGED_METRIC = FAITHFULNESS
 
 
 class GateCondition(StrEnum):
-    """A condition of the CI gate, by the name of `BatchSummary.gate`'s parameter that sets it."""
+    """A condition of the CI gate, by the name of `BatchSummary.gate`'s parameter that sets it (UNIQUE_IDS:
+    set by any condition, no parameter of its own)."""
 
     FAIL_UNDER = "fail_under"
     MAX_FLAGGED = "max_flagged"
     ALLOW_UNSCORED = "allow_unscored"
+    BASELINE = "baseline_margin"  # with `baseline`: the rise allowed against it
+    UNIQUE_IDS = "unique_ids"
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,15 @@ class GateFailure:
     judge_errors: int = 0
     no_contexts: int = 0
     first: str | None = None
+    # baseline_margin: the runs compared, record by record.
+    comparison: Comparison | None = None
 
     def words(self, name: Callable[[GateFailure], str]) -> str:
         """The line that says what failed, the condition written by `name` (e.g. `as_parameter`)."""
+        if self.condition is GateCondition.UNIQUE_IDS:
+            others = int(self.found or 0) - 1
+            more = f"; {counted(others, 'other id')} too" if others else ""
+            return f"{self.first}{more}: {REPEATED_ID_RISK}"
         if self.condition is GateCondition.ALLOW_UNSCORED:
             kinds = [
                 phrase
@@ -68,16 +79,30 @@ class GateFailure:
                 f"{self.found:g} of {counted(self.records, 'record')} not scored ({', '.join(kinds)}), "
                 f"more than {name(self)}; the first: {self.first}"
             )
+        if self.comparison is not None:
+            if self.found is None:
+                return f"{self.comparison.words()} ({name(self)})"
+            return f"{self.comparison.words()}: a rise above {name(self)} even at the interval's lower end"
         if self.found is None:
             return f"{self.metric}: no record could be scored ({name(self)})"
         if self.condition is GateCondition.FAIL_UNDER:
             return f"{self.metric}: mean {self.found:.3f} is below {self.limit:g}"
-        limit = f"{self.limit:.0%} of scored" if _is_share(self.limit) else f"{self.limit:g}"
+        # :g of the percentage, not :.0%: a limit of 0.5% was said "more than 0% of scored".
+        limit = f"{self.limit * 100:g}% of scored" if _is_share(self.limit) else f"{self.limit:g}"
         flagged = counted(self.found, "record")
         return f"{self.metric}: {flagged} flagged ({self.share:.1%} of scored), more than {limit}"
 
     def __str__(self) -> str:
         return self.words(as_parameter)
+
+
+# Why a gate refuses a batch whose records repeat an id: what a user reads after the ids repeated.
+REPEATED_ID_RISK = (
+    "a gate counts each record by its id (a copy weighs twice, and runs are compared by id): give each "
+    "record its own id"
+)
+# Records named on the summary's line about repeated ids.
+_REPEATS_SHOWN = 3
 
 
 def as_parameter(failure: GateFailure) -> str:
@@ -121,6 +146,11 @@ class BatchSummary:
     # The first invalid input and, per metric, the first record it did not judge: (number, "where: why").
     first_invalid: tuple[int, str] | None = None
     first_unjudged: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # Each record's faithfulness flag, by `record_key` (None: not scored): compared with a baseline's.
+    flags: dict[str, bool | None] = field(default_factory=dict)
+    # Each record id (`add`'s record_id) -> where it was read, every place for an id read more than once:
+    # one entry per id, so a batch keeps its ids (not its results) to tell a repeated one.
+    ids: dict[str, list[str]] = field(default_factory=dict)
 
     def add(
         self,
@@ -130,12 +160,18 @@ class BatchSummary:
         where: str | None = None,
         error: str | None = None,
         no_contexts: str | None = None,
+        record_id: str | None = None,
     ) -> None:
         """One record's results; None for an input that could not be read, `error` saying why. `where`
         names the record in the gate's reasons ("line 4"); `no_contexts`, set when the record had no
         contexts column, says so (the reader's ReadRow.no_contexts): the metrics that need them did not
-        judge it."""
+        judge it. `record_id`, the record's id: one read twice fails a gate (`repeated_ids`)."""
         self.records += 1
+        place = where or f"record {self.records}"
+        if record_id is not None:
+            self.ids.setdefault(record_id, []).append(place)
+        key = record_key(record_id, place)
+        self.flags[key] = None
         for name in metric_names:
             self.scores.setdefault(name, [])
             self.unscored.setdefault(name, 0)
@@ -166,8 +202,16 @@ class BatchSummary:
                 )
             else:
                 self.scores[result.metric].append(result.score)
-                self.flagged[result.metric] += is_flagged(result, self.threshold)
+                flagged = is_flagged(result, self.threshold)
+                self.flagged[result.metric] += flagged
+                if result.metric == FLAGGED_METRIC:
+                    self.flags[key] = flagged
             self.usage += result.usage
+
+    @property
+    def repeated_ids(self) -> dict[str, list[str]]:
+        """Each id read on more than one record -> where each was read, in input order."""
+        return {record_id: wheres for record_id, wheres in self.ids.items() if len(wheres) > 1}
 
     @property
     def scored(self) -> dict[str, int]:
@@ -195,25 +239,46 @@ class BatchSummary:
         return self.flagged.get(metric, 0) / len(values) if values else None
 
     def gate(
-        self, fail_under: Mapping[str, float], max_flagged: float | None = None, *, allow_unscored: int = 0
+        self,
+        fail_under: Mapping[str, float],
+        max_flagged: float | None = None,
+        *,
+        allow_unscored: int = 0,
+        baseline: Baseline | None = None,
+        baseline_margin: float = 0.0,
     ) -> list[str]:
         """One line per failed condition of the CI gate; empty when the batch passes. `max_flagged` is a
         count of faithfulness-flagged records (>= 1 or 0) or a share of the scored ones (0 < x < 1). A gate
         also fails when more than `allow_unscored` records were invalid, not scored by a judge failure on a
         gated metric, or had no contexts column for a gated metric that needs them (that line last, with the
-        first reason); no condition given, no gate at all. `gate_failures` gives the same as data."""
-        return [
-            str(failure)
-            for failure in self.gate_failures(fail_under, max_flagged, allow_unscored=allow_unscored)
-        ]
+        first reason); no condition given, no gate at all. `baseline` (another run's scores of the same
+        records, `Baseline.read`) fails it when the faithfulness-flagged share rose by more than
+        `baseline_margin` (a share) at the lower end of its 95% interval (`tracescore.score._baseline`). An id
+        read on more than one record fails any gate. `gate_failures` gives the same as data."""
+        failures = self.gate_failures(
+            fail_under,
+            max_flagged,
+            allow_unscored=allow_unscored,
+            baseline=baseline,
+            baseline_margin=baseline_margin,
+        )
+        return [str(failure) for failure in failures]
 
     def gate_failures(
-        self, fail_under: Mapping[str, float], max_flagged: float | None = None, *, allow_unscored: int = 0
+        self,
+        fail_under: Mapping[str, float],
+        max_flagged: float | None = None,
+        *,
+        allow_unscored: int = 0,
+        baseline: Baseline | None = None,
+        baseline_margin: float = 0.0,
     ) -> list[GateFailure]:
         """`gate`'s failed conditions, as data."""
         if allow_unscored < 0:
             raise ValueError(f"allow_unscored={allow_unscored}: expected a count of records, 0 or more")
-        if not fail_under and max_flagged is None:
+        if not 0 <= baseline_margin < 1:
+            raise ValueError(f"baseline_margin={baseline_margin}: expected a share, 0 or more and below 1")
+        if not fail_under and max_flagged is None and baseline is None:
             return []
         failures = []
         if max_flagged is not None:
@@ -229,9 +294,38 @@ class BatchSummary:
             mean = self.mean(metric)
             if mean is None or mean < minimum:
                 failures.append(GateFailure(GateCondition.FAIL_UNDER, minimum, metric, mean))
-        gated = {*fail_under, *([FLAGGED_METRIC] if max_flagged is not None else [])}
+        if baseline is not None:
+            comparison = baseline.compare(self.flags)
+            interval = comparison.interval()
+            if interval is None or interval[0] > baseline_margin:
+                failures.append(
+                    GateFailure(
+                        GateCondition.BASELINE,
+                        baseline_margin,
+                        FLAGGED_METRIC,
+                        comparison.rise,
+                        comparison=comparison,
+                    )
+                )
+        flag_gated = max_flagged is not None or baseline is not None
+        gated = {*fail_under, *([FLAGGED_METRIC] if flag_gated else [])}
         unscored = self._unscored_for(gated, allow_unscored)
-        return failures + ([unscored] if unscored else [])
+        return failures + ([unscored] if unscored else []) + self._repeated_for_gate()
+
+    def _repeated_for_gate(self) -> list[GateFailure]:
+        """The gate's failure on ids read on more than one record: the first such id, where it was read."""
+        repeated = self.repeated_ids
+        if not repeated:
+            return []
+        return [
+            GateFailure(
+                GateCondition.UNIQUE_IDS,
+                1,
+                found=len(repeated),
+                records=sum(map(len, repeated.values())),
+                first=_repeated_words(*next(iter(repeated.items()))),
+            )
+        ]
 
     def _unscored_for(self, gated: set[str], allowed: int) -> GateFailure | None:
         """The gate's failure on records it could not judge, when there are more than `allowed`."""
@@ -271,12 +365,23 @@ class BatchSummary:
                 else f"mean {mean:.3f}, {share:.0%} below {self.shown_threshold:g}, {flagged} flagged"
             )
             out.append(f"  {metric}: {len(values)} scored, {self.unscored.get(metric, 0)} unscored; {stats}")
+        if repeated := self.repeated_ids:
+            shown = "; ".join(_repeated_words(*item) for item in list(repeated.items())[:_REPEATS_SHOWN])
+            more = len(repeated) - _REPEATS_SHOWN
+            out.append(
+                f"  {counted(len(repeated), 'id')} on more than one record, each record scored: {shown}"
+                + (f"; {more} more" if more > 0 else "")
+            )
         spend = f"judge calls {self.usage.calls}, tokens {self.usage.prompt_tokens} prompt + "
         spend += f"{self.usage.completion_tokens} completion"
         if self.usage.cost_usd:
             spend += f", cost ${self.usage.cost_usd:.4f}"
         out.append("  " + spend)
         return out
+
+
+def _repeated_words(record_id: str, wheres: Sequence[str]) -> str:
+    return f"id {record_id!r} on {counted(len(wheres), 'record')} ({', '.join(wheres)})"
 
 
 def parse_fail_under(specs: Sequence[str]) -> dict[str, float]:
@@ -295,14 +400,43 @@ def parse_fail_under(specs: Sequence[str]) -> dict[str, float]:
 
 
 def parse_max_flagged(value: str | None) -> float | None:
-    """`--max-flagged`: a whole count ("3") or a share of the scored records ("0.05"); None when unset."""
+    """`--max-flagged`: a whole count ("3"), a share of the scored records ("0.05") or that share as a
+    percentage ("5%"); None when unset."""
     if value is None:
         return None
-    try:
-        parsed = float(value)
-    except ValueError:
-        parsed = float("nan")
-    whole = parsed.is_integer() and "." not in value
-    if not (parsed >= 0 and (whole or parsed < 1)):
-        raise ValueError(f"--max-flagged {value!r}: expected a count (e.g. 3) or a share below 1 (e.g. 0.05)")
+    text = value.strip()
+    expected = "a count (e.g. 3), a share below 1 (e.g. 0.05) or a percentage below 100% (e.g. 5%)"
+    if text.endswith("%"):
+        return _share("--max-flagged", value, expected)
+    parsed = _number(text)
+    if not (parsed >= 0 and ((parsed.is_integer() and "." not in text) or parsed < 1)):
+        raise ValueError(f"--max-flagged {value!r}: expected {expected}")
     return parsed
+
+
+def parse_share(option: str, value: str) -> float:
+    """A share given to `option` as a fraction ("0.02") or a percentage ("2%"): 0 or more, below 1."""
+    return _share(option, value, "a share below 1 (e.g. 0.02) or a percentage below 100% (e.g. 2%)")
+
+
+def _share(option: str, value: str, expected: str) -> float:
+    text = value.strip()
+    percent = text.endswith("%")
+    parsed = _number(text.removesuffix("%"))
+    if percent and parsed >= 100:
+        # 100% as a share would be 1, which --max-flagged reads as one record; and no share passes 100%.
+        raise ValueError(
+            f"{option} {value!r}: a percentage must be below 100% (e.g. 5%); at 100% every scored record may "
+            "be flagged and pass: leave the option out"
+        )
+    share = parsed / 100 if percent else parsed
+    if not 0 <= share < 1:
+        raise ValueError(f"{option} {value!r}: expected {expected}")
+    return share
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")

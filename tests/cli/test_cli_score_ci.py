@@ -1,0 +1,127 @@
+"""`tracescore score`'s output for a CI system besides its exit status: the baseline gate against another
+run, a JUnit file and the JSON summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tests.cli.test_cli_score import GOOD
+from tracescore.cli import main
+
+MUMBAI = {**GOOD, "answer": "Mumbai"}  # faithfulness 0, hallucinated
+
+
+def _golden(tmp_path: Path, name: str, hallucinated: int, records: int = 20) -> Path:
+    """`records` records, ids r0..: the first `hallucinated` of them answered Mumbai, the rest Delhi."""
+    path = tmp_path / name
+    rows = [{**(MUMBAI if n < hallucinated else GOOD), "id": f"r{n}"} for n in range(records)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _score(*args: str) -> tuple[str, int]:
+    result = CliRunner().invoke(main, ["score", *args, "--metrics", "faithfulness", "--no-progress"])
+    return result.output, result.exit_code
+
+
+def test_baseline_fails_a_rise_in_flagged_answers_beyond_chance_and_says_the_interval(tmp_path: Path) -> None:
+    main_scores = tmp_path / "main.jsonl"
+    assert _score(str(_golden(tmp_path, "main_in.jsonl", 1)), "--out", str(main_scores))[1] == 0
+    output, code = _score(
+        str(_golden(tmp_path, "branch.jsonl", 3)),
+        "--out",
+        str(tmp_path / "b.jsonl"),
+        "--baseline",
+        str(main_scores),
+    )
+    assert code == 0, output
+    assert (
+        f"  faithfulness flagged 1 -> 3 of 20 records paired with {main_scores}: +10.0 points (95% interval "
+        "-9.0 to +30.5 points; 2 newly flagged, 0 no longer)"
+    ) in output.splitlines(), output
+    output, code = _score(
+        str(_golden(tmp_path, "worse.jsonl", 6)),
+        "--out",
+        str(tmp_path / "w.jsonl"),
+        "--baseline",
+        str(main_scores),
+    )
+    assert code == 1
+    assert output.splitlines()[-1] == (
+        f"FAIL faithfulness flagged 1 -> 6 of 20 records paired with {main_scores}: +25.0 points (95% "
+        "interval +2.0 to +46.9 points; 5 newly flagged, 0 no longer): a rise above --baseline-margin 0 even "
+        "at the interval's lower end"
+    ), output
+    worse = [
+        str(tmp_path / "worse.jsonl"),
+        "--out",
+        str(tmp_path / "w.jsonl"),
+        "--baseline",
+        str(main_scores),
+    ]
+    assert _score(*worse, "--baseline-margin", "3%")[1] == 0, "a margin above the interval's lower end"
+    output, code = _score(str(tmp_path / "worse.jsonl"), "--baseline-margin", "2%")
+    assert code == 2 and "--baseline-margin is the rise --baseline allows: add --baseline" in output
+    output, code = _score(*worse, "--baseline-margin", "1.5")
+    assert code == 2 and "--baseline-margin '1.5': expected a share below 1" in output
+    output, code = _score(str(tmp_path / "worse.jsonl"), "--baseline", str(tmp_path / "main_in.jsonl"))
+    assert code == 1 and "--baseline: " in output and "is it the scored input?" in output, output
+    # --baseline is a gate: a record it could not judge fails it, unless allowed.
+    invalid = tmp_path / "invalid.jsonl"
+    invalid.write_text((tmp_path / "branch.jsonl").read_text() + "{not json\n", encoding="utf-8")
+    against = ["--out", str(tmp_path / "i.jsonl"), "--baseline", str(main_scores)]
+    output, code = _score(str(invalid), *against)
+    assert code == 1 and output.splitlines()[-1].startswith("FAIL 1 of 21 records not scored (1 invalid)"), (
+        output
+    )
+    assert _score(str(invalid), *against, "--allow-unscored", "1")[1] == 0
+
+
+def test_junit_has_one_case_per_gate_condition_failed_as_the_fail_lines_say(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    golden, junit, summary = (
+        _golden(tmp_path, "golden.jsonl", 1, records=4),
+        tmp_path / "ci" / "junit.xml",
+        tmp_path / "s.json",
+    )
+    gate = ["--fail-under", "faithfulness=0.9", "--max-flagged", "1"]
+    ci = ["--junit", str(junit), "--summary-json", str(summary)]
+    output, code = _score(str(golden), "--out", str(tmp_path / "o.jsonl"), *gate, *ci)
+    assert code == 1
+    fails = [line.removeprefix("FAIL ") for line in output.splitlines() if line.startswith("FAIL ")]
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("5", "1")
+    cases = {case.get("name"): case.find("failure") for case in suite.iter("testcase")}
+    assert list(cases) == [
+        "records scored", "--fail-under faithfulness=0.9", "--max-flagged 1", "--allow-unscored 0",
+        "ids read once",
+    ]  # fmt: skip
+    failed = cases["--fail-under faithfulness=0.9"]
+    assert failed is not None and [failed.get("message")] == fails == [
+        "faithfulness: mean 0.750 is below 0.9"
+    ]
+    assert "4 records (0 invalid)" in (suite.findtext("system-out") or "")
+    document = json.loads(summary.read_text())
+    assert (document["exit_status"], document["passed"], document["records"]) == (1, False, 4)
+    assert document["metrics"]["faithfulness"] == {
+        "scored": 4, "unscored": 0, "mean": 0.75, "below_share": 0.25, "flagged": 1, "flagged_share": 0.25
+    }  # fmt: skip
+    assert [c["failure"] for c in document["checks"] if not c["passed"]] == fails
+
+    output, code = _score(str(golden), "--out", str(tmp_path / "o.jsonl"), *ci)
+    assert code == 0
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and [c.get("name") for c in suite.iter("testcase")] == ["records scored"]
+    assert suite.get("failures") == "0" and json.loads(summary.read_text())["exit_status"] == 0
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    output, code = _score(str(empty), "--out", str(tmp_path / "o.jsonl"), *gate, *ci)
+    assert code == 1
+    [case] = ET.parse(junit).getroot().iter("testcase")
+    failure = case.find("failure")
+    assert failure is not None and output.splitlines()[-1] == f"Error: {failure.get('message')}"
