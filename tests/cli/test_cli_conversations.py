@@ -119,3 +119,27 @@ def test_a_member_rebalancing_unlike_its_group_is_refused_with_one_line_saying_w
     assert f"group '{topic_prefix}' refused this member: its members rebalance eagerly" in result.output
     assert "start new members with rebalance_protocol eager until the old ones are gone" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("quiet", "said"), [([], True), (["--quiet-seconds", "5"], False)])
+def test_an_idle_timeout_shorter_than_the_quiet_period_says_how_long_it_will_wait(
+    closed_port: int, quiet: list[str], said: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--idle-timeout 10` alone (no --quiet-seconds) ran 15 minutes past the last turn, silently: a team
+    trying it took it for hung. The line comes before the service connects."""
+    caplog.set_level("INFO", logger="tracescore.conversations")
+    flags = [
+        "--bootstrap-servers",
+        f"127.0.0.1:{closed_port}",
+        "--connect-timeout",
+        "1",
+        "--idle-timeout",
+        "10",
+    ]
+    result = CliRunner().invoke(main, ["conversations", *flags, *quiet])
+    assert result.exit_code == 1, result.output  # nothing listens there: it stops after saying it
+    hint = (
+        "--idle-timeout 10s stops once every open conversation is written, each 900s after its last turn "
+        "(quiet_seconds); to try it, give --quiet-seconds 5"
+    )
+    assert (hint in caplog.messages) is said, caplog.messages

@@ -14,7 +14,7 @@ from pages import DOCS, RECORD, REPO
 
 EXAMPLES = DOCS / "examples"
 # Programs that need a broker run in test_examples_kafka.py.
-NEEDS_KAFKA = {"export_all_spans.py"}
+NEEDS_KAFKA = {"chat.py", "export_all_spans.py"}
 
 
 def _compare(expected: Path, actual: str) -> None:

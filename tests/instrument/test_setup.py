@@ -106,6 +106,9 @@ SCENARIOS = {
         error = error_of(lambda: tracescore.init("svc"))
         report(early_shutdown=early_shutdown, error=error, provider_after=kind(trace.get_tracer_provider()))
     """,
+    "misspelt_broker": """
+        report(error=error_of(lambda: tracescore.init("svc")))
+    """,
     "bad_topic": """
         from_env = error_of(lambda: tracescore.init("svc", bootstrap_servers="127.0.0.1:1"))
         import os
@@ -318,6 +321,7 @@ SCENARIO_ENV = {
         "TRACESCORE_KAFKA_BOOTSTRAP": "127.0.0.1:1",
         "TRACESCORE_SHUTDOWN_TIMEOUT_S": "1",
     },
+    "misspelt_broker": {"TRACESCORE_BOOTSTRAP_SERVER": "127.0.0.1:1", "TRACESCORE_GROUP_ID": "consume's"},
     "bad_topic": {"TRACESCORE_TOPIC": "spans eu"},
     "content_from_env": {"TRACESCORE_CONTENT__CAPTURE": "false"},
     "redact_hook_and_env": {
@@ -383,6 +387,21 @@ def test_init_without_kafka_or_exporter_is_a_clear_value_error(outcomes: Outcome
     message = error["message"]
     assert "TRACESCORE_BOOTSTRAP_SERVERS" in message and "OTEL_EXPORTER_OTLP_ENDPOINT" in message, message
     assert seen["provider_after"] == "ProxyTracerProvider", "the failed call installed nothing"
+
+
+def test_a_misspelt_broker_variable_is_named_in_the_error_with_the_name_meant(outcomes: Outcomes) -> None:
+    """TRACESCORE_BOOTSTRAP_SERVER=... (an S short) was ignored, and init() said only that no broker was
+    given: the app's team set one and looked elsewhere. A variable of another command (consume's
+    TRACESCORE_GROUP_ID, in a shared environment) is not called misspelt."""
+    error = observed(outcomes, "misspelt_broker")["error"]
+    assert error is not None and error["type"] == "ValueError", error
+    message = error["message"]
+    assert message.startswith("tracescore.init needs a destination"), message
+    assert message.endswith(
+        "TRACESCORE_BOOTSTRAP_SERVER is set, but no setting has that name: did you mean "
+        "TRACESCORE_BOOTSTRAP_SERVERS?"
+    ), message
+    assert "GROUP_ID" not in message, message
 
 
 def test_a_topic_kafka_would_refuse_fails_at_init_with_the_services_message(outcomes: Outcomes) -> None:

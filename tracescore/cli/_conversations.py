@@ -3,6 +3,7 @@ alert`: TRACESCORE_KAFKA__* security settings, flags on top)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from tracescore.conversations import ConversationsConfig
 from tracescore.model import OFFLINE_JUDGE
 
 __all__ = ["conversations"]
+
+_log = logging.getLogger("tracescore.conversations")
 
 _FLAGS = ("bootstrap_servers", "evaluations_topic", "conversations_topic", "group_id", "quiet_seconds",
           "phoenix_endpoint", "evidence_topic")  # fmt: skip
@@ -70,6 +73,15 @@ def conversations(
     from tracescore.emit import ConversationMetrics, PhoenixAnnotations, PhoenixSettings
 
     config, connection = service_settings(load_conversations_config, config_path, connect_timeout, flags)
+    if idle_timeout is not None and config.quiet_seconds > idle_timeout:
+        # Tried with --idle-timeout alone, the service sat silent for quiet_seconds (15 minutes) past the last
+        # turn, as it must write every open conversation first: said before it waits.
+        _log.info(
+            "--idle-timeout %gs stops once every open conversation is written, each %gs after its last turn "
+            "(quiet_seconds); to try it, give --quiet-seconds 5",
+            idle_timeout,
+            config.quiet_seconds,
+        )
     llm_judge = None if judge == OFFLINE_JUDGE else cli_judge(judge, model, base_url)
     endpoint = config.phoenix_endpoint
     phoenix = PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) if endpoint else None

@@ -7,6 +7,7 @@ Settings are read once, here, with one precedence: `init()` arguments > `TRACESC
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import warnings
 from typing import Any, Literal
@@ -34,6 +35,8 @@ from tracescore.instrument._recorders import set_policy, use_provider
 __all__ = ["InstrumentSettings", "Instrumentation", "force_flush", "init", "shutdown"]
 
 _log = logging.getLogger("tracescore.instrument")
+_BROKER_VARIABLE = "TRACESCORE_BOOTSTRAP_SERVERS"  # bootstrap_servers, under InstrumentSettings' prefix
+_OLD_BROKER_VARIABLE = "TRACESCORE_KAFKA_BOOTSTRAP"
 
 
 class InstrumentSettings(TopicSettings):
@@ -90,7 +93,7 @@ class InstrumentSettings(TopicSettings):
     def _old_broker_name(self) -> InstrumentSettings:
         if self.kafka_bootstrap is not None:
             _deprecated(
-                "TRACESCORE_KAFKA_BOOTSTRAP (kafka_bootstrap) is deprecated: use TRACESCORE_BOOTSTRAP_SERVERS"
+                f"{_OLD_BROKER_VARIABLE} (kafka_bootstrap) is deprecated: use {_BROKER_VARIABLE}"
                 " (bootstrap_servers), the name the consumer reads too"
             )
             if self.bootstrap_servers is None:
@@ -227,12 +230,25 @@ def _exporter_for(settings: InstrumentSettings, accounting: SpanAccounting) -> S
         return otlp_span_exporter()
     if kind is None or not settings.bootstrap_servers:
         raise ValueError(
-            "tracescore.init needs a destination: bootstrap_servers= (or TRACESCORE_BOOTSTRAP_SERVERS), "
-            "an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT), or exporter="
+            f"tracescore.init needs a destination: bootstrap_servers= (or {_BROKER_VARIABLE}), "
+            f"an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT), or exporter={_misspelt_broker_variables()}"
         )
     return KafkaSpanExporter(
         settings.bootstrap_servers, settings.topic, settings=settings.kafka, accounting=accounting
     )
+
+
+def _misspelt_broker_variables() -> str:
+    """The error's end when the broker's variable looks misspelt (`TRACESCORE_BOOTSTRAP_SERVER`): pydantic
+    ignores a name it does not know, so the address was set and the SDK says it was given none."""
+    from tracescore._environment import misspelt_variables  # only on this error: the SDK's import stays light
+
+    meant_broker = {_BROKER_VARIABLE, _OLD_BROKER_VARIABLE}  # the deprecated name suggests the new one
+    found = misspelt_variables(os.environ, [InstrumentSettings])
+    names = sorted(name for name, meant in found.items() if meant in meant_broker)
+    if not names:
+        return ""
+    return f"; {', '.join(names)} is set, but no setting has that name: did you mean {_BROKER_VARIABLE}?"
 
 
 def _provider_for(service_name: str) -> TracerProvider:
