@@ -1,8 +1,7 @@
-"""docs/instrumenting.md, "A chat": what the page says of a chat decorated with the SDK whose turns name no
-conversation. `tracescore consume`'s `infer_conversations` does not read the SDK's own spans: the follow-up's
-prompt resends turn 1's question and answer (its `@tracescore.generation` span records them), yet it is read
-as a one-shot interaction. When the SDK's spans are read for the history, this test fails: the page (and
-docs/conversations.md's list of what is not joined) must then say so."""
+"""docs/instrumenting.md, "A chat": a chat decorated with the SDK whose turns name no conversation is joined
+by `tracescore consume`'s `infer_conversations`: the follow-up's prompt resends turn 1's question and answer
+(its `@tracescore.generation` span records them), so the follow-up is a turn of the conversation turn 1
+opened."""
 
 from __future__ import annotations
 
@@ -72,7 +71,7 @@ def read(spans: tuple[DecodedSpan, ...]) -> Interaction:
     return found.interaction()
 
 
-def test_a_follow_up_the_sdk_recorded_is_in_no_conversation_even_with_infer_conversations() -> None:
+def test_a_follow_up_the_sdk_recorded_joins_the_conversation_its_resent_history_shows() -> None:
     first_turn, second_turn = chat_turns()
     [prompt] = [span for span in second_turn if span.name == "generate"]
     resent = [prompt.attributes[f"llm.input_messages.{i}.message.content"] for i in range(3)]
@@ -83,7 +82,6 @@ def test_a_follow_up_the_sdk_recorded_is_in_no_conversation_even_with_infer_conv
     ], "the follow-up's prompt resends turn 1's question and answer"
     first, follow_up = read(first_turn), read(second_turn)
     assert follow_up.record.query == "And the weekend add-on?"
-    assert (follow_up.session_id, follow_up.conversation_source, follow_up.history) == (None, None, ())
-    # Turn 1's documents are kept under the conversation it would open; the follow-up, read as a first turn
-    # of its own, opens another.
-    assert first.opens_conversation is not None and follow_up.opens_conversation != first.opens_conversation
+    assert first.opens_conversation is not None and first.session_id is None, "a first turn names none"
+    assert (follow_up.session_id, follow_up.conversation_source) == (first.opens_conversation, "history")
+    assert follow_up.history == (first.turn_digest,), "turn 1's pair, the one the prompt resent"

@@ -2,22 +2,25 @@
 
 Every span of the SDK's scope is an interaction (a decorated function called inside another is one too):
 its `input.value` is the question, its `retrieval.documents.N.document.content` the documents and its
-`output.value` the answer.
+`output.value` the answer. Its `@tracescore.generation` calls write OpenInference's LLM keys: their prompts
+are read as OpenInference's are, for a chat's resent history (`infer_conversations`) and for documents the
+app put into a prompt under a label.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading
 from tracescore.extract._openinference import OpenInference
-from tracescore.extract._read import indexed
+from tracescore.extract._read import Prompt, indexed
 from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["Tracescore"]
 
 _ON_THE_SPAN = ContextSourceKind.SPAN
+_OPENINFERENCE = OpenInference()  # the keys of the SDK's `@tracescore.generation` spans
 
 
 class Tracescore(Convention):
@@ -65,3 +68,14 @@ class Tracescore(Convention):
     def own_answer(self, span: DecodedSpan) -> str | None:
         answer = span.attributes.get(self.ANSWER)
         return None if answer is None else str(answer)
+
+    def prompt_spans(self, reading: Reading) -> Iterator[DecodedSpan]:
+        """The `@tracescore.generation` calls under the interaction, the last first (nearest the answer),
+        then the interaction span."""
+        trace, anchor = reading.trace, reading.anchor
+        if len(trace.spans) > 1:
+            yield from reversed([s for s in trace.descendants(anchor) if _OPENINFERENCE.is_llm(s)])
+        yield anchor
+
+    def prompt(self, span: DecodedSpan) -> Prompt | None:
+        return _OPENINFERENCE.prompt(span)
