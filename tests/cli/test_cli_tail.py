@@ -132,6 +132,27 @@ def test_flagged_and_route_filters(bootstrap: str, evaluations: str) -> None:
     assert other.stdout == "" and "0 records shown, 3 filtered out" in other.stderr
 
 
+def test_flagged_shows_the_revision_that_clears_a_flagged_answer_shown(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """A follow-up flagged, then grounded in an earlier turn (its revision 1): `--flagged` shows both, so the
+    answer does not read as flagged where its latest revision, the one that counts, passed. A revision of an
+    answer not shown flagged, and an unrelated passing answer, stay filtered out."""
+    flagged = _record(7, score=0.0, label="hallucinated", session_id="chat-1")
+    grounded = _record(7, revision=1, supersedes=f"{7:032x}:{7:016x}:0", session_id="chat-1")
+    other_metric = _record(7, metric="answer_relevancy", revision=1, supersedes=f"{7:032x}:{7:016x}:0")
+    unrelated = _record(8, revision=1, supersedes=f"{8:032x}:{8:016x}:0")
+    topic = f"{topic_prefix}.evaluations"
+    records = [flagged, other_metric, grounded, unrelated]
+    _produce(bootstrap, topic, [r.model_dump_json().encode() for r in records])
+    shown = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", topic, "--flagged")
+    lines = shown.stdout.splitlines()
+    assert [line.split()[2] for line in lines if line.startswith("2026")] == ["FLAGGED", "ok"]
+    assert lines[0].endswith("/ask  session chat-1  (offline)"), "the line names the conversation"
+    assert "    replaces revision 0 of this answer (the latest revision is the one that counts)" in lines
+    assert "2 records shown, 2 filtered out" in shown.stderr
+
+
 def test_json_lines_are_the_records(bootstrap: str, evaluations: str) -> None:
     result = _tail(
         "--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--json", "--flagged"

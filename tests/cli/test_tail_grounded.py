@@ -12,10 +12,11 @@ EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "grounded_turn.json"
 
 def test_a_grounded_revision_names_the_earlier_turns_trace() -> None:
     record = EvaluationRecord.model_validate_json(EXAMPLE.read_text(encoding="utf-8"))
-    first, grounded, trace = format_record(record, flagged=False).splitlines()
-    assert first.endswith("(offline, revision 1)") and " ok " in first
+    first, grounded, replaces, trace = format_record(record, flagged=False).splitlines()
+    assert first.endswith("session chat-qa_only_faithful  (offline, revision 1)") and " ok " in first
     assert grounded.startswith("    grounded in an earlier turn: The weekend add-on costs 9 euros")
     assert grounded.endswith("(trace e6d7d22e1d2f608d0a7014362f35a3cc, 2 turns back)")
+    assert replaces.startswith("    replaces revision 0 of this answer")
     assert trace.startswith(f"    trace {record.trace_id}")
 
 

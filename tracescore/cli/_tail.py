@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import click
 
@@ -35,6 +35,7 @@ from tracescore.model import (
     is_flagged,
     read_conversation_record,
     read_evaluation_record,
+    revision_key,
 )
 
 __all__ = ["format_conversation", "format_record", "tail"]
@@ -42,6 +43,9 @@ __all__ = ["format_conversation", "format_record", "tail"]
 _CLAIMS_SHOWN = 3
 _TEXT_CHARS = 200
 _POLL_MS = 500
+# The flagged records `--flagged` showed, remembered so the revision that clears one is shown too; bounded,
+# oldest forgotten first (a revision comes within the conversation's quiet time of its record).
+_SHOWN_FLAGGED = 100_000
 
 
 @dataclass
@@ -73,9 +77,11 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
     claims with the judge's reason and the closest evidence; the trace id to open in a trace viewer."""
     verdict = _verdict(record.status, flagged)
     score = "-" if record.score is None else f"{record.score:.2f}"
+    session = f"  session {_clip(record.session_id)}" if record.session_id else ""
     lines = [
         f"{record.timestamp:%Y-%m-%d %H:%M:%S}  {verdict:<7}  {record.metric} {score}  "
-        f"{record.label or record.status.value}  {record.service_name} {record.route}  ({_who(record)})"
+        f"{record.label or record.status.value}  {record.service_name} {record.route}{session}  "
+        f"({_who(record)})"
     ]
     # Read tolerantly: the record may come from an older consumer. The claims worth showing are the ones the
     # label rule counts against an answer.
@@ -91,6 +97,11 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
     if not failed and record.reason and (flagged or record.status is not MetricStatus.OK):
         lines.append(f"    reason: {_clip(record.reason)}")
     lines += _grounded(record)
+    if record.supersedes:
+        replaced = record.supersedes.rsplit(":", 1)[-1]
+        lines.append(
+            f"    replaces revision {replaced} of this answer (the latest revision is the one that counts)"
+        )
     lines.append(f"    trace {record.trace_id}  span {record.span_id}")
     return "\n".join(lines)
 
@@ -225,7 +236,7 @@ def _messages(
     "--flagged",
     is_flag=True,
     help="Only flagged answers (labelled hallucinated, or an unlabelled score below 0.5) and failed "
-    "evaluations.",
+    "evaluations, and the later revisions that clear a flagged answer shown.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One evaluation record per line, as JSON.")
 @click.option(
@@ -263,26 +274,47 @@ def tail(
     stop = _Stop()
     try:
         with stop_on_signals(stop.request):
+            kept = _Filter(flagged, route_glob, service_glob)
             for message in _messages(settings, follow, last, stop.requested):
-                _show(message, stats, _Filter(flagged, route_glob, service_glob), as_json)
+                _show(message, stats, kept, as_json)
     except BrokerUnreachable as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(stats.summary(), err=True)
 
 
-class _Filter(NamedTuple):
-    """What `--flagged`, `--route` and `--service` keep."""
+@dataclass
+class _Filter:
+    """What `--flagged`, `--route` and `--service` keep. With `--flagged`, a revision that clears a flagged
+    answer shown before is kept too: else the answer would read as flagged, where its latest revision, the
+    one that counts, is not."""
 
     flagged: bool
     route_glob: str | None
     service_glob: str | None
+    shown_flagged: OrderedDict[tuple[str, str, str, str], None] = field(default_factory=OrderedDict)
 
     def keeps(self, record: EvaluationRecord | ConversationRecord, bad: bool) -> bool:
-        return (
-            (bad or not self.flagged)
-            and (self.route_glob is None or fnmatchcase(record.route, self.route_glob))
-            and (self.service_glob is None or fnmatchcase(record.service_name, self.service_glob))
-        )
+        if (self.route_glob is not None and not fnmatchcase(record.route, self.route_glob)) or (
+            self.service_glob is not None and not fnmatchcase(record.service_name, self.service_glob)
+        ):
+            return False
+        if not self.flagged or isinstance(record, ConversationRecord):
+            return bad or not self.flagged
+        if bad:
+            self._remember(record)
+            return True
+        return record.supersedes is not None and self._key(record, record.supersedes) in self.shown_flagged
+
+    def _remember(self, record: EvaluationRecord) -> None:
+        self.shown_flagged[
+            self._key(record, revision_key(record.trace_id, record.span_id, record.revision))
+        ] = None
+        if len(self.shown_flagged) > _SHOWN_FLAGGED:
+            self.shown_flagged.popitem(last=False)
+
+    @staticmethod
+    def _key(record: EvaluationRecord, revision: str) -> tuple[str, str, str, str]:
+        return (revision, record.metric, record.judge, record.selection or "")
 
 
 def _show(message: Message, stats: TailStats, kept: _Filter, as_json: bool) -> None:
