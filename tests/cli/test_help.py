@@ -137,3 +137,11 @@ def test_alert_s_help_says_what_runs_without_a_config_as_the_start_line_says_it(
     config = load_alert_config()
     said = start_line(config, [make_sink(sink) for sink in config.sinks])
     assert f"Without one: {said}. [env: TRACESCORE_ALERT_CONFIG]" in _option_help("alert", "--config"), said
+
+
+@pytest.mark.parametrize("command", ["consume", "tail", "alert", "conversations"])
+def test_a_missing_config_file_is_named_alike_by_every_command(tmp_path: Path, command: str) -> None:
+    """One mistake, one message, whichever command was given the file."""
+    result = CliRunner().invoke(main, [command, "--config", str(tmp_path / "missing.toml")])
+    assert result.exit_code == 2, result.output
+    assert "missing.toml: cannot read the config file (No such file or directory)" in result.output

@@ -227,7 +227,7 @@ def _holds(table: Mapping[str, Any], path: tuple[str, ...]) -> bool:
 config_option = click.option(
     "--config",
     "config_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),  # a missing file: the services' one message
     default=None,
     help="TOML file of settings (a [consume] table of the options' field names); flags and TRACESCORE_* "
     "variables override it.",
