@@ -44,6 +44,15 @@ class TurnEvidence(BaseModel):
         description="With an inferred conversation: the digest of the turn's (question, answer) pair, "
         "which a follow-up's history names to use these documents.",
     )
+    response_id: str | None = Field(
+        default=None,
+        description="With an inferred conversation: the id of the response that answered (a follow-up names "
+        "it, previous_response_id), as on the records.",
+    )
+    previous_response_id: str | None = Field(
+        default=None,
+        description="With an inferred conversation: the response the turn followed, as on the records.",
+    )
     span_started_at: datetime | None = Field(description="When the turn started: what orders the turns.")
     revision: int = Field(default=0, ge=0, description="As the records': late spans changed the turn.")
     documents: list[EvidenceDocument] = Field(default_factory=list)
