@@ -136,8 +136,9 @@ def replays(turns: list[Turn]) -> list[list[Turn]]:
     return out
 
 
-# The chats nothing names have no conversation, tested apart below: the Responses API chats whose app names
-# none (`service_*`), Semantic Kernel's thread as its docs run it (`unnamed_*`: its spans name none).
+# The chats nothing names, tested apart below: the Responses API chats whose app names none (`service_*`: a
+# conversation only with infer_conversations, joined from their response ids), Semantic Kernel's thread as its
+# docs run it (`unnamed_*`: its spans name none).
 UNNAMED = {"agent_framework_responses": "service_", "semantic_kernel_conversation": "unnamed_"}
 
 

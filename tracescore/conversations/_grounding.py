@@ -227,6 +227,9 @@ class GroundingStore:
         held, turn = self._turn(key, turn_id, partition)
         if offset <= turn.through or (check is not None and check.record.revision > record.revision):
             return
+        if check is not None and check.record == record:
+            turn.through = offset  # the same record again (written twice by a crash): nothing to judge anew
+            return
         turn.through = offset
         if turn.user_id is None:
             turn.user_id = record.user_id

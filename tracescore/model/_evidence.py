@@ -9,7 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from tracescore.model._record import SchemaVersion, read_versioned
+from tracescore.model._record import SchemaVersion, none_unwritten, read_versioned
 
 __all__ = ["EVIDENCE_TOPIC", "EvidenceDocument", "TurnEvidence", "read_turn_evidence"]
 
@@ -46,11 +46,13 @@ class TurnEvidence(BaseModel):
     )
     response_id: str | None = Field(
         default=None,
+        exclude_if=none_unwritten,
         description="With an inferred conversation: the id of the response that answered (a follow-up names "
         "it, previous_response_id), as on the records.",
     )
     previous_response_id: str | None = Field(
         default=None,
+        exclude_if=none_unwritten,
         description="With an inferred conversation: the response the turn followed, as on the records.",
     )
     span_started_at: datetime | None = Field(description="When the turn started: what orders the turns.")

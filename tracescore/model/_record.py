@@ -20,6 +20,7 @@ __all__ = [
     "EvaluationRecord",
     "UnreadableRecord",
     "annotator_kind",
+    "none_unwritten",
     "read_evaluation_record",
     "revision_key",
 ]
@@ -29,6 +30,11 @@ SCHEMA_VERSION = 1
 EVALUATIONS_TOPIC = "tracescore.evaluations"
 
 AnnotatorKind = Literal["LLM", "CODE"]
+
+
+def none_unwritten(value: object) -> bool:
+    """A field written only where it says something: the records of most interactions stay as they were."""
+    return value is None
 
 
 def _written_as_int(version: object) -> object:
@@ -134,12 +140,14 @@ class EvaluationRecord(BaseModel):
     )
     response_id: str | None = Field(
         default=None,
+        exclude_if=none_unwritten,
         description="Where no conversation was named (infer_conversations): the id of the response that "
         "answered, as the model service that keeps the history knows it (the OpenAI Responses API's "
         "`resp_...`); a follow-up names it.",
     )
     previous_response_id: str | None = Field(
         default=None,
+        exclude_if=none_unwritten,
         description="Where no conversation was named (infer_conversations): the response the turn's request "
         "named as the one before it (`previous_response_id`): the turn is a follow-up of the turn that "
         "answered with it.",
