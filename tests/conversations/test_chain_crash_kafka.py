@@ -1,9 +1,10 @@
 """A chain of responses the model's service keeps (the Responses API's previous_response_id) survives
 `kill -9` of `tracescore conversations` mid-chain: killed after the turns were applied, after a follow-up
 was written again under its chain (or its next link told the chain's id) but before the link's state was
-saved, while saving, and after saving but before committing; then restarted. Every chain is one
-conversation counting its follow-ups once, each third turn (resting on turn 1's retrieval, its trace naming
-only turn 2's response) gets exactly one grounded revision, none written twice."""
+saved, while saving, and after saving but before committing; then restarted. Every chain of four turns is
+one conversation counting its follow-ups once (the fourth joins after two hops), each third turn (resting on
+turn 1's retrieval, its trace naming only turn 2's response) gets exactly one grounded revision, none written
+twice."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tracescore.testing.kafka_topics import input_producer, read_topic
 pytestmark = pytest.mark.kafka
 
 CHATS = [f"chat-{i}" for i in range(4)]
+TURNS = (1, 2, 3, 4)  # the fourth asks again what the second did, answered from its own retrieval
 POINTS = [
     "keyed.applied:2",  # documents and records applied in memory, nothing written
     "shared.sent:2",  # a follow-up written again under its chain (or a link told it), the link not saved
@@ -46,7 +48,7 @@ def chain_turn(n: int, chat: str) -> Interaction:
 def produce(bootstrap: str, prefix: str) -> None:
     producer = input_producer(bootstrap, [f"{prefix}.evidence", f"{prefix}.evaluations"], acks="all")
     for chat in CHATS:
-        for n in (1, 2, 3):
+        for n in TURNS:
             turn = chain_turn(n, chat)
             # As consume writes them: a first turn's documents under the history conversation it may open,
             # a follow-up's under the chain its answer would open.
@@ -104,8 +106,8 @@ def test_a_kill_mid_chain_loses_no_conversation_and_counts_no_turn_twice(
         last[record.conversation_id] = record
     service = chain_turn(1, CHATS[0]).span.service_name
     assert sorted(last) == sorted(response_chain_id(service, f"resp_{c}_1") for c in CHATS)
-    follow_ups = {c: sorted(chain_turn(n, c).span.trace_id for n in (2, 3)) for c in CHATS}
+    follow_ups = {c: sorted(chain_turn(n, c).span.trace_id for n in TURNS[1:]) for c in CHATS}
     for chat in CHATS:
         record = last[response_chain_id(service, f"resp_{chat}_1")]
         assert sorted(record.trace_ids) == follow_ups[chat], "each follow-up once, turn 1 in none"
-        assert (record.turns, record.turns_flagged, record.label) == (2, 0, "passed"), record
+        assert (record.turns, record.turns_flagged, record.label) == (3, 0, "passed"), record

@@ -343,13 +343,17 @@ class ConversationLogic:
         return smaller if len(self.codec.encode(smaller)) <= self.config.max_message_bytes else None
 
     def _fitted_links(self, saved: list[Saved]) -> list[Saved]:
-        """Links as saved: one too large for a message (a response named by very many follow-ups) is not
-        saved, counted; a restart then reads its follow-ups again from the turns topic, where they wait."""
+        """Links as saved: one too large for a message (a response named by very many follow-ups waiting for
+        their chain) without its waiting follow-ups' documents, counted; never too large (at worst deleted,
+        its follow-ups then each alone)."""
         out: list[Saved] = []
         for partition, key, link in saved:
-            if link is not None and len(self.codec.encode(link)) > self.config.max_message_bytes:
-                self._skip(ConversationSkip.STATE_TOO_LARGE, f"a chain's link of {len(key)} key bytes")
-                continue
+            if isinstance(link, LinkState) and len(self.codec.encode(link)) > self.config.max_message_bytes:
+                self._skip(ConversationSkip.STATE_TOO_LARGE, f"a chain's link {link.link_id}: saved smaller")
+                followers = [f.model_copy(update={"evidence": None}) for f in link.followers]
+                smaller = link.model_copy(update={"followers": followers})
+                fits = len(self.codec.encode(smaller)) <= self.config.max_message_bytes
+                link = smaller if fits else None
             out.append((partition, key, link))
         return out
 
