@@ -8,8 +8,9 @@ name no conversation, its documents go under O(1), the chain's id C (stage 1 wri
 history conversation they may open). A follow-up's records and documents are re-keyed by stage 1 to the
 link of the response it named, O(previous), where this module keeps a `LinkState`:
 
-* the link's root, C: known at once when the first turn's documents arrive under that key (the link is
-  their own), else from a root message another link wrote;
+* the link's root, C: the link's own id when the first turn's documents are held under that key (the
+  grounding store holds them, as it holds any turn's; a link is kept only where a follow-up named it, never
+  for every one-shot), else from a root message another link wrote;
 * root known, each follow-up waiting there is written again on the turns topic under (service, C),
   `session_id` C and `conversation_source` `response_chain`, where it is an ordinary conversation's turn
   (counted, grounded, recorded), and its own link O(t) is told C, so that the turn after it joins too.
@@ -78,9 +79,12 @@ class Chains:
         config: ConversationsConfig,
         counts: Counter[GroundingCount],
         evidence_headers: tuple[tuple[str, bytes], ...],
+        opened: Callable[[Key], bool],
     ) -> None:
+        """`opened(key)`: whether the first turn of the chain `key` names is held (its documents)."""
         self.config = config
         self.counts = counts
+        self._opened = opened
         self._evidence_headers = evidence_headers
         self._links: OrderedDict[Key, LinkState] = OrderedDict()  # least recently changed first
         self._partition: dict[Key, int] = {}
@@ -130,13 +134,21 @@ class Chains:
         self._changed(key, link, partition, offset, at)
 
     def rooted(self, key: Key, root: str, partition: int, offset: int, at: int) -> None:
-        """The chain's id for the link `key`: from a first turn's documents there, or a root message."""
+        """The chain's id for the link `key`, from a root message."""
         link = self._link(key, partition, offset)
         if link is None:
             return
         if link.root is None:
             link.root = root
         self._changed(key, link, partition, offset, at)
+
+    def opener_held(self, key: Key) -> None:
+        """A first turn's documents now held under `key`: the follow-ups waiting there, if any, join."""
+        link = self._links.get(key)
+        if link is not None and link.root is None:
+            link.root = key[1]
+            self._due.add(key)
+            self._save[key] = self._partition[key]
 
     def root_message(self, key: Key, value: bytes | None, partition: int, offset: int, at: int) -> bool:
         """A root message read: False when it is not one this service writes."""
@@ -171,6 +183,8 @@ class Chains:
                 return link, None  # a response named by more follow-ups than a conversation holds turns
             follower = ChainFollower(trace_id=trace_id, span_id=span_id)
             link.followers.append(follower)
+        if link.root is None and self._opened(key):
+            link.root = key[1]  # the first turn is the one that answered with the response named
         return link, follower
 
     def _changed(self, key: Key, link: LinkState, partition: int, offset: int, at: int) -> None:
@@ -292,6 +306,15 @@ class Chains:
         ):
             self._due.add(key)  # what a crash left unwritten is written now
         self._unsorted = True
+
+    def restored(self) -> None:
+        """After a restore: a link saved before its first turn's documents were held asks again (the held
+        turns are restored in any order beside the links)."""
+        for key, link in self._links.items():
+            if link.root is None and self._opened(key):
+                link.root = key[1]
+                self._due.add(key)
+                self._save[key] = self._partition[key]
 
     def to_save(self) -> list[Saved]:
         out: list[Saved] = [(p, link_key(*k), self._links.get(k)) for k, p in self._save.items()]

@@ -27,6 +27,7 @@ from itertools import count
 from typing import Any
 
 from tracescore._service import Saved
+from tracescore.conversations._chains import opened_chain
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._counts import GroundingCount
 from tracescore.conversations._index import Partitions
@@ -170,6 +171,15 @@ class GroundingStore:
 
     def held(self) -> list[Held]:
         return list(self._held.values())
+
+    def opens_chain(self, key: Key) -> bool:
+        """Whether a turn held under `key` is the first of the chain of responses `key` names: its documents
+        (the response that answered it, none named before it) held under the chain's id."""
+        held = self._held.get(key)
+        return held is not None and any(
+            turn.evidence is not None and opened_chain(turn.evidence) == key[1]
+            for turn in held.turns.values()
+        )
 
     def open(self) -> int:
         """Conversations whose checks wait for the next tick."""

@@ -119,7 +119,9 @@ class ConversationLogic:
         # known by its documents).
         self.chains: Chains | None = None
         if grounder is not None:
-            self.chains = Chains(config, grounder.stats.counts, ((EVIDENCE_HEADER, b"1"),))
+            self.chains = Chains(
+                config, grounder.stats.counts, ((EVIDENCE_HEADER, b"1"),), opened=grounder.store.opens_chain
+            )
         self._now = clock()
 
     # -- restore ----------------------------------------------------------------------------------------
@@ -153,7 +155,9 @@ class ConversationLogic:
             self._save[conversation.key] = partition
 
     def restored(self) -> None:
-        pass  # the tracker orders what it restored when it next needs the order
+        # The tracker orders what it restored when it next needs the order.
+        if self.chains is not None:
+            self.chains.restored()
 
     def legacy(self, key: bytes, value: bytes) -> ConversationState:
         return from_legacy(value)
@@ -191,7 +195,7 @@ class ConversationLogic:
                 self.grounder.store.evidence(evidence, *where)
                 chain = opened_chain(evidence)
                 if chains is not None and chain is not None and chain == evidence.session_id:
-                    chains.rooted((evidence.service_name, chain), chain, *where)  # the chain's first turn
+                    chains.opener_held((evidence.service_name, chain))  # the chain's first turn
             return
         try:
             record: EvaluationRecord = read_evaluation_record(message.value)
