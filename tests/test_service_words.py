@@ -173,6 +173,7 @@ def test_the_conversations_metric_describes_every_reason_it_counts_by() -> None:
 NAMED_COUNTERS: tuple[tuple[str, str, type[StrEnum]], ...] = (
     ("conversations/_grounder.py", "self.stats.counts", GroundingCount),
     ("conversations/_grounding.py", "self.stats.counts", GroundingCount),
+    ("conversations/_chains.py", "self.counts", GroundingCount),
     ("_service/_keyed.py", "self.counts", StateCount),
     ("alert/_service.py", "self.stats.state", StateCount),
     ("conversations/_service.py", "self.stats.state", StateCount),

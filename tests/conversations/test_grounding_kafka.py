@@ -136,8 +136,9 @@ def replays(turns: list[Turn]) -> list[list[Turn]]:
     return out
 
 
-# The chats nothing names have no conversation, tested apart below: the Responses API chats whose app names
-# none (`service_*`), Semantic Kernel's thread as its docs run it (`unnamed_*`: its spans name none).
+# The chats nothing names, tested apart below: the Responses API chats whose app names none (`service_*`: a
+# conversation only with infer_conversations, joined from their response ids), Semantic Kernel's thread as its
+# docs run it (`unnamed_*`: its spans name none).
 UNNAMED = {"agent_framework_responses": "service_", "semantic_kernel_conversation": "unnamed_"}
 
 
@@ -207,16 +208,20 @@ def test_an_llm_judges_records_are_grounded_by_the_same_llm_judge(bootstrap: str
     assert all(r.details["earlier_turns"]["judge"] == "openai:judge-test" for r in grounded)
 
 
-@pytest.mark.parametrize("infer", [False, True], ids=["named_only", "infer_conversations"])
-@pytest.mark.parametrize("source", sorted(UNNAMED))
+@pytest.mark.parametrize(
+    ("source", "infer"),
+    [("agent_framework_responses", False), ("semantic_kernel_conversation", False),
+     ("semantic_kernel_conversation", True)],
+    ids=["responses-named_only", "semantic_kernel-named_only", "semantic_kernel-infer_conversations"],
+)  # fmt: skip
 def test_a_chat_nothing_names_is_no_conversation(
     bootstrap: str, topic_prefix: str, source: str, infer: bool
 ) -> None:
     """The Responses API chat whose app names no conversation (`service_*`: only response ids chain the turns,
-    each trace its own), Semantic Kernel's thread (`unnamed_*`: no span carries its id): nothing joins their
-    turns, so a follow-up is judged on its own trace alone and stays flagged, faithful or not. The same chats
-    under the app's session.id are grounded (the replays above). Nor does inferring the conversation from the
-    resent history join them: the Responses API resends nothing, and Semantic Kernel writes the chat's
+    each trace its own), without `infer_conversations`; Semantic Kernel's thread (`unnamed_*`: no span
+    carries its id): nothing joins their turns, so a follow-up is judged on its own trace alone and stays
+    flagged, faithful or not. The same chats under the app's session.id are grounded (the replays above).
+    Nor does inferring the conversation from the resent history join Semantic Kernel's: it writes the chat's
     messages to log records, not to its spans (its traces hold no question, no history)."""
     turns = [t for t in chat_turns(source) if unnamed(t)]
     judge = OfflineJudge()
@@ -225,6 +230,49 @@ def test_a_chat_nothing_names_is_no_conversation(
     assert third and [(r.label, r.revision) for r in third] == [("hallucinated", 0)] * len(third)
     assert all(r.session_id is None for r in latest.values())
     assert written == [], "no conversation record: no turn named one"
+
+
+def test_a_chain_of_responses_the_service_keeps_is_a_conversation(bootstrap: str, topic_prefix: str) -> None:
+    """With `infer_conversations`, the Responses API chat whose app names no conversation (`service_*`: each
+    request names the previous response and resends nothing) is joined from its chain of response ids: the
+    faithful third turn, whose trace names only turn 2's response, is grounded by a revision naming turn 1's
+    trace; the invented and restated ones stay flagged. The revisions and the conversation records name the
+    chain (`responses:`, `conversation_source: response_chain`); turn 1, told from a one-shot only by a later
+    turn, keeps a record of no conversation, and each conversation record counts the two follow-ups once."""
+    turns = [t for t in chat_turns("agent_framework_responses") if unnamed(t)]
+    assert {t.chat for t in turns} == {"service_faithful", "service_invented", "service_restated"}
+    latest, records, written = run(bootstrap, topic_prefix, turns, OfflineJudge(), infer=True)
+    check_turns(turns, latest, "offline")
+    third = {t.chat: latest[(t.trace_id, "offline")] for t in turns if t.turn == 3}
+    assert third["service_faithful"].revision == 1, "grounded by a revision"
+    chains = set()
+    scored = {
+        (t.chat, t.turn): next(r for r in records if (r.trace_id, r.revision) == (t.trace_id, 0))
+        for t in turns
+    }
+    for turn in turns:
+        first = scored[(turn.chat, turn.turn)]
+        assert first.session_id is None, "consume cannot know the chain: the records name the response before"
+        before = scored.get((turn.chat, turn.turn - 1))
+        assert first.previous_response_id == (before.response_id if before else None), turn
+        revised = latest[(turn.trace_id, "offline")]
+        if revised.revision > 0:
+            assert revised.conversation_source == "response_chain", turn
+            assert revised.session_id is not None and revised.session_id.startswith("responses:"), turn
+            chains.add((turn.chat, revised.session_id))
+    final: dict[tuple[str, str], ConversationRecord] = {}
+    for record in written:
+        key = (record.service_name, record.conversation_id)
+        if key not in final or final[key].revision < record.revision:
+            final[key] = record
+    assert len(final) == 3 and all(k[1].startswith("responses:") for k in final)
+    by_chat = {t.trace_id: t.chat for t in turns}
+    flagged = {"service_faithful": 0, "service_invented": 1, "service_restated": 1}
+    for record in final.values():
+        [chat] = {by_chat[t] for t in record.trace_ids}
+        assert sorted(record.trace_ids) == sorted(t.trace_id for t in turns if t.chat == chat and t.turn > 1)
+        assert (record.turns, record.turns_scored, record.turns_flagged) == (2, 2, flagged[chat]), record
+        assert (chat, record.conversation_id) in chains or chat != "service_faithful"
 
 
 # One source per convention whose recorded prompt resends the question/answer history (the chats' form with

@@ -13,7 +13,7 @@ from conversation_turns import T0, ms, turn
 from tracescore.conversations import Conversation, ConversationsConfig, ConversationTracker
 from tracescore.conversations._logic import ConversationLogic
 from tracescore.conversations._state import record_digest
-from tracescore.conversations._stored import ConversationState, from_legacy
+from tracescore.conversations._stored import ChainFollower, ConversationState, LinkState, from_legacy
 
 # Written by `Conversation.snapshot()` of the version before schema 2 (tracescore.conversations.state):
 # turns 1 and 2 were written as revision 0, then turn 3 arrived.
@@ -107,3 +107,24 @@ def test_a_revision_already_on_the_topic_is_never_given_to_another_record() -> N
     conversation.apply(turn(3, 1.0, at=T0 + timedelta(days=1)), 2, ms(T0) + 5000, 200)
     [(_, revised, _)] = conversation.due(0.95, T0, lambda t, r: same.get((t, r)))
     assert (revised.revision, revised.supersedes) == (1, 0)
+
+
+def test_a_chains_link_round_trips_and_a_release_before_links_refuses_it_as_a_future_version() -> None:
+    """A link of a chain of responses (`LinkState`, kind link) is version 3: this release reads it back and
+    refuses a later one; a release before links, whose codec knows conversations of version 2 only, refuses it
+    as written by a newer tracescore instead of misreading it as a conversation."""
+    link = LinkState(
+        service="s", link_id="responses:0", root="responses:1",
+        followers=[ChainFollower(trace_id="t" * 32, span_id="s" * 16, response_id="resp_2", sent=["root"])],
+    )  # fmt: skip
+    raw = CODEC.encode(link)
+    assert CODEC.decode(raw) == link
+    future = json.loads(raw) | {"schema_version": 4}
+    with pytest.raises(ValueError) as refused:
+        CODEC.decode(json.dumps(future).encode())
+    assert refused.value.reason == "future_state_version"  # type: ignore[attr-defined]
+    # A release before links reads every entry not of kind "turn" as a conversation, of version 2.
+    as_a_conversation = {k: v for k, v in json.loads(raw).items() if k != "kind"}
+    with pytest.raises(ValueError) as before_links:
+        CODEC.decode(json.dumps(as_a_conversation).encode())
+    assert before_links.value.reason == "future_state_version"  # type: ignore[attr-defined]

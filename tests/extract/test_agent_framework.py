@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from recorded import Recording, extracted, read_as_run, read_chat_turn, recordings, spans_of
 
-from tracescore.model import ExtractSkip
+from tracescore.extract import find
+from tracescore.model import ExtractSkip, Interaction, Trace, response_chain_id
 
 SOURCES = ("agent_framework", "agent_framework_conversation", "agent_framework_responses")
 RECORDED = {r.id: r for r in recordings() if r.source in SOURCES}
@@ -97,3 +98,44 @@ def test_a_response_id_is_no_conversation_so_each_turn_is_read_on_its_own(chat: 
         assert _conversation_ids(recording)
         assert (interaction.session_id, interaction.user_id) == (None, None)
         assert sorted(interaction.record.contexts) == sorted(conversation["retrieved"])
+
+
+def _inferred(recording: Recording) -> Interaction:
+    """The turn's interaction read as `tracescore consume` reads it with `infer_conversations`."""
+    spans = spans_of(recording)
+    [found] = find(Trace(spans[0].trace_id, tuple(spans))).found
+    found.infer_conversation()
+    return found.interaction()
+
+
+@pytest.mark.parametrize("chat", SERVICE_CHATS)
+def test_a_follow_up_names_the_response_that_answered_the_turn_before_it(chat: str) -> None:
+    """With `infer_conversations`, each turn's own response id is the answering model call's
+    `gen_ai.response.id`, and a follow-up's previous one the agent span's `gen_ai.conversation.id` (the
+    session's last response as the run started; a model call's names the call before it in the same turn):
+    each follow-up names exactly its predecessor's answer, turn 1 none. The turn's records name no
+    conversation (tracescore conversations joins the chain); its documents go with the chain its answer would
+    open."""
+    turns = [_inferred(r) for r in _responses_chat(chat)]
+    assert all(t.response_id and t.response_id.startswith("resp_") for t in turns)
+    assert [t.previous_response_id for t in turns] == [None, turns[0].response_id, turns[1].response_id]
+    assert all(t.session_id is None and t.conversation_source is None for t in turns)
+    service = turns[0].span.service_name
+    assert [t.opens_conversation for t in turns[1:]] == [
+        response_chain_id(service, t.response_id) for t in turns[1:]
+    ]
+
+
+def test_no_other_recorded_source_names_a_previous_response() -> None:
+    """Only the Responses API chat whose service keeps the history names a previous response: a turn of any
+    other recorded source read with `infer_conversations` is no follow-up of a chain."""
+    named = {
+        r.id
+        for r in recordings()
+        if r.expected[0] == "interaction" and not r.messages
+        for spans in [spans_of(r)]
+        for found in find(Trace(spans[0].trace_id, tuple(spans))).found
+        if (found.infer_conversation(), found.interaction().previous_response_id)[1] is not None
+    }
+    expected = {f"agent_framework_responses/{c}_turn{n}" for c in SERVICE_CHATS for n in (2, 3)}
+    assert named == expected

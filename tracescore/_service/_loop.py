@@ -105,7 +105,7 @@ class ServiceLoop:
         service: str,
         stage: str,
         topics: ServiceTopics,
-        forward: Callable[[ConsumerRecord], Forward | None],
+        forward: Callable[[ConsumerRecord], Forward | Sequence[Forward] | None],
         logic: KeyedLogic,
         state: Counter[StateCount],
         open_keys: Callable[[], int],

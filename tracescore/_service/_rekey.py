@@ -44,7 +44,7 @@ class RekeyStage:
         consumer: KafkaConsumer,
         producer: KafkaProducer,
         topic: str,
-        forward: Callable[[ConsumerRecord], Forward | None],
+        forward: Callable[[ConsumerRecord], Forward | Sequence[Forward] | None],
         skip: Callable[[ServiceSkip, str], None],
         stop_deadline: Callable[[], float | None] = lambda: None,
     ) -> None:
@@ -127,17 +127,22 @@ class RekeyStage:
         for messages in polled.values():
             for message in messages:
                 count += 1
-                forward = self._forward(message)
-                if forward is None:
+                forwards = self._forward(message)
+                if forwards is None:
                     continue
-                try:
-                    futures.append(
-                        self.producer.send(
-                            self.topic, key=forward.key, value=forward.value, headers=list(forward.headers)
+                # One record may go to more than one key (a first turn's documents: two conversations).
+                for forward in (forwards,) if isinstance(forwards, Forward) else forwards:
+                    try:
+                        futures.append(
+                            self.producer.send(
+                                self.topic,
+                                key=forward.key,
+                                value=forward.value,
+                                headers=list(forward.headers),
+                            )
                         )
-                    )
-                except MessageSizeTooLargeError as exc:  # only names of hundreds of KB get here
-                    self._skip(ServiceSkip.OVERSIZED_RECORD, str(exc).splitlines()[0][:200])
+                    except MessageSizeTooLargeError as exc:  # only names of hundreds of KB get here
+                        self._skip(ServiceSkip.OVERSIZED_RECORD, str(exc).splitlines()[0][:200])
         if not count:
             return 0
         crash_point("rekey.sent")

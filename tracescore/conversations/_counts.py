@@ -24,12 +24,17 @@ class GroundingCount(StrEnum):
     # An inferred conversation's turns this turn's resent history does not hold: another chat with the same
     # opening, not evidence.
     TURNS_NOT_IN_HISTORY = "turns_not_in_history"
+    # A history the model's service keeps (`_chains`): follow-ups joined to their chain of response ids, and
+    # those forgotten (forget_seconds) before the chain's first turn was known (its documents never came).
+    CHAIN_TURNS_JOINED = "chain_turns_joined"
+    CHAIN_TURNS_NOT_JOINED = "chain_turns_not_joined"
     # Cuts: each bound's drops.
     RECORD_TOO_LARGE = "record_too_large"  # a revision too large to write
     TURNS_PAST_CAP = "turns_past_cap"  # turns beyond max_turns in one conversation
     DOCUMENTS_DROPPED = "documents_dropped"  # documents past evidence_chars in one conversation
     EVIDENCE_EVICTED = "evidence_evicted"  # conversations' turns dropped past max_evidence_chars
     FORGOTTEN = "forgotten"  # conversations forgotten forget_seconds after their last turn
+    CHAIN_LINKS_EVICTED = "chain_links_evicted"  # links of response chains dropped past max_conversations
 
     @classmethod
     def not_rejudged(cls, why: NotRejudgedReason) -> GroundingCount:

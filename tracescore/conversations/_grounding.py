@@ -27,6 +27,7 @@ from itertools import count
 from typing import Any
 
 from tracescore._service import Saved
+from tracescore.conversations._chains import opened_chain
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._counts import GroundingCount
 from tracescore.conversations._index import Partitions
@@ -171,6 +172,15 @@ class GroundingStore:
     def held(self) -> list[Held]:
         return list(self._held.values())
 
+    def opens_chain(self, key: Key) -> bool:
+        """Whether a turn held under `key` is the first of the chain of responses `key` names: its documents
+        (the response that answered it, none named before it) held under the chain's id."""
+        held = self._held.get(key)
+        return held is not None and any(
+            turn.evidence is not None and opened_chain(turn.evidence) == key[1]
+            for turn in held.turns.values()
+        )
+
     def open(self) -> int:
         """Conversations whose checks wait for the next tick."""
         return len(self._rechecks)
@@ -226,6 +236,9 @@ class GroundingStore:
             return
         held, turn = self._turn(key, turn_id, partition)
         if offset <= turn.through or (check is not None and check.record.revision > record.revision):
+            return
+        if check is not None and check.record == record:
+            turn.through = offset  # the same record again (written twice by a crash): nothing to judge anew
             return
         turn.through = offset
         if turn.user_id is None:

@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._service import Output, Saved, StateCount, StateRecord
+from tracescore._service import Output, Saved, StateCount, StateRecord, UnreadableState
+from tracescore.conversations._chains import CHAIN_LINK_HEADER, CHAIN_ROOT_HEADER, Chains, opened_chain
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import GroundingStats
@@ -29,6 +30,7 @@ from tracescore.conversations._state import Conversation, Tier
 from tracescore.conversations._stored import (
     ConversationCodec,
     ConversationState,
+    LinkState,
     TurnState,
     decode_key,
     encode_key,
@@ -112,13 +114,28 @@ class ConversationLogic:
         self._evicting: set[Key] = set()
         self._save: dict[Key, int] = {}  # key -> partition; a key no longer held is deleted
         self._decided: dict[str, tuple[Conversation, Tier, ConversationRecord]] = {}
-        self._stale: dict[bytes, int] = {}  # held turns on the state topic with grounding off
+        self._stale: dict[bytes, int] = {}  # held turns and links on the state topic with grounding off
+        # A history the model's service keeps, joined from its response ids (grounding on: its first turn is
+        # known by its documents).
+        self.chains: Chains | None = None
+        if grounder is not None:
+            self.chains = Chains(
+                config, grounder.stats.counts, ((EVIDENCE_HEADER, b"1"),), opened=grounder.store.opens_chain
+            )
         self._now = clock()
 
     # -- restore ----------------------------------------------------------------------------------------
     def restore(
-        self, partition: int, key: bytes, state: ConversationState | TurnState, migrated: bool
+        self, partition: int, key: bytes, state: ConversationState | TurnState | LinkState, migrated: bool
     ) -> None:
+        if isinstance(state, LinkState):
+            if key != state.key:
+                self._skip(ServiceSkip.INVALID_STATE, f"a chain's link under another key ({len(key)} bytes)")
+            elif self.chains is not None:
+                self.chains.restore(partition, state)
+            else:
+                self._stale[key] = partition
+            return
         if isinstance(state, TurnState):
             if key != state.key:
                 self._skip(ServiceSkip.INVALID_STATE, f"a held turn under another key ({len(key)} bytes)")
@@ -138,7 +155,9 @@ class ConversationLogic:
             self._save[conversation.key] = partition
 
     def restored(self) -> None:
-        pass  # the tracker orders what it restored when it next needs the order
+        # The tracker orders what it restored when it next needs the order.
+        if self.chains is not None:
+            self.chains.restored()
 
     def legacy(self, key: bytes, value: bytes) -> ConversationState:
         return from_legacy(value)
@@ -150,19 +169,41 @@ class ConversationLogic:
     def apply(self, message: ConsumerRecord, replay: bool) -> None:
         # The message's own time (CreateTime, set by stage 1); a broker that gives none: now.
         arrival = message.timestamp if message.timestamp and message.timestamp > 0 else _ms(self._clock())
-        if message.headers and any(key == EVIDENCE_HEADER for key, _ in message.headers):
+        headers = {key for key, _ in message.headers} if message.headers else set()
+        where = (message.partition, message.offset, arrival)
+        chains = self.chains
+        if CHAIN_ROOT_HEADER in headers:
+            link = self._link_of(message)
+            if (
+                chains is not None
+                and link is not None
+                and not chains.root_message(link, message.value, *where)
+            ):
+                self._skip(ServiceSkip.INVALID_RECORD, "a chain's root message tracescore did not write")
+            return
+        linked = self._link_of(message) if CHAIN_LINK_HEADER in headers and chains is not None else None
+        if EVIDENCE_HEADER in headers:
             if self.grounder is not None:
                 try:
                     evidence = read_turn_evidence(message.value)
                 except UnreadableRecord as unreadable:
                     self._skip(ConversationSkip.INVALID_EVIDENCE, unreadable.detail)
                     return
-                self.grounder.store.evidence(evidence, message.partition, message.offset, arrival)
+                if chains is not None and linked is not None:
+                    chains.follower_evidence(linked, evidence, *where)
+                    return
+                self.grounder.store.evidence(evidence, *where)
+                chain = opened_chain(evidence)
+                if chains is not None and chain is not None and chain == evidence.session_id:
+                    chains.opener_held((evidence.service_name, chain))  # the chain's first turn
             return
         try:
             record: EvaluationRecord = read_evaluation_record(message.value)
         except UnreadableRecord as unreadable:
             self._skip(unreadable.reason, unreadable.detail)
+            return
+        if chains is not None and linked is not None:
+            chains.follower_record(linked, record, *where)
             return
         self.stats.turn_records += 1
         self.tracker.apply(record, message.partition, message.offset, arrival)
@@ -175,6 +216,13 @@ class ConversationLogic:
                 "a session id shared by more turns than max_turns",
                 past_cap,
             )
+
+    def _link_of(self, message: ConsumerRecord) -> Key | None:
+        try:
+            return decode_key(message.key or b"")
+        except UnreadableState as unreadable:
+            self._skip(ServiceSkip.INVALID_RECORD, f"a chain's message under {unreadable.detail}")
+            return None
 
     def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
         # Quiet, forgotten or due for a checkpoint by the partition's stream time, not the wall clock: a turn
@@ -191,6 +239,8 @@ class ConversationLogic:
             self.stats.forgotten += 1
         if self.grounder is not None:
             self.grounder.tick(now, stream_time)
+        if self.chains is not None:
+            self.chains.tick(stream_time)
 
     # -- outputs ----------------------------------------------------------------------------------------
     def outputs(self, found: Mapping[str, str]) -> list[Output]:
@@ -209,6 +259,8 @@ class ConversationLogic:
                 out.extend(self._outputs_of(conversation, tier, record, digest))
         if self.grounder is not None:
             out.extend(self.grounder.outputs(found, self.config.evaluations_topic))
+        if self.chains is not None:
+            out.extend(self.chains.outputs(self.config.turns_topic))
         return out
 
     def _outputs_of(
@@ -252,6 +304,8 @@ class ConversationLogic:
         if self.grounder is not None:
             done.revised = self.grounder.written(outputs, found)
             self.stats.turns_revised += len(done.revised)
+        if self.chains is not None:
+            self.chains.written(outputs)
         for conversation in self._writing:
             if conversation.key in self._evicting:
                 self.tracker.forget(conversation)
@@ -278,6 +332,8 @@ class ConversationLogic:
         self._stale.clear()
         if self.grounder is not None:
             out += [(p, key, self._fitted(turn)) for p, key, turn in self.grounder.store.to_save()]
+        if self.chains is not None:
+            out += self._fitted_links(self.chains.to_save())
         return out
 
     def _fitted(self, turn: StateRecord | None) -> StateRecord | None:
@@ -289,6 +345,21 @@ class ConversationLogic:
         )
         smaller = turn.model_copy(update={"evidence": None})
         return smaller if len(self.codec.encode(smaller)) <= self.config.max_message_bytes else None
+
+    def _fitted_links(self, saved: list[Saved]) -> list[Saved]:
+        """Links as saved: one too large for a message (a response named by very many follow-ups waiting for
+        their chain) without its waiting follow-ups' documents, counted; never too large (at worst deleted,
+        its follow-ups then each alone)."""
+        out: list[Saved] = []
+        for partition, key, link in saved:
+            if isinstance(link, LinkState) and len(self.codec.encode(link)) > self.config.max_message_bytes:
+                self._skip(ConversationSkip.STATE_TOO_LARGE, f"a chain's link {link.link_id}: saved smaller")
+                followers = [f.model_copy(update={"evidence": None}) for f in link.followers]
+                smaller = link.model_copy(update={"followers": followers})
+                fits = len(self.codec.encode(smaller)) <= self.config.max_message_bytes
+                link = smaller if fits else None
+            out.append((partition, key, link))
+        return out
 
     def after_save(self) -> list[Saved]:
         return []  # its outputs are all on Kafka, written before the state
@@ -320,11 +391,15 @@ class ConversationLogic:
                 out.append((conversation.partition, encode_key(conversation.key), state))
         if self.grounder is not None:
             out += [(p, key, self._fitted(turn)) for p, key, turn in self.grounder.store.everything()]
+        if self.chains is not None:
+            out += self._fitted_links(self.chains.everything())
         return out
 
     def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
         floors = self.tracker.commit_offsets(positions)
-        return floors if self.grounder is None else self.grounder.store.commit_floors(floors)
+        if self.grounder is not None:
+            floors = self.grounder.store.commit_floors(floors)
+        return floors if self.chains is None else self.chains.commit_floors(floors)
 
     def undecided(self, partition: int, before_ms: int) -> bool:
         # A conversation decided by a crashed owner may have changed since (its next turn, a turn's grounded
@@ -335,6 +410,8 @@ class ConversationLogic:
         self.tracker.forget_partitions(partitions)
         if self.grounder is not None:
             self.grounder.forget_partitions(partitions)
+        if self.chains is not None:
+            self.chains.forget_partitions(partitions)
         self._save = {k: p for k, p in self._save.items() if p not in partitions}
         self._writing = [c for c in self._writing if c.partition not in partitions]
 

@@ -36,6 +36,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from tracescore._kafka import LogOnce
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service import Forward, LoopService, ServiceLoop, ServiceTopics, StateCount
+from tracescore.conversations._chains import CHAIN_LINK_HEADER, opened_chain
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._grounder import Grounder
 from tracescore.conversations._grounding import held_details
@@ -48,9 +49,11 @@ from tracescore.model import (
     ConversationRecord,
     EvaluationRecord,
     ServiceSkip,
+    TurnEvidence,
     UnreadableRecord,
     read_evaluation_record,
     read_turn_evidence,
+    response_chain_id,
 )
 from tracescore.score.judges import Judge
 
@@ -60,6 +63,8 @@ _log = logging.getLogger("tracescore.conversations")
 Clock = Callable[[], datetime]
 _TURN_REASON_CHARS = 1_000
 _EVIDENCE_HEADERS = ((EVIDENCE_HEADER, b"1"),)
+_LINK_HEADERS = ((CHAIN_LINK_HEADER, b"1"),)
+_LINK_EVIDENCE_HEADERS = (*_EVIDENCE_HEADERS, *_LINK_HEADERS)
 
 
 def rekeyed(record: EvaluationRecord, grounding: bool) -> bytes:
@@ -149,16 +154,23 @@ class ConversationService(LoopService):
         """Nonzero while a conversation or a held turn waits to be written (an idle stop waits for none)."""
         if self.tracker.any_open():
             return 1
-        return self._grounder.open() if self._grounder is not None else 0
+        if self._grounder is None:
+            return 0
+        return self._grounder.open() + (self._logic.chains.open() if self._logic.chains is not None else 0)
 
     # -- stage 1: re-key by conversation ----------------------------------------------------------------
-    def _forward(self, message: ConsumerRecord) -> Forward | None:
+    def _forward(self, message: ConsumerRecord) -> Forward | list[Forward] | None:
         if message.topic == self.config.evidence_topic:
             return self._forward_evidence(message)
         record = self._parse(message.value)
         if record is None:
             return None
         key = key_of(record)
+        if key is None and record.previous_response_id is not None and self._grounder is not None:
+            # A follow-up of a history the model's service keeps: to the link of the response it named.
+            link = response_chain_id(record.service_name, record.previous_response_id)
+            linked = rekeyed(record.model_copy(update={"session_id": link}), grounding=True)
+            return Forward(encode_key((record.service_name, link)), linked, _LINK_HEADERS)
         if key is None:
             self._skip(
                 ConversationSkip.NO_CONVERSATION, "its interaction carries no session.id / conversation id"
@@ -166,14 +178,29 @@ class ConversationService(LoopService):
             return None
         return Forward(encode_key(key), rekeyed(record, grounding=self._grounder is not None))
 
-    def _forward_evidence(self, message: ConsumerRecord) -> Forward | None:
+    def _forward_evidence(self, message: ConsumerRecord) -> list[Forward] | None:
         try:
             evidence = read_turn_evidence(message.value)
         except UnreadableRecord as unreadable:
             self._skip(ConversationSkip.INVALID_EVIDENCE, unreadable.detail)
             return None
-        key = encode_key((evidence.service_name, evidence.session_id))
-        value = message.value
+        service, previous = evidence.service_name, evidence.previous_response_id
+        if previous is not None:  # a follow-up's documents: to the link of the response it named
+            link = encode_key((service, response_chain_id(service, previous)))
+            return [Forward(link, self._fitted(evidence, message.value), _LINK_EVIDENCE_HEADERS)]
+        forwards = [Forward(encode_key((service, evidence.session_id)), self._fitted(evidence, message.value),
+                            _EVIDENCE_HEADERS)]  # fmt: skip
+        chain = opened_chain(evidence)
+        if chain is not None and chain != evidence.session_id:
+            # A first turn may open a chain of responses too (beside the history conversation it may open).
+            opened = evidence.model_copy(update={"session_id": chain})
+            value = self._fitted(opened, opened.model_dump_json().encode())
+            forwards.append(Forward(encode_key((service, chain)), value, _EVIDENCE_HEADERS))
+        return forwards
+
+    def _fitted(self, evidence: TurnEvidence, value: bytes) -> bytes:
+        """`value`, the evidence's, cut to fit the state and turns topics (a writer other than tracescore
+        consume may write more)."""
         if len(value) > self.config.max_message_bytes:  # not written by tracescore consume: cut to fit
             kept, left = [], self.config.evidence_chars
             for document in evidence.documents:
@@ -184,7 +211,7 @@ class ConversationService(LoopService):
             value = (
                 evidence.model_copy(update={"documents": kept, "question": None}).model_dump_json().encode()
             )
-        return Forward(key, value, _EVIDENCE_HEADERS)
+        return value
 
     def _parse(self, value: bytes | None) -> EvaluationRecord | None:
         try:

@@ -1,8 +1,9 @@
 """What the state topic holds: a conversation (`ConversationState`, schema version 2: typed, versioned), a
 turn held to ground a later turn's claims (`TurnState`, kind "turn", same version: its documents, and its
-records with claims no document of its own supported), the codec that tells them apart, and the reader of
-version 1 (the positional JSON snapshot of earlier versions, on the old single-partition state topic)
-that carries an old conversation over."""
+records with claims no document of its own supported), a link of a chain of response ids (`LinkState`, kind
+"link", version 3: a release before it refuses the entry as a future version instead of misreading it), the
+codec that tells them apart, and the reader of version 1 (the positional JSON snapshot of earlier versions,
+on the old single-partition state topic) that carries an old conversation over."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ from tracescore.conversations._state import Conversation, Tier, TurnRecord
 from tracescore.model import EvaluationRecord, ServiceSkip, TurnEvidence
 
 __all__ = [
+    "ChainFollower",
     "ConversationCodec",
     "ConversationState",
     "HeldCheck",
+    "LinkState",
     "TurnState",
     "decode_key",
     "encode_key",
     "from_legacy",
     "json_bytes",
+    "link_key",
     "turn_key",
 ]
 
@@ -47,6 +51,11 @@ def encode_key(key: tuple[str, str]) -> bytes:
 def turn_key(service: str, conversation_id: str, trace_id: str, span_id: str) -> bytes:
     """State topic key of a held turn: never a conversation's (four elements, not two)."""
     return json_bytes([service, conversation_id, trace_id, span_id])
+
+
+def link_key(service: str, link_id: str) -> bytes:
+    """State topic key of a chain's link: never a conversation's (three elements) nor a turn's (four)."""
+    return json_bytes([service, link_id, "link"])
 
 
 def decode_key(raw: bytes) -> tuple[str, str]:
@@ -250,18 +259,52 @@ class TurnState(StateRecord):
         self.started_ms = self.started_us // 1000
 
 
+class ChainFollower(BaseModel):
+    """A follow-up waiting at the link of the response it named: its latest records and documents not written
+    to its chain yet, and what was."""
+
+    trace_id: str
+    span_id: str
+    response_id: str | None = Field(default=None, description="Its own answer's: the next link.")
+    records: list[EvaluationRecord] = Field(default_factory=list, description="Latest per tier, not written.")
+    evidence: TurnEvidence | None = Field(default=None, description="Its latest documents, not written.")
+    sent: list[str] = Field(default_factory=list, description="What was written to the chain (`sent_mark`).")
+    root_sent: bool = Field(default=False, description="Its own link was told the chain's id.")
+
+
+class LinkState(StateRecord):
+    """A link of a chain of response ids (the key of the response a follow-up named): the chain's id once
+    known, and the follow-ups that named it."""
+
+    schema_version: Literal[3] = 3
+    kind: Literal["link"] = "link"
+    service: str
+    link_id: str = Field(description="response_chain_id of the response named: the key of the link.")
+    root: str | None = Field(default=None, description="The chain's conversation id, once known.")
+    through: int = Field(default=-1, description="Highest turns-topic offset applied.")
+    arrival_ms: int = Field(default=0, description="When its last change reached the turns topic.")
+    followers: list[ChainFollower] = Field(default_factory=list)
+
+    @property
+    def key(self) -> bytes:
+        return link_key(self.service, self.link_id)
+
+
 class ConversationCodec(StateCodec[Any]):
-    """Both values of the state topic, told apart by `kind`; each refused as `StateCodec` refuses."""
+    """The values of the state topic, told apart by `kind`; each refused as `StateCodec` refuses."""
 
     def __init__(self) -> None:
         super().__init__(ConversationState)
-        self._turn = StateCodec(TurnState)
+        self._kinds: dict[str, StateCodec[Any]] = {
+            "turn": StateCodec(TurnState),
+            "link": StateCodec(LinkState),
+        }
 
-    def decode(self, raw: bytes) -> ConversationState | TurnState:
+    def decode(self, raw: bytes) -> ConversationState | TurnState | LinkState:
         try:
             data = json.loads(raw)
         except (UnicodeDecodeError, ValueError):
             data = None
-        if isinstance(data, dict) and data.get("kind") == "turn":
-            return self._turn.decode(raw)
-        return super().decode(raw)
+        kind = data.get("kind") if isinstance(data, dict) else None
+        codec = self._kinds.get(kind) if isinstance(kind, str) else None
+        return codec.decode(raw) if codec is not None else super().decode(raw)

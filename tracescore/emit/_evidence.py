@@ -63,6 +63,8 @@ def turn_evidence(
         user_id=interaction.user_id,
         question=None if question is None else question[:QUESTION_CHARS],
         turn_digest=interaction.turn_digest,
+        response_id=interaction.response_id,
+        previous_response_id=interaction.previous_response_id,
         span_started_at=started_at(interaction),
         revision=revision,
         documents=documents,

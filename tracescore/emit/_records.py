@@ -65,6 +65,8 @@ def evaluation_record(
         user_id=rag.user_id,
         conversation_source=rag.conversation_source,
         history_turns=list(rag.history[-HISTORY_TURNS_KEPT:]) if rag.session_id is not None else [],
+        response_id=rag.response_id,
+        previous_response_id=rag.previous_response_id,
     )
 
 

@@ -84,6 +84,8 @@ class Reading:
     turn_digest: str | None = None
     conversation_source: ConversationSource | None = None
     opens_conversation: str | None = None
+    response_id: str | None = None  # a history the model's service keeps: the response that answered
+    previous_response_id: str | None = None  # and the one the turn's request named before it
     events_lost: str | None = None  # what the spans read lost of their events past the limits (`_decode`)
     # The documents read from the user message of the prompt, and its text outside them (`_reader`).
     prompt_asked: PromptDocuments | None = None
@@ -380,6 +382,12 @@ class Convention:
 
     def more_conversation(self, reading: Reading) -> tuple[str | None, str | None]:
         """(session, user) where the shared lineage rule found none."""
+        return None, None
+
+    def response_chain(self, reading: Reading) -> tuple[str | None, str | None]:
+        """(previous, own) response ids of a turn whose history the model's service keeps (the OpenAI
+        Responses API): the response its request named before it (`previous_response_id`), and the one that
+        answered, which its follow-up names; None where the convention records neither."""
         return None, None
 
 

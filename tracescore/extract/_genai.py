@@ -33,7 +33,7 @@ from tracescore.extract._read import (
     parse_json,
     user_text,
 )
-from tracescore.model import ContextSourceKind, DecodedSpan, Trace
+from tracescore.model import RESPONSE_ID_PREFIX, ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["GenAI"]
 
@@ -99,6 +99,12 @@ class GenAI(Convention):
         "agent_framework": "Microsoft Agent Framework records them only with sensitive data on "
         "(configure_otel_providers(enable_sensitive_data=True), or ENABLE_SENSITIVE_DATA=true)",
     }
+    # A history the model's service keeps (the OpenAI Responses API, `previous_response_id`): each model
+    # call's response id, and the previous response a turn's request named, which Microsoft Agent Framework
+    # writes as the agent span's conversation id (its session's last response as the run starts). On a model
+    # call that key names the call before it in the same turn (a tool loop's), never the previous turn's.
+    RESPONSE_ID = "gen_ai.response.id"
+    PREVIOUS_RESPONSE_ID = semconv.GEN_AI_CONVERSATION_ID
     # LiteLLM's `otel` callback, unless opted in to the latest conventions, writes its call type as the
     # operation: `acompletion` for an async call, as every call its proxy makes.
     OPERATION_ALIASES = {"completion": "chat", "acompletion": "chat", "atext_completion": "text_completion"}
@@ -244,6 +250,19 @@ class GenAI(Convention):
                 return None, user
         return None, None
 
+    def response_chain(self, reading: Reading) -> tuple[str | None, str | None]:
+        answered = sorted(
+            (llm for llm in reading.llms if _response_id(llm.attributes.get(self.RESPONSE_ID))),
+            key=lambda llm: llm.end_time_unix_nano,
+        )
+        if not answered:
+            return None, None
+        own = {llm.attributes[self.RESPONSE_ID] for llm in answered}
+        first = reading.group[0] if reading.group else reading.anchor
+        previous = first.attributes.get(self.PREVIOUS_RESPONSE_ID)
+        named = previous if _response_id(previous) and previous not in own else None
+        return named, answered[-1].attributes[self.RESPONSE_ID]
+
     def question(self, reading: Reading) -> str | None:
         question = self._question(reading.llms[0] if reading.group else reading.anchor)
         if question is None and reading.llms:
@@ -280,3 +299,7 @@ class GenAI(Convention):
         response = parse_json(span.attributes.get(self.RESPONSE_DATA))
         message = response.get("message") if isinstance(response, Mapping) else None
         return [message] if isinstance(message, Mapping) else None
+
+
+def _response_id(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(RESPONSE_ID_PREFIX)

@@ -4,7 +4,8 @@ span, then its ancestors (a request span), then the spans it was read from; an i
 MLflow writes every attribute) is read as the app set it. A `gen_ai.conversation.id` that is an OpenAI
 Responses API response id is no conversation's: a session the service keeps by chaining responses
 (`previous_response_id`) gets a new one every turn, so reading it would make each turn a conversation of its
-own (Microsoft Agent Framework's Responses client writes the session's last response id there)."""
+own (Microsoft Agent Framework's Responses client writes the session's last response id there): such a chain
+is joined from its response ids instead (`Convention.response_chain`, with infer_conversations)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from tracescore import semconv
 from tracescore.extract._read import parse_json
-from tracescore.model import DecodedSpan, Trace
+from tracescore.model import RESPONSE_ID_PREFIX, DecodedSpan, Trace
 
 __all__ = ["conversation_of", "route_of"]
 
@@ -24,8 +25,6 @@ _USER_KEY = semconv.USER_ID
 # Every key the conversation is read from: a span with none of them is passed over in one C call (most spans).
 _CONVERSATION_KEYS = frozenset((*_SESSION_KEYS, _USER_KEY))
 _ROUTE = semconv.TRACESCORE_ROUTE
-# What the OpenAI Responses API's response ids start with; its conversations' (`conv_`) are kept as read.
-_RESPONSE_ID_PREFIX = "resp_"
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -81,7 +80,7 @@ def conversation_of(
 
 
 def _names_a_response(key: str, value: str) -> bool:
-    return key == semconv.GEN_AI_CONVERSATION_ID and value.startswith(_RESPONSE_ID_PREFIX)
+    return key == semconv.GEN_AI_CONVERSATION_ID and value.startswith(RESPONSE_ID_PREFIX)
 
 
 def _scrubbed(attrs: Mapping[str, Any], key: str) -> bool:

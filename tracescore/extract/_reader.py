@@ -36,6 +36,7 @@ from tracescore.model import (
     RagRecord,
     Trace,
     history_conversation_id,
+    response_chain_id,
     start_order,
     turn_digest,
 )
@@ -299,7 +300,8 @@ def read_history(r: Reading) -> None:
     """Where no conversation was named: the turn's (question, answer) digest and those of the pairs the
     answering model call's prompt resent (the first prompt, nearest the answer, that resent any). A turn that
     resent some is a turn of the conversation its first pair opened; one that resent none may open one (a
-    first turn cannot be told from a one-shot: `opens_conversation`, for its documents, never its records).
+    first turn cannot be told from a one-shot: `opens_conversation`, for its documents, never its records),
+    or follow a response the model's service keeps (`response_chain`: joined by tracescore conversations).
     Run only where asked (`Found.infer_conversation`): a stream that names its conversations never pays."""
     question, answer = r.question, r.answer
     if r.session_id is not None or r.question_missing is not None or not question or not answer:
@@ -316,8 +318,14 @@ def read_history(r: Reading) -> None:
     inferred = history_conversation_id(r.anchor.service_name, r.user_id, opened_by)
     if r.history:
         r.session_id, r.conversation_source = inferred, ConversationSource.HISTORY
-    else:
-        r.opens_conversation = inferred
+        return
+    r.opens_conversation = inferred
+    # Nothing resent: the model's service may keep the history, the turn naming the response before it.
+    previous, own = convention.response_chain(r)
+    if own is not None:
+        r.response_id, r.previous_response_id = own, previous
+        if previous is not None:  # a follow-up, no first turn: its documents go with the chain it joins
+            r.opens_conversation = response_chain_id(r.anchor.service_name, own)
 
 
 # --8<-- [start:steps]
@@ -495,6 +503,8 @@ def _build(r: Reading, found: Found) -> Interaction:
         conversation_source=r.conversation_source
         or (ConversationSource.NAMED if r.session_id is not None else None),
         opens_conversation=r.opens_conversation,
+        response_id=r.response_id,
+        previous_response_id=r.previous_response_id,
     )
 
 

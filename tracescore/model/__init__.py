@@ -37,8 +37,11 @@ from tracescore.model._findings import NEAR_CERTAIN, FaithfulnessFindings
 from tracescore.model._history import (
     HISTORY_ID_PREFIX,
     HISTORY_TURNS_KEPT,
+    RESPONSE_CHAIN_ID_PREFIX,
+    RESPONSE_ID_PREFIX,
     ConversationSource,
     history_conversation_id,
+    response_chain_id,
     turn_digest,
 )
 from tracescore.model._labels import (
@@ -99,6 +102,8 @@ __all__ = [
     "MAX_SPAN_EVENT_BYTES",
     "NEAR_CERTAIN",
     "OFFLINE_JUDGE",
+    "RESPONSE_CHAIN_ID_PREFIX",
+    "RESPONSE_ID_PREFIX",
     "SCHEMA_VERSION",
     "UNLABELLED_THRESHOLD",
     "AnnotatorKind",
@@ -145,6 +150,7 @@ __all__ = [
     "read_conversation_record",
     "read_evaluation_record",
     "read_turn_evidence",
+    "response_chain_id",
     "revision_key",
     "start_order",
     "turn_digest",

@@ -46,9 +46,10 @@ class ConversationRecord(BaseModel):
     )
     conversation_id: str = Field(
         description="The turns' session.id / gen_ai.conversation.id (the producer's thread or session id), "
-        "or the id inferred from the history their prompts resent where none was named (tracescore "
-        "consume's infer_conversations: `history:` and 24 hex digits; the turns' records say "
-        "conversation_source history)."
+        "or, where none was named (tracescore consume's infer_conversations), the id inferred from the "
+        "history their prompts resent (`history:` and 24 hex digits; the turns' records say "
+        "conversation_source history) or joined from the chain of response ids a model service that keeps "
+        "the history names (`responses:` and 24 hex digits; conversation_source response_chain)."
     )
     service_name: str = Field(description="service.name of the turns: a conversation is (service, id).")
     route: str = Field(description="The route of the conversation's first turn.")

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from tracescore.model._record import SchemaVersion, read_versioned
+from tracescore.model._record import SchemaVersion, none_unwritten, read_versioned
 
 __all__ = ["EVIDENCE_TOPIC", "EvidenceDocument", "TurnEvidence", "read_turn_evidence"]
 
@@ -43,6 +43,17 @@ class TurnEvidence(BaseModel):
         default=None,
         description="With an inferred conversation: the digest of the turn's (question, answer) pair, "
         "which a follow-up's history names to use these documents.",
+    )
+    response_id: str | None = Field(
+        default=None,
+        exclude_if=none_unwritten,
+        description="With an inferred conversation: the id of the response that answered (a follow-up names "
+        "it, previous_response_id), as on the records.",
+    )
+    previous_response_id: str | None = Field(
+        default=None,
+        exclude_if=none_unwritten,
+        description="With an inferred conversation: the response the turn followed, as on the records.",
     )
     span_started_at: datetime | None = Field(description="When the turn started: what orders the turns.")
     revision: int = Field(default=0, ge=0, description="As the records': late spans changed the turn.")

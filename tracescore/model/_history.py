@@ -7,7 +7,13 @@ A turn is known by the digest of its (question, answer) pair (`turn_digest`); a 
 digests of the (question, answer) pairs its prompt resends. The conversation is named by its first pair:
 `history_conversation_id` of the service, the end user (where recorded) and the first pair's digest is
 computable at turn 1 from its own question and answer and at turn N from the first pair of its history, on
-any instance, so conversations route by key as named ones do."""
+any instance, so conversations route by key as named ones do.
+
+A history the model's service keeps (the OpenAI Responses API: each request names the previous response,
+`previous_response_id`, and resends nothing) is a chain of response ids: a turn names the one before it, never
+the first. `response_chain_id` of a turn's own response id is the id of the chain that turn would open;
+`tracescore conversations` joins the chain hop by hop and names it by its first turn's
+(`conversation_source` `response_chain`)."""
 
 from __future__ import annotations
 
@@ -17,13 +23,19 @@ from enum import StrEnum
 __all__ = [
     "HISTORY_ID_PREFIX",
     "HISTORY_TURNS_KEPT",
+    "RESPONSE_CHAIN_ID_PREFIX",
+    "RESPONSE_ID_PREFIX",
     "ConversationSource",
     "history_conversation_id",
+    "response_chain_id",
     "turn_digest",
 ]
 
 # An inferred id says so, and cannot be mistaken for an id an app named (which is never rewritten).
 HISTORY_ID_PREFIX = "history:"
+RESPONSE_CHAIN_ID_PREFIX = "responses:"
+# What the OpenAI Responses API's response ids start with (its conversations' ids, `conv_`, are named ones).
+RESPONSE_ID_PREFIX = "resp_"
 _DIGEST_BYTES = 12
 # A record names at most this many of the pairs its prompt resent, the most recent: a prompt of any length
 # gives a record of bounded size (~27 bytes a digest), and a follow-up is grounded in its nearest turns first.
@@ -37,6 +49,7 @@ class ConversationSource(StrEnum):
 
     NAMED = "named"  # the app, the producer or the tracescore SDK named it (session.id, a thread id)
     HISTORY = "history"  # inferred from the question/answer history the app resent in the prompt
+    RESPONSE_CHAIN = "response_chain"  # joined from the chain of response ids the model's service keeps
 
 
 def _digest(*parts: str) -> str:
@@ -53,3 +66,8 @@ def turn_digest(question: str, answer: str) -> str:
 def history_conversation_id(service: str, user_id: str | None, first_turn: str) -> str:
     """The id of the conversation whose first turn's digest is `first_turn`, of `service` and `user_id`."""
     return HISTORY_ID_PREFIX + _digest(service, user_id or "", first_turn)
+
+
+def response_chain_id(service: str, response_id: str) -> str:
+    """The id of the chain a turn of `service` whose answer is `response_id` would open (its first turn's)."""
+    return RESPONSE_CHAIN_ID_PREFIX + _digest(service, response_id)

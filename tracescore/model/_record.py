@@ -20,6 +20,7 @@ __all__ = [
     "EvaluationRecord",
     "UnreadableRecord",
     "annotator_kind",
+    "none_unwritten",
     "read_evaluation_record",
     "revision_key",
 ]
@@ -29,6 +30,11 @@ SCHEMA_VERSION = 1
 EVALUATIONS_TOPIC = "tracescore.evaluations"
 
 AnnotatorKind = Literal["LLM", "CODE"]
+
+
+def none_unwritten(value: object) -> bool:
+    """A field written only where it says something: the records of most interactions stay as they were."""
+    return value is None
 
 
 def _written_as_int(version: object) -> object:
@@ -120,15 +126,31 @@ class EvaluationRecord(BaseModel):
     )
     conversation_source: ConversationSource | None = Field(
         default=None,
-        description="Where session_id came from: named (the app or its producer named the conversation) or "
+        description="Where session_id came from: named (the app or its producer named the conversation), "
         "history (inferred from the question/answer history the app resent, where it named none: "
-        "tracescore consume's infer_conversations); null without a conversation.",
+        "tracescore consume's infer_conversations) or response_chain (joined by tracescore conversations "
+        "from the chain of response ids a model service that keeps the history names: "
+        "previous_response_id); null without a conversation.",
     )
     history_turns: list[str] = Field(
         default_factory=list,
         description="With conversation_source history: the digests of the (question, answer) pairs the "
         f"turn's prompt resent, oldest first (the {HISTORY_TURNS_KEPT} most recent); only earlier turns "
         "among them ground its claims.",
+    )
+    response_id: str | None = Field(
+        default=None,
+        exclude_if=none_unwritten,
+        description="Where no conversation was named (infer_conversations): the id of the response that "
+        "answered, as the model service that keeps the history knows it (the OpenAI Responses API's "
+        "`resp_...`); a follow-up names it.",
+    )
+    previous_response_id: str | None = Field(
+        default=None,
+        exclude_if=none_unwritten,
+        description="Where no conversation was named (infer_conversations): the response the turn's request "
+        "named as the one before it (`previous_response_id`): the turn is a follow-up of the turn that "
+        "answered with it.",
     )
     revision: int = Field(
         default=0,

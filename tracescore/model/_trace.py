@@ -226,6 +226,10 @@ class Interaction:
     turn_digest: str | None = None
     conversation_source: ConversationSource | None = None
     opens_conversation: str | None = None  # a first turn's inferred id: its documents', never its records'
+    # A history the model's service keeps (the Responses API): the response that answered, and the previous
+    # response the request named (a follow-up's; `opens_conversation` then the chain its answer would open).
+    response_id: str | None = None
+    previous_response_id: str | None = None
 
     @property
     def run(self) -> Run | None:
