@@ -173,7 +173,10 @@ class ConversationService(LoopService):
             return Forward(encode_key((record.service_name, link)), linked, _LINK_HEADERS)
         if key is None:
             self._skip(
-                ConversationSkip.NO_CONVERSATION, "its interaction carries no session.id / conversation id"
+                ConversationSkip.NO_CONVERSATION,
+                "its interaction carries no session.id / conversation id (name one on a span around each "
+                "turn: with the SDK, tracescore.attributes(session_id=...); or let tracescore consume infer "
+                "it from a resent history: infer_conversations)",
             )
             return None
         return Forward(encode_key(key), rekeyed(record, grounding=self._grounder is not None))
