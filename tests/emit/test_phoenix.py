@@ -223,7 +223,8 @@ def test_phoenix_s_otlp_endpoint_given_for_its_base_url_is_named(
         assert sink.send([_record(SpanIds("ab" * 16, "cd" * 8))]) == 0
     first = caplog.records[0].getMessage()
     assert "HTTP 405" in first
-    assert f"is {endpoint} Phoenix's base URL, without /v1 (http://host:6006)?" in first
+    assert f"Phoenix at {endpoint} is not accepting annotations (HTTP 405: " in first
+    assert "; the endpoint is Phoenix's base URL, without /v1 (http://host:6006))" in first
 
 
 def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(

@@ -256,7 +256,7 @@ class PhoenixAnnotations:
                     return f"{said}; Phoenix has auth on: set its API key in {_KEY_VARIABLES} (none was sent)"
                 return f"{said}; Phoenix refused the API key from {_KEY_VARIABLES}"
             if status in (404, 405):
-                return f"{said}; is {self._where} Phoenix's base URL, without /v1 (http://host:6006)?"
+                return f"{said}; the endpoint is Phoenix's base URL, without /v1 (http://host:6006)"
             return said
         if isinstance(exc, httpx2.UnsupportedProtocol):
             return f"{type(exc).__name__}: the endpoint needs http:// or https:// (http://host:6006)"
