@@ -1,5 +1,6 @@
 """docs/offline/metrics.md: custom metrics, the label rule's settings, and custom metrics declared in TOML.
-The LLM-judged ones need an LLM judge; the Python one is scored here by the offline judge."""
+The LLM-judged ones need an LLM judge; the Python ones are scored here by the offline judge, with the
+consumer's metric of kb_metrics.py and what a metric that fails gives."""
 
 from pathlib import Path
 
@@ -41,3 +42,14 @@ except IncompatibleJudge as refused:
     print(f"refused before scoring: {refused}")
 [declared] = make_metrics(["politeness"], Path(__file__).with_name("metrics.toml"))
 print(type(declared).__name__, declared.name)
+
+# --8<-- [start:outcomes]
+from kb_metrics import cites_a_document, looks_it_up, raises, returns_none, returns_seven  # noqa: E402
+
+cited = {"query": "How heavy is the Aurora X2?", "answer": "It weighs 1.2 kg [KB-101]."}
+for answer in (cited["answer"], "It weighs 1.2 kg."):
+    [result] = evaluate({**cited, "answer": answer}, [cites_a_document])
+    print(result.metric, result.score, result.label, repr(result.reason), result.judge)
+for result in evaluate(cited, [raises, returns_none, returns_seven, looks_it_up]):
+    print(f"{result.metric}: {result.status.value}, score {result.score}, reason {result.reason!r}")
+# --8<-- [end:outcomes]

@@ -1,5 +1,6 @@
 """docs/examples/export_all_spans.py, through the real broker: another instrumentation's spans, sent to
-Kafka by tracescore.init(export_all_spans=True), are read and scored by `tracescore consume`."""
+Kafka by tracescore.init(export_all_spans=True), are read and scored by `tracescore consume`, with the custom
+metric of docs/examples/kb_metrics.py beside faithfulness as docs/offline/metrics.md registers it."""
 
 from __future__ import annotations
 
@@ -31,11 +32,29 @@ def test_spans_of_another_instrumentation_reach_kafka_and_are_scored(
         return done.stdout
 
     run(sys.executable, str(DOCS / "examples" / "export_all_spans.py"))
-    run(sys.executable, "-m", "tracescore.cli", "consume", "--idle-timeout", "5")
-    [line] = run(sys.executable, "-m", "tracescore.cli", "tail", "--json").splitlines()
-    record = json.loads(line)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(DOCS / "examples"), os.environ.get("PYTHONPATH")]))
+    metrics = "faithfulness,kb_metrics:cites_a_document"
+    run(sys.executable, "-m", "tracescore.cli", "consume", "--idle-timeout", "5", "--metrics", metrics)
+    lines = run(sys.executable, "-m", "tracescore.cli", "tail", "--json").splitlines()
+    records = {r["metric"]: r for r in map(json.loads, lines)}
+    assert sorted(records) == ["cites_a_document", "faithfulness"]
+    record = records["faithfulness"]
     assert (record["convention"], record["service_name"], record["label"]) == (
         "openinference",
         "support-bot",
         "faithful",
     )
+    cites = records["cites_a_document"]
+    assert (cites["span_id"], cites["status"], cites["score"], cites["label"]) == (
+        record["span_id"],
+        "ok",
+        0.0,
+        "fail",
+    )
+    assert (cites["reason"], cites["judge"], cites["annotator_kind"]) == (
+        "no [KB-nnn] citation in the answer",
+        "offline",
+        "CODE",
+    )
+    flagged = run(sys.executable, "-m", "tracescore.cli", "tail", "--flagged", "--json").splitlines()
+    assert [json.loads(line)["metric"] for line in flagged] == ["cites_a_document"]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+import socket
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -207,6 +209,24 @@ def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
     assert annotations[0]["result"]["label"] == "faithful"
 
 
+@pytest.mark.parametrize("path", ["/v1/traces", "/v1"])
+def test_phoenix_s_otlp_endpoint_given_for_its_base_url_is_named(
+    phoenix_server: PhoenixServer, caplog: pytest.LogCaptureFixture, path: str
+) -> None:
+    """A Phoenix app's PHOENIX_COLLECTOR_ENDPOINT is often http://host:6006/v1/traces; Phoenix answers the
+    annotations posted under it with a bare 405."""
+    endpoint = f"{phoenix_server.base_url}{path}"
+    with (
+        caplog.at_level(logging.WARNING, logger="tracescore.emit"),
+        PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) as sink,
+    ):
+        assert sink.send([_record(SpanIds("ab" * 16, "cd" * 8))]) == 0
+    first = caplog.records[0].getMessage()
+    assert "HTTP 405" in first
+    assert f"Phoenix at {endpoint} is not accepting annotations (HTTP 405: " in first
+    assert "; the endpoint is Phoenix's base URL, without /v1 (http://host:6006))" in first
+
+
 def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(
     caplog: pytest.LogCaptureFixture, closed_port: int
 ) -> None:
@@ -225,10 +245,41 @@ def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(
     assert (sink.sent, sink.failed) == (0, 4)
     logged = [r for r in caplog.records if r.name.startswith("tracescore.emit")]
     warnings = [r for r in logged if r.levelno >= logging.INFO]
-    assert len(warnings) == 1, [r.getMessage() for r in warnings]
-    assert warnings[0].levelno == logging.WARNING
+    # The first failure, then at close the run's total (the first warning counts only its own batch).
+    assert len(warnings) == 2, [r.getMessage() for r in warnings]
+    assert all(r.levelno == logging.WARNING for r in warnings)
     assert "ConnectError" in warnings[0].getMessage()
+    assert (
+        warnings[1]
+        .getMessage()
+        .endswith("4 annotations dropped, 0 posted; the records are on the evaluations topic")
+    )
     assert "phx-secret-key" not in caplog.text
+
+
+@pytest.fixture
+def hung_port() -> Iterator[int]:
+    """A loopback port that takes connections and never answers: a Phoenix that hangs."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)  # the kernel completes the handshakes; nothing ever reads or replies
+        yield listener.getsockname()[1]
+
+
+def test_a_hung_phoenix_costs_one_timeout_per_pause_not_one_per_batch(hung_port: int) -> None:
+    """The consumer posts on the thread that polls Kafka: one timeout per batch stalled it past the group's
+    poll interval (rebalance, everything scored again) and a stop past its budget."""
+    settings = PhoenixSettings(
+        endpoint=f"http://127.0.0.1:{hung_port}", timeout_s=0.5, max_retries=0, failure_pause_s=60.0
+    )
+    records = [_record(SpanIds("ab" * 16, f"{i:016x}")) for i in range(20)]
+    started = time.monotonic()
+    with PhoenixAnnotations(settings) as sink:
+        for record in records:
+            assert sink.send([record]) == 0
+    elapsed = time.monotonic() - started
+    assert (sink.sent, sink.failed) == (0, 20)
+    assert elapsed < 0.5 * 3, f"{elapsed:.1f}s for 20 batches: more than the first one timed out"
 
 
 # --- without a server: mapping, judge kinds, retry policy -----------------------------------------------
@@ -316,16 +367,80 @@ def test_after_a_failure_phoenix_gets_one_attempt_per_batch_until_it_recovers(
         return httpx2.Response(next(statuses), json={"data": []})
 
     span = SpanIds("ab" * 16, "cd" * 8)
-    with caplog.at_level(logging.INFO, logger="tracescore.emit"), _sink_over(phoenix, max_retries=1) as sink:
+    sink = _sink_over(phoenix, max_retries=1, failure_pause_s=0.0)
+    with caplog.at_level(logging.INFO, logger="tracescore.emit"), sink:
         assert sink.send([_record(span)]) == 0  # two attempts, both 503
         assert sink.send([_record(span)]) == 0  # failing: a single attempt, no retry stall
         assert sink.send([_record(span)]) == 1
         assert sink.send([_record(span)]) == 1
     assert (sink.sent, sink.failed) == (2, 2)
     messages = [r.getMessage() for r in caplog.records if r.name.startswith("tracescore.emit")]
-    assert len(messages) == 2, messages
+    assert len(messages) == 3, messages
     assert "not accepting annotations" in messages[0]
     assert "accepts annotations again; 2 annotations dropped meanwhile" in messages[1]
+    assert "2 annotations dropped, 2 posted" in messages[2]
+
+
+def test_after_a_timeout_or_refusal_nothing_is_asked_until_the_pause_ends() -> None:
+    statuses = iter([503, 200])
+    seen: list[httpx2.Request] = []
+
+    def phoenix(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(next(statuses), json={"data": []})
+
+    span = SpanIds("ab" * 16, "cd" * 8)
+    with _sink_over(phoenix, max_retries=0, failure_pause_s=0.3) as sink:
+        assert sink.send([_record(span)]) == 0  # 503: the pause starts
+        assert sink.send([_record(span), _record(span)]) == 0  # dropped unasked
+        assert len(seen) == 1
+        time.sleep(0.35)
+        assert sink.send([_record(span)]) == 1  # the pause over: asked again, and it accepts
+    assert len(seen) == 2
+    assert (sink.sent, sink.failed) == (1, 3)
+
+
+def test_an_empty_api_key_variable_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`export PHOENIX_API_KEY=` sent the header `Bearer `, which the client refused for every batch."""
+    monkeypatch.delenv("TRACESCORE_PHOENIX_API_KEY", raising=False)
+    monkeypatch.setenv("PHOENIX_API_KEY", "")
+    assert PhoenixSettings().api_key is None
+    assert PhoenixSettings(api_key="  ").api_key is None
+    seen: list[httpx2.Request] = []
+
+    def phoenix(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, json={"data": []})
+
+    with _sink_over(phoenix) as sink:
+        assert sink.send([_record(SpanIds("ab" * 16, "cd" * 8))]) == 1
+    assert "Authorization" not in seen[0].headers
+
+
+@pytest.mark.parametrize(
+    ("api_key", "said"),
+    [
+        (None, "Phoenix has auth on: set its API key in TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY "
+         "(none was sent)"),
+        ("phx-wrong", "Phoenix refused the API key from TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY"),
+    ],
+)  # fmt: skip
+def test_a_refused_request_names_the_api_key_variables(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, api_key: str | None, said: str
+) -> None:
+    for name in ("TRACESCORE_PHOENIX_API_KEY", "PHOENIX_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+    def phoenix(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(401, text="Invalid token")  # Phoenix 20's answer with auth on
+
+    with (
+        caplog.at_level(logging.WARNING, logger="tracescore.emit"),
+        _sink_over(phoenix, api_key=api_key) as sink,
+    ):
+        assert sink.send([_record(SpanIds("ab" * 16, "cd" * 8))]) == 0
+    assert f"(HTTP 401: Invalid token; {said})" in caplog.records[0].getMessage()
+    assert "phx-wrong" not in caplog.text
 
 
 # --- the consumer's --phoenix-endpoint, end to end --------------------------------------------------------

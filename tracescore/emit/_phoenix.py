@@ -4,7 +4,10 @@ conversation record an annotation on its session).
 Arize Phoenix shows annotations next to the trace, so people reading a trace there see its scores. Records
 go to `POST {endpoint}/v1/span_annotations` in batches. Phoenix is a viewer, not the record of truth (that
 is the evaluations topic), so this sink never raises: when Phoenix is down, slow or rejects a batch, the
-batch is dropped, counted in `failed`, and one warning is logged per run of failures.
+batch is dropped, counted in `failed`, and one warning is logged per run of failures. The consumer calls it
+on the thread that polls Kafka: after Phoenix timed out or refused (down, overloaded, hung), records are
+dropped without a request for `failure_pause_s`, so a Phoenix that hangs costs one timeout per pause, not one
+per batch (the poll loop would stall past the group's poll interval and a stop past its budget).
 
 Requests use `sync=false`: Phoenix queues the annotations and, when the scored span has not reached it
 yet (the app's exporter and the scorer race), retries inside the server for about ten minutes before
@@ -14,10 +17,11 @@ discarding them. The flip side: a span that never reaches Phoenix loses its anno
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
@@ -35,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 _IDENTIFIER_PREFIX = "tracescore"
 _TRANSIENT_STATUS = frozenset({408, 429})
+_KEY_VARIABLES = "TRACESCORE_PHOENIX_API_KEY or PHOENIX_API_KEY"
 
 
 class PhoenixSettings(BaseSettings):
@@ -66,6 +71,20 @@ class PhoenixSettings(BaseSettings):
     )
     retry_max_s: float = Field(default=5.0, ge=0, description="...capped here.")
     batch_size: int = Field(default=100, ge=1, description="Annotations per request.")
+    failure_pause_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="After Phoenix timed out, refused or answered 5xx/429, drop annotations (counted) "
+        "without asking it for this long, then try one batch: a hung Phoenix costs the consumer one timeout "
+        "per pause, not one per batch.",
+    )
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _blank_key_is_none(cls, value: object) -> object:
+        # `export PHOENIX_API_KEY=` (set but empty) means no key, not the header `Bearer ` httpx refuses.
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return None if isinstance(text, str) and not text.strip() else value
 
 
 def span_annotation(record: EvaluationRecord) -> dict[str, Any]:
@@ -134,6 +153,7 @@ class PhoenixAnnotations:
         self.failed = 0
         self._failing = False
         self._dropped_while_failing = 0
+        self._paused_until = 0.0  # time.monotonic() before which no request is made
 
     def send(self, records: Iterable[EvaluationRecord]) -> int:
         """Post `records` as span annotations, in batches; returns how many Phoenix accepted."""
@@ -145,6 +165,9 @@ class PhoenixAnnotations:
         return self._send_all("/v1/session_annotations", [session_annotation(r) for r in records])
 
     def _send_all(self, path: str, pending: Sequence[dict[str, Any]]) -> int:
+        if pending and time.monotonic() < self._paused_until:
+            self._dropped(len(pending), None)
+            return 0
         accepted = 0
         size = self.settings.batch_size
         for start in range(0, len(pending), size):
@@ -153,7 +176,9 @@ class PhoenixAnnotations:
                 self._post(path, list(batch))
             except Exception as exc:  # never into the caller: scoring must go on without Phoenix
                 if _transient(exc):
-                    # Down or overloaded: the rest of this call would only wait the same way.
+                    # Down, overloaded or hung: the rest of this call, and the calls of the pause after it,
+                    # would only wait the same way.
+                    self._paused_until = time.monotonic() + self.settings.failure_pause_s
                     self._dropped(len(pending) - start, exc)
                     break
                 self._dropped(len(batch), exc)
@@ -172,6 +197,14 @@ class PhoenixAnnotations:
 
     def close(self) -> None:
         self._client.close()
+        if self.failed:
+            # The warning said only the first batch: the run's total, beside the consumer's summary.
+            logger.warning(
+                "Phoenix at %s: %s dropped, %d posted; the records are on the evaluations topic",
+                self._where,
+                counted(self.failed, "annotation"),
+                self.sent,
+            )
 
     def __enter__(self) -> PhoenixAnnotations:
         return self
@@ -194,22 +227,40 @@ class PhoenixAnnotations:
                 response = self._client.post(path, params={"sync": False}, json={"data": data})
                 response.raise_for_status()
 
-    def _dropped(self, count: int, exc: Exception) -> None:
+    def _dropped(self, count: int, exc: Exception | None) -> None:
+        """`exc` None: dropped unasked, during the pause after a failure."""
         self.failed += count
         self._dropped_while_failing += count
+        cause = "unasked, pausing after a failure" if exc is None else self._describe(exc)
         if self._failing:
-            logger.debug(
-                "Phoenix at %s: dropped %s: %s", self._where, counted(count, "annotation"), _describe(exc)
-            )
+            logger.debug("Phoenix at %s: dropped %s: %s", self._where, counted(count, "annotation"), cause)
             return
         self._failing = True
         logger.warning(
             "Phoenix at %s is not accepting annotations (%s); dropped %d. "
             "Further failures are not logged until it accepts again.",
             self._where,
-            _describe(exc),
+            cause,
             count,
         )
+
+    def _describe(self, exc: Exception) -> str:
+        import httpx2
+
+        if isinstance(exc, httpx2.HTTPStatusError):
+            status = exc.response.status_code
+            # Phoenix's error body says what it rejected ("Spans ... do not exist", a validation error).
+            said = f"HTTP {status}: {exc.response.text[:300]}"
+            if status in (401, 403):
+                if self.settings.api_key is None:
+                    return f"{said}; Phoenix has auth on: set its API key in {_KEY_VARIABLES} (none was sent)"
+                return f"{said}; Phoenix refused the API key from {_KEY_VARIABLES}"
+            if status in (404, 405):
+                return f"{said}; the endpoint is Phoenix's base URL, without /v1 (http://host:6006)"
+            return said
+        if isinstance(exc, httpx2.UnsupportedProtocol):
+            return f"{type(exc).__name__}: the endpoint needs http:// or https:// (http://host:6006)"
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _transient(exc: BaseException) -> bool:
@@ -221,12 +272,3 @@ def _transient(exc: BaseException) -> bool:
         status = exc.response.status_code
         return status >= 500 or status in _TRANSIENT_STATUS
     return False
-
-
-def _describe(exc: Exception) -> str:
-    import httpx2
-
-    if isinstance(exc, httpx2.HTTPStatusError):
-        # Phoenix's error body says what it rejected ("Spans ... do not exist", a validation error).
-        return f"HTTP {exc.response.status_code}: {exc.response.text[:300]}"
-    return f"{type(exc).__name__}: {exc}"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import BaseModel
 
-from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage
+from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage, annotator_kind
 from tracescore.score import evaluate_dataset, rubric
 from tracescore.score.judges import JudgeTask, OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN
@@ -302,6 +302,9 @@ async def test_python_metric_passes_metric_results_through_renamed() -> None:
         await PythonMetric(f).score(RECORD, OfflineJudge()) for f in (detailed, skipped, too_big)
     ]
     assert (ok.metric, ok.score, ok.details) == ("detailed", 0.25, {"k": 1})
+    # The judge that ran it, as a float's result: "python" read as an LLM judge's name (annotator kind LLM).
+    assert ok.judge == na.judge == error.judge == OfflineJudge().name
+    assert annotator_kind(ok.judge) == "CODE"
     assert na.status is MetricStatus.NOT_APPLICABLE and na.metric == "skipped"
     assert error.status is MetricStatus.ERROR and "outside 0..1" in (error.reason or "")
 

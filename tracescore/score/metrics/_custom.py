@@ -407,7 +407,8 @@ class PythonMetric:
     """A Metric from a plain function `(RagRecord) -> float | MetricResult` (async functions work too), or
     from one whose parameters are record fields, `(answer, contexts) -> float`: it is given those.
 
-    A float becomes an OK result; a returned MetricResult is kept, renamed to this metric. A score outside
+    A float becomes an OK result; a returned MetricResult is kept (its label and reason too), renamed to this
+    metric and given the judge's name. A score outside
     0..1 (or NaN, or a non-number) becomes an ERROR result saying so. Exceptions propagate: evaluate()
     turns them into ERROR results. Never calls the judge; results carry its name like every metric's.
     A function with a `contexts` parameter NEEDS the contexts (`uses_contexts`); one given the record reads
@@ -433,7 +434,9 @@ class PythonMetric:
         if inspect.isawaitable(value):
             value = await value
         if isinstance(value, MetricResult):
-            result = value.model_copy(update={"metric": self.name})
+            # The judge that ran it, as for a float: the record's annotator kind (Phoenix's CODE or LLM) and
+            # its annotation's identifier are read from it, and any other name reads as an LLM's.
+            result = value.model_copy(update={"metric": self.name, "judge": judge.name})
             if result.status is not MetricStatus.OK:
                 return result
             problem = _out_of_range(result.score)
