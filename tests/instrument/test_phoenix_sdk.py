@@ -15,7 +15,8 @@ import httpx2
 from _zygote import run
 from service_processes import checkout_env
 
-from tracescore.testing.phoenix import PhoenixServer
+from tracescore.testing import run_guarded
+from tracescore.testing.phoenix import PhoenixServer, install_phoenix_otel
 
 APP = """
 import json, sys
@@ -107,3 +108,52 @@ def test_phoenix_reads_the_kinds_documents_and_input_output(phoenix_server: Phoe
         "retrieval",
         "chat",
     ]
+
+
+REGISTERED_APP = """
+import json, sys
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from phoenix.otel import register
+import tracescore
+
+provider = register(project_name=sys.argv[2], endpoint=sys.argv[1] + "/v1/traces", batch=False, verbose=False)
+ours = InMemorySpanExporter()
+tracescore.init(
+    service_name=sys.argv[2], exporter=ours, settings=tracescore.InstrumentSettings(export_all_spans=True)
+)
+with provider.get_tracer("app").start_as_current_span("app-step") as span:
+    trace_id = format(span.get_span_context().trace_id, "032x")
+tracescore.shutdown(timeout_s=30)
+provider.shutdown()
+print(json.dumps({"trace_id": trace_id, "ours": [s.name for s in ours.get_finished_spans()]}))
+"""
+
+
+def test_an_app_registered_with_phoenix_keeps_sending_it_its_spans_after_tracescore_init(
+    phoenix_server: PhoenixServer,
+) -> None:
+    """`phoenix.otel.register()` (the real arize-phoenix-otel), then `tracescore.init()`: Phoenix's provider
+    drops its own exporter when a processor is added unless told not to. The app's span reaches Phoenix and
+    ours."""
+    project = f"registered-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_", "PHOENIX_"))}
+    python = str(install_phoenix_otel())
+    done = run_guarded(  # another interpreter than this one: not the zygote's fork
+        [python, "-c", textwrap.dedent(REGISTERED_APP), phoenix_server.base_url, project],
+        timeout_s=120,
+        capture_output=True,
+        text=True,
+        env=checkout_env(env),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["ours"] == ["app-step"], "export_all_spans: tracescore's exporter got the app's span"
+    deadline = time.monotonic() + 60
+    with httpx2.Client(base_url=phoenix_server.base_url, timeout=10.0) as api:
+        while True:
+            response = api.get(f"/v1/projects/{project}/spans", params={"limit": 100})
+            names = [s["name"] for s in response.json()["data"]] if response.status_code == 200 else []
+            if names == ["app-step"]:
+                break
+            assert time.monotonic() < deadline, f"the app's span never reached Phoenix: {response.text[:500]}"
+            time.sleep(0.3)

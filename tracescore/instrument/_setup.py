@@ -6,6 +6,7 @@ Settings are read once, here, with one precedence: `init()` arguments > `TRACESC
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import threading
@@ -14,7 +15,7 @@ from typing import Any, Literal
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -177,7 +178,7 @@ def init(
             shutdown_timeout_s=settings.shutdown_timeout_s,
         )
         provider = _provider_for(settings.service_name)
-        provider.add_span_processor(processor)
+        _add_beside_the_apps(provider, processor)
         use_provider(provider)
         _current = Instrumentation(provider, processor)
         return _current
@@ -249,6 +250,20 @@ def _misspelt_broker_variables() -> str:
     if not names:
         return ""
     return f"; {', '.join(names)} is set, but no setting has that name: did you mean {_BROKER_VARIABLE}?"
+
+
+def _add_beside_the_apps(provider: TracerProvider, processor: SpanProcessor) -> None:
+    """Add our processor to the app's provider, keeping every processor it had. Phoenix's `register()`
+    provider drops its own exporter when a processor is added, unless told not to: the app's spans would stop
+    reaching Phoenix, silently."""
+    try:
+        parameters = inspect.signature(provider.add_span_processor).parameters
+    except (TypeError, ValueError):  # a provider whose method has no signature to read: the SDK's call
+        parameters = {}
+    if "replace_default_processor" in parameters:
+        provider.add_span_processor(processor, replace_default_processor=False)  # type: ignore[call-arg]
+    else:
+        provider.add_span_processor(processor)
 
 
 def _provider_for(service_name: str) -> TracerProvider:

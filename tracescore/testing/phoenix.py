@@ -25,9 +25,17 @@ import click
 
 from tracescore.testing._process import STOP_S, Guard, end_process, free_port, locked, log_tail, wait_ready
 
-__all__ = ["PHOENIX_VERSION", "PhoenixServer", "PhoenixUnavailable", "install_phoenix"]
+__all__ = [
+    "PHOENIX_OTEL_VERSION",
+    "PHOENIX_VERSION",
+    "PhoenixServer",
+    "PhoenixUnavailable",
+    "install_phoenix",
+    "install_phoenix_otel",
+]
 
 PHOENIX_VERSION = os.environ.get("TRACESCORE_PHOENIX_VERSION", "20.26.1")
+PHOENIX_OTEL_VERSION = "0.17.2"  # the one arize-phoenix==PHOENIX_VERSION depends on
 CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
 # A cold install downloads ~100 wheels (pyarrow, pandas, grpc, ...); a slow mirror needs many minutes.
 INSTALL_TIMEOUT_S = 1800.0
@@ -42,20 +50,37 @@ def install_phoenix(
 ) -> Path:
     """The `phoenix` executable of a virtualenv holding arize-phoenix==`version`, created on first use."""
     home = cache_root / "peers" / f"phoenix-{version}"
-    executable = home / "bin" / "phoenix"
+    return _installed(home, f"arize-phoenix=={version}", home / "bin" / "phoenix", timeout_s)
+
+
+def install_phoenix_otel(
+    version: str = PHOENIX_OTEL_VERSION, cache_root: Path = CACHE_ROOT, timeout_s: float = INSTALL_TIMEOUT_S
+) -> Path:
+    """The Python of a virtualenv holding arize-phoenix-otel==`version` (`phoenix.otel.register()`, what
+    a Phoenix team's app calls) beside the packages of the interpreter running this, tracescore's among them
+    (`--system-site-packages`): an app of theirs that also calls `tracescore.init()`."""
+    home = cache_root / "peers" / f"phoenix-otel-{version}-{sys.version_info.major}.{sys.version_info.minor}"
+    python = home / "bin" / "python"
+    return _installed(home, f"arize-phoenix-otel=={version}", python, timeout_s, system_site_packages=True)
+
+
+def _installed(
+    home: Path, requirement: str, executable: Path, timeout_s: float, *, system_site_packages: bool = False
+) -> Path:
     marker = home / ".complete"
     home.parent.mkdir(parents=True, exist_ok=True)
     # Parallel test sessions share the cache: one installs, the others wait and then reuse it.
-    with locked(home.parent / f"phoenix-{version}.lock"):
+    with locked(home.parent / f"{home.name}.lock"):
         if marker.exists() and executable.exists():
             return executable
         # An unmarked virtualenv is a half-finished install (killed, out of disk): start it afresh.
-        _run([sys.executable, "-m", "venv", "--clear", str(home)], timeout_s, "creating the virtualenv")
+        venv = [sys.executable, "-m", "venv", "--clear", *(["--system-site-packages"] * system_site_packages)]
+        _run([*venv, str(home)], timeout_s, "creating the virtualenv")
         pip = [str(home / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "--no-input"]
-        _run([*pip, "install", "--progress-bar", "off", f"arize-phoenix=={version}"], timeout_s, "pip")
+        _run([*pip, "install", "--progress-bar", "off", requirement], timeout_s, "pip")
         if not executable.exists():
-            raise PhoenixUnavailable(f"arize-phoenix=={version} installed but {executable} is missing")
-        marker.write_text(version)
+            raise PhoenixUnavailable(f"{requirement} installed but {executable} is missing")
+        marker.write_text(requirement)
     return executable
 
 
