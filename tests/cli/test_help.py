@@ -145,3 +145,14 @@ def test_a_missing_config_file_is_named_alike_by_every_command(tmp_path: Path, c
     result = CliRunner().invoke(main, [command, "--config", str(tmp_path / "missing.toml")])
     assert result.exit_code == 2, result.output
     assert "missing.toml: cannot read the config file (No such file or directory)" in result.output
+
+
+@pytest.mark.parametrize("command", ["consume", "conversations"])
+def test_a_bad_phoenix_variable_is_one_usage_line_naming_it(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRACESCORE_PHOENIX_TIMEOUT_S", "-1")
+    result = CliRunner().invoke(main, [command, "--phoenix-endpoint", "http://127.0.0.1:6006"])
+    assert result.exit_code == 2, result.output
+    assert "invalid value for TRACESCORE_PHOENIX_TIMEOUT_S: Input should be greater than 0" in result.output
+    assert "Traceback" not in result.output

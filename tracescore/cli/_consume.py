@@ -28,6 +28,7 @@ from tracescore.cli._options import (
     judge_and_metrics,
     judge_options,
     otlp_metrics_option,
+    phoenix_settings,
     settings_options,
 )
 from tracescore.cli._service import meter_provider, run_service
@@ -148,7 +149,7 @@ def consume(
         RateLimitedLogs,
     )
     from tracescore.consume._status import describe_lift
-    from tracescore.emit import EvaluationMetrics, PhoenixAnnotations, PhoenixSettings
+    from tracescore.emit import EvaluationMetrics, PhoenixAnnotations
     from tracescore.sample import CascadePolicy, SamplingConfigError, load_sampling_config
     from tracescore.score import OfflineJudge, check_judge, metric_names
 
@@ -193,7 +194,7 @@ def consume(
         handler.addFilter(limit)
     provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
     alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
-    phoenix = [PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_endpoint))] if phoenix_endpoint else []
+    phoenix = [PhoenixAnnotations(phoenix_settings(phoenix_endpoint))] if phoenix_endpoint else []
     try:
         stats = run_service(
             lambda: EvaluationConsumer(

@@ -18,6 +18,7 @@ from tracescore.cli._options import (
     kafka_security_options,
     llm_judge_options,
     otlp_metrics_option,
+    phoenix_settings,
     service_config_option,
     settings_options,
 )
@@ -70,7 +71,7 @@ def conversations(
         ConversationService,
         load_conversations_config,
     )
-    from tracescore.emit import ConversationMetrics, PhoenixAnnotations, PhoenixSettings
+    from tracescore.emit import ConversationMetrics, PhoenixAnnotations
 
     config, connection = service_settings(load_conversations_config, config_path, connect_timeout, flags)
     if idle_timeout is not None and config.quiet_seconds > idle_timeout:
@@ -84,7 +85,7 @@ def conversations(
         )
     llm_judge = None if judge == OFFLINE_JUDGE else cli_judge(judge, model, base_url)
     endpoint = config.phoenix_endpoint
-    phoenix = PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) if endpoint else None
+    phoenix = PhoenixAnnotations(phoenix_settings(endpoint)) if endpoint else None
     provider = meter_provider(otlp_metrics_endpoint, service_name="tracescore-conversations")
     metrics = ConversationMetrics(provider.get_meter("tracescore.conversations", __version__), SKIP_REASONS)
     try:

@@ -26,6 +26,7 @@ from tracescore.score.judges import OpenAIJudgeSettings
 
 if TYPE_CHECKING:
     from tracescore.consume import ConsumerSettings
+    from tracescore.emit import PhoenixSettings
 
 __all__ = [
     "cli_judge",
@@ -209,6 +210,22 @@ def consumer_settings(flags: Mapping[str, Any], config_file: Path | None) -> Con
             else:
                 where = f"{variable} (or `{key}` in --config)"
             found.append(f"invalid value for {where}: {message}")
+        raise click.UsageError("; ".join(found)) from exc
+
+
+def phoenix_settings(endpoint: str) -> PhoenixSettings:
+    """Phoenix's settings for `endpoint`, the rest from TRACESCORE_PHOENIX_*: a bad value is one usage line
+    naming its variable, as a bad flag's is."""
+    from tracescore.emit import PhoenixSettings
+
+    try:
+        return PhoenixSettings(endpoint=endpoint)
+    except ValidationError as exc:
+        prefix = PhoenixSettings.model_config.get("env_prefix", "")
+        found = [
+            f"invalid value for {_env_name(prefix, tuple(str(part) for part in loc))}: {message}"
+            for loc, message in problems(exc, PhoenixSettings)
+        ]
         raise click.UsageError("; ".join(found)) from exc
 
 
