@@ -4,6 +4,7 @@ PythonMetric, and which of them need the retrieved contexts."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Callable
 
@@ -317,6 +318,20 @@ async def test_python_metric_exception_becomes_an_error_via_evaluate() -> None:
     (result,) = await evaluate_record(RECORD, [explodes], OfflineJudge())
     assert result.status is MetricStatus.ERROR and result.metric == "explodes"
     assert result.reason == "ZeroDivisionError: no answer length"
+
+
+async def test_a_metric_raising_on_every_record_logs_one_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """A custom metric's bug is one traceback in the log, not one per record; every result says it."""
+
+    @python_metric
+    def explodes_each_time(record: RagRecord) -> float:
+        raise KeyError("citation")
+
+    with caplog.at_level(logging.ERROR, logger="tracescore.score"):
+        results = [await evaluate_record(RECORD, [explodes_each_time], OfflineJudge()) for _ in range(5)]
+    assert [r.status for (r,) in results] == [MetricStatus.ERROR] * 5
+    [logged] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert logged.exc_info is not None and "metric explodes_each_time raised KeyError" in logged.getMessage()
 
 
 def test_python_metric_needs_a_name_for_a_lambda() -> None:

@@ -25,6 +25,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("tracescore.score")
+# (metric, exception type) already logged with its traceback: a metric that raises on every record (a custom
+# metric's bug) is one traceback, not one per record; each result still says it (status=error, its reason).
+_failures_logged: set[tuple[str, str]] = set()
 
 
 class UsesContexts(StrEnum):
@@ -111,7 +114,7 @@ async def evaluate_each(record: RagRecord, metrics: Sequence[Metric], judge: Jud
         if isinstance(outcome, BaseException):
             if not isinstance(outcome, Exception):
                 raise outcome
-            _log.error("metric %s failed on record %s", metric.name, record.id, exc_info=outcome)
+            _log_failure(metric.name, record.id, outcome)
             outcome = MetricResult.error(
                 metric.name,
                 f"{type(outcome).__name__}: {outcome}",
@@ -120,3 +123,16 @@ async def evaluate_each(record: RagRecord, metrics: Sequence[Metric], judge: Jud
             )
         results.append(outcome)
     return results
+
+
+def _log_failure(metric: str, record_id: str, error: Exception) -> None:
+    kind = (metric, type(error).__name__)
+    if kind in _failures_logged:
+        _log.debug("metric %s failed on record %s: %r", metric, record_id, error)
+        return
+    _failures_logged.add(kind)
+    _log.error(
+        "metric %s raised %s on record %s; its result says status=error with the exception as its reason "
+        "(further %s from this metric are logged at DEBUG)",
+        metric, kind[1], record_id, kind[1], exc_info=error,
+    )  # fmt: skip
