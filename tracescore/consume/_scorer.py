@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.model import Interaction, MetricResult, Selection, annotator_kind
 from tracescore.score.judges import Judge
-from tracescore.score.metrics import Metric, evaluate_record
+from tracescore.score.metrics import Metric, evaluate_record, uses_judge
 
 __all__ = ["ScoredInteraction", "Scorer"]
 
@@ -73,14 +73,15 @@ class Scorer:
         if self.policy is not None and offline_first:
             # Feeds the policy's thinning: what one interaction costs the offline judge's CPU share.
             self.policy.observe_offline(time.process_time() - started)
-        if self.llm_judge is None or self.policy is None:
+        judged = tuple(m for m in metrics if uses_judge(m))  # the LLM judge would repeat the others
+        if self.llm_judge is None or self.policy is None or not judged:
             return ScoredInteraction(first)
         escalation = self.policy.escalate(interaction, first)
         if not escalation.to_llm:
             return ScoredInteraction(first, escalation=escalation.reason)
         second: list[MetricResult] = []
         try:
-            second = await evaluate_record(interaction.record, metrics, self.llm_judge)
+            second = await evaluate_record(interaction.record, judged, self.llm_judge)
         finally:
             # Charged even when the call failed, or the reservation would never be released.
             tokens = sum(r.usage.prompt_tokens + r.usage.completion_tokens for r in second)

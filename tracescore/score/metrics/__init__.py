@@ -13,7 +13,7 @@ from tracescore.score.metrics._custom import (
 )
 from tracescore.score.metrics._earlier import Regrounded, ground_claims
 from tracescore.score.metrics._faithfulness import Faithfulness
-from tracescore.score.metrics._protocol import Metric, UsesContexts, evaluate_record
+from tracescore.score.metrics._protocol import Metric, UsesContexts, evaluate_record, uses_judge
 from tracescore.score.metrics._protocol import evaluate as evaluate  # the former name of evaluate_record
 from tracescore.score.metrics._quality import Quality, letter_grade
 from tracescore.score.metrics._run_judged import goal_completion, tool_selection
@@ -49,6 +49,7 @@ __all__ = [
     "letter_grade",
     "python_metric",
     "tool_selection",
+    "uses_judge",
 ]
 
 __getattr__ = moved_names(__name__, {"Verdict": "tracescore.model"})

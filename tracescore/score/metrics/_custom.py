@@ -375,6 +375,8 @@ class DistinctN:
     Tokens are case-folded `\\w+` runs, so punctuation and case do not count as variety. No judge call.
     """
 
+    uses_judge = False
+
     def __init__(self, n: int = 2) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
@@ -414,6 +416,8 @@ class PythonMetric:
     A function with a `contexts` parameter NEEDS the contexts (`uses_contexts`); one given the record reads
     none unless `uses_contexts=` says so.
     """
+
+    uses_judge = False
 
     def __init__(
         self, fn: PythonFn, *, name: str | None = None, uses_contexts: UsesContexts | bool | None = None

@@ -22,6 +22,7 @@ __all__ = [
     "evaluate_record",
     "needing_contexts",
     "question_missing",
+    "uses_judge",
 ]
 
 _log = logging.getLogger("tracescore.score")
@@ -51,6 +52,13 @@ class Metric(Protocol):
     def name(self) -> str: ...
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult: ...
+
+
+def uses_judge(metric: Metric) -> bool:
+    """Whether `metric` calls its judge: its `uses_judge` attribute, True without one. A metric that does not
+    (a Python metric, a run signal) gives the same result under any judge, so the cascade's LLM judge does
+    not score it again (a second record of it, under the LLM judge's name, would read as an LLM's)."""
+    return getattr(metric, "uses_judge", True) is not False
 
 
 def contexts_use(metric: Metric) -> UsesContexts:

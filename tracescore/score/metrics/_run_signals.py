@@ -109,6 +109,7 @@ class ToolErrors:
     answer went on as if the calls had worked)."""
 
     name = "tool_errors"
+    uses_judge = False  # read from the run: the same under any judge
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         run = _run_of(self.name, record, judge, needs_tools=True)
@@ -150,6 +151,7 @@ class UngroundedAnswer:
     follow-up: faithfulness judges it against them). Not applicable to an answer without claims."""
 
     name = "ungrounded_answer"
+    uses_judge = False  # read from the run: the same under any judge
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         run = _run_of(self.name, record, judge)
@@ -198,6 +200,7 @@ class UnusedToolResults:
     `all_used`; below, `unused`, with the calls the answer ignored (wasted, or evidence passed over)."""
 
     name = "unused_tool_results"
+    uses_judge = False  # read from the run: the same under any judge
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         run = _run_of(self.name, record, judge, needs_tools=True)
@@ -253,6 +256,7 @@ class RepeatedToolCalls:
     retries one that failed is not a repeat."""
 
     name = "repeated_tool_calls"
+    uses_judge = False  # read from the run: the same under any judge
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
         run = _run_of(self.name, record, judge, needs_tools=True)
@@ -301,6 +305,7 @@ class RunBudget:
     default recursion limit)."""
 
     name = "run_budget"
+    uses_judge = False  # read from the run: the same under any judge
 
     def __init__(self, *, max_steps: int = 10, max_tool_calls: int = 25) -> None:
         if max_steps < 1 or max_tool_calls < 1:
