@@ -28,3 +28,11 @@ def test_the_failed_claims_left_out_are_counted_in_the_right_number() -> None:
     two_more = record.model_copy(update={"details": {"claims": claims}})
     assert "    (+1 more failed claim)" in format_record(one_more, flagged=True).splitlines()
     assert "    (+2 more failed claims)" in format_record(two_more, flagged=True).splitlines()
+
+
+def test_a_score_without_a_label_says_unlabelled_not_ok() -> None:
+    """A custom metric's plain score below 0.5 is FLAGGED; its line must not also say `ok` (its status)."""
+    record = EvaluationRecord.model_validate_json(EXAMPLE.read_text(encoding="utf-8"))
+    scored = record.model_copy(update={"metric": "cites_a_document", "score": 0.0, "label": None})
+    first = format_record(scored, flagged=True).splitlines()[0]
+    assert "FLAGGED  cites_a_document 0.00  unlabelled  " in first

@@ -80,7 +80,7 @@ def format_record(record: EvaluationRecord, flagged: bool) -> str:
     session = f"  session {_clip(record.session_id)}" if record.session_id else ""
     lines = [
         f"{record.timestamp:%Y-%m-%d %H:%M:%S}  {verdict:<7}  {record.metric} {score}  "
-        f"{record.label or record.status.value}  {record.service_name} {record.route}{session}  "
+        f"{_label(record)}  {record.service_name} {record.route}{session}  "
         f"({_who(record)})"
     ]
     # Read tolerantly: the record may come from an older consumer. The claims worth showing are the ones the
@@ -120,7 +120,7 @@ def format_conversation(record: ConversationRecord, flagged: bool) -> str:
     worst = f"  worst trace {record.worst_turn.trace_id}" if record.worst_turn is not None else ""
     return (
         f"{record.timestamp:%Y-%m-%d %H:%M:%S}  {verdict:<7}  conversation {record.metric} {score}  "
-        f"{record.label or record.status.value}  {record.service_name} {_clip(record.conversation_id)}  "
+        f"{_label(record)}  {record.service_name} {_clip(record.conversation_id)}  "
         f"({turns})  ({_who(record)}){worst}"
     )
 
@@ -129,6 +129,14 @@ def _verdict(status: MetricStatus, flagged: bool) -> str:
     if status is MetricStatus.OK:
         return "FLAGGED" if flagged else "ok"
     return "ERROR" if status is MetricStatus.ERROR else "n/a"
+
+
+def _label(record: EvaluationRecord | ConversationRecord) -> str:
+    """The record's label; a scored record without one (a custom metric's score alone) says so, where its
+    status, `ok`, would read as the opposite of a FLAGGED verdict."""
+    if record.label:
+        return str(record.label)
+    return "unlabelled" if record.status is MetricStatus.OK else record.status.value
 
 
 def _who(record: EvaluationRecord | ConversationRecord) -> str:
