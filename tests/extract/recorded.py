@@ -311,10 +311,9 @@ RECALLED_NOT_SENT = {
 
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's
 # arguments, which is not the user's question): judged for faithfulness, the record says why it has none.
-QUESTION_NOT_RECORDED = {
-    "semantic_kernel_conversation": "get_response(messages=..., thread=...): the agent span's "
-    "gen_ai.input.messages is empty and the chat spans carry no messages (no log records kept with them)",
-}
+# (None now: Semantic Kernel's chat, called with `messages=`, records its question in the log records kept
+# with each turn, read with them.)
+QUESTION_NOT_RECORDED: dict[str, str] = {}
 
 # Shapes the extractor does not read yet, as a strict-xfail reason per source (or source/scenario): a
 # recording that starts passing fails until its line goes.
