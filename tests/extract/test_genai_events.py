@@ -225,7 +225,15 @@ def _v1(recording: Recording, events: Any) -> list[DecodedSpan]:
 
 
 @pytest.mark.parametrize(
-    "events", ["not json", json.dumps({"a": 1}), json.dumps([1, 2]), json.dumps([{"x": 1}])]
+    "events",
+    [
+        "not json",
+        json.dumps({"a": 1}),
+        json.dumps([1, 2]),
+        json.dumps([{"x": 1}]),
+        # Names and roles of no event's type (unhashable: never looked up as one).
+        json.dumps([{"event.name": ["gen_ai.choice"]}, {"event.name": "gen_ai.content.prompt", "role": {}}]),
+    ],
 )
 def test_an_events_attribute_of_another_shape_is_not_read_as_messages(events: str) -> None:
     found = extracted(_v1(RECORDED["pydantic_ai_v1/v1_faithful"], events))

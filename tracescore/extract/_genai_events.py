@@ -112,7 +112,10 @@ def _v1_messages(genai: GenAI, events: Any) -> dict[str, Any]:
             return {}  # not a list of events: some other `events` attribute
         name = event.get(genai.EVENT_NAME)
         if name == genai.PROMPT_EVENT:  # a message of any role, named by its role
-            name = genai.ROLE_EVENTS.get(event.get(genai.ROLE))
+            role = event.get(genai.ROLE)
+            name = genai.ROLE_EVENTS.get(role) if isinstance(role, str) else None
+        if not isinstance(name, str):  # looked up below: a list or a map would raise
+            continue
         if name == genai.SYSTEM_MESSAGE:
             system.extend(_parts(genai, event.get(genai.EVENT_CONTENT)))
         elif name in genai.MESSAGE_EVENTS:
