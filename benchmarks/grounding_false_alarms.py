@@ -80,6 +80,8 @@ def recorded(sources: list[str]) -> tuple[list[Replay], dict[str, tuple[str, boo
             scenarios[trace_id] = entry["scenario"]
             parts = [(folder / m["file"]).read_bytes() for m in entry.get("messages", [])]
             parts = parts or [(folder / file_name).read_bytes()]
+            if "logs" in entry:  # its log records (Semantic Kernel's messages), as the Collector writes them
+                parts.append((folder / entry["logs"]["file"]).read_bytes())
             conversation = entry.get("conversation")
             service = decode_message(parts[0])[0].service_name
             chat = f"{source}/{conversation['name']}" if conversation else source

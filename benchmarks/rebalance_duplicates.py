@@ -21,7 +21,8 @@ of its own. Scenarios:
 Counts come from the evaluations topic read back: records, distinct (trace, span, metric), records twice,
 interactions with no record; and from each member's closing summary, the spans all members decoded and
 kept (`spans=`) and those they decoded again after a rebalance but skipped as scored by the previous owner
-(`handed_over_spans_skipped=`): their sum less `--spans` is the rebalances' re-reading. A killed member
+(`handed_over_spans_skipped=`): their sum less `--spans` is the rebalances' re-reading (GenAI log events
+skipped so, `handed_over_log_events_skipped=`, are not spans and are not summed). A killed member
 writes no summary, so in the kill rows that column counts the survivor only.
 
 `--repo` runs the members from another checkout (e.g. the code before a change, `git archive <commit> | tar
@@ -56,6 +57,9 @@ from tracescore.testing.kafka_broker import KafkaBroker
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = ("together", "join", "leave", "storm", "kill")
 PROTOCOLS = ("eager", "cooperative")
+# The summary's counts of spans decoded: whole names (`=` after them), so `handed_over_log_events_skipped`,
+# log records and not spans, is never summed with them.
+_DECODED_SPANS = ("spans", "handed_over_spans_skipped")
 IDLE_TIMEOUT_S = 8  # a member stops this long after its partitions are read to their end
 # A member that must outlive the others' comings and goings (the storm's steady member; the kill's survivor,
 # which gets the dead member's partitions only after its session timeout) waits longer.
@@ -118,7 +122,7 @@ class Run:
         total = 0
         for path in self.logs:
             text = path.read_text(errors="replace")
-            for name in ("spans", "handed_over_spans_skipped"):
+            for name in _DECODED_SPANS:
                 found = re.findall(rf"\b{name}=(\d+)", text)
                 total += int(found[-1]) if found else 0
         return total

@@ -13,6 +13,7 @@ __all__ = [
     "EVALUATION_EVENT",
     "EVALUATOR_SCOPE",
     "EVENT_NAME",
+    "EVENT_NAME_ATTRIBUTES",
     "GEN_AI_CONVERSATION_ID",
     "GEN_AI_EVALUATION_EXPLANATION",
     "GEN_AI_EVALUATION_NAME",
@@ -106,6 +107,9 @@ ERROR_TYPE = "error.type"
 # An OTel log record that is an event: its name (LogRecord.event_name, or this attribute from SDKs before
 # the field existed). Only GenAI events (this prefix) are read from log records, as their span's events.
 EVENT_NAME = "event.name"
+# Where a log record without the field names its event, in this order: the attribute above, then
+# `event_name` (LiteLLM's `otel` callback writes its events' names there).
+EVENT_NAME_ATTRIBUTES = (EVENT_NAME, "event_name")
 GEN_AI_EVENT_PREFIX = "gen_ai."
 # A log record's body, kept among its span event's attributes. In the `log.record.*` namespace, where OTel
 # names attributes about the log record itself (log.record.uid, log.record.original): no producer's event

@@ -95,6 +95,31 @@ def test_the_body_is_kept_under_one_key_a_kvlist_as_a_dict_and_the_older_event_n
     )
 
 
+def test_a_record_without_the_field_is_named_by_the_first_event_name_attribute_it_has() -> None:
+    """LiteLLM names its events in an `event_name` attribute: read, as `event.name` is; where a record has
+    both, `event.name` names it, and an `event_name` that is no GenAI event is counted, not read."""
+
+    def emit(logger: object, context: object) -> None:
+        for timestamp, attributes in enumerate(
+            (
+                {"event_name": "gen_ai.content.prompt", "gen_ai.system": "openai"},
+                {"event_name": "gen_ai.user.message", semconv.EVENT_NAME: "gen_ai.choice"},
+                {semconv.EVENT_NAME: "app.started", "event_name": "gen_ai.choice"},
+                {"event_name": "app.started"},
+            ),
+            start=1,
+        ):
+            logger.emit(context=context, timestamp=timestamp, attributes=attributes)  # type: ignore[attr-defined]
+
+    message, _ = _emitted(emit)
+
+    events = decode_message(message)
+
+    assert [e.event.name for e in events] == ["gen_ai.content.prompt", "gen_ai.choice"]
+    assert events[0].event.attributes == {"event_name": "gen_ai.content.prompt", "gen_ai.system": "openai"}
+    assert (events.without_trace, events.not_events) == (0, 2)
+
+
 def test_records_without_a_trace_or_not_a_genai_event_are_counted_not_read() -> None:
     def emit(logger: object, context: object) -> None:
         no_span = set_span_in_context(INVALID_SPAN)

@@ -93,4 +93,5 @@ def test_log_records_read_again_after_a_rebalance_keep_only_the_traces_left_unfi
     steps.take([message(LOGS, offset=4)])
 
     assert steps.assembler.buffered_traces == 0
-    assert steps.stats.assembly[AssemblyCount.HANDED_OVER_SPANS_SKIPPED] == 1
+    assert steps.stats.assembly[AssemblyCount.HANDED_OVER_LOG_EVENTS_SKIPPED] == 1
+    assert AssemblyCount.HANDED_OVER_SPANS_SKIPPED not in steps.stats.assembly

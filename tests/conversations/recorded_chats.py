@@ -32,6 +32,9 @@ class Turn:
     turn: int
     session_id: str
     service: str  # service.name of its spans: a conversation is (service, session id)
+    # Its log records (<scenario>.logs.pb: Semantic Kernel's model calls' messages), None without: written
+    # to the spans topic beside its spans, as the Collector's logs pipeline does.
+    logs: bytes | None = None
 
 
 def chat_turns(source: str) -> list[Turn]:
@@ -57,6 +60,7 @@ def chat_turns(source: str) -> list[Turn]:
                 turn=int(conversation["turn"]),
                 session_id=conversation["session_id"],
                 service=decode_message(payload)[0].service_name,
+                logs=(folder / entry["logs"]["file"]).read_bytes() if "logs" in entry else None,
             )
         )
     return turns

@@ -63,7 +63,8 @@ def run(
     `infer_conversations`) those of a turn that names none too."""
     producer = input_producer(bootstrap, [f"{prefix}.spans"], acks="all")
     for turn in turns:
-        producer.send(f"{prefix}.spans", key=turn.trace_id.encode(), value=turn.payload)
+        for value in (turn.payload, *([turn.logs] if turn.logs is not None else [])):
+            producer.send(f"{prefix}.spans", key=turn.trace_id.encode(), value=value)
     producer.flush()
     producer.close()
     settings = consumer_settings(
@@ -208,24 +209,14 @@ def test_an_llm_judges_records_are_grounded_by_the_same_llm_judge(bootstrap: str
     assert all(r.details["earlier_turns"]["judge"] == "openai:judge-test" for r in grounded)
 
 
-@pytest.mark.parametrize(
-    ("source", "infer"),
-    [("agent_framework_responses", False), ("semantic_kernel_conversation", False),
-     ("semantic_kernel_conversation", True)],
-    ids=["responses-named_only", "semantic_kernel-named_only", "semantic_kernel-infer_conversations"],
-)  # fmt: skip
-def test_a_chat_nothing_names_is_no_conversation(
-    bootstrap: str, topic_prefix: str, source: str, infer: bool
-) -> None:
+def test_a_chat_nothing_names_is_no_conversation(bootstrap: str, topic_prefix: str) -> None:
     """The Responses API chat whose app names no conversation (`service_*`: only response ids chain the turns,
-    each trace its own), without `infer_conversations`; Semantic Kernel's thread (`unnamed_*`: no span
-    carries its id): nothing joins their turns, so a follow-up is judged on its own trace alone and stays
-    flagged, faithful or not. The same chats under the app's session.id are grounded (the replays above).
-    Nor does inferring the conversation from the resent history join Semantic Kernel's: it writes the chat's
-    messages to log records, not to its spans (its traces hold no question, no history)."""
-    turns = [t for t in chat_turns(source) if unnamed(t)]
+    each trace its own), without `infer_conversations`: nothing joins their turns, so a follow-up is judged on
+    its own trace alone and stays flagged, faithful or not. The same chats under the app's session.id are
+    grounded (the replays above); with the setting, their chain of responses is joined (below)."""
+    turns = [t for t in chat_turns("agent_framework_responses") if unnamed(t)]
     judge = OfflineJudge()
-    latest, _, written = run(bootstrap, topic_prefix, turns, judge, in_conversation=False, infer=infer)
+    latest, _, written = run(bootstrap, topic_prefix, turns, judge, in_conversation=False, infer=False)
     third = [latest[(t.trace_id, "offline")] for t in turns if t.turn == 3]
     assert third and [(r.label, r.revision) for r in third] == [("hallucinated", 0)] * len(third)
     assert all(r.session_id is None for r in latest.values())
@@ -273,6 +264,38 @@ def test_a_chain_of_responses_the_service_keeps_is_a_conversation(bootstrap: str
         assert sorted(record.trace_ids) == sorted(t.trace_id for t in turns if t.chat == chat and t.turn > 1)
         assert (record.turns, record.turns_scored, record.turns_flagged) == (2, 2, flagged[chat]), record
         assert (chat, record.conversation_id) in chains or chat != "service_faithful"
+
+
+@pytest.mark.parametrize("infer", [False, True], ids=["named_only", "infer_conversations"])
+def test_semantic_kernels_thread_nothing_names_is_read_from_its_log_records(
+    bootstrap: str, topic_prefix: str, infer: bool
+) -> None:
+    """Semantic Kernel's thread as its docs run it (`unnamed_*`: no span carries its id): its model calls'
+    messages are log records, written to the spans topic beside the spans (the Collector's logs pipeline).
+    Nothing names the conversation, so no turn is in one; the faithful follow-up whose thread resent turn 1's
+    result is grounded in its own trace (the result is in its chat's log records), the one whose app kept only
+    questions and answers stays flagged, unless the conversation is inferred from that history (in the log
+    records too): then a revision grounds it in turn 1's trace. The invented and restated stay flagged."""
+    turns = [t for t in chat_turns("semantic_kernel_conversation") if unnamed(t)]
+    assert all(t.logs is not None for t in turns)
+    latest, _, written = run(
+        bootstrap, topic_prefix, turns, OfflineJudge(), in_conversation=False, infer=infer
+    )
+    for turn in (t for t in turns if t.turn == 3):
+        record = latest[(turn.trace_id, "offline")]
+        if turn.ending != "faithful":
+            assert record.label == "hallucinated", turn.chat
+        elif turn.form == "resent":
+            assert (record.label, record.revision) == ("faithful", 0), turn.chat
+        elif infer:
+            assert (record.label, record.conversation_source) == ("faithful", "history"), turn.chat
+            first = next(t for t in turns if (t.chat, t.turn) == (turn.chat, 1))
+            assert first.trace_id in earlier_traces(record), turn.chat
+        else:
+            assert (record.label, record.revision) == ("hallucinated", 0), turn.chat
+    if not infer:
+        assert all(r.session_id is None for r in latest.values())
+        assert written == [], "no conversation record: no turn named one"
 
 
 # One source per convention whose recorded prompt resends the question/answer history (the chats' form with

@@ -71,6 +71,15 @@ EXPECTED = {
     # with the messages and gen_ai.provider.name, no raw_gen_ai_request child: read alike.
     "litellm_otel_latest/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "litellm_otel_latest": ("interaction", "genai"),
+    # Its log events on, content capture `true`: no message (and no gen_ai.operation.name) on the
+    # litellm_request span, each message a `gen_ai.content.prompt` / `.completion` log record named in an
+    # `event_name` attribute; read with its log records (`Recording.logs`) as the v1.36 events, alike.
+    "litellm_otel_events/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
+    "litellm_otel_events": ("interaction", "genai"),
+    # Both: on the latest conventions its one `gen_ai.client.inference.operation.details` log record per call
+    # (the operation and the messages as its attributes, named in `event_name`), read as that event is.
+    "litellm_otel_latest_events/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
+    "litellm_otel_latest_events": ("interaction", "genai"),
     "litellm_proxy/joined_unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "litellm_proxy/detached_unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "litellm_proxy/joined": ("interaction", "openinference"),
@@ -302,10 +311,9 @@ RECALLED_NOT_SENT = {
 
 # Recordings whose library writes down no question (only the model's own search query, in the tool call's
 # arguments, which is not the user's question): judged for faithfulness, the record says why it has none.
-QUESTION_NOT_RECORDED = {
-    "semantic_kernel_conversation": "get_response(messages=..., thread=...): the agent span's "
-    "gen_ai.input.messages is empty and the chat spans carry no messages (no log records kept with them)",
-}
+# (None now: Semantic Kernel's chat, called with `messages=`, records its question in the log records kept
+# with each turn, read with them.)
+QUESTION_NOT_RECORDED: dict[str, str] = {}
 
 # Shapes the extractor does not read yet, as a strict-xfail reason per source (or source/scenario): a
 # recording that starts passing fails until its line goes.

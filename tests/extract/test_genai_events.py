@@ -121,6 +121,54 @@ def test_other_span_events_are_not_read_as_messages() -> None:
     assert extract(tb.trace(*spans)).interactions == []
 
 
+def _logged(name: str, body: dict[str, Any]) -> SpanEvent:
+    """A log record's event as the consumer adds it to its span: its body under `log.record.body`."""
+    return SpanEvent(name, {"event_name": name, "log.record.body": body})
+
+
+@pytest.mark.parametrize(
+    ("events", "read"),
+    [
+        (
+            (
+                _logged("gen_ai.content.prompt", {"role": "user", "content": "How long does the X2 last?"}),
+                _logged("gen_ai.content.completion", {"index": 0, "message": {"content": "14 hours."}}),
+            ),
+            True,
+        ),
+        ((_logged("gen_ai.evaluation.result", {"score": 1}),), False),
+        ((SpanEvent("gen_ai.choice", {"message": {"content": "14 hours."}}),), False),  # not a log record's
+    ],
+)
+def test_a_span_with_no_operation_is_a_chat_when_its_log_records_are_a_model_calls_messages(
+    events: tuple[SpanEvent, ...], read: bool
+) -> None:
+    """LiteLLM with its log events on and content capture `true` writes no gen_ai.operation.name on the call's
+    span: its logged messages say it is a model call, and nothing else does."""
+    root = tb.span("rag", {"gen_ai.operation.name": "invoke_workflow"})
+    retrieval = tb.span(
+        "retrieval docs",
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.documents": json.dumps([{"content": "X2: 14 h."}]),
+        },
+        parent=root.span_id,
+        start=1,
+    )
+    call = tb.span(
+        "litellm_request", {"gen_ai.system": "openai"}, parent=root.span_id, scope="litellm", start=2
+    )
+    found = extract(tb.trace(root, retrieval, dataclasses.replace(call, events=events)))
+    if read:
+        [interaction] = found.interactions
+        assert (interaction.record.query, interaction.record.answer) == (
+            "How long does the X2 last?",
+            "14 hours.",
+        )
+    else:
+        assert found.interactions == []
+
+
 @pytest.mark.parametrize("scenario", ["faithful", "unfaithful"])
 def test_pydantic_ai_version_1_reads_as_its_default_format(scenario: str) -> None:
     # The same app and model replies on Pydantic AI 1.x, traced in its default format and with version=1.
@@ -177,7 +225,15 @@ def _v1(recording: Recording, events: Any) -> list[DecodedSpan]:
 
 
 @pytest.mark.parametrize(
-    "events", ["not json", json.dumps({"a": 1}), json.dumps([1, 2]), json.dumps([{"x": 1}])]
+    "events",
+    [
+        "not json",
+        json.dumps({"a": 1}),
+        json.dumps([1, 2]),
+        json.dumps([{"x": 1}]),
+        # Names and roles of no event's type (unhashable: never looked up as one).
+        json.dumps([{"event.name": ["gen_ai.choice"]}, {"event.name": "gen_ai.content.prompt", "role": {}}]),
+    ],
 )
 def test_an_events_attribute_of_another_shape_is_not_read_as_messages(events: str) -> None:
     found = extracted(_v1(RECORDED["pydantic_ai_v1/v1_faithful"], events))

@@ -4,7 +4,9 @@ library: its agent's model calls' messages as log records (fixtures/semantic_ker
 name no conversation (the thread's id is on none) and no user: as its docs run it, each turn is a turn of no
 conversation; under a span of the app's per turn with `session.id` and `user.id`, the turns are one
 conversation. Called with `messages=`, no span records the question; the model calls' messages (the thread's
-resent results among them) go to log records, so each turn reads its own tool result only."""
+resent results among them) go to log records, kept with each turn: read with them, each turn reads its
+question, its own tool result and the earlier turns' results the thread resent (none where the app kept only
+questions and answers)."""
 
 from __future__ import annotations
 
@@ -27,17 +29,22 @@ NAMING_KEYS = (semconv.SESSION_ID, semconv.GEN_AI_CONVERSATION_ID, semconv.USER_
 def test_a_turn_is_in_a_conversation_only_where_the_app_names_one(recording: Recording) -> None:
     spans = spans_of(recording)
     [interaction] = extracted(spans).interactions
-    assert (conversation := recording.conversation) is not None
+    conversation = recording.conversation
+    assert conversation is not None
     named = [s.name for s in spans if any(key in s.attributes for key in NAMING_KEYS)]
     if recording.scenario.startswith(UNNAMED):
         assert named == [] and (interaction.session_id, interaction.user_id) == (None, None)
     else:
         assert named == ["support_turn"]  # the app's span, above invoke_agent
         assert interaction.session_id == conversation["session_id"]
-    # What the spans hold: this turn's tool result, the answer; no question, no resent result.
-    assert sorted(interaction.record.contexts) == sorted(conversation["retrieved"])
-    assert interaction.record.answer == recording.answer
-    assert interaction.question_missing is not None and interaction.record.query is None
+    # The spans hold this turn's tool result and the answer; its log records the question and the earlier
+    # turns' results the thread resent, each read as the earlier turn's.
+    resent = [text for item in conversation["resent"] for text in item["documents"]]
+    assert sorted(interaction.record.contexts) == sorted([*conversation["retrieved"], *resent])
+    assert (interaction.record.query, interaction.record.answer) == (recording.question, recording.answer)
+    assert interaction.question_missing is None
+    alone = extracted(decode_message(recording.payload)).interactions
+    assert [i.record.query for i in alone] == [None], "without its log records no span names the question"
 
 
 AGENT = [r for r in recordings() if r.source == "semantic_kernel"]

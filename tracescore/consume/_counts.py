@@ -40,6 +40,7 @@ class AssemblyCount(StrEnum):
     LOG_EVENTS_WITHOUT_SPAN = "log_events_without_span"  # their span had not arrived when the trace was read
     LATE_LOG_EVENTS = "late_log_events"  # of a trace already read and no longer kept: never read
     DUPLICATE_LOG_EVENTS = "duplicate_log_events"  # the same event of the same span twice: kept once
+    HANDED_OVER_LOG_EVENTS_SKIPPED = "handed_over_log_events_skipped"  # read again, their trace finished
     # Why each trace was read (`released`): the closing summary leaves these out.
     RELEASED_COMPLETE = "released_complete"
     RELEASED_NO_ROOT_SPAN = "released_no_root_span"

@@ -12,9 +12,11 @@ for whoever reads its events to say what is missing.
 A message may also be an ExportLogsServiceRequest (the Collector's logs pipeline writing to the same topic):
 some producers write an LLM call's messages as OTel log records ("events", tied to their span by trace and
 span id) rather than on the span. Its GenAI events are returned as `LogEvent`s, which the assembler adds to
-their span's events. It is told apart without a cost to spans: it is only tried once the message failed to
-read as spans, which a logs request always does (LogRecord's field 1 is a fixed64 time, Span's the
-length-delimited trace id, so no record reads as a span with an id); OTLP JSON names it (`resourceLogs`).
+their span's events; a record's event name is its `event_name` field, else the first of the attributes
+`semconv.EVENT_NAME_ATTRIBUTES` lists (producers that predate the field, or name it their own way). It is
+told apart without a cost to spans: it is only tried once the message failed to read as spans, which a logs
+request always does (LogRecord's field 1 is a fixed64 time, Span's the length-delimited trace id, so no
+record reads as a span with an id); OTLP JSON names it (`resourceLogs`).
 """
 
 from __future__ import annotations
@@ -179,10 +181,11 @@ def _decode_logs(value: bytes) -> LogEvents | None:
 
 
 def _event_name_attribute(key_values: Any) -> str:
-    for kv in key_values:
-        if kv.key == semconv.EVENT_NAME:
-            return kv.value.string_value
-    return ""
+    """The event name a record without the field carries among its attributes: the first of
+    `semconv.EVENT_NAME_ATTRIBUTES` it has ("" without any)."""
+    keys = semconv.EVENT_NAME_ATTRIBUTES
+    found = {kv.key: kv.value.string_value for kv in key_values if kv.key in keys}
+    return next((found[key] for key in keys if key in found), "")
 
 
 def _parse_logs(value: bytes) -> ExportLogsServiceRequest | None:

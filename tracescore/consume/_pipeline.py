@@ -144,7 +144,10 @@ class Pipeline:
                     released += early
                 continue
             if handover is not None:
-                spans = self._unfinished(handover, message.offset, spans)
+                kept = _unfinished(handover, message.offset, spans)
+                if len(kept) < len(spans):
+                    stats.assembly[AssemblyCount.HANDED_OVER_SPANS_SKIPPED] += len(spans) - len(kept)
+                spans = kept
                 if not spans:
                     continue
             stats.spans += len(spans)
@@ -177,20 +180,14 @@ class Pipeline:
             counts[AssemblyCount.LOG_RECORDS_NOT_EVENTS] += events.not_events
         kept: list[LogEvent] = events
         if handover is not None:
-            kept = self._unfinished(handover, message.offset, events)
+            kept = _unfinished(handover, message.offset, events)
+            # Counted apart from spans: a rebalance's re-reading of spans is not inflated by log records.
+            if len(kept) < len(events):
+                counts[AssemblyCount.HANDED_OVER_LOG_EVENTS_SKIPPED] += len(events) - len(kept)
         if not kept:
             return []
         size = len(message.value) + SPAN_OBJECT_BYTES * len(kept)  # counted as spans are
         return self.assembler.add_events(kept, tp, message.offset, size, handover is not None)
-
-    def _unfinished(self, handover: Handover, offset: int, spans: list[_Held]) -> list[_Held]:
-        """The spans (or log events) of a message read again after a rebalance whose traces the previous
-        owner did not finish; the others' traces were scored (or had nothing to score) and are counted, not
-        read."""
-        kept = [s for s in spans if handover.keeps(offset, s.trace_id)]
-        if len(kept) < len(spans):
-            self.stats.assembly[AssemblyCount.HANDED_OVER_SPANS_SKIPPED] += len(spans) - len(kept)
-        return kept
 
     def ready(self) -> list[Admitted]:
         """Traces whose wait is over."""
@@ -296,3 +293,10 @@ class Pipeline:
         )
         if not logged:
             _log.debug("not scored (%s): %s", skip.reason, skip.detail)
+
+
+def _unfinished(handover: Handover, offset: int, held: list[_Held]) -> list[_Held]:
+    """The spans (or log events) of a message read again after a rebalance whose traces the previous owner
+    did not finish; the others' traces were scored (or had nothing to score): the caller counts them, not
+    read."""
+    return [s for s in held if handover.keeps(offset, s.trace_id)]

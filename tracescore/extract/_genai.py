@@ -79,8 +79,15 @@ class GenAI(Convention):
         "gen_ai.assistant.message": ASSISTANT,
         "gen_ai.tool.message": TOOL,
     }
+    # LiteLLM's events (`LITELLM_OTEL_INTEGRATION_ENABLE_EVENTS`): one per message of any role, the role in
+    # its body, as the events above are by role; then one per choice, as `gen_ai.choice`.
+    PROMPT_EVENT, COMPLETION_EVENT = "gen_ai.content.prompt", "gen_ai.content.completion"
+    ROLE_EVENTS = {"system": SYSTEM_MESSAGE, **{role: name for name, role in MESSAGE_EVENTS.items()}}
+    CHOICE_EVENTS = frozenset({CHOICE, COMPLETION_EVENT})
     EVENT_CONTENT, EVENT_MESSAGE = "content", "message"
     EVENT_TOOL_CALLS, EVENT_FUNCTION = "tool_calls", "function"
+    # The call a tool message answers: its `id` (the v1.36 events), or OpenAI's `tool_call_id` (LiteLLM's).
+    EVENT_TOOL_CALL_IDS = (PART_ID, "tool_call_id")
     # What a span with content capture on records (messages as attributes, or Logfire's first format, or
     # Pydantic AI's answer); the OpenTelemetry GenAI util's setting that puts it on the spans.
     CONTENT_KEYS = (

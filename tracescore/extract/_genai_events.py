@@ -17,6 +17,10 @@ as those attributes, so that every format reads alike:
   among their attributes): the consumer adds them to their span's events (`tracescore.consume`), the
   record's attributes as the event's and its body, the message, under `log.record.body`. They are read as
   the `events` attribute above, the body's keys beside the attributes as Pydantic AI lists them there.
+- LiteLLM's log events (`LITELLM_OTEL_INTEGRATION_ENABLE_EVENTS=true`), alike: a `gen_ai.content.prompt` per
+  message, its role in its body (read as the v1.36 event of that role), and a `gen_ai.content.completion` per
+  choice (read as `gen_ai.choice`). With content capture `true` its span carries no message and no
+  `gen_ai.operation.name`: a span whose log records are a model call's messages is read as a `chat` span.
 
 What a span carries itself is kept over what its events say. A trace with neither is returned as it is.
 """
@@ -65,16 +69,20 @@ def operation_details(genai: GenAI, span: DecodedSpan) -> dict[str, Any]:
 def event_messages(genai: GenAI, span: DecodedSpan) -> dict[str, Any]:
     """The message attributes the span's events stand for: its operation-details events', else Pydantic AI's
     version 1 `events`, else the v1.36 events its log records added (none for a span with none of them:
-    checked first, as this runs on every span)."""
+    checked first, as this runs on every span). A span with no GenAI operation whose log records are a model
+    call's messages gets the operation too (`chat`): they say what it is."""
     if span.events:
         attributes = operation_details(genai, span)
         if attributes:
             return attributes
     recorded = span.attributes.get(genai.EVENTS_ATTRIBUTE)
-    if (recorded is None and not span.events) or not genai.kind(span):
+    if recorded is None and not span.events:
         return {}
-    events = parse_json(recorded) if recorded is not None else _logged_v1_events(genai, span)
-    return _v1_messages(genai, events)
+    if genai.kind(span):
+        events = parse_json(recorded) if recorded is not None else _logged_v1_events(genai, span)
+        return _v1_messages(genai, events)
+    messages = _v1_messages(genai, _logged_v1_events(genai, span))
+    return {genai.OPERATION_NAME: genai.LLM_CALL, **messages} if messages else {}
 
 
 def _logged_v1_events(genai: GenAI, span: DecodedSpan) -> list[dict[str, Any]]:
@@ -103,11 +111,16 @@ def _v1_messages(genai: GenAI, events: Any) -> dict[str, Any]:
         if not isinstance(event, Mapping):
             return {}  # not a list of events: some other `events` attribute
         name = event.get(genai.EVENT_NAME)
+        if name == genai.PROMPT_EVENT:  # a message of any role, named by its role
+            role = event.get(genai.ROLE)
+            name = genai.ROLE_EVENTS.get(role) if isinstance(role, str) else None
+        if not isinstance(name, str):  # looked up below: a list or a map would raise
+            continue
         if name == genai.SYSTEM_MESSAGE:
             system.extend(_parts(genai, event.get(genai.EVENT_CONTENT)))
         elif name in genai.MESSAGE_EVENTS:
             inputs.append(_message(genai, genai.MESSAGE_EVENTS[name], event))
-        elif name == genai.CHOICE and isinstance(body := event.get(genai.EVENT_MESSAGE), Mapping):
+        elif name in genai.CHOICE_EVENTS and isinstance(body := event.get(genai.EVENT_MESSAGE), Mapping):
             output = _message(genai, genai.ASSISTANT, body)
             if (finish := event.get(genai.FINISH_REASON)) is not None:
                 output[genai.FINISH_REASON] = finish
@@ -121,7 +134,8 @@ def _message(genai: GenAI, role: str, body: Mapping[str, Any]) -> dict[str, Any]
     tool message the result it carries."""
     content = body.get(genai.EVENT_CONTENT)
     if role == genai.TOOL:
-        part = {genai.PART_TYPE: genai.TOOL_RESPONSE_PART, genai.PART_ID: body.get(genai.PART_ID)}
+        call_id = next((i for key in genai.EVENT_TOOL_CALL_IDS if (i := body.get(key)) is not None), None)
+        part = {genai.PART_TYPE: genai.TOOL_RESPONSE_PART, genai.PART_ID: call_id}
         return {genai.ROLE: role, genai.PARTS: [{**part, genai.PART_RESPONSE: content}]}
     parts = _parts(genai, content)
     for call in body.get(genai.EVENT_TOOL_CALLS) or ():
