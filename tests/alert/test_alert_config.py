@@ -209,7 +209,10 @@ def test_without_rules_the_default_rule_waits_for_calibration_and_watches_drops(
     # On the offline judge alone a healthy route of long answers reads 0.5: the default must not page it on
     # 0.7, and says so in its start line; a rule written out keeps its thresholds on every estimate.
     config = load_alert_config(write(tmp_path, "sinks:\n  - type: log\n"))
-    assert start_line(config, [make_sink(s) for s in config.sinks]) == (
+    said = start_line(config, [make_sink(s) for s in config.sinks])
+    alerting = Path(__file__).parents[2] / "docs" / "alerting" / "index.md"
+    assert f"INFO tracescore.alert: {said}\n" in alerting.read_text(encoding="utf-8")  # the page shows it
+    assert said == (
         "rules, the first matching applies: 1. faithfulness of every service and route: warning 0.7, "
         "critical 0.5 once calibrated (the LLM judge's baseline), over the newest 50 answers (at least 10), "
         "and the newest 2000 against the 7000 before them (its normal), drop 0.02; a route no rule matches "

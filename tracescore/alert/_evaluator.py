@@ -339,7 +339,7 @@ class AlertEvaluator:
         elif route.said_waiting and estimate.calibrated:
             route.said_waiting = False
             _log.info(
-                "%s %s %s: calibrated by %d baseline pairs of the LLM judge; thresholds apply",
+                "%s %s %s: calibrated by the LLM judge's baseline (%d pairs); thresholds apply",
                 key.service, key.route, key.metric, estimate.pairs,
             )  # fmt: skip
 
