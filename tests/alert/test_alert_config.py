@@ -214,9 +214,9 @@ def test_without_rules_the_default_rule_waits_for_calibration_and_watches_drops(
     assert f"INFO tracescore.alert: {said}\n" in alerting.read_text(encoding="utf-8")  # the page shows it
     assert said == (
         "rules, the first matching applies: 1. faithfulness of every service and route: warning 0.7, "
-        "critical 0.5 once calibrated (the LLM judge's baseline), over the newest 50 answers (at least 10), "
-        "and the newest 2000 against the 7000 before them (its normal), drop 0.02; a route no rule matches "
-        "is not watched | sinks: log"
+        "critical 0.5 once calibrated (10 baseline pairs of the LLM judge), over the newest 50 answers (at "
+        "least 10), and the newest 2000 against the 7000 before them (its normal), drop 0.02; a route no "
+        "rule matches is not watched | sinks: log"
     )
     (explicit,) = load_alert_config(write(tmp_path, "rules:\n  - warning: 0.7\n")).rules
     assert (explicit.require_calibration, explicit.drop) == (False, None)

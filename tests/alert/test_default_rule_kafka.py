@@ -88,7 +88,8 @@ def test_offline_alone_a_healthy_route_at_0_55_never_pages_and_a_drop_below_its_
             assert pages(receiver.requests, "/summarize") == []  # 0.55, far below 0.7: no page
             waits = [r.getMessage() for r in caplog.records if THRESHOLDS_WAIT in r.getMessage()]
             assert waits == [
-                f"rag-api /summarize faithfulness: {THRESHOLDS_WAIT}; drop alerts watch it meanwhile"
+                f"rag-api /summarize faithfulness: {THRESHOLDS_WAIT}: uncalibrated (offline judge only); "
+                "drop alerts watch it meanwhile"
             ]  # once for the route, not once per answer
 
             send_in_order(producer, cfg.evaluations_topic, clock.answers("/summarize", 300, (0.0,)))

@@ -20,7 +20,7 @@ from tracescore._config import (
     load_service_settings,
     unknown_name,
 )
-from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
+from tracescore.alert._estimate import CONVERSATION_SIGNALS, TUNING_PAIRS, Estimate, Signal
 from tracescore.alert._notification import Unit
 from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, FAITHFULNESS
 from tracescore.score import metric_names
@@ -150,7 +150,8 @@ class DropConfig(_Strict):
 
 
 # Said of a `require_calibration` rule's thresholds while the offline judge alone scores the route.
-THRESHOLDS_WAIT = "thresholds wait for the LLM judge's baseline: uncalibrated (offline judge only)"
+THRESHOLDS_WAIT = "thresholds wait for the LLM judge's baseline"
+_CALIBRATED = f"once calibrated ({TUNING_PAIRS} baseline pairs of the LLM judge)"
 
 
 # fnmatch patterns; one may be written without a list (`routes: /billing*`), as people write one route.
@@ -186,10 +187,12 @@ class RuleConfig(_Strict):
     )
     require_calibration: bool = Field(
         default=False,
-        description="The thresholds read only an estimate the LLM judge's baseline pairs calibrate (with the "
-        "offline judge alone the estimate is the judge's pass rate, which on long answers sits far below the "
-        "share of faithful answers): until then the drop part alone watches the route (it needs one) and a "
-        "firing threshold alert neither resolves nor escalates. The rule run without a config sets it.",
+        description="The thresholds read only an estimate the LLM judge's baseline calibrates, by at "
+        f"least {TUNING_PAIRS} pairs of the route (with the offline judge alone the estimate is the judge's "
+        "pass rate, which on long answers sits far below the share of faithful answers; on fewer pairs the "
+        "correction is a few answers' and its interval too narrow): until then the drop part alone watches "
+        "the route (it needs one) and a firing threshold alert neither resolves nor escalates. The rule run "
+        "without a config sets it.",
     )
     min_samples: int = Field(
         default=10, ge=1, description="With fewer answers in the window nothing fires or resolves."
@@ -248,9 +251,14 @@ class RuleConfig(_Strict):
             )
         return self
 
-    def thresholds_apply(self, calibrated: bool) -> bool:
-        """Whether the thresholds read an estimate (`calibrated`: by the LLM judge's baseline pairs)."""
-        return calibrated or not self.require_calibration
+    def waiting(self, estimate: Estimate) -> str | None:
+        """Why the thresholds do not read `estimate` (`require_calibration`, the estimate not calibrated by
+        enough of the LLM judge's baseline pairs: `Estimate.settled`); None: they read it."""
+        if estimate.settled or not self.require_calibration:
+            return None
+        if not estimate.calibrated:
+            return f"{THRESHOLDS_WAIT}: uncalibrated (offline judge only)"
+        return f"{THRESHOLDS_WAIT}: {estimate.pairs} of the {TUNING_PAIRS} pairs it needs"
 
     @property
     def unit(self) -> Unit:
@@ -270,7 +278,7 @@ class RuleConfig(_Strict):
         if self.warning is not None:
             critical = "" if self.critical is None else f", critical {self.critical:g}"
             units = "answers" if self.unit == "answer" else "conversations"
-            when = " once calibrated (the LLM judge's baseline)" if self.require_calibration else ""
+            when = f" {_CALIBRATED}" if self.require_calibration else ""
             parts.append(
                 f"warning {self.warning:g}{critical}{when}, over the newest {self.window_count} {units} "
                 f"(at least {self.min_samples})"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from tracescore.alert._config import THRESHOLDS_WAIT, AlertConfig, RuleConfig
+from tracescore.alert._config import AlertConfig, RuleConfig
 from tracescore.alert._conversations import conversation_observation, record_key
 from tracescore.alert._drop import DropReading, DropTracker
 from tracescore.alert._estimate import C_N, R_N, Estimate
@@ -328,15 +328,16 @@ class AlertEvaluator:
     @staticmethod
     def _waiting(key: AlertKey, route: _Route, estimate: Estimate | None) -> None:
         """Say once a run, per route, when its thresholds wait for the LLM judge's baseline, and when they
-        apply from then on."""
+        read its estimate from then on."""
         rule = route.rule
         if estimate is None or estimate.n < rule.min_samples or not rule.require_calibration:
             return
-        if not route.said_waiting and not estimate.calibrated:
+        waiting = rule.waiting(estimate)
+        if not route.said_waiting and waiting is not None:
             route.said_waiting = True
             watched = "drop alerts watch it meanwhile" if rule.drop is not None else "nothing watches it"
-            _log.info("%s %s %s: %s; %s", key.service, key.route, key.metric, THRESHOLDS_WAIT, watched)
-        elif route.said_waiting and estimate.calibrated:
+            _log.info("%s %s %s: %s; %s", key.service, key.route, key.metric, waiting, watched)
+        elif route.said_waiting and waiting is None:
             route.said_waiting = False
             _log.info(
                 "%s %s %s: calibrated by the LLM judge's baseline (%d pairs); thresholds apply",
@@ -347,7 +348,7 @@ class AlertEvaluator:
     def _level(rule: RuleConfig, current: Level, estimate: Estimate | None) -> Level:
         if estimate is None or estimate.n < rule.min_samples:
             return current  # too little evidence to fire or to resolve
-        if not rule.thresholds_apply(estimate.calibrated):
+        if rule.waiting(estimate) is not None:
             return current  # the offline judge's pass rate alone: no evidence for or against a threshold
         mean, bound = estimate.value, estimate.upper
         for level, threshold in (("critical", rule.critical), ("warning", rule.warning)):

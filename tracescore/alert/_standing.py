@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tracescore.alert._config import THRESHOLDS_WAIT, RuleConfig
+from tracescore.alert._config import RuleConfig
 from tracescore.alert._estimate import Estimate
 from tracescore.alert._notification import AlertKey
 from tracescore.alert._reading import PAST_RANGE, DropReading
@@ -41,7 +41,7 @@ class Standing:
         rank = max(_RANK[self.level], _RANK[self.drop_level or "ok"])
         margins = []
         est, warning = self.estimate, self.rule.warning
-        if est is not None and warning is not None and self.rule.thresholds_apply(est.calibrated):
+        if est is not None and warning is not None and self.rule.waiting(est) is None:
             margins.append(est.upper - warning)
         if self.drop is not None and self.drop.ready and self.rule.drop is not None:
             margins.append(self.rule.drop.min_drop - self.drop.lower)
@@ -58,8 +58,8 @@ class Standing:
         if thresholds or self.level != "ok":
             est = self.estimate
             shown = "no scores in its window" if est is None else est.describe()
-            waiting = est is not None and not rule.thresholds_apply(est.calibrated)
-            wait = f"; {THRESHOLDS_WAIT}" if waiting else ""
+            waiting = None if est is None else rule.waiting(est)
+            wait = "" if waiting is None else f"; {waiting}"
             said.append(f"{self.level}: {shown} (thresholds: {', '.join(thresholds) or 'none'}{wait})")
         if self.drop is not None and rule.drop is not None:
             d, drop = self.drop, rule.drop
