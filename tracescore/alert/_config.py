@@ -149,7 +149,7 @@ class DropConfig(_Strict):
         return self
 
 
-# Said of a `require_calibration` rule's thresholds while the offline judge alone scores the route.
+# Said of a `require_calibration` rule's thresholds until the LLM judge's baseline settles the estimate.
 THRESHOLDS_WAIT = "thresholds wait for the LLM judge's baseline"
 _CALIBRATED = f"once calibrated ({TUNING_PAIRS} baseline pairs of the LLM judge)"
 

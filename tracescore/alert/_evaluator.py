@@ -349,7 +349,7 @@ class AlertEvaluator:
         if estimate is None or estimate.n < rule.min_samples:
             return current  # too little evidence to fire or to resolve
         if rule.waiting(estimate) is not None:
-            return current  # the offline judge's pass rate alone: no evidence for or against a threshold
+            return current  # not calibrated by enough pairs: no evidence for or against a threshold
         mean, bound = estimate.value, estimate.upper
         for level, threshold in (("critical", rule.critical), ("warning", rule.warning)):
             if threshold is None:
