@@ -2,7 +2,7 @@
 
     python benchmarks/drop_detection.py LABELLED.jsonl [--json] [--streams 100] [--after 10000]
         [--measure-half 1|0|all] [--workers 2] [--drop KEY=VALUE ...] [--seed 0]
-        [--judges offline,llm_baseline] [--kinds threshold,drop]
+        [--judges offline,llm_baseline] [--kinds threshold,drop,old_default,default]
     python benchmarks/drop_detection.py --pass-rates 0.45,0.30 [the same options]
 
 LABELLED.jsonl: one labelled RAG answer a line (`query`, `contexts`, `answer`, `label`; the format of the
@@ -25,6 +25,12 @@ notification that is no reminder; escalations count):
   of 50 answers, 90% confidence; window_seconds a day, so the count decides at this traffic);
 - drop: the rule's drop part at its shipped defaults (`--drop min_drop=0.02` to try others);
 
+- old_default, default: the rule `tracescore alert` runs without a config, each in an evaluator of its own
+  and unchanged (its 15-minute window too, about 10 answers at this traffic; any of its pages counts):
+  before this release (`RuleConfig()`: warning 0.7, critical 0.5, on every estimate) and now
+  (`default_rule()`: those thresholds only once the LLM judge's baseline calibrates the estimate, and the
+  drop part at its defaults);
+
 each with the offline judge alone (`offline`) and with the LLM judge on a uniform 1% baseline
 (`llm_baseline`: records as the consumer writes them, inclusion probability 0.01, the offline result
 carried; the LLM judge is simulated from the labels and always right; the cascade's targeted picks, which
@@ -40,7 +46,7 @@ true class) with its threshold set so that 95% of healthy streams stay silent ov
 target the rules are held to. (ln(ARL) / KL, the asymptotic form, overstates it when the step is small:
 the CUSUM's threshold is nearer ln(ARL x KL).) The last
 line printed is JSON: {"variants": {"threshold_offline": V, "drop_offline": V, "threshold_llm_baseline": V,
-"drop_llm_baseline": V}}.
+"drop_llm_baseline": V}} (and `old_default_*`, `default_*` when --kinds names them).
 """
 
 from __future__ import annotations
@@ -64,7 +70,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cascade_sampling import score_all
 
-from tracescore.alert import AlertConfig, AlertEvaluator, DropConfig, JudgeHealthConfig, RuleConfig
+from tracescore.alert import (
+    AlertConfig,
+    AlertEvaluator,
+    DropConfig,
+    JudgeHealthConfig,
+    RuleConfig,
+    default_rule,
+)
 from tracescore.model import EvaluationRecord, MetricStatus, Usage, is_flagged
 
 HEALTHY = 7_000  # a week of a 1,000-answers-a-day route
@@ -74,7 +87,9 @@ BASELINE = 0.01
 FALSE_ALARM_SPAN, FREE_STREAMS = 10_000, 0.95  # the target: 95% of streams silent over 10,000 answers
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 JUDGES = ("offline", "llm_baseline")
-KINDS = ("threshold", "drop")
+KINDS = ("threshold", "drop")  # two parts of one rule, told apart by their alert names
+DEFAULTS = ("old_default", "default")  # a whole config each: any page counts
+RULE = "rule"  # the evaluator of KINDS
 
 
 @dataclass(frozen=True)
@@ -88,13 +103,23 @@ class Answer:
         return not is_flagged({"score": self.score, "label": self.label})
 
 
-def rule(drop: dict[str, Any], kinds: tuple[str, ...]) -> AlertConfig:
-    """Both kinds in one rule (one evaluator per judge): the threshold defaults and the drop part."""
-    parts: dict[str, Any] = {} if "threshold" in kinds else {"warning": None, "critical": None}
-    if "drop" in kinds:
-        parts["drop"] = DropConfig(**drop)
-    both = RuleConfig(window_seconds=86_400, no_data_seconds=None, **parts)
-    return AlertConfig.model_construct(rules=[both], judge_health=JudgeHealthConfig(enabled=False))
+def rule(drop: dict[str, Any], kinds: tuple[str, ...]) -> dict[str, AlertConfig]:
+    """The configs to run, each in one evaluator per judge: both KINDS in one rule (the threshold defaults
+    and the drop part), and each of DEFAULTS asked for, the config without a file (model_construct: no
+    TRACESCORE_ALERT_* variable leaks in)."""
+    configs = {}
+    if set(kinds) & set(KINDS):
+        parts: dict[str, Any] = {} if "threshold" in kinds else {"warning": None, "critical": None}
+        if "drop" in kinds:
+            parts["drop"] = DropConfig(**drop)
+        both = RuleConfig(window_seconds=86_400, no_data_seconds=None, **parts)
+        quiet = JudgeHealthConfig(enabled=False)
+        configs[RULE] = AlertConfig.model_construct(rules=[both], judge_health=quiet)
+    if "old_default" in kinds:
+        configs["old_default"] = AlertConfig.model_construct(rules=[RuleConfig()])
+    if "default" in kinds:
+        configs["default"] = AlertConfig.model_construct(rules=[default_rule()])
+    return configs
 
 
 # Every field with a default factory is given: pydantic's model_construct inspects a factory's signature at
@@ -129,8 +154,9 @@ def records(answer: Answer, i: int, rng: random.Random, judge: str) -> list[Eval
     return out
 
 
-def pages(ev: AlertEvaluator, batch: list[EvaluationRecord]) -> dict[str, str | None]:
-    """The kinds that paged on these records, each with the drop test that decided (None: a threshold)."""
+def pages(ev: AlertEvaluator, batch: list[EvaluationRecord], config: str) -> dict[str, str | None]:
+    """The kinds that paged on these records, each with the drop test that decided (None: a threshold);
+    a default config's pages are its own kind, with the test ("threshold" for a threshold alert)."""
     out: dict[str, str | None] = {}
     for record in batch:
         key = ev.add(record)
@@ -138,7 +164,10 @@ def pages(ev: AlertEvaluator, batch: list[EvaluationRecord]) -> dict[str, str | 
         for note in ev.evaluate(key, record.timestamp):
             if note.state == "firing" and not note.repeat:
                 drop = note.alertname.endswith("BelowNormal")
-                out["drop" if drop else "threshold"] = note.drop_test if drop else None
+                if config != RULE:
+                    out[config] = note.drop_test if drop else "threshold"
+                else:
+                    out["drop" if drop else "threshold"] = note.drop_test if drop else None
     return out
 
 
@@ -147,52 +176,57 @@ def draw(pool: dict[bool, list[Answer]], rate: float, rng: random.Random) -> Ans
 
 
 _POOL: dict[bool, list[Answer]] = {}
-_CONFIG: AlertConfig | None = None
+_CONFIGS: dict[str, AlertConfig] = {}
 _RUN: dict[str, tuple[str, ...]] = {"judges": JUDGES, "kinds": KINDS}
 
 
 def stream(args: tuple[int, int, int]) -> dict[str, dict[str, Any]]:
     """One stream: healthy pages per variant, and the answers to the first page after each step."""
     seed, after, _ = args
-    assert _CONFIG is not None
     judges, kinds = _RUN["judges"], _RUN["kinds"]
     out: dict[str, dict[str, Any]] = {f"{k}_{j}": {"healthy": 0, "by": {}} for j in judges for k in kinds}
-    evaluators = {j: AlertEvaluator(_CONFIG) for j in judges}
+    # One evaluator per config and judge; every config sees the same answers, each judge its own records.
+    evaluators = {(c, j): AlertEvaluator(config) for c, config in _CONFIGS.items() for j in judges}
     rngs = {j: random.Random(f"{seed}-{j}") for j in judges}
     draws = random.Random(seed)
     for i in range(HEALTHY):
         answer = draw(_POOL, BEFORE, draws)
-        for judge, ev in evaluators.items():
-            for kind, test in pages(ev, records(answer, i, rngs[judge], judge)).items():
-                got = out[f"{kind}_{judge}"]
-                got["healthy"] += 1
-                if test is not None:
-                    got["by"][test] = got["by"].get(test, 0) + 1
+        for judge in judges:
+            batch = records(answer, i, rngs[judge], judge)
+            for config in _CONFIGS:
+                for kind, test in pages(evaluators[config, judge], batch, config).items():
+                    got = out[f"{kind}_{judge}"]
+                    got["healthy"] += 1
+                    if test is not None:
+                        got["by"][test] = got["by"].get(test, 0) + 1
     for rate in STEPS if after else ():  # --after 0: the healthy week only (false alarms)
         step = f"step_{round(rate * 100)}"
-        copies = {j: copy.deepcopy(ev) for j, ev in evaluators.items()}
+        copies = {cj: copy.deepcopy(ev) for cj, ev in evaluators.items()}
         step_rngs = {j: random.Random(f"{seed}-{j}-{rate}") for j in judges}
         step_draws = random.Random(f"{seed}-{rate}")
         waiting = {f"{k}_{j}" for j in judges for k in kinds}
         for n in range(1, after + 1):
             answer = draw(_POOL, rate, step_draws)
-            for judge, ev in copies.items():
+            for judge in judges:
                 if not any(v.endswith(judge) for v in waiting):
                     continue
-                for kind in pages(ev, records(answer, HEALTHY + n, step_rngs[judge], judge)):
-                    if f"{kind}_{judge}" in waiting:
-                        out[f"{kind}_{judge}"][step] = n
-                        waiting.discard(f"{kind}_{judge}")
+                batch = records(answer, HEALTHY + n, step_rngs[judge], judge)
+                for config in _CONFIGS:
+                    for kind in pages(copies[config, judge], batch, config):
+                        if f"{kind}_{judge}" in waiting:
+                            out[f"{kind}_{judge}"][step] = n
+                            waiting.discard(f"{kind}_{judge}")
             if not waiting:
                 break
     return out
 
 
-def _init(pool: dict[bool, list[Answer]], config: AlertConfig, run: dict[str, tuple[str, ...]]) -> None:
-    global _CONFIG
+def _init(
+    pool: dict[bool, list[Answer]], configs: dict[str, AlertConfig], run: dict[str, tuple[str, ...]]
+) -> None:
     _POOL.update(pool)
     _RUN.update(run)
-    _CONFIG = config
+    _CONFIGS.update(configs)
 
 
 def observations(pass_f: float, pass_h: float, rate: float, judge: str) -> list[tuple[float, float]]:
@@ -391,7 +425,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--drop", action="append", default=[], metavar="KEY=VALUE", help="drop setting")
     parser.add_argument("--judges", default=",".join(JUDGES), help="of offline,llm_baseline (choosing: one)")
-    parser.add_argument("--kinds", default=",".join(KINDS), help="of threshold,drop")
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help=f"of {','.join(KINDS + DEFAULTS)} (default: the first two)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     try:
@@ -399,8 +435,9 @@ def main() -> None:
     except ValueError as exc:
         parser.error(f"--drop takes KEY=VALUE with a JSON value (min_drop=0.02, critical_drop=null): {exc}")
     run = {"judges": tuple(args.judges.split(",")), "kinds": tuple(args.kinds.split(","))}
-    if not set(run["judges"]) <= set(JUDGES) or not set(run["kinds"]) <= set(KINDS) or not all(run.values()):
-        parser.error(f"--judges: some of {','.join(JUDGES)}; --kinds: some of {','.join(KINDS)}")
+    known_kinds = set(KINDS + DEFAULTS)
+    if not set(run["judges"]) <= set(JUDGES) or not set(run["kinds"]) <= known_kinds or not all(run.values()):
+        parser.error(f"--judges: some of {','.join(JUDGES)}; --kinds: some of {','.join(KINDS + DEFAULTS)}")
     try:
         config = rule(drop, run["kinds"])
     except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError

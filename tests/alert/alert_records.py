@@ -95,7 +95,7 @@ def llm_record(
 
 def service_config(bootstrap: str, prefix: str, **settings: Any) -> AlertConfig:
     """`AlertService`'s config on the test's own topics; by default one rule that fires once 8 records are
-    low."""
+    low (`rules=None`: the config's own default, the rule run without a config)."""
     rule = RuleConfig(window_count=8, min_samples=8, critical=None, cooldown_seconds=0, no_data_seconds=None)
     values: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
@@ -106,7 +106,10 @@ def service_config(bootstrap: str, prefix: str, **settings: Any) -> AlertConfig:
         "tick_seconds": 0.5,
         "rules": [rule],
     }
-    return AlertConfig(**{**values, **settings})
+    chosen = {**values, **settings}
+    if chosen["rules"] is None:
+        del chosen["rules"]
+    return AlertConfig(**chosen)
 
 
 class Running:

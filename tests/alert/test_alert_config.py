@@ -75,6 +75,18 @@ def test_impossible_rules_are_one_clear_error(tmp_path: Path, rule: str, message
             "window_count (20000) above 10000 with a drop part",
         ),
         ("drop:\n      minimum_drop: 0.1", "rules.0.drop.minimum_drop: unknown setting 'minimum_drop'"),
+        (
+            "require_calibration: true",
+            "require_calibration needs a drop part: with the offline judge alone nothing else would watch",
+        ),
+        (
+            "warning: null\n    critical: null\n    drop: {}\n    require_calibration: true",
+            "require_calibration needs a warning threshold to apply",
+        ),
+        (
+            "require_calibration: maybe\n    drop: {}",
+            "rules.0.require_calibration: Input should be a valid boolean",
+        ),
     ],
 )
 def test_impossible_drop_rules_are_one_clear_error(tmp_path: Path, rule: str, message: str) -> None:
@@ -191,6 +203,23 @@ def test_the_start_line_says_which_rules_and_sinks_run(
         "a route no rule matches is not watched | "
         "sinks: log, slack at https://hooks.slack.com, webhook at http://hooks.internal:8080"
     )
+
+
+def test_without_rules_the_default_rule_waits_for_calibration_and_watches_drops(tmp_path: Path) -> None:
+    # On the offline judge alone a healthy route of long answers reads 0.5: the default must not page it on
+    # 0.7, and says so in its start line; a rule written out keeps its thresholds on every estimate.
+    config = load_alert_config(write(tmp_path, "sinks:\n  - type: log\n"))
+    said = start_line(config, [make_sink(s) for s in config.sinks])
+    alerting = Path(__file__).parents[2] / "docs" / "alerting" / "index.md"
+    assert f"INFO tracescore.alert: {said}\n" in alerting.read_text(encoding="utf-8")  # the page shows it
+    assert said == (
+        "rules, the first matching applies: 1. faithfulness of every service and route: warning 0.7, "
+        "critical 0.5 once calibrated (10 baseline pairs of the LLM judge), over the newest 50 answers (at "
+        "least 10), and the newest 2000 against the 7000 before them (its normal), drop 0.02; a route no "
+        "rule matches is not watched | sinks: log"
+    )
+    (explicit,) = load_alert_config(write(tmp_path, "rules:\n  - warning: 0.7\n")).rules
+    assert (explicit.require_calibration, explicit.drop) == (False, None)
 
 
 def test_one_pattern_may_be_written_without_a_list(tmp_path: Path) -> None:

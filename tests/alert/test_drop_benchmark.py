@@ -65,3 +65,17 @@ def test_a_file_with_no_usable_record_is_one_clear_error(tmp_path: Path) -> None
     assert done.returncode != 0
     assert "no usable record (2 lines skipped)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_default_configs_run_as_variants_of_their_own(tmp_path: Path) -> None:
+    # The rule run without a config, before this release and now, each in its evaluator: any of its pages.
+    done = run(labelled(tmp_path), "--measure-half", "all", "--kinds", "old_default,default")
+    assert done.returncode == 0, done.stderr[-2000:]
+    variants = json.loads(done.stdout.strip().splitlines()[-1])["variants"]
+    assert set(variants) == {
+        f"{k}_{j}" for k in ("old_default", "default") for j in ("offline", "llm_baseline")
+    }
+    # A judge that separates the answers: the new default pages the 30% step, on its drop part (armed by the
+    # healthy week), without false alarms.
+    new = variants["default_offline"]
+    assert new["false_alarms_per_10k"] == 0 and new["step_30"]["missed"] == 0

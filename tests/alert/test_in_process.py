@@ -90,3 +90,20 @@ def test_its_log_line_says_it_is_the_consumer_s_hint_not_the_alert_service_s_rul
         " (tracescore consume's own hint: its partitions' share of the route against --alert-threshold 0.7, "
         "not tracescore alert's rules; --alert-threshold 0 turns it off)"
     ), line
+
+
+def test_by_default_it_runs_the_alert_service_s_default_rule(caplog: pytest.LogCaptureFixture) -> None:
+    # The offline judge alone passes 55% of a healthy route's long answers: far below 0.7, no page; its
+    # fall below its own normal (once learned, as the alert service learns it) pages, saying whose hint it is.
+    alerts = InProcessAlerts.for_threshold("faithfulness", threshold=None, window=20)
+    caplog.set_level(logging.INFO, logger="tracescore.alert")
+    assert feed(alerts, [1.0] * 11 + [0.0] * 9) == []
+    assert feed(alerts, ([1.0] * 11 + [0.0] * 9) * 170) == []
+    assert "drop alerts armed" in caplog.text
+    assert "firing:/billing" in feed(alerts, [0.0] * 300)
+    (page,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[FIRING]")]
+    assert "fell" in page and "below its normal" in page, page
+    assert page.endswith(
+        " (tracescore consume's own hint: its partitions' share of the route against the rule tracescore "
+        "alert runs without a config, not tracescore alert's rules; --alert-threshold 0 turns it off)"
+    ), page

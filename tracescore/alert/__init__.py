@@ -14,6 +14,7 @@ from tracescore.alert._config import (
     RuleConfig,
     SlackSinkConfig,
     WebhookSinkConfig,
+    default_rule,
     load_alert_config,
 )
 from tracescore.alert._drop import DropReading
@@ -65,6 +66,7 @@ __all__ = [
     "Standing",
     "WebhookSink",
     "WebhookSinkConfig",
+    "default_rule",
     "describe_routes",
     "load_alert_config",
     "make_sink",

@@ -20,12 +20,13 @@ from tracescore._config import (
     load_service_settings,
     unknown_name,
 )
-from tracescore.alert._estimate import CONVERSATION_SIGNALS, Signal
+from tracescore.alert._estimate import CONVERSATION_SIGNALS, TUNING_PAIRS, Estimate, Signal
 from tracescore.alert._notification import Unit
 from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, FAITHFULNESS
 from tracescore.score import metric_names
 
 __all__ = [
+    "THRESHOLDS_WAIT",
     "AlertConfig",
     "AlertConfigError",
     "AlertmanagerSinkConfig",
@@ -36,6 +37,7 @@ __all__ = [
     "SinkConfig",
     "SlackSinkConfig",
     "WebhookSinkConfig",
+    "default_rule",
     "load_alert_config",
 ]
 
@@ -147,6 +149,11 @@ class DropConfig(_Strict):
         return self
 
 
+# Said of a `require_calibration` rule's thresholds until the LLM judge's baseline settles the estimate.
+THRESHOLDS_WAIT = "thresholds wait for the LLM judge's baseline"
+_CALIBRATED = f"once calibrated ({TUNING_PAIRS} baseline pairs of the LLM judge)"
+
+
 # fnmatch patterns; one may be written without a list (`routes: /billing*`), as people write one route.
 Patterns = Annotated[list[str], BeforeValidator(lambda given: [given] if isinstance(given, str) else given)]
 
@@ -178,6 +185,15 @@ class RuleConfig(_Strict):
         default=None,
         description="Also (or, without thresholds, only) alert when the route falls below its own normal.",
     )
+    require_calibration: bool = Field(
+        default=False,
+        description="The thresholds read only an estimate the LLM judge's baseline calibrates, by at "
+        f"least {TUNING_PAIRS} pairs of the route (with the offline judge alone the estimate is the judge's "
+        "pass rate, which on long answers sits far below the share of faithful answers; on fewer pairs the "
+        "correction is a few answers' and its interval too narrow): until then the drop part alone watches "
+        "the route (it needs one) and a firing threshold alert neither resolves nor escalates. The rule run "
+        "without a config sets it.",
+    )
     min_samples: int = Field(
         default=10, ge=1, description="With fewer answers in the window nothing fires or resolves."
     )
@@ -201,7 +217,14 @@ class RuleConfig(_Strict):
                 raise ValueError("the rule has no warning threshold and no drop: it could never fire")
             if self.critical is not None:
                 raise ValueError(f"critical ({self.critical}) needs a warning threshold above it")
+            if self.require_calibration:
+                raise ValueError("require_calibration needs a warning threshold to apply")
             return self._fits_drop()
+        if self.require_calibration and self.drop is None:
+            raise ValueError(
+                "require_calibration needs a drop part: with the offline judge alone nothing else would "
+                "watch the route"
+            )
         if self.min_samples > self.window_count:
             raise ValueError(
                 f"min_samples ({self.min_samples}) exceeds window_count ({self.window_count}): never fires"
@@ -228,6 +251,15 @@ class RuleConfig(_Strict):
             )
         return self
 
+    def waiting(self, estimate: Estimate) -> str | None:
+        """Why the thresholds do not read `estimate` (`require_calibration`, the estimate not calibrated by
+        enough of the LLM judge's baseline pairs: `Estimate.settled`); None: they read it."""
+        if estimate.settled or not self.require_calibration:
+            return None
+        if not estimate.calibrated:
+            return f"{THRESHOLDS_WAIT}: uncalibrated (offline judge only)"
+        return f"{THRESHOLDS_WAIT}: {estimate.pairs} of the {TUNING_PAIRS} pairs it needs"
+
     @property
     def unit(self) -> Unit:
         """What the rule counts: conversations for the conversation signals, else answers."""
@@ -246,8 +278,9 @@ class RuleConfig(_Strict):
         if self.warning is not None:
             critical = "" if self.critical is None else f", critical {self.critical:g}"
             units = "answers" if self.unit == "answer" else "conversations"
+            when = f" {_CALIBRATED}" if self.require_calibration else ""
             parts.append(
-                f"warning {self.warning:g}{critical}, over the newest {self.window_count} {units} "
+                f"warning {self.warning:g}{critical}{when}, over the newest {self.window_count} {units} "
                 f"(at least {self.min_samples})"
             )
         if self.drop is not None:
@@ -265,6 +298,15 @@ class RuleConfig(_Strict):
             and any(fnmatchcase(service, p) for p in self.services)
             and any(fnmatchcase(route, p) for p in self.routes)
         )
+
+
+def default_rule() -> RuleConfig:
+    """The rule run without a config (`tracescore alert`, and `tracescore consume`'s own hint): every route,
+    the field defaults, a drop part, and thresholds only on a calibrated estimate. A threshold on the
+    offline judge's pass rate pages all day on a healthy route of long answers, so with the offline judge
+    alone the route is watched against its own normal; a rule written out reads every estimate unless it
+    sets `require_calibration`."""
+    return RuleConfig(drop=DropConfig(), require_calibration=True)
 
 
 class JudgeHealthConfig(_Strict):
@@ -378,8 +420,10 @@ class AlertConfig(ServiceSettings):
     tick_seconds: float = Field(default=5.0, gt=0, description="how often time-based conditions are checked")
     extra_metrics: list[str] = Field(default_factory=list, description="custom metric names to accept")
     rules: list[RuleConfig] = Field(
-        default_factory=lambda: [RuleConfig()],
-        description="The first rule matching (service, route, metric) applies.",
+        default_factory=lambda: [default_rule()],
+        description="The first rule matching (service, route, metric) applies. Unset: one rule for every "
+        "route, the thresholds' and the drop part's defaults with require_calibration (with the offline "
+        "judge alone it watches drops only).",
     )
     judge_health: JudgeHealthConfig = Field(
         default_factory=JudgeHealthConfig, description="TracescoreJudgeUnhealthy: scores missing, not low."

@@ -53,6 +53,7 @@ from tracescore.model import EvaluationRecord, is_flagged
 __all__ = [
     "CONVERSATION_SIGNALS",
     "PAIR_MEMORY",
+    "TUNING_PAIRS",
     "Agreement",
     "Estimate",
     "Observation",
@@ -75,7 +76,7 @@ CONVERSATION_SIGNALS: tuple[Signal, ...] = ("conversation_label", "conversation_
 # not make the interval vanish. Worth `_PRIOR_PAIRS` pairs; not fitted on data.
 _PRIOR_VAR = 0.04
 _PRIOR_PAIRS = 2
-_TUNING_PAIRS = 10  # fewer pairs: the plain difference (λ = 1), a slope from fewer would be noise
+TUNING_PAIRS = 10  # fewer pairs: the plain difference (λ = 1), a slope from fewer would be noise
 _UNITS: dict[str, str] = {
     "label": "labels",
     "score": "scores",
@@ -117,6 +118,9 @@ class Estimate:
     unpaired: int = 0  # LLM scores of the sample left out: no offline value of the interaction to pair
     signal: Signal = "score"
     pairs: int = 0  # (LLM, offline) pairs of the route the correction came from, the window's and earlier
+    # Calibrated, with a correction from at least TUNING_PAIRS pairs (or none to correct): on fewer the
+    # correction is one or two answers' (y_llm - offline), which the interval's prior does not cover.
+    settled: bool = False
 
     def describe(self) -> str:
         tag = "" if self.calibrated else ", uncalibrated: offline judge only"
@@ -160,7 +164,7 @@ class Observation(NamedTuple):
 def _tuning(pairs: list[Pair]) -> float:
     """How much of the offline score to trust in stratum R (λ of PPI++): the weighted regression slope of
     the LLM score on the offline score over the pairs, in 0..1; 1 (plain difference) with few pairs."""
-    if len(pairs) < _TUNING_PAIRS:
+    if len(pairs) < TUNING_PAIRS:
         return 1.0
     total = sum(w for w, _, _ in pairs)
     y_mean = sum(w * y for w, y, _ in pairs) / total
@@ -181,7 +185,7 @@ class PairStats(NamedTuple):
     correction: float  # weighted mean of y - λ·offline
     raw_var: float  # its weighted variance, with the m/(m-1) correction
     effective: float  # Kish effective sample size of the weights
-    llm_var: float | None  # weighted variance of the LLM scores; None with fewer than _TUNING_PAIRS pairs
+    llm_var: float | None  # weighted variance of the LLM scores; None with fewer than TUNING_PAIRS pairs
     plain: float  # weighted mean of y - offline: the correction with λ = 1
     plain_raw_var: float  # its weighted variance, as raw_var
 
@@ -204,7 +208,7 @@ def pair_stats(pairs: list[Pair]) -> PairStats:
     plain, plain_raw = _weighted_mean_var(pairs, [y - f for _, y, f in pairs], total_w)
     effective = total_w**2 / sum(w * w for w, _, _ in pairs)  # Kish: unequal weights count for less
     llm_var = None
-    if len(pairs) >= _TUNING_PAIRS:
+    if len(pairs) >= TUNING_PAIRS:
         y_mean = sum(w * y for w, y, _ in pairs) / total_w
         llm_var = sum(w * (y - y_mean) ** 2 for w, y, _ in pairs) / total_w
     return PairStats(len(pairs), tuning, correction, raw, effective, llm_var, plain, plain_raw)
@@ -247,6 +251,9 @@ def estimate_of(s: Sums, stats: PairStats | None, confidence: float, signal: Sig
     value = (s[C_SUM] + tuning * s[R_SUM] + n_r * correction) / n
     paired = stats is not None
     calibrated = (llm_n > 0 or paired) and (n_r == 0 or paired or offline_n == 0)
+    settled = calibrated and (
+        n_r == 0 or offline_n == 0 or (stats is not None and stats.count >= TUNING_PAIRS)
+    )
     lower, upper = 0.0, 1.0  # one interaction: no interval
     if n >= 2:
         llm_var = None if stats is None else stats.llm_var
@@ -262,6 +269,7 @@ def estimate_of(s: Sums, stats: PairStats | None, confidence: float, signal: Sig
         offline_n=offline_n,
         llm_n=llm_n,
         calibrated=calibrated,
+        settled=settled,
         confidence=confidence,
         excluded=round(s[EXCLUDED]),
         unpaired=round(s[UNPAIRED]),

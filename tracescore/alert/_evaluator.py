@@ -43,7 +43,7 @@ _log = logging.getLogger("tracescore.alert")
 
 
 class _Route:
-    __slots__ = ("drop", "judge", "partition", "rule", "scores", "state", "warned_learning")
+    __slots__ = ("drop", "judge", "partition", "rule", "said_waiting", "scores", "state", "warned_learning")
 
     def __init__(self, rule: RuleConfig, judge_window: int, partition: int, state: AlertState) -> None:
         self.rule = rule
@@ -57,6 +57,7 @@ class _Route:
         self.judge: deque[tuple[datetime, bool, bool]] = deque(maxlen=judge_window)
         self.state = state
         self.warned_learning = False  # this run said its drop rule cannot arm: once a run
+        self.said_waiting = False  # this run said its thresholds wait for calibration: once a run
 
     @property
     def quiet(self) -> bool:
@@ -308,7 +309,9 @@ class AlertEvaluator:
         return route.scores.estimate(route.rule.confidence)
 
     def _scores(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
-        level = self._level(route.rule, route.state.level, self._window(route, now))
+        estimate = self._window(route, now)
+        self._waiting(key, route, estimate)
+        level = self._level(route.rule, route.state.level, estimate)
 
         def note(state: State, level: Level, repeat: bool, other: Level | None) -> Notification:
             return self._score_note(key, route, state, level, now, repeat, other)
@@ -323,9 +326,30 @@ class AlertEvaluator:
         return out or []
 
     @staticmethod
+    def _waiting(key: AlertKey, route: _Route, estimate: Estimate | None) -> None:
+        """Say once a run, per route, when its thresholds wait for the LLM judge's baseline, and when they
+        read its estimate from then on."""
+        rule = route.rule
+        if estimate is None or estimate.n < rule.min_samples or not rule.require_calibration:
+            return
+        waiting = rule.waiting(estimate)
+        if not route.said_waiting and waiting is not None:
+            route.said_waiting = True
+            watched = "drop alerts watch it meanwhile" if rule.drop is not None else "nothing watches it"
+            _log.info("%s %s %s: %s; %s", key.service, key.route, key.metric, waiting, watched)
+        elif route.said_waiting and waiting is None:
+            route.said_waiting = False
+            _log.info(
+                "%s %s %s: calibrated by the LLM judge's baseline (%d pairs); thresholds apply",
+                key.service, key.route, key.metric, estimate.pairs,
+            )  # fmt: skip
+
+    @staticmethod
     def _level(rule: RuleConfig, current: Level, estimate: Estimate | None) -> Level:
         if estimate is None or estimate.n < rule.min_samples:
             return current  # too little evidence to fire or to resolve
+        if rule.waiting(estimate) is not None:
+            return current  # not calibrated by enough pairs: no evidence for or against a threshold
         mean, bound = estimate.value, estimate.upper
         for level, threshold in (("critical", rule.critical), ("warning", rule.warning)):
             if threshold is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from tracescore.alert._config import AlertConfig, JudgeHealthConfig, RuleConfig
+from tracescore.alert._config import AlertConfig, JudgeHealthConfig, RuleConfig, default_rule
 from tracescore.alert._estimate import Signal
 from tracescore.alert._evaluator import AlertEvaluator
 from tracescore.alert._notification import Notification
@@ -31,26 +31,40 @@ class InProcessAlerts:
 
     @classmethod
     def for_threshold(
-        cls, metric: str, threshold: float, window: int, signal: Signal | None = None
+        cls, metric: str, threshold: float | None, window: int, signal: Signal | None = None
     ) -> InProcessAlerts:
         """One rule from the consumer's --alert-threshold, --alert-window and --alert-signal (None: the
-        rule's default); no timers (no-data, repeats): the consumer only reacts to the records it scores."""
+        rule's default). Without a threshold, `tracescore alert`'s default rule (thresholds on a calibrated
+        estimate, and the drop part), so the two never disagree on healthy traffic; a threshold given is
+        that threshold alone, as ever. No timers (no-data, repeats): the consumer only reacts to the
+        records it scores."""
         chosen = {} if signal is None else {"signal": signal}
+        # model_construct: validated below, once the hysteresis fits the threshold.
+        base = (
+            default_rule()
+            if threshold is None
+            else RuleConfig.model_construct(warning=threshold, critical=None)
+        )
+        warning = base.warning
+        assert warning is not None  # both have a warning threshold
         rule = RuleConfig(
-            **chosen,
-            metric=metric,
-            warning=threshold,
-            critical=None,
-            window_count=window,
-            min_samples=min(window, RuleConfig.model_fields["min_samples"].default),
-            hysteresis=min(RuleConfig.model_fields["hysteresis"].default, 1 - threshold),
-            renotify_seconds=None,
-            no_data_seconds=None,
+            **{
+                **base.model_dump(),
+                **chosen,
+                "metric": metric,
+                "window_count": window,
+                "min_samples": min(window, base.min_samples),
+                "hysteresis": min(base.hysteresis, 1 - warning),
+                "renotify_seconds": None,
+                "no_data_seconds": None,
+            }
         )
         # Logged on the alert service's logger, so each line says whose it is and how to turn it off.
+        default = "the rule tracescore alert runs without a config"
+        against = default if threshold is None else f"--alert-threshold {threshold:g}"
         note = (
-            " (tracescore consume's own hint: its partitions' share of the route against --alert-threshold "
-            f"{threshold:g}, not tracescore alert's rules; --alert-threshold 0 turns it off)"
+            f" (tracescore consume's own hint: its partitions' share of the route against {against}, not "
+            "tracescore alert's rules; --alert-threshold 0 turns it off)"
         )
         return cls(rule, LogSink(note=note))
 

@@ -40,8 +40,9 @@ class Standing:
         it, a drop rule when the drop's lower bound reaches its `min_drop`."""
         rank = max(_RANK[self.level], _RANK[self.drop_level or "ok"])
         margins = []
-        if self.estimate is not None and self.rule.warning is not None:
-            margins.append(self.estimate.upper - self.rule.warning)
+        est, warning = self.estimate, self.rule.warning
+        if est is not None and warning is not None and self.rule.waiting(est) is None:
+            margins.append(est.upper - warning)
         if self.drop is not None and self.drop.ready and self.rule.drop is not None:
             margins.append(self.rule.drop.min_drop - self.drop.lower)
         return rank, min(margins, default=math.inf)
@@ -57,7 +58,9 @@ class Standing:
         if thresholds or self.level != "ok":
             est = self.estimate
             shown = "no scores in its window" if est is None else est.describe()
-            said.append(f"{self.level}: {shown} (thresholds: {', '.join(thresholds) or 'none'})")
+            waiting = None if est is None else rule.waiting(est)
+            wait = "" if waiting is None else f"; {waiting}"
+            said.append(f"{self.level}: {shown} (thresholds: {', '.join(thresholds) or 'none'}{wait})")
         if self.drop is not None and rule.drop is not None:
             d, drop = self.drop, rule.drop
             if d.status == "learning":

@@ -64,11 +64,12 @@ _PROMETHEUS_HOST = "0.0.0.0"  # every interface: a scraper runs elsewhere
 @click.option(
     "--alert-threshold",
     type=click.FloatRange(0.0, 1.0),
-    # The in-process alert is one rule of `tracescore alert`: a rule's defaults are its defaults.
-    default=default_of(RuleConfig, "warning"),
-    show_default=True,
+    # Unset: the rule `tracescore alert` runs without a config (alert/_config.py default_rule).
+    default=None,
     help="Log an alert when the rolling faithfulness of a (service, route) in this process's partitions "
-    "drops below this (tracescore alert's logic, one rule; run tracescore alert for the whole group).",
+    "drops below this (tracescore alert's logic, one rule; run tracescore alert for the whole group). "
+    f"[default: the rule tracescore alert runs without a config: {default_of(RuleConfig, 'warning')} on an "
+    "estimate the LLM judge's baseline calibrates, and a drop of a route below its own normal]",
 )
 @click.option(
     "--alert-window",
@@ -121,7 +122,7 @@ def consume(
     config_file: Path | None,
     sample_ratio: float | None,
     cascade: bool,
-    alert_threshold: float,
+    alert_threshold: float | None,
     alert_window: int,
     alert_signal: Literal["label", "score"] | None,
     otlp_metrics_endpoint: str | None,
