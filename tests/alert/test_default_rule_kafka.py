@@ -89,7 +89,8 @@ def test_offline_alone_a_healthy_route_at_0_55_never_pages_and_a_drop_below_its_
             waits = [r.getMessage() for r in caplog.records if THRESHOLDS_WAIT in r.getMessage()]
             assert waits == [
                 f"rag-api /summarize faithfulness: {THRESHOLDS_WAIT}: uncalibrated (offline judge only); "
-                "drop alerts watch it meanwhile"
+                "drop alerts watch it meanwhile, once its normal is learned "
+                "(after 3,000 answers at the earliest)"
             ]  # once for the route, not once per answer
 
             send_in_order(producer, cfg.evaluations_topic, clock.answers("/summarize", 300, (0.0,)))

@@ -107,3 +107,10 @@ def test_by_default_it_runs_the_alert_service_s_default_rule(caplog: pytest.LogC
         " (tracescore consume's own hint: its partitions' share of the route against the rule tracescore "
         "alert runs without a config, not tracescore alert's rules; --alert-threshold 0 turns it off)"
     ), page
+    # Its own lines, not only its pages: the route's thresholds waiting and its normal learned are the
+    # consumer's hint too, or they read as the alert service's in a log that holds both.
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("thresholds wait for the LLM judge's baseline" in line for line in lines), lines
+    assert any("normal learned" in line for line in lines), lines
+    for line in lines:
+        assert line.endswith("--alert-threshold 0 turns it off)"), line

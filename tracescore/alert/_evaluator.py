@@ -86,6 +86,20 @@ def _insert_in_time_order(window: deque[_Timed], item: _Timed) -> None:
     window.insert(bisect.bisect_right(window, item[0], key=lambda entry: entry[0]), item)
 
 
+def _watched(key: AlertKey, route: _Route) -> str:
+    """What watches a route whose thresholds wait: its drop part, which pages only once it has learned the
+    route's normal (the cold start), so a newcomer reading "watch it meanwhile" knows since when."""
+    drop = route.rule.drop
+    if drop is None or route.drop is None:
+        return "nothing watches it"
+    if route.drop.state.learned_at is not None:
+        return "drop alerts watch it meanwhile"
+    # An answer joins the normal once it has left the drop window (the rule's own window is part of it).
+    first = drop.window_count + drop.min_normal_samples
+    learned = f"once its normal is learned (after {first:,} {key.unit}s at the earliest)"
+    return f"drop alerts watch it meanwhile, {learned}"
+
+
 def _arming(rule: RuleConfig) -> timedelta:
     """The longest a drop rule takes to arm on a route with `min_normal_samples` answers per
     `normal_seconds`: its answers wait in the rule's window, then the drop rule's, then join the normal."""
@@ -95,8 +109,10 @@ def _arming(rule: RuleConfig) -> timedelta:
 
 
 class AlertEvaluator:
-    def __init__(self, config: AlertConfig) -> None:
+    def __init__(self, config: AlertConfig, *, log_note: str = "") -> None:
         self.config = config
+        # Ends the lines it logs itself (a consumer's own hint says whose they are, as its sink's lines do).
+        self._log_note = log_note
         self._routes: OrderedDict[AlertKey, _Route] = OrderedDict()
         self._restored: dict[AlertKey, AlertState] = {}
         self._dirty: set[AlertKey] = set()
@@ -325,8 +341,7 @@ class AlertEvaluator:
         self.suppressed_by_cooldown += out is None
         return out or []
 
-    @staticmethod
-    def _waiting(key: AlertKey, route: _Route, estimate: Estimate | None) -> None:
+    def _waiting(self, key: AlertKey, route: _Route, estimate: Estimate | None) -> None:
         """Say once a run, per route, when its thresholds wait for the LLM judge's baseline, and when they
         read its estimate from then on."""
         rule = route.rule
@@ -335,13 +350,15 @@ class AlertEvaluator:
         waiting = rule.waiting(estimate)
         if not route.said_waiting and waiting is not None:
             route.said_waiting = True
-            watched = "drop alerts watch it meanwhile" if rule.drop is not None else "nothing watches it"
-            _log.info("%s %s %s: %s; %s", key.service, key.route, key.metric, waiting, watched)
+            _log.info(
+                "%s %s %s: %s; %s%s",
+                key.service, key.route, key.metric, waiting, _watched(key, route), self._log_note,
+            )  # fmt: skip
         elif route.said_waiting and waiting is None:
             route.said_waiting = False
             _log.info(
-                "%s %s %s: calibrated by the LLM judge's baseline (%d pairs); thresholds apply",
-                key.service, key.route, key.metric, estimate.pairs,
+                "%s %s %s: calibrated by the LLM judge's baseline (%d pairs); thresholds apply%s",
+                key.service, key.route, key.metric, estimate.pairs, self._log_note,
             )  # fmt: skip
 
     @staticmethod
@@ -414,8 +431,9 @@ class AlertEvaluator:
         if levels.learned_at is None and reading.status != "learning":
             levels.learned_at = now
             _log.info(
-                "%s %s %s: normal learned (%s over %d %ss); drop alerts armed",
+                "%s %s %s: normal learned (%s over %d %ss); drop alerts armed%s",
                 key.service, key.route, key.metric, reading.figures().normal, reading.normal_n, key.unit,
+                self._log_note,
             )  # fmt: skip
         self._learning(key, route, reading, now)
         note = self._drop_note(key, route, reading, now)
@@ -453,9 +471,10 @@ class AlertEvaluator:
             "%s %s %s: drop rule still learning its normal after %s, with %d of the %d %s it needs "
             "(drop.min_normal_samples): the normal keeps %s of %s (drop.normal_seconds), and this route has "
             "fewer in that span, so its drop alerts never arm; lower drop.min_normal_samples or raise "
-            "drop.normal_seconds",
+            "drop.normal_seconds%s",
             key.service, key.route, key.metric, span((now - levels.learning_since).total_seconds()),
             reading.normal_n, drop.min_normal_samples, units, span(drop.normal_seconds), units,
+            self._log_note,
         )  # fmt: skip
 
     @staticmethod

@@ -26,7 +26,9 @@ class InProcessAlerts:
         # model_construct: this is not the alert service's configuration, so TRACESCORE_ALERT_* must not
         # leak in; the rule itself was validated when it was built.
         config = AlertConfig.model_construct(rules=[rule], judge_health=JudgeHealthConfig(enabled=False))
-        self._evaluator = AlertEvaluator(config)
+        # The lines the evaluator logs itself (thresholds waiting, a normal learned) say whose they are too.
+        note = sink.note if isinstance(sink, LogSink) else ""
+        self._evaluator = AlertEvaluator(config, log_note=note)
         self._sink = sink or LogSink()
 
     @classmethod
