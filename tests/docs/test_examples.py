@@ -78,7 +78,7 @@ def test_the_ci_gate_fails_as_the_page_shows(
 
 def test_the_example_configurations_load() -> None:
     """(docs/examples/sampling.toml is tests/sample/test_config.py's.)"""
-    from tracescore.alert import load_alert_config, make_sink, start_line
+    from tracescore.alert import AlertConfig, default_rule, load_alert_config, make_sink, start_line
     from tracescore.score import make_metrics
 
     alert = load_alert_config(EXAMPLES / "alert.yaml")
@@ -88,8 +88,12 @@ def test_the_example_configurations_load() -> None:
     summaries = drops.rule_for("news", "/summarize", "faithfulness")
     assert summaries is not None and summaries.warning is None and summaries.drop is not None
     assert summaries.drop.critical_drop == 0.10
-    others = drops.rule_for("news", "/ask", "faithfulness")
+    short = drops.rule_for("news", "/ask", "faithfulness")
+    assert short is not None and short.warning == 0.7 and short.drop is not None
+    assert not short.require_calibration  # the absolute level the page points to
+    others = drops.rule_for("news", "/search", "faithfulness")
     assert others is not None and others.warning == 0.7 and others.drop is not None
+    assert others.require_calibration and others.drop == default_rule().drop  # as without a config
     tried = load_alert_config(EXAMPLES / "alert_try.yaml")
     billing = tried.rule_for("northwind-assistant", "/billing", "faithfulness")
     assert billing is not None and billing.warning is None and billing.drop is not None
@@ -97,7 +101,12 @@ def test_the_example_configurations_load() -> None:
     assert tried.rule_for("northwind-assistant", "/support", "faithfulness") is None
     assert [sink.type for sink in tried.sinks] == ["log"]
     # The alerting page shows the line the service starts with for it.
+    page = (DOCS / "alerting" / "index.md").read_text(encoding="utf-8")
     said = start_line(tried, [make_sink(sink) for sink in tried.sinks])
-    assert f"INFO tracescore.alert: {said}\n" in (DOCS / "alerting" / "index.md").read_text(encoding="utf-8")
+    assert f"INFO tracescore.alert: {said}\n" in page
+    # And the one it starts with without a config (the default rule), which `alert --help` shows too.
+    default = AlertConfig()
+    said = start_line(default, [make_sink(sink) for sink in default.sinks])
+    assert f"INFO tracescore.alert: {said}\n" in page
     [politeness] = make_metrics(["politeness"], EXAMPLES / "metrics.toml")
     assert politeness.name == "politeness"
