@@ -70,7 +70,8 @@ def test_a_route_with_a_drop_rule_is_read_against_its_normal() -> None:
     learning = evaluator(warning=None, critical=None, drop=drop)
     feed(learning, "/new", 1.0)
     [new] = learning.standings(T0 + timedelta(seconds=10))
-    assert "drop rule learning its normal (0 of 400 answers)" in new.describe()
+    learns = "drop rule learning its normal (0 of 400 answers, which join it as they leave its window of 200)"
+    assert learns in new.describe()
 
 
 def test_nothing_held_says_nothing() -> None:

@@ -64,7 +64,11 @@ class Standing:
         if self.drop is not None and rule.drop is not None:
             d, drop = self.drop, rule.drop
             if d.status == "learning":
-                learning = f"{d.normal_n} of {drop.min_normal_samples} {units}"
+                # The cold start in the newcomer's terms: the count stays 0 until answers leave the window.
+                learning = (
+                    f"{d.normal_n} of {drop.min_normal_samples} {units}, which join it as they leave its "
+                    f"window of {drop.window_count}"
+                )
                 if self.cannot_arm:  # said once in the log too
                     learning += (
                         "; too few per normal_seconds to ever arm: lower min_normal_samples or raise "
