@@ -429,14 +429,18 @@ class _DaemonThreads:
             queue.SimpleQueue()
         )
         self._lock = threading.Lock()
+        # Counted under the lock, and a call and the thread that takes it are uncounted together: so
+        # `_queued - _idle` is the calls no thread will take (the queue's own size is not in step with them).
         self._threads = 0
         self._idle = 0
+        self._queued = 0
 
     def submit(self, call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._work.put((future, call))
         with self._lock:
-            if self._work.qsize() > self._idle and self._threads < self._size:
+            self._queued += 1
+            if self._queued > self._idle and self._threads < self._size:
                 self._threads += 1
                 self._idle += 1  # counted from now: the next call does not start one more for this one
                 threading.Thread(
@@ -448,6 +452,7 @@ class _DaemonThreads:
         while True:
             future, call = self._work.get()
             with self._lock:
+                self._queued -= 1
                 self._idle -= 1
             if future.set_running_or_notify_cancel():
                 try:
