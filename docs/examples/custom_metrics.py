@@ -44,12 +44,19 @@ except IncompatibleJudge as refused:
 print(type(declared).__name__, declared.name)
 
 # --8<-- [start:outcomes]
-from kb_metrics import cites_a_document, looks_it_up, raises, returns_none, returns_seven  # noqa: E402
+from kb_metrics import (  # noqa: E402
+    cites_a_document,
+    looks_it_up,
+    raises,
+    returns_none,
+    returns_seven,
+    waits_on_a_service,
+)
 
 cited = {"query": "How heavy is the Aurora X2?", "answer": "It weighs 1.2 kg [KB-101]."}
 for answer in (cited["answer"], "It weighs 1.2 kg."):
     [result] = evaluate({**cited, "answer": answer}, [cites_a_document])
     print(result.metric, result.score, result.label, repr(result.reason), result.judge)
-for result in evaluate(cited, [raises, returns_none, returns_seven, looks_it_up]):
+for result in evaluate(cited, [raises, returns_none, returns_seven, looks_it_up, waits_on_a_service]):
     print(f"{result.metric}: {result.status.value}, score {result.score}, reason {result.reason!r}")
 # --8<-- [end:outcomes]

@@ -5,6 +5,7 @@ broker; docs/examples/custom_metrics.py scores it and the failing metrics below 
 
 import asyncio
 import re
+import time
 
 from tracescore.model import MetricResult
 from tracescore.score import python_metric
@@ -46,8 +47,14 @@ def returns_seven(answer: str) -> float:
 
 
 @python_metric
-async def looks_it_up(answer: str) -> float:  # I/O: async, so other interactions are scored meanwhile
-    await asyncio.sleep(0.01)  # your HTTP call, with a timeout of its own
+async def looks_it_up(answer: str) -> float:  # async: runs on the event loop, so it must never block
+    await asyncio.sleep(0.01)  # your async HTTP call
+    return 1.0
+
+
+@python_metric(timeout_s=0.5)  # 30 s unless you say; None: no limit
+def waits_on_a_service(answer: str) -> float:  # plain: runs on a thread, other interactions go on
+    time.sleep(60)  # a service that does not answer
     return 1.0
 
 

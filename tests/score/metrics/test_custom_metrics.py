@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
 from pydantic import BaseModel
 
 from tracescore.model import MetricResult, MetricStatus, RagRecord, Usage, annotator_kind
-from tracescore.score import evaluate_dataset, rubric
+from tracescore.score import evaluate, evaluate_dataset, rubric
 from tracescore.score.judges import JudgeTask, OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
 from tracescore.score.judges._prompt import FENCE_CLOSE, FENCE_OPEN
 from tracescore.score.metrics import (
@@ -337,6 +339,91 @@ async def test_a_metric_raising_on_every_record_logs_one_traceback(caplog: pytes
 def test_python_metric_needs_a_name_for_a_lambda() -> None:
     with pytest.raises(ValueError, match="needs name="):
         PythonMetric(lambda record: 0.5)
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1.0, True, "5"])
+def test_python_metric_rejects_a_bad_time_limit(timeout_s: object) -> None:
+    with pytest.raises(ValueError, match=r"'short': timeout_s must be a number > 0 or None"):
+        PythonMetric(lambda record: 0.5, name="short", timeout_s=timeout_s)  # type: ignore[arg-type]
+
+
+# -- where a Python metric runs, and its time limit --------------------------------------------------------
+RECORDS = [RECORD.model_copy(update={"id": f"r{i}"}) for i in range(3)]
+
+
+async def test_plain_metrics_run_concurrently_off_the_loop() -> None:
+    """Two plain (blocking) metrics on several records: each call waits until every call has started, so
+    they all overlap when they run on threads; on the event loop the first one would run alone."""
+    calls = 2 * len(RECORDS)
+    lock = threading.Lock()
+    started: list[float] = []
+    intervals: list[tuple[float, float]] = []
+    all_started = threading.Event()
+
+    def blocking(record: RagRecord) -> float:
+        start = time.monotonic()
+        with lock:
+            started.append(start)
+            if len(started) == calls:
+                all_started.set()
+        all_started.wait(10)  # an HTTP call's wait; only reached in full when the calls do not overlap
+        with lock:
+            intervals.append((start, time.monotonic()))
+        return 1.0
+
+    first, second = PythonMetric(blocking, name="first"), PythonMetric(blocking, name="second")
+    results = await asyncio.gather(*(evaluate_record(r, [first, second], OfflineJudge()) for r in RECORDS))
+    assert [res.status for pair in results for res in pair] == [MetricStatus.OK] * calls
+    assert len(intervals) == calls
+    # Every running interval overlaps every other: the last to start began before the first to end ended.
+    assert max(start for start, _ in intervals) < min(end for _, end in intervals)
+
+
+async def test_a_plain_metric_over_its_time_limit_is_an_error_and_is_not_waited_for() -> None:
+    release = threading.Event()
+    returned = threading.Event()
+
+    @python_metric(timeout_s=0.05)
+    def hangs(answer: str) -> float:
+        release.wait(30)  # a hung HTTP call
+        returned.set()
+        return 1.0
+
+    try:
+        (result,) = await asyncio.to_thread(evaluate, RECORD, [hangs])  # the sync entry: asyncio.run()
+        assert not returned.is_set()  # evaluate() returned while the call still runs
+    finally:
+        release.set()
+    assert result.status is MetricStatus.ERROR and result.score is None
+    assert result.reason == (
+        "hangs took longer than 0.05s (timeout_s); its result is not waited for "
+        "(a thread cannot be stopped: the call runs on until it returns)"
+    )
+
+
+async def test_an_async_metric_runs_on_the_loop_and_is_cancelled_past_its_time_limit() -> None:
+    loop_thread = threading.get_ident()
+    ran_on: list[int] = []
+    cancelled = asyncio.Event()
+
+    @python_metric
+    async def quick(record: RagRecord) -> float:
+        ran_on.append(threading.get_ident())
+        return 1.0
+
+    @python_metric(timeout_s=0.05)
+    async def slow(record: RagRecord) -> float:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return 1.0
+
+    ok, late = await evaluate_record(RECORD, [quick, slow], OfflineJudge())
+    assert ran_on == [loop_thread] and ok.status is MetricStatus.OK
+    assert late.status is MetricStatus.ERROR and cancelled.is_set()
+    assert late.reason == "slow took longer than 0.05s (timeout_s); it was cancelled"
 
 
 # -- which custom metrics need the contexts (a record without a contexts column) ---------------------------

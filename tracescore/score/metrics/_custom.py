@@ -4,9 +4,12 @@ plain-Python one-liners."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import math
+import queue
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Generic, NamedTuple, TypeVar, overload
@@ -404,10 +407,72 @@ class DistinctN:
 # `(record)`, or `(answer, contexts, ...)`: parameters named after record fields.
 PythonFn = Callable[..., "float | MetricResult | Awaitable[float | MetricResult]"]
 
+# A Python metric's defaults, here only. The time limit: a call that never returns would hold its
+# interaction (and the consumer's offsets behind it) forever; 30 s is far above what a per-record check
+# takes and as long as a judge's request may take (the embeddings judge's `timeout_s`).
+DEFAULT_TIMEOUT_S: float | None = 30.0
+# The threads a plain function runs on, per metric: calls beyond them wait (within the time limit), so a
+# hung function holds at most this many threads.
+THREADS_PER_METRIC = 8
+
+
+class _DaemonThreads:
+    """At most `size` daemon threads running one metric's plain function, started as calls need them.
+    Daemon, unlike a ThreadPoolExecutor's, so a call that never returns stops neither asyncio.run() nor
+    the process at exit (its result is not waited for); the loop's default executor is not used, so it
+    cannot starve the offline judge, which runs there. A call cancelled while queued is skipped."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self._name = name
+        self._size = size
+        self._work: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        # Counted under the lock, and a call and the thread that takes it are uncounted together: so
+        # `_queued - _idle` is the calls no thread will take (the queue's own size is not in step with them).
+        self._threads = 0
+        self._idle = 0
+        self._queued = 0
+
+    def submit(self, call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._work.put((future, call))
+        with self._lock:
+            self._queued += 1
+            if self._queued > self._idle and self._threads < self._size:
+                self._threads += 1
+                self._idle += 1  # counted from now: the next call does not start one more for this one
+                threading.Thread(
+                    target=self._serve, name=f"metric-{self._name}-{self._threads}", daemon=True
+                ).start()
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            future, call = self._work.get()
+            with self._lock:
+                self._queued -= 1
+                self._idle -= 1
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as exc:  # handed to the awaiting metric, which raises it
+                    future.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
 
 class PythonMetric:
     """A Metric from a plain function `(RagRecord) -> float | MetricResult` (async functions work too), or
     from one whose parameters are record fields, `(answer, contexts) -> float`: it is given those.
+
+    A plain function runs on a thread of the metric's own (at most `THREADS_PER_METRIC`), so the event loop
+    scores other records meanwhile; it may run on several threads at once, for different records, so it
+    must keep no per-call state in globals. An async function runs on the loop, as before. A call that
+    takes longer than `timeout_s` (default `DEFAULT_TIMEOUT_S`; None: no limit) gives an ERROR result
+    saying so: an async one is cancelled, a thread cannot be killed, so a plain one runs on and its result
+    is dropped.
 
     A float becomes an OK result; a returned MetricResult is kept (its label and reason too), renamed to this
     metric and given the judge's name. A score outside
@@ -420,23 +485,35 @@ class PythonMetric:
     uses_judge = False
 
     def __init__(
-        self, fn: PythonFn, *, name: str | None = None, uses_contexts: UsesContexts | bool | None = None
+        self,
+        fn: PythonFn,
+        *,
+        name: str | None = None,
+        uses_contexts: UsesContexts | bool | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
         metric_name = name or getattr(fn, "__name__", "")
         if not metric_name or metric_name == "<lambda>":
             raise ValueError("PythonMetric needs name=... for a lambda or an unnamed callable")
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0
+        ):
+            raise ValueError(
+                f"metric {metric_name!r}: timeout_s must be a number > 0 or None, got {timeout_s!r}"
+            )
         self.fn = fn
         self.name = metric_name
+        self.timeout_s = timeout_s
         self.fields = _field_parameters(fn)
         inferred = UsesContexts.NEEDED if "contexts" in self.fields else UsesContexts.NO
         self.uses_contexts = _declared(uses_contexts, inferred, metric_name)
+        self._threads = None if _is_async(fn) else _DaemonThreads(metric_name, THREADS_PER_METRIC)
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
-        value: Any = (
-            self.fn(**{f: getattr(record, f) for f in self.fields}) if self.fields else self.fn(record)
-        )
-        if inspect.isawaitable(value):
-            value = await value
+        try:
+            value = await asyncio.wait_for(self._call(record), self.timeout_s)
+        except TimeoutError:
+            return self._error(self._over_time(), judge, Usage())
         if isinstance(value, MetricResult):
             # The judge that ran it, as for a float: the record's annotator kind (Phoenix's CODE or LLM) and
             # its annotation's identifier are read from it, and any other name reads as an LLM's.
@@ -450,11 +527,32 @@ class PythonMetric:
             return self._error(problem, judge, Usage())
         return MetricResult(metric=self.name, score=float(value), judge=judge.name)
 
+    async def _call(self, record: RagRecord) -> Any:
+        def call() -> Any:
+            return self.fn(**{f: getattr(record, f) for f in self.fields}) if self.fields else self.fn(record)
+
+        value = call() if self._threads is None else await asyncio.wrap_future(self._threads.submit(call))
+        # A plain function may return an awaitable (a partial of an async one): awaited on the loop.
+        return await value if inspect.isawaitable(value) else value
+
+    def _over_time(self) -> str:
+        if self._threads is None:
+            return f"took longer than {self.timeout_s:g}s (timeout_s); it was cancelled"
+        return (
+            f"took longer than {self.timeout_s:g}s (timeout_s); its result is not waited for "
+            "(a thread cannot be stopped: the call runs on until it returns)"
+        )
+
     def _error(self, problem: str, judge: Judge, usage: Usage) -> MetricResult:
         return MetricResult.error(self.name, f"{self.name} {problem}", judge=judge.name, usage=usage)
 
     def __repr__(self) -> str:
         return f"PythonMetric({self.name!r})"
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """An `async def` function, or an object whose `__call__` is one (partials of either are seen through)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _field_parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
@@ -478,7 +576,10 @@ def _out_of_range(value: Any) -> str | None:
 def python_metric(fn: PythonFn, /) -> PythonMetric: ...
 @overload
 def python_metric(
-    *, name: str | None = None, uses_contexts: UsesContexts | bool | None = None
+    *,
+    name: str | None = None,
+    uses_contexts: UsesContexts | bool | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> Callable[[PythonFn], PythonMetric]: ...
 def python_metric(
     fn: PythonFn | None = None,
@@ -486,9 +587,10 @@ def python_metric(
     *,
     name: str | None = None,
     uses_contexts: UsesContexts | bool | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> PythonMetric | Callable[[PythonFn], PythonMetric]:
-    """Decorator: `@python_metric` or `@python_metric(name="short_answer", uses_contexts=...)` over a scoring
-    function."""
+    """Decorator: `@python_metric` or `@python_metric(name="short_answer", uses_contexts=..., timeout_s=5)`
+    over a scoring function (see PythonMetric)."""
     if fn is not None:
-        return PythonMetric(fn, name=name, uses_contexts=uses_contexts)
-    return lambda f: PythonMetric(f, name=name, uses_contexts=uses_contexts)
+        return PythonMetric(fn, name=name, uses_contexts=uses_contexts, timeout_s=timeout_s)
+    return lambda f: PythonMetric(f, name=name, uses_contexts=uses_contexts, timeout_s=timeout_s)
