@@ -212,3 +212,23 @@ def test_an_estimate_read_after_every_record_equals_one_read_once_at_the_end() -
             assert seen == fresh.estimate(0.95)
     assert watched.estimate(0.95) == once.estimate(0.95)
     assert once.estimate(0.95).pairs == 60  # type: ignore[union-attr]
+
+
+def test_a_short_windows_interval_is_as_wide_as_its_own_answers_swing() -> None:
+    # The route's earlier pairs: the offline judge agrees with the LLM judge, which passes 95% (its scores
+    # barely vary). Then a window of 12 answers whose offline scores swing 1, 0, 1, 0: the estimate moves with
+    # λ times their mean, so its interval must be as wide as that swing says, not as the LLM scores' spread
+    # over the pairs (too narrow: a healthy short window paged on chance, 48% of healthy weeks).
+    history = []
+    for t in range(2000):
+        good = t % 20 != 0
+        offline = record(1.0 if good else 0.0, T0 + timedelta(seconds=t))
+        history.append(offline)
+        if t % 7 == 0:  # a uniform baseline: its LLM scores pass 95%, barely varying
+            history.append(llm_record(offline, 1.0 if good else 0.0, "baseline", 0.1))
+    recent = [record(float(t % 2 == 0), T0 + timedelta(seconds=2000 + t)) for t in range(12)]
+    pooled = window_of(history + recent, maxlen=12).estimate(0.95)
+    offline_only = window_of(recent, maxlen=12).estimate(0.95)
+    assert pooled is not None and offline_only is not None
+    assert pooled.settled and pooled.value == pytest.approx(0.5, abs=0.05)
+    assert pooled.upper - pooled.value >= 0.9 * (offline_only.upper - offline_only.value)

@@ -214,17 +214,13 @@ def pair_stats(pairs: list[Pair]) -> PairStats:
     return PairStats(len(pairs), tuning, correction, raw, effective, llm_var, plain, plain_raw)
 
 
-def _spread(s: Sums, llm_var: float | None, r_mean: float) -> float:
-    """The variance of the (LLM-judged) score over the window's interactions: known in C; in R from the
-    pairs' LLM scores when there are enough (`llm_var`), else from the offline scores. Its share of the
-    interval is the window's own chance variation around the route's rate."""
+def _spread(s: Sums, tuning: float, r_mean: float) -> float:
+    """The variance of the values the estimate averages over the window's interactions: the LLM judge's in
+    C; in R, λ·offline + the correction, whose spread is λ² times the offline scores' (PPI++: the pairs'
+    share is the correction's own variance). Its share of the interval is the window's own chance variation
+    around the route's rate."""
     n_c, n_r = s[C_N], s[R_N]
-    if llm_var is not None:
-        var_r = llm_var
-    elif n_r:
-        var_r = max(0.0, s[R_SQUARES] / n_r - (s[R_SUM] / n_r) ** 2)
-    else:
-        var_r = 0.0
+    var_r = tuning * tuning * max(0.0, s[R_SQUARES] / n_r - (s[R_SUM] / n_r) ** 2) if n_r else 0.0
     n = n_c + n_r
     mean = (s[C_SUM] + n_r * r_mean) / n
     in_c = max(0.0, s[C_SQUARES] - 2 * mean * s[C_SUM] + n_c * mean * mean)
@@ -256,9 +252,8 @@ def estimate_of(s: Sums, stats: PairStats | None, confidence: float, signal: Sig
     )
     lower, upper = 0.0, 1.0  # one interaction: no interval
     if n >= 2:
-        llm_var = None if stats is None else stats.llm_var
         r_mean = tuning * s[R_SUM] / n_r + correction if n_r else 0.0
-        var = _spread(s, llm_var, r_mean) / n + correction_var
+        var = _spread(s, tuning, r_mean) / n + correction_var
         half = NormalDist().inv_cdf(confidence) * math.sqrt(var)
         lower, upper = min(1.0, max(0.0, value - half)), max(0.0, min(1.0, value + half))
     return Estimate(
