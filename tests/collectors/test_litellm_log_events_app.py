@@ -25,13 +25,14 @@ from pathlib import Path
 
 import pytest
 from _helpers import consumer_settings
-from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics, ingest_env
+from collector_helpers import COLLECTORS, REPO, CollectorProcess, create_topics
 
 from tracescore.consume import AssemblyCount, EvaluationConsumer, decode_message
 from tracescore.model import EvaluationRecord
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing import end_process
+from tracescore.testing.collector import ingest_env
 from tracescore.testing.kafka_broker import KafkaBroker
 from tracescore.testing.kafka_topics import read_topic
 
