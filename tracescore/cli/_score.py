@@ -198,7 +198,7 @@ def score(
         except ValueError as exc:
             raise click.ClickException(f"--baseline: {exc}") from None
     try:  # before --out is opened: a refused input leaves no empty scores file behind
-        source = Source(input_path, click.get_binary_stream("stdin"))
+        source = Source(input_path, sys.stdin.buffer)
     except InputRefused as exc:
         raise click.ClickException(str(exc)) from None
     if source.guessed:
