@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import socket
+
+import httpx2
 from _helpers import ends_with_its_owner
+
+from tracescore.testing.phoenix import PhoenixServer
 
 # Starts a Phoenix (its throwaway working directory: the folder its guard removes) and waits to be killed.
 _OWNER = """
@@ -20,3 +25,15 @@ def test_phoenix_ends_with_the_process_that_started_it_however_it_is_killed() ->
     """A test run killed on a timeout (SIGKILL: no stop(), no atexit) left its Phoenix, started in a session
     of its own, running for good, its SQLite working directory beside it."""
     ends_with_its_owner(_OWNER, "Phoenix")
+
+
+def test_a_port_taken_before_phoenix_binds_it_is_chosen_again() -> None:
+    """free_port() releases the port it found: a parallel worker may take it before Phoenix binds it. The
+    server then starts on other ports, as KafkaBroker does, not failing every test that shares it."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with PhoenixServer(port=port) as server:
+            assert server.port != port
+            assert httpx2.get(f"{server.base_url}/healthz", timeout=5).status_code == 200

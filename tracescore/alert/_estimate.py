@@ -185,7 +185,6 @@ class PairStats(NamedTuple):
     correction: float  # weighted mean of y - λ·offline
     raw_var: float  # its weighted variance, with the m/(m-1) correction
     effective: float  # Kish effective sample size of the weights
-    llm_var: float | None  # weighted variance of the LLM scores; None with fewer than TUNING_PAIRS pairs
     plain: float  # weighted mean of y - offline: the correction with λ = 1
     plain_raw_var: float  # its weighted variance, as raw_var
 
@@ -207,11 +206,7 @@ def pair_stats(pairs: list[Pair]) -> PairStats:
     correction, raw = _weighted_mean_var(pairs, [y - tuning * f for _, y, f in pairs], total_w)
     plain, plain_raw = _weighted_mean_var(pairs, [y - f for _, y, f in pairs], total_w)
     effective = total_w**2 / sum(w * w for w, _, _ in pairs)  # Kish: unequal weights count for less
-    llm_var = None
-    if len(pairs) >= TUNING_PAIRS:
-        y_mean = sum(w * y for w, y, _ in pairs) / total_w
-        llm_var = sum(w * (y - y_mean) ** 2 for w, y, _ in pairs) / total_w
-    return PairStats(len(pairs), tuning, correction, raw, effective, llm_var, plain, plain_raw)
+    return PairStats(len(pairs), tuning, correction, raw, effective, plain, plain_raw)
 
 
 def _spread(s: Sums, tuning: float, r_mean: float) -> float:

@@ -39,6 +39,7 @@ PHOENIX_OTEL_VERSION = "0.17.2"  # the one arize-phoenix==PHOENIX_VERSION depend
 CACHE_ROOT = Path(os.environ.get("TRACESCORE_CACHE_DIR", Path.home() / ".cache" / "tracescore"))
 # A cold install downloads ~100 wheels (pyarrow, pandas, grpc, ...); a slow mirror needs many minutes.
 INSTALL_TIMEOUT_S = 1800.0
+_BIND_ATTEMPTS = 3
 
 
 class PhoenixUnavailable(RuntimeError):
@@ -122,6 +123,18 @@ class PhoenixServer:
 
     def start(self, timeout_s: float = 180.0, install_timeout_s: float = INSTALL_TIMEOUT_S) -> PhoenixServer:
         executable = install_phoenix(self.version, timeout_s=install_timeout_s)
+        for attempt in range(_BIND_ATTEMPTS):
+            try:
+                return self._launch(executable, timeout_s)
+            except PhoenixUnavailable as exc:
+                # A port chosen free was taken before Phoenix bound it (a parallel test worker): choose again,
+                # as KafkaBroker.start does.
+                if attempt == _BIND_ATTEMPTS - 1 or "address already in use" not in str(exc):
+                    raise
+                self.port, self.grpc_port = free_port(), free_port()
+        raise AssertionError("unreachable")
+
+    def _launch(self, executable: Path, timeout_s: float) -> PhoenixServer:
         if self.working_dir is None:
             self.working_dir = Path(tempfile.mkdtemp(prefix="tracescore-phoenix-"))
             self._owns_working_dir = True
