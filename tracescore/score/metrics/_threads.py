@@ -6,7 +6,8 @@ hung function keeps its thread; what the threads bound is what such a function c
 records of the calls they run, and the calls still awaited behind them (each until its caller's time limit;
 one whose caller stopped waiting is dropped at once, its record with it). Once every thread runs a call past
 its caller's time limit, nothing is queued behind them: `submit` refuses the call (`AllThreadsOverTime`) and
-the metric says so in an ERROR result.
+the metric says so in an ERROR result. Without a time limit (`timeout_s=None`) no call is ever past it: the
+calls wait for a thread as long as their callers do, as asked.
 """
 
 from __future__ import annotations
