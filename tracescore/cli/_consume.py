@@ -8,7 +8,9 @@ which outranks the defaults. Validation errors are one line naming the flag or v
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,7 +34,7 @@ from tracescore.cli._options import (
     settings_options,
 )
 from tracescore.cli._service import meter_provider, run_service
-from tracescore.consume import AssemblyCounts, ConsumerSettings
+from tracescore.consume import AssemblyCounts, ConsumerSettings, RateLimitedLogs
 from tracescore.model import FAITHFULNESS, OFFLINE_JUDGE
 from tracescore.sample import SamplingConfig
 from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
@@ -147,7 +149,6 @@ def consume(
         EvaluationConsumer,
         GroupProtocolMismatch,
         OutputNotAcknowledged,
-        RateLimitedLogs,
     )
     from tracescore.consume._status import describe_lift
     from tracescore.emit import EvaluationMetrics, PhoenixAnnotations
@@ -188,34 +189,28 @@ def consume(
     except ValueError as exc:
         hint = " (with --cascade the offline judge scores first: add --no-cascade)" if llm_judge else ""
         raise click.UsageError(f"{exc}{hint}") from exc
-    # On the handlers, so the client's flood is held back however it is logged; taken off again after the
-    # run, so a program that runs the command in process (a test suite) keeps its handlers as they were.
-    held_back = [(handler, RateLimitedLogs()) for handler in logging.getLogger().handlers]
-    for handler, limit in held_back:
-        handler.addFilter(limit)
     provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
     alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
     phoenix = [PhoenixAnnotations(phoenix_settings(phoenix_endpoint))] if phoenix_endpoint else []
     try:
-        stats = run_service(
-            lambda: EvaluationConsumer(
-                settings,
-                judge=chosen_judge,
-                metrics=chosen_metrics,
-                policy=policy,
-                llm_judge=llm_judge,
-                on_evaluation=alerts.observe,
-                metrics_out=EvaluationMetrics(provider.get_meter("tracescore.consumer", __version__)),
-                sinks=phoenix,
-            ),
-            lambda consumer: consumer.run(),
-            settings.bootstrap_servers,
-            one_line=(OutputNotAcknowledged, GroupProtocolMismatch),
-        )
+        with _client_floods_held_back():
+            stats = run_service(
+                lambda: EvaluationConsumer(
+                    settings,
+                    judge=chosen_judge,
+                    metrics=chosen_metrics,
+                    policy=policy,
+                    llm_judge=llm_judge,
+                    on_evaluation=alerts.observe,
+                    metrics_out=EvaluationMetrics(provider.get_meter("tracescore.consumer", __version__)),
+                    sinks=phoenix,
+                ),
+                lambda consumer: consumer.run(),
+                settings.bootstrap_servers,
+                one_line=(OutputNotAcknowledged, GroupProtocolMismatch),
+            )
     finally:
         provider.shutdown()  # exports what was recorded since the last interval
-        for handler, limit in held_back:
-            handler.removeFilter(limit)
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     # Named only when it happens, as on the status line: most apps record their questions.
     unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""
@@ -254,6 +249,24 @@ def consume(
             f"  {counted(cut, 'record')} {were} cut to fit Kafka's message limit",
             err=True,
         )
+
+
+@contextlib.contextmanager
+def _client_floods_held_back() -> Iterator[None]:
+    """A `RateLimitedLogs` on each of the root logger's handlers while the service runs, so the client's flood
+    is held back however it is logged. Taken off again however the block ends: a program that runs the
+    command in process (a test suite) keeps its handlers as they were. Added where a start-up error could
+    still come after it (a bad TRACESCORE_PHOENIX_* variable, a taken Prometheus port), it stayed: pytest's
+    log capture, one handler for a worker's whole run, then held back every later test's repeat of a kafka
+    warning it had seen in the last 30 s."""
+    held_back = [(handler, RateLimitedLogs()) for handler in logging.getLogger().handlers]
+    for handler, limit in held_back:
+        handler.addFilter(limit)
+    try:
+        yield
+    finally:
+        for handler, limit in held_back:
+            handler.removeFilter(limit)
 
 
 def assembly_summary(counts: AssemblyCounts) -> str:

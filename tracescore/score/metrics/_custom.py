@@ -4,12 +4,10 @@ plain-Python one-liners."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import math
-import queue
 import re
-import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Generic, NamedTuple, TypeVar, overload
@@ -20,6 +18,7 @@ from tracescore._plural import counted
 from tracescore.model import MetricResult, MetricStatus, RagRecord, Run, Usage, has_question
 from tracescore.score.judges._protocol import Judge, JudgeError, JudgeTask
 from tracescore.score.metrics._protocol import UsesContexts, as_contexts_use, question_missing
+from tracescore.score.metrics._threads import THREADS_PER_METRIC, AllThreadsOverTime, DaemonThreads
 
 __all__ = [
     "NO_RUN",
@@ -411,56 +410,6 @@ PythonFn = Callable[..., "float | MetricResult | Awaitable[float | MetricResult]
 # interaction (and the consumer's offsets behind it) forever; 30 s is far above what a per-record check
 # takes and as long as a judge's request may take (the embeddings judge's `timeout_s`).
 DEFAULT_TIMEOUT_S: float | None = 30.0
-# The threads a plain function runs on, per metric: calls beyond them wait (within the time limit), so a
-# hung function holds at most this many threads.
-THREADS_PER_METRIC = 8
-
-
-class _DaemonThreads:
-    """At most `size` daemon threads running one metric's plain function, started as calls need them.
-    Daemon, unlike a ThreadPoolExecutor's, so a call that never returns stops neither asyncio.run() nor
-    the process at exit (its result is not waited for); the loop's default executor is not used, so it
-    cannot starve the offline judge, which runs there. A call cancelled while queued is skipped."""
-
-    def __init__(self, name: str, size: int) -> None:
-        self._name = name
-        self._size = size
-        self._work: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]] = (
-            queue.SimpleQueue()
-        )
-        self._lock = threading.Lock()
-        # Counted under the lock, and a call and the thread that takes it are uncounted together: so
-        # `_queued - _idle` is the calls no thread will take (the queue's own size is not in step with them).
-        self._threads = 0
-        self._idle = 0
-        self._queued = 0
-
-    def submit(self, call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._work.put((future, call))
-        with self._lock:
-            self._queued += 1
-            if self._queued > self._idle and self._threads < self._size:
-                self._threads += 1
-                self._idle += 1  # counted from now: the next call does not start one more for this one
-                threading.Thread(
-                    target=self._serve, name=f"metric-{self._name}-{self._threads}", daemon=True
-                ).start()
-        return future
-
-    def _serve(self) -> None:
-        while True:
-            future, call = self._work.get()
-            with self._lock:
-                self._queued -= 1
-                self._idle -= 1
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(call())
-                except BaseException as exc:  # handed to the awaiting metric, which raises it
-                    future.set_exception(exc)
-            with self._lock:
-                self._idle += 1
 
 
 class PythonMetric:
@@ -472,7 +421,8 @@ class PythonMetric:
     must keep no per-call state in globals. An async function runs on the loop, as before. A call that
     takes longer than `timeout_s` (default `DEFAULT_TIMEOUT_S`; None: no limit) gives an ERROR result
     saying so: an async one is cancelled, a thread cannot be killed, so a plain one runs on and its result
-    is dropped.
+    is dropped. Once every one of its threads runs such a call, a plain metric's further calls are not run
+    (nor queued, holding their records) but ERROR results at once, until one returns (`_threads`).
 
     A float becomes an OK result; a returned MetricResult is kept (its label and reason too), renamed to this
     metric and given the judge's name. A score outside
@@ -507,13 +457,17 @@ class PythonMetric:
         self.fields = _field_parameters(fn)
         inferred = UsesContexts.NEEDED if "contexts" in self.fields else UsesContexts.NO
         self.uses_contexts = _declared(uses_contexts, inferred, metric_name)
-        self._threads = None if _is_async(fn) else _DaemonThreads(metric_name, THREADS_PER_METRIC)
+        self._threads = None if _is_async(fn) else DaemonThreads(metric_name, THREADS_PER_METRIC)
 
     async def score(self, record: RagRecord, judge: Judge) -> MetricResult:
+        # Taken before the wait starts, so a call whose caller gave up is past it on its thread too.
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         try:
-            value = await asyncio.wait_for(self._call(record), self.timeout_s)
+            value = await asyncio.wait_for(self._call(record, deadline), self.timeout_s)
         except TimeoutError:
             return self._error(self._over_time(), judge, Usage())
+        except AllThreadsOverTime:
+            return self._error(self._not_run(), judge, Usage())
         if isinstance(value, MetricResult):
             # The judge that ran it, as for a float: the record's annotator kind (Phoenix's CODE or LLM) and
             # its annotation's identifier are read from it, and any other name reads as an LLM's.
@@ -527,11 +481,14 @@ class PythonMetric:
             return self._error(problem, judge, Usage())
         return MetricResult(metric=self.name, score=float(value), judge=judge.name)
 
-    async def _call(self, record: RagRecord) -> Any:
+    async def _call(self, record: RagRecord, deadline: float | None) -> Any:
         def call() -> Any:
             return self.fn(**{f: getattr(record, f) for f in self.fields}) if self.fields else self.fn(record)
 
-        value = call() if self._threads is None else await asyncio.wrap_future(self._threads.submit(call))
+        if self._threads is None:
+            value = call()
+        else:
+            value = await asyncio.wrap_future(self._threads.submit(call, deadline))
         # A plain function may return an awaitable (a partial of an async one): awaited on the loop.
         return await value if inspect.isawaitable(value) else value
 
@@ -541,6 +498,13 @@ class PythonMetric:
         return (
             f"took longer than {self.timeout_s:g}s (timeout_s); its result is not waited for "
             "(a thread cannot be stopped: the call runs on until it returns)"
+        )
+
+    def _not_run(self) -> str:
+        return (
+            f"was not run: each of its {THREADS_PER_METRIC} threads runs a call past its {self.timeout_s:g}s "
+            "(timeout_s) that has not returned, and no call waits behind them (a hung function would hold "
+            "every record given to it); it runs again once one of them returns"
         )
 
     def _error(self, problem: str, judge: Judge, usage: Usage) -> MetricResult:
