@@ -397,6 +397,23 @@ def test_after_a_timeout_or_refusal_nothing_is_asked_until_the_pause_ends() -> N
     assert (sink.sent, sink.failed) == (3, 0)
 
 
+def test_at_the_stop_what_is_kept_is_posted_while_phoenix_answers_even_after_a_refused_batch() -> None:
+    """A batch refused (422) says nothing about the next one: closing still posts it; only a Phoenix down or
+    hung (test_unreachable_...) is asked nothing more at the stop."""
+    statuses = iter([422, 200])
+    seen: list[httpx2.Request] = []
+
+    def phoenix(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(next(statuses), json={"data": []})
+
+    sink = _sink_over(phoenix, max_retries=0, batch_size=1)
+    sink.send([_record(SpanIds("ab" * 16, f"{i:016x}")) for i in range(2)])
+    sink.close()  # at once: both still kept, or the first just refused
+    assert len(seen) == 2
+    assert (sink.sent, sink.dropped) == (1, {REJECTED: 1})
+
+
 def test_an_empty_api_key_variable_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """`export PHOENIX_API_KEY=` sent the header `Bearer `, which the client refused for every batch."""
     monkeypatch.delenv("TRACESCORE_PHOENIX_API_KEY", raising=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import logging
+import re
 import subprocess
 import threading
 import time
@@ -30,6 +31,7 @@ from phoenix_helpers import (
 from tracescore.emit import PhoenixAnnotations, PhoenixSettings
 from tracescore.emit._phoenix import PAST_MAX_PENDING, REJECTED, UNSENT_AT_STOP
 from tracescore.emit._phoenix_backlog import Backlog
+from tracescore.testing import free_port
 from tracescore.testing.phoenix import PhoenixServer
 
 LOGGER = "tracescore.emit"
@@ -78,6 +80,16 @@ def _said(caplog: pytest.LogCaptureFixture, *parts: str) -> str:
         return None
 
     return wait_until(found, f"a log line with {parts}", timeout_s=30)
+
+
+def _pending(port: int) -> float | None:
+    """The consumer's `tracescore_phoenix_pending` gauge, scraped from its --prometheus-port."""
+    try:
+        text = httpx2.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx2.TransportError:
+        return None  # not serving yet
+    found = re.search(r"^tracescore_phoenix_pending(?:\{[^}]*\})? (\S+)$", text, re.MULTILINE)
+    return float(found[1]) if found else None
 
 
 def _once_each(api: httpx2.Client, span: SpanIds, names: list[str]) -> None:
@@ -165,6 +177,19 @@ def test_annotations_made_while_phoenix_is_down_are_posted_when_it_is_back_the_o
     assert closing.endswith("the records are on the evaluations topic")
 
 
+def test_closing_posts_what_is_kept_while_phoenix_answers(
+    phoenix_server: PhoenixServer, phoenix_api: httpx2.Client
+) -> None:
+    """The consumer's stop closes the sink right after its last send: what is kept is posted, not dropped."""
+    span = traced_span(phoenix_server.base_url, phoenix_api)
+    names = [f"metric_{i}" for i in range(7)]
+    sink = PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url, batch_size=2))
+    sink.send([record(span, metric=name) for name in names])
+    sink.close()
+    assert (sink.sent, sink.dropped) == (len(names), {})
+    _once_each(phoenix_api, span, names)
+
+
 def test_the_backlog_keeps_the_latest_of_each_key_and_drops_the_oldest_past_its_cap() -> None:
     def annotation(span: str, name: str, score: float) -> dict[str, object]:
         return {"span_id": span, "name": name, "identifier": "tracescore:offline", "result": {"score": score}}
@@ -179,7 +204,11 @@ def test_the_backlog_keeps_the_latest_of_each_key_and_drops_the_oldest_past_its_
     # While they were in flight, a newer a came, and two others: given back, the stale a is not.
     assert backlog.put("/v1/span_annotations", [annotation("a", "m", 0.4), annotation("c", "m", 0.5)]) == 0
     assert backlog.give_back(taken) == 0
-    assert [a["span_id"] for _, a in backlog.take(most=10)[1]] == ["b", "a", "c"]
+    assert [(a["span_id"], a["result"]) for _, a in backlog.take(most=10)[1]] == [
+        ("b", {"score": 0.2}),
+        ("a", {"score": 0.4}),
+        ("c", {"score": 0.5}),
+    ]
     backlog.give_back([])
     assert backlog.put("/v1/span_annotations", [annotation(s, "m", 0.0) for s in "defg"]) == 1  # cap 3
     assert [a["span_id"] for _, a in backlog.take(most=10)[1]] == ["e", "f", "g"]
@@ -243,17 +272,22 @@ def test_consume_keeps_scoring_while_phoenix_hangs_and_its_annotations_arrive_on
     from tracescore.testing.kafka_topics import wait_for_records
 
     assert own_phoenix.process is not None
+    port = free_port()  # the consumer's --prometheus-port: its gauge says what it keeps for Phoenix
     answers = ["The battery lasts 40 hours.", "The battery lasts 14 hours.", "It lasts 3 days."]
     spans = [traced_answer(own_phoenix.base_url, bootstrap, f"{topic_prefix}.spans", a) for a in answers]
+    settings_timeout_s = 1.0
     env = {
         **checkout_env(),
-        "TRACESCORE_PHOENIX_TIMEOUT_S": "1",
+        "TRACESCORE_PHOENIX_TIMEOUT_S": f"{settings_timeout_s:g}",
         "TRACESCORE_PHOENIX_FAILURE_PAUSE_S": "0.5",
     }
     lines: list[str] = []
     with paused(own_phoenix.process.pid):
         consume = popen(
-            consume_command(bootstrap, topic_prefix, own_phoenix.base_url, idle_timeout_s=15),
+            [
+                *consume_command(bootstrap, topic_prefix, own_phoenix.base_url, idle_timeout_s=15),
+                *("--prometheus-port", str(port), "--prometheus-host", "127.0.0.1"),
+            ],
             env=env,
             stderr=subprocess.PIPE,
             text=True,
@@ -266,6 +300,9 @@ def test_consume_keeps_scoring_while_phoenix_hangs_and_its_annotations_arrive_on
             written = wait_for_records(bootstrap, f"{topic_prefix}.evaluations", len(answers), timeout_s=120)
             assert len(written) == len(answers), "".join(lines)
             wait_until(lambda: any("is not accepting annotations" in line for line in lines), "the warning")
+            wait_until(lambda: _pending(port) == len(answers), "the annotations kept", timeout_s=60)
+            time.sleep(settings_timeout_s * 2)  # a post of them timed out meanwhile: they stay kept
+            assert _pending(port) == len(answers)
         except BaseException:
             consume.kill()
             raise

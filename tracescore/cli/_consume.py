@@ -195,7 +195,10 @@ def consume(
         handler.addFilter(limit)
     provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
     alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
-    phoenix = [PhoenixAnnotations(phoenix_settings(phoenix_endpoint))] if phoenix_endpoint else []
+    phoenix: list[PhoenixAnnotations] = []
+    if phoenix_endpoint:
+        meter = provider.get_meter("tracescore.phoenix", __version__)
+        phoenix.append(PhoenixAnnotations(phoenix_settings(phoenix_endpoint), meter=meter))
     try:
         stats = run_service(
             lambda: EvaluationConsumer(

@@ -210,6 +210,7 @@ class PhoenixAnnotations:
         self._backlog = Backlog(self.settings.max_pending)
         self._in_flight = 0
         self._failing = False  # since the last failure, until a batch is accepted
+        self._down = False  # the last failure was a timeout, a refused connection, 5xx or 429
         self._dropped_while_failing: Counter[str] = Counter()
         self._paused_until = 0.0  # time.monotonic() before which the thread asks Phoenix nothing
         self._stop_by: float | None = None  # set by close: the thread posts what it can until then
@@ -336,8 +337,8 @@ class PhoenixAnnotations:
                 if self._closed:
                     return None
                 now = time.monotonic()
-                if self._stop_by is not None and (self._failing or not self._backlog or now >= self._stop_by):
-                    return None  # stopping: nothing more to post, or Phoenix not accepting, or out of time
+                if self._stop_by is not None and (self._down or not self._backlog or now >= self._stop_by):
+                    return None  # stopping: nothing more to post, or Phoenix down or hung, or out of time
                 if self._backlog and (now >= self._paused_until or self._stop_by is not None):
                     path, taken = self._backlog.take(self.settings.batch_size)
                     self._in_flight = len(taken)
@@ -448,6 +449,7 @@ class PhoenixAnnotations:
     def _not_accepting(self, cause: str) -> None:
         """Down, hung or overloaded: what is kept waits for the pause, and so does everything kept after."""
         self._paused_until = time.monotonic() + self.settings.failure_pause_s
+        self._down = True
         if self._failing:
             logger.debug("Phoenix at %s still not accepting: %s", self._where, cause)
             return
@@ -463,6 +465,7 @@ class PhoenixAnnotations:
 
     def _refused(self, cause: str, count: int) -> None:
         self._drop(REJECTED, count)
+        self._down = False  # it answered: what else is kept may be accepted
         if self._failing:
             logger.debug("Phoenix at %s refused %s: %s", self._where, counted(count, "annotation"), cause)
             return
@@ -485,7 +488,7 @@ class PhoenixAnnotations:
             counted(kept, "annotation"),
             f"; {counted(sum(dropped.values()), 'annotation')} dropped meanwhile ({said})" if dropped else "",
         )
-        self._failing = False
+        self._failing = self._down = False
 
     def _drop(self, reason: str, count: int) -> None:
         if count:
