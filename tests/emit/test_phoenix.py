@@ -6,13 +6,12 @@ PhoenixAnnotations, and what landed is read back from Phoenix's own REST API.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx2
@@ -23,72 +22,26 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from phoenix_helpers import PROJECT, SpanIds, consume_command, in_phoenix, traced_answer
+from phoenix_helpers import annotations as _annotations
+from phoenix_helpers import record as _record
+from phoenix_helpers import traced_span as new_span
 
 from tracescore.emit import PhoenixAnnotations, PhoenixSettings, span_annotation
-from tracescore.model import EvaluationRecord, MetricStatus, annotator_kind
+from tracescore.emit._phoenix import REJECTED, UNSENT_AT_STOP
+from tracescore.model import MetricStatus, annotator_kind
 from tracescore.score.judges import OfflineJudge, OpenAIJudge, OpenAIJudgeSettings
-from tracescore.testing.kafka_topics import input_producer
 from tracescore.testing.phoenix import PhoenixServer
 
-# Phoenix inserts spans and annotations asynchronously: what a test wrote is polled for, gently.
-in_phoenix = functools.partial(wait_until, every_s=0.2)
-
 LLM_JUDGE = "openai:gpt-4o-mini"
-PROJECT = "default"  # where Phoenix puts spans whose resource names no project
-
-
-@dataclass(frozen=True)
-class SpanIds:
-    trace_id: str
-    span_id: str
-
-
-def _record(span: SpanIds, **fields: Any) -> EvaluationRecord:
-    values: dict[str, Any] = {
-        "trace_id": span.trace_id,
-        "span_id": span.span_id,
-        "service_name": "rag-api",
-        "route": "/billing",
-        "metric": "faithfulness",
-        "score": 0.5,
-        "label": "partially_faithful",
-        "status": MetricStatus.OK,
-        "reason": "one of two claims is unsupported",
-        "judge": "offline",
-        "timestamp": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
-        "details": {"claims": 2},
-    }
-    return EvaluationRecord(**{**values, **fields})
+# How long a test waits for the sink's thread to have posted what it was given.
+POSTED_S = 30.0
 
 
 @pytest.fixture
 def traced_span(phoenix_server: PhoenixServer, phoenix_api: httpx2.Client) -> SpanIds:
     """A fresh span, exported to Phoenix over OTLP/HTTP and visible through its REST API."""
-    provider = TracerProvider(resource=Resource.create({"service.name": "rag-api"}))
-    provider.add_span_processor(
-        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix_server.base_url}/v1/traces"))
-    )
-    with provider.get_tracer("tests").start_as_current_span("answer") as span:
-        context = span.get_span_context()
-    provider.shutdown()
-    ids = SpanIds(format(context.trace_id, "032x"), format(context.span_id, "016x"))
-
-    def spans() -> list[dict[str, Any]]:
-        response = phoenix_api.get(f"/v1/projects/{PROJECT}/spans", params={"span_id": ids.span_id})
-        return response.json()["data"] if response.status_code == 200 else []
-
-    in_phoenix(spans, f"span {ids.span_id}")
-    return ids
-
-
-def _annotations(api: httpx2.Client, span: SpanIds) -> dict[str, list[dict[str, Any]]]:
-    """The span's annotations in Phoenix, by name."""
-    response = api.get(f"/v1/projects/{PROJECT}/span_annotations", params={"span_ids": span.span_id})
-    response.raise_for_status()
-    by_name: dict[str, list[dict[str, Any]]] = {}
-    for annotation in response.json()["data"]:
-        by_name.setdefault(annotation["name"], []).append(annotation)
-    return by_name
+    return new_span(phoenix_server.base_url, phoenix_api)
 
 
 # --- against the real Phoenix ---------------------------------------------------------------------------
@@ -119,6 +72,7 @@ def test_records_become_annotations_on_the_scored_span(
     ]
     with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
         assert sink.send(records) == 3
+        assert sink.flush(POSTED_S)
         assert (sink.sent, sink.failed) == (3, 0)
 
     def all_three() -> dict[str, list[dict[str, Any]]] | None:
@@ -169,6 +123,8 @@ def test_an_annotation_posted_before_its_span_reached_phoenix_lands_when_the_spa
     late = SpanIds(format(context.trace_id, "032x"), format(context.span_id, "016x"))
     with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
         assert sink.send([_record(late)]) == 1
+        assert sink.flush(POSTED_S)
+        assert sink.sent == 1
     # Only now does the span reach Phoenix (until then Phoenix may not even have the project).
     exporter = OTLPSpanExporter(endpoint=f"{phoenix_server.base_url}/v1/traces")
     assert exporter.export(held.get_finished_spans()).name == "SUCCESS"
@@ -192,9 +148,11 @@ def test_a_replayed_record_overwrites_its_annotation_instead_of_adding_one(
     with PhoenixAnnotations(PhoenixSettings(endpoint=phoenix_server.base_url)) as sink:
         sink.send([record])
         first = in_phoenix(lambda: _annotations(phoenix_api, traced_span).get("faithfulness"), "annotation")
-        # At-least-once delivery: the same record again, then a re-score of the same span and metric.
-        sink.send([record])
-        sink.send([record.model_copy(update={"score": 1.0, "label": "faithful"})])
+        # At-least-once delivery: the same record again, then a re-score of the same span and metric, each
+        # posted on its own (the sink keeps only the latest of a key while waiting: test_phoenix_outage).
+        for again in (record, record.model_copy(update={"score": 1.0, "label": "faithful"})):
+            sink.send([again])
+            assert sink.flush(POSTED_S)
         assert (sink.sent, sink.failed) == (3, 0)
 
     # Phoenix applies queued annotations in order, so once the re-score shows, the replay was applied.
@@ -220,9 +178,11 @@ def test_phoenix_s_otlp_endpoint_given_for_its_base_url_is_named(
         caplog.at_level(logging.WARNING, logger="tracescore.emit"),
         PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)) as sink,
     ):
-        assert sink.send([_record(SpanIds("ab" * 16, "cd" * 8))]) == 0
-    first = caplog.records[0].getMessage()
-    assert "HTTP 405" in first
+        assert sink.send([_record(SpanIds("ab" * 16, "cd" * 8))]) == 1
+        assert sink.flush(POSTED_S)
+    assert sink.dropped == {REJECTED: 1}
+    # The check at start said it first (test_phoenix_outage); then the post's own answer.
+    [first] = [r.getMessage() for r in caplog.records if "HTTP 405" in r.getMessage()]
     assert f"Phoenix at {endpoint} is not accepting annotations (HTTP 405: " in first
     assert "; the endpoint is Phoenix's base URL, without /v1 (http://host:6006))" in first
 
@@ -237,12 +197,14 @@ def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(
         retry_base_s=0.0,
         batch_size=2,
     )
-    records = [_record(SpanIds("ab" * 16, f"{i:016x}")) for i in range(3)]
+    records = [_record(SpanIds("ab" * 16, f"{i:016x}")) for i in range(4)]
     with caplog.at_level(logging.DEBUG, logger="tracescore.emit"), PhoenixAnnotations(settings) as sink:
-        assert sink.send(records) == 0
-        assert sink.send(records[:1]) == 0
+        assert sink.send(records[:3]) == 3
+        assert sink.send(records[3:]) == 1
+        assert not sink.flush(0.5)  # kept for when Phoenix answers: none dropped while the sink is open
+        assert (sink.sent, sink.failed, sink.pending) == (0, 0, 4)
 
-    assert (sink.sent, sink.failed) == (0, 4)
+    assert (sink.sent, sink.dropped) == (0, {UNSENT_AT_STOP: 4})
     logged = [r for r in caplog.records if r.name.startswith("tracescore.emit")]
     warnings = [r for r in logged if r.levelno >= logging.INFO]
     # The first failure, then at close the run's total (the first warning counts only its own batch).
@@ -252,34 +214,61 @@ def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(
     assert (
         warnings[1]
         .getMessage()
-        .endswith("4 annotations dropped, 0 posted; the records are on the evaluations topic")
+        .endswith(
+            "4 annotations dropped (4 not posted before the stop), 0 posted; the records are on the "
+            "evaluations topic"
+        )
     )
     assert "phx-secret-key" not in caplog.text
 
 
 @pytest.fixture
-def hung_port() -> Iterator[int]:
-    """A loopback port that takes connections and never answers: a Phoenix that hangs."""
+def hung_phoenix() -> Iterator[tuple[int, list[socket.socket]]]:
+    """A loopback port that takes connections and never answers (a Phoenix that hangs), and the connections
+    it took so far."""
+    taken: list[socket.socket] = []
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
-        listener.listen(64)  # the kernel completes the handshakes; nothing ever reads or replies
-        yield listener.getsockname()[1]
+        listener.listen(64)
+
+        def take() -> None:
+            with contextlib.suppress(OSError):  # the listener closed: the test is over
+                while True:
+                    taken.append(listener.accept()[0])  # and never read nor answered
+
+        threading.Thread(target=take, daemon=True).start()
+        yield listener.getsockname()[1], taken
+        listener.shutdown(socket.SHUT_RDWR)
+    for connection in taken:
+        connection.close()
 
 
-def test_a_hung_phoenix_costs_one_timeout_per_pause_not_one_per_batch(hung_port: int) -> None:
-    """The consumer posts on the thread that polls Kafka: one timeout per batch stalled it past the group's
-    poll interval (rebalance, everything scored again) and a stop past its budget."""
+def test_a_hung_phoenix_costs_the_caller_nothing_and_one_request_per_pause(
+    hung_phoenix: tuple[int, list[socket.socket]],
+) -> None:
+    """The consumer sends on the thread that polls Kafka: a wait there (one timeout per batch, before that)
+    stalled it past the group's poll interval (rebalance, everything scored again) and a stop past its
+    budget. The sink's own thread posts, and asks a hung Phoenix once per pause, not once per batch."""
+    port, connections = hung_phoenix
     settings = PhoenixSettings(
-        endpoint=f"http://127.0.0.1:{hung_port}", timeout_s=0.5, max_retries=0, failure_pause_s=60.0
+        endpoint=f"http://127.0.0.1:{port}",
+        timeout_s=0.5,
+        max_retries=0,
+        failure_pause_s=60.0,
+        batch_size=1,
     )
     records = [_record(SpanIds("ab" * 16, f"{i:016x}")) for i in range(20)]
     started = time.monotonic()
     with PhoenixAnnotations(settings) as sink:
         for record in records:
-            assert sink.send([record]) == 0
-    elapsed = time.monotonic() - started
-    assert (sink.sent, sink.failed) == (0, 20)
-    assert elapsed < 0.5 * 3, f"{elapsed:.1f}s for 20 batches: more than the first one timed out"
+            assert sink.send([record]) == 1
+        elapsed = time.monotonic() - started
+        time.sleep(0.5 * 3)  # the first request timed out; one per batch would have made more since
+        # The check at start timed out and began the pause: no batch was posted to a Phoenix that hangs.
+        assert len(connections) == 1
+        assert (sink.sent, sink.failed, sink.pending) == (0, 0, 20)
+    assert elapsed < 0.5 / 2, f"{elapsed:.2f}s for 20 sends: the caller waited on Phoenix"
+    assert sink.dropped == {UNSENT_AT_STOP: 20}
 
 
 # --- without a server: mapping, judge kinds, retry policy -----------------------------------------------
@@ -335,8 +324,9 @@ def test_annotator_kind_follows_the_judges_own_names() -> None:
 
 
 def _sink_over(handler: Callable[[httpx2.Request], httpx2.Response], **settings: Any) -> PhoenixAnnotations:
+    """A sink whose every post `handler` answers (no check at start: each test's answers are its posts')."""
     values: dict[str, Any] = {"endpoint": "http://phoenix.test", "retry_base_s": 0.0, **settings}
-    return PhoenixAnnotations(PhoenixSettings(**values), transport=httpx2.MockTransport(handler))
+    return PhoenixAnnotations(PhoenixSettings(**values), transport=httpx2.MockTransport(handler), check=False)
 
 
 def test_overload_is_retried_and_a_rejected_batch_is_not() -> None:
@@ -349,10 +339,13 @@ def test_overload_is_retried_and_a_rejected_batch_is_not() -> None:
 
     span = SpanIds("ab" * 16, "cd" * 8)
     with _sink_over(phoenix, max_retries=2, api_key="phx-key") as sink:
-        assert sink.send([_record(span)]) == 1  # 503, 429, then accepted
-        assert sink.send([_record(span)]) == 0  # 422: the same body would be rejected again
+        sink.send([_record(span)])  # 503, 429, then accepted
+        assert sink.flush(POSTED_S)
+        assert sink.sent == 1
+        sink.send([_record(span)])  # 422: the same body would be rejected again
+        assert sink.flush(POSTED_S)
     assert len(seen) == 4
-    assert (sink.sent, sink.failed) == (1, 1)
+    assert (sink.sent, sink.dropped) == (1, {REJECTED: 1})
     assert seen[0].url.path == "/v1/span_annotations"
     assert seen[0].url.params["sync"] == "false"
     assert seen[0].headers["Authorization"] == "Bearer phx-key"
@@ -362,42 +355,63 @@ def test_after_a_failure_phoenix_gets_one_attempt_per_batch_until_it_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     statuses = iter([503, 503, 503, 200, 200])
-
-    def phoenix(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(next(statuses), json={"data": []})
-
-    span = SpanIds("ab" * 16, "cd" * 8)
-    sink = _sink_over(phoenix, max_retries=1, failure_pause_s=0.0)
-    with caplog.at_level(logging.INFO, logger="tracescore.emit"), sink:
-        assert sink.send([_record(span)]) == 0  # two attempts, both 503
-        assert sink.send([_record(span)]) == 0  # failing: a single attempt, no retry stall
-        assert sink.send([_record(span)]) == 1
-        assert sink.send([_record(span)]) == 1
-    assert (sink.sent, sink.failed) == (2, 2)
-    messages = [r.getMessage() for r in caplog.records if r.name.startswith("tracescore.emit")]
-    assert len(messages) == 3, messages
-    assert "not accepting annotations" in messages[0]
-    assert "accepts annotations again; 2 annotations dropped meanwhile" in messages[1]
-    assert "2 annotations dropped, 2 posted" in messages[2]
-
-
-def test_after_a_timeout_or_refusal_nothing_is_asked_until_the_pause_ends() -> None:
-    statuses = iter([503, 200])
     seen: list[httpx2.Request] = []
 
     def phoenix(request: httpx2.Request) -> httpx2.Response:
         seen.append(request)
         return httpx2.Response(next(statuses), json={"data": []})
 
-    span = SpanIds("ab" * 16, "cd" * 8)
+    sink = _sink_over(phoenix, max_retries=1, failure_pause_s=0.0)
+    with caplog.at_level(logging.INFO, logger="tracescore.emit"), sink:
+        # Two attempts, both 503; failing: a single attempt (503), no retry stall; then accepted.
+        sink.send([_record(SpanIds("ab" * 16, f"{1:016x}"))])
+        assert sink.flush(POSTED_S)
+        assert [len(seen), sink.sent] == [4, 1]
+        sink.send([_record(SpanIds("ab" * 16, f"{2:016x}"))])  # healthy again
+        assert sink.flush(POSTED_S)
+    assert (len(seen), sink.sent, sink.failed) == (5, 2, 0)
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("tracescore.emit")]
+    assert len(messages) == 2, messages  # nothing dropped: no closing total
+    assert "not accepting annotations" in messages[0]
+    assert "accepts annotations again; posting the 1 annotation kept meanwhile" in messages[1]
+
+
+def test_after_a_timeout_or_refusal_nothing_is_asked_until_the_pause_ends() -> None:
+    statuses = iter([503, 200])
+    asked: list[float] = []
+
+    def phoenix(request: httpx2.Request) -> httpx2.Response:
+        asked.append(time.monotonic())
+        return httpx2.Response(next(statuses), json={"data": []})
+
+    records = [_record(SpanIds("ab" * 16, f"{i:016x}")) for i in range(3)]
     with _sink_over(phoenix, max_retries=0, failure_pause_s=0.3) as sink:
-        assert sink.send([_record(span)]) == 0  # 503: the pause starts
-        assert sink.send([_record(span), _record(span)]) == 0  # dropped unasked
-        assert len(seen) == 1
-        time.sleep(0.35)
-        assert sink.send([_record(span)]) == 1  # the pause over: asked again, and it accepts
+        sink.send(records[:1])  # 503: the pause starts
+        wait_until(lambda: asked, "the first post", every_s=0.01)
+        sink.send(records[1:])  # kept unasked
+        time.sleep(0.1)
+        assert (len(asked), sink.pending) == (1, 3)
+        assert sink.flush(POSTED_S)  # the pause over: asked again, all three in one batch, and accepted
+    assert len(asked) == 2
+    assert asked[1] - asked[0] >= 0.3
+    assert (sink.sent, sink.failed) == (3, 0)
+
+
+def test_at_the_stop_what_is_kept_is_posted_while_phoenix_answers_even_after_a_refused_batch() -> None:
+    """A batch refused (422) says nothing about the next one: closing still posts it; only a Phoenix down or
+    hung (test_unreachable_...) is asked nothing more at the stop."""
+    statuses = iter([422, 200])
+    seen: list[httpx2.Request] = []
+
+    def phoenix(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(next(statuses), json={"data": []})
+
+    sink = _sink_over(phoenix, max_retries=0, batch_size=1)
+    sink.send([_record(SpanIds("ab" * 16, f"{i:016x}")) for i in range(2)])
+    sink.close()  # at once: both still kept, or the first just refused
     assert len(seen) == 2
-    assert (sink.sent, sink.failed) == (1, 3)
+    assert (sink.sent, sink.dropped) == (1, {REJECTED: 1})
 
 
 def test_an_empty_api_key_variable_is_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -414,6 +428,7 @@ def test_an_empty_api_key_variable_is_no_key(monkeypatch: pytest.MonkeyPatch) ->
 
     with _sink_over(phoenix) as sink:
         assert sink.send([_record(SpanIds("ab" * 16, "cd" * 8))]) == 1
+        assert sink.flush(POSTED_S)
     assert "Authorization" not in seen[0].headers
 
 
@@ -438,7 +453,9 @@ def test_a_refused_request_names_the_api_key_variables(
         caplog.at_level(logging.WARNING, logger="tracescore.emit"),
         _sink_over(phoenix, api_key=api_key) as sink,
     ):
-        assert sink.send([_record(SpanIds("ab" * 16, "cd" * 8))]) == 0
+        sink.send([_record(SpanIds("ab" * 16, "cd" * 8))])
+        assert sink.flush(POSTED_S)
+    assert sink.dropped == {REJECTED: 1}
     assert f"(HTTP 401: Invalid token; {said})" in caplog.records[0].getMessage()
     assert "phx-wrong" not in caplog.text
 
@@ -451,50 +468,17 @@ def test_consume_with_phoenix_endpoint_annotates_the_scored_span_in_phoenix(
 ) -> None:
     """The app's span goes to Phoenix (OTLP) and to Kafka; `tracescore consume --phoenix-endpoint` scores it
     from Kafka and its result appears in Phoenix on that span, as a CODE annotation."""
-    import sys
-
     from _zygote import run
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from service_processes import checkout_env
 
-    from tracescore.export import encode_trace_messages
-
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "rag-api"}))
-    provider.add_span_processor(
-        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix_server.base_url}/v1/traces"))
+    ids = traced_answer(
+        phoenix_server.base_url, bootstrap, f"{topic_prefix}.spans", output="The battery lasts 40 hours."
     )
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    with provider.get_tracer("tracescore").start_as_current_span("answer") as span:
-        span.set_attributes(
-            {
-                "openinference.span.kind": "CHAIN",
-                "input.value": "How long does the battery last?",
-                "retrieval.documents.0.document.content": "The battery lasts 14 hours.",
-                "output.value": "The battery lasts 40 hours.",
-            }
-        )
-        context = span.get_span_context()
-    provider.shutdown()
-    ids = SpanIds(format(context.trace_id, "032x"), format(context.span_id, "016x"))
-    producer = input_producer(bootstrap, [f"{topic_prefix}.spans"], acks="all")
-    for key, value in encode_trace_messages(memory.get_finished_spans()):
-        producer.send(f"{topic_prefix}.spans", key=key, value=value).get(30)
-    producer.close()
-
     done = run(
-        [
-            sys.executable, "-m", "tracescore.cli", "consume",
-            "--bootstrap-servers", bootstrap,
-            "--topic", f"{topic_prefix}.spans",
-            "--group-id", f"{topic_prefix}.group",
-            "--evaluations-topic", f"{topic_prefix}.evaluations",
-            "--dlq-topic", f"{topic_prefix}.dlq",
-            "--idle-timeout", "3",
-            "--phoenix-endpoint", phoenix_server.base_url,
-        ],
-        env=checkout_env(), timeout=180,
-    )  # fmt: skip
+        consume_command(bootstrap, topic_prefix, phoenix_server.base_url, idle_timeout_s=3),
+        env=checkout_env(),
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     assert "scored=1" in done.stderr, done.stderr
 

@@ -191,7 +191,10 @@ def consume(
         raise click.UsageError(f"{exc}{hint}") from exc
     provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
     alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
-    phoenix = [PhoenixAnnotations(phoenix_settings(phoenix_endpoint))] if phoenix_endpoint else []
+    phoenix: list[PhoenixAnnotations] = []
+    if phoenix_endpoint:
+        meter = provider.get_meter("tracescore.phoenix", __version__)
+        phoenix.append(PhoenixAnnotations(phoenix_settings(phoenix_endpoint), meter=meter))
     try:
         with _client_floods_held_back():
             stats = run_service(

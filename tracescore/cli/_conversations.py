@@ -85,8 +85,9 @@ def conversations(
         )
     llm_judge = None if judge == OFFLINE_JUDGE else cli_judge(judge, model, base_url)
     endpoint = config.phoenix_endpoint
-    phoenix = PhoenixAnnotations(phoenix_settings(endpoint)) if endpoint else None
     provider = meter_provider(otlp_metrics_endpoint, service_name="tracescore-conversations")
+    phoenix_meter = provider.get_meter("tracescore.phoenix", __version__)
+    phoenix = PhoenixAnnotations(phoenix_settings(endpoint), meter=phoenix_meter) if endpoint else None
     metrics = ConversationMetrics(provider.get_meter("tracescore.conversations", __version__), SKIP_REASONS)
     try:
         stats = run_service(
