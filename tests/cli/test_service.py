@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from tracescore.cli import main
 from tracescore.cli._service import STOP_SIGNALS, stop_on_signals
+from tracescore.testing import free_port
 
 # A bound on waiting for a service to start, not a timing assertion.
 _START_BOUND_S = 120
@@ -121,6 +123,32 @@ def test_consume_run_in_process_leaves_the_log_handlers_as_it_found_them(
     )
     assert result.exit_code == exit_code, result.output
     assert [list(handler.filters) for handler in handlers] == before
+
+
+@pytest.mark.parametrize(
+    "args, env, exit_code",
+    [
+        ((), {}, 1),  # the broker unreachable: the run ends with an error
+        (("--phoenix-endpoint", "http://127.0.0.1:6006"), {"TRACESCORE_PHOENIX_TIMEOUT_S": "-1"}, 2),
+    ],
+    ids=["kafka", "start-up"],
+)
+def test_consume_run_in_process_leaves_its_metrics_port_free(
+    closed_port: int, args: tuple[str, ...], env: dict[str, str], exit_code: int
+) -> None:
+    """The Prometheus endpoint of a run in process stopped listening when the run ended; a usage error found
+    after it started left it bound too: the next run on that port failed with "address already in use"."""
+    port = free_port()
+    address = f"127.0.0.1:{closed_port}"  # nothing listens there
+    command = ["consume", "--bootstrap-servers", address, "--connect-timeout", "1", *args]
+    for _ in range(2):
+        result = CliRunner(env={**_clean_env(), **env}).invoke(
+            main, [*command, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(port)]
+        )
+        assert result.exit_code == exit_code, result.output
+        assert "cannot serve metrics" not in result.output
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))
 
 
 def _service_args(command: str, bootstrap: str, prefix: str) -> list[str]:

@@ -33,7 +33,7 @@ from tracescore.cli._options import (
     phoenix_settings,
     settings_options,
 )
-from tracescore.cli._service import meter_provider, run_service
+from tracescore.cli._service import run_service, serving_metrics
 from tracescore.consume import AssemblyCounts, ConsumerSettings, RateLimitedLogs
 from tracescore.model import FAITHFULNESS, OFFLINE_JUDGE
 from tracescore.sample import SamplingConfig
@@ -189,31 +189,32 @@ def consume(
     except ValueError as exc:
         hint = " (with --cascade the offline judge scores first: add --no-cascade)" if llm_judge else ""
         raise click.UsageError(f"{exc}{hint}") from exc
-    provider = meter_provider(otlp_metrics_endpoint, prometheus_host, prometheus_port)
     alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
-    phoenix: list[PhoenixAnnotations] = []
-    if phoenix_endpoint:
-        meter = provider.get_meter("tracescore.phoenix", __version__)
-        phoenix.append(PhoenixAnnotations(phoenix_settings(phoenix_endpoint), meter=meter))
-    try:
-        with _client_floods_held_back():
-            stats = run_service(
-                lambda: EvaluationConsumer(
-                    settings,
-                    judge=chosen_judge,
-                    metrics=chosen_metrics,
-                    policy=policy,
-                    llm_judge=llm_judge,
-                    on_evaluation=alerts.observe,
-                    metrics_out=EvaluationMetrics(provider.get_meter("tracescore.consumer", __version__)),
-                    sinks=phoenix,
-                ),
-                lambda consumer: consumer.run(),
-                settings.bootstrap_servers,
-                one_line=(OutputNotAcknowledged, GroupProtocolMismatch),
-            )
-    finally:
-        provider.shutdown()  # exports what was recorded since the last interval
+    # Read before the metrics endpoint starts: a usage error leaves no port bound behind it.
+    phoenix_config = phoenix_settings(phoenix_endpoint) if phoenix_endpoint else None
+    with (
+        serving_metrics(otlp_metrics_endpoint, prometheus_host, prometheus_port) as provider,
+        _client_floods_held_back(),
+    ):
+        phoenix: list[PhoenixAnnotations] = []
+        if phoenix_config is not None:
+            meter = provider.get_meter("tracescore.phoenix", __version__)
+            phoenix.append(PhoenixAnnotations(phoenix_config, meter=meter))
+        stats = run_service(
+            lambda: EvaluationConsumer(
+                settings,
+                judge=chosen_judge,
+                metrics=chosen_metrics,
+                policy=policy,
+                llm_judge=llm_judge,
+                on_evaluation=alerts.observe,
+                metrics_out=EvaluationMetrics(provider.get_meter("tracescore.consumer", __version__)),
+                sinks=phoenix,
+            ),
+            lambda consumer: consumer.run(),
+            settings.bootstrap_servers,
+            one_line=(OutputNotAcknowledged, GroupProtocolMismatch),
+        )
     skipped = ", ".join(f"{k}={v}" for k, v in sorted(stats.skipped.items())) or "none"
     # Named only when it happens, as on the status line: most apps record their questions.
     unasked = f" (without a recorded question: {stats.without_question})" if stats.without_question else ""

@@ -22,7 +22,7 @@ from tracescore.cli._options import (
     service_config_option,
     settings_options,
 )
-from tracescore.cli._service import meter_provider, named_counts, run_service, service_settings
+from tracescore.cli._service import named_counts, run_service, service_settings, serving_metrics
 from tracescore.conversations import ConversationsConfig
 from tracescore.model import OFFLINE_JUDGE
 
@@ -85,11 +85,13 @@ def conversations(
         )
     llm_judge = None if judge == OFFLINE_JUDGE else cli_judge(judge, model, base_url)
     endpoint = config.phoenix_endpoint
-    provider = meter_provider(otlp_metrics_endpoint, service_name="tracescore-conversations")
-    phoenix_meter = provider.get_meter("tracescore.phoenix", __version__)
-    phoenix = PhoenixAnnotations(phoenix_settings(endpoint), meter=phoenix_meter) if endpoint else None
-    metrics = ConversationMetrics(provider.get_meter("tracescore.conversations", __version__), SKIP_REASONS)
-    try:
+    phoenix_config = phoenix_settings(endpoint) if endpoint else None
+    with serving_metrics(otlp_metrics_endpoint, service_name="tracescore-conversations") as provider:
+        phoenix_meter = provider.get_meter("tracescore.phoenix", __version__)
+        phoenix = PhoenixAnnotations(phoenix_config, meter=phoenix_meter) if phoenix_config else None
+        metrics = ConversationMetrics(
+            provider.get_meter("tracescore.conversations", __version__), SKIP_REASONS
+        )
         stats = run_service(
             lambda: ConversationService(
                 config, kafka=connection, phoenix=phoenix, metrics=metrics, llm_judge=llm_judge
@@ -97,8 +99,6 @@ def conversations(
             lambda service: service.run(idle_timeout_s=idle_timeout),
             connection.bootstrap_servers,
         )
-    finally:
-        provider.shutdown()  # exports what was recorded since the last interval
     click.echo(
         f"turn_records={stats.turn_records} records={stats.records} (revisions {stats.revisions}) "
         f"evicted={stats.evicted} forgotten={stats.forgotten} skipped: {named_counts(stats.skipped)} "

@@ -25,12 +25,12 @@ from tracescore.cli._options import nest
 
 __all__ = [
     "STOP_SIGNALS",
-    "meter_provider",
     "metrics_resource",
     "named_counts",
     "run_service",
     "service_connection",
     "service_settings",
+    "serving_metrics",
     "stop_on_signals",
 ]
 
@@ -143,16 +143,20 @@ def service_connection(
     return KafkaConnection(bootstrap_servers=servers, security=security, bootstrap_origin=origin, **timeout)
 
 
-def meter_provider(
+@contextlib.contextmanager
+def serving_metrics(
     otlp_endpoint: str | None,
     prometheus_host: str = "",
     prometheus_port: int | None = None,
     service_name: str = "tracescore-consumer",
-) -> Any:
-    """The MeterProvider a service reports its metrics through: OTLP/HTTP and/or a Prometheus endpoint."""
+) -> Iterator[Any]:
+    """The MeterProvider a service reports its metrics through: OTLP/HTTP and/or a Prometheus endpoint. On
+    exit it exports what was recorded since the last interval and the Prometheus endpoint stops listening,
+    so a service run in process leaves the port as it found it."""
     from opentelemetry.sdk.metrics import MeterProvider
 
     readers: list[Any] = []
+    server = None
     if prometheus_port is not None:
         try:
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -162,7 +166,7 @@ def meter_provider(
                 "--prometheus-port needs opentelemetry-exporter-prometheus: " + install_line("consumer")
             ) from exc
         try:
-            start_http_server(prometheus_port, addr=prometheus_host)
+            server, _ = start_http_server(prometheus_port, addr=prometheus_host)
         except OSError as exc:
             raise click.UsageError(
                 f"cannot serve metrics on {prometheus_host}:{prometheus_port}: {exc}"
@@ -173,7 +177,14 @@ def meter_provider(
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=otlp_endpoint)))
-    return MeterProvider(metric_readers=readers, resource=metrics_resource(service_name))
+    provider = MeterProvider(metric_readers=readers, resource=metrics_resource(service_name))
+    try:
+        yield provider
+    finally:
+        provider.shutdown()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
 
 def metrics_resource(service_name: str = "tracescore-consumer") -> Any:
