@@ -1,0 +1,243 @@
+"""A LangChain app's traces through the ingest Collector as docs/integrations/_collector.md runs it:
+
+    the real openinference-instrumentation-langchain --OTLP/HTTP--> Collector (collectors/otlp-to-kafka.yaml,
+        and docs/examples/collector_backend.yaml beside it) --> spans topic --> tracescore consumer
+                                                            --> the backend's own pipeline
+
+OpenInference writes the retrieved documents on several spans of a LangChain trace (the retriever's output,
+the formatting step's input and output, the prompt, the model's input messages): ~100 KB of documents make a
+trace of ~1.1 MB. The kafka exporter writes one message per trace of a batch, and the shipped config sets
+`max_message_bytes: 1000000`; without a byte limit on its batches such a trace was dropped whole by the
+Collector ("kafka record exceeds max message size") and the consumer read nothing. The app is the LCEL RAG
+chain of docs/integrations/langchain.md in the openinference_langchain recorder's env (built by
+tests/extract/fixtures/record.py, reused), exporting with a BatchSpanProcessor as the OTLP exporter does:
+its exporter POSTs the OTLP encoder's protobuf to the Collector's /v1/traces (the OTLP/HTTP exporter package
+is not in that env).
+
+A team that samples for its backend in the Collector gives Kafka a pipeline of its own, unsampled
+(docs/examples/collector_backend.yaml): every span reaches both, and tracescore scores every trace.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from _helpers import consumer_settings
+from kafka.consumer.fetcher import ConsumerRecord
+from pages import DOCS, REPO
+
+from tracescore.consume import EvaluationConsumer, decode_message
+from tracescore.model import EvaluationRecord
+from tracescore.score.judges import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing import free_port
+from tracescore.testing.collector import ingest_env
+from tracescore.testing.kafka_broker import KafkaBroker
+from tracescore.testing.kafka_topics import read_topic, wait_for_records
+
+FIXTURES = REPO / "tests" / "extract" / "fixtures"
+sys.path[:0] = [str(FIXTURES), str(REPO / "tests" / "collectors")]
+
+from collector_helpers import COLLECTORS, CollectorProcess, create_topics, file_exporter_spans  # noqa: E402
+from envs import SOURCES  # noqa: E402
+from peers import build_collector  # noqa: E402
+from record import ensure_env  # noqa: E402
+
+pytestmark = pytest.mark.kafka
+
+PARTITIONS = 3
+LARGE = 20  # documents of ~5 KB each: the trace is ~1.1 MB of OTLP
+APP = """
+import json, sys, urllib.request
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models import FakeListChatModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langchain_core.vectorstores import InMemoryVectorStore
+from openinference.instrumentation.langchain import LangChainInstrumentor
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+endpoint, documents = sys.argv[1], int(sys.argv[2])
+
+
+class OTLPHTTP(SpanExporter):
+    def export(self, spans):
+        request = urllib.request.Request(
+            endpoint + "/v1/traces", data=encode_spans(spans).SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"}, method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200, response.status
+        return SpanExportResult.SUCCESS
+
+
+provider = TracerProvider(resource=Resource.create({"service.name": "support-bot-large"}))
+provider.add_span_processor(BatchSpanProcessor(OTLPHTTP()))
+LangChainInstrumentor().instrument(tracer_provider=provider)
+
+texts = ["Refunds are accepted within 30 days of purchase with the receipt."] + [
+    f"Store note {i}: " + "The shop on Main Street opens at nine and closes at five on weekdays. " * 70
+    for i in range(documents - 1)
+]
+store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+store.add_documents([Document(page_content=text) for text in texts])
+retriever = store.as_retriever(search_kwargs={"k": documents})
+prompt = ChatPromptTemplate.from_messages(
+    [("system", "Answer from this context only:\\n{context}"), ("human", "{question}")]
+)
+
+
+class Roots(SpanProcessor):
+    # The trace id of each run: its root span's.
+    def __init__(self):
+        self.trace_ids = []
+
+    def on_end(self, span):
+        if span.parent is None:
+            self.trace_ids.append(format(span.context.trace_id, "032x"))
+
+
+roots = Roots()
+provider.add_span_processor(roots)
+runs = {}
+for answer, faithful in [
+    ("Refunds are accepted within 30 days of purchase.", True),
+    ("Refunds are accepted within 90 days of purchase.", False),
+]:
+    chain = (
+        {"context": retriever | RunnableLambda(lambda docs: "\\n\\n".join(d.page_content for d in docs)),
+         "question": RunnablePassthrough()}
+        | prompt | FakeListChatModel(responses=[answer]) | StrOutputParser()
+    )
+    assert chain.invoke("How long do I have to return an item?") == answer
+    runs[roots.trace_ids[-1]] = faithful
+provider.force_flush()
+print(json.dumps(runs))
+"""
+
+
+@pytest.fixture(scope="module")
+def otelcol() -> Path:
+    return build_collector()
+
+
+INGEST = COLLECTORS / "otlp-to-kafka.yaml"
+MAX_MESSAGE_BYTES = yaml.safe_load(INGEST.read_text())["exporters"]["kafka"]["producer"]["max_message_bytes"]
+
+
+@dataclass
+class Run:
+    prefix: str
+    runs: dict[str, bool]  # trace id: whether its answer was faithful
+    messages: list[ConsumerRecord]
+    collector_log: str
+
+
+def _through_the_collector(
+    otelcol: Path, bootstrap: str, tmp: Path, documents: int, configs: list[Path], env: dict[str, str]
+) -> Run:
+    """The app's two runs (a faithful and an unfaithful answer, `documents` retrieved) sent to the Collector
+    with `configs`, and what it wrote to the spans topic once stopped (it drains its queues on SIGTERM)."""
+    app_env = SOURCES["openinference_langchain"]
+    ensure_env(app_env, rebuild=False)
+    prefix = f"l{uuid.uuid4().hex[:10]}"
+    topic = f"{prefix}.spans"
+    create_topics(bootstrap, [topic], PARTITIONS)
+    collector_env, http_port = ingest_env(bootstrap, topic)
+    with CollectorProcess(otelcol, configs, collector_env | env, tmp / "otelcol.log") as collector:
+        app = subprocess.run(
+            [
+                str(app_env.python),
+                "-c",
+                textwrap.dedent(APP),
+                f"http://127.0.0.1:{http_port}",
+                str(documents),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+        assert app.returncode == 0, app.stderr
+        wait_for_records(bootstrap, topic, 2, timeout_s=20)
+    return Run(prefix, json.loads(app.stdout.splitlines()[-1]), read_topic(bootstrap, topic), collector.log())
+
+
+def _assert_scored(bootstrap: str, run: Run, documents: int) -> None:
+    seen: list[EvaluationRecord] = []
+    stats = EvaluationConsumer(
+        consumer_settings(bootstrap, run.prefix),
+        judge=OfflineJudge(),
+        metrics=[Faithfulness()],
+        on_evaluation=seen.append,
+    ).run()
+    # The route is the chain span's name, as docs/integrations/langchain.md says.
+    scored = {r.trace_id: (r.convention, r.route, r.label, len(r.details["context_sources"])) for r in seen}
+    assert scored == {
+        trace_id: ("openinference", "RunnableSequence", "faithful" if faithful else "hallucinated", documents)
+        for trace_id, faithful in run.runs.items()
+    }, [(r.trace_id, r.label, r.reason) for r in seen]
+    assert dict(stats.skipped) == {} and stats.dead_letters == 0
+
+
+def test_a_trace_over_kafka_s_message_limit_is_written_in_parts_and_scored(
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    run = _through_the_collector(otelcol, bootstrap, tmp_path, LARGE, [INGEST], {})
+    assert "exceeds max message size" not in run.collector_log, run.collector_log[-3000:]
+
+    by_trace: dict[str, list[int]] = defaultdict(list)
+    partitions: dict[str, set[int]] = defaultdict(set)
+    for message in run.messages:
+        assert len(message.value) <= MAX_MESSAGE_BYTES
+        assert {span.trace_id for span in decode_message(message.value)} == {message.key.decode()}
+        by_trace[message.key.decode()].append(len(message.value))
+        partitions[message.key.decode()].add(message.partition)
+    assert set(by_trace) == set(run.runs), by_trace
+    # Each trace is larger than a message may be: written in parts, all on its partition.
+    assert all(sum(sizes) > MAX_MESSAGE_BYTES and len(sizes) > 1 for sizes in by_trace.values()), by_trace
+    assert all(len(held) == 1 for held in partitions.values()), partitions
+    _assert_scored(bootstrap, run, LARGE)
+
+
+def test_a_pipeline_of_the_backend_s_own_leaves_kafka_every_span(
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """docs/examples/collector_backend.yaml after the ingest config, its backend a file (a third --config,
+    merged over it, swaps the OTLP exporter for a file exporter in that pipeline)."""
+    exported = tmp_path / "backend.jsonl"
+    swap = tmp_path / "file-backend.yaml"
+    swap.write_text(
+        json.dumps(
+            {
+                "exporters": {"file/backend": {"path": str(exported), "flush_interval": "100ms"}},
+                "service": {"pipelines": {"traces/backend": {"exporters": ["file/backend"]}}},
+            }
+        )
+    )
+    bootstrap = kafka_broker.bootstrap_servers
+    configs = [INGEST, DOCS / "examples" / "collector_backend.yaml", swap]
+    run = _through_the_collector(
+        otelcol, bootstrap, tmp_path, 3, configs, {"OTLP_BACKEND_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    )
+    in_kafka = {span.span_id for message in run.messages for span in decode_message(message.value)}
+    in_backend = {span["spanId"] for span in file_exporter_spans(exported)}
+    assert in_kafka and in_kafka == in_backend
+    _assert_scored(bootstrap, run, 3)
