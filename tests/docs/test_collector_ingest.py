@@ -72,7 +72,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-endpoint, documents = sys.argv[1], int(sys.argv[2])
+endpoint, documents, shape = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
 
 class OTLPHTTP(SpanExporter):
@@ -100,6 +100,12 @@ retriever = store.as_retriever(search_kwargs={"k": documents})
 prompt = ChatPromptTemplate.from_messages(
     [("system", "Answer from this context only:\\n{context}"), ("human", "{question}")]
 )
+# LangChain hub's rlm/rag-prompt, which LangChain's RAG tutorial pulls: the documents inline after "Context:".
+rag_prompt = ChatPromptTemplate.from_messages([("human", (
+    "You are an assistant for question-answering tasks. Use the following pieces of retrieved context to "
+    "answer the question. If you don't know the answer, just say that you don't know. Use three sentences "
+    "maximum and keep the answer concise.\\nQuestion: {question} \\nContext: {context} \\nAnswer:"
+))])
 
 
 class Roots(SpanProcessor):
@@ -119,12 +125,20 @@ for answer, faithful in [
     ("Refunds are accepted within 30 days of purchase.", True),
     ("Refunds are accepted within 90 days of purchase.", False),
 ]:
-    chain = (
-        {"context": retriever | RunnableLambda(lambda docs: "\\n\\n".join(d.page_content for d in docs)),
-         "question": RunnablePassthrough()}
-        | prompt | FakeListChatModel(responses=[answer]) | StrOutputParser()
-    )
-    assert chain.invoke("How long do I have to return an item?") == answer
+    question = "How long do I have to return an item?"
+    model = FakeListChatModel(responses=[answer])
+    if shape == "retriever":
+        chain = (
+            {"context": retriever | RunnableLambda(lambda docs: "\\n\\n".join(d.page_content for d in docs)),
+             "question": RunnablePassthrough()}
+            | prompt | model | StrOutputParser()
+        )
+        assert chain.invoke(question) == answer
+    else:  # the tutorial's graph: a search that is no Runnable (no retriever span), then the prompt
+        found = store.similarity_search(question, k=documents)
+        context = "\\n\\n".join(d.page_content for d in found)
+        chain = rag_prompt | model | StrOutputParser()
+        assert chain.invoke({"question": question, "context": context}) == answer
     runs[roots.trace_ids[-1]] = faithful
 provider.force_flush()
 print(json.dumps(runs))
@@ -149,10 +163,17 @@ class Run:
 
 
 def _through_the_collector(
-    otelcol: Path, bootstrap: str, tmp: Path, documents: int, configs: list[Path], env: dict[str, str]
+    otelcol: Path,
+    bootstrap: str,
+    tmp: Path,
+    documents: int,
+    configs: list[Path],
+    env: dict[str, str],
+    shape: str = "retriever",
 ) -> Run:
-    """The app's two runs (a faithful and an unfaithful answer, `documents` retrieved) sent to the Collector
-    with `configs`, and what it wrote to the spans topic once stopped (it drains its queues on SIGTERM)."""
+    """The app's two runs (a faithful and an unfaithful answer, `documents` retrieved by a retriever, or
+    searched and put into the prompt: `shape`) sent to the Collector with `configs`, and what it wrote to the
+    spans topic once stopped (it drains its queues on SIGTERM)."""
     app_env = SOURCES["openinference_langchain"]
     ensure_env(app_env, rebuild=False)
     prefix = f"l{uuid.uuid4().hex[:10]}"
@@ -167,6 +188,7 @@ def _through_the_collector(
                 textwrap.dedent(APP),
                 f"http://127.0.0.1:{http_port}",
                 str(documents),
+                shape,
             ],
             capture_output=True,
             text=True,
@@ -179,7 +201,8 @@ def _through_the_collector(
     return Run(prefix, json.loads(app.stdout.splitlines()[-1]), read_topic(bootstrap, topic), collector.log())
 
 
-def _assert_scored(bootstrap: str, run: Run, documents: int) -> None:
+def _assert_scored(bootstrap: str, run: Run, sources: list[str]) -> None:
+    """Every run scored from the documents of `sources` (their kinds, in order)."""
     seen: list[EvaluationRecord] = []
     stats = EvaluationConsumer(
         consumer_settings(bootstrap, run.prefix),
@@ -188,9 +211,12 @@ def _assert_scored(bootstrap: str, run: Run, documents: int) -> None:
         on_evaluation=seen.append,
     ).run()
     # The route is the chain span's name, as docs/integrations/langchain.md says.
-    scored = {r.trace_id: (r.convention, r.route, r.label, len(r.details["context_sources"])) for r in seen}
+    scored = {
+        r.trace_id: (r.convention, r.route, r.label, [c["kind"] for c in r.details["context_sources"]])
+        for r in seen
+    }
     assert scored == {
-        trace_id: ("openinference", "RunnableSequence", "faithful" if faithful else "hallucinated", documents)
+        trace_id: ("openinference", "RunnableSequence", "faithful" if faithful else "hallucinated", sources)
         for trace_id, faithful in run.runs.items()
     }, [(r.trace_id, r.label, r.reason) for r in seen]
     assert dict(stats.skipped) == {} and stats.dead_letters == 0
@@ -214,7 +240,7 @@ def test_a_trace_over_kafka_s_message_limit_is_written_in_parts_and_scored(
     # Each trace is larger than a message may be: written in parts, all on its partition.
     assert all(sum(sizes) > MAX_MESSAGE_BYTES and len(sizes) > 1 for sizes in by_trace.values()), by_trace
     assert all(len(held) == 1 for held in partitions.values()), partitions
-    _assert_scored(bootstrap, run, LARGE)
+    _assert_scored(bootstrap, run, ["retriever"] * LARGE)
 
 
 def test_a_pipeline_of_the_backend_s_own_leaves_kafka_every_span(
@@ -240,4 +266,15 @@ def test_a_pipeline_of_the_backend_s_own_leaves_kafka_every_span(
     in_kafka = {span.span_id for message in run.messages for span in decode_message(message.value)}
     in_backend = {span["spanId"] for span in file_exporter_spans(exported)}
     assert in_kafka and in_kafka == in_backend
-    _assert_scored(bootstrap, run, 3)
+    _assert_scored(bootstrap, run, ["retriever"] * 3)
+
+
+def test_documents_a_search_put_inline_after_context_in_the_prompt_are_read(
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """LangChain's RAG tutorial: a vector store search outside any Runnable (no RETRIEVER span), its documents
+    pasted into LangChain hub's rlm/rag-prompt after "Context: " on the label's line. Read as one document of
+    the prompt (docs/integrations/index.md#documents-in-the-prompt); it was skipped as empty_context."""
+    bootstrap = kafka_broker.bootstrap_servers
+    run = _through_the_collector(otelcol, bootstrap, tmp_path, 3, [INGEST], {}, shape="prompt")
+    _assert_scored(bootstrap, run, ["prompt"])
