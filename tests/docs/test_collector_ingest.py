@@ -35,8 +35,8 @@ from _helpers import consumer_settings
 from kafka.consumer.fetcher import ConsumerRecord
 from pages import DOCS, REPO
 
-from tracescore.consume import EvaluationConsumer, decode_message
-from tracescore.model import EvaluationRecord
+from tracescore.consume import ConsumerStats, EvaluationConsumer, decode_message
+from tracescore.model import EvaluationRecord, ExtractSkip
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
 from tracescore.testing import free_port
@@ -100,6 +100,9 @@ retriever = store.as_retriever(search_kwargs={"k": documents})
 prompt = ChatPromptTemplate.from_messages(
     [("system", "Answer from this context only:\\n{context}"), ("human", "{question}")]
 )
+bare_prompt = ChatPromptTemplate.from_messages(
+    [("system", "Answer from these:\\n{context}"), ("human", "{question}")]
+)
 # LangChain hub's rlm/rag-prompt, which LangChain's RAG tutorial pulls: the documents inline after "Context:".
 rag_prompt = ChatPromptTemplate.from_messages([("human", (
     "You are an assistant for question-answering tasks. Use the following pieces of retrieved context to "
@@ -127,11 +130,11 @@ for answer, faithful in [
 ]:
     question = "How long do I have to return an item?"
     model = FakeListChatModel(responses=[answer])
-    if shape == "retriever":
+    if shape in ("retriever", "unlabelled"):
         chain = (
             {"context": retriever | RunnableLambda(lambda docs: "\\n\\n".join(d.page_content for d in docs)),
              "question": RunnablePassthrough()}
-            | prompt | model | StrOutputParser()
+            | (prompt if shape == "retriever" else bare_prompt) | model | StrOutputParser()
         )
         assert chain.invoke(question) == answer
     else:  # the tutorial's graph: a search that is no Runnable (no retriever span), then the prompt
@@ -170,10 +173,11 @@ def _through_the_collector(
     configs: list[Path],
     env: dict[str, str],
     shape: str = "retriever",
+    app_settings: dict[str, str] | None = None,
 ) -> Run:
     """The app's two runs (a faithful and an unfaithful answer, `documents` retrieved by a retriever, or
     searched and put into the prompt: `shape`) sent to the Collector with `configs`, and what it wrote to the
-    spans topic once stopped (it drains its queues on SIGTERM)."""
+    spans topic once stopped (it drains its queues on SIGTERM). `app_settings`: the app's environment."""
     app_env = SOURCES["openinference_langchain"]
     ensure_env(app_env, rebuild=False)
     prefix = f"l{uuid.uuid4().hex[:10]}"
@@ -193,7 +197,7 @@ def _through_the_collector(
             capture_output=True,
             text=True,
             timeout=120,
-            env={"PATH": "/usr/bin:/bin"},
+            env={"PATH": "/usr/bin:/bin", **(app_settings or {})},
             check=False,
         )
         assert app.returncode == 0, app.stderr
@@ -201,8 +205,7 @@ def _through_the_collector(
     return Run(prefix, json.loads(app.stdout.splitlines()[-1]), read_topic(bootstrap, topic), collector.log())
 
 
-def _assert_scored(bootstrap: str, run: Run, sources: list[str]) -> None:
-    """Every run scored from the documents of `sources` (their kinds, in order)."""
+def _consume(bootstrap: str, run: Run) -> tuple[list[EvaluationRecord], ConsumerStats]:
     seen: list[EvaluationRecord] = []
     stats = EvaluationConsumer(
         consumer_settings(bootstrap, run.prefix),
@@ -210,6 +213,12 @@ def _assert_scored(bootstrap: str, run: Run, sources: list[str]) -> None:
         metrics=[Faithfulness()],
         on_evaluation=seen.append,
     ).run()
+    return seen, stats
+
+
+def _assert_scored(bootstrap: str, run: Run, sources: list[str]) -> None:
+    """Every run scored from the documents of `sources` (their kinds, in order)."""
+    seen, stats = _consume(bootstrap, run)
     # The route is the chain span's name, as docs/integrations/langchain.md says.
     scored = {
         r.trace_id: (r.convention, r.route, r.label, [c["kind"] for c in r.details["context_sources"]])
@@ -278,3 +287,59 @@ def test_documents_a_search_put_inline_after_context_in_the_prompt_are_read(
     bootstrap = kafka_broker.bootstrap_servers
     run = _through_the_collector(otelcol, bootstrap, tmp_path, 3, [INGEST], {}, shape="prompt")
     _assert_scored(bootstrap, run, ["prompt"])
+
+
+@pytest.mark.parametrize(
+    ("setting", "shape"),
+    [("OPENINFERENCE_HIDE_OUTPUTS", "retriever"), ("OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS", "unlabelled")],
+)
+def test_content_the_instrumentation_hides_is_skipped_naming_the_setting(
+    otelcol: Path,
+    kafka_broker: KafkaBroker,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    setting: str,
+    shape: str,
+) -> None:
+    """OPENINFERENCE_HIDE_OUTPUTS masks `output.value` and the documents' content as `__REDACTED__` and leaves
+    the LLM calls' output messages out; OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS masks the documents, which
+    this app's prompt holds under no label: nothing to judge. The mask was judged as the answer (found
+    faithful whatever the model said), or as the documents (every answer flagged)."""
+    bootstrap = kafka_broker.bootstrap_servers
+    run = _through_the_collector(
+        otelcol, bootstrap, tmp_path, 3, [INGEST], {}, shape=shape, app_settings={setting: "true"}
+    )
+    seen, stats = _consume(bootstrap, run)
+    assert seen == []
+    assert dict(stats.skipped) == {ExtractSkip.CONTENT_NOT_CAPTURED: 2}
+    [said] = [r.getMessage() for r in caplog.records if "not scored (content_not_captured)" in r.getMessage()]
+    assert "OpenInference's __REDACTED__ mask" in said and f"({setting}=true" in said, said
+
+
+def test_documents_the_instrumentation_hides_are_never_judged_as_text(
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS masks the retriever's documents: the faithful answer was
+    flagged, judged against `__REDACTED__`. The documents the app also put into its prompt, under a label, are
+    read."""
+    bootstrap = kafka_broker.bootstrap_servers
+    hide = {"OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS": "true"}
+    run = _through_the_collector(otelcol, bootstrap, tmp_path, 3, [INGEST], {}, app_settings=hide)
+    _assert_scored(bootstrap, run, ["instructions"])
+
+
+def test_a_question_the_instrumentation_hides_is_judged_without_it(
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """OPENINFERENCE_HIDE_INPUTS masks `input.value` and leaves the model's input messages out: faithfulness
+    is judged without the question, the record saying so (the mask was read as the question)."""
+    bootstrap = kafka_broker.bootstrap_servers
+    hide = {"OPENINFERENCE_HIDE_INPUTS": "true"}
+    run = _through_the_collector(otelcol, bootstrap, tmp_path, 3, [INGEST], {}, app_settings=hide)
+    seen, _ = _consume(bootstrap, run)
+    assert {r.trace_id: r.label for r in seen} == {
+        trace_id: "faithful" if faithful else "hallucinated" for trace_id, faithful in run.runs.items()
+    }
+    assert {(r.details["question_recorded"], r.details["question_missing"]) for r in seen} == {
+        (False, "the question is a mask (__REDACTED__): judged without it")
+    }
