@@ -47,7 +47,13 @@ from tracescore.testing.kafka_topics import read_topic, wait_for_records
 FIXTURES = REPO / "tests" / "extract" / "fixtures"
 sys.path[:0] = [str(FIXTURES), str(REPO / "tests" / "collectors")]
 
-from collector_helpers import COLLECTORS, CollectorProcess, create_topics, file_exporter_spans  # noqa: E402
+from collector_helpers import (  # noqa: E402
+    COLLECTORS,
+    CollectorProcess,
+    create_topics,
+    file_backend,
+    file_exporter_spans,
+)
 from envs import SOURCES  # noqa: E402
 from peers import build_collector  # noqa: E402
 from record import ensure_env  # noqa: E402
@@ -257,16 +263,7 @@ def test_a_pipeline_of_the_backend_s_own_leaves_kafka_every_span(
 ) -> None:
     """docs/examples/collector_backend.yaml after the ingest config, its backend a file (a third --config,
     merged over it, swaps the OTLP exporter for a file exporter in that pipeline)."""
-    exported = tmp_path / "backend.jsonl"
-    swap = tmp_path / "file-backend.yaml"
-    swap.write_text(
-        json.dumps(
-            {
-                "exporters": {"file/backend": {"path": str(exported), "flush_interval": "100ms"}},
-                "service": {"pipelines": {"traces/backend": {"exporters": ["file/backend"]}}},
-            }
-        )
-    )
+    swap, exported = file_backend(tmp_path, "traces/backend")
     bootstrap = kafka_broker.bootstrap_servers
     configs = [INGEST, DOCS / "examples" / "collector_backend.yaml", swap]
     run = _through_the_collector(
