@@ -6,7 +6,7 @@
 
 OpenInference writes the retrieved documents on several spans of a LangChain trace (the retriever's output,
 the formatting step's input and output, the prompt, the model's input messages): ~100 KB of documents make a
-trace of ~1.1 MB. The kafka exporter writes one message per trace of a batch, and the shipped config sets
+trace over 1 MB. The kafka exporter writes one message per trace of a batch, and the shipped config sets
 `max_message_bytes: 1000000`; without a byte limit on its batches such a trace was dropped whole by the
 Collector ("kafka record exceeds max message size") and the consumer read nothing. The app is the LCEL RAG
 chain of docs/integrations/langchain.md in the openinference_langchain recorder's env (built by
@@ -61,7 +61,7 @@ from record import ensure_env  # noqa: E402
 pytestmark = pytest.mark.kafka
 
 PARTITIONS = 3
-LARGE = 20  # documents of ~5 KB each: the trace is ~1.1 MB of OTLP
+LARGE = 20  # documents of ~5 KB each: the trace is over 1 MB of OTLP
 APP = """
 import json, sys, urllib.request
 
