@@ -340,3 +340,76 @@ def test_a_question_the_instrumentation_hides_is_judged_without_it(
     assert {(r.details["question_recorded"], r.details["question_missing"]) for r in seen} == {
         (False, "the question is a mask (__REDACTED__): judged without it")
     }
+
+
+LLAMAINDEX_APP = """
+import json, sys, urllib.request
+
+from _openai_server import MODEL, FakeOpenAI
+from llama_index.core import Document, Settings, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.llms.openai import OpenAI
+from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+
+class OTLPHTTP(SpanExporter):
+    def export(self, spans):
+        request = urllib.request.Request(
+            sys.argv[1] + "/v1/traces", data=encode_spans(spans).SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"}, method="POST",
+        )
+        urllib.request.urlopen(request, timeout=30).close()
+        return SpanExportResult.SUCCESS
+
+
+provider = TracerProvider(resource=Resource.create({"service.name": "support-bot-llamaindex"}))
+provider.add_span_processor(BatchSpanProcessor(OTLPHTTP()))
+LlamaIndexInstrumentor().instrument(tracer_provider=provider)
+with FakeOpenAI() as server:
+    Settings.llm = OpenAI(model=MODEL, api_base=server.base_url, api_key="sk-fake", max_retries=0)
+    Settings.embed_model = MockEmbedding(embed_dim=8)
+    # Indexed at start, as many apps do: LlamaIndex traces the ingestion too.
+    index = VectorStoreIndex.from_documents(
+        [Document(text="Refunds are accepted within 30 days of purchase with the receipt."),
+         Document(text="The Aurora X2 weighs 1.2 kg.")]
+    )
+    server.script("Refunds are accepted within 30 days of purchase.")
+    print(index.as_query_engine(similarity_top_k=2).query("How long do I have to return an item?"))
+provider.force_flush()
+"""
+
+
+def test_a_llamaindex_app_s_indexing_at_start_is_no_interaction(
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LlamaIndex traces its ingestion (`VectorStoreIndex.from_documents`: a `SentenceSplitter.__call__` CHAIN
+    over the documents, returning nodes): it was skipped as `missing_answer`, a warning at every start naming
+    a span that never had an answer to give. It is counted with the traces that hold no interaction."""
+    app_env = SOURCES["llamaindex"]
+    ensure_env(app_env, rebuild=False)
+    bootstrap = kafka_broker.bootstrap_servers
+    prefix = f"l{uuid.uuid4().hex[:10]}"
+    create_topics(bootstrap, [f"{prefix}.spans"], PARTITIONS)
+    collector_env, http_port = ingest_env(bootstrap, f"{prefix}.spans")
+    with CollectorProcess(otelcol, [INGEST], collector_env, tmp_path / "otelcol.log") as collector:
+        app = subprocess.run(
+            [str(app_env.python), "-c", textwrap.dedent(LLAMAINDEX_APP), f"http://127.0.0.1:{http_port}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=FIXTURES / "scenarios",
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(FIXTURES / "scenarios")},
+            check=False,
+        )
+        assert app.returncode == 0, app.stderr
+        wait_for_records(bootstrap, f"{prefix}.spans", 2, timeout_s=20)
+    run = Run(prefix, {}, [], collector.log())
+    seen, stats = _consume(bootstrap, run)
+    assert [(r.route, r.label) for r in seen] == [("RetrieverQueryEngine.query", "faithful")]
+    assert set(stats.skipped) == {ExtractSkip.NOT_RAG}, stats.skipped
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert not [message for message in warned if "SentenceSplitter" in message], warned

@@ -197,6 +197,21 @@ class OpenInference(Convention):
             question = _first_read(asking, self._last_user_message) or _first_read(asking, self._user_input)
         return question
 
+    def background_work(self, reading: Reading) -> str | None:
+        """A chain that was asked no question, called no model, retrieved nothing, ran no tool and wrote no
+        text: the app's own processing (LlamaIndex's ingestion, `SentenceSplitter.__call__` over the documents
+        it indexes, which returns nodes), not an interaction whose answer went missing."""
+        anchor = reading.anchor
+        if reading.llms or reading.retrievals or reading.tools or self.is_llm(anchor):
+            return None
+        for text in (self.own_answer(anchor), question_text(anchor.attributes.get(self.INPUT_VALUE))):
+            if text is not None and text.strip() and not is_repr(text):
+                return None
+        return (
+            f"a {self.kind(anchor)} span with no question that called no model, retrieved nothing and ran no "
+            "tool, with no text for an answer: the app's own processing (an indexing step), no interaction"
+        )
+
     def content_not_captured(self, reading: Reading) -> str | None:
         """The app's TraceConfig hid what is to be judged: the answer (`output.value` masked, the LLM calls'
         output messages left out) or the retrieved documents (their content masked)."""
