@@ -180,11 +180,14 @@ def _through_the_collector(
     env: dict[str, str],
     shape: str = "retriever",
     app_settings: dict[str, str] | None = None,
+    app: tuple[str, str] = ("openinference_langchain", APP),
 ) -> Run:
     """The app's two runs (a faithful and an unfaithful answer, `documents` retrieved by a retriever, or
     searched and put into the prompt: `shape`) sent to the Collector with `configs`, and what it wrote to the
-    spans topic once stopped (it drains its queues on SIGTERM). `app_settings`: the app's environment."""
-    app_env = SOURCES["openinference_langchain"]
+    spans topic once stopped (it drains its queues on SIGTERM). `app_settings`: the app's environment; `app`:
+    another app (its recorder env's source, its program), run with the scenarios' modules on its path."""
+    source, program = app
+    app_env = SOURCES[source]
     ensure_env(app_env, rebuild=False)
     prefix = f"l{uuid.uuid4().hex[:10]}"
     topic = f"{prefix}.spans"
@@ -195,7 +198,7 @@ def _through_the_collector(
             [
                 str(app_env.python),
                 "-c",
-                textwrap.dedent(APP),
+                textwrap.dedent(program),
                 f"http://127.0.0.1:{http_port}",
                 str(documents),
                 shape,
@@ -203,7 +206,7 @@ def _through_the_collector(
             capture_output=True,
             text=True,
             timeout=120,
-            env={"PATH": "/usr/bin:/bin", **(app_settings or {})},
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(FIXTURES / "scenarios"), **(app_settings or {})},
             check=False,
         )
         assert app.returncode == 0, app.stderr
@@ -378,8 +381,9 @@ with FakeOpenAI() as server:
          Document(text="The Aurora X2 weighs 1.2 kg.")]
     )
     server.script("Refunds are accepted within 30 days of purchase.")
-    print(index.as_query_engine(similarity_top_k=2).query("How long do I have to return an item?"))
+    index.as_query_engine(similarity_top_k=int(sys.argv[2])).query("How long do I have to return an item?")
 provider.force_flush()
+print(json.dumps({}))
 """
 
 
@@ -389,25 +393,9 @@ def test_a_llamaindex_app_s_indexing_at_start_is_no_interaction(
     """LlamaIndex traces its ingestion (`VectorStoreIndex.from_documents`: a `SentenceSplitter.__call__` CHAIN
     over the documents, returning nodes): it was skipped as `missing_answer`, a warning at every start naming
     a span that never had an answer to give. It is counted with the traces that hold no interaction."""
-    app_env = SOURCES["llamaindex"]
-    ensure_env(app_env, rebuild=False)
     bootstrap = kafka_broker.bootstrap_servers
-    prefix = f"l{uuid.uuid4().hex[:10]}"
-    create_topics(bootstrap, [f"{prefix}.spans"], PARTITIONS)
-    collector_env, http_port = ingest_env(bootstrap, f"{prefix}.spans")
-    with CollectorProcess(otelcol, [INGEST], collector_env, tmp_path / "otelcol.log") as collector:
-        app = subprocess.run(
-            [str(app_env.python), "-c", textwrap.dedent(LLAMAINDEX_APP), f"http://127.0.0.1:{http_port}"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=FIXTURES / "scenarios",
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(FIXTURES / "scenarios")},
-            check=False,
-        )
-        assert app.returncode == 0, app.stderr
-        wait_for_records(bootstrap, f"{prefix}.spans", 2, timeout_s=20)
-    run = Run(prefix, {}, [], collector.log())
+    app = ("llamaindex", LLAMAINDEX_APP)
+    run = _through_the_collector(otelcol, bootstrap, tmp_path, 2, [INGEST], {}, app=app)
     seen, stats = _consume(bootstrap, run)
     assert [(r.route, r.label) for r in seen] == [("RetrieverQueryEngine.query", "faithful")]
     assert set(stats.skipped) == {ExtractSkip.NOT_RAG}, stats.skipped
