@@ -57,7 +57,9 @@ EXPLAINED: dict[StrEnum, tuple[str, str]] = {
         "`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=EVENT_ONLY`, Spring AI without its `log-prompt` "
         "/ `log-completion` settings and the Spring AI page's ObservationFilter, or a Spring AI chat client "
         "span read without the spans below it, its advisors' documents not copied onto it by the Spring AI "
-        "page's filter); the log names the setting",
+        "page's filter, or OpenInference's `OPENINFERENCE_HIDE_OUTPUTS` / "
+        "`OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS` masking the answer or the documents as `__REDACTED__`); "
+        "the log names the setting",
         "turn content capture on for the traffic you want judged",
     ),
     ExtractSkip.NO_RETRIEVAL: (

@@ -96,16 +96,7 @@ def egress_to_file(
     Collector's log). A second --config is merged over the first (maps merge, lists are replaced)."""
     from tracescore.testing import free_port
 
-    exported = tmp / "backend.jsonl"
-    override = tmp / "file-backend.yaml"
-    override.write_text(
-        json.dumps(
-            {
-                "exporters": {"file/backend": {"path": str(exported), "flush_interval": "100ms"}},
-                "service": {"pipelines": {"traces": {"exporters": ["file/backend"]}}},
-            }
-        )
-    )
+    override, exported = file_backend(tmp, "traces")
     env = {
         "KAFKA_BROKERS": bootstrap,
         "KAFKA_SPANS_TOPIC": topic,
@@ -120,6 +111,22 @@ def egress_to_file(
         while len(backend := file_exporter_spans(exported)) < expected and time.monotonic() < deadline:
             time.sleep(0.3)
         return backend, egress.log()
+
+
+def file_backend(tmp: Path, pipeline: str) -> tuple[Path, Path]:
+    """A config to merge over a Collector config (a later --config) that swaps `pipeline`'s exporters for a
+    file exporter: (the config, the file the spans go to, read with `file_exporter_spans`)."""
+    exported = tmp / "backend.jsonl"
+    override = tmp / "file-backend.yaml"
+    override.write_text(
+        json.dumps(
+            {
+                "exporters": {"file/backend": {"path": str(exported), "flush_interval": "100ms"}},
+                "service": {"pipelines": {pipeline: {"exporters": ["file/backend"]}}},
+            }
+        )
+    )
+    return override, exported
 
 
 def file_exporter_spans(path: Path) -> list[dict[str, Any]]:

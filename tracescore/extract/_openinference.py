@@ -22,12 +22,14 @@ from tracescore import semconv
 from tracescore.extract._convention import Convention, Reading, not_inside, without_wrappers
 from tracescore.extract._history import TurnResult, indexed_tool_results
 from tracescore.extract._read import (
+    REDACTED,
     USER_ROLES,
     Prompt,
     answer_text,
     documents_of,
     indexed,
     indexed_prompt,
+    is_repr,
     message_prompt,
     question_text,
     user_text,
@@ -195,6 +197,36 @@ class OpenInference(Convention):
             question = _first_read(asking, self._last_user_message) or _first_read(asking, self._user_input)
         return question
 
+    def background_work(self, reading: Reading) -> str | None:
+        """A chain that was asked no question, called no model, retrieved nothing, ran no tool and wrote no
+        text: the app's own processing (LlamaIndex's ingestion, `SentenceSplitter.__call__` over the documents
+        it indexes, which returns nodes), not an interaction whose answer went missing."""
+        anchor = reading.anchor
+        if reading.llms or reading.retrievals or reading.tools or self.is_llm(anchor):
+            return None
+        for text in (self.own_answer(anchor), question_text(anchor.attributes.get(self.INPUT_VALUE))):
+            if text is not None and text.strip() and not is_repr(text):
+                return None
+        return (
+            f"a {self.kind(anchor)} span with no question that called no model, retrieved nothing and ran no "
+            "tool, with no text for an answer: the app's own processing (an indexing step), no interaction"
+        )
+
+    def content_not_captured(self, reading: Reading) -> str | None:
+        """The app's TraceConfig hid what is to be judged: the answer (`output.value` masked, the LLM calls'
+        output messages left out) or the retrieved documents (their content masked)."""
+        if not (reading.answer or "").strip() or is_repr(reading.answer):
+            if reading.anchor.attributes.get(self.OUTPUT_VALUE) == REDACTED:
+                return _hidden("its answer", "OPENINFERENCE_HIDE_OUTPUTS")
+        elif not reading.contexts and any(
+            value == REDACTED
+            for span, _ in reading.retrievals
+            for key, value in span.attributes.items()
+            if key.startswith(self.RETRIEVAL_DOCUMENTS) and key.endswith(self.DOCUMENT_CONTENT)
+        ):
+            return _hidden("its retrieved documents", "OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS")
+        return None
+
     def retrieval_question(self, span: DecodedSpan) -> str | None:
         return question_text(span.attributes.get(self.INPUT_VALUE))
 
@@ -232,6 +264,13 @@ class OpenInference(Convention):
         parts = indexed(attrs, f"{prefix}.{index}.{self.MESSAGE_CONTENTS}", self.MESSAGE_CONTENT_TEXT)
         joined = "".join(str(p) for p in parts)
         return joined if joined.strip() else None
+
+
+def _hidden(what: str, setting: str) -> str:
+    return (
+        f"{what} recorded only as OpenInference's {REDACTED} mask: the instrumentation hides it "
+        f"({setting}=true, or a TraceConfig hiding it); unset it to judge this interaction"
+    )
 
 
 _OBSERVATION = "Observation:"

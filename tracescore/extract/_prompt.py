@@ -1,7 +1,7 @@
 """The documents an app put into a prompt itself, under a label that names them (`Context:`, `... from this
-context only:`, `<context>...</context>`), and the prompt's text around them (its instructions, its question).
-Conservative by design: without such a label a prompt carries no documents, and the text under one is one
-document, never split into guessed ones."""
+context only:`, `<context>...</context>`, `Context: <documents>`), and the prompt's text around them (its
+instructions, its question). Conservative by design: without such a label a prompt carries no documents, and
+the text under one is one document, never split into guessed ones."""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ __all__ = ["PromptDocuments", "prompt_documents"]
 _CONTEXT_WORDS = r"context|documents?|docs|sources?|passages?|search results|excerpts?"
 _CONTEXT_LABEL = re.compile(
     rf"^[^\n]*\b(?:{_CONTEXT_WORDS})\b(?:[^\w\n]+\w+){{0,2}}[^\w\n]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
+)
+# Or the label alone at a line's start, the documents after it on the same line: "Context: {context}", as in
+# LangChain hub's rlm/rag-prompt, the prompt of LangChain's RAG tutorial ("Retrieved context: ..." too).
+_INLINE_LABEL = re.compile(
+    rf"^[ \t]*(?:(?:retrieved|relevant|provided|reference)[ \t]+)?(?:{_CONTEXT_WORDS})[ \t]*:[ \t]*(?=\S)",
+    re.IGNORECASE | re.MULTILINE,
 )
 _CONTEXT_TAG = re.compile(rf"<({_CONTEXT_WORDS})>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
 # What follows the documents: a short line ending with a colon ("Rules:"), or the question's label with the
@@ -66,10 +72,11 @@ class PromptDocuments(NamedTuple):
 
 def prompt_documents(text: Any) -> PromptDocuments | None:
     """The documents a prompt text carries under a label that names them (`Context:`, `... from this context
-    only:`, `<context>...</context>`): the text after the label, up to the next heading, the question's
-    label (`_question_label`: never an answered `Q:` of the documents) or an unlabelled question
-    (`_unlabelled_question`), as one document (prompt text is never split into guessed documents), and the
-    text around them. None without such a label: instructions alone are never documents."""
+    only:`, `<context>...</context>`, or `Context: <the documents>` on one line): the text after the label,
+    up to the next heading, the question's label (`_question_label`: never an answered `Q:` of the
+    documents) or an unlabelled question (`_unlabelled_question`), as one document (prompt text is never
+    split into guessed documents), and the text around them. None without such a label: instructions alone
+    are never documents."""
     if not isinstance(text, str):
         return None
     asked = None
@@ -77,9 +84,10 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
     if tagged is not None:
         block, start, end = tagged.group(2), tagged.start(), tagged.end()
     else:
-        label = _CONTEXT_LABEL.search(text)
-        if label is None:
+        labels = [m for m in (_CONTEXT_LABEL.search(text), _INLINE_LABEL.search(text)) if m is not None]
+        if not labels:
             return None
+        label = min(labels, key=lambda m: m.start())
         start = end = label.end()
         heading = _HEADING.search(text, end)
         question = _question_label(text, end)

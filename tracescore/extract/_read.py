@@ -14,6 +14,7 @@ __all__ = [
     "ANSWER_KEYS",
     "ASSISTANT_ROLES",
     "QUESTION_KEYS",
+    "REDACTED",
     "SYSTEM_ROLES",
     "USER_ROLES",
     "Prompt",
@@ -67,7 +68,11 @@ _OBJECT_REPR = re.compile(r"\[?<?[A-Z][\w.]*\((?:\)|[A-Za-z_]\w*=|['\"]|[A-Z][\w
 # (`*+`): what follows each run is never a character the run takes, so giving some back cannot help, and a
 # first word that is not a call fails at once instead of retrying each shorter prefix (every document, answer
 # and question is tested).
-_REPR_START = re.compile(r"\s*+(?:[\[<{]|[A-Z][\w.]*+\()")
+_REPR_START = re.compile(r"\s*+(?:[\[<{]|[A-Z][\w.]*+\(|__REDACTED__)")
+# What OpenInference's TraceConfig writes in place of the content it hides (OPENINFERENCE_HIDE_OUTPUTS,
+# ..._INPUTS, ..._RETRIEVAL_DOCUMENTS): no text a person or model wrote either, read as a repr is (an answer
+# that is one is read from the LLM call, a document that is one is dropped), never judged as text.
+REDACTED = "__REDACTED__"
 _OBJECT_AT = re.compile(
     r"<(?:generator|coroutine|async_generator|function|bound method) object "
     r"|<[\w.]+ object at 0x[0-9a-fA-F]+>"
@@ -104,10 +109,13 @@ may_start_repr = _REPR_START.match
 
 def is_repr(text: Any) -> bool:
     """Whether `text` is a program's repr of an object (or a JSON object whose only values are such reprs,
-    e.g. `{"response_gen": "<generator object ...>"}`) rather than text a person or model wrote. A repr cut
+    e.g. `{"response_gen": "<generator object ...>"}`, or OpenInference's `REDACTED` mask) rather than text a
+    person or model wrote. A repr cut
     short (a span attribute truncated at 200 characters, its brackets never closed) is a repr too."""
     if not isinstance(text, str) or not _REPR_START.match(text, 0, 300):
         return False  # most text: its first word starts no repr
+    if text.strip() == REDACTED:
+        return True
     head = text[:300]
     # Single characters first: found by a fast scan, where a substring search on each text costs ~5x.
     if "(" not in head and "<" not in head and ("[" not in head or "[object " not in head):

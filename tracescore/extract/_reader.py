@@ -24,7 +24,7 @@ from tracescore.extract._history import TurnResult, answered_earlier
 from tracescore.extract._lineage import conversation_of, route_of
 from tracescore.extract._prompt import prompt_documents
 from tracescore.extract._protocol import Skip
-from tracescore.extract._read import is_repr, may_start_repr
+from tracescore.extract._read import REDACTED, is_repr, may_start_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
 from tracescore.model import (
@@ -215,8 +215,10 @@ def prompt_only(r: Reading) -> Skip | None:
 
 
 def content_not_captured(r: Reading) -> Skip | None:
-    """Nothing to judge because the producer recorded no content (capture off): said so, never guessed."""
-    if not r.contexts or not (r.answer or "").strip():
+    """Nothing to judge because the producer recorded no content (capture off, or masked in place): said so,
+    never guessed."""
+    answer = r.answer or ""
+    if not r.contexts or not answer.strip() or (may_start_repr(answer, 0, 300) and is_repr(answer)):
         detail = r.convention.content_not_captured(r)
         if detail is not None:
             return Skip(
@@ -267,7 +269,8 @@ def question_recorded(r: Reading) -> None:
         where = f" (looked in {looked_in['question']})" if "question" in looked_in else ""
         r.question_missing = f"no question recorded{where}: faithfulness is judged without it"
     elif may_start_repr(question, 0, 300) and is_repr(question):
-        r.question_missing = f"the question is a program repr ({_clip(question or '')}): judged without it"
+        what = "a mask" if (question or "").strip() == REDACTED else "a program repr"
+        r.question_missing = f"the question is {what} ({_clip(question or '')}): judged without it"
 
 
 # Lineage: the session and user the convention names itself, else the shared rule's (`_lineage`), else
