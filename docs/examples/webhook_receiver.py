@@ -37,6 +37,8 @@ class Receiver(BaseHTTPRequestHandler):
         # drop, a no-data alert none of them): the others are null.
         numbers = [f"{name} {alert[name]:.2f}" for name in NUMBERS if alert.get(name) is not None]
         print(f"  signal {alert['signal']}: {', '.join(numbers)}" if numbers else "  no estimate")
+        if alert["first_step"]:  # a firing alert's: what the person paged runs first
+            print(f"  first step: {alert['first_step']}")
         self.send_response(204)
         self.end_headers()
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from _helpers import WAIT_S
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
@@ -21,11 +22,12 @@ from tracescore.alert import (
     WebhookSink,
     WebhookSinkConfig,
 )
-from tracescore.alert.testing import WebhookReceiver
+from tracescore.alert.testing import AlertmanagerProcess, WebhookReceiver
 from tracescore.model import EvaluationRecord, MetricStatus
 from tracescore.testing.kafka_topics import input_producer
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+SHIPPED_ALERTMANAGER = Path(__file__).resolve().parents[2] / "deploy" / "alertmanager" / "alertmanager.yml"
 
 
 def record(
@@ -167,3 +169,17 @@ def alert_process(
     args = ["--config", str(config), "--bootstrap-servers", bootstrap]
     stop = ("--idle-timeout", IDLE_TIMEOUT_S) if until_idle and crash_at is None else ()
     return ServiceProcess("alert", [*args, *stop], {}, crash_at=crash_at, pause_at=pause_at)
+
+
+def shipped_alertmanager(webhook_url: str) -> AlertmanagerProcess:
+    """The real Alertmanager running the shipped deploy/alertmanager/alertmanager.yml (its routes, grouping
+    and inhibition), its receivers pointed at `webhook_url` and its waits shortened to a second; enter it to
+    start it."""
+    config = yaml.safe_load(SHIPPED_ALERTMANAGER.read_text())
+    config["route"].update(group_wait="1s", group_interval="1s")
+    for receiver in config["receivers"]:
+        for hook in receiver.get("webhook_configs", []):
+            hook["url"] = webhook_url
+    manager = AlertmanagerProcess(webhook_url)
+    manager.config_path.write_text(json.dumps(config))  # JSON is YAML
+    return manager

@@ -109,8 +109,12 @@ def _arming(rule: RuleConfig) -> timedelta:
 
 
 class AlertEvaluator:
-    def __init__(self, config: AlertConfig, *, log_note: str = "") -> None:
+    def __init__(self, config: AlertConfig, *, log_note: str = "", streamed: bool = False) -> None:
         self.config = config
+        # `streamed` (the alert service): a route is quiet only against its partition's stream time (how far
+        # every record that reached the input is read, given to `tick`), not the clock, so a start on a
+        # backlog does not take the old records it reads first for a route gone quiet.
+        self._stream_at: dict[int, datetime] | None = {} if streamed else None
         # Ends the lines it logs itself (a consumer's own hint says whose they are, as its sink's lines do).
         self._log_note = log_note
         self._routes: OrderedDict[AlertKey, _Route] = OrderedDict()
@@ -197,9 +201,16 @@ class AlertEvaluator:
             self._dirty.add(key)
         return out
 
-    def tick(self, now: datetime) -> list[Notification]:
+    def tick(self, now: datetime, stream_ms: Callable[[int], int] | None = None) -> list[Notification]:
         """Time-based conditions for every route: windows ageing out, quiet routes, re-notification; and the
-        end of the alerts the config no longer watches."""
+        end of the alerts the config no longer watches. `stream_ms(partition)`: its stream time (ms; 0 while
+        unknown), for a `streamed` evaluator."""
+        if self._stream_at is not None and stream_ms is not None:
+            # Asked only where a rule has a no-data alert: reading the stream time costs broker calls.
+            watched = {r.partition for r in self._routes.values() if r.rule.no_data_seconds is not None}
+            for partition in watched:
+                if at_ms := stream_ms(partition):  # 0: not known (yet, or again after a restore)
+                    self._stream_at[partition] = datetime.fromtimestamp(at_ms / 1000, now.tzinfo)
         unwatched, self._unwatched = self._unwatched, []
         ended = [n for end in unwatched for n in end(now)]
         return ended + [n for key in list(self._routes) for n in self.evaluate(key, now)]
@@ -305,7 +316,10 @@ class AlertEvaluator:
         state, limit = route.state, route.rule.no_data_seconds
         if limit is None or state.last_seen is None:
             return []
-        quiet = now - state.last_seen > timedelta(seconds=limit)
+        read_up_to = now if self._stream_at is None else self._stream_at.get(route.partition)
+        if read_up_to is None:  # how far its partition is read is not known yet: neither fire nor resolve
+            return []
+        quiet = read_up_to - state.last_seen > timedelta(seconds=limit)
         if quiet and not state.no_data_firing:
             state.no_data_firing, state.no_data_since = True, now
             return [self._no_data_note(key, route, "firing", now)]

@@ -136,7 +136,7 @@ class AlertLogic:
         self._partition[key] = message.partition
 
     def tick(self, now: datetime, stream_time: Callable[[int], int]) -> None:
-        self._decided(self.evaluator.tick(now))
+        self._decided(self.evaluator.tick(now, stream_time))
         self._resend_firing(now)  # a repeat by design (Alertmanager forgets an alert nobody re-sends)
 
     def _decided(self, notifications: Sequence[Notification]) -> None:

@@ -4,6 +4,8 @@ no data. Pure functions of what the evaluator knows; no state of their own."""
 from __future__ import annotations
 
 import math
+import re
+import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -15,6 +17,7 @@ from tracescore.alert._estimate import Estimate, Signal
 from tracescore.alert._notification import AlertKey, Change, Notification, Severity
 from tracescore.alert._reading import PAST_RANGE
 from tracescore.alert._state import AlertState, Level
+from tracescore.model import CONVERSATIONS_TOPIC
 
 __all__ = [
     "JUDGE_ALERT",
@@ -23,6 +26,7 @@ __all__ = [
     "State",
     "alert_name",
     "drop_note",
+    "first_step",
     "judge_note",
     "no_data_note",
     "score_note",
@@ -34,6 +38,9 @@ JUDGE_ALERT = "TracescoreJudgeUnhealthy"
 NO_DATA_ALERT = "TracescoreNoData"
 State = Literal["firing", "resolved"]
 Kind = Literal["threshold", "drop"]
+# Records per partition the first step's `tracescore tail` starts before the end: the last minutes of a busy
+# evaluations topic, without reading its whole retention first.
+TAIL_LAST = 1000
 
 # What the number in a score alert is, in its summary: the rule's `signal`.
 _SIGNAL_TEXT: dict[Signal, str] = {
@@ -82,8 +89,20 @@ def score_note(
     what = _SIGNAL_TEXT[rule.signal]
     change, other_severity = _change(state, level, other)
     subject = f"{key.metric} of {key.service} {key.route}"
-    if state == "firing":
-        evidence = "no recent scores" if est is None else f"upper bound {est.upper:.2f}"
+    unread = _unread(rule, est, key.unit)
+    if state == "firing" and threshold is None:  # taken out of the rule while it fired, its window unread
+        summary = (
+            f"{subject} still {level}: its rule has no {level} threshold any more, and it resolves at the "
+            f"next reading of its window ({unread}; {what})"
+        )
+    elif state == "firing" and unread is not None:  # a reminder or re-send: the level holds, unread
+        summary = (
+            f"{subject} still {level}, below the {level} threshold {threshold:.2f} when last read: {unread}, "
+            f"so nothing shows it recovered yet ({what})"
+        )
+    elif state == "firing":
+        assert est is not None
+        evidence = _against(est.upper, threshold, level, rule.hysteresis)  # type: ignore[arg-type]
         if change == "de-escalated":
             back = (rule.warning or 0.0) + rule.hysteresis
             summary = (
@@ -93,10 +112,7 @@ def score_note(
             )
         else:
             verb = "escalated from warning to critical: fell further to" if change else "dropped to"
-            summary = (
-                f"{subject} {verb} {shown} over {over} ({what}; {evidence} < {level} threshold "
-                f"{threshold:.2f})"
-            )
+            summary = f"{subject} {verb} {shown} over {over} ({what}; {evidence})"
     elif change == "escalated":
         summary = (
             f"{subject}: warning superseded by critical, it fell further to {shown} over {over} "
@@ -122,6 +138,31 @@ def score_note(
         llm_samples=None if est is None else est.llm_n,
         calibrated=None if est is None else est.calibrated,
     )  # fmt: skip
+
+
+def _unread(rule: RuleConfig, est: Estimate | None, unit: str) -> str | None:
+    """Why the thresholds cannot read the window now (a firing alert then holds its level: a reminder must
+    not read as a fresh measurement); None: they read it."""
+    if est is None:
+        return f"no {unit}s in its window (the last {span(rule.window_seconds)})"
+    if est.n < rule.min_samples:
+        return f"only {counted(est.n, unit)} in its window, fewer than the {rule.min_samples} it reads"
+    return rule.waiting(est)
+
+
+def _against(upper: float, threshold: float, level: Level, hysteresis: float) -> str:
+    """The upper bound against the threshold, in as many digits as it takes to read as compared (0.696
+    against 0.70 read "0.70 < 0.70"); a level held by its hysteresis says so."""
+    if upper >= threshold:
+        return (
+            f"upper bound {upper:.2f}, no longer below the {level} threshold {threshold:.2f}: held until it "
+            f"is back at {threshold + hysteresis:.2f}"
+        )
+    for digits in (2, 3, 4):
+        bound, limit = f"{upper:.{digits}f}", f"{threshold:.{digits}f}"
+        if float(bound) < float(limit):
+            break
+    return f"upper bound {bound} < {level} threshold {limit}"
 
 
 def drop_note(
@@ -177,10 +218,32 @@ def drop_note(
         )
     else:
         reached = f" >= {level} drop {minimum:.2f}"
-    if accepted:
+    stayed = f"{subject} stayed below {against} for {span(drop.relearn_after_seconds)}"
+    if accepted and reading.whole_n >= drop.min_normal_samples:
         summary = (
-            f"{subject} stayed below {against} for {span(drop.relearn_after_seconds)}: its level is "
-            f"accepted as the new normal, drop alerts compare with it from now on ({levels})"
+            f"{stayed}: its level is accepted as the new normal, drop alerts compare with it from now on "
+            f"({levels})"
+        )
+    elif accepted:  # its window (the new normal) holds too few answers: its next ones complete it
+        learned = f"learned from its next {units}"
+        accepted_level = "the level it comes back at"
+        if reading.whole_n:
+            accepted_level = "its level"
+            learned = f"learned from the {counted(reading.whole_n, key.unit)} in its window and its next ones"
+        summary = (
+            f"{stayed}: {accepted_level} is accepted as the new normal, {learned} (no drop alert until it "
+            f"holds {drop.min_normal_samples:,}; the old one was {figures.normal} over {reading.normal_n})"
+        )
+    elif state == "firing" and not reading.ready:  # a reminder or re-send: the level holds, unread
+        few = f"no {units} in its window"
+        if reading.whole_n:
+            few = (
+                f"only {counted(reading.whole_n, key.unit)} in its window, fewer than the {drop.min_samples}"
+            )
+            few += " it reads"
+        summary = (
+            f"{subject} still {level}, below {against} ({figures.normal} over {reading.normal_n}; {level} "
+            f"drop {minimum:.2f}) when last read: {few}, so nothing shows it back at its normal yet"
         )
     elif state == "firing" and change:  # a warning de-escalated to may fire on by its hysteresis alone
         tail = reached if held else f", {level} drop {minimum:.2f}"
@@ -246,8 +309,31 @@ def _note(
         starts_at=starts_at,
         ends_at=now if state == "resolved" else None,
         repeat=repeat,
+        first_step=first_step(key, alertname) if state == "firing" else None,
         **fields,
     )
+
+
+def first_step(key: AlertKey, alertname: str) -> str:
+    """What the person paged does first: the route's flagged answers (or failed evaluations), and for a
+    route gone quiet, where its records stopped; a command to paste, its names matched literally."""
+    where = f"--service {_literal(key.service)} --route {_literal(key.route)}"
+    if key.unit != "answer":
+        where = f"--evaluations-topic {CONVERSATIONS_TOPIC} {where}"
+    if alertname == NO_DATA_ALERT:
+        scorer = "tracescore consume" if key.unit == "answer" else "tracescore conversations"
+        return (
+            f"check that the route still gets traffic and that {scorer} runs; its last records: "
+            f"tracescore tail {where} --last 100"
+        )
+    shown = "the failed evaluations" if alertname == JUDGE_ALERT else f"the flagged {key.unit}s"
+    return f"see {shown}: tracescore tail --flagged {where} --last {TAIL_LAST}"
+
+
+def _literal(name: str) -> str:
+    """`name` as a `tracescore tail` glob matching it alone (its *, ? and [ in brackets), quoted for a
+    POSIX shell."""
+    return shlex.quote(re.sub(r"([*?\[])", r"[\1]", name))
 
 
 def _severity(level: Level) -> Severity:
@@ -262,11 +348,17 @@ def _severity_change(state: State, change: Change | None, other: Severity | None
 
 
 def span(seconds: float | None) -> str:
-    """`7 days`, `8.5 days`, `3 hours` (to a tenth)."""
+    """`7 days`, `8.5 days`, `3 hours` (to a tenth), `15 minutes`."""
     if seconds is None:
         return "long"
     days = seconds / 86_400
-    return counted(round(days, 1), "day") if days >= 1 else counted(round(seconds / 3600, 1), "hour")
+    if days >= 1:
+        return counted(round(days, 1), "day")
+    return (
+        counted(round(seconds / 3600, 1), "hour")
+        if seconds >= 3600
+        else counted(round(seconds / 60), "minute")
+    )
 
 
 def judge_note(

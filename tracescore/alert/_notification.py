@@ -17,6 +17,8 @@ Severity = Literal["info", "warning", "critical"]
 # drop alert resolved because its route's level became the normal (accepted), or an alert ended because the
 # config no longer watches it (unwatched: its rule lost the part, or no rule matches the route any more).
 Change = Literal["escalated", "de-escalated", "accepted", "unwatched"]
+# The headline of a resolve that is no recovery (a severity change's: SUPERSEDED, in `headline`).
+_HEADLINES: dict[str, str] = {"unwatched": "ENDED", "accepted": "ACCEPTED"}
 
 
 _SEPARATOR = "\x1f"  # ASCII unit separator: no real service, route or metric name holds one
@@ -93,6 +95,9 @@ class Notification(BaseModel):
     starts_at: datetime
     ends_at: datetime | None = None  # set on resolve
     repeat: bool = False  # a re-notification of an alert already sent
+    # What the person paged does first (a firing alert only): the command that shows the route's flagged
+    # answers, or for a route gone quiet where to look
+    first_step: str | None = None
 
     def labels(self) -> dict[str, str]:
         # The label names of deploy/prometheus/tracescore-rules.yaml, so both paths group and silence alike;
@@ -111,12 +116,11 @@ class Notification(BaseModel):
     def headline(self) -> str:
         """The first word a person reads: FIRING, RESOLVED, or what really happened when the severity
         changed: ESCALATED / DE-ESCALATED (the new severity firing), SUPERSEDED (the old one's resolve: the
-        alert did not recover, another severity replaced it); ENDED (the config no longer watches it)."""
+        alert did not recover, another severity replaced it); ENDED (the config no longer watches it);
+        ACCEPTED (a drop that lasted became the route's normal: no recovery either)."""
         if self.change in ("escalated", "de-escalated"):
             return self.change.upper() if self.state == "firing" else "SUPERSEDED"
-        if self.change == "unwatched":
-            return "ENDED"
-        return self.state.upper()
+        return _HEADLINES.get(self.change or "", self.state.upper())
 
     def to_json(self) -> dict[str, Any]:
         return {**self.model_dump(mode="json"), "headline": self.headline, "labels": self.labels()}

@@ -107,7 +107,7 @@ class AlertService(LoopService):
     ) -> None:
         self.config = config
         self.sinks = list(sinks)
-        self.evaluator = AlertEvaluator(config)
+        self.evaluator = AlertEvaluator(config, streamed=True)
         self.stats = AlertStats()
         self._on_notification = on_notification
         self._clock = clock

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import time
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -83,8 +84,9 @@ class LogSink:
             if notification.state == "resolved" or notification.severity == "info"
             else logging.WARNING
         )
-        again = " (still firing)" if notification.repeat else ""
-        _log.log(level, "[%s] %s%s%s", notification.headline, notification.summary, again, self.note)
+        again = f" (still firing, since {_when(notification)})" if notification.repeat else ""
+        step = f" | first step: {notification.first_step}" if notification.first_step else ""
+        _log.log(level, "[%s] %s%s%s%s", notification.headline, notification.summary, again, step, self.note)
         self.sent += 1
         return True
 
@@ -199,21 +201,28 @@ _SLACK_ICONS = {
     "DE-ESCALATED": ":arrow_down_small:",
     "SUPERSEDED": ":arrows_counterclockwise:",
     "ENDED": ":heavy_minus_sign:",
+    "ACCEPTED": ":heavy_minus_sign:",
 }
+# Green is for a recovery only: an alert ended because the config stopped watching it, or because a lasting
+# drop became the route's normal, is grey.
+_SLACK_NO_RECOVERY = "#808080"
 _SLACK_COLOURS = {"critical": "#d00000", "warning": "#e8a317", "info": "#439fe0"}
 
 
 def slack_message(n: Notification) -> dict[str, Any]:
     # Green only for a real recovery: a superseded severity still fires under the other one.
     still_firing = n.state == "firing" or n.to_severity is not None
-    recovered = "#808080" if n.change == "unwatched" else "#2eb886"  # ended unwatched: grey, no recovery
+    recovered = _SLACK_NO_RECOVERY if n.change in ("unwatched", "accepted") else "#2eb886"
     color = _SLACK_COLOURS[n.to_severity or n.severity] if still_firing else recovered
     fields = [
         {"title": "service", "value": n.service, "short": True},
         {"title": "route", "value": n.route, "short": True},
         {"title": "metric", "value": n.metric, "short": True},
         {"title": "samples", "value": str(n.samples), "short": True},
+        {"title": "since", "value": _when(n), "short": True},
     ]
+    if n.first_step:
+        fields.append({"title": "first step", "value": n.first_step, "short": False})
     return {
         "text": f"{_SLACK_ICONS[n.headline]} [{n.headline}:{n.severity}] {n.summary}",
         "attachments": [{"color": color, "fields": fields}],
@@ -240,6 +249,8 @@ class AlertmanagerSink(_HttpPoster):
 
 def alertmanager_alert(n: Notification) -> dict[str, Any]:
     annotations = {"summary": n.summary}
+    if n.first_step:  # what the person paged does first (a firing alert's)
+        annotations["first_step"] = n.first_step
     if n.change is not None:  # a resolve that is no recovery says so beside Alertmanager's own "RESOLVED"
         annotations["change"] = n.change
         annotations["headline"] = n.headline
@@ -251,6 +262,11 @@ def alertmanager_alert(n: Notification) -> dict[str, Any]:
     if n.ends_at is not None:
         alert["endsAt"] = n.ends_at.isoformat()
     return alert
+
+
+def _when(n: Notification) -> str:
+    """Since when the alert fires, to the second, in UTC."""
+    return n.starts_at.astimezone(UTC).isoformat(timespec="seconds")
 
 
 def make_sink(config: SinkConfig, transport: httpx2.BaseTransport | None = None) -> Sink:
