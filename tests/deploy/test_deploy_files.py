@@ -19,7 +19,7 @@ import pytest
 import yaml
 from deploy_stack import REPO
 
-from tracescore.alert import AlertConfig, load_alert_config
+from tracescore.alert import AlertConfig, default_rule, load_alert_config
 from tracescore.cli import main as tracescore_command
 from tracescore.consume import ConsumerSettings
 from tracescore.conversations import ConversationsConfig, load_conversations_config
@@ -118,6 +118,16 @@ def test_shipped_alert_configs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     path = tmp_path / "alert.yaml"
     path.write_text(configmap["data"]["alert.yaml"])
     assert load_alert_config(path).health_file == Path("/tmp/tracescore-alert.alive")
+
+
+def test_the_kubernetes_alert_config_runs_the_default_rule(tmp_path: Path) -> None:
+    """The alert ConfigMap's one rule is the rule `tracescore alert` runs without a config: as shipped before
+    it was the thresholds alone on every estimate, which page all day on a healthy route of long answers
+    scored by the offline judge alone (no LLM judge: the manifests' default)."""
+    (configmap,) = [d for d in _k8s_documents() if d["kind"] == "ConfigMap" and "alert.yaml" in d["data"]]
+    path = tmp_path / "alert.yaml"
+    path.write_text(configmap["data"]["alert.yaml"])
+    assert load_alert_config(path).rules == [default_rule()]
 
 
 def test_shipped_conversations_configs_load(tmp_path: Path) -> None:
