@@ -400,3 +400,31 @@ def test_every_service_stops_within_the_grace_period_its_deployment_gives() -> N
     for name, budget in budgets.items():
         grace = deployments[name]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         assert budget + 10 <= grace, f"{name}: a stop of {budget:g}s in a grace period of {grace}s"
+
+
+def test_the_deploy_page_creates_the_topics_every_replica_reads_with_enough_partitions() -> None:
+    """The SDK and `tracescore consume` create a topic they write with the broker's default partition count
+    (1 on a stock Kafka): KEDA never scales the consumers past the spans topic's partitions, and a replica
+    beyond a topic's partitions sits idle. The page said "up to the spans topic's partition count" and gave
+    no way to get one: the manifests' scaling was one consumer."""
+    commands = re.findall(
+        r"kafka-topics\.sh --bootstrap-server (\S+) --create --topic (\S+) --partitions (\d+)",
+        (REPO / "docs" / "deploy.md").read_text(),
+    )
+    created = {topic: int(partitions) for _, topic, partitions in commands}
+    (config,) = [
+        d for d in _k8s_documents() if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tracescore"
+    ]
+    assert {server for server, _, _ in commands} == {config["data"]["bootstrap-servers"]}
+    deployments = {d["metadata"]["name"]: d for d in _k8s_documents() if d["kind"] == "Deployment"}
+    (consume,) = deployments["tracescore-consume"]["spec"]["template"]["spec"]["containers"]
+    spans = next(e["value"] for e in consume["env"] if e["name"] == "TRACESCORE_TOPIC")
+    (scaled,) = [d for d in _k8s_documents() if d["kind"] == "ScaledObject"]
+    assert created.get(spans, 0) >= scaled["spec"]["maxReplicaCount"], created
+    # What alert and conversations read in their first group: written (and so created) by consume.
+    services = max(
+        deployments[f"tracescore-{name}"]["spec"]["replicas"] for name in ("alert", "conversations")
+    )
+    for field in ("evaluations_topic", "conversation_evidence_topic"):
+        topic = ConsumerSettings.model_fields[field].default
+        assert created.get(topic, 0) >= services, f"{topic}: {created}"
