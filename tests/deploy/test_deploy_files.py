@@ -402,6 +402,35 @@ def test_every_service_stops_within_the_grace_period_its_deployment_gives() -> N
         assert budget + 10 <= grace, f"{name}: a stop of {budget:g}s in a grace period of {grace}s"
 
 
+def test_every_compose_service_stops_within_its_stop_grace_period() -> None:
+    """`docker compose stop` (and `down`, and a restart) kills a container 10 s after SIGTERM unless the
+    service sets `stop_grace_period`: the compose stack gave none, so a consumer with answers being judged
+    was killed before its commit and the next member scored them again."""
+    budgets = {
+        "consume": ConsumerSettings.model_fields["stop_timeout_s"].default,
+        "alert": AlertConfig.model_fields["stop_timeout_s"].default,
+        "conversations": ConversationsConfig.model_fields["stop_timeout_s"].default,
+    }
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    checked = []
+    for name, service in compose["services"].items():
+        if not str(service.get("image", "")).startswith("tracescore:"):
+            continue
+        budget = budgets[service["command"][0]]
+        grace = _seconds(service.get("stop_grace_period", "10s"))  # compose's default
+        assert budget + 10 <= grace, f"{name}: a stop of {budget:g}s in a grace period of {grace:g}s"
+        checked.append(name)
+    assert len(checked) == 3, checked
+
+
+def _seconds(duration: str) -> float:
+    """A compose duration (`1m30s`, `45s`) in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s)", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    return sum(float(n) * units[u] for n, u in parts)
+
+
 def test_the_deploy_page_creates_the_topics_every_replica_reads_with_enough_partitions() -> None:
     """The SDK and `tracescore consume` create a topic they write with the broker's default partition count
     (1 on a stock Kafka): KEDA never scales the consumers past the spans topic's partitions, and a replica
