@@ -93,7 +93,11 @@ scrape_configs:
         with PrometheusProcess(config) as prometheus:
             # Ended before the Collector it exports its metrics to.
             consumer, consumer_guard = start_consume(
-                kafka_broker.bootstrap_servers, topic, collector.otlp_port, tmp / "consume.log", judge.base_url
+                kafka_broker.bootstrap_servers,
+                topic,
+                collector.otlp_port,
+                tmp / "consume.log",
+                judge_url=judge.base_url,
             )
             try:
                 yield PrometheusStack(
