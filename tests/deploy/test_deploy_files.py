@@ -157,15 +157,7 @@ def test_every_probe_checks_the_health_file_its_service_touches(tmp_path: Path) 
         probes = [container[p]["exec"]["command"] for p in _PROBES if p in container]
         if not probes:
             continue
-        (volume,) = [v for v in spec["volumes"] if "configMap" in v]
-        (configmap,) = [
-            d
-            for d in _k8s_documents()
-            if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
-        ]
-        ((name, text),) = configmap["data"].items()
-        (tmp_path / name).write_text(text)
-        health_file = _LOADERS[container["args"][0]](tmp_path / name).health_file
+        health_file = _mounted_config(spec, tmp_path).health_file
         checked += [(document["metadata"]["name"], " ".join(probe), health_file) for probe in probes]
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     for name, service in compose["services"].items():
@@ -457,3 +449,32 @@ def test_the_deploy_page_creates_the_topics_every_replica_reads_with_enough_part
     for field in ("evaluations_topic", "conversation_evidence_topic"):
         topic = ConsumerSettings.model_fields[field].default
         assert created.get(topic, 0) >= services, f"{topic}: {created}"
+
+
+def test_the_services_replicas_fit_their_keyed_topics_partitions(tmp_path: Path) -> None:
+    """An alert or conversations replica beyond its keyed topic's partitions (routes_partitions,
+    turns_partitions, as its ConfigMap loads) holds no route or conversation: it would only take part in
+    every rebalance."""
+    partitions = {"alert": "routes_partitions", "conversations": "turns_partitions"}
+    for document in _k8s_documents():
+        if document["kind"] != "Deployment" or "replicas" not in document["spec"]:
+            continue
+        spec = document["spec"]["template"]["spec"]
+        keyed = partitions[spec["containers"][0]["args"][0]]
+        replicas, name = document["spec"]["replicas"], document["metadata"]["name"]
+        assert replicas <= getattr(_mounted_config(spec, tmp_path), keyed), name
+
+
+def _mounted_config(spec: dict[str, Any], tmp_path: Path) -> Any:
+    """The config a pod spec's one tracescore container loads from its ConfigMap, by the service's own
+    loader."""
+    (container,) = spec["containers"]
+    (volume,) = [v for v in spec["volumes"] if "configMap" in v]
+    (configmap,) = [
+        d
+        for d in _k8s_documents()
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
+    ]
+    ((name, text),) = configmap["data"].items()
+    (tmp_path / name).write_text(text)
+    return _LOADERS[container["args"][0]](tmp_path / name)
