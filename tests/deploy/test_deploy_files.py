@@ -478,3 +478,34 @@ def _mounted_config(spec: dict[str, Any], tmp_path: Path) -> Any:
     ((name, text),) = configmap["data"].items()
     (tmp_path / name).write_text(text)
     return _LOADERS[container["args"][0]](tmp_path / name)
+
+
+# Measured: what `tracescore alert` holds a route under the default rule (its drop part remembers the route's
+# last 1,000 counted answers), RSS at 300 routes of 1,100 answers each; and its process before any route.
+_ALERT_ROUTE_BYTES = 620_000
+_ALERT_PROCESS_BYTES = 80 * 2**20
+
+
+def test_the_alert_pods_memory_limit_holds_its_max_routes(tmp_path: Path) -> None:
+    """The alert ConfigMap left `max_routes` at 10,000 under a 512Mi limit: ~0.6 MB a route, so past ~700
+    routes an instance was killed for memory long before eviction bounded it (and restarted to restore them
+    again)."""
+    (deployment,) = [
+        d
+        for d in _k8s_documents()
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "tracescore-alert"
+    ]
+    spec = deployment["spec"]["template"]["spec"]
+    config = _mounted_config(spec, tmp_path)
+    limit = _bytes(spec["containers"][0]["resources"]["limits"]["memory"])
+    held = config.max_routes * _ALERT_ROUTE_BYTES + _ALERT_PROCESS_BYTES
+    assert held <= limit, (
+        f"max_routes {config.max_routes}: ~{held / 2**20:.0f} MiB in a limit of {limit / 2**20:.0f}"
+    )
+
+
+def _bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (`512Mi`, `1Gi`) in bytes."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    number, unit = re.fullmatch(r"(\d+)(Ki|Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * units[unit]
