@@ -1,7 +1,7 @@
 """The Prometheus path with real programs, shared by the rules and dashboard tests:
 
-example app -> Kafka -> tracescore consume --OTLP/HTTP--> Collector (prometheus exporter)
-    <-scrape- Prometheus (the shipped rules) --> Alertmanager --> webhook receiver
+example app -> Kafka -> tracescore consume (LLM judge: the local judge server) --OTLP/HTTP--> Collector
+    (prometheus exporter) <-scrape- Prometheus (the shipped rules) --> Alertmanager --> webhook receiver
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from deploy_stack import (
     metrics_collector,
     python_env,
     rules_without_for_delays,
+    verbatim_judge,
     wait_until,
 )
 
 from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver
 from tracescore.testing import Guard, end_process
+from tracescore.testing.judge_server import JudgeServer
 from tracescore.testing.kafka_broker import KafkaBroker
 
 BUILD_TIMEOUT_S = 45 * 60  # a cold Collector build takes minutes on two cores
@@ -71,7 +73,9 @@ def _prometheus_stack(
         metrics_collector(otelcol, tmp / "collector.log") as collector,
         WebhookReceiver() as receiver,
         AlertmanagerProcess(receiver.url + "/am") as alertmanager,
+        JudgeServer() as judge,
     ):
+        judge.responder = verbatim_judge
         config = f"""
 global:
   scrape_interval: 1s
@@ -89,7 +93,11 @@ scrape_configs:
         with PrometheusProcess(config) as prometheus:
             # Ended before the Collector it exports its metrics to.
             consumer, consumer_guard = start_consume(
-                kafka_broker.bootstrap_servers, topic, collector.otlp_port, tmp / "consume.log"
+                kafka_broker.bootstrap_servers,
+                topic,
+                collector.otlp_port,
+                tmp / "consume.log",
+                judge_url=judge.base_url,
             )
             try:
                 yield PrometheusStack(
@@ -100,19 +108,25 @@ scrape_configs:
 
 
 def start_consume(
-    bootstrap: str, topic: str, otlp_port: int, log: Path
+    bootstrap: str, topic: str, otlp_port: int, log: Path, judge_url: str | None = None
 ) -> tuple[subprocess.Popen[bytes], Guard | None]:
     """The stack's `tracescore consume`, exporting its metrics to the Collector on `otlp_port` every second;
-    guarded as the Collector beside it: it ends with this worker, however the worker ends."""
+    guarded as the Collector beside it: it ends with this worker, however the worker ends. With `judge_url`,
+    the LLM judge there scores every answer (--no-cascade): an estimate the shipped faithfulness alert reads
+    without baseline pairs (the offline judge's alone it does not: require_calibration)."""
+    judge = ("--judge", "openai", "--no-cascade", "--base-url", judge_url, "--model", "judge-test")
     with log.open("wb") as stderr:
         consumer = subprocess.Popen(
             [
                 *(sys.executable, "-m", "tracescore.cli", "consume"),
                 *("--bootstrap-servers", bootstrap, "--topic", topic, "--group-id", f"{topic}-scorers"),
                 *("--otlp-metrics-endpoint", f"http://127.0.0.1:{otlp_port}/v1/metrics"),
+                *(judge if judge_url else ()),
             ],
             env=python_env(
-                OTEL_METRIC_EXPORT_INTERVAL="1000", OTEL_RESOURCE_ATTRIBUTES="service.instance.id=c1"
+                OTEL_METRIC_EXPORT_INTERVAL="1000",
+                OTEL_RESOURCE_ATTRIBUTES="service.instance.id=c1",
+                TRACESCORE_JUDGE_API_KEY="unused",
             ),
             stdout=subprocess.DEVNULL,
             stderr=stderr,

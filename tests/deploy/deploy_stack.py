@@ -1,7 +1,7 @@
 """Helpers for the Prometheus path with real programs (fixtures in conftest.py):
 
-example app -> Kafka -> tracescore consume --OTLP/HTTP--> Collector (prometheus exporter)
-    <-scrape- Prometheus (the shipped rules) --> Alertmanager --> webhook receiver
+example app -> Kafka -> tracescore consume (LLM judge: the local judge server) --OTLP/HTTP--> Collector
+    (prometheus exporter) <-scrape- Prometheus (the shipped rules) --> Alertmanager --> webhook receiver
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from service_processes import checkout_env
 
 from tracescore.alert.testing import AlertmanagerProcess, PrometheusProcess, WebhookReceiver
 from tracescore.testing import Guard, end_process, free_port
+from tracescore.testing.judge_server import default_responder, fenced_data, task_of
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "tracescore-rules.yaml"
@@ -71,6 +72,28 @@ class PrometheusStack:
         }
         received = [r.json() for r in self.receiver.requests if r.path == "/am"]
         return f"prometheus: {seen}; alertmanager: {self.alertmanager.alerts()}; webhook: {received}"
+
+
+def verbatim_judge(body: dict[str, Any]) -> dict[str, Any]:
+    """The stack's LLM judge (the local judge server's responder): a claim is supported when its context
+    holds it word for word. The example app's faithful answers are context sentences verbatim, and each of
+    its alterations changes or adds one, so this judge is right on every answer the stack scores."""
+    task, data = task_of(body) or "", fenced_data(body)
+    if not task.endswith("verdicts"):
+        return default_responder(body)
+    context = " ".join(str(data.get("context", "")).split())
+    verdicts = []
+    for index, claim in enumerate(data.get("claims", [])):
+        held = " ".join(str(claim).split()) in context
+        verdicts.append(
+            {
+                "claim_index": index,
+                "verdict": "FULLY_SUPPORTED" if held else "NO_EVIDENCE",
+                "reason": "The context says so." if held else "The context does not say so.",
+                "evidence": str(claim) if held else "",
+            }
+        )
+    return {"verdicts": verdicts}
 
 
 def python_env(**extra: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from deploy_stack import REPO
 
-from tracescore.alert import AlertConfig, load_alert_config
+from tracescore.alert import AlertConfig, default_rule, load_alert_config
 from tracescore.cli import main as tracescore_command
 from tracescore.consume import ConsumerSettings
 from tracescore.conversations import ConversationsConfig, load_conversations_config
@@ -120,6 +120,16 @@ def test_shipped_alert_configs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert load_alert_config(path).health_file == Path("/tmp/tracescore-alert.alive")
 
 
+def test_the_kubernetes_alert_config_runs_the_default_rule(tmp_path: Path) -> None:
+    """The alert ConfigMap's one rule is the rule `tracescore alert` runs without a config: as shipped before
+    it was the thresholds alone on every estimate, which page all day on a healthy route of long answers
+    scored by the offline judge alone (no LLM judge: the manifests' default)."""
+    (configmap,) = [d for d in _k8s_documents() if d["kind"] == "ConfigMap" and "alert.yaml" in d["data"]]
+    path = tmp_path / "alert.yaml"
+    path.write_text(configmap["data"]["alert.yaml"])
+    assert load_alert_config(path).rules == [default_rule()]
+
+
 def test_shipped_conversations_configs_load(tmp_path: Path) -> None:
     config = load_conversations_config(DEPLOY / "conversations" / "conversations.yaml")
     assert (config.bootstrap_servers, config.quiet_seconds) == ("kafka:9092", 900.0)
@@ -147,15 +157,7 @@ def test_every_probe_checks_the_health_file_its_service_touches(tmp_path: Path) 
         probes = [container[p]["exec"]["command"] for p in _PROBES if p in container]
         if not probes:
             continue
-        (volume,) = [v for v in spec["volumes"] if "configMap" in v]
-        (configmap,) = [
-            d
-            for d in _k8s_documents()
-            if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
-        ]
-        ((name, text),) = configmap["data"].items()
-        (tmp_path / name).write_text(text)
-        health_file = _LOADERS[container["args"][0]](tmp_path / name).health_file
+        health_file = _mounted_config(spec, tmp_path).health_file
         checked += [(document["metadata"]["name"], " ".join(probe), health_file) for probe in probes]
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     for name, service in compose["services"].items():
@@ -390,3 +392,120 @@ def test_every_service_stops_within_the_grace_period_its_deployment_gives() -> N
     for name, budget in budgets.items():
         grace = deployments[name]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         assert budget + 10 <= grace, f"{name}: a stop of {budget:g}s in a grace period of {grace}s"
+
+
+def test_every_compose_service_stops_within_its_stop_grace_period() -> None:
+    """`docker compose stop` (and `down`, and a restart) kills a container 10 s after SIGTERM unless the
+    service sets `stop_grace_period`: the compose stack gave none, so a consumer with answers being judged
+    was killed before its commit and the next member scored them again."""
+    budgets = {
+        "consume": ConsumerSettings.model_fields["stop_timeout_s"].default,
+        "alert": AlertConfig.model_fields["stop_timeout_s"].default,
+        "conversations": ConversationsConfig.model_fields["stop_timeout_s"].default,
+    }
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    checked = []
+    for name, service in compose["services"].items():
+        if not str(service.get("image", "")).startswith("tracescore:"):
+            continue
+        budget = budgets[service["command"][0]]
+        grace = _seconds(service.get("stop_grace_period", "10s"))  # compose's default
+        assert budget + 10 <= grace, f"{name}: a stop of {budget:g}s in a grace period of {grace:g}s"
+        checked.append(name)
+    assert len(checked) == 3, checked
+
+
+def _seconds(duration: str) -> float:
+    """A compose duration (`1m30s`, `45s`) in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s)", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def test_the_deploy_page_creates_the_topics_every_replica_reads_with_enough_partitions() -> None:
+    """The SDK and `tracescore consume` create a topic they write with the broker's default partition count
+    (1 on a stock Kafka): KEDA never scales the consumers past the spans topic's partitions, and a replica
+    beyond a topic's partitions sits idle. The page said "up to the spans topic's partition count" and gave
+    no way to get one: the manifests' scaling was one consumer."""
+    commands = re.findall(
+        r"kafka-topics\.sh --bootstrap-server (\S+) --create --topic (\S+) --partitions (\d+)",
+        (REPO / "docs" / "deploy.md").read_text(),
+    )
+    created = {topic: int(partitions) for _, topic, partitions in commands}
+    (config,) = [
+        d for d in _k8s_documents() if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tracescore"
+    ]
+    assert {server for server, _, _ in commands} == {config["data"]["bootstrap-servers"]}
+    deployments = {d["metadata"]["name"]: d for d in _k8s_documents() if d["kind"] == "Deployment"}
+    (consume,) = deployments["tracescore-consume"]["spec"]["template"]["spec"]["containers"]
+    spans = next(e["value"] for e in consume["env"] if e["name"] == "TRACESCORE_TOPIC")
+    (scaled,) = [d for d in _k8s_documents() if d["kind"] == "ScaledObject"]
+    assert created.get(spans, 0) >= scaled["spec"]["maxReplicaCount"], created
+    # What alert and conversations read in their first group: written (and so created) by consume.
+    services = max(
+        deployments[f"tracescore-{name}"]["spec"]["replicas"] for name in ("alert", "conversations")
+    )
+    for field in ("evaluations_topic", "conversation_evidence_topic"):
+        topic = ConsumerSettings.model_fields[field].default
+        assert created.get(topic, 0) >= services, f"{topic}: {created}"
+
+
+def test_the_services_replicas_fit_their_keyed_topics_partitions(tmp_path: Path) -> None:
+    """An alert or conversations replica beyond its keyed topic's partitions (routes_partitions,
+    turns_partitions, as its ConfigMap loads) holds no route or conversation: it would only take part in
+    every rebalance."""
+    partitions = {"alert": "routes_partitions", "conversations": "turns_partitions"}
+    for document in _k8s_documents():
+        if document["kind"] != "Deployment" or "replicas" not in document["spec"]:
+            continue
+        spec = document["spec"]["template"]["spec"]
+        keyed = partitions[spec["containers"][0]["args"][0]]
+        replicas, name = document["spec"]["replicas"], document["metadata"]["name"]
+        assert replicas <= getattr(_mounted_config(spec, tmp_path), keyed), name
+
+
+def _mounted_config(spec: dict[str, Any], tmp_path: Path) -> Any:
+    """The config a pod spec's one tracescore container loads from its ConfigMap, by the service's own
+    loader."""
+    (container,) = spec["containers"]
+    (volume,) = [v for v in spec["volumes"] if "configMap" in v]
+    (configmap,) = [
+        d
+        for d in _k8s_documents()
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
+    ]
+    ((name, text),) = configmap["data"].items()
+    (tmp_path / name).write_text(text)
+    return _LOADERS[container["args"][0]](tmp_path / name)
+
+
+# Measured: what `tracescore alert` holds a route under the default rule (its drop part remembers the route's
+# last 1,000 counted answers), RSS at 300 routes of 1,100 answers each; and its process before any route.
+_ALERT_ROUTE_BYTES = 620_000
+_ALERT_PROCESS_BYTES = 80 * 2**20
+
+
+def test_the_alert_pods_memory_limit_holds_its_max_routes(tmp_path: Path) -> None:
+    """The alert ConfigMap left `max_routes` at 10,000 under a 512Mi limit: ~0.6 MB a route, so past ~700
+    routes an instance was killed for memory long before eviction bounded it (and restarted to restore them
+    again)."""
+    (deployment,) = [
+        d
+        for d in _k8s_documents()
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "tracescore-alert"
+    ]
+    spec = deployment["spec"]["template"]["spec"]
+    config = _mounted_config(spec, tmp_path)
+    limit = _bytes(spec["containers"][0]["resources"]["limits"]["memory"])
+    held = config.max_routes * _ALERT_ROUTE_BYTES + _ALERT_PROCESS_BYTES
+    assert held <= limit, (
+        f"max_routes {config.max_routes}: ~{held / 2**20:.0f} MiB in a limit of {limit / 2**20:.0f}"
+    )
+
+
+def _bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (`512Mi`, `1Gi`) in bytes."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    number, unit = re.fullmatch(r"(\d+)(Ki|Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * units[unit]

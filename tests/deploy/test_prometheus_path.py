@@ -50,7 +50,7 @@ def test_faithfulness_drop_on_one_route_reaches_the_webhook_through_alertmanager
     assert firing_routes == {"/billing"}
     mean = stack.value('tracescore:faithfulness:mean_15m{tracescore_route="/support"}')
     assert mean > 0.7
-    # The offline judge alone: the estimate is its plain mean, with a band around it.
+    # The LLM judge alone (--no-cascade): the estimate is its plain mean, with a band around it.
     estimate = stack.value('tracescore:faithfulness:estimate_15m{tracescore_route="/support"}')
     assert abs(estimate - mean) < 0.02  # the two rules are evaluated at slightly different instants
     (low,) = stack.prometheus.query(
@@ -75,7 +75,7 @@ def test_the_rules_metric_names_are_the_ones_the_collector_exports(drifted_stack
     assert {r["metric"]["status"] for r in labels} == {"ok"}
     tiers = drifted_stack.prometheus.query('tracescore_evaluation_score_count{tracescore_route="/billing"}')
     assert {(r["metric"]["annotator_kind"], r["metric"]["selection"]) for r in tiers["result"]} == {
-        ("CODE", "none")
+        ("LLM", "none")
     }, "the score histogram names its judge tier and selection"
 
 

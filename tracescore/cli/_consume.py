@@ -226,7 +226,16 @@ def consume(
         f"dead_letters={stats.dead_letters} judge_errors={stats.judge_errors} skipped: {skipped}",
         err=True,
     )
-    if stats.messages == 0:
+    if stats.given_no_partition:
+        # Not the app's fault: more members than partitions (a replica scaled past them sits idle).
+        click.echo(
+            f"  this member was given no partition of {settings.topic}: group {settings.group_id} has as "
+            "many members as the topic has partitions, or more, and Kafka gives each partition to one "
+            "member; the rest sit idle until one leaves. More members need more partitions: see the docs, "
+            "Deploy > Topics",
+            err=True,
+        )
+    elif stats.messages == 0:
         # The first-hour question: a misspelt topic, the app's spans sent elsewhere, or a group done already.
         click.echo(
             f"  nothing read from {settings.topic} at {settings.bootstrap_servers}: does your app (or "

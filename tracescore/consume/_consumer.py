@@ -201,6 +201,9 @@ class EvaluationConsumer:
             failed = False
         finally:
             self._close(consumer, producer, worker, failed=failed)
+        # In its group (a settled generation, empty ones included), and never given a partition.
+        joined = self._rebalance.first_assigned_at is not None
+        self.stats.given_no_partition = joined and self.stats.partitions_assigned == 0
         return self.stats
 
     def _close(
@@ -314,6 +317,7 @@ class EvaluationConsumer:
     def partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
         """A partition kept through an eager rebalance is read again from its first offset not committed;
         every assigned partition's handover is read before its messages are taken."""
+        self.stats.partitions_assigned += len(assigned)
         self._rebalancing.assigned(assigned)
 
     # --- status ------------------------------------------------------------------------------------------

@@ -55,6 +55,11 @@ class ConsumerStats:
     truncated_outputs: int = 0
     pauses: int = 0  # times the partitions were paused because scoring was full (back-pressure)
     conversation_evidence: int = 0  # conversation turns whose documents went to the evidence topic
+    # Partitions the group assigned this member over the run, and whether it was ever in a settled generation
+    # of its group: in one with none assigned (`given_no_partition`), it was a member beyond the topic's
+    # partitions, idle while the others held them all.
+    partitions_assigned: int = 0
+    given_no_partition: bool = False
     # Interactions the sampling policy did not admit, by reason (rate, filter, thinned, rate_limit), or
     # admitted but kept from the LLM judge (budget).
     not_admitted: Counter[str] = field(default_factory=Counter)
