@@ -145,7 +145,7 @@ def test_a_windows_link_round_trips_and_a_release_before_windows_refuses_it_as_a
     kind as a conversation of version 2) refuses it as written by a newer tracescore, not misread."""
     link = WindowState(
         service="s", window_id="history:0", tails=[WindowTail(next="d2", root="history:1")],
-        turns=[WindowTurn(trace_id="t" * 32, span_id="s" * 16, next="d2", root="history:1")],
+        turns=[WindowTurn(trace_id="t" * 32, span_id="s" * 16, next="d2", last="d3", root="history:1")],
     )  # fmt: skip
     raw = CODEC.encode(link)
     assert CODEC.decode(raw) == link

@@ -104,7 +104,8 @@ def test_a_turn_that_resent_two_consecutive_turns_of_a_known_conversation_joins_
 def test_a_turn_of_the_chat_its_first_pair_opened_stays_there() -> None:
     """A chat that opened with d2 (another user's, no user.id): its turn resent d2 then its own turn d5, whose
     documents the chat holds. Applied there as usual, whether d5's documents came before or after it; a tail
-    of another conversation through d2 does not take it."""
+    of another conversation through d2 does not take it. So is a turn of a long chat whose early turns were
+    dropped: the chat holds the last turn it resent."""
     links = Links()
     links.windows.tail(window("d2"), tail("d3"), *links.at())
     third = turn(3, ["d2", "d5"], chat="other")
@@ -122,6 +123,11 @@ def test_a_turn_of_the_chat_its_first_pair_opened_stays_there() -> None:
         == early.counts[GroundingCount.WINDOW_TURNS_JOINED]
         == 0
     )
+    # A long chat resending its whole history, its early turns' documents dropped (past max_turns): the turn
+    # just before this one is held, so it is the chat's own at once.
+    long = Links()
+    long.held.add((window("d1"), "d299"))
+    assert not long.windows.take(window("d1"), turn(300, [f"d{n}" for n in range(1, 300)]), *long.at())
 
 
 def test_one_pair_in_common_joins_nothing_nor_does_a_pair_two_conversations_claim() -> None:

@@ -314,6 +314,7 @@ class WindowTurn(BaseModel):
     trace_id: str
     span_id: str
     next: str = Field(description="The second pair its prompt resent: what a tail must be followed by.")
+    last: str = Field(description="The last pair its prompt resent: the turn just before it.")
     waits_from_ms: int = Field(
         default=0,
         description="The stream time its wait began (0: not begun; a restart begins it again): past "

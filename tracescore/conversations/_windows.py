@@ -12,9 +12,10 @@ joined on the turns topic hop by hop, as a chain of responses is (`_chains`):
 * a turn at W whose first two resent pairs are (t_j, t_{j+1}), with a tail (t_{j+1}, R), continues R: its
   records and documents are written again under R (`session_id` R), where it is a turn of R like any other,
   grounded in the turns its history holds; its own documents write the next tail;
-* a turn at W is W's own when W holds the documents of a turn its history resent after t_j (the chat that
-  opened with t_j goes on), or when no tail claimed it for `quiet_seconds` after this instance read it (by
-  its partition's stream time): written again under W, as it was before windows were joined.
+* a turn at W is W's own when W holds the documents of the turn its history resent after t_j or of the
+  last one it resent (the chat that opened with t_j goes on), or when no tail claimed it for
+  `quiet_seconds` after this instance read it (by its partition's stream time): written again under W, as
+  it was before windows were joined.
 
 So two consecutive (question, answer) pairs join, never one: two chats that share a greeting ("hi" / "hello")
 or a common question and answer share one pair, and a turn joins the chat whose next pair it resent too.
@@ -117,13 +118,13 @@ class Windows(LinkBook[WindowState]):
             return None if turn is None or turn.own else True  # a replay: what was applied, applied again
         if turn is not None:
             return None if turn.own and not (turn.records or turn.evidence) else turn
-        following = history[1]
-        if (link is None or not link.tails) and self._holds(key, following):
-            return None  # the conversation the history opens holds the pair after: its own turn
+        following, last = history[1], history[-1]
+        if (link is None or not link.tails) and (self._holds(key, following) or self._holds(key, last)):
+            return None  # the conversation the history opens holds turns it resent: its own turn
         if link is not None and len(link.turns) >= self.config.max_turns:
             return None  # a pair that opens more turns than a conversation holds: as usual
         link = self._held(key, partition, lambda: WindowState(service=key[0], window_id=key[1]))
-        turn = WindowTurn(trace_id=trace_id, span_id=span_id, next=following)
+        turn = WindowTurn(trace_id=trace_id, span_id=span_id, next=following, last=last)
         link.turns.append(turn)
         if not self._decide(key, link, turn):
             self._waiting.add(key)
@@ -137,8 +138,10 @@ class Windows(LinkBook[WindowState]):
         if turn.decided:
             return True
         roots = {t.root for t in link.tails if t.next == turn.next}
-        if self._holds(key, turn.next) or len(roots) > 1:
-            turn.own = True  # the chat the pair opened goes on with it (or two chats would claim it)
+        if self._holds(key, turn.next) or self._holds(key, turn.last) or len(roots) > 1:
+            # The chat the pair opened goes on with it: it holds the turn after that pair, or the one just
+            # before this (a long chat whose early turns were dropped). Or two chats would claim it.
+            turn.own = True
         elif roots:
             [turn.root] = roots
             self.counts[GroundingCount.WINDOW_TURNS_JOINED] += 1
