@@ -4,11 +4,18 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from collections.abc import Callable
 
 from service_processes import IDLE_TIMEOUT_S, SESSION_TIMEOUT_MS, ServiceProcess
 
 from tracescore.conversations import ConversationsConfig, ConversationService
-from tracescore.model import ConversationRecord, EvaluationRecord, read_conversation_record
+from tracescore.model import (
+    ConversationRecord,
+    EvaluationRecord,
+    read_conversation_record,
+    read_evaluation_record,
+)
 from tracescore.testing.kafka_topics import input_producer, read_topic
 
 # The conversation tests' waits (shorter than wait_until's default); each ends once its condition holds.
@@ -98,3 +105,29 @@ def conversations_process(
     }
     env = {f"TRACESCORE_CONVERSATIONS_{name.upper()}": value for name, value in values.items()}
     return ServiceProcess("conversations", args, env, crash_at=crash_at, pause_at=pause_at)
+
+
+def killed_then_restarted(
+    run: Callable[..., ServiceProcess], bootstrap: str, prefix: str, point: str
+) -> list[EvaluationRecord]:
+    """`run` killed (kill -9) at the crash point `point`, then run again to its idle stop: the turns' revised
+    records on the evaluations topic, each checked written once."""
+    killed = run(bootstrap, prefix, crash_at=point)
+    assert killed.wait() == -9, f"never reached {point}:\n{killed.log[-3000:]}"
+    restarted = run(bootstrap, prefix)
+    assert restarted.wait() == 0, restarted.log[-3000:]
+    records = [read_evaluation_record(m.value) for m in read_topic(bootstrap, f"{prefix}.evaluations")]
+    revised = [r for r in records if r.revision > 0]
+    copies = Counter((r.trace_id, r.revision) for r in revised)
+    assert all(n == 1 for n in copies.values()), f"written twice: {copies}"
+    return revised
+
+
+def last_records(bootstrap: str, prefix: str) -> dict[str, ConversationRecord]:
+    """The conversation records on the topic, each checked written once: the last revision of each."""
+    written = [read_conversation_record(m.value) for m in read_topic(bootstrap, f"{prefix}.conversations")]
+    assert len({(r.conversation_id, r.revision) for r in written}) == len(written), "no record twice"
+    last = {}
+    for record in sorted(written, key=lambda r: r.revision):
+        last[record.conversation_id] = record
+    return last

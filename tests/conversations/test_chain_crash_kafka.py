@@ -8,21 +8,18 @@ twice."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 import pytest
-from conversation_service import conversations_process
+from conversation_service import conversations_process, killed_then_restarted, last_records
 from grounding_turns import evidence_of, interaction, scored
 from service_processes import ServiceProcess
 
 from tracescore.model import (
     Interaction,
-    read_conversation_record,
-    read_evaluation_record,
     response_chain_id,
 )
-from tracescore.testing.kafka_topics import input_producer, read_topic
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -82,28 +79,14 @@ def test_a_kill_mid_chain_loses_no_conversation_and_counts_no_turn_twice(
     bootstrap: str, topic_prefix: str, point: str
 ) -> None:
     produce(bootstrap, topic_prefix)
-    killed = run(bootstrap, topic_prefix, crash_at=point)
-    assert killed.wait() == -9, f"never reached {point}:\n{killed.log[-3000:]}"
-    restarted = run(bootstrap, topic_prefix)
-    assert restarted.wait() == 0, restarted.log[-3000:]
-
-    records = [read_evaluation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.evaluations")]
-    revised = [r for r in records if r.revision > 0]
-    copies = Counter((r.trace_id, r.revision) for r in revised)
-    assert all(n == 1 for n in copies.values()), f"written twice: {copies}"
+    revised = killed_then_restarted(run, bootstrap, topic_prefix, point)
     third = {chain_turn(3, c).span.trace_id for c in CHATS}
     assert {r.trace_id for r in revised} == third and len(revised) == len(CHATS)
     assert all((r.revision, r.label) == (1, "faithful") for r in revised)
     assert all(r.details["earlier_turns"]["status"] == "grounded" for r in revised)
     assert all(r.conversation_source == "response_chain" for r in revised)
 
-    written = [
-        read_conversation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.conversations")
-    ]
-    assert len({(r.conversation_id, r.revision) for r in written}) == len(written), "no record twice"
-    last = {}
-    for record in sorted(written, key=lambda r: r.revision):
-        last[record.conversation_id] = record
+    last = last_records(bootstrap, topic_prefix)
     service = chain_turn(1, CHATS[0]).span.service_name
     assert sorted(last) == sorted(response_chain_id(service, f"resp_{c}_1") for c in CHATS)
     follow_ups = {c: sorted(chain_turn(n, c).span.trace_id for n in TURNS[1:]) for c in CHATS}

@@ -7,15 +7,12 @@ conversation's last record counts it as passed."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
-from conversation_service import conversations_process
+from conversation_service import conversations_process, killed_then_restarted, last_records
 from grounding_turns import evidence_of, interaction, scored
 from service_processes import ServiceProcess
 
-from tracescore.model import read_conversation_record, read_evaluation_record
-from tracescore.testing.kafka_topics import input_producer, read_topic
+from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
 
@@ -55,26 +52,12 @@ def test_a_kill_at_any_grounding_step_loses_no_revision_and_writes_none_twice(
     bootstrap: str, topic_prefix: str, point: str
 ) -> None:
     produce(bootstrap, topic_prefix)
-    killed = run(bootstrap, topic_prefix, crash_at=point)
-    assert killed.wait() == -9, f"never reached {point}:\n{killed.log[-3000:]}"
-    restarted = run(bootstrap, topic_prefix)
-    assert restarted.wait() == 0, restarted.log[-3000:]
-
-    records = [read_evaluation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.evaluations")]
-    revised = [r for r in records if r.revision > 0]
-    copies = Counter((r.trace_id, r.revision) for r in revised)
-    assert all(n == 1 for n in copies.values()), f"written twice: {copies}"
+    revised = killed_then_restarted(run, bootstrap, topic_prefix, point)
     third = {interaction(3, conversation=c).span.trace_id for c in CONVERSATIONS}
     assert {r.trace_id for r in revised} == third and len(revised) == len(CONVERSATIONS)
     assert all((r.revision, r.label) == (1, "faithful") for r in revised)
     assert all(r.details["earlier_turns"]["status"] == "grounded" for r in revised)
 
-    written = [
-        read_conversation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.conversations")
-    ]
-    assert len({(r.conversation_id, r.revision) for r in written}) == len(written), "no record twice"
-    last = {}
-    for record in sorted(written, key=lambda r: r.revision):
-        last[record.conversation_id] = record
+    last = last_records(bootstrap, topic_prefix)
     assert sorted(last) == sorted(CONVERSATIONS)
     assert all((r.turns, r.turns_flagged, r.label) == (3, 0, "passed") for r in last.values()), last

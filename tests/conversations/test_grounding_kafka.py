@@ -10,14 +10,17 @@ the revised verdicts, each turn once."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 from _helpers import consumer_settings, judge_client
 from grounding_turns import figures_judge
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from recorded_chats import Turn, chat_turns, named_nothing
 
-from tracescore.consume import EvaluationConsumer
+from tracescore.consume import EvaluationConsumer, decode_message
 from tracescore.conversations import ConversationsConfig, ConversationService
 from tracescore.model import ConversationRecord, EvaluationRecord, read_evaluation_record
 from tracescore.score import OfflineJudge
@@ -344,3 +347,50 @@ def test_a_chat_no_app_named_is_grounded_in_the_question_and_answer_history_it_r
         assert (record.turns, record.turns_scored) == (2 * len(chats), 2 * len(chats)), chats
         assert record.turns_flagged == sum(flagged[e] for e in endings), chats
     assert sum(len(r.trace_ids) == 4 for r in final.values()) == 1, "Genkit's two chats that opened alike"
+
+
+def searched_nothing(turn: Turn) -> Turn:
+    """`turn` as if its search had returned nothing (the recorded spans otherwise as they are): every
+    recorded form of the tool's result (the result itself, the tool message the agent sent on) left empty.
+    The agent answered all the same; there is nothing to judge that answer against."""
+    spans = decode_message(turn.payload)
+    [result] = {
+        s.attributes["gen_ai.tool.call.result"] for s in spans if "gen_ai.tool.call.result" in s.attributes
+    }
+    request = ExportTraceServiceRequest.FromString(turn.payload)
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                for attribute in span.attributes:
+                    text = attribute.value.string_value
+                    for form in (result, json.dumps(result)[1:-1]):
+                        text = text.replace(form, "")
+                    if text != attribute.value.string_value:
+                        attribute.value.string_value = text
+    return replace(turn, payload=request.SerializeToString(), chat=f"searched_nothing_{turn.chat}")
+
+
+def test_a_chain_whose_first_turn_had_nothing_to_judge_is_joined_all_the_same(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """With `infer_conversations`, the Responses API chat whose app names no conversation, its first turn's
+    search returning nothing: that turn is not scored (`empty_context`), but it still says which response
+    answered it, so its follow-ups, which name only the response before them, are one conversation (the
+    chain's, named by turn 1's response) counting each once. The third turn's price rested on turn 1's
+    search, which found nothing: it stays flagged."""
+    chat = sorted(
+        (t for t in chat_turns("agent_framework_responses") if t.chat == "service_faithful"),
+        key=lambda t: t.turn,
+    )
+    turns = [searched_nothing(chat[0]), *chat[1:]]
+    latest, _, written = run(bootstrap, topic_prefix, turns, OfflineJudge(), infer=True)
+    assert (turns[0].trace_id, "offline") not in latest, "turn 1: nothing to judge, not scored"
+    final: dict[str, ConversationRecord] = {}
+    for record in written:
+        if record.conversation_id not in final or final[record.conversation_id].revision < record.revision:
+            final[record.conversation_id] = record
+    [record] = final.values()
+    assert record.conversation_id.startswith("responses:")
+    assert sorted(record.trace_ids) == sorted(t.trace_id for t in turns[1:]), "each follow-up once"
+    assert (record.turns, record.turns_flagged) == (2, 1), record
+    assert latest[(turns[2].trace_id, "offline")].label == "hallucinated", "nothing grounds its price"

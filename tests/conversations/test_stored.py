@@ -13,7 +13,16 @@ from conversation_turns import T0, ms, turn
 from tracescore.conversations import Conversation, ConversationsConfig, ConversationTracker
 from tracescore.conversations._logic import ConversationLogic
 from tracescore.conversations._state import record_digest
-from tracescore.conversations._stored import ChainFollower, ConversationState, LinkState, from_legacy
+from tracescore.conversations._stored import (
+    ChainFollower,
+    ConversationCodec,
+    ConversationState,
+    LinkState,
+    WindowState,
+    WindowTail,
+    WindowTurn,
+    from_legacy,
+)
 
 # Written by `Conversation.snapshot()` of the version before schema 2 (tracescore.conversations.state):
 # turns 1 and 2 were written as revision 0, then turn 3 arrived.
@@ -128,3 +137,26 @@ def test_a_chains_link_round_trips_and_a_release_before_links_refuses_it_as_a_fu
     with pytest.raises(ValueError) as before_links:
         CODEC.decode(json.dumps(as_a_conversation).encode())
     assert before_links.value.reason == "future_state_version"  # type: ignore[attr-defined]
+
+
+def test_a_windows_link_round_trips_and_a_release_before_windows_refuses_it_as_a_future_version() -> None:
+    """A link of a sliding window (`WindowState`, kind window) is version 4: this release reads it back and
+    refuses a later one; a release before windows (its codec knows turns and chain links, and reads any other
+    kind as a conversation of version 2) refuses it as written by a newer tracescore, not misread."""
+    link = WindowState(
+        service="s", window_id="history:0", tails=[WindowTail(next="d2", root="history:1")],
+        turns=[WindowTurn(trace_id="t" * 32, span_id="s" * 16, next="d2", last="d3", root="history:1")],
+    )  # fmt: skip
+    raw = CODEC.encode(link)
+    assert CODEC.decode(raw) == link
+    later = json.dumps(json.loads(raw) | {"schema_version": 5}).encode()
+    before_windows = ConversationCodec()
+    del before_windows._kinds["window"]
+    assert [refusal(CODEC, later), refusal(before_windows, raw)] == ["future_state_version"] * 2
+
+
+def refusal(codec: ConversationCodec, raw: bytes) -> str:
+    """Why `codec` refuses `raw`."""
+    with pytest.raises(ValueError) as refused:
+        codec.decode(raw)
+    return str(refused.value.reason)  # type: ignore[attr-defined]

@@ -31,7 +31,7 @@ from tracescore.consume._revise import Revision
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats
 from tracescore.emit import EVALUATION_SPANS_HEADER, EvaluationMetrics
-from tracescore.extract import Skip, find
+from tracescore.extract import Found, Skip, find
 from tracescore.model import DecodedSpan, Trace
 from tracescore.sample import SkipReason
 
@@ -211,9 +211,17 @@ class Pipeline:
             found = find(trace)  # interactions not built yet: only those admitted are
             # A trace rebuilt by late spans: only what changed is scored again, as a revision.
             revisions, skips = revise(trace, found.found, found.skips)
+            hops: list[Revision] | None = None
             for skip in skips:
                 self._skip(skip)
+                if skip.turn is not None and infer and evidence:
+                    hop = _hop(skip.turn)
+                    if hop is not None:
+                        hops = hops or []
+                        hops.append(hop)
             if not revisions:
+                if hops:
+                    admitted.append(Admitted(dict(trace.offsets), [], trace.trace_id, hops))
                 continue
             stats.interactions += len(revisions)
             # Built for a trace with something to score or a conversation turn: most have neither.
@@ -246,6 +254,8 @@ class Pipeline:
                     continue
                 wanted = wanted or []
                 wanted.append((revision._replace(interaction=read.interaction()), decision.metrics))
+            if hops:
+                turns = [*(turns or []), *hops]
             if wanted or turns:
                 admitted.append(Admitted(dict(trace.offsets), wanted or [], trace.trace_id, turns or []))
         if turned_away:  # counted once per batch: a Counter's += per interaction costs the unsampled path
@@ -300,3 +310,15 @@ def _unfinished(handover: Handover, offset: int, held: list[_Held]) -> list[_Hel
     did not finish; the others' traces were scored (or had nothing to score): the caller counts them, not
     read."""
     return [s for s in held if handover.keeps(offset, s.trace_id)]
+
+
+def _hop(read: Found) -> Revision | None:
+    """An answer with nothing to judge (`Skip.turn`) in a chain of responses no app named: its documents
+    (none) still written, with the response that answered it, so the chain goes on from it
+    (infer_conversations: a first turn opens the chain, a follow-up tells the next)."""
+    if read.session_id is None:
+        read.infer_conversation()
+    interaction = read.interaction()
+    if interaction.session_id is not None or interaction.response_id is None:
+        return None
+    return Revision(interaction)

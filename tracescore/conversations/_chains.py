@@ -24,21 +24,24 @@ Links are forgotten `forget_seconds` after their last change, at most `max_conve
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable
 
-from tracescore._service import Output, Saved
+from tracescore._service import Output
 from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._counts import GroundingCount
-from tracescore.conversations._index import Partitions
-from tracescore.conversations._stored import ChainFollower, LinkState, encode_key, json_bytes, link_key
+from tracescore.conversations._links import (
+    Key,
+    LinkBook,
+    hold_evidence,
+    hold_record,
+)
+from tracescore.conversations._stored import ChainFollower, LinkState, encode_key, link_key
 from tracescore.model import ConversationSource, EvaluationRecord, TurnEvidence, response_chain_id
 
 __all__ = ["CHAIN_LINK_HEADER", "CHAIN_ROOT_HEADER", "Chains", "opened_chain"]
 
-Key = tuple[str, str]  # (service, link id)
 # A follow-up's record or documents at the link of the response it named (stage 1 writes them there).
 CHAIN_LINK_HEADER = "tracescore.chain.link"
 # A link told the id of its chain (written by the link before it, once it knew the id).
@@ -57,23 +60,9 @@ def root_value(root: str) -> bytes:
     return json.dumps({_ROOT_FIELD: root}).encode()
 
 
-def _digest(value: bytes) -> str:
-    return hashlib.blake2b(value, digest_size=8).hexdigest()
+class Chains(LinkBook[LinkState]):
+    ID_PREFIX = "chain"
 
-
-def _output_id(*parts: object) -> str:
-    return hashlib.blake2b(json_bytes(["chain", *parts]), digest_size=16).hexdigest()
-
-
-def _record_mark(record: EvaluationRecord) -> str:
-    return f"record:{record.metric}:{record.judge}:{record.selection}:{record.revision}"
-
-
-def _evidence_mark(evidence: TurnEvidence) -> str:
-    return f"evidence:{evidence.revision}"
-
-
-class Chains:
     def __init__(
         self,
         config: ConversationsConfig,
@@ -82,24 +71,10 @@ class Chains:
         opened: Callable[[Key], bool],
     ) -> None:
         """`opened(key)`: whether the first turn of the chain `key` names is held (its documents)."""
-        self.config = config
-        self.counts = counts
+        super().__init__(config, counts, GroundingCount.CHAIN_LINKS_EVICTED)
         self._opened = opened
         self._evidence_headers = evidence_headers
-        self._links: OrderedDict[Key, LinkState] = OrderedDict()  # least recently changed first
-        self._partition: dict[Key, int] = {}
-        self._partitions = Partitions()
-        self._save: dict[Key, int] = {}  # key -> partition; a key no longer held is deleted
-        self._unsaved_from: dict[int, int] = {}  # partition -> lowest offset applied and not saved
         self._due: set[Key] = set()  # links with a root and something not written yet
-        self._writing: dict[str, tuple[Key, ChainFollower, str]] = {}
-        self._unsorted = False  # restored links were appended out of order
-
-    def __len__(self) -> int:
-        return len(self._links)
-
-    def get(self, key: Key) -> LinkState | None:
-        return self._links.get(key)
 
     def open(self) -> int:
         return len(self._due)
@@ -112,11 +87,7 @@ class Chains:
         if link is None or follower is None:
             return
         follower.response_id = follower.response_id or record.response_id
-        tier = (record.metric, record.judge, record.selection)
-        kept = [r for r in follower.records if (r.metric, r.judge, r.selection) == tier]
-        # An older revision read late, or one already written to the chain, changes nothing.
-        if _record_mark(record) not in follower.sent and all(r.revision < record.revision for r in kept):
-            follower.records = [r for r in follower.records if r not in kept] + [record]
+        hold_record(follower, record)  # an older revision read late, or one written already: nothing
         self._changed(key, link, partition, offset, at)
 
     def follower_evidence(
@@ -126,11 +97,7 @@ class Chains:
         if link is None or follower is None:
             return
         follower.response_id = follower.response_id or evidence.response_id
-        held = follower.evidence
-        if _evidence_mark(evidence) not in follower.sent and (
-            held is None or held.revision < evidence.revision
-        ):
-            follower.evidence = evidence
+        hold_evidence(follower, evidence)
         self._changed(key, link, partition, offset, at)
 
     def rooted(self, key: Key, root: str, partition: int, offset: int, at: int) -> None:
@@ -162,12 +129,8 @@ class Chains:
         return True
 
     def _link(self, key: Key, partition: int, offset: int) -> LinkState | None:
-        link = self._links.get(key)
-        if link is None:
-            link = self._links[key] = LinkState(service=key[0], link_id=key[1])
-            self._partition[key] = partition
-            self._partitions.add(partition, key)
-        elif offset <= link.through:
+        link = self._held(key, partition, lambda: LinkState(service=key[0], link_id=key[1]))
+        if offset <= link.through:
             return None  # a replay: in the saved state already
         return link
 
@@ -188,17 +151,9 @@ class Chains:
         return link, follower
 
     def _changed(self, key: Key, link: LinkState, partition: int, offset: int, at: int) -> None:
-        link.through = max(link.through, offset)
-        link.arrival_ms = max(link.arrival_ms, at)
-        self._links.move_to_end(key)
-        self._save[key] = partition
-        self._unsaved_from[partition] = min(self._unsaved_from.get(partition, offset), offset)
         if link.root is not None:
             self._due.add(key)
-        while len(self._links) > self.config.max_conversations:
-            oldest = next(iter(self._links))
-            self._forget(oldest)
-            self.counts[GroundingCount.CHAIN_LINKS_EVICTED] += 1
+        super()._changed(key, link, partition, offset, at)
 
     # -- write ------------------------------------------------------------------------------------------
     def outputs(self, topic: str) -> list[Output]:
@@ -211,18 +166,11 @@ class Chains:
                 continue
             service, root = key[0], link.root
             chain_key = encode_key((service, root))
+            joined = {"session_id": root, "conversation_source": ConversationSource.RESPONSE_CHAIN}
             for follower in link.followers:
-                for record in follower.records:
-                    joined = record.model_copy(
-                        update={"session_id": root, "conversation_source": ConversationSource.RESPONSE_CHAIN}
-                    )
-                    out.append(self._output(topic, chain_key, joined.model_dump_json().encode(), (), key,
-                                            follower, _record_mark(record), root))  # fmt: skip
-                if follower.evidence is not None:
-                    joined_evidence = follower.evidence.model_copy(update={"session_id": root})
-                    out.append(self._output(topic, chain_key, joined_evidence.model_dump_json().encode(),
-                                            self._evidence_headers, key, follower,
-                                            _evidence_mark(follower.evidence), root))  # fmt: skip
+                out += self._held_outputs(
+                    topic, chain_key, key, follower, root, joined, (), self._evidence_headers
+                )
                 if follower.response_id is not None and not follower.root_sent:
                     next_link = encode_key((service, response_chain_id(service, follower.response_id)))
                     out.append(self._output(topic, next_link, root_value(root), ((CHAIN_ROOT_HEADER, b"1"),),
@@ -230,82 +178,33 @@ class Chains:
         self._due.clear()
         return out
 
-    def _output(
-        self, topic: str, key: bytes, value: bytes, headers: tuple[tuple[str, bytes], ...], link: Key,
-        follower: ChainFollower, mark: str, root: str,
-    ) -> Output:  # fmt: skip
-        identity = _output_id(link[0], link[1], follower.trace_id, follower.span_id, mark, root)
-        self._writing[identity] = (link, follower, mark)
-        # Not looked for after a crash: one written again is absorbed where it is read (same revision).
-        return Output(topic, key, value, identity, _digest(value), headers, verified=False)
-
-    def written(self, outputs: Sequence[Output]) -> None:
-        for output in outputs:
-            writing = self._writing.pop(output.id, None)
-            if writing is None:
-                continue
-            key, follower, mark = writing
-            if mark == _ROOT_FIELD:
-                follower.root_sent = True
-            elif mark.startswith("record:"):
-                if not any(m.startswith("record:") for m in follower.sent):
-                    self.counts[GroundingCount.CHAIN_TURNS_JOINED] += 1
-                follower.records = [r for r in follower.records if _record_mark(r) != mark]
-                follower.sent.append(mark)
-            else:
-                if follower.evidence is not None and _evidence_mark(follower.evidence) == mark:
-                    follower.evidence = None
-                follower.sent.append(mark)
-            if key in self._links:
-                self._save[key] = self._partition[key]
-        self._writing.clear()
+    def _sent(self, holder: ChainFollower, mark: str) -> None:
+        if mark == _ROOT_FIELD:
+            holder.root_sent = True
+            return
+        if mark.startswith("record:") and not any(m.startswith("record:") for m in holder.sent):
+            self.counts[GroundingCount.CHAIN_TURNS_JOINED] += 1
+        super()._sent(holder, mark)
 
     # -- forget -----------------------------------------------------------------------------------------
-    def tick(self, now_of: Callable[[int], int]) -> None:
-        """Links without a change for `forget_seconds` (by their partition's stream time) forgotten; their
-        follow-ups that never learnt their chain counted."""
-        forget_ms = self.config.forget_seconds * 1000
-        if self._unsorted:  # sorted once after restores, not per one
-            self._links = OrderedDict(sorted(self._links.items(), key=lambda item: item[1].arrival_ms))
-            self._unsorted = False
-        for key, link in list(self._links.items()):
-            if now_of(self._partition[key]) - link.arrival_ms < forget_ms:
-                break  # the rest changed later
-            self._forget(key)
-
-    def _forget(self, key: Key) -> None:
-        link = self._links.pop(key)
-        partition = self._partition.pop(key)
-        self._partitions.discard(partition, key)
+    def _forgotten(self, key: Key, link: LinkState) -> None:
         self._due.discard(key)
-        self._save[key] = partition
         if link.root is None:
             self.counts[GroundingCount.CHAIN_TURNS_NOT_JOINED] += len(link.followers)
 
-    def forget_partitions(self, partitions: Iterable[int]) -> None:
-        gone = set(partitions)
-        for key in self._partitions.pop(gone):
-            del self._links[key], self._partition[key]
-            self._due.discard(key)
-        self._save = {k: p for k, p in self._save.items() if p not in gone}
-        for partition in gone:
-            self._unsaved_from.pop(partition, None)
+    def _dropped(self, key: Key) -> None:
+        self._due.discard(key)
 
     # -- state ------------------------------------------------------------------------------------------
     def restore(self, partition: int, state: LinkState) -> None:
         key = (state.service, state.link_id)
-        held = self._links.get(key)
-        if held is not None and held.through >= state.through:
-            return  # one already held keeps its own, newer state
-        self._links[key] = state
-        self._partition[key] = partition
-        self._partitions.add(partition, key)
+        if not self._restore(key, partition, state):
+            return
         if state.root is not None and any(
             f.records or f.evidence is not None or (f.response_id and not f.root_sent)
             for f in state.followers
         ):
             self._due.add(key)  # what a crash left unwritten is written now
-        self._unsorted = True
 
     def restored(self) -> None:
         """After a restore: a link saved before its first turn's documents were held asks again (the held
@@ -316,15 +215,5 @@ class Chains:
                 self._due.add(key)
                 self._save[key] = self._partition[key]
 
-    def to_save(self) -> list[Saved]:
-        out: list[Saved] = [(p, link_key(*k), self._links.get(k)) for k, p in self._save.items()]
-        self._save.clear()
-        self._unsaved_from.clear()
-        return out
-
-    def everything(self) -> list[Saved]:
-        self._save.clear()
-        return [(self._partition[k], link_key(*k), link) for k, link in self._links.items()]
-
-    def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
-        return {p: min(offset, self._unsaved_from.get(p, offset)) for p, offset in positions.items()}
+    def _state_key(self, key: Key) -> bytes:
+        return link_key(*key)

@@ -94,7 +94,8 @@ class ConversationsConfig(ServiceSettings):
         ge=1,
         description="Conversations held per instance; past it the least recently active is written early "
         "and forgotten (counted: evicted). As many links of response chains are held (a history the model's "
-        "service keeps), the least recently changed dropped past it (counted: chain_links_evicted).",
+        "service keeps), and as many of sliding windows (a history the app resends only its last turns of), "
+        "the least recently changed dropped past it (counted: chain_links_evicted, window_links_evicted).",
     )
     confidence: float = Field(
         default=0.95, gt=0.5, lt=1, description="Two-sided confidence of a record's interval."

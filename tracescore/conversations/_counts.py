@@ -28,6 +28,10 @@ class GroundingCount(StrEnum):
     # those forgotten (forget_seconds) before the chain's first turn was known (its documents never came).
     CHAIN_TURNS_JOINED = "chain_turns_joined"
     CHAIN_TURNS_NOT_JOINED = "chain_turns_not_joined"
+    # A sliding window (`_windows`): turns whose resent history no longer holds their chat's first turn joined
+    # to the conversation they continue, and those no known conversation claimed (their window's own).
+    WINDOW_TURNS_JOINED = "window_turns_joined"
+    WINDOW_TURNS_APART = "window_turns_apart"
     # Cuts: each bound's drops.
     RECORD_TOO_LARGE = "record_too_large"  # a revision too large to write
     TURNS_PAST_CAP = "turns_past_cap"  # turns beyond max_turns in one conversation
@@ -35,6 +39,7 @@ class GroundingCount(StrEnum):
     EVIDENCE_EVICTED = "evidence_evicted"  # conversations' turns dropped past max_evidence_chars
     FORGOTTEN = "forgotten"  # conversations forgotten forget_seconds after their last turn
     CHAIN_LINKS_EVICTED = "chain_links_evicted"  # links of response chains dropped past max_conversations
+    WINDOW_LINKS_EVICTED = "window_links_evicted"  # links of sliding windows dropped past max_conversations
 
     @classmethod
     def not_rejudged(cls, why: NotRejudgedReason) -> GroundingCount:

@@ -181,6 +181,14 @@ class GroundingStore:
             for turn in held.turns.values()
         )
 
+    def holds_turn(self, key: Key, digest: str) -> bool:
+        """Whether the conversation `key` holds the documents of a turn whose (question, answer) digest is
+        `digest` (an inferred conversation's turn)."""
+        held = self._held.get(key)
+        return held is not None and any(
+            turn.evidence is not None and turn.evidence.turn_digest == digest for turn in held.turns.values()
+        )
+
     def open(self) -> int:
         """Conversations whose checks wait for the next tick."""
         return len(self._rechecks)
@@ -208,8 +216,8 @@ class GroundingStore:
         heapq.heapify(self._queue)
 
     # -- apply ------------------------------------------------------------------------------------------
-    def evidence(self, evidence: TurnEvidence, partition: int, offset: int, arrival_ms: int) -> None:
-        """A turn's documents, read at `offset` of the turns topic."""
+    def evidence(self, evidence: TurnEvidence, partition: int, offset: int, arrival_ms: int) -> bool:
+        """A turn's documents, read at `offset` of the turns topic; False when they change nothing."""
         self.stats.evidence += 1
         held, turn = self._turn(
             (evidence.service_name, evidence.session_id), (evidence.trace_id, evidence.span_id), partition
@@ -217,13 +225,14 @@ class GroundingStore:
         if offset <= turn.through or (
             turn.evidence is not None and turn.evidence.revision > evidence.revision
         ):
-            return  # a replay, or an older reading of the turn read late
+            return False  # a replay, or an older reading of the turn read late
         started = evidence.span_started_at
         turn.user_id, turn.through = evidence.user_id, offset
         if started is not None:
             turn.start_at(started)
         turn.evidence = evidence
         self._changed(held, turn, offset, arrival_ms)
+        return True
 
     def record(self, record: EvaluationRecord, partition: int, offset: int, arrival_ms: int) -> None:
         """A turn's record (with its claims when `keeps` it), read at `offset` of the turns topic."""

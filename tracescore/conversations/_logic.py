@@ -32,18 +32,21 @@ from tracescore.conversations._stored import (
     ConversationState,
     LinkState,
     TurnState,
+    WindowState,
     decode_key,
     encode_key,
     from_legacy,
     json_bytes,
 )
 from tracescore.conversations._tracker import ConversationTracker, Key
+from tracescore.conversations._windows import WINDOW_DECIDED_HEADER, WINDOW_TAIL_HEADER, Windows, in_window
 from tracescore.emit import EVALUATION_SPANS_HEADER, conversation_span
 from tracescore.export import encode_trace_messages
 from tracescore.model import (
     ConversationRecord,
     EvaluationRecord,
     ServiceSkip,
+    TurnEvidence,
     UnreadableRecord,
     read_evaluation_record,
     read_turn_evidence,
@@ -118,21 +121,36 @@ class ConversationLogic:
         # A history the model's service keeps, joined from its response ids (grounding on: its first turn is
         # known by its documents).
         self.chains: Chains | None = None
+        # A chat that resends only its last turns, kept one conversation (grounding on: its turns are known
+        # by their documents).
+        self.windows: Windows | None = None
         if grounder is not None:
             self.chains = Chains(
                 config, grounder.stats.counts, ((EVIDENCE_HEADER, b"1"),), opened=grounder.store.opens_chain
+            )
+            self.windows = Windows(
+                config, grounder.stats.counts, ((EVIDENCE_HEADER, b"1"),), holds=grounder.store.holds_turn
             )
         self._now = clock()
 
     # -- restore ----------------------------------------------------------------------------------------
     def restore(
-        self, partition: int, key: bytes, state: ConversationState | TurnState | LinkState, migrated: bool
+        self,
+        partition: int,
+        key: bytes,
+        state: ConversationState | TurnState | LinkState | WindowState,
+        migrated: bool,
     ) -> None:
-        if isinstance(state, LinkState):
+        for kind, links, what in (
+            (WindowState, self.windows, "a window's"),
+            (LinkState, self.chains, "a chain's"),
+        ):
+            if not isinstance(state, kind):
+                continue
             if key != state.key:
-                self._skip(ServiceSkip.INVALID_STATE, f"a chain's link under another key ({len(key)} bytes)")
-            elif self.chains is not None:
-                self.chains.restore(partition, state)
+                self._skip(ServiceSkip.INVALID_STATE, f"{what} link under another key ({len(key)} bytes)")
+            elif links is not None:
+                links.restore(partition, state)
             else:
                 self._stale[key] = partition
             return
@@ -158,6 +176,8 @@ class ConversationLogic:
         # The tracker orders what it restored when it next needs the order.
         if self.chains is not None:
             self.chains.restored()
+        if self.windows is not None:
+            self.windows.restored()
 
     def legacy(self, key: bytes, value: bytes) -> ConversationState:
         return from_legacy(value)
@@ -171,7 +191,15 @@ class ConversationLogic:
         arrival = message.timestamp if message.timestamp and message.timestamp > 0 else _ms(self._clock())
         headers = {key for key, _ in message.headers} if message.headers else set()
         where = (message.partition, message.offset, arrival)
-        chains = self.chains
+        chains, windows = self.chains, self.windows
+        if WINDOW_TAIL_HEADER in headers:
+            tail = self._link_of(message)
+            if windows is not None and tail is not None and not windows.tail(tail, message.value, *where):
+                self._skip(ServiceSkip.INVALID_RECORD, "a window's tail message tracescore did not write")
+            return
+        # A turn whose resent history may be a sliding window's, read where its first pair names: decided by
+        # `Windows` (written again where it was, or applied here as usual).
+        windowed = windows is not None and WINDOW_DECIDED_HEADER not in headers
         if CHAIN_ROOT_HEADER in headers:
             link = self._link_of(message)
             if (
@@ -192,10 +220,16 @@ class ConversationLogic:
                 if chains is not None and linked is not None:
                     chains.follower_evidence(linked, evidence, *where)
                     return
-                self.grounder.store.evidence(evidence, *where)
+                key = (evidence.service_name, evidence.session_id)
+                if windowed and self._window_took(key, evidence, where):
+                    return
+                taken = self.grounder.store.evidence(evidence, *where)
                 chain = opened_chain(evidence)
                 if chains is not None and chain is not None and chain == evidence.session_id:
                     chains.opener_held((evidence.service_name, chain))  # the chain's first turn
+                if windows is not None and taken:  # not a replay: which turn follows which, said once
+                    windows.turn_held(key, evidence.turn_digest)
+                    windows.announce(evidence, self.config.turns_topic)
             return
         try:
             record: EvaluationRecord = read_evaluation_record(message.value)
@@ -204,6 +238,9 @@ class ConversationLogic:
             return
         if chains is not None and linked is not None:
             chains.follower_record(linked, record, *where)
+            return
+        key = (record.service_name, record.session_id or "")
+        if windowed and self._window_took(key, record, where):
             return
         self.stats.turn_records += 1
         self.tracker.apply(record, message.partition, message.offset, arrival)
@@ -216,6 +253,17 @@ class ConversationLogic:
                 "a session id shared by more turns than max_turns",
                 past_cap,
             )
+
+    def _window_took(
+        self, key: Key, item: EvaluationRecord | TurnEvidence, where: tuple[int, int, int]
+    ) -> bool:
+        """Whether a turn's record or documents read at `key` is a sliding window's, taken by `Windows`."""
+        windows = self.windows
+        return (
+            windows is not None
+            and in_window(key, item.history_turns, item.user_id)
+            and windows.take(key, item, *where)
+        )
 
     def _link_of(self, message: ConsumerRecord) -> Key | None:
         try:
@@ -241,6 +289,8 @@ class ConversationLogic:
             self.grounder.tick(now, stream_time)
         if self.chains is not None:
             self.chains.tick(stream_time)
+        if self.windows is not None:
+            self.windows.tick(stream_time)
 
     # -- outputs ----------------------------------------------------------------------------------------
     def outputs(self, found: Mapping[str, str]) -> list[Output]:
@@ -261,6 +311,8 @@ class ConversationLogic:
             out.extend(self.grounder.outputs(found, self.config.evaluations_topic))
         if self.chains is not None:
             out.extend(self.chains.outputs(self.config.turns_topic))
+        if self.windows is not None:
+            out.extend(self.windows.outputs(self.config.turns_topic))
         return out
 
     def _outputs_of(
@@ -306,6 +358,8 @@ class ConversationLogic:
             self.stats.turns_revised += len(done.revised)
         if self.chains is not None:
             self.chains.written(outputs)
+        if self.windows is not None:
+            self.windows.written(outputs)
         for conversation in self._writing:
             if conversation.key in self._evicting:
                 self.tracker.forget(conversation)
@@ -334,6 +388,8 @@ class ConversationLogic:
             out += [(p, key, self._fitted(turn)) for p, key, turn in self.grounder.store.to_save()]
         if self.chains is not None:
             out += self._fitted_links(self.chains.to_save())
+        if self.windows is not None:
+            out += self._fitted_links(self.windows.to_save())
         return out
 
     def _fitted(self, turn: StateRecord | None) -> StateRecord | None:
@@ -348,14 +404,22 @@ class ConversationLogic:
 
     def _fitted_links(self, saved: list[Saved]) -> list[Saved]:
         """Links as saved: one too large for a message (a response named by very many follow-ups waiting for
-        their chain) without its waiting follow-ups' documents, counted; never too large (at worst deleted,
-        its follow-ups then each alone)."""
+        their chain, a window's pair by many turns waiting for theirs) without its waiting turns' documents,
+        counted; never too large (at worst deleted, its turns then each alone)."""
         out: list[Saved] = []
         for partition, key, link in saved:
-            if isinstance(link, LinkState) and len(self.codec.encode(link)) > self.config.max_message_bytes:
-                self._skip(ConversationSkip.STATE_TOO_LARGE, f"a chain's link {link.link_id}: saved smaller")
-                followers = [f.model_copy(update={"evidence": None}) for f in link.followers]
-                smaller = link.model_copy(update={"followers": followers})
+            if isinstance(link, LinkState | WindowState) and (
+                len(self.codec.encode(link)) > self.config.max_message_bytes
+            ):
+                if isinstance(link, LinkState):
+                    what = f"a chain's link {link.link_id}: saved smaller"
+                    followers = [f.model_copy(update={"evidence": None}) for f in link.followers]
+                    smaller: LinkState | WindowState = link.model_copy(update={"followers": followers})
+                else:
+                    what = f"a window's link {link.window_id}: saved smaller"
+                    turns = [t.model_copy(update={"evidence": None}) for t in link.turns]
+                    smaller = link.model_copy(update={"turns": turns})
+                self._skip(ConversationSkip.STATE_TOO_LARGE, what)
                 fits = len(self.codec.encode(smaller)) <= self.config.max_message_bytes
                 link = smaller if fits else None
             out.append((partition, key, link))
@@ -393,13 +457,17 @@ class ConversationLogic:
             out += [(p, key, self._fitted(turn)) for p, key, turn in self.grounder.store.everything()]
         if self.chains is not None:
             out += self._fitted_links(self.chains.everything())
+        if self.windows is not None:
+            out += self._fitted_links(self.windows.everything())
         return out
 
     def commit_floors(self, positions: dict[int, int]) -> dict[int, int]:
         floors = self.tracker.commit_offsets(positions)
         if self.grounder is not None:
             floors = self.grounder.store.commit_floors(floors)
-        return floors if self.chains is None else self.chains.commit_floors(floors)
+        for links in (self.chains, self.windows):
+            floors = floors if links is None else links.commit_floors(floors)
+        return floors
 
     def undecided(self, partition: int, before_ms: int) -> bool:
         # A conversation decided by a crashed owner may have changed since (its next turn, a turn's grounded
@@ -412,6 +480,8 @@ class ConversationLogic:
             self.grounder.forget_partitions(partitions)
         if self.chains is not None:
             self.chains.forget_partitions(partitions)
+        if self.windows is not None:
+            self.windows.forget_partitions(partitions)
         self._save = {k: p for k, p in self._save.items() if p not in partitions}
         self._writing = [c for c in self._writing if c.partition not in partitions]
 

@@ -156,7 +156,8 @@ class ConversationService(LoopService):
             return 1
         if self._grounder is None:
             return 0
-        return self._grounder.open() + (self._logic.chains.open() if self._logic.chains is not None else 0)
+        links = [self._logic.chains, self._logic.windows]
+        return self._grounder.open() + sum(held.open() for held in links if held is not None)
 
     # -- stage 1: re-key by conversation ----------------------------------------------------------------
     def _forward(self, message: ConsumerRecord) -> Forward | list[Forward] | None:

@@ -1,7 +1,8 @@
 """What the state topic holds: a conversation (`ConversationState`, schema version 2: typed, versioned), a
 turn held to ground a later turn's claims (`TurnState`, kind "turn", same version: its documents, and its
 records with claims no document of its own supported), a link of a chain of response ids (`LinkState`, kind
-"link", version 3: a release before it refuses the entry as a future version instead of misreading it), the
+"link", version 3: a release before it refuses the entry as a future version instead of misreading it), a
+link of a sliding window (`WindowState`, kind "window", version 4: refused so by a release before it), the
 codec that tells them apart, and the reader of version 1 (the positional JSON snapshot of earlier versions,
 on the old single-partition state topic) that carries an old conversation over."""
 
@@ -24,12 +25,16 @@ __all__ = [
     "HeldCheck",
     "LinkState",
     "TurnState",
+    "WindowState",
+    "WindowTail",
+    "WindowTurn",
     "decode_key",
     "encode_key",
     "from_legacy",
     "json_bytes",
     "link_key",
     "turn_key",
+    "window_key",
 ]
 
 
@@ -56,6 +61,11 @@ def turn_key(service: str, conversation_id: str, trace_id: str, span_id: str) ->
 def link_key(service: str, link_id: str) -> bytes:
     """State topic key of a chain's link: never a conversation's (three elements) nor a turn's (four)."""
     return json_bytes([service, link_id, "link"])
+
+
+def window_key(service: str, window_id: str) -> bytes:
+    """State topic key of a sliding window's link: never a conversation's, a turn's or a chain's link's."""
+    return json_bytes([service, window_id, "window"])
 
 
 def decode_key(raw: bytes) -> tuple[str, str]:
@@ -290,6 +300,55 @@ class LinkState(StateRecord):
         return link_key(self.service, self.link_id)
 
 
+class WindowTail(BaseModel):
+    """A known conversation whose turn the window's key names is followed there by the turn `next`."""
+
+    next: str = Field(description="The digest of the turn after it, in that conversation.")
+    root: str = Field(description="That conversation's id.")
+
+
+class WindowTurn(BaseModel):
+    """A turn whose resent history opens with the window's pair: held until it is known whose turn it is, then
+    written again there (`root`: a known conversation it continues; `own`: the window's own conversation)."""
+
+    trace_id: str
+    span_id: str
+    next: str = Field(description="The second pair its prompt resent: what a tail must be followed by.")
+    last: str = Field(description="The last pair its prompt resent: the turn just before it.")
+    waits_from_ms: int = Field(
+        default=0,
+        description="The stream time its wait began (0: not begun; a restart begins it again): past "
+        "quiet_seconds undecided, it is the window's own.",
+    )
+    root: str | None = Field(default=None, description="The conversation it continues, once decided.")
+    own: bool = Field(default=False, description="Decided: a turn of the window's own conversation.")
+    records: list[EvaluationRecord] = Field(default_factory=list, description="Latest per tier, not written.")
+    evidence: TurnEvidence | None = Field(default=None, description="Its latest documents, not written.")
+    sent: list[str] = Field(default_factory=list, description="What was written where it was decided.")
+
+    @property
+    def decided(self) -> bool:
+        return self.own or self.root is not None
+
+
+class WindowState(StateRecord):
+    """A link of a sliding window (the key of the conversation a resent history's first pair would open):
+    the known conversations that turn continues in, and the turns held there until decided."""
+
+    schema_version: Literal[4] = 4
+    kind: Literal["window"] = "window"
+    service: str
+    window_id: str = Field(description="history_conversation_id of the pair: the key of the link.")
+    tails: list[WindowTail] = Field(default_factory=list)
+    turns: list[WindowTurn] = Field(default_factory=list)
+    through: int = Field(default=-1, description="Highest turns-topic offset applied.")
+    arrival_ms: int = Field(default=0, description="When its last change reached the turns topic.")
+
+    @property
+    def key(self) -> bytes:
+        return window_key(self.service, self.window_id)
+
+
 class ConversationCodec(StateCodec[Any]):
     """The values of the state topic, told apart by `kind`; each refused as `StateCodec` refuses."""
 
@@ -298,9 +357,10 @@ class ConversationCodec(StateCodec[Any]):
         self._kinds: dict[str, StateCodec[Any]] = {
             "turn": StateCodec(TurnState),
             "link": StateCodec(LinkState),
+            "window": StateCodec(WindowState),
         }
 
-    def decode(self, raw: bytes) -> ConversationState | TurnState | LinkState:
+    def decode(self, raw: bytes) -> ConversationState | TurnState | LinkState | WindowState:
         try:
             data = json.loads(raw)
         except (UnicodeDecodeError, ValueError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from tracescore.emit._records import started_at
-from tracescore.model import EvidenceDocument, Interaction, TurnEvidence
+from tracescore.model import HISTORY_TURNS_KEPT, EvidenceDocument, Interaction, TurnEvidence
 
 __all__ = ["EVIDENCE_CHARS", "QUESTION_CHARS", "turn_evidence"]
 
@@ -63,6 +63,7 @@ def turn_evidence(
         user_id=interaction.user_id,
         question=None if question is None else question[:QUESTION_CHARS],
         turn_digest=interaction.turn_digest,
+        history_turns=list(interaction.history[-HISTORY_TURNS_KEPT:]) if interaction.session_id else [],
         response_id=interaction.response_id,
         previous_response_id=interaction.previous_response_id,
         span_started_at=started_at(interaction),

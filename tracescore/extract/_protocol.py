@@ -8,10 +8,13 @@ another shape entirely) implements this Protocol directly and still plugs into `
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from tracescore.model import DecodedSpan, ExtractSkip, Interaction, Trace
+
+if TYPE_CHECKING:
+    from tracescore.extract._reader import Found
 
 __all__ = ["Recognizer", "Skip"]
 
@@ -21,7 +24,9 @@ class Skip:
     """Why something in a trace is not scored. `expected` skips (traffic that is not RAG, our own evaluation
     spans) are counted quietly after the first log line; the others are counted and logged as warnings.
     `scored`: the interaction at `span` is scored all the same, only what `reason` names was not read (a
-    session id a redacting exporter replaced); counted apart from what is not scored."""
+    session id a redacting exporter replaced); counted apart from what is not scored. `turn`: an answer
+    with nothing to judge it against (`empty_context`) read up to its conversation and its response ids, so
+    that it still takes its place in a conversation (a chain of responses goes on from it), never scored."""
 
     reason: ExtractSkip
     detail: str
@@ -29,6 +34,7 @@ class Skip:
     span: DecodedSpan | None = None
     convention: str | None = None
     scored: bool = False
+    turn: Found | None = field(default=None, compare=False, repr=False)
 
 
 class Recognizer(Protocol):

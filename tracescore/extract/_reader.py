@@ -357,6 +357,8 @@ STEPS: tuple[Step, ...] = (
     Step("more conversation", more_conversation, hook="more_conversation"),
 )
 # --8<-- [end:steps]
+# The steps that place an interaction in its conversation (no judging needs them).
+LINEAGE_STEPS = frozenset({"named route", "named conversation", "conversation", "more conversation"})
 
 
 class Found:
@@ -537,9 +539,20 @@ class ConventionReader:
         )
         # Every interaction of the unsampled path goes through these: a step that cannot apply is not run.
         self._steps = tuple(step.run for step in STEPS if step.applies(self.convention))
+        # What an answer with nothing to judge it against is still read for: its place in a conversation.
+        self._lineage = tuple(
+            step.run for step in STEPS if step.name in LINEAGE_STEPS and step.applies(self.convention)
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.convention!r})"
+
+    def _placed(self, skip: Skip, reading: Reading) -> Skip:
+        """An answer with no documents, read on for its conversation and response ids (`Skip.turn`): a
+        Responses API chain goes on from a turn that had nothing to judge."""
+        for step in self._lineage:
+            step(reading)
+        return replace(skip, turn=found(reading))
 
     def recognize(self, trace: Trace) -> Iterable[Interaction | Skip]:
         return [f.interaction() if isinstance(f, Found) else f for f in self.find(trace)]
@@ -557,6 +570,8 @@ class ConventionReader:
             for step in steps:
                 skip = step(reading)
                 if skip is not None:
+                    if skip.reason is ExtractSkip.EMPTY_CONTEXT:
+                        skip = self._placed(skip, reading)
                     out.append(skip)
                     break
             else:

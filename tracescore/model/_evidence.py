@@ -17,6 +17,10 @@ __all__ = ["EVIDENCE_TOPIC", "EvidenceDocument", "TurnEvidence", "read_turn_evid
 EVIDENCE_TOPIC = "tracescore.conversations.evidence"
 
 
+def _empty_unwritten(value: list[str]) -> bool:
+    return not value  # written only where it says something: other turns' documents stay as they were
+
+
 class EvidenceDocument(BaseModel):
     text: str = Field(description="The document as it was judged (cut when the turn's documents were cut).")
     kind: str = Field(
@@ -43,6 +47,13 @@ class TurnEvidence(BaseModel):
         default=None,
         description="With an inferred conversation: the digest of the turn's (question, answer) pair, "
         "which a follow-up's history names to use these documents.",
+    )
+    history_turns: list[str] = Field(
+        default_factory=list,
+        exclude_if=_empty_unwritten,
+        description="With a conversation inferred from the resent history: the digests of the (question, "
+        "answer) pairs the turn's prompt resent, oldest first, as on the records (a turn that continues a "
+        "conversation is known by them where its resent history no longer holds the first turn).",
     )
     response_id: str | None = Field(
         default=None,

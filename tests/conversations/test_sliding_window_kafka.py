@@ -1,0 +1,177 @@
+"""A chat whose app resends only its last turns (a sliding window: LangChain's trim_messages, LlamaIndex's
+ChatMemoryBuffer, `history[-4:]`) and names no conversation, through the real broker: an app decorated with
+the tracescore SDK, `tracescore consume` with `infer_conversations`, then `tracescore conversations`.
+
+Once turn 1 falls out of the resent history, a follow-up's inferred id (named by the first pair it resent)
+is another's; a turn whose first two resent pairs are two consecutive turns of a known conversation
+continues it: the chat stays one conversation, and its window turn that reuses a fact an earlier turn still
+in its window retrieved is grounded in that turn. A chat of another user who opened with the same question
+and answer as one of its middle turns (no user.id tells them apart: one pair in common) stays a conversation
+of its own, and the window's turn that resent that pair is not counted in it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from _helpers import consumer_settings
+from conversation_service import config
+
+from tracescore.consume import EvaluationConsumer, decode_message
+from tracescore.conversations import ConversationService
+from tracescore.model import ConversationRecord, EvaluationRecord, read_evaluation_record
+from tracescore.score import OfflineJudge
+from tracescore.score.metrics import Faithfulness
+from tracescore.testing.kafka_topics import input_producer, read_topic
+
+pytestmark = pytest.mark.kafka
+
+PRICES = "Aurora Basic costs 9 euros a month, billed monthly. Aurora Plus costs 19 euros a month."
+SUPPORT = "Basic includes email support; phone support comes only with Plus."
+WEEKEND = "Weekend support is sold as an add-on."
+ADD_ON = "The weekend add-on extends support to Saturdays and Sundays and costs the same as the Basic plan."
+CANCEL = "The weekend add-on can be cancelled at any time from the billing page."
+STUDENTS = "Students get a discount of 20 percent on every plan."
+# (question, documents, answer) per turn. Chat "window": the app resends its last two turns; its fourth turn
+# (resending turns 2 and 3) prices the add-on from turn 2's retrieval, its own holding no price.
+WINDOW = (
+    ("Does Basic include phone support?", SUPPORT, "No. Phone support comes only with Plus."),
+    ("What does the Basic plan cost?", PRICES, "The Basic plan costs 9 euros a month."),
+    ("Is there support at weekends?", WEEKEND, "Weekend support is sold as an add-on."),
+    ("And the weekend add-on?", ADD_ON, "The weekend add-on costs 9 euros a month."),
+    (
+        "Can I cancel it?",
+        CANCEL,
+        "Yes, the weekend add-on can be cancelled at any time from the billing page.",
+    ),
+)
+# Chat "other": another user (no user.id either), opening with the window chat's second question and answer,
+# resending its whole history.
+OTHER = (
+    WINDOW[1],
+    ("Is there a student discount?", STUDENTS, "Students get a discount of 20 percent on every plan."),
+    ("And on Plus?", STUDENTS, "Students get a discount of 20 percent on Plus too."),
+)
+
+# The SDK sets the global TracerProvider once per process: the app runs in one of its own and prints each
+# turn's trace as the OTLP message the SDK's Kafka exporter would send, in hex, one line per turn:
+# "<chat> <turn> <hex>".
+APP = textwrap.dedent(
+    """
+    import json, sys
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import tracescore
+
+    exporter = InMemorySpanExporter()
+    tracescore.init(service_name="window-chat", exporter=exporter)
+    chats = json.loads(sys.argv[1])
+
+
+    @tracescore.generation(model="stand-in")
+    def generate(messages, reply):
+        return reply
+
+
+    @tracescore.rag(route="/chat")
+    def answer(question, documents, reply, history):
+        tracescore.record_contexts([documents])
+        return generate([*history, {"role": "user", "content": question}], reply)
+
+
+    turns_asked = []
+    for name, (window, turns) in chats.items():
+        history = []
+        for n, (question, documents, reply) in enumerate(turns, 1):
+            resent = history[-2 * window:] if window else history  # the app's window: its last turns
+            answer(question, documents, reply, resent)
+            history += [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
+            turns_asked.append((name, n))
+    tracescore.shutdown()
+    traces = {}
+    for span in exporter.get_finished_spans():
+        traces.setdefault(span.context.trace_id, []).append(span)
+    in_order = sorted(traces.values(), key=lambda spans: min(s.start_time for s in spans))
+    for (name, n), spans in zip(turns_asked, in_order, strict=True):
+        print(name, n, encode_spans(spans).SerializeToString().hex())
+    """
+)
+
+
+def chat_traces() -> list[tuple[str, int, bytes]]:
+    """(chat, turn, OTLP message) of each turn, as the SDK app recorded them."""
+    chats = {"window": (2, WINDOW), "other": (0, OTHER)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", APP, json.dumps(chats)], env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = []
+    for line in done.stdout.splitlines():
+        chat, turn, payload = line.split()
+        out.append((chat, int(turn), bytes.fromhex(payload)))
+    return out
+
+
+def run(
+    bootstrap: str, prefix: str, traces: list[tuple[str, int, bytes]]
+) -> tuple[dict[tuple[str, int], EvaluationRecord], list[ConversationRecord], dict[str, tuple[str, int]]]:
+    """Consume the turns (infer_conversations), then run the conversation service: the latest record per
+    turn, the latest conversation records, and which turn each trace is."""
+    producer = input_producer(bootstrap, [f"{prefix}.spans"], acks="all")
+    which: dict[str, tuple[str, int]] = {}
+    for chat, turn, payload in traces:
+        trace_id = decode_message(payload)[0].trace_id
+        which[trace_id] = (chat, turn)
+        producer.send(f"{prefix}.spans", key=trace_id.encode(), value=payload)
+    producer.flush()
+    producer.close()
+    settings = consumer_settings(
+        bootstrap, prefix, conversation_evidence_topic=f"{prefix}.evidence", infer_conversations=True
+    )
+    EvaluationConsumer(settings, judge=OfflineJudge(), metrics=[Faithfulness()]).run()
+    # A window turn waits for its tail at most quiet_seconds: long enough for the hops on two shared cores.
+    cfg = config(bootstrap, prefix, spans_topic=None, quiet_seconds=5.0)
+    written: list[ConversationRecord] = []
+    ConversationService(cfg, on_record=written.append).run(idle_timeout_s=8)
+    latest: dict[tuple[str, int], EvaluationRecord] = {}
+    for message in read_topic(bootstrap, f"{prefix}.evaluations"):
+        record = read_evaluation_record(message.value)
+        turn = which[record.trace_id]
+        if turn not in latest or latest[turn].revision < record.revision:
+            latest[turn] = record
+    final: dict[str, ConversationRecord] = {}
+    for conversation in written:
+        held = final.get(conversation.conversation_id)
+        if held is None or held.revision < conversation.revision:
+            final[conversation.conversation_id] = conversation
+    return latest, list(final.values()), which
+
+
+def test_a_chat_that_resends_only_its_last_turns_stays_one_conversation(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    latest, conversations, which = run(bootstrap, topic_prefix, chat_traces())
+    trace_of = {turn: trace for trace, turn in which.items()}
+    chats = sorted(sorted(which[t] for t in record.trace_ids) for record in conversations)
+    # Each chat one conversation counting its follow-ups (turn 1, told from a one-shot only later, in none).
+    assert chats == [
+        [("other", 2), ("other", 3)],
+        [("window", 2), ("window", 3), ("window", 4), ("window", 5)],
+    ], chats
+    window_id = next(r.conversation_id for r in conversations if which[r.trace_ids[0]][0] == "window")
+    for n in (2, 3, 4, 5):
+        assert latest[("window", n)].label == "faithful", f"window turn {n}"
+    fourth = latest[("window", 4)]
+    assert fourth.revision == 1 and fourth.session_id == window_id, "grounded by a revision, in the chat"
+    assert fourth.details["earlier_turns"]["status"] == "grounded"
+    sources = {c["evidence_source"]["trace_id"] for c in fourth.details["claims"] if c.get("evidence_source")}
+    assert sources == {trace_of[("window", 2)]}, "the price is turn 2's retrieval, still in the window"
+    [window] = [r for r in conversations if r.conversation_id == window_id]
+    assert (window.turns, window.turns_flagged) == (4, 0), window

@@ -1,0 +1,116 @@
+"""A chat that resends only its last two turns (a sliding window; no conversation named) survives `kill -9`
+of `tracescore conversations` mid-join: killed after the turns were applied, after a window turn was written
+again under the conversation it continues (or a tail written) but before its link's state was saved, while
+saving, and after saving but before committing; then restarted. Every chat of five turns is one conversation
+counting its four follow-ups once (the fourth and fifth resend only turns 2-3 and 3-4: each joins by a tail),
+each fourth turn (resting on turn 2's retrieval, still in its window) gets exactly one grounded revision, none
+written twice."""
+
+from __future__ import annotations
+
+import pytest
+from conversation_service import conversations_process, killed_then_restarted, last_records
+from grounding_turns import ADD_ON, PRICES, SUPPORT, evidence_of, interaction, scored
+from service_processes import ServiceProcess
+
+from tracescore.model import (
+    ConversationSource,
+    history_conversation_id,
+)
+from tracescore.testing.kafka_topics import input_producer
+
+pytestmark = pytest.mark.kafka
+
+CHATS = [f"chat-{i}" for i in range(4)]
+SERVICE = "support-chat"
+# (documents, answer) per turn; the app resends its last two turns.
+TURNS = {
+    1: (SUPPORT, "No. Phone support comes only with Plus."),
+    2: (PRICES, "The Basic plan costs 9 euros a month."),
+    3: (SUPPORT, "Phone support comes only with Plus."),
+    4: (ADD_ON, "The weekend add-on costs 9 euros a month."),  # turn 2's price, turn 2 still resent
+    5: (SUPPORT, "No. Phone support comes only with Plus."),
+}
+WINDOW = 2
+POINTS = [
+    "keyed.applied:2",  # documents and records applied in memory, nothing written
+    "shared.sent:2",  # a window turn written again where it joins (or a tail written), its link not saved
+    "outputs.written:1",  # every output of a checkpoint written, no state saved
+    "state.sent:3",  # some links and held turns saved, the rest not
+    "state.saved:1",  # saved, the turns topic not committed
+]
+
+
+def digest(chat: str, n: int) -> str:
+    return f"{chat}-turn{n}"
+
+
+def conversation(chat: str) -> str:
+    """The id the chat's first turn opens (and its follow-ups name while turn 1 is still resent)."""
+    return history_conversation_id(SERVICE, None, digest(chat, 1))
+
+
+def produce(bootstrap: str, prefix: str) -> None:
+    """Each turn's record and documents as consume writes them with infer_conversations: a follow-up under the
+    id its first resent pair names, turn 1's records under none and its documents under the id it opens."""
+    producer = input_producer(bootstrap, [f"{prefix}.evidence", f"{prefix}.evaluations"], acks="all")
+    for chat in CHATS:
+        for n, (documents, answer) in TURNS.items():
+            turn = interaction(n, conversation=chat, user=None, answer=answer, documents=documents)
+            history = [digest(chat, k) for k in range(max(1, n - WINDOW), n)]
+            named = history_conversation_id(SERVICE, None, history[0]) if history else None
+            evidence = evidence_of(turn).model_copy(
+                update={
+                    "session_id": named or conversation(chat),
+                    "turn_digest": digest(chat, n),
+                    "history_turns": history,
+                }
+            )
+            producer.send(
+                f"{prefix}.evidence",
+                key=evidence.trace_id.encode(),
+                value=evidence.model_dump_json().encode(),
+            )
+            source = ConversationSource.HISTORY if named else None
+            record = scored(turn).model_copy(
+                update={"session_id": named, "conversation_source": source, "history_turns": history}
+            )
+            key, value = record.to_kafka()
+            producer.send(f"{prefix}.evaluations", key=key, value=value)
+    producer.flush()
+    producer.close()
+
+
+def run(bootstrap: str, prefix: str, crash_at: str | None = None) -> ServiceProcess:
+    # A window turn waits for its tail at most quiet_seconds from when it was read: long enough for the hops
+    # (turn 3 held in its conversation, its tail, turn 4 there, its tail) on two shared cores.
+    return conversations_process(
+        bootstrap, prefix, crash_at=crash_at, idle_timeout="3", spans=False, quiet_seconds="5"
+    )
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_kill_mid_window_loses_no_conversation_and_counts_no_turn_twice(
+    bootstrap: str, topic_prefix: str, point: str
+) -> None:
+    produce(bootstrap, topic_prefix)
+    revised = killed_then_restarted(run, bootstrap, topic_prefix, point)
+    trace_of = {
+        (chat, n): interaction(n, conversation=chat, user=None).span.trace_id for chat in CHATS for n in TURNS
+    }
+    fourth = {trace_of[(c, 4)] for c in CHATS}
+    assert {r.trace_id for r in revised} == fourth and len(revised) == len(CHATS)
+    assert all((r.revision, r.label) == (1, "faithful") for r in revised)
+    assert all(r.details["earlier_turns"]["status"] == "grounded" for r in revised)
+    by_trace = {trace: chat for (chat, _), trace in trace_of.items()}
+    assert all(r.session_id == conversation(by_trace[r.trace_id]) for r in revised), (
+        "in the chat it continues"
+    )
+
+    last = last_records(bootstrap, topic_prefix)
+    assert sorted(last) == sorted(conversation(c) for c in CHATS), "one conversation a chat, no other"
+    for chat in CHATS:
+        record = last[conversation(chat)]
+        follow_ups = sorted(trace_of[(chat, n)] for n in TURNS if n > 1)
+        assert sorted(record.trace_ids) == follow_ups, "each follow-up once, turn 1 in none"
+        assert (record.turns, record.turns_flagged, record.label) == (4, 0, "passed"), record
