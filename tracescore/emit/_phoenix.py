@@ -122,8 +122,8 @@ class PhoenixSettings(BaseSettings):
     max_pending: int = Field(
         default=10_000,
         ge=1,
-        description="Annotations kept while Phoenix does not accept them (2 to 5 KB of memory each), posted when it "
-        "does; past this the oldest are dropped, counted as past_max_pending.",
+        description="Annotations kept while Phoenix does not accept them (2 to 5 KB of memory each), posted "
+        "when it does; past this the oldest are dropped, counted as past_max_pending.",
     )
 
     @field_validator("api_key", mode="before")
