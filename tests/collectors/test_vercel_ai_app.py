@@ -24,6 +24,7 @@ pytestmark = pytest.mark.kafka
 
 APP = FIXTURES / "scenarios" / "vercel_ai"
 SEARCH = ToolCall("search_docs", {"query": QUESTION})
+GUIDE_SEARCH = ToolCall("getInformation", {"question": QUESTION})
 
 
 def test_the_ai_sdk_app_is_scored_through_the_collector(
@@ -35,6 +36,8 @@ def test_the_ai_sdk_app_is_scored_through_the_collector(
         ("tool", "stream", "responses"): ((SEARCH, UNFAITHFUL_ANSWER), "hallucinated"),
         # The documents in the system prompt under `Context:`: read from there (kind `instructions`).
         ("prompt", "generate", "chat"): ((FAITHFUL_ANSWER,), "faithful"),
+        # The AI SDK's RAG guide: {name, similarity} rows from a getInformation tool, one document each.
+        ("rows", "stream", "chat"): ((GUIDE_SEARCH, UNFAITHFUL_ANSWER), "hallucinated"),
     }
     with live_app(APP, otelcol, kafka_broker, tmp_path) as session:
         traces = {}
@@ -52,11 +55,11 @@ def test_the_ai_sdk_app_is_scored_through_the_collector(
             report, messages = session.run("app.mjs", config, replies)
             [trace_id] = report["spanCounts"]
             span_names |= {s.span_id: s.name for message in messages for s in decode_message(message)}
-            traces[trace_id] = (f"ai.{call}Text", label, config["sessionId"])
+            traces[trace_id] = (f"ai.{call}Text", label, config["sessionId"], shape)
 
         scored = score_live(session)
-        assert len(scored) == 3
-        for trace_id, (span_name, label, session_id) in traces.items():
+        assert len(scored) == len(runs)
+        for trace_id, (span_name, label, session_id, shape) in traces.items():
             if label is None:
                 assert trace_id not in scored
                 continue
@@ -64,3 +67,5 @@ def test_the_ai_sdk_app_is_scored_through_the_collector(
             assert (record.convention, record.label, record.route) == ("vercel_ai", label, "aurora-support")
             assert record.session_id == session_id
             assert span_names[record.span_id] == span_name
+            if shape == "rows":  # one document a row, not the rows' JSON as one
+                assert len(record.details["context_sources"]) == len(DOCUMENTS)

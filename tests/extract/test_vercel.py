@@ -76,6 +76,22 @@ def test_the_tool_loop_is_one_interaction_with_the_tool_result_as_documents() ->
     assert rag.route == "aurora-support"
 
 
+def test_rows_of_one_text_and_its_scores_are_one_document_each_and_other_rows_are_not_split() -> None:
+    """The AI SDK's RAG guide returns its vector search's `{name, similarity}` rows (recorded: fixtures
+    vercel_ai/rows_*); rows with two texts (which one is the document?) stay one document, the result."""
+    rows = [{"name": DOC, "similarity": 0.91}, {"name": DOC2, "similarity": 0.8}]
+    [rag] = extract(trace(*_tool_loop(rows))).interactions
+    assert rag.record.contexts == (DOC, DOC2)
+    for ambiguous in (
+        [{"title": "Battery", "name": DOC, "similarity": 0.9}],  # two texts in a row
+        [{"name": DOC, "similarity": 0.9}, {"chunk_text": DOC2, "similarity": 0.8}],  # keys differ
+        [{"name": DOC, "similarity": True}],  # a flag is not a score
+        [{"id": "doc-1", "score": 0.9}],  # an identifier, not the document
+    ):
+        [rag] = extract(trace(*_tool_loop(ambiguous))).interactions
+        assert rag.record.contexts == (json.dumps(ambiguous),), ambiguous
+
+
 def test_content_capture_off_is_an_explained_skip() -> None:
     """recordInputs: false, recordOutputs: false: no prompt, no response, no tool result is recorded."""
     anchor = _call()

@@ -4,8 +4,9 @@ Agents get their documents from tool calls: an OpenInference TOOL span's `output
 `execute_tool` span's `gen_ai.tool.call.result`, a traceloop `tool` span's `traceloop.entity.output`, a
 Vercel AI SDK `ai.toolCall` span's `ai.toolCall.result`, or, with no tool span at all (OpenAI function
 calling), the tool-role messages passed to the next LLM call. A result that is a list of documents (also as
-`str()` of a Python list, read back exactly) gives one context per document; any other result (a number, a
-sentence) is one context, noted as not document-like, because the answer may rest on it.
+`str()` of a Python list, read back exactly; or rows of one text and its scores, `{name, similarity}`) gives
+one context per document; any other result (a number, a sentence) is one context, noted as not
+document-like, because the answer may rest on it.
 
 An answer never supports itself. A tool result that merely carries the answer is not evidence for it and
 is dropped, with a note, once the answer is known (`drop_answer_carriers`): a result whose call arguments
@@ -92,6 +93,8 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
         return docs, True
     if isinstance(parsed, list) and parsed and all(isinstance(p, Mapping) and "text" in p for p in parsed):
         return [str(p["text"]) for p in parsed], True  # content blocks
+    if (rows := _scored_rows(parsed)) is not None:
+        return rows, True
     if isinstance(parsed, str):
         if is_repr(parsed):
             return _page_contents(parsed), True  # else the repr itself, which Contexts drops and notes
@@ -99,6 +102,29 @@ def tool_result_texts(value: Any) -> tuple[list[str], bool]:
     if isinstance(value, str):
         return [value], False
     return [json.dumps(parsed, default=str)], False
+
+
+def _scored_rows(parsed: Any) -> list[str] | None:
+    """The texts of a list of database rows that are documents with their scores: each row one text (words,
+    not an identifier) under the same key, every other value a number (the AI SDK's RAG guide returns
+    `{name, similarity}` rows from its vector search); None for any other value."""
+    if not isinstance(parsed, list) or not parsed:
+        return None
+    keys = set()
+    for row in parsed:
+        if not isinstance(row, Mapping):
+            return None
+        texts = [k for k, v in row.items() if isinstance(v, str)]
+        scores = [v for k, v in row.items() if k not in texts]
+        if len(texts) != 1 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in scores):
+            return None
+        if not row[texts[0]].strip().count(" "):
+            return None  # `{"id": "doc-1", "score": 0.9}`: which document is unknown
+        keys.add(texts[0])
+    if len(keys) != 1:
+        return None
+    [key] = keys
+    return [row[key] for row in parsed]
 
 
 def _opened(parsed: Any) -> Any:
