@@ -99,12 +99,9 @@ def named_counts(counts: Mapping[str, int]) -> str:
 
 
 def phoenix_summary(phoenix: PhoenixAnnotations) -> str:
-    """A closing summary's line of the Phoenix sink's counts, every drop reason named, its zeros too:
-    `  phoenix: posted=12; dropped: past_max_pending=0, rejected=0, unsent_at_stop=3`."""
-    from tracescore.emit._phoenix import DROP_REASONS
-
-    dropped = ", ".join(f"{reason}={phoenix.dropped[reason]}" for reason in DROP_REASONS)
-    return f"  phoenix: posted={phoenix.sent}; dropped: {dropped}"
+    """A closing summary's line of the Phoenix sink's counts, the dropped by reason:
+    `  phoenix: posted=12; dropped: unsent_at_stop=3` (`dropped: none`)."""
+    return f"  phoenix: posted={phoenix.sent}; dropped: {named_counts(phoenix.dropped)}"
 
 
 def service_settings(
