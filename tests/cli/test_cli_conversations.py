@@ -41,8 +41,9 @@ def test_unreachable_kafka_is_one_line_naming_the_address(closed_port: int) -> N
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("phoenix", [False, True], ids=["alone", "with phoenix"])
 def test_the_command_writes_a_record_per_conversation_and_says_what_it_did(
-    bootstrap: str, topic_prefix: str
+    bootstrap: str, topic_prefix: str, phoenix: bool, request: pytest.FixtureRequest
 ) -> None:
     from tracescore.model import EvaluationRecord, MetricStatus
 
@@ -68,11 +69,16 @@ def test_the_command_writes_a_record_per_conversation_and_says_what_it_did(
         "--conversations-topic", f"{topic_prefix}.conversations", "--group-id", topic_prefix,
         "--quiet-seconds", "1", "--idle-timeout", "3",
     ]  # fmt: skip
+    if phoenix:  # the session's real Phoenix: the conversation's record is posted as a session annotation
+        flags += ["--phoenix-endpoint", request.getfixturevalue("phoenix_server").base_url]
     result = CliRunner().invoke(main, ["conversations", *flags], env=env)
     assert result.exit_code == 0, result.output
     assert "turn_records=2 records=1 (revisions 0)" in result.output
     assert "skipped: no_conversation=1" in result.output
     assert "state: partitions_read=6" in result.output, "the state of each turns partition read back once"
+    # The Phoenix sink's counts, when it ran, as `tracescore consume`'s summary says them.
+    said = "  phoenix: posted=1; dropped: none"
+    assert (said in result.output.splitlines()) is phoenix, result.output
 
 
 @pytest.mark.kafka

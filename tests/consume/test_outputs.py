@@ -78,13 +78,13 @@ class MemorySink:
 class Extra:
     def __init__(self) -> None:
         self.sent: list[list[EvaluationRecord]] = []
-        self.closed = False
+        self.closed: list[float | None] = []  # the timeout_s of each close
 
     def send(self, records: Sequence[EvaluationRecord]) -> None:
         self.sent.append(list(records))
 
-    def close(self) -> None:
-        self.closed = True
+    def close(self, timeout_s: float | None = None) -> None:
+        self.closed.append(timeout_s)
 
 
 class Parts:
@@ -298,7 +298,11 @@ def test_on_the_way_out_outputs_are_flushed_and_a_refused_one_leaves_its_offsets
     assert parts.checkpoint.due(force=True) == {} and parts.seen == []
 
 
-def test_closing_closes_the_other_sinks_and_reports_the_records_cut_to_fit() -> None:
+def test_closing_closes_the_other_sinks_within_what_the_stop_left_and_reports_the_records_cut_to_fit() -> (
+    None
+):
     parts = Parts()
-    parts.outputs.close()
-    assert parts.extra.closed and parts.stats.truncated_outputs == 3
+    parts.outputs.close(Wait(4.0, "what --stop-timeout 50s left closing the sinks"))
+    [given] = parts.extra.closed
+    assert given is not None and 3.0 < given <= 4.0, given  # the stop's rest, not the sink's own limit
+    assert parts.stats.truncated_outputs == 3

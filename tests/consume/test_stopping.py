@@ -32,6 +32,16 @@ def test_every_step_waiting_all_it_may_ends_the_stop_within_its_budget() -> None
         clock.now += wait.s  # the broker gone: each waits all it may
     assert clock.now == signal_at + 50.0
     assert str(plan.last_commit()) == "0.0s, what --stop-timeout 50s left this step"
+    assert str(plan.sinks()) == "0.0s, what --stop-timeout 50s left closing the sinks"  # Phoenix: none
+
+
+def test_the_sinks_are_closed_with_what_the_budget_has_left() -> None:
+    """Closed last (a Phoenix slow but accepting would post for its own timeout_s): the rest, no more."""
+    clock = Clock()
+    plan = StopPlan(ConsumerSettings(stop_timeout_s=20.0), clock)
+    plan.start()
+    clock.now += 1.5  # the broker up: the steps before took little
+    assert str(plan.sinks()) == "18.5s, what --stop-timeout 20s left closing the sinks"
 
 
 def test_a_step_with_time_to_spare_keeps_its_own_limit() -> None:

@@ -215,8 +215,8 @@ def test_unreachable_phoenix_is_counted_and_logged_once_without_raising(
         warnings[1]
         .getMessage()
         .endswith(
-            "4 annotations dropped (4 not posted before the stop), 0 posted; the records are on the "
-            "evaluations topic"
+            "4 annotations dropped (4 not posted before the stop, within the 5.0s closing had), 0 posted; "
+            "the records are on the evaluations topic"
         )
     )
     assert "phx-secret-key" not in caplog.text

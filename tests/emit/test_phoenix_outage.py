@@ -312,6 +312,7 @@ def test_consume_keeps_scoring_while_phoenix_hangs_and_its_annotations_arrive_on
     assert f"scored={len(answers)}" in stderr, stderr
     assert "accepts annotations again" in stderr, stderr
     assert "annotations dropped" not in stderr, stderr
+    assert f"  phoenix: posted={len(answers)}; dropped: none\n" in stderr, stderr  # the closing summary
     with httpx2.Client(base_url=own_phoenix.base_url, timeout=30.0) as api:
         for span in spans:
             _once_each(api, span, ["faithfulness"])
@@ -331,3 +332,4 @@ def test_consume_with_an_endpoint_that_is_not_phoenix_starts_scores_and_says_so(
     assert f"{not_phoenix} answers, but is not Phoenix (GET /v1/projects: HTTP 404" in done.stderr
     assert f"Phoenix at {not_phoenix}: 1 annotation dropped (1 refused by Phoenix), 0 posted" in done.stderr
     assert REJECTED in done.stderr and UNSENT_AT_STOP not in done.stderr
+    assert "  phoenix: posted=0; dropped: rejected=1\n" in done.stderr, done.stderr  # the closing summary

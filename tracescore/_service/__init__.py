@@ -22,7 +22,13 @@ from tracescore._service._group_check import GroupLook, client_id
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic, Saved
 from tracescore._service._loop import OVERDUE_EXIT, LoopService, ServiceLoop, ServiceTopics
-from tracescore._service._outputs import OUTPUT_DIGEST_HEADER, OUTPUT_ID_HEADER, Output, OutputLog
+from tracescore._service._outputs import (
+    OUTPUT_DIGEST_HEADER,
+    OUTPUT_ID_HEADER,
+    Output,
+    OutputLog,
+    close_shares,
+)
 from tracescore._service._rekey import Forward, RekeyStage
 
 __all__ = [
@@ -57,5 +63,6 @@ __all__ = [
     "StreamTime",
     "UnreadableState",
     "client_id",
+    "close_shares",
     "crash_point",
 ]

@@ -33,7 +33,7 @@ from tracescore.cli._options import (
     phoenix_settings,
     settings_options,
 )
-from tracescore.cli._service import run_service, serving_metrics
+from tracescore.cli._service import phoenix_summary, run_service, serving_metrics
 from tracescore.consume import AssemblyCounts, ConsumerSettings, RateLimitedLogs
 from tracescore.model import FAITHFULNESS, OFFLINE_JUDGE
 from tracescore.sample import SamplingConfig
@@ -262,6 +262,8 @@ def consume(
             f"  {counted(cut, 'record')} {were} cut to fit Kafka's message limit",
             err=True,
         )
+    for sink in phoenix:  # closed with the consumer: its counts are final
+        click.echo(phoenix_summary(sink), err=True)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,13 @@ from tracescore.cli._options import (
     service_config_option,
     settings_options,
 )
-from tracescore.cli._service import named_counts, run_service, service_settings, serving_metrics
+from tracescore.cli._service import (
+    named_counts,
+    phoenix_summary,
+    run_service,
+    service_settings,
+    serving_metrics,
+)
 from tracescore.conversations import ConversationsConfig
 from tracescore.model import OFFLINE_JUDGE
 
@@ -112,3 +118,5 @@ def conversations(
             f"{counted(stats.turns_revised, 'turn record')} revised; {grounding or 'nothing judged again'}",
             err=True,
         )
+    if phoenix is not None:
+        click.echo(phoenix_summary(phoenix), err=True)

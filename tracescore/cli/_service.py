@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 
@@ -23,10 +23,14 @@ from tracescore._extras import install_line
 from tracescore._kafka_config import KafkaConnection
 from tracescore.cli._options import nest
 
+if TYPE_CHECKING:
+    from tracescore.emit import PhoenixAnnotations
+
 __all__ = [
     "STOP_SIGNALS",
     "metrics_resource",
     "named_counts",
+    "phoenix_summary",
     "run_service",
     "service_connection",
     "service_settings",
@@ -92,6 +96,12 @@ def run_service(
 def named_counts(counts: Mapping[str, int]) -> str:
     """A closing summary's counts (`skipped`, `state`) as `name=n, ...`, the zeros left out; "none"."""
     return ", ".join(f"{name}={n}" for name, n in sorted(counts.items()) if n) or "none"
+
+
+def phoenix_summary(phoenix: PhoenixAnnotations) -> str:
+    """A closing summary's line of the Phoenix sink's counts, the dropped by reason:
+    `  phoenix: posted=12; dropped: unsent_at_stop=3` (`dropped: none`)."""
+    return f"  phoenix: posted={phoenix.sent}; dropped: {named_counts(phoenix.dropped)}"
 
 
 def service_settings(

@@ -232,7 +232,7 @@ class EvaluationConsumer:
         except KafkaError:  # outputs still unacknowledged (the broker gone): not committed, said above
             _log.info("closed the producer with outputs not acknowledged")
         self._rebalancing.leave_group(plan.leaving())
-        self._outputs.close()
+        self._outputs.close(plan.sinks())  # last, with what the budget has left
 
     def _connect(self) -> None:
         self._consumer, self._producer = connect(self.settings, self._consumer, self._producer)

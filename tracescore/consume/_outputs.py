@@ -15,6 +15,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from tracescore._kafka import LogOnce
+from tracescore._service import close_shares
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._judging import Judged
 from tracescore.consume._pipeline import DeadLetter
@@ -240,7 +241,11 @@ class Outputs:
         except OutputNotAcknowledged as exc:
             _log.warning("%s", exc)
 
-    def close(self) -> None:
-        for extra in self._sinks:
-            extra.close()
+    def close(self, wait: Wait) -> None:
+        """Close the other sinks within `wait` (what the stop's budget has left): each gets an even share of
+        what is left as it starts, so one slow to deliver (Phoenix slow but accepting) does not take the
+        others' time nor push the stop past its budget; each counts and says what it could not deliver."""
+        shares = close_shares(time.monotonic() + wait.s, len(self._sinks))
+        for extra, share in zip(self._sinks, shares, strict=True):
+            extra.close(timeout_s=share)
         self._stats.truncated_outputs = self._sink.truncated

@@ -1,7 +1,7 @@
 """How a stop of `tracescore consume` spends its one budget, `stop_timeout_s` counted from the signal:
 
     drain (judge calls being scored) -> acknowledgements of the outputs sent -> the last commit
-        -> closing the producer, leaving the group
+        -> closing the producer, leaving the group -> closing the other sinks (Phoenix), with what is left
 
 Each step waits at most its own limit (`drain_timeout_s`, `ack_timeout_s`, `close_timeout_s`) and never into
 what the steps after it are kept: a tenth of the budget each (at most `close_timeout_s`), half of it for the
@@ -13,6 +13,7 @@ _service/_loop.py).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,11 @@ class StopPlan:
 
     def leaving(self) -> Wait:
         return self._wait(self._settings.close_timeout_s, "--close-timeout", 0.0)
+
+    def sinks(self) -> Wait:
+        """Closing the other sinks (Phoenix), the last step: whatever the budget has left, nothing kept for
+        it (with the broker up the steps before take well under a second; gone, they leave it nothing)."""
+        return Wait(self.budget.until(math.inf), self._rest("closing the sinks"))
 
     def _wait(self, own_s: float, own: str, keep_s: float) -> Wait:
         seconds = self.budget.until(own_s, keep_s)

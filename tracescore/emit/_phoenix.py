@@ -101,8 +101,8 @@ class PhoenixSettings(BaseSettings):
     timeout_s: float = Field(
         default=5.0,
         gt=0,
-        description="Per request; also how long closing the sink (the consumer's stop) waits for the "
-        "annotations still kept to be posted, while Phoenix accepts them.",
+        description="Per request; also the longest closing the sink waits for the annotations still kept "
+        "to be posted, while Phoenix accepts them (at the consumer's stop, only what --stop-timeout left).",
     )
     max_retries: int = Field(
         default=2, ge=0, description="Retries after the first attempt, while Phoenix is healthy."
@@ -261,11 +261,18 @@ class PhoenixAnnotations:
                 lambda: not self._backlog and not self._in_flight, timeout=timeout_s
             )
 
-    def close(self) -> None:
-        """Post what is kept, within `timeout_s` and only while Phoenix accepts; the rest is dropped."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Post what is kept while Phoenix accepts, returning within `timeout_s` (the consumer's stop gives
+        what its budget has left) and never later than the settings' `timeout_s`; what is not posted by then
+        is dropped, counted as unsent_at_stop. A post still under way is not waited for."""
+        wait = (
+            self.settings.timeout_s
+            if timeout_s is None
+            else max(0.0, min(timeout_s, self.settings.timeout_s))
+        )
         with self._changed:
             if self._stop_by is None:
-                self._stop_by = time.monotonic() + self.settings.timeout_s
+                self._stop_by = time.monotonic() + wait
                 self._changed.notify_all()
             stop_by = self._stop_by
         self._thread.join(max(0.0, stop_by - time.monotonic()))
@@ -276,10 +283,14 @@ class PhoenixAnnotations:
             self._drop(UNSENT_AT_STOP, self._backlog.clear() + self._in_flight)
             self._in_flight = 0
             self._changed.notify_all()
-        self._client.close()
+        self._client.close()  # returns at once, a post under way or not: that post then fails, unheard
         if self.dropped:
             # The warning said only the first failure: the run's total, beside the consumer's summary.
-            reasons = ", ".join(f"{n} {_SAID[reason]}" for reason, n in sorted(self.dropped.items()))
+            said = {
+                **_SAID,
+                UNSENT_AT_STOP: f"{_SAID[UNSENT_AT_STOP]}, within the {wait:.1f}s closing had",
+            }
+            reasons = ", ".join(f"{n} {said[reason]}" for reason, n in sorted(self.dropped.items()))
             logger.warning(
                 "Phoenix at %s: %s dropped (%s), %d posted; the records are on the evaluations topic",
                 self._where,
