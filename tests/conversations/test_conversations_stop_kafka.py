@@ -352,12 +352,16 @@ def test_a_stop_at_the_start_with_the_broker_paused_gives_up_what_waits_on_it_an
     assert records == [("c-1", 0, 3)], f"{records}\n{said}"
 
 
-def hangs(monkeypatch: pytest.MonkeyPatch, cls: type) -> tuple[threading.Event, threading.Event]:
+def hangs(
+    monkeypatch: pytest.MonkeyPatch, cls: type, given: list[float] | None = None
+) -> tuple[threading.Event, threading.Event]:
     """`cls`'s close never returns (a client waiting on a peer that went away) until released: (closing,
-    release)."""
+    release); the time it was told it had goes into `given`."""
     closing, release = threading.Event(), threading.Event()
 
-    def close(self: object) -> None:
+    def close(self: object, timeout_s: float | None = None) -> None:
+        if given is not None and timeout_s is not None:
+            given.append(timeout_s)
         closing.set()
         release.wait()
 
@@ -370,9 +374,12 @@ def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_within_th
 ) -> None:
     """The grounder (its LLM judge's client) and the Phoenix sink were closed after the service's loop
     returned, outside every budget: one that hung held the stop until Kubernetes killed the pod. They are
-    closed last, within the stop's budget, like the clients; the one after a hung close still runs."""
+    closed last, within the stop's budget, like the clients; the one after a hung close still runs. The
+    Phoenix sink is told the time its share leaves it, so it counts what it could not post (unsent_at_stop)
+    before it is given up on; it was closed without a limit, its count lost with the thread."""
     judge_closing, judge_release = hangs(monkeypatch, Grounder)
-    phoenix_closing, phoenix_release = hangs(monkeypatch, PhoenixAnnotations)
+    phoenix_given: list[float] = []
+    phoenix_closing, phoenix_release = hangs(monkeypatch, PhoenixAnnotations, phoenix_given)
     cfg = config(bootstrap, topic_prefix, stop_timeout_s=STOP_TIMEOUT_S)
     service = ConversationService(cfg, phoenix=PhoenixAnnotations())
     returned = threading.Event()
@@ -389,6 +396,7 @@ def test_a_grounder_and_phoenix_sink_whose_close_hangs_are_given_up_on_within_th
         thread.join(30)
     assert "closing the grounder's judge client given up on within stop_timeout_s" in caplog.text
     assert "closing the Phoenix sink given up on within stop_timeout_s" in caplog.text
+    assert len(phoenix_given) == 1 and 0 < phoenix_given[0] < STOP_TIMEOUT_S, phoenix_given
 
 
 def test_a_record_its_previous_owner_sent_that_lands_after_the_restore_read_is_not_written_again(

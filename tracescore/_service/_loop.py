@@ -50,6 +50,7 @@ _POLL_MS = 200
 # Of the stop's budget, kept for closing every client (a quarter of a shorter budget): the steps before give
 # up that much earlier, so a broker that does not answer costs the closes their share, never the backstop's.
 _CLOSE_S = 1.0
+_OWN_CLOSE_PART = 0.8  # of an also_close's share, told to the close itself
 _SAVE_RESERVE_S = 5.0  # of the stop's budget, kept from deliveries for the closing checkpoint (half at most)
 _OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
 OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
@@ -111,7 +112,7 @@ class ServiceLoop:
         open_keys: Callable[[], int],
         clock: Callable[[], datetime],
         checkpoint_every_batch: bool,
-        also_close: Sequence[tuple[str, Callable[[], None]]] = (),
+        also_close: Sequence[tuple[str, Callable[[float], None]]] = (),
         before_close: Callable[[], None] | None = None,
     ) -> None:
         """`service`: the name it runs as (`tracescore alert`), its clients' id; `stage`: its keyed topic's
@@ -120,8 +121,9 @@ class ServiceLoop:
         says once) the records the loop skips itself (too large to re-key), as the service's own; `state`:
         the service's counter of what was done with its state (restores, the state topic recreated).
         `also_close`: (what, close) of what the service itself holds (an alert's sinks), closed last and
-        within the stop's budget, like the clients. `before_close`: what the service reads of its keys at a
-        stop, called before the clients close (closing gives the partitions up, and their keys with them)."""
+        within the stop's budget, like the clients: each close is given its share of it (seconds).
+        `before_close`: what the service reads of its keys at a stop, called before the clients close
+        (closing gives the partitions up, and their keys with them)."""
         self.log = log
         self._service = service
         self._also_close = list(also_close)
@@ -448,8 +450,11 @@ class ServiceLoop:
         for wait in waiting:
             self._close_client(partial(wait, next(shares)))  # its share taken as it starts
         for what, close_other in self._also_close:
-            try:  # no timeout of ours: on a thread, given up on at the end of its share
-                BoundedCall(close_other, what)(timeout_s=next(shares))
+            share = next(shares)
+            # Told most of its share, so a close that keeps to it (a Phoenix sink counting what it could not
+            # post) ends and says so before the thread it runs on is given up on at the end of the share.
+            try:
+                BoundedCall(partial(close_other, share * _OWN_CLOSE_PART), what)(timeout_s=share)
             except KafkaTimeoutError:
                 self.log.warning("stopping: %s given up on within stop_timeout_s", what)
             except Exception as exc:  # closing: said, and the other closes still run

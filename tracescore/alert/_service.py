@@ -164,8 +164,8 @@ class AlertService(LoopService):
         self.stats.routes, self.stats.more_routes = worst_first(standings, SUMMARY_ROUTES)
         self.stats.cannot_arm_routes = sum(s.cannot_arm for s in standings)
 
-    def _close_sinks(self) -> None:
-        for sink in self.sinks:
+    def _close_sinks(self, _timeout_s: float) -> None:
+        for sink in self.sinks:  # each closes at once: nothing of theirs waits on a peer
             sink.close()
 
     # -- stage 1: re-key by route -----------------------------------------------------------------------

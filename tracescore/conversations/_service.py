@@ -122,9 +122,9 @@ class ConversationService(LoopService):
             verified=[c.conversations_topic, *grounding],
         )
         # Closed last, within the stop's budget like the clients: the judge's client may wait on a peer gone.
-        also_close: list[tuple[str, Callable[[], None]]] = []
-        if self._grounder is not None:
-            also_close.append(("closing the grounder's judge client", self._grounder.close))
+        also_close: list[tuple[str, Callable[[float], None]]] = []
+        if (grounder := self._grounder) is not None:
+            also_close.append(("closing the grounder's judge client", lambda _timeout_s: grounder.close()))
         if phoenix is not None:
             also_close.append(("closing the Phoenix sink", phoenix.close))
         # BrokerUnreachable (one line) when no broker answers within the connect timeout.
