@@ -98,8 +98,10 @@ def to_record(
         if field not in MAPPED_FIELDS:
             # The caller's mistake, not the record's: raised out of a batch, never counted as an invalid row.
             raise ValueError(f"{mapped_with.name}: {unknown_name('field', field, MAPPED_FIELDS)}")
+    # The label is not the record's: a row without the label column is unlabelled, as one without `label`
+    # (a golden set labelled in part), never invalid.
     unmapped = [
-        f"{column_map[f]!r} for {f}" for f in MAPPED_FIELDS if f in column_map and column_map[f] not in row
+        f"{column_map[f]!r} for {f}" for f in FIELD_ALIASES if f in column_map and column_map[f] not in row
     ]
     if unmapped:
         raise InputError(

@@ -1,0 +1,54 @@
+"""A golden set labelled in part: the rows without a label are scored, unlabelled, whether the label column
+is `label` or one named with `column_map` / `--column label=NAME`; a label column no row has is said."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from tracescore.score import Faithfulness, OfflineJudge, evaluate_dataset
+from tracescore.score._batch import score_file
+
+ROWS = [
+    {"id": "a", "question": "Where is it?", "docs": ["It is in Delhi."], "reply": "Delhi.", "verdict": "faithful"},
+    {"id": "b", "question": "Where is it?", "docs": ["It is in Delhi."], "reply": "Mumbai."},
+    {"id": "c", "question": "Where is it?", "docs": ["It is in Delhi."], "reply": "Pune.", "verdict": "bad"},
+]
+COLUMNS = {"query": "question", "contexts": "docs", "answer": "reply"}
+
+
+def _score(tmp_path: Path, column_map: dict[str, str]) -> tuple[list[dict], list[str]]:
+    source = tmp_path / "golden.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    out, said = io.StringIO(), []
+    summary = score_file(
+        source,
+        out,
+        metrics=[Faithfulness()],
+        judge=OfflineJudge(),
+        progress=False,
+        report=said.append,
+        column_map=column_map,
+    )
+    assert summary.invalid == 0, said
+    return [json.loads(line) for line in out.getvalue().splitlines()], said
+
+
+def test_rows_without_the_mapped_label_column_are_scored_unlabelled(tmp_path: Path) -> None:
+    rows, said = _score(tmp_path, {**COLUMNS, "label": "verdict"})
+    assert [row.get("label") for row in rows] == ["faithful", None, "bad"]
+    assert [row["faithfulness"] for row in rows] == [1.0, 0.0, 0.0]
+    assert said == []
+
+
+def test_a_label_column_no_row_has_is_said(tmp_path: Path) -> None:
+    rows, said = _score(tmp_path, {**COLUMNS, "label": "verdcit"})
+    assert all("label" not in row and row["faithfulness"] is not None for row in rows)
+    assert said == ["--column label=verdcit: no record has a value in that column, so no row has a label"]
+
+
+def test_the_library_reads_a_partly_labelled_list_alike() -> None:
+    result = evaluate_dataset(ROWS, ["faithfulness"], column_map={**COLUMNS, "label": "verdict"})
+    assert [row.get("label") for row in result.rows] == ["faithful", None, "bad"]
+    assert result.summary.invalid == 0
