@@ -222,4 +222,5 @@ def test_a_label_column_of_another_name_is_read_with_column_by_score_and_report_
     typo = CliRunner().invoke(main, ["score", str(source), *args, "--column", "label=verdcit"])
     assert typo.exit_code == 0
     assert all("label" not in json.loads(line) for line in scores.read_text().splitlines())
-    assert "--column label=verdcit: no record has a value in that column, so no row has a label" in typo.output
+    said = "--column label=verdcit: no record has a value in that column, so no row has a label"
+    assert said in typo.output

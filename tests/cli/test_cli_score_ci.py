@@ -107,9 +107,11 @@ def test_junit_has_one_case_per_gate_condition_failed_as_the_fail_lines_say(tmp_
     assert "4 records (0 invalid)" in (suite.findtext("system-out") or "")
     document = json.loads(summary.read_text())
     assert (document["exit_status"], document["passed"], document["records"]) == (1, False, 4)
+    interval = document["metrics"]["faithfulness"].pop("flagged_share_interval")
     assert document["metrics"]["faithfulness"] == {
         "scored": 4, "unscored": 0, "mean": 0.75, "below_share": 0.25, "flagged": 1, "flagged_share": 0.25
     }  # fmt: skip
+    assert [round(end, 3) for end in interval] == [0.046, 0.699]  # Wilson's, 1 of 4
     assert [c["failure"] for c in document["checks"] if not c["passed"]] == fails
 
     output, code = _score(str(golden), "--out", str(tmp_path / "o.jsonl"), *ci)

@@ -10,10 +10,11 @@ from pathlib import Path
 from tracescore.score import Faithfulness, OfflineJudge, evaluate_dataset
 from tracescore.score._batch import score_file
 
+DELHI = {"question": "Where is it?", "docs": ["It is in Delhi."]}
 ROWS = [
-    {"id": "a", "question": "Where is it?", "docs": ["It is in Delhi."], "reply": "Delhi.", "verdict": "faithful"},
-    {"id": "b", "question": "Where is it?", "docs": ["It is in Delhi."], "reply": "Mumbai."},
-    {"id": "c", "question": "Where is it?", "docs": ["It is in Delhi."], "reply": "Pune.", "verdict": "bad"},
+    {"id": "a", **DELHI, "reply": "Delhi.", "verdict": "faithful"},
+    {"id": "b", **DELHI, "reply": "Mumbai."},
+    {"id": "c", **DELHI, "reply": "Pune.", "verdict": "bad"},
 ]
 COLUMNS = {"query": "question", "contexts": "docs", "answer": "reply"}
 
