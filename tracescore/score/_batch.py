@@ -282,7 +282,7 @@ def score_file(
                     where=f"line {line.number}",
                     error=read.error,
                     no_contexts=read.no_contexts,
-                    record_id=read.record.id if read.record else None,
+                    record_id=read.record_id,
                 )
                 if read.error is not None:
                     report(f"{name} line {line.number}: {read.error}")
@@ -290,7 +290,9 @@ def score_file(
                 if read.label is not None:
                     extra["label"] = read.label
                     labelled = True
-                row = result_row(read.record, names, results, error=read.error, extra=extra)
+                row = result_row(
+                    read.record, names, results, error=read.error, extra=extra, row_id=read.record_id
+                )
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 if on_row is not None:
                     on_row(read.record, row)

@@ -235,7 +235,7 @@ def _joined(row: Mapping[str, Any], reads: Mapping[int, ReadRow], where: str, re
             f"{counted(len(reads), 'record')}){_NOT_THE_SCORED}"
         )
     carried = {"id": row.get("id"), "label": row.get("label")}
-    held = {"id": read.record.id if read.record else None, "label": read.label}
+    held = {"id": read.record_id, "label": read.label}
     for name, value in carried.items():
         if json.dumps(value) != json.dumps(held[name]):  # as the row wrote it: a NaN label is equal too
             raise ValueError(
