@@ -29,6 +29,7 @@ result = evaluate_dataset(
 )
 print(result.rows[1]["faithfulness"], result.rows[1]["results"]["faithfulness"]["label"])  # input order
 print(result.means())
+print(result.summary)  # as `tracescore score` ends: counts, means, the flagged share with its interval
 print(result.to_pandas()[["id", "faithfulness"]])  # needs pandas (pip install '.[pandas]' in a clone)
 # --8<-- [end:dataset]
 

@@ -43,3 +43,9 @@ def test_the_summary_json_and_the_report_carry_the_interval() -> None:
         for n, (score, label) in enumerate([(0.0, "hallucinated")] * 2 + [(1.0, "faithful")] * 18)
     ]
     assert ">3% to 30%<" in render_report(rows)
+
+
+def test_a_printed_summary_reads_as_the_command_prints_it() -> None:
+    summary = _summary(2, 20)
+    assert str(summary) == "\n".join(summary.lines())
+    assert f"{summary}".startswith("20 records (0 invalid)\n  faithfulness: 20 scored")

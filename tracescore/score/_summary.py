@@ -357,6 +357,10 @@ class BatchSummary:
             first=first,
         )
 
+    def __str__(self) -> str:
+        # `print(result.summary)` in a notebook: the summary `tracescore score` ends with, not the fields.
+        return "\n".join(self.lines())
+
     def lines(self) -> list[str]:
         """The closing summary, as printed by `tracescore score`."""
         out = [f"{counted(self.records, 'record')} ({self.invalid} invalid)"]
