@@ -53,3 +53,18 @@ def test_the_library_reads_a_partly_labelled_list_alike() -> None:
     result = evaluate_dataset(ROWS, ["faithfulness"], column_map={**COLUMNS, "label": "verdict"})
     assert [row.get("label") for row in result.rows] == ["faithful", None, "bad"]
     assert result.summary.invalid == 0
+
+
+def test_an_empty_label_cell_is_no_label(tmp_path: Path) -> None:
+    """A partly labelled DataFrame written with `to_csv` leaves empty cells; read back, pandas gives NaN."""
+    source = tmp_path / "golden.csv"
+    source.write_text(
+        'id,query,contexts,answer,label\nq1,Where?,["It is in Delhi."],Delhi.,faithful\n'
+        'q2,Where?,["It is in Delhi."],Mumbai.,\n',
+        encoding="utf-8",
+    )
+    out: io.StringIO = io.StringIO()
+    score_file(source, out, metrics=[Faithfulness()], judge=OfflineJudge(), progress=False)
+    assert [json.loads(line).get("label") for line in out.getvalue().splitlines()] == ["faithful", None]
+    rows = [{"query": "Where?", "contexts": ["It is in Delhi."], "answer": "Mumbai.", "label": float("nan")}]
+    assert "label" not in evaluate_dataset(rows, ["faithfulness"]).rows[0]

@@ -171,6 +171,8 @@ def read_row(
     """`to_record(row, ...)` as a ReadRow: an InputError becomes its `error`, a ValueError (the caller's
     mapping) is raised."""
     label = row.get((column_map or {}).get(LABEL, LABEL)) if isinstance(row, Mapping) else None
+    if _is_null(label) or (isinstance(label, str) and not label.strip()):
+        label = None  # an empty CSV cell, pandas' NaN: an unlabelled row, not an unknown label
     try:
         record = to_record(row, column_map, mapped_with)
     except InputError as exc:
