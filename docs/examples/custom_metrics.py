@@ -2,11 +2,9 @@
 The LLM-judged ones need an LLM judge; the Python ones are scored here by the offline judge, with the
 consumer's metric of kb_metrics.py and what a metric that fails gives."""
 
-from pathlib import Path
-
-from tracescore.score import Faithfulness, IncompatibleJudge, evaluate, make_metrics
-
 # --8<-- [start:labels]
+from tracescore.score import Faithfulness
+
 Faithfulness()  # label_rule="any_unsupported", min_confidence=0.5, threshold=0.4: the default
 Faithfulness(min_confidence=0.8)  # only near-certain unsupported claims decide the label
 Faithfulness(label_rule="threshold", threshold=0.5)  # the score alone: the earlier rule
@@ -31,7 +29,9 @@ def quotes_a_document(answer: str, contexts: tuple[str, ...]) -> float:  # given
 
 
 # --8<-- [end:custom]
+from pathlib import Path  # noqa: E402
 
+from tracescore.score import IncompatibleJudge, evaluate, make_metrics  # noqa: E402
 
 record = {"query": "Where is the head office?", "contexts": ["It is in Delhi."], "answer": "In Delhi."}
 for result in evaluate(record, [short_answer, quotes_a_document]):
@@ -52,6 +52,8 @@ from kb_metrics import (  # noqa: E402
     returns_seven,
     waits_on_a_service,
 )
+
+from tracescore.score import evaluate  # noqa: E402
 
 cited = {"query": "How heavy is the Aurora X2?", "answer": "It weighs 1.2 kg [KB-101]."}
 for answer in (cited["answer"], "It weighs 1.2 kg."):

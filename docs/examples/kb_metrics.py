@@ -3,14 +3,12 @@ by dotted path (`--metrics faithfulness,kb_metrics:cites_a_document`, this folde
 at import: the consumer imports the module. tests/docs/test_examples_kafka.py scores it through the real
 broker; docs/examples/custom_metrics.py scores it and the failing metrics below with evaluate()."""
 
-import asyncio
+# --8<-- [start:cites]
 import re
-import time
 
 from tracescore.model import MetricResult
 from tracescore.score import python_metric
 
-# --8<-- [start:cites]
 CITATION = re.compile(r"\[(KB-\d+)\]")
 
 
@@ -31,6 +29,10 @@ def cites_a_document(answer: str) -> MetricResult:
 
 
 # --8<-- [start:failing]
+import asyncio  # noqa: E402
+import time  # noqa: E402
+
+
 @python_metric
 def raises(answer: str) -> float:
     raise KeyError("kb_index")

@@ -1,8 +1,6 @@
 """docs/offline/library.md: scoring from Python, one record or a data set, with the offline judge (an LLM
 judge takes the same place)."""
 
-import pandas as pd
-
 # --8<-- [start:evaluate]
 from tracescore.score import Faithfulness, OfflineJudge, evaluate, evaluate_dataset
 
@@ -12,6 +10,8 @@ print([(r.metric, r.score) for r in results])  # faithfulness, answer_relevancy,
 # --8<-- [end:evaluate]
 
 # --8<-- [start:dataset]
+import pandas as pd  # noqa: E402
+
 df = pd.DataFrame(  # your golden set, under names of your own
     {
         "prompt": ["Where is the head office?", "When was it founded?"],
@@ -29,6 +29,7 @@ result = evaluate_dataset(
 )
 print(result.rows[1]["faithfulness"], result.rows[1]["results"]["faithfulness"]["label"])  # input order
 print(result.means())
+print(result.summary)  # as `tracescore score` ends: counts, means, the flagged share with its interval
 print(result.to_pandas()[["id", "faithfulness"]])  # needs pandas (pip install '.[pandas]' in a clone)
 # --8<-- [end:dataset]
 

@@ -4,6 +4,7 @@ run, a JUnit file and the JSON summary."""
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -36,12 +37,17 @@ def test_baseline_fails_a_rise_in_flagged_answers_beyond_chance_and_says_the_int
         str(tmp_path / "b.jsonl"),
         "--baseline",
         str(main_scores),
+        "--junit",
+        str(tmp_path / "junit.xml"),
     )
     assert code == 0, output
-    assert (
+    passed = (
         f"  faithfulness flagged 1 -> 3 of 20 records paired with {main_scores}: +10.0 points (95% interval "
         "-9.0 to +30.5 points; 2 newly flagged, 0 no longer)"
-    ) in output.splitlines(), output
+    )
+    assert passed in output.splitlines(), output
+    # The CI page shows the passing comparison too (the suite's output), not only its green case.
+    assert passed in (ET.parse(tmp_path / "junit.xml").findtext(".//system-out") or "").splitlines()
     output, code = _score(
         str(_golden(tmp_path, "worse.jsonl", 6)),
         "--out",
@@ -81,7 +87,6 @@ def test_baseline_fails_a_rise_in_flagged_answers_beyond_chance_and_says_the_int
 
 
 def test_junit_has_one_case_per_gate_condition_failed_as_the_fail_lines_say(tmp_path: Path) -> None:
-    import xml.etree.ElementTree as ET
 
     golden, junit, summary = (
         _golden(tmp_path, "golden.jsonl", 1, records=4),
@@ -107,9 +112,11 @@ def test_junit_has_one_case_per_gate_condition_failed_as_the_fail_lines_say(tmp_
     assert "4 records (0 invalid)" in (suite.findtext("system-out") or "")
     document = json.loads(summary.read_text())
     assert (document["exit_status"], document["passed"], document["records"]) == (1, False, 4)
+    interval = document["metrics"]["faithfulness"].pop("flagged_share_interval")
     assert document["metrics"]["faithfulness"] == {
         "scored": 4, "unscored": 0, "mean": 0.75, "below_share": 0.25, "flagged": 1, "flagged_share": 0.25
     }  # fmt: skip
+    assert [round(end, 3) for end in interval] == [0.046, 0.699]  # Wilson's, 1 of 4
     assert [c["failure"] for c in document["checks"] if not c["passed"]] == fails
 
     output, code = _score(str(golden), "--out", str(tmp_path / "o.jsonl"), *ci)

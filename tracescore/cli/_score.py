@@ -231,7 +231,8 @@ def score(
         source.close()
         if out_path:
             out.close()
-    for line in summary.lines():
+    said = summary.lines()  # and the JUnit file's output: what the log says, the comparison included
+    for line in said:
         click.echo(line, err=True)
     if report_path and collector is not None:
         from tracescore.score._report import render_report
@@ -260,14 +261,15 @@ def score(
             gate, flag_limit, **allowance, baseline=baseline, baseline_margin=margin
         )
         if baseline is not None and GateCondition.BASELINE not in {f.condition for f in failures}:
-            click.echo(f"  {baseline.compare(summary.flags).words()}", err=True)  # a FAIL line says it else
+            said.append(f"  {baseline.compare(summary.flags).words()}")  # a FAIL line says it else
+            click.echo(said[-1], err=True)
         for failure in failures:
             click.echo(f"FAIL {failure.words(_as_flag)}", err=True)
         checks += _gate_checks(gate, flag_limit, allow_unscored or 0, baseline is not None, margin, failures)
         status = EXIT_GATE_FAILED if failures else 0
     comparison = baseline.compare(summary.flags) if baseline is not None else None
     if junit_path is not None:
-        _write_bytes(junit_path, junit_xml(source.name, checks, summary.lines()))
+        _write_bytes(junit_path, junit_xml(source.name, checks, said))
     if summary_json_path is not None:
         document = summary_json(source.name, summary, checks, exit_status=status, comparison=comparison)
         _write_text(summary_json_path, json.dumps(document, indent=2) + "\n")

@@ -23,7 +23,14 @@ from typing import Any
 from tracescore._plural import counted
 from tracescore.model import FAITHFULNESS, is_flagged
 
-__all__ = ["CONFIDENCE", "Baseline", "Comparison", "paired_difference_interval", "record_key"]
+__all__ = [
+    "CONFIDENCE",
+    "Baseline",
+    "Comparison",
+    "paired_difference_interval",
+    "record_key",
+    "share_interval",
+]
 
 CONFIDENCE = 0.95
 
@@ -150,6 +157,12 @@ def paired_difference_interval(
     low = d - math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
     high = d + math.sqrt(max((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2, 0.0))
     return max(low, -1.0), min(high, 1.0)
+
+
+def share_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson's score interval for a share (`successes` of `n`), sound for a few dozen records and a share
+    of 0 or 1, where a normal approximation is not; None for no record."""
+    return _wilson(successes, n, NormalDist().inv_cdf(0.5 + confidence / 2)) if n else None
 
 
 def _wilson(successes: int, n: int, z: float) -> tuple[float, float]:

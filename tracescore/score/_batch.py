@@ -23,7 +23,7 @@ from tqdm import tqdm
 from tracescore._plural import counted
 from tracescore.model import RagRecord
 from tracescore.score._evaluate import evaluate_reads, result_row
-from tracescore.score._inputs import COLUMN_OPTION, ReadRow, read_row
+from tracescore.score._inputs import COLUMN_OPTION, LABEL, ReadRow, read_row
 from tracescore.score._summary import BatchSummary
 from tracescore.score.judges._protocol import Judge
 from tracescore.score.metrics._protocol import Metric, needing_contexts
@@ -261,8 +261,10 @@ def score_file(
     name = source.name if isinstance(source, Source) else str(source)
     names = [m.name for m in metrics]
     summary = BatchSummary(threshold=threshold, needs_contexts=needing_contexts(metrics))
+    labelled = False
 
     async def run() -> None:
+        nonlocal labelled
         with tqdm(desc="scoring", unit="rec", disable=not progress) as bar:
             scored = evaluate_reads(
                 read_records(source, column_map),
@@ -280,18 +282,27 @@ def score_file(
                     where=f"line {line.number}",
                     error=read.error,
                     no_contexts=read.no_contexts,
-                    record_id=read.record.id if read.record else None,
+                    record_id=read.record_id,
                 )
                 if read.error is not None:
                     report(f"{name} line {line.number}: {read.error}")
                 extra: dict[str, Any] = {"line": line.number}
                 if read.label is not None:
                     extra["label"] = read.label
-                row = result_row(read.record, names, results, error=read.error, extra=extra)
+                    labelled = True
+                row = result_row(
+                    read.record, names, results, error=read.error, extra=extra, row_id=read.record_id
+                )
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 if on_row is not None:
                     on_row(read.record, row)
                 bar.update()
 
     asyncio.run(run())
+    mapped_label = (column_map or {}).get(LABEL)
+    if mapped_label is not None and not labelled and summary.records:
+        # Rows without the label column are unlabelled, not invalid: a misspelt column would go unnoticed.
+        report(
+            f"--column {LABEL}={mapped_label}: no record has a value in that column, so no row has a label"
+        )
     return summary

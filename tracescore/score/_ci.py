@@ -69,6 +69,7 @@ def summary_json(
             "below_share": summary.below_share(name),
             "flagged": summary.flagged.get(name, 0),
             "flagged_share": summary.flagged_share(name),
+            "flagged_share_interval": _listed(summary.flagged_interval(name)),
         }
         for name in summary.scores
     }
@@ -95,6 +96,10 @@ def summary_json(
             "not_paired": comparison.unpaired,
             "rise": comparison.rise,
             "confidence": CONFIDENCE,
-            "interval": list(interval) if interval else None,
+            "interval": _listed(interval),
         }
     return document
+
+
+def _listed(interval: tuple[float, float] | None) -> list[float] | None:
+    return list(interval) if interval else None

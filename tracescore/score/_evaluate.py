@@ -205,10 +205,12 @@ def result_row(
     *,
     error: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    row_id: str | None = None,
 ) -> dict[str, Any]:
-    """`id`, `extra` (e.g. the input line or label), one key per metric (score or None), `reason` (why
-    a score is None) and `results` (every MetricResult as JSON)."""
-    row: dict[str, Any] = {"id": record.id if record else None, **(extra or {})}
+    """`id` (the record's, or `row_id`, an unreadable input's id column), `extra` (e.g. the input line or
+    label), one key per metric (score or None), `reason` (why a score is None) and `results` (every
+    MetricResult as JSON)."""
+    row: dict[str, Any] = {"id": record.id if record else row_id, **(extra or {})}
     row.update(dict.fromkeys(metric_names))  # an unreadable input still names every metric, as None
     reasons = []
     for result in results or ():
@@ -305,10 +307,12 @@ async def aevaluate_dataset(
             where=where,
             error=read.error,
             no_contexts=read.no_contexts,
-            record_id=read.record.id if read.record else None,
+            record_id=read.record_id,
         )
         extra = {} if read.label is None else {"label": read.label}
-        rows.append(result_row(read.record, names, results, error=read.error, extra=extra))
+        rows.append(
+            result_row(read.record, names, results, error=read.error, extra=extra, row_id=read.record_id)
+        )
     return EvaluationResult(rows=rows, results=by_position, summary=summary, metrics=names)
 
 

@@ -43,6 +43,7 @@ FIELD_ALIASES: Mapping[str, tuple[str, ...]] = {
 # The row's label (whether its answer is good, for the report's confusion matrix): copied to the output row,
 # never part of the record judged. Read from the column of that name, or the one `column_map` gives.
 LABEL = "label"
+ID = "id"
 # What `column_map` and `--column` map: the record's fields and the label.
 MAPPED_FIELDS: tuple[str, ...] = (*FIELD_ALIASES, LABEL)
 
@@ -98,8 +99,10 @@ def to_record(
         if field not in MAPPED_FIELDS:
             # The caller's mistake, not the record's: raised out of a batch, never counted as an invalid row.
             raise ValueError(f"{mapped_with.name}: {unknown_name('field', field, MAPPED_FIELDS)}")
+    # The label is not the record's: a row without the label column is unlabelled, as one without `label`
+    # (a golden set labelled in part), never invalid.
     unmapped = [
-        f"{column_map[f]!r} for {f}" for f in MAPPED_FIELDS if f in column_map and column_map[f] not in row
+        f"{column_map[f]!r} for {f}" for f in FIELD_ALIASES if f in column_map and column_map[f] not in row
     ]
     if unmapped:
         raise InputError(
@@ -118,6 +121,8 @@ def to_record(
             values[field] = None
             continue
         if column is None:
+            if field == "answer" and any(a in row for a in aliases):
+                raise InputError(f"answer: null ({_present(row, aliases)}); give the answer, '' for none")
             if field in ("query", "answer"):
                 missing.append(field)
             continue
@@ -135,7 +140,9 @@ def to_record(
         )
     except ValidationError as exc:
         raise InputError(
-            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {_given(e['input'])}" for e in exc.errors()
+            )
         ) from None
 
 
@@ -143,12 +150,19 @@ def to_record(
 class ReadRow:
     """One input row as read: its record, or why it could not be read (`error`); its `label` column; and
     `no_contexts`, set when no column held the contexts (the record's are empty for want of a column, not
-    because nothing was retrieved): the reason the row and the gate give for the metrics that need them."""
+    because nothing was retrieved): the reason the row and the gate give for the metrics that need them.
+    `row_id`: an invalid row's id column, so its output row can still be joined to the input by id."""
 
     record: RagRecord | None
     error: str | None = None
     label: Any = None
     no_contexts: str | None = None
+    row_id: str | None = None
+
+    @property
+    def record_id(self) -> str | None:
+        """The record's id, or an invalid row's id column."""
+        return self.record.id if self.record is not None else self.row_id
 
 
 def read_row(
@@ -157,10 +171,12 @@ def read_row(
     """`to_record(row, ...)` as a ReadRow: an InputError becomes its `error`, a ValueError (the caller's
     mapping) is raised."""
     label = row.get((column_map or {}).get(LABEL, LABEL)) if isinstance(row, Mapping) else None
+    if _is_null(label) or (isinstance(label, str) and not label.strip()):
+        label = None  # an empty CSV cell, pandas' NaN: an unlabelled row, not an unknown label
     try:
         record = to_record(row, column_map, mapped_with)
     except InputError as exc:
-        return ReadRow(None, str(exc), label)
+        return ReadRow(None, str(exc), label, row_id=_row_id(row, column_map))
     # A mapped contexts column is there (to_record checked); a list of RagRecords has no columns.
     unread = (
         isinstance(row, Mapping)
@@ -184,6 +200,24 @@ def _missing_message(missing: list[str], row: Mapping[str, Any], mapped_with: Ma
     wanted = "; ".join(f"no {f} (looked for {', '.join(FIELD_ALIASES[f])})" for f in missing)
     hint = mapped_with.written(dict.fromkeys(missing, "<column>"))
     return f"{wanted}; the record's columns: {_columns(row)}; map them with {hint}"
+
+
+def _row_id(row: Any, column_map: Mapping[str, str] | None) -> str | None:
+    if not isinstance(row, Mapping):
+        return None
+    aliases = (column_map[ID],) if column_map and ID in column_map else FIELD_ALIASES[ID]
+    value = next((row[a] for a in aliases if a in row and not _is_null(row[a])), None)
+    return None if value is None else str(value)
+
+
+def _present(row: Mapping[str, Any], aliases: Sequence[str]) -> str:
+    return "column " + ", ".join(repr(a) for a in aliases if a in row)
+
+
+def _given(value: Any) -> str:
+    """What a field held, briefly: `int 5`, `list ['It is 5.']` (cut at 60 characters)."""
+    shown = repr(value)
+    return f"{type(value).__name__} {shown[:60]}{'...' if len(shown) > 60 else ''}"
 
 
 def _columns(row: Mapping[str, Any]) -> str:

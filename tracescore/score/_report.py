@@ -26,6 +26,7 @@ import jinja2
 
 from tracescore._plural import counted
 from tracescore.model import UNLABELLED_THRESHOLD, RagRecord, is_flagged, label_is_bad
+from tracescore.score._baseline import share_interval
 from tracescore.score._inputs import ReadRow
 from tracescore.score._report_views import (
     RANK_METRIC,
@@ -234,7 +235,7 @@ def _joined(row: Mapping[str, Any], reads: Mapping[int, ReadRow], where: str, re
             f"{counted(len(reads), 'record')}){_NOT_THE_SCORED}"
         )
     carried = {"id": row.get("id"), "label": row.get("label")}
-    held = {"id": read.record.id if read.record else None, "label": read.label}
+    held = {"id": read.record_id, "label": read.label}
     for name, value in carried.items():
         if json.dumps(value) != json.dumps(held[name]):  # as the row wrote it: a NaN label is equal too
             raise ValueError(
@@ -290,6 +291,7 @@ def _metric_summary(collector: ReportCollector, name: str, threshold: float) -> 
         "median": statistics.median(scores) if scores else None,
         "below": below,
         "below_share": below / len(scores) if scores else None,
+        "below_interval": share_interval(below, len(scores)),
         "histogram": histogram(scores, threshold),
     }
 

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from tracescore._plural import counted
 from tracescore.model import FAITHFULNESS, UNLABELLED_THRESHOLD, MetricResult, MetricStatus, Usage, is_flagged
-from tracescore.score._baseline import Baseline, Comparison, record_key
+from tracescore.score._baseline import CONFIDENCE, Baseline, Comparison, record_key, share_interval
 
 __all__ = [
     "FLAGGED_METRIC",
@@ -238,6 +238,12 @@ class BatchSummary:
         values = self.scores.get(metric) or []
         return self.flagged.get(metric, 0) / len(values) if values else None
 
+    def flagged_interval(self, metric: str) -> tuple[float, float] | None:
+        """The 95% interval (Wilson's) of the share of answers the metric flags, over the questions the batch
+        is a sample of: what the flagged share estimates, given how many records it rests on. It does not
+        cover the judge's own errors, nor a batch unlike the traffic it stands for."""
+        return share_interval(self.flagged.get(metric, 0), len(self.scores.get(metric) or []))
+
     def gate(
         self,
         fail_under: Mapping[str, float],
@@ -351,6 +357,10 @@ class BatchSummary:
             first=first,
         )
 
+    def __str__(self) -> str:
+        # `print(result.summary)` in a notebook: the summary `tracescore score` ends with, not the fields.
+        return "\n".join(self.lines())
+
     def lines(self) -> list[str]:
         """The closing summary, as printed by `tracescore score`."""
         out = [f"{counted(self.records, 'record')} ({self.invalid} invalid)"]
@@ -363,6 +373,7 @@ class BatchSummary:
                 ("no score" + (f"; the first: {first}" if first else ""))
                 if mean is None
                 else f"mean {mean:.3f}, {share:.0%} below {self.shown_threshold:g}, {flagged} flagged"
+                + flagged_words(flagged, len(values))
             )
             out.append(f"  {metric}: {len(values)} scored, {self.unscored.get(metric, 0)} unscored; {stats}")
         if repeated := self.repeated_ids:
@@ -378,6 +389,15 @@ class BatchSummary:
             spend += f", cost ${self.usage.cost_usd:.4f}"
         out.append("  " + spend)
         return out
+
+
+def flagged_words(flagged: int, scored: int) -> str:
+    """` (57%, 95% interval 39% to 73%)`: the flagged share of `scored` records and its interval."""
+    interval = share_interval(flagged, scored)
+    if interval is None:
+        return ""
+    low, high = interval
+    return f" ({flagged / scored:.0%}, {CONFIDENCE:.0%} interval {low:.0%} to {high:.0%})"
 
 
 def _repeated_words(record_id: str, wheres: Sequence[str]) -> str:

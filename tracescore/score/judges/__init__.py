@@ -6,8 +6,21 @@ brings the `openai` client.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tracescore._lazy import lazy_exports
 from tracescore.score.judges._protocol import Judge, JudgeError, Judgement, JudgeTask
+
+# The lazy names, typed for checkers and IDEs (Jupyter completes with jedi): `X as X` re-exports them.
+if TYPE_CHECKING:
+    from tracescore.score.judges._embeddings import OpenAIEmbedder as OpenAIEmbedder
+    from tracescore.score.judges._embeddings import OpenAIEmbedderSettings as OpenAIEmbedderSettings
+    from tracescore.score.judges._offline import OfflineJudge as OfflineJudge
+    from tracescore.score.judges._offline import OfflineTuning as OfflineTuning
+    from tracescore.score.judges._openai import OpenAIJudge as OpenAIJudge
+    from tracescore.score.judges._openai_settings import MissingApiKey as MissingApiKey
+    from tracescore.score.judges._openai_settings import OpenAIJudgeSettings as OpenAIJudgeSettings
+
 
 _LAZY = {
     "OfflineJudge": "tracescore.score.judges._offline",
