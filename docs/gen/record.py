@@ -100,8 +100,9 @@ def page() -> str:
         "by trace id), written by `tracescore consume` and read by `tracescore alert`, `tracescore tail` "
         f"and anything downstream. Schema version {SCHEMA_VERSION}: fields may be added; renaming or "
         "removing one bumps `schema_version`, and readers skip versions they do not know.\n\n"
-        "Delivery is at least once: deduplicate on `trace_id`, `span_id` and `metric`, keeping the highest "
-        "`revision`.\n\n"
+        "Delivery is at least once: deduplicate on `trace_id`, `span_id`, `metric` and `judge`, keeping the "
+        "highest `revision` (under the cascade one interaction has a record of each judge; an aggregate "
+        "never mixes them).\n\n"
         f"JSON Schema: [{SCHEMA_PAGE}]({SCHEMA_PAGE}) (from the pydantic model "
         "`tracescore.model.EvaluationRecord`).\n\n"
         + table(["Field", "Type", "Required", "Description"], rows)
