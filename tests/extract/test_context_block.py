@@ -10,7 +10,7 @@ from trace_builder import span, trace
 
 from tracescore.extract import extract
 from tracescore.extract._prompt import prompt_documents
-from tracescore.model import ExtractSkip
+from tracescore.model import ContextSourceKind, ExtractSkip
 
 DOCS = "Aurora Basic costs 9 euros a month.\nPhone support comes only with Plus."
 
@@ -189,3 +189,20 @@ def test_an_answer_quoting_a_context_heading_is_never_the_documents() -> None:
     found = extract(trace(span("chat", attributes)))
     assert found.interactions == []
     assert [s.reason for s in found.skips] == [ExtractSkip.EMPTY_CONTEXT]
+
+
+def test_a_user_message_with_markdown_sections_is_judged_on_its_context_section() -> None:
+    """Such a prompt, with no retriever span, was skipped (nothing read): its `## Context` section is now the
+    documents and its `## Question` section the question."""
+    attributes = {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "system",
+        "llm.input_messages.0.message.content": "Answer only from the ## Context section.",
+        "llm.input_messages.1.message.role": "user",
+        "llm.input_messages.1.message.content": SECTIONS,
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "9 euros a month.",
+    }
+    [rag] = extract(trace(span("chat", attributes))).interactions
+    assert (rag.record.query, rag.record.contexts) == (QUESTION, (DOCS,))
+    assert [s.kind for s in rag.context_sources] == [ContextSourceKind.PROMPT]
