@@ -63,6 +63,8 @@ _QUESTION_LINE = _label_line(_QUESTION_WORDS, plain=False)
 # Markdown's own headings: any heading line (`# ...` .. `###### ...`), and a bold line (`**Rules:**`).
 _MARKDOWN_HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+\S", re.MULTILINE)
 _BOLD_HEADING = re.compile(rf"^[ \t]*{_BOLD}[^\n]{{1,40}}{_BOLD}[ \t]*:?[ \t]*$", re.MULTILINE)
+# A heading of any kind: where a labelled question, or the documents under a bold label, end.
+_ANY_HEADING = (_HEADING, _MARKDOWN_HEADING, _BOLD_HEADING)
 # Fenced code (``` or ~~~): what looks like a label or a heading inside it is quoted text (a user's pasted
 # Markdown, a document's code comments `# ...`), never the prompt's own.
 _FENCE = re.compile(
@@ -102,7 +104,7 @@ class PromptDocuments(NamedTuple):
         rest = outside[label.end() :]
         # The question ends at the next heading (`Rules:`, `## Answer`), or at the answer a template starts
         # for the model ("Answer: Let's think step by step.").
-        ends = [_first(pattern, rest, 0, _fenced(rest)) for pattern in (*_BOLD_ENDS, _ANSWER_LABEL)]
+        ends = [_first(pattern, rest, 0, _fenced(rest)) for pattern in (*_ANY_HEADING, _ANSWER_LABEL)]
         return rest[: min(ends, default=len(rest))].strip() or outside
 
 
@@ -148,10 +150,6 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
     return PromptDocuments(block, outside or None, asked)
 
 
-# Where a bold label's or a `Context:` label's documents end: Markdown's headings too for a bold one.
-_BOLD_ENDS = (_HEADING, _MARKDOWN_HEADING, _BOLD_HEADING)
-
-
 def _section_end(text: str, label: re.Match[str], fenced: list[tuple[int, int]]) -> int:
     """Where the documents under `label` end at the latest: under a Markdown heading (`## Context`), at the
     next heading of the same or a higher level (its subheadings are the documents'); under a bold label
@@ -161,7 +159,7 @@ def _section_end(text: str, label: re.Match[str], fenced: list[tuple[int, int]])
     if level:
         same_or_higher = re.compile(rf"^[ \t]{{0,3}}#{{1,{len(level)}}}[ \t]+\S", re.MULTILINE)
         return _first(same_or_higher, text, label.end(), fenced)
-    ends = _BOLD_ENDS if label.groupdict().get("bold") else (_HEADING,)
+    ends = _ANY_HEADING if label.groupdict().get("bold") else (_HEADING,)
     return min(_first(pattern, text, label.end(), fenced) for pattern in ends)
 
 
@@ -186,6 +184,7 @@ def _first(pattern: re.Pattern[str], text: str, pos: int, fenced: list[tuple[int
 def _outside_fences(
     matches: Iterator[re.Match[str]], fenced: list[tuple[int, int]]
 ) -> Iterator[re.Match[str]]:
+    """The matches that start outside the fenced code spans."""
     return (m for m in matches if not any(a <= m.start() < b for a, b in fenced))
 
 
