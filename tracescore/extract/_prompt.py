@@ -165,6 +165,8 @@ def _section_end(text: str, label: re.Match[str], fenced: list[tuple[int, int]])
 
 def _fenced(text: str) -> list[tuple[int, int]]:
     """The spans of the text's fenced code blocks."""
+    if "```" not in text and "~~~" not in text:
+        return []  # most prompts: no scan
     return [m.span() for m in _FENCE.finditer(text)]
 
 
