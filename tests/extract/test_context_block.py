@@ -206,3 +206,25 @@ def test_a_user_message_with_markdown_sections_is_judged_on_its_context_section(
     [rag] = extract(trace(span("chat", attributes))).interactions
     assert (rag.record.query, rag.record.contexts) == (QUESTION, (DOCS,))
     assert [s.kind for s in rag.context_sources] == [ContextSourceKind.PROMPT]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# Role\nYou are ACME Bank's assistant.\n\n# Context\nThe user is a premium customer.\n\n"
+        "# Task\nAnswer politely and briefly.",
+        "**Context**\nThe user is on the mobile app.\n\n**Rules**\nNever give financial advice.",
+    ],
+    ids=["heading", "bold"],
+)
+def test_a_system_prompt_s_bare_context_section_asking_nothing_is_no_documents(text: str) -> None:
+    """A prompt-engineered system prompt's sections (`# Role`, `# Context`, `# Task`) give the app's
+    background, not retrieved documents: read as documents, every answer of an app that retrieves nothing
+    would be judged against "The user is a premium customer." and flagged."""
+    assert prompt_documents(text) is None
+
+
+def test_a_qualified_heading_is_documents_without_a_question() -> None:
+    """`## Retrieved documents` says what it holds: read wherever the question is (a later user message)."""
+    found = prompt_documents(f"# Role\nYou answer from the documents.\n\n## Retrieved documents\n{DOCS}")
+    assert found is not None and found.block == DOCS

@@ -124,11 +124,12 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
         block, start, end = tagged.group(2), tagged.start(), tagged.end()
     else:
         fenced = _fenced(text)
-        labels = [
-            m
-            for m in (_search(p, text, 0, fenced) for p in (_SECTION_LABEL, _CONTEXT_LABEL, _INLINE_LABEL))
-            if m is not None
-        ]
+        found = (
+            _section_label(text, fenced),
+            _search(_CONTEXT_LABEL, text, 0, fenced),
+            _search(_INLINE_LABEL, text, 0, fenced),
+        )
+        labels = [m for m in found if m is not None]
         if not labels:
             return None
         label = min(labels, key=lambda m: m.start())  # a line that is the label first: it says its kind
@@ -148,6 +149,22 @@ def prompt_documents(text: Any) -> PromptDocuments | None:
         return None
     outside = f"{text[:start].strip()}\n\n{text[end:].strip()}".strip()
     return PromptDocuments(block, outside or None, asked)
+
+
+def _section_label(text: str, fenced: list[tuple[int, int]]) -> re.Match[str] | None:
+    """The first line that is a documents label. A bare heading `## Context` (or `**Context**`) is one only
+    where the prompt asks its question after it, under a label or in a paragraph ending with a question mark
+    (a RAG template's `## Context` / `## Question`): the sections of a system prompt (`# Role`, `# Context`,
+    `# Task`) give the app's background, not documents, and read as documents they would flag every answer
+    of an app that retrieves nothing."""
+    for label in _outside_fences(_SECTION_LABEL.finditer(text), fenced):
+        bare = (label["level"] or label["bold"]) and label["label"].strip().lower() == "context"
+        asks = _question_label(text, label.end(), fenced) is not None or _search(
+            _ASKS, text, label.end(), fenced
+        )
+        if not bare or asks:
+            return label
+    return None
 
 
 def _section_end(text: str, label: re.Match[str], fenced: list[tuple[int, int]]) -> int:
