@@ -48,7 +48,8 @@ EXPLAINED: dict[StrEnum, tuple[str, str]] = {
         "without a tool); the log says where it looked",
         "put retrieval on a span: a retriever, a tool returning the documents, or "
         "`tracescore.record_contexts(docs)`; or, where the app pastes the documents into the prompt, put them"
-        " under a label that names them (`Context:`, `<context>...</context>`: [Documents in the "
+        " under a label that names them (`Context:`, a `## Context` heading, `<context>...</context>`: "
+        "[Documents in the "
         "prompt](../integrations/index.md#documents-in-the-prompt))",
     ),
     ExtractSkip.CONTENT_NOT_CAPTURED: (

@@ -398,7 +398,8 @@ PROMPT_DOCUMENTS_DOCS = "docs/integrations/index.md#documents-in-the-prompt"
 def unlabelled_note(where: str) -> str:
     """Why the instructions (`where`) gave no documents: only a label that names them is read (the skip
     points to the docs that show the label forms)."""
-    return f"{where} are read as documents only under a label that names them (Context:, <context> tags)"
+    forms = "Context:, ## Context, <context> tags"
+    return f"{where} are read as documents only under a label that names them ({forms})"
 
 
 def first_value(span: DecodedSpan, keys: Sequence[str]) -> Any:

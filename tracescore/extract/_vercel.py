@@ -193,9 +193,9 @@ class VercelAI(Convention):
             f"{reading.place()}: no tool call and no retrieval span recorded its documents (an app that puts "
             "retrieved documents into the prompt leaves them only inside the prompt text, "
             f"{self.PROMPT}, which is read only under a label that names them, {PROMPT_DOCUMENTS_DOCS}, and "
-            "never split into guessed documents); label them (Context:), return them from a tool, record the "
-            "retrieval as its own span (gen_ai.operation.name=retrieval with gen_ai.retrieval.documents), or "
-            "use tracescore's decorators"
+            "never split into guessed documents); label them (Context:, ## Context), return them from a "
+            "tool, record the retrieval as its own span (gen_ai.operation.name=retrieval with "
+            "gen_ai.retrieval.documents), or use tracescore's decorators"
         )
 
     def route(self, anchor: DecodedSpan) -> str | None:
