@@ -10,7 +10,7 @@ from recorded_chats import Turn, chat_turns, named_nothing
 
 from tracescore.consume import decode_message
 from tracescore.extract import find
-from tracescore.model import HISTORY_ID_PREFIX, Interaction, Trace
+from tracescore.model import HISTORY_ID_PREFIX, Interaction, Trace, history_conversation_id
 
 # Every recorded source whose prompt resends the questions and answers in a form its reader reads.
 RESENT = ("autogen_conversation", "genkit_conversation", "google_adk_v1", "haystack_conversation",
@@ -18,6 +18,7 @@ RESENT = ("autogen_conversation", "genkit_conversation", "google_adk_v1", "hayst
           "langsmith_conversation", "llamaindex_conversation", "logfire_conversation", "mastra_conversation",
           "openai_agents_conversation", "openinference_openai_conversation", "openlit_conversation",
           "openllmetry_conversation", "strands_conversation", "vercel_ai_conversation")  # fmt: skip
+SERVICE = "aurora-support-langchain-window"  # the recorded sliding-window chat's service.name
 
 
 def read(turn: Turn, infer: bool = True) -> Interaction:
@@ -56,3 +57,26 @@ def test_without_inference_a_chat_no_app_named_is_in_no_conversation() -> None:
     for turn in chat_turns("openinference_openai_conversation"):
         interaction = read(named_nothing(turn), infer=False)
         assert interaction.session_id is None and interaction.opens_conversation is None
+
+
+def test_a_window_chat_names_each_follow_up_by_the_first_pair_it_resent() -> None:
+    """LangChain's `trim_messages` keeping the last two questions and answers (recorded, the app naming only
+    the user): turns 2 and 3 resend turn 1 and are its conversation's; from turn 4 on, turn 1 has fallen out
+    of the window, so a follow-up's id is the one its first resent pair would open (joined back by
+    `tracescore conversations`: test_sliding_window_kafka.py); its history names the two turns before it."""
+    chats: dict[str, list[Turn]] = {}
+    for turn in chat_turns("langchain_window_conversation"):
+        chats.setdefault(turn.chat, []).append(turn)
+    assert set(chats) == {"window_faithful", "window_invented", "window_restated"}
+    for turns in chats.values():
+        read_turns = [read(t) for t in sorted(turns, key=lambda t: t.turn)]
+        assert len(read_turns) == 6
+        digests = [r.turn_digest for r in read_turns]
+        user = read_turns[0].user_id
+        assert user is not None
+        assert read_turns[0].opens_conversation == history_conversation_id(SERVICE, user, digests[0])
+        for n, follow_up in enumerate(read_turns[1:], start=2):
+            resent = digests[max(0, n - 3) : n - 1]
+            assert follow_up.history == tuple(resent), n
+            assert follow_up.session_id == history_conversation_id(SERVICE, user, resent[0]), n
+            assert follow_up.conversation_source == "history"

@@ -20,6 +20,7 @@ import textwrap
 import pytest
 from _helpers import consumer_settings
 from conversation_service import config
+from recorded_chats import chat_turns
 
 from tracescore.consume import EvaluationConsumer, decode_message
 from tracescore.conversations import ConversationService
@@ -175,3 +176,33 @@ def test_a_chat_that_resends_only_its_last_turns_stays_one_conversation(
     assert sources == {trace_of[("window", 2)]}, "the price is turn 2's retrieval, still in the window"
     [window] = [r for r in conversations if r.conversation_id == window_id]
     assert (window.turns, window.turns_flagged) == (4, 0), window
+
+
+def test_a_recorded_langchain_chat_trimmed_to_its_last_two_turns_stays_one_conversation(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """The six-turn chat recorded from LangChain (`trim_messages` keeping the last two questions and answers,
+    under OpenInference; the app names only the user), in its three endings: each chat is one conversation of
+    its five follow-ups. Turn 5 prices the add-on from turn 3's retrieval, turn 6 says how it is paid from
+    turn 4's, each still in its window while turn 1 is not: both are grounded by a revision naming that
+    turn's trace. A price invented, or restated from turn 3's wrong answer, stays flagged."""
+    turns = chat_turns("langchain_window_conversation")
+    latest, conversations, which = run(bootstrap, topic_prefix, [(t.chat, t.turn, t.payload) for t in turns])
+    trace_of = {turn: trace for trace, turn in which.items()}
+    chats = sorted(sorted(which[t] for t in record.trace_ids) for record in conversations)
+    assert chats == [[(chat, n) for n in range(2, 7)] for chat in sorted({t.chat for t in turns})], chats
+    for chat, grounded in (("window_faithful", (5, 6)), ("window_invented", (6,)), ("window_restated", (6,))):
+        for n, earlier in ((5, 3), (6, 4)):
+            record = latest[(chat, n)]
+            if n not in grounded:
+                assert record.label == "hallucinated", (chat, n)
+                continue
+            assert (record.label, record.revision) == ("faithful", 1), (chat, n)
+            assert record.details["earlier_turns"]["status"] == "grounded", (chat, n)
+            sources = [c.get("evidence_source") or {} for c in record.details["claims"]]
+            earlier_traces = {s["trace_id"] for s in sources if "trace_id" in s}
+            assert earlier_traces == {trace_of[(chat, earlier)]}, (chat, n, sources)
+    flagged = {"window_faithful": 0, "window_invented": 1, "window_restated": 2}
+    for record in conversations:
+        chat = which[record.trace_ids[0]][0]
+        assert (record.turns, record.turns_flagged) == (5, flagged[chat]), record
