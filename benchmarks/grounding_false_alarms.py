@@ -42,7 +42,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "extract" / "fixtures
 # under the app's session.id or under no id; the OpenAI Agents SDK and smolagents; LangSmith's OTel export on
 # a LangGraph agent, the Langfuse v3 SDK's decorators; OpenLLMetry under its association properties, Semantic
 # Kernel's thread under the app's session.id or under none; a LangChain chat naming no conversation whose
-# app resends only its last two turns, trim_messages), and the conversations recorded before them.
+# app resends only its last two turns, trim_messages, and one on LlamaIndex whose ChatMemoryBuffer's token
+# limit decides how many), and the conversations recorded before them.
 SOURCES = (
     "autogen_conversation", "google_adk", "google_adk_v1", "haystack_conversation", "haystack_otel",
     "mlflow_conversation", "openinference_openai_conversation", "vercel_ai_conversation",
@@ -54,6 +55,7 @@ SOURCES = (
     "langgraph_conversation", "llamaindex_conversation", "openai_agents_conversation",
     "smolagents_conversation", "langsmith_conversation", "langfuse_v3_conversation",
     "openllmetry_conversation", "semantic_kernel_conversation", "langchain_window_conversation",
+    "llamaindex_window_conversation",
 )  # fmt: skip
 
 

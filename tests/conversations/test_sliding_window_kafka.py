@@ -206,3 +206,30 @@ def test_a_recorded_langchain_chat_trimmed_to_its_last_two_turns_stays_one_conve
     for record in conversations:
         chat = which[record.trace_ids[0]][0]
         assert (record.turns, record.turns_flagged) == (5, flagged[chat]), record
+
+
+def test_a_recorded_llamaindex_chat_whose_token_window_fell_to_one_pair_is_cut_there(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """The six-turn chat recorded from LlamaIndex's context chat engine, its `ChatMemoryBuffer` keeping what
+    fits a token limit (the app names only the user): after the Plus plan's long answer, turns 3 and 4 each
+    resend only the turn before them. One pair never joins (it is not distinctive), so each chat is three
+    conversations: turn 2 (turn 1's), turn 3 (the one turn 2's pair opens) and turns 4 to 6 (turn 3's
+    pair's). Turn 6 says how the add-on is paid from turn 4's retrieval, in its conversation: grounded. Turn
+    5's price is turn 3's retrieval, held in the conversation turn 3 is a turn of, not in turn 5's: the
+    faithful one stays flagged (a false alarm left, the benchmark's). Invented and restated prices stay
+    flagged."""
+    turns = chat_turns("llamaindex_window_conversation")
+    latest, conversations, which = run(bootstrap, topic_prefix, [(t.chat, t.turn, t.payload) for t in turns])
+    trace_of = {turn: trace for trace, turn in which.items()}
+    chats = sorted(sorted(which[t] for t in record.trace_ids) for record in conversations)
+    expected = [
+        [(chat, n) for n in ns] for chat in sorted({t.chat for t in turns}) for ns in ((2,), (3,), (4, 5, 6))
+    ]
+    assert chats == sorted(expected), chats
+    for chat in ("window_faithful", "window_invented", "window_restated"):
+        sixth = latest[(chat, 6)]
+        assert (sixth.label, sixth.revision) == ("faithful", 1), chat
+        sources = [c.get("evidence_source") or {} for c in sixth.details["claims"]]
+        assert {s["trace_id"] for s in sources if "trace_id" in s} == {trace_of[(chat, 4)]}, chat
+        assert latest[(chat, 5)].label == "hallucinated", (chat, "turn 5: turn 3's documents are elsewhere")

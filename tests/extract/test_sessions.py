@@ -142,9 +142,9 @@ NO_USER = {"spring_ai_conversation", "spring_ai2_conversation", "genkit_conversa
 # Chats nothing names: Agent Framework's Responses API chats whose app sets no ids (the response id on its
 # spans is no session), and Semantic Kernel's thread as its docs run it (its spans name no conversation).
 NO_SESSION = ("agent_framework_responses/service_", "semantic_kernel_conversation/unnamed_")
-# Chats whose app names only the user (OpenInference's `using_user`): the conversation is inferred from the
-# history (LangChain's trim_messages window).
-USER_ONLY = ("langchain_window_conversation/",)
+# Chats whose app names only the user (OpenInference's `using_user`, `using_attributes`): the conversation is
+# inferred from the history (LangChain's trim_messages window, LlamaIndex's ChatMemoryBuffer token limit).
+USER_ONLY = ("langchain_window_conversation/", "llamaindex_window_conversation/")
 
 
 @pytest.mark.parametrize("recording", CHAT_TURNS, ids=lambda r: r.id)
