@@ -41,7 +41,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "extract" / "fixtures
 # Microsoft Agent Framework, and Agent Framework on the Responses API with the history kept by the service,
 # under the app's session.id or under no id; the OpenAI Agents SDK and smolagents; LangSmith's OTel export on
 # a LangGraph agent, the Langfuse v3 SDK's decorators; OpenLLMetry under its association properties, Semantic
-# Kernel's thread under the app's session.id or under none), and the conversations recorded before them.
+# Kernel's thread under the app's session.id or under none; a LangChain chat naming no conversation whose
+# app resends only its last two turns, trim_messages, and one on LlamaIndex whose ChatMemoryBuffer's token
+# limit decides how many), and the conversations recorded before them.
 SOURCES = (
     "autogen_conversation", "google_adk", "google_adk_v1", "haystack_conversation", "haystack_otel",
     "mlflow_conversation", "openinference_openai_conversation", "vercel_ai_conversation",
@@ -52,7 +54,8 @@ SOURCES = (
     "agent_framework_conversation", "agent_framework_responses", "langchain_js_conversation",
     "langgraph_conversation", "llamaindex_conversation", "openai_agents_conversation",
     "smolagents_conversation", "langsmith_conversation", "langfuse_v3_conversation",
-    "openllmetry_conversation", "semantic_kernel_conversation",
+    "openllmetry_conversation", "semantic_kernel_conversation", "langchain_window_conversation",
+    "llamaindex_window_conversation",
 )  # fmt: skip
 
 
@@ -99,12 +102,19 @@ scenarios: dict[str, str] = {}
 Counted = tuple[str, str, Counter[str]]  # (source, what, counts)
 
 
+# Longer than a replay takes to read: a sliding window's turn waits (at most quiet_seconds) for the hops
+# before it, each a tail written behind the replay's records and read after them (at 1 s the sixth turn of
+# the LangChain window chat was left apart replayed alone, at 5 s in the full replay turns 5 and 6 were).
+QUIET_SECONDS = 30.0
+
+
 def conversations(bootstrap: str, prefix: str, run: str, grounding: bool) -> list[ConversationRecord]:
     config = ConversationsConfig(
         bootstrap_servers=bootstrap, evaluations_topic=f"{prefix}.evaluations",
         conversations_topic=f"{prefix}.{run}.conversations", turns_topic=f"{prefix}.{run}.turns",
         state_topic=f"{prefix}.{run}.state", spans_topic=None, group_id=f"{prefix}.{run}",
-        evidence_topic=f"{prefix}.evidence" if grounding else None, quiet_seconds=1.0, tick_seconds=0.2,
+        evidence_topic=f"{prefix}.evidence" if grounding else None, quiet_seconds=QUIET_SECONDS,
+        tick_seconds=0.2,
     )  # fmt: skip
     written: list[ConversationRecord] = []
     ConversationService(config, on_record=written.append).run(idle_timeout_s=4)

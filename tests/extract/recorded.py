@@ -141,6 +141,12 @@ EXPECTED = {
     "langgraph_conversation": ("interaction", "openinference"),
     "llamaindex_conversation/greeting_turn1": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "llamaindex_conversation": ("interaction", "openinference"),
+    # Six turns of a LangChain RAG chain whose app resends only its last two questions and answers
+    # (`trim_messages`) and names no conversation (only `user.id`): each turn read with its retriever's
+    # documents, the window's pairs its history.
+    "langchain_window_conversation": ("interaction", "openinference"),
+    # The same on LlamaIndex's context chat engine, the window what its ChatMemoryBuffer's token limit keeps.
+    "llamaindex_window_conversation": ("interaction", "openinference"),
     # A failed tool's message is what the model was given: judged (it supports nothing); the run says so.
     "langgraph_tool_error": ("interaction", "openinference"),
     # Three-turn support chats (scenarios/_multiturn.py), earlier results resent or only questions and answers
