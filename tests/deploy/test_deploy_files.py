@@ -480,9 +480,11 @@ def _mounted_config(spec: dict[str, Any], tmp_path: Path) -> Any:
     return _LOADERS[container["args"][0]](tmp_path / name)
 
 
-# Measured: what `tracescore alert` holds a route under the default rule (its drop part remembers the route's
-# last 1,000 counted answers), RSS at 300 routes of 1,100 answers each; and its process before any route.
-_ALERT_ROUTE_BYTES = 620_000
+# Measured (benchmarks/alert_memory.py): the most `tracescore alert` holds a route under the default rule,
+# 135 KB by tracemalloc at 5,000 answers with 200 baseline pairs kept (98 KB at 10,000 offline answers), and
+# an eighth more for the allocator (RSS / tracemalloc 1.0-1.13 at 20-300 routes); and its process before any
+# route.
+_ALERT_ROUTE_BYTES = 155_000
 _ALERT_PROCESS_BYTES = 80 * 2**20
 
 

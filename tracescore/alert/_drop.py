@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import OrderedDict
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -44,7 +44,7 @@ from tracescore.alert._estimate import (
 from tracescore.alert._floor import Floor
 from tracescore.alert._reading import LENGTHS, DropReader, DropReading
 from tracescore.alert._state import Bucket, DropState, Level, Moments
-from tracescore.alert._window import Key, WindowEntry, contribution
+from tracescore.alert._window import Key, WindowEntry, part_of, sums_of
 
 __all__ = ["DropReading", "DropTracker"]
 
@@ -86,6 +86,95 @@ def _digest(key: Key) -> str:
     return blake2b("\x1f".join(key).encode(), digest_size=8).hexdigest()
 
 
+class _Settled:
+    """The last `size` counted interactions (the oldest forgotten first), each as its key's 64-bit hash, its
+    bucket's serial and its contribution's (code, value) (alert/_window.py `part_of`), in flat arrays that
+    grow with the route up to `size`: no object per interaction. As a dict of keys to their sums it was
+    most of a route's memory (~0.55 of 0.62 MB: a key, its two ids, a list of 11 floats); now 29 bytes an
+    interaction (benchmarks/alert_memory.py).
+
+    The hashes are found through an open-addressing table (linear probing, at most half full; a removal
+    shifts its followers back, so no tombstones). Two keys of one hash would take a new answer for a late
+    record of the other: a chance of about size / 2**64 per answer."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._hashes = array("q")
+        self._serials = array("q")
+        self._values = array("d")
+        self._codes = array("B")
+        self._next = 0  # once all `size` are taken: the oldest's slot, which the next new one takes
+        self._kind = "H" if size < 1 << 16 else "q"  # per table index: slot + 1, 0 when free
+        self._mask = 7
+        self._table = array(self._kind, [0]) * (self._mask + 1)
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    def _find(self, hashed: int) -> int:
+        """The table index of `hashed`, or of the free place where it would go."""
+        i, table, hashes = hashed & self._mask, self._table, self._hashes
+        while (slot := table[i]) and hashes[slot - 1] != hashed:
+            i = (i + 1) & self._mask
+        return i
+
+    def __contains__(self, key: Key) -> bool:
+        return bool(self._table[self._find(hash(key))])
+
+    def get(self, key: Key) -> tuple[int, int, float] | None:
+        """(bucket serial, code, value) of a counted interaction, else None."""
+        slot = self._table[self._find(hash(key))] - 1
+        if slot < 0:
+            return None
+        return self._serials[slot], self._codes[slot], self._values[slot]
+
+    def put(self, key: Key, serial: int, code: int, value: float) -> None:
+        """Remember what an interaction added (a known one keeps its place in the order, as it was first
+        counted); past `size`, the oldest is forgotten."""
+        hashed = hash(key)
+        i = self._find(hashed)
+        slot = self._table[i] - 1
+        if slot >= 0:
+            self._serials[slot], self._codes[slot], self._values[slot] = serial, code, value
+            return
+        if len(self._hashes) < self._size:  # still growing
+            slot = len(self._hashes)
+            self._hashes.append(hashed)
+            self._serials.append(serial)
+            self._codes.append(code)
+            self._values.append(value)
+            if 2 * len(self._hashes) > len(self._table):
+                self._rehash()
+                i = self._find(hashed)
+        else:  # the oldest's slot
+            slot, self._next = self._next, (self._next + 1) % self._size
+            self._remove(self._find(self._hashes[slot]))
+            i = self._find(hashed)
+            self._hashes[slot], self._serials[slot] = hashed, serial
+            self._codes[slot], self._values[slot] = code, value
+        self._table[i] = slot + 1
+
+    def _rehash(self) -> None:
+        self._mask = 2 * len(self._table) - 1
+        self._table = array(self._kind, [0]) * (self._mask + 1)
+        for slot, hashed in enumerate(self._hashes):
+            self._table[self._find(hashed)] = slot + 1
+
+    def _remove(self, i: int) -> None:
+        """Free table index `i`, moving back the entries after it that could not take their own place."""
+        table, hashes, mask = self._table, self._hashes, self._mask
+        j = i
+        while True:
+            j = (j + 1) & mask
+            slot = table[j]
+            if not slot:
+                break
+            home = hashes[slot - 1] & mask
+            if (i < j and (home <= i or home > j)) or (j < i and home <= i and home > j):
+                table[i], i = slot, j  # its home is not in (i, j]: it may move to i
+        table[i] = 0
+
+
 class DropTracker:
     """One route's drop rule: its buckets, in memory; `state` is the persisted form (`to_state` refreshes
     it), whose level fields the evaluator's transitions update in place."""
@@ -105,7 +194,7 @@ class DropTracker:
         self._restored_pending = set(self.state.pending)
         self._newest = self.state.counted_until
         # key -> (bucket serial, what it added): a late record of a counted interaction replaces it.
-        self._settled: OrderedDict[Key, tuple[int, Sums]] = OrderedDict()
+        self._settled = _Settled(_SETTLED)
         self._recent_size = math.ceil(config.window_count / _BUCKETS)
         self._normal_size = math.ceil(config.normal_count / _BUCKETS)
         self._recent_span = timedelta(seconds=config.window_seconds / _BUCKETS)
@@ -140,15 +229,17 @@ class DropTracker:
 
     def count(self, key: Key, item: WindowEntry) -> None:
         """`item` left the rule's window (or never had a place in it: a stray): into the drop window, once."""
-        part = contribution(item)
+        code, value = part_of(item)
+        part = sums_of(code, value)
         known = self._settled.get(key)
         if known is not None:  # a later record of an answer counted already
             if item.stray:
                 self.state.late += 1  # older than the window: whatever it says was superseded
                 return
+            serial, first = known[0], sums_of(known[1], known[2])
             withheld = [] if self._withheld is None else [self._withheld]
             buckets = (*self._recent, *self._normal, *withheld)
-            bucket = next((b for b in buckets if b.serial == known[0]), None)
+            bucket = next((b for b in buckets if b.serial == serial), None)
             if bucket is None:
                 self.state.late += 1
                 return
@@ -156,10 +247,10 @@ class DropTracker:
             if bucket is self._withheld:
                 total = empty_sums()  # in no total until it is learned
             for sums in (bucket.sums, total):  # it replaces its first count
-                add_sums(sums, known[1], -1.0)
+                add_sums(sums, first, -1.0)
                 add_sums(sums, part)
-            self._settled[key] = (bucket.serial, part)
-            self._weigh(known[1], -1.0)
+            self._settled.put(key, bucket.serial, code, value)
+            self._weigh(first, -1.0)
             self._weigh(part)
             return
         if item.counted or (item.stray and self.seen(item)):
@@ -171,9 +262,7 @@ class DropTracker:
         add_sums(bucket.sums, part)
         add_sums(self._recent_total, part)
         bucket.first_at, bucket.last_at = min(bucket.first_at, item.at), max(bucket.last_at, item.at)
-        self._settled[key] = (bucket.serial, part)
-        while len(self._settled) > _SETTLED:
-            self._settled.popitem(last=False)
+        self._settled.put(key, bucket.serial, code, value)
         self._weigh(part)
 
     def _weigh(self, part: Sums, sign: float = 1.0) -> None:

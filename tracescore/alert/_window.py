@@ -42,7 +42,7 @@ from tracescore.alert._estimate import (
 )
 from tracescore.model import EvaluationRecord, Selection
 
-__all__ = ["EstimateWindow", "WindowEntry", "contribution"]
+__all__ = ["EstimateWindow", "WindowEntry", "contribution", "part_of", "sums_of"]
 
 _RECOUNT_EVERY = 100_000  # updates between two exact recounts of the sums (floating-point drift)
 Key = tuple[str, str]
@@ -66,27 +66,49 @@ class WindowEntry:
     stray: bool = False  # never in the window: older than every interaction of the full window
 
 
-def contribution(item: WindowEntry) -> Sums:
-    """What one interaction adds to its window's sums (alert/_estimate.py): stratum C when the LLM judge
-    scored it with inclusion probability 1, else stratum R with the offline value, and its pair."""
-    s = empty_sums()
+# An interaction's contribution is one value and a code (what it counts in which stratum): a drop rule keeps
+# a thousand counted ones this way (alert/_drop.py), not as 11 floats each.
+_C, _R, _UNPAIRED, _BY_LLM, _PAIRED, _EXCLUDED = 1, 2, 4, 8, 16, 32
+
+
+def part_of(item: WindowEntry) -> tuple[int, float]:
+    """(code, value) of what one interaction adds to its window's sums: stratum C when the LLM judge scored
+    it with inclusion probability 1, else stratum R with the offline value, and its pair; `sums_of` of
+    them is `contribution(item)`."""
     offline = item.primary if item.primary is not None else item.offline_hint
     if item.llm is not None and item.pi is not None and item.pi >= 1.0:
-        s[C_N], s[C_SUM], s[C_SQUARES], s[LLM_N] = 1, item.llm, item.llm * item.llm, 1
-        return s
+        return _C, item.llm
     if offline is None:
-        s[UNPAIRED] = item.llm is not None  # an LLM value of the sample with no offline value to pair
-        return s
-    s[R_N], s[R_SUM], s[R_SQUARES] = 1, offline, offline * offline
-    s[LLM_N if item.primary_llm else OFFLINE_N] = 1
+        return (0 if item.llm is None else _UNPAIRED), 0.0  # an LLM value of the sample with nothing to pair
+    code = _R | (_BY_LLM if item.primary_llm else 0)
     if item.llm is None:
-        return s
+        return code, offline
     if (item.pi is not None and item.pi > 0) or (item.pi is None and item.selection == Selection.BASELINE):
-        s[PAIRS] = 1  # an older consumer's baseline (no probability) is uniform: weight 1
-        s[LLM_N] += 1
-    else:
-        s[EXCLUDED] = 1
+        return code | _PAIRED, offline  # an older consumer's baseline (no probability) is uniform: weight 1
+    return code | _EXCLUDED, offline
+
+
+def sums_of(code: int, value: float) -> Sums:
+    """The sums (alert/_estimate.py) of one interaction's (code, value) from `part_of`."""
+    s = empty_sums()
+    if code & _C:
+        s[C_N], s[C_SUM], s[C_SQUARES], s[LLM_N] = 1, value, value * value, 1
+    elif code & _R:
+        s[R_N], s[R_SUM], s[R_SQUARES] = 1, value, value * value
+        s[LLM_N if code & _BY_LLM else OFFLINE_N] = 1
+        if code & _PAIRED:
+            s[PAIRS] = 1
+            s[LLM_N] += 1
+        elif code & _EXCLUDED:
+            s[EXCLUDED] = 1
+    elif code & _UNPAIRED:
+        s[UNPAIRED] = 1
     return s
+
+
+def contribution(item: WindowEntry) -> Sums:
+    """What one interaction adds to its window's sums (alert/_estimate.py)."""
+    return sums_of(*part_of(item))
 
 
 def _pair_of(item: WindowEntry) -> Pair | None:
@@ -135,7 +157,9 @@ class EstimateWindow:
         self._updates = 0
         # Pairs outlive the window (see alert/_estimate.py); a window's own pairs always fit.
         self._pair_memory = max(pair_memory, maxlen)
-        self._pairs: OrderedDict[Key, Pair] = OrderedDict()
+        # By the hash of their key, not the key (two ids, ~200 bytes): most have left the window. Two keys of
+        # one hash would take one answer's pair for the other's: a chance of about 2**-64 a pair.
+        self._pairs: OrderedDict[int, Pair] = OrderedDict()
         self._pairs_changed = True  # the cached statistics of `_pairs` are stale
         self._stats: PairStats | None = None
 
@@ -224,8 +248,9 @@ class EstimateWindow:
         pair = _pair_of(item)
         if pair is None:
             return
-        self._pairs[key] = pair
-        self._pairs.move_to_end(key)
+        hashed = hash(key)
+        self._pairs[hashed] = pair
+        self._pairs.move_to_end(hashed)
         self._pairs_changed = True
         while len(self._pairs) > self._pair_memory:
             self._pairs.popitem(last=False)
