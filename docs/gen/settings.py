@@ -44,7 +44,7 @@ def sections() -> list[Section]:
     from tracescore.export import KafkaProducerSettings
     from tracescore.instrument import InstrumentSettings
     from tracescore.sample import SamplingConfig
-    from tracescore.score.judges import OpenAIEmbedderSettings, OpenAIJudgeSettings
+    from tracescore.score.judges import OfflineJudgeSettings, OpenAIEmbedderSettings, OpenAIJudgeSettings
 
     return [
         Section(
@@ -92,6 +92,11 @@ def sections() -> list[Section]:
             "Flags (`--model`, `--base-url`) > variables > defaults; in Python "
             "`OpenAIJudge(OpenAIJudgeSettings(...))`.",
             "TRACESCORE_JUDGE_", nested=False, commands=("consume", "score"),
+        ),
+        Section(
+            "Offline judge (`--judge offline`, the default)", OfflineJudgeSettings,
+            "Variables > defaults; in Python `OfflineJudge(settings=OfflineJudgeSettings(...))`.",
+            "TRACESCORE_OFFLINE_JUDGE_", nested=False, commands=("consume", "score"),
         ),
         Section(
             "Embeddings (answer relevancy)", OpenAIEmbedderSettings,

@@ -43,11 +43,11 @@ def _settings_read() -> list[type[BaseSettings]]:
     from tracescore.emit import PhoenixSettings
     from tracescore.instrument import InstrumentSettings
     from tracescore.sample import SamplingConfig
-    from tracescore.score.judges import OpenAIEmbedderSettings, OpenAIJudgeSettings
+    from tracescore.score.judges import OfflineJudgeSettings, OpenAIEmbedderSettings, OpenAIJudgeSettings
 
     return [
         ConsumerSettings, InstrumentSettings, SamplingConfig, AlertConfig, ConversationsConfig,
-        OpenAIJudgeSettings, OpenAIEmbedderSettings, PhoenixSettings,
+        OfflineJudgeSettings, OpenAIJudgeSettings, OpenAIEmbedderSettings, PhoenixSettings,
     ]  # fmt: skip
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from tracescore.score.judges._embeddings import OpenAIEmbedderSettings as OpenAIEmbedderSettings
     from tracescore.score.judges._offline import OfflineJudge as OfflineJudge
     from tracescore.score.judges._offline import OfflineTuning as OfflineTuning
+    from tracescore.score.judges._offline_settings import OfflineJudgeSettings as OfflineJudgeSettings
     from tracescore.score.judges._openai import OpenAIJudge as OpenAIJudge
     from tracescore.score.judges._openai_settings import MissingApiKey as MissingApiKey
     from tracescore.score.judges._openai_settings import OpenAIJudgeSettings as OpenAIJudgeSettings
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "OfflineJudge": "tracescore.score.judges._offline",
     "OfflineTuning": "tracescore.score.judges._offline",
+    "OfflineJudgeSettings": "tracescore.score.judges._offline_settings",
     "OpenAIJudge": "tracescore.score.judges._openai",
     "OpenAIJudgeSettings": "tracescore.score.judges._openai_settings",
     "MissingApiKey": "tracescore.score.judges._openai_settings",
@@ -39,6 +41,7 @@ __all__ = [
     "Judgement",
     "MissingApiKey",
     "OfflineJudge",
+    "OfflineJudgeSettings",
     "OfflineTuning",
     "OpenAIEmbedder",
     "OpenAIEmbedderSettings",

@@ -11,20 +11,32 @@ number of concurrent records.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from tracescore.model import OFFLINE_JUDGE, Usage
+from tracescore.model import OFFLINE_JUDGE, Usage, Verdict
 from tracescore.score.judges._offline_checks import judge_claim, quoted_evidence
 from tracescore.score.judges._offline_claim import IndexedContext, Lexicon, OfflineTuning, is_framing
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
+from tracescore.score.judges._offline_settings import OfflineJudgeSettings
 from tracescore.score.judges._offline_text import words
 from tracescore.score.judges._offline_words import REFUSAL_PATTERNS
+from tracescore.score.judges._prompt import fit_to_budget, log_trimmed, text_chars
 from tracescore.score.judges._protocol import JudgeError, Judgement, JudgeTask, TaskKind
 
-__all__ = ["OfflineJudge", "OfflineTuning", "answer_claims", "answer_verdicts"]
+__all__ = ["OfflineJudge", "OfflineJudgeSettings", "OfflineTuning", "answer_claims", "answer_verdicts"]
+
+logger = logging.getLogger(__name__)
 
 _EVIDENCE_CHARS = 300
+# Verdicts that the part of a trimmed context not read could change, their confidence there (below the label
+# rule's default min_confidence, 0.5: not sure enough to flag an answer alone) and what their reason adds.
+_MAYBE_CUT_OFF = frozenset({Verdict.NO_EVIDENCE, Verdict.PARTIALLY_SUPPORTED})
+_CUT_CONFIDENCE = 0.25
+_CUT_NOTE = (
+    "The context was trimmed before judging (max_context_chars): the evidence may be in the part cut off."
+)
 _OFFLOAD_CHARS = 20_000  # inputs this large run in a worker thread so the event loop keeps serving
 
 
@@ -90,9 +102,16 @@ class OfflineJudge:
 
     name = OFFLINE_JUDGE
 
-    def __init__(self, tuning: OfflineTuning | None = None, lexicon: Lexicon | None = None) -> None:
+    def __init__(
+        self,
+        tuning: OfflineTuning | None = None,
+        lexicon: Lexicon | None = None,
+        *,
+        settings: OfflineJudgeSettings | None = None,
+    ) -> None:
         self.tuning = tuning or OfflineTuning()
         self.lexicon = lexicon
+        self.settings = settings or OfflineJudgeSettings()
         handlers: dict[TaskKind, Callable[[Any], dict[str, Any]]] = {
             TaskKind.ANSWER_CLAIMS: answer_claims,
             TaskKind.CLAIM_VERDICTS: lambda data: answer_verdicts(data, self.tuning, self.lexicon),
@@ -111,8 +130,33 @@ class OfflineJudge:
             )
         if not isinstance(data, task.input_model):
             data = task.input_model.model_validate(data, from_attributes=True)
-        if sum(len(v) for v in data.model_dump().values() if isinstance(v, str)) > _OFFLOAD_CHARS:
+        # Cut as the LLM judge cuts: the judge's time grows with the text, and no input may stall a consumer.
+        payload, trimmed = fit_to_budget(data.model_dump(mode="json"), self.settings.max_context_chars)
+        if trimmed:
+            log_trimmed(logger, task.name, self.settings.max_context_chars, trimmed)
+            data = task.input_model.model_validate(payload)
+        # Every string counts (a list of chunks too): a large input runs off the event loop.
+        if text_chars(payload) > _OFFLOAD_CHARS:
             output = await asyncio.to_thread(handler, data)
         else:
             output = handler(data)
-        return Judgement(output=task.output_model.model_validate(output), usage=Usage())
+        if trimmed:
+            output = _doubted(output)
+        return Judgement(
+            output=task.output_model.model_validate(output),
+            usage=Usage(),
+            warnings=tuple(t.warning for t in trimmed),
+        )
+
+
+def _doubted(output: dict[str, Any]) -> dict[str, Any]:
+    """Verdicts on a trimmed input: a claim the kept text does not (fully) support may rest on the part cut
+    off, so its verdict is not a sure one (its confidence falls below the label rule's default
+    min_confidence) and its reason says why. A contradiction or full support stands: the kept text states
+    it."""
+    for verdict in output.get("verdicts", ()):
+        if verdict["verdict"] in _MAYBE_CUT_OFF:
+            confidence = verdict["confidence"]
+            verdict["confidence"] = min(_CUT_CONFIDENCE, 1.0 if confidence is None else confidence)
+            verdict["reason"] = f"{verdict['reason'].rstrip()} {_CUT_NOTE}"
+    return output

@@ -57,6 +57,7 @@ _SCOPE_BREAK = re.compile(r"[,;:()]")
 # Scraped passages often glue sentences ("...century.First for Women is..."); pysbd keeps those as one
 # sentence, so a space is inserted at such a boundary before splitting.
 _GLUED = re.compile(r"(?<=[^\s.][a-z0-9)\"”’][.!?])(?=[A-Z][a-z]|[A-Z]\.\s)")
+_SPACES = re.compile(r"\s*")  # \s is what str.isspace() calls whitespace
 _CHUNK = 2000  # blocks of this size keep the per-block cache useful and the splitting linear
 _NEGATION_SCOPE = 2  # content words after a negation that it applies to
 _OPENERS = WH_WORDS | AUXILIARIES
@@ -269,16 +270,20 @@ def _clauses(parts: list[str], orders: list[tuple[str, ...]]) -> tuple[tuple[str
 
 
 def _blocks(context: str) -> Iterator[str]:
-    """Lines of at most ~_CHUNK characters, long ones cut at a sentence-looking boundary."""
+    """Lines of at most ~_CHUNK characters, long ones cut at a sentence-looking boundary. A long line is
+    walked by offset: slicing off each block's rest would copy the line once per block (quadratic)."""
     for line in context.splitlines():
         rest = line.strip()
-        while len(rest) > _CHUNK:
-            cut = rest.rfind(". ", 0, _CHUNK) + 1 or rest.rfind(" ", 0, _CHUNK)
+        start, end = 0, len(rest)
+        while end - start > _CHUNK:
+            dot = rest.rfind(". ", start, start + _CHUNK)
+            space = rest.rfind(" ", start, start + _CHUNK) if dot < 0 else -1
+            cut = dot + 1 - start if dot >= 0 else space - start if space >= 0 else -1
             cut = cut if cut > _CHUNK // 2 else _CHUNK
-            yield rest[:cut]
-            rest = rest[cut:].lstrip()
-        if rest:
-            yield rest
+            yield rest[start : start + cut]
+            start = _SPACES.match(rest, start + cut).end()  # the rest's lstrip(), without copying it
+        if start < end:
+            yield rest[start:]
 
 
 def index_context(context: str) -> list[Sentence]:

@@ -31,6 +31,7 @@ from tracescore.score.judges._openai_settings import MissingApiKey, OpenAIJudgeS
 from tracescore.score.judges._prompt import (
     TrimmedField,
     fit_to_budget,
+    log_trimmed,
     minimal_schema,
     render_messages,
     repair_message,
@@ -155,12 +156,7 @@ class OpenAIJudge:
         spent = _Spent(self.settings)
         payload, trimmed = fit_to_budget(data.model_dump(mode="json"), self.settings.max_context_chars)
         if trimmed:
-            logger.warning(
-                "judge input for %s trimmed to %d chars: %s",
-                task.name,
-                self.settings.max_context_chars,
-                ", ".join(f"{t.path} {t.original_chars}->{t.kept_chars}" for t in trimmed),
-            )
+            log_trimmed(logger, task.name, self.settings.max_context_chars, trimmed)
 
         def prompt(with_schema: bool) -> list[dict[str, str]]:
             return render_messages(task, payload, schema_in_prompt=with_schema)
@@ -179,9 +175,7 @@ class OpenAIJudge:
                     raise JudgeError(f"invalid judge output after one repair: {still_bad.problem}") from None
         except JudgeError as exc:
             raise JudgeError(exc.cause, usage=spent.usage) from exc.__cause__
-        warnings = tuple(
-            f"judge input {t.path} trimmed from {t.original_chars} to {t.kept_chars} chars" for t in trimmed
-        )
+        warnings = tuple(t.warning for t in trimmed)
         return OpenAIJudgement(output=output, usage=spent.usage, warnings=warnings, trimmed=trimmed)
 
     # -- one completion: fallback, retries, refusals ----------------------------------------------------

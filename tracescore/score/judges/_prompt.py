@@ -7,6 +7,7 @@ indentation, and the output schema is stripped of titles and $ref indirection be
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -23,11 +24,13 @@ __all__ = [
     "compact_json",
     "fence",
     "fit_to_budget",
+    "log_trimmed",
     "minimal_schema",
     "render_messages",
     "repair_message",
     "schema_name",
     "system_prompt",
+    "text_chars",
 ]
 
 FENCE_OPEN = "<<<DATA"
@@ -42,6 +45,23 @@ class TrimmedField:
     path: str
     original_chars: int
     kept_chars: int
+
+    @property
+    def warning(self) -> str:
+        """The record's warning, the same words whichever judge trimmed."""
+        return f"judge input {self.path} trimmed from {self.original_chars} to {self.kept_chars} chars"
+
+
+def log_trimmed(
+    logger: logging.Logger, task_name: str, max_chars: int, trimmed: tuple[TrimmedField, ...]
+) -> None:
+    """The log line of an input `fit_to_budget` trimmed, the same for every judge."""
+    logger.warning(
+        "judge input for %s trimmed to %d chars: %s",
+        task_name,
+        max_chars,
+        ", ".join(f"{t.path} {t.original_chars}->{t.kept_chars}" for t in trimmed),
+    )
 
 
 def compact_json(value: Any) -> str:
@@ -148,6 +168,14 @@ def repair_message(bad_output: str, problem: str, *, max_echo_chars: int = 4000)
     ]
 
 
+def text_chars(data: Any) -> int:
+    """The total length of the string leaves of `data` (dicts and lists of them): what a budget counts."""
+    if isinstance(data, str):
+        return len(data)
+    items = data.values() if isinstance(data, dict) else data if isinstance(data, list) else ()
+    return sum(text_chars(item) for item in items)
+
+
 def fit_to_budget(data: dict[str, Any], max_chars: int) -> tuple[dict[str, Any], tuple[TrimmedField, ...]]:
     """Trim string leaves of `data` so their total length fits `max_chars`.
 
@@ -165,11 +193,10 @@ def fit_to_budget(data: dict[str, Any], max_chars: int) -> tuple[dict[str, Any],
             else:
                 collect(value, child)
 
+    if text_chars(data) <= max_chars:
+        return data, ()  # as given: only a trimmed input is a copy
     data = json.loads(json.dumps(data))  # a private deep copy we may cut in place
     collect(data, "")
-    total = sum(len(value) for *_, value in leaves)
-    if total <= max_chars:
-        return data, ()
     cap, remaining = 0, max_chars
     lengths = sorted(len(value) for *_, value in leaves)
     for index, length in enumerate(lengths):
