@@ -4,6 +4,7 @@ support is not a sure hallucination."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, SupportsIndex
 
 import pytest
@@ -101,3 +102,21 @@ def test_evaluate_trims_at_the_setting_read_from_the_environment(monkeypatch: py
     monkeypatch.delenv("TRACESCORE_OFFLINE_JUDGE_MAX_CONTEXT_CHARS")
     whole = {r.metric: r for r in evaluate(record)}["faithfulness"]
     assert not whole.warnings and whole.score == 1.0
+
+
+async def test_a_stream_of_huge_contexts_is_one_warning_not_one_a_record(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each trimmed call logged a warning: a consumer fed huge contexts flooded its log. The first trim of a
+    task's field is a warning (once a process: an earlier test may have had it), later ones debug; each
+    judgement still carries its own warning."""
+    judge = OfflineJudge(settings=OfflineJudgeSettings(max_context_chars=2_000))
+    with caplog.at_level(logging.DEBUG, logger="tracescore"):
+        for _ in range(3):
+            judged = await judge.run(
+                VERDICTS_TASK, _input(FILLER * 100 + LATE_FACT, "It was founded in 1934.")
+            )
+            assert any("trimmed from" in w for w in judged.warnings), judged.warnings
+    said = [r for r in caplog.records if "trimmed to 2000 chars" in r.getMessage()]
+    assert len(said) == 3, [r.getMessage() for r in caplog.records]
+    assert sum(r.levelno >= logging.WARNING for r in said) <= 1, [(r.levelname, r.getMessage()) for r in said]

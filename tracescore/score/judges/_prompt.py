@@ -55,13 +55,25 @@ class TrimmedField:
 def log_trimmed(
     logger: logging.Logger, task_name: str, max_chars: int, trimmed: tuple[TrimmedField, ...]
 ) -> None:
-    """The log line of an input `fit_to_budget` trimmed, the same for every judge."""
-    logger.warning(
-        "judge input for %s trimmed to %d chars: %s",
+    """The log line of an input `fit_to_budget` trimmed, the same for every judge: a warning the first time a
+    judge trims a task's field in this process, debug after (a stream of huge contexts is not a flood of
+    warnings; each result carries its own trimming warning)."""
+    first = (logger.name, task_name, tuple(t.path for t in trimmed)) not in _TRIMS_SAID
+    if first and len(_TRIMS_SAID) < _MOST_TRIMS_SAID:
+        _TRIMS_SAID.add((logger.name, task_name, tuple(t.path for t in trimmed)))
+    logger.log(
+        logging.WARNING if first else logging.DEBUG,
+        "judge input for %s trimmed to %d chars: %s%s",
         task_name,
         max_chars,
         ", ".join(f"{t.path} {t.original_chars}->{t.kept_chars}" for t in trimmed),
+        " (said once for this task and field: later trims are logged at debug)" if first else "",
     )
+
+
+# The (judge, task, fields) trims warned about: a handful in practice, bounded all the same.
+_TRIMS_SAID: set[tuple[str, str, tuple[str, ...]]] = set()
+_MOST_TRIMS_SAID = 1000
 
 
 def compact_json(value: Any) -> str:
