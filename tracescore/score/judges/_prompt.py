@@ -58,9 +58,10 @@ def log_trimmed(
     """The log line of an input `fit_to_budget` trimmed, the same for every judge: a warning the first time a
     judge trims a task's field in this process, debug after (a stream of huge contexts is not a flood of
     warnings; each result carries its own trimming warning)."""
-    first = (logger.name, task_name, tuple(t.path for t in trimmed)) not in _TRIMS_SAID
+    said = (logger.name, task_name, tuple(t.path for t in trimmed))
+    first = said not in _TRIMS_SAID
     if first and len(_TRIMS_SAID) < _MOST_TRIMS_SAID:
-        _TRIMS_SAID.add((logger.name, task_name, tuple(t.path for t in trimmed)))
+        _TRIMS_SAID.add(said)
     logger.log(
         logging.WARNING if first else logging.DEBUG,
         "judge input for %s trimmed to %d chars: %s%s",
