@@ -166,6 +166,30 @@ def test_an_interaction_first_skipped_is_scored_when_its_documents_arrive_late()
     assert judge(asm, again) == [(ROOT, 0, None)], "nothing was recorded before: revision 0"
 
 
+def test_a_skipped_trace_rebuilt_by_its_late_root_is_not_counted_skipped_again() -> None:
+    """Read early without its root (a slow poll under load), the trace's skip is anchored on the LLM span;
+    the late root anchors the same skip on itself: one interaction not scored, said once."""
+    asm, clock = assembler(grace_s=2, max_wait_s=5)
+    asm.add([openinference("a", "LLM", input_value=QUESTION, output_value=ANSWER)], "p0", 1, 100)
+    clock.now += 6
+    [first] = asm.ready()
+    found = extract(first)
+    _, skips = asm.revise(first, found.interactions, found.skips)
+    assert [s.reason for s in skips] == [ExtractSkip.EMPTY_CONTEXT]
+    asm.add([chain("a")], "p0", 2, 100)
+    clock.now += 6
+    [again] = asm.ready()
+    found = extract(again)
+    assert [s.span.span_id for s in found.skips if s.span] == [ROOT], "the skip moved to the root"
+    assert asm.revise(again, found.interactions, found.skips) == ([], [])
+    asm.add([chain("b"), openinference("b", "LLM", input_value=QUESTION, output_value=ANSWER)], "p0", 3, 100)
+    clock.now += 6
+    [other] = asm.ready()
+    found = extract(other)
+    _, skips = asm.revise(other, found.interactions, found.skips)
+    assert len(skips) == len(found.skips) >= 1, "another trace's skips are its own"
+
+
 def test_rejoin_memory_is_bounded_and_a_forgotten_trace_counts_its_late_spans() -> None:
     asm, _ = assembler(grace_s=0, rejoin_traces=2)
     for name in "abc":

@@ -75,7 +75,7 @@ class Remembered(Protocol):
     whole: bool  # False: read early to stay in bounds, kept only to revise that reading
     # None until the trace's first reading is revised (`revise`), which records what it judged.
     judged: tuple[JudgedReading, ...] | None
-    skipped: tuple[tuple[str, str], ...]  # (anchor span id, reason)
+    skipped: tuple[tuple[str, str], ...]  # (anchor span id, "" for a skip of no span; reason), as reported
 
 
 def revise(
@@ -98,7 +98,7 @@ def revise(
             first.append(_new_revision(Revision, (i, 0, None)))
         memory.judged = tuple(judged_now)
         if skips:
-            memory.skipped = tuple((s.span.span_id, s.reason) for s in skips if s.span is not None)
+            memory.skipped = tuple(_skip_key(s) for s in skips)
         return first, skips if type(skips) is list else list(skips)  # `find`'s own list: not copied
     judged: list[JudgedReading] = []
     out: list[Revision[Judgeable]] = []
@@ -116,8 +116,8 @@ def revise(
             replaced = revision_key(trace.trace_id, earlier[_ANCHOR], earlier[_REVISION])
             out.append(Revision(interaction, revision, replaced))
     judged += [j for j in previous if j not in judged]  # a reading no longer found keeps its record
-    fresh = [s for s in skips if s.span is None or (s.span.span_id, s.reason) not in memory.skipped]
-    memory.skipped += tuple((s.span.span_id, s.reason) for s in fresh if s.span is not None)
+    fresh = _fresh_skips(memory.skipped, skips)
+    memory.skipped += tuple(_skip_key(s) for s in fresh)
     memory.judged = tuple(judged)
     if memory.late:
         if out:
@@ -127,6 +127,25 @@ def revise(
             counts[AssemblyCount.LATE_SPANS_UNCHANGED] += memory.late
         memory.late = 0
     return out, fresh
+
+
+def _skip_key(skip: Skip) -> tuple[str, str]:
+    return (skip.span.span_id if skip.span is not None else "", skip.reason)
+
+
+def _fresh_skips(reported: tuple[tuple[str, str], ...], skips: Sequence[Skip]) -> list[Skip]:
+    """The skips of a rebuilt trace not yet reported. A skip is one interaction of the trace not scored, so
+    each reason counts at most as many times as one reading finds it: the trace grown by a late span (its
+    root, a parent) anchors the same skip on another span, which is not a second interaction skipped."""
+    owed = Counter(s.reason for s in skips)
+    owed.subtract(reason for _, reason in reported)
+    known = set(reported)
+    fresh = []
+    for skip in skips:
+        if owed[skip.reason] > 0 and _skip_key(skip) not in known:
+            owed[skip.reason] -= 1
+            fresh.append(skip)
+    return fresh
 
 
 def first_revisions(interactions: Sequence[Judgeable]) -> list[Revision[Judgeable]]:
