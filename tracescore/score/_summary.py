@@ -409,7 +409,6 @@ class BatchSummary:
         out.append("  " + spend)
         return out
 
-
     def _long_answers_note(self) -> str | None:
         """Said where most faithfulness scores are the offline judge's on long answers: a golden set of
         faithful summaries fails `--max-flagged 5%` or `--fail-under faithfulness=0.8` on the judge's false
@@ -418,10 +417,11 @@ class BatchSummary:
         if not scored or self.long_offline * 2 < scored:
             return None
         return (
-            f"  note: {self.long_offline} of {scored} faithfulness scores are the offline judge's on long answers "
-            f"({LONG_ANSWER_CLAIMS} or more claims), where it flags a third to a half of the faithful ones and "
-            "scores them about 0.55: the flagged share and mean read the judge's level, not the answers'; gate "
-            "on a change against main's scores (--baseline) or score with an LLM judge (--judge openai)"
+            f"  note: {self.long_offline} of {scored} faithfulness scores are the offline judge's on long "
+            f"answers ({LONG_ANSWER_CLAIMS} or more claims), where it flags a third to a half of the "
+            "faithful ones and scores them about 0.55: the flagged share and mean read the judge's level, "
+            "not the answers'; gate on a change against main's scores (--baseline) or score with an LLM "
+            "judge (--judge openai)"
         )
 
 
