@@ -36,7 +36,8 @@ __all__ = [
 FLAGGED_METRIC = FAITHFULNESS
 # A long answer to the offline judge: each claim is one more chance of a false flag. On the labelled dev
 # summaries it flagged 10% of faithful answers of 1-2 claims, 35-45% of those of 3 or more (about half on
-# summaries nobody tuned on) and scored them 0.55 on average (BENCHMARKS, the offline judge on long answers).
+# summaries nobody tuned on) and scored them 0.55 on average (docs/offline/judges.md, "Longer answers, more
+# false flags").
 LONG_ANSWER_CLAIMS = 3
 
 
@@ -164,8 +165,8 @@ class BatchSummary:
     # Each record id (`add`'s record_id) -> where it was read, every place for an id read more than once:
     # one entry per id, so a batch keeps its ids (not its results) to tell a repeated one.
     ids: dict[str, list[str]] = field(default_factory=dict)
-    # Faithfulness scores the offline judge gave answers of LONG_ANSWER_CLAIMS or more claims: where more
-    # than half the batch is such, its flagged share and mean are the judge's level more than the answers'.
+    # Faithfulness scores the offline judge gave answers of LONG_ANSWER_CLAIMS or more claims: where at
+    # least half the batch is such, its flagged share and mean are the judge's level more than the answers'.
     long_offline: int = 0
 
     def add(
