@@ -49,3 +49,40 @@ def test_a_printed_summary_reads_as_the_command_prints_it() -> None:
     summary = _summary(2, 20)
     assert str(summary) == "\n".join(summary.lines())
     assert f"{summary}".startswith("20 records (0 invalid)\n  faithfulness: 20 scored")
+
+
+def _offline_faithful(claims: int, judge: str = "offline") -> MetricResult:
+    # A faithful answer of `claims` claims, half of them partly supported: how the offline judge reads a
+    # faithful summary that paraphrases its document.
+    return MetricResult(
+        metric=FAITHFULNESS,
+        judge=judge,
+        score=0.75,
+        label="faithful",
+        details={"total_claims": claims, "verdict_counts": {"FULLY_SUPPORTED": claims - claims // 2}},
+    )
+
+
+def test_a_batch_of_long_answers_judged_offline_says_the_flags_read_the_judge() -> None:
+    # A golden set of faithful summaries fails --max-flagged 5% on the offline judge's false flags alone
+    # (a third to a half of them): the summary says why, and what to gate on instead.
+    summary = BatchSummary()
+    for n in range(4):
+        summary.add([_offline_faithful(claims=3 + n)], metric_names=[FAITHFULNESS])
+    summary.add([_offline_faithful(claims=1)], metric_names=[FAITHFULNESS])
+    note = summary.lines()[2]
+    assert note.startswith("  note: 4 of 5 faithfulness scores are the offline judge's on long answers (3 or")
+    assert "(--baseline)" in note and "(--judge openai)" in note
+    assert "judge calls 0" in summary.lines()[3]
+
+
+def test_short_answers_or_an_llm_judge_add_no_note() -> None:
+    for results in (
+        [_offline_faithful(claims=2)] * 4,  # short answers, which the offline judge reads well
+        [_offline_faithful(claims=5, judge="openai:gpt-4o-mini")] * 4,  # an LLM judge's level is the answers'
+        [_offline_faithful(claims=5)] + [_offline_faithful(claims=1)] * 2,  # long answers a minority
+    ):
+        summary = BatchSummary()
+        for result in results:
+            summary.add([result], metric_names=[FAITHFULNESS])
+        assert not any("note:" in line for line in summary.lines()), results

@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tracescore._plural import counted
-from tracescore.model import FAITHFULNESS, UNLABELLED_THRESHOLD, MetricResult, MetricStatus, Usage, is_flagged
+from tracescore.model import (
+    FAITHFULNESS,
+    UNLABELLED_THRESHOLD,
+    FaithfulnessFindings,
+    MetricResult,
+    MetricStatus,
+    Usage,
+    annotator_kind,
+    is_flagged,
+)
 from tracescore.score._baseline import CONFIDENCE, Baseline, Comparison, record_key, share_interval
 
 __all__ = [
@@ -25,6 +34,11 @@ __all__ = [
 
 # The metric whose flags `--max-flagged` counts: a hallucination is a faithfulness failure.
 FLAGGED_METRIC = FAITHFULNESS
+# A long answer to the offline judge: each claim is one more chance of a false flag. On the labelled dev
+# summaries it flagged 10% of faithful answers of 1-2 claims, 35-45% of those of 3 or more (about half on
+# summaries nobody tuned on) and scored them 0.55 on average (docs/offline/judges.md, "Longer answers, more
+# false flags").
+LONG_ANSWER_CLAIMS = 3
 
 
 class GateCondition(StrEnum):
@@ -151,6 +165,9 @@ class BatchSummary:
     # Each record id (`add`'s record_id) -> where it was read, every place for an id read more than once:
     # one entry per id, so a batch keeps its ids (not its results) to tell a repeated one.
     ids: dict[str, list[str]] = field(default_factory=dict)
+    # Faithfulness scores the offline judge gave answers of LONG_ANSWER_CLAIMS or more claims: where at
+    # least half the batch is such, its flagged share and mean are the judge's level more than the answers'.
+    long_offline: int = 0
 
     def add(
         self,
@@ -206,6 +223,7 @@ class BatchSummary:
                 self.flagged[result.metric] += flagged
                 if result.metric == FLAGGED_METRIC:
                     self.flags[key] = flagged
+                    self.long_offline += _long_offline(result)
             self.usage += result.usage
 
     @property
@@ -383,12 +401,36 @@ class BatchSummary:
                 f"  {counted(len(repeated), 'id')} on more than one record, each record scored: {shown}"
                 + (f"; {more} more" if more > 0 else "")
             )
+        if note := self._long_answers_note():
+            out.append(note)
         spend = f"judge calls {self.usage.calls}, tokens {self.usage.prompt_tokens} prompt + "
         spend += f"{self.usage.completion_tokens} completion"
         if self.usage.cost_usd:
             spend += f", cost ${self.usage.cost_usd:.4f}"
         out.append("  " + spend)
         return out
+
+    def _long_answers_note(self) -> str | None:
+        """Said where most faithfulness scores are the offline judge's on long answers: a golden set of
+        faithful summaries fails `--max-flagged 5%` or `--fail-under faithfulness=0.8` on the judge's false
+        flags alone, and nothing else on the summary says why."""
+        scored = len(self.scores.get(FLAGGED_METRIC) or [])
+        if not scored or self.long_offline * 2 < scored:
+            return None
+        return (
+            f"  note: {self.long_offline} of {scored} faithfulness scores are the offline judge's on long "
+            f"answers ({LONG_ANSWER_CLAIMS} or more claims), where it flags a third to a half of the "
+            "faithful ones and scores them about 0.55: the flagged share and mean read the judge's level, "
+            "not the answers'; gate on a change against main's scores (--baseline) or score with an LLM "
+            "judge (--judge openai)"
+        )
+
+
+def _long_offline(result: MetricResult) -> bool:
+    """A faithfulness score the offline judge gave an answer of LONG_ANSWER_CLAIMS or more claims."""
+    if annotator_kind(result.judge) != "CODE":
+        return False
+    return FaithfulnessFindings.of(result).claims >= LONG_ANSWER_CLAIMS
 
 
 def flagged_words(flagged: int, scored: int) -> str:
