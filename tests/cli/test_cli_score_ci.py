@@ -132,3 +132,31 @@ def test_junit_has_one_case_per_gate_condition_failed_as_the_fail_lines_say(tmp_
     [case] = ET.parse(junit).getroot().iter("testcase")
     failure = case.find("failure")
     assert failure is not None and output.splitlines()[-1] == f"Error: {failure.get('message')}"
+
+
+def test_a_share_given_as_a_percentage_is_echoed_as_one_in_the_log_the_junit_cases_and_the_json(
+    tmp_path: Path,
+) -> None:
+    """`--max-flagged 60%` was echoed `--max-flagged 0.6` (the fraction it is read as) in the JUnit case and
+    the JSON's checks, and `--baseline-margin 2%` as 0.02 in its FAIL line: each is said as it was given."""
+    main_scores = tmp_path / "main.jsonl"
+    assert _score(str(_golden(tmp_path, "main_in.jsonl", 0)), "--out", str(main_scores))[1] == 0
+    junit, summary = tmp_path / "junit.xml", tmp_path / "s.json"
+    ci = ["--junit", str(junit), "--summary-json", str(summary)]
+    worse = [str(_golden(tmp_path, "worse.jsonl", 14)), "--out", str(tmp_path / "w.jsonl")]
+    output, code = _score(
+        *worse, "--max-flagged", "60%", "--baseline", str(main_scores), "--baseline-margin", "2%", *ci
+    )
+    assert code == 1, output
+    fails = [line.removeprefix("FAIL ") for line in output.splitlines() if line.startswith("FAIL ")]
+    assert fails[0] == "faithfulness: 14 records flagged (70.0% of scored), more than 60% of scored", output
+    assert fails[1].endswith("a rise above --baseline-margin 2% even at the interval's lower end"), output
+    names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
+    assert "--max-flagged 60%" in names, names
+    checks = {c["name"]: c["failure"] for c in json.loads(summary.read_text())["checks"]}
+    assert checks["--max-flagged 60%"] == fails[0], checks
+    # As written: a fraction stays one.
+    output, code = _score(*worse, "--max-flagged", "0.6", *ci)
+    assert code == 1 and "--max-flagged 0.6" in [
+        c.get("name") for c in ET.parse(junit).getroot().iter("testcase")
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -173,6 +174,10 @@ def score(
     gate = or_usage_error(parse_fail_under, fail_under)
     column_map = or_usage_error(parse_column_map, columns)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
+    # A share given as a percentage is echoed as one (`--max-flagged 60%`), not as the fraction it is read as.
+    written = ((GateCondition.MAX_FLAGGED, max_flagged), (GateCondition.BASELINE, baseline_margin))
+    percent = frozenset(c for c, text in written if text is not None and text.strip().endswith("%"))
+    as_flag = partial(_as_flag, percent=percent)
     margin = (
         0.0 if baseline_margin is None else or_usage_error(parse_share, "--baseline-margin", baseline_margin)
     )
@@ -264,8 +269,10 @@ def score(
             said.append(f"  {baseline.compare(summary.flags).words()}")  # a FAIL line says it else
             click.echo(said[-1], err=True)
         for failure in failures:
-            click.echo(f"FAIL {failure.words(_as_flag)}", err=True)
-        checks += _gate_checks(gate, flag_limit, allow_unscored or 0, baseline is not None, margin, failures)
+            click.echo(f"FAIL {failure.words(as_flag)}", err=True)
+        checks += _gate_checks(
+            gate, flag_limit, allow_unscored or 0, baseline is not None, margin, failures, percent
+        )
         status = EXIT_GATE_FAILED if failures else 0
     comparison = baseline.compare(summary.flags) if baseline is not None else None
     if junit_path is not None:
@@ -286,8 +293,10 @@ def _gate_checks(
     with_baseline: bool,
     margin: float,
     failures: list[GateFailure],
+    percent: frozenset[GateCondition],
 ) -> list[Check]:
-    """The gate's conditions, each as its flag says it, with its failure's words where it failed."""
+    """The gate's conditions, each as its flag says it, with its failure's words where it failed; `percent`:
+    the conditions given as a percentage."""
     conditions: list[tuple[GateCondition, float, str | None]] = [
         (GateCondition.FAIL_UNDER, minimum, metric) for metric, minimum in gate.items()
     ]
@@ -301,13 +310,14 @@ def _gate_checks(
             (GateCondition.UNIQUE_IDS, 1, None),
         ]
     failed = {(f.condition, f.metric): f for f in failures}
+    as_flag = partial(_as_flag, percent=percent)
     checks = []
     for condition, limit, metric in conditions:
         failure = failed.get((condition, metric))
         checks.append(
             Check(
-                _flag_words(condition, limit, metric),
-                None if failure is None else failure.words(_as_flag),
+                _flag_words(condition, limit, metric, percent),
+                None if failure is None else failure.words(as_flag),
             )
         )
     return checks
@@ -403,19 +413,26 @@ def _refuse_to_overwrite(read: Path, **written: Path | None) -> None:
             )
 
 
-def _as_flag(failure: GateFailure) -> str:
+def _as_flag(failure: GateFailure, percent: frozenset[GateCondition]) -> str:
     """The failed condition as the flag that set it (`--fail-under faithfulness=0.8`): the library's
     parameter, written as an option (the gate's words are the library's, `str(failure)`)."""
-    return _flag_words(failure.condition, failure.limit, failure.metric)
+    return _flag_words(failure.condition, failure.limit, failure.metric, percent)
 
 
-def _flag_words(condition: GateCondition, limit: float, metric: str | None) -> str:
+def _flag_words(
+    condition: GateCondition, limit: float, metric: str | None, percent: frozenset[GateCondition]
+) -> str:
     if condition is GateCondition.UNIQUE_IDS:
         return "ids read once"  # no flag sets it: every gate checks it
-    value = f"{limit:g}"
+    value = _limit_words(condition, limit, percent)
     if condition is GateCondition.FAIL_UNDER:
         value = f"{metric}={value}"
     return f"--{condition.replace('_', '-')} {value}"
+
+
+def _limit_words(condition: GateCondition, limit: float, percent: frozenset[GateCondition]) -> str:
+    """A condition's limit as given: a percentage (`60%`) where it was given as one, else the number."""
+    return f"{limit * 100:g}%" if condition in percent else f"{limit:g}"
 
 
 def _open_output(path: Path) -> Any:
