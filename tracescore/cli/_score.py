@@ -3,12 +3,13 @@ scored file)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -19,6 +20,9 @@ from tracescore.score import DEFAULT_METRICS, GateCondition, GateFailure
 from tracescore.score._ci import ANYTHING_SCORED, Check, junit_xml, summary_json
 from tracescore.score._inputs import MAPPED_FIELDS
 from tracescore.score._summary import FLAGGED_METRIC
+
+if TYPE_CHECKING:
+    from tracescore.score._batch import Source
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
@@ -214,6 +218,14 @@ def score(
 
         collector = ReportCollector(threshold=threshold)
     out = _open_output(out_path) if out_path else sys.stdout
+    written_rows = 0
+
+    def on_row(record: Any, row: dict[str, Any]) -> None:
+        nonlocal written_rows
+        written_rows += 1  # after the row's line is written: what an interrupted run kept
+        if collector is not None:
+            collector(record, row)
+
     try:
         summary = score_file(
             source,
@@ -225,12 +237,11 @@ def score(
             progress=not no_progress and sys.stderr.isatty(),
             threshold=threshold,
             report=lambda line: click.echo(line, err=True),
-            on_row=collector,
+            on_row=on_row,
             column_map=column_map,
         )
     except KeyboardInterrupt:
-        kept = f": {out_path} holds the lines scored before, in input order" if out_path else ""
-        click.echo(f"interrupted, no summary and no gate{kept}", err=True)
+        click.echo(_interrupted(written_rows, source, out_path), err=True)
         sys.exit(EXIT_INTERRUPTED)
     finally:
         source.close()
@@ -379,6 +390,23 @@ def report(
     html = render_report(collector, threshold=threshold, title=f"tracescore report: {scores_path.name}")
     _write_text(out_path, html)
     click.echo(f"{counted(collector.records, 'record')}; report: {out_path}", err=True)
+
+
+def _interrupted(rows: int, source: Source, out_path: Path | None) -> str:
+    """The line a run stopped by Ctrl-C ends with: the rows it wrote of the input's, where, and what they are
+    good for (each row written is whole, the first records' in input order; no summary, no gate)."""
+    from tracescore.score._batch import count_rows
+
+    of = f"{source.name}'s records"
+    if not source.is_stdin:
+        # A second Ctrl-C while counting, or the file gone: the total is left out.
+        with contextlib.suppress(KeyboardInterrupt, OSError):
+            of = f"{count_rows(source.path)} records"
+    where = f"{out_path} holds" if out_path else "stdout got"
+    return (
+        f"interrupted after {rows} of {of}: {where} their rows, whole and in input order (usable, but "
+        "incomplete: no summary and no gate)"
+    )
 
 
 # Why nothing could be done with a file that was read: `score`'s input, `report`'s scores.
