@@ -34,7 +34,7 @@ from tracescore._service import (
     _changelog,
     _clock,
     _keyed,
-    _loop,
+    _overdue,
     _restore,
 )
 from tracescore.conversations import ConversationsConfig, ConversationService
@@ -151,7 +151,7 @@ def test_a_restore_given_up_as_a_stop_begins_is_a_stop_not_an_error(
     service stopping: a restore given up on in between (the service thread runs while the timer's thread
     starts, more often under load) came out of run() as an error, "given up on, a stop was asked for", where
     a stop returns. Here the timer's start waits for run() to end."""
-    real_timer = _loop.threading.Timer
+    real_timer = _overdue.threading.Timer
 
     class SlowToStart(real_timer):  # type: ignore[misc,valid-type]
         def start(self) -> None:
@@ -160,7 +160,7 @@ def test_a_restore_given_up_as_a_stop_begins_is_a_stop_not_an_error(
                 runner.join(3 * (STOP_TIMEOUT_S + 5.0))
             super().start()
 
-    monkeypatch.setattr(_loop.threading, "Timer", SlowToStart)
+    monkeypatch.setattr(_overdue.threading, "Timer", SlowToStart)
     paused_at_the_restore(broker, monkeypatch)
     try:
         raised = stopped_while_restoring(broker, "restore-stop-begins", set(threading.enumerate()))

@@ -132,3 +132,59 @@ def test_junit_has_one_case_per_gate_condition_failed_as_the_fail_lines_say(tmp_
     [case] = ET.parse(junit).getroot().iter("testcase")
     failure = case.find("failure")
     assert failure is not None and output.splitlines()[-1] == f"Error: {failure.get('message')}"
+
+
+def test_a_share_given_as_a_percentage_is_echoed_as_one_in_the_log_the_junit_cases_and_the_json(
+    tmp_path: Path,
+) -> None:
+    """`--max-flagged 60%` was echoed `--max-flagged 0.6` (the fraction it is read as) in the JUnit case and
+    the JSON's checks, and `--baseline-margin 2%` as 0.02 in its FAIL line: each is said as it was given."""
+    main_scores = tmp_path / "main.jsonl"
+    assert _score(str(_golden(tmp_path, "main_in.jsonl", 0)), "--out", str(main_scores))[1] == 0
+    junit, summary = tmp_path / "junit.xml", tmp_path / "s.json"
+    ci = ["--junit", str(junit), "--summary-json", str(summary)]
+    worse = [str(_golden(tmp_path, "worse.jsonl", 14)), "--out", str(tmp_path / "w.jsonl")]
+    output, code = _score(
+        *worse, "--max-flagged", "60%", "--baseline", str(main_scores), "--baseline-margin", "2%", *ci
+    )
+    assert code == 1, output
+    fails = [line.removeprefix("FAIL ") for line in output.splitlines() if line.startswith("FAIL ")]
+    assert fails[0] == "faithfulness: 14 records flagged (70.0% of scored), more than 60% of scored", output
+    assert fails[1].endswith("a rise above --baseline-margin 2% even at the interval's lower end"), output
+    names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
+    assert "--max-flagged 60%" in names, names
+    checks = {c["name"]: c["failure"] for c in json.loads(summary.read_text())["checks"]}
+    assert checks["--max-flagged 60%"] == fails[0], checks
+    # As written: a fraction stays one.
+    output, code = _score(*worse, "--max-flagged", "0.6", *ci)
+    assert code == 1 and "--max-flagged 0.6" in [
+        c.get("name") for c in ET.parse(junit).getroot().iter("testcase")
+    ]
+
+
+def test_the_junit_case_of_the_baseline_is_named_by_what_it_checks(tmp_path: Path) -> None:
+    """A CI page lists each case as a test: the baseline's was named after its flag ("--baseline-margin 0"),
+    read there as a test of the margin. Its name says what it checks, as "records scored" does; its failure
+    is still the FAIL line, word for word."""
+    main_scores = tmp_path / "main.jsonl"
+    assert _score(str(_golden(tmp_path, "main_in.jsonl", 1)), "--out", str(main_scores))[1] == 0
+    junit, summary = tmp_path / "junit.xml", tmp_path / "s.json"
+    worse = [str(_golden(tmp_path, "worse.jsonl", 6)), "--out", str(tmp_path / "w.jsonl")]
+    against = ["--baseline", str(main_scores), "--junit", str(junit), "--summary-json", str(summary)]
+    output, code = _score(*worse, *against)
+    assert code == 1, output
+    [fail] = [line.removeprefix("FAIL ") for line in output.splitlines() if line.startswith("FAIL ")]
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = {case.get("name"): case.find("failure") for case in suite.iter("testcase")}
+    baseline_case = "faithfulness flagged share not above the baseline's by more than 0"
+    assert list(cases) == ["records scored", baseline_case, "--allow-unscored 0", "ids read once"], cases
+    failure = cases[baseline_case]
+    assert failure is not None and failure.get("message") == fail
+    checks = {c["name"]: c["failure"] for c in json.loads(summary.read_text())["checks"]}
+    assert checks[baseline_case] == fail, checks
+    # Given as a percentage, said as one; passing, green under the same name.
+    output, code = _score(*worse, *against, "--baseline-margin", "3%")
+    assert code == 0, output
+    names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
+    assert "faithfulness flagged share not above the baseline's by more than 3%" in names, names

@@ -65,5 +65,7 @@ def test_the_job_scores_main_then_gates_a_pull_request_against_it(tmp_path: Path
     log = (tmp_path / "score.log").read_text()
     assert log.splitlines()[-1].startswith("FAIL faithfulness flagged 1 -> 6 of 20 records paired"), log
     cases = ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
-    assert [c.get("name") for c in cases if c.find("failure") is not None] == ["--baseline-margin 0"]
+    assert [c.get("name") for c in cases if c.find("failure") is not None] == [
+        "faithfulness flagged share not above the baseline's by more than 0"
+    ]
     assert (tmp_path / "report.html").exists()

@@ -21,7 +21,7 @@ from tracescore._service._crash import CRASH_ENV, PAUSE_ENV, crash_point
 from tracescore._service._group_check import GroupLook, client_id
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic, Saved
-from tracescore._service._loop import OVERDUE_EXIT, LoopService, ServiceLoop, ServiceTopics
+from tracescore._service._loop import LoopService, ServiceLoop, ServiceTopics
 from tracescore._service._outputs import (
     OUTPUT_DIGEST_HEADER,
     OUTPUT_ID_HEADER,
@@ -29,6 +29,7 @@ from tracescore._service._outputs import (
     OutputLog,
     close_shares,
 )
+from tracescore._service._overdue import OVERDUE_EXIT, OverdueExit
 from tracescore._service._rekey import Forward, RekeyStage
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "LoopService",
     "Output",
     "OutputLog",
+    "OverdueExit",
     "PartitionMeta",
     "RekeyStage",
     "Saved",

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -41,10 +39,11 @@ from tracescore._service._group_check import GroupCheck, GroupLook, client_id
 from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic
 from tracescore._service._outputs import OutputLog, close_shares
+from tracescore._service._overdue import OverdueExit
 from tracescore._service._rekey import Forward, RekeyStage
 from tracescore._service._stop_checkpoint import final_checkpoint, restore_given_up
 
-__all__ = ["OVERDUE_EXIT", "LoopConfig", "LoopService", "ServiceLoop", "ServiceTopics"]
+__all__ = ["LoopConfig", "LoopService", "ServiceLoop", "ServiceTopics"]
 
 _POLL_MS = 200
 # Of the stop's budget, kept for closing every client (a quarter of a shorter budget): the steps before give
@@ -52,8 +51,12 @@ _POLL_MS = 200
 _CLOSE_S = 1.0
 _OWN_CLOSE_PART = 0.8  # of an also_close's share, told to the close itself
 _SAVE_RESERVE_S = 5.0  # of the stop's budget, kept from deliveries for the closing checkpoint (half at most)
-_OVERDUE_S = 2.0  # past the stop's budget, a stop still waiting on the broker exits all the same
-OVERDUE_EXIT = 1  # the exit status then: the closing steps did not run
+# What a stop that outlives its budget leaves (`OverdueExit`: the process exits, status OVERDUE_EXIT).
+_OVERDUE_LEAVES = (
+    "without the closing checkpoint, so what was decided, the state and the offsets read since the last "
+    "checkpoint are not written, saved or committed; the next start reads those records again from the last "
+    "commit (nothing is lost; what they decide may be decided again)"
+)
 
 
 class LoopConfig(Protocol):
@@ -140,10 +143,10 @@ class ServiceLoop:
         self._stop_timeout_s = stop_timeout_s = config.stop_timeout_s
         self._budget = StopBudget(stop_timeout_s)  # counted from the signal
         self._close_s = min(_CLOSE_S, stop_timeout_s / 4)
-        self._overdue: threading.Timer | None = None
-        # Only while run() runs may an overdue stop end the process (never a test's, after or before it).
-        self._running = False
-        self._returned = False
+        # A broker call under way (a commit, a metadata look) may wait longer than the budget, and no signal
+        # interrupts it: past the budget the process exits, as a crash would (every step of a checkpoint is
+        # safe to die at: nothing is lost).
+        self._overdue = OverdueExit(self._budget, log, setting="stop_timeout_s", leaves=_OVERDUE_LEAVES)
         self._not_started: str | None = None  # a stop gave up on the startup: what it did not do
         group_id, rebalance_protocol = config.group_id, config.rebalance_protocol
         self._group_id, self._protocol = group_id, rebalance_protocol
@@ -201,13 +204,7 @@ class ServiceLoop:
         signal handler."""
         if self._budget.started_at is None:
             self._budget.start()
-            # A broker call under way (a commit, a metadata look) may wait longer than the budget, and no
-            # signal interrupts it: past the budget the process exits from here, as a crash would (every
-            # step of a checkpoint is safe to die at: nothing is lost).
-            if self._running:
-                self._overdue = threading.Timer(self._stop_timeout_s + _OVERDUE_S, self._exit_overdue)
-                self._overdue.daemon = True
-                self._overdue.start()
+            self._overdue.arm()
         self._stopping = True
 
     def stop_deadline(self) -> float | None:
@@ -228,27 +225,9 @@ class ServiceLoop:
             return None
         return deadline - min(_SAVE_RESERVE_S, self._stop_timeout_s / 2)
 
-    def _exit_overdue(self) -> None:
-        if self._returned:
-            return
-        self.log.warning(
-            "stopping: stop_timeout_s (%gs) passed waiting on %s: exiting without the closing "
-            "checkpoint, so what was decided, the state and the offsets read since the last checkpoint are "
-            "not written, saved or committed; the next start reads those records again from the last commit "
-            "(nothing is lost; what they decide may be decided again)",
-            self._stop_timeout_s,
-            self._budget.waiting_on,
-        )
-        os._exit(OVERDUE_EXIT)  # the log handlers flush each line
-
     def run(self, idle_timeout_s: float | None = None) -> None:
-        self._running = True
-        try:
+        with self._overdue.running():
             self._run(idle_timeout_s)
-        finally:
-            self._returned = True
-            if self._overdue is not None:
-                self._overdue.cancel()
 
     def _start(self) -> tuple[str, ...]:
         """Create the topics it writes that are missing and wait until the cluster's metadata shows them; the

@@ -3,11 +3,13 @@ scored file)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -18,6 +20,9 @@ from tracescore.score import DEFAULT_METRICS, GateCondition, GateFailure
 from tracescore.score._ci import ANYTHING_SCORED, Check, junit_xml, summary_json
 from tracescore.score._inputs import MAPPED_FIELDS
 from tracescore.score._summary import FLAGGED_METRIC
+
+if TYPE_CHECKING:
+    from tracescore.score._batch import Source
 
 __all__ = ["EXIT_GATE_FAILED", "report", "score"]
 
@@ -173,6 +178,10 @@ def score(
     gate = or_usage_error(parse_fail_under, fail_under)
     column_map = or_usage_error(parse_column_map, columns)
     flag_limit = or_usage_error(parse_max_flagged, max_flagged)
+    # A share given as a percentage is echoed as one (`--max-flagged 60%`), not as the fraction it is read as.
+    written = ((GateCondition.MAX_FLAGGED, max_flagged), (GateCondition.BASELINE, baseline_margin))
+    percent = frozenset(c for c, text in written if text is not None and text.strip().endswith("%"))
+    as_flag = partial(_as_flag, percent=percent)
     margin = (
         0.0 if baseline_margin is None else or_usage_error(parse_share, "--baseline-margin", baseline_margin)
     )
@@ -209,6 +218,14 @@ def score(
 
         collector = ReportCollector(threshold=threshold)
     out = _open_output(out_path) if out_path else sys.stdout
+    written_rows = 0
+
+    def on_row(record: Any, row: dict[str, Any]) -> None:
+        nonlocal written_rows
+        written_rows += 1  # after the row's line is written: what an interrupted run kept
+        if collector is not None:
+            collector(record, row)
+
     try:
         summary = score_file(
             source,
@@ -220,12 +237,11 @@ def score(
             progress=not no_progress and sys.stderr.isatty(),
             threshold=threshold,
             report=lambda line: click.echo(line, err=True),
-            on_row=collector,
+            on_row=on_row,
             column_map=column_map,
         )
     except KeyboardInterrupt:
-        kept = f": {out_path} holds the lines scored before, in input order" if out_path else ""
-        click.echo(f"interrupted, no summary and no gate{kept}", err=True)
+        click.echo(_interrupted(written_rows, source, out_path), err=True)
         sys.exit(EXIT_INTERRUPTED)
     finally:
         source.close()
@@ -264,8 +280,10 @@ def score(
             said.append(f"  {baseline.compare(summary.flags).words()}")  # a FAIL line says it else
             click.echo(said[-1], err=True)
         for failure in failures:
-            click.echo(f"FAIL {failure.words(_as_flag)}", err=True)
-        checks += _gate_checks(gate, flag_limit, allow_unscored or 0, baseline is not None, margin, failures)
+            click.echo(f"FAIL {failure.words(as_flag)}", err=True)
+        checks += _gate_checks(
+            gate, flag_limit, allow_unscored or 0, baseline is not None, margin, failures, percent
+        )
         status = EXIT_GATE_FAILED if failures else 0
     comparison = baseline.compare(summary.flags) if baseline is not None else None
     if junit_path is not None:
@@ -286,8 +304,10 @@ def _gate_checks(
     with_baseline: bool,
     margin: float,
     failures: list[GateFailure],
+    percent: frozenset[GateCondition],
 ) -> list[Check]:
-    """The gate's conditions, each as its flag says it, with its failure's words where it failed."""
+    """The gate's conditions, each named as its flag says it (the baseline's by what it checks), with its
+    failure's words where it failed; `percent`: the conditions given as a percentage."""
     conditions: list[tuple[GateCondition, float, str | None]] = [
         (GateCondition.FAIL_UNDER, minimum, metric) for metric, minimum in gate.items()
     ]
@@ -301,13 +321,14 @@ def _gate_checks(
             (GateCondition.UNIQUE_IDS, 1, None),
         ]
     failed = {(f.condition, f.metric): f for f in failures}
+    as_flag = partial(_as_flag, percent=percent)
     checks = []
     for condition, limit, metric in conditions:
         failure = failed.get((condition, metric))
         checks.append(
             Check(
-                _flag_words(condition, limit, metric),
-                None if failure is None else failure.words(_as_flag),
+                _case_name(condition, limit, metric, percent),
+                None if failure is None else failure.words(as_flag),
             )
         )
     return checks
@@ -371,6 +392,23 @@ def report(
     click.echo(f"{counted(collector.records, 'record')}; report: {out_path}", err=True)
 
 
+def _interrupted(rows: int, source: Source, out_path: Path | None) -> str:
+    """The line a run stopped by Ctrl-C ends with: the rows it wrote of the input's, where, and what they are
+    good for (each row written is whole, the first records' in input order; no summary, no gate)."""
+    from tracescore.score._batch import count_rows
+
+    of = f"{source.name}'s records"
+    if not source.is_stdin:
+        # A second Ctrl-C while counting, or the file gone: the total is left out.
+        with contextlib.suppress(KeyboardInterrupt, OSError):
+            of = f"{count_rows(source.path)} records"
+    where = f"{out_path} holds" if out_path else "stdout got"
+    return (
+        f"interrupted after {rows} of {of}: {where} their rows, whole and in input order (usable, but "
+        "incomplete: no summary and no gate)"
+    )
+
+
 # Why nothing could be done with a file that was read: `score`'s input, `report`'s scores.
 _HOLDS_NO_RECORD = ": it holds no record (an empty file, blank lines or a header alone)"
 
@@ -403,19 +441,38 @@ def _refuse_to_overwrite(read: Path, **written: Path | None) -> None:
             )
 
 
-def _as_flag(failure: GateFailure) -> str:
+def _as_flag(failure: GateFailure, percent: frozenset[GateCondition]) -> str:
     """The failed condition as the flag that set it (`--fail-under faithfulness=0.8`): the library's
     parameter, written as an option (the gate's words are the library's, `str(failure)`)."""
-    return _flag_words(failure.condition, failure.limit, failure.metric)
+    return _flag_words(failure.condition, failure.limit, failure.metric, percent)
 
 
-def _flag_words(condition: GateCondition, limit: float, metric: str | None) -> str:
+def _flag_words(
+    condition: GateCondition, limit: float, metric: str | None, percent: frozenset[GateCondition]
+) -> str:
     if condition is GateCondition.UNIQUE_IDS:
         return "ids read once"  # no flag sets it: every gate checks it
-    value = f"{limit:g}"
+    value = _limit_words(condition, limit, percent)
     if condition is GateCondition.FAIL_UNDER:
         value = f"{metric}={value}"
     return f"--{condition.replace('_', '-')} {value}"
+
+
+def _case_name(
+    condition: GateCondition, limit: float, metric: str | None, percent: frozenset[GateCondition]
+) -> str:
+    """A JUnit case's name (and the JSON's check's): what a CI page lists as a test. The baseline's says what
+    it checks, as "records scored" and "ids read once" do (its flag alone, `--baseline-margin 0`, read as a
+    test of the margin); the others are their flags, as given."""
+    if condition is GateCondition.BASELINE:
+        by = _limit_words(condition, limit, percent)
+        return f"{metric} flagged share not above the baseline's by more than {by}"
+    return _flag_words(condition, limit, metric, percent)
+
+
+def _limit_words(condition: GateCondition, limit: float, percent: frozenset[GateCondition]) -> str:
+    """A condition's limit as given: a percentage (`60%`) where it was given as one, else the number."""
+    return f"{limit * 100:g}%" if condition in percent else f"{limit:g}"
 
 
 def _open_output(path: Path) -> Any:

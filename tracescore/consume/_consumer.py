@@ -29,7 +29,7 @@ from tracescore._kafka import (
     lag,
     protocol_checked,
 )
-from tracescore._service import AwaitedInputs, GroupLook, client_id
+from tracescore._service import AwaitedInputs, GroupLook, OverdueExit, client_id
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._clients import connect, subscribe
@@ -57,6 +57,12 @@ __all__ = [
 ]  # fmt: skip
 
 _log = logging.getLogger("tracescore.consume")
+# What a stop that outlives --stop-timeout leaves (`OverdueExit`: the process exits, status OVERDUE_EXIT).
+_OVERDUE_LEAVES = (
+    "without the stop's last steps (the last commit, leaving the group): whoever reads these partitions next "
+    "starts from the offsets committed before, so the traces read since are read and scored again (at least "
+    "once, nothing lost), and the group gives them to its other members after --session-timeout-ms"
+)
 _WAITING_RETRY_MS = 1000  # a member waiting for its topic, the broker gone: how often it looks again
 _BUSY_POLL_MS = 20  # while judges run, poll briefly so finished results are emitted promptly
 
@@ -146,6 +152,11 @@ class EvaluationConsumer:
             at_end=lambda: caught_up(self._kafka()),
             probe=lambda: check_broker(settings.bootstrap_servers, "the stream went idle", 5.0, origin),
         )  # fmt: skip
+        # A wait no signal interrupts (a broker call, a judge call that blocks the scoring loop) does not hold
+        # the process past the stop's budget: it exits, as a crash would.
+        self._overdue = OverdueExit(
+            self._lifecycle.stop_plan.budget, _log, setting="--stop-timeout", leaves=_OVERDUE_LEAVES
+        )
 
     @property
     def state(self) -> RunState:
@@ -153,13 +164,16 @@ class EvaluationConsumer:
 
     def stop(self) -> None:
         """Stop taking new work, finish what is being scored, commit and return from run(), all within
-        `stop_timeout_s` (see StopPlan). Safe from a signal handler."""
+        `stop_timeout_s` (see StopPlan), or exit the process 2 s past it (`OverdueExit`). Safe from a signal
+        handler."""
         self._lifecycle.stop()
+        self._overdue.arm()
 
     # --- the loop ----------------------------------------------------------------------------------------
 
     def run(self) -> ConsumerStats:
-        with gc_tuned(self.settings.gc_gen0_threshold):  # decoding allocates much; see consume/_gc.py
+        # decoding allocates much; see consume/_gc.py
+        with gc_tuned(self.settings.gc_gen0_threshold), self._overdue.running():
             return self._run()
 
     def _run(self) -> ConsumerStats:
@@ -218,7 +232,8 @@ class EvaluationConsumer:
         if self._members is not None:
             self._members.close()
         self._rebalancing.closing(failed=failed)  # the revoke on close commits; nothing is left to score
-        worker.close()
+        with plan.budget.waiting("the judges (cancelling the calls still running)"):
+            worker.close()
         if self._policy is not None:
             self._policy.save()  # the cascade's learned suspicion models, when a state path is set
         self._outputs.finish(plan.acknowledgements())
@@ -232,7 +247,8 @@ class EvaluationConsumer:
         except KafkaError:  # outputs still unacknowledged (the broker gone): not committed, said above
             _log.info("closed the producer with outputs not acknowledged")
         self._rebalancing.leave_group(plan.leaving())
-        self._outputs.close(plan.sinks())  # last, with what the budget has left
+        with plan.budget.waiting("the sinks (closing them)"):
+            self._outputs.close(plan.sinks())  # last, with what the budget has left
 
     def _connect(self) -> None:
         self._consumer, self._producer = connect(self.settings, self._consumer, self._producer)

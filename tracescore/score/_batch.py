@@ -36,6 +36,7 @@ __all__ = [
     "InputRefused",
     "RowCallback",
     "Source",
+    "count_rows",
     "read_records",
     "score_file",
 ]
@@ -163,6 +164,17 @@ def read_records(source: Path | Source, column_map: Mapping[str, str] | None = N
                 number,
                 ReadRow(None, error) if error is not None else read_row(row, column_map, COLUMN_OPTION),
             )
+
+
+def count_rows(path: Path) -> int:
+    """The rows `score_file` writes for the file at `path`: one per record, valid or not, read as
+    `read_records` reads them but without parsing the JSON (what an interrupted run's rows are counted
+    against)."""
+    with Source(path) as opened:
+        lines = Decoded(opened.lines())
+        if opened.format is Format.JSONL:
+            return sum(1 for line in lines if line.strip())
+        return sum(1 for _ in _table_rows(lines, "\t" if opened.format is Format.TSV else ","))
 
 
 class Decoded:
