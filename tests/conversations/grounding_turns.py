@@ -121,10 +121,14 @@ class Harness:
     def _skip(self, reason: str, detail: str, count: int = 1) -> None:
         self.skipped[reason] += count
 
-    def feed(self, *items: TurnEvidence | EvaluationRecord, arrival: datetime | None = None) -> None:
+    def feed(
+        self, *items: TurnEvidence | EvaluationRecord, arrival: datetime | None = None,
+        also: Sequence[tuple[str, bytes]] = (),
+    ) -> None:  # fmt: skip
+        """`also`: more headers of the documents (a copy stage 1 re-keyed)."""
         for item in items:
             if isinstance(item, TurnEvidence):
-                value, headers = item.model_dump_json().encode(), [(EVIDENCE_HEADER, b"1")]
+                value, headers = item.model_dump_json().encode(), [(EVIDENCE_HEADER, b"1"), *also]
             else:
                 value, headers = rekeyed(item, grounding=True), []
             at = int((arrival or self.now).timestamp() * 1000)

@@ -27,6 +27,7 @@ from grounding_turns import (
 from tracescore.alert import EstimateWindow
 from tracescore.consume import decode_message
 from tracescore.conversations._stored import TurnState
+from tracescore.conversations._windows import WINDOW_START_HEADER, window_start
 from tracescore.emit import evaluation_record
 from tracescore.model import (
     ConversationSource,
@@ -34,6 +35,7 @@ from tracescore.model import (
     Interaction,
     MetricResult,
     TurnEvidence,
+    history_conversation_id,
     revision_key,
     turn_digest,
 )
@@ -149,6 +151,44 @@ def test_an_inferred_conversation_is_grounded_only_in_the_turns_its_history_rese
     [revised] = harness.checkpoint()
     assert revised.label == "faithful" and grounded_in(revised)[0]["trace_id"] == mine_first.span.trace_id
     assert revised.details["earlier_turns"]["turns_not_in_history"] == 1
+
+
+def window_copy(turn: Interaction, history: list[str]) -> TurnEvidence:
+    """A follow-up's documents as stage 1 re-keys them also where a window starting with its pair is read."""
+    evidence, _ = inferred(turn)
+    first = history_conversation_id(evidence.service_name, None, history[0])
+    evidence = evidence.model_copy(update={"session_id": first, "history_turns": history})
+    start = window_start(evidence)
+    assert start is not None
+    return evidence.model_copy(update={"session_id": start})
+
+
+def test_a_window_fallen_to_one_pair_is_grounded_in_that_turns_documents_unless_two_chats_share_it() -> None:
+    """Turn 3 resent only turn 2's pair (LlamaIndex's token limit after a long answer): it is read under the
+    id that pair names, where turn 2's documents (a follow-up of another conversation, which retrieved the
+    price) are held too, so it is grounded in them. That copy is only evidence: it says nothing of which turn
+    follows which, and decides no window's join. Where another chat's turn of the same pair (a thank-you
+    both got) is held there too, neither copy counts."""
+    second = interaction(2, conversation="a", user=None, documents=interaction(1).record.contexts)
+    digest = turn_digest(second.record.query or "", second.record.answer)
+    window = history_conversation_id(second.span.service_name, None, digest)
+    third = interaction(3, conversation=window, user=None)
+    third_evidence, third_record = inferred(third, history=[digest])
+    assert third_record is not None and third_record.label == "hallucinated"
+    alone = Harness()
+    alone.feed(window_copy(second, ["d1"]), also=[(WINDOW_START_HEADER, b"1")])
+    assert alone.logic.windows is not None and alone.logic.windows.open() == 0, "no tail announced"
+    assert not alone.grounder.store.holds_turn((second.span.service_name, window), digest), "decides no join"
+    alone.feed(third_evidence, third_record)
+    [revised] = alone.checkpoint()
+    assert revised.label == "faithful" and grounded_in(revised)[0]["trace_id"] == second.span.trace_id
+    shared = Harness()
+    other = interaction(2, conversation="b", user=None, at=T0 + timedelta(seconds=90))
+    for turn in (second, other):
+        shared.feed(window_copy(turn, ["d1"]), also=[(WINDOW_START_HEADER, b"1")])
+    shared.feed(third_evidence, third_record)
+    assert shared.checkpoint() == [], "a pair two chats share is no evidence of whose chat this is"
+    assert shared.stats.grounding.counts["window_pairs_shared"] == 2
 
 
 def test_a_restated_hallucination_in_an_inferred_conversation_stays_flagged() -> None:

@@ -7,7 +7,11 @@ is another's; a turn whose first two resent pairs are two consecutive turns of a
 continues it: the chat stays one conversation, and its window turn that reuses a fact an earlier turn still
 in its window retrieved is grounded in that turn. A chat of another user who opened with the same question
 and answer as one of its middle turns (no user.id tells them apart: one pair in common) stays a conversation
-of its own, and the window's turn that resent that pair is not counted in it."""
+of its own, and the window's turn that resent that pair is not counted in it.
+
+A window fallen to one pair (LlamaIndex's token limit after a long answer) joins nothing, but each turn is
+grounded in the turns it resent (their documents held also where a window starting with a follow-up's pair
+is read); a pair two users' chats share (a thank-you) grounds neither."""
 
 from __future__ import annotations
 
@@ -89,7 +93,8 @@ APP = textwrap.dedent(
     for name, (window, turns) in chats.items():
         history = []
         for n, (question, documents, reply) in enumerate(turns, 1):
-            resent = history[-2 * window:] if window else history  # the app's window: its last turns
+            last = window[n - 1] if isinstance(window, list) else window  # turns resent, per turn or all
+            resent = history[-2 * last:] if last else history  # the app's window: its last turns
             answer(question, documents, reply, resent)
             history += [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
             turns_asked.append((name, n))
@@ -104,9 +109,12 @@ APP = textwrap.dedent(
 )
 
 
-def chat_traces() -> list[tuple[str, int, bytes]]:
-    """(chat, turn, OTLP message) of each turn, as the SDK app recorded them."""
-    chats = {"window": (2, WINDOW), "other": (0, OTHER)}
+def chat_traces(
+    chats: dict[str, tuple[int | list[int], tuple[tuple[str, str, str], ...]]] | None = None,
+) -> list[tuple[str, int, bytes]]:
+    """(chat, turn, OTLP message) of each turn, as the SDK app recorded them: per chat, the turns its app
+    resends (its last N, 0 for all; or N per turn) and its turns."""
+    chats = chats or {"window": (2, WINDOW), "other": (0, OTHER)}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
     done = subprocess.run(
         [sys.executable, "-c", APP, json.dumps(chats)], env=env, capture_output=True, text=True, timeout=120,
@@ -155,6 +163,25 @@ def run(
     return latest, list(final.values()), which
 
 
+def assert_fifth_and_sixth(
+    latest: dict[tuple[str, int], EvaluationRecord], trace_of: dict[tuple[str, int], str]
+) -> None:
+    """The recorded six-turn window chats: turn 5 prices the add-on from turn 3's retrieval, turn 6 says how
+    it is paid from turn 4's; each faithful one grounded by a revision naming that turn's trace, a price
+    invented or restated from turn 3's wrong answer flagged."""
+    for chat, grounded in (("window_faithful", (5, 6)), ("window_invented", (6,)), ("window_restated", (6,))):
+        for n, earlier in ((5, 3), (6, 4)):
+            record = latest[(chat, n)]
+            if n not in grounded:
+                assert record.label == "hallucinated", (chat, n)
+                continue
+            assert (record.label, record.revision) == ("faithful", 1), (chat, n)
+            assert record.details["earlier_turns"]["status"] == "grounded", (chat, n)
+            sources = [c.get("evidence_source") or {} for c in record.details["claims"]]
+            earlier_traces = {s["trace_id"] for s in sources if "trace_id" in s}
+            assert earlier_traces == {trace_of[(chat, earlier)]}, (chat, n, sources)
+
+
 def test_a_chat_that_resends_only_its_last_turns_stays_one_conversation(
     bootstrap: str, topic_prefix: str
 ) -> None:
@@ -191,34 +218,24 @@ def test_a_recorded_langchain_chat_trimmed_to_its_last_two_turns_stays_one_conve
     trace_of = {turn: trace for trace, turn in which.items()}
     chats = sorted(sorted(which[t] for t in record.trace_ids) for record in conversations)
     assert chats == [[(chat, n) for n in range(2, 7)] for chat in sorted({t.chat for t in turns})], chats
-    for chat, grounded in (("window_faithful", (5, 6)), ("window_invented", (6,)), ("window_restated", (6,))):
-        for n, earlier in ((5, 3), (6, 4)):
-            record = latest[(chat, n)]
-            if n not in grounded:
-                assert record.label == "hallucinated", (chat, n)
-                continue
-            assert (record.label, record.revision) == ("faithful", 1), (chat, n)
-            assert record.details["earlier_turns"]["status"] == "grounded", (chat, n)
-            sources = [c.get("evidence_source") or {} for c in record.details["claims"]]
-            earlier_traces = {s["trace_id"] for s in sources if "trace_id" in s}
-            assert earlier_traces == {trace_of[(chat, earlier)]}, (chat, n, sources)
+    assert_fifth_and_sixth(latest, trace_of)
     flagged = {"window_faithful": 0, "window_invented": 1, "window_restated": 2}
     for record in conversations:
         chat = which[record.trace_ids[0]][0]
         assert (record.turns, record.turns_flagged) == (5, flagged[chat]), record
 
 
-def test_a_recorded_llamaindex_chat_whose_token_window_fell_to_one_pair_is_cut_there(
+def test_a_recorded_llamaindex_chat_whose_token_window_fell_to_one_pair_is_grounded_in_its_turns(
     bootstrap: str, topic_prefix: str
 ) -> None:
     """The six-turn chat recorded from LlamaIndex's context chat engine, its `ChatMemoryBuffer` keeping what
     fits a token limit (the app names only the user): after the Plus plan's long answer, turns 3 and 4 each
     resend only the turn before them. One pair never joins (it is not distinctive), so each chat is three
     conversations: turn 2 (turn 1's), turn 3 (the one turn 2's pair opens) and turns 4 to 6 (turn 3's
-    pair's). Turn 6 says how the add-on is paid from turn 4's retrieval, in its conversation: grounded. Turn
-    5's price is turn 3's retrieval, held in the conversation turn 3 is a turn of, not in turn 5's: the
-    faithful one stays flagged (a false alarm left, the benchmark's). Invented and restated prices stay
-    flagged."""
+    pair's). Each follow-up's documents are held also where its own pair's window starts, so every turn is
+    grounded in the turns its history holds: turn 5's price is turn 3's retrieval (turn 3 a turn of another
+    conversation), turn 6's billing turn 4's; both grounded by a revision naming that turn's trace. Invented
+    and restated prices stay flagged."""
     turns = chat_turns("llamaindex_window_conversation")
     latest, conversations, which = run(bootstrap, topic_prefix, [(t.chat, t.turn, t.payload) for t in turns])
     trace_of = {turn: trace for trace, turn in which.items()}
@@ -227,9 +244,41 @@ def test_a_recorded_llamaindex_chat_whose_token_window_fell_to_one_pair_is_cut_t
         [(chat, n) for n in ns] for chat in sorted({t.chat for t in turns}) for ns in ((2,), (3,), (4, 5, 6))
     ]
     assert chats == sorted(expected), chats
-    for chat in ("window_faithful", "window_invented", "window_restated"):
-        sixth = latest[(chat, 6)]
-        assert (sixth.label, sixth.revision) == ("faithful", 1), chat
-        sources = [c.get("evidence_source") or {} for c in sixth.details["claims"]]
-        assert {s["trace_id"] for s in sources if "trace_id" in s} == {trace_of[(chat, 4)]}, chat
-        assert latest[(chat, 5)].label == "hallucinated", (chat, "turn 5: turn 3's documents are elsewhere")
+    assert_fifth_and_sixth(latest, trace_of)
+    # Per chat, the conversations' flagged turns by their first turn: restated turn 3 is one of its own.
+    flagged = {"window_faithful": {}, "window_invented": {4: 1}, "window_restated": {3: 1, 4: 1}}
+    for record in conversations:
+        chat, first = min(which[t] for t in record.trace_ids)
+        assert record.turns_flagged == flagged[chat].get(first, 0), record
+
+
+# Two users (no user.id either) of an app whose window falls to one pair (each follow-up resends only the turn
+# before it, as LlamaIndex's token limit does after a long answer): both thank it and get the same reply, the
+# app's retrieval for the thanks following each chat's topic. Each third turn says what the add-on costs,
+# which only the first user's thanks retrieved.
+THANKS = ("Thanks!", ADD_ON, "You're welcome!")
+COSTS = ("And the weekend add-on?", WEEKEND, "The weekend add-on costs the same as the Basic plan.")
+FIRST_USER = (WINDOW[1], THANKS, COSTS)
+SECOND_USER = (OTHER[1], ("Thanks!", STUDENTS, "You're welcome!"), COSTS)
+
+
+def test_two_chats_that_share_a_thank_you_are_never_grounded_in_each_others_documents(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """A turn that resent only the turn before it is grounded in that turn's documents, held where a window
+    starting with its pair is read: the first user's third turn, in its thanks' retrieval. The second user's
+    third turn resent the same pair (the same thanks and reply): two turns of that pair are held there, so
+    neither counts, and its price, which only the other user's thanks retrieved, stays flagged. Each chat's
+    own conversation holds only its own turns; the two third turns share the id their one resent pair names,
+    as two chats that open with the same pair do."""
+    traces = chat_traces({"first": ([0, 1, 1], FIRST_USER), "second": ([0, 1, 1], SECOND_USER)})
+    latest, conversations, which = run(bootstrap, topic_prefix, traces)
+    trace_of = {turn: trace for trace, turn in which.items()}
+    chats = sorted(sorted(which[t] for t in record.trace_ids) for record in conversations)
+    assert chats == [[("first", 2)], [("first", 3), ("second", 3)], [("second", 2)]], chats
+    first = latest[("first", 3)]
+    assert (first.label, first.revision) == ("faithful", 1), first
+    sources = {c["evidence_source"]["trace_id"] for c in first.details["claims"] if c.get("evidence_source")}
+    assert sources == {trace_of[("first", 2)]}, "the price is the first user's thanks' retrieval"
+    second = latest[("second", 3)]
+    assert second.label == "hallucinated", "never grounded in the other user's documents"

@@ -32,6 +32,9 @@ class GroundingCount(StrEnum):
     # to the conversation they continue, and those no known conversation claimed (their window's own).
     WINDOW_TURNS_JOINED = "window_turns_joined"
     WINDOW_TURNS_APART = "window_turns_apart"
+    # A follow-up's documents held where its pair's window starts (a window fallen to one pair), left out of a
+    # turn's grounding there: another turn of that pair is held too (two chats share it).
+    WINDOW_PAIRS_SHARED = "window_pairs_shared"
     # Cuts: each bound's drops.
     RECORD_TOO_LARGE = "record_too_large"  # a revision too large to write
     TURNS_PAST_CAP = "turns_past_cap"  # turns beyond max_turns in one conversation

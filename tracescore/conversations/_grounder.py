@@ -161,6 +161,8 @@ class Grounder:
             self.stats.counts[GroundingCount.OTHER_USER_TURNS_LEFT_OUT] += context.other_users
         if context.not_in_history:
             self.stats.counts[GroundingCount.TURNS_NOT_IN_HISTORY] += context.not_in_history
+        if context.pairs_shared:
+            self.stats.counts[GroundingCount.WINDOW_PAIRS_SHARED] += context.pairs_shared
         if not context.earlier:
             # Earlier turns known without documents (content capture off, cut, never written): said once, not
             # guessed about. A first turn, with no earlier turn at all, has nothing to say.

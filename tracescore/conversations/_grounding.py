@@ -32,6 +32,7 @@ from tracescore.conversations._config import ConversationsConfig
 from tracescore.conversations._counts import GroundingCount
 from tracescore.conversations._index import Partitions
 from tracescore.conversations._stored import HeldCheck, TurnState
+from tracescore.conversations._windows import is_window_start
 from tracescore.model import (
     FAITHFULNESS,
     EvaluationRecord,
@@ -183,10 +184,13 @@ class GroundingStore:
 
     def holds_turn(self, key: Key, digest: str) -> bool:
         """Whether the conversation `key` holds the documents of a turn whose (question, answer) digest is
-        `digest` (an inferred conversation's turn)."""
+        `digest` (an inferred conversation's turn; a copy held where its pair's window starts is none)."""
         held = self._held.get(key)
         return held is not None and any(
-            turn.evidence is not None and turn.evidence.turn_digest == digest for turn in held.turns.values()
+            turn.evidence is not None
+            and turn.evidence.turn_digest == digest
+            and not is_window_start(turn.evidence)
+            for turn in held.turns.values()
         )
 
     def open(self) -> int:
@@ -218,7 +222,7 @@ class GroundingStore:
     # -- apply ------------------------------------------------------------------------------------------
     def evidence(self, evidence: TurnEvidence, partition: int, offset: int, arrival_ms: int) -> bool:
         """A turn's documents, read at `offset` of the turns topic; False when they change nothing."""
-        self.stats.evidence += 1
+        self.stats.evidence += not is_window_start(evidence)  # a copy is the documents of a turn counted
         held, turn = self._turn(
             (evidence.service_name, evidence.session_id), (evidence.trace_id, evidence.span_id), partition
         )

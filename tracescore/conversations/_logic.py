@@ -39,7 +39,13 @@ from tracescore.conversations._stored import (
     json_bytes,
 )
 from tracescore.conversations._tracker import ConversationTracker, Key
-from tracescore.conversations._windows import WINDOW_DECIDED_HEADER, WINDOW_TAIL_HEADER, Windows, in_window
+from tracescore.conversations._windows import (
+    WINDOW_DECIDED_HEADER,
+    WINDOW_START_HEADER,
+    WINDOW_TAIL_HEADER,
+    Windows,
+    in_window,
+)
 from tracescore.emit import EVALUATION_SPANS_HEADER, conversation_span
 from tracescore.export import encode_trace_messages
 from tracescore.model import (
@@ -199,7 +205,10 @@ class ConversationLogic:
             return
         # A turn whose resent history may be a sliding window's, read where its first pair names: decided by
         # `Windows` (written again where it was, or applied here as usual).
-        windowed = windows is not None and WINDOW_DECIDED_HEADER not in headers
+        # A follow-up's documents held where its own pair's window starts: for grounding only (no turn of that
+        # conversation, no tail, no join decided by it).
+        start = WINDOW_START_HEADER in headers
+        windowed = windows is not None and WINDOW_DECIDED_HEADER not in headers and not start
         if CHAIN_ROOT_HEADER in headers:
             link = self._link_of(message)
             if (
@@ -227,7 +236,7 @@ class ConversationLogic:
                 chain = opened_chain(evidence)
                 if chains is not None and chain is not None and chain == evidence.session_id:
                     chains.opener_held((evidence.service_name, chain))  # the chain's first turn
-                if windows is not None and taken:  # not a replay: which turn follows which, said once
+                if windows is not None and taken and not start:  # not a replay: which follows which, once
                     windows.turn_held(key, evidence.turn_digest)
                     windows.announce(evidence, self.config.turns_topic)
             return

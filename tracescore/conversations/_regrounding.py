@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +27,7 @@ from typing import Any
 
 from tracescore.conversations._grounding import Held, TurnId
 from tracescore.conversations._stored import HeldCheck, TurnState
+from tracescore.conversations._windows import is_window_start
 from tracescore.emit import explanation
 from tracescore.model import (
     ContextSourceKind,
@@ -72,6 +74,9 @@ class GroundingContext:
     without_documents: int = 0  # earlier turns known with no document held (not recorded, or dropped)
     other_users: int = 0  # earlier turns of another user.id under this conversation id: never used
     not_in_history: int = 0  # an inferred conversation's earlier turns this turn's history does not hold
+    # Copies of follow-ups held where their pair's window starts, left out: another turn of that pair is held
+    # there (two chats share it: a "thanks" -> "You're welcome!").
+    pairs_shared: int = 0
     unordered: bool = False  # the turn has no start time: nothing is known to be earlier
 
 
@@ -108,7 +113,11 @@ def context_of(
         resent = set(record.history_turns)
         kept = [t for t in mine if t.evidence is None or t.evidence.turn_digest in resent]
         context.not_in_history = len(mine) - len(kept)
-        mine = kept
+        # A follow-up's documents held where its pair's window starts count only as the one turn of that pair
+        # held here: a pair two chats share is no evidence of whose chat this is.
+        pairs = Counter(t.evidence.turn_digest for t in kept if t.evidence is not None)
+        mine = [t for t in kept if not (is_window_start(t.evidence) and pairs[_digest(t)] > 1)]
+        context.pairs_shared = len(kept) - len(mine)
     for back, earlier in enumerate(mine, start=1):
         documents = earlier.evidence.documents if earlier.evidence is not None else []
         if not documents:
@@ -232,6 +241,10 @@ def _where(row: Mapping[str, Any]) -> str | None:
     back = source["turns_back"]
     claim = _clip(str(row.get("claim", "")))
     return f"{claim} (trace {source['trace_id']}, {back} turn{'s' * (back != 1)} back)"
+
+
+def _digest(turn: TurnState) -> str | None:
+    return turn.evidence.turn_digest if turn.evidence is not None else None
 
 
 def _started(turn: TurnState) -> int:

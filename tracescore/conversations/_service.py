@@ -44,6 +44,7 @@ from tracescore.conversations._logic import EVIDENCE_HEADER, ConversationLogic, 
 from tracescore.conversations._skips import SKIP_REASONS, ConversationSkip
 from tracescore.conversations._stored import encode_key
 from tracescore.conversations._tracker import ConversationTracker, key_of
+from tracescore.conversations._windows import WINDOW_START_HEADER, window_start
 from tracescore.emit import ConversationMetrics, PhoenixAnnotations
 from tracescore.model import (
     ConversationRecord,
@@ -65,6 +66,7 @@ _TURN_REASON_CHARS = 1_000
 _EVIDENCE_HEADERS = ((EVIDENCE_HEADER, b"1"),)
 _LINK_HEADERS = ((CHAIN_LINK_HEADER, b"1"),)
 _LINK_EVIDENCE_HEADERS = (*_EVIDENCE_HEADERS, *_LINK_HEADERS)
+_WINDOW_START_HEADERS = (*_EVIDENCE_HEADERS, (WINDOW_START_HEADER, b"1"))
 
 
 def rekeyed(record: EvaluationRecord, grounding: bool) -> bytes:
@@ -200,6 +202,13 @@ class ConversationService(LoopService):
             opened = evidence.model_copy(update={"session_id": chain})
             value = self._fitted(opened, opened.model_dump_json().encode())
             forwards.append(Forward(encode_key((service, chain)), value, _EVIDENCE_HEADERS))
+        start = window_start(evidence)
+        if start is not None:
+            # A follow-up's documents, held also where a window starting with its own pair is read: a chat
+            # whose resent history falls to that one pair is grounded in them there (`_windows`).
+            copy = evidence.model_copy(update={"session_id": start})
+            value = self._fitted(copy, copy.model_dump_json().encode())
+            forwards.append(Forward(encode_key((service, start)), value, _WINDOW_START_HEADERS))
         return forwards
 
     def _fitted(self, evidence: TurnEvidence, value: bytes) -> bytes:

@@ -24,6 +24,14 @@ same pair are); another chat's turns never ground a turn that did not resend the
 turn waits (counted nowhere); a window of one pair never joins. Links are saved as chain links are
 (`WindowState`, schema version 4), forgotten `forget_seconds` after their last change, at most
 `max_conversations` held.
+
+A window that falls to one pair (LlamaIndex's `ChatMemoryBuffer` token limit after a long answer) joins
+nothing, but its turns are still grounded in the turns their history holds: each follow-up's documents are
+held also where a window starting with its own pair is read (`window_start`, a copy re-keyed by stage 1,
+`WINDOW_START_HEADER`), so a later turn whose resent history starts with that pair finds them. The copy is
+held for grounding only: it names no turn of that conversation, announces no tail and decides no join; where
+two turns of its pair are held there (two chats that share a "thanks" -> "You're welcome!"), it is left out
+(`_regrounding`).
 """
 
 from __future__ import annotations
@@ -46,12 +54,23 @@ from tracescore.conversations._stored import (
 )
 from tracescore.model import EvaluationRecord, TurnEvidence, history_conversation_id
 
-__all__ = ["WINDOW_DECIDED_HEADER", "WINDOW_OVERLAP", "WINDOW_TAIL_HEADER", "Windows", "in_window"]
+__all__ = [
+    "WINDOW_DECIDED_HEADER",
+    "WINDOW_OVERLAP",
+    "WINDOW_START_HEADER",
+    "WINDOW_TAIL_HEADER",
+    "Windows",
+    "in_window",
+    "is_window_start",
+    "window_start",
+]
 
 # A tail message: in a known conversation, the turn the key names is followed by `next`.
 WINDOW_TAIL_HEADER = "tracescore.window.tail"
 # A window turn's record or documents written again where it was decided (never held again).
 WINDOW_DECIDED_HEADER = "tracescore.window.decided"
+# A follow-up's documents held also where a window starting with its own pair is read (`window_start`).
+WINDOW_START_HEADER = "tracescore.window.start"
 # Consecutive (question, answer) pairs a resent history must share with a known conversation to continue it:
 # one is not distinctive (a greeting, a common first question).
 WINDOW_OVERLAP = 2
@@ -64,6 +83,27 @@ def in_window(key: Key, history: Sequence[str], user_id: str | None) -> bool:
     """Whether a turn read at `key` that resent `history` may be a sliding window's (decided here): it resent
     enough pairs, and is under the id its first pair names (not written again under the one it joined)."""
     return len(history) >= WINDOW_OVERLAP and key[1] == history_conversation_id(key[0], user_id, history[0])
+
+
+def window_start(evidence: TurnEvidence) -> str | None:
+    """For a follow-up's documents (an inferred conversation's, its pair's digest known): the id of the
+    conversation a history starting with its own pair names, where a later window's turn resending it is
+    read; None for another turn's, or where its documents are held there already."""
+    if not evidence.history_turns or evidence.turn_digest is None:
+        return None
+    start = history_conversation_id(evidence.service_name, evidence.user_id, evidence.turn_digest)
+    return None if start == evidence.session_id else start
+
+
+def is_window_start(evidence: TurnEvidence | None) -> bool:
+    """Whether `evidence` is the copy `window_start` names: a follow-up's documents held where its own pair's
+    window starts, not in the conversation it is a turn of."""
+    if evidence is None or not evidence.history_turns or evidence.turn_digest is None:
+        return False
+    service, user = evidence.service_name, evidence.user_id
+    own = history_conversation_id(service, user, evidence.turn_digest)
+    first = history_conversation_id(service, user, evidence.history_turns[0])
+    return own == evidence.session_id != first
 
 
 class Windows(LinkBook[WindowState]):
