@@ -13,6 +13,7 @@ from typing import Any, Literal
 from tracescore._plural import counted
 from tracescore.alert._config import RuleConfig
 from tracescore.alert._drop import DropReading
+from tracescore.alert._durations import span
 from tracescore.alert._estimate import Estimate, Signal
 from tracescore.alert._notification import AlertKey, Change, Notification, Severity
 from tracescore.alert._reading import PAST_RANGE
@@ -345,20 +346,6 @@ def _severity_change(state: State, change: Change | None, other: Severity | None
         return {}
     side = "from_severity" if state == "firing" else "to_severity"
     return {"change": change, **({side: other} if other else {})}
-
-
-def span(seconds: float | None) -> str:
-    """`7 days`, `8.5 days`, `3 hours` (to a tenth), `15 minutes`."""
-    if seconds is None:
-        return "long"
-    days = seconds / 86_400
-    if days >= 1:
-        return counted(round(days, 1), "day")
-    return (
-        counted(round(seconds / 3600, 1), "hour")
-        if seconds >= 3600
-        else counted(round(seconds / 60), "minute")
-    )
 
 
 def judge_note(
