@@ -377,23 +377,28 @@ def judge_note(
 
 
 def unwatched_notes(
-    key: AlertKey, state: AlertState, why: str, now: datetime, *, drop_only: bool = False
+    key: AlertKey,
+    state: AlertState,
+    why: str,
+    now: datetime,
+    *,
+    only: Literal["drop", "no_data"] | None = None,
 ) -> list[Notification]:
-    """The end of each alert `state` says fires (only its drop alert with `drop_only`) that the config no
-    longer watches (`why`: what changed): a resolve that is no recovery, so the receivers that heard it
-    fire close it, knowing nothing was measured."""
+    """The end of each alert `state` says fires (only its drop or its no-data alert with `only`) that the
+    config no longer watches (`why`: what changed): a resolve that is no recovery, so the receivers that
+    heard it fire close it, knowing nothing was measured."""
     firing: list[tuple[str, Severity, datetime | None]] = []
-    if state.drop is not None and state.drop_firing:
+    if state.drop is not None and state.drop_firing and only in (None, "drop"):
         drop = alert_name(key.metric, key.unit, "drop")
         firing.append((drop, _severity(state.drop.level), state.drop.level_since))
-    if not drop_only:
+    if only is None:
         if state.level != "ok":
             threshold = alert_name(key.metric, key.unit, "threshold")
             firing.append((threshold, _severity(state.level), state.level_since))
         if state.judge_firing:
             firing.append((JUDGE_ALERT, "warning", state.judge_since))
-        if state.no_data_firing:
-            firing.append((NO_DATA_ALERT, "info", state.no_data_since))
+    if state.no_data_firing and only in (None, "no_data"):
+        firing.append((NO_DATA_ALERT, "info", state.no_data_since))
     return [
         _note(
             key, name, "resolved", severity,
