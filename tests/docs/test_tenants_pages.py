@@ -10,7 +10,7 @@ import re
 from pages import DOCS
 
 from tracescore.alert import load_alert_config
-from tracescore.emit._metrics import SERIES_LIMIT
+from tracescore.emit import SERIES_LIMIT
 
 ALERTING = (DOCS / "alerting" / "index.md").read_text(encoding="utf-8")
 DEPLOY = (DOCS / "deploy.md").read_text(encoding="utf-8")

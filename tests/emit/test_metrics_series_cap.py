@@ -11,8 +11,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from tracescore.emit import EvaluationMetrics
-from tracescore.emit._metrics import SERIES_LIMIT
+from tracescore.emit import SERIES_LIMIT, EvaluationMetrics
 from tracescore.model import EvaluationRecord, MetricStatus
 
 OVERFLOW = "otel.metric.overflow"
