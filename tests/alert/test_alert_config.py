@@ -179,14 +179,15 @@ def test_the_start_line_says_which_rules_and_sinks_run(
 ) -> None:
     # After a rule is changed and the service restarted, its first line says what it now runs: in the
     # order they match, each rule's routes and what pages; the sinks without a URL's path (a Slack secret).
+    # The no-data alert pages too (on a platform of quiet tenants, the most), so it is named; null: not.
     monkeypatch.setenv("HOOK_SECRET", "s3cret")
     config = load_alert_config(
         write(
             tmp_path,
             "rules:\n"
             "  - services: [support-bot]\n    routes: [/billing]\n    warning: null\n    critical: null\n"
-            "    drop: {min_drop: 0.15, critical_drop: 0.3}\n"
-            "  - signal: score\n    drop: {}\n"
+            "    drop: {min_drop: 0.15, critical_drop: 0.3}\n    no_data_seconds: null\n"
+            "  - signal: score\n    drop: {}\n    no_data_seconds: 7200\n"
             "sinks:\n  - type: log\n"
             "  - type: slack\n    url: https://hooks.slack.com/services/T0/B0/secret\n"
             "  - type: webhook\n    url: http://hooks.internal:8080/tracescore\n"
@@ -199,7 +200,7 @@ def test_the_start_line_says_which_rules_and_sinks_run(
         "drop 0.15 (critical 0.3); "
         "2. faithfulness (signal score) of every service and route: warning 0.7, critical 0.5, "
         "over the newest 50 answers (at least 10), and the newest 2000 against the 7000 before them (its "
-        "normal), drop 0.02; "
+        "normal), drop 0.02, and no data for 2 hours; "
         "a route no rule matches is not watched | "
         "sinks: log, slack at https://hooks.slack.com, webhook at http://hooks.internal:8080"
     )
@@ -215,8 +216,8 @@ def test_without_rules_the_default_rule_waits_for_calibration_and_watches_drops(
     assert said == (
         "rules, the first matching applies: 1. faithfulness of every service and route: warning 0.7, "
         "critical 0.5 once calibrated (10 baseline pairs of the LLM judge), over the newest 50 answers (at "
-        "least 10), and the newest 2000 against the 7000 before them (its normal), drop 0.02; a route no "
-        "rule matches is not watched | sinks: log"
+        "least 10), and the newest 2000 against the 7000 before them (its normal), drop 0.02, and no data "
+        "for 30 minutes; a route no rule matches is not watched | sinks: log"
     )
     (explicit,) = load_alert_config(write(tmp_path, "rules:\n  - warning: 0.7\n")).rules
     assert (explicit.require_calibration, explicit.drop) == (False, None)

@@ -69,3 +69,22 @@ def test_a_restart_after_the_end_of_a_drop_alert_does_not_end_it_again() -> None
     assert list(saved) == [KEY] and saved[KEY] is not None and saved[KEY].drop is None
     again = restarted(RuleConfig(warning=0.3, critical=None, no_data_seconds=None), saved)
     assert again.tick(T0 + timedelta(days=3, seconds=5)) == []
+
+
+def test_a_no_data_alert_ends_saying_so_when_its_rule_turns_no_data_off() -> None:
+    # A platform's tenant gone for good fires its no-data alert until it returns, and is never evicted while
+    # it fires; the way out is `no_data_seconds: null` on its rule. Until then the restart kept the alert
+    # firing forever: never resolved, and re-sent to Alertmanager with every resend.
+    rule = RuleConfig(warning=0.3, critical=None, no_data_seconds=600)
+    route = Route(AlertEvaluator(AlertConfig(rules=[rule])))
+    route.answers(3, 1.0)
+    (quiet,) = route.ev.tick(route.at + timedelta(hours=1))
+    assert (quiet.alertname, quiet.state) == ("TracescoreNoData", "firing")
+    later = route.at + timedelta(days=3)
+    ev = restarted(rule.model_copy(update={"no_data_seconds": None}), route.ev.take_changed_states())
+    (ended,) = ev.tick(later)
+    assert (ended.alertname, ended.state, ended.headline) == ("TracescoreNoData", "resolved", "ENDED")
+    assert "its rule has no no-data alert any more (no_data_seconds)" in ended.summary, ended.summary
+    assert ev.firing(later) == []  # Alertmanager is not sent it again
+    again = restarted(rule.model_copy(update={"no_data_seconds": None}), ev.take_changed_states())
+    assert again.tick(later + timedelta(seconds=5)) == [] and again.firing(later) == []  # said once

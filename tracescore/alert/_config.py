@@ -20,6 +20,7 @@ from tracescore._config import (
     load_service_settings,
     unknown_name,
 )
+from tracescore.alert._durations import span
 from tracescore.alert._estimate import CONVERSATION_SIGNALS, TUNING_PAIRS, Estimate, Signal
 from tracescore.alert._notification import Unit
 from tracescore.model import CONVERSATIONS_TOPIC, EVALUATIONS_TOPIC, FAITHFULNESS
@@ -268,7 +269,7 @@ class RuleConfig(_Strict):
     def describe(self) -> str:
         """What the rule watches and what pages, for the service's start line: `faithfulness of * /billing*:
         warning 0.7, critical 0.5, over the newest 50 answers (at least 10), and the newest 2000 against the
-        7000 before them (its normal), drop 0.02 (critical 0.1)`."""
+        7000 before them (its normal), drop 0.02 (critical 0.1), and no data for 30 minutes`."""
         signal = "" if self.signal == "label" else f" (signal {self.signal})"
         anywhere = self.services == ["*"] and self.routes == ["*"]
         where = (
@@ -289,6 +290,9 @@ class RuleConfig(_Strict):
                 f"the newest {self.drop.window_count} against the {self.drop.normal_count} before them (its "
                 f"normal), drop {self.drop.min_drop:g}{critical}"
             )
+        if self.no_data_seconds is not None:
+            # It pages too, and on every route it matches: on a platform of quiet tenants, most of all.
+            parts.append(f"no data for {span(self.no_data_seconds)}")
         return f"{self.metric}{signal} of {where}: {', and '.join(parts)}"
 
     def matches(self, service: str, route: str, metric: str, unit: Unit = "answer") -> bool:

@@ -296,8 +296,15 @@ class AlertEvaluator:
         if rule.drop is None and restored is not None and restored.drop_firing:
             why = "its rule has no drop part any more"  # the state forgets its normal (_Route)
             ended = restored.model_copy()
-            self._unwatched.append(lambda now: unwatched_notes(key, ended, why, now, drop_only=True))
+            self._unwatched.append(lambda now: unwatched_notes(key, ended, why, now, only="drop"))
             self._dirty.add(key)  # saved without it: a restart does not end it again
+        if rule.no_data_seconds is None and restored is not None and restored.no_data_firing:
+            # Else it fired for good (nothing resolves it) and was re-sent with every Alertmanager resend.
+            why_quiet = "its rule has no no-data alert any more (no_data_seconds)"
+            quiet = restored.model_copy()
+            self._unwatched.append(lambda now: unwatched_notes(key, quiet, why_quiet, now, only="no_data"))
+            restored.no_data_firing, restored.no_data_since = False, None
+            self._dirty.add(key)
         state = self._restored.pop(key, None) or AlertState()
         route = self._routes[key] = _Route(rule, self.config.judge_health.window_count, partition, state)
         if len(self._routes) > self.config.max_routes:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from tracescore._plural import counted
 from tracescore.alert._config import RuleConfig
 from tracescore.alert._drop import DropReading
+from tracescore.alert._durations import span
 from tracescore.alert._estimate import Estimate, Signal
 from tracescore.alert._notification import AlertKey, Change, Notification, Severity
 from tracescore.alert._reading import PAST_RANGE
@@ -347,20 +348,6 @@ def _severity_change(state: State, change: Change | None, other: Severity | None
     return {"change": change, **({side: other} if other else {})}
 
 
-def span(seconds: float | None) -> str:
-    """`7 days`, `8.5 days`, `3 hours` (to a tenth), `15 minutes`."""
-    if seconds is None:
-        return "long"
-    days = seconds / 86_400
-    if days >= 1:
-        return counted(round(days, 1), "day")
-    return (
-        counted(round(seconds / 3600, 1), "hour")
-        if seconds >= 3600
-        else counted(round(seconds / 60), "minute")
-    )
-
-
 def judge_note(
     key: AlertKey,
     judge: Sequence[tuple[datetime, bool, bool]],
@@ -390,23 +377,28 @@ def judge_note(
 
 
 def unwatched_notes(
-    key: AlertKey, state: AlertState, why: str, now: datetime, *, drop_only: bool = False
+    key: AlertKey,
+    state: AlertState,
+    why: str,
+    now: datetime,
+    *,
+    only: Literal["drop", "no_data"] | None = None,
 ) -> list[Notification]:
-    """The end of each alert `state` says fires (only its drop alert with `drop_only`) that the config no
-    longer watches (`why`: what changed): a resolve that is no recovery, so the receivers that heard it
-    fire close it, knowing nothing was measured."""
+    """The end of each alert `state` says fires (only its drop or its no-data alert with `only`) that the
+    config no longer watches (`why`: what changed): a resolve that is no recovery, so the receivers that
+    heard it fire close it, knowing nothing was measured."""
     firing: list[tuple[str, Severity, datetime | None]] = []
-    if state.drop is not None and state.drop_firing:
+    if state.drop is not None and state.drop_firing and only in (None, "drop"):
         drop = alert_name(key.metric, key.unit, "drop")
         firing.append((drop, _severity(state.drop.level), state.drop.level_since))
-    if not drop_only:
+    if only is None:
         if state.level != "ok":
             threshold = alert_name(key.metric, key.unit, "threshold")
             firing.append((threshold, _severity(state.level), state.level_since))
         if state.judge_firing:
             firing.append((JUDGE_ALERT, "warning", state.judge_since))
-        if state.no_data_firing:
-            firing.append((NO_DATA_ALERT, "info", state.no_data_since))
+    if state.no_data_firing and only in (None, "no_data"):
+        firing.append((NO_DATA_ALERT, "info", state.no_data_since))
     return [
         _note(
             key, name, "resolved", severity,

@@ -16,7 +16,7 @@ from tracescore.emit._kafka import (
     KafkaOutputSettings,
     Output,
 )
-from tracescore.emit._metrics import LABEL_THRESHOLD, ConversationMetrics, EvaluationMetrics
+from tracescore.emit._metrics import LABEL_THRESHOLD, SERIES_LIMIT, ConversationMetrics, EvaluationMetrics
 from tracescore.emit._phoenix import PhoenixAnnotations, PhoenixSettings, span_annotation
 from tracescore.emit._records import evaluation_record
 from tracescore.emit._sink import RecordSink
@@ -27,6 +27,7 @@ __all__ = [
     "EVALUATION_SPANS_HEADER",
     "EVIDENCE_CHARS",
     "LABEL_THRESHOLD",
+    "SERIES_LIMIT",
     "ConversationMetrics",
     "EvaluationMetrics",
     "KafkaEvaluationSink",

@@ -13,7 +13,9 @@ where they go; with no provider configured they are no-ops.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -23,7 +25,9 @@ from tracescore import __version__, semconv
 from tracescore.model import UNLABELLED_THRESHOLD, ConversationRecord, EvaluationRecord, Selection
 from tracescore.sample import LiftReading
 
-__all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "ConversationMetrics", "EvaluationMetrics"]
+__all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "SERIES_LIMIT", "ConversationMetrics", "EvaluationMetrics"]
+
+log = logging.getLogger("tracescore.emit")
 
 # Scores live in 0..1; the SDK's default buckets (0, 5, 10, ... 10000) would put every score in one bucket.
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -48,17 +52,59 @@ def _source(reason: str, service: str, scope: str) -> dict[str, str]:
     return {"reason": reason, SERVICE_NAME: service, SOURCE_SCOPE: scope}
 
 
+# The series (attribute sets) the OpenTelemetry SDK keeps per instrument in one process: its default, which
+# the services' MeterProvider keeps. Past it the SDK folds each new series into one labelled
+# otel.metric.overflow, without service or route, for the life of the process (cumulative series are never
+# forgotten): a route first seen then was in no per-route panel or Prometheus rule, and nothing said so.
+SERIES_LIMIT = 2000
+
+
+class _Capped:
+    """A per-route instrument (made by `create`) that counts the series it was given, up to the SDK's limit,
+    and warns once when one past it goes to the overflow series: many routes, or tenants that come and go."""
+
+    def __init__(self, create: Callable[..., Any], name: str, **options: Any) -> None:
+        self._instrument, self._name = create(name, **options), name
+        self._seen: set[frozenset[tuple[str, str]]] | None = set()  # None: the warning was given
+
+    def add(self, value: float, attributes: Mapping[str, str]) -> None:
+        self._count(attributes)
+        self._instrument.add(value, attributes)
+
+    def record(self, value: float, attributes: Mapping[str, str]) -> None:
+        self._count(attributes)
+        self._instrument.record(value, attributes)
+
+    def _count(self, attributes: Mapping[str, str]) -> None:
+        if self._seen is None:
+            return
+        self._seen.add(frozenset(attributes.items()))
+        if len(self._seen) > SERIES_LIMIT:
+            self._seen = None
+            log.warning(
+                "metric %s: more than %d series (the OpenTelemetry SDK's limit per instrument in a process): "
+                "from now on each new series (a route first seen, or a new metric, judge tier or status of "
+                'one) is counted in one series labelled otel_metric_overflow="true", without service or '
+                "route, until the process restarts; per-route panels and the Prometheus rules miss those "
+                "routes (docs/deploy.md, Many routes)",
+                self._name, SERIES_LIMIT,
+            )  # fmt: skip
+
+
 class EvaluationMetrics:
     def __init__(self, meter: Meter | None = None) -> None:
         meter = meter or metrics.get_meter("tracescore.consumer", __version__)
-        self._scores = meter.create_histogram(
+        self._scores = _Capped(
+            meter.create_histogram,
             "tracescore.evaluation.score",
             unit="1",
             description="Metric scores of evaluated RAG spans (0..1).",
             explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
         )
-        self._evaluations = meter.create_counter(
-            "tracescore.evaluations", description="Evaluation results, by metric and status (ok, error, ...)."
+        self._evaluations = _Capped(
+            meter.create_counter,
+            "tracescore.evaluations",
+            description="Evaluation results, by metric and status (ok, error, ...).",
         )
         self._tokens = meter.create_counter(
             "tracescore.judge.tokens", unit="{token}", description="Judge tokens spent, by type."
@@ -80,18 +126,22 @@ class EvaluationMetrics:
             "baseline or uniform (sent to the LLM judge), budget (its token budget was spent) or "
             "offline_only.",
         )
-        self._estimate = meter.create_counter(
+        # Ten series a route with the LLM judge (stratum x term): the first past the limit, at 200 routes.
+        self._estimate = _Capped(
+            meter.create_counter,
             "tracescore.estimate.sums",
             description="Sums over LLM-judged interactions behind the sampling policy, by stratum (census: "
             "inclusion probability 1; sample: the uniform baseline) and term: weight (Σ 1/π), llm and "
             "offline (Σ score/π), squared_difference (Σ (llm - offline)²/π), pairs (count).",
         )
-        self._agreement = meter.create_counter(
+        self._agreement = _Capped(
+            meter.create_counter,
             "tracescore.judge.agreement",
             description="Baseline interactions scored by both judges, by the offline and the LLM verdict "
             "(pass / fail at the label threshold) and whether they agree.",
         )
-        self._agreement_scores = meter.create_counter(
+        self._agreement_scores = _Capped(
+            meter.create_counter,
             "tracescore.judge.agreement.scores",
             description="Sum of each judge's scores (tier CODE or LLM) over the baseline pairs.",
         )
