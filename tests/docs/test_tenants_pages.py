@@ -43,6 +43,6 @@ def test_the_alerting_page_says_what_the_day_of_tenants_printed() -> None:
 def test_the_deploy_page_gives_the_series_limit_and_the_line_the_consumer_logs_past_it() -> None:
     assert f"at most **{SERIES_LIMIT:,} series per instrument in a process**" in DEPLOY
     assert (
-        f"`metric tracescore.estimate.sums: more than\n{SERIES_LIMIT} series (the OpenTelemetry SDK's"
-        in DEPLOY
+        f"`metric tracescore.estimate.sums: more than\n{SERIES_LIMIT} series (the limit per instrument in a "
+        "process, --metrics-max-series)" in DEPLOY
     )

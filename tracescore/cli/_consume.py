@@ -35,7 +35,7 @@ from tracescore.cli._options import (
 )
 from tracescore.cli._service import phoenix_summary, run_service, serving_metrics
 from tracescore.consume import AssemblyCounts, ConsumerSettings, RateLimitedLogs
-from tracescore.model import FAITHFULNESS, OFFLINE_JUDGE
+from tracescore.model import FAITHFULNESS, METRIC_SERIES_LIMIT, OFFLINE_JUDGE
 from tracescore.sample import SamplingConfig
 from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
 
@@ -104,6 +104,16 @@ _PROMETHEUS_HOST = "0.0.0.0"  # every interface: a scraper runs elsewhere
     help="Address the Prometheus endpoint listens on.",
 )
 @env_option(
+    "--metrics-max-series",
+    envvar="TRACESCORE_METRICS_MAX_SERIES",
+    type=click.IntRange(min=1),
+    default=METRIC_SERIES_LIMIT,
+    shown_default=METRIC_SERIES_LIMIT,
+    help="Series each of the consumer's metrics keeps (a route, metric and status is one); past it new "
+    "series are counted in one otel_metric_overflow series, without service or route, and the consumer "
+    "says so once (docs: Deploying, Many routes).",
+)
+@env_option(
     "--max-claims",
     envvar="TRACESCORE_MAX_CLAIMS",
     type=click.IntRange(min=1),
@@ -130,6 +140,7 @@ def consume(
     otlp_metrics_endpoint: str | None,
     prometheus_port: int | None,
     prometheus_host: str,
+    metrics_max_series: int,
     max_claims: int | None,
     phoenix_endpoint: str | None,
     judge: str,
@@ -193,7 +204,9 @@ def consume(
     # Read before the metrics endpoint starts: a usage error leaves no port bound behind it.
     phoenix_config = phoenix_settings(phoenix_endpoint) if phoenix_endpoint else None
     with (
-        serving_metrics(otlp_metrics_endpoint, prometheus_host, prometheus_port) as provider,
+        serving_metrics(
+            otlp_metrics_endpoint, prometheus_host, prometheus_port, max_series=metrics_max_series
+        ) as provider,
         _client_floods_held_back(),
     ):
         phoenix: list[PhoenixAnnotations] = []
@@ -208,7 +221,9 @@ def consume(
                 policy=policy,
                 llm_judge=llm_judge,
                 on_evaluation=alerts.observe,
-                metrics_out=EvaluationMetrics(provider.get_meter("tracescore.consumer", __version__)),
+                metrics_out=EvaluationMetrics(
+                    provider.get_meter("tracescore.consumer", __version__), metrics_max_series
+                ),
                 sinks=phoenix,
             ),
             lambda consumer: consumer.run(),

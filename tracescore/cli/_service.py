@@ -159,11 +159,14 @@ def serving_metrics(
     prometheus_host: str = "",
     prometheus_port: int | None = None,
     service_name: str = "tracescore-consumer",
+    max_series: int | None = None,
 ) -> Iterator[Any]:
     """The MeterProvider a service reports its metrics through: OTLP/HTTP and/or a Prometheus endpoint. On
     exit it exports what was recorded since the last interval and the Prometheus endpoint stops listening,
-    so a service run in process leaves the port as it found it."""
+    so a service run in process leaves the port as it found it. `max_series`: the series each of its
+    instruments keeps (None: the SDK's own limit)."""
     from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.view import View
 
     readers: list[Any] = []
     server = None
@@ -187,7 +190,12 @@ def serving_metrics(
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=otlp_endpoint)))
-    provider = MeterProvider(metric_readers=readers, resource=metrics_resource(service_name))
+    # An instrument no view names keeps the SDK's defaults, so one view over every instrument changes only
+    # the limit (each instrument's own bucket advice still applies).
+    limit = (
+        [] if max_series is None else [View(instrument_name="*", aggregation_cardinality_limit=max_series)]
+    )
+    provider = MeterProvider(metric_readers=readers, resource=metrics_resource(service_name), views=limit)
     try:
         yield provider
     finally:

@@ -22,7 +22,13 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.sdk.resources import SERVICE_NAME
 
 from tracescore import __version__, semconv
-from tracescore.model import UNLABELLED_THRESHOLD, ConversationRecord, EvaluationRecord, Selection
+from tracescore.model import (
+    METRIC_SERIES_LIMIT,
+    UNLABELLED_THRESHOLD,
+    ConversationRecord,
+    EvaluationRecord,
+    Selection,
+)
 from tracescore.sample import LiftReading
 
 __all__ = ["LABEL_THRESHOLD", "SCORE_BUCKETS", "SERIES_LIMIT", "ConversationMetrics", "EvaluationMetrics"]
@@ -52,19 +58,17 @@ def _source(reason: str, service: str, scope: str) -> dict[str, str]:
     return {"reason": reason, SERVICE_NAME: service, SOURCE_SCOPE: scope}
 
 
-# The series (attribute sets) the OpenTelemetry SDK keeps per instrument in one process: its default, which
-# the services' MeterProvider keeps. Past it the SDK folds each new series into one labelled
-# otel.metric.overflow, without service or route, for the life of the process (cumulative series are never
-# forgotten): a route first seen then was in no per-route panel or Prometheus rule, and nothing said so.
-SERIES_LIMIT = 2000
+# Past the series limit (`METRIC_SERIES_LIMIT`, or `--metrics-max-series`) a route first seen was in no
+# per-route panel or Prometheus rule, and nothing said so: each per-route instrument says it once.
+SERIES_LIMIT = METRIC_SERIES_LIMIT
 
 
 class _Capped:
     """A per-route instrument (made by `create`) that counts the series it was given, up to the SDK's limit,
     and warns once when one past it goes to the overflow series: many routes, or tenants that come and go."""
 
-    def __init__(self, create: Callable[..., Any], name: str, **options: Any) -> None:
-        self._instrument, self._name = create(name, **options), name
+    def __init__(self, create: Callable[..., Any], name: str, limit: int, **options: Any) -> None:
+        self._instrument, self._name, self._limit = create(name, **options), name, limit
         self._seen: set[frozenset[tuple[str, str]]] | None = set()  # None: the warning was given
 
     def add(self, value: float, attributes: Mapping[str, str]) -> None:
@@ -79,24 +83,28 @@ class _Capped:
         if self._seen is None:
             return
         self._seen.add(frozenset(attributes.items()))
-        if len(self._seen) > SERIES_LIMIT:
+        if len(self._seen) > self._limit:
             self._seen = None
             log.warning(
-                "metric %s: more than %d series (the OpenTelemetry SDK's limit per instrument in a process): "
+                "metric %s: more than %d series (the limit per instrument in a process, "
+                "--metrics-max-series): "
                 "from now on each new series (a route first seen, or a new metric, judge tier or status of "
                 'one) is counted in one series labelled otel_metric_overflow="true", without service or '
                 "route, until the process restarts; per-route panels and the Prometheus rules miss those "
                 "routes (docs/deploy.md, Many routes)",
-                self._name, SERIES_LIMIT,
+                self._name, self._limit,
             )  # fmt: skip
 
 
 class EvaluationMetrics:
-    def __init__(self, meter: Meter | None = None) -> None:
+    def __init__(self, meter: Meter | None = None, max_series: int = SERIES_LIMIT) -> None:
+        """`max_series`: the provider's limit per instrument (`series_views`), so the warning comes when it
+        is passed."""
         meter = meter or metrics.get_meter("tracescore.consumer", __version__)
         self._scores = _Capped(
             meter.create_histogram,
             "tracescore.evaluation.score",
+            max_series,
             unit="1",
             description="Metric scores of evaluated RAG spans (0..1).",
             explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
@@ -104,6 +112,7 @@ class EvaluationMetrics:
         self._evaluations = _Capped(
             meter.create_counter,
             "tracescore.evaluations",
+            max_series,
             description="Evaluation results, by metric and status (ok, error, ...).",
         )
         self._tokens = meter.create_counter(
@@ -130,6 +139,7 @@ class EvaluationMetrics:
         self._estimate = _Capped(
             meter.create_counter,
             "tracescore.estimate.sums",
+            max_series,
             description="Sums over LLM-judged interactions behind the sampling policy, by stratum (census: "
             "inclusion probability 1; sample: the uniform baseline) and term: weight (Σ 1/π), llm and "
             "offline (Σ score/π), squared_difference (Σ (llm - offline)²/π), pairs (count).",
@@ -137,12 +147,14 @@ class EvaluationMetrics:
         self._agreement = _Capped(
             meter.create_counter,
             "tracescore.judge.agreement",
+            max_series,
             description="Baseline interactions scored by both judges, by the offline and the LLM verdict "
             "(pass / fail at the label threshold) and whether they agree.",
         )
         self._agreement_scores = _Capped(
             meter.create_counter,
             "tracescore.judge.agreement.scores",
+            max_series,
             description="Sum of each judge's scores (tier CODE or LLM) over the baseline pairs.",
         )
         # The cascade's lift per route and answer shape, read from the policy when the metrics are collected

@@ -54,6 +54,7 @@ from tracescore.model._labels import (
 )
 from tracescore.model._record import (
     EVALUATIONS_TOPIC,
+    METRIC_SERIES_LIMIT,
     OFFLINE_JUDGE,
     SCHEMA_VERSION,
     AnnotatorKind,
@@ -100,6 +101,7 @@ __all__ = [
     "MAX_RUN_TOOL_CALLS",
     "MAX_SPAN_EVENTS",
     "MAX_SPAN_EVENT_BYTES",
+    "METRIC_SERIES_LIMIT",
     "NEAR_CERTAIN",
     "OFFLINE_JUDGE",
     "RESPONSE_CHAIN_ID_PREFIX",

@@ -49,6 +49,11 @@ SchemaVersion = Annotated[Literal[1], BeforeValidator(_written_as_int)]
 _Versioned = TypeVar("_Versioned", bound=BaseModel)
 # The deterministic judge's name: the `judge` of its records, and `--judge offline`.
 OFFLINE_JUDGE = "offline"
+# The series (attribute sets: a route, metric and status is one) a service's metric keeps per instrument in
+# one process: the OpenTelemetry SDK's own default, and `tracescore consume --metrics-max-series`'s. Past it
+# the SDK folds each new series into one labelled otel.metric.overflow, without service or route, for the life
+# of the process (cumulative series are never forgotten).
+METRIC_SERIES_LIMIT = 2000
 
 
 def annotator_kind(judge_name: str) -> AnnotatorKind:
