@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from tracescore._plural import counted
 from tracescore.model import (
@@ -432,8 +433,15 @@ def long_answers_note(long_offline: int, scored: int) -> str | None:
     )
 
 
-def is_long_offline(result: MetricResult) -> bool:
-    """A faithfulness score the offline judge gave an answer of LONG_ANSWER_CLAIMS or more claims."""
+def is_long_offline(result: MetricResult | Mapping[str, Any]) -> bool:
+    """A faithfulness score the offline judge gave an answer of LONG_ANSWER_CLAIMS or more claims; `result`
+    also as a row's JSON (`tracescore report` reads `--out`), where anything unreadable is not one."""
+    if isinstance(result, Mapping):
+        judge, details = result.get("judge"), result.get("details")
+        if not isinstance(judge, str) or not isinstance(details, Mapping):
+            return False
+        # The claims are counted from the details alone: the score is not needed, nor checked.
+        result = MetricResult(metric=FLAGGED_METRIC, score=None, judge=judge, details=dict(details))
     if annotator_kind(result.judge) != "CODE":
         return False
     return FaithfulnessFindings.of(result).claims >= LONG_ANSWER_CLAIMS
