@@ -438,11 +438,12 @@ def is_long_offline(result: MetricResult | Mapping[str, Any]) -> bool:
     also as a row's JSON (`tracescore report` reads `--out`), where anything unreadable is not one."""
     if isinstance(result, Mapping):
         judge, details = result.get("judge"), result.get("details")
-        if not isinstance(judge, str) or not isinstance(details, Mapping):
+        # An LLM judge's row is told by its name, before its details are read (the costly part).
+        if not isinstance(judge, str) or annotator_kind(judge) != "CODE" or not isinstance(details, Mapping):
             return False
         # The claims are counted from the details alone: the score is not needed, nor checked.
         result = MetricResult(metric=FLAGGED_METRIC, score=None, judge=judge, details=dict(details))
-    if annotator_kind(result.judge) != "CODE":
+    elif annotator_kind(result.judge) != "CODE":
         return False
     return FaithfulnessFindings.of(result).claims >= LONG_ANSWER_CLAIMS
 
