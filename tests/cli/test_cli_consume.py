@@ -252,6 +252,41 @@ def test_a_setting_beside_the_tables_is_refused_not_ignored(
     assert error.startswith(f"Error: {path}: settings outside a table (default_rate): "), error
 
 
+_UNBOUNDED = "the LLM judge's spend is unbounded"
+_LLM_JUDGE = ("--judge", "openai", "--base-url", "http://127.0.0.1:9/v1", "--connect-timeout", "1")
+
+
+def test_an_llm_judge_without_a_budget_is_said_once_at_start(
+    consume_with_bad_input: Callable[..., _Refused],
+) -> None:
+    """Without llm_budget (the default) the cascade sends the LLM judge every answer above its floor: on a
+    route of long answers a quarter to a half of them (194 of 800 in one walk), and nothing said so."""
+    done = consume_with_bad_input(*_LLM_JUDGE, env={"OPENAI_API_KEY": "sk-test"})
+    warned = [line for line in done.warnings if _UNBOUNDED in line]
+    assert len(warned) == 1, done.warnings
+    [line] = warned
+    assert "above cascade.min_probability (0.5)" in line and "long answers" in line
+    assert "TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_HOUR" in line
+    assert "Sampling and the cascade > Long answers and the LLM budget" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (_LLM_JUDGE, {"TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_HOUR": "100000"}),
+        (_LLM_JUDGE, {"TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_DAY": "1500000"}),
+        (_LLM_JUDGE, {"TRACESCORE_SAMPLING__CASCADE__SHARE": "0.05"}),
+        (("--connect-timeout", "1"), {}),  # the offline judge alone spends nothing
+    ],
+    ids=["hour-budget", "day-budget", "share", "offline"],
+)
+def test_a_bounded_or_offline_consumer_says_nothing_of_llm_spend(
+    consume_with_bad_input: Callable[..., _Refused], args: tuple[str, ...], env: dict[str, str]
+) -> None:
+    done = consume_with_bad_input(*args, env={"OPENAI_API_KEY": "sk-test", **env})
+    assert not [line for line in done.warnings if _UNBOUNDED in line], done.warnings
+
+
 def test_a_misspelt_variable_is_said_once_with_the_name_meant(
     consume_with_bad_input: Callable[..., _Refused],
 ) -> None:

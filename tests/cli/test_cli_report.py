@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,25 @@ def test_a_label_column_of_another_name_is_read_with_column_by_score_and_report_
     assert all("label" not in json.loads(line) for line in scores.read_text().splitlines())
     said = "--column label=verdcit: no record has a value in that column, so no row has a label"
     assert said in typo.output
+
+
+def test_a_report_of_long_answers_judged_offline_says_the_flags_read_the_judge(tmp_path: Path) -> None:
+    """The printed summary of a golden set of faithful summaries says its flags read the offline judge's
+    level; the HTML page, read by whoever did not see the log, said nothing. Both pages (`score --report`
+    and `report` from `--out`) say the summary's note, word for word; a batch of short answers, nothing."""
+    summaries = Path(__file__).parents[2] / "docs" / "examples" / "golden_summaries.jsonl"
+    scores, scored_page, rebuilt = tmp_path / "o.jsonl", tmp_path / "scored.html", tmp_path / "rebuilt.html"
+    result = CliRunner().invoke(
+        main,
+        ["score", str(summaries), "--out", str(scores), "--report", str(scored_page), "--no-progress",
+         "--metrics", "faithfulness"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [note] = [line.removeprefix("  note: ") for line in result.output.splitlines() if "  note: " in line]
+    _report(str(scores), "--out", str(rebuilt))
+    for page in (scored_page, rebuilt):
+        [said] = re.findall(r'<p class="note" id="long-answers"><b>Note:</b> ([^<]*)</p>', page.read_text())
+        assert unescape(said) == note, page.name
+    _, short = _scored(tmp_path)
+    _report(str(short), "--out", str(rebuilt))
+    assert 'id="long-answers"' not in rebuilt.read_text()

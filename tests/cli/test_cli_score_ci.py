@@ -188,3 +188,23 @@ def test_the_junit_case_of_the_baseline_is_named_by_what_it_checks(tmp_path: Pat
     assert code == 0, output
     names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
     assert "faithfulness flagged share not above the baseline's by more than 3%" in names, names
+
+
+def test_the_json_summary_carries_the_printed_summary_s_notes(tmp_path: Path) -> None:
+    """A golden set of faithful summaries fails its gate on the offline judge's false flags: the printed
+    summary says why (its `note:` line), and the JSON summary, which a CI job reads instead of the log, said
+    nothing of it. Its `notes` are the printed ones, word for word; a batch of short answers has none."""
+    summaries = Path(__file__).parents[2] / "docs" / "examples" / "golden_summaries.jsonl"
+    summary = tmp_path / "s.json"
+    output, code = _score(str(summaries), "--out", str(tmp_path / "o.jsonl"), "--summary-json", str(summary))
+    assert code == 0, output
+    printed = [line.removeprefix("  note: ") for line in output.splitlines() if line.startswith("  note: ")]
+    assert len(printed) == 1 and printed[0].startswith("8 of 8 faithfulness scores are the offline judge's")
+    document = json.loads(summary.read_text())
+    assert document["notes"] == printed
+    assert document["exit_status"] == 0 and document["records"] == 8  # the other keys stay
+    output, code = _score(
+        str(_golden(tmp_path, "short.jsonl", 1)), "--out", str(tmp_path / "s.jsonl"), "--summary-json",
+        str(summary),
+    )  # fmt: skip
+    assert code == 0 and json.loads(summary.read_text())["notes"] == [], output

@@ -58,6 +58,8 @@ def test_the_first_pages_point_to_the_long_answer_guidance() -> None:
     anchor = "quickstart.md#long-answers-summaries-reports"
     assert anchor in (DOCS / "index.md").read_text(encoding="utf-8")
     assert "#long-answers-summaries-reports" in (DOCS / "quickstart.md").read_text(encoding="utf-8")
+    # A team of summaries reads the README first, then perhaps nothing else.
+    assert f"](docs/{anchor})" in (REPO / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_long_answer_sampling_example_loads_with_a_budget() -> None:

@@ -332,3 +332,19 @@ def test_labels_read_neither_as_good_nor_bad_are_named_not_a_matrix_silently_mis
     }
     assert "labels not read:" in mixed
     assert "Against the labels" not in render_report([_row(1, 1.0)]), "no label column, no section"
+
+
+def _long_answer_rows(judge: str) -> list[dict[str, Any]]:
+    # Four faithful answers of 4 claims each, as the scores file carries them.
+    details = {"total_claims": 4, "verdict_counts": {"FULLY_SUPPORTED": 2, "PARTIALLY_SUPPORTED": 2}}
+    result = {"score": 0.75, "label": "faithful", "judge": judge, "details": details}
+    return [{"line": n + 1, "faithfulness": 0.75, "results": {"faithfulness": result}} for n in range(4)]
+
+
+def test_the_long_answer_note_is_the_offline_judge_s_only() -> None:
+    """The page says the flags read the judge's level on long answers judged offline; an LLM judge's scores
+    on the same answers are the answers' own level, and rows without details (another tool's) say nothing."""
+    assert 'id="long-answers"' in render_report(_long_answer_rows("offline"))
+    assert 'id="long-answers"' not in render_report(_long_answer_rows("openai:gpt-4o-mini"))
+    bare = {"faithfulness": 0.75, "results": {"faithfulness": {"score": 0.75, "judge": "offline"}}}
+    assert 'id="long-answers"' not in render_report([bare] * 4)

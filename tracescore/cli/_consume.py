@@ -41,6 +41,7 @@ from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
 
 __all__ = ["consume"]
 
+_log = logging.getLogger(__name__)
 _PROMETHEUS_HOST = "0.0.0.0"  # every interface: a scraper runs elsewhere
 
 
@@ -200,6 +201,8 @@ def consume(
     except ValueError as exc:
         hint = " (with --cascade the offline judge scores first: add --no-cascade)" if llm_judge else ""
         raise click.UsageError(f"{exc}{hint}") from exc
+    if llm_judge is not None and (unbounded := _unbounded_llm_spend(sampling)):
+        _log.warning("%s", unbounded)
     alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
     # Read before the metrics endpoint starts: a usage error leaves no port bound behind it.
     phoenix_config = phoenix_settings(phoenix_endpoint) if phoenix_endpoint else None
@@ -279,6 +282,24 @@ def consume(
         )
     for sink in phoenix:  # closed with the consumer: its counts are final
         click.echo(phoenix_summary(sink), err=True)
+
+
+def _unbounded_llm_spend(sampling: SamplingConfig) -> str | None:
+    """What a cascade without a budget or a share sends the LLM judge, and what to set; None when bounded.
+    The default: fine on one-line answers (about the hallucinated ones go), a quarter to a half of a route
+    of long answers (194 of 800 in one walk), which no start-up line said."""
+    budget, cascade = sampling.llm_budget, sampling.cascade
+    if not cascade.enabled or cascade.share is not None:
+        return None
+    if budget.tokens_per_hour is not None or budget.tokens_per_day is not None:
+        return None
+    return (
+        "the LLM judge's spend is unbounded: no llm_budget is set, so the cascade sends it every answer "
+        f"whose suspicion score is above cascade.min_probability ({cascade.min_probability:g}), a quarter "
+        "to a half of a route of long answers; set [sampling.llm_budget] tokens_per_hour in --config "
+        "(TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_HOUR). See the docs, Sampling and the cascade > Long "
+        "answers and the LLM budget"
+    )
 
 
 @contextlib.contextmanager

@@ -60,7 +60,7 @@ def summary_json(
     exit_status: int,
     comparison: Comparison | None = None,
 ) -> dict[str, Any]:
-    """The run as data: its counts, each metric's figures, the checks and the exit status."""
+    """The run as data: its counts, each metric's figures, its notes, the checks and the exit status."""
     metrics = {
         name: {
             "scored": len(summary.scores[name]),
@@ -81,6 +81,9 @@ def summary_json(
         "metrics": metrics,
         "repeated_ids": summary.repeated_ids,
         "usage": summary.usage.model_dump(mode="json"),
+        # The printed summary's `note:` lines, word for word: a CI job that reads this file, not the log,
+        # sees why a golden set of faithful long answers fails its gate.
+        "notes": summary.notes,
         "checks": [{"name": c.name, "passed": c.failure is None, "failure": c.failure} for c in checks],
         "passed": all(c.failure is None for c in checks),
         "exit_status": exit_status,

@@ -38,6 +38,7 @@ from tracescore.score._report_views import (
     record_view,
     snippet,
 )
+from tracescore.score._summary import FLAGGED_METRIC, is_long_offline, long_answers_note
 
 __all__ = ["ReportCollector", "read_scores", "render_report"]
 
@@ -70,6 +71,8 @@ class ReportCollector:
         # The first values of the label column read neither as good nor bad ("yes", "no"): the page names
         # them, or a column of them would leave no confusion matrix and no word of why.
         self.unread_labels: list[str] = []
+        # Faithfulness scores the offline judge gave long answers: the summary's note, when most are.
+        self.long_offline = 0
         self._worst: list[tuple[tuple[float, ...], int, Kept]] = []  # max-heap on the negated rank key
         self._seq = itertools.count()
 
@@ -89,6 +92,8 @@ class ReportCollector:
                 self.scores[name].append(float(score))
                 flags[name] = is_flagged(_result(results, name, score), self.threshold)
                 self.flagged[name] += flags[name]
+                if name == FLAGGED_METRIC and isinstance(result := results.get(name), Mapping):
+                    self.long_offline += is_long_offline(result)
             elif name in results:  # an invalid line has no result: it is counted as invalid, not here
                 self.unscored[name][(results[name] or {}).get("reason") or "no reason given"] += 1
         self._count_label(row.get("label"), scores.get(self.rank_metric), flags.get(self.rank_metric, False))
@@ -338,6 +343,7 @@ def render_report(
         records=collector.records,
         invalid=collector.invalid,
         metrics=[_metric_summary(collector, m, shown) for m in metrics],
+        long_answers=long_answers_note(collector.long_offline, len(collector.scores.get(FLAGGED_METRIC, []))),
         below_total=collector.flagged_records,
         worst=[record_view(k, metrics, threshold) for k in worst],
         unscored=unscored,

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from tracescore._plural import counted
 from tracescore.model import (
@@ -223,7 +224,7 @@ class BatchSummary:
                 self.flagged[result.metric] += flagged
                 if result.metric == FLAGGED_METRIC:
                     self.flags[key] = flagged
-                    self.long_offline += _long_offline(result)
+                    self.long_offline += is_long_offline(result)
             self.usage += result.usage
 
     @property
@@ -401,8 +402,7 @@ class BatchSummary:
                 f"  {counted(len(repeated), 'id')} on more than one record, each record scored: {shown}"
                 + (f"; {more} more" if more > 0 else "")
             )
-        if note := self._long_answers_note():
-            out.append(note)
+        out += [f"  note: {note}" for note in self.notes]
         spend = f"judge calls {self.usage.calls}, tokens {self.usage.prompt_tokens} prompt + "
         spend += f"{self.usage.completion_tokens} completion"
         if self.usage.cost_usd:
@@ -410,25 +410,40 @@ class BatchSummary:
         out.append("  " + spend)
         return out
 
-    def _long_answers_note(self) -> str | None:
-        """Said where most faithfulness scores are the offline judge's on long answers: a golden set of
-        faithful summaries fails `--max-flagged 5%` or `--fail-under faithfulness=0.8` on the judge's false
-        flags alone, and nothing else on the summary says why."""
-        scored = len(self.scores.get(FLAGGED_METRIC) or [])
-        if not scored or self.long_offline * 2 < scored:
-            return None
-        return (
-            f"  note: {self.long_offline} of {scored} faithfulness scores are the offline judge's on long "
-            f"answers ({LONG_ANSWER_CLAIMS} or more claims), where it flags a third to a half of the "
-            "faithful ones and scores them about 0.55: the flagged share and mean read the judge's level, "
-            "not the answers'; gate on a change against main's scores (--baseline) or score with an LLM "
-            "judge (--judge openai)"
-        )
+    @property
+    def notes(self) -> list[str]:
+        """What the summary says under its figures, as `note:` lines (and the summary JSON's `notes`): where
+        most faithfulness scores are the offline judge's on long answers, that they read its level."""
+        note = long_answers_note(self.long_offline, len(self.scores.get(FLAGGED_METRIC) or []))
+        return [note] if note else []
 
 
-def _long_offline(result: MetricResult) -> bool:
-    """A faithfulness score the offline judge gave an answer of LONG_ANSWER_CLAIMS or more claims."""
-    if annotator_kind(result.judge) != "CODE":
+def long_answers_note(long_offline: int, scored: int) -> str | None:
+    """Said where at least half of `scored` faithfulness scores are the offline judge's on long answers
+    (`long_offline`, counted by `is_long_offline`): a golden set of faithful summaries fails `--max-flagged
+    5%` or `--fail-under faithfulness=0.8` on the judge's false flags alone, and nothing else on the summary
+    or the report says why."""
+    if not scored or long_offline * 2 < scored:
+        return None
+    return (
+        f"{long_offline} of {scored} faithfulness scores are the offline judge's on long answers "
+        f"({LONG_ANSWER_CLAIMS} or more claims), where it flags a third to a half of the faithful ones and "
+        "scores them about 0.55: the flagged share and mean read the judge's level, not the answers'; gate "
+        "on a change against main's scores (--baseline) or score with an LLM judge (--judge openai)"
+    )
+
+
+def is_long_offline(result: MetricResult | Mapping[str, Any]) -> bool:
+    """A faithfulness score the offline judge gave an answer of LONG_ANSWER_CLAIMS or more claims; `result`
+    also as a row's JSON (`tracescore report` reads `--out`), where anything unreadable is not one."""
+    if isinstance(result, Mapping):
+        judge, details = result.get("judge"), result.get("details")
+        # An LLM judge's row is told by its name, before its details are read (the costly part).
+        if not isinstance(judge, str) or annotator_kind(judge) != "CODE" or not isinstance(details, Mapping):
+            return False
+        # The claims are counted from the details alone: the score is not needed, nor checked.
+        result = MetricResult(metric=FLAGGED_METRIC, score=None, judge=judge, details=dict(details))
+    elif annotator_kind(result.judge) != "CODE":
         return False
     return FaithfulnessFindings.of(result).claims >= LONG_ANSWER_CLAIMS
 
