@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["ScoringWorker"]
+__all__ = ["CLOSE_S", "ScoringWorker"]
 
 T = TypeVar("T")
+CLOSE_S = 30.0  # how long close() waits for the loop to end when no stop budget says less
 
 
 class ScoringWorker:
@@ -27,8 +29,11 @@ class ScoringWorker:
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
-    def close(self) -> None:
-        """Cancel what is still running and stop the loop (callers drain first if they want results)."""
+    def close(self, timeout_s: float = CLOSE_S) -> bool:
+        """Cancel what is still running and stop the loop, waiting `timeout_s` at most in all (callers drain
+        first if they want results). Returns whether the loop ended: False when a call holds it (a metric's
+        async function that blocks, a judge call in C code a cancel cannot interrupt), and the thread is
+        left behind with what it was scoring (a daemon: it does not hold the process at exit)."""
 
         async def cancel_all() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -38,9 +43,17 @@ class ScoringWorker:
             # As asyncio.run does: this closes the clients judges built for this loop (and their sockets).
             await asyncio.get_running_loop().shutdown_asyncgens()
 
+        deadline = time.monotonic() + timeout_s
         if self._loop.is_running():
-            asyncio.run_coroutine_threadsafe(cancel_all(), self._loop).result(timeout=30)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
-        if not self._loop.is_running():
-            self._loop.close()
+            cancelled = asyncio.run_coroutine_threadsafe(cancel_all(), self._loop)
+            # Whatever comes of the cancel, the loop stops once it gets to it (if ever).
+            cancelled.add_done_callback(lambda _: self._loop.call_soon_threadsafe(self._loop.stop))
+            try:
+                cancelled.result(timeout=timeout_s)
+            except concurrent.futures.TimeoutError:
+                return False
+        self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            return False
+        self._loop.close()
+        return True

@@ -1,0 +1,167 @@
+"""`tracescore consume` stopped (SIGTERM) while a judge call blocks the scoring loop (a metric's async
+function that makes a blocking HTTP call, to a judge server that holds its reply): no signal interrupts that
+call and cancelling the loop's tasks waits for it. The stop gives the loop up within its share of
+`--stop-timeout` (the thread is a daemon), says what it left behind, and its last steps run: the outputs of
+what was scored, the last commit, leaving the group. Exit 0, within the budget; the group's next member reads
+only what was not committed, at once. Before, the stop waited 30 s for the loop, and the backstop ended the
+process 2 s past the budget, status 1, without the last commit nor leaving the group (docs: Operating,
+Rebalances)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from _helpers import committed, end_offsets, wait_until
+from _members import GuardedMember
+from fault_helpers import APP, ConsumerProcess, GatedJudgeServer, Topics
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewTopic
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka_helpers import REPO, run_instrumented_app
+
+from tracescore.consume import decode_message
+from tracescore.model import EvaluationRecord
+from tracescore.testing.kafka_topics import read_topic
+
+pytestmark = pytest.mark.kafka
+
+STOP_TIMEOUT_S = 10.0
+# Far above the budget (a loaded machine), and exit 0 says the stop's last steps ran: the backstop (2 s past
+# the budget) exits 1 without them.
+BOUND_S = STOP_TIMEOUT_S + 20.0
+# The group would give a member that did not leave its partitions only after this: far above any wait here.
+SESSION_TIMEOUT_MS = 120_000
+INTERACTIONS = 5
+SCORED = 2  # the judge server answers these; the next call blocks the scoring loop, the rest wait behind it
+
+# A metric that blocks the event loop it runs on: an async function making a synchronous HTTP call.
+BLOCKING_METRIC = """
+import json
+import os
+import urllib.request
+
+from tracescore.score import python_metric
+
+
+@python_metric
+async def held(answer: str) -> float:
+    body = json.dumps({"model": "held", "messages": [{"role": "user", "content": answer}]}).encode()
+    request = urllib.request.Request(
+        os.environ["HELD_JUDGE_URL"] + "/chat/completions",
+        data=body,
+        headers={"content-type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=600).read()  # held by the judge server: the loop with it
+    return 1.0
+"""
+
+
+def blocked_consumer(
+    topics: Topics, judge_server: GatedJudgeServer, tmp_path: Path, *extra: str
+) -> ConsumerProcess:
+    """The consumer scoring with the blocking metric (the judge server's replies held but `SCORED`), one
+    interaction at a time (in offset order), with no periodic commit after its first: the stop's last commit
+    is the one that covers what it scored."""
+    (tmp_path / "held_metric.py").write_text(BLOCKING_METRIC, encoding="utf-8")
+    judge_server.hold(allow=SCORED)  # the rest released when the test ends (the fixture closes the server)
+    args = ("--metrics", "held_metric:held", "--max-in-flight", "1", "--commit-interval", "600", *extra)
+    return ConsumerProcess(
+        topics.cli_args(*args, idle_timeout_s=600),
+        env={
+            "TRACESCORE_STOP_TIMEOUT_S": f"{STOP_TIMEOUT_S:g}",
+            "HELD_JUDGE_URL": judge_server.base_url,
+            "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)]),
+        },
+    )
+
+
+def trace_ids(messages: list[ConsumerRecord]) -> set[str]:
+    return {span.trace_id for message in messages for span in decode_message(message.value)}
+
+
+def records_of(topics: Topics, at_least: int) -> list[ConsumerRecord]:
+    """The evaluation records written, once there are `at_least` ([] before)."""
+    records = read_topic(topics.bootstrap, topics.evaluations, 60)
+    return records if len(records) >= at_least else []
+
+
+def group_members(bootstrap: str, group: str) -> list[object]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return list(admin.describe_groups([group]).get(group, {}).get("members") or [])
+    finally:
+        admin.close()
+
+
+def test_a_stop_with_a_judge_call_blocking_the_scoring_loop_commits_what_was_scored_and_leaves_the_group(
+    topics: Topics, judge_server: GatedJudgeServer, tmp_path: Path
+) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=topics.bootstrap)
+    admin.create_topics([NewTopic(topics.spans, 1, 1)])  # one partition: "what was committed" is one offset
+    admin.close()
+    run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=INTERACTIONS))
+    spans = read_topic(topics.bootstrap, topics.spans, 60)
+    assert len(trace_ids(spans)) == INTERACTIONS
+    proc = blocked_consumer(topics, judge_server, tmp_path, "--session-timeout-ms", str(SESSION_TIMEOUT_MS))
+    try:
+        wait_until(
+            lambda: judge_server.stats.chat_requests > SCORED or proc.process.poll() is not None,
+            "the metric's call held",
+        )
+        assert proc.process.poll() is None, f"exited {proc.process.returncode}:\n{proc.log}"
+        written = wait_until(lambda: records_of(topics, SCORED), "the records scored")
+    except BaseException:
+        proc.kill()
+        raise
+
+    proc.terminate()
+    try:
+        code = proc.process.wait(BOUND_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"still stopping {BOUND_S:g}s after SIGTERM:\n{proc.log}")
+    proc.wait()  # the rest of its log
+    assert code == 0, proc.log
+    assert "Traceback" not in proc.log, proc.log
+    [said] = [line for line in proc.lines if "did not end the judges' loop" in line]
+    assert "stopping: cancelling the judge calls did not end the judges' loop within " in said, said
+    assert "what --stop-timeout 10s left this step: a call blocks it" in said, said
+    assert (
+        "left behind with 1 interaction it was scoring, not committed: the next start reads and scores it "
+        "again (at least once, nothing lost)"
+    ) in said, said
+
+    # The member left the group at its stop: none is left to wait out the session timeout.
+    assert group_members(topics.bootstrap, topics.group) == [], "the stopped member is still in the group"
+    scored = {EvaluationRecord.model_validate_json(m.value).trace_id for m in written}
+    assert len(scored) == SCORED
+    first_unscored = min(m.offset for m in spans if not trace_ids([m]) <= scored)
+    assert committed(topics.bootstrap, topics.group, topics.spans) == {0: first_unscored}, proc.log
+
+    # The group's next member gets the partition at once, and reads only what was not committed.
+    member = GuardedMember(
+        KafkaConsumer(
+            bootstrap_servers=topics.bootstrap, group_id=topics.group, enable_auto_commit=False,
+            auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+        ),
+        topics.spans,
+    )  # fmt: skip
+    try:
+        [end] = end_offsets(topics.bootstrap, topics.spans).values()
+        read: list[ConsumerRecord] = []
+
+        def to_the_end() -> bool:
+            read.extend(message for messages in member.poll(200).values() for message in messages)
+            return bool(read) and read[-1].offset >= end - 1
+
+        # Half the session timeout: a member that had not left would hold the partition for all of it.
+        wait_until(to_the_end, "the next member to read the partition", timeout_s=SESSION_TIMEOUT_MS / 2000)
+    finally:
+        member.close()
+    assert len(read) == end - first_unscored
+    # Every trace not scored is read again (spans of a scored one among them are skipped by the handover the
+    # commit carries, which a raw member does not read).
+    assert trace_ids(read) >= trace_ids(spans) - scored, "nothing lost"
