@@ -97,8 +97,11 @@ def group_members(bootstrap: str, group: str) -> list[object]:
 
 
 def test_a_stop_with_a_judge_call_blocking_the_scoring_loop_commits_what_was_scored_and_leaves_the_group(
-    topics: Topics, judge_server: GatedJudgeServer, tmp_path: Path
+    topics: Topics, judge_server: GatedJudgeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A message per trace (the app's exporter; by default one per partition and export, all five traces in
+    # one): the committed offset then moves past each trace scored.
+    monkeypatch.setenv("TRACESCORE_KAFKA__TRACE_MESSAGES", "per_trace")
     admin = KafkaAdminClient(bootstrap_servers=topics.bootstrap)
     admin.create_topics([NewTopic(topics.spans, 1, 1)])  # one partition: "what was committed" is one offset
     admin.close()
@@ -139,6 +142,7 @@ def test_a_stop_with_a_judge_call_blocking_the_scoring_loop_commits_what_was_sco
     scored = {EvaluationRecord.model_validate_json(m.value).trace_id for m in written}
     assert len(scored) == SCORED
     first_unscored = min(m.offset for m in spans if not trace_ids([m]) <= scored)
+    assert first_unscored > 0, "the traces scored come first on the partition"
     assert committed(topics.bootstrap, topics.group, topics.spans) == {0: first_unscored}, proc.log
 
     # The group's next member gets the partition at once, and reads only what was not committed.
