@@ -26,10 +26,13 @@ def test_every_step_waiting_all_it_may_ends_the_stop_within_its_budget() -> None
     assert drain_until == signal_at + 35.0 and why == "what --stop-timeout 50s left the drain"
     clock.now = drain_until  # the judge call never answered
     assert plan.broker_call() == 0.0, "no broker call of the loop past the drain's share"
-    for step in (plan.acknowledgements, plan.last_commit, plan.producer_close, plan.leaving):
+    # A call blocks the judges' loop (cancelling it waits in vain), and the broker is gone: each step waits
+    # all it may.
+    steps = (plan.cancelling, plan.acknowledgements, plan.last_commit, plan.producer_close, plan.leaving)
+    for step in steps:
         wait = step()
         assert wait.s > 0, step
-        clock.now += wait.s  # the broker gone: each waits all it may
+        clock.now += wait.s
     assert clock.now == signal_at + 50.0
     assert str(plan.last_commit()) == "0.0s, what --stop-timeout 50s left this step"
     assert str(plan.sinks()) == "0.0s, what --stop-timeout 50s left closing the sinks"  # Phoenix: none
@@ -52,3 +55,16 @@ def test_a_step_with_time_to_spare_keeps_its_own_limit() -> None:
     clock.now += 1.0  # the drain ended early
     assert str(plan.last_commit()) == "2.0s, --close-timeout"
     assert str(plan.acknowledgements()) == "30.0s, --ack-timeout"
+    assert str(plan.cancelling()) == "30.0s, the cancel's own limit"
+
+
+def test_cancelling_the_judge_calls_after_a_drain_that_ran_out_takes_half_of_the_acknowledgements_share() -> (
+    None
+):
+    clock = Clock()
+    plan = StopPlan(ConsumerSettings(), clock)
+    plan.start()
+    clock.now = plan.drain_deadline()[0]
+    assert str(plan.cancelling()) == "2.5s, what --stop-timeout 50s left this step"
+    clock.now += 2.5  # a call blocks the judges' loop
+    assert str(plan.acknowledgements()) == "2.5s, what --stop-timeout 50s left this step"

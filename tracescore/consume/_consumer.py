@@ -29,6 +29,7 @@ from tracescore._kafka import (
     lag,
     protocol_checked,
 )
+from tracescore._plural import counted
 from tracescore._service import AwaitedInputs, GroupLook, OverdueExit, client_id
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
@@ -45,6 +46,7 @@ from tracescore.consume._scoring import ScoringWorker
 from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats, StatusLine
+from tracescore.consume._stopping import Wait
 from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, RecordSink
 from tracescore.model import EvaluationRecord
 from tracescore.sample import SamplingPolicy
@@ -233,7 +235,9 @@ class EvaluationConsumer:
             self._members.close()
         self._rebalancing.closing(failed=failed)  # the revoke on close commits; nothing is left to score
         with plan.budget.waiting("the judges (cancelling the calls still running)"):
-            worker.close()
+            cancelling = plan.cancelling()
+            if not worker.close(cancelling.s):
+                self._abandon(cancelling)
         if self._policy is not None:
             self._policy.save()  # the cascade's learned suspicion models, when a state path is set
         self._outputs.finish(plan.acknowledgements())
@@ -249,6 +253,22 @@ class EvaluationConsumer:
         self._rebalancing.leave_group(plan.leaving())
         with plan.budget.waiting("the sinks (closing them)"):
             self._outputs.close(plan.sinks())  # last, with what the budget has left
+
+    def _abandon(self, cancelling: Wait) -> None:
+        """The judges' loop did not end when cancelled: a call blocks it (a metric's async function making a
+        blocking call, a judge call stuck in C code) and no wait ends that. The stop goes on without it, so
+        its last steps run (the outputs of what was scored, the last commit, leaving the group); what the
+        loop was scoring never finishes, so it is not committed and is read again."""
+        running = self._judging.running
+        _log.warning(
+            "stopping: cancelling the judge calls did not end the judges' loop within %s: a call blocks it "
+            "(a metric's async function that makes a blocking call, or a call no cancel interrupts); left "
+            "behind with %s it was scoring, not committed: the next start reads and scores %s again (at "
+            "least once, nothing lost)",
+            cancelling,
+            counted(running, "interaction"),
+            "it" if running == 1 else "them",
+        )
 
     def _connect(self) -> None:
         self._consumer, self._producer = connect(self.settings, self._consumer, self._producer)

@@ -1,11 +1,14 @@
 """How a stop of `tracescore consume` spends its one budget, `stop_timeout_s` counted from the signal:
 
-    drain (judge calls being scored) -> acknowledgements of the outputs sent -> the last commit
-        -> closing the producer, leaving the group -> closing the other sinks (Phoenix), with what is left
+    drain (judge calls being scored) -> cancelling the judge calls left -> acknowledgements of the outputs
+        sent -> the last commit -> closing the producer, leaving the group -> closing the other sinks
+        (Phoenix), with what is left
 
 Each step waits at most its own limit (`drain_timeout_s`, `ack_timeout_s`, `close_timeout_s`) and never into
 what the steps after it are kept: a tenth of the budget each (at most `close_timeout_s`), half of it for the
-producer and half for leaving the group. With the broker up every later step takes well under a second; with
+producer and half for leaving the group; cancelling the judge calls shares the acknowledgements' (half of it
+at most when the drain took all it may: a cancel takes milliseconds unless a call blocks the judges' loop,
+and then no wait ends it). With the broker up every later step takes well under a second; with
 it gone each gives up at its share, says what it leaves for the next start, and the stop ends within the
 budget. The budget is the service base's `StopBudget` (alert and conversations spend theirs in
 _service/_loop.py).
@@ -19,11 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracescore._service import BROKER_WAIT_S, StopBudget
+from tracescore.consume._scoring import CLOSE_S
 from tracescore.consume._settings import ConsumerSettings
 
 __all__ = ["StopPlan", "Wait"]
 
-_LATER_STEPS = 3  # after the drain: the acknowledgements, the last commit, the producer and leaving the group
+# After the drain: cancelling the judge calls left with the acknowledgements, the last commit, the producer
+# and leaving the group.
+_LATER_STEPS = 3
 _STEP_SHARE = 0.1  # of the budget, kept for each later step (at most close_timeout_s)
 
 
@@ -66,6 +72,11 @@ class StopPlan:
         """A broker call of the loop (a periodic commit, reading a handover): BROKER_WAIT_S, and while the
         stop drains no longer than the drain may last."""
         return self.budget.until(BROKER_WAIT_S, keep_s=_LATER_STEPS * self._step_s)
+
+    def cancelling(self) -> Wait:
+        """Cancelling the judge calls the drain left (ScoringWorker.close): at most CLOSE_S, and half of the
+        acknowledgements' share once the drain took all of its own."""
+        return self._wait(CLOSE_S, "the cancel's own limit", (_LATER_STEPS - 0.5) * self._step_s)
 
     def acknowledgements(self) -> Wait:
         return self._wait(self._settings.ack_timeout_s, "--ack-timeout", 2 * self._step_s)
