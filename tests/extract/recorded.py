@@ -71,6 +71,11 @@ EXPECTED = {
     "openllmetry_vector_db/qdrant_faithful": ("skip", ExtractSkip.EMPTY_CONTEXT),
     "openllmetry_vector_db/chroma_request": ("interaction", "genai"),
     "openllmetry_vector_db": ("interaction", "openllmetry"),
+    # The same app under OpenLIT: its chroma and qdrant spans (`vectordb`) record no result's text (Chroma's
+    # how many rows came back): read from the prompt's label, else skipped saying so.
+    "openlit_vector_db/chroma_labelled": ("interaction", "genai"),
+    "openlit_vector_db/qdrant_labelled": ("interaction", "genai"),
+    "openlit_vector_db": ("skip", ExtractSkip.EMPTY_CONTEXT),
     # LiteLLM's own OTel callback writes GenAI messages (a tool message's result as text parts): read by OTel
     # GenAI, the documents from the prompt's label or the tool messages; pasted with no label, never split.
     "litellm_otel/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),

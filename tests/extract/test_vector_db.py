@@ -1,6 +1,7 @@
 """A RAG app with no framework: the app queries a vector database with its client and hands what it got to
 its chat call. What OpenLLMetry's database instrumentations recorded of the results (Chroma's texts, Qdrant's
-nothing) is what the call is judged against, and where they recorded no text the skip says why."""
+nothing) is what the call is judged against, and where they recorded no text (OpenLIT's never do) the skip
+says why."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ SOURCE = "openllmetry_vector_db"
 DOCUMENT = "db.query.result.document"
 
 
-def recording(scenario: str) -> Recording:
-    [found] = [r for r in recordings() if r.source == SOURCE and r.scenario == scenario]
+OPENLIT = "openlit_vector_db"
+
+
+def recording(scenario: str, source: str = SOURCE) -> Recording:
+    [found] = [r for r in recordings() if r.source == source and r.scenario == scenario]
     return found
 
 
@@ -86,3 +90,18 @@ def test_a_qdrant_app_that_labels_its_documents_is_read_from_its_prompt_with_no_
     [interaction] = extracted(spans_of(recording("qdrant_labelled_faithful"))).interactions
     assert {s.kind for s in interaction.context_sources} == {ContextSourceKind.INSTRUCTIONS}
     assert interaction.context_notes == ()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "recorded"),
+    [
+        ("chroma_faithful", "the chroma query 'GET aurora_docs' recorded that it returned 3 rows"),
+        ("chroma_request_unfaithful", "the chroma query 'GET aurora_docs' recorded that it returned 3 rows"),
+        ("qdrant_faithful", "the qdrant query 'QUERY unknown' recorded none of their texts"),
+    ],
+)
+def test_openlit_records_no_result_text_and_the_skip_says_so(scenario: str, recorded: str) -> None:
+    [skip] = extracted(spans_of(recording(scenario, OPENLIT))).skips
+    assert skip.reason == ExtractSkip.EMPTY_CONTEXT
+    assert recorded in skip.detail
+    assert "OpenLIT's vector database instrumentations write none" in skip.detail

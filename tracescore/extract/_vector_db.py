@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tracescore import semconv
 from tracescore.extract._convention import Reading
 from tracescore.extract._tools import ran_between
 from tracescore.model import ContextSourceKind, DecodedSpan
@@ -24,7 +25,7 @@ __all__ = ["VectorDB"]
 
 
 class VectorDB:
-    """The keys of OpenLLMetry's vector database instrumentations, and their readers."""
+    """The keys of OpenLLMetry's and OpenLIT's vector database instrumentations, and their readers."""
 
     SYSTEM = "db.system"  # the vendor: `chroma`, `Qdrant`, `pinecone`
     RESULT_EVENT = "db.query.result"
@@ -34,18 +35,26 @@ class VectorDB:
     # producer's `db.vector.query.top_k` (Spring AI's vector store) is its own adapter's.
     SCOPE = "opentelemetry.instrumentation."
     CHROMA = "chroma"
-    RECORD_THEM = (
-        "record the texts the app hands the model with @task(name='retrieve') around its search, or put them "
-        "under a label in the prompt (Context:)"
-    )
+    # OpenLIT's: a `vectordb` operation, the vendor in `db.system.name`, how many rows came back.
+    OPENLIT_OPERATION = "vectordb"
+    SYSTEM_NAME = "db.system.name"
+    RETURNED_ROWS = "db.response.returned_rows"
+    LABEL_THEM = "put the texts the app hands the model under a label in the prompt (Context:)"
+    TRACELOOP_FIX = f"record them with @task(name='retrieve') around the app's search, or {LABEL_THEM}"
+    OPENLIT_FIX = f"{LABEL_THEM}, or record the retrieval with tracescore's @tracescore.rag"
 
     @classmethod
     def is_query(cls, span: DecodedSpan) -> bool:
-        """A query whose results were recorded as events, or one of traceloop's that asked for the top k."""
+        """A query whose results were recorded as events, or one of traceloop's or OpenLIT's that asked for
+        the top k (and recorded none)."""
         if any(event.name == cls.RESULT_EVENT for event in span.events):
             return True
         attrs = span.attributes
-        return cls.TOP_K in attrs and cls.SYSTEM in attrs and span.scope_name.startswith(cls.SCOPE)
+        if cls.TOP_K not in attrs:
+            return False
+        if attrs.get(semconv.GEN_AI_OPERATION_NAME) == cls.OPENLIT_OPERATION:
+            return True
+        return cls.SYSTEM in attrs and span.scope_name.startswith(cls.SCOPE)
 
     @classmethod
     def documents(cls, span: DecodedSpan) -> list[str]:
@@ -72,17 +81,25 @@ class VectorDB:
     def no_text(cls, span: DecodedSpan) -> str:
         """Why a query added no document: what its instrumentation recorded, and the setting that records
         the text where there is one."""
-        vendor = span.attributes.get(cls.SYSTEM) or "vector database"
+        attrs = span.attributes
+        if attrs.get(semconv.GEN_AI_OPERATION_NAME) == cls.OPENLIT_OPERATION:
+            vendor, rows = attrs.get(cls.SYSTEM_NAME) or "vector database", attrs.get(cls.RETURNED_ROWS)
+            returned = f"that it returned {rows} rows ({cls.RETURNED_ROWS}) and " if rows is not None else ""
+            return (
+                f"the {vendor} query {span.name!r} recorded {returned}none of their texts (OpenLIT's vector "
+                f"database instrumentations write none, and no setting makes them): {cls.OPENLIT_FIX}"
+            )
+        vendor = attrs.get(cls.SYSTEM) or "vector database"
         results = sum(event.name == cls.RESULT_EVENT for event in span.events)
         if not results:
             return (
                 f"the {vendor} query {span.name!r} recorded none of its results, only {cls.TOP_K} (its "
-                f"OpenLLMetry instrumentation writes none, and no setting makes it): {cls.RECORD_THEM}"
+                f"OpenLLMetry instrumentation writes none, and no setting makes it): {cls.TRACELOOP_FIX}"
             )
         if vendor == cls.CHROMA:
             fix = "the query's include= left out 'documents', which records them"
         else:
-            fix = f"its OpenLLMetry instrumentation writes none, and no setting makes it: {cls.RECORD_THEM}"
+            fix = f"its OpenLLMetry instrumentation writes none, and no setting makes it: {cls.TRACELOOP_FIX}"
         return (
             f"the {vendor} query {span.name!r} recorded {results} result(s) as {cls.RESULT_EVENT} events "
             f"with no {cls.RESULT_DOCUMENT} (ids and metadata only): {fix}"
