@@ -63,6 +63,19 @@ EXPECTED = {
     "openinference_openai_stuffed": ("interaction", "openinference"),
     "openllmetry_openai_stuffed/unlabelled": ("skip", ExtractSkip.NO_RETRIEVAL),
     "openllmetry_openai_stuffed": ("interaction", "openllmetry"),
+    # A RAG app with no framework: the app queries a vector database with its client and hands the results
+    # to one chat call. traceloop's chromadb instrumentation records each result's text (db.query.result
+    # events): the documents, whether the prompt names them or not, of the workflow or, under the app's own
+    # request span, of the chat call after the query (read by OTel GenAI). Its qdrant one records no result:
+    # read from the prompt's label, else skipped saying so.
+    "openllmetry_vector_db/qdrant_faithful": ("skip", ExtractSkip.EMPTY_CONTEXT),
+    "openllmetry_vector_db/chroma_request": ("interaction", "genai"),
+    "openllmetry_vector_db": ("interaction", "openllmetry"),
+    # The same app under OpenLIT: its chroma and qdrant spans (`vectordb`) record no result's text (Chroma's
+    # how many rows came back): read from the prompt's label, else skipped saying so.
+    "openlit_vector_db/chroma_labelled": ("interaction", "genai"),
+    "openlit_vector_db/qdrant_labelled": ("interaction", "genai"),
+    "openlit_vector_db": ("skip", ExtractSkip.EMPTY_CONTEXT),
     # LiteLLM's own OTel callback writes GenAI messages (a tool message's result as text parts): read by OTel
     # GenAI, the documents from the prompt's label or the tool messages; pasted with no label, never split.
     "litellm_otel/unlabelled": ("skip", ExtractSkip.EMPTY_CONTEXT),

@@ -5,8 +5,9 @@ The interaction is the outermost `invoke_workflow` / `invoke_agent` span, or wit
 that answers after it). The question is the last user message of `gen_ai.input.messages` (of the first chat
 call when the agent span has none: Pydantic AI), the answer the assistant text of `gen_ai.output.messages`
 (else the last chat call's). The documents come from `retrieval` spans (`gen_ai.retrieval.documents`) and
-`execute_tool` spans (`gen_ai.tool.call.result`) below the interaction or beside a chat span; without a tool
-span that recorded its result, from the tool results passed to the last chat call; after them, the tool
+`execute_tool` spans (`gen_ai.tool.call.result`) below the interaction or beside a chat span, and the texts
+of a vector database query the app made beside a chat call before it (OpenLLMetry's `_vector_db`); without a
+tool span that recorded its result, from the tool results passed to the last chat call; after them, the tool
 results of the conversation's earlier turns in `gen_ai.input.messages`. System instructions are never read as
 documents. A chat span without the messages attributes is read from the OpenAI request and response JSON
 that Pydantic Logfire's first span format writes (`request_data.messages`, `response_data.message`). Messages
@@ -33,6 +34,7 @@ from tracescore.extract._read import (
     parse_json,
     user_text,
 )
+from tracescore.extract._vector_db import VectorDB
 from tracescore.model import RESPONSE_ID_PREFIX, ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["GenAI"]
@@ -184,20 +186,25 @@ class GenAI(Convention):
         retrievals = [s for s in around if self.is_retrieval(s)]
         tools = reading.loop_tools([s for s in around if self.is_tool(s)])
         chats = reading.loop_llms([s for s in around if self.is_llm(s)])
+        # The app's own queries of a vector database's client (`_vector_db`), before the answering call.
+        queries = VectorDB.ran_before(around, reading.since, chats[-1]) if chats else []
         return reading.found(
-            retrievals=[(span, ContextSourceKind.RETRIEVER) for span in retrievals],
+            retrievals=[(span, ContextSourceKind.RETRIEVER) for span in (*retrievals, *queries)],
             # A retrieval the workflow made itself; a tool's is the model's search, not the question.
             asked=not_inside(trace, retrievals, anchor, self.is_tool),
             tools=tools,
             llms=chats,
             answering=not_inside(trace, chats, anchor, self.is_tool),
-            sources=[*retrievals, *chats, *tools],
+            sources=[*retrievals, *queries, *chats, *tools],
         )
 
     def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         return documents_of(span.attributes.get(self.RETRIEVAL_DOCUMENTS))
 
     def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
+        if VectorDB.is_query(span):
+            VectorDB.read(reading, span)
+            return
         documents = self.documents(span, kind) or []
         reading.contexts.add(span, kind, documents)
         count = span.attributes.get(self.RETRIEVAL_DOCUMENT_COUNT)
@@ -223,6 +230,8 @@ class GenAI(Convention):
         return message_prompt(self._input_messages(span), span.attributes.get(self.SYSTEM_INSTRUCTIONS))
 
     def no_documents_note(self, reading: Reading) -> str | None:
+        if (silent := VectorDB.no_documents_note(reading)) is not None:
+            return silent
         if any(self.SYSTEM_INSTRUCTIONS in s.attributes for s in (reading.anchor, *reading.llms)):
             return unlabelled_note(self.SYSTEM_INSTRUCTIONS)
         return None

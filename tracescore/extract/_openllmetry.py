@@ -4,7 +4,10 @@ The interaction is the outermost `workflow` (or `agent`) span: the question is r
 `traceloop.entity.input` (the decorated function's arguments as JSON), the answer from its
 `traceloop.entity.output`, or else from the last LLM completion (`gen_ai.completion.0.content`). Documents
 come from the retrieval tasks below it: a task whose name says it retrieves (retrieve, search, ...) and whose
-output is a list of documents, and `tool` spans (any result: one not document-like is one context, noted);
+output is a list of documents, the texts a vector database's client returned to the app before the answering
+LLM call (traceloop's chromadb instrumentation's `db.query.result` events, `_vector_db`; a query that recorded
+none, as its qdrant one, says so when nothing else gave a document), and `tool` spans (any result: one not
+document-like is one context, noted);
 without tool spans, tool messages passed to the last LLM call; after them, the earlier turns' tool messages in
 its input. LLM spans are read in both forms traceloop
 has written: `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` (before 0.5x) and `gen_ai.input.messages` /
@@ -58,6 +61,7 @@ from tracescore.extract._read import (
     parse_json,
     question_text,
 )
+from tracescore.extract._vector_db import VectorDB
 from tracescore.model import ContextSourceKind, DecodedSpan, Trace
 
 __all__ = ["OpenLLMetry"]
@@ -230,16 +234,24 @@ class OpenLLMetry(Convention):
         tool_spans = [s for s in around if self.is_tool(s)]
         tools = [s for s in tool_spans if not any(s is r for r in retrievals)]
         llms = [s for s in around if self.is_llm(s)]
+        # The app's own queries of a vector database's client (`_vector_db`), before the answering call.
+        queries = VectorDB.ran_before(around, reading.since, llms[-1]) if llms else []
         return reading.found(
-            retrievals=[(span, ContextSourceKind.RETRIEVER) for span in retrievals],
+            retrievals=[(span, ContextSourceKind.RETRIEVER) for span in (*retrievals, *queries)],
             # A retrieval task's query; a tool's arguments are the model's search, not the question.
             asked=not_inside(trace, [r for r in retrievals if not self.is_tool(r)], anchor, self.is_tool),
             tools=tool_spans,
             tool_results=tools,
             llms=llms,
             answering=not_inside(trace, llms, anchor, self.is_tool),
-            sources=[*retrievals, *tools, *llms],
+            sources=[*retrievals, *queries, *tools, *llms],
         )
+
+    def read_retrieval(self, reading: Reading, span: DecodedSpan, kind: ContextSourceKind) -> None:
+        if VectorDB.is_query(span):
+            VectorDB.read(reading, span)
+        else:
+            super().read_retrieval(reading, span, kind)
 
     def documents(self, span: DecodedSpan, kind: ContextSourceKind) -> list[str] | None:
         return documents_of(span.attributes.get(self.ENTITY_OUTPUT))
@@ -283,6 +295,9 @@ class OpenLLMetry(Convention):
             return str(completions[-1])
         messages = llm.attributes.get(self.OUTPUT_MESSAGES)
         return assistant_text(messages) if messages is not None else None
+
+    def no_documents_note(self, reading: Reading) -> str | None:
+        return VectorDB.no_documents_note(reading)
 
     def more_conversation(self, reading: Reading) -> tuple[str | None, str | None]:
         """The association properties, where the standard keys name no session or user."""
