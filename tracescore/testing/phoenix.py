@@ -18,8 +18,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -107,12 +109,17 @@ def _text(output: bytes | str | None) -> str:
 
 @dataclass
 class PhoenixServer:
-    """One `phoenix serve` process. Use as a context manager, or start()/stop()."""
+    """One `phoenix serve` process. Use as a context manager, or start()/stop().
+
+    `spawn` starts the process: `subprocess.Popen` unless given (a callable taking Popen's arguments and
+    returning what quacks like one: the test suite forks Phoenix from an interpreter that already imported it,
+    tests/_phoenix_zygote.py)."""
 
     working_dir: Path | None = None
     version: str = PHOENIX_VERSION
     port: int = field(default_factory=free_port)
     grpc_port: int = field(default_factory=free_port)
+    spawn: Callable[..., Any] | None = field(default=None, repr=False)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _owns_working_dir: bool = field(default=False, init=False)
     _guard: Guard | None = field(default=None, init=False)
@@ -140,7 +147,7 @@ class PhoenixServer:
             self._owns_working_dir = True
         self.working_dir.mkdir(parents=True, exist_ok=True)
         log = (self.working_dir / "phoenix.log").open("wb")
-        self.process = subprocess.Popen(
+        self.process = (self.spawn or subprocess.Popen)(
             [str(executable), "serve"],
             env=self._environment(),
             cwd=self.working_dir,
@@ -187,6 +194,9 @@ class PhoenixServer:
                 "PHOENIX_TELEMETRY_ENABLED": "false",
                 "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
                 "PHOENIX_DISABLE_AGENT_ASSISTANT": "true",
+                # Nor its MCP server at /mcp (built from its whole REST API at every start: ~2 of the ~5
+                # CPU-s a start spends past its imports), which nothing here asks.
+                "PHOENIX_ENABLE_MCP_SERVER": "false",
             }
         )
         return env
