@@ -553,10 +553,13 @@ def run(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     timeout: float | None = None,
+    zygote: Zygote | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(args, capture_output=True, text=True, check=False, ...)` (see `popen`): on the
     timeout the child is killed and waited for, and TimeoutExpired raised."""
-    process = popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = popen(
+        args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, zygote=zygote
+    )
     try:
         out, err = process.communicate(timeout)
     except BaseException:

@@ -40,3 +40,7 @@ def test_a_port_taken_before_phoenix_binds_it_is_chosen_again(phoenix_spawn: Cal
         with PhoenixServer(port=port, spawn=phoenix_spawn) as server:
             assert server.port != port
             assert httpx2.get(f"{server.base_url}/healthz", timeout=5).status_code == 200
+            # The folders Phoenix makes at import, made by the forked server in its own working directory
+            # (tests/_phoenix_zygote.py), as `phoenix serve` started anew makes them.
+            assert server.working_dir is not None
+            assert {"inferences", "trace_datasets", "wasm"} <= {p.name for p in server.working_dir.iterdir()}
