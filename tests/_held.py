@@ -30,6 +30,15 @@ def held(request: pytest.FixtureRequest, start: Callable[[ExitStack], T]) -> T:
     enters what must be stopped into the stack it is given. A start that failed fails every test of the run
     that asks, as a session fixture's does, without trying again."""
     name = request.fixturename
+    if name not in request.node.fixturenames:
+        # Asked for at run time (`request.getfixturevalue`): tests/conftest.py's grouping, which reads the
+        # test's fixtures at collection, did not put the test on the worker holding it, so it would start
+        # another there and hold it to the worker's end (two such Phoenix starts cost a run ~35 CPU-s).
+        pytest.fail(
+            f"{name} asked for with request.getfixturevalue: name it among the test's arguments, so the test "
+            "runs on the worker that holds it (tests/conftest.py)",
+            pytrace=False,
+        )
     if name not in _held:
         with ExitStack() as starting:
             try:

@@ -20,6 +20,10 @@ pool start another zygote for that environment. The zygote stays single-threaded
 socket and one pidfd per child), reaps its children and sends each exit status back; the test's side gets a
 handle that quacks like the `subprocess.Popen` the helpers used (`ZygoteProcess`).
 
+A zygote may run another interpreter (a third-party program's virtualenv: the tests' Phoenix,
+tests/conftest.py) and be given setup code its children run once their environment is set, before their
+code: what the preload computed at import from variables each child sets anew (`set_in_child`), done again.
+
 Nothing is hidden: a zygote that cannot start, or dies, fails the test loudly (its log in the error), and
 the children it left are killed. It ends with its worker: when the worker's end of the socket closes (the
 worker exited, or was killed), the zygote kills the children still running and exits.
@@ -168,8 +172,8 @@ def _serve(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
                 os.close(pidfd)
 
 
-def _become(request: dict[str, Any], fds: list[int]) -> None:
-    """In the child: the process `request` asks for, up to running its code."""
+def _become(request: dict[str, Any], fds: list[int], setup: str) -> None:
+    """In the child: the process `request` asks for, up to running its code (`setup` run first)."""
     os.environ.clear()
     os.environ.update(request["env"])
     for module in RERUN:
@@ -193,6 +197,8 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     else:
         sys.path.insert(0, "")
     sys.argv = [{"module": "-m", "code": "-c"}.get(kind, target), *args]
+    if setup:
+        exec(compile(setup, "<zygote setup>", "exec"), {})
 
 
 def _run(request: dict[str, Any]) -> None:
@@ -314,15 +320,26 @@ def _output(stream: IO[Any], data: bytes) -> str | bytes:
 
 
 class Zygote:
-    """A zygote started with `env` (its interpreter's start and the preload's imports see it), having run the
-    import statements of `preload`."""
+    """A zygote of interpreter `python`, started with `env` (its interpreter's start and the preload's imports
+    see it), having run the import statements of `preload`. Its children run `setup` before their code, which
+    makes the variables `set_in_child` free to differ from the zygote's."""
 
-    def __init__(self, preload: str, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        preload: str,
+        env: Mapping[str, str],
+        *,
+        python: str = sys.executable,
+        setup: str = "",
+        set_in_child: Sequence[str] = (),
+    ) -> None:
         self.env = dict(env)
+        self.python = python
+        self.set_in_child = frozenset(set_in_child)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close)
         self._process = subprocess.Popen(
-            [sys.executable, __file__, str(theirs.fileno())],
+            [python, __file__, str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -336,7 +353,7 @@ class Zygote:
         self._spawning = threading.Lock()
         self._ended = ""
         try:
-            _send(ours, {"preload": preload})
+            _send(ours, {"preload": preload, "setup": setup})
             ours.settimeout(_START_S)
             data, _, _, _ = socket.recv_fds(ours, _MESSAGE, 0)
             ours.settimeout(None)
@@ -361,6 +378,7 @@ class Zygote:
         """The variables a child with `env` would see differently from what its zygote's start and imports saw
         (not those read only by modules run again in the child)."""
         keys = {k for k, modules in self.read_at_import.items() if not set(modules) <= set(RERUN)}
+        keys -= self.set_in_child
         keys |= {k for k in {*env, *self.env} if k.startswith("PYTHON")}
         return sorted(k for k in keys if env.get(k) != self.env.get(k))
 
@@ -481,11 +499,12 @@ def popen(
     stderr: Any = None,
     text: bool = False,
     start_new_session: bool = False,
+    zygote: Zygote | None = None,
 ) -> ZygoteProcess:
     """`subprocess.Popen(args, ...)` for `[sys.executable, "-m" | "-c" | <script>, ...]`, forked from this
-    worker's zygote of the service preload. stdin/stdout/stderr: None (the worker's), DEVNULL, PIPE, STDOUT
-    (stderr only), a file or an fd."""
-    if args[0] != sys.executable:
+    worker's zygote of the service preload (or from `zygote`, `args[0]` its interpreter). stdin/stdout/stderr:
+    None (the worker's), DEVNULL, PIPE, STDOUT (stderr only), a file or an fd."""
+    if args[0] != (zygote.python if zygote else sys.executable):
         raise ValueError(f"not this interpreter: {args}")
     if args[1] in _PREFIX_KINDS:
         kind, target, rest = _PREFIX_KINDS[args[1]], args[2], list(args[3:])
@@ -508,7 +527,7 @@ def popen(
         else:
             fds.append(_fd(stream, default, opened))
     try:
-        pid, exit = _zygote_for(full_env).spawn(
+        pid, exit = (zygote or _zygote_for(full_env)).spawn(
             kind,
             target,
             rest,
@@ -534,10 +553,13 @@ def run(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     timeout: float | None = None,
+    zygote: Zygote | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(args, capture_output=True, text=True, check=False, ...)` (see `popen`): on the
     timeout the child is killed and waited for, and TimeoutExpired raised."""
-    process = popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = popen(
+        args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, zygote=zygote
+    )
     try:
         out, err = process.communicate(timeout)
     except BaseException:
@@ -557,13 +579,13 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _channel = socket.socket(fileno=int(sys.argv[1]))
-    _first, _, _, _ = socket.recv_fds(_channel, _MESSAGE, 0)
-    _reads = _preload(json.loads(_first)["preload"])
+    _first = json.loads(socket.recv_fds(_channel, _MESSAGE, 0)[0])
+    _reads = _preload(_first["preload"])
     _send(_channel, {"reads": _reads})
     _job = _serve(_channel)
     if _job is None:
         sys.exit(0)
-    _become(*_job)
+    _become(*_job, _first["setup"])
     _request = _job[0]
     del _channel, _first, _reads, _job
     _run(_request)

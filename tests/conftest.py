@@ -17,7 +17,13 @@ so a session fixture is started once per worker that needs it.
   no other worker's server takes it meanwhile (a port found free and let go may be taken).
 - `phoenix_server`: a real Arize Phoenix. Expensive to start, so every test that uses it runs on one worker
   (the grouping below), which starts it once; held while those tests run and stopped after the last
-  (tests/_held.py), not left idling to the run's end.
+  (tests/_held.py), not left idling to the run's end. A test asking for it dynamically
+  (`request.getfixturevalue`) is not seen by the grouping and would start another on its worker: name it.
+- `phoenix_spawn`: for a test that stops, restarts or freezes a Phoenix, which starts its own with
+  `PhoenixServer(spawn=phoenix_spawn)`: forked from a zygote that imported Phoenix once
+  (tests/_phoenix_zygote.py: ~4 CPU-s a server against ~13 for `phoenix serve` started anew). Those tests run
+  on one worker (not the shared Phoenix's: each group takes minutes), which starts the zygote once, held as
+  Phoenix is.
 
 The grouping (`xdist_group`, set here so no test file has to know): tests that share a module- or
 class-scoped fixture run on one worker, so the fixture starts once; tests using a fixture in
@@ -39,10 +45,11 @@ import socket
 import tempfile
 import threading
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import pytest
 from _held import held, release_unused
@@ -57,7 +64,7 @@ pytest_plugins = ("_cpu_plugin",)  # per-test CPU, when TRACESCORE_TEST_CPU is s
 # Fixtures that take seconds to start and are used by a handful of tests: their tests share one worker
 # rather than each worker starting its own, and come one after another there, so a fixture held while they
 # run (tests/_held.py) starts once.
-ONE_WORKER_FIXTURES = ("phoenix_server", "prometheus_stack")
+ONE_WORKER_FIXTURES = ("phoenix_server", "phoenix_spawn", "prometheus_stack")
 # A test whose fixtures start or use a broker (directly or through another fixture).
 BROKER_FIXTURES = frozenset({"kafka_broker", "own_broker"})
 # Scheduled first, right after those groups, the longest first: the tests that take half a minute or more on a
@@ -291,6 +298,14 @@ def own_broker() -> Iterator[KafkaBroker]:
     up and answering for the other tests of every worker)."""
     with KafkaBroker() as broker:
         yield broker
+
+
+@pytest.fixture
+def phoenix_spawn(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """`PhoenixServer`'s `spawn` for this worker's Phoenix servers (tests/_phoenix_zygote.py)."""
+    from _phoenix_zygote import phoenix_spawn  # imported here: the suites of own_suite copy no such module
+
+    return held(request, phoenix_spawn)
 
 
 @pytest.fixture

@@ -84,3 +84,20 @@ def test_a_held_fixture_stops_after_its_last_test_and_before_the_session_fixture
         "server down",  # the last test's: before the session fixture it uses
         "broker down",
     ]
+
+
+def test_a_held_fixture_asked_for_at_run_time_fails_the_test_saying_to_name_it(tmp_path: Path) -> None:
+    """The grouping reads a test's fixtures at collection: a held fixture asked for with
+    request.getfixturevalue would start on whichever worker runs the test, and idle there to its end."""
+    test = (
+        RUN.split("def test_1")[0] + "\n\ndef test_dynamic(request):\n    request.getfixturevalue('server')\n"
+    )
+    suite = own_suite(tmp_path, test)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(suite)],
+        cwd=tmp_path, env={**os.environ, "EVENTS": str(tmp_path / "events")},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
+    assert "server asked for with request.getfixturevalue: name it among the test's arguments" in done.stdout
+    assert "server up" not in (tmp_path / "events").read_text()

@@ -158,6 +158,27 @@ def test_a_child_that_the_imports_would_see_differently_gets_another_zygote() ->
         zygote.close()
 
 
+def test_a_childs_setup_redoes_what_the_preload_read_of_the_variables_it_sets_anew(tmp_path: Path) -> None:
+    """A module that keeps a variable read at import (as Phoenix's config keeps its working directory):
+    the setup computes it again in the child, so that variable may differ from the zygote's, no other."""
+    (tmp_path / "kept.py").write_text("import os\nFOLDER = os.environ['KEPT_FOLDER']\n")
+    env = {**ENV, "PYTHONPATH": f"{tmp_path}:{REPO}", "KEPT_FOLDER": "the zygote's"}
+    setup = "import os, kept; kept.FOLDER = os.environ['KEPT_FOLDER']"
+    zygote = Zygote("import kept", env, setup=setup, set_in_child=["KEPT_FOLDER"])
+    try:
+        assert zygote.differs({**env, "KEPT_FOLDER": "the child's"}) == []
+        assert zygote.differs({**env, "PYTHONPATH": str(REPO)}) == ["PYTHONPATH"]
+        with (tmp_path / "out").open("wb") as out:
+            child_env = {**env, "KEPT_FOLDER": "the child's"}
+            _, end = zygote.spawn(
+                "code", "import kept; print(kept.FOLDER)", [], env=child_env, fds=(0, out.fileno(), 2)
+            )
+        assert end.done.wait(60) and end.returncode == 0
+    finally:
+        zygote.close()
+    assert (tmp_path / "out").read_text() == "the child's\n"
+
+
 def test_the_zygote_ends_with_its_worker_and_its_children_with_it(tmp_path: Path) -> None:
     """A worker killed outright (SIGKILL: no teardown, no atexit): its zygote sees its socket close, kills
     the child it had running and exits."""

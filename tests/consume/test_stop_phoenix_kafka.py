@@ -12,8 +12,9 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _helpers import paused, wait_until
@@ -136,10 +137,10 @@ def test_a_stop_while_phoenix_is_slow_but_accepting_ends_within_the_budget_count
 
 
 def test_a_stop_while_phoenix_hangs_ends_within_the_budget_counting_what_was_not_posted(
-    topics: Topics, tmp_path: Path
+    topics: Topics, tmp_path: Path, phoenix_spawn: Callable[..., Any]
 ) -> None:
     run_instrumented_app(topics.bootstrap, topics.spans, APP.format(n=ANSWERS))
-    with PhoenixServer(working_dir=tmp_path / "phoenix") as phoenix:
+    with PhoenixServer(working_dir=tmp_path / "phoenix", spawn=phoenix_spawn) as phoenix:
         assert phoenix.process is not None
         proc = _consumer(topics, phoenix.base_url)
         try:

@@ -26,9 +26,11 @@ import sys
 import textwrap
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import _zygote
 import pytest
 import yaml
 from _helpers import consumer_settings
@@ -159,6 +161,22 @@ def otelcol() -> Path:
     return build_collector()
 
 
+def _app_env(app_settings: dict[str, str] | None = None) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(FIXTURES / "scenarios"), **(app_settings or {})}
+
+
+@pytest.fixture(scope="module")
+def langchain_apps() -> Iterator[_zygote.Zygote]:
+    """The LangChain app's runs forked from one interpreter of its env that ran APP's imports
+    (tests/_zygote.py): ~1.8 CPU-s of imports a run, seven runs in the module. The settings the tests vary
+    (OPENINFERENCE_HIDE_*) are read when the instrumentor is built, in the run, not at import."""
+    app_env = SOURCES["openinference_langchain"]
+    ensure_env(app_env, rebuild=False)
+    zygote = _zygote.Zygote(APP, _app_env(), python=str(app_env.python))
+    yield zygote
+    zygote.close()
+
+
 INGEST = COLLECTORS / "otlp-to-kafka.yaml"
 MAX_MESSAGE_BYTES = yaml.safe_load(INGEST.read_text())["exporters"]["kafka"]["producer"]["max_message_bytes"]
 
@@ -181,11 +199,13 @@ def _through_the_collector(
     shape: str = "retriever",
     app_settings: dict[str, str] | None = None,
     app: tuple[str, str] = ("openinference_langchain", APP),
+    forked_from: _zygote.Zygote | None = None,
 ) -> Run:
     """The app's two runs (a faithful and an unfaithful answer, `documents` retrieved by a retriever, or
     searched and put into the prompt: `shape`) sent to the Collector with `configs`, and what it wrote to the
     spans topic once stopped (it drains its queues on SIGTERM). `app_settings`: the app's environment; `app`:
-    another app (its recorder env's source, its program), run with the scenarios' modules on its path."""
+    another app (its recorder env's source, its program), run with the scenarios' modules on its path;
+    `forked_from`: a zygote of the app's interpreter to fork its process from (`langchain_apps`)."""
     source, program = app
     app_env = SOURCES[source]
     ensure_env(app_env, rebuild=False)
@@ -193,22 +213,16 @@ def _through_the_collector(
     topic = f"{prefix}.spans"
     create_topics(bootstrap, [topic], PARTITIONS)
     collector_env, http_port = ingest_env(bootstrap, topic)
+    command = [str(app_env.python), "-c", textwrap.dedent(program), f"http://127.0.0.1:{http_port}"]
+    command += [str(documents), shape]
     with CollectorProcess(otelcol, configs, collector_env | env, tmp / "otelcol.log") as collector:
-        app = subprocess.run(
-            [
-                str(app_env.python),
-                "-c",
-                textwrap.dedent(program),
-                f"http://127.0.0.1:{http_port}",
-                str(documents),
-                shape,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(FIXTURES / "scenarios"), **(app_settings or {})},
-            check=False,
-        )
+        if forked_from is not None:
+            assert forked_from.python == command[0] and not forked_from.differs(_app_env(app_settings))
+            app = _zygote.run(command, env=_app_env(app_settings), timeout=120, zygote=forked_from)
+        else:
+            app = subprocess.run(
+                command, capture_output=True, text=True, timeout=120, env=_app_env(app_settings), check=False
+            )
         assert app.returncode == 0, app.stderr
         wait_for_records(bootstrap, topic, 2, timeout_s=20)
     return Run(prefix, json.loads(app.stdout.splitlines()[-1]), read_topic(bootstrap, topic), collector.log())
@@ -241,10 +255,12 @@ def _assert_scored(bootstrap: str, run: Run, sources: list[str]) -> None:
 
 
 def test_a_trace_over_kafka_s_message_limit_is_written_in_parts_and_scored(
-    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path, langchain_apps: _zygote.Zygote
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
-    run = _through_the_collector(otelcol, bootstrap, tmp_path, LARGE, [INGEST], {})
+    run = _through_the_collector(
+        otelcol, bootstrap, tmp_path, LARGE, [INGEST], {}, forked_from=langchain_apps
+    )
     assert "exceeds max message size" not in run.collector_log, run.collector_log[-3000:]
 
     by_trace: dict[str, list[int]] = defaultdict(list)
@@ -262,7 +278,7 @@ def test_a_trace_over_kafka_s_message_limit_is_written_in_parts_and_scored(
 
 
 def test_a_pipeline_of_the_backend_s_own_leaves_kafka_every_span(
-    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path, langchain_apps: _zygote.Zygote
 ) -> None:
     """docs/examples/collector_backend.yaml after the ingest config, its backend a file (a third --config,
     merged over it, swaps the OTLP exporter for a file exporter in that pipeline)."""
@@ -270,7 +286,13 @@ def test_a_pipeline_of_the_backend_s_own_leaves_kafka_every_span(
     bootstrap = kafka_broker.bootstrap_servers
     configs = [INGEST, DOCS / "examples" / "collector_backend.yaml", swap]
     run = _through_the_collector(
-        otelcol, bootstrap, tmp_path, 3, configs, {"OTLP_BACKEND_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+        otelcol,
+        bootstrap,
+        tmp_path,
+        3,
+        configs,
+        {"OTLP_BACKEND_ENDPOINT": f"http://127.0.0.1:{free_port()}"},
+        forked_from=langchain_apps,
     )
     in_kafka = {span.span_id for message in run.messages for span in decode_message(message.value)}
     in_backend = {span["spanId"] for span in file_exporter_spans(exported)}
@@ -279,13 +301,15 @@ def test_a_pipeline_of_the_backend_s_own_leaves_kafka_every_span(
 
 
 def test_documents_a_search_put_inline_after_context_in_the_prompt_are_read(
-    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path, langchain_apps: _zygote.Zygote
 ) -> None:
     """LangChain's RAG tutorial: a vector store search outside any Runnable (no RETRIEVER span), its documents
     pasted into LangChain hub's rlm/rag-prompt after "Context: " on the label's line. Read as one document of
     the prompt (docs/integrations/index.md#documents-in-the-prompt); it was skipped as empty_context."""
     bootstrap = kafka_broker.bootstrap_servers
-    run = _through_the_collector(otelcol, bootstrap, tmp_path, 3, [INGEST], {}, shape="prompt")
+    run = _through_the_collector(
+        otelcol, bootstrap, tmp_path, 3, [INGEST], {}, shape="prompt", forked_from=langchain_apps
+    )
     _assert_scored(bootstrap, run, ["prompt"])
 
 
@@ -297,6 +321,7 @@ def test_content_the_instrumentation_hides_is_skipped_naming_the_setting(
     otelcol: Path,
     kafka_broker: KafkaBroker,
     tmp_path: Path,
+    langchain_apps: _zygote.Zygote,
     caplog: pytest.LogCaptureFixture,
     setting: str,
     shape: str,
@@ -307,7 +332,15 @@ def test_content_the_instrumentation_hides_is_skipped_naming_the_setting(
     faithful whatever the model said), or as the documents (every answer flagged)."""
     bootstrap = kafka_broker.bootstrap_servers
     run = _through_the_collector(
-        otelcol, bootstrap, tmp_path, 3, [INGEST], {}, shape=shape, app_settings={setting: "true"}
+        otelcol,
+        bootstrap,
+        tmp_path,
+        3,
+        [INGEST],
+        {},
+        shape=shape,
+        app_settings={setting: "true"},
+        forked_from=langchain_apps,
     )
     seen, stats = _consume(bootstrap, run)
     assert seen == []
@@ -317,25 +350,29 @@ def test_content_the_instrumentation_hides_is_skipped_naming_the_setting(
 
 
 def test_documents_the_instrumentation_hides_are_never_judged_as_text(
-    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path, langchain_apps: _zygote.Zygote
 ) -> None:
     """OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS masks the retriever's documents: the faithful answer was
     flagged, judged against `__REDACTED__`. The documents the app also put into its prompt, under a label, are
     read."""
     bootstrap = kafka_broker.bootstrap_servers
     hide = {"OPENINFERENCE_HIDE_RETRIEVAL_DOCUMENTS": "true"}
-    run = _through_the_collector(otelcol, bootstrap, tmp_path, 3, [INGEST], {}, app_settings=hide)
+    run = _through_the_collector(
+        otelcol, bootstrap, tmp_path, 3, [INGEST], {}, app_settings=hide, forked_from=langchain_apps
+    )
     _assert_scored(bootstrap, run, ["instructions"])
 
 
 def test_a_question_the_instrumentation_hides_is_judged_without_it(
-    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path
+    otelcol: Path, kafka_broker: KafkaBroker, tmp_path: Path, langchain_apps: _zygote.Zygote
 ) -> None:
     """OPENINFERENCE_HIDE_INPUTS masks `input.value` and leaves the model's input messages out: faithfulness
     is judged without the question, the record saying so (the mask was read as the question)."""
     bootstrap = kafka_broker.bootstrap_servers
     hide = {"OPENINFERENCE_HIDE_INPUTS": "true"}
-    run = _through_the_collector(otelcol, bootstrap, tmp_path, 3, [INGEST], {}, app_settings=hide)
+    run = _through_the_collector(
+        otelcol, bootstrap, tmp_path, 3, [INGEST], {}, app_settings=hide, forked_from=langchain_apps
+    )
     seen, _ = _consume(bootstrap, run)
     assert {r.trace_id: r.label for r in seen} == {
         trace_id: "faithful" if faithful else "hallucinated" for trace_id, faithful in run.runs.items()

@@ -1,7 +1,8 @@
 """Phoenix down, hung, or not Phoenix at all: the annotations are kept (bounded) and posted once it answers,
 never twice, the caller never waits, and a wrong endpoint is said at start. Against a real Phoenix of the
-test's own (stopped, restarted or SIGSTOPped: never the session's shared one) and the real broker; "a server
-that is not Phoenix" is a tiny local HTTP server answering 404.
+test's own (stopped, restarted or SIGSTOPped: never the session's shared one; forked as the shared one is,
+`phoenix_spawn`) and the real broker; "a server that is not Phoenix" is a tiny local HTTP server answering
+404.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -40,10 +42,10 @@ POSTED_S = 90.0
 
 
 @pytest.fixture
-def own_phoenix(tmp_path: Path) -> Iterator[PhoenixServer]:
+def own_phoenix(tmp_path: Path, phoenix_spawn: Callable[..., Any]) -> Iterator[PhoenixServer]:
     """A Phoenix of this test's own, to stop, restart or hang; its data in `tmp_path/phoenix`, kept when
     it stops so a restart finds the spans it had."""
-    with PhoenixServer(working_dir=tmp_path / "phoenix") as server:
+    with PhoenixServer(working_dir=tmp_path / "phoenix", spawn=phoenix_spawn) as server:
         yield server
 
 
@@ -147,9 +149,9 @@ def test_annotations_made_while_phoenix_hangs_are_posted_once_when_it_answers(
 
 
 def test_annotations_made_while_phoenix_is_down_are_posted_when_it_is_back_the_oldest_past_the_cap_dropped(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, phoenix_spawn: Callable[..., Any]
 ) -> None:
-    first = PhoenixServer(working_dir=tmp_path / "phoenix")
+    first = PhoenixServer(working_dir=tmp_path / "phoenix", spawn=phoenix_spawn)
     with first, httpx2.Client(base_url=first.base_url, timeout=30.0) as api:
         span = traced_span(first.base_url, api)
     port, grpc_port = first.port, first.grpc_port  # the same Phoenix comes back there, its data kept
@@ -166,7 +168,9 @@ def test_annotations_made_while_phoenix_is_down_are_posted_when_it_is_back_the_o
         _said(caplog, "4 annotations kept while it does not accept them (max_pending): dropping the oldest")
         wait_until(lambda: sink.pending == 4, "four kept")
         with (
-            PhoenixServer(working_dir=tmp_path / "phoenix", port=port, grpc_port=grpc_port) as again,
+            PhoenixServer(
+                working_dir=tmp_path / "phoenix", port=port, grpc_port=grpc_port, spawn=phoenix_spawn
+            ) as again,
             httpx2.Client(base_url=again.base_url, timeout=30.0) as api,
         ):
             assert again.port == port, "the port was taken meanwhile: nothing to post to"
@@ -228,15 +232,20 @@ def test_the_backlog_keeps_the_latest_of_each_key_and_drops_the_oldest_past_its_
 # --- a wrong endpoint, said at start ----------------------------------------------------------------------
 
 
+def _said_at_start(caplog: pytest.LogCaptureFixture, endpoint: str, parts: list[str], level: int) -> None:
+    """Before any annotation is sent (and lost): one cheap request, and what to change, said once at
+    `level`."""
+    with caplog.at_level(logging.INFO, logger=LOGGER), PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)):
+        said = _said(caplog, *parts)
+    assert said.count(endpoint) == 1, said
+    assert [r.levelno for r in caplog.records if r.getMessage() == said] == [level]
+
+
+# The cases on the shared Phoenix ask for it by name (not by request.getfixturevalue): they run on its worker.
 @pytest.mark.parametrize(
     ("case", "parts"),
     [
         ("phoenix", ["Phoenix 20.", "answers; annotations are posted there"]),
-        ("nothing listens", ["is not accepting annotations (ConnectError:",
-                             "nothing listens there: is Phoenix running, on this port?", "keeping them"]),
-        ("not phoenix", ["answers, but is not Phoenix (GET /v1/projects: HTTP 404, no "
-                         "x-phoenix-server-version header): is it Phoenix's address? the endpoint is "
-                         "Phoenix's base URL, without /v1"]),
         ("a path after phoenix's address", ["answers at", "/phoenix, but not its API (GET /v1/projects: "
                                             "HTTP 200, text/html",
                                             "the endpoint is Phoenix's base URL, without /v1"]),
@@ -244,25 +253,35 @@ def test_the_backlog_keeps_the_latest_of_each_key_and_drops_the_oldest_past_its_
     ],
 )  # fmt: skip
 def test_the_endpoint_is_checked_at_start_and_what_is_wrong_said(
+    phoenix_server: PhoenixServer, caplog: pytest.LogCaptureFixture, case: str, parts: list[str]
+) -> None:
+    base_url = phoenix_server.base_url
+    endpoint = {
+        "phoenix": base_url,
+        "a path after phoenix's address": f"{base_url}/phoenix",
+        "a scheme typo": base_url.replace("http://", "htp://"),
+    }[case]
+    _said_at_start(caplog, endpoint, parts, logging.INFO if case == "phoenix" else logging.WARNING)
+
+
+@pytest.mark.parametrize(
+    ("case", "parts"),
+    [
+        ("nothing listens", ["is not accepting annotations (ConnectError:",
+                             "nothing listens there: is Phoenix running, on this port?", "keeping them"]),
+        ("not phoenix", ["answers, but is not Phoenix (GET /v1/projects: HTTP 404, no "
+                         "x-phoenix-server-version header): is it Phoenix's address? the endpoint is "
+                         "Phoenix's base URL, without /v1"]),
+    ],
+)  # fmt: skip
+def test_an_endpoint_where_no_phoenix_answers_is_said_at_start(
     request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture, case: str, parts: list[str]
 ) -> None:
-    """Before any annotation is sent (and lost): one cheap request, and what to change."""
     if case == "nothing listens":
         endpoint = f"http://127.0.0.1:{request.getfixturevalue('closed_port')}"
-    elif case == "not phoenix":
-        endpoint = request.getfixturevalue("not_phoenix")
     else:
-        base_url = request.getfixturevalue("phoenix_server").base_url
-        endpoint = {
-            "phoenix": base_url,
-            "a path after phoenix's address": f"{base_url}/phoenix",
-            "a scheme typo": base_url.replace("http://", "htp://"),
-        }[case]
-    with caplog.at_level(logging.INFO, logger=LOGGER), PhoenixAnnotations(PhoenixSettings(endpoint=endpoint)):
-        said = _said(caplog, *parts)
-    assert said.count(endpoint) == 1, said
-    level = logging.INFO if case == "phoenix" else logging.WARNING
-    assert [r.levelno for r in caplog.records if r.getMessage() == said] == [level]
+        endpoint = request.getfixturevalue("not_phoenix")
+    _said_at_start(caplog, endpoint, parts, logging.WARNING)
 
 
 # --- the consumer, end to end -----------------------------------------------------------------------------

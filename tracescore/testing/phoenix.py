@@ -18,8 +18,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -107,12 +109,20 @@ def _text(output: bytes | str | None) -> str:
 
 @dataclass
 class PhoenixServer:
-    """One `phoenix serve` process. Use as a context manager, or start()/stop()."""
+    """One `phoenix serve` process. Use as a context manager, or start()/stop().
+
+    `spawn` starts the process: `subprocess.Popen` unless given (a callable taking Popen's arguments and
+    returning what quacks like one: the test suite forks Phoenix from an interpreter that already imported it,
+    tests/_phoenix_zygote.py). `mcp_server`: Phoenix's MCP server at /mcp, which it builds from its whole REST
+    API at every start (~2 of the ~5 CPU-s a start spends past its imports): off unless asked (`serve` asks:
+    a developer's Phoenix has what Phoenix has)."""
 
     working_dir: Path | None = None
     version: str = PHOENIX_VERSION
     port: int = field(default_factory=free_port)
     grpc_port: int = field(default_factory=free_port)
+    spawn: Callable[..., Any] | None = field(default=None, repr=False)
+    mcp_server: bool = False
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _owns_working_dir: bool = field(default=False, init=False)
     _guard: Guard | None = field(default=None, init=False)
@@ -140,7 +150,7 @@ class PhoenixServer:
             self._owns_working_dir = True
         self.working_dir.mkdir(parents=True, exist_ok=True)
         log = (self.working_dir / "phoenix.log").open("wb")
-        self.process = subprocess.Popen(
+        self.process = (self.spawn or subprocess.Popen)(
             [str(executable), "serve"],
             env=self._environment(),
             cwd=self.working_dir,
@@ -187,6 +197,7 @@ class PhoenixServer:
                 "PHOENIX_TELEMETRY_ENABLED": "false",
                 "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
                 "PHOENIX_DISABLE_AGENT_ASSISTANT": "true",
+                "PHOENIX_ENABLE_MCP_SERVER": str(self.mcp_server).lower(),
             }
         )
         return env
@@ -226,7 +237,7 @@ def install() -> None:
 @click.option("--port", type=int, default=6006, show_default=True)
 def serve(port: int) -> None:
     """Run Phoenix in the foreground on `port` until Ctrl-C; its data is deleted on exit."""
-    with PhoenixServer(port=port) as server:
+    with PhoenixServer(port=port, mcp_server=True) as server:
         click.echo(server.base_url)
         with contextlib.suppress(KeyboardInterrupt):
             assert server.process is not None
