@@ -349,8 +349,8 @@ class AlertEvaluator:
         route.state.rate_known_at = now
         self._dirty.add(key)
         _log.info(
-            "%s %s %s: rate known (at least %s); no-data alert armed%s",
-            key.service, key.route, key.metric, describe_rate(known), self._log_note,
+            "%s %s %s: rate known, %s%s",
+            key.service, key.route, key.metric, describe_rate(known, key.unit), self._log_note,
         )  # fmt: skip
 
     def estimate(self, key: AlertKey, now: datetime) -> Estimate | None:

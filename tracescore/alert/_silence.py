@@ -74,10 +74,14 @@ def _per_hour(rate: float) -> str:
     return f"{rate:.2g} an hour" if rate < 1 else f"{rate:,.0f} an hour"
 
 
-def describe_rate(found: Silence) -> str:
-    """`12 an hour: a silence of 1.2 hours pages`, for the line that says a route's no-data alert is armed."""
+def describe_rate(found: Silence, unit: str) -> str:
+    """`at least 12 answers an hour; no-data alert armed: a silence of 1.2 hours pages`, for the line that
+    says a route's rate is known."""
     assert found.rate_per_hour is not None and found.pages_after is not None
-    return f"{_per_hour(found.rate_per_hour)}: a silence of {span(found.pages_after.total_seconds())} pages"
+    rate = _per_hour(found.rate_per_hour).replace(" an hour", f" {unit}s an hour")
+    return (
+        f"at least {rate}; no-data alert armed: a silence of {span(found.pages_after.total_seconds())} pages"
+    )
 
 
 def silence(rule: RuleConfig, state: AlertState, read_up_to: datetime) -> Silence:
