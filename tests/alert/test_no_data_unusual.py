@@ -18,11 +18,12 @@ from tracescore.alert import (
     AlertConfig,
     AlertConfigError,
     AlertEvaluator,
+    AlertKey,
     AlertState,
+    Notification,
     RuleConfig,
     load_alert_config,
 )
-from tracescore.alert._notification import AlertKey, Notification
 
 NO_DATA = "TracescoreNoData"
 KEY = AlertKey("rag-api", "/billing", "faithfulness")
