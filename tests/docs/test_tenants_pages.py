@@ -32,9 +32,11 @@ def test_the_tenants_file_keeps_a_fixed_no_data_for_the_busiest_and_reads_a_day_
 
 def test_the_alerting_page_says_what_the_day_of_tenants_printed() -> None:
     printed = (EXAMPLES / "alert_tenants.out").read_text(encoding="utf-8")
-    default, with_file = re.findall(r"^(.+): (\d+) notifications$", printed, re.M)
+    default, fixed, with_file = re.findall(r"^(.+): (\d+) notifications$", printed, re.M)
     assert default[0] == "the default rule (no config)" and with_file[1] == "1"
     assert f"The default rule sent {int(default[1]):,} notifications on a healthy day" in ALERTING
+    assert fixed[0] == "the default rule with no_data_seconds: 1800 (fixed)"
+    assert f"fixed no-data rule it sent {int(fixed[1]):,}, every one a route going quiet" in ALERTING
     (paged,) = re.findall(
         r"^ {4}(\d\d:\d\d) \[FIRING\] faithfulness of rag-platform /tenant/150", printed, re.M
     )
