@@ -253,7 +253,7 @@ class RuleConfig(_Strict):
             if (
                 given["no_data_mode"] == "unusual"
                 and "no_data_seconds" in given
-                and not given["no_data_seconds"]
+                and given["no_data_seconds"] is None
             ):
                 raise ValueError(
                     "no_data_mode is unusual but no_data_seconds is null (no no-data alert): give the least "

@@ -548,5 +548,5 @@ class AlertEvaluator:
         since = route.state.no_data_since or now
         if found is None and state == "firing" and route.state.last_seen is not None:
             found = silence(route.rule, route.state, now) if route.rule.no_data_seconds else None
-        why = None if found is None else found.why()
+        why = None if found is None else found.why(key.unit)
         return no_data_note(key, route.state.last_seen, state, since, now, repeat, why)

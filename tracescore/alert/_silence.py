@@ -60,12 +60,12 @@ class Silence:
     expected: float | None = None  # answers that rate expects in the silence so far
     pages_after: timedelta | None = None  # the silence that pages at that rate
 
-    def why(self) -> str | None:
+    def why(self, unit: str = "answer") -> str | None:
         """What makes it unusual, for the page (None: the fixed rule's silence)."""
         if self.rate_per_hour is None or self.expected is None:
             return None
         return (
-            f"{self.expected:,.0f} of its answers were expected by now at its rate of at least "
+            f"{self.expected:,.0f} of its {unit}s were expected by now at its rate of at least "
             f"{_per_hour(self.rate_per_hour)}"
         )
 
