@@ -59,10 +59,12 @@ evaluator = AlertEvaluator(
     AlertConfig.model_validate(
         {
             "rules": [
-                {"routes": ["/billing"], "warning": None, "critical": None,
+                # no_data_seconds written out: the fixed rule, so 30 quiet minutes page (a route's first
+                # minutes tell no rate for the default, unusual silence)
+                {"routes": ["/billing"], "warning": None, "critical": None, "no_data_seconds": 1800,
                  "drop": {"min_drop": 0.1, "window_count": 50, "min_samples": 20, "normal_count": 200,
                           "min_normal_samples": 100}},
-                {"warning": 0.7, "critical": None},
+                {"warning": 0.7, "critical": None, "no_data_seconds": 1800},
             ]
         }
     )

@@ -217,7 +217,8 @@ def test_without_rules_the_default_rule_waits_for_calibration_and_watches_drops(
         "rules, the first matching applies: 1. faithfulness of every service and route: warning 0.7, "
         "critical 0.5 once calibrated (10 baseline pairs of the LLM judge), over the newest 50 answers (at "
         "least 10), and the newest 2000 against the 7000 before them (its normal), drop 0.02, and no data "
-        "for 30 minutes; a route no rule matches is not watched | sinks: log"
+        "when the route's silence is unusual for it (as rare as 1 in 1,000,000 at its rate, and at least 30 "
+        "minutes); a route no rule matches is not watched | sinks: log"
     )
     (explicit,) = load_alert_config(write(tmp_path, "rules:\n  - warning: 0.7\n")).rules
     assert (explicit.require_calibration, explicit.drop) == (False, None)

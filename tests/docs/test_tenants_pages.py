@@ -17,13 +17,14 @@ DEPLOY = (DOCS / "deploy.md").read_text(encoding="utf-8")
 EXAMPLES = DOCS / "examples"
 
 
-def test_the_tenants_file_keeps_no_data_for_the_busiest_and_reads_a_day_for_the_rest() -> None:
+def test_the_tenants_file_keeps_a_fixed_no_data_for_the_busiest_and_reads_a_day_for_the_rest() -> None:
     config = load_alert_config(EXAMPLES / "alert_tenants.yaml")
     busy = config.rule_for("rag-platform", "/tenant/000", "faithfulness")
     quiet = config.rule_for("rag-platform", "/tenant/150", "faithfulness")
     assert busy is not None and quiet is not None
-    assert (busy.no_data_seconds, busy.require_calibration, busy.drop is not None) == (1800, True, True)
-    assert (quiet.no_data_seconds, quiet.window_seconds, quiet.warning) == (None, 86400, 0.7)
+    assert (busy.no_data_mode, busy.no_data_seconds) == ("fixed", 900)
+    assert (busy.require_calibration, busy.drop is not None) == (True, True)
+    assert (quiet.no_data_mode, quiet.window_seconds, quiet.warning) == ("unusual", 86400, 0.7)
     assert not quiet.require_calibration and quiet.drop is None
     assert '--8<-- "docs/examples/alert_tenants.yaml"' in ALERTING
     assert '--8<-- "docs/examples/alert_tenants.out"' in ALERTING
@@ -31,9 +32,11 @@ def test_the_tenants_file_keeps_no_data_for_the_busiest_and_reads_a_day_for_the_
 
 def test_the_alerting_page_says_what_the_day_of_tenants_printed() -> None:
     printed = (EXAMPLES / "alert_tenants.out").read_text(encoding="utf-8")
-    default, with_file = re.findall(r"^(.+): (\d+) notifications$", printed, re.M)
+    default, fixed, with_file = re.findall(r"^(.+): (\d+) notifications$", printed, re.M)
     assert default[0] == "the default rule (no config)" and with_file[1] == "1"
     assert f"The default rule sent {int(default[1]):,} notifications on a healthy day" in ALERTING
+    assert fixed[0] == "the default rule with no_data_seconds: 1800 (fixed)"
+    assert f"fixed no-data rule it sent {int(fixed[1]):,}, every one a route going quiet" in ALERTING
     (paged,) = re.findall(
         r"^ {4}(\d\d:\d\d) \[FIRING\] faithfulness of rag-platform /tenant/150", printed, re.M
     )

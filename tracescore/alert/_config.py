@@ -156,6 +156,10 @@ _CALIBRATED = f"once calibrated ({TUNING_PAIRS} baseline pairs of the LLM judge)
 
 
 # fnmatch patterns; one may be written without a list (`routes: /billing*`), as people write one route.
+# unusual: a silence improbable at the route's own rate pages (alert/_silence.py); fixed: any that long.
+NoDataMode = Literal["unusual", "fixed"]
+_UNUSUAL_ONLY = ("no_data_every", "no_data_rate_seconds", "no_data_min_answers")
+
 Patterns = Annotated[list[str], BeforeValidator(lambda given: [given] if isinstance(given, str) else given)]
 
 
@@ -209,7 +213,64 @@ class RuleConfig(_Strict):
     hysteresis: float = Field(default=0.05, ge=0, le=0.5, description="resolve at threshold + this")
     cooldown_seconds: float = Field(default=300.0, ge=0, description="no re-fire this soon after resolve")
     renotify_seconds: float | None = Field(default=3600.0, gt=0, description="repeat while firing")
-    no_data_seconds: float | None = Field(default=1800.0, gt=0, description="alert on a route gone quiet")
+    no_data_seconds: float | None = Field(
+        default=1800.0,
+        gt=0,
+        description="TracescoreNoData, on a route gone quiet: the least silence that pages (null: no no-data "
+        "alert). Set without no_data_mode, it is the fixed rule of earlier versions.",
+    )
+    no_data_mode: NoDataMode = Field(
+        default="unusual",
+        description="unusual: a silence pages once it is improbable at the route's own recent rate "
+        "(no_data_every), and at least no_data_seconds long; fixed: every silence of no_data_seconds pages. "
+        "Unset: fixed where the rule sets no_data_seconds, else unusual.",
+    )
+    no_data_every: float = Field(
+        default=1_000_000,
+        ge=10,
+        description="unusual: a silence pages once a healthy route of its rate would be that quiet at most "
+        "once per this many answers (its rate's lower bound expects ln of it, 14, answers in the silence).",
+    )
+    no_data_rate_seconds: float = Field(
+        default=3 * _DAY,
+        gt=0,
+        description="unusual: the route's rate is of its answers of about this span (an answer this old "
+        "counts e^-1 of a new one).",
+    )
+    no_data_min_answers: int = Field(
+        default=20,
+        ge=1,
+        description="unusual: with fewer answers (so weighted), or seen for less than a day (or "
+        "no_data_rate_seconds if shorter), the route's rate is not known and its silence does not page.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_data_mode(cls, given: Any) -> Any:
+        if not isinstance(given, dict):
+            return given
+        if "no_data_mode" in given:
+            if (
+                given["no_data_mode"] == "unusual"
+                and "no_data_seconds" in given
+                and given["no_data_seconds"] is None
+            ):
+                raise ValueError(
+                    "no_data_mode is unusual but no_data_seconds is null (no no-data alert): give the least "
+                    "silence that may page (1800 by default), or leave no_data_mode out"
+                )
+            return given
+        if "no_data_seconds" not in given:
+            return given
+        # A no_data_seconds written out keeps the meaning it had: every silence that long pages.
+        if unusual_only := [name for name in _UNUSUAL_ONLY if name in given]:
+            raise ValueError(
+                f"{', '.join(unusual_only)} applies to no_data_mode unusual, and a rule that sets "
+                "no_data_seconds without no_data_mode has the fixed no-data rule of earlier versions (every "
+                "silence that long pages): add no_data_mode: unusual (no_data_seconds is then the least "
+                "silence that pages)"
+            )
+        return {**given, "no_data_mode": "fixed"}
 
     @model_validator(mode="after")
     def _possible(self) -> RuleConfig:
@@ -290,9 +351,14 @@ class RuleConfig(_Strict):
                 f"the newest {self.drop.window_count} against the {self.drop.normal_count} before them (its "
                 f"normal), drop {self.drop.min_drop:g}{critical}"
             )
-        if self.no_data_seconds is not None:
+        if self.no_data_seconds is not None and self.no_data_mode == "fixed":
             # It pages too, and on every route it matches: on a platform of quiet tenants, most of all.
             parts.append(f"no data for {span(self.no_data_seconds)}")
+        elif self.no_data_seconds is not None:
+            parts.append(
+                f"no data when the route's silence is unusual for it (as rare as 1 in "
+                f"{self.no_data_every:,.0f} at its rate, and at least {span(self.no_data_seconds)})"
+            )
         return f"{self.metric}{signal} of {where}: {', and '.join(parts)}"
 
     def matches(self, service: str, route: str, metric: str, unit: Unit = "answer") -> bool:

@@ -31,6 +31,7 @@ from tracescore.alert._notes import (
     unwatched_notes,
 )
 from tracescore.alert._notification import AlertKey, Notification
+from tracescore.alert._silence import Silence, armed, arrived, describe_rate, silence
 from tracescore.alert._standing import Standing
 from tracescore.alert._state import AlertState, Level, LevelState
 from tracescore.alert._transitions import NoteOf, due, transition
@@ -162,6 +163,9 @@ class AlertEvaluator:
             route.drop.saw(at)
             if item is not None and route.drop.seen(item):
                 route.scores.mark_counted(item)
+        if not replay:  # a record read again after a restart is in the saved rate already
+            arrived(route.state, at, route.rule.no_data_rate_seconds)
+            self._dirty.add(key)
         if route.state.last_seen is None or at > route.state.last_seen:
             route.state.last_seen = at
             self._dirty.add(key)
@@ -323,18 +327,31 @@ class AlertEvaluator:
         state, limit = route.state, route.rule.no_data_seconds
         if limit is None or state.last_seen is None:
             return []
+        self._armed(key, route, now)
         read_up_to = now if self._stream_at is None else self._stream_at.get(route.partition)
         if read_up_to is None:  # how far its partition is read is not known yet: neither fire nor resolve
             return []
-        quiet = read_up_to - state.last_seen > timedelta(seconds=limit)
-        if quiet and not state.no_data_firing:
+        found = silence(route.rule, state, read_up_to)
+        if found.quiet and not state.no_data_firing:
             state.no_data_firing, state.no_data_since = True, now
-            return [self._no_data_note(key, route, "firing", now)]
-        if not quiet and state.no_data_firing:
+            return [self._no_data_note(key, route, "firing", now, found=found)]
+        if found.quiet is False and state.no_data_firing:
             note = self._no_data_note(key, route, "resolved", now)
             state.no_data_firing = False
             return [note]
         return []
+
+    def _armed(self, key: AlertKey, route: _Route, now: datetime) -> None:
+        """Say once per route when its rate is known, so its silence may page from then on (unusual mode),
+        and the silence that pages it at that rate."""
+        if route.state.rate_known_at is not None or (known := armed(route.rule, route.state)) is None:
+            return
+        route.state.rate_known_at = now
+        self._dirty.add(key)
+        _log.info(
+            "%s %s %s: rate known, %s%s",
+            key.service, key.route, key.metric, describe_rate(known, key.unit), self._log_note,
+        )  # fmt: skip
 
     def estimate(self, key: AlertKey, now: datetime) -> Estimate | None:
         """The route's current estimate (None: no scores in its window)."""
@@ -520,7 +537,16 @@ class AlertEvaluator:
         return judge_note(key, route.judge, limit, state, since, now, repeat)
 
     def _no_data_note(
-        self, key: AlertKey, route: _Route, state: State, now: datetime, repeat: bool = False
+        self,
+        key: AlertKey,
+        route: _Route,
+        state: State,
+        now: datetime,
+        repeat: bool = False,
+        found: Silence | None = None,
     ) -> Notification:
         since = route.state.no_data_since or now
-        return no_data_note(key, route.state.last_seen, state, since, now, repeat)
+        if found is None and state == "firing" and route.state.last_seen is not None:
+            found = silence(route.rule, route.state, now) if route.rule.no_data_seconds else None
+        why = None if found is None else found.why(key.unit)
+        return no_data_note(key, route.state.last_seen, state, since, now, repeat, why)

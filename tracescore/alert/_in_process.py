@@ -59,6 +59,7 @@ class InProcessAlerts:
                 "hysteresis": min(base.hysteresis, 1 - warning),
                 "renotify_seconds": None,
                 "no_data_seconds": None,
+                "no_data_mode": "fixed",  # no no-data alert, of either kind
             }
         )
         # Logged on the alert service's logger, so each line says whose it is and how to turn it off.

@@ -417,13 +417,17 @@ def no_data_note(
     starts_at: datetime,
     now: datetime,
     repeat: bool = False,
+    why: str | None = None,
 ) -> Notification:
+    """`why`: what makes the silence unusual for the route (the unusual mode's firing), else None."""
     seen = last_seen.astimezone(UTC).isoformat(timespec="seconds") if last_seen else "never"
     summary = (
         f"no evaluations of {key.service} {key.route} ({key.metric}) since {seen}"
         if state == "firing"
         else f"evaluations of {key.service} {key.route} ({key.metric}) arrive again"
     )
+    if why is not None:
+        summary += f" ({why})"
     if key.unit != "answer":
         summary = summary.replace("evaluations of", f"{key.unit} records of", 1)
     return _note(key, NO_DATA_ALERT, state, "info", summary, starts_at, now, repeat, unit=key.unit)

@@ -122,6 +122,14 @@ class AlertState(LevelState):
     no_data_since: datetime | None = None
     last_seen: datetime | None = None
     drop: DropState | None = None
+    # The route's arrival rate, for a no-data part that pages on an unusual silence (alert/_silence.py);
+    # a state written before it reads as a route whose rate is still to learn.
+    arrivals: float = Field(default=0.0, description="Answers weighted by age, as of arrivals_at.")
+    arrivals_at: datetime | None = None
+    first_seen: datetime | None = Field(default=None, description="The route's first answer counted.")
+    rate_known_at: datetime | None = Field(
+        default=None, description="When its rate was first known (said once: no-data alert armed)."
+    )
 
     @property
     def drop_firing(self) -> bool:
