@@ -36,8 +36,8 @@ answers.sort()
 
 
 def alerts(config: AlertConfig) -> tuple[Counter[str], list[str]]:
-    """What the evaluator sends on the second day (reminders left out), ticked every 5 minutes as time passes:
-    how many of each alert and state, and the lines of the broken tenant's."""
+    """What the evaluator sends on the second day (reminders left out), ticked every 15 minutes as time
+    passes: how many of each alert and state, and the lines of the broken tenant's."""
     evaluator, sent, broken, tick = AlertEvaluator(config), Counter[str](), [], start
 
     def take(notifications: list[Notification]) -> None:
@@ -50,7 +50,7 @@ def alerts(config: AlertConfig) -> tuple[Counter[str], list[str]]:
     for at, route, faithful in answers:
         while tick <= at:
             take(evaluator.tick(tick))
-            tick += timedelta(minutes=5)
+            tick += timedelta(minutes=15)
         record = EvaluationRecord(
             trace_id=uuid.UUID(int=rng.getrandbits(128)).hex, span_id=f"{rng.getrandbits(64):016x}",
             service_name="rag-platform", route=route, metric="faithfulness", score=float(faithful),
