@@ -134,6 +134,34 @@ def test_a_judge_error_is_explained_once_in_the_log_with_what_to_check(
     assert "Connection error. Its record says status=error" in line, line  # the reason's period, once
 
 
+_CHECK = "check the judge's address"
+
+
+@pytest.mark.parametrize(
+    ("reason", "said", "not_said"),
+    [
+        ("HTTP 429 after 4 attempts: Rate limit reached", "rate-limiting", _CHECK),
+        ("timeout after 4 attempts (30s each)", "raise TRACESCORE_JUDGE_TIMEOUT_S", _CHECK),
+        ("HTTP 401: Incorrect API key provided", "TRACESCORE_JUDGE_API_KEY", "rate-limiting"),
+    ],
+    ids=["429", "timeout", "401"],
+)
+def test_a_judge_error_says_what_to_do_about_its_kind(
+    caplog: pytest.LogCaptureFixture, reason: str, said: str, not_said: str
+) -> None:
+    """A 429 or a timeout is the provider's load or quota: checking the address, model and key (right all
+    along) does not help; fewer requests in flight, a longer timeout or the provider's limit do."""
+    parts = Parts()
+    failed = MetricResult(
+        metric="faithfulness", score=None, status=MetricStatus.ERROR, judge="openai:gpt-4o-mini",
+        reason=reason,
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="tracescore.consume"):
+        parts.outputs.write(judged(parts, 0, ScoredInteraction([result("offline"), failed])))
+    [line] = [r.getMessage() for r in caplog.records if "could not score" in r.getMessage()]
+    assert said in line and not_said not in line, line
+
+
 def test_a_judge_error_names_the_judges_base_url_and_never_its_credentials(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

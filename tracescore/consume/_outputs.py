@@ -54,6 +54,36 @@ def _failure_kind(failed: MetricResult) -> str:
     return re.sub(r"\d+", "#", reason.split(":", 1)[0])[:_KIND_CHARS]
 
 
+# What to do about a model judge's failure, by kind: a 429 or a timeout is the provider's load or quota,
+# which checking the address, model and key (a wrong one fails every call) does not help.
+_RETRIED = "retried up to TRACESCORE_JUDGE_MAX_RETRIES times (default 3) with backoff first"
+_RATE_LIMITED = (
+    "; the provider is rate-limiting the judge (its requests or tokens a minute, or its quota), "
+    f"{_RETRIED}: lower TRACESCORE_JUDGE_CONCURRENCY (default 8 requests in flight) or "
+    "[sampling.llm_budget], or raise the provider's limit; with the cascade, the answer keeps its offline "
+    "record"
+)
+_TIMED_OUT = (
+    "; the judge did not answer within TRACESCORE_JUDGE_TIMEOUT_S (default 30 s) a call, "
+    f"{_RETRIED}: a slow or overloaded endpoint; raise TRACESCORE_JUDGE_TIMEOUT_S or lower "
+    "TRACESCORE_JUDGE_CONCURRENCY. A call timed out may still be billed by the provider, and its tokens are "
+    "counted nowhere (no reply came)"
+)
+_CHECK_SETTINGS = (
+    "; when every call fails, check the judge's address (--base-url, TRACESCORE_JUDGE_BASE_URL), model "
+    "(--model, TRACESCORE_JUDGE_MODEL) and API key (TRACESCORE_JUDGE_API_KEY)"
+)
+
+
+def _what_to_do(kind: str) -> str:
+    """The advice for a model judge's failure of `kind` (`_failure_kind`)."""
+    if kind in ("HTTP 429", "RateLimitError"):
+        return _RATE_LIMITED
+    if kind.lower().startswith(("timeout", "apitimeouterror")):
+        return _TIMED_OUT
+    return _CHECK_SETTINGS
+
+
 class EvaluationSink(Protocol):
     """What Outputs needs of `KafkaEvaluationSink`: each call returns the sent messages' `Output`s."""
 
@@ -167,13 +197,8 @@ class Outputs:
         address, model or key is wrong. A flood of failures is a few lines (`_failure_kind`)."""
         reason = (failed.reason or "no reason given").rstrip(".")  # the line goes on after its own period
         kind = _failure_kind(failed)
-        todo = (
-            ""
-            if annotator_kind(failed.judge) == "CODE"  # the offline judge has no address, model or key
-            else "; when every call fails, check the judge's address (--base-url, "
-            "TRACESCORE_JUDGE_BASE_URL), model (--model, TRACESCORE_JUDGE_MODEL) and API key "
-            "(TRACESCORE_JUDGE_API_KEY)"
-        )
+        # The offline judge has no address, model or key.
+        todo = "" if annotator_kind(failed.judge) == "CODE" else _what_to_do(kind)
         address = self._addresses.get(failed.judge)
         at = f" at {address}" if address else ""
         self._explained(
