@@ -34,15 +34,22 @@ from tracescore.cli._options import (
     settings_options,
 )
 from tracescore.cli._service import phoenix_summary, run_service, serving_metrics
-from tracescore.consume import AssemblyCounts, ConsumerSettings, RateLimitedLogs
+from tracescore.consume import (
+    AssemblyCounts,
+    ConsumerSettings,
+    ConsumerStats,
+    RateLimitedLogs,
+    describe_budget,
+)
 from tracescore.model import FAITHFULNESS, METRIC_SERIES_LIMIT, OFFLINE_JUDGE
-from tracescore.sample import SamplingConfig
+from tracescore.sample import SamplingConfig, SkipReason
 from tracescore.score.metrics._faithfulness import DEFAULT_MAX_CLAIMS
 
 __all__ = ["consume"]
 
 _log = logging.getLogger(__name__)
 _PROMETHEUS_HOST = "0.0.0.0"  # every interface: a scraper runs elsewhere
+_FULL = 0.95  # a budget window this far spent is at its cap: what is kept from the LLM judge then was refused
 
 
 @click.command(short_help="Score the RAG answers in traces from Kafka (a service).")
@@ -216,6 +223,11 @@ def consume(
         if phoenix_config is not None:
             meter = provider.get_meter("tracescore.phoenix", __version__)
             phoenix.append(PhoenixAnnotations(phoenix_config, meter=meter))
+        metrics_out = EvaluationMetrics(
+            provider.get_meter("tracescore.consumer", __version__), metrics_max_series
+        )
+        if llm_judge is not None:
+            metrics_out.observe_budget(policy.budget_used, _budget_windows(sampling))
         stats = run_service(
             lambda: EvaluationConsumer(
                 settings,
@@ -224,9 +236,7 @@ def consume(
                 policy=policy,
                 llm_judge=llm_judge,
                 on_evaluation=alerts.observe,
-                metrics_out=EvaluationMetrics(
-                    provider.get_meter("tracescore.consumer", __version__), metrics_max_series
-                ),
+                metrics_out=metrics_out,
                 sinks=phoenix,
             ),
             lambda consumer: consumer.run(),
@@ -266,6 +276,11 @@ def consume(
         policy_line = ", ".join(f"{k}={v}" for k, v in sorted(stats.not_admitted.items())) or "none"
         llm = ", ".join(f"{k}={v}" for k, v in sorted(stats.escalated.items())) or "none"
         click.echo(f"  sampling: not admitted {policy_line}; to the LLM judge {llm}", err=True)
+    if stats.judge_spend.by:
+        spend = stats.judge_spend
+        click.echo(f"  LLM judge spent: {spend.describe()}; by service: {spend.by_service()}", err=True)
+    if llm_judge is not None and (budget := _budget_line(sampling, policy.budget_used(), stats)):
+        click.echo(f"  LLM budget (this process, UTC): {budget}", err=True)
     if readings := policy.lift_readings():
         click.echo(f"  cascade lift: {describe_lift(readings)}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
@@ -282,6 +297,33 @@ def consume(
         )
     for sink in phoenix:  # closed with the consumer: its counts are final
         click.echo(phoenix_summary(sink), err=True)
+
+
+def _budget_windows(sampling: SamplingConfig) -> dict[str, int | None]:
+    """The LLM budget's limit per window, named as `CascadePolicy.budget_used` names them."""
+    budget = sampling.llm_budget
+    return {"hour": budget.tokens_per_hour, "day": budget.tokens_per_day}
+
+
+def _budget_line(sampling: SamplingConfig, used: dict[str, int], stats: ConsumerStats) -> str | None:
+    """What the LLM budget's windows spent, and what its `budget` skips were: a budget owner reading
+    "budget=55" took it for a spent budget, when the cascade had only paced what was left over the rest of the
+    window at the arrival rate (a backlog read at full speed looks like a day's traffic arriving at once)."""
+    limits = _budget_windows(sampling)
+    line = describe_budget(used, limits)
+    if line is None:
+        return None
+    kept = stats.not_admitted.get(SkipReason.BUDGET, 0)
+    full = any(limit is not None and used[window] >= _FULL * limit for window, limit in limits.items())
+    if kept and not full:
+        line += (
+            f"; budget={kept} were paced, not refused: the budget is not spent, but the cascade spreads what "
+            "is left over the rest of the hour and day at the rate answers arrive (a backlog read at full "
+            "speed looks like heavy traffic), the baseline's share first"
+        )
+    elif kept:
+        line += f"; budget={kept} were refused: the budget is spent (they keep their offline score)"
+    return line + "; a restart starts these windows again from 0"
 
 
 def _unbounded_llm_spend(sampling: SamplingConfig) -> str | None:

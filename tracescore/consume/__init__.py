@@ -6,6 +6,7 @@ from tracescore.consume._consumer import EvaluationConsumer, GroupProtocolMismat
 from tracescore.consume._counts import AssemblyCount, AssemblyCounts, Incomplete
 from tracescore.consume._decode import NotOtlp, decode_message
 from tracescore.consume._settings import ConfigFileError, ConsumerSettings, KafkaSecurity
+from tracescore.consume._spend import JudgeSpend, describe_budget
 from tracescore.consume._status import ConsumerStats, RateLimitedLogs
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "EvaluationConsumer",
     "GroupProtocolMismatch",
     "Incomplete",
+    "JudgeSpend",
     "KafkaSecurity",
     "NotOtlp",
     "OutputNotAcknowledged",
@@ -26,4 +28,5 @@ __all__ = [
     "TraceAssembler",
     "assemble_messages",
     "decode_message",
+    "describe_budget",
 ]

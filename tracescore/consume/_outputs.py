@@ -238,6 +238,7 @@ class Outputs:
             for record in work.records:
                 self._metrics_out.evaluated(record)
                 self._status.recorded(record)
+                self._stats.judge_spend.add(record)
                 if self._on_evaluation is not None:
                     self._on_evaluation(record)
             if work.records:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from tracescore._plural import counted
 from tracescore.alert import EstimateWindow
 from tracescore.consume._counts import AssemblyCounts
+from tracescore.consume._spend import JudgeSpend
 from tracescore.emit import LABEL_THRESHOLD
 from tracescore.model import EvaluationRecord, ExtractSkip
 from tracescore.sample import LiftReading
@@ -70,6 +71,8 @@ class ConsumerStats:
     skipped_by_source: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # How traces were read, by `AssemblyCount` (late_spans, duplicate_spans, ..., released_<why>).
     assembly: AssemblyCounts = field(default_factory=AssemblyCounts)
+    # What the model judges' records cost, by service and selection (the offline judge's cost nothing).
+    judge_spend: JudgeSpend = field(default_factory=JudgeSpend)
 
     def partly_read(self) -> str:
         """` (N with their session id scrubbed: ...)` per reason of `read_partly`; "" without (most runs)."""
@@ -150,6 +153,8 @@ class StatusLine:
         lags = ", ".join(f"{p}={'?' if n is None else n}" for p, n in sorted(lag.items())) or "none assigned"
         skipped = ", ".join(f"{r}={n}" for r, n in sorted((s.skipped + s.not_admitted).items())) or "none"
         escalated = ", ".join(f"{r}={n}" for r, n in sorted(s.escalated.items())) or "none"
+        if s.judge_spend.by:  # since the start; said only once a model judge was called
+            escalated += f", LLM judge spent {s.judge_spend.describe()}"
         latency = "n/a"
         if self._latencies:
             ordered = sorted(self._latencies)

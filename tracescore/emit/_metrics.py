@@ -1,6 +1,7 @@
 """OTel metrics from the consumer: score distributions per service, route, metric, judge tier
 (`annotator_kind`) and `selection`, and the counts an operator alerts on (dead letters, skipped spans,
-interactions read only in part, judge errors, judge tokens, the LLM judge's spent budget), and the cascade's
+interactions read only in part, judge errors, judge tokens and cost by service, route and selection, the LLM
+judge's budget: its spend per window and what it kept from the judge), and the cascade's
 lift and split per route and answer shape (`tracescore.cascade.*`).
 
 Two judges' scores never share a series. The additive `tracescore.estimate.sums` let recording rules build
@@ -115,8 +116,40 @@ class EvaluationMetrics:
             max_series,
             description="Evaluation results, by metric and status (ok, error, ...).",
         )
-        self._tokens = meter.create_counter(
-            "tracescore.judge.tokens", unit="{token}", description="Judge tokens spent, by type."
+        # Spend per service and route (who pays) and selection (what for: the cascade's picks, the
+        # baseline, uniform draws; none: a judge no policy chose): a budget owner's first question, which a
+        # count by type alone could not answer.
+        self._tokens = _Capped(
+            meter.create_counter,
+            "tracescore.judge.tokens",
+            max_series,
+            unit="{token}",
+            description="Model-judge tokens spent, by type (input, output), judge, service, route and "
+            "selection (cascade, baseline, uniform; none: a judge no sampling policy chose).",
+        )
+        # No unit: `_usd` in the name reads the same through a Collector's exporter and our own endpoint.
+        self._cost = _Capped(
+            meter.create_counter,
+            "tracescore.judge.cost_usd",
+            max_series,
+            description="USD the model judge's calls cost at its configured prices "
+            "(TRACESCORE_JUDGE_PROMPT_PRICE_PER_1M, TRACESCORE_JUDGE_COMPLETION_PRICE_PER_1M; unset: "
+            "nothing counted), by judge, service, route and selection.",
+        )
+        self._budget_sources: list[Callable[[], Sequence[tuple[str, int, int]]]] = []
+        meter.create_observable_gauge(
+            "tracescore.llm_judge.budget.used",
+            callbacks=[self._observe_budget_used],
+            unit="{token}",
+            description="LLM-judge tokens this consumer process spent in the current UTC clock hour and "
+            "day (window), against its llm_budget; a restart starts them again from 0.",
+        )
+        meter.create_observable_gauge(
+            "tracescore.llm_judge.budget.limit",
+            callbacks=[self._observe_budget_limit],
+            unit="{token}",
+            description="The llm_budget of this consumer process per window (hour, day): "
+            "tokens_per_hour, tokens_per_day.",
         )
         self._skipped = meter.create_counter(
             "tracescore.spans.skipped",
@@ -132,8 +165,8 @@ class EvaluationMetrics:
         self._escalations = meter.create_counter(
             "tracescore.llm_judge.escalations",
             description="Interactions the cascade's offline judge scored, by what followed: cascade, "
-            "baseline or uniform (sent to the LLM judge), budget (its token budget was spent) or "
-            "offline_only.",
+            "baseline or uniform (sent to the LLM judge), budget (kept from it by the token budget: spent, "
+            "or paced over the rest of its hour and day) or offline_only.",
         )
         # Ten series a route with the LLM judge (stratum x term): the first past the limit, at 200 routes.
         self._estimate = _Capped(
@@ -193,11 +226,14 @@ class EvaluationMetrics:
             self._scores.record(record.score, {**where, **tier})
             if record.selection is not None and record.offline_score is not None:
                 self._paired(where, record, record.score, record.offline_score)
-        judge = {"judge": record.judge}
+        spent = {**where, "judge": record.judge, "selection": record.selection or "none"}
+        del spent["metric"]  # one call may serve several metrics' records: who and why, not which metric
         if record.usage.prompt_tokens:
-            self._tokens.add(record.usage.prompt_tokens, {**judge, "type": "input"})
+            self._tokens.add(record.usage.prompt_tokens, {**spent, "type": "input"})
         if record.usage.completion_tokens:
-            self._tokens.add(record.usage.completion_tokens, {**judge, "type": "output"})
+            self._tokens.add(record.usage.completion_tokens, {**spent, "type": "output"})
+        if record.usage.cost_usd:
+            self._cost.add(record.usage.cost_usd, spent)
 
     def _paired(self, where: dict[str, str], record: EvaluationRecord, llm: float, offline: float) -> None:
         pi = record.inclusion_probability
@@ -235,6 +271,21 @@ class EvaluationMetrics:
         """Report the cascade's lift and split per route and answer shape, as `source` (the policy's
         `lift_readings`, thread-safe: it is called from the metric reader's thread) gives them."""
         self._lift_sources.append(source)
+
+    def observe_budget(self, used: Callable[[], Mapping[str, int]], limits: Mapping[str, int | None]) -> None:
+        """Report the LLM budget's spend per window (`used`: the policy's `budget_used`, read from the metric
+        reader's thread) against `limits` (window -> tokens; None: no limit, not reported)."""
+        windows = {window: limit for window, limit in limits.items() if limit is not None}
+        if windows:
+            self._budget_sources.append(
+                lambda: [(window, used().get(window, 0), limit) for window, limit in windows.items()]
+            )
+
+    def _observe_budget_used(self, _: CallbackOptions) -> list[Observation]:
+        return [Observation(n, {"window": w}) for source in self._budget_sources for w, n, _ in source()]
+
+    def _observe_budget_limit(self, _: CallbackOptions) -> list[Observation]:
+        return [Observation(lim, {"window": w}) for source in self._budget_sources for w, _, lim in source()]
 
     def _readings(self) -> list[tuple[dict[str, str], LiftReading]]:
         return [

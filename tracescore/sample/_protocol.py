@@ -25,7 +25,7 @@ class SkipReason(StrEnum):
     RATE = "rate"  # outside the configured share for its service/route/metrics
     THINNED = "thinned"  # the stream outran the offline judge's CPU share
     RATE_LIMIT = "rate_limit"  # evaluations per minute reached
-    BUDGET = "budget"  # would have gone to the LLM judge, but its token budget is spent
+    BUDGET = "budget"  # would have gone to the LLM judge, but its token budget is spent or paced
 
 
 @dataclass(frozen=True, slots=True)

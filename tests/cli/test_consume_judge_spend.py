@@ -1,0 +1,104 @@
+"""`tracescore consume` with an LLM judge, as the one who pays for it reads it: the closing summary says what
+the judge cost, per service and selection, the same number the records and the provider count, and how
+much of the LLM budget's hour and day it spent; a `budget` skip with the budget not spent says it was
+paced. Through the real broker, the real CLI and the local judge server."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from _zygote import run
+from service_processes import checkout_env
+
+from tests.consume.kafka_helpers import run_instrumented_app
+from tracescore.cli._consume import _budget_line
+from tracescore.consume import ConsumerStats
+from tracescore.model import read_evaluation_record
+from tracescore.sample import load_sampling_config
+from tracescore.testing.judge_server import JudgeServer
+from tracescore.testing.kafka_topics import read_topic
+
+# Four answers, one of them unfaithful, as an app's decorated function returns them.
+APP = """
+DOCS = ["Support answers within 4 hours on weekdays."]
+REPLIES = ["Support answers within 4 hours on weekdays."] * 3 + ["Support answers within 10 minutes."]
+ask = tracescore.rag(route="/support")(lambda query, contexts, text: text)
+for n, text in enumerate(REPLIES):
+    ask(f"How fast does support answer? #{n}", DOCS, text)
+"""
+
+PRICES = {"TRACESCORE_JUDGE_PROMPT_PRICE_PER_1M": "0.15", "TRACESCORE_JUDGE_COMPLETION_PRICE_PER_1M": "0.60"}
+
+
+@pytest.mark.kafka
+def test_the_summary_says_what_the_llm_judge_cost_per_service_as_the_records_and_the_provider_count(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """A budget owner ran the cascade with prices and a budget: the summary said `to the LLM judge
+    baseline=4` and nothing of tokens, dollars or the budget's hour, the question they ran it to answer."""
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
+    env = {
+        **checkout_env(),
+        **PRICES,
+        "TRACESCORE_SAMPLING__CASCADE__BASELINE_RATE": "1.0",  # every answer goes: a known spend
+        "TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_HOUR": "1000000",
+        "TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_DAY": "5000000",
+    }
+    with JudgeServer() as server:
+        done = run(
+            [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
+             "--topic", f"{topic_prefix}.spans", "--group-id", topic_prefix,
+             "--evaluations-topic", f"{topic_prefix}.evaluations", "--dlq-topic", f"{topic_prefix}.dlq",
+             "--judge", "openai", "--base-url", server.base_url, "--idle-timeout", "3"],
+            env=env, timeout=180,
+        )  # fmt: skip
+        provider = server.stats
+    assert done.returncode == 0, done.stderr
+    records = [read_evaluation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.evaluations")]
+    llm = [r for r in records if r.annotator_kind == "LLM"]
+    assert len(llm) == 4 and {r.selection for r in llm} == {"baseline"}
+    calls = sum(r.usage.calls for r in llm)
+    prompt = sum(r.usage.prompt_tokens for r in llm)
+    completion = sum(r.usage.completion_tokens for r in llm)
+    cost = sum(r.usage.cost_usd for r in llm)
+    # What the provider bills is what the summary says: nothing failed, so every call is in a record.
+    assert (calls, prompt, completion) == (
+        provider.chat_requests,
+        provider.prompt_tokens,
+        provider.completion_tokens,
+    )
+    [spent] = [line for line in done.stderr.splitlines() if "LLM judge spent:" in line]
+    assert f"{calls} calls, {prompt:,} prompt + {completion:,} completion tokens, ${cost:.4f}" in spent, spent
+    assert f"by service: test-app {prompt + completion:,} tokens ${cost:.4f} (baseline " in spent, spent
+    [budget] = [line for line in done.stderr.splitlines() if "LLM budget (this process, UTC):" in line]
+    # The hour and the day spent the same tokens (unless the run crossed midnight or an hour, rarely).
+    hour = re.search(r"hour ([\d,]+) of 1,000,000 tokens", budget)
+    day = re.search(r"day ([\d,]+) of 5,000,000 tokens", budget)
+    assert hour and day, budget
+    assert int(hour.group(1).replace(",", "")) <= prompt + completion
+    assert "a restart starts these windows again from 0" in budget
+
+
+def _stats(budget_skips: int) -> ConsumerStats:
+    stats = ConsumerStats()
+    stats.not_admitted["budget"] = budget_skips
+    return stats
+
+
+def test_budget_skips_with_the_budget_not_spent_are_said_to_be_paced() -> None:
+    """The walk: 55 answers counted `budget=55` after 11,400 of 20,000 tokens, a backlog read at full speed;
+    the docs and the alert called it a spent budget, and a budget owner raised a budget that was not short."""
+    sampling = load_sampling_config(None, llm_budget={"tokens_per_hour": 20_000, "tokens_per_day": 100_000})
+    line = _budget_line(sampling, {"hour": 11_404, "day": 11_404}, _stats(55))
+    assert line is not None
+    assert line.startswith("hour 11,404 of 20,000 tokens (57%), day 11,404 of 100,000 tokens (11%)"), line
+    assert "budget=55 were paced, not refused: the budget is not spent" in line, line
+
+    spent = _budget_line(sampling, {"hour": 19_900, "day": 19_900}, _stats(55))
+    assert spent is not None and "budget=55 were refused: the budget is spent" in spent, spent
+    assert "paced" not in spent
+
+    unbounded = load_sampling_config(None)
+    assert _budget_line(unbounded, {"hour": 5, "day": 5}, _stats(0)) is None
