@@ -6,7 +6,10 @@ paced. Through the real broker, the real CLI and the local judge server."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from _zygote import run
@@ -32,6 +35,28 @@ for n, text in enumerate(REPLIES):
 PRICES = {"TRACESCORE_JUDGE_PROMPT_PRICE_PER_1M": "0.15", "TRACESCORE_JUDGE_COMPLETION_PRICE_PER_1M": "0.60"}
 
 
+def consume(
+    bootstrap: str, prefix: str, server: JudgeServer, group: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`tracescore consume` with the LLM judge and prices, every answer to the judge (a baseline of 1, a
+    known spend), until the topic is idle; `env` adds the budget."""
+    done = run(
+        [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
+         "--topic", f"{prefix}.spans", "--group-id", group,
+         "--evaluations-topic", f"{prefix}.evaluations", "--dlq-topic", f"{prefix}.dlq",
+         "--judge", "openai", "--base-url", server.base_url, "--idle-timeout", "3"],
+        env={**checkout_env(), **PRICES, "TRACESCORE_SAMPLING__CASCADE__BASELINE_RATE": "1.0", **env},
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def budget_line(done: subprocess.CompletedProcess[str]) -> str:
+    [line] = [line for line in done.stderr.splitlines() if "LLM budget (this process, UTC):" in line]
+    return line
+
+
 @pytest.mark.kafka
 def test_the_summary_says_what_the_llm_judge_cost_per_service_as_the_records_and_the_provider_count(
     bootstrap: str, topic_prefix: str
@@ -40,20 +65,11 @@ def test_the_summary_says_what_the_llm_judge_cost_per_service_as_the_records_and
     baseline=4` and nothing of tokens, dollars or the budget's hour, the question they ran it to answer."""
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
     env = {
-        **checkout_env(),
-        **PRICES,
-        "TRACESCORE_SAMPLING__CASCADE__BASELINE_RATE": "1.0",  # every answer goes: a known spend
         "TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_HOUR": "1000000",
         "TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_DAY": "5000000",
     }
     with JudgeServer() as server:
-        done = run(
-            [sys.executable, "-m", "tracescore.cli", "consume", "--bootstrap-servers", bootstrap,
-             "--topic", f"{topic_prefix}.spans", "--group-id", topic_prefix,
-             "--evaluations-topic", f"{topic_prefix}.evaluations", "--dlq-topic", f"{topic_prefix}.dlq",
-             "--judge", "openai", "--base-url", server.base_url, "--idle-timeout", "3"],
-            env=env, timeout=180,
-        )  # fmt: skip
+        done = consume(bootstrap, topic_prefix, server, topic_prefix, env)
         provider = server.stats
     assert done.returncode == 0, done.stderr
     records = [read_evaluation_record(m.value) for m in read_topic(bootstrap, f"{topic_prefix}.evaluations")]
@@ -72,13 +88,13 @@ def test_the_summary_says_what_the_llm_judge_cost_per_service_as_the_records_and
     [spent] = [line for line in done.stderr.splitlines() if "LLM judge spent:" in line]
     assert f"{calls} calls, {prompt:,} prompt + {completion:,} completion tokens, ${cost:.4f}" in spent, spent
     assert f"by service: test-app {prompt + completion:,} tokens ${cost:.4f} (baseline " in spent, spent
-    [budget] = [line for line in done.stderr.splitlines() if "LLM budget (this process, UTC):" in line]
+    budget = budget_line(done)
     # The hour and the day spent the same tokens (unless the run crossed midnight or an hour, rarely).
     hour = re.search(r"hour ([\d,]+) of 1,000,000 tokens", budget)
     day = re.search(r"day ([\d,]+) of 5,000,000 tokens", budget)
     assert hour and day, budget
     assert int(hour.group(1).replace(",", "")) <= prompt + completion
-    assert "a restart starts these windows again from 0" in budget
+    assert "a restart starts these windows again from 0 (llm_budget.state_path keeps them)" in budget
 
 
 def _stats(budget_skips: int) -> ConsumerStats:
@@ -100,5 +116,40 @@ def test_budget_skips_with_the_budget_not_spent_are_said_to_be_paced() -> None:
     assert spent is not None and "budget=55 were refused: the budget is spent" in spent, spent
     assert "paced" not in spent
 
+    kept = load_sampling_config(None, llm_budget={"tokens_per_hour": 20_000, "state_path": "/var/b.json"})
+    saved = _budget_line(kept, {"hour": 100, "day": 100}, _stats(0))
+    assert saved == "hour 100 of 20,000 tokens (0%); saved to /var/b.json: a restart goes on from them", saved
+
     unbounded = load_sampling_config(None)
     assert _budget_line(unbounded, {"hour": 5, "day": 5}, _stats(0)) is None
+
+
+@pytest.mark.kafka
+def test_a_restart_with_a_new_budget_goes_on_from_what_the_hour_spent(
+    bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    """ "Can I change the budget without losing state?": a restart with a new tokens_per_hour started the
+    hour at 0, so each restart could spend another hour's and day's budget. With llm_budget.state_path the
+    second run counts the first run's tokens against its new, larger hour."""
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
+    state = tmp_path / "budget.json"
+    budget = {"TRACESCORE_SAMPLING__LLM_BUDGET__STATE_PATH": str(state)}
+    started = time.time() // 3600
+    with JudgeServer() as server:
+        first = consume(
+            bootstrap, topic_prefix, server, f"{topic_prefix}.1",
+            {**budget, "TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_HOUR": "1000000"},
+        )  # fmt: skip
+        spent_first = server.stats.prompt_tokens + server.stats.completion_tokens
+        second = consume(  # another group: the same answers again, the same spend again
+            bootstrap, topic_prefix, server, f"{topic_prefix}.2",
+            {**budget, "TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_HOUR": "2000000"},
+        )  # fmt: skip
+        spent_both = server.stats.prompt_tokens + server.stats.completion_tokens
+    assert f"saved to {state}: a restart goes on from them" in budget_line(first)
+    hour = re.search(r"hour ([\d,]+) of 2,000,000 tokens", budget_line(second))
+    assert hour, budget_line(second)
+    if time.time() // 3600 != started:
+        pytest.skip("the runs straddled the end of a UTC hour: the second one's hour started at 0")
+    assert int(hour.group(1).replace(",", "")) == spent_both, budget_line(second)
+    assert f"the LLM budget goes on from {state}: {spent_first} tokens spent this UTC hour" in second.stderr

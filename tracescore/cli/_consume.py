@@ -323,7 +323,9 @@ def _budget_line(sampling: SamplingConfig, used: dict[str, int], stats: Consumer
         )
     elif kept:
         line += f"; budget={kept} were refused: the budget is spent (they keep their offline score)"
-    return line + "; a restart starts these windows again from 0"
+    if sampling.llm_budget.state_path is None:
+        return line + "; a restart starts these windows again from 0 (llm_budget.state_path keeps them)"
+    return line + f"; saved to {sampling.llm_budget.state_path}: a restart goes on from them"
 
 
 def _unbounded_llm_spend(sampling: SamplingConfig) -> str | None:

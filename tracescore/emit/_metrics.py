@@ -142,7 +142,8 @@ class EvaluationMetrics:
             callbacks=[self._observe_budget_used],
             unit="{token}",
             description="LLM-judge tokens this consumer process spent in the current UTC clock hour and "
-            "day (window), against its llm_budget; a restart starts them again from 0.",
+            "day (window), against its llm_budget; at 0 after a restart, unless llm_budget.state_path keeps "
+            "them.",
         )
         meter.create_observable_gauge(
             "tracescore.llm_judge.budget.limit",

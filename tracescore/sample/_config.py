@@ -126,6 +126,12 @@ class BudgetConfig(_Strict):
     tokens_per_day: int | None = Field(
         default=None, ge=0, description="LLM-judge tokens per UTC day, per consumer process."
     )
+    state_path: Path | None = Field(
+        default=None,
+        description="Where the tokens spent in the current UTC hour and day are saved (JSON, written "
+        "atomically, every 10 s of spending and on stop), so a restart, with the same budget or a new one, "
+        "goes on from them; unset: a restart starts them at 0. One per process.",
+    )
     # So concurrent escalations cannot all pass a nearly spent budget.
     estimated_tokens_per_evaluation: int = Field(
         default=2_000,

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tracescore.sample._calibration import COLD_START, FEATURES, LogisticModel, coefficients
 from tracescore.sample._config import LearningConfig
+from tracescore.sample._state_file import write_json_atomically
 
 __all__ = ["STATE_VERSION", "SuspicionModels"]
 
@@ -79,15 +79,7 @@ class SuspicionModels:
             "routes": {route: _dump(model) for route, model in self.routes.items()},
         }
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    json.dump(state, out)
-                os.replace(temporary, path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            write_json_atomically(path, state)
         except OSError as exc:
             _log.warning("cannot save the cascade's learned suspicion models to %s: %s", path, exc)
 

@@ -5,12 +5,23 @@ Each reads time from an injected clock (seconds since the epoch), so tests drive
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 from collections.abc import Callable
+from pathlib import Path
+
+from tracescore.sample._state_file import write_json_atomically
 
 __all__ = ["ArrivalMeter", "TokenBucket", "TokenBudget"]
 
 Clock = Callable[[], float]
+
+_log = logging.getLogger(__name__)
+BUDGET_STATE_VERSION = 1
+# A budget's spend is saved at most this often while it spends (and on stop): a crash forgets at most this
+# long's spend, and a judge answering many calls a second does not write a file for each.
+SAVE_EVERY_S = 10.0
 
 
 class TokenBucket:
@@ -37,11 +48,20 @@ class TokenBucket:
 class TokenBudget:
     """Tokens spent (plus reserved) per UTC clock hour and day; either limit may be None (unlimited)."""
 
-    def __init__(self, per_hour: int | None, per_day: int | None, clock: Clock) -> None:
+    def __init__(
+        self, per_hour: int | None, per_day: int | None, clock: Clock, state_path: Path | None = None
+    ) -> None:
+        """`state_path`: where the windows' spend is saved and read back at start, so a restart (with these
+        limits or new ones) goes on from what the hour and day spent, instead of from 0 (a process restarted
+        N times a day could spend N+1 days' budget)."""
         self._limits = {3600: per_hour, 86_400: per_day}
         self._clock = clock
         self._spent: dict[int, tuple[int, int]] = {}  # window length -> (window index, tokens)
         self.reserved = 0
+        self._path = state_path
+        self._saved_at = -math.inf
+        if state_path is not None:
+            self._load(state_path)
 
     def _used(self, length: int) -> int:
         index = int(self._clock() // length)
@@ -62,6 +82,46 @@ class TokenBudget:
         for length in self._limits:
             index = int(self._clock() // length)
             self._spent[length] = (index, self._used(length) + tokens)
+        if self._path is not None and self._clock() - self._saved_at >= SAVE_EVERY_S:
+            self.save()
+
+    def save(self) -> None:
+        """Write the windows' spend to the state path (if set); a failure is logged, never raised."""
+        if self._path is None:
+            return
+        self._saved_at = self._clock()
+        windows = {str(length): [index, tokens] for length, (index, tokens) in self._spent.items()}
+        try:
+            write_json_atomically(self._path, {"version": BUDGET_STATE_VERSION, "windows": windows})
+        except OSError as exc:
+            _log.warning("cannot save the LLM budget's spend to %s: %s", self._path, exc)
+
+    def _load(self, path: Path) -> None:
+        if not path.exists():
+            return
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(state, dict) or state.get("version") != BUDGET_STATE_VERSION:
+                found = state.get("version") if isinstance(state, dict) else None
+                raise ValueError(f"state version {found!r}, this release reads {BUDGET_STATE_VERSION}")
+            spent = {
+                int(length): (int(index), int(tokens))
+                for length, (index, tokens) in dict(state["windows"]).items()
+                if int(length) in self._limits
+            }
+            if any(tokens < 0 for _, tokens in spent.values()):
+                raise ValueError("a negative spend")
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            _log.warning(
+                "ignoring the LLM budget's saved spend in %s (%s): this hour and day start at 0", path, exc
+            )
+            return
+        self._spent = spent  # a window of an hour or day gone by reads as 0 (`_used` compares its index)
+        used = self.used()
+        _log.info(
+            "the LLM budget goes on from %s: %d tokens spent this UTC hour, %d today",
+            path, used["hour"], used["day"],
+        )  # fmt: skip
 
     def used(self) -> dict[str, int]:
         return {"hour": self._used(3600), "day": self._used(86_400)}

@@ -78,7 +78,7 @@ class CascadePolicy(SamplingPolicy):
             None if limit.per_minute is None else TokenBucket(limit.per_minute / 60.0, limit.capacity, clock)
         )
         budget = self.config.llm_budget
-        self._budget = TokenBudget(budget.tokens_per_hour, budget.tokens_per_day, clock)
+        self._budget = TokenBudget(budget.tokens_per_hour, budget.tokens_per_day, clock, budget.state_path)
         self._arrivals = ArrivalMeter(clock)  # candidates offered to admit, for thinning
         self._scored = ArrivalMeter(clock)  # candidates offered to escalate, for the baseline's budget hold
         self._paced = ArrivalMeter(clock, _PACE_HORIZON_S, warm_up=True)  # the same, to pace the cascade
@@ -307,8 +307,10 @@ class CascadePolicy(SamplingPolicy):
         return True
 
     def save(self) -> None:
-        """Persist the learned suspicion models (when `cascade.learning.state_path` is set)."""
+        """Persist the learned suspicion models (when `cascade.learning.state_path` is set) and the LLM
+        budget's spend (when `llm_budget.state_path` is)."""
         self.models.save()
+        self._budget.save()
 
     def _cascade_share(self, estimate: int, arrivals_per_s: float) -> float:
         """The share of scored interactions the cascade may send: what the budget's pace allows at the
