@@ -343,3 +343,41 @@ def test_run_as_a_program_it_serves_until_interrupted_and_a_command_judges_with_
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=30)
     assert server.returncode == 0 and "Traceback" not in err, err
+
+
+def test_run_as_a_program_it_serves_the_faults_it_is_given_in_order() -> None:
+    """`--fault rate_limit:2 --fault server_error`: a user rehearses a provider's failures (what is retried,
+    counted, paged) from the command line; the faults come first, in order, then the answers."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tracescore.testing.judge_server", "--fault", "rate_limit:2",
+         "--fault", "server_error"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        statuses = []
+        for _ in range(4):
+            request = urllib.request.Request(
+                f"{base_url}/chat/completions", data=body, headers={"content-type": "application/json"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=30) as reply:
+                    statuses.append(reply.status)
+            except urllib.error.HTTPError as refused:
+                statuses.append(refused.code)
+        assert statuses == [429, 429, 500, 200]
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=30)
+    assert server.returncode == 0 and "Traceback" not in err, err
+
+
+def test_a_fault_it_does_not_know_is_refused_naming_the_kinds() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tracescore.testing.judge_server", "--fault", "ratelimit"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "'ratelimit': expected KIND[:N], KIND one of rate_limit, server_error" in done.stderr, done.stderr

@@ -369,6 +369,22 @@ def _error(message: str, kind: str, *, param: str | None = None) -> dict[str, An
     return {"error": {"message": message, "type": kind, "param": param, "code": kind}}
 
 
+def _fault_option(text: str) -> tuple[Fault, int]:
+    """`rate_limit:40` -> (Fault.RATE_LIMIT, 40); `timeout` -> (Fault.TIMEOUT, 1)."""
+    import argparse
+
+    kind, _, count = text.partition(":")
+    try:
+        fault, times = Fault(kind.strip().lower()), int(count or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected KIND[:N], KIND one of {', '.join(Fault)} and N a count"
+        ) from None
+    if times < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: N must be at least 1")
+    return fault, times
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m tracescore.testing.judge_server`: the scripted judge until Ctrl-C (or SIGTERM), to try
     `--judge openai` without a provider's key; its base URL printed first, on a line of its own."""
@@ -381,11 +397,32 @@ def main(argv: list[str] | None = None) -> None:
         "try --judge openai without a provider's key. Not a model.",
     )
     parser.add_argument("--port", type=int, default=0, help="Port on 127.0.0.1 [default: a free one].")
-    port = parser.parse_args(argv).port
+    # To rehearse a provider's failures from the command line (what is retried, counted, paged), not
+    # only from Python: each fault is served to one chat request, in the order given, before any answer.
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        type=_fault_option,
+        metavar="KIND[:N]",
+        help=f"Serve the next N chat requests (1) this fault, in order: {', '.join(Fault)}. A timeout "
+        "answers after --timeout-sleep seconds: set TRACESCORE_JUDGE_TIMEOUT_S below it. Repeatable.",
+    )
+    parser.add_argument(
+        "--timeout-sleep", type=float, default=2.0, help="Seconds a timeout fault waits [default: 2]."
+    )
+    parser.add_argument(
+        "--retry-after", type=float, default=0.0, help="A rate_limit fault's retry-after header [default: 0]."
+    )
+    args = parser.parse_args(argv)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with JudgeServer(port=port) as server:
+    with JudgeServer(
+        port=args.port, timeout_sleep_s=args.timeout_sleep, retry_after_s=args.retry_after
+    ) as server:
+        for fault, times in args.fault:
+            server.inject(fault, times=times)
         print(server.base_url, flush=True)
         print(f"try: tracescore consume --judge openai --base-url {server.base_url}", flush=True)
         print("Ctrl-C stops this server", flush=True)
