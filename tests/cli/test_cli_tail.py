@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 from service_processes import checkout_env
 
 from tracescore.cli import main
-from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus, WorstTurn
+from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus, Usage, WorstTurn
 from tracescore.testing.kafka_topics import input_producer
 
 pytestmark = pytest.mark.kafka
@@ -393,3 +393,37 @@ def test_conversation_records_print_one_line_each(bootstrap: str, topic_prefix: 
         None,
     ]
     assert "2 records shown, 1 filtered out, 2 skipped" in flagged.stderr
+
+
+def test_the_summary_says_what_the_llm_judge_cost_over_the_records_shown(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """ "What did the judge cost for the billing team?": `--service` picks the team, the summary adds up the
+    records' usage (the offline judge's cost nothing and are not in it)."""
+    topic = f"{topic_prefix}.evaluations"
+
+    def llm(n: int, service: str, selection: str, prompt: int, cost: float) -> bytes:
+        usage = Usage(calls=2, prompt_tokens=prompt, completion_tokens=100, cost_usd=cost)
+        record = _record(
+            n, service_name=service, judge="openai:gpt-4o-mini", annotator_kind="LLM", selection=selection,
+            usage=usage,
+        )  # fmt: skip
+        return record.model_dump_json().encode()
+
+    _produce(
+        bootstrap,
+        topic,
+        [
+            _record(1, service_name="billing").model_dump_json().encode(),
+            llm(2, "billing", "cascade", 900, 0.0003),
+            llm(3, "billing", "baseline", 400, 0.0002),
+            llm(4, "search", "baseline", 5000, 0.0010),
+        ],
+    )
+    result = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", topic, "--service", "billing")
+    assert result.exit_code == 0, result.output
+    summary = result.stderr.strip().splitlines()[-1]
+    assert summary == (
+        "3 records shown, 1 filtered out; LLM judge over them: 4 calls, 1,300 prompt + 200 completion "
+        "tokens, $0.0005; by service: billing 1,500 tokens $0.0005 (cascade 1,000, baseline 500)"
+    ), summary

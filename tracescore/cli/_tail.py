@@ -22,7 +22,7 @@ import click
 from tracescore._plural import counted
 from tracescore.cli._options import config_option, consumer_settings, settings_options
 from tracescore.cli._service import stop_on_signals
-from tracescore.consume import ConsumerSettings
+from tracescore.consume import ConsumerSettings, JudgeSpend
 from tracescore.model import (
     CONVERSATION_KEY,
     ConversationLabel,
@@ -53,6 +53,8 @@ class TailStats:
     shown: int = 0
     filtered: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    # What the model judge cost over the records shown (`--service` for one team's): the records' `usage`.
+    spend: JudgeSpend = field(default_factory=JudgeSpend)
 
     def summary(self) -> str:
         text = f"{counted(self.shown, 'record')} shown"
@@ -61,6 +63,8 @@ class TailStats:
         if self.skipped:
             reasons = ", ".join(f"{reason}={n}" for reason, n in sorted(self.skipped.items()))
             text += f", {sum(self.skipped.values())} skipped ({reasons})"
+        if self.spend.by:
+            text += f"; LLM judge over them: {self.spend.describe()}; by service: {self.spend.by_service()}"
         return text
 
 
@@ -347,6 +351,8 @@ def _show(message: Message, stats: TailStats, kept: _Filter, as_json: bool) -> N
         stats.filtered += 1
         return
     stats.shown += 1
+    if isinstance(record, EvaluationRecord):
+        stats.spend.add(record)
     if as_json:
         click.echo(record.model_dump_json())
     elif isinstance(record, ConversationRecord):
