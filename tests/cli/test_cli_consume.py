@@ -287,6 +287,47 @@ def test_a_bounded_or_offline_consumer_says_nothing_of_llm_spend(
     assert not [line for line in done.warnings if _UNBOUNDED in line], done.warnings
 
 
+def test_an_llm_budget_with_no_cascade_is_refused_not_ignored(
+    consume_with_bad_input: Callable[..., _Refused],
+) -> None:
+    """The budget caps the cascade only: with --no-cascade, tokens_per_hour = 5000 spent 208,518 tokens on
+    200 answers in a budget owner's walk, and nothing said so."""
+    done = consume_with_bad_input(
+        *_LLM_JUDGE, "--no-cascade",
+        env={"OPENAI_API_KEY": "sk-test", "TRACESCORE_SAMPLING__LLM_BUDGET__TOKENS_PER_HOUR": "5000"},
+    )  # fmt: skip
+    assert done.exit_code == 2, done.errors
+    [error] = done.errors
+    assert "[sampling.llm_budget] caps the cascade's LLM judge only" in error
+    assert "rate_limit.per_minute" in error and "Drop --no-cascade" in error
+
+
+@pytest.mark.parametrize(
+    ("env", "warned"),
+    [
+        ({}, True),
+        ({"TRACESCORE_SAMPLING__RATE_LIMIT__PER_MINUTE": "60"}, False),
+        ({"TRACESCORE_SAMPLING__DEFAULT_RATE": "0.1"}, False),
+    ],
+    ids=["unbounded", "rate-limit", "rate"],
+)
+def test_no_cascade_without_a_bound_says_the_spend_is_unbounded(
+    consume_with_bad_input: Callable[..., _Refused], env: dict[str, str], warned: bool
+) -> None:
+    done = consume_with_bad_input(*_LLM_JUDGE, "--no-cascade", env={"OPENAI_API_KEY": "sk-test", **env})
+    said = [line for line in done.warnings if "--no-cascade sends it every answer read" in line]
+    assert len(said) == warned, done.warnings
+
+
+def test_a_disabled_cascade_says_the_llm_judge_is_never_called(
+    consume_with_bad_input: Callable[..., _Refused],
+) -> None:
+    """cascade.enabled = false with --judge openai: every record was the offline judge's, silently."""
+    env = {"OPENAI_API_KEY": "sk-test", "TRACESCORE_SAMPLING__CASCADE__ENABLED": "false"}
+    done = consume_with_bad_input(*_LLM_JUDGE, env=env)
+    assert [line for line in done.warnings if "the LLM judge (--judge openai) is never called" in line]
+
+
 def test_a_misspelt_variable_is_said_once_with_the_name_meant(
     consume_with_bad_input: Callable[..., _Refused],
 ) -> None:

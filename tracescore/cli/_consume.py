@@ -69,7 +69,8 @@ _FULL = 0.95  # a budget window this far spent is at its cap: what is kept from 
     show_default=True,
     help="With an LLM judge: the offline judge scores every admitted interaction and the LLM judge those "
     "it finds suspicious plus a uniform baseline, within the token budget. --no-cascade: the LLM judge "
-    "scores all.",
+    "scores every admitted answer, outside any llm_budget (bound it with rate_limit.per_minute or "
+    "default_rate).",
 )
 @click.option(
     "--alert-threshold",
@@ -210,6 +211,8 @@ def consume(
         raise click.UsageError(f"{exc}{hint}") from exc
     if llm_judge is not None and (unbounded := _unbounded_llm_spend(sampling)):
         _log.warning("%s", unbounded)
+    if judge != OFFLINE_JUDGE:
+        _check_llm_spend_without_cascade(sampling, judge, cascade)
     alerts = InProcessAlerts.for_threshold(FAITHFULNESS, alert_threshold, alert_window, alert_signal)
     # Read before the metrics endpoint starts: a usage error leaves no port bound behind it.
     phoenix_config = phoenix_settings(phoenix_endpoint) if phoenix_endpoint else None
@@ -326,6 +329,37 @@ def _budget_line(sampling: SamplingConfig, used: dict[str, int], stats: Consumer
     if sampling.llm_budget.state_path is None:
         return line + "; a restart starts these windows again from 0 (llm_budget.state_path keeps them)"
     return line + f"; saved to {sampling.llm_budget.state_path}: a restart goes on from them"
+
+
+def _check_llm_spend_without_cascade(sampling: SamplingConfig, judge: str, cascade: bool) -> None:
+    """The LLM budget caps the cascade's escalations only. With --no-cascade the LLM judge scores every
+    admitted answer and a budget was ignored without a word (tokens_per_hour = 5000 spent 208,518 tokens on
+    200 answers in one walk): refused, saying what bounds it. With cascade.enabled = false the LLM judge is
+    never called: said, as a budget owner may mean it (a switch that stops the spend) or not."""
+    budget = sampling.llm_budget
+    budgeted = budget.tokens_per_hour is not None or budget.tokens_per_day is not None
+    if not cascade and budgeted:
+        raise click.UsageError(
+            "[sampling.llm_budget] caps the cascade's LLM judge only: with --no-cascade the LLM judge scores "
+            "every admitted answer and the budget would be ignored. Drop --no-cascade (the cascade keeps the "
+            "LLM judge within the budget), or remove llm_budget and bound the spend with [sampling] "
+            "rate_limit.per_minute or default_rate. See the docs, Operating the consumer > What the LLM "
+            "judge costs"
+        )
+    bounded = sampling.rate_limit.per_minute is not None or sampling.default_rate < 1.0 or sampling.rates
+    if not cascade and not bounded:
+        _log.warning(
+            "the LLM judge's spend is unbounded: --no-cascade sends it every answer read (default_rate 1); "
+            "bound it with [sampling] rate_limit.per_minute or default_rate (--sample-ratio), or drop "
+            "--no-cascade for the cascade and its llm_budget. See the docs, Operating the consumer > What "
+            "the LLM judge costs"
+        )
+    if cascade and not sampling.cascade.enabled:
+        _log.warning(
+            "cascade.enabled is false: the LLM judge (--judge %s) is never called and only the offline judge "
+            "scores; --no-cascade makes the LLM judge score every admitted answer",
+            judge,
+        )
 
 
 def _unbounded_llm_spend(sampling: SamplingConfig) -> str | None:

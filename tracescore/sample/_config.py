@@ -217,7 +217,11 @@ class CascadeConfig(_Strict):
     Where targeting shows no lift over uniform draws, its budget goes to uniform draws (`lift`).
     """
 
-    enabled: bool = Field(default=True, description="Run the cascade when an LLM judge is configured.")
+    enabled: bool = Field(
+        default=True,
+        description="Run the cascade when an LLM judge is configured; false: the LLM judge is never called "
+        "(only the offline judge scores; tracescore consume --no-cascade makes it score every answer).",
+    )
     metric: str = Field(
         default=DEFAULT_CASCADE_METRIC, description="The offline result the suspicion score is computed from."
     )
