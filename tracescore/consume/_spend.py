@@ -76,7 +76,7 @@ def _tokens(usage: Usage) -> int:
 
 def _usage(usage: Usage, *, priced: bool) -> str:
     calls = "call" if usage.calls == 1 else "calls"
-    cost = f"${usage.cost_usd:.4f}" if priced else "cost unknown (no price set)"
+    cost = f"${usage.cost_usd:.4f}" if priced else "cost unknown (no price: TRACESCORE_JUDGE_*_PRICE_PER_1M)"
     return (
         f"{usage.calls:,} {calls}, {usage.prompt_tokens:,} prompt + {usage.completion_tokens:,} completion "
         f"tokens, {cost}"
