@@ -171,8 +171,11 @@ def test_the_first_step_matches_the_route_alone_and_pastes_into_a_shell() -> Non
         "check that the route still gets traffic and that tracescore consume runs; its last records: "
         "tracescore tail --service rag-api --route /billing --last 100"
     )
-    assert first_step(key, "TracescoreJudgeUnhealthy").startswith(
-        "see the failed evaluations: tracescore tail"
+    # The judge's failures alone, each with its reason (the outage's cause), not the route's hallucinated
+    # answers beside them.
+    assert first_step(key, "TracescoreJudgeUnhealthy") == (
+        "see the failed evaluations and their reason: tracescore tail --failed --service rag-api "
+        "--route /billing --last 1000"
     )
 
 

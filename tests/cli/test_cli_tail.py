@@ -132,6 +132,17 @@ def test_flagged_and_route_filters(bootstrap: str, evaluations: str) -> None:
     assert other.stdout == "" and "0 records shown, 3 filtered out" in other.stderr
 
 
+def test_failed_shows_only_the_failed_evaluations_with_their_reason(bootstrap: str, evaluations: str) -> None:
+    """The first step of a judge-health page: the evaluations the judge failed and why, without the
+    hallucinated answers `--flagged` shows beside them."""
+    failed = _tail("--bootstrap-servers", bootstrap, "--evaluations-topic", evaluations, "--failed")
+    assert failed.exit_code == 0, failed.output
+    assert "ERROR    faithfulness -  error" in failed.stdout
+    assert "reason: judge timed out after 3 tries" in failed.stdout
+    assert "hallucinated" not in failed.stdout and " ok " not in failed.stdout
+    assert "1 record shown, 2 filtered out" in failed.stderr
+
+
 def test_flagged_shows_the_revision_that_clears_a_flagged_answer_shown(
     bootstrap: str, topic_prefix: str
 ) -> None:

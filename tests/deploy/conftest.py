@@ -22,6 +22,7 @@ from deploy_stack import (
     metrics_collector,
     python_env,
     rules_without_for_delays,
+    shipped_prometheus_config,
     verbatim_judge,
     wait_until,
 )
@@ -76,20 +77,9 @@ def _prometheus_stack(
         JudgeServer() as judge,
     ):
         judge.responder = verbatim_judge
-        config = f"""
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: ["{rules_without_for_delays(tmp)}"]
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ["127.0.0.1:{alertmanager.port}"]
-scrape_configs:
-  - job_name: tracescore-metrics
-    static_configs:
-      - targets: ["127.0.0.1:{collector.exporter_port}"]
-"""
+        config = shipped_prometheus_config(
+            rules_without_for_delays(tmp), alertmanager.port, collector.exporter_port
+        )
         with PrometheusProcess(config) as prometheus:
             # Ended before the Collector it exports its metrics to.
             consumer, consumer_guard = start_consume(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import yaml
 from _helpers import wait_until as _wait_until
 from _zygote import run
 from service_processes import checkout_env
@@ -26,6 +27,7 @@ from tracescore.testing.judge_server import default_responder, fenced_data, task
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "tracescore-rules.yaml"
+PROMETHEUS_CONFIG = REPO / "deploy" / "prometheus" / "prometheus.yml"
 STOP_S = 60.0  # how long a process the stack started has to exit on SIGTERM before it is killed
 
 
@@ -116,10 +118,27 @@ def rules_without_for_delays(tmp: Path) -> Path:
         line.split("for:")[0] + "for: 0s" if line.strip().startswith("for:") else line
         for line in text.splitlines()
     )
-    assert fast.count("for: 0s") == 3, "the shipped rules changed: update this test"
+    assert fast.count("for: 0s") == 5, "the shipped rules changed: update this test"
     path = tmp / "tracescore-rules.yaml"
     path.write_text(fast + "\n")
     return path
+
+
+def shipped_prometheus_config(rules: Path, alertmanager_port: int, collector_port: int) -> str:
+    """deploy/prometheus/prometheus.yml as shipped, its job for the metrics Collector with every setting kept
+    (how the consumers' labels are scraped), only pointed at this stack: the Collector's and Alertmanager's
+    ports, `rules` for its rule file, every second instead of every 15. Its kafka-exporter job is left out:
+    this stack runs none."""
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    config["global"].update(scrape_interval="1s", evaluation_interval="1s")
+    config["rule_files"] = [str(rules)]
+    config["alerting"]["alertmanagers"] = [
+        {"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}
+    ]
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "tracescore-metrics"]
+    job["static_configs"] = [{"targets": [f"127.0.0.1:{collector_port}"]}]
+    config["scrape_configs"] = [job]
+    return yaml.safe_dump(config)
 
 
 @dataclass(frozen=True)

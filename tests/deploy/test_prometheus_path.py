@@ -120,3 +120,19 @@ def test_a_skipped_trace_reaches_prometheus_by_reason_and_scope(drifted_stack: P
     assert labels["otel_scope_name"] == "tracescore.consumer", (
         "the exporter's own label (the meter), apart from ours"
     )
+
+
+def test_each_consumer_is_its_own_instance_through_the_shipped_scrape_config(
+    drifted_stack: PrometheusStack,
+) -> None:
+    """Scraped as deploy/prometheus/prometheus.yml scrapes the Collector, a consumer's series carry its own
+    `instance` (its service.instance.id, `c1` here) and `job`, as the docs say, not the Collector's address
+    with the consumer's moved to `exported_instance`."""
+    result = drifted_stack.prometheus.query('tracescore_evaluations_total{tracescore_route="/billing"}')[
+        "result"
+    ]
+    assert result, "no evaluations scraped"
+    for series in result:
+        labels = series["metric"]
+        assert (labels.get("instance"), labels.get("job")) == ("c1", "tracescore-consumer"), labels
+        assert "exported_instance" not in labels, labels

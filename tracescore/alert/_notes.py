@@ -327,8 +327,10 @@ def first_step(key: AlertKey, alertname: str) -> str:
             f"check that the route still gets traffic and that {scorer} runs; its last records: "
             f"tracescore tail {where} --last 100"
         )
-    shown = "the failed evaluations" if alertname == JUDGE_ALERT else f"the flagged {key.unit}s"
-    return f"see {shown}: tracescore tail --flagged {where} --last {TAIL_LAST}"
+    if alertname == JUDGE_ALERT:  # the judge's failures alone, each with its reason: the outage's cause
+        shown = "the failed evaluations and their reason"
+        return f"see {shown}: tracescore tail --failed {where} --last {TAIL_LAST}"
+    return f"see the flagged {key.unit}s: tracescore tail --flagged {where} --last {TAIL_LAST}"
 
 
 def _literal(name: str) -> str:

@@ -250,6 +250,12 @@ def _messages(
     help="Only flagged answers (labelled hallucinated, or an unlabelled score below 0.5) and failed "
     "evaluations, and the later revisions that clear a flagged answer shown.",
 )
+@click.option(
+    "--failed",
+    is_flag=True,
+    help="Only failed evaluations (status error: the judge failed after its retries), each with its reason: "
+    "what a judge-health page's first step shows.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One evaluation record per line, as JSON.")
 @click.option(
     "-n",
@@ -264,6 +270,7 @@ def tail(
     route_glob: str | None,
     service_glob: str | None,
     flagged: bool,
+    failed: bool,
     as_json: bool,
     last: int | None,
     **flags: Any,
@@ -286,7 +293,7 @@ def tail(
     stop = _Stop()
     try:
         with stop_on_signals(stop.request):
-            kept = _Filter(flagged, route_glob, service_glob)
+            kept = _Filter(flagged, route_glob, service_glob, failed)
             for message in _messages(settings, follow, last, stop.requested):
                 _show(message, stats, kept, as_json)
     except BrokerUnreachable as exc:
@@ -296,19 +303,22 @@ def tail(
 
 @dataclass
 class _Filter:
-    """What `--flagged`, `--route` and `--service` keep. With `--flagged`, a revision that clears a flagged
-    answer shown before is kept too: else the answer would read as flagged, where its latest revision, the
-    one that counts, is not."""
+    """What `--flagged`, `--failed`, `--route` and `--service` keep. With `--flagged`, a revision that clears
+    a flagged answer shown before is kept too: else the answer would read as flagged, where its latest
+    revision, the one that counts, is not."""
 
     flagged: bool
     route_glob: str | None
     service_glob: str | None
+    failed: bool = False
     shown_flagged: OrderedDict[tuple[str, str, str, str], None] = field(default_factory=OrderedDict)
 
     def keeps(self, record: EvaluationRecord | ConversationRecord, bad: bool) -> bool:
         if (self.route_glob is not None and not fnmatchcase(record.route, self.route_glob)) or (
             self.service_glob is not None and not fnmatchcase(record.service_name, self.service_glob)
         ):
+            return False
+        if self.failed and record.status is not MetricStatus.ERROR:
             return False
         if not self.flagged or isinstance(record, ConversationRecord):
             return bad or not self.flagged
