@@ -158,12 +158,12 @@ def test_a_service_that_resent_nothing_for_the_hold_window_is_no_longer_watched(
     again."""
     clock = Clock()
     learner = ChatLearner(LearnerBounds(hold_seconds=60), clock=clock)
-    assert learner.watches("svc", ChatTurn(T1))
+    assert learner.watches("svc", resends=False)
     clock.now = 59
-    assert learner.watches("svc", ChatTurn(T2))
+    assert learner.watches("svc", resends=False)
     clock.now = 61
-    assert not learner.watches("svc", ChatTurn(T3)), "a minute of nothing resent"
-    assert learner.watches("other", ChatTurn(T3)), "another service is watched from when it is first read"
-    assert learner.watches("svc", ChatTurn(T3, (T2,)))
+    assert not learner.watches("svc", resends=False), "a minute of nothing resent"
+    assert learner.watches("other", resends=False), "another service is watched from when it is first read"
+    assert learner.watches("svc", resends=True)
     clock.now = 120
-    assert learner.watches("svc", ChatTurn(EXAMPLE))
+    assert learner.watches("svc", resends=False)

@@ -108,14 +108,15 @@ class ChatLearner:
     def services(self) -> frozenset[str]:
         return frozenset(self._learned)
 
-    def watches(self, service: str, turn: ChatTurn) -> bool:
-        """Whether `service`'s possible turns are held and known now: from when the instance first reads it,
-        and for `hold_seconds` after each of its turns that resent something (a possible follow-up). A
-        service none of whose turns resent anything for that long (a one-shot RAG service) costs only the
-        reading of its prompts from then on: a chat's follow-up must come within `hold_seconds` of the turn
-        it follows to ground it in the held documents anyway."""
+    def watches(self, service: str, resends: bool) -> bool:
+        """Whether `service`'s possible turns are held and known now, given that this one `resends` earlier
+        pairs (or names a previous response): from when the instance first reads the service, and for
+        `hold_seconds` after each of its turns that resent something (a possible follow-up). A service none
+        of whose turns resent anything for that long (a one-shot RAG service) costs only the reading of its
+        prompts from then on: a chat's follow-up must come within `hold_seconds` of the turn it follows to
+        ground it in the held documents anyway."""
         now, watching = self._clock(), self._watching
-        if turn.history or turn.previous_response_id is not None:
+        if resends:
             watching[service] = now + self.bounds.hold_seconds
             return True
         until = watching.get(service)

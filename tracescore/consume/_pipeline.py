@@ -293,9 +293,11 @@ class Pipeline:
         if learner.learned(service):
             read.infer_conversation()
             return []
-        turn = read.chat_turn()
-        if turn is None or not learner.watches(service, turn):
+        resends = read.resends()  # its own digest not computed yet: a one-shot service's turns need none
+        if resends is None or not learner.watches(service, resends):
             return []
+        turn = read.chat_turn()
+        assert turn is not None  # it resends, or not: a chat turn
         held = learner.learns(service, turn)
         if held is not None:
             self.stats.services_learned += 1

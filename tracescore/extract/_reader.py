@@ -300,12 +300,12 @@ def more_conversation(r: Reading) -> None:
         r.session_id, r.user_id = r.session_id or session, r.user_id or user
 
 
-def read_turn(r: Reading) -> ChatTurn | None:
-    """Where no conversation was named: what the turn shows of its chat (`ChatTurn`), read once: its
-    (question, answer) digest and those of the pairs the answering model call's prompt resent (the first
-    prompt, nearest the answer, that resent any), or, where it resent none, the responses the model's service
-    keeps. None: a named conversation, or no question and answer to know the turn by. Nothing is set on the
-    turn's records here: `read_history` does, where asked."""
+def read_resent(r: Reading) -> ChatTurn | None:
+    """Where no conversation was named: what the turn resent of its chat, read once: the digests of the pairs
+    the answering model call's prompt resent (the first prompt, nearest the answer, that resent any), or,
+    where it resent none, the responses the model's service keeps; its own pair's digest not computed yet
+    (`read_turn` does: a one-shot service's turns need only this). None: a named conversation, or no
+    question and answer to know the turn by. Nothing is set on the turn's records here."""
     if r.chat_turn is not UNREAD:
         return r.chat_turn  # type: ignore[return-value]  # read: a ChatTurn or None
     r.chat_turn = None
@@ -319,12 +319,22 @@ def read_turn(r: Reading) -> ChatTurn | None:
         if pairs:
             history = tuple(turn_digest(q, a) for q, a in pairs)
             break
-    turn = ChatTurn(turn_digest(question, answer), history)
+    turn = ChatTurn("", history)
     if not history:  # nothing resent: the model's service may keep the history (the Responses API)
         previous, own = convention.response_chain(r)
         if own is not None:
             turn = turn._replace(response_id=own, previous_response_id=previous)
     r.chat_turn = turn
+    return turn
+
+
+def read_turn(r: Reading) -> ChatTurn | None:
+    """What the turn shows of its chat (`ChatTurn`): `read_resent` and its own (question, answer) digest."""
+    turn = read_resent(r)
+    if turn is None or turn.digest:
+        return turn
+    assert r.question is not None and r.answer is not None  # read_resent: a turn has both
+    turn = r.chat_turn = turn._replace(digest=turn_digest(r.question, r.answer))
     return turn
 
 
@@ -430,6 +440,12 @@ class Found:
             return self._built.context_sources
         assert self._reading is not None
         return self._reading.contexts.sources
+
+    def resends(self) -> bool | None:
+        """Where no conversation was named, whether its prompt resent earlier pairs or named a previous
+        response (`read_resent`, without its own digest); None: no chat turn to know it by."""
+        turn = read_resent(self._reading) if self._reading is not None else None
+        return None if turn is None else bool(turn.history) or turn.previous_response_id is not None
 
     def chat_turn(self) -> ChatTurn | None:
         """Where no conversation was named, what the turn shows of its chat (`read_turn`), without placing
