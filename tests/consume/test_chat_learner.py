@@ -6,6 +6,7 @@ the same conversations, as the setting on, from the first conversation on."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -167,3 +168,17 @@ def test_a_service_that_resent_nothing_for_the_hold_window_is_no_longer_watched(
     assert learner.watches("svc", resends=True)
     clock.now = 120
     assert learner.watches("svc", resends=False)
+
+
+def test_learning_a_service_is_said_once_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    turns = sorted(map(named_nothing, chat_turns("openinference_openai_conversation")), key=lambda t: t.turn)
+    stats = ConsumerStats()
+    steps = Pipeline(TraceAssembler(AssemblySettings(grace_s=0)), stats, evidence=True,
+                     infer_conversations="auto")  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="tracescore.consume"):
+        for offset, t in enumerate(turns):
+            steps.take([message(t.payload, offset)])
+            steps.flush()
+    said = [r.getMessage() for r in caplog.records if "resends its chat history" in r.getMessage()]
+    assert stats.services_learned == 1 and len(said) == 1, said
+    assert f"service {turns[0].service} resends its chat history" in said[0]

@@ -302,8 +302,8 @@ class Pipeline:
         if held is not None:
             self.stats.services_learned += 1
             _log.info(
-                "service %s resends its chat history: inferring conversations (infer_conversations auto; "
-                "%s held written)",
+                "service %s resends its chat history: inferring conversations (infer_conversations auto); "
+                "the documents of %s held till now written",
                 service,
                 counted(len(held), "possible turn"),
             )

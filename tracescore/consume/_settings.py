@@ -59,7 +59,8 @@ class ConsumerSettings(FileSettings):
         default=EVIDENCE_TOPIC,
         description="Where the documents of each interaction with a conversation id go, scored or not, for "
         "tracescore conversations to ground a follow-up's claims in what earlier turns retrieved; empty: "
-        "not written (interactions without a conversation id never cost anything here).",
+        "not written (an interaction without a conversation id costs nothing here unless infer_conversations "
+        "infers its service's).",
     )
     infer_conversations: InferConversations = Field(
         default=INFER_AUTO,
