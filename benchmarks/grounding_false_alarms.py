@@ -4,10 +4,12 @@ sources and writes each turn's documents; `tracescore conversations` then runs t
 without grounding (`evidence_topic` empty: the verdicts as each trace alone supports them), then with it (its
 revisions read back, as every reader of the evaluations topic does).
 
-    python benchmarks/grounding_false_alarms.py [--source NAME ...] [--infer-conversations]
+    python benchmarks/grounding_false_alarms.py [--source NAME ...] [--infer-conversations [auto|true|false]]
 
-With `--infer-conversations`, `tracescore consume` infers the conversation of a turn no app named from the
-question/answer history its prompt resent (`infer_conversations`).
+`--infer-conversations` is `tracescore consume`'s `infer_conversations`, which infers the conversation of a
+turn no app named from the question/answer history its prompt resent: `auto` (its default, and the default
+here: per service, once a follow-up resends a turn the consumer read), `true` (`--infer-conversations`
+alone: every service from the start) or `false` (never).
 
 The truth is the manifest's (tests/extract/fixtures/<source>/manifest.json, `faithful`: whether the app's
 answer was faithful to what it was given, its own turn's retrieval or an earlier one's). Nothing here is
@@ -158,7 +160,7 @@ def conversation_counts(
 
 
 def measure(
-    bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, bool]], infer: bool = False
+    bootstrap: str, n: int, replay: Replay, truth: dict[str, tuple[str, bool]], infer: str = "auto"
 ) -> list[Counted]:
     """One replay: its records and conversation records, as (source, what, counts)."""
     prefix = f"bench-grounding-{n}"
@@ -171,7 +173,7 @@ def measure(
         bootstrap_servers=bootstrap, topic=f"{prefix}.spans", group_id=f"{prefix}.consume",
         evaluations_topic=f"{prefix}.evaluations", dlq_topic=f"{prefix}.dlq",
         evaluation_spans_topic=f"{prefix}.evaluation-spans", conversation_evidence_topic=f"{prefix}.evidence",
-        idle_timeout_s=3, infer_conversations=infer,
+        idle_timeout_s=3, infer_conversations=infer if infer == "auto" else infer == "true",
     )  # fmt: skip
     EvaluationConsumer(settings, judge=OfflineJudge(), metrics=[Faithfulness()]).run()
     without = conversations(bootstrap, prefix, "without", grounding=False)
@@ -210,7 +212,14 @@ def measure(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", action="append", choices=SOURCES, help="(default: all)")
-    parser.add_argument("--infer-conversations", action="store_true", help="consume's infer_conversations")
+    parser.add_argument(
+        "--infer-conversations",
+        nargs="?",
+        const="true",
+        default="auto",
+        choices=("auto", "true", "false"),
+        help="consume's infer_conversations (default: auto, the consumer's default; alone: true)",
+    )
     args = parser.parse_args(argv)
     by_source: dict[str, dict[str, Counter[str]]] = {}
     replays, truth = recorded(args.source or list(SOURCES))
@@ -223,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     for counts in by_source.values():
         for name, counter in counts.items():
             total.setdefault(name, Counter()).update(counter)
+    print(f"infer_conversations {args.infer_conversations}")
     print(f"{'':28}{'faithful':>9}{'halluc.':>9}{'false alarms':>14}{'misses':>8}")
     for name in ("turns_before", "turns_after", "conversations_before", "conversations_after"):
         c = total[name]

@@ -57,7 +57,7 @@ def test_a_named_conversation_is_never_inferred() -> None:
 
 
 def test_without_inference_a_chat_no_app_named_is_in_no_conversation() -> None:
-    """`infer_conversations` off (the default): nothing is read from the history."""
+    """`infer_conversations` off (`false`): nothing is read from the history."""
     for turn in chat_turns("openinference_openai_conversation"):
         interaction = read(named_nothing(turn), infer=False)
         assert interaction.session_id is None and interaction.opens_conversation is None

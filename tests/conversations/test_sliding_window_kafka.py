@@ -15,16 +15,11 @@ is read); a pair two users' chats share (a thank-you) grounds neither."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 from _helpers import consumer_settings
 from conversation_service import config
 from recorded_chats import chat_turns
+from sdk_chats import chat_traces
 
 from tracescore.consume import EvaluationConsumer, decode_message
 from tracescore.conversations import ConversationService
@@ -61,71 +56,6 @@ OTHER = (
     ("Is there a student discount?", STUDENTS, "Students get a discount of 20 percent on every plan."),
     ("And on Plus?", STUDENTS, "Students get a discount of 20 percent on Plus too."),
 )
-
-# The SDK sets the global TracerProvider once per process: the app runs in one of its own and prints each
-# turn's trace as the OTLP message the SDK's Kafka exporter would send, in hex, one line per turn:
-# "<chat> <turn> <hex>".
-APP = textwrap.dedent(
-    """
-    import json, sys
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    import tracescore
-
-    exporter = InMemorySpanExporter()
-    tracescore.init(service_name="window-chat", exporter=exporter)
-    chats = json.loads(sys.argv[1])
-
-
-    @tracescore.generation(model="stand-in")
-    def generate(messages, reply):
-        return reply
-
-
-    @tracescore.rag(route="/chat")
-    def answer(question, documents, reply, history):
-        tracescore.record_contexts([documents])
-        return generate([*history, {"role": "user", "content": question}], reply)
-
-
-    turns_asked = []
-    for name, (window, turns) in chats.items():
-        history = []
-        for n, (question, documents, reply) in enumerate(turns, 1):
-            last = window[n - 1] if isinstance(window, list) else window  # turns resent, per turn or all
-            resent = history[-2 * last:] if last else history  # the app's window: its last turns
-            answer(question, documents, reply, resent)
-            history += [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
-            turns_asked.append((name, n))
-    tracescore.shutdown()
-    traces = {}
-    for span in exporter.get_finished_spans():
-        traces.setdefault(span.context.trace_id, []).append(span)
-    in_order = sorted(traces.values(), key=lambda spans: min(s.start_time for s in spans))
-    for (name, n), spans in zip(turns_asked, in_order, strict=True):
-        print(name, n, encode_spans(spans).SerializeToString().hex())
-    """
-)
-
-
-def chat_traces(
-    chats: dict[str, tuple[int | list[int], tuple[tuple[str, str, str], ...]]] | None = None,
-) -> list[tuple[str, int, bytes]]:
-    """(chat, turn, OTLP message) of each turn, as the SDK app recorded them: per chat, the turns its app
-    resends (its last N, 0 for all; or N per turn) and its turns."""
-    chats = chats or {"window": (2, WINDOW), "other": (0, OTHER)}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACESCORE_", "OTEL_"))}
-    done = subprocess.run(
-        [sys.executable, "-c", APP, json.dumps(chats)], env=env, capture_output=True, text=True, timeout=120,
-        check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    out = []
-    for line in done.stdout.splitlines():
-        chat, turn, payload = line.split()
-        out.append((chat, int(turn), bytes.fromhex(payload)))
-    return out
 
 
 def run(
@@ -185,7 +115,9 @@ def assert_fifth_and_sixth(
 def test_a_chat_that_resends_only_its_last_turns_stays_one_conversation(
     bootstrap: str, topic_prefix: str
 ) -> None:
-    latest, conversations, which = run(bootstrap, topic_prefix, chat_traces())
+    latest, conversations, which = run(
+        bootstrap, topic_prefix, chat_traces({"window": (2, WINDOW), "other": (0, OTHER)})
+    )
     trace_of = {turn: trace for trace, turn in which.items()}
     chats = sorted(sorted(which[t] for t in record.trace_ids) for record in conversations)
     # Each chat one conversation counting its follow-ups (turn 1, told from a one-shot only later, in none).

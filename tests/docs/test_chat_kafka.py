@@ -73,6 +73,13 @@ def test_a_chat_named_by_its_app_has_its_follow_up_grounded_in_turn_one(
     # `tail --flagged` prints the revision 0 of chat-1's follow-up, then the revision 1 that clears it.
     flagged = page.run(tracescore("tail", "--flagged"))
     assert flagged.count(f"trace {follow_up['trace_id']}") == 2 and "replaces revision 0" in flagged
-    assert "4 records shown, 3 filtered out" in flagged, flagged
-    unnamed = by_chat[None]
-    assert [(r["label"], r["user_id"]) for r in unnamed] == [("faithful", "u-3"), ("hallucinated", "u-3")]
+    assert "5 records shown, 3 filtered out" in flagged, flagged
+    # The chat named by nothing: its conversation inferred from the history it resent (infer_conversations
+    # auto, the default), its follow-up grounded in its turn 1 as chat-1's is.
+    [unnamed_first] = by_chat[None]
+    [inferred] = [chat for chat in by_chat if chat is not None and chat.startswith("history:")]
+    unnamed_follow_up, unnamed_grounded = by_chat[inferred]
+    assert (unnamed_first["label"], unnamed_first["user_id"]) == ("faithful", "u-3")
+    assert (unnamed_follow_up["label"], unnamed_grounded["label"]) == ("hallucinated", "faithful")
+    [claim] = unnamed_grounded["details"]["claims"]
+    assert claim["evidence_source"]["trace_id"] == unnamed_first["trace_id"]

@@ -288,6 +288,12 @@ def consume(
         click.echo(f"  cascade lift: {describe_lift(readings)}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
         click.echo(f"  not scored: {count} x {reason} from service {service!r}, scope {scope!r}", err=True)
+    if stats.services_learned:
+        learned = counted(stats.services_learned, "service")
+        click.echo(
+            f"  infer_conversations auto: conversations inferred for {learned} learned to resend chats",
+            err=True,
+        )
     assembly = assembly_summary(stats.assembly)
     if assembly:
         click.echo(f"  assembly: {assembly}", err=True)

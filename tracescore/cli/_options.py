@@ -124,6 +124,8 @@ def _click_type(annotation: Any) -> tuple[Any, bool]:
     args = [a for a in get_args(annotation) if a is not type(None)]
     if get_origin(annotation) in (Union, UnionType) and len(args) == 1:
         annotation = args[0]
+    elif bool in args and all(a is bool or get_origin(a) is Literal for a in args):
+        return click.BOOL, True  # on or off as a flag (`--x/--no-x`); its words (auto) from env or file
     if get_origin(annotation) is Literal:
         return click.Choice([str(a) for a in get_args(annotation)]), False
     if annotation is bool:

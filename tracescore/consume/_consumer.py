@@ -187,6 +187,11 @@ class EvaluationConsumer:
         )  # fmt: skip
         worker = self._make_worker()
         self._rebalancing.start(self._outputs, worker)
+        if self._pipeline.learner is not None:
+            _log.info(
+                "infer_conversations auto: a conversation no app named is inferred for a service once a "
+                "follow-up of it resends a turn this instance read"
+            )
         life = self._lifecycle
         failed = True
         try:

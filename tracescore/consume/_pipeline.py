@@ -23,10 +23,12 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from tracescore import semconv
 from tracescore._kafka import LogOnce
+from tracescore._plural import counted
 from tracescore.consume._assemble import SPAN_OBJECT_BYTES, TraceAssembler
 from tracescore.consume._counts import AssemblyCount
 from tracescore.consume._decode import LogEvent, LogEvents, NotOtlp, decode_message
 from tracescore.consume._handover import Handover
+from tracescore.consume._learn import INFER_AUTO, ChatLearner, InferConversations
 from tracescore.consume._revise import Revision
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats
@@ -84,11 +86,15 @@ class Pipeline:
         metrics_out: EvaluationMetrics | None = None,
         handovers: dict[Hashable, Handover] | None = None,
         evidence: bool = False,
-        infer_conversations: bool = False,
+        infer_conversations: InferConversations = False,
+        learner: ChatLearner | None = None,
     ) -> None:
         self.assembler = assembler
         self._evidence = evidence  # collect the conversation turns (an evidence topic is set)
-        self._infer = infer_conversations  # a conversation no app named, read from its resent history
+        # A conversation no app named, read from its resent history: for every service (True), or for those
+        # whose traffic showed a resent chat (auto, `_learn`).
+        self._infer = infer_conversations is True
+        self.learner = (learner or ChatLearner()) if infer_conversations == INFER_AUTO else None
         self.stats = stats
         # Per partition, the handover its committed offset carried: what the previous owner left unfinished.
         self.handovers: dict[Hashable, Handover] = handovers if handovers is not None else {}
@@ -202,7 +208,7 @@ class Pipeline:
         still in the CPU's caches, not all at the end of a batch that came a grace period ago."""
         admitted = []
         stats, revise, evidence, policy = self.stats, self.assembler.revise, self._evidence, self._policy
-        infer = self._infer
+        infer, learner = self._infer, self.learner
         turned_away = self._turned_away
         stats.traces += len(traces)
         traces.reverse()  # popped from the end: read in the order released
@@ -214,7 +220,7 @@ class Pipeline:
             hops: list[Revision] | None = None
             for skip in skips:
                 self._skip(skip)
-                if skip.turn is not None and infer and evidence:
+                if skip.turn is not None and evidence and self._infers(skip.turn.span.service_name):
                     hop = _hop(skip.turn)
                     if hop is not None:
                         hops = hops or []
@@ -229,8 +235,11 @@ class Pipeline:
             turns: list[Revision] | None = None
             for revision in revisions:
                 read = revision.interaction
-                if infer and read.session_id is None:
-                    read.infer_conversation()  # before sampling: its baseline draw follows the conversation
+                if read.session_id is None:
+                    if infer:
+                        read.infer_conversation()  # before sampling: its baseline draw follows it
+                    elif learner is not None and (held := self._learn(read, revision)):
+                        turns = [*(turns or []), *held]
                 if evidence and (read.session_id is not None or read.opens_conversation is not None):
                     # before sampling: an unscored turn's documents count too
                     turns = turns or []
@@ -269,6 +278,40 @@ class Pipeline:
             counts.clear()
         self._report_not_scored()
         return admitted
+
+    def _infers(self, service: str) -> bool:
+        """Whether conversations no app named are inferred for `service`'s turns."""
+        return self._infer or (self.learner is not None and self.learner.learned(service))
+
+    def _learn(self, read: Found, revision: Revision) -> list[Revision]:
+        """infer_conversations auto, a turn naming no conversation: inferred as with the setting on where its
+        service is learned, or this turn proves it resends its chats (then the turns of it held till now are
+        given back, to be written with this one's); else held, its records as with the setting off."""
+        learner = self.learner
+        assert learner is not None
+        service = read.span.service_name
+        if learner.learned(service):
+            read.infer_conversation()
+            return []
+        resends = read.resends()  # its own digest not computed yet: a one-shot service's turns need none
+        if resends is None or not learner.watches(service, resends):
+            return []
+        turn = read.chat_turn()
+        assert turn is not None  # it resends, or not: a chat turn
+        held = learner.learns(service, turn)
+        if held is not None:
+            self.stats.services_learned += 1
+            _log.info(
+                "service %s resends its chat history: inferring conversations (infer_conversations auto); "
+                "the documents of %s held till now written",
+                service,
+                counted(len(held), "possible turn"),
+            )
+            read.infer_conversation()
+            return held if self._evidence else []
+        if self._evidence:
+            learner.hold(service, turn, read, revision.revision, revision.supersedes)
+        return []
 
     def _report_not_scored(self) -> None:
         not_scored, skipped = self._not_scored, self._metrics_out.skipped

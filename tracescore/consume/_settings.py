@@ -29,6 +29,7 @@ from tracescore._kafka_config import (
     session_timeout_field,
 )
 from tracescore.consume._assemble import AssemblySettings
+from tracescore.consume._learn import INFER_AUTO, InferConversations
 from tracescore.emit import DLQ_TOPIC, EVIDENCE_CHARS
 from tracescore.model import EVALUATIONS_TOPIC, EVIDENCE_TOPIC
 
@@ -58,15 +59,20 @@ class ConsumerSettings(FileSettings):
         default=EVIDENCE_TOPIC,
         description="Where the documents of each interaction with a conversation id go, scored or not, for "
         "tracescore conversations to ground a follow-up's claims in what earlier turns retrieved; empty: "
-        "not written (interactions without a conversation id never cost anything here).",
+        "not written (an interaction without a conversation id costs nothing here unless infer_conversations "
+        "infers its service's).",
     )
-    infer_conversations: bool = Field(
-        default=False,
+    infer_conversations: InferConversations = Field(
+        default=INFER_AUTO,
         description="Where the app names no conversation but resends its question/answer history in the "
         "prompt, infer the conversation from that history: a follow-up's records carry the inferred id "
         "(conversation_source history), and the documents of every interaction that names none are written "
         "to conversation_evidence_topic (a first turn cannot be told from a one-shot until a later turn "
-        "resends it), for tracescore conversations to ground follow-ups in them.",
+        "resends it), for tracescore conversations to ground follow-ups in them. auto (the default): per "
+        "service, from the first follow-up this instance reads that resends a turn it read (a fixed few-shot "
+        "prompt never does): until then none inferred and none written, the last minutes' possible first "
+        "turns held in memory and written then; a one-shot service pays no write. true "
+        "(--infer-conversations): every service from the start; false (--no-infer-conversations): never.",
     )
     conversation_evidence_chars: int = Field(
         default=EVIDENCE_CHARS,

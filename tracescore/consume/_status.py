@@ -56,6 +56,8 @@ class ConsumerStats:
     truncated_outputs: int = 0
     pauses: int = 0  # times the partitions were paused because scoring was full (back-pressure)
     conversation_evidence: int = 0  # conversation turns whose documents went to the evidence topic
+    # infer_conversations auto: services this instance learned resend their chat history (inferred since).
+    services_learned: int = 0
     # Partitions the group assigned this member over the run, and whether it was ever in a settled generation
     # of its group: in one with none assigned (`given_no_partition`), it was a member beyond the topic's
     # partitions, idle while the others held them all.

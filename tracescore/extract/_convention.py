@@ -24,7 +24,15 @@ from tracescore.extract._prompt import PromptDocuments
 from tracescore.extract._protocol import Skip
 from tracescore.extract._read import Prompt, is_repr
 from tracescore.extract._tools import add_tool_result, answering_groups, called_by_tool, ran_between
-from tracescore.model import ContextSourceKind, ConversationSource, DecodedSpan, ExtractSkip, Run, Trace
+from tracescore.model import (
+    ChatTurn,
+    ContextSourceKind,
+    ConversationSource,
+    DecodedSpan,
+    ExtractSkip,
+    Run,
+    Trace,
+)
 
 __all__ = [
     "PROMPT_DOCUMENTS_DOCS",
@@ -38,6 +46,10 @@ __all__ = [
     "unlabelled_note",
     "without_wrappers",
 ]
+
+
+# `Reading.chat_turn` before `_reader.read_turn` read it (None: read, and no chat turn to know).
+UNREAD = object()
 
 
 @dataclass(slots=True)
@@ -86,6 +98,7 @@ class Reading:
     opens_conversation: str | None = None
     response_id: str | None = None  # a history the model's service keeps: the response that answered
     previous_response_id: str | None = None  # and the one the turn's request named before it
+    chat_turn: ChatTurn | object | None = UNREAD  # what `_reader.read_turn` read of it, once
     events_lost: str | None = None  # what the spans read lost of their events past the limits (`_decode`)
     # The documents read from the user message of the prompt, and its text outside them (`_reader`).
     prompt_asked: PromptDocuments | None = None

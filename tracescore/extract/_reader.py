@@ -19,7 +19,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from tracescore import semconv
-from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, Convention, Reading
+from tracescore.extract._convention import PROMPT_DOCUMENTS_DOCS, UNREAD, Convention, Reading
 from tracescore.extract._history import TurnResult, answered_earlier
 from tracescore.extract._lineage import conversation_of, route_of
 from tracescore.extract._prompt import prompt_documents
@@ -28,6 +28,8 @@ from tracescore.extract._read import REDACTED, is_repr, may_start_repr
 from tracescore.extract._run import agent_run
 from tracescore.extract._tools import add_earlier_turns, add_tool_result, drop_answer_carriers
 from tracescore.model import (
+    ChatTurn,
+    ContextSource,
     ContextSourceKind,
     ConversationSource,
     DecodedSpan,
@@ -35,8 +37,7 @@ from tracescore.model import (
     Interaction,
     RagRecord,
     Trace,
-    history_conversation_id,
-    response_chain_id,
+    inferred_conversation,
     start_order,
     turn_digest,
 )
@@ -299,36 +300,58 @@ def more_conversation(r: Reading) -> None:
         r.session_id, r.user_id = r.session_id or session, r.user_id or user
 
 
-def read_history(r: Reading) -> None:
-    """Where no conversation was named: the turn's (question, answer) digest and those of the pairs the
-    answering model call's prompt resent (the first prompt, nearest the answer, that resent any). A turn that
-    resent some is a turn of the conversation its first pair opened; one that resent none may open one (a
-    first turn cannot be told from a one-shot: `opens_conversation`, for its documents, never its records),
-    or follow a response the model's service keeps (`response_chain`: joined by tracescore conversations).
-    Run only where asked (`Found.infer_conversation`): a stream that names its conversations never pays."""
+def read_resent(r: Reading) -> ChatTurn | None:
+    """Where no conversation was named: what the turn resent of its chat, read once: the digests of the pairs
+    the answering model call's prompt resent (the first prompt, nearest the answer, that resent any), or,
+    where it resent none, the responses the model's service keeps; its own pair's digest not computed yet
+    (`read_turn` does: a one-shot service's turns need only this). None: a named conversation, or no
+    question and answer to know the turn by. Nothing is set on the turn's records here."""
+    if r.chat_turn is not UNREAD:
+        return r.chat_turn  # type: ignore[return-value]  # read: a ChatTurn or None
+    r.chat_turn = None
     question, answer = r.question, r.answer
     if r.session_id is not None or r.question_missing is not None or not question or not answer:
-        return
-    convention = r.convention
+        return None
+    convention, history = r.convention, ()
     for span in convention.prompt_spans(r):
         prompt = convention.prompt(span)
         pairs = prompt.history if prompt is not None else ()  # read once: computed when asked (`Prompt`)
         if pairs:
-            r.history = tuple(turn_digest(q, a) for q, a in pairs)
+            history = tuple(turn_digest(q, a) for q, a in pairs)
             break
-    r.turn_digest = turn_digest(question, answer)
-    opened_by = r.history[0] if r.history else r.turn_digest
-    inferred = history_conversation_id(r.anchor.service_name, r.user_id, opened_by)
-    if r.history:
-        r.session_id, r.conversation_source = inferred, ConversationSource.HISTORY
+    turn = ChatTurn("", history)
+    if not history:  # nothing resent: the model's service may keep the history (the Responses API)
+        previous, own = convention.response_chain(r)
+        if own is not None:
+            turn = turn._replace(response_id=own, previous_response_id=previous)
+    r.chat_turn = turn
+    return turn
+
+
+def read_turn(r: Reading) -> ChatTurn | None:
+    """What the turn shows of its chat (`ChatTurn`): `read_resent` and its own (question, answer) digest."""
+    turn = read_resent(r)
+    if turn is None or turn.digest:
+        return turn
+    assert r.question is not None and r.answer is not None  # read_resent: a turn has both
+    turn = r.chat_turn = turn._replace(digest=turn_digest(r.question, r.answer))
+    return turn
+
+
+def read_history(r: Reading) -> None:
+    """Where no conversation was named, the conversation the turn's resent history shows (`read_turn`,
+    `inferred_conversation`): a turn that resent pairs is a turn of the conversation its first pair opened;
+    one that resent none may open one (a first turn cannot be told from a one-shot: `opens_conversation`, for
+    its documents, never its records), or follow a response the model's service keeps (`response_chain`:
+    joined by tracescore conversations). Run only where asked (`Found.infer_conversation`): a stream that
+    names its conversations never pays."""
+    turn = read_turn(r)
+    if turn is None:
         return
-    r.opens_conversation = inferred
-    # Nothing resent: the model's service may keep the history, the turn naming the response before it.
-    previous, own = convention.response_chain(r)
-    if own is not None:
-        r.response_id, r.previous_response_id = own, previous
-        if previous is not None:  # a follow-up, no first turn: its documents go with the chain it joins
-            r.opens_conversation = response_chain_id(r.anchor.service_name, own)
+    r.history, r.turn_digest = turn.history, turn.digest
+    inferred = inferred_conversation(r.anchor.service_name, r.user_id, turn)
+    r.session_id, r.conversation_source, r.opens_conversation = inferred[:3]
+    r.response_id, r.previous_response_id = inferred.response_id, inferred.previous_response_id
 
 
 # --8<-- [start:steps]
@@ -409,6 +432,25 @@ class Found:
     def opens_conversation(self) -> str | None:
         """A first turn's inferred conversation (`read_history`): its documents are kept under it."""
         return self._read().opens_conversation
+
+    @property
+    def context_sources(self) -> tuple[ContextSource, ...]:
+        """Where each of its documents (`texts`) came from (no build needed)."""
+        if self._built is not None:
+            return self._built.context_sources
+        assert self._reading is not None
+        return self._reading.contexts.sources
+
+    def resends(self) -> bool | None:
+        """Where no conversation was named, whether its prompt resent earlier pairs or named a previous
+        response (`read_resent`, without its own digest); None: no chat turn to know it by."""
+        turn = read_resent(self._reading) if self._reading is not None else None
+        return None if turn is None else bool(turn.history) or turn.previous_response_id is not None
+
+    def chat_turn(self) -> ChatTurn | None:
+        """Where no conversation was named, what the turn shows of its chat (`read_turn`), without placing
+        it in one: consume learns from it whether the service resends its chats."""
+        return read_turn(self._reading) if self._reading is not None else None
 
     def infer_conversation(self) -> None:
         """Where no conversation was named, the one its resent question/answer history shows

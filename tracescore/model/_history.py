@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import hashlib
 from enum import StrEnum
+from typing import NamedTuple
 
 __all__ = [
     "HISTORY_ID_PREFIX",
     "HISTORY_TURNS_KEPT",
     "RESPONSE_CHAIN_ID_PREFIX",
     "RESPONSE_ID_PREFIX",
+    "ChatTurn",
     "ConversationSource",
+    "InferredConversation",
     "history_conversation_id",
+    "inferred_conversation",
     "response_chain_id",
     "turn_digest",
 ]
@@ -71,3 +75,53 @@ def history_conversation_id(service: str, user_id: str | None, first_turn: str) 
 def response_chain_id(service: str, response_id: str) -> str:
     """The id of the chain a turn of `service` whose answer is `response_id` would open (its first turn's)."""
     return RESPONSE_CHAIN_ID_PREFIX + _digest(service, response_id)
+
+
+class ChatTurn(NamedTuple):
+    """What a turn no app named shows of its chat, read from its trace (extract's `read_turn`): the digest of
+    its own (question, answer), those of the pairs its prompt resent (oldest first; none for a possible first
+    turn), and, where nothing was resent, the responses the model's service keeps (the one that answered and
+    the one the request named before it)."""
+
+    digest: str
+    history: tuple[str, ...] = ()
+    response_id: str | None = None
+    previous_response_id: str | None = None
+
+    @property
+    def follows(self) -> tuple[str, ...]:
+        """What shows the turn is not its chat's first: the pairs it resent, or the response it named."""
+        if self.history:
+            return self.history
+        return () if self.previous_response_id is None else (self.previous_response_id,)
+
+    @property
+    def known_by(self) -> tuple[str, ...]:
+        """What a later turn of its chat names it by: its pair, and the response that answered it."""
+        return (self.digest,) if self.response_id is None else (self.digest, self.response_id)
+
+
+class InferredConversation(NamedTuple):
+    """Where a turn no app named belongs (`inferred_conversation`): a follow-up's conversation
+    (`session_id`, `conversation_source`), or the one a possible first turn would open (its documents',
+    never its records'), with the response ids a chain the model's service keeps is joined by."""
+
+    session_id: str | None
+    conversation_source: ConversationSource | None
+    opens_conversation: str | None
+    response_id: str | None
+    previous_response_id: str | None
+
+
+def inferred_conversation(service: str, user_id: str | None, turn: ChatTurn) -> InferredConversation:
+    """The rule, one for extract (which sets it on a turn as it reads it) and consume (which sets it on a
+    turn it held before it knew the service resends its chats): a turn that resent pairs is in the
+    conversation its first pair opened; one that resent none may open one, or follow a response the model's
+    service keeps (its documents then go with the chain its own response would open)."""
+    opened = history_conversation_id(service, user_id, turn.history[0] if turn.history else turn.digest)
+    if turn.history:
+        return InferredConversation(opened, ConversationSource.HISTORY, None, None, None)
+    own, previous = turn.response_id, turn.previous_response_id
+    if own is not None and previous is not None:
+        opened = response_chain_id(service, own)
+    return InferredConversation(None, None, opened, own, previous)
