@@ -1,7 +1,7 @@
 """`tracescore consume` with an LLM judge, as the one who pays for it reads it: the closing summary says what
 the judge cost, per service and selection, the same number the records and the provider count, and how
-much of the LLM budget's hour and day it spent; a `budget` skip with the budget not spent says it was
-paced. Through the real broker, the real CLI and the local judge server."""
+much of the LLM budget's hour and day it spent; an `unselected` skip with a budget says it was paced, a
+`budget` skip that the budget refused it. Through the real broker, the real CLI and the local judge server."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from _zygote import run
 from service_processes import checkout_env
 
 from tests.consume.kafka_helpers import run_instrumented_app
-from tracescore.cli._consume import _budget_line
+from tracescore.cli._consume import _budget_line, _unselected_line
 from tracescore.consume import ConsumerStats
 from tracescore.model import read_evaluation_record
 from tracescore.sample import load_sampling_config
@@ -97,31 +97,69 @@ def test_the_summary_says_what_the_llm_judge_cost_per_service_as_the_records_and
     assert "a restart starts these windows again from 0 (llm_budget.state_path keeps them)" in budget
 
 
-def _stats(budget_skips: int) -> ConsumerStats:
+def _stats(**skips: int) -> ConsumerStats:
     stats = ConsumerStats()
-    stats.not_admitted["budget"] = budget_skips
+    stats.not_admitted.update(skips)
     return stats
 
 
-def test_budget_skips_with_the_budget_not_spent_are_said_to_be_paced() -> None:
+def test_unselected_answers_with_the_budget_not_spent_are_said_to_be_paced() -> None:
     """The walk: 55 answers counted `budget=55` after 11,400 of 20,000 tokens, a backlog read at full speed;
-    the docs and the alert called it a spent budget, and a budget owner raised a budget that was not short."""
+    the docs and the alert called it a spent budget, and a budget owner raised a budget that was not short.
+    What the pace held back is `unselected` now, said paced; `budget` is what the budget refused."""
     sampling = load_sampling_config(None, llm_budget={"tokens_per_hour": 20_000, "tokens_per_day": 100_000})
-    line = _budget_line(sampling, {"hour": 11_404, "day": 11_404}, _stats(55))
+    line = _budget_line(sampling, {"hour": 11_404, "day": 11_404}, _stats(unselected=55))
     assert line is not None
     assert line.startswith("hour 11,404 of 20,000 tokens (57%), day 11,404 of 100,000 tokens (11%)"), line
-    assert "budget=55 were paced, not refused: the budget is not spent" in line, line
+    assert "; unselected=55 were paced, not refused: the budget had room" in line, line
+    assert "; budget=" not in line and "were refused" not in line, line
 
-    spent = _budget_line(sampling, {"hour": 19_900, "day": 19_900}, _stats(55))
-    assert spent is not None and "budget=55 were refused: the budget is spent" in spent, spent
-    assert "paced" not in spent
+    spent = _budget_line(sampling, {"hour": 19_900, "day": 19_900}, _stats(unselected=3, budget=55))
+    assert spent is not None and "; budget=55 were refused: the budget is spent" in spent, spent
+    assert "unselected=3 were paced" in spent, spent
+    held = _budget_line(sampling, {"hour": 15_000, "day": 15_000}, _stats(budget=2))
+    assert held is not None and "budget=2 were refused: the budget had no room when they came" in held, held
+    assert "paced" not in held and "is spent" not in held, held
 
     kept = load_sampling_config(None, llm_budget={"tokens_per_hour": 20_000, "state_path": "/var/b.json"})
-    saved = _budget_line(kept, {"hour": 100, "day": 100}, _stats(0))
+    saved = _budget_line(kept, {"hour": 100, "day": 100}, _stats())
     assert saved == "hour 100 of 20,000 tokens (0%); saved to /var/b.json: a restart goes on from them", saved
 
     unbounded = load_sampling_config(None)
-    assert _budget_line(unbounded, {"hour": 5, "day": 5}, _stats(0)) is None
+    assert _budget_line(unbounded, {"hour": 5, "day": 5}, _stats(unselected=189)) is None
+
+
+@pytest.mark.kafka
+def test_with_no_budget_set_the_closing_summary_counts_unselected_never_budget(
+    bootstrap: str, topic_prefix: str
+) -> None:
+    """The walk: no llm_budget, and the summary said `not admitted budget=189`. The unfaithful answer, outside
+    the share the cascade sends (here none), is `unselected`, and the summary says no budget held it back."""
+    run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
+    env = {
+        "TRACESCORE_SAMPLING__CASCADE__BASELINE_RATE": "0.0",
+        "TRACESCORE_SAMPLING__CASCADE__SHARE": "0.0",
+        "TRACESCORE_SAMPLING__CASCADE__LIFT__ENABLED": "false",
+    }
+    with JudgeServer() as server:
+        done = consume(bootstrap, topic_prefix, server, topic_prefix, env)
+        assert server.stats.chat_requests == 0
+    assert "  sampling: not admitted unselected=1; to the LLM judge none" in done.stderr, done.stderr
+    assert "budget=" not in done.stderr and "LLM budget" not in done.stderr, done.stderr
+    [said] = [line for line in done.stderr.splitlines() if line.startswith("  cascade: unselected=1 ")]
+    assert said.endswith("no llm_budget is set, so no budget held them back"), said
+
+
+def test_with_no_budget_set_the_summary_says_no_budget_held_the_unselected_back() -> None:
+    unbounded = load_sampling_config(None)
+    line = _unselected_line(unbounded, _stats(unselected=189))
+    assert line is not None and line.startswith(
+        "unselected=189 were above the cascade's floor but outside"
+    ), line
+    assert line.endswith("no llm_budget is set, so no budget held them back"), line
+    assert _unselected_line(unbounded, _stats()) is None
+    budgeted = load_sampling_config(None, llm_budget={"tokens_per_day": 100_000})
+    assert _unselected_line(budgeted, _stats(unselected=189)) is None, "the LLM budget line says it then"
 
 
 @pytest.mark.kafka

@@ -108,26 +108,33 @@ def test_only_suspicious_answers_reach_the_llm_judge(bootstrap: str, topic_prefi
     assert llm_requests == 2 * 2, "two calls per escalated interaction (claims, verdicts), none for the rest"
 
 
-def test_a_spent_llm_budget_is_counted_and_the_offline_score_stays(bootstrap: str, topic_prefix: str) -> None:
+# A 1,000-token hour fits one escalation at most: the other suspicious answer is refused, no room left.
+SPENT = {"tokens_per_hour": 1000, "tokens_per_day": 1000, "estimated_tokens_per_evaluation": 1000}
+
+
+@pytest.mark.parametrize(
+    ("held_back", "share", "budget"),
+    [
+        ("budget", None, SPENT),
+        # The walk: no llm_budget set, the summary said `budget=189`, and a budget owner raised a budget that
+        # was never the cause. Outside the share the cascade sends (here none) is `unselected`.
+        ("unselected", 0.0, {}),
+    ],
+)
+def test_an_answer_kept_from_the_llm_judge_is_counted_by_why_and_the_offline_score_stays(
+    bootstrap: str, topic_prefix: str, held_back: str, share: float | None, budget: dict[str, int]
+) -> None:
     run_instrumented_app(bootstrap, f"{topic_prefix}.spans", APP)
+    cascade = {"baseline_rate": 0.0, "share": share, "lift": {"enabled": False}}
     with JudgeServer() as server:
-        seen, consumer, reader = run(
-            bootstrap,
-            topic_prefix,
-            server,
-            cascade={"baseline_rate": 0.0, "lift": {"enabled": False}},
-            llm_budget={
-                "tokens_per_hour": 1000,
-                "tokens_per_day": 1000,
-                "estimated_tokens_per_evaluation": 1000,
-            },
-        )
+        seen, consumer, reader = run(bootstrap, topic_prefix, server, cascade=cascade, llm_budget=budget)
     llm = [r for r in seen if r.judge != "offline"]
     assert len([r for r in seen if r.judge == "offline"]) == 6
-    assert len(llm) <= 1, "at most one escalation fits a 1,000-token hour"
-    assert consumer.stats.sampling["budget"] == 2 - len(llm)
+    assert len(llm) <= (1 if budget else 0), "at most one escalation fits a 1,000-token hour"
+    assert consumer.stats.not_admitted == {held_back: 2 - len(llm)}
     # Where an operator sees it: the escalations counter, which the shipped Prometheus rules alert on.
-    assert escalations(reader)["budget"] == 2 - len(llm)
+    expected = {held_back: 2 - len(llm), "offline_only": 4} | ({"cascade": len(llm)} if llm else {})
+    assert escalations(reader) == expected
 
 
 def test_llm_verdicts_on_the_baseline_teach_the_cascade_and_survive_a_restart(

@@ -286,10 +286,14 @@ def test_the_llm_judges_results_say_why_they_were_scored_and_are_counted() -> No
     assert parts.stats.not_admitted == {}
 
 
-def test_an_interaction_kept_from_the_llm_judge_by_the_budget_is_counted_as_not_admitted() -> None:
+def test_an_interaction_kept_from_the_llm_judge_by_the_budget_or_the_draw_is_counted_as_not_admitted() -> (
+    None
+):
     parts = Parts()
     parts.outputs.write(judged(parts, 0, ScoredInteraction([result("offline")], escalation="budget")))
-    assert parts.stats.not_admitted == {"budget": 1} and parts.stats.escalated == {}
+    parts.outputs.write(judged(parts, 1, ScoredInteraction([result("offline")], escalation="unselected")))
+    parts.outputs.write(judged(parts, 2, ScoredInteraction([result("offline")], escalation="offline_only")))
+    assert parts.stats.not_admitted == {"budget": 1, "unselected": 1} and parts.stats.escalated == {}
 
 
 def test_a_dead_letter_holds_its_message_until_kafka_has_it(caplog: pytest.LogCaptureFixture) -> None:

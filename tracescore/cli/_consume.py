@@ -284,6 +284,8 @@ def consume(
         click.echo(f"  LLM judge spent: {spend.describe()}; by service: {spend.by_service()}", err=True)
     if llm_judge is not None and (budget := _budget_line(sampling, policy.budget_used(), stats)):
         click.echo(f"  LLM budget (this process, UTC): {budget}", err=True)
+    if llm_judge is not None and (unselected := _unselected_line(sampling, stats)):
+        click.echo(f"  cascade: {unselected}", err=True)
     if readings := policy.lift_readings():
         click.echo(f"  cascade lift: {describe_lift(readings)}", err=True)
     for (service, scope, reason), count in sorted(stats.skipped_by_source.items()):
@@ -315,26 +317,47 @@ def _budget_windows(sampling: SamplingConfig) -> dict[str, int | None]:
 
 
 def _budget_line(sampling: SamplingConfig, used: dict[str, int], stats: ConsumerStats) -> str | None:
-    """What the LLM budget's windows spent, and what its `budget` skips were: a budget owner reading
-    "budget=55" took it for a spent budget, when the cascade had only paced what was left over the rest of the
-    window at the arrival rate (a backlog read at full speed looks like a day's traffic arriving at once)."""
+    """What the LLM budget's windows spent, and what its skips were: a budget owner reading "budget=55" took
+    it for a spent budget, when the cascade had only paced what was left over the rest of the window at the
+    arrival rate (a backlog read at full speed looks like a day's traffic arriving at once). Those are
+    `unselected` now, said paced; `budget` counts only answers the budget had no room for."""
     limits = _budget_windows(sampling)
     line = describe_budget(used, limits)
     if line is None:
         return None
-    kept = stats.not_admitted.get(SkipReason.BUDGET, 0)
-    full = any(limit is not None and used[window] >= _FULL * limit for window, limit in limits.items())
-    if kept and not full:
+    unselected = stats.not_admitted.get(SkipReason.UNSELECTED, 0)
+    refused = stats.not_admitted.get(SkipReason.BUDGET, 0)
+    if unselected:
         line += (
-            f"; budget={kept} were paced, not refused: the budget is not spent, but the cascade spreads what "
-            "is left over the rest of the hour and day at the rate answers arrive (a backlog read at full "
-            "speed looks like heavy traffic), the baseline's share first"
+            f"; {SkipReason.UNSELECTED}={unselected} were paced, not refused: the budget had room, but the "
+            "cascade spreads what is left over the rest of the hour and day at the rate answers arrive (a "
+            "backlog read at full speed looks like heavy traffic), the baseline's share first (cascade.share "
+            "and targeting's split narrow what it sends too)"
         )
-    elif kept:
-        line += f"; budget={kept} were refused: the budget is spent (they keep their offline score)"
+    full = any(limit is not None and used[window] >= _FULL * limit for window, limit in limits.items())
+    if refused:
+        line += f"; {SkipReason.BUDGET}={refused} were refused: " + (
+            "the budget is spent (they keep their offline score)"
+            if full
+            else "the budget had no room when they came (what was left was reserved for evaluations in "
+            "flight and the baseline's share, or a window gone by was spent)"
+        )
     if sampling.llm_budget.state_path is None:
         return line + "; a restart starts these windows again from 0 (llm_budget.state_path keeps them)"
     return line + f"; saved to {sampling.llm_budget.state_path}: a restart goes on from them"
+
+
+def _unselected_line(sampling: SamplingConfig, stats: ConsumerStats) -> str | None:
+    """With no budget set, what `unselected` skips were: a newcomer's summary said `budget=189` with no
+    llm_budget, and a budget owner raised a budget that was never the cause."""
+    unselected = stats.not_admitted.get(SkipReason.UNSELECTED, 0)
+    if not unselected or any(limit is not None for limit in _budget_windows(sampling).values()):
+        return None
+    return (
+        f"{SkipReason.UNSELECTED}={unselected} were above the cascade's floor but outside the share it sends "
+        "(cascade.share, or targeting's split where it shows no lift; see the docs, Sampling); no llm_budget "
+        "is set, so no budget held them back"
+    )
 
 
 def _check_llm_spend_without_cascade(sampling: SamplingConfig, judge: str, cascade: bool) -> None:

@@ -34,6 +34,8 @@ _log = logging.getLogger("tracescore.consume")
 
 # (judge, kind of failure) pairs explained in the log at most: a judge's reasons are its own text.
 _MOST_FAILURE_KINDS = 64
+# The cascade's skips (above its floor, not sent to the LLM judge): the summary's `not admitted` counts them.
+_HELD_BACK = frozenset({SkipReason.UNSELECTED, SkipReason.BUDGET})
 _HTTP_STATUS = re.compile(r"HTTP \d{3}")
 _KIND_CHARS = 40
 
@@ -189,7 +191,7 @@ class Outputs:
             self._stats.escalated[scored.selection] += 1
         if scored.escalation is not None:
             self._metrics_out.escalation(scored.escalation, judged.interaction.span.service_name)
-            if scored.escalation == SkipReason.BUDGET:
+            if scored.escalation in _HELD_BACK:
                 self._stats.not_admitted[scored.escalation] += 1
 
     def _explain_judge_error(self, failed: MetricResult) -> None:

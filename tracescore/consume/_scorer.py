@@ -23,7 +23,8 @@ class ScoredInteraction:
     results: list[MetricResult]
     selection: str | None = None
     llm_judge: str | None = None
-    # In the cascade, what followed the offline judge: cascade, baseline, budget or offline_only.
+    # In the cascade, what followed the offline judge: cascade, baseline, uniform, unselected, budget or
+    # offline_only (`Escalation.reason`).
     escalation: str | None = None
     inclusion_probability: float | None = None
     # The split for the interaction's route and answer shape when it was decided (share of the cascade's

@@ -166,8 +166,9 @@ class EvaluationMetrics:
         self._escalations = meter.create_counter(
             "tracescore.llm_judge.escalations",
             description="Interactions the cascade's offline judge scored, by what followed: cascade, "
-            "baseline or uniform (sent to the LLM judge), budget (kept from it by the token budget: spent, "
-            "or paced over the rest of its hour and day) or offline_only.",
+            "baseline or uniform (sent to the LLM judge), unselected (above the cascade's floor, outside the "
+            "share it sends: the budget's pace, cascade.share or targeting's split), budget (refused: the "
+            "token budget had no room, spent or reserved) or offline_only.",
         )
         # Ten series a route with the LLM judge (stratum x term): the first past the limit, at 200 routes.
         self._estimate = _Capped(

@@ -172,12 +172,17 @@ class CascadePolicy(SamplingPolicy):
                 targeted_share=split.share,
             )
         hold = cascade.baseline_rate * candidates_per_s * estimate
-        if selection is None or not self._budget_allows(selection, estimate, hold):
-            self._skips[SkipReason.BUDGET] += 1
+        # Undrawn, an answer is `budget` too when the budget has no room (a spent budget paces the cascade's
+        # share to 0: the budget's doing), else `unselected`; with no budget set, never `budget` (a budget
+        # owner reading it raised a budget that was not the cause).
+        room = self._budget_allows(selection or Selection.CASCADE, estimate, hold)
+        if selection is None or not room:
+            skip = SkipReason.UNSELECTED if room else SkipReason.BUDGET
+            self._skips[skip] += 1
             return Escalation(
                 to_llm=False,
                 selection=selection or Selection.CASCADE,  # above the floor, below what the budget allows
-                skip=SkipReason.BUDGET,
+                skip=skip,
                 suspicion=suspect.reason,
                 suspicion_score=suspect.score,
                 targeted_share=split.share,

@@ -25,7 +25,8 @@ class SkipReason(StrEnum):
     RATE = "rate"  # outside the configured share for its service/route/metrics
     THINNED = "thinned"  # the stream outran the offline judge's CPU share
     RATE_LIMIT = "rate_limit"  # evaluations per minute reached
-    BUDGET = "budget"  # would have gone to the LLM judge, but its token budget is spent or paced
+    UNSELECTED = "unselected"  # above the floor, outside the share the cascade sends; the budget had room
+    BUDGET = "budget"  # above the floor, not sent: the token budget had no room (spent, or the rest reserved)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,9 @@ class Decision:
 class Escalation:
     """Whether the LLM judge scores this interaction too, and why.
 
-    `selection` is how it was chosen (also set when the budget stopped it: what it would have been); write
-    it into the LLM judge's records. `reserved_tokens` must be handed back through `charge`.
+    `selection` is how it was chosen (also set when the budget stopped it or no draw chose it: what it would
+    have been, `cascade` when undrawn); write it into the LLM judge's records. `reserved_tokens` must be
+    handed back through `charge`.
     `suspicion_score` is P(hallucinated) from the offline result (None: nothing to rank), `suspicion` why.
     `inclusion_probability` is the chance the policy had of sending this interaction to the LLM judge
     (baseline, uniform draws and cascade together); None when it did not go. `targeted_share` is the split
@@ -65,7 +67,8 @@ class Escalation:
 
     @property
     def reason(self) -> str:
-        """`cascade`, `baseline`, `uniform`, `budget`, or `offline_only` (nothing suspicious, not drawn)."""
+        """`cascade`, `baseline`, `uniform`, `unselected`, `budget` (`SkipReason`), or `offline_only` (nothing
+        suspicious, not drawn)."""
         if self.skip is not None:
             return self.skip.value
         return self.selection.value if self.selection is not None else "offline_only"
