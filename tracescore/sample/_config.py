@@ -211,7 +211,7 @@ class CascadeConfig(_Strict):
     Cascade: every interaction gets a suspicion score, P(hallucinated) from the offline judge's `metric`
     result (sample/_calibration.py); those above `min_probability` go in order of suspicion: admitted when
     above the running quantile (over the last `window` scores) that matches what the LLM budget allows this
-    hour, or `share` of the scored interactions when no budget is set (None: all above the floor). With
+    hour, capped by `share` of the scored interactions (None: no cap; with no budget, all above the floor). With
     `escalate_errors`, an offline error goes too. Plus a uniform `baseline_rate` of all scored candidates
     (baseline), whatever their score, for unbiased estimates; their LLM verdicts teach the score (`learning`).
     Where targeting shows no lift over uniform draws, its budget goes to uniform draws (`lift`).
@@ -235,8 +235,8 @@ class CascadeConfig(_Strict):
         default=None,
         ge=0.0,
         le=1.0,
-        description="Without a budget: the share of scored interactions escalated (unset: all above the "
-        "floor).",
+        description="The most of the scored interactions the cascade escalates, with a budget or without one "
+        "(unset: no cap beyond the budget's pace; without a budget, all above the floor).",
     )
     window: int = Field(default=2000, ge=10, description="Recent suspicion scores the running quantile uses.")
     escalate_errors: bool = Field(default=True, description="An offline judge error goes to the LLM judge.")
