@@ -23,17 +23,21 @@ JVM runs on the other), it times, as spans per wall second and per CPU second of
 
 Also: memory per buffered trace (tracemalloc, 10,000 five-span traces held in the assembler).
 
-    python benchmarks/trace_assembly.py --split-backlog [--traces 3000] [--trees /work/main .]
+    python benchmarks/trace_assembly.py --split-backlog [--traces 40000] [--trees /work/main .]
+                                        [--sink-latency-ms 5] [--burn]
 
 `--split-backlog`: the assembly's grace under a backlog. Traces of three spans, each split over two messages
 (its root and answer, then its retriever's documents ~100 messages later, 0.5 s later in record time: within
 the 2 s grace), written an hour before they are read: a consumer restarting after an hour down. Each tree
 given (its code on PYTHONPATH, in a process of its own, one after the other, on the same topic with a group
-of its own) reads it with every interaction scored (the offline judge) and written by a slow sink on the
+of its own) reads it with every trace scored (the offline judge, slower than the reading: the consumer
+pauses its partitions while the judges catch up, as with an LLM judge) and written by a sink on the
 consumer's thread (`--sink-latency-ms` a record, 5 ms: a loop that spends seconds on one batch, as a
-CPU-starved one does), pinned to one core (with `--burn`, shared with a busy process). Printed per tree:
-traces read (more than written: a trace read before its documents came, and again), late spans that rebuilt
-a trace, readings skipped, records written, and the wall time.
+CPU-starved one does), pinned to one core (with `--burn`, shared with a busy process). Printed
+per tree: traces read (more than written: a trace read before its documents came, and again), late spans
+that rebuilt a trace, readings skipped, records written, and the wall time. The backlog must outlast what a
+consumer reads in its first grace period (~10,000 traces a second here), else every tree reads it all
+before it releases a trace, and nothing is split.
 """
 
 from __future__ import annotations
