@@ -19,7 +19,7 @@ class Loop:
 
     def __init__(self, grace_s: float = 2, max_wait_s: float = 30) -> None:
         self.mono, self.wall = 100.0, EPOCH + 3600  # read an hour after the backlog was written
-        self.time = StreamTime(clock=lambda: self.mono, wall=lambda: self.wall)
+        self.time = StreamTime(grace_s, clock=lambda: self.mono, wall=lambda: self.wall)
         settings = AssemblySettings(grace_s=grace_s, max_wait_s=max_wait_s)
         self.asm = TraceAssembler(settings, clock=self.time.now, stamp=self.time.stamp)
 
@@ -171,3 +171,21 @@ def test_the_max_wait_counts_stream_time_too() -> None:
     loop.poll({"p0": 11.0})
     [trace] = loop.asm.ready() or [None]
     assert trace is not None and trace.incomplete is not None
+
+
+def test_a_partition_whose_stream_moves_faster_does_not_hold_every_trace_ever_longer() -> None:
+    """Read as many bytes from each, a partition of sparse traffic covers ten times the time of a busy one:
+    its clock runs at most a grace ahead, so a trace waits at most two graces of the busy one's time."""
+    both = ("busy", "sparse")
+    loop = Loop()
+    for step in range(31):
+        loop.work(1)
+        loop.poll({"busy": step * 0.1, "sparse": step * 1.0}, assigned=both)
+    loop.asm.add([span("a", root=True)], "sparse", 0, 100)
+    for step in range(31, 72):
+        loop.work(1)
+        loop.poll({"busy": step * 0.1, "sparse": step * 1.0}, assigned=both)
+        if loop.ready():
+            break
+    assert step - 30 <= 41, f"held {step - 30} polls: its stream moved {step - 30} s"
+    assert loop.ready() == [] and loop.asm.buffered_traces == 0

@@ -111,7 +111,7 @@ class EvaluationConsumer:
         self._make_worker = worker
         self._outputs: Outputs  # made in run(), on the connected producer's sink
         # The assembly's grace and max wait count the stream's time, not how long a batch took to process.
-        self._stream_time = stream_time = StreamTime()
+        self._stream_time = stream_time = StreamTime(settings.assembly.grace_s)
         self._assembler = assembler = TraceAssembler(
             settings.assembly, clock=stream_time.now, stamp=stream_time.stamp
         )

@@ -55,8 +55,13 @@ class StreamTime:
     """Owned by the consumer loop: `polled` after each poll; `now` and `stamp` are the assembler's clocks."""
 
     def __init__(
-        self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time
+        self,
+        lead_s: float = float("inf"),
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
+        """`lead_s`: how far a partition's clock may run ahead of `now` (the grace)."""
+        self._lead_s = lead_s
         self._clock, self._wall = clock, wall
         self._polled_at: float | None = None
         self._idle = False  # the last poll read nothing
@@ -122,10 +127,14 @@ class StreamTime:
             now = self._now + (elapsed if self._idle else waited_s)
         self._idle = not read
         now = max(now, self._now)
-        ahead = now
+        ahead, lead = now, now + self._lead_s
         for partition, state in partitions.items():
             if partition not in read and partition not in behind and state.clock < now:
                 state.clock = now  # idle: follows the others
+            elif state.clock > lead:
+                # Its stream moved on faster than the slowest's (sparser traffic, read as many bytes): its
+                # clock waits, or every trace, stamped with it, would wait for the slowest to cover the gap.
+                state.clock = state.read_clock = lead
             if state.clock > ahead:
                 ahead = state.clock
         self._now, self._ahead = now, ahead
