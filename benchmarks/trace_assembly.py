@@ -22,14 +22,33 @@ JVM runs on the other), it times, as spans per wall second and per CPU second of
 3. a bare kafka-python KafkaConsumer polling the same topic, records unused: kafka-python's own share.
 
 Also: memory per buffered trace (tracemalloc, 10,000 five-span traces held in the assembler).
+
+    python benchmarks/trace_assembly.py --split-backlog [--traces 40000] [--trees /work/main .]
+                                        [--sink-latency-ms 5] [--burn]
+
+`--split-backlog`: the assembly's grace under a backlog. Traces of three spans, each split over two messages
+(its root and answer, then its retriever's documents ~100 messages later, 0.5 s later in record time: within
+the 2 s grace), written an hour before they are read: a consumer restarting after an hour down. Each tree
+given (its code on PYTHONPATH, in a process of its own, one after the other, on the same topic with a group
+of its own) reads it with every trace scored (the offline judge, slower than the reading: the consumer
+pauses its partitions while the judges catch up, as with an LLM judge) and written by a sink on the
+consumer's thread (`--sink-latency-ms` a record, 5 ms: a loop that spends seconds on one batch, as a
+CPU-starved one does), pinned to one core (with `--burn`, shared with a busy process). Printed
+per tree: traces read (more than written: a trace read before its documents came, and again), late spans
+that rebuilt a trace, readings skipped, records written, and the wall time. The backlog must outlast what a
+consumer reads in its first grace period (~10,000 traces a second here), else every tree reads it all
+before it releases a trace, and nothing is split.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import random
+import subprocess
+import sys
 import time
 import tracemalloc
 import uuid
@@ -56,7 +75,7 @@ from tracescore.consume._pipeline import Admitted
 from tracescore.emit import EVIDENCE_CHARS, turn_evidence
 from tracescore.export import KafkaProducerSettings, encode_partition_messages, encode_trace_messages
 from tracescore.extract import extract
-from tracescore.model import Trace
+from tracescore.model import EvaluationRecord, Trace
 from tracescore.sample import CascadePolicy, SamplingConfig
 from tracescore.score.judges import OfflineJudge
 from tracescore.score.metrics import Faithfulness
@@ -309,7 +328,125 @@ def run_shape(
     print(f"  Kafka path's own CPU per span: {per_span:.0f} us (kafka-python alone: {floor:.0f} us)")
 
 
+def build_split_messages(traces: int, gap: int = 50) -> list[Message]:
+    """Traces CHAIN -> RETRIEVER, LLM, each in two messages keyed by its trace id: its CHAIN and LLM, then its
+    RETRIEVER `gap` traces later (2 * gap messages)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "bench-shop"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("openinference.instrumentation.langchain")
+    first: list[Message] = []
+    later: list[Message] = []
+    for i in range(traces):
+        exporter.clear()
+        question = f"How long does the Aurora X2 battery last? ({i})"
+        with tracer.start_as_current_span("RunnableSequence") as chain:
+            chain.set_attributes({KIND: "CHAIN", "input.value": question, "output.value": "14 hours."})
+            with tracer.start_as_current_span("Retriever") as retriever:
+                retriever.set_attributes(
+                    {
+                        KIND: "RETRIEVER",
+                        "input.value": question,
+                        "retrieval.documents.0.document.content": DOC,
+                    }
+                )
+            with tracer.start_as_current_span("ChatModel") as llm:
+                llm.set_attributes({KIND: "LLM", "llm.output_messages.0.message.content": "14 hours."})
+        spans = exporter.get_finished_spans()
+        key = format(spans[0].context.trace_id, "032x").encode()
+        documents = [s for s in spans if s.name == "Retriever"]
+        rest = [s for s in spans if s.name != "Retriever"]
+        first.append((None, key, encode_spans(rest).SerializeToString()))
+        later.append((None, key, encode_spans(documents).SerializeToString()))
+    out: list[Message] = []
+    for i in range(traces + gap):
+        if i < traces:
+            out.append(first[i])
+        if i >= gap:
+            out.append(later[i - gap])
+    return out
+
+
+def split_backlog(traces: int, trees: Sequence[str], latency_ms: float, burn: bool) -> None:
+    messages = build_split_messages(traces)
+    with KafkaBroker(heap="1g") as broker:
+        topic = f"backlog-{uuid.uuid4().hex[:8]}"
+        producer = input_producer(broker.bootstrap_servers, [NewTopic(topic, len(PARTITIONS), 1)], acks="all")
+        written = time.time() * 1000 - 3_600_000  # an hour ago, 5 ms apart: 10 s of traffic
+        for index, (_, key, value) in enumerate(messages):
+            producer.send(topic, key=key, value=value, timestamp_ms=int(written + 5 * index))
+        producer.flush()
+        producer.close()
+        print(f"{traces} traces in {len(messages)} messages on {len(PARTITIONS)} partitions, written 1 h ago")
+        for tree in trees:
+            # A busy process on the consumer's core: only if asked, on a machine others share.
+            burner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if burn else None
+            try:
+                if burner is not None:
+                    os.sched_setaffinity(burner.pid, {0})
+                env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+                worker = [
+                    sys.executable,
+                    __file__,
+                    "--split-worker",
+                    broker.bootstrap_servers,
+                    topic,
+                    str(latency_ms),
+                ]
+                out = subprocess.run(worker, env=env, check=True, capture_output=True, text=True).stdout
+            finally:
+                if burner is not None:
+                    burner.kill()
+                    burner.wait()
+            figures = json.loads(out.strip().splitlines()[-1])
+            print(f"{tree}: " + ", ".join(f"{name} {value}" for name, value in figures.items()))
+
+
+def split_worker(bootstrap: str, topic: str, latency_ms: str) -> None:
+    """One tree's reading of the backlog (run with that tree on PYTHONPATH): its figures as a JSON line."""
+    os.sched_setaffinity(0, {0})
+    settings = ConsumerSettings(
+        bootstrap_servers=bootstrap,
+        topic=topic,
+        group_id=f"backlog-{uuid.uuid4().hex[:8]}",
+        evaluations_topic=f"{topic}.evaluations",
+        evaluation_spans_topic=f"{topic}.evaluation-spans",
+        dlq_topic=f"{topic}.dlq",
+        idle_timeout_s=5,
+    )
+    records: list[str] = []
+    latency_s = float(latency_ms) / 1000
+
+    def write(record: EvaluationRecord) -> None:  # a sink writing each record in a call of its own
+        time.sleep(latency_s)
+        records.append(record.trace_id)
+
+    consumer = EvaluationConsumer(
+        settings,
+        judge=OfflineJudge(),
+        metrics=[Faithfulness()],
+        on_evaluation=lambda r: records.append(r.trace_id),
+    )
+    started = time.perf_counter()
+    stats = consumer.run()
+    wall = time.perf_counter() - started - settings.idle_timeout_s  # the idle wait at the end left out
+    figures = {
+        "traces read": stats.traces,
+        "late spans rejoined": stats.assembly["late_spans_rejoined"],
+        "rescored": stats.assembly["rescored"],
+        "readings skipped": sum(stats.skipped.values()),
+        "records": len(records),
+        "traces scored": len(set(records)),
+        "pauses": stats.pauses,
+        "wall s": round(wall, 1),
+    }
+    print(json.dumps(figures))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--split-worker"]:
+        split_worker(*sys.argv[2:5])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--spans-per-trace", type=int, default=5)
@@ -324,7 +461,18 @@ def main() -> None:
     parser.add_argument(
         "--rejoin-traces", type=int, default=None, help="assembly rejoin_traces (default: the default)"
     )
+    parser.add_argument("--split-backlog", action="store_true", help="the grace under a backlog (see above)")
+    parser.add_argument("--trees", nargs="+", default=["."], help="--split-backlog: the trees to compare")
+    parser.add_argument(
+        "--sink-latency-ms", type=float, default=5, help="--split-backlog: the sink's time per record (ms)"
+    )
+    parser.add_argument(
+        "--burn", action="store_true", help="--split-backlog: a busy process shares the consumer's core"
+    )
     args = parser.parse_args()
+    if args.split_backlog:
+        split_backlog(args.traces, args.trees, args.sink_latency_ms, args.burn)
+        return
     rejoin = {} if args.rejoin_traces is None else {"rejoin_traces": args.rejoin_traces}
     assembly = AssemblySettings(grace_s=0, **rejoin)
 

@@ -58,12 +58,18 @@ class AssemblySettings(BaseModel):
     # A misspelt `[consume.assembly]` key or TRACESCORE_ASSEMBLY__* variable is an error, never a default.
     model_config = ConfigDict(extra="forbid")
 
-    grace_s: float = Field(default=2.0, ge=0, description="Wait after a trace's root arrived.")
+    grace_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="Wait after a trace's last span once its root arrived, in stream time: the Kafka record "
+        "timestamps of what was read since on its partition, at most the consumer's clock (its clock alone "
+        "once it has read everything), so a consumer catching up does not read a trace before its rest.",
+    )
     max_wait_s: float = Field(
         default=30.0,
         gt=0,
-        description="Longest wait after a trace's last span: a trace without its root, or waiting for "
-        "another service's spans.",
+        description="Longest wait after a trace's last span, in stream time as grace_s: a trace without its "
+        "root, or waiting for another service's spans.",
     )
     max_traces: int = Field(default=20_000, ge=1, description="Traces buffered at once.")
     max_bytes: int = Field(
@@ -149,9 +155,17 @@ class _Buffered:
 class TraceAssembler:
     """Not thread-safe: one consumer loop owns it."""
 
-    def __init__(self, settings: AssemblySettings | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        settings: AssemblySettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        stamp: Callable[[], float] | None = None,
+    ):
+        """`clock`: when traces are due (`ready`); `stamp`: what a span read is stamped with (default:
+        `clock`). The consumer gives both from its StreamTime (`_stream_time.py`): the stream's time."""
         self.settings = settings or AssemblySettings()
         self._clock = clock
+        self._stamp = stamp or clock
         self._by_last_seen: OrderedDict[str, _Buffered] = OrderedDict()
         self._rooted: OrderedDict[str, _Buffered] = OrderedDict()
         self._released: OrderedDict[str, None] = OrderedDict()
@@ -184,7 +198,7 @@ class TraceAssembler:
         if not isinstance(spans, list):
             spans = list(spans)
         per_span = size // max(1, len(spans))
-        now = self._clock()
+        now = self._stamp()
         early: list[Trace] = []
         by_last_seen, rooted = self._by_last_seen, self._rooted
         max_spans = self.settings.max_spans_per_trace
@@ -252,7 +266,7 @@ class TraceAssembler:
         """Buffer the log events of one message as `add` buffers spans (each waits in its trace's entry, its
         offset held, its share of `size` counted); returns traces released early to stay in bounds."""
         per_event = size // max(1, len(events))
-        now = self._clock()
+        now = self._stamp()
         by_last_seen, rooted, counts = self._by_last_seen, self._rooted, self.counts
         for log_event in events:
             trace_id = log_event.trace_id

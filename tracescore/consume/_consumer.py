@@ -47,6 +47,7 @@ from tracescore.consume._settings import ConsumerSettings
 from tracescore.consume._shared_policy import SharedPolicy
 from tracescore.consume._status import ConsumerStats, StatusLine
 from tracescore.consume._stopping import Wait
+from tracescore.consume._stream_time import StreamTime
 from tracescore.emit import EvaluationMetrics, KafkaEvaluationSink, RecordSink
 from tracescore.model import EvaluationRecord
 from tracescore.sample import SamplingPolicy
@@ -109,7 +110,11 @@ class EvaluationConsumer:
         self._make_sink = sink
         self._make_worker = worker
         self._outputs: Outputs  # made in run(), on the connected producer's sink
-        self._assembler = assembler = TraceAssembler(settings.assembly)
+        # The assembly's grace and max wait count the stream's time, not how long a batch took to process.
+        self._stream_time = stream_time = StreamTime(settings.assembly.grace_s)
+        self._assembler = assembler = TraceAssembler(
+            settings.assembly, clock=stream_time.now, stamp=stream_time.stamp
+        )
         self._checkpoint = checkpoint = Checkpoint(assembler, settings.commit_interval_s)
         self._pipeline = Pipeline(
             assembler, self.stats, policy=self._policy, metrics_out=self._metrics_out,
@@ -303,7 +308,9 @@ class EvaluationConsumer:
             if self._inputs is not None:
                 self._inputs.look()  # the spans topic, subscribed to once its writer created it
             with protocol_checked(settings.group_id, settings.rebalance_protocol, "--rebalance-protocol"):
+                started = time.monotonic()
                 polled = consumer.poll(timeout_ms=timeout_ms)
+                waited = time.monotonic() - started
             self._rebalance.polled(consumer)  # an empty assignment starts the idle clock when for good
             if self._members is not None:
                 self._members()  # counted after a new generation (BROKER_WAIT_S at most)
@@ -316,12 +323,19 @@ class EvaluationConsumer:
             _log.debug("no broker while waiting for %s: %s", settings.topic, exc)
             time.sleep(min(timeout_ms, _WAITING_RETRY_MS) / 1000)
             return []
+        latest: dict[TopicPartition, float | None] = {}
         for partition, messages in polled.items():
             if messages:
                 # A partition's messages come in offset order: its first and last offsets say all it read.
                 self._checkpoint.read(partition, messages[0].offset)
                 self._checkpoint.read(partition, messages[-1].offset)
                 batch += messages
+                # Producers' clocks differ: the highest, not the last (-1: no timestamp).
+                highest = max([m.timestamp for m in messages])
+                latest[partition] = highest / 1000 if highest is not None and highest >= 0 else None
+        left = lag(consumer)  # the last fetches' high watermarks: free
+        behind = [tp for tp, n in left.items() if n]
+        self._stream_time.polled(latest, behind, left.keys(), waited)
         return batch
 
     def _take(self, batch: Sequence[ConsumerRecord]) -> None:
