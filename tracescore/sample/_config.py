@@ -211,9 +211,10 @@ class CascadeConfig(_Strict):
     Cascade: every interaction gets a suspicion score, P(hallucinated) from the offline judge's `metric`
     result (sample/_calibration.py); those above `min_probability` go in order of suspicion: admitted when
     above the running quantile (over the last `window` scores) that matches what the LLM budget allows this
-    hour, capped by `share` of the scored interactions (None: no cap; with no budget, all above the floor). With
-    `escalate_errors`, an offline error goes too. Plus a uniform `baseline_rate` of all scored candidates
-    (baseline), whatever their score, for unbiased estimates; their LLM verdicts teach the score (`learning`).
+    hour, capped by `share` of the scored interactions (None: no cap; with no budget, all above the
+    floor). With `escalate_errors`, an offline error goes too. Plus a uniform `baseline_rate` of all scored
+    candidates (baseline), whatever their score, for unbiased estimates; their LLM verdicts teach the score
+    (`learning`).
     Where targeting shows no lift over uniform draws, its budget goes to uniform draws (`lift`).
     """
 
