@@ -139,9 +139,9 @@ def _no_service_process_left() -> Iterator[None]:
     end_started_processes()
 
 
-# The run's shared broker has every Kafka test of eight workers on it at once, and their topics for the whole
-# run (thousands of partitions): more heap than a test's own broker (512m), so it is not collecting garbage
-# all the time; still a ceiling, not what it takes.
+# The run's shared broker has every Kafka test of eight workers on it at once, with their topics until each
+# test ends (`_drop_topics`): more heap than a test's own broker (512m), so it is not collecting garbage all
+# the time; still a ceiling, not what it takes.
 SHARED_BROKER_HEAP = "1g"
 
 
