@@ -139,9 +139,9 @@ def _no_service_process_left() -> Iterator[None]:
     end_started_processes()
 
 
-# The run's shared broker has every Kafka test of eight workers on it at once, and their topics for the whole
-# run (thousands of partitions): more heap than a test's own broker (512m), so it is not collecting garbage
-# all the time; still a ceiling, not what it takes.
+# The run's shared broker has every Kafka test of eight workers on it at once, with their topics until each
+# test ends (`_drop_topics`): more heap than a test's own broker (512m), so it is not collecting garbage all
+# the time; still a ceiling, not what it takes.
 SHARED_BROKER_HEAP = "1g"
 
 
@@ -256,7 +256,10 @@ def pytest_configure_node(node: object) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The controller's end (the workers are down): the shared broker stops."""
+    """A worker's end: its `_drop_topics` client closed. The controller's end (the workers are down): the
+    shared broker stops."""
+    while _ADMINS:
+        _ADMINS.popitem()[1].close()
     shared = config.stash.get(_SHARED, None)
     if shared is not None:
         shared.close()
@@ -279,9 +282,43 @@ def bootstrap(kafka_broker: KafkaBroker) -> str:
 
 
 @pytest.fixture
-def topic_prefix() -> str:
-    """Per-test topic names, so tests sharing the broker never read each other's messages."""
-    return f"t{uuid.uuid4().hex[:10]}"
+def topic_prefix(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Per-test topic names, so tests sharing the broker never read each other's messages. On the run's shared
+    broker they are deleted after the test (`_drop_topics`)."""
+    shared = request.getfixturevalue("kafka_broker") if "kafka_broker" in request.fixturenames else None
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    yield prefix
+    if shared is not None:
+        end_started_processes()  # nothing of the test's still reads or writes them
+        _drop_topics(shared.bootstrap_servers, prefix)
+
+
+_ADMINS: dict[str, Any] = {}  # bootstrap address -> this worker's admin client for `_drop_topics`
+
+
+def _drop_topics(bootstrap: str, prefix: str) -> None:
+    """The topics named with a test's prefix deleted from the run's shared broker once the test is over.
+
+    Every test's topics otherwise stay on it to the run's end (thousands of partitions), and every look at the
+    whole cluster's metadata grows with them: the services' looks for an input not created yet (each second),
+    for their state and output topics' partitions, their start's topic check, all answered with every topic
+    of the cluster. 39 Kafka tests beside 1,000 leftover topics took ~2.5x the CPU they take beside none
+    (suite26's figures in BENCHMARKS.md). A clean-up, not a check: a broker that does not answer leaves
+    them there."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    try:
+        admin = _ADMINS.get(bootstrap)
+        if admin is None:
+            admin = _ADMINS[bootstrap] = KafkaAdminClient(
+                bootstrap_servers=bootstrap, request_timeout_ms=10000
+            )
+        names = [name for name in admin.list_topics() if name.startswith(prefix)]
+        if names:
+            admin.delete_topics(names)
+    except KafkaError:
+        pass
 
 
 @pytest.fixture
