@@ -42,6 +42,7 @@ __all__ = [
     "IndexedContext",
     "Lexicon",
     "OfflineTuning",
+    "is_about_source",
     "is_framing",
     "read_case",
 ]
@@ -181,6 +182,15 @@ class Claim:
 
 def _spelled_count(tok: Tok) -> bool:
     return tok.num and NUMBER_WORDS.get(tok.surface.casefold()) in _COUNT_WORDS
+
+
+def is_about_source(sentence: str, previous: str) -> bool:
+    """The sentence talks about the documents: it names them ("The documents only cover ..."), or opens
+    with a pronoun right after a sentence that does ("... based on the documents. They only describe ...")."""
+    if keys(sentence) & _SOURCE:
+        return True
+    first = words(sentence)[:1]
+    return bool(first) and first[0] in PRONOUNS and bool(keys(previous) & _SOURCE)
 
 
 def is_framing(sentence: str) -> bool:

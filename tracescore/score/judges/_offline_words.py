@@ -94,13 +94,16 @@ PRONOUNS = _set("he she it they his her its their this these him them")
 # Words by which an answer talks about the text it summarises rather than about the world ("Here is a brief
 # overview of the article:", "The article lists three causes ..."). In a sentence naming the source
 # (SOURCE_WORDS) they are framing, not facts: the judge neither needs nor looks for them in the context.
-SOURCE_WORDS = _set("passage passages text article document documents excerpt summary paragraph context")
+SOURCE_WORDS = _set(
+    "passage passages text article document documents excerpt summary paragraph context documentation docs "
+    "source sources"
+)
 FRAMING_WORDS = SOURCE_WORDS | _set(
     """
     here following below provided concise brief short overview core key main piece pieces point points
     information detail details topic topics mention mentions describe describes discuss discusses
     highlight highlights note notes cover covers covering outline outlines present presents provide
-    provides focus focuses summarize summarizes summarise summarises solely offer
+    provides focus focuses summarize summarizes summarise summarises solely offer according
     """
 )
 
