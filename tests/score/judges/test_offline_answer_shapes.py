@@ -128,3 +128,30 @@ async def test_what_explains_a_refusal_is_no_claim(answer: str) -> None:
 async def test_a_figure_after_a_refusal_is_still_checked() -> None:
     answer = "I don't know based on the documents. They only say the Pro plan costs $1,200 per year."
     assert await label(answer, PLAN, question="Do you offer a lifetime licence?") == "hallucinated"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Sure! The Pro plan costs $1,000 per year.",
+        "Great question! Extra seats cost $50 each per year.",
+        "The Pro plan costs $1,000 per year. Let me know if you have any other questions!",
+        "Certainly. Extra seats cost $50 each per year. I hope this helps!",
+        "Extra seats cost $50 each per year. Would you like me to compare it with the Basic plan?",
+        "Of course! The Pro plan costs $1,000 per year. Is there anything else I can help you with?",
+    ],
+)
+async def test_a_chat_courtesy_or_a_question_back_makes_no_claim(answer: str) -> None:
+    assert await label(answer, PLAN, question="Tell me about the Pro plan") == "faithful"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Sure! The Pro plan costs $1,200 per year.",
+        "The Pro plan costs $1,000 per year. Let me know if you want the 15 free seats it includes!",
+        "Did you know the Pro plan includes 25 seats?",
+    ],
+)
+async def test_an_invented_fact_beside_a_courtesy_is_still_flagged(answer: str) -> None:
+    assert await label(answer, PLAN, question="Tell me about the Pro plan") == "hallucinated"

@@ -27,7 +27,7 @@ from tracescore.score.judges._offline_claim import (
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
 from tracescore.score.judges._offline_settings import OfflineJudgeSettings
 from tracescore.score.judges._offline_text import tokens, words
-from tracescore.score.judges._offline_words import REFUSAL_PATTERNS
+from tracescore.score.judges._offline_words import COURTESY_PATTERNS, REFUSAL_PATTERNS
 from tracescore.score.judges._prompt import fit_to_budget, log_trimmed, text_chars
 from tracescore.score.judges._protocol import JudgeError, Judgement, JudgeTask, TaskKind
 
@@ -55,8 +55,17 @@ def _is_refusal(sentence: str) -> bool:
     return any(p.search(low) for p in REFUSAL_PATTERNS)
 
 
+def _is_courtesy(sentence: str) -> bool:
+    """A courtesy ("Sure!", "Let me know if you have any other questions!") or a question back to the user
+    ("Would you like me to compare plans?"): it asserts nothing. One with a figure stays a claim: a figure
+    is what an answer most often invents ("Did you know it includes 25 seats?")."""
+    low = sentence.casefold().replace("’", "'")
+    polite = sentence.rstrip().endswith("?") or any(p.search(low) for p in COURTESY_PATTERNS)
+    return polite and not any(t.num for t in tokens(sentence))
+
+
 def _makes_no_claim(sentence: str) -> bool:
-    return not words(sentence) or _is_refusal(sentence) or is_framing(sentence)
+    return not words(sentence) or _is_refusal(sentence) or is_framing(sentence) or _is_courtesy(sentence)
 
 
 def _introduces_what_follows(sentences: list[str], i: int) -> bool:
@@ -81,9 +90,9 @@ def _explains_a_refusal(sentences: list[str], i: int) -> bool:
 
 def answer_claims(data: Any) -> dict[str, Any]:
     """Each answer sentence is one claim (fragments too: the verdict sees the question); refusals and
-    what explains them, sentences that only introduce the answer ("Here is a summary of the passage:") and
-    a list's lead-in none. No reverse questions (that needs a language model): answer relevancy uses the
-    direct rating."""
+    what explains them, courtesies and questions back to the user, sentences that only introduce the
+    answer ("Here is a summary of the passage:") and a list's lead-in none. No reverse questions (that
+    needs a language model): answer relevancy uses the direct rating."""
     answer = data.answer_sentences
     sentences = [
         {
