@@ -155,3 +155,15 @@ async def test_a_chat_courtesy_or_a_question_back_makes_no_claim(answer: str) ->
 )
 async def test_an_invented_fact_beside_a_courtesy_is_still_flagged(answer: str) -> None:
     assert await label(answer, PLAN, question="Tell me about the Pro plan") == "hallucinated"
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("The Pro plan includes 10 seats.", "faithful"),
+        ("Pro includes ten seats.", "faithful"),
+        ("The Pro plan includes 25 seats.", "hallucinated"),
+    ],
+)
+async def test_a_short_statement_is_no_bare_answer(answer: str, expected: str) -> None:
+    assert await label(answer, PLAN, question="How many seats does Pro have?") == expected
