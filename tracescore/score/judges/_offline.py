@@ -17,11 +17,17 @@ from typing import Any
 
 from tracescore.model import OFFLINE_JUDGE, Usage, Verdict
 from tracescore.score.judges._offline_checks import judge_claim, quoted_evidence
-from tracescore.score.judges._offline_claim import IndexedContext, Lexicon, OfflineTuning, is_framing
+from tracescore.score.judges._offline_claim import (
+    IndexedContext,
+    Lexicon,
+    OfflineTuning,
+    is_about_source,
+    is_framing,
+)
 from tracescore.score.judges._offline_relevance import rate_answer, rate_chunks
 from tracescore.score.judges._offline_settings import OfflineJudgeSettings
-from tracescore.score.judges._offline_text import words
-from tracescore.score.judges._offline_words import REFUSAL_PATTERNS
+from tracescore.score.judges._offline_text import tokens, words
+from tracescore.score.judges._offline_words import COURTESY_PATTERNS, REFUSAL_PATTERNS
 from tracescore.score.judges._prompt import fit_to_budget, log_trimmed, text_chars
 from tracescore.score.judges._protocol import JudgeError, Judgement, JudgeTask, TaskKind
 
@@ -37,6 +43,7 @@ _CUT_CONFIDENCE = 0.25
 _CUT_NOTE = (
     "The context was trimmed before judging (max_context_chars): the evidence may be in the part cut off."
 )
+_MAX_COUNT = 20  # a list's lead-in counting its items names at most this many ("three causes:")
 _OFFLOAD_CHARS = 20_000  # inputs this large run in a worker thread so the event loop keeps serving
 
 
@@ -48,17 +55,53 @@ def _is_refusal(sentence: str) -> bool:
     return any(p.search(low) for p in REFUSAL_PATTERNS)
 
 
+def _is_courtesy(sentence: str) -> bool:
+    """A courtesy ("Sure!", "Let me know if you have any other questions!") or a question back to the user
+    ("Would you like me to compare plans?"): it asserts nothing. One with a figure stays a claim: a figure
+    is what an answer most often invents ("Did you know it includes 25 seats?")."""
+    low = sentence.casefold().replace("’", "'")
+    polite = sentence.rstrip().endswith("?") or any(p.search(low) for p in COURTESY_PATTERNS)
+    return polite and not any(t.num for t in tokens(sentence))
+
+
 def _makes_no_claim(sentence: str) -> bool:
-    return not words(sentence) or _is_refusal(sentence) or is_framing(sentence)
+    return not words(sentence) or _is_refusal(sentence) or is_framing(sentence) or _is_courtesy(sentence)
+
+
+def _introduces_what_follows(sentences: list[str], i: int) -> bool:
+    """A lead-in of a list ("Version 4.2 added:", "You can export your data:"): it says what the items
+    below are, and the items are its claims, each checked on its own. One that counts them ("The passage
+    describes two different films:") claims the count, and stays a claim: on FaithBench such counts carry
+    hallucinations. A count is a whole number up to _MAX_COUNT, so a version ("4.2 added:") is none."""
+    lead_in = sentences[i].rstrip()
+    counts = any(t.num and t.key.isdigit() and int(t.key) <= _MAX_COUNT for t in tokens(lead_in))
+    return i < len(sentences) - 1 and lead_in.endswith(":") and not counts
+
+
+def _explains_a_refusal(sentences: list[str], i: int) -> bool:
+    """What follows "I don't know based on the documents." about the documents ("They only describe the
+    plan's price.") explains the refusal: it claims nothing about the world. One with a figure stays a
+    claim: a figure is what an answer most often invents."""
+    if i == 0 or not _is_refusal(sentences[i - 1]):
+        return False
+    sentence = sentences[i]
+    return is_about_source(sentence, sentences[i - 1]) and not any(t.num for t in tokens(sentence))
 
 
 def answer_claims(data: Any) -> dict[str, Any]:
     """Each answer sentence is one claim (fragments too: the verdict sees the question); refusals and
-    sentences that only introduce the answer ("Here is a summary of the passage:") none.
-    No reverse questions (that needs a language model): answer relevancy uses the direct rating."""
+    what explains them, courtesies and questions back to the user, sentences that only introduce the
+    answer ("Here is a summary of the passage:") and a list's lead-in none. No reverse questions (that
+    needs a language model): answer relevancy uses the direct rating."""
+    answer = data.answer_sentences
     sentences = [
-        {"sentence_index": i, "claims": [] if _makes_no_claim(s) else [s.strip()]}
-        for i, s in enumerate(data.answer_sentences)
+        {
+            "sentence_index": i,
+            "claims": []
+            if _makes_no_claim(s) or _introduces_what_follows(answer, i) or _explains_a_refusal(answer, i)
+            else [s.strip()],
+        }
+        for i, s in enumerate(answer)
     ]
     if not any(group["claims"] for group in sentences):
         return {

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import pairwise
 
 from tracescore.score.judges._offline_evidence import Alignment, align, postings
 from tracescore.score.judges._offline_text import (
@@ -42,6 +43,7 @@ __all__ = [
     "IndexedContext",
     "Lexicon",
     "OfflineTuning",
+    "is_about_source",
     "is_framing",
     "read_case",
 ]
@@ -183,6 +185,15 @@ def _spelled_count(tok: Tok) -> bool:
     return tok.num and NUMBER_WORDS.get(tok.surface.casefold()) in _COUNT_WORDS
 
 
+def is_about_source(sentence: str, previous: str) -> bool:
+    """The sentence talks about the documents: it names them ("The documents only cover ..."), or opens
+    with a pronoun right after a sentence that does ("... based on the documents. They only describe ...")."""
+    if keys(sentence) & _SOURCE:
+        return True
+    first = words(sentence)[:1]
+    return bool(first) and first[0] in PRONOUNS and bool(keys(previous) & _SOURCE)
+
+
 def is_framing(sentence: str) -> bool:
     """A sentence that only introduces the answer or names its source ("Here is a brief overview of the
     article:"): it makes no claim about the world."""
@@ -210,6 +221,7 @@ def read_claim(text: str, context: IndexedContext, tuning: OfflineTuning) -> Cla
         and all(c < "\u0250" for c in body if c.isalpha())
         and not any(w in AUXILIARIES or w in PRONOUNS for w in claim_words)
         and not any(w.islower() and w.rstrip(".,;!?").endswith("ed") for w in body.split())
+        and not _present_verb(body.split())
     )
     return Claim(
         text=text,
@@ -225,6 +237,22 @@ def read_claim(text: str, context: IndexedContext, tuning: OfflineTuning) -> Cla
         picked=[o for o in question.options if len(o & claim_keys) * 2 >= len(o)],
         about_source=about_source,
     )
+
+
+# What follows a present-tense verb ("includes 10 seats", "covers the weekend") and seldom a plural noun.
+_OBJECT_OPENERS = frozenset("the a an its their his her this these every each".split())
+
+
+def _present_verb(body: list[str]) -> bool:
+    """A statement's verb in the third person ("The Pro plan includes 10 seats."): a lowercase word in -s
+    followed by a figure or a determiner. Without it such a short statement read as a bare answer, which
+    must be one phrase of the context, and was flagged though the context states it."""
+    for word, following in pairwise(body):
+        if not (word.islower() and word.endswith("s") and not word.endswith(("ss", "us", "is"))):
+            continue
+        if following[:1].isdigit() or following[:1] in "$€£" or following.casefold() in _OBJECT_OPENERS:
+            return True
+    return False
 
 
 def _without_list_marker(text: str) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tracescore.score._segment import split_context_sentences
+from tracescore.score.judges._offline_forms import common_forms
 from tracescore.score.judges._offline_words import (
     AUXILIARIES,
     CJK_STOPWORDS,
@@ -79,7 +80,9 @@ class Tok:
 
 
 def _fold(text: str) -> str:
-    """Accent-fold (Único == Unico) and expand n't; the text is otherwise unchanged."""
+    """Accent-fold (Único == Unico), expand n't, drop citation markers and write numeric dates in words
+    (_offline_forms); the text is otherwise unchanged."""
+    text = common_forms(text)
     if not text.isascii():
         # Marks are dropped after Latin, Greek and Cyrillic letters only: a Japanese voicing mark or a
         # Devanagari vowel sign changes the word.

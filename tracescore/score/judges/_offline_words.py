@@ -12,6 +12,7 @@ __all__ = [
     "AUXILIARIES",
     "CJK_STOPWORDS",
     "CONNECTORS",
+    "COURTESY_PATTERNS",
     "FRAMING_WORDS",
     "HIGH_WORDS",
     "IRREGULAR_VERBS",
@@ -94,13 +95,16 @@ PRONOUNS = _set("he she it they his her its their this these him them")
 # Words by which an answer talks about the text it summarises rather than about the world ("Here is a brief
 # overview of the article:", "The article lists three causes ..."). In a sentence naming the source
 # (SOURCE_WORDS) they are framing, not facts: the judge neither needs nor looks for them in the context.
-SOURCE_WORDS = _set("passage passages text article document documents excerpt summary paragraph context")
+SOURCE_WORDS = _set(
+    "passage passages text article document documents excerpt summary paragraph context documentation docs "
+    "source sources"
+)
 FRAMING_WORDS = SOURCE_WORDS | _set(
     """
     here following below provided concise brief short overview core key main piece pieces point points
     information detail details topic topics mention mentions describe describes discuss discusses
     highlight highlights note notes cover covers covering outline outlines present presents provide
-    provides focus focuses summarize summarizes summarise summarises solely offer
+    provides focus focuses summarize summarizes summarise summarises solely offer according
     """
 )
 
@@ -117,6 +121,26 @@ REFUSAL_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"\b(?:unable|not possible|impossible) to (?:answer|determine|say|tell)\b",
         r"^\s*(?:unknown|n/?a|no idea|not sure)\s*[.!]?\s*$",
         r"\bas an ai\b",
+    )
+)
+
+# A chat assistant's courtesies make no claim: an opener that is the whole sentence ("Sure!", "Great
+# question!") or a closing ("Let me know if ...", "I hope this helps!"). Matched against the lowercased
+# sentence; the judge keeps one with a figure a claim ("Let me know if you want the 15 free seats").
+_OPENERS = (
+    r"sure(?: thing)?|certainly|of course|absolutely|okay|ok|no problem|great question|good question|"
+    r"happy to help|glad to help|hello|hello there|hi|hi there|hey|thanks|thank you|you're welcome"
+)
+COURTESY_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p)
+    for p in (
+        rf"^\W*(?:{_OPENERS})(?:[\s,!.]+(?:{_OPENERS}))*\W*$",
+        r"\blet me know\b",
+        r"\bhope (?:this|that|it) helps\b",
+        r"\bfeel free to\b",
+        r"\b(?:anything else|any other questions?|any further questions?|more questions?)\b",
+        r"\b(?:happy|glad) (?:to|i could|i can) (?:help|assist)\b",
+        r"\bhave a (?:great|nice|good|lovely) (?:day|one|evening|week)\b",
     )
 )
 
