@@ -49,9 +49,10 @@ def _consume(
             producer.send(f"{topic_prefix}.spans", key=recording.trace_id.encode(), value=payload).get(30)
     producer.close()
     seen: list[EvaluationRecord] = []
-    # Every trace read once, whole, when the topic runs dry: the assembly's grace is the consumer's clock, and
-    # on a loaded machine a poll boundary between a trace's messages can outlast 2 s (its first reading then
-    # lacks the rest: skipped, and scored as a revision when the rest comes, which this test does not count).
+    # Every trace read once, whole, when the topic runs dry. The grace is stream time (a poll boundary in a
+    # backlog no longer splits a trace: tests/consume/test_assembly_backlog_kafka.py), but the producer's own
+    # pace is not: on a loaded machine a trace's messages may be written more than 2 s apart, and its first
+    # reading would lack the rest (skipped, then scored as a revision, which this test does not count).
     held = {"grace_s": 600.0, "max_wait_s": 600.0}
     settings = consumer_settings(bootstrap, topic_prefix, assembly=held)
     consumer = EvaluationConsumer(settings, judge=OfflineJudge(), metrics=metrics, on_evaluation=seen.append)
