@@ -47,7 +47,8 @@ _log = logging.getLogger("tracescore.alert")
 
 class _Route:
     __slots__ = (
-        "drop", "judge", "order", "partition", "rule", "said_waiting", "scores", "state", "warned_learning",
+        "drop", "judge", "order", "partition", "rule", "said_waiting", "scores", "silent", "state",
+        "warned_learning",
     )  # fmt: skip
 
     def __init__(
@@ -56,6 +57,7 @@ class _Route:
         self.rule = rule
         self.partition = partition
         self.order = order  # its place among the routes held (least recently fed first): a tick's order
+        self.silent: datetime | None = None  # read time from which its silence could page (`_no_data`)
         self.drop = None if rule.drop is None else DropTracker(rule.drop, state.drop)
         state.drop = None if self.drop is None else self.drop.state  # a rule without drop forgets the normal
         # An answer leaving the rule's window is counted by the drop rule, once.
@@ -273,9 +275,9 @@ class AlertEvaluator:
         later is not: each mirrors a time condition of `evaluate`."""
         rule, state, health = route.rule, route.state, self.config.judge_health
         dues = []
-        silent, read_due = self._silence_due(route), None
+        silent, read_due = route.silent, None
         if silent is not None and self._stream_at is not None:
-            read_due = (route.partition, silent)
+            read_due = (route.partition, silent)  # the no-data part reads the stream time
         else:
             dues.append(silent)
         pruned = rule.warning is not None or state.level != "ok" or route.drop is not None  # `_window`
@@ -296,22 +298,6 @@ class AlertEvaluator:
             if state.judge_firing:
                 dues.append(when_due(state.judge_notified_at, rule.renotify_seconds))
         return min((d for d in dues if d is not None), default=None), read_due
-
-    @staticmethod
-    def _silence_due(route: _Route) -> datetime | None:
-        """The read time from which the route's silence could page (None: none, with no new answer). A firing
-        no-data alert resolves only on an answer (time read moves on only; a tick sees to it)."""
-        rule, state = route.rule, route.state
-        if rule.no_data_seconds is None or state.last_seen is None or state.no_data_firing:
-            return None
-        if rule.no_data_mode == "fixed":
-            after = timedelta(seconds=rule.no_data_seconds)
-        elif (known := armed(rule, state)) is not None and known.pages_after is not None:
-            after = known.pages_after
-        else:
-            return None  # its rate is not known: its silence pages at none
-        # `silence` compares seconds as floats: a millisecond early, whatever their rounding.
-        return state.last_seen + after - _EARLY
 
     def firing(self, now: datetime) -> list[Notification]:
         """Every alert currently firing (for sinks that must hear about them again, like Alertmanager)."""
@@ -430,6 +416,7 @@ class AlertEvaluator:
 
     def _no_data(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
         state, limit = route.state, route.rule.no_data_seconds
+        route.silent = None
         if limit is None or state.last_seen is None:
             return []
         self._armed(key, route, now)
@@ -444,6 +431,10 @@ class AlertEvaluator:
             note = self._no_data_note(key, route, "resolved", now)
             state.no_data_firing = False
             return [note]
+        if not state.no_data_firing:  # a firing one resolves only on an answer (a tick sees time go back)
+            after = timedelta(seconds=limit) if route.rule.no_data_mode == "fixed" else found.pages_after
+            # `silence` compares seconds as floats: a millisecond early, whatever their rounding.
+            route.silent = None if after is None else state.last_seen + after - _EARLY  # None: rate unknown
         return []
 
     def _armed(self, key: AlertKey, route: _Route, now: datetime) -> None:
