@@ -32,7 +32,7 @@ from tracescore.alert._notes import (
     unwatched_notes,
 )
 from tracescore.alert._notification import AlertKey, Notification
-from tracescore.alert._schedule import Schedule
+from tracescore.alert._schedule import Due, Schedule
 from tracescore.alert._silence import Silence, armed, arrived, describe_rate, silence
 from tracescore.alert._standing import Standing
 from tracescore.alert._state import AlertState, Level, LevelState
@@ -47,8 +47,8 @@ _log = logging.getLogger("tracescore.alert")
 
 class _Route:
     __slots__ = (
-        "drop", "judge", "order", "partition", "rule", "said_waiting", "scores", "silent", "state",
-        "warned_learning",
+        "again", "drop", "evaluated_at", "judge", "order", "partition", "rule", "said_waiting", "scores",
+        "silent", "state", "warned_learning",
     )  # fmt: skip
 
     def __init__(
@@ -58,6 +58,9 @@ class _Route:
         self.partition = partition
         self.order = order  # its place among the routes held (least recently fed first): a tick's order
         self.silent: datetime | None = None  # read time from which its silence could page (`_no_data`)
+        # Its last evaluation, and whether anything moved in it (evaluated again at the next tick then).
+        self.evaluated_at: datetime | None = None
+        self.again = False
         self.drop = None if rule.drop is None else DropTracker(rule.drop, state.drop)
         state.drop = None if self.drop is None else self.drop.state  # a rule without drop forgets the normal
         # An answer leaving the rule's window is counted by the drop rule, once.
@@ -138,7 +141,7 @@ class AlertEvaluator:
         self.suppressed_by_cooldown = 0
         # A tick evaluates the routes fed since their last evaluation and those due (_schedule.py), in the
         # order of `_routes`; `_every_route` (tests) evaluates all, as before the schedule.
-        self._schedule = Schedule()
+        self._schedule = Schedule(self._due_of)
         self._orders = itertools.count()
         self._latest: datetime | None = None  # the latest time evaluated at: a tick before it is a full one
         self._every_route = False
@@ -230,10 +233,9 @@ class AlertEvaluator:
             self._latest = now
         # Anything that moved may move something more at the next tick (a drop that fired holds the normal, a
         # hold that ended learns what it withheld; a re-fire held by cooldown is counted each tick): due then.
-        if out or moved or self.suppressed_by_cooldown != suppressed:
-            self._schedule.evaluated(key, now, None)
-        else:
-            self._schedule.evaluated(key, *self._next_due(key, route, now))
+        route.again = bool(out) or moved or self.suppressed_by_cooldown != suppressed
+        route.evaluated_at = now
+        self._schedule.evaluated(key)
         return out
 
     def tick(self, now: datetime, stream_ms: Callable[[int], int] | None = None) -> list[Notification]:
@@ -265,6 +267,13 @@ class AlertEvaluator:
         if self._watched is None:
             self._watched = {r.partition for r in self._routes.values() if r.rule.no_data_seconds is not None}
         return self._watched
+
+    def _due_of(self, key: AlertKey) -> Due | None:
+        """The route's due times (_schedule.py) as its last evaluation left it (None: not held)."""
+        route = self._routes.get(key)
+        if route is None or route.evaluated_at is None:
+            return None
+        return (route.evaluated_at, None) if route.again else self._next_due(key, route, route.evaluated_at)
 
     def _next_due(
         self, key: AlertKey, route: _Route, now: datetime
