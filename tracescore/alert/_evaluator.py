@@ -275,9 +275,7 @@ class AlertEvaluator:
             return None
         return (route.evaluated_at, None) if route.again else self._next_due(key, route, route.evaluated_at)
 
-    def _next_due(
-        self, key: AlertKey, route: _Route, now: datetime
-    ) -> tuple[datetime | None, tuple[int, datetime] | None]:
+    def _next_due(self, key: AlertKey, route: _Route, now: datetime) -> Due:
         """After an evaluation that moved nothing: the earliest time evaluating the route again could say or
         change anything with no new answer (None: never), and for a streamed evaluator's no-data part, the
         stream time of the route's partition at which it could. Earlier is safe (one evaluation more),
