@@ -10,19 +10,44 @@ and a small drop part on 300 routes of random scores whose normals a warm-up (no
 at its own level, the sustained-drop test's threshold computed for each.
 
     python3 benchmarks/alert_evaluator.py
+
+With `--ticks`, the cost of a tick instead, against an earlier tree in the same run: a day of many routes
+(`--routes`, 1,000 and 10,000) under the rule run without a config with the fixed no-data rule of earlier
+versions (`--no-data-seconds`, 1800: so the day has alerts to compare; 0: the rule as it is), mostly
+quiet (route n sends 1/(n+1) of the busiest one's answers, `--per-day` in all, so most send a few a day),
+each record fed as the service feeds it (`add`, then `evaluate`). The evaluator is ticked every 5 s
+through `--stretches` stretches of `--stretch-minutes` spread over the day, and every 15 minutes between
+them (an earlier tree evaluates every route on every tick: a whole day of 5-s ticks of 10,000 routes
+would take it hours). Each tree runs in a process of its own (its tracescore first on its path),
+alternately, route count by route count; printed: the CPU time of the stretches' ticks per tick, the
+share of a core that is at one tick every 5 s, the ratio new/old, and a digest of every notification
+sent all day (the same in both: the same alerts).
+
+    python3 benchmarks/alert_evaluator.py --ticks [--routes 1000,10000] --against DIR
+        # DIR: git -C <repo> archive <commit> tracescore | tar -x -C DIR
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
+import os
 import random
+import subprocess
+import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from tracescore.alert import AlertConfig, AlertEvaluator, DropConfig, RuleConfig
 from tracescore.model import EvaluationRecord, MetricStatus
 
 N = 20_000
+REPO = Path(__file__).resolve().parents[1]
+TICK = timedelta(seconds=5)
 
 
 def payloads(
@@ -127,5 +152,107 @@ def feed(evaluator: AlertEvaluator, records: list[EvaluationRecord]) -> None:
             evaluator.evaluate(key, record.timestamp)
 
 
+def quiet_day(
+    routes: int, per_day: int, stretches: int, stretch_minutes: float, no_data: float
+) -> dict[str, Any]:
+    """One tree's day (`--ticks`): the CPU time of the ticks in the stretches, and the day's notifications'
+    digest."""
+    rng = random.Random(11)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = start + timedelta(days=1)
+    busiest = per_day / sum(1 / (n + 1) for n in range(routes))
+    arrivals = []  # (time, route, faithful): Poisson per route
+    for n in range(routes):
+        at = start
+        while (at := at + timedelta(days=rng.expovariate(busiest / (n + 1)))) < end:
+            arrivals.append((at, n, rng.random() >= 0.05))
+    arrivals.sort()
+    # Ticks every 5 s through each stretch (centred in its share of the day), every 15 minutes between.
+    share, length = timedelta(days=1) / stretches, timedelta(minutes=stretch_minutes)
+    spans = [
+        (start + share * (i + 0.5) - length / 2, start + share * (i + 0.5) + length / 2)
+        for i in range(stretches)
+    ]
+    fixed = RuleConfig(drop=DropConfig(), require_calibration=True, no_data_seconds=no_data)
+    evaluator = AlertEvaluator(AlertConfig(rules=[fixed]) if no_data else AlertConfig())
+    digest, sent, timed, ticks = hashlib.sha256(), 0, 0.0, 0
+    tick, i = start, 0
+    while tick < end:
+        while i < len(arrivals) and arrivals[i][0] <= tick:  # the records read before this tick
+            at, n, faithful = arrivals[i]
+            i += 1
+            record = EvaluationRecord(
+                trace_id=f"{rng.getrandbits(128):032x}", span_id=f"{rng.getrandbits(64):016x}",
+                service_name="platform", route=f"/tenant/{n}", metric="faithfulness", score=float(faithful),
+                label="faithful" if faithful else "hallucinated", status=MetricStatus.OK, judge="offline",
+                timestamp=at,
+            )  # fmt: skip
+            key = evaluator.add(record)
+            notes = [] if key is None else evaluator.evaluate(key, at)
+            sent += len(notes)
+            digest.update("".join(n.model_dump_json() for n in notes).encode())
+        stretch = any(a <= tick < b for a, b in spans)
+        started = time.process_time()
+        notes = evaluator.tick(tick)
+        if stretch:
+            timed, ticks = timed + time.process_time() - started, ticks + 1
+        sent += len(notes)
+        digest.update("".join(n.model_dump_json() for n in notes).encode())
+        following = [a for a, b in spans if a > tick]
+        tick = tick + TICK if stretch else min([tick + timedelta(minutes=15), *following])
+    return {"tick_cpu_s": timed, "ticks": ticks, "notifications": sent, "digest": digest.hexdigest()[:16]}
+
+
+def ticks_main(args: argparse.Namespace) -> None:
+    if args.child:
+        day = quiet_day(args.child, args.per_day, args.stretches, args.stretch_minutes, args.no_data_seconds)
+        print(json.dumps(day))
+        return
+    trees = {"new": REPO} if args.against is None else {"old": args.against.resolve(), "new": REPO}
+    for routes in (int(r) for r in args.routes.split(",")):
+        row: dict[str, Any] = {
+            "routes": routes,
+            "per_day": args.per_day,
+            "no_data_seconds": args.no_data_seconds,
+        }
+        for name, tree in trees.items():
+            command = [
+                sys.executable,
+                __file__,
+                "--ticks",
+                "--child",
+                str(routes),
+                "--per-day",
+                str(args.per_day),
+            ]
+            command += ["--stretches", str(args.stretches), "--stretch-minutes", str(args.stretch_minutes)]
+            command += ["--no-data-seconds", str(args.no_data_seconds)]
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            got = json.loads(
+                subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+            )
+            per_tick = got["tick_cpu_s"] / got["ticks"]
+            row[f"{name}_ms_per_tick"] = round(per_tick * 1000, 3)
+            row[f"{name}_core_share"] = round(per_tick / TICK.total_seconds(), 5)
+            row[f"{name}_notifications"], row[f"{name}_digest"] = got["notifications"], got["digest"]
+        if "old" in trees:
+            row["ratio"] = round(row["new_ms_per_tick"] / row["old_ms_per_tick"], 4)
+            row["same_notifications"] = row["old_digest"] == row["new_digest"]
+        print(json.dumps(row), flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", action="store_true", help="a day of many mostly quiet routes, ticked")
+    parser.add_argument("--routes", default="1000,10000")
+    parser.add_argument("--per-day", type=int, default=100_000, help="answers a day, all routes together")
+    parser.add_argument("--stretches", type=int, default=4)
+    parser.add_argument("--stretch-minutes", type=float, default=5.0)
+    parser.add_argument("--no-data-seconds", type=float, default=1800.0)
+    parser.add_argument("--against", type=Path, default=None, help="an earlier tree (its tracescore/ inside)")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parsed = parser.parse_args()
+    if parsed.ticks:
+        ticks_main(parsed)
+    else:
+        main()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from tracescore.alert import (
     WebhookSinkConfig,
 )
 from tracescore.alert.testing import AlertmanagerProcess, WebhookReceiver
-from tracescore.model import EvaluationRecord, MetricStatus
+from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
 from tracescore.testing.kafka_topics import input_producer
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -52,6 +52,41 @@ def record(
         judge="offline",
         timestamp=at,
     )
+
+
+def conversation(n: int, flagged: int, turns: int = 4, **fields: Any) -> ConversationRecord:
+    """Conversation `n`: `turns` turns scored offline, `flagged` of them unfaithful."""
+    passed = turns - flagged
+    values: dict[str, Any] = {
+        "conversation_id": f"c-{n}",
+        "service_name": "chat-api",
+        "route": "/chat",
+        "started_at": T0 + timedelta(minutes=n),
+        "metric": "faithfulness",
+        "judge": "offline",
+        "annotator_kind": "CODE",
+        "selection": None,
+        "turns": turns,
+        "turns_judged": turns,
+        "turns_scored": turns,
+        "turns_passed": passed,
+        "turns_flagged": flagged,
+        "complete": True,
+        "score": passed / turns,
+        "share_lower": 0.0,
+        "share_upper": 1.0,
+        "confidence": 0.95,
+        "label": "flagged" if flagged else "passed",
+        "status": MetricStatus.OK,
+        "reason": "",
+        "worst_turn": None,
+        "trace_ids": [],
+        "span_ids": [],
+        "first_turn_at": T0,
+        "last_turn_at": T0,
+        "timestamp": T0 + timedelta(minutes=n, seconds=30),
+    }
+    return ConversationRecord(**{**values, **fields})
 
 
 def evaluator(max_routes: int = 100, **rule: Any) -> AlertEvaluator:

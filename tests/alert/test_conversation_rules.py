@@ -7,48 +7,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from alert_records import record
+from alert_records import conversation, record
 
 from tracescore.alert import AlertConfig, AlertConfigError, AlertEvaluator, AlertKey, RuleConfig
-from tracescore.model import ConversationRecord, MetricStatus
+from tracescore.model import MetricStatus
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 KEY = AlertKey("chat-api", "/chat", "faithfulness", "conversation")
-
-
-def conversation(n: int, flagged: int, turns: int = 4, **fields: Any) -> ConversationRecord:
-    """Conversation `n`: `turns` turns scored offline, `flagged` of them unfaithful."""
-    passed = turns - flagged
-    values: dict[str, Any] = {
-        "conversation_id": f"c-{n}",
-        "service_name": "chat-api",
-        "route": "/chat",
-        "started_at": T0 + timedelta(minutes=n),
-        "metric": "faithfulness",
-        "judge": "offline",
-        "annotator_kind": "CODE",
-        "selection": None,
-        "turns": turns,
-        "turns_judged": turns,
-        "turns_scored": turns,
-        "turns_passed": passed,
-        "turns_flagged": flagged,
-        "complete": True,
-        "score": passed / turns,
-        "share_lower": 0.0,
-        "share_upper": 1.0,
-        "confidence": 0.95,
-        "label": "flagged" if flagged else "passed",
-        "status": MetricStatus.OK,
-        "reason": "",
-        "worst_turn": None,
-        "trace_ids": [],
-        "span_ids": [],
-        "first_turn_at": T0,
-        "last_turn_at": T0,
-        "timestamp": T0 + timedelta(minutes=n, seconds=30),
-    }
-    return ConversationRecord(**{**values, **fields})
 
 
 def evaluator(signal: str = "conversation_label", **rule: Any) -> AlertEvaluator:

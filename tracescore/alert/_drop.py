@@ -324,6 +324,28 @@ class DropTracker:
             self._recent_total, self._normal_total = _total(self._recent), _total(self._normal)
             self._changed = True
 
+    def next_due(self, now: datetime) -> datetime | None:
+        """The earliest time `advance` or `hold` could move anything with no new answer and no change of level
+        (None: never, as things stand; `now`: at the next call, which learns what a hold just ended
+        withheld). Earlier is safe, later is not: it mirrors their time conditions."""
+        state, config = self.state, self.config
+        held = state.held_since is not None
+        if not held and self._withheld is not None:
+            return now
+        dues = []
+        if self._recent:  # leaves the window once older than window_seconds
+            dues.append(self._recent[0].last_at + timedelta(seconds=config.window_seconds))
+        if state.held_since is not None:  # the suspicion spent, or the normal given up on
+            dues.append(state.held_since + timedelta(seconds=config.normal_seconds))
+            if config.relearn_after_seconds is not None:
+                dues.append(state.held_since + timedelta(seconds=config.relearn_after_seconds))
+        else:  # the normal and the floor forget their oldest only while not held
+            if self._normal:
+                dues.append(self._normal[0].last_at + timedelta(seconds=config.normal_seconds))
+            if (forget := self._floor.next_due()) is not None:
+                dues.append(forget)
+        return min(dues, default=None)
+
     def _withhold(self, bucket: _Bucket) -> None:
         """Keep a leaving bucket out of the normal while a drop is suspected. Discarding it instead would bias
         the normal up: a normal that reads high by chance makes the window look low, so it would stop

@@ -11,6 +11,7 @@ drop alerts on the route's window against its own normal (_drop.py). What must s
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -31,10 +32,11 @@ from tracescore.alert._notes import (
     unwatched_notes,
 )
 from tracescore.alert._notification import AlertKey, Notification
+from tracescore.alert._schedule import Due, Schedule
 from tracescore.alert._silence import Silence, armed, arrived, describe_rate, silence
 from tracescore.alert._standing import Standing
 from tracescore.alert._state import AlertState, Level, LevelState
-from tracescore.alert._transitions import NoteOf, due, transition
+from tracescore.alert._transitions import NoteOf, due, transition, when_due
 from tracescore.alert._window import EstimateWindow
 from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
 
@@ -44,11 +46,21 @@ _log = logging.getLogger("tracescore.alert")
 
 
 class _Route:
-    __slots__ = ("drop", "judge", "partition", "rule", "said_waiting", "scores", "state", "warned_learning")
+    __slots__ = (
+        "again", "drop", "evaluated_at", "judge", "order", "partition", "rule", "said_waiting", "scores",
+        "silent", "state", "warned_learning",
+    )  # fmt: skip
 
-    def __init__(self, rule: RuleConfig, judge_window: int, partition: int, state: AlertState) -> None:
+    def __init__(
+        self, rule: RuleConfig, judge_window: int, partition: int, state: AlertState, order: int
+    ) -> None:
         self.rule = rule
         self.partition = partition
+        self.order = order  # its place among the routes held (least recently fed first): a tick's order
+        self.silent: datetime | None = None  # read time from which its silence could page (`_no_data`)
+        # Its last evaluation, and whether anything moved in it (evaluated again at the next tick then).
+        self.evaluated_at: datetime | None = None
+        self.again = False
         self.drop = None if rule.drop is None else DropTracker(rule.drop, state.drop)
         state.drop = None if self.drop is None else self.drop.state  # a rule without drop forgets the normal
         # An answer leaving the rule's window is counted by the drop rule, once.
@@ -67,6 +79,7 @@ class _Route:
         return self.state.level == "ok" and not self.state.judge_firing and drop
 
 
+_EARLY = timedelta(milliseconds=1)
 _Timed = TypeVar("_Timed", bound=tuple[Any, ...])  # (time, ...)
 
 
@@ -126,6 +139,13 @@ class AlertEvaluator:
         # Alerts a changed config no longer watches (restored firing): ended, saying so, at the next tick.
         self._unwatched: list[Callable[[datetime], list[Notification]]] = []
         self.suppressed_by_cooldown = 0
+        # A tick evaluates the routes fed since their last evaluation and those due (_schedule.py), in the
+        # order of `_routes`; `_every_route` (tests) evaluates all, as before the schedule.
+        self._schedule = Schedule(self._due_of)
+        self._orders = itertools.count()
+        self._latest: datetime | None = None  # the latest time evaluated at: a tick before it is a full one
+        self._every_route = False
+        self._watched: set[int] | None = None  # partitions of the routes with a no-data alert (None: stale)
 
     # -- input ------------------------------------------------------------------------------------------
     def restore(self, key: AlertKey, state: AlertState | None) -> None:
@@ -170,6 +190,8 @@ class AlertEvaluator:
             route.state.last_seen = at
             self._dirty.add(key)
         self._routes.move_to_end(key)
+        route.order = next(self._orders)
+        self._schedule.feed(key)
         return key
 
     def adopt_restored(self, partition_of: Callable[[AlertKey], int | None]) -> None:
@@ -186,12 +208,15 @@ class AlertEvaluator:
         gone = set(partitions)
         for key in [k for k, r in self._routes.items() if r.partition in gone]:
             del self._routes[key]
+            self._schedule.forget(key)
+        self._watched = None
 
     # -- output -----------------------------------------------------------------------------------------
     def evaluate(self, key: AlertKey, now: datetime) -> list[Notification]:
         route = self._routes.get(key)
         if route is None:
             return []
+        suppressed, moved = self.suppressed_by_cooldown, False
         out = self._no_data(key, route, now)
         if route.rule.warning is not None or route.state.level != "ok":  # a removed threshold resolves
             out += self._scores(key, route, now)
@@ -199,25 +224,87 @@ class AlertEvaluator:
             out += self._drop(key, route, now)
             if route.drop.take_changed():  # buckets moved, the normal held or let go
                 self._dirty.add(key)
+                moved = True
         if self.config.judge_health.enabled and key.unit == "answer":  # a judge's health is its answers'
             out += self._judge(key, route, now)
         if out:
             self._dirty.add(key)
+        if self._latest is None or now > self._latest:
+            self._latest = now
+        # Anything that moved may move something more at the next tick (a drop that fired holds the normal, a
+        # hold that ended learns what it withheld; a re-fire held by cooldown is counted each tick): due then.
+        route.again = bool(out) or moved or self.suppressed_by_cooldown != suppressed
+        route.evaluated_at = now
+        self._schedule.evaluated(key)
         return out
 
     def tick(self, now: datetime, stream_ms: Callable[[int], int] | None = None) -> list[Notification]:
-        """Time-based conditions for every route: windows ageing out, quiet routes, re-notification; and the
-        end of the alerts the config no longer watches. `stream_ms(partition)`: its stream time (ms; 0 while
-        unknown), for a `streamed` evaluator."""
+        """Time-based conditions: windows ageing out, quiet routes, re-notification; and the end of the alerts
+        the config no longer watches. `stream_ms(partition)`: its stream time (ms; 0 while unknown), for a
+        `streamed` evaluator. Evaluates the routes fed since their last evaluation and those due (_next_due):
+        the others would say and change nothing."""
+        # Due times assume time moves on: a tick before the latest evaluation evaluates every route.
+        every = self._every_route or (self._latest is not None and now < self._latest)
         if self._stream_at is not None and stream_ms is not None:
             # Asked only where a rule has a no-data alert: reading the stream time costs broker calls.
-            watched = {r.partition for r in self._routes.values() if r.rule.no_data_seconds is not None}
-            for partition in watched:
+            for partition in self._watched_partitions():
                 if at_ms := stream_ms(partition):  # 0: not known (yet, or again after a restore)
-                    self._stream_at[partition] = datetime.fromtimestamp(at_ms / 1000, now.tzinfo)
+                    at = datetime.fromtimestamp(at_ms / 1000, now.tzinfo)
+                    before = self._stream_at.get(partition)
+                    every |= before is None or at < before  # first known, or back: no due time foresaw it
+                    self._stream_at[partition] = at
         unwatched, self._unwatched = self._unwatched, []
         ended = [n for end in unwatched for n in end(now)]
-        return ended + [n for key in list(self._routes) for n in self.evaluate(key, now)]
+        if every:
+            keys = list(self._routes)
+        else:
+            routes = self._routes
+            taken = self._schedule.take(now, self._stream_at or {})
+            keys = sorted((k for k in taken if k in routes), key=lambda k: routes[k].order)
+        return ended + [n for key in keys for n in self.evaluate(key, now)]
+
+    def _watched_partitions(self) -> set[int]:
+        if self._watched is None:
+            self._watched = {r.partition for r in self._routes.values() if r.rule.no_data_seconds is not None}
+        return self._watched
+
+    def _due_of(self, key: AlertKey) -> Due | None:
+        """The route's due times (_schedule.py) as its last evaluation left it (None: not held)."""
+        route = self._routes.get(key)
+        if route is None or route.evaluated_at is None:
+            return None
+        return (route.evaluated_at, None) if route.again else self._next_due(key, route, route.evaluated_at)
+
+    def _next_due(self, key: AlertKey, route: _Route, now: datetime) -> Due:
+        """After an evaluation that moved nothing: the earliest time evaluating the route again could say or
+        change anything with no new answer (None: never), and for a streamed evaluator's no-data part, the
+        stream time of the route's partition at which it could. Earlier is safe (one evaluation more),
+        later is not: each mirrors a time condition of `evaluate`."""
+        rule, state, health = route.rule, route.state, self.config.judge_health
+        dues = []
+        silent, read_due = route.silent, None
+        if silent is not None and self._stream_at is not None:
+            read_due = (route.partition, silent)  # the no-data part reads the stream time
+        else:
+            dues.append(silent)
+        pruned = rule.warning is not None or state.level != "ok" or route.drop is not None  # `_window`
+        if pruned and (oldest := route.scores.oldest()) is not None:  # leaves the window
+            dues.append(oldest + timedelta(seconds=rule.window_seconds))
+        if state.level != "ok":
+            dues.append(when_due(state.notified_at, rule.renotify_seconds))
+        if route.drop is not None:
+            levels = route.drop.state
+            dues.append(route.drop.next_due(now))
+            if levels.level != "ok":
+                dues.append(when_due(levels.notified_at, rule.renotify_seconds))
+            if levels.learning_since is not None and not route.warned_learning:  # `_learning` warns
+                dues.append(levels.learning_since + _arming(rule))
+        if health.enabled and key.unit == "answer":
+            if route.judge:  # leaves the judge's window (`_judge`)
+                dues.append(route.judge[0][0] + timedelta(seconds=health.window_seconds))
+            if state.judge_firing:
+                dues.append(when_due(state.judge_notified_at, rule.renotify_seconds))
+        return min((d for d in dues if d is not None), default=None), read_due
 
     def firing(self, now: datetime) -> list[Notification]:
         """Every alert currently firing (for sinks that must hear about them again, like Alertmanager)."""
@@ -228,6 +315,7 @@ class AlertEvaluator:
                 out.append(self._score_note(key, route, "firing", state.level, now, repeat=True))
             if route.drop is not None and route.drop.state.level != "ok":
                 reading = self._drop_reading(route, now)
+                self._schedule.feed(key)  # read now: its buckets may have moved
                 out.append(
                     self._drop_note(key, route, reading, now)("firing", route.drop.state.level, True, None)
                 )
@@ -264,12 +352,16 @@ class AlertEvaluator:
         """What the route's drop rule reads now (None: no drop rule): `status` says whether its normal is
         still being learned (no drop alert yet) or too few recent answers to judge."""
         route = self._routes.get(key)
-        return None if route is None or route.drop is None else self._drop_reading(route, now)
+        if route is None or route.drop is None:
+            return None
+        self._schedule.feed(key)  # read now: its window and buckets may have moved
+        return self._drop_reading(route, now)
 
     def standings(self, now: datetime) -> list[Standing]:
         """Where every route held stands against its rule now (the summary at a stop)."""
         out = []
         for key, route in self._routes.items():
+            self._schedule.feed(key)  # read now: its window and buckets may have moved
             drop, reading = route.drop, None if route.drop is None else self._drop_reading(route, now)
             level = None if drop is None else drop.state.level
             window = self._window(route, now)
@@ -284,7 +376,8 @@ class AlertEvaluator:
     def _route(self, key: AlertKey, partition: int) -> _Route | None:
         route = self._routes.get(key)
         if route is not None:
-            route.partition = partition
+            if route.partition != partition:
+                route.partition, self._watched = partition, None
             return route
         rule = self.config.rule_for(*key)
         restored = self._restored.get(key)
@@ -310,7 +403,10 @@ class AlertEvaluator:
             restored.no_data_firing, restored.no_data_since = False, None
             self._dirty.add(key)
         state = self._restored.pop(key, None) or AlertState()
-        route = self._routes[key] = _Route(rule, self.config.judge_health.window_count, partition, state)
+        window = self.config.judge_health.window_count
+        route = self._routes[key] = _Route(rule, window, partition, state, next(self._orders))
+        self._schedule.feed(key)
+        self._watched = None
         if len(self._routes) > self.config.max_routes:
             self._evict()
         return route
@@ -319,12 +415,15 @@ class AlertEvaluator:
         # The least recently fed route that is not firing; a firing one only if every route fires.
         victim = next((k for k, r in self._routes.items() if r.quiet), next(iter(self._routes)))
         del self._routes[victim]
+        self._schedule.forget(victim)
+        self._watched = None
         self._restored.pop(victim, None)
         self._dirty.add(victim)
         self.evicted += 1
 
     def _no_data(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
         state, limit = route.state, route.rule.no_data_seconds
+        route.silent = None
         if limit is None or state.last_seen is None:
             return []
         self._armed(key, route, now)
@@ -339,6 +438,10 @@ class AlertEvaluator:
             note = self._no_data_note(key, route, "resolved", now)
             state.no_data_firing = False
             return [note]
+        if not state.no_data_firing:  # a firing one resolves only on an answer (a tick sees time go back)
+            after = timedelta(seconds=limit) if route.rule.no_data_mode == "fixed" else found.pages_after
+            # `silence` compares seconds as floats: a millisecond early, whatever their rounding.
+            route.silent = None if after is None else state.last_seen + after - _EARLY  # None: rate unknown
         return []
 
     def _armed(self, key: AlertKey, route: _Route, now: datetime) -> None:
@@ -356,7 +459,10 @@ class AlertEvaluator:
     def estimate(self, key: AlertKey, now: datetime) -> Estimate | None:
         """The route's current estimate (None: no scores in its window)."""
         route = self._routes.get(key)
-        return None if route is None else self._window(route, now)
+        if route is None:
+            return None
+        self._schedule.feed(key)  # read now: its window may have moved
+        return self._window(route, now)
 
     def _window(self, route: _Route, now: datetime) -> Estimate | None:
         route.scores.prune(now - timedelta(seconds=route.rule.window_seconds))

@@ -34,6 +34,12 @@ class Floor:
             self._snapshots = [(at, sums) for at, sums in self._snapshots if at >= kept]
             self._best = None
 
+    def next_due(self) -> datetime | None:
+        """When `forget` next lets a snapshot go (None: never, as things stand)."""
+        if self.config.floor_seconds is None or not self._snapshots:
+            return None
+        return self._snapshots[0][0] + timedelta(seconds=self.config.floor_seconds)
+
     def offer(self, now: datetime, normal: Sums, correction: float) -> None:
         """The normal as it stands (its closed buckets) may become a snapshot: the best of its slot."""
         config = self.config

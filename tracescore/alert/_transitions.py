@@ -11,7 +11,7 @@ from tracescore.alert._notes import State
 from tracescore.alert._notification import Notification
 from tracescore.alert._state import Level, LevelState
 
-__all__ = ["NoteOf", "due", "transition"]
+__all__ = ["NoteOf", "due", "transition", "when_due"]
 
 # Builds one alert's notification: (state, level, repeat, the level it replaces or that replaces it).
 NoteOf = Callable[[State, Level, bool, Level | None], Notification]
@@ -19,6 +19,11 @@ NoteOf = Callable[[State, Level, bool, Level | None], Notification]
 
 def due(last: datetime | None, interval: float | None, now: datetime) -> bool:
     return interval is not None and last is not None and now - last >= timedelta(seconds=interval)
+
+
+def when_due(last: datetime | None, interval: float | None) -> datetime | None:
+    """From when `due(last, interval, now)` holds (None: never)."""
+    return None if interval is None or last is None else last + timedelta(seconds=interval)
 
 
 def transition(

@@ -270,6 +270,10 @@ class EstimateWindow:
         for _, key in leaving:
             self._leave(key)
 
+    def oldest(self) -> datetime | None:
+        """The time of the oldest interaction held (None: none): `prune` forgets nothing up to it."""
+        return self._order[0][0] if self._order else None
+
     def sums(self) -> Sums:
         return list(self._sums)
 
