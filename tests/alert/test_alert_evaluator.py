@@ -153,6 +153,35 @@ def test_judge_outage_is_a_judge_alert_never_a_faithfulness_drop() -> None:
     assert [(n.alertname, n.state) for n in out] == [("TracescoreJudgeUnhealthy", "resolved")]
 
 
+def test_a_model_judge_down_behind_a_1_percent_baseline_pages_and_stays_firing_until_it_answers() -> None:
+    # The offline judge scores every answer; the LLM judge one in a hundred (the baseline), and it is down.
+    # One window for both read ~1% failed and never paged (a dead judge, found on call); then "healthy
+    # again" while it was still down.
+    ev = evaluator()
+    out: list[Notification] = []
+
+    def answer(i: int, llm_ok: bool | None) -> None:
+        at = T0 + timedelta(seconds=i)
+        out.extend(ev.evaluate(ev.add(record(0.9, at)), at))  # type: ignore[arg-type]
+        if llm_ok is not None:
+            reason = None if llm_ok else "HTTP 503 after 4 attempts"
+            offline = record(0.9 if llm_ok else None, at, reason=reason)
+            llm = offline.model_copy(update={"judge": "openai:gpt-4o-mini", "annotator_kind": "LLM"})
+            out.extend(ev.evaluate(ev.add(llm), at))  # type: ignore[arg-type]
+
+    for i in range(600):
+        answer(i, llm_ok=False if i % 100 == 0 else None)
+    assert [(n.alertname, n.state) for n in out] == [("TracescoreJudgeUnhealthy", "firing")]
+    assert "5 of 5 evaluations failed" in out[0].summary
+    out.clear()
+    for i in range(600, 900):  # still down, the offline judge's answers keep coming
+        answer(i, llm_ok=False if i % 100 == 0 else None)
+    assert out == []
+    for i in range(900, 1900):  # the judge answers again
+        answer(i, llm_ok=True if i % 100 == 0 else None)
+    assert [(n.alertname, n.state) for n in out] == [("TracescoreJudgeUnhealthy", "resolved")]
+
+
 def test_routes_are_independent_and_unmatched_metrics_are_counted() -> None:
     ev = evaluator()
     notes = feed(ev, [0.1] * 5, route="/billing") + feed(ev, [0.95] * 5, route="/support")

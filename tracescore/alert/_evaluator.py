@@ -16,7 +16,7 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from tracescore.alert._config import AlertConfig, RuleConfig
 from tracescore.alert._conversations import conversation_observation, record_key
@@ -38,7 +38,7 @@ from tracescore.alert._standing import Standing
 from tracescore.alert._state import AlertState, Level, LevelState
 from tracescore.alert._transitions import NoteOf, due, transition, when_due
 from tracescore.alert._window import EstimateWindow
-from tracescore.model import ConversationRecord, EvaluationRecord, MetricStatus
+from tracescore.model import AnnotatorKind, ConversationRecord, EvaluationRecord, MetricStatus
 
 __all__ = ["AlertEvaluator", "AlertState"]
 
@@ -47,7 +47,7 @@ _log = logging.getLogger("tracescore.alert")
 
 class _Route:
     __slots__ = (
-        "again", "drop", "evaluated_at", "judge", "order", "partition", "rule", "said_waiting", "scores",
+        "again", "drop", "evaluated_at", "judges", "order", "partition", "rule", "said_waiting", "scores",
         "silent", "state", "warned_learning",
     )  # fmt: skip
 
@@ -66,11 +66,21 @@ class _Route:
         # An answer leaving the rule's window is counted by the drop rule, once.
         on_leave = None if self.drop is None else self.drop.count
         self.scores = EstimateWindow(rule.window_count, rule.signal, on_leave=on_leave)
-        # (time, judge failed, failure was a timeout)
-        self.judge: deque[tuple[datetime, bool, bool]] = deque(maxlen=judge_window)
+        # (time, judge failed, failure was a timeout), a window per kind of judge: behind a 1% baseline the
+        # offline judge's answers would fill one shared window, and a model judge down never paged.
+        self.judges: dict[AnnotatorKind, deque[tuple[datetime, bool, bool]]] = {
+            kind: deque(maxlen=judge_window) for kind in get_args(AnnotatorKind)
+        }
         self.state = state
         self.warned_learning = False  # this run said its drop rule cannot arm: once a run
         self.said_waiting = False  # this run said its thresholds wait for calibration: once a run
+
+    @property
+    def judge(self) -> deque[tuple[datetime, bool, bool]]:
+        """The window judge health reads: the model judge's where it has evaluations in it (its outage is
+        the one that loses scores), else the offline judge's."""
+        llm = self.judges["LLM"]
+        return llm if llm else self.judges["CODE"]
 
     @property
     def quiet(self) -> bool:
@@ -176,7 +186,7 @@ class AlertEvaluator:
         else:
             failed = record.status is MetricStatus.ERROR
             timed_out = failed and "timeout" in (record.reason or "").lower()
-            _insert_in_time_order(route.judge, (at, failed, timed_out))
+            _insert_in_time_order(route.judges[record.annotator_kind], (at, failed, timed_out))
             item = route.scores.add(record)
         if route.drop is not None:
             self._dirty.add(key)  # its sums changed
@@ -300,8 +310,9 @@ class AlertEvaluator:
             if levels.learning_since is not None and not route.warned_learning:  # `_learning` warns
                 dues.append(levels.learning_since + _arming(rule))
         if health.enabled and key.unit == "answer":
-            if route.judge:  # leaves the judge's window (`_judge`)
-                dues.append(route.judge[0][0] + timedelta(seconds=health.window_seconds))
+            for window in route.judges.values():  # leaves a judge's window (`_judge`)
+                if window:
+                    dues.append(window[0][0] + timedelta(seconds=health.window_seconds))
             if state.judge_firing:
                 dues.append(when_due(state.judge_notified_at, rule.renotify_seconds))
         return min((d for d in dues if d is not None), default=None), read_due
@@ -525,12 +536,14 @@ class AlertEvaluator:
     def _judge(self, key: AlertKey, route: _Route, now: datetime) -> list[Notification]:
         health, state = self.config.judge_health, route.state
         horizon = now - timedelta(seconds=health.window_seconds)
-        while route.judge and route.judge[0][0] < horizon:
-            route.judge.popleft()
-        n = len(route.judge)
+        for window in route.judges.values():
+            while window and window[0][0] < horizon:
+                window.popleft()
+        judged = route.judge
+        n = len(judged)
         if n < health.min_samples:
             return []
-        rate = sum(failed for _, failed, _ in route.judge) / n
+        rate = sum(failed for _, failed, _ in judged) / n
         if rate > health.max_error_rate and not state.judge_firing:
             state.judge_firing, state.judge_since, state.judge_notified_at = True, now, now
             return [self._judge_note(key, route, "firing", now)]
