@@ -4,11 +4,12 @@ plain methods; Kafka's own futures stand for the producer's acknowledgements).""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Hashable, Mapping
 
 import pytest
 from kafka import TopicPartition
-from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
+from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, RebalanceInProgressError
 from kafka.future import Future
 from kafka.structs import OffsetAndMetadata
 
@@ -308,3 +309,37 @@ def test_a_final_commit_hands_over_what_was_read_even_where_nothing_finished() -
     assert handover(commit).keeps(6, "read"), "its next owner goes on with it once it read up to 7"
     commits, _ = cp.revoke([TP], lost=False, final=False)  # the member stops on an error
     assert commits == {}, "it vouches for finished work only"
+
+
+class RefusingConsumer:
+    """Refuses `refusals` commits as a rebalancing group does, then takes them."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.commits: list[Mapping[Hashable, OffsetAndMetadata]] = []
+
+    def commit(self, offsets: Mapping[Hashable, OffsetAndMetadata], timeout_ms: int | None = None) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise RebalanceInProgressError("the group is rebalancing")
+        self.commits.append(offsets)
+
+
+def test_commits_refused_through_a_long_rebalance_are_said_once_and_its_end_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two members killed at once: the group waits their session timeout (45 s) and the members left, trying
+    every commit interval, logged one line a second for the whole of it (27 lines in the walk)."""
+    clock = Clock()
+    cp = checkpoint(clock=clock)
+    consumer = RefusingConsumer(refusals=30)
+    read(cp, TP, 0)
+    with caplog.at_level(logging.INFO, logger="tracescore.consume"):
+        for _ in range(31):
+            clock.now += 1.0
+            cp.commit_with(consumer, force=True)  # type: ignore[arg-type]
+    assert [offsets(c) for c in consumer.commits] == [{TP: 1}], "the commit is retried until taken"
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert "rebalancing" in lines[0] and "session timeout" in lines[0]
+    assert "refused 30 commits while it rebalanced, for 30 s" in lines[1]

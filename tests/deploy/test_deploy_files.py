@@ -394,6 +394,39 @@ def test_every_service_stops_within_the_grace_period_its_deployment_gives() -> N
         assert budget + 10 <= grace, f"{name}: a stop of {budget:g}s in a grace period of {grace}s"
 
 
+# What a `tracescore consume` member took from its start to its partitions in the walk of five members on one
+# loaded two-core host: 3-12 s (notes newuser25_walk).
+_CONSUME_JOIN_S = 12
+
+
+def test_a_consume_rollout_stops_an_old_member_only_once_its_successor_could_join() -> None:
+    """The consumer has no readiness probe, so Kubernetes counts its pod ready once its process starts: with
+    no minReadySeconds a `kubectl rollout restart` stopped each old member a second after starting its
+    successor, every member within seconds, while the new ones were still starting (the walk measured the
+    old two gone 1 s after their successors started). One member at a time, kept until its successor has had
+    the time to join."""
+    deployments = {d["metadata"]["name"]: d for d in _k8s_documents() if d["kind"] == "Deployment"}
+    consume = deployments["tracescore-consume"]
+    (container,) = consume["spec"]["template"]["spec"]["containers"]
+    spec = consume["spec"]
+    if "readinessProbe" not in container:
+        assert spec.get("minReadySeconds", 0) >= 2 * _CONSUME_JOIN_S, spec.get("minReadySeconds")
+    rolling = spec["strategy"]["rollingUpdate"]
+    assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (1, 0), rolling
+
+
+def test_a_drain_evicts_one_replica_of_each_service_at_a_time() -> None:
+    """A node drained (an upgrade, the cluster autoscaler) evicts whatever runs there: without a
+    PodDisruptionBudget both alert replicas (or both conversations replicas, or several consumers) may stop
+    together and nobody holds their partitions until they start elsewhere."""
+    budgets = [d for d in _k8s_documents() if d["kind"] == "PodDisruptionBudget"]
+    for deployment in (d for d in _k8s_documents() if d["kind"] == "Deployment"):
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        covering = [b for b in budgets if b["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+        name = deployment["metadata"]["name"]
+        assert [b["spec"].get("maxUnavailable") for b in covering] == [1], name
+
+
 def test_every_compose_service_stops_within_its_stop_grace_period() -> None:
     """`docker compose stop` (and `down`, and a restart) kills a container 10 s after SIGTERM unless the
     service sets `stop_grace_period`: the compose stack gave none, so a consumer with answers being judged

@@ -92,6 +92,9 @@ class Checkpoint:
         self._last: dict[Hashable, OffsetAndMetadata] = {}  # committed, or being committed
         self._rewind: dict[Hashable, int] = {}  # revoked partition -> where to resume if it comes back
         self._last_commit = 0.0
+        # Since when the group refuses commits for a rebalance (None: it takes them): said once, not per try.
+        self._refused_since: float | None = None
+        self._refusals = 0
 
     # --- work --------------------------------------------------------------------------------------------
 
@@ -276,8 +279,9 @@ class Checkpoint:
                 commits = {p: OffsetAndMetadata(c.offset, "", -1) for p, c in commits.items()}
                 consumer.commit(offsets=commits, timeout_ms=timeout_ms)
             self.committed(commits)
+            self._rebalance_over()
         except RebalanceInProgressError as exc:
-            _log.info("offsets not committed yet, the group is rebalancing (%s)", exc)
+            self._rebalance_refused(exc)
             return False
         except CommitFailedError as exc:
             # The group rebalanced under us: the partitions' new owner re-reads from the last commit, so
@@ -296,6 +300,28 @@ class Checkpoint:
             else:
                 _log.warning("offsets not committed (%s); retrying at the next commit", exc)
         return True
+
+    def _rebalance_refused(self, exc: RebalanceInProgressError) -> None:
+        # Retried at every commit interval while the group rebalances: a member killed without leaving the
+        # group holds the rebalance up to the session timeout (45 s), which logged a line a second.
+        self._refusals += 1
+        if self._refused_since is None:
+            self._refused_since = self._clock()
+            _log.info(
+                "offsets not committed yet, the group is rebalancing (%s); retried until it ends, said once "
+                "it does. A member that stopped without leaving the group (killed, its node lost) holds the "
+                "rebalance up to the session timeout (--session-timeout-ms)",
+                exc,
+            )
+
+    def _rebalance_over(self) -> None:
+        if self._refused_since is not None:
+            _log.info(
+                "offsets committed again: the group refused %d commits while it rebalanced, for %.0f s",
+                self._refusals,
+                self._clock() - self._refused_since,
+            )
+            self._refused_since, self._refusals = None, 0
 
     def revoke_with(
         self, consumer: KafkaConsumer, partitions: Collection[Hashable], *, lost: bool, final: bool = True
