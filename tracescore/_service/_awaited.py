@@ -74,7 +74,11 @@ class GuardedJoins:
         self._consumer = consumer
         take_completed_joins(consumer)
         self._stopping = stopping
-        self._metadata = BoundedCall(consumer.topics, "the member's metadata before joining")
+        # Its subscription's alone, as its own refreshes ask (`consumer.topics()` asked for every topic).
+        self._metadata = BoundedCall(
+            lambda: topic_partitions(consumer, consumer.subscription() or ()),
+            "the member's metadata before joining",
+        )
 
     def subscribe(self, topics: Sequence[str], listener: RebalanceListener) -> None:
         """`consumer` subscribed to `topics` (each of them exists), its own metadata brought up to date
