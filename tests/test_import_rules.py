@@ -53,6 +53,8 @@ READS_INTERNALS = {
     "benchmarks/kafka_consumer_levers.py": {"tracescore.consume"},
     # the services' restore look for their outputs (the service base's OutputLog and FoundOutputs), timed
     "benchmarks/restore_look.py": {"tracescore"},
+    # the services' look for their named topics (the shared tracescore._kafka.topic_partitions), timed
+    "benchmarks/metadata_lookup.py": {"tracescore"},
     # the held turns of grounding across turns (conversations._grounder), measured on their own
     "benchmarks/grounding_cost.py": {"tracescore.conversations"},
     # the learning models fed through the consumer's lock (consume._shared_policy.SharedPolicy)

@@ -28,6 +28,7 @@ from tracescore._kafka import (
     group_member,
     not_creating_topics,
     quiet_kafka_client_noise,
+    topic_partitions,
 )
 from tracescore._kafka_config import RebalanceProtocol
 from tracescore._service import _awaited
@@ -46,8 +47,8 @@ LOOKING = "tracescore: looking for the inputs not written yet"  # the name of a 
 
 
 class Probes:
-    """Every client the looks made (kafka-python's KafkaConsumer, counted): each look, how it ended, and
-    whether it was closed."""
+    """Every client the looks made (kafka-python's KafkaConsumer, counted): each look (`topic_partitions`),
+    how it ended, and whether it was closed."""
 
     def __init__(self) -> None:
         self.made: list[Any] = []
@@ -57,14 +58,16 @@ class Probes:
             def __init__(self, **config: Any) -> None:
                 self.looks: list[BaseException | None] = []  # None: under way, or answered
                 self.answered = 0  # looks ended
+                self.named: list[list[str]] = []  # the topics each look asked for
                 self.closed = False
                 super().__init__(**config)
                 probes.made.append(self)
 
-            def topics(self) -> set[str]:
+            def look(self, topics: Any, *args: Any) -> Any:
                 self.looks.append(None)
+                self.named.append(sorted(topics))
                 try:
-                    return super().topics()  # type: ignore[no-any-return]
+                    return topic_partitions(self, topics, *args)
                 except BaseException as exc:
                     self.looks[-1] = exc
                     raise
@@ -86,6 +89,11 @@ class Probes:
 def probes(monkeypatch: pytest.MonkeyPatch) -> Probes:
     made = Probes()
     monkeypatch.setattr(_awaited, "KafkaConsumer", made.kind)
+
+    def look(client: KafkaConsumer, *args: Any) -> Any:  # a look's client counts it; the member's does not
+        return client.look(*args) if isinstance(client, made.kind) else topic_partitions(client, *args)
+
+    monkeypatch.setattr(_awaited, "topic_partitions", look)
     return made
 
 
@@ -136,6 +144,7 @@ def test_the_looks_share_one_client_closed_once_the_input_exists(
     try:
         wait_until(looked(inputs, probes, 3), "three looks")
         assert len(probes.made) == 1, "a client of its own for each look"
+        assert {tuple(n) for n in probes.made[0].named} == {(topic,)}, "asked for more than the input"
         input_producer(bootstrap, [topic]).close()
         wait_until(lambda: (inputs.look(), not inputs.absent)[1], "the topic found")
         assert consumer.subscription() == {topic}

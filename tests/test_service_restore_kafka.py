@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -197,29 +197,22 @@ def test_a_restore_that_gets_no_answer_says_so_tries_again_and_exits_with_one_li
 def paused_at_the_look_for(
     topic: str, broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, connected: bool = False
 ) -> threading.Event:
-    """The broker paused once a client of the state topics' (its probes), connected, first asks for
-    `topic`'s partitions (set then): a metadata request the broker will not answer. `connected`: the
-    client's connection to the broker made first (a look at every topic), so that only the request's own
+    """The broker paused once a client of the state topics' (its probes) first looks for `topic`
+    (`topic_partitions`; set then): a metadata request the broker will not answer. `connected`: the
+    client's connection to the broker made first (a look at the topic), so that only the request's own
     timeout can end it (a new connection's setup gives up after kafka-python's 10 s)."""
     reached = threading.Event()
-    probe_consumer = _changelog.probe_consumer
+    look = _changelog.topic_partitions
 
-    def paused_at_the_look(client_config: Mapping[str, Any], **config: Any) -> KafkaConsumer:
-        probe = probe_consumer(client_config, **config)
-        look = probe.partitions_for_topic
+    def paused_at_the_look(client: KafkaConsumer, topics: Sequence[str], *args: Any) -> Any:
+        if topic in topics and not reached.is_set():
+            if connected:
+                look(client, [topic])
+            pause(broker.process.pid)
+            reached.set()
+        return look(client, topics, *args)
 
-        def partitions_for_topic(name: str) -> Any:
-            if name == topic and not reached.is_set():
-                if connected:
-                    probe.topics()
-                pause(broker.process.pid)
-                reached.set()
-            return look(name)
-
-        probe.partitions_for_topic = partitions_for_topic  # type: ignore[method-assign]
-        return probe
-
-    monkeypatch.setattr(_changelog, "probe_consumer", paused_at_the_look)
+    monkeypatch.setattr(_changelog, "topic_partitions", paused_at_the_look)
     return reached
 
 

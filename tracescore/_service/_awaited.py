@@ -53,6 +53,7 @@ from tracescore._kafka import (
     made_or_closed,
     not_creating_topics,
     subscribe_topics,
+    topic_partitions,
 )
 from tracescore._service._bounded import BoundedCall, ClosedAtStop
 
@@ -73,7 +74,11 @@ class GuardedJoins:
         self._consumer = consumer
         take_completed_joins(consumer)
         self._stopping = stopping
-        self._metadata = BoundedCall(consumer.topics, "the member's metadata before joining")
+        # Its subscription's alone, as its own refreshes ask (`consumer.topics()` asked for every topic).
+        self._metadata = BoundedCall(
+            lambda: topic_partitions(consumer, consumer.subscription() or ()),
+            "the member's metadata before joining",
+        )
 
     def subscribe(self, topics: Sequence[str], listener: RebalanceListener) -> None:
         """`consumer` subscribed to `topics` (each of them exists), its own metadata brought up to date
@@ -167,9 +172,8 @@ class AwaitedInputs:
     def _existing(self) -> set[str]:
         """The absent inputs that exist now, each with its partitions known, asked by the looks' client, which
         never creates a topic (on BoundedCall's thread)."""
-        probe = self._probe.get()
-        wanted = set(self._absent) & probe.topics()
-        return {t for t in wanted if probe.partitions_for_topic(t)}
+        found = topic_partitions(self._probe.get(), self._absent)  # those alone, never every topic
+        return {t for t, partitions in found.items() if partitions}
 
     def _new_probe(self) -> KafkaConsumer:
         wait_ms = int(BROKER_WAIT_S * 1000)

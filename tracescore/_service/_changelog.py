@@ -27,6 +27,7 @@ from tracescore._kafka import (
     not_creating_topics,
     probe_consumer,
     read_partitions,
+    topic_partitions,
 )
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BoundedCall, ClosedAtStop
@@ -106,7 +107,9 @@ class Changelog:
             linger_ms=5,
             max_block_ms=10_000,  # a send to a deleted topic gives up after this, to recreate it
         )
-        self._look = BoundedCall(self._probe.topics, f"a look for the state topic {topic}")
+        self._look = BoundedCall(
+            lambda: topic_partitions(self._probe, [source, topic]), f"a look for the state topic {topic}"
+        )
         # The client of a look for the old state topic under way (on a restore's thread): the stop closes it.
         self._old_look: ClosedAtStop[KafkaConsumer] | None = None
         self._closed = False
@@ -117,15 +120,16 @@ class Changelog:
     def ensure(self, timeout_s: float = BROKER_WAIT_S) -> int:
         """Create the topic if missing, with the source's partition count; that count (ChangelogError when
         the topic has another one; KafkaTimeoutError when the broker did not answer within `timeout_s`, or a
-        stop was asked for first: its metadata looks take no timeout)."""
+        stop was asked for first: nothing interrupts a metadata look under way)."""
         return self._ensure_call(self._stopping, timeout_s)
 
     def _ensure(self) -> int:
-        source = self._partitions_of(self.source)
+        found = topic_partitions(self._probe, [self.source, self.topic])
+        source = found.get(self.source)
         if not source:
             raise ChangelogError(f"the topic {self.source} does not exist and could not be created")
         self.partitions = len(source)
-        if not self._partitions_of(self.topic):
+        if not found.get(self.topic):
             self._create()
         self.check()
         return self.partitions
@@ -134,21 +138,21 @@ class Changelog:
         """True when the topic exists as it must; False when it does not (deleted); ChangelogError when it or
         its source is partitioned unlike the source at the start (partitions added to either in place);
         KafkaTimeoutError when no broker answered within BROKER_WAIT_S or `stopping()` came true first."""
-        self._look(stopping)  # a fresh look: the cached metadata would still show a deleted topic
+        found = self._look(stopping)  # a fresh look: the cached metadata would still show a deleted topic
         # Partitions added to the source while running: seen here first, every few seconds, before the
         # service's clients route and read by the new count (at their metadata refresh, minutes apart).
-        source = self._partitions_of(self.source, fresh=False)
+        source = found.get(self.source, ())
         if source and len(source) != self.partitions:
             raise ChangelogError(
                 f"the topic {self.source} has {len(source)} partition(s) now, {self.partitions} when the "
                 f"service started: a key's state must sit on its records' partition number. {self._added}"
             )
-        found = self._partitions_of(self.topic, fresh=False)
-        if not found:
+        state = found.get(self.topic, ())
+        if not state:
             return False
-        if len(found) != self.partitions:
+        if len(state) != self.partitions:
             raise ChangelogError(
-                f"the state topic {self.topic} has {len(found)} partition(s), its source {self.source} "
+                f"the state topic {self.topic} has {len(state)} partition(s), its source {self.source} "
                 f"{self.partitions}: a key's state must sit on its records' partition number. A topic of an "
                 "earlier version (one partition): set it as legacy_state_topic and give state_topic a new "
                 f"name. {self._added}. Otherwise recreate it with the source's partition count"
@@ -179,11 +183,6 @@ class Changelog:
     def _create(self) -> None:
         compact = {"cleanup.policy": "compact"}
         ensure_topics(self.connection, [NewTopic(self.topic, self.partitions, -1, topic_configs=compact)])
-
-    def _partitions_of(self, topic: str, fresh: bool = True) -> set[int]:
-        if fresh:
-            self._probe.topics()
-        return set(self._probe.partitions_for_topic(topic) or ())
 
     # -- reading back -----------------------------------------------------------------------------------
     def read(
@@ -250,7 +249,7 @@ class Changelog:
             self._old_look = look
         try:
             try:
-                return sorted(look.get().partitions_for_topic(topic) or ())
+                return list(topic_partitions(look.get(), [topic]).get(topic, ()))
             finally:
                 look.close()
         except KafkaError as exc:

@@ -30,7 +30,7 @@ from datetime import datetime
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
-from tracescore._kafka import made_or_closed, probe_consumer
+from tracescore._kafka import known_partitions, made_or_closed, probe_consumer
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, BoundedCall, ClosedAtStop
 
@@ -161,11 +161,9 @@ class StreamClock:
         try:
             probe = self._clients()[0]
             at_ms = int(self.clock().timestamp() * 1000)
-            inputs = [
-                TopicPartition(topic, p)
-                for topic in self.inputs
-                for p in sorted(probe.partitions_for_topic(topic) or ())
-            ]
+            # The keyed topic's too: its end offsets are asked for next, their leaders found in the answer.
+            found = known_partitions(probe, [*self.inputs, self.keyed])
+            inputs = [TopicPartition(topic, p) for topic in self.inputs for p in found.get(topic, ())]
             if self._stopping():
                 return
             self.time.input_ends(at_ms, probe.end_offsets(inputs, timeout_ms=_BROKER_WAIT_MS))

@@ -25,7 +25,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.producer.future import FutureRecordMetadata
 
-from tracescore._kafka import log_reader, probe_consumer, read_with
+from tracescore._kafka import known_partitions, log_reader, probe_consumer, read_with, topic_partitions
 from tracescore._kafka_config import KafkaConnection
 from tracescore._service._bounded import BROKER_WAIT_S, STOP_CHECK_S, ClosedAtStop
 from tracescore._service._crash import crash_point
@@ -162,8 +162,7 @@ class OutputLog:
         `metadata_max_age_ms` (5 minutes), and a partition added since it was fetched would be missing, its
         outputs never read, and written again (KafkaError when the broker does not answer)."""
         probe = self._ready_probe()
-        probe.topics()  # a fresh look at every topic's partitions (bounded: the probe's request timeout)
-        tps = self._partitions(probe)
+        tps = self._partitions(topic_partitions(probe, self.verified))  # a fresh look, at these alone
         out: Marks = {topic: {} for topic in self.verified}
         for tp, offset in (probe.beginning_offsets(tps, timeout_ms=_BROKER_WAIT_MS) if tps else {}).items():
             out[tp.topic][tp.partition] = offset
@@ -180,18 +179,14 @@ class OutputLog:
             bootstrap_timeout_ms=_BROKER_WAIT_MS,  # its first connection (30 s by default)
         )
 
-    def _partitions(self, probe: KafkaConsumer) -> list[TopicPartition]:
-        """Every partition of the verified topics, as `probe`'s metadata knows them."""
-        return [
-            TopicPartition(topic, p)
-            for topic in self.verified
-            for p in sorted(probe.partitions_for_topic(topic) or ())
-        ]
+    def _partitions(self, found: Mapping[str, Sequence[int]]) -> list[TopicPartition]:
+        """Every partition of the verified topics, as `found` (a look at them) gives them."""
+        return [TopicPartition(topic, p) for topic in self.verified for p in found.get(topic, ())]
 
     def _refresh(self) -> None:
         probe = self._ready_probe()
         try:
-            tps = self._partitions(probe)
+            tps = self._partitions(known_partitions(probe, self.verified))
             ends = probe.end_offsets(tps, timeout_ms=_BROKER_WAIT_MS) if tps else {}
         except KafkaError:  # kept as known: still a lower bound
             return

@@ -11,7 +11,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from tracescore._kafka import ensure_topics, probe_consumer
+from tracescore._kafka import ensure_topics, probe_consumer, topic_partitions
 from tracescore._kafka_config import KafkaConnection
 
 __all__ = ["input_producer", "read_topic", "topic_probe", "wait_for_records"]
@@ -43,7 +43,7 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = _READ_S) -> list[C
     # earliest: records deleted under the read are skipped, not everything after them (the default reset).
     consumer = topic_probe(bootstrap, auto_offset_reset="earliest")
     try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        tps = [TopicPartition(topic, p) for p in topic_partitions(consumer, [topic]).get(topic, ())]
         if not tps:
             return []
         consumer.assign(tps)
