@@ -222,10 +222,9 @@ class Conversation:
                 last = (0 if last is None else last[0] + 1, seen)
             if last is not None and last[1] == digest:
                 continue
-            revision = 0 if last is None else last[0] + 1
-            supersedes = None if last is None else last[0]
-            update = {"revision": revision, "supersedes": supersedes}
-            out.append((tier, record.model_copy(update=update), digest))
+            if last is not None:  # a first record is built as revision 0, superseding none: as it is
+                record = record.model_copy(update={"revision": last[0] + 1, "supersedes": last[0]})
+            out.append((tier, record, digest))
         return out
 
     def written(self, records: list[tuple[Tier, ConversationRecord, str]]) -> None:
