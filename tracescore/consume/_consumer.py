@@ -294,6 +294,7 @@ class EvaluationConsumer:
             self._meanwhile,
             retry_s=self._consumer.config["reconnect_backoff_max_ms"] / 1000,
         )
+        self._metrics_out.observe_broker(lambda: self._reach.unreachable)
 
     def _meanwhile(self) -> str:
         """What the consumer does while no broker answers (`BrokerReach`)."""
