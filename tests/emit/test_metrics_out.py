@@ -126,3 +126,15 @@ def test_no_attribute_takes_a_label_prometheus_exporters_add_themselves() -> Non
     # An exporter names a label after the attribute, its dots as underscores.
     taken = {name: keys for name, keys in names.items() if any(k.startswith("otel.") for k in keys)}
     assert taken == {}, taken
+
+
+def test_the_broker_unreachable_gauge_is_what_the_consumer_says() -> None:
+    reader = InMemoryMetricReader()
+    out = EvaluationMetrics(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    data = reader.get_metrics_data()  # before the consumer connected: no point (None: none of any metric)
+    assert data is None or "tracescore.broker.unreachable" not in _points(reader)
+    unreachable = [False]
+    out.observe_broker(lambda: unreachable[0])
+    assert [p.value for p in _points(reader)["tracescore.broker.unreachable"]] == [0]
+    unreachable[0] = True
+    assert [p.value for p in _points(reader)["tracescore.broker.unreachable"]] == [1]

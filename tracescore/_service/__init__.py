@@ -30,6 +30,7 @@ from tracescore._service._outputs import (
     close_shares,
 )
 from tracescore._service._overdue import OVERDUE_EXIT, OverdueExit
+from tracescore._service._reach import BrokerReach, Reach
 from tracescore._service._rekey import Forward, RekeyStage
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "STOP_CHECK_S",
     "AwaitedInputs",
     "BoundedCall",
+    "BrokerReach",
     "Changelog",
     "ChangelogError",
     "Forward",
@@ -53,6 +55,7 @@ __all__ = [
     "OutputLog",
     "OverdueExit",
     "PartitionMeta",
+    "Reach",
     "RekeyStage",
     "Saved",
     "ServiceLoop",

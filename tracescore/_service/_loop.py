@@ -30,6 +30,7 @@ from tracescore._kafka import (
     rekeying_clients,
 )
 from tracescore._kafka_config import KafkaConnection, RebalanceProtocol
+from tracescore._plural import counted
 from tracescore._service._bounded import BoundedCall, StopBudget
 from tracescore._service._changelog import Changelog
 from tracescore._service._clock import StreamClock
@@ -40,6 +41,7 @@ from tracescore._service._keyed import KeyedStage
 from tracescore._service._keyed_logic import KeyedLogic
 from tracescore._service._outputs import OutputLog, close_shares
 from tracescore._service._overdue import OverdueExit
+from tracescore._service._reach import BrokerReach, Reach
 from tracescore._service._rekey import Forward, RekeyStage
 from tracescore._service._stop_checkpoint import final_checkpoint, restore_given_up
 
@@ -198,6 +200,26 @@ class ServiceLoop:
             stop_deadline=self.stop_deadline,
             restore_retries=config.restore_retries,
         )
+        # A broker outage said in the service's words (kafka-python's own lines do not say what it holds).
+        self._reach = BrokerReach(
+            log,
+            service,
+            connection.bootstrap_servers,
+            Reach([self._ingest, keyed]),
+            self._meanwhile,
+            retry_s=self._ingest.config["reconnect_backoff_max_ms"] / 1000,
+        )
+
+    def _meanwhile(self) -> str:
+        """What the service does while no broker answers (`BrokerReach`)."""
+        unsaved, waiting = self.keyed.unsaved, self._budget.waiting_on
+        return (
+            "holds its state in memory"
+            + (f" ({counted(unsaved, 'state')} not saved yet)" if unsaved else "")
+            + (f", waiting on {waiting}" if waiting else "")
+            + ", and commits nothing: what it read since its last checkpoint is read again should it stop "
+            "before the broker is back"
+        )
 
     def stop(self) -> None:
         """Return from run() after the current pass (no tick after it) within `stop_timeout_s`. Safe from a
@@ -320,7 +342,10 @@ class ServiceLoop:
                 outnumbered=outnumbered,
             )
             self.keyed.subscribe(self._keyed_members if cooperative else None)
-            with protocol_checked(self._group_id, self._protocol, "rebalance_protocol"):
+            with (
+                protocol_checked(self._group_id, self._protocol, "rebalance_protocol"),
+                self._reach.watching(),
+            ):
                 self._loop(idle_timeout_s)
             clean = True
         except KafkaTimeoutError:

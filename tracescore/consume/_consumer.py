@@ -30,7 +30,7 @@ from tracescore._kafka import (
     protocol_checked,
 )
 from tracescore._plural import counted
-from tracescore._service import AwaitedInputs, GroupLook, OverdueExit, client_id
+from tracescore._service import AwaitedInputs, BrokerReach, GroupLook, OverdueExit, Reach, client_id
 from tracescore.consume._assemble import TraceAssembler
 from tracescore.consume._checkpoint import Checkpoint, OutputNotAcknowledged
 from tracescore.consume._clients import connect, subscribe
@@ -110,6 +110,7 @@ class EvaluationConsumer:
         self._make_sink = sink
         self._make_worker = worker
         self._outputs: Outputs  # made in run(), on the connected producer's sink
+        self._reach: BrokerReach  # made in run(), on the connected consumer
         # The assembly's grace and max wait count the stream's time, not how long a batch took to process.
         self._stream_time = stream_time = StreamTime(settings.assembly.grace_s)
         self._assembler = assembler = TraceAssembler(
@@ -199,6 +200,7 @@ class EvaluationConsumer:
             )
         life = self._lifecycle
         failed = True
+        self._reach.start()  # the broker gone: said, in the words of _meanwhile
         try:
             while True:
                 life.check_stop()
@@ -226,6 +228,7 @@ class EvaluationConsumer:
                     break
             failed = False
         finally:
+            self._reach.stop()
             self._close(consumer, producer, worker, failed=failed)
         # In its group (a settled generation, empty ones included), and never given a partition.
         joined = self._rebalance.first_assigned_at is not None
@@ -282,6 +285,25 @@ class EvaluationConsumer:
 
     def _connect(self) -> None:
         self._consumer, self._producer = connect(self.settings, self._consumer, self._producer)
+        # A broker outage said in the service's words (kafka-python's own lines do not say what it holds).
+        self._reach = BrokerReach(
+            _log,
+            "tracescore consume",
+            self.settings.bootstrap_servers,
+            Reach([self._consumer]),
+            self._meanwhile,
+            retry_s=self._consumer.config["reconnect_backoff_max_ms"] / 1000,
+        )
+        self._metrics_out.observe_broker(lambda: self._reach.unreachable)
+
+    def _meanwhile(self) -> str:
+        """What the consumer does while no broker answers (`BrokerReach`)."""
+        return (
+            f"holds {counted(self._judging.pending, 'interaction')} queued or being scored, "
+            f"{counted(self._checkpoint.settling, 'trace')} scored whose outputs wait for the broker and "
+            f"{counted(self._assembler.buffered_traces, 'trace')} being assembled, none committed: what it "
+            "read since its last commit is read again should it stop before the broker is back"
+        )
 
     def _kafka(self) -> KafkaConsumer:
         assert self._consumer is not None, "not connected"

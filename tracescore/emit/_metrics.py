@@ -216,6 +216,15 @@ class EvaluationMetrics:
             description="Per route, answer shape and group: the LLM verdicts the lift is measured on "
             "(older ones fade).",
         )
+        # 1 while this process says its broker is unreachable (`tracescore._service.BrokerReach`), else 0:
+        # an outage told from a stall by a metric too, not only by a log line.
+        self._unreachable: list[Callable[[], bool]] = []
+        meter.create_observable_gauge(
+            "tracescore.broker.unreachable",
+            callbacks=[self._observe_unreachable],
+            description="1 while this consumer process finds its Kafka broker unreachable (no group "
+            "coordinator answers; the log says since when and what it holds), else 0.",
+        )
         self._dead_letters = meter.create_counter(
             "tracescore.messages.dead_lettered", description="Input messages sent to the dead-letter topic."
         )
@@ -282,6 +291,13 @@ class EvaluationMetrics:
             self._budget_sources.append(
                 lambda: [(window, used().get(window, 0), limit) for window, limit in windows.items()]
             )
+
+    def observe_broker(self, unreachable: Callable[[], bool]) -> None:
+        """Report `unreachable()` (read on the metric reader's thread) as `tracescore.broker.unreachable`."""
+        self._unreachable.append(unreachable)
+
+    def _observe_unreachable(self, _: CallbackOptions) -> list[Observation]:
+        return [Observation(int(any(source() for source in self._unreachable)))] if self._unreachable else []
 
     def _observe_budget_used(self, _: CallbackOptions) -> list[Observation]:
         return [Observation(n, {"window": w}) for source in self._budget_sources for w, n, _ in source()]
