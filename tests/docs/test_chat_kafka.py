@@ -16,7 +16,7 @@ pytestmark = pytest.mark.kafka
 PAGE = DOCS / "instrumenting.md"
 COMMANDS = (
     "python docs/examples/chat.py",
-    "tracescore consume --idle-timeout 10",
+    "tracescore consume --infer-conversations --idle-timeout 10",
     "tracescore conversations --quiet-seconds 5 --idle-timeout 10",
     "tracescore tail",
     "tracescore tail --evaluations-topic tracescore.conversations",
@@ -51,7 +51,7 @@ def test_a_chat_named_by_its_app_has_its_follow_up_grounded_in_turn_one(
         },
     )
     page.check("chat-app", page.run([sys.executable, "docs/examples/chat.py"]))
-    page.run(tracescore("consume", "--idle-timeout", "10"))
+    page.run(tracescore("consume", "--infer-conversations", "--idle-timeout", "10"))
     page.check_service(
         "chat-conversations",
         page.run(tracescore("conversations", "--quiet-seconds", "5", "--idle-timeout", "10")),
